@@ -1,0 +1,1 @@
+"""Calibration and Bayesian inference over simjax simulators (built on `sim`)."""

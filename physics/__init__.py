@@ -1,0 +1,4 @@
+"""Models: what evolves. Solver-agnostic; families ode, pde and md."""
+
+from . import ode as ode
+from ._base import CONSTRAINTS as CONSTRAINTS, Model as Model, Parameter as Parameter

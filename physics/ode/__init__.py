@@ -1,0 +1,12 @@
+"""ODE models: the abstract `OdeModel` family and its classic members."""
+
+from ._classic import (
+    DampedPendulum as DampedPendulum,
+    FitzHughNagumo as FitzHughNagumo,
+    Lorenz as Lorenz,
+    LotkaVolterra as LotkaVolterra,
+    Robertson as Robertson,
+    Sir as Sir,
+    VanDerPol as VanDerPol,
+)
+from .base import OdeModel as OdeModel

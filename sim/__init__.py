@@ -1,0 +1,25 @@
+"""simjax front door: simulate, run configs, store results, the command line.
+
+Importing `sim` enables float64 in JAX (`jax_enable_x64`): ODEs, calibration and
+inference run in double precision; PDE and MD configs may ask for float32.
+"""
+
+import jax as _jax
+
+_jax.config.update("jax_enable_x64", True)
+
+from ._errors import (  # noqa: E402
+    ConfigError as ConfigError,
+    DataError as DataError,
+    InputError as InputError,
+    SimError as SimError,
+    SimulationError as SimulationError,
+)
+from ._registry import (  # noqa: E402
+    get_model as get_model,
+    model_class as model_class,
+    model_names as model_names,
+    register_model as register_model,
+)
+from ._simulate import complete_params as complete_params, simulate as simulate  # noqa: E402
+from ._trajectory import Trajectory as Trajectory  # noqa: E402

@@ -1,0 +1,9 @@
+"""Numerics, model-agnostic: they act on plain callables, arrays and pytrees."""
+
+from ._ode import (
+    ADJOINTS as ADJOINTS,
+    OdeSolution as OdeSolution,
+    OdeSolver as OdeSolver,
+    did_you_mean as did_you_mean,
+    result_message as result_message,
+)

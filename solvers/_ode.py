@@ -1,0 +1,178 @@
+"""ODE strategy on diffrax: method, adaptive step control, adjoint, failure reporting."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+import diffrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Float, Int, PyTree
+
+from ._types import Times
+
+_METHODS: dict[str, Callable[[], diffrax.AbstractSolver]] = {
+    "euler": diffrax.Euler,
+    "heun": diffrax.Heun,
+    "midpoint": diffrax.Midpoint,
+    "ralston": diffrax.Ralston,
+    "bosh3": diffrax.Bosh3,
+    "tsit5": diffrax.Tsit5,
+    "dopri5": diffrax.Dopri5,
+    "dopri8": diffrax.Dopri8,
+    "implicit_euler": diffrax.ImplicitEuler,
+    "kvaerno3": diffrax.Kvaerno3,
+    "kvaerno4": diffrax.Kvaerno4,
+    "kvaerno5": diffrax.Kvaerno5,
+}
+_IMPLICIT = frozenset({"implicit_euler", "kvaerno3", "kvaerno4", "kvaerno5"})
+ADJOINTS = ("recursive_checkpoint", "backsolve", "forward", "direct")
+
+
+def did_you_mean(word: str, choices) -> str:
+    """A ' Perhaps you meant X?' suffix, or '' when nothing is close."""
+    close = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1, cutoff=0.6)
+    return f" Perhaps you meant {close[0]!r}?" if close else ""
+
+
+def result_message(code: int) -> str:
+    """The human message of a diffrax result code (0 is success)."""
+    return diffrax.RESULTS._index_to_message[int(code)] or "successful"
+
+
+class OdeSolution(eqx.Module):
+    """What `OdeSolver.solve` returns.
+
+    Attributes:
+        ys: state at each requested time, [T, n] (NaN rows after a failure when
+            `throw=False`).
+        num_steps: accepted plus rejected steps taken, int scalar.
+        num_accepted_steps: accepted steps, int scalar.
+        result: 0 on success, otherwise a diffrax result code (see `result_message`).
+    """
+
+    ys: PyTree
+    num_steps: Int[Array, ""]
+    num_accepted_steps: Int[Array, ""]
+    result: Int[Array, ""]
+
+
+class OdeSolver(eqx.Module):
+    """Adaptive (or fixed-step) integration of dy/dt = f(t, y, args) with diffrax.
+
+    Arguments:
+        method: `tsit5` (default), `dopri5`, `dopri8`, `bosh3`, `heun`, `euler`,
+            `midpoint`, `ralston`; implicit for stiff problems: `kvaerno3`, `kvaerno4`,
+            `kvaerno5`, `implicit_euler`.
+        rtol, atol: relative and absolute tolerances of the PID step-size controller.
+            They are traced: changing them does not recompile.
+        dt0: first step (None: chosen automatically). With `adaptive=False` it is the
+            constant step and is required.
+        adaptive: False integrates with constant steps of `dt0`.
+        max_steps: bound on the number of steps; reaching it is a failure.
+        adjoint: how reverse-mode gradients flow: `recursive_checkpoint` (default,
+            exact gradient of the discretisation, memory O(sqrt steps)), `backsolve`
+            (continuous adjoint, O(1) memory), `forward` (forward-mode; use jax.jacfwd),
+            `direct`.
+        throw: True raises at run time when a solve fails; False returns the failure in
+            `OdeSolution.result` (NaN states), for batched sweeps.
+    """
+
+    method: str = eqx.field(static=True, default="tsit5")
+    rtol: float | Array = 1e-6
+    atol: float | Array = 1e-8
+    dt0: float | Array | None = None
+    adaptive: bool = eqx.field(static=True, default=True)
+    max_steps: int = eqx.field(static=True, default=16384)
+    adjoint: str = eqx.field(static=True, default="recursive_checkpoint")
+    throw: bool = eqx.field(static=True, default=True)
+
+    methods: ClassVar[tuple[str, ...]] = tuple(_METHODS)
+
+    def __check_init__(self):
+        if self.method not in _METHODS:
+            raise ValueError(
+                f"unknown ODE method {self.method!r}; expected one of {', '.join(_METHODS)}."
+                + did_you_mean(self.method, _METHODS)
+            )
+        if self.adjoint not in ADJOINTS:
+            raise ValueError(
+                f"unknown adjoint {self.adjoint!r}; expected one of {', '.join(ADJOINTS)}."
+                + did_you_mean(self.adjoint, ADJOINTS)
+            )
+        if not self.adaptive and self.dt0 is None:
+            raise ValueError("a fixed-step OdeSolver (adaptive=False) needs dt0")
+        if self.max_steps < 1:
+            raise ValueError(f"max_steps must be >= 1, got {self.max_steps}")
+
+    @property
+    def implicit(self) -> bool:
+        return self.method in _IMPLICIT
+
+    def _controller(self) -> diffrax.AbstractStepSizeController:
+        if not self.adaptive:
+            return diffrax.ConstantStepSize()
+        if self.implicit:
+            # PI control damps step-size oscillation on stiff problems (Hairer & Wanner IV.2).
+            return diffrax.PIDController(rtol=self.rtol, atol=self.atol, pcoeff=0.3, icoeff=0.4)
+        return diffrax.PIDController(rtol=self.rtol, atol=self.atol)
+
+    def _adjoint(self, solver: diffrax.AbstractSolver) -> diffrax.AbstractAdjoint:
+        if self.adjoint == "backsolve":
+            return diffrax.BacksolveAdjoint(solver=solver)
+        if self.adjoint == "forward":
+            return diffrax.ForwardMode()
+        if self.adjoint == "direct":
+            return diffrax.DirectAdjoint()
+        return diffrax.RecursiveCheckpointAdjoint()
+
+    def solve(
+        self,
+        vector_field: Callable[[Any, PyTree, Any], PyTree],
+        ts: Times,
+        y0: PyTree,
+        args: Any = None,
+    ) -> OdeSolution:
+        """Integrate from ts[0] to ts[-1], saving the state at every entry of `ts`.
+
+        Arguments:
+            vector_field: f(t, y, args) -> dy/dt, same pytree structure as y.
+            ts: increasing save times [T], T >= 2.
+            y0: initial state (any pytree of float arrays).
+            args: passed through to `vector_field` (for example the params dict).
+
+        Returns:
+            An `OdeSolution` with `ys` of leading dimension T.
+        """
+        solver = _METHODS[self.method]()
+        sol = diffrax.diffeqsolve(
+            diffrax.ODETerm(vector_field),
+            solver,
+            t0=ts[0],
+            t1=ts[-1],
+            dt0=self.dt0,
+            y0=y0,
+            args=args,
+            saveat=diffrax.SaveAt(ts=ts),
+            stepsize_controller=self._controller(),
+            adjoint=self._adjoint(solver),
+            max_steps=self.max_steps,
+            throw=self.throw,
+        )
+        result = sol.result._value
+        failed = result != 0
+        ys = _nan_where(failed, sol.ys)
+        return OdeSolution(
+            ys=ys,
+            num_steps=sol.stats["num_steps"],
+            num_accepted_steps=sol.stats["num_accepted_steps"],
+            result=result,
+        )
+
+
+def _nan_where(failed: Array, tree: PyTree) -> PyTree:
+    """Replace every leaf by NaN where `failed` (so a failure is never a plausible number)."""
+    return jax.tree.map(lambda leaf: jnp.where(failed, jnp.nan, leaf), tree)
