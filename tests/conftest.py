@@ -1,27 +1,10 @@
-"""Test-wide settings: float64, strict dtype promotion, and shared helpers."""
+"""Test-wide settings: float64 and strict dtype promotion."""
 
 import jax
-import jax.numpy as jnp
-import numpy as np
 import pytest
 
 jax.config.update("jax_enable_x64", True)
 jax.config.update("jax_numpy_dtype_promotion", "strict")
-
-
-def tree_allclose(a, b, *, rtol=1e-10, atol=0.0) -> bool:
-    """True when two pytrees have the same structure and close leaves."""
-    leaves_a, tree_a = jax.tree.flatten(a)
-    leaves_b, tree_b = jax.tree.flatten(b)
-    if tree_a != tree_b:
-        return False
-    return all(np.allclose(x, y, rtol=rtol, atol=atol) for x, y in zip(leaves_a, leaves_b))
-
-
-def fitted_order(step_sizes, errors) -> float:
-    """Slope of log(error) against log(step size): the observed order of accuracy."""
-    slope, _ = np.polyfit(np.log(np.asarray(step_sizes)), np.log(np.asarray(errors)), 1)
-    return float(slope)
 
 
 @pytest.fixture
