@@ -1,0 +1,314 @@
+"""TOML configs: parsed, overridden by dotted `--set KEY=VALUE`, validated with pydantic.
+
+Structure is checked here (sections, key names, types, ranges). What depends on the model
+(parameter names, state names, solver methods of its family) is checked when the config
+is resolved against the model, in `sim.run`.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any, Literal
+
+import pydantic
+from pydantic import BaseModel, ConfigDict, Field
+
+from solvers import did_you_mean
+
+from ._errors import ConfigError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+import tomli_w
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class ModelSection(BaseModel):
+    """`[model]`: the registry name, plus the model's own options (checked against it)."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+    name: str
+
+    @property
+    def options(self) -> dict[str, Any]:
+        return dict(self.model_extra or {})
+
+
+class TimeSection(_Section):
+    """`[time]`: the span, the save points and, for fixed-step families, the step."""
+
+    t0: float = 0.0
+    t1: float | None = None
+    save: int | None = Field(default=None, ge=2)
+    save_at: list[float] | None = None
+    dt: float | None = Field(default=None, gt=0)
+    steps: int | None = Field(default=None, ge=1)
+    save_every: int | None = Field(default=None, ge=1)
+
+    @pydantic.model_validator(mode="after")
+    def _consistent(self):
+        if self.t1 is not None and not self.t1 > self.t0:
+            raise _KeyedError("t1", f"expected a time greater than t0 = {self.t0}, got {self.t1}")
+        if self.save is not None and self.save_at is not None:
+            raise _KeyedError("save_at", "give either save or save_at, not both")
+        if self.save_at is not None:
+            if len(self.save_at) < 2:
+                raise _KeyedError("save_at", "expected at least 2 save times")
+            if any(b <= a for a, b in zip(self.save_at, self.save_at[1:])):
+                raise _KeyedError("save_at", "expected strictly increasing times")
+            if self.save_at[0] < self.t0 or (self.t1 is not None and self.save_at[-1] > self.t1):
+                raise _KeyedError("save_at", f"expected times within [t0, t1] = [{self.t0}, {self.t1}]")
+        return self
+
+
+class SolverSection(BaseModel):
+    """`[solver]`: method and its settings; family-specific keys are checked by the family."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+    method: str | None = None
+    rtol: float | None = Field(default=None, gt=0)
+    atol: float | None = Field(default=None, gt=0)
+    dt0: float | None = Field(default=None, gt=0)
+    max_steps: int | None = Field(default=None, ge=1)
+    adjoint: str | None = None
+    dtype: Literal["float32", "float64"] | None = None
+
+    @property
+    def extras(self) -> dict[str, Any]:
+        return dict(self.model_extra or {})
+
+
+class OutputSection(_Section):
+    """`[output]`: where `sim run` writes (relative to the config's folder)."""
+
+    file: str | None = None
+
+
+Scalar = float | bool | str
+Value = Scalar | list[Any] | dict[str, Any]
+
+
+class ConfigSpec(_Section):
+    model: ModelSection
+    params: dict[str, Value] = {}
+    initial: dict[str, Value] = {}
+    grid: dict[str, Value] | None = None
+    system: dict[str, Value] | None = None
+    time: TimeSection = TimeSection()
+    solver: SolverSection = SolverSection()
+    data: dict[str, Value] | None = None
+    fit: dict[str, Value] | None = None
+    infer: dict[str, Value] | None = None
+    sweep: dict[str, Value] | None = None
+    output: OutputSection = OutputSection()
+
+
+SECTIONS = tuple(ConfigSpec.model_fields)
+
+
+class _KeyedError(ValueError):
+    """Raised inside validators to name the offending key within the section."""
+
+    def __init__(self, key: str, message: str):
+        self.key = key
+        self.message = message
+        super().__init__(message)
+
+
+class Config:
+    """A validated config: `spec` (the sections), `raw` (the merged TOML dict) and origin.
+
+    Arguments:
+        raw: the TOML content as a dict (after overrides).
+        path: the file it came from (None for a config built in Python); relative paths
+            inside it resolve against its folder.
+
+    Raises:
+        ConfigError: naming the file, the key path and what was expected.
+    """
+
+    def __init__(self, raw: dict[str, Any], path: str | Path | None = None):
+        self.raw = raw
+        self.path = Path(path) if path is not None else None
+        self.source = str(path) if path is not None else "<config>"
+        self.spec = _validate(raw, self.source)
+
+    @property
+    def base_dir(self) -> Path:
+        return self.path.parent if self.path is not None else Path.cwd()
+
+    def resolve_path(self, value: str | Path) -> Path:
+        """A path named inside the config, relative to the config's folder."""
+        p = Path(value)
+        return p if p.is_absolute() else self.base_dir / p
+
+    def error(self, key: str, message: str) -> ConfigError:
+        """A `ConfigError` about `key` of this config."""
+        return ConfigError(self.source, key, message)
+
+    def with_overrides(self, overrides: list[str]) -> Config:
+        """A new config with `KEY=VALUE` overrides applied by dotted path."""
+        raw = _deep_copy(self.raw)
+        for item in overrides:
+            apply_override(raw, item)
+        return Config(raw, self.path)
+
+    def to_toml(self) -> str:
+        """The config as TOML text."""
+        return tomli_w.dumps(_drop_none(self.raw))
+
+    def __repr__(self) -> str:
+        return f"Config({self.source!r}, model={self.spec.model.name!r})"
+
+
+def load_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Config:
+    """Read and validate a TOML config, applying `KEY=VALUE` overrides by dotted path.
+
+    Arguments:
+        path: the TOML file.
+        overrides: strings like `"params.alpha=0.6"`; the value is read as a TOML value
+            (a bare word that is not valid TOML is taken as a string).
+
+    Returns:
+        A `Config`.
+
+    Raises:
+        ConfigError: missing or unreadable file, malformed TOML, an unknown section or
+            key, a wrong type or range; the message names the file and key path.
+
+    Example:
+        >>> config = load_config("experiments/lotka_volterra.toml", ["params.alpha=0.6"])
+    """
+    path = Path(path)
+    if path.is_dir():
+        raise ConfigError(path, "", "is a folder; expected a TOML config file")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(path, "", "no such file; expected a TOML config file") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(path, "", f"cannot be read as UTF-8 text ({e.__class__.__name__})") from None
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(path, "", f"malformed TOML: {e}") from None
+    for item in overrides:
+        apply_override(raw, item)
+    return Config(raw, path)
+
+
+def parse_value(text: str) -> Any:
+    """A `--set` value: TOML syntax (numbers, booleans, arrays, quoted strings) or a bare string."""
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text
+
+
+def apply_override(raw: dict[str, Any], item: str) -> None:
+    """Set `KEY=VALUE` into `raw` in place, creating tables along the dotted path."""
+    key, sep, value = item.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        raise ConfigError("--set", item, "expected KEY=VALUE with a dotted key, e.g. params.alpha=0.6")
+    parts = key.split(".")
+    if any(not p for p in parts):
+        raise ConfigError("--set", key, "expected a dotted key path like params.alpha")
+    if parts[0] not in SECTIONS:
+        raise ConfigError(
+            "--set", key, f"unknown section {parts[0]!r} (sections: {', '.join(SECTIONS)}).{did_you_mean(parts[0], SECTIONS)}"
+        )
+    node = raw
+    for i, part in enumerate(parts[:-1]):
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            raise ConfigError("--set", ".".join(parts[: i + 1]), "is a value, not a table; cannot set a key inside it")
+        node = child
+    node[parts[-1]] = parse_value(value.strip())
+
+
+def _validate(raw: dict[str, Any], source: str) -> ConfigSpec:
+    try:
+        return ConfigSpec.model_validate(raw)
+    except pydantic.ValidationError as e:
+        raise _to_config_error(e, raw, source) from None
+
+
+def _to_config_error(exc: pydantic.ValidationError, raw: dict, source: str) -> ConfigError:
+    err = exc.errors()[0]
+    loc = [str(p) for p in err["loc"] if not _is_union_tag(p)]
+    key = ".".join(loc)
+    ctx = err.get("ctx") or {}
+    inner = ctx.get("error")
+    if isinstance(inner, _KeyedError):
+        section = loc[0] if loc else ""
+        return ConfigError(source, f"{section}.{inner.key}" if section else inner.key, inner.message)
+    kind = err["type"]
+    if kind == "extra_forbidden":
+        parent = loc[:-1]
+        allowed = _allowed_keys(parent)
+        name = loc[-1]
+        where = "section" if not parent else "key"
+        hint = did_you_mean(name, allowed)
+        return ConfigError(source, key, f"unknown {where} (expected one of: {', '.join(allowed)}).{hint}")
+    if kind == "missing":
+        return ConfigError(source, key, "required key is missing")
+    value = err.get("input")
+    expected = _EXPECTED.get(kind)
+    if kind == "greater_than":
+        expected = f"expected a number > {ctx['gt']}"
+    elif kind == "greater_than_equal":
+        expected = f"expected a number >= {ctx['ge']}"
+    elif expected is None:
+        expected = err["msg"][0].lower() + err["msg"][1:]
+    return ConfigError(source, key, f"{expected}, got {value!r}")
+
+
+_EXPECTED = {
+    "float_type": "expected a number",
+    "int_type": "expected a whole number",
+    "string_type": "expected a string",
+    "bool_type": "expected true or false",
+    "list_type": "expected an array",
+    "dict_type": "expected a table",
+    "model_type": "expected a table",
+    "model_attributes_type": "expected a table",
+    "literal_error": "expected one of float32, float64",
+}
+
+
+def _is_union_tag(part) -> bool:
+    return isinstance(part, str) and (part in ("float", "bool", "str", "int") or "[" in part)
+
+
+def _allowed_keys(parent: list[str]) -> list[str]:
+    model: type[BaseModel] = ConfigSpec
+    for part in parent:
+        field = model.model_fields.get(part)
+        if field is None or not isinstance(field.annotation, type) or not issubclass(field.annotation, BaseModel):
+            return []
+        model = field.annotation
+    return list(model.model_fields)
+
+
+def _deep_copy(raw: Any) -> Any:
+    if isinstance(raw, dict):
+        return {k: _deep_copy(v) for k, v in raw.items()}
+    if isinstance(raw, list):
+        return [_deep_copy(v) for v in raw]
+    return raw
+
+
+def _drop_none(raw: Any) -> Any:
+    if isinstance(raw, dict):
+        return {k: _drop_none(v) for k, v in raw.items() if v is not None}
+    if isinstance(raw, list):
+        return [_drop_none(v) for v in raw]
+    return raw

@@ -1,0 +1,173 @@
+"""HDF5 files: atomic writes, the common root attributes, and `read`."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import json
+import os
+import tempfile
+from collections.abc import Iterator, Mapping
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import h5py
+import numpy as np
+
+from ._errors import DataError, InputError
+
+FORMAT_VERSION = "1.0"
+_VERSIONED = ("simjax", "jax", "jaxlib", "equinox", "diffrax", "numpy", "h5py", "numpyro", "optimistix", "optax")
+
+
+def package_versions() -> dict[str, str]:
+    """Versions of simjax and the numerical packages it runs on."""
+    out = {}
+    for name in _VERSIONED:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return out
+
+
+def check_output_path(path: str | Path, source: str = "-o", key: str = "") -> Path:
+    """Check before any work that `path` can be written: its folder exists and is writable,
+    and it is not itself a folder.
+
+    Raises:
+        InputError: naming `source` (the option or config file) and `key`.
+    """
+    path = Path(path)
+    what = f"{key} = {str(path)!r}" if key else str(path)
+    if path.is_dir():
+        raise InputError(source, key or str(path), f"{what} is a folder; expected a file path ending in .h5")
+    folder = path.parent if str(path.parent) else Path(".")
+    if not folder.is_dir():
+        raise InputError(source, key or str(path), f"folder {str(folder)!r} does not exist")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise InputError(source, key or str(path), f"folder {str(folder)!r} is not writable")
+    if path.exists() and not os.access(path, os.W_OK):
+        raise InputError(source, key or str(path), f"{str(path)!r} exists and is not writable")
+    return path
+
+
+@contextlib.contextmanager
+def atomic_h5(path: str | Path) -> Iterator[h5py.File]:
+    """Open a new HDF5 file under a temporary name beside `path`; rename it to `path`
+    only when the block completes. On any error the temporary file is removed and an
+    existing `path` is left untouched."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent if str(path.parent) else ".")
+    os.close(fd)
+    try:
+        with h5py.File(tmp, "w") as f:
+            yield f
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def write_root_attrs(f: h5py.File, *, format: str, model: str, config: str, seed: int | None = None) -> None:
+    """The root attributes every simjax file carries (DESIGN: Files)."""
+    f.attrs["format"] = format
+    f.attrs["format_version"] = FORMAT_VERSION
+    f.attrs["model"] = model
+    f.attrs["config"] = config
+    f.attrs["created"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    f.attrs["versions"] = json.dumps(package_versions())
+    if seed is not None:
+        f.attrs["seed"] = int(seed)
+
+
+def write_group(f: h5py.File | h5py.Group, name: str, values: Mapping[str, Any]) -> None:
+    """Write `values` (name -> array) as datasets of group `name`."""
+    group = f.require_group(name)
+    for key, value in values.items():
+        group.create_dataset(key, data=np.asarray(value))
+
+
+class Record(Mapping):
+    """The content of a simjax HDF5 file: root `attrs` and nested groups of numpy arrays.
+
+    Index by path (`record["observables/prey"]`) or by top-level name as an attribute
+    (`record.time`, `record.observables["prey"]`).
+    """
+
+    def __init__(self, path: Path, attrs: dict[str, Any], tree: dict[str, Any]):
+        self.path = path
+        self.attrs = attrs
+        self._tree = tree
+
+    def __getitem__(self, key: str) -> Any:
+        node: Any = self._tree
+        for part in key.strip("/").split("/"):
+            node = node[part]
+        return node
+
+    def __iter__(self):
+        return iter(self._tree)
+
+    def __len__(self) -> int:
+        return len(self._tree)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        try:
+            return self._tree[name]
+        except KeyError:
+            raise AttributeError(f"{self.path} has no top-level {name!r} (has {', '.join(self._tree)})") from None
+
+    @property
+    def format(self) -> str:
+        return str(self.attrs.get("format", ""))
+
+    def __repr__(self) -> str:
+        return f"Record({str(self.path)!r}, format={self.format!r}, groups={list(self._tree)})"
+
+
+def _load(node: h5py.Group) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, item in node.items():
+        if isinstance(item, h5py.Group):
+            out[key] = _load(item)
+        else:
+            value = item[()]
+            out[key] = value.decode() if isinstance(value, bytes) else value
+    return out
+
+
+def _attr(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return value.decode()
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def read(path: str | Path) -> Record:
+    """Load a simjax HDF5 file (run, sweep, fit or posterior) into memory.
+
+    Raises:
+        DataError: the path is missing, a folder, or not a readable HDF5 file.
+
+    Example:
+        >>> record = read("lv.h5")
+        >>> record.observables["prey"].shape
+    """
+    path = Path(path)
+    if path.is_dir():
+        raise DataError(path, "", "is a folder; expected an HDF5 file")
+    if not path.exists():
+        raise DataError(path, "", "no such file; expected an HDF5 file")
+    try:
+        with h5py.File(path, "r") as f:
+            attrs = {k: _attr(v) for k, v in f.attrs.items()}
+            tree = _load(f)
+    except OSError as e:
+        raise DataError(path, "", f"not a readable HDF5 file ({str(e).splitlines()[0]})") from None
+    return Record(path, attrs, tree)

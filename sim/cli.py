@@ -1,0 +1,144 @@
+"""The `sim` command: models, run, info (and the commands that build on them).
+
+Exit codes: 0 success; 2 bad input (one line on stderr naming the file and key);
+1 anything else. A command that fails leaves no output file behind.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, Optional
+
+import click
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from ._config import load_config
+from ._errors import InputError, SimError
+from ._registry import get_model, model_class, model_names
+from ._store import check_output_path
+from solvers import did_you_mean
+
+app = typer.Typer(
+    name="sim",
+    help="simjax: differentiable simulation of ODEs, PDEs and molecular dynamics.",
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+out = Console()
+err = Console(stderr=True)
+
+Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress or summary output.")]
+Sets = Annotated[
+    Optional[list[str]],
+    typer.Option("--set", help="Override a config key by dotted path, e.g. --set params.alpha=0.6 (repeatable)."),
+]
+
+
+def output_path(config, option: Optional[Path], default_suffix: str = ".h5") -> Path:
+    """-o if given (relative to the working folder); else `[output] file` (relative to the
+    config's folder); else the config's name with .h5 in the working folder. Checked
+    writable before any work."""
+    if option is not None:
+        return check_output_path(option, "-o")
+    if config.spec.output.file:
+        return check_output_path(config.resolve_path(config.spec.output.file), config.source, "output.file")
+    return check_output_path(Path(config.path.stem + default_suffix), "-o")
+
+
+@app.command()
+def models(name: Annotated[Optional[str], typer.Argument(help="A model name for its details.")] = None) -> None:
+    """List models; with NAME, its parameters, units, state and observables."""
+    if name is None:
+        table = Table("model", "family", "description", box=None)
+        for n in model_names():
+            cls = model_class(n)
+            family = next(b.__name__ for b in cls.__mro__[1:] if b.__name__.endswith("Model"))
+            table.add_row(n, family, cls.description)
+        out.print(table)
+        return
+    if name not in model_names():
+        raise InputError("argument NAME", name, f"unknown model; `sim models` lists them.{did_you_mean(name, model_names())}")
+    model = get_model(name)
+    cls = type(model)
+    out.print(f"[bold]{name}[/bold]: {cls.description}")
+    doc = (cls.__doc__ or "").strip().splitlines()
+    if doc:
+        out.print(doc[0])
+    table = Table("parameter", "default", "unit", "constraint", "meaning", box=None)
+    for p in model.parameters:
+        table.add_row(p.name, f"{p.default:g}" if isinstance(p.default, float) else str(p.default), p.unit, p.constraint, p.doc)
+    out.print(table)
+    state = getattr(model, "state_names", None)
+    if state is not None:
+        defaults = getattr(model, "initial_defaults", {})
+        out.print("state (initial): " + ", ".join(f"{s} = {defaults.get(s, '?')}" for s in state))
+    out.print("observables: " + ", ".join(model.observable_names))
+
+
+@app.command()
+def run(
+    config: Annotated[Path, typer.Argument(help="TOML config file.")],
+    output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Output HDF5 file.")] = None,
+    set_: Sets = None,
+    quiet: Quiet = False,
+) -> None:
+    """Run the simulation CONFIG describes and write it to an HDF5 file."""
+    from ._run import run as run_config
+
+    cfg = load_config(config, set_ or [])
+    path = output_path(cfg, output)
+    start = time.perf_counter()
+    result = run_config(cfg, progress=not quiet)
+    result.save(path)
+    if not quiet:
+        print(f"wrote {path}: {result!r} in {time.perf_counter() - start:.2f} s", file=sys.stderr)
+
+
+@app.command()
+def info() -> None:
+    """Versions, devices and precision."""
+    import jax
+
+    from ._store import package_versions
+
+    for name, version in package_versions().items():
+        out.print(f"{name:<12} {version}")
+    out.print(f"{'backend':<12} {jax.default_backend()}")
+    out.print(f"{'devices':<12} {', '.join(str(d) for d in jax.devices())}")
+    x64 = jax.config.jax_enable_x64
+    out.print(f"{'precision':<12} {'float64' if x64 else 'float32'} by default (PDE/MD configs may ask for float32)")
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of the `sim` command."""
+    try:
+        app(args=argv, prog_name="sim", standalone_mode=False)
+    except click.exceptions.UsageError as e:
+        ctx = f"sim {e.ctx.info_name}: " if e.ctx is not None and e.ctx.info_name != "sim" else "sim: "
+        print(f"{ctx}error: {e.format_message()}", file=sys.stderr)
+        sys.exit(2)
+    except InputError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
+    except SimError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(1)
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        print("interrupted", file=sys.stderr)
+        sys.exit(130)
+    except click.exceptions.Exit as e:
+        sys.exit(e.exit_code)
+    except Exception as e:  # noqa: BLE001 - last resort: one line, exit 1
+        message = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        print(f"error: internal error: {type(e).__name__}: {message}", file=sys.stderr)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
