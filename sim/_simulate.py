@@ -7,6 +7,7 @@ import functools
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, PyTree
 
 from physics import Model
@@ -66,6 +67,11 @@ def _(model: OdeModel, params, t, initial, solver, key) -> Trajectory:
     return Trajectory(time=t, observables=observables, final_state=sol.ys[-1], stats=stats)
 
 
+def _as_array(x):
+    """Arrays pass through; Python numbers become (strongly typed) float arrays."""
+    return x if isinstance(x, (jax.Array, np.ndarray)) else jnp.asarray(x, dtype=float)
+
+
 @eqx.filter_jit
 def _simulate_jit(model, params, t, initial, solver, key):
     return _simulate_family(model, params, t, initial, solver, key)
@@ -114,7 +120,7 @@ def simulate(
     if t.ndim != 1 or t.shape[0] < 2:
         raise ValueError(f"save times t must be a 1-D array of at least 2 times, got shape {t.shape}")
     # Python numbers become arrays so that a new value never recompiles.
-    params = jax.tree.map(jnp.asarray, complete_params(model, params))
+    params = jax.tree.map(_as_array, complete_params(model, params))
     if isinstance(initial, dict):
-        initial = {k: jnp.asarray(v) for k, v in initial.items()}
+        initial = {k: _as_array(v) for k, v in initial.items()}
     return _simulate_jit(model, params, t, initial, solver, key)

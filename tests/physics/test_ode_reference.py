@@ -1,0 +1,86 @@
+"""ODE models against exact invariants and published reference values."""
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import sim
+from solvers import OdeSolver
+
+
+def test_lotka_volterra_invariant_is_conserved():
+    # V = delta x - gamma ln x + beta y - alpha ln y is a first integral of the
+    # Lotka-Volterra system (Volterra 1926; e.g. Hirsch, Smale & Devaney, "Differential
+    # Equations, Dynamical Systems, and an Introduction to Chaos", section 11.2).
+    model = sim.get_model("lotka_volterra")
+    p = model.default_params()
+    t = jnp.linspace(0.0, 50.0, 501)
+    traj = sim.simulate(model, p, t, solver=OdeSolver(method="dopri8", rtol=1e-12, atol=1e-12))
+    x, y = traj.observables["prey"], traj.observables["predator"]
+    v = p["delta"] * x - p["gamma"] * jnp.log(x) + p["beta"] * y - p["alpha"] * jnp.log(y)
+    drift = float(jnp.max(jnp.abs(v - v[0])) / jnp.abs(v[0]))
+    assert drift < 1e-8, drift
+    # The populations really cycle (the invariant is not trivially constant).
+    assert float(jnp.max(x) / jnp.min(x)) > 3.0
+
+
+def test_robertson_matches_hairer_wanner_reference():
+    # Reference solution at t = 40 from Hairer & Wanner, "Solving Ordinary Differential
+    # Equations II" (2nd ed., 1996), section IV.10, Robertson problem:
+    # y1 = 0.7158270687e0, y2 = 0.9185534764e-5, y3 = 0.2841637457e0.
+    reference = np.array([0.7158270687, 0.9185534764e-5, 0.2841637457])
+    model = sim.get_model("robertson")
+    t = jnp.array([0.0, 40.0])
+    traj = sim.simulate(model, None, t, solver=OdeSolver(method="kvaerno5", rtol=1e-8, atol=1e-12))
+    final = np.array([traj.observables[n][-1] for n in ("y1", "y2", "y3")])
+    np.testing.assert_allclose(final, reference, rtol=5e-5)
+    # Mass is conserved: y1 + y2 + y3 = 1.
+    assert abs(final.sum() - 1.0) < 1e-9
+
+
+def test_damped_pendulum_energy_decays_and_undamped_conserves():
+    model = sim.get_model("damped_pendulum")
+    t = jnp.linspace(0.0, 10.0, 101)
+    tight = OdeSolver(rtol=1e-11, atol=1e-12)
+    free = sim.simulate(model, {"damping": 0.0}, t, solver=tight).observables["energy"]
+    assert float(jnp.max(jnp.abs(free - free[0]))) < 1e-8
+    damped = sim.simulate(model, {"damping": 0.3}, t, solver=tight).observables["energy"]
+    assert bool(jnp.all(jnp.diff(damped) <= 1e-12)) and float(damped[-1]) < 0.1 * float(damped[0])
+
+
+def test_sir_conserves_population_and_final_size():
+    # Final-size relation of the SIR model (Kermack & McKendrick 1927):
+    # ln(s_inf / s0) = R0 (s_inf - s0) / N with R0 = beta / gamma, i_inf = 0.
+    model = sim.get_model("sir")
+    t = jnp.linspace(0.0, 400.0, 401)
+    traj = sim.simulate(model, None, t, solver=OdeSolver(rtol=1e-10, atol=1e-12))
+    s, i, r = (traj.observables[k] for k in ("susceptible", "infected", "recovered"))
+    np.testing.assert_allclose(s + i + r, 1.0, atol=1e-10)
+    r0 = 0.3 / 0.1
+    s0, s_inf = float(s[0]), float(s[-1])
+    assert abs(np.log(s_inf / s0) - r0 * (s_inf - 1.0)) < 1e-6
+
+
+def test_lorenz_matches_scipy_over_short_horizon():
+    from scipy.integrate import solve_ivp
+
+    model = sim.get_model("lorenz")
+    t = np.linspace(0.0, 2.0, 21)
+    traj = sim.simulate(model, None, jnp.asarray(t), solver=OdeSolver(method="dopri8", rtol=1e-12, atol=1e-12))
+    ref = solve_ivp(lambda t, y: [10 * (y[1] - y[0]), y[0] * (28 - y[2]) - y[1], y[0] * y[1] - 8 / 3 * y[2]],
+                    (0, 2), [1.0, 1.0, 1.0], method="DOP853", t_eval=t, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(traj.observables["x"], ref.y[0], rtol=1e-7, atol=1e-8)
+
+
+@pytest.mark.parametrize("name", ["van_der_pol", "fitzhugh_nagumo"])
+def test_limit_cycles_are_periodic(name):
+    # Both systems settle on an attracting limit cycle (Van der Pol 1926; FitzHugh 1961):
+    # after the transient, the state returns close to where it was one period earlier.
+    model = sim.get_model(name)
+    t = jnp.linspace(0.0, 300.0, 30001)
+    x = np.asarray(sim.simulate(model, None, t, solver=OdeSolver(rtol=1e-10, atol=1e-10)).observables[model.state_names[0]])
+    tail = x[15000:]
+    crossings = np.where((tail[:-1] < 0) & (tail[1:] >= 0))[0]
+    periods = np.diff(crossings) * 0.01
+    assert len(periods) >= 3
+    assert np.std(periods) < 0.02 * np.mean(periods)

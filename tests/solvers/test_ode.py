@@ -1,0 +1,106 @@
+"""The diffrax ODE strategy: accuracy, convergence order, stiffness, failures, adjoints."""
+
+import diffrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from solvers import OdeSolver, result_message
+from tests.helpers import fitted_order
+
+
+def oscillator(t, y, args):
+    return jnp.stack([y[1], -args * y[0]])
+
+
+def test_tsit5_observed_order_is_five():
+    # Exact solution of y'' = -y with y(0) = 1, y'(0) = 0: y = cos t (harmonic oscillator).
+    ts = jnp.linspace(0.0, 10.0, 2)
+    y0 = jnp.array([1.0, 0.0])
+    dts, errors = [], []
+    for n in (16, 24, 32, 48, 64):
+        dt = 10.0 / n
+        solver = OdeSolver(method="tsit5", dt0=dt, adaptive=False)
+        sol = solver.solve(oscillator, ts, y0, jnp.asarray(1.0))
+        errors.append(abs(float(sol.ys[-1, 0]) - np.cos(10.0)))
+        dts.append(dt)
+    order = fitted_order(dts, errors)
+    assert abs(order - 5.0) < 0.3, (order, errors)
+
+
+@pytest.mark.parametrize("method", ["tsit5", "dopri5", "dopri8", "kvaerno5"])
+def test_adaptive_methods_meet_tolerance(method):
+    ts = jnp.linspace(0.0, 10.0, 11)
+    sol = OdeSolver(method=method, rtol=1e-10, atol=1e-12).solve(oscillator, ts, jnp.array([1.0, 0.0]), jnp.asarray(1.0))
+    assert int(sol.result) == 0
+    np.testing.assert_allclose(sol.ys[:, 0], np.cos(np.asarray(ts)), atol=1e-8)
+
+
+def test_tolerance_change_does_not_recompile():
+    ts = jnp.linspace(0.0, 1.0, 5)
+    compiled = []
+
+    @eqx.filter_jit
+    def solve(solver):
+        compiled.append(1)
+        return solver.solve(oscillator, ts, jnp.array([1.0, 0.0]), jnp.asarray(1.0)).ys
+
+    solve(OdeSolver(rtol=jnp.asarray(1e-6), atol=jnp.asarray(1e-8)))
+    solve(OdeSolver(rtol=jnp.asarray(1e-9), atol=jnp.asarray(1e-11)))
+    assert len(compiled) == 1
+
+
+def test_failure_is_reported_not_silent():
+    ts = jnp.linspace(0.0, 100.0, 3)
+    quiet = OdeSolver(max_steps=4, throw=False)
+    sol = quiet.solve(oscillator, ts, jnp.array([1.0, 0.0]), jnp.asarray(1.0))
+    assert int(sol.result) != 0
+    assert "max_steps" in result_message(int(sol.result))
+    assert bool(jnp.all(jnp.isnan(sol.ys)))
+    with pytest.raises(Exception, match="maximum number of solver steps"):
+        OdeSolver(max_steps=4).solve(oscillator, ts, jnp.array([1.0, 0.0]), jnp.asarray(1.0)).ys.block_until_ready()
+
+
+def test_bad_solver_options_name_the_problem():
+    with pytest.raises(ValueError, match="Perhaps you meant 'tsit5'"):
+        OdeSolver(method="tsit4")
+    with pytest.raises(ValueError, match="unknown adjoint"):
+        OdeSolver(adjoint="magic")
+    with pytest.raises(ValueError, match="needs dt0"):
+        OdeSolver(adaptive=False)
+
+
+@pytest.mark.parametrize("adjoint", ["backsolve", "direct"])
+def test_adjoints_agree_with_checkpointed_gradient(adjoint):
+    ts = jnp.linspace(0.0, 3.0, 7)
+    y0 = jnp.array([1.0, 0.0])
+
+    def loss(k, solver):
+        return jnp.sum(solver.solve(oscillator, ts, y0, k).ys ** 2)
+
+    reference = jax.grad(loss)(jnp.asarray(2.0), OdeSolver(rtol=1e-10, atol=1e-12))
+    other = jax.grad(loss)(jnp.asarray(2.0), OdeSolver(rtol=1e-10, atol=1e-12, adjoint=adjoint))
+    np.testing.assert_allclose(other, reference, rtol=1e-6)
+
+
+def test_forward_mode_adjoint_gives_jacobian():
+    ts = jnp.linspace(0.0, 2.0, 3)
+    y0 = jnp.array([1.0, 0.0])
+    solver = OdeSolver(rtol=1e-10, atol=1e-12, adjoint="forward")
+    jac = jax.jacfwd(lambda k: solver.solve(oscillator, ts, y0, k).ys[-1, 0])(jnp.asarray(1.0))
+    # y = cos(sqrt(k) t): dy/dk = -sin(sqrt(k) t) t / (2 sqrt(k)); at k = 1, t = 2.
+    np.testing.assert_allclose(jac, -np.sin(2.0) * 2.0 / 2.0, rtol=1e-7)
+
+
+def test_matches_raw_diffrax():
+    ts = jnp.linspace(0.0, 5.0, 11)
+    y0 = jnp.array([1.0, 0.0])
+    ours = OdeSolver(method="dopri5", rtol=1e-7, atol=1e-9).solve(oscillator, ts, y0, jnp.asarray(1.5)).ys
+    raw = diffrax.diffeqsolve(
+        diffrax.ODETerm(oscillator), diffrax.Dopri5(), ts[0], ts[-1], None, y0, jnp.asarray(1.5),
+        saveat=diffrax.SaveAt(ts=ts), stepsize_controller=diffrax.PIDController(rtol=1e-7, atol=1e-9),
+        max_steps=16384,
+    ).ys
+    np.testing.assert_array_equal(ours, raw)
