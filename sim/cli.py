@@ -11,7 +11,6 @@ import time
 from pathlib import Path
 from typing import Annotated, Optional
 
-import click
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -117,11 +116,20 @@ def info() -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the `sim` command."""
+    argv = sys.argv[1:] if argv is None else argv
     try:
-        app(args=argv, prog_name="sim", standalone_mode=False)
-    except click.exceptions.UsageError as e:
-        ctx = f"sim {e.ctx.info_name}: " if e.ctx is not None and e.ctx.info_name != "sim" else "sim: "
-        print(f"{ctx}error: {e.format_message()}", file=sys.stderr)
+        app(args=argv or ["--help"], prog_name="sim", standalone_mode=False)
+    except typer.Exit as e:
+        sys.exit(e.exit_code)
+    except typer.Abort:
+        print("interrupted", file=sys.stderr)
+        sys.exit(130)
+    except typer.TyperException as e:
+        # Usage errors of the command line itself (unknown option, missing argument).
+        ctx = getattr(e, "ctx", None)
+        name = f"sim {ctx.info_name}" if ctx is not None and ctx.info_name != "sim" else "sim"
+        message = " ".join(str(e).split())
+        print(f"{name}: error: {message} (see `{name} --help`)", file=sys.stderr)
         sys.exit(2)
     except InputError as e:
         print(f"error: {e}", file=sys.stderr)
@@ -129,11 +137,9 @@ def main(argv: list[str] | None = None) -> None:
     except SimError as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(1)
-    except (click.exceptions.Abort, KeyboardInterrupt):
+    except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         sys.exit(130)
-    except click.exceptions.Exit as e:
-        sys.exit(e.exit_code)
     except Exception as e:  # noqa: BLE001 - last resort: one line, exit 1
         message = str(e).strip().splitlines()[0] if str(e).strip() else ""
         print(f"error: internal error: {type(e).__name__}: {message}", file=sys.stderr)

@@ -1,0 +1,148 @@
+"""The `sim` command: runs, listings, and one clear line with exit code 2 for bad input."""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import h5py
+import pytest
+
+import sim
+from sim.cli import main
+
+EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
+GOOD = '[model]\nname = "lotka_volterra"\n[time]\nt1 = 5.0\nsave = 6\n'
+
+
+def cli(argv, capsys):
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+        raise SystemExit(0)
+    captured = capsys.readouterr()
+    return info.value.code, captured.out, captured.err
+
+
+def test_run_writes_run_layout(tmp_cwd, capsys):
+    shutil.copy(EXPERIMENTS / "lotka_volterra.toml", tmp_cwd)
+    code, _, err = cli(["run", "lotka_volterra.toml", "-o", "lv.h5"], capsys)
+    assert code == 0, err
+    with h5py.File("lv.h5") as f:
+        assert f["time"].shape == (201,)
+        assert f["observables/prey"].shape == (201,)
+        assert f["observables/predator"].shape == (201,)
+        for attr in ("format", "format_version", "model", "config", "created", "versions"):
+            assert attr in f.attrs
+        assert f.attrs["format"] == "simjax.run"
+    record = sim.read("lv.h5")
+    assert record.observables["prey"][0] == 30.0
+    assert [p.name for p in tmp_cwd.iterdir() if p.name.startswith(".")] == []
+
+
+def test_run_uses_output_file_from_config_relative_to_its_folder(tmp_cwd, capsys):
+    (tmp_cwd / "cfg").mkdir()
+    (tmp_cwd / "cfg" / "c.toml").write_text(GOOD + '[output]\nfile = "out.h5"\n')
+    code, _, err = cli(["run", "cfg/c.toml", "--quiet", "--set", "params.alpha=0.5"], capsys)
+    assert code == 0, err
+    assert sim.read(tmp_cwd / "cfg" / "out.h5")["params/alpha"] == 0.5
+
+
+def test_models_and_info(capsys):
+    code, out, _ = cli(["models"], capsys)
+    assert code == 0
+    for name in ("lotka_volterra", "lorenz", "van_der_pol", "sir", "damped_pendulum", "fitzhugh_nagumo", "robertson"):
+        assert name in out
+    code, out, _ = cli(["models", "lotka_volterra"], capsys)
+    assert code == 0 and "alpha" in out and "1/year" in out and "predator" in out
+    code, out, _ = cli(["info"], capsys)
+    assert code == 0 and "jax" in out and "float64" in out
+
+
+BAD_CASES = {
+    "malformed_toml": ("[model\nname = 'x'\n", [], "malformed TOML"),
+    "unknown_model": ('[model]\nname = "lotka_voltera"\n[time]\nt1 = 1.0\n', [], "model.name"),
+    "unknown_param": ('[model]\nname = "lorenz"\n[params]\nrh = 1.0\n[time]\nt1 = 1.0\n', [], "params.rh"),
+    "wrong_type": ('[model]\nname = "lorenz"\n[params]\nrho = "high"\n[time]\nt1 = 1.0\n', [], "params.rho"),
+    "t1_before_t0": ('[model]\nname = "lorenz"\n[time]\nt0 = 2.0\nt1 = 1.0\n', [], "time.t1"),
+    "negative_tolerance": ('[model]\nname = "lorenz"\n[time]\nt1 = 1.0\n[solver]\nrtol = -1e-6\n', [], "solver.rtol"),
+    "unknown_method": ('[model]\nname = "lorenz"\n[time]\nt1 = 1.0\n[solver]\nmethod = "rk4"\n', [], "solver.method"),
+    "unknown_section": (GOOD + "[tiem]\nt1 = 1.0\n", [], "tiem"),
+    "violated_constraint": ('[model]\nname = "lorenz"\n[params]\nsigma = -10.0\n[time]\nt1 = 1.0\n', [], "params.sigma"),
+    "nan_param": ('[model]\nname = "lorenz"\n[params]\nsigma = nan\n[time]\nt1 = 1.0\n', [], "params.sigma"),
+    "too_few_saves": ('[model]\nname = "lorenz"\n[time]\nt1 = 1.0\nsave = 1\n', [], "time.save"),
+    "unsorted_save_at": ('[model]\nname = "lorenz"\n[time]\nt1 = 1.0\nsave_at = [0.0, 0.5, 0.2]\n', [], "time.save_at"),
+    "float32_ode": ('[model]\nname = "lorenz"\n[time]\nt1 = 1.0\n[solver]\ndtype = "float32"\n', [], "solver.dtype"),
+    "unknown_initial": ('[model]\nname = "lorenz"\n[initial]\nq = 1.0\n[time]\nt1 = 1.0\n', [], "initial.q"),
+    "set_without_equals": (GOOD, ["--set", "params.alpha"], "KEY=VALUE"),
+    "set_unknown_section": (GOOD, ["--set", "parms.alpha=1"], "parms"),
+    "set_through_value": (GOOD, ["--set", "model.name.x=1"], "model.name"),
+    "unwritable_output": (GOOD, ["-o", "no/such/folder/out.h5"], "does not exist"),
+    "output_is_folder": (GOOD, ["-o", "afolder"], "is a folder"),
+    "missing_t1": ('[model]\nname = "lorenz"\n', [], "time.t1"),
+    "bad_adjoint": ('[model]\nname = "lorenz"\n[time]\nt1 = 1.0\n[solver]\nadjoint = "backsolv"\n', [], "Perhaps you meant 'backsolve'"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_CASES))
+def test_bad_input_one_line_exit_2_no_output(case, tmp_cwd, capsys):
+    text, extra, fragment = BAD_CASES[case]
+    (tmp_cwd / "afolder").mkdir()
+    (tmp_cwd / "c.toml").write_text(text)
+    (tmp_cwd / "keep.h5").write_bytes(b"precious")
+    before = sorted(os.listdir(tmp_cwd))
+    args = ["run", "c.toml"] + (extra if "-o" in extra else ["-o", "keep.h5"] + extra)
+    code, out, err = cli(args, capsys)
+    assert code == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert "Traceback" not in err
+    assert fragment in lines[0]
+    assert ("c.toml" in lines[0]) or ("--set" in lines[0]) or ("-o" in lines[0])
+    assert sorted(os.listdir(tmp_cwd)) == before
+    assert (tmp_cwd / "keep.h5").read_bytes() == b"precious"
+
+
+def test_missing_config_and_folder_config(tmp_cwd, capsys):
+    code, _, err = cli(["run", "nope.toml"], capsys)
+    assert code == 2 and "nope.toml" in err and "no such file" in err
+    (tmp_cwd / "d.toml").mkdir()
+    code, _, err = cli(["run", "d.toml"], capsys)
+    assert code == 2 and "is a folder" in err
+
+
+def test_non_utf8_config(tmp_cwd, capsys):
+    (tmp_cwd / "c.toml").write_bytes(b"\xff\xfe[model]\n")
+    code, _, err = cli(["run", "c.toml"], capsys)
+    assert code == 2 and len(err.strip().splitlines()) == 1
+
+
+def test_unknown_model_name_for_models_command(capsys):
+    code, _, err = cli(["models", "lorentz"], capsys)
+    assert code == 2 and "Perhaps you meant 'lorenz'" in err
+
+
+def test_unknown_option_is_usage_error(capsys):
+    code, _, err = cli(["run", "x.toml", "--frobnicate"], capsys)
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "frobnicate" in err
+
+
+def test_solver_failure_exits_1_without_output(tmp_cwd, capsys):
+    (tmp_cwd / "c.toml").write_text(
+        '[model]\nname = "robertson"\n[time]\nt1 = 40.0\n[solver]\nmethod = "tsit5"\nmax_steps = 100\n'
+    )
+    code, _, err = cli(["run", "c.toml", "-o", "r.h5"], capsys)
+    assert code == 1
+    assert "maximum number of solver steps" in err and "kvaerno5" in err
+    assert len(err.strip().splitlines()) == 1
+    assert not (tmp_cwd / "r.h5").exists()
+    assert list(tmp_cwd.iterdir()) == [tmp_cwd / "c.toml"]
+
+
+def test_installed_console_script_bad_input_has_no_traceback(tmp_cwd):
+    (tmp_cwd / "c.toml").write_text('[model]\nname = "lotka_volterra"\n[params]\nalpha = "x"\n[time]\nt1 = 1.0\n')
+    exe = Path(sys.executable).with_name("sim")
+    proc = subprocess.run([str(exe), "run", "c.toml"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == "error: c.toml: params.alpha: expected a number, got 'x'"
+    assert not list(tmp_cwd.glob("*.h5"))
