@@ -1,4 +1,5 @@
 """Models: what evolves. Solver-agnostic; families ode, pde and md."""
 
 from . import ode as ode
+from . import pde as pde
 from ._base import CONSTRAINTS as CONSTRAINTS, Model as Model, Parameter as Parameter

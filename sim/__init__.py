@@ -27,3 +27,4 @@ from ._run import run as run  # noqa: E402
 from ._store import Record as Record, read as read  # noqa: E402
 from ._simulate import complete_params as complete_params, simulate as simulate  # noqa: E402
 from ._trajectory import Trajectory as Trajectory  # noqa: E402
+from . import _pde as _pde  # noqa: E402,F401  (registers the PDE models and families)

@@ -1,0 +1,117 @@
+"""The PDE families in `simulate`: a model's symbols and terms paired with the solvers'
+grids and time steppers.
+
+- `SpectralPdeModel` (periodic): `solvers.FourierGrid` + `solvers.Etdrk` (default:
+  ETDRK4, one step per save interval, 2/3 dealiasing, float64).
+- `GridPdeModel` (bounded): `solvers.FdGrid` + `solvers.MethodOfLines` (default: second
+  order finite differences in space, Kvaerno5 (implicit) in 1D and Tsit5 in 2D).
+
+`initial` for a PDE is None (the model's default field), a kind name (`"gaussian"`), a
+dict of arrays per field name, or an array [*points] (one field) or [C, *points].
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, PyTree
+
+from physics import pde
+from physics.pde import GridPdeModel, PdeModel, SpectralPdeModel
+from solvers import Etdrk, FourierGrid, did_you_mean
+
+from ._registry import register_model
+from ._simulate import _simulate_family
+from ._trajectory import Trajectory
+
+MODELS = (
+    pde.Heat,
+    pde.AdvectionDiffusion,
+    pde.Burgers,
+    pde.KortewegDeVries,
+    pde.KuramotoSivashinsky,
+    pde.AllenCahn,
+    pde.GrayScott,
+    pde.NavierStokes2d,
+)
+for _cls in MODELS:
+    register_model(_cls)
+
+
+def initial_field(model: PdeModel, initial: Any, params: PyTree | None = None) -> Array:
+    """The initial state [C, *points] of `model` from what `simulate` was given.
+
+    Raises:
+        ValueError: an unknown kind or field name, or an array whose shape is not the
+            grid's.
+    """
+    shape = model.field_shape
+    if initial is None or isinstance(initial, str):
+        concrete = None if params is None else _concrete(params)
+        return jnp.asarray(model.initial_field(initial, params=concrete))
+    if isinstance(initial, dict):
+        names = model.field_names
+        for name in initial:
+            if name not in names:
+                raise ValueError(
+                    f"model {model.name!r} has no field {name!r} (fields: {', '.join(names)}).{did_you_mean(name, names)}"
+                )
+        missing = [n for n in names if n not in initial]
+        if missing:
+            raise ValueError(f"initial fields of {model.name!r} are missing {', '.join(missing)} (give every field)")
+        channels = []
+        for name in names:
+            value = jnp.asarray(initial[name])
+            if value.shape != tuple(model.points):
+                raise ValueError(
+                    f"initial field {name!r} of {model.name!r} has shape {value.shape}; expected the grid shape {tuple(model.points)}"
+                )
+            channels.append(value)
+        return jnp.stack(channels)
+    value = jnp.asarray(initial)
+    if value.shape == tuple(model.points) and shape[0] == 1:
+        return value[None]
+    if value.shape != shape:
+        expected = f"{tuple(model.points)} or {shape}" if shape[0] == 1 else f"{shape} (fields {', '.join(model.field_names)})"
+        raise ValueError(f"initial field of {model.name!r} has shape {value.shape}; expected {expected}")
+    return value
+
+
+def _concrete(params: PyTree) -> PyTree | None:
+    """Params as floats when they are concrete (None under tracing: then the defaults
+    shape a named initial field)."""
+    try:
+        return {k: float(v) for k, v in params.items()}
+    except (jax.errors.ConcretizationTypeError, TypeError):
+        return None
+
+
+def _cast(params: PyTree, dtype) -> PyTree:
+    return jax.tree.map(lambda v: jnp.asarray(v).astype(dtype), params)
+
+
+@_simulate_family.register
+def _(model: SpectralPdeModel, params, t, initial, solver, key) -> Trajectory:
+    if solver is None:
+        solver = Etdrk()
+    if not isinstance(solver, Etdrk):
+        raise TypeError(f"a periodic spectral PDE model needs a solvers.Etdrk solver, got {type(solver).__name__}")
+    dtype = jnp.dtype(solver.dtype)
+    grid = FourierGrid(model.points, model.domain, dtype=solver.dtype)
+    u0 = initial_field(model, initial, params)
+    p = _cast(params, dtype)
+
+    def observe(u):
+        return model.observables(u, p, grid)
+
+    sol = solver.solve(grid, model.linear(p, grid), lambda u_hat: model.nonlinear(u_hat, p, grid), u0, t, observe)
+    stats = {"num_steps": sol.num_steps, "result": sol.result}
+    return Trajectory(time=t, observables=sol.saved, final_state=sol.final, stats=stats)
+
+
+def grid_coordinates(model: PdeModel) -> dict[str, np.ndarray]:
+    """The run file's `/grid` group: x (and y, z) node coordinates."""
+    return {name: c for name, c in zip(("x", "y", "z"), model.coordinates())}
