@@ -23,16 +23,19 @@ def complete_params(model: Model, params: PyTree | None) -> dict:
     Raises:
         ValueError: a key that the model does not declare (at trace time).
     """
-    full = model.default_params()
+    names = model.parameter_names
     if params is None:
-        return full
+        return model.default_params()
     for key in params:
-        if key not in full:
+        if key not in names:
             raise ValueError(
                 f"model {model.name!r} has no parameter {key!r} "
-                f"(parameters: {', '.join(full)}).{did_you_mean(key, full)}"
+                f"(parameters: {', '.join(names)}).{did_you_mean(key, names)}"
             )
-    full.update(params)
+    full = dict(params)
+    for p in model.parameters:
+        if p.name not in full:
+            full[p.name] = jnp.asarray(p.default, dtype=float)
     return full
 
 

@@ -86,7 +86,7 @@ class OdeSolver(eqx.Module):
     atol: float | Array = 1e-8
     dt0: float | Array | None = None
     adaptive: bool = eqx.field(static=True, default=True)
-    max_steps: int = eqx.field(static=True, default=16384)
+    max_steps: int = eqx.field(static=True, default=4096)
     adjoint: str = eqx.field(static=True, default="recursive_checkpoint")
     throw: bool = eqx.field(static=True, default=True)
 
@@ -163,8 +163,8 @@ class OdeSolver(eqx.Module):
             throw=self.throw,
         )
         result = sol.result._value
-        failed = result != 0
-        ys = _nan_where(failed, sol.ys)
+        # With throw=True a failure has already raised; otherwise mark it with NaN.
+        ys = sol.ys if self.throw else _nan_where(result != 0, sol.ys)
         return OdeSolution(
             ys=ys,
             num_steps=sol.stats["num_steps"],

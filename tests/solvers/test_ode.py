@@ -101,6 +101,6 @@ def test_matches_raw_diffrax():
     raw = diffrax.diffeqsolve(
         diffrax.ODETerm(oscillator), diffrax.Dopri5(), ts[0], ts[-1], None, y0, jnp.asarray(1.5),
         saveat=diffrax.SaveAt(ts=ts), stepsize_controller=diffrax.PIDController(rtol=1e-7, atol=1e-9),
-        max_steps=16384,
+        max_steps=4096,
     ).ys
     np.testing.assert_array_equal(ours, raw)
