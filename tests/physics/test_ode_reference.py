@@ -78,7 +78,7 @@ def test_limit_cycles_are_periodic(name):
     # after the transient, the state returns close to where it was one period earlier.
     model = sim.get_model(name)
     t = jnp.linspace(0.0, 300.0, 30001)
-    x = np.asarray(sim.simulate(model, None, t, solver=OdeSolver(rtol=1e-10, atol=1e-10)).observables[model.state_names[0]])
+    x = np.asarray(sim.simulate(model, None, t, solver=OdeSolver(rtol=1e-10, atol=1e-10, max_steps=100_000)).observables[model.state_names[0]])
     tail = x[15000:]
     crossings = np.where((tail[:-1] < 0) & (tail[1:] >= 0))[0]
     periods = np.diff(crossings) * 0.01
