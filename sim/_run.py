@@ -3,6 +3,7 @@ simulate, and return a result that saves itself. One runner per model family."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from typing import Any
@@ -101,8 +102,44 @@ def _plain(value: Any) -> Any:
     return value
 
 
+@dataclasses.dataclass(frozen=True)
+class Setup:
+    """Everything `simulate` needs for the run a config describes, validated.
+
+    Sweeps batch `simulate(setup.model, params, setup.t, initial=..., solver=setup.solver,
+    key=setup.key)` over changed `params` and `initial` values, so every family that
+    can be swept provides a `setup_family`.
+
+    Attributes:
+        model, params, initial, t, solver, key: the arguments of `simulate`.
+        resolved: config sections with every default filled in (for the resolved TOML).
+    """
+
+    model: Model
+    params: dict[str, Any]
+    initial: Any
+    t: jax.Array
+    solver: Any
+    key: jax.Array | None = None
+    resolved: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+
+
+@functools.singledispatch
+def setup_family(model: Model, config: Config) -> Setup:
+    """Validate a config against its model and build the arguments of `simulate`.
+    Each family registers its own (`@setup_family.register`)."""
+    raise config.error("model.name", f"model {model.name!r} cannot be set up from a config")
+
+
+def setup(config: Config) -> Setup:
+    """The validated `simulate` arguments of a config (model included)."""
+    return setup_family(build_model(config), config)
+
+
 @functools.singledispatch
 def run_family(model: Model, config: Config, progress: Progress) -> Any:
+    """Run a config of the model's family; each family registers its own
+    (`@run_family.register`), usually `setup_family` + `simulate` + a result."""
     raise config.error("model.name", f"model {model.name!r} cannot be run from a config")
 
 
@@ -181,25 +218,11 @@ def ode_initial(config: Config, model: OdeModel) -> dict[str, jax.Array]:
     return initial
 
 
-@run_family.register
-def _(model: OdeModel, config: Config, progress: Progress) -> RunResult:
+@setup_family.register
+def _(model: OdeModel, config: Config) -> Setup:
     params = resolve_params(config, model)
     initial = ode_initial(config, model)
     solver = ode_solver(config)
-    t = save_times(config)
-    progress.start(total=1)
-    traj = simulate(model, params, jnp.asarray(t), initial=initial, solver=solver)
-    result_code = int(traj.stats["result"])
-    progress.advance(1)
-    if result_code != 0:
-        raise SimulationError(
-            f"{config.source}: the {solver.method} solve failed: {result_message(result_code)} "
-            "(raise solver.max_steps, loosen rtol/atol, or use an implicit method such as kvaerno5 for stiff problems)"
-        )
-    observables = {k: np.asarray(v) for k, v in traj.observables.items()}
-    for name, values in observables.items():
-        if not np.all(np.isfinite(values)):
-            raise SimulationError(f"{config.source}: observable {name!r} became non-finite; the solution diverged")
     solver_section = {
         "method": solver.method,
         "rtol": float(solver.rtol),
@@ -207,13 +230,38 @@ def _(model: OdeModel, config: Config, progress: Progress) -> RunResult:
         "max_steps": solver.max_steps,
         "adjoint": solver.adjoint,
     }
-    text = resolved_toml(config, params=params, initial=initial, solver=solver_section)
+    return Setup(
+        model=model,
+        params=params,
+        initial=initial,
+        t=jnp.asarray(save_times(config)),
+        solver=solver,
+        resolved={"params": params, "initial": initial, "solver": solver_section},
+    )
+
+
+@run_family.register
+def _(model: OdeModel, config: Config, progress: Progress) -> RunResult:
+    s = setup_family(model, config)
+    progress.start(total=1)
+    traj = simulate(model, s.params, s.t, initial=s.initial, solver=s.solver)
+    result_code = int(traj.stats["result"])
+    progress.advance(1)
+    if result_code != 0:
+        raise SimulationError(
+            f"{config.source}: the {s.solver.method} solve failed: {result_message(result_code)} "
+            "(raise solver.max_steps, loosen rtol/atol, or use an implicit method such as kvaerno5 for stiff problems)"
+        )
+    observables = {k: np.asarray(v) for k, v in traj.observables.items()}
+    for name, values in observables.items():
+        if not np.all(np.isfinite(values)):
+            raise SimulationError(f"{config.source}: observable {name!r} became non-finite; the solution diverged")
     return RunResult(
         model=model.name,
-        config=text,
-        time=t,
+        config=resolved_toml(config, **s.resolved),
+        time=np.asarray(s.t),
         observables=observables,
-        params={k: np.asarray(v) for k, v in params.items()},
-        initial={k: np.asarray(v) for k, v in initial.items()},
+        params={k: np.asarray(v) for k, v in s.params.items()},
+        initial={k: np.asarray(v) for k, v in s.initial.items()},
         stats={"num_steps": int(traj.stats["num_steps"]), "result": result_code},
     )
