@@ -80,6 +80,14 @@ def _simulate_jit(model, params, t, initial, solver, key):
     return _simulate_family(model, params, t, initial, solver, key)
 
 
+@functools.singledispatch
+def _simulate_driver(model, params, t, initial, solver, key) -> Trajectory:
+    """How `simulate` runs a family: one compiled call by default. A family whose
+    buffers may have to grow during a run (MD neighbour lists) registers a driver that
+    compiles chunks and reruns a chunk with larger buffers when it overflows."""
+    return _simulate_jit(model, params, t, initial, solver, key)
+
+
 def simulate(
     model: Model,
     params: PyTree | None,
@@ -126,4 +134,4 @@ def simulate(
     params = jax.tree.map(_as_array, complete_params(model, params))
     if isinstance(initial, dict):
         initial = {k: _as_array(v) for k, v in initial.items()}
-    return _simulate_jit(model, params, t, initial, solver, key)
+    return _simulate_driver(model, params, t, initial, solver, key)
