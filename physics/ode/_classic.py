@@ -36,6 +36,7 @@ class LotkaVolterra(OdeModel):
     state_names: ClassVar[tuple[str, ...]] = ("prey", "predator")
     initial_defaults: ClassVar[dict[str, float]] = {"prey": 30.0, "predator": 4.0}
     initial_units: ClassVar[str] = "thousand"
+    initial_constraint: ClassVar[str] = "positive"
 
     def vector_field(self, t: Scalar, y: State, params: PyTree) -> State:
         x, z = y[0], y[1]
@@ -99,6 +100,7 @@ class Sir(OdeModel):
         "infected": 0.01,
         "recovered": 0.0,
     }
+    initial_constraint: ClassVar[str] = "nonnegative"
 
     def vector_field(self, t: Scalar, y: State, params: PyTree) -> State:
         s, i = y[0], y[1]
@@ -174,6 +176,7 @@ class Robertson(OdeModel):
     )
     state_names: ClassVar[tuple[str, ...]] = ("y1", "y2", "y3")
     initial_defaults: ClassVar[dict[str, float]] = {"y1": 1.0, "y2": 0.0, "y3": 0.0}
+    initial_constraint: ClassVar[str] = "nonnegative"
 
     def vector_field(self, t: Scalar, y: State, params: PyTree) -> State:
         y1, y2, y3 = y[0], y[1], y[2]

@@ -17,7 +17,8 @@ class OdeModel(Model):
 
     Concrete classes set `state_names` (one per component of the state vector, in
     order), `initial_defaults` (a default initial value per component) and implement
-    `vector_field`. Observables default to the state components by name; a model adds
+    `vector_field`; `initial_constraint` (one of physics.CONSTRAINTS) says which initial
+    values make sense, which fitting uses to choose a transform. Observables default to the state components by name; a model adds
     derived ones by overriding `extra_observables`.
 
     The state is a flat float vector `y` of shape [n]; neural models may hold networks
@@ -27,6 +28,7 @@ class OdeModel(Model):
     state_names: ClassVar[tuple[str, ...]]
     initial_defaults: ClassVar[dict[str, float]]
     initial_units: ClassVar[str] = ""
+    initial_constraint: ClassVar[str] = "real"
 
     @abc.abstractmethod
     def vector_field(self, t: Scalar, y: State, params: PyTree) -> State:
