@@ -1,5 +1,6 @@
 """Models: what evolves. Solver-agnostic; families ode, pde and md."""
 
 from . import ode as ode
+from . import md as md
 from . import pde as pde
 from ._base import CONSTRAINTS as CONSTRAINTS, Model as Model, Parameter as Parameter

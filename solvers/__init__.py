@@ -15,3 +15,17 @@ from ._spectral import (
     FourierGrid as FourierGrid,
     SpectralSolution as SpectralSolution,
 )
+from ._neighbours import Neighbours as Neighbours, NeighbourList as NeighbourList, minimum_image as minimum_image
+from ._particles import (
+    ChainState as ChainState,
+    Fire as Fire,
+    FireState as FireState,
+    LangevinBaoab as LangevinBaoab,
+    NoseHooverChain as NoseHooverChain,
+    ParticleIntegrator as ParticleIntegrator,
+    ParticleSolver as ParticleSolver,
+    ParticleState as ParticleState,
+    VelocityVerlet as VelocityVerlet,
+    integrate as integrate,
+    kinetic_energy as kinetic_energy,
+)

@@ -1,0 +1,274 @@
+"""Starting states: fcc, bcc and simple cubic lattices at a density, random
+non-overlapping packings, bead-spring chains, H5MD files; Maxwell-Boltzmann velocities."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, PRNGKeyArray
+
+from ._space import Free, Periodic, Space
+from ._types import Masses, Velocities
+from .base import System
+
+_BASIS = {
+    "sc": ((0.0, 0.0, 0.0),),
+    "bcc": ((0.0, 0.0, 0.0), (0.5, 0.5, 0.5)),
+    "fcc": ((0.0, 0.0, 0.0), (0.5, 0.5, 0.0), (0.5, 0.0, 0.5), (0.0, 0.5, 0.5)),
+}
+LATTICES = tuple(_BASIS)
+
+
+def lattice(kind: str, cells: int | tuple[int, int, int], density: float, *, dtype=float) -> System:
+    """Particles on a cubic lattice filling a periodic box, at rest, unit masses, species 0.
+
+    Arguments:
+        kind: "fcc" (4 per cell), "bcc" (2) or "sc" (1).
+        cells: unit cells per side (an int, or three ints).
+        density: number density n / V (> 0).
+
+    Returns:
+        A `System` of n = basis * prod(cells) particles in a `Periodic` box.
+
+    Raises:
+        ValueError: unknown kind (with a suggestion), non-positive cells or density.
+
+    Example:
+        >>> system = lattice("fcc", 5, density=0.8442)       # 500 particles
+    """
+    if kind not in _BASIS:
+        raise ValueError(f"unknown lattice {kind!r}; expected one of {', '.join(LATTICES)}.{_did_you_mean(kind, LATTICES)}")
+    counts = (cells,) * 3 if isinstance(cells, (int, np.integer)) else tuple(int(c) for c in cells)
+    if len(counts) != 3 or min(counts) < 1:
+        raise ValueError(f"cells must be a positive integer or three of them, got {cells!r}")
+    if not (isinstance(density, (int, float)) and density > 0 and math.isfinite(density)):
+        raise ValueError(f"density must be a positive number, got {density!r}")
+    basis = np.asarray(_BASIS[kind])
+    a = (len(basis) / density) ** (1.0 / 3.0)
+    origins = np.asarray(list(itertools.product(*[range(c) for c in counts])), dtype=float)
+    position = ((origins[:, None, :] + basis[None, :, :]) * a).reshape(-1, 3)
+    edges = np.asarray(counts, dtype=float) * a
+    return _at_rest(position, Periodic(jnp.asarray(edges, dtype)), dtype)
+
+
+def _at_rest(position: np.ndarray, space: Space, dtype, bonds=None) -> System:
+    n = position.shape[0]
+    return System(
+        position=jnp.asarray(position, dtype),
+        velocity=jnp.zeros(position.shape, dtype),
+        mass=jnp.ones(n, dtype),
+        species=jnp.zeros(n, jnp.int32),
+        space=space,
+        bonds=bonds,
+    )
+
+
+def _box_for(n: int, density: float, dim: int) -> float:
+    if not (n >= 1 and density > 0 and math.isfinite(density)):
+        raise ValueError(f"need n >= 1 particles and a positive density, got n={n}, density={density!r}")
+    return (n / density) ** (1.0 / dim)
+
+
+def random_packing(
+    key: PRNGKeyArray,
+    n: int,
+    density: float,
+    *,
+    min_distance: float = 0.8,
+    dim: int = 3,
+    tries: int = 64,
+    dtype=float,
+) -> System:
+    """n particles placed one by one at random in a periodic cubic box, each at least
+    `min_distance` from all earlier ones (random sequential addition).
+
+    Raises:
+        ValueError: when some particle finds no free spot in `tries` attempts (the
+            density is too high for `min_distance`; lower either).
+    """
+    edge = _box_for(n, density, dim)
+    space = Periodic(jnp.full(dim, edge, dtype))
+    position, ok = _sequential_addition(key, n, dim, edge, min_distance, tries, dtype, None, 0.0)
+    if not bool(ok):
+        fraction = math.pi / 6 * density * min_distance**3 if dim == 3 else math.pi / 4 * density * min_distance**2
+        raise ValueError(
+            f"random_packing could not place {n} particles {min_distance} apart at density {density} "
+            f"(covered fraction {fraction:.2f}); lower the density or min_distance, or start from a lattice"
+        )
+    return _at_rest(np.asarray(position), space, dtype)
+
+
+def chains(
+    key: PRNGKeyArray,
+    n_chains: int,
+    length: int,
+    density: float,
+    *,
+    bond_length: float = 1.0,
+    min_distance: float = 0.9,
+    tries: int = 64,
+    dtype=float,
+) -> System:
+    """Bead-spring chains grown as random walks with steps of `bond_length` in a periodic
+    cubic box, every bead at least `min_distance` from all earlier beads; bonds join
+    consecutive beads of a chain.
+
+    Raises:
+        ValueError: a bead found no free spot (lower the density).
+    """
+    if length < 1 or n_chains < 1:
+        raise ValueError(f"need n_chains >= 1 and length >= 1, got {n_chains}, {length}")
+    n = n_chains * length
+    edge = _box_for(n, density, 3)
+    position, ok = _sequential_addition(key, n, 3, edge, min_distance, tries, dtype, length, bond_length)
+    if not bool(ok):
+        raise ValueError(f"chains: could not grow {n_chains} chains of {length} beads at density {density}; lower it")
+    first = np.arange(n).reshape(n_chains, length)
+    bonds = np.stack([first[:, :-1].ravel(), first[:, 1:].ravel()], axis=1).astype(np.int32)
+    return _at_rest(np.asarray(position), Periodic(jnp.full(3, edge, dtype)), dtype, jnp.asarray(bonds))
+
+
+def _sequential_addition(key, n, dim, edge, min_distance, tries, dtype, chain_length, bond_length):
+    """Random sequential addition; with chain_length, bead i > chain start is placed at
+    bond_length from bead i - 1 in a random direction."""
+    box = jnp.full(dim, edge, dtype)
+    ids = jnp.arange(n)
+
+    def body(i, carry):
+        position, key, ok = carry
+        key, k1, k2 = jax.random.split(key, 3)
+        anywhere = jax.random.uniform(k1, (tries, dim), dtype) * edge
+        if chain_length is None:
+            candidates = anywhere
+        else:
+            direction = jax.random.normal(k2, (tries, dim), dtype)
+            direction = direction / jnp.linalg.norm(direction, axis=1, keepdims=True)
+            step = position[jnp.maximum(i - 1, 0)] + bond_length * direction
+            starts_chain = (i % chain_length) == 0
+            candidates = jnp.where(starts_chain, anywhere, step)
+        dr = candidates[:, None, :] - position[None, :, :]
+        dr = dr - box * jnp.round(dr / box)
+        r2 = jnp.sum(dr * dr, axis=-1)
+        clear = jnp.all((r2 >= min_distance**2) | (ids[None, :] >= i), axis=1)
+        pick = jnp.argmax(clear)
+        return position.at[i].set(candidates[pick]), key, ok & jnp.any(clear)
+
+    position = jnp.zeros((n, dim), dtype)
+    position, _, ok = jax.lax.fori_loop(0, n, body, (position, key, jnp.asarray(True)))
+    return position, ok
+
+
+def maxwell_boltzmann(
+    key: PRNGKeyArray,
+    mass: Masses,
+    temperature: float | Array,
+    *,
+    dim: int = 3,
+    exact: bool = True,
+) -> Velocities:
+    """Velocities drawn from the Maxwell-Boltzmann distribution at `temperature` (k_B = 1),
+    with zero total momentum; with `exact`, rescaled so the kinetic temperature
+    2K / (dim (n - 1)) equals `temperature` exactly.
+
+    Raises:
+        ValueError: a negative temperature (concrete values only).
+    """
+    if not isinstance(temperature, jax.core.Tracer) and float(temperature) < 0:
+        raise ValueError(f"temperature must be >= 0, got {float(temperature)!r}")
+    n = mass.shape[0]
+    dtype = mass.dtype
+    kt = jnp.asarray(temperature, dtype)
+    v = jax.random.normal(key, (n, dim), dtype) * jnp.sqrt(kt / mass)[:, None]
+    v = v - jnp.sum(mass[:, None] * v, axis=0) / jnp.sum(mass)
+    if exact and n > 1:
+        dof = dim * (n - 1)
+        current = jnp.sum(mass[:, None] * v * v) / dof
+        v = v * jnp.where(current > 0, jnp.sqrt(kt / jnp.where(current > 0, current, 1.0)), 0.0)
+    return v
+
+
+def thermalize(system: System, key: PRNGKeyArray, temperature: float | Array) -> System:
+    """`system` with Maxwell-Boltzmann velocities at `temperature` (zero total momentum)."""
+    return system.at(system.position, maxwell_boltzmann(key, system.mass, temperature, dim=system.dim))
+
+
+def read_h5md(path: str | Path, *, group: str = "all", frame: int = -1, dtype=float) -> System:
+    """A system from an H5MD file: the positions (and velocities, species, masses when
+    present) of `frame` of `/particles/<group>` and its box.
+
+    Raises:
+        ValueError: missing file or group, or a layout that is not H5MD (naming the
+            dataset that is missing).
+    """
+    import h5py
+
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"{path}: no such H5MD file")
+    try:
+        f = h5py.File(path, "r")
+    except OSError as e:
+        raise ValueError(f"{path}: not a readable HDF5 file ({str(e).splitlines()[0]})") from None
+    with f:
+        base = f"particles/{group}"
+        if base not in f:
+            have = ", ".join(f["particles"]) if "particles" in f else "no /particles group"
+            raise ValueError(f"{path}: /{base} is missing (found: {have}); expected an H5MD file")
+        g = f[base]
+
+        def element(name, required):
+            if name not in g:
+                if required:
+                    raise ValueError(f"{path}: /{base}/{name} is missing; expected an H5MD particle group")
+                return None
+            node = g[name]
+            if isinstance(node, h5py.Group):
+                return np.asarray(node["value"][frame])
+            return np.asarray(node[()])
+
+        position = element("position", True)
+        if position.ndim != 2:
+            raise ValueError(f"{path}: /{base}/position/value must be [time, n, dim], got a frame of shape {position.shape}")
+        n, dim = position.shape
+        velocity = element("velocity", False)
+        species = element("species", False)
+        mass = element("mass", False)
+        if "box" not in g:
+            raise ValueError(f"{path}: /{base}/box is missing; expected an H5MD particle group")
+        box = g["box"]
+        boundary = [b.decode() if isinstance(b, bytes) else str(b) for b in np.atleast_1d(box.attrs.get("boundary", ["none"] * dim))]
+        periodic = all(b == "periodic" for b in boundary)
+        space: Space
+        if periodic:
+            edges = box["edges"]
+            edges = np.asarray(edges["value"][frame]) if isinstance(edges, h5py.Group) else np.asarray(edges[()])
+            if edges.ndim == 2:  # a full box matrix: orthorhombic only
+                if np.any(np.abs(edges - np.diag(np.diag(edges))) > 0):
+                    raise ValueError(f"{path}: only orthorhombic boxes are supported, got a triclinic box")
+                edges = np.diag(edges)
+            space = Periodic(jnp.asarray(edges, dtype))
+        else:
+            space = Free(ndim=dim)
+        bonds = None
+        if "connectivity" in f and group in f["connectivity"]:
+            bonds = jnp.asarray(np.asarray(f["connectivity"][group][()]), jnp.int32)
+    return System(
+        position=jnp.asarray(position, dtype),
+        velocity=jnp.asarray(velocity if velocity is not None else np.zeros_like(position), dtype),
+        mass=jnp.asarray(np.broadcast_to(mass, (n,)) if mass is not None else np.ones(n), dtype),
+        species=jnp.asarray(species if species is not None else np.zeros(n), jnp.int32),
+        space=space,
+        bonds=bonds,
+    )
+
+
+def _did_you_mean(word: str, choices) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1, cutoff=0.6)
+    return f" Perhaps you meant {close[0]!r}?" if close else ""

@@ -1,0 +1,382 @@
+"""Pair potentials: Lennard-Jones (truncated, or truncated and shifted, with tail
+corrections), WCA, Morse, soft spheres, and a bead-spring polymer (WCA plus harmonic
+bonds). Several species take per-pair parameters: a parameter may be a scalar (every
+pair) or a symmetric [n_species, n_species] matrix.
+
+Every pair model evaluates energy, forces and virial in one pass over a dense neighbour
+list (or over all pairs): for each particle i and each neighbour j it needs phi(r_ij^2)
+and d phi / d(r^2), which autodiff gives in the same forward pass (`jax.jvp`). The
+neighbour list holds both (i, j) and (j, i), so the force on i is a plain sum over its
+row, with no scatter.
+"""
+
+from __future__ import annotations
+
+import abc
+import math
+from typing import ClassVar
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, PyTree
+
+from .._base import Parameter
+from ._types import Forces, NeighbourIndex, Scalar
+from .base import ParticleModel, System
+
+TWO_SIXTH = 2.0 ** (1.0 / 6.0)
+
+
+class PairModel(ParticleModel):
+    """Particles interacting through a pair potential phi(r) that vanishes beyond `cutoff`.
+
+    Concrete models implement `pair_energy(r2, p)`: phi at squared distances `r2`
+    (any shape) given per-pair parameter values `p` (name -> array broadcastable to r2),
+    and list in `pair_parameters` which of their parameters may be per species pair.
+    """
+
+    pair_parameters: ClassVar[tuple[str, ...]]
+
+    @abc.abstractmethod
+    def pair_energy(self, r2: Array, p: dict[str, Array]) -> Array:
+        """phi at squared distances r2 (0 < r2 < cutoff^2)."""
+
+    # bonded terms (none unless a model adds them)
+    def bond_energy(self, system: System, params: PyTree) -> Scalar:
+        return jnp.zeros((), system.position.dtype)
+
+    def _pair_values(self, system: System, params: PyTree, j: Array | None) -> dict[str, Array]:
+        dtype = system.position.dtype
+        out = {}
+        for name in self.pair_parameters:
+            value = jnp.asarray(params[name]).astype(dtype)
+            if value.ndim == 0:
+                out[name] = value
+            else:
+                s = system.species
+                out[name] = value[s[:, None], s[j]] if j is not None else value[s, s]
+        return out
+
+    def _pass(self, system: System, params: PyTree, neighbours: NeighbourIndex | None, with_forces: bool):
+        """Energy, and with_forces also forces and virial, of the pair interactions."""
+        position = system.position
+        n = position.shape[0]
+        dtype = position.dtype
+        rows = jnp.arange(n)[:, None]
+        if neighbours is None:
+            j = jnp.broadcast_to(jnp.arange(n), (n, n))
+            valid = j != rows
+        else:
+            j = jnp.minimum(neighbours, n - 1)
+            valid = neighbours < n
+        dr = system.space.displacement(position[:, None, :] - position[j])
+        r2 = jnp.sum(dr * dr, axis=-1)
+        rc2 = jnp.asarray(self.cutoff * self.cutoff, dtype)
+        inside = valid & (r2 < rc2)
+        safe = jnp.where(inside, r2, rc2)
+        p = self._pair_values(system, params, j)
+        if not with_forces:
+            e = jnp.where(inside, self.pair_energy(safe, p), 0.0)
+            return 0.5 * jnp.sum(e), None, None
+        e, de = jax.jvp(lambda x: self.pair_energy(x, p), (safe,), (jnp.ones_like(safe),))
+        e = jnp.where(inside, e, 0.0)
+        de = jnp.where(inside, de, 0.0)
+        force = -2.0 * jnp.sum(de[..., None] * dr, axis=1)
+        virial = -jnp.sum(de * r2)
+        return 0.5 * jnp.sum(e), force, virial
+
+    def interaction_energy(self, system: System, params: PyTree, neighbours: NeighbourIndex | None = None) -> Scalar:
+        energy, _, _ = self._pass(system, params, neighbours, with_forces=False)
+        return energy + self.bond_energy(system, params)
+
+    def forces(self, system: System, params: PyTree, neighbours: NeighbourIndex | None = None) -> Forces:
+        _, force, _ = self._pass(system, params, neighbours, with_forces=True)
+        if system.bonds is not None:
+            force = force - jax.grad(lambda r: self.bond_energy(system.at(r), params))(system.position)
+        return force
+
+    def virial(self, system: System, params: PyTree, neighbours: NeighbourIndex | None = None) -> Scalar:
+        _, _, virial = self._pass(system, params, neighbours, with_forces=True)
+        if system.bonds is not None:
+            one = jnp.ones((), system.position.dtype)
+            virial = virial - jax.grad(lambda s: self.bond_energy(system.scaled(s), params))(one)
+        return virial
+
+    def _range_check(self, params: PyTree, name: str, factor: float, what: str) -> None:
+        largest = float(jnp.max(jnp.asarray(params[name])))
+        if factor * largest > self.cutoff + 1e-12:
+            raise ValueError(
+                f"{self.name}: {what} {factor * largest:g} (from {name} = {largest:g}) exceeds the model's "
+                f"cutoff {self.cutoff:g}; raise the model option cutoff"
+            )
+
+
+def _lj(r2, epsilon, sigma):
+    s6 = (sigma * sigma / r2) ** 3
+    return 4.0 * epsilon * (s6 * s6 - s6)
+
+
+_EPSILON = Parameter("epsilon", 1.0, "reduced", "depth of the potential well", "positive")
+_SIGMA = Parameter("sigma", 1.0, "reduced", "particle diameter (where phi = 0)", "positive")
+
+
+def _species_counts(system: System, n_species: int, dtype) -> Array:
+    return jnp.zeros(n_species, dtype).at[system.species].add(1.0)
+
+
+class LennardJones(PairModel):
+    """Lennard-Jones 12-6 fluid: phi(r) = 4 epsilon [(sigma/r)^12 - (sigma/r)^6], truncated
+    at `cutoff` (absolute length) and optionally shifted to zero there.
+
+    With `tail_correction`, the analytic contributions of the unshifted potential beyond
+    the cutoff (uniform fluid, g = 1) are added to energy and pressure (Allen & Tildesley,
+    Computer Simulation of Liquids, 2nd ed. 2017, eqs. 2.144-2.145):
+        E_tail = (8 pi / 3V) sum_ab N_a N_b eps_ab sigma_ab^3 [(sigma/rc)^9 / 3 - (sigma/rc)^3]
+        P_tail = (16 pi / 3V^2) sum_ab N_a N_b eps_ab sigma_ab^3 [2 (sigma/rc)^9 / 3 - (sigma/rc)^3]
+
+    Arguments:
+        cutoff: truncation distance (neighbour-list range).
+        shift: subtract phi(cutoff) so the energy is continuous.
+        tail_correction: add the long-range corrections (3-D periodic systems).
+        n_species: number of particle species; epsilon and sigma may then be
+            [n_species, n_species] matrices.
+
+    Example:
+        >>> model = LennardJones(cutoff=2.5, shift=True)
+        >>> params = model.default_params()        # {"epsilon": 1.0, "sigma": 1.0}
+    """
+
+    cutoff: float = eqx.field(static=True, default=2.5)
+    shift: bool = eqx.field(static=True, default=False)
+    tail_correction: bool = eqx.field(static=True, default=False)
+    n_species: int = eqx.field(static=True, default=1)
+
+    name: ClassVar[str] = "lennard_jones"
+    description: ClassVar[str] = "Lennard-Jones 12-6 particles, truncated (and shifted) at a cutoff"
+    parameters: ClassVar[tuple[Parameter, ...]] = (_EPSILON, _SIGMA)
+    pair_parameters: ClassVar[tuple[str, ...]] = ("epsilon", "sigma")
+
+    def __check_init__(self):
+        _check_options(self)
+
+    def pair_energy(self, r2, p):
+        e = _lj(r2, p["epsilon"], p["sigma"])
+        if self.shift:
+            e = e - _lj(jnp.asarray(self.cutoff**2, r2.dtype), p["epsilon"], p["sigma"])
+        return e
+
+    def _tail_sum(self, system: System, params: PyTree, nine: float) -> Array:
+        dtype = system.position.dtype
+        eps = jnp.asarray(params["epsilon"]).astype(dtype)
+        sig = jnp.asarray(params["sigma"]).astype(dtype)
+        counts = _species_counts(system, self.n_species, dtype)
+        pairs = counts[:, None] * counts[None, :]
+        x3 = (sig / self.cutoff) ** 3
+        terms = eps * sig**3 * (nine * x3**3 - x3)
+        if terms.ndim == 0:
+            return jnp.sum(pairs) * terms
+        return jnp.sum(pairs * terms)
+
+    def tail_energy(self, system: System, params: PyTree) -> Scalar:
+        if not (self.tail_correction and system.space.periodic):
+            return jnp.zeros((), system.position.dtype)
+        return 8.0 * math.pi / (3.0 * system.space.volume()) * self._tail_sum(system, params, 1.0 / 3.0)
+
+    def tail_pressure(self, system: System, params: PyTree) -> Scalar:
+        if not (self.tail_correction and system.space.periodic):
+            return jnp.zeros((), system.position.dtype)
+        volume = system.space.volume()
+        return 16.0 * math.pi / (3.0 * volume * volume) * self._tail_sum(system, params, 2.0 / 3.0)
+
+    def check_params(self, system: System, params: PyTree) -> None:
+        _check_species(self, system, params)
+        if self.tail_correction and system.dim != 3:
+            raise ValueError(f"lennard_jones: tail_correction is for 3-D systems, this one is {system.dim}-D")
+
+
+class Wca(PairModel):
+    """Weeks-Chandler-Andersen: the repulsive part of Lennard-Jones, truncated at its
+    minimum 2^(1/6) sigma and shifted up by epsilon (purely repulsive, smooth to first order).
+
+    Arguments:
+        cutoff: neighbour-list range; must be at least 2^(1/6) times the largest sigma.
+        n_species: number of species (per-pair epsilon and sigma as matrices).
+    """
+
+    cutoff: float = eqx.field(static=True, default=1.5)
+    n_species: int = eqx.field(static=True, default=1)
+
+    name: ClassVar[str] = "wca"
+    description: ClassVar[str] = "Weeks-Chandler-Andersen purely repulsive Lennard-Jones"
+    parameters: ClassVar[tuple[Parameter, ...]] = (_EPSILON, _SIGMA)
+    pair_parameters: ClassVar[tuple[str, ...]] = ("epsilon", "sigma")
+
+    def __check_init__(self):
+        _check_options(self)
+
+    def pair_energy(self, r2, p):
+        sigma2 = p["sigma"] * p["sigma"]
+        inside = r2 < TWO_SIXTH**2 * sigma2
+        return jnp.where(inside, _lj(r2, p["epsilon"], p["sigma"]) + p["epsilon"], 0.0)
+
+    def check_params(self, system: System, params: PyTree) -> None:
+        _check_species(self, system, params)
+        self._range_check(params, "sigma", TWO_SIXTH, "the WCA range 2^(1/6) sigma =")
+
+
+class Morse(PairModel):
+    """Morse potential phi(r) = epsilon [(1 - exp(-alpha (r - r0)))^2 - 1], truncated at
+    `cutoff` (and shifted to zero there with `shift`).
+
+    Arguments:
+        cutoff: truncation distance.
+        shift: subtract phi(cutoff).
+        n_species: number of species (per-pair epsilon, alpha and r0 as matrices).
+    """
+
+    cutoff: float = eqx.field(static=True, default=2.5)
+    shift: bool = eqx.field(static=True, default=False)
+    n_species: int = eqx.field(static=True, default=1)
+
+    name: ClassVar[str] = "morse"
+    description: ClassVar[str] = "Morse pair potential, truncated (and shifted) at a cutoff"
+    parameters: ClassVar[tuple[Parameter, ...]] = (
+        Parameter("epsilon", 1.0, "reduced", "well depth", "positive"),
+        Parameter("alpha", 5.0, "1/length", "inverse width of the well", "positive"),
+        Parameter("r0", 1.0, "reduced", "distance of the minimum", "positive"),
+    )
+    pair_parameters: ClassVar[tuple[str, ...]] = ("epsilon", "alpha", "r0")
+
+    def __check_init__(self):
+        _check_options(self)
+
+    def _phi(self, r, p):
+        x = 1.0 - jnp.exp(-p["alpha"] * (r - p["r0"]))
+        return p["epsilon"] * (x * x - 1.0)
+
+    def pair_energy(self, r2, p):
+        e = self._phi(jnp.sqrt(r2), p)
+        if self.shift:
+            e = e - self._phi(jnp.asarray(self.cutoff, r2.dtype), p)
+        return e
+
+    def check_params(self, system: System, params: PyTree) -> None:
+        _check_species(self, system, params)
+
+
+class SoftSphere(PairModel):
+    """Soft spheres: phi(r) = epsilon / alpha (1 - r / sigma)^alpha for r < sigma, else 0
+    (harmonic contact for alpha = 2; foams, jamming).
+
+    Arguments:
+        cutoff: neighbour-list range; must be at least the largest sigma.
+        n_species: number of species (per-pair epsilon and sigma as matrices).
+    """
+
+    cutoff: float = eqx.field(static=True, default=1.5)
+    n_species: int = eqx.field(static=True, default=1)
+
+    name: ClassVar[str] = "soft_sphere"
+    description: ClassVar[str] = "soft repulsive spheres, epsilon/alpha (1 - r/sigma)^alpha"
+    parameters: ClassVar[tuple[Parameter, ...]] = (
+        _EPSILON,
+        Parameter("sigma", 1.0, "reduced", "contact diameter", "positive"),
+        Parameter("alpha", 2.0, "1", "exponent (2: harmonic contact)", "positive"),
+    )
+    pair_parameters: ClassVar[tuple[str, ...]] = ("epsilon", "sigma", "alpha")
+
+    def __check_init__(self):
+        _check_options(self)
+
+    def pair_energy(self, r2, p):
+        r = jnp.sqrt(r2)
+        inside = r < p["sigma"]
+        overlap = jnp.where(inside, 1.0 - r / p["sigma"], 1.0)
+        return jnp.where(inside, p["epsilon"] / p["alpha"] * overlap ** p["alpha"], 0.0)
+
+    def check_params(self, system: System, params: PyTree) -> None:
+        _check_species(self, system, params)
+        self._range_check(params, "sigma", 1.0, "the contact distance sigma =")
+
+
+class BeadSpring(PairModel):
+    """Bead-spring polymers: WCA between all beads plus harmonic bonds
+    (1/2) bond_k (r - bond_length)^2 between the bonded pairs of `System.bonds`
+    (a Kremer-Grest-like chain model with harmonic instead of FENE springs).
+
+    Arguments:
+        cutoff: neighbour-list range; at least 2^(1/6) times the largest sigma.
+        n_species: number of species.
+    """
+
+    cutoff: float = eqx.field(static=True, default=1.5)
+    n_species: int = eqx.field(static=True, default=1)
+
+    name: ClassVar[str] = "bead_spring"
+    description: ClassVar[str] = "bead-spring polymer chains: WCA beads and harmonic bonds"
+    parameters: ClassVar[tuple[Parameter, ...]] = (
+        _EPSILON,
+        _SIGMA,
+        Parameter("bond_k", 100.0, "reduced", "spring constant of a bond", "positive"),
+        Parameter("bond_length", 1.0, "reduced", "rest length of a bond", "positive"),
+    )
+    pair_parameters: ClassVar[tuple[str, ...]] = ("epsilon", "sigma")
+
+    def __check_init__(self):
+        _check_options(self)
+
+    def pair_energy(self, r2, p):
+        sigma2 = p["sigma"] * p["sigma"]
+        inside = r2 < TWO_SIXTH**2 * sigma2
+        return jnp.where(inside, _lj(r2, p["epsilon"], p["sigma"]) + p["epsilon"], 0.0)
+
+    def bond_energy(self, system: System, params: PyTree) -> Scalar:
+        return harmonic_bond_energy(system, params["bond_k"], params["bond_length"])
+
+    def check_params(self, system: System, params: PyTree) -> None:
+        _check_species(self, system, params)
+        self._range_check(params, "sigma", TWO_SIXTH, "the WCA range 2^(1/6) sigma =")
+        if system.bonds is None:
+            raise ValueError("bead_spring needs bonds: start from physics.md.chains(...) or a system with bonds")
+
+
+def harmonic_bond_energy(system: System, k: Array, length: Array) -> Scalar:
+    """Sum over `system.bonds` of (1/2) k (r - length)^2 (0 without bonds)."""
+    if system.bonds is None:
+        return jnp.zeros((), system.position.dtype)
+    dtype = system.position.dtype
+    i, j = system.bonds[:, 0], system.bonds[:, 1]
+    dr = system.space.displacement(system.position[i] - system.position[j])
+    r = jnp.sqrt(jnp.sum(dr * dr, axis=-1))
+    k = jnp.asarray(k).astype(dtype)
+    length = jnp.asarray(length).astype(dtype)
+    return 0.5 * jnp.sum(k * (r - length) ** 2)
+
+
+def _check_options(model: PairModel) -> None:
+    if not (model.cutoff > 0 and math.isfinite(model.cutoff)):
+        raise ValueError(f"{model.name}: cutoff must be a positive number, got {model.cutoff!r}")
+    if model.n_species < 1:
+        raise ValueError(f"{model.name}: n_species must be >= 1, got {model.n_species!r}")
+
+
+def _check_species(model: PairModel, system: System, params: PyTree) -> None:
+    s = model.n_species
+    species = jnp.asarray(system.species)
+    if species.size and (int(jnp.min(species)) < 0 or int(jnp.max(species)) >= s):
+        raise ValueError(
+            f"{model.name}: particle species must be in 0..{s - 1} (n_species = {s}), "
+            f"got {int(jnp.min(species))}..{int(jnp.max(species))}"
+        )
+    for name in model.pair_parameters:
+        value = jnp.asarray(params[name])
+        if value.ndim == 0:
+            continue
+        if value.shape != (s, s):
+            raise ValueError(
+                f"{model.name}: parameter {name} must be a scalar or a [{s}, {s}] matrix (n_species = {s}), "
+                f"got shape {value.shape}"
+            )
+        if not bool(jnp.allclose(value, value.T)):
+            raise ValueError(f"{model.name}: the {name} matrix must be symmetric (phi_ab = phi_ba)")

@@ -1,0 +1,151 @@
+"""The abstract particle family: a potential energy of positions in a space."""
+
+from __future__ import annotations
+
+import abc
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, PyTree
+
+from .._base import Model
+from ._observables import kinetic_energy, pressure
+from ._space import Periodic, Space
+from ._types import Bonds, Forces, Masses, NeighbourIndex, Positions, Scalar, Species, Velocities
+
+
+OBSERVABLES = ("potential_energy", "kinetic_energy", "total_energy", "temperature", "pressure")
+
+
+class System(eqx.Module):
+    """Particles in a space: what an MD run starts from (and what it evolves).
+
+    Attributes:
+        position: [n, dim].
+        velocity: [n, dim].
+        mass: [n] (positive).
+        species: [n] integer type of each particle, 0 .. n_species - 1.
+        space: `Free` or `Periodic` (geometry is passed in, never built into a model).
+        bonds: [b, 2] pairs of bonded particle ids, or None.
+    """
+
+    position: Positions
+    velocity: Velocities
+    mass: Masses
+    species: Species
+    space: Space
+    bonds: Bonds | None = None
+
+    def __check_init__(self):
+        n, dim = self.position.shape
+        if self.velocity.shape != (n, dim):
+            raise ValueError(f"velocity must have shape {(n, dim)} like position, got {self.velocity.shape}")
+        if self.mass.shape != (n,) or self.species.shape != (n,):
+            raise ValueError(
+                f"mass and species must have shape ({n},), got {self.mass.shape} and {self.species.shape}"
+            )
+        if dim != self.space.dim:
+            raise ValueError(f"positions are {dim}-D but the space is {self.space.dim}-D")
+        if self.bonds is not None and (self.bonds.ndim != 2 or self.bonds.shape[1] != 2):
+            raise ValueError(f"bonds must have shape (b, 2), got {self.bonds.shape}")
+
+    @property
+    def n(self) -> int:
+        return self.position.shape[0]
+
+    @property
+    def dim(self) -> int:
+        return self.position.shape[1]
+
+    def at(self, position: Positions, velocity: Velocities | None = None) -> System:
+        """The same system with new positions (and velocities)."""
+        velocity = self.velocity if velocity is None else velocity
+        return System(position, velocity, self.mass, self.species, self.space, self.bonds)
+
+    def scaled(self, factor: Scalar) -> System:
+        """Positions and box lengths multiplied by `factor` (for the virial)."""
+        return System(self.position * factor, self.velocity, self.mass, self.species, self.space.scaled(factor), self.bonds)
+
+    def astype(self, dtype) -> System:
+        """Floating-point arrays (positions, velocities, masses, box) cast to `dtype`."""
+        space = Periodic(self.space.edges.astype(dtype)) if isinstance(self.space, Periodic) else self.space
+        return System(
+            self.position.astype(dtype), self.velocity.astype(dtype), self.mass.astype(dtype), self.species, space, self.bonds
+        )
+
+
+class ParticleModel(Model):
+    """Particles interacting through a potential energy U(positions; params) in a space.
+
+    Concrete models implement `interaction_energy` and set `cutoff` (the largest distance
+    at which two particles interact: the neighbour-list range, static) and `n_species`.
+    Forces default to minus the autodiff gradient and the virial to the derivative of the
+    energy under a uniform scaling of positions and box; pair models override both with
+    one fused pass over the neighbour list.
+
+    Observables (per save): potential_energy, kinetic_energy, total_energy, temperature,
+    pressure (totals, reduced units: Boltzmann's constant is 1).
+    """
+
+    cutoff: eqx.AbstractVar[float]
+    n_species: eqx.AbstractVar[int]
+
+    @property
+    def observable_names(self) -> tuple[str, ...]:
+        return OBSERVABLES
+
+    @abc.abstractmethod
+    def interaction_energy(self, system: System, params: PyTree, neighbours: NeighbourIndex | None = None) -> Scalar:
+        """Potential energy of the configuration (without tail corrections).
+
+        Arguments:
+            system: positions, species, bonds and space.
+            params: the model's parameter dict.
+            neighbours: dense neighbour ids [n, k] padded with n holding every pair within
+                `cutoff` (a Verlet list), or None to sum over all pairs.
+        """
+
+    def tail_energy(self, system: System, params: PyTree) -> Scalar:
+        """Analytic correction for interactions beyond the cutoff (0 unless the model has one)."""
+        return jnp.zeros((), system.position.dtype)
+
+    def tail_pressure(self, system: System, params: PyTree) -> Scalar:
+        """Analytic pressure correction for interactions beyond the cutoff."""
+        return jnp.zeros((), system.position.dtype)
+
+    def energy(self, system: System, params: PyTree, neighbours: NeighbourIndex | None = None) -> Scalar:
+        """Total potential energy: interactions plus tail correction."""
+        return self.interaction_energy(system, params, neighbours) + self.tail_energy(system, params)
+
+    def forces(self, system: System, params: PyTree, neighbours: NeighbourIndex | None = None) -> Forces:
+        """Minus the gradient of the energy with respect to positions [n, dim]."""
+        return -jax.grad(lambda r: self.interaction_energy(system.at(r), params, neighbours))(system.position)
+
+    def virial(self, system: System, params: PyTree, neighbours: NeighbourIndex | None = None) -> Scalar:
+        """W = sum over pairs of r_ij . f_ij = -dU/d(lambda) under r -> lambda r, L -> lambda L."""
+        one = jnp.ones((), system.position.dtype)
+        return -jax.grad(lambda s: self.interaction_energy(system.scaled(s), params, neighbours))(one)
+
+    def check_params(self, system: System, params: PyTree) -> None:
+        """Raise ValueError for parameters that cannot work with this model or system
+        (called outside jit with concrete values; no-op by default)."""
+
+    def measure(
+        self,
+        system: System,
+        params: PyTree,
+        neighbours: NeighbourIndex | None,
+        degrees_of_freedom: int,
+    ) -> dict[str, Array]:
+        """The standard observables of one configuration (see the class docstring)."""
+        potential = self.energy(system, params, neighbours)
+        kinetic = kinetic_energy(system.velocity, system.mass)
+        virial = self.virial(system, params, neighbours)
+        return {
+            "potential_energy": potential,
+            "kinetic_energy": kinetic,
+            "total_energy": potential + kinetic,
+            "temperature": 2.0 * kinetic / degrees_of_freedom,
+            "pressure": pressure(kinetic, virial, system.space) + self.tail_pressure(system, params),
+        }
+
