@@ -40,6 +40,10 @@ class Progress:
         if self._bar is not None:
             self._task = self._bar.add_task(description or self.description, total=total)
 
+    def describe(self, description: str) -> None:
+        if self._bar is not None and self._task is not None:
+            self._bar.update(self._task, description=description)
+
     def advance(self, n: int = 1) -> None:
         if self._bar is not None and self._task is not None:
             self._bar.advance(self._task, n)

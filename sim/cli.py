@@ -100,6 +100,35 @@ def run(
 
 
 @app.command()
+def fit(
+    config: Annotated[Path, typer.Argument(help="TOML config with [data] and [fit] sections.")],
+    data: Annotated[Optional[Path], typer.Option("--data", help="HDF5 observations (replaces data.file).")] = None,
+    output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Output HDF5 fit file.")] = None,
+    set_: Sets = None,
+    quiet: Quiet = False,
+) -> None:
+    """Fit free parameters and initial values to HDF5 observations by gradients through the solver."""
+    from inference import fit as fit_config
+
+    cfg = load_config(config, set_ or [])
+    path = check_output_path(output, "-o") if output is not None else check_output_path(Path(cfg.path.stem + "_fit.h5"), "-o")
+    start = time.perf_counter()
+    result = fit_config(cfg, data, progress=not quiet)
+    result.save(path)
+    table = Table("quantity", "estimate", "std. error", box=None)
+    for name, value, err_ in result.table():
+        table.add_row(name, f"{value:.6g}", f"{err_:.3g}")
+    out.print(table)
+    if not quiet:
+        status = "converged" if result.converged else f"did not converge: {result.message}"
+        print(
+            f"wrote {path}: {status} after {len(result.loss_history) - 1} steps, final loss {result.loss_history[-1]:.6g}, "
+            f"{time.perf_counter() - start:.2f} s",
+            file=sys.stderr,
+        )
+
+
+@app.command()
 def info() -> None:
     """Versions, devices and precision."""
     import jax

@@ -1,0 +1,186 @@
+"""Observations from any HDF5 file, as a config's `[data]` section names them."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import h5py
+import numpy as np
+import pydantic
+from pydantic import BaseModel, ConfigDict
+
+from sim import Config, ConfigError, DataError
+
+
+class DataSection(BaseModel):
+    """`[data]`: the file, its time dataset and the dataset of each observed observable."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    file: str | None = None
+    time: str
+    time_offset: float = 0.0
+    observables: dict[str, str]
+    sigma: dict[str, str] = {}
+
+
+@dataclasses.dataclass(frozen=True)
+class Observations:
+    """Observed values at observation times, in model time.
+
+    Attributes:
+        path: the file they came from.
+        time: observation times in model time (data time - time_offset), strictly
+            increasing [T].
+        values: observable name -> observed values [T, ...]; NaN marks a missing value.
+        sigma: observable name -> per-point standard deviations [T, ...] (only for the
+            observables the config gives a sigma dataset for).
+        time_offset: what was subtracted from the data times.
+    """
+
+    path: Path
+    time: np.ndarray
+    values: dict[str, np.ndarray]
+    sigma: dict[str, np.ndarray]
+    time_offset: float = 0.0
+
+    @property
+    def count(self) -> int:
+        """Number of observed (non-missing) values."""
+        return int(sum(np.sum(np.isfinite(v)) for v in self.values.values()))
+
+
+def data_section(config: Config) -> DataSection:
+    """The validated `[data]` section of a config."""
+    raw = config.spec.data
+    if raw is None:
+        raise config.error("data", "required section is missing (the observations to fit: file, time, observables)")
+    try:
+        return DataSection.model_validate(raw)
+    except pydantic.ValidationError as e:
+        err = e.errors()[0]
+        key = "data." + ".".join(str(p) for p in err["loc"])
+        kind = err["type"]
+        if kind == "missing":
+            return_msg = "required key is missing"
+        elif kind == "extra_forbidden":
+            return_msg = f"unknown key (expected one of: {', '.join(DataSection.model_fields)})"
+        else:
+            return_msg = f"{err['msg'].lower()}, got {err.get('input')!r}"
+        raise config.error(key, return_msg) from None
+
+
+def load_observations(config: Config, data: str | Path | None = None, observable_names=None) -> Observations:
+    """Read the observations a config's `[data]` section names.
+
+    Arguments:
+        config: the config (its `[data]` section; relative paths are relative to the
+            config's folder).
+        data: a file that replaces `data.file` (`--data` on the command line).
+        observable_names: the model's observables; a data key outside them is an error.
+
+    Raises:
+        ConfigError: a bad `[data]` section or an observable the model does not have.
+        DataError: a missing file or dataset, a shape mismatch, unsorted, duplicate or
+            non-finite times, infinite values, non-positive sigma; names file and dataset.
+    """
+    section = data_section(config)
+    if data is not None:
+        path = Path(data)
+    elif section.file is not None:
+        path = config.resolve_path(section.file)
+    else:
+        raise config.error("data.file", "required key is missing (or give --data FILE.h5)")
+    if not section.observables:
+        raise config.error("data.observables", "expected at least one observable = dataset entry")
+    if observable_names is not None:
+        for name in list(section.observables) + list(section.sigma):
+            if name not in observable_names:
+                from solvers import did_you_mean
+
+                key = f"data.observables.{name}" if name in section.observables else f"data.sigma.{name}"
+                raise config.error(key, f"the model has no observable {name!r} (observables: {', '.join(observable_names)}).{did_you_mean(name, observable_names)}")
+    for name in section.sigma:
+        if name not in section.observables:
+            raise config.error(f"data.sigma.{name}", f"{name!r} has a sigma but is not listed in data.observables")
+    if path.is_dir():
+        raise DataError(path, "", "is a folder; expected an HDF5 file of observations")
+    if not path.exists():
+        raise DataError(path, "", "no such file; expected an HDF5 file of observations")
+    try:
+        f = h5py.File(path, "r")
+    except OSError:
+        raise DataError(path, "", "not a readable HDF5 file") from None
+    with f:
+        raw_time = _dataset(f, path, section.time, "data.time")
+        time = _check_times(path, section.time, raw_time) - section.time_offset
+        values = {}
+        for name, dataset in section.observables.items():
+            values[name] = _values(f, path, dataset, f"data.observables.{name}", len(time), allow_nan=True)
+        sigma = {}
+        for name, dataset in section.sigma.items():
+            s = _values(f, path, dataset, f"data.sigma.{name}", len(time), allow_nan=False)
+            if s.shape != values[name].shape:
+                raise DataError(path, dataset, f"shape {s.shape} does not match {section.observables[name]} {values[name].shape}")
+            if np.any(s <= 0):
+                raise DataError(path, dataset, "expected positive standard deviations")
+            sigma[name] = s
+    if not any(np.any(np.isfinite(v)) for v in values.values()):
+        raise DataError(path, "", "every observation is missing (NaN)")
+    return Observations(path=path, time=time, values=values, sigma=sigma, time_offset=section.time_offset)
+
+
+def _dataset(f: h5py.File, path: Path, name: str, key: str) -> np.ndarray:
+    item = f.get(name)
+    if item is None:
+        raise DataError(path, name, f"no such dataset (named by {key})")
+    if not isinstance(item, h5py.Dataset):
+        raise DataError(path, name, f"is a group; expected a dataset (named by {key})")
+    try:
+        return np.asarray(item[()], dtype=float)
+    except (TypeError, ValueError):
+        raise DataError(path, name, f"expected numbers, got dtype {item.dtype}") from None
+
+
+def _check_times(path: Path, name: str, t: np.ndarray) -> np.ndarray:
+    if t.ndim != 1 or t.size < 1:
+        raise DataError(path, name, f"expected a 1-D array of times, got shape {t.shape}")
+    if not np.all(np.isfinite(t)):
+        i = int(np.argmin(np.isfinite(t)))
+        raise DataError(path, name, f"expected finite times, got {t[i]} at index {i}")
+    steps = np.diff(t)
+    if np.any(steps == 0):
+        i = int(np.argmax(steps == 0)) + 1
+        raise DataError(path, name, f"duplicate time {t[i]} at index {i}; expected strictly increasing times")
+    if np.any(steps < 0):
+        i = int(np.argmax(steps < 0)) + 1
+        raise DataError(path, name, f"unsorted: {t[i]} at index {i} follows {t[i - 1]}; expected strictly increasing times")
+    return t
+
+
+def _values(f: h5py.File, path: Path, name: str, key: str, n: int, *, allow_nan: bool) -> np.ndarray:
+    v = _dataset(f, path, name, key)
+    if v.ndim == 0 or v.shape[0] != n:
+        raise DataError(path, name, f"shape {v.shape} does not match the {n} observation times")
+    if np.any(np.isinf(v)):
+        raise DataError(path, name, "expected finite values or NaN for missing ones, got infinity")
+    if not allow_nan and np.any(np.isnan(v)):
+        raise DataError(path, name, "expected finite values, got NaN")
+    return v
+
+
+def check_span(config: Config, obs: Observations, t0: float, t1: float | None) -> None:
+    """Every observation time must lie in the simulated span [t0, t1]."""
+    first, last = float(obs.time[0]), float(obs.time[-1])
+    offset = f" (data time {first + obs.time_offset:g} with time_offset {obs.time_offset:g})" if obs.time_offset else ""
+    if first < t0:
+        raise DataError(obs.path, "", f"observation time {first:g}{offset} is before the simulated start time.t0 = {t0:g}")
+    if t1 is not None and last > t1:
+        raise DataError(obs.path, "", f"observation time {last:g} is after the simulated end time.t1 = {t1:g}")
+
+
+def jsonable(value: Any) -> Any:
+    """numpy values as plain Python for TOML/JSON."""
+    arr = np.asarray(value)
+    return arr.item() if arr.ndim == 0 else arr.tolist()

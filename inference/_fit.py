@@ -1,0 +1,497 @@
+"""Calibration by gradients through the time stepping: free quantities (parameters and
+initial values) fitted to observations by Levenberg-Marquardt, BFGS or Adam, with
+standard errors from the Gauss-Newton (Laplace) covariance."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+from typing import Any, Literal
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import optimistix as optx
+import pydantic
+from jaxtyping import Array
+from pydantic import BaseModel, ConfigDict, Field
+
+import sim
+from physics import Model
+from sim import Config, DataError
+from sim._progress import Progress
+from sim._run import build_model, resolved_toml
+from sim._store import atomic_h5, write_group, write_root_attrs
+from solvers import OdeSolver, did_you_mean
+
+from ._data import Observations, check_span, jsonable, load_observations
+
+LOSSES = ("normal", "lognormal", "mse")
+OPTIMIZERS = ("levenberg_marquardt", "bfgs", "adam")
+# A residual that cannot be computed (a failed solve, a negative prediction under a
+# lognormal loss) counts as this many standard deviations: optimisers step away from it.
+_BAD_RESIDUAL = 1e3
+
+
+class FitSection(BaseModel):
+    """`[fit]`: what is free, the loss, the optimiser and its settings."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    free: list[str] = Field(min_length=1)
+    loss: Literal["normal", "lognormal", "mse"] = "normal"
+    optimizer: Literal["levenberg_marquardt", "bfgs", "adam"] = "levenberg_marquardt"
+    max_steps: int | None = Field(default=None, ge=1)
+    rtol: float = Field(default=1e-8, gt=0)
+    atol: float = Field(default=1e-8, gt=0)
+    learning_rate: float = Field(default=0.01, gt=0)
+    starts: int = Field(default=1, ge=1)
+    seed: int = 0
+    weights: dict[str, float] = {}
+    bounds: dict[str, list[float]] = {}
+
+
+def fit_section(config: Config) -> FitSection:
+    raw = config.spec.fit
+    if raw is None:
+        raise config.error("fit", "required section is missing (at least: free = [\"name\", ...])")
+    try:
+        return FitSection.model_validate(raw)
+    except pydantic.ValidationError as e:
+        err = e.errors()[0]
+        key = "fit." + ".".join(str(p) for p in err["loc"] if not str(p).startswith("literal"))
+        kind = err["type"]
+        if kind == "extra_forbidden":
+            msg = f"unknown key (expected one of: {', '.join(FitSection.model_fields)}).{did_you_mean(err['loc'][-1], FitSection.model_fields)}"
+        elif kind == "literal_error":
+            msg = f"expected one of {err['ctx']['expected']}, got {err['input']!r}"
+        elif kind == "too_short":
+            msg = "expected at least one free quantity"
+        else:
+            msg = f"{err['msg'][0].lower()}{err['msg'][1:]}, got {err.get('input')!r}"
+        raise config.error(key, msg) from None
+
+
+class Free(eqx.Module):
+    """One free quantity: where it goes (a parameter or an initial value) and the
+    transform that maps an unconstrained number onto its allowed range."""
+
+    name: str = eqx.field(static=True)
+    kind: str = eqx.field(static=True)  # "params" | "initial"
+    key: str = eqx.field(static=True)
+    transform: str = eqx.field(static=True)  # identity | log | softplus | logistic
+    low: float = eqx.field(static=True, default=0.0)
+    high: float = eqx.field(static=True, default=1.0)
+
+    def to_natural(self, u: Array) -> Array:
+        if self.transform == "log":
+            return jnp.exp(u)
+        if self.transform == "softplus":
+            return jax.nn.softplus(u)
+        if self.transform == "logistic":
+            return self.low + (self.high - self.low) * jax.nn.sigmoid(u)
+        return u
+
+    def to_unconstrained(self, x: Array) -> Array:
+        if self.transform == "log":
+            return jnp.log(x)
+        if self.transform == "softplus":
+            return x + jnp.log(-jnp.expm1(-x))
+        if self.transform == "logistic":
+            z = (x - self.low) / (self.high - self.low)
+            return jnp.log(z) - jnp.log1p(-z)
+        return x
+
+
+_TRANSFORMS = {"real": "identity", "positive": "log", "nonnegative": "softplus", "unit_interval": "logistic"}
+
+
+class Problem(eqx.Module):
+    """A calibration problem: the model, its fixed settings, the free quantities and the
+    data. A pytree: its arrays (data, fixed values) are traced, so fitting new data of
+    the same shape does not recompile.
+
+    Residuals are whitened: sqrt(weight) * (observed - predicted) / sigma for the
+    normal loss, the same on logarithms for the lognormal loss, and
+    (observed - predicted) / sqrt(number of observations) for mse. Missing (NaN)
+    observations contribute nothing. The loss is half the sum of squared residuals.
+    """
+
+    model: Model
+    solver: Any
+    params: dict[str, Array]
+    initial: Any
+    t_sim: Array
+    skip: int = eqx.field(static=True)
+    free: tuple[Free, ...] = eqx.field(static=True)
+    loss: str = eqx.field(static=True)
+    observed: dict[str, Array]
+    sigma: dict[str, Array]
+    weight: dict[str, Array]
+    count: int = eqx.field(static=True)
+
+    def natural(self, u: dict[str, Array]) -> dict[str, Array]:
+        return {f.name: f.to_natural(u[f.name]) for f in self.free}
+
+    def unconstrained(self, x: dict[str, Array]) -> dict[str, Array]:
+        return {f.name: f.to_unconstrained(jnp.asarray(x[f.name], dtype=float)) for f in self.free}
+
+    def simulate(self, x: dict[str, Array], t: Array) -> sim.Trajectory:
+        params = dict(self.params)
+        initial = dict(self.initial) if isinstance(self.initial, dict) else self.initial
+        for f in self.free:
+            if f.kind == "params":
+                params[f.key] = x[f.name]
+            else:
+                initial[f.key] = x[f.name]
+        return sim.simulate(self.model, params, t, initial=initial, solver=self.solver)
+
+    def predict(self, x: dict[str, Array]) -> dict[str, Array]:
+        """Predicted observables at the observation times for natural values `x`."""
+        traj = self.simulate(x, self.t_sim)
+        return {name: traj.observables[name][self.skip :] for name in self.observed}
+
+    def whitened(self, x: dict[str, Array]) -> Array:
+        """The residual vector for natural values `x` (see the class docstring)."""
+        pred = self.predict(x)
+        out = []
+        for name, y in self.observed.items():
+            missing = jnp.isnan(y)
+            y_safe = jnp.where(missing, 1.0, y)
+            f = pred[name]
+            if self.loss == "lognormal":
+                r = (jnp.log(y_safe) - jnp.log(f)) / self.sigma[name]
+            elif self.loss == "normal":
+                r = (y_safe - f) / self.sigma[name]
+            else:
+                r = (y_safe - f) / math.sqrt(self.count)
+            r = jnp.sqrt(self.weight[name]) * r
+            r = jnp.where(jnp.isfinite(r), r, _BAD_RESIDUAL)
+            out.append(jnp.where(missing, 0.0, r).ravel())
+        return jnp.concatenate(out)
+
+    def residuals(self, u: dict[str, Array], args: Any = None) -> tuple[Array, Array]:
+        """(residual vector, loss) at unconstrained values `u` (optimistix's fn form)."""
+        r = self.whitened(self.natural(u))
+        return r, 0.5 * jnp.sum(r**2)
+
+    def objective(self, u: dict[str, Array], args: Any = None) -> tuple[Array, Array]:
+        """(loss, loss) at unconstrained values `u` (a minimiser's fn form)."""
+        loss = self.residuals(u)[1]
+        return loss, loss
+
+
+def build_problem(config: Config, data: str | Path | None = None) -> tuple[Problem, dict[str, Array], Observations, FitSection]:
+    """Validate a config's `[data]` and `[fit]` against its model and build the problem.
+
+    Returns:
+        (problem, start values in natural units, observations, fit section).
+    """
+    section = fit_section(config)
+    model = build_model(config)
+    obs = load_observations(config, data, model.observable_names)
+    t0 = config.spec.time.t0
+    check_span(config, obs, t0, config.spec.time.t1)
+    overrides = []
+    if config.spec.time.save is not None or config.spec.time.save_at is not None:
+        overrides.append("time.save=2")
+        config.raw.get("time", {}).pop("save_at", None)
+    if config.spec.time.t1 is None:
+        last = float(obs.time[-1])
+        overrides.append(f"time.t1={last if last > t0 else t0 + 1.0!r}")
+    if overrides:
+        config = config.with_overrides(overrides)
+    setup = sim.setup(config)
+    solver = setup.solver
+    if isinstance(solver, OdeSolver):
+        # Failed trial solves become large residuals, not errors; Levenberg-Marquardt
+        # builds Jacobians in forward mode, the cheap direction for a few parameters.
+        adjoint = "forward" if section.optimizer == "levenberg_marquardt" else solver.adjoint
+        solver = dataclasses.replace(solver, throw=False, adjoint=adjoint)
+    free = []
+    start = {}
+    seen = set()
+    for name in section.free:
+        if name in seen:
+            raise config.error("fit.free", f"{name!r} is listed twice")
+        seen.add(name)
+        kind, _, key = name.partition(".") if name.startswith("initial.") else ("params", "", name)
+        if kind == "initial":
+            if not isinstance(setup.initial, dict) or key not in setup.initial:
+                names = list(setup.initial) if isinstance(setup.initial, dict) else []
+                raise config.error("fit.free", f"{name!r}: the model has no initial value {key!r} (initial values: {', '.join(names)}).{did_you_mean(key, names)}")
+            constraint = getattr(model, "initial_constraint", "real")
+            value = setup.initial[key]
+        else:
+            if key not in setup.params:
+                raise config.error("fit.free", f"{name!r}: the model has no parameter {key!r} (parameters: {', '.join(setup.params)}).{did_you_mean(key, setup.params)}")
+            constraint = model.parameter(key).constraint
+            value = setup.params[key]
+        transform = _TRANSFORMS[constraint]
+        low, high = 0.0, 1.0
+        if name in section.bounds:
+            bounds = section.bounds[name]
+            if len(bounds) != 2 or not bounds[0] < bounds[1]:
+                raise config.error(f"fit.bounds.{name}", f"expected [low, high] with low < high, got {bounds}")
+            low, high = float(bounds[0]), float(bounds[1])
+            transform = "logistic"
+        value = float(value)
+        if transform == "log" and value <= 0 or transform == "softplus" and value <= 0 or transform == "logistic" and not low < value < high:
+            raise config.error(name if kind == "params" else f"initial.{key}", f"start value {value:g} must lie strictly inside the allowed range of {name} ({constraint if transform != 'logistic' else f'({low:g}, {high:g})'})")
+        free.append(Free(name=name, kind=kind, key=key, transform=transform, low=low, high=high))
+        start[name] = jnp.asarray(value, dtype=float)
+    for name in section.bounds:
+        if name not in seen:
+            raise config.error(f"fit.bounds.{name}", f"{name!r} is not a free quantity (free: {', '.join(section.free)})")
+    for name, w in section.weights.items():
+        if name not in obs.values:
+            raise config.error(f"fit.weights.{name}", f"{name!r} is not an observed observable (observed: {', '.join(obs.values)})")
+        if not w > 0:
+            raise config.error(f"fit.weights.{name}", f"expected a positive weight, got {w}")
+    if section.loss == "lognormal":
+        for name, y in obs.values.items():
+            if np.any(y[np.isfinite(y)] <= 0):
+                raise DataError(obs.path, name, "the lognormal loss needs positive observations")
+    if obs.count <= len(free):
+        raise DataError(obs.path, "", f"{obs.count} observations cannot determine {len(free)} free quantities")
+    skip = 0 if obs.time[0] == t0 else 1
+    t_sim = jnp.asarray(obs.time if skip == 0 else np.concatenate([[t0], obs.time]))
+    problem = Problem(
+        model=model,
+        solver=solver,
+        params=setup.params,
+        initial=setup.initial,
+        t_sim=t_sim,
+        skip=skip,
+        free=tuple(free),
+        loss=section.loss,
+        observed={k: jnp.asarray(v) for k, v in obs.values.items()},
+        sigma={k: jnp.asarray(obs.sigma.get(k, 1.0)) for k in obs.values},
+        weight={k: jnp.asarray(section.weights.get(k, 1.0)) for k in obs.values},
+        count=obs.count,
+    )
+    return problem, start, obs, section
+
+
+# ----------------------------------------------------------------------------- optimisers
+
+@eqx.filter_jit
+def _optx_init(solver, fn, u, f_struct, aux_struct):
+    return solver.init(fn, u, None, {}, f_struct, aux_struct, frozenset())
+
+
+@eqx.filter_jit
+def _optx_step(solver, fn, u, state):
+    u, state, aux = solver.step(fn, u, None, {}, state, frozenset())
+    done, result = solver.terminate(fn, u, None, {}, state, frozenset())
+    return u, state, aux, done, result
+
+
+@eqx.filter_jit
+def _loss(problem, u):
+    return problem.residuals(u)[1]
+
+
+def _optimistix(problem: Problem, u0, section: FitSection, on_step) -> tuple[dict, list[float], bool, str]:
+    max_steps = section.max_steps or 200
+    if section.optimizer == "levenberg_marquardt":
+        solver = optx.LevenbergMarquardt(rtol=section.rtol, atol=section.atol)
+        fn = problem.residuals
+    else:
+        solver = optx.BFGS(rtol=section.rtol, atol=section.atol)
+        fn = problem.objective
+    f_struct, aux_struct = jax.eval_shape(fn, u0, None)
+    f_struct = jax.tree.map(lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype), f_struct)
+    state = _optx_init(solver, fn, u0, f_struct, aux_struct)
+    u = u0
+    history = [float(_loss(problem, u0))]
+    for i in range(max_steps):
+        u, state, aux, done, result = _optx_step(solver, fn, u, state)
+        history.append(float(_loss(problem, u)))
+        on_step(i + 1, history[-1])
+        if bool(done):
+            ok = int(result._value) == 0
+            message = "converged" if ok else optx.RESULTS._index_to_message[int(result._value)]
+            return u, history, ok, message
+    return u, history, False, f"max_steps ({max_steps}) reached before convergence"
+
+
+@eqx.filter_jit
+def _adam_step(problem, opt, u, opt_state):
+    loss, grad = jax.value_and_grad(lambda v: problem.residuals(v)[1])(u)
+    updates, opt_state = opt.update(grad, opt_state, u)
+    return optax.apply_updates(u, updates), opt_state, loss
+
+
+def _adam(problem: Problem, u0, section: FitSection, on_step) -> tuple[dict, list[float], bool, str]:
+    max_steps = section.max_steps or 1000
+    opt = optax.adam(section.learning_rate)
+    opt_state = opt.init(u0)
+    u = u0
+    history = []
+    for i in range(max_steps):
+        u, opt_state, loss = _adam_step(problem, opt, u, opt_state)
+        history.append(float(loss))
+        on_step(i + 1, history[-1])
+    history.append(float(_loss(problem, u)))
+    return u, history, True, f"{max_steps} Adam steps"
+
+
+# ----------------------------------------------------------------------------- results
+
+@dataclasses.dataclass
+class FitResult:
+    """A finished calibration.
+
+    Attributes:
+        names: the free quantities, in config order.
+        estimate: name -> fitted value (natural units).
+        stderr: name -> standard error from the Gauss-Newton covariance.
+        covariance: [p, p] covariance of the estimates (order of `names`).
+        loss_history: loss (half the sum of squared whitened residuals) per iteration.
+        converged, message: how the optimiser ended.
+        time, prediction: the fitted model on a fine grid over the simulated span.
+        observations: the data that was fitted.
+    """
+
+    model: str
+    config: str
+    names: list[str]
+    estimate: dict[str, float]
+    stderr: dict[str, float]
+    covariance: np.ndarray
+    loss_history: np.ndarray
+    converged: bool
+    message: str
+    time: np.ndarray
+    prediction: dict[str, np.ndarray]
+    observations: Observations
+    seed: int | None = None
+
+    def save(self, path: str | Path) -> Path:
+        """Write the fit layout of DESIGN.md atomically."""
+        path = Path(path)
+        with atomic_h5(path) as f:
+            write_root_attrs(f, format="simjax.fit", model=self.model, config=self.config, seed=self.seed)
+            write_group(f, "estimate", self.estimate)
+            write_group(f, "stderr", self.stderr)
+            f.create_dataset("loss_history", data=self.loss_history)
+            f.create_dataset("time", data=self.time)
+            write_group(f, "prediction", self.prediction)
+            cov = f.create_dataset("covariance", data=self.covariance)
+            cov.attrs["names"] = self.names
+            data = f.create_group("data")
+            data.create_dataset("time", data=self.observations.time)
+            write_group(data, "observables", self.observations.values)
+            f.attrs["converged"] = self.converged
+            f.attrs["message"] = self.message
+        return path
+
+    def table(self) -> list[tuple[str, float, float]]:
+        """(name, estimate, standard error) rows."""
+        return [(n, self.estimate[n], self.stderr[n]) for n in self.names]
+
+
+def standard_errors(problem: Problem, x: dict[str, Array], sigma_known: bool) -> np.ndarray:
+    """Gauss-Newton covariance s^2 (J^T J)^-1 of the natural free values at `x`, where J
+    is the Jacobian of the whitened residuals; s^2 = RSS / (n - p) unless every observed
+    quantity came with its own sigma (then 1)."""
+    names = [f.name for f in problem.free]
+    vec = jnp.stack([x[n] for n in names])
+    if isinstance(problem.solver, OdeSolver) and problem.solver.adjoint != "forward":
+        problem = dataclasses.replace(problem, solver=dataclasses.replace(problem.solver, adjoint="forward"))
+
+    def residuals(v):
+        return problem.whitened({n: v[i] for i, n in enumerate(names)})
+
+    jac = np.asarray(jax.jacfwd(residuals)(vec))
+    r = np.asarray(residuals(vec))
+    n, p = problem.count, len(names)
+    scale = 1.0 if sigma_known and problem.loss != "mse" else float(np.sum(r**2) / max(n - p, 1))
+    if problem.loss == "mse":
+        jac = jac * math.sqrt(problem.count)
+        scale = float(np.sum(r**2) * problem.count / max(n - p, 1))
+    info = jac.T @ jac
+    try:
+        return scale * np.linalg.inv(info)
+    except np.linalg.LinAlgError:
+        return np.full((p, p), np.nan)
+
+
+def fit(config: Config, data: str | Path | None = None, *, progress: bool = False) -> FitResult:
+    """Fit a config's free quantities to its observations (what `sim fit` does).
+
+    Arguments:
+        config: with `[data]` (observations) and `[fit]` (free quantities, loss, optimizer).
+        data: an HDF5 file that replaces `data.file`.
+        progress: show the loss per iteration on the terminal.
+
+    Returns:
+        A `FitResult` with estimates, standard errors, the loss history and the fitted
+        prediction; `.save(path)` writes the fit layout.
+
+    Raises:
+        ConfigError, DataError: bad config or data (naming the file and key).
+
+    Example:
+        >>> estimate = fit(sim.load_config("experiments/lynx_hare.toml"))
+        >>> estimate.table()
+    """
+    problem, start, obs, section = build_problem(config, data)
+    u0 = problem.unconstrained(start)
+    run = _adam if section.optimizer == "adam" else _optimistix
+    rng = np.random.default_rng(section.seed)
+    best = None
+    with Progress(enabled=progress, description=f"fit {section.optimizer}") as bar:
+        bar.start(total=(section.max_steps or (1000 if section.optimizer == "adam" else 200)) * section.starts)
+
+        def on_step(i, loss):
+            bar.advance(1)
+            bar.describe(f"fit {section.optimizer}: step {i}, loss {loss:.6g}")
+
+        for k in range(section.starts):
+            if k == 0:
+                u_start = u0
+            else:
+                u_start = {n: v + 0.5 * float(rng.standard_normal()) for n, v in u0.items()}
+            u, history, ok, message = run(problem, u_start, section, on_step)
+            if best is None or history[-1] < best[1][-1]:
+                best = (u, history, ok, message)
+    u, history, ok, message = best
+    x = problem.natural(u)
+    sigma_known = all(name in obs.sigma for name in obs.values)
+    cov = standard_errors(problem, x, sigma_known)
+    names = [f.name for f in problem.free]
+    stderr = {n: float(np.sqrt(cov[i, i])) if cov[i, i] >= 0 else float("nan") for i, n in enumerate(names)}
+    t0 = float(problem.t_sim[0])
+    t_fine = jnp.linspace(t0, float(problem.t_sim[-1]), 201)
+    traj = problem.simulate(x, t_fine)
+    prediction = {k: np.asarray(v) for k, v in traj.observables.items()}
+    estimate = {n: float(x[n]) for n in names}
+    fitted_params = {f.key: estimate[f.name] for f in problem.free if f.kind == "params"}
+    fitted_initial = {f.key: estimate[f.name] for f in problem.free if f.kind == "initial"}
+    fit_resolved = section.model_dump(exclude_defaults=False)
+    fit_resolved = {k: v for k, v in fit_resolved.items() if v not in ({}, None)}
+    text = resolved_toml(
+        config,
+        params={**{k: jsonable(v) for k, v in problem.params.items()}, **fitted_params},
+        **({"initial": {**{k: jsonable(v) for k, v in problem.initial.items()}, **fitted_initial}} if isinstance(problem.initial, dict) else {}),
+        fit=fit_resolved,
+    )
+    return FitResult(
+        model=problem.model.name,
+        config=text,
+        names=names,
+        estimate=estimate,
+        stderr=stderr,
+        covariance=cov,
+        loss_history=np.asarray(history),
+        converged=ok,
+        message=message,
+        time=np.asarray(t_fine),
+        prediction=prediction,
+        observations=obs,
+        seed=section.seed if section.starts > 1 else None,
+    )
