@@ -21,7 +21,7 @@ from jaxtyping import Array, PyTree
 
 from physics import pde
 from physics.pde import GridPdeModel, PdeModel, SpectralPdeModel
-from solvers import Etdrk, FourierGrid, did_you_mean
+from solvers import Etdrk, FdGrid, FourierGrid, MethodOfLines, did_you_mean
 
 from ._registry import register_model
 from ._simulate import _simulate_family
@@ -36,6 +36,8 @@ MODELS = (
     pde.AllenCahn,
     pde.GrayScott,
     pde.NavierStokes2d,
+    pde.HeatFd,
+    pde.FisherKpp,
 )
 for _cls in MODELS:
     register_model(_cls)
@@ -110,6 +112,36 @@ def _(model: SpectralPdeModel, params, t, initial, solver, key) -> Trajectory:
     sol = solver.solve(grid, model.linear(p, grid), lambda u_hat: model.nonlinear(u_hat, p, grid), u0, t, observe)
     stats = {"num_steps": sol.num_steps, "result": sol.result}
     return Trajectory(time=t, observables=sol.saved, final_state=sol.final, stats=stats)
+
+
+def fd_grid(model: GridPdeModel, order: int) -> FdGrid:
+    """The finite-difference grid of a bounded model."""
+    return FdGrid(model.points, model.domain, model.boundary_kinds, model.boundary_values, order=order)
+
+
+def default_method_of_lines(model: GridPdeModel) -> MethodOfLines:
+    """Kvaerno5 (implicit, dense Jacobian) in 1D; Tsit5 (explicit, adaptive) in 2D."""
+    return MethodOfLines(method="kvaerno5" if model.ndim == 1 else "tsit5")
+
+
+@_simulate_family.register
+def _(model: GridPdeModel, params, t, initial, solver, key) -> Trajectory:
+    if solver is None:
+        solver = default_method_of_lines(model)
+    if not isinstance(solver, MethodOfLines):
+        raise TypeError(f"a finite-difference PDE model needs a solvers.MethodOfLines solver, got {type(solver).__name__}")
+    dtype = jnp.dtype(solver.dtype)
+    grid = fd_grid(model, solver.order)
+    u0 = initial_field(model, initial, params)
+    p = _cast(params, dtype)
+
+    def observe(u):
+        return model.observables(u, p, grid)
+
+    sol = solver.solve(grid, model.diffusivities(p), lambda u: model.reaction(u, p), u0, t, observe)
+    final = jnp.stack([sol.saved[name][-1] for name in model.field_names])
+    stats = {"num_steps": sol.num_steps, "result": sol.result}
+    return Trajectory(time=t, observables=sol.saved, final_state=final, stats=stats)
 
 
 def grid_coordinates(model: PdeModel) -> dict[str, np.ndarray]:

@@ -7,6 +7,7 @@ from ._ode import (
     did_you_mean as did_you_mean,
     result_message as result_message,
 )
+from ._fd import FdGrid as FdGrid, FdSolution as FdSolution, MethodOfLines as MethodOfLines, stencil_weights as stencil_weights
 from ._rollout import advance as advance, rollout as rollout
 from ._spectral import (
     NONFINITE as NONFINITE,

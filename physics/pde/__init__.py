@@ -1,6 +1,7 @@
 """PDE models: periodic Fourier-spectral (`SpectralPdeModel`) and bounded finite-difference
 (`GridPdeModel`) families, and named initial fields."""
 
+from ._bounded import FisherKpp as FisherKpp, HeatFd as HeatFd
 from ._fluids import NavierStokes2d as NavierStokes2d
 from ._initial import GENERATORS as GENERATORS
 from ._reaction import AllenCahn as AllenCahn, GrayScott as GrayScott
