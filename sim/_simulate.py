@@ -35,7 +35,8 @@ def complete_params(model: Model, params: PyTree | None) -> dict:
     full = dict(params)
     for p in model.parameters:
         if p.name not in full:
-            full[p.name] = jnp.asarray(p.default, dtype=float)
+            # A str default describes a pytree (network weights) that only the model builds.
+            full[p.name] = model.default_params()[p.name] if isinstance(p.default, str) else jnp.asarray(p.default, dtype=float)
     return full
 
 

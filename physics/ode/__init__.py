@@ -10,3 +10,4 @@ from ._classic import (
     VanDerPol as VanDerPol,
 )
 from .base import OdeModel as OdeModel
+from ._neural import HybridLotkaVolterra as HybridLotkaVolterra, Mlp as Mlp, NeuralOde as NeuralOde
