@@ -321,7 +321,9 @@ def _optimistix(problem: Problem, u0, section: FitSection, on_step) -> tuple[dic
 @eqx.filter_jit
 def _adam_step(problem, opt, u, opt_state):
     loss, grad = jax.value_and_grad(lambda v: problem.residuals(v)[1])(u)
-    updates, opt_state = opt.update(grad, opt_state, u)
+    # optax mixes Python scalars and int32 step counts; it needs standard promotion.
+    with jax.numpy_dtype_promotion("standard"):
+        updates, opt_state = opt.update(grad, opt_state, u)
     return optax.apply_updates(u, updates), opt_state, loss
 
 

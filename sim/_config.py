@@ -91,7 +91,7 @@ class OutputSection(_Section):
     file: str | None = None
 
 
-Scalar = float | bool | str
+Scalar = bool | int | float | str
 Value = Scalar | list[Any] | dict[str, Any]
 
 
