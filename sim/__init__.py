@@ -30,3 +30,4 @@ from ._trajectory import Trajectory as Trajectory  # noqa: E402
 from . import _pde as _pde  # noqa: E402,F401  (registers the PDE models and families)
 from . import _md as _md  # noqa: E402,F401  (registers the particle models and the MD family)
 from . import _neural as _neural  # noqa: E402,F401  (registers the neural ODE models)
+from ._sweep import SweepResult as SweepResult, sweep as sweep  # noqa: E402

@@ -81,6 +81,42 @@ def models(name: Annotated[Optional[str], typer.Argument(help="A model name for 
 
 
 @app.command()
+def sweep(
+    config: Annotated[Path, typer.Argument(help="TOML config with a [sweep] section.")],
+    output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Output HDF5 sweep file.")] = None,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue the unfinished sweep of the output file.")] = False,
+    devices: Annotated[Optional[int], typer.Option("--devices", help="Use the first N local devices (default: all).")] = None,
+    scheduler: Annotated[
+        Optional[str], typer.Option("--scheduler", help="Dask scheduler address, or local:N for a local cluster of N workers.")
+    ] = None,
+    set_: Sets = None,
+    quiet: Quiet = False,
+) -> None:
+    """Run every point of CONFIG's [sweep], batched and sharded, into one HDF5 file."""
+    from ._sweep import execute
+    from ._sweep_store import partial_path
+
+    cfg = load_config(config, set_ or [])
+    path = output_path(cfg, output)
+    if resume and not partial_path(path).exists() and not quiet:
+        print(f"no unfinished sweep for {path}; starting it", file=sys.stderr)
+    try:
+        summary, _ = execute(cfg, path, resume=resume, devices=devices, scheduler=scheduler, progress=not quiet)
+    except KeyboardInterrupt:
+        partial = partial_path(path)
+        kept = f"; finished chunks are kept in {partial}, `--resume` continues" if partial.exists() else ""
+        print(f"interrupted{kept}", file=sys.stderr)
+        raise typer.Exit(130) from None
+    if not quiet:
+        resumed = f", {summary.resumed_runs} resumed" if summary.resumed_runs else ""
+        print(
+            f"wrote {summary.path}: {summary.runs} runs ({summary.ok} ok, {summary.failed} failed{resumed}) "
+            f"in {summary.seconds:.2f} s",
+            file=sys.stderr,
+        )
+
+
+@app.command()
 def run(
     config: Annotated[Path, typer.Argument(help="TOML config file.")],
     output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Output HDF5 file.")] = None,

@@ -1,0 +1,423 @@
+"""Parameter sweeps: thousands of runs of one config, batched by `jax.vmap` in chunks,
+sharded over the local devices, streamed chunk by chunk to one HDF5 file (resumable), or
+sent chunk by chunk as tasks to a Dask cluster.
+
+Every chunk has the same padded size, so one compiled program computes every chunk, in
+this process, in a resumed one or on a Dask worker, and a sweep gives the same numbers
+however it was split. A run whose solver fails or whose observables become non-finite
+is flagged in `status` and its observables are NaN; the others are kept.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import sys
+import time as _time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from physics import Model
+from solvers import MethodOfLines, OdeSolver
+
+from ._config import Config
+from ._errors import InputError
+from ._progress import Progress
+from ._run import Setup, build_model, resolved_toml, setup_family
+from ._simulate import simulate
+from ._sweep_spec import SUMMARY_STATS, SweepPlan, plan_sweep, sweep_section
+from ._sweep_store import FAILED, OK, FileSink, Layout, MemorySink, SweepResult, partial_path, root_attrs
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+_AXIS = "run"
+
+
+# ----------------------------------------------------------------------------- one chunk
+
+
+@functools.singledispatch
+def sweep_solver(solver: Any) -> Any:
+    """The solver as a sweep runs it: failures reported in the result code instead of
+    raised (a sweep flags a failed run and goes on), and, as nothing is differentiated,
+    no reverse-mode bookkeeping (same steps, same values). Others pass through."""
+    return solver
+
+
+@sweep_solver.register
+def _(solver: OdeSolver) -> OdeSolver:
+    return dataclasses.replace(solver, throw=False, adjoint="forward")
+
+
+@sweep_solver.register
+def _(solver: MethodOfLines) -> MethodOfLines:
+    return dataclasses.replace(solver, throw=False)
+
+
+def _nan_unless(ok: jax.Array, x: jax.Array) -> jax.Array:
+    if not jnp.issubdtype(x.dtype, jnp.floating):
+        return x
+    return jnp.where(ok, x, jnp.asarray(jnp.nan, dtype=x.dtype))
+
+
+def _one_run(s: Setup, save: str, index: jax.Array, params: dict, initial: dict) -> dict[str, jax.Array]:
+    """One run of a sweep: the setup with some params and initial values replaced."""
+    full_params = {**s.params, **params}
+    full_initial = {**s.initial, **initial} if initial else s.initial
+    key = None if s.key is None else jax.random.fold_in(s.key, index)
+    traj = simulate(s.model, full_params, s.t, initial=full_initial, solver=s.solver, key=key)
+    obs = traj.observables
+    ok = traj.stats["result"] == 0
+    for value in obs.values():
+        if jnp.issubdtype(value.dtype, jnp.floating):
+            ok = ok & jnp.all(jnp.isfinite(value))
+    out: dict[str, jax.Array] = {}
+    for name, value in obs.items():
+        if save == "full":
+            out[f"observables/{name}"] = value
+        elif save == "final":
+            out[f"observables/{name}"] = value[-1]
+        else:
+            reduced = {"min": jnp.min(value), "max": jnp.max(value), "mean": jnp.mean(value), "final": value[-1]}
+            out.update({f"observables/{name}/{stat}": reduced[stat] for stat in SUMMARY_STATS})
+    out = {k: _nan_unless(ok, v) for k, v in out.items()}
+    out["stats/num_steps"] = jnp.asarray(traj.stats["num_steps"], dtype=jnp.int64)
+    out["stats/result"] = jnp.asarray(traj.stats["result"], dtype=jnp.int32)
+    out["status"] = jnp.where(ok, jnp.int8(OK), jnp.int8(FAILED))
+    return out
+
+
+class ChunkRunner:
+    """One padded chunk of inputs `{"index": [P], "params": {name: [P]}, "initial":
+    {name: [P]}}` to per-run outputs (path in the sweep layout -> [P, ...]), compiled
+    once ahead of time for the shapes of `example`, the batch split over the first
+    `devices` local devices by `jax.shard_map` over a one-axis `Mesh`. P must be a
+    multiple of `devices`.
+
+    Raises:
+        ValueError, TypeError: the model's family cannot be traced in a vmapped batch.
+    """
+
+    def __init__(self, s: Setup, save: str, devices: int, example: dict):
+        s = dataclasses.replace(s, solver=sweep_solver(s.solver))
+        self.mesh = Mesh(np.asarray(jax.devices()[:devices]), (_AXIS,))
+        spec = PartitionSpec(_AXIS)
+        self._sharding = NamedSharding(self.mesh, spec)
+        batched = jax.vmap(lambda x: _one_run(s, save, x["index"], x["params"], x["initial"]))
+        mapped = jax.shard_map(batched, mesh=self.mesh, in_specs=spec, out_specs=spec, check_vma=False)
+        lowered = jax.jit(mapped, in_shardings=self._sharding, out_shardings=self._sharding).lower(example)
+        self.out_info: dict[str, jax.ShapeDtypeStruct] = lowered.out_info
+        self._compiled = lowered.compile()
+
+    def __call__(self, inputs: dict) -> dict[str, jax.Array]:
+        """Dispatch a chunk (asynchronously: fetch with `jax.device_get`)."""
+        return self._compiled(jax.device_put(inputs, self._sharding))
+
+
+@functools.lru_cache(maxsize=4)
+def _runner(config_text: str, config_path: str | None, devices: int, padded: int) -> ChunkRunner:
+    """The compiled chunk function of a config (once per process, config and shape)."""
+    prep = prepare(Config(tomllib.loads(config_text), config_path))
+    return ChunkRunner(prep.setup, prep.plan.section.save, devices, prep.inputs(0, padded))
+
+
+# ----------------------------------------------------------------------------- the plan
+
+
+@dataclasses.dataclass(frozen=True)
+class Prepared:
+    """A sweep ready to run: the validated config, its setup and samples, the chunking
+    and the file layout."""
+
+    config: Config
+    setup: Setup
+    plan: SweepPlan
+    text: str
+    chunk: int
+
+    @property
+    def runs(self) -> int:
+        return self.plan.runs
+
+    @property
+    def chunks(self) -> int:
+        return math.ceil(self.runs / self.chunk)
+
+    def bounds(self, k: int) -> tuple[int, int]:
+        return k * self.chunk, min((k + 1) * self.chunk, self.runs)
+
+    def padded(self, devices: int) -> int:
+        return math.ceil(self.chunk / devices) * devices
+
+    def inputs(self, k: int, padded: int) -> dict:
+        """Chunk k's inputs, padded to `padded` rows by repeating its last run."""
+        lo, hi = self.bounds(k)
+        rows = np.minimum(lo + np.arange(padded), hi - 1)
+        return {
+            "index": rows.astype(np.int64),
+            "params": {n: v[rows] for n, v in self.plan.params.items()},
+            "initial": {n: v[rows] for n, v in self.plan.initial.items()},
+        }
+
+    def layout(self, rows: dict[str, jax.ShapeDtypeStruct]) -> Layout:
+        s, plan = self.setup, self.plan
+        fixed = {"time": np.asarray(s.t)}
+        for name, value in s.params.items():
+            if np.ndim(value) == 0:
+                fixed[f"params/{name}"] = plan.params.get(name, np.full(self.runs, float(value)))
+        if isinstance(s.initial, dict) and all(np.ndim(v) == 0 for v in s.initial.values()):
+            for name, value in s.initial.items():
+                fixed[f"initial/{name}"] = plan.initial.get(name, np.full(self.runs, float(value)))
+        section = plan.section
+        attrs = {"model": s.model.name, "config": self.text, "seed": plan.seed}
+        attrs.update(root_attrs(section.mode, section.save, plan.names, plan.grid_shape, self.runs))
+        return Layout(
+            runs=self.runs,
+            fixed=fixed,
+            rows={name: (tuple(v.shape[1:]), np.dtype(v.dtype)) for name, v in rows.items()},
+            attrs=attrs,
+        )
+
+
+def prepare(config: Config) -> Prepared:
+    """Validate a sweep config against its model and draw the runs' values.
+
+    Raises:
+        ConfigError: a bad `[sweep]` (naming `sweep.<key>`), a config that does not fit
+            the model, or a model family that cannot be swept.
+    """
+    section = sweep_section(config)
+    model = build_model(config)
+    if setup_family.dispatch(type(model)) is setup_family.dispatch(Model):
+        raise config.error(
+            "model.name",
+            f"model {model.name!r} ({_family(model)}) cannot be swept: its family has no batched set-up from a config",
+        )
+    s = setup_family(model, config)
+    plan = plan_sweep(config, section, s.params, s.initial, model)
+    text = resolved_toml(config, **s.resolved, sweep=section.resolved())
+    return Prepared(config=config, setup=s, plan=plan, text=text, chunk=min(section.chunk, plan.runs))
+
+
+def _family(model: Model) -> str:
+    return next(b.__name__ for b in type(model).__mro__[1:] if b.__name__.endswith("Model"))
+
+
+def _device_count(devices: int | None) -> int:
+    available = len(jax.devices())
+    if devices is None:
+        return available
+    if not 1 <= devices <= available:
+        raise InputError(
+            "--devices", str(devices),
+            f"expected 1 to {available} devices ({available} available; on CPU set "
+            f"XLA_FLAGS=--xla_force_host_platform_device_count=N for more)",
+        )
+    return devices
+
+
+def _compiled_runner(prep: Prepared, devices: int, padded: int) -> ChunkRunner:
+    config = prep.config
+    try:
+        return _runner(config.to_toml(), None if config.path is None else str(config.path), devices, padded)
+    except InputError:
+        raise
+    except (ValueError, TypeError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise config.error("model.name", f"model {prep.setup.model.name!r} cannot be swept in a vmapped batch: {first}") from None
+
+
+# ----------------------------------------------------------------------------- drivers
+
+
+def _run_local(prep: Prepared, runner, padded: int, pending: list[int]) -> Iterator[tuple[int, dict]]:
+    """Chunk results in order; the next chunk is dispatched before the last is fetched,
+    so writing overlaps computing."""
+    inflight: tuple[int, Any] | None = None
+    for k in pending:
+        result = runner(prep.inputs(k, padded))
+        if inflight is not None:
+            yield inflight[0], jax.device_get(inflight[1])
+        inflight = (k, result)
+    if inflight is not None:
+        yield inflight[0], jax.device_get(inflight[1])
+
+
+def worker_chunk(config_text: str, config_path: str | None, inputs: dict) -> dict[str, np.ndarray]:
+    """One chunk on a Dask worker: the same compiled chunk function as a local sweep
+    (built once per worker, config and shape), results returned as numpy arrays."""
+    padded = len(inputs["index"])
+    runner = _runner(config_text, config_path, math.gcd(padded, len(jax.devices())), padded)
+    return jax.device_get(runner(inputs))
+
+
+def _connect(scheduler: str):
+    """A `distributed.Client` for an address, or for `local:N` a new LocalCluster of N
+    single-threaded worker processes on the loopback interface."""
+    from distributed import Client, LocalCluster
+
+    if scheduler.startswith("local:"):
+        count = scheduler.partition(":")[2]
+        if not count.isdigit() or int(count) < 1:
+            raise InputError("--scheduler", scheduler, "expected local:N with N >= 1 workers, or a scheduler address")
+        cluster = LocalCluster(
+            n_workers=int(count), threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None
+        )
+        return Client(cluster), cluster
+    try:
+        return Client(scheduler, timeout="10s"), None
+    except (OSError, TimeoutError, ValueError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise InputError("--scheduler", scheduler, f"cannot reach the Dask scheduler ({first})") from None
+
+
+def _run_dask(prep: Prepared, scheduler: str, padded: int, pending: list[int]) -> Iterator[tuple[int, dict]]:
+    """Chunk results as Dask tasks finish; at most two tasks per worker thread in flight,
+    so the client's memory stays bounded."""
+    from distributed import as_completed
+
+    client, cluster = _connect(scheduler)
+    try:
+        window = 2 * max(1, sum(client.nthreads().values()))
+        text, path = prep.config.to_toml(), None if prep.config.path is None else str(prep.config.path)
+        queue = list(pending)
+        futures = {}
+
+        def submit(k: int):
+            future = client.submit(worker_chunk, text, path, prep.inputs(k, padded), pure=False)
+            futures[future] = k
+            return future
+
+        running = as_completed([submit(queue.pop(0)) for _ in range(min(window, len(queue)))])
+        for future in running:
+            k = futures.pop(future)
+            values = future.result()
+            if queue:
+                running.add(submit(queue.pop(0)))
+            yield k, values
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+# ----------------------------------------------------------------------------- public
+
+
+@dataclasses.dataclass(frozen=True)
+class SweepSummary:
+    """What a finished sweep reports: where it went, counts, and time taken."""
+
+    path: Path | None
+    runs: int
+    ok: int
+    failed: int
+    resumed_runs: int
+    seconds: float
+
+
+def execute(
+    config: Config,
+    output: str | Path | None = None,
+    *,
+    resume: bool = False,
+    devices: int | None = None,
+    scheduler: str | None = None,
+    progress: bool = False,
+) -> tuple[SweepSummary, MemorySink | None]:
+    """Run a sweep into `output` (the sweep layout) or into memory (output None).
+    What `sim sweep` and `sim.sweep` do; see `sweep` for the arguments."""
+    start = _time.perf_counter()
+    prep = prepare(config)
+    n_devices = _device_count(devices)
+    padded = prep.padded(n_devices)
+    runner = _compiled_runner(prep, n_devices, padded)
+    layout = prep.layout(runner.out_info)
+    if output is None:
+        sink: FileSink | MemorySink = MemorySink(layout)
+    elif resume and partial_path(output).exists():
+        sink = FileSink.resume(output, layout)
+    else:
+        sink = FileSink.create(output, layout)
+    done = [k for k in range(prep.chunks) if np.all(sink.status[slice(*prep.bounds(k))] != 0)]
+    resumed = sum(prep.bounds(k)[1] - prep.bounds(k)[0] for k in done)
+    pending = [k for k in range(prep.chunks) if k not in set(done)]
+    written = resumed
+    try:
+        with Progress(enabled=progress, description=f"sweep {prep.setup.model.name}") as bar:
+            bar.start(total=prep.runs)
+            bar.advance(resumed)
+            results = _run_dask(prep, scheduler, padded, pending) if scheduler else _run_local(prep, runner, padded, pending)
+            for k, values in results:
+                lo, hi = prep.bounds(k)
+                sink.write(lo, hi, {name: np.asarray(v)[: hi - lo] for name, v in values.items()})
+                written += hi - lo
+                bar.advance(hi - lo)
+    except BaseException:
+        sink.abandon(keep=written > 0)
+        raise
+    path = sink.finish() if isinstance(sink, FileSink) else None
+    status = sink.status
+    summary = SweepSummary(
+        path=path,
+        runs=prep.runs,
+        ok=int(np.sum(status == OK)),
+        failed=int(np.sum(status == FAILED)),
+        resumed_runs=resumed,
+        seconds=_time.perf_counter() - start,
+    )
+    return summary, (sink if isinstance(sink, MemorySink) else None)
+
+
+def sweep(
+    config: Config,
+    output: str | Path | None = None,
+    *,
+    resume: bool = False,
+    devices: int | None = None,
+    scheduler: str | None = None,
+    progress: bool = False,
+) -> SweepResult:
+    """Run every point of a config's `[sweep]` (what `sim sweep` does) and return the
+    results as arrays.
+
+    Runs are batched by `jax.vmap` in chunks of `sweep.chunk` runs (memory bounded
+    whatever the sweep size), each chunk split over the local devices. A run that fails
+    or diverges has `status` 2 and NaN observables; the sweep goes on.
+
+    Arguments:
+        config: from `sim.load_config`, with a `[sweep]` section.
+        output: an HDF5 file for the sweep layout, written chunk by chunk under
+            `.<name>.partial` and renamed when complete; None keeps results in memory.
+        resume: continue the unfinished sweep of `output` (same resolved config),
+            computing only the chunks not yet written.
+        devices: use the first N local devices (default: all).
+        scheduler: a Dask scheduler address, or `local:N` for a local cluster of N
+            worker processes; each chunk becomes one task.
+        progress: show progress and ETA on the terminal.
+
+    Returns:
+        A `SweepResult` (`.to_xarray()` for an xarray Dataset).
+
+    Raises:
+        ConfigError: a bad `[sweep]` or config (naming the key path).
+        InputError: an unfinished sweep exists and `resume` is False; a resumed file
+            that was started from another config; a bad device count or scheduler.
+
+    Example:
+        >>> result = sim.sweep(sim.load_config("experiments/lotka_volterra_sweep.toml"))
+        >>> result.observables["prey"].shape       # [B, T]
+    """
+    summary, memory = execute(config, output, resume=resume, devices=devices, scheduler=scheduler, progress=progress)
+    return memory.result() if memory is not None else SweepResult.read(summary.path)
+

@@ -1,0 +1,353 @@
+"""The `[sweep]` section of a config: validated with pydantic, checked against the model,
+and turned into the sample points of every run.
+
+```toml
+[sweep]
+mode = "grid"          # grid | zip | random | sobol | latin_hypercube
+samples = 1024         # random / sobol / latin_hypercube only: the number of runs
+seed = 0               # random / sobol / latin_hypercube: the sample points are seeded
+chunk = 256            # runs per vmapped batch
+save = "full"          # full | final | summary
+[sweep.params]
+alpha = { linspace = [0.3, 0.8, 32] }      # grid / zip: linspace, logspace, values
+beta = { logspace = [-3, -1, 32] }         #   (logspace: exponents of 10, as numpy)
+gamma = { values = [0.7, 0.8, 0.9] }
+delta = { uniform = [0.01, 0.05] }         # random / sobol / latin_hypercube: uniform,
+"initial.prey" = { loguniform = [1, 100] } #   loguniform; initial values by dotted key
+```
+
+Grid runs are ordered as `itertools.product` over the keys in the order written (the
+last key varies fastest); zip pairs equal-length lists; the random modes draw from the
+unit hypercube (numpy's PCG64, or scipy.stats.qmc's scrambled Sobol and Latin hypercube
+engines, seeded by `seed`) and map each column onto its range.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import warnings
+from typing import Any, Literal
+
+import numpy as np
+import pydantic
+from pydantic import BaseModel, ConfigDict, Field
+
+from solvers import did_you_mean
+
+from ._config import Config
+from ._errors import ConfigError
+
+MODES = ("grid", "zip", "random", "sobol", "latin_hypercube")
+SAVES = ("full", "final", "summary")
+KINDS = ("linspace", "logspace", "values", "uniform", "loguniform")
+_LISTED = ("linspace", "logspace", "values")
+_RANGES = ("uniform", "loguniform")
+_SAMPLED = ("random", "sobol", "latin_hypercube")
+SUMMARY_STATS = ("min", "max", "mean", "final")
+
+
+class _SpecError(ValueError):
+    """Raised inside validators to name the offending key within `[sweep]`."""
+
+    def __init__(self, key: str, message: str):
+        self.key = key
+        self.message = message
+        super().__init__(message)
+
+
+class ParamSpec(BaseModel):
+    """One swept quantity: exactly one of `linspace = [start, stop, count]`,
+    `logspace = [start_exponent, stop_exponent, count]`, `values = [...]`,
+    `uniform = [low, high]`, `loguniform = [low, high]`."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    linspace: list[float] | None = None
+    logspace: list[float] | None = None
+    values: list[float] | None = None
+    uniform: list[float] | None = None
+    loguniform: list[float] | None = None
+
+    @property
+    def kind(self) -> str:
+        return next(k for k in KINDS if getattr(self, k) is not None)
+
+    @property
+    def spec(self) -> list[float]:
+        return getattr(self, self.kind)
+
+    def check(self) -> None:
+        given = [k for k in KINDS if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise _SpecError("", f"expected exactly one of {', '.join(KINDS)}, got {', '.join(given) or 'none'}")
+        kind, spec = given[0], getattr(self, given[0])
+        if not all(math.isfinite(v) for v in spec):
+            raise _SpecError(kind, f"expected finite numbers, got {spec}")
+        if kind in ("linspace", "logspace"):
+            if len(spec) != 3 or spec[2] != int(spec[2]):
+                raise _SpecError(kind, f"expected [start, stop, count] with a whole count, got {spec}")
+            if spec[2] < 1:
+                raise _SpecError(kind, f"empty range: expected a count >= 1, got {spec}")
+        elif kind == "values":
+            if not spec:
+                raise _SpecError(kind, "empty range: expected at least one value")
+        else:
+            if len(spec) != 2:
+                raise _SpecError(kind, f"expected [low, high], got {spec}")
+            if not spec[0] < spec[1]:
+                raise _SpecError(kind, f"empty range: expected low < high, got {spec}")
+            if kind == "loguniform" and spec[0] <= 0:
+                raise _SpecError(kind, f"expected 0 < low < high, got {spec}")
+
+    def size(self) -> int:
+        return len(self.values) if self.kind == "values" else int(self.spec[2])
+
+    def points(self) -> np.ndarray:
+        """The listed points (linspace, logspace, values)."""
+        spec = self.spec
+        if self.kind == "linspace":
+            return np.linspace(spec[0], spec[1], int(spec[2]))
+        if self.kind == "logspace":
+            return np.logspace(spec[0], spec[1], int(spec[2]))
+        return np.asarray(spec, dtype=float)
+
+    def scale(self, u: np.ndarray) -> np.ndarray:
+        """Map unit-interval draws onto the range (uniform, loguniform)."""
+        low, high = self.spec
+        if self.kind == "uniform":
+            return low + u * (high - low)
+        return np.exp(np.log(low) + u * (np.log(high) - np.log(low)))
+
+
+class SweepSection(BaseModel):
+    """`[sweep]`: mode, size, chunking, what to save, and the swept quantities."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    mode: str = "grid"
+    samples: int | None = Field(default=None, ge=1)
+    seed: int = Field(default=0, ge=0)
+    chunk: int = Field(default=256, ge=1)
+    save: str = "full"
+    params: dict[str, ParamSpec]
+
+    @pydantic.field_validator("params", mode="before")
+    @classmethod
+    def _flatten_initial(cls, value: Any) -> Any:
+        """Accept `[sweep.params.initial] prey = {...}` as `"initial.prey" = {...}`."""
+        if not isinstance(value, dict):
+            return value
+        out = {}
+        for key, spec in value.items():
+            if key == "initial" and isinstance(spec, dict) and not any(k in KINDS for k in spec):
+                out.update({f"initial.{k}": v for k, v in spec.items()})
+            elif not isinstance(spec, dict):
+                raise _SpecError(key, f"expected a table like {{ linspace = [0.3, 0.8, 32] }}, got {spec!r}")
+            else:
+                out[key] = spec
+        return out
+
+    @pydantic.model_validator(mode="after")
+    def _consistent(self):
+        for key, choices in (("mode", MODES), ("save", SAVES)):
+            value = getattr(self, key)
+            if value not in choices:
+                raise _SpecError(key, f"expected one of {', '.join(choices)}, got {value!r}.{did_you_mean(value, choices)}")
+        if not self.params:
+            raise _SpecError("params", "expected at least one quantity to sweep, e.g. alpha = { linspace = [0.3, 0.8, 32] }")
+        for name, spec in self.params.items():
+            try:
+                spec.check()
+            except _SpecError as e:
+                raise _SpecError(f"params.{name}" + (f".{e.key}" if e.key else ""), e.message) from None
+        sampled = self.mode in _SAMPLED
+        if sampled and self.samples is None:
+            raise _SpecError("samples", f"required for mode {self.mode!r} (the number of runs)")
+        if not sampled and self.samples is not None:
+            raise _SpecError("samples", f"is for modes {', '.join(_SAMPLED)}; mode {self.mode!r} takes its size from sweep.params")
+        allowed = _RANGES if sampled else _LISTED
+        for name, spec in self.params.items():
+            if spec.kind not in allowed:
+                raise _SpecError(
+                    f"params.{name}",
+                    f"mode {self.mode!r} expects {' or '.join(allowed)}, got {spec.kind}"
+                    + (" (uniform and loguniform are for random, sobol and latin_hypercube)" if not sampled else ""),
+                )
+        if self.mode == "zip":
+            names = list(self.params)
+            first = self.params[names[0]].size()
+            for name in names[1:]:
+                if self.params[name].size() != first:
+                    raise _SpecError(
+                        f"params.{name}",
+                        f"has {self.params[name].size()} points but params.{names[0]} has {first}; zip mode needs equal lengths",
+                    )
+        return self
+
+    def resolved(self) -> dict[str, Any]:
+        """The section with every default filled in (for the stored config)."""
+        out: dict[str, Any] = {"mode": self.mode, "chunk": self.chunk, "save": self.save}
+        if self.mode in _SAMPLED:
+            out.update(samples=self.samples, seed=self.seed)
+        out["params"] = {name: {spec.kind: _plain(spec)} for name, spec in self.params.items()}
+        return out
+
+
+def _plain(spec: ParamSpec) -> list[float | int]:
+    values: list[float | int] = list(spec.spec)
+    if spec.kind in ("linspace", "logspace"):
+        values[2] = int(values[2])
+    return values
+
+
+@dataclasses.dataclass(frozen=True)
+class SweepPlan:
+    """The validated sweep: every run's values and how to batch and save them.
+
+    Attributes:
+        section: the validated `[sweep]` section.
+        params: parameter name -> values [B] (the swept parameters only).
+        initial: state name -> values [B] (the swept initial values only).
+        grid_shape: the axis lengths of a grid sweep (in key order), else None.
+    """
+
+    section: SweepSection
+    params: dict[str, np.ndarray]
+    initial: dict[str, np.ndarray]
+    grid_shape: tuple[int, ...] | None
+
+    @property
+    def runs(self) -> int:
+        return len(next(iter({**self.params, **self.initial}.values())))
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(self.params) + tuple(f"initial.{k}" for k in self.initial)
+
+    @property
+    def seed(self) -> int | None:
+        return self.section.seed if self.section.mode in _SAMPLED else None
+
+
+def sweep_section(config: Config) -> SweepSection:
+    """The config's `[sweep]`, validated (structure only, not yet against the model).
+
+    Raises:
+        ConfigError: naming `sweep.<key>` and what was expected.
+    """
+    raw = config.raw.get("sweep")
+    if raw is None:
+        raise config.error("sweep", "a sweep config needs a [sweep] section with [sweep.params]")
+    try:
+        return SweepSection.model_validate(raw)
+    except pydantic.ValidationError as e:
+        raise _to_config_error(e, config.source) from None
+
+
+def unit_samples(section: SweepSection, d: int) -> np.ndarray:
+    """Seeded draws in the unit hypercube [samples, d] for the random modes."""
+    n = int(section.samples)
+    rng = np.random.default_rng(section.seed)
+    if section.mode == "random":
+        return rng.random((n, d))
+    if section.mode == "sobol":
+        from scipy.stats import qmc
+
+        with warnings.catch_warnings():  # balance is best at powers of 2; any count is valid
+            warnings.simplefilter("ignore", UserWarning)
+            return qmc.Sobol(d, scramble=True, rng=rng).random(n)
+    from scipy.stats import qmc
+
+    return qmc.LatinHypercube(d, rng=rng).random(n)
+
+
+def plan_sweep(config: Config, section: SweepSection, params: dict[str, Any], initial: Any, model) -> SweepPlan:
+    """Check the swept names and values against the model and draw every run's values.
+
+    Arguments:
+        params, initial: the resolved `params` and `initial` of the config's `Setup`.
+
+    Raises:
+        ConfigError: `sweep.params.<name>`: an unknown parameter or state component, or
+            values that break the parameter's constraint.
+    """
+    specs = section.params
+    if section.mode == "grid":
+        axes = [spec.points() for spec in specs.values()]
+        mesh = np.meshgrid(*axes, indexing="ij")
+        columns = {name: m.reshape(-1) for name, m in zip(specs, mesh)}
+        grid_shape = tuple(len(a) for a in axes)
+    elif section.mode == "zip":
+        columns = {name: spec.points() for name, spec in specs.items()}
+        grid_shape = None
+    else:
+        u = unit_samples(section, len(specs))
+        columns = {name: spec.scale(u[:, i]) for i, (name, spec) in enumerate(specs.items())}
+        grid_shape = None
+
+    swept_params: dict[str, np.ndarray] = {}
+    swept_initial: dict[str, np.ndarray] = {}
+    for name, values in columns.items():
+        key = f"sweep.params.{name}"
+        where = f"{specs[name].kind} = {specs[name].spec}"
+        head, _, rest = name.partition(".")
+        if rest:
+            if head != "initial":
+                raise config.error(key, f"expected a parameter name or initial.<state>, got {name!r}")
+            if not isinstance(initial, dict) or not all(np.ndim(v) == 0 for v in initial.values()):
+                raise config.error(key, f"initial values can be swept for models whose initial state has named values (ODE models); {model.name!r} has none")
+            if rest not in initial:
+                names = list(initial)
+                raise config.error(
+                    key, f"model {model.name!r} has no state component {rest!r} (state: {', '.join(names)}).{did_you_mean(rest, names)}"
+                )
+            swept_initial[rest] = values
+            continue
+        if name not in params:
+            names = list(params)
+            raise config.error(
+                key, f"model {model.name!r} has no parameter {name!r} (parameters: {', '.join(names)}).{did_you_mean(name, names)}"
+            )
+        if np.ndim(params[name]) != 0:
+            raise config.error(key, f"parameter {name!r} is not a scalar and cannot be swept")
+        declared = model.parameter(name)
+        problem = declared.violation(values)
+        if problem is not None:
+            raise config.error(
+                key, f"expected {problem} ({declared.doc}), got values from {values.min():g} to {values.max():g} ({where})"
+            )
+        swept_params[name] = values
+    return SweepPlan(section=section, params=swept_params, initial=swept_initial, grid_shape=grid_shape)
+
+
+_EXPECTED = {
+    "int_type": "expected a whole number",
+    "float_type": "expected a number",
+    "string_type": "expected a string",
+    "list_type": "expected an array",
+    "dict_type": "expected a table",
+    "model_type": "expected a table",
+    "model_attributes_type": "expected a table",
+}
+
+
+def _to_config_error(exc: pydantic.ValidationError, source: str) -> ConfigError:
+    err = exc.errors()[0]
+    loc = [str(p) for p in err["loc"]]
+    inner = (err.get("ctx") or {}).get("error")
+    if isinstance(inner, _SpecError):
+        key = ".".join(["sweep", *loc, inner.key]) if inner.key else ".".join(["sweep", *loc])
+        return ConfigError(source, key, inner.message)
+    key = ".".join(["sweep", *loc])
+    kind = err["type"]
+    if kind == "extra_forbidden":
+        allowed = list(ParamSpec.model_fields) if len(loc) == 3 and loc[0] == "params" else list(SweepSection.model_fields)
+        return ConfigError(source, key, f"unknown key (expected one of: {', '.join(allowed)}).{did_you_mean(loc[-1], allowed)}")
+    if kind == "missing":
+        hint = " (the quantities to sweep, e.g. alpha = { linspace = [0.3, 0.8, 32] })" if loc == ["params"] else ""
+        return ConfigError(source, key, f"required key is missing{hint}")
+    ctx = err.get("ctx") or {}
+    if kind == "greater_than_equal":
+        expected = f"expected a whole number >= {ctx['ge']}"
+    else:
+        expected = _EXPECTED.get(kind) or (err["msg"][0].lower() + err["msg"][1:])
+    return ConfigError(source, key, f"{expected}, got {err.get('input')!r}")

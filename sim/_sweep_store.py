@@ -1,0 +1,353 @@
+"""Where sweep results go: the HDF5 sweep layout written chunk by chunk (crash-safe,
+resumable), or arrays in memory; and `SweepResult`, the sweep read back.
+
+The layout (DESIGN: Files): `/time` [T]; `/params/<name>` [B] for every scalar parameter
+and `/initial/<name>` [B] for every named initial value (swept or not); per-run results
+`/observables/<name>` [B, T, ...] (save = "full"), [B, ...] (save = "final"), or for
+save = "summary" a group `/observables/<name>/{min,max,mean,final}` (min, max and mean
+over all save times and every axis of the observable, so [B]; final [B, ...]);
+`/stats/{num_steps,result}` [B]; `/status` [B] (0 pending, 1 ok, 2 diverged or failed).
+A failed run keeps its params, and its observables are NaN.
+
+While it runs, a sweep lives in `.<name>.partial` beside the target: every dataset is
+created at full size first (contiguous, allocated and filled at once), so finishing a
+chunk only writes raw values (observables, then stats, then `/status`) and flushes. A
+kill at any point leaves the file's structure intact, and a chunk whose `/status` was not
+written is simply computed again by `--resume`. Complete, the file is renamed to the
+target, so the target only ever appears whole.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import difflib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import h5py
+import numpy as np
+
+from ._errors import DataError, InputError
+from ._store import atomic_h5, write_root_attrs
+
+FORMAT = "simjax.sweep"
+PENDING, OK, FAILED = 0, 1, 2
+
+
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    """What a sweep file holds.
+
+    Attributes:
+        runs: B.
+        fixed: datasets known before any run (time, params, initial), path -> array.
+        rows: per-run datasets, path -> (shape of one run's value, dtype).
+        attrs: root attributes (format, model, config, ...).
+    """
+
+    runs: int
+    fixed: dict[str, np.ndarray]
+    rows: dict[str, tuple[tuple[int, ...], np.dtype]]
+    attrs: dict[str, Any]
+
+
+def partial_path(path: str | Path) -> Path:
+    """The name a sweep has until it is complete: `.<name>.partial` beside `path`."""
+    path = Path(path)
+    return path.with_name(f".{path.name}.partial")
+
+
+def _fill(dtype: np.dtype):
+    return np.nan if np.issubdtype(dtype, np.floating) else 0
+
+
+class FileSink:
+    """The sweep layout on disk, written chunk by chunk under the partial name."""
+
+    def __init__(self, path: Path, file: h5py.File):
+        self.path = path
+        self.partial = partial_path(path)
+        self._file = file
+        self.status = file["status"][()]
+
+    @classmethod
+    def create(cls, path: str | Path, layout: Layout) -> FileSink:
+        """Create the partial file with every dataset at full size.
+
+        Raises:
+            InputError: an unfinished sweep already exists under the partial name.
+        """
+        path = Path(path)
+        partial = partial_path(path)
+        if partial.exists():
+            raise InputError(
+                partial, "", "an unfinished sweep is here; pass --resume to continue it, or delete it to start over"
+            )
+        tmp = partial.with_name(partial.name + ".new")
+        try:
+            with h5py.File(tmp, "w") as f:
+                attrs = dict(layout.attrs)
+                write_root_attrs(f, format=FORMAT, model=attrs.pop("model"), config=attrs.pop("config"), seed=attrs.pop("seed"))
+                for key, value in attrs.items():
+                    f.attrs[key] = value
+                for name, value in layout.fixed.items():
+                    f.create_dataset(name, data=value)
+                for name, (shape, dtype) in layout.rows.items():
+                    dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+                    dcpl.set_alloc_time(h5py.h5d.ALLOC_TIME_EARLY)
+                    f.create_dataset(name, shape=(layout.runs, *shape), dtype=dtype, fillvalue=_fill(dtype), dcpl=dcpl)
+            os.replace(tmp, partial)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+            raise
+        return cls(path, h5py.File(partial, "r+"))
+
+    @classmethod
+    def resume(cls, path: str | Path, layout: Layout) -> FileSink:
+        """Open the unfinished sweep for `path` (which must exist) and check that it was
+        started from the same resolved config.
+
+        Raises:
+            InputError: a different config, or a damaged or foreign file.
+        """
+        partial = partial_path(path)
+        try:
+            f = h5py.File(partial, "r+")
+        except OSError as e:
+            raise DataError(partial, "", f"cannot be read ({str(e).splitlines()[0]}); delete it to start over") from None
+        try:
+            stored = f.attrs.get("config", b"")
+            stored = stored.decode() if isinstance(stored, bytes) else str(stored)
+            if f.attrs.get("format") != FORMAT or "status" not in f:
+                raise DataError(partial, "", "is not an unfinished simjax sweep; delete it to start over")
+            if stored != layout.attrs["config"]:
+                raise InputError(
+                    partial,
+                    "config",
+                    "the unfinished sweep was started from a different config"
+                    f" ({_first_difference(stored, layout.attrs['config'])}); resume with the same config and --set values, or delete it to start over",
+                )
+            for name, (shape, dtype) in layout.rows.items():
+                if name not in f or f[name].shape != (layout.runs, *shape):
+                    raise DataError(partial, name, "is missing or has another shape; delete the file to start over")
+        except BaseException:
+            f.close()
+            raise
+        return cls(Path(path), f)
+
+    def write(self, lo: int, hi: int, values: dict[str, np.ndarray]) -> None:
+        """Write runs [lo, hi): results first, `/status` last, then flush."""
+        for name, value in values.items():
+            if name != "status":
+                self._file[name][lo:hi] = value
+        self._file["status"][lo:hi] = values["status"]
+        self._file.flush()
+        self.status[lo:hi] = values["status"]
+
+    def finish(self) -> Path:
+        """Close the file and give it its final name."""
+        self._file.close()
+        os.replace(self.partial, self.path)
+        return self.path
+
+    def abandon(self, keep: bool) -> None:
+        """Close after a failure; keep the partial file (for --resume) or remove it."""
+        self._file.close()
+        if not keep:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.partial)
+
+
+class MemorySink:
+    """The same layout as numpy arrays (for `sim.sweep(config)` without a file)."""
+
+    def __init__(self, layout: Layout):
+        self.layout = layout
+        self.arrays = {
+            name: np.full((layout.runs, *shape), _fill(dtype), dtype=dtype) for name, (shape, dtype) in layout.rows.items()
+        }
+        self.status = self.arrays["status"]
+
+    def write(self, lo: int, hi: int, values: dict[str, np.ndarray]) -> None:
+        for name, value in values.items():
+            self.arrays[name][lo:hi] = value
+
+    def abandon(self, keep: bool) -> None:
+        pass
+
+    def result(self) -> SweepResult:
+        return SweepResult.from_tree(dict(self.layout.attrs), _nest({**self.layout.fixed, **self.arrays}))
+
+
+def _nest(flat: dict[str, Any]) -> dict[str, Any]:
+    tree: dict[str, Any] = {}
+    for path, value in flat.items():
+        node = tree
+        *parents, leaf = path.split("/")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    return tree
+
+
+def _first_difference(a: str, b: str) -> str:
+    for line in difflib.unified_diff(a.splitlines(), b.splitlines(), lineterm="", n=0):
+        if line.startswith(("+", "-")) and not line.startswith(("+++", "---")):
+            return f"first difference: {line[1:].strip()!r}"
+    return "they differ"
+
+
+@dataclasses.dataclass
+class SweepResult:
+    """A sweep's results as arrays (B runs).
+
+    Attributes:
+        model: the model's registry name.
+        config: the resolved config as TOML text.
+        mode, save: the sweep mode and save mode.
+        swept: the swept quantities (`alpha`, `initial.prey`, ...), in config order.
+        time: save times [T].
+        params: every scalar parameter -> [B].
+        initial: every named initial value -> [B].
+        observables: name -> [B, T, ...] (full), [B, ...] (final), or
+            {min, max, mean, final} -> arrays (summary).
+        status: [B]: 1 ok, 2 diverged or failed (its observables NaN), 0 not run.
+        stats: num_steps and result (the solver's result code) -> [B].
+        grid_shape: the axis lengths of a grid sweep (in `swept` order), else None.
+        seed: the sampling seed of random, sobol and latin_hypercube sweeps.
+    """
+
+    model: str
+    config: str
+    mode: str
+    save: str
+    swept: tuple[str, ...]
+    time: np.ndarray
+    params: dict[str, np.ndarray]
+    initial: dict[str, np.ndarray]
+    observables: dict[str, Any]
+    status: np.ndarray
+    stats: dict[str, np.ndarray]
+    grid_shape: tuple[int, ...] | None = None
+    seed: int | None = None
+
+    @property
+    def runs(self) -> int:
+        return int(self.status.shape[0])
+
+    @property
+    def ok(self) -> np.ndarray:
+        """[B] bool: True for the runs that succeeded."""
+        return self.status == OK
+
+    def values(self, name: str) -> np.ndarray:
+        """The values [B] of a swept quantity (`alpha` or `initial.prey`)."""
+        head, _, rest = name.partition(".")
+        return self.initial[rest] if head == "initial" and rest else self.params[name]
+
+    @classmethod
+    def from_tree(cls, attrs: dict[str, Any], tree: dict[str, Any]) -> SweepResult:
+        grid = attrs.get("grid_shape")
+        return cls(
+            model=str(attrs["model"]),
+            config=str(attrs["config"]),
+            mode=str(attrs["mode"]),
+            save=str(attrs["save"]),
+            swept=tuple(json.loads(attrs["swept"])),
+            time=tree["time"],
+            params=tree.get("params", {}),
+            initial=tree.get("initial", {}),
+            observables=tree["observables"],
+            status=tree["status"],
+            stats=tree["stats"],
+            grid_shape=tuple(json.loads(grid)) if grid else None,
+            seed=attrs.get("seed"),
+        )
+
+    @classmethod
+    def read(cls, path: str | Path) -> SweepResult:
+        """Load a sweep file.
+
+        Raises:
+            DataError: the file is missing, unreadable, or not a sweep.
+        """
+        from ._store import read
+
+        record = read(path)
+        if record.format != FORMAT:
+            raise DataError(path, "", f"is not a sweep file (format {record.format!r}, expected {FORMAT!r})")
+        return cls.from_tree(record.attrs, dict(record))
+
+    def to_xarray(self):
+        """An `xarray.Dataset` with a `run` dimension (and `time`, `axis_<i>` for further
+        axes); swept quantities are coordinates along `run`. Summary statistics become
+        variables `<name>_<stat>`. For a grid sweep, `ds.set_index(run=list(result.swept))
+        .unstack("run")` gives one dimension per swept quantity.
+
+        Raises:
+            ImportError: xarray is not installed.
+        """
+        import xarray as xr
+
+        data = {}
+        for name, value in _flat_observables(self.observables).items():
+            dims = ["run"]
+            if self.save == "full":
+                dims.append("time")
+            dims += [f"{name}_axis_{i}" for i in range(value.ndim - len(dims))]
+            data[name] = (dims, value)
+        data["status"] = (["run"], self.status)
+        for key, value in self.stats.items():
+            data[key] = (["run"], value)
+        coords: dict[str, Any] = {"run": np.arange(self.runs)}
+        if self.save == "full":
+            coords["time"] = self.time
+        for name in self.swept:
+            coords[name] = ("run", self.values(name))
+        attrs = {"model": self.model, "mode": self.mode, "save": self.save, "config": self.config}
+        return xr.Dataset(data, coords=coords, attrs=attrs)
+
+    def save_to(self, path: str | Path) -> Path:
+        """Write the sweep layout to `path` atomically."""
+        path = Path(path)
+        with atomic_h5(path) as f:
+            write_root_attrs(f, format=FORMAT, model=self.model, config=self.config, seed=self.seed)
+            for key, value in root_attrs(self.mode, self.save, self.swept, self.grid_shape, self.runs).items():
+                f.attrs[key] = value
+            f.create_dataset("time", data=self.time)
+            flat = {
+                **{f"params/{k}": v for k, v in self.params.items()},
+                **{f"initial/{k}": v for k, v in self.initial.items()},
+                **{f"observables/{k}": v for k, v in _flat_observables(self.observables, "/").items()},
+                **{f"stats/{k}": v for k, v in self.stats.items()},
+                "status": self.status,
+            }
+            for name, value in flat.items():
+                f.create_dataset(name, data=value)
+        return path
+
+    def __repr__(self) -> str:
+        failed = int(np.sum(self.status == FAILED))
+        return f"SweepResult(model={self.model!r}, mode={self.mode!r}, runs={self.runs}, failed={failed}, swept={list(self.swept)})"
+
+
+def _flat_observables(observables: dict[str, Any], sep: str = "_") -> dict[str, np.ndarray]:
+    out = {}
+    for name, value in observables.items():
+        if isinstance(value, dict):
+            out.update({f"{name}{sep}{stat}": v for stat, v in value.items()})
+        else:
+            out[name] = value
+    return out
+
+
+def root_attrs(mode: str, save: str, swept: tuple[str, ...], grid_shape, runs: int) -> dict[str, Any]:
+    """The sweep's own root attributes, beside the common ones."""
+    attrs = {"mode": mode, "save": save, "swept": json.dumps(list(swept)), "runs": runs}
+    if grid_shape is not None:
+        attrs["grid_shape"] = json.dumps(list(grid_shape))
+    return attrs
