@@ -190,6 +190,47 @@ def build_problem(config: Config, data: str | Path | None = None) -> tuple[Probl
         (problem, start values in natural units, observations, fit section).
     """
     section = fit_section(config)
+    for name, w in section.weights.items():
+        if not w > 0:
+            raise config.error(f"fit.weights.{name}", f"expected a positive weight, got {w}")
+    problem, start, obs = make_problem(
+        config,
+        data,
+        section.free,
+        free_key="fit.free",
+        loss=section.loss,
+        weights=section.weights,
+        bounds=section.bounds,
+        # Levenberg-Marquardt builds Jacobians in forward mode, the cheap direction for a
+        # few parameters.
+        adjoint="forward" if section.optimizer == "levenberg_marquardt" else None,
+    )
+    return problem, start, obs, section
+
+
+def make_problem(
+    config: Config,
+    data: str | Path | None,
+    free_names: list[str],
+    *,
+    free_key: str,
+    loss: str = "normal",
+    weights: dict[str, float] | None = None,
+    bounds: dict[str, list[float]] | None = None,
+    adjoint: str | None = None,
+) -> tuple[Problem, dict[str, Array], Observations]:
+    """The calibration problem of a config: its model, data and free quantities.
+
+    Arguments:
+        config: with a `[data]` section.
+        data: a file that replaces `data.file`.
+        free_names: parameter names and `initial.<component>` names.
+        free_key: the config key that lists them (for error messages).
+        loss, weights, bounds: see `[fit]`.
+        adjoint: the ODE adjoint to use (None keeps the config's).
+    """
+    weights = weights or {}
+    bounds = bounds or {}
     model = build_model(config)
     obs = load_observations(config, data, model.observable_names)
     t0 = config.spec.time.t0
@@ -206,51 +247,49 @@ def build_problem(config: Config, data: str | Path | None = None) -> tuple[Probl
     setup = sim.setup(config)
     solver = setup.solver
     if isinstance(solver, OdeSolver):
-        # Failed trial solves become large residuals, not errors; Levenberg-Marquardt
-        # builds Jacobians in forward mode, the cheap direction for a few parameters.
-        adjoint = "forward" if section.optimizer == "levenberg_marquardt" else solver.adjoint
-        solver = dataclasses.replace(solver, throw=False, adjoint=adjoint)
+        # Failed trial solves become large residuals, not errors.
+        solver = dataclasses.replace(solver, throw=False, adjoint=adjoint or solver.adjoint)
     free = []
     start = {}
     seen = set()
-    for name in section.free:
+    for name in free_names:
         if name in seen:
-            raise config.error("fit.free", f"{name!r} is listed twice")
+            raise config.error(free_key, f"{name!r} is listed twice")
         seen.add(name)
         kind, _, key = name.partition(".") if name.startswith("initial.") else ("params", "", name)
         if kind == "initial":
             if not isinstance(setup.initial, dict) or key not in setup.initial:
                 names = list(setup.initial) if isinstance(setup.initial, dict) else []
-                raise config.error("fit.free", f"{name!r}: the model has no initial value {key!r} (initial values: {', '.join(names)}).{did_you_mean(key, names)}")
+                raise config.error(free_key, f"{name!r}: the model has no initial value {key!r} (initial values: {', '.join(names)}).{did_you_mean(key, names)}")
             constraint = getattr(model, "initial_constraint", "real")
             value = setup.initial[key]
         else:
             if key not in setup.params:
-                raise config.error("fit.free", f"{name!r}: the model has no parameter {key!r} (parameters: {', '.join(setup.params)}).{did_you_mean(key, setup.params)}")
+                raise config.error(free_key, f"{name!r}: the model has no parameter {key!r} (parameters: {', '.join(setup.params)}).{did_you_mean(key, setup.params)}")
             constraint = model.parameter(key).constraint
             value = setup.params[key]
         transform = _TRANSFORMS[constraint]
         low, high = 0.0, 1.0
-        if name in section.bounds:
-            bounds = section.bounds[name]
-            if len(bounds) != 2 or not bounds[0] < bounds[1]:
-                raise config.error(f"fit.bounds.{name}", f"expected [low, high] with low < high, got {bounds}")
-            low, high = float(bounds[0]), float(bounds[1])
+        if name in bounds:
+            pair = bounds[name]
+            if len(pair) != 2 or not pair[0] < pair[1]:
+                raise config.error(f"fit.bounds.{name}", f"expected [low, high] with low < high, got {pair}")
+            low, high = float(pair[0]), float(pair[1])
             transform = "logistic"
         value = float(value)
-        if transform == "log" and value <= 0 or transform == "softplus" and value <= 0 or transform == "logistic" and not low < value < high:
-            raise config.error(name if kind == "params" else f"initial.{key}", f"start value {value:g} must lie strictly inside the allowed range of {name} ({constraint if transform != 'logistic' else f'({low:g}, {high:g})'})")
+        if transform in ("log", "softplus") and value <= 0 or transform == "logistic" and not low < value < high:
+            where = name if kind == "params" else f"initial.{key}"
+            allowed = f"({low:g}, {high:g})" if transform == "logistic" else constraint
+            raise config.error(where, f"start value {value:g} must lie strictly inside the allowed range of {name} ({allowed})")
         free.append(Free(name=name, kind=kind, key=key, transform=transform, low=low, high=high))
         start[name] = jnp.asarray(value, dtype=float)
-    for name in section.bounds:
+    for name in bounds:
         if name not in seen:
-            raise config.error(f"fit.bounds.{name}", f"{name!r} is not a free quantity (free: {', '.join(section.free)})")
-    for name, w in section.weights.items():
+            raise config.error(f"fit.bounds.{name}", f"{name!r} is not a free quantity (free: {', '.join(free_names)})")
+    for name in weights:
         if name not in obs.values:
             raise config.error(f"fit.weights.{name}", f"{name!r} is not an observed observable (observed: {', '.join(obs.values)})")
-        if not w > 0:
-            raise config.error(f"fit.weights.{name}", f"expected a positive weight, got {w}")
-    if section.loss == "lognormal":
+    if loss == "lognormal":
         for name, y in obs.values.items():
             if np.any(y[np.isfinite(y)] <= 0):
                 raise DataError(obs.path, name, "the lognormal loss needs positive observations")
@@ -266,13 +305,13 @@ def build_problem(config: Config, data: str | Path | None = None) -> tuple[Probl
         t_sim=t_sim,
         skip=skip,
         free=tuple(free),
-        loss=section.loss,
+        loss=loss,
         observed={k: jnp.asarray(v) for k, v in obs.values.items()},
         sigma={k: jnp.asarray(obs.sigma.get(k, 1.0)) for k in obs.values},
-        weight={k: jnp.asarray(section.weights.get(k, 1.0)) for k in obs.values},
+        weight={k: jnp.asarray(weights.get(k, 1.0)) for k in obs.values},
         count=obs.count,
     )
-    return problem, start, obs, section
+    return problem, start, obs
 
 
 # ----------------------------------------------------------------------------- optimisers
