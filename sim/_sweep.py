@@ -32,7 +32,7 @@ from ._errors import InputError
 from ._progress import Progress
 from ._run import Setup, build_model, resolved_toml, setup_family
 from ._simulate import simulate
-from ._sweep_spec import SUMMARY_STATS, SweepPlan, plan_sweep, sweep_section
+from ._sweep_spec import SUMMARY_STATS, SweepPlan, is_scalar, plan_sweep, sweep_section
 from ._sweep_store import FAILED, OK, FileSink, Layout, MemorySink, SweepResult, partial_path, root_attrs
 
 if sys.version_info >= (3, 11):
@@ -99,9 +99,9 @@ def _one_run(s: Setup, save: str, index: jax.Array, params: dict, initial: dict)
 
 class ChunkRunner:
     """One padded chunk of inputs `{"index": [P], "params": {name: [P]}, "initial":
-    {name: [P]}}` to per-run outputs (path in the sweep layout -> [P, ...]), compiled
-    once ahead of time for the shapes of `example`, the batch split over the first
-    `devices` local devices by `jax.shard_map` over a one-axis `Mesh`. P must be a
+    {name: [P]}}` to per-run outputs (path in the sweep layout -> [P, ...]), traced for
+    the shapes of `example` and compiled once, on first use; the batch is split over the
+    first `devices` local devices by `jax.shard_map` over a one-axis `Mesh`. P must be a
     multiple of `devices`.
 
     Raises:
@@ -115,18 +115,21 @@ class ChunkRunner:
         self._sharding = NamedSharding(self.mesh, spec)
         batched = jax.vmap(lambda x: _one_run(s, save, x["index"], x["params"], x["initial"]))
         mapped = jax.shard_map(batched, mesh=self.mesh, in_specs=spec, out_specs=spec, check_vma=False)
-        lowered = jax.jit(mapped, in_shardings=self._sharding, out_shardings=self._sharding).lower(example)
-        self.out_info: dict[str, jax.ShapeDtypeStruct] = lowered.out_info
-        self._compiled = lowered.compile()
+        self._traced = jax.jit(mapped, in_shardings=self._sharding, out_shardings=self._sharding).trace(example)
+        self.out_info: dict[str, jax.ShapeDtypeStruct] = self._traced.out_info
+        self._compiled = None
 
     def __call__(self, inputs: dict) -> dict[str, jax.Array]:
         """Dispatch a chunk (asynchronously: fetch with `jax.device_get`)."""
+        if self._compiled is None:
+            self._compiled = self._traced.lower().compile()
         return self._compiled(jax.device_put(inputs, self._sharding))
 
 
 @functools.lru_cache(maxsize=4)
 def _runner(config_text: str, config_path: str | None, devices: int, padded: int) -> ChunkRunner:
-    """The compiled chunk function of a config (once per process, config and shape)."""
+    """The chunk function of a config (traced and compiled once per process, config
+    and shape)."""
     prep = prepare(Config(tomllib.loads(config_text), config_path))
     return ChunkRunner(prep.setup, prep.plan.section.save, devices, prep.inputs(0, padded))
 
@@ -173,9 +176,9 @@ class Prepared:
         s, plan = self.setup, self.plan
         fixed = {"time": np.asarray(s.t)}
         for name, value in s.params.items():
-            if np.ndim(value) == 0:
+            if is_scalar(value):
                 fixed[f"params/{name}"] = plan.params.get(name, np.full(self.runs, float(value)))
-        if isinstance(s.initial, dict) and all(np.ndim(v) == 0 for v in s.initial.values()):
+        if isinstance(s.initial, dict) and all(is_scalar(v) for v in s.initial.values()):
             for name, value in s.initial.items():
                 fixed[f"initial/{name}"] = plan.initial.get(name, np.full(self.runs, float(value)))
         section = plan.section
@@ -281,34 +284,30 @@ def _connect(scheduler: str):
         raise InputError("--scheduler", scheduler, f"cannot reach the Dask scheduler ({first})") from None
 
 
-def _run_dask(prep: Prepared, scheduler: str, padded: int, pending: list[int]) -> Iterator[tuple[int, dict]]:
+def _run_dask(prep: Prepared, client, padded: int, pending: list[int]) -> Iterator[tuple[int, dict]]:
     """Chunk results as Dask tasks finish; at most two tasks per worker thread in flight,
     so the client's memory stays bounded."""
     from distributed import as_completed
 
-    client, cluster = _connect(scheduler)
-    try:
-        window = 2 * max(1, sum(client.nthreads().values()))
-        text, path = prep.config.to_toml(), None if prep.config.path is None else str(prep.config.path)
-        queue = list(pending)
-        futures = {}
+    if not pending:
+        return
+    window = 2 * max(1, sum(client.nthreads().values()))
+    text, path = prep.config.to_toml(), None if prep.config.path is None else str(prep.config.path)
+    queue = list(pending)
+    futures = {}
 
-        def submit(k: int):
-            future = client.submit(worker_chunk, text, path, prep.inputs(k, padded), pure=False)
-            futures[future] = k
-            return future
+    def submit(k: int):
+        future = client.submit(worker_chunk, text, path, prep.inputs(k, padded), pure=False)
+        futures[future] = k
+        return future
 
-        running = as_completed([submit(queue.pop(0)) for _ in range(min(window, len(queue)))])
-        for future in running:
-            k = futures.pop(future)
-            values = future.result()
-            if queue:
-                running.add(submit(queue.pop(0)))
-            yield k, values
-    finally:
-        client.close()
-        if cluster is not None:
-            cluster.close()
+    running = as_completed([submit(queue.pop(0)) for _ in range(min(window, len(queue)))])
+    for future in running:
+        k = futures.pop(future)
+        values = future.result()
+        if queue:
+            running.add(submit(queue.pop(0)))
+        yield k, values
 
 
 # ----------------------------------------------------------------------------- public
@@ -340,6 +339,19 @@ def execute(
     start = _time.perf_counter()
     prep = prepare(config)
     n_devices = _device_count(devices)
+    if output is not None:
+        FileSink.check_start(output, prep.text, resume)
+    client, cluster = _connect(scheduler) if scheduler else (None, None)
+    try:
+        return _execute(prep, output, resume, n_devices, client, progress, start)
+    finally:
+        if client is not None:
+            client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+def _execute(prep: Prepared, output, resume: bool, n_devices: int, client, progress: bool, start: float):
     padded = prep.padded(n_devices)
     runner = _compiled_runner(prep, n_devices, padded)
     layout = prep.layout(runner.out_info)
@@ -357,7 +369,7 @@ def execute(
         with Progress(enabled=progress, description=f"sweep {prep.setup.model.name}") as bar:
             bar.start(total=prep.runs)
             bar.advance(resumed)
-            results = _run_dask(prep, scheduler, padded, pending) if scheduler else _run_local(prep, runner, padded, pending)
+            results = _run_dask(prep, client, padded, pending) if client is not None else _run_local(prep, runner, padded, pending)
             for k, values in results:
                 lo, hi = prep.bounds(k)
                 sink.write(lo, hi, {name: np.asarray(v)[: hi - lo] for name, v in values.items()})

@@ -29,6 +29,7 @@ import math
 import warnings
 from typing import Any, Literal
 
+import jax
 import numpy as np
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field
@@ -293,7 +294,7 @@ def plan_sweep(config: Config, section: SweepSection, params: dict[str, Any], in
         if rest:
             if head != "initial":
                 raise config.error(key, f"expected a parameter name or initial.<state>, got {name!r}")
-            if not isinstance(initial, dict) or not all(np.ndim(v) == 0 for v in initial.values()):
+            if not isinstance(initial, dict) or not all(is_scalar(v) for v in initial.values()):
                 raise config.error(key, f"initial values can be swept for models whose initial state has named values (ODE models); {model.name!r} has none")
             if rest not in initial:
                 names = list(initial)
@@ -307,7 +308,7 @@ def plan_sweep(config: Config, section: SweepSection, params: dict[str, Any], in
             raise config.error(
                 key, f"model {model.name!r} has no parameter {name!r} (parameters: {', '.join(names)}).{did_you_mean(name, names)}"
             )
-        if np.ndim(params[name]) != 0:
+        if not is_scalar(params[name]):
             raise config.error(key, f"parameter {name!r} is not a scalar and cannot be swept")
         declared = model.parameter(name)
         problem = declared.violation(values)
@@ -317,6 +318,11 @@ def plan_sweep(config: Config, section: SweepSection, params: dict[str, Any], in
             )
         swept_params[name] = values
     return SweepPlan(section=section, params=swept_params, initial=swept_initial, grid_shape=grid_shape)
+
+
+def is_scalar(value: Any) -> bool:
+    """A single number (a 0-d array or a Python number), not an array or a pytree."""
+    return isinstance(value, (int, float, np.ndarray, np.generic, jax.Array)) and np.ndim(value) == 0
 
 
 _EXPECTED = {

@@ -73,6 +73,38 @@ class FileSink:
         self._file = file
         self.status = file["status"][()]
 
+    @staticmethod
+    def check_start(path: str | Path, config: str, resume: bool) -> None:
+        """Before any work: an unfinished sweep of `path` may only be resumed, and only
+        with the config it was started from.
+
+        Raises:
+            InputError: naming the unfinished file.
+        """
+        partial = partial_path(path)
+        if not partial.exists():
+            return
+        if not resume:
+            raise InputError(
+                partial, "", "an unfinished sweep is here; pass --resume to continue it, or delete it to start over"
+            )
+        try:
+            with h5py.File(partial, "r") as f:
+                stored = f.attrs.get("config", b"")
+                fmt = f.attrs.get("format")
+        except OSError as e:
+            raise DataError(partial, "", f"cannot be read ({str(e).splitlines()[0]}); delete it to start over") from None
+        stored = stored.decode() if isinstance(stored, bytes) else str(stored)
+        if fmt != FORMAT:
+            raise DataError(partial, "", "is not an unfinished simjax sweep; delete it to start over")
+        if stored != config:
+            raise InputError(
+                partial,
+                "config",
+                "the unfinished sweep was started from a different config"
+                f" ({_first_difference(stored, config)}); resume with the same config and --set values, or delete it to start over",
+            )
+
     @classmethod
     def create(cls, path: str | Path, layout: Layout) -> FileSink:
         """Create the partial file with every dataset at full size.
@@ -114,23 +146,13 @@ class FileSink:
         Raises:
             InputError: a different config, or a damaged or foreign file.
         """
+        FileSink.check_start(path, layout.attrs["config"], resume=True)
         partial = partial_path(path)
         try:
             f = h5py.File(partial, "r+")
         except OSError as e:
             raise DataError(partial, "", f"cannot be read ({str(e).splitlines()[0]}); delete it to start over") from None
         try:
-            stored = f.attrs.get("config", b"")
-            stored = stored.decode() if isinstance(stored, bytes) else str(stored)
-            if f.attrs.get("format") != FORMAT or "status" not in f:
-                raise DataError(partial, "", "is not an unfinished simjax sweep; delete it to start over")
-            if stored != layout.attrs["config"]:
-                raise InputError(
-                    partial,
-                    "config",
-                    "the unfinished sweep was started from a different config"
-                    f" ({_first_difference(stored, layout.attrs['config'])}); resume with the same config and --set values, or delete it to start over",
-                )
             for name, (shape, dtype) in layout.rows.items():
                 if name not in f or f[name].shape != (layout.runs, *shape):
                     raise DataError(partial, name, "is missing or has another shape; delete the file to start over")
