@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable
+from pathlib import Path
 
 import equinox as eqx
 import jax
@@ -15,6 +16,7 @@ import numpy as np
 from jaxtyping import Array, PyTree
 
 from physics.md import (
+    LATTICES,
     BeadSpring,
     LennardJones,
     Morse,
@@ -24,9 +26,12 @@ from physics.md import (
     Wca,
     chains,
     lattice,
+    random_packing,
+    read_h5md,
     thermalize,
 )
 from solvers import (
+    LangevinBaoab,
     Neighbours,
     NeighbourList,
     NoseHooverChain,
@@ -34,10 +39,16 @@ from solvers import (
     ParticleSolver,
     ParticleState,
     VelocityVerlet,
+    did_you_mean,
     integrate,
 )
 
-from ._registry import register_model
+from ._config import Config
+from ._errors import SimulationError
+from ._progress import Progress
+from ._registry import model_options, register_model
+from ._run import Setup, number, resolve_params, resolved_toml, run_family, setup_family
+from ._store import atomic_h5, package_versions, write_root_attrs
 from ._simulate import _simulate_driver, _simulate_family
 from ._trajectory import Trajectory
 
@@ -327,3 +338,336 @@ def _(model: ParticleModel, params, t, initial, solver, key) -> Trajectory:
 @_simulate_family.register
 def _(model: ParticleModel, params, t, initial, solver, key) -> Trajectory:
     return run_md(model, params, t, initial=initial, solver=solver, key=key)
+
+
+# ----------------------------------------------------------------------------- configs (`sim run`)
+
+_SYSTEM_KEYS = ("lattice", "cells", "density", "temperature", "seed", "file", "particles", "min_distance")
+_MD_METHODS = ("verlet", "langevin", "nose_hoover")
+_MD_SOLVER_KEYS = ("method", "temperature", "friction", "tau", "chain_length", "skin", "neighbour_list", "dtype")
+_MODEL_OPTION_PARAMS = ("cutoff", "shift", "tail_correction", "n_species")
+
+
+def _md_model(config: Config, model: ParticleModel) -> ParticleModel:
+    """The model with options given under [params] (cutoff, shift, tail_correction, as
+    DESIGN.md lists them for lennard_jones) applied."""
+    allowed = model_options(type(model))
+    options = {}
+    for key in _MODEL_OPTION_PARAMS:
+        if key in config.spec.params:
+            if key not in allowed:
+                raise config.error(f"params.{key}", f"model {model.name!r} has no option {key!r} (options: {', '.join(allowed)})")
+            value = config.spec.params[key]
+            kind = bool if key in ("shift", "tail_correction") else (int if key == "n_species" else float)
+            if kind is bool and not isinstance(value, bool):
+                raise config.error(f"params.{key}", f"expected true or false, got {value!r}")
+            if kind is float:
+                value = number(config, f"params.{key}", value)
+                if not value > 0:
+                    raise config.error(f"params.{key}", f"expected a positive number, got {value!r}")
+            if kind is int and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise config.error(f"params.{key}", f"expected a whole number >= 1, got {value!r}")
+            options[key] = value
+    if not options:
+        return model
+    try:
+        return dataclasses.replace(model, **options)
+    except (TypeError, ValueError) as e:
+        raise config.error("params", str(e)) from None
+
+
+def _md_params(config: Config, model: ParticleModel) -> dict[str, Array]:
+    rest = {k: v for k, v in config.spec.params.items() if k not in _MODEL_OPTION_PARAMS}
+    raw = dict(config.raw)
+    raw["params"] = rest
+    return resolve_params(Config(raw, config.path), model)
+
+
+def _positive(config: Config, key: str, value, *, allow_zero: bool = False) -> float:
+    v = number(config, key, value)
+    if v < 0 or (v == 0 and not allow_zero):
+        raise config.error(key, f"expected a {'non-negative' if allow_zero else 'positive'} number, got {value!r}")
+    return v
+
+
+def _md_system(config: Config, dtype) -> tuple[System, int]:
+    section = dict(config.spec.system or {})
+    for key in section:
+        if key not in _SYSTEM_KEYS:
+            raise config.error(
+                f"system.{key}", f"unknown key (expected one of: {', '.join(_SYSTEM_KEYS)}).{did_you_mean(key, _SYSTEM_KEYS)}"
+            )
+    seed = section.get("seed", 0)
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise config.error("system.seed", f"expected a whole number >= 0, got {seed!r}")
+    key = jax.random.key(seed)
+    temperature = section.get("temperature")
+    if temperature is not None:
+        temperature = _positive(config, "system.temperature", temperature, allow_zero=True)
+    if "file" in section:
+        for other in ("lattice", "cells", "density", "particles", "min_distance"):
+            if other in section:
+                raise config.error(f"system.{other}", "give either file (an H5MD start) or a lattice/random system, not both")
+        if not isinstance(section["file"], str):
+            raise config.error("system.file", f"expected a file path, got {section['file']!r}")
+        try:
+            system = read_h5md(config.resolve_path(section["file"]), dtype=float)
+        except ValueError as e:
+            raise config.error("system.file", str(e)) from None
+    else:
+        kind = section.get("lattice", "fcc")
+        if kind not in LATTICES + ("random",):
+            raise config.error(
+                "system.lattice", f"unknown lattice {kind!r} (expected one of: {', '.join(LATTICES + ('random',))}).{did_you_mean(kind, LATTICES + ('random',))}"
+            )
+        if "density" not in section:
+            raise config.error("system.density", "required key is missing (number density, e.g. 0.8442)")
+        density = _positive(config, "system.density", section["density"])
+        if kind == "random":
+            n = section.get("particles")
+            if isinstance(n, bool) or not isinstance(n, int) or n < 2:
+                raise config.error("system.particles", f"expected a whole number >= 2 for a random system, got {n!r}")
+            min_distance = _positive(config, "system.min_distance", section.get("min_distance", 0.8))
+            try:
+                system = random_packing(jax.random.fold_in(key, 1), n, density, min_distance=min_distance)
+            except ValueError as e:
+                raise config.error("system.density", str(e)) from None
+        else:
+            cells = section.get("cells", 4)
+            ok = isinstance(cells, int) and not isinstance(cells, bool) and cells >= 1
+            ok = ok or (isinstance(cells, list) and len(cells) == 3 and all(isinstance(c, int) and not isinstance(c, bool) and c >= 1 for c in cells))
+            if not ok:
+                raise config.error("system.cells", f"expected a whole number >= 1 or three of them, got {cells!r}")
+            system = lattice(kind, cells if isinstance(cells, int) else tuple(cells), density)
+    if temperature is not None:
+        system = thermalize(system, key, temperature)
+    return system.astype(dtype), seed
+
+
+def _md_time(config: Config) -> tuple[float, np.ndarray]:
+    time = config.spec.time
+    dt = time.dt if time.dt is not None else DEFAULT_DT
+    if time.save_at is not None:
+        raise config.error("time.save_at", "MD runs save every few steps: give steps and save_every (or t1 and save)")
+    if time.steps is not None:
+        if time.t1 is not None:
+            raise config.error("time.t1", "give either steps or t1, not both")
+        steps = time.steps
+        every = time.save_every if time.save_every is not None else max(1, steps // 100)
+        if time.save is not None:
+            raise config.error("time.save", "with steps, give save_every (steps between saves) instead of save")
+    elif time.t1 is not None:
+        span = (time.t1 - time.t0) / dt
+        steps = int(round(span))
+        if abs(steps - span) > 1e-6 * max(span, 1.0):
+            raise config.error("time.t1", f"t1 - t0 = {time.t1 - time.t0:g} must be a whole number of steps dt = {dt:g}")
+        if time.save_every is not None:
+            every = time.save_every
+        else:
+            saves = (time.save if time.save is not None else 101) - 1
+            if steps % saves:
+                raise config.error("time.save", f"{steps} steps cannot be split into {saves} equal save intervals; pick save so that save - 1 divides {steps}")
+            every = steps // saves
+    else:
+        raise config.error("time.steps", "required key is missing: give steps (and save_every), or t1")
+    if steps % every:
+        raise config.error("time.save_every", f"save_every = {every} must divide steps = {steps}")
+    return dt, time.t0 + dt * np.arange(0, steps + 1, every)
+
+
+def _md_solver(config: Config, dt: float) -> tuple[ParticleSolver, str, dict]:
+    spec = config.spec.solver
+    for key in ("rtol", "atol", "dt0", "max_steps", "adjoint"):
+        if getattr(spec, key) is not None:
+            raise config.error(f"solver.{key}", f"is not an MD solver setting (MD keys: {', '.join(_MD_SOLVER_KEYS)})")
+    extras = spec.extras
+    for key in extras:
+        if key not in _MD_SOLVER_KEYS:
+            raise config.error(
+                f"solver.{key}", f"unknown key for MD solvers (expected one of: {', '.join(_MD_SOLVER_KEYS)}).{did_you_mean(key, _MD_SOLVER_KEYS)}"
+            )
+    method = spec.method or "verlet"
+    if method not in _MD_METHODS:
+        raise config.error(
+            "solver.method", f"unknown MD method {method!r} (methods: {', '.join(_MD_METHODS)}).{did_you_mean(method, _MD_METHODS)}"
+        )
+    resolved: dict = {"method": method}
+    if method == "verlet":
+        for key in ("temperature", "friction", "tau", "chain_length"):
+            if key in extras:
+                raise config.error(f"solver.{key}", "is a thermostat setting; method = 'verlet' is NVE (use langevin or nose_hoover)")
+        integrator = VelocityVerlet(dt=dt)
+    else:
+        if "temperature" not in extras:
+            raise config.error("solver.temperature", f"required key is missing (the target temperature of {method})")
+        temperature = _positive(config, "solver.temperature", extras["temperature"])
+        resolved["temperature"] = temperature
+        if method == "langevin":
+            for key in ("tau", "chain_length"):
+                if key in extras:
+                    raise config.error(f"solver.{key}", "is a Nose-Hoover setting; langevin takes temperature and friction")
+            friction = _positive(config, "solver.friction", extras.get("friction", 1.0))
+            resolved["friction"] = friction
+            integrator = LangevinBaoab(dt=dt, temperature=temperature, friction=friction)
+        else:
+            if "friction" in extras:
+                raise config.error("solver.friction", "is a Langevin setting; nose_hoover takes temperature and tau")
+            tau = _positive(config, "solver.tau", extras.get("tau", 100 * dt))
+            chain = extras.get("chain_length", 3)
+            if isinstance(chain, bool) or not isinstance(chain, int) or chain < 1:
+                raise config.error("solver.chain_length", f"expected a whole number >= 1, got {chain!r}")
+            resolved.update(tau=tau, chain_length=chain)
+            integrator = NoseHooverChain(dt=dt, temperature=temperature, tau=tau, chain_length=chain)
+    skin = _positive(config, "solver.skin", extras.get("skin", 0.3), allow_zero=True)
+    use_list = extras.get("neighbour_list", True)
+    if not isinstance(use_list, bool):
+        raise config.error("solver.neighbour_list", f"expected true or false, got {use_list!r}")
+    resolved.update(skin=skin, neighbour_list=use_list, dtype=spec.dtype or "float64")
+    return ParticleSolver(integrator, neighbour_list=use_list, skin=skin), spec.dtype or "float64", resolved
+
+
+@setup_family.register
+def _(model: ParticleModel, config: Config) -> Setup:
+    model = _md_model(config, model)
+    params = _md_params(config, model)
+    if config.spec.initial:
+        raise config.error("initial", "MD runs start from [system] (a lattice, a random packing or an H5MD file)")
+    if config.spec.grid is not None:
+        raise config.error("grid", "is for PDE models; MD runs take [system]")
+    dt, t = _md_time(config)
+    solver, dtype, solver_section = _md_solver(config, dt)
+    system, seed = _md_system(config, jnp.float32 if dtype == "float32" else jnp.float64)
+    try:
+        check_system(model, system, params)
+        if solver.neighbour_list and system.space.periodic:
+            NeighbourList.allocate(system.position, system.space.box, model.cutoff, solver.skin)
+    except ValueError as e:
+        raise config.error("system", str(e)) from None
+    model_section = {k: getattr(model, k) for k in model_options(type(model))}
+    return Setup(
+        model=model,
+        params=params,
+        initial=system,
+        t=jnp.asarray(t),
+        solver=solver,
+        key=jax.random.fold_in(jax.random.key(seed), 2),
+        resolved={"params": params, "solver": solver_section, "model": model_section},
+    )
+
+
+@dataclasses.dataclass
+class MdRunResult:
+    """A finished MD run; `save` writes H5MD 1.1 (readable by MDAnalysis, VMD, ...).
+
+    Attributes:
+        model: registry name; config: the resolved TOML text.
+        time, step: save times and step numbers [T].
+        observables: potential_energy, kinetic_energy, total_energy, temperature,
+            pressure [T] (conserved_energy with Nose-Hoover), position and velocity
+            [T, n, dim] (unwrapped).
+        system: the starting system (box, species, masses).
+        params: parameter values; seed: the [system] seed; stats: engine statistics.
+    """
+
+    model: str
+    config: str
+    time: np.ndarray
+    step: np.ndarray
+    observables: dict[str, np.ndarray]
+    system: System
+    params: dict[str, np.ndarray]
+    seed: int | None = None
+    stats: dict[str, int] = dataclasses.field(default_factory=dict)
+
+    def save(self, path) -> Path:
+        """Write the H5MD layout of DESIGN.md to `path` atomically; returns the path."""
+        path = Path(path)
+        with atomic_h5(path) as f:
+            write_root_attrs(f, format="simjax.run", model=self.model, config=self.config, seed=self.seed)
+            write_h5md(f, self)
+        return path
+
+    def __repr__(self) -> str:
+        n = self.observables["position"].shape[1]
+        return f"MdRunResult(model={self.model!r}, n={n}, T={len(self.time)}, steps={int(self.step[-1])})"
+
+
+def write_h5md(f, result: MdRunResult) -> None:
+    """H5MD 1.1 groups of an MD run into an open h5py file `f`: /h5md, /particles/all
+    (box with time-dependent edges, wrapped position with image, velocity, species,
+    mass), /observables/<name>, /parameters/<name>, /stats."""
+    h5md = f.create_group("h5md")
+    h5md.attrs["version"] = np.asarray([1, 1], dtype=np.int32)
+    h5md.create_group("author").attrs["name"] = "simjax"
+    creator = h5md.create_group("creator")
+    creator.attrs["name"] = "simjax"
+    creator.attrs["version"] = package_versions().get("simjax", "0")
+    system = result.system
+    dim = system.dim
+    t, step = result.time, result.step
+    particles = f.create_group("particles/all")
+    box = particles.create_group("box")
+    box.attrs["dimension"] = np.int32(dim)
+    if system.space.periodic:
+        edges = np.asarray(system.space.box, dtype=float)
+        box.attrs["boundary"] = np.array([b"periodic"] * dim)
+        _element(box, "edges", step, t, np.broadcast_to(edges, (len(t), dim)))
+        position = np.asarray(result.observables["position"])
+        image = np.floor(position / edges).astype(np.int32)
+        _element(particles, "position", step, t, position - image * edges)
+        _element(particles, "image", step, t, image)
+    else:
+        box.attrs["boundary"] = np.array([b"none"] * dim)
+        _element(particles, "position", step, t, np.asarray(result.observables["position"]))
+    _element(particles, "velocity", step, t, np.asarray(result.observables["velocity"]))
+    particles.create_dataset("species", data=np.asarray(system.species, dtype=np.int32))
+    particles.create_dataset("mass", data=np.asarray(system.mass, dtype=float))
+    if system.bonds is not None:
+        f.create_dataset("connectivity/all", data=np.asarray(system.bonds, dtype=np.int32))
+    for name, values in result.observables.items():
+        if name in ("position", "velocity"):
+            continue
+        _element(f.require_group("observables"), name, step, t, np.asarray(values))
+    params = f.create_group("parameters")
+    for name, value in result.params.items():
+        params.create_dataset(name, data=np.asarray(value))
+    stats = f.create_group("stats")
+    for key, value in result.stats.items():
+        stats.attrs[key] = value
+
+
+def _element(group, name: str, step: np.ndarray, time: np.ndarray, value: np.ndarray) -> None:
+    """An H5MD time-dependent element: {step, time, value}."""
+    g = group.create_group(name)
+    g.create_dataset("step", data=np.asarray(step, dtype=np.int64))
+    g.create_dataset("time", data=np.asarray(time, dtype=float))
+    g.create_dataset("value", data=value)
+
+
+@run_family.register
+def _(model: ParticleModel, config: Config, progress: Progress) -> MdRunResult:
+    s = setup_family(model, config)
+    steps = int(round((float(s.t[-1]) - float(s.t[0])) / float(s.solver.integrator.dt)))
+    progress.start(total=steps)
+    traj = run_md(s.model, s.params, s.t, initial=s.initial, solver=s.solver, key=s.key, progress=progress.advance)
+    observables = {k: np.asarray(v) for k, v in traj.observables.items()}
+    for name in ("total_energy", "position"):
+        finite = np.all(np.isfinite(observables[name].reshape(len(s.t), -1)), axis=1)
+        if not np.all(finite):
+            first = int(np.argmin(finite))
+            raise SimulationError(
+                f"{config.source}: the MD run diverged (non-finite {name} at t = {float(s.t[first]):g}); "
+                "lower time.dt or start from a relaxed configuration"
+            )
+    every = int(round((float(s.t[1]) - float(s.t[0])) / float(s.solver.integrator.dt)))
+    return MdRunResult(
+        model=s.model.name,
+        config=resolved_toml(config, **s.resolved),
+        time=np.asarray(s.t),
+        step=np.arange(len(s.t), dtype=np.int64) * every,
+        observables=observables,
+        system=s.initial,
+        params={k: np.asarray(v) for k, v in s.params.items()},
+        seed=int((config.spec.system or {}).get("seed", 0)),
+        stats={k: int(v) for k, v in traj.stats.items()},
+    )

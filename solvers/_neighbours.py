@@ -290,18 +290,31 @@ def _select(
     radius: float,
     capacity: int,
 ) -> tuple[Int[Array, "n capacity"], Int[Array, " n"]]:
-    """Keep, per row, the candidates within `radius` (not itself, each id once), packed
-    to the left of a [n, capacity] array padded with n; also the full count per row."""
+    """Keep, per row, the candidates within `radius` (not the particle itself), as a
+    [n, capacity] array padded with n, sorted by decreasing id; also the full count per row.
+
+    Compaction is a `top_k` on the candidate ids as float32 keys (exact below 2^24
+    particles): on CPU it is several times faster than a scatter of the kept entries.
+    """
     n = position.shape[0]
     safe = jnp.minimum(candidates, n - 1)
-    dr = minimum_image(position[:, None, :] - position[safe], box)
-    r2 = jnp.sum(dr * dr, axis=-1)
+    r2 = jnp.zeros(candidates.shape, position.dtype)
+    for axis in range(position.shape[1]):
+        x = position[:, axis]
+        d = x[:, None] - x[safe]
+        if box is not None:
+            d = d - box[axis] * jnp.floor(d / box[axis] + 0.5)
+        r2 = r2 + d * d
     keep = (candidates < n) & (candidates != jnp.arange(n)[:, None]) & (r2 < radius * radius)
-    count = jnp.sum(keep, axis=1)
-    column = jnp.where(keep, jnp.cumsum(keep, axis=1) - 1, capacity)
-    rows = jnp.broadcast_to(jnp.arange(n)[:, None], candidates.shape)
-    index = jnp.full((n, capacity), n, jnp.int32)
-    index = index.at[rows, column].set(candidates.astype(jnp.int32), mode="drop")
+    count = jnp.sum(keep, axis=1, dtype=jnp.int32)
+    if capacity >= candidates.shape[1]:
+        keys = jnp.where(keep, candidates, -1)
+        keys = jnp.concatenate([keys, jnp.full((n, capacity - candidates.shape[1]), -1, keys.dtype)], axis=1)
+        ids = -jnp.sort(-keys, axis=1)
+    else:
+        keys = jnp.where(keep, candidates.astype(jnp.float32), jnp.float32(-1.0))
+        ids, _ = jax.lax.top_k(keys, capacity)
+    index = jnp.where(ids >= 0, ids, n).astype(jnp.int32)
     return index, count
 
 

@@ -59,19 +59,27 @@ class PairModel(ParticleModel):
         return out
 
     def _pass(self, system: System, params: PyTree, neighbours: NeighbourIndex | None, with_forces: bool):
-        """Energy, and with_forces also forces and virial, of the pair interactions."""
+        """Energy, and with_forces also forces and virial, of the pair interactions.
+
+        Works per Cartesian component ([n, k] arrays for x, y, z rather than one
+        [n, k, dim] array), which vectorises several times better on CPU.
+        """
         position = system.position
-        n = position.shape[0]
+        n, dim = position.shape
         dtype = position.dtype
-        rows = jnp.arange(n)[:, None]
         if neighbours is None:
             j = jnp.broadcast_to(jnp.arange(n), (n, n))
-            valid = j != rows
+            valid = j != jnp.arange(n)[:, None]
         else:
             j = jnp.minimum(neighbours, n - 1)
             valid = neighbours < n
-        dr = system.space.displacement(position[:, None, :] - position[j])
-        r2 = jnp.sum(dr * dr, axis=-1)
+        components = []
+        r2 = jnp.zeros(j.shape, dtype)
+        for axis in range(dim):
+            x = position[:, axis]
+            d = system.space.displacement_component(x[:, None] - x[j], axis)
+            components.append(d)
+            r2 = r2 + d * d
         rc2 = jnp.asarray(self.cutoff * self.cutoff, dtype)
         inside = valid & (r2 < rc2)
         safe = jnp.where(inside, r2, rc2)
@@ -82,7 +90,7 @@ class PairModel(ParticleModel):
         e, de = jax.jvp(lambda x: self.pair_energy(x, p), (safe,), (jnp.ones_like(safe),))
         e = jnp.where(inside, e, 0.0)
         de = jnp.where(inside, de, 0.0)
-        force = -2.0 * jnp.sum(de[..., None] * dr, axis=1)
+        force = jnp.stack([-2.0 * jnp.sum(de * d, axis=1) for d in components], axis=1)
         virial = -jnp.sum(de * r2)
         return 0.5 * jnp.sum(e), force, virial
 

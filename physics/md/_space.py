@@ -32,6 +32,10 @@ class Space(eqx.Module):
         """The displacement to use for a raw difference of positions `dr`."""
 
     @abc.abstractmethod
+    def displacement_component(self, dx: Array, axis: int) -> Array:
+        """`displacement` for one Cartesian component `axis` of raw differences `dx`."""
+
+    @abc.abstractmethod
     def volume(self) -> Scalar:
         """Volume (area in 2-D); NaN in free space."""
 
@@ -64,6 +68,9 @@ class Free(Space):
 
     def displacement(self, dr):
         return dr
+
+    def displacement_component(self, dx, axis):
+        return dx
 
     def volume(self) -> Scalar:
         return jnp.asarray(jnp.nan)
@@ -102,7 +109,11 @@ class Periodic(Space):
         return self.edges
 
     def displacement(self, dr):
-        return dr - self.edges * jnp.round(dr / self.edges)
+        return dr - self.edges * jnp.floor(dr / self.edges + 0.5)
+
+    def displacement_component(self, dx, axis):
+        edge = self.edges[axis]
+        return dx - edge * jnp.floor(dx / edge + 0.5)
 
     def volume(self) -> Scalar:
         return jnp.prod(self.edges)
