@@ -305,7 +305,7 @@ def _select(
         if box is not None:
             d = d - box[axis] * jnp.floor(d / box[axis] + 0.5)
         r2 = r2 + d * d
-    keep = (candidates < n) & (candidates != jnp.arange(n)[:, None]) & (r2 < radius * radius)
+    keep = (candidates < n) & (candidates != jnp.arange(n, dtype=candidates.dtype)[:, None]) & (r2 < radius * radius)
     count = jnp.sum(keep, axis=1, dtype=jnp.int32)
     if capacity >= candidates.shape[1]:
         keys = jnp.where(keep, candidates, -1)
