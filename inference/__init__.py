@@ -2,3 +2,18 @@
 
 from ._data import Observations as Observations, load_observations as load_observations
 from ._fit import FitResult as FitResult, Problem as Problem, build_problem as build_problem, fit as fit
+from ._train import (
+    Trainer as Trainer,
+    TrainResult as TrainResult,
+    TrainState as TrainState,
+    Trajectories as Trajectories,
+    load_trained as load_trained,
+    load_trajectories as load_trajectories,
+    save_trained as save_trained,
+    save_trajectories as save_trajectories,
+    simulate_states as simulate_states,
+    train as train,
+    trajectory_mse as trajectory_mse,
+)
+from ._bayes import BayesModel as BayesModel, PosteriorResult as PosteriorResult, build_bayes_model as build_bayes_model, infer as infer
+from ._fit import make_problem as make_problem

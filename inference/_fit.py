@@ -105,6 +105,33 @@ class Free(eqx.Module):
         return x
 
 
+@eqx.filter_custom_vjp
+def _predict_by_forward_sensitivity(x, problem):
+    return problem._predict(x)
+
+
+@_predict_by_forward_sensitivity.def_fwd
+def _(perturbed, x, problem):
+    def both(v):
+        out = problem._predict(v)
+        return out, out
+
+    jacobian, out = jax.jacfwd(both, has_aux=True)(x)
+    return out, jacobian
+
+
+@_predict_by_forward_sensitivity.def_bwd
+def _(jacobian, cotangent, perturbed, x, problem):
+    grads = {}
+    for k in x:
+        total = jnp.zeros_like(x[k])
+        for name, g in cotangent.items():
+            if g is not None:
+                total = total + jnp.sum(g * jacobian[name][k])
+        grads[k] = total
+    return grads
+
+
 _TRANSFORMS = {"real": "identity", "positive": "log", "nonnegative": "softplus", "unit_interval": "logistic"}
 
 
@@ -131,6 +158,7 @@ class Problem(eqx.Module):
     sigma: dict[str, Array]
     weight: dict[str, Array]
     count: int = eqx.field(static=True)
+    forward_sensitivity: bool = eqx.field(static=True, default=False)
 
     def natural(self, u: dict[str, Array]) -> dict[str, Array]:
         return {f.name: f.to_natural(u[f.name]) for f in self.free}
@@ -149,7 +177,17 @@ class Problem(eqx.Module):
         return sim.simulate(self.model, params, t, initial=initial, solver=self.solver)
 
     def predict(self, x: dict[str, Array]) -> dict[str, Array]:
-        """Predicted observables at the observation times for natural values `x`."""
+        """Predicted observables at the observation times for natural values `x`.
+
+        With `forward_sensitivity`, reverse-mode gradients of the prediction are built
+        from its forward-mode Jacobian (one solve carrying a tangent per free quantity)
+        instead of backpropagating through the solver's steps: for a handful of free
+        quantities this is several times cheaper."""
+        if self.forward_sensitivity:
+            return _predict_by_forward_sensitivity(x, self)
+        return self._predict(x)
+
+    def _predict(self, x: dict[str, Array]) -> dict[str, Array]:
         traj = self.simulate(x, self.t_sim)
         return {name: traj.observables[name][self.skip :] for name in self.observed}
 
@@ -201,9 +239,9 @@ def build_problem(config: Config, data: str | Path | None = None) -> tuple[Probl
         loss=section.loss,
         weights=section.weights,
         bounds=section.bounds,
-        # Levenberg-Marquardt builds Jacobians in forward mode, the cheap direction for a
-        # few parameters.
-        adjoint="forward" if section.optimizer == "levenberg_marquardt" else None,
+        # Levenberg-Marquardt builds Jacobians in forward mode; the gradient-based
+        # optimisers get their gradients from forward sensitivities.
+        gradient="forward" if section.optimizer == "levenberg_marquardt" else "forward_sensitivity",
     )
     return problem, start, obs, section
 
@@ -217,7 +255,7 @@ def make_problem(
     loss: str = "normal",
     weights: dict[str, float] | None = None,
     bounds: dict[str, list[float]] | None = None,
-    adjoint: str | None = None,
+    gradient: Literal["forward", "forward_sensitivity", "reverse"] = "forward_sensitivity",
 ) -> tuple[Problem, dict[str, Array], Observations]:
     """The calibration problem of a config: its model, data and free quantities.
 
@@ -227,7 +265,10 @@ def make_problem(
         free_names: parameter names and `initial.<component>` names.
         free_key: the config key that lists them (for error messages).
         loss, weights, bounds: see `[fit]`.
-        adjoint: the ODE adjoint to use (None keeps the config's).
+        gradient: how derivatives of ODE predictions are taken: `forward` (forward
+            mode, for Jacobians), `forward_sensitivity` (forward mode inside, usable by
+            reverse-mode `jax.grad`: fast for a few free quantities), `reverse` (the
+            config's adjoint, for many free quantities such as network weights).
     """
     weights = weights or {}
     bounds = bounds or {}
@@ -246,9 +287,12 @@ def make_problem(
         config = config.with_overrides(overrides)
     setup = sim.setup(config)
     solver = setup.solver
+    forward_sensitivity = False
     if isinstance(solver, OdeSolver):
         # Failed trial solves become large residuals, not errors.
-        solver = dataclasses.replace(solver, throw=False, adjoint=adjoint or solver.adjoint)
+        adjoint = solver.adjoint if gradient == "reverse" else "forward"
+        solver = dataclasses.replace(solver, throw=False, adjoint=adjoint)
+        forward_sensitivity = gradient == "forward_sensitivity"
     free = []
     start = {}
     seen = set()
@@ -310,6 +354,7 @@ def make_problem(
         sigma={k: jnp.asarray(obs.sigma.get(k, 1.0)) for k in obs.values},
         weight={k: jnp.asarray(weights.get(k, 1.0)) for k in obs.values},
         count=obs.count,
+        forward_sensitivity=forward_sensitivity,
     )
     return problem, start, obs
 
@@ -441,8 +486,9 @@ def standard_errors(problem: Problem, x: dict[str, Array], sigma_known: bool) ->
     quantity came with its own sigma (then 1)."""
     names = [f.name for f in problem.free]
     vec = jnp.stack([x[n] for n in names])
-    if isinstance(problem.solver, OdeSolver) and problem.solver.adjoint != "forward":
-        problem = dataclasses.replace(problem, solver=dataclasses.replace(problem.solver, adjoint="forward"))
+    if isinstance(problem.solver, OdeSolver):
+        solver = dataclasses.replace(problem.solver, adjoint="forward")
+        problem = dataclasses.replace(problem, solver=solver, forward_sensitivity=False)
 
     def residuals(v):
         return problem.whitened({n: v[i] for i, n in enumerate(names)})

@@ -1,0 +1,393 @@
+"""Bayesian inference with NumPyro: priors on free quantities, a noise model for the
+observations, NUTS through the differentiable solver, diagnostics and predictive checks."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any, Literal
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import numpyro
+import numpyro.distributions as dist
+import pydantic
+from numpyro.diagnostics import effective_sample_size, split_gelman_rubin
+from numpyro.infer import MCMC, NUTS, init_to_median, init_to_value
+from pydantic import BaseModel, ConfigDict, Field
+from scipy import stats
+
+import sim
+from sim import Config, DataError
+from sim._run import resolved_toml
+from sim._store import atomic_h5, write_group, write_root_attrs
+from solvers import did_you_mean
+
+from ._data import Observations
+from ._fit import Problem, make_problem
+from ._priors import check_prior, flatten_priors, make_distribution
+
+NOISE_MODELS = ("normal", "lognormal", "poisson")
+QUANTILES = (0.05, 0.5, 0.95)
+
+
+class NoiseSection(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+    model: Literal["normal", "lognormal", "poisson"] = "normal"
+    sigma: dict[str, Any] | None = None
+
+
+class InferSection(BaseModel):
+    """`[infer]`: sampler settings, priors (their keys are the free quantities), noise."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    chains: int = Field(default=4, ge=1)
+    warmup: int = Field(default=1000, ge=1)
+    samples: int = Field(default=1000, ge=1)
+    seed: int = 0
+    dense_mass: bool = False
+    target_accept: float = Field(default=0.8, gt=0, lt=1)
+    max_tree_depth: int = Field(default=10, ge=1, le=20)
+    predictive_draws: int = Field(default=200, ge=1)
+    priors: dict[str, Any] = Field(min_length=1)
+    noise: NoiseSection = NoiseSection()
+
+
+def infer_section(config: Config, overrides: dict[str, Any] | None = None) -> InferSection:
+    raw = config.spec.infer
+    if raw is None:
+        raise config.error("infer", "required section is missing (at least: [infer.priors] with one prior)")
+    raw = {**raw, **{k: v for k, v in (overrides or {}).items() if v is not None}}
+    try:
+        section = InferSection.model_validate(raw)
+    except pydantic.ValidationError as e:
+        err = e.errors()[0]
+        key = "infer." + ".".join(str(p) for p in err["loc"] if not str(p).startswith("literal"))
+        kind = err["type"]
+        if kind == "extra_forbidden":
+            fields = InferSection.model_fields if len(err["loc"]) == 1 else NoiseSection.model_fields
+            msg = f"unknown key (expected one of: {', '.join(fields)}).{did_you_mean(err['loc'][-1], fields)}"
+        elif kind == "literal_error":
+            msg = f"expected one of {err['ctx']['expected']}, got {err['input']!r}"
+        elif kind == "too_short":
+            msg = "expected at least one prior (the free quantities)"
+        elif kind == "missing":
+            msg = "required key is missing"
+        else:
+            msg = f"{err['msg'][0].lower()}{err['msg'][1:]}, got {err.get('input')!r}"
+        raise config.error(key, msg) from None
+    return section
+
+
+@dataclasses.dataclass
+class BayesModel:
+    """A NumPyro model over a simjax simulator: call it (no arguments) inside NumPyro.
+
+    Attributes:
+        problem: the simulator, fixed settings and data (`inference.make_problem`).
+        priors: free quantity name -> NumPyro distribution.
+        noise: normal | lognormal | poisson.
+        sigma_prior: the prior of each observable's noise scale (not for poisson).
+    """
+
+    problem: Problem
+    priors: dict[str, dist.Distribution]
+    noise: str
+    sigma_prior: dist.Distribution | None
+
+    def sample_free(self) -> dict[str, jax.Array]:
+        return {name: numpyro.sample(name, prior) for name, prior in self.priors.items()}
+
+    def sample_sigma(self) -> dict[str, jax.Array]:
+        if self.noise == "poisson":
+            return {}
+        return {name: numpyro.sample(f"sigma.{name}", self.sigma_prior) for name in self.problem.observed}
+
+    def likelihood(self, mean: jax.Array, sigma: jax.Array | None) -> dist.Distribution:
+        """The distribution of one observation given the model's prediction `mean`."""
+        if self.noise == "lognormal":
+            return dist.LogNormal(jnp.log(mean), sigma)
+        if self.noise == "normal":
+            return dist.Normal(mean, sigma)
+        return dist.Poisson(mean)
+
+    def __call__(self) -> None:
+        x = self.sample_free()
+        sigma = self.sample_sigma()
+        pred = self.problem.predict(x)
+        for name, y in self.problem.observed.items():
+            observed = jnp.isfinite(y)
+            mean = pred[name]
+            if self.noise in ("lognormal", "poisson"):
+                # A failed solve or a non-positive prediction has zero likelihood.
+                ok = jnp.all(jnp.isfinite(mean) & (mean > 0))
+                mean = jnp.where(jnp.isfinite(mean) & (mean > 0), mean, 1.0)
+            else:
+                ok = jnp.all(jnp.isfinite(mean))
+                mean = jnp.where(jnp.isfinite(mean), mean, 0.0)
+            numpyro.factor(f"solved.{name}", jnp.where(ok, 0.0, -jnp.inf))
+            y_safe = jnp.where(observed, y, 1.0)
+            with numpyro.handlers.mask(mask=observed):
+                numpyro.sample(f"obs.{name}", self.likelihood(mean, sigma.get(name)), obs=y_safe)
+
+
+def build_bayes_model(config: Config, data: str | Path | None = None, section: InferSection | None = None) -> tuple[BayesModel, Observations, InferSection]:
+    """Validate `[data]` and `[infer]` against the model; build the NumPyro model."""
+    section = section or infer_section(config)
+    priors_raw = flatten_priors(section.priors)
+    priors = {}
+    for name, spec in priors_raw.items():
+        priors[name] = check_prior(config, f"infer.priors.{name}", spec)
+    noise = section.noise
+    sigma_spec = None
+    if noise.model == "poisson":
+        if noise.sigma is not None:
+            raise config.error("infer.noise.sigma", "the poisson noise model has no sigma")
+    else:
+        sigma_spec = check_prior(config, "infer.noise.sigma", noise.sigma or {"dist": "lognormal", "loc": -1.0, "scale": 1.0})
+        if sigma_spec["dist"] in ("normal", "truncated_normal") and not sigma_spec.get("low", -1) >= 0:
+            raise config.error("infer.noise.sigma.dist", "a noise scale must be positive: use halfnormal, lognormal, exponential, gamma or a truncated_normal with low >= 0")
+    problem, _, obs = make_problem(config, data, list(priors), free_key="infer.priors")
+    if noise.model == "lognormal":
+        for name, y in obs.values.items():
+            if np.any(y[np.isfinite(y)] <= 0):
+                raise DataError(obs.path, name, "the lognormal noise model needs positive observations")
+    if noise.model == "poisson":
+        for name, y in obs.values.items():
+            v = y[np.isfinite(y)]
+            if np.any(v < 0) or np.any(v != np.round(v)):
+                raise DataError(obs.path, name, "the poisson noise model needs counts (whole numbers >= 0)")
+    for f in problem.free:
+        model_constraint = f.transform
+        support = make_distribution(priors[f.name]).support
+        if model_constraint == "log" and support is dist.constraints.real:
+            raise config.error(f"infer.priors.{f.name}.dist", f"{f.name} must be positive but a {priors[f.name]['dist']} prior allows negative values; use lognormal, halfnormal, gamma, exponential or truncated_normal with low = 0")
+    model = BayesModel(
+        problem=problem,
+        priors={k: make_distribution(v) for k, v in priors.items()},
+        noise=noise.model,
+        sigma_prior=make_distribution(sigma_spec) if sigma_spec else None,
+    )
+    return model, obs, section
+
+
+# ----------------------------------------------------------------------------- diagnostics
+
+def _rank_normalise(draws: np.ndarray) -> np.ndarray:
+    """Rank-normalised draws [chain, draw] (Vehtari et al. 2021, Bayesian Analysis 16(2))."""
+    flat = draws.ravel()
+    ranks = stats.rankdata(flat, method="average")
+    z = stats.norm.ppf((ranks - 3.0 / 8.0) / (flat.size + 0.25))
+    return z.reshape(draws.shape)
+
+
+def ess_bulk(draws: np.ndarray) -> float:
+    """Bulk effective sample size: the ESS of the rank-normalised split chains."""
+    if draws.shape[1] < 4:
+        return float("nan")
+    half = draws.shape[1] // 2
+    split = np.concatenate([draws[:, :half], draws[:, -half:]], axis=0)
+    return float(effective_sample_size(_rank_normalise(split)))
+
+
+def r_hat(draws: np.ndarray) -> float:
+    """Rank-normalised split R-hat, the larger of its bulk and tail (folded) versions
+    (Vehtari et al. 2021)."""
+    if draws.shape[1] < 4:
+        return float("nan")
+    bulk = split_gelman_rubin(_rank_normalise(draws))
+    folded = np.abs(draws - np.median(draws))
+    tail = split_gelman_rubin(_rank_normalise(folded))
+    return float(max(bulk, tail))
+
+
+def summarise(posterior: dict[str, np.ndarray]) -> dict[str, dict[str, float]]:
+    """mean, sd, 5%, 50%, 95%, ess_bulk and r_hat of each scalar quantity [chain, draw]."""
+    out = {}
+    for name, draws in posterior.items():
+        draws = np.asarray(draws, dtype=float)
+        q = np.quantile(draws, QUANTILES)
+        out[name] = {
+            "mean": float(draws.mean()),
+            "sd": float(draws.std(ddof=1)),
+            "5%": float(q[0]),
+            "50%": float(q[1]),
+            "95%": float(q[2]),
+            "ess_bulk": ess_bulk(draws),
+            "r_hat": r_hat(draws),
+        }
+    return out
+
+
+# ----------------------------------------------------------------------------- results
+
+@dataclasses.dataclass
+class PosteriorResult:
+    """Posterior draws, diagnostics and posterior predictive quantiles.
+
+    Attributes:
+        posterior: name -> draws [chain, draw] (free quantities and `sigma.<observable>`).
+        diverging: [chain, draw] booleans.
+        summary: name -> {mean, sd, 5%, 50%, 95%, ess_bulk, r_hat}.
+        time, predictive: posterior predictive 5/50/95% quantiles of each observed
+            observable on a fine time grid (observation noise included).
+        observations: the data.
+    """
+
+    model: str
+    config: str
+    seed: int
+    posterior: dict[str, np.ndarray]
+    diverging: np.ndarray
+    summary: dict[str, dict[str, float]]
+    time: np.ndarray
+    predictive: dict[str, dict[str, np.ndarray]]
+    observations: Observations
+    mcmc: Any = None
+
+    @property
+    def divergences(self) -> int:
+        return int(np.sum(self.diverging))
+
+    def save(self, path: str | Path) -> Path:
+        """Write the posterior layout of DESIGN.md atomically."""
+        path = Path(path)
+        with atomic_h5(path) as f:
+            write_root_attrs(f, format="simjax.posterior", model=self.model, config=self.config, seed=self.seed)
+            write_group(f, "posterior", self.posterior)
+            write_group(f, "sample_stats", {"diverging": self.diverging})
+            summary = f.create_group("summary")
+            names = list(self.summary)
+            summary.create_dataset("quantity", data=np.array(names, dtype="S"))
+            for stat in ("mean", "sd", "5%", "50%", "95%", "ess_bulk", "r_hat"):
+                summary.create_dataset(stat, data=np.array([self.summary[n][stat] for n in names]))
+            pred = f.create_group("predictive")
+            pred.create_dataset("time", data=self.time)
+            for name, quantiles in self.predictive.items():
+                write_group(pred, name, quantiles)
+            data = f.create_group("data")
+            data.create_dataset("time", data=self.observations.time)
+            write_group(data, "observables", self.observations.values)
+        return path
+
+    def to_arviz(self):
+        """The posterior as ArviZ InferenceData (needs arviz)."""
+        import arviz as az
+
+        return az.from_dict(
+            posterior={k: v for k, v in self.posterior.items()},
+            sample_stats={"diverging": self.diverging},
+        )
+
+
+def _posterior_predictive(model: BayesModel, samples: dict[str, jax.Array], t0: float, t1: float, draws: int, key) -> tuple[np.ndarray, dict]:
+    problem = model.problem
+    flat = {k: np.asarray(v).reshape(-1) for k, v in samples.items()}
+    total = len(next(iter(flat.values())))
+    idx = np.linspace(0, total - 1, min(draws, total)).astype(int)
+    t = jnp.linspace(t0, t1, 201)
+
+    @jax.jit
+    def one(x, sigma, k):
+        obs = problem.simulate(x, t).observables
+        out = {}
+        for i, name in enumerate(problem.observed):
+            mean = obs[name]
+            kk = jax.random.fold_in(k, i)
+            if model.noise == "poisson":
+                out[name] = jax.random.poisson(kk, jnp.clip(mean, 0.0, None)).astype(float)
+            elif model.noise == "lognormal":
+                out[name] = mean * jnp.exp(sigma[name] * jax.random.normal(kk, mean.shape))
+            else:
+                out[name] = mean + sigma[name] * jax.random.normal(kk, mean.shape)
+        return out
+
+    xs = {f.name: jnp.asarray(flat[f.name][idx]) for f in problem.free}
+    sigmas = {name: jnp.asarray(flat[f"sigma.{name}"][idx]) if f"sigma.{name}" in flat else jnp.zeros(len(idx)) for name in problem.observed}
+    keys = jax.random.split(key, len(idx))
+    sims = jax.vmap(one)(xs, sigmas, keys)
+    pred = {}
+    for name, values in sims.items():
+        v = np.asarray(values)
+        q = np.nanquantile(v, QUANTILES, axis=0)
+        pred[name] = {"5%": q[0], "50%": q[1], "95%": q[2]}
+    return np.asarray(t), pred
+
+
+def infer(
+    config: Config,
+    data: str | Path | None = None,
+    *,
+    chains: int | None = None,
+    warmup: int | None = None,
+    samples: int | None = None,
+    seed: int | None = None,
+    init_from: str | Path | None = None,
+    progress: bool = False,
+) -> PosteriorResult:
+    """Sample the posterior of a config's free quantities with NUTS (what `sim infer` does).
+
+    Arguments:
+        config: with `[data]` and `[infer]` (priors, noise, sampler settings).
+        data: an HDF5 file that replaces `data.file`.
+        chains, warmup, samples, seed: override the config's values.
+        init_from: a fit file (`sim fit -o`); its estimates start the chains.
+        progress: NumPyro's progress bar on the terminal.
+
+    Returns:
+        A `PosteriorResult`; `.save(path)` writes the posterior layout.
+
+    Example:
+        >>> posterior = infer(sim.load_config("experiments/lynx_hare.toml"), chains=2)
+        >>> posterior.summary["alpha"]["mean"]
+    """
+    overrides = {"chains": chains, "warmup": warmup, "samples": samples, "seed": seed}
+    section = infer_section(config, overrides)
+    model, obs, section = build_bayes_model(config, data, section)
+    init = init_to_median(num_samples=15)
+    if init_from is not None:
+        values = _fit_estimates(init_from, list(model.priors))
+        init = init_to_value(values={k: jnp.asarray(v) for k, v in values.items()})
+    n_devices = jax.local_device_count()
+    method = "parallel" if n_devices >= section.chains and section.chains > 1 else "vectorized"
+    kernel = NUTS(model, dense_mass=section.dense_mass, target_accept_prob=section.target_accept, max_tree_depth=section.max_tree_depth, init_strategy=init)
+    mcmc = MCMC(kernel, num_warmup=section.warmup, num_samples=section.samples, num_chains=section.chains, chain_method=method, progress_bar=progress)
+    key = jax.random.PRNGKey(section.seed)
+    with jax.numpy_dtype_promotion("standard"):
+        mcmc.run(key, extra_fields=("diverging",))
+    draws = mcmc.get_samples(group_by_chain=True)
+    posterior = {k: np.asarray(v) for k, v in draws.items()}
+    diverging = np.asarray(mcmc.get_extra_fields(group_by_chain=True)["diverging"])
+    t0 = float(model.problem.t_sim[0])
+    t1 = float(model.problem.t_sim[-1])
+    with jax.numpy_dtype_promotion("standard"):
+        time, predictive = _posterior_predictive(model, draws, t0, t1, section.predictive_draws, jax.random.fold_in(key, 1))
+    resolved = section.model_dump()
+    resolved["priors"] = {k: v for k, v in flatten_priors(section.priors).items()}
+    resolved["noise"] = {k: v for k, v in resolved["noise"].items() if v is not None}
+    text = resolved_toml(config, infer=resolved)
+    return PosteriorResult(
+        model=model.problem.model.name,
+        config=text,
+        seed=section.seed,
+        posterior=posterior,
+        diverging=diverging,
+        summary=summarise(posterior),
+        time=time,
+        predictive=predictive,
+        observations=obs,
+        mcmc=mcmc,
+    )
+
+
+def _fit_estimates(path: str | Path, names: list[str]) -> dict[str, float]:
+    record = sim.read(path)
+    if record.format != "simjax.fit":
+        raise DataError(path, "", f"expected a fit file (format simjax.fit), got format {record.format!r}")
+    if "estimate" not in record:
+        raise DataError(path, "/estimate", "no such group")
+    values = {k: float(v) for k, v in record.estimate.items() if k in names}
+    if not values:
+        raise DataError(path, "/estimate", f"holds none of the free quantities ({', '.join(names)})")
+    return values

@@ -1,0 +1,526 @@
+"""Training ODE models (neural, hybrid or classic) on trajectories from an HDF5 file.
+
+Training is calibration of a pytree of parameters: minibatches of trajectory segments
+(random windows of `window` consecutive save points, each started from its observed
+first state), a mean squared error between `sim.simulate` and the data, gradients through
+the solver, an optax optimiser, one compiled training step.
+
+Trajectory files (what `load_trajectories` reads, what `save_trajectories` writes):
+    /time                  [T] save times, finite and strictly increasing
+    /observables/<name>    [B, T] (B trajectories) or [T] (one), one per state component
+
+This is the layout of a `sim run` file (one trajectory) and of a full-save sweep over
+initial states (B trajectories).
+
+Trained models (what `save_trained` writes, what `load_trained` reads): root attributes
+`format = "simjax.trained"`, `model` (registry name), `model_options` (JSON of the
+model's static options) and the common ones; `/params` holds the parameters serialised
+by `equinox.tree_serialise_leaves` (uint8 bytes), `/param_names` their top-level names,
+`/loss_history` the training loss per step.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import time as _time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import equinox as eqx
+import h5py
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from jaxtyping import Array, Float, Int, PRNGKeyArray, PyTree
+
+import sim
+from physics.ode import OdeModel
+from sim import DataError
+from sim._progress import Progress
+from sim._registry import model_class, model_options
+from sim._store import atomic_h5, write_root_attrs
+from solvers import OdeSolver, did_you_mean
+
+TRAINED_FORMAT = "simjax.trained"
+TRAJECTORIES_FORMAT = "simjax.trajectories"
+
+Values = Float[np.ndarray, "B n T"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Trajectories:
+    """Observed trajectories of every state component at shared save times.
+
+    Attributes:
+        path: the file they came from (None when built in memory).
+        names: state component names, in the order of `values`' second axis.
+        time: save times [T], strictly increasing.
+        values: the observed states [B, n, T] (B trajectories, n components).
+    """
+
+    path: Path | None
+    names: tuple[str, ...]
+    time: np.ndarray
+    values: np.ndarray
+
+    def __post_init__(self):
+        b_n_t = np.shape(self.values)
+        if len(b_n_t) != 3 or b_n_t[1] != len(self.names) or b_n_t[2] != len(self.time):
+            raise ValueError(
+                f"values must have shape [B, {len(self.names)}, {len(self.time)}] "
+                f"(trajectories, components {', '.join(self.names)}, times); got {b_n_t}"
+            )
+
+    @property
+    def count(self) -> int:
+        """Number of trajectories B."""
+        return int(self.values.shape[0])
+
+    def initial(self) -> np.ndarray:
+        """The first observed state of every trajectory [B, n]."""
+        return self.values[:, :, 0]
+
+    def subset(self, trajectories=None, times=None) -> Trajectories:
+        """Some of the trajectories and/or save times (numpy indices, slices or masks)."""
+        values, time = self.values, self.time
+        if trajectories is not None:
+            values = values[np.arange(self.count)[trajectories]]
+        if times is not None:
+            index = np.arange(len(time))[times]
+            values, time = values[:, :, index], time[index]
+        return Trajectories(self.path, self.names, np.asarray(time), np.asarray(values))
+
+
+def load_trajectories(
+    path: str | Path,
+    names: Sequence[str],
+    *,
+    time: str = "/time",
+    group: str = "/observables",
+) -> Trajectories:
+    """Read trajectories of the state components `names` from an HDF5 file.
+
+    Arguments:
+        path: the file (layout in this module's docstring).
+        names: the state component names (`model.state_names`); each must be a dataset
+            `<group>/<name>`.
+        time: dataset of the save times [T].
+        group: group holding one dataset per component, [B, T] or [T].
+
+    Returns:
+        `Trajectories` with values [B, n, T] as float64.
+
+    Raises:
+        DataError: a missing file or dataset, non-finite or unsorted times, a dataset
+            whose shape does not match the times or the other components, or non-finite
+            values; it names the file and the dataset.
+
+    Example:
+        >>> data = load_trajectories("spiral.h5", ("y1", "y2"))
+        >>> data.values.shape        # [B, 2, T]
+    """
+    path = Path(path)
+    names = tuple(names)
+    if path.is_dir():
+        raise DataError(path, "", "is a folder; expected an HDF5 file of trajectories")
+    if not path.exists():
+        raise DataError(path, "", "no such file; expected an HDF5 file of trajectories")
+    try:
+        f = h5py.File(path, "r")
+    except OSError:
+        raise DataError(path, "", "not a readable HDF5 file") from None
+    with f:
+        t = _read(f, path, time)
+        if t.ndim != 1 or t.shape[0] < 2:
+            raise DataError(path, time, f"expected save times of shape [T] with T >= 2, got shape {t.shape}")
+        if not np.all(np.isfinite(t)):
+            raise DataError(path, time, f"save times must be finite; entry {int(np.argmin(np.isfinite(t)))} is {t[~np.isfinite(t)][0]}")
+        if not np.all(np.diff(t) > 0):
+            i = int(np.argmin(np.diff(t) > 0))
+            raise DataError(path, time, f"save times must be strictly increasing; entries {i} and {i + 1} are {t[i]} and {t[i + 1]}")
+        columns = []
+        batch = None
+        for name in names:
+            key = f"{group.rstrip('/')}/{name}"
+            v = _read(f, path, key)
+            if v.ndim == 1:
+                v = v[None, :]
+            if v.ndim != 2 or v.shape[1] != t.shape[0]:
+                raise DataError(path, key, f"expected shape [B, {t.shape[0]}] or [{t.shape[0]}] (one value per save time in {time}), got {v.shape[-2:] if v.ndim > 2 else v.shape}")
+            if batch is not None and v.shape[0] != batch[1]:
+                raise DataError(path, key, f"has {v.shape[0]} trajectories but {batch[0]} has {batch[1]}")
+            if not np.all(np.isfinite(v)):
+                b, j = np.argwhere(~np.isfinite(v))[0]
+                raise DataError(path, key, f"values must be finite (every state is needed to start a window); trajectory {b}, time index {j} is {v[b, j]}")
+            batch = batch or (key, v.shape[0])
+            columns.append(v)
+    return Trajectories(path, names, t, np.stack(columns, axis=1))
+
+
+def _read(f: h5py.File, path: Path, key: str) -> np.ndarray:
+    item = f.get(key)
+    if not isinstance(item, h5py.Dataset):
+        here = f.get(key.rsplit("/", 1)[0] or "/")
+        listed = sorted(here.keys()) if isinstance(here, h5py.Group) else []
+        hint = f" (found: {', '.join(listed)})" if listed else ""
+        raise DataError(path, key, f"no such dataset{hint}.{did_you_mean(key.rsplit('/', 1)[-1], listed)}".rstrip("."))
+    value = item[()]
+    if not np.issubdtype(np.asarray(value).dtype, np.number):
+        raise DataError(path, key, f"expected numbers, got {np.asarray(value).dtype}")
+    return np.asarray(value, dtype=np.float64)
+
+
+def save_trajectories(path: str | Path, data: Trajectories, *, model: str = "") -> Path:
+    """Write trajectories in the layout `load_trajectories` reads (atomically).
+
+    Example:
+        >>> save_trajectories("spiral.h5", Trajectories(None, ("y1", "y2"), t, values))
+    """
+    path = Path(path)
+    with atomic_h5(path) as f:
+        write_root_attrs(f, format=TRAJECTORIES_FORMAT, model=model, config="")
+        f.create_dataset("time", data=np.asarray(data.time))
+        group = f.create_group("observables")
+        for i, name in enumerate(data.names):
+            group.create_dataset(name, data=np.asarray(data.values[:, i, :]))
+    return path
+
+
+def simulate_states(
+    model: OdeModel,
+    params: PyTree,
+    t: Float[Array, " T"],
+    y0: Float[Array, "B n"],
+    solver: OdeSolver | None = None,
+) -> Float[Array, "B n T"]:
+    """The model's state trajectories [B, n, T] from initial states y0 [B, n], saved at t.
+
+    Pure and traceable; the B solves are batched with `jax.vmap`.
+    """
+
+    def one(y):
+        traj = sim.simulate(model, params, t, initial=y, solver=solver)
+        return jnp.stack([traj.observables[name] for name in model.state_names])
+
+    return jax.vmap(one)(jnp.asarray(y0, dtype=float))
+
+
+def trajectory_mse(model: OdeModel, params: PyTree, data: Trajectories, solver: OdeSolver | None = None) -> float:
+    """Mean squared error of whole trajectories, each solved from its first observed state
+    over all of `data.time` (a held-out score: no window restarts from the data)."""
+    _check_names(model, data)
+    pred = simulate_states(model, params, jnp.asarray(data.time), jnp.asarray(data.initial()), solver)
+    return float(jnp.mean((pred - jnp.asarray(data.values)) ** 2))
+
+
+def _check_names(model: OdeModel, data: Trajectories) -> None:
+    if tuple(data.names) != tuple(model.state_names):
+        raise ValueError(
+            f"the data's components {data.names} are not the state of model {model.name!r} "
+            f"{tuple(model.state_names)}; load them with load_trajectories(path, model.state_names)"
+        )
+
+
+class TrainState(eqx.Module):
+    """What changes from one training step to the next.
+
+    Attributes:
+        params: all model parameters (free and fixed).
+        opt_state: the optimiser's state for the free parameters.
+        key: PRNG key for the next minibatch.
+        step: steps taken.
+    """
+
+    params: PyTree
+    opt_state: PyTree
+    key: PRNGKeyArray
+    step: Int[Array, ""]
+
+
+class Trainer(eqx.Module):
+    """A training strategy: which windows, which loss, which optimiser (`init`, `step`).
+
+    Each step draws `batch_size` windows of `window` consecutive save points (a random
+    trajectory and start), solves the model from each window's first observed state
+    (vmapped), and takes one optimiser step on the mean squared error over the window's
+    states, with gradients through the solver (its `adjoint`).
+
+    Arguments:
+        model: an `OdeModel` (neural, hybrid or classic).
+        optimizer: an optax transformation (default `optax.adam(1e-2)`).
+        solver: the `OdeSolver` (default tsit5, rtol 1e-6, atol 1e-8).
+        window: save points per window (>= 2).
+        batch_size: windows per step.
+        free: top-level parameter names to train (default: all); the others stay fixed.
+
+    Example:
+        >>> trainer = Trainer(model, optax.adam(1e-2), window=10, batch_size=16)
+        >>> state = trainer.init(params, jax.random.key(0))
+        >>> state, loss = trainer.step(state, time, values)
+    """
+
+    model: OdeModel
+    optimizer: optax.GradientTransformation = eqx.field(static=True)
+    solver: OdeSolver
+    window: int = eqx.field(static=True)
+    batch_size: int = eqx.field(static=True)
+    free: tuple[str, ...] | None = eqx.field(static=True)
+
+    def __init__(
+        self,
+        model: OdeModel,
+        optimizer: optax.GradientTransformation | None = None,
+        *,
+        solver: OdeSolver | None = None,
+        window: int = 10,
+        batch_size: int = 16,
+        free: Sequence[str] | None = None,
+    ):
+        if not isinstance(model, OdeModel):
+            raise TypeError(f"training needs an OdeModel, got {type(model).__name__}")
+        if isinstance(window, bool) or not isinstance(window, int) or window < 2:
+            raise ValueError(f"window must be an integer >= 2 (save points per segment), got {window!r}")
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+        if free is not None:
+            free = tuple(free)
+            for name in free:
+                if name not in model.parameter_names:
+                    raise ValueError(
+                        f"free: model {model.name!r} has no parameter {name!r} "
+                        f"(parameters: {', '.join(model.parameter_names)}).{did_you_mean(name, model.parameter_names)}"
+                    )
+            if not free:
+                raise ValueError("free is empty: name at least one parameter to train")
+        self.model = model
+        self.optimizer = optax.adam(1e-2) if optimizer is None else optimizer
+        self.solver = OdeSolver() if solver is None else solver
+        self.window = window
+        self.batch_size = batch_size
+        self.free = free
+
+    def _split(self, params: dict) -> tuple[dict, dict]:
+        names = self.free if self.free is not None else tuple(params)
+        return {k: params[k] for k in names}, {k: v for k, v in params.items() if k not in names}
+
+    def init(self, params: PyTree | None, key: PRNGKeyArray) -> TrainState:
+        """The state before the first step (missing parameters take the model's defaults)."""
+        params = jax.tree.map(lambda x: jnp.asarray(x, dtype=float), sim.complete_params(self.model, params))
+        free, _ = self._split(params)
+        return TrainState(params, self.optimizer.init(free), key, jnp.zeros((), dtype=int))
+
+    def loss(
+        self,
+        params: PyTree,
+        time: Float[Array, " T"],
+        values: Float[Array, "B n T"],
+        key: PRNGKeyArray,
+    ) -> Float[Array, ""]:
+        """Mean squared error over one random minibatch of windows."""
+        n_traj, _, n_time = values.shape
+        if n_time < self.window:
+            raise ValueError(f"window = {self.window} save points but the data have only {n_time}")
+        k_traj, k_start = jax.random.split(key)
+        which = jax.random.randint(k_traj, (self.batch_size,), 0, n_traj)
+        starts = jax.random.randint(k_start, (self.batch_size,), 0, n_time - self.window + 1)
+
+        def one(b, s):
+            ts = jax.lax.dynamic_slice_in_dim(time, s, self.window)
+            target = jax.lax.dynamic_slice_in_dim(values[b], s, self.window, axis=1)
+            traj = sim.simulate(self.model, params, ts, initial=target[:, 0], solver=self.solver)
+            pred = jnp.stack([traj.observables[name] for name in self.model.state_names])
+            return jnp.mean((pred - target) ** 2)
+
+        return jnp.mean(jax.vmap(one)(which, starts))
+
+    @eqx.filter_jit
+    def step(
+        self,
+        state: TrainState,
+        time: Float[Array, " T"],
+        values: Float[Array, "B n T"],
+    ) -> tuple[TrainState, Float[Array, ""]]:
+        """One optimiser step on a fresh minibatch; returns the new state and the loss
+        of the minibatch at the parameters before the step."""
+        key, sub = jax.random.split(state.key)
+        free, fixed = self._split(state.params)
+
+        def loss(f):
+            return self.loss({**fixed, **f}, time, values, sub)
+
+        value, grads = jax.value_and_grad(loss)(free)
+        updates, opt_state = self.optimizer.update(grads, state.opt_state, free)
+        free = optax.apply_updates(free, updates)
+        return TrainState({**fixed, **free}, opt_state, key, state.step + 1), value
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainResult:
+    """What `train` returns.
+
+    Attributes:
+        model: the trained model (its static description).
+        params: the trained parameters.
+        loss_history: minibatch loss at each step [steps].
+        seconds: wall time of the training loop (including the first compilation).
+    """
+
+    model: OdeModel
+    params: PyTree
+    loss_history: np.ndarray
+    seconds: float
+
+    def save(self, path: str | Path) -> Path:
+        """Write the trained model (`save_trained`)."""
+        return save_trained(path, self.model, self.params, loss_history=self.loss_history)
+
+
+def train(
+    model: OdeModel,
+    params: PyTree | None,
+    data: Trajectories,
+    *,
+    steps: int = 500,
+    optimizer: optax.GradientTransformation | None = None,
+    solver: OdeSolver | None = None,
+    window: int = 10,
+    batch_size: int = 16,
+    free: Sequence[str] | None = None,
+    seed: int = 0,
+    progress: bool = False,
+) -> TrainResult:
+    """Fit `model`'s parameters to trajectories with minibatches of windows.
+
+    Arguments:
+        model: an `OdeModel`; `data` must hold every state component.
+        params: initial parameters (None or missing ones: the model's defaults, for a
+            neural model random weights).
+        data: trajectories (`load_trajectories(path, model.state_names)`).
+        steps: optimiser steps.
+        optimizer, solver, window, batch_size, free: see `Trainer`.
+        seed: seed of the minibatch draws.
+        progress: show a progress bar on a terminal.
+
+    Returns:
+        A `TrainResult` (trained params and the loss per step).
+
+    Raises:
+        ValueError: data whose components are not the model's state, too few save
+            points for a window, an unknown free parameter.
+
+    Example:
+        >>> model = NeuralOde(features="cubic")
+        >>> data = load_trajectories("spiral.h5", model.state_names)
+        >>> result = train(model, None, data, steps=500, window=10, batch_size=20)
+        >>> result.save("spiral_trained.h5")
+    """
+    _check_names(model, data)
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
+        raise ValueError(f"steps must be an integer >= 0, got {steps!r}")
+    if len(data.time) < window:
+        raise ValueError(f"window = {window} save points but the data have only {len(data.time)}")
+    trainer = Trainer(model, optimizer, solver=solver, window=window, batch_size=batch_size, free=free)
+    state = trainer.init(params, jax.random.key(seed))
+    time = jnp.asarray(data.time, dtype=float)
+    values = jnp.asarray(data.values, dtype=float)
+    losses = []
+    start = _time.perf_counter()
+    with Progress(enabled=progress, description="train") as bar:
+        bar.start(steps)
+        for _ in range(steps):
+            state, loss = trainer.step(state, time, values)
+            losses.append(loss)
+            bar.advance()
+    history = np.asarray(jnp.stack(losses)) if losses else np.zeros(0)
+    jax.block_until_ready(state.params)
+    return TrainResult(model, state.params, history, _time.perf_counter() - start)
+
+
+def _options(model: OdeModel) -> dict[str, Any]:
+    out = {}
+    for name in model_options(type(model)):
+        value = getattr(model, name)
+        out[name] = list(value) if isinstance(value, tuple) else value
+    return out
+
+
+def save_trained(
+    path: str | Path,
+    model: OdeModel,
+    params: PyTree,
+    *,
+    loss_history: np.ndarray | None = None,
+) -> Path:
+    """Write a trained model: its registry name and static options, and its parameters
+    (`equinox.tree_serialise_leaves`), atomically (layout in this module's docstring).
+
+    Raises:
+        ValueError: a model that is not registered (`sim.register_model`), or params
+            whose structure is not the model's.
+
+    Example:
+        >>> save_trained("spiral_trained.h5", model, params)
+        >>> model, params = load_trained("spiral_trained.h5")
+    """
+    path = Path(path)
+    if sim.model_class(model.name) is not type(model):
+        raise ValueError(f"model {model.name!r} is not the registered class; register it with sim.register_model")
+    params = sim.complete_params(model, params)
+    like = model.default_params()
+    if jax.tree.structure(like) != jax.tree.structure(params):
+        raise ValueError(f"params do not have the structure of {model.name!r}'s parameters ({jax.tree.structure(like)})")
+    buffer = io.BytesIO()
+    eqx.tree_serialise_leaves(buffer, params)
+    options = _options(model)
+    with atomic_h5(path) as f:
+        write_root_attrs(f, format=TRAINED_FORMAT, model=model.name, config="")
+        f.attrs["model_options"] = json.dumps(options)
+        f.create_dataset("params", data=np.frombuffer(buffer.getvalue(), dtype=np.uint8))
+        f.create_dataset("param_names", data=np.array(list(params), dtype=h5py.string_dtype()))
+        if loss_history is not None:
+            f.create_dataset("loss_history", data=np.asarray(loss_history, dtype=float))
+    return path
+
+
+def load_trained(path: str | Path) -> tuple[OdeModel, PyTree]:
+    """Read a model written by `save_trained`: the model rebuilt from its name and
+    options, and its parameters, bit for bit.
+
+    Raises:
+        DataError: a missing or unreadable file, a file of another format, an unknown
+            model or option, or parameters that do not fit the model.
+    """
+    path = Path(path)
+    if path.is_dir():
+        raise DataError(path, "", "is a folder; expected a trained-model HDF5 file")
+    if not path.exists():
+        raise DataError(path, "", "no such file; expected a trained-model HDF5 file")
+    try:
+        f = h5py.File(path, "r")
+    except OSError:
+        raise DataError(path, "", "not a readable HDF5 file") from None
+    with f:
+        fmt = f.attrs.get("format", "")
+        fmt = fmt.decode() if isinstance(fmt, bytes) else str(fmt)
+        if fmt != TRAINED_FORMAT:
+            raise DataError(path, "format", f"expected a {TRAINED_FORMAT!r} file (written by save_trained), got format {fmt!r}")
+        name = str(f.attrs.get("model", ""))
+        try:
+            options = json.loads(f.attrs.get("model_options", "{}"))
+            model = sim.get_model(name, **options)
+        except (ValueError, TypeError) as e:
+            raise DataError(path, "model_options", str(e)) from None
+        if "params" not in f:
+            raise DataError(path, "params", "no such dataset (the serialised parameters)")
+        raw = np.asarray(f["params"][()], dtype=np.uint8).tobytes()
+    like = model.default_params()
+    try:
+        params = eqx.tree_deserialise_leaves(io.BytesIO(raw), like)
+    except Exception as e:  # a truncated or foreign byte stream
+        raise DataError(path, "params", f"parameters do not fit model {name!r} with these options ({e})") from None
+    return model, params
+
