@@ -25,6 +25,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from physics import Model
+from physics.md import ParticleModel
 from solvers import MethodOfLines, OdeSolver
 
 from ._config import Config
@@ -201,10 +202,16 @@ def prepare(config: Config) -> Prepared:
     """
     section = sweep_section(config)
     model = build_model(config)
+    if isinstance(model, ParticleModel):
+        raise config.error(
+            "model.name",
+            f"model {model.name!r} is a particle model, which cannot be swept: its neighbour lists are sized and "
+            "regrown between compiled chunks, outside a vmapped batch; run each point with `sim run --set`",
+        )
     if setup_family.dispatch(type(model)) is setup_family.dispatch(Model):
         raise config.error(
             "model.name",
-            f"model {model.name!r} ({_family(model)}) cannot be swept: its family has no batched set-up from a config",
+            f"model {model.name!r} ({_family(model)}) cannot be swept: its family has no set-up from a config",
         )
     s = setup_family(model, config)
     plan = plan_sweep(config, section, s.params, s.initial, model)

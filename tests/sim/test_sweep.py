@@ -2,6 +2,7 @@
 layout, save modes, seeded sampling designs, and bad specs as one line with exit 2."""
 
 import os
+from typing import ClassVar
 
 import h5py
 import jax.numpy as jnp
@@ -9,6 +10,8 @@ import numpy as np
 import pytest
 
 import sim
+import sim._sweep
+from physics._base import Model, Parameter
 from sim._sweep import prepare
 from sim.cli import main
 from solvers import OdeSolver
@@ -239,6 +242,25 @@ def test_bad_sweep_one_line_exit_2_nothing_written(case, tmp_cwd, capsys):
     assert fragment in lines[0]
     assert "c.toml" in lines[0] or extra[0] in lines[0]
     assert sorted(os.listdir(tmp_cwd)) == before
+
+
+class Bare(Model):
+    """A model of a family that has no set-up from a config."""
+
+    name: ClassVar[str] = "bare"
+    description: ClassVar[str] = "no family set-up"
+    parameters: ClassVar[tuple[Parameter, ...]] = (Parameter("k", 1.0, "1", "a rate", "positive"),)
+
+    @property
+    def observable_names(self) -> tuple[str, ...]:
+        return ("x",)
+
+
+def test_a_family_without_set_up_cannot_be_swept(tmp_path, monkeypatch):
+    monkeypatch.setattr(sim._sweep, "build_model", lambda config: Bare())
+    text = '[model]\nname = "bare"\n[sweep.params]\nk = { values = [1.0, 2.0] }\n'
+    with pytest.raises(sim.ConfigError, match=r"model.name: model 'bare' \(Model\) cannot be swept"):
+        prepare(config(text, tmp_path))
 
 
 def test_unfinished_sweep_needs_resume_and_the_same_config(tmp_cwd, capsys):
