@@ -77,26 +77,43 @@ def _shell_volume(edges, dim: int):
 
 
 def mean_squared_displacement(positions: Float[Array, "T n dim"]) -> Float[Array, " T"]:
-    """MSD(t) = <|r_i(t) - r_i(0)|^2>, averaged over particles and time origins.
+    """MSD(t) = <|r_i(t) - r_i(0)|^2>, averaged over particles and all time origins.
+
+    Uses the FFT form MSD(m) = S1(m) - 2 S2(m) (Calandrini et al., Collection SFN 12, 201
+    (2011)): S1 from cumulative sums of |r|^2, S2 the positional autocorrelation. O(T log T).
 
     Arguments:
-        positions: unwrapped positions at equally spaced times [T, n, dim] (the positions
-            of a trajectory are never wrapped into the box, so they can be used directly).
+        positions: unwrapped positions at equally spaced times [T, n, dim] (trajectory
+            positions are never wrapped into the box, so they can be used directly).
 
     Returns:
         MSD at lags 0 .. T-1 [T].
     """
     t = positions.shape[0]
-    return jnp.stack(
-        [jnp.mean(jnp.sum((positions[lag:] - positions[: t - lag]) ** 2, axis=-1)) for lag in range(t)]
-    )
+    x = positions - positions[0]
+    d = jnp.sum(x * x, axis=-1)  # [T, n]
+    c = jnp.concatenate([jnp.zeros_like(d[:1]), jnp.cumsum(d, axis=0)], axis=0)
+    lags = jnp.arange(t)
+    counts = (t - lags).astype(positions.dtype)
+    s1 = (c[t - lags] + c[t] - c[lags]) / counts[:, None]
+    s2 = jnp.sum(_autocorrelation(x), axis=-1) / counts[:, None]
+    return jnp.mean(s1 - 2.0 * s2, axis=1)
+
+
+def _autocorrelation(x: Float[Array, "T ..."]) -> Float[Array, "T ..."]:
+    """sum_t x(t) x(t + m) for every lag m, per trailing index (zero-padded FFT)."""
+    t = x.shape[0]
+    size = 1 << (2 * t - 1).bit_length()
+    f = jnp.fft.rfft(x, n=size, axis=0)
+    return jnp.fft.irfft(f * jnp.conj(f), n=size, axis=0)[:t]
 
 
 def velocity_autocorrelation(velocities: Float[Array, "T n dim"], *, normalize: bool = False) -> Float[Array, " T"]:
     """VACF(t) = <v_i(t) . v_i(0)>, averaged over particles and time origins [T]
     (divided by its value at lag 0 when `normalize`)."""
     t = velocities.shape[0]
-    c = jnp.stack([jnp.mean(jnp.sum(velocities[lag:] * velocities[: t - lag], axis=-1)) for lag in range(t)])
+    counts = (t - jnp.arange(t)).astype(velocities.dtype)
+    c = jnp.mean(jnp.sum(_autocorrelation(velocities), axis=-1), axis=1) / counts
     return c / c[0] if normalize else c
 
 

@@ -349,7 +349,7 @@ class BeadSpring(PairModel):
             raise ValueError("bead_spring needs bonds: start from physics.md.chains(...) or a system with bonds")
 
 
-def harmonic_bond_energy(system: System, k: Array, length: Array) -> Scalar:
+def harmonic_bond_energy(system: System, k: Array | float, length: Array | float) -> Scalar:
     """Sum over `system.bonds` of (1/2) k (r - length)^2 (0 without bonds)."""
     if system.bonds is None:
         return jnp.zeros((), system.position.dtype)

@@ -9,7 +9,7 @@ import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from ._types import Edges, Positions, Scalar
+from ._types import Edges, Positions, Scalar, ScalarLike
 
 
 class Space(eqx.Module):
@@ -40,7 +40,7 @@ class Space(eqx.Module):
         """Volume (area in 2-D); NaN in free space."""
 
     @abc.abstractmethod
-    def scaled(self, factor: Scalar) -> Space:
+    def scaled(self, factor: ScalarLike) -> Space:
         """The space with every length multiplied by `factor`."""
 
     def wrap(self, position: Positions) -> Positions:

@@ -12,3 +12,4 @@ Edges = Float[Array, " dim"]
 NeighbourIndex = Int[Array, "n k"]
 """Dense neighbour ids, row i listing the particles near i, padded with n."""
 Scalar = Float[Array, ""]
+ScalarLike = Float[Array, ""] | float

@@ -11,7 +11,7 @@ from jaxtyping import Array, PyTree
 from .._base import Model
 from ._observables import kinetic_energy, pressure
 from ._space import Periodic, Space
-from ._types import Bonds, Forces, Masses, NeighbourIndex, Positions, Scalar, Species, Velocities
+from ._types import Bonds, Forces, Masses, NeighbourIndex, Positions, Scalar, ScalarLike, Species, Velocities
 
 
 OBSERVABLES = ("potential_energy", "kinetic_energy", "total_energy", "temperature", "pressure")
@@ -62,7 +62,7 @@ class System(eqx.Module):
         velocity = self.velocity if velocity is None else velocity
         return System(position, velocity, self.mass, self.species, self.space, self.bonds)
 
-    def scaled(self, factor: Scalar) -> System:
+    def scaled(self, factor: ScalarLike) -> System:
         """Positions and box lengths multiplied by `factor` (for the virial)."""
         return System(self.position * factor, self.velocity, self.mass, self.species, self.space.scaled(factor), self.bonds)
 

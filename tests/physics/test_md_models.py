@@ -1,0 +1,221 @@
+"""Particle models: forces are minus the energy gradient, neighbour lists change nothing,
+tail corrections and virial agree with direct integration and differentiation,
+starting states and observables do what they say."""
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import scipy.integrate
+
+from physics import md
+from solvers import NeighbourList
+
+MODELS = {
+    "lennard_jones": (md.LennardJones(cutoff=2.5, shift=True, tail_correction=True), {}),
+    "lennard_jones_truncated": (md.LennardJones(cutoff=2.2), {}),
+    "wca": (md.Wca(), {}),
+    "morse": (md.Morse(cutoff=2.0, shift=True), {"alpha": 3.0}),
+    "soft_sphere": (md.SoftSphere(), {"sigma": 1.2}),
+}
+
+
+def liquid(n_cells=3, density=0.8, seed=0):
+    system = md.lattice("fcc", n_cells, density)
+    jitter = jax.random.normal(jax.random.key(seed), system.position.shape) * 0.08
+    return md.thermalize(system.at(system.position + jitter), jax.random.key(seed + 1), 1.0)
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_forces_are_minus_the_energy_gradient(name):
+    model, extra = MODELS[name]
+    params = {**model.default_params(), **{k: jnp.asarray(v) for k, v in extra.items()}}
+    system = liquid()
+    forces = model.forces(system, params)
+    grad = jax.grad(lambda r: model.energy(system.at(r), params))(system.position)
+    np.testing.assert_allclose(np.asarray(forces), -np.asarray(grad), atol=1e-10, rtol=1e-10)
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_neighbour_list_gives_the_all_pairs_forces(name):
+    model, extra = MODELS[name]
+    params = {**model.default_params(), **{k: jnp.asarray(v) for k, v in extra.items()}}
+    system = liquid(n_cells=4, density=0.85)
+    box = system.space.box
+    nl = NeighbourList.allocate(system.position, box, model.cutoff, 0.3)
+    index = nl.build(system.position, box).index
+    f_list, f_all = model.forces(system, params, index), model.forces(system, params, None)
+    assert float(jnp.max(jnp.abs(f_list - f_all))) < 1e-12
+    assert abs(float(model.energy(system, params, index) - model.energy(system, params))) < 1e-11
+    assert abs(float(model.virial(system, params, index) - model.virial(system, params))) < 1e-10
+
+
+def test_virial_is_the_volume_derivative_of_the_energy():
+    # W = -dU/d(lambda) under r -> lambda r, L -> lambda L; compare the fused pair-pass
+    # virial with a central finite difference of the energy.
+    model = md.LennardJones(cutoff=2.5, shift=True)
+    params = model.default_params()
+    system = liquid()
+    h = 1e-6
+    fd = -(model.interaction_energy(system.scaled(1 + h), params) - model.interaction_energy(system.scaled(1 - h), params)) / (2 * h)
+    assert float(model.virial(system, params)) == pytest.approx(float(fd), rel=1e-7)
+
+
+def test_lennard_jones_tail_correction_matches_the_integral():
+    # E_tail / N = 2 pi rho int_rc^inf phi(r) r^2 dr, P_tail = -(2 pi / 3) rho^2 int r^3 phi'(r) dr
+    model = md.LennardJones(cutoff=2.5, tail_correction=True)
+    params = {"epsilon": jnp.asarray(1.3), "sigma": jnp.asarray(0.9)}
+    system = md.lattice("fcc", 4, 0.7)
+    n, rho = system.n, 0.7
+    eps, sig = 1.3, 0.9
+
+    def phi(r):
+        return 4 * eps * ((sig / r) ** 12 - (sig / r) ** 6)
+
+    def dphi(r):
+        return 4 * eps * (-12 * sig**12 / r**13 + 6 * sig**6 / r**7)
+
+    e_int = scipy.integrate.quad(lambda r: phi(r) * r * r, 2.5, np.inf)[0]
+    p_int = scipy.integrate.quad(lambda r: r**3 * dphi(r), 2.5, np.inf)[0]
+    assert float(model.tail_energy(system, params)) / n == pytest.approx(2 * math.pi * rho * e_int, rel=1e-6)
+    assert float(model.tail_pressure(system, params)) == pytest.approx(-2 * math.pi / 3 * rho**2 * p_int, rel=1e-6)
+
+
+def test_two_species_use_per_pair_parameters():
+    model = md.LennardJones(cutoff=2.5, n_species=2)
+    system = liquid()
+    species = jnp.asarray(np.arange(system.n) % 2, jnp.int32)
+    system = md.System(system.position, system.velocity, system.mass, species, system.space)
+    eps = jnp.array([[1.0, 1.5], [1.5, 0.5]])
+    sig = jnp.array([[1.0, 0.8], [0.8, 0.88]])
+    params = {"epsilon": eps, "sigma": sig}
+    # brute force over pairs
+    r = np.asarray(system.position)
+    box = np.asarray(system.space.box)
+    s = np.asarray(species)
+    total = 0.0
+    for i in range(system.n):
+        dr = r[i] - r[i + 1 :]
+        dr -= box * np.round(dr / box)
+        d = np.linalg.norm(dr, axis=1)
+        e, g = np.asarray(eps)[s[i], s[i + 1 :]], np.asarray(sig)[s[i], s[i + 1 :]]
+        total += np.sum(np.where(d < 2.5, 4 * e * ((g / d) ** 12 - (g / d) ** 6), 0.0))
+    assert float(model.energy(system, params)) == pytest.approx(total, rel=1e-12)
+    forces = model.forces(system, params)
+    grad = jax.grad(lambda x: model.energy(system.at(x), params))(system.position)
+    np.testing.assert_allclose(np.asarray(forces), -np.asarray(grad), atol=1e-10)
+    with pytest.raises(ValueError, match="symmetric"):
+        model.check_params(system, {"epsilon": jnp.array([[1.0, 2.0], [1.0, 1.0]]), "sigma": sig})
+    with pytest.raises(ValueError, match=r"\[2, 2\] matrix"):
+        model.check_params(system, {"epsilon": jnp.ones((3, 3)), "sigma": sig})
+
+
+def test_bead_spring_bonds_are_harmonic():
+    system = md.chains(jax.random.key(0), 4, 10, density=0.3)
+    assert system.bonds.shape == (36, 2)
+    model = md.BeadSpring()
+    params = {**model.default_params(), "bond_length": jnp.asarray(0.97)}
+    r = np.asarray(system.position)
+    box = np.asarray(system.space.box)
+    b = np.asarray(system.bonds)
+    dr = r[b[:, 0]] - r[b[:, 1]]
+    dr -= box * np.round(dr / box)
+    expected = 0.5 * 100.0 * np.sum((np.linalg.norm(dr, axis=1) - 0.97) ** 2)
+    assert float(md.harmonic_bond_energy(system, 100.0, 0.97)) == pytest.approx(expected, rel=1e-12)
+    forces = model.forces(system, params)
+    grad = jax.grad(lambda x: model.energy(system.at(x), params))(system.position)
+    np.testing.assert_allclose(np.asarray(forces), -np.asarray(grad), atol=1e-9)
+
+
+def test_wca_range_must_fit_in_the_cutoff():
+    with pytest.raises(ValueError, match="raise the model option cutoff"):
+        md.Wca(cutoff=1.2).check_params(md.lattice("fcc", 3, 0.5), {"epsilon": jnp.asarray(1.0), "sigma": jnp.asarray(1.2)})
+
+
+@pytest.mark.parametrize("kind, per_cell", [("fcc", 4), ("bcc", 2), ("sc", 1)])
+def test_lattices_have_the_density_and_nearest_neighbour_distance(kind, per_cell):
+    system = md.lattice(kind, 3, 0.9)
+    assert system.n == per_cell * 27
+    assert system.n / float(system.space.volume()) == pytest.approx(0.9)
+    a = (per_cell / 0.9) ** (1 / 3)
+    r = np.asarray(system.position)
+    box = np.asarray(system.space.box)
+    dr = r[0] - r[1:]
+    dr -= box * np.round(dr / box)
+    nearest = {"fcc": a / math.sqrt(2), "bcc": a * math.sqrt(3) / 2, "sc": a}[kind]
+    assert np.min(np.linalg.norm(dr, axis=1)) == pytest.approx(nearest)
+
+
+def test_unknown_lattice_suggests_a_name():
+    with pytest.raises(ValueError, match="Perhaps you meant 'fcc'"):
+        md.lattice("fc", 3, 0.8)
+
+
+def test_maxwell_boltzmann_has_zero_momentum_and_the_temperature():
+    mass = jnp.asarray(np.random.default_rng(0).uniform(1, 3, 500))
+    v = md.maxwell_boltzmann(jax.random.key(3), mass, 1.7)
+    np.testing.assert_allclose(np.asarray(jnp.sum(mass[:, None] * v, axis=0)), 0.0, atol=1e-12)
+    assert float(md.temperature(v, mass, 3 * 499)) == pytest.approx(1.7, rel=1e-12)
+    # the unscaled draw is Maxwellian: per-component m v^2 averages kT
+    raw = md.maxwell_boltzmann(jax.random.key(4), jnp.ones(20000), 1.7, exact=False)
+    assert float(jnp.mean(raw**2)) == pytest.approx(1.7, rel=0.02)
+    with pytest.raises(ValueError, match="temperature must be >= 0"):
+        md.maxwell_boltzmann(jax.random.key(0), mass, -1.0)
+
+
+def test_random_packing_keeps_the_minimum_distance():
+    system = md.random_packing(jax.random.key(0), 200, 0.5, min_distance=0.9)
+    r = np.asarray(system.position)
+    box = np.asarray(system.space.box)
+    dr = r[:, None] - r[None]
+    dr -= box * np.round(dr / box)
+    d = np.linalg.norm(dr, axis=-1) + np.eye(200) * 10
+    assert d.min() >= 0.9
+    with pytest.raises(ValueError, match="lower the density"):
+        md.random_packing(jax.random.key(0), 200, 1.6, min_distance=1.0, tries=8)
+
+
+def test_radial_distribution_of_an_ideal_gas_is_one():
+    rng = np.random.default_rng(0)
+    frames = jnp.asarray(rng.uniform(0, 10, (20, 400, 3)))
+    r, g = md.radial_distribution(frames, md.Periodic(jnp.full(3, 10.0)), bins=20)
+    assert float(r[-1]) < 5.0
+    np.testing.assert_allclose(np.asarray(g[4:]), 1.0, atol=0.08)
+
+
+def test_msd_vacf_and_diffusion_of_a_random_walk():
+    # Brownian steps of variance 2 D dt per component: MSD = 6 D t, D recovered both ways
+    rng = np.random.default_rng(0)
+    d_true, dt = 0.3, 0.1
+    v = rng.normal(scale=math.sqrt(2 * d_true / dt), size=(400, 300, 3))
+    x = np.cumsum(v * dt, axis=0)
+    msd = md.mean_squared_displacement(jnp.asarray(x[:100]))
+    assert abs(float(msd[0])) < 1e-9
+    assert float(md.diffusion_coefficient(msd, dt)) == pytest.approx(d_true, rel=0.05)
+    vacf = md.velocity_autocorrelation(jnp.asarray(v[:50]))
+    # white-noise velocities: the Green-Kubo integral is C(0) dt / 2 / 3
+    assert float(md.green_kubo_diffusion(vacf[:1], dt)) == 0.0
+    assert float(vacf[0]) == pytest.approx(3 * 2 * d_true / dt, rel=0.02)
+    assert abs(float(vacf[5])) < 0.05 * float(vacf[0])
+    assert float(md.velocity_autocorrelation(jnp.asarray(v[:50]), normalize=True)[0]) == pytest.approx(1.0, rel=1e-14)
+
+
+def test_h5md_start_round_trips(tmp_path):
+    import h5py
+
+    system = liquid()
+    path = tmp_path / "start.h5"
+    with h5py.File(path, "w") as f:
+        g = f.create_group("particles/all")
+        g["position/value"] = np.asarray(system.position)[None]
+        g["velocity/value"] = np.asarray(system.velocity)[None]
+        g.create_group("box").attrs["boundary"] = np.array([b"periodic"] * 3)
+        g["box/edges"] = np.asarray(system.space.box)
+    back = md.read_h5md(path)
+    np.testing.assert_array_equal(np.asarray(back.position), np.asarray(system.position))
+    np.testing.assert_array_equal(np.asarray(back.velocity), np.asarray(system.velocity))
+    np.testing.assert_array_equal(np.asarray(back.space.box), np.asarray(system.space.box))
+    with pytest.raises(ValueError, match="no such H5MD file"):
+        md.read_h5md(tmp_path / "missing.h5")
