@@ -11,7 +11,7 @@ import pytest
 
 import sim
 import sim._sweep
-from physics._base import Model, Parameter
+from physics import Model, Parameter
 from sim._sweep import prepare
 from sim.cli import main
 from solvers import OdeSolver
@@ -88,6 +88,7 @@ def test_file_equals_memory_and_has_the_sweep_layout(grid, tmp_path):
     out = tmp_path / "grid.h5"
     result = sim.sweep(cfg, out)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["grid.h5"]  # no partial left
+    assert result.config == memory.config
     for name in ("prey", "predator"):
         assert result.observables[name].tobytes() == memory.observables[name].tobytes()
     assert result.status.tobytes() == memory.status.tobytes()
@@ -107,6 +108,11 @@ def test_file_equals_memory_and_has_the_sweep_layout(grid, tmp_path):
     assert section["params"]["initial.predator"] == {"values": [-1.0, 2.0, 4.0]}
     assert stored.raw["solver"]["rtol"] == 1e-6
     assert sim.read(out).format == "simjax.sweep"
+    # a result held in memory saves to the same layout
+    memory.save_to(tmp_path / "saved.h5")
+    saved = sim.SweepResult.read(tmp_path / "saved.h5")
+    assert saved.observables["prey"].tobytes() == memory.observables["prey"].tobytes()
+    assert saved.swept == memory.swept and saved.grid_shape == (3, 3) and saved.config == result.config
 
 
 def test_xarray_view_unstacks_a_grid(grid):
