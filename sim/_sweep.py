@@ -3,8 +3,10 @@ sharded over the local devices, streamed chunk by chunk to one HDF5 file (resuma
 sent chunk by chunk as tasks to a Dask cluster.
 
 Every chunk has the same padded size, so one compiled program computes every chunk, in
-this process, in a resumed one or on a Dask worker, and a sweep gives the same numbers
-however it was split. A run whose solver fails or whose observables become non-finite
+this process, in a resumed one or on a Dask worker: on the same number of devices a sweep
+gives the same numbers, bit for bit, however its chunks were scheduled. (Split over
+another number of devices, each device's batch has another size, and XLA may round the
+last bits differently.) A run whose solver fails or whose observables become non-finite
 is flagged in `status` and its observables are NaN; the others are kept.
 """
 
@@ -15,7 +17,7 @@ import functools
 import math
 import sys
 import time as _time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import warnings
-from typing import Any, Literal
+from typing import Any
 
 import jax
 import numpy as np

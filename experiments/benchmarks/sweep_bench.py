@@ -9,7 +9,7 @@ atol 1e-8. The scipy loop is timed on an evenly spaced subset of the runs and sc
 Device scaling and memory are measured in fresh processes (XLA's host device count is
 fixed at start-up; peak RSS is per process).
 
-    python experiments/benchmarks/sweep_bench.py            # everything (a few minutes)
+    python experiments/benchmarks/sweep_bench.py            # everything (about five minutes)
     python experiments/benchmarks/sweep_bench.py --quick    # 1,024 runs, fewer repeats
 """
 
@@ -176,6 +176,11 @@ def main() -> None:
         print(f"scipy solve_ivp {method}: {per_run * 1e6:.0f} us/run on {subset} runs -> {total:.1f} s for {runs}; "
               f"simjax {total / timing['best']:.0f}x faster (steady state), {total / timing['first']:.1f}x "
               f"including compilation; max relative difference {error:.1e}", flush=True)
+
+    # chunk size: how many runs one vmapped batch holds (one device)
+    for chunk in (64, 128, 512):
+        t = time_sweep(write_config(folder, side, chunk), repeats)
+        print(f"chunk {chunk}: best {t['best']:.3f} s = {t['best'] / runs * 1e6:.1f} us/run", flush=True)
 
     # 1 vs 2 host devices, each in a fresh process with two host devices available
     scaling = {d: run_child(config, repeats, d, host_devices=2) for d in (1, 2)}

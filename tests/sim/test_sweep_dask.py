@@ -59,3 +59,16 @@ def test_dask_equals_local(cluster, tmp_path):
     assert list(np.flatnonzero(remote.status == 2)) == [2, 9]
     assert np.all(np.isfinite(remote.observables["prey"][remote.ok]))
     assert remote.observables["prey"].tobytes() == local.observables["prey"].tobytes()
+
+
+@pytest.mark.slow
+def test_cli_local_scheduler_starts_its_own_cluster(tmp_cwd, capsys):
+    from sim.cli import main
+
+    (tmp_cwd / "sweep.toml").write_text(CONFIG)
+    with pytest.raises(SystemExit) as info:
+        main(["sweep", "sweep.toml", "-o", "out.h5", "--scheduler", "local:2"])
+    err = capsys.readouterr().err
+    assert info.value.code == 0, err
+    assert "12 runs (10 ok, 2 failed)" in err
+    assert list(np.flatnonzero(sim.SweepResult.read("out.h5").status == 2)) == [2, 9]
