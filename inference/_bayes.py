@@ -112,11 +112,14 @@ class BayesModel:
             return dist.Normal(mean, sigma)
         return dist.Poisson(mean)
 
-    def __call__(self) -> None:
+    def __call__(self, observed: dict[str, jax.Array] | None = None) -> None:
+        """The NumPyro model. `observed` (name -> [T]) replaces the problem's data, so one
+        compiled sampler serves many data sets of the same shape."""
         x = self.sample_free()
         sigma = self.sample_sigma()
         pred = self.problem.predict(x)
-        for name, y in self.problem.observed.items():
+        observed = self.problem.observed if observed is None else observed
+        for name, y in observed.items():
             observed = jnp.isfinite(y)
             mean = pred[name]
             if self.noise in ("lognormal", "poisson"):
@@ -355,7 +358,7 @@ def infer(
     mcmc = MCMC(kernel, num_warmup=section.warmup, num_samples=section.samples, num_chains=section.chains, chain_method=method, progress_bar=progress)
     key = jax.random.PRNGKey(section.seed)
     with jax.numpy_dtype_promotion("standard"):
-        mcmc.run(key, extra_fields=("diverging",))
+        mcmc.run(key, model.problem.observed, extra_fields=("diverging",))
     draws = mcmc.get_samples(group_by_chain=True)
     posterior = {k: np.asarray(v) for k, v in draws.items()}
     diverging = np.asarray(mcmc.get_extra_fields(group_by_chain=True)["diverging"])

@@ -25,7 +25,7 @@ _SPECS: dict[str, tuple[tuple[str, ...], dict[str, float], tuple[str, ...]]] = {
 DISTRIBUTIONS = tuple(_SPECS)
 
 
-def check_prior(config: Config, key: str, spec: Any) -> dict[str, float]:
+def check_prior(config: Config, key: str, spec: Any) -> dict[str, Any]:
     """Validate one prior table `{ dist = "...", ...arguments }`; returns its arguments."""
     if not isinstance(spec, dict):
         raise config.error(key, f"expected a table like {{ dist = \"normal\", loc = 0.0, scale = 1.0 }}, got {spec!r}")

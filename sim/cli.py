@@ -165,6 +165,47 @@ def fit(
 
 
 @app.command()
+def infer(
+    config: Annotated[Path, typer.Argument(help="TOML config with [data] and [infer] sections.")],
+    data: Annotated[Optional[Path], typer.Option("--data", help="HDF5 observations (replaces data.file).")] = None,
+    output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Output HDF5 posterior file.")] = None,
+    chains: Annotated[Optional[int], typer.Option("--chains", min=1, help="Number of chains.")] = None,
+    warmup: Annotated[Optional[int], typer.Option("--warmup", min=1, help="Warmup iterations per chain.")] = None,
+    samples: Annotated[Optional[int], typer.Option("--samples", min=1, help="Draws per chain.")] = None,
+    seed: Annotated[Optional[int], typer.Option("--seed", help="PRNG seed.")] = None,
+    init_from: Annotated[Optional[Path], typer.Option("--init-from", help="Start the chains at a fit file's estimates.")] = None,
+    arviz: Annotated[Optional[Path], typer.Option("--arviz", help="Also export ArviZ InferenceData (netCDF).")] = None,
+    set_: Sets = None,
+    quiet: Quiet = False,
+) -> None:
+    """Sample the posterior of free parameters and initial values with NumPyro NUTS."""
+    from inference import infer as infer_config
+
+    cfg = load_config(config, set_ or [])
+    path = check_output_path(output, "-o") if output is not None else check_output_path(Path(cfg.path.stem + "_posterior.h5"), "-o")
+    if arviz is not None:
+        check_output_path(arviz, "--arviz")
+        try:
+            import arviz as _  # noqa: F401
+        except ImportError:
+            raise InputError("--arviz", str(arviz), "needs the arviz package (pip install arviz)") from None
+    if init_from is not None and not init_from.is_file():
+        raise InputError("--init-from", str(init_from), "no such fit file")
+    start = time.perf_counter()
+    result = infer_config(cfg, data, chains=chains, warmup=warmup, samples=samples, seed=seed, init_from=init_from, progress=not quiet)
+    result.save(path)
+    if arviz is not None:
+        result.to_arviz().to_netcdf(str(arviz))
+    table = Table("quantity", "mean", "sd", "5%", "50%", "95%", "ess_bulk", "r_hat", box=None)
+    for name, row in result.summary.items():
+        table.add_row(name, *(f"{row[k]:.4g}" for k in ("mean", "sd", "5%", "50%", "95%")), f"{row['ess_bulk']:.0f}", f"{row['r_hat']:.3f}")
+    out.print(table)
+    out.print(f"divergences: {result.divergences}")
+    if not quiet:
+        print(f"wrote {path} in {time.perf_counter() - start:.1f} s", file=sys.stderr)
+
+
+@app.command()
 def info() -> None:
     """Versions, devices and precision."""
     import jax
