@@ -74,13 +74,15 @@ def reset_peak() -> None:
 
 def time_sweep(config_path: Path, repeats: int, devices: int | None = None) -> dict:
     """First call (trace + compile + run) and the best of `repeats` further calls, with
-    the peak RSS of the process over those calls (compiled code already resident)."""
+    the peak RSS of the process over those calls (compiled code already resident). Runs
+    what `sim sweep` runs: results go to the file, nothing is read back."""
     import sim
+    from sim._sweep import execute
 
     config = sim.load_config(config_path)
     out = config_path.with_suffix(".h5")
     start = time.perf_counter()
-    sim.sweep(config, out, devices=devices)
+    execute(config, out, devices=devices)
     first = time.perf_counter() - start
     first_peak = status_mb("VmHWM")
     base = status_mb("VmRSS")
@@ -89,13 +91,13 @@ def time_sweep(config_path: Path, repeats: int, devices: int | None = None) -> d
     for _ in range(repeats):
         out.unlink()
         start = time.perf_counter()
-        result = sim.sweep(config, out, devices=devices)
+        summary, _ = execute(config, out, devices=devices)
         times.append(time.perf_counter() - start)
     return {
         "first": first,
         "best": min(times) if times else first,
-        "runs": result.runs if times else None,
-        "failed": int(np.sum(result.status != 1)) if times else None,
+        "runs": summary.runs if times else None,
+        "failed": summary.failed if times else None,
         "base_rss_mb": base,
         "peak_rss_mb": status_mb("VmHWM"),
         "first_peak_rss_mb": first_peak,
