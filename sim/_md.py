@@ -345,7 +345,7 @@ def _(model: ParticleModel, params, t, initial, solver, key) -> Trajectory:
 _SYSTEM_KEYS = ("lattice", "cells", "density", "temperature", "seed", "file", "particles", "min_distance")
 _MD_METHODS = ("verlet", "langevin", "nose_hoover")
 _MD_SOLVER_KEYS = ("method", "temperature", "friction", "tau", "chain_length", "skin", "neighbour_list", "dtype")
-_MODEL_OPTION_PARAMS = ("cutoff", "shift", "tail_correction", "n_species")
+_MODEL_OPTION_PARAMS = ("cutoff", "shift", "force_shift", "tail_correction", "n_species")
 
 
 def _md_model(config: Config, model: ParticleModel) -> ParticleModel:
@@ -358,7 +358,7 @@ def _md_model(config: Config, model: ParticleModel) -> ParticleModel:
             if key not in allowed:
                 raise config.error(f"params.{key}", f"model {model.name!r} has no option {key!r} (options: {', '.join(allowed)})")
             value = config.spec.params[key]
-            kind = bool if key in ("shift", "tail_correction") else (int if key == "n_species" else float)
+            kind = bool if key in ("shift", "force_shift", "tail_correction") else (int if key == "n_species" else float)
             if kind is bool and not isinstance(value, bool):
                 raise config.error(f"params.{key}", f"expected true or false, got {value!r}")
             if kind is float:

@@ -114,8 +114,8 @@ class NeighbourList(eqx.Module):
 
     @staticmethod
     def allocate(
-        position: Positions,
-        box: Box | None,
+        position: Float[Array | np.ndarray, "n dim"],
+        box: Float[Array | np.ndarray, " dim"] | None,
         cutoff: float,
         skin: float = 0.3,
         *,

@@ -146,6 +146,10 @@ class LennardJones(PairModel):
     Arguments:
         cutoff: truncation distance (neighbour-list range).
         shift: subtract phi(cutoff) so the energy is continuous.
+        force_shift: also subtract (r - cutoff) phi'(cutoff), so that energy and force are
+            both continuous at the cutoff (the linear force-shifted potential of Toxvaerd
+            & Dyre, J. Chem. Phys. 134, 081102 (2011)); trajectories are then smooth in
+            the parameters, which gradients through long runs need.
         tail_correction: add the long-range corrections (3-D periodic systems).
         n_species: number of particle species; epsilon and sigma may then be
             [n_species, n_species] matrices.
@@ -157,6 +161,7 @@ class LennardJones(PairModel):
 
     cutoff: float = eqx.field(static=True, default=2.5)
     shift: bool = eqx.field(static=True, default=False)
+    force_shift: bool = eqx.field(static=True, default=False)
     tail_correction: bool = eqx.field(static=True, default=False)
     n_species: int = eqx.field(static=True, default=1)
 
@@ -169,9 +174,15 @@ class LennardJones(PairModel):
         _check_options(self)
 
     def pair_energy(self, r2, p):
-        e = _lj(r2, p["epsilon"], p["sigma"])
-        if self.shift:
-            e = e - _lj(jnp.asarray(self.cutoff**2, r2.dtype), p["epsilon"], p["sigma"])
+        eps, sig = p["epsilon"], p["sigma"]
+        e = _lj(r2, eps, sig)
+        rc = jnp.asarray(self.cutoff, r2.dtype)
+        if self.shift or self.force_shift:
+            e = e - _lj(rc * rc, eps, sig)
+        if self.force_shift:
+            s6 = (sig / rc) ** 6
+            slope = 4.0 * eps * (-12.0 * s6 * s6 + 6.0 * s6) / rc  # phi'(rc)
+            e = e - (jnp.sqrt(r2) - rc) * slope
         return e
 
     def _tail_sum(self, system: System, params: PyTree, nine: float) -> Array:

@@ -16,6 +16,7 @@ from solvers import NeighbourList
 MODELS = {
     "lennard_jones": (md.LennardJones(cutoff=2.5, shift=True, tail_correction=True), {}),
     "lennard_jones_truncated": (md.LennardJones(cutoff=2.2), {}),
+    "lennard_jones_force_shifted": (md.LennardJones(cutoff=2.5, force_shift=True), {}),
     "wca": (md.Wca(), {}),
     "morse": (md.Morse(cutoff=2.0, shift=True), {"alpha": 3.0}),
     "soft_sphere": (md.SoftSphere(), {"sigma": 1.2}),
@@ -219,3 +220,11 @@ def test_h5md_start_round_trips(tmp_path):
     np.testing.assert_array_equal(np.asarray(back.space.box), np.asarray(system.space.box))
     with pytest.raises(ValueError, match="no such H5MD file"):
         md.read_h5md(tmp_path / "missing.h5")
+
+
+def test_force_shifted_lennard_jones_is_continuous_at_the_cutoff():
+    model = md.LennardJones(cutoff=2.5, force_shift=True)
+    p = {"epsilon": jnp.asarray(1.2), "sigma": jnp.asarray(0.95)}
+    rc2 = jnp.asarray(2.5**2)
+    e, de = jax.jvp(lambda r2: model.pair_energy(r2, p), (rc2,), (jnp.asarray(1.0),))
+    assert abs(float(e)) < 1e-15 and abs(float(de)) < 1e-15

@@ -1,0 +1,144 @@
+"""`sim run` for MD configs: H5MD 1.1 output that MDAnalysis reads, one-line errors."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+
+import sim
+
+ROOT = Path(__file__).resolve().parents[2]
+
+SMALL = """
+[model]
+name = "lennard_jones"
+[params]
+cutoff = 2.5
+shift = true
+[system]
+lattice = "fcc"
+cells = 3
+density = 0.8
+temperature = 1.0
+seed = 3
+[time]
+dt = 0.005
+steps = 200
+save_every = 20
+[solver]
+method = "{method}"
+{extra}
+"""
+
+
+def write(tmp_path, method="verlet", extra="", text=None):
+    path = tmp_path / "md.toml"
+    path.write_text(text if text is not None else SMALL.format(method=method, extra=extra))
+    return path
+
+
+def test_run_writes_h5md_that_mdanalysis_reads(tmp_path):
+    import MDAnalysis as mda
+    from MDAnalysis.coordinates.H5MD import H5MDReader
+
+    result = sim.run(sim.load_config(write(tmp_path)))
+    out = result.save(tmp_path / "md.h5")
+    with h5py.File(out) as f:
+        assert list(f["h5md"].attrs["version"]) == [1, 1]
+        assert f.attrs["format"] == "simjax.run"
+        assert f["particles/all/position/value"].shape == (11, 108, 3)
+        assert list(f["particles/all/box"].attrs["boundary"]) == [b"periodic"] * 3
+        steps = f["observables/total_energy/step"][()]
+        energy = f["observables/total_energy/value"][()]
+    np.testing.assert_array_equal(steps, np.arange(0, 201, 20))
+    assert np.max(np.abs(energy - energy[0])) / abs(energy[0]) < 1e-3
+    reader = H5MDReader(str(out), convert_units=False)
+    assert reader.n_frames == 11 and reader.n_atoms == 108
+    u = mda.Universe.empty(108, trajectory=True)
+    u.load_new(str(out), format="H5MD", convert_units=False)
+    u.trajectory[5]
+    wrapped = result.observables["position"][5] % result.system.space.box
+    np.testing.assert_allclose(u.atoms.positions, wrapped, atol=1e-4)
+    edge = float(result.system.space.box[0])
+    np.testing.assert_allclose(u.dimensions, [edge, edge, edge, 90, 90, 90], rtol=1e-6)
+    np.testing.assert_allclose(u.trajectory.ts.data["total_energy"], energy[5])
+    assert u.trajectory.ts.time == pytest.approx(0.5)
+
+
+def test_run_starts_from_an_h5md_file(tmp_path):
+    first = sim.run(sim.load_config(write(tmp_path))).save(tmp_path / "first.h5")
+    text = SMALL.format(method="verlet", extra="").replace(
+        'lattice = "fcc"\ncells = 3\ndensity = 0.8\ntemperature = 1.0\n', 'file = "first.h5"\n'
+    )
+    second = sim.run(sim.load_config(write(tmp_path, text=text)))
+    with h5py.File(first) as f:
+        last = f["particles/all/position/value"][-1]
+    np.testing.assert_allclose(second.observables["position"][0] % second.system.space.box, last, atol=1e-9)
+
+
+def test_cli_runs_the_example_config_and_reports_bad_input(tmp_path):
+    env_cmd = [sys.executable, "-m", "sim.cli"]
+    out = tmp_path / "lj.h5"
+    ok = subprocess.run(
+        env_cmd + ["run", str(ROOT / "experiments/lj_fluid.toml"), "-o", str(out), "--quiet", "--set", "time.steps=200", "--set", "time.save_every=20"],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert ok.returncode == 0, ok.stderr
+    with h5py.File(out) as f:
+        assert f["particles/all/position/value"].shape == (11, 500, 3)
+    bad = subprocess.run(
+        env_cmd + ["run", str(ROOT / "experiments/lj_fluid.toml"), "-o", str(tmp_path / "bad.h5"), "--set", "solver.temperature=-1"],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert bad.returncode == 2
+    assert len(bad.stderr.strip().splitlines()) == 1
+    assert "solver.temperature" in bad.stderr and "positive" in bad.stderr
+    assert not (tmp_path / "bad.h5").exists()
+
+
+@pytest.mark.parametrize(
+    "edit, key, words",
+    [
+        (("lattice = \"fcc\"", "lattice = \"fcx\""), "system.lattice", "Perhaps you meant 'fcc'"),
+        (("cells = 3", "cells = 1"), "system", "twice the cutoff"),
+        (("temperature = 1.0", "temperature = -2.0"), "system.temperature", "non-negative"),
+        (("name = \"lennard_jones\"", "name = \"lenard_jones\""), "model.name", "Perhaps you meant 'lennard_jones'"),
+        (("save_every = 20", "save_every = 30"), "time.save_every", "must divide"),
+        (("method = \"verlet\"", "method = \"verlett\""), "solver.method", "Perhaps you meant 'verlet'"),
+        (("seed = 3", "seed = 3\nspecies = 2"), "system.species", "unknown key"),
+        (("shift = true", "shift = 1"), "params.shift", "true or false"),
+        (("density = 0.8", "density = 0.8\nfile = \"x.h5\""), "system.lattice", "either file"),
+    ],
+)
+def test_bad_md_configs_name_the_key(tmp_path, edit, key, words):
+    text = SMALL.format(method="verlet", extra="").replace(*edit)
+    with pytest.raises(sim.ConfigError) as info:
+        sim.run(sim.load_config(write(tmp_path, text=text)))
+    assert info.value.key == key, str(info.value)
+    assert words in str(info.value)
+
+
+def test_overlapping_atoms_in_a_start_file_are_refused(tmp_path):
+    first = sim.run(sim.load_config(write(tmp_path))).save(tmp_path / "first.h5")
+    with h5py.File(first, "a") as f:
+        value = f["particles/all/position/value"]
+        frame = value[-1]
+        frame[7] = frame[3] + 0.01
+        value[-1] = frame
+    text = SMALL.format(method="verlet", extra="").replace(
+        'lattice = "fcc"\ncells = 3\ndensity = 0.8\ntemperature = 1.0\n', 'file = "first.h5"\n'
+    )
+    with pytest.raises(sim.ConfigError, match="particles 3 and 7 overlap"):
+        sim.run(sim.load_config(write(tmp_path, text=text)))
+
+
+def test_thermostat_settings_are_checked(tmp_path):
+    with pytest.raises(sim.ConfigError, match="solver.temperature: required key is missing"):
+        sim.run(sim.load_config(write(tmp_path, "langevin")))
+    with pytest.raises(sim.ConfigError, match="solver.tau: is a Nose-Hoover setting"):
+        sim.run(sim.load_config(write(tmp_path, "langevin", "temperature = 1.0\ntau = 0.5")))
+    result = sim.run(sim.load_config(write(tmp_path, "nose_hoover", "temperature = 1.0\ntau = 0.5")))
+    assert "conserved_energy" in result.observables

@@ -1,0 +1,172 @@
+"""MD through `sim.simulate`: conservation, thermostats, a published state point,
+gradients through trajectories, overflow handled by the engine, bad input."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import sim
+from physics import md
+from solvers import LangevinBaoab, NoseHooverChain, ParticleSolver, VelocityVerlet
+
+
+def lj_liquid(cells=4, density=0.8442, temperature=0.8, seed=0):
+    return md.thermalize(md.lattice("fcc", cells, density), jax.random.key(seed), temperature)
+
+
+def relative_drift(total):
+    e = np.asarray(total)
+    return float(np.max(np.abs(e - e[0])) / abs(e[0]))
+
+
+def nve_drift(steps, cells):
+    model = md.LennardJones(cutoff=2.5, shift=True)
+    t = jnp.linspace(0.0, steps * 0.005, 51)
+    traj = sim.simulate(model, None, t, initial=lj_liquid(cells), solver=VelocityVerlet(dt=0.005))
+    assert int(traj.stats["result"]) == 0
+    return relative_drift(traj.observables["total_energy"]), traj
+
+
+def test_nve_energy_is_conserved_short():
+    drift, traj = nve_drift(2000, 4)
+    assert drift < 1e-4, drift
+    assert int(traj.stats["neighbour_builds"]) > 10  # the list was rebuilt along the way
+
+
+@pytest.mark.slow
+def test_nve_energy_drift_over_10000_steps():
+    drift, _ = nve_drift(10000, 6)  # 864 particles
+    assert drift < 1e-4, drift
+
+
+def test_neighbour_list_and_all_pairs_give_the_same_trajectory():
+    model = md.LennardJones(cutoff=2.5, shift=True)
+    system = lj_liquid(3, 0.8)
+    t = jnp.linspace(0.0, 0.5, 6)
+    with_list = sim.simulate(model, None, t, initial=system)
+    without = sim.simulate(model, None, t, initial=system, solver=ParticleSolver(VelocityVerlet(0.005), neighbour_list=False))
+    np.testing.assert_allclose(np.asarray(with_list.observables["position"]), np.asarray(without.observables["position"]), atol=1e-10)
+
+
+def test_overflow_is_handled_by_the_engine():
+    # start with room for 4 neighbours: the engine must grow the list and redo the chunk,
+    # giving exactly the run a large enough list gives
+    model = md.LennardJones(cutoff=2.5, shift=True)
+    system = lj_liquid(3, 0.8)
+    t = jnp.linspace(0.0, 1.0, 11)
+    small = sim.simulate(model, None, t, initial=system, solver=ParticleSolver(VelocityVerlet(0.005), capacity=4, chunk_steps=40))
+    roomy = sim.simulate(model, None, t, initial=system)
+    assert int(small.stats["result"]) == 0
+    assert int(small.stats["capacity"]) > 4
+    np.testing.assert_allclose(np.asarray(small.observables["total_energy"]), np.asarray(roomy.observables["total_energy"]), rtol=1e-12)
+
+
+def canonical_check(traj, dof, target):
+    skip = len(traj.time) // 4  # equilibration
+    temperature = np.asarray(traj.observables["temperature"])[skip:]
+    kinetic = np.asarray(traj.observables["kinetic_energy"])[skip:]
+    mean, err = md.block_average(temperature, 10)
+    assert abs(mean - target) / target < 0.01, (mean, err)
+    # canonical kinetic-energy fluctuations: var(K) = N_f (kT)^2 / 2
+    expected = dof * target**2 / 2
+    assert np.var(kinetic) == pytest.approx(expected, rel=0.25)
+
+
+def thermostat_run(thermostat, cells, saves):
+    model = md.LennardJones(cutoff=2.5, shift=True)
+    system = lj_liquid(cells, 0.8, temperature=1.5)  # start hot: the thermostat must cool it
+    target = 1.0
+    if thermostat == "langevin":
+        integrator = LangevinBaoab(dt=0.005, temperature=target, friction=2.0)
+        dof = 3 * system.n
+    else:
+        integrator = NoseHooverChain(dt=0.005, temperature=target, tau=0.25)
+        dof = 3 * system.n - 3
+    t = jnp.linspace(0.0, 0.05 * saves, saves + 1)  # save every 10 steps
+    traj = sim.simulate(model, None, t, initial=system, solver=integrator, key=jax.random.key(1))
+    canonical_check(traj, dof, target)
+    if thermostat == "nose_hoover":
+        h = np.asarray(traj.observables["conserved_energy"])
+        assert np.max(np.abs(h - h[0])) / abs(h[0]) < 1e-3
+
+
+@pytest.mark.parametrize("thermostat", ["langevin", "nose_hoover"])
+def test_thermostats_hold_the_temperature_with_canonical_fluctuations(thermostat):
+    thermostat_run(thermostat, 4, 600)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("thermostat", ["langevin", "nose_hoover"])
+def test_thermostats_hold_the_temperature_long(thermostat):
+    thermostat_run(thermostat, 5, 4000)
+
+
+def state_point(steps, seed):
+    # NIST Standard Reference Simulation Website, Lennard-Jones fluid, Monte Carlo NVT,
+    # N = 500, cutoff 3 sigma with long-range corrections, T* = 0.85:
+    # rho* = 0.776: U*/N = -5.5121, p* = 6.7714e-3 (https://www.nist.gov/mml/csd/
+    # chemical-informatics-research-group/lennard-jones-fluid-properties).
+    model = md.LennardJones(cutoff=3.0, tail_correction=True)
+    system = lj_liquid(5, 0.776, 0.85, seed)
+    t = jnp.linspace(0.0, steps * 0.005, steps // 20 + 1)
+    traj = sim.simulate(model, None, t, initial=system, solver=LangevinBaoab(dt=0.005, temperature=0.85, friction=1.0), key=jax.random.key(seed))
+    skip = len(t) // 5
+    u, u_err = md.block_average(np.asarray(traj.observables["potential_energy"])[skip:] / system.n, 8)
+    p, p_err = md.block_average(np.asarray(traj.observables["pressure"])[skip:], 8)
+    return u, u_err, p, p_err
+
+
+def test_lennard_jones_state_point_short():
+    u, u_err, p, p_err = state_point(4000, 0)
+    # within 4 standard errors (short run; NIST's own uncertainty, ~4e-4, is negligible)
+    assert abs(u - (-5.5121)) < 4 * u_err + 4e-4 + 0.01, (u, u_err)
+    assert abs(p - 6.7714e-3) < 4 * p_err + 0.02, (p, p_err)
+
+
+@pytest.mark.slow
+def test_lennard_jones_state_point_long():
+    u, u_err, p, p_err = state_point(40000, 1)
+    assert abs(u - (-5.5121)) < 3 * u_err + 4e-4, (u, u_err)
+    assert abs(p - 6.7714e-3) < 3 * p_err + 1e-3, (p, p_err)
+
+
+def test_gradients_match_finite_differences():
+    # force-shifted: forces continuous at the cutoff, so the trajectory is differentiable
+    # in the parameters (with a force jump, pairs crossing the cutoff add terms that
+    # autodiff cannot see)
+    model = md.LennardJones(cutoff=2.5, force_shift=True)
+    system = lj_liquid(3, 0.8)
+    t = jnp.linspace(0.0, 0.2, 5)  # 40 steps, neighbour list rebuilt along the way
+
+    def loss(params):
+        traj = sim.simulate(model, params, t, initial=system)
+        return jnp.mean(traj.observables["potential_energy"][1:]) + jnp.mean(traj.observables["pressure"][1:])
+
+    params = {"epsilon": jnp.asarray(1.0), "sigma": jnp.asarray(1.0)}
+    grad = jax.grad(loss)(params)
+    for name in ("epsilon", "sigma"):
+        h = 1e-5
+        up = loss({**params, name: params[name] + h})
+        down = loss({**params, name: params[name] - h})
+        fd = (up - down) / (2 * h)
+        assert float(grad[name]) == pytest.approx(float(fd), rel=1e-5), name
+
+
+def test_bad_input_is_refused_with_a_clear_message():
+    model = md.LennardJones(cutoff=2.5)
+    t = jnp.linspace(0.0, 0.1, 3)
+    system = lj_liquid(3, 0.8)
+    overlapping = system.at(system.position.at[1].set(system.position[0] + 0.01))
+    with pytest.raises(ValueError, match="particles 0 and 1 overlap"):
+        sim.simulate(model, None, t, initial=overlapping)
+    with pytest.raises(ValueError, match="shorter than twice the cutoff"):
+        sim.simulate(model, None, t, initial=lj_liquid(2, 0.8))
+    with pytest.raises(ValueError, match="whole number of time steps"):
+        sim.simulate(model, None, jnp.linspace(0.0, 0.1, 4), initial=system)
+    with pytest.raises(ValueError, match="no parameter 'epsilom'"):
+        sim.simulate(model, {"epsilom": 1.0}, t, initial=system)
+    with pytest.raises(TypeError, match="particle integrator"):
+        sim.simulate(model, None, t, initial=system, solver=sim.get_model("lorenz"))
+    with pytest.raises(ValueError, match="unknown model 'lenard_jones'.*Perhaps you meant 'lennard_jones'"):
+        sim.get_model("lenard_jones")
