@@ -174,9 +174,9 @@ def test_kuramoto_sivashinsky_conserves_its_mean():
 
 def test_allen_cahn_uniform_state_follows_its_ode_and_free_energy_decreases():
     # Uniform u: u' = r (u - u^3), solved by u = u0 e^{rt} / sqrt(1 + u0^2 (e^{2rt} - 1)).
-    model = sim.get_model("allen_cahn", points=[16])
+    model = sim.get_model("allen_cahn", points=[64])
     u0, r = 0.2, 1.5
-    traj = sim.simulate(model, {"rate": r}, jnp.asarray([0.0, 2.0]), initial=np.full(16, u0), solver=Etdrk(steps_per_save=1000))
+    traj = sim.simulate(model, {"rate": r}, jnp.asarray([0.0, 2.0]), initial=np.full(64, u0), solver=Etdrk(steps_per_save=1000))
     e = math.exp(r * 2.0)
     np.testing.assert_allclose(traj.observables["u"][-1], u0 * e / math.sqrt(1 + u0**2 * (e * e - 1)), rtol=1e-10)
     traj = sim.simulate(model, None, jnp.linspace(0.0, 5.0, 11), solver=Etdrk(steps_per_save=20))
@@ -209,15 +209,25 @@ def _heat_fd_error(boundary, order, n):
     return np.max(np.abs(traj.observables["u"][-1] - mode(np.pi * x) * np.exp(-np.pi**2 * D * T)))
 
 
-@pytest.mark.parametrize(
-    "boundary, order",
-    [("dirichlet", 2), ("neumann", 4), pytest.param("dirichlet", 4, marks=pytest.mark.slow), pytest.param("neumann", 2, marks=pytest.mark.slow)],
-)
+def test_bounded_heat_decays_like_its_first_mode():
+    # sin(pi x) decays as exp(-pi^2 D t) on [0, 1] with u = 0 at both ends.
+    model = sim.get_model("heat_fd", points=[41])
+    (x,) = model.coordinates()
+    traj = sim.simulate(model, {"diffusivity": 0.1}, jnp.asarray([0.0, 0.5]), initial=np.sin(np.pi * x), solver=MethodOfLines(method="tsit5", rtol=1e-10, atol=1e-12))
+    # Second-order truncation: pi^2 h^2 / 12 relative, h = 1/40.
+    np.testing.assert_allclose(traj.observables["u"][-1], np.sin(np.pi * x) * np.exp(-np.pi**2 * 0.05), atol=5e-4)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("boundary", ["dirichlet", "neumann"])
+@pytest.mark.parametrize("order", [2, 4])
 def test_bounded_heat_converges_at_the_finite_difference_order(boundary, order):
     # sin(pi x) (Dirichlet) and cos(pi x) (Neumann) decay as exp(-pi^2 D t) on [0, 1].
+    # Even data about a Neumann side may converge faster than the design order.
     ns = [21, 41, 81]
     errors = [_heat_fd_error(boundary, order, n) for n in ns]
-    assert abs(fitted_order([1 / (n - 1) for n in ns], errors) - order) < 0.35
+    observed = fitted_order([1 / (n - 1) for n in ns], errors)
+    assert observed > order - 0.3 and (boundary == "neumann" or observed < order + 0.3)
 
 
 @pytest.mark.slow

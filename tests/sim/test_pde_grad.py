@@ -36,7 +36,7 @@ def test_gradient_with_respect_to_viscosity_and_initial_field():
 def test_gradient_with_respect_to_diffusivity_on_a_bounded_domain():
     model = sim.get_model("fisher_kpp", points=[21], domain=[[0.0, 1.0]])
     t = jnp.asarray([0.0, 0.5])
-    solver = MethodOfLines(method="tsit5", rtol=1e-11, atol=1e-13)
+    solver = MethodOfLines(method="tsit5", adaptive=False, dt0=0.01)  # fixed steps: a smooth map of D
 
     @jax.jit
     def loss(d):

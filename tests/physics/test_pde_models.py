@@ -1,0 +1,70 @@
+"""Every PDE model declares itself, and bad options get one clear line."""
+
+import numpy as np
+import pytest
+
+import sim
+from physics.pde import GridPdeModel, PdeModel
+
+PDE_MODELS = [n for n in sim.model_names() if issubclass(sim.model_class(n), PdeModel)]
+
+
+def test_the_pde_models_are_registered():
+    expected = {"heat", "advection_diffusion", "burgers", "kdv", "kuramoto_sivashinsky", "allen_cahn",
+                "gray_scott", "navier_stokes_2d", "heat_fd", "fisher_kpp"}
+    assert expected <= set(PDE_MODELS)
+
+
+@pytest.mark.parametrize("name", PDE_MODELS)
+def test_every_pde_model_declares_itself(name):
+    model = sim.get_model(name)
+    for p in model.parameters:
+        assert p.unit and p.doc and p.violation(p.default) is None
+    u0 = model.initial_field()
+    assert u0.shape == model.field_shape and np.isfinite(u0).all()
+    assert set(model.field_names) <= set(model.observable_names)
+    assert all(len(c) == n for c, n in zip(model.coordinates(), model.points))
+
+
+@pytest.mark.parametrize(
+    "name, options, match",
+    [
+        ("heat", {"points": [63]}, r"points\[0\] = 63: expected an even whole number"),
+        ("heat", {"points": [64], "domain": [[0.0, 1.0], [0.0, 1.0]]}, "expected one \\[low, high\\] pair per axis"),
+        ("heat", {"points": [64], "domain": [[1.0, 0.0]]}, "expected finite low < high"),
+        ("heat", {"points": [64], "domain": [0.0, 1.0]}, "expected one \\[low, high\\] pair per axis"),
+        ("navier_stokes_2d", {"points": [32, 32, 32]}, "expected a list of 2 whole numbers"),
+        ("kdv", {"points": [64, 64]}, "expected a list of 1 whole numbers"),
+        ("heat_fd", {"boundary": "robin"}, "unknown boundary kind"),
+        ("heat_fd", {"boundary": "dirichlet", "boundary_value": [1.0, 2.0, 3.0]}, "boundary_value"),
+        ("navier_stokes_2d", {"points": [16, 16], "forcing_mode": 8}, "not resolved"),
+    ],
+)
+def test_bad_grid_options_are_rejected_with_the_option_named(name, options, match):
+    with pytest.raises(ValueError, match=match):
+        sim.get_model(name, **options)
+
+
+def test_unknown_initial_kinds_and_options_are_rejected():
+    model = sim.get_model("heat", points=[32])
+    with pytest.raises(ValueError, match="Perhaps you meant 'gaussian'"):
+        model.initial_field("gausian")
+    with pytest.raises(ValueError, match="has no option 'widht'"):
+        model.initial_field("gaussian", widht=0.1)
+
+
+def test_named_initial_fields_have_the_grid_shape_and_are_reproducible():
+    model = sim.get_model("gray_scott", points=[32, 32])
+    a = model.initial_field("pearson", seed=1)
+    assert a.shape == (2, 32, 32)
+    np.testing.assert_array_equal(a, model.initial_field("pearson", seed=1))
+    r = sim.get_model("allen_cahn", points=[16, 16]).initial_field("random", seed=4, amplitude=0.5)
+    assert abs(np.max(np.abs(r)) - 0.5) < 1e-12 and abs(r.mean()) < 0.1
+
+
+def test_bounded_models_use_end_nodes():
+    model = sim.get_model("heat_fd", points=[11], boundary=[["dirichlet", "neumann"]])
+    assert isinstance(model, GridPdeModel)
+    (x,) = model.coordinates()
+    assert x[0] == 0.0 and x[-1] == 1.0
+    assert model.boundary_kinds == (("dirichlet", "neumann"),)
