@@ -178,12 +178,11 @@ class NeighbourList(eqx.Module):
         return dataclasses.replace(probe, capacity=max(capacity, 1))
 
     def grown(self, nbrs: Neighbours, n: int) -> NeighbourList:
-        """A larger list after `nbrs` overflowed: room for what it saw, times the factor."""
-        capacity = max(_padded(int(nbrs.max_neighbours), CAPACITY_FACTOR, n - 1), min(2 * self.capacity, max(n - 1, 1)))
+        """A larger list after `nbrs` overflowed: room for the most it saw, times the factor."""
+        capacity = max(_padded(int(nbrs.max_neighbours), CAPACITY_FACTOR, n - 1), min(self.capacity + 1, max(n - 1, 1)))
         cell_capacity = self.cell_capacity
         if int(nbrs.max_occupancy) > self.cell_capacity:
-            cell_capacity = max(_padded(int(nbrs.max_occupancy), CAPACITY_FACTOR, n), 2 * self.cell_capacity)
-            cell_capacity = min(cell_capacity, n)
+            cell_capacity = min(_padded(int(nbrs.max_occupancy), CAPACITY_FACTOR, n), n)
         return dataclasses.replace(self, capacity=capacity, cell_capacity=cell_capacity)
 
     # ------------------------------------------------------------------ build / update

@@ -73,12 +73,12 @@ def canonical_check(traj, dof, target):
     assert np.var(kinetic) == pytest.approx(expected, rel=0.25)
 
 
-def thermostat_run(thermostat, cells, saves):
+def thermostat_run(thermostat, cells, saves, friction):
     model = md.LennardJones(cutoff=2.5, shift=True)
     system = lj_liquid(cells, 0.8, temperature=1.5)  # start hot: the thermostat must cool it
     target = 1.0
     if thermostat == "langevin":
-        integrator = LangevinBaoab(dt=0.005, temperature=target, friction=2.0)
+        integrator = LangevinBaoab(dt=0.005, temperature=target, friction=friction)
         dof = 3 * system.n
     else:
         integrator = NoseHooverChain(dt=0.005, temperature=target, tau=0.25)
@@ -93,13 +93,15 @@ def thermostat_run(thermostat, cells, saves):
 
 @pytest.mark.parametrize("thermostat", ["langevin", "nose_hoover"])
 def test_thermostats_hold_the_temperature_with_canonical_fluctuations(thermostat):
-    thermostat_run(thermostat, 4, 600)
+    # strong friction decorrelates the kinetic energy within ~10 steps, so a short run
+    # pins the mean temperature well below 1%
+    thermostat_run(thermostat, 4, 600, friction=10.0)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("thermostat", ["langevin", "nose_hoover"])
 def test_thermostats_hold_the_temperature_long(thermostat):
-    thermostat_run(thermostat, 5, 4000)
+    thermostat_run(thermostat, 5, 4000, friction=1.0)
 
 
 def state_point(steps, seed):
