@@ -311,7 +311,9 @@ class Trainer(eqx.Module):
         """The state before the first step (missing parameters take the model's defaults)."""
         params = jax.tree.map(lambda x: jnp.asarray(x, dtype=float), sim.complete_params(self.model, params))
         free, _ = self._split(params)
-        return TrainState(params, self.optimizer.init(free), key, jnp.zeros((), dtype=int))
+        with jax.numpy_dtype_promotion("standard"):
+            opt_state = self.optimizer.init(free)
+        return TrainState(params, opt_state, key, jnp.zeros((), dtype=int))
 
     def loss(
         self,
@@ -353,8 +355,10 @@ class Trainer(eqx.Module):
             return self.loss({**fixed, **f}, time, values, sub)
 
         value, grads = jax.value_and_grad(loss)(free)
-        updates, opt_state = self.optimizer.update(grads, state.opt_state, free)
-        free = optax.apply_updates(free, updates)
+        # optax mixes Python scalars with int32 step counts: it needs standard promotion.
+        with jax.numpy_dtype_promotion("standard"):
+            updates, opt_state = self.optimizer.update(grads, state.opt_state, free)
+            free = optax.apply_updates(free, updates)
         return TrainState({**fixed, **free}, opt_state, key, state.step + 1), value
 
 

@@ -12,7 +12,7 @@ the steps). A second pair uses the continuous adjoint on both sides (simjax
 A training step is: draw a minibatch, solve, loss, gradient, Adam update. Each side
 trains for `--steps` steps per round from the same starting weights; the reported time
 per step is the best round of `--rounds` interleaved rounds (the least disturbed by other
-load). Number of vector-field evaluations per step is reported beside the time, since
+load). Torch runs on one thread (see `TorchSide`). Number of vector-field evaluations per step is reported beside the time, since
 adaptive solvers do data-dependent work.
 
 Usage: python experiments/benchmarks/neural_ode_bench.py [--steps 50] [--rounds 5]
@@ -100,6 +100,9 @@ class TorchSide:
         import torchdiffeq
 
         torch.set_default_dtype(torch.float64)
+        # One thread: the tensors are tiny ([20, 50]), and spare threads only spin and
+        # contend on a loaded machine (JAX runs these small kernels on one thread too).
+        torch.set_num_threads(1)
         self.torch = torch
         self.odeint = torchdiffeq.odeint_adjoint if adjoint else torchdiffeq.odeint
         self.t = torch.tensor(data.time)

@@ -111,7 +111,7 @@ def test_simulate_the_spiral_against_scipy():
     model, params = spiral_truth()
     t = np.linspace(0.0, 5.0, 51)
     solver = OdeSolver(method="dopri5", rtol=jnp.asarray(1e-10), atol=jnp.asarray(1e-12))
-    traj = sim.simulate(model, params, t, solver=solver)
+    traj = sim.simulate(model, params, jnp.asarray(t), solver=solver)
     y = np.stack([traj.observables["y1"], traj.observables["y2"]])
     A = np.asarray(SPIRAL_A)
     ref = solve_ivp(lambda _, v: (v**3) @ A, (0.0, 5.0), [2.0, 0.0], t_eval=t, method="DOP853", rtol=1e-12, atol=1e-14)
