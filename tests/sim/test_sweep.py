@@ -280,3 +280,23 @@ def test_unfinished_sweep_needs_resume_and_the_same_config(tmp_cwd, capsys):
     assert code == 2 and len(err.strip().splitlines()) == 1 and "cannot be read" in err
     assert (tmp_cwd / ".out.h5.partial").read_bytes() == b"unfinished"
     assert not (tmp_cwd / "out.h5").exists()
+
+
+def test_a_spectral_pde_batches_in_a_chunk():
+    # The chunk function is family-agnostic: a sweep over the heat equation's diffusivity
+    # from sin(x), whose exact solution is exp(-D t) sin(x).
+    from physics import pde
+    from sim._sweep import ChunkRunner
+    from solvers import Etdrk
+
+    model = pde.Heat(points=(32,))
+    x = np.linspace(0.0, 2 * np.pi, 32, endpoint=False)
+    t = jnp.linspace(0.0, 1.0, 11)
+    setup = sim.Setup(model=model, params=model.default_params(), initial=jnp.asarray(np.sin(x)), t=t, solver=Etdrk())
+    diffusivity = np.array([0.05, 0.1, 0.2, 0.4])
+    inputs = {"index": np.arange(4), "params": {"diffusivity": diffusivity}, "initial": {}}
+    out = ChunkRunner(setup, "final", 1, inputs)(inputs)
+    assert list(np.asarray(out["status"])) == [1, 1, 1, 1]
+    u = np.asarray(out["observables/u"])
+    assert u.shape == (4, 32)
+    np.testing.assert_allclose(u, np.exp(-diffusivity[:, None]) * np.sin(x)[None], atol=1e-13)
