@@ -128,8 +128,13 @@ def test_training_loss_gradient_matches_finite_differences():
     solver = OdeSolver(method="dopri5", rtol=jnp.asarray(1e-11), atol=jnp.asarray(1e-13))
     trainer = Trainer(model, solver=solver, window=6, batch_size=4)
     time, values, key = jnp.asarray(data.time), jnp.asarray(data.values), jax.random.key(3)
-    loss = jax.jit(lambda p: trainer.loss(p, time, values, key))
-    grads = jax.jit(jax.grad(lambda p: trainer.loss(p, time, values, key)))(params)
+    # one compiled function for both (the finite differences use its value)
+    value_and_grad = jax.jit(jax.value_and_grad(lambda p: trainer.loss(p, time, values, key)))
+    grads = value_and_grad(params)[1]
+
+    def loss(p):
+        return value_and_grad(p)[0]
+
     eps = 1e-6
     for layer, name, index in [(0, "weight", (3, 1)), (0, "bias", (5,)), (1, "weight", (1, 7)), (1, "bias", (0,))]:
 
