@@ -348,13 +348,13 @@ def infer(
     overrides = {"chains": chains, "warmup": warmup, "samples": samples, "seed": seed}
     section = infer_section(config, overrides)
     model, obs, section = build_bayes_model(config, data, section)
-    init = init_to_median(num_samples=15)
+    init = None
     if init_from is not None:
         values = _fit_estimates(init_from, list(model.priors))
         init = init_to_value(values={k: jnp.asarray(v) for k, v in values.items()})
     n_devices = jax.local_device_count()
     method = "parallel" if n_devices >= section.chains and section.chains > 1 else "vectorized"
-    kernel = NUTS(model, dense_mass=section.dense_mass, target_accept_prob=section.target_accept, max_tree_depth=section.max_tree_depth, init_strategy=init)
+    kernel = nuts_kernel(model, section, init)
     mcmc = MCMC(kernel, num_warmup=section.warmup, num_samples=section.samples, num_chains=section.chains, chain_method=method, progress_bar=progress)
     key = jax.random.PRNGKey(section.seed)
     with jax.numpy_dtype_promotion("standard"):
@@ -381,6 +381,19 @@ def infer(
         predictive=predictive,
         observations=obs,
         mcmc=mcmc,
+    )
+
+
+def nuts_kernel(model: BayesModel, section: InferSection, init=None) -> NUTS:
+    """The NUTS kernel for a model and `[infer]` settings. Chains start at the median
+    of a few prior draws unless `init` says otherwise: a start drawn uniformly in the
+    unconstrained space, NumPyro's default, can put an ODE far into stiff territory."""
+    return NUTS(
+        model,
+        dense_mass=section.dense_mass,
+        target_accept_prob=section.target_accept,
+        max_tree_depth=section.max_tree_depth,
+        init_strategy=init or init_to_median(num_samples=15),
     )
 
 
