@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 import sim
 from physics import Model
+from physics.ode import OdeModel
 from sim import Config, DataError
 from sim._progress import Progress
 from sim._run import build_model, resolved_toml
@@ -112,6 +113,10 @@ def _predict_by_forward_sensitivity(x, problem):
 
 @_predict_by_forward_sensitivity.def_fwd
 def _(perturbed, x, problem):
+    if isinstance(problem.model, OdeModel) and isinstance(problem.solver, OdeSolver):
+        out, jacobian = problem._predict_with_sensitivities(x)
+        return out, jacobian
+
     def both(v):
         out = problem._predict(v)
         return out, out
@@ -190,6 +195,44 @@ class Problem(eqx.Module):
     def _predict(self, x: dict[str, Array]) -> dict[str, Array]:
         traj = self.simulate(x, self.t_sim)
         return {name: traj.observables[name][self.skip :] for name in self.observed}
+
+    def _split(self, theta: Array) -> tuple[dict[str, Array], Any]:
+        """Parameters and initial values with the free quantities set from a flat vector."""
+        params = dict(self.params)
+        initial = dict(self.initial)
+        for i, f in enumerate(self.free):
+            (params if f.kind == "params" else initial)[f.key] = theta[i]
+        return params, initial
+
+    def _predict_with_sensitivities(self, x: dict[str, Array]) -> tuple[dict, dict]:
+        """ODE predictions and their Jacobian by the forward sensitivity equations."""
+        names = [f.name for f in self.free]
+        theta = jnp.stack([jnp.asarray(x[n], dtype=float) for n in names])
+        model = self.model
+
+        def y0_of(v):
+            return model.initial_state(self._split(v)[1])
+
+        def field(t, y, v):
+            return model.vector_field(t, y, self._split(v)[0])
+
+        sol = self.solver.solve_sensitivities(field, self.t_sim, y0_of(theta), theta, jax.jacfwd(y0_of)(theta))
+        eye = jnp.eye(theta.shape[0], dtype=theta.dtype)
+
+        def observe(t, y, sens):
+            def obs(yy, v):
+                values = model.observables(t, yy, self._split(v)[0])
+                return {name: values[name] for name in self.observed}
+
+            def column(s, e):
+                return jax.jvp(obs, (y, theta), (s, e))[1]
+
+            return obs(y, theta), jax.vmap(column, in_axes=(1, 0), out_axes=-1)(sens, eye)
+
+        values, derivs = jax.vmap(observe)(self.t_sim, sol.ys, sol.sensitivities)
+        pred = {name: values[name][self.skip :] for name in self.observed}
+        jacobian = {name: {n: derivs[name][self.skip :, ..., i] for i, n in enumerate(names)} for name in self.observed}
+        return pred, jacobian
 
     def whitened(self, x: dict[str, Array]) -> Array:
         """The residual vector for natural values `x` (see the class docstring)."""

@@ -6,6 +6,7 @@ Exit codes: 0 success; 2 bad input (one line on stderr naming the file and key);
 
 from __future__ import annotations
 
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -29,7 +30,8 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
-out = Console()
+# Tables keep their columns whole even when output is piped (no terminal width).
+out = Console(width=max(120, shutil.get_terminal_size().columns))
 err = Console(stderr=True)
 
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress or summary output.")]

@@ -4,6 +4,7 @@ from ._ode import (
     ADJOINTS as ADJOINTS,
     OdeSolution as OdeSolution,
     OdeSolver as OdeSolver,
+    SensitivitySolution as SensitivitySolution,
     did_you_mean as did_you_mean,
     result_message as result_message,
 )
