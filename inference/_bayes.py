@@ -278,10 +278,10 @@ class PosteriorResult:
         """The posterior as ArviZ InferenceData (needs arviz)."""
         import arviz as az
 
-        return az.from_dict(
-            posterior={k: v for k, v in self.posterior.items()},
-            sample_stats={"diverging": self.diverging},
-        )
+        groups = {"posterior": dict(self.posterior), "sample_stats": {"diverging": self.diverging}}
+        if int(az.__version__.split(".")[0]) >= 1:
+            return az.from_dict(groups)
+        return az.from_dict(**groups)
 
 
 def _posterior_predictive(model: BayesModel, samples: dict[str, jax.Array], t0: float, t1: float, draws: int, key) -> tuple[np.ndarray, dict]:

@@ -131,7 +131,7 @@ def test_diagnostics_on_known_draws():
 def test_sim_infer_cli_writes_posterior_layout(tmp_cwd, capsys):
     code = None
     with pytest.raises(SystemExit) as info:
-        main(["infer", str(EXPERIMENTS / "lynx_hare.toml"), "-o", "post.h5", "--chains", "2", "--warmup", "60", "--samples", "40", "--quiet"])
+        main(["infer", str(EXPERIMENTS / "lynx_hare.toml"), "-o", "post.h5", "--chains", "2", "--warmup", "60", "--samples", "40", "--quiet", "--arviz", "post.nc"])
         raise SystemExit(0)
     code = info.value.code
     out = capsys.readouterr().out
@@ -150,6 +150,11 @@ def test_sim_infer_cli_writes_posterior_layout(tmp_cwd, capsys):
         assert np.all(lo <= mid) and np.all(mid <= hi) and lo.shape == f["predictive/time"].shape
         # The posterior mean of alpha sits where the Stan case study puts it (0.55 +- 0.065).
         assert abs(float(np.mean(f["posterior/alpha"][()])) - 0.55) < 0.15
+        alpha = f["posterior/alpha"][()]
+    import arviz as az
+
+    exported = az.from_netcdf("post.nc")
+    np.testing.assert_array_equal(np.asarray(exported.posterior["alpha"]), alpha)
 
 
 BAD_PRIORS = {
