@@ -15,7 +15,8 @@ def test_every_ode_model_declares_itself(name):
     assert set(params) == set(model.parameter_names)
     for p in model.parameters:
         assert p.unit and p.doc
-        assert p.violation(p.default) is None
+        if not isinstance(p.default, str):  # str defaults describe network weights the model builds
+            assert p.violation(p.default) is None
     y0 = model.initial_state()
     dy = model.vector_field(jnp.zeros(()), y0, params)
     assert dy.shape == y0.shape and bool(jnp.all(jnp.isfinite(dy)))
