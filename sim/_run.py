@@ -36,14 +36,24 @@ def build_model(config: Config) -> Model:
             "model.name", f"unknown model {spec.name!r}; `sim models` lists them.{did_you_mean(spec.name, model_names())}"
         ) from None
     allowed = model_options(cls)
-    for key in spec.options:
+    options = dict(spec.options)
+    for key in options:
         if key not in allowed:
             listed = ", ".join(allowed) if allowed else "none"
             raise config.error(f"model.{key}", f"model {spec.name!r} has no option {key!r} (options: {listed}).{did_you_mean(key, allowed)}")
+    # A PDE's [grid] (points, domain, ...) are options of its model.
+    for key, value in (config.spec.grid or {}).items():
+        if key not in allowed:
+            raise config.error(f"grid.{key}", f"model {spec.name!r} takes no grid key {key!r}.{did_you_mean(key, allowed)}")
+        options[key] = value
     try:
-        return cls(**spec.options)
+        return cls(**options)
     except (TypeError, ValueError) as e:
-        raise config.error("model", str(e)) from None
+        message = str(e).splitlines()[0]
+        # The model names the offending option first ("model 'heat': domain = ...").
+        found = [(message.find(f" {k}"), k) for k in ("points", "domain") if f" {k}" in message]
+        key = f"grid.{min(found)[1]}" if found else "model"
+        raise config.error(key, message) from None
 
 
 def number(config: Config, key: str, value: Any) -> float:

@@ -1,0 +1,107 @@
+"""PDE configs from the command line: every example runs, the run layout, bad input."""
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import sim
+from sim.cli import main
+
+EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
+SMALL = {
+    "gray_scott.toml": ["grid.points=[32, 32]", "time.t1=20.0", "time.save=3"],
+    "kuramoto_sivashinsky.toml": ["grid.points=[64]", "time.t1=5.0", "time.save=6"],
+    "kolmogorov_flow.toml": ["grid.points=[16, 16]", "time.t1=0.2", "time.save=3"],
+    "kdv_soliton.toml": ["grid.points=[128]", "time.t1=0.1", "time.save=3"],
+    "burgers_shock.toml": ["grid.points=[64]", "time.t1=0.1", "time.save=3"],
+    "heat_dirichlet.toml": ["grid.points=[33]", "time.t1=0.2", "time.save=3"],
+}
+
+
+def cli(argv, capsys):
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+        raise SystemExit(0)
+    return info.value.code, capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", sorted(SMALL))
+def test_example_pde_configs_run_and_write_the_pde_layout(name, tmp_cwd, capsys):
+    args = ["run", str(EXPERIMENTS / name), "-o", "out.h5", "--quiet"]
+    for item in SMALL[name]:
+        args += ["--set", item]
+    code, err = cli(args, capsys)
+    assert code == 0, err
+    record = sim.read("out.h5")
+    model = sim.get_model(record.attrs["model"])
+    points = tuple(sim.load_config(EXPERIMENTS / name, SMALL[name]).spec.grid["points"])
+    assert record.grid["x"].shape == (points[0],)
+    if len(points) > 1:
+        assert record.grid["y"].shape == (points[1],)
+    for field in model.field_names:
+        assert record.observables[field].shape == (len(record.time), *points)
+        assert record.initial[field].shape == points
+        assert np.all(np.isfinite(record.observables[field]))
+
+
+def test_heat_sine_mode_decays_at_the_exact_rate(tmp_cwd, capsys):
+    # u(x, t) = exp(-4 pi^2 D t) sin(2 pi x) solves u_t = D u_xx with u(0) = u(1) = 0.
+    code, err = cli(["run", str(EXPERIMENTS / "heat_dirichlet.toml"), "-o", "h.h5", "--quiet"], capsys)
+    assert code == 0, err
+    record = sim.read("h.h5")
+    exact = np.exp(-4 * np.pi**2 * 0.1 * record.time)[:, None] * np.sin(2 * np.pi * record.grid["x"])[None, :]
+    np.testing.assert_allclose(record.observables["u"], exact, atol=2e-6)
+
+
+def test_initial_field_from_hdf5(tmp_cwd, capsys):
+    import h5py
+
+    x = np.linspace(0.0, 2 * np.pi, 32, endpoint=False)
+    with h5py.File("u0.h5", "w") as f:
+        f["u"] = np.cos(2 * x)
+    Path("c.toml").write_text(
+        '[model]\nname = "heat"\n[grid]\npoints = [32]\ndomain = [[0.0, 6.283185307179586]]\n'
+        '[params]\ndiffusivity = 0.5\n[initial]\nfile = "u0.h5"\ndataset = "/u"\n[time]\nt1 = 0.5\nsave = 2\ndt = 0.05\n'
+    )
+    code, err = cli(["run", "c.toml", "-o", "h.h5", "--quiet"], capsys)
+    assert code == 0, err
+    record = sim.read("h.h5")
+    # cos(2x) decays as exp(-4 D t) (Fourier mode of the heat equation).
+    np.testing.assert_allclose(record.observables["u"][-1], np.exp(-4 * 0.5 * 0.5) * np.cos(2 * x), atol=1e-12)
+
+
+BASE = '[model]\nname = "heat"\n[grid]\npoints = [32]\ndomain = [[0.0, 6.283185307179586]]\n[initial]\nkind = "sine"\n[time]\nt1 = 0.5\nsave = 3\ndt = 0.05\n'
+BAD = {
+    "odd_points": (["--set", "grid.points=[31]"], "grid.points"),
+    "domain_reversed": (["--set", "grid.domain=[[1.0, 0.0]]"], "grid.domain"),
+    "domain_wrong_length": (["--set", "grid.domain=[[0.0, 1.0], [0.0, 1.0]]"], "grid.domain"),
+    "unknown_grid_key": (["--set", "grid.pints=[32]"], "grid.pints"),
+    "dt_not_dividing": (["--set", "time.dt=0.07"], "time.dt"),
+    "dt_missing": (["--set", "time.dt=0.05", "--set", "time.save_at=[0.0, 0.1, 0.3]", "--set", "time.save=0"], "time"),
+    "negative_dt": (["--set", "time.dt=-0.05"], "time.dt"),
+    "unknown_kind": (["--set", "initial.kind=gausian"], "Perhaps you meant 'gaussian'"),
+    "unknown_method": (["--set", "solver.method=etdrk5"], "solver.method"),
+    "float16": (["--set", "solver.dtype=float16"], "solver.dtype"),
+    "unknown_solver_key": (["--set", "solver.rtol=1e-6"], "solver.rtol"),
+    "missing_initial_file": (["--set", "initial.file=none.h5", "--set", "initial.dataset=/u", "--set", 'initial.kind=""'], "initial"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_bad_pde_input_one_line_exit_2(case, tmp_cwd, capsys):
+    extra, fragment = BAD[case]
+    text = BASE
+    if case == "missing_initial_file":
+        text = text.replace('kind = "sine"\n', 'file = "none.h5"\ndataset = "/u"\n')
+        extra = []
+        fragment = "none.h5"
+    Path("c.toml").write_text(text)
+    Path("keep.h5").write_bytes(b"precious")
+    before = sorted(os.listdir("."))
+    code, err = cli(["run", "c.toml", "-o", "keep.h5", "--quiet", *extra], capsys)
+    assert code == 2, err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert fragment in err, err
+    assert sorted(os.listdir(".")) == before and Path("keep.h5").read_bytes() == b"precious"
