@@ -83,12 +83,12 @@ def test_cli_runs_the_example_config_and_reports_bad_input(tmp_path):
     env_cmd = [sys.executable, "-m", "sim.cli"]
     out = tmp_path / "lj.h5"
     ok = subprocess.run(
-        env_cmd + ["run", str(ROOT / "experiments/lj_fluid.toml"), "-o", str(out), "--quiet", "--set", "time.steps=200", "--set", "time.save_every=20"],
+        env_cmd + ["run", str(ROOT / "experiments/lj_fluid.toml"), "-o", str(out), "--quiet", "--set", "time.steps=100", "--set", "time.save_every=20"],
         capture_output=True, text=True, timeout=600,
     )
     assert ok.returncode == 0, ok.stderr
     with h5py.File(out) as f:
-        assert f["particles/all/position/value"].shape == (11, 500, 3)
+        assert f["particles/all/position/value"].shape == (6, 500, 3)
     bad = subprocess.run(
         env_cmd + ["run", str(ROOT / "experiments/lj_fluid.toml"), "-o", str(tmp_path / "bad.h5"), "--set", "solver.temperature=-1"],
         capture_output=True, text=True, timeout=600,

@@ -95,7 +95,7 @@ def thermostat_run(thermostat, cells, saves, friction):
 def test_thermostats_hold_the_temperature_with_canonical_fluctuations(thermostat):
     # strong friction decorrelates the kinetic energy within ~10 steps, so a short run
     # pins the mean temperature well below 1%
-    thermostat_run(thermostat, 4, 600, friction=10.0)
+    thermostat_run(thermostat, 4, 400, friction=10.0)
 
 
 @pytest.mark.slow
@@ -120,7 +120,7 @@ def state_point(steps, seed):
 
 
 def test_lennard_jones_state_point_short():
-    u, u_err, p, p_err = state_point(4000, 0)
+    u, u_err, p, p_err = state_point(2000, 0)
     # within 4 standard errors (short run; NIST's own uncertainty, ~4e-4, is negligible)
     assert abs(u - (-5.5121)) < 4 * u_err + 4e-4 + 0.01, (u, u_err)
     assert abs(p - 6.7714e-3) < 4 * p_err + 0.02, (p, p_err)
