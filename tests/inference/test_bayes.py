@@ -203,3 +203,15 @@ def test_bad_noise_models(noise, fragment, tmp_cwd, capsys):
         main(["infer", "c.toml", "--quiet"])
     err = capsys.readouterr().err
     assert info.value.code == 2 and fragment in err and len(err.strip().splitlines()) == 1
+
+
+def test_init_from_must_be_a_fit_file(tmp_cwd, capsys):
+    write_obs(tmp_cwd / "obs.h5", 30.0 + YEARS, 5.0 + YEARS)
+    (tmp_cwd / "c.toml").write_text(CONFIG)
+    with pytest.raises(SystemExit) as info:
+        main(["infer", "c.toml", "--quiet", "--init-from", "obs.h5"])
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and "expected a fit file" in err and len(err.strip().splitlines()) == 1
+    with pytest.raises(SystemExit) as info:
+        main(["infer", "c.toml", "--quiet", "--init-from", "missing.h5"])
+    assert info.value.code == 2 and "--init-from" in capsys.readouterr().err
