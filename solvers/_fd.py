@@ -24,7 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int, PyTree
 
-from ._ode import ADJOINTS, did_you_mean
+from ._ode import ADJOINTS, did_you_mean, make_adjoint
 from ._types import Times
 
 BOUNDARY_KINDS = ("dirichlet", "neumann", "periodic")
@@ -369,15 +369,6 @@ class MethodOfLines(eqx.Module):
         table = {**_EXPLICIT, **_IMPLICIT, **_IMEX}
         return table[self.method]()
 
-    def _adjoint(self, solver) -> diffrax.AbstractAdjoint:
-        if self.adjoint == "backsolve":
-            return diffrax.BacksolveAdjoint(solver=solver)
-        if self.adjoint == "forward":
-            return diffrax.ForwardMode()
-        if self.adjoint == "direct":
-            return diffrax.DirectAdjoint()
-        return diffrax.RecursiveCheckpointAdjoint()
-
     def solve(
         self,
         grid: FdGrid,
@@ -453,7 +444,7 @@ class MethodOfLines(eqx.Module):
             y0=u0,
             saveat=diffrax.SaveAt(ts=t, fn=lambda t, y, args: observe(y)),
             stepsize_controller=controller,
-            adjoint=self._adjoint(solver),
+            adjoint=make_adjoint(self.adjoint, solver),
             max_steps=self.max_steps,
             throw=self.throw,
         )

@@ -33,6 +33,17 @@ _IMPLICIT = frozenset({"implicit_euler", "kvaerno3", "kvaerno4", "kvaerno5"})
 ADJOINTS = ("recursive_checkpoint", "backsolve", "forward", "direct")
 
 
+def make_adjoint(name: str, solver: diffrax.AbstractSolver) -> diffrax.AbstractAdjoint:
+    """The diffrax adjoint called `name` (one of ADJOINTS) for `solver`."""
+    if name == "backsolve":
+        return diffrax.BacksolveAdjoint(solver=solver)
+    if name == "forward":
+        return diffrax.ForwardMode()
+    if name == "direct":
+        return diffrax.DirectAdjoint()
+    return diffrax.RecursiveCheckpointAdjoint()
+
+
 def did_you_mean(word: str, choices) -> str:
     """A ' Perhaps you meant X?' suffix, or '' when nothing is close."""
     close = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1, cutoff=0.6)
@@ -122,15 +133,6 @@ class OdeSolver(eqx.Module):
             return diffrax.PIDController(rtol=self.rtol, atol=self.atol, pcoeff=0.3, icoeff=0.4, norm=norm)
         return diffrax.PIDController(rtol=self.rtol, atol=self.atol, norm=norm)
 
-    def _adjoint(self, solver: diffrax.AbstractSolver) -> diffrax.AbstractAdjoint:
-        if self.adjoint == "backsolve":
-            return diffrax.BacksolveAdjoint(solver=solver)
-        if self.adjoint == "forward":
-            return diffrax.ForwardMode()
-        if self.adjoint == "direct":
-            return diffrax.DirectAdjoint()
-        return diffrax.RecursiveCheckpointAdjoint()
-
     def solve(
         self,
         vector_field: Callable[[Any, PyTree, Any], PyTree],
@@ -164,7 +166,7 @@ class OdeSolver(eqx.Module):
             args=args,
             saveat=diffrax.SaveAt(ts=ts),
             stepsize_controller=self._controller(error_norm),
-            adjoint=self._adjoint(solver),
+            adjoint=make_adjoint(self.adjoint, solver),
             max_steps=self.max_steps,
             throw=self.throw,
         )
