@@ -24,7 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int, PyTree
 
-from ._ode import ADJOINTS, did_you_mean, make_adjoint
+from ._ode import ADJOINTS, EXPLICIT_METHODS, IMPLICIT_METHODS, did_you_mean, make_adjoint
 from ._types import Times
 
 BOUNDARY_KINDS = ("dirichlet", "neumann", "periodic")
@@ -265,22 +265,8 @@ class FdGrid(eqx.Module):
         return total
 
 
-_EXPLICIT: dict[str, Callable[[], diffrax.AbstractSolver]] = {
-    "euler": diffrax.Euler,
-    "heun": diffrax.Heun,
-    "midpoint": diffrax.Midpoint,
-    "ralston": diffrax.Ralston,
-    "bosh3": diffrax.Bosh3,
-    "tsit5": diffrax.Tsit5,
-    "dopri5": diffrax.Dopri5,
-    "dopri8": diffrax.Dopri8,
-}
-_IMPLICIT: dict[str, Callable[[], diffrax.AbstractSolver]] = {
-    "implicit_euler": diffrax.ImplicitEuler,
-    "kvaerno3": diffrax.Kvaerno3,
-    "kvaerno4": diffrax.Kvaerno4,
-    "kvaerno5": diffrax.Kvaerno5,
-}
+_EXPLICIT = EXPLICIT_METHODS
+_IMPLICIT = IMPLICIT_METHODS
 _IMEX: dict[str, Callable[[], diffrax.AbstractSolver]] = {
     "kencarp3": diffrax.KenCarp3,
     "kencarp4": diffrax.KenCarp4,

@@ -15,7 +15,7 @@ from jaxtyping import Array, Float, Int, PyTree
 
 from ._types import Times
 
-_METHODS: dict[str, Callable[[], diffrax.AbstractSolver]] = {
+EXPLICIT_METHODS: dict[str, Callable[[], diffrax.AbstractSolver]] = {
     "euler": diffrax.Euler,
     "heun": diffrax.Heun,
     "midpoint": diffrax.Midpoint,
@@ -24,12 +24,14 @@ _METHODS: dict[str, Callable[[], diffrax.AbstractSolver]] = {
     "tsit5": diffrax.Tsit5,
     "dopri5": diffrax.Dopri5,
     "dopri8": diffrax.Dopri8,
+}
+IMPLICIT_METHODS: dict[str, Callable[[], diffrax.AbstractSolver]] = {
     "implicit_euler": diffrax.ImplicitEuler,
     "kvaerno3": diffrax.Kvaerno3,
     "kvaerno4": diffrax.Kvaerno4,
     "kvaerno5": diffrax.Kvaerno5,
 }
-_IMPLICIT = frozenset({"implicit_euler", "kvaerno3", "kvaerno4", "kvaerno5"})
+_METHODS = {**EXPLICIT_METHODS, **IMPLICIT_METHODS}
 ADJOINTS = ("recursive_checkpoint", "backsolve", "forward", "direct")
 
 
@@ -122,7 +124,7 @@ class OdeSolver(eqx.Module):
 
     @property
     def implicit(self) -> bool:
-        return self.method in _IMPLICIT
+        return self.method in IMPLICIT_METHODS
 
     def _controller(self, norm: Callable | None = None) -> diffrax.AbstractStepSizeController:
         if not self.adaptive:
