@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
+from collections.abc import Callable
 
 import equinox as eqx
 import jax
@@ -188,9 +189,17 @@ class NeighbourList(eqx.Module):
     # ------------------------------------------------------------------ build / update
 
     def build(self, position: Positions, box: Box | None) -> Neighbours:
-        """A fresh list for `position`."""
-        candidates, occupancy = self._candidates(position, box)
-        index, count = _select(position, candidates, box, self.radius, self.capacity)
+        """A fresh list for `position` (no gradient flows through the list)."""
+        position = jax.lax.stop_gradient(position)
+        n = position.shape[0]
+        hood, group, occupancy = self._grid(position, box)
+        hood_x = _coordinates(position, hood)
+
+        def rows(i):
+            keep = self._keep(position, box, hood, hood_x, group, i)
+            return _compact(keep, hood, group[i], self.capacity, n)
+
+        index, count = by_row_blocks(rows, n, hood.shape[1])
         max_count = jnp.max(count, initial=0)
         overflow = (max_count > self.capacity) | (occupancy > self.cell_capacity)
         return Neighbours(
@@ -237,27 +246,73 @@ class NeighbourList(eqx.Module):
         c = jnp.floor((position - lower) / size).astype(jnp.int32)
         return jnp.clip(c, 0, cells - 1)
 
-    def _candidates(self, position: Positions, box: Box | None) -> tuple[Int[Array, "n m"], Int[Array, ""]]:
-        """Candidate ids per particle (padded with n) and the largest cell occupancy."""
+    def _grid(self, position: Positions, box: Box | None) -> tuple[Int[Array, "g m"], Int[Array, " n"], Int[Array, ""]]:
+        """The candidate pairs, grouped by cell.
+
+        Returns:
+            hood: for each cell, the ids of the particles in it and in the 3^dim cells
+                around it [n_cells, m], padded with n (m a multiple of 32). Without a
+                cell list: one group holding every particle.
+            group: the cell of each particle [n]: particle i's candidates are hood[group[i]].
+            occupancy: the largest number of particles in one cell.
+
+        Particles are sorted by cell (`argsort`), so the members of every cell are a run
+        of the sorted order, found with `searchsorted` (no scatter).
+        """
         n = position.shape[0]
         if not self.cells:
-            ids = jnp.broadcast_to(jnp.arange(n, dtype=jnp.int32), (n, n))
-            return ids, jnp.asarray(0, jnp.int32)
-        coords = self._cell_coords(position, box)
-        strides = np.cumprod((1,) + self.cells[:-1]).astype(np.int32)
-        cell = coords @ jnp.asarray(strides)
-        n_cells = math.prod(self.cells)
-        order = jnp.argsort(cell)
-        sorted_cell = cell[order]
-        counts = jnp.zeros(n_cells, jnp.int32).at[cell].add(1)
-        starts = jnp.cumsum(counts) - counts
-        slot = jnp.arange(n, dtype=jnp.int32) - starts[sorted_cell]
-        table = jnp.full((n_cells + 1, self.cell_capacity), n, jnp.int32)
-        table = table.at[sorted_cell, slot].set(order.astype(jnp.int32), mode="drop")
-        stencil = jnp.asarray(_stencil(self.cells, self.periodic))
-        # [n_cells, 3^dim] neighbour cells -> [n, 3^dim * cell_capacity] candidate ids
-        candidates = table[stencil[cell]].reshape(n, -1)
-        return candidates, jnp.max(counts)
+            hood = jnp.arange(n, dtype=jnp.int32)[None, :]
+            group = jnp.zeros(n, jnp.int32)
+            occupancy = jnp.asarray(0, jnp.int32)
+        else:
+            coords = self._cell_coords(position, box)
+            strides = np.cumprod((1,) + self.cells[:-1]).astype(np.int32)
+            group = coords @ jnp.asarray(strides)
+            n_cells = math.prod(self.cells)
+            order = jnp.argsort(group).astype(jnp.int32)
+            starts = jnp.searchsorted(group[order], jnp.arange(n_cells + 1, dtype=jnp.int32)).astype(jnp.int32)
+            counts = starts[1:] - starts[:-1]
+            slot = jnp.arange(self.cell_capacity, dtype=jnp.int32)
+            members = jnp.where(slot < counts[:, None], order[jnp.minimum(starts[:-1, None] + slot, n - 1)], n)
+            # an extra empty cell: the neighbour of border cells off a free-space grid
+            members = jnp.concatenate([members, jnp.full((1, self.cell_capacity), n, jnp.int32)])
+            stencil = jnp.asarray(_stencil(self.cells, self.periodic))
+            hood = members[stencil].reshape(n_cells, -1)
+            occupancy = jnp.max(counts)
+        m = -(-hood.shape[1] // 32) * 32
+        hood = jnp.pad(hood, ((0, 0), (0, m - hood.shape[1])), constant_values=n)
+        return hood, group, occupancy
+
+    def _keep(
+        self,
+        position: Positions,
+        box: Box | None,
+        hood: Int[Array, "g m"],
+        hood_x: tuple[Float[Array, "g m"], ...],
+        group: Int[Array, " n"],
+        i: Int[Array, " b"],
+    ) -> Bool[Array, "b m"]:
+        """Whether each candidate of the particles `i` is within cutoff + skin (and not i).
+
+        `hood_x` are the candidates' coordinates per cell (one array per axis), so each
+        particle takes whole rows of them rather than gathering element by element.
+        """
+        n = position.shape[0]
+        ids = hood[group[i]]
+        r2 = jnp.zeros(ids.shape, position.dtype)
+        for axis, hx in enumerate(hood_x):
+            d = position[i, axis][:, None] - hx[group[i]]
+            if box is not None:
+                d = d - box[axis] * jnp.round(d / box[axis])
+            r2 = r2 + d * d
+        return (ids < n) & (ids != i[:, None]) & (r2 < self.radius * self.radius)
+
+
+def _coordinates(position: Positions, hood: Int[Array, "g m"]) -> tuple[Float[Array, "g m"], ...]:
+    """The coordinates of the particles in `hood`, one [g, m] array per axis (padding
+    entries, id n, take particle n - 1's and are masked by the caller)."""
+    safe = jnp.minimum(hood, position.shape[0] - 1)
+    return tuple(position[:, axis][safe] for axis in range(position.shape[1]))
 
 
 def _stencil(cells: tuple[int, ...], periodic: bool) -> np.ndarray:
@@ -282,39 +337,50 @@ def _stencil(cells: tuple[int, ...], periodic: bool) -> np.ndarray:
     return stencil
 
 
-def _select(
-    position: Positions,
-    candidates: Int[Array, "n m"],
-    box: Box | None,
-    radius: float,
+def _compact(
+    keep: Bool[Array, "n m"],
+    hood: Int[Array, "g m"],
+    group: Int[Array, " n"],
     capacity: int,
+    n: int,
 ) -> tuple[Int[Array, "n capacity"], Int[Array, " n"]]:
-    """Keep, per row, the candidates within `radius` (not the particle itself), as a
-    [n, capacity] array padded with n, sorted by decreasing id; also the full count per row.
+    """The kept candidates of every particle, in candidate order, as a [n, capacity]
+    array padded with n; also the full count per particle (which may exceed capacity).
 
-    Compaction is a `top_k` on the candidate ids as float32 keys (exact below 2^24
-    particles): on CPU it is several times faster than a scatter of the kept entries.
+    The mask is packed into 32-bit words (one pass over [n, m]); slot s of a row is then
+    found by a binary search over the running word counts (which word holds the s-th
+    kept candidate) and one within that word (which bit), using `population_count`.
+    Everything after the packing works on [n, m / 32] and [n, capacity] arrays, so no
+    prefix sum, sort or scatter runs over all candidates.
     """
-    n = position.shape[0]
-    safe = jnp.minimum(candidates, n - 1)
-    r2 = jnp.zeros(candidates.shape, position.dtype)
-    for axis in range(position.shape[1]):
-        x = position[:, axis]
-        d = x[:, None] - x[safe]
-        if box is not None:
-            d = d - box[axis] * jnp.floor(d / box[axis] + 0.5)
-        r2 = r2 + d * d
-    keep = (candidates < n) & (candidates != jnp.arange(n, dtype=candidates.dtype)[:, None]) & (r2 < radius * radius)
-    count = jnp.sum(keep, axis=1, dtype=jnp.int32)
-    if capacity >= candidates.shape[1]:
-        keys = jnp.where(keep, candidates, -1)
-        keys = jnp.concatenate([keys, jnp.full((n, capacity - candidates.shape[1]), -1, keys.dtype)], axis=1)
-        ids = -jnp.sort(-keys, axis=1)
-    else:
-        keys = jnp.where(keep, candidates.astype(jnp.float32), jnp.float32(-1.0))
-        ids, _ = jax.lax.top_k(keys, capacity)
-    index = jnp.where(ids >= 0, ids, n).astype(jnp.int32)
-    return index, count
+    rows, m = keep.shape
+    n_words = m // 32
+    bits = jnp.left_shift(jnp.uint32(1), jnp.arange(32, dtype=jnp.uint32))
+    words = jnp.sum(jnp.where(keep.reshape(rows, n_words, 32), bits, jnp.uint32(0)), axis=2, dtype=jnp.uint32)
+    per_word = jax.lax.population_count(words).astype(jnp.int32)
+    running = jnp.cumsum(per_word, axis=1)  # kept candidates up to and including each word
+    count = running[:, -1]
+    slot = jnp.arange(capacity, dtype=jnp.int32)[None, :]
+    # w = the number of words whose running count is <= slot: the word holding the slot
+    w = jnp.zeros((rows, capacity), jnp.int32)
+    step = 1 << (n_words - 1).bit_length()
+    while step:
+        trial = w + step
+        below = jnp.take_along_axis(running, jnp.minimum(trial, n_words) - 1, axis=1) <= slot
+        w = jnp.where((trial <= n_words) & below, trial, w)
+        step >>= 1
+    w = jnp.minimum(w, n_words - 1)
+    word = jnp.take_along_axis(words, w, axis=1)
+    rank = slot - jnp.take_along_axis(running, w, axis=1) + jnp.take_along_axis(per_word, w, axis=1)
+    # b = the largest bit position with at most `rank` kept bits below it: the slot's bit
+    b = jnp.zeros((rows, capacity), jnp.uint32)
+    for step in (16, 8, 4, 2, 1):
+        trial = b + jnp.uint32(step)
+        lower = jax.lax.population_count(word & (jnp.left_shift(jnp.uint32(1), trial) - jnp.uint32(1)))
+        b = jnp.where(lower.astype(jnp.int32) <= rank, trial, b)
+    column = w * 32 + b.astype(jnp.int32)
+    ids = hood[group[:, None], column]
+    return jnp.where(slot < count[:, None], ids, n).astype(jnp.int32), count
 
 
 def _occupancy(nl: NeighbourList, position: Positions, box: Box | None) -> int:
@@ -323,15 +389,35 @@ def _occupancy(nl: NeighbourList, position: Positions, box: Box | None) -> int:
         return 0
     coords = nl._cell_coords(position, box)
     strides = np.cumprod((1,) + nl.cells[:-1]).astype(np.int32)
-    cell = coords @ jnp.asarray(strides)
-    return int(jnp.max(jnp.zeros(math.prod(nl.cells), jnp.int32).at[cell].add(1)))
+    cell = np.asarray(coords @ jnp.asarray(strides))
+    return int(np.bincount(cell, minlength=math.prod(nl.cells)).max())
 
 
 def _max_count(nl: NeighbourList, position: Positions, box: Box | None) -> int:
     """The largest number of neighbours within cutoff + skin of any particle."""
-    candidates, _ = nl._candidates(position, box)
-    _, count = _select(position, candidates, box, nl.radius, 1)
-    return int(jnp.max(count, initial=0))
+    n = position.shape[0]
+    hood, group, _ = nl._grid(position, box)
+    hood_x = _coordinates(position, hood)
+
+    def rows(i):
+        return jnp.sum(nl._keep(position, box, hood, hood_x, group, i), axis=1, dtype=jnp.int32)
+
+    return int(jnp.max(jax.jit(by_row_blocks, static_argnums=(0, 1, 2))(rows, n, hood.shape[1]), initial=0))
+
+
+def by_row_blocks(fn: Callable, n: int, width: int, elements: int = 1 << 18):
+    """`fn(arange(n))` for a function of particle ids whose work is [len(ids), width],
+    computed a block of rows at a time (`lax.map`) so that the [block, width]
+    intermediates stay in cache; the outputs (arrays with a leading axis of rows) are
+    concatenated. Blocks hold about `elements` entries; one block when everything fits.
+    """
+    block = max(8, elements // max(width, 1))
+    if block >= n:
+        return fn(jnp.arange(n, dtype=jnp.int32))
+    blocks = -(-n // block)
+    ids = jnp.minimum(jnp.arange(blocks * block, dtype=jnp.int32), n - 1).reshape(blocks, block)
+    out = jax.lax.map(fn, ids)
+    return jax.tree.map(lambda a: a.reshape((blocks * block,) + a.shape[2:])[:n], out)
 
 
 def _padded(count: int, factor: float, limit: int) -> int:

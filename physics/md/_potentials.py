@@ -46,7 +46,8 @@ class PairModel(ParticleModel):
     def bond_energy(self, system: System, params: PyTree) -> Scalar:
         return jnp.zeros((), system.position.dtype)
 
-    def _pair_values(self, system: System, params: PyTree, j: Array | None) -> dict[str, Array]:
+    def _pair_values(self, system: System, params: PyTree, i: Array, j: Array) -> dict[str, Array]:
+        """Parameter values for the pairs (i[:, None], j): scalars, or looked up by species."""
         dtype = system.position.dtype
         out = {}
         for name in self.pair_parameters:
@@ -55,44 +56,50 @@ class PairModel(ParticleModel):
                 out[name] = value
             else:
                 s = system.species
-                out[name] = value[s[:, None], s[j]] if j is not None else value[s, s]
+                out[name] = value[s[i][:, None], s[j]]
         return out
 
     def _pass(self, system: System, params: PyTree, neighbours: NeighbourIndex | None, with_forces: bool):
         """Energy, and with_forces also forces and virial, of the pair interactions.
 
-        Works per Cartesian component ([n, k] arrays for x, y, z rather than one
-        [n, k, dim] array), which vectorises several times better on CPU.
+        Works per Cartesian component ([rows, k] arrays for x, y, z rather than one
+        [rows, k, dim] array), which vectorises several times better on CPU, and a block
+        of rows at a time, so that the intermediates stay in cache for large systems.
         """
         position = system.position
         n, dim = position.shape
         dtype = position.dtype
-        if neighbours is None:
-            j = jnp.broadcast_to(jnp.arange(n), (n, n))
-            valid = j != jnp.arange(n)[:, None]
-        else:
-            j = jnp.minimum(neighbours, n - 1)
-            valid = neighbours < n
-        components = []
-        r2 = jnp.zeros(j.shape, dtype)
-        for axis in range(dim):
-            x = position[:, axis]
-            d = system.space.displacement_component(x[:, None] - x[j], axis)
-            components.append(d)
-            r2 = r2 + d * d
         rc2 = jnp.asarray(self.cutoff * self.cutoff, dtype)
-        inside = valid & (r2 < rc2)
-        safe = jnp.where(inside, r2, rc2)
-        p = self._pair_values(system, params, j)
-        if not with_forces:
-            e = jnp.where(inside, self.pair_energy(safe, p), 0.0)
-            return 0.5 * jnp.sum(e), None, None
-        e, de = jax.jvp(lambda x: self.pair_energy(x, p), (safe,), (jnp.ones_like(safe),))
-        e = jnp.where(inside, e, 0.0)
-        de = jnp.where(inside, de, 0.0)
-        force = jnp.stack([-2.0 * jnp.sum(de * d, axis=1) for d in components], axis=1)
-        virial = -jnp.sum(de * r2)
-        return 0.5 * jnp.sum(e), force, virial
+
+        def rows(i):
+            if neighbours is None:
+                j = jnp.broadcast_to(jnp.arange(n), (i.shape[0], n))
+                valid = j != i[:, None]
+            else:
+                listed = neighbours[i]
+                j = jnp.minimum(listed, n - 1)
+                valid = listed < n
+            components = []
+            r2 = jnp.zeros(j.shape, dtype)
+            for axis in range(dim):
+                x = position[:, axis]
+                d = system.space.displacement_component(x[i][:, None] - x[j], axis)
+                components.append(d)
+                r2 = r2 + d * d
+            inside = valid & (r2 < rc2)
+            safe = jnp.where(inside, r2, rc2)
+            p = self._pair_values(system, params, i, j)
+            if not with_forces:
+                return jnp.sum(jnp.where(inside, self.pair_energy(safe, p), 0.0), axis=1), None, None
+            e, de = jax.jvp(lambda x: self.pair_energy(x, p), (safe,), (jnp.ones_like(safe),))
+            e = jnp.where(inside, e, 0.0)
+            de = jnp.where(inside, de, 0.0)
+            force = jnp.stack([-2.0 * jnp.sum(de * d, axis=1) for d in components], axis=1)
+            return jnp.sum(e, axis=1), force, -jnp.sum(de * r2, axis=1)
+
+        width = n if neighbours is None else neighbours.shape[1]
+        energy, force, virial = _by_row_blocks(rows, n, width)
+        return 0.5 * jnp.sum(energy), force, None if virial is None else jnp.sum(virial)
 
     def interaction_energy(self, system: System, params: PyTree, neighbours: NeighbourIndex | None = None) -> Scalar:
         energy, _, _ = self._pass(system, params, neighbours, with_forces=False)
@@ -118,6 +125,19 @@ class PairModel(ParticleModel):
                 f"{self.name}: {what} {factor * largest:g} (from {name} = {largest:g}) exceeds the model's "
                 f"cutoff {self.cutoff:g}; raise the model option cutoff"
             )
+
+
+def _by_row_blocks(fn, n: int, width: int, elements: int = 1 << 17):
+    """`fn(arange(n))` for a function of particle ids whose work is [len(ids), width],
+    a block of about `elements` entries at a time (`lax.map`); outputs are arrays (or
+    None) with a leading axis of rows. One block when everything fits."""
+    block = max(8, elements // max(width, 1))
+    if block >= n:
+        return fn(jnp.arange(n))
+    blocks = -(-n // block)
+    ids = jnp.minimum(jnp.arange(blocks * block), n - 1).reshape(blocks, block)
+    out = jax.lax.map(fn, ids)
+    return jax.tree.map(lambda a: a.reshape((blocks * block,) + a.shape[2:])[:n], out)
 
 
 def _lj(r2, epsilon, sigma):
