@@ -402,7 +402,7 @@ def _max_count(nl: NeighbourList, position: Positions, box: Box | None) -> int:
     def rows(i):
         return jnp.sum(nl._keep(position, box, hood, hood_x, group, i), axis=1, dtype=jnp.int32)
 
-    return int(jnp.max(jax.jit(by_row_blocks, static_argnums=(0, 1, 2))(rows, n, hood.shape[1]), initial=0))
+    return int(jnp.max(by_row_blocks(rows, n, hood.shape[1]), initial=0))
 
 
 def by_row_blocks(fn: Callable, n: int, width: int, elements: int = 1 << 18):

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import sim
+from sim.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -79,7 +80,7 @@ def test_run_starts_from_an_h5md_file(tmp_path):
     np.testing.assert_allclose(second.observables["position"][0] % second.system.space.box, last, atol=1e-9)
 
 
-def test_cli_runs_the_example_config_and_reports_bad_input(tmp_path):
+def test_cli_runs_the_example_config_and_reports_bad_input(tmp_path, capsys):
     env_cmd = [sys.executable, "-m", "sim.cli"]
     out = tmp_path / "lj.h5"
     ok = subprocess.run(
@@ -89,13 +90,13 @@ def test_cli_runs_the_example_config_and_reports_bad_input(tmp_path):
     assert ok.returncode == 0, ok.stderr
     with h5py.File(out) as f:
         assert f["particles/all/position/value"].shape == (6, 500, 3)
-    bad = subprocess.run(
-        env_cmd + ["run", str(ROOT / "experiments/lj_fluid.toml"), "-o", str(tmp_path / "bad.h5"), "--set", "solver.temperature=-1"],
-        capture_output=True, text=True, timeout=600,
-    )
-    assert bad.returncode == 2
-    assert len(bad.stderr.strip().splitlines()) == 1
-    assert "solver.temperature" in bad.stderr and "positive" in bad.stderr
+    # bad input, in this process (the command's own entry point, without a second start-up)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["run", str(ROOT / "experiments/lj_fluid.toml"), "-o", str(tmp_path / "bad.h5"), "--set", "solver.temperature=-1"])
+    assert exit_info.value.code == 2
+    stderr = capsys.readouterr().err
+    assert len(stderr.strip().splitlines()) == 1
+    assert "solver.temperature" in stderr and "positive" in stderr
     assert not (tmp_path / "bad.h5").exists()
 
 
