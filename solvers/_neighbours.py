@@ -395,6 +395,11 @@ def _occupancy(nl: NeighbourList, position: Positions, box: Box | None) -> int:
 
 def _max_count(nl: NeighbourList, position: Positions, box: Box | None) -> int:
     """The largest number of neighbours within cutoff + skin of any particle."""
+    return int(_neighbour_counts(nl, position, box))
+
+
+@eqx.filter_jit
+def _neighbour_counts(nl: NeighbourList, position: Positions, box: Box | None) -> Int[Array, ""]:
     n = position.shape[0]
     hood, group, _ = nl._grid(position, box)
     hood_x = _coordinates(position, hood)
@@ -402,7 +407,7 @@ def _max_count(nl: NeighbourList, position: Positions, box: Box | None) -> int:
     def rows(i):
         return jnp.sum(nl._keep(position, box, hood, hood_x, group, i), axis=1, dtype=jnp.int32)
 
-    return int(jnp.max(by_row_blocks(rows, n, hood.shape[1]), initial=0))
+    return jnp.max(by_row_blocks(rows, n, hood.shape[1]), initial=0)
 
 
 def by_row_blocks(fn: Callable, n: int, width: int, elements: int = 1 << 18):

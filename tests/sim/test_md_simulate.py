@@ -40,23 +40,27 @@ def test_nve_energy_drift_over_10000_steps():
     assert drift < 1e-4, drift
 
 
-def test_neighbour_list_and_all_pairs_give_the_same_trajectory():
+@pytest.fixture(scope="module")
+def small_run():
+    """One NVE run of 108 particles with the default solver (a neighbour list), shared
+    by the tests below so that it is compiled and run once."""
     model = md.LennardJones(cutoff=2.5, shift=True)
     system = lj_liquid(3, 0.8)
-    t = jnp.linspace(0.0, 0.5, 6)
-    with_list = sim.simulate(model, None, t, initial=system)
+    t = jnp.linspace(0.0, 1.0, 11)
+    return model, system, t, sim.simulate(model, None, t, initial=system)
+
+
+def test_neighbour_list_and_all_pairs_give_the_same_trajectory(small_run):
+    model, system, t, with_list = small_run
     without = sim.simulate(model, None, t, initial=system, solver=ParticleSolver(VelocityVerlet(0.005), neighbour_list=False))
     np.testing.assert_allclose(np.asarray(with_list.observables["position"]), np.asarray(without.observables["position"]), atol=1e-10)
 
 
-def test_overflow_is_handled_by_the_engine():
+def test_overflow_is_handled_by_the_engine(small_run):
     # start with room for 4 neighbours: the engine must grow the list and redo the chunk,
     # giving exactly the run a large enough list gives
-    model = md.LennardJones(cutoff=2.5, shift=True)
-    system = lj_liquid(3, 0.8)
-    t = jnp.linspace(0.0, 1.0, 11)
+    model, system, t, roomy = small_run
     small = sim.simulate(model, None, t, initial=system, solver=ParticleSolver(VelocityVerlet(0.005), capacity=4, chunk_steps=40))
-    roomy = sim.simulate(model, None, t, initial=system)
     assert int(small.stats["result"]) == 0
     assert int(small.stats["capacity"]) > 4
     np.testing.assert_allclose(np.asarray(small.observables["total_energy"]), np.asarray(roomy.observables["total_energy"]), rtol=1e-12)
