@@ -15,7 +15,7 @@ from solvers import Etdrk, MethodOfLines, did_you_mean, result_message
 
 from ._config import Config
 from ._errors import DataError, SimulationError
-from ._pde import grid_coordinates, initial_field
+from ._pde import fd_grid, grid_coordinates, initial_field
 from ._progress import Progress
 from ._result import RunResult
 from ._run import Setup, resolve_params, resolved_toml, run_family, save_times, setup_family
@@ -119,6 +119,20 @@ def _(model: SpectralPdeModel, config: Config) -> Setup:
     return Setup(model=model, params=params, initial=u0, t=jnp.asarray(t), solver=solver, resolved={"params": params, "solver": resolved_solver})
 
 
+def _check_explicit_step(config: Config, model: GridPdeModel, params: dict, solver: MethodOfLines) -> None:
+    """A fixed step of an explicit method beyond its diffusive stability limit is a
+    config error (caught before the run, not as a blow-up inside it)."""
+    diffusivity = float(np.max(np.asarray(model.diffusivities(params))))
+    limit = solver.stability_limit(fd_grid(model, solver.order), diffusivity)
+    dt = config.spec.time.dt
+    if limit is not None and dt > limit:
+        raise config.error(
+            "time.dt",
+            f"{dt:g} is beyond the diffusive stability limit {limit:.3g} of the explicit method {solver.method} "
+            "on this grid; take a smaller step, or an implicit (kvaerno5) or IMEX (kencarp4) method",
+        )
+
+
 @setup_family.register
 def _(model: GridPdeModel, config: Config) -> Setup:
     _extras(config, _FD_KEYS, "finite-difference PDE")
@@ -140,6 +154,8 @@ def _(model: GridPdeModel, config: Config) -> Setup:
         message = str(e).splitlines()[0]
         key = "solver.method" if "method" in message else "solver"
         raise config.error(key, message) from None
+    if not solver.adaptive:
+        _check_explicit_step(config, model, params, solver)
     u0 = _initial(config, model, params)
     resolved_solver = {k: v for k, v in options.items() if k not in ("dt0", "adaptive")}
     return Setup(model=model, params=params, initial=u0, t=jnp.asarray(t), solver=solver, resolved={"params": params, "solver": resolved_solver})

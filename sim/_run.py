@@ -51,8 +51,13 @@ def build_model(config: Config) -> Model:
     except (TypeError, ValueError) as e:
         message = str(e).splitlines()[0]
         # The model names the offending option first ("model 'heat': domain = ...").
-        found = [(message.find(f" {k}"), k) for k in ("points", "domain") if f" {k}" in message]
-        key = f"grid.{min(found)[1]}" if found else "model"
+        grid = config.spec.grid or {}
+        found = [(message.find(f" {k}"), k) for k in options if f" {k}" in message]
+        if found:
+            name = min(found)[1]
+            key = f"grid.{name}" if name in grid else f"model.{name}"
+        else:
+            key = "model"
         raise config.error(key, message) from None
 
 

@@ -272,9 +272,20 @@ _IMEX: dict[str, Callable[[], diffrax.AbstractSolver]] = {
     "kencarp4": diffrax.KenCarp4,
     "kencarp5": diffrax.KenCarp5,
 }
-# Length of the real stability interval [-beta, 0] of explicit methods whose stability
-# polynomial is the Taylor polynomial of exp (Hairer, Norsett & Wanner I, IV.2).
-_REAL_STABILITY = {"euler": 2.0, "heun": 2.0, "midpoint": 2.0, "ralston": 2.0, "bosh3": 2.5127}
+# Length of the real stability interval [-beta, 0] of explicit methods: 2 for the
+# Taylor-polynomial methods of orders 1-2, 2.5127 for order 3 (Hairer, Norsett & Wanner I,
+# IV.2); for tsit5, dopri5 and dopri8 the largest x with |R(-y)| <= 1 on [0, x], R the
+# stability function of diffrax's Butcher tableau (rounded down).
+_REAL_STABILITY = {
+    "euler": 2.0,
+    "heun": 2.0,
+    "midpoint": 2.0,
+    "ralston": 2.0,
+    "bosh3": 2.5127,
+    "tsit5": 3.506,
+    "dopri5": 3.306,
+    "dopri8": 5.166,
+}
 
 
 class MethodOfLines(eqx.Module):

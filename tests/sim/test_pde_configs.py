@@ -73,33 +73,43 @@ def test_initial_field_from_hdf5(tmp_cwd, capsys):
 
 
 BASE = '[model]\nname = "heat"\n[grid]\npoints = [32]\ndomain = [[0.0, 6.283185307179586]]\n[initial]\nkind = "sine"\n[time]\nt1 = 0.5\nsave = 3\ndt = 0.05\n'
+FROM_FILE = BASE.replace('kind = "sine"\n', 'file = "u0.h5"\ndataset = "/u"\n')
+BOUNDED = '[model]\nname = "heat_fd"\n[grid]\npoints = [33]\ndomain = [[0.0, 1.0]]\n[initial]\nkind = "sine"\n[time]\nt1 = 0.2\nsave = 3\n[solver]\nmethod = "tsit5"\n'
+# case: (config text, --set overrides, what the one stderr line must contain)
 BAD = {
-    "odd_points": (["--set", "grid.points=[31]"], "grid.points"),
-    "domain_reversed": (["--set", "grid.domain=[[1.0, 0.0]]"], "grid.domain"),
-    "domain_wrong_length": (["--set", "grid.domain=[[0.0, 1.0], [0.0, 1.0]]"], "grid.domain"),
-    "unknown_grid_key": (["--set", "grid.pints=[32]"], "grid.pints"),
-    "dt_not_dividing": (["--set", "time.dt=0.07"], "time.dt"),
-    "dt_missing": (["--set", "time.dt=0.05", "--set", "time.save_at=[0.0, 0.1, 0.3]", "--set", "time.save=0"], "time"),
-    "negative_dt": (["--set", "time.dt=-0.05"], "time.dt"),
-    "unknown_kind": (["--set", "initial.kind=gausian"], "Perhaps you meant 'gaussian'"),
-    "unknown_method": (["--set", "solver.method=etdrk5"], "solver.method"),
-    "float16": (["--set", "solver.dtype=float16"], "solver.dtype"),
-    "unknown_solver_key": (["--set", "solver.rtol=1e-6"], "solver.rtol"),
-    "missing_initial_file": (["--set", "initial.file=none.h5", "--set", "initial.dataset=/u", "--set", 'initial.kind=""'], "initial"),
+    "odd_points": (BASE, ["grid.points=[31]"], "c.toml: grid.points"),
+    "zero_points": (BASE, ["grid.points=[0]"], "c.toml: grid.points"),
+    "domain_reversed": (BASE, ["grid.domain=[[1.0, 0.0]]"], "c.toml: grid.domain"),
+    "domain_not_pairs": (BASE, ["grid.domain=[0.0, 1.0]"], "c.toml: grid.domain"),
+    "domain_wrong_length": (BASE, ["grid.domain=[[0.0, 1.0], [0.0, 1.0]]"], "c.toml: grid.domain"),
+    "unknown_grid_key": (BASE, ["grid.pints=[32]"], "c.toml: grid.pints"),
+    "dt_not_dividing": (BASE, ["time.dt=0.07"], "c.toml: time.dt"),
+    "negative_dt": (BASE, ["time.dt=-0.05"], "c.toml: time.dt"),
+    "zero_dt": (BOUNDED, ["time.dt=0.0"], "c.toml: time.dt"),
+    "unstable_explicit_dt": (BOUNDED, ["time.dt=0.05"], "c.toml: time.dt: 0.05 is beyond the diffusive stability limit"),
+    "unknown_boundary_kind": (BOUNDED, ["grid.boundary=neuman"], "Perhaps you meant 'neumann'"),
+    "unknown_kind": (BASE, ["initial.kind=gausian"], "Perhaps you meant 'gaussian'"),
+    "unknown_method": (BASE, ["solver.method=etdrk5"], "c.toml: solver.method"),
+    "unknown_fd_method": (BOUNDED, ["solver.method=tsit"], "Perhaps you meant 'tsit5'"),
+    "float16": (BASE, ["solver.dtype=float16"], "c.toml: solver.dtype"),
+    "unknown_solver_key": (BASE, ["solver.rtol=1e-6"], "c.toml: solver.rtol"),
+    "missing_initial_file": (FROM_FILE.replace("u0.h5", "none.h5"), [], "none.h5"),
+    "missing_initial_dataset": (FROM_FILE, ["initial.dataset=/v"], "u0.h5: /v: no such dataset"),
+    "initial_shape_mismatch": (FROM_FILE, ["grid.points=[64]"], "u0.h5: /u: shape (32,) does not match the grid (64,)"),
 }
 
 
 @pytest.mark.parametrize("case", sorted(BAD))
 def test_bad_pde_input_one_line_exit_2(case, tmp_cwd, capsys):
-    extra, fragment = BAD[case]
-    text = BASE
-    if case == "missing_initial_file":
-        text = text.replace('kind = "sine"\n', 'file = "none.h5"\ndataset = "/u"\n')
-        extra = []
-        fragment = "none.h5"
+    import h5py
+
+    text, overrides, fragment = BAD[case]
     Path("c.toml").write_text(text)
+    with h5py.File("u0.h5", "w") as f:
+        f["u"] = np.sin(np.linspace(0.0, 2 * np.pi, 32, endpoint=False))
     Path("keep.h5").write_bytes(b"precious")
     before = sorted(os.listdir("."))
+    extra = [a for item in overrides for a in ("--set", item)]
     code, err = cli(["run", "c.toml", "-o", "keep.h5", "--quiet", *extra], capsys)
     assert code == 2, err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
