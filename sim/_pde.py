@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -21,10 +22,10 @@ from jaxtyping import Array, PyTree
 
 from physics import pde
 from physics.pde import GridPdeModel, PdeModel, SpectralPdeModel
-from solvers import Etdrk, FdGrid, FourierGrid, MethodOfLines, did_you_mean
+from solvers import Etdrk, EtdrkCoefficients, FdGrid, FourierGrid, MethodOfLines, did_you_mean
 
 from ._registry import register_model
-from ._simulate import _simulate_family
+from ._simulate import _simulate_family, complete_params
 from ._trajectory import Trajectory
 
 MODELS = (
@@ -95,23 +96,98 @@ def _cast(params: PyTree, dtype) -> PyTree:
     return jax.tree.map(lambda v: jnp.asarray(v).astype(dtype), params)
 
 
-@_simulate_family.register
-def _(model: SpectralPdeModel, params, t, initial, solver, key) -> Trajectory:
+def _etdrk(solver: Etdrk | None) -> Etdrk:
     if solver is None:
-        solver = Etdrk()
+        return Etdrk()
     if not isinstance(solver, Etdrk):
         raise TypeError(f"a periodic spectral PDE model needs a solvers.Etdrk solver, got {type(solver).__name__}")
-    dtype = jnp.dtype(solver.dtype)
+    return solver
+
+
+def _simulate_spectral(model, params, t, initial, solver: Etdrk, coefficients=None) -> Trajectory:
     grid = FourierGrid(model.points, model.domain, dtype=solver.dtype)
     u0 = initial_field(model, initial, params)
-    p = _cast(params, dtype)
+    p = _cast(params, jnp.dtype(solver.dtype))
 
     def observe(u):
         return model.observables(u, p, grid)
 
-    sol = solver.solve(grid, model.linear(p, grid), lambda u_hat: model.nonlinear(u_hat, p, grid), u0, t, observe)
+    linear = model.linear(p, grid) if coefficients is None else None
+    sol = solver.solve(grid, linear, lambda u_hat: model.nonlinear(u_hat, p, grid), u0, t, observe, coefficients)
     stats = {"num_steps": sol.num_steps, "result": sol.result}
     return Trajectory(time=t, observables=sol.saved, final_state=sol.final, stats=stats)
+
+
+@_simulate_family.register
+def _(model: SpectralPdeModel, params, t, initial, solver, key) -> Trajectory:
+    return _simulate_spectral(model, params, t, initial, _etdrk(solver))
+
+
+class SpectralStepper(eqx.Module):
+    """A periodic spectral model with its parameters and the ETDRK coefficients of one
+    step dt, built once (as an exponax stepper holds them): `simulate` from any initial
+    field and save times with that step reuses them instead of rebuilding the contour
+    integrals on every call. Build one with `spectral_stepper`; a new parameter set needs
+    a new stepper. It is a pytree: pass it into `jax.jit`-ed functions as an argument;
+    gradients with respect to its `params` and `coefficients` leaves flow as usual.
+
+    Attributes:
+        model: the `SpectralPdeModel`.
+        params: its complete parameters.
+        solver: the `solvers.Etdrk` strategy.
+        coefficients: `solver.coefficients(model.linear(params), dt)`.
+    """
+
+    model: SpectralPdeModel
+    params: PyTree
+    solver: Etdrk
+    coefficients: EtdrkCoefficients
+
+    @property
+    def dt(self) -> Array:
+        return self.coefficients.dt
+
+    def simulate(self, t: Array, *, initial: Any = None) -> Trajectory:
+        """`sim.simulate(model, params, t, initial=initial, solver=solver)` with the
+        prebuilt coefficients.
+
+        Arguments:
+            t: equally spaced save times [T] with (t[1] - t[0]) / solver.steps_per_save
+                equal to the stepper's dt.
+            initial: as for `simulate` (None: the model's default field).
+
+        Raises:
+            EqxRuntimeError (at run time): save times whose step is not the stepper's dt.
+        """
+        t = jnp.asarray(t, dtype=float)
+        return _simulate_spectral(self.model, self.params, t, initial, self.solver, self.coefficients)
+
+
+def spectral_stepper(model: SpectralPdeModel, params: PyTree | None, dt: float, *, solver: Etdrk | None = None) -> SpectralStepper:
+    """Build the ETDRK coefficients of `model` at `params` for steps of `dt` once.
+
+    Arguments:
+        model: a periodic spectral model.
+        params: its parameters (missing ones take defaults).
+        dt: the time step.
+        solver: the `solvers.Etdrk` strategy (default: ETDRK4, float64).
+
+    Returns:
+        A `SpectralStepper`.
+
+    Example:
+        >>> model = sim.get_model("kuramoto_sivashinsky")
+        >>> stepper = sim.spectral_stepper(model, None, 0.25, solver=Etdrk(steps_per_save=4))
+        >>> traj = stepper.simulate(jnp.linspace(0.0, 10.0, 11))
+    """
+    if not isinstance(model, SpectralPdeModel):
+        raise TypeError(f"spectral_stepper needs a periodic spectral model, got {type(model).__name__}")
+    solver = _etdrk(solver)
+    params = jax.tree.map(jnp.asarray, complete_params(model, params))
+    grid = FourierGrid(model.points, model.domain, dtype=solver.dtype)
+    linear = model.linear(_cast(params, jnp.dtype(solver.dtype)), grid)
+    coefficients = solver.coefficients(linear, jnp.asarray(dt, dtype=float))
+    return SpectralStepper(model=model, params=params, solver=solver, coefficients=coefficients)
 
 
 def fd_grid(model: GridPdeModel, order: int) -> FdGrid:

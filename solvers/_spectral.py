@@ -191,12 +191,15 @@ class EtdrkCoefficients(eqx.Module):
         exp_half: exp(L dt / 2) (orders 3 and 4).
         q: dt phi1(L dt) for orders 1 and 2, (dt / 2) phi1(L dt / 2) for 3 and 4.
         b: order 1: none; 2: dt phi2(L dt); 3 and 4: the three final-stage weights.
+        dt: the step they were built for (`Etdrk.solve` checks it against the save times
+            when it is handed prebuilt coefficients).
     """
 
     exp: Inexact[Array, "..."]
     exp_half: Inexact[Array, "..."] | None
     q: Inexact[Array, "..."]
     b: tuple[Inexact[Array, "..."], ...]
+    dt: Float[Array, ""] | None = None
 
 
 class Etdrk(eqx.Module):
@@ -315,7 +318,7 @@ class Etdrk(eqx.Module):
             return (x.real if is_real else x).astype(target)
 
         return EtdrkCoefficients(
-            exp=cast(exp), exp_half=cast(exp_half), q=cast(q), b=tuple(cast(x) for x in b)
+            exp=cast(exp), exp_half=cast(exp_half), q=cast(q), b=tuple(cast(x) for x in b), dt=jnp.asarray(dt)
         )
 
     def step(
@@ -361,30 +364,36 @@ class Etdrk(eqx.Module):
     def solve(
         self,
         grid: FourierGrid,
-        linear: Inexact[Array, "..."],
+        linear: Inexact[Array, "..."] | None,
         nonlinear: Callable[[Array], Array],
         u0: Float[Array, "..."],
         t: Times,
         observe: Callable[[Array], PyTree] | None = None,
+        coefficients: EtdrkCoefficients | None = None,
     ) -> SpectralSolution:
         """Integrate u_t = L u + N(u) from t[0], observing the field at every save time.
 
         Arguments:
             grid: the periodic grid; fields have its shape in their last axes.
-            linear: the symbol L, broadcastable to the Fourier transform of `u0`.
+            linear: the symbol L, broadcastable to the Fourier transform of `u0` (None
+                when `coefficients` are given).
             nonlinear: u_hat -> N(u)_hat, both in Fourier space (the solver applies
                 the dealiasing mask to its input and its output).
             u0: the initial field, physical space, [..., *grid.points].
             t: equally spaced save times [T], T >= 2.
             observe: physical field -> pytree of arrays saved at each time (default:
                 the field).
+            coefficients: prebuilt `coefficients(linear, dt)` for this step (built once
+                and reused across calls, as a stepper holds them); None builds them here.
+                `linear` is then unused.
 
         Returns:
             A `SpectralSolution`.
 
         Raises:
             ValueError: `u0` does not end in the grid's shape.
-            EqxRuntimeError (at run time): save times not equally spaced and increasing.
+            EqxRuntimeError (at run time): save times not equally spaced and increasing;
+                prebuilt coefficients for another step than (t[1] - t[0]) / steps_per_save.
         """
         if tuple(u0.shape[-grid.ndim :]) != grid.points:
             raise ValueError(f"initial field has shape {u0.shape}; expected trailing grid shape {grid.points}")
@@ -400,7 +409,17 @@ class Etdrk(eqx.Module):
             "fixed-step solvers need equally spaced save times",
         )
         dt = (t[1] - t[0]) / self.steps_per_save
-        coefficients = self.coefficients(linear, dt)
+        if coefficients is None:
+            if linear is None:
+                raise ValueError("Etdrk.solve needs the linear symbol or prebuilt coefficients")
+            coefficients = self.coefficients(linear, dt)
+        elif coefficients.dt is not None:
+            built = jnp.asarray(coefficients.dt).astype(dt.dtype)
+            dt = eqx.error_if(
+                dt,
+                jnp.abs(built - dt) > 1e-5 * jnp.abs(dt),
+                "the prebuilt ETDRK coefficients are for another step than (t[1] - t[0]) / steps_per_save",
+            )
 
         if self.dealias is None:
             n_eff = nonlinear

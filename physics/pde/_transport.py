@@ -163,9 +163,9 @@ class Burgers(SpectralPdeModel):
             u = grid.irfft(u_hat)
             return -0.5 * grid.derivative(0) * grid.rfft(u * u)
         dx, dy = grid.derivative(0), grid.derivative(1)
-        stacked = jnp.concatenate([u_hat, dx * u_hat, dy * u_hat])  # u, v, u_x, v_x, u_y, v_y
-        u, v, ux, vx, uy, vy = grid.irfft(stacked)
-        return -grid.rfft(jnp.stack([u * ux + v * uy, u * vx + v * vy]))
+        # Separate transforms per component: faster on CPU than one batched transform.
+        u, v, ux, vx, uy, vy = (grid.irfft(c) for c in (*u_hat, *(dx * u_hat), *(dy * u_hat)))
+        return -jnp.stack([grid.rfft(u * ux + v * uy), grid.rfft(u * vx + v * vy)])
 
     def extra_observables(self, u: Field, params: PyTree, grid: Any) -> dict[str, Array]:
         energy = 0.5 * grid.integral(jnp.sum(u * u, axis=0))
