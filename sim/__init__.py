@@ -33,3 +33,4 @@ from . import _pde_run as _pde_run  # noqa: E402,F401  (PDE configs: setup and r
 from . import _md as _md  # noqa: E402,F401  (registers the particle models and the MD family)
 from . import _neural as _neural  # noqa: E402,F401  (registers the neural ODE models)
 from ._sweep import SweepResult as SweepResult, sweep as sweep  # noqa: E402
+from ._plot import plot as plot  # noqa: E402  (matplotlib is imported when a figure is drawn)

@@ -208,6 +208,21 @@ def infer(
 
 
 @app.command()
+def plot(
+    file: Annotated[Path, typer.Argument(help="A run, sweep, fit or posterior HDF5 file (or H5MD).")],
+    output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Figure file (.png, .pdf, .svg); default FILE's name with .png.")] = None,
+    quiet: Quiet = False,
+) -> None:
+    """Draw FILE: time series, fields, MD observables and g(r), sweeps, fits or posteriors."""
+    from ._plot import check_figure_path, plot as draw
+
+    path = check_figure_path(output if output is not None else Path(file.with_suffix(".png").name))
+    draw(file, path)
+    if not quiet:
+        print(f"wrote {path}", file=sys.stderr)
+
+
+@app.command()
 def info() -> None:
     """Versions, devices and precision."""
     import jax

@@ -1,0 +1,349 @@
+"""Figures of sweep, fit and posterior files."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from ._errors import DataError
+from ._plot import Source, new_figure, pretty
+from ._plot_run import _colors, snapshot_indices
+
+_MAX_PANELS = 6
+_MAX_TRACES = 8
+_MAX_PAIRS = 5
+_MAX_LINES = 64
+
+# ----------------------------------------------------------------------------- sweep
+
+
+def sweep(src: Source):
+    attrs = src.record.attrs
+    try:
+        swept = [str(s) for s in json.loads(attrs["swept"])]
+    except (KeyError, TypeError, ValueError):
+        raise DataError(src.path, "swept", "missing or malformed root attribute; expected a JSON list of swept names") from None
+    if not swept:
+        raise DataError(src.path, "swept", "names no swept quantity")
+    status = src.array("status", ndim=1)
+    runs = len(status)
+    values = {}
+    for name in swept:
+        head, _, rest = name.partition(".")
+        key = f"initial/{rest}" if head == "initial" and rest else f"params/{name}"
+        values[name] = src.array(key, ndim=1)
+        src.check_length(key, values[name], runs, "one value per run")
+    t = src.array("time", ndim=1) if src.has("time") else None
+    save = str(attrs.get("save", "full"))
+    summaries, lines = {}, {}
+    for name, node in list(src.group("observables").items())[:_MAX_PANELS]:
+        key = f"observables/{name}"
+        if isinstance(node, dict):  # save = "summary": {min, max, mean, final}
+            stat = "mean" if "mean" in node else next(iter(node))
+            value = src.values(node[stat], f"{key}/{stat}", min_ndim=1)
+            label = f"{stat} of {pretty(name)}"
+        else:
+            value = src.values(node, key, min_ndim=1)
+            label = pretty(name)
+            if save == "full" and t is not None and value.ndim >= 2 and value.shape[1] == len(t):
+                if value.ndim == 2:
+                    lines[name] = value
+                    label = f"time mean of {pretty(name)}"
+                    value = np.nanmean(value, axis=1) if np.isfinite(value).any() else value[:, 0]
+                else:
+                    label = f"final rms of {pretty(name)}"
+                    value = value[:, -1]
+        src.check_length(key, value, runs, "one entry per run")
+        if value.ndim > 1:
+            value = np.sqrt(np.nanmean(value.reshape(runs, -1) ** 2, axis=1)) if np.isfinite(value).any() else value.reshape(runs, -1)[:, 0]
+            label = label if label.startswith("final rms") else f"rms of {label}"
+        summaries[name] = (label, np.where(status == 1, value, np.nan))
+    if not summaries:
+        raise DataError(src.path, "/observables", "no observables to draw")
+    grid_shape = _grid_shape(attrs, values, runs)
+    one_d = len(swept) == 1
+    cols = 2 if one_d and lines else min(len(summaries), 3)
+    rows = len(summaries) if one_d and lines else -(-len(summaries) // cols)
+    fig = new_figure(5.0 * cols, 3.8 * rows + 0.4)
+    gs = fig.add_gridspec(rows, cols)
+    for k, (name, (label, value)) in enumerate(summaries.items()):
+        if one_d and lines:
+            ax = fig.add_subplot(gs[k, 0])
+            _sweep_lines(fig, ax, t, lines.get(name), values[swept[0]], status, swept[0], name)
+            ax = fig.add_subplot(gs[k, 1])
+        else:
+            ax = fig.add_subplot(gs[k // cols, k % cols])
+        if one_d:
+            x = values[swept[0]]
+            order = np.argsort(x)
+            ax.plot(x[order], value[order], marker="o", ms=3)
+            _mark_failed(ax, x, np.zeros_like(x) + np.nanmin(value) if np.isfinite(value).any() else np.zeros_like(x), status)
+            ax.set_xlabel(pretty(swept[0]))
+            ax.set_ylabel(label)
+            _log_axis(ax, "x", x)
+        elif grid_shape is not None:
+            _heatmap(fig, ax, values, swept, grid_shape, value, label)
+        else:
+            x, y = values[swept[0]], values[swept[1]]
+            ok = np.isfinite(value)
+            points = ax.scatter(x[ok], y[ok], c=value[ok], s=12, cmap="viridis")
+            fig.colorbar(points, ax=ax, label=label)
+            _mark_failed(ax, x, y, status)
+            ax.set_xlabel(pretty(swept[0]))
+            ax.set_ylabel(pretty(swept[1]))
+            _log_axis(ax, "x", x)
+            _log_axis(ax, "y", y)
+            if len(swept) > 2:
+                ax.set_title(f"{len(swept)} swept; first two shown", fontsize=9)
+    return fig
+
+
+def _grid_shape(attrs, values, runs):
+    """The grid's axis lengths when the runs are a full grid whose first two swept
+    quantities vary along the first two axes (C order), else None."""
+    try:
+        shape = tuple(int(n) for n in json.loads(attrs.get("grid_shape", "null")) or ())
+    except (TypeError, ValueError):
+        return None
+    if len(shape) < 2 or int(np.prod(shape)) != runs or len(shape) != len(values):
+        return None
+    for axis, v in enumerate(values.values()):
+        grid = v.reshape(shape)
+        line = grid[tuple(slice(None) if i == axis else 0 for i in range(len(shape)))]
+        expected = np.expand_dims(line, tuple(i for i in range(len(shape)) if i != axis))
+        if not np.allclose(grid, expected, equal_nan=True):
+            return None
+    return shape
+
+
+def _heatmap(fig, ax, values, swept, shape, value, label):
+    grid = value.reshape(shape)
+    if len(shape) > 2:
+        grid = np.nanmean(grid, axis=tuple(range(2, len(shape)))) if np.isfinite(grid).any() else grid[(..., *([0] * (len(shape) - 2)))]
+        ax.set_title("mean over " + ", ".join(pretty(s) for s in swept[2:]), fontsize=9)
+    axes = [values[swept[0]].reshape(shape)[(slice(None), *([0] * (len(shape) - 1)))], values[swept[1]].reshape(shape)[(0, slice(None), *([0] * (len(shape) - 2)))]]
+    from matplotlib import colormaps
+
+    cmap = colormaps["viridis"].with_extremes(bad="0.85")
+    image = ax.pcolormesh(_edges(axes[0]), _edges(axes[1]), np.ma.masked_invalid(grid.T), cmap=cmap, shading="flat")
+    fig.colorbar(image, ax=ax, label=label)
+    ax.set_xlabel(pretty(swept[0]))
+    ax.set_ylabel(pretty(swept[1]))
+    _log_axis(ax, "x", axes[0])
+    _log_axis(ax, "y", axes[1])
+
+
+def _edges(centres: np.ndarray) -> np.ndarray:
+    """Cell edges around sorted centres (geometric midpoints for log-spaced values)."""
+    c = np.asarray(centres, dtype=float)
+    if len(c) == 1:
+        return np.array([c[0] - 0.5, c[0] + 0.5]) if c[0] == 0 else np.array([c[0] * 0.9, c[0] * 1.1])
+    if _is_log(c):
+        lc = np.log(c)
+        mid = 0.5 * (lc[1:] + lc[:-1])
+        return np.exp(np.concatenate([[2 * lc[0] - mid[0]], mid, [2 * lc[-1] - mid[-1]]]))
+    mid = 0.5 * (c[1:] + c[:-1])
+    return np.concatenate([[2 * c[0] - mid[0]], mid, [2 * c[-1] - mid[-1]]])
+
+
+def _is_log(values: np.ndarray) -> bool:
+    v = np.unique(values[np.isfinite(values)])
+    return len(v) > 2 and v[0] > 0 and v[-1] / v[0] > 20
+
+
+def _log_axis(ax, which: str, values: np.ndarray) -> None:
+    if _is_log(np.asarray(values, dtype=float)):
+        (ax.set_xscale if which == "x" else ax.set_yscale)("log")
+
+
+def _mark_failed(ax, x, y, status) -> None:
+    failed = status == 2
+    if failed.any():
+        ax.scatter(x[failed], y[failed], marker="x", color="crimson", s=20, label="failed", zorder=3)
+        ax.legend(fontsize=7)
+
+
+def _sweep_lines(fig, ax, t, value, x, status, swept, name) -> None:
+    from matplotlib import colormaps
+    from matplotlib.cm import ScalarMappable
+    from matplotlib.colors import LogNorm, Normalize
+
+    ok = np.flatnonzero((status == 1) & np.isfinite(x))
+    if value is None or not len(ok):
+        ax.set_axis_off()
+        return
+    ok = ok[np.linspace(0, len(ok) - 1, min(len(ok), _MAX_LINES)).round().astype(int)]
+    norm = (LogNorm if _is_log(x) else Normalize)(vmin=np.nanmin(x[ok]), vmax=np.nanmax(x[ok]) if np.nanmax(x[ok]) > np.nanmin(x[ok]) else np.nanmin(x[ok]) + 1)
+    cmap = colormaps["viridis"]
+    for i in ok:
+        ax.plot(t, value[i], color=cmap(norm(x[i])), lw=0.9)
+    fig.colorbar(ScalarMappable(norm=norm, cmap=cmap), ax=ax, label=pretty(swept))
+    ax.set_xlabel("time")
+    ax.set_ylabel(pretty(name))
+
+
+# ----------------------------------------------------------------------------- fit
+
+
+def fit(src: Source):
+    data_t = src.array("data/time", ndim=1)
+    data = src.group("data/observables")
+    t = src.array("time", ndim=1)
+    prediction = src.group("prediction")
+    names = [n for n in data if n in prediction][:_MAX_PANELS]
+    if not names:
+        raise DataError(src.path, "/prediction", f"no prediction for the observed {', '.join(data) or 'observables'}")
+    fig = new_figure(11, 2.6 * max(len(names), 2) + 0.5)
+    gs = fig.add_gridspec(max(len(names), 2), 2, width_ratios=[2.2, 1])
+    for k, name in enumerate(names):
+        ax = fig.add_subplot(gs[k, 0])
+        observed = src.values(data[name], f"data/observables/{name}", min_ndim=1)
+        predicted = src.values(prediction[name], f"prediction/{name}", min_ndim=1)
+        src.check_length(f"data/observables/{name}", observed, len(data_t), "one value per observation time")
+        src.check_length(f"prediction/{name}", predicted, len(t), "one value per entry of /time")
+        _data_and_curve(ax, name, data_t, observed, t, predicted)
+    ax = fig.add_subplot(gs[0, 1])
+    loss = src.array("loss_history", ndim=1)
+    ax.plot(np.arange(len(loss)), loss, marker="o" if len(loss) < 30 else None, ms=3)
+    if np.nanmin(loss) > 0:
+        ax.set_yscale("log")
+    ax.set_xlabel("iteration")
+    ax.set_ylabel("loss")
+    ax.set_title("loss history", fontsize=9)
+    ax = fig.add_subplot(gs[1:, 1])
+    ax.set_axis_off()
+    rows = []
+    estimate = src.group("estimate")
+    stderr = src.group("stderr") if src.has("stderr") else {}
+    for name, node in list(estimate.items())[:12]:
+        value = float(np.ravel(src.values(node, f"estimate/{name}"))[0])
+        err = float(np.ravel(src.values(stderr[name], f"stderr/{name}"))[0]) if name in stderr else np.nan
+        rows.append(f"{name:<18} {value:11.5g} ± {err:.3g}")
+    ax.text(0.0, 1.0, "estimates\n" + "\n".join(rows), va="top", ha="left", family="monospace", fontsize=8, transform=ax.transAxes)
+    return fig
+
+
+def _data_and_curve(ax, name, data_t, observed, t, predicted, band=None) -> None:
+    """Scalar observables over time; fields as a few snapshots against grid index."""
+    if observed.ndim == 1:
+        if band is not None:
+            ax.fill_between(t, band[0], band[1], color="C0", alpha=0.25, lw=0, label="90% predictive")
+        ax.plot(t, predicted, color="C0", lw=1.5, label="median" if band is not None else "fit")
+        ax.plot(data_t, observed, "o", color="k", ms=3.5, label="data")
+        ax.set_xlabel("time")
+        ax.set_ylabel(pretty(name))
+        ax.legend(fontsize=7)
+        return
+    obs = observed.reshape(len(data_t), -1)
+    pred = predicted.reshape(len(t), -1)
+    grid = np.arange(obs.shape[1])
+    for color, i in zip(_colors(len(snapshot_indices(len(data_t)))), snapshot_indices(len(data_t))):
+        j = int(np.argmin(np.abs(t - data_t[i])))
+        if band is not None:
+            lo, hi = (b.reshape(len(t), -1)[j] for b in band)
+            ax.fill_between(grid, lo, hi, color=color, alpha=0.2, lw=0)
+        ax.plot(grid, pred[j], color=color, lw=1.4, label=f"t = {data_t[i]:.3g}")
+        ax.plot(grid, obs[i], "o", color=color, ms=2.5)
+    ax.set_xlabel("grid point")
+    ax.set_ylabel(pretty(name))
+    ax.legend(fontsize=7, title="lines: model, dots: data", title_fontsize=7)
+
+
+# ----------------------------------------------------------------------------- posterior
+
+
+def posterior(src: Source):
+    draws = {}
+    for name, node in src.group("posterior").items():
+        value = src.values(node, f"posterior/{name}", min_ndim=2)
+        if value.ndim == 2:
+            draws[name] = value
+    if not draws:
+        raise DataError(src.path, "/posterior", "no scalar quantity with draws [chain, draw]")
+    shape = next(iter(draws.values())).shape
+    for name, value in draws.items():
+        if value.shape != shape:
+            raise DataError(src.path, f"/posterior/{name}", f"expected shape {shape} like the other quantities, found {value.shape}")
+    diverging = src.array("sample_stats/diverging", ndim=2) if src.has("sample_stats/diverging") else np.zeros(shape)
+    if diverging.shape != shape:
+        diverging = np.zeros(shape)
+    traced = list(draws)[:_MAX_TRACES]
+    paired = ([n for n in draws if not n.startswith("sigma.")] or list(draws))[:_MAX_PAIRS]
+    observed = _predictive(src)
+    fig = new_figure(16, min(max(1.3 * len(traced), 2.8 * max(len(observed), 1), 7.0), 11.0) + 0.4)
+    left, middle, right = fig.subfigures(1, 3, width_ratios=[1.0, 1.4, 1.1] if observed else [1.0, 1.4, 0.05])
+    _traces(left, draws, traced)
+    _pairs(middle, draws, paired, diverging.astype(bool))
+    for k, (name, (data_t, obs, t, bands)) in enumerate(observed.items()):
+        ax = right.add_subplot(len(observed), 1, k + 1)
+        _data_and_curve(ax, name, data_t, obs, t, bands["50%"], band=(bands["5%"], bands["95%"]))
+    if observed:
+        right.suptitle("posterior predictive", fontsize=9)
+    return fig
+
+
+def _predictive(src: Source) -> dict:
+    if not (src.has("predictive/time") and src.has("data/time") and src.has("data/observables")):
+        return {}
+    t = src.array("predictive/time", ndim=1)
+    data_t = src.array("data/time", ndim=1)
+    out = {}
+    for name, node in src.group("data/observables").items():
+        if not src.has(f"predictive/{name}"):
+            continue
+        obs = src.values(node, f"data/observables/{name}", min_ndim=1)
+        src.check_length(f"data/observables/{name}", obs, len(data_t), "one value per observation time")
+        bands = {}
+        for q in ("5%", "50%", "95%"):
+            bands[q] = src.array(f"predictive/{name}/{q}", min_ndim=1)
+            src.check_length(f"predictive/{name}/{q}", bands[q], len(t), "one value per entry of /predictive/time")
+        out[name] = (data_t, obs, t, bands)
+    return dict(list(out.items())[:_MAX_PANELS])
+
+
+def _traces(subfig, draws, names) -> None:
+    axes = subfig.subplots(len(names), 1, sharex=True, squeeze=False)[:, 0]
+    for ax, name in zip(axes, names):
+        for c, chain in enumerate(draws[name]):
+            ax.plot(chain, lw=0.6, alpha=0.8, label=f"chain {c}")
+        ax.set_ylabel(name, fontsize=8)
+        ax.tick_params(labelsize=7)
+    axes[-1].set_xlabel("draw")
+    if draws[names[0]].shape[0] <= 8:
+        axes[0].legend(fontsize=6, ncols=min(draws[names[0]].shape[0], 4), loc="upper right")
+    subfig.suptitle("traces", fontsize=9)
+
+
+def _pairs(subfig, draws, names, diverging) -> None:
+    n = len(names)
+    axes = subfig.subplots(n, n, squeeze=False)
+    flat = {name: draws[name].ravel() for name in names}
+    div = diverging.ravel()
+    for i, yname in enumerate(names):
+        for j, xname in enumerate(names):
+            ax = axes[i, j]
+            ax.tick_params(labelsize=6)
+            if j > i:
+                ax.set_axis_off()
+                continue
+            x = flat[xname]
+            if i == j:
+                finite = x[np.isfinite(x)]
+                if len(finite):
+                    ax.hist(finite, bins=min(30, max(5, len(finite) // 10)), color="C0", alpha=0.7)
+                ax.set_yticks([])
+            else:
+                y = flat[yname]
+                ax.scatter(x[~div], y[~div], s=2, alpha=0.4, color="C0", rasterized=True)
+                if div.any():
+                    ax.scatter(x[div], y[div], s=6, color="crimson", label="divergent")
+            if i == n - 1:
+                ax.set_xlabel(xname, fontsize=7)
+            else:
+                ax.set_xticklabels([])
+            if j == 0 and i > 0:
+                ax.set_ylabel(yname, fontsize=7)
+            elif j > 0 and i != j:
+                ax.set_yticklabels([])
+    subfig.suptitle("pair plot" + (f" ({int(div.sum())} divergent draws in red)" if div.any() else ""), fontsize=9)
