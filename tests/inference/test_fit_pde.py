@@ -14,7 +14,7 @@ CONFIG = """
 [model]
 name = "{model}"
 [grid]
-points = [32]
+points = [{points}]
 domain = [[0.0, 6.283185307179586]]
 [params]
 {param} = {start}
@@ -23,7 +23,9 @@ kind = "{kind}"
 [time]
 t1 = 1.0
 save = 11
-dt = 0.02
+dt = {dt}
+[solver]
+method = "{method}"
 [data]
 file = "snap.h5"
 time = "/t"
@@ -34,8 +36,8 @@ free = ["{param}"]
 loss = "normal"
 [infer]
 chains = 1
-warmup = 150
-samples = 150
+warmup = {warmup}
+samples = {samples}
 [infer.priors]
 {param} = {{ dist = "lognormal", loc = -1.5, scale = 1.0 }}
 [infer.noise]
@@ -44,12 +46,18 @@ sigma = {{ dist = "halfnormal", scale = 0.2 }}
 """
 
 
-def noisy_snapshots(tmp_path, model, param, truth, start, kind, seed):
+# The default run's size (16 points, ETDRK2: quick to compile) and the full one (slow).
+SMALL = {"points": 16, "dt": 0.05, "method": "etdrk2", "warmup": 100, "samples": 100}
+FULL = {"points": 32, "dt": 0.02, "method": "etdrk4", "warmup": 300, "samples": 300}
+
+
+def noisy_snapshots(tmp_path, model, param, truth, start, kind, seed, size):
     """Write 5%-noise snapshots of a run at `truth`; return a config that starts at `start`."""
     path = tmp_path / "c.toml"
-    path.write_text(CONFIG.format(model=model, param=param, start=start, kind=kind))
+    path.write_text(CONFIG.format(model=model, param=param, start=start, kind=kind, **size))
     run = sim.run(sim.load_config(path, [f"params.{param}={truth}"]))
     u = run.observables["u"]
+    assert u.shape == (11, size["points"])  # [T, N] field snapshots
     rng = np.random.default_rng(seed)
     with h5py.File(tmp_path / "snap.h5", "w") as f:
         f["t"] = run.time
@@ -57,12 +65,11 @@ def noisy_snapshots(tmp_path, model, param, truth, start, kind, seed):
     return sim.load_config(path)
 
 
-@pytest.mark.parametrize(
-    "model, param, truth, start, kind",
-    [("heat", "diffusivity", 0.35, 0.2, "gaussian"), ("burgers", "viscosity", 0.05, 0.1, "sine")],
-)
-def test_recovers_pde_coefficient_within_two_standard_errors(tmp_path, model, param, truth, start, kind):
-    config = noisy_snapshots(tmp_path, model, param, truth, start, kind, seed=0)
+CASES = [("heat", "diffusivity", 0.35, 0.2, "gaussian"), ("burgers", "viscosity", 0.05, 0.1, "sine")]
+
+
+def check_recovery(tmp_path, model, param, truth, start, kind, size):
+    config = noisy_snapshots(tmp_path, model, param, truth, start, kind, seed=0, size=size)
     result = fit(config)
     assert result.converged, result.message
     estimate, stderr = result.estimate[param], result.stderr[param]
@@ -70,11 +77,32 @@ def test_recovers_pde_coefficient_within_two_standard_errors(tmp_path, model, pa
     assert abs(estimate - truth) < 2 * stderr, (estimate, stderr)
 
 
-def test_heat_diffusivity_posterior_covers_the_truth(tmp_path):
-    config = noisy_snapshots(tmp_path, "heat", "diffusivity", 0.35, 0.2, "gaussian", seed=1)
+@pytest.mark.parametrize("model, param, truth, start, kind", CASES)
+def test_recovers_pde_coefficient_within_two_standard_errors(tmp_path, model, param, truth, start, kind):
+    check_recovery(tmp_path, model, param, truth, start, kind, SMALL)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model, param, truth, start, kind", CASES)
+def test_recovers_pde_coefficient_on_the_full_grid(tmp_path, model, param, truth, start, kind):
+    check_recovery(tmp_path, model, param, truth, start, kind, FULL)
+
+
+def check_posterior(tmp_path, size):
+    # The fit tests' data (seed 0); one chain.
+    config = noisy_snapshots(tmp_path, "heat", "diffusivity", 0.35, 0.2, "gaussian", seed=0, size=size)
     with jax.numpy_dtype_promotion("standard"):
         posterior = infer(config)
     draws = posterior.posterior["diffusivity"]
     lo, hi = np.quantile(draws, [0.05, 0.95])
     assert lo < 0.35 < hi, (lo, hi)
     assert posterior.divergences == 0
+
+
+def test_heat_diffusivity_posterior_covers_the_truth(tmp_path):
+    check_posterior(tmp_path, SMALL)
+
+
+@pytest.mark.slow
+def test_heat_diffusivity_posterior_on_the_full_grid_covers_the_truth(tmp_path):
+    check_posterior(tmp_path, FULL)

@@ -44,15 +44,12 @@ def test_example_pde_configs_run_and_write_the_pde_layout(name, tmp_cwd, capsys)
         assert record.observables[field].shape == (len(record.time), *points)
         assert record.initial[field].shape == points
         assert np.all(np.isfinite(record.observables[field]))
-
-
-def test_heat_sine_mode_decays_at_the_exact_rate(tmp_cwd, capsys):
-    # u(x, t) = exp(-4 pi^2 D t) sin(2 pi x) solves u_t = D u_xx with u(0) = u(1) = 0.
-    code, err = cli(["run", str(EXPERIMENTS / "heat_dirichlet.toml"), "-o", "h.h5", "--quiet"], capsys)
-    assert code == 0, err
-    record = sim.read("h.h5")
-    exact = np.exp(-4 * np.pi**2 * 0.1 * record.time)[:, None] * np.sin(2 * np.pi * record.grid["x"])[None, :]
-    np.testing.assert_allclose(record.observables["u"], exact, atol=2e-6)
+    if name == "heat_dirichlet.toml":
+        # u(x, t) = exp(-4 pi^2 D t) sin(2 pi x) solves u_t = D u_xx with u(0) = u(1) = 0;
+        # 4th-order differences on 33 nodes change the decay rate by ~(2 pi h)^4 / 90.
+        x, t = record.grid["x"], record.time
+        exact = np.exp(-4 * np.pi**2 * 0.1 * t)[:, None] * np.sin(2 * np.pi * x)[None, :]
+        np.testing.assert_allclose(record.observables["u"], exact, atol=2e-5)
 
 
 def test_initial_field_from_hdf5(tmp_cwd, capsys):

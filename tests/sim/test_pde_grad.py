@@ -3,6 +3,7 @@
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 import sim
 from solvers import Etdrk, MethodOfLines
@@ -33,10 +34,11 @@ def test_gradient_with_respect_to_viscosity_and_initial_field():
     assert abs(jnp.vdot(g_u0, direction) - fd_dir) / abs(fd_dir) < 1e-5
 
 
-def test_gradient_with_respect_to_diffusivity_on_a_bounded_domain():
+def _bounded_gradient_check(adjoint, differentiate):
     model = sim.get_model("fisher_kpp", points=[21], domain=[[0.0, 1.0]])
     t = jnp.asarray([0.0, 0.5])
-    solver = MethodOfLines(method="tsit5", adaptive=False, dt0=0.01)  # fixed steps: a smooth map of D
+    # fixed steps: a smooth map of D
+    solver = MethodOfLines(method="tsit5", adaptive=False, dt0=0.01, adjoint=adjoint)
 
     @jax.jit
     def loss(d):
@@ -44,9 +46,19 @@ def test_gradient_with_respect_to_diffusivity_on_a_bounded_domain():
         return traj.observables["mass"][-1]
 
     d = jnp.asarray(0.01)
-    g = jax.grad(loss)(d)
+    g = jax.jit(differentiate(loss))(d)
     fd = _central(loss, d, 1e-6)
     assert abs(g - fd) / abs(fd) < 1e-5
+
+
+def test_forward_mode_gradient_with_respect_to_diffusivity_on_a_bounded_domain():
+    # The default run's version: forward mode compiles in a third of reverse mode's time.
+    _bounded_gradient_check("forward", jax.jacfwd)
+
+
+@pytest.mark.slow
+def test_gradient_with_respect_to_diffusivity_on_a_bounded_domain():
+    _bounded_gradient_check("recursive_checkpoint", jax.grad)
 
 
 def test_simulate_vmaps_over_parameters_and_jits():
