@@ -24,6 +24,7 @@ from ._registry import (  # noqa: E402
 from ._config import Config as Config, load_config as load_config  # noqa: E402
 from ._result import RunResult as RunResult  # noqa: E402
 from ._run import Setup as Setup, run as run, setup as setup  # noqa: E402
+from ._stream import Streamed as Streamed, StorageError as StorageError  # noqa: E402
 from ._store import Record as Record, read as read  # noqa: E402
 from ._simulate import complete_params as complete_params, simulate as simulate  # noqa: E402
 from ._trajectory import Trajectory as Trajectory  # noqa: E402

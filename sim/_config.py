@@ -86,9 +86,13 @@ class SolverSection(BaseModel):
 
 
 class OutputSection(_Section):
-    """`[output]`: where `sim run` writes (relative to the config's folder)."""
+    """`[output]`: where `sim run` writes (relative to the config's folder), how many
+    saved frames it holds in memory per chunk, and how often it checkpoints (in saved
+    frames; default: after every chunk)."""
 
     file: str | None = None
+    chunk: int | None = Field(default=None, ge=1)
+    checkpoint_every: int | None = Field(default=None, ge=1)
 
 
 Scalar = bool | int | float | str

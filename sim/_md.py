@@ -8,6 +8,7 @@ import dataclasses
 import math
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import equinox as eqx
 import jax
@@ -45,9 +46,9 @@ from solvers import (
 
 from ._config import Config
 from ._errors import SimulationError
-from ._progress import Progress
 from ._registry import model_options, register_model
-from ._run import Setup, number, resolve_params, resolved_toml, run_family, setup_family
+from ._run import RunPlan, Setup, number, plan_family, resolve_params, resolved_toml, setup_family
+from ._stream import chunk_frames
 from ._store import atomic_h5, package_versions, write_root_attrs
 from ._simulate import _simulate_driver, _simulate_family
 from ._trajectory import Trajectory
@@ -244,6 +245,100 @@ def _largest_divisor_at_most(n: int, limit: int) -> int:
 # ----------------------------------------------------------------------------- the engine
 
 
+class MdEngine:
+    """The MD run loop, one compiled chunk of saves at a time: what `run_md` loops over
+    and what a streamed `sim run` advances.
+
+    After each chunk the neighbour-list overflow flag is read; if set, the list is
+    reallocated with room for what was seen and the chunk is rerun from its start. Under
+    `jax.jit` or `jax.vmap` the flag cannot be read mid-run: `advance` then returns the
+    flag traced, and `run_md` marks the run.
+    """
+
+    def __init__(self, model: ParticleModel, params: PyTree, t: Array, *, initial: System | None = None, solver=None, key: Array | None = None):
+        solver = as_solver(solver)
+        integrator = solver.integrator
+        system = default_system(model, key) if initial is None else initial
+        check_system(model, system, params)
+        self.every = steps_per_save(t, integrator.dt)
+        self.n_saves = int(np.asarray(t).shape[0]) - 1
+        dtype = system.position.dtype
+        params = {k: jnp.asarray(v).astype(dtype) for k, v in params.items()}
+        box = system.space.box
+        nl = None
+        if solver.neighbour_list:
+            position = _concrete(system.position)
+            edges = None if box is None else _concrete(box)
+            if position is None or (box is not None and edges is None):
+                raise ValueError(
+                    "the neighbour list is sized from the initial positions, which are traced here; "
+                    "pass the initial System from outside jax.jit (close over it), or use "
+                    "ParticleSolver(..., neighbour_list=False)"
+                )
+            nl = NeighbourList.allocate(position, edges, model.cutoff, solver.skin, capacity=solver.capacity)
+        self.solver = solver
+        self.system = system
+        self.times = _concrete(t)
+        self.problem = _Problem(model, params, system, integrator, nl)
+        self.run_key = None if key is None else jax.random.fold_in(key, 7)
+        self.chunk = _largest_divisor_at_most(self.n_saves, max(1, solver.chunk_steps // self.every))
+        self.first: dict | None = None
+
+    def start(self) -> ParticleState:
+        """The state at the first save time (its observables in `self.first`)."""
+        state, first = _start(self.problem, self.run_key)
+        while _overflowed(state):  # the initial build did not fit (only with an explicit capacity)
+            self._grow(state)
+            state, first = _start(self.problem, self.run_key)
+        self.first = first
+        return state
+
+    def _grow(self, state: ParticleState) -> None:
+        grown = self.problem.neighbour_list.grown(state.aux, self.system.n)
+        self.problem = dataclasses.replace(self.problem, neighbour_list=grown)
+
+    def step(self, state: ParticleState, saves: int) -> tuple[ParticleState, dict, Any]:
+        """`saves` save intervals from `state`: the new state, the observables of the
+        saves, and the overflow flag (False, or traced under jit)."""
+        while True:
+            new_state, obs = _chunk(self.problem, state, saves, self.every, self.solver.checkpoint_levels)
+            over = _overflowed(new_state)
+            if not over:
+                return new_state, obs, over
+            self._grow(new_state)
+            state = _rebuilt(self.problem, state)
+
+    def advance(self, state: ParticleState, k: int, n: int) -> tuple[ParticleState, dict[str, np.ndarray]]:
+        """The streamed-run interface: frames k+1..k+n (frame 0 first when k == 0) as
+        numpy rows."""
+        state, obs, _ = self.step(state, n)
+        rows = {name: np.asarray(v) for name, v in obs.items()}
+        if k == 0:
+            rows = {name: np.concatenate([np.asarray(self.first[name])[None], v]) for name, v in rows.items()}
+        return state, rows
+
+    def meta(self) -> dict[str, Any]:
+        nl = self.problem.neighbour_list
+        return {} if nl is None else {"capacity": nl.capacity, "cell_capacity": nl.cell_capacity}
+
+    def restore(self, meta: dict[str, Any]) -> ParticleState:
+        nl = self.problem.neighbour_list
+        if nl is not None and meta:
+            sized = dataclasses.replace(nl, capacity=int(meta["capacity"]), cell_capacity=int(meta["cell_capacity"]))
+            self.problem = dataclasses.replace(self.problem, neighbour_list=sized)
+        state, _ = _start(self.problem, self.run_key)
+        return state
+
+    def stats(self, state: ParticleState) -> dict[str, Any]:
+        nl = self.problem.neighbour_list
+        return {
+            "num_steps": self.n_saves * self.every,
+            "result": RESULT_OK,
+            "neighbour_builds": 0 if state.aux is None else int(state.aux.builds),
+            "capacity": 0 if nl is None else nl.capacity,
+        }
+
+
 def run_md(
     model: ParticleModel,
     params: PyTree,
@@ -269,60 +364,27 @@ def run_md(
         position and velocity [T, n, dim] (unwrapped), the final `ParticleState`, and
         stats num_steps, result, neighbour_builds, capacity.
     """
-    solver = as_solver(solver)
-    integrator = solver.integrator
-    system = default_system(model, key) if initial is None else initial
-    check_system(model, system, params)
-    every = steps_per_save(t, integrator.dt)
-    n_saves = int(np.asarray(t).shape[0]) - 1
-    dtype = system.position.dtype
-    params = {k: jnp.asarray(v).astype(dtype) for k, v in params.items()}
-    box = system.space.box
-
-    nl = None
-    if solver.neighbour_list:
-        position = _concrete(system.position)
-        edges = None if box is None else _concrete(box)
-        if position is None or (box is not None and edges is None):
-            raise ValueError(
-                "the neighbour list is sized from the initial positions, which are traced here; "
-                "pass the initial System from outside jax.jit (close over it), or use "
-                "ParticleSolver(..., neighbour_list=False)"
-            )
-        nl = NeighbourList.allocate(position, edges, model.cutoff, solver.skin, capacity=solver.capacity)
-    problem = _Problem(model, params, system, integrator, nl)
-    run_key = None if key is None else jax.random.fold_in(key, 7)
-    state, first = _start(problem, run_key)
-    while _overflowed(state):  # the initial build did not fit (only with an explicit capacity)
-        problem = dataclasses.replace(problem, neighbour_list=problem.neighbour_list.grown(state.aux, system.n))
-        state, first = _start(problem, run_key)
-
-    per_chunk = _largest_divisor_at_most(n_saves, max(1, solver.chunk_steps // every))
+    engine = MdEngine(model, params, t, initial=initial, solver=solver, key=key)
+    state = engine.start()
+    first = engine.first
     pieces = []
     unresolved = jnp.asarray(False)
-    for _ in range(n_saves // per_chunk):
-        while True:
-            new_state, obs = _chunk(problem, state, per_chunk, every, solver.checkpoint_levels)
-            over = _overflowed(new_state)
-            if not over:
-                break
-            grown = problem.neighbour_list.grown(new_state.aux, system.n)
-            problem = dataclasses.replace(problem, neighbour_list=grown)
-            state = _rebuilt(problem, state)
+    for _ in range(engine.n_saves // engine.chunk):
+        new_state, obs, over = engine.step(state, engine.chunk)
         if over is None:  # traced: flag the run, poison what followed the overflow
             unresolved = unresolved | new_state.aux.overflow
             obs = jax.tree.map(lambda a: jnp.where(unresolved, jnp.nan, a) if jnp.issubdtype(a.dtype, jnp.floating) else a, obs)
         pieces.append(obs)
         state = new_state
         if progress is not None:
-            progress(per_chunk * every)
+            progress(engine.chunk * engine.every)
 
     observables = {
         name: jnp.concatenate([first[name][None]] + [p[name] for p in pieces], axis=0) for name in first
     }
-    nl_final = problem.neighbour_list
+    nl_final = engine.problem.neighbour_list
     stats = {
-        "num_steps": jnp.asarray(n_saves * every),
+        "num_steps": jnp.asarray(engine.n_saves * engine.every),
         "result": jnp.where(unresolved, RESULT_NEIGHBOUR_OVERFLOW, RESULT_OK),
         "neighbour_builds": jnp.asarray(0) if state.aux is None else state.aux.builds,
         "capacity": jnp.asarray(0 if nl_final is None else nl_final.capacity),
@@ -556,6 +618,88 @@ def _(model: ParticleModel, config: Config) -> Setup:
 
 
 @dataclasses.dataclass
+class MdSink:
+    """The H5MD 1.1 layout of an MD run, written frame by frame: /h5md, /particles/all
+    (box with time-dependent edges, wrapped position with image, velocity, species,
+    mass), /observables/<name>, /parameters/<name>, /stats."""
+
+    model: str
+    config: str
+    time: np.ndarray
+    step: np.ndarray
+    system: System
+    params: dict[str, np.ndarray]
+    seed: int | None = None
+
+    def create(self, f, rows: dict[str, np.ndarray]) -> None:
+        write_root_attrs(f, format="simjax.run", model=self.model, config=self.config, seed=self.seed)
+        h5md = f.create_group("h5md")
+        h5md.attrs["version"] = np.asarray([1, 1], dtype=np.int32)
+        h5md.create_group("author").attrs["name"] = "simjax"
+        creator = h5md.create_group("creator")
+        creator.attrs["name"] = "simjax"
+        creator.attrs["version"] = package_versions().get("simjax", "0")
+        system = self.system
+        dim = system.dim
+        frames = len(self.time)
+        particles = f.create_group("particles/all")
+        box = particles.create_group("box")
+        box.attrs["dimension"] = np.int32(dim)
+        position = np.asarray(rows["position"])
+        if system.space.periodic:
+            edges = np.asarray(system.space.box, dtype=float)
+            box.attrs["boundary"] = np.array([b"periodic"] * dim)
+            self._element(box, "edges", (dim,), float)[...] = np.broadcast_to(edges, (frames, dim))
+            self._element(particles, "image", position.shape[1:], np.int32)
+        else:
+            box.attrs["boundary"] = np.array([b"none"] * dim)
+        self._element(particles, "position", position.shape[1:], position.dtype)
+        velocity = np.asarray(rows["velocity"])
+        self._element(particles, "velocity", velocity.shape[1:], velocity.dtype)
+        particles.create_dataset("species", data=np.asarray(system.species, dtype=np.int32))
+        particles.create_dataset("mass", data=np.asarray(system.mass, dtype=float))
+        if system.bonds is not None:
+            f.create_dataset("connectivity/all", data=np.asarray(system.bonds, dtype=np.int32))
+        observables = f.require_group("observables")
+        for name, values in rows.items():
+            if name not in ("position", "velocity"):
+                values = np.asarray(values)
+                self._element(observables, name, values.shape[1:], values.dtype)
+        params = f.create_group("parameters")
+        for name, value in self.params.items():
+            params.create_dataset(name, data=np.asarray(value))
+
+    def _element(self, group, name: str, shape: tuple[int, ...], dtype):
+        """An H5MD time-dependent element {step, time, value}; returns `value`, allocated."""
+        g = group.create_group(name)
+        g.create_dataset("step", data=np.asarray(self.step, dtype=np.int64))
+        g.create_dataset("time", data=np.asarray(self.time, dtype=float))
+        fill = np.nan if np.issubdtype(np.dtype(dtype), np.floating) else 0
+        return g.create_dataset("value", shape=(len(self.time), *shape), dtype=dtype, fillvalue=fill)
+
+    def write(self, f, k: int, rows: dict[str, np.ndarray]) -> None:
+        particles = f["particles/all"]
+        position = np.asarray(rows["position"])
+        end = k + position.shape[0]
+        if self.system.space.periodic:
+            edges = np.asarray(self.system.space.box, dtype=position.dtype)
+            image = np.floor(position / edges).astype(np.int32)
+            particles["position/value"][k:end] = position - image * edges
+            particles["image/value"][k:end] = image
+        else:
+            particles["position/value"][k:end] = position
+        particles["velocity/value"][k:end] = np.asarray(rows["velocity"])
+        for name, values in rows.items():
+            if name not in ("position", "velocity"):
+                f["observables"][name]["value"][k:end] = np.asarray(values)
+
+    def finish(self, f, stats: dict[str, Any]) -> None:
+        group = f.require_group("stats")
+        for key, value in stats.items():
+            group.attrs[key] = value
+
+
+@dataclasses.dataclass
 class MdRunResult:
     """A finished MD run; `save` writes H5MD 1.1 (readable by MDAnalysis, VMD, ...).
 
@@ -579,12 +723,17 @@ class MdRunResult:
     seed: int | None = None
     stats: dict[str, int] = dataclasses.field(default_factory=dict)
 
+    def sink(self) -> MdSink:
+        return MdSink(self.model, self.config, self.time, self.step, self.system, self.params, self.seed)
+
     def save(self, path) -> Path:
         """Write the H5MD layout of DESIGN.md to `path` atomically; returns the path."""
         path = Path(path)
+        sink = self.sink()
         with atomic_h5(path) as f:
-            write_root_attrs(f, format="simjax.run", model=self.model, config=self.config, seed=self.seed)
-            write_h5md(f, self)
+            sink.create(f, self.observables)
+            sink.write(f, 0, self.observables)
+            sink.finish(f, self.stats)
         return path
 
     def __repr__(self) -> str:
@@ -593,81 +742,57 @@ class MdRunResult:
 
 
 def write_h5md(f, result: MdRunResult) -> None:
-    """H5MD 1.1 groups of an MD run into an open h5py file `f`: /h5md, /particles/all
-    (box with time-dependent edges, wrapped position with image, velocity, species,
-    mass), /observables/<name>, /parameters/<name>, /stats."""
-    h5md = f.create_group("h5md")
-    h5md.attrs["version"] = np.asarray([1, 1], dtype=np.int32)
-    h5md.create_group("author").attrs["name"] = "simjax"
-    creator = h5md.create_group("creator")
-    creator.attrs["name"] = "simjax"
-    creator.attrs["version"] = package_versions().get("simjax", "0")
-    system = result.system
-    dim = system.dim
-    t, step = result.time, result.step
-    particles = f.create_group("particles/all")
-    box = particles.create_group("box")
-    box.attrs["dimension"] = np.int32(dim)
-    if system.space.periodic:
-        edges = np.asarray(system.space.box, dtype=float)
-        box.attrs["boundary"] = np.array([b"periodic"] * dim)
-        _element(box, "edges", step, t, np.broadcast_to(edges, (len(t), dim)))
-        position = np.asarray(result.observables["position"])
-        image = np.floor(position / edges).astype(np.int32)
-        _element(particles, "position", step, t, position - image * edges)
-        _element(particles, "image", step, t, image)
-    else:
-        box.attrs["boundary"] = np.array([b"none"] * dim)
-        _element(particles, "position", step, t, np.asarray(result.observables["position"]))
-    _element(particles, "velocity", step, t, np.asarray(result.observables["velocity"]))
-    particles.create_dataset("species", data=np.asarray(system.species, dtype=np.int32))
-    particles.create_dataset("mass", data=np.asarray(system.mass, dtype=float))
-    if system.bonds is not None:
-        f.create_dataset("connectivity/all", data=np.asarray(system.bonds, dtype=np.int32))
-    for name, values in result.observables.items():
-        if name in ("position", "velocity"):
-            continue
-        _element(f.require_group("observables"), name, step, t, np.asarray(values))
-    params = f.create_group("parameters")
-    for name, value in result.params.items():
-        params.create_dataset(name, data=np.asarray(value))
-    stats = f.create_group("stats")
-    for key, value in result.stats.items():
-        stats.attrs[key] = value
+    """H5MD 1.1 groups of an MD run into an open h5py file `f`."""
+    sink = result.sink()
+    sink.create(f, result.observables)
+    sink.write(f, 0, result.observables)
+    sink.finish(f, result.stats)
 
 
-def _element(group, name: str, step: np.ndarray, time: np.ndarray, value: np.ndarray) -> None:
-    """An H5MD time-dependent element: {step, time, value}."""
-    g = group.create_group(name)
-    g.create_dataset("step", data=np.asarray(step, dtype=np.int64))
-    g.create_dataset("time", data=np.asarray(time, dtype=float))
-    g.create_dataset("value", data=value)
-
-
-@run_family.register
-def _(model: ParticleModel, config: Config, progress: Progress) -> MdRunResult:
+@plan_family.register
+def _(model: ParticleModel, config: Config) -> RunPlan:
     s = setup_family(model, config)
-    steps = int(round((float(s.t[-1]) - float(s.t[0])) / float(s.solver.integrator.dt)))
-    progress.start(total=steps)
-    traj = run_md(s.model, s.params, s.t, initial=s.initial, solver=s.solver, key=s.key, progress=progress.advance)
-    observables = {k: np.asarray(v) for k, v in traj.observables.items()}
-    for name in ("total_energy", "position"):
-        finite = np.all(np.isfinite(observables[name].reshape(len(s.t), -1)), axis=1)
-        if not np.all(finite):
-            first = int(np.argmin(finite))
-            raise SimulationError(
-                f"{config.source}: the MD run diverged (non-finite {name} at t = {float(s.t[first]):g}); "
-                "lower time.dt or start from a relaxed configuration"
-            )
-    every = int(round((float(s.t[1]) - float(s.t[0])) / float(s.solver.integrator.dt)))
-    return MdRunResult(
+    engine = MdEngine(s.model, s.params, s.t, initial=s.initial, solver=s.solver, key=s.key)
+    frames = engine.n_saves
+    frame_bytes = 8 * 2 * int(np.prod(s.initial.position.shape)) + 64
+    wanted = chunk_frames(frame_bytes, frames, config.spec.output.chunk)
+    # Chunks of equal length (one compiled program): the largest divisor of the frames
+    # within both the memory budget and the solver's steps per chunk.
+    engine.chunk = _largest_divisor_at_most(frames, min(wanted, engine.chunk))
+    times = np.asarray(s.t)
+    every = int(round((float(times[1]) - float(times[0])) / float(s.solver.integrator.dt)))
+    sink = MdSink(
         model=s.model.name,
         config=resolved_toml(config, **s.resolved),
-        time=np.asarray(s.t),
-        step=np.arange(len(s.t), dtype=np.int64) * every,
-        observables=observables,
+        time=times,
+        step=np.arange(len(times), dtype=np.int64) * every,
         system=s.initial,
         params={k: np.asarray(v) for k, v in s.params.items()},
         seed=int((config.spec.system or {}).get("seed", 0)),
-        stats={k: int(v) for k, v in traj.stats.items()},
     )
+
+    def check(rows: dict[str, np.ndarray], k: int) -> None:
+        for name in ("total_energy", "position"):
+            values = np.asarray(rows[name])
+            finite = np.all(np.isfinite(values.reshape(values.shape[0], -1)), axis=1)
+            if not np.all(finite):
+                first = int(np.argmin(finite)) + (k if k == 0 else k + 1)
+                raise SimulationError(
+                    f"{config.source}: the MD run diverged (non-finite {name} at t = {float(times[first]):g}); "
+                    "lower time.dt or start from a relaxed configuration"
+                )
+
+    def result(rows: dict[str, np.ndarray], stats: dict[str, int]) -> MdRunResult:
+        return MdRunResult(
+            model=sink.model,
+            config=sink.config,
+            time=times,
+            step=sink.step,
+            observables=rows,
+            system=s.initial,
+            params=sink.params,
+            seed=sink.seed,
+            stats=stats,
+        )
+
+    return RunPlan(engine=engine, sink=sink, config=sink.config, check=check, result=result, description=s.model.name)

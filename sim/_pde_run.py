@@ -14,12 +14,22 @@ from physics.pde import GridPdeModel, PdeModel, SpectralPdeModel
 from solvers import Etdrk, MethodOfLines, did_you_mean, result_message
 
 from ._config import Config
-from ._errors import DataError, SimulationError
+from ._errors import DataError
 from ._pde import fd_grid, grid_coordinates, initial_field
-from ._progress import Progress
-from ._result import RunResult
-from ._run import Setup, resolve_params, resolved_toml, run_family, save_times, setup_family
-from ._simulate import simulate
+from ._run import (
+    RunPlan,
+    Setup,
+    SimulateEngine,
+    check_finite,
+    frames_per_chunk,
+    plan_family,
+    resolve_params,
+    resolved_toml,
+    save_times,
+    setup_family,
+    sink_result,
+)
+from ._result import RunSink
 
 ETDRK_METHODS = ("etdrk1", "etdrk2", "etdrk3", "etdrk4")
 _SPECTRAL_KEYS = ("method", "dtype", "dealias")
@@ -161,30 +171,23 @@ def _(model: GridPdeModel, config: Config) -> Setup:
     return Setup(model=model, params=params, initial=u0, t=jnp.asarray(t), solver=solver, resolved={"params": params, "solver": resolved_solver})
 
 
-@run_family.register
-def _(model: PdeModel, config: Config, progress: Progress) -> RunResult:
+@plan_family.register
+def _(model: PdeModel, config: Config) -> RunPlan:
     s = setup_family(model, config)
-    progress.start(total=1)
-    try:
-        traj = simulate(model, s.params, s.t, initial=s.initial, solver=s.solver)
-        code = int(traj.stats["result"])
-    except ValueError as e:  # e.g. an explicit step beyond the stability limit
-        raise config.error("time.dt", str(e).splitlines()[0]) from None
-    progress.advance(1)
-    if code != 0:
-        raise SimulationError(f"{config.source}: the PDE solve failed: {result_message(code)}")
-    observables = {k: np.asarray(v) for k, v in traj.observables.items()}
-    for name, values in observables.items():
-        if not np.all(np.isfinite(values)):
-            raise SimulationError(f"{config.source}: observable {name!r} became non-finite; the solution diverged (reduce time.dt or raise the resolution)")
     u0 = np.asarray(s.initial)
-    return RunResult(
+    frames = len(s.t) - 1
+
+    def failure(code: int) -> str:
+        return f"{config.source}: the PDE solve failed: {result_message(code)}"
+
+    engine = SimulateEngine(s, jnp.asarray(s.initial), frames_per_chunk(config, int(u0.size), frames), failure)
+    sink = RunSink(
         model=model.name,
         config=resolved_toml(config, **s.resolved),
         time=np.asarray(s.t),
-        observables=observables,
         params={k: np.asarray(v) for k, v in s.params.items()},
         initial={name: u0[i] for i, name in enumerate(model.field_names)},
         groups={"grid": grid_coordinates(model)},
-        stats={"num_steps": int(traj.stats["num_steps"]), "result": code},
     )
+    check = check_finite(config, " (reduce time.dt or raise the resolution)")
+    return RunPlan(engine=engine, sink=sink, config=sink.config, check=check, result=sink_result(sink), description=model.name)

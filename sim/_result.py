@@ -6,9 +6,52 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+import h5py
 import numpy as np
 
 from ._store import atomic_h5, write_group, write_root_attrs
+
+
+@dataclasses.dataclass
+class RunSink:
+    """The run layout of DESIGN.md (ODE and PDE), written frame by frame: `/time`,
+    `/observables/<name>` [T, ...], `/params`, `/initial`, further groups (`/grid`),
+    `/stats` (attributes)."""
+
+    model: str
+    config: str
+    time: np.ndarray
+    params: dict[str, Any]
+    initial: dict[str, Any]
+    groups: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    seed: int | None = None
+
+    def create(self, f: h5py.File, rows: dict[str, np.ndarray]) -> None:
+        write_root_attrs(f, format="simjax.run", model=self.model, config=self.config, seed=self.seed)
+        f.create_dataset("time", data=np.asarray(self.time))
+        group = f.create_group("observables")
+        frames = len(self.time)
+        for name, values in rows.items():
+            values = np.asarray(values)
+            group.create_dataset(name, shape=(frames, *values.shape[1:]), dtype=values.dtype, fillvalue=_fill(values.dtype))
+        write_group(f, "params", self.params)
+        write_group(f, "initial", self.initial)
+        for name, values in self.groups.items():
+            write_group(f, name, values)
+
+    def write(self, f: h5py.File, k: int, rows: dict[str, np.ndarray]) -> None:
+        for name, values in rows.items():
+            values = np.asarray(values)
+            f["observables"][name][k : k + values.shape[0]] = values
+
+    def finish(self, f: h5py.File, stats: dict[str, Any]) -> None:
+        group = f.require_group("stats")
+        for key, value in stats.items():
+            group.attrs[key] = value
+
+
+def _fill(dtype: np.dtype):
+    return np.nan if np.issubdtype(dtype, np.floating) else 0
 
 
 @dataclasses.dataclass
@@ -40,17 +83,11 @@ class RunResult:
     def save(self, path: str | Path) -> Path:
         """Write the run layout of DESIGN.md to `path` atomically; returns the path."""
         path = Path(path)
+        sink = RunSink(self.model, self.config, self.time, self.params, self.initial, self.groups, self.seed)
         with atomic_h5(path) as f:
-            write_root_attrs(f, format="simjax.run", model=self.model, config=self.config, seed=self.seed)
-            f.create_dataset("time", data=np.asarray(self.time))
-            write_group(f, "observables", self.observables)
-            write_group(f, "params", self.params)
-            write_group(f, "initial", self.initial)
-            for name, values in self.groups.items():
-                write_group(f, name, values)
-            stats = f.create_group("stats")
-            for key, value in self.stats.items():
-                stats.attrs[key] = value
+            sink.create(f, self.observables)
+            sink.write(f, 0, self.observables)
+            sink.finish(f, self.stats)
         return path
 
     def __repr__(self) -> str:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import jax
@@ -17,11 +19,13 @@ from physics.ode import OdeModel
 from solvers import ADJOINTS, OdeSolver, did_you_mean, result_message
 
 from ._config import Config
-from ._errors import SimulationError
+from ._errors import InputError, SimulationError
 from ._progress import Progress
 from ._registry import model_class, model_names, model_options
-from ._result import RunResult
+from ._result import RunResult, RunSink
 from ._simulate import simulate
+from ._store import check_output_path
+from ._stream import RunPlan, chunk_frames, collect, stream
 
 DEFAULT_SAVE = 101
 
@@ -152,33 +156,147 @@ def setup(config: Config) -> Setup:
 
 
 @functools.singledispatch
-def run_family(model: Model, config: Config, progress: Progress) -> Any:
-    """Run a config of the model's family; each family registers its own
-    (`@run_family.register`), usually `setup_family` + `simulate` + a result."""
+def plan_family(model: Model, config: Config) -> RunPlan:
+    """The validated run of a config of the model's family (engine, file layout,
+    result); each family registers its own (`@plan_family.register`)."""
     raise config.error("model.name", f"model {model.name!r} cannot be run from a config")
 
 
-def run(config: Config, *, progress: bool = False) -> Any:
+def plan_run(config: Config) -> RunPlan:
+    """The validated, not yet executed run a config describes."""
+    return plan_family(build_model(config), config)
+
+
+def run(
+    config: Config,
+    *,
+    progress: bool = False,
+    output: str | Path | None = None,
+    resume: bool = False,
+) -> Any:
     """Run the simulation a config describes (what `sim run` does).
+
+    In memory (no `output`): the run advances in chunks of saved frames and returns a
+    result holding every frame. With `output`, each chunk is appended to the file as it
+    completes (only one chunk is in memory), the full state is checkpointed (every
+    `[output] checkpoint_every` saved frames; default after every chunk), and the file
+    appears under its name only when complete; `resume=True` continues the unfinished run
+    of `output` from its last checkpoint and ends with the same file as an uninterrupted
+    run.
 
     Arguments:
         config: from `sim.load_config`.
         progress: show progress on the terminal (stderr).
+        output: stream the run to this HDF5 file.
+        resume: continue the unfinished run of `output`.
 
     Returns:
-        A result with `.save(path)`: `RunResult` for ODE and PDE models.
+        Without `output`, a result with `.save(path)`: `RunResult` for ODE and PDE models,
+        `MdRunResult` for particle models. With `output`, a `Streamed` summary (path,
+        frames, the frame resumed from, solver statistics).
 
     Raises:
         ConfigError: the config does not fit the model (names the key).
+        InputError: with `output`: an unfinished run is there (and `resume` is False), or
+            nothing fits to resume (no unfinished run, a finished file, another config, a
+            missing or damaged checkpoint); the files are left as they were.
         SimulationError: the solver failed (for example max_steps reached).
+        StorageError: the output could not be written; the last checkpoint is kept.
 
     Example:
         >>> result = run(load_config("experiments/lotka_volterra.toml"))
         >>> result.save("lv.h5")
+        >>> run(load_config("experiments/lj_fluid.toml"), output="lj.h5")
     """
-    model = build_model(config)
-    with Progress(enabled=progress, description=f"{model.name}") as bar:
-        return run_family(model, config, bar)
+    plan = plan_run(config)
+    with Progress(enabled=progress, description=plan.description) as bar:
+        if output is None:
+            if resume:
+                raise InputError("argument", "resume", "resuming needs the output file of the unfinished run")
+            return collect(plan, bar)
+        output = check_output_path(output)
+        return stream(plan, output, resume=resume, checkpoint_every=config.spec.output.checkpoint_every, progress=bar)
+
+
+class SimulateEngine:
+    """ODE and PDE runs chunk by chunk: each chunk is one `simulate` call over its save
+    times, started from the state the previous chunk ended in (the first from the
+    config's initial state). Fixed-step solvers take the same steps as one call over the
+    whole run; adaptive ones restart their step-size control at each chunk boundary,
+    which depends only on the config.
+
+    Arguments:
+        setup: the validated `simulate` arguments.
+        y0: the initial state as an array (what `simulate` returns as `final_state`).
+        chunk: saved frames per chunk.
+        failure: solver result code -> the message of the `SimulationError`.
+    """
+
+    def __init__(self, setup: Setup, y0: jax.Array, chunk: int, failure: Callable[[int], str]):
+        self.setup = setup
+        self.y0 = y0
+        self.times = np.asarray(setup.t)
+        self.chunk = chunk
+        self.failure = failure
+        self.num_steps = 0
+
+    def start(self) -> jax.Array:
+        self.num_steps = 0
+        return self.y0
+
+    def advance(self, state: jax.Array, k: int, n: int) -> tuple[jax.Array, dict[str, np.ndarray]]:
+        s = self.setup
+        traj = simulate(s.model, s.params, s.t[k : k + n + 1], initial=state, solver=s.solver, key=s.key)
+        code = int(traj.stats["result"])
+        if code != 0:
+            raise SimulationError(self.failure(code))
+        self.num_steps += int(traj.stats["num_steps"])
+        rows = {name: np.asarray(v) for name, v in traj.observables.items()}
+        if k > 0:  # frame k is the previous chunk's last
+            rows = {name: v[1:] for name, v in rows.items()}
+        return traj.final_state, rows
+
+    def meta(self) -> dict[str, Any]:
+        return {"num_steps": self.num_steps}
+
+    def restore(self, meta: dict[str, Any]) -> jax.Array:
+        self.num_steps = int(meta.get("num_steps", 0))
+        return self.y0
+
+    def stats(self, state: jax.Array) -> dict[str, int]:
+        return {"num_steps": self.num_steps, "result": 0}
+
+
+def check_finite(config: Config, hint: str) -> Callable[[dict[str, np.ndarray], int], None]:
+    """A plan's check: every observable finite, else a `SimulationError` naming the
+    first save time where one was not."""
+    times = np.asarray(save_times_or_none(config))
+
+    def check(rows: dict[str, np.ndarray], k: int) -> None:
+        for name, values in rows.items():
+            values = np.asarray(values)
+            if not np.issubdtype(values.dtype, np.inexact):
+                continue
+            finite = np.all(np.isfinite(values.reshape(values.shape[0], -1)), axis=1)
+            if not np.all(finite):
+                first = int(np.argmin(finite)) + (k if k == 0 else k + 1)
+                when = f" at t = {times[first]:g}" if times is not None and first < len(times) else ""
+                raise SimulationError(f"{config.source}: observable {name!r} became non-finite{when}; the solution diverged{hint}")
+
+    return check
+
+
+def save_times_or_none(config: Config) -> np.ndarray | None:
+    try:
+        return save_times(config)
+    except InputError:
+        return None
+
+
+def frames_per_chunk(config: Config, state_size: int, frames: int) -> int:
+    """`[output] chunk`, or as many saved frames as fit in the in-memory budget (a saved
+    frame is taken as four times the state: its fields plus derived observables)."""
+    return chunk_frames(8 * 4 * max(state_size, 1), frames, config.spec.output.chunk)
 
 
 # ----------------------------------------------------------------------------- ODE family
@@ -255,28 +373,44 @@ def _(model: OdeModel, config: Config) -> Setup:
     )
 
 
-@run_family.register
-def _(model: OdeModel, config: Config, progress: Progress) -> RunResult:
+@plan_family.register
+def _(model: OdeModel, config: Config) -> RunPlan:
     s = setup_family(model, config)
-    progress.start(total=1)
-    traj = simulate(model, s.params, s.t, initial=s.initial, solver=s.solver)
-    result_code = int(traj.stats["result"])
-    progress.advance(1)
-    if result_code != 0:
-        raise SimulationError(
-            f"{config.source}: the {s.solver.method} solve failed: {result_message(result_code)} "
+    y0 = model.initial_state(s.initial)
+    frames = len(s.t) - 1
+    method = s.solver.method
+
+    def failure(code: int) -> str:
+        return (
+            f"{config.source}: the {method} solve failed: {result_message(code)} "
             "(raise solver.max_steps, loosen rtol/atol, or use an implicit method such as kvaerno5 for stiff problems)"
         )
-    observables = {k: np.asarray(v) for k, v in traj.observables.items()}
-    for name, values in observables.items():
-        if not np.all(np.isfinite(values)):
-            raise SimulationError(f"{config.source}: observable {name!r} became non-finite; the solution diverged")
-    return RunResult(
+
+    engine = SimulateEngine(s, y0, frames_per_chunk(config, int(np.size(y0)), frames), failure)
+    sink = RunSink(
         model=model.name,
         config=resolved_toml(config, **s.resolved),
         time=np.asarray(s.t),
-        observables=observables,
         params={k: np.asarray(v) for k, v in s.params.items()},
         initial={k: np.asarray(v) for k, v in s.initial.items()},
-        stats={"num_steps": int(traj.stats["num_steps"]), "result": result_code},
     )
+    return RunPlan(engine=engine, sink=sink, config=sink.config, check=check_finite(config, ""), result=sink_result(sink), description=model.name)
+
+
+def sink_result(sink: RunSink) -> Callable[[dict[str, np.ndarray], dict[str, int]], RunResult]:
+    """The in-memory `RunResult` of a run written by `sink`."""
+
+    def result(rows: dict[str, np.ndarray], stats: dict[str, int]) -> RunResult:
+        return RunResult(
+            model=sink.model,
+            config=sink.config,
+            time=sink.time,
+            observables=rows,
+            params=sink.params,
+            initial=sink.initial,
+            groups=sink.groups,
+            stats=stats,
+            seed=sink.seed,
+        )
+
+    return result

@@ -122,19 +122,33 @@ def sweep(
 def run(
     config: Annotated[Path, typer.Argument(help="TOML config file.")],
     output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Output HDF5 file.")] = None,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue the unfinished run of the output file from its last checkpoint.")] = False,
     set_: Sets = None,
     quiet: Quiet = False,
 ) -> None:
-    """Run the simulation CONFIG describes and write it to an HDF5 file."""
+    """Run the simulation CONFIG describes, streaming it to an HDF5 file chunk by chunk
+    with checkpoints ([output] chunk, checkpoint_every); --resume continues a run that
+    was stopped."""
     from ._run import run as run_config
+    from ._stream import checkpoint_path, partial_path
 
     cfg = load_config(config, set_ or [])
     path = output_path(cfg, output)
     start = time.perf_counter()
-    result = run_config(cfg, progress=not quiet)
-    result.save(path)
+    try:
+        done = run_config(cfg, progress=not quiet, output=path, resume=resume)
+    except KeyboardInterrupt:
+        if checkpoint_path(path).exists():
+            print(f"interrupted; the run so far is kept in {partial_path(path)}: `sim run {config} --resume` continues it", file=sys.stderr)
+            sys.exit(130)
+        raise
     if not quiet:
-        print(f"wrote {path}: {result!r} in {time.perf_counter() - start:.2f} s", file=sys.stderr)
+        resumed = f", resumed from frame {done.resumed_from}" if done.resumed_from is not None else ""
+        print(
+            f"wrote {done.path}: {cfg.spec.model.name}, {done.frames + 1} frames, {done.stats.get('num_steps', 0)} steps{resumed} "
+            f"in {time.perf_counter() - start:.2f} s",
+            file=sys.stderr,
+        )
 
 
 @app.command()

@@ -1,0 +1,442 @@
+"""Runs streamed to disk: `sim run` advances in compiled chunks of saved frames, appends
+each chunk to the output as it completes, checkpoints its full state, and `--resume`
+continues an unfinished run exactly.
+
+The pieces, one of each per model family (`plan_family`):
+
+- an **engine** advances the state one chunk of saved frames at a time (a compiled call
+  per chunk, the same chunk boundaries on every run of a config) and can hand its state
+  to a checkpoint and take it back;
+- a **sink** is the file layout: it creates every dataset at full size from the first
+  chunk, writes the rows of each chunk, and finishes the file with the run statistics.
+
+While it runs, the output lives in `.<name>.partial` beside the target and is renamed
+when complete, so the target only ever appears whole. Its checkpoint is a separate small
+HDF5 file, `.<name>.checkpoint`, replaced atomically (written under a temporary name,
+then renamed), so a crash, a kill or a full disk at any moment leaves the previous
+checkpoint whole. Every dataset of the partial file is allocated when it is created, so
+later writes only fill values and never change the file's structure.
+
+Resuming rebuilds the run from its config, checks the config is the one the partial file
+was started from, loads the state of the last checkpoint into the engine, and recomputes
+from there; frames written after that checkpoint are simply written again. Chunk
+boundaries depend only on the config, so on the same machine a resumed run computes the
+same numbers, bit for bit, as an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import tomllib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import h5py
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import PyTree
+
+from ._errors import DataError, InputError, SimError, SimulationError
+from ._store import atomic_h5
+
+CHECKPOINT_FORMAT = "simjax.checkpoint"
+CHUNK_BYTES = 64 * 2**20  # saved rows held in memory per chunk, by default
+
+
+class StorageError(SimError):
+    """The output could not be written (disk full, folder gone or read-only): exit 1,
+    the last checkpoint kept."""
+
+
+@runtime_checkable
+class Engine(Protocol):
+    """How a family advances a run chunk by chunk."""
+
+    times: np.ndarray  # save times [T]
+    chunk: int  # saved frames per chunk
+
+    def start(self) -> PyTree:
+        """The state at the first save time."""
+
+    def advance(self, state: PyTree, k: int, n: int) -> tuple[PyTree, dict[str, np.ndarray]]:
+        """Advance from frame k by n frames: the new state and the rows of the frames
+        k+1..k+n (and of frame 0 first when k == 0)."""
+
+    def meta(self) -> dict[str, Any]:
+        """JSON-able facts beyond the state that a resumed engine needs (buffer sizes)."""
+
+    def restore(self, meta: dict[str, Any]) -> PyTree:
+        """Take back `meta` from a checkpoint; return a state of the checkpointed
+        structure (its values are replaced by the checkpoint's)."""
+
+    def stats(self, state: PyTree) -> dict[str, int]:
+        """Statistics of the run so far (written when it completes)."""
+
+
+@runtime_checkable
+class Sink(Protocol):
+    """A run file layout."""
+
+    def create(self, f: h5py.File, rows: dict[str, np.ndarray]) -> None:
+        """Root attributes, fixed datasets, and every per-frame dataset at full size
+        (shapes and dtypes from the rows of the first chunk)."""
+
+    def write(self, f: h5py.File, k: int, rows: dict[str, np.ndarray]) -> None:
+        """Write `rows` as frames k, k+1, ..."""
+
+    def finish(self, f: h5py.File, stats: dict[str, int]) -> None:
+        """Write what is only known at the end."""
+
+
+@dataclasses.dataclass
+class RunPlan:
+    """A validated run of one config, ready to execute in memory or streamed to a file.
+
+    Attributes:
+        engine: advances the state chunk by chunk.
+        sink: the file layout.
+        config: the resolved config (TOML text) the file records.
+        check: rows, first frame index -> None; raises `SimulationError` when the run
+            diverged.
+        result: all rows, stats -> the in-memory result (`RunResult`, `MdRunResult`).
+        description: what the progress bar shows.
+    """
+
+    engine: Engine
+    sink: Sink
+    config: str
+    check: Callable[[dict[str, np.ndarray], int], None]
+    result: Callable[[dict[str, np.ndarray], dict[str, int]], Any]
+    description: str = ""
+
+
+def chunk_frames(frame_bytes: int, frames: int, requested: int | None = None) -> int:
+    """Saved frames per chunk: `requested` if given, else as many as fit in CHUNK_BYTES;
+    at least 1 and at most `frames`."""
+    if requested is not None:
+        return max(1, min(int(requested), frames))
+    return max(1, min(frames, CHUNK_BYTES // max(int(frame_bytes), 1)))
+
+
+def boundaries(frames: int, chunk: int) -> list[tuple[int, int]]:
+    """(first frame, frames) of every chunk of a run with `frames` intervals."""
+    return [(k, min(chunk, frames - k)) for k in range(0, frames, chunk)]
+
+
+# ----------------------------------------------------------------------------- in memory
+
+
+def collect(plan: RunPlan, progress=None) -> Any:
+    """Execute `plan` in memory and return its result (what `sim.run(config)` does)."""
+    engine = plan.engine
+    frames = len(engine.times) - 1
+    state = engine.start()
+    pieces: list[dict[str, np.ndarray]] = []
+    if progress is not None:
+        progress.start(total=frames)
+    for k, n in boundaries(frames, engine.chunk):
+        state, rows = engine.advance(state, k, n)
+        plan.check(rows, k)
+        pieces.append(rows)
+        if progress is not None:
+            progress.advance(n)
+    rows = {name: np.concatenate([p[name] for p in pieces], axis=0) for name in pieces[0]}
+    return plan.result(rows, engine.stats(state))
+
+
+# ----------------------------------------------------------------------------- paths
+
+
+def partial_path(path: str | Path) -> Path:
+    """Where an unfinished run of `path` lives: `.<name>.partial` beside it."""
+    path = Path(path)
+    return path.with_name(f".{path.name}.partial")
+
+
+def checkpoint_path(path: str | Path) -> Path:
+    """The checkpoint of an unfinished run of `path`: `.<name>.checkpoint` beside it."""
+    path = Path(path)
+    return path.with_name(f".{path.name}.checkpoint")
+
+
+def _remove_stale(path: Path) -> None:
+    """Temporary files of interrupted checkpoint writes."""
+    for stale in path.parent.glob(f".{checkpoint_path(path).name}.*.tmp"):
+        with contextlib.suppress(OSError):
+            stale.unlink()
+
+
+# ----------------------------------------------------------------------------- checkpoints
+
+
+def _leaf_to_numpy(leaf) -> tuple[np.ndarray, str]:
+    if isinstance(leaf, jax.Array) and jnp.issubdtype(leaf.dtype, jax.dtypes.prng_key):
+        return np.asarray(jax.random.key_data(leaf)), str(jax.random.key_impl(leaf))
+    return np.asarray(leaf), ""
+
+
+def write_checkpoint(path: Path, *, config: str, frame: int, frames: int, meta: dict, state: PyTree) -> None:
+    """Write the checkpoint of `path`'s run atomically."""
+    leaves = jax.tree.leaves(state)
+    with atomic_h5(checkpoint_path(path)) as f:
+        f.attrs["format"] = CHECKPOINT_FORMAT
+        f.attrs["config"] = config
+        f.attrs["frame"] = int(frame)
+        f.attrs["frames"] = int(frames)
+        f.attrs["meta"] = json.dumps(meta)
+        f.attrs["leaves"] = len(leaves)
+        group = f.create_group("state")
+        for i, leaf in enumerate(leaves):
+            data, impl = _leaf_to_numpy(leaf)
+            dataset = group.create_dataset(f"{i:04d}", data=data)
+            if impl:
+                dataset.attrs["key_impl"] = impl
+
+
+@dataclasses.dataclass(frozen=True)
+class Checkpoint:
+    frame: int
+    meta: dict
+    leaves: list[tuple[np.ndarray, str]]
+
+    def state(self, template: PyTree, source: Path) -> PyTree:
+        """The checkpointed state, in the structure of `template`.
+
+        Raises:
+            DataError: the stored arrays do not fit the run's state.
+        """
+        leaves, treedef = jax.tree.flatten(template)
+        if len(leaves) != len(self.leaves):
+            raise DataError(source, "state", f"holds {len(self.leaves)} arrays; this run's state has {len(leaves)}")
+        out = []
+        for i, (like, (data, impl)) in enumerate(zip(leaves, self.leaves)):
+            if isinstance(like, jax.Array) and jnp.issubdtype(like.dtype, jax.dtypes.prng_key):
+                if not impl:
+                    raise DataError(source, f"state/{i:04d}", "expected a PRNG key")
+                value = jax.random.wrap_key_data(jnp.asarray(data), impl=impl)
+            else:
+                like = np.asarray(like)
+                if data.shape != like.shape or data.dtype != like.dtype:
+                    raise DataError(
+                        source, f"state/{i:04d}", f"has shape {data.shape} and dtype {data.dtype}; this run's state needs {like.shape} {like.dtype}"
+                    )
+                value = jnp.asarray(data)
+            out.append(value)
+        return jax.tree.unflatten(treedef, out)
+
+
+def read_checkpoint(path: Path, config: str, frames: int) -> Checkpoint:
+    """The checkpoint of `path`'s unfinished run, checked against the run's config.
+
+    Raises:
+        DataError: the checkpoint is missing, unreadable, or not of this run.
+        InputError: it was written by a run of another config.
+    """
+    source = checkpoint_path(path)
+    if not source.exists():
+        raise DataError(
+            source, "", f"missing: the unfinished run {partial_path(path)} has no checkpoint to resume from; delete it to start over"
+        )
+    try:
+        with h5py.File(source, "r") as f:
+            if f.attrs.get("format") != CHECKPOINT_FORMAT:
+                raise DataError(source, "format", "is not a simjax run checkpoint; delete it and the partial run to start over")
+            stored = _text(f.attrs.get("config", ""))
+            frame = int(f.attrs["frame"])
+            total = int(f.attrs["frames"])
+            meta = json.loads(_text(f.attrs["meta"]))
+            count = int(f.attrs["leaves"])
+            leaves = []
+            for i in range(count):
+                dataset = f["state"][f"{i:04d}"]
+                leaves.append((np.asarray(dataset[()]), _text(dataset.attrs.get("key_impl", ""))))
+    except (OSError, KeyError, ValueError, TypeError) as e:
+        if isinstance(e, DataError):
+            raise
+        detail = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise DataError(source, "", f"cannot be read ({detail}); the checkpoint is damaged: delete it and the partial run to start over") from None
+    difference = config_difference(stored, config)
+    if difference:
+        raise InputError(source, "config", f"the checkpoint belongs to a run of a different config ({difference})")
+    if total != frames or not 0 <= frame < frames:
+        raise DataError(source, "frame", f"checkpoint at frame {frame} of {total}; this run has {frames} frames")
+    return Checkpoint(frame=frame, meta=meta, leaves=leaves)
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _comparable(text: str) -> dict:
+    """A config's content without `[output]` (where a run is written is not what it is)."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError:
+        return {"": text}
+    data.pop("output", None)
+    return data
+
+
+def config_difference(stored: str, current: str) -> str:
+    """'' if two resolved configs describe the same run, else the first differing line."""
+    a, b = _comparable(stored), _comparable(current)
+    if a == b:
+        return ""
+    lines_a = [line for line in stored.splitlines() if line.strip()]
+    lines_b = [line for line in current.splitlines() if line.strip()]
+    for x, y in zip(lines_a, lines_b):
+        if x != y:
+            return f"stored {x.strip()!r}, now {y.strip()!r}"
+    return "sections differ"
+
+
+# ----------------------------------------------------------------------------- streamed
+
+
+@dataclasses.dataclass(frozen=True)
+class Streamed:
+    """What `stream` wrote."""
+
+    path: Path
+    frames: int
+    resumed_from: int | None
+    stats: dict[str, int]
+
+
+def check_start(path: Path, config: str, resume: bool) -> None:
+    """Before any work: what may be done with the files of `path`.
+
+    Raises:
+        InputError: an unfinished run is there and --resume was not given; --resume was
+            given and there is nothing to resume, or the target is complete.
+    """
+    partial = partial_path(path)
+    if not resume:
+        if partial.exists():
+            raise InputError(partial, "", "an unfinished run of this file is here; pass --resume to continue it, or delete it to start over")
+        return
+    if not partial.exists():
+        if path.exists():
+            raise InputError(path, "", "is a finished run; there is nothing to resume (run without --resume to overwrite it)")
+        raise InputError(partial, "", "no unfinished run to resume (run without --resume to start one)")
+    try:
+        with h5py.File(partial, "r") as f:
+            stored = _text(f.attrs.get("config", ""))
+            fmt = _text(f.attrs.get("format", ""))
+    except OSError as e:
+        raise DataError(partial, "", f"cannot be read ({str(e).splitlines()[0]}); delete it to start over") from None
+    if fmt != "simjax.run":
+        raise DataError(partial, "format", "is not an unfinished simjax run; delete it to start over")
+    difference = config_difference(stored, config)
+    if difference:
+        raise InputError(
+            partial,
+            "config",
+            f"the unfinished run was started from a different config ({difference}); resume with the same config and --set values, or delete it to start over",
+        )
+
+
+def stream(plan: RunPlan, path: str | Path, *, resume: bool = False, checkpoint_every: int | None = None, progress=None) -> Streamed:
+    """Execute `plan`, writing its frames to `path` chunk by chunk.
+
+    Arguments:
+        plan: from `plan_family`.
+        path: the output file.
+        resume: continue the unfinished run of `path` from its last checkpoint.
+        checkpoint_every: saved frames between checkpoints (at the first chunk boundary
+            at or after each multiple); None: after every chunk.
+        progress: a `Progress`.
+
+    Raises:
+        InputError: see `check_start`; a checkpoint that does not fit (files untouched).
+        SimulationError: the run diverged (its files are removed).
+        StorageError: the output could not be written (the last checkpoint is kept).
+    """
+    path = Path(path)
+    engine = plan.engine
+    frames = len(engine.times) - 1
+    check_start(path, plan.config, resume)
+    partial = partial_path(path)
+    resumed_from = None
+    if resume:
+        checkpoint = read_checkpoint(path, plan.config, frames)
+        template = engine.restore(checkpoint.meta)
+        state = checkpoint.state(template, checkpoint_path(path))
+        k0 = checkpoint.frame
+        resumed_from = k0
+    else:
+        with contextlib.suppress(FileNotFoundError):
+            checkpoint_path(path).unlink()  # of an earlier run whose partial file is gone
+        state = engine.start()
+        k0 = 0
+    every = engine.chunk if checkpoint_every is None else max(1, int(checkpoint_every))
+    last_checkpoint = k0
+    if progress is not None:
+        progress.start(total=frames)
+        progress.advance(k0)
+    f = None
+    created = resume
+    try:
+        if resume:
+            f = h5py.File(partial, "r+")
+        for k, n in boundaries(frames, engine.chunk):
+            if k < k0:
+                continue
+            state, rows = engine.advance(state, k, n)
+            plan.check(rows, k)
+            if f is None:
+                f = h5py.File(partial, "w")
+                created = True
+                plan.sink.create(f, rows)
+            plan.sink.write(f, k if k == 0 else k + 1, rows)
+            f.flush()
+            done = k + n
+            if progress is not None:
+                progress.advance(n)
+            if done < frames and done - last_checkpoint >= every:
+                write_checkpoint(path, config=plan.config, frame=done, frames=frames, meta=engine.meta(), state=state)
+                last_checkpoint = done
+        stats = engine.stats(state)
+        plan.sink.finish(f, stats)
+        f.close()
+        f = None
+        os.replace(partial, path)
+    except SimulationError:
+        _close(f)
+        for leftover in (partial, checkpoint_path(path)):
+            with contextlib.suppress(FileNotFoundError):
+                leftover.unlink()
+        raise
+    except OSError as e:
+        _close(f)
+        reason = e.strerror or str(e).splitlines()[0]
+        if checkpoint_path(path).exists():
+            raise StorageError(
+                f"{path}: cannot write the run ({reason}); the frames up to the last checkpoint are kept in {partial}: "
+                "fix the cause and continue with --resume"
+            ) from None
+        if created:
+            with contextlib.suppress(FileNotFoundError):
+                partial.unlink()
+        raise StorageError(f"{path}: cannot write the run ({reason}); nothing was kept") from None
+    except BaseException:
+        _close(f)
+        if created and not checkpoint_path(path).exists():
+            with contextlib.suppress(FileNotFoundError):
+                partial.unlink()
+        raise
+    with contextlib.suppress(FileNotFoundError):
+        checkpoint_path(path).unlink()
+    _remove_stale(path)
+    return Streamed(path=path, frames=frames, resumed_from=resumed_from, stats=stats)
+
+
+def _close(f) -> None:
+    if f is not None:
+        with contextlib.suppress(Exception):
+            f.close()

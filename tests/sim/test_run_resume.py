@@ -1,0 +1,252 @@
+"""Streamed runs: chunked output, checkpoints, `--resume` (exact), and what is refused."""
+
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+
+import sim
+from sim import _stream
+from sim.cli import main
+
+EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
+REPO = EXPERIMENTS.parent
+
+# Small runs of several chunks each (`output.chunk` frames per chunk).
+CASES = {
+    "ode": ("lorenz.toml", ["time.t1=4.0", "time.save=41", "output.chunk=8"]),
+    "spectral": ("kuramoto_sivashinsky.toml", ["grid.points=[32]", "time.t1=6.0", "time.save=13", "output.chunk=3"]),
+    "fd": ("heat_dirichlet.toml", ["grid.points=[17]", "time.t1=0.1", "time.save=11", "output.chunk=3"]),
+    "md": (
+        "lj_fluid.toml",
+        ["system.cells=4", "params.cutoff=2.5", "time.steps=120", "time.save_every=10", "output.chunk=3"],
+    ),
+}
+
+
+def cli(argv, capsys):
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+        raise SystemExit(0)
+    return info.value.code, capsys.readouterr().err
+
+
+def config(case, *extra):
+    name, sets = CASES[case]
+    return sim.load_config(EXPERIMENTS / name, [*sets, *extra])
+
+
+def contents(path):
+    """Every dataset and attribute of an HDF5 file except the creation time."""
+    out = {}
+    with h5py.File(path, "r") as f:
+        out["/"] = {k: v for k, v in f.attrs.items() if k != "created"}
+
+        def visit(name, node):
+            attrs = {k: np.asarray(v).tobytes() for k, v in node.attrs.items()}
+            if isinstance(node, h5py.Dataset):
+                value = node[()]
+                out[name] = (np.asarray(value).dtype.str, np.asarray(value).shape, np.asarray(value).tobytes(), attrs)
+            else:
+                out[name] = attrs
+
+        f.visititems(visit)
+    return out
+
+
+def assert_identical(a, b):
+    ca, cb = contents(a), contents(b)
+    assert sorted(ca) == sorted(cb)
+    for key in ca:
+        assert ca[key] == cb[key], key
+
+
+def digest(*paths):
+    return [hashlib.sha256(Path(p).read_bytes()).hexdigest() if Path(p).exists() else None for p in paths]
+
+
+class Stop(Exception):
+    """Stands for a crash after some checkpoints."""
+
+
+def interrupt_after(monkeypatch, checkpoints):
+    """Make the run stop right after writing its `checkpoints`-th checkpoint (`monkeypatch`
+    is a `pytest.MonkeyPatch.context()`, so undoing it keeps the working folder)."""
+    written = []
+    original = _stream.write_checkpoint
+
+    def write(path, **kwargs):
+        original(path, **kwargs)
+        written.append(kwargs["frame"])
+        if len(written) == checkpoints:
+            raise Stop()
+
+    monkeypatch.setattr(_stream, "write_checkpoint", write)
+    return written
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_interrupted_run_resumes_to_the_uninterrupted_file(case, tmp_cwd):
+    cfg = config(case)
+    whole = sim.run(cfg, output="whole.h5")
+    assert whole.resumed_from is None
+    assert not list(tmp_cwd.glob(".*"))  # no partial, checkpoint or temporary file left
+    # The streamed file holds what the in-memory run returns.
+    in_memory = sim.run(cfg)
+    record = sim.read("whole.h5")
+    if case == "md":
+        np.testing.assert_array_equal(record["observables/total_energy/value"], in_memory.observables["total_energy"])
+    else:
+        for name, values in in_memory.observables.items():
+            np.testing.assert_array_equal(record.observables[name], values)
+
+    with pytest.MonkeyPatch.context() as patch:
+        written = interrupt_after(patch, 2)
+        with pytest.raises(Stop):
+            sim.run(cfg, output="out.h5")
+    assert not Path("out.h5").exists()
+    assert _stream.partial_path("out.h5").exists() and _stream.checkpoint_path("out.h5").exists()
+    done = sim.run(cfg, output="out.h5", resume=True)
+    assert done.resumed_from == written[-1] > 0
+    assert_identical("whole.h5", "out.h5")
+    assert sorted(p.name for p in tmp_cwd.iterdir()) == ["out.h5", "whole.h5"]
+
+
+def _kill_mid_run(case, tmp_path, sets):
+    name, base = CASES[case]
+    out = tmp_path / "out.h5"
+    args = [sys.executable, "-m", "sim.cli", "run", str(EXPERIMENTS / name), "-o", str(out), "--quiet"]
+    for item in [*base, *sets]:
+        args += ["--set", item]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen(args, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    checkpoint = _stream.checkpoint_path(out)
+    deadline = time.monotonic() + 300
+    while not checkpoint.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL, proc.stderr.read().decode()
+    assert not out.exists() and _stream.partial_path(out).exists() and checkpoint.exists()
+    return out
+
+
+@pytest.mark.parametrize(
+    "case, sets",
+    [
+        ("md", ["time.steps=1500", "time.save_every=10", "output.chunk=5"]),
+        ("spectral", ["grid.points=[128]", "time.t1=300.0", "time.save=1201", "output.chunk=10"]),
+    ],
+)
+def test_sigkilled_run_resumes_bitwise(case, sets, tmp_path):
+    # A real SIGKILL of `sim run` as soon as its first checkpoint exists; resumed in this
+    # process, the file equals an uninterrupted run's, dataset by dataset.
+    out = _kill_mid_run(case, tmp_path, sets)
+    cfg = config(case, *sets)
+    done = sim.run(cfg, output=out, resume=True)
+    assert done.resumed_from is not None and 0 < done.resumed_from < done.frames
+    sim.run(cfg, output=tmp_path / "whole.h5")
+    assert_identical(tmp_path / "whole.h5", out)
+
+
+@pytest.fixture
+def unfinished(tmp_cwd):
+    """A PDE run stopped after its first checkpoint: (CLI arguments, output path)."""
+    name, sets = CASES["spectral"]
+    args = ["run", str(EXPERIMENTS / name), "-o", "out.h5", "--quiet"] + [x for s in sets for x in ("--set", s)]
+    with pytest.MonkeyPatch.context() as patch:
+        interrupt_after(patch, 1)
+        with pytest.raises(Stop):
+            sim.run(config("spectral"), output="out.h5")
+    return args, Path("out.h5")
+
+
+def _files(path):
+    return digest(path, _stream.partial_path(path), _stream.checkpoint_path(path))
+
+
+def test_resume_refusals_leave_the_files_untouched(unfinished, capsys):
+    args, out = unfinished
+    before = _files(out)
+    cases = {
+        "another config": (args + ["--resume", "--set", "params.hyper_diffusivity=2.0"], "different config"),
+        "no --resume": (args, "pass --resume"),
+    }
+    for what, (argv, expected) in cases.items():
+        code, err = cli(argv, capsys)
+        assert code == 2, (what, err)
+        assert len(err.strip().splitlines()) == 1 and expected in err and "Traceback" not in err, (what, err)
+        assert _files(out) == before, what
+
+    checkpoint = _stream.checkpoint_path(out)
+    checkpoint.write_bytes(checkpoint.read_bytes()[:200])  # corrupt
+    damaged = _files(out)
+    code, err = cli(args + ["--resume"], capsys)
+    assert code == 2 and "checkpoint" in err and "damaged" in err and len(err.strip().splitlines()) == 1, err
+    assert _files(out) == damaged
+
+    checkpoint.unlink()
+    code, err = cli(args + ["--resume"], capsys)
+    assert code == 2 and "no checkpoint" in err and len(err.strip().splitlines()) == 1, err
+    assert _stream.partial_path(out).exists() and not out.exists()
+
+
+def test_resume_of_a_finished_or_missing_run_is_refused(tmp_cwd, capsys):
+    name, sets = CASES["ode"]
+    args = ["run", str(EXPERIMENTS / name), "-o", "out.h5", "--quiet"] + [x for s in sets for x in ("--set", s)]
+    code, err = cli(args + ["--resume"], capsys)
+    assert code == 2 and "no unfinished run" in err, err
+    assert list(tmp_cwd.iterdir()) == []
+    code, err = cli(args, capsys)
+    assert code == 0, err
+    before = digest("out.h5")
+    code, err = cli(args + ["--resume"], capsys)
+    assert code == 2 and "finished run" in err and len(err.strip().splitlines()) == 1, err
+    assert digest("out.h5") == before
+
+
+def test_full_disk_mid_run_keeps_the_last_checkpoint(tmp_cwd, capsys):
+    # Writing the third chunk fails as on a full disk: a one-line error (exit 1), the
+    # checkpoint written after the second chunk intact, and --resume completes the run.
+    cfg = config("spectral")
+    sim.run(cfg, output="whole.h5")
+    calls = []
+    original = sim._result.RunSink.write
+
+    def write(self, f, k, rows):
+        calls.append(k)
+        if len(calls) == 3:
+            raise OSError(28, "No space left on device")
+        return original(self, f, k, rows)
+
+    name, sets = CASES["spectral"]
+    args = ["run", str(EXPERIMENTS / name), "-o", "out.h5", "--quiet"] + [x for s in sets for x in ("--set", s)]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sim._result.RunSink, "write", write)
+        code, err = cli(args, capsys)
+    assert code == 1 and "No space left on device" in err and "--resume" in err, err
+    assert len(err.strip().splitlines()) == 1
+    checkpoint = _stream.checkpoint_path("out.h5")
+    with h5py.File(checkpoint, "r") as f:
+        assert int(f.attrs["frame"]) == 6  # after two chunks of 3 frames
+    code, err = cli(args + ["--resume"], capsys)
+    assert code == 0, err
+    assert_identical("whole.h5", "out.h5")
+
+
+def test_checkpoint_every_sets_the_checkpoint_frames(tmp_cwd):
+    # 30 frames in chunks of 3, a checkpoint every 7: at the first chunk boundary at or
+    # after 7 frames past the previous checkpoint.
+    cfg = config("fd", "time.save=31", "time.t1=0.3", "output.checkpoint_every=7")
+    with pytest.MonkeyPatch.context() as patch:
+        written = interrupt_after(patch, 3)
+        with pytest.raises(Stop):
+            sim.run(cfg, output="out.h5")
+    assert written == [9, 18, 27]
