@@ -45,7 +45,7 @@ from ._errors import DataError, InputError, SimError, SimulationError
 from ._store import atomic_h5
 
 CHECKPOINT_FORMAT = "simjax.checkpoint"
-CHUNK_BYTES = 64 * 2**20  # saved rows held in memory per chunk, by default
+CHUNK_BYTES = 16 * 2**20  # saved rows held in memory per chunk, by default
 
 
 class StorageError(SimError):
