@@ -25,9 +25,10 @@ from physics.ode import OdeModel
 from sim import Config, DataError
 from sim._progress import Progress
 from sim._run import build_model, resolved_toml
-from sim._store import atomic_h5, write_group, write_root_attrs
+from sim._store import atomic_h5, check_output_path, write_group, write_root_attrs
 from solvers import OdeSolver, did_you_mean
 
+from ._checkpoint import Checkpointer, checkpoint_path, fingerprint
 from ._data import Observations, check_span, jsonable, load_observations
 
 LOSSES = ("normal", "lognormal", "mse")
@@ -50,6 +51,7 @@ class FitSection(BaseModel):
     learning_rate: float = Field(default=0.01, gt=0)
     starts: int = Field(default=1, ge=1)
     seed: int = 0
+    checkpoint_every: int | None = Field(default=None, ge=1)
     weights: dict[str, float] = {}
     bounds: dict[str, list[float]] = {}
 
@@ -421,7 +423,7 @@ def _loss(problem, u):
     return problem.residuals(u)[1]
 
 
-def _optimistix(problem: Problem, u0, section: FitSection, on_step) -> tuple[dict, list[float], bool, str]:
+def _optimistix(problem: Problem, u0, section: FitSection, on_step, start: int = 0, ck: Checkpointer | None = None, best=None) -> tuple[dict, list[float], bool, str]:
     max_steps = section.max_steps or 200
     if section.optimizer == "levenberg_marquardt":
         solver = optx.LevenbergMarquardt(rtol=section.rtol, atol=section.atol)
@@ -434,7 +436,12 @@ def _optimistix(problem: Problem, u0, section: FitSection, on_step) -> tuple[dic
     state = _optx_init(solver, fn, u0, f_struct, aux_struct)
     u = u0
     history = [float(_loss(problem, u0))]
-    for i in range(max_steps):
+    first = 0
+    restored = None if ck is None else ck.restore(start, (u, state))
+    if restored is not None:
+        first, (u, state), history = restored
+        on_step(first, history[-1], skipped=first)
+    for i in range(first, max_steps):
         u, state, aux, done, result = _optx_step(solver, fn, u, state)
         history.append(float(_loss(problem, u)))
         on_step(i + 1, history[-1])
@@ -442,6 +449,8 @@ def _optimistix(problem: Problem, u0, section: FitSection, on_step) -> tuple[dic
             ok = int(result._value) == 0
             message = "converged" if ok else optx.RESULTS._index_to_message[int(result._value)]
             return u, history, ok, message
+        if ck is not None and ck.due(i + 1):
+            ck.write(start, i + 1, (u, state), history, best)
     return u, history, False, f"max_steps ({max_steps}) reached before convergence"
 
 
@@ -454,16 +463,23 @@ def _adam_step(problem, opt, u, opt_state):
     return optax.apply_updates(u, updates), opt_state, loss
 
 
-def _adam(problem: Problem, u0, section: FitSection, on_step) -> tuple[dict, list[float], bool, str]:
+def _adam(problem: Problem, u0, section: FitSection, on_step, start: int = 0, ck: Checkpointer | None = None, best=None) -> tuple[dict, list[float], bool, str]:
     max_steps = section.max_steps or 1000
     opt = optax.adam(section.learning_rate)
     opt_state = opt.init(u0)
     u = u0
     history = []
-    for i in range(max_steps):
+    first = 0
+    restored = None if ck is None else ck.restore(start, (u, opt_state))
+    if restored is not None:
+        first, (u, opt_state), history = restored
+        on_step(first, history[-1] if history else float("nan"), skipped=first)
+    for i in range(first, max_steps):
         u, opt_state, loss = _adam_step(problem, opt, u, opt_state)
         history.append(float(loss))
         on_step(i + 1, history[-1])
+        if ck is not None and i + 1 < max_steps and ck.due(i + 1):
+            ck.write(start, i + 1, (u, opt_state), history, best)
     history.append(float(_loss(problem, u)))
     return u, history, True, f"{max_steps} Adam steps"
 
@@ -550,13 +566,25 @@ def standard_errors(problem: Problem, x: dict[str, Array], sigma_known: bool) ->
         return np.full((p, p), np.nan)
 
 
-def fit(config: Config, data: str | Path | None = None, *, progress: bool = False) -> FitResult:
+def fit(
+    config: Config,
+    data: str | Path | None = None,
+    *,
+    progress: bool = False,
+    output: str | Path | None = None,
+    resume: bool = False,
+) -> FitResult:
     """Fit a config's free quantities to its observations (what `sim fit` does).
 
     Arguments:
         config: with `[data]` (observations) and `[fit]` (free quantities, loss, optimizer).
         data: an HDF5 file that replaces `data.file`.
         progress: show the loss per iteration on the terminal.
+        output: write the fit file here when done; meanwhile the optimiser's iteration,
+            parameters and state are checkpointed beside it (every `fit.checkpoint_every`
+            iterations, default at most every 30 s) in `.<name>.checkpoint`.
+        resume: continue the unfinished fit of `output` from its checkpoint; it ends
+            with the estimates of an uninterrupted fit.
 
     Returns:
         A `FitResult` with estimates, standard errors, the loss history and the fitted
@@ -564,6 +592,8 @@ def fit(config: Config, data: str | Path | None = None, *, progress: bool = Fals
 
     Raises:
         ConfigError, DataError: bad config or data (naming the file and key).
+        InputError: a checkpoint is there and `resume` is False; `resume` and no
+            checkpoint, or one of another config or data (files left as they were).
 
     Example:
         >>> estimate = fit(sim.load_config("experiments/lynx_hare.toml"))
@@ -573,22 +603,31 @@ def fit(config: Config, data: str | Path | None = None, *, progress: bool = Fals
     u0 = problem.unconstrained(start)
     run = _adam if section.optimizer == "adam" else _optimistix
     rng = np.random.default_rng(section.seed)
+    # Every start point is drawn up front, so a resumed fit starts where the first did.
+    starts = [u0] + [{n: v + 0.5 * float(rng.standard_normal()) for n, v in u0.items()} for _ in range(section.starts - 1)]
+    raw = {k: v for k, v in config.raw.items() if k != "output"}
+    identity = fingerprint(Config(raw, config.path).to_toml(), obs.time, obs.values, obs.sigma)
+    if output is not None:
+        output = check_output_path(output)
+    ck = Checkpointer(
+        None if output is None else checkpoint_path(output), identity, resume=resume, every=section.checkpoint_every
+    )
     best = None
+    if ck.saved is not None:
+        best = ck.restore_best(u0)
     with Progress(enabled=progress, description=f"fit {section.optimizer}") as bar:
         bar.start(total=(section.max_steps or (1000 if section.optimizer == "adam" else 200)) * section.starts)
 
-        def on_step(i, loss):
-            bar.advance(1)
+        def on_step(i, loss, skipped=0):
+            bar.advance(skipped or 1)
             bar.describe(f"fit {section.optimizer}: step {i}, loss {loss:.6g}")
 
-        for k in range(section.starts):
-            if k == 0:
-                u_start = u0
-            else:
-                u_start = {n: v + 0.5 * float(rng.standard_normal()) for n, v in u0.items()}
-            u, history, ok, message = run(problem, u_start, section, on_step)
+        for k in range(ck.first_start(), section.starts):
+            u, history, ok, message = run(problem, starts[k], section, on_step, start=k, ck=ck, best=best)
             if best is None or history[-1] < best[1][-1]:
                 best = (u, history, ok, message)
+            if k + 1 < section.starts and output is not None:
+                ck.write(k + 1, 0, None, [], best)  # the next start begins afresh
     u, history, ok, message = best
     x = problem.natural(u)
     sigma_known = all(name in obs.sigma for name in obs.values)
@@ -610,7 +649,7 @@ def fit(config: Config, data: str | Path | None = None, *, progress: bool = Fals
         **({"initial": {**{k: jsonable(v) for k, v in problem.initial.items()}, **fitted_initial}} if isinstance(problem.initial, dict) else {}),
         fit=fit_resolved,
     )
-    return FitResult(
+    result = FitResult(
         model=problem.model.name,
         config=text,
         names=names,
@@ -625,3 +664,7 @@ def fit(config: Config, data: str | Path | None = None, *, progress: bool = Fals
         observations=obs,
         seed=section.seed if section.starts > 1 else None,
     )
+    if output is not None:
+        result.save(output)
+        ck.finish()
+    return result

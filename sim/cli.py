@@ -156,17 +156,19 @@ def fit(
     config: Annotated[Path, typer.Argument(help="TOML config with [data] and [fit] sections.")],
     data: Annotated[Optional[Path], typer.Option("--data", help="HDF5 observations (replaces data.file).")] = None,
     output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Output HDF5 fit file.")] = None,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue the unfinished fit of the output file from its checkpoint.")] = False,
     set_: Sets = None,
     quiet: Quiet = False,
 ) -> None:
-    """Fit free parameters and initial values to HDF5 observations by gradients through the solver."""
+    """Fit free parameters and initial values to HDF5 observations by gradients through
+    the solver; the optimiser state is checkpointed beside the output ([fit]
+    checkpoint_every), and --resume continues a fit that was stopped."""
     from inference import fit as fit_config
 
     cfg = load_config(config, set_ or [])
     path = check_output_path(output, "-o") if output is not None else check_output_path(Path(cfg.path.stem + "_fit.h5"), "-o")
     start = time.perf_counter()
-    result = fit_config(cfg, data, progress=not quiet)
-    result.save(path)
+    result = fit_config(cfg, data, progress=not quiet, output=path, resume=resume)
     table = Table("quantity", "estimate", "std. error", box=None)
     for name, value, err_ in result.table():
         table.add_row(name, f"{value:.6g}", f"{err_:.3g}")

@@ -1,0 +1,201 @@
+"""Checkpoints of iterative optimisation (`sim fit`, neural ODE training): the iteration,
+the parameters and the optimiser state serialised with equinox
+(`eqx.tree_serialise_leaves`), the loss history, and what earlier starts of a multi-start
+fit found. A checkpoint is one small HDF5 file beside the output, `.<name>.checkpoint`,
+replaced atomically, so a kill at any moment leaves the previous one whole. Resuming
+deserialises into a template of the same structure (the optimiser's state at the start)
+and continues with the same compiled steps, so it ends where an uninterrupted run ends.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import io
+import time
+from pathlib import Path
+from typing import Any
+
+import equinox as eqx
+import h5py
+import numpy as np
+from jaxtyping import PyTree
+
+from sim import DataError, InputError
+from sim._store import atomic_h5
+
+FORMAT = "simjax.optimizer_checkpoint"
+
+
+def checkpoint_path(output: str | Path) -> Path:
+    """The checkpoint of an unfinished optimisation writing `output`."""
+    output = Path(output)
+    return output.with_name(f".{output.name}.checkpoint")
+
+
+def fingerprint(*parts: Any) -> str:
+    """A digest of what an optimisation depends on (config text, data arrays)."""
+    digest = hashlib.sha256()
+    for part in parts:
+        if isinstance(part, dict):
+            for key in sorted(part):
+                digest.update(str(key).encode())
+                digest.update(fingerprint(part[key]).encode())
+        elif isinstance(part, (np.ndarray, np.generic)):
+            digest.update(np.ascontiguousarray(part).tobytes())
+            digest.update(str(part.dtype).encode())
+        else:
+            digest.update(str(part).encode())
+    return digest.hexdigest()
+
+
+def _serialise(tree: PyTree) -> np.ndarray:
+    buffer = io.BytesIO()
+    eqx.tree_serialise_leaves(buffer, tree)
+    return np.frombuffer(buffer.getvalue(), dtype=np.uint8)
+
+
+def _deserialise(data: np.ndarray, like: PyTree, source: Path, key: str) -> PyTree:
+    try:
+        return eqx.tree_deserialise_leaves(io.BytesIO(np.asarray(data, dtype=np.uint8).tobytes()), like)
+    except Exception as e:  # noqa: BLE001 - numpy/equinox report a mismatch variously
+        raise DataError(source, key, f"does not fit this optimisation's state ({type(e).__name__}); delete the checkpoint to start over") from None
+
+
+@dataclasses.dataclass
+class Saved:
+    """A checkpoint as read back."""
+
+    start: int
+    iteration: int
+    history: list[float]
+    state: np.ndarray
+    best: dict[str, Any] | None
+
+
+class Checkpointer:
+    """Writes and reads the checkpoints of one optimisation.
+
+    Arguments:
+        path: the checkpoint file (None: no checkpoints, nothing to resume).
+        identity: `fingerprint` of what the optimisation depends on; a checkpoint of
+            another identity is refused on resume.
+        resume: continue from the checkpoint at `path`.
+        every: iterations between checkpoints; None: at most one per `seconds` of wall
+            time (and none in the first `seconds`).
+        seconds: see `every`.
+
+    Raises:
+        InputError: `resume` without a checkpoint, or a checkpoint of another
+            optimisation; an existing checkpoint without `resume`.
+        DataError: a damaged checkpoint.
+    """
+
+    def __init__(self, path: Path | None, identity: str, *, resume: bool = False, every: int | None = None, seconds: float = 30.0):
+        self.path = path
+        self.identity = identity
+        self.every = every
+        self.seconds = seconds
+        self.saved: Saved | None = None
+        self._last_time = time.monotonic()
+        self._last_iteration = 0
+        if path is None:
+            if resume:
+                raise InputError("--resume", "", "needs the output file of the unfinished optimisation")
+            return
+        if resume:
+            self.saved = self._read()
+        elif path.exists():
+            raise InputError(path, "", "an unfinished optimisation of this output is here; pass --resume to continue it, or delete it to start over")
+
+    def _read(self) -> Saved:
+        source = self.path
+        if not source.exists():
+            raise InputError(source, "", "no checkpoint to resume from (run without --resume to start)")
+        try:
+            with h5py.File(source, "r") as f:
+                if f.attrs.get("format") != FORMAT:
+                    raise DataError(source, "format", "is not a simjax optimisation checkpoint; delete it to start over")
+                identity = str(f.attrs["identity"])
+                saved = Saved(
+                    start=int(f.attrs["start"]),
+                    iteration=int(f.attrs["iteration"]),
+                    history=[float(v) for v in f["history"][()]],
+                    state=np.asarray(f["state"][()]),
+                    best=None,
+                )
+                if "best" in f:
+                    g = f["best"]
+                    saved.best = {
+                        "u": np.asarray(g["u"][()]),
+                        "history": [float(v) for v in g["history"][()]],
+                        "ok": bool(g.attrs["ok"]),
+                        "message": str(g.attrs["message"]),
+                    }
+        except DataError:
+            raise
+        except (OSError, KeyError, ValueError, TypeError) as e:
+            detail = str(e).splitlines()[0] if str(e) else type(e).__name__
+            raise DataError(source, "", f"cannot be read ({detail}); the checkpoint is damaged: delete it to start over") from None
+        if identity != self.identity:
+            raise InputError(
+                source, "config", "the checkpoint belongs to another optimisation (the config, --set values or data differ); resume with the same ones, or delete it to start over"
+            )
+        return saved
+
+    def restore(self, start: int, like: PyTree) -> tuple[int, PyTree, list[float]] | None:
+        """(iteration, state, loss history) saved for `start`, deserialised into the
+        structure of `like`; None when the checkpoint is of no use for it."""
+        if self.saved is None or self.saved.start != start or self.saved.iteration == 0:
+            return None
+        state = _deserialise(self.saved.state, like, self.path, "state")
+        self._last_iteration = self.saved.iteration
+        return self.saved.iteration, state, list(self.saved.history)
+
+    def restore_best(self, like: PyTree) -> tuple[PyTree, list[float], bool, str] | None:
+        """What the starts finished before the checkpoint found (multi-start fits)."""
+        if self.saved is None or self.saved.best is None:
+            return None
+        best = self.saved.best
+        return _deserialise(best["u"], like, self.path, "best/u"), best["history"], best["ok"], best["message"]
+
+    def first_start(self) -> int:
+        return 0 if self.saved is None else self.saved.start
+
+    def due(self, iteration: int) -> bool:
+        if self.path is None:
+            return False
+        if self.every is not None:
+            return iteration - self._last_iteration >= self.every
+        return time.monotonic() - self._last_time >= self.seconds
+
+    def write(self, start: int, iteration: int, state: PyTree, history: list[float], best=None) -> None:
+        """Write a checkpoint (atomically) of iteration `iteration` of start `start`."""
+        if self.path is None:
+            return
+        with atomic_h5(self.path) as f:
+            f.attrs["format"] = FORMAT
+            f.attrs["identity"] = self.identity
+            f.attrs["start"] = int(start)
+            f.attrs["iteration"] = int(iteration)
+            f.create_dataset("history", data=np.asarray(history, dtype=float))
+            f.create_dataset("state", data=_serialise(state))
+            if best is not None:
+                u, best_history, ok, message = best
+                g = f.create_group("best")
+                g.create_dataset("u", data=_serialise(u))
+                g.create_dataset("history", data=np.asarray(best_history, dtype=float))
+                g.attrs["ok"] = bool(ok)
+                g.attrs["message"] = str(message)
+        self._last_time = time.monotonic()
+        self._last_iteration = iteration
+
+    def finish(self) -> None:
+        """The optimisation completed: its checkpoint goes."""
+        if self.path is not None:
+            with contextlib.suppress(FileNotFoundError):
+                self.path.unlink()
+            for stale in self.path.parent.glob(f".{self.path.name}.*.tmp"):
+                with contextlib.suppress(OSError):
+                    stale.unlink()

@@ -1,0 +1,137 @@
+"""`sim fit` checkpoints its optimiser and `--resume` ends where an uninterrupted fit ends."""
+
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from inference import _checkpoint, fit
+from sim.cli import main
+
+from .test_fit import at_truth, lv_config, noisy, write_data
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+class Stop(Exception):
+    """Stands for a crash after some checkpoints."""
+
+
+def stop_after(patch, checkpoints):
+    written = []
+    original = _checkpoint.Checkpointer.write
+
+    def write(self, start, iteration, *args, **kwargs):
+        original(self, start, iteration, *args, **kwargs)
+        written.append((start, iteration))
+        if len(written) == checkpoints:
+            raise Stop()
+
+    patch.setattr(_checkpoint.Checkpointer, "write", write)
+    return written
+
+
+@pytest.fixture
+def lv(tmp_path):
+    prey, predator = noisy(np.random.default_rng(3))
+    return tmp_path, write_data(tmp_path / "d.h5", prey, predator)
+
+
+@pytest.mark.parametrize(
+    "fit_options, overrides, stop",
+    [
+        ({}, ['fit.free=["alpha", "gamma", "initial.prey"]', "fit.checkpoint_every=1", *at_truth("alpha", "gamma")], 3),
+        pytest.param(
+            {"optimizer": "bfgs"}, ['fit.free=["alpha", "gamma"]', "fit.checkpoint_every=2", *at_truth("alpha", "gamma")], 2, marks=pytest.mark.slow
+        ),
+        ({"optimizer": "adam", "max_steps": 60, "learning_rate": 0.02}, ['fit.free=["alpha", "gamma"]', "fit.checkpoint_every=7", *at_truth("alpha", "gamma")], 3),
+        ({"starts": 2, "max_steps": 40}, ['fit.free=["alpha", "gamma"]', "fit.checkpoint_every=3", *at_truth("alpha", "gamma")], 4),
+    ],
+    ids=["levenberg_marquardt", "bfgs", "adam", "two_starts"],
+)
+def test_interrupted_fit_resumes_to_the_same_estimate(lv, fit_options, overrides, stop):
+    folder, data = lv
+    config = lv_config(folder, data, **fit_options).with_overrides(overrides)
+    whole = fit(config, output=folder / "whole.h5")
+    assert not _checkpoint.checkpoint_path(folder / "whole.h5").exists()
+    with pytest.MonkeyPatch.context() as patch:
+        written = stop_after(patch, stop)
+        with pytest.raises(Stop):
+            fit(config, output=folder / "out.h5")
+    assert len(written) == stop and not (folder / "out.h5").exists()
+    assert _checkpoint.checkpoint_path(folder / "out.h5").exists()
+    resumed = fit(config, output=folder / "out.h5", resume=True)
+    assert resumed.estimate == whole.estimate  # exactly
+    np.testing.assert_array_equal(resumed.loss_history, whole.loss_history)
+    assert resumed.stderr == whole.stderr
+    assert (folder / "out.h5").exists() and not _checkpoint.checkpoint_path(folder / "out.h5").exists()
+
+
+def cli(argv, capsys):
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+        raise SystemExit(0)
+    return info.value.code, capsys.readouterr().err
+
+
+def test_sigkilled_fit_resumes_to_the_same_estimate(lv, capsys):
+    # A real SIGKILL of `sim fit` (Adam, a checkpoint every 5 steps) once a checkpoint
+    # exists, then `sim fit --resume`: the estimates equal an uninterrupted fit's.
+    folder, data = lv
+    config = lv_config(folder, data, optimizer="adam", max_steps=600, learning_rate=0.01)
+    sets = ['fit.free=["alpha", "gamma"]', "fit.checkpoint_every=5", *at_truth("alpha", "gamma")]
+    args = ["fit", str(config.path), "-o", str(folder / "out.h5"), "--quiet"] + [x for s in sets for x in ("--set", s)]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen([sys.executable, "-m", "sim.cli", *args], cwd=folder, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    checkpoint = _checkpoint.checkpoint_path(folder / "out.h5")
+    deadline = time.monotonic() + 300
+    while not checkpoint.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL, proc.stderr.read().decode()
+    assert checkpoint.exists() and not (folder / "out.h5").exists()
+    code, err = cli(args + ["--resume"], capsys)
+    assert code == 0, err
+    whole = fit(config.with_overrides(sets), output=folder / "whole.h5")
+    import sim
+
+    resumed = sim.read(folder / "out.h5")
+    for name, value in whole.estimate.items():
+        assert float(resumed.estimate[name]) == value
+
+
+def digest(path):
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest() if Path(path).exists() else None
+
+
+def test_fit_resume_refusals_leave_the_files_untouched(lv, capsys):
+    folder, data = lv
+    config = lv_config(folder, data).with_overrides(["fit.checkpoint_every=1"])
+    args = ["fit", str(config.path), "-o", str(folder / "out.h5"), "--quiet", "--set", "fit.checkpoint_every=1"]
+    code, err = cli(args + ["--resume"], capsys)
+    assert code == 2 and "no checkpoint" in err and len(err.strip().splitlines()) == 1, err
+    with pytest.MonkeyPatch.context() as patch:
+        stop_after(patch, 2)
+        with pytest.raises(Stop):
+            fit(config, output=folder / "out.h5")
+    checkpoint = _checkpoint.checkpoint_path(folder / "out.h5")
+    before = digest(checkpoint)
+    for argv, expected in [
+        (args + ["--resume", "--set", "params.alpha=0.6"], "another optimisation"),
+        (args, "pass --resume"),
+    ]:
+        code, err = cli(argv, capsys)
+        assert code == 2 and expected in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+        assert digest(checkpoint) == before and not (folder / "out.h5").exists()
+    checkpoint.write_bytes(checkpoint.read_bytes()[:100])
+    damaged = digest(checkpoint)
+    code, err = cli(args + ["--resume"], capsys)
+    assert code == 2 and "damaged" in err and len(err.strip().splitlines()) == 1, err
+    assert digest(checkpoint) == damaged and not (folder / "out.h5").exists()
