@@ -200,7 +200,7 @@ def draw(record: Record, *, title: str | None = None):
     return fig
 
 
-def new_figure(width: float, height: float):
+def new_figure(width: float | int, height: float | int):
     """A matplotlib figure on the Agg canvas (no pyplot state, no display)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure

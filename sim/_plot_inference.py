@@ -149,7 +149,7 @@ def _edges(centres: np.ndarray) -> np.ndarray:
 
 def _is_log(values: np.ndarray) -> bool:
     v = np.unique(values[np.isfinite(values)])
-    return len(v) > 2 and v[0] > 0 and v[-1] / v[0] > 20
+    return bool(len(v) > 2 and v[0] > 0 and v[-1] / v[0] > 20)
 
 
 def _log_axis(ax, which: str, values: np.ndarray) -> None:
