@@ -42,6 +42,10 @@ def fingerprint(*parts: Any) -> str:
             for key in sorted(part):
                 digest.update(str(key).encode())
                 digest.update(fingerprint(part[key]).encode())
+        elif isinstance(part, (list, tuple)):
+            digest.update(f"[{len(part)}]".encode())
+            for item in part:
+                digest.update(fingerprint(item).encode())
         elif isinstance(part, (np.ndarray, np.generic)):
             digest.update(np.ascontiguousarray(part).tobytes())
             digest.update(str(part.dtype).encode())

@@ -45,6 +45,8 @@ from sim._registry import model_class, model_options
 from sim._store import atomic_h5, write_root_attrs
 from solvers import OdeSolver, did_you_mean
 
+from ._checkpoint import Checkpointer, fingerprint
+
 TRAINED_FORMAT = "simjax.trained"
 TRAJECTORIES_FORMAT = "simjax.trajectories"
 
@@ -396,6 +398,9 @@ def train(
     free: Sequence[str] | None = None,
     seed: int = 0,
     progress: bool = False,
+    checkpoint: str | Path | None = None,
+    checkpoint_every: int | None = None,
+    resume: bool = False,
 ) -> TrainResult:
     """Fit `model`'s parameters to trajectories with minibatches of windows.
 
@@ -408,6 +413,15 @@ def train(
         optimizer, solver, window, batch_size, free: see `Trainer`.
         seed: seed of the minibatch draws.
         progress: show a progress bar on a terminal.
+        checkpoint: a file for checkpoints of the training (parameters, optimiser state,
+            PRNG key, step and losses, serialised with equinox), written atomically
+            every `checkpoint_every` steps (default: at most every 30 s) and removed
+            when training completes.
+        checkpoint_every: steps between checkpoints.
+        resume: continue from `checkpoint`; training then ends with the parameters of
+            an uninterrupted run (same arguments and optimiser required: the model,
+            data, steps, window, batch size, seed, free names and initial parameters
+            are checked).
 
     Returns:
         A `TrainResult` (trained params and the loss per step).
@@ -415,6 +429,9 @@ def train(
     Raises:
         ValueError: data whose components are not the model's state, too few save
             points for a window, an unknown free parameter.
+        sim.InputError: a checkpoint file exists and `resume` is False; `resume` without
+            a checkpoint, or with one of another training.
+        sim.DataError: a damaged checkpoint.
 
     Example:
         >>> model = NeuralOde(features="cubic")
@@ -431,17 +448,37 @@ def train(
     state = trainer.init(params, jax.random.key(seed))
     time = jnp.asarray(data.time, dtype=float)
     values = jnp.asarray(data.values, dtype=float)
+    identity = fingerprint(
+        model.name, json.dumps(_options(model), sort_keys=True, default=str), data.time, data.values,
+        steps, window, batch_size, seed, free, repr(trainer.solver), [np.asarray(x) for x in jax.tree.leaves(state.params)],
+    )
+    ck = Checkpointer(None if checkpoint is None else Path(checkpoint), identity, resume=resume, every=checkpoint_every)
     losses = []
+    first = 0
+    restored = ck.restore(0, _storable(state))
+    if restored is not None:
+        first, saved, history = restored
+        state = eqx.tree_at(lambda s: s.key, saved, jax.random.wrap_key_data(saved.key))
+        losses = [jnp.asarray(v, dtype=float) for v in history]
     start = _time.perf_counter()
     with Progress(enabled=progress, description="train") as bar:
         bar.start(steps)
-        for _ in range(steps):
+        bar.advance(first)
+        for i in range(first, steps):
             state, loss = trainer.step(state, time, values)
             losses.append(loss)
             bar.advance()
+            if i + 1 < steps and ck.due(i + 1):
+                ck.write(0, i + 1, _storable(state), [float(v) for v in losses])
     history = np.asarray(jnp.stack(losses)) if losses else np.zeros(0)
     jax.block_until_ready(state.params)
+    ck.finish()
     return TrainResult(model, state.params, history, _time.perf_counter() - start)
+
+
+def _storable(state: TrainState) -> TrainState:
+    """`state` with its PRNG key as raw key data (what equinox serialises)."""
+    return eqx.tree_at(lambda s: s.key, state, jax.random.key_data(state.key))
 
 
 def _options(model: OdeModel) -> dict[str, Any]:
