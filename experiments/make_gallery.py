@@ -21,7 +21,7 @@ GALLERY = HERE / "gallery"
 RUNS = {
     "lotka_volterra": ("run", []),
     "lorenz": ("run", []),
-    "robertson": ("run", ["--set", "time.save_at=[0.0, 0.0004, 0.004, 0.04, 0.4, 4.0, 40.0, 400.0, 4000.0, 40000.0]", "--set", "solver.max_steps=100000"]),
+    "robertson": ("run", ["--set", "time.t1=40000.0", "--set", "time.save_at=[0.0, 0.0004, 0.004, 0.04, 0.4, 4.0, 40.0, 400.0, 4000.0, 40000.0]", "--set", "solver.max_steps=100000"]),
     "lj_fluid": ("run", ["--set", "time.steps=2000"]),
     "gray_scott": ("run", []),
     "kuramoto_sivashinsky": ("run", []),
