@@ -158,6 +158,10 @@ def test_sim_infer_cli_writes_posterior_layout(tmp_cwd, capsys):
 
     exported = az.from_netcdf("post.nc")
     np.testing.assert_array_equal(np.asarray(exported.posterior["alpha"]), alpha)
+    # `sim plot` draws it: traces, pair plot, predictive bands over the data.
+    from ..sim.test_examples import plot
+
+    plot("post.h5", capsys)
 
 
 BAD_PRIORS = {

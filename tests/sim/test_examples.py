@@ -29,7 +29,9 @@ COMMANDS = {
         ("sweep", ["--set", "sweep.params.alpha={ linspace = [0.3, 0.8, 4] }", "--set", "sweep.params.beta={ logspace = [-2.0, -1.3, 3] }"])
     ],
     "lotka_volterra_sobol.toml": [("sweep", ["--set", "sweep.samples=16", "--set", "sweep.chunk=16"])],
-    "lynx_hare.toml": [("fit", [])],  # its `sim infer` and plot run in tests/inference/test_bayes.py
+    # Its `sim fit` and plot run in tests/test_readme.py (README commands), its `sim infer`
+    # and plot in tests/inference/test_bayes.py.
+    "lynx_hare.toml": [],
     "heat_diffusivity_fit.toml": [
         ("fit", []),
         ("infer", ["--chains", "1", "--warmup", "40", "--samples", "40"]),

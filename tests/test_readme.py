@@ -1,0 +1,227 @@
+"""Every command in README.md runs.
+
+The shell commands of the README's ```bash blocks run in order, in one folder holding a
+copy of experiments/ (as from the repository root): `sim ...` in-process through the
+command line's entry point, example scripts with runpy. Long ones get small-size options
+appended (the table below, keyed by the command as written); a README command missing from
+the table fails the test, so a new command cannot go untested. The set-up commands (venv,
+pip) are checked against .ci/run and pyproject.toml rather than run. Every ```python block
+is executed, and every complete ```toml config (one with a [model]) is validated.
+"""
+
+import re
+import runpy
+import shlex
+import shutil
+import tomllib
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import sim
+from sim import _stream
+from sim.cli import main
+
+REPO = Path(__file__).resolve().parents[1]
+README = (REPO / "README.md").read_text()
+
+# Commands as written in the README -> options appended in the test (small sizes).
+SMALL: dict[str, list[str]] = {
+    "sim run experiments/lotka_volterra.toml -o lv.h5": [],
+    "python experiments/quickstart.py": [],
+    "sim models lotka_volterra": [],
+    "sim run experiments/lorenz.toml -o lorenz.h5 --set params.rho=24.0 --set time.t1=10": [],
+    "sim plot lorenz.h5 -o lorenz.png": [],
+    "sim run experiments/gray_scott.toml -o gray_scott.h5": ["--set", "grid.points=[32, 32]", "--set", "time.t1=40.0", "--set", "time.save=3"],
+    "sim plot gray_scott.h5": [],
+    "sim run experiments/lj_fluid.toml -o lj.h5": [
+        "--set", "system.cells=3", "--set", "params.cutoff=2.5", "--set", "params.tail_correction=false",
+        "--set", "time.steps=200", "--set", "time.save_every=20", "--set", "output.chunk=2",
+    ],
+    "sim plot lj.h5": [],
+    "sim run experiments/lj_fluid.toml -o lj.h5 --resume": "same as the run",
+    "sim sweep experiments/lotka_volterra_sweep.toml -o lv_sweep.h5": [
+        "--set", "sweep.params.alpha={ linspace = [0.3, 0.8, 4] }", "--set", "sweep.params.beta={ logspace = [-2.0, -1.3, 3] }",
+    ],
+    "sim sweep experiments/lotka_volterra_sweep.toml -o lv_sweep.h5 --resume": "same as the sweep",
+    "sim sweep experiments/lotka_volterra_sobol.toml --scheduler local:2": ["--set", "sweep.samples=32", "--set", "sweep.chunk=16"],
+    "sim plot lv_sweep.h5 -o lv_sweep.png": [],
+    "sim fit experiments/lynx_hare.toml -o lynx_hare_fit.h5": [],
+    "sim plot lynx_hare_fit.h5": [],
+    "sim fit experiments/heat_diffusivity_fit.toml -o heat_fit.h5": [],
+    "sim infer experiments/lynx_hare.toml -o lynx_hare_posterior.h5": ["--chains", "1", "--warmup", "30", "--samples", "30"],
+    "sim infer experiments/lynx_hare.toml --chains 2 --warmup 300 --samples 300": ["--chains", "1", "--warmup", "30", "--samples", "30"],
+    "sim plot lynx_hare_posterior.h5": [],
+}
+# Run only with `-m slow` (each repeats what a default command covers: a Dask cluster
+# start and a second NUTS compilation).
+SLOW = {
+    "sim sweep experiments/lotka_volterra_sobol.toml --scheduler local:2",
+    "sim infer experiments/lynx_hare.toml --chains 2 --warmup 300 --samples 300",
+    # The same `sim infer` and `sim plot` of its posterior run by default in
+    # tests/inference/test_bayes.py (test_sim_infer_cli_writes_posterior_layout).
+    "sim infer experiments/lynx_hare.toml -o lynx_hare_posterior.h5",
+    "sim plot lynx_hare_posterior.h5",
+}
+# The quick start's set-up: checked, not run.
+SETUP = {"python3 -m venv .venv", ".venv/bin/pip install -e .", '.venv/bin/pip install -e ".[dev]"', '.venv/bin/pip install -e ".[cuda12]"'}
+TEST_COMMAND = ".venv/bin/python -m pytest"
+
+
+def code_blocks(language: str) -> list[str]:
+    return re.findall(rf"```{language}\n(.*?)```", README, re.S)
+
+
+def shell_commands() -> list[str]:
+    """The README's shell commands in order: comments dropped, `&&` chains split."""
+    out = []
+    for block in code_blocks("bash"):
+        for line in block.splitlines():
+            line = re.sub(r"\s+#.*$", "", line).strip()
+            if line and not line.startswith("#"):
+                out.extend(part.strip() for part in line.split("&&"))
+    return out
+
+
+def runnable(command: str) -> str:
+    return command.removeprefix(".venv/bin/")
+
+
+def test_set_up_commands_are_what_ci_runs():
+    commands = shell_commands()
+    ci = (REPO / ".ci" / "run").read_text()
+    # The README's test command line is the one .ci/run runs.
+    test_line = next(line for block in code_blocks("bash") for line in block.splitlines() if TEST_COMMAND in line)
+    assert test_line.strip() in ci.splitlines(), test_line
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    for command in commands:
+        if command in SETUP:
+            for extra in re.findall(r'\.\[(\w+)\]', command):
+                assert extra in extras, command
+
+
+def test_every_readme_command_has_an_entry():
+    commands = {runnable(c) for c in shell_commands() if c not in SETUP and c != TEST_COMMAND}
+    assert commands == set(SMALL), f"new: {sorted(commands - set(SMALL))}; gone: {sorted(set(SMALL) - commands)}"
+
+
+def cli(argv):
+    try:
+        main(argv)
+    except SystemExit as e:
+        return e.code or 0
+    return 0
+
+
+def interrupt_first_checkpoint(argv):
+    """Start `argv` (a `sim run`) and interrupt it (as Ctrl-C does) right after its first
+    checkpoint."""
+    original = _stream.write_checkpoint
+
+    def write(path, **kwargs):
+        original(path, **kwargs)
+        raise KeyboardInterrupt
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_stream, "write_checkpoint", write)
+        with pytest.raises(SystemExit) as info:
+            main(argv)
+    assert info.value.code == 130
+
+
+def run_commands(folder: Path, slow: bool, capsys=None, outputs=None) -> list[str]:
+    ran = []
+    for command in shell_commands():
+        if command in SETUP or command == TEST_COMMAND:
+            continue
+        command = runnable(command)
+        if (command in SLOW) != slow:
+            continue
+        words = shlex.split(command)
+        extra = SMALL[command]
+        if words[0] == "python":
+            runpy.run_path(str(folder / words[1]), run_name="__main__")
+            ran.append(command)
+            continue
+        assert words[0] == "sim", command
+        argv = words[1:]
+        if isinstance(extra, str):  # a --resume after the same command without it
+            base = runnable(command.replace(" --resume", ""))
+            extra = SMALL[base]
+            if argv[0] == "run":
+                output = Path(argv[argv.index("-o") + 1])
+                output.unlink(missing_ok=True)
+                interrupt_first_checkpoint([a for a in argv if a != "--resume"] + extra + ["--quiet"])
+                assert _stream.checkpoint_path(output).exists()
+        code = cli([*argv, *extra, *(["--quiet"] if argv[0] in ("run", "sweep", "fit", "infer", "plot") else [])])
+        assert code == 0, command
+        ran.append(command)
+        if capsys is not None:
+            outputs[command] = capsys.readouterr().out
+    return ran
+
+
+@pytest.fixture
+def checkout(tmp_path, monkeypatch):
+    shutil.copytree(REPO / "experiments", tmp_path / "experiments", ignore=shutil.ignore_patterns("benchmarks", "gallery"))
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def test_readme_commands_run(checkout, capsys):
+    from .sim.test_examples import check_png
+
+    outputs: dict[str, str] = {}
+    ran = run_commands(checkout, slow=False, capsys=capsys, outputs=outputs)
+    assert len(ran) == len(SMALL) - len(SLOW)
+    # What they wrote: runs, plots, an MD run resumed to completion, a sweep, fits.
+    for name in ("lv.h5", "lorenz.h5", "gray_scott.h5", "lj.h5", "lv_sweep.h5", "lynx_hare_fit.h5", "heat_fit.h5"):
+        assert (checkout / name).exists(), name
+    for name in ("lorenz.png", "gray_scott.png", "lj.png", "lv_sweep.png", "lynx_hare_fit.png"):
+        check_png(checkout / name)
+    assert not list(checkout.glob(".*"))  # no partial or checkpoint left behind
+    assert "rho = 24.0" in sim.read("lorenz.h5").attrs["config"]
+
+    # The lynx-hare fit: the table the README shows is what `sim fit` prints and writes,
+    # and it agrees with Carpenter (2018), "Predator-Prey Population Dynamics: the
+    # Lotka-Volterra model in Stan", posterior means theta = (0.55, 0.028, 0.80, 0.024),
+    # z_init = (33.9, 5.9): the maximum-likelihood fit with lognormal errors lies within a
+    # standard error of each.
+    out = outputs["sim fit experiments/lynx_hare.toml -o lynx_hare_fit.h5"]
+    record = sim.read("lynx_hare_fit.h5")
+    assert record.format == "simjax.fit"
+    table = re.search(r"quantity\s+estimate\s+std\. error\n(.*?)```", README, re.S).group(1)
+    rows = [line.split() for line in table.strip().splitlines()]
+    assert [r[0] for r in rows] == ["alpha", "beta", "gamma", "delta", "initial.prey", "initial.predator"]
+    reference = {"alpha": 0.55, "beta": 0.028, "gamma": 0.80, "delta": 0.024, "initial.prey": 33.9, "initial.predator": 5.9}
+    for name, estimate, stderr in rows:
+        assert f"{record.estimate[name]:.6g}" == estimate and estimate in out, name
+        assert f"{record.stderr[name]:.3g}" == stderr and stderr in out, name
+        assert abs(record.estimate[name] - reference[name]) < record.stderr[name], name
+    # The pelts of the shipped data (thousands; Hudson's Bay Company, 1900-1902).
+    np.testing.assert_allclose(record.data["observables"]["prey"][:3], [30.0, 47.2, 70.2])
+
+
+@pytest.mark.slow
+def test_readme_slow_commands_run(checkout):
+    ran = run_commands(checkout, slow=True)
+    assert set(ran) == SLOW
+    assert (checkout / "lynx_hare_posterior.png").exists()
+
+
+def test_readme_python_blocks_run(checkout):
+    for block in code_blocks("python"):
+        namespace: dict = {}
+        exec(compile(block, "README.md", "exec"), namespace)
+    assert namespace["traj"].observables["prey"].shape == (201,)
+    assert namespace["field"].observables["u"].shape == (11, 128)
+
+
+def test_readme_configs_are_valid(tmp_path):
+    complete = [block for block in code_blocks("toml") if re.search(r"^\[model\]", block, re.M)]
+    assert complete
+    for i, block in enumerate(complete):
+        path = tmp_path / f"c{i}.toml"
+        path.write_text(block)
+        sim.setup(sim.load_config(path))
