@@ -20,6 +20,7 @@ from scipy import stats
 
 import sim
 from sim import Config, DataError
+from sim._limits import memory_problem
 from sim._run import resolved_toml
 from sim._store import atomic_h5, write_group, write_root_attrs
 from solvers import did_you_mean
@@ -348,6 +349,10 @@ def infer(
     overrides = {"chains": chains, "warmup": warmup, "samples": samples, "seed": seed}
     section = infer_section(config, overrides)
     model, obs, section = build_bayes_model(config, data, section)
+    stored = section.chains * section.samples * (len(model.priors) + len(obs.values))
+    problem = memory_problem(8 * 2 * stored, f"{section.chains:,} chains of {section.samples:,} draws")
+    if problem:
+        raise config.error("infer.samples" if section.samples >= section.chains else "infer.chains", problem)
     init = None
     if init_from is not None:
         values = _fit_estimates(init_from, list(model.priors))

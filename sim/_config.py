@@ -27,7 +27,7 @@ import tomli_w
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
 
 class ModelSection(BaseModel):
@@ -71,7 +71,7 @@ class TimeSection(_Section):
 class SolverSection(BaseModel):
     """`[solver]`: method and its settings; family-specific keys are checked by the family."""
 
-    model_config = ConfigDict(extra="allow", strict=True)
+    model_config = ConfigDict(extra="allow", strict=True, allow_inf_nan=False)
     method: str | None = None
     rtol: float | None = Field(default=None, gt=0)
     atol: float | None = Field(default=None, gt=0)

@@ -17,11 +17,16 @@ class InputError(SimError, ValueError):
     """
 
     def __init__(self, source: object, key: str, message: str):
-        self.source = str(source)
-        self.key = key
-        self.message = message
-        where = f"{self.source}: {key}" if key else self.source
-        super().__init__(f"{where}: {message}")
+        # One line whatever was handed in (a key or value may hold line breaks).
+        self.source = _one_line(str(source))
+        self.key = _one_line(key)
+        self.message = _one_line(message)
+        where = f"{self.source}: {self.key}" if self.key else self.source
+        super().__init__(f"{where}: {self.message}")
+
+
+def _one_line(text: str) -> str:
+    return text.replace("\r", "\\r").replace("\n", "\\n")
 
 
 class ConfigError(InputError):

@@ -46,6 +46,7 @@ from solvers import (
 
 from ._config import Config
 from ._errors import SimulationError
+from ._limits import memory_problem
 from ._registry import model_options, register_model
 from ._run import RunPlan, Setup, number, plan_family, resolve_params, resolved_toml, setup_family
 from ._stream import chunk_frames
@@ -59,6 +60,9 @@ for _cls in (LennardJones, Wca, Morse, SoftSphere, BeadSpring):
 RESULT_OK = 0
 RESULT_NEIGHBOUR_OVERFLOW = 1
 DEFAULT_DT = 0.005
+# Memory per particle at least: positions, velocities, forces and their copies, and a
+# neighbour list of some tens of ids.
+PARTICLE_BYTES = 1024
 
 
 # ----------------------------------------------------------------------------- set-up
@@ -472,10 +476,14 @@ def _md_system(config: Config, dtype) -> tuple[System, int]:
                 raise config.error(f"system.{other}", "give either file (an H5MD start) or a lattice/random system, not both")
         if not isinstance(section["file"], str):
             raise config.error("system.file", f"expected a file path, got {section['file']!r}")
+        path = config.resolve_path(section["file"])
         try:
-            system = read_h5md(config.resolve_path(section["file"]), dtype=float)
+            system = read_h5md(path, dtype=float)
         except ValueError as e:
             raise config.error("system.file", str(e)) from None
+        except (OSError, RuntimeError, KeyError, TypeError) as e:  # h5py on damaged files
+            detail = str(e).splitlines()[0] if str(e) else type(e).__name__
+            raise config.error("system.file", f"{path}: cannot be read ({detail}); expected an H5MD file") from None
     else:
         kind = section.get("lattice", "fcc")
         if kind not in LATTICES + ("random",):
@@ -489,6 +497,9 @@ def _md_system(config: Config, dtype) -> tuple[System, int]:
             n = section.get("particles")
             if isinstance(n, bool) or not isinstance(n, int) or n < 2:
                 raise config.error("system.particles", f"expected a whole number >= 2 for a random system, got {n!r}")
+            problem = memory_problem(PARTICLE_BYTES * n, f"{n:,} particles")
+            if problem:
+                raise config.error("system.particles", problem)
             min_distance = _positive(config, "system.min_distance", section.get("min_distance", 0.8))
             try:
                 system = random_packing(jax.random.fold_in(key, 1), n, density, min_distance=min_distance)
@@ -500,6 +511,10 @@ def _md_system(config: Config, dtype) -> tuple[System, int]:
             ok = ok or (isinstance(cells, list) and len(cells) == 3 and all(isinstance(c, int) and not isinstance(c, bool) and c >= 1 for c in cells))
             if not ok:
                 raise config.error("system.cells", f"expected a whole number >= 1 or three of them, got {cells!r}")
+            n = 4 * (cells**3 if isinstance(cells, int) else math.prod(cells))  # at most 4 per cell
+            problem = memory_problem(PARTICLE_BYTES * n, f"about {n:,} particles")
+            if problem:
+                raise config.error("system.cells", problem)
             system = lattice(kind, cells if isinstance(cells, int) else tuple(cells), density)
     if temperature is not None:
         system = thermalize(system, key, temperature)

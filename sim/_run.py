@@ -20,6 +20,7 @@ from solvers import ADJOINTS, OdeSolver, did_you_mean, result_message
 
 from ._config import Config
 from ._errors import InputError, SimulationError
+from ._limits import WORK_ARRAYS, memory_problem
 from ._progress import Progress
 from ._registry import model_class, model_names, model_options
 from ._result import RunResult, RunSink
@@ -50,6 +51,13 @@ def build_model(config: Config) -> Model:
         if key not in allowed:
             raise config.error(f"grid.{key}", f"model {spec.name!r} takes no grid key {key!r}.{did_you_mean(key, allowed)}")
         options[key] = value
+    for key in ("points",):
+        value = options.get(key)
+        if isinstance(value, list) and value and all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value):
+            # A field and the solver's work arrays, before anything is allocated.
+            problem = memory_problem(WORK_ARRAYS * 8 * math.prod(value), f"a grid of {math.prod(value):,} points")
+            if problem:
+                raise config.error(("grid." if key in (config.spec.grid or {}) else "model.") + key, problem)
     try:
         return cls(**options)
     except (TypeError, ValueError) as e:
@@ -101,6 +109,10 @@ def save_times(config: Config) -> np.ndarray:
     if time.t1 is None:
         raise config.error("time.t1", "required key is missing (the end time)")
     n = time.save if time.save is not None else DEFAULT_SAVE
+    # The save times and at least a value per save time, with copies.
+    problem = memory_problem(4 * 8 * n, f"{n:,} save times")
+    if problem:
+        raise config.error("time.save", problem)
     return np.linspace(time.t0, time.t1, n)
 
 

@@ -42,6 +42,7 @@ import numpy as np
 from jaxtyping import PyTree
 
 from ._errors import DataError, InputError, SimError, SimulationError
+from ._limits import disk_problem
 from ._store import atomic_h5
 
 CHECKPOINT_FORMAT = "simjax.checkpoint"
@@ -390,6 +391,10 @@ def stream(plan: RunPlan, path: str | Path, *, resume: bool = False, checkpoint_
             state, rows = engine.advance(state, k, n)
             plan.check(rows, k)
             if f is None:
+                per_frame = sum(np.asarray(v).nbytes / max(np.asarray(v).shape[0], 1) for v in rows.values())
+                problem = disk_problem(path.parent, per_frame * (frames + 1), f"the output of {frames + 1:,} frames")
+                if problem:
+                    raise InputError(path, "", problem)
                 f = h5py.File(partial, "w")
                 created = True
                 plan.sink.create(f, rows)

@@ -36,6 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from solvers import did_you_mean
 
+from ._limits import memory_problem
 from ._config import Config
 from ._errors import ConfigError
 
@@ -272,6 +273,13 @@ def plan_sweep(config: Config, section: SweepSection, params: dict[str, Any], in
             values that break the parameter's constraint.
     """
     specs = section.params
+    sampled = section.mode in _SAMPLED
+    sizes = {} if sampled else {name: spec.size() for name, spec in specs.items()}
+    runs = int(section.samples) if sampled else (math.prod(sizes.values()) if section.mode == "grid" else max(sizes.values()))
+    # The design itself: one value per run and quantity (grid meshes and columns: x4).
+    problem = memory_problem(4 * 8 * runs * len(specs), f"a sweep of {runs:,} runs")
+    if problem:
+        raise config.error("sweep.samples" if sampled else f"sweep.params.{max(sizes, key=sizes.get)}", problem)
     if section.mode == "grid":
         axes = [spec.points() for spec in specs.values()]
         mesh = np.meshgrid(*axes, indexing="ij")

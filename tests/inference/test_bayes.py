@@ -134,7 +134,7 @@ def test_diagnostics_on_known_draws():
 def test_sim_infer_cli_writes_posterior_layout(tmp_cwd, capsys):
     code = None
     with pytest.raises(SystemExit) as info:
-        main(["infer", str(EXPERIMENTS / "lynx_hare.toml"), "-o", "post.h5", "--chains", "2", "--warmup", "60", "--samples", "40", "--quiet", "--arviz", "post.nc"])
+        main(["infer", str(EXPERIMENTS / "lynx_hare.toml"), "-o", "post.h5", "--chains", "2", "--warmup", "40", "--samples", "20", "--quiet", "--arviz", "post.nc"])
         raise SystemExit(0)
     code = info.value.code
     out = capsys.readouterr().out
@@ -143,8 +143,8 @@ def test_sim_infer_cli_writes_posterior_layout(tmp_cwd, capsys):
         assert word in out
     with h5py.File("post.h5") as f:
         assert f.attrs["format"] == "simjax.posterior"
-        assert f["posterior/alpha"].shape == (2, 40)
-        assert f["sample_stats/diverging"].shape == (2, 40)
+        assert f["posterior/alpha"].shape == (2, 20)
+        assert f["sample_stats/diverging"].shape == (2, 20)
         names = [n.decode() for n in f["summary/quantity"][()]]
         assert "alpha" in names and "initial.predator" in names
         for stat in ("mean", "sd", "5%", "50%", "95%", "ess_bulk", "r_hat"):

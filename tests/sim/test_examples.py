@@ -32,10 +32,7 @@ COMMANDS = {
     # Its `sim fit` and plot run in tests/test_readme.py (README commands), its `sim infer`
     # and plot in tests/inference/test_bayes.py.
     "lynx_hare.toml": [],
-    "heat_diffusivity_fit.toml": [
-        ("fit", []),
-        ("infer", ["--chains", "1", "--warmup", "40", "--samples", "40"]),
-    ],
+    "heat_diffusivity_fit.toml": [("fit", [])],  # its `sim infer`: the slow test below
 }
 
 
@@ -87,6 +84,17 @@ def test_example_runs_from_the_cli_and_plots(name, tmp_cwd, capsys):
         expected = {"run": "simjax.run", "sweep": "simjax.sweep", "fit": "simjax.fit", "infer": "simjax.posterior"}[command]
         assert record.format == expected
         plot(out, capsys)
+
+
+@pytest.mark.slow
+def test_pde_posterior_from_the_cli_plots(tmp_cwd, capsys):
+    # NUTS over the heat diffusivity of experiments/heat_diffusivity_fit.toml, and the
+    # posterior figure with predictive bands over field snapshots.
+    args = ["infer", str(EXPERIMENTS / "heat_diffusivity_fit.toml"), "-o", "post.h5", "--quiet"]
+    code, err = cli(args + ["--chains", "1", "--warmup", "40", "--samples", "40"], capsys)
+    assert code == 0, err
+    assert sim.read("post.h5").format == "simjax.posterior"
+    plot("post.h5", capsys)
 
 
 def test_sim_plot_in_python_returns_a_figure_for_results_and_records(tmp_cwd):
