@@ -117,7 +117,9 @@ class ChunkRunner:
         spec = PartitionSpec(_AXIS)
         self._sharding = NamedSharding(self.mesh, spec)
         batched = jax.vmap(lambda x: _one_run(s, save, x["index"], x["params"], x["initial"]))
-        mapped = jax.shard_map(batched, mesh=self.mesh, in_specs=spec, out_specs=spec, check_vma=False)
+        # One device needs no shard_map (and implicit solvers' linear solves do not
+        # trace inside one).
+        mapped = batched if devices == 1 else jax.shard_map(batched, mesh=self.mesh, in_specs=spec, out_specs=spec, check_vma=False)
         self._traced = jax.jit(mapped, in_shardings=self._sharding, out_shardings=self._sharding).trace(example)
         self.out_info: dict[str, jax.ShapeDtypeStruct] = self._traced.out_info
         self._compiled = None
