@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 import sim
 from physics import Model
+from physics.md import ParticleModel
 from physics.ode import OdeModel
 from sim import Config, DataError
 from sim._progress import Progress
@@ -166,6 +167,11 @@ class Problem(eqx.Module):
     weight: dict[str, Array]
     count: int = eqx.field(static=True)
     forward_sensitivity: bool = eqx.field(static=True, default=False)
+    # Families that fix their number of steps before compiling (MD) need the save times
+    # as constants, not traced values.
+    fixed_times: tuple[float, ...] | None = eqx.field(static=True, default=None)
+    # ... and their time step: the solver is then held static (its step a constant).
+    static_solver: Any = eqx.field(static=True, default=None)
 
     def natural(self, u: dict[str, Array]) -> dict[str, Array]:
         return {f.name: f.to_natural(u[f.name]) for f in self.free}
@@ -173,7 +179,7 @@ class Problem(eqx.Module):
     def unconstrained(self, x: dict[str, Array]) -> dict[str, Array]:
         return {f.name: f.to_unconstrained(jnp.asarray(x[f.name], dtype=float)) for f in self.free}
 
-    def simulate(self, x: dict[str, Array], t: Array) -> sim.Trajectory:
+    def simulate(self, x: dict[str, Array], t: Array | np.ndarray) -> sim.Trajectory:
         params = dict(self.params)
         initial = dict(self.initial) if isinstance(self.initial, dict) else self.initial
         for f in self.free:
@@ -181,7 +187,8 @@ class Problem(eqx.Module):
                 params[f.key] = x[f.name]
             else:
                 initial[f.key] = x[f.name]
-        return sim.simulate(self.model, params, t, initial=initial, solver=self.solver)
+        solver = self.solver if self.static_solver is None else self.static_solver
+        return sim.simulate(self.model, params, t, initial=initial, solver=solver)
 
     def predict(self, x: dict[str, Array]) -> dict[str, Array]:
         """Predicted observables at the observation times for natural values `x`.
@@ -195,7 +202,7 @@ class Problem(eqx.Module):
         return self._predict(x)
 
     def _predict(self, x: dict[str, Array]) -> dict[str, Array]:
-        traj = self.simulate(x, self.t_sim)
+        traj = self.simulate(x, self.t_sim if self.fixed_times is None else np.asarray(self.fixed_times))
         return {name: traj.observables[name][self.skip :] for name in self.observed}
 
     def _split(self, theta: Array) -> tuple[dict[str, Array], Any]:
@@ -325,12 +332,13 @@ def make_problem(
     if config.spec.time.save is not None or config.spec.time.save_at is not None:
         overrides.append("time.save=2")
         config.raw.get("time", {}).pop("save_at", None)
-    if config.spec.time.t1 is None:
+    if config.spec.time.t1 is None and config.spec.time.steps is None:  # (MD runs give steps)
         last = float(obs.time[-1])
         overrides.append(f"time.t1={last if last > t0 else t0 + 1.0!r}")
     if overrides:
         config = config.with_overrides(overrides)
     setup = sim.setup(config)
+    model = setup.model  # with the options its family reads from the config (MD: cutoff, shift)
     solver = setup.solver
     forward_sensitivity = False
     if isinstance(solver, OdeSolver):
@@ -386,9 +394,10 @@ def make_problem(
         raise DataError(obs.path, "", f"{obs.count} observations cannot determine {len(free)} free quantities")
     skip = 0 if obs.time[0] == t0 else 1
     t_sim = jnp.asarray(obs.time if skip == 0 else np.concatenate([[t0], obs.time]))
+    md = isinstance(model, ParticleModel)
     problem = Problem(
         model=model,
-        solver=solver,
+        solver=None if md else solver,
         params=setup.params,
         initial=setup.initial,
         t_sim=t_sim,
@@ -400,6 +409,8 @@ def make_problem(
         weight={k: jnp.asarray(weights.get(k, 1.0)) for k in obs.values},
         count=obs.count,
         forward_sensitivity=forward_sensitivity,
+        fixed_times=tuple(float(v) for v in np.asarray(t_sim)) if md else None,
+        static_solver=solver if md else None,
     )
     return problem, start, obs
 
@@ -635,7 +646,8 @@ def fit(
     names = [f.name for f in problem.free]
     stderr = {n: float(np.sqrt(cov[i, i])) if cov[i, i] >= 0 else float("nan") for i, n in enumerate(names)}
     t0 = float(problem.t_sim[0])
-    t_fine = jnp.linspace(t0, float(problem.t_sim[-1]), 201)
+    # The fitted model on a fine grid (at the data's times for fixed-step MD runs).
+    t_fine = jnp.linspace(t0, float(problem.t_sim[-1]), 201) if problem.fixed_times is None else np.asarray(problem.fixed_times)
     traj = problem.simulate(x, t_fine)
     prediction = {k: np.asarray(v) for k, v in traj.observables.items()}
     estimate = {n: float(x[n]) for n in names}

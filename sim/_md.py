@@ -92,7 +92,10 @@ def as_solver(solver) -> ParticleSolver:
 
 
 def _concrete(x) -> np.ndarray | None:
-    """x as a numpy array if its value is known now (also under jax.grad), else None."""
+    """x as a numpy array if its value is known now (also under jax.grad, and constants
+    under jax.jit), else None."""
+    if not isinstance(x, jax.core.Tracer):
+        return np.asarray(x)
     try:
         return np.asarray(jax.lax.stop_gradient(x))
     except (jax.errors.ConcretizationTypeError, jax.errors.TracerArrayConversionError):
@@ -259,7 +262,7 @@ class MdEngine:
     flag traced, and `run_md` marks the run.
     """
 
-    def __init__(self, model: ParticleModel, params: PyTree, t: Array, *, initial: System | None = None, solver=None, key: Array | None = None):
+    def __init__(self, model: ParticleModel, params: PyTree, t: Array | np.ndarray, *, initial: System | None = None, solver=None, key: Array | None = None):
         solver = as_solver(solver)
         integrator = solver.integrator
         system = default_system(model, key) if initial is None else initial
@@ -346,7 +349,7 @@ class MdEngine:
 def run_md(
     model: ParticleModel,
     params: PyTree,
-    t: Array,
+    t: Array | np.ndarray,
     *,
     initial: System | None = None,
     solver=None,

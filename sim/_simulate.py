@@ -92,7 +92,7 @@ def _simulate_driver(model, params, t, initial, solver, key) -> Trajectory:
 def simulate(
     model: Model,
     params: PyTree | None,
-    t: Array,
+    t: Array | np.ndarray,
     *,
     initial: PyTree | None = None,
     solver: eqx.Module | None = None,
@@ -128,7 +128,9 @@ def simulate(
         >>> traj.observables["prey"].shape
         (201,)
     """
-    t = jnp.asarray(t, dtype=float)
+    # A numpy array stays one: a constant even under jax.jit, as families that fix their
+    # number of steps before compiling (MD) need.
+    t = t.astype(float) if isinstance(t, np.ndarray) else jnp.asarray(t, dtype=float)
     if t.ndim != 1 or t.shape[0] < 2:
         raise ValueError(f"save times t must be a 1-D array of at least 2 times, got shape {t.shape}")
     # Python numbers become arrays so that a new value never recompiles.

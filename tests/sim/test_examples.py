@@ -32,7 +32,8 @@ COMMANDS = {
     # Its `sim fit` and plot run in tests/test_readme.py (README commands), its `sim infer`
     # and plot in tests/inference/test_bayes.py.
     "lynx_hare.toml": [],
-    "heat_diffusivity_fit.toml": [("fit", [])],  # its `sim infer`: the slow test below
+    "heat_diffusivity_fit.toml": [("fit", [])],
+    "lj_calibration.toml": [],  # fitted (and its fit file plotted) in tests/inference/test_fit_md.py  # its `sim infer`: the slow test below
 }
 
 
