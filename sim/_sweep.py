@@ -28,6 +28,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from physics import Model
 from physics.md import ParticleModel
+from solvers import NeighbourList
 from solvers import MethodOfLines, OdeSolver
 
 from ._config import Config
@@ -197,6 +198,24 @@ class Prepared:
         )
 
 
+def _md_sweep_setup(config: Config, s: Setup) -> Setup:
+    """An MD set-up for vmapped runs: only [params] may be swept (the system is shared),
+    and the neighbour list, which cannot grow inside a batch, starts with twice the
+    neighbours counted in the initial system (a run that still overflows is flagged
+    failed, never silently wrong)."""
+    section = sweep_section(config)
+    for name in section.params:
+        if name.startswith("initial."):
+            raise config.error(
+                f"sweep.params.{name}", "MD runs have no initial values to sweep; they start from [system] (sweep [params] such as epsilon and sigma)"
+            )
+    solver = s.solver
+    if solver.neighbour_list and s.initial.space.periodic and solver.capacity is None:
+        counted = NeighbourList.allocate(np.asarray(s.initial.position), np.asarray(s.initial.space.box), s.model.cutoff, solver.skin)
+        solver = dataclasses.replace(solver, capacity=min(2 * counted.capacity, max(s.initial.n - 1, 1)))
+    return dataclasses.replace(s, solver=solver)
+
+
 def prepare(config: Config) -> Prepared:
     """Validate a sweep config against its model and draw the runs' values.
 
@@ -206,18 +225,14 @@ def prepare(config: Config) -> Prepared:
     """
     section = sweep_section(config)
     model = build_model(config)
-    if isinstance(model, ParticleModel):
-        raise config.error(
-            "model.name",
-            f"model {model.name!r} is a particle model, which cannot be swept: its neighbour lists are sized and "
-            "regrown between compiled chunks, outside a vmapped batch; run each point with `sim run --set`",
-        )
     if setup_family.dispatch(type(model)) is setup_family.dispatch(Model):
         raise config.error(
             "model.name",
             f"model {model.name!r} ({_family(model)}) cannot be swept: its family has no set-up from a config",
         )
     s = setup_family(model, config)
+    if isinstance(model, ParticleModel):
+        s = _md_sweep_setup(config, s)
     plan = plan_sweep(config, section, s.params, s.initial, model)
     text = resolved_toml(config, **s.resolved, sweep=section.resolved())
     return Prepared(config=config, setup=s, plan=plan, text=text, chunk=min(section.chunk, plan.runs))

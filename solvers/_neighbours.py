@@ -136,12 +136,13 @@ class NeighbourList(eqx.Module):
             ValueError: a periodic box shorter than 2 (cutoff + skin) in some direction
                 (a particle would meet its own image), or non-positive sizes.
         """
-        pos = np.asarray(jax.lax.stop_gradient(position), dtype=float)
+        # (numpy stays numpy: under jax.jit even stop_gradient of a constant is traced)
+        pos = np.asarray(position if isinstance(position, np.ndarray) else jax.lax.stop_gradient(position), dtype=float)
         n, dim = pos.shape
         radius = cutoff + skin
         periodic = box is not None
         if periodic:
-            edges = np.asarray(jax.lax.stop_gradient(box), dtype=float)
+            edges = np.asarray(box if isinstance(box, np.ndarray) else jax.lax.stop_gradient(box), dtype=float)
             if edges.shape != (dim,):
                 raise ValueError(f"box must have shape ({dim},) for {dim}-D positions, got {edges.shape}")
             if np.any(edges < 2 * cutoff):

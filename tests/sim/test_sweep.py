@@ -221,7 +221,11 @@ BAD = {
     "zero_chunk": (BASE + "[sweep]\nchunk = 0\n[sweep.params]\nalpha = { values = [0.1] }\n", [], "sweep.chunk"),
     "no_params": (BASE + "[sweep]\nchunk = 2\n", [], "sweep.params: required key is missing"),
     "dotted_not_initial": (BASE + '[sweep.params]\n"solver.rtol" = { values = [1e-6] }\n', [], "initial.<state>"),
-    "md_model": ('[model]\nname = "lennard_jones"\n[sweep.params]\nepsilon = { values = [1.0] }\n', [], "cannot be swept"),
+    "md_initial": (
+        '[model]\nname = "lennard_jones"\n[system]\ncells = 4\ndensity = 0.8\n[time]\nsteps = 10\n[sweep.params]\n"initial.x" = { values = [1.0] }\n',
+        [],
+        "MD runs have no initial values to sweep",
+    ),
     "too_many_devices": (BASE + "[sweep.params]\nalpha = { values = [0.1] }\n", ["--devices", "64"], "--devices"),
     "bad_local_scheduler": (BASE + "[sweep.params]\nalpha = { values = [0.1] }\n", ["--scheduler", "local:x"], "--scheduler"),
     "set_bad_mode": (BASE + "[sweep.params]\nalpha = { values = [0.1] }\n", ["--set", "sweep.mode=lhs"], "sweep.mode"),
