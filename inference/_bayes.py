@@ -356,6 +356,9 @@ def infer(
     init = None
     if init_from is not None:
         values = _fit_estimates(init_from, list(model.priors))
+        for name, value in values.items():
+            if not bool(model.priors[name].support.check(jnp.asarray(value))):
+                raise DataError(init_from, f"/estimate/{name}", f"{value:g} is outside the support of its prior (infer.priors.{name}); the chains cannot start there")
         init = init_to_value(values={k: jnp.asarray(v) for k, v in values.items()})
     n_devices = jax.local_device_count()
     method = "parallel" if n_devices >= section.chains and section.chains > 1 else "vectorized"
@@ -406,9 +409,18 @@ def _fit_estimates(path: str | Path, names: list[str]) -> dict[str, float]:
     record = sim.read(path)
     if record.format != "simjax.fit":
         raise DataError(path, "", f"expected a fit file (format simjax.fit), got format {record.format!r}")
-    if "estimate" not in record:
+    if "estimate" not in record or not isinstance(record["estimate"], dict):
         raise DataError(path, "/estimate", "no such group")
-    values = {k: float(v) for k, v in record.estimate.items() if k in names}
+    values = {}
+    for k, v in record["estimate"].items():
+        if k not in names:
+            continue
+        value = np.asarray(v)
+        if value.shape != () or value.dtype.kind not in "biuf":
+            raise DataError(path, f"/estimate/{k}", f"expected a number, got {value.dtype} of shape {value.shape}")
+        values[k] = float(value)
+        if not np.isfinite(values[k]):
+            raise DataError(path, f"/estimate/{k}", f"expected a finite number, got {values[k]}")
     if not values:
         raise DataError(path, "/estimate", f"holds none of the free quantities ({', '.join(names)})")
     return values

@@ -57,6 +57,9 @@ def check_prior(config: Config, key: str, spec: Any) -> dict[str, Any]:
         raise config.error(f"{key}.high", f"expected high > low = {args['low']:g}, got {args['high']:g}")
     if name in ("normal", "lognormal", "truncated_normal") and not math.isfinite(args["loc"]):
         raise config.error(f"{key}.loc", f"expected a finite number, got {args['loc']}")
+    for arg in ("low", "high") if name == "uniform" else ():
+        if not math.isfinite(args[arg]):
+            raise config.error(f"{key}.{arg}", f"expected a finite bound of the uniform distribution, got {args[arg]}")
     return {"dist": name, **args}
 
 

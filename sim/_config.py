@@ -7,6 +7,7 @@ is resolved against the model, in `sim.run`.
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 from typing import Any, Literal
@@ -203,6 +204,8 @@ def load_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(path, "", f"malformed TOML: {e}") from None
+    except RecursionError:
+        raise ConfigError(path, "", "malformed TOML: arrays or tables nested too deeply") from None
     for item in overrides:
         apply_override(raw, item)
     return Config(raw, path)
@@ -211,9 +214,13 @@ def load_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -
 def parse_value(text: str) -> Any:
     """A `--set` value: TOML syntax (numbers, booleans, arrays, quoted strings) or a bare string."""
     try:
-        return tomllib.loads(f"v = {text}")["v"]
+        parsed = tomllib.loads(f"v = {text}")
     except tomllib.TOMLDecodeError:
         return text
+    except RecursionError:
+        raise ConfigError("--set", text[:40], "the value nests arrays or tables too deeply") from None
+    # One value: text that goes on to more keys or tables ("1\n[time]...") is a string.
+    return parsed["v"] if list(parsed) == ["v"] else text
 
 
 def apply_override(raw: dict[str, Any], item: str) -> None:
@@ -243,6 +250,8 @@ def _validate(raw: dict[str, Any], source: str) -> ConfigSpec:
         return ConfigSpec.model_validate(raw)
     except pydantic.ValidationError as e:
         raise _to_config_error(e, raw, source) from None
+    except RecursionError:
+        raise ConfigError(source, "", "arrays or tables nested too deeply") from None
 
 
 def _to_config_error(exc: pydantic.ValidationError, raw: dict, source: str) -> ConfigError:
@@ -265,6 +274,9 @@ def _to_config_error(exc: pydantic.ValidationError, raw: dict, source: str) -> C
     if kind == "missing":
         return ConfigError(source, key, "required key is missing")
     value = err.get("input")
+    if isinstance(value, float) and not math.isfinite(value):
+        # A union of types reports its first member (a boolean); NaN and inf are numbers.
+        return ConfigError(source, key, f"expected a finite number, got {value!r}")
     expected = _EXPECTED.get(kind)
     if kind == "greater_than":
         expected = f"expected a number > {ctx['gt']}"

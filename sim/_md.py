@@ -483,7 +483,8 @@ def _md_system(config: Config, dtype) -> tuple[System, int]:
         try:
             system = read_h5md(path, dtype=float)
         except ValueError as e:
-            raise config.error("system.file", str(e)) from None
+            message = str(e).splitlines()[0] if str(e) else type(e).__name__
+            raise config.error("system.file", message if str(path) in message else f"{path}: {message}") from None
         except (OSError, RuntimeError, KeyError, TypeError) as e:  # h5py on damaged files
             detail = str(e).splitlines()[0] if str(e) else type(e).__name__
             raise config.error("system.file", f"{path}: cannot be read ({detail}); expected an H5MD file") from None
@@ -552,6 +553,10 @@ def _md_time(config: Config) -> tuple[float, np.ndarray]:
         raise config.error("time.steps", "required key is missing: give steps (and save_every), or t1")
     if steps % every:
         raise config.error("time.save_every", f"save_every = {every} must divide steps = {steps}")
+    saves = steps // every + 1  # the save times, and a row per save of each observable
+    problem = memory_problem(4 * 8 * saves, f"{saves:,} saved frames")
+    if problem:
+        raise config.error("time.steps" if time.steps is not None else "time.t1", problem)
     return dt, time.t0 + dt * np.arange(0, steps + 1, every)
 
 
@@ -622,6 +627,9 @@ def _(model: ParticleModel, config: Config) -> Setup:
         if solver.neighbour_list and system.space.periodic:
             NeighbourList.allocate(system.position, system.space.box, model.cutoff, solver.skin)
     except ValueError as e:
+        start = (config.spec.system or {}).get("file")
+        if start is not None:  # a start file the model cannot begin from
+            raise config.error("system.file", f"{config.resolve_path(start)}: {e}") from None
         raise config.error("system", str(e)) from None
     model_section = {k: getattr(model, k) for k in model_options(type(model))}
     return Setup(
@@ -773,7 +781,7 @@ def _(model: ParticleModel, config: Config) -> RunPlan:
     engine = MdEngine(s.model, s.params, s.t, initial=s.initial, solver=s.solver, key=s.key)
     frames = engine.n_saves
     frame_bytes = 8 * 2 * int(np.prod(s.initial.position.shape)) + 64
-    wanted = chunk_frames(frame_bytes, frames, config.spec.output.chunk)
+    wanted = chunk_frames(frame_bytes, frames, config.spec.output.chunk, config=config)
     # Chunks of equal length (one compiled program): the largest divisor of the frames
     # within both the memory budget and the solver's steps per chunk.
     engine.chunk = _largest_divisor_at_most(frames, min(wanted, engine.chunk))

@@ -30,6 +30,7 @@ from ._run import (
     sink_result,
 )
 from ._result import RunSink
+from ._store import DAMAGED_FILE_ERRORS, numeric_dataset
 
 ETDRK_METHODS = ("etdrk1", "etdrk2", "etdrk3", "etdrk4")
 _SPECTRAL_KEYS = ("method", "dtype", "dealias")
@@ -42,6 +43,8 @@ def _initial(config: Config, model: PdeModel, params: dict) -> jnp.ndarray:
     field = "/dataset" for several fields)."""
     spec = dict(config.spec.initial)
     if "file" in spec:
+        if not isinstance(spec["file"], str):
+            raise config.error("initial.file", f"expected a file path, got {spec['file']!r}")
         path = config.resolve_path(spec.pop("file"))
         datasets = spec.pop("dataset", None)
         if spec:
@@ -53,19 +56,18 @@ def _initial(config: Config, model: PdeModel, params: dict) -> jnp.ndarray:
             datasets = {model.field_names[0]: datasets} if len(model.field_names) == 1 else None
             if datasets is None:
                 raise config.error("initial.dataset", f"model {model.name!r} has fields {', '.join(model.field_names)}: give a table field = \"/dataset\"")
+        if not isinstance(datasets, dict) or not all(isinstance(v, str) for v in datasets.values()):
+            raise config.error("initial.dataset", f"expected a dataset path like \"/u\" (or a table field = \"/dataset\"), got {datasets!r}")
         if not path.is_file():
             raise DataError(path, "", "no such file; expected an HDF5 file with the initial field")
         fields = {}
         try:
             f = h5py.File(path, "r")
-        except OSError:
+        except DAMAGED_FILE_ERRORS:
             raise DataError(path, "", "not a readable HDF5 file") from None
         with f:
             for name, dataset in datasets.items():
-                item = f.get(dataset)
-                if not isinstance(item, h5py.Dataset):
-                    raise DataError(path, dataset, "no such dataset (named by initial.dataset)")
-                value = np.asarray(item[()], dtype=float)
+                value = numeric_dataset(f, path, dataset, "initial.dataset")
                 if value.shape != tuple(model.points):
                     raise DataError(path, dataset, f"shape {value.shape} does not match the grid {tuple(model.points)}")
                 if not np.all(np.isfinite(value)):

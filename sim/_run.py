@@ -53,7 +53,11 @@ def build_model(config: Config) -> Model:
         options[key] = value
     for key in ("points",):
         value = options.get(key)
-        if isinstance(value, list) and value and all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value):
+        if key in options and not (_whole(value) or (isinstance(value, list) and all(_whole(v) for v in value))):
+            where = ("grid." if key in (config.spec.grid or {}) else "model.") + key
+            raise config.error(where, f"expected a whole number of points per dimension, like [256, 256], got {value!r}")
+        value = [value] if _whole(value) else value
+        if isinstance(value, list) and value and all(_whole(v) and v > 0 for v in value):
             # A field and the solver's work arrays, before anything is allocated.
             problem = memory_problem(WORK_ARRAYS * 8 * math.prod(value), f"a grid of {math.prod(value):,} points")
             if problem:
@@ -71,6 +75,10 @@ def build_model(config: Config) -> Model:
         else:
             key = "model"
         raise config.error(key, message) from None
+
+
+def _whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def number(config: Config, key: str, value: Any) -> float:
@@ -308,7 +316,7 @@ def save_times_or_none(config: Config) -> np.ndarray | None:
 def frames_per_chunk(config: Config, state_size: int, frames: int) -> int:
     """`[output] chunk`, or as many saved frames as fit in the in-memory budget (a saved
     frame is taken as four times the state: its fields plus derived observables)."""
-    return chunk_frames(8 * 4 * max(state_size, 1), frames, config.spec.output.chunk)
+    return chunk_frames(8 * 4 * max(state_size, 1), frames, config.spec.output.chunk, config=config)
 
 
 # ----------------------------------------------------------------------------- ODE family

@@ -18,6 +18,9 @@ import numpy as np
 from ._errors import DataError, InputError
 
 FORMAT_VERSION = "1.0"
+# What h5py raises on a damaged file: besides OSError, a broken B-tree, heap or object
+# header surfaces as RuntimeError, KeyError, TypeError or a ValueError (undecodable text).
+DAMAGED_FILE_ERRORS = (OSError, RuntimeError, KeyError, TypeError, ValueError)
 _VERSIONED = ("simjax", "jax", "jaxlib", "equinox", "diffrax", "numpy", "h5py", "numpyro", "optimistix", "optax")
 
 
@@ -168,6 +171,36 @@ def read(path: str | Path) -> Record:
         with h5py.File(path, "r") as f:
             attrs = {k: _attr(v) for k, v in f.attrs.items()}
             tree = _load(f)
-    except OSError as e:
-        raise DataError(path, "", f"not a readable HDF5 file ({str(e).splitlines()[0]})") from None
+    except DAMAGED_FILE_ERRORS as e:
+        raise DataError(path, "", f"not a readable HDF5 file ({error_reason(e)})") from None
     return Record(path, attrs, tree)
+
+
+def numeric_dataset(f: h5py.File, path: str | Path, name: str, key: str) -> np.ndarray:
+    """The dataset `name` of an open file handed in, as a float array.
+
+    Raises:
+        DataError: naming the file and the dataset (and the config `key` that names it):
+            no such dataset, a group, values that are not numbers (text, compound
+            records), or a damaged file.
+    """
+    try:
+        item = f.get(name)
+    except DAMAGED_FILE_ERRORS as e:
+        raise DataError(path, name, f"cannot be read ({error_reason(e)}); the file is damaged") from None
+    if item is None:
+        raise DataError(path, name, f"no such dataset (named by {key})")
+    if not isinstance(item, h5py.Dataset):
+        raise DataError(path, name, f"is a group; expected a dataset (named by {key})")
+    if item.dtype.kind not in "biuf":
+        raise DataError(path, name, f"expected numbers, got dtype {item.dtype} (named by {key})")
+    try:
+        return np.asarray(item[()], dtype=float)
+    except DAMAGED_FILE_ERRORS as e:
+        raise DataError(path, name, f"cannot be read ({error_reason(e)}); the file is damaged") from None
+
+
+def error_reason(e: BaseException) -> str:
+    """The first line of an exception's message (its type when it has none)."""
+    text = str(e).strip().strip("'\"")
+    return text.splitlines()[0] if text else type(e).__name__

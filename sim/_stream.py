@@ -42,7 +42,7 @@ import numpy as np
 from jaxtyping import PyTree
 
 from ._errors import DataError, InputError, SimError, SimulationError
-from ._limits import disk_problem
+from ._limits import disk_problem, memory_problem
 from ._store import atomic_h5
 
 CHECKPOINT_FORMAT = "simjax.checkpoint"
@@ -116,11 +116,16 @@ class RunPlan:
     description: str = ""
 
 
-def chunk_frames(frame_bytes: int, frames: int, requested: int | None = None) -> int:
+def chunk_frames(frame_bytes: int, frames: int, requested: int | None = None, config=None) -> int:
     """Saved frames per chunk: `requested` if given, else as many as fit in CHUNK_BYTES;
-    at least 1 and at most `frames`."""
+    at least 1 and at most `frames`. A requested chunk beyond the machine's memory is an
+    error about `output.chunk` of `config`."""
     if requested is not None:
-        return max(1, min(int(requested), frames))
+        n = max(1, min(int(requested), frames))
+        problem = memory_problem(n * frame_bytes, f"a chunk of {n:,} saved frames")
+        if problem and config is not None:
+            raise config.error("output.chunk", problem)
+        return n
     return max(1, min(frames, CHUNK_BYTES // max(int(frame_bytes), 1)))
 
 

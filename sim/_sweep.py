@@ -33,6 +33,7 @@ from solvers import MethodOfLines, OdeSolver
 
 from ._config import Config
 from ._errors import InputError
+from ._limits import disk_problem, memory_problem, readable
 from ._progress import Progress
 from ._run import Setup, build_model, resolved_toml, setup_family
 from ._simulate import simulate
@@ -377,10 +378,24 @@ def execute(
             cluster.close()
 
 
+def _check_results_fit(prep: Prepared, layout: Layout, output) -> None:
+    """Before the results are allocated: they must fit in memory (output None) or in
+    the free space of the output's folder (the file is allocated at full size)."""
+    per_run = sum(math.prod(shape) * np.dtype(dtype).itemsize for shape, dtype in layout.rows.values())
+    total = per_run * prep.runs
+    what = f"the results of {prep.runs:,} runs ({readable(per_run)} each)"
+    problem = memory_problem(total, what) if output is None else disk_problem(Path(output).parent, total, what)
+    if problem:
+        key = "sweep.samples" if "samples" in (prep.config.spec.sweep or {}) else "sweep.params"
+        raise prep.config.error(key, f"{problem}; sweep fewer runs or keep less of each (sweep.save = \"final\" or \"summary\")")
+
+
 def _execute(prep: Prepared, output, resume: bool, n_devices: int, client, progress: bool, start: float):
     padded = prep.padded(n_devices)
     runner = _compiled_runner(prep, n_devices, padded)
     layout = prep.layout(runner.out_info)
+    if output is None or not (resume and partial_path(output).exists()):
+        _check_results_fit(prep, layout, output)
     if output is None:
         sink: FileSink | MemorySink = MemorySink(layout)
     elif resume and partial_path(output).exists():

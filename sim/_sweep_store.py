@@ -31,7 +31,7 @@ import h5py
 import numpy as np
 
 from ._errors import DataError, InputError
-from ._store import atomic_h5, write_root_attrs
+from ._store import DAMAGED_FILE_ERRORS, atomic_h5, error_reason, write_root_attrs
 
 FORMAT = "simjax.sweep"
 PENDING, OK, FAILED = 0, 1, 2
@@ -92,8 +92,8 @@ class FileSink:
             with h5py.File(partial, "r") as f:
                 stored = f.attrs.get("config", b"")
                 fmt = f.attrs.get("format")
-        except OSError as e:
-            raise DataError(partial, "", f"cannot be read ({str(e).splitlines()[0]}); delete it to start over") from None
+        except DAMAGED_FILE_ERRORS as e:
+            raise DataError(partial, "", f"cannot be read ({error_reason(e)}); delete it to start over") from None
         stored = stored.decode() if isinstance(stored, bytes) else str(stored)
         if fmt != FORMAT:
             raise DataError(partial, "", "is not an unfinished simjax sweep; delete it to start over")
@@ -150,16 +150,24 @@ class FileSink:
         partial = partial_path(path)
         try:
             f = h5py.File(partial, "r+")
-        except OSError as e:
-            raise DataError(partial, "", f"cannot be read ({str(e).splitlines()[0]}); delete it to start over") from None
+        except DAMAGED_FILE_ERRORS as e:
+            raise DataError(partial, "", f"cannot be read ({error_reason(e)}); delete it to start over") from None
         try:
             for name, (shape, dtype) in layout.rows.items():
-                if name not in f or f[name].shape != (layout.runs, *shape):
+                try:
+                    found = f.get(name)
+                    shape_found = found.shape if isinstance(found, h5py.Dataset) else None
+                except DAMAGED_FILE_ERRORS as e:
+                    raise DataError(partial, name, f"cannot be read ({error_reason(e)}); delete the file to start over") from None
+                if shape_found != (layout.runs, *shape):
                     raise DataError(partial, name, "is missing or has another shape; delete the file to start over")
+            try:
+                return cls(Path(path), f)
+            except DAMAGED_FILE_ERRORS as e:
+                raise DataError(partial, "status", f"cannot be read ({error_reason(e)}); delete the file to start over") from None
         except BaseException:
             f.close()
             raise
-        return cls(Path(path), f)
 
     def write(self, lo: int, hi: int, values: dict[str, np.ndarray]) -> None:
         """Write runs [lo, hi): results first, `/status` last, then flush."""

@@ -227,17 +227,34 @@ def read_h5md(path: str | Path, *, group: str = "all", frame: int = -1, dtype=fl
                     raise ValueError(f"{path}: /{base}/{name} is missing; expected an H5MD particle group")
                 return None
             node = g[name]
-            if isinstance(node, h5py.Group):
-                return np.asarray(node["value"][frame])
-            return np.asarray(node[()])
+            value = np.asarray(node["value"][frame]) if isinstance(node, h5py.Group) else np.asarray(node[()])
+            return _numbers(value, f"/{base}/{name}", integer=name == "species")
+
+        def _numbers(value, where, integer=False):
+            if value.dtype.kind not in ("iu" if integer else "iuf"):
+                raise ValueError(f"{path}: {where} holds {value.dtype} values; expected {'integers' if integer else 'numbers'}")
+            if not integer and not np.all(np.isfinite(value)):
+                raise ValueError(f"{path}: {where} holds NaN or infinity; expected finite numbers")
+            return value
 
         position = element("position", True)
-        if position.ndim != 2:
-            raise ValueError(f"{path}: /{base}/position/value must be [time, n, dim], got a frame of shape {position.shape}")
+        if position.ndim != 2 or position.shape[0] < 1 or position.shape[1] not in (1, 2, 3):
+            raise ValueError(f"{path}: /{base}/position/value must be [time, n, dim] with dim 1, 2 or 3, got a frame of shape {position.shape}")
         n, dim = position.shape
         velocity = element("velocity", False)
         species = element("species", False)
         mass = element("mass", False)
+        shapes = {"velocity": [(n, dim)], "species": [(n,)], "mass": [(n,), ()]}
+        for name, value in (("velocity", velocity), ("species", species), ("mass", mass)):
+            if value is not None and value.shape not in shapes[name]:
+                raise ValueError(f"{path}: /{base}/{name} has shape {value.shape}, which does not fit {n} particles in {dim} dimensions")
+        if mass is not None and np.any(mass <= 0):
+            raise ValueError(f"{path}: /{base}/mass holds masses <= 0; expected positive masses")
+        if velocity is not None:
+            with np.errstate(over="ignore", invalid="ignore"):
+                energy = np.sum((1.0 if mass is None else np.broadcast_to(mass, (n,))[:, None]) * velocity.astype(float) ** 2)
+            if not np.isfinite(energy):
+                raise ValueError(f"{path}: /{base}/velocity is too large for a finite kinetic energy")
         if "box" not in g:
             raise ValueError(f"{path}: /{base}/box is missing; expected an H5MD particle group")
         box = g["box"]
@@ -247,12 +264,22 @@ def read_h5md(path: str | Path, *, group: str = "all", frame: int = -1, dtype=fl
         if periodic:
             edges = box["edges"]
             edges = np.asarray(edges["value"][frame]) if isinstance(edges, h5py.Group) else np.asarray(edges[()])
-            if edges.ndim == 2:  # a full box matrix: orthorhombic only
+            edges = _numbers(edges, f"/{base}/box/edges")
+            if edges.ndim == 0:  # a cube
+                edges = np.full(dim, edges)
+            if edges.ndim == 2 and edges.shape == (dim, dim):  # a full box matrix: orthorhombic only
                 if np.any(np.abs(edges - np.diag(np.diag(edges))) > 0):
                     raise ValueError(f"{path}: only orthorhombic boxes are supported, got a triclinic box")
                 edges = np.diag(edges)
+            if edges.shape != (dim,) or np.any(edges <= 0):
+                raise ValueError(f"{path}: /{base}/box/edges must be {dim} positive lengths, got {np.round(edges, 6).tolist()}")
+            # Unwrapped positions may lie some boxes away; a million boxes is not a start.
+            if np.any(np.abs(position) > 1e6 * np.max(edges)):
+                raise ValueError(f"{path}: /{base}/position lies more than a million box lengths from the box")
             space = Periodic(jnp.asarray(edges, dtype))
         else:
+            if np.any(np.abs(position) > 1e100):
+                raise ValueError(f"{path}: /{base}/position holds coordinates beyond 1e100")
             space = Free(ndim=dim)
         bonds = None
         if "connectivity" in f and group in f["connectivity"]:
