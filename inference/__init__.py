@@ -12,7 +12,9 @@ from ._train import (
     save_trained as save_trained,
     save_trajectories as save_trajectories,
     simulate_states as simulate_states,
+    Stage as Stage,
     train as train,
+    train_stages as train_stages,
     trajectory_mse as trajectory_mse,
 )
 from ._bayes import BayesModel as BayesModel, PosteriorResult as PosteriorResult, build_bayes_model as build_bayes_model, infer as infer

@@ -10,6 +10,7 @@ import pytest
 
 import sim
 from inference import (
+    Stage,
     Trainer,
     Trajectories,
     load_trained,
@@ -18,6 +19,7 @@ from inference import (
     save_trajectories,
     simulate_states,
     train,
+    train_stages,
     trajectory_mse,
 )
 from physics.ode import HybridLotkaVolterra, NeuralOde
@@ -163,12 +165,41 @@ def test_spiral_loss_falls_and_free_parameters_alone_move():
     assert after < before / 3
 
 
+def test_a_whole_trajectory_stage_removes_the_drift_short_windows_leave():
+    # The spiral's own model class (affine in y^3) from perturbed weights: short windows
+    # started from observed states leave a slow drift of the trajectory from y0; a second
+    # stage on the whole trajectory (window=None) removes it. Scored at held-out times.
+    data = spiral(200, 10.0)
+    training = data.subset(times=slice(0, None, 2))
+    model = NeuralOde(features="cubic", depth=0)
+    start = {"net": ({"weight": jnp.array([[-0.1, -1.8], [2.2, -0.1]]), "bias": jnp.array([0.01, -0.01])},)}
+
+    def held_out(params):
+        pred = np.asarray(simulate_states(model, params, jnp.asarray(data.time), jnp.asarray(data.initial()), SOLVER))
+        return float(np.mean((pred - data.values)[:, :, 1::2] ** 2))
+
+    short = Stage(50, window=5, batch_size=16, optimizer=optax.adam(1e-2))
+    whole = Stage(50, window=None, batch_size=1, optimizer=optax.adam(1e-3))
+    first = train_stages(model, start, training, [short], solver=SOLVER)
+    both = train_stages(model, start, training, [short, whole], solver=SOLVER)
+    # the second stage continues from the first one's parameters
+    np.testing.assert_array_equal(both.loss_history[:50], first.loss_history)
+    assert both.loss_history.shape == (100,)
+    assert held_out(first.params) > 3e-3  # measured 1.0e-2 (from 3.8e-2)
+    assert held_out(both.params) < held_out(first.params) / 30  # measured 5.1e-5
+    np.testing.assert_allclose(both.params["net"][0]["weight"], SPIRAL_A.T, atol=0.03)
+    with pytest.raises(ValueError, match="stages is empty"):
+        train_stages(model, start, training, [])
+
+
 def test_fixed_parameters_stay_fixed():
     model = HybridLotkaVolterra(width=4, depth=1)
     t = np.linspace(0.0, 2.0, 11)
     data = Trajectories(None, model.state_names, t, np.stack([np.full(11, 30.0), np.full(11, 4.0)])[None])
     params = model.default_params()
-    result = train(model, params, data, steps=3, window=4, batch_size=2, free=["net"])
+    # (fixed Heun steps: a training step that compiles quickly)
+    solver = OdeSolver(method="heun", dt0=0.05, adaptive=False)
+    result = train(model, params, data, steps=3, window=4, batch_size=2, free=["net"], solver=solver)
     assert float(result.params["alpha"]) == float(params["alpha"])
     assert float(result.params["gamma"]) == float(params["gamma"])
     assert not np.array_equal(result.params["net"][0]["weight"], params["net"][0]["weight"])
@@ -193,9 +224,9 @@ def test_saved_models_reload_bit_for_bit(tmp_path, model):
     assert model2 == model
     for a, b in zip(jax.tree.leaves(params), jax.tree.leaves(params2)):
         np.testing.assert_array_equal(a, b)
-    t = jnp.linspace(0.0, 1.0, 6)
-    y0 = jnp.stack([model.initial_state(), 0.5 * model.initial_state()])
-    np.testing.assert_array_equal(simulate_states(model, params, t, y0), simulate_states(model2, params2, t, y0))
+    # The reloaded model computes the same vector field, bit for bit.
+    y = model.initial_state()
+    np.testing.assert_array_equal(model.vector_field(0.0, y, params), model2.vector_field(0.0, y, params2))
     record = sim.read(path)
     assert record.attrs["format"] == "simjax.trained" and record.attrs["model"] == model.name
     np.testing.assert_array_equal(record["loss_history"], [3.0, 2.0, 1.0])
@@ -225,13 +256,21 @@ def test_bad_trained_files(tmp_path):
 
 
 @pytest.mark.slow
-def test_spiral_held_out_mse_after_500_adam_steps():
-    # Train on the even save points of the spiral; score at the odd (held-out) ones, on
-    # segments of 5 time units (200 save points, about one turn) solved from observed states.
+def test_spiral_held_out_mse_from_y0_after_500_adam_steps():
+    # Train on the even save points of the spiral: 250 steps on windows of 10 points from
+    # observed states, then 250 on the whole trajectory from y0 (train_stages). Score at
+    # the odd (held-out) save times of the whole horizon [0, 25] solved from y0 alone.
     data = spiral()
     model = NeuralOde(features="cubic", width=50, depth=1)
-    optimizer = optax.adam(optax.cosine_decay_schedule(3e-2, 500, alpha=1e-2))
-    result = train(model, None, data.subset(times=slice(0, None, 2)), steps=500, optimizer=optimizer, solver=SOLVER, window=10, batch_size=64)
+    stages = [
+        Stage(250, window=10, batch_size=64, optimizer=optax.adam(optax.cosine_decay_schedule(3e-2, 250, alpha=1e-2))),
+        Stage(250, window=None, batch_size=1, optimizer=optax.adam(optax.warmup_cosine_decay_schedule(0.0, 3e-3, 25, 250, 3e-5))),
+    ]
+    result = train_stages(model, None, data.subset(times=slice(0, None, 2)), stages, solver=SOLVER)
+    assert result.loss_history.shape == (500,)
+    pred = np.asarray(simulate_states(model, result.params, jnp.asarray(data.time), jnp.asarray(data.initial()), SOLVER))
+    assert np.mean((pred - data.values)[:, :, 1::2] ** 2) < 1e-2  # measured 7.8e-3
+    # and on segments of 5 time units (200 save points) solved from observed states
     points = 200
     starts = np.arange(0, 1000 - points + 1, points)
     pred = np.asarray(simulate_states(model, result.params, jnp.asarray(data.time[:points]), jnp.asarray(data.values[0][:, starts].T), SOLVER))
