@@ -35,6 +35,7 @@ from ._config import Config
 from ._errors import InputError
 from ._limits import disk_problem, memory_problem, readable
 from ._progress import Progress
+from ._md import RESULT_NEIGHBOUR_OVERFLOW
 from ._run import Setup, build_model, resolved_toml, setup_family
 from ._simulate import simulate
 from ._sweep_spec import SUMMARY_STATS, SweepPlan, is_scalar, plan_sweep, sweep_section
@@ -114,6 +115,7 @@ class ChunkRunner:
     """
 
     def __init__(self, s: Setup, save: str, devices: int, example: dict):
+        self.setup = s
         s = dataclasses.replace(s, solver=sweep_solver(s.solver))
         self.mesh = Mesh(np.asarray(jax.devices()[:devices]), (_AXIS,))
         spec = PartitionSpec(_AXIS)
@@ -133,12 +135,12 @@ class ChunkRunner:
         return self._compiled(jax.device_put(inputs, self._sharding))
 
 
-@functools.lru_cache(maxsize=4)
-def _runner(config_text: str, config_path: str | None, devices: int, padded: int) -> ChunkRunner:
-    """The chunk function of a config (traced and compiled once per process, config
-    and shape)."""
+@functools.lru_cache(maxsize=8)
+def _runner(config_text: str, config_path: str | None, devices: int, padded: int, capacity: int | None = None) -> ChunkRunner:
+    """The chunk function of a config (traced and compiled once per process, config,
+    shape and, for MD, neighbour-list capacity)."""
     prep = prepare(Config(tomllib.loads(config_text), config_path))
-    return ChunkRunner(prep.setup, prep.plan.section.save, devices, prep.inputs(0, padded))
+    return ChunkRunner(_with_capacity(prep.setup, capacity), prep.plan.section.save, devices, prep.inputs(0, padded))
 
 
 # ----------------------------------------------------------------------------- the plan
@@ -199,22 +201,81 @@ class Prepared:
         )
 
 
+# The neighbour list of a vmapped MD chunk is sized before the runs start: this many
+# times the neighbours counted in the (shared) initial system.
+MD_CAPACITY_FACTOR = 2.0
+_NO_LIST = -1  # a capacity code: all pairs, no neighbour list
+
+
 def _md_sweep_setup(config: Config, s: Setup) -> Setup:
     """An MD set-up for vmapped runs: only [params] may be swept (the system is shared),
-    and the neighbour list, which cannot grow inside a batch, starts with twice the
-    neighbours counted in the initial system (a run that still overflows is flagged
-    failed, never silently wrong)."""
+    and the neighbour list, which cannot grow inside a batch, starts with
+    `MD_CAPACITY_FACTOR` times the neighbours counted in the initial system (a chunk
+    whose runs overflow it is rerun with larger lists: `_settle_overflows`)."""
     section = sweep_section(config)
     for name in section.params:
-        if name.startswith("initial."):
+        head, dot, _ = name.partition(".")
+        if dot or name in _MD_SETTINGS:
+            what = "initial values" if head == "initial" else f"[{head}] keys" if dot else f"{name!r} (a [system] or [solver] key)"
             raise config.error(
-                f"sweep.params.{name}", "MD runs have no initial values to sweep; they start from [system] (sweep [params] such as epsilon and sigma)"
+                f"sweep.params.{name}",
+                f"MD sweeps vary [params] only (such as epsilon and sigma); {what} cannot be swept: every run starts from the same [system] with the same [solver]",
             )
     solver = s.solver
-    if solver.neighbour_list and s.initial.space.periodic and solver.capacity is None:
-        counted = NeighbourList.allocate(np.asarray(s.initial.position), np.asarray(s.initial.space.box), s.model.cutoff, solver.skin)
-        solver = dataclasses.replace(solver, capacity=min(2 * counted.capacity, max(s.initial.n - 1, 1)))
+    if solver.neighbour_list and solver.capacity is None:
+        box = s.initial.space.box if s.initial.space.periodic else None
+        counted = NeighbourList.allocate(
+            np.asarray(s.initial.position), None if box is None else np.asarray(box), s.model.cutoff, solver.skin
+        )
+        wanted = math.ceil(MD_CAPACITY_FACTOR * counted.capacity)
+        solver = dataclasses.replace(solver, capacity=max(1, min(wanted, s.initial.n - 1)))
     return dataclasses.replace(s, solver=solver)
+
+
+_MD_SETTINGS = ("lattice", "cells", "density", "particles", "min_distance", "temperature", "friction", "tau", "chain_length", "skin", "dt", "steps")
+
+
+def _with_capacity(s: Setup, capacity: int | None) -> Setup:
+    """The set-up with the neighbour list holding `capacity` neighbours per particle
+    (`_NO_LIST`: all pairs); None leaves it as it is."""
+    if capacity is None:
+        return s
+    if capacity == _NO_LIST:
+        return dataclasses.replace(s, solver=dataclasses.replace(s.solver, neighbour_list=False, capacity=None))
+    return dataclasses.replace(s, solver=dataclasses.replace(s.solver, capacity=capacity))
+
+
+def _larger_list(s: Setup, capacity: int | None) -> int | None:
+    """The next capacity after `capacity` overflowed: doubled up to n - 1, then all
+    pairs; None when there is nothing larger."""
+    solver = s.solver
+    current = solver.capacity if capacity is None else capacity
+    if not solver.neighbour_list or current == _NO_LIST:
+        return None
+    n = s.initial.n
+    return _NO_LIST if current >= n - 1 else min(2 * current, n - 1)
+
+
+def _settle_overflows(s: Setup, values: dict, rerun) -> dict:
+    """An MD chunk's results with every run whose neighbour list overflowed (result 1)
+    rerun by `rerun(capacity)` with larger lists until none overflows (the list cannot
+    grow inside a vmapped run). Deterministic: each chunk starts from the set-up's
+    capacity, so a chunk gives the same numbers whoever computes it."""
+    if not isinstance(s.model, ParticleModel):
+        return values
+    capacity = None
+    while True:
+        over = np.asarray(values["stats/result"]) == RESULT_NEIGHBOUR_OVERFLOW
+        if not over.any():
+            return values
+        capacity = _larger_list(s, capacity)
+        if capacity is None:
+            return values
+        redo = jax.device_get(rerun(capacity))
+        values = {
+            name: np.where(over.reshape(over.shape + (1,) * (np.ndim(v) - 1)), np.asarray(redo[name]), np.asarray(v))
+            for name, v in values.items()
+        }
 
 
 def prepare(config: Config) -> Prepared:
@@ -256,10 +317,10 @@ def _device_count(devices: int | None) -> int:
     return devices
 
 
-def _compiled_runner(prep: Prepared, devices: int, padded: int) -> ChunkRunner:
+def _compiled_runner(prep: Prepared, devices: int, padded: int, capacity: int | None = None) -> ChunkRunner:
     config = prep.config
     try:
-        return _runner(config.to_toml(), None if config.path is None else str(config.path), devices, padded)
+        return _runner(config.to_toml(), None if config.path is None else str(config.path), devices, padded, capacity)
     except InputError:
         raise
     except (ValueError, TypeError) as e:
@@ -270,25 +331,34 @@ def _compiled_runner(prep: Prepared, devices: int, padded: int) -> ChunkRunner:
 # ----------------------------------------------------------------------------- drivers
 
 
-def _run_local(prep: Prepared, runner, padded: int, pending: list[int]) -> Iterator[tuple[int, dict]]:
+def _run_local(prep: Prepared, runner, devices: int, padded: int, pending: list[int]) -> Iterator[tuple[int, dict]]:
     """Chunk results in order; the next chunk is dispatched before the last is fetched,
-    so writing overlaps computing."""
+    so writing overlaps computing. MD runs whose neighbour list overflowed are rerun
+    with larger lists."""
+
+    def settled(k: int, result) -> tuple[int, dict]:
+        inputs = prep.inputs(k, padded)
+        rerun = lambda capacity: _compiled_runner(prep, devices, padded, capacity)(inputs)  # noqa: E731
+        return k, _settle_overflows(prep.setup, jax.device_get(result), rerun)
+
     inflight: tuple[int, Any] | None = None
     for k in pending:
         result = runner(prep.inputs(k, padded))
         if inflight is not None:
-            yield inflight[0], jax.device_get(inflight[1])
+            yield settled(*inflight)
         inflight = (k, result)
     if inflight is not None:
-        yield inflight[0], jax.device_get(inflight[1])
+        yield settled(*inflight)
 
 
 def worker_chunk(config_text: str, config_path: str | None, inputs: dict) -> dict[str, np.ndarray]:
     """One chunk on a Dask worker: the same compiled chunk function as a local sweep
     (built once per worker, config and shape), results returned as numpy arrays."""
     padded = len(inputs["index"])
-    runner = _runner(config_text, config_path, math.gcd(padded, len(jax.devices())), padded)
-    return jax.device_get(runner(inputs))
+    devices = math.gcd(padded, len(jax.devices()))
+    runner = _runner(config_text, config_path, devices, padded)
+    rerun = lambda capacity: _runner(config_text, config_path, devices, padded, capacity)(inputs)  # noqa: E731
+    return _settle_overflows(runner.setup, jax.device_get(runner(inputs)), rerun)
 
 
 def _connect(scheduler: str):
@@ -410,7 +480,7 @@ def _execute(prep: Prepared, output, resume: bool, n_devices: int, client, progr
         with Progress(enabled=progress, description=f"sweep {prep.setup.model.name}") as bar:
             bar.start(total=prep.runs)
             bar.advance(resumed)
-            results = _run_dask(prep, client, padded, pending) if client is not None else _run_local(prep, runner, padded, pending)
+            results = _run_dask(prep, client, padded, pending) if client is not None else _run_local(prep, runner, n_devices, padded, pending)
             for k, values in results:
                 lo, hi = prep.bounds(k)
                 sink.write(lo, hi, {name: np.asarray(v)[: hi - lo] for name, v in values.items()})

@@ -135,13 +135,16 @@ class SweepSection(BaseModel):
     @pydantic.field_validator("params", mode="before")
     @classmethod
     def _flatten_initial(cls, value: Any) -> Any:
-        """Accept `[sweep.params.initial] prey = {...}` as `"initial.prey" = {...}`."""
+        """Accept `[sweep.params.initial] prey = {...}` as `"initial.prey" = {...}` (and
+        any other table of tables by dotted key, so that a key the model does not take,
+        such as `system.density`, is refused by its name)."""
         if not isinstance(value, dict):
             return value
         out = {}
         for key, spec in value.items():
-            if key == "initial" and isinstance(spec, dict) and not any(k in KINDS for k in spec):
-                out.update({f"initial.{k}": v for k, v in spec.items()})
+            nested = isinstance(spec, dict) and spec and not any(k in KINDS for k in spec)
+            if nested and (key == "initial" or all(isinstance(v, dict) for v in spec.values())):
+                out.update({f"{key}.{k}": v for k, v in spec.items()})
             elif not isinstance(spec, dict):
                 raise _SpecError(key, f"expected a table like {{ linspace = [0.3, 0.8, 32] }}, got {spec!r}")
             else:

@@ -1,5 +1,6 @@
 """MD configs sweep over their parameters: every run of a vmapped Lennard-Jones sweep
-equals a single `sim run` of its values."""
+equals a single `sim run` of its values, also when the neighbour list the sweep starts
+with is too small (the chunk is rerun with larger lists)."""
 
 from pathlib import Path
 
@@ -66,8 +67,8 @@ def test_md_sweep_runs_equal_single_runs(method, extra, tmp_cwd, capsys):
             key = jax.random.fold_in(setup.key, i)
             single = sim.simulate(setup.model, params, setup.t, initial=setup.initial, solver=setup.solver, key=key)
         for name in ("potential_energy", "pressure", "temperature"):
-            np.testing.assert_allclose(record.observables[name][i], np.asarray(single.observables[name]), rtol=1e-9, atol=1e-9)
-        np.testing.assert_allclose(record.observables["position"][i], np.asarray(single.observables["position"]), atol=1e-9)
+            np.testing.assert_allclose(record.observables[name][i], np.asarray(single.observables[name]), rtol=1e-10, atol=1e-10)
+        np.testing.assert_allclose(record.observables["position"][i], np.asarray(single.observables["position"]), rtol=1e-10, atol=1e-10)
     # Stronger attraction (epsilon) lowers the potential energy.
     pe = record.observables["potential_energy"][:, 0]
     assert pe[np.argmax(eps)] < pe[np.argmin(eps)]
@@ -79,6 +80,39 @@ def test_md_sweep_summary_and_bad_keys(tmp_cwd, capsys):
     assert code == 0, err
     record = sim.read("sweep.h5")
     assert record.observables["total_energy"]["mean"].shape == (4,)
-    code, err = cli(["sweep", "s.toml", "-o", "bad.h5", "--quiet", "--set", "sweep.params.initial.x={ values = [1.0, 2.0] }"], capsys)
-    assert code == 2 and "sweep.params.initial.x" in err and len(err.strip().splitlines()) == 1, err
-    assert not Path("bad.h5").exists()
+    for key, named in [("initial.x", "initial values"), ("system.density", "[system]"), ("temperature", "[system] or [solver]")]:
+        code, err = cli(["sweep", "s.toml", "-o", "bad.h5", "--quiet", "--set", f"sweep.params.{key}={{ values = [1.0, 2.0] }}"], capsys)
+        assert code == 2 and f"sweep.params.{key}" in err and named in err and len(err.strip().splitlines()) == 1, err
+        assert "[params]" in err and "Traceback" not in err
+        assert not Path("bad.h5").exists()
+
+
+def test_md_sweep_with_too_small_neighbour_list_equals_single_runs(tmp_cwd, capsys, monkeypatch):
+    """Planted: the sweep's list starts with a fifth of the neighbours counted, so every
+    run overflows it in its first build; the sweep must rerun the chunk with larger
+    lists (doubling) and lose no run."""
+    import sim._sweep as sweep_module
+
+    monkeypatch.setattr(sweep_module, "MD_CAPACITY_FACTOR", 0.2)
+    sweep_module._runner.cache_clear()
+    tried = []
+    larger = sweep_module._larger_list
+    monkeypatch.setattr(sweep_module, "_larger_list", lambda s, c: tried.append(larger(s, c)) or tried[-1])
+    text = CONFIG.format(method="verlet", extra="", save="final").replace("steps = 60", "steps = 100")
+    text = text.replace("sigma = { values = [0.95, 1.05] }\n", "").replace('save = "final"', 'save = "final"\nchunk = 3')  # 2 chunks
+    text = text.replace("epsilon = { values = [0.8, 1.2] }", "epsilon = { values = [0.7, 0.9, 1.1, 1.3] }")
+    Path("s.toml").write_text(text)
+    code, err = cli(["sweep", "s.toml", "-o", "sweep.h5", "--quiet"], capsys)
+    sweep_module._runner.cache_clear()
+    assert code == 0, err
+    assert tried and tried[0] is not None and tried[0] > 0, tried  # the planted overflow happened and was rerun
+    record = sim.read("sweep.h5")
+    assert np.all(record.status == 1), record.status
+    setup = sim.setup(sim.load_config("s.toml"))
+    assert setup.solver.capacity is None  # single runs size (and grow) their own lists
+    for i, eps in enumerate(record.params["epsilon"]):
+        params = {**setup.params, "epsilon": jnp.asarray(eps)}
+        single = sim.simulate(setup.model, params, setup.t, initial=setup.initial, solver=setup.solver)
+        for name in ("potential_energy", "kinetic_energy", "pressure"):
+            np.testing.assert_allclose(record.observables[name][i], np.asarray(single.observables[name][-1]), rtol=1e-10, atol=1e-10)
+        np.testing.assert_allclose(record.observables["position"][i], np.asarray(single.observables["position"][-1]), rtol=1e-10, atol=1e-10)
