@@ -539,6 +539,8 @@ def _md_time(config: Config) -> tuple[float, np.ndarray]:
             raise config.error("time.save", "with steps, give save_every (steps between saves) instead of save")
     elif time.t1 is not None:
         span = (time.t1 - time.t0) / dt
+        if not 0.5 <= span < 2**62:
+            raise config.error("time.t1", f"t1 - t0 = {time.t1 - time.t0:g} is not a usable number of steps dt = {dt:g}")
         steps = int(round(span))
         if abs(steps - span) > 1e-6 * max(span, 1.0):
             raise config.error("time.t1", f"t1 - t0 = {time.t1 - time.t0:g} must be a whole number of steps dt = {dt:g}")
@@ -546,7 +548,7 @@ def _md_time(config: Config) -> tuple[float, np.ndarray]:
             every = time.save_every
         else:
             saves = (time.save if time.save is not None else 101) - 1
-            if steps % saves:
+            if steps % saves or steps < saves:
                 raise config.error("time.save", f"{steps} steps cannot be split into {saves} equal save intervals; pick save so that save - 1 divides {steps}")
             every = steps // saves
     else:

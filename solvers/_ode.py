@@ -46,7 +46,7 @@ def make_adjoint(name: str, solver: diffrax.AbstractSolver) -> diffrax.AbstractA
     return diffrax.RecursiveCheckpointAdjoint()
 
 
-def did_you_mean(word: str, choices) -> str:
+def did_you_mean(word: object, choices) -> str:
     """A ' Perhaps you meant X?' suffix, or '' when nothing is close."""
     close = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1, cutoff=0.6)
     return f" Perhaps you meant {close[0]!r}?" if close else ""
