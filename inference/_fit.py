@@ -550,6 +550,18 @@ class FitResult:
         return [(n, self.estimate[n], self.stderr[n]) for n in self.names]
 
 
+@eqx.filter_jit
+def _whitened_jacobian(problem: Problem, names: tuple[str, ...], vec: Array) -> tuple[Array, Array]:
+    """(Jacobian, value) of the whitened residuals at the natural free values `vec`, by
+    forward mode, compiled (one compiled program rather than op-by-op tracing through
+    every solver step)."""
+
+    def residuals(v):
+        return problem.whitened({n: v[i] for i, n in enumerate(names)})
+
+    return jax.jacfwd(residuals)(vec), residuals(vec)
+
+
 def standard_errors(problem: Problem, x: dict[str, Array], sigma_known: bool) -> np.ndarray:
     """Gauss-Newton covariance s^2 (J^T J)^-1 of the natural free values at `x`, where J
     is the Jacobian of the whitened residuals; s^2 = RSS / (n - p) unless every observed
@@ -560,11 +572,7 @@ def standard_errors(problem: Problem, x: dict[str, Array], sigma_known: bool) ->
         solver = dataclasses.replace(problem.solver, adjoint="forward")
         problem = dataclasses.replace(problem, solver=solver, forward_sensitivity=False)
 
-    def residuals(v):
-        return problem.whitened({n: v[i] for i, n in enumerate(names)})
-
-    jac = np.asarray(jax.jacfwd(residuals)(vec))
-    r = np.asarray(residuals(vec))
+    jac, r = (np.asarray(a) for a in _whitened_jacobian(problem, tuple(names), vec))
     n, p = problem.count, len(names)
     scale = 1.0 if sigma_known and problem.loss != "mse" else float(np.sum(r**2) / max(n - p, 1))
     if problem.loss == "mse":
