@@ -139,7 +139,7 @@ class Checkpointer:
                     }
         except DataError:
             raise
-        except (OSError, KeyError, ValueError, TypeError) as e:
+        except (OSError, RuntimeError, KeyError, ValueError, TypeError) as e:  # h5py on a damaged file
             detail = str(e).splitlines()[0] if str(e) else type(e).__name__
             raise DataError(source, "", f"cannot be read ({detail}); the checkpoint is damaged: delete it to start over") from None
         if identity != self.identity:

@@ -43,7 +43,7 @@ from jaxtyping import PyTree
 
 from ._errors import DataError, InputError, SimError, SimulationError
 from ._limits import disk_problem, memory_problem
-from ._store import atomic_h5
+from ._store import atomic_h5, error_reason
 
 CHECKPOINT_FORMAT = "simjax.checkpoint"
 CHUNK_BYTES = 16 * 2**20  # saved rows held in memory per chunk, by default
@@ -261,7 +261,7 @@ def read_checkpoint(path: Path, config: str, frames: int) -> Checkpoint:
             for i in range(count):
                 dataset = f["state"][f"{i:04d}"]
                 leaves.append((np.asarray(dataset[()]), _text(dataset.attrs.get("key_impl", ""))))
-    except (OSError, KeyError, ValueError, TypeError) as e:
+    except (OSError, RuntimeError, KeyError, ValueError, TypeError) as e:  # h5py on a damaged file
         if isinstance(e, DataError):
             raise
         detail = str(e).splitlines()[0] if str(e) else type(e).__name__
@@ -334,8 +334,8 @@ def check_start(path: Path, config: str, resume: bool) -> None:
         with h5py.File(partial, "r") as f:
             stored = _text(f.attrs.get("config", ""))
             fmt = _text(f.attrs.get("format", ""))
-    except OSError as e:
-        raise DataError(partial, "", f"cannot be read ({str(e).splitlines()[0]}); delete it to start over") from None
+    except (OSError, RuntimeError, KeyError, ValueError, TypeError) as e:  # h5py on a damaged file
+        raise DataError(partial, "", f"cannot be read ({error_reason(e)}); delete it to start over") from None
     if fmt != "simjax.run":
         raise DataError(partial, "format", "is not an unfinished simjax run; delete it to start over")
     difference = config_difference(stored, config)

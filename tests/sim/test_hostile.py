@@ -184,6 +184,31 @@ def write_sweep(path):
         f["status"] = np.array([1, 0], dtype=np.int8)
 
 
+def write_run_checkpoint(path):
+    # Of another config: intact, it is refused for that.
+    with h5py.File(path, "w") as f:
+        f.attrs.update(format="simjax.checkpoint", config=LV_RUN.replace("5.0", "6.0"), frame=1, frames=5, meta="{}", leaves=0)
+        f.create_group("state")
+
+
+def write_unfinished_run(path):
+    # The partial file of an unfinished `sim run lv.toml -o out.h5`, so that --resume
+    # goes on to read the checkpoint.
+    import sim
+    from sim._run import plan_run
+
+    with h5py.File(path, "w") as f:
+        f.attrs.update(format="simjax.run", config=plan_run(sim.load_config("lv.toml")).config)
+
+
+def write_fit_checkpoint(path):
+    # Of another optimisation: intact, it is refused for that.
+    with h5py.File(path, "w") as f:
+        f.attrs.update(format="simjax.optimizer_checkpoint", identity="another", start=0, iteration=1)
+        f["history"] = np.ones(2)
+        f["state"] = np.ones(3)
+
+
 @pytest.fixture
 def folder(tmp_cwd, monkeypatch):
     monkeypatch.setattr(sim._limits, "physical_memory", lambda: MEMORY)
@@ -252,6 +277,8 @@ READERS = {
     "plot": (["plot", "bad.h5", "-o", "out.png"], "bad.h5", write_run),
     "run --resume": (["run", "lv.toml", "-o", "out.h5", "--resume", "--set", "params.alpha=0.6"], ".out.h5.partial", write_run),
     "sweep --resume": (["sweep", "sweep.toml", "-o", "out.h5", "--resume", "--set", "time.t1=4.0"], ".out.h5.partial", write_sweep),
+    "run --resume checkpoint": (["run", "lv.toml", "-o", "out.h5", "--resume"], ".out.h5.checkpoint", write_run_checkpoint),
+    "fit --resume checkpoint": (["fit", "lv_fit.toml", "-o", "out.h5", "--resume"], ".out.h5.checkpoint", write_fit_checkpoint),
 }
 # Where a reader may still succeed after damage that only hit raw values (no reason to
 # fail): the plot of garbled numbers, a garbled but finite initial field or MD start.
@@ -268,6 +295,8 @@ def good_bytes(tmp_path, writer) -> bytes:
 @pytest.mark.parametrize("reader", list(READERS))
 def test_damaged_hdf5_files(reader, how, folder, capsys, tmp_path_factory):
     argv, file, writer = READERS[reader]
+    if reader == "run --resume checkpoint":
+        write_unfinished_run(".out.h5.partial")
     damage(folder / file, how, good_bytes(tmp_path_factory.mktemp("good"), writer))
     check(folder, argv, capsys, file.lstrip("."))
 
@@ -278,6 +307,8 @@ def test_bytes_flipped_anywhere(reader, folder, capsys, tmp_path_factory):
     # Flip 64 bytes at offsets across the whole file: every outcome is a one-line error
     # about the file, or (only where the damage can hit raw values alone) a success.
     argv, file, writer = READERS[reader]
+    if reader == "run --resume checkpoint":
+        write_unfinished_run(".out.h5.partial")
     good = good_bytes(tmp_path_factory.mktemp("good"), writer)
     for offset in range(0, len(good), max(64, len(good) // 40)):
         damage(folder / file, "flipped", good, offset)
