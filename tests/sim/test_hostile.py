@@ -256,6 +256,8 @@ def damage(path: Path, how: str, good: bytes, offset: int | None = None) -> None
         path.write_bytes(bytes(data))
     elif how == "empty":
         path.write_bytes(b"")
+    elif how == "text":  # not HDF5 at all
+        path.write_text("time,prey\n1900,30.0\n")
     elif how == "folder":
         path.mkdir()
     else:
@@ -291,7 +293,7 @@ def good_bytes(tmp_path, writer) -> bytes:
     return path.read_bytes()
 
 
-@pytest.mark.parametrize("how", ["truncated", "garbage", "flipped", "empty", "folder"])
+@pytest.mark.parametrize("how", ["truncated", "garbage", "flipped", "empty", "text", "folder"])
 @pytest.mark.parametrize("reader", list(READERS))
 def test_damaged_hdf5_files(reader, how, folder, capsys, tmp_path_factory):
     argv, file, writer = READERS[reader]
@@ -387,6 +389,13 @@ def test_bad_initial_fields(case, folder, capsys):
     h5("u0.h5", u=value)
     line = check(folder, ["run", "heat.toml", "-o", "out.h5"], capsys, "u0.h5")
     assert key in line, line
+
+
+def test_an_integer_initial_field_is_fine(folder, capsys):
+    h5("u0.h5", u=np.arange(16) % 3)
+    status, err = cli(["run", "heat.toml", "-o", "field.h5", "--quiet"], capsys)
+    assert status == 0, err
+    np.testing.assert_allclose(h5py.File("field.h5", "r")["observables/u"][0], np.arange(16) % 3, atol=1e-12)
 
 
 POSITION, EDGES = fcc()
