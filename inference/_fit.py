@@ -27,7 +27,7 @@ from sim import Config, DataError
 from sim._progress import Progress
 from sim._run import build_model, resolved_toml
 from sim._store import atomic_h5, check_output_path, write_group, write_root_attrs
-from solvers import OdeSolver, did_you_mean
+from solvers import NeighbourList, OdeSolver, did_you_mean
 
 from ._checkpoint import Checkpointer, checkpoint_path, fingerprint
 from ._data import Observations, check_span, jsonable, load_observations
@@ -140,6 +140,25 @@ def _(jacobian, cotangent, perturbed, x, problem):
     return grads
 
 
+class _Constant:
+    """A pytree of concrete arrays held as a static value (equal and hashed by content).
+
+    An MD run sizes its neighbour list from the initial positions, which must then be
+    known numbers, not values traced by `jax.jit`: the fit holds the initial System
+    this way, so it enters every compiled program as a constant."""
+
+    def __init__(self, value: Any):
+        self.value = value  # concrete arrays: constants inside a compiled program
+        leaves, treedef = jax.tree.flatten(value)
+        self._key = (treedef, tuple((a.dtype.str, a.shape, a.tobytes()) for a in map(np.asarray, leaves)))
+
+    def __hash__(self) -> int:
+        return hash(self._key)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Constant) and self._key == other._key
+
+
 _TRANSFORMS = {"real": "identity", "positive": "log", "nonnegative": "softplus", "unit_interval": "logistic"}
 
 
@@ -172,6 +191,8 @@ class Problem(eqx.Module):
     fixed_times: tuple[float, ...] | None = eqx.field(static=True, default=None)
     # ... and their time step: the solver is then held static (its step a constant).
     static_solver: Any = eqx.field(static=True, default=None)
+    # ... and their initial System, whose positions size the neighbour list (`_Constant`).
+    static_initial: Any = eqx.field(static=True, default=None)
 
     def natural(self, u: dict[str, Array]) -> dict[str, Array]:
         return {f.name: f.to_natural(u[f.name]) for f in self.free}
@@ -182,6 +203,8 @@ class Problem(eqx.Module):
     def simulate(self, x: dict[str, Array], t: Array | np.ndarray) -> sim.Trajectory:
         params = dict(self.params)
         initial = dict(self.initial) if isinstance(self.initial, dict) else self.initial
+        if self.static_initial is not None:
+            initial = self.static_initial.value
         for f in self.free:
             if f.kind == "params":
                 params[f.key] = x[f.name]
@@ -395,11 +418,16 @@ def make_problem(
     skip = 0 if obs.time[0] == t0 else 1
     t_sim = jnp.asarray(obs.time if skip == 0 else np.concatenate([[t0], obs.time]))
     md = isinstance(model, ParticleModel)
+    if md and getattr(solver, "neighbour_list", False) and solver.capacity is None and setup.initial.space.periodic:
+        # The list cannot be regrown inside a compiled fit: it starts with room for twice
+        # the neighbours counted at the start (an overflow makes the run NaN, never wrong).
+        counted = NeighbourList.allocate(np.asarray(setup.initial.position), np.asarray(setup.initial.space.box), model.cutoff, solver.skin)
+        solver = dataclasses.replace(solver, capacity=min(2 * counted.capacity, max(setup.initial.n - 1, 1)))
     problem = Problem(
         model=model,
         solver=None if md else solver,
         params=setup.params,
-        initial=setup.initial,
+        initial=None if md else setup.initial,
         t_sim=t_sim,
         skip=skip,
         free=tuple(free),
@@ -411,6 +439,7 @@ def make_problem(
         forward_sensitivity=forward_sensitivity,
         fixed_times=tuple(float(v) for v in np.asarray(t_sim)) if md else None,
         static_solver=solver if md else None,
+        static_initial=_Constant(setup.initial) if md else None,
     )
     return problem, start, obs
 

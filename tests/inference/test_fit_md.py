@@ -17,23 +17,44 @@ from make_lj_observations import TRUTH, observations, write  # noqa: E402
 CONFIG = EXPERIMENTS / "lj_calibration.toml"
 
 
-def test_recovers_epsilon_and_sigma_within_two_standard_errors(tmp_cwd):
-    # The shipped data: 5% noise on the potential energy and pressure of a run at
-    # epsilon = 1.2, sigma = 1.05; the fit starts at 1, 1.
-    result = fit(sim.load_config(CONFIG))
-    # Its fit file draws (data and fitted curves of both series).
-    from ..sim.test_examples import check_png
+def test_recovers_epsilon_and_sigma_within_two_standard_errors(tmp_cwd, capsys):
+    # `sim fit experiments/lj_calibration.toml` on the shipped data: 5% noise on the
+    # potential energy and pressure of a run at epsilon = 1.2, sigma = 1.05; the fit
+    # starts at 1, 1. Then `sim plot` of the fit file (data and fitted curves).
+    from ..sim.test_examples import cli, plot
 
-    result.save("fit.h5")
-    sim.plot("fit.h5", "fit.png")
-    check_png("fit.png")
-    assert result.converged, result.message
+    code, err = cli(["fit", str(CONFIG), "-o", "fit.h5", "--quiet"], capsys)
+    assert code == 0, err
+    plot("fit.h5", capsys)
+    record = sim.read("fit.h5")
+    assert bool(record.attrs["converged"]), record.attrs["message"]
     for name, truth in TRUTH.items():
-        estimate, stderr = result.estimate[name], result.stderr[name]
+        estimate, stderr = float(record.estimate[name]), float(record.stderr[name])
         assert 0 < stderr < 0.05 * truth, (name, stderr)
         assert abs(estimate - truth) < 2 * stderr, (name, estimate, stderr)
     # The start (epsilon = sigma = 1) is far outside that.
-    assert abs(1.0 - TRUTH["epsilon"]) > 10 * result.stderr["epsilon"]
+    assert abs(1.0 - TRUTH["epsilon"]) > 10 * float(record.stderr["epsilon"])
+
+
+def test_a_neighbour_list_fit_computes_the_all_pairs_residuals_and_jacobian():
+    # With the neighbour list on, the list is sized from the initial positions outside
+    # the compiled fit; residuals and their forward-mode Jacobian (what Levenberg-Marquardt
+    # steps on) equal those of the all-pairs run, whose forces every pair enters.
+    import jax
+
+    from inference import build_problem
+
+    out = []
+    for flag in ("false", "true"):
+        problem, start, _, _ = build_problem(sim.load_config(CONFIG, [f"solver.neighbour_list={flag}"]))
+        u = problem.unconstrained(start)
+        out.append(jax.jit(lambda v, p=problem: (p.residuals(v)[0], jax.jacfwd(lambda w: p.residuals(w)[0])(v)))(u))
+    (r_all, j_all), (r_nl, j_nl) = out
+    assert float(np.sum(np.asarray(r_all) ** 2)) > 100  # the start is far from the data
+    np.testing.assert_allclose(r_nl, r_all, rtol=1e-9, atol=1e-9)
+    for name in TRUTH:
+        assert np.max(np.abs(j_all[name])) > 1
+        np.testing.assert_allclose(j_nl[name], j_all[name], rtol=1e-8, atol=1e-8)
 
 
 @pytest.mark.slow
