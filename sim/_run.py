@@ -346,6 +346,11 @@ def ode_solver(config: Config) -> OdeSolver:
         if getattr(time, key) is not None:
             raise config.error(f"time.{key}", "is for MD runs; ODE runs take t1 with save or save_at (and dt for fixed steps)")
     default = OdeSolver()
+    if adjoint == "direct" and spec.max_steps is not None:
+        # Differentiating through diffrax's DirectAdjoint keeps every possible step.
+        problem = memory_problem(WORK_ARRAYS * 8 * spec.max_steps, f"differentiating up to {spec.max_steps:,} steps with adjoint = \"direct\"")
+        if problem:
+            raise config.error("solver.max_steps", f"{problem}; lower max_steps or use adjoint = \"recursive_checkpoint\"")
     return OdeSolver(
         method=method,
         rtol=spec.rtol if spec.rtol is not None else default.rtol,
