@@ -378,6 +378,8 @@ def make_problem(
         seen.add(name)
         kind, _, key = name.partition(".") if name.startswith("initial.") else ("params", "", name)
         if kind == "initial":
+            if isinstance(model, ParticleModel):
+                raise config.error(free_key, f"{name!r}: MD runs have no initial values to fit; they start from [system] (fit [params] such as {', '.join(setup.params)})")
             if not isinstance(setup.initial, dict) or key not in setup.initial:
                 names = list(setup.initial) if isinstance(setup.initial, dict) else []
                 raise config.error(free_key, f"{name!r}: the model has no initial value {key!r} (initial values: {', '.join(names)}).{did_you_mean(key, names)}")

@@ -79,5 +79,8 @@ def test_md_standard_errors_match_the_spread_over_noisy_data_sets(tmp_path):
     ],
 )
 def test_bad_md_fit_configs(override, key):
-    with pytest.raises(sim.InputError, match=key.replace(".", r"\.")):
+    with pytest.raises(sim.InputError, match=key.replace(".", r"\.")) as info:
         fit(sim.load_config(CONFIG, [override]))
+    assert "\n" not in str(info.value)
+    if "initial" in override:
+        assert "MD runs have no initial values" in str(info.value)
