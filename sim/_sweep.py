@@ -37,6 +37,7 @@ from ._limits import disk_problem, memory_problem, readable
 from ._progress import Progress
 from ._md import RESULT_NEIGHBOUR_OVERFLOW
 from ._run import Setup, build_model, resolved_toml, setup_family
+from . import _sweep_ode
 from ._simulate import simulate
 from ._sweep_spec import SUMMARY_STATS, SweepPlan, is_scalar, plan_sweep, sweep_section
 from ._sweep_store import FAILED, OK, FileSink, Layout, MemorySink, SweepResult, partial_path, root_attrs
@@ -47,6 +48,9 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 _AXIS = "run"
+# Explicit adaptive ODE sweeps run in the batched loop of `_sweep_ode` (False: `jax.vmap`
+# of `simulate`, as every other family).
+FAST_ODE = True
 
 
 # ----------------------------------------------------------------------------- one chunk
@@ -82,8 +86,12 @@ def _one_run(s: Setup, save: str, index: jax.Array, params: dict, initial: dict)
     full_initial = {**s.initial, **initial} if initial else s.initial
     key = None if s.key is None else jax.random.fold_in(s.key, index)
     traj = simulate(s.model, full_params, s.t, initial=full_initial, solver=s.solver, key=key)
-    obs = traj.observables
-    ok = traj.stats["result"] == 0
+    return _outputs(traj.observables, traj.stats["num_steps"], traj.stats["result"], save)
+
+
+def _outputs(obs: dict, num_steps: jax.Array, result: jax.Array, save: str) -> dict[str, jax.Array]:
+    """What a sweep keeps of one run (observables as `save` says, stats, status)."""
+    ok = result == 0
     for value in obs.values():
         if jnp.issubdtype(value.dtype, jnp.floating):
             ok = ok & jnp.all(jnp.isfinite(value))
@@ -97,10 +105,28 @@ def _one_run(s: Setup, save: str, index: jax.Array, params: dict, initial: dict)
             reduced = {"min": jnp.min(value), "max": jnp.max(value), "mean": jnp.mean(value), "final": value[-1]}
             out.update({f"observables/{name}/{stat}": reduced[stat] for stat in SUMMARY_STATS})
     out = {k: _nan_unless(ok, v) for k, v in out.items()}
-    out["stats/num_steps"] = jnp.asarray(traj.stats["num_steps"], dtype=jnp.int64)
-    out["stats/result"] = jnp.asarray(traj.stats["result"], dtype=jnp.int32)
+    out["stats/num_steps"] = jnp.asarray(num_steps, dtype=jnp.int64)
+    out["stats/result"] = jnp.asarray(result, dtype=jnp.int32)
     out["status"] = jnp.where(ok, jnp.int8(OK), jnp.int8(FAILED))
     return out
+
+
+def _batched_runs(s: Setup, save: str):
+    """The chunk function over a batch of inputs: the batched ODE loop where it
+    reproduces `simulate` (`_sweep_ode`), else `jax.vmap` of single runs."""
+    if FAST_ODE and _sweep_ode.supports(s.model, s.solver, s.initial):
+
+        def chunk(x: dict) -> dict[str, jax.Array]:
+            batch = x["index"].shape[0]
+            swept = {name: jnp.asarray(v, dtype=float) for name, v in x["params"].items()}
+            fixed = {name: v for name, v in s.params.items() if name not in swept}
+            initial = {name: jnp.broadcast_to(jnp.asarray(v, dtype=float), (batch,)) for name, v in (s.initial or {}).items()}
+            initial.update({name: jnp.asarray(v, dtype=float) for name, v in x["initial"].items()})
+            obs, steps, result = _sweep_ode.chunk_trajectories(s.model, s.solver, s.t, swept, fixed, initial)
+            return jax.vmap(lambda o, n, r: _outputs(o, n, r, save))(obs, steps, result)
+
+        return chunk
+    return jax.vmap(lambda x: _one_run(s, save, x["index"], x["params"], x["initial"]))
 
 
 class ChunkRunner:
@@ -120,7 +146,7 @@ class ChunkRunner:
         self.mesh = Mesh(np.asarray(jax.devices()[:devices]), (_AXIS,))
         spec = PartitionSpec(_AXIS)
         self._sharding = NamedSharding(self.mesh, spec)
-        batched = jax.vmap(lambda x: _one_run(s, save, x["index"], x["params"], x["initial"]))
+        batched = _batched_runs(s, save)
         # One device needs no shard_map (and implicit solvers' linear solves do not
         # trace inside one).
         mapped = batched if devices == 1 else jax.shard_map(batched, mesh=self.mesh, in_specs=spec, out_specs=spec, check_vma=False)

@@ -224,7 +224,7 @@ BAD = {
     "md_initial": (
         '[model]\nname = "lennard_jones"\n[system]\ncells = 4\ndensity = 0.8\n[time]\nsteps = 10\n[sweep.params]\n"initial.x" = { values = [1.0] }\n',
         [],
-        "MD runs have no initial values to sweep",
+        "MD sweeps vary [params] only",
     ),
     "too_many_devices": (BASE + "[sweep.params]\nalpha = { values = [0.1] }\n", ["--devices", "64"], "--devices"),
     "bad_local_scheduler": (BASE + "[sweep.params]\nalpha = { values = [0.1] }\n", ["--scheduler", "local:x"], "--scheduler"),
