@@ -36,17 +36,25 @@ class Source:
         self.record = record
         self.path = record.path
 
+    def lookup(self, key: str) -> Any:
+        """The node at `key`; KeyError when a part of the path is missing or a dataset
+        stands where a group should be."""
+        try:
+            return self.record[key]
+        except (KeyError, TypeError, IndexError, ValueError):
+            raise KeyError(key) from None
+
     def has(self, key: str) -> bool:
         try:
-            self.record[key]
-        except (KeyError, TypeError):
+            self.lookup(key)
+        except KeyError:
             return False
         return True
 
     def group(self, key: str) -> dict[str, Any]:
         try:
-            node = self.record[key]
-        except (KeyError, TypeError):
+            node = self.lookup(key)
+        except KeyError:
             raise DataError(self.path, f"/{key}", f"missing; a {self.kind()} file has this group") from None
         if not isinstance(node, Mapping) or not node:
             raise DataError(self.path, f"/{key}", "expected a group of datasets")
@@ -55,8 +63,8 @@ class Source:
     def array(self, key: str, *, ndim: int | tuple[int, ...] | None = None, min_ndim: int = 0) -> np.ndarray:
         """A float array (inf shown as missing); `ndim` or `min_ndim` checked."""
         try:
-            node = self.record[key]
-        except (KeyError, TypeError):
+            node = self.lookup(key)
+        except KeyError:
             raise DataError(self.path, f"/{key}", f"missing; a {self.kind()} file has this dataset") from None
         return self.values(node, key, ndim=ndim, min_ndim=min_ndim)
 
@@ -121,7 +129,7 @@ def check_figure_path(path: str | Path, source: str = "-o") -> Path:
         raise InputError(source, str(path), "is a folder; expected a file path ending in .png")
     suffix = path.suffix.lower().lstrip(".")
     if suffix not in _FORMATS:
-        raise InputError(source, str(path), f"unknown figure type {path.suffix or '(no suffix)'!r}; expected .png, .pdf or .svg")
+        raise InputError(source, str(path), f"unknown figure type {path.suffix or '(no suffix)'!r}; expected .png, .pdf, .svg or .jpg")
     folder = path.parent if str(path.parent) else Path(".")
     if not folder.is_dir():
         raise InputError(source, str(path), f"folder {str(folder)!r} does not exist")
@@ -137,7 +145,8 @@ def save_figure(fig, path: Path) -> Path:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent if str(path.parent) else ".")
     os.close(fd)
     try:
-        fig.savefig(tmp, format=path.suffix.lower().lstrip(".").replace("jpg", "jpeg"), dpi=fig.dpi)
+        # "tight": nothing drawn outside the canvas (colour bar labels of the last column) is cut.
+        fig.savefig(tmp, format=path.suffix.lower().lstrip(".").replace("jpg", "jpeg"), dpi=fig.dpi, bbox_inches="tight", pad_inches=0.08)
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)

@@ -40,6 +40,8 @@ def sweep(src: Source):
     for name, node in list(src.group("observables").items())[:_MAX_PANELS]:
         key = f"observables/{name}"
         if isinstance(node, dict):  # save = "summary": {min, max, mean, final}
+            if not node:
+                raise DataError(src.path, f"/{key}", "is an empty group; expected the datasets min, max, mean and final")
             stat = "mean" if "mean" in node else next(iter(node))
             value = src.values(node[stat], f"{key}/{stat}", min_ndim=1)
             label = f"{stat} of {pretty(name)}"
@@ -106,7 +108,7 @@ def _grid_shape(attrs, values, runs):
         shape = tuple(int(n) for n in json.loads(attrs.get("grid_shape", "null")) or ())
     except (TypeError, ValueError):
         return None
-    if len(shape) < 2 or int(np.prod(shape)) != runs or len(shape) != len(values):
+    if len(shape) < 2 or min(shape) < 1 or int(np.prod(shape)) != runs or len(shape) != len(values):
         return None
     for axis, v in enumerate(values.values()):
         grid = v.reshape(shape)
@@ -206,7 +208,7 @@ def fit(src: Source):
     ax = fig.add_subplot(gs[0, 1])
     loss = src.array("loss_history", ndim=1)
     ax.plot(np.arange(len(loss)), loss, marker="o" if len(loss) < 30 else None, ms=3)
-    if np.nanmin(loss) > 0:
+    if np.isfinite(loss).any() and np.nanmin(loss) > 0:
         ax.set_yscale("log")
     ax.set_xlabel("iteration")
     ax.set_ylabel("loss")

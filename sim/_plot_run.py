@@ -112,8 +112,10 @@ def pde(src: Source):
 
 def _field_1d(fig, gs, row, name, t, x, value):
     ax = fig.add_subplot(gs[row, 0])
-    extent = [x[0], x[-1], t[0], t[-1]] if len(t) > 1 else None
-    image = ax.imshow(value, origin="lower", aspect="auto", extent=extent, cmap="RdBu_r" if np.nanmin(value) < 0 < np.nanmax(value) else "viridis")
+    extent = [x[0], x[-1], t[0], t[-1]] if x[-1] > x[0] and t[-1] > t[0] else None
+    finite = value[np.isfinite(value)]
+    diverging = finite.size and finite.min() < 0 < finite.max()
+    image = ax.imshow(value, origin="lower", aspect="auto", extent=extent, cmap="RdBu_r" if diverging else "viridis")
     fig.colorbar(image, ax=ax, label=pretty(name))
     ax.set_xlabel("x")
     ax.set_ylabel("time")
@@ -134,7 +136,7 @@ def _field_nd(fig, gs, row, name, t, coords, value):
     for col, i in enumerate(indices):
         ax = fig.add_subplot(gs[row, col])
         frame = value[(i, slice(None), slice(None), *middle)]
-        extent = [coords[0][0], coords[0][-1], coords[1][0], coords[1][-1]]
+        extent = [coords[0][0], coords[0][-1], coords[1][0], coords[1][-1]] if coords[0][-1] > coords[0][0] and coords[1][-1] > coords[1][0] else None
         image = ax.imshow(frame.T, origin="lower", extent=extent, cmap="viridis")
         ax.set_title(f"{pretty(name)}, t = {t[i]:.4g}" + (" (middle z)" if middle else ""), fontsize=9)
         ax.set_xlabel("x")
@@ -156,7 +158,9 @@ _ENERGIES = ("potential_energy", "kinetic_energy", "total_energy", "conserved_en
 
 
 def md(src: Source):
-    observables = src.group("observables") if src.has("observables") else {}
+    # An H5MD file may hold positions only (an empty or absent /observables).
+    observables = src.lookup("observables") if src.has("observables") else {}
+    observables = dict(observables) if isinstance(observables, dict) else {}
     series = {}
     for name, node in observables.items():
         if not isinstance(node, dict) or "value" not in node:

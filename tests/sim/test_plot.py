@@ -1,0 +1,305 @@
+"""`sim plot` and `sim.plot`: figures of every kind of file and result, bad input.
+
+The example configs' outputs are drawn where they run: tests/sim/test_examples.py (and the
+files it names); `check_png` and `plot` here are what they check the figures with. This
+file draws hand-made files of every layout (edge cases included: one save time, NaN from a
+failed run, a single grid point, failed sweep runs, divergent draws), checks what
+`sim.plot` accepts in Python, and the command's bad input: one line on stderr naming the
+file, exit code 2, no figure written and an existing one untouched.
+"""
+
+import json
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+
+import sim
+from sim.cli import main
+
+EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
+
+
+def cli(argv, capsys):
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+        raise SystemExit(0)
+    return info.value.code, capsys.readouterr().err
+
+
+def check_png(path, min_colours=20):
+    """A non-empty PNG whose pixels are not all one colour (a drawn figure)."""
+    import matplotlib.image
+
+    path = Path(path)
+    assert path.exists() and path.stat().st_size > 1000, path
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    pixels = matplotlib.image.imread(path)
+    assert pixels.ndim == 3 and pixels.shape[0] > 200 and pixels.shape[1] > 200
+    rgb = pixels[..., :3].reshape(-1, 3)
+    packed = np.round(rgb * 255).astype(np.uint32) @ np.array([1 << 16, 1 << 8, 1], dtype=np.uint32)
+    colours = np.unique(packed)
+    assert len(colours) > min_colours, len(colours)  # lines, labels, colour maps
+    assert rgb.std() > 0.05
+    # Not a blank canvas with a title: a good share of the pixels are not background.
+    assert np.mean(np.any(rgb < 0.95, axis=1)) > 0.01
+
+
+def plot(path, capsys, figure=None):
+    """`sim plot PATH -o FIGURE` succeeds, silently with --quiet, and draws a figure."""
+    figure = figure or Path(path).with_suffix(".png").name
+    code, err = cli(["plot", str(path), "-o", figure, "--quiet"], capsys)
+    assert code == 0, err
+    assert err == "", err  # no warnings from numpy or matplotlib
+    check_png(figure)
+    return figure
+
+
+# ----------------------------------------------------------------------------- layouts
+
+
+def write(path, attrs, tree):
+    def put(group, node):
+        for key, value in node.items():
+            if isinstance(value, dict):
+                put(group.create_group(key), value)
+            else:
+                group[key] = value
+
+    with h5py.File(path, "w") as f:
+        f.attrs.update(attrs)
+        put(f, tree)
+
+
+T = np.linspace(0.0, 1.0, 11)
+X = np.linspace(0.0, 1.0, 16)
+RUN = {"format": "simjax.run", "model": "m"}
+SWEEP = {"format": "simjax.sweep", "model": "m", "swept": '["alpha"]', "save": "full"}
+SWEEP2 = {**SWEEP, "swept": '["alpha", "beta"]', "grid_shape": "[5, 3]"}
+FIT = {"format": "simjax.fit", "model": "m"}
+POSTERIOR = {"format": "simjax.posterior", "model": "m"}
+MD = {"format": "simjax.run", "model": "lennard_jones"}
+ALPHA = np.linspace(1.0, 2.0, 5)
+A, B = (v.ravel() for v in np.meshgrid(ALPHA, [1.0, 2.0, 3.0], indexing="ij"))
+RNG = np.random.default_rng(0)
+DRAWS = RNG.normal(size=(2, 50))
+POSITIONS = RNG.uniform(0.0, 5.0, size=(3, 64, 3))
+BOX = {"edges": np.full(3, 5.0)}
+
+
+def fit_tree(**changes):
+    tree = {
+        "data": {"time": T, "observables": {"a": np.sin(T)}},
+        "time": T,
+        "prediction": {"a": np.sin(T)},
+        "loss_history": np.array([3.0, 2.0, 1.0]),
+        "estimate": {"k": 1.0},
+        "stderr": {"k": 0.1},
+    }
+    return {**tree, **changes}
+
+
+# Files that draw: name -> (attrs, tree).
+DRAWABLE = {
+    "ode_three_phase": (RUN, {"time": T, "observables": {"a": np.sin(T), "b": np.cos(T), "c": T}}),
+    "ode_vector_observable": (RUN, {"time": T, "observables": {"a": np.stack([np.sin(T), np.cos(T), T], 1)}}),
+    "ode_one_save": (RUN, {"time": T[:1], "observables": {"a": np.sin(T[:1])}}),
+    "ode_failed_run_nan": (RUN, {"time": T, "observables": {"a": np.where(T < 0.5, T, np.nan), "b": np.full(11, np.nan)}}),
+    "ode_log_time": (RUN, {"time": np.concatenate([[0.0], np.logspace(-4, 4, 10)]), "observables": {"a": np.arange(11.0)}}),
+    "pde_1d": (RUN, {"time": T, "grid": {"x": X}, "observables": {"u": np.sin(np.add.outer(T, X) * 6), "energy": T}}),
+    "pde_1d_all_nan": (RUN, {"time": T, "grid": {"x": X}, "observables": {"u": np.full((11, 16), np.nan), "energy": T}}),
+    "pde_1d_one_point": (RUN, {"time": T, "grid": {"x": X[:1]}, "observables": {"u": T[:, None], "energy": T}}),
+    "pde_1d_one_save": (RUN, {"time": T[:1], "grid": {"x": X}, "observables": {"u": np.sin(6 * X)[None]}}),
+    "pde_2d": (RUN, {"time": T, "grid": {"x": X, "y": X}, "observables": {"u": RNG.random((11, 16, 16))}}),
+    "pde_3d": (RUN, {"time": T, "grid": {"x": X, "y": X, "z": X[:4]}, "observables": {"u": RNG.random((11, 16, 16, 4))}}),
+    "md": (MD, {"h5md": {"version": np.array([1, 1])}, "particles": {"all": {"position": {"value": POSITIONS}, "box": BOX}},
+                "observables": {"potential_energy": {"time": T[:3], "value": T[:3]}, "temperature": {"time": T[:3], "value": T[:3]}, "pressure": {"value": T[:3]}}}),
+    "md_positions_only": (MD, {"h5md": {"version": np.array([1, 1])}, "particles": {"all": {"position": {"value": POSITIONS}, "box": BOX}}, "observables": {}}),
+    "md_no_periodic_box": (MD, {"h5md": {"version": np.array([1, 1])}, "particles": {"all": {"position": {"value": POSITIONS}, "box": {"dimension": 3}}},
+                                "observables": {"potential_energy": {"time": T[:3], "value": T[:3]}}}),
+    "sweep_lines": (SWEEP, {"status": np.ones(5), "time": T, "params": {"alpha": ALPHA}, "observables": {"p": np.outer(ALPHA, T)}}),
+    "sweep_some_failed": (SWEEP, {"status": np.array([1.0, 2, 1, 2, 1]), "time": T, "params": {"alpha": ALPHA}, "observables": {"p": np.outer(ALPHA, T)}}),
+    "sweep_all_failed": (SWEEP, {"status": np.full(5, 2.0), "time": T, "params": {"alpha": ALPHA}, "observables": {"p": np.full((5, 11), np.nan)}}),
+    "sweep_field": (SWEEP, {"status": np.ones(5), "time": T, "params": {"alpha": ALPHA}, "observables": {"u": RNG.random((5, 11, 16))}}),
+    "sweep_initial": ({**SWEEP, "swept": '["initial.prey"]'}, {"status": np.ones(5), "time": T, "initial": {"prey": ALPHA}, "observables": {"p": np.outer(ALPHA, T)}}),
+    "sweep_log_spaced": (SWEEP, {"status": np.ones(5), "time": T, "params": {"alpha": np.logspace(-3, 3, 5)}, "observables": {"p": RNG.random((5, 11))}}),
+    "sweep_grid_all_failed": (SWEEP2, {"status": np.full(15, 2.0), "time": T, "params": {"alpha": A, "beta": B}, "observables": {"p": np.full((15, 11), np.nan)}}),
+    "sweep_grid_bad_shape": ({**SWEEP2, "grid_shape": "[-5, -3]"}, {"status": np.ones(15), "time": T, "params": {"alpha": A, "beta": B}, "observables": {"p": np.outer(A * B, T)}}),
+    "sweep_scattered": ({**SWEEP2, "grid_shape": "null"}, {"status": np.ones(15), "time": T, "params": {"alpha": A, "beta": B}, "observables": {"p": np.outer(A * B, T)}}),
+    "sweep_summary": ({**SWEEP, "save": "summary"}, {"status": np.ones(5), "params": {"alpha": ALPHA}, "observables": {"p": {"min": ALPHA, "max": ALPHA, "mean": ALPHA, "final": ALPHA}}}),
+    "fit": (FIT, fit_tree()),
+    "fit_no_stderr": (FIT, {k: v for k, v in fit_tree().items() if k != "stderr"}),
+    "fit_nan_loss": (FIT, fit_tree(loss_history=np.array([np.nan, np.nan]))),
+    "fit_field": (FIT, fit_tree(data={"time": T, "observables": {"u": RNG.random((11, 16))}}, prediction={"u": RNG.random((11, 16))})),
+    "posterior": (POSTERIOR, {"posterior": {"a": DRAWS, "b": DRAWS**2}, "sample_stats": {"diverging": np.zeros((2, 50), bool)},
+                              "predictive": {"time": T, "a": {"5%": T - 1, "50%": T, "95%": T + 1}}, "data": {"time": T, "observables": {"a": T}}}),
+    "posterior_divergent_one_draw": (POSTERIOR, {"posterior": {"a": DRAWS[:, :1], "b": DRAWS[:, :1]}, "sample_stats": {"diverging": np.ones((2, 1), bool)}}),
+    "posterior_all_nan": (POSTERIOR, {"posterior": {"a": DRAWS * np.nan, "b": DRAWS}}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(DRAWABLE))
+def test_every_layout_draws(name, tmp_cwd, capsys):
+    write(f"{name}.h5", *DRAWABLE[name])
+    plot(f"{name}.h5", capsys)
+
+
+# Files that cannot be drawn: name -> (attrs, tree, what the one stderr line says).
+UNDRAWABLE = {
+    "no_format": ({}, {"x": T}, "not a simjax result"),
+    "unknown_format": ({"format": "simjax.banana"}, {"x": T}, "unknown file format 'simjax.banana'"),
+    "ode_text_values": (RUN, {"time": T, "observables": {"a": np.array([b"x"] * 11)}}, "/observables/a: expected numbers"),
+    "ode_no_observables": (RUN, {"time": T}, "/observables: missing"),
+    "ode_empty_observables": (RUN, {"time": T, "observables": {}}, "/observables: expected a group of datasets"),
+    "ode_time_is_a_group": (RUN, {"time": {"t": T}, "observables": {"a": T}}, "/time: is a group"),
+    "ode_short_observable": (RUN, {"time": T, "observables": {"a": T[:5]}}, "/observables/a: has 5 entries"),
+    "pde_field_off_grid": (RUN, {"time": T, "grid": {"x": X}, "observables": {"u": np.ones((11, 7))}}, "/observables/u: expected shape"),
+    "pde_no_coordinates": (RUN, {"time": T, "grid": {"q": X}, "observables": {"u": np.ones((11, 16))}}, "/grid: expected datasets x"),
+    "sweep_swept_malformed": ({**SWEEP, "swept": "[alpha"}, {"status": np.ones(5), "params": {"alpha": ALPHA}, "observables": {"p": ALPHA}}, "swept: missing or malformed"),
+    "sweep_summary_empty": ({**SWEEP, "save": "summary"}, {"status": np.ones(5), "params": {"alpha": ALPHA}, "observables": {"p": {}}}, "/observables/p: is an empty group"),
+    "sweep_missing_values": (SWEEP, {"status": np.ones(5), "observables": {"p": ALPHA}}, "/params/alpha: missing"),
+    "fit_no_estimate": (FIT, {k: v for k, v in fit_tree().items() if k != "estimate"}, "/estimate: missing"),
+    "fit_other_observable": (FIT, fit_tree(prediction={"b": T}), "/prediction: no prediction for the observed a"),
+    "posterior_shapes_differ": (POSTERIOR, {"posterior": {"a": DRAWS, "b": DRAWS[:, :5]}}, "/posterior/b: expected shape (2, 50)"),
+    "posterior_band_not_a_group": (POSTERIOR, {"posterior": {"a": DRAWS}, "predictive": {"time": T, "a": T}, "data": {"time": T, "observables": {"a": T}}},
+                                   "/predictive/a/5%: missing"),
+    "md_zero_box_edge": (MD, {"h5md": {"version": np.array([1, 1])}, "particles": {"all": {"position": {"value": POSITIONS}, "box": {"edges": np.array([0.0, 5.0, 5.0])}}}},
+                         "/particles/all/box/edges: expected 3 positive box lengths"),
+    "md_nothing_to_draw": (MD, {"h5md": {"version": np.array([1, 1])}}, "no scalar observables and no particle positions"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(UNDRAWABLE))
+def test_undrawable_file_one_line_exit_2(name, tmp_cwd, capsys):
+    attrs, tree, message = UNDRAWABLE[name]
+    write("bad.h5", attrs, tree)
+    Path("bad.png").write_bytes(b"keep")
+    code, err = cli(["plot", "bad.h5"], capsys)
+    assert code == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: bad.h5: ") and message in lines[0], err
+    assert Path("bad.png").read_bytes() == b"keep"
+    assert sorted(p.name for p in tmp_cwd.iterdir()) == ["bad.h5", "bad.png"]
+
+
+# ----------------------------------------------------------------------------- Python
+
+
+@pytest.fixture(scope="module")
+def lv_result():
+    return sim.run(sim.load_config(EXPERIMENTS / "lotka_volterra.toml"))
+
+
+def test_sim_plot_of_a_run_result_record_path_and_trajectory(lv_result, tmp_cwd):
+    from matplotlib.figure import Figure
+
+    fig = sim.plot(lv_result)
+    assert isinstance(fig, Figure) and len(fig.axes) == 3  # prey, predator, phase portrait
+    assert fig._suptitle.get_text() == "lotka_volterra: RunResult"
+    lv_result.save("lv.h5")
+    record = sim.read("lv.h5")
+    assert len(sim.plot(record).axes) == 3
+    fig = sim.plot("lv.h5", "lv.svg", title="predator and prey")
+    assert fig._suptitle.get_text() == "predator and prey"
+    assert Path("lv.svg").read_text().lstrip().startswith("<?xml")
+    sim.plot(Path("lv.h5"), Path("lv.pdf"))
+    assert Path("lv.pdf").read_bytes()[:5] == b"%PDF-"
+    sim.plot(record, "lv.jpg")
+    assert Path("lv.jpg").read_bytes()[:2] == b"\xff\xd8"
+    fig.savefig("lv.png")
+    check_png("lv.png")
+    # A trajectory from sim.simulate draws too (three observables: a 3D phase portrait).
+    import jax.numpy as jnp
+
+    fig = sim.plot(sim.simulate(sim.get_model("lorenz"), None, jnp.linspace(0.0, 2.0, 201)))
+    assert isinstance(fig, Figure) and len(fig.axes) == 4
+
+
+def test_sim_plot_refuses_what_it_cannot_draw(lv_result, tmp_cwd):
+    from sim import DataError, InputError
+
+    with pytest.raises(TypeError, match="sim.plot draws a file path, a sim.Record or a simjax result; got dict"):
+        sim.plot({"time": [0.0, 1.0]})
+    with pytest.raises(DataError, match="missing.h5"):
+        sim.plot("missing.h5")
+    Path("folder").mkdir()
+    for output, message in [("folder", "is a folder"), ("lv.bmp", "unknown figure type '.bmp'"), ("no/lv.png", "folder 'no' does not exist")]:
+        with pytest.raises(InputError, match=message):
+            sim.plot(lv_result, output)
+    assert sorted(p.name for p in tmp_cwd.iterdir()) == ["folder"]
+
+
+def test_figure_written_atomically(lv_result, tmp_cwd, monkeypatch):
+    # A figure that fails while being written leaves the existing file and no temporary.
+    from matplotlib.figure import Figure
+
+    Path("lv.png").write_bytes(b"keep")
+
+    def fail(self, *args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(Figure, "savefig", fail)
+    with pytest.raises(OSError, match="disk full"):
+        sim.plot(lv_result, "lv.png")
+    assert Path("lv.png").read_bytes() == b"keep"
+    assert sorted(p.name for p in tmp_cwd.iterdir()) == ["lv.png"]
+
+
+# ----------------------------------------------------------------------------- bad input
+
+
+BAD = {
+    "missing file": (["plot", "nothing.h5"], "nothing.h5"),
+    "folder as file": (["plot", "folder"], "folder"),
+    "not HDF5": (["plot", "notes.h5"], "notes.h5"),
+    "empty file": (["plot", "empty.h5"], "empty.h5"),
+    "not a simjax file": (["plot", "plain.h5"], "plain.h5"),
+    "output is a folder": (["plot", "lv.h5", "-o", "folder"], "folder"),
+    "unknown figure type": (["plot", "lv.h5", "-o", "lv.bmp"], "lv.bmp"),
+    "no figure suffix": (["plot", "lv.h5", "-o", "figure"], "figure"),
+    "missing output folder": (["plot", "lv.h5", "-o", "missing/lv.png"], "missing/lv.png"),
+}
+
+
+@pytest.fixture
+def plot_inputs(lv_result, tmp_cwd):
+    lv_result.save("lv.h5")
+    Path("folder").mkdir()
+    Path("notes.h5").write_text("not hdf5\n")
+    Path("empty.h5").write_bytes(b"")
+    with h5py.File("plain.h5", "w") as f:
+        f["x"] = np.arange(3.0)
+    Path("existing.png").write_bytes(b"keep")
+    return tmp_cwd
+
+
+# Bad FILEs once with `-o existing.png`, once with the default figure name (FILE's name
+# with .png in the working folder) already taken.
+CASES = [(case, default) for case, (argv, _) in sorted(BAD.items()) for default in ([False, True] if "-o" not in argv else [False])]
+
+
+@pytest.mark.parametrize(("case", "default_output"), CASES, ids=[f"{c}{' (default figure)' if d else ''}" for c, d in CASES])
+def test_bad_plot_input_one_line_exit_2_nothing_written(case, default_output, plot_inputs, capsys):
+    argv, named = BAD[case]
+    if default_output:
+        Path(Path(argv[1]).with_suffix(".png").name).write_bytes(b"keep")
+    elif "-o" not in argv:
+        argv = argv + ["-o", "existing.png"]
+    before = {p.name: p.read_bytes() if p.is_file() else None for p in plot_inputs.iterdir()}
+    code, err = cli(argv, capsys)
+    assert code == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and named in lines[0] and "Traceback" not in err, err
+    assert {p.name: p.read_bytes() if p.is_file() else None for p in plot_inputs.iterdir()} == before
+
+
+def test_plot_writes_beside_the_working_folder_and_reports(lv_result, tmp_cwd, capsys):
+    # Without -o the figure is FILE's name with .png in the working folder; without
+    # --quiet one line says where it went.
+    Path("runs").mkdir()
+    lv_result.save("runs/lv.h5")
+    code, err = cli(["plot", "runs/lv.h5"], capsys)
+    assert code == 0 and err.strip() == "wrote lv.png", err
+    check_png("lv.png")
+    assert json.loads(sim.read("runs/lv.h5").attrs["versions"])
