@@ -363,8 +363,7 @@ def _run_local(prep: Prepared, runner, devices: int, padded: int, pending: list[
     with larger lists."""
 
     def settled(k: int, result) -> tuple[int, dict]:
-        inputs = prep.inputs(k, padded)
-        rerun = lambda capacity: _compiled_runner(prep, devices, padded, capacity)(inputs)  # noqa: E731
+        rerun = lambda capacity: _compiled_runner(prep, devices, padded, capacity)(prep.inputs(k, padded))  # noqa: E731
         return k, _settle_overflows(prep.setup, jax.device_get(result), rerun)
 
     inflight: tuple[int, Any] | None = None

@@ -31,6 +31,7 @@ from physics.ode import OdeModel
 from solvers import OdeSolver
 
 FAST_METHODS = ("tsit5",)
+SAVE_WINDOW = 2  # save times handled per run and pass of the save loop
 _SOLVERS = {"tsit5": diffrax.Tsit5}
 
 
@@ -70,8 +71,26 @@ def _tsit5_weights(t: jax.Array) -> list[jax.Array]:
 
 
 def _rms(x: jax.Array) -> jax.Array:
-    """optimistix.rms_norm over the last axis (the state of each run)."""
-    return jnp.sqrt(jnp.mean(x**2, axis=-1))
+    """optimistix.rms_norm over the last axis (the state of each run); a short axis is
+    summed by elementwise adds (a reduction over it is slow on a CPU)."""
+    n = x.shape[-1]
+    if n > 16:
+        return jnp.sqrt(jnp.mean(x**2, axis=-1))
+    total = x[..., 0] ** 2
+    for j in range(1, n):
+        total = total + x[..., j] ** 2
+    return jnp.sqrt(total / n)
+
+
+def _any_nan(x: jax.Array) -> jax.Array:
+    """Whether any of the last axis is NaN, [..., 1]."""
+    n = x.shape[-1]
+    if n > 16:
+        return jnp.any(jnp.isnan(x), axis=-1, keepdims=True)
+    out = jnp.isnan(x[..., 0])
+    for j in range(1, n):
+        out = out | jnp.isnan(x[..., j])
+    return out[..., None]
 
 
 def solve_batch(
@@ -126,11 +145,11 @@ def solve_batch(
             yi = y + sum(b * fj for b, fj in zip(b_sol, fs) if b != 0) * dt
         ks = [fj * dt for fj in fs]
         y_error = sum(b * k for b, k in zip(b_error, ks) if b != 0)
-        return yi, y_error, jnp.stack(ks, axis=1), fs[-1]
+        return yi, y_error, ks, fs[-1]
 
     def adapt(tprev, tnext, y, y1, y_error):
         y_error = jnp.where(jnp.isnan(y_error), jnp.inf, y_error)
-        nan = jnp.any(jnp.isnan(y1), axis=-1, keepdims=True)
+        nan = _any_nan(y1)
         y1_scale = jnp.where(nan, y, y1)
         scale = atol + jnp.maximum(jnp.abs(y), jnp.abs(y1_scale)) * rtol
         scaled_error = _rms(y_error / scale)
@@ -150,9 +169,9 @@ def solve_batch(
     def interpolate(ta, tb, y_a, ks, t):
         """Tsit5's dense output (diffrax's `_Tsit5Interpolation`) on arrays of runs."""
         w = _tsit5_weights(linear_rescale(ta, t, tb))
-        return y_a + sum(w[j][:, None] * ks[:, j] for j in range(7))
+        return y_a + sum(w[j][:, None] * ks[j] for j in range(7))
 
-    rows = jnp.arange(batch)
+    rows = jnp.arange(batch, dtype=jnp.int64)
 
     def running(state):
         tprev, steps = state[0], state[5]
@@ -166,18 +185,21 @@ def solve_batch(
         keep, new_prev, new_next = adapt(tprev, tnext, y, y1, y_error)
         saving = keep & active
 
-        def pending(s):
-            i, _ = s
+        def pending(i):
             return saving & (i < n_saves) & (ts[jnp.minimum(i, n_saves - 1)] <= tnext)
 
         def save(s):
-            i, out = s
-            go = pending(s)
-            value = interpolate(tprev, tnext, y, ks, ts[jnp.minimum(i, n_saves - 1)])
-            out = out.at[jnp.where(go, i, n_saves), rows].set(value, mode="drop")
-            return i + go.astype(i.dtype), out
+            # Up to SAVE_WINDOW save times per run and pass (most steps span several).
+            i, go, out = s
+            window = [i + w for w in range(SAVE_WINDOW)]
+            for w, iw in enumerate(window):
+                gw = go if w == 0 else pending(iw)
+                value = interpolate(tprev, tnext, y, ks, ts[jnp.minimum(iw, n_saves - 1)])
+                out = out.at[jnp.where(gw, iw.astype(jnp.int64) * batch + rows, n_saves * batch)].set(value, mode="drop")
+                i = i + gw.astype(i.dtype)
+            return i, pending(i), out
 
-        index, ys = jax.lax.while_loop(lambda s: jnp.any(pending(s)), save, (index, ys))
+        index, _, ys = jax.lax.while_loop(lambda s: jnp.any(s[1]), save, (index, pending(index), ys))
         accept = saving[:, None]
         new = (
             jnp.where(active, new_prev, tprev),
@@ -189,14 +211,15 @@ def solve_batch(
         )
         return new, ys
 
-    # Saved as [T, B, n]: runs at the same save index write neighbouring memory.
-    ys = jnp.full((n_saves, batch) + y0.shape[1:], jnp.inf, dtype=y0.dtype)
+    # Saved as [T * B, n] (row t * B + b): runs at the same save index write neighbouring
+    # memory.
+    ys = jnp.full((n_saves * batch,) + y0.shape[1:], jnp.inf, dtype=y0.dtype)
     state = (tprev, tnext, y0, f0, jnp.zeros(batch, dtype=jnp.int32), jnp.zeros(batch, dtype=jnp.int32))
     state, ys = jax.lax.while_loop(lambda carry: jnp.any(running(carry[0])), body, (state, ys))
     tprev, steps = state[0], state[5]
     unfinished = tprev < t1
     result = jnp.where(unfinished, diffrax.RESULTS.max_steps_reached._value, diffrax.RESULTS.successful._value)
-    ys = jnp.where(unfinished[:, None, None], jnp.nan, jnp.swapaxes(ys, 0, 1))
+    ys = jnp.where(unfinished[:, None, None], jnp.nan, jnp.swapaxes(ys.reshape((n_saves, batch) + y0.shape[1:]), 0, 1))
     return ys, steps, result
 
 
