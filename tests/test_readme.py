@@ -31,6 +31,7 @@ SMALL: dict[str, list[str]] = {
     "sim run experiments/lotka_volterra.toml -o lv.h5": [],
     "python experiments/quickstart.py": [],
     "sim models lotka_volterra": [],
+    "sim info": [],
     "sim run experiments/lorenz.toml -o lorenz.h5 --set params.rho=24.0 --set time.t1=10": [],
     "sim plot lorenz.h5 -o lorenz.png": [],
     "sim run experiments/gray_scott.toml -o gray_scott.h5": ["--set", "grid.points=[32, 32]", "--set", "time.t1=40.0", "--set", "time.save=3"],
@@ -63,24 +64,56 @@ SLOW = {
     # tests/inference/test_bayes.py (test_sim_infer_cli_writes_posterior_layout).
     "sim infer experiments/lynx_hare.toml -o lynx_hare_posterior.h5",
     "sim plot lynx_hare_posterior.h5",
+    # The same fit (and the plot of its fit file) runs by default in
+    # tests/sim/test_examples.py.
+    "sim fit experiments/heat_diffusivity_fit.toml -o heat_fit.h5",
 }
 # The quick start's set-up: checked, not run.
 SETUP = {"python3 -m venv .venv", ".venv/bin/pip install -e .", '.venv/bin/pip install -e ".[dev]"', '.venv/bin/pip install -e ".[cuda12]"'}
 TEST_COMMAND = ".venv/bin/python -m pytest"
 
 
-def code_blocks(language: str) -> list[str]:
-    return re.findall(rf"```{language}\n(.*?)```", README, re.S)
+SHELLS = ("bash", "sh", "shell", "console")
 
 
-def shell_commands() -> list[str]:
+def code_blocks(language: str, text: str = README) -> list[str]:
+    return re.findall(rf"```{language}\n(.*?)```", text, re.S)
+
+
+def shell_lines(text: str = README) -> list[str]:
+    """The command lines of the shell blocks (```bash, ```sh, ```shell; in ```console
+    blocks the lines after a `$ ` prompt), in the order they appear."""
+    lines = []
+    for match in re.finditer(r"```(\w+)\n(.*?)```", text, re.S):
+        language, block = match.groups()
+        if language not in SHELLS:
+            continue
+        for line in block.splitlines():
+            if language == "console":
+                if not line.startswith("$ "):
+                    continue  # output
+                line = line[2:]
+            lines.append(line)
+    return lines
+
+
+def shell_commands(text: str = README) -> list[str]:
     """The README's shell commands in order: comments dropped, `&&` chains split."""
     out = []
-    for block in code_blocks("bash"):
-        for line in block.splitlines():
-            line = re.sub(r"\s+#.*$", "", line).strip()
-            if line and not line.startswith("#"):
-                out.extend(part.strip() for part in line.split("&&"))
+    for line in shell_lines(text):
+        line = re.sub(r"\s+#.*$", "", line).strip()
+        if line and not line.startswith("#"):
+            out.extend(part.strip() for part in line.split("&&"))
+    return out
+
+
+def plotted_outputs(commands: list[str]) -> dict[str, str]:
+    """FILE -> figure of each `sim plot FILE [-o FIGURE]` (default: FILE's name with .png)."""
+    out = {}
+    for command in commands:
+        words = shlex.split(command)
+        if words[:2] == ["sim", "plot"]:
+            out[words[2]] = words[words.index("-o") + 1] if "-o" in words else Path(words[2]).with_suffix(".png").name
     return out
 
 
@@ -92,7 +125,7 @@ def test_set_up_commands_are_what_ci_runs():
     commands = shell_commands()
     ci = (REPO / ".ci" / "run").read_text()
     # The README's test command line is the one .ci/run runs.
-    test_line = next(line for block in code_blocks("bash") for line in block.splitlines() if TEST_COMMAND in line)
+    test_line = next(line for line in shell_lines() if TEST_COMMAND in line)
     assert test_line.strip() in ci.splitlines(), test_line
     extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     for command in commands:
@@ -170,16 +203,18 @@ def checkout(tmp_path, monkeypatch):
 
 
 def test_readme_commands_run(checkout, capsys):
-    from .sim.test_examples import check_png
+    from .sim.test_plot import check_png
 
     outputs: dict[str, str] = {}
     ran = run_commands(checkout, slow=False, capsys=capsys, outputs=outputs)
     assert len(ran) == len(SMALL) - len(SLOW)
     # What they wrote: runs, plots, an MD run resumed to completion, a sweep, fits.
-    for name in ("lv.h5", "lorenz.h5", "gray_scott.h5", "lj.h5", "lv_sweep.h5", "lynx_hare_fit.h5", "heat_fit.h5"):
+    for name in ("lv.h5", "lorenz.h5", "gray_scott.h5", "lj.h5", "lv_sweep.h5", "lynx_hare_fit.h5"):
         assert (checkout / name).exists(), name
-    for name in ("lorenz.png", "gray_scott.png", "lj.png", "lv_sweep.png", "lynx_hare_fit.png"):
-        check_png(checkout / name)
+    figures = plotted_outputs(ran)
+    assert {"lorenz.png", "gray_scott.png", "lj.png", "lv_sweep.png", "lynx_hare_fit.png"} <= set(figures.values())
+    for figure in figures.values():
+        check_png(checkout / figure)
     assert not list(checkout.glob(".*"))  # no partial or checkpoint left behind
     assert "rho = 24.0" in sim.read("lorenz.h5").attrs["config"]
 
@@ -205,17 +240,24 @@ def test_readme_commands_run(checkout, capsys):
 
 @pytest.mark.slow
 def test_readme_slow_commands_run(checkout):
+    from .sim.test_plot import check_png
+
     ran = run_commands(checkout, slow=True)
     assert set(ran) == SLOW
-    assert (checkout / "lynx_hare_posterior.png").exists()
+    for figure in plotted_outputs(ran).values():
+        check_png(checkout / figure)
 
 
 def test_readme_python_blocks_run(checkout):
+    # In order, in one folder (a block may read a file an earlier one wrote).
+    namespaces = []
     for block in code_blocks("python"):
-        namespace: dict = {}
-        exec(compile(block, "README.md", "exec"), namespace)
-    assert namespace["traj"].observables["prey"].shape == (201,)
-    assert namespace["field"].observables["u"].shape == (11, 128)
+        namespaces.append({})
+        exec(compile(block, "README.md", "exec"), namespaces[-1])
+    python, files = namespaces
+    assert python["traj"].observables["prey"].shape == (201,)
+    assert python["field"].observables["u"].shape == (11, 128)
+    assert files["prey"].shape == (201,)
 
 
 def test_readme_configs_are_valid(tmp_path):
@@ -225,3 +267,22 @@ def test_readme_configs_are_valid(tmp_path):
         path = tmp_path / f"c{i}.toml"
         path.write_text(block)
         sim.setup(sim.load_config(path))
+
+
+def test_gallery_page_shows_every_example_with_the_command_behind_its_figure():
+    gallery = runpy.run_path(str(REPO / "experiments" / "make_gallery.py"))
+    page = (REPO / "experiments" / "README.md").read_text()
+    runs = gallery["RUNS"]
+    assert {p.stem for p in (REPO / "experiments").glob("*.toml")} <= {config for _, config, _ in runs.values()}
+    for name in runs:
+        assert f"`{gallery['command_line'](name)}`" in page, name
+        assert f"(gallery/{name}.png)" in page, name
+        figure = REPO / "experiments" / "gallery" / f"{name}.png"
+        assert figure.exists() and figure.stat().st_size < gallery["MAX_BYTES"], name
+    scripts = {p.name for p in (REPO / "experiments").glob("*.py")} - {"make_gallery.py"}
+    for script in scripts:
+        assert f"`python experiments/{script}`" in page, script
+    # Every figure either page shows exists.
+    for folder, text in ((REPO, README), (REPO / "experiments", page)):
+        for image in re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text):
+            assert (folder / image).exists(), image
