@@ -16,11 +16,11 @@ CONFIG = """
 [model]
 name = "lennard_jones"
 [params]
-cutoff = 2.5
+cutoff = 1.6
 shift = true
 [system]
 lattice = "fcc"
-cells = 3
+cells = 2
 density = 0.8
 temperature = 1.0
 seed = 3
@@ -88,12 +88,12 @@ def test_md_sweep_summary_and_bad_keys(tmp_cwd, capsys):
 
 
 def test_md_sweep_with_too_small_neighbour_list_equals_single_runs(tmp_cwd, capsys, monkeypatch):
-    """Planted: the sweep's list starts with a fifth of the neighbours counted, so every
-    run overflows it in its first build; the sweep must rerun the chunk with larger
-    lists (doubling) and lose no run."""
+    """Planted: the sweep's list starts with 40% of the neighbours counted, so every run
+    overflows it in its first build; the sweep must rerun the chunk with larger lists
+    (doubling) and lose no run."""
     import sim._sweep as sweep_module
 
-    monkeypatch.setattr(sweep_module, "MD_CAPACITY_FACTOR", 0.2)
+    monkeypatch.setattr(sweep_module, "MD_CAPACITY_FACTOR", 0.4)
     sweep_module._runner.cache_clear()
     tried = []
     larger = sweep_module._larger_list
