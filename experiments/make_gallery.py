@@ -42,6 +42,7 @@ RUNS: dict[str, tuple[str, str, list[str]]] = {
     "heat_dirichlet": ("run", "heat_dirichlet", []),
     "lotka_volterra_sweep": ("sweep", "lotka_volterra_sweep", []),
     "lotka_volterra_sobol": ("sweep", "lotka_volterra_sobol", ["--set", "sweep.samples=1024"]),
+    "lj_sweep": ("sweep", "lj_sweep", []),
     "lynx_hare": ("fit", "lynx_hare", []),
     "lynx_hare_posterior": ("infer", "lynx_hare", ["--chains", "2", "--warmup", "300", "--samples", "300"]),
     "heat_diffusivity_fit": ("fit", "heat_diffusivity_fit", []),

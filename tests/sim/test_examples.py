@@ -32,6 +32,10 @@ COMMANDS = {
     "robertson.toml": [("run", [])],
     "lotka_volterra_sobol.toml": [("sweep", ["--set", "sweep.samples=16", "--set", "sweep.chunk=16"])],
     "heat_diffusivity_fit.toml": [("fit", [])],
+    "lj_sweep.toml": [
+        ("sweep", ["--set", "system.cells=2", "--set", "params.cutoff=1.6", "--set", "time.steps=100", "--set", "time.save_every=20",
+                   "--set", "sweep.params.epsilon={ values = [0.8, 1.2] }", "--set", "sweep.params.sigma={ values = [0.95, 1.0] }"])
+    ],
 }
 # config -> [(command, where its run and figure are in the default suite)].
 ELSEWHERE = {
