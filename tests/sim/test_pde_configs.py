@@ -51,7 +51,7 @@ def test_example_pde_configs_run_and_write_the_pde_layout(name, tmp_cwd, capsys)
         exact = np.exp(-4 * np.pi**2 * 0.1 * t)[:, None] * np.sin(2 * np.pi * x)[None, :]
         np.testing.assert_allclose(record.observables["u"], exact, atol=2e-5)
     # `sim plot` draws the run (space-time images and snapshot lines, or 2D field images).
-    from .test_examples import plot
+    from .test_plot import plot
 
     plot("out.h5", capsys)
 
