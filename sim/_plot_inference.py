@@ -14,6 +14,7 @@ _MAX_PANELS = 6
 _MAX_TRACES = 8
 _MAX_PAIRS = 5
 _MAX_LINES = 64
+_PARTICLE_ARRAYS = ("position", "velocity", "force", "image")
 
 # ----------------------------------------------------------------------------- sweep
 
@@ -37,7 +38,11 @@ def sweep(src: Source):
     t = src.array("time", ndim=1) if src.has("time") else None
     save = str(attrs.get("save", "full"))
     summaries, lines = {}, {}
-    for name, node in list(src.group("observables").items())[:_MAX_PANELS]:
+    observables = src.group("observables")
+    # Per-particle arrays of MD sweeps (positions, velocities) have no one number per run
+    # worth a heatmap; the energies, temperature and pressure beside them do.
+    drawn = [n for n in observables if n not in _PARTICLE_ARRAYS] or list(observables)
+    for name, node in [(n, observables[n]) for n in drawn][:_MAX_PANELS]:
         key = f"observables/{name}"
         if isinstance(node, dict):  # save = "summary": {min, max, mean, final}
             if not node:

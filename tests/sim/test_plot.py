@@ -303,3 +303,11 @@ def test_plot_writes_beside_the_working_folder_and_reports(lv_result, tmp_cwd, c
     assert code == 0 and err.strip() == "wrote lv.png", err
     check_png("lv.png")
     assert json.loads(sim.read("runs/lv.h5").attrs["versions"])
+
+
+def test_md_sweep_heatmaps_leave_out_particle_arrays(tmp_cwd):
+    positions = RNG.random((15, 11, 4, 3))
+    write("s.h5", SWEEP2, {"status": np.ones(15), "time": T, "params": {"alpha": A, "beta": B},
+                           "observables": {"position": positions, "temperature": np.outer(A, T)}})
+    labels = [ax.get_ylabel() for ax in sim.plot("s.h5").axes]
+    assert "time mean of temperature" in labels and not any("position" in label for label in labels), labels
