@@ -1,12 +1,15 @@
 """Every command in README.md runs.
 
-The shell commands of the README's ```bash blocks run in order, in one folder holding a
-copy of experiments/ (as from the repository root): `sim ...` in-process through the
+The shell commands of the README's ```bash, ```sh and ```console blocks (after a `$ `
+prompt) run in order, in one folder holding a copy of experiments/ (as from the repository
+root): `sim ...` in-process through the
 command line's entry point, example scripts with runpy. Long ones get small-size options
 appended (the table below, keyed by the command as written); a README command missing from
 the table fails the test, so a new command cannot go untested. The set-up commands (venv,
 pip) are checked against .ci/run and pyproject.toml rather than run. Every ```python block
-is executed, and every complete ```toml config (one with a [model]) is validated.
+is executed, and every complete ```toml config (one with a [model]) is validated. The
+figure of every `sim plot` is checked (a PNG, not uniform), and experiments/README.md is
+checked against experiments/make_gallery.py (a line, the command and a figure per example).
 """
 
 import re
