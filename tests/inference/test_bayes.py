@@ -65,7 +65,7 @@ def draw_data_set(model, rng):
     return truth, noisy
 
 
-def coverage(tmp_path, n_sets, seed=0, iterations=100):
+def coverage(tmp_path, n_sets, seed=0, iterations=70):
     rng = np.random.default_rng(seed)
     write_obs(tmp_path / "obs.h5", np.ones(21), np.ones(21))
     (tmp_path / "c.toml").write_text(CONFIG)

@@ -46,7 +46,9 @@ def lv(tmp_path):
 @pytest.mark.parametrize(
     "fit_options, overrides, stop",
     [
-        ({}, ['fit.free=["alpha", "gamma", "initial.prey"]', "fit.checkpoint_every=1", *at_truth("alpha", "gamma")], 3),
+        pytest.param(  # Levenberg-Marquardt checkpoints are also resumed in the refusals test
+            {}, ['fit.free=["alpha", "gamma", "initial.prey"]', "fit.checkpoint_every=1", *at_truth("alpha", "gamma")], 3, marks=pytest.mark.slow
+        ),
         pytest.param(
             {"optimizer": "bfgs"}, ['fit.free=["alpha", "gamma"]', "fit.checkpoint_every=2", *at_truth("alpha", "gamma")], 2, marks=pytest.mark.slow
         ),
