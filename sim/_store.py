@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import functools
 import json
 import os
 import tempfile
@@ -24,8 +25,8 @@ DAMAGED_FILE_ERRORS = (OSError, RuntimeError, KeyError, TypeError, ValueError)
 _VERSIONED = ("simjax", "jax", "jaxlib", "equinox", "diffrax", "numpy", "h5py", "numpyro", "optimistix", "optax")
 
 
-def package_versions() -> dict[str, str]:
-    """Versions of simjax and the numerical packages it runs on."""
+@functools.cache
+def _versions() -> dict[str, str]:
     out = {}
     for name in _VERSIONED:
         try:
@@ -33,6 +34,11 @@ def package_versions() -> dict[str, str]:
         except metadata.PackageNotFoundError:
             continue
     return out
+
+
+def package_versions() -> dict[str, str]:
+    """Versions of simjax and the numerical packages it runs on."""
+    return dict(_versions())
 
 
 def check_output_path(path: str | Path, source: str = "-o", key: str = "") -> Path:

@@ -111,6 +111,30 @@ def _outputs(obs: dict, num_steps: jax.Array, result: jax.Array, save: str) -> d
     return out
 
 
+def _outputs_last(obs: dict, num_steps: jax.Array, result: jax.Array, save: str) -> dict[str, jax.Array]:
+    """`_outputs` of a batch of runs whose observables hold the runs on the last axis
+    ([T, ..., B]: the reductions over time run on contiguous rows of runs); the outputs
+    are [B, ...] as `jax.vmap(_outputs)` gives them."""
+    ok = result == 0
+    for value in obs.values():
+        if jnp.issubdtype(value.dtype, jnp.floating):
+            ok = ok & jnp.all(jnp.isfinite(value), axis=tuple(range(value.ndim - 1)))
+    out: dict[str, jax.Array] = {}
+    for name, value in obs.items():
+        if save == "full":
+            out[f"observables/{name}"] = value
+        elif save == "final":
+            out[f"observables/{name}"] = value[-1]
+        else:
+            reduced = {"min": jnp.min(value, axis=0), "max": jnp.max(value, axis=0), "mean": jnp.mean(value, axis=0), "final": value[-1]}
+            out.update({f"observables/{name}/{stat}": reduced[stat] for stat in SUMMARY_STATS})
+    out = {k: jnp.moveaxis(_nan_unless(ok, v), -1, 0) for k, v in out.items()}
+    out["stats/num_steps"] = jnp.asarray(num_steps, dtype=jnp.int64)
+    out["stats/result"] = jnp.asarray(result, dtype=jnp.int32)
+    out["status"] = jnp.where(ok, jnp.int8(OK), jnp.int8(FAILED))
+    return out
+
+
 def _batched_runs(s: Setup, save: str):
     """The chunk function over a batch of inputs: the batched ODE loop where it
     reproduces `simulate` (`_sweep_ode`), else `jax.vmap` of single runs."""
@@ -123,7 +147,7 @@ def _batched_runs(s: Setup, save: str):
             initial = {name: jnp.broadcast_to(jnp.asarray(v, dtype=float), (batch,)) for name, v in (s.initial or {}).items()}
             initial.update({name: jnp.asarray(v, dtype=float) for name, v in x["initial"].items()})
             obs, steps, result = _sweep_ode.chunk_trajectories(s.model, s.solver, s.t, swept, fixed, initial)
-            return jax.vmap(lambda o, n, r: _outputs(o, n, r, save))(obs, steps, result)
+            return _outputs_last(obs, steps, result, save)
 
         return chunk
     return jax.vmap(lambda x: _one_run(s, save, x["index"], x["params"], x["initial"]))

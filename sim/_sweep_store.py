@@ -72,6 +72,7 @@ class FileSink:
         self.partial = partial_path(path)
         self._file = file
         self.status = file["status"][()]
+        self._datasets: dict[str, h5py.Dataset] = {}
 
     @staticmethod
     def check_start(path: str | Path, config: str, resume: bool) -> None:
@@ -173,10 +174,16 @@ class FileSink:
         """Write runs [lo, hi): results first, `/status` last, then flush."""
         for name, value in values.items():
             if name != "status":
-                self._file[name][lo:hi] = value
-        self._file["status"][lo:hi] = values["status"]
+                self._dataset(name)[lo:hi] = value
+        self._dataset("status")[lo:hi] = values["status"]
         self._file.flush()
         self.status[lo:hi] = values["status"]
+
+    def _dataset(self, name: str) -> h5py.Dataset:
+        """The open dataset `name` (looked up once: a path lookup per write is slow)."""
+        if name not in self._datasets:
+            self._datasets[name] = self._file[name]
+        return self._datasets[name]
 
     def finish(self) -> Path:
         """Close the file and give it its final name."""
