@@ -5,8 +5,9 @@ with adaptive steps, advanced together in one `jax.lax.while_loop`.
 batched loop predicate makes every carried array (the [runs, saves, state] output
 buffer included) go through a select at every step and at every save, and the
 Runge-Kutta stages run in an inner loop per step. Here the loop runs while any run is
-unfinished; a finished (or failed) run keeps its state; the stages are unrolled; a save
-writes only the saved rows (a scatter, in place), and the step-size control is the
+unfinished; a finished (or failed) run keeps its state; every array holds the runs on
+its minor axis; the stages are unrolled; a save writes only the saved columns (a
+scatter, in place), and the step-size control is the
 arithmetic of diffrax's `PIDController` on arrays of runs. Each run takes the steps
 `diffeqsolve` takes for it (same initial step, same accept/reject decisions, same dense
 interpolation at the save times), so its values equal a single `simulate` to rounding.

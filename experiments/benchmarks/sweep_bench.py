@@ -180,14 +180,16 @@ def main() -> None:
               f"including compilation; max relative difference {error:.1e}", flush=True)
 
     # chunk size: how many runs one vmapped batch holds (one device)
-    for chunk in (64, 128, 512):
+    for chunk in (64, 128, 512, 1024):
         t = time_sweep(write_config(folder, side, chunk), repeats)
         print(f"chunk {chunk}: best {t['best']:.3f} s = {t['best'] / runs * 1e6:.1f} us/run", flush=True)
 
     # 1 vs 2 host devices, each in a fresh process with two host devices available
-    scaling = {d: run_child(config, repeats, d, host_devices=2) for d in (1, 2)}
-    one, two = scaling[1]["best"], scaling[2]["best"]
-    print(f"devices: 1 -> {one:.3f} s, 2 -> {two:.3f} s: speed-up {one / two:.2f}x", flush=True)
+    for chunk in (256, 1024):
+        path = write_config(folder, side, chunk)
+        scaling = {d: run_child(path, repeats, d, host_devices=2) for d in (1, 2)}
+        one, two = scaling[1]["best"], scaling[2]["best"]
+        print(f"chunk {chunk}, devices: 1 -> {one:.3f} s, 2 -> {two:.3f} s: speed-up {one / two:.2f}x", flush=True)
 
     # peak memory: chunks of 256 vs one chunk of every run, fresh processes, one device
     one_chunk = write_config(folder, side, runs)
