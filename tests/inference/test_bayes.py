@@ -87,6 +87,7 @@ def coverage(tmp_path, n_sets, seed=0, iterations=70):
     return hits, total
 
 
+@pytest.mark.slow
 def test_credible_intervals_cover_true_values(tmp_path):
     # Simulation-based calibration in miniature (Cook, Gelman & Rubin 2006): data drawn
     # from the prior predictive; 90% intervals must contain the truth about 90% of the

@@ -150,6 +150,7 @@ def test_training_loss_gradient_matches_finite_differences():
         np.testing.assert_allclose(grads["net"][layer][name][index], fd, rtol=1e-4)
 
 
+@pytest.mark.slow
 def test_spiral_loss_falls_and_free_parameters_alone_move():
     # A short run of the spiral task: the minibatch loss falls by a large factor and the
     # whole-trajectory error (never trained on) falls with it.
