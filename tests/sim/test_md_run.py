@@ -84,12 +84,13 @@ def test_cli_runs_the_example_config_and_reports_bad_input(tmp_path, capsys):
     env_cmd = [sys.executable, "-m", "sim.cli"]
     out = tmp_path / "lj.h5"
     ok = subprocess.run(
-        env_cmd + ["run", str(ROOT / "experiments/lj_fluid.toml"), "-o", str(out), "--quiet", "--set", "time.steps=100", "--set", "time.save_every=20"],
+        env_cmd + ["run", str(ROOT / "experiments/lj_fluid.toml"), "-o", str(out), "--quiet", "--set", "time.steps=100", "--set", "time.save_every=20",
+                   "--set", "system.cells=3", "--set", "params.cutoff=2.5", "--set", "params.tail_correction=false"],
         capture_output=True, text=True, timeout=600,
     )
     assert ok.returncode == 0, ok.stderr
     with h5py.File(out) as f:
-        assert f["particles/all/position/value"].shape == (6, 500, 3)
+        assert f["particles/all/position/value"].shape == (6, 108, 3)
     # bad input, in this process (the command's own entry point, without a second start-up)
     with pytest.raises(SystemExit) as exit_info:
         main(["run", str(ROOT / "experiments/lj_fluid.toml"), "-o", str(tmp_path / "bad.h5"), "--set", "solver.temperature=-1"])
