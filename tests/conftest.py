@@ -14,9 +14,10 @@ def tmp_cwd(tmp_path, monkeypatch):
     return tmp_path
 
 
-# The test files that take longest (measured on two cores), run first: pytest-xdist hands
-# out whole files (--dist loadfile) in collection order, and a long file started last
-# would leave one worker running it alone while the other has nothing left to do.
+# The test files that take longest (measured on two cores), run first: pytest-xdist
+# splits the collected tests between its workers in order and an idle worker takes
+# tests from the end of the other's queue (--dist worksteal); a long file left for last
+# would keep one worker running it alone while the other has nothing left to do.
 _LONGEST_FIRST = (
     "tests/inference/test_bayes.py",
     "tests/inference/test_train.py",
