@@ -89,12 +89,20 @@ def _one_run(s: Setup, save: str, index: jax.Array, params: dict, initial: dict)
     return _outputs(traj.observables, traj.stats["num_steps"], traj.stats["result"], save)
 
 
-def _outputs(obs: dict, num_steps: jax.Array, result: jax.Array, save: str) -> dict[str, jax.Array]:
-    """What a sweep keeps of one run (observables as `save` says, stats, status)."""
+def _outputs(obs: dict, num_steps: jax.Array, result: jax.Array, save: str, batched: bool = False) -> dict[str, jax.Array]:
+    """What a sweep keeps of one run (observables as `save` says, stats, status).
+
+    With `batched`, the observables hold a batch of runs on their last axis ([T, ..., B]:
+    the reductions over time run on contiguous rows of runs) and the outputs are
+    [B, ...], as `jax.vmap` of the single-run form gives them."""
+
+    def per_run(value: jax.Array) -> tuple[int, ...] | None:
+        return tuple(range(value.ndim - 1)) if batched else None  # the axes of one run
+
     ok = result == 0
     for value in obs.values():
         if jnp.issubdtype(value.dtype, jnp.floating):
-            ok = ok & jnp.all(jnp.isfinite(value))
+            ok = ok & jnp.all(jnp.isfinite(value), axis=per_run(value))
     out: dict[str, jax.Array] = {}
     for name, value in obs.items():
         if save == "full":
@@ -102,33 +110,12 @@ def _outputs(obs: dict, num_steps: jax.Array, result: jax.Array, save: str) -> d
         elif save == "final":
             out[f"observables/{name}"] = value[-1]
         else:
-            reduced = {"min": jnp.min(value), "max": jnp.max(value), "mean": jnp.mean(value), "final": value[-1]}
+            axes = per_run(value)
+            reduced = {"min": jnp.min(value, axis=axes), "max": jnp.max(value, axis=axes), "mean": jnp.mean(value, axis=axes), "final": value[-1]}
             out.update({f"observables/{name}/{stat}": reduced[stat] for stat in SUMMARY_STATS})
     out = {k: _nan_unless(ok, v) for k, v in out.items()}
-    out["stats/num_steps"] = jnp.asarray(num_steps, dtype=jnp.int64)
-    out["stats/result"] = jnp.asarray(result, dtype=jnp.int32)
-    out["status"] = jnp.where(ok, jnp.int8(OK), jnp.int8(FAILED))
-    return out
-
-
-def _outputs_last(obs: dict, num_steps: jax.Array, result: jax.Array, save: str) -> dict[str, jax.Array]:
-    """`_outputs` of a batch of runs whose observables hold the runs on the last axis
-    ([T, ..., B]: the reductions over time run on contiguous rows of runs); the outputs
-    are [B, ...] as `jax.vmap(_outputs)` gives them."""
-    ok = result == 0
-    for value in obs.values():
-        if jnp.issubdtype(value.dtype, jnp.floating):
-            ok = ok & jnp.all(jnp.isfinite(value), axis=tuple(range(value.ndim - 1)))
-    out: dict[str, jax.Array] = {}
-    for name, value in obs.items():
-        if save == "full":
-            out[f"observables/{name}"] = value
-        elif save == "final":
-            out[f"observables/{name}"] = value[-1]
-        else:
-            reduced = {"min": jnp.min(value, axis=0), "max": jnp.max(value, axis=0), "mean": jnp.mean(value, axis=0), "final": value[-1]}
-            out.update({f"observables/{name}/{stat}": reduced[stat] for stat in SUMMARY_STATS})
-    out = {k: jnp.moveaxis(_nan_unless(ok, v), -1, 0) for k, v in out.items()}
+    if batched:
+        out = {k: jnp.moveaxis(v, -1, 0) for k, v in out.items()}
     out["stats/num_steps"] = jnp.asarray(num_steps, dtype=jnp.int64)
     out["stats/result"] = jnp.asarray(result, dtype=jnp.int32)
     out["status"] = jnp.where(ok, jnp.int8(OK), jnp.int8(FAILED))
@@ -147,7 +134,7 @@ def _batched_runs(s: Setup, save: str):
             initial = {name: jnp.broadcast_to(jnp.asarray(v, dtype=float), (batch,)) for name, v in (s.initial or {}).items()}
             initial.update({name: jnp.asarray(v, dtype=float) for name, v in x["initial"].items()})
             obs, steps, result = _sweep_ode.chunk_trajectories(s.model, s.solver, s.t, swept, fixed, initial)
-            return _outputs_last(obs, steps, result, save)
+            return _outputs(obs, steps, result, save, batched=True)
 
         return chunk
     return jax.vmap(lambda x: _one_run(s, save, x["index"], x["params"], x["initial"]))

@@ -62,7 +62,7 @@ def test_md_sweep_runs_equal_single_runs(method, extra, tmp_cwd, capsys):
     for i in range(4):
         if method == "verlet" and i == 0:  # deterministic: the run of `sim run` with those values
             single = sim.run(sim.load_config("s.toml", [f"params.epsilon={float(eps[i])}", f"params.sigma={float(sig[i])}"]))
-        else:  # a stochastic run i draws its noise from the config's key folded with i
+        else:  # simulate with those values; a Langevin run i draws its noise from the config's key folded with i
             params = {**setup.params, "epsilon": jnp.asarray(eps[i]), "sigma": jnp.asarray(sig[i])}
             key = None if method == "verlet" else jax.random.fold_in(setup.key, i)
             single = sim.simulate(setup.model, params, setup.t, initial=setup.initial, solver=setup.solver, key=key)
