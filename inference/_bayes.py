@@ -4,6 +4,7 @@ observations, NUTS through the differentiable solver, diagnostics and predictive
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from pathlib import Path
 from typing import Any, Literal
 
@@ -19,7 +20,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from scipy import stats
 
 import sim
-from sim import Config, DataError
+from sim import Config, DataError, InputError
+from sim._config import seed_problem
 from sim._limits import memory_problem
 from sim._run import resolved_toml
 from sim._store import atomic_h5, write_group, write_root_attrs
@@ -27,11 +29,10 @@ from solvers import did_you_mean
 
 from ._data import Observations
 from ._fit import Problem, make_problem
-from ._priors import check_prior, flatten_priors, make_distribution
+from ._priors import allowed_range, check_prior, flatten_priors, make_distribution, outside_allowed, support_conflict
 
 NOISE_MODELS = ("normal", "lognormal", "poisson")
 QUANTILES = (0.05, 0.5, 0.95)
-
 
 class NoiseSection(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
@@ -78,6 +79,9 @@ def infer_section(config: Config, overrides: dict[str, Any] | None = None) -> In
         else:
             msg = f"{err['msg'][0].lower()}{err['msg'][1:]}, got {err.get('input')!r}"
         raise config.error(key, msg) from None
+    problem = seed_problem(section.seed)
+    if problem:
+        raise config.error("infer.seed", problem)
     return section
 
 
@@ -90,15 +94,25 @@ class BayesModel:
         priors: free quantity name -> NumPyro distribution.
         noise: normal | lognormal | poisson.
         sigma_prior: the prior of each observable's noise scale (not for poisson).
+        limits: free quantities whose prior reaches beyond the values they may take
+            (uniform [-1, 2] on a positive parameter) -> (low, high, whether low itself
+            is allowed): outside, the posterior density is zero (the prior is truncated
+            to the allowed range; the model is never run there for a result).
     """
 
     problem: Problem
     priors: dict[str, dist.Distribution]
     noise: str
     sigma_prior: dist.Distribution | None
+    limits: dict[str, tuple[float, float, bool]] = dataclasses.field(default_factory=dict)
 
     def sample_free(self) -> dict[str, jax.Array]:
-        return {name: numpyro.sample(name, prior) for name, prior in self.priors.items()}
+        x = {name: numpyro.sample(name, prior) for name, prior in self.priors.items()}
+        for name, (low, high, closed) in self.limits.items():
+            v = x[name]
+            ok = ((v >= low) if closed else (v > low)) & (v <= high)
+            numpyro.factor(f"allowed.{name}", jnp.where(ok, 0.0, -jnp.inf))
+        return x
 
     def sample_sigma(self) -> dict[str, jax.Array]:
         if self.noise == "poisson":
@@ -162,16 +176,26 @@ def build_bayes_model(config: Config, data: str | Path | None = None, section: I
             v = y[np.isfinite(y)]
             if np.any(v < 0) or np.any(v != np.round(v)):
                 raise DataError(obs.path, name, "the poisson noise model needs counts (whole numbers >= 0)")
+    limits = {}
     for f in problem.free:
         model_constraint = f.transform
         support = make_distribution(priors[f.name]).support
         if model_constraint == "log" and support is dist.constraints.real:
             raise config.error(f"infer.priors.{f.name}.dist", f"{f.name} must be positive but a {priors[f.name]['dist']} prior allows negative values; use lognormal, halfnormal, gamma, exponential or truncated_normal with low = 0")
+        # A prior with no probability where the quantity is allowed leaves the chains no
+        # valid start (and would sample values the model does not take).
+        conflict = support_conflict(priors[f.name], f.name, f.transform, f.low, f.high)
+        if conflict:
+            raise config.error(f"infer.priors.{f.name}", conflict)
+        if outside_allowed(priors[f.name], f.transform, f.low, f.high):
+            low, high, _ = allowed_range(f.transform, f.low, f.high)
+            limits[f.name] = (low, high, f.transform != "log")
     model = BayesModel(
         problem=problem,
         priors={k: make_distribution(v) for k, v in priors.items()},
         noise=noise.model,
         sigma_prior=make_distribution(sigma_spec) if sigma_spec else None,
+        limits=limits,
     )
     return model, obs, section
 
@@ -187,34 +211,46 @@ def _rank_normalise(draws: np.ndarray) -> np.ndarray:
 
 
 def ess_bulk(draws: np.ndarray) -> float:
-    """Bulk effective sample size: the ESS of the rank-normalised split chains."""
+    """Bulk effective sample size: the ESS of the rank-normalised split chains.
+
+    NaN when it cannot be estimated: fewer than 4 draws per chain, draws that do not
+    vary, or an estimate that is not a positive finite number (the autocorrelation
+    estimate of a short run can make it negative: it is reported as NaN, never clamped
+    to a made-up value)."""
     if draws.shape[1] < 4:
         return float("nan")
     half = draws.shape[1] // 2
     split = np.concatenate([draws[:, :half], draws[:, -half:]], axis=0)
-    return float(effective_sample_size(_rank_normalise(split)))
+    with np.errstate(all="ignore"):
+        ess = float(effective_sample_size(_rank_normalise(split)))
+    return ess if np.isfinite(ess) and ess > 0 else float("nan")
 
 
 def r_hat(draws: np.ndarray) -> float:
     """Rank-normalised split R-hat, the larger of its bulk and tail (folded) versions
-    (Vehtari et al. 2021)."""
+    (Vehtari et al. 2021); NaN when it cannot be estimated (fewer than 4 draws per
+    chain, draws that do not vary)."""
     if draws.shape[1] < 4:
         return float("nan")
-    bulk = split_gelman_rubin(_rank_normalise(draws))
-    folded = np.abs(draws - np.median(draws))
-    tail = split_gelman_rubin(_rank_normalise(folded))
-    return float(max(bulk, tail))
+    with np.errstate(all="ignore"):
+        bulk = split_gelman_rubin(_rank_normalise(draws))
+        folded = np.abs(draws - np.median(draws))
+        tail = split_gelman_rubin(_rank_normalise(folded))
+    value = float(max(bulk, tail))
+    return value if np.isfinite(value) else float("nan")
 
 
 def summarise(posterior: dict[str, np.ndarray]) -> dict[str, dict[str, float]]:
-    """mean, sd, 5%, 50%, 95%, ess_bulk and r_hat of each scalar quantity [chain, draw]."""
+    """mean, sd, 5%, 50%, 95%, ess_bulk and r_hat of each scalar quantity [chain, draw].
+    A statistic that cannot be estimated from the draws (sd of one draw; ess_bulk and
+    r_hat of a short run, see `ess_bulk`) is NaN; ess_bulk is never negative."""
     out = {}
     for name, draws in posterior.items():
         draws = np.asarray(draws, dtype=float)
         q = np.quantile(draws, QUANTILES)
         out[name] = {
             "mean": float(draws.mean()),
-            "sd": float(draws.std(ddof=1)),
+            "sd": float(draws.std(ddof=1)) if draws.size > 1 else float("nan"),
             "5%": float(q[0]),
             "50%": float(q[1]),
             "95%": float(q[2]),
@@ -255,7 +291,7 @@ class PosteriorResult:
         return int(np.sum(self.diverging))
 
     def save(self, path: str | Path) -> Path:
-        """Write the posterior layout of DESIGN.md atomically."""
+        """Write the posterior layout (docs/architecture.md, File layouts) atomically."""
         path = Path(path)
         with atomic_h5(path) as f:
             write_root_attrs(f, format="simjax.posterior", model=self.model, config=self.config, seed=self.seed)
@@ -314,7 +350,9 @@ def _posterior_predictive(model: BayesModel, samples: dict[str, jax.Array], t0: 
     pred = {}
     for name, values in sims.items():
         v = np.asarray(values)
-        q = np.nanquantile(v, QUANTILES, axis=0)
+        with warnings.catch_warnings():  # a time where every draw failed is NaN, silently
+            warnings.simplefilter("ignore", RuntimeWarning)
+            q = np.nanquantile(v, QUANTILES, axis=0)
         pred[name] = {"5%": q[0], "50%": q[1], "95%": q[2]}
     return np.asarray(t), pred
 
@@ -342,10 +380,17 @@ def infer(
     Returns:
         A `PosteriorResult`; `.save(path)` writes the posterior layout.
 
+    Raises:
+        InputError: a `seed` outside 0 to 2**63 - 1 (named `--seed`, the option that
+            hands it in); ConfigError and DataError for the config and data.
+
     Example:
         >>> posterior = infer(sim.load_config("experiments/lynx_hare.toml"), chains=2)
         >>> posterior.summary["alpha"]["mean"]
     """
+    if seed is not None and seed_problem(seed):
+        # (`sim infer --seed` hands its value here)
+        raise InputError("--seed", "", seed_problem(seed))
     overrides = {"chains": chains, "warmup": warmup, "samples": samples, "seed": seed}
     section = infer_section(config, overrides)
     model, obs, section = build_bayes_model(config, data, section)
@@ -365,8 +410,13 @@ def infer(
     kernel = nuts_kernel(model, section, init)
     mcmc = MCMC(kernel, num_warmup=section.warmup, num_samples=section.samples, num_chains=section.chains, chain_method=method, progress_bar=progress)
     key = jax.random.PRNGKey(section.seed)
-    with jax.numpy_dtype_promotion("standard"):
-        mcmc.run(key, model.problem.observed, extra_fields=("diverging",))
+    try:
+        with jax.numpy_dtype_promotion("standard"):
+            mcmc.run(key, model.problem.observed, extra_fields=("diverging",))
+    except RuntimeError as e:
+        if "Cannot find valid initial parameters" not in str(e):
+            raise
+        raise _no_valid_start(config, model, init_from) from None
     draws = mcmc.get_samples(group_by_chain=True)
     posterior = {k: np.asarray(v) for k, v in draws.items()}
     diverging = np.asarray(mcmc.get_extra_fields(group_by_chain=True)["diverging"])
@@ -389,6 +439,26 @@ def infer(
         predictive=predictive,
         observations=obs,
         mcmc=mcmc,
+    )
+
+
+def _no_valid_start(config: Config, model: BayesModel, init_from: str | Path | None) -> Exception:
+    """The error for chains NumPyro found no start for (a zero or non-finite posterior
+    density at every start it tried)."""
+    if init_from is not None:
+        return DataError(init_from, "/estimate", "the chains cannot start at these estimates: the posterior density there is zero or not finite (the solve fails, or the noise model rules the predictions out)")
+    reaching = [name for name in model.limits]
+    if reaching:
+        names = ", ".join(reaching)
+        return config.error(
+            f"infer.priors.{reaching[0]}",
+            f"the chains found no valid start: they start at the median of a few prior draws, which fell where {names} may not be "
+            "(the prior reaches beyond the allowed range); give a prior with most of its probability in the allowed range",
+        )
+    return config.error(
+        "infer.priors",
+        "the chains found no valid start: at the median of a few prior draws the posterior density is zero or not finite "
+        "(the solve fails, or the noise model rules the predictions out); move the priors or start from a fit with --init-from",
     )
 
 

@@ -23,7 +23,8 @@ import numpy as np
 from jaxtyping import PyTree
 
 from sim import DataError, InputError
-from sim._store import atomic_h5
+from sim._interrupt import safe_point
+from sim._store import atomic_h5, companion_path
 
 FORMAT = "simjax.optimizer_checkpoint"
 
@@ -31,7 +32,7 @@ FORMAT = "simjax.optimizer_checkpoint"
 def checkpoint_path(output: str | Path) -> Path:
     """The checkpoint of an unfinished optimisation writing `output`."""
     output = Path(output)
-    return output.with_name(f".{output.name}.checkpoint")
+    return companion_path(output, "checkpoint")
 
 
 def fingerprint(*parts: Any) -> str:
@@ -194,6 +195,19 @@ class Checkpointer:
                 g.attrs["message"] = str(message)
         self._last_time = time.monotonic()
         self._last_iteration = iteration
+
+    def safe_point(self, start: int, iteration: int, state: PyTree, history: list[float], best=None) -> None:
+        """Stop here if SIGINT or SIGTERM asked to (`sim._interrupt`): write this
+        iteration's checkpoint (when there is a checkpoint file), then raise
+        `Interrupted`. A resumed optimisation continues from this iteration."""
+
+        def save() -> Path | None:
+            if self.path is None:
+                return None
+            self.write(start, iteration, state, history, best)
+            return self.path
+
+        safe_point(save)
 
     def finish(self) -> None:
         """The optimisation completed: its checkpoint goes."""

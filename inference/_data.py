@@ -12,6 +12,7 @@ import pydantic
 from pydantic import BaseModel, ConfigDict
 
 from sim import Config, ConfigError, DataError
+from sim._store import DAMAGED_FILE_ERRORS, error_reason, numeric_dataset
 
 
 class DataSection(BaseModel):
@@ -82,7 +83,10 @@ def load_observations(config: Config, data: str | Path | None = None, observable
 
     Raises:
         ConfigError: a bad `[data]` section or an observable the model does not have.
-        DataError: a missing file or dataset, a shape mismatch, unsorted, duplicate or
+        DataError: a missing file or dataset, a shape mismatch (with `observable_names`,
+            each observable's values must be [T, *its shape at one time]: [T] for a
+            scalar), values that are not real numbers (complex values are refused), a
+            dataset larger than memory (checked before reading), unsorted, duplicate or
             non-finite times, infinite values, non-positive sigma; names file and dataset.
     """
     section = data_section(config)
@@ -108,19 +112,20 @@ def load_observations(config: Config, data: str | Path | None = None, observable
         raise DataError(path, "", "is a folder; expected an HDF5 file of observations")
     if not path.exists():
         raise DataError(path, "", "no such file; expected an HDF5 file of observations")
+    shapes = observable_shapes(config) if observable_names is not None else {}
     try:
         f = h5py.File(path, "r")
-    except OSError:
-        raise DataError(path, "", "not a readable HDF5 file") from None
+    except DAMAGED_FILE_ERRORS as e:
+        raise DataError(path, "", f"not a readable HDF5 file ({error_reason(e)})") from None
     with f:
         raw_time = _dataset(f, path, section.time, "data.time")
         time = _check_times(path, section.time, raw_time) - section.time_offset
         values = {}
         for name, dataset in section.observables.items():
-            values[name] = _values(f, path, dataset, f"data.observables.{name}", len(time), allow_nan=True)
+            values[name] = _values(f, path, dataset, f"data.observables.{name}", len(time), allow_nan=True, shape=shapes.get(name))
         sigma = {}
         for name, dataset in section.sigma.items():
-            s = _values(f, path, dataset, f"data.sigma.{name}", len(time), allow_nan=False)
+            s = _values(f, path, dataset, f"data.sigma.{name}", len(time), allow_nan=False, shape=shapes.get(name))
             if s.shape != values[name].shape:
                 raise DataError(path, dataset, f"shape {s.shape} does not match {section.observables[name]} {values[name].shape}")
             if np.any(s <= 0):
@@ -132,15 +137,31 @@ def load_observations(config: Config, data: str | Path | None = None, observable
 
 
 def _dataset(f: h5py.File, path: Path, name: str, key: str) -> np.ndarray:
-    item = f.get(name)
-    if item is None:
-        raise DataError(path, name, f"no such dataset (named by {key})")
-    if not isinstance(item, h5py.Dataset):
-        raise DataError(path, name, f"is a group; expected a dataset (named by {key})")
-    try:
-        return np.asarray(item[()], dtype=float)
-    except (TypeError, ValueError):
-        raise DataError(path, name, f"expected numbers, got dtype {item.dtype}") from None
+    # Real numbers only (complex values are refused, not cast), its declared size
+    # checked against memory before it is read.
+    return numeric_dataset(f, path, name, key)
+
+
+def observable_shapes(config: Config) -> dict[str, tuple[int, ...]]:
+    """The shape of each observable of a config's model at one time: () for a scalar
+    (ODE states and derived quantities, MD observables, PDE totals), the grid for a PDE
+    field. Observed values are [T, *shape]."""
+    from physics.ode import OdeModel
+    from physics.pde import PdeModel
+    from sim._run import build_model
+
+    model = build_model(config)
+    if isinstance(model, PdeModel):
+        grid = tuple(int(n) for n in model.points)
+        return {name: grid if name in model.field_names else () for name in model.observable_names}
+    if isinstance(model, OdeModel):
+        import jax
+        import jax.numpy as jnp
+
+        y = jnp.zeros(len(model.state_names))
+        found = jax.eval_shape(lambda: model.observables(jnp.zeros(()), y, model.default_params()))
+        return {name: tuple(value.shape) for name, value in found.items()}
+    return {name: () for name in model.observable_names}
 
 
 def _check_times(path: Path, name: str, t: np.ndarray) -> np.ndarray:
@@ -159,10 +180,13 @@ def _check_times(path: Path, name: str, t: np.ndarray) -> np.ndarray:
     return t
 
 
-def _values(f: h5py.File, path: Path, name: str, key: str, n: int, *, allow_nan: bool) -> np.ndarray:
+def _values(f: h5py.File, path: Path, name: str, key: str, n: int, *, allow_nan: bool, shape: tuple[int, ...] | None = None) -> np.ndarray:
     v = _dataset(f, path, name, key)
     if v.ndim == 0 or v.shape[0] != n:
         raise DataError(path, name, f"shape {v.shape} does not match the {n} observation times")
+    if shape is not None and v.shape[1:] != shape:
+        each = "one value" if shape == () else f"a field of shape {shape}"
+        raise DataError(path, name, f"expected shape {(n, *shape)} ({each} per observation time, named by {key}), got shape {v.shape}")
     if np.any(np.isinf(v)):
         raise DataError(path, name, "expected finite values or NaN for missing ones, got infinity")
     if not allow_nan and np.any(np.isnan(v)):

@@ -25,6 +25,8 @@ from physics.md import ParticleModel
 from physics.ode import OdeModel
 from sim import Config, DataError
 from sim._progress import Progress
+from sim._config import SEED_MAX
+from sim._lock import exclusive
 from sim._run import build_model, resolved_toml
 from sim._store import atomic_h5, check_output_path, write_group, write_root_attrs
 from solvers import NeighbourList, OdeSolver, did_you_mean
@@ -51,7 +53,7 @@ class FitSection(BaseModel):
     atol: float = Field(default=1e-8, gt=0)
     learning_rate: float = Field(default=0.01, gt=0)
     starts: int = Field(default=1, ge=1)
-    seed: int = 0
+    seed: int = Field(default=0, ge=0, le=SEED_MAX)
     checkpoint_every: int | None = Field(default=None, ge=1)
     weights: dict[str, float] = {}
     bounds: dict[str, list[float]] = {}
@@ -493,6 +495,8 @@ def _optimistix(problem: Problem, u0, section: FitSection, on_step, start: int =
             return u, history, ok, message
         if ck is not None and ck.due(i + 1):
             ck.write(start, i + 1, (u, state), history, best)
+        if ck is not None:
+            ck.safe_point(start, i + 1, (u, state), history, best)
     return u, history, False, f"max_steps ({max_steps}) reached before convergence"
 
 
@@ -522,6 +526,8 @@ def _adam(problem: Problem, u0, section: FitSection, on_step, start: int = 0, ck
         on_step(i + 1, history[-1])
         if ck is not None and i + 1 < max_steps and ck.due(i + 1):
             ck.write(start, i + 1, (u, opt_state), history, best)
+        if ck is not None and i + 1 < max_steps:
+            ck.safe_point(start, i + 1, (u, opt_state), history, best)
     history.append(float(_loss(problem, u)))
     return u, history, True, f"{max_steps} Adam steps"
 
@@ -558,7 +564,7 @@ class FitResult:
     seed: int | None = None
 
     def save(self, path: str | Path) -> Path:
-        """Write the fit layout of DESIGN.md atomically."""
+        """Write the fit layout (docs/architecture.md, File layouts) atomically."""
         path = Path(path)
         with atomic_h5(path) as f:
             write_root_attrs(f, format="simjax.fit", model=self.model, config=self.config, seed=self.seed)
@@ -651,20 +657,27 @@ def fit(
     """
     problem, start, obs, section = build_problem(config, data)
     u0 = problem.unconstrained(start)
-    run = _adam if section.optimizer == "adam" else _optimistix
     rng = np.random.default_rng(section.seed)
     # Every start point is drawn up front, so a resumed fit starts where the first did.
     starts = [u0] + [{n: v + 0.5 * float(rng.standard_normal()) for n, v in u0.items()} for _ in range(section.starts - 1)]
     raw = {k: v for k, v in config.raw.items() if k != "output"}
     identity = fingerprint(Config(raw, config.path).to_toml(), obs.time, obs.values, obs.sigma)
-    if output is not None:
-        output = check_output_path(output)
+    if output is None:
+        return _fit(config, problem, start, obs, section, starts, identity, progress, None, resume)
+    output = check_output_path(output)
+    with exclusive(output):
+        return _fit(config, problem, start, obs, section, starts, identity, progress, output, resume)
+
+
+def _fit(config: Config, problem: Problem, start, obs: Observations, section: FitSection, starts: list, identity: str, progress: bool, output: Path | None, resume: bool) -> FitResult:
+    """`fit` from its problem and start points on, writing `output` (held locked)."""
+    run = _adam if section.optimizer == "adam" else _optimistix
     ck = Checkpointer(
         None if output is None else checkpoint_path(output), identity, resume=resume, every=section.checkpoint_every
     )
     best = None
     if ck.saved is not None:
-        best = ck.restore_best(u0)
+        best = ck.restore_best(starts[0])
     with Progress(enabled=progress, description=f"fit {section.optimizer}") as bar:
         bar.start(total=(section.max_steps or (1000 if section.optimizer == "adam" else 200)) * section.starts)
 
@@ -678,6 +691,7 @@ def fit(
                 best = (u, history, ok, message)
             if k + 1 < section.starts and output is not None:
                 ck.write(k + 1, 0, None, [], best)  # the next start begins afresh
+                ck.safe_point(k + 1, 0, None, [], best)
     u, history, ok, message = best
     x = problem.natural(u)
     sigma_known = all(name in obs.sigma for name in obs.values)

@@ -63,6 +63,56 @@ def check_prior(config: Config, key: str, spec: Any) -> dict[str, Any]:
     return {"dist": name, **args}
 
 
+def support(spec: dict[str, Any]) -> tuple[float, float]:
+    """The interval [low, high] (ends possibly infinite) a checked prior spec puts its
+    probability on."""
+    name = spec["dist"]
+    if name in ("uniform", "truncated_normal"):
+        return spec["low"], spec["high"]
+    if name == "normal":
+        return -math.inf, math.inf
+    if name == "beta":
+        return 0.0, 1.0
+    return 0.0, math.inf  # lognormal, halfnormal, exponential, gamma
+
+
+# A free quantity's transform (inference._fit.Free) -> the values it may take.
+_ALLOWED = {"identity": "any real number", "log": "positive (> 0)", "softplus": "nonnegative (>= 0)"}
+
+
+def allowed_range(transform: str, low: float = 0.0, high: float = 1.0) -> tuple[float, float, str]:
+    """(low, high, description) of the values a free quantity with `transform` may take."""
+    if transform == "log":
+        return 0.0, math.inf, _ALLOWED["log"]
+    if transform == "softplus":
+        return 0.0, math.inf, _ALLOWED["softplus"]
+    if transform == "logistic":
+        return low, high, f"in [{low:g}, {high:g}]"
+    return -math.inf, math.inf, _ALLOWED["identity"]
+
+
+def support_conflict(spec: dict[str, Any], name: str, transform: str, low: float = 0.0, high: float = 1.0) -> str | None:
+    """Why a prior leaves no valid value (hence no start for the chains) for a free
+    quantity `name`: its support and the quantity's allowed range do not overlap (or
+    only in a point). None when they do."""
+    s_low, s_high = support(spec)
+    a_low, a_high, what = allowed_range(transform, low, high)
+    if max(s_low, a_low) < min(s_high, a_high):
+        return None
+    return (
+        f"a {spec['dist']} prior on [{s_low:g}, {s_high:g}] leaves no valid value: {name} must be {what}, "
+        "so the chains have no valid start; give a prior whose support overlaps that range"
+    )
+
+
+def outside_allowed(spec: dict[str, Any], transform: str, low: float = 0.0, high: float = 1.0) -> bool:
+    """Whether a prior also puts probability where the free quantity is not allowed
+    (e.g. uniform [-1, 2] on a positive parameter)."""
+    s_low, s_high = support(spec)
+    a_low, a_high, _ = allowed_range(transform, low, high)
+    return s_low < a_low or s_high > a_high
+
+
 def make_distribution(spec: dict[str, Any]) -> dist.Distribution:
     """The NumPyro distribution of a checked prior spec."""
     name = spec["dist"]

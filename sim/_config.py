@@ -8,9 +8,11 @@ is resolved against the model, in `sim.run`.
 from __future__ import annotations
 
 import math
+import os
+import stat
 import sys
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field
@@ -42,6 +44,14 @@ class ModelSection(BaseModel):
         return dict(self.model_extra or {})
 
 
+def _subnormal(value: float | None) -> str | None:
+    """Why a time value is unusable: nonzero but below the smallest normal float."""
+    tiny = sys.float_info.min
+    if value is not None and value != 0 and abs(value) < tiny:
+        return f"{value!r} is below the smallest normal float ({tiny!r}); expected 0 or a magnitude of at least that"
+    return None
+
+
 class TimeSection(_Section):
     """`[time]`: the span, the save points and, for fixed-step families, the step."""
 
@@ -55,8 +65,20 @@ class TimeSection(_Section):
 
     @pydantic.model_validator(mode="after")
     def _consistent(self):
+        # Subnormal times and steps lose their precision (and become 0 where the
+        # hardware flushes them): a step of 1e-320 is no step.
+        for key in ("t0", "t1", "dt"):
+            problem = _subnormal(getattr(self, key))
+            if problem:
+                raise _KeyedError(key, problem)
+        for value in self.save_at or ():
+            problem = _subnormal(value)
+            if problem:
+                raise _KeyedError("save_at", problem)
         if self.t1 is not None and not self.t1 > self.t0:
             raise _KeyedError("t1", f"expected a time greater than t0 = {self.t0}, got {self.t1}")
+        if self.t1 is not None and not math.isfinite(self.t1 - self.t0):
+            raise _KeyedError("t1", f"the span t1 - t0 = {self.t1!r} - ({self.t0!r}) overflows to infinity; expected a span below {sys.float_info.max:.4g}")
         if self.save is not None and self.save_at is not None:
             raise _KeyedError("save_at", "give either save or save_at, not both")
         if self.save_at is not None:
@@ -64,6 +86,8 @@ class TimeSection(_Section):
                 raise _KeyedError("save_at", "expected at least 2 save times")
             if any(b <= a for a, b in zip(self.save_at, self.save_at[1:])):
                 raise _KeyedError("save_at", "expected strictly increasing times")
+            if not math.isfinite(self.save_at[-1] - self.save_at[0]):
+                raise _KeyedError("save_at", f"the span {self.save_at[-1]!r} - ({self.save_at[0]!r}) overflows to infinity; expected a span below {sys.float_info.max:.4g}")
             if self.save_at[0] < self.t0 or (self.t1 is not None and self.save_at[-1] > self.t1):
                 raise _KeyedError("save_at", f"expected times within [t0, t1] = [{self.t0}, {self.t1}]")
         return self
@@ -88,12 +112,72 @@ class SolverSection(BaseModel):
 
 class OutputSection(_Section):
     """`[output]`: where `sim run` writes (relative to the config's folder), how many
-    saved frames it holds in memory per chunk, and how often it checkpoints (in saved
-    frames; default: after every chunk)."""
+    saved frames it holds in memory per chunk at most, and how often it checkpoints:
+    every `checkpoint_every` saved frames, every `checkpoint_seconds` of wall time, or
+    both (at the first chunk end after either is due); with neither, every 5 minutes.
+    None of these changes the numbers a run computes: a run may be resumed with others."""
 
     file: str | None = None
     chunk: int | None = Field(default=None, ge=1)
     checkpoint_every: int | None = Field(default=None, ge=1)
+    checkpoint_seconds: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+
+
+class ChecksSection(_Section):
+    """`[checks]`: the bounds beyond which a PDE or MD run counts as blown up (`sim run`
+    stops with exit code 1 naming the step, time and quantity, keeping the last good
+    checkpoint; a sweep flags the run failed). Checked at saved frames. A key left out
+    takes the default of `DEFAULTS`; a key of another family is an error (`for_family`).
+    Loosening a bound and resuming is allowed: `[checks]` is not part of what a resumed
+    run must share with its start.
+
+    - `energy_drift` (MD, verlet and nose_hoover): the largest |E(t) - E(0)| allowed, as a
+      fraction of the initial energy scale max(|E(0)|, K(0)); E is the total energy (the
+      conserved energy of a Nose-Hoover chain), K the kinetic energy. Langevin dynamics
+      conserves no energy and has no drift check.
+    - `max_temperature_factor` (MD): the largest temperature allowed, as a multiple of the
+      reference max(thermostat temperature, 2 max(|E(0)|, K(0)) / degrees of freedom), at
+      least the initial temperature.
+    - `max_growth` (PDE): the largest root-mean-square of the fields (all of them, over
+      the grid) allowed, as a multiple of max(its initial value, `growth_floor`).
+    - `growth_floor` (PDE): the floor of that reference, so that a field starting at or
+      near zero may grow to `max_growth * growth_floor` (in the field's units).
+    """
+
+    energy_drift: float | None = Field(default=None, gt=0)
+    max_temperature_factor: float | None = Field(default=None, gt=0)
+    max_growth: float | None = Field(default=None, gt=0)
+    growth_floor: float | None = Field(default=None, gt=0)
+
+    DEFAULTS: ClassVar[dict[str, float]] = {
+        "energy_drift": 0.1,
+        "max_temperature_factor": 100.0,
+        "max_growth": 1000.0,
+        "growth_floor": 1.0,
+    }
+    FAMILIES: ClassVar[dict[str, tuple[str, ...]]] = {
+        "md": ("energy_drift", "max_temperature_factor"),
+        "md_nvt": ("max_temperature_factor",),  # Langevin: no conserved energy
+        "pde": ("max_growth", "growth_floor"),
+        "ode": (),
+    }
+    _WHAT: ClassVar[dict[str, str]] = {
+        "md": "MD runs",
+        "md_nvt": "Langevin MD runs (no conserved energy to drift)",
+        "pde": "PDE runs",
+        "ode": "ODE runs (they only check that values stay finite)",
+    }
+
+    def for_family(self, family: str, error) -> dict[str, float]:
+        """The bounds of a family ("md", "md_nvt", "pde", "ode"), defaults filled in.
+        `error(key, message)` makes the exception raised for a key given to a family
+        that has no such check (e.g. `config.error`)."""
+        allowed = self.FAMILIES[family]
+        for key in type(self).model_fields:
+            if getattr(self, key) is not None and key not in allowed:
+                listed = f"keys: {', '.join(allowed)}" if allowed else "no keys"
+                raise error(f"checks.{key}", f"is not a check of {self._WHAT[family]} ({listed})")
+        return {key: getattr(self, key) if getattr(self, key) is not None else self.DEFAULTS[key] for key in allowed}
 
 
 Scalar = bool | int | float | str
@@ -113,9 +197,25 @@ class ConfigSpec(_Section):
     infer: dict[str, Value] | None = None
     sweep: dict[str, Value] | None = None
     output: OutputSection = OutputSection()
+    checks: ChecksSection = ChecksSection()
 
 
 SECTIONS = tuple(ConfigSpec.model_fields)
+
+
+# The seeds a config or option may give: what `jax.random.key` takes (a signed 64-bit
+# integer, and simjax files store it as one); negative ones are refused.
+SEED_MAX = 2**63 - 1
+
+
+def seed_problem(seed: object) -> str | None:
+    """Why `seed` cannot seed a run (a PRNG key, a sampler), or None."""
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        return f"expected a whole number from 0 to 2**63 - 1, got {seed!r}"
+    if not 0 <= seed <= SEED_MAX:
+        shown = f"{seed}" if seed.bit_length() <= 256 else f"an integer of {seed.bit_length()} bits"
+        return f"expected a whole number from 0 to 2**63 - 1 = {SEED_MAX} (what the PRNG takes), got {shown}"
+    return None
 
 
 class _KeyedError(ValueError):
@@ -153,6 +253,17 @@ class Config:
         """A path named inside the config, relative to the config's folder."""
         p = Path(value)
         return p if p.is_absolute() else self.base_dir / p
+
+    def input_files(self) -> list[Path]:
+        """Every file this config reads: itself and the files its sections name
+        (`[initial] file`, `[system] file`, `[data] file`). A command's output may be
+        none of them."""
+        files = [] if self.path is None else [self.path]
+        for section in ("initial", "system", "data"):
+            value = self.raw.get(section)
+            if isinstance(value, dict) and isinstance(value.get("file"), str):
+                files.append(self.resolve_path(value["file"]))
+        return files
 
     def error(self, key: str, message: str) -> ConfigError:
         """A `ConfigError` about `key` of this config."""
@@ -194,6 +305,17 @@ def load_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -
     path = Path(path)
     if path.is_dir():
         raise ConfigError(path, "", "is a folder; expected a TOML config file")
+    # Only a regular file is read: opening a FIFO blocks until a writer comes, and a
+    # device (/dev/zero, /dev/urandom) reads without end.
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise ConfigError(path, "", "no such file; expected a TOML config file") from None
+    except (OSError, ValueError) as e:
+        reason = e.strerror if isinstance(e, OSError) and e.strerror else _unreadable(e)
+        raise ConfigError(path, "", f"cannot be read ({e.__class__.__name__}: {reason})") from None
+    if not stat.S_ISREG(mode):
+        raise ConfigError(path, "", f"is {_file_kind(mode)}, not a regular file; expected a TOML config file")
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -206,9 +328,39 @@ def load_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -
         raise ConfigError(path, "", f"malformed TOML: {e}") from None
     except RecursionError:
         raise ConfigError(path, "", "malformed TOML: arrays or tables nested too deeply") from None
+    except ValueError as e:  # an integer of more than 4300 digits (Python's limit)
+        raise ConfigError(path, "", f"malformed TOML: {_unreadable(e)}") from None
     for item in overrides:
-        apply_override(raw, item)
+        try:
+            apply_override(raw, item)
+        except ConfigError:
+            raise
+        except ValueError as e:  # as above, in a --set value
+            key = str(item).partition("=")[0].strip()[:80]
+            raise ConfigError("--set", key, f"the value cannot be read: {_unreadable(e)}") from None
     return Config(raw, path)
+
+
+def _unreadable(e: Exception) -> str:
+    """Why TOML text that parses cannot become values (one line)."""
+    text = str(e)
+    if "digits" in text and "integer" in text:
+        limit = sys.get_int_max_str_digits() if hasattr(sys, "get_int_max_str_digits") else 4300
+        return f"an integer with more than {limit} digits"
+    return text.splitlines()[0] if text.strip() else type(e).__name__
+
+
+def _file_kind(mode: int) -> str:
+    """What a file that is not a regular file is."""
+    for test, what in (
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISFIFO, "a FIFO (named pipe)"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
+        if test(mode):
+            return what
+    return "a special file"
 
 
 def parse_value(text: str) -> Any:

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from ._errors import DataError, InputError
-from ._store import Record, read
+from ._store import Record, companion_path, read
 
 KINDS = "run (ODE, PDE, MD), sweep, fit and posterior files"
 _FORMATS = ("png", "pdf", "svg", "jpg", "jpeg")
@@ -142,7 +142,7 @@ def check_figure_path(path: str | Path, source: str = "-o") -> Path:
 
 def save_figure(fig, path: Path) -> Path:
     """Write `fig` under a temporary name beside `path`, then rename it to `path`."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent if str(path.parent) else ".")
+    fd, tmp = tempfile.mkstemp(prefix=companion_path(path, "").name, suffix=".tmp", dir=path.parent if str(path.parent) else ".")
     os.close(fd)
     try:
         # "tight": nothing drawn outside the canvas (colour bar labels of the last column) is cut.

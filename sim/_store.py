@@ -5,10 +5,12 @@ from __future__ import annotations
 import contextlib
 import datetime
 import functools
+import hashlib
 import json
 import os
+import stat
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -41,9 +43,41 @@ def package_versions() -> dict[str, str]:
     return dict(_versions())
 
 
-def check_output_path(path: str | Path, source: str = "-o", key: str = "") -> Path:
+# Longest file name most file systems take (bytes); longer companion names are shortened.
+NAME_MAX = 255
+
+
+def companion_path(path: str | Path, tag: str) -> Path:
+    """A hidden file beside `path` that belongs to it: `.<name>.<tag>` (the unfinished
+    output, its checkpoint, its lock). When that name would be too long for the file
+    system, the name is cut and a digest of the whole name keeps it unique; the result
+    depends only on `path` and `tag`, so a resumed command finds what the first wrote."""
+    path = Path(path)
+    name = f".{path.name}.{tag}"
+    if len(os.fsencode(name)) <= NAME_MAX - 16:  # room for a temporary suffix
+        return path.with_name(name)
+    digest = hashlib.sha256(os.fsencode(path.name)).hexdigest()[:16]
+    head = os.fsencode(path.name)[:120].decode(errors="ignore")
+    return path.with_name(f".{head}~{digest}.{tag}")
+
+
+def _kind(mode: int) -> str | None:
+    """What a non-regular file is ('a FIFO', ...), or None for a regular file."""
+    for test, what in (
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
+        if test(mode):
+            return what
+    return None
+
+
+def check_output_path(path: str | Path, source: str = "-o", key: str = "", inputs: Iterable[str | Path] = ()) -> Path:
     """Check before any work that `path` can be written: its folder exists and is writable,
-    and it is not itself a folder.
+    it is neither a folder nor a device, FIFO or socket (which a rename would replace),
+    and it is none of the command's `inputs` (compared as files, not as spellings).
 
     Raises:
         InputError: naming `source` (the option or config file) and `key`.
@@ -52,6 +86,16 @@ def check_output_path(path: str | Path, source: str = "-o", key: str = "") -> Pa
     what = f"{key} = {str(path)!r}" if key else str(path)
     if path.is_dir():
         raise InputError(source, key or str(path), f"{what} is a folder; expected a file path ending in .h5")
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        mode = None
+    kind = None if mode is None else _kind(mode)
+    if kind is not None:
+        raise InputError(source, key or str(path), f"{what} is {kind}; expected a regular file path (outputs are written under a temporary name and renamed)")
+    for given in inputs:
+        if same_file(path, given):
+            raise InputError(source, key or str(path), f"{what} is the input file {str(given)!r} of this command; choose another output path")
     folder = path.parent if str(path.parent) else Path(".")
     if not folder.is_dir():
         raise InputError(source, key or str(path), f"folder {str(folder)!r} does not exist")
@@ -62,15 +106,25 @@ def check_output_path(path: str | Path, source: str = "-o", key: str = "") -> Pa
     return path
 
 
+def same_file(a: str | Path, b: str | Path) -> bool:
+    """Whether two paths name the same existing file (by device and inode, so links and
+    other spellings of one file match)."""
+    try:
+        return os.path.samefile(a, b)
+    except (OSError, ValueError):
+        return False
+
+
 @contextlib.contextmanager
 def atomic_h5(path: str | Path) -> Iterator[h5py.File]:
     """Open a new HDF5 file under a temporary name beside `path`; rename it to `path`
     only when the block completes. On any error the temporary file is removed and an
     existing `path` is left untouched."""
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent if str(path.parent) else ".")
+    fd, tmp = tempfile.mkstemp(prefix=companion_path(path, "").name, suffix=".tmp", dir=path.parent if str(path.parent) else ".")
     os.close(fd)
     try:
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes it private; results are not
         with h5py.File(tmp, "w") as f:
             yield f
         os.replace(tmp, path)
@@ -80,8 +134,14 @@ def atomic_h5(path: str | Path) -> Iterator[h5py.File]:
         raise
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def write_root_attrs(f: h5py.File, *, format: str, model: str, config: str, seed: int | None = None) -> None:
-    """The root attributes every simjax file carries (DESIGN: Files)."""
+    """The root attributes every simjax file carries (docs/architecture.md, File layouts)."""
     f.attrs["format"] = format
     f.attrs["format_version"] = FORMAT_VERSION
     f.attrs["model"] = model
@@ -187,8 +247,9 @@ def numeric_dataset(f: h5py.File, path: str | Path, name: str, key: str) -> np.n
 
     Raises:
         DataError: naming the file and the dataset (and the config `key` that names it):
-            no such dataset, a group, values that are not numbers (text, compound
-            records), or a damaged file.
+            no such dataset, a group, values that are not real numbers (text, compound
+            records, complex values), more values than this machine's memory holds
+            (checked before reading), or a damaged file.
     """
     try:
         item = f.get(name)
@@ -198,8 +259,21 @@ def numeric_dataset(f: h5py.File, path: str | Path, name: str, key: str) -> np.n
         raise DataError(path, name, f"no such dataset (named by {key})")
     if not isinstance(item, h5py.Dataset):
         raise DataError(path, name, f"is a group; expected a dataset (named by {key})")
-    if item.dtype.kind not in "biuf":
-        raise DataError(path, name, f"expected numbers, got dtype {item.dtype} (named by {key})")
+    try:
+        dtype, shape, size = item.dtype, item.shape, item.size or 0
+    except DAMAGED_FILE_ERRORS as e:
+        raise DataError(path, name, f"cannot be read ({error_reason(e)}); the file is damaged") from None
+    if dtype.kind == "c":
+        raise DataError(path, name, f"expected real numbers, got complex values (dtype {dtype}; named by {key})")
+    if dtype.kind not in "biuf":
+        raise DataError(path, name, f"expected numbers, got dtype {dtype} (named by {key})")
+    # The declared size, before reading: a dataset may declare a trillion values without
+    # storing any. It is read in its own type, then converted to float64.
+    from ._limits import memory_problem
+
+    problem = memory_problem((8 + dtype.itemsize) * size, f"reading its {size:,} values (shape {shape})")
+    if problem:
+        raise DataError(path, name, f"{problem} (named by {key})")
     try:
         return np.asarray(item[()], dtype=float)
     except DAMAGED_FILE_ERRORS as e:
@@ -207,6 +281,17 @@ def numeric_dataset(f: h5py.File, path: str | Path, name: str, key: str) -> np.n
 
 
 def error_reason(e: BaseException) -> str:
-    """The first line of an exception's message (its type when it has none)."""
-    text = str(e).strip().strip("'\"")
-    return text.splitlines()[0] if text else type(e).__name__
+    """One line about an exception (h5py and HDF5 errors often span several): the first
+    non-empty line of its message, or its type when it has none. A KeyError's message
+    is taken without the quotes its `str` adds."""
+    if isinstance(e, KeyError) and len(e.args) == 1 and isinstance(e.args[0], str):
+        text = e.args[0]
+    else:
+        text = str(e)
+    for line in text.splitlines():
+        line = line.strip()
+        if len(line) >= 2 and line[0] == line[-1] and line[0] in "'\"":
+            line = line[1:-1].strip()
+        if line:
+            return line
+    return type(e).__name__

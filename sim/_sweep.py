@@ -6,12 +6,14 @@ Every chunk has the same padded size, so one compiled program computes every chu
 this process, in a resumed one or on a Dask worker: on the same number of devices a sweep
 gives the same numbers, bit for bit, however its chunks were scheduled. (Split over
 another number of devices, each device's batch has another size, and XLA may round the
-last bits differently.) A run whose solver fails or whose observables become non-finite
-is flagged in `status` and its observables are NaN; the others are kept.
+last bits differently.) A run whose solver fails, whose observables become non-finite or
+which goes beyond the `[checks]` bounds of its family (PDE and MD runs, as `sim run`
+checks them) is flagged in `status` and its observables are NaN; the others are kept.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import math
@@ -28,14 +30,18 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from physics import Model
 from physics.md import ParticleModel
+from physics.pde import PdeModel
 from solvers import NeighbourList
 from solvers import MethodOfLines, OdeSolver
 
 from ._config import Config
 from ._errors import InputError
+from ._interrupt import safe_point
+from ._lock import exclusive
 from ._limits import disk_problem, memory_problem, readable
 from ._progress import Progress
-from ._md import RESULT_NEIGHBOUR_OVERFLOW
+from ._md import RESULT_NEIGHBOUR_OVERFLOW, MdLimits
+from ._pde_run import PdeLimits
 from ._run import Setup, build_model, resolved_toml, setup_family
 from . import _sweep_ode
 from ._simulate import simulate
@@ -86,20 +92,43 @@ def _one_run(s: Setup, save: str, index: jax.Array, params: dict, initial: dict)
     full_initial = {**s.initial, **initial} if initial else s.initial
     key = None if s.key is None else jax.random.fold_in(s.key, index)
     traj = simulate(s.model, full_params, s.t, initial=full_initial, solver=s.solver, key=key)
-    return _outputs(traj.observables, traj.stats["num_steps"], traj.stats["result"], save)
+    bounds = _bounds(s)
+    within = None if bounds is None else bounds(traj.observables)
+    return _outputs(traj.observables, traj.stats["num_steps"], traj.stats["result"], save, within=within)
 
 
-def _outputs(obs: dict, num_steps: jax.Array, result: jax.Array, save: str, batched: bool = False) -> dict[str, jax.Array]:
+def _bounds(s: Setup):
+    """The `[checks]` test of one run's observables (traceable: True when the run stayed
+    within the bounds, as `sim run` checks them), or None where a family has no bounds
+    (ODE runs: only finite values)."""
+    if "checks" not in s.resolved:
+        return None
+    if isinstance(s.model, ParticleModel):
+        return MdLimits.of(s).within
+    if isinstance(s.model, PdeModel):
+        return PdeLimits(s.model, s.resolved["checks"]).within
+    return None
+
+
+def _outputs(
+    obs: dict, num_steps: jax.Array, result: jax.Array, save: str, batched: bool = False, within: jax.Array | None = None
+) -> dict[str, jax.Array]:
     """What a sweep keeps of one run (observables as `save` says, stats, status).
+
+    A run is kept (status 1) when its solver succeeded, its observables are finite and
+    `within` (the `[checks]` bounds of its family, where given) holds; else its status is
+    2 and its observables NaN.
 
     With `batched`, the observables hold a batch of runs on their last axis ([T, ..., B]:
     the reductions over time run on contiguous rows of runs) and the outputs are
-    [B, ...], as `jax.vmap` of the single-run form gives them."""
+    [B, ...], as `jax.vmap` of the single-run form gives them (`within` then [B])."""
 
     def per_run(value: jax.Array) -> tuple[int, ...] | None:
         return tuple(range(value.ndim - 1)) if batched else None  # the axes of one run
 
     ok = result == 0
+    if within is not None:
+        ok = ok & within
     for value in obs.values():
         if jnp.issubdtype(value.dtype, jnp.floating):
             ok = ok & jnp.all(jnp.isfinite(value), axis=per_run(value))
@@ -472,16 +501,17 @@ def execute(
     start = _time.perf_counter()
     prep = prepare(config)
     n_devices = _device_count(devices)
-    if output is not None:
-        FileSink.check_start(output, prep.text, resume)
-    client, cluster = _connect(scheduler) if scheduler else (None, None)
-    try:
-        return _execute(prep, output, resume, n_devices, client, progress, start)
-    finally:
-        if client is not None:
-            client.close()
-        if cluster is not None:
-            cluster.close()
+    with contextlib.nullcontext() if output is None else exclusive(output):
+        if output is not None:
+            FileSink.check_start(output, prep.text, resume)
+        client, cluster = _connect(scheduler) if scheduler else (None, None)
+        try:
+            return _execute(prep, output, resume, n_devices, client, progress, start)
+        finally:
+            if client is not None:
+                client.close()
+            if cluster is not None:
+                cluster.close()
 
 
 def _check_results_fit(prep: Prepared, layout: Layout, output) -> None:
@@ -522,6 +552,8 @@ def _execute(prep: Prepared, output, resume: bool, n_devices: int, client, progr
                 sink.write(lo, hi, {name: np.asarray(v)[: hi - lo] for name, v in values.items()})
                 written += hi - lo
                 bar.advance(hi - lo)
+                # Every written chunk is flushed: the partial file is the checkpoint.
+                safe_point(None if output is None else lambda: partial_path(output))
     except BaseException:
         sink.abandon(keep=written > 0)
         raise

@@ -37,7 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from solvers import did_you_mean
 
 from ._limits import memory_problem
-from ._config import Config
+from ._config import SEED_MAX, Config
 from ._errors import ConfigError
 
 MODES = ("grid", "zip", "random", "sobol", "latin_hypercube")
@@ -127,7 +127,7 @@ class SweepSection(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
     mode: str = "grid"
     samples: int | None = Field(default=None, ge=1)
-    seed: int = Field(default=0, ge=0)
+    seed: int = Field(default=0, ge=0, le=SEED_MAX)
     chunk: int = Field(default=256, ge=1)
     save: str = "full"
     params: dict[str, ParamSpec]

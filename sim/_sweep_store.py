@@ -1,7 +1,7 @@
 """Where sweep results go: the HDF5 sweep layout written chunk by chunk (crash-safe,
 resumable), or arrays in memory; and `SweepResult`, the sweep read back.
 
-The layout (DESIGN: Files): `/time` [T]; `/params/<name>` [B] for every scalar parameter
+The layout (docs/architecture.md, File layouts): `/time` [T]; `/params/<name>` [B] for every scalar parameter
 and `/initial/<name>` [B] for every named initial value (swept or not); per-run results
 `/observables/<name>` [B, T, ...] (save = "full"), [B, ...] (save = "final"), or for
 save = "summary" a group `/observables/<name>/{min,max,mean,final}` (min, max and mean
@@ -31,7 +31,7 @@ import h5py
 import numpy as np
 
 from ._errors import DataError, InputError
-from ._store import DAMAGED_FILE_ERRORS, atomic_h5, error_reason, write_root_attrs
+from ._store import DAMAGED_FILE_ERRORS, atomic_h5, companion_path, error_reason, write_root_attrs
 
 FORMAT = "simjax.sweep"
 PENDING, OK, FAILED = 0, 1, 2
@@ -57,7 +57,7 @@ class Layout:
 def partial_path(path: str | Path) -> Path:
     """The name a sweep has until it is complete: `.<name>.partial` beside `path`."""
     path = Path(path)
-    return path.with_name(f".{path.name}.partial")
+    return companion_path(path, "partial")
 
 
 def _fill(dtype: np.dtype):

@@ -6,8 +6,13 @@ Exit codes: 0 success; 2 bad input (one line on stderr naming the file and key);
 
 from __future__ import annotations
 
+import contextlib
+import os
+import shlex
 import shutil
+import signal
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Annotated, Optional
@@ -18,6 +23,8 @@ from rich.table import Table
 
 from ._config import load_config
 from ._errors import InputError, SimError
+from ._interrupt import Interrupted, deferred
+from ._lock import exclusive
 from ._registry import get_model, model_class, model_names
 from ._store import check_output_path
 from solvers import did_you_mean
@@ -41,15 +48,55 @@ Sets = Annotated[
 ]
 
 
-def output_path(config, option: Optional[Path], default_suffix: str = ".h5") -> Path:
+# The arguments of the command being run (for the resume command an interrupt prints).
+_argv: list[str] = []
+
+
+def output_path(config, option: Optional[Path], default_suffix: str = ".h5", inputs: tuple[Optional[Path], ...] = ()) -> Path:
     """-o if given (relative to the working folder); else `[output] file` (relative to the
-    config's folder); else the config's name with .h5 in the working folder. Checked
-    writable before any work."""
+    config's folder); else the config's name with `default_suffix` in the working
+    folder. Checked before any work: writable, a regular file, and none of the
+    command's input files (the config, the files it names, `inputs`)."""
+    given = [*config.input_files(), *(p for p in inputs if p is not None)]
     if option is not None:
-        return check_output_path(option, "-o")
+        return check_output_path(option, "-o", inputs=given)
     if config.spec.output.file:
-        return check_output_path(config.resolve_path(config.spec.output.file), config.source, "output.file")
-    return check_output_path(Path(config.path.stem + default_suffix), "-o")
+        return check_output_path(config.resolve_path(config.spec.output.file), config.source, "output.file", inputs=given)
+    return check_output_path(Path(config.path.stem + default_suffix), "-o", inputs=given)
+
+
+def resume_command(output: Path) -> str:
+    """The command line that continues the interrupted command: its own arguments, with
+    `-o` made explicit and `--resume` added."""
+    args = list(_argv)
+    if not any(a in ("-o", "--output") or a.startswith(("--output=", "-o")) for a in args):
+        args += ["-o", str(output)]
+    if "--resume" not in args:
+        args.append("--resume")
+    return shlex.join(["sim", *args])
+
+
+@contextlib.contextmanager
+def resumable(output: Path, what: str):
+    """Within the block, an interrupt (SIGINT, SIGTERM) that stopped the work at a safe
+    point is reported in one line with the command that resumes it."""
+    try:
+        yield
+    except Interrupted as e:
+        name = signal.Signals(e.signum).name
+        kept = f"{what} so far is checkpointed in {e.checkpoint}" if e.checkpoint is not None else "nothing was saved yet"
+        print(f"interrupted ({name}): {kept}; resume with: {resume_command(output)}", file=sys.stderr)
+        raise typer.Exit(e.exit_code) from None
+
+
+def nothing_to_resume(path: Path, unfinished: Path, what: str, quiet: bool) -> bool:
+    """--resume with no unfinished work of `path` and no finished file: start afresh
+    (a job script may always pass --resume). True when that is the case."""
+    if unfinished.exists() or path.exists():
+        return False
+    if not quiet:
+        print(f"no unfinished {what} of {path}; starting it", file=sys.stderr)
+    return True
 
 
 @app.command()
@@ -100,15 +147,10 @@ def sweep(
 
     cfg = load_config(config, set_ or [])
     path = output_path(cfg, output)
-    if resume and not partial_path(path).exists() and not quiet:
-        print(f"no unfinished sweep for {path}; starting it", file=sys.stderr)
-    try:
+    with exclusive(path), resumable(path, "the sweep"):
+        if resume and nothing_to_resume(path, partial_path(path), "sweep", quiet):
+            resume = False
         summary, _ = execute(cfg, path, resume=resume, devices=devices, scheduler=scheduler, progress=not quiet)
-    except KeyboardInterrupt:
-        partial = partial_path(path)
-        kept = f"; finished chunks are kept in {partial}, `--resume` continues" if partial.exists() else ""
-        print(f"interrupted{kept}", file=sys.stderr)
-        raise typer.Exit(130) from None
     if not quiet:
         resumed = f", {summary.resumed_runs} resumed" if summary.resumed_runs else ""
         print(
@@ -130,18 +172,15 @@ def run(
     with checkpoints ([output] chunk, checkpoint_every); --resume continues a run that
     was stopped."""
     from ._run import run as run_config
-    from ._stream import checkpoint_path, partial_path
+    from ._stream import partial_path
 
     cfg = load_config(config, set_ or [])
     path = output_path(cfg, output)
     start = time.perf_counter()
-    try:
+    with exclusive(path), resumable(path, "the run"):
+        if resume and nothing_to_resume(path, partial_path(path), "run", quiet):
+            resume = False
         done = run_config(cfg, progress=not quiet, output=path, resume=resume)
-    except KeyboardInterrupt:
-        if checkpoint_path(path).exists():
-            print(f"interrupted; the run so far is kept in {partial_path(path)}: `sim run {config} --resume` continues it", file=sys.stderr)
-            sys.exit(130)
-        raise
     if not quiet:
         resumed = f", resumed from frame {done.resumed_from}" if done.resumed_from is not None else ""
         print(
@@ -164,11 +203,15 @@ def fit(
     the solver; the optimiser state is checkpointed beside the output ([fit]
     checkpoint_every), and --resume continues a fit that was stopped."""
     from inference import fit as fit_config
+    from inference._checkpoint import checkpoint_path
 
     cfg = load_config(config, set_ or [])
-    path = check_output_path(output, "-o") if output is not None else check_output_path(Path(cfg.path.stem + "_fit.h5"), "-o")
+    path = check_output_path(output if output is not None else Path(cfg.path.stem + "_fit.h5"), "-o", inputs=[*cfg.input_files(), *([data] if data else [])])
     start = time.perf_counter()
-    result = fit_config(cfg, data, progress=not quiet, output=path, resume=resume)
+    with exclusive(path), resumable(path, "the fit"):
+        if resume and nothing_to_resume(path, checkpoint_path(path), "fit", quiet):
+            resume = False
+        result = fit_config(cfg, data, progress=not quiet, output=path, resume=resume)
     table = Table("quantity", "estimate", "std. error", box=None)
     for name, value, err_ in result.table():
         table.add_row(name, f"{value:.6g}", f"{err_:.3g}")
@@ -200,9 +243,12 @@ def infer(
     from inference import infer as infer_config
 
     cfg = load_config(config, set_ or [])
-    path = check_output_path(output, "-o") if output is not None else check_output_path(Path(cfg.path.stem + "_posterior.h5"), "-o")
+    inputs = [*cfg.input_files(), *(p for p in (data, init_from) if p is not None)]
+    path = check_output_path(output if output is not None else Path(cfg.path.stem + "_posterior.h5"), "-o", inputs=inputs)
     if arviz is not None:
-        check_output_path(arviz, "--arviz")
+        check_output_path(arviz, "--arviz", inputs=inputs)
+        if arviz.absolute() == path.absolute() or (arviz.exists() and path.exists() and os.path.samefile(arviz, path)):
+            raise InputError("--arviz", str(arviz), "is the -o posterior file; expected another path")
         try:
             import arviz as _  # noqa: F401
         except ImportError:
@@ -210,10 +256,13 @@ def infer(
     if init_from is not None and not init_from.is_file():
         raise InputError("--init-from", str(init_from), "no such fit file")
     start = time.perf_counter()
-    result = infer_config(cfg, data, chains=chains, warmup=warmup, samples=samples, seed=seed, init_from=init_from, progress=not quiet)
-    result.save(path)
-    if arviz is not None:
-        result.to_arviz().to_netcdf(str(arviz))
+    with exclusive(path), contextlib.ExitStack() as stack:
+        if arviz is not None:
+            stack.enter_context(exclusive(arviz))
+        result = infer_config(cfg, data, chains=chains, warmup=warmup, samples=samples, seed=seed, init_from=init_from, progress=not quiet)
+        result.save(path)
+        if arviz is not None:
+            result.to_arviz().to_netcdf(str(arviz))
     table = Table("quantity", "mean", "sd", "5%", "50%", "95%", "ess_bulk", "r_hat", box=None)
     for name, row in result.summary.items():
         table.add_row(name, *(f"{row[k]:.4g}" for k in ("mean", "sd", "5%", "50%", "95%")), f"{row['ess_bulk']:.0f}", f"{row['r_hat']:.3f}")
@@ -233,7 +282,9 @@ def plot(
     from ._plot import check_figure_path, plot as draw
 
     path = check_figure_path(output if output is not None else Path(file.with_suffix(".png").name))
-    draw(file, path)
+    check_output_path(path, "-o", inputs=[file])
+    with exclusive(path):
+        draw(file, path)
     if not quiet:
         print(f"wrote {path}", file=sys.stderr)
 
@@ -253,11 +304,33 @@ def info() -> None:
     out.print(f"{'precision':<12} {'float64' if x64 else 'float32'} by default (PDE/MD configs may ask for float32)")
 
 
+def check_platform() -> None:
+    """A `JAX_PLATFORMS` naming a device this machine does not have is bad input."""
+    wanted = os.environ.get("JAX_PLATFORMS", "").strip()
+    if not wanted or wanted == "cpu":
+        return
+    import jax
+
+    try:
+        jax.devices()
+    except RuntimeError as e:
+        reason = " ".join(str(e).split())[:160]
+        raise InputError(
+            "JAX_PLATFORMS", wanted, f"no such device on this machine ({reason}); unset JAX_PLATFORMS, or install JAX for it (the cuda12 extra)"
+        ) from None
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the `sim` command."""
-    argv = sys.argv[1:] if argv is None else argv
+    global _argv
+    argv = sys.argv[1:] if argv is None else list(argv)
+    _argv = argv
+    # Signal handlers can only be installed from the main thread.
+    guard = deferred() if threading.current_thread() is threading.main_thread() else contextlib.nullcontext()
     try:
-        app(args=argv or ["--help"], prog_name="sim", standalone_mode=False)
+        with guard:
+            check_platform()
+            code = app(args=argv or ["--help"], prog_name="sim", standalone_mode=False)
     except typer.Exit as e:
         sys.exit(e.exit_code)
     except typer.Abort:
@@ -276,13 +349,20 @@ def main(argv: list[str] | None = None) -> None:
     except SimError as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(1)
+    except Interrupted as e:  # work that keeps nothing (infer, plot, models)
+        print(f"interrupted ({signal.Signals(e.signum).name}); nothing was written", file=sys.stderr)
+        sys.exit(e.exit_code)
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+        print("interrupted; nothing was written", file=sys.stderr)
         sys.exit(130)
     except Exception as e:  # noqa: BLE001 - last resort: one line, exit 1
         message = str(e).strip().splitlines()[0] if str(e).strip() else ""
         print(f"error: internal error: {type(e).__name__}: {message}", file=sys.stderr)
         sys.exit(1)
+    # In this (non-standalone) mode click returns the code of a `typer.Exit` raised
+    # inside a command instead of raising it.
+    if isinstance(code, int) and code:
+        sys.exit(code)
 
 
 if __name__ == "__main__":

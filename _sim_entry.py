@@ -1,0 +1,44 @@
+"""The entry point of the `sim` command.
+
+It stands outside the `sim` package so that it can take over SIGINT and SIGTERM before
+anything heavy is imported: importing `sim` imports JAX and every model, which takes
+seconds, and an interrupt in that time must end the command with one line and the
+signal's exit code (130 / 143), not a traceback. Nothing has been written by then, so
+the process exits at once. From `sim.cli.main` on, interrupts are deferred to the next
+safe point of the command (see `sim._interrupt`).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import sys
+
+
+# Commands that continue interrupted work with --resume (which starts afresh when there
+# is nothing to continue).
+RESUMABLE = ("run", "sweep", "fit")
+
+
+def _stop_during_start(signum: int, frame) -> None:
+    name = signal.Signals(signum).name
+    args = sys.argv[1:]
+    again = ""
+    if args and args[0] in RESUMABLE:
+        again = "; resume with: " + shlex.join(["sim", *args, *([] if "--resume" in args else ["--resume"])])
+    os.write(2, f"interrupted ({name}) while starting: nothing was saved yet{again}\n".encode())
+    os._exit(128 + signum)
+
+
+def main() -> None:
+    """Run the `sim` command line (`sim --help`)."""
+    for s in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(s, _stop_during_start)
+    from sim.cli import main as cli_main
+
+    cli_main(sys.argv[1:])
+
+
+if __name__ == "__main__":
+    main()

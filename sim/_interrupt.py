@@ -1,0 +1,93 @@
+"""Interrupts (SIGINT from Ctrl-C, SIGTERM from a cluster scheduler) turned into a
+request that long work honours at its next safe point.
+
+The command line calls `deferred()` around a command. While it is active, the first
+SIGINT or SIGTERM only records a request; every long loop (a streamed run between two
+chunks, a sweep between two chunks, a fit between two iterations) calls `safe_point`,
+which writes a checkpoint and raises `Interrupted` once a request is there. A second
+signal raises `Interrupted` at once (its cleanup still leaves no partial output), for a
+user who will not wait.
+
+Nothing is raised from inside JAX or XLA: a Python signal handler runs between two
+bytecodes of the main thread, so a signal that arrives during compilation is seen when
+the compiler returns, and honoured at the safe point that follows.
+
+In a Python session no handler is installed: `safe_point` is a no-op and Ctrl-C raises
+`KeyboardInterrupt` as usual.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+_requested: int | None = None  # the first signal received while `deferred` is active
+
+
+class Interrupted(BaseException):
+    """Work stopped at a safe point after SIGINT or SIGTERM (a `BaseException`, as
+    `KeyboardInterrupt`, so that `except Exception` never swallows it).
+
+    Attributes:
+        signum: the signal received.
+        checkpoint: the checkpoint written before stopping (None when there was nothing
+            to keep).
+    """
+
+    def __init__(self, signum: int, checkpoint: Path | None = None):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = int(signum)
+        self.checkpoint = checkpoint
+
+    @property
+    def exit_code(self) -> int:
+        """128 + the signal number: 130 after SIGINT, 143 after SIGTERM."""
+        return 128 + self.signum
+
+
+def _on_signal(signum: int, frame) -> None:
+    global _requested
+    if _requested is None:
+        _requested = signum
+        return
+    raise Interrupted(signum)
+
+
+def requested() -> int | None:
+    """The signal received since `deferred` began, or None."""
+    return _requested
+
+
+def safe_point(save: Callable[[], Path | None] | None = None) -> None:
+    """Stop here if an interrupt was requested: call `save` (which writes a checkpoint
+    and returns its path), then raise `Interrupted`.
+
+    Raises:
+        Interrupted: an interrupt was requested.
+    """
+    signum = _requested
+    if signum is None:
+        return
+    kept = save() if save is not None else None
+    raise Interrupted(signum, kept)
+
+
+@contextlib.contextmanager
+def deferred() -> Iterator[None]:
+    """Within the block, SIGINT and SIGTERM request a stop at the next `safe_point`
+    (a second signal stops at once); the previous handlers are restored after it."""
+    global _requested
+    previous = {s: signal.getsignal(s) for s in SIGNALS}
+    _requested = None
+    for s in SIGNALS:
+        signal.signal(s, _on_signal)
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        _requested = None

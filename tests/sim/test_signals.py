@@ -1,0 +1,170 @@
+"""SIGINT (Ctrl-C) and SIGTERM (a scheduler's stop) at three moments of `sim run`,
+`sim sweep` and `sim fit`: while the command imports, while it compiles, and mid-run.
+Each ends with the signal's exit code (130 / 143), one line that gives the exact command
+that resumes it, no output file; and that command completes the work, with the result
+of an uninterrupted command.
+
+These start the real `sim` command (its entry point takes the signals before the heavy
+imports), so each case costs a few seconds: one case per command runs by default, the
+whole matrix under the slow marker.
+"""
+
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+
+from inference import _checkpoint
+from sim import _stream, _sweep_store
+from sim.cli import main
+
+EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
+SIM = Path(sys.executable).parent / "sim"
+
+# Work long enough to be interrupted mid-run, small enough to finish in seconds.
+COMMANDS = {
+    "run": (
+        ["run", str(EXPERIMENTS / "lorenz.toml")],
+        ["time.t1=60.0", "time.save=3001", "output.chunk=5", "output.checkpoint_every=1000000"],
+    ),
+    "sweep": (
+        ["sweep", str(EXPERIMENTS / "lotka_volterra_sweep.toml")],
+        ["sweep.chunk=4", 'sweep.params.alpha={ linspace = [0.3, 0.8, 8] }', 'sweep.params.beta={ values = [0.02, 0.03] }'],
+    ),
+}
+
+
+def fit_command(folder: Path) -> tuple[list[str], list[str]]:
+    from tests.inference.test_fit import lv_config, noisy, write_data
+
+    prey, predator = noisy(np.random.default_rng(3))
+    data = write_data(folder / "d.h5", prey, predator)
+    config = lv_config(folder, data, optimizer="adam", max_steps=400, learning_rate=0.01)
+    return ["fit", str(config.path)], ['fit.free=["alpha", "gamma"]', "fit.checkpoint_every=1"]
+
+
+def argv(command: str, folder: Path, out: str) -> list[str]:
+    head, sets = fit_command(folder) if command == "fit" else COMMANDS[command]
+    return [*head, "-o", out, "--quiet", *(x for s in sets for x in ("--set", s))]
+
+
+def unfinished(command: str, out: Path) -> Path:
+    """The file that appears once the command has saved some work."""
+    if command == "run":
+        return _stream.partial_path(out)
+    if command == "sweep":
+        return _sweep_store.partial_path(out)
+    return _checkpoint.checkpoint_path(out)
+
+
+def interrupt(command: str, moment: str, signum: int, folder: Path):
+    """Start `sim COMMAND`, send `signum` at `moment`; return (exit code, stderr)."""
+    args = argv(command, folder, "out.h5")
+    env = {**os.environ, "JAX_LOG_COMPILES": "1"} if moment == "compile" else dict(os.environ)
+    proc = subprocess.Popen([str(SIM), *args], cwd=folder, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    lines = []
+    deadline = time.monotonic() + 300
+    if moment == "import":
+        time.sleep(1.0)  # the interpreter has started; importing JAX and simjax takes longer
+    elif moment == "compile":
+        for line in proc.stderr:  # JAX logs each compilation as it begins
+            lines.append(line)
+            if "Compiling" in line or time.monotonic() > deadline:
+                break
+    else:
+        marker = unfinished(command, folder / "out.h5")
+        while not marker.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+    assert proc.poll() is None, "the command ended before it was interrupted: " + "".join(lines) + proc.stderr.read()
+    proc.send_signal(signum)
+    rest = proc.stderr.read()
+    proc.wait(timeout=300)
+    return proc.returncode, "".join(lines) + rest
+
+
+def compare(command: str, a: Path, b: Path) -> None:
+    with h5py.File(a, "r") as fa, h5py.File(b, "r") as fb:
+        if command == "fit":
+            for name in fa["estimate"]:
+                assert fa["estimate"][name][()] == fb["estimate"][name][()], name
+            return
+        names = []
+        fa.visititems(lambda n, node: names.append(n) if isinstance(node, h5py.Dataset) else None)
+        for name in names:
+            np.testing.assert_array_equal(fa[name][()], fb[name][()], err_msg=name)
+
+
+CASES = [
+    pytest.param(command, moment, signum, marks=() if default else pytest.mark.slow, id=f"{command}-{moment}-{signum.name}")
+    for command in ("run", "sweep", "fit")
+    for moment in ("import", "compile", "mid-run")
+    for signum in (signal.SIGINT, signal.SIGTERM)
+    for default in [
+        (command, moment, signum)
+        in {("run", "mid-run", signal.SIGINT), ("sweep", "mid-run", signal.SIGTERM), ("fit", "mid-run", signal.SIGTERM), ("run", "import", signal.SIGTERM), ("sweep", "compile", signal.SIGINT)}
+    ]
+]
+
+
+@pytest.mark.parametrize("command, moment, signum", CASES)
+def test_interrupt_exits_with_one_line_and_resumes(command, moment, signum, tmp_path, capsys):
+    code, err = interrupt(command, moment, signum, tmp_path)
+    assert code == 128 + signum, err
+    assert "Traceback" not in err and "Segmentation" not in err, err
+    lines = [line for line in err.splitlines() if line.startswith("interrupted")]
+    assert len(lines) == 1 and f"({signum.name})" in lines[0], err
+    # Besides JAX's compilation log (asked for by the test), nothing else is printed.
+    log = ("Finished ", "Compiling ", "Persistent compilation")
+    assert [line for line in err.splitlines() if line.strip() and not line.startswith(log)] == lines, err
+    assert not (tmp_path / "out.h5").exists()
+    if moment == "mid-run":
+        assert "checkpointed in" in lines[0], lines[0]
+    resume = shlex.split(lines[0].split("resume with: ", 1)[1])
+    assert resume[0] == "sim" and "--resume" in resume
+    # The printed command, run from the same folder, completes the work.
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        with pytest.raises(SystemExit) as exit_info:
+            main(resume[1:])
+            raise SystemExit(0)
+    finally:
+        os.chdir(cwd)
+    assert exit_info.value.code in (0, None), capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == [], "leftover companion files"
+    os.chdir(tmp_path)
+    try:
+        with pytest.raises(SystemExit) as exit_info:
+            main(argv(command, tmp_path, "whole.h5"))
+            raise SystemExit(0)
+    finally:
+        os.chdir(cwd)
+    assert exit_info.value.code in (0, None)
+    compare(command, tmp_path / "out.h5", tmp_path / "whole.h5")
+
+
+def test_first_signal_waits_for_a_safe_point_and_a_second_stops_at_once():
+    from sim import _interrupt
+
+    with _interrupt.deferred():
+        _interrupt.safe_point()  # nothing asked: goes on
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.01)  # the handler runs: it only records the request
+        assert _interrupt.requested() == signal.SIGTERM
+        saved = []
+        with pytest.raises(_interrupt.Interrupted) as stop:
+            _interrupt.safe_point(lambda: saved.append(1) or Path("ck"))
+        assert saved == [1] and stop.value.checkpoint == Path("ck") and stop.value.exit_code == 143
+        with pytest.raises(_interrupt.Interrupted) as again:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(1.0)  # a second signal raises from wherever the program is
+        assert again.value.exit_code == 130
+    # Outside the block the previous handlers are back.
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
