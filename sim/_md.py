@@ -42,9 +42,10 @@ from solvers import (
     VelocityVerlet,
     did_you_mean,
     integrate,
+    integrate_frames,
 )
 
-from ._config import Config
+from ._config import Config, seed_problem
 from ._errors import SimulationError
 from ._limits import memory_problem
 from ._registry import model_options, register_model
@@ -237,6 +238,36 @@ def _chunk(problem: _Problem, state: ParticleState, saves: int, every: int, leve
     )
 
 
+@eqx.filter_jit
+def _frames(problem: _Problem, state: ParticleState, frames, every, capacity: int):
+    """Up to `frames` frames from `state`, stopping at the first frame in which the
+    neighbour list overflowed (`solvers.integrate_frames`)."""
+    refuse = None if problem.neighbour_list is None else (lambda s: s.aux.overflow)
+    return integrate_frames(
+        problem.integrator,
+        state,
+        problem.force_fn,
+        frames=frames,
+        steps_per_save=every,
+        observe=problem.observe,
+        capacity=capacity,
+        refuse=refuse,
+    )
+
+
+def _widened(problem: _Problem, state: ParticleState) -> ParticleState:
+    """`state` with its neighbour list padded to `problem`'s (larger) capacity: the
+    list a build of that capacity makes from the same reference positions, since the
+    smaller one held every neighbour (padding is the id n)."""
+    nbrs = state.aux
+    n, width = nbrs.index.shape
+    extra = problem.neighbour_list.capacity - width
+    if extra <= 0:
+        return state
+    index = jnp.pad(nbrs.index, ((0, 0), (0, extra)), constant_values=n)
+    return eqx.tree_at(lambda s: s.aux.index, state, index)
+
+
 def _overflowed(state: ParticleState) -> bool | None:
     """Whether the neighbour list overflowed (None when the flag is traced)."""
     if state.aux is None:
@@ -256,10 +287,15 @@ class MdEngine:
     """The MD run loop, one compiled chunk of saves at a time: what `run_md` loops over
     and what a streamed `sim run` advances.
 
-    After each chunk the neighbour-list overflow flag is read; if set, the list is
-    reallocated with room for what was seen and the chunk is rerun from its start. Under
-    `jax.jit` or `jax.vmap` the flag cannot be read mid-run: `advance` then returns the
-    flag traced, and `run_md` marks the run.
+    `step` (for `run_md`, differentiable): after each chunk the neighbour-list overflow
+    flag is read; if set, the list is reallocated with room for what was seen and the
+    chunk is rerun from its start. Under `jax.jit` or `jax.vmap` the flag cannot be read
+    mid-run: `step` then returns the flag traced, and `run_md` marks the run.
+
+    `advance` (a `sim run`, forward only) is chunk-invariant: its compiled loop stops at
+    the frame in which the list overflowed, the list is grown and that frame is redone,
+    so the list grows at the same frame wherever chunks fall; the frame count is traced
+    (one program per list size for every chunk length).
     """
 
     def __init__(self, model: ParticleModel, params: PyTree, t: Array | np.ndarray, *, initial: System | None = None, solver=None, key: Array | None = None):
@@ -318,8 +354,25 @@ class MdEngine:
     def advance(self, state: ParticleState, k: int, n: int) -> tuple[ParticleState, dict[str, np.ndarray]]:
         """The streamed-run interface: frames k+1..k+n (frame 0 first when k == 0) as
         numpy rows."""
-        state, obs, _ = self.step(state, n)
-        rows = {name: np.asarray(v) for name, v in obs.items()}
+        if not 1 <= n <= self.chunk:
+            raise ValueError(f"a chunk of {n} frames; this engine takes 1 to {self.chunk}")
+        pieces: list[dict[str, np.ndarray]] = []
+        remaining = n
+        while True:
+            state, saved, filled, refused, rejected = _frames(
+                self.problem, state, jnp.asarray(remaining, jnp.int32), jnp.asarray(self.every, jnp.int32), self.chunk
+            )
+            filled = int(filled)
+            pieces.append({name: np.asarray(v)[:filled] for name, v in saved.items()})
+            remaining -= filled
+            if not bool(refused):
+                break
+            # The list overflowed within the frame after `state`: grow it, redo the frame.
+            self._grow(rejected)
+            state = _widened(self.problem, state)
+        if remaining:  # pragma: no cover - the loop stops early only at a refused step
+            raise RuntimeError(f"the MD chunk filled {n - remaining} of {n} frames")
+        rows = {name: np.concatenate([p[name] for p in pieces]) for name in pieces[0]}
         if k == 0:
             rows = {name: np.concatenate([np.asarray(self.first[name])[None], v]) for name, v in rows.items()}
         return state, rows
@@ -418,8 +471,8 @@ _MODEL_OPTION_PARAMS = ("cutoff", "shift", "force_shift", "tail_correction", "n_
 
 
 def _md_model(config: Config, model: ParticleModel) -> ParticleModel:
-    """The model with options given under [params] (cutoff, shift, tail_correction, as
-    DESIGN.md lists them for lennard_jones) applied."""
+    """The model with options given under [params] (cutoff, shift,
+    tail_correction and the others the model class accepts) applied."""
     allowed = model_options(type(model))
     options = {}
     for key in _MODEL_OPTION_PARAMS:
@@ -467,8 +520,9 @@ def _md_system(config: Config, dtype) -> tuple[System, int]:
                 f"system.{key}", f"unknown key (expected one of: {', '.join(_SYSTEM_KEYS)}).{did_you_mean(key, _SYSTEM_KEYS)}"
             )
     seed = section.get("seed", 0)
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise config.error("system.seed", f"expected a whole number >= 0, got {seed!r}")
+    problem = seed_problem(seed)
+    if problem:
+        raise config.error("system.seed", problem)
     key = jax.random.key(seed)
     temperature = section.get("temperature")
     if temperature is not None:
@@ -623,6 +677,7 @@ def _(model: ParticleModel, config: Config) -> Setup:
         raise config.error("grid", "is for PDE models; MD runs take [system]")
     dt, t = _md_time(config)
     solver, dtype, solver_section = _md_solver(config, dt)
+    checks = config.spec.checks.for_family("md_nvt" if solver_section["method"] == "langevin" else "md", config.error)
     system, seed = _md_system(config, jnp.float32 if dtype == "float32" else jnp.float64)
     try:
         check_system(model, system, params)
@@ -641,7 +696,7 @@ def _(model: ParticleModel, config: Config) -> Setup:
         t=jnp.asarray(t),
         solver=solver,
         key=jax.random.fold_in(jax.random.key(seed), 2),
-        resolved={"params": params, "solver": solver_section, "model": model_section},
+        resolved={"params": params, "solver": solver_section, "model": model_section, "checks": checks},
     )
 
 
@@ -711,7 +766,15 @@ class MdSink:
         end = k + position.shape[0]
         if self.system.space.periodic:
             edges = np.asarray(self.system.space.box, dtype=position.dtype)
-            image = np.floor(position / edges).astype(np.int32)
+            with np.errstate(invalid="ignore"):
+                image = np.floor(position / edges)
+            if not np.all(np.abs(image) <= IMAGE_LIMIT):  # NaN included: never a wrapped-around counter
+                frame = k + int(np.argmin(np.all(np.abs(image) <= IMAGE_LIMIT, axis=(1, 2))))
+                raise SimulationError(
+                    f"{self.model}: the run blew up at step {int(self.step[frame])} (t = {float(self.time[frame]):g}): "
+                    f"a particle is beyond the int32 image counters of the output (limit {IMAGE_LIMIT} box lengths)"
+                )
+            image = image.astype(np.int32)
             particles["position/value"][k:end] = position - image * edges
             particles["image/value"][k:end] = image
         else:
@@ -755,7 +818,7 @@ class MdRunResult:
         return MdSink(self.model, self.config, self.time, self.step, self.system, self.params, self.seed)
 
     def save(self, path) -> Path:
-        """Write the H5MD layout of DESIGN.md to `path` atomically; returns the path."""
+        """Write the H5MD layout (docs/architecture.md, File layouts) to `path` atomically; returns the path."""
         path = Path(path)
         sink = self.sink()
         with atomic_h5(path) as f:
@@ -775,6 +838,136 @@ def write_h5md(f, result: MdRunResult) -> None:
     sink.create(f, result.observables)
     sink.write(f, 0, result.observables)
     sink.finish(f, result.stats)
+
+
+# ----------------------------------------------------------------------------- blow-up checks
+
+# H5MD image counters (`/particles/all/image`) are int32: a particle farther than this
+# many box lengths from the box cannot be written, and is a blown-up run.
+IMAGE_LIMIT = 2**31 - 1
+
+
+@dataclasses.dataclass(frozen=True)
+class MdLimits:
+    """The `[checks]` bounds of an MD run, checked at saved frames (`sim run` stops, a
+    sweep flags the run). Each measure is taken over its limit, so that a value above 1
+    (or NaN) is a blow-up:
+
+    - energy drift (verlet: total energy; nose_hoover: the conserved energy including
+      the thermostat's; none for langevin): |E(t) - E(0)| / (scale * energy_drift) with
+      scale = max(|E(0)|, K(0)), K the kinetic energy;
+    - temperature: T(t) / (max_temperature_factor * T_ref) with T_ref = max(thermostat
+      temperature, 2 scale / degrees of freedom), which is at least T(0);
+    - image counters (periodic boxes): the box lengths a particle is away from the box,
+      over `IMAGE_LIMIT`.
+
+    The neighbour list needs no check of its own: it is checked at every step (rebuilt
+    whenever a particle moved more than half the skin since the last build), so it never
+    misses a pair, however far a step goes.
+    """
+
+    energy: str | None  # the observable whose drift is checked
+    energy_drift: float
+    temperature_factor: float
+    target: float  # the thermostat's temperature; 0 for NVE
+    dof: int
+    edges: np.ndarray | None
+
+    @classmethod
+    def of(cls, s: Setup) -> MdLimits:
+        bounds = s.resolved["checks"]
+        integrator = s.solver.integrator
+        energy = None
+        if "energy_drift" in bounds:
+            energy = "conserved_energy" if isinstance(integrator, NoseHooverChain) else "total_energy"
+        system = s.initial
+        return cls(
+            energy=energy,
+            energy_drift=float(bounds.get("energy_drift", math.inf)),
+            temperature_factor=float(bounds["max_temperature_factor"]),
+            target=float(getattr(integrator, "temperature", 0.0)),
+            dof=int(integrator.degrees_of_freedom(system.n, system.dim)),
+            edges=np.asarray(system.space.box, dtype=float) if system.space.periodic else None,
+        )
+
+    @property
+    def reference_names(self) -> tuple[str, ...]:
+        """The observables of frame 0 that `reference` takes."""
+        return ("kinetic_energy", "total_energy") if self.energy is None else ("kinetic_energy", self.energy)
+
+    def reference(self, first: dict, xp=np) -> dict:
+        """E(0), K(0), the energy scale and the reference temperature, from frame 0's
+        observables."""
+        k0 = first["kinetic_energy"]
+        e0 = first[self.energy or "total_energy"]
+        scale = xp.maximum(xp.maximum(xp.abs(e0), k0), 1e-30)
+        return {"e0": e0, "k0": k0, "scale": scale, "t_ref": xp.maximum(2.0 * scale / self.dof, self.target)}
+
+    def excess(self, obs: dict, ref: dict, xp=np) -> dict:
+        """Per saved frame [T], each measure over its limit (> 1 or NaN: blown up)."""
+        out = {}
+        if self.energy is not None:
+            out["drift"] = xp.abs(obs[self.energy] - ref["e0"]) / (ref["scale"] * self.energy_drift)
+        out["temperature"] = obs["temperature"] / (ref["t_ref"] * self.temperature_factor)
+        if self.edges is not None:
+            position = obs["position"]
+            images = xp.floor(position / xp.asarray(self.edges, dtype=position.dtype))
+            out["image"] = xp.max(xp.abs(images), axis=(-2, -1)) / IMAGE_LIMIT
+        return out
+
+    def within(self, obs: dict) -> jax.Array:
+        """Whether a whole run (observables [T, ...], frame 0 first) stayed within the
+        bounds (traceable: a sweep's per-run test)."""
+        ref = self.reference({name: obs[name][0] for name in self.reference_names}, jnp)
+        ok = jnp.asarray(True)
+        for value in self.excess(obs, ref, jnp).values():
+            ok = ok & jnp.all(value <= 1)
+        return ok
+
+    def first_failure(self, rows: dict[str, np.ndarray], ref: dict) -> tuple[int, str] | None:
+        """The first frame of `rows` beyond a bound and what went wrong, or None."""
+        rows = {name: np.asarray(v) for name, v in rows.items()}
+        frames = len(rows["temperature"])
+        failed = {}
+        for name in ("total_energy", "temperature", "position"):
+            finite = np.all(np.isfinite(rows[name].reshape(frames, -1)), axis=1)
+            failed[f"finite:{name}"] = ~finite
+        with np.errstate(all="ignore"):
+            excess = self.excess(rows, ref)
+        failed.update({name: ~(value <= 1) for name, value in excess.items()})
+        bad = np.any(np.stack(list(failed.values())), axis=0)
+        if not np.any(bad):
+            return None
+        i = int(np.argmax(bad))
+        check = next(name for name, flags in failed.items() if flags[i])
+        return i, self._describe(check, rows, i, ref, excess)
+
+    def _describe(self, check: str, rows: dict, i: int, ref: dict, excess: dict) -> str:
+        if check.startswith("finite:"):
+            name = check.partition(":")[2]
+            return f"{name} became non-finite (the run diverged); lower time.dt or start from a relaxed configuration"
+        if check == "drift":
+            label = "conserved energy" if self.energy == "conserved_energy" else "total energy"
+            drift = abs(float(rows[self.energy][i]) - float(ref["e0"])) / float(ref["scale"])
+            return (
+                f"{label} drifted by {_percent(drift)} of its initial scale max(|E0|, K0) = {float(ref['scale']):.4g} "
+                f"(limit checks.energy_drift = {_percent(self.energy_drift)}); lower time.dt or loosen the bound"
+            )
+        if check == "temperature":
+            t = float(rows["temperature"][i])
+            return (
+                f"temperature reached {t:.3g}, {t / float(ref['t_ref']):.3g} times the reference {float(ref['t_ref']):.3g} "
+                f"(limit checks.max_temperature_factor = {self.temperature_factor:g}); lower time.dt or loosen the bound"
+            )
+        far = float(excess["image"][i]) * IMAGE_LIMIT
+        return (
+            f"a particle is {far:.3g} box lengths from the box, beyond the int32 image counters of the output "
+            f"(limit {IMAGE_LIMIT}); lower time.dt"
+        )
+
+
+def _percent(fraction: float) -> str:
+    return f"{100 * fraction:.3g}%"
 
 
 @plan_family.register
@@ -799,16 +992,23 @@ def _(model: ParticleModel, config: Config) -> RunPlan:
         seed=int((config.spec.system or {}).get("seed", 0)),
     )
 
+    limits = MdLimits.of(s)
+    reference: dict[str, float] = {}
+
     def check(rows: dict[str, np.ndarray], k: int) -> None:
-        for name in ("total_energy", "position"):
-            values = np.asarray(rows[name])
-            finite = np.all(np.isfinite(values.reshape(values.shape[0], -1)), axis=1)
-            if not np.all(finite):
-                first = int(np.argmin(finite)) + (k if k == 0 else k + 1)
-                raise SimulationError(
-                    f"{config.source}: the MD run diverged (non-finite {name} at t = {float(times[first]):g}); "
-                    "lower time.dt or start from a relaxed configuration"
-                )
+        if not reference:  # frame 0: in the first chunk's rows, or recomputed on a resume
+            if k == 0:
+                first = {name: rows[name][0] for name in limits.reference_names}
+            else:
+                first = engine.first if engine.first is not None else _start(engine.problem, engine.run_key)[1]
+            reference.update(limits.reference({name: np.asarray(first[name]) for name in limits.reference_names}))
+        failure = limits.first_failure(rows, reference)
+        if failure is not None:
+            i, what = failure
+            frame = i + (k if k == 0 else k + 1)
+            raise SimulationError(
+                f"{config.source}: the run blew up at step {int(sink.step[frame])} (t = {float(times[frame]):g}): {what}"
+            )
 
     def result(rows: dict[str, np.ndarray], stats: dict[str, int]) -> MdRunResult:
         return MdRunResult(

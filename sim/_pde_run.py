@@ -6,21 +6,34 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import equinox as eqx
 import h5py
+import jax
 import jax.numpy as jnp
 import numpy as np
 
 from physics.pde import GridPdeModel, PdeModel, SpectralPdeModel
-from solvers import Etdrk, MethodOfLines, did_you_mean, result_message
+from solvers import (
+    Etdrk,
+    EtdrkCoefficients,
+    EtdrkLoop,
+    EtdrkLoopState,
+    FourierGrid,
+    MethodOfLines,
+    OdeLoop,
+    OdeLoopState,
+    did_you_mean,
+    result_code,
+    result_message,
+)
 
 from ._config import Config
-from ._errors import DataError
-from ._pde import fd_grid, grid_coordinates, initial_field
+from ._errors import DataError, SimulationError
+from ._pde import _cast, fd_grid, grid_coordinates, initial_field
 from ._run import (
+    LoopEngine,
     RunPlan,
     Setup,
-    SimulateEngine,
-    check_finite,
     frames_per_chunk,
     plan_family,
     resolve_params,
@@ -30,7 +43,7 @@ from ._run import (
     sink_result,
 )
 from ._result import RunSink
-from ._store import DAMAGED_FILE_ERRORS, numeric_dataset
+from ._store import DAMAGED_FILE_ERRORS, error_reason, numeric_dataset
 
 ETDRK_METHODS = ("etdrk1", "etdrk2", "etdrk3", "etdrk4")
 _SPECTRAL_KEYS = ("method", "dtype", "dealias")
@@ -63,8 +76,8 @@ def _initial(config: Config, model: PdeModel, params: dict) -> jnp.ndarray:
         fields = {}
         try:
             f = h5py.File(path, "r")
-        except DAMAGED_FILE_ERRORS:
-            raise DataError(path, "", "not a readable HDF5 file") from None
+        except DAMAGED_FILE_ERRORS as e:
+            raise DataError(path, "", f"not a readable HDF5 file ({error_reason(e)})") from None
         with f:
             for name, dataset in datasets.items():
                 value = numeric_dataset(f, path, dataset, "initial.dataset")
@@ -76,7 +89,7 @@ def _initial(config: Config, model: PdeModel, params: dict) -> jnp.ndarray:
         try:
             return initial_field(model, fields, params)
         except ValueError as e:
-            raise config.error("initial.dataset", str(e)) from None
+            raise config.error("initial.dataset", error_reason(e)) from None
     kind = spec.pop("kind", None)
     if kind is not None and kind not in model.initial_kinds:
         raise config.error("initial.kind", f"unknown initial field {kind!r} (kinds: {', '.join(model.initial_kinds)}).{did_you_mean(kind, model.initial_kinds)}")
@@ -93,11 +106,29 @@ def _steps_per_save(config: Config, t: np.ndarray) -> int:
         raise config.error("time.save_at", "fixed-step PDE solvers need equally spaced save times")
     if dt is None:
         raise config.error("time.dt", "required key is missing (the time step of the spectral solver)")
-    ratio = spacing[0] / dt
+    with np.errstate(all="ignore"):
+        ratio = float(spacing[0] / dt)
+    frames = len(t) - 1
+    # The step counter of a run is a 64-bit integer: more steps overflow it (and would
+    # take longer than any machine runs).
+    if not math.isfinite(ratio) or ratio * frames > _MAX_STEPS:
+        time = config.spec.time
+        span = f"t0 = {time.t0:g}, t1 = {time.t1:g}, save = {len(t)}" if time.t1 is not None else f"{len(t)} save times"
+        total = ratio * frames
+        count = f"{total:.3g}" if math.isfinite(total) else f"more than {np.finfo(float).max:.3g}"
+        raise config.error(
+            "time.dt",
+            f"{dt:g} would take {count} steps over the run (save interval {spacing[0]:g}; {span}): "
+            f"more than a run can count (at most {_MAX_STEPS:,}); expected a larger dt or a shorter span",
+        )
     steps = int(round(ratio))
     if steps < 1 or not math.isclose(ratio, steps, rel_tol=1e-9):
         raise config.error("time.dt", f"expected a step that divides the save interval {spacing[0]:g} a whole number of times, got {dt:g}")
     return steps
+
+
+# Most steps a run takes: its step count is a signed 64-bit integer.
+_MAX_STEPS = 2**63 - 1
 
 
 def _extras(config: Config, allowed: tuple[str, ...], family: str) -> None:
@@ -128,7 +159,8 @@ def _(model: SpectralPdeModel, config: Config) -> Setup:
         raise config.error("solver", str(e).splitlines()[0]) from None
     u0 = _initial(config, model, params)
     resolved_solver = {"method": method, "dtype": solver.dtype}
-    return Setup(model=model, params=params, initial=u0, t=jnp.asarray(t), solver=solver, resolved={"params": params, "solver": resolved_solver})
+    checks = config.spec.checks.for_family("pde", config.error)
+    return Setup(model=model, params=params, initial=u0, t=jnp.asarray(t), solver=solver, resolved={"params": params, "solver": resolved_solver, "checks": checks})
 
 
 def _check_explicit_step(config: Config, model: GridPdeModel, params: dict, solver: MethodOfLines) -> None:
@@ -170,7 +202,169 @@ def _(model: GridPdeModel, config: Config) -> Setup:
         _check_explicit_step(config, model, params, solver)
     u0 = _initial(config, model, params)
     resolved_solver = {k: v for k, v in options.items() if k not in ("dt0", "adaptive")}
-    return Setup(model=model, params=params, initial=u0, t=jnp.asarray(t), solver=solver, resolved={"params": params, "solver": resolved_solver})
+    checks = config.spec.checks.for_family("pde", config.error)
+    return Setup(model=model, params=params, initial=u0, t=jnp.asarray(t), solver=solver, resolved={"params": params, "solver": resolved_solver, "checks": checks})
+
+
+class SpectralProblem(eqx.Module):
+    """A periodic spectral PDE run for `LoopEngine`: ETDRK steps from the field in
+    Fourier space (`solvers.EtdrkLoop`), with the coefficients of the run's step built
+    once, so the steps taken never depend on where chunks fall."""
+
+    model: SpectralPdeModel
+    params: Any
+    solver: Etdrk
+    u0: jax.Array
+    coefficients: EtdrkCoefficients
+
+    def _loop(self) -> EtdrkLoop:
+        model, solver = self.model, self.solver
+        grid = FourierGrid(model.points, model.domain, dtype=solver.dtype)
+        p = _cast(self.params, jnp.dtype(solver.dtype))
+        return EtdrkLoop(
+            solver=solver,
+            grid=grid,
+            coefficients=self.coefficients,
+            nonlinear=lambda u_hat: model.nonlinear(u_hat, p, grid),
+            observe=lambda u: model.observables(u, p, grid),
+        )
+
+    def init(self) -> EtdrkLoopState:
+        return self._loop().init(self.u0)
+
+    def advance(self, state: EtdrkLoopState, frames, capacity: int):
+        return self._loop().advance(state, frames, capacity)
+
+    def num_steps(self, state: EtdrkLoopState):
+        return jnp.maximum(state.frame - 1, 0) * self.solver.steps_per_save
+
+
+@eqx.filter_jit
+def _spectral_coefficients(model: SpectralPdeModel, params, solver: Etdrk, t) -> EtdrkCoefficients:
+    """The ETDRK coefficients of a run, for its step (t[1] - t[0]) / steps_per_save (as
+    `Etdrk.solve` builds them)."""
+    grid = FourierGrid(model.points, model.domain, dtype=solver.dtype)
+    dt = (t[1] - t[0]) / solver.steps_per_save
+    return solver.coefficients(model.linear(_cast(params, jnp.dtype(solver.dtype)), grid), dt)
+
+
+class FdProblem(eqx.Module):
+    """A finite-difference PDE run for `LoopEngine`: the method of lines on
+    `solvers.OdeLoop` (the steps and values of `MethodOfLines.solve`, resumable at save
+    times)."""
+
+    model: GridPdeModel
+    params: Any
+    solver: MethodOfLines
+    ts: jax.Array
+    u0: jax.Array
+
+    def _loop(self):
+        model, solver = self.model, self.solver
+        grid = fd_grid(model, solver.order)
+        p = _cast(self.params, jnp.dtype(solver.dtype))
+        return OdeLoop.from_method_of_lines(
+            solver, grid, model.diffusivities(p), lambda u: model.reaction(u, p), self.u0, self.ts, lambda u: model.observables(u, p, grid)
+        )
+
+    def init(self) -> OdeLoopState:
+        loop, y0 = self._loop()
+        return loop.init(y0)
+
+    def advance(self, state: OdeLoopState, frames, capacity: int):
+        loop, _ = self._loop()
+        state, saved = loop.advance(state, frames, capacity)
+        return state, saved, result_code(state.result)
+
+    def num_steps(self, state: OdeLoopState):
+        return state.num_steps
+
+
+# ----------------------------------------------------------------------------- blow-up checks
+
+
+def field_norm(fields: list, xp=np):
+    """Per frame [T], the root mean square of `fields` (each [T, *points]) taken together
+    over the grid; scaled by the largest magnitude, so that fields beyond the square root
+    of the largest float give their norm rather than infinity. NaN or inf: NaN."""
+    flat = xp.concatenate([f.reshape(f.shape[0], -1) for f in fields], axis=1)
+    peak = xp.max(xp.abs(flat), axis=1)
+    safe = xp.where(peak > 0, peak, 1.0)
+    return peak * xp.sqrt(xp.mean((flat / safe[:, None]) ** 2, axis=1))
+
+
+class PdeLimits:
+    """The `[checks]` bound of a PDE run, checked at saved frames: the root mean square of
+    the fields (`field_norm`) may grow to `max_growth` times max(its initial value,
+    `growth_floor`); beyond that (or NaN) the run blew up."""
+
+    def __init__(self, model: PdeModel, bounds: dict):
+        self.names = tuple(model.field_names)
+        self.max_growth = float(bounds["max_growth"])
+        self.floor = float(bounds["growth_floor"])
+
+    def reference(self, norm0, xp=np):
+        return xp.maximum(norm0, self.floor)
+
+    def excess(self, obs: dict, reference, xp=np):
+        """Per frame [T]: the growth over its limit (> 1 or NaN: blown up)."""
+        return field_norm([obs[name] for name in self.names], xp) / (reference * self.max_growth)
+
+    def within(self, obs: dict) -> jnp.ndarray:
+        """Whether a whole run (fields [T, *points], frame 0 first) stayed within the bound
+        (traceable: a sweep's per-run test)."""
+        reference = self.reference(field_norm([obs[name][:1] for name in self.names], jnp)[0], jnp)
+        return jnp.all(self.excess(obs, reference, jnp) <= 1)
+
+
+def growth_check(config: Config, s: Setup):
+    """The plan's check of a PDE run: every observable finite, and the fields within the
+    growth bound of `[checks]`; else a `SimulationError` naming the step, time and
+    quantity."""
+    limits = PdeLimits(s.model, s.resolved["checks"])
+    times = np.asarray(s.t)
+    u0 = np.asarray(s.initial)
+    norm0 = float(field_norm([u0.reshape(1, -1)])[0])
+    reference = float(limits.reference(norm0))
+    solver = s.solver
+    if isinstance(solver, Etdrk):
+        per_save = solver.steps_per_save
+        hint = "lower time.dt or loosen the bound"
+    elif isinstance(solver, MethodOfLines) and not solver.adaptive:
+        per_save = (times[1] - times[0]) / float(solver.dt0)
+        hint = "lower time.dt or loosen the bound"
+    else:  # adaptive steps: no fixed step count per frame
+        per_save = None
+        hint = "tighten solver.rtol and solver.atol or loosen the bound"
+
+    def where(frame: int) -> str:
+        at = f"step {int(round(frame * per_save))}" if per_save is not None else f"saved frame {frame}"
+        return f"{config.source}: the run blew up at {at} (t = {float(times[frame]):g})"
+
+    def check(rows: dict[str, np.ndarray], k: int) -> None:
+        offset = 0 if k == 0 else k + 1
+        failed = {}
+        for name, values in rows.items():
+            values = np.asarray(values)
+            if np.issubdtype(values.dtype, np.inexact):
+                failed[name] = ~np.all(np.isfinite(values.reshape(values.shape[0], -1)), axis=1)
+        with np.errstate(all="ignore"):
+            norm = field_norm([np.asarray(rows[name]) for name in limits.names])
+        failed["growth"] = ~(norm / (reference * limits.max_growth) <= 1)
+        bad = np.any(np.stack(list(failed.values())), axis=0)
+        if not np.any(bad):
+            return
+        i = int(np.argmax(bad))
+        what = next(name for name, flags in failed.items() if flags[i])
+        if what != "growth":
+            raise SimulationError(f"{where(offset + i)}: {what} became non-finite (the solution diverged); {hint}")
+        raise SimulationError(
+            f"{where(offset + i)}: the root mean square of {', '.join(limits.names)} grew to {norm[i]:.3g}, "
+            f"{norm[i] / reference:.3g} times max(its start {norm0:.3g}, checks.growth_floor = {limits.floor:g}) "
+            f"(limit checks.max_growth = {limits.max_growth:g}); {hint}"
+        )
+
+    return check
 
 
 @plan_family.register
@@ -182,7 +376,13 @@ def _(model: PdeModel, config: Config) -> RunPlan:
     def failure(code: int) -> str:
         return f"{config.source}: the PDE solve failed: {result_message(code)}"
 
-    engine = SimulateEngine(s, jnp.asarray(s.initial), frames_per_chunk(config, int(u0.size), frames), failure)
+    t = jnp.asarray(s.t)
+    if isinstance(model, SpectralPdeModel):
+        coefficients = _spectral_coefficients(model, s.params, s.solver, t)
+        problem = SpectralProblem(model=model, params=s.params, solver=s.solver, u0=jnp.asarray(s.initial), coefficients=coefficients)
+    else:
+        problem = FdProblem(model=model, params=s.params, solver=s.solver, ts=t, u0=jnp.asarray(s.initial))
+    engine = LoopEngine(problem, np.asarray(s.t), frames_per_chunk(config, int(u0.size), frames), failure)
     sink = RunSink(
         model=model.name,
         config=resolved_toml(config, **s.resolved),
@@ -191,5 +391,5 @@ def _(model: PdeModel, config: Config) -> RunPlan:
         initial={name: u0[i] for i, name in enumerate(model.field_names)},
         groups={"grid": grid_coordinates(model)},
     )
-    check = check_finite(config, " (reduce time.dt or raise the resolution)")
+    check = growth_check(config, s)
     return RunPlan(engine=engine, sink=sink, config=sink.config, check=check, result=sink_result(sink), description=model.name)

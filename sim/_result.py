@@ -14,7 +14,7 @@ from ._store import atomic_h5, write_group, write_root_attrs
 
 @dataclasses.dataclass
 class RunSink:
-    """The run layout of DESIGN.md (ODE and PDE), written frame by frame: `/time`,
+    """The run layout (docs/architecture.md, File layouts) (ODE and PDE), written frame by frame: `/time`,
     `/observables/<name>` [T, ...], `/params`, `/initial`, further groups (`/grid`),
     `/stats` (attributes)."""
 
@@ -81,7 +81,7 @@ class RunResult:
     seed: int | None = None
 
     def save(self, path: str | Path) -> Path:
-        """Write the run layout of DESIGN.md to `path` atomically; returns the path."""
+        """Write the run layout (docs/architecture.md, File layouts) to `path` atomically; returns the path."""
         path = Path(path)
         sink = RunSink(self.model, self.config, self.time, self.params, self.initial, self.groups, self.seed)
         with atomic_h5(path) as f:

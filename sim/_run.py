@@ -10,13 +10,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from physics import Model
 from physics.ode import OdeModel
-from solvers import ADJOINTS, OdeSolver, did_you_mean, result_message
+from solvers import ADJOINTS, OdeLoop, OdeLoopState, OdeSolver, did_you_mean, result_code, result_message
+from solvers._ode import IMPLICIT_METHODS
 
 from ._config import Config
 from ._errors import InputError, SimulationError
@@ -24,7 +26,6 @@ from ._limits import WORK_ARRAYS, memory_problem
 from ._progress import Progress
 from ._registry import model_class, model_names, model_options
 from ._result import RunResult, RunSink
-from ._simulate import simulate
 from ._store import check_output_path
 from ._stream import RunPlan, chunk_frames, collect, stream
 
@@ -82,12 +83,21 @@ def _whole(value: Any) -> bool:
 
 
 def number(config: Config, key: str, value: Any) -> float:
-    """A config value that must be a finite real number."""
+    """A config value that must be a finite real number, 0 or of at least the smallest
+    normal float64 magnitude (`numpy.finfo(float).tiny`): a subnormal value has lost its
+    precision, and compiled code may flush it to 0."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise config.error(key, f"expected a number, got {value!r}")
-    if not math.isfinite(value):
+    try:
+        v = float(value)
+    except OverflowError:  # an integer beyond the float range
+        raise config.error(key, f"expected a finite number, got an integer of {value.bit_length()} bits, beyond the float range") from None
+    if not math.isfinite(v):
         raise config.error(key, f"expected a finite number, got {value!r}")
-    return float(value)
+    tiny = float(np.finfo(float).tiny)
+    if v != 0 and abs(v) < tiny:
+        raise config.error(key, f"{value!r} is below the smallest normal float ({tiny!r}); expected 0 or a magnitude of at least that")
+    return v
 
 
 def resolve_params(config: Config, model: Model) -> dict[str, jax.Array]:
@@ -113,15 +123,30 @@ def save_times(config: Config) -> np.ndarray:
     """Save times from `[time]`: `save` equally spaced points over [t0, t1], or `save_at`."""
     time = config.spec.time
     if time.save_at is not None:
-        return np.asarray(time.save_at, dtype=float)
-    if time.t1 is None:
-        raise config.error("time.t1", "required key is missing (the end time)")
-    n = time.save if time.save is not None else DEFAULT_SAVE
-    # The save times and at least a value per save time, with copies.
-    problem = memory_problem(4 * 8 * n, f"{n:,} save times")
-    if problem:
-        raise config.error("time.save", problem)
-    return np.linspace(time.t0, time.t1, n)
+        t = np.asarray(time.save_at, dtype=float)
+        key = "time.save_at"
+    else:
+        if time.t1 is None:
+            raise config.error("time.t1", "required key is missing (the end time)")
+        n = time.save if time.save is not None else DEFAULT_SAVE
+        # The save times and at least a value per save time, with copies.
+        problem = memory_problem(4 * 8 * n, f"{n:,} save times")
+        if problem:
+            raise config.error("time.save", problem)
+        with np.errstate(all="ignore"):
+            t = np.linspace(time.t0, time.t1, n)
+        key = "time.save" if time.save is not None else "time.t1"
+    with np.errstate(all="ignore"):
+        spacing = np.diff(t)
+    if not (np.all(np.isfinite(t)) and np.all(np.isfinite(spacing))):
+        raise config.error("time.t1" if time.save_at is None else key, f"the save times from t0 = {time.t0!r} to t1 = {time.t1!r} span a range beyond the float range; expected a finite span")
+    # Save times float64 cannot tell apart (or spaced by less than the smallest normal
+    # float) would give a run with repeated or flushed-to-zero intervals.
+    tiny = float(np.finfo(float).tiny)
+    if spacing.size and not np.min(spacing) >= tiny:
+        i = int(np.argmin(spacing))
+        raise config.error(key, f"save times {t[i]!r} and {t[i + 1]!r} are not distinct in float64 (spacing {spacing[i]!r}); expected fewer save times or a wider span")
+    return t
 
 
 def resolved_toml(config: Config, **sections: dict[str, Any]) -> str:
@@ -198,11 +223,12 @@ def run(
 
     In memory (no `output`): the run advances in chunks of saved frames and returns a
     result holding every frame. With `output`, each chunk is appended to the file as it
-    completes (only one chunk is in memory), the full state is checkpointed (every
-    `[output] checkpoint_every` saved frames; default after every chunk), and the file
-    appears under its name only when complete; `resume=True` continues the unfinished run
-    of `output` from its last checkpoint and ends with the same file as an uninterrupted
-    run.
+    completes (only one chunk is in memory; chunks are also kept to a few seconds each),
+    the full state is checkpointed (every `[output] checkpoint_every` saved frames and/or
+    every `[output] checkpoint_seconds`; default every 5 minutes), and the file appears
+    under its name only when complete; `resume=True` continues the unfinished run of
+    `output` from its last checkpoint and ends with the same file, bit for bit, as an
+    uninterrupted run, whatever chunk size and checkpoint interval either was given.
 
     Arguments:
         config: from `sim.load_config`.
@@ -220,7 +246,9 @@ def run(
         InputError: with `output`: an unfinished run is there (and `resume` is False), or
             nothing fits to resume (no unfinished run, a finished file, another config, a
             missing or damaged checkpoint); the files are left as they were.
-        SimulationError: the solver failed (for example max_steps reached).
+        SimulationError: the solver failed (for example max_steps reached) or the run
+            blew up; with `output`, the last checkpoint (if any) and the frames up to it
+            are kept and the message says where.
         StorageError: the output could not be written; the last checkpoint is kept.
 
     Example:
@@ -235,56 +263,96 @@ def run(
                 raise InputError("argument", "resume", "resuming needs the output file of the unfinished run")
             return collect(plan, bar)
         output = check_output_path(output)
-        return stream(plan, output, resume=resume, checkpoint_every=config.spec.output.checkpoint_every, progress=bar)
+        out = config.spec.output
+        return stream(
+            plan, output, resume=resume, checkpoint_every=out.checkpoint_every, checkpoint_seconds=out.checkpoint_seconds, progress=bar
+        )
 
 
-class SimulateEngine:
-    """ODE and PDE runs chunk by chunk: each chunk is one `simulate` call over its save
-    times, started from the state the previous chunk ended in (the first from the
-    config's initial state). Fixed-step solvers take the same steps as one call over the
-    whole run; adaptive ones restart their step-size control at each chunk boundary,
-    which depends only on the config.
+class LoopEngine:
+    """ODE and PDE runs chunk by chunk, the same numbers wherever chunks fall.
+
+    A *problem* (an `eqx.Module` holding the model, parameters, solver and save times)
+    provides `init()`, the loop state at the first save time, and
+    `advance(state, frames, capacity)`, which fills the next `frames` save times and
+    returns (new state, saved observables [capacity, ...], result code). Its loop state
+    holds everything the next step needs (for adaptive ODE solvers the proposed step,
+    the controller's and the solver's state: `solvers.OdeLoop`), so a chunk boundary,
+    a checkpoint and a resume change nothing. Both are compiled once per run: the
+    number of frames is traced, `capacity` (the most frames of a chunk, plus frame 0) is
+    fixed.
 
     Arguments:
-        setup: the validated `simulate` arguments.
-        y0: the initial state as an array (what `simulate` returns as `final_state`).
-        chunk: saved frames per chunk.
-        failure: solver result code -> the message of the `SimulationError`.
+        problem: see above.
+        times: the save times [T].
+        chunk: the most saved frames per chunk.
+        failure: result code -> the message of the `SimulationError`.
     """
 
-    def __init__(self, setup: Setup, y0: jax.Array, chunk: int, failure: Callable[[int], str]):
-        self.setup = setup
-        self.y0 = y0
-        self.times = np.asarray(setup.t)
+    def __init__(self, problem: Any, times: np.ndarray, chunk: int, failure: Callable[[int], str]):
+        self.problem = problem
+        self.times = np.asarray(times)
         self.chunk = chunk
         self.failure = failure
-        self.num_steps = 0
 
-    def start(self) -> jax.Array:
-        self.num_steps = 0
-        return self.y0
+    def start(self) -> Any:
+        return _loop_init(self.problem)
 
-    def advance(self, state: jax.Array, k: int, n: int) -> tuple[jax.Array, dict[str, np.ndarray]]:
-        s = self.setup
-        traj = simulate(s.model, s.params, s.t[k : k + n + 1], initial=state, solver=s.solver, key=s.key)
-        code = int(traj.stats["result"])
+    def advance(self, state: Any, k: int, n: int) -> tuple[Any, dict[str, np.ndarray]]:
+        count = n + 1 if k == 0 else n  # frame 0 comes with the first chunk
+        if not 1 <= n <= self.chunk:
+            raise ValueError(f"a chunk of {n} frames; this engine takes 1 to {self.chunk}")
+        state, saved, code = _loop_advance(self.problem, state, jnp.asarray(count, jnp.int32), self.chunk + 1)
+        code = int(code)
         if code != 0:
             raise SimulationError(self.failure(code))
-        self.num_steps += int(traj.stats["num_steps"])
-        rows = {name: np.asarray(v) for name, v in traj.observables.items()}
-        if k > 0:  # frame k is the previous chunk's last
-            rows = {name: v[1:] for name, v in rows.items()}
-        return traj.final_state, rows
+        return state, {name: np.asarray(v)[:count] for name, v in saved.items()}
 
     def meta(self) -> dict[str, Any]:
-        return {"num_steps": self.num_steps}
+        return {}
 
-    def restore(self, meta: dict[str, Any]) -> jax.Array:
-        self.num_steps = int(meta.get("num_steps", 0))
-        return self.y0
+    def restore(self, meta: dict[str, Any]) -> Any:
+        return jax.eval_shape(lambda: _loop_init(self.problem))
 
-    def stats(self, state: jax.Array) -> dict[str, int]:
-        return {"num_steps": self.num_steps, "result": 0}
+    def stats(self, state: Any) -> dict[str, int]:
+        return {"num_steps": int(self.problem.num_steps(state)), "result": 0}
+
+
+@eqx.filter_jit
+def _loop_init(problem):
+    return problem.init()
+
+
+@eqx.filter_jit
+def _loop_advance(problem, state, frames, capacity: int):
+    return problem.advance(state, frames, capacity)
+
+
+class OdeProblem(eqx.Module):
+    """An ODE run for `LoopEngine`: `simulate`'s solve, resumable at save times
+    (`solvers.OdeLoop`: the steps and values of the one-call solve)."""
+
+    model: OdeModel
+    params: Any
+    solver: OdeSolver
+    ts: jax.Array
+    y0: jax.Array
+
+    def _loop(self) -> OdeLoop:
+        model = self.model
+        return OdeLoop.from_ode_solver(
+            self.solver, model.vector_field, self.ts, self.params, fn=lambda t, y, args: model.observables(t, y, args)
+        )
+
+    def init(self) -> OdeLoopState:
+        return self._loop().init(self.y0)
+
+    def advance(self, state: OdeLoopState, frames, capacity: int):
+        state, saved = self._loop().advance(state, frames, capacity)
+        return state, saved, result_code(state.result)
+
+    def num_steps(self, state: OdeLoopState):
+        return state.num_steps
 
 
 def check_finite(config: Config, hint: str) -> Callable[[dict[str, np.ndarray], int], None]:
@@ -346,6 +414,10 @@ def ode_solver(config: Config) -> OdeSolver:
         if getattr(time, key) is not None:
             raise config.error(f"time.{key}", "is for MD runs; ODE runs take t1 with save or save_at (and dt for fixed steps)")
     default = OdeSolver()
+    if time.dt is not None and method in IMPLICIT_METHODS:
+        raise config.error(
+            "time.dt", f"the implicit method {method} takes adaptive steps (its Newton iterations use rtol/atol): remove time.dt, or use an explicit method"
+        )
     if adjoint == "direct" and spec.max_steps is not None:
         # Differentiating through diffrax's DirectAdjoint keeps every possible step.
         problem = memory_problem(WORK_ARRAYS * 8 * spec.max_steps, f"differentiating up to {spec.max_steps:,} steps with adjoint = \"direct\"")
@@ -378,6 +450,7 @@ def ode_initial(config: Config, model: OdeModel) -> dict[str, jax.Array]:
 
 @setup_family.register
 def _(model: OdeModel, config: Config) -> Setup:
+    config.spec.checks.for_family("ode", config.error)
     params = resolve_params(config, model)
     initial = ode_initial(config, model)
     solver = ode_solver(config)
@@ -411,7 +484,8 @@ def _(model: OdeModel, config: Config) -> RunPlan:
             "(raise solver.max_steps, loosen rtol/atol, or use an implicit method such as kvaerno5 for stiff problems)"
         )
 
-    engine = SimulateEngine(s, y0, frames_per_chunk(config, int(np.size(y0)), frames), failure)
+    problem = OdeProblem(model=model, params=s.params, solver=s.solver, ts=jnp.asarray(s.t), y0=jnp.asarray(y0))
+    engine = LoopEngine(problem, np.asarray(s.t), frames_per_chunk(config, int(np.size(y0)), frames), failure)
     sink = RunSink(
         model=model.name,
         config=resolved_toml(config, **s.resolved),

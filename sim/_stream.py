@@ -18,10 +18,20 @@ checkpoint whole. Every dataset of the partial file is allocated when it is crea
 later writes only fill values and never change the file's structure.
 
 Resuming rebuilds the run from its config, checks the config is the one the partial file
-was started from, loads the state of the last checkpoint into the engine, and recomputes
-from there; frames written after that checkpoint are simply written again. Chunk
-boundaries depend only on the config, so on the same machine a resumed run computes the
-same numbers, bit for bit, as an uninterrupted one.
+was started from (all but `[output]` and `[checks]`), loads the state of the last
+checkpoint into the engine, and recomputes from there; frames written after that
+checkpoint are simply written again. Engines are chunk-invariant: their state at a frame
+holds everything the next step needs, so where chunks fall changes no number, and on the
+same machine a resumed run computes the same file, bit for bit, as an uninterrupted one,
+whatever chunk size and checkpoint interval either was given.
+
+Chunks are bounded in memory (`[output] chunk`, or CHUNK_BYTES of saved rows) and in
+wall time: the first chunk is a single frame, and later ones are sized from the time
+the previous one took so that one takes about CHUNK_SECONDS. Between two chunks the run
+checkpoints when due (every `checkpoint_every` frames, every `checkpoint_seconds`, by
+default every CHECKPOINT_SECONDS) and honours an interrupt (`_interrupt.safe_point`:
+SIGINT or SIGTERM under the command line writes a checkpoint and stops), so both happen
+within seconds at any size of run.
 """
 
 from __future__ import annotations
@@ -29,7 +39,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import math
 import os
+import time
 import tomllib
 from collections.abc import Callable
 from pathlib import Path
@@ -42,11 +54,21 @@ import numpy as np
 from jaxtyping import PyTree
 
 from ._errors import DataError, InputError, SimError, SimulationError
+from ._interrupt import safe_point
 from ._limits import disk_problem, memory_problem
-from ._store import atomic_h5, error_reason
+from ._lock import exclusive
+from ._store import atomic_h5, companion_path, error_reason
 
 CHECKPOINT_FORMAT = "simjax.checkpoint"
 CHUNK_BYTES = 16 * 2**20  # saved rows held in memory per chunk, by default
+CHUNK_SECONDS = 5.0  # wall time a chunk of a streamed run aims at (after the first)
+CHUNK_GROWTH = 4  # a chunk has at most this many times the frames of the one before
+CHECKPOINT_SECONDS = 300.0  # wall time between checkpoints when the config sets none
+
+
+def _now() -> float:
+    """The wall clock that paces chunks and checkpoints (seconds, monotonic)."""
+    return time.monotonic()
 
 
 class StorageError(SimError):
@@ -56,10 +78,16 @@ class StorageError(SimError):
 
 @runtime_checkable
 class Engine(Protocol):
-    """How a family advances a run chunk by chunk."""
+    """How a family advances a run chunk by chunk.
+
+    An engine must be chunk-invariant: advancing by n frames and then by m gives, bit
+    for bit, the state and rows of advancing by n + m (its state holds everything the
+    next step needs), and a state taken back from a checkpoint continues as the
+    original would have.
+    """
 
     times: np.ndarray  # save times [T]
-    chunk: int  # saved frames per chunk
+    chunk: int  # the most saved frames per chunk
 
     def start(self) -> PyTree:
         """The state at the first save time."""
@@ -134,6 +162,38 @@ def boundaries(frames: int, chunk: int) -> list[tuple[int, int]]:
     return [(k, min(chunk, frames - k)) for k in range(0, frames, chunk)]
 
 
+class ChunkSizer:
+    """Chunk lengths bounded by the engine's `chunk` and by wall time: a first chunk of
+    one frame (it also compiles), then as many frames as the last chunk's pace fits in
+    `seconds`, growing at most `growth` times from one chunk to the next.
+
+    Engines are chunk-invariant, so these lengths, which depend on the machine's speed,
+    change no number.
+    """
+
+    def __init__(self, limit: int, seconds: float = CHUNK_SECONDS, growth: int = CHUNK_GROWTH):
+        self.limit = max(1, int(limit))
+        self.seconds = seconds
+        self.growth = growth
+        self.last: int | None = None
+        self.pace: float | None = None  # seconds per frame of the last chunk
+
+    def next(self, remaining: int) -> int:
+        """The frames of the next chunk (at most `remaining`)."""
+        if self.last is None:
+            n = 1
+        else:
+            n = min(self.limit, self.last * self.growth)
+            if self.pace is not None and self.pace > 0:
+                n = min(n, max(1, math.floor(self.seconds / self.pace)))
+        return max(1, min(n, remaining))
+
+    def took(self, frames: int, seconds: float) -> None:
+        """Record that a chunk of `frames` frames took `seconds`."""
+        self.last = frames
+        self.pace = max(seconds, 0.0) / max(frames, 1)
+
+
 # ----------------------------------------------------------------------------- in memory
 
 
@@ -161,13 +221,13 @@ def collect(plan: RunPlan, progress=None) -> Any:
 def partial_path(path: str | Path) -> Path:
     """Where an unfinished run of `path` lives: `.<name>.partial` beside it."""
     path = Path(path)
-    return path.with_name(f".{path.name}.partial")
+    return companion_path(path, "partial")
 
 
 def checkpoint_path(path: str | Path) -> Path:
     """The checkpoint of an unfinished run of `path`: `.<name>.checkpoint` beside it."""
     path = Path(path)
-    return path.with_name(f".{path.name}.checkpoint")
+    return companion_path(path, "checkpoint")
 
 
 def _remove_stale(path: Path) -> None:
@@ -211,7 +271,8 @@ class Checkpoint:
     leaves: list[tuple[np.ndarray, str]]
 
     def state(self, template: PyTree, source: Path) -> PyTree:
-        """The checkpointed state, in the structure of `template`.
+        """The checkpointed state, in the structure of `template` (arrays, or the
+        `jax.ShapeDtypeStruct`s of `jax.eval_shape`).
 
         Raises:
             DataError: the stored arrays do not fit the run's state.
@@ -221,13 +282,14 @@ class Checkpoint:
             raise DataError(source, "state", f"holds {len(self.leaves)} arrays; this run's state has {len(leaves)}")
         out = []
         for i, (like, (data, impl)) in enumerate(zip(leaves, self.leaves)):
-            if isinstance(like, jax.Array) and jnp.issubdtype(like.dtype, jax.dtypes.prng_key):
+            if isinstance(like, (jax.Array, jax.ShapeDtypeStruct)) and jnp.issubdtype(like.dtype, jax.dtypes.prng_key):
                 if not impl:
                     raise DataError(source, f"state/{i:04d}", "expected a PRNG key")
                 value = jax.random.wrap_key_data(jnp.asarray(data), impl=impl)
             else:
-                like = np.asarray(like)
-                if data.shape != like.shape or data.dtype != like.dtype:
+                if not isinstance(like, jax.ShapeDtypeStruct):  # a template of shapes only
+                    like = np.asarray(like)
+                if data.shape != tuple(like.shape) or data.dtype != like.dtype:
                     raise DataError(
                         source, f"state/{i:04d}", f"has shape {data.shape} and dtype {data.dtype}; this run's state needs {like.shape} {like.dtype}"
                     )
@@ -279,12 +341,15 @@ def _text(value: Any) -> str:
 
 
 def _comparable(text: str) -> dict:
-    """A config's content without `[output]` (where a run is written is not what it is)."""
+    """A config's content without `[output]` (where a run is written, its chunks and
+    checkpoints are not what it computes) and `[checks]` (the blow-up bounds: loosening
+    one and resuming is allowed)."""
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError:
         return {"": text}
     data.pop("output", None)
+    data.pop("checks", None)
     return data
 
 
@@ -347,23 +412,47 @@ def check_start(path: Path, config: str, resume: bool) -> None:
         )
 
 
-def stream(plan: RunPlan, path: str | Path, *, resume: bool = False, checkpoint_every: int | None = None, progress=None) -> Streamed:
+def stream(
+    plan: RunPlan,
+    path: str | Path,
+    *,
+    resume: bool = False,
+    checkpoint_every: int | None = None,
+    checkpoint_seconds: float | None = None,
+    progress=None,
+) -> Streamed:
     """Execute `plan`, writing its frames to `path` chunk by chunk.
+
+    Holds the lock of `path` (`_lock.exclusive`) throughout. After each chunk is written,
+    a checkpoint is written when due, and an interrupt requested by SIGINT or SIGTERM
+    (under the command line) writes one and stops (`_interrupt.Interrupted`, the
+    partial file and the checkpoint kept for --resume).
 
     Arguments:
         plan: from `plan_family`.
         path: the output file.
         resume: continue the unfinished run of `path` from its last checkpoint.
-        checkpoint_every: saved frames between checkpoints (at the first chunk boundary
-            at or after each multiple); None: after every chunk.
+        checkpoint_every: saved frames between checkpoints (at the first chunk end at or
+            after each multiple).
+        checkpoint_seconds: wall time between checkpoints (at the first chunk end after
+            it passed). With neither, a checkpoint every CHECKPOINT_SECONDS.
         progress: a `Progress`.
 
     Raises:
-        InputError: see `check_start`; a checkpoint that does not fit (files untouched).
-        SimulationError: the run diverged (its files are removed).
+        InputError: see `check_start`; a checkpoint that does not fit (files untouched);
+            another process writes `path`.
+        SimulationError: the run diverged or the solver failed (the partial file and the
+            last checkpoint are kept when there is one, and the message says where;
+            otherwise the partial file is removed).
         StorageError: the output could not be written (the last checkpoint is kept).
+        Interrupted: SIGINT or SIGTERM under the command line (a checkpoint written).
     """
     path = Path(path)
+    with exclusive(path):
+        return _stream(plan, path, resume, checkpoint_every, checkpoint_seconds, progress)
+
+
+def _stream(plan: RunPlan, path: Path, resume: bool, checkpoint_every, checkpoint_seconds, progress) -> Streamed:
     engine = plan.engine
     frames = len(engine.times) - 1
     check_start(path, plan.config, resume)
@@ -380,21 +469,34 @@ def stream(plan: RunPlan, path: str | Path, *, resume: bool = False, checkpoint_
             checkpoint_path(path).unlink()  # of an earlier run whose partial file is gone
         state = engine.start()
         k0 = 0
-    every = engine.chunk if checkpoint_every is None else max(1, int(checkpoint_every))
-    last_checkpoint = k0
+    every = None if checkpoint_every is None else max(1, int(checkpoint_every))
+    seconds = checkpoint_seconds if checkpoint_seconds is not None else (None if every is not None else CHECKPOINT_SECONDS)
+    last_checkpoint = k0  # the frame of the last checkpoint (k0: the one resumed from)
+    last_checkpoint_time = _now()
+    sizer = ChunkSizer(engine.chunk)
     if progress is not None:
         progress.start(total=frames)
         progress.advance(k0)
     f = None
     created = resume
+
+    def checkpoint(done: int) -> Path:
+        nonlocal last_checkpoint, last_checkpoint_time
+        if last_checkpoint != done or not checkpoint_path(path).exists():
+            write_checkpoint(path, config=plan.config, frame=done, frames=frames, meta=engine.meta(), state=state)
+            last_checkpoint = done
+        last_checkpoint_time = _now()
+        return checkpoint_path(path)
+
     try:
         if resume:
             f = h5py.File(partial, "r+")
-        for k, n in boundaries(frames, engine.chunk):
-            if k < k0:
-                continue
+        k = k0
+        while k < frames:
+            n = sizer.next(frames - k)
+            began = _now()
             state, rows = engine.advance(state, k, n)
-            plan.check(rows, k)
+            plan.check(rows, k)  # before the chunk is written or checkpointed
             if f is None:
                 per_frame = sum(np.asarray(v).nbytes / max(np.asarray(v).shape[0], 1) for v in rows.values())
                 problem = disk_problem(path.parent, per_frame * (frames + 1), f"the output of {frames + 1:,} frames")
@@ -406,21 +508,32 @@ def stream(plan: RunPlan, path: str | Path, *, resume: bool = False, checkpoint_
             plan.sink.write(f, k if k == 0 else k + 1, rows)
             f.flush()
             done = k + n
+            sizer.took(n, _now() - began)
             if progress is not None:
                 progress.advance(n)
-            if done < frames and done - last_checkpoint >= every:
-                write_checkpoint(path, config=plan.config, frame=done, frames=frames, meta=engine.meta(), state=state)
-                last_checkpoint = done
+            if done < frames:
+                due = (every is not None and done - last_checkpoint >= every) or (
+                    seconds is not None and _now() - last_checkpoint_time >= seconds
+                )
+                if due:
+                    checkpoint(done)
+                safe_point(lambda done=done: checkpoint(done))
+            k = done
         stats = engine.stats(state)
         plan.sink.finish(f, stats)
         f.close()
         f = None
         os.replace(partial, path)
-    except SimulationError:
+    except SimulationError as e:
         _close(f)
-        for leftover in (partial, checkpoint_path(path)):
+        if checkpoint_path(path).exists():
+            raise SimulationError(
+                f"{e}; the last good checkpoint (frame {last_checkpoint} of {frames}) is kept in {checkpoint_path(path)}, "
+                f"the frames up to it in {partial}"
+            ) from None
+        if created:
             with contextlib.suppress(FileNotFoundError):
-                leftover.unlink()
+                partial.unlink()
         raise
     except OSError as e:
         _close(f)

@@ -8,6 +8,12 @@ from ._ode import (
     did_you_mean as did_you_mean,
     result_message as result_message,
 )
+from ._ode_loop import OdeLoop as OdeLoop, OdeLoopState as OdeLoopState, result_code as result_code
+from ._frame_loops import (
+    EtdrkLoop as EtdrkLoop,
+    EtdrkLoopState as EtdrkLoopState,
+    integrate_frames as integrate_frames,
+)
 from ._fd import FdGrid as FdGrid, FdSolution as FdSolution, MethodOfLines as MethodOfLines, stencil_weights as stencil_weights
 from ._rollout import advance as advance, rollout as rollout
 from ._spectral import (

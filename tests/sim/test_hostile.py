@@ -320,7 +320,7 @@ def test_bytes_flipped_anywhere(reader, folder, capsys, tmp_path_factory):
         assert "Traceback" not in err and "internal error" not in err, (offset, err)
         if status == 0 and reader in MAY_SUCCEED:
             continue
-        if status == 1 and reader == "MD [system] file" and "diverged" in err:
+        if status == 1 and reader == "MD [system] file" and ("diverged" in err or "blew up" in err) and len(lines) == 1:
             continue  # garbled but finite velocities: the run itself fails, nothing written
         assert status == 2 and len(lines) == 1 and file.lstrip(".") in lines[0], (offset, err)
         after = {p.name: (p.read_bytes() if p.is_file() else None) for p in folder.iterdir()}

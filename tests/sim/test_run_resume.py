@@ -19,14 +19,18 @@ from sim.cli import main
 EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
 REPO = EXPERIMENTS.parent
 
-# Small runs of several chunks each (`output.chunk` frames per chunk).
+# Small runs of several chunks each (at most `output.chunk` frames per chunk), with a
+# checkpoint after every chunk.
 CASES = {
-    "ode": ("lorenz.toml", ["time.t1=4.0", "time.save=41", "output.chunk=8"]),
-    "spectral": ("kuramoto_sivashinsky.toml", ["grid.points=[32]", "time.t1=6.0", "time.save=13", "output.chunk=3"]),
-    "fd": ("heat_dirichlet.toml", ["grid.points=[17]", "time.t1=0.1", "time.save=11", "output.chunk=3"]),
+    "ode": ("lorenz.toml", ["time.t1=4.0", "time.save=41", "output.chunk=8", "output.checkpoint_every=1"]),
+    "spectral": (
+        "kuramoto_sivashinsky.toml",
+        ["grid.points=[32]", "time.t1=6.0", "time.save=13", "output.chunk=3", "output.checkpoint_every=1"],
+    ),
+    "fd": ("heat_dirichlet.toml", ["grid.points=[17]", "time.t1=0.1", "time.save=11", "output.chunk=3", "output.checkpoint_every=1"]),
     "md": (
         "lj_fluid.toml",
-        ["system.cells=4", "params.cutoff=2.5", "time.steps=120", "time.save_every=10", "output.chunk=3"],
+        ["system.cells=4", "params.cutoff=2.5", "time.steps=120", "time.save_every=10", "output.chunk=3", "output.checkpoint_every=1"],
     ),
 }
 
@@ -74,6 +78,19 @@ def digest(*paths):
 
 class Stop(Exception):
     """Stands for a crash after some checkpoints."""
+
+
+def record_chunks(monkeypatch):
+    """Record the frames of every chunk that streamed runs advance, in order."""
+    chunks = []
+    original = _stream.ChunkSizer.took
+
+    def took(self, frames, seconds):
+        chunks.append(frames)
+        return original(self, frames, seconds)
+
+    monkeypatch.setattr(_stream.ChunkSizer, "took", took)
+    return chunks
 
 
 def interrupt_after(monkeypatch, checkpoints):
@@ -201,11 +218,14 @@ def test_resume_refusals_leave_the_files_untouched(unfinished, capsys):
 def test_resume_of_a_finished_or_missing_run_is_refused(tmp_cwd, capsys):
     name, sets = CASES["ode"]
     args = ["run", str(EXPERIMENTS / name), "-o", "out.h5", "--quiet"] + [x for s in sets for x in ("--set", s)]
-    code, err = cli(args + ["--resume"], capsys)
-    assert code == 2 and "no unfinished run" in err, err
+    # The library refuses to resume what is not there; the command line starts the run
+    # afresh instead (a job script may always pass --resume).
+    with pytest.raises(sim.InputError, match="no unfinished run"):
+        sim.run(config("ode"), output="out.h5", resume=True)
     assert list(tmp_cwd.iterdir()) == []
-    code, err = cli(args, capsys)
+    code, err = cli(args + ["--resume"], capsys)
     assert code == 0, err
+    assert sorted(p.name for p in tmp_cwd.iterdir()) == ["out.h5"]
     before = digest("out.h5")
     code, err = cli(args + ["--resume"], capsys)
     assert code == 2 and "finished run" in err and len(err.strip().splitlines()) == 1, err
@@ -230,23 +250,32 @@ def test_full_disk_mid_run_keeps_the_last_checkpoint(tmp_cwd, capsys):
     args = ["run", str(EXPERIMENTS / name), "-o", "out.h5", "--quiet"] + [x for s in sets for x in ("--set", s)]
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(sim._result.RunSink, "write", write)
+        chunks = record_chunks(patch)
         code, err = cli(args, capsys)
     assert code == 1 and "No space left on device" in err and "--resume" in err, err
     assert len(err.strip().splitlines()) == 1
     checkpoint = _stream.checkpoint_path("out.h5")
     with h5py.File(checkpoint, "r") as f:
-        assert int(f.attrs["frame"]) == 6  # after two chunks of 3 frames
+        assert int(f.attrs["frame"]) == sum(chunks[:2])  # after the first two chunks
     code, err = cli(args + ["--resume"], capsys)
     assert code == 0, err
     assert_identical("whole.h5", "out.h5")
 
 
 def test_checkpoint_every_sets_the_checkpoint_frames(tmp_cwd):
-    # 30 frames in chunks of 3, a checkpoint every 7: at the first chunk boundary at or
-    # after 7 frames past the previous checkpoint.
+    # 30 frames in chunks of at most 3, a checkpoint every 7: at the first chunk end at
+    # or after 7 frames past the previous checkpoint.
     cfg = config("fd", "time.save=31", "time.t1=0.3", "output.checkpoint_every=7")
     with pytest.MonkeyPatch.context() as patch:
+        chunks = record_chunks(patch)
         written = interrupt_after(patch, 3)
         with pytest.raises(Stop):
             sim.run(cfg, output="out.h5")
-    assert written == [9, 18, 27]
+    assert max(chunks) <= 3
+    ends = np.cumsum(chunks).tolist()
+    expected, last = [], 0
+    for end in ends:
+        if end - last >= 7:
+            expected.append(end)
+            last = end
+    assert written == expected[:3] and len(written) == 3
