@@ -14,24 +14,37 @@ def tmp_cwd(tmp_path, monkeypatch):
     return tmp_path
 
 
-# The test files that take longest (measured on two cores), run first: pytest-xdist
-# splits the collected tests between its workers in order and an idle worker takes
-# tests from the end of the other's queue (--dist worksteal); a long file left for last
-# would keep one worker running it alone while the other has nothing left to do.
+# The test files that take longest (measured: CPU seconds on one worker), run first:
+# pytest-xdist splits the collected tests between its workers in order and an idle worker
+# takes tests from the end of the other's queue (--dist worksteal); a long file left for
+# last would keep one worker running it alone while the other has nothing left to do.
+# Files that compile the same programs follow each other, so that one worker usually runs
+# both and compiles once: the README's `sim fit experiments/lynx_hare.toml` and the
+# Lotka-Volterra fits of test_fit.py and test_fit_resume.py; the short-window training of
+# test_train.py and test_train_resume.py; the heat fits of test_fit_pde.py and the
+# `sim fit experiments/heat_diffusivity_fit.toml` of test_examples.py.
 _LONGEST_FIRST = (
-    "tests/inference/test_bayes.py",
-    "tests/inference/test_train.py",
     "tests/test_readme.py",
-    "tests/sim/test_md_simulate.py",
-    "tests/sim/test_sweep_md.py",
-    "tests/sim/test_run_resume.py",
     "tests/inference/test_fit.py",
+    "tests/inference/test_fit_resume.py",
+    "tests/inference/test_train.py",
+    "tests/inference/test_train_resume.py",
+    "tests/sim/test_md_simulate.py",
+    "tests/sim/test_signals.py",
+    "tests/sim/test_sweep_md.py",
+    "tests/sim/test_blowup.py",
+    "tests/sim/test_run_resume.py",
     "tests/solvers/test_ode.py",
-    "tests/inference/test_fit_md.py",
+    "tests/inference/test_bayes.py",
     "tests/inference/test_fit_pde.py",
-    "tests/sim/test_simulate.py",
-    "tests/sim/test_md_run.py",
     "tests/sim/test_examples.py",
+    "tests/sim/test_resume_property.py",
+    "tests/inference/test_fit_md.py",
+    "tests/physics/test_md_models.py",
+    "tests/sim/test_pde_exact.py",
+    "tests/solvers/test_neighbours.py",
+    "tests/sim/test_simulate.py",
+    "tests/sim/test_plot.py",
 )
 
 

@@ -16,6 +16,7 @@ import re
 import runpy
 import shlex
 import shutil
+import signal
 import tomllib
 from pathlib import Path
 
@@ -63,8 +64,9 @@ SMALL: dict[str, list[str]] = {
 SLOW = {
     "sim sweep experiments/lotka_volterra_sobol.toml --scheduler local:2",
     "sim infer experiments/lynx_hare.toml --chains 2 --warmup 300 --samples 300",
-    # The same `sim infer` and `sim plot` of its posterior run by default in
-    # tests/inference/test_bayes.py (test_sim_infer_cli_writes_posterior_layout).
+    # The same `sim infer` and `sim plot` of its posterior run with `-m slow` in
+    # tests/inference/test_bayes.py; by default that test runs `sim infer` (two chains)
+    # and `sim plot` of the posterior on a heat-equation config.
     "sim infer experiments/lynx_hare.toml -o lynx_hare_posterior.h5",
     "sim plot lynx_hare_posterior.h5",
     # The same fit (and the plot of its fit file) runs by default in
@@ -150,20 +152,23 @@ def cli(argv):
     return 0
 
 
-def interrupt_first_checkpoint(argv):
-    """Start `argv` (a `sim run`) and interrupt it (as Ctrl-C does) right after its first
-    checkpoint."""
-    original = _stream.write_checkpoint
+def interrupt_after_first_chunk(argv):
+    """Start `argv` (a `sim run`) and interrupt it as Ctrl-C does (SIGINT) once its first
+    chunk is written: it stops at the next safe point with a checkpoint and exit code 130."""
+    original = _stream.ChunkSizer.took
+    sent = []
 
-    def write(path, **kwargs):
-        original(path, **kwargs)
-        raise KeyboardInterrupt
+    def took(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        if not sent:
+            sent.append(True)
+            signal.raise_signal(signal.SIGINT)
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(_stream, "write_checkpoint", write)
+        patch.setattr(_stream.ChunkSizer, "took", took)
         with pytest.raises(SystemExit) as info:
             main(argv)
-    assert info.value.code == 130
+    assert sent and info.value.code == 130
 
 
 def run_commands(folder: Path, slow: bool, capsys=None, outputs=None) -> list[str]:
@@ -188,7 +193,7 @@ def run_commands(folder: Path, slow: bool, capsys=None, outputs=None) -> list[st
             if argv[0] == "run":
                 output = Path(argv[argv.index("-o") + 1])
                 output.unlink(missing_ok=True)
-                interrupt_first_checkpoint([a for a in argv if a != "--resume"] + extra + ["--quiet"])
+                interrupt_after_first_chunk([a for a in argv if a != "--resume"] + extra + ["--quiet"])
                 assert _stream.checkpoint_path(output).exists()
         code = cli([*argv, *extra, *(["--quiet"] if argv[0] in ("run", "sweep", "fit", "infer", "plot") else [])])
         assert code == 0, command

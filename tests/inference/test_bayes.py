@@ -111,10 +111,13 @@ def test_forward_sensitivity_gradient_matches_finite_differences():
     free = ["alpha", "beta", "gamma", "delta", "initial.prey", "initial.predator"]
     problem, start, _ = make_problem(config, None, free, free_key="x", gradient="forward_sensitivity")
 
-    def f(x):
-        return jnp.sum(jnp.log(problem.predict(x)["prey"]) ** 2)
+    # one compiled function for both (the finite differences use its value)
+    value_and_grad = jax.jit(jax.value_and_grad(lambda x: jnp.sum(jnp.log(problem.predict(x)["prey"]) ** 2)))
 
-    grad = jax.grad(f)(start)
+    def f(x):
+        return value_and_grad(x)[0]
+
+    grad = value_and_grad(start)[1]
     for name in free:
         h = 1e-6 * float(start[name])
         plus = f({**start, name: start[name] + h})
@@ -133,6 +136,49 @@ def test_diagnostics_on_known_draws():
 
 
 def test_sim_infer_cli_writes_posterior_layout(tmp_cwd, capsys):
+    # `sim infer` with two chains on the heat-equation problem of
+    # tests/inference/test_fit_pde.py (16 points, ETDRK2: NUTS compiles in seconds; noisy
+    # snapshots of a run at diffusivity 0.35): the posterior file, its ArviZ export and
+    # `sim plot` of it, and a 90% interval that holds the truth. The same command on
+    # experiments/lynx_hare.toml runs with `-m slow` (below).
+    from .test_fit_pde import SMALL, noisy_snapshots
+
+    noisy_snapshots(tmp_cwd, "heat", "diffusivity", 0.35, 0.2, "gaussian", seed=0, size=SMALL)  # c.toml, snap.h5
+    with pytest.raises(SystemExit) as info:
+        main(["infer", "c.toml", "-o", "post.h5", "--chains", "2", "--quiet", "--arviz", "post.nc"])
+        raise SystemExit(0)
+    out = capsys.readouterr().out
+    assert info.value.code == 0
+    for word in ("diffusivity", "sigma.u", "ess_bulk", "r_hat", "divergences"):
+        assert word in out
+    with h5py.File("post.h5") as f:
+        assert f.attrs["format"] == "simjax.posterior"
+        assert f["posterior/diffusivity"].shape == (2, 100)
+        assert f["sample_stats/diverging"].shape == (2, 100)
+        assert not np.any(f["sample_stats/diverging"][()])
+        names = [n.decode() for n in f["summary/quantity"][()]]
+        assert names == ["diffusivity", "sigma.u"]
+        for stat in ("mean", "sd", "5%", "50%", "95%", "ess_bulk", "r_hat"):
+            assert f[f"summary/{stat}"].shape == (len(names),)
+        lo, mid, hi = (f[f"predictive/u/{q}"][()] for q in ("5%", "50%", "95%"))
+        assert np.all(lo <= mid) and np.all(mid <= hi) and lo.shape == (*f["predictive/time"].shape, 16)
+        diffusivity = f["posterior/diffusivity"][()]
+    lo, hi = np.quantile(diffusivity, [0.05, 0.95])
+    assert lo < 0.35 < hi, (lo, hi)
+    import arviz as az
+
+    exported = az.from_netcdf("post.nc")
+    np.testing.assert_array_equal(np.asarray(exported.posterior["diffusivity"]), diffusivity)
+    # `sim plot` draws it: traces, pair plot, predictive bands over the data.
+    from ..sim.test_examples import plot
+
+    plot("post.h5", capsys)
+
+
+@pytest.mark.slow
+def test_sim_infer_cli_on_lynx_hare(tmp_cwd, capsys):
+    # The README's `sim infer experiments/lynx_hare.toml` (short chains) and `sim plot` of
+    # its posterior.
     code = None
     with pytest.raises(SystemExit) as info:
         main(["infer", str(EXPERIMENTS / "lynx_hare.toml"), "-o", "post.h5", "--chains", "2", "--warmup", "40", "--samples", "20", "--quiet", "--arviz", "post.nc"])

@@ -39,6 +39,10 @@ def write_data(path, prey, predator, years=YEARS):
 
 
 def lv_config(tmp_path, data, **fit):
+    # The solver tolerances of experiments/lynx_hare.toml: in one process a fit of the same
+    # free quantities, loss and optimiser reuses the compiled steps of
+    # `sim fit experiments/lynx_hare.toml` (run by tests/test_readme.py), and the other way
+    # round. (Measured: the noise-free fits below still land within 2e-9 of the truth.)
     fit = {"loss": "lognormal", **fit}
     fit_lines = "\n".join(f"{k} = {v!r}".replace("'", '"') for k, v in fit.items())
     text = f"""
@@ -53,8 +57,8 @@ delta = 0.02
 prey = 30.0
 predator = 5.0
 [solver]
-rtol = 1e-9
-atol = 1e-9
+rtol = 1e-8
+atol = 1e-8
 [data]
 file = "{data.name}"
 time = "/t"

@@ -1,6 +1,7 @@
 """Training ODE models from trajectory files: data loading, loss gradients, learning,
 and trained models saved and reloaded."""
 
+import equinox as eqx
 import h5py
 import jax
 import jax.numpy as jnp
@@ -166,21 +167,31 @@ def test_spiral_loss_falls_and_free_parameters_alone_move():
     assert after < before / 3
 
 
-def test_a_whole_trajectory_stage_removes_the_drift_short_windows_leave():
-    # The spiral's own model class (affine in y^3) from perturbed weights: short windows
-    # started from observed states leave a slow drift of the trajectory from y0; a second
-    # stage on the whole trajectory (window=None) removes it. Scored at held-out times.
+# The spiral's own model class (affine in y^3), from perturbed weights, trained on the
+# even save points of spiral(200, 10.0) with short windows (SHORT). The stage objects are
+# shared with tests/inference/test_train_resume.py: equal trainers reuse one compiled step.
+SPIRAL_MODEL = NeuralOde(features="cubic", depth=0)
+PERTURBED = {"net": ({"weight": jnp.array([[-0.1, -1.8], [2.2, -0.1]]), "bias": jnp.array([0.01, -0.01])},)}
+SHORT = Stage(50, window=5, batch_size=16, optimizer=optax.adam(1e-2))
+WHOLE = Stage(50, window=None, batch_size=1, optimizer=optax.adam(1e-3))
+
+
+def spiral_training_data() -> tuple[Trajectories, Trajectories]:
     data = spiral(200, 10.0)
-    training = data.subset(times=slice(0, None, 2))
-    model = NeuralOde(features="cubic", depth=0)
-    start = {"net": ({"weight": jnp.array([[-0.1, -1.8], [2.2, -0.1]]), "bias": jnp.array([0.01, -0.01])},)}
+    return data, data.subset(times=slice(0, None, 2))
+
+
+def test_a_whole_trajectory_stage_removes_the_drift_short_windows_leave():
+    # Short windows started from observed states leave a slow drift of the trajectory
+    # from y0; a second stage on the whole trajectory (window=None) removes it. Scored at
+    # held-out times.
+    data, training = spiral_training_data()
+    model, start, short, whole = SPIRAL_MODEL, PERTURBED, SHORT, WHOLE
 
     def held_out(params):
         pred = np.asarray(simulate_states(model, params, jnp.asarray(data.time), jnp.asarray(data.initial()), SOLVER))
         return float(np.mean((pred - data.values)[:, :, 1::2] ** 2))
 
-    short = Stage(50, window=5, batch_size=16, optimizer=optax.adam(1e-2))
-    whole = Stage(50, window=None, batch_size=1, optimizer=optax.adam(1e-3))
     first = train_stages(model, start, training, [short], solver=SOLVER)
     both = train_stages(model, start, training, [short, whole], solver=SOLVER)
     # the second stage continues from the first one's parameters
@@ -198,8 +209,8 @@ def test_fixed_parameters_stay_fixed():
     t = np.linspace(0.0, 2.0, 11)
     data = Trajectories(None, model.state_names, t, np.stack([np.full(11, 30.0), np.full(11, 4.0)])[None])
     params = model.default_params()
-    # (fixed Heun steps: a training step that compiles quickly)
-    solver = OdeSolver(method="heun", dt0=0.05, adaptive=False)
+    # (fixed Heun steps, differentiated directly: a training step that compiles quickly)
+    solver = OdeSolver(method="heun", dt0=0.05, adaptive=False, adjoint="direct")
     result = train(model, params, data, steps=3, window=4, batch_size=2, free=["net"], solver=solver)
     assert float(result.params["alpha"]) == float(params["alpha"])
     assert float(result.params["gamma"]) == float(params["gamma"])
@@ -225,9 +236,11 @@ def test_saved_models_reload_bit_for_bit(tmp_path, model):
     assert model2 == model
     for a, b in zip(jax.tree.leaves(params), jax.tree.leaves(params2)):
         np.testing.assert_array_equal(a, b)
-    # The reloaded model computes the same vector field, bit for bit.
+    # The reloaded model computes the same vector field, bit for bit (compiled: one
+    # compilation instead of op-by-op dispatch; a model with other options compiles anew).
+    field = eqx.filter_jit(lambda m, y, p: m.vector_field(0.0, y, p))
     y = model.initial_state()
-    np.testing.assert_array_equal(model.vector_field(0.0, y, params), model2.vector_field(0.0, y, params2))
+    np.testing.assert_array_equal(field(model, y, params), field(model2, y, params2))
     record = sim.read(path)
     assert record.attrs["format"] == "simjax.trained" and record.attrs["model"] == model.name
     np.testing.assert_array_equal(record["loss_history"], [3.0, 2.0, 1.0])

@@ -3,18 +3,12 @@ uninterrupted run."""
 
 import jax
 import numpy as np
-import optax
 import pytest
 
 import sim
 from inference import _checkpoint, train
-from physics.ode import NeuralOde
 
-from .test_train import SOLVER, spiral
-
-
-# One optimiser object for every call: the compiled training step is then reused.
-OPTIMIZER = optax.adam(1e-2)
+from .test_train import PERTURBED, SHORT, SOLVER, SPIRAL_MODEL, spiral_training_data
 
 
 class Stop(Exception):
@@ -22,11 +16,13 @@ class Stop(Exception):
 
 
 def run(tmp_path, **kwargs):
-    data = spiral(n=60, t1=5.0)
-    model = NeuralOde(features="cubic", width=16, depth=1)
+    # The training of the short-window stage of tests/inference/test_train.py (the same
+    # model, data, solver, windows and optimiser object): in one process the two reuse
+    # one compiled training step.
+    _, training = spiral_training_data()
     return train(
-        model, None, data, steps=24, optimizer=OPTIMIZER, solver=SOLVER, window=6, batch_size=4, seed=3,
-        checkpoint=tmp_path / "train.ckpt", checkpoint_every=5, **kwargs,
+        SPIRAL_MODEL, PERTURBED, training, steps=24, optimizer=SHORT.optimizer, solver=SOLVER, window=SHORT.window,
+        batch_size=SHORT.batch_size, seed=3, checkpoint=tmp_path / "train.ckpt", checkpoint_every=5, **kwargs,
     )
 
 

@@ -42,7 +42,7 @@ ELSEWHERE = {
     "lorenz.toml": [("run", "README")],
     "lj_fluid.toml": [("run", "README")],
     "lotka_volterra_sweep.toml": [("sweep", "README")],
-    "lynx_hare.toml": [("fit", "README"), ("infer", "tests/inference/test_bayes.py")],
+    "lynx_hare.toml": [("fit", "README")],
     "lj_calibration.toml": [("fit", "tests/inference/test_fit_md.py")],
 }
 # config -> [(command, extra arguments)] run here with `-m slow`: NUTS (seconds of compiling

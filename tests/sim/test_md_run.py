@@ -1,7 +1,5 @@
 """`sim run` for MD configs: H5MD 1.1 output that MDAnalysis reads, one-line errors."""
 
-import subprocess
-import sys
 from pathlib import Path
 
 import h5py
@@ -80,18 +78,7 @@ def test_run_starts_from_an_h5md_file(tmp_path):
     np.testing.assert_allclose(second.observables["position"][0] % second.system.space.box, last, atol=1e-9)
 
 
-def test_cli_runs_the_example_config_and_reports_bad_input(tmp_path, capsys):
-    env_cmd = [sys.executable, "-m", "sim.cli"]
-    out = tmp_path / "lj.h5"
-    ok = subprocess.run(
-        env_cmd + ["run", str(ROOT / "experiments/lj_fluid.toml"), "-o", str(out), "--quiet", "--set", "time.steps=100", "--set", "time.save_every=20",
-                   "--set", "system.cells=3", "--set", "params.cutoff=2.5", "--set", "params.tail_correction=false"],
-        capture_output=True, text=True, timeout=600,
-    )
-    assert ok.returncode == 0, ok.stderr
-    with h5py.File(out) as f:
-        assert f["particles/all/position/value"].shape == (6, 108, 3)
-    # bad input, in this process (the command's own entry point, without a second start-up)
+def test_cli_reports_bad_input_in_the_example_config(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(["run", str(ROOT / "experiments/lj_fluid.toml"), "-o", str(tmp_path / "bad.h5"), "--set", "solver.temperature=-1"])
     assert exit_info.value.code == 2
@@ -99,6 +86,21 @@ def test_cli_runs_the_example_config_and_reports_bad_input(tmp_path, capsys):
     assert len(stderr.strip().splitlines()) == 1
     assert "solver.temperature" in stderr and "positive" in stderr
     assert not (tmp_path / "bad.h5").exists()
+
+
+@pytest.mark.slow
+def test_cli_runs_the_example_config(tmp_path, capsys):
+    # In this process, through the command's own entry point. By default tests/test_readme.py
+    # runs this example at a size like this one (`sim run experiments/lj_fluid.toml`,
+    # interrupted, resumed and drawn).
+    out = tmp_path / "lj.h5"
+    with pytest.raises(SystemExit) as exit_info:
+        main(["run", str(ROOT / "experiments/lj_fluid.toml"), "-o", str(out), "--quiet", "--set", "time.steps=100", "--set", "time.save_every=20",
+              "--set", "system.cells=3", "--set", "params.cutoff=2.5", "--set", "params.tail_correction=false"])
+        raise SystemExit(0)
+    assert exit_info.value.code == 0, capsys.readouterr().err
+    with h5py.File(out) as f:
+        assert f["particles/all/position/value"].shape == (6, 108, 3)
 
 
 @pytest.mark.parametrize(

@@ -51,26 +51,31 @@ def test_vmap_over_a_thousand_parameter_sets():
         np.testing.assert_allclose(batch.observables["prey"][i], single.observables["prey"], rtol=1e-9)
 
 
-@pytest.mark.parametrize("name", ["alpha", "beta", "gamma", "delta"])
-def test_gradient_wrt_params_matches_finite_differences(name):
-    params = MODEL.default_params()
-    initial = MODEL.default_initial()
-    grad = jax.grad(loss)(params, initial)[name]
-    h = 1e-6 * float(params[name])
-    fd = central_difference(lambda v: loss({**params, name: v}, initial), params[name], h)
-    rel = abs(float(grad) - float(fd)) / abs(float(fd))
-    assert rel < 1e-6, (name, float(grad), float(fd), rel)
+@pytest.fixture(scope="module")
+def compiled_loss():
+    """The loss and its gradient with respect to every parameter and initial value,
+    compiled once for the tests below (the finite differences use its value)."""
+    value_and_grad = jax.jit(jax.value_and_grad(loss, argnums=(0, 1)))
+    params, initial = MODEL.default_params(), MODEL.default_initial()
+    _, (grad_params, grad_initial) = value_and_grad(params, initial)
+    return value_and_grad, params, initial, {**grad_params, **grad_initial}
 
 
-@pytest.mark.parametrize("name", ["prey", "predator"])
-def test_gradient_wrt_initial_state_matches_finite_differences(name):
-    params = MODEL.default_params()
-    initial = MODEL.default_initial()
-    grad = jax.grad(loss, argnums=1)(params, initial)[name]
-    h = 1e-6 * float(initial[name])
-    fd = central_difference(lambda v: loss(params, {**initial, name: v}), initial[name], h)
-    rel = abs(float(grad) - float(fd)) / abs(float(fd))
-    assert rel < 1e-6, (name, float(grad), float(fd), rel)
+@pytest.mark.parametrize("name", ["alpha", "beta", "gamma", "delta", "prey", "predator"])
+def test_gradient_matches_finite_differences(name, compiled_loss):
+    # with respect to each parameter (alpha ... delta) and initial value (prey, predator)
+    value_and_grad, params, initial, grads = compiled_loss
+    is_param = name in params
+
+    def f(v):
+        p, y0 = ({**params, name: v}, initial) if is_param else (params, {**initial, name: v})
+        return value_and_grad(p, y0)[0]
+
+    x = params[name] if is_param else initial[name]
+    h = 1e-6 * float(x)
+    fd = central_difference(f, x, h)
+    rel = abs(float(grads[name]) - float(fd)) / abs(float(fd))
+    assert rel < 1e-6, (name, float(grads[name]), float(fd), rel)
 
 
 def test_initial_as_array_and_unknown_names_rejected():

@@ -1,6 +1,6 @@
 """MD configs sweep over their parameters: every run of a vmapped Lennard-Jones sweep
-equals a single `sim run` of its values, also when the neighbour list the sweep starts
-with is too small (the chunk is rerun with larger lists)."""
+equals a single `sim run` (or `simulate`) of its values, also when the neighbour list the
+sweep starts with is too small (the chunk is rerun with larger lists)."""
 
 from pathlib import Path
 
@@ -47,8 +47,13 @@ def cli(argv, capsys):
     return info.value.code, capsys.readouterr().err
 
 
+# Langevin by default (full frames, a key folded per run); the NVE sweep repeats it with
+# `-m slow`: the default run compares NVE sweeps with single runs (`sim run` among them)
+# in the neighbour-list test below.
 @pytest.mark.parametrize(
-    "method, extra", [("verlet", ""), ("langevin", "temperature = 1.0\nfriction = 1.0")], ids=["nve", "langevin"]
+    "method, extra",
+    [pytest.param("verlet", "", marks=pytest.mark.slow), ("langevin", "temperature = 1.0\nfriction = 1.0")],
+    ids=["nve", "langevin"],
 )
 def test_md_sweep_runs_equal_single_runs(method, extra, tmp_cwd, capsys):
     Path("s.toml").write_text(CONFIG.format(method=method, extra=extra, save="full"))
@@ -88,12 +93,12 @@ def test_md_sweep_summary_and_bad_keys(tmp_cwd, capsys):
 
 
 def test_md_sweep_with_too_small_neighbour_list_equals_single_runs(tmp_cwd, capsys, monkeypatch):
-    """Planted: the sweep's list starts with 40% of the neighbours counted, so every run
-    overflows it in its first build; the sweep must rerun the chunk with larger lists
-    (doubling) and lose no run."""
+    """Planted: the sweep's list starts with 60% of the neighbours counted (12 of 19), so
+    the runs overflow it in their first build; the sweep must rerun each chunk with a
+    larger list (doubled, to 24) and lose no run."""
     import sim._sweep as sweep_module
 
-    monkeypatch.setattr(sweep_module, "MD_CAPACITY_FACTOR", 0.4)
+    monkeypatch.setattr(sweep_module, "MD_CAPACITY_FACTOR", 0.6)
     sweep_module._runner.cache_clear()
     tried = []
     larger = sweep_module._larger_list
@@ -111,8 +116,11 @@ def test_md_sweep_with_too_small_neighbour_list_equals_single_runs(tmp_cwd, caps
     setup = sim.setup(sim.load_config("s.toml"))
     assert setup.solver.capacity is None  # single runs size (and grow) their own lists
     for i, eps in enumerate(record.params["epsilon"]):
-        params = {**setup.params, "epsilon": jnp.asarray(eps)}
-        single = sim.simulate(setup.model, params, setup.t, initial=setup.initial, solver=setup.solver)
+        if i == 0:  # the run of `sim run` with that value
+            single = sim.run(sim.load_config("s.toml", [f"params.epsilon={float(eps)}"]))
+        else:  # simulate with that value
+            params = {**setup.params, "epsilon": jnp.asarray(eps)}
+            single = sim.simulate(setup.model, params, setup.t, initial=setup.initial, solver=setup.solver)
         for name in ("potential_energy", "kinetic_energy", "pressure"):
             np.testing.assert_allclose(record.observables[name][i], np.asarray(single.observables[name][-1]), rtol=1e-10, atol=1e-10)
         np.testing.assert_allclose(record.observables["position"][i], np.asarray(single.observables["position"][-1]), rtol=1e-10, atol=1e-10)

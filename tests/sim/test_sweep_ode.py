@@ -69,9 +69,16 @@ def test_the_batched_loop_is_used_for_tsit5_only(tmp_path):
         assert not _sweep_ode.supports(setup.model, other, setup.initial)
 
 
-def test_runs_take_the_steps_of_single_runs(tmp_path, monkeypatch):
-    cfg = load(tmp_path)
-    result = run(cfg, True, monkeypatch)
+@pytest.fixture(scope="module")
+def default_sweep(tmp_path_factory):
+    """The config's sweep by the batched loop, shared by the tests below."""
+    cfg = load(tmp_path_factory.mktemp("sweep"))
+    with pytest.MonkeyPatch.context() as patch:
+        return cfg, run(cfg, True, patch)
+
+
+def test_runs_take_the_steps_of_single_runs(default_sweep):
+    cfg, result = default_sweep
     setup = sim.setup(cfg)
     steps = result.stats["num_steps"]
     assert np.all(result.status == 1)
@@ -86,9 +93,9 @@ def test_runs_take_the_steps_of_single_runs(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("save", ["full", "summary"])
-def test_batched_loop_equals_vmap_of_simulate_with_failures(save, tmp_path, monkeypatch):
+def test_batched_loop_equals_vmap_of_simulate_with_failures(save, default_sweep, tmp_path, monkeypatch):
     # max_steps between the fewest and the most steps: some runs stop and fail.
-    probe = run(load(tmp_path), True, monkeypatch)
+    _, probe = default_sweep
     cfg = load(tmp_path, max_steps=int(np.median(probe.stats["num_steps"])), save=save)
     fast = run(cfg, True, monkeypatch)
     slow = run(cfg, False, monkeypatch)

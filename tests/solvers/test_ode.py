@@ -22,7 +22,8 @@ def test_tsit5_observed_order_is_five():
     dts, errors = [], []
     for n in (16, 24, 32, 48, 64):
         dt = 10.0 / n
-        solver = OdeSolver(method="tsit5", dt0=dt, adaptive=False)
+        # the step as an array: one compilation serves every step size
+        solver = OdeSolver(method="tsit5", dt0=jnp.asarray(dt), adaptive=False)
         sol = solver.solve(oscillator, ts, y0, jnp.asarray(1.0))
         errors.append(abs(float(sol.ys[-1, 0]) - np.cos(10.0)))
         dts.append(dt)
@@ -30,7 +31,12 @@ def test_tsit5_observed_order_is_five():
     assert abs(order - 5.0) < 0.3, (order, errors)
 
 
-@pytest.mark.parametrize("method", ["tsit5", "dopri5", "dopri8", "kvaerno5"])
+# The default method and the implicit one by default; dopri5 is checked bit for bit
+# against diffrax below, dopri8 against SciPy and an invariant in
+# tests/physics/test_ode_reference.py; they repeat this check with `-m slow`.
+@pytest.mark.parametrize(
+    "method", ["tsit5", pytest.param("dopri5", marks=pytest.mark.slow), pytest.param("dopri8", marks=pytest.mark.slow), "kvaerno5"]
+)
 def test_adaptive_methods_meet_tolerance(method):
     ts = jnp.linspace(0.0, 10.0, 11)
     sol = OdeSolver(method=method, rtol=1e-10, atol=1e-12).solve(oscillator, ts, jnp.array([1.0, 0.0]), jnp.asarray(1.0))
@@ -72,16 +78,17 @@ def test_bad_solver_options_name_the_problem():
         OdeSolver(adaptive=False)
 
 
-@pytest.mark.parametrize("adjoint", ["backsolve", "direct"])
-def test_adjoints_agree_with_checkpointed_gradient(adjoint):
+@eqx.filter_jit  # compiled whole (quicker than the solve and its transpose apart), once per adjoint
+def squares_gradient(k, solver):
     ts = jnp.linspace(0.0, 3.0, 7)
     y0 = jnp.array([1.0, 0.0])
+    return jax.grad(lambda k: jnp.sum(solver.solve(oscillator, ts, y0, k).ys ** 2))(k)
 
-    def loss(k, solver):
-        return jnp.sum(solver.solve(oscillator, ts, y0, k).ys ** 2)
 
-    reference = jax.grad(loss)(jnp.asarray(2.0), OdeSolver(rtol=1e-10, atol=1e-12))
-    other = jax.grad(loss)(jnp.asarray(2.0), OdeSolver(rtol=1e-10, atol=1e-12, adjoint=adjoint))
+@pytest.mark.parametrize("adjoint", ["backsolve", "direct"])
+def test_adjoints_agree_with_checkpointed_gradient(adjoint):
+    reference = squares_gradient(jnp.asarray(2.0), OdeSolver(rtol=1e-10, atol=1e-12))
+    other = squares_gradient(jnp.asarray(2.0), OdeSolver(rtol=1e-10, atol=1e-12, adjoint=adjoint))
     np.testing.assert_allclose(other, reference, rtol=1e-6)
 
 

@@ -120,7 +120,8 @@ def _bernoulli_error(order, steps, lam=-2.0, u0=0.5, t1=1.0, dtype="float64"):
 
 @pytest.mark.parametrize("order", [1, 2, 3, 4])
 def test_etdrk_converges_at_its_order(order):
-    steps = [10, 20, 40, 80]
+    # (a compilation per step count; measured orders 1.03, 1.99, 2.99, 3.92)
+    steps = [20, 40, 80]
     errors = [_bernoulli_error(order, n)[0] for n in steps]
     assert abs(fitted_order([1 / n for n in steps], errors) - order) < 0.3
 
