@@ -34,6 +34,7 @@ from ._run import (
     LoopEngine,
     RunPlan,
     Setup,
+    check_fixed_steps,
     frames_per_chunk,
     plan_family,
     resolve_params,
@@ -200,6 +201,7 @@ def _(model: GridPdeModel, config: Config) -> Setup:
         raise config.error(key, message) from None
     if not solver.adaptive:
         _check_explicit_step(config, model, params, solver)
+        check_fixed_steps(config, solver.dt0, solver.max_steps)
     u0 = _initial(config, model, params)
     resolved_solver = {k: v for k, v in options.items() if k not in ("dt0", "adaptive")}
     checks = config.spec.checks.for_family("pde", config.error)

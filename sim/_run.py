@@ -423,16 +423,33 @@ def ode_solver(config: Config) -> OdeSolver:
         problem = memory_problem(WORK_ARRAYS * 8 * spec.max_steps, f"differentiating up to {spec.max_steps:,} steps with adjoint = \"direct\"")
         if problem:
             raise config.error("solver.max_steps", f"{problem}; lower max_steps or use adjoint = \"recursive_checkpoint\"")
+    max_steps = spec.max_steps if spec.max_steps is not None else default.max_steps
+    if time.dt is not None:
+        check_fixed_steps(config, time.dt, max_steps)
     return OdeSolver(
         method=method,
         rtol=spec.rtol if spec.rtol is not None else default.rtol,
         atol=spec.atol if spec.atol is not None else default.atol,
         dt0=time.dt if time.dt is not None else spec.dt0,
         adaptive=time.dt is None,
-        max_steps=spec.max_steps if spec.max_steps is not None else default.max_steps,
+        max_steps=max_steps,
         adjoint=adjoint,
         throw=False,
     )
+
+
+def check_fixed_steps(config: Config, dt: float, max_steps: int) -> None:
+    """Refuse a constant step `[time] dt` that needs more than `max_steps` steps to
+    cover the run (known before it starts: a one-line input error, not a failed run)."""
+    times = save_times(config)
+    with np.errstate(all="ignore"):
+        ratio = float(times[-1] - times[0]) / dt
+    if not ratio * (1 - 1e-12) <= max_steps:  # (a step count within rounding of max_steps fits)
+        steps = f"{math.ceil(ratio * (1 - 1e-12)):,}" if math.isfinite(ratio) else "more than 1e308"
+        raise config.error(
+            "time.dt",
+            f"{dt:g} takes {steps} steps from t0 to t1, beyond solver.max_steps = {max_steps:,}; take a larger step or raise solver.max_steps",
+        )
 
 
 def ode_initial(config: Config, model: OdeModel) -> dict[str, jax.Array]:

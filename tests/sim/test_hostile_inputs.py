@@ -113,13 +113,33 @@ SPANS = {
     "sweep t0 = -1e308, t1 = 1e308": (["sweep", "sweep.toml", "--set", "time.t0=-1e308", "--set", "time.t1=1e308"], "time.t1", "overflows"),
     "fit t0 = -1e308, t1 = 1e308": (["fit", "lv_fit.toml", "--set", "time.t0=-1e308", "--set", "time.t1=1e308"], "time.t1", "overflows"),
     "infer t0 = -1e308, t1 = 1e308": (["infer", "lv_fit.toml", "--set", "time.t0=-1e308", "--set", "time.t1=1e308"], "time.t1", "overflows"),
+    # constant steps that cannot reach t1 within max_steps: known before the run starts
+    # (finite-difference PDE runs used to end in an internal error)
+    "FD PDE dt beyond max_steps": (["run", "heat_fd.toml", "--set", "time.dt=1e-6"], "time.dt", "takes 100,000 steps from t0 to t1, beyond solver.max_steps = 65,536"),
+    "ODE dt beyond max_steps": (["run", "lv.toml", "--set", "time.dt=1e-5", "--set", "solver.max_steps=1000"], "time.dt", "beyond solver.max_steps = 1,000"),
+    "sweep dt beyond max_steps": (["sweep", "sweep.toml", "--set", "time.dt=1e-5", "--set", "solver.max_steps=1000"], "time.dt", "beyond solver.max_steps"),
+    "fit dt beyond max_steps": (["fit", "lv_fit.toml", "--set", "time.dt=1e-5", "--set", "solver.max_steps=1000"], "time.dt", "beyond solver.max_steps"),
 }
+
+HEAT_FD = """
+[model]
+name = "heat_fd"
+[grid]
+points = [17]
+domain = [[0.0, 1.0]]
+[time]
+t1 = 0.1
+save = 3
+[solver]
+method = "tsit5"
+"""
 
 
 @pytest.mark.parametrize("case", list(SPANS))
 def test_step_counts_and_spans_beyond_the_float_range(case, folder, capsys):
     argv, key, words = SPANS[case]
     Path("lj_lattice.toml").write_text(LJ_LATTICE)
+    Path("heat_fd.toml").write_text(HEAT_FD)
     Path("lv_at.toml").write_text(Path("lv.toml").read_text().replace("save = 6\n", ""))  # for save_at
     line = check(folder, [*argv, "-o", "out.h5"], capsys, key)
     assert words in line, line
