@@ -1,10 +1,27 @@
-"""Test-wide settings: float64 and strict dtype promotion."""
+"""Test-wide settings: float64, strict dtype promotion, and a persistent compilation
+cache shared by the test workers and the `sim` processes the tests start."""
+
+import os
+from pathlib import Path
 
 import jax
 import pytest
 
 jax.config.update("jax_enable_x64", True)
 jax.config.update("jax_numpy_dtype_promotion", "strict")
+
+# JAX's persistent compilation cache: a program compiled once (by either pytest worker or
+# by a `sim` subprocess, which inherits these variables) is loaded from disk by the
+# others instead of compiled again, and a second test run starts warm. SIMJAX_TEST_CACHE
+# moves it; an empty value turns it off.
+_CACHE = os.environ.setdefault("SIMJAX_TEST_CACHE", str(Path(__file__).resolve().parents[1] / ".pytest_cache" / "jax"))
+if _CACHE:
+    os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", _CACHE)
+    os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.2")
+    os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
+    jax.config.update("jax_compilation_cache_dir", os.environ["JAX_COMPILATION_CACHE_DIR"])
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", float(os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"]))
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", int(os.environ["JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"]))
 
 
 @pytest.fixture
