@@ -31,6 +31,9 @@ def _stop_during_start(signum: int, frame) -> None:
     os._exit(128 + signum)
 
 
+_stop_during_start.before_command = True  # replaced by SIG_IGN when the command ends
+
+
 def main() -> None:
     """Run the `sim` command line (`sim --help`)."""
     for s in (signal.SIGINT, signal.SIGTERM):

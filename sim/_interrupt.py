@@ -6,7 +6,8 @@ SIGINT or SIGTERM only records a request; every long loop (a streamed run betwee
 chunks, a sweep between two chunks, a fit between two iterations) calls `safe_point`,
 which writes a checkpoint and raises `Interrupted` once a request is there. A second
 signal raises `Interrupted` at once (its cleanup still leaves no partial output), for a
-user who will not wait.
+user who will not wait; once a stop is under way (the checkpoint being written, the
+message printed), further signals are ignored, so a stop ends with one line.
 
 Nothing is raised from inside JAX or XLA: a Python signal handler runs between two
 bytecodes of the main thread, so a signal that arrives during compilation is seen when
@@ -26,6 +27,7 @@ from pathlib import Path
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 _requested: int | None = None  # the first signal received while `deferred` is active
+_stopping = False  # a stop is under way: further signals change nothing
 
 
 class Interrupted(BaseException):
@@ -50,10 +52,13 @@ class Interrupted(BaseException):
 
 
 def _on_signal(signum: int, frame) -> None:
-    global _requested
+    global _requested, _stopping
+    if _stopping:  # already saving and stopping: one stop, one message
+        return
     if _requested is None:
         _requested = signum
         return
+    _stopping = True
     raise Interrupted(signum)
 
 
@@ -69,9 +74,11 @@ def safe_point(save: Callable[[], Path | None] | None = None) -> None:
     Raises:
         Interrupted: an interrupt was requested.
     """
+    global _stopping
     signum = _requested
     if signum is None:
         return
+    _stopping = True
     kept = save() if save is not None else None
     raise Interrupted(signum, kept)
 
@@ -80,14 +87,17 @@ def safe_point(save: Callable[[], Path | None] | None = None) -> None:
 def deferred() -> Iterator[None]:
     """Within the block, SIGINT and SIGTERM request a stop at the next `safe_point`
     (a second signal stops at once); the previous handlers are restored after it."""
-    global _requested
+    global _requested, _stopping
     previous = {s: signal.getsignal(s) for s in SIGNALS}
-    _requested = None
+    _requested, _stopping = None, False
     for s in SIGNALS:
         signal.signal(s, _on_signal)
     try:
         yield
     finally:
         for s, handler in previous.items():
-            signal.signal(s, handler)
-        _requested = None
+            # The `sim` entry point's handler speaks of a command still starting; once the
+            # command has run, a late signal must not print that (or change the exit
+            # code of a finished command): it is ignored while the process exits.
+            signal.signal(s, signal.SIG_IGN if getattr(handler, "before_command", False) else handler)
+        _requested, _stopping = None, False

@@ -53,7 +53,10 @@ def _holder(fd: int) -> str:
 
 def _acquire(lock: Path, output: Path) -> int:
     while True:
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError as e:  # a folder where no file can be made (/proc, /sys, ...)
+            raise InputError(output, "", f"cannot create a file beside it ({e.strerror}); expected an output in a folder of ordinary files") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

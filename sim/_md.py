@@ -576,6 +576,8 @@ def _md_system(config: Config, dtype) -> tuple[System, int]:
             system = lattice(kind, cells if isinstance(cells, int) else tuple(cells), density)
     if temperature is not None:
         system = thermalize(system, key, temperature)
+        if not bool(jnp.all(jnp.isfinite(system.velocity))) or (temperature > 0 and not bool(jnp.any(system.velocity != 0))):
+            raise config.error("system.temperature", f"{temperature!r} gives velocities beyond the float range; expected a temperature the run can represent")
     return system.astype(dtype), seed
 
 

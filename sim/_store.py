@@ -61,6 +61,17 @@ def companion_path(path: str | Path, tag: str) -> Path:
     return path.with_name(f".{head}~{digest}.{tag}")
 
 
+COMPANION_TAGS = ("partial", "checkpoint", "lock")
+
+
+def is_companion(path: str | Path) -> bool:
+    """Whether `path` is named as a working file of some output (`companion_path`, or
+    the temporary name of `atomic_h5`): writing it would replace another command's
+    unfinished run, checkpoint or lock."""
+    name = Path(path).name
+    return name.startswith(".") and (name.endswith(tuple(f".{tag}" for tag in COMPANION_TAGS)) or name.endswith(".tmp"))
+
+
 def _kind(mode: int) -> str | None:
     """What a non-regular file is ('a FIFO', ...), or None for a regular file."""
     for test, what in (
@@ -94,8 +105,14 @@ def check_output_path(path: str | Path, source: str = "-o", key: str = "", input
     if kind is not None:
         raise InputError(source, key or str(path), f"{what} is {kind}; expected a regular file path (outputs are written under a temporary name and renamed)")
     for given in inputs:
-        if same_file(path, given):
+        # (the real path too: a symlink to an input that does not exist yet would be
+        # written through)
+        if same_file(path, given) or os.path.realpath(path) == os.path.realpath(given):
             raise InputError(source, key or str(path), f"{what} is the input file {str(given)!r} of this command; choose another output path")
+    if is_companion(path):
+        raise InputError(
+            source, key or str(path), f"{what} is a working file of another output (its unfinished run, checkpoint, lock or temporary file); choose another output path"
+        )
     folder = path.parent if str(path.parent) else Path(".")
     if not folder.is_dir():
         raise InputError(source, key or str(path), f"folder {str(folder)!r} does not exist")

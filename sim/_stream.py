@@ -342,14 +342,18 @@ def _text(value: Any) -> str:
 
 def _comparable(text: str) -> dict:
     """A config's content without `[output]` (where a run is written, its chunks and
-    checkpoints are not what it computes) and `[checks]` (the blow-up bounds: loosening
-    one and resuming is allowed)."""
+    checkpoints are not what it computes), `[checks]` (the blow-up bounds: loosening
+    one and resuming is allowed) and `solver.max_steps` (likewise)."""
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError:
         return {"": text}
     data.pop("output", None)
     data.pop("checks", None)
+    if isinstance(data.get("solver"), dict):
+        # A bound on the steps, not a change of them: a run stopped by it resumes with a
+        # larger one to the result of a run started with that.
+        data["solver"].pop("max_steps", None)
     return data
 
 
@@ -455,8 +459,14 @@ def stream(
 def _stream(plan: RunPlan, path: Path, resume: bool, checkpoint_every, checkpoint_seconds, progress) -> Streamed:
     engine = plan.engine
     frames = len(engine.times) - 1
-    check_start(path, plan.config, resume)
     partial = partial_path(path)
+    if partial.exists() and not checkpoint_path(path).exists():
+        # Stopped before its first checkpoint (killed, or the machine went down): it holds
+        # nothing to continue from, and no other process writes it (the lock is ours), so
+        # it is discarded and the run starts afresh, with or without --resume.
+        partial.unlink()
+        resume = False
+    check_start(path, plan.config, resume)
     resumed_from = None
     if resume:
         checkpoint = read_checkpoint(path, plan.config, frames)

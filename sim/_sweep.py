@@ -17,6 +17,7 @@ import contextlib
 import dataclasses
 import functools
 import math
+import os
 import sys
 import time as _time
 from collections.abc import Iterator
@@ -435,6 +436,9 @@ def _connect(scheduler: str):
         count = scheduler.partition(":")[2]
         if not count.isdigit() or int(count) < 1:
             raise InputError("--scheduler", scheduler, "expected local:N with N >= 1 workers, or a scheduler address")
+        cores = os.cpu_count() or 1
+        if int(count) > cores:  # each worker is a process with its own JAX: more only fill memory
+            raise InputError("--scheduler", scheduler, f"expected local:N with N at most the {cores} cores of this machine")
         cluster = LocalCluster(
             n_workers=int(count), threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None
         )

@@ -247,7 +247,7 @@ def infer(
     path = check_output_path(output if output is not None else Path(cfg.path.stem + "_posterior.h5"), "-o", inputs=inputs)
     if arviz is not None:
         check_output_path(arviz, "--arviz", inputs=inputs)
-        if arviz.absolute() == path.absolute() or (arviz.exists() and path.exists() and os.path.samefile(arviz, path)):
+        if os.path.realpath(arviz) == os.path.realpath(path) or (arviz.exists() and path.exists() and os.path.samefile(arviz, path)):
             raise InputError("--arviz", str(arviz), "is the -o posterior file; expected another path")
         try:
             import arviz as _  # noqa: F401
@@ -306,15 +306,15 @@ def info() -> None:
 
 def check_platform() -> None:
     """A `JAX_PLATFORMS` naming a device this machine does not have is bad input."""
-    wanted = os.environ.get("JAX_PLATFORMS", "").strip()
-    if not wanted or wanted == "cpu":
+    wanted = os.environ.get("JAX_PLATFORMS", "")
+    if wanted in ("", "cpu"):
         return
     import jax
 
     try:
         jax.devices()
-    except RuntimeError as e:
-        reason = " ".join(str(e).split())[:160]
+    except Exception as e:  # noqa: BLE001 - JAX raises RuntimeError or AssertionError
+        reason = " ".join(str(e).split())[:160] or type(e).__name__
         raise InputError(
             "JAX_PLATFORMS", wanted, f"no such device on this machine ({reason}); unset JAX_PLATFORMS, or install JAX for it (the cuda12 extra)"
         ) from None

@@ -356,3 +356,34 @@ def test_the_largest_seed_is_one_the_prng_takes():
     jax.random.key_data(jax.random.key(SEED_MAX))
     with pytest.raises(OverflowError):
         jax.random.key(SEED_MAX + 1)
+
+
+# ----------------------------------------------------------------------------- found by attacking the safety net
+
+
+def test_a_temperature_whose_velocities_overflow_is_refused(folder, capsys):
+    # (it used to start the run at temperature 0 and exit 0)
+    Path("lj_lattice.toml").write_text(LJ_LATTICE)
+    for value in ("1e306", "1e308"):
+        line = check(folder, ["run", "lj_lattice.toml", "--set", f"system.temperature={value}", "-o", "out.h5"], capsys, "system.temperature")
+        assert "beyond the float range" in line, line
+
+
+def test_a_local_cluster_larger_than_the_machine_is_refused(folder, capsys):
+    # (local:99999999999 started workers until the memory ran out)
+    line = check(folder, ["sweep", "sweep.toml", "--scheduler", "local:99999999999", "-o", "out.h5"], capsys, "--scheduler")
+    assert f"at most the {os.cpu_count()} cores" in line, line
+
+
+@pytest.mark.parametrize("platforms", ["cuda", " cpu"])
+def test_jax_platforms_naming_a_missing_device(platforms, tmp_path):
+    # In a process of its own: JAX reads JAX_PLATFORMS once. (JAX raises AssertionError
+    # for cuda without a GPU, RuntimeError for an unknown name.)
+    env = {**os.environ, "JAX_PLATFORMS": platforms}
+    proc = subprocess.run(
+        [sys.executable, "-m", "sim.cli", "run", str(Path(__file__).resolve().parents[2] / "experiments" / "lotka_volterra.toml"), "-o", "out.h5"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+    )
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and "JAX_PLATFORMS" in lines[0] and "no such device" in lines[0], proc.stderr
+    assert list(tmp_path.iterdir()) == []

@@ -134,11 +134,29 @@ def test_outputs_that_are_inputs_are_refused(lynx_hare, tmp_path, capsys, monkey
         (["infer", str(config), "-o", "p.h5", "--arviz", str(data)], "input file"),
         (["plot", "figure.png", "-o", "figure.png"], "input file"),  # an HDF5 file named .png
     ]
+    os.symlink("p.h5", tmp_path / "p.nc")  # --arviz a link to the -o file, not yet written
+    cases.append((["infer", str(config), "-o", "p.h5", "--arviz", "p.nc"], "-o posterior file"))
     for args, words in cases:
         code, err = cli([*args, "--quiet"], capsys)
         one_line_error(code, err, words)
     assert {p: digest(p) for p in before} == before
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["data", "figure.png", "hardlink.h5", "lynx_hare.toml", "symlink.toml"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data", "figure.png", "hardlink.h5", "lynx_hare.toml", "p.nc", "symlink.toml"]
+
+
+def test_working_files_of_another_output_are_refused(tmp_path, capsys, monkeypatch):
+    # A run whose -o is another run's unfinished file, checkpoint or lock would swap its
+    # result in or break the lock: refused, whether or not such a file exists.
+    monkeypatch.chdir(tmp_path)
+    config = str(EXPERIMENTS / "lotka_volterra.toml")
+    out = tmp_path / "out.h5"
+    for working in (_stream.partial_path(out), _stream.checkpoint_path(out), _lock.lock_path(out), tmp_path / ".out.h5.x1y2.tmp"):
+        code, err = cli(["run", config, "-o", working.name, "--quiet"], capsys)
+        one_line_error(code, err, "working file of another output")
+    assert list(tmp_path.iterdir()) == []
+    # Folders where no file can be made beside the output: one line, exit 2.
+    for target in ("/proc/self/fd/1", "/sys/kernel/x.h5"):
+        code, err = cli(["run", config, "-o", target, "--quiet"], capsys)
+        one_line_error(code, err, target)
 
 
 def test_output_from_an_initial_file_is_refused(tmp_path, capsys, monkeypatch):

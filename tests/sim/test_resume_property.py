@@ -350,6 +350,22 @@ def test_max_steps_failure_is_a_simulation_error(tmp_cwd):
     assert list(tmp_cwd.iterdir()) == []  # no checkpoint yet: nothing kept
 
 
+def test_a_run_stopped_by_max_steps_resumes_with_a_larger_bound(tmp_cwd):
+    # The message says to raise solver.max_steps and that the checkpoint is kept: resuming
+    # with a larger bound is allowed and ends as a run started with it.
+    def config(max_steps):
+        return family_config("ode", f"solver.max_steps={max_steps}", "output.chunk=4", "output.checkpoint_every=4")
+
+    with pytest.raises(sim.SimulationError, match="last good checkpoint"):
+        sim.run(config(60), output="a.h5")
+    assert _stream.checkpoint_path(Path("a.h5")).exists()
+    sim.run(config(100_000), output="a.h5", resume=True)
+    sim.run(config(100_000), output="b.h5")
+    with h5py.File("a.h5") as a, h5py.File("b.h5") as b:
+        for name in b["observables"]:
+            np.testing.assert_array_equal(a[f"observables/{name}"][()], b[f"observables/{name}"][()])
+
+
 # ----------------------------------------------------------------------------- chunks in time
 
 

@@ -209,10 +209,18 @@ def test_resume_refusals_leave_the_files_untouched(unfinished, capsys):
     assert code == 2 and "checkpoint" in err and "damaged" in err and len(err.strip().splitlines()) == 1, err
     assert _files(out) == damaged
 
+    # An unfinished run without a checkpoint (killed before its first one) holds nothing
+    # to continue from: with or without --resume the run starts afresh and completes (a
+    # job script that always passes --resume is never stuck on it).
     checkpoint.unlink()
-    code, err = cli(args + ["--resume"], capsys)
-    assert code == 2 and "no checkpoint" in err and len(err.strip().splitlines()) == 1, err
-    assert _stream.partial_path(out).exists() and not out.exists()
+    for extra in (["--resume"], []):
+        code, err = cli(args + extra, capsys)
+        assert code == 0, err
+        assert out.exists() and not _stream.partial_path(out).exists() and not checkpoint.exists()
+        with h5py.File(out) as f:
+            assert f.attrs["format"] == "simjax.run"
+            assert all(np.all(np.isfinite(f[f"observables/{name}"][()])) for name in f["observables"])
+        out.rename(_stream.partial_path(out))  # as if killed before its first checkpoint
 
 
 def test_resume_of_a_finished_or_missing_run_is_refused(tmp_cwd, capsys):

@@ -159,12 +159,44 @@ def test_first_signal_waits_for_a_safe_point_and_a_second_stops_at_once():
         time.sleep(0.01)  # the handler runs: it only records the request
         assert _interrupt.requested() == signal.SIGTERM
         saved = []
+
+        def save():  # a signal while the checkpoint is written changes nothing
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.01)
+            saved.append(1)
+            return Path("ck")
+
         with pytest.raises(_interrupt.Interrupted) as stop:
-            _interrupt.safe_point(lambda: saved.append(1) or Path("ck"))
+            _interrupt.safe_point(save)
         assert saved == [1] and stop.value.checkpoint == Path("ck") and stop.value.exit_code == 143
+        os.kill(os.getpid(), signal.SIGTERM)  # nor one while the stop is reported
+        time.sleep(0.01)
+    with _interrupt.deferred():
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.01)
         with pytest.raises(_interrupt.Interrupted) as again:
             os.kill(os.getpid(), signal.SIGINT)
-            time.sleep(1.0)  # a second signal raises from wherever the program is
-        assert again.value.exit_code == 130
+            time.sleep(1.0)  # a second signal before the safe point raises at once
+        assert again.value.exit_code == 130 and again.value.checkpoint is None
     # Outside the block the previous handlers are back.
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_a_signal_after_the_command_ended_is_ignored():
+    # The `sim` entry point's handler tells of a command still starting; once the command
+    # has run, a late signal must not print that nor change the exit code.
+    from sim import _interrupt
+
+    def starting(signum, frame):
+        raise AssertionError("the start handler ran after the command")
+
+    starting.before_command = True
+    previous = signal.signal(signal.SIGTERM, starting)
+    try:
+        with _interrupt.deferred():
+            pass
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_IGN
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.01)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
