@@ -22,6 +22,7 @@ from scipy import stats
 import sim
 from sim import Config, DataError, InputError
 from sim._config import seed_problem
+from sim._interrupt import immediate
 from sim._limits import memory_problem
 from sim._run import resolved_toml
 from sim._store import atomic_h5, write_group, write_root_attrs
@@ -411,7 +412,7 @@ def infer(
     mcmc = MCMC(kernel, num_warmup=section.warmup, num_samples=section.samples, num_chains=section.chains, chain_method=method, progress_bar=progress)
     key = jax.random.PRNGKey(section.seed)
     try:
-        with jax.numpy_dtype_promotion("standard"):
+        with jax.numpy_dtype_promotion("standard"), immediate("sampling"):
             mcmc.run(key, model.problem.observed, extra_fields=("diverging",))
     except RuntimeError as e:
         if "Cannot find valid initial parameters" not in str(e):

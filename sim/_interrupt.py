@@ -20,7 +20,9 @@ In a Python session no handler is installed: `safe_point` is a no-op and Ctrl-C 
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -28,6 +30,7 @@ SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 _requested: int | None = None  # the first signal received while `deferred` is active
 _stopping = False  # a stop is under way: further signals change nothing
+_active = False  # within `deferred`
 
 
 class Interrupted(BaseException):
@@ -84,12 +87,53 @@ def safe_point(save: Callable[[], Path | None] | None = None) -> None:
 
 
 @contextlib.contextmanager
+def immediate(what: str) -> Iterator[None]:
+    """Within `deferred`, for work that keeps nothing when stopped and may spend minutes
+    in one compiled call (NUTS sampling): a signal ends the process at once, with one
+    line ("interrupted (SIG...) while <what>; nothing was written") and 128 + the signal
+    number, even while the main thread is inside XLA. (Python runs its signal handlers
+    only between bytecodes of the main thread; the C-level handler also writes the
+    signal number to the wakeup file descriptor, which a thread watches here.) Outside
+    `deferred` (a Python session) it does nothing."""
+    if not _active or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    read, write = os.pipe()
+    os.set_blocking(write, False)
+    previous = signal.set_wakeup_fd(write, warn_on_full_buffer=False)
+
+    def watch() -> None:
+        try:
+            data = os.read(read, 1)
+        except OSError:
+            return
+        if not data:  # the block ended: the pipe was closed
+            return
+        signum = data[0]
+        from . import _lock
+
+        _lock.abandon()
+        os.write(2, f"interrupted ({signal.Signals(signum).name}) while {what}; nothing was written\n".encode())
+        os._exit(128 + signum)
+
+    watcher = threading.Thread(target=watch, name="sim-interrupt", daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        signal.set_wakeup_fd(previous)
+        os.close(write)  # the watcher reads end-of-file and returns
+        watcher.join()
+        os.close(read)
+
+
+@contextlib.contextmanager
 def deferred() -> Iterator[None]:
     """Within the block, SIGINT and SIGTERM request a stop at the next `safe_point`
     (a second signal stops at once); the previous handlers are restored after it."""
-    global _requested, _stopping
+    global _requested, _stopping, _active
     previous = {s: signal.getsignal(s) for s in SIGNALS}
-    _requested, _stopping = None, False
+    _requested, _stopping, _active = None, False, True
     for s in SIGNALS:
         signal.signal(s, _on_signal)
     try:
@@ -100,4 +144,4 @@ def deferred() -> Iterator[None]:
             # command has run, a late signal must not print that (or change the exit
             # code of a finished command): it is ignored while the process exits.
             signal.signal(s, signal.SIG_IGN if getattr(handler, "before_command", False) else handler)
-        _requested, _stopping = None, False
+        _requested, _stopping, _active = None, False, False

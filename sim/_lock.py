@@ -109,3 +109,11 @@ def exclusive(path: str | Path) -> Iterator[None]:
         with contextlib.suppress(OSError):
             os.unlink(lock)  # while still holding it: see the module docstring
         os.close(fd)
+
+
+def abandon() -> None:
+    """Remove the lock files this process holds, for a process about to end at once
+    (`sim._interrupt.immediate`); the locks themselves end with the process."""
+    for lock in list(_held):
+        with contextlib.suppress(OSError):
+            os.unlink(lock)

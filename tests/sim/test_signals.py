@@ -200,3 +200,24 @@ def test_a_signal_after_the_command_ended_is_ignored():
         time.sleep(0.01)
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def test_work_that_keeps_nothing_stops_at_once_even_inside_a_long_call(tmp_path):
+    # `sim infer` samples in one compiled call that can last minutes and keeps nothing
+    # when stopped: a signal ends it at once with one line. Here a 60 s sleep (a C call
+    # that, as XLA, does not return to Python) stands for the sampling.
+    script = (
+        "import sys, time\n"
+        "from sim import _interrupt\n"
+        "with _interrupt.deferred(), _interrupt.immediate('sampling'):\n"
+        "    print('ready', flush=True)\n"
+        "    time.sleep(60)\n"
+        "sys.exit(0)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "ready", proc.stderr.read()
+    start = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    code = proc.wait(timeout=30)
+    assert time.monotonic() - start < 5
+    assert code == 143 and proc.stderr.read().strip() == "interrupted (SIGTERM) while sampling; nothing was written"
