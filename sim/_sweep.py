@@ -16,9 +16,12 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import logging
 import math
 import os
+import signal
 import sys
+import threading
 import time as _time
 from collections.abc import Iterator
 from pathlib import Path
@@ -439,9 +442,18 @@ def _connect(scheduler: str):
         cores = os.cpu_count() or 1
         if int(count) > cores:  # each worker is a process with its own JAX: more only fill memory
             raise InputError("--scheduler", scheduler, f"expected local:N with N at most the {cores} cores of this machine")
-        cluster = LocalCluster(
-            n_workers=int(count), threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None
-        )
+        # Ctrl-C in a terminal sends SIGINT to the whole process group: the worker
+        # processes ignore it (they inherit an ignored SIGINT), so that the sweep stops at
+        # its next safe point and closes its cluster instead of losing its workers mid-task.
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if threading.current_thread() is threading.main_thread() else None
+        try:
+            cluster = LocalCluster(
+                n_workers=int(count), threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None,
+                silence_logs=logging.ERROR,  # (a task cancelled by a stop is not worth a warning)
+            )
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGINT, previous)
         return Client(cluster), cluster
     try:
         return Client(scheduler, timeout="10s"), None

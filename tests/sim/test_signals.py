@@ -221,3 +221,26 @@ def test_work_that_keeps_nothing_stops_at_once_even_inside_a_long_call(tmp_path)
     code = proc.wait(timeout=30)
     assert time.monotonic() - start < 5
     assert code == 143 and proc.stderr.read().strip() == "interrupted (SIGTERM) while sampling; nothing was written"
+
+
+@pytest.mark.slow
+def test_ctrl_c_to_the_process_group_of_a_dask_sweep(tmp_path):
+    # A terminal's Ctrl-C reaches every process of the group, the local cluster's workers
+    # included: the sweep must still stop at its next chunk with one line and exit 130
+    # (it used to hang with the workers gone), and resume to completion.
+    args = [str(Path(sys.executable).with_name("sim")), "sweep", str(EXPERIMENTS / "lotka_volterra_sobol.toml"), "-o", "s.h5",
+            "--scheduler", "local:2", "--set", "sweep.chunk=64", "--set", "sweep.samples=65536"]
+    proc = subprocess.Popen(args, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    partial = tmp_path / ".s.h5.partial"
+    deadline = time.monotonic() + 300
+    while not partial.exists() and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    time.sleep(2.0)  # some chunks written
+    os.killpg(proc.pid, signal.SIGINT)
+    code = proc.wait(timeout=120)
+    lines = proc.stderr.read().strip().splitlines()
+    assert code == 130 and len(lines) == 1 and "resume with: sim sweep" in lines[0], lines
+    resumed = subprocess.run([*args, "--resume", "--quiet"], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert resumed.returncode == 0, resumed.stderr
+    with h5py.File(tmp_path / "s.h5") as f:
+        assert np.all(f["status"][()] == 1)
