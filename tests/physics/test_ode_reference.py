@@ -113,3 +113,24 @@ def test_van_der_pol_limit_cycle_has_the_published_period():
     # crossing comes 0.28 early (at 6.38) at x = A - 0.006.
     assert abs(period - T) < 1e-11, period - T
     assert abs(state[0] - A) < 1e-11, state[0] - A
+
+
+def test_derived_observables_match_their_formulas():
+    # The observables models add to their state, against NumPy at random states and
+    # parameters: SIR's effective reproduction number R_eff = beta / gamma * S / N, and
+    # the pendulum's energy per unit mass L^2 omega^2 / 2 + g L (1 - cos theta).
+    rng = np.random.default_rng(7)
+    for _ in range(3):
+        s, i, r = rng.uniform(1.0, 100.0, 3)
+        beta, gamma = rng.uniform(0.1, 2.0, 2)
+        model = sim.get_model("sir")
+        got = model.extra_observables(0.0, jnp.array([s, i, r]), {"beta": jnp.asarray(beta), "gamma": jnp.asarray(gamma)})
+        assert float(got["reproduction_number"]) == pytest.approx(beta / gamma * s / (s + i + r), rel=1e-14)
+
+        theta, omega = rng.uniform(-3.0, 3.0, 2)
+        g, length, damping = rng.uniform(1.0, 20.0), rng.uniform(0.2, 3.0), rng.uniform(0.0, 1.0)
+        model = sim.get_model("damped_pendulum")
+        params = {"g": jnp.asarray(g), "length": jnp.asarray(length), "damping": jnp.asarray(damping)}
+        got = model.extra_observables(0.0, jnp.array([theta, omega]), params)
+        expected = 0.5 * length**2 * omega**2 + g * length * (1 - np.cos(theta))
+        assert float(got["energy"]) == pytest.approx(expected, rel=1e-13)

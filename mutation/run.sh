@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Mutation testing of one target (mutation/TARGET.toml): cosmic-ray mutates files in
+# place, so the work happens in a scratch git worktree of HEAD, never in this checkout.
+# The session database is kept in mutation/TARGET.sqlite (an interrupted run continues
+# where it stopped when run again); the report is written to mutation/TARGET-report.txt.
+#
+#   mutation/run.sh ode
+set -euo pipefail
+target=${1:?usage: mutation/run.sh TARGET (a mutation/TARGET.toml)}
+here="$(cd "$(dirname "$0")/.." && pwd)"
+python="$here/.venv/bin/python"
+config="$here/mutation/$target.toml"
+db="$here/mutation/$target.sqlite"
+scratch="$(mktemp -d)"
+trap 'git -C "$here" worktree remove --force "$scratch" >/dev/null 2>&1 || true' EXIT
+git -C "$here" worktree add --quiet --detach "$scratch" HEAD
+cd "$scratch"
+export PATH="$here/.venv/bin:$PATH"
+export SIMJAX_TEST_CACHE="$here/.pytest_cache/jax"  # the compiled programs of unmutated code are shared
+if [ ! -f "$db" ]; then
+    cosmic-ray init "$config" "$db"
+    cr-filter-operators "$db" "$config"
+fi
+cosmic-ray exec "$config" "$db"
+cr-report --show-pending "$db" > "$here/mutation/$target-report.txt"
+tail -3 "$here/mutation/$target-report.txt"
