@@ -383,6 +383,17 @@ class Streamed:
     stats: dict[str, int]
 
 
+def _unfinished_run(partial: Path) -> bool:
+    """Whether `partial` is a readable unfinished simjax run."""
+    if not partial.is_file():
+        return False
+    try:
+        with h5py.File(partial, "r") as f:
+            return _text(f.attrs.get("format", "")) == "simjax.run"
+    except (OSError, RuntimeError, KeyError, ValueError, TypeError):
+        return False
+
+
 def check_start(path: Path, config: str, resume: bool) -> None:
     """Before any work: what may be done with the files of `path`.
 
@@ -460,10 +471,11 @@ def _stream(plan: RunPlan, path: Path, resume: bool, checkpoint_every, checkpoin
     engine = plan.engine
     frames = len(engine.times) - 1
     partial = partial_path(path)
-    if partial.exists() and not checkpoint_path(path).exists():
+    if not checkpoint_path(path).exists() and _unfinished_run(partial):
         # Stopped before its first checkpoint (killed, or the machine went down): it holds
         # nothing to continue from, and no other process writes it (the lock is ours), so
-        # it is discarded and the run starts afresh, with or without --resume.
+        # it is discarded and the run starts afresh, with or without --resume. (A damaged
+        # or foreign file under that name is left alone and refused by `check_start`.)
         partial.unlink()
         resume = False
     check_start(path, plan.config, resume)

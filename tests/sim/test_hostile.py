@@ -299,6 +299,8 @@ def test_damaged_hdf5_files(reader, how, folder, capsys, tmp_path_factory):
     argv, file, writer = READERS[reader]
     if reader == "run --resume checkpoint":
         write_unfinished_run(".out.h5.partial")
+    if reader == "run --resume":  # (an unfinished run without a checkpoint is started afresh)
+        write_run_checkpoint(".out.h5.checkpoint")
     damage(folder / file, how, good_bytes(tmp_path_factory.mktemp("good"), writer))
     check(folder, argv, capsys, file.lstrip("."))
 
@@ -311,6 +313,8 @@ def test_bytes_flipped_anywhere(reader, folder, capsys, tmp_path_factory):
     argv, file, writer = READERS[reader]
     if reader == "run --resume checkpoint":
         write_unfinished_run(".out.h5.partial")
+    if reader == "run --resume":  # (an unfinished run without a checkpoint is started afresh)
+        write_run_checkpoint(".out.h5.checkpoint")
     good = good_bytes(tmp_path_factory.mktemp("good"), writer)
     for offset in range(0, len(good), max(64, len(good) // 40)):
         damage(folder / file, "flipped", good, offset)
@@ -688,11 +692,28 @@ def test_keys_of_the_wrong_type(command, override, key, folder, capsys):
     assert config in line, line
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads any file")
+# A file that exists and that no one may read, root included: root reads a file of mode
+# 000, but not /proc/sys/vm/drop_caches (mode 200: sysctl checks the mode even for root).
+WRITE_ONLY = Path("/proc/sys/vm/drop_caches")
+
+
+@pytest.mark.skipif(os.geteuid() == 0 and not WRITE_ONLY.exists(), reason="no file that root cannot read")
 def test_unreadable_config(folder, capsys):
-    Path("secret.toml").write_text(LV_RUN)
-    Path("secret.toml").chmod(0)
-    check(folder, ["run", "secret.toml", "-o", "out.h5"], capsys, "secret.toml")
+    # In a folder of its own: `check` reads every file of `folder` before and after.
+    Path("configs").mkdir()
+    secret = Path("configs/secret.toml")
+    if os.geteuid() == 0:
+        secret.symlink_to(WRITE_ONLY)
+    else:
+        secret.write_text(LV_RUN)
+        secret.chmod(0)
+    with pytest.raises(PermissionError):
+        secret.read_bytes()
+    line = check(folder, ["run", str(secret), "-o", "out.h5"], capsys, "secret.toml")
+    assert "not readable" in line, line
+    # and from Python: the config error names the file and why
+    with pytest.raises(sim.ConfigError, match=r"secret\.toml.*cannot be read.*PermissionError"):
+        sim.load_config(secret)
 
 
 def test_config_is_a_broken_link(folder, capsys):
