@@ -65,6 +65,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=500)
     parser.add_argument("--out", type=Path, default=None, help="folder for the data and the trained model (default: a temporary one)")
     args = parser.parse_args()
+    if args.steps < 2:
+        parser.error(f"--steps must be at least 2 (a step for each stage), got {args.steps}")
     out = args.out or Path(tempfile.mkdtemp(prefix="spiral_"))
     out.mkdir(parents=True, exist_ok=True)
 
@@ -72,9 +74,10 @@ def main() -> None:
     data = load_trajectories(make_data(out / "spiral.h5"), model.state_names)
     training = data.subset(times=slice(0, None, 2))
     local, whole = args.steps // 2, args.steps - args.steps // 2
+    warmup = min(max(whole // 10, 1), whole - 1)  # (the cosine decay needs at least one step)
     stages = [
         Stage(local, window=10, batch_size=64, optimizer=optax.adam(optax.cosine_decay_schedule(3e-2, local, alpha=1e-2))),
-        Stage(whole, window=None, batch_size=1, optimizer=optax.adam(optax.warmup_cosine_decay_schedule(0.0, 3e-3, max(whole // 10, 1), whole, 3e-5))),
+        Stage(whole, window=None, batch_size=1, optimizer=optax.adam(optax.warmup_cosine_decay_schedule(0.0, 3e-3, warmup, whole, 3e-5))),
     ]
     start = time.perf_counter()
     result = train_stages(model, None, training, stages, solver=SOLVER, progress=True)

@@ -46,13 +46,15 @@ def lv(tmp_path):
 @pytest.mark.parametrize(
     "fit_options, overrides, stop",
     [
-        pytest.param(  # Levenberg-Marquardt checkpoints are also resumed in the refusals test
-            {}, ['fit.free=["alpha", "gamma", "initial.prey"]', "fit.checkpoint_every=1", *at_truth("alpha", "gamma")], 3, marks=pytest.mark.slow
-        ),
+        # Levenberg-Marquardt by default: the six free quantities and the optimiser of the
+        # fits of tests/inference/test_fit.py (and of the README's lynx-hare fit), whose
+        # compiled steps it reuses; the other optimisers with `-m slow` (Adam is resumed
+        # from a real SIGKILL by default, below).
+        ({}, ["fit.checkpoint_every=1"], 3),
         pytest.param(
             {"optimizer": "bfgs"}, ['fit.free=["alpha", "gamma"]', "fit.checkpoint_every=2", *at_truth("alpha", "gamma")], 2, marks=pytest.mark.slow
         ),
-        pytest.param(  # Adam is resumed from a real SIGKILL in the default run
+        pytest.param(
             {"optimizer": "adam", "max_steps": 60, "learning_rate": 0.02}, ['fit.free=["alpha", "gamma"]', "fit.checkpoint_every=7", *at_truth("alpha", "gamma")], 3, marks=pytest.mark.slow
         ),
         pytest.param(

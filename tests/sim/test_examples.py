@@ -11,6 +11,7 @@ they are still there. A new config in experiments/ without an entry fails.
 import tomllib
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import sim
@@ -123,9 +124,44 @@ def run_and_plot(name, runs, capsys, monkeypatch):
             assert fig._suptitle.get_text().endswith(type(results[command]).__name__)
 
 
+def check_robertson(path):
+    """experiments/robertson.toml saves at its `time.save_at` times the solution of the
+    stiff Robertson problem: against Hairer & Wanner's reference at t = 40 and an
+    independent solver (SciPy's Radau) at every saved time."""
+    from scipy.integrate import solve_ivp
+
+    save_at = tomllib.loads((EXPERIMENTS / "robertson.toml").read_text())["time"]["save_at"]
+    record = sim.read(path)
+    np.testing.assert_array_equal(record.time, save_at)
+    y = np.array([record.observables[n] for n in ("y1", "y2", "y3")])
+    # Hairer & Wanner, "Solving Ordinary Differential Equations II" (2nd ed., 1996),
+    # section IV.10: y(40) = (0.7158270687, 0.9185534764e-5, 0.2841637457). Measured
+    # (kvaerno5, rtol 1e-8, atol 1e-10): relative errors 2.4e-10, 7.0e-10, 3.8e-10 (the
+    # reference's ten digits themselves round at up to 1.8e-10); bound 3x the largest.
+    np.testing.assert_allclose(y[:, -1], [0.7158270687, 0.9185534764e-5, 0.2841637457], rtol=2e-9, atol=0.0)
+
+    def rates(t, y):
+        return [-0.04 * y[0] + 1e4 * y[1] * y[2], 0.04 * y[0] - 1e4 * y[1] * y[2] - 3e7 * y[1] ** 2, 3e7 * y[1] ** 2]
+
+    def jacobian(t, y):
+        return [[-0.04, 1e4 * y[2], 1e4 * y[1]], [0.04, -1e4 * y[2] - 6e7 * y[1], -1e4 * y[1]], [0.0, 6e7 * y[1], 0.0]]
+
+    # Radau at rtol 1e-12 agrees with the reference at t = 40 to 1.6e-10. Measured: largest
+    # relative error 1.8e-9 (y1 at t = 4), largest absolute 2.1e-12 (y2 at t = 4, 2.2e-5,
+    # where atol = 1e-10 sets the step): bounds about 3x those.
+    ref = solve_ivp(rates, (save_at[0], save_at[-1]), [1.0, 0.0, 0.0], method="Radau", t_eval=save_at, rtol=1e-12, atol=1e-16, jac=jacobian)
+    np.testing.assert_allclose(y, ref.y, rtol=5e-9, atol=6e-12)
+    np.testing.assert_allclose(y.sum(axis=0), 1.0, rtol=0, atol=1e-14)  # y1 + y2 + y3 = 1
+
+
+# Numbers checked beyond the file and its figure, by example.
+CHECKS = {"robertson.toml": lambda: check_robertson("robertson_run.h5")}
+
+
 @pytest.mark.parametrize("name", sorted(COMMANDS))
 def test_example_runs_from_the_cli_and_plots(name, tmp_cwd, capsys, monkeypatch):
     run_and_plot(name, COMMANDS[name], capsys, monkeypatch)
+    CHECKS.get(name, lambda: None)()
 
 
 @pytest.mark.slow

@@ -51,14 +51,18 @@ def _bounded_gradient_check(adjoint, differentiate):
     assert abs(g - fd) / abs(fd) < 1e-5
 
 
-def test_forward_mode_gradient_with_respect_to_diffusivity_on_a_bounded_domain():
-    # The default run's version: forward mode compiles in a third of reverse mode's time.
-    _bounded_gradient_check("forward", jax.jacfwd)
-
-
-@pytest.mark.slow
 def test_gradient_with_respect_to_diffusivity_on_a_bounded_domain():
+    # Reverse mode through the default adjoint (recursive checkpointing), as fits and
+    # training take gradients.
     _bounded_gradient_check("recursive_checkpoint", jax.grad)
+
+
+# Forward mode with `-m slow`: by default tests/solvers/test_ode.py checks the forward-mode
+# adjoint (the same diffrax adjoint the method of lines uses), and the test above the
+# derivative through this model's right-hand side.
+@pytest.mark.slow
+def test_forward_mode_gradient_with_respect_to_diffusivity_on_a_bounded_domain():
+    _bounded_gradient_check("forward", jax.jacfwd)
 
 
 def test_simulate_vmaps_over_parameters_and_jits():

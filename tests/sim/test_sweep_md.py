@@ -80,11 +80,27 @@ def test_md_sweep_runs_equal_single_runs(method, extra, tmp_cwd, capsys):
 
 
 def test_md_sweep_summary_and_bad_keys(tmp_cwd, capsys):
-    Path("s.toml").write_text(CONFIG.format(method="verlet", extra="", save="summary"))
+    # save = "summary" (the Langevin sweep above, whose single runs compile the same
+    # `simulate`): per run, min, max and mean over the save times (and the particles and
+    # coordinates of positions and velocities), and the final value, of every observable
+    # equal NumPy's of `simulate` with its values and key (measured: to 4e-15 relative).
+    Path("s.toml").write_text(CONFIG.format(method="langevin", extra="temperature = 1.0\nfriction = 1.0", save="summary"))
     code, err = cli(["sweep", "s.toml", "-o", "sweep.h5", "--quiet"], capsys)
     assert code == 0, err
     record = sim.read("sweep.h5")
-    assert record.observables["total_energy"]["mean"].shape == (4,)
+    assert np.all(record.status == 1)
+    setup = sim.setup(sim.load_config("s.toml"))
+    for i, (eps, sig) in enumerate(zip(record.params["epsilon"], record.params["sigma"])):
+        params = {**setup.params, "epsilon": jnp.asarray(eps), "sigma": jnp.asarray(sig)}
+        single = sim.simulate(setup.model, params, setup.t, initial=setup.initial, solver=setup.solver, key=jax.random.fold_in(setup.key, i))
+        assert set(record.observables) == set(single.observables) and {"position", "velocity", "total_energy"} <= set(single.observables)
+        for name, value in single.observables.items():
+            value = np.asarray(value)
+            stats = record.observables[name]
+            assert stats["final"][i].shape == value.shape[1:]
+            np.testing.assert_allclose(stats["final"][i], value[-1], rtol=1e-10, atol=1e-10)
+            for stat, reduce in (("min", np.min), ("max", np.max), ("mean", np.mean)):
+                np.testing.assert_allclose(stats[stat][i], reduce(value), rtol=1e-10, atol=1e-10, err_msg=f"{name} {stat} run {i}")
     for key, named in [("initial.x", "initial values"), ("system.density", "[system]"), ("temperature", "[system] or [solver]")]:
         code, err = cli(["sweep", "s.toml", "-o", "bad.h5", "--quiet", "--set", f"sweep.params.{key}={{ values = [1.0, 2.0] }}"], capsys)
         assert code == 2 and f"sweep.params.{key}" in err and named in err and len(err.strip().splitlines()) == 1, err
