@@ -366,6 +366,43 @@ class MethodOfLines(eqx.Module):
         table = {**_EXPLICIT, **_IMPLICIT, **_IMEX}
         return table[self.method]()
 
+    def problem(self, grid: FdGrid, diffusivities: Array, reaction: Callable[[Array], Array], u0: Array):
+        """The diffrax pieces of this method of lines on `grid`: the initial field (cast
+        to the solver's dtype, Dirichlet nodes set), the diffusivities shaped to
+        broadcast over the grid, the terms (reaction and diffusion apart for IMEX
+        methods) and the step-size controller. Shared by `solve` and the resumable loop
+        of `sim run` (`OdeLoop.from_method_of_lines`).
+
+        Raises:
+            ValueError: `u0` does not end in the grid's shape.
+        """
+        if tuple(u0.shape[-grid.ndim :]) != grid.points:
+            raise ValueError(f"initial field has shape {u0.shape}; expected trailing grid shape {grid.points}")
+        dtype = jnp.dtype(self.dtype)
+        u0 = grid.apply_boundary(u0.astype(dtype))
+        free = jnp.asarray(~grid.fixed_mask(), dtype=dtype)
+        d = jnp.asarray(diffusivities).astype(dtype).reshape((-1,) + (1,) * grid.ndim)
+
+        def diffusion(t, u, args):
+            return free * d * grid.laplacian(u)
+
+        def react(t, u, args):
+            return free * reaction(u)
+
+        def full(t, u, args):
+            return diffusion(t, u, args) + react(t, u, args)
+
+        if self.kind == "imex":
+            terms = diffrax.MultiTerm(diffrax.ODETerm(react), diffrax.ODETerm(diffusion))
+        else:
+            terms = diffrax.ODETerm(full)
+        if self.adaptive:
+            pcoeff, icoeff = (0.3, 0.4) if self.kind != "explicit" else (0.0, 1.0)
+            controller = diffrax.PIDController(rtol=self.rtol, atol=self.atol, pcoeff=pcoeff, icoeff=icoeff)
+        else:
+            controller = diffrax.ConstantStepSize()
+        return u0, d, terms, controller
+
     def solve(
         self,
         grid: FdGrid,
@@ -394,32 +431,9 @@ class MethodOfLines(eqx.Module):
             EqxRuntimeError (at run time): a fixed explicit step beyond the stability
                 limit of the diffusion.
         """
-        if tuple(u0.shape[-grid.ndim :]) != grid.points:
-            raise ValueError(f"initial field has shape {u0.shape}; expected trailing grid shape {grid.points}")
-        dtype = jnp.dtype(self.dtype)
-        u0 = grid.apply_boundary(u0.astype(dtype))
-        free = jnp.asarray(~grid.fixed_mask(), dtype=dtype)
-        d = jnp.asarray(diffusivities).astype(dtype).reshape((-1,) + (1,) * grid.ndim)
-
-        def diffusion(t, u, args):
-            return free * d * grid.laplacian(u)
-
-        def react(t, u, args):
-            return free * reaction(u)
-
-        def full(t, u, args):
-            return diffusion(t, u, args) + react(t, u, args)
-
-        if self.kind == "imex":
-            terms = diffrax.MultiTerm(diffrax.ODETerm(react), diffrax.ODETerm(diffusion))
-        else:
-            terms = diffrax.ODETerm(full)
+        u0, d, terms, controller = self.problem(grid, diffusivities, reaction, u0)
         solver = self._solver()
-        if self.adaptive:
-            pcoeff, icoeff = (0.3, 0.4) if self.kind != "explicit" else (0.0, 1.0)
-            controller = diffrax.PIDController(rtol=self.rtol, atol=self.atol, pcoeff=pcoeff, icoeff=icoeff)
-        else:
-            controller = diffrax.ConstantStepSize()
+        if not self.adaptive:
             beta = _REAL_STABILITY.get(self.method)
             if beta is not None:
                 limit = beta / (jnp.max(d) * grid.spectral_radius())

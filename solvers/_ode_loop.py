@@ -33,7 +33,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Bool, Int, PyTree
 
-from ._fd import _IMEX, FdGrid, MethodOfLines
+from ._fd import FdGrid, MethodOfLines
 from ._ode import _METHODS, OdeSolver
 
 try:  # the marker diffeqsolve replaces by the step-size controller's tolerances
@@ -181,31 +181,7 @@ class OdeLoop(eqx.Module):
         limit that `MethodOfLines.solve` makes is not repeated here: check
         `mol.stability_limit` before.
         """
-        if tuple(u0.shape[-grid.ndim :]) != grid.points:
-            raise ValueError(f"initial field has shape {u0.shape}; expected trailing grid shape {grid.points}")
-        dtype = jnp.dtype(mol.dtype)
-        u0 = grid.apply_boundary(u0.astype(dtype))
-        free = jnp.asarray(~grid.fixed_mask(), dtype=dtype)
-        d = jnp.asarray(diffusivities).astype(dtype).reshape((-1,) + (1,) * grid.ndim)
-
-        def diffusion(t, u, args):
-            return free * d * grid.laplacian(u)
-
-        def react(t, u, args):
-            return free * reaction(u)
-
-        def full(t, u, args):
-            return diffusion(t, u, args) + react(t, u, args)
-
-        if mol.method in _IMEX:
-            terms = diffrax.MultiTerm(diffrax.ODETerm(react), diffrax.ODETerm(diffusion))
-        else:
-            terms = diffrax.ODETerm(full)
-        if mol.adaptive:
-            pcoeff, icoeff = (0.3, 0.4) if mol.kind != "explicit" else (0.0, 1.0)
-            controller = diffrax.PIDController(rtol=mol.rtol, atol=mol.atol, pcoeff=pcoeff, icoeff=icoeff)
-        else:
-            controller = diffrax.ConstantStepSize()
+        u0, _, terms, controller = mol.problem(grid, diffusivities, reaction, u0)
         fn = None if observe is None else (lambda t, y, args: observe(y))
         loop = OdeLoop(
             terms=terms,
