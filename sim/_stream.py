@@ -559,7 +559,7 @@ def _stream(plan: RunPlan, path: Path, resume: bool, checkpoint_every, checkpoin
         raise
     except OSError as e:
         _close(f)
-        reason = e.strerror or str(e).splitlines()[0]
+        reason = " ".join((e.strerror or str(e)).split())  # (HDF5 texts span lines)
         if checkpoint_path(path).exists():
             raise StorageError(
                 f"{path}: cannot write the run ({reason}); the frames up to the last checkpoint are kept in {partial}: "
