@@ -110,7 +110,8 @@ class ParamSpec(BaseModel):
         if self.kind == "linspace":
             return np.linspace(spec[0], spec[1], int(spec[2]))
         if self.kind == "logspace":
-            return np.logspace(spec[0], spec[1], int(spec[2]))
+            with np.errstate(over="ignore"):  # (points beyond the float range are refused by the caller)
+                return np.logspace(spec[0], spec[1], int(spec[2]))
         return np.asarray(spec, dtype=float)
 
     def scale(self, u: np.ndarray) -> np.ndarray:

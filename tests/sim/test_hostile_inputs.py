@@ -9,6 +9,7 @@ test_hostile.py)."""
 import os
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import h5py
@@ -387,3 +388,12 @@ def test_jax_platforms_naming_a_missing_device(platforms, tmp_path):
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1 and "JAX_PLATFORMS" in lines[0] and "no such device" in lines[0], proc.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_logspace_beyond_the_float_range_is_one_line(folder, capsys):
+    # (numpy's overflow warning used to be printed before the error: here it would be an
+    # exception, and the command an internal error)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        line = check(folder, ["sweep", "sweep.toml", "--set", "sweep.params.alpha={ logspace = [0.3, 400, 4] }", "-o", "out.h5"], capsys, "sweep.params.alpha")
+    assert "finite number" in line, line
