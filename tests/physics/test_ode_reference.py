@@ -136,3 +136,32 @@ def test_derived_observables_match_their_formulas():
         got = model.extra_observables(0.0, jnp.array([theta, omega]), params)
         expected = 0.5 * length**2 * omega**2 + g * length * (1 - np.cos(theta))
         assert float(got["energy"]) == pytest.approx(expected, rel=1e-13)
+
+
+# Defaults that are published values, with their sources (defaults that are only a
+# choice, such as Van der Pol's mu = 1 or the SIR rates, are not pinned).
+PUBLISHED_DEFAULTS = {
+    # Lorenz, "Deterministic nonperiodic flow", J. Atmos. Sci. 20 (1963): the classic values.
+    "lorenz": {"sigma": 10.0, "rho": 28.0, "beta": 8.0 / 3.0},
+    # FitzHugh, Biophys. J. 1 (1961): a = 0.7, b = 0.8, and the time-scale ratio 12.5.
+    "fitzhugh_nagumo": {"a": 0.7, "b": 0.8, "tau": 12.5},
+    # Robertson (1966), as in Hairer & Wanner, Solving ODEs II, section IV.10, with
+    # y(0) = (1, 0, 0).
+    "robertson": {"k1": 0.04, "k2": 3.0e7, "k3": 1.0e4, "initial": {"y1": 1.0, "y2": 0.0, "y3": 0.0}},
+    # Carpenter, "Predator-Prey Population Dynamics: the Lotka-Volterra model in Stan"
+    # (2018): posterior means of the lynx-hare fit (theta = 0.55, 0.028, 0.80, 0.024).
+    "lotka_volterra": {"alpha": 0.55, "beta": 0.028, "gamma": 0.80, "delta": 0.024},
+}
+
+
+@pytest.mark.parametrize("name", list(PUBLISHED_DEFAULTS))
+def test_defaults_are_the_published_values(name):
+    model = sim.get_model(name)
+    expected = dict(PUBLISHED_DEFAULTS[name])
+    initial = expected.pop("initial", None)
+    params = model.default_params()
+    for key, value in expected.items():
+        assert float(params[key]) == value, (key, float(params[key]))
+    if initial is not None:
+        got = model.default_initial()
+        assert {k: float(v) for k, v in got.items()} == initial
