@@ -23,7 +23,7 @@ from sim import _interrupt, _lock, _stream
 from sim._run import plan_run
 from solvers import OdeLoop, OdeSolver
 
-from .test_run_resume import EXPERIMENTS, REPO, assert_identical, cli, contents, digest
+from .test_run_resume import EXPERIMENTS, REPO, assert_identical, cli, contents, digest, kill_after_first_checkpoint
 
 # Small runs (a few seconds each, compilation included).
 FAMILIES = {
@@ -520,21 +520,7 @@ def test_a_blow_up_before_any_checkpoint_removes_the_partial_run(tmp_cwd):
 
 def _kill(tmp_path, name, sets, delay):
     """Start `sim run`, SIGKILL it `delay` seconds after its first checkpoint exists."""
-    out = tmp_path / "out.h5"
-    args = [sys.executable, "-m", "sim.cli", "run", str(EXPERIMENTS / name), "-o", str(out), "--quiet"]
-    for item in sets:
-        args += ["--set", item]
-    proc = subprocess.Popen(args, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)}, stderr=subprocess.PIPE)
-    checkpoint = _stream.checkpoint_path(out)
-    deadline = time.monotonic() + 300
-    while not checkpoint.exists() and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.005)
-    time.sleep(delay)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    assert proc.returncode == -signal.SIGKILL, proc.stderr.read().decode()
-    assert not out.exists() and _stream.partial_path(out).exists() and checkpoint.exists()
-    return out
+    return kill_after_first_checkpoint(tmp_path, name, sets, delay)
 
 
 # (Real kills of MD and spectral runs are in test_run_resume.py; these two are slow.)

@@ -136,23 +136,30 @@ def test_interrupted_run_resumes_to_the_uninterrupted_file(case, tmp_cwd):
     assert sorted(p.name for p in tmp_cwd.iterdir()) == ["out.h5", "whole.h5"]
 
 
-def _kill_mid_run(case, tmp_path, sets):
-    name, base = CASES[case]
+def kill_after_first_checkpoint(tmp_path, name, sets, delay=0.0):
+    """Start `sim run` of experiments/NAME with `sets` in a process of its own and SIGKILL
+    it `delay` seconds after its first checkpoint exists; returns the output path."""
     out = tmp_path / "out.h5"
     args = [sys.executable, "-m", "sim.cli", "run", str(EXPERIMENTS / name), "-o", str(out), "--quiet"]
-    for item in [*base, *sets]:
+    for item in sets:
         args += ["--set", item]
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     proc = subprocess.Popen(args, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     checkpoint = _stream.checkpoint_path(out)
     deadline = time.monotonic() + 300
     while not checkpoint.exists() and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.01)
+        time.sleep(0.005)
+    time.sleep(delay)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert proc.returncode == -signal.SIGKILL, proc.stderr.read().decode()
     assert not out.exists() and _stream.partial_path(out).exists() and checkpoint.exists()
     return out
+
+
+def _kill_mid_run(case, tmp_path, sets):
+    name, base = CASES[case]
+    return kill_after_first_checkpoint(tmp_path, name, [*base, *sets])
 
 
 @pytest.mark.parametrize(
