@@ -89,6 +89,15 @@ def resumable(output: Path, what: str):
         raise typer.Exit(e.exit_code) from None
 
 
+@contextlib.contextmanager
+def writing(path: Path, what: str, unfinished: Path, resume: bool, quiet: bool):
+    """The block of a resumable command (run, sweep, fit) that writes `path`: holds its
+    lock, reports an interrupt with the command that resumes it, and yields whether to
+    resume (--resume with nothing unfinished and no finished file starts afresh)."""
+    with exclusive(path), resumable(path, f"the {what}"):
+        yield resume and not nothing_to_resume(path, unfinished, what, quiet)
+
+
 def nothing_to_resume(path: Path, unfinished: Path, what: str, quiet: bool) -> bool:
     """--resume with no unfinished work of `path` and no finished file: start afresh
     (a job script may always pass --resume). True when that is the case."""
@@ -147,9 +156,7 @@ def sweep(
 
     cfg = load_config(config, set_ or [])
     path = output_path(cfg, output)
-    with exclusive(path), resumable(path, "the sweep"):
-        if resume and nothing_to_resume(path, partial_path(path), "sweep", quiet):
-            resume = False
+    with writing(path, "sweep", partial_path(path), resume, quiet) as resume:
         summary, _ = execute(cfg, path, resume=resume, devices=devices, scheduler=scheduler, progress=not quiet)
     if not quiet:
         resumed = f", {summary.resumed_runs} resumed" if summary.resumed_runs else ""
@@ -177,9 +184,7 @@ def run(
     cfg = load_config(config, set_ or [])
     path = output_path(cfg, output)
     start = time.perf_counter()
-    with exclusive(path), resumable(path, "the run"):
-        if resume and nothing_to_resume(path, partial_path(path), "run", quiet):
-            resume = False
+    with writing(path, "run", partial_path(path), resume, quiet) as resume:
         done = run_config(cfg, progress=not quiet, output=path, resume=resume)
     if not quiet:
         resumed = f", resumed from frame {done.resumed_from}" if done.resumed_from is not None else ""
@@ -208,9 +213,7 @@ def fit(
     cfg = load_config(config, set_ or [])
     path = check_output_path(output if output is not None else Path(cfg.path.stem + "_fit.h5"), "-o", inputs=[*cfg.input_files(), *([data] if data else [])])
     start = time.perf_counter()
-    with exclusive(path), resumable(path, "the fit"):
-        if resume and nothing_to_resume(path, checkpoint_path(path), "fit", quiet):
-            resume = False
+    with writing(path, "fit", checkpoint_path(path), resume, quiet) as resume:
         result = fit_config(cfg, data, progress=not quiet, output=path, resume=resume)
     table = Table("quantity", "estimate", "std. error", box=None)
     for name, value, err_ in result.table():
