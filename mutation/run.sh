@@ -3,10 +3,13 @@
 # place, so the work happens in a scratch git worktree of HEAD, never in this checkout.
 # The session database is kept in mutation/TARGET.sqlite (an interrupted run continues
 # where it stopped when run again); the report is written to mutation/TARGET-report.txt.
+# With SAMPLE, a new session keeps a random sample of that many mutants (sample.py).
 #
 #   mutation/run.sh ode
+#   mutation/run.sh pde 150
 set -euo pipefail
-target=${1:?usage: mutation/run.sh TARGET (a mutation/TARGET.toml)}
+target=${1:?usage: mutation/run.sh TARGET [SAMPLE] (TARGET names a mutation/TARGET.toml)}
+sample=${2:-}
 here="$(cd "$(dirname "$0")/.." && pwd)"
 python="$here/.venv/bin/python"
 config="$here/mutation/$target.toml"
@@ -20,7 +23,10 @@ export SIMJAX_TEST_CACHE="$here/.pytest_cache/jax"  # the compiled programs of u
 if [ ! -f "$db" ]; then
     cosmic-ray init "$config" "$db"
     cr-filter-operators "$db" "$config"
+    if [ -n "$sample" ]; then
+        "$python" "$here/mutation/sample.py" "$db" "$sample"
+    fi
 fi
 cosmic-ray exec "$config" "$db"
 cr-report --show-pending "$db" > "$here/mutation/$target-report.txt"
-tail -3 "$here/mutation/$target-report.txt"
+"$python" "$here/mutation/score.py" "$db"
