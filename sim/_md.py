@@ -39,6 +39,7 @@ from solvers import (
     ParticleIntegrator,
     ParticleSolver,
     ParticleState,
+    Result,
     VelocityVerlet,
     did_you_mean,
     integrate,
@@ -58,8 +59,6 @@ from ._trajectory import Trajectory
 for _cls in (LennardJones, Wca, Morse, SoftSphere, BeadSpring):
     register_model(_cls)
 
-RESULT_OK = 0
-RESULT_NEIGHBOUR_OVERFLOW = 1
 DEFAULT_DT = 0.005
 # Memory per particle at least: positions, velocities, forces and their copies, and a
 # neighbour list of some tens of ids.
@@ -393,7 +392,7 @@ class MdEngine:
         nl = self.problem.neighbour_list
         return {
             "num_steps": self.n_saves * self.every,
-            "result": RESULT_OK,
+            "result": int(Result.successful),
             "neighbour_builds": 0 if state.aux is None else int(state.aux.builds),
             "capacity": 0 if nl is None else nl.capacity,
         }
@@ -416,7 +415,7 @@ def run_md(
     chunk the neighbour-list overflow flag is read; if set, the list is reallocated with
     room for what was seen and the chunk is rerun from its start. Under `jax.jit` or
     `jax.vmap` the flag cannot be read mid-run: an overflow then makes
-    `stats["result"]` 1 and the affected observables NaN.
+    `stats["result"]` `Result.neighbour_overflow` and the affected observables NaN.
 
     Returns:
         A `Trajectory` with observables potential_energy, kinetic_energy, total_energy,
@@ -445,7 +444,7 @@ def run_md(
     nl_final = engine.problem.neighbour_list
     stats = {
         "num_steps": jnp.asarray(engine.n_saves * engine.every),
-        "result": jnp.where(unresolved, RESULT_NEIGHBOUR_OVERFLOW, RESULT_OK),
+        "result": jnp.where(unresolved, int(Result.neighbour_overflow), int(Result.successful)),
         "neighbour_builds": jnp.asarray(0) if state.aux is None else state.aux.builds,
         "capacity": jnp.asarray(0 if nl_final is None else nl_final.capacity),
     }

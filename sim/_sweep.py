@@ -36,7 +36,7 @@ from physics import Model
 from physics.md import ParticleModel
 from physics.pde import PdeModel
 from solvers import NeighbourList
-from solvers import MethodOfLines, OdeSolver
+from solvers import MethodOfLines, OdeSolver, Result, result_message
 
 from ._config import Config
 from ._errors import InputError
@@ -44,7 +44,7 @@ from ._interrupt import safe_point
 from ._lock import exclusive
 from ._limits import disk_problem, memory_problem, readable
 from ._progress import Progress
-from ._md import RESULT_NEIGHBOUR_OVERFLOW, MdLimits
+from ._md import MdLimits
 from ._pde_run import PdeLimits
 from ._run import Setup, build_model, resolved_toml, setup_family
 from . import _sweep_ode
@@ -327,7 +327,7 @@ def _larger_list(s: Setup, capacity: int | None) -> int | None:
 
 
 def _settle_overflows(s: Setup, values: dict, rerun) -> dict:
-    """An MD chunk's results with every run whose neighbour list overflowed (result 1)
+    """An MD chunk's results with every run whose neighbour list overflowed (`Result.neighbour_overflow`)
     rerun by `rerun(capacity)` with larger lists until none overflows (the list cannot
     grow inside a vmapped run). Deterministic: each chunk starts from the set-up's
     capacity, so a chunk gives the same numbers whoever computes it."""
@@ -335,7 +335,7 @@ def _settle_overflows(s: Setup, values: dict, rerun) -> dict:
         return values
     capacity = None
     while True:
-        over = np.asarray(values["stats/result"]) == RESULT_NEIGHBOUR_OVERFLOW
+        over = np.asarray(values["stats/result"]) == Result.neighbour_overflow
         if not over.any():
             return values
         capacity = _larger_list(s, capacity)
@@ -501,6 +501,15 @@ class SweepSummary:
     failed: int
     resumed_runs: int
     seconds: float
+    failures: dict[int, int] = dataclasses.field(default_factory=dict)
+
+    def failure_lines(self) -> list[str]:
+        """One line per kind of failure: how many runs, and why (from their result code)."""
+        lines = []
+        for code, count in sorted(self.failures.items()):
+            why = result_message(code) if code else "an observable became non-finite or left its [checks] bounds"
+            lines.append(f"{count} run{'s' if count > 1 else ''} failed: {why}")
+        return lines
 
 
 def execute(
@@ -582,8 +591,15 @@ def _execute(prep: Prepared, output, resume: bool, n_devices: int, client, progr
         failed=int(np.sum(status == FAILED)),
         resumed_runs=resumed,
         seconds=_time.perf_counter() - start,
+        failures=_failures(status, sink.result_codes),
     )
     return summary, (sink if isinstance(sink, MemorySink) else None)
+
+
+def _failures(status: np.ndarray, codes: np.ndarray) -> dict[int, int]:
+    """Failed runs counted by result code (0: the solver succeeded, the checks did not)."""
+    kinds, counts = np.unique(codes[status == FAILED], return_counts=True)
+    return {int(k): int(n) for k, n in zip(kinds, counts)}
 
 
 def sweep(

@@ -29,7 +29,7 @@ import optimistix as optx
 from diffrax._misc import linear_rescale
 
 from physics.ode import OdeModel
-from solvers import OdeSolver
+from solvers import OdeSolver, Result
 
 FAST_METHODS = ("tsit5",)
 SAVE_WINDOW = 3  # save times written per run and pass of the loop
@@ -221,7 +221,7 @@ def solve_batch(
     state, ys = jax.lax.while_loop(lambda carry: jnp.any(running(carry[0])), body, (state, ys))
     tprev, steps = state[0], state[5]
     unfinished = tprev < t1
-    result = jnp.where(unfinished, diffrax.RESULTS.max_steps_reached._value, diffrax.RESULTS.successful._value)
+    result = jnp.where(unfinished, int(Result.max_steps_reached), int(Result.successful))
     ys = jnp.where(unfinished, jnp.nan, ys.reshape((y0.shape[0], n_saves, batch)))
     return ys, steps, result
 

@@ -72,6 +72,7 @@ class FileSink:
         self.partial = partial_path(path)
         self._file = file
         self.status = file["status"][()]
+        self.result_codes = file["stats/result"][()]
         self._datasets: dict[str, h5py.Dataset] = {}
 
     @staticmethod
@@ -178,6 +179,7 @@ class FileSink:
         self._dataset("status")[lo:hi] = values["status"]
         self._file.flush()
         self.status[lo:hi] = values["status"]
+        self.result_codes[lo:hi] = values["stats/result"]
 
     def _dataset(self, name: str) -> h5py.Dataset:
         """The open dataset `name` (looked up once: a path lookup per write is slow)."""
@@ -208,6 +210,7 @@ class MemorySink:
             name: np.full((layout.runs, *shape), _fill(dtype), dtype=dtype) for name, (shape, dtype) in layout.rows.items()
         }
         self.status = self.arrays["status"]
+        self.result_codes = self.arrays["stats/result"]
 
     def write(self, lo: int, hi: int, values: dict[str, np.ndarray]) -> None:
         for name, value in values.items():

@@ -165,6 +165,8 @@ def sweep(
             f"in {summary.seconds:.2f} s",
             file=sys.stderr,
         )
+        for line in summary.failure_lines():
+            print(f"  {line}", file=sys.stderr)
 
 
 @app.command()

@@ -6,8 +6,8 @@ from ._ode import (
     OdeSolver as OdeSolver,
     SensitivitySolution as SensitivitySolution,
     did_you_mean as did_you_mean,
-    result_message as result_message,
 )
+from ._results import Result as Result, from_diffrax as from_diffrax, result_message as result_message
 from ._ode_loop import OdeLoop as OdeLoop, OdeLoopState as OdeLoopState, result_code as result_code
 from ._frame_loops import (
     EtdrkLoop as EtdrkLoop,

@@ -25,6 +25,7 @@ import numpy as np
 from jaxtyping import Array, Float, Int, PyTree
 
 from ._ode import ADJOINTS, EXPLICIT_METHODS, IMPLICIT_METHODS, did_you_mean, make_adjoint
+from ._results import from_diffrax
 from ._types import Times
 
 BOUNDARY_KINDS = ("dirichlet", "neumann", "periodic")
@@ -459,7 +460,7 @@ class MethodOfLines(eqx.Module):
             max_steps=self.max_steps,
             throw=self.throw,
         )
-        result = sol.result._value
+        result = from_diffrax(sol.result)
         saved = jax.tree.map(lambda leaf: jnp.where(result != 0, jnp.nan, leaf), sol.ys)
         return FdSolution(
             saved=saved,

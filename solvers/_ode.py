@@ -13,6 +13,7 @@ import jax.numpy as jnp
 import optimistix as optx
 from jaxtyping import Array, Float, Int, PyTree
 
+from ._results import from_diffrax
 from ._types import Times
 
 EXPLICIT_METHODS: dict[str, Callable[[], diffrax.AbstractSolver]] = {
@@ -52,11 +53,6 @@ def did_you_mean(word: object, choices) -> str:
     return f" Perhaps you meant {close[0]!r}?" if close else ""
 
 
-def result_message(code: int) -> str:
-    """The human message of a diffrax result code (0 is success)."""
-    return diffrax.RESULTS._index_to_message[int(code)] or "successful"
-
-
 class OdeSolution(eqx.Module):
     """What `OdeSolver.solve` returns.
 
@@ -65,7 +61,7 @@ class OdeSolution(eqx.Module):
             `throw=False`).
         num_steps: accepted plus rejected steps taken, int scalar.
         num_accepted_steps: accepted steps, int scalar.
-        result: 0 on success, otherwise a diffrax result code (see `result_message`).
+        result: a `Result` code, 0 on success (see `result_message`).
     """
 
     ys: PyTree
@@ -172,7 +168,7 @@ class OdeSolver(eqx.Module):
             max_steps=self.max_steps,
             throw=self.throw,
         )
-        result = sol.result._value
+        result = from_diffrax(sol.result)
         # With throw=True a failure has already raised; otherwise mark it with NaN.
         ys = sol.ys if self.throw else _nan_where(result != 0, sol.ys)
         return OdeSolution(

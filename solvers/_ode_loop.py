@@ -35,6 +35,7 @@ from jaxtyping import Array, Bool, Int, PyTree
 
 from ._fd import FdGrid, MethodOfLines
 from ._ode import _METHODS, OdeSolver
+from ._results import from_diffrax
 
 try:  # the marker diffeqsolve replaces by the step-size controller's tolerances
     from diffrax._root_finder import use_stepsize_tol as _USE_STEPSIZE_TOL
@@ -378,6 +379,6 @@ class OdeLoop(eqx.Module):
 
 
 def result_code(result: diffrax.RESULTS) -> Array:
-    """The integer code of a `diffrax.RESULTS` (0 for success; see `result_message`)."""
-    return result._value
+    """The `Result` code of the loop's diffrax outcome (0 for success; see `result_message`)."""
+    return from_diffrax(result)
 

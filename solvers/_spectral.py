@@ -16,22 +16,20 @@ import math
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Inexact, Int, PyTree
 
+from ._results import Result
 from ._rollout import rollout
 from ._types import Times
 
 DTYPES = ("float32", "float64")
 
-#: The diffrax result code reported when a fixed-step run becomes non-finite.
-NONFINITE = next(
-    i for i, msg in enumerate(diffrax.RESULTS._index_to_message) if msg.lower().startswith("nonfinite")
-)
+#: The result code reported when a fixed-step run becomes non-finite.
+NONFINITE = int(Result.nonfinite_state)
 
 
 def _complex_dtype(dtype) -> Any:

@@ -2,6 +2,7 @@
 layout, save modes, seeded sampling designs, and bad specs as one line with exit 2."""
 
 import os
+from pathlib import Path
 from typing import ClassVar
 
 import h5py
@@ -14,7 +15,7 @@ import sim._sweep
 from physics import Model, Parameter
 from sim._sweep import prepare
 from sim.cli import main
-from solvers import OdeSolver
+from solvers import OdeSolver, Result, result_message
 
 MODEL = sim.get_model("lotka_volterra")
 
@@ -81,6 +82,22 @@ def test_grid_matches_single_runs_and_flags_the_diverging_region(grid):
             for name in ("prey", "predator"):
                 np.testing.assert_allclose(result.observables[name][i], traj.observables[name], rtol=1e-11, atol=0)
     assert result.ok.sum() == 6
+
+
+def test_cli_names_why_runs_failed(tmp_cwd, capsys):
+    # The diverging runs of the grid fail in the solver (its step budget spent on the
+    # blow-up), the others with a tight budget too: each kind of failure gets one line.
+    Path("sweep.toml").write_text(GRID.replace("chunk = 4", "chunk = 4\n[solver]\nmax_steps = 60"))
+    with pytest.raises(SystemExit) as info:
+        main(["sweep", "sweep.toml", "-o", "out.h5"])
+        raise SystemExit(0)
+    err = capsys.readouterr().err
+    assert info.value.code == 0, err
+    result = sim.read("out.h5")
+    failed = result.stats["result"][result.status == 2]
+    assert len(failed) >= 3 and set(failed.tolist()) == {int(Result.max_steps_reached)}
+    assert f"runs failed: {result_message(Result.max_steps_reached)}" in err
+    assert f"({9 - len(failed)} ok, {len(failed)} failed)" in err
 
 
 def test_file_equals_memory_and_has_the_sweep_layout(grid, tmp_path):

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import sim
+from solvers import Result
 from sim.cli import main
 
 CONFIG = """
@@ -119,6 +120,9 @@ def test_md_sweep_with_too_small_neighbour_list_equals_single_runs(tmp_cwd, caps
     tried = []
     larger = sweep_module._larger_list
     monkeypatch.setattr(sweep_module, "_larger_list", lambda s, c: tried.append(larger(s, c)) or tried[-1])
+    codes = []  # the result codes of each chunk before its overflowed runs are rerun
+    settle = sweep_module._settle_overflows
+    monkeypatch.setattr(sweep_module, "_settle_overflows", lambda s, v, r: codes.extend(np.asarray(v["stats/result"]).tolist()) or settle(s, v, r))
     text = CONFIG.format(method="verlet", extra="", save="final").replace("steps = 60", "steps = 100")
     text = text.replace("sigma = { values = [0.95, 1.05] }\n", "").replace('save = "final"', 'save = "final"\nchunk = 3')  # 2 chunks
     text = text.replace("epsilon = { values = [0.8, 1.2] }", "epsilon = { values = [0.7, 0.9, 1.1, 1.3] }")
@@ -127,6 +131,8 @@ def test_md_sweep_with_too_small_neighbour_list_equals_single_runs(tmp_cwd, caps
     sweep_module._runner.cache_clear()
     assert code == 0, err
     assert tried and tried[0] is not None and tried[0] > 0, tried  # the planted overflow happened and was rerun
+    # reported as the overflow it is, never as another failure (max steps shares no code with it)
+    assert Result.neighbour_overflow in codes and set(codes) <= {Result.successful, Result.neighbour_overflow}, codes
     record = sim.read("sweep.h5")
     assert np.all(record.status == 1), record.status
     setup = sim.setup(sim.load_config("s.toml"))
