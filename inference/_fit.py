@@ -455,6 +455,28 @@ def _optx_init(solver, fn, u, f_struct, aux_struct):
     return solver.init(fn, u, None, {}, f_struct, aux_struct, frozenset())
 
 
+# Why an optimistix solve stopped, by its public outcome comparison (its message table
+# is private).
+_OPTIMISER_FAILURES = (
+    ("nonlinear_divergence", "the optimiser diverged"),
+    ("nonlinear_max_steps_reached", "the optimiser reached its iteration limit"),
+    ("max_steps_reached", "the optimiser reached its iteration limit"),
+    ("nonfinite", "the loss or its gradient became non-finite"),
+    ("nonfinite_input", "the loss or its gradient became non-finite"),
+    ("singular", "a linear solve met a singular matrix (parameters the data do not determine?)"),
+    ("breakdown", "a linear solve broke down"),
+    ("stagnation", "a linear solve stagnated"),
+    ("conlim", "a linear solve met an ill-conditioned matrix"),
+)
+
+
+def _optimiser_failure(result) -> str:
+    for name, message in _OPTIMISER_FAILURES:
+        if hasattr(optx.RESULTS, name) and bool(result == getattr(optx.RESULTS, name)):
+            return message
+    return "the optimiser failed"
+
+
 @eqx.filter_jit
 def _optx_step(solver, fn, u, state):
     u, state, aux = solver.step(fn, u, None, {}, state, frozenset())
@@ -490,9 +512,8 @@ def _optimistix(problem: Problem, u0, section: FitSection, on_step, start: int =
         history.append(float(_loss(problem, u)))
         on_step(i + 1, history[-1])
         if bool(done):
-            ok = int(result._value) == 0
-            message = "converged" if ok else optx.RESULTS._index_to_message[int(result._value)]
-            return u, history, ok, message
+            ok = bool(result == optx.RESULTS.successful)
+            return u, history, ok, "converged" if ok else _optimiser_failure(result)
         if ck is not None and ck.due(i + 1):
             ck.write(start, i + 1, (u, state), history, best)
         if ck is not None:

@@ -1,229 +1,24 @@
-"""A batched ODE loop for sweeps: a chunk of runs of one explicit Runge-Kutta method
-with adaptive steps, advanced together in one `jax.lax.while_loop`.
-
-`jax.vmap` of `diffrax.diffeqsolve` is correct but slow for a sweep on a CPU: the
-batched loop predicate makes every carried array (the [runs, saves, state] output
-buffer included) go through a select at every step and at every save, and the
-Runge-Kutta stages run in an inner loop per step. Here the loop runs while any run is
-unfinished; a finished (or failed) run keeps its state; every array holds the runs on
-its minor axis; the stages are unrolled; a save writes only the saved columns (a
-scatter, in place), and the step-size control is the
-arithmetic of diffrax's `PIDController` on arrays of runs. Each run takes the steps
-`diffeqsolve` takes for it (same initial step, same accept/reject decisions, same dense
-interpolation at the save times), so its values equal a single `simulate` to rounding.
-
-Only what this reproduces is taken: explicit tableau methods with first-same-as-last
-stages (tsit5), adaptive steps with the default PID controller; anything
-else goes through `jax.vmap` of `simulate`.
-"""
+"""Sweeps of ODE models in the batched loop of `solvers` (`solvers.solve_batch`): the
+model's side of it (initial states, parameters, observables on arrays of runs)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-import diffrax
-import equinox.internal as eqxi
 import jax
-import jax.numpy as jnp
-import optimistix as optx
-from diffrax._misc import linear_rescale
 
 from physics.ode import OdeModel
-from solvers import OdeSolver, Result
-
-FAST_METHODS = ("tsit5",)
-SAVE_WINDOW = 3  # save times written per run and pass of the loop
-_SOLVERS = {"tsit5": diffrax.Tsit5}
+from solvers import OdeSolver, batched_ode_supports, solve_batch
 
 
 def supports(model: Any, solver: Any, initial: Any) -> bool:
     """Whether the batched loop reproduces `simulate` for this set-up."""
-    if not (isinstance(model, OdeModel) and isinstance(solver, OdeSolver)):
-        return False
-    if solver.method not in FAST_METHODS or not solver.adaptive:
-        return False
-    if initial is not None and not isinstance(initial, dict):
-        return False
-    tableau = _SOLVERS[solver.method]().tableau
-    controller = solver._controller()
     return (
-        tableau.fsal
-        and isinstance(controller, diffrax.PIDController)
-        and controller.pcoeff == 0
-        and controller.dcoeff == 0
-        and controller.icoeff == 1
-        and controller.dtmin is None
-        and controller.dtmax is None
-        and controller.norm is optx.rms_norm
+        isinstance(model, OdeModel)
+        and isinstance(solver, OdeSolver)
+        and (initial is None or isinstance(initial, dict))
+        and batched_ode_supports(solver)
     )
-
-
-def _tsit5_weights(t: jax.Array) -> list[jax.Array]:
-    """The weights of the seven stages in Tsit5's dense output at theta = t (the
-    polynomials of diffrax's `_Tsit5Interpolation.evaluate`, in its order)."""
-    b1 = -1.0530884977290216 * t * (t - 1.3299890189751412) * (t**2 - 1.4364028541716351 * t + 0.7139816917074209)
-    b2 = 0.1017 * t**2 * (t**2 - 2.1966568338249754 * t + 1.2949852507374631)
-    b3 = 2.490627285651252793 * t**2 * (t**2 - 2.38535645472061657 * t + 1.57803468208092486)
-    b4 = -16.54810288924490272 * (t - 1.21712927295533244) * (t - 0.61620406037800089) * t**2
-    b5 = 47.37952196281928122 * (t - 1.203071208372362603) * (t - 0.658047292653547382) * t**2
-    b6 = -34.87065786149660974 * (t - 1.2) * (t - 0.666666666666666667) * t**2
-    b7 = 2.5 * (t - 1) * (t - 0.6) * t**2
-    return [b1, b2, b3, b4, b5, b6, b7]
-
-
-def _rms(x: jax.Array) -> jax.Array:
-    """optimistix.rms_norm over the first axis (the state of each run, [n, B] -> [B]); a
-    short axis is summed by elementwise adds of contiguous rows."""
-    n = x.shape[0]
-    if n > 16:
-        return jnp.sqrt(jnp.mean(x**2, axis=0))
-    total = x[0] ** 2
-    for j in range(1, n):
-        total = total + x[j] ** 2
-    return jnp.sqrt(total / n)
-
-
-def _any_nan(x: jax.Array) -> jax.Array:
-    """Whether any of the first axis is NaN, [n, B] -> [1, B]."""
-    n = x.shape[0]
-    if n > 16:
-        return jnp.any(jnp.isnan(x), axis=0, keepdims=True)
-    out = jnp.isnan(x[0])
-    for j in range(1, n):
-        out = out | jnp.isnan(x[j])
-    return out[None]
-
-
-def solve_batch(
-    model: OdeModel, solver: OdeSolver, ts: jax.Array, y0: jax.Array, swept: dict, fixed: dict
-) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """Integrate runs b = 0..B-1 from y0[b] with the params `{**fixed, **swept}` (swept
-    leaves [B], fixed ones shared) and save at `ts` (shared): returns ys [n, T, B] (runs
-    on the minor axis; NaN for a run that failed, as `OdeSolver` with throw=False),
-    num_steps [B] and the diffrax result code [B]."""
-    method = _SOLVERS[solver.method]()
-    tableau = method.tableau
-    controller = solver._controller()
-    term = diffrax.ODETerm(model.vector_field)
-    error_order = controller._get_error_order(method.error_order(term))
-    rtol, atol = controller.rtol, controller.atol
-    coeff = 1 / error_order
-    safety, factormin, factormax = controller.safety, controller.factormin, controller.factormax
-    ts = jnp.asarray(ts, dtype=float)
-    t0, t1 = ts[0], ts[-1]
-    n_saves = ts.shape[0]
-    batch = y0.shape[0]
-    max_steps = solver.max_steps
-    floor = t1
-    for _ in range(100):  # diffrax's clip of a step that ends within 100 ULP of t1
-        floor = eqxi.prevbefore(floor)
-    # The state is held as [n, B] (runs along the minor axis): each component of every
-    # run is one contiguous row, so the vector field's arithmetic runs on whole rows.
-    y0 = y0.T
-    field = jax.vmap(lambda t, y, p: model.vector_field(t, y, {**fixed, **p}), in_axes=(0, 1, 0), out_axes=1)
-
-    def f(t, y):
-        return field(jnp.broadcast_to(t, (batch,)), y, swept)
-
-    # The first step as diffeqsolve chooses it (its wrapped term gets the fixed 0.01
-    # when dt0 is None), or dt0.
-    dt0 = 0.01 if solver.dt0 is None else solver.dt0
-    tprev = jnp.full((batch,), t0)
-    tnext = jnp.minimum(tprev + jnp.asarray(dt0, dtype=float), t1)
-    f0 = f(tprev, y0)
-    c = [float(v) for v in tableau.c]
-    a_lower = [[float(v) for v in row] for row in tableau.a_lower]
-    b_sol = [float(v) for v in tableau.b_sol]
-    b_error = [float(v) for v in tableau.b_error]
-
-    def step(tprev, tnext, y, f0):
-        dt = (tnext - tprev)[None]
-        fs = [f0]
-        yi = y
-        for i, row in enumerate(a_lower):
-            increment = sum(a * fj for a, fj in zip(row, fs) if a != 0)
-            yi = jax.lax.optimization_barrier(y + increment * dt)
-            ti = tnext if c[i] == 1 else tprev + c[i] * (tnext - tprev)
-            fs.append(jax.lax.optimization_barrier(f(ti, yi)))
-        if not tableau.ssal:
-            yi = y + sum(b * fj for b, fj in zip(b_sol, fs) if b != 0) * dt
-        ks = [fj * dt for fj in fs]
-        y_error = sum(b * k for b, k in zip(b_error, ks) if b != 0)
-        return yi, y_error, ks, fs[-1]
-
-    def adapt(tprev, tnext, y, y1, y_error):
-        y_error = jnp.where(jnp.isnan(y_error), jnp.inf, y_error)
-        nan = _any_nan(y1)
-        y1_scale = jnp.where(nan, y, y1)
-        scale = atol + jnp.maximum(jnp.abs(y), jnp.abs(y1_scale)) * rtol
-        scaled_error = _rms(y_error / scale)
-        keep = scaled_error < 1
-        # inv ** coeff as exp(coeff * log(inv)): a CPU's float64 pow is three times slower.
-        # The barrier keeps XLA from computing it again in each consumer's fusion.
-        power = jax.lax.optimization_barrier(jnp.exp(coeff * jnp.log(1 / scaled_error)))
-        factor = jnp.clip(
-            safety * power, min=jnp.where(keep, 1, factormin), max=jnp.where(keep, factormax, safety)
-        )
-        dt = (tnext - tprev) * factor
-        new_prev = jnp.where(keep, tnext, tprev)
-        new_next = new_prev + dt
-        new_prev = jnp.minimum(new_prev, t1)
-        clip = new_next > floor
-        new_next = jnp.where(clip, jnp.where(keep, t1, new_prev + 0.5 * (t1 - new_prev)), new_next)
-        return keep, new_prev, new_next
-
-    def interpolate(ta, tb, y_a, ks, t):
-        """Tsit5's dense output (diffrax's `_Tsit5Interpolation`) on arrays of runs."""
-        w = _tsit5_weights(linear_rescale(ta, t, tb))
-        return y_a + sum(w[j][None] * ks[j] for j in range(7))
-
-    rows = jnp.arange(batch, dtype=jnp.int64)
-
-    def running(state):
-        tprev, steps = state[0], state[5]
-        return (tprev < t1) & (steps < max_steps)
-
-    def body(carry):
-        state, ys = carry
-        tprev, tnext, y, f0, index, steps = state
-        active = (tprev < t1) & (steps < max_steps)
-        y1, y_error, ks, f1 = step(tprev, tnext, y, f0)
-        keep, new_prev, new_next = adapt(tprev, tnext, y, y1, y_error)
-        saving = keep & active
-
-        def pending(i):
-            return saving & (i < n_saves) & (ts[jnp.minimum(i, n_saves - 1)] <= tnext)
-
-        # Up to SAVE_WINDOW save times per run and step, unrolled (no inner loop). A run
-        # with more save times in this step is held: the next pass repeats the same step
-        # (same values) and writes the next ones, and only then moves on.
-        for _ in range(SAVE_WINDOW):
-            go = pending(index)
-            value = interpolate(tprev, tnext, y, ks, ts[jnp.minimum(index, n_saves - 1)])
-            ys = ys.at[:, jnp.where(go, index.astype(jnp.int64) * batch + rows, n_saves * batch)].set(value, mode="drop")
-            index = index + go.astype(index.dtype)
-        moving = active & ~pending(index)
-        accept = (saving & moving)[None]
-        new = (
-            jnp.where(moving, new_prev, tprev),
-            jnp.where(moving, new_next, tnext),
-            jnp.where(accept, y1, y),
-            jnp.where(accept, f1, f0),
-            index,
-            steps + moving.astype(steps.dtype),
-        )
-        return new, ys
-
-    # Saved as [n, T * B] (column t * B + b): runs at the same save index write
-    # neighbouring memory.
-    ys = jnp.full((y0.shape[0], n_saves * batch), jnp.inf, dtype=y0.dtype)
-    state = (tprev, tnext, y0, f0, jnp.zeros(batch, dtype=jnp.int32), jnp.zeros(batch, dtype=jnp.int32))
-    state, ys = jax.lax.while_loop(lambda carry: jnp.any(running(carry[0])), body, (state, ys))
-    tprev, steps = state[0], state[5]
-    unfinished = tprev < t1
-    result = jnp.where(unfinished, int(Result.max_steps_reached), int(Result.successful))
-    ys = jnp.where(unfinished, jnp.nan, ys.reshape((y0.shape[0], n_saves, batch)))
-    return ys, steps, result
 
 
 def chunk_trajectories(model: OdeModel, solver: OdeSolver, ts, swept: dict, fixed: dict, initial: dict):
@@ -231,7 +26,7 @@ def chunk_trajectories(model: OdeModel, solver: OdeSolver, ts, swept: dict, fixe
     last axis: observables {name: [T, ..., B]}, num_steps [B], result [B]. Swept params
     and `initial` values are [B]; fixed params are shared."""
     y0 = jax.vmap(model.initial_state)(initial)
-    ys, steps, result = solve_batch(model, solver, ts, y0, swept, fixed)
+    ys, steps, result = solve_batch(model.vector_field, solver, ts, y0, swept, fixed)
     observe = jax.vmap(lambda t, y, p: model.observables(t, y, {**fixed, **p}), in_axes=(0, 1, None), out_axes=0)
     observables = jax.vmap(lambda y, p: observe(ts, y, p), in_axes=(2, 0), out_axes=-1)(ys, swept)
     return observables, steps, result

@@ -35,19 +35,8 @@ from jaxtyping import Array, Bool, Int, PyTree
 
 from ._fd import FdGrid, MethodOfLines
 from ._ode import _METHODS, OdeSolver
+from ._diffrax_private import USE_STEPSIZE_TOL, WrapTerm, clip_floor, clip_to_end
 from ._results import from_diffrax
-
-try:  # the marker diffeqsolve replaces by the step-size controller's tolerances
-    from diffrax._root_finder import use_stepsize_tol as _USE_STEPSIZE_TOL
-except ImportError:  # pragma: no cover - a diffrax without it
-    _USE_STEPSIZE_TOL = None
-try:  # how diffeqsolve hands the terms to the solver (it also changes the first step
-    # the step-size controller picks: diffrax's initial-step heuristic only runs on a
-    # bare ODETerm, a wrapped one starts with 0.01)
-    from diffrax._term import WrapTerm as _WrapTerm
-except ImportError:  # pragma: no cover - a diffrax without it
-    _WrapTerm = None
-
 
 class OdeLoopState(eqx.Module):
     """Everything an `OdeLoop` needs to continue exactly (every leaf an array).
@@ -93,17 +82,6 @@ def _promote(y: PyTree, time_dtype) -> PyTree:
         return jnp.asarray(leaf, dtype=dtype)
 
     return jax.tree.map(one, y)
-
-
-def _clip_to_end(tprev, tnext, t1, t1_clip_floor, keep_step):
-    # As diffeqsolve: a next step ending within ~100 ULPs of t1 ends at t1.
-    clip = tnext > t1_clip_floor
-    tclip = jnp.where(keep_step, t1, tprev + 0.5 * (t1 - tprev))
-    return jnp.where(clip, tclip, tnext)
-
-
-def _prevbefore(x: Array) -> Array:
-    return jnp.nextafter(x, jnp.asarray(-jnp.inf, dtype=x.dtype))
 
 
 class OdeLoop(eqx.Module):
@@ -212,15 +190,15 @@ class OdeLoop(eqx.Module):
         direction = jnp.where(ts[0] < t1, 1, -1)  # 1: the loop runs forward only
         controller = self.controller.wrap(direction)
         terms = self.terms
-        if _WrapTerm is not None:
+        if WrapTerm is not None:
             terms = jax.tree.map(
-                lambda term: _WrapTerm(term, direction),
+                lambda term: WrapTerm(term, direction),
                 terms,
                 is_leaf=lambda x: isinstance(x, diffrax.AbstractTerm) and not isinstance(x, diffrax.MultiTerm),
             )
         solver = self.solver
         if isinstance(solver, diffrax.AbstractImplicitSolver):
-            attrs = [a for a in ("rtol", "atol", "norm") if getattr(solver.root_finder, a) is _USE_STEPSIZE_TOL]
+            attrs = [a for a in ("rtol", "atol", "norm") if getattr(solver.root_finder, a) is USE_STEPSIZE_TOL]
             if attrs:
                 if not isinstance(controller, diffrax.AbstractAdaptiveStepSizeController):
                     raise ValueError(
@@ -286,9 +264,7 @@ class OdeLoop(eqx.Module):
         fn = self.fn or (lambda t, y, args: y)
         args = self.args
         count = ts.shape[0]
-        t1_clip_floor = t1
-        for _ in range(100):
-            t1_clip_floor = _prevbefore(t1_clip_floor)
+        t1_clip_floor = clip_floor(t1)
         error_order = solver.error_order(terms)
         base = state.frame
         target = jnp.minimum(base + jnp.asarray(frames, jnp.int32), count)
@@ -303,7 +279,7 @@ class OdeLoop(eqx.Module):
                 st.tprev, st.tnext, st.y, y, args, y_error, error_order, st.controller_state
             )
             tprev = jnp.minimum(tprev, t1)
-            tnext = _clip_to_end(tprev, tnext, t1, t1_clip_floor, keep_step)
+            tnext = clip_to_end(tprev, tnext, t1, t1_clip_floor, keep_step)
             keep = lambda a, b: jnp.where(keep_step, a, b)  # noqa: E731
             y = jax.tree.map(keep, y, st.y)
             solver_state = jax.tree.map(keep, solver_state, st.solver_state)

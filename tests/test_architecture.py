@@ -1,0 +1,74 @@
+"""The floors and arrows of docs/architecture.md, checked on the source: which package
+may import which, and where diffrax's private details may be used."""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("physics", "solvers", "sim", "inference")
+# What each package may import of the others (imports inside functions count too).
+ALLOWED = {
+    "physics": set(),
+    "solvers": set(),
+    "sim": {"physics", "solvers"},
+    "inference": {"physics", "solvers", "sim"},
+}
+
+
+def imports(path: Path) -> list[tuple[int, str]]:
+    """(line, top-level package) of every import in a module, relative ones resolved."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    package = path.relative_to(ROOT).parts[0]
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, alias.name.split(".")[0]) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:  # relative: stays inside its own package unless it climbs out
+                depth = len(path.relative_to(ROOT).parts) - 1
+                out.append((node.lineno, package if node.level <= depth else (node.module or "").split(".")[0]))
+            else:
+                out.append((node.lineno, node.module.split(".")[0]))
+    return out
+
+
+def modules(package: str) -> list[Path]:
+    return sorted((ROOT / package).rglob("*.py"))
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_imports_point_one_way(package):
+    wrong = [
+        f"{path.relative_to(ROOT)}:{line} imports {target}"
+        for path in modules(package)
+        for line, target in imports(path)
+        if target in PACKAGES and target != package and target not in ALLOWED[package]
+        and not (path.relative_to(ROOT).as_posix() == "sim/cli.py" and target == "inference")
+    ]
+    assert modules(package) and not wrong, wrong
+
+
+def test_only_the_command_line_of_sim_imports_inference():
+    wrong = [
+        f"{path.relative_to(ROOT)}:{line}"
+        for path in modules("sim")
+        for line, target in imports(path)
+        if target == "inference" and path.name != "cli.py"
+    ]
+    assert not wrong, wrong
+
+
+def test_diffrax_internals_are_used_in_one_adapter():
+    # `diffrax._...` modules and the private result tables; tests may pin them.
+    markers = ("diffrax._", "_index_to_message", "_name_to_item", "equinox.internal")
+    wrong = [
+        f"{path.relative_to(ROOT)}: {marker}"
+        for package in PACKAGES
+        for path in modules(package)
+        if path.name != "_diffrax_private.py"
+        for marker in markers
+        if marker in path.read_text()
+    ]
+    assert not wrong, wrong
