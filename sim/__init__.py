@@ -28,10 +28,10 @@ from ._stream import Streamed as Streamed, StorageError as StorageError  # noqa:
 from ._store import Record as Record, read as read  # noqa: E402
 from ._simulate import complete_params as complete_params, simulate as simulate  # noqa: E402
 from ._trajectory import Trajectory as Trajectory  # noqa: E402
-from . import _pde as _pde  # noqa: E402,F401  (registers the PDE models and families)
+# The model families, one registration each (their models are registered with them).
+from . import _ode as _ode  # noqa: E402,F401
+from . import _pde_run as _pde_run  # noqa: E402,F401
+from . import _md as _md  # noqa: E402,F401
 from ._pde import SpectralStepper as SpectralStepper, spectral_stepper as spectral_stepper  # noqa: E402
-from . import _pde_run as _pde_run  # noqa: E402,F401  (PDE configs: setup and run)
-from . import _md as _md  # noqa: E402,F401  (registers the particle models and the MD family)
-from . import _neural as _neural  # noqa: E402,F401  (registers the neural ODE models)
 from ._sweep import SweepResult as SweepResult, sweep as sweep  # noqa: E402
 from ._plot import plot as plot  # noqa: E402  (matplotlib is imported when a figure is drawn)

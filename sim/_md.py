@@ -50,10 +50,11 @@ from ._config import Config, seed_problem
 from ._errors import SimulationError
 from ._limits import memory_problem
 from ._registry import model_options, register_model
-from ._run import RunPlan, Setup, number, plan_family, resolve_params, resolved_toml, setup_family
+from ._family import Family, register_family
+from ._run import RunPlan, Setup, number, resolve_params, resolved_toml
+from ._sweep_spec import sweep_section
 from ._stream import chunk_frames
 from ._store import atomic_h5, package_versions, write_root_attrs
-from ._simulate import _simulate_driver, _simulate_family
 from ._trajectory import Trajectory
 
 for _cls in (LennardJones, Wca, Morse, SoftSphere, BeadSpring):
@@ -451,16 +452,6 @@ def run_md(
     return Trajectory(time=jnp.asarray(t), observables=observables, final_state=state, stats=stats)
 
 
-@_simulate_driver.register
-def _(model: ParticleModel, params, t, initial, solver, key) -> Trajectory:
-    return run_md(model, params, t, initial=initial, solver=solver, key=key)
-
-
-@_simulate_family.register
-def _(model: ParticleModel, params, t, initial, solver, key) -> Trajectory:
-    return run_md(model, params, t, initial=initial, solver=solver, key=key)
-
-
 # ----------------------------------------------------------------------------- configs (`sim run`)
 
 _SYSTEM_KEYS = ("lattice", "cells", "density", "temperature", "seed", "file", "particles", "min_distance")
@@ -668,8 +659,7 @@ def _md_solver(config: Config, dt: float) -> tuple[ParticleSolver, str, dict]:
     return ParticleSolver(integrator, neighbour_list=use_list, skin=skin), spec.dtype or "float64", resolved
 
 
-@setup_family.register
-def _(model: ParticleModel, config: Config) -> Setup:
+def _setup(model: ParticleModel, config: Config) -> Setup:
     model = _md_model(config, model)
     params = _md_params(config, model)
     if config.spec.initial:
@@ -971,9 +961,8 @@ def _percent(fraction: float) -> str:
     return f"{100 * fraction:.3g}%"
 
 
-@plan_family.register
-def _(model: ParticleModel, config: Config) -> RunPlan:
-    s = setup_family(model, config)
+def _plan(model: ParticleModel, config: Config) -> RunPlan:
+    s = _setup(model, config)
     engine = MdEngine(s.model, s.params, s.t, initial=s.initial, solver=s.solver, key=s.key)
     frames = engine.n_saves
     frame_bytes = 8 * 2 * int(np.prod(s.initial.position.shape)) + 64
@@ -1025,3 +1014,112 @@ def _(model: ParticleModel, config: Config) -> RunPlan:
         )
 
     return RunPlan(engine=engine, sink=sink, config=sink.config, check=check, result=result, description=s.model.name)
+
+
+# ----------------------------------------------------------------------------- sweeps
+
+# The neighbour list of a vmapped MD chunk is sized before the runs start: this many
+# times the neighbours counted in the (shared) initial system.
+MD_CAPACITY_FACTOR = 2.0
+_NO_LIST = -1  # a capacity code: all pairs, no neighbour list
+
+
+def sweep_setup(config: Config, s: Setup) -> Setup:
+    """An MD set-up for vmapped runs: only [params] may be swept (the system is shared),
+    and the neighbour list, which cannot grow inside a batch, starts with
+    `MD_CAPACITY_FACTOR` times the neighbours counted in the initial system (a chunk
+    whose runs overflow it is rerun with larger lists: `settle_overflows`)."""
+    section = sweep_section(config)
+    for name in section.params:
+        head, dot, _ = name.partition(".")
+        if dot or name in _MD_SETTINGS:
+            what = "initial values" if head == "initial" else f"[{head}] keys" if dot else f"{name!r} (a [system] or [solver] key)"
+            raise config.error(
+                f"sweep.params.{name}",
+                f"MD sweeps vary [params] only (such as epsilon and sigma); {what} cannot be swept: every run starts from the same [system] with the same [solver]",
+            )
+    solver = s.solver
+    if solver.neighbour_list and solver.capacity is None:
+        box = s.initial.space.box if s.initial.space.periodic else None
+        counted = NeighbourList.allocate(
+            np.asarray(s.initial.position), None if box is None else np.asarray(box), s.model.cutoff, solver.skin
+        )
+        wanted = math.ceil(MD_CAPACITY_FACTOR * counted.capacity)
+        solver = dataclasses.replace(solver, capacity=max(1, min(wanted, s.initial.n - 1)))
+    return dataclasses.replace(s, solver=solver)
+
+
+_MD_SETTINGS = ("lattice", "cells", "density", "particles", "min_distance", "temperature", "friction", "tau", "chain_length", "skin", "dt", "steps")
+
+
+def with_capacity(s: Setup, capacity: int | None) -> Setup:
+    """The set-up with the neighbour list holding `capacity` neighbours per particle
+    (`_NO_LIST`: all pairs); None leaves it as it is."""
+    if capacity is None:
+        return s
+    if capacity == _NO_LIST:
+        return dataclasses.replace(s, solver=dataclasses.replace(s.solver, neighbour_list=False, capacity=None))
+    return dataclasses.replace(s, solver=dataclasses.replace(s.solver, capacity=capacity))
+
+
+def larger_list(s: Setup, capacity: int | None) -> int | None:
+    """The next capacity after `capacity` overflowed: doubled up to n - 1, then all
+    pairs; None when there is nothing larger."""
+    solver = s.solver
+    current = solver.capacity if capacity is None else capacity
+    if not solver.neighbour_list or current == _NO_LIST:
+        return None
+    n = s.initial.n
+    return _NO_LIST if current >= n - 1 else min(2 * current, n - 1)
+
+
+def settle_overflows(s: Setup, values: dict, rerun) -> dict:
+    """An MD chunk's results with every run whose neighbour list overflowed (`Result.neighbour_overflow`)
+    rerun by `rerun(capacity)` with larger lists until none overflows (the list cannot
+    grow inside a vmapped run). Deterministic: each chunk starts from the set-up's
+    capacity, so a chunk gives the same numbers whoever computes it."""
+    capacity = None
+    while True:
+        over = np.asarray(values["stats/result"]) == Result.neighbour_overflow
+        if not over.any():
+            return values
+        capacity = larger_list(s, capacity)
+        if capacity is None:
+            return values
+        redo = jax.device_get(rerun(capacity))
+        values = {
+            name: np.where(over.reshape(over.shape + (1,) * (np.ndim(v) - 1)), np.asarray(redo[name]), np.asarray(v))
+            for name, v in values.items()
+        }
+
+
+class MdFamily(Family):
+    name = "md"
+    model_base = ParticleModel
+
+    def simulate(self, model, params, t, initial, solver, key) -> Trajectory:
+        return run_md(model, params, t, initial=initial, solver=solver, key=key)
+
+    def drive(self, model, params, t, initial, solver, key) -> Trajectory:
+        return run_md(model, params, t, initial=initial, solver=solver, key=key)
+
+    def setup(self, model, config: Config) -> Setup:
+        return _setup(model, config)
+
+    def plan(self, model, config: Config) -> RunPlan:
+        return _plan(model, config)
+
+    def sweep_setup(self, config: Config, s: Setup) -> Setup:
+        return sweep_setup(config, s)
+
+    def run_bounds(self, s: Setup):
+        return MdLimits.of(s).within
+
+    def resized(self, s: Setup, size: int) -> Setup:
+        return with_capacity(s, size)
+
+    def settle(self, s: Setup, values: dict, rerun) -> dict:
+        return settle_overflows(s, values, rerun)
+
+
+register_family(MdFamily())

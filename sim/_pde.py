@@ -25,7 +25,7 @@ from physics.pde import GridPdeModel, PdeModel, SpectralPdeModel
 from solvers import Etdrk, EtdrkCoefficients, FdGrid, FourierGrid, MethodOfLines, did_you_mean
 
 from ._registry import register_model
-from ._simulate import _simulate_family, complete_params
+from ._simulate import complete_params
 from ._trajectory import Trajectory
 
 MODELS = (
@@ -118,8 +118,8 @@ def _simulate_spectral(model, params, t, initial, solver: Etdrk, coefficients=No
     return Trajectory(time=t, observables=sol.saved, final_state=sol.final, stats=stats)
 
 
-@_simulate_family.register
-def _(model: SpectralPdeModel, params, t, initial, solver, key) -> Trajectory:
+def simulate_spectral(model: SpectralPdeModel, params, t, initial, solver) -> Trajectory:
+    """The traced body of `simulate` for a periodic spectral model (ETDRK)."""
     return _simulate_spectral(model, params, t, initial, _etdrk(solver))
 
 
@@ -200,8 +200,8 @@ def default_method_of_lines(model: GridPdeModel) -> MethodOfLines:
     return MethodOfLines(method="kvaerno5" if model.ndim == 1 else "tsit5")
 
 
-@_simulate_family.register
-def _(model: GridPdeModel, params, t, initial, solver, key) -> Trajectory:
+def simulate_grid(model: GridPdeModel, params, t, initial, solver) -> Trajectory:
+    """The traced body of `simulate` for a finite-difference model (method of lines)."""
     if solver is None:
         solver = default_method_of_lines(model)
     if not isinstance(solver, MethodOfLines):

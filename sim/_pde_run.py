@@ -3,6 +3,7 @@ dataset), [time] dt, [solver] method and dtype; the PDE run layout with /grid.""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -29,22 +30,22 @@ from solvers import (
 
 from ._config import Config
 from ._errors import DataError, SimulationError
-from ._pde import _cast, fd_grid, grid_coordinates, initial_field
+from ._family import Family, register_family
+from ._pde import _cast, fd_grid, grid_coordinates, initial_field, simulate_grid, simulate_spectral
 from ._run import (
     LoopEngine,
     RunPlan,
     Setup,
     check_fixed_steps,
     frames_per_chunk,
-    plan_family,
     resolve_params,
     resolved_toml,
     save_times,
-    setup_family,
     sink_result,
 )
 from ._result import RunSink
 from ._store import DAMAGED_FILE_ERRORS, error_reason, numeric_dataset
+from ._trajectory import Trajectory
 
 ETDRK_METHODS = ("etdrk1", "etdrk2", "etdrk3", "etdrk4")
 _SPECTRAL_KEYS = ("method", "dtype", "dealias")
@@ -140,8 +141,7 @@ def _extras(config: Config, allowed: tuple[str, ...], family: str) -> None:
             raise config.error(f"solver.{key}", f"unknown key for {family} solvers (expected one of: {', '.join(allowed)}).{did_you_mean(key, allowed)}")
 
 
-@setup_family.register
-def _(model: SpectralPdeModel, config: Config) -> Setup:
+def _setup_spectral(model: SpectralPdeModel, config: Config) -> Setup:
     _extras(config, _SPECTRAL_KEYS, "spectral PDE")
     for key in ("steps", "save_every"):
         if getattr(config.spec.time, key) is not None:
@@ -178,8 +178,7 @@ def _check_explicit_step(config: Config, model: GridPdeModel, params: dict, solv
         )
 
 
-@setup_family.register
-def _(model: GridPdeModel, config: Config) -> Setup:
+def _setup_grid(model: GridPdeModel, config: Config) -> Setup:
     _extras(config, _FD_KEYS, "finite-difference PDE")
     params = resolve_params(config, model)
     t = save_times(config)
@@ -369,9 +368,8 @@ def growth_check(config: Config, s: Setup):
     return check
 
 
-@plan_family.register
-def _(model: PdeModel, config: Config) -> RunPlan:
-    s = setup_family(model, config)
+def _plan(model: PdeModel, config: Config) -> RunPlan:
+    s = PDE.setup(model, config)
     u0 = np.asarray(s.initial)
     frames = len(s.t) - 1
 
@@ -395,3 +393,35 @@ def _(model: PdeModel, config: Config) -> RunPlan:
     )
     check = growth_check(config, s)
     return RunPlan(engine=engine, sink=sink, config=sink.config, check=check, result=sink_result(sink), description=model.name)
+
+
+class PdeFamily(Family):
+    """Fields on a grid: periodic spectral models (`SpectralPdeModel`, ETDRK) and
+    finite-difference models on bounded domains (`GridPdeModel`, method of lines)."""
+
+    name = "pde"
+    model_base = PdeModel
+
+    def simulate(self, model, params, t, initial, solver, key) -> Trajectory:
+        if isinstance(model, SpectralPdeModel):
+            return simulate_spectral(model, params, t, initial, solver)
+        return simulate_grid(model, params, t, initial, solver)
+
+    def setup(self, model, config: Config) -> Setup:
+        if isinstance(model, SpectralPdeModel):
+            return _setup_spectral(model, config)
+        return _setup_grid(model, config)
+
+    def plan(self, model, config: Config) -> RunPlan:
+        return _plan(model, config)
+
+    def sweep_setup(self, config: Config, s: Setup) -> Setup:
+        if isinstance(s.solver, MethodOfLines):  # failures flagged per run, not raised
+            return dataclasses.replace(s, solver=dataclasses.replace(s.solver, throw=False))
+        return s
+
+    def run_bounds(self, s: Setup):
+        return PdeLimits(s.model, s.resolved["checks"]).within
+
+
+PDE = register_family(PdeFamily())

@@ -4,22 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 
-import physics
 from physics import Model
 from solvers import did_you_mean
 
-_MODELS: dict[str, type[Model]] = {
-    cls.name: cls
-    for cls in (
-        physics.ode.LotkaVolterra,
-        physics.ode.Lorenz,
-        physics.ode.VanDerPol,
-        physics.ode.Sir,
-        physics.ode.DampedPendulum,
-        physics.ode.FitzHughNagumo,
-        physics.ode.Robertson,
-    )
-}
+# Filled by the family modules (each registers its built-in models) and by users.
+_MODELS: dict[str, type[Model]] = {}
 
 
 def register_model(cls: type[Model]) -> type[Model]:

@@ -4,7 +4,6 @@ simulate, and return a result that saves itself. One runner per model family."""
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 from collections.abc import Callable
 from pathlib import Path
@@ -16,12 +15,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from physics import Model
-from physics.ode import OdeModel
-from solvers import ADJOINTS, OdeLoop, OdeLoopState, OdeSolver, did_you_mean, result_code, result_message
-from solvers._ode import IMPLICIT_METHODS
+from solvers import did_you_mean
 
 from ._config import Config
 from ._errors import InputError, SimulationError
+from ._family import family_of
 from ._limits import WORK_ARRAYS, memory_problem
 from ._progress import Progress
 from ._registry import model_class, model_names, model_options
@@ -172,7 +170,7 @@ class Setup:
 
     Sweeps batch `simulate(setup.model, params, setup.t, initial=..., solver=setup.solver,
     key=setup.key)` over changed `params` and `initial` values, so every family that
-    can be swept provides a `setup_family`.
+    can be swept provides `Family.setup`.
 
     Attributes:
         model, params, initial, t, solver, key: the arguments of `simulate`.
@@ -188,28 +186,16 @@ class Setup:
     resolved: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
 
 
-@functools.singledispatch
-def setup_family(model: Model, config: Config) -> Setup:
-    """Validate a config against its model and build the arguments of `simulate`.
-    Each family registers its own (`@setup_family.register`)."""
-    raise config.error("model.name", f"model {model.name!r} cannot be set up from a config")
-
-
 def setup(config: Config) -> Setup:
     """The validated `simulate` arguments of a config (model included)."""
-    return setup_family(build_model(config), config)
-
-
-@functools.singledispatch
-def plan_family(model: Model, config: Config) -> RunPlan:
-    """The validated run of a config of the model's family (engine, file layout,
-    result); each family registers its own (`@plan_family.register`)."""
-    raise config.error("model.name", f"model {model.name!r} cannot be run from a config")
+    model = build_model(config)
+    return family_of(model).setup(model, config)
 
 
 def plan_run(config: Config) -> RunPlan:
     """The validated, not yet executed run a config describes."""
-    return plan_family(build_model(config), config)
+    model = build_model(config)
+    return family_of(model).plan(model, config)
 
 
 def run(
@@ -328,33 +314,6 @@ def _loop_advance(problem, state, frames, capacity: int):
     return problem.advance(state, frames, capacity)
 
 
-class OdeProblem(eqx.Module):
-    """An ODE run for `LoopEngine`: `simulate`'s solve, resumable at save times
-    (`solvers.OdeLoop`: the steps and values of the one-call solve)."""
-
-    model: OdeModel
-    params: Any
-    solver: OdeSolver
-    ts: jax.Array
-    y0: jax.Array
-
-    def _loop(self) -> OdeLoop:
-        model = self.model
-        return OdeLoop.from_ode_solver(
-            self.solver, model.vector_field, self.ts, self.params, fn=lambda t, y, args: model.observables(t, y, args)
-        )
-
-    def init(self) -> OdeLoopState:
-        return self._loop().init(self.y0)
-
-    def advance(self, state: OdeLoopState, frames, capacity: int):
-        state, saved = self._loop().advance(state, frames, capacity)
-        return state, saved, result_code(state.result)
-
-    def num_steps(self, state: OdeLoopState):
-        return state.num_steps
-
-
 def check_finite(config: Config, hint: str) -> Callable[[dict[str, np.ndarray], int], None]:
     """A plan's check: every observable finite, else a `SimulationError` naming the
     first save time where one was not."""
@@ -387,57 +346,6 @@ def frames_per_chunk(config: Config, state_size: int, frames: int) -> int:
     return chunk_frames(8 * 4 * max(state_size, 1), frames, config.spec.output.chunk, config=config)
 
 
-# ----------------------------------------------------------------------------- ODE family
-
-_ODE_SOLVER_KEYS = ("method", "rtol", "atol", "dt0", "max_steps", "adjoint", "dtype")
-
-
-def ode_solver(config: Config) -> OdeSolver:
-    """The `OdeSolver` a config's `[solver]` (and `[time] dt`) describe."""
-    spec = config.spec.solver
-    for key in spec.extras:
-        raise config.error(
-            f"solver.{key}", f"unknown key for ODE solvers (expected one of: {', '.join(_ODE_SOLVER_KEYS)}).{did_you_mean(key, _ODE_SOLVER_KEYS)}"
-        )
-    method = spec.method or "tsit5"
-    if method not in OdeSolver.methods:
-        raise config.error(
-            "solver.method", f"unknown ODE method {method!r} (methods: {', '.join(OdeSolver.methods)}).{did_you_mean(method, OdeSolver.methods)}"
-        )
-    adjoint = spec.adjoint or "recursive_checkpoint"
-    if adjoint not in ADJOINTS:
-        raise config.error("solver.adjoint", f"unknown adjoint {adjoint!r} (adjoints: {', '.join(ADJOINTS)}).{did_you_mean(adjoint, ADJOINTS)}")
-    if spec.dtype == "float32":
-        raise config.error("solver.dtype", "ODE runs are float64; expected 'float64' or no dtype")
-    time = config.spec.time
-    for key in ("steps", "save_every"):
-        if getattr(time, key) is not None:
-            raise config.error(f"time.{key}", "is for MD runs; ODE runs take t1 with save or save_at (and dt for fixed steps)")
-    default = OdeSolver()
-    if time.dt is not None and method in IMPLICIT_METHODS:
-        raise config.error(
-            "time.dt", f"the implicit method {method} takes adaptive steps (its Newton iterations use rtol/atol): remove time.dt, or use an explicit method"
-        )
-    if adjoint == "direct" and spec.max_steps is not None:
-        # Differentiating through diffrax's DirectAdjoint keeps every possible step.
-        problem = memory_problem(WORK_ARRAYS * 8 * spec.max_steps, f"differentiating up to {spec.max_steps:,} steps with adjoint = \"direct\"")
-        if problem:
-            raise config.error("solver.max_steps", f"{problem}; lower max_steps or use adjoint = \"recursive_checkpoint\"")
-    max_steps = spec.max_steps if spec.max_steps is not None else default.max_steps
-    if time.dt is not None:
-        check_fixed_steps(config, time.dt, max_steps)
-    return OdeSolver(
-        method=method,
-        rtol=spec.rtol if spec.rtol is not None else default.rtol,
-        atol=spec.atol if spec.atol is not None else default.atol,
-        dt0=time.dt if time.dt is not None else spec.dt0,
-        adaptive=time.dt is None,
-        max_steps=max_steps,
-        adjoint=adjoint,
-        throw=False,
-    )
-
-
 def check_fixed_steps(config: Config, dt: float, max_steps: int) -> None:
     """Refuse a constant step `[time] dt` that needs more than `max_steps` steps to
     cover the run (known before it starts: a one-line input error, not a failed run)."""
@@ -450,67 +358,6 @@ def check_fixed_steps(config: Config, dt: float, max_steps: int) -> None:
             "time.dt",
             f"{dt:g} takes {steps} steps from t0 to t1, beyond solver.max_steps = {max_steps:,}; take a larger step or raise solver.max_steps",
         )
-
-
-def ode_initial(config: Config, model: OdeModel) -> dict[str, jax.Array]:
-    """Initial values per state component: the config's, or the model's defaults."""
-    initial = model.default_initial()
-    for key, value in config.spec.initial.items():
-        if key not in initial:
-            raise config.error(
-                f"initial.{key}",
-                f"model {model.name!r} has no state component {key!r} (state: {', '.join(model.state_names)}).{did_you_mean(key, initial)}",
-            )
-        initial[key] = jnp.asarray(number(config, f"initial.{key}", value), dtype=float)
-    return initial
-
-
-@setup_family.register
-def _(model: OdeModel, config: Config) -> Setup:
-    config.spec.checks.for_family("ode", config.error)
-    params = resolve_params(config, model)
-    initial = ode_initial(config, model)
-    solver = ode_solver(config)
-    solver_section = {
-        "method": solver.method,
-        "rtol": float(solver.rtol),
-        "atol": float(solver.atol),
-        "max_steps": solver.max_steps,
-        "adjoint": solver.adjoint,
-    }
-    return Setup(
-        model=model,
-        params=params,
-        initial=initial,
-        t=jnp.asarray(save_times(config)),
-        solver=solver,
-        resolved={"params": params, "initial": initial, "solver": solver_section},
-    )
-
-
-@plan_family.register
-def _(model: OdeModel, config: Config) -> RunPlan:
-    s = setup_family(model, config)
-    y0 = model.initial_state(s.initial)
-    frames = len(s.t) - 1
-    method = s.solver.method
-
-    def failure(code: int) -> str:
-        return (
-            f"{config.source}: the {method} solve failed: {result_message(code)} "
-            "(raise solver.max_steps, loosen rtol/atol, or use an implicit method such as kvaerno5 for stiff problems)"
-        )
-
-    problem = OdeProblem(model=model, params=s.params, solver=s.solver, ts=jnp.asarray(s.t), y0=jnp.asarray(y0))
-    engine = LoopEngine(problem, np.asarray(s.t), frames_per_chunk(config, int(np.size(y0)), frames), failure)
-    sink = RunSink(
-        model=model.name,
-        config=resolved_toml(config, **s.resolved),
-        time=np.asarray(s.t),
-        params={k: np.asarray(v) for k, v in s.params.items()},
-        initial={k: np.asarray(v) for k, v in s.initial.items()},
-    )
-    return RunPlan(engine=engine, sink=sink, config=sink.config, check=check_finite(config, ""), result=sink_result(sink), description=model.name)
 
 
 def sink_result(sink: RunSink) -> Callable[[dict[str, np.ndarray], dict[str, int]], RunResult]:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import functools
-
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -11,9 +9,9 @@ import numpy as np
 from jaxtyping import Array, PyTree
 
 from physics import Model
-from physics.ode import OdeModel
-from solvers import OdeSolver, did_you_mean
+from solvers import did_you_mean
 
+from ._family import family_of
 from ._trajectory import Trajectory
 
 
@@ -40,37 +38,6 @@ def complete_params(model: Model, params: PyTree | None) -> dict:
     return full
 
 
-@functools.singledispatch
-def _simulate_family(model, params, t, initial, solver, key) -> Trajectory:
-    raise TypeError(f"simulate does not know how to run a {type(model).__name__}")
-
-
-@_simulate_family.register
-def _(model: OdeModel, params, t, initial, solver, key) -> Trajectory:
-    if solver is None:
-        solver = OdeSolver()
-    if not isinstance(solver, OdeSolver):
-        raise TypeError(f"an ODE model needs an OdeSolver, got {type(solver).__name__}")
-    if initial is None or isinstance(initial, dict):
-        for name in initial or {}:
-            if name not in model.state_names:
-                raise ValueError(
-                    f"model {model.name!r} has no state component {name!r} "
-                    f"(state: {', '.join(model.state_names)}).{did_you_mean(name, model.state_names)}"
-                )
-        y0 = model.initial_state(initial)
-    else:
-        y0 = jnp.asarray(initial, dtype=float)
-        if y0.shape != (len(model.state_names),):
-            raise ValueError(
-                f"initial state of {model.name!r} must have shape ({len(model.state_names)},), got {y0.shape}"
-            )
-    sol = solver.solve(model.vector_field, t, y0, params)
-    observables = jax.vmap(model.observables, in_axes=(0, 0, None))(t, sol.ys, params)
-    stats = {"num_steps": sol.num_steps, "result": sol.result}
-    return Trajectory(time=t, observables=observables, final_state=sol.ys[-1], stats=stats)
-
-
 def _as_array(x):
     """Arrays pass through; Python numbers become (strongly typed) float arrays."""
     return x if isinstance(x, (jax.Array, np.ndarray)) else jnp.asarray(x, dtype=float)
@@ -78,15 +45,14 @@ def _as_array(x):
 
 @eqx.filter_jit
 def _simulate_jit(model, params, t, initial, solver, key):
-    return _simulate_family(model, params, t, initial, solver, key)
+    return family_of(model).simulate(model, params, t, initial, solver, key)
 
 
-@functools.singledispatch
 def _simulate_driver(model, params, t, initial, solver, key) -> Trajectory:
-    """How `simulate` runs a family: one compiled call by default. A family whose
-    buffers may have to grow during a run (MD neighbour lists) registers a driver that
-    compiles chunks and reruns a chunk with larger buffers when it overflows."""
-    return _simulate_jit(model, params, t, initial, solver, key)
+    """How `simulate` runs a model: as its family drives it (MD compiles chunks and
+    regrows its neighbour lists), else one compiled call."""
+    traj = family_of(model).drive(model, params, t, initial, solver, key)
+    return _simulate_jit(model, params, t, initial, solver, key) if traj is None else traj
 
 
 def simulate(

@@ -33,10 +33,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from physics import Model
-from physics.md import ParticleModel
-from physics.pde import PdeModel
-from solvers import NeighbourList
-from solvers import MethodOfLines, OdeSolver, Result, result_message
+from solvers import result_message
 
 from ._config import Config
 from ._errors import InputError
@@ -44,10 +41,8 @@ from ._interrupt import safe_point
 from ._lock import exclusive
 from ._limits import disk_problem, memory_problem, readable
 from ._progress import Progress
-from ._md import MdLimits
-from ._pde_run import PdeLimits
-from ._run import Setup, build_model, resolved_toml, setup_family
-from . import _sweep_ode
+from ._family import Family, family_of
+from ._run import Setup, build_model, resolved_toml
 from ._simulate import simulate
 from ._sweep_spec import SUMMARY_STATS, SweepPlan, is_scalar, plan_sweep, sweep_section
 from ._sweep_store import FAILED, OK, FileSink, Layout, MemorySink, SweepResult, partial_path, root_attrs
@@ -58,30 +53,9 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 _AXIS = "run"
-# Explicit adaptive ODE sweeps run in the batched loop of `_sweep_ode` (False: `jax.vmap`
-# of `simulate`, as every other family).
-FAST_ODE = True
 
 
 # ----------------------------------------------------------------------------- one chunk
-
-
-@functools.singledispatch
-def sweep_solver(solver: Any) -> Any:
-    """The solver as a sweep runs it: failures reported in the result code instead of
-    raised (a sweep flags a failed run and goes on), and, as nothing is differentiated,
-    no reverse-mode bookkeeping (same steps, same values). Others pass through."""
-    return solver
-
-
-@sweep_solver.register
-def _(solver: OdeSolver) -> OdeSolver:
-    return dataclasses.replace(solver, throw=False, adjoint="forward")
-
-
-@sweep_solver.register
-def _(solver: MethodOfLines) -> MethodOfLines:
-    return dataclasses.replace(solver, throw=False)
 
 
 def _nan_unless(ok: jax.Array, x: jax.Array) -> jax.Array:
@@ -107,11 +81,7 @@ def _bounds(s: Setup):
     (ODE runs: only finite values)."""
     if "checks" not in s.resolved:
         return None
-    if isinstance(s.model, ParticleModel):
-        return MdLimits.of(s).within
-    if isinstance(s.model, PdeModel):
-        return PdeLimits(s.model, s.resolved["checks"]).within
-    return None
+    return family_of(s.model).run_bounds(s)
 
 
 def _outputs(
@@ -156,19 +126,10 @@ def _outputs(
 
 
 def _batched_runs(s: Setup, save: str):
-    """The chunk function over a batch of inputs: the batched ODE loop where it
-    reproduces `simulate` (`_sweep_ode`), else `jax.vmap` of single runs."""
-    if FAST_ODE and _sweep_ode.supports(s.model, s.solver, s.initial):
-
-        def chunk(x: dict) -> dict[str, jax.Array]:
-            batch = x["index"].shape[0]
-            swept = {name: jnp.asarray(v, dtype=float) for name, v in x["params"].items()}
-            fixed = {name: v for name, v in s.params.items() if name not in swept}
-            initial = {name: jnp.broadcast_to(jnp.asarray(v, dtype=float), (batch,)) for name, v in (s.initial or {}).items()}
-            initial.update({name: jnp.asarray(v, dtype=float) for name, v in x["initial"].items()})
-            obs, steps, result = _sweep_ode.chunk_trajectories(s.model, s.solver, s.t, swept, fixed, initial)
-            return _outputs(obs, steps, result, save, batched=True)
-
+    """The chunk function over a batch of inputs: the family's own where it has one
+    (ODE: the batched loop of `solvers.solve_batch`), else `jax.vmap` of single runs."""
+    chunk = family_of(s.model).batched(s, save)
+    if chunk is not None:
         return chunk
     return jax.vmap(lambda x: _one_run(s, save, x["index"], x["params"], x["initial"]))
 
@@ -186,7 +147,6 @@ class ChunkRunner:
 
     def __init__(self, s: Setup, save: str, devices: int, example: dict):
         self.setup = s
-        s = dataclasses.replace(s, solver=sweep_solver(s.solver))
         self.mesh = Mesh(np.asarray(jax.devices()[:devices]), (_AXIS,))
         spec = PartitionSpec(_AXIS)
         self._sharding = NamedSharding(self.mesh, spec)
@@ -206,11 +166,12 @@ class ChunkRunner:
 
 
 @functools.lru_cache(maxsize=8)
-def _runner(config_text: str, config_path: str | None, devices: int, padded: int, capacity: int | None = None) -> ChunkRunner:
+def _runner(config_text: str, config_path: str | None, devices: int, padded: int, size: int | None = None) -> ChunkRunner:
     """The chunk function of a config (traced and compiled once per process, config,
-    shape and, for MD, neighbour-list capacity)."""
+    shape and family-specific size: `Family.resized`, for MD the neighbour-list capacity)."""
     prep = prepare(Config(tomllib.loads(config_text), config_path))
-    return ChunkRunner(_with_capacity(prep.setup, capacity), prep.plan.section.save, devices, prep.inputs(0, padded))
+    s = prep.setup if size is None else family_of(prep.setup.model).resized(prep.setup, size)
+    return ChunkRunner(s, prep.plan.section.save, devices, prep.inputs(0, padded))
 
 
 # ----------------------------------------------------------------------------- the plan
@@ -271,83 +232,6 @@ class Prepared:
         )
 
 
-# The neighbour list of a vmapped MD chunk is sized before the runs start: this many
-# times the neighbours counted in the (shared) initial system.
-MD_CAPACITY_FACTOR = 2.0
-_NO_LIST = -1  # a capacity code: all pairs, no neighbour list
-
-
-def _md_sweep_setup(config: Config, s: Setup) -> Setup:
-    """An MD set-up for vmapped runs: only [params] may be swept (the system is shared),
-    and the neighbour list, which cannot grow inside a batch, starts with
-    `MD_CAPACITY_FACTOR` times the neighbours counted in the initial system (a chunk
-    whose runs overflow it is rerun with larger lists: `_settle_overflows`)."""
-    section = sweep_section(config)
-    for name in section.params:
-        head, dot, _ = name.partition(".")
-        if dot or name in _MD_SETTINGS:
-            what = "initial values" if head == "initial" else f"[{head}] keys" if dot else f"{name!r} (a [system] or [solver] key)"
-            raise config.error(
-                f"sweep.params.{name}",
-                f"MD sweeps vary [params] only (such as epsilon and sigma); {what} cannot be swept: every run starts from the same [system] with the same [solver]",
-            )
-    solver = s.solver
-    if solver.neighbour_list and solver.capacity is None:
-        box = s.initial.space.box if s.initial.space.periodic else None
-        counted = NeighbourList.allocate(
-            np.asarray(s.initial.position), None if box is None else np.asarray(box), s.model.cutoff, solver.skin
-        )
-        wanted = math.ceil(MD_CAPACITY_FACTOR * counted.capacity)
-        solver = dataclasses.replace(solver, capacity=max(1, min(wanted, s.initial.n - 1)))
-    return dataclasses.replace(s, solver=solver)
-
-
-_MD_SETTINGS = ("lattice", "cells", "density", "particles", "min_distance", "temperature", "friction", "tau", "chain_length", "skin", "dt", "steps")
-
-
-def _with_capacity(s: Setup, capacity: int | None) -> Setup:
-    """The set-up with the neighbour list holding `capacity` neighbours per particle
-    (`_NO_LIST`: all pairs); None leaves it as it is."""
-    if capacity is None:
-        return s
-    if capacity == _NO_LIST:
-        return dataclasses.replace(s, solver=dataclasses.replace(s.solver, neighbour_list=False, capacity=None))
-    return dataclasses.replace(s, solver=dataclasses.replace(s.solver, capacity=capacity))
-
-
-def _larger_list(s: Setup, capacity: int | None) -> int | None:
-    """The next capacity after `capacity` overflowed: doubled up to n - 1, then all
-    pairs; None when there is nothing larger."""
-    solver = s.solver
-    current = solver.capacity if capacity is None else capacity
-    if not solver.neighbour_list or current == _NO_LIST:
-        return None
-    n = s.initial.n
-    return _NO_LIST if current >= n - 1 else min(2 * current, n - 1)
-
-
-def _settle_overflows(s: Setup, values: dict, rerun) -> dict:
-    """An MD chunk's results with every run whose neighbour list overflowed (`Result.neighbour_overflow`)
-    rerun by `rerun(capacity)` with larger lists until none overflows (the list cannot
-    grow inside a vmapped run). Deterministic: each chunk starts from the set-up's
-    capacity, so a chunk gives the same numbers whoever computes it."""
-    if not isinstance(s.model, ParticleModel):
-        return values
-    capacity = None
-    while True:
-        over = np.asarray(values["stats/result"]) == Result.neighbour_overflow
-        if not over.any():
-            return values
-        capacity = _larger_list(s, capacity)
-        if capacity is None:
-            return values
-        redo = jax.device_get(rerun(capacity))
-        values = {
-            name: np.where(over.reshape(over.shape + (1,) * (np.ndim(v) - 1)), np.asarray(redo[name]), np.asarray(v))
-            for name, v in values.items()
-        }
-
-
 def prepare(config: Config) -> Prepared:
     """Validate a sweep config against its model and draw the runs' values.
 
@@ -357,14 +241,16 @@ def prepare(config: Config) -> Prepared:
     """
     section = sweep_section(config)
     model = build_model(config)
-    if setup_family.dispatch(type(model)) is setup_family.dispatch(Model):
+    try:
+        family = family_of(model)
+    except TypeError:
+        family = None
+    if family is None or type(family).setup is Family.setup:
         raise config.error(
             "model.name",
-            f"model {model.name!r} ({_family(model)}) cannot be swept: its family has no set-up from a config",
+            f"model {model.name!r} ({_family(model)}) cannot be swept: no family sets it up from a config",
         )
-    s = setup_family(model, config)
-    if isinstance(model, ParticleModel):
-        s = _md_sweep_setup(config, s)
+    s = family.sweep_setup(config, family.setup(model, config))
     plan = plan_sweep(config, section, s.params, s.initial, model)
     text = resolved_toml(config, **s.resolved, sweep=section.resolved())
     return Prepared(config=config, setup=s, plan=plan, text=text, chunk=min(section.chunk, plan.runs))
@@ -387,10 +273,10 @@ def _device_count(devices: int | None) -> int:
     return devices
 
 
-def _compiled_runner(prep: Prepared, devices: int, padded: int, capacity: int | None = None) -> ChunkRunner:
+def _compiled_runner(prep: Prepared, devices: int, padded: int, size: int | None = None) -> ChunkRunner:
     config = prep.config
     try:
-        return _runner(config.to_toml(), None if config.path is None else str(config.path), devices, padded, capacity)
+        return _runner(config.to_toml(), None if config.path is None else str(config.path), devices, padded, size)
     except InputError:
         raise
     except (ValueError, TypeError) as e:
@@ -407,8 +293,8 @@ def _run_local(prep: Prepared, runner, devices: int, padded: int, pending: list[
     with larger lists."""
 
     def settled(k: int, result) -> tuple[int, dict]:
-        rerun = lambda capacity: _compiled_runner(prep, devices, padded, capacity)(prep.inputs(k, padded))  # noqa: E731
-        return k, _settle_overflows(prep.setup, jax.device_get(result), rerun)
+        rerun = lambda size: _compiled_runner(prep, devices, padded, size)(prep.inputs(k, padded))  # noqa: E731
+        return k, family_of(prep.setup.model).settle(prep.setup, jax.device_get(result), rerun)
 
     inflight: tuple[int, Any] | None = None
     for k in pending:
@@ -426,8 +312,8 @@ def worker_chunk(config_text: str, config_path: str | None, inputs: dict) -> dic
     padded = len(inputs["index"])
     devices = math.gcd(padded, len(jax.devices()))
     runner = _runner(config_text, config_path, devices, padded)
-    rerun = lambda capacity: _runner(config_text, config_path, devices, padded, capacity)(inputs)  # noqa: E731
-    return _settle_overflows(runner.setup, jax.device_get(runner(inputs)), rerun)
+    rerun = lambda size: _runner(config_text, config_path, devices, padded, size)(inputs)  # noqa: E731
+    return family_of(runner.setup.model).settle(runner.setup, jax.device_get(runner(inputs)), rerun)
 
 
 def _connect(scheduler: str):

@@ -113,16 +113,17 @@ def test_md_sweep_with_too_small_neighbour_list_equals_single_runs(tmp_cwd, caps
     """Planted: the sweep's list starts with 60% of the neighbours counted (12 of 19), so
     the runs overflow it in their first build; the sweep must rerun each chunk with a
     larger list (doubled, to 24) and lose no run."""
+    import sim._md as md_family
     import sim._sweep as sweep_module
 
-    monkeypatch.setattr(sweep_module, "MD_CAPACITY_FACTOR", 0.6)
+    monkeypatch.setattr(md_family, "MD_CAPACITY_FACTOR", 0.6)
     sweep_module._runner.cache_clear()
     tried = []
-    larger = sweep_module._larger_list
-    monkeypatch.setattr(sweep_module, "_larger_list", lambda s, c: tried.append(larger(s, c)) or tried[-1])
+    larger = md_family.larger_list
+    monkeypatch.setattr(md_family, "larger_list", lambda s, c: tried.append(larger(s, c)) or tried[-1])
     codes = []  # the result codes of each chunk before its overflowed runs are rerun
-    settle = sweep_module._settle_overflows
-    monkeypatch.setattr(sweep_module, "_settle_overflows", lambda s, v, r: codes.extend(np.asarray(v["stats/result"]).tolist()) or settle(s, v, r))
+    settle = md_family.settle_overflows
+    monkeypatch.setattr(md_family, "settle_overflows", lambda s, v, r: codes.extend(np.asarray(v["stats/result"]).tolist()) or settle(s, v, r))
     text = CONFIG.format(method="verlet", extra="", save="final").replace("steps = 60", "steps = 100")
     text = text.replace("sigma = { values = [0.95, 1.05] }\n", "").replace('save = "final"', 'save = "final"\nchunk = 3')  # 2 chunks
     text = text.replace("epsilon = { values = [0.8, 1.2] }", "epsilon = { values = [0.7, 0.9, 1.1, 1.3] }")

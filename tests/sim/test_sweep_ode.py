@@ -1,4 +1,4 @@
-"""The batched ODE loop of sweeps (`sim/_sweep_ode.py`): every run takes the steps a
+"""The batched ODE loop of sweeps (`solvers.solve_batch`, used by the ODE family in `sim/_ode.py`): every run takes the steps a
 single `simulate` takes (the step counts are equal) and gives its values to rounding,
 runs that stop at max_steps fail as single runs do, and the loop gives what `jax.vmap`
 of `simulate` gives in every save mode."""
@@ -9,7 +9,7 @@ import pytest
 
 import sim
 import sim._sweep as sweep_module
-from sim import _sweep_ode
+from sim import _ode as ode_family
 
 MODEL = sim.get_model("lotka_volterra")
 
@@ -47,7 +47,7 @@ def load(tmp_path, max_steps=4096, save="full"):
 
 
 def run(cfg, fast: bool, monkeypatch):
-    monkeypatch.setattr(sweep_module, "FAST_ODE", fast)
+    monkeypatch.setattr(ode_family, "FAST_SWEEPS", fast)
     sweep_module._runner.cache_clear()
     try:
         return sim.sweep(cfg)
@@ -63,10 +63,10 @@ def single(setup, result, i):
 
 def test_the_batched_loop_is_used_for_tsit5_only(tmp_path):
     setup = sim.setup(load(tmp_path))
-    assert _sweep_ode.supports(setup.model, setup.solver, setup.initial)
+    assert ode_family.batched_supports(setup.model, setup.solver, setup.initial)
     for method in ("dopri5", "kvaerno5"):
         other = type(setup.solver)(method=method)
-        assert not _sweep_ode.supports(setup.model, other, setup.initial)
+        assert not ode_family.batched_supports(setup.model, other, setup.initial)
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,293 @@
+"""The ODE family: models dy/dt = f(t, y; params) (`physics.ode.OdeModel`), solved by
+`solvers.OdeSolver`; configs with `[initial]` values per state component and
+`[solver]` keys of an `OdeSolver`; runs advanced by the resumable `solvers.OdeLoop`;
+sweeps in the batched loop of `solvers.solve_batch` where it reproduces single runs."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from physics import ode
+from physics.ode import OdeModel
+from solvers import (
+    ADJOINTS,
+    OdeLoop,
+    OdeLoopState,
+    OdeSolver,
+    batched_ode_supports,
+    did_you_mean,
+    result_code,
+    result_message,
+    solve_batch,
+)
+from solvers._ode import IMPLICIT_METHODS
+
+from ._config import Config
+from ._family import Family, register_family
+from ._limits import WORK_ARRAYS, memory_problem
+from ._registry import register_model
+from ._result import RunSink
+from ._run import (
+    LoopEngine,
+    Setup,
+    check_finite,
+    check_fixed_steps,
+    frames_per_chunk,
+    number,
+    resolve_params,
+    resolved_toml,
+    save_times,
+    sink_result,
+)
+from ._stream import RunPlan
+from ._trajectory import Trajectory
+
+MODELS = (
+    ode.LotkaVolterra,
+    ode.Lorenz,
+    ode.VanDerPol,
+    ode.Sir,
+    ode.DampedPendulum,
+    ode.FitzHughNagumo,
+    ode.Robertson,
+    ode.NeuralOde,
+    ode.HybridLotkaVolterra,
+)
+
+# Explicit adaptive ODE sweeps run in the batched loop of `solvers.solve_batch` (False:
+# `jax.vmap` of `simulate`, as every other family).
+FAST_SWEEPS = True
+
+
+# ----------------------------------------------------------------------------- simulate
+
+def _simulate(model: OdeModel, params, t, initial, solver) -> Trajectory:
+    if solver is None:
+        solver = OdeSolver()
+    if not isinstance(solver, OdeSolver):
+        raise TypeError(f"an ODE model needs an OdeSolver, got {type(solver).__name__}")
+    if initial is None or isinstance(initial, dict):
+        for name in initial or {}:
+            if name not in model.state_names:
+                raise ValueError(
+                    f"model {model.name!r} has no state component {name!r} "
+                    f"(state: {', '.join(model.state_names)}).{did_you_mean(name, model.state_names)}"
+                )
+        y0 = model.initial_state(initial)
+    else:
+        y0 = jnp.asarray(initial, dtype=float)
+        if y0.shape != (len(model.state_names),):
+            raise ValueError(
+                f"initial state of {model.name!r} must have shape ({len(model.state_names)},), got {y0.shape}"
+            )
+    sol = solver.solve(model.vector_field, t, y0, params)
+    observables = jax.vmap(model.observables, in_axes=(0, 0, None))(t, sol.ys, params)
+    stats = {"num_steps": sol.num_steps, "result": sol.result}
+    return Trajectory(time=t, observables=observables, final_state=sol.ys[-1], stats=stats)
+
+
+# ----------------------------------------------------------------------------- configs and runs
+
+_ODE_SOLVER_KEYS = ("method", "rtol", "atol", "dt0", "max_steps", "adjoint", "dtype")
+
+
+def ode_solver(config: Config) -> OdeSolver:
+    """The `OdeSolver` a config's `[solver]` (and `[time] dt`) describe."""
+    spec = config.spec.solver
+    for key in spec.extras:
+        raise config.error(
+            f"solver.{key}", f"unknown key for ODE solvers (expected one of: {', '.join(_ODE_SOLVER_KEYS)}).{did_you_mean(key, _ODE_SOLVER_KEYS)}"
+        )
+    method = spec.method or "tsit5"
+    if method not in OdeSolver.methods:
+        raise config.error(
+            "solver.method", f"unknown ODE method {method!r} (methods: {', '.join(OdeSolver.methods)}).{did_you_mean(method, OdeSolver.methods)}"
+        )
+    adjoint = spec.adjoint or "recursive_checkpoint"
+    if adjoint not in ADJOINTS:
+        raise config.error("solver.adjoint", f"unknown adjoint {adjoint!r} (adjoints: {', '.join(ADJOINTS)}).{did_you_mean(adjoint, ADJOINTS)}")
+    if spec.dtype == "float32":
+        raise config.error("solver.dtype", "ODE runs are float64; expected 'float64' or no dtype")
+    time = config.spec.time
+    for key in ("steps", "save_every"):
+        if getattr(time, key) is not None:
+            raise config.error(f"time.{key}", "is for MD runs; ODE runs take t1 with save or save_at (and dt for fixed steps)")
+    default = OdeSolver()
+    if time.dt is not None and method in IMPLICIT_METHODS:
+        raise config.error(
+            "time.dt", f"the implicit method {method} takes adaptive steps (its Newton iterations use rtol/atol): remove time.dt, or use an explicit method"
+        )
+    if adjoint == "direct" and spec.max_steps is not None:
+        # Differentiating through diffrax's DirectAdjoint keeps every possible step.
+        problem = memory_problem(WORK_ARRAYS * 8 * spec.max_steps, f"differentiating up to {spec.max_steps:,} steps with adjoint = \"direct\"")
+        if problem:
+            raise config.error("solver.max_steps", f"{problem}; lower max_steps or use adjoint = \"recursive_checkpoint\"")
+    max_steps = spec.max_steps if spec.max_steps is not None else default.max_steps
+    if time.dt is not None:
+        check_fixed_steps(config, time.dt, max_steps)
+    return OdeSolver(
+        method=method,
+        rtol=spec.rtol if spec.rtol is not None else default.rtol,
+        atol=spec.atol if spec.atol is not None else default.atol,
+        dt0=time.dt if time.dt is not None else spec.dt0,
+        adaptive=time.dt is None,
+        max_steps=max_steps,
+        adjoint=adjoint,
+        throw=False,
+    )
+
+
+def ode_initial(config: Config, model: OdeModel) -> dict[str, jax.Array]:
+    """Initial values per state component: the config's, or the model's defaults."""
+    initial = model.default_initial()
+    for key, value in config.spec.initial.items():
+        if key not in initial:
+            raise config.error(
+                f"initial.{key}",
+                f"model {model.name!r} has no state component {key!r} (state: {', '.join(model.state_names)}).{did_you_mean(key, initial)}",
+            )
+        initial[key] = jnp.asarray(number(config, f"initial.{key}", value), dtype=float)
+    return initial
+
+
+def _setup(model: OdeModel, config: Config) -> Setup:
+    config.spec.checks.for_family("ode", config.error)
+    params = resolve_params(config, model)
+    initial = ode_initial(config, model)
+    solver = ode_solver(config)
+    solver_section = {
+        "method": solver.method,
+        "rtol": float(solver.rtol),
+        "atol": float(solver.atol),
+        "max_steps": solver.max_steps,
+        "adjoint": solver.adjoint,
+    }
+    return Setup(
+        model=model,
+        params=params,
+        initial=initial,
+        t=jnp.asarray(save_times(config)),
+        solver=solver,
+        resolved={"params": params, "initial": initial, "solver": solver_section},
+    )
+
+
+def _plan(model: OdeModel, config: Config) -> RunPlan:
+    s = _setup(model, config)
+    y0 = model.initial_state(s.initial)
+    frames = len(s.t) - 1
+    method = s.solver.method
+
+    def failure(code: int) -> str:
+        return (
+            f"{config.source}: the {method} solve failed: {result_message(code)} "
+            "(raise solver.max_steps, loosen rtol/atol, or use an implicit method such as kvaerno5 for stiff problems)"
+        )
+
+    problem = OdeProblem(model=model, params=s.params, solver=s.solver, ts=jnp.asarray(s.t), y0=jnp.asarray(y0))
+    engine = LoopEngine(problem, np.asarray(s.t), frames_per_chunk(config, int(np.size(y0)), frames), failure)
+    sink = RunSink(
+        model=model.name,
+        config=resolved_toml(config, **s.resolved),
+        time=np.asarray(s.t),
+        params={k: np.asarray(v) for k, v in s.params.items()},
+        initial={k: np.asarray(v) for k, v in s.initial.items()},
+    )
+    return RunPlan(engine=engine, sink=sink, config=sink.config, check=check_finite(config, ""), result=sink_result(sink), description=model.name)
+
+
+class OdeProblem(eqx.Module):
+    """An ODE run for `LoopEngine`: `simulate`'s solve, resumable at save times
+    (`solvers.OdeLoop`: the steps and values of the one-call solve)."""
+
+    model: OdeModel
+    params: Any
+    solver: OdeSolver
+    ts: jax.Array
+    y0: jax.Array
+
+    def _loop(self) -> OdeLoop:
+        model = self.model
+        return OdeLoop.from_ode_solver(
+            self.solver, model.vector_field, self.ts, self.params, fn=lambda t, y, args: model.observables(t, y, args)
+        )
+
+    def init(self) -> OdeLoopState:
+        return self._loop().init(self.y0)
+
+    def advance(self, state: OdeLoopState, frames, capacity: int):
+        state, saved = self._loop().advance(state, frames, capacity)
+        return state, saved, result_code(state.result)
+
+    def num_steps(self, state: OdeLoopState):
+        return state.num_steps
+
+
+# ----------------------------------------------------------------------------- sweeps
+
+
+def batched_supports(model: Any, solver: Any, initial: Any) -> bool:
+    """Whether the batched loop reproduces `simulate` for this set-up."""
+    return (
+        isinstance(model, OdeModel)
+        and isinstance(solver, OdeSolver)
+        and (initial is None or isinstance(initial, dict))
+        and batched_ode_supports(solver)
+    )
+
+
+def chunk_trajectories(model: OdeModel, solver: OdeSolver, ts, swept: dict, fixed: dict, initial: dict):
+    """The batched equivalent of `simulate` for a chunk of runs, with the runs on the
+    last axis: observables {name: [T, ..., B]}, num_steps [B], result [B]. Swept params
+    and `initial` values are [B]; fixed params are shared."""
+    y0 = jax.vmap(model.initial_state)(initial)
+    ys, steps, result = solve_batch(model.vector_field, solver, ts, y0, swept, fixed)
+    observe = jax.vmap(lambda t, y, p: model.observables(t, y, {**fixed, **p}), in_axes=(0, 1, None), out_axes=0)
+    observables = jax.vmap(lambda y, p: observe(ts, y, p), in_axes=(2, 0), out_axes=-1)(ys, swept)
+    return observables, steps, result
+
+
+class OdeFamily(Family):
+    name = "ode"
+    model_base = OdeModel
+
+    def simulate(self, model, params, t, initial, solver, key) -> Trajectory:
+        return _simulate(model, params, t, initial, solver)
+
+    def setup(self, model, config: Config) -> Setup:
+        return _setup(model, config)
+
+    def plan(self, model, config: Config) -> RunPlan:
+        return _plan(model, config)
+
+    def sweep_setup(self, config: Config, s: Setup) -> Setup:
+        # Failures flagged per run instead of raised; nothing is differentiated, so no
+        # reverse-mode bookkeeping (same steps, same values).
+        return dataclasses.replace(s, solver=dataclasses.replace(s.solver, throw=False, adjoint="forward"))
+
+    def batched(self, s: Setup, save: str):
+        if not (FAST_SWEEPS and batched_supports(s.model, s.solver, s.initial)):
+            return None
+        from ._sweep import _outputs
+
+        def chunk(x: dict) -> dict[str, jax.Array]:
+            batch = x["index"].shape[0]
+            swept = {name: jnp.asarray(v, dtype=float) for name, v in x["params"].items()}
+            fixed = {name: v for name, v in s.params.items() if name not in swept}
+            initial = {name: jnp.broadcast_to(jnp.asarray(v, dtype=float), (batch,)) for name, v in (s.initial or {}).items()}
+            initial.update({name: jnp.asarray(v, dtype=float) for name, v in x["initial"].items()})
+            obs, steps, result = chunk_trajectories(s.model, s.solver, s.t, swept, fixed, initial)
+            return _outputs(obs, steps, result, save, batched=True)
+
+        return chunk
+
+
+for _cls in MODELS:
+    register_model(_cls)
+register_family(OdeFamily())
