@@ -26,6 +26,7 @@ from physics.ode import OdeModel
 from sim import Config, DataError
 from sim._progress import Progress
 from sim._config import SEED_MAX
+from sim._family import family_of
 from sim._lock import exclusive
 from sim._run import build_model, resolved_toml
 from sim._store import atomic_h5, check_output_path, write_group, write_root_attrs
@@ -357,7 +358,8 @@ def make_problem(
     if config.spec.time.save is not None or config.spec.time.save_at is not None:
         overrides.append("time.save=2")
         config.raw.get("time", {}).pop("save_at", None)
-    if config.spec.time.t1 is None and config.spec.time.steps is None:  # (MD runs give steps)
+    own_span = any(getattr(config.spec.time, key, None) is not None for key in family_of(model).time_keys)
+    if config.spec.time.t1 is None and not own_span:  # (a family's own [time] keys, such as MD's steps, give the span)
         last = float(obs.time[-1])
         overrides.append(f"time.t1={last if last > t0 else t0 + 1.0!r}")
     if overrides:

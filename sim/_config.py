@@ -53,15 +53,14 @@ def _subnormal(value: float | None) -> str | None:
 
 
 class TimeSection(_Section):
-    """`[time]`: the span, the save points and, for fixed-step families, the step."""
+    """`[time]`: the span, the save points and, for fixed-step families, the step
+    (families may add keys: `Family.time_keys`)."""
 
     t0: float = 0.0
     t1: float | None = None
     save: int | None = Field(default=None, ge=2)
     save_at: list[float] | None = None
     dt: float | None = Field(default=None, gt=0)
-    steps: int | None = Field(default=None, ge=1)
-    save_every: int | None = Field(default=None, ge=1)
 
     @pydantic.model_validator(mode="after")
     def _consistent(self):
@@ -124,60 +123,13 @@ class OutputSection(_Section):
 
 
 class ChecksSection(_Section):
-    """`[checks]`: the bounds beyond which a PDE or MD run counts as blown up (`sim run`
-    stops with exit code 1 naming the step, time and quantity, keeping the last good
-    checkpoint; a sweep flags the run failed). Checked at saved frames. A key left out
-    takes the default of `DEFAULTS`; a key of another family is an error (`for_family`).
-    Loosening a bound and resuming is allowed: `[checks]` is not part of what a resumed
-    run must share with its start.
-
-    - `energy_drift` (MD, verlet and nose_hoover): the largest |E(t) - E(0)| allowed, as a
-      fraction of the initial energy scale max(|E(0)|, K(0)); E is the total energy (the
-      conserved energy of a Nose-Hoover chain), K the kinetic energy. Langevin dynamics
-      conserves no energy and has no drift check.
-    - `max_temperature_factor` (MD): the largest temperature allowed, as a multiple of the
-      reference max(thermostat temperature, 2 max(|E(0)|, K(0)) / degrees of freedom), at
-      least the initial temperature.
-    - `max_growth` (PDE): the largest root-mean-square of the fields (all of them, over
-      the grid) allowed, as a multiple of max(its initial value, `growth_floor`).
-    - `growth_floor` (PDE): the floor of that reference, so that a field starting at or
-      near zero may grow to `max_growth * growth_floor` (in the field's units).
-    """
-
-    energy_drift: float | None = Field(default=None, gt=0)
-    max_temperature_factor: float | None = Field(default=None, gt=0)
-    max_growth: float | None = Field(default=None, gt=0)
-    growth_floor: float | None = Field(default=None, gt=0)
-
-    DEFAULTS: ClassVar[dict[str, float]] = {
-        "energy_drift": 0.1,
-        "max_temperature_factor": 100.0,
-        "max_growth": 1000.0,
-        "growth_floor": 1.0,
-    }
-    FAMILIES: ClassVar[dict[str, tuple[str, ...]]] = {
-        "md": ("energy_drift", "max_temperature_factor"),
-        "md_nvt": ("max_temperature_factor",),  # Langevin: no conserved energy
-        "pde": ("max_growth", "growth_floor"),
-        "ode": (),
-    }
-    _WHAT: ClassVar[dict[str, str]] = {
-        "md": "MD runs",
-        "md_nvt": "Langevin MD runs (no conserved energy to drift)",
-        "pde": "PDE runs",
-        "ode": "ODE runs (they only check that values stay finite)",
-    }
-
-    def for_family(self, family: str, error) -> dict[str, float]:
-        """The bounds of a family ("md", "md_nvt", "pde", "ode"), defaults filled in.
-        `error(key, message)` makes the exception raised for a key given to a family
-        that has no such check (e.g. `config.error`)."""
-        allowed = self.FAMILIES[family]
-        for key in type(self).model_fields:
-            if getattr(self, key) is not None and key not in allowed:
-                listed = f"keys: {', '.join(allowed)}" if allowed else "no keys"
-                raise error(f"checks.{key}", f"is not a check of {self._WHAT[family]} ({listed})")
-        return {key: getattr(self, key) if getattr(self, key) is not None else self.DEFAULTS[key] for key in allowed}
+    """`[checks]`: the bounds beyond which a run counts as blown up (`sim run` stops with
+    exit code 1 naming the step, time and quantity, keeping the last good checkpoint; a
+    sweep flags the run failed). Checked at saved frames. Each family declares its own
+    (`Family.checks`: key, default and meaning; `sim models NAME` lists them); a key of
+    another family is an error when the config is resolved against its model. Loosening
+    a bound and resuming is allowed: `[checks]` is not part of what a resumed run must
+    share with its start."""
 
 
 Scalar = bool | int | float | str
@@ -185,11 +137,11 @@ Value = Scalar | list[Any] | dict[str, Any]
 
 
 class ConfigSpec(_Section):
+    """The sections every config may have; `spec_class` adds the families' own."""
+
     model: ModelSection
     params: dict[str, Value] = {}
     initial: dict[str, Value] = {}
-    grid: dict[str, Value] | None = None
-    system: dict[str, Value] | None = None
     time: TimeSection = TimeSection()
     solver: SolverSection = SolverSection()
     data: dict[str, Value] | None = None
@@ -200,7 +152,26 @@ class ConfigSpec(_Section):
     checks: ChecksSection = ChecksSection()
 
 
-SECTIONS = tuple(ConfigSpec.model_fields)
+_SPEC_CLASSES: dict[tuple[int, ...], type[ConfigSpec]] = {}
+
+
+def spec_class() -> type[ConfigSpec]:
+    """The schema of a config: the shared sections with what the registered families
+    add (their own sections, `[time]` keys and `[checks]`)."""
+    from ._family import families
+
+    known = families()
+    signature = tuple(id(f) for f in known)
+    if signature not in _SPEC_CLASSES:
+        time_keys = {k: v for f in known for k, v in f.time_keys.items()}
+        checks = {k: (float | None, Field(default=None, gt=0)) for f in known for k in f.checks}
+        sections = {name: (kind | None, None) for f in known for name, kind in f.sections.items()}
+        time = pydantic.create_model("TimeSection", __base__=TimeSection, **time_keys)
+        checks_section = pydantic.create_model("ChecksSection", __base__=ChecksSection, **checks)
+        _SPEC_CLASSES[signature] = pydantic.create_model(
+            "ConfigSpec", __base__=ConfigSpec, time=(time, time()), checks=(checks_section, checks_section()), **sections
+        )
+    return _SPEC_CLASSES[signature]
 
 
 # The seeds a config or option may give: what `jax.random.key` takes (a signed 64-bit
@@ -255,13 +226,12 @@ class Config:
         return p if p.is_absolute() else self.base_dir / p
 
     def input_files(self) -> list[Path]:
-        """Every file this config reads: itself and the files its sections name
-        (`[initial] file`, `[system] file`, `[data] file`). A command's output may be
-        none of them."""
+        """Every file this config reads: itself and the file every section but `[output]`
+        names with its `file` key (`[initial] file`, `[data] file`, a family's start
+        file such as MD's `[system] file`). A command's output may be none of them."""
         files = [] if self.path is None else [self.path]
-        for section in ("initial", "system", "data"):
-            value = self.raw.get(section)
-            if isinstance(value, dict) and isinstance(value.get("file"), str):
+        for section, value in self.raw.items():
+            if section != "output" and isinstance(value, dict) and isinstance(value.get("file"), str):
                 files.append(self.resolve_path(value["file"]))
         return files
 
@@ -384,9 +354,10 @@ def apply_override(raw: dict[str, Any], item: str) -> None:
     parts = key.split(".")
     if any(not p for p in parts):
         raise ConfigError("--set", key, "expected a dotted key path like params.alpha")
-    if parts[0] not in SECTIONS:
+    sections = tuple(spec_class().model_fields)
+    if parts[0] not in sections:
         raise ConfigError(
-            "--set", key, f"unknown section {parts[0]!r} (sections: {', '.join(SECTIONS)}).{did_you_mean(parts[0], SECTIONS)}"
+            "--set", key, f"unknown section {parts[0]!r} (sections: {', '.join(sections)}).{did_you_mean(parts[0], sections)}"
         )
     node = raw
     for i, part in enumerate(parts[:-1]):
@@ -399,7 +370,7 @@ def apply_override(raw: dict[str, Any], item: str) -> None:
 
 def _validate(raw: dict[str, Any], source: str) -> ConfigSpec:
     try:
-        return ConfigSpec.model_validate(raw)
+        return spec_class().model_validate(raw)
     except pydantic.ValidationError as e:
         raise _to_config_error(e, raw, source) from None
     except RecursionError:
@@ -457,7 +428,7 @@ def _is_union_tag(part) -> bool:
 
 
 def _allowed_keys(parent: list[str]) -> list[str]:
-    model: type[BaseModel] = ConfigSpec
+    model: type[BaseModel] = spec_class()
     for part in parent:
         field = model.model_fields.get(part)
         if field is None or not isinstance(field.annotation, type) or not issubclass(field.annotation, BaseModel):

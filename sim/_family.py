@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from physics import Model
+from solvers import did_you_mean
 
 if TYPE_CHECKING:
     from ._config import Config
@@ -27,10 +28,54 @@ class Family:
         name: short name ("ode", "pde", "md"), used in messages.
         model_base: the abstract model class of the family; a model belongs to the
             registered family with the most specific base it is an instance of.
+        describes: what its configs are, for messages ("ODE runs").
+        sections: top-level config sections the family owns, name -> the type the
+            section validates to (a pydantic model, or `dict` for a table the family
+            checks itself). A section of another family in a config is an error.
+        time_keys: keys the family adds to the shared `[time]` section, name ->
+            (type, pydantic `Field`).
+        checks: the family's `[checks]` bounds, name -> (default, meaning).
     """
 
     name: ClassVar[str]
     model_base: ClassVar[type[Model]]
+    describes: ClassVar[str]
+    sections: ClassVar[dict[str, Any]] = {}
+    time_keys: ClassVar[dict[str, tuple[Any, Any]]] = {}
+    checks: ClassVar[dict[str, tuple[float, str]]] = {}
+
+    # -------------------------------------------------------------- configs
+    def model_options(self, config: Config) -> dict[str, tuple[str, Any]]:
+        """Model options given by the family's own sections (PDE: `[grid]`), option ->
+        (config key, value); checked and passed to the model's constructor."""
+        return {}
+
+    def refuse_foreign(self, config: Config) -> None:
+        """Refuse what belongs to another family: its sections, `[time]` keys and
+        `[checks]` (one line naming the key and whose it is)."""
+        for other in _FAMILIES:
+            if other is self:
+                continue
+            for section in other.sections:
+                if section not in self.sections and config.raw.get(section) is not None:
+                    raise config.error(section, f"is for {other.describes}; {self._ours(config)}")
+            for key in other.time_keys:
+                if key not in self.time_keys and (config.raw.get("time") or {}).get(key) is not None:
+                    raise config.error(f"time.{key}", f"is for {other.describes}; {self._ours(config)}")
+
+    def _ours(self, config: Config) -> str:
+        return f"model {config.spec.model.name!r} is one of the {self.describes}"
+
+    def resolve_checks(self, config: Config, keys: tuple[str, ...] | None = None, what: str | None = None) -> dict[str, float]:
+        """The `[checks]` bounds of a run, defaults filled in. `keys` (default: all of
+        the family's) are the checks this run has; any other given key is an error."""
+        keys = tuple(self.checks) if keys is None else keys
+        given = {k: v for k, v in config.spec.checks.model_dump().items() if v is not None}
+        for key in given:
+            if key not in keys:
+                listed = f"keys: {', '.join(keys)}" if keys else "no keys"
+                raise config.error(f"checks.{key}", f"is not a check of {what or self.describes} ({listed}).{did_you_mean(key, keys)}")
+        return {key: given.get(key, self.checks[key][0]) for key in keys}
 
     # -------------------------------------------------------------- simulate
     def simulate(self, model, params, t, initial, solver, key) -> Trajectory:
@@ -102,5 +147,6 @@ def family_of(model: Any) -> Family:
 
 
 def families() -> tuple[Family, ...]:
+    """The registered families, in the order of registration."""
     return tuple(_FAMILIES)
 

@@ -14,6 +14,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pydantic
 from jaxtyping import Array, PyTree
 
 from physics.md import (
@@ -46,7 +47,7 @@ from solvers import (
     integrate_frames,
 )
 
-from ._config import Config, seed_problem
+from ._config import Config, Value, seed_problem
 from ._errors import SimulationError
 from ._limits import memory_problem
 from ._registry import model_options, register_model
@@ -664,11 +665,12 @@ def _setup(model: ParticleModel, config: Config) -> Setup:
     params = _md_params(config, model)
     if config.spec.initial:
         raise config.error("initial", "MD runs start from [system] (a lattice, a random packing or an H5MD file)")
-    if config.spec.grid is not None:
-        raise config.error("grid", "is for PDE models; MD runs take [system]")
     dt, t = _md_time(config)
     solver, dtype, solver_section = _md_solver(config, dt)
-    checks = config.spec.checks.for_family("md_nvt" if solver_section["method"] == "langevin" else "md", config.error)
+    if solver_section["method"] == "langevin":  # no conserved energy to drift
+        checks = MD.resolve_checks(config, ("max_temperature_factor",), "Langevin MD runs (no conserved energy to drift)")
+    else:
+        checks = MD.resolve_checks(config, what="MD runs")
     system, seed = _md_system(config, jnp.float32 if dtype == "float32" else jnp.float64)
     try:
         check_system(model, system, params)
@@ -1096,6 +1098,16 @@ def settle_overflows(s: Setup, values: dict, rerun) -> dict:
 class MdFamily(Family):
     name = "md"
     model_base = ParticleModel
+    describes = "MD models"
+    sections = {"system": dict[str, Value]}
+    time_keys = {
+        "steps": (int | None, pydantic.Field(default=None, ge=1)),
+        "save_every": (int | None, pydantic.Field(default=None, ge=1)),
+    }
+    checks = {
+        "energy_drift": (0.1, "the largest |E(t) - E(0)| allowed (verlet and nose_hoover), as a fraction of the initial energy scale max(|E(0)|, K(0)); E is the total energy (the conserved energy of a Nose-Hoover chain), K the kinetic energy"),
+        "max_temperature_factor": (100.0, "the largest temperature allowed, as a multiple of the reference max(thermostat temperature, 2 max(|E(0)|, K(0)) / degrees of freedom), at least the initial temperature"),
+    }
 
     def simulate(self, model, params, t, initial, solver, key) -> Trajectory:
         return run_md(model, params, t, initial=initial, solver=solver, key=key)
@@ -1122,4 +1134,4 @@ class MdFamily(Family):
         return settle_overflows(s, values, rerun)
 
 
-register_family(MdFamily())
+MD = register_family(MdFamily())

@@ -115,9 +115,6 @@ def ode_solver(config: Config) -> OdeSolver:
     if spec.dtype == "float32":
         raise config.error("solver.dtype", "ODE runs are float64; expected 'float64' or no dtype")
     time = config.spec.time
-    for key in ("steps", "save_every"):
-        if getattr(time, key) is not None:
-            raise config.error(f"time.{key}", "is for MD runs; ODE runs take t1 with save or save_at (and dt for fixed steps)")
     default = OdeSolver()
     if time.dt is not None and method in IMPLICIT_METHODS:
         raise config.error(
@@ -157,7 +154,7 @@ def ode_initial(config: Config, model: OdeModel) -> dict[str, jax.Array]:
 
 
 def _setup(model: OdeModel, config: Config) -> Setup:
-    config.spec.checks.for_family("ode", config.error)
+    ODE.resolve_checks(config, what="ODE runs (they only check that values stay finite)")
     params = resolve_params(config, model)
     initial = ode_initial(config, model)
     solver = ode_solver(config)
@@ -256,6 +253,7 @@ def chunk_trajectories(model: OdeModel, solver: OdeSolver, ts, swept: dict, fixe
 class OdeFamily(Family):
     name = "ode"
     model_base = OdeModel
+    describes = "ODE models"
 
     def simulate(self, model, params, t, initial, solver, key) -> Trajectory:
         return _simulate(model, params, t, initial, solver)
@@ -290,4 +288,4 @@ class OdeFamily(Family):
 
 for _cls in MODELS:
     register_model(_cls)
-register_family(OdeFamily())
+ODE = register_family(OdeFamily())

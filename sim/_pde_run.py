@@ -28,7 +28,8 @@ from solvers import (
     result_message,
 )
 
-from ._config import Config
+from ._config import Config, Value
+from ._limits import WORK_ARRAYS, memory_problem
 from ._errors import DataError, SimulationError
 from ._family import Family, register_family
 from ._pde import _cast, fd_grid, grid_coordinates, initial_field, simulate_grid, simulate_spectral
@@ -143,9 +144,6 @@ def _extras(config: Config, allowed: tuple[str, ...], family: str) -> None:
 
 def _setup_spectral(model: SpectralPdeModel, config: Config) -> Setup:
     _extras(config, _SPECTRAL_KEYS, "spectral PDE")
-    for key in ("steps", "save_every"):
-        if getattr(config.spec.time, key) is not None:
-            raise config.error(f"time.{key}", "is for MD runs; PDE runs take t1 with save (and dt)")
     params = resolve_params(config, model)
     t = save_times(config)
     steps = _steps_per_save(config, t)
@@ -160,7 +158,7 @@ def _setup_spectral(model: SpectralPdeModel, config: Config) -> Setup:
         raise config.error("solver", str(e).splitlines()[0]) from None
     u0 = _initial(config, model, params)
     resolved_solver = {"method": method, "dtype": solver.dtype}
-    checks = config.spec.checks.for_family("pde", config.error)
+    checks = PDE.resolve_checks(config, what="PDE runs")
     return Setup(model=model, params=params, initial=u0, t=jnp.asarray(t), solver=solver, resolved={"params": params, "solver": resolved_solver, "checks": checks})
 
 
@@ -203,7 +201,7 @@ def _setup_grid(model: GridPdeModel, config: Config) -> Setup:
         check_fixed_steps(config, solver.dt0, solver.max_steps)
     u0 = _initial(config, model, params)
     resolved_solver = {k: v for k, v in options.items() if k not in ("dt0", "adaptive")}
-    checks = config.spec.checks.for_family("pde", config.error)
+    checks = PDE.resolve_checks(config, what="PDE runs")
     return Setup(model=model, params=params, initial=u0, t=jnp.asarray(t), solver=solver, resolved={"params": params, "solver": resolved_solver, "checks": checks})
 
 
@@ -401,6 +399,28 @@ class PdeFamily(Family):
 
     name = "pde"
     model_base = PdeModel
+    describes = "PDE models"
+    sections = {"grid": dict[str, Value]}
+    checks = {
+        "max_growth": (1000.0, "the largest root-mean-square of the fields (all of them, over the grid) allowed, as a multiple of max(its initial value, growth_floor)"),
+        "growth_floor": (1.0, "the floor of that reference, so that a field starting at or near zero may grow to max_growth * growth_floor (in the field's units)"),
+    }
+
+    def model_options(self, config: Config) -> dict[str, tuple[str, Any]]:
+        # [grid] (points, domain, boundary, ...) holds options of the model.
+        options = {key: (f"grid.{key}", value) for key, value in (config.spec.grid or {}).items()}
+        where, points = options.get("points", ("model.points", config.spec.model.options.get("points")))
+        if points is not None:
+            whole = lambda v: isinstance(v, int) and not isinstance(v, bool)  # noqa: E731
+            if not (whole(points) or (isinstance(points, list) and all(whole(v) for v in points))):
+                raise config.error(where, f"expected a whole number of points per dimension, like [256, 256], got {points!r}")
+            counts = [points] if whole(points) else points
+            if counts and all(v > 0 for v in counts):
+                # A field and the solver's work arrays, before anything is allocated.
+                problem = memory_problem(WORK_ARRAYS * 8 * math.prod(counts), f"a grid of {math.prod(counts):,} points")
+                if problem:
+                    raise config.error(where, problem)
+        return options
 
     def simulate(self, model, params, t, initial, solver, key) -> Trajectory:
         if isinstance(model, SpectralPdeModel):

@@ -20,7 +20,7 @@ from solvers import did_you_mean
 from ._config import Config
 from ._errors import InputError, SimulationError
 from ._family import family_of
-from ._limits import WORK_ARRAYS, memory_problem
+from ._limits import memory_problem
 from ._progress import Progress
 from ._registry import model_class, model_names, model_options
 from ._result import RunResult, RunSink
@@ -45,39 +45,24 @@ def build_model(config: Config) -> Model:
         if key not in allowed:
             listed = ", ".join(allowed) if allowed else "none"
             raise config.error(f"model.{key}", f"model {spec.name!r} has no option {key!r} (options: {listed}).{did_you_mean(key, allowed)}")
-    # A PDE's [grid] (points, domain, ...) are options of its model.
-    for key, value in (config.spec.grid or {}).items():
-        if key not in allowed:
-            raise config.error(f"grid.{key}", f"model {spec.name!r} takes no grid key {key!r}.{did_you_mean(key, allowed)}")
-        options[key] = value
-    for key in ("points",):
-        value = options.get(key)
-        if key in options and not (_whole(value) or (isinstance(value, list) and all(_whole(v) for v in value))):
-            where = ("grid." if key in (config.spec.grid or {}) else "model.") + key
-            raise config.error(where, f"expected a whole number of points per dimension, like [256, 256], got {value!r}")
-        value = [value] if _whole(value) else value
-        if isinstance(value, list) and value and all(_whole(v) and v > 0 for v in value):
-            # A field and the solver's work arrays, before anything is allocated.
-            problem = memory_problem(WORK_ARRAYS * 8 * math.prod(value), f"a grid of {math.prod(value):,} points")
-            if problem:
-                raise config.error(("grid." if key in (config.spec.grid or {}) else "model.") + key, problem)
+    try:
+        family = family_of(cls)
+    except TypeError:  # a model of no family: only `simulate` can run it, not a config
+        family = None
+    where = {key: f"model.{key}" for key in options}
+    if family is not None:
+        family.refuse_foreign(config)
+        for key, (at, value) in family.model_options(config).items():
+            if key not in allowed:
+                raise config.error(at, f"model {spec.name!r} takes no option {key!r}.{did_you_mean(key, allowed)}")
+            options[key], where[key] = value, at
     try:
         return cls(**options)
     except (TypeError, ValueError) as e:
         message = str(e).splitlines()[0]
         # The model names the offending option first ("model 'heat': domain = ...").
-        grid = config.spec.grid or {}
         found = [(message.find(f" {k}"), k) for k in options if f" {k}" in message]
-        if found:
-            name = min(found)[1]
-            key = f"grid.{name}" if name in grid else f"model.{name}"
-        else:
-            key = "model"
-        raise config.error(key, message) from None
-
-
-def _whole(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+        raise config.error(where[min(found)[1]] if found else "model", message) from None
 
 
 def number(config: Config, key: str, value: Any) -> float:

@@ -72,3 +72,43 @@ def test_diffrax_internals_are_used_in_one_adapter():
         if marker in path.read_text()
     ]
     assert not wrong, wrong
+
+
+# The front door's generic modules: they reach a family only through `sim._family`.
+GENERIC = ("sim/_simulate.py", "sim/_run.py", "sim/_stream.py", "sim/_sweep.py", "sim/_sweep_spec.py",
+           "sim/_sweep_store.py", "sim/_config.py", "sim/_family.py", "sim/_registry.py", "sim/cli.py")
+
+
+def family_names() -> tuple[set[str], set[str]]:
+    """The model classes of every registered family, and every key a family owns."""
+    import sim  # noqa: F401  (registers the families)
+    from sim._family import families
+
+    classes, keys = set(), set()
+    for family in families():
+        pending = [family.model_base]
+        while pending:
+            cls = pending.pop()
+            classes.add(cls.__name__)
+            pending += cls.__subclasses__()
+        keys |= set(family.sections) | set(family.time_keys) | set(family.checks)
+    return classes, keys
+
+
+def test_generic_modules_name_no_family():
+    classes, keys = family_names()
+    assert {"OdeModel", "LennardJones", "grid", "system", "steps", "save_every", "energy_drift"} <= classes | keys
+    wrong = []
+    for name in GENERIC:
+        tree = ast.parse((ROOT / name).read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Name) and node.id in classes:  # (a local variable may be called steps)
+                wrong.append(f"{name}:{node.lineno} {node.id}")
+            elif isinstance(node, ast.Attribute) and node.attr in classes | keys:
+                wrong.append(f"{name}:{node.lineno} .{node.attr}")
+            elif isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and node.slice.value in keys:
+                wrong.append(f"{name}:{node.lineno} [{node.slice.value!r}]")
+            elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get"
+                  and node.args and isinstance(node.args[0], ast.Constant) and node.args[0].value in keys):
+                wrong.append(f"{name}:{node.lineno} .get({node.args[0].value!r})")
+    assert not wrong, wrong

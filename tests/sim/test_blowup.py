@@ -207,7 +207,7 @@ def test_md_example_stays_within_the_default_bounds():
         (LORENZ, "checks.max_growth=10.0", "checks.max_growth: is not a check of ODE runs (they only check that values stay finite) (no keys)"),
         (BURGERS, "checks.max_growth=0", "checks.max_growth: expected a number > 0"),
         (BURGERS, "checks.max_growth=inf", "checks.max_growth: expected a finite number"),
-        (BURGERS, "checks.max_growht=10.0", "checks.max_growht: unknown key (expected one of: energy_drift, max_temperature_factor, max_growth, growth_floor)"),
+        (BURGERS, "checks.max_growht=10.0", "checks.max_growht: unknown key (expected one of: max_growth, growth_floor, energy_drift, max_temperature_factor)"),
         (BURGERS, 'checks.max_growth="big"', "checks.max_growth: expected a number"),
     ],
 )
