@@ -38,6 +38,10 @@ def test_every_pde_model_declares_itself(name):
         ("heat_fd", {"boundary": "robin"}, "unknown boundary kind"),
         ("heat_fd", {"boundary": "dirichlet", "boundary_value": [1.0, 2.0, 3.0]}, "boundary_value"),
         ("navier_stokes_2d", {"points": [16, 16], "forcing_mode": 8}, "not resolved"),
+        # the forcing acts along y: mode 4 needs points[1] // 3 > 4 whatever points[0] is
+        ("navier_stokes_2d", {"points": [32, 12], "forcing_mode": 4},
+         r"forcing_mode = 4 is not resolved by points\[1\] = 12 \(dealiased modes < 4\)"),
+        ("navier_stokes_2d", {"points": [32, 8, 32]}, "expected a list of 2 whole numbers"),
     ],
 )
 def test_bad_grid_options_are_rejected_with_the_option_named(name, options, match):
@@ -68,3 +72,29 @@ def test_bounded_models_use_end_nodes():
     (x,) = model.coordinates()
     assert x[0] == 0.0 and x[-1] == 1.0
     assert model.boundary_kinds == (("dirichlet", "neumann"),)
+
+
+def test_grid_helpers_follow_the_options():
+    # points and domain as a config gives them (lists, whole numbers), and what follows
+    # from them: lengths high - low, the state's shape, the nodes and their 'ij' mesh.
+    model = sim.get_model("gray_scott", points=[12, 8], domain=[[-1, 2], [0.5, 4.5]])
+    assert model.points == (12, 8) and model.domain == ((-1.0, 2.0), (0.5, 4.5))
+    assert all(isinstance(v, float) for pair in model.domain for v in pair)
+    assert model.lengths == (3.0, 4.0) and model.ndim == 2 and model.field_shape == (2, 12, 8)
+    assert model.periodic_axes == (True, True)
+    x, y = model.mesh()
+    assert x.shape == y.shape == (12, 8)
+    np.testing.assert_array_equal(x, np.broadcast_to((-1.0 + 3.0 * np.arange(12) / 12)[:, None], (12, 8)))
+    np.testing.assert_array_equal(y, np.broadcast_to((0.5 + 4.0 * np.arange(8) / 8)[None, :], (12, 8)))
+    # one whole number is one axis; the default domain on every axis
+    heat = sim.get_model("heat", points=np.int64(16))
+    assert heat.points == (16,) and heat.domain == ((0.0, 2 * np.pi),) and heat.lengths == (2 * np.pi,)
+    # a bounded model: end nodes on bounded axes, low + j L / n on periodic ones
+    model = sim.get_model("heat_fd", points=[5, 6], domain=[[1.0, 3.0], [-2.0, 1.0]],
+                          boundary=[["dirichlet", "neumann"], "periodic"], boundary_value=[[1.5, -0.5], 0.0])
+    assert model.periodic_axes == (False, True) and model.lengths == (2.0, 3.0)
+    assert model.boundary_kinds == (("dirichlet", "neumann"), ("periodic", "periodic"))
+    assert model.boundary_values == ((1.5, -0.5), (0.0, 0.0))
+    x, y = model.coordinates()
+    np.testing.assert_array_equal(x, [1.0, 1.5, 2.0, 2.5, 3.0])
+    np.testing.assert_array_equal(y, [-2.0, -1.5, -1.0, -0.5, 0.0, 0.5])
