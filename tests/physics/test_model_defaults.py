@@ -165,7 +165,7 @@ DEFAULTS = {
     },
     "bead_spring": {
         "params": {"epsilon": 1.0, "sigma": 1.0, "bond_k": 100.0, "bond_length": 1.0},
-        "initial": {"chains": 16, "beads": 16, "density": 0.85, "temperature": 1.0},
+        "initial": {"chains": 16, "beads": 16, "density": 0.3, "temperature": 1.0},
         "options": {"cutoff": 1.5, "n_species": 1},
     },
 }
@@ -245,18 +245,10 @@ def test_default_options_of_the_other_model_kinds(name, ndim, kind):
     np.testing.assert_array_equal(model.initial_field(kind), model.initial_field(kind, **options))
 
 
-# Known bug, reported: the default bead-spring start (16 chains of 16 beads at density
-# 0.85, grown by random sequential addition with beads >= 0.9 apart) cannot be built
-# (`chains` raises "could not grow" for every key tried, already at density 0.5), so
-# `sim.simulate` of `bead_spring` without an initial system fails. Strict: the mark must
-# go when the start is fixed.
-BEAD_SPRING_START = pytest.mark.xfail(strict=True, raises=ValueError, reason="the default bead-spring chains cannot be grown")
-
-
 @pytest.mark.parametrize(
     "name",
     [
-        pytest.param(n, marks=BEAD_SPRING_START) if n == "bead_spring" else n
+        n
         for n in sorted(DEFAULTS)
         if issubclass(sim.model_class(n), ParticleModel)
     ],
