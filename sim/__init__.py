@@ -32,6 +32,7 @@ from ._trajectory import Trajectory as Trajectory  # noqa: E402
 from . import _ode as _ode  # noqa: E402,F401
 from . import _pde_run as _pde_run  # noqa: E402,F401
 from . import _md as _md  # noqa: E402,F401
+from . import _sde as _sde  # noqa: E402,F401
 from ._pde import SpectralStepper as SpectralStepper, spectral_stepper as spectral_stepper  # noqa: E402
 from ._sweep import SweepResult as SweepResult, sweep as sweep  # noqa: E402
 from ._plot import plot as plot  # noqa: E402  (matplotlib is imported when a figure is drawn)

@@ -17,6 +17,8 @@ from ._frame_loops import (
 )
 from ._fd import FdGrid as FdGrid, FdSolution as FdSolution, MethodOfLines as MethodOfLines, stencil_weights as stencil_weights
 from ._rollout import advance as advance, rollout as rollout
+from ._sde import NOISE_KINDS as NOISE_KINDS, SdeSolution as SdeSolution, SdeSolver as SdeSolver
+from ._sde_loop import SdeEnsemble as SdeEnsemble, SdeLoop as SdeLoop, SdeLoopState as SdeLoopState
 from ._spectral import (
     NONFINITE as NONFINITE,
     Etdrk as Etdrk,

@@ -27,16 +27,33 @@ import sim
 from physics.md import ParticleModel
 from physics.ode.base import OdeModel
 from physics.pde import GENERATORS, PdeModel
+from physics.sde import SdeModel
 
 TWO_PI = 2 * math.pi
 NET = "random (from the model's seed)"  # a network's weights: drawn from the option `seed`
 
 # name -> params, initial and options.
 # - params: the declared default of every parameter.
-# - initial: ODE: the value of every state component; PDE: (kind, every option of that
+# - initial: ODE and SDE: the value of every state component; PDE: (kind, every option of that
 #   kind); MD: the particles `sim` starts from (sim._md.default_system).
 # - options: every constructor field (a PDE's `domain` as it resolves, never None).
 DEFAULTS = {
+    # ---------------------------------------------------------------- SDE
+    "ornstein_uhlenbeck": {
+        "params": {"theta": 1.0, "mu": 0.0, "sigma": 0.5},
+        "initial": {"x": 1.0},
+        "options": {},
+    },
+    "geometric_brownian_motion": {
+        "params": {"mu": 0.05, "sigma": 0.2},
+        "initial": {"x": 1.0},
+        "options": {},
+    },
+    "stochastic_lotka_volterra": {
+        "params": {"alpha": 0.55, "beta": 0.028, "gamma": 0.80, "delta": 0.024, "sigma_prey": 0.1, "sigma_predator": 0.1},
+        "initial": {"prey": 30.0, "predator": 4.0},
+        "options": {},
+    },
     # ---------------------------------------------------------------- ODE
     "lotka_volterra": {
         "params": {"alpha": 0.55, "beta": 0.028, "gamma": 0.80, "delta": 0.024},
@@ -213,11 +230,11 @@ def options_of(function) -> list[str]:
     return list(inspect.signature(function).parameters)[2:]
 
 
-@pytest.mark.parametrize("name", sorted(n for n in DEFAULTS if issubclass(sim.model_class(n), (OdeModel, PdeModel))))
+@pytest.mark.parametrize("name", sorted(n for n in DEFAULTS if issubclass(sim.model_class(n), (OdeModel, SdeModel, PdeModel))))
 def test_default_initial_state(name):
     model = sim.get_model(name)
     expected = DEFAULTS[name]["initial"]
-    if isinstance(model, OdeModel):
+    if isinstance(model, (OdeModel, SdeModel)):
         assert {k: float(v) for k, v in model.default_initial().items()} == expected
         np.testing.assert_array_equal(model.initial_state(), [expected[k] for k in model.state_names])
         return

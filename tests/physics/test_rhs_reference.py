@@ -651,6 +651,46 @@ def _(rng, geometry):
     return pair_cases(rng, geometry, model, values, wca, dwca, min_distance=0.7, bonds=chains, bond=bond)
 
 
+# ---------------------------------------------------------------------------------- SDE
+
+
+def sde_cases(rng, name: str, equations) -> list[Case]:
+    """Drift and diffusion at random states and parameters of either sign (the equations
+    hold for any values) against `equations(y, p) -> (drift, diffusion)`."""
+    model = sim.get_model(name)
+    cases = []
+    for i in range(3):
+        p = {k: rng.uniform(-2.0, 2.0) for k in model.parameter_names}
+        y = rng.uniform(-3.0, 3.0, len(model.state_names))
+        t, jp, jy = jnp.asarray(rng.uniform(0.0, 10.0)), {k: jnp.asarray(v) for k, v in p.items()}, jnp.asarray(y)
+        drift, diffusion = equations(y, p)
+        cases += [(f"drift {i}", model.drift(t, jy, jp), drift), (f"diffusion {i}", model.diffusion(t, jy, jp), diffusion)]
+    return cases
+
+
+@reference("ornstein_uhlenbeck")
+def _(rng, variant):
+    # dx = theta (mu - x) dt + sigma dW
+    return sde_cases(rng, "ornstein_uhlenbeck", lambda y, p: (p["theta"] * (p["mu"] - y), np.full(1, p["sigma"])))
+
+
+@reference("geometric_brownian_motion")
+def _(rng, variant):
+    # dx = mu x dt + sigma x dW
+    return sde_cases(rng, "geometric_brownian_motion", lambda y, p: (p["mu"] * y, p["sigma"] * y))
+
+
+@reference("stochastic_lotka_volterra")
+def _(rng, variant):
+    # Lotka-Volterra drift; d prey += sigma_prey prey dW1, d predator += sigma_predator predator dW2
+    def equations(y, p):
+        prey, predator = y
+        drift = [p["alpha"] * prey - p["beta"] * prey * predator, p["delta"] * prey * predator - p["gamma"] * predator]
+        return np.array(drift), np.array([p["sigma_prey"] * prey, p["sigma_predator"] * predator])
+
+    return sde_cases(rng, "stochastic_lotka_volterra", equations)
+
+
 # ---------------------------------------------------------------------------------- tests
 
 

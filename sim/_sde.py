@@ -1,0 +1,220 @@
+"""The SDE family: Ito equations dy = f dt + g dW (`physics.sde.SdeModel`), ensembles of
+paths solved by `solvers.SdeLoop`; configs are those of ODE models plus `[solver] dt`
+(the largest step) and `[ensemble] paths, seed`; a run writes each observable as
+`/observables/<name>` [T, paths] ([T] for one path)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pydantic
+
+from physics import sde
+from physics.sde import SdeModel
+from solvers import SdeEnsemble, SdeLoop, SdeLoopState, SdeSolver, did_you_mean, result_message
+
+from ._config import Config, SEED_MAX
+from ._family import Family, register_family
+from ._registry import register_model
+from ._result import RunSink
+from ._run import LoopEngine, Setup, check_finite, frames_per_chunk, number, resolve_params, resolved_toml, save_times, sink_result
+from ._stream import RunPlan
+from ._trajectory import Trajectory
+
+MODELS = (sde.OrnsteinUhlenbeck, sde.GeometricBrownianMotion, sde.StochasticLotkaVolterra)
+_SOLVER_KEYS = ("method", "dt", "max_steps")
+
+
+class EnsembleSection(pydantic.BaseModel):
+    """`[ensemble]`: how many paths a run computes, and the seed of their Brownian motions
+    (path i of a run uses `fold_in(key(seed), i)`)."""
+
+    model_config = pydantic.ConfigDict(extra="forbid", strict=True)
+    paths: int = pydantic.Field(default=1, ge=1, le=10**7)
+    seed: int = pydantic.Field(default=0, ge=0, le=SEED_MAX)
+
+
+# ----------------------------------------------------------------------------- simulate
+
+
+def _ensemble(solver: Any) -> tuple[SdeEnsemble, bool]:
+    """The ensemble to run, and whether the caller asked for a single path."""
+    if isinstance(solver, SdeEnsemble):
+        return solver, False
+    if isinstance(solver, SdeSolver):
+        return SdeEnsemble(solver, 1), True
+    raise TypeError(f"an SDE model needs an SdeSolver (with its step dt) or an SdeEnsemble, got {type(solver).__name__}")
+
+
+def _y0(model: SdeModel, initial) -> jax.Array:
+    if initial is None or isinstance(initial, dict):
+        for name in initial or {}:
+            if name not in model.state_names:
+                raise ValueError(
+                    f"model {model.name!r} has no state component {name!r} "
+                    f"(state: {', '.join(model.state_names)}).{did_you_mean(name, model.state_names)}"
+                )
+        return model.initial_state(initial)
+    y0 = jnp.asarray(initial, dtype=float)
+    if y0.shape != (len(model.state_names),):
+        raise ValueError(f"initial state of {model.name!r} must have shape ({len(model.state_names)},), got {y0.shape}")
+    return y0
+
+
+def _observe(model: SdeModel, ts: jax.Array, ys: jax.Array, params) -> dict[str, jax.Array]:
+    """Observables of states [T, paths, n] at times [T]: {name: [T, paths]}."""
+    per_path = jax.vmap(model.observables, in_axes=(None, 0, None))
+    return jax.vmap(per_path, in_axes=(0, 0, None))(ts, ys, params)
+
+
+def _loop(model: SdeModel, params, ts, ensemble: SdeEnsemble, key) -> SdeLoop:
+    return SdeLoop(ensemble, model.drift, model.diffusion, ts, params, key, noise=model.noise)
+
+
+def _simulate(model: SdeModel, params, t, initial, solver, key) -> Trajectory:
+    if key is None:
+        raise ValueError(f"simulating the SDE model {model.name!r} needs a key (jax.random.key(seed)): it draws the Brownian motions")
+    ensemble, single = _ensemble(solver)
+    ys, state = _loop(model, params, t, ensemble, key).solve(_y0(model, initial))  # [paths, T, n]
+    ys = jnp.moveaxis(ys, 0, 1)
+    observables = _observe(model, t, ys, params)
+    if single:
+        observables = {name: v[:, 0] for name, v in observables.items()}
+    stats = {"num_steps": state.num_steps, "result": state.result}
+    return Trajectory(time=t, observables=observables, final_state=ys[-1, 0] if single else ys[-1], stats=stats)
+
+
+# ----------------------------------------------------------------------------- configs and runs
+
+
+def _solver(config: Config, model: SdeModel) -> tuple[SdeEnsemble, dict[str, Any]]:
+    spec = config.spec.solver
+    for key in ("rtol", "atol", "dt0", "adjoint", "dtype"):
+        if getattr(spec, key) is not None:
+            raise config.error(f"solver.{key}", f"is not a key of SDE solvers (keys: {', '.join(_SOLVER_KEYS)})")
+    for key in spec.extras:
+        if key != "dt":
+            raise config.error(f"solver.{key}", f"unknown key for SDE solvers (expected one of: {', '.join(_SOLVER_KEYS)}).{did_you_mean(key, _SOLVER_KEYS)}")
+    if config.spec.time.dt is not None:
+        raise config.error("time.dt", "SDE runs take their step as [solver] dt")
+    if "dt" not in spec.extras:
+        raise config.error("solver.dt", "required key is missing: the largest step of the SDE solver")
+    dt = number(config, "solver.dt", spec.extras["dt"])
+    if not dt > 0:
+        raise config.error("solver.dt", f"expected a number > 0, got {spec.extras['dt']!r}")
+    method = spec.method or "euler"
+    if method not in SdeSolver.methods:
+        raise config.error("solver.method", f"unknown SDE method {method!r} (methods: {', '.join(SdeSolver.methods)}).{did_you_mean(method, SdeSolver.methods)}")
+    options = {"max_steps": spec.max_steps} if spec.max_steps is not None else {}
+    solver = SdeSolver(method=method, dt=dt, **options)
+    try:
+        solver._check_noise(model.noise)
+    except ValueError as e:
+        raise config.error("solver.method", str(e)) from None
+    section = config.spec.ensemble or EnsembleSection()
+    resolved = {"method": method, "dt": dt, "max_steps": solver.max_steps}
+    return SdeEnsemble(solver, section.paths), resolved
+
+
+def _initial(config: Config, model: SdeModel) -> dict[str, jax.Array]:
+    initial = model.default_initial()
+    for key, value in config.spec.initial.items():
+        if key not in initial:
+            raise config.error(
+                f"initial.{key}",
+                f"model {model.name!r} has no state component {key!r} (state: {', '.join(model.state_names)}).{did_you_mean(key, initial)}",
+            )
+        initial[key] = jnp.asarray(number(config, f"initial.{key}", value), dtype=float)
+    return initial
+
+
+def _setup(model: SdeModel, config: Config) -> Setup:
+    SDE.resolve_checks(config, what="SDE runs (they only check that values stay finite)")
+    params = resolve_params(config, model)
+    initial = _initial(config, model)
+    ensemble, solver_section = _solver(config, model)
+    section = config.spec.ensemble or EnsembleSection()
+    return Setup(
+        model=model,
+        params=params,
+        initial=initial,
+        t=jnp.asarray(save_times(config)),
+        solver=ensemble,
+        key=jax.random.key(section.seed),
+        resolved={"params": params, "initial": initial, "solver": solver_section, "ensemble": section.model_dump()},
+    )
+
+
+class SdeProblem(eqx.Module):
+    """An SDE run for `LoopEngine`: `simulate`'s ensemble, save time by save time."""
+
+    model: SdeModel
+    params: Any
+    ensemble: SdeEnsemble
+    ts: jax.Array
+    y0: jax.Array
+    key: jax.Array
+
+    def _loop(self) -> SdeLoop:
+        return _loop(self.model, self.params, self.ts, self.ensemble, self.key)
+
+    def init(self) -> SdeLoopState:
+        return self._loop().init(self.y0)
+
+    def advance(self, state: SdeLoopState, frames, capacity: int):
+        new, saved = self._loop().advance(state, frames, capacity)  # [capacity, paths, n]
+        rows = jnp.clip(state.frame + jnp.arange(capacity, dtype=jnp.int32), 0, self.ts.shape[0] - 1)
+        observables = _observe(self.model, self.ts[rows], saved, self.params)
+        if self.ensemble.paths == 1:
+            observables = {name: v[:, 0] for name, v in observables.items()}
+        return new, observables, new.result
+
+    def num_steps(self, state: SdeLoopState):
+        return state.num_steps
+
+
+def _plan(model: SdeModel, config: Config) -> RunPlan:
+    s = _setup(model, config)
+    y0 = model.initial_state(s.initial)
+    frames = len(s.t) - 1
+    method = s.solver.solver.method
+
+    def failure(code: int) -> str:
+        return f"{config.source}: the {method} solve failed: {result_message(code)} (raise solver.max_steps or take a smaller solver.dt)"
+
+    problem = SdeProblem(model=model, params=s.params, ensemble=s.solver, ts=jnp.asarray(s.t), y0=jnp.asarray(y0), key=s.key)
+    engine = LoopEngine(problem, np.asarray(s.t), frames_per_chunk(config, int(np.size(y0)) * s.solver.paths, frames), failure)
+    sink = RunSink(
+        model=model.name,
+        config=resolved_toml(config, **s.resolved),
+        time=np.asarray(s.t),
+        params={k: np.asarray(v) for k, v in s.params.items()},
+        initial={k: np.asarray(v) for k, v in s.initial.items()},
+        seed=int(s.resolved["ensemble"]["seed"]),
+    )
+    return RunPlan(engine=engine, sink=sink, config=sink.config, check=check_finite(config, ""), result=sink_result(sink), description=model.name)
+
+
+class SdeFamily(Family):
+    name = "sde"
+    model_base = SdeModel
+    describes = "SDE models"
+    sections = {"ensemble": EnsembleSection}
+
+    def simulate(self, model, params, t, initial, solver, key) -> Trajectory:
+        return _simulate(model, params, t, initial, solver, key)
+
+    def setup(self, model, config: Config) -> Setup:
+        return _setup(model, config)
+
+    def plan(self, model, config: Config) -> RunPlan:
+        return _plan(model, config)
+
+
+for _cls in MODELS:
+    register_model(_cls)
+SDE = register_family(SdeFamily())
