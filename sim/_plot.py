@@ -177,6 +177,17 @@ def _as_record(result: Any) -> Record:
     return Record(Path(name), record.attrs, dict(record.items()))
 
 
+def _family_name(record: Record) -> str | None:
+    """The family of the model a record names, when that model is registered."""
+    from ._family import family_of
+    from ._registry import model_class
+
+    try:
+        return family_of(model_class(str(record.attrs.get("model", "")))).name
+    except (TypeError, ValueError):
+        return None
+
+
 def draw(record: Record, *, title: str | None = None):
     """The figure of one record, chosen by its `format` (H5MD for MD runs)."""
     from . import _plot_inference as inference_plots
@@ -187,6 +198,8 @@ def draw(record: Record, *, title: str | None = None):
     if fmt == "simjax.run" or (not fmt and "h5md" in record):
         if "h5md" in record or "particles" in record:
             fig = run_plots.md(source)
+        elif _family_name(record) == "sde":
+            fig = run_plots.ensemble(source)
         elif "grid" in record:
             fig = run_plots.pde(source)
         else:

@@ -68,6 +68,35 @@ def ode(src: Source):
     return fig
 
 
+def ensemble(src: Source):
+    """An ensemble of stochastic paths ([T, paths] per observable): a few paths, the
+    mean, and the band holding 90% of the paths (5% to 95%) at each save time."""
+    t = src.array("time", ndim=1)
+    observables = src.group("observables")
+    rows = len(observables)
+    fig = new_figure(8, min(2.0 + 1.8 * rows, 12))
+    first = None
+    for i, (name, node) in enumerate(observables.items()):
+        value = src.values(node, f"observables/{name}", min_ndim=1)
+        src.check_length(f"observables/{name}", value, len(t), "one value per save time")
+        value = value.reshape(len(t), -1)
+        ax = fig.add_subplot(rows, 1, i + 1, sharex=first)
+        first = first or ax
+        paths = value.shape[1]
+        for j in range(min(paths, 20)):
+            ax.plot(t, value[:, j], color="0.6", lw=0.5, alpha=0.6, label="paths" if j == 0 else None)
+        if paths > 1:
+            low, high = np.nanpercentile(value, [5, 95], axis=1)
+            ax.fill_between(t, low, high, color="C0", alpha=0.2, lw=0, label="5-95%")
+            ax.plot(t, np.nanmean(value, axis=1), color="C0", lw=1.8, label=f"mean of {paths} paths")
+        ax.set_ylabel(pretty(name))
+        ax.legend(fontsize=7, loc="best")
+        if i < rows - 1:
+            ax.tick_params(labelbottom=False)
+    first.set_xlabel("time")
+    return fig
+
+
 # ----------------------------------------------------------------------------- PDE
 
 

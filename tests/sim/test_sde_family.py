@@ -79,6 +79,14 @@ def test_run_file_layout_and_bit_identical_chunks(tmp_cwd, capsys):
     setup = sim.setup(sim.load_config(path))
     traj = sim.simulate(setup.model, setup.params, setup.t, initial=setup.initial, solver=setup.solver, key=setup.key)
     np.testing.assert_allclose(np.asarray(traj.observables["x"]), sim.read("whole.h5").observables["x"], rtol=1e-13)
+    # drawn as paths, their mean and the 5-95% band
+    from sim._plot import draw
+
+    ax = draw(sim.read("whole.h5")).axes[0]
+    labels = [line.get_label() for line in ax.get_lines()]
+    assert "mean of 5 paths" in labels and labels.count("paths") == 1 and len(ax.collections) == 1
+    mean = next(line for line in ax.get_lines() if line.get_label() == "mean of 5 paths").get_ydata()
+    np.testing.assert_allclose(mean, sim.read("whole.h5").observables["x"].mean(axis=1))
     # one path is [T]
     code, err = cli(["run", str(path), "-o", "one.h5", "--quiet", "--set", "ensemble.paths=1"], capsys)
     assert code == 0, err
