@@ -41,8 +41,8 @@ import dataclasses
 import json
 import math
 import os
+import sys
 import time
-import tomllib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -58,6 +58,11 @@ from ._interrupt import safe_point
 from ._limits import disk_problem, memory_problem
 from ._lock import exclusive
 from ._store import atomic_h5, companion_path, error_reason
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
 
 CHECKPOINT_FORMAT = "simjax.checkpoint"
 CHUNK_BYTES = 16 * 2**20  # saved rows held in memory per chunk, by default

@@ -112,3 +112,16 @@ def test_generic_modules_name_no_family():
                   and node.args and isinstance(node.args[0], ast.Constant) and node.args[0].value in keys):
                 wrong.append(f"{name}:{node.lineno} .get({node.args[0].value!r})")
     assert not wrong, wrong
+
+
+def test_tomllib_is_imported_for_every_supported_python():
+    # The package declares Python >= 3.10; tomllib is in the standard library from 3.11,
+    # tomli (a declared dependency on 3.10) before: every import must choose.
+    wrong = []
+    for path in [*(p for package in PACKAGES for p in modules(package)), *sorted((ROOT / "tests").rglob("*.py"))]:
+        tree = ast.parse(path.read_text())
+        guarded = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If) for n in ast.walk(node)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import) and any(a.name == "tomllib" for a in node.names) and id(node) not in guarded:
+                wrong.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert not wrong, wrong

@@ -17,7 +17,12 @@ import runpy
 import shlex
 import shutil
 import signal
-import tomllib
+import sys
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
 from pathlib import Path
 
 import numpy as np

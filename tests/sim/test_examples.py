@@ -8,7 +8,12 @@ tests/test_readme.py; the rest here. `ELSEWHERE` names where, and a test checks 
 they are still there. A new config in experiments/ without an entry fails.
 """
 
-import tomllib
+import sys
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
 from pathlib import Path
 
 import numpy as np
