@@ -11,7 +11,7 @@ import numpy as np
 import pydantic
 from pydantic import BaseModel, ConfigDict
 
-from sim import Config, ConfigError, DataError
+from sim import Config, DataError
 from sim._store import DAMAGED_FILE_ERRORS, error_reason, numeric_dataset
 
 
@@ -146,22 +146,11 @@ def observable_shapes(config: Config) -> dict[str, tuple[int, ...]]:
     """The shape of each observable of a config's model at one time: () for a scalar
     (ODE states and derived quantities, MD observables, PDE totals), the grid for a PDE
     field. Observed values are [T, *shape]."""
-    from physics.ode import OdeModel
-    from physics.pde import PdeModel
+    from sim._family import family_of
     from sim._run import build_model
 
     model = build_model(config)
-    if isinstance(model, PdeModel):
-        grid = tuple(int(n) for n in model.points)
-        return {name: grid if name in model.field_names else () for name in model.observable_names}
-    if isinstance(model, OdeModel):
-        import jax
-        import jax.numpy as jnp
-
-        y = jnp.zeros(len(model.state_names))
-        found = jax.eval_shape(lambda: model.observables(jnp.zeros(()), y, model.default_params()))
-        return {name: tuple(value.shape) for name, value in found.items()}
-    return {name: () for name in model.observable_names}
+    return family_of(model).observable_shapes(model)
 
 
 def _check_times(path: Path, name: str, t: np.ndarray) -> np.ndarray:

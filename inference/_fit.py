@@ -21,8 +21,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 import sim
 from physics import Model
-from physics.md import ParticleModel
-from physics.ode import OdeModel
 from sim import Config, DataError
 from sim._progress import Progress
 from sim._config import SEED_MAX
@@ -30,7 +28,7 @@ from sim._family import family_of
 from sim._lock import exclusive
 from sim._run import build_model, resolved_toml
 from sim._store import atomic_h5, check_output_path, write_group, write_root_attrs
-from solvers import NeighbourList, OdeSolver, did_you_mean
+from solvers import OdeSolver, did_you_mean
 
 from ._checkpoint import Checkpointer, checkpoint_path, fingerprint
 from ._data import Observations, check_span, jsonable, load_observations
@@ -119,7 +117,9 @@ def _predict_by_forward_sensitivity(x, problem):
 
 @_predict_by_forward_sensitivity.def_fwd
 def _(perturbed, x, problem):
-    if isinstance(problem.model, OdeModel) and isinstance(problem.solver, OdeSolver):
+    # A model with a vector field solved by a solver that integrates the sensitivity
+    # equations (ODE models and `solvers.OdeSolver`); anything else: forward mode.
+    if hasattr(problem.model, "vector_field") and hasattr(problem.solver, "solve_sensitivities"):
         out, jacobian = problem._predict_with_sensitivities(x)
         return out, jacobian
 
@@ -382,8 +382,9 @@ def make_problem(
         seen.add(name)
         kind, _, key = name.partition(".") if name.startswith("initial.") else ("params", "", name)
         if kind == "initial":
-            if isinstance(model, ParticleModel):
-                raise config.error(free_key, f"{name!r}: MD runs have no initial values to fit; they start from [system] (fit [params] such as {', '.join(setup.params)})")
+            reason = family_of(model).no_free_initial
+            if reason is not None:
+                raise config.error(free_key, f"{name!r}: {reason} (fit [params] such as {', '.join(setup.params)})")
             if not isinstance(setup.initial, dict) or key not in setup.initial:
                 names = list(setup.initial) if isinstance(setup.initial, dict) else []
                 raise config.error(free_key, f"{name!r}: the model has no initial value {key!r} (initial values: {', '.join(names)}).{did_you_mean(key, names)}")
@@ -423,12 +424,8 @@ def make_problem(
         raise DataError(obs.path, "", f"{obs.count} observations cannot determine {len(free)} free quantities")
     skip = 0 if obs.time[0] == t0 else 1
     t_sim = jnp.asarray(obs.time if skip == 0 else np.concatenate([[t0], obs.time]))
-    md = isinstance(model, ParticleModel)
-    if md and getattr(solver, "neighbour_list", False) and solver.capacity is None and setup.initial.space.periodic:
-        # The list cannot be regrown inside a compiled fit: it starts with room for twice
-        # the neighbours counted at the start (an overflow makes the run NaN, never wrong).
-        counted = NeighbourList.allocate(np.asarray(setup.initial.position), np.asarray(setup.initial.space.box), model.cutoff, solver.skin)
-        solver = dataclasses.replace(solver, capacity=min(2 * counted.capacity, max(setup.initial.n - 1, 1)))
+    md = family_of(model).static_runs  # (solver, initial state and times fixed at compile time)
+    solver = family_of(model).fit_solver(dataclasses.replace(setup, solver=solver))
     problem = Problem(
         model=model,
         solver=None if md else solver,

@@ -41,6 +41,11 @@ class Family:
     model_base: ClassVar[type[Model]]
     describes: ClassVar[str]
     sections: ClassVar[dict[str, Any]] = {}
+    #: Fits: whether a run's solver, initial state and save times are compile-time
+    #: constants (MD: the system and its neighbour list shape the program).
+    static_runs: ClassVar[bool] = False
+    #: Fits: why initial values cannot be free (None: they can).
+    no_free_initial: ClassVar[str | None] = None
     time_keys: ClassVar[dict[str, tuple[Any, Any]]] = {}
     checks: ClassVar[dict[str, tuple[float, str]]] = {}
 
@@ -97,6 +102,16 @@ class Family:
     def plan(self, model, config: Config) -> RunPlan:
         """The validated run of a config (engine, file layout, result)."""
         raise config.error("model.name", f"model {model.name!r} cannot be run from a config")
+
+    # -------------------------------------------------------------- fits
+    def fit_solver(self, s: Setup):
+        """The solver of a compiled fit's runs (MD: a neighbour list sized up front,
+        as it cannot grow inside the compiled loss)."""
+        return s.solver
+
+    def observable_shapes(self, model) -> dict[str, tuple[int, ...]]:
+        """The shape of each observable at one time (data files give [T, *shape])."""
+        return {name: () for name in model.observable_names}
 
     # -------------------------------------------------------------- sweeps
     def sweep_setup(self, config: Config, s: Setup) -> Setup:

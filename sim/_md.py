@@ -1123,6 +1123,18 @@ class MdFamily(Family):
     def plan(self, model, config: Config) -> RunPlan:
         return _plan(model, config)
 
+    static_runs = True
+    no_free_initial = "MD runs have no initial values to fit; they start from [system]"
+
+    def fit_solver(self, s: Setup):
+        solver = s.solver
+        if getattr(solver, "neighbour_list", False) and solver.capacity is None and s.initial.space.periodic:
+            # The list cannot be regrown inside a compiled fit: it starts with room for twice
+            # the neighbours counted at the start (an overflow makes the run NaN, never wrong).
+            counted = NeighbourList.allocate(np.asarray(s.initial.position), np.asarray(s.initial.space.box), s.model.cutoff, solver.skin)
+            solver = dataclasses.replace(solver, capacity=min(2 * counted.capacity, max(s.initial.n - 1, 1)))
+        return solver
+
     def sweep_setup(self, config: Config, s: Setup) -> Setup:
         return sweep_setup(config, s)
 

@@ -264,6 +264,11 @@ class OdeFamily(Family):
     def plan(self, model, config: Config) -> RunPlan:
         return _plan(model, config)
 
+    def observable_shapes(self, model) -> dict[str, tuple[int, ...]]:
+        y = jnp.zeros(len(model.state_names))
+        found = jax.eval_shape(lambda: model.observables(jnp.zeros(()), y, model.default_params()))
+        return {name: tuple(value.shape) for name, value in found.items()}
+
     def sweep_setup(self, config: Config, s: Setup) -> Setup:
         # Failures flagged per run instead of raised; nothing is differentiated, so no
         # reverse-mode bookkeeping (same steps, same values).

@@ -435,6 +435,10 @@ class PdeFamily(Family):
     def plan(self, model, config: Config) -> RunPlan:
         return _plan(model, config)
 
+    def observable_shapes(self, model) -> dict[str, tuple[int, ...]]:
+        grid = tuple(int(n) for n in model.points)
+        return {name: grid if name in model.field_names else () for name in model.observable_names}
+
     def sweep_setup(self, config: Config, s: Setup) -> Setup:
         if isinstance(s.solver, MethodOfLines):  # failures flagged per run, not raised
             return dataclasses.replace(s, solver=dataclasses.replace(s.solver, throw=False))
