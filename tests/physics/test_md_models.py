@@ -343,3 +343,145 @@ def test_pair_energy_and_force_match_their_closed_forms(name):
     np.testing.assert_allclose(np.asarray(energy), [row[1] for row in table], rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(repulsion, [row[2] for row in table], rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(np.asarray(forces)[:, 0], -np.asarray(forces)[:, 1], rtol=1e-12, atol=1e-12)
+
+
+def test_all_pairs_in_row_blocks_match_the_pair_sums():
+    # Without a neighbour list, more than a few hundred particles are evaluated a block
+    # of rows at a time (here 500 rows in blocks of 262: two blocks, the second padded).
+    # Energy, forces and virial against NumPy sums over all pairs with the minimum image.
+    model = md.LennardJones(cutoff=2.5, shift=True)
+    params = {"epsilon": jnp.asarray(1.1), "sigma": jnp.asarray(0.95)}
+    system = liquid(n_cells=5, density=0.8)
+    assert system.n == 500
+
+    @jax.jit  # one compilation instead of op-by-op dispatch
+    def evaluate(system):
+        return model.energy(system, params), model.forces(system, params), model.virial(system, params)
+
+    energy, forces, virial = evaluate(system)
+    r = np.asarray(system.position)
+    box = np.asarray(system.space.box)
+    d = r[:, None, :] - r[None, :, :]
+    d -= box * np.round(d / box)
+    dist = np.sqrt(np.sum(d * d, axis=-1)) + np.eye(500) * 10.0
+    inside = dist < 2.5
+    s6 = np.where(inside, (0.95 / dist) ** 6, 0.0)
+    s6c = (0.95 / 2.5) ** 6
+    phi = np.where(inside, 4 * 1.1 * (s6 * s6 - s6) - 4 * 1.1 * (s6c * s6c - s6c), 0.0)
+    minus_dphi_over_r = np.where(inside, 4 * 1.1 * (12 * s6 * s6 - 6 * s6) / dist**2, 0.0)  # -phi'(r) / r
+    assert float(energy) == pytest.approx(0.5 * phi.sum(), rel=1e-12)
+    np.testing.assert_allclose(np.asarray(forces), np.sum(minus_dphi_over_r[:, :, None] * d, axis=1), rtol=1e-10, atol=1e-10)
+    assert float(virial) == pytest.approx(0.5 * np.sum(minus_dphi_over_r * dist**2), rel=1e-12)
+
+
+def test_scalar_parameters_do_not_stop_the_matrix_checks():
+    model = md.LennardJones(cutoff=2.5, n_species=2)
+    system = md.lattice("sc", 2, 0.5)
+    with pytest.raises(ValueError, match="sigma matrix must be symmetric"):
+        model.check_params(system, {"epsilon": jnp.asarray(1.0), "sigma": jnp.array([[1.0, 0.9], [0.8, 1.0]])})
+    with pytest.raises(ValueError, match=r"sigma must be a scalar or a \[2, 2\] matrix"):
+        model.check_params(system, {"epsilon": jnp.asarray(1.0), "sigma": jnp.ones(2)})
+    with pytest.raises(ValueError, match=r"species must be in 0..1"):
+        model.check_params(md.System(system.position, system.velocity, system.mass, system.species + 2, system.space), model.default_params())
+
+
+@pytest.mark.parametrize(
+    "model, sigma, reach", [(md.Wca(cutoff=1.2), 1.2, 2 ** (1 / 6) * 1.2), (md.SoftSphere(cutoff=1.5), 2.0, 2.0)]
+)
+def test_range_check_reports_the_range(model, sigma, reach):
+    # WCA reaches 2^(1/6) sigma, soft spheres sigma: the message names that distance
+    params = {**model.default_params(), "sigma": jnp.asarray(sigma)}
+    with pytest.raises(ValueError, match=rf"= {reach:g} \(from sigma = {sigma:g}\) exceeds the model's cutoff"):
+        model.check_params(md.lattice("sc", 3, 0.5), params)
+
+
+def test_two_species_tail_correction_matches_the_integrals():
+    # E_tail = (2 pi / V) sum_ab N_a N_b int_rc^inf phi_ab r^2 dr,
+    # P_tail = -(2 pi / 3V^2) sum_ab N_a N_b int_rc^inf r^3 phi_ab' dr (ordered pairs a, b)
+    rc = 2.2
+    model = md.LennardJones(cutoff=rc, tail_correction=True, n_species=2)
+    eps = np.array([[1.0, 1.5], [1.5, 0.5]])
+    sig = np.array([[1.0, 0.8], [0.8, 0.9]])
+    params = {"epsilon": jnp.asarray(eps), "sigma": jnp.asarray(sig)}
+    base = md.lattice("sc", 4, 0.6)
+    species = np.asarray([0, 1, 1] * 21 + [1])  # 22 of species 0, 42 of species 1
+    system = md.System(base.position, base.velocity, base.mass, jnp.asarray(species, jnp.int32), base.space)
+    volume = float(system.space.volume())
+    counts = np.bincount(species)
+    energy = pressure = 0.0
+    for a in range(2):
+        for b in range(2):
+            e, s = eps[a, b], sig[a, b]
+            phi = lambda r: 4 * e * ((s / r) ** 12 - (s / r) ** 6)  # noqa: E731
+            dphi = lambda r: 4 * e * (-12 * s**12 / r**13 + 6 * s**6 / r**7)  # noqa: E731
+            energy += 2 * math.pi / volume * counts[a] * counts[b] * scipy.integrate.quad(lambda r: phi(r) * r * r, rc, np.inf)[0]
+            pressure -= 2 * math.pi / (3 * volume**2) * counts[a] * counts[b] * scipy.integrate.quad(lambda r: r**3 * dphi(r), rc, np.inf)[0]
+    assert float(model.tail_energy(system, params)) == pytest.approx(energy, rel=1e-9)
+    assert float(model.tail_pressure(system, params)) == pytest.approx(pressure, rel=1e-9)
+    # no correction without the option, nor in free space
+    plain = md.LennardJones(cutoff=rc, n_species=2)
+    assert float(plain.tail_energy(system, params)) == 0.0 and float(plain.tail_pressure(system, params)) == 0.0
+    free = md.System(base.position, base.velocity, base.mass, jnp.asarray(species, jnp.int32), md.Free(ndim=3))
+    assert float(model.tail_energy(free, params)) == 0.0 and float(model.tail_pressure(free, params)) == 0.0
+
+
+# ---------------------------------------------------------------- space and system helpers
+
+
+def test_periodic_space_minimum_image_wrap_volume_and_scaling():
+    edges = np.array([2.0, 3.0, 5.0])
+    space = md.Periodic(jnp.asarray(edges))
+    rng = np.random.default_rng(4)
+    raw = rng.uniform(-4, 4, (200, 3)) * edges
+    d = np.asarray(space.displacement(jnp.asarray(raw)))
+    # the minimum image: within half a box per axis, and a whole number of boxes from raw
+    assert np.all(np.abs(d) <= edges / 2)
+    shift = (raw - d) / edges
+    np.testing.assert_allclose(shift, np.round(shift), atol=1e-12)
+    for axis in range(3):
+        np.testing.assert_array_equal(np.asarray(space.displacement_component(jnp.asarray(raw[:, axis]), axis)), d[:, axis])
+    wrapped = np.asarray(space.wrap(jnp.asarray(raw)))
+    assert np.all(wrapped >= 0) and np.all(wrapped < edges)
+    shift = (raw - wrapped) / edges
+    np.testing.assert_allclose(shift, np.round(shift), atol=1e-12)
+    assert float(space.volume()) == 30.0 and space.dim == 3 and space.periodic
+    np.testing.assert_array_equal(np.asarray(space.scaled(1.5).box), 1.5 * edges)
+    assert float(md.Periodic(jnp.asarray([2.0, 4.0])).volume()) == 8.0  # an area in 2-D
+    assert md.Periodic(jnp.asarray([2, 3])).box.dtype == jnp.float64
+    with pytest.raises(ValueError, match="vector of 1 to 3 lengths"):
+        md.Periodic(jnp.ones((2, 2)))
+
+
+def test_free_space_has_no_box():
+    space = md.Free(ndim=2)
+    raw = jnp.asarray([[7.0, -9.0]])
+    np.testing.assert_array_equal(np.asarray(space.displacement(raw)), [[7.0, -9.0]])
+    np.testing.assert_array_equal(np.asarray(space.displacement_component(raw[:, 1], 1)), [-9.0])
+    np.testing.assert_array_equal(np.asarray(space.wrap(raw)), [[7.0, -9.0]])
+    assert space.dim == 2 and space.box is None and not space.periodic and md.Free().dim == 3
+    assert math.isnan(float(space.volume())) and space.scaled(2.0) is space
+
+
+def test_system_scaling_and_shape_checks(monkeypatch):
+    base = md.lattice("sc", 2, 0.5)
+    system = md.System(base.position, base.velocity, base.mass, base.species, base.space, jnp.asarray([[0, 1], [1, 3]], jnp.int32))
+    scaled = system.scaled(1.25)
+    np.testing.assert_allclose(np.asarray(scaled.position), 1.25 * np.asarray(system.position), rtol=1e-15)
+    np.testing.assert_allclose(np.asarray(scaled.space.box), 1.25 * np.asarray(system.space.box), rtol=1e-15)
+    np.testing.assert_array_equal(np.asarray(scaled.velocity), np.asarray(system.velocity))
+    np.testing.assert_array_equal(np.asarray(scaled.bonds), np.asarray(system.bonds))
+    # The system checks its own shapes, also where runtime type checking is off (as it is
+    # outside the test suite, which turns jaxtyping's checks on for the packages).
+    import jaxtyping
+
+    monkeypatch.setattr(jaxtyping.config, "jaxtyping_disable", True)
+    r, v, m, s, space = system.position, system.velocity, system.mass, system.species, system.space
+    for bonds in (jnp.zeros((3, 1), jnp.int32), jnp.zeros((3, 3), jnp.int32), jnp.zeros(4, jnp.int32)):
+        with pytest.raises(ValueError, match=r"bonds must have shape \(b, 2\)"):
+            md.System(r, v, m, s, space, bonds)
+    with pytest.raises(ValueError, match="velocity must have shape"):
+        md.System(r, v[:, :2], m, s, space)
+    with pytest.raises(ValueError, match="mass and species must have shape"):
+        md.System(r, v, m[:-1], s, space)
+    with pytest.raises(ValueError, match="positions are 3-D but the space is 2-D"):
+        md.System(r, v, m, s, md.Free(ndim=2))
