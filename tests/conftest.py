@@ -47,6 +47,8 @@ _LONGEST_FIRST = (
     "tests/inference/test_train.py",
     "tests/inference/test_train_resume.py",
     "tests/sim/test_md_simulate.py",
+    "tests/sim/test_sde_family.py",
+    "tests/solvers/test_sde.py",
     "tests/sim/test_signals.py",
     "tests/sim/test_sweep_md.py",
     "tests/sim/test_blowup.py",

@@ -17,6 +17,7 @@ from make_lj_observations import TRUTH, observations, write  # noqa: E402
 CONFIG = EXPERIMENTS / "lj_calibration.toml"
 
 
+@pytest.mark.slow  # (19 s; the neighbour-list fit below checks residuals and Jacobian by default)
 def test_recovers_epsilon_and_sigma_within_two_standard_errors(tmp_cwd, capsys):
     # `sim fit experiments/lj_calibration.toml` on the shipped data: 5% noise on the
     # potential energy and pressure of a run at epsilon = 1.2, sigma = 1.05; the fit

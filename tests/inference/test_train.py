@@ -181,6 +181,7 @@ def spiral_training_data() -> tuple[Trajectories, Trajectories]:
     return data, data.subset(times=slice(0, None, 2))
 
 
+@pytest.mark.slow  # (20 s; training and its gradient are checked by default above)
 def test_a_whole_trajectory_stage_removes_the_drift_short_windows_leave():
     # Short windows started from observed states leave a slow drift of the trajectory
     # from y0; a second stage on the whole trajectory (window=None) removes it. Scored at

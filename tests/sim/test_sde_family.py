@@ -94,6 +94,7 @@ def test_run_file_layout_and_bit_identical_chunks(tmp_cwd, capsys):
         assert f["observables/x"].shape == (11,)
 
 
+@pytest.mark.slow  # (the solver-level reproducibility test runs by default)
 def test_same_seed_same_bytes_and_paths_do_not_depend_on_their_number(tmp_path):
     model = sim.get_model("geometric_brownian_motion")
     t = jnp.linspace(0.0, 1.0, 6)

@@ -85,7 +85,7 @@ def squares_gradient(k, solver):
     return jax.grad(lambda k: jnp.sum(solver.solve(oscillator, ts, y0, k).ys ** 2))(k)
 
 
-@pytest.mark.parametrize("adjoint", ["backsolve", "direct"])
+@pytest.mark.parametrize("adjoint", [pytest.param("backsolve", marks=pytest.mark.slow), "direct"])
 def test_adjoints_agree_with_checkpointed_gradient(adjoint):
     reference = squares_gradient(jnp.asarray(2.0), OdeSolver(rtol=1e-10, atol=1e-12))
     other = squares_gradient(jnp.asarray(2.0), OdeSolver(rtol=1e-10, atol=1e-12, adjoint=adjoint))
