@@ -7,7 +7,9 @@ from typing import Any, ClassVar
 
 import equinox as eqx
 import jax.numpy as jnp
-from jaxtyping import Array
+from jaxtyping import Array, PyTree
+
+from ._types import Scalar, State
 
 CONSTRAINTS = ("real", "positive", "nonnegative", "unit_interval")
 
@@ -87,3 +89,44 @@ class Model(eqx.Module):
     @abc.abstractmethod
     def observable_names(self) -> tuple[str, ...]:
         """Names of the observables that a trajectory carries."""
+
+
+class NamedStateModel(Model):
+    """A model whose state is a flat float vector `y` [n] with a name per component (the
+    ODE and SDE families). Concrete classes set `state_names`, `initial_defaults` (a
+    default initial value per component), optionally `initial_units` and
+    `initial_constraint` (one of CONSTRAINTS: which initial values make sense; fitting
+    uses it to choose a transform). Observables are the components by name plus what
+    `extra_observables` adds."""
+
+    state_names: ClassVar[tuple[str, ...]]
+    initial_defaults: ClassVar[dict[str, float]]
+    initial_units: ClassVar[str] = ""
+    initial_constraint: ClassVar[str] = "real"
+
+    def initial_state(self, initial: dict[str, Array] | None = None) -> State:
+        """The initial state vector [n] from named values; missing names take defaults."""
+        values = dict(self.initial_defaults)
+        if initial is not None:
+            values.update(initial)
+        return jnp.stack([jnp.asarray(values[n], dtype=float) for n in self.state_names])
+
+    def default_initial(self) -> dict[str, Array]:
+        """Default initial values, one scalar array per state component."""
+        return {n: jnp.asarray(v, dtype=float) for n, v in self.initial_defaults.items()}
+
+    def extra_observables(self, t: Scalar, y: State, params: PyTree) -> dict[str, Array]:
+        """Derived observables beyond the state components (none by default)."""
+        return {}
+
+    def observables(self, t: Scalar, y: State, params: PyTree) -> dict[str, Array]:
+        """All observables at one time: each state component by name plus the extras."""
+        out = {n: y[i] for i, n in enumerate(self.state_names)}
+        out.update(self.extra_observables(t, y, params))
+        return out
+
+    @property
+    def observable_names(self) -> tuple[str, ...]:
+        y = jnp.zeros(len(self.state_names))
+        extra = self.extra_observables(jnp.zeros(()), y, self.default_params())
+        return tuple(self.state_names) + tuple(extra)

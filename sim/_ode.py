@@ -39,7 +39,8 @@ from ._run import (
     check_finite,
     check_fixed_steps,
     frames_per_chunk,
-    number,
+    initial_vector,
+    named_initial,
     resolve_params,
     resolved_toml,
     save_times,
@@ -72,20 +73,7 @@ def _simulate(model: OdeModel, params, t, initial, solver) -> Trajectory:
         solver = OdeSolver()
     if not isinstance(solver, OdeSolver):
         raise TypeError(f"an ODE model needs an OdeSolver, got {type(solver).__name__}")
-    if initial is None or isinstance(initial, dict):
-        for name in initial or {}:
-            if name not in model.state_names:
-                raise ValueError(
-                    f"model {model.name!r} has no state component {name!r} "
-                    f"(state: {', '.join(model.state_names)}).{did_you_mean(name, model.state_names)}"
-                )
-        y0 = model.initial_state(initial)
-    else:
-        y0 = jnp.asarray(initial, dtype=float)
-        if y0.shape != (len(model.state_names),):
-            raise ValueError(
-                f"initial state of {model.name!r} must have shape ({len(model.state_names)},), got {y0.shape}"
-            )
+    y0 = initial_vector(model, initial)
     sol = solver.solve(model.vector_field, t, y0, params)
     observables = jax.vmap(model.observables, in_axes=(0, 0, None))(t, sol.ys, params)
     stats = {"num_steps": sol.num_steps, "result": sol.result}
@@ -140,23 +128,10 @@ def ode_solver(config: Config) -> OdeSolver:
     )
 
 
-def ode_initial(config: Config, model: OdeModel) -> dict[str, jax.Array]:
-    """Initial values per state component: the config's, or the model's defaults."""
-    initial = model.default_initial()
-    for key, value in config.spec.initial.items():
-        if key not in initial:
-            raise config.error(
-                f"initial.{key}",
-                f"model {model.name!r} has no state component {key!r} (state: {', '.join(model.state_names)}).{did_you_mean(key, initial)}",
-            )
-        initial[key] = jnp.asarray(number(config, f"initial.{key}", value), dtype=float)
-    return initial
-
-
 def _setup(model: OdeModel, config: Config) -> Setup:
     ODE.resolve_checks(config, what="ODE runs (they only check that values stay finite)")
     params = resolve_params(config, model)
-    initial = ode_initial(config, model)
+    initial = named_initial(config, model)
     solver = ode_solver(config)
     solver_section = {
         "method": solver.method,

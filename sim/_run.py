@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from physics import Model
+from physics import Model, NamedStateModel
 from solvers import did_you_mean
 
 from ._config import Config
@@ -100,6 +100,37 @@ def resolve_params(config: Config, model: Model) -> dict[str, jax.Array]:
             raise config.error(f"params.{key}", f"expected {problem} ({declared.doc}), got {value!r}")
         params[key] = jnp.asarray(v, dtype=float)
     return params
+
+
+def named_initial(config: Config, model: NamedStateModel) -> dict[str, jax.Array]:
+    """Initial values per state component of a named-state model (ODE, SDE): the
+    config's `[initial]`, or the model's defaults."""
+    initial = model.default_initial()
+    for key, value in config.spec.initial.items():
+        if key not in initial:
+            raise config.error(
+                f"initial.{key}",
+                f"model {model.name!r} has no state component {key!r} (state: {', '.join(model.state_names)}).{did_you_mean(key, initial)}",
+            )
+        initial[key] = jnp.asarray(number(config, f"initial.{key}", value), dtype=float)
+    return initial
+
+
+def initial_vector(model: NamedStateModel, initial) -> jax.Array:
+    """The initial state vector [n] of a named-state model from what `simulate` was
+    given: None, a dict of values per component (missing ones take defaults), or [n]."""
+    if initial is None or isinstance(initial, dict):
+        for name in initial or {}:
+            if name not in model.state_names:
+                raise ValueError(
+                    f"model {model.name!r} has no state component {name!r} "
+                    f"(state: {', '.join(model.state_names)}).{did_you_mean(name, model.state_names)}"
+                )
+        return model.initial_state(initial)
+    y0 = jnp.asarray(initial, dtype=float)
+    if y0.shape != (len(model.state_names),):
+        raise ValueError(f"initial state of {model.name!r} must have shape ({len(model.state_names)},), got {y0.shape}")
+    return y0
 
 
 def save_times(config: Config) -> np.ndarray:

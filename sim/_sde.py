@@ -21,7 +21,19 @@ from ._config import Config, SEED_MAX
 from ._family import Family, register_family
 from ._registry import register_model
 from ._result import RunSink
-from ._run import LoopEngine, Setup, check_finite, frames_per_chunk, number, resolve_params, resolved_toml, save_times, sink_result
+from ._run import (
+    LoopEngine,
+    Setup,
+    check_finite,
+    frames_per_chunk,
+    initial_vector,
+    named_initial,
+    number,
+    resolve_params,
+    resolved_toml,
+    save_times,
+    sink_result,
+)
 from ._stream import RunPlan
 from ._trajectory import Trajectory
 
@@ -50,21 +62,6 @@ def _ensemble(solver: Any) -> tuple[SdeEnsemble, bool]:
     raise TypeError(f"an SDE model needs an SdeSolver (with its step dt) or an SdeEnsemble, got {type(solver).__name__}")
 
 
-def _y0(model: SdeModel, initial) -> jax.Array:
-    if initial is None or isinstance(initial, dict):
-        for name in initial or {}:
-            if name not in model.state_names:
-                raise ValueError(
-                    f"model {model.name!r} has no state component {name!r} "
-                    f"(state: {', '.join(model.state_names)}).{did_you_mean(name, model.state_names)}"
-                )
-        return model.initial_state(initial)
-    y0 = jnp.asarray(initial, dtype=float)
-    if y0.shape != (len(model.state_names),):
-        raise ValueError(f"initial state of {model.name!r} must have shape ({len(model.state_names)},), got {y0.shape}")
-    return y0
-
-
 def _observe(model: SdeModel, ts: jax.Array, ys: jax.Array, params) -> dict[str, jax.Array]:
     """Observables of states [T, paths, n] at times [T]: {name: [T, paths]}."""
     per_path = jax.vmap(model.observables, in_axes=(None, 0, None))
@@ -79,7 +76,7 @@ def _simulate(model: SdeModel, params, t, initial, solver, key) -> Trajectory:
     if key is None:
         raise ValueError(f"simulating the SDE model {model.name!r} needs a key (jax.random.key(seed)): it draws the Brownian motions")
     ensemble, single = _ensemble(solver)
-    ys, state = _loop(model, params, t, ensemble, key).solve(_y0(model, initial))  # [paths, T, n]
+    ys, state = _loop(model, params, t, ensemble, key).solve(initial_vector(model, initial))  # [paths, T, n]
     ys = jnp.moveaxis(ys, 0, 1)
     observables = _observe(model, t, ys, params)
     if single:
@@ -120,22 +117,10 @@ def _solver(config: Config, model: SdeModel) -> tuple[SdeEnsemble, dict[str, Any
     return SdeEnsemble(solver, section.paths), resolved
 
 
-def _initial(config: Config, model: SdeModel) -> dict[str, jax.Array]:
-    initial = model.default_initial()
-    for key, value in config.spec.initial.items():
-        if key not in initial:
-            raise config.error(
-                f"initial.{key}",
-                f"model {model.name!r} has no state component {key!r} (state: {', '.join(model.state_names)}).{did_you_mean(key, initial)}",
-            )
-        initial[key] = jnp.asarray(number(config, f"initial.{key}", value), dtype=float)
-    return initial
-
-
 def _setup(model: SdeModel, config: Config) -> Setup:
     SDE.resolve_checks(config, what="SDE runs (they only check that values stay finite)")
     params = resolve_params(config, model)
-    initial = _initial(config, model)
+    initial = named_initial(config, model)
     ensemble, solver_section = _solver(config, model)
     section = config.spec.ensemble or EnsembleSection()
     return Setup(

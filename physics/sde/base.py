@@ -5,10 +5,9 @@ from __future__ import annotations
 import abc
 from typing import ClassVar
 
-import jax.numpy as jnp
 from jaxtyping import Array, Float, PyTree
 
-from .._base import Model
+from .._base import NamedStateModel
 from .._types import Scalar, State
 
 NOISE_KINDS = ("diagonal", "additive", "general")
@@ -17,7 +16,7 @@ NOISE_KINDS = ("diagonal", "additive", "general")
 Diffusion = Float[Array, " n"] | Float[Array, "n m"]
 
 
-class SdeModel(Model):
+class SdeModel(NamedStateModel):
     """A system dy = f(t, y; params) dt + g(t, y; params) dW (Ito) with named state components.
 
     Concrete classes set `state_names` (one per component of the state vector, in
@@ -53,10 +52,6 @@ class SdeModel(Model):
         (100, 51, 1)
     """
 
-    state_names: ClassVar[tuple[str, ...]]
-    initial_defaults: ClassVar[dict[str, float]]
-    initial_units: ClassVar[str] = ""
-    initial_constraint: ClassVar[str] = "real"
     noise: ClassVar[str]
     brownian_dims: ClassVar[int | None] = None
 
@@ -91,30 +86,3 @@ class SdeModel(Model):
         """What `diffusion` returns: (n,) for diagonal and additive noise, (n, m) for general."""
         n = len(self.state_names)
         return (n, self.brownian_dims) if self.noise == "general" else (n,)
-
-    def initial_state(self, initial: dict[str, Array] | None = None) -> State:
-        """The initial state vector [n] from named values; missing names take defaults."""
-        values = dict(self.initial_defaults)
-        if initial is not None:
-            values.update(initial)
-        return jnp.stack([jnp.asarray(values[n], dtype=float) for n in self.state_names])
-
-    def default_initial(self) -> dict[str, Array]:
-        """Default initial values, one scalar array per state component."""
-        return {n: jnp.asarray(v, dtype=float) for n, v in self.initial_defaults.items()}
-
-    def extra_observables(self, t: Scalar, y: State, params: PyTree) -> dict[str, Array]:
-        """Derived observables beyond the state components (none by default)."""
-        return {}
-
-    def observables(self, t: Scalar, y: State, params: PyTree) -> dict[str, Array]:
-        """All observables at one time: each state component by name plus the extras."""
-        out = {n: y[i] for i, n in enumerate(self.state_names)}
-        out.update(self.extra_observables(t, y, params))
-        return out
-
-    @property
-    def observable_names(self) -> tuple[str, ...]:
-        y = jnp.zeros(len(self.state_names))
-        extra = self.extra_observables(jnp.zeros(()), y, self.default_params())
-        return tuple(self.state_names) + tuple(extra)
