@@ -2,7 +2,8 @@
 # Mutation testing of one target (mutation/TARGET.toml): cosmic-ray mutates files in
 # place, so the work happens in a scratch git worktree of HEAD, never in this checkout.
 # The session database is kept in mutation/TARGET.sqlite (an interrupted run continues
-# where it stopped when run again); the report is written to mutation/TARGET-report.txt.
+# where it stopped when run again); the full report goes to mutation/TARGET-report.txt,
+# the score and the survivors to mutation/TARGET-score.txt (kept in git).
 # With SAMPLE, a new session keeps a random sample of that many mutants (sample.py).
 #
 #   mutation/run.sh ode
@@ -28,5 +29,6 @@ if [ ! -f "$db" ]; then
     fi
 fi
 cosmic-ray exec "$config" "$db"
-cr-report --show-pending "$db" > "$here/mutation/$target-report.txt"
-"$python" "$here/mutation/score.py" "$db"
+cr-report --show-pending "$db" > "$here/mutation/$target-report.txt"  # every mutant (not in git)
+cd "$here"
+"$python" mutation/score.py "mutation/$target.sqlite" | tee "mutation/$target-score.txt"
