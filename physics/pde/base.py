@@ -179,8 +179,9 @@ class PdeModel(Model):
             channels = []
             for c in range(len(self.field_names)):
                 opts = dict(options)
-                if "seed" in opts:
-                    opts["seed"] = int(opts["seed"]) + c
+                seed = opts.get("seed")
+                if isinstance(seed, int) and not isinstance(seed, bool):  # (the generator refuses anything else)
+                    opts["seed"] = seed + c
                 channels.append(generator(self.mesh(), self.domain, **opts))
             field = np.stack(channels)
         else:

@@ -98,3 +98,12 @@ def test_grid_helpers_follow_the_options():
     x, y = model.coordinates()
     np.testing.assert_array_equal(x, [1.0, 1.5, 2.0, 2.5, 3.0])
     np.testing.assert_array_equal(y, [-2.0, -1.5, -1.0, -0.5, 0.0, 0.5])
+
+
+@pytest.mark.parametrize("seed", [1.5, True, "3"])
+def test_a_seed_that_is_not_a_whole_number_is_refused(seed):
+    # (it used to be truncated by int() before the generator could check it; under the
+    # tests' runtime type checking the generator's annotation refuses it first)
+    model = sim.get_model("heat", points=[16])
+    with pytest.raises((ValueError, TypeError), match="seed"):
+        model.initial_field("random", seed=seed)
