@@ -1,6 +1,7 @@
-"""Molecular dynamics in `simulate`: the particle models by name, and the engine that runs
-them in compiled chunks, growing the neighbour list and rerunning a chunk when it
-overflowed (so a too-small capacity is never silent and never the user's job)."""
+"""The MD family: particle models by name, the checks of a system before it runs, the
+`[system]` and `[solver]` sections of a config, the H5MD file a run writes, its blow-up
+limits, and how sweeps and fits size neighbour lists. The run itself, compiled chunks
+with neighbour lists that grow when they overflow, is `solvers.ParticleRun`."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -33,18 +33,19 @@ from physics.md import (
     thermalize,
 )
 from solvers import (
+    ALL_PAIRS,
     LangevinBaoab,
-    Neighbours,
     NeighbourList,
     NoseHooverChain,
     ParticleIntegrator,
+    ParticleRun,
     ParticleSolver,
-    ParticleState,
-    Result,
     VelocityVerlet,
+    concrete,
     did_you_mean,
-    integrate,
-    integrate_frames,
+    fixed_capacity,
+    largest_divisor_at_most,
+    redo_overflowed,
 )
 
 from ._config import Config, Value, seed_problem
@@ -95,25 +96,14 @@ def as_solver(solver) -> ParticleSolver:
     )
 
 
-def _concrete(x) -> np.ndarray | None:
-    """x as a numpy array if its value is known now (also under jax.grad, and constants
-    under jax.jit), else None."""
-    if not isinstance(x, jax.core.Tracer):
-        return np.asarray(x)
-    try:
-        return np.asarray(jax.lax.stop_gradient(x))
-    except (jax.errors.ConcretizationTypeError, jax.errors.TracerArrayConversionError):
-        return None
-
-
 def steps_per_save(t, dt) -> int:
     """The fixed number of dt steps between consecutive save times `t`.
 
     Raises:
         ValueError: times not concrete, not equally spaced, or not a multiple of dt.
     """
-    times = _concrete(t)
-    step = _concrete(dt)
+    times = concrete(t)
+    step = concrete(dt)
     if times is None or step is None:
         raise ValueError(
             "MD save times and the time step must be concrete numbers (the number of steps is fixed "
@@ -137,12 +127,12 @@ def check_system(model: ParticleModel, system: System, params: PyTree) -> None:
     what is concrete (under jax.jit, values are unknown and skipped)."""
     if not isinstance(system, System):
         raise TypeError(f"initial must be a physics.md.System, got {type(system).__name__}")
-    concrete_params = {k: _concrete(v) for k, v in params.items()}
+    concrete_params = {k: concrete(v) for k, v in params.items()}
     if all(v is not None for v in concrete_params.values()):
         model.check_params(system, {k: jnp.asarray(v) for k, v in concrete_params.items()})
-    position = _concrete(system.position)
+    position = concrete(system.position)
     if system.space.periodic:
-        edges = _concrete(system.space.box)
+        edges = concrete(system.space.box)
         if edges is not None and np.any(edges < 2 * model.cutoff):
             raise ValueError(
                 f"the box {np.round(edges, 6).tolist()} is shorter than twice the cutoff {model.cutoff:g} "
@@ -185,221 +175,20 @@ def _closest_pair(position: np.ndarray, edges: np.ndarray | None) -> tuple[int, 
     return best
 
 
-# ----------------------------------------------------------------------------- compiled pieces
+# ----------------------------------------------------------------------------- the run
 
 
-class _Problem(eqx.Module):
-    """Everything a compiled chunk closes over: model, parameters, system, integrator."""
-
-    model: ParticleModel
-    params: PyTree
-    system: System
-    integrator: ParticleIntegrator
-    neighbour_list: NeighbourList | None
-
-    def force_fn(self, position, nbrs: Neighbours | None):
-        nl = self.neighbour_list
-        if nl is not None:
-            nbrs = nl.update(nbrs, position, self.system.space.box)
-        index = None if nbrs is None else nbrs.index
-        return self.model.forces(self.system.at(position), self.params, index), nbrs
-
-    def observe(self, state: ParticleState) -> dict[str, Array]:
-        system = self.system.at(state.position, state.velocity)
-        index = None if state.aux is None else state.aux.index
-        dof = self.integrator.degrees_of_freedom(system.n, system.dim)
-        out = self.model.measure(system, self.params, index, dof)
-        if isinstance(self.integrator, NoseHooverChain):
-            out["conserved_energy"] = out["total_energy"] + self.integrator.thermostat_energy(state)
-        out["position"] = state.position
-        out["velocity"] = state.velocity
-        return out
-
-
-@eqx.filter_jit
-def _start(problem: _Problem, key) -> tuple[ParticleState, dict]:
-    s = problem.system
-    nl = problem.neighbour_list
-    nbrs = None if nl is None else nl.build(s.position, s.space.box)
-    state = problem.integrator.init(problem.force_fn, s.position, s.velocity, s.mass, nbrs, key)
-    return state, problem.observe(state)
-
-
-@eqx.filter_jit
-def _rebuilt(problem: _Problem, state: ParticleState) -> ParticleState:
-    """`state` with a neighbour list built afresh by `problem`'s (larger) list."""
-    old = state.aux
-    fresh = problem.neighbour_list.build(state.position, problem.system.space.box)
-    fresh = eqx.tree_at(lambda nb: nb.builds, fresh, old.builds + 1)
-    return eqx.tree_at(lambda s: s.aux, state, fresh)
-
-
-@eqx.filter_jit
-def _chunk(problem: _Problem, state: ParticleState, saves: int, every: int, levels: int):
-    return integrate(
-        problem.integrator, state, problem.force_fn, saves=saves, steps_per_save=every, observe=problem.observe, levels=levels
-    )
-
-
-@eqx.filter_jit
-def _frames(problem: _Problem, state: ParticleState, frames, every, capacity: int):
-    """Up to `frames` frames from `state`, stopping at the first frame in which the
-    neighbour list overflowed (`solvers.integrate_frames`)."""
-    refuse = None if problem.neighbour_list is None else (lambda s: s.aux.overflow)
-    return integrate_frames(
-        problem.integrator,
-        state,
-        problem.force_fn,
-        frames=frames,
-        steps_per_save=every,
-        observe=problem.observe,
-        capacity=capacity,
-        refuse=refuse,
-    )
-
-
-def _widened(problem: _Problem, state: ParticleState) -> ParticleState:
-    """`state` with its neighbour list padded to `problem`'s (larger) capacity: the
-    list a build of that capacity makes from the same reference positions, since the
-    smaller one held every neighbour (padding is the id n)."""
-    nbrs = state.aux
-    n, width = nbrs.index.shape
-    extra = problem.neighbour_list.capacity - width
-    if extra <= 0:
-        return state
-    index = jnp.pad(nbrs.index, ((0, 0), (0, extra)), constant_values=n)
-    return eqx.tree_at(lambda s: s.aux.index, state, index)
-
-
-def _overflowed(state: ParticleState) -> bool | None:
-    """Whether the neighbour list overflowed (None when the flag is traced)."""
-    if state.aux is None:
-        return False
-    flag = _concrete(state.aux.overflow)
-    return None if flag is None else bool(flag)
-
-
-def _largest_divisor_at_most(n: int, limit: int) -> int:
-    return max(d for d in range(1, min(n, max(limit, 1)) + 1) if n % d == 0)
-
-
-# ----------------------------------------------------------------------------- the engine
-
-
-class MdEngine:
-    """The MD run loop, one compiled chunk of saves at a time: what `run_md` loops over
-    and what a streamed `sim run` advances.
-
-    `step` (for `run_md`, differentiable): after each chunk the neighbour-list overflow
-    flag is read; if set, the list is reallocated with room for what was seen and the
-    chunk is rerun from its start. Under `jax.jit` or `jax.vmap` the flag cannot be read
-    mid-run: `step` then returns the flag traced, and `run_md` marks the run.
-
-    `advance` (a `sim run`, forward only) is chunk-invariant: its compiled loop stops at
-    the frame in which the list overflowed, the list is grown and that frame is redone,
-    so the list grows at the same frame wherever chunks fall; the frame count is traced
-    (one program per list size for every chunk length).
-    """
-
-    def __init__(self, model: ParticleModel, params: PyTree, t: Array | np.ndarray, *, initial: System | None = None, solver=None, key: Array | None = None):
-        solver = as_solver(solver)
-        integrator = solver.integrator
-        system = default_system(model, key) if initial is None else initial
-        check_system(model, system, params)
-        self.every = steps_per_save(t, integrator.dt)
-        self.n_saves = int(np.asarray(t).shape[0]) - 1
-        dtype = system.position.dtype
-        params = {k: jnp.asarray(v).astype(dtype) for k, v in params.items()}
-        box = system.space.box
-        nl = None
-        if solver.neighbour_list:
-            position = _concrete(system.position)
-            edges = None if box is None else _concrete(box)
-            if position is None or (box is not None and edges is None):
-                raise ValueError(
-                    "the neighbour list is sized from the initial positions, which are traced here; "
-                    "pass the initial System from outside jax.jit (close over it), or use "
-                    "ParticleSolver(..., neighbour_list=False)"
-                )
-            nl = NeighbourList.allocate(position, edges, model.cutoff, solver.skin, capacity=solver.capacity)
-        self.solver = solver
-        self.system = system
-        self.times = _concrete(t)
-        self.problem = _Problem(model, params, system, integrator, nl)
-        self.run_key = None if key is None else jax.random.fold_in(key, 7)
-        self.chunk = _largest_divisor_at_most(self.n_saves, max(1, solver.chunk_steps // self.every))
-        self.first: dict | None = None
-
-    def start(self) -> ParticleState:
-        """The state at the first save time (its observables in `self.first`)."""
-        state, first = _start(self.problem, self.run_key)
-        while _overflowed(state):  # the initial build did not fit (only with an explicit capacity)
-            self._grow(state)
-            state, first = _start(self.problem, self.run_key)
-        self.first = first
-        return state
-
-    def _grow(self, state: ParticleState) -> None:
-        grown = self.problem.neighbour_list.grown(state.aux, self.system.n)
-        self.problem = dataclasses.replace(self.problem, neighbour_list=grown)
-
-    def step(self, state: ParticleState, saves: int) -> tuple[ParticleState, dict, Any]:
-        """`saves` save intervals from `state`: the new state, the observables of the
-        saves, and the overflow flag (False, or traced under jit)."""
-        while True:
-            new_state, obs = _chunk(self.problem, state, saves, self.every, self.solver.checkpoint_levels)
-            over = _overflowed(new_state)
-            if not over:
-                return new_state, obs, over
-            self._grow(new_state)
-            state = _rebuilt(self.problem, state)
-
-    def advance(self, state: ParticleState, k: int, n: int) -> tuple[ParticleState, dict[str, np.ndarray]]:
-        """The streamed-run interface: frames k+1..k+n (frame 0 first when k == 0) as
-        numpy rows."""
-        if not 1 <= n <= self.chunk:
-            raise ValueError(f"a chunk of {n} frames; this engine takes 1 to {self.chunk}")
-        pieces: list[dict[str, np.ndarray]] = []
-        remaining = n
-        while True:
-            state, saved, filled, refused, rejected = _frames(
-                self.problem, state, jnp.asarray(remaining, jnp.int32), jnp.asarray(self.every, jnp.int32), self.chunk
-            )
-            filled = int(filled)
-            pieces.append({name: np.asarray(v)[:filled] for name, v in saved.items()})
-            remaining -= filled
-            if not bool(refused):
-                break
-            # The list overflowed within the frame after `state`: grow it, redo the frame.
-            self._grow(rejected)
-            state = _widened(self.problem, state)
-        if remaining:  # pragma: no cover - the loop stops early only at a refused step
-            raise RuntimeError(f"the MD chunk filled {n - remaining} of {n} frames")
-        rows = {name: np.concatenate([p[name] for p in pieces]) for name in pieces[0]}
-        if k == 0:
-            rows = {name: np.concatenate([np.asarray(self.first[name])[None], v]) for name, v in rows.items()}
-        return state, rows
-
-    def meta(self) -> dict[str, Any]:
-        nl = self.problem.neighbour_list
-        return {} if nl is None else {"capacity": nl.capacity, "cell_capacity": nl.cell_capacity}
-
-    def restore(self, meta: dict[str, Any]) -> ParticleState:
-        nl = self.problem.neighbour_list
-        if nl is not None and meta:
-            sized = dataclasses.replace(nl, capacity=int(meta["capacity"]), cell_capacity=int(meta["cell_capacity"]))
-            self.problem = dataclasses.replace(self.problem, neighbour_list=sized)
-        state, _ = _start(self.problem, self.run_key)
-        return state
-
-    def stats(self, state: ParticleState) -> dict[str, Any]:
-        nl = self.problem.neighbour_list
-        return {
-            "num_steps": self.n_saves * self.every,
-            "result": int(Result.successful),
-            "neighbour_builds": 0 if state.aux is None else int(state.aux.builds),
-            "capacity": 0 if nl is None else nl.capacity,
-        }
+def particle_run(model: ParticleModel, params: PyTree, t, *, initial: System | None = None, solver=None, key: Array | None = None) -> ParticleRun:
+    """The run of `simulate` and of `sim run` (`solvers.ParticleRun`), once the system,
+    the parameters and the save times have been checked."""
+    solver = as_solver(solver)
+    system = default_system(model, key) if initial is None else initial
+    check_system(model, system, params)
+    every = steps_per_save(t, solver.integrator.dt)
+    dtype = system.position.dtype
+    params = {k: jnp.asarray(v).astype(dtype) for k, v in params.items()}
+    run_key = None if key is None else jax.random.fold_in(key, 7)
+    return ParticleRun(model, params, system, solver, times=concrete(t), every=every, key=run_key)
 
 
 def run_md(
@@ -427,31 +216,7 @@ def run_md(
         position and velocity [T, n, dim] (unwrapped), the final `ParticleState`, and
         stats num_steps, result, neighbour_builds, capacity.
     """
-    engine = MdEngine(model, params, t, initial=initial, solver=solver, key=key)
-    state = engine.start()
-    first = engine.first
-    pieces = []
-    unresolved = jnp.asarray(False)
-    for _ in range(engine.n_saves // engine.chunk):
-        new_state, obs, over = engine.step(state, engine.chunk)
-        if over is None:  # traced: flag the run, poison what followed the overflow
-            unresolved = unresolved | new_state.aux.overflow
-            obs = jax.tree.map(lambda a: jnp.where(unresolved, jnp.nan, a) if jnp.issubdtype(a.dtype, jnp.floating) else a, obs)
-        pieces.append(obs)
-        state = new_state
-        if progress is not None:
-            progress(engine.chunk * engine.every)
-
-    observables = {
-        name: jnp.concatenate([first[name][None]] + [p[name] for p in pieces], axis=0) for name in first
-    }
-    nl_final = engine.problem.neighbour_list
-    stats = {
-        "num_steps": jnp.asarray(engine.n_saves * engine.every),
-        "result": jnp.where(unresolved, int(Result.neighbour_overflow), int(Result.successful)),
-        "neighbour_builds": jnp.asarray(0) if state.aux is None else state.aux.builds,
-        "capacity": jnp.asarray(0 if nl_final is None else nl_final.capacity),
-    }
+    observables, state, stats = particle_run(model, params, t, initial=initial, solver=solver, key=key).run(progress)
     return Trajectory(time=jnp.asarray(t), observables=observables, final_state=state, stats=stats)
 
 
@@ -967,13 +732,13 @@ def _percent(fraction: float) -> str:
 
 def _plan(model: ParticleModel, config: Config) -> RunPlan:
     s = _setup(model, config)
-    engine = MdEngine(s.model, s.params, s.t, initial=s.initial, solver=s.solver, key=s.key)
+    engine = particle_run(s.model, s.params, s.t, initial=s.initial, solver=s.solver, key=s.key)
     frames = engine.n_saves
     frame_bytes = 8 * 2 * int(np.prod(s.initial.position.shape)) + 64
     wanted = chunk_frames(frame_bytes, frames, config.spec.output.chunk, config=config)
     # Chunks of equal length (one compiled program): the largest divisor of the frames
     # within both the memory budget and the solver's steps per chunk.
-    engine.chunk = _largest_divisor_at_most(frames, min(wanted, engine.chunk))
+    engine.chunk = largest_divisor_at_most(frames, min(wanted, engine.chunk))
     times = np.asarray(s.t)
     every = int(round((float(times[1]) - float(times[0])) / float(s.solver.integrator.dt)))
     sink = MdSink(
@@ -994,7 +759,7 @@ def _plan(model: ParticleModel, config: Config) -> RunPlan:
             if k == 0:
                 first = {name: rows[name][0] for name in limits.reference_names}
             else:
-                first = engine.first if engine.first is not None else _start(engine.problem, engine.run_key)[1]
+                first = engine.first_observables()
             reference.update(limits.reference({name: np.asarray(first[name]) for name in limits.reference_names}))
         failure = limits.first_failure(rows, reference)
         if failure is not None:
@@ -1022,17 +787,11 @@ def _plan(model: ParticleModel, config: Config) -> RunPlan:
 
 # ----------------------------------------------------------------------------- sweeps
 
-# The neighbour list of a vmapped MD chunk is sized before the runs start: this many
-# times the neighbours counted in the (shared) initial system.
-MD_CAPACITY_FACTOR = 2.0
-_NO_LIST = -1  # a capacity code: all pairs, no neighbour list
-
-
 def sweep_setup(config: Config, s: Setup) -> Setup:
     """An MD set-up for vmapped runs: only [params] may be swept (the system is shared),
-    and the neighbour list, which cannot grow inside a batch, starts with
-    `MD_CAPACITY_FACTOR` times the neighbours counted in the initial system (a chunk
-    whose runs overflow it is rerun with larger lists: `settle_overflows`)."""
+    and the neighbour list, which cannot grow inside a batch, is sized by
+    `solvers.fixed_capacity` (a chunk whose runs overflow it is rerun with larger lists:
+    `solvers.redo_overflowed`)."""
     section = sweep_section(config)
     for name in section.params:
         head, dot, _ = name.partition(".")
@@ -1042,15 +801,18 @@ def sweep_setup(config: Config, s: Setup) -> Setup:
                 f"sweep.params.{name}",
                 f"MD sweeps vary [params] only (such as epsilon and sigma); {what} cannot be swept: every run starts from the same [system] with the same [solver]",
             )
+    return dataclasses.replace(s, solver=_fixed_list(s))
+
+
+def _fixed_list(s: Setup):
+    """The set-up's solver with a list that cannot grow (vmapped sweeps, compiled fits):
+    sized by `solvers.fixed_capacity` unless the config sets a capacity."""
     solver = s.solver
-    if solver.neighbour_list and solver.capacity is None:
-        box = s.initial.space.box if s.initial.space.periodic else None
-        counted = NeighbourList.allocate(
-            np.asarray(s.initial.position), None if box is None else np.asarray(box), s.model.cutoff, solver.skin
-        )
-        wanted = math.ceil(MD_CAPACITY_FACTOR * counted.capacity)
-        solver = dataclasses.replace(solver, capacity=max(1, min(wanted, s.initial.n - 1)))
-    return dataclasses.replace(s, solver=solver)
+    if not solver.neighbour_list or solver.capacity is not None:
+        return solver
+    box = s.initial.space.box if s.initial.space.periodic else None
+    capacity = fixed_capacity(np.asarray(s.initial.position), None if box is None else np.asarray(box), s.model.cutoff, solver.skin)
+    return dataclasses.replace(solver, capacity=capacity)
 
 
 _MD_SETTINGS = ("lattice", "cells", "density", "particles", "min_distance", "temperature", "friction", "tau", "chain_length", "skin", "dt", "steps")
@@ -1058,43 +820,21 @@ _MD_SETTINGS = ("lattice", "cells", "density", "particles", "min_distance", "tem
 
 def with_capacity(s: Setup, capacity: int | None) -> Setup:
     """The set-up with the neighbour list holding `capacity` neighbours per particle
-    (`_NO_LIST`: all pairs); None leaves it as it is."""
+    (`solvers.ALL_PAIRS`: no list); None leaves it as it is."""
     if capacity is None:
         return s
-    if capacity == _NO_LIST:
+    if capacity == ALL_PAIRS:
         return dataclasses.replace(s, solver=dataclasses.replace(s.solver, neighbour_list=False, capacity=None))
     return dataclasses.replace(s, solver=dataclasses.replace(s.solver, capacity=capacity))
 
 
-def larger_list(s: Setup, capacity: int | None) -> int | None:
-    """The next capacity after `capacity` overflowed: doubled up to n - 1, then all
-    pairs; None when there is nothing larger."""
-    solver = s.solver
-    current = solver.capacity if capacity is None else capacity
-    if not solver.neighbour_list or current == _NO_LIST:
-        return None
-    n = s.initial.n
-    return _NO_LIST if current >= n - 1 else min(2 * current, n - 1)
-
-
 def settle_overflows(s: Setup, values: dict, rerun) -> dict:
-    """An MD chunk's results with every run whose neighbour list overflowed (`Result.neighbour_overflow`)
-    rerun by `rerun(capacity)` with larger lists until none overflows (the list cannot
-    grow inside a vmapped run). Deterministic: each chunk starts from the set-up's
-    capacity, so a chunk gives the same numbers whoever computes it."""
-    capacity = None
-    while True:
-        over = np.asarray(values["stats/result"]) == Result.neighbour_overflow
-        if not over.any():
-            return values
-        capacity = larger_list(s, capacity)
-        if capacity is None:
-            return values
-        redo = jax.device_get(rerun(capacity))
-        values = {
-            name: np.where(over.reshape(over.shape + (1,) * (np.ndim(v) - 1)), np.asarray(redo[name]), np.asarray(v))
-            for name, v in values.items()
-        }
+    """A sweep chunk's results with the runs whose neighbour list overflowed rerun by
+    `rerun(capacity)` with larger lists (`solvers.redo_overflowed`)."""
+    solver = s.solver
+    if not solver.neighbour_list:
+        return values
+    return redo_overflowed(values, solver.capacity, s.initial.n, rerun)
 
 
 class MdFamily(Family):
@@ -1127,13 +867,8 @@ class MdFamily(Family):
     no_free_initial = "MD runs have no initial values to fit; they start from [system]"
 
     def fit_solver(self, s: Setup):
-        solver = s.solver
-        if getattr(solver, "neighbour_list", False) and solver.capacity is None and s.initial.space.periodic:
-            # The list cannot be regrown inside a compiled fit: it starts with room for twice
-            # the neighbours counted at the start (an overflow makes the run NaN, never wrong).
-            counted = NeighbourList.allocate(np.asarray(s.initial.position), np.asarray(s.initial.space.box), s.model.cutoff, solver.skin)
-            solver = dataclasses.replace(solver, capacity=min(2 * counted.capacity, max(s.initial.n - 1, 1)))
-        return solver
+        # The list cannot grow inside a compiled fit (an overflow makes the run NaN, never wrong).
+        return _fixed_list(s)
 
     def sweep_setup(self, config: Config, s: Setup) -> Setup:
         return sweep_setup(config, s)

@@ -26,6 +26,17 @@ from ._spectral import (
     FourierGrid as FourierGrid,
     SpectralSolution as SpectralSolution,
 )
+from ._particle_run import (
+    ALL_PAIRS as ALL_PAIRS,
+    FIXED_FACTOR as FIXED_FACTOR,
+    ParticleProblem as ParticleProblem,
+    ParticleRun as ParticleRun,
+    concrete as concrete,
+    fixed_capacity as fixed_capacity,
+    larger_capacity as larger_capacity,
+    largest_divisor_at_most as largest_divisor_at_most,
+    redo_overflowed as redo_overflowed,
+)
 from ._neighbours import Neighbours as Neighbours, NeighbourList as NeighbourList, minimum_image as minimum_image
 from ._particles import (
     ChainState as ChainState,

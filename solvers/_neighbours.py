@@ -171,12 +171,15 @@ class NeighbourList(eqx.Module):
             cell_size=size,
             periodic=periodic,
         )
-        pos_j = jnp.asarray(pos)
-        box_j = None if box is None else jnp.asarray(edges)
-        cell_capacity = _padded(_occupancy(probe, pos_j, box_j), factor, n)
-        probe = dataclasses.replace(probe, cell_capacity=cell_capacity)
-        if capacity is None:
-            capacity = _padded(_max_count(probe, pos_j, box_j), factor, n - 1)
+        # The counts are numbers now, also when a traced program (jax.jit) allocates a
+        # list for a system it closes over.
+        with jax.ensure_compile_time_eval():
+            pos_j = jnp.asarray(pos)
+            box_j = None if box is None else jnp.asarray(edges)
+            cell_capacity = _padded(_occupancy(probe, pos_j, box_j), factor, n)
+            probe = dataclasses.replace(probe, cell_capacity=cell_capacity)
+            if capacity is None:
+                capacity = _padded(_max_count(probe, pos_j, box_j), factor, n - 1)
         return dataclasses.replace(probe, capacity=max(capacity, 1))
 
     def grown(self, nbrs: Neighbours, n: int) -> NeighbourList:

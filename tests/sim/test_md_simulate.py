@@ -167,12 +167,21 @@ def test_gradients_match_finite_differences():
     system = lj_liquid(3, 0.8)
     t = jnp.linspace(0.0, 0.2, 5)  # 40 steps, neighbour list rebuilt along the way
 
-    def loss(params):
+    # Compiled whole, with the system closed over: its neighbour list is sized from the
+    # concrete positions while the program is traced (that once raised a concretization
+    # error), and cannot grow in the program (an overflow would be flagged in the result).
+    @jax.jit
+    def loss_and_result(params):
         traj = sim.simulate(model, params, t, initial=system)
-        return jnp.mean(traj.observables["potential_energy"][1:]) + jnp.mean(traj.observables["pressure"][1:])
+        loss = jnp.mean(traj.observables["potential_energy"][1:]) + jnp.mean(traj.observables["pressure"][1:])
+        return loss, traj.stats["result"]
+
+    def loss(params):
+        return loss_and_result(params)[0]
 
     params = {"epsilon": jnp.asarray(1.0), "sigma": jnp.asarray(1.0)}
-    grad = jax.grad(loss)(params)
+    assert int(loss_and_result(params)[1]) == 0
+    grad = jax.jit(jax.grad(loss))(params)
     for name in ("epsilon", "sigma"):
         h = 1e-5
         up = loss({**params, name: params[name] + h})

@@ -115,12 +115,13 @@ def test_md_sweep_with_too_small_neighbour_list_equals_single_runs(tmp_cwd, caps
     larger list (doubled, to 24) and lose no run."""
     import sim._md as md_family
     import sim._sweep as sweep_module
+    import solvers._particle_run as policy
 
-    monkeypatch.setattr(md_family, "MD_CAPACITY_FACTOR", 0.6)
+    monkeypatch.setattr(policy, "FIXED_FACTOR", 0.6)
     sweep_module._runner.cache_clear()
     tried = []
-    larger = md_family.larger_list
-    monkeypatch.setattr(md_family, "larger_list", lambda s, c: tried.append(larger(s, c)) or tried[-1])
+    larger = policy.larger_capacity
+    monkeypatch.setattr(policy, "larger_capacity", lambda c, n: tried.append(larger(c, n)) or tried[-1])
     codes = []  # the result codes of each chunk before its overflowed runs are rerun
     settle = md_family.settle_overflows
     monkeypatch.setattr(md_family, "settle_overflows", lambda s, v, r: codes.extend(np.asarray(v["stats/result"]).tolist()) or settle(s, v, r))

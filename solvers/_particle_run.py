@@ -1,0 +1,357 @@
+"""A particle run in compiled chunks, with neighbour lists that grow when they overflow,
+and the one capacity policy every particle run uses (a single run, a vmapped sweep, a
+compiled fit).
+
+The model and the system are reached by duck typing, so that this floor imports no
+model code: a model has `forces(system, params, index)` and
+`measure(system, params, index, degrees_of_freedom)` and a `cutoff`; a system has
+`position`, `velocity`, `mass`, `n`, `dim`, `space.box` and `at(position, velocity)`.
+
+Capacity policy (neighbours per particle a list holds):
+- A run that can read its overflow flag between chunks (`ParticleRun`: `simulate`, a
+  `sim run`) starts from `NeighbourList.allocate` (the neighbours counted at the start
+  with `CAPACITY_FACTOR` to spare) and, when the list overflows, grows it with
+  `NeighbourList.grown` and redoes the chunk, or the frame for a streamed run.
+- A run that cannot (a vmapped sweep chunk, a compiled fit) starts with `FIXED_FACTOR`
+  times that (`fixed_capacity`). An overflow is flagged (`Result.neighbour_overflow`) and
+  its observables become NaN, never wrong; a sweep redoes the runs that overflowed with
+  `larger_capacity` (`redo_overflowed`): doubled up to n - 1, then all pairs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, PyTree
+
+from ._frame_loops import integrate_frames
+from ._neighbours import Neighbours, NeighbourList
+from ._particles import NoseHooverChain, ParticleIntegrator, ParticleSolver, ParticleState, integrate
+from ._results import Result
+
+FIXED_FACTOR = 2.0
+"""A list that cannot grow during its run starts with this many times the capacity a
+growable one starts with."""
+ALL_PAIRS = -1
+"""The capacity `larger_capacity` gives after n - 1: no neighbour list, all pairs."""
+
+
+def concrete(x) -> np.ndarray | None:
+    """x as a numpy array if its value is known now (also under jax.grad, and constants
+    under jax.jit), else None."""
+    if not isinstance(x, jax.core.Tracer):
+        return np.asarray(x)
+    try:
+        return np.asarray(jax.lax.stop_gradient(x))
+    except (jax.errors.ConcretizationTypeError, jax.errors.TracerArrayConversionError):
+        return None
+
+
+# ----------------------------------------------------------------------------- capacity policy
+
+
+def fixed_capacity(position: np.ndarray, box: np.ndarray | None, cutoff: float, skin: float) -> int:
+    """The capacity of a list that cannot grow during its run: `FIXED_FACTOR` times what
+    `NeighbourList.allocate` counts for `position`, at most n - 1 (and at least 1)."""
+    n = int(np.shape(position)[0])
+    counted = NeighbourList.allocate(np.asarray(position), None if box is None else np.asarray(box), cutoff, skin)
+    return max(1, min(math.ceil(FIXED_FACTOR * counted.capacity), n - 1))
+
+
+def larger_capacity(current: int, n: int) -> int | None:
+    """The capacity to try after `current` overflowed in a run that cannot grow its list:
+    doubled up to n - 1, then `ALL_PAIRS`; None when there is nothing larger."""
+    if current == ALL_PAIRS:
+        return None
+    return ALL_PAIRS if current >= n - 1 else min(2 * current, n - 1)
+
+
+def redo_overflowed(values: dict, capacity: int, n: int, rerun: Callable[[int], dict]) -> dict:
+    """A batch's results with every run whose list overflowed (`values["stats/result"]`
+    is `Result.neighbour_overflow`) replaced by `rerun(capacity)` at larger capacities
+    until none overflows or nothing larger is left. Deterministic: every batch starts
+    from the same `capacity`, so a batch gives the same numbers whoever computes it."""
+    while True:
+        over = np.asarray(values["stats/result"]) == Result.neighbour_overflow
+        if not over.any():
+            return values
+        larger = larger_capacity(capacity, n)
+        if larger is None:
+            return values
+        capacity = larger
+        redo = jax.device_get(rerun(capacity))
+        values = {
+            name: np.where(over.reshape(over.shape + (1,) * (np.ndim(v) - 1)), np.asarray(redo[name]), np.asarray(v))
+            for name, v in values.items()
+        }
+
+
+# ----------------------------------------------------------------------------- compiled pieces
+
+
+class ParticleProblem(eqx.Module):
+    """Everything a compiled chunk closes over: model, parameters, system, integrator
+    and neighbour list (None: all pairs)."""
+
+    model: Any
+    params: PyTree
+    system: Any
+    integrator: ParticleIntegrator
+    neighbour_list: NeighbourList | None
+
+    def force_fn(self, position, nbrs: Neighbours | None):
+        nl = self.neighbour_list
+        if nl is not None:
+            nbrs = nl.update(nbrs, position, self.system.space.box)
+        index = None if nbrs is None else nbrs.index
+        return self.model.forces(self.system.at(position), self.params, index), nbrs
+
+    def observe(self, state: ParticleState) -> dict[str, Array]:
+        system = self.system.at(state.position, state.velocity)
+        index = None if state.aux is None else state.aux.index
+        dof = self.integrator.degrees_of_freedom(system.n, system.dim)
+        out = self.model.measure(system, self.params, index, dof)
+        if isinstance(self.integrator, NoseHooverChain):
+            out["conserved_energy"] = out["total_energy"] + self.integrator.thermostat_energy(state)
+        out["position"] = state.position
+        out["velocity"] = state.velocity
+        return out
+
+
+@eqx.filter_jit
+def _start(problem: ParticleProblem, key) -> tuple[ParticleState, dict]:
+    s = problem.system
+    nl = problem.neighbour_list
+    nbrs = None if nl is None else nl.build(s.position, s.space.box)
+    state = problem.integrator.init(problem.force_fn, s.position, s.velocity, s.mass, nbrs, key)
+    return state, problem.observe(state)
+
+
+@eqx.filter_jit
+def _rebuilt(problem: ParticleProblem, state: ParticleState) -> ParticleState:
+    """`state` with a neighbour list built afresh by `problem`'s (larger) list."""
+    old = state.aux
+    fresh = problem.neighbour_list.build(state.position, problem.system.space.box)
+    fresh = eqx.tree_at(lambda nb: nb.builds, fresh, old.builds + 1)
+    return eqx.tree_at(lambda s: s.aux, state, fresh)
+
+
+@eqx.filter_jit
+def _chunk(problem: ParticleProblem, state: ParticleState, saves: int, every: int, levels: int):
+    return integrate(
+        problem.integrator, state, problem.force_fn, saves=saves, steps_per_save=every, observe=problem.observe, levels=levels
+    )
+
+
+@eqx.filter_jit
+def _frames(problem: ParticleProblem, state: ParticleState, frames, every, capacity: int):
+    """Up to `frames` frames from `state`, stopping at the first frame in which the
+    neighbour list overflowed (`integrate_frames`)."""
+    refuse = None if problem.neighbour_list is None else (lambda s: s.aux.overflow)
+    return integrate_frames(
+        problem.integrator,
+        state,
+        problem.force_fn,
+        frames=frames,
+        steps_per_save=every,
+        observe=problem.observe,
+        capacity=capacity,
+        refuse=refuse,
+    )
+
+
+def _widened(problem: ParticleProblem, state: ParticleState) -> ParticleState:
+    """`state` with its neighbour list padded to `problem`'s (larger) capacity: the
+    list a build of that capacity makes from the same reference positions, since the
+    smaller one held every neighbour (padding is the id n)."""
+    nbrs = state.aux
+    n, width = nbrs.index.shape
+    extra = problem.neighbour_list.capacity - width
+    if extra <= 0:
+        return state
+    index = jnp.pad(nbrs.index, ((0, 0), (0, extra)), constant_values=n)
+    return eqx.tree_at(lambda s: s.aux.index, state, index)
+
+
+def _overflowed(state: ParticleState) -> bool | None:
+    """Whether the neighbour list overflowed (None when the flag is traced)."""
+    if state.aux is None:
+        return False
+    flag = concrete(state.aux.overflow)
+    return None if flag is None else bool(flag)
+
+
+def largest_divisor_at_most(n: int, limit: int) -> int:
+    """The largest divisor of n that is at most `limit` (at least 1)."""
+    return max(d for d in range(1, min(n, max(limit, 1)) + 1) if n % d == 0)
+
+
+# ----------------------------------------------------------------------------- the run
+
+
+class ParticleRun:
+    """A particle run, one compiled chunk of saves at a time: what `run` loops over and
+    what a streamed run advances.
+
+    `step` (for `run`, differentiable): after each chunk the neighbour-list overflow flag
+    is read; if set, the list is grown with room for what was seen and the chunk is rerun
+    from its start. Under `jax.jit` or `jax.vmap` the flag cannot be read mid-run: `step`
+    then returns the flag traced, and `run` marks the run.
+
+    `advance` (a streamed run, forward only) is chunk-invariant: its compiled loop stops
+    at the frame in which the list overflowed, the list is grown and that frame is redone,
+    so the list grows at the same frame wherever chunks fall; the frame count is traced
+    (one program per list size for every chunk length).
+
+    Arguments:
+        model, params, system: the model (see the module docstring), its parameters (in
+            the system's dtype) and the starting system.
+        solver: the integrator and the neighbour-list settings.
+        times: the save times [T] (numpy); every: steps per save.
+        key: the integrator's random key (Langevin), or None.
+
+    Raises:
+        ValueError: the neighbour list cannot be sized because the starting positions
+            are traced.
+    """
+
+    def __init__(self, model, params: PyTree, system, solver: ParticleSolver, *, times: np.ndarray, every: int, key: Array | None = None):
+        box = system.space.box
+        nl = None
+        if solver.neighbour_list:
+            position = concrete(system.position)
+            edges = None if box is None else concrete(box)
+            if position is None or (box is not None and edges is None):
+                raise ValueError(
+                    "the neighbour list is sized from the initial positions, which are traced here; "
+                    "pass the initial System from outside jax.jit (close over it), or use "
+                    "ParticleSolver(..., neighbour_list=False)"
+                )
+            nl = NeighbourList.allocate(position, edges, model.cutoff, solver.skin, capacity=solver.capacity)
+        self.solver = solver
+        self.system = system
+        self.times = np.asarray(times)
+        self.every = every
+        self.n_saves = n_saves = len(self.times) - 1
+        self.problem = ParticleProblem(model, params, system, solver.integrator, nl)
+        self.key = key
+        self.chunk = largest_divisor_at_most(n_saves, max(1, solver.chunk_steps // every))
+        self.first: dict | None = None
+
+    def start(self) -> ParticleState:
+        """The state at the first save time (its observables in `self.first`)."""
+        state, first = _start(self.problem, self.key)
+        while _overflowed(state):  # the initial build did not fit (only with an explicit capacity)
+            self._grow(state)
+            state, first = _start(self.problem, self.key)
+        self.first = first
+        return state
+
+    def first_observables(self) -> dict:
+        """The observables at the first save time (computed again after a `restore`)."""
+        return self.first if self.first is not None else _start(self.problem, self.key)[1]
+
+    def _grow(self, state: ParticleState) -> None:
+        grown = self.problem.neighbour_list.grown(state.aux, self.system.n)
+        self.problem = dataclasses.replace(self.problem, neighbour_list=grown)
+
+    def step(self, state: ParticleState, saves: int) -> tuple[ParticleState, dict, Any]:
+        """`saves` save intervals from `state`: the new state, the observables of the
+        saves, and the overflow flag (False, or None when traced under jit)."""
+        while True:
+            new_state, obs = _chunk(self.problem, state, saves, self.every, self.solver.checkpoint_levels)
+            over = _overflowed(new_state)
+            if not over:
+                return new_state, obs, over
+            self._grow(new_state)
+            state = _rebuilt(self.problem, state)
+
+    def advance(self, state: ParticleState, k: int, n: int) -> tuple[ParticleState, dict[str, np.ndarray]]:
+        """The streamed-run interface: frames k+1..k+n (frame 0 first when k == 0) as
+        numpy rows."""
+        if not 1 <= n <= self.chunk:
+            raise ValueError(f"a chunk of {n} frames; this run takes 1 to {self.chunk}")
+        pieces: list[dict[str, np.ndarray]] = []
+        remaining = n
+        while True:
+            state, saved, filled, refused, rejected = _frames(
+                self.problem, state, jnp.asarray(remaining, jnp.int32), jnp.asarray(self.every, jnp.int32), self.chunk
+            )
+            filled = int(filled)
+            pieces.append({name: np.asarray(v)[:filled] for name, v in saved.items()})
+            remaining -= filled
+            if not bool(refused):
+                break
+            # The list overflowed within the frame after `state`: grow it, redo the frame.
+            self._grow(rejected)
+            state = _widened(self.problem, state)
+        if remaining:  # pragma: no cover - the loop stops early only at a refused step
+            raise RuntimeError(f"the particle chunk filled {n - remaining} of {n} frames")
+        rows = {name: np.concatenate([p[name] for p in pieces]) for name in pieces[0]}
+        if k == 0:
+            rows = {name: np.concatenate([np.asarray(self.first[name])[None], v]) for name, v in rows.items()}
+        return state, rows
+
+    def meta(self) -> dict[str, Any]:
+        """What a checkpoint keeps besides the state: the list's sizes."""
+        nl = self.problem.neighbour_list
+        return {} if nl is None else {"capacity": nl.capacity, "cell_capacity": nl.cell_capacity}
+
+    def restore(self, meta: dict[str, Any]) -> ParticleState:
+        """A template state for a checkpoint saved with `meta`."""
+        nl = self.problem.neighbour_list
+        if nl is not None and meta:
+            sized = dataclasses.replace(nl, capacity=int(meta["capacity"]), cell_capacity=int(meta["cell_capacity"]))
+            self.problem = dataclasses.replace(self.problem, neighbour_list=sized)
+        state, _ = _start(self.problem, self.key)
+        return state
+
+    def stats(self, state: ParticleState) -> dict[str, Any]:
+        nl = self.problem.neighbour_list
+        return {
+            "num_steps": self.n_saves * self.every,
+            "result": int(Result.successful),
+            "neighbour_builds": 0 if state.aux is None else int(state.aux.builds),
+            "capacity": 0 if nl is None else nl.capacity,
+        }
+
+    def run(self, progress: Callable[[int], None] | None = None) -> tuple[dict[str, Array], ParticleState, dict[str, Array]]:
+        """The whole run, chunk by chunk (differentiable; under `jax.jit` or `jax.vmap` an
+        overflow makes `stats["result"]` `Result.neighbour_overflow` and the observables
+        from the overflowed chunk on NaN).
+
+        Returns:
+            The observables at every save time (the first included), the final state and
+            the stats num_steps, result, neighbour_builds, capacity.
+        """
+        state = self.start()
+        first = self.first
+        pieces = []
+        unresolved = jnp.asarray(False)
+        for _ in range(self.n_saves // self.chunk):
+            new_state, obs, over = self.step(state, self.chunk)
+            if over is None:  # traced: flag the run, poison what followed the overflow
+                unresolved = unresolved | new_state.aux.overflow
+                obs = jax.tree.map(
+                    lambda a: jnp.where(unresolved, jnp.nan, a) if jnp.issubdtype(a.dtype, jnp.floating) else a, obs
+                )
+            pieces.append(obs)
+            state = new_state
+            if progress is not None:
+                progress(self.chunk * self.every)
+        observables = {name: jnp.concatenate([first[name][None]] + [p[name] for p in pieces], axis=0) for name in first}
+        nl = self.problem.neighbour_list
+        stats = {
+            "num_steps": jnp.asarray(self.n_saves * self.every),
+            "result": jnp.where(unresolved, int(Result.neighbour_overflow), int(Result.successful)),
+            "neighbour_builds": jnp.asarray(0) if state.aux is None else state.aux.builds,
+            "capacity": jnp.asarray(0 if nl is None else nl.capacity),
+        }
+        return observables, state, stats
