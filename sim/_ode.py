@@ -26,7 +26,7 @@ from solvers import (
     result_message,
     solve_batch,
 )
-from solvers._ode import IMPLICIT_METHODS
+from solvers._ode import IMPLICIT_METHODS, ONE_FIELD_METHODS
 
 from ._config import Config
 from ._family import Family, register_family
@@ -93,9 +93,9 @@ def ode_solver(config: Config) -> OdeSolver:
             f"solver.{key}", f"unknown key for ODE solvers (expected one of: {', '.join(_ODE_SOLVER_KEYS)}).{did_you_mean(key, _ODE_SOLVER_KEYS)}"
         )
     method = spec.method or "tsit5"
-    if method not in OdeSolver.methods:
+    if method not in ONE_FIELD_METHODS:
         raise config.error(
-            "solver.method", f"unknown ODE method {method!r} (methods: {', '.join(OdeSolver.methods)}).{did_you_mean(method, OdeSolver.methods)}"
+            "solver.method", f"unknown ODE method {method!r} (methods: {', '.join(ONE_FIELD_METHODS)}).{did_you_mean(method, ONE_FIELD_METHODS)}"
         )
     adjoint = spec.adjoint or "recursive_checkpoint"
     if adjoint not in ADJOINTS:

@@ -15,17 +15,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import ClassVar
 
-import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int, PyTree
 
-from ._ode import ADJOINTS, EXPLICIT_METHODS, IMPLICIT_METHODS, did_you_mean, make_adjoint
-from ._results import from_diffrax
+from ._ode import ADJOINTS, EXPLICIT_METHODS, IMEX_METHODS, IMPLICIT_METHODS, OdeSolver, did_you_mean
 from ._types import Times
 
 BOUNDARY_KINDS = ("dirichlet", "neumann", "periodic")
@@ -266,13 +264,6 @@ class FdGrid(eqx.Module):
         return total
 
 
-_EXPLICIT = EXPLICIT_METHODS
-_IMPLICIT = IMPLICIT_METHODS
-_IMEX: dict[str, Callable[[], diffrax.AbstractSolver]] = {
-    "kencarp3": diffrax.KenCarp3,
-    "kencarp4": diffrax.KenCarp4,
-    "kencarp5": diffrax.KenCarp5,
-}
 # Length of the real stability interval [-beta, 0] of explicit methods: 2 for the
 # Taylor-polynomial methods of orders 1-2, 2.5127 for order 3 (Hairer, Norsett & Wanner I,
 # IV.2); for tsit5, dopri5 and dopri8 the largest x with |R(-y)| <= 1 on [0, x], R the
@@ -290,7 +281,8 @@ _REAL_STABILITY = {
 
 
 class MethodOfLines(eqx.Module):
-    """Integrate u_t = D Laplacian(u) + R(u) on an `FdGrid` with diffrax.
+    """Integrate u_t = D Laplacian(u) + R(u) on an `FdGrid`: the grid's Laplacian makes
+    an ODE system that an `OdeSolver` (`stepper`) integrates.
 
     Arguments:
         method: explicit `tsit5` (default), `dopri5`, `dopri8`, `bosh3`, `heun`,
@@ -328,7 +320,7 @@ class MethodOfLines(eqx.Module):
     dtype: str = eqx.field(static=True, default="float64")
     throw: bool = eqx.field(static=True, default=True)
 
-    methods: ClassVar[tuple[str, ...]] = (*_EXPLICIT, *_IMPLICIT, *_IMEX)
+    methods: ClassVar[tuple[str, ...]] = (*EXPLICIT_METHODS, *IMPLICIT_METHODS, *IMEX_METHODS)
 
     def __check_init__(self):
         if self.method not in self.methods:
@@ -348,11 +340,23 @@ class MethodOfLines(eqx.Module):
             raise ValueError(f"dt0 must be positive, got {self.dt0}")
 
     @property
+    def stepper(self) -> OdeSolver:
+        """The `OdeSolver` that integrates the semi-discrete system."""
+        return OdeSolver(
+            method=self.method,
+            rtol=self.rtol,
+            atol=self.atol,
+            dt0=self.dt0,
+            adaptive=self.adaptive,
+            max_steps=self.max_steps,
+            adjoint=self.adjoint,
+            throw=self.throw,
+        )
+
+    @property
     def kind(self) -> str:
         """`explicit`, `implicit` or `imex`."""
-        if self.method in _EXPLICIT:
-            return "explicit"
-        return "implicit" if self.method in _IMPLICIT else "imex"
+        return self.stepper.kind
 
     def stability_limit(self, grid: FdGrid, diffusivity: float) -> float | None:
         """The largest stable fixed step of an explicit method for pure diffusion (None
@@ -363,16 +367,12 @@ class MethodOfLines(eqx.Module):
         rho = diffusivity * grid.spectral_radius()
         return math.inf if rho == 0 else beta / rho
 
-    def _solver(self) -> diffrax.AbstractSolver:
-        table = {**_EXPLICIT, **_IMPLICIT, **_IMEX}
-        return table[self.method]()
-
     def problem(self, grid: FdGrid, diffusivities: Array, reaction: Callable[[Array], Array], u0: Array):
-        """The diffrax pieces of this method of lines on `grid`: the initial field (cast
-        to the solver's dtype, Dirichlet nodes set), the diffusivities shaped to
-        broadcast over the grid, the terms (reaction and diffusion apart for IMEX
-        methods) and the step-size controller. Shared by `solve` and the resumable loop
-        of `sim run` (`OdeLoop.from_method_of_lines`).
+        """The semi-discrete system of this method of lines on `grid`: the initial field
+        (cast to the solver's dtype, Dirichlet nodes set), the diffusivities shaped to
+        broadcast over the grid, and the right-hand side for `stepper` (for IMEX methods
+        the pair (reaction, diffusion): the diffusion is the stiff part). Shared by
+        `solve` and the resumable loop of `sim run` (`OdeLoop.from_method_of_lines`).
 
         Raises:
             ValueError: `u0` does not end in the grid's shape.
@@ -393,16 +393,7 @@ class MethodOfLines(eqx.Module):
         def full(t, u, args):
             return diffusion(t, u, args) + react(t, u, args)
 
-        if self.kind == "imex":
-            terms = diffrax.MultiTerm(diffrax.ODETerm(react), diffrax.ODETerm(diffusion))
-        else:
-            terms = diffrax.ODETerm(full)
-        if self.adaptive:
-            pcoeff, icoeff = (0.3, 0.4) if self.kind != "explicit" else (0.0, 1.0)
-            controller = diffrax.PIDController(rtol=self.rtol, atol=self.atol, pcoeff=pcoeff, icoeff=icoeff)
-        else:
-            controller = diffrax.ConstantStepSize()
-        return u0, d, terms, controller
+        return u0, d, ((react, diffusion) if self.kind == "imex" else full)
 
     def solve(
         self,
@@ -432,8 +423,7 @@ class MethodOfLines(eqx.Module):
             EqxRuntimeError (at run time): a fixed explicit step beyond the stability
                 limit of the diffusion.
         """
-        u0, d, terms, controller = self.problem(grid, diffusivities, reaction, u0)
-        solver = self._solver()
+        u0, d, field = self.problem(grid, diffusivities, reaction, u0)
         if not self.adaptive:
             beta = _REAL_STABILITY.get(self.method)
             if beta is not None:
@@ -445,28 +435,9 @@ class MethodOfLines(eqx.Module):
                     f"{self.method} (dt <= {beta} / (D * {grid.spectral_radius():.4g})); take a smaller step or "
                     "an implicit (kvaerno5) or IMEX (kencarp4) method",
                 )
-        if observe is None:
-            observe = _identity
-        sol = diffrax.diffeqsolve(
-            terms,
-            solver,
-            t0=t[0],
-            t1=t[-1],
-            dt0=self.dt0,
-            y0=u0,
-            saveat=diffrax.SaveAt(ts=t, fn=lambda t, y, args: observe(y)),
-            stepsize_controller=controller,
-            adjoint=make_adjoint(self.adjoint, solver),
-            max_steps=self.max_steps,
-            throw=self.throw,
-        )
-        result = from_diffrax(sol.result)
-        saved = jax.tree.map(lambda leaf: jnp.where(result != 0, jnp.nan, leaf), sol.ys)
-        return FdSolution(
-            saved=saved,
-            num_steps=sol.stats["num_steps"],
-            result=result,
-        )
+        sol = self.stepper.solve(field, t, u0, observe=observe)
+        saved = jax.tree.map(lambda leaf: jnp.where(sol.result != 0, jnp.nan, leaf), sol.ys)
+        return FdSolution(saved=saved, num_steps=sol.num_steps, result=sol.result)
 
 
 class FdSolution(eqx.Module):
@@ -476,7 +447,3 @@ class FdSolution(eqx.Module):
     saved: PyTree
     num_steps: Int[Array, ""]
     result: Int[Array, ""]
-
-
-def _identity(x):
-    return x

@@ -32,7 +32,14 @@ IMPLICIT_METHODS: dict[str, Callable[[], diffrax.AbstractSolver]] = {
     "kvaerno4": diffrax.Kvaerno4,
     "kvaerno5": diffrax.Kvaerno5,
 }
-_METHODS = {**EXPLICIT_METHODS, **IMPLICIT_METHODS}
+IMEX_METHODS: dict[str, Callable[[], diffrax.AbstractSolver]] = {
+    "kencarp3": diffrax.KenCarp3,
+    "kencarp4": diffrax.KenCarp4,
+    "kencarp5": diffrax.KenCarp5,
+}
+_METHODS = {**EXPLICIT_METHODS, **IMPLICIT_METHODS, **IMEX_METHODS}
+ONE_FIELD_METHODS = (*EXPLICIT_METHODS, *IMPLICIT_METHODS)
+"""The methods of a right-hand side in one piece (IMEX methods take it in two)."""
 ADJOINTS = ("recursive_checkpoint", "backsolve", "forward", "direct")
 
 
@@ -76,7 +83,9 @@ class OdeSolver(eqx.Module):
     Arguments:
         method: `tsit5` (default), `dopri5`, `dopri8`, `bosh3`, `heun`, `euler`,
             `midpoint`, `ralston`; implicit for stiff problems: `kvaerno3`, `kvaerno4`,
-            `kvaerno5`, `implicit_euler`.
+            `kvaerno5`, `implicit_euler`; IMEX (implicit-explicit) for a right-hand side
+            given as a pair (non-stiff part, stiff part): `kencarp3`, `kencarp4`,
+            `kencarp5`.
         rtol, atol: relative and absolute tolerances of the PID step-size controller.
             They are traced: changing them does not recompile.
         dt0: first step (None: chosen automatically). With `adaptive=False` it is the
@@ -119,8 +128,39 @@ class OdeSolver(eqx.Module):
             raise ValueError(f"max_steps must be >= 1, got {self.max_steps}")
 
     @property
+    def kind(self) -> str:
+        """`explicit`, `implicit` or `imex`."""
+        if self.method in EXPLICIT_METHODS:
+            return "explicit"
+        return "implicit" if self.method in IMPLICIT_METHODS else "imex"
+
+    @property
     def implicit(self) -> bool:
-        return self.method in IMPLICIT_METHODS
+        """Whether the method solves implicit stage equations (implicit and IMEX methods)."""
+        return self.kind != "explicit"
+
+    def diffrax_solver(self) -> diffrax.AbstractSolver:
+        """The diffrax solver of `method`."""
+        return _METHODS[self.method]()
+
+    def terms(self, vector_field) -> diffrax.AbstractTerm:
+        """The diffrax terms of `vector_field`: f(t, y, args), or for IMEX methods the pair
+        (non-stiff f, stiff g) of dy/dt = f + g (a pair given to another method is summed).
+
+        Raises:
+            TypeError: an IMEX method given one vector field.
+        """
+        if isinstance(vector_field, tuple):
+            nonstiff, stiff = vector_field
+            if self.kind == "imex":
+                return diffrax.MultiTerm(diffrax.ODETerm(nonstiff), diffrax.ODETerm(stiff))
+
+            def vector_field(t, y, args):
+                return jax.tree.map(jnp.add, nonstiff(t, y, args), stiff(t, y, args))
+
+        elif self.kind == "imex":
+            raise TypeError(f"the IMEX method {self.method} needs the right-hand side as a pair (non-stiff part, stiff part)")
+        return diffrax.ODETerm(vector_field)
 
     def _controller(self, norm: Callable | None = None) -> diffrax.AbstractStepSizeController:
         if not self.adaptive:
@@ -133,36 +173,40 @@ class OdeSolver(eqx.Module):
 
     def solve(
         self,
-        vector_field: Callable[[Any, PyTree, Any], PyTree],
+        vector_field: Callable[[Any, PyTree, Any], PyTree] | tuple[Callable, Callable],
         ts: Times,
         y0: PyTree,
         args: Any = None,
         *,
         error_norm: Callable[[PyTree], Array] | None = None,
+        observe: Callable[[PyTree], PyTree] | None = None,
     ) -> OdeSolution:
         """Integrate from ts[0] to ts[-1], saving the state at every entry of `ts`.
 
         Arguments:
-            vector_field: f(t, y, args) -> dy/dt, same pytree structure as y.
+            vector_field: f(t, y, args) -> dy/dt, same pytree structure as y; for IMEX
+                methods the pair (non-stiff part, stiff part).
             ts: increasing save times [T], T >= 2.
             y0: initial state (any pytree of float arrays).
             args: passed through to `vector_field` (for example the params dict).
             error_norm: the norm of the scaled local error that step-size control
                 uses (default: RMS over the whole state).
+            observe: state -> pytree saved at every time instead of the state.
 
         Returns:
             An `OdeSolution` with `ys` of leading dimension T.
         """
-        solver = _METHODS[self.method]()
+        solver = self.diffrax_solver()
+        fn = None if observe is None else (lambda t, y, args: observe(y))
         sol = diffrax.diffeqsolve(
-            diffrax.ODETerm(vector_field),
+            self.terms(vector_field),
             solver,
             t0=ts[0],
             t1=ts[-1],
             dt0=self.dt0,
             y0=y0,
             args=args,
-            saveat=diffrax.SaveAt(ts=ts),
+            saveat=diffrax.SaveAt(ts=ts) if fn is None else diffrax.SaveAt(ts=ts, fn=fn),
             stepsize_controller=self._controller(error_norm),
             adjoint=make_adjoint(self.adjoint, solver),
             max_steps=self.max_steps,

@@ -34,7 +34,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Bool, Int, PyTree
 
 from ._fd import FdGrid, MethodOfLines
-from ._ode import _METHODS, OdeSolver
+from ._ode import OdeSolver
 from ._diffrax_private import USE_STEPSIZE_TOL, WrapTerm, clip_floor, clip_to_end
 from ._results import from_diffrax
 
@@ -123,7 +123,7 @@ class OdeLoop(eqx.Module):
     @staticmethod
     def from_ode_solver(
         ode_solver: OdeSolver,
-        vector_field: Callable[[Any, PyTree, Any], PyTree],
+        vector_field: Callable[[Any, PyTree, Any], PyTree] | tuple[Callable, Callable],
         ts: Array,
         args: Any = None,
         *,
@@ -133,8 +133,8 @@ class OdeLoop(eqx.Module):
         """The loop of `ode_solver.solve(vector_field, ts, y0, args)`: its method,
         step-size controller, first step and step budget."""
         return OdeLoop(
-            terms=diffrax.ODETerm(vector_field),
-            solver=_METHODS[ode_solver.method](),
+            terms=ode_solver.terms(vector_field),
+            solver=ode_solver.diffrax_solver(),
             controller=ode_solver._controller(error_norm),
             ts=jnp.asarray(ts),
             args=args,
@@ -160,18 +160,9 @@ class OdeLoop(eqx.Module):
         limit that `MethodOfLines.solve` makes is not repeated here: check
         `mol.stability_limit` before.
         """
-        u0, _, terms, controller = mol.problem(grid, diffusivities, reaction, u0)
+        u0, _, field = mol.problem(grid, diffusivities, reaction, u0)
         fn = None if observe is None else (lambda t, y, args: observe(y))
-        loop = OdeLoop(
-            terms=terms,
-            solver=mol._solver(),
-            controller=controller,
-            ts=jnp.asarray(ts),
-            fn=fn,
-            dt0=mol.dt0,
-            max_steps=mol.max_steps,
-        )
-        return loop, u0
+        return OdeLoop.from_ode_solver(mol.stepper, field, ts, fn=fn), u0
 
     # ------------------------------------------------------------------ the loop
 

@@ -111,3 +111,22 @@ def test_matches_raw_diffrax():
         max_steps=4096,
     ).ys
     np.testing.assert_array_equal(ours, raw)
+
+
+def test_imex_methods_take_the_right_hand_side_in_two_parts():
+    # y' = -50 (y - cos t) - sin t has the exact solution y = cos t from y(0) = 1: the
+    # stiff relaxation is the implicit part, the forcing the explicit one. A pair given to
+    # an explicit or implicit method is summed.
+    def stiff(t, y, args):
+        return -50.0 * (y - jnp.cos(t))
+
+    def forcing(t, y, args):
+        return -jnp.sin(t)
+
+    ts = jnp.linspace(0.0, 2.0, 5)
+    for method in ("kencarp3", "tsit5"):
+        sol = OdeSolver(method=method, rtol=1e-8, atol=1e-10).solve((forcing, stiff), ts, jnp.array(1.0))
+        np.testing.assert_allclose(sol.ys, np.cos(ts), atol=1e-6, err_msg=method)
+    with pytest.raises(TypeError, match="kencarp3 needs the right-hand side as a pair"):
+        OdeSolver(method="kencarp3").solve(stiff, ts, jnp.array(1.0))
+    assert OdeSolver(method="kencarp4").kind == "imex" and OdeSolver(method="kvaerno3").implicit
