@@ -1,10 +1,12 @@
 """Checkpoints of iterative optimisation (`sim fit`, neural ODE training): the iteration,
-the parameters and the optimiser state serialised with equinox
-(`eqx.tree_serialise_leaves`), the loss history, and what earlier starts of a multi-start
-fit found. A checkpoint is one small HDF5 file beside the output, `.<name>.checkpoint`,
-replaced atomically, so a kill at any moment leaves the previous one whole. Resuming
-deserialises into a template of the same structure (the optimiser's state at the start)
-and continues with the same compiled steps, so it ends where an uninterrupted run ends.
+the parameters and the optimiser state, the loss history, and what earlier starts of a
+multi-start fit found, kept the way runs and sweeps keep theirs (`sim._unfinished`): one
+small HDF5 file beside the output, `.<name>.checkpoint`, replaced atomically (a kill at
+any moment leaves the previous one whole), states stored leaf by leaf, and a resume
+refused when the config differs in anything but where and how often results are written.
+Resuming reads the state into a template of the same structure (the optimiser's state at
+the start) and continues with the same compiled steps, so it ends where an uninterrupted
+run ends.
 """
 
 from __future__ import annotations
@@ -12,31 +14,26 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
-import io
 import time
 from pathlib import Path
 from typing import Any
 
-import equinox as eqx
 import h5py
 import numpy as np
 from jaxtyping import PyTree
 
 from sim import DataError, InputError
 from sim._interrupt import safe_point
-from sim._store import atomic_h5, companion_path
+from sim._store import atomic_h5
+from sim._unfinished import checkpoint_path as checkpoint_path
+from sim._unfinished import config_difference, read_leaves, remove_stale, tree_from_leaves, write_tree
 
 FORMAT = "simjax.optimizer_checkpoint"
 
 
-def checkpoint_path(output: str | Path) -> Path:
-    """The checkpoint of an unfinished optimisation writing `output`."""
-    output = Path(output)
-    return companion_path(output, "checkpoint")
-
-
 def fingerprint(*parts: Any) -> str:
-    """A digest of what an optimisation depends on (config text, data arrays)."""
+    """A digest of what an optimisation depends on besides its config (data arrays, the
+    arguments of a training call)."""
     digest = hashlib.sha256()
     for part in parts:
         if isinstance(part, dict):
@@ -55,19 +52,6 @@ def fingerprint(*parts: Any) -> str:
     return digest.hexdigest()
 
 
-def _serialise(tree: PyTree) -> np.ndarray:
-    buffer = io.BytesIO()
-    eqx.tree_serialise_leaves(buffer, tree)
-    return np.frombuffer(buffer.getvalue(), dtype=np.uint8)
-
-
-def _deserialise(data: np.ndarray, like: PyTree, source: Path, key: str) -> PyTree:
-    try:
-        return eqx.tree_deserialise_leaves(io.BytesIO(np.asarray(data, dtype=np.uint8).tobytes()), like)
-    except Exception as e:  # noqa: BLE001 - numpy/equinox report a mismatch variously
-        raise DataError(source, key, f"does not fit this optimisation's state ({type(e).__name__}); delete the checkpoint to start over") from None
-
-
 @dataclasses.dataclass
 class Saved:
     """A checkpoint as read back."""
@@ -75,7 +59,7 @@ class Saved:
     start: int
     iteration: int
     history: list[float]
-    state: np.ndarray
+    state: list[tuple[np.ndarray, str]]
     best: dict[str, Any] | None
 
 
@@ -84,8 +68,10 @@ class Checkpointer:
 
     Arguments:
         path: the checkpoint file (None: no checkpoints, nothing to resume).
-        identity: `fingerprint` of what the optimisation depends on; a checkpoint of
-            another identity is refused on resume.
+        identity: `fingerprint` of what the optimisation depends on besides its config;
+            a checkpoint of another identity is refused on resume.
+        config: the resolved config text ('' for none); a checkpoint of a config that
+            differs in more than where and how often results are written is refused.
         resume: continue from the checkpoint at `path`.
         every: iterations between checkpoints; None: at most one per `seconds` of wall
             time (and none in the first `seconds`).
@@ -97,9 +83,10 @@ class Checkpointer:
         DataError: a damaged checkpoint.
     """
 
-    def __init__(self, path: Path | None, identity: str, *, resume: bool = False, every: int | None = None, seconds: float = 30.0):
+    def __init__(self, path: Path | None, identity: str, *, config: str = "", resume: bool = False, every: int | None = None, seconds: float = 30.0):
         self.path = path
         self.identity = identity
+        self.config = config
         self.every = every
         self.seconds = seconds
         self.saved: Saved | None = None
@@ -122,18 +109,21 @@ class Checkpointer:
             with h5py.File(source, "r") as f:
                 if f.attrs.get("format") != FORMAT:
                     raise DataError(source, "format", "is not a simjax optimisation checkpoint; delete it to start over")
+                if not isinstance(f.get("state"), h5py.Group):
+                    raise DataError(source, "state", "was written by an earlier version of simjax; delete the checkpoint to start over")
                 identity = str(f.attrs["identity"])
+                config = f.attrs.get("config", "")
                 saved = Saved(
                     start=int(f.attrs["start"]),
                     iteration=int(f.attrs["iteration"]),
                     history=[float(v) for v in f["history"][()]],
-                    state=np.asarray(f["state"][()]),
+                    state=read_leaves(f["state"]),
                     best=None,
                 )
                 if "best" in f:
                     g = f["best"]
                     saved.best = {
-                        "u": np.asarray(g["u"][()]),
+                        "u": read_leaves(g["u"]),
                         "history": [float(v) for v in g["history"][()]],
                         "ok": bool(g.attrs["ok"]),
                         "message": str(g.attrs["message"]),
@@ -143,9 +133,14 @@ class Checkpointer:
         except (OSError, RuntimeError, KeyError, ValueError, TypeError) as e:  # h5py on a damaged file
             detail = str(e).splitlines()[0] if str(e) else type(e).__name__
             raise DataError(source, "", f"cannot be read ({detail}); the checkpoint is damaged: delete it to start over") from None
+        difference = config_difference(config, self.config)
+        if difference:
+            raise InputError(
+                source, "config", f"the checkpoint belongs to another optimisation: a different config ({difference}); resume with the same config and --set values, or delete it to start over"
+            )
         if identity != self.identity:
             raise InputError(
-                source, "config", "the checkpoint belongs to another optimisation (the config, --set values or data differ); resume with the same ones, or delete it to start over"
+                source, "config", "the checkpoint belongs to another optimisation (its data or arguments differ); resume with the same ones, or delete it to start over"
             )
         return saved
 
@@ -154,7 +149,7 @@ class Checkpointer:
         structure of `like`; None when the checkpoint is of no use for it."""
         if self.saved is None or self.saved.start != start or self.saved.iteration == 0:
             return None
-        state = _deserialise(self.saved.state, like, self.path, "state")
+        state = tree_from_leaves(self.saved.state, like, self.path, "state")
         self._last_iteration = self.saved.iteration
         return self.saved.iteration, state, list(self.saved.history)
 
@@ -163,7 +158,7 @@ class Checkpointer:
         if self.saved is None or self.saved.best is None:
             return None
         best = self.saved.best
-        return _deserialise(best["u"], like, self.path, "best/u"), best["history"], best["ok"], best["message"]
+        return tree_from_leaves(best["u"], like, self.path, "best/u"), best["history"], best["ok"], best["message"]
 
     def first_start(self) -> int:
         return 0 if self.saved is None else self.saved.start
@@ -182,14 +177,15 @@ class Checkpointer:
         with atomic_h5(self.path) as f:
             f.attrs["format"] = FORMAT
             f.attrs["identity"] = self.identity
+            f.attrs["config"] = self.config
             f.attrs["start"] = int(start)
             f.attrs["iteration"] = int(iteration)
             f.create_dataset("history", data=np.asarray(history, dtype=float))
-            f.create_dataset("state", data=_serialise(state))
+            write_tree(f.create_group("state"), state)
             if best is not None:
                 u, best_history, ok, message = best
                 g = f.create_group("best")
-                g.create_dataset("u", data=_serialise(u))
+                write_tree(g.create_group("u"), u)
                 g.create_dataset("history", data=np.asarray(best_history, dtype=float))
                 g.attrs["ok"] = bool(ok)
                 g.attrs["message"] = str(message)
@@ -214,6 +210,4 @@ class Checkpointer:
         if self.path is not None:
             with contextlib.suppress(FileNotFoundError):
                 self.path.unlink()
-            for stale in self.path.parent.glob(f".{self.path.name}.*.tmp"):
-                with contextlib.suppress(OSError):
-                    stale.unlink()
+            remove_stale(self.path)

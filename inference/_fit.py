@@ -680,8 +680,7 @@ def fit(
     rng = np.random.default_rng(section.seed)
     # Every start point is drawn up front, so a resumed fit starts where the first did.
     starts = [u0] + [{n: v + 0.5 * float(rng.standard_normal()) for n, v in u0.items()} for _ in range(section.starts - 1)]
-    raw = {k: v for k, v in config.raw.items() if k != "output"}
-    identity = fingerprint(Config(raw, config.path).to_toml(), obs.time, obs.values, obs.sigma)
+    identity = fingerprint(obs.time, obs.values, obs.sigma)
     if output is None:
         return _fit(config, problem, start, obs, section, starts, identity, progress, None, resume)
     output = check_output_path(output)
@@ -693,7 +692,7 @@ def _fit(config: Config, problem: Problem, start, obs: Observations, section: Fi
     """`fit` from its problem and start points on, writing `output` (held locked)."""
     run = _adam if section.optimizer == "adam" else _optimistix
     ck = Checkpointer(
-        None if output is None else checkpoint_path(output), identity, resume=resume, every=section.checkpoint_every
+        None if output is None else checkpoint_path(output), identity, config=config.to_toml(), resume=resume, every=section.checkpoint_every
     )
     best = None
     if ck.saved is not None:

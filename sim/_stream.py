@@ -2,7 +2,7 @@
 each chunk to the output as it completes, checkpoints its full state, and `--resume`
 continues an unfinished run exactly.
 
-The pieces, one of each per model family (`plan_family`):
+The pieces, one of each per model family (`Family.plan`):
 
 - an **engine** advances the state one chunk of saved frames at a time (a compiled call
   per chunk, the same chunk boundaries on every run of a config) and can hand its state
@@ -18,7 +18,8 @@ checkpoint whole. Every dataset of the partial file is allocated when it is crea
 later writes only fill values and never change the file's structure.
 
 Resuming rebuilds the run from its config, checks the config is the one the partial file
-was started from (all but `[output]` and `[checks]`), loads the state of the last
+was started from (`sim._unfinished.config_difference`: all but where and how often it is
+written and the bounds that can only stop it), loads the state of the last
 checkpoint into the engine, and recomputes from there; frames written after that
 checkpoint are simply written again. Engines are chunk-invariant: their state at a frame
 holds everything the next step needs, so where chunks fall changes no number, and on the
@@ -41,15 +42,12 @@ import dataclasses
 import json
 import math
 import os
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import h5py
-import jax
-import jax.numpy as jnp
 import numpy as np
 from jaxtyping import PyTree
 
@@ -57,12 +55,18 @@ from ._errors import DataError, InputError, SimError, SimulationError
 from ._interrupt import safe_point
 from ._limits import disk_problem, memory_problem
 from ._lock import exclusive
-from ._store import atomic_h5, companion_path, error_reason
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+from ._store import atomic_h5, error_reason
+from ._unfinished import (
+    RUN_BOUNDS,
+    _text,
+    checkpoint_path,
+    config_difference,
+    partial_path,
+    read_leaves,
+    remove_stale,
+    tree_from_leaves,
+    write_tree,
+)
 
 CHECKPOINT_FORMAT = "simjax.checkpoint"
 CHUNK_BYTES = 16 * 2**20  # saved rows held in memory per chunk, by default
@@ -223,50 +227,23 @@ def collect(plan: RunPlan, progress=None) -> Any:
 # ----------------------------------------------------------------------------- paths
 
 
-def partial_path(path: str | Path) -> Path:
-    """Where an unfinished run of `path` lives: `.<name>.partial` beside it."""
-    path = Path(path)
-    return companion_path(path, "partial")
-
-
-def checkpoint_path(path: str | Path) -> Path:
-    """The checkpoint of an unfinished run of `path`: `.<name>.checkpoint` beside it."""
-    path = Path(path)
-    return companion_path(path, "checkpoint")
-
-
 def _remove_stale(path: Path) -> None:
     """Temporary files of interrupted checkpoint writes."""
-    for stale in path.parent.glob(f".{checkpoint_path(path).name}.*.tmp"):
-        with contextlib.suppress(OSError):
-            stale.unlink()
+    remove_stale(checkpoint_path(path))
 
 
 # ----------------------------------------------------------------------------- checkpoints
 
 
-def _leaf_to_numpy(leaf) -> tuple[np.ndarray, str]:
-    if isinstance(leaf, jax.Array) and jnp.issubdtype(leaf.dtype, jax.dtypes.prng_key):
-        return np.asarray(jax.random.key_data(leaf)), str(jax.random.key_impl(leaf))
-    return np.asarray(leaf), ""
-
-
 def write_checkpoint(path: Path, *, config: str, frame: int, frames: int, meta: dict, state: PyTree) -> None:
     """Write the checkpoint of `path`'s run atomically."""
-    leaves = jax.tree.leaves(state)
     with atomic_h5(checkpoint_path(path)) as f:
         f.attrs["format"] = CHECKPOINT_FORMAT
         f.attrs["config"] = config
         f.attrs["frame"] = int(frame)
         f.attrs["frames"] = int(frames)
         f.attrs["meta"] = json.dumps(meta)
-        f.attrs["leaves"] = len(leaves)
-        group = f.create_group("state")
-        for i, leaf in enumerate(leaves):
-            data, impl = _leaf_to_numpy(leaf)
-            dataset = group.create_dataset(f"{i:04d}", data=data)
-            if impl:
-                dataset.attrs["key_impl"] = impl
+        write_tree(f.create_group("state"), state)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -282,25 +259,7 @@ class Checkpoint:
         Raises:
             DataError: the stored arrays do not fit the run's state.
         """
-        leaves, treedef = jax.tree.flatten(template)
-        if len(leaves) != len(self.leaves):
-            raise DataError(source, "state", f"holds {len(self.leaves)} arrays; this run's state has {len(leaves)}")
-        out = []
-        for i, (like, (data, impl)) in enumerate(zip(leaves, self.leaves)):
-            if isinstance(like, (jax.Array, jax.ShapeDtypeStruct)) and jnp.issubdtype(like.dtype, jax.dtypes.prng_key):
-                if not impl:
-                    raise DataError(source, f"state/{i:04d}", "expected a PRNG key")
-                value = jax.random.wrap_key_data(jnp.asarray(data), impl=impl)
-            else:
-                if not isinstance(like, jax.ShapeDtypeStruct):  # a template of shapes only
-                    like = np.asarray(like)
-                if data.shape != tuple(like.shape) or data.dtype != like.dtype:
-                    raise DataError(
-                        source, f"state/{i:04d}", f"has shape {data.shape} and dtype {data.dtype}; this run's state needs {like.shape} {like.dtype}"
-                    )
-                value = jnp.asarray(data)
-            out.append(value)
-        return jax.tree.unflatten(treedef, out)
+        return tree_from_leaves(self.leaves, template, source, "state")
 
 
 def read_checkpoint(path: Path, config: str, frames: int) -> Checkpoint:
@@ -323,56 +282,19 @@ def read_checkpoint(path: Path, config: str, frames: int) -> Checkpoint:
             frame = int(f.attrs["frame"])
             total = int(f.attrs["frames"])
             meta = json.loads(_text(f.attrs["meta"]))
-            count = int(f.attrs["leaves"])
-            leaves = []
-            for i in range(count):
-                dataset = f["state"][f"{i:04d}"]
-                leaves.append((np.asarray(dataset[()]), _text(dataset.attrs.get("key_impl", ""))))
+            # (checkpoints of earlier versions count their leaves in the root attributes)
+            leaves = read_leaves(f["state"], f.attrs.get("leaves"))
     except (OSError, RuntimeError, KeyError, ValueError, TypeError) as e:  # h5py on a damaged file
         if isinstance(e, DataError):
             raise
         detail = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise DataError(source, "", f"cannot be read ({detail}); the checkpoint is damaged: delete it and the partial run to start over") from None
-    difference = config_difference(stored, config)
+    difference = config_difference(stored, config, RUN_BOUNDS)
     if difference:
         raise InputError(source, "config", f"the checkpoint belongs to a run of a different config ({difference})")
     if total != frames or not 0 <= frame < frames:
         raise DataError(source, "frame", f"checkpoint at frame {frame} of {total}; this run has {frames} frames")
     return Checkpoint(frame=frame, meta=meta, leaves=leaves)
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
-def _comparable(text: str) -> dict:
-    """A config's content without `[output]` (where a run is written, its chunks and
-    checkpoints are not what it computes), `[checks]` (the blow-up bounds: loosening
-    one and resuming is allowed) and `solver.max_steps` (likewise)."""
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError:
-        return {"": text}
-    data.pop("output", None)
-    data.pop("checks", None)
-    if isinstance(data.get("solver"), dict):
-        # A bound on the steps, not a change of them: a run stopped by it resumes with a
-        # larger one to the result of a run started with that.
-        data["solver"].pop("max_steps", None)
-    return data
-
-
-def config_difference(stored: str, current: str) -> str:
-    """'' if two resolved configs describe the same run, else the first differing line."""
-    a, b = _comparable(stored), _comparable(current)
-    if a == b:
-        return ""
-    lines_a = [line for line in stored.splitlines() if line.strip()]
-    lines_b = [line for line in current.splitlines() if line.strip()]
-    for x, y in zip(lines_a, lines_b):
-        if x != y:
-            return f"stored {x.strip()!r}, now {y.strip()!r}"
-    return "sections differ"
 
 
 # ----------------------------------------------------------------------------- streamed
@@ -423,7 +345,7 @@ def check_start(path: Path, config: str, resume: bool) -> None:
         raise DataError(partial, "", f"cannot be read ({error_reason(e)}); delete it to start over") from None
     if fmt != "simjax.run":
         raise DataError(partial, "format", "is not an unfinished simjax run; delete it to start over")
-    difference = config_difference(stored, config)
+    difference = config_difference(stored, config, RUN_BOUNDS)
     if difference:
         raise InputError(
             partial,

@@ -45,7 +45,8 @@ from ._family import Family, family_of
 from ._run import Setup, build_model, resolved_toml
 from ._simulate import simulate
 from ._sweep_spec import SUMMARY_STATS, SweepPlan, is_scalar, plan_sweep, sweep_section
-from ._sweep_store import FAILED, OK, FileSink, Layout, MemorySink, SweepResult, partial_path, root_attrs
+from ._sweep_store import FAILED, OK, FileSink, Layout, MemorySink, SweepResult, root_attrs
+from ._unfinished import partial_path
 
 if sys.version_info >= (3, 11):
     import tomllib

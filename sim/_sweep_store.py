@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import difflib
 import json
 import os
 from pathlib import Path
@@ -31,7 +30,8 @@ import h5py
 import numpy as np
 
 from ._errors import DataError, InputError
-from ._store import DAMAGED_FILE_ERRORS, atomic_h5, companion_path, error_reason, write_root_attrs
+from ._store import DAMAGED_FILE_ERRORS, atomic_h5, error_reason, write_root_attrs
+from ._unfinished import config_difference, partial_path
 
 FORMAT = "simjax.sweep"
 PENDING, OK, FAILED = 0, 1, 2
@@ -52,12 +52,6 @@ class Layout:
     fixed: dict[str, np.ndarray]
     rows: dict[str, tuple[tuple[int, ...], np.dtype]]
     attrs: dict[str, Any]
-
-
-def partial_path(path: str | Path) -> Path:
-    """The name a sweep has until it is complete: `.<name>.partial` beside `path`."""
-    path = Path(path)
-    return companion_path(path, "partial")
 
 
 def _fill(dtype: np.dtype):
@@ -99,12 +93,14 @@ class FileSink:
         stored = stored.decode() if isinstance(stored, bytes) else str(stored)
         if fmt != FORMAT:
             raise DataError(partial, "", "is not an unfinished simjax sweep; delete it to start over")
-        if stored != config:
+        # [checks] are part of a sweep's work: they decide the status recorded for each run
+        difference = config_difference(stored, config)
+        if difference:
             raise InputError(
                 partial,
                 "config",
-                "the unfinished sweep was started from a different config"
-                f" ({_first_difference(stored, config)}); resume with the same config and --set values, or delete it to start over",
+                f"the unfinished sweep was started from a different config ({difference}); "
+                "resume with the same config and --set values, or delete it to start over",
             )
 
     @classmethod
@@ -232,13 +228,6 @@ def _nest(flat: dict[str, Any]) -> dict[str, Any]:
             node = node.setdefault(part, {})
         node[leaf] = value
     return tree
-
-
-def _first_difference(a: str, b: str) -> str:
-    for line in difflib.unified_diff(a.splitlines(), b.splitlines(), lineterm="", n=0):
-        if line.startswith(("+", "-")) and not line.startswith(("+++", "---")):
-            return f"first difference: {line[1:].strip()!r}"
-    return "they differ"
 
 
 @dataclasses.dataclass

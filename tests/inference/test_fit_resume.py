@@ -130,7 +130,7 @@ def test_fit_resume_refusals_leave_the_files_untouched(lv, capsys):
     checkpoint = _checkpoint.checkpoint_path(folder / "out.h5")
     before = digest(checkpoint)
     for argv, expected in [
-        (args + ["--resume", "--set", "params.alpha=0.6"], "another optimisation"),
+        (args + ["--resume", "--set", "params.alpha=0.6"], "another optimisation: a different config (params.alpha: stored "),
         (args, "pass --resume"),
     ]:
         code, err = cli(argv, capsys)
@@ -141,3 +141,23 @@ def test_fit_resume_refusals_leave_the_files_untouched(lv, capsys):
     code, err = cli(args + ["--resume"], capsys)
     assert code == 2 and "damaged" in err and len(err.strip().splitlines()) == 1, err
     assert digest(checkpoint) == damaged and not (folder / "out.h5").exists()
+
+
+def test_a_fit_resumes_with_another_checkpoint_interval(lv, capsys):
+    # How often a fit checkpoints is not part of its work (sim._unfinished): resumed with
+    # another interval, it ends where an uninterrupted fit ends.
+    folder, data = lv
+    config = lv_config(folder, data)
+    with pytest.MonkeyPatch.context() as patch:
+        stop_after(patch, 2)
+        with pytest.raises(Stop):
+            fit(config.with_overrides(["fit.checkpoint_every=1"]), output=folder / "out.h5")
+    assert _checkpoint.checkpoint_path(folder / "out.h5").exists()
+    code, err = cli(["fit", str(config.path), "-o", str(folder / "out.h5"), "--quiet", "--resume", "--set", "fit.checkpoint_every=4"], capsys)
+    assert code == 0, err
+    whole = fit(config, output=folder / "whole.h5")
+    import sim
+
+    resumed = sim.read(folder / "out.h5")
+    for name, value in whole.estimate.items():
+        assert float(resumed.estimate[name]) == value

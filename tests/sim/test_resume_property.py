@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import sim
-from sim import _interrupt, _lock, _stream
+from sim import _interrupt, _lock, _stream, _unfinished
 from sim._run import plan_run
 from solvers import OdeLoop, OdeSolver
 
@@ -93,7 +93,7 @@ def identical(a, b, what=""):
     and checkpoint settings the run was started with)."""
     ca, cb = contents(a), contents(b)
     config_a, config_b = ca["/"].pop("config"), cb["/"].pop("config")
-    assert _stream._comparable(config_a) == _stream._comparable(config_b), what
+    assert _unfinished._comparable(config_a, _unfinished.RUN_BOUNDS) == _unfinished._comparable(config_b, _unfinished.RUN_BOUNDS), what
     assert sorted(ca) == sorted(cb), what
     for key in ca:
         assert ca[key] == cb[key], (what, key)
@@ -256,10 +256,16 @@ def test_changes_of_the_computation_are_refused(tmp_cwd, capsys):
 
 
 def test_output_and_checks_are_not_part_of_the_comparison():
-    a = '[model]\nname = "heat"\n[output]\nchunk = 3\n[checks]\nmax_growth = 10.0\n'
-    b = '[model]\nname = "heat"\n[output]\nchunk = 5\ncheckpoint_seconds = 2.0\n[checks]\nmax_growth = 1e6\n'
-    assert _stream.config_difference(a, b) == ""
-    assert _stream.config_difference(a, b.replace('"heat"', '"burgers"'))
+    # the one rule of sim._unfinished: where and how often results are written never
+    # count; the bounds that can only stop a run count for sweeps (they decide each run's
+    # recorded status) but not for runs
+    a = '[model]\nname = "heat"\n[output]\nchunk = 3\n[checks]\nmax_growth = 10.0\n[fit]\ncheckpoint_every = 2\n'
+    b = '[model]\nname = "heat"\n[output]\nchunk = 5\ncheckpoint_seconds = 2.0\n[checks]\nmax_growth = 1e6\n[fit]\ncheckpoint_every = 9\n'
+    assert _unfinished.config_difference(a, b, _unfinished.RUN_BOUNDS) == ""
+    assert _unfinished.config_difference(a, b) == "checks.max_growth: stored 10.0, now 1000000.0"
+    assert _unfinished.config_difference(a, b.replace("max_growth = 1e6", "max_growth = 10.0")) == ""
+    assert _unfinished.config_difference(a, b.replace('"heat"', '"burgers"'), _unfinished.RUN_BOUNDS) == "model.name: stored 'heat', now 'burgers'"
+    assert _unfinished.config_difference(a, a + "[params]\nrate = 2.0\n") == "params: stored no value, now {'rate': 2.0}"
 
 
 # ----------------------------------------------------------------------------- the ODE loop
