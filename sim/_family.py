@@ -139,6 +139,19 @@ class Family:
         neighbour list overflowed, rerun with larger lists)."""
         return values
 
+    # -------------------------------------------------------------- figures
+    def draw_run(self, source):
+        """The figure of a run file of this family (`sim.plot`, `sim plot`; `source` is a
+        `sim._plot.Source`). By default the observables over time."""
+        from ._plot_run import ode
+
+        return ode(source)
+
+    def recognises(self, record) -> bool:
+        """Whether a run file whose model is not registered (an H5MD file of another
+        program) has this family's layout, so that `draw_run` can draw it."""
+        return False
+
 
 _FAMILIES: list[Family] = []
 

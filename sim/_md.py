@@ -860,6 +860,14 @@ class MdFamily(Family):
     def setup(self, model, config: Config) -> Setup:
         return _setup(model, config)
 
+    def draw_run(self, source):
+        from ._plot_run import md
+
+        return md(source)
+
+    def recognises(self, record) -> bool:
+        return "h5md" in record or "particles" in record
+
     def plan(self, model, config: Config) -> RunPlan:
         return _plan(model, config)
 

@@ -432,6 +432,14 @@ class PdeFamily(Family):
             return _setup_spectral(model, config)
         return _setup_grid(model, config)
 
+    def draw_run(self, source):
+        from ._plot_run import pde
+
+        return pde(source)
+
+    def recognises(self, record) -> bool:
+        return "grid" in record
+
     def plan(self, model, config: Config) -> RunPlan:
         return _plan(model, config)
 

@@ -177,15 +177,16 @@ def _as_record(result: Any) -> Record:
     return Record(Path(name), record.attrs, dict(record.items()))
 
 
-def _family_name(record: Record) -> str | None:
-    """The family of the model a record names, when that model is registered."""
-    from ._family import family_of
+def _family(record: Record):
+    """The family that draws a run record: the family of the model it names when that
+    model is registered, else the first that recognises its layout (None: neither)."""
+    from ._family import families, family_of
     from ._registry import model_class
 
     try:
-        return family_of(model_class(str(record.attrs.get("model", "")))).name
+        return family_of(model_class(str(record.attrs.get("model", ""))))
     except (TypeError, ValueError):
-        return None
+        return next((f for f in families() if f.recognises(record)), None)
 
 
 def draw(record: Record, *, title: str | None = None):
@@ -196,14 +197,8 @@ def draw(record: Record, *, title: str | None = None):
     source = Source(record)
     fmt = record.format
     if fmt == "simjax.run" or (not fmt and "h5md" in record):
-        if "h5md" in record or "particles" in record:
-            fig = run_plots.md(source)
-        elif _family_name(record) == "sde":
-            fig = run_plots.ensemble(source)
-        elif "grid" in record:
-            fig = run_plots.pde(source)
-        else:
-            fig = run_plots.ode(source)
+        family = _family(record)
+        fig = run_plots.ode(source) if family is None else family.draw_run(source)
     elif fmt == "simjax.sweep":
         fig = inference_plots.sweep(source)
     elif fmt == "simjax.fit":

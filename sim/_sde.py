@@ -196,6 +196,11 @@ class SdeFamily(Family):
     def setup(self, model, config: Config) -> Setup:
         return _setup(model, config)
 
+    def draw_run(self, source):
+        from ._plot_run import ensemble
+
+        return ensemble(source)
+
     def plan(self, model, config: Config) -> RunPlan:
         return _plan(model, config)
 

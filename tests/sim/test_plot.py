@@ -115,6 +115,8 @@ DRAWABLE = {
     "pde_3d": (RUN, {"time": T, "grid": {"x": X, "y": X, "z": X[:4]}, "observables": {"u": RNG.random((11, 16, 16, 4))}}),
     "md": (MD, {"h5md": {"version": np.array([1, 1])}, "particles": {"all": {"position": {"value": POSITIONS}, "box": BOX}},
                 "observables": {"potential_energy": {"time": T[:3], "value": T[:3]}, "temperature": {"time": T[:3], "value": T[:3]}, "pressure": {"value": T[:3]}}}),
+    # an H5MD file of another program (no format, no model): drawn by the family that recognises its layout
+    "md_of_another_program": ({}, {"h5md": {"version": np.array([1, 1])}, "particles": {"all": {"position": {"value": POSITIONS}, "box": BOX}}}),
     "md_positions_only": (MD, {"h5md": {"version": np.array([1, 1])}, "particles": {"all": {"position": {"value": POSITIONS}, "box": BOX}}, "observables": {}}),
     "md_no_periodic_box": (MD, {"h5md": {"version": np.array([1, 1])}, "particles": {"all": {"position": {"value": POSITIONS}, "box": {"dimension": 3}}},
                                 "observables": {"potential_energy": {"time": T[:3], "value": T[:3]}}}),
