@@ -94,6 +94,8 @@ def test_default_weights_follow_the_seed():
     [
         ({"features": "cube"}, "Perhaps you meant 'cubic'"),
         ({"state_names": ("x", "x")}, "distinct"),
+        ({"state_names": ()}, "one or more non-empty strings"),
+        ({"state_names": ("x", "")}, "one or more non-empty strings"),
         ({"state_names": ("x", "y"), "initial": (1.0,)}, "initial has 1 values"),
         ({"activation": "rleu"}, "Perhaps you meant 'relu'"),
     ],
@@ -101,6 +103,10 @@ def test_default_weights_follow_the_seed():
 def test_neural_ode_bad_options(kwargs, match):
     with pytest.raises(ValueError, match=match):
         NeuralOde(**kwargs)
+
+
+def test_a_neural_ode_of_one_state():
+    assert NeuralOde(state_names=("x",), width=4, depth=1).state_names == ("x",)
 
 
 def test_simulate_the_spiral_against_scipy():
