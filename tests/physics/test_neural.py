@@ -50,11 +50,20 @@ def test_mlp_depth_zero_is_affine():
         ({"activation": "tahn"}, "Perhaps you meant 'tanh'"),
         ({"depth": -1}, "depth"),
         ({"width": 0}, "width"),
+        ({"width": True}, "width must be a positive integer, got True"),
+        ({"depth": True}, "depth must be an integer >= 0, got True"),
     ],
 )
 def test_mlp_bad_options(kwargs, match):
     with pytest.raises(ValueError, match=match):
         Mlp(2, 2, **kwargs)
+    with pytest.raises(ValueError, match="in_size must be a positive integer, got False"):
+        Mlp(False, 2)
+
+
+def test_mlp_defaults():
+    mlp = Mlp(2, 3)
+    assert (mlp.width, mlp.depth, mlp.activation) == (64, 2, "tanh")
 
 
 def test_weights_of_the_wrong_depth_are_refused():

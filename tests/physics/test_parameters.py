@@ -31,3 +31,14 @@ def test_each_constraint_accepts_and_refuses_exactly_its_values(constraint, acce
 def test_an_unknown_constraint_is_refused():
     with pytest.raises(ValueError, match="constraint 'positve' is not one of"):
         Parameter("k", 1.0, "1", "a rate", "positve")
+
+
+def test_a_model_finds_each_of_its_parameters_by_name():
+    import sim
+
+    model = sim.get_model("lotka_volterra")
+    assert len(model.parameters) > 1
+    for p in model.parameters:
+        assert model.parameter(p.name) is p
+    with pytest.raises(KeyError):
+        model.parameter("not_a_parameter")
