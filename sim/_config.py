@@ -45,7 +45,7 @@ class ModelSection(BaseModel):
 
 
 def _subnormal(value: float | None) -> str | None:
-    """Why a time value is unusable: nonzero but below the smallest normal float."""
+    """Why a time, step or tolerance is unusable: nonzero but below the smallest normal float."""
     tiny = sys.float_info.min
     if value is not None and value != 0 and abs(value) < tiny:
         return f"{value!r} is below the smallest normal float ({tiny!r}); expected 0 or a magnitude of at least that"
@@ -103,6 +103,15 @@ class SolverSection(BaseModel):
     max_steps: int | None = Field(default=None, ge=1)
     adjoint: str | None = None
     dtype: Literal["float32", "float64"] | None = None
+
+    @pydantic.model_validator(mode="after")
+    def _normal(self):
+        # A tolerance or first step of 1e-320 is 0 where the hardware flushes subnormals.
+        for key in ("rtol", "atol", "dt0"):
+            problem = _subnormal(getattr(self, key))
+            if problem:
+                raise _KeyedError(key, problem)
+        return self
 
     @property
     def extras(self) -> dict[str, Any]:

@@ -109,6 +109,8 @@ SPANS = {
     "ODE t0 = -1e308, t1 = 1e308": (["run", "lv.toml", "--set", "time.t0=-1e308", "--set", "time.t1=1e308"], "time.t1", "overflows"),
     "ODE save_at spanning 2e308": (["run", "lv_at.toml", "--set", "time.save_at=[-1e308, 1e308]", "--set", "time.t0=-1e308"], "time.save_at", "overflows"),
     "ODE dt = 1e-320": (["run", "lv.toml", "--set", "time.dt=1e-320"], "time.dt", "smallest normal"),
+    "ODE rtol = 1e-320": (["run", "lv.toml", "--set", "solver.rtol=1e-320"], "solver.rtol", "smallest normal"),
+    "ODE atol = 1e-320": (["run", "lv.toml", "--set", "solver.atol=1e-320"], "solver.atol", "smallest normal"),
     "ODE save times not distinct": (["run", "lv.toml", "--set", "time.t0=1.0", "--set", "time.t1=1.0000000000000002", "--set", "time.save=50"], "time.save", "not distinct"),
     "MD t0 = -1e308, t1 = 1e308": (["run", "lj_lattice.toml", "--set", "time.t0=-1e308", "--set", "time.t1=1e308"], "time.t1", "overflows"),
     "sweep t0 = -1e308, t1 = 1e308": (["sweep", "sweep.toml", "--set", "time.t0=-1e308", "--set", "time.t1=1e308"], "time.t1", "overflows"),
