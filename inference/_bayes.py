@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 import jax
 import jax.numpy as jnp
+import h5py
 import numpy as np
 import numpyro
 import numpyro.distributions as dist
@@ -25,7 +26,7 @@ from sim._config import seed_problem
 from sim._interrupt import immediate
 from sim._limits import memory_problem
 from sim._run import resolved_toml
-from sim._store import atomic_h5, write_group, write_root_attrs
+from sim._store import Result, write_group, write_root_attrs
 from solvers import did_you_mean
 
 from ._data import Observations
@@ -264,7 +265,7 @@ def summarise(posterior: dict[str, np.ndarray]) -> dict[str, dict[str, float]]:
 # ----------------------------------------------------------------------------- results
 
 @dataclasses.dataclass
-class PosteriorResult:
+class PosteriorResult(Result):
     """Posterior draws, diagnostics and posterior predictive quantiles.
 
     Attributes:
@@ -291,26 +292,23 @@ class PosteriorResult:
     def divergences(self) -> int:
         return int(np.sum(self.diverging))
 
-    def save(self, path: str | Path) -> Path:
-        """Write the posterior layout (docs/architecture.md, File layouts) atomically."""
-        path = Path(path)
-        with atomic_h5(path) as f:
-            write_root_attrs(f, format="simjax.posterior", model=self.model, config=self.config, seed=self.seed)
-            write_group(f, "posterior", self.posterior)
-            write_group(f, "sample_stats", {"diverging": self.diverging})
-            summary = f.create_group("summary")
-            names = list(self.summary)
-            summary.create_dataset("quantity", data=np.array(names, dtype="S"))
-            for stat in ("mean", "sd", "5%", "50%", "95%", "ess_bulk", "r_hat"):
-                summary.create_dataset(stat, data=np.array([self.summary[n][stat] for n in names]))
-            pred = f.create_group("predictive")
-            pred.create_dataset("time", data=self.time)
-            for name, quantiles in self.predictive.items():
-                write_group(pred, name, quantiles)
-            data = f.create_group("data")
-            data.create_dataset("time", data=self.observations.time)
-            write_group(data, "observables", self.observations.values)
-        return path
+    def write(self, f: h5py.File) -> None:
+        """The posterior layout (docs/architecture.md, File layouts) in `f`."""
+        write_root_attrs(f, format="simjax.posterior", model=self.model, config=self.config, seed=self.seed)
+        write_group(f, "posterior", self.posterior)
+        write_group(f, "sample_stats", {"diverging": self.diverging})
+        summary = f.create_group("summary")
+        names = list(self.summary)
+        summary.create_dataset("quantity", data=np.array(names, dtype="S"))
+        for stat in ("mean", "sd", "5%", "50%", "95%", "ess_bulk", "r_hat"):
+            summary.create_dataset(stat, data=np.array([self.summary[n][stat] for n in names]))
+        pred = f.create_group("predictive")
+        pred.create_dataset("time", data=self.time)
+        for name, quantiles in self.predictive.items():
+            write_group(pred, name, quantiles)
+        data = f.create_group("data")
+        data.create_dataset("time", data=self.observations.time)
+        write_group(data, "observables", self.observations.values)
 
     def to_arviz(self):
         """The posterior as ArviZ InferenceData (needs arviz)."""

@@ -12,6 +12,7 @@ from typing import Any, Literal
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import h5py
 import numpy as np
 import optax
 import optimistix as optx
@@ -27,7 +28,7 @@ from sim._config import SEED_MAX
 from sim._family import family_of
 from sim._lock import exclusive
 from sim._run import build_model, resolved_toml
-from sim._store import atomic_h5, check_output_path, write_group, write_root_attrs
+from sim._store import Result, check_output_path, write_group, write_root_attrs
 from solvers import OdeSolver, did_you_mean
 
 from ._checkpoint import Checkpointer, checkpoint_path, fingerprint
@@ -555,7 +556,7 @@ def _adam(problem: Problem, u0, section: FitSection, on_step, start: int = 0, ck
 # ----------------------------------------------------------------------------- results
 
 @dataclasses.dataclass
-class FitResult:
+class FitResult(Result):
     """A finished calibration.
 
     Attributes:
@@ -583,24 +584,21 @@ class FitResult:
     observations: Observations
     seed: int | None = None
 
-    def save(self, path: str | Path) -> Path:
-        """Write the fit layout (docs/architecture.md, File layouts) atomically."""
-        path = Path(path)
-        with atomic_h5(path) as f:
-            write_root_attrs(f, format="simjax.fit", model=self.model, config=self.config, seed=self.seed)
-            write_group(f, "estimate", self.estimate)
-            write_group(f, "stderr", self.stderr)
-            f.create_dataset("loss_history", data=self.loss_history)
-            f.create_dataset("time", data=self.time)
-            write_group(f, "prediction", self.prediction)
-            cov = f.create_dataset("covariance", data=self.covariance)
-            cov.attrs["names"] = self.names
-            data = f.create_group("data")
-            data.create_dataset("time", data=self.observations.time)
-            write_group(data, "observables", self.observations.values)
-            f.attrs["converged"] = self.converged
-            f.attrs["message"] = self.message
-        return path
+    def write(self, f: h5py.File) -> None:
+        """The fit layout (docs/architecture.md, File layouts) in `f`."""
+        write_root_attrs(f, format="simjax.fit", model=self.model, config=self.config, seed=self.seed)
+        write_group(f, "estimate", self.estimate)
+        write_group(f, "stderr", self.stderr)
+        f.create_dataset("loss_history", data=self.loss_history)
+        f.create_dataset("time", data=self.time)
+        write_group(f, "prediction", self.prediction)
+        cov = f.create_dataset("covariance", data=self.covariance)
+        cov.attrs["names"] = self.names
+        data = f.create_group("data")
+        data.create_dataset("time", data=self.observations.time)
+        write_group(data, "observables", self.observations.values)
+        f.attrs["converged"] = self.converged
+        f.attrs["message"] = self.message
 
     def table(self) -> list[tuple[str, float, float]]:
         """(name, estimate, standard error) rows."""

@@ -8,7 +8,6 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import jax
@@ -56,7 +55,7 @@ from ._family import Family, register_family
 from ._run import RunPlan, Setup, number, resolve_params, resolved_toml
 from ._sweep_spec import sweep_section
 from ._stream import chunk_frames
-from ._store import atomic_h5, package_versions, write_root_attrs
+from ._store import Result, package_versions, write_root_attrs
 from ._trajectory import Trajectory
 
 for _cls in (LennardJones, Wca, Morse, SoftSphere, BeadSpring):
@@ -551,7 +550,7 @@ class MdSink:
 
 
 @dataclasses.dataclass
-class MdRunResult:
+class MdRunResult(Result):
     """A finished MD run; `save` writes H5MD 1.1 (readable by MDAnalysis, VMD, ...).
 
     Attributes:
@@ -577,15 +576,12 @@ class MdRunResult:
     def sink(self) -> MdSink:
         return MdSink(self.model, self.config, self.time, self.step, self.system, self.params, self.seed)
 
-    def save(self, path) -> Path:
-        """Write the H5MD layout (docs/architecture.md, File layouts) to `path` atomically; returns the path."""
-        path = Path(path)
+    def write(self, f) -> None:
+        """The H5MD layout (docs/architecture.md, File layouts) in `f`."""
         sink = self.sink()
-        with atomic_h5(path) as f:
-            sink.create(f, self.observables)
-            sink.write(f, 0, self.observables)
-            sink.finish(f, self.stats)
-        return path
+        sink.create(f, self.observables)
+        sink.write(f, 0, self.observables)
+        sink.finish(f, self.stats)
 
     def __repr__(self) -> str:
         n = self.observables["position"].shape[1]

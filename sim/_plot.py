@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from ._errors import DataError, InputError
-from ._store import Record, companion_path, read
+from ._store import Record, Result, companion_path, read
 
 KINDS = "run (ODE, PDE, MD), sweep, fit and posterior files"
 _FORMATS = ("png", "pdf", "svg", "jpg", "jpeg")
@@ -166,15 +166,9 @@ def _as_record(result: Any) -> Record:
     if hasattr(result, "final_state") and hasattr(result, "observables"):  # a Trajectory
         observables = {k: np.asarray(v) for k, v in result.observables.items()}
         return Record(Path("trajectory"), {"format": "simjax.run", "model": ""}, {"time": np.asarray(result.time), "observables": observables})
-    writer = getattr(result, "save", None) or getattr(result, "save_to", None)
-    if writer is None:
-        raise TypeError(f"sim.plot draws a file path, a sim.Record or a simjax result; got {type(result).__name__}")
-    with tempfile.TemporaryDirectory() as folder:
-        path = Path(folder) / "result.h5"
-        writer(path)
-        record = read(path)
-    name = type(result).__name__
-    return Record(Path(name), record.attrs, dict(record.items()))
+    if isinstance(result, Result):
+        return result.to_record()  # built in memory: no file is written
+    raise TypeError(f"sim.plot draws a file path, a sim.Record or a simjax result; got {type(result).__name__}")
 
 
 def _family(record: Record):

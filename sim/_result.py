@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 from typing import Any
 
 import h5py
 import numpy as np
 
-from ._store import atomic_h5, write_group, write_root_attrs
+from ._store import Result, write_group, write_root_attrs
 
 
 @dataclasses.dataclass
@@ -55,7 +54,7 @@ def _fill(dtype: np.dtype):
 
 
 @dataclasses.dataclass
-class RunResult:
+class RunResult(Result):
     """A finished run: times, observables, the parameters and initial state it used.
 
     Attributes:
@@ -80,15 +79,12 @@ class RunResult:
     stats: dict[str, Any] = dataclasses.field(default_factory=dict)
     seed: int | None = None
 
-    def save(self, path: str | Path) -> Path:
-        """Write the run layout (docs/architecture.md, File layouts) to `path` atomically; returns the path."""
-        path = Path(path)
+    def write(self, f: h5py.File) -> None:
+        """The run layout (docs/architecture.md, File layouts) in `f`."""
         sink = RunSink(self.model, self.config, self.time, self.params, self.initial, self.groups, self.seed)
-        with atomic_h5(path) as f:
-            sink.create(f, self.observables)
-            sink.write(f, 0, self.observables)
-            sink.finish(f, self.stats)
-        return path
+        sink.create(f, self.observables)
+        sink.write(f, 0, self.observables)
+        sink.finish(f, self.stats)
 
     def __repr__(self) -> str:
         names = ", ".join(self.observables)

@@ -1,4 +1,5 @@
-"""HDF5 files: atomic writes, the common root attributes, and `read`."""
+"""HDF5 files: atomic writes, the common root attributes, `read`, and `Result`, the
+interface every result (run, MD run, sweep, fit, posterior) shares."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import contextlib
 import datetime
 import functools
 import hashlib
+import io
 import json
 import os
 import stat
@@ -233,6 +235,35 @@ def _attr(value: Any) -> Any:
     if isinstance(value, np.generic):
         return value.item()
     return value
+
+
+class Result:
+    """What every simjax result has: its file layout written into an open HDF5 file
+    (`write`, each result's own), written to a path atomically (`save`; `save_to` for a
+    sweep, whose `save` is its save mode), and read back in memory as the `Record`
+    `sim.read` gives for the file (`to_record`: what `sim.plot` draws, no file written)."""
+
+    def write(self, f: h5py.File) -> None:
+        raise NotImplementedError
+
+    def save(self, path: str | Path) -> Path:
+        """Write the result's layout (docs/architecture.md, File layouts) to `path`
+        atomically; returns the path."""
+        return self.save_to(path)
+
+    def save_to(self, path: str | Path) -> Path:
+        path = Path(path)
+        with atomic_h5(path) as f:
+            self.write(f)
+        return path
+
+    def to_record(self) -> Record:
+        """The result as `sim.read` would give it back from its file, built in memory."""
+        with h5py.File(io.BytesIO(), "w") as f:
+            self.write(f)
+            attrs = {k: _attr(v) for k, v in f.attrs.items()}
+            tree = _load(f)
+        return Record(Path(type(self).__name__), attrs, tree)
 
 
 def read(path: str | Path) -> Record:

@@ -30,7 +30,7 @@ import h5py
 import numpy as np
 
 from ._errors import DataError, InputError
-from ._store import DAMAGED_FILE_ERRORS, atomic_h5, error_reason, write_root_attrs
+from ._store import DAMAGED_FILE_ERRORS, Result, error_reason, write_root_attrs
 from ._unfinished import config_difference, partial_path
 
 FORMAT = "simjax.sweep"
@@ -231,7 +231,7 @@ def _nest(flat: dict[str, Any]) -> dict[str, Any]:
 
 
 @dataclasses.dataclass
-class SweepResult:
+class SweepResult(Result):
     """A sweep's results as arrays (B runs).
 
     Attributes:
@@ -253,7 +253,7 @@ class SweepResult:
     model: str
     config: str
     mode: str
-    save: str
+    save: str = dataclasses.field()  # the save mode; field() keeps the inherited method Result.save from being taken as its default (this result is written with save_to)
     swept: tuple[str, ...]
     time: np.ndarray
     params: dict[str, np.ndarray]
@@ -340,24 +340,21 @@ class SweepResult:
         attrs = {"model": self.model, "mode": self.mode, "save": self.save, "config": self.config}
         return xr.Dataset(data, coords=coords, attrs=attrs)
 
-    def save_to(self, path: str | Path) -> Path:
-        """Write the sweep layout to `path` atomically."""
-        path = Path(path)
-        with atomic_h5(path) as f:
-            write_root_attrs(f, format=FORMAT, model=self.model, config=self.config, seed=self.seed)
-            for key, value in root_attrs(self.mode, self.save, self.swept, self.grid_shape, self.runs).items():
-                f.attrs[key] = value
-            f.create_dataset("time", data=self.time)
-            flat = {
-                **{f"params/{k}": v for k, v in self.params.items()},
-                **{f"initial/{k}": v for k, v in self.initial.items()},
-                **{f"observables/{k}": v for k, v in _flat_observables(self.observables, "/").items()},
-                **{f"stats/{k}": v for k, v in self.stats.items()},
-                "status": self.status,
-            }
-            for name, value in flat.items():
-                f.create_dataset(name, data=value)
-        return path
+    def write(self, f: h5py.File) -> None:
+        """The sweep layout in `f` (`save_to` writes it to a path atomically)."""
+        write_root_attrs(f, format=FORMAT, model=self.model, config=self.config, seed=self.seed)
+        for key, value in root_attrs(self.mode, self.save, self.swept, self.grid_shape, self.runs).items():
+            f.attrs[key] = value
+        f.create_dataset("time", data=self.time)
+        flat = {
+            **{f"params/{k}": v for k, v in self.params.items()},
+            **{f"initial/{k}": v for k, v in self.initial.items()},
+            **{f"observables/{k}": v for k, v in _flat_observables(self.observables, "/").items()},
+            **{f"stats/{k}": v for k, v in self.stats.items()},
+            "status": self.status,
+        }
+        for name, value in flat.items():
+            f.create_dataset(name, data=value)
 
     def __repr__(self) -> str:
         failed = int(np.sum(self.status == FAILED))

@@ -124,6 +124,9 @@ def run_and_plot(name, runs, capsys, monkeypatch):
         assert sim.read(out).format == FORMATS[command]
         plot(out, capsys)
         if command in results:
+            from tests.sim.test_plot import assert_record_is_the_file
+
+            assert_record_is_the_file(results[command], out)
             fig = sim.plot(results[command])
             assert isinstance(fig, Figure) and len(fig.axes) > 2
             assert fig._suptitle.get_text().endswith(type(results[command]).__name__)

@@ -45,6 +45,9 @@ def test_run_writes_h5md_that_mdanalysis_reads(tmp_path):
 
     result = sim.run(sim.load_config(write(tmp_path)))
     out = result.save(tmp_path / "md.h5")
+    from tests.sim.test_plot import assert_record_is_the_file
+
+    assert_record_is_the_file(result, out)
     with h5py.File(out) as f:
         assert list(f["h5md"].attrs["version"]) == [1, 1]
         assert f.attrs["format"] == "simjax.run"

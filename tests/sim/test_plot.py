@@ -193,13 +193,35 @@ def lv_result():
     return sim.run(sim.load_config(EXPERIMENTS / "lotka_volterra.toml"))
 
 
-def test_sim_plot_of_a_run_result_record_path_and_trajectory(lv_result, tmp_cwd):
+def same_tree(a, b) -> bool:
+    if isinstance(a, dict) or isinstance(b, dict):
+        return isinstance(a, dict) and isinstance(b, dict) and a.keys() == b.keys() and all(same_tree(a[k], b[k]) for k in a)
+    a, b = np.asarray(a), np.asarray(b)
+    return a.dtype == b.dtype and a.shape == b.shape and (np.array_equal(a, b, equal_nan=a.dtype.kind in "fc"))
+
+
+def assert_record_is_the_file(result, path):
+    """`result.to_record()`, built in memory, is what `sim.read` gives for its saved file
+    (the attribute `created` aside: the time of writing)."""
+    memory, disk = result.to_record(), sim.read(path)
+    drop = lambda attrs: {k: v for k, v in attrs.items() if k != "created"}  # noqa: E731
+    assert drop(memory.attrs) == drop(disk.attrs)
+    assert same_tree(dict(memory.items()), dict(disk.items()))
+
+
+def test_sim_plot_of_a_run_result_record_path_and_trajectory(lv_result, tmp_cwd, monkeypatch):
     from matplotlib.figure import Figure
 
+    opened = []
+    original = h5py.File
+    monkeypatch.setattr(h5py, "File", lambda name, *a, **k: opened.append(name) or original(name, *a, **k))
     fig = sim.plot(lv_result)
+    monkeypatch.undo()
+    assert opened and not any(isinstance(name, (str, Path)) for name in opened)  # drawn from memory: no file written
     assert isinstance(fig, Figure) and len(fig.axes) == 3  # prey, predator, phase portrait
     assert fig._suptitle.get_text() == "lotka_volterra: RunResult"
     lv_result.save("lv.h5")
+    assert_record_is_the_file(lv_result, "lv.h5")
     record = sim.read("lv.h5")
     assert len(sim.plot(record).axes) == 3
     fig = sim.plot("lv.h5", "lv.svg", title="predator and prey")

@@ -127,6 +127,9 @@ def test_file_equals_memory_and_has_the_sweep_layout(grid, tmp_path):
     assert sim.read(out).format == "simjax.sweep"
     # a result held in memory saves to the same layout
     memory.save_to(tmp_path / "saved.h5")
+    from tests.sim.test_plot import assert_record_is_the_file
+
+    assert_record_is_the_file(memory, tmp_path / "saved.h5")
     saved = sim.SweepResult.read(tmp_path / "saved.h5")
     assert saved.observables["prey"].tobytes() == memory.observables["prey"].tobytes()
     assert saved.swept == memory.swept and saved.grid_shape == (3, 3) and saved.config == result.config
