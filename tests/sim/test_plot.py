@@ -209,14 +209,14 @@ def assert_record_is_the_file(result, path):
     assert same_tree(dict(memory.items()), dict(disk.items()))
 
 
-def test_sim_plot_of_a_run_result_record_path_and_trajectory(lv_result, tmp_cwd, monkeypatch):
+def test_sim_plot_of_a_run_result_record_path_and_trajectory(lv_result, tmp_cwd):
     from matplotlib.figure import Figure
 
     opened = []
     original = h5py.File
-    monkeypatch.setattr(h5py, "File", lambda name, *a, **k: opened.append(name) or original(name, *a, **k))
-    fig = sim.plot(lv_result)
-    monkeypatch.undo()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(h5py, "File", lambda name, *a, **k: opened.append(name) or original(name, *a, **k))
+        fig = sim.plot(lv_result)
     assert opened and not any(isinstance(name, (str, Path)) for name in opened)  # drawn from memory: no file written
     assert isinstance(fig, Figure) and len(fig.axes) == 3  # prey, predator, phase portrait
     assert fig._suptitle.get_text() == "lotka_volterra: RunResult"
