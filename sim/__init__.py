@@ -30,7 +30,6 @@ from ._simulate import complete_params as complete_params, simulate as simulate 
 from ._trajectory import Trajectory as Trajectory  # noqa: E402
 # The model families, one registration each (their models are registered with them).
 from . import _ode as _ode  # noqa: E402,F401
-from . import _pde_run as _pde_run  # noqa: E402,F401
 from . import _md as _md  # noqa: E402,F401
 from . import _sde as _sde  # noqa: E402,F401
 from ._pde import SpectralStepper as SpectralStepper, spectral_stepper as spectral_stepper  # noqa: E402

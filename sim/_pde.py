@@ -1,5 +1,7 @@
-"""The PDE families in `simulate`: a model's symbols and terms paired with the solvers'
-grids and time steppers.
+"""The PDE family: a model's symbols and terms paired with the solvers' grids and time
+steppers (`simulate`), and `sim run` / `sim.setup` for PDE configs ([grid], [initial] as a
+named field or an HDF5 dataset, [time] dt, [solver] method and dtype; the PDE run layout
+with /grid).
 
 - `SpectralPdeModel` (periodic): `solvers.FourierGrid` + `solvers.Etdrk` (default:
   ETDRK4, one step per save interval, 2/3 dealiasing, float64).
@@ -12,9 +14,12 @@ dict of arrays per field name, or an array [*points] (one field) or [C, *points]
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from typing import Any
 
 import equinox as eqx
+import h5py
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -22,10 +27,40 @@ from jaxtyping import Array, PyTree
 
 from physics import pde
 from physics.pde import GridPdeModel, PdeModel, SpectralPdeModel
-from solvers import Etdrk, EtdrkCoefficients, FdGrid, FourierGrid, MethodOfLines, did_you_mean
+from solvers import (
+    Etdrk,
+    EtdrkCoefficients,
+    EtdrkLoop,
+    EtdrkLoopState,
+    FdGrid,
+    FourierGrid,
+    MethodOfLines,
+    OdeLoop,
+    OdeLoopState,
+    did_you_mean,
+    result_code,
+    result_message,
+)
 
+from ._config import Config, Value
+from ._errors import DataError, SimulationError
+from ._family import Family, register_family
+from ._limits import WORK_ARRAYS, memory_problem
 from ._registry import register_model
+from ._result import RunSink
+from ._run import (
+    LoopEngine,
+    RunPlan,
+    Setup,
+    check_fixed_steps,
+    frames_per_chunk,
+    resolve_params,
+    resolved_toml,
+    save_times,
+    sink_result,
+)
 from ._simulate import complete_params
+from ._store import DAMAGED_FILE_ERRORS, error_reason, numeric_dataset
 from ._trajectory import Trajectory
 
 MODELS = (
@@ -223,3 +258,416 @@ def simulate_grid(model: GridPdeModel, params, t, initial, solver) -> Trajectory
 def grid_coordinates(model: PdeModel) -> dict[str, np.ndarray]:
     """The run file's `/grid` group: x (and y, z) node coordinates."""
     return {name: c for name, c in zip(("x", "y", "z"), model.coordinates())}
+
+
+# ----------------------------------------------------------------------------- configs and runs (`sim run`)
+
+ETDRK_METHODS = ("etdrk1", "etdrk2", "etdrk3", "etdrk4")
+_SPECTRAL_KEYS = ("method", "dtype", "dealias")
+_FD_KEYS = ("method", "dtype", "order", "rtol", "atol", "max_steps", "adjoint")
+
+
+def _initial(config: Config, model: PdeModel, params: dict) -> jnp.ndarray:
+    """The initial field from `[initial]`: `kind = "..."` with the kind's options, or
+    `file = "u0.h5"` with `dataset = "/u"` (one dataset per field: a table
+    field = "/dataset" for several fields)."""
+    spec = dict(config.spec.initial)
+    if "file" in spec:
+        if not isinstance(spec["file"], str):
+            raise config.error("initial.file", f"expected a file path, got {spec['file']!r}")
+        path = config.resolve_path(spec.pop("file"))
+        datasets = spec.pop("dataset", None)
+        if spec:
+            key = next(iter(spec))
+            raise config.error(f"initial.{key}", "with initial.file only `dataset` may be given")
+        if datasets is None:
+            raise config.error("initial.dataset", "required with initial.file (the dataset path, e.g. \"/u\")")
+        if isinstance(datasets, str):
+            datasets = {model.field_names[0]: datasets} if len(model.field_names) == 1 else None
+            if datasets is None:
+                raise config.error("initial.dataset", f"model {model.name!r} has fields {', '.join(model.field_names)}: give a table field = \"/dataset\"")
+        if not isinstance(datasets, dict) or not all(isinstance(v, str) for v in datasets.values()):
+            raise config.error("initial.dataset", f"expected a dataset path like \"/u\" (or a table field = \"/dataset\"), got {datasets!r}")
+        if not path.is_file():
+            raise DataError(path, "", "no such file; expected an HDF5 file with the initial field")
+        fields = {}
+        try:
+            f = h5py.File(path, "r")
+        except DAMAGED_FILE_ERRORS as e:
+            raise DataError(path, "", f"not a readable HDF5 file ({error_reason(e)})") from None
+        with f:
+            for name, dataset in datasets.items():
+                value = numeric_dataset(f, path, dataset, "initial.dataset")
+                if value.shape != tuple(model.points):
+                    raise DataError(path, dataset, f"shape {value.shape} does not match the grid {tuple(model.points)}")
+                if not np.all(np.isfinite(value)):
+                    raise DataError(path, dataset, "expected finite values")
+                fields[name] = value
+        try:
+            return initial_field(model, fields, params)
+        except ValueError as e:
+            raise config.error("initial.dataset", error_reason(e)) from None
+    kind = spec.pop("kind", None)
+    if kind is not None and kind not in model.initial_kinds:
+        raise config.error("initial.kind", f"unknown initial field {kind!r} (kinds: {', '.join(model.initial_kinds)}).{did_you_mean(kind, model.initial_kinds)}")
+    try:
+        return jnp.asarray(model.initial_field(kind, params={k: float(v) for k, v in params.items()}, **spec))
+    except (TypeError, ValueError) as e:
+        raise config.error("initial", str(e).splitlines()[0]) from None
+
+
+def _steps_per_save(config: Config, t: np.ndarray) -> int:
+    dt = config.spec.time.dt
+    spacing = np.diff(t)
+    if not np.allclose(spacing, spacing[0], rtol=1e-9, atol=0.0):
+        raise config.error("time.save_at", "fixed-step PDE solvers need equally spaced save times")
+    if dt is None:
+        raise config.error("time.dt", "required key is missing (the time step of the spectral solver)")
+    with np.errstate(all="ignore"):
+        ratio = float(spacing[0] / dt)
+    frames = len(t) - 1
+    # The step counter of a run is a 64-bit integer: more steps overflow it (and would
+    # take longer than any machine runs).
+    if not math.isfinite(ratio) or ratio * frames > _MAX_STEPS:
+        time = config.spec.time
+        span = f"t0 = {time.t0:g}, t1 = {time.t1:g}, save = {len(t)}" if time.t1 is not None else f"{len(t)} save times"
+        total = ratio * frames
+        count = f"{total:.3g}" if math.isfinite(total) else f"more than {np.finfo(float).max:.3g}"
+        raise config.error(
+            "time.dt",
+            f"{dt:g} would take {count} steps over the run (save interval {spacing[0]:g}; {span}): "
+            f"more than a run can count (at most {_MAX_STEPS:,}); expected a larger dt or a shorter span",
+        )
+    steps = int(round(ratio))
+    if steps < 1 or not math.isclose(ratio, steps, rel_tol=1e-9):
+        raise config.error("time.dt", f"expected a step that divides the save interval {spacing[0]:g} a whole number of times, got {dt:g}")
+    return steps
+
+
+# Most steps a run takes: its step count is a signed 64-bit integer.
+_MAX_STEPS = 2**63 - 1
+
+
+def _extras(config: Config, allowed: tuple[str, ...], family: str) -> None:
+    spec = config.spec.solver
+    given = [k for k in ("rtol", "atol", "dt0", "max_steps", "adjoint") if getattr(spec, k) is not None] + list(spec.extras)
+    for key in given:
+        if key not in allowed:
+            raise config.error(f"solver.{key}", f"unknown key for {family} solvers (expected one of: {', '.join(allowed)}).{did_you_mean(key, allowed)}")
+
+
+def _setup_spectral(model: SpectralPdeModel, config: Config) -> Setup:
+    _extras(config, _SPECTRAL_KEYS, "spectral PDE")
+    params = resolve_params(config, model)
+    t = save_times(config)
+    steps = _steps_per_save(config, t)
+    method = config.spec.solver.method or "etdrk4"
+    if method not in ETDRK_METHODS:
+        raise config.error("solver.method", f"unknown spectral method {method!r} (methods: {', '.join(ETDRK_METHODS)}).{did_you_mean(method, ETDRK_METHODS)}")
+    extras = config.spec.solver.extras
+    options = {"dealias": extras["dealias"]} if "dealias" in extras else {}
+    try:
+        solver = Etdrk(order=int(method[-1]), steps_per_save=steps, dtype=config.spec.solver.dtype or "float64", **options)
+    except (TypeError, ValueError) as e:
+        raise config.error("solver", str(e).splitlines()[0]) from None
+    u0 = _initial(config, model, params)
+    resolved_solver = {"method": method, "dtype": solver.dtype}
+    checks = PDE.resolve_checks(config, what="PDE runs")
+    return Setup(model=model, params=params, initial=u0, t=jnp.asarray(t), solver=solver, resolved={"params": params, "solver": resolved_solver, "checks": checks})
+
+
+def _check_explicit_step(config: Config, model: GridPdeModel, params: dict, solver: MethodOfLines) -> None:
+    """A fixed step of an explicit method beyond its diffusive stability limit is a
+    config error (caught before the run, not as a blow-up inside it)."""
+    diffusivity = float(np.max(np.asarray(model.diffusivities(params))))
+    limit = solver.stability_limit(fd_grid(model, solver.order), diffusivity)
+    dt = config.spec.time.dt
+    if limit is not None and dt > limit:
+        raise config.error(
+            "time.dt",
+            f"{dt:g} is beyond the diffusive stability limit {limit:.3g} of the explicit method {solver.method} "
+            "on this grid; take a smaller step, or an implicit (kvaerno5) or IMEX (kencarp4) method",
+        )
+
+
+def _setup_grid(model: GridPdeModel, config: Config) -> Setup:
+    _extras(config, _FD_KEYS, "finite-difference PDE")
+    params = resolve_params(config, model)
+    t = save_times(config)
+    spec = config.spec.solver
+    default = MethodOfLines(method="kvaerno5" if model.ndim == 1 else "tsit5")
+    options: dict[str, Any] = {"method": spec.method or default.method, "dtype": spec.dtype or "float64"}
+    for key in ("rtol", "atol", "max_steps", "adjoint"):
+        if getattr(spec, key) is not None:
+            options[key] = getattr(spec, key)
+    if "order" in spec.extras:
+        options["order"] = spec.extras["order"]
+    if config.spec.time.dt is not None:
+        options.update(dt0=config.spec.time.dt, adaptive=False)
+    try:
+        solver = MethodOfLines(**options)
+    except (TypeError, ValueError) as e:
+        message = str(e).splitlines()[0]
+        key = "solver.method" if "method" in message else "solver"
+        raise config.error(key, message) from None
+    if not solver.adaptive:
+        _check_explicit_step(config, model, params, solver)
+        check_fixed_steps(config, solver.dt0, solver.max_steps)
+    u0 = _initial(config, model, params)
+    resolved_solver = {k: v for k, v in options.items() if k not in ("dt0", "adaptive")}
+    checks = PDE.resolve_checks(config, what="PDE runs")
+    return Setup(model=model, params=params, initial=u0, t=jnp.asarray(t), solver=solver, resolved={"params": params, "solver": resolved_solver, "checks": checks})
+
+
+class SpectralProblem(eqx.Module):
+    """A periodic spectral PDE run for `LoopEngine`: ETDRK steps from the field in
+    Fourier space (`solvers.EtdrkLoop`), with the coefficients of the run's step built
+    once, so the steps taken never depend on where chunks fall."""
+
+    model: SpectralPdeModel
+    params: Any
+    solver: Etdrk
+    u0: jax.Array
+    coefficients: EtdrkCoefficients
+
+    def _loop(self) -> EtdrkLoop:
+        model, solver = self.model, self.solver
+        grid = FourierGrid(model.points, model.domain, dtype=solver.dtype)
+        p = _cast(self.params, jnp.dtype(solver.dtype))
+        return EtdrkLoop(
+            solver=solver,
+            grid=grid,
+            coefficients=self.coefficients,
+            nonlinear=lambda u_hat: model.nonlinear(u_hat, p, grid),
+            observe=lambda u: model.observables(u, p, grid),
+        )
+
+    def init(self) -> EtdrkLoopState:
+        return self._loop().init(self.u0)
+
+    def advance(self, state: EtdrkLoopState, frames, capacity: int):
+        return self._loop().advance(state, frames, capacity)
+
+    def num_steps(self, state: EtdrkLoopState):
+        return jnp.maximum(state.frame - 1, 0) * self.solver.steps_per_save
+
+
+@eqx.filter_jit
+def _spectral_coefficients(model: SpectralPdeModel, params, solver: Etdrk, t) -> EtdrkCoefficients:
+    """The ETDRK coefficients of a run, for its step (t[1] - t[0]) / steps_per_save (as
+    `Etdrk.solve` builds them)."""
+    grid = FourierGrid(model.points, model.domain, dtype=solver.dtype)
+    dt = (t[1] - t[0]) / solver.steps_per_save
+    return solver.coefficients(model.linear(_cast(params, jnp.dtype(solver.dtype)), grid), dt)
+
+
+class FdProblem(eqx.Module):
+    """A finite-difference PDE run for `LoopEngine`: the method of lines on
+    `solvers.OdeLoop` (the steps and values of `MethodOfLines.solve`, resumable at save
+    times)."""
+
+    model: GridPdeModel
+    params: Any
+    solver: MethodOfLines
+    ts: jax.Array
+    u0: jax.Array
+
+    def _loop(self):
+        model, solver = self.model, self.solver
+        grid = fd_grid(model, solver.order)
+        p = _cast(self.params, jnp.dtype(solver.dtype))
+        return OdeLoop.from_method_of_lines(
+            solver, grid, model.diffusivities(p), lambda u: model.reaction(u, p), self.u0, self.ts, lambda u: model.observables(u, p, grid)
+        )
+
+    def init(self) -> OdeLoopState:
+        loop, y0 = self._loop()
+        return loop.init(y0)
+
+    def advance(self, state: OdeLoopState, frames, capacity: int):
+        loop, _ = self._loop()
+        state, saved = loop.advance(state, frames, capacity)
+        return state, saved, result_code(state.result)
+
+    def num_steps(self, state: OdeLoopState):
+        return state.num_steps
+
+
+# ----------------------------------------------------------------------------- blow-up checks
+
+
+def field_norm(fields: list, xp=np):
+    """Per frame [T], the root mean square of `fields` (each [T, *points]) taken together
+    over the grid; scaled by the largest magnitude, so that fields beyond the square root
+    of the largest float give their norm rather than infinity. NaN or inf: NaN."""
+    flat = xp.concatenate([f.reshape(f.shape[0], -1) for f in fields], axis=1)
+    peak = xp.max(xp.abs(flat), axis=1)
+    safe = xp.where(peak > 0, peak, 1.0)
+    return peak * xp.sqrt(xp.mean((flat / safe[:, None]) ** 2, axis=1))
+
+
+class PdeLimits:
+    """The `[checks]` bound of a PDE run, checked at saved frames: the root mean square of
+    the fields (`field_norm`) may grow to `max_growth` times max(its initial value,
+    `growth_floor`); beyond that (or NaN) the run blew up."""
+
+    def __init__(self, model: PdeModel, bounds: dict):
+        self.names = tuple(model.field_names)
+        self.max_growth = float(bounds["max_growth"])
+        self.floor = float(bounds["growth_floor"])
+
+    def reference(self, norm0, xp=np):
+        return xp.maximum(norm0, self.floor)
+
+    def excess(self, obs: dict, reference, xp=np):
+        """Per frame [T]: the growth over its limit (> 1 or NaN: blown up)."""
+        return field_norm([obs[name] for name in self.names], xp) / (reference * self.max_growth)
+
+    def within(self, obs: dict) -> jnp.ndarray:
+        """Whether a whole run (fields [T, *points], frame 0 first) stayed within the bound
+        (traceable: a sweep's per-run test)."""
+        reference = self.reference(field_norm([obs[name][:1] for name in self.names], jnp)[0], jnp)
+        return jnp.all(self.excess(obs, reference, jnp) <= 1)
+
+
+def growth_check(config: Config, s: Setup):
+    """The plan's check of a PDE run: every observable finite, and the fields within the
+    growth bound of `[checks]`; else a `SimulationError` naming the step, time and
+    quantity."""
+    limits = PdeLimits(s.model, s.resolved["checks"])
+    times = np.asarray(s.t)
+    u0 = np.asarray(s.initial)
+    norm0 = float(field_norm([u0.reshape(1, -1)])[0])
+    reference = float(limits.reference(norm0))
+    solver = s.solver
+    if isinstance(solver, Etdrk):
+        per_save = solver.steps_per_save
+        hint = "lower time.dt or loosen the bound"
+    elif isinstance(solver, MethodOfLines) and not solver.adaptive:
+        per_save = (times[1] - times[0]) / float(solver.dt0)
+        hint = "lower time.dt or loosen the bound"
+    else:  # adaptive steps: no fixed step count per frame
+        per_save = None
+        hint = "tighten solver.rtol and solver.atol or loosen the bound"
+
+    def where(frame: int) -> str:
+        at = f"step {int(round(frame * per_save))}" if per_save is not None else f"saved frame {frame}"
+        return f"{config.source}: the run blew up at {at} (t = {float(times[frame]):g})"
+
+    def check(rows: dict[str, np.ndarray], k: int) -> None:
+        offset = 0 if k == 0 else k + 1
+        failed = {}
+        for name, values in rows.items():
+            values = np.asarray(values)
+            if np.issubdtype(values.dtype, np.inexact):
+                failed[name] = ~np.all(np.isfinite(values.reshape(values.shape[0], -1)), axis=1)
+        with np.errstate(all="ignore"):
+            norm = field_norm([np.asarray(rows[name]) for name in limits.names])
+        failed["growth"] = ~(norm / (reference * limits.max_growth) <= 1)
+        bad = np.any(np.stack(list(failed.values())), axis=0)
+        if not np.any(bad):
+            return
+        i = int(np.argmax(bad))
+        what = next(name for name, flags in failed.items() if flags[i])
+        if what != "growth":
+            raise SimulationError(f"{where(offset + i)}: {what} became non-finite (the solution diverged); {hint}")
+        raise SimulationError(
+            f"{where(offset + i)}: the root mean square of {', '.join(limits.names)} grew to {norm[i]:.3g}, "
+            f"{norm[i] / reference:.3g} times max(its start {norm0:.3g}, checks.growth_floor = {limits.floor:g}) "
+            f"(limit checks.max_growth = {limits.max_growth:g}); {hint}"
+        )
+
+    return check
+
+
+def _plan(model: PdeModel, config: Config) -> RunPlan:
+    s = PDE.setup(model, config)
+    u0 = np.asarray(s.initial)
+    frames = len(s.t) - 1
+
+    def failure(code: int) -> str:
+        return f"{config.source}: the PDE solve failed: {result_message(code)}"
+
+    t = jnp.asarray(s.t)
+    if isinstance(model, SpectralPdeModel):
+        coefficients = _spectral_coefficients(model, s.params, s.solver, t)
+        problem = SpectralProblem(model=model, params=s.params, solver=s.solver, u0=jnp.asarray(s.initial), coefficients=coefficients)
+    else:
+        problem = FdProblem(model=model, params=s.params, solver=s.solver, ts=t, u0=jnp.asarray(s.initial))
+    engine = LoopEngine(problem, np.asarray(s.t), frames_per_chunk(config, int(u0.size), frames), failure)
+    sink = RunSink(
+        model=model.name,
+        config=resolved_toml(config, **s.resolved),
+        time=np.asarray(s.t),
+        params={k: np.asarray(v) for k, v in s.params.items()},
+        initial={name: u0[i] for i, name in enumerate(model.field_names)},
+        groups={"grid": grid_coordinates(model)},
+    )
+    check = growth_check(config, s)
+    return RunPlan(engine=engine, sink=sink, config=sink.config, check=check, result=sink_result(sink), description=model.name)
+
+
+class PdeFamily(Family):
+    """Fields on a grid: periodic spectral models (`SpectralPdeModel`, ETDRK) and
+    finite-difference models on bounded domains (`GridPdeModel`, method of lines)."""
+
+    name = "pde"
+    model_base = PdeModel
+    describes = "PDE models"
+    sections = {"grid": dict[str, Value]}
+    checks = {
+        "max_growth": (1000.0, "the largest root-mean-square of the fields (all of them, over the grid) allowed, as a multiple of max(its initial value, growth_floor)"),
+        "growth_floor": (1.0, "the floor of that reference, so that a field starting at or near zero may grow to max_growth * growth_floor (in the field's units)"),
+    }
+
+    def model_options(self, config: Config) -> dict[str, tuple[str, Any]]:
+        # [grid] (points, domain, boundary, ...) holds options of the model.
+        options = {key: (f"grid.{key}", value) for key, value in (config.spec.grid or {}).items()}
+        where, points = options.get("points", ("model.points", config.spec.model.options.get("points")))
+        if points is not None:
+            whole = lambda v: isinstance(v, int) and not isinstance(v, bool)  # noqa: E731
+            if not (whole(points) or (isinstance(points, list) and all(whole(v) for v in points))):
+                raise config.error(where, f"expected a whole number of points per dimension, like [256, 256], got {points!r}")
+            counts = [points] if whole(points) else points
+            if counts and all(v > 0 for v in counts):
+                # A field and the solver's work arrays, before anything is allocated.
+                problem = memory_problem(WORK_ARRAYS * 8 * math.prod(counts), f"a grid of {math.prod(counts):,} points")
+                if problem:
+                    raise config.error(where, problem)
+        return options
+
+    def simulate(self, model, params, t, initial, solver, key) -> Trajectory:
+        if isinstance(model, SpectralPdeModel):
+            return simulate_spectral(model, params, t, initial, solver)
+        return simulate_grid(model, params, t, initial, solver)
+
+    def setup(self, model, config: Config) -> Setup:
+        if isinstance(model, SpectralPdeModel):
+            return _setup_spectral(model, config)
+        return _setup_grid(model, config)
+
+    def draw_run(self, source):
+        from ._plot_run import pde
+
+        return pde(source)
+
+    def recognises(self, record) -> bool:
+        return "grid" in record
+
+    def plan(self, model, config: Config) -> RunPlan:
+        return _plan(model, config)
+
+    def observable_shapes(self, model) -> dict[str, tuple[int, ...]]:
+        grid = tuple(int(n) for n in model.points)
+        return {name: grid if name in model.field_names else () for name in model.observable_names}
+
+    def sweep_setup(self, config: Config, s: Setup) -> Setup:
+        if isinstance(s.solver, MethodOfLines):  # failures flagged per run, not raised
+            return dataclasses.replace(s, solver=dataclasses.replace(s.solver, throw=False))
+        return s
+
+    def run_bounds(self, s: Setup):
+        return PdeLimits(s.model, s.resolved["checks"]).within
+
+
+PDE = register_family(PdeFamily())
