@@ -28,8 +28,10 @@ from ._stream import Streamed as Streamed, StorageError as StorageError  # noqa:
 from ._store import Record as Record, read as read  # noqa: E402
 from ._simulate import complete_params as complete_params, simulate as simulate  # noqa: E402
 from ._trajectory import Trajectory as Trajectory  # noqa: E402
-# The model families, one registration each (their models are registered with them).
+# The model families, one registration each (their models are registered with them), in
+# the order messages list the families and their keys.
 from . import _ode as _ode  # noqa: E402,F401
+from . import _pde as _pde  # noqa: E402,F401
 from . import _md as _md  # noqa: E402,F401
 from . import _sde as _sde  # noqa: E402,F401
 from ._pde import SpectralStepper as SpectralStepper, spectral_stepper as spectral_stepper  # noqa: E402

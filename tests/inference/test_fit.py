@@ -101,7 +101,7 @@ def test_recovers_lotka_volterra_within_two_standard_errors_and_errors_match_spr
     assert np.all(bias < 3 * estimates.std(axis=0, ddof=1) / np.sqrt(12) + 1e-12), bias
 
 
-@pytest.mark.parametrize("optimizer, extra", [("bfgs", {}), ("adam", {"max_steps": 600, "learning_rate": 0.02})])
+@pytest.mark.parametrize("optimizer, extra", [pytest.param("bfgs", {}, marks=pytest.mark.slow), ("adam", {"max_steps": 600, "learning_rate": 0.02})])
 def test_other_optimizers_reach_the_levenberg_marquardt_minimum(tmp_path, optimizer, extra):
     prey, predator = exact_lv(YEARS)
     data = write_data(tmp_path / "d.h5", prey, predator)

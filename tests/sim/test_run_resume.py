@@ -165,7 +165,8 @@ def _kill_mid_run(case, tmp_path, sets):
 @pytest.mark.parametrize(
     "case, sets",
     [
-        ("md", ["time.steps=1500", "time.save_every=10", "output.chunk=5"]),
+        # (MD resumes are checked by default in-process: test_resume_property.py, and below)
+        pytest.param("md", ["time.steps=1500", "time.save_every=10", "output.chunk=5"], marks=pytest.mark.slow),
         ("spectral", ["grid.points=[128]", "time.t1=300.0", "time.save=1201", "output.chunk=10"]),
     ],
 )

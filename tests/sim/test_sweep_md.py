@@ -53,7 +53,8 @@ def cli(argv, capsys):
 # in the neighbour-list test below.
 @pytest.mark.parametrize(
     "method, extra",
-    [pytest.param("verlet", "", marks=pytest.mark.slow), ("langevin", "temperature = 1.0\nfriction = 1.0")],
+    # (by default, the planted-overflow test below compares a verlet sweep with single runs)
+    [pytest.param("verlet", "", marks=pytest.mark.slow), pytest.param("langevin", "temperature = 1.0\nfriction = 1.0", marks=pytest.mark.slow)],
     ids=["nve", "langevin"],
 )
 def test_md_sweep_runs_equal_single_runs(method, extra, tmp_cwd, capsys):
