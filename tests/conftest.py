@@ -32,10 +32,10 @@ def tmp_cwd(tmp_path, monkeypatch):
 
 
 # The test files that take longest (measured: CPU seconds on one worker), run first:
-# pytest-xdist hands whole files to its workers in this order (--dist loadfile: the tests
-# of a file compile their programs once, in one process); a long file left for last would
-# keep one worker running it alone while the other has nothing left to do.
-# Files that compile the same programs follow each other, so that one worker often runs
+# pytest-xdist splits the collected tests between its workers in order and an idle worker
+# takes tests from the end of the other's queue (--dist worksteal); a long file left for
+# last would keep one worker running it alone while the other has nothing left to do.
+# Files that compile the same programs follow each other, so that one worker usually runs
 # both and compiles once: the README's `sim fit experiments/lynx_hare.toml` and the
 # Lotka-Volterra fits of test_fit.py and test_fit_resume.py; the short-window training of
 # test_train.py and test_train_resume.py; the heat fits of test_fit_pde.py and the
