@@ -58,7 +58,7 @@ from ._lock import exclusive
 from ._store import atomic_h5, error_reason
 from ._unfinished import (
     RUN_BOUNDS,
-    _text,
+    as_text,
     checkpoint_path,
     config_difference,
     partial_path,
@@ -278,10 +278,10 @@ def read_checkpoint(path: Path, config: str, frames: int) -> Checkpoint:
         with h5py.File(source, "r") as f:
             if f.attrs.get("format") != CHECKPOINT_FORMAT:
                 raise DataError(source, "format", "is not a simjax run checkpoint; delete it and the partial run to start over")
-            stored = _text(f.attrs.get("config", ""))
+            stored = as_text(f.attrs.get("config", ""))
             frame = int(f.attrs["frame"])
             total = int(f.attrs["frames"])
-            meta = json.loads(_text(f.attrs["meta"]))
+            meta = json.loads(as_text(f.attrs["meta"]))
             # (checkpoints of earlier versions count their leaves in the root attributes)
             leaves = read_leaves(f["state"], f.attrs.get("leaves"))
     except (OSError, RuntimeError, KeyError, ValueError, TypeError) as e:  # h5py on a damaged file
@@ -316,7 +316,7 @@ def _unfinished_run(partial: Path) -> bool:
         return False
     try:
         with h5py.File(partial, "r") as f:
-            return _text(f.attrs.get("format", "")) == "simjax.run"
+            return as_text(f.attrs.get("format", "")) == "simjax.run"
     except (OSError, RuntimeError, KeyError, ValueError, TypeError):
         return False
 
@@ -339,8 +339,8 @@ def check_start(path: Path, config: str, resume: bool) -> None:
         raise InputError(partial, "", "no unfinished run to resume (run without --resume to start one)")
     try:
         with h5py.File(partial, "r") as f:
-            stored = _text(f.attrs.get("config", ""))
-            fmt = _text(f.attrs.get("format", ""))
+            stored = as_text(f.attrs.get("config", ""))
+            fmt = as_text(f.attrs.get("format", ""))
     except (OSError, RuntimeError, KeyError, ValueError, TypeError) as e:  # h5py on a damaged file
         raise DataError(partial, "", f"cannot be read ({error_reason(e)}); delete it to start over") from None
     if fmt != "simjax.run":

@@ -65,7 +65,8 @@ def remove_stale(path: Path) -> None:
 # ----------------------------------------------------------------------------- the same work
 
 
-def _text(value: Any) -> str:
+def as_text(value: Any) -> str:
+    """An HDF5 attribute read as text (h5py gives bytes or str)."""
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
@@ -109,7 +110,7 @@ def config_difference(stored: str, current: str, ignore: tuple[str, ...] = ()) -
     """'' when two resolved configs describe the same work, else the first difference
     ("solver.rtol: stored 1e-06, now 1e-08"). Keys in `WRITING` and in `ignore` (dotted:
     `solver.max_steps`, or a whole section) are left out."""
-    a, b = _comparable(_text(stored), ignore), _comparable(_text(current), ignore)
+    a, b = _comparable(as_text(stored), ignore), _comparable(as_text(current), ignore)
     if a == b:
         return ""
     return _first_change(a, b) or "the configs differ"
@@ -145,7 +146,7 @@ def read_leaves(group: h5py.Group, count: int | None = None) -> list[tuple[np.nd
     out = []
     for i in range(count):
         dataset = group[f"{i:04d}"]
-        out.append((np.asarray(dataset[()]), _text(dataset.attrs.get("key_impl", ""))))
+        out.append((np.asarray(dataset[()]), as_text(dataset.attrs.get("key_impl", ""))))
     return out
 
 
