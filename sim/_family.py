@@ -1,7 +1,7 @@
 """Model families: what the front door knows about one kind of model, in one object.
 
 A family (ODE, PDE, MD, ...) is a `Family` subclass registered once with
-`register_family`. `simulate`, `run`, the streaming writer and `sweep` find the family
+`register_family`. `simulate`, `run`, the streaming writer, `sweep`, fits and `plot` find the family
 of a model with `family_of(model)` and call its methods; they hold no family's keys and
 test no model's class. A family overrides what it supports; the defaults say what a
 family without it cannot do. See docs/architecture.md ("Families") for the recipe.

@@ -371,7 +371,7 @@ def stream(
     partial file and the checkpoint kept for --resume).
 
     Arguments:
-        plan: from `plan_family`.
+        plan: from `Family.plan` (`sim._run.plan_run`).
         path: the output file.
         resume: continue the unfinished run of `path` from its last checkpoint.
         checkpoint_every: saved frames between checkpoints (at the first chunk end at or
