@@ -67,3 +67,32 @@ def test_runs_that_still_overflow_with_all_pairs_stay_marked():
     values = {"stats/result": np.array([over]), "x": np.array([np.nan])}
     out = redo_overflowed(values, ALL_PAIRS, 10, lambda c: pytest.fail("nothing larger than all pairs"))
     assert out["stats/result"].tolist() == [over]
+
+
+def test_a_run_grows_a_small_list_and_equals_the_all_pairs_run():
+    # The driver alone (no front door): a Lennard-Jones liquid of 32 particles whose list
+    # starts with room for 2 neighbours must grow it, redo the overflowed chunk, and end
+    # where the run without a list ends.
+    import jax
+    import jax.numpy as jnp
+
+    from physics import md
+    from solvers import ParticleRun, ParticleSolver, VelocityVerlet
+
+    model = md.LennardJones(cutoff=1.6, force_shift=True)
+    system = md.thermalize(md.lattice("fcc", 2, 0.8), jax.random.key(0), 1.0)
+    params = {k: jnp.asarray(v) for k, v in model.default_params().items()}
+    times = np.linspace(0.0, 0.1, 3)  # 2 saves of 10 steps, one chunk each
+
+    def run(**options):
+        solver = ParticleSolver(VelocityVerlet(dt=0.005), chunk_steps=10, **options)
+        return ParticleRun(model, params, system, solver, times=times, every=10).run()
+
+    grown_obs, grown_state, grown = run(capacity=2)
+    pairs_obs, pairs_state, pairs = run(neighbour_list=False)
+    assert int(grown["capacity"]) > 2 and int(grown["neighbour_builds"]) >= 1, grown
+    assert int(pairs["capacity"]) == 0 and int(pairs["neighbour_builds"]) == 0, pairs
+    assert int(grown["result"]) == int(pairs["result"]) == int(Result.successful)
+    assert int(grown["num_steps"]) == 20
+    np.testing.assert_allclose(grown_obs["position"], pairs_obs["position"], rtol=0, atol=1e-12)
+    np.testing.assert_allclose(grown_obs["potential_energy"], pairs_obs["potential_energy"], rtol=1e-12)
