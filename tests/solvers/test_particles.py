@@ -126,3 +126,25 @@ def test_fire_finds_the_lj13_icosahedron():
     energy = float(np.sum(4 * (r2**-6 - r2**-3)))
     assert int(state.steps) < 20000
     assert energy == pytest.approx(-44.326801, abs=1e-5)
+
+
+def test_fire_grows_its_step_after_n_min_steps_of_positive_power():
+    # One particle in the well F = -x, released at rest from x = 1 with dt = 0.01: it
+    # moves downhill (positive power F.v) for about 150 steps. FIRE (Bitzek et al. 2006)
+    # counts the steps of positive power and, once more than n_min = 5 have passed,
+    # multiplies dt by f_inc and alpha by f_alpha at every further step.
+    def well(position, aux):
+        return -position, aux
+
+    fire = Fire(dt_start=0.01, dt_max=1.0)
+    state = fire.init(well, jnp.asarray([[1.0, 0.0]]))
+    counts, dts, alphas = [], [], []
+    for _ in range(8):
+        state = fire.step(state, well)
+        counts.append(int(state.positive_steps))
+        dts.append(float(state.dt))
+        alphas.append(float(state.alpha))
+    assert counts == [1, 2, 3, 4, 5, 6, 7, 8]
+    np.testing.assert_allclose(dts, [0.01] * 6 + [0.011, 0.0121], rtol=1e-12)
+    np.testing.assert_allclose(alphas, [0.1] * 6 + [0.099, 0.09801], rtol=1e-12)
+    assert int(state.steps) == 8
