@@ -79,6 +79,29 @@ class RunResult(Result):
     stats: dict[str, Any] = dataclasses.field(default_factory=dict)
     seed: int | None = None
 
+    def to_xarray(self):
+        """An `xarray.Dataset`: every observable over `time`; trailing axes that match the
+        grid of a PDE run are its coordinates (`x`, `y`, ...), other axes `<name>_axis_<i>`
+        (the paths of an SDE ensemble, the components of a vector observable).
+
+        Raises:
+            ImportError: xarray is not installed.
+        """
+        import xarray as xr
+
+        grid = {name: np.asarray(value) for name, value in self.groups.get("grid", {}).items()}
+        grid_shape = tuple(len(v) for v in grid.values())
+        data = {}
+        for name, value in self.observables.items():
+            value = np.asarray(value)
+            rest = value.shape[1:]
+            on_grid = bool(grid) and len(rest) >= len(grid_shape) and rest[len(rest) - len(grid_shape):] == grid_shape
+            other = len(rest) - (len(grid_shape) if on_grid else 0)
+            dims = ["time", *(f"{name}_axis_{i}" for i in range(other)), *(grid if on_grid else ())]
+            data[name] = (dims, value)
+        attrs = {"model": self.model, "config": self.config, **({"seed": self.seed} if self.seed is not None else {})}
+        return xr.Dataset(data, coords={"time": np.asarray(self.time), **grid}, attrs=attrs)
+
     def write(self, f: h5py.File) -> None:
         """The run layout (docs/architecture.md, File layouts) in `f`."""
         sink = RunSink(self.model, self.config, self.time, self.params, self.initial, self.groups, self.seed)

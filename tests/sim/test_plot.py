@@ -335,3 +335,20 @@ def test_md_sweep_heatmaps_leave_out_particle_arrays(tmp_cwd):
                            "observables": {"position": positions, "temperature": np.outer(A, T)}})
     labels = [ax.get_ylabel() for ax in sim.plot("s.h5").axes]
     assert "time mean of temperature" in labels and not any("position" in label for label in labels), labels
+
+
+def test_run_results_as_xarray(lv_result):
+    ds = lv_result.to_xarray()
+    np.testing.assert_array_equal(ds["time"], lv_result.time)
+    for name, value in lv_result.observables.items():
+        assert ds[name].dims == ("time",)
+        np.testing.assert_array_equal(ds[name], value)
+    assert ds.attrs["model"] == "lotka_volterra" and ds.attrs["config"] == lv_result.config
+    # a PDE field on its grid, a field with components, an ensemble of paths
+    u, v, paths = RNG.random((11, 16)), RNG.random((11, 2, 16)), RNG.random((11, 5))
+    run = sim.RunResult(model="m", config="", time=T, observables={"u": u, "v": v, "p": paths}, params={}, initial={}, groups={"grid": {"x": X}})
+    ds = run.to_xarray()
+    assert ds["u"].dims == ("time", "x") and ds["v"].dims == ("time", "v_axis_0", "x") and ds["p"].dims == ("time", "p_axis_0")
+    np.testing.assert_array_equal(ds["x"], X)
+    np.testing.assert_array_equal(ds["v"], v)
+    np.testing.assert_array_equal(ds["u"].sel(x=X[3]), u[:, 3])
