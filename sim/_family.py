@@ -147,6 +147,12 @@ class Family:
 
         return ode(source)
 
+    def sweep_values(self, value, save: str, label: str):
+        """What a sweep figure shows of one observable of every run, from what the file
+        holds ([runs, T, ...] for save = "full", [runs, ...] for "final") and its label;
+        by default what is stored."""
+        return value, label
+
     def recognises(self, record) -> bool:
         """Whether a run file whose model is not registered (an H5MD file of another
         program) has this family's layout, so that `draw_run` can draw it."""

@@ -7,7 +7,7 @@ import json
 import numpy as np
 
 from ._errors import DataError
-from ._plot import Source, new_figure, pretty
+from ._plot import Source, _family, new_figure, pretty
 from ._plot_run import _colors, snapshot_indices
 
 _MAX_PANELS = 6
@@ -39,6 +39,7 @@ def sweep(src: Source):
     save = str(attrs.get("save", "full"))
     summaries, lines = {}, {}
     observables = src.group("observables")
+    family = _family(src.record)
     # Per-particle arrays of MD sweeps (positions, velocities) have no one number per run
     # worth a heatmap; the energies, temperature and pressure beside them do.
     drawn = [n for n in observables if n not in _PARTICLE_ARRAYS] or list(observables)
@@ -51,15 +52,14 @@ def sweep(src: Source):
             value = src.values(node[stat], f"{key}/{stat}", min_ndim=1)
             label = f"{stat} of {pretty(name)}"
         else:
-            value = src.values(node, key, min_ndim=1)
-            label = pretty(name)
+            value, label = (family.sweep_values if family else _as_stored)(src.values(node, key, min_ndim=1), save, pretty(name))
             if save == "full" and t is not None and value.ndim >= 2 and value.shape[1] == len(t):
                 if value.ndim == 2:
                     lines[name] = value
-                    label = f"time mean of {pretty(name)}"
+                    label = f"time mean of {label}"
                     value = np.nanmean(value, axis=1) if np.isfinite(value).any() else value[:, 0]
                 else:
-                    label = f"final rms of {pretty(name)}"
+                    label = f"final rms of {label}"
                     value = value[:, -1]
         src.check_length(key, value, runs, "one entry per run")
         if value.ndim > 1:
@@ -104,6 +104,10 @@ def sweep(src: Source):
             if len(swept) > 2:
                 ax.set_title(f"{len(swept)} swept; first two shown", fontsize=9)
     return fig
+
+
+def _as_stored(value, save, label):
+    return value, label
 
 
 def _grid_shape(attrs, values, runs):

@@ -196,6 +196,12 @@ class SdeFamily(Family):
     def setup(self, model, config: Config) -> Setup:
         return _setup(model, config)
 
+    def sweep_values(self, value, save: str, label: str):
+        # An ensemble's trailing axis is its paths: a sweep figure shows their mean.
+        if value.ndim == (3 if save == "full" else 2):
+            return np.nanmean(value, axis=-1), f"{label} (mean of {value.shape[-1]} paths)"
+        return value, label
+
     def draw_run(self, source):
         from ._plot_run import ensemble
 

@@ -352,3 +352,17 @@ def test_run_results_as_xarray(lv_result):
     np.testing.assert_array_equal(ds["x"], X)
     np.testing.assert_array_equal(ds["v"], v)
     np.testing.assert_array_equal(ds["u"].sel(x=X[3]), u[:, 3])
+
+
+def test_an_sde_sweep_is_drawn_as_the_mean_of_its_paths(tmp_cwd):
+    # x [runs, T, paths]: the figure's lines and their time means are the ensemble means
+    # (what the SDE family asks for), not an rms over paths and time.
+    x = RNG.normal(size=(5, 11, 4)) + ALPHA[:, None, None]
+    attrs = {**SWEEP, "model": "ornstein_uhlenbeck"}
+    write("sde.h5", attrs, {"status": np.ones(5), "time": T, "params": {"alpha": ALPHA}, "observables": {"x": x}})
+    fig = sim.plot("sde.h5")
+    lines, summary = fig.axes[0], fig.axes[-1]
+    drawn = np.array([line.get_ydata() for line in lines.get_lines()])
+    np.testing.assert_allclose(drawn, x.mean(axis=2))
+    assert summary.get_ylabel() == "time mean of x (mean of 4 paths)"
+    np.testing.assert_allclose(summary.get_lines()[0].get_ydata(), x.mean(axis=(1, 2)))
