@@ -55,7 +55,7 @@ def sweep(src: Source):
             value, label = (family.sweep_values if family else _as_stored)(src.values(node, key, min_ndim=1), save, pretty(name))
             if save == "full" and t is not None and value.ndim >= 2 and value.shape[1] == len(t):
                 if value.ndim == 2:
-                    lines[name] = value
+                    lines[name] = (value, label)
                     label = f"time mean of {label}"
                     value = np.nanmean(value, axis=1) if np.isfinite(value).any() else value[:, 0]
                 else:
@@ -77,7 +77,7 @@ def sweep(src: Source):
     for k, (name, (label, value)) in enumerate(summaries.items()):
         if one_d and lines:
             ax = fig.add_subplot(gs[k, 0])
-            _sweep_lines(fig, ax, t, lines.get(name), values[swept[0]], status, swept[0], name)
+            _sweep_lines(fig, ax, t, *lines.get(name, (None, pretty(name))), values[swept[0]], status, swept[0])
             ax = fig.add_subplot(gs[k, 1])
         else:
             ax = fig.add_subplot(gs[k // cols, k % cols])
@@ -175,7 +175,7 @@ def _mark_failed(ax, x, y, status) -> None:
         ax.legend(fontsize=7)
 
 
-def _sweep_lines(fig, ax, t, value, x, status, swept, name) -> None:
+def _sweep_lines(fig, ax, t, value, label, x, status, swept) -> None:
     from matplotlib import colormaps
     from matplotlib.cm import ScalarMappable
     from matplotlib.colors import LogNorm, Normalize
@@ -191,7 +191,7 @@ def _sweep_lines(fig, ax, t, value, x, status, swept, name) -> None:
         ax.plot(t, value[i], color=cmap(norm(x[i])), lw=0.9)
     fig.colorbar(ScalarMappable(norm=norm, cmap=cmap), ax=ax, label=pretty(swept))
     ax.set_xlabel("time")
-    ax.set_ylabel(pretty(name))
+    ax.set_ylabel(label)
 
 
 # ----------------------------------------------------------------------------- fit

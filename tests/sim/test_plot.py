@@ -364,5 +364,5 @@ def test_an_sde_sweep_is_drawn_as_the_mean_of_its_paths(tmp_cwd):
     lines, summary = fig.axes[0], fig.axes[-1]
     drawn = np.array([line.get_ydata() for line in lines.get_lines()])
     np.testing.assert_allclose(drawn, x.mean(axis=2))
-    assert summary.get_ylabel() == "time mean of x (mean of 4 paths)"
+    assert summary.get_ylabel() == "time mean of x (mean of 4 paths)" and lines.get_ylabel() == "x (mean of 4 paths)"
     np.testing.assert_allclose(summary.get_lines()[0].get_ydata(), x.mean(axis=(1, 2)))
