@@ -89,6 +89,11 @@ def test_a_run_grows_a_small_list_and_equals_the_all_pairs_run():
         return ParticleRun(model, params, system, solver, times=times, every=10).run()
 
     grown_obs, grown_state, grown = run(capacity=2)
+    streamed = ParticleRun(model, params, system, ParticleSolver(VelocityVerlet(dt=0.005), chunk_steps=10), times=times, every=10)
+    start = streamed.start()
+    for n in (0, streamed.chunk + 1):  # a streamed chunk holds 1 to `chunk` frames
+        with pytest.raises(ValueError, match=f"a chunk of {n} frames; this run takes 1 to {streamed.chunk}"):
+            streamed.advance(start, 0, n)
     pairs_obs, pairs_state, pairs = run(neighbour_list=False)
     assert int(grown["capacity"]) > 2 and int(grown["neighbour_builds"]) >= 1, grown
     assert int(pairs["capacity"]) == 0 and int(pairs["neighbour_builds"]) == 0, pairs

@@ -69,6 +69,15 @@ def test_malformed_grids_are_rejected(points, domain, match):
         FourierGrid(points, domain)
 
 
+@pytest.mark.parametrize("pair", [[0.0], [0.0, 1.0, 2.0]])
+def test_a_domain_that_is_no_pair_is_rejected(pair):
+    # (checked before a FourierGrid is built, where its annotations would refuse it)
+    from solvers._spectral import check_periodic_grid
+
+    with pytest.raises(ValueError, match=r"domain\[0\] = .*: expected a \[low, high\] pair"):
+        check_periodic_grid((16,), (pair,))
+
+
 @pytest.mark.parametrize("order", [1, 2, 3, 4])
 def test_contour_coefficients_match_the_direct_formulas(order):
     # Where the direct formulas are well conditioned (|z| >= 0.5), Kassam-Trefethen's
