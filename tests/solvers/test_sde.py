@@ -270,3 +270,15 @@ def test_noise_kinds_agree_between_models_and_solvers():
     assert MODEL_NOISE_KINDS == NOISE_KINDS
     for method in SdeSolver.methods:
         assert set(SdeSolver(method=method, dt=0.1).noise_kinds) <= set(NOISE_KINDS)
+
+
+def test_an_ensembles_brownian_trees_resolve_half_its_smallest_step():
+    # Save intervals 0.3 and 0.65 with dt = 0.1 take 3 steps of 0.1 and 7 of 0.0929: each
+    # path's VirtualBrownianTree is resolved to half the smallest step, 0.0464 (diffrax
+    # keeps the tolerance relative to the span, here 0.95).
+    from solvers import SdeEnsemble, SdeLoop
+
+    ts = jnp.asarray([0.0, 0.3, 0.95])
+    loop = SdeLoop(SdeEnsemble(SdeSolver(dt=0.1), 2), lambda t, y, a: -y, lambda t, y, a: y, ts, None, jax.random.key(0))
+    tree = loop._brownian(jnp.asarray(0), 1, jnp.float64)
+    np.testing.assert_allclose(float(tree.tol) * 0.95, 0.65 / 7 / 2, rtol=1e-12)
