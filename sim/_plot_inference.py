@@ -52,7 +52,9 @@ def sweep(src: Source):
             value = src.values(node[stat], f"{key}/{stat}", min_ndim=1)
             label = f"{stat} of {pretty(name)}"
         else:
-            value, label = (family.sweep_values if family else _as_stored)(src.values(node, key, min_ndim=1), save, pretty(name))
+            value, label = src.values(node, key, min_ndim=1), pretty(name)
+            if family is not None:
+                value, label = family.sweep_values(value, save, label)
             if save == "full" and t is not None and value.ndim >= 2 and value.shape[1] == len(t):
                 if value.ndim == 2:
                     lines[name] = (value, label)
@@ -104,10 +106,6 @@ def sweep(src: Source):
             if len(swept) > 2:
                 ax.set_title(f"{len(swept)} swept; first two shown", fontsize=9)
     return fig
-
-
-def _as_stored(value, save, label):
-    return value, label
 
 
 def _grid_shape(attrs, values, runs):
