@@ -112,6 +112,14 @@ def _solver(config: Config, model: SdeModel) -> tuple[SdeEnsemble, dict[str, Any
         solver._check_noise(model.noise)
     except ValueError as e:
         raise config.error("solver.method", str(e)) from None
+    with np.errstate(all="ignore"):
+        ratio = np.diff(save_times(config)) / dt
+    steps = float(np.sum(np.ceil(ratio * (1 - 64 * np.finfo(float).eps))))  # as SdeSolver.steps counts them
+    if not steps <= solver.max_steps:
+        taken = f"{steps:,.0f}" if np.isfinite(steps) else "more than 1e308"
+        raise config.error(
+            "solver.dt", f"{dt:g} takes {taken} steps from t0 to t1, beyond solver.max_steps = {solver.max_steps:,}; take a larger step or raise solver.max_steps"
+        )
     section = config.spec.ensemble or EnsembleSection()
     resolved = {"method": method, "dt": dt, "max_steps": solver.max_steps}
     return SdeEnsemble(solver, section.paths), resolved

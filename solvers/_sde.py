@@ -14,7 +14,7 @@ import numpy as np
 from jaxtyping import Array, Float, Int, PRNGKeyArray
 
 from ._ode import did_you_mean
-from ._results import from_diffrax
+from ._results import Result, from_diffrax, result_message
 from ._types import Times
 
 NOISE_KINDS = ("diagonal", "additive", "general")
@@ -56,7 +56,7 @@ class SdeSolution(eqx.Module):
 
     Attributes:
         ys: state at each requested time, [T, n], or [paths, T, n] for an ensemble (NaN
-            rows after a failure when `throw=False`).
+            rows from a failure on when `throw=False`).
         num_steps: steps taken, int scalar (or [paths]).
         result: a `Result` code, 0 on success (see `result_message`), int32 scalar (or
             [paths]).
@@ -65,6 +65,17 @@ class SdeSolution(eqx.Module):
     ys: Float[Array, "*paths T n"]
     num_steps: Int[Array, "*paths"]
     result: Int[Array, "*paths"]
+
+
+def interval_steps(ts: Times, dt: float | Array) -> Int[Array, " intervals"]:
+    """The steps between consecutive save times: the fewest of at most `dt` each.
+
+    A spacing that is a whole number of steps up to rounding (0.1 / 0.01 computes as
+    10.000000000000002) takes that number, not one more.
+    """
+    ratio = jnp.diff(ts) / dt
+    eps = jnp.finfo(ratio.dtype).eps
+    return jnp.maximum(jnp.ceil(ratio * (1 - 64 * eps)), 1).astype(jnp.int32)
 
 
 class SdeSolver(eqx.Module):
@@ -78,17 +89,21 @@ class SdeSolver(eqx.Module):
     the path a key gives: euler, milstein and heun share one path per key, sra1 and
     shark another.
 
+    Between two save times a path takes the fewest equal steps of at most `dt`
+    (`interval_steps`), so every save time is a step end: nothing is interpolated, and
+    a path can be stopped at any save time and continued from its state there with the
+    same numbers (what `SdeLoop` does for runs written chunk by chunk).
+
     Arguments:
         method: `euler` (Euler-Maruyama, default; any noise), `milstein` (Ito
             Milstein; diagonal or additive noise, where each g_i depends on y_i alone),
             and for additive noise only `heun`, `sra1` (Roessler 2010) and `shark`
             (Foster, dos Reis & Strange 2023), which converge to the Stratonovich
             solution, the Ito solution when the noise is additive.
-        dt: the largest step. The solve takes N = ceil((ts[-1] - ts[0]) / dt) equal
-            steps of (ts[-1] - ts[0]) / N. Traced: changing it does not recompile. State
-            at save times between steps is interpolated linearly, so put `ts` on the
-            step grid.
-        max_steps: bound on the number of steps; needing more is a failure.
+        dt: the largest step. Traced: changing it does not recompile.
+        max_steps: bound on the number of steps of one path from ts[0] to ts[-1];
+            needing more is the failure `max_steps_reached` (from the save interval that
+            would exceed it on).
         throw: True raises at run time when a solve fails; False returns the failure in
             `SdeSolution.result` (NaN states), for batched sweeps.
 
@@ -134,11 +149,15 @@ class SdeSolver(eqx.Module):
         self._check_noise(noise)
         return _METHODS[self.method].strong_order[noise]
 
+    def steps(self, ts: Times) -> Int[Array, " intervals"]:
+        """The steps a path takes between consecutive save times (see `interval_steps`)."""
+        return interval_steps(ts, self.dt)
+
     def brownian_motion(
         self, ts: Times, key: PRNGKeyArray, dims: int, dtype: Any = None
     ) -> diffrax.VirtualBrownianTree:
         """The Brownian motion that `solve` draws from `key`: `dims` independent components on
-        [ts[0], ts[-1]], resolved to half a step, with the Levy area the method needs.
+        [ts[0], ts[-1]], resolved to half the smallest step, with the Levy area the method needs.
 
         Arguments:
             ts: the save times [T] given to `solve`.
@@ -154,11 +173,52 @@ class SdeSolver(eqx.Module):
         return diffrax.VirtualBrownianTree(
             ts[0],
             ts[-1],
-            tol=self._step(ts) / 2,
+            tol=jnp.min(jnp.diff(ts) / self.steps(ts).astype(jnp.result_type(ts))) / 2,
             shape=jax.ShapeDtypeStruct((dims,), dtype),
             key=key,
             levy_area=_METHODS[self.method].levy_area,
         )
+
+    def interval(
+        self, drift: Drift, diffusion: Diffusion, ts: Times, args: Any, noise: str, bm, k: Array, y: Array
+    ) -> tuple[Float[Array, " n"], Int[Array, ""], Int[Array, ""]]:
+        """One path from save time k to k + 1, started from `y` there: (state at k + 1,
+        steps taken, `Result` code). The building block of `solve` and of `SdeLoop`."""
+        steps = self.steps(ts)
+        t0, t1 = ts[k], ts[k + 1]
+        field = diffusion if noise == "general" else _Diagonal(diffusion)
+        terms = diffrax.MultiTerm(diffrax.ODETerm(drift), diffrax.ControlTerm(field, bm))
+        sol = diffrax.diffeqsolve(
+            terms, _METHODS[self.method].solver(), t0=t0, t1=t1, dt0=(t1 - t0) / steps[k].astype(jnp.result_type(ts)), y0=y, args=args,
+            saveat=diffrax.SaveAt(t1=True), stepsize_controller=diffrax.ConstantStepSize(),
+            max_steps=self.max_steps, throw=False,
+        )
+        code = from_diffrax(sol.result)
+        over = jnp.cumsum(steps)[k] > self.max_steps  # the path's budget, known before stepping
+        code = jnp.where(over, jnp.int32(Result.max_steps_reached), code)
+        return sol.ys[0], jnp.asarray(sol.stats["num_steps"], jnp.int32), code
+
+    def _path(self, drift, diffusion, ts, y0, args, bm, noise) -> SdeSolution:
+        """Every save interval of one path in turn (a scan: reverse-mode differentiable);
+        NaN from the first failure on."""
+
+        def step(carry, k):
+            y, taken, code = carry
+            y1, n, c = self.interval(drift, diffusion, ts, args, noise, bm, k, y)
+            code = jnp.where(code == 0, c, code)
+            y1 = jnp.where(code != 0, jnp.nan, y1)
+            return (y1, jnp.where(carry[2] == 0, taken + n, taken), code), y1
+
+        zero = jnp.asarray(0, jnp.int32)
+        (_, taken, code), ys = jax.lax.scan(step, (y0, zero, zero), jnp.arange(ts.shape[0] - 1))
+        return SdeSolution(ys=jnp.concatenate([y0[None], ys]), num_steps=taken, result=code)
+
+    def _thrown(self, sol: SdeSolution) -> SdeSolution:
+        if not self.throw:
+            return sol
+        messages = [result_message(code) for code in Result]
+        ys = eqx.branched_error_if(sol.ys, sol.result != 0, jnp.max(sol.result), messages)
+        return SdeSolution(ys=ys, num_steps=sol.num_steps, result=sol.result)
 
     def solve(
         self,
@@ -192,24 +252,7 @@ class SdeSolver(eqx.Module):
         """
         dims = self._check(drift, diffusion, ts, y0, args, noise)
         bm = self.brownian_motion(ts, key, dims, y0.dtype)
-        vector_field = diffusion if noise == "general" else _Diagonal(diffusion)
-        terms = diffrax.MultiTerm(diffrax.ODETerm(drift), diffrax.ControlTerm(vector_field, bm))
-        sol = diffrax.diffeqsolve(
-            terms,
-            _METHODS[self.method].solver(),
-            t0=ts[0],
-            t1=ts[-1],
-            dt0=self._step(ts),
-            y0=y0,
-            args=args,
-            saveat=diffrax.SaveAt(ts=ts),
-            stepsize_controller=diffrax.ConstantStepSize(),
-            max_steps=self.max_steps,
-            throw=self.throw,
-        )
-        result = from_diffrax(sol.result)
-        ys = sol.ys if self.throw else jnp.where(result != 0, jnp.nan, sol.ys)
-        return SdeSolution(ys=ys, num_steps=sol.stats["num_steps"], result=result)
+        return self._thrown(self._path(drift, diffusion, ts, y0, args, bm, noise))
 
     def solve_ensemble(
         self,
@@ -238,16 +281,13 @@ class SdeSolver(eqx.Module):
         """
         if not (isinstance(paths, (int, np.integer)) and paths >= 1):
             raise ValueError(f"paths must be an int >= 1, got {paths!r}")
+        dims = self._check(drift, diffusion, ts, y0, args, noise)
 
         def one(i):
-            return self.solve(drift, diffusion, ts, y0, args, jax.random.fold_in(key, i), noise=noise)
+            bm = self.brownian_motion(ts, jax.random.fold_in(key, i), dims, y0.dtype)
+            return self._path(drift, diffusion, ts, y0, args, bm, noise)
 
-        return jax.vmap(one)(jnp.arange(paths))
-
-    def _step(self, ts: Times) -> Array:
-        """The constant step: the span divided into the fewest equal steps no longer than dt."""
-        span = ts[-1] - ts[0]
-        return span / jnp.ceil(span / self.dt)
+        return self._thrown(jax.vmap(one)(jnp.arange(paths)))
 
     def _check_noise(self, noise: str) -> None:
         if noise not in NOISE_KINDS:

@@ -17,8 +17,8 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Int, PRNGKeyArray, PyTree
 
-from ._results import Result, from_diffrax
-from ._sde import _METHODS, SdeSolver, _Diagonal
+from ._results import Result
+from ._sde import SdeSolver
 from ._types import Times
 
 
@@ -78,30 +78,14 @@ class SdeLoop(eqx.Module):
     def _dims(self, y0: Array) -> int:
         return self.ensemble.solver._check(self.drift, self.diffusion, self.ts, y0, self.args, self.noise)
 
-    def _steps(self) -> Array:
-        """Steps per save interval [T - 1]: the fewest of at most dt each."""
-        return jnp.ceil(jnp.diff(self.ts) / self.ensemble.solver.dt)
-
-    def _brownian(self, path: Array, dims: int, dtype) -> diffrax.VirtualBrownianTree:
-        # Resolved to half of the smallest step of the run.
-        tol = jnp.min(jnp.diff(self.ts) / self._steps()) / 2
-        return diffrax.VirtualBrownianTree(
-            self.ts[0], self.ts[-1], tol=tol, shape=jax.ShapeDtypeStruct((dims,), dtype),
-            key=jax.random.fold_in(self.key, path), levy_area=_METHODS[self.ensemble.solver.method].levy_area,
-        )
+    def _trees(self, dims: int, dtype) -> diffrax.VirtualBrownianTree:
+        """The paths' Brownian motions, batched: path i's drawn from `fold_in(key, i)`."""
+        paths = jnp.arange(self.ensemble.paths)
+        return jax.vmap(lambda i: self.ensemble.solver.brownian_motion(self.ts, jax.random.fold_in(self.key, i), dims, dtype))(paths)
 
     def _interval(self, bm, k: Array, y: Array) -> tuple[Array, Array, Array]:
         """One path from save time k to k + 1: (state, steps, result code)."""
-        solver = self.ensemble.solver
-        t0, t1 = self.ts[k], self.ts[k + 1]
-        field = self.diffusion if self.noise == "general" else _Diagonal(self.diffusion)
-        terms = diffrax.MultiTerm(diffrax.ODETerm(self.drift), diffrax.ControlTerm(field, bm))
-        sol = diffrax.diffeqsolve(
-            terms, _METHODS[solver.method].solver(), t0=t0, t1=t1, dt0=(t1 - t0) / self._steps()[k], y0=y,
-            args=self.args, saveat=diffrax.SaveAt(t1=True), stepsize_controller=diffrax.ConstantStepSize(),
-            max_steps=solver.max_steps, throw=False,
-        )
-        return sol.ys[0], jnp.asarray(sol.stats["num_steps"], jnp.int32), from_diffrax(sol.result)
+        return self.ensemble.solver.interval(self.drift, self.diffusion, self.ts, self.args, self.noise, bm, k, y)
 
     def init(self, y0: Float[Array, " n"]) -> SdeLoopState:
         """The state before the first save time is filled (every path at y0)."""
@@ -118,8 +102,7 @@ class SdeLoop(eqx.Module):
             `new.frame - state.frame` rows are filled, NaN from a failure on).
         """
         paths, n = state.y.shape
-        dims = self._dims(state.y[0])
-        trees = jax.vmap(lambda i: self._brownian(i, dims, state.y.dtype))(jnp.arange(paths))
+        trees = self._trees(self._dims(state.y[0]), state.y.dtype)
         count = self.ts.shape[0]
         target = jnp.minimum(state.frame + jnp.asarray(frames, jnp.int32), count)
         buffer = jnp.full((capacity, paths, n), jnp.nan, dtype=state.y.dtype)
@@ -152,24 +135,18 @@ class SdeLoop(eqx.Module):
         return jax.lax.while_loop(more, body, (state, buffer))
 
     def solve(self, y0: Float[Array, " n"]) -> tuple[Float[Array, "paths T n"], SdeLoopState]:
-        """Every save time in one call, differentiable in reverse mode (a scan over the
-        save intervals, each stepped as `advance` steps it): (states [paths, T, n],
-        final loop state)."""
-        state = self.init(y0)
-        paths, n = state.y.shape
-        dims = self._dims(y0)
-        trees = jax.vmap(lambda i: self._brownian(i, dims, state.y.dtype))(jnp.arange(paths))
-
-        def interval(carry, k):
-            y, steps, code = carry
-            y1, taken, codes = jax.vmap(self._interval, in_axes=(0, None, 0))(trees, k, y)
-            failed = codes != Result.successful
-            code = jnp.where(code == 0, jnp.max(jnp.where(failed, codes, 0)), code).astype(jnp.int32)
-            y1 = jnp.where((code != 0) | failed[:, None], jnp.nan, y1)
-            return (y1, steps + jnp.sum(taken).astype(jnp.int32), code), y1
-
-        zero = jnp.asarray(0, jnp.int32)
-        (y, steps, code), ys = jax.lax.scan(interval, (state.y, zero, zero), jnp.arange(self.ts.shape[0] - 1))
-        ys = jnp.concatenate([state.y[None], ys])  # [T, paths, n]
-        final = SdeLoopState(y=y, frame=jnp.asarray(self.ts.shape[0], jnp.int32), num_steps=steps, result=code)
-        return jnp.moveaxis(ys, 0, 1), final
+        """Every save time in one call, differentiable in reverse mode (each path is
+        `SdeSolver.solve` of its own key; the ensemble fails, NaN from then on, at the
+        first failure of any path, as in `advance`): (states [paths, T, n], final loop
+        state)."""
+        solver = self.ensemble.solver
+        trees = self._trees(self._dims(y0), y0.dtype)
+        sol = jax.vmap(lambda bm: solver._path(self.drift, self.diffusion, self.ts, y0, self.args, bm, self.noise))(trees)
+        # [T]: the rows a failed path left NaN (a path is NaN from its first failure on)
+        failed = jnp.any(jnp.isnan(sol.ys).any(axis=2) & (sol.result != 0)[:, None], axis=0)
+        ys = jnp.where(jnp.cumsum(failed)[None, :, None] > 0, jnp.nan, sol.ys)
+        final = SdeLoopState(
+            y=ys[:, -1], frame=jnp.asarray(self.ts.shape[0], jnp.int32),
+            num_steps=jnp.sum(sol.num_steps).astype(jnp.int32), result=jnp.max(sol.result).astype(jnp.int32),
+        )
+        return ys, final

@@ -146,6 +146,7 @@ BAD = {
     "zero paths": ("paths = 2000", "paths = 0", "ensemble.paths"),
     "unknown ensemble key": ("seed = 7", "seed = 7\nwalkers = 3", "ensemble.walkers"),
     "time.dt": ("[time]\n", "[time]\ndt = 0.1\n", "time.dt: SDE runs take their step as [solver] dt"),
+    "more steps than max_steps": ("dt = 0.02\n", "dt = 1e-7\n", "solver.dt: 1e-07 takes 10,000,000 steps from t0 to t1, beyond solver.max_steps = 16,384"),
 }
 
 

@@ -35,10 +35,10 @@ def linear(a=0.0, b=0.0, c=0.0, d=0.0):
     return {k: jnp.asarray(v) for k, v in dict(a=a, b=b, c=c, d=d).items()}
 
 
-# Nine save times on [0, T] for every ensemble; at most 256 steps; NaN rows on failure.
-def ensemble(method, t_end, x0, args, key, paths, dt, noise="diagonal", max_steps=256, drift=linear_drift):
+# Nine save times on [0, T] unless told; at most 256 steps; NaN rows on failure.
+def ensemble(method, t_end, x0, args, key, paths, dt, noise="diagonal", max_steps=256, drift=linear_drift, saves=9):
     solver = SdeSolver(method=method, dt=jnp.asarray(dt), max_steps=max_steps, throw=False)
-    ts = jnp.linspace(0.0, t_end, 9)
+    ts = jnp.linspace(0.0, t_end, saves)
     diffusion = additive_diffusion if noise == "additive" else linear_diffusion
     return _ensemble(solver, drift, diffusion, ts, jnp.array([x0]), args, key, paths, noise)
 
@@ -139,7 +139,8 @@ def sine_drift(t, y, args):
 # (its values, and space-time Levy areas, at the dyadic grid points do not depend on the
 # resolution). A key's path depends on the Levy area the method reads, so the reference
 # is Heun (dt = 1/4096) for the methods that read increments and SRA1 (dt = 1/1024) for
-# those that read Levy areas. Measured slopes over dt = 1/4 ... 1/32: euler and milstein
+# those that read Levy areas. Only the end is saved (a step never spans a save time, and
+# the largest step here is longer than 1/8). Measured slopes over dt = 1/4 ... 1/32: euler and milstein
 # 1.01 (the same scheme for additive noise), heun 0.93, sra1 1.63, shark 1.64.
 @pytest.mark.slow
 @pytest.mark.parametrize("method", SdeSolver.methods)
@@ -147,12 +148,12 @@ def test_strong_order_for_additive_noise(method):
     args, key, paths = linear(c=1.0), jax.random.key(11), 200
     levy = method in ("sra1", "shark")
     reference_method, steps = ("sra1", 1024) if levy else ("heun", 4096)
-    reference = ensemble(reference_method, 1.0, 1.5, args, key, paths, 1.0 / steps, "additive", steps, sine_drift)
+    reference = ensemble(reference_method, 1.0, 1.5, args, key, paths, 1.0 / steps, "additive", steps, sine_drift, saves=2)
     reference = np.asarray(reference.ys[:, -1, 0])
     dts = [2.0**-k for k in range(2, 6)]
     errors = []
     for dt in dts:
-        x = np.asarray(ensemble(method, 1.0, 1.5, args, key, paths, dt, "additive", drift=sine_drift).ys[:, -1, 0])
+        x = np.asarray(ensemble(method, 1.0, 1.5, args, key, paths, dt, "additive", drift=sine_drift, saves=2).ys[:, -1, 0])
         errors.append(float(np.mean(np.abs(x - reference))))
     order = fitted_order(dts, errors)
     declared = SdeSolver(method=method, dt=0.1).strong_order("additive")
@@ -193,9 +194,11 @@ def test_paths_are_reproducible_and_independent_of_the_ensemble_size(ou_euler):
 
 def test_too_many_steps_is_a_reported_failure():
     # 300 steps needed, 256 allowed: every path reports it and, with throw=False, its
-    # states are NaN rather than a plausible number.
+    # states from the save interval that would exceed the budget on are NaN rather than
+    # a plausible number (8 intervals of 38 steps: the 7th would end at step 266).
     sol = ensemble("euler", OU_T, OU_X0, ou_args(), OU_KEY, 500, OU_T / 300)
-    assert bool(jnp.all(sol.result == Result.max_steps_reached)) and bool(jnp.all(jnp.isnan(sol.ys)))
+    assert bool(jnp.all(sol.result == Result.max_steps_reached))
+    assert bool(jnp.all(jnp.isfinite(sol.ys[:, :7]))) and bool(jnp.all(jnp.isnan(sol.ys[:, 7:])))
     assert "max_steps" in result_message(Result.max_steps_reached)
 
 
@@ -276,9 +279,51 @@ def test_an_ensembles_brownian_trees_resolve_half_its_smallest_step():
     # Save intervals 0.3 and 0.65 with dt = 0.1 take 3 steps of 0.1 and 7 of 0.0929: each
     # path's VirtualBrownianTree is resolved to half the smallest step, 0.0464 (diffrax
     # keeps the tolerance relative to the span, here 0.95).
+    ts = jnp.asarray([0.0, 0.3, 0.95])
+    tree = SdeSolver(dt=0.1).brownian_motion(ts, jax.random.key(0), 1, jnp.float64)
+    np.testing.assert_allclose(float(tree.tol) * 0.95, 0.65 / 7 / 2, rtol=1e-12)
+
+
+@pytest.mark.parametrize(("save", "dt", "steps"), [(11, 0.01, 10), (101, 0.01, 1), (41, 0.001, 25), (21, 0.05, 1), (4, 0.1, 4)])
+def test_a_save_spacing_of_whole_steps_takes_exactly_those_steps(save, dt, steps):
+    # linspace(0, 1, save) spacings divided by dt compute as, say, 10.000000000000002 or
+    # 9.999999999999998: the count must not jump to the next integer on rounding; a
+    # spacing of 1/3 with dt 0.1 is 3.33 steps and takes 4.
+    counts = np.asarray(SdeSolver(dt=dt).steps(jnp.linspace(0.0, 1.0, save)))
+    assert np.all(counts == steps), np.unique(counts)
+
+
+def test_solve_is_a_chunked_loop_cut_anywhere():
+    # One solve and the loop of a run written chunk by chunk give the same numbers: both
+    # step each save interval from the state saved at its start (0.3 / 0.07 is 4.3
+    # steps, so 5; then 3, 8 and 4).
     from solvers import SdeEnsemble, SdeLoop
 
-    ts = jnp.asarray([0.0, 0.3, 0.95])
-    loop = SdeLoop(SdeEnsemble(SdeSolver(dt=0.1), 2), lambda t, y, a: -y, lambda t, y, a: y, ts, None, jax.random.key(0))
-    tree = loop._brownian(jnp.asarray(0), 1, jnp.float64)
-    np.testing.assert_allclose(float(tree.tol) * 0.95, 0.65 / 7 / 2, rtol=1e-12)
+    ts, y0, args = jnp.asarray([0.0, 0.3, 0.45, 0.95, 1.2]), jnp.array([1.0]), linear(b=-1.0, d=0.5)
+    loop = SdeLoop(SdeEnsemble(SdeSolver(dt=0.07, throw=False), 3), linear_drift, linear_diffusion, ts, args, jax.random.key(11))
+    advance = eqx.filter_jit(lambda state, frames: loop.advance(state, frames, 2))
+
+    def chunked(pattern):
+        state, rows = loop.init(y0), []
+        for frames in pattern:
+            state, saved = advance(state, frames)
+            rows.append(np.asarray(saved[:frames]))
+        return np.concatenate(rows).transpose(1, 0, 2), state
+
+    first, state = chunked((2, 1, 2))
+    # One compiled chunk program: any cut gives the same bytes.
+    assert chunked((1, 2, 2))[0].tobytes() == chunked((1, 1, 1, 1, 1))[0].tobytes() == first.tobytes()
+    # The one-call solve is another program (XLA may round the last bit differently).
+    ys, final = eqx.filter_jit(loop.solve)(y0)
+    np.testing.assert_allclose(np.asarray(ys), first, rtol=1e-14, atol=0)
+    assert int(final.num_steps) == int(state.num_steps) == 3 * (5 + 3 + 8 + 4)
+
+
+def test_max_steps_bounds_the_whole_path_and_fails_from_the_interval_beyond_it():
+    # 4 save intervals of 5 steps each: 20 steps in all. With max_steps = 12 the third
+    # interval would end at step 15, so the path fails there and is NaN from then on.
+    solver = SdeSolver(dt=0.05, max_steps=12, throw=False)
+    ts, y0 = jnp.linspace(0.0, 1.0, 5), jnp.array([1.0])
+    sol = solver.solve(linear_drift, linear_diffusion, ts, y0, linear(b=-1.0, d=0.5), jax.random.key(0))
+    assert int(sol.result) == Result.max_steps_reached
+    assert np.all(np.isfinite(np.asarray(sol.ys[:3]))) and np.all(np.isnan(np.asarray(sol.ys[3:])))
