@@ -584,6 +584,40 @@ class FitResult(Result):
     observations: Observations
     seed: int | None = None
 
+    def to_xarray(self):
+        """An `xarray.Dataset`: `estimate`, `stderr` and `covariance` over `parameter`
+        (and `parameter_2`), the fitted model's `prediction_<name>` over `time`, the fitted
+        data `data_<name>` over `data_time` (model time), `loss_history` over `iteration`.
+
+        Raises:
+            ImportError: xarray is not installed.
+        """
+        import xarray as xr
+
+        def trailing(name: str, value: np.ndarray) -> list[str]:
+            return [f"{name}_axis_{i}" for i in range(value.ndim - 1)]
+
+        data: dict[str, tuple] = {
+            "estimate": ("parameter", np.array([self.estimate[n] for n in self.names])),
+            "stderr": ("parameter", np.array([self.stderr[n] for n in self.names])),
+            "covariance": (("parameter", "parameter_2"), np.asarray(self.covariance)),
+            "loss_history": ("iteration", np.asarray(self.loss_history)),
+        }
+        for name, value in self.prediction.items():
+            value = np.asarray(value)
+            data[f"prediction_{name}"] = (["time", *trailing(name, value)], value)
+        for name, value in self.observations.values.items():
+            value = np.asarray(value)
+            data[f"data_{name}"] = (["data_time", *trailing(name, value)], value)
+        coords = {
+            "parameter": list(self.names),
+            "parameter_2": list(self.names),
+            "time": np.asarray(self.time),
+            "data_time": np.asarray(self.observations.time),
+        }
+        attrs = {"model": self.model, "config": self.config, "converged": int(self.converged), "message": self.message}
+        return xr.Dataset(data, coords=coords, attrs={**attrs, **({"seed": self.seed} if self.seed is not None else {})})
+
     def write(self, f: h5py.File) -> None:
         """The fit layout (docs/architecture.md, File layouts) in `f`."""
         write_root_attrs(f, format="simjax.fit", model=self.model, config=self.config, seed=self.seed)

@@ -583,6 +583,32 @@ class MdRunResult(Result):
         sink.write(f, 0, self.observables)
         sink.finish(f, self.stats)
 
+    def to_xarray(self):
+        """An `xarray.Dataset`: the scalar observables over `time` (with the MD `step` as
+        a second coordinate of it), positions and velocities over `time`, `particle` and
+        `spatial` (x, y, z), each particle's `species` and `mass` as coordinates.
+
+        Raises:
+            ImportError: xarray is not installed.
+        """
+        import xarray as xr
+
+        n, dim = self.observables["position"].shape[1:]
+        data = {}
+        for name, value in self.observables.items():
+            value = np.asarray(value)
+            data[name] = (("time", "particle", "spatial")[: value.ndim], value)
+        coords = {
+            "time": np.asarray(self.time),
+            "step": ("time", np.asarray(self.step)),
+            "particle": np.arange(n),
+            "spatial": ["x", "y", "z"][:dim],
+            "species": ("particle", np.asarray(self.system.species)),
+            "mass": ("particle", np.asarray(self.system.mass)),
+        }
+        attrs = {"model": self.model, "config": self.config, **({"seed": self.seed} if self.seed is not None else {})}
+        return xr.Dataset(data, coords=coords, attrs=attrs)
+
     def __repr__(self) -> str:
         n = self.observables["position"].shape[1]
         return f"MdRunResult(model={self.model!r}, n={n}, T={len(self.time)}, steps={int(self.step[-1])})"

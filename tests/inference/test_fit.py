@@ -189,6 +189,15 @@ def test_fit_file_layout_and_time_offset(tmp_path):
     assert record.prediction["prey"].shape == record.time.shape
     assert record.time[0] == 0.0 and record.time[-1] == 20.0
     assert "initial.prey" in record.attrs["config"] or "prey = " in record.attrs["config"]
+    # the same fit as an xarray Dataset
+    ds = result.to_xarray()
+    assert list(ds["parameter"].values) == result.names and ds["covariance"].dims == ("parameter", "parameter_2")
+    assert float(ds["estimate"].sel(parameter="beta")) == result.estimate["beta"]
+    assert float(ds["stderr"].sel(parameter="initial.prey")) == result.stderr["initial.prey"]
+    np.testing.assert_array_equal(ds["prediction_prey"], result.prediction["prey"])
+    np.testing.assert_array_equal(ds["data_predator"], result.observations.values["predator"])
+    np.testing.assert_array_equal(ds["data_time"], result.observations.time)
+    assert ds.attrs["model"] == "lotka_volterra" and ds.sizes["iteration"] == len(result.loss_history)
 
 
 # `sim fit experiments/lynx_hare.toml` from the command line, its table and its agreement

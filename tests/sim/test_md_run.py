@@ -68,6 +68,14 @@ def test_run_writes_h5md_that_mdanalysis_reads(tmp_path):
     np.testing.assert_allclose(u.dimensions, [edge, edge, edge, 90, 90, 90], rtol=1e-6)
     np.testing.assert_allclose(u.trajectory.ts.data["total_energy"], energy[5])
     assert u.trajectory.ts.time == pytest.approx(0.5)
+    # the same run as an xarray Dataset
+    ds = result.to_xarray()
+    assert ds["position"].dims == ("time", "particle", "spatial") and ds["total_energy"].dims == ("time",)
+    np.testing.assert_array_equal(ds["position"].sel(particle=7, spatial="y"), result.observables["position"][:, 7, 1])
+    np.testing.assert_array_equal(ds["total_energy"].sel(time=0.5), energy[5])
+    np.testing.assert_array_equal(ds["step"], steps)
+    np.testing.assert_array_equal(ds["species"], np.asarray(result.system.species))
+    assert ds.attrs["model"] == "lennard_jones"
 
 
 def test_run_starts_from_an_h5md_file(tmp_path):
