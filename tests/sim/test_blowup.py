@@ -7,6 +7,7 @@ counters overflow), and the Burgers example far past its stable step (`--set
 time.dt=0.75 --set time.save=5`, 750 times its step: finite, but 1e36 by t = 3).
 """
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -54,8 +55,11 @@ def test_lj_with_a_ten_times_longer_step_stops_with_one_line(tmp_path):
     assert proc.returncode == 1, proc.stderr
     assert len(lines) == 1, proc.stderr
     line = lines[0]
-    assert "lj_fluid.toml: the run blew up at step 40 (t = 2): temperature reached" in line, line
-    assert "checks.max_temperature_factor = 100" in line and "lower time.dt" in line
+    # Which check trips first at that frame depends on the last bits of a diverging run
+    # (how the compiler contracts multiply-adds): the temperature bound, or non-finite
+    # energies when they overflowed before it was read.
+    assert re.search(r"lj_fluid\.toml: the run blew up at step 40 \(t = 2\): (temperature reached .*checks\.max_temperature_factor = 100|total_energy became non-finite)", line), line
+    assert "lower time.dt" in line
     # It blew up in the first chunk: nothing was kept (no file, no partial, no checkpoint).
     assert sorted(p.name for p in tmp_path.iterdir()) == []
 
@@ -115,7 +119,7 @@ cells = 3
 density = 0.776
 temperature = 0.85
 [time]
-dt = 0.03
+dt = 0.025
 steps = 400
 save_every = 20
 [solver]
@@ -125,18 +129,20 @@ temperature = 0.85
 
 
 def test_md_energy_drift_bound_stops_a_run_and_loosened_lets_it_complete(tmp_cwd, capsys):
-    # Nose-Hoover at six times the usual step: its conserved energy drifts by ~35% over
-    # 400 steps without diverging.
+    # Nose-Hoover at five times the usual step: its conserved energy drifts by up to
+    # 2.8% over 400 steps without diverging, passing 1% at step 300 (1.11%; measured with
+    # and without the compiler's optimisations: the drift of a chaotic run differs in
+    # its last digits, and at six times the step this run diverges near step 340).
     Path("nh.toml").write_text(NOSE_HOOVER)
     with pytest.raises(SimulationError) as info:
-        sim.run(sim.load_config("nh.toml"))
+        sim.run(sim.load_config("nh.toml", ["checks.energy_drift=0.01"]))
     message = str(info.value)
-    assert "the run blew up at step 300 (t = 9): conserved energy drifted by 11.3% of its initial scale" in message
-    assert "(limit checks.energy_drift = 10%)" in message
-    result = sim.run(sim.load_config("nh.toml", ["checks.energy_drift=0.5"]))
+    assert "the run blew up at step 300 (t = 7.5): conserved energy drifted by 1.11% of its initial scale" in message
+    assert "(limit checks.energy_drift = 1%)" in message
+    result = sim.run(sim.load_config("nh.toml", ["checks.energy_drift=0.05"]))
     energy = result.observables["conserved_energy"]
     drift = np.max(np.abs(energy - energy[0])) / abs(energy[0])
-    assert 0.2 < drift < 0.5
+    assert 0.02 < drift < 0.05
 
 
 # ----------------------------------------------------------------------------- sweeps
