@@ -38,6 +38,7 @@ from solvers import result_message
 from ._config import Config
 from ._errors import InputError
 from ._interrupt import safe_point
+from ._stream import CHECKPOINT_SECONDS
 from ._lock import exclusive
 from ._limits import disk_problem, memory_problem, readable
 from ._progress import Progress
@@ -459,6 +460,7 @@ def _execute(prep: Prepared, output, resume: bool, n_devices: int, client, progr
             bar.start(total=prep.runs)
             bar.advance(resumed)
             results = _run_dask(prep, client, padded, pending) if client is not None else _run_local(prep, runner, n_devices, padded, pending)
+            last, told = _time.perf_counter(), False
             for k, values in results:
                 lo, hi = prep.bounds(k)
                 sink.write(lo, hi, {name: np.asarray(v)[: hi - lo] for name, v in values.items()})
@@ -466,6 +468,10 @@ def _execute(prep: Prepared, output, resume: bool, n_devices: int, client, progr
                 bar.advance(hi - lo)
                 # Every written chunk is flushed: the partial file is the checkpoint.
                 safe_point(None if output is None else lambda: partial_path(output))
+                took, last = _time.perf_counter() - last, _time.perf_counter()
+                if output is not None and not told and took > CHECKPOINT_SECONDS and written < prep.runs:
+                    told = True
+                    print(_long_chunk_note(prep, took), file=sys.stderr)
     except BaseException:
         sink.abandon(keep=written > 0)
         raise
@@ -481,6 +487,15 @@ def _execute(prep: Prepared, output, resume: bool, n_devices: int, client, progr
         failures=_failures(status, sink.result_codes),
     )
     return summary, (sink if isinstance(sink, MemorySink) else None)
+
+
+def _long_chunk_note(prep: Prepared, seconds: float) -> str:
+    """One line: a sweep is checkpointed chunk by chunk, and one chunk took longer than
+    a run waits between checkpoints."""
+    return (
+        f"note: a chunk of {prep.chunk} runs took {seconds / 60:.1f} min; the sweep is saved after each chunk, "
+        f"so an interrupt loses up to one chunk: a smaller [sweep] chunk saves more often"
+    )
 
 
 def _failures(status: np.ndarray, codes: np.ndarray) -> dict[int, int]:

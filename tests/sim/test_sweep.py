@@ -135,6 +135,21 @@ def test_file_equals_memory_and_has_the_sweep_layout(grid, tmp_path):
     assert saved.swept == memory.swept and saved.grid_shape == (3, 3) and saved.config == result.config
 
 
+def test_a_chunk_longer_than_a_runs_checkpoint_interval_is_pointed_out_once(tmp_path, monkeypatch, capsys):
+    # A sweep is saved chunk by chunk: when one chunk takes longer than a run waits
+    # between checkpoints (five minutes; here every chunk does), one line says so, and
+    # how to save more often. Not after the last chunk, which loses nothing.
+    from sim import _sweep
+
+    monkeypatch.setattr(_sweep, "CHECKPOINT_SECONDS", 0.0)
+    sim.sweep(config(GRID, tmp_path), tmp_path / "out.h5")
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("note: a chunk of 4 runs took "), lines
+    assert "a smaller [sweep] chunk saves more often" in lines[0]
+    sim.sweep(config(GRID.replace("chunk = 4", "chunk = 9"), tmp_path, "one.toml"), tmp_path / "one.h5")
+    assert capsys.readouterr().err == ""
+
+
 def test_xarray_view_unstacks_a_grid(grid):
     _, result = grid
     ds = result.to_xarray()
