@@ -44,6 +44,7 @@ def supports(solver: Any) -> bool:
     controller = solver._controller()
     return (
         tableau.fsal
+        and tableau.ssal  # the last stage is the solution: no separate weights to sum
         and isinstance(controller, diffrax.PIDController)
         and controller.pcoeff == 0
         and controller.dcoeff == 0
@@ -129,7 +130,6 @@ def solve_batch(
     f0 = f(tprev, y0)
     c = [float(v) for v in tableau.c]
     a_lower = [[float(v) for v in row] for row in tableau.a_lower]
-    b_sol = [float(v) for v in tableau.b_sol]
     b_error = [float(v) for v in tableau.b_error]
 
     def step(tprev, tnext, y, f0):
@@ -141,8 +141,6 @@ def solve_batch(
             yi = jax.lax.optimization_barrier(y + increment * dt)
             ti = tnext if c[i] == 1 else tprev + c[i] * (tnext - tprev)
             fs.append(jax.lax.optimization_barrier(f(ti, yi)))
-        if not tableau.ssal:
-            yi = y + sum(b * fj for b, fj in zip(b_sol, fs) if b != 0) * dt
         ks = [fj * dt for fj in fs]
         y_error = sum(b * k for b, k in zip(b_error, ks) if b != 0)
         return yi, y_error, ks, fs[-1]
