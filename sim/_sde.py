@@ -112,9 +112,7 @@ def _solver(config: Config, model: SdeModel) -> tuple[SdeEnsemble, dict[str, Any
         solver._check_noise(model.noise)
     except ValueError as e:
         raise config.error("solver.method", str(e)) from None
-    with np.errstate(all="ignore"):
-        ratio = np.diff(save_times(config)) / dt
-    steps = float(np.sum(np.ceil(ratio * (1 - 64 * np.finfo(float).eps))))  # as SdeSolver.steps counts them
+    steps = float(jnp.sum(solver.steps(jnp.asarray(save_times(config)))))
     if not steps <= solver.max_steps:
         taken = f"{steps:,.0f}" if np.isfinite(steps) else "more than 1e308"
         raise config.error(

@@ -67,15 +67,16 @@ class SdeSolution(eqx.Module):
     result: Int[Array, "*paths"]
 
 
-def interval_steps(ts: Times, dt: float | Array) -> Int[Array, " intervals"]:
-    """The steps between consecutive save times: the fewest of at most `dt` each.
+def interval_steps(ts: Times, dt: float | Array) -> Float[Array, " intervals"]:
+    """The steps between consecutive save times: the fewest of at most `dt` each (whole
+    numbers, as floats: a count beyond any integer type is still a count).
 
     A spacing that is a whole number of steps up to rounding (0.1 / 0.01 computes as
     10.000000000000002) takes that number, not one more.
     """
     ratio = jnp.diff(ts) / dt
     eps = jnp.finfo(ratio.dtype).eps
-    return jnp.maximum(jnp.ceil(ratio * (1 - 64 * eps)), 1).astype(jnp.int32)
+    return jnp.maximum(jnp.ceil(ratio * (1 - 64 * eps)), 1)
 
 
 class SdeSolver(eqx.Module):
@@ -149,7 +150,7 @@ class SdeSolver(eqx.Module):
         self._check_noise(noise)
         return _METHODS[self.method].strong_order[noise]
 
-    def steps(self, ts: Times) -> Int[Array, " intervals"]:
+    def steps(self, ts: Times) -> Float[Array, " intervals"]:
         """The steps a path takes between consecutive save times (see `interval_steps`)."""
         return interval_steps(ts, self.dt)
 
@@ -173,7 +174,7 @@ class SdeSolver(eqx.Module):
         return diffrax.VirtualBrownianTree(
             ts[0],
             ts[-1],
-            tol=jnp.min(jnp.diff(ts) / self.steps(ts).astype(jnp.result_type(ts))) / 2,
+            tol=jnp.min(jnp.diff(ts) / self.steps(ts)) / 2,
             shape=jax.ShapeDtypeStruct((dims,), dtype),
             key=key,
             levy_area=_METHODS[self.method].levy_area,
@@ -189,7 +190,7 @@ class SdeSolver(eqx.Module):
         field = diffusion if noise == "general" else _Diagonal(diffusion)
         terms = diffrax.MultiTerm(diffrax.ODETerm(drift), diffrax.ControlTerm(field, bm))
         sol = diffrax.diffeqsolve(
-            terms, _METHODS[self.method].solver(), t0=t0, t1=t1, dt0=(t1 - t0) / steps[k].astype(jnp.result_type(ts)), y0=y, args=args,
+            terms, _METHODS[self.method].solver(), t0=t0, t1=t1, dt0=(t1 - t0) / steps[k], y0=y, args=args,
             saveat=diffrax.SaveAt(t1=True), stepsize_controller=diffrax.ConstantStepSize(),
             max_steps=self.max_steps, throw=False,
         )
