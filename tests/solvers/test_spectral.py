@@ -161,6 +161,9 @@ def test_unequal_or_decreasing_save_times_are_rejected():
         ({"steps_per_save": 0}, "steps_per_save"),
         ({"dtype": "float16"}, "dtype"),
         ({"dealias": 1.5}, "dealias"),
+        # A fraction of the modes kept: zero keeps none, and a negative one is no fraction.
+        ({"dealias": 0.0}, r"dealias must be a fraction in \(0, 1\]"),
+        ({"dealias": -0.5}, r"dealias must be a fraction in \(0, 1\]"),
     ],
 )
 def test_bad_solver_settings_are_rejected(kwargs, match):
