@@ -293,26 +293,38 @@ def test_a_save_spacing_of_whole_steps_takes_exactly_those_steps(save, dt, steps
     assert np.all(counts == steps), np.unique(counts)
 
 
+@eqx.filter_jit
+def advance_two(loop, state, frames):
+    return loop.advance(state, frames, 2)
+
+
 def test_the_loop_cut_anywhere_gives_the_same_bytes():
     # The loop of a run written chunk by chunk steps each save interval from the state
     # saved at its start (0.3 / 0.07 is 4.3 steps, so 5; then 3, 8 and 4).
     from solvers import SdeEnsemble, SdeLoop
 
-    ts, y0, args = jnp.asarray([0.0, 0.3, 0.45, 0.95, 1.2]), jnp.array([1.0]), linear(b=-1.0, d=0.5)
-    loop = SdeLoop(SdeEnsemble(SdeSolver(dt=0.07, throw=False), 3), linear_drift, linear_diffusion, ts, args, jax.random.key(11))
-    advance = eqx.filter_jit(lambda state, frames: loop.advance(state, frames, 2))
+    ts, y0 = jnp.asarray([0.0, 0.3, 0.45, 0.95, 1.2]), jnp.array([1.0])
 
-    def chunked(pattern):
+    def chunked(args, pattern):
+        loop = SdeLoop(SdeEnsemble(SdeSolver(dt=0.07, throw=False), 3), linear_drift, linear_diffusion, ts, args, jax.random.key(11))
         state, rows = loop.init(y0), []
         for frames in pattern:
-            state, saved = advance(state, frames)
+            state, saved = advance_two(loop, state, frames)
             rows.append(np.asarray(saved[:frames]))
         return np.concatenate(rows).transpose(1, 0, 2), state
 
-    first, state = chunked((2, 1, 2))
+    noisy = linear(b=-1.0, d=0.5)
+    first, state = chunked(noisy, (2, 1, 2))
     # One compiled chunk program: any cut gives the same bytes, and the steps counted.
-    assert chunked((1, 2, 2))[0].tobytes() == chunked((1, 1, 1, 1, 1))[0].tobytes() == first.tobytes()
+    assert chunked(noisy, (1, 2, 2))[0].tobytes() == chunked(noisy, (1, 1, 1, 1, 1))[0].tobytes() == first.tobytes()
     assert int(state.num_steps) == 3 * (5 + 3 + 8 + 4)
+    # Without noise (the same program, other values) Euler-Maruyama is Euler's method:
+    # interval i multiplies the state by (1 + b h_i)^n_i with h_i = its length / n_i.
+    steps = np.array([5, 3, 8, 4])
+    growth = (1.0 - np.diff(np.asarray(ts)) / steps) ** steps
+    exact = np.concatenate([[1.0], np.cumprod(growth)])
+    quiet, _ = chunked(linear(b=-1.0), (2, 1, 2))
+    np.testing.assert_allclose(quiet[:, :, 0], np.broadcast_to(exact, (3, 5)), rtol=1e-13)
     # The one-call solve (another program: XLA may round the last bit differently) is
     # compared in tests/sim/test_sde_family.py, where `sim.simulate` calls it.
 
