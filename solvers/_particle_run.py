@@ -313,14 +313,18 @@ class ParticleRun:
         state, _ = _start(self.problem, self.key)
         return state
 
-    def stats(self, state: ParticleState) -> dict[str, Any]:
+    def _stats(self, state: ParticleState, result: Array | int) -> dict[str, Array]:
         nl = self.problem.neighbour_list
         return {
-            "num_steps": self.n_saves * self.every,
-            "result": int(Result.successful),
-            "neighbour_builds": 0 if state.aux is None else int(state.aux.builds),
-            "capacity": 0 if nl is None else nl.capacity,
+            "num_steps": jnp.asarray(self.n_saves * self.every),
+            "result": jnp.asarray(result),
+            "neighbour_builds": jnp.asarray(0) if state.aux is None else state.aux.builds,
+            "capacity": jnp.asarray(0 if nl is None else nl.capacity),
         }
+
+    def stats(self, state: ParticleState) -> dict[str, int]:
+        """The stats of a streamed run that ended (`run` gives the same as arrays)."""
+        return {name: int(value) for name, value in self._stats(state, int(Result.successful)).items()}
 
     def run(self, progress: Callable[[int], None] | None = None) -> tuple[dict[str, Array], ParticleState, dict[str, Array]]:
         """The whole run, chunk by chunk (differentiable; under `jax.jit` or `jax.vmap` an
@@ -347,11 +351,4 @@ class ParticleRun:
             if progress is not None:
                 progress(self.chunk * self.every)
         observables = {name: jnp.concatenate([first[name][None]] + [p[name] for p in pieces], axis=0) for name in first}
-        nl = self.problem.neighbour_list
-        stats = {
-            "num_steps": jnp.asarray(self.n_saves * self.every),
-            "result": jnp.where(unresolved, int(Result.neighbour_overflow), int(Result.successful)),
-            "neighbour_builds": jnp.asarray(0) if state.aux is None else state.aux.builds,
-            "capacity": jnp.asarray(0 if nl is None else nl.capacity),
-        }
-        return observables, state, stats
+        return observables, state, self._stats(state, jnp.where(unresolved, int(Result.neighbour_overflow), int(Result.successful)))

@@ -247,6 +247,9 @@ def test_a_method_that_does_not_fit_the_noise_is_refused():
     for shape in ((2, 1), (1, 0)):  # general noise: n rows and at least one Brownian motion
         with pytest.raises(ValueError, match=r"general noise expects a matrix \(n, m\) with n = 1 and m >= 1"):
             SdeSolver(dt=0.1).solve(linear_drift, lambda t, y, a, s=shape: jnp.ones(s), ts, y0, args, key, noise="general")
+    # ... and a matrix (n, m) with n rows and m >= 1 is what general noise takes (traced only)
+    general = jax.eval_shape(lambda: SdeSolver(dt=0.1).solve(linear_drift, lambda t, y, a: jnp.ones((1, 2)), ts, y0, args, key, noise="general"))
+    assert general.ys.shape == (2, 1)
     with pytest.raises(ValueError, match="noise='additive' needs a diffusion that does not depend on y"):
         SdeSolver(method="heun", dt=0.1).solve(linear_drift, linear_diffusion, ts, y0, args, key, noise="additive")
     with pytest.raises(ValueError, match="paths must be an int >= 1"):
