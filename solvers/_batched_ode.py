@@ -27,7 +27,7 @@ import jax
 import jax.numpy as jnp
 import optimistix as optx
 
-from ._diffrax_private import FIRST_STEP, clip_floor, error_order, linear_rescale, tsit5_dense_weights
+from ._diffrax_private import FIRST_STEP, clip_floor, clip_to_end, error_order, linear_rescale, tsit5_dense_weights
 from ._ode import OdeSolver
 from ._results import Result
 
@@ -162,9 +162,7 @@ def solve_batch(
         new_prev = jnp.where(keep, tnext, tprev)
         new_next = new_prev + dt
         new_prev = jnp.minimum(new_prev, t1)
-        clip = new_next > floor
-        new_next = jnp.where(clip, jnp.where(keep, t1, new_prev + 0.5 * (t1 - new_prev)), new_next)
-        return keep, new_prev, new_next
+        return keep, new_prev, clip_to_end(new_prev, new_next, t1, floor, keep)
 
     def interpolate(ta, tb, y_a, ks, t):
         """Tsit5's dense output (diffrax's `_Tsit5Interpolation`) on arrays of runs."""
