@@ -3,7 +3,8 @@
     python mutation/score.py mutation/pde.sqlite [mutation/equivalent.txt]
 
 Killed over run mutants; mutants listed as equivalent (lines `FILE:LINE OPERATOR OCCURRENCE reason`
-in mutation/equivalent.txt) leave the denominator. The interval is Wilson's score
+in mutation/equivalent.txt) leave the denominator, as do mutants run again after the code
+they mutated was removed (cosmic-ray finds nothing to mutate: "gone"). The interval is Wilson's score
 interval for a binomial proportion: with a random sample it bounds the score of the
 whole population of mutants.
 """
@@ -40,7 +41,7 @@ def equivalents(path: Path) -> set[tuple[str, int, str, int]]:
 
 def main(db_path: str, equivalent_path: str = "mutation/equivalent.txt") -> None:
     equivalent = equivalents(Path(equivalent_path))
-    killed = survived = incompetent = pending = skipped = excluded = 0
+    killed = survived = incompetent = pending = skipped = excluded = gone = 0
     survivors = []
     with use_db(db_path, WorkDB.Mode.open) as db:
         items = {item.job_id: item for item in db.work_items}
@@ -52,6 +53,9 @@ def main(db_path: str, equivalent_path: str = "mutation/equivalent.txt") -> None
                 continue
             if result.worker_outcome == WorkerOutcome.SKIPPED:
                 skipped += 1
+                continue
+            if result.worker_outcome == WorkerOutcome.NO_TEST:
+                gone += 1  # rerun after the code changed: the mutated place no longer exists
                 continue
             m = item.mutations[0]
             key = (str(m.module_path), m.start_pos[0], m.operator_name, m.occurrence)
@@ -68,7 +72,7 @@ def main(db_path: str, equivalent_path: str = "mutation/equivalent.txt") -> None
     n = dead + survived
     low, high = wilson(dead, n)
     print(f"{db_path}: {dead} killed, {survived} survived, {excluded} equivalent, "
-          f"{pending} pending, {skipped} skipped")
+          f"{pending} pending, {skipped} skipped" + (f", {gone} gone with the code they mutated" if gone else ""))
     if n:
         print(f"score {dead}/{n} = {dead / n:.1%} (95% interval {low:.1%} to {high:.1%})")
     for s in sorted(survivors):
