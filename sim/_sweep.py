@@ -468,7 +468,8 @@ def _execute(prep: Prepared, output, resume: bool, n_devices: int, client, progr
                 bar.advance(hi - lo)
                 # Every written chunk is flushed: the partial file is the checkpoint.
                 safe_point(None if output is None else lambda: partial_path(output))
-                took, last = _time.perf_counter() - last, _time.perf_counter()
+                now = _time.perf_counter()
+                took, last = now - last, now
                 if output is not None and not told and took > CHECKPOINT_SECONDS and written < prep.runs:
                     told = True
                     print(_long_chunk_note(prep, took), file=sys.stderr)
