@@ -584,6 +584,8 @@ def _plan(model: PdeModel, config: Config) -> RunPlan:
     s = PDE.setup(model, config)
     u0 = np.asarray(s.initial)
     frames = len(s.t) - 1
+    # The chunk is checked against the memory before the solver's coefficients are built.
+    chunk = frames_per_chunk(config, int(u0.size), frames)
 
     def failure(code: int) -> str:
         return f"{config.source}: the PDE solve failed: {result_message(code)}"
@@ -594,7 +596,7 @@ def _plan(model: PdeModel, config: Config) -> RunPlan:
         problem = SpectralProblem(model=model, params=s.params, solver=s.solver, u0=jnp.asarray(s.initial), coefficients=coefficients)
     else:
         problem = FdProblem(model=model, params=s.params, solver=s.solver, ts=t, u0=jnp.asarray(s.initial))
-    engine = LoopEngine(problem, np.asarray(s.t), frames_per_chunk(config, int(u0.size), frames), failure)
+    engine = LoopEngine(problem, np.asarray(s.t), chunk, failure)
     sink = RunSink(
         model=model.name,
         config=resolved_toml(config, **s.resolved),
