@@ -120,9 +120,10 @@ class SolverSection(BaseModel):
 
 class OutputSection(_Section):
     """`[output]`: where `sim run` writes (relative to the config's folder), how many
-    saved frames it holds in memory per chunk at most, and how often it checkpoints:
-    every `checkpoint_every` saved frames, every `checkpoint_seconds` of wall time, or
-    both (at the first chunk end after either is due); with neither, every 5 minutes.
+    saved frames it holds in memory per chunk at most, and how often it checkpoints (and
+    a sweep within a chunk advanced frame by frame): every `checkpoint_every` saved
+    frames, every `checkpoint_seconds` of wall time, or both (at the first chunk end after
+    either is due); with neither, every 5 minutes.
     None of these changes the numbers a run computes: a run may be resumed with others."""
 
     file: str | None = None

@@ -124,6 +124,15 @@ class Family:
         bounds), or None when the family has no bounds beyond finite values."""
         return None
 
+    def sweep_problem(self, s: Setup, params: dict, initial: Any, key):
+        """One run of a sweep (`params` and `initial` complete, `key` folded for the run)
+        as an engine problem: `init()`, `advance(state, frames, capacity)` and
+        `num_steps(state)`, as `sim._run.LoopEngine` drives them, traceable in `params`,
+        `initial` and `key`. A sweep chunk then advances its runs a few saved frames at a
+        time, checkpointed and interruptible between calls. None: the family sweeps whole
+        runs (`simulate`)."""
+        return None
+
     def batched(self, s: Setup, save: str):
         """A chunk function faster than `jax.vmap` of single runs, or None."""
         return None

@@ -36,7 +36,9 @@ from solvers import (
     LangevinBaoab,
     NeighbourList,
     NoseHooverChain,
+    ParticleFrames,
     ParticleIntegrator,
+    ParticleProblem,
     ParticleRun,
     ParticleSolver,
     VelocityVerlet,
@@ -44,6 +46,7 @@ from solvers import (
     did_you_mean,
     fixed_capacity,
     largest_divisor_at_most,
+    neighbour_list,
     redo_overflowed,
 )
 
@@ -222,6 +225,19 @@ def run_md(
 # ----------------------------------------------------------------------------- configs (`sim run`)
 
 _SYSTEM_KEYS = ("lattice", "cells", "density", "temperature", "seed", "file", "particles", "min_distance")
+def sweep_problem(s: Setup, params: PyTree, key: Array | None) -> ParticleFrames:
+    """One run of an MD sweep in the engine protocol (`solvers.ParticleFrames`): the
+    run `particle_run` makes of `simulate`'s arguments, on the set-up's list, which
+    cannot grow inside a vmapped batch."""
+    solver = as_solver(s.solver)
+    system = s.initial
+    dtype = system.position.dtype
+    params = {k: jnp.asarray(v).astype(dtype) for k, v in params.items()}
+    problem = ParticleProblem(s.model, params, system, solver.integrator, neighbour_list(s.model, system, solver))
+    run_key = None if key is None else jax.random.fold_in(key, 7)
+    return ParticleFrames(problem=problem, key=run_key, every=steps_per_save(s.t, solver.integrator.dt))
+
+
 _MD_METHODS = ("verlet", "langevin", "nose_hoover")
 _MD_SOLVER_KEYS = ("method", "temperature", "friction", "tau", "chain_length", "skin", "neighbour_list", "dtype")
 _MODEL_OPTION_PARAMS = ("cutoff", "shift", "force_shift", "tail_correction", "n_species")
@@ -911,6 +927,9 @@ class MdFamily(Family):
 
     def settle(self, s: Setup, values: dict, rerun) -> dict:
         return settle_overflows(s, values, rerun)
+
+    def sweep_problem(self, s: Setup, params: dict, initial, key):
+        return sweep_problem(s, params, key)
 
 
 MD = register_family(MdFamily())

@@ -249,6 +249,9 @@ class OdeFamily(Family):
         # reverse-mode bookkeeping (same steps, same values).
         return dataclasses.replace(s, solver=dataclasses.replace(s.solver, throw=False, adjoint="forward"))
 
+    def sweep_problem(self, s: Setup, params: dict, initial, key):
+        return OdeProblem(model=s.model, params=params, solver=s.solver, ts=jnp.asarray(s.t), y0=jnp.asarray(s.model.initial_state(initial)))
+
     def batched(self, s: Setup, save: str):
         if not (FAST_SWEEPS and batched_supports(s.model, s.solver, s.initial)):
             return None

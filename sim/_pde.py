@@ -671,5 +671,13 @@ class PdeFamily(Family):
     def run_bounds(self, s: Setup):
         return PdeLimits(s.model, s.resolved["checks"]).within
 
+    def sweep_problem(self, s: Setup, params: dict, initial, key):
+        model, t = s.model, jnp.asarray(s.t)
+        u0 = initial_field(model, initial, params)
+        if isinstance(model, SpectralPdeModel):
+            coefficients = _spectral_coefficients(model, params, s.solver, t)
+            return SpectralProblem(model=model, params=params, solver=s.solver, u0=u0, coefficients=coefficients)
+        return FdProblem(model=model, params=params, solver=s.solver, ts=t, u0=u0)
+
 
 PDE = register_family(PdeFamily())

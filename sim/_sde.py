@@ -216,6 +216,10 @@ class SdeFamily(Family):
     def plan(self, model, config: Config) -> RunPlan:
         return _plan(model, config)
 
+    def sweep_problem(self, s, params: dict, initial, key):
+        y0 = jnp.asarray(initial_vector(s.model, initial))
+        return SdeProblem(model=s.model, params=params, ensemble=s.solver, ts=jnp.asarray(s.t), y0=y0, key=key)
+
 
 for _cls in MODELS:
     register_model(_cls)

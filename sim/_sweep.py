@@ -2,8 +2,10 @@
 sharded over the local devices, streamed chunk by chunk to one HDF5 file (resumable), or
 sent chunk by chunk as tasks to a Dask cluster.
 
-Every chunk has the same padded size, so one compiled program computes every chunk, in
-this process, in a resumed one or on a Dask worker: on the same number of devices a sweep
+Every chunk has the same padded size, so one compiled program computes every chunk (or,
+for families that describe a run as an engine problem, advances it frame by frame,
+checkpointed within: `sim._sweep_frames`), in this process, in a resumed one or on a
+Dask worker: on the same number of devices a sweep
 gives the same numbers, bit for bit, however its chunks were scheduled. (Split over
 another number of devices, each device's batch has another size, and XLA may round the
 last bits differently.) A run whose solver fails, whose observables become non-finite or
@@ -27,6 +29,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import h5py
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -36,7 +39,7 @@ from physics import Model
 from solvers import result_message
 
 from ._config import Config
-from ._errors import InputError
+from ._errors import DataError, InputError
 from ._interrupt import safe_point
 from ._stream import CHECKPOINT_SECONDS
 from ._lock import exclusive
@@ -45,9 +48,11 @@ from ._progress import Progress
 from ._family import Family, family_of
 from ._run import Setup, build_model, resolved_toml
 from ._simulate import simulate
+from ._sweep_frames import FramedRunner
 from ._sweep_spec import SUMMARY_STATS, SweepPlan, is_scalar, plan_sweep, sweep_section
 from ._sweep_store import FAILED, OK, FileSink, Layout, MemorySink, SweepResult, root_attrs
-from ._unfinished import partial_path
+from ._store import DAMAGED_FILE_ERRORS, atomic_h5, error_reason
+from ._unfinished import as_text, checkpoint_path, config_difference, partial_path, read_leaves, remove_stale, tree_from_leaves, write_tree
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -167,13 +172,23 @@ class ChunkRunner:
         return self._compiled(jax.device_put(inputs, self._sharding))
 
 
+def framed(s: Setup, save: str) -> bool:
+    """Whether a sweep of `s` advances its chunks frame by frame (`FramedRunner`): its
+    family describes a run as an engine problem and has no faster batched chunk."""
+    family = family_of(s.model)
+    return type(family).sweep_problem is not Family.sweep_problem and family.batched(s, save) is None
+
+
 @functools.lru_cache(maxsize=8)
-def _runner(config_text: str, config_path: str | None, devices: int, padded: int, size: int | None = None) -> ChunkRunner:
+def _runner(config_text: str, config_path: str | None, devices: int, padded: int, size: int | None = None) -> ChunkRunner | FramedRunner:
     """The chunk function of a config (traced and compiled once per process, config,
     shape and family-specific size: `Family.resized`, for MD the neighbour-list capacity)."""
     prep = prepare(Config(tomllib.loads(config_text), config_path))
     s = prep.setup if size is None else family_of(prep.setup.model).resized(prep.setup, size)
-    return ChunkRunner(s, prep.plan.section.save, devices, prep.inputs(0, padded))
+    save = prep.plan.section.save
+    if framed(s, save):
+        return FramedRunner(s, family_of(s.model), save, _bounds(s), devices, prep.inputs(0, padded))
+    return ChunkRunner(s, save, devices, prep.inputs(0, padded))
 
 
 # ----------------------------------------------------------------------------- the plan
@@ -275,7 +290,7 @@ def _device_count(devices: int | None) -> int:
     return devices
 
 
-def _compiled_runner(prep: Prepared, devices: int, padded: int, size: int | None = None) -> ChunkRunner:
+def _compiled_runner(prep: Prepared, devices: int, padded: int, size: int | None = None) -> ChunkRunner | FramedRunner:
     config = prep.config
     try:
         return _runner(config.to_toml(), None if config.path is None else str(config.path), devices, padded, size)
@@ -306,6 +321,103 @@ def _run_local(prep: Prepared, runner, devices: int, padded: int, pending: list[
         inflight = (k, result)
     if inflight is not None:
         yield settled(*inflight)
+
+
+CHUNK_CHECKPOINT_FORMAT = "simjax.sweep-checkpoint"
+
+
+@dataclasses.dataclass(frozen=True)
+class ChunkCheckpoint:
+    """A chunk of a framed sweep stopped between calls: its index, the frames done, the
+    runs' carry (stored leaves) and, for save = "full", the frames kept so far."""
+
+    chunk: int
+    frame: int
+    leaves: list
+    frames: dict[str, np.ndarray]
+
+
+def _write_chunk_checkpoint(output, text: str, padded: int, k: int, done: int, carry, frames: dict[str, np.ndarray]) -> Path:
+    """Checkpoint chunk k of the sweep into `output` (written under a temporary name,
+    then renamed); returns the unfinished sweep's file."""
+    with atomic_h5(checkpoint_path(output)) as f:
+        f.attrs["format"] = CHUNK_CHECKPOINT_FORMAT
+        f.attrs["config"] = text
+        f.attrs["padded"] = int(padded)
+        f.attrs["chunk"] = int(k)
+        f.attrs["frame"] = int(done)
+        write_tree(f.create_group("carry"), carry)
+        group = f.create_group("frames")
+        for name, value in frames.items():
+            group.create_dataset(name, data=value)
+    return partial_path(output)
+
+
+def _read_chunk_checkpoint(output, prep: Prepared, padded: int, frames: int) -> ChunkCheckpoint:
+    """The checkpoint of the sweep into `output`, checked against the sweep.
+
+    Raises:
+        DataError: unreadable, or not a checkpoint of this sweep's chunks.
+        InputError: written by a sweep of another config or batch size.
+    """
+    source = checkpoint_path(output)
+    try:
+        with h5py.File(source, "r") as f:
+            if f.attrs.get("format") != CHUNK_CHECKPOINT_FORMAT:
+                raise DataError(source, "format", "is not a simjax sweep checkpoint; delete it to compute its chunk again")
+            stored, stored_padded = as_text(f.attrs.get("config", "")), int(f.attrs["padded"])
+            k, done = int(f.attrs["chunk"]), int(f.attrs["frame"])
+            leaves = read_leaves(f["carry"])
+            kept = {name: np.asarray(d[()]) for name, d in f["frames"].items()}
+    except (*DAMAGED_FILE_ERRORS, KeyError, ValueError, TypeError) as e:
+        if isinstance(e, DataError):
+            raise
+        raise DataError(source, "", f"cannot be read ({error_reason(e)}); delete it to compute its chunk again") from None
+    difference = config_difference(stored, prep.text)
+    if difference:
+        raise InputError(source, "config", f"the checkpoint belongs to a sweep of a different config ({difference})")
+    if stored_padded != padded:
+        raise InputError(
+            source, "padded", f"was written for chunks of {stored_padded} runs, this sweep computes {padded}: resume with the --devices it was started with"
+        )
+    if not (0 <= k < prep.chunks and 0 < done < frames):
+        raise DataError(source, "chunk", f"holds frame {done} of chunk {k}; this sweep has {prep.chunks} chunks of {frames} frames")
+    return ChunkCheckpoint(chunk=k, frame=done, leaves=leaves, frames=kept)
+
+
+def _run_framed(prep: Prepared, runner: FramedRunner, devices: int, padded: int, pending: list[int], output, restored: ChunkCheckpoint | None):
+    """Chunk results in order, each chunk advanced frame by frame: checkpointed every
+    `[output] checkpoint_every` frames or `checkpoint_seconds` (five minutes unless set),
+    and stopped cleanly on a signal (`safe_point`) between calls."""
+    spec = prep.config.spec.output
+    every = spec.checkpoint_every
+    seconds = spec.checkpoint_seconds if spec.checkpoint_seconds is not None else (None if every is not None else CHECKPOINT_SECONDS)
+    family = family_of(prep.setup.model)
+    for k in pending:
+        inputs = prep.inputs(k, padded)
+        last = {"frame": 0, "time": _time.perf_counter()}
+
+        def save(done: int, carry, frames: dict[str, np.ndarray], k=k) -> Path:
+            last.update(frame=done, time=_time.perf_counter())
+            return _write_chunk_checkpoint(output, prep.text, padded, k, done, carry, frames)
+
+        def between(done: int, carry, frames: dict[str, np.ndarray]) -> None:
+            if output is not None:
+                due = (every is not None and done - last["frame"] >= every) or (
+                    seconds is not None and _time.perf_counter() - last["time"] >= seconds
+                )
+                if due:
+                    save(done, carry, frames)
+            safe_point(None if output is None else lambda: save(done, carry, frames))
+
+        if restored is not None and restored.chunk == k:
+            carry = tree_from_leaves(restored.leaves, runner.carry_struct, checkpoint_path(output), "carry")
+            last["frame"] = restored.frame
+            values = runner.run(inputs, carry, restored.frame, restored.frames, between)
+        else:
+            values = runner.run(inputs, between=between)
+        rerun = lambda size, inputs=inputs: _compiled_runner(prep, devices, padded, size)(inputs)  # noqa: E731
+        yield k, family.settle(prep.setup, values, rerun)
 
 
 def worker_chunk(config_text: str, config_path: str | None, inputs: dict) -> dict[str, np.ndarray]:
@@ -455,26 +567,44 @@ def _execute(prep: Prepared, output, resume: bool, n_devices: int, client, progr
     resumed = sum(prep.bounds(k)[1] - prep.bounds(k)[0] for k in done)
     pending = [k for k in range(prep.chunks) if k not in set(done)]
     written = resumed
+    framed = isinstance(runner, FramedRunner) and client is None
+    checkpoint = None if output is None else checkpoint_path(output)
+    restored = None
+    if checkpoint is not None:
+        remove_stale(checkpoint)
+        if framed and resume and checkpoint.exists():
+            restored = _read_chunk_checkpoint(output, prep, padded, runner.frames)
+            if restored.chunk not in pending:
+                restored = None
+        if restored is None:
+            checkpoint.unlink(missing_ok=True)  # of a chunk since written, or of another kind of sweep
     try:
         with Progress(enabled=progress, description=f"sweep {prep.setup.model.name}") as bar:
             bar.start(total=prep.runs)
             bar.advance(resumed)
-            results = _run_dask(prep, client, padded, pending) if client is not None else _run_local(prep, runner, n_devices, padded, pending)
+            if client is not None:
+                results = _run_dask(prep, client, padded, pending)
+            elif framed:
+                results = _run_framed(prep, runner, n_devices, padded, pending, output, restored)
+            else:
+                results = _run_local(prep, runner, n_devices, padded, pending)
             last, told = _time.perf_counter(), False
             for k, values in results:
                 lo, hi = prep.bounds(k)
                 sink.write(lo, hi, {name: np.asarray(v)[: hi - lo] for name, v in values.items()})
                 written += hi - lo
                 bar.advance(hi - lo)
+                if checkpoint is not None:
+                    checkpoint.unlink(missing_ok=True)  # the chunk is in the partial file now
                 # Every written chunk is flushed: the partial file is the checkpoint.
                 safe_point(None if output is None else lambda: partial_path(output))
                 now = _time.perf_counter()
                 took, last = now - last, now
-                if output is not None and not told and took > CHECKPOINT_SECONDS and written < prep.runs:
+                if output is not None and not framed and not told and took > CHECKPOINT_SECONDS and written < prep.runs:
                     told = True
                     print(_long_chunk_note(prep, took), file=sys.stderr)
     except BaseException:
-        sink.abandon(keep=written > 0)
+        sink.abandon(keep=written > 0 or (checkpoint is not None and checkpoint.exists()))
         raise
     path = sink.finish() if isinstance(sink, FileSink) else None
     status = sink.status

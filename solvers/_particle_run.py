@@ -193,6 +193,80 @@ def largest_divisor_at_most(n: int, limit: int) -> int:
     return max(d for d in range(1, min(n, max(limit, 1)) + 1) if n % d == 0)
 
 
+def neighbour_list(model, system, solver: ParticleSolver) -> NeighbourList | None:
+    """The neighbour list a run of `system` starts with (None: all pairs), sized from
+    the concrete starting positions (`solver.capacity` if set).
+
+    Raises:
+        ValueError: the starting positions are traced.
+    """
+    if not solver.neighbour_list:
+        return None
+    box = system.space.box
+    position = concrete(system.position)
+    edges = None if box is None else concrete(box)
+    if position is None or (box is not None and edges is None):
+        raise ValueError(
+            "the neighbour list is sized from the initial positions, which are traced here; "
+            "pass the initial System from outside jax.jit (close over it), or use "
+            "ParticleSolver(..., neighbour_list=False)"
+        )
+    return NeighbourList.allocate(position, edges, model.cutoff, solver.skin, capacity=solver.capacity)
+
+
+class ParticleFramesState(eqx.Module):
+    """The loop state of `ParticleFrames`: the particles, the observables of the first
+    save time, and the frames done (0 before the first is given out)."""
+
+    particles: ParticleState
+    first: PyTree
+    frame: Array
+
+
+class ParticleFrames(eqx.Module):
+    """A particle run on a list that cannot grow, in the engine protocol of ODE and PDE
+    runs (`init`, `advance(state, frames, capacity)`, `num_steps`), so that a batch of
+    runs can be vmapped and advanced a few frames at a time (a sweep chunk). A run whose
+    list overflows stops at that frame with `Result.neighbour_overflow`; frames are
+    stepped by `integrate_frames`, so the numbers never depend on where calls fall."""
+
+    problem: ParticleProblem
+    key: Array | None
+    every: int = eqx.field(static=True)
+
+    def init(self) -> ParticleFramesState:
+        state, first = _start(self.problem, self.key)  # (an initial build that overflowed is flagged by `advance`)
+        return ParticleFramesState(particles=state, first=first, frame=jnp.zeros((), jnp.int32))
+
+    def advance(self, state: ParticleFramesState, frames, capacity: int):
+        """Fill the next `frames` save times (the first save time included when none
+        was given out yet): (state, rows [capacity, ...], result code)."""
+        at_start = state.frame == 0
+        wanted = jnp.asarray(frames, jnp.int32) - at_start.astype(jnp.int32)
+        refuse = None if self.problem.neighbour_list is None else (lambda s: s.aux.overflow)
+        particles, saved, filled, refused, _ = integrate_frames(
+            self.problem.integrator, state.particles, self.problem.force_fn, frames=wanted, steps_per_save=self.every,
+            observe=self.problem.observe, capacity=capacity, refuse=refuse,
+        )
+
+        def rows(first, buf):
+            shifted = jnp.concatenate([first[None], buf[: capacity - 1]], axis=0)
+            return jnp.where(at_start, shifted, buf[:capacity])
+
+        out = jax.tree.map(rows, state.first, saved)
+        refused = refused | _overflow_flag(state.particles)
+        code = jnp.where(refused, jnp.int32(Result.neighbour_overflow), jnp.int32(0))
+        frame = state.frame + filled + at_start.astype(jnp.int32)
+        return ParticleFramesState(particles=particles, first=state.first, frame=frame), out, code
+
+    def num_steps(self, state: ParticleFramesState):
+        return jnp.maximum(state.frame - 1, 0) * self.every
+
+
+def _overflow_flag(state: ParticleState) -> Array:
+    return jnp.asarray(False) if state.aux is None else state.aux.overflow
+
+
 # ----------------------------------------------------------------------------- the run
 
 
@@ -223,18 +297,7 @@ class ParticleRun:
     """
 
     def __init__(self, model, params: PyTree, system, solver: ParticleSolver, *, times: np.ndarray, every: int, key: Array | None = None):
-        box = system.space.box
-        nl = None
-        if solver.neighbour_list:
-            position = concrete(system.position)
-            edges = None if box is None else concrete(box)
-            if position is None or (box is not None and edges is None):
-                raise ValueError(
-                    "the neighbour list is sized from the initial positions, which are traced here; "
-                    "pass the initial System from outside jax.jit (close over it), or use "
-                    "ParticleSolver(..., neighbour_list=False)"
-                )
-            nl = NeighbourList.allocate(position, edges, model.cutoff, solver.skin, capacity=solver.capacity)
+        nl = neighbour_list(model, system, solver)
         self.solver = solver
         self.system = system
         self.times = np.asarray(times)
