@@ -128,13 +128,14 @@ class Family:
         """One run of a sweep (`params` and `initial` complete, `key` folded for the run)
         as an engine problem: `init()`, `advance(state, frames, capacity)` and
         `num_steps(state)`, as `sim._run.LoopEngine` drives them, traceable in `params`,
-        `initial` and `key`. A sweep chunk then advances its runs a few saved frames at a
-        time, checkpointed and interruptible between calls. None: the family sweeps whole
-        runs (`simulate`)."""
+        `initial` and `key`. A sweep chunk advances its runs a few saved frames at a
+        time, checkpointed and interruptible between calls (`sim._sweep_frames`). A
+        family that can be swept overrides this or `batched`."""
         return None
 
     def batched(self, s: Setup, save: str):
-        """A chunk function faster than `jax.vmap` of single runs, or None."""
+        """A chunk function that computes a batch of runs at once, faster than
+        advancing `sweep_problem`s (ODE: `solvers.solve_batch`), or None."""
         return None
 
     def resized(self, s: Setup, size: int) -> Setup:

@@ -264,7 +264,7 @@ class OdeFamily(Family):
             initial = {name: jnp.broadcast_to(jnp.asarray(v, dtype=float), (batch,)) for name, v in (s.initial or {}).items()}
             initial.update({name: jnp.asarray(v, dtype=float) for name, v in x["initial"].items()})
             obs, steps, result = chunk_trajectories(s.model, s.solver, s.t, swept, fixed, initial)
-            return _outputs(obs, steps, result, save, batched=True)
+            return _outputs(obs, steps, result, save)
 
         return chunk
 

@@ -47,7 +47,6 @@ from ._limits import disk_problem, memory_problem, readable
 from ._progress import Progress
 from ._family import Family, family_of
 from ._run import Setup, build_model, resolved_toml
-from ._simulate import simulate
 from ._sweep_frames import FramedRunner
 from ._sweep_spec import SUMMARY_STATS, SweepPlan, is_scalar, plan_sweep, sweep_section
 from ._sweep_store import FAILED, OK, FileSink, Layout, MemorySink, SweepResult, root_attrs
@@ -71,17 +70,6 @@ def _nan_unless(ok: jax.Array, x: jax.Array) -> jax.Array:
     return jnp.where(ok, x, jnp.asarray(jnp.nan, dtype=x.dtype))
 
 
-def _one_run(s: Setup, save: str, index: jax.Array, params: dict, initial: dict) -> dict[str, jax.Array]:
-    """One run of a sweep: the setup with some params and initial values replaced."""
-    full_params = {**s.params, **params}
-    full_initial = {**s.initial, **initial} if initial else s.initial
-    key = None if s.key is None else jax.random.fold_in(s.key, index)
-    traj = simulate(s.model, full_params, s.t, initial=full_initial, solver=s.solver, key=key)
-    bounds = _bounds(s)
-    within = None if bounds is None else bounds(traj.observables)
-    return _outputs(traj.observables, traj.stats["num_steps"], traj.stats["result"], save, within=within)
-
-
 def _bounds(s: Setup):
     """The `[checks]` test of one run's observables (traceable: True when the run stayed
     within the bounds, as `sim run` checks them), or None where a family has no bounds
@@ -91,25 +79,17 @@ def _bounds(s: Setup):
     return family_of(s.model).run_bounds(s)
 
 
-def _outputs(
-    obs: dict, num_steps: jax.Array, result: jax.Array, save: str, batched: bool = False, within: jax.Array | None = None
-) -> dict[str, jax.Array]:
-    """What a sweep keeps of one run (observables as `save` says, stats, status).
+def _outputs(obs: dict, num_steps: jax.Array, result: jax.Array, save: str) -> dict[str, jax.Array]:
+    """What a sweep keeps of a batch of runs computed together (the ODE fast path): the
+    observables hold the runs on their last axis ([T, ..., B]: the reductions over time
+    run on contiguous rows of runs); the outputs are [B, ...] (observables as `save`
+    says, stats, status). A run is kept (status 1) when its solver succeeded and its
+    observables are finite; else its status is 2 and its observables NaN."""
 
-    A run is kept (status 1) when its solver succeeded, its observables are finite and
-    `within` (the `[checks]` bounds of its family, where given) holds; else its status is
-    2 and its observables NaN.
-
-    With `batched`, the observables hold a batch of runs on their last axis ([T, ..., B]:
-    the reductions over time run on contiguous rows of runs) and the outputs are
-    [B, ...], as `jax.vmap` of the single-run form gives them (`within` then [B])."""
-
-    def per_run(value: jax.Array) -> tuple[int, ...] | None:
-        return tuple(range(value.ndim - 1)) if batched else None  # the axes of one run
+    def per_run(value: jax.Array) -> tuple[int, ...]:
+        return tuple(range(value.ndim - 1))  # the axes of one run
 
     ok = result == 0
-    if within is not None:
-        ok = ok & within
     for value in obs.values():
         if jnp.issubdtype(value.dtype, jnp.floating):
             ok = ok & jnp.all(jnp.isfinite(value), axis=per_run(value))
@@ -123,9 +103,7 @@ def _outputs(
             axes = per_run(value)
             reduced = {"min": jnp.min(value, axis=axes), "max": jnp.max(value, axis=axes), "mean": jnp.mean(value, axis=axes), "final": value[-1]}
             out.update({f"observables/{name}/{stat}": reduced[stat] for stat in SUMMARY_STATS})
-    out = {k: _nan_unless(ok, v) for k, v in out.items()}
-    if batched:
-        out = {k: jnp.moveaxis(v, -1, 0) for k, v in out.items()}
+    out = {k: jnp.moveaxis(_nan_unless(ok, v), -1, 0) for k, v in out.items()}
     out["stats/num_steps"] = jnp.asarray(num_steps, dtype=jnp.int64)
     out["stats/result"] = jnp.asarray(result, dtype=jnp.int32)
     out["status"] = jnp.where(ok, jnp.int8(OK), jnp.int8(FAILED))
@@ -133,12 +111,12 @@ def _outputs(
 
 
 def _batched_runs(s: Setup, save: str):
-    """The chunk function over a batch of inputs: the family's own where it has one
-    (ODE: the batched loop of `solvers.solve_batch`), else `jax.vmap` of single runs."""
+    """The chunk function over a batch of inputs: the family's batched chunk (ODE: the
+    batched loop of `solvers.solve_batch`)."""
     chunk = family_of(s.model).batched(s, save)
-    if chunk is not None:
-        return chunk
-    return jax.vmap(lambda x: _one_run(s, save, x["index"], x["params"], x["initial"]))
+    if chunk is None:  # (`prepare` refuses a family with neither this nor `sweep_problem`)
+        raise TypeError(f"the {family_of(s.model).name} family has no batched chunk for this set-up")
+    return chunk
 
 
 class ChunkRunner:
@@ -267,6 +245,8 @@ def prepare(config: Config) -> Prepared:
             "model.name",
             f"model {model.name!r} ({_family(model)}) cannot be swept: no family sets it up from a config",
         )
+    if type(family).sweep_problem is Family.sweep_problem and type(family).batched is Family.batched:
+        raise config.error("model.name", f"model {model.name!r} ({_family(model)}) cannot be swept: its family describes no run of a batch")
     s = family.sweep_setup(config, family.setup(model, config))
     plan = plan_sweep(config, section, s.params, s.initial, model)
     text = resolved_toml(config, **s.resolved, sweep=section.resolved())

@@ -322,10 +322,11 @@ def test_unfinished_sweep_needs_resume_and_the_same_config(tmp_cwd, capsys):
 
 
 def test_a_spectral_pde_batches_in_a_chunk():
-    # The chunk function is family-agnostic: a sweep over the heat equation's diffusivity
+    # The framed chunk is family-agnostic: a sweep over the heat equation's diffusivity
     # from sin(x), whose exact solution is exp(-D t) sin(x).
     from physics import pde
-    from sim._sweep import ChunkRunner
+    from sim._family import family_of
+    from sim._sweep_frames import FramedRunner
     from solvers import Etdrk
 
     model = pde.Heat(points=(32,))
@@ -334,7 +335,7 @@ def test_a_spectral_pde_batches_in_a_chunk():
     setup = sim.Setup(model=model, params=model.default_params(), initial=jnp.asarray(np.sin(x)), t=t, solver=Etdrk())
     diffusivity = np.array([0.05, 0.1, 0.2, 0.4])
     inputs = {"index": np.arange(4), "params": {"diffusivity": diffusivity}, "initial": {}}
-    out = ChunkRunner(setup, "final", 1, inputs)(inputs)
+    out = FramedRunner(setup, family_of(model), "final", None, 1, inputs)(inputs)
     assert list(np.asarray(out["status"])) == [1, 1, 1, 1]
     u = np.asarray(out["observables/u"])
     assert u.shape == (4, 32)
