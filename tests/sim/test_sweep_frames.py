@@ -258,3 +258,35 @@ def test_a_framed_chunk_split_over_two_devices_gives_the_values_of_one(tmp_cwd):
     assert sorted(two) == sorted(one) and np.all(one["status"] == 1)
     for name in one:  # (each device's batch has another size: XLA may round the last bits differently)
         np.testing.assert_allclose(two[name], one[name], rtol=1e-13, atol=0, err_msg=name)
+
+
+def test_a_full_sweep_stopped_mid_chunk_keeps_its_frames_and_resumes(tmp_cwd, monkeypatch, capsys):
+    # save = "full": the frames of the unfinished chunk so far travel in the checkpoint.
+    from sim._interrupt import Interrupted
+
+    Path("s.toml").write_text(FD)
+    monkeypatch.setattr(frames_module, "ChunkSizer", lambda limit: Fixed(1))
+    points = []
+
+    def stop_at_the_third(save=None):
+        points.append(save)
+        if len(points) == 3:
+            raise Interrupted(signal.SIGINT, save())
+
+    original = sweep_module.safe_point
+    monkeypatch.setattr(sweep_module, "safe_point", stop_at_the_third)
+    with pytest.raises(SystemExit) as info:
+        main(["sweep", "s.toml", "-o", "out.h5", "--quiet"])
+    err = capsys.readouterr().err
+    assert info.value.code == 130 and len(err.strip().splitlines()) == 1 and "interrupted (SIGINT)" in err, err
+    with h5py.File(".out.h5.checkpoint", "r") as f:
+        assert (int(f.attrs["chunk"]), int(f.attrs["frame"])) == (0, 3)
+        assert f["frames/u"].shape == (3, 4, 17)  # 3 runs, frames 0 to 3, 17 points
+    monkeypatch.setattr(sweep_module, "safe_point", original)
+    with pytest.raises(SystemExit) as info:
+        main(["sweep", "s.toml", "-o", "out.h5", "--quiet", "--resume"])
+        raise SystemExit(0)
+    assert info.value.code == 0, capsys.readouterr().err
+    sim.sweep(sim.load_config("s.toml"), "reference.h5")
+    assert_same_bytes("out.h5", "reference.h5")
+    assert sorted(p.name for p in tmp_cwd.iterdir()) == ["out.h5", "reference.h5", "s.toml"]
