@@ -333,7 +333,7 @@ def _write_chunk_checkpoint(output, text: str, padded: int, k: int, done: int, c
     return partial_path(output)
 
 
-def _read_chunk_checkpoint(output, prep: Prepared, padded: int, frames: int) -> ChunkCheckpoint:
+def _read_chunk_checkpoint(output, prep: Prepared, padded: int, runner: FramedRunner) -> ChunkCheckpoint:
     """The checkpoint of the sweep into `output`, checked against the sweep.
 
     Raises:
@@ -360,8 +360,15 @@ def _read_chunk_checkpoint(output, prep: Prepared, padded: int, frames: int) -> 
         raise InputError(
             source, "padded", f"was written for chunks of {stored_padded} runs, this sweep computes {padded}: resume with the --devices it was started with"
         )
+    frames = runner.frames
     if not (0 <= k < prep.chunks and 0 < done < frames):
         raise DataError(source, "chunk", f"holds frame {done} of chunk {k}; this sweep has {prep.chunks} chunks of {frames} frames")
+    wanted = {name: ((padded, done + 1, *r.shape), np.dtype(r.dtype)) for name, r in runner.rows.items()} if runner.save == "full" else {}
+    if set(kept) != set(wanted):
+        raise DataError(source, "frames", f"holds frames of {sorted(kept)}; this sweep keeps {sorted(wanted)}")
+    for name, (shape, dtype) in wanted.items():
+        if kept[name].shape != shape or kept[name].dtype != dtype:
+            raise DataError(source, f"frames/{name}", f"has shape {kept[name].shape} and dtype {kept[name].dtype}; this sweep needs {shape} {dtype}")
     return ChunkCheckpoint(chunk=k, frame=done, leaves=leaves, frames=kept)
 
 
@@ -537,9 +544,16 @@ def _execute(prep: Prepared, output, resume: bool, n_devices: int, client, progr
     layout = prep.layout(runner.out_info)
     if output is None or not (resume and partial_path(output).exists()):
         _check_results_fit(prep, layout, output)
+    by_frames = isinstance(runner, FramedRunner) and client is None
+    checkpoint = None if output is None else checkpoint_path(output)
+    restored = None
     if output is None:
         sink: FileSink | MemorySink = MemorySink(layout)
     elif resume and partial_path(output).exists():
+        FileSink.check_start(output, prep.text, resume=True)
+        remove_stale(checkpoint)
+        if by_frames and checkpoint.exists():  # checked before the partial file is opened for writing
+            restored = _read_chunk_checkpoint(output, prep, padded, runner)
         sink = FileSink.resume(output, layout)
     else:
         sink = FileSink.create(output, layout)
@@ -547,24 +561,18 @@ def _execute(prep: Prepared, output, resume: bool, n_devices: int, client, progr
     resumed = sum(prep.bounds(k)[1] - prep.bounds(k)[0] for k in done)
     pending = [k for k in range(prep.chunks) if k not in set(done)]
     written = resumed
-    framed = isinstance(runner, FramedRunner) and client is None
-    checkpoint = None if output is None else checkpoint_path(output)
-    restored = None
-    if checkpoint is not None:
-        remove_stale(checkpoint)
-        if framed and resume and checkpoint.exists():
-            restored = _read_chunk_checkpoint(output, prep, padded, runner.frames)
-            if restored.chunk not in pending:
-                restored = None
-        if restored is None:
-            checkpoint.unlink(missing_ok=True)  # of a chunk since written, or of another kind of sweep
+    if restored is not None and restored.chunk not in pending:
+        restored = None
     try:
+        if checkpoint is not None and restored is None:
+            remove_stale(checkpoint)
+            checkpoint.unlink(missing_ok=True)  # of a chunk since written, or of another kind of sweep
         with Progress(enabled=progress, description=f"sweep {prep.setup.model.name}") as bar:
             bar.start(total=prep.runs)
             bar.advance(resumed)
             if client is not None:
                 results = _run_dask(prep, client, padded, pending)
-            elif framed:
+            elif by_frames:
                 results = _run_framed(prep, runner, n_devices, padded, pending, output, restored)
             else:
                 results = _run_local(prep, runner, n_devices, padded, pending)
@@ -580,7 +588,7 @@ def _execute(prep: Prepared, output, resume: bool, n_devices: int, client, progr
                 safe_point(None if output is None else lambda: partial_path(output))
                 now = _time.perf_counter()
                 took, last = now - last, now
-                if output is not None and not framed and not told and took > CHECKPOINT_SECONDS and written < prep.runs:
+                if output is not None and not by_frames and not told and took > CHECKPOINT_SECONDS and written < prep.runs:
                     told = True
                     print(_long_chunk_note(prep, took), file=sys.stderr)
     except BaseException:
