@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import hashlib
 import logging
 import math
 import os
@@ -317,20 +318,29 @@ class ChunkCheckpoint:
     frames: dict[str, np.ndarray]
 
 
-def _write_chunk_checkpoint(output, text: str, padded: int, k: int, done: int, carry, frames: dict[str, np.ndarray]) -> Path:
+def _digest(inputs: dict) -> str:
+    """A digest of a chunk's inputs (run indices and swept values)."""
+    h = hashlib.sha256()
+    for leaf in jax.tree.leaves(inputs):
+        h.update(np.ascontiguousarray(leaf).tobytes())
+    return h.hexdigest()
+
+
+def _write_chunk_checkpoint(output, text: str, padded: int, inputs: dict, k: int, done: int, carry, frames: dict[str, np.ndarray]) -> Path:
     """Checkpoint chunk k of the sweep into `output` (written under a temporary name,
-    then renamed); returns the unfinished sweep's file."""
+    then renamed); returns its path."""
     with atomic_h5(checkpoint_path(output)) as f:
         f.attrs["format"] = CHUNK_CHECKPOINT_FORMAT
         f.attrs["config"] = text
         f.attrs["padded"] = int(padded)
         f.attrs["chunk"] = int(k)
+        f.attrs["inputs"] = _digest(inputs)
         f.attrs["frame"] = int(done)
         write_tree(f.create_group("carry"), carry)
         group = f.create_group("frames")
         for name, value in frames.items():
             group.create_dataset(name, data=value)
-    return partial_path(output)
+    return checkpoint_path(output)
 
 
 def _read_chunk_checkpoint(output, prep: Prepared, padded: int, runner: FramedRunner) -> ChunkCheckpoint:
@@ -346,7 +356,7 @@ def _read_chunk_checkpoint(output, prep: Prepared, padded: int, runner: FramedRu
             if f.attrs.get("format") != CHUNK_CHECKPOINT_FORMAT:
                 raise DataError(source, "format", "is not a simjax sweep checkpoint; delete it to compute its chunk again")
             stored, stored_padded = as_text(f.attrs.get("config", "")), int(f.attrs["padded"])
-            k, done = int(f.attrs["chunk"]), int(f.attrs["frame"])
+            k, done, digest = int(f.attrs["chunk"]), int(f.attrs["frame"]), as_text(f.attrs["inputs"])
             leaves = read_leaves(f["carry"])
             kept = {name: np.asarray(d[()]) for name, d in f["frames"].items()}
     except (*DAMAGED_FILE_ERRORS, KeyError, ValueError, TypeError) as e:
@@ -361,8 +371,8 @@ def _read_chunk_checkpoint(output, prep: Prepared, padded: int, runner: FramedRu
             source, "padded", f"was written for chunks of {stored_padded} runs, this sweep computes {padded}: resume with the --devices it was started with"
         )
     frames = runner.frames
-    if not (0 <= k < prep.chunks and 0 < done < frames):
-        raise DataError(source, "chunk", f"holds frame {done} of chunk {k}; this sweep has {prep.chunks} chunks of {frames} frames")
+    if not (0 <= k < prep.chunks and 0 < done < frames) or digest != _digest(prep.inputs(k, padded)):
+        raise DataError(source, "chunk", f"does not hold frame {done} of chunk {k} of this sweep ({prep.chunks} chunks of {frames} frames); delete it to compute the chunk again")
     wanted = {name: ((padded, done + 1, *r.shape), np.dtype(r.dtype)) for name, r in runner.rows.items()} if runner.save == "full" else {}
     if set(kept) != set(wanted):
         raise DataError(source, "frames", f"holds frames of {sorted(kept)}; this sweep keeps {sorted(wanted)}")
@@ -384,9 +394,9 @@ def _run_framed(prep: Prepared, runner: FramedRunner, devices: int, padded: int,
         inputs = prep.inputs(k, padded)
         last = {"frame": 0, "time": _time.perf_counter()}
 
-        def save(done: int, carry, frames: dict[str, np.ndarray], k=k) -> Path:
+        def save(done: int, carry, frames: dict[str, np.ndarray], k=k, inputs=inputs) -> Path:
             last.update(frame=done, time=_time.perf_counter())
-            return _write_chunk_checkpoint(output, prep.text, padded, k, done, carry, frames)
+            return _write_chunk_checkpoint(output, prep.text, padded, inputs, k, done, carry, frames)
 
         def between(done: int, carry, frames: dict[str, np.ndarray]) -> None:
             if output is not None:
@@ -399,6 +409,8 @@ def _run_framed(prep: Prepared, runner: FramedRunner, devices: int, padded: int,
 
         if restored is not None and restored.chunk == k:
             carry = tree_from_leaves(restored.leaves, runner.carry_struct, checkpoint_path(output), "carry")
+            if not np.all(np.asarray(carry.frames) == restored.frame + 1):
+                raise DataError(checkpoint_path(output), "frame", f"says frame {restored.frame}, its runs hold another; delete it to compute the chunk again")
             last["frame"] = restored.frame
             values = runner.run(inputs, carry, restored.frame, restored.frames, between)
         else:

@@ -42,6 +42,7 @@ class Carry(eqx.Module):
     result: Array  # int32: the first non-zero result code of the solver, else 0
     first: dict  # the observables of frame 0
     kept: dict  # per observable: {"final"} or {"final", "min", "max", "sum"}
+    frames: Array  # int32: the frames given out so far (frame 0 included)
 
 
 def _problem(s, family, x: dict):
@@ -76,7 +77,7 @@ def _start_one(s, family, save: str, rows: dict[str, jax.ShapeDtypeStruct], x: d
             kept[name] = {"final": z}
             if save == "summary":
                 kept[name].update(min=_extreme(z.dtype, True), max=_extreme(z.dtype, False), sum=jnp.zeros((), _sum_dtype(z.dtype)))
-    return Carry(state=state, ok=jnp.asarray(True), result=jnp.zeros((), jnp.int32), first=zeros, kept=kept)
+    return Carry(state=state, ok=jnp.asarray(True), result=jnp.zeros((), jnp.int32), first=zeros, kept=kept, frames=jnp.zeros((), jnp.int32))
 
 
 def _advance_one(s, family, save: str, bounds, capacity: int, frames_total: int, x: dict, carry: Carry, count, is_first):
@@ -116,7 +117,7 @@ def _advance_one(s, family, save: str, bounds, capacity: int, frames_total: int,
 
             new["sum"], _ = jax.lax.scan(add, k["sum"], (per_frame, valid))
         kept[name] = new
-    carry = Carry(state=state, ok=ok, result=result, first=first, kept=kept)
+    carry = Carry(state=state, ok=ok, result=result, first=first, kept=kept, frames=carry.frames + count)
     return carry, (saved if save == "full" else None), _outputs(problem, carry, save, frames_total)
 
 

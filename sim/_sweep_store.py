@@ -79,6 +79,8 @@ class FileSink:
         """
         partial = partial_path(path)
         if not partial.exists():
+            if resume and Path(path).exists():
+                raise InputError(path, "", "is a finished sweep; there is nothing to resume (run without --resume to overwrite it)")
             return
         if not resume:
             raise InputError(

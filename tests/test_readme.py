@@ -30,6 +30,8 @@ import pytest
 
 import sim
 from sim import _stream
+from sim._sweep_store import FileSink
+from sim._unfinished import partial_path
 from sim.cli import main
 
 REPO = Path(__file__).resolve().parents[1]
@@ -158,19 +160,21 @@ def cli(argv):
 
 
 def interrupt_after_first_chunk(argv):
-    """Start `argv` (a `sim run`) and interrupt it as Ctrl-C does (SIGINT) once its first
-    chunk is written: it stops at the next safe point with a checkpoint and exit code 130."""
-    original = _stream.ChunkSizer.took
+    """Start `argv` (a `sim run` or `sim sweep`) and interrupt it as Ctrl-C does (SIGINT)
+    once its first chunk is done: it stops at the next safe point with a checkpoint (a
+    sweep: its partial file) and exit code 130."""
+    owner, name = (_stream.ChunkSizer, "took") if argv[0] == "run" else (FileSink, "write")
+    original = getattr(owner, name)
     sent = []
 
-    def took(self, *args, **kwargs):
+    def done(self, *args, **kwargs):
         original(self, *args, **kwargs)
         if not sent:
             sent.append(True)
             signal.raise_signal(signal.SIGINT)
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(_stream.ChunkSizer, "took", took)
+        patch.setattr(owner, name, done)
         with pytest.raises(SystemExit) as info:
             main(argv)
     assert sent and info.value.code == 130
@@ -195,11 +199,10 @@ def run_commands(folder: Path, slow: bool, capsys=None, outputs=None) -> list[st
         if isinstance(extra, str):  # a --resume after the same command without it
             base = runnable(command.replace(" --resume", ""))
             extra = SMALL[base]
-            if argv[0] == "run":
-                output = Path(argv[argv.index("-o") + 1])
-                output.unlink(missing_ok=True)
-                interrupt_after_first_chunk([a for a in argv if a != "--resume"] + extra + ["--quiet"])
-                assert _stream.checkpoint_path(output).exists()
+            output = Path(argv[argv.index("-o") + 1])
+            output.unlink(missing_ok=True)
+            interrupt_after_first_chunk([a for a in argv if a != "--resume"] + extra + ["--quiet"])
+            assert (_stream.checkpoint_path if argv[0] == "run" else partial_path)(output).exists()
         code = cli([*argv, *extra, *(["--quiet"] if argv[0] in ("run", "sweep", "fit", "infer", "plot") else [])])
         assert code == 0, command
         ran.append(command)

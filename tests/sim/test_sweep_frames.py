@@ -161,7 +161,7 @@ def test_a_chunk_gives_the_same_bytes_however_its_frames_are_cut(text, tmp_cwd, 
 def test_chunks_are_checkpointed_within_every_five_minutes_by_default(tmp_cwd, monkeypatch):
     written = []
     original = sweep_module._write_chunk_checkpoint
-    monkeypatch.setattr(sweep_module, "_write_chunk_checkpoint", lambda *a: written.append((a[3], a[4])) or original(*a))
+    monkeypatch.setattr(sweep_module, "_write_chunk_checkpoint", lambda *a: written.append((a[4], a[5])) or original(*a))
     monkeypatch.setattr(frames_module, "ChunkSizer", lambda limit: Fixed(1))
     Path("s.toml").write_text(SPECTRAL)
     sim.sweep(sim.load_config("s.toml"), "quick.h5")
@@ -283,10 +283,29 @@ def test_a_full_sweep_stopped_mid_chunk_keeps_its_frames_and_resumes(tmp_cwd, mo
         assert (int(f.attrs["chunk"]), int(f.attrs["frame"])) == (0, 3)
         assert f["frames/u"].shape == (3, 4, 17)  # 3 runs, frames 0 to 3, 17 points
     monkeypatch.setattr(sweep_module, "safe_point", original)
-    with pytest.raises(SystemExit) as info:
-        main(["sweep", "s.toml", "-o", "out.h5", "--quiet", "--resume"])
-        raise SystemExit(0)
-    assert info.value.code == 0, capsys.readouterr().err
+
+    def resume() -> tuple[int, str]:
+        with pytest.raises(SystemExit) as info:
+            main(["sweep", "s.toml", "-o", "out.h5", "--quiet", "--resume"])
+            raise SystemExit(0)
+        return info.value.code, capsys.readouterr().err
+
+    # A checkpoint that claims another chunk or another frame than its runs hold is refused.
+    shutil.copy(".out.h5.checkpoint", "saved")
+    for key, value in (("chunk", 1), ("frame", 2)):
+        with h5py.File(".out.h5.checkpoint", "r+") as f:
+            f.attrs[key] = value
+        code, err = resume()
+        assert code == 2 and len(err.strip().splitlines()) == 1 and ".out.h5.checkpoint" in err, (key, err)
+        shutil.copy("saved", ".out.h5.checkpoint")
+    Path("saved").unlink()
+    code, err = resume()
+    assert code == 0, err
     sim.sweep(sim.load_config("s.toml"), "reference.h5")
     assert_same_bytes("out.h5", "reference.h5")
     assert sorted(p.name for p in tmp_cwd.iterdir()) == ["out.h5", "reference.h5", "s.toml"]
+    # --resume of a finished sweep: nothing to resume, the file untouched (not computed again).
+    before = Path("out.h5").read_bytes()
+    code, err = resume()
+    assert code == 2 and "finished sweep" in err and len(err.strip().splitlines()) == 1, err
+    assert Path("out.h5").read_bytes() == before
