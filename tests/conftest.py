@@ -2,9 +2,17 @@
 cache shared by the test workers and the `sim` processes the tests start."""
 
 import os
+import sys
 from pathlib import Path
 
-import jax
+# The test command installs without byte-compiling (most modules of the dependencies are
+# never imported; compiling them all took half the install): the modules the tests import
+# are compiled once, here, on first import, even where PYTHONDONTWRITEBYTECODE is set (the
+# `sim` processes the tests start inherit this).
+sys.dont_write_bytecode = False
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+
+import jax  # noqa: E402
 import pytest
 
 jax.config.update("jax_enable_x64", True)
@@ -59,6 +67,7 @@ _LONGEST_FIRST = (
     "tests/solvers/test_sde.py",
     "tests/sim/test_signals.py",
     "tests/sim/test_sweep_md.py",
+    "tests/sim/test_sweep_frames.py",
     "tests/sim/test_blowup.py",
     "tests/sim/test_run_resume.py",
     "tests/solvers/test_ode.py",

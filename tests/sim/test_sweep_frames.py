@@ -54,6 +54,8 @@ t1 = 0.1
 save = 6
 [solver]
 method = "kvaerno5"
+rtol = 1e-10
+atol = 1e-12
 [sweep]
 mode = "grid"
 [sweep.params]
@@ -80,7 +82,7 @@ save = "final"
 theta = { values = [0.5, 1.5] }
 """
 
-# Long enough (about 2 s of stepping) to be stopped mid-chunk; a checkpoint after every
+# Long enough (about a second of stepping) to be stopped mid-chunk; a checkpoint after every
 # call, the first of which advances one frame.
 MD = """
 [model]
@@ -96,7 +98,7 @@ temperature = 1.0
 seed = 3
 [time]
 dt = 0.004
-steps = 4000
+steps = 2000
 save_every = 20
 [solver]
 method = "langevin"
