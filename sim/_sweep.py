@@ -48,7 +48,7 @@ from ._limits import disk_problem, memory_problem, readable
 from ._progress import Progress
 from ._family import Family, family_of
 from ._run import Setup, build_model, resolved_toml
-from ._sweep_frames import FramedRunner
+from ._sweep_frames import FramedRunner, nan_unless
 from ._sweep_spec import SUMMARY_STATS, SweepPlan, is_scalar, plan_sweep, sweep_section
 from ._sweep_store import FAILED, OK, FileSink, Layout, MemorySink, SweepResult, root_attrs
 from ._store import DAMAGED_FILE_ERRORS, atomic_h5, error_reason
@@ -63,12 +63,6 @@ _AXIS = "run"
 
 
 # ----------------------------------------------------------------------------- one chunk
-
-
-def _nan_unless(ok: jax.Array, x: jax.Array) -> jax.Array:
-    if not jnp.issubdtype(x.dtype, jnp.floating):
-        return x
-    return jnp.where(ok, x, jnp.asarray(jnp.nan, dtype=x.dtype))
 
 
 def _bounds(s: Setup):
@@ -104,7 +98,7 @@ def _outputs(obs: dict, num_steps: jax.Array, result: jax.Array, save: str) -> d
             axes = per_run(value)
             reduced = {"min": jnp.min(value, axis=axes), "max": jnp.max(value, axis=axes), "mean": jnp.mean(value, axis=axes), "final": value[-1]}
             out.update({f"observables/{name}/{stat}": reduced[stat] for stat in SUMMARY_STATS})
-    out = {k: jnp.moveaxis(_nan_unless(ok, v), -1, 0) for k, v in out.items()}
+    out = {k: jnp.moveaxis(nan_unless(ok, v), -1, 0) for k, v in out.items()}
     out["stats/num_steps"] = jnp.asarray(num_steps, dtype=jnp.int64)
     out["stats/result"] = jnp.asarray(result, dtype=jnp.int32)
     out["status"] = jnp.where(ok, jnp.int8(OK), jnp.int8(FAILED))

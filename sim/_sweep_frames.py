@@ -30,6 +30,7 @@ from jaxtyping import Array, PyTree
 
 from ._stream import CHUNK_BYTES, ChunkSizer, _now
 from ._sweep_spec import SUMMARY_STATS
+from ._sweep_store import FAILED, OK
 
 _AXIS = "run"
 
@@ -121,25 +122,26 @@ def _advance_one(s, family, save: str, bounds, capacity: int, frames_total: int,
     return carry, (saved if save == "full" else None), _outputs(problem, carry, save, frames_total)
 
 
+def nan_unless(ok: Array, x: Array) -> Array:
+    """x where `ok`, else NaN (x itself if it is not floating point)."""
+    return jnp.where(ok, x, jnp.asarray(jnp.nan, x.dtype)) if _floating(x.dtype) else x
+
+
 def _outputs(problem, carry: Carry, save: str, frames_total: int) -> dict[str, Array]:
     """The sweep layout's values of one run (observables NaN unless it stayed good;
     full frames are added by the caller)."""
     ok = carry.ok
-
-    def nan_unless(v: Array) -> Array:
-        return jnp.where(ok, v, jnp.asarray(jnp.nan, v.dtype)) if _floating(v.dtype) else v
-
     out: dict[str, Array] = {}
     for name, k in carry.kept.items():
         if save == "final":
-            out[f"observables/{name}"] = nan_unless(k["final"])
+            out[f"observables/{name}"] = nan_unless(ok, k["final"])
             continue
         size = frames_total * math.prod(k["final"].shape)
         stats = {"min": k["min"], "max": k["max"], "mean": k["sum"] / size, "final": k["final"]}
-        out.update({f"observables/{name}/{stat}": nan_unless(stats[stat]) for stat in SUMMARY_STATS})
+        out.update({f"observables/{name}/{stat}": nan_unless(ok, stats[stat]) for stat in SUMMARY_STATS})
     out["stats/num_steps"] = jnp.asarray(problem.num_steps(carry.state), dtype=jnp.int64)
     out["stats/result"] = carry.result
-    out["status"] = jnp.where(ok, jnp.int8(1), jnp.int8(2))
+    out["status"] = jnp.where(ok, jnp.int8(OK), jnp.int8(FAILED))
     return out
 
 
@@ -224,7 +226,7 @@ class FramedRunner:
                 between(done, carry, {name: np.concatenate(p, axis=1) for name, p in pieces.items()})
         values = {name: np.asarray(v) for name, v in jax.device_get(outputs).items()}
         if self.save == "full":
-            ok = values["status"] == 1
+            ok = values["status"] == OK
             full = {}
             for name, p in pieces.items():
                 v = np.concatenate(p, axis=1)
