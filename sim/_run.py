@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from physics.ode import ode_model
 from physics import Model, NamedStateModel
 from solvers import did_you_mean
 
@@ -30,9 +31,31 @@ from ._stream import RunPlan, chunk_frames, collect, stream
 DEFAULT_SAVE = 101
 
 
+_TEXT_MODEL_KEYS = ("states", "parameters", "observables")
+
+
+def _text_model(config: Config) -> Model:
+    """The ODE model a config writes in `[model.states]` (`physics.ode.ode_model`)."""
+    spec = config.spec.model
+    options = spec.options
+    for key in options:
+        if key not in _TEXT_MODEL_KEYS:
+            raise config.error(f"model.{key}", f"is not a key of a model written in its config (keys: name, {', '.join(_TEXT_MODEL_KEYS)})")
+    for key in _TEXT_MODEL_KEYS:
+        if key in options and not isinstance(options[key], dict):
+            raise config.error(f"model.{key}", f"expected a table, like [model.{key}], got {options[key]!r}")
+    try:
+        return ode_model(spec.name, options["states"], options.get("parameters"), options.get("observables"))
+    except ValueError as e:
+        where, _, why = str(e).partition(": ")
+        raise config.error(f"model.{where}", why) from None
+
+
 def build_model(config: Config) -> Model:
     """The model a config's `[model]` section names, with its options."""
     spec = config.spec.model
+    if "states" in spec.options:
+        return _text_model(config)
     try:
         cls = model_class(spec.name)
     except ValueError:

@@ -11,3 +11,4 @@ from ._classic import (
 )
 from .base import OdeModel as OdeModel
 from ._neural import HybridLotkaVolterra as HybridLotkaVolterra, Mlp as Mlp, NeuralOde as NeuralOde
+from ._text import TextOdeModel as TextOdeModel, ode_model as ode_model
