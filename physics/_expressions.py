@@ -46,6 +46,8 @@ FUNCTIONS: dict[str, tuple[Callable[..., Any], int]] = {
     "piecewise": (jnp.where, 3),
 }
 CONSTANTS = {"pi": math.pi, "e": math.e}
+MAX_LENGTH = 100_000  # characters of one expression
+MAX_DEPTH = 400  # nesting of one expression (a sum of n terms is n deep)
 
 _BINARY = {ast.Add: jnp.add, ast.Sub: jnp.subtract, ast.Mult: jnp.multiply, ast.Div: jnp.divide, ast.Pow: jnp.power}
 _COMPARE = {ast.Lt: jnp.less, ast.LtE: jnp.less_equal, ast.Gt: jnp.greater, ast.GtE: jnp.greater_equal, ast.Eq: jnp.equal, ast.NotEq: jnp.not_equal}
@@ -88,22 +90,30 @@ def parse(text: str, symbols: Collection[str]) -> Expression:
     source = text.strip()
     if not source:
         raise ExpressionError("expected an expression, got an empty text")
+    if len(source) > MAX_LENGTH:
+        raise ExpressionError(f"expected an expression of at most {MAX_LENGTH:,} characters, got {len(source):,}")
     try:
         tree = ast.parse(source, mode="eval")
     except SyntaxError as e:
         raise ExpressionError(f"column {e.offset or 1}: syntax error ({e.msg})") from None
+    except (RecursionError, MemoryError):
+        raise ExpressionError("nested too deeply to read; split it into observables or shorter terms") from None
     known = set(symbols)
     used: set[str] = set()
 
     def fail(node: ast.AST, why: str) -> ExpressionError:
         return ExpressionError(f"column {getattr(node, 'col_offset', 0) + 1}: {why}")
 
-    def build(node: ast.AST) -> Callable[[dict[str, Any]], Any]:
+    def build(node: ast.AST, depth: int = 0) -> Callable[[dict[str, Any]], Any]:
+        if depth > MAX_DEPTH:  # (evaluation recurses as deep as the tree)
+            raise ExpressionError(f"nested more than {MAX_DEPTH} levels deep; split it into observables or shorter terms")
         if isinstance(node, ast.Constant):
             value = node.value
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise fail(node, f"expected a number, got {value!r}")
             number = float(value)
+            if not math.isfinite(number):
+                raise fail(node, f"expected a finite number, got {ast.get_source_segment(source, node) or value!r}")
             return lambda v: number
         if isinstance(node, ast.Name):
             name = node.id
@@ -122,10 +132,10 @@ def parse(text: str, symbols: Collection[str]) -> Expression:
             op = _BINARY.get(type(node.op))
             if op is None:
                 raise fail(node, f"the operator {type(node.op).__name__} is not in the language (+ - * / **)")
-            left, right = build(node.left), build(node.right)
+            left, right = build(node.left, depth + 1), build(node.right, depth + 1)
             return lambda v: op(left(v), right(v))
         if isinstance(node, ast.UnaryOp):
-            operand = build(node.operand)
+            operand = build(node.operand, depth + 1)
             if isinstance(node.op, ast.USub):
                 return lambda v: jnp.negative(operand(v))
             if isinstance(node.op, ast.UAdd):
@@ -139,10 +149,10 @@ def parse(text: str, symbols: Collection[str]) -> Expression:
             op = _COMPARE.get(type(node.ops[0]))
             if op is None:
                 raise fail(node, f"the comparison {type(node.ops[0]).__name__} is not in the language")
-            left, right = build(node.left), build(node.comparators[0])
+            left, right = build(node.left, depth + 1), build(node.comparators[0], depth + 1)
             return lambda v: op(left(v), right(v))
         if isinstance(node, ast.BoolOp):
-            parts = [build(n) for n in node.values]
+            parts = [build(n, depth + 1) for n in node.values]
             join = jnp.logical_and if isinstance(node.op, ast.And) else jnp.logical_or
 
             def boolean(v):
@@ -153,7 +163,7 @@ def parse(text: str, symbols: Collection[str]) -> Expression:
 
             return boolean
         if isinstance(node, ast.IfExp):
-            cond, yes, no = build(node.test), build(node.body), build(node.orelse)
+            cond, yes, no = build(node.test, depth + 1), build(node.body, depth + 1), build(node.orelse, depth + 1)
             return lambda v: jnp.where(cond(v), yes(v), no(v))
         if isinstance(node, ast.Call):
             if not isinstance(node.func, ast.Name) or node.func.id not in FUNCTIONS:
@@ -164,9 +174,12 @@ def parse(text: str, symbols: Collection[str]) -> Expression:
                 raise fail(node, f"{node.func.id}() takes plain arguments, no keywords")
             if len(node.args) != arity:
                 raise fail(node, f"{node.func.id}() takes {arity} argument{'s' if arity > 1 else ''}, got {len(node.args)}")
-            args = [build(a) for a in node.args]
+            args = [build(a, depth + 1) for a in node.args]
             return lambda v: fn(*(a(v) for a in args))
         raise fail(node, f"{type(node).__name__} is not in the expression language")
 
-    fn = build(tree.body)
+    try:
+        fn = build(tree.body)
+    except RecursionError:
+        raise ExpressionError("nested too deeply to read; split it into observables or shorter terms") from None
     return Expression(source, frozenset(used), fn)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import equinox as eqx
@@ -53,8 +54,10 @@ def _parameter(name: str, spec: Any) -> Parameter:
             raise ValueError(f"parameters.{name}: expected unit and doc as text")
     else:
         value, unit, doc, positive = spec, "1", "", False
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"parameters.{name}: expected a number, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"parameters.{name}: expected a finite number, got {value!r}")
+    if positive and not value > 0:
+        raise ValueError(f"parameters.{name}: expected a positive value (it is declared positive), got {value!r}")
     return Parameter(name, float(value), unit, doc, "positive" if positive else "real")
 
 

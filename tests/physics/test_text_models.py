@@ -49,7 +49,13 @@ def test_expressions_evaluate_as_numpy_does():
         ("exp", "'exp' is a function"),
         ("lambda: x", "Lambda is not in the expression language"),
         ("", "empty"),
+        ("1e400 * x", "column 1: expected a finite number, got '1e400'"),
+        ("x" + " + x" * 450, "nested"),  # (by the parser or by the depth limit, as the stack allows)
+        ("-" * 5000 + "x", "nested too deeply"),
+        ("(" * 300 + "x" + ")" * 300, "too many nested parentheses"),
+        ("x" * 200_000, "at most 100,000 characters"),
     ],
+    ids=lambda v: v[:20] if isinstance(v, str) else None,
 )
 def test_what_the_language_does_not_have_is_refused_with_its_column(text, says):
     with pytest.raises(ExpressionError) as info:
@@ -157,6 +163,8 @@ def test_a_config_defined_model_runs_and_sweeps_as_the_built_in_one(tmp_cwd, cap
         ('model.parameters.alpha={ value = 0.5, bounds = [0, 1] }', "model.parameters.alpha"),
         ('model.parameters.prey=1.0', "model.parameters.prey"),
         ('model.noise={ prey = "0.1" }', "model.noise"),
+        ("model.parameters.beta=nan", "model.parameters.beta"),
+        ("model.parameters.alpha={ value = -0.5, positive = true }", "model.parameters.alpha"),
     ],
 )
 def test_bad_text_models_are_one_line_errors(override, key, tmp_cwd, capsys):
