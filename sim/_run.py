@@ -15,6 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from physics.ode import ode_model
+from physics.sde import sde_model
 from physics import Model, NamedStateModel
 from solvers import did_you_mean
 
@@ -31,11 +32,13 @@ from ._stream import RunPlan, chunk_frames, collect, stream
 DEFAULT_SAVE = 101
 
 
-_TEXT_MODEL_KEYS = ("states", "parameters", "observables")
+_TEXT_MODEL_KEYS = ("states", "noise", "parameters", "observables")
 
 
 def _text_model(config: Config) -> Model:
-    """The ODE model a config writes in `[model.states]` (`physics.ode.ode_model`)."""
+    """The model a config writes in `[model.states]`: an ODE model
+    (`physics.ode.ode_model`), or with `[model.noise]` an SDE model
+    (`physics.sde.sde_model`)."""
     spec = config.spec.model
     options = spec.options
     for key in options:
@@ -45,6 +48,8 @@ def _text_model(config: Config) -> Model:
         if key in options and not isinstance(options[key], dict):
             raise config.error(f"model.{key}", f"expected a table, like [model.{key}], got {options[key]!r}")
     try:
+        if "noise" in options:
+            return sde_model(spec.name, options["states"], options["noise"], options.get("parameters"), options.get("observables"))
         return ode_model(spec.name, options["states"], options.get("parameters"), options.get("observables"))
     except ValueError as e:
         where, _, why = str(e).partition(": ")

@@ -7,3 +7,4 @@ from ._models import (
     StochasticLotkaVolterra as StochasticLotkaVolterra,
 )
 from .base import NOISE_KINDS as NOISE_KINDS, SdeModel as SdeModel
+from ._text import TextSdeModel as TextSdeModel, sde_model as sde_model

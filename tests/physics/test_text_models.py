@@ -162,7 +162,7 @@ def test_a_config_defined_model_runs_and_sweeps_as_the_built_in_one(tmp_cwd, cap
         ('model.states.prey="alpha * (prey"', "model.states.prey"),
         ('model.parameters.alpha={ value = 0.5, bounds = [0, 1] }', "model.parameters.alpha"),
         ('model.parameters.prey=1.0', "model.parameters.prey"),
-        ('model.noise={ prey = "0.1" }', "model.noise"),
+        ('model.noise={ hare = "0.1" }', "model.noise.hare"),
         ("model.parameters.beta=nan", "model.parameters.beta"),
         ("model.parameters.alpha={ value = -0.5, positive = true }", "model.parameters.alpha"),
     ],
@@ -172,3 +172,41 @@ def test_bad_text_models_are_one_line_errors(override, key, tmp_cwd, capsys):
     code, err = cli(["run", "text.toml", "-o", "out.h5", "--set", override], capsys)
     assert code == 2 and len(err.strip().splitlines()) == 1 and key in err and "Traceback" not in err, err
     assert not Path("out.h5").exists()
+
+
+SDE = """
+[model]
+name = "{name}"
+{model}
+[initial]
+x = 2.0
+[time]
+t1 = 1.0
+save = 11
+[solver]
+method = "{method}"
+dt = 0.02
+[ensemble]
+paths = 20
+seed = 7
+"""
+
+
+@pytest.mark.parametrize(
+    "built_in, drift, noise, params, method",
+    [
+        ("ornstein_uhlenbeck", "theta * (mu - x)", "sigma", "theta = 1.5\nmu = 0.4\nsigma = 0.7", "sra1"),  # additive noise
+        ("geometric_brownian_motion", "mu * x", "sigma * x", "mu = 0.05\nsigma = 0.2", "milstein"),  # diagonal noise
+    ],
+)
+def test_an_sde_written_in_its_config_draws_the_paths_of_the_built_in_model(built_in, drift, noise, params, method, tmp_cwd, capsys):
+    text = f'[model.states]\nx = "{drift}"\n[model.noise]\nx = "{noise}"\n[model.parameters]\n{params}'
+    Path("text.toml").write_text(SDE.format(name="mine", model=text, method=method))
+    Path("built_in.toml").write_text(SDE.format(name=built_in, model=f"[params]\n{params}", method=method))
+    for name in ("text", "built_in"):
+        code, err = cli(["run", f"{name}.toml", "-o", f"{name}.h5", "--quiet"], capsys)
+        assert code == 0, err
+    a, b = sim.read("text.h5").observables["x"], sim.read("built_in.h5").observables["x"]
+    assert a.shape == (11, 20) and a.tobytes() == b.tobytes()
+    expected = "additive" if method == "sra1" else "diagonal"
+    assert sim.setup(sim.load_config("text.toml")).model.noise == expected

@@ -1,0 +1,111 @@
+"""What models written as text share (a config's `[model.states]`, `[model.noise]`,
+`[model.parameters]`, `[model.observables]`): declarations checked and expressions parsed
+into a class namespace, and the evaluation of expressions at (t, y, params)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import jax.numpy as jnp
+from jaxtyping import Array, PyTree
+
+from ._base import Parameter
+from ._expressions import CONSTANTS, Expression, ExpressionError, parse
+from ._types import Scalar, State
+
+_PARAMETER_KEYS = ("value", "unit", "doc", "positive")
+
+
+def values_at(state_names: tuple[str, ...], t: Scalar, y: State, params: PyTree) -> dict[str, Any]:
+    """The values an expression reads: the parameters, the states by name and `t`."""
+    values = dict(params)
+    values.update({name: y[i] for i, name in enumerate(state_names)})
+    values["t"] = t
+    return values
+
+
+def evaluate(expressions, values: dict[str, Any], dtype) -> Array:
+    """The expressions' values stacked into a vector of `dtype` (constants broadcast)."""
+    return jnp.stack([jnp.broadcast_to(jnp.asarray(e(values), dtype), ()) for e in expressions])
+
+def _parameter(name: str, spec: Any) -> Parameter:
+    if isinstance(spec, dict):
+        unknown = [k for k in spec if k not in _PARAMETER_KEYS]
+        if unknown:
+            raise ValueError(f"parameters.{name}: unknown key {unknown[0]!r} (keys: {', '.join(_PARAMETER_KEYS)})")
+        if "value" not in spec:
+            raise ValueError(f"parameters.{name}: expected a value = ... in its table")
+        value, unit, doc = spec["value"], spec.get("unit", "1"), spec.get("doc", "")
+        positive = spec.get("positive", False)
+        if not isinstance(positive, bool):
+            raise ValueError(f"parameters.{name}.positive: expected true or false, got {positive!r}")
+        if not isinstance(unit, str) or not isinstance(doc, str):
+            raise ValueError(f"parameters.{name}: expected unit and doc as text")
+    else:
+        value, unit, doc, positive = spec, "1", "", False
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"parameters.{name}: expected a finite number, got {value!r}")
+    if positive and not value > 0:
+        raise ValueError(f"parameters.{name}: expected a positive value (it is declared positive), got {value!r}")
+    return Parameter(name, float(value), unit, doc, "positive" if positive else "real")
+
+
+def _identifier(kind: str, name: str) -> None:
+    if not name.isidentifier() or name == "t" or name in CONSTANTS:
+        raise ValueError(f"{kind}.{name}: expected a name of letters, digits and _ (not t, pi or e)")
+
+
+def declare(
+    kind: str, label: str, states: dict[str, str], parameters: dict[str, Any] | None, observables: dict[str, str] | None, **tables: dict[str, str]
+) -> tuple[dict[str, Any], list[tuple[str, Expression]], list[tuple[str, Expression]], dict[str, list[tuple[str, Expression]]]]:
+    """Check a text model's declarations and parse its expressions: (the class namespace,
+    the parsed states, the parsed observables, the parsed `tables` by name, such as the
+    noise).
+
+    Raises:
+        ValueError: naming the entry (`states.S`, `parameters.beta`, ...) and, for an
+            expression, the column.
+    """
+    parameters = dict(parameters or {})
+    observables = dict(observables or {})
+    if not states:
+        raise ValueError("states: expected at least one state = its right-hand side")
+    for group, names in (("states", states), ("parameters", parameters), ("observables", observables)):
+        for name in names:
+            _identifier(group, name)
+    for name in parameters:
+        if name in states:
+            raise ValueError(f"parameters.{name}: is also a state")
+    for name in observables:
+        if name in states or name in parameters:
+            raise ValueError(f"observables.{name}: is also a {'state' if name in states else 'parameter'}")
+    for group, table in tables.items():
+        for name in table:
+            if name not in states:
+                raise ValueError(f"{group}.{name}: is not a state (states: {', '.join(states)})")
+    symbols = set(states) | set(parameters) | {"t"}
+
+    def compile_all(group: str, table: dict[str, str]) -> list[tuple[str, Expression]]:
+        out = []
+        for name, text in table.items():
+            try:
+                out.append((name, parse(text, symbols)))
+            except ExpressionError as e:
+                raise ValueError(f"{group}.{name}: {e}") from None
+        return out
+
+    namespace = {
+        "name": label,
+        "description": f"an {kind} model written in its config ({len(states)} states)",
+        "parameters": tuple(_parameter(name, spec) for name, spec in parameters.items()),
+        "state_names": tuple(states),
+        "initial_defaults": {name: 0.0 for name in states},
+        "__doc__": f"The {kind} model {label!r} written as text.",
+    }
+    parsed = {group: compile_all(group, table) for group, table in tables.items()}
+    return namespace, compile_all("states", states), compile_all("observables", observables), parsed
+
+
+def class_name(label: str) -> str:
+    return f"Text_{label}" if label.isidentifier() else "TextModel"

@@ -1,0 +1,57 @@
+"""SDE models written as text: a config's `[model.states]` (drifts) with `[model.noise]`
+(diffusions, one Brownian motion per state)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import equinox as eqx
+from jaxtyping import Array, PyTree
+
+from .._expressions import Expression
+from .._text import class_name, declare, evaluate, values_at
+from .._types import Scalar, State
+from .base import SdeModel
+
+
+class TextSdeModel(SdeModel):
+    """An SDE model built by `sde_model`: dy_i = drifts[i] dt + diffusions[i] dW_i (Ito,
+    diagonal noise; additive when no diffusion reads a state)."""
+
+    drifts: tuple[Expression, ...] = eqx.field(static=True)
+    diffusions: tuple[Expression | None, ...] = eqx.field(static=True)
+    extras: tuple[tuple[str, Expression], ...] = eqx.field(static=True)
+
+    def drift(self, t: Scalar, y: State, params: PyTree) -> State:
+        return evaluate(self.drifts, values_at(self.state_names, t, y, params), y.dtype)
+
+    def diffusion(self, t: Scalar, y: State, params: PyTree) -> State:
+        values = values_at(self.state_names, t, y, params)
+        zero = lambda v: 0.0  # noqa: E731  (a state without noise)
+        return evaluate([zero if e is None else e for e in self.diffusions], values, y.dtype)
+
+    def extra_observables(self, t: Scalar, y: State, params: PyTree) -> dict[str, Array]:
+        values = values_at(self.state_names, t, y, params)
+        return dict(zip([n for n, _ in self.extras], evaluate([e for _, e in self.extras], values, y.dtype))) if self.extras else {}
+
+
+def sde_model(
+    label: str, states: dict[str, str], noise: dict[str, str], parameters: dict[str, Any] | None = None, observables: dict[str, str] | None = None
+) -> TextSdeModel:
+    """An `SdeModel` from text: `states` maps each state to its drift, `noise` (some of
+    the states) to its diffusion, each state driven by its own Brownian motion;
+    `parameters` and `observables` as for `physics.ode.ode_model`.
+
+    Example:
+        >>> model = sde_model("ou", {"x": "-theta * x"}, {"x": "sigma"}, {"theta": 1.0, "sigma": 0.5})
+
+    Raises:
+        ValueError: naming the entry and, for an expression, the column.
+    """
+    if not noise:
+        raise ValueError("noise: expected at least one state = its diffusion")
+    namespace, drifts, extras, parsed = declare("SDE", label, states, parameters, observables, noise=noise)
+    by_state = dict(parsed["noise"])
+    kind = "diagonal" if any(e.names & set(states) for e in by_state.values()) else "additive"
+    cls = type(class_name(label), (TextSdeModel,), {**namespace, "noise": kind, "__module__": __name__})
+    return cls(drifts=tuple(e for _, e in drifts), diffusions=tuple(by_state.get(name) for name in states), extras=tuple(extras))
