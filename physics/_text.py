@@ -57,7 +57,7 @@ def _identifier(kind: str, name: str) -> None:
 
 
 def declare(
-    kind: str, label: str, states: dict[str, str], parameters: dict[str, Any] | None, observables: dict[str, str] | None, **tables: dict[str, str]
+    kind: str, label: str, states: dict[str, Any], parameters: dict[str, Any] | None, observables: dict[str, str] | None, **tables: dict[str, str]
 ) -> tuple[dict[str, Any], list[tuple[str, Expression]], list[tuple[str, Expression]], dict[str, list[tuple[str, Expression]]]]:
     """Check a text model's declarations and parse its expressions: (the class namespace,
     the parsed states, the parsed observables, the parsed `tables` by name, such as the
@@ -71,6 +71,7 @@ def declare(
     observables = dict(observables or {})
     if not states:
         raise ValueError("states: expected at least one state = its right-hand side")
+    states, constraint = _states(states)
     for group, names in (("states", states), ("parameters", parameters), ("observables", observables)):
         for name in names:
             _identifier(group, name)
@@ -101,10 +102,36 @@ def declare(
         "parameters": tuple(_parameter(name, spec) for name, spec in parameters.items()),
         "state_names": tuple(states),
         "initial_defaults": {name: 0.0 for name in states},
+        "initial_constraint": constraint,
         "__doc__": f"The {kind} model {label!r} written as text.",
     }
     parsed = {group: compile_all(group, table) for group, table in tables.items()}
     return namespace, compile_all("states", states), compile_all("observables", observables), parsed
+
+
+def _states(states: dict[str, Any]) -> tuple[dict[str, str], str]:
+    """Each state's expression (given as text, or as a table with `rate` and
+    `positive`) and the constraint of the initial values: positive when every state is
+    declared positive (a fit then transforms the initial values by log), else real."""
+    texts, positive = {}, []
+    for name, spec in states.items():
+        if isinstance(spec, dict):
+            unknown = [k for k in spec if k not in ("rate", "positive")]
+            if unknown or "rate" not in spec:
+                raise ValueError(f"states.{name}: expected text, or a table with rate = \"...\" and positive = true or false")
+            if not isinstance(spec.get("positive", False), bool):
+                raise ValueError(f"states.{name}.positive: expected true or false, got {spec['positive']!r}")
+            texts[name] = spec["rate"]
+            positive.append(spec.get("positive", False))
+        else:
+            texts[name] = spec
+            positive.append(False)
+    if any(positive) and not all(positive):
+        declared = [name for name, p in zip(states, positive) if p]
+        raise ValueError(
+            f"states.{declared[0]}.positive: declare every state positive or none (the initial values share one constraint)"
+        )
+    return texts, "positive" if all(positive) else "real"
 
 
 def class_name(label: str) -> str:

@@ -28,9 +28,10 @@ class TextOdeModel(OdeModel):
         return dict(zip([n for n, _ in self.extras], evaluate([e for _, e in self.extras], values, y.dtype))) if self.extras else {}
 
 
-def ode_model(label: str, states: dict[str, str], parameters: dict[str, Any] | None = None, observables: dict[str, str] | None = None) -> TextOdeModel:
+def ode_model(label: str, states: dict[str, Any], parameters: dict[str, Any] | None = None, observables: dict[str, str] | None = None) -> TextOdeModel:
     """An `OdeModel` from text: `states` maps each state to the right-hand side of its
-    time derivative, `parameters` each parameter to a default (a number, or a table
+    time derivative (text, or a table with `rate` and `positive`: every state or none
+    declared positive), `parameters` each parameter to a default (a number, or a table
     with value, unit, doc, positive), `observables` derived quantities to expressions.
 
     Example:

@@ -36,7 +36,7 @@ class TextSdeModel(SdeModel):
 
 
 def sde_model(
-    label: str, states: dict[str, str], noise: dict[str, str], parameters: dict[str, Any] | None = None, observables: dict[str, str] | None = None
+    label: str, states: dict[str, Any], noise: dict[str, str], parameters: dict[str, Any] | None = None, observables: dict[str, str] | None = None
 ) -> TextSdeModel:
     """An `SdeModel` from text: `states` maps each state to its drift, `noise` (some of
     the states) to its diffusion, each state driven by its own Brownian motion;

@@ -163,6 +163,7 @@ def test_a_config_defined_model_runs_and_sweeps_as_the_built_in_one(tmp_cwd, cap
         ('model.parameters.alpha={ value = 0.5, bounds = [0, 1] }', "model.parameters.alpha"),
         ('model.parameters.prey=1.0', "model.parameters.prey"),
         ('model.noise={ hare = "0.1" }', "model.noise.hare"),
+        ('model.states.prey={ rate = "alpha * prey", positive = true }', "model.states.prey.positive"),
         ("model.parameters.beta=nan", "model.parameters.beta"),
         ("model.parameters.alpha={ value = -0.5, positive = true }", "model.parameters.alpha"),
     ],
@@ -210,3 +211,31 @@ def test_an_sde_written_in_its_config_draws_the_paths_of_the_built_in_model(buil
     assert a.shape == (11, 20) and a.tobytes() == b.tobytes()
     expected = "additive" if method == "sra1" else "diagonal"
     assert sim.setup(sim.load_config("text.toml")).model.noise == expected
+
+
+def test_a_fit_of_the_text_lotka_volterra_gives_the_built_in_estimates(tmp_cwd, capsys):
+    # The lynx-hare fit of experiments/lynx_hare.toml, with the model written as text
+    # (parameters and states declared positive, as the built-in model declares them).
+    repo = Path(__file__).resolve().parents[2]
+    (tmp_cwd / "data").mkdir()
+    (tmp_cwd / "data" / "lynx_hare.h5").write_bytes((repo / "experiments" / "data" / "lynx_hare.h5").read_bytes())
+    built_in = (repo / "experiments" / "lynx_hare.toml").read_text()
+    text = built_in.replace(
+        '[model]\nname = "lotka_volterra"\n',
+        '[model]\nname = "lv"\n[model.states]\n'
+        'prey = { rate = "alpha * prey - beta * prey * predator", positive = true }\n'
+        'predator = { rate = "delta * prey * predator - gamma * predator", positive = true }\n'
+        "[model.parameters]\n"
+        + "".join(f"{p} = {{ value = {v}, positive = true }}\n" for p, v in [("alpha", 0.55), ("beta", 0.028), ("gamma", 0.8), ("delta", 0.024)]),
+    )
+    assert text != built_in
+    Path("built_in.toml").write_text(built_in)
+    Path("text.toml").write_text(text)
+    for name in ("built_in", "text"):
+        code, err = cli(["fit", f"{name}.toml", "-o", f"{name}.h5", "--quiet"], capsys)
+        assert code == 0, err
+    a, b = sim.read("text.h5"), sim.read("built_in.h5")
+    assert set(a.estimate) == set(b.estimate) == {"alpha", "beta", "gamma", "delta", "initial.prey", "initial.predator"}
+    for name in b.estimate:
+        np.testing.assert_allclose(a.estimate[name], b.estimate[name], rtol=1e-10, err_msg=name)
+        np.testing.assert_allclose(a.stderr[name], b.stderr[name], rtol=1e-8, err_msg=name)
