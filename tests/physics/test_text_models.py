@@ -213,6 +213,7 @@ def test_an_sde_written_in_its_config_draws_the_paths_of_the_built_in_model(buil
     assert sim.setup(sim.load_config("text.toml")).model.noise == expected
 
 
+@pytest.mark.slow  # (two full fits; by default a text model's run and sweep are checked against the built-in's)
 def test_a_fit_of_the_text_lotka_volterra_gives_the_built_in_estimates(tmp_cwd, capsys):
     # The lynx-hare fit of experiments/lynx_hare.toml, with the model written as text
     # (parameters and states declared positive, as the built-in model declares them).
