@@ -21,6 +21,8 @@ import sim._sweep as sweep_module
 import sim._sweep_frames as frames_module
 from sim.cli import main
 
+from . import test_sweep_pde
+
 SPECTRAL = """
 [model]
 name = "heat"
@@ -41,26 +43,7 @@ chunk = 3
 diffusivity = { values = [0.1, 0.3, 0.5, 1.0] }
 """
 
-FD = """
-[model]
-name = "heat_fd"
-[grid]
-points = [17]
-domain = [[0.0, 1.0]]
-[initial]
-kind = "sine"
-[time]
-t1 = 0.1
-save = 6
-[solver]
-method = "kvaerno5"
-rtol = 1e-10
-atol = 1e-12
-[sweep]
-mode = "grid"
-[sweep.params]
-diffusivity = { linspace = [0.05, 0.2, 3] }
-"""
+FD = test_sweep_pde.FD  # (the same programs as that file's finite-difference sweep: compiled once)
 
 SDE = """
 [model]
