@@ -388,11 +388,11 @@ def _run_framed(prep: Prepared, runner: FramedRunner, devices: int, padded: int,
         inputs = prep.inputs(k, padded)
         last = {"frame": 0, "time": _time.perf_counter()}
 
-        def save(done: int, carry, frames: dict[str, np.ndarray], k=k, inputs=inputs) -> Path:
+        def save(done: int, carry, frames, k=k, inputs=inputs) -> Path:
             last.update(frame=done, time=_time.perf_counter())
-            return _write_chunk_checkpoint(output, prep.text, padded, inputs, k, done, carry, frames)
+            return _write_chunk_checkpoint(output, prep.text, padded, inputs, k, done, carry, frames())
 
-        def between(done: int, carry, frames: dict[str, np.ndarray]) -> None:
+        def between(done: int, carry, frames) -> None:
             if output is not None:
                 due = (every is not None and done - last["frame"] >= every) or (
                     seconds is not None and _time.perf_counter() - last["time"] >= seconds

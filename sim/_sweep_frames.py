@@ -184,7 +184,7 @@ class FramedRunner:
         else:
             self._start, self._advance = jax.jit(start), jax.jit(advance)
         self.carry_struct = jax.eval_shape(start, example)
-        _, full, outputs = jax.eval_shape(advance, example, self.carry_struct, jnp.int32(1), jnp.bool_(True))
+        _, _, outputs = jax.eval_shape(advance, example, self.carry_struct, jnp.int32(1), jnp.bool_(True))
         info = {}
         if save == "full":
             info.update({f"observables/{name}": jax.ShapeDtypeStruct((runs, self.frames + 1, *r.shape), r.dtype) for name, r in rows.items()})
@@ -200,12 +200,13 @@ class FramedRunner:
         carry: Carry | None = None,
         done: int = 0,
         frames: dict[str, np.ndarray] | None = None,
-        between: Callable[[int, Carry, dict[str, np.ndarray]], None] | None = None,
+        between: Callable[[int, Carry, Callable[[], dict[str, np.ndarray]]], None] | None = None,
     ) -> dict[str, np.ndarray]:
         """The chunk's outputs (numpy), from its start or from `carry` after `done`
         frames (with the frames kept so far, for save = "full"). `between(done, carry,
         frames)` is called after every call that leaves frames to do: where a sweep
-        checkpoints and may stop."""
+        checkpoints and may stop; `frames()` gives the frames kept so far (joined only
+        when asked for: a checkpoint)."""
         if carry is None:
             carry, done, frames = self.start(inputs), 0, {}
         pieces = {name: [v] for name, v in (frames or {}).items()}
@@ -223,7 +224,7 @@ class FramedRunner:
             done += n
             sizer.took(n, _now() - began)
             if done < self.frames and between is not None:
-                between(done, carry, {name: np.concatenate(p, axis=1) for name, p in pieces.items()})
+                between(done, carry, lambda: {name: np.concatenate(p, axis=1) for name, p in pieces.items()})
         values = {name: np.asarray(v) for name, v in jax.device_get(outputs).items()}
         if self.save == "full":
             ok = values["status"] == OK
