@@ -398,15 +398,21 @@ def make_problem(
             value = setup.params[key]
         transform = _TRANSFORMS[constraint]
         low, high = 0.0, 1.0
+        declared = model.parameter(key).bounds if kind == "params" else None
         if name in bounds:
             pair = bounds[name]
             if len(pair) != 2 or not pair[0] < pair[1]:
                 raise config.error(f"fit.bounds.{name}", f"expected [low, high] with low < high, got {pair}")
             low, high = float(pair[0]), float(pair[1])
             transform = "logistic"
+            if declared is not None and not declared[0] <= low < high <= declared[1]:
+                raise config.error(f"fit.bounds.{name}", f"expected bounds within the model's bounds of {name}, [{declared[0]:g}, {declared[1]:g}]; got {pair}")
+        elif declared is not None:  # the model's own bounds of the parameter
+            low, high = declared
+            transform = "logistic"
         value = float(value)
         if transform in ("log", "softplus") and value <= 0 or transform == "logistic" and not low < value < high:
-            where = name if kind == "params" else f"initial.{key}"
+            where = f"params.{key}" if kind == "params" else f"initial.{key}"
             allowed = f"({low:g}, {high:g})" if transform == "logistic" else constraint
             raise config.error(where, f"start value {value:g} must lie strictly inside the allowed range of {name} ({allowed})")
         free.append(Free(name=name, kind=kind, key=key, transform=transform, low=low, high=high))

@@ -24,6 +24,8 @@ class Parameter(eqx.Module):
         doc: one-line meaning.
         constraint: one of `real`, `positive`, `nonnegative`, `unit_interval`; used to
             validate config values and to choose a transform when fitting.
+        bounds: optional (low, high) within which the value lies; a fit of the parameter
+            keeps to them (unless `[fit] bounds` gives others).
     """
 
     name: str = eqx.field(static=True)
@@ -31,12 +33,15 @@ class Parameter(eqx.Module):
     unit: str = eqx.field(static=True)
     doc: str = eqx.field(static=True)
     constraint: str = eqx.field(static=True, default="real")
+    bounds: tuple[float, float] | None = eqx.field(static=True, default=None)
 
     def __check_init__(self):
         if self.constraint not in CONSTRAINTS:
             raise ValueError(
                 f"Parameter {self.name!r}: constraint {self.constraint!r} is not one of {CONSTRAINTS}"
             )
+        if self.bounds is not None and not (len(self.bounds) == 2 and self.bounds[0] < self.bounds[1]):
+            raise ValueError(f"Parameter {self.name!r}: bounds {self.bounds!r} are not (low, high) with low < high")
 
     def violation(self, value) -> str | None:
         """Return why a concrete `value` breaks the constraint, or None if it holds."""
@@ -49,6 +54,8 @@ class Parameter(eqx.Module):
             return "a number >= 0"
         if self.constraint == "unit_interval" and not bool(jnp.all((v >= 0) & (v <= 1))):
             return "a number in [0, 1]"
+        if self.bounds is not None and not bool(jnp.all((v >= self.bounds[0]) & (v <= self.bounds[1]))):
+            return f"a number in its bounds [{self.bounds[0]:g}, {self.bounds[1]:g}]"
         return None
 
 
@@ -109,6 +116,8 @@ class NamedStateModel(Model):
         values = dict(self.initial_defaults)
         if initial is not None:
             values.update(initial)
+        if not self.state_names:  # (a model whose every quantity is assigned: no state)
+            return jnp.zeros((0,), dtype=float)
         return jnp.stack([jnp.asarray(values[n], dtype=float) for n in self.state_names])
 
     def default_initial(self) -> dict[str, Array]:

@@ -14,7 +14,7 @@ from ._base import Parameter
 from ._expressions import CONSTANTS, Expression, ExpressionError, parse
 from ._types import Scalar, State
 
-_PARAMETER_KEYS = ("value", "unit", "doc", "positive")
+_PARAMETER_KEYS = ("value", "unit", "doc", "positive", "bounds")
 
 
 def values_at(state_names: tuple[str, ...], t: Scalar, y: State, params: PyTree) -> dict[str, Any]:
@@ -42,13 +42,26 @@ def _parameter(name: str, spec: Any) -> Parameter:
             raise ValueError(f"parameters.{name}.positive: expected true or false, got {positive!r}")
         if not isinstance(unit, str) or not isinstance(doc, str):
             raise ValueError(f"parameters.{name}: expected unit and doc as text")
+        bounds = spec.get("bounds")
+        if bounds is not None:
+            if not (
+                isinstance(bounds, list) and len(bounds) == 2
+                and all(isinstance(b, (int, float)) and not isinstance(b, bool) and math.isfinite(b) for b in bounds)
+                and bounds[0] < bounds[1]
+            ):
+                raise ValueError(f"parameters.{name}.bounds: expected [low, high], finite numbers with low < high, got {bounds!r}")
+            bounds = (float(bounds[0]), float(bounds[1]))
     else:
-        value, unit, doc, positive = spec, "1", "", False
+        value, unit, doc, positive, bounds = spec, "1", "", False, None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise ValueError(f"parameters.{name}: expected a finite number, got {value!r}")
     if positive and not value > 0:
         raise ValueError(f"parameters.{name}: expected a positive value (it is declared positive), got {value!r}")
-    return Parameter(name, float(value), unit, doc, "positive" if positive else "real")
+    if bounds is not None and not bounds[0] <= value <= bounds[1]:
+        raise ValueError(f"parameters.{name}: expected a value within its bounds [{bounds[0]:g}, {bounds[1]:g}], got {value!r}")
+    if positive and bounds is not None and bounds[1] <= 0:
+        raise ValueError(f"parameters.{name}.bounds: a positive parameter needs high > 0, got {list(bounds)!r}")
+    return Parameter(name, float(value), unit, doc, "positive" if positive else "real", bounds)
 
 
 def _identifier(kind: str, name: str) -> None:

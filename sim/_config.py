@@ -33,11 +33,33 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
 
+def split_source(source: str) -> tuple[str, str | None]:
+    """A model source `"file.py:Class"` as ("file.py", "Class"); `"file.py"` as
+    ("file.py", None)."""
+    file, colon, name = source.rpartition(":")
+    return (file, name) if colon and file and name.isidentifier() else (source, None)
+
+
 class ModelSection(BaseModel):
-    """`[model]`: the registry name, plus the model's own options (checked against it)."""
+    """`[model]`: the registry name, plus the model's own options (checked against it).
+    With `source` (a Python file's model) or `sbml` (an SBML file), `name` is a label that
+    defaults to the class name or the file's stem."""
 
     model_config = ConfigDict(extra="allow", strict=True)
-    name: str
+    name: str = ""
+
+    @pydantic.model_validator(mode="after")
+    def _label(self):
+        if self.name:
+            return self
+        extra = self.model_extra or {}
+        for key in ("source", "sbml"):
+            value = extra.get(key)
+            if isinstance(value, str) and value:
+                file, cls = split_source(value) if key == "source" else (value, None)
+                self.name = cls or Path(file).stem
+                return self
+        raise _KeyedError("name", "required key is missing (a model's name, or source = \"file.py:Class\" or sbml = \"model.xml\")")
 
     @property
     def options(self) -> dict[str, Any]:
@@ -238,11 +260,18 @@ class Config:
     def input_files(self) -> list[Path]:
         """Every file this config reads: itself and the file every section but `[output]`
         names with its `file` key (`[initial] file`, `[data] file`, a family's start
-        file such as MD's `[system] file`). A command's output may be none of them."""
+        file such as MD's `[system] file`) and the model's own file (`[model] source` or
+        `sbml`). A command's output may be none of them."""
         files = [] if self.path is None else [self.path]
         for section, value in self.raw.items():
             if section != "output" and isinstance(value, dict) and isinstance(value.get("file"), str):
                 files.append(self.resolve_path(value["file"]))
+        model = self.raw.get("model")
+        if isinstance(model, dict):  # the model's own file: a Python file or an SBML file
+            if isinstance(model.get("source"), str):
+                files.append(self.resolve_path(split_source(model["source"])[0]))
+            if isinstance(model.get("sbml"), str):
+                files.append(self.resolve_path(model["sbml"]))
         return files
 
     def error(self, key: str, message: str) -> ConfigError:

@@ -1,4 +1,6 @@
-"""Models by name: what `sim models` lists and configs name."""
+"""Models by name: what `sim models` lists and configs name. The built-in models (and
+those registered from Python) come first; installed plugins (entry-point group
+`simjax.models`) add theirs under names no built-in model takes."""
 
 from __future__ import annotations
 
@@ -6,6 +8,8 @@ import dataclasses
 
 from physics import Model
 from solvers import did_you_mean
+
+from ._sources import plugin_class, plugin_entry_points
 
 # Filled by the family modules (each registers its built-in models) and by users.
 _MODELS: dict[str, type[Model]] = {}
@@ -20,18 +24,27 @@ def register_model(cls: type[Model]) -> type[Model]:
 
 
 def model_names() -> list[str]:
-    """Registered model names, sorted."""
-    return sorted(_MODELS)
+    """Registered and installed (plugin) model names, sorted."""
+    return sorted(set(_MODELS) | set(plugin_entry_points()))
+
+
+def is_plugin(name: str) -> bool:
+    """Whether `name` is an installed plugin's model (and not a registered one)."""
+    return name not in _MODELS and name in plugin_entry_points()
 
 
 def model_class(name: str) -> type[Model]:
-    """The class registered under `name`; ValueError with a suggestion otherwise."""
-    try:
+    """The class registered under `name`, else the installed plugin of that name.
+
+    Raises:
+        ValueError: an unknown name (with a suggestion), or a plugin that cannot be
+            loaded (`SourceError`, one line naming its package).
+    """
+    if name in _MODELS:
         return _MODELS[name]
-    except KeyError:
-        raise ValueError(
-            f"unknown model {name!r}; `sim models` lists them.{did_you_mean(name, _MODELS)}"
-        ) from None
+    if name in plugin_entry_points():
+        return plugin_class(name)
+    raise ValueError(f"unknown model {name!r}; `sim models` lists them.{did_you_mean(name, model_names())}")
 
 
 def model_options(cls: type[Model]) -> tuple[str, ...]:

@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from physics.ode import ode_model
+from physics.ode import SbmlError, ode_model, sbml_model
 from physics.sde import sde_model
 from physics import Model, NamedStateModel
 from solvers import did_you_mean
@@ -25,6 +25,7 @@ from ._family import family_of
 from ._limits import memory_problem
 from ._progress import Progress
 from ._registry import model_class, model_names, model_options
+from ._sources import SourceError, source_class
 from ._result import RunResult, RunSink
 from ._store import check_output_path
 from ._stream import RunPlan, chunk_frames, collect, stream
@@ -56,23 +57,59 @@ def _text_model(config: Config) -> Model:
         raise config.error(f"model.{where}", why) from None
 
 
-def build_model(config: Config) -> Model:
-    """The model a config's `[model]` section names, with its options."""
-    spec = config.spec.model
-    if "states" in spec.options:
-        return _text_model(config)
+def _sbml_model(config: Config) -> Model:
+    """The ODE model of the SBML file a config's `[model] sbml` names."""
+    options = dict(config.spec.model.options)
+    source = options.pop("sbml")
+    for key in options:
+        raise config.error(f"model.{key}", "is not a key of an SBML model's [model] (keys: name, sbml)")
+    if not isinstance(source, str) or not source:
+        raise config.error("model.sbml", f"expected an SBML file like \"model.xml\", got {source!r}")
     try:
-        cls = model_class(spec.name)
+        return sbml_model(config.resolve_path(source))
+    except SbmlError as e:
+        raise config.error("model.sbml", str(e)) from None
+
+
+def _model_class(config: Config) -> tuple[type[Model], dict[str, Any]]:
+    """The model class a config's `[model]` names (by `name`, or a Python file by
+    `source`) and the options it gives that class."""
+    spec = config.spec.model
+    options = dict(spec.options)
+    if "source" in options:
+        source = options.pop("source")
+        if not isinstance(source, str):
+            raise config.error("model.source", f"expected a file like \"my_models.py:ClassName\", got {source!r}")
+        try:
+            return source_class(source, config.base_dir), options
+        except SourceError as e:
+            raise config.error("model.source", str(e)) from None
+    try:
+        return model_class(spec.name), options
+    except SourceError as e:
+        raise config.error("model.name", str(e)) from None
     except ValueError:
         raise config.error(
             "model.name", f"unknown model {spec.name!r}; `sim models` lists them.{did_you_mean(spec.name, model_names())}"
         ) from None
+
+
+def build_model(config: Config) -> Model:
+    """The model a config's `[model]` section names, with its options: a built-in or
+    plugin model by `name`, a Python file's model by `source`, or a model written in the
+    config's `[model.states]`."""
+    spec = config.spec.model
+    if "states" in spec.options:
+        return _text_model(config)
+    if "sbml" in spec.options:
+        return _sbml_model(config)
+    cls, options = _model_class(config)
+    label = repr(spec.name) if "source" not in spec.options else f"{cls.__name__} of {spec.options['source']!r}"
     allowed = model_options(cls)
-    options = dict(spec.options)
     for key in options:
         if key not in allowed:
             listed = ", ".join(allowed) if allowed else "none"
-            raise config.error(f"model.{key}", f"model {spec.name!r} has no option {key!r} (options: {listed}).{did_you_mean(key, allowed)}")
+            raise config.error(f"model.{key}", f"model {label} has no option {key!r} (options: {listed}).{did_you_mean(key, allowed)}")
     try:
         family = family_of(cls)
     except TypeError:  # a model of no family: only `simulate` can run it, not a config
@@ -82,7 +119,7 @@ def build_model(config: Config) -> Model:
         family.refuse_foreign(config)
         for key, (at, value) in family.model_options(config).items():
             if key not in allowed:
-                raise config.error(at, f"model {spec.name!r} takes no option {key!r}.{did_you_mean(key, allowed)}")
+                raise config.error(at, f"model {label} takes no option {key!r}.{did_you_mean(key, allowed)}")
             options[key], where[key] = value, at
     try:
         return cls(**options)

@@ -108,34 +108,88 @@ def nothing_to_resume(path: Path, unfinished: Path, what: str, quiet: bool) -> b
     return True
 
 
-@app.command()
-def models(name: Annotated[Optional[str], typer.Argument(help="A model name for its details.")] = None) -> None:
-    """List models; with NAME, its parameters, units, state and observables."""
-    if name is None:
-        table = Table("model", "family", "description", box=None)
-        for n in model_names():
-            cls = model_class(n)
-            family = next(b.__name__ for b in cls.__mro__[1:] if b.__name__.endswith("Model"))
-            table.add_row(n, family, cls.description)
-        out.print(table)
-        return
-    if name not in model_names():
-        raise InputError("argument NAME", name, f"unknown model; `sim models` lists them.{did_you_mean(name, model_names())}")
-    model = get_model(name)
+def _family_name(cls: type) -> str:
+    return next(b.__name__ for b in cls.__mro__[1:] if b.__name__.endswith("Model"))
+
+
+def _list_models(rows: list[tuple[str, str]]) -> None:
+    """A table of models: (name, where it comes from)."""
+    table = Table("model", "family", "description", "from", box=None)
+    for name, origin in rows:
+        try:
+            cls = model_class(name)
+        except ValueError as e:  # a plugin that does not load: listed with why
+            table.add_row(name, "?", str(e).partition(": ")[2], origin)
+            continue
+        table.add_row(name, _family_name(cls), cls.description, origin)
+    out.print(table)
+
+
+def _describe_model(label: str, model) -> None:
     cls = type(model)
-    out.print(f"[bold]{name}[/bold]: {cls.description}")
+    out.print(f"[bold]{label}[/bold]: {cls.description}")
     doc = (cls.__doc__ or "").strip().splitlines()
     if doc:
         out.print(doc[0])
     table = Table("parameter", "default", "unit", "constraint", "meaning", box=None)
     for p in model.parameters:
-        table.add_row(p.name, f"{p.default:g}" if isinstance(p.default, float) else str(p.default), p.unit, p.constraint, p.doc)
+        constraint = p.constraint if p.bounds is None else f"{p.constraint}, in [{p.bounds[0]:g}, {p.bounds[1]:g}]"
+        table.add_row(p.name, f"{p.default:g}" if isinstance(p.default, float) else str(p.default), p.unit, constraint, p.doc)
     out.print(table)
     state = getattr(model, "state_names", None)
     if state is not None:
         defaults = getattr(model, "initial_defaults", {})
         out.print("state (initial): " + ", ".join(f"{s} = {defaults.get(s, '?')}" for s in state))
     out.print("observables: " + ", ".join(model.observable_names))
+
+
+def _file_models(name: str) -> None:
+    """`sim models FILE.py[:CLASS]`: the model classes a Python file defines, or one."""
+    from ._config import split_source
+    from ._sources import SourceError, file_models, source_class
+
+    file, cls_name = split_source(name)
+    try:
+        if cls_name is None:
+            found = file_models(Path(file))
+            if not found:
+                raise SourceError(f"{file}: defines no model class (a subclass of OdeModel, SdeModel, SpectralPdeModel, GridPdeModel or ParticleModel)")
+            table = Table("model", "family", "description", "name in files", box=None)
+            for n, cls in found.items():
+                table.add_row(f"{file}:{n}", _family_name(cls), cls.description, cls.name)
+            out.print(table)
+            return
+        cls = source_class(name, Path.cwd())
+        model = cls()
+    except SourceError as e:
+        raise InputError("argument NAME", name, str(e).partition(": ")[2]) from None
+    except Exception as e:  # the class's own constructor failed
+        raise InputError("argument NAME", name, f"{cls_name}() failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from None
+    _describe_model(f"{name} ({cls.name})", model)
+
+
+@app.command()
+def models(
+    name: Annotated[Optional[str], typer.Argument(help="A model name (or FILE.py, FILE.py:CLASS) for its details.")] = None,
+) -> None:
+    """List models (built in and installed plugins); with NAME, its parameters, units,
+    state and observables."""
+    from ._registry import is_plugin
+    from ._sources import plugin_origin
+
+    if name is None:
+        _list_models([(n, f"plugin {plugin_origin(n)}" if is_plugin(n) else "built in") for n in model_names()])
+        return
+    if name.endswith(".py") or ".py:" in name:
+        _file_models(name)
+        return
+    if name not in model_names():
+        raise InputError("argument NAME", name, f"unknown model; `sim models` lists them.{did_you_mean(name, model_names())}")
+    try:
+        model = get_model(name)
+    except ValueError as e:  # a plugin that does not load
+        raise InputError("argument NAME", name, str(e)) from None
+    _describe_model(name, model)
 
 
 @app.command()

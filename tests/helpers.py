@@ -1,7 +1,26 @@
-"""Shared test helpers: tree comparison and fitted convergence orders."""
+"""Shared test helpers: the `sim` command run in-process, tree comparison and fitted
+convergence orders."""
 
 import jax
 import numpy as np
+import pytest
+
+from sim.cli import main
+
+
+def cli(argv, capsys):
+    """Run `sim ARGV` in this process: (exit code, what it wrote to stderr)."""
+    code, _, err = cli_out(argv, capsys)
+    return code, err
+
+
+def cli_out(argv, capsys):
+    """Run `sim ARGV` in this process: (exit code, stdout, stderr)."""
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+        raise SystemExit(0)
+    captured = capsys.readouterr()
+    return info.value.code, captured.out, captured.err
 
 
 def tree_allclose(a, b, *, rtol=1e-10, atol=0.0) -> bool:

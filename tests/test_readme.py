@@ -65,6 +65,12 @@ SMALL: dict[str, list[str]] = {
     "sim infer experiments/lynx_hare.toml -o lynx_hare_posterior.h5": ["--chains", "1", "--warmup", "30", "--samples", "30"],
     "sim infer experiments/lynx_hare.toml --chains 2 --warmup 300 --samples 300": ["--chains", "1", "--warmup", "30", "--samples", "30"],
     "sim plot lynx_hare_posterior.h5": [],
+    "sim run experiments/sir_boarding_school.toml -o sir.h5": [],
+    "sim sweep experiments/sir_boarding_school.toml -o sir_sweep.h5": [],
+    "sim plot sir_sweep.h5": [],
+    "sim fit experiments/sir_boarding_school.toml -o sir_fit.h5": [],
+    "sim models experiments/predation.py": [],
+    "sim run experiments/predation.toml -o predation.h5": [],
 }
 # Run only with `-m slow` (each repeats what a default command covers: a Dask cluster
 # start and a second NUTS compilation).
@@ -79,6 +85,11 @@ SLOW = {
     # The same fit (and the plot of its fit file) runs by default in
     # tests/sim/test_examples.py.
     "sim fit experiments/heat_diffusivity_fit.toml -o heat_fit.h5",
+    # The same SIR fit runs (and is checked against SciPy's least squares and the table
+    # above) with `-m slow` in tests/sim/test_examples.py.
+    "sim fit experiments/sir_boarding_school.toml -o sir_fit.h5",
+    # By default in tests/sim/test_model_sources.py (against SciPy's solve_ivp).
+    "sim run experiments/predation.toml -o predation.h5",
 }
 # The quick start's set-up: checked, not run.
 SETUP = {"python3 -m venv .venv", ".venv/bin/pip install -e .", '.venv/bin/pip install --no-compile -e ".[dev]"', '.venv/bin/pip install -e ".[cuda12]"'}
@@ -295,7 +306,9 @@ def test_gallery_page_shows_every_example_with_the_command_behind_its_figure():
         assert f"(gallery/{name}.png)" in page, name
         figure = REPO / "experiments" / "gallery" / f"{name}.png"
         assert figure.exists() and figure.stat().st_size < gallery["MAX_BYTES"], name
-    scripts = {p.name for p in (REPO / "experiments").glob("*.py")} - {"make_gallery.py"}
+    # (A model file that a config names as its `[model] source` is not a script.)
+    sources = {tomllib.loads(p.read_text()).get("model", {}).get("source", ":").split(":")[0] for p in (REPO / "experiments").glob("*.toml")}
+    scripts = {p.name for p in (REPO / "experiments").glob("*.py")} - {"make_gallery.py"} - sources
     for script in scripts:
         assert f"`python experiments/{script}`" in page, script
     # Every figure either page shows exists.

@@ -12,3 +12,4 @@ from ._classic import (
 from .base import OdeModel as OdeModel
 from ._neural import HybridLotkaVolterra as HybridLotkaVolterra, Mlp as Mlp, NeuralOde as NeuralOde
 from ._text import TextOdeModel as TextOdeModel, ode_model as ode_model
+from ._sbml import SbmlError as SbmlError, SbmlOdeModel as SbmlOdeModel, sbml_model as sbml_model

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from inference import _checkpoint, fit
-from sim.cli import main
 
 from .test_fit import at_truth, lv_config, noisy, write_data
+from tests.helpers import cli
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -79,13 +79,6 @@ def test_interrupted_fit_resumes_to_the_same_estimate(lv, fit_options, overrides
     np.testing.assert_array_equal(resumed.loss_history, whole.loss_history)
     assert resumed.stderr == whole.stderr
     assert (folder / "out.h5").exists() and not _checkpoint.checkpoint_path(folder / "out.h5").exists()
-
-
-def cli(argv, capsys):
-    with pytest.raises(SystemExit) as info:
-        main(argv)
-        raise SystemExit(0)
-    return info.value.code, capsys.readouterr().err
 
 
 def test_sigkilled_fit_resumes_to_the_same_estimate(lv, capsys):

@@ -13,8 +13,8 @@ from scipy.integrate import solve_ivp
 import sim
 from physics._expressions import ExpressionError, parse
 from physics.ode import ode_model
-from sim.cli import main
 from solvers import OdeSolver
+from tests.helpers import cli
 
 
 def test_expressions_evaluate_as_numpy_does():
@@ -131,13 +131,6 @@ alpha = { linspace = [0.4, 0.7, 5] }
 """
 
 
-def cli(argv, capsys):
-    with pytest.raises(SystemExit) as info:
-        main(argv)
-        raise SystemExit(0)
-    return info.value.code, capsys.readouterr().err
-
-
 def test_a_config_defined_model_runs_and_sweeps_as_the_built_in_one(tmp_cwd, capsys):
     Path("text.toml").write_text(TEXT_LV)
     built_in = '[model]\nname = "lotka_volterra"\n[params]\nalpha = 0.55\nbeta = 0.028\ngamma = 0.8\ndelta = 0.024\n[initial]' + TEXT_LV.split("[initial]")[1]
@@ -160,7 +153,10 @@ def test_a_config_defined_model_runs_and_sweeps_as_the_built_in_one(tmp_cwd, cap
     [
         ('model.states.prey="alpha * prey - beta * prey * predatr"', "model.states.prey"),
         ('model.states.prey="alpha * (prey"', "model.states.prey"),
-        ('model.parameters.alpha={ value = 0.5, bounds = [0, 1] }', "model.parameters.alpha"),
+        ('model.parameters.alpha={ value = 0.5, bound = [0, 1] }', "model.parameters.alpha"),
+        ('model.parameters.alpha={ value = 1.5, bounds = [0, 1] }', "model.parameters.alpha"),
+        ('model.parameters.alpha={ value = 0.5, bounds = [1, 0] }', "model.parameters.alpha.bounds"),
+        (('model.parameters.alpha={ value = 0.5, bounds = [0, 1] }', "params.alpha=2.0"), "params.alpha"),
         ('model.parameters.prey=1.0', "model.parameters.prey"),
         ('model.noise={ hare = "0.1" }', "model.noise.hare"),
         ('model.states.prey={ rate = "alpha * prey", positive = true }', "model.states.prey.positive"),
@@ -170,7 +166,8 @@ def test_a_config_defined_model_runs_and_sweeps_as_the_built_in_one(tmp_cwd, cap
 )
 def test_bad_text_models_are_one_line_errors(override, key, tmp_cwd, capsys):
     Path("text.toml").write_text(TEXT_LV)
-    code, err = cli(["run", "text.toml", "-o", "out.h5", "--set", override], capsys)
+    overrides = [override] if isinstance(override, str) else list(override)
+    code, err = cli(["run", "text.toml", "-o", "out.h5", *[a for o in overrides for a in ("--set", o)]], capsys)
     assert code == 2 and len(err.strip().splitlines()) == 1 and key in err and "Traceback" not in err, err
     assert not Path("out.h5").exists()
 
@@ -240,3 +237,14 @@ def test_a_fit_of_the_text_lotka_volterra_gives_the_built_in_estimates(tmp_cwd, 
     for name in b.estimate:
         np.testing.assert_allclose(a.estimate[name], b.estimate[name], rtol=1e-10, err_msg=name)
         np.testing.assert_allclose(a.stderr[name], b.stderr[name], rtol=1e-8, err_msg=name)
+
+
+def test_a_fit_keeps_to_the_bounds_a_text_model_declares(tmp_cwd, capsys):
+    """experiments/sir_boarding_school.toml declares beta in [0, 5]: a fit starting on a
+    bound is refused before anything runs (its logistic transform has no value there)."""
+    from inference._fit import build_problem  # noqa: F401  (the fit's set-up, without a run)
+
+    config = Path(__file__).resolve().parents[2] / "experiments" / "sir_boarding_school.toml"
+    code, err = cli(["fit", str(config), "-o", "fit.h5", "--set", "params.beta=5.0"], capsys)
+    assert code == 2 and "params.beta: start value 5 must lie strictly inside the allowed range of beta ((0, 5))" in err, err
+    assert not Path("fit.h5").exists()

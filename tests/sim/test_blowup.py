@@ -19,7 +19,7 @@ import pytest
 import sim
 from sim import _stream
 from sim._errors import SimulationError
-from sim.cli import main
+from tests.helpers import cli
 
 EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
 SIM = Path(sys.executable).with_name("sim")
@@ -29,13 +29,6 @@ LORENZ = EXPERIMENTS / "lorenz.toml"
 BURGERS_BLOWS_UP = ["time.dt=0.75", "time.save=5"]  # frames at t = 0, 0.75, ..., 3
 # The MD example at the size the other tests run it (108 particles, 200 steps).
 LJ_SMALL = ["system.cells=3", "params.cutoff=2.5", "params.tail_correction=false", "time.steps=200", "time.save_every=20"]
-
-
-def cli(argv, capsys):
-    with pytest.raises(SystemExit) as info:
-        main(argv)
-        raise SystemExit(0)
-    return info.value.code, capsys.readouterr().err
 
 
 def sets(items):

@@ -10,18 +10,10 @@ import h5py
 import pytest
 
 import sim
-from sim.cli import main
+from tests.helpers import cli_out as cli
 
 EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
 GOOD = '[model]\nname = "lotka_volterra"\n[time]\nt1 = 5.0\nsave = 6\n'
-
-
-def cli(argv, capsys):
-    with pytest.raises(SystemExit) as info:
-        main(argv)
-        raise SystemExit(0)
-    captured = capsys.readouterr()
-    return info.value.code, captured.out, captured.err
 
 
 def test_run_writes_run_layout(tmp_cwd, capsys):

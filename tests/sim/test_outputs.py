@@ -18,18 +18,11 @@ import pytest
 
 import sim
 from sim import _lock, _stream, _sweep_store
-from sim.cli import main
+from tests.helpers import cli
 
 EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
 SIM = Path(sys.executable).parent / "sim"
 LONG_RUN = ["--set", "time.t1=60.0", "--set", "time.save=3001", "--set", "output.chunk=5"]
-
-
-def cli(argv, capsys):
-    with pytest.raises(SystemExit) as info:
-        main(argv)
-        raise SystemExit(0)
-    return info.value.code, capsys.readouterr().err
 
 
 def digest(path):

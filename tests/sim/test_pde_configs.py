@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import sim
-from sim.cli import main
+from tests.helpers import cli
 
 EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
 SMALL = {
@@ -18,13 +18,6 @@ SMALL = {
     "burgers_shock.toml": ["grid.points=[64]", "time.t1=0.1", "time.save=3"],
     "heat_dirichlet.toml": ["grid.points=[33]", "time.t1=0.2", "time.save=3"],
 }
-
-
-def cli(argv, capsys):
-    with pytest.raises(SystemExit) as info:
-        main(argv)
-        raise SystemExit(0)
-    return info.value.code, capsys.readouterr().err
 
 
 @pytest.mark.parametrize("name", sorted(SMALL))

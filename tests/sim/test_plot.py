@@ -16,16 +16,9 @@ import numpy as np
 import pytest
 
 import sim
-from sim.cli import main
+from tests.helpers import cli
 
 EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
-
-
-def cli(argv, capsys):
-    with pytest.raises(SystemExit) as info:
-        main(argv)
-        raise SystemExit(0)
-    return info.value.code, capsys.readouterr().err
 
 
 def check_png(path, min_colours=20):

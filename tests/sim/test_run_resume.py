@@ -14,7 +14,7 @@ import pytest
 
 import sim
 from sim import _stream
-from sim.cli import main
+from tests.helpers import cli
 
 EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
 REPO = EXPERIMENTS.parent
@@ -33,13 +33,6 @@ CASES = {
         ["system.cells=4", "params.cutoff=2.5", "time.steps=120", "time.save_every=10", "output.chunk=3", "output.checkpoint_every=1"],
     ),
 }
-
-
-def cli(argv, capsys):
-    with pytest.raises(SystemExit) as info:
-        main(argv)
-        raise SystemExit(0)
-    return info.value.code, capsys.readouterr().err
 
 
 def config(case, *extra):

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import sim
-from sim.cli import main
 from solvers import SdeEnsemble, SdeSolver
+from tests.helpers import cli
 
 OU = """
 [model]
@@ -37,14 +37,6 @@ def config(tmp_path, method="euler", paths=2000, extra=""):
     path = tmp_path / "ou.toml"
     path.write_text(OU.format(method=method, paths=paths) + extra)
     return path
-
-
-def cli(argv, capsys):
-    with pytest.raises(SystemExit) as info:
-        main(argv)
-        raise SystemExit(0)
-    captured = capsys.readouterr()
-    return info.value.code, captured.err
 
 
 @pytest.mark.parametrize("method", ["euler", pytest.param("sra1", marks=pytest.mark.slow)])

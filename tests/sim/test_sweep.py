@@ -16,6 +16,7 @@ from physics import Model, Parameter
 from sim._sweep import prepare
 from sim.cli import main
 from solvers import OdeSolver, Result, result_message
+from tests.helpers import cli_out as cli
 
 MODEL = sim.get_model("lotka_volterra")
 
@@ -265,14 +266,6 @@ BAD = {
     "bad_local_scheduler": (BASE + "[sweep.params]\nalpha = { values = [0.1] }\n", ["--scheduler", "local:x"], "--scheduler"),
     "set_bad_mode": (BASE + "[sweep.params]\nalpha = { values = [0.1] }\n", ["--set", "sweep.mode=lhs"], "sweep.mode"),
 }
-
-
-def cli(argv, capsys):
-    with pytest.raises(SystemExit) as info:
-        main(argv)
-        raise SystemExit(0)
-    captured = capsys.readouterr()
-    return info.value.code, captured.out, captured.err
 
 
 @pytest.mark.parametrize("case", sorted(BAD))

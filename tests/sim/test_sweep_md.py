@@ -11,7 +11,7 @@ import pytest
 
 import sim
 from solvers import Result
-from sim.cli import main
+from tests.helpers import cli
 
 CONFIG = """
 [model]
@@ -39,13 +39,6 @@ save = "{save}"
 epsilon = {{ values = [0.8, 1.2] }}
 sigma = {{ values = [0.95, 1.05] }}
 """
-
-
-def cli(argv, capsys):
-    with pytest.raises(SystemExit) as info:
-        main(argv)
-        raise SystemExit(0)
-    return info.value.code, capsys.readouterr().err
 
 
 # Langevin by default (full frames, a key folded per run); the NVE sweep repeats it with

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import sim
-from sim.cli import main
+from tests.helpers import cli
 
 SPECTRAL = """
 [model]
@@ -48,13 +48,6 @@ mode = "grid"
 [sweep.params]
 diffusivity = { linspace = [0.05, 0.2, 3] }
 """
-
-
-def cli(argv, capsys):
-    with pytest.raises(SystemExit) as info:
-        main(argv)
-        raise SystemExit(0)
-    return info.value.code, capsys.readouterr().err
 
 
 @pytest.mark.parametrize("text", [SPECTRAL, FD], ids=["spectral", "finite_differences"])

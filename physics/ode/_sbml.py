@@ -1,0 +1,655 @@
+"""ODE models from SBML files (Level 2 and 3 core), read with python-libsbml.
+
+The importer turns an SBML model into one `OdeModel`:
+- the state is every quantity that changes by reactions or by a rate rule: a species
+  changed by reactions as its amount (so that a changing compartment is right), a species,
+  compartment, parameter or stoichiometry with a rate rule as its value;
+- the parameters are the global parameters (and the reactions' local parameters, promoted
+  to `reaction_parameter` ids) and the constant compartments that no rule assigns: a fit,
+  a sweep or `[params]` address them by their SBML ids;
+- assignment rules, species concentrations (amount / compartment size) and variable
+  stoichiometries are evaluated in the order their dependencies give, before the
+  reaction rates;
+- the observables are every species (as a concentration unless it has only substance
+  units, or lives in a 0-dimensional compartment), compartment, parameter and reaction
+  rate, under its SBML id.
+
+Mathematics is compiled from libsbml's syntax tree straight into `jax.numpy` calls (no
+text, no `eval`). What the importer does not support (events, algebraic rules, delays,
+fast reactions, `rateOf`, SBML packages) is refused with one line naming the element:
+never a silently different model.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, ClassVar
+
+import equinox as eqx
+import jax.numpy as jnp
+import jax.scipy.special as jsp
+from jaxtyping import Array, PyTree
+
+from .._base import Parameter
+from .._types import Scalar, State
+from .base import OdeModel
+
+TIME = "@time"  # the key of time among the values (no SBML id can take it)
+AVOGADRO = 6.02214179e23  # SBML Level 3 Version 1's value of the avogadro csymbol
+
+Compiled = Callable[[dict[str, Any]], Any]
+
+
+class SbmlError(ValueError):
+    """An SBML file that cannot be read or holds what the importer does not support; the
+    message is one line naming the element."""
+
+
+def _num(x):
+    """A number from a boolean (SBML lets one stand for the other)."""
+    if getattr(x, "dtype", None) == jnp.bool_ or isinstance(x, bool):
+        return jnp.where(x, 1.0, 0.0)
+    return x
+
+
+def _bool(x):
+    if getattr(x, "dtype", None) == jnp.bool_ or isinstance(x, bool):
+        return x
+    return jnp.not_equal(x, 0.0)
+
+
+def _fold(fn, parts: list[Compiled], empty: float) -> Compiled:
+    if not parts:
+        return lambda v: empty
+    if len(parts) == 1:
+        only = parts[0]
+        return lambda v: _num(only(v))
+
+    def folded(v):
+        out = _num(parts[0](v))
+        for part in parts[1:]:
+            out = fn(out, _num(part(v)))
+        return out
+
+    return folded
+
+
+def _fold_bool(fn, parts: list[Compiled], empty: bool) -> Compiled:
+    if not parts:
+        return lambda v: jnp.asarray(empty)
+
+    def folded(v):
+        out = _bool(parts[0](v))
+        for part in parts[1:]:
+            out = fn(out, _bool(part(v)))
+        return out
+
+    return folded
+
+
+def _relation(op, parts: list[Compiled]) -> Compiled:
+    # n-ary relations hold between each neighbouring pair (MathML, SBML L3v2)
+    def related(v):
+        values = [_num(p(v)) for p in parts]
+        out = jnp.asarray(True)
+        for a, b in zip(values, values[1:]):
+            out = jnp.logical_and(out, op(a, b))
+        return out
+
+    return related
+
+
+def _unary(fn: Callable) -> Callable[[Compiled], Compiled]:
+    return lambda a: (lambda v: fn(_num(a(v))))
+
+
+class _Compiler:
+    """SBML math (a libsbml ASTNode) to a function of a dict of values by id."""
+
+    def __init__(self, libsbml, functions: dict[str, Any], where: str):
+        self.sbml = libsbml
+        self.functions = functions  # id -> FunctionDefinition
+        self.where = where
+        s = libsbml
+        sec = lambda x: 1.0 / jnp.cos(x)  # noqa: E731
+        csc = lambda x: 1.0 / jnp.sin(x)  # noqa: E731
+        cot = lambda x: 1.0 / jnp.tan(x)  # noqa: E731
+        self.unary = {
+            s.AST_FUNCTION_ABS: jnp.abs, s.AST_FUNCTION_EXP: jnp.exp, s.AST_FUNCTION_LN: jnp.log,
+            s.AST_FUNCTION_FLOOR: jnp.floor, s.AST_FUNCTION_CEILING: jnp.ceil,
+            s.AST_FUNCTION_SIN: jnp.sin, s.AST_FUNCTION_COS: jnp.cos, s.AST_FUNCTION_TAN: jnp.tan,
+            s.AST_FUNCTION_SEC: sec, s.AST_FUNCTION_CSC: csc, s.AST_FUNCTION_COT: cot,
+            s.AST_FUNCTION_SINH: jnp.sinh, s.AST_FUNCTION_COSH: jnp.cosh, s.AST_FUNCTION_TANH: jnp.tanh,
+            s.AST_FUNCTION_SECH: lambda x: 1.0 / jnp.cosh(x), s.AST_FUNCTION_CSCH: lambda x: 1.0 / jnp.sinh(x),
+            s.AST_FUNCTION_COTH: lambda x: 1.0 / jnp.tanh(x),
+            s.AST_FUNCTION_ARCSIN: jnp.arcsin, s.AST_FUNCTION_ARCCOS: jnp.arccos, s.AST_FUNCTION_ARCTAN: jnp.arctan,
+            s.AST_FUNCTION_ARCSEC: lambda x: jnp.arccos(1.0 / x), s.AST_FUNCTION_ARCCSC: lambda x: jnp.arcsin(1.0 / x),
+            s.AST_FUNCTION_ARCCOT: lambda x: jnp.arctan(1.0 / x),
+            s.AST_FUNCTION_ARCSINH: jnp.arcsinh, s.AST_FUNCTION_ARCCOSH: jnp.arccosh, s.AST_FUNCTION_ARCTANH: jnp.arctanh,
+            s.AST_FUNCTION_ARCSECH: lambda x: jnp.arccosh(1.0 / x), s.AST_FUNCTION_ARCCSCH: lambda x: jnp.arcsinh(1.0 / x),
+            s.AST_FUNCTION_ARCCOTH: lambda x: jnp.arctanh(1.0 / x),
+            s.AST_FUNCTION_FACTORIAL: lambda x: jsp.gamma(x + 1.0),
+        }
+        self.relations = {
+            s.AST_RELATIONAL_EQ: jnp.equal, s.AST_RELATIONAL_NEQ: jnp.not_equal, s.AST_RELATIONAL_LT: jnp.less,
+            s.AST_RELATIONAL_LEQ: jnp.less_equal, s.AST_RELATIONAL_GT: jnp.greater, s.AST_RELATIONAL_GEQ: jnp.greater_equal,
+        }
+
+    def refuse(self, what: str) -> SbmlError:
+        return SbmlError(f"{self.where}: {what}")
+
+    def names(self, node, bound: frozenset[str] = frozenset()) -> set[str]:
+        """The ids a formula reads (through the function definitions it calls)."""
+        s = self.sbml
+        out: set[str] = set()
+        if node is None:
+            return out
+        kind = node.getType()
+        if kind == s.AST_NAME and node.getName() not in bound:
+            out.add(node.getName())
+        if kind == s.AST_FUNCTION:
+            definition = self.functions.get(node.getName())
+            if definition is not None and definition.getMath() is not None:
+                body = definition.getMath()
+                args = frozenset(body.getChild(i).getName() for i in range(body.getNumChildren() - 1))
+                out |= self.names(body.getChild(body.getNumChildren() - 1), args)
+        for i in range(node.getNumChildren()):
+            out |= self.names(node.getChild(i), bound)
+        return out
+
+    def compile(self, node, scope: dict[str, Compiled] | None = None, depth: int = 0) -> Compiled:
+        s = self.sbml
+        if node is None:
+            raise self.refuse("has no math")
+        if depth > 400:
+            raise self.refuse("math nested more than 400 levels deep")
+        kind = node.getType()
+        kids = [node.getChild(i) for i in range(node.getNumChildren())]
+        sub = lambda n: self.compile(n, scope, depth + 1)  # noqa: E731
+        if kind in (s.AST_INTEGER, s.AST_REAL, s.AST_REAL_E, s.AST_RATIONAL):
+            value = float(node.getValue())
+            return lambda v: value
+        if kind == s.AST_CONSTANT_PI:
+            return lambda v: math.pi
+        if kind == s.AST_CONSTANT_E:
+            return lambda v: math.e
+        if kind == s.AST_CONSTANT_TRUE:
+            return lambda v: jnp.asarray(True)
+        if kind == s.AST_CONSTANT_FALSE:
+            return lambda v: jnp.asarray(False)
+        if kind == s.AST_NAME_TIME:
+            return lambda v: v[TIME]
+        if kind == s.AST_NAME_AVOGADRO:
+            return lambda v: AVOGADRO
+        if kind == s.AST_NAME:
+            name = node.getName()
+            if scope is not None and name in scope:
+                return scope[name]
+            if name in ("INF", "inf", "infinity"):
+                return lambda v: math.inf
+            if name in ("NaN", "nan", "notanumber"):
+                return lambda v: math.nan
+            return lambda v: v[name]
+        if kind == s.AST_PLUS:
+            return _fold(jnp.add, [sub(k) for k in kids], 0.0)
+        if kind == s.AST_TIMES:
+            return _fold(jnp.multiply, [sub(k) for k in kids], 1.0)
+        if kind == s.AST_MINUS:
+            parts = [sub(k) for k in kids]
+            if len(parts) == 1:
+                return _unary(jnp.negative)(parts[0])
+            return _fold(jnp.subtract, parts, 0.0)
+        if kind == s.AST_DIVIDE:
+            return _fold(jnp.divide, [sub(k) for k in kids], 1.0)
+        if kind in (s.AST_POWER, s.AST_FUNCTION_POWER):
+            return _fold(jnp.power, [sub(k) for k in kids], 1.0)
+        if kind == s.AST_FUNCTION_ROOT:
+            if len(kids) == 1:
+                return _unary(jnp.sqrt)(sub(kids[0]))
+            degree, x = sub(kids[0]), sub(kids[1])
+            return lambda v: jnp.power(_num(x(v)), 1.0 / _num(degree(v)))
+        if kind == s.AST_FUNCTION_LOG:
+            if len(kids) == 1:
+                return _unary(jnp.log10)(sub(kids[0]))
+            base, x = sub(kids[0]), sub(kids[1])
+            return lambda v: jnp.log(_num(x(v))) / jnp.log(_num(base(v)))
+        if kind in self.unary:
+            if len(kids) != 1:
+                raise self.refuse(f"{node.getName() or 'a function'} takes one argument, got {len(kids)}")
+            return _unary(self.unary[kind])(sub(kids[0]))
+        if kind == s.AST_FUNCTION_MAX:
+            return _fold(jnp.maximum, [sub(k) for k in kids], -math.inf)
+        if kind == s.AST_FUNCTION_MIN:
+            return _fold(jnp.minimum, [sub(k) for k in kids], math.inf)
+        if kind == s.AST_FUNCTION_QUOTIENT:
+            a, b = sub(kids[0]), sub(kids[1])
+            return lambda v: jnp.trunc(_num(a(v)) / _num(b(v)))
+        if kind == s.AST_FUNCTION_REM:
+            a, b = sub(kids[0]), sub(kids[1])
+            return lambda v: jnp.fmod(_num(a(v)), _num(b(v)))
+        if kind in self.relations:
+            return _relation(self.relations[kind], [sub(k) for k in kids])
+        if kind == s.AST_LOGICAL_AND:
+            return _fold_bool(jnp.logical_and, [sub(k) for k in kids], True)
+        if kind == s.AST_LOGICAL_OR:
+            return _fold_bool(jnp.logical_or, [sub(k) for k in kids], False)
+        if kind == s.AST_LOGICAL_XOR:
+            return _fold_bool(jnp.logical_xor, [sub(k) for k in kids], False)
+        if kind == s.AST_LOGICAL_NOT:
+            a = sub(kids[0])
+            return lambda v: jnp.logical_not(_bool(a(v)))
+        if kind == s.AST_LOGICAL_IMPLIES:
+            a, b = sub(kids[0]), sub(kids[1])
+            return lambda v: jnp.logical_or(jnp.logical_not(_bool(a(v))), _bool(b(v)))
+        if kind == s.AST_FUNCTION_PIECEWISE:
+            parts = [sub(k) for k in kids]
+            otherwise = parts[-1] if len(parts) % 2 else (lambda v: math.nan)
+            pieces = list(zip(parts[0:-1:2] if len(parts) % 2 else parts[0::2], parts[1::2]))
+
+            def piecewise(v):
+                out = _num(otherwise(v))
+                for value, condition in reversed(pieces):
+                    out = jnp.where(_bool(condition(v)), _num(value(v)), out)
+                return out
+
+            return piecewise
+        if kind == s.AST_FUNCTION:
+            name = node.getName()
+            definition = self.functions.get(name)
+            if definition is None or definition.getMath() is None:
+                raise self.refuse(f"calls {name!r}, which is no function definition of the model")
+            body = definition.getMath()
+            params = [body.getChild(i).getName() for i in range(body.getNumChildren() - 1)]
+            if len(params) != len(kids):
+                raise self.refuse(f"calls {name}() with {len(kids)} arguments; it takes {len(params)}")
+            args = [sub(k) for k in kids]
+            # A function body sees its arguments only (and time, constants), never the
+            # model's ids: a new scope of the arguments' values.
+            inner = self.compile(body.getChild(body.getNumChildren() - 1), {p: a for p, a in zip(params, args)}, depth + 1)
+            return inner
+        if kind == s.AST_FUNCTION_DELAY:
+            raise self.refuse("uses delay(), which is not supported")
+        if kind == getattr(s, "AST_FUNCTION_RATE_OF", -1):
+            raise self.refuse("uses rateOf(), which is not supported")
+        if kind == s.AST_LAMBDA:
+            raise self.refuse("has a lambda outside a function definition")
+        raise self.refuse(f"uses the MathML element {node.getName() or kind!r}, which is not supported")
+
+
+class SbmlOdeModel(OdeModel):
+    """An ODE model imported from SBML by `sbml_model`. Its observables are the SBML
+    quantities by id (species, compartments, parameters, reaction rates)."""
+
+    # Class attributes set per import: state_names, initial_defaults, parameters, name,
+    # description; and what the compiled program needs.
+    species_compartments: ClassVar[dict[str, str]]
+    amount_species: ClassVar[frozenset[str]]
+    program: Any = eqx.field(static=True)
+
+    def vector_field(self, t: Scalar, y: State, params: PyTree) -> State:
+        values = self.program.values(t, y, params)
+        if not self.program.rates:  # (everything is set by assignment rules)
+            return jnp.zeros((0,), y.dtype)
+        return jnp.stack([jnp.broadcast_to(jnp.asarray(_num(r(values)), y.dtype), ()) for r in self.program.rates])
+
+    def observables(self, t: Scalar, y: State, params: PyTree) -> dict[str, Array]:
+        values = self.program.values(t, y, params)
+        return {name: jnp.broadcast_to(jnp.asarray(_num(fn(values)), y.dtype), ()) for name, fn in self.program.observed}
+
+    @property
+    def observable_names(self) -> tuple[str, ...]:
+        return tuple(name for name, _ in self.program.observed)
+
+
+class _Program:
+    """What an imported model computes from (t, y, params): the values of every id in
+    dependency order, the state's rates and the observables."""
+
+    def __init__(self, state: list[str], derived: list[tuple[str, Compiled]], fixed: dict[str, float], rates: list[Compiled], observed: list[tuple[str, Compiled]]):
+        self.state = state  # keys of the state components (a species changed by reactions: its amount, as "@amount:ID")
+        self.derived = derived  # (id, function of the values so far), in dependency order
+        self.fixed = fixed
+        self.rates = rates
+        self.observed = observed
+
+    def values(self, t, y, params) -> dict[str, Any]:
+        values: dict[str, Any] = dict(self.fixed)
+        values.update(params)
+        values[TIME] = t
+        for i, name in enumerate(self.state):
+            values[name] = y[i]
+        for name, fn in self.derived:
+            values[name] = fn(values)
+        return values
+
+
+def _toposort(nodes: dict[str, set[str]], what: str) -> list[str]:
+    """The keys of `nodes` (id -> the ids it depends on) in an order in which each comes
+    after what it depends on (dependencies outside `nodes` are given)."""
+    order: list[str] = []
+    state: dict[str, int] = {}
+
+    def visit(name: str, path: list[str]) -> None:
+        mark = state.get(name)
+        if mark == 2:
+            return
+        if mark == 1:
+            loop = path[path.index(name):] + [name]
+            raise SbmlError(f"{what} depend on each other in a loop ({' -> '.join(loop)})")
+        state[name] = 1
+        for dep in sorted(nodes[name]):
+            if dep in nodes and dep != name:
+                visit(dep, path + [name])
+            elif dep == name:
+                raise SbmlError(f"{what}: {name} depends on itself")
+        state[name] = 2
+        order.append(name)
+
+    for name in nodes:
+        visit(name, [])
+    return order
+
+
+def _read(path: Path):
+    try:
+        import libsbml
+    except ImportError:  # pragma: no cover
+        raise SbmlError("reading SBML needs python-libsbml (pip install python-libsbml)") from None
+    if not path.is_file():
+        raise SbmlError(f"{path}: no such file")
+    document = libsbml.readSBMLFromFile(str(path))
+    errors = [document.getError(i) for i in range(document.getNumErrors())]
+    serious = [e for e in errors if e.getSeverity() >= libsbml.LIBSBML_SEV_ERROR]
+    if serious:
+        first = serious[0]
+        message = " ".join(first.getShortMessage().split()) or " ".join(first.getMessage().split())
+        raise SbmlError(f"{path}: not valid SBML (line {first.getLine()}: {message})")
+    model = document.getModel()
+    if model is None:
+        raise SbmlError(f"{path}: holds no SBML model")
+    if document.getLevel() < 2:
+        raise SbmlError(f"{path}: SBML Level {document.getLevel()} is not supported (Level 2 and 3 are); convert it to Level 3")
+    for i in range(document.getNumPlugins()):
+        package = document.getPlugin(i).getPackageName()
+        # (libsbml represents Level 3 Version 2's own math as a package of its own)
+        if package != "l3v2extendedmath" and document.isPackageEnabled(package):
+            raise SbmlError(f"{path}: uses the SBML package {package!r}, which is not supported (SBML core only)")
+    properties = libsbml.ConversionProperties()
+    properties.addOption("promoteLocalParameters", True)
+    if document.convert(properties) != libsbml.LIBSBML_OPERATION_SUCCESS:
+        raise SbmlError(f"{path}: its reactions' local parameters cannot be made global")
+    return libsbml, document, document.getModel()
+
+
+# Models already imported, by (resolved path, modification time, size): a config built
+# several times in one process (a run, a sweep's chunks, a fit) gives one class, compiled
+# once.
+_IMPORTED: dict[tuple[str, int, int], SbmlOdeModel] = {}
+
+
+def sbml_model(path: str | Path) -> SbmlOdeModel:
+    """The ODE model of an SBML file (Level 2 or 3 core).
+
+    Raises:
+        SbmlError: the file is missing or not valid SBML, or uses what the importer does
+            not support (named in one line: events, algebraic rules, delays, fast
+            reactions, rateOf, packages).
+
+    Example:
+        >>> model = sbml_model("tests/data/sbml/00001/00001-sbml-l3v2.xml")
+    """
+    path = Path(path)
+    try:
+        stat = path.resolve().stat()
+    except OSError:
+        raise SbmlError(f"{path}: no such file") from None
+    key = (str(path.resolve()), stat.st_mtime_ns, stat.st_size)
+    if key not in _IMPORTED:
+        _IMPORTED[key] = _import(path)
+    return _IMPORTED[key]
+
+
+def _import(path: Path) -> SbmlOdeModel:
+    libsbml, document, model = _read(path)
+    name = path.name
+
+    for i in range(model.getNumEvents()):
+        event = model.getEvent(i)
+        raise SbmlError(f"{name}: event {event.getId() or i + 1!r}: events are not supported")
+    for i in range(model.getNumRules()):
+        if model.getRule(i).isAlgebraic():
+            raise SbmlError(f"{name}: algebraic rule {i + 1}: algebraic rules are not supported")
+    for i in range(model.getNumReactions()):
+        reaction = model.getReaction(i)
+        if reaction.isSetFast() and reaction.getFast():
+            raise SbmlError(f"{name}: reaction {reaction.getId()!r}: fast reactions are not supported")
+
+    functions = {model.getFunctionDefinition(i).getId(): model.getFunctionDefinition(i) for i in range(model.getNumFunctionDefinitions())}
+
+    def compiler(where: str) -> _Compiler:
+        return _Compiler(libsbml, functions, f"{name}: {where}")
+
+    compartments = {c.getId(): c for c in model.getListOfCompartments()}
+    species = {s.getId(): s for s in model.getListOfSpecies()}
+    parameters = {p.getId(): p for p in model.getListOfParameters()}
+    references: dict[str, Any] = {}  # species references with ids (their stoichiometry is a value)
+    reactions = list(model.getListOfReactions())
+    for reaction in reactions:
+        for ref in list(reaction.getListOfReactants()) + list(reaction.getListOfProducts()):
+            if ref.isSetId() and ref.getId():
+                references[ref.getId()] = ref
+
+    rate_rules, assignment_rules = {}, {}
+    for rule in model.getListOfRules():
+        target = rule.getVariable()
+        if rule.isRate():
+            rate_rules[target] = rule
+        elif rule.isAssignment():
+            assignment_rules[target] = rule
+    initial_assignments = {a.getSymbol(): a for a in model.getListOfInitialAssignments()}
+
+    def amount_valued(sid: str) -> bool:
+        """Whether the species' symbol means its amount (else its concentration)."""
+        s = species[sid]
+        compartment = compartments.get(s.getCompartment())
+        return s.getHasOnlySubstanceUnits() or (compartment is not None and compartment.getSpatialDimensions() == 0)
+
+    changed_by_reactions: set[str] = set()
+    for reaction in reactions:
+        for ref in list(reaction.getListOfReactants()) + list(reaction.getListOfProducts()):
+            s = species.get(ref.getSpecies())
+            if s is None:
+                raise SbmlError(f"{name}: reaction {reaction.getId()!r} names no species {ref.getSpecies()!r}")
+            if not s.getBoundaryCondition() and not s.getConstant():
+                changed_by_reactions.add(s.getId())
+    for sid in changed_by_reactions & (set(rate_rules) | set(assignment_rules)):
+        raise SbmlError(f"{name}: species {sid!r} is changed by reactions and set by a rule (it must be a boundary species)")
+
+    # The state: reaction species by amount (under "@amount:ID"), rate-rule targets by value.
+    state = [f"@amount:{sid}" for sid in species if sid in changed_by_reactions] + list(rate_rules)
+    for target in rate_rules:
+        if target not in species and target not in compartments and target not in parameters and target not in references:
+            raise SbmlError(f"{name}: rate rule for {target!r}, which is no species, compartment, parameter or stoichiometry")
+
+    # Model parameters: global parameters and constant compartments that no rule sets.
+    ruled = set(rate_rules) | set(assignment_rules)
+    parameter_ids = [p for p in parameters if p not in ruled] + [c for c in compartments if c not in ruled]
+
+    # --- Initial values: attributes, then initial assignments and assignment rules in
+    # dependency order (species from their amount or concentration and compartment).
+    start: dict[str, Compiled] = {}
+    start_deps: dict[str, set[str]] = {}
+
+    def constant_start(sid: str, value: float | None) -> None:
+        # (no value: NaN, refused below if the model needs it)
+        start[sid] = lambda v, _x=math.nan if value is None else float(value): _x
+        start_deps[sid] = set()
+
+    for pid, p in parameters.items():
+        constant_start(pid, p.getValue() if p.isSetValue() else None)
+    for cid, c in compartments.items():
+        constant_start(cid, c.getSize() if c.isSetSize() else (1.0 if document.getLevel() == 2 else None))
+    for rid, ref in references.items():
+        constant_start(rid, ref.getStoichiometry() if ref.isSetStoichiometry() or document.getLevel() == 2 else None)
+    for sid, s in species.items():
+        cid = s.getCompartment()
+        if s.isSetInitialAmount():
+            amount, conc = s.getInitialAmount(), None
+        elif s.isSetInitialConcentration():
+            amount, conc = None, s.getInitialConcentration()
+        else:
+            constant_start(sid, None)
+            continue
+        is_amount = amount_valued(sid)
+        if amount is not None and is_amount or conc is not None and not is_amount:
+            constant_start(sid, amount if amount is not None else conc)
+        elif amount is not None:  # an amount, read as a concentration
+            start[sid] = lambda v, _a=amount, _c=cid: _a / v[_c]
+            start_deps[sid] = {cid}
+        else:  # a concentration, read as an amount
+            start[sid] = lambda v, _x=conc, _c=cid: _x * v[_c]
+            start_deps[sid] = {cid}
+    for sid, assignment in initial_assignments.items():
+        if sid in assignment_rules:
+            raise SbmlError(f"{name}: {sid!r} has both an initial assignment and an assignment rule")
+        c = compiler(f"initial assignment to {sid!r}")
+        start[sid] = c.compile(assignment.getMath())
+        start_deps[sid] = c.names(assignment.getMath())
+    for sid, rule in assignment_rules.items():
+        c = compiler(f"assignment rule for {sid!r}")
+        start[sid] = c.compile(rule.getMath())
+        start_deps[sid] = c.names(rule.getMath())
+    # A reaction's id stands for its rate.
+    rate_of: dict[str, Compiled] = {}
+    rate_deps: dict[str, set[str]] = {}
+    for reaction in reactions:
+        law = reaction.getKineticLaw()
+        rid = reaction.getId()
+        if law is None or law.getMath() is None:
+            raise SbmlError(f"{name}: reaction {rid!r} has no kinetic law")
+        c = compiler(f"kinetic law of {rid!r}")
+        rate_of[rid], rate_deps[rid] = c.compile(law.getMath()), c.names(law.getMath())
+        start[rid], start_deps[rid] = rate_of[rid], rate_deps[rid]
+    for sid, deps in start_deps.items():
+        for dep in deps:
+            if dep not in start:
+                raise SbmlError(f"{name}: {sid!r} reads {dep!r}, which is no id of the model")
+    initial: dict[str, Any] = {TIME: jnp.asarray(0.0)}  # (initial assignments that read time see 0)
+    for sid in _toposort(start_deps, "initial values"):
+        initial[sid] = start[sid](initial)
+
+    # --- The program of the right-hand side.
+    derived_fns: dict[str, Compiled] = dict(rate_of)
+    derived_deps: dict[str, set[str]] = dict(rate_deps)
+    for sid in species:
+        if sid in changed_by_reactions:
+            key, cid = f"@amount:{sid}", species[sid].getCompartment()
+            if amount_valued(sid):
+                derived_fns[sid], derived_deps[sid] = (lambda v, _k=key: v[_k]), set()
+            else:
+                derived_fns[sid], derived_deps[sid] = (lambda v, _k=key, _c=cid: v[_k] / v[_c]), {cid}
+    for sid, rule in assignment_rules.items():
+        c = compiler(f"assignment rule for {sid!r}")
+        derived_fns[sid], derived_deps[sid] = c.compile(rule.getMath()), c.names(rule.getMath())
+    for rid, ref in references.items():
+        if ref.isSetStoichiometryMath() and ref.getStoichiometryMath().getMath() is not None:
+            c = compiler(f"stoichiometry of {rid!r}")
+            math_node = ref.getStoichiometryMath().getMath()
+            derived_fns[rid], derived_deps[rid] = c.compile(math_node), c.names(math_node)
+    order = _toposort(derived_deps, "assignment rules")
+    derived = [(sid, derived_fns[sid]) for sid in order]
+
+    known = set(state) | set(derived_fns) | {pid for pid in parameter_ids if math.isfinite(float(initial[pid]))}
+    fixed = {sid: float(initial[sid]) for sid in initial if sid != TIME and sid not in known}
+    all_ids = known | set(fixed)
+    for sid, deps in derived_deps.items():
+        for dep in deps:
+            if dep not in all_ids:
+                raise SbmlError(f"{name}: {sid!r} reads {dep!r}, which is no id of the model")
+
+    def stoichiometry(ref) -> Compiled:
+        if ref.isSetId() and ref.getId():
+            rid = ref.getId()
+            return lambda v, _r=rid: v[_r]
+        if ref.isSetStoichiometryMath() and ref.getStoichiometryMath().getMath() is not None:
+            return compiler("stoichiometry").compile(ref.getStoichiometryMath().getMath())
+        value = ref.getStoichiometry() if ref.isSetStoichiometry() or document.getLevel() == 2 else 1.0
+        return lambda v, _x=float(value): _x
+
+    terms: dict[str, list[tuple[float, Compiled, Compiled]]] = {sid: [] for sid in changed_by_reactions}
+    for reaction in reactions:
+        rid = reaction.getId()
+        for sign, refs in ((-1.0, reaction.getListOfReactants()), (1.0, reaction.getListOfProducts())):
+            for ref in refs:
+                if ref.getSpecies() in terms:
+                    terms[ref.getSpecies()].append((sign, stoichiometry(ref), lambda v, _r=rid: v[_r]))
+
+    def species_rate(sid: str) -> Compiled:
+        s = species[sid]
+        factor_id = s.getConversionFactor() if s.isSetConversionFactor() else (model.getConversionFactor() if model.isSetConversionFactor() else "")
+        parts = terms[sid]
+
+        def rate(v):
+            total = 0.0
+            for sign, stoich, flux in parts:
+                total = total + sign * _num(stoich(v)) * _num(flux(v))
+            return total * v[factor_id] if factor_id else total
+
+        return rate
+
+    rates: list[Compiled] = []
+    for key in state:
+        if key.startswith("@amount:"):
+            rates.append(species_rate(key.removeprefix("@amount:")))
+        else:
+            c = compiler(f"rate rule for {key!r}")
+            rates.append(c.compile(rate_rules[key].getMath()))
+            for dep in c.names(rate_rules[key].getMath()):
+                if dep not in all_ids:
+                    raise SbmlError(f"{name}: rate rule for {key!r} reads {dep!r}, which is no id of the model")
+
+    observed: list[tuple[str, Compiled]] = []
+    for sid in list(species) + list(compartments) + list(parameters):
+        observed.append((sid, lambda v, _s=sid: v[_s]))
+    for reaction in reactions:
+        observed.append((reaction.getId(), lambda v, _r=reaction.getId(): v[_r]))
+    program = _Program(state, derived, fixed, rates, observed)
+
+    def initial_of(key: str) -> float:
+        if key.startswith("@amount:"):
+            sid = key.removeprefix("@amount:")
+            value = float(initial[sid])
+            return value if amount_valued(sid) else value * float(initial[species[sid].getCompartment()])
+        return float(initial[key])
+
+    state_names = tuple(k.removeprefix("@amount:") for k in state)
+    missing = [n for n, k in zip(state_names, state) if not math.isfinite(initial_of(k))]
+    # (a parameter or compartment with no value is no parameter to set: NaN wherever read)
+    parameter_ids = [pid for pid in parameter_ids if math.isfinite(float(initial[pid]))]
+    if missing:
+        raise SbmlError(f"{name}: {missing[0]!r} has no initial value (no value attribute, initial assignment or rule gives one)")
+    label = model.getId() or path.stem
+    declared = tuple(
+        Parameter(
+            pid,
+            float(initial[pid]),
+            (parameters[pid].getUnits() if pid in parameters else compartments[pid].getUnits()) or "1",
+            (parameters[pid].getName() if pid in parameters else f"size of compartment {compartments[pid].getName() or pid}"),
+        )
+        for pid in parameter_ids
+    )
+    namespace = {
+        "name": label,
+        "description": f"imported from the SBML file {name} ({len(species)} species, {len(reactions)} reactions)",
+        "parameters": declared,
+        "state_names": state_names,
+        "initial_defaults": {n: initial_of(k) for n, k in zip(state_names, state)},
+        "species_compartments": {sid: s.getCompartment() for sid, s in species.items()},
+        "amount_species": frozenset(sid for sid in species if amount_valued(sid)),
+        "__doc__": f"The SBML model {label!r} of {name}.",
+        "__module__": __name__,
+    }
+    cls = type(f"Sbml_{label}" if label.isidentifier() else "SbmlModel", (SbmlOdeModel,), namespace)
+    return cls(program=program)

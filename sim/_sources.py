@@ -1,0 +1,185 @@
+"""Models from outside the package: a Python file that a config names (`[model] source =
+"my_models.py:Predation"`) and installed plugins (the entry-point group `simjax.models`).
+
+Either way the model is a class of one of the families (`physics.ode.OdeModel`, ...), as a
+built-in model is: the same commands run it. Loading a file or a plugin runs its code;
+that is what a user asks for by naming it.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.metadata
+import importlib.util
+import inspect
+import sys
+import traceback
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from physics import Model
+
+from ._config import split_source
+from ._family import family_of
+
+PLUGIN_GROUP = "simjax.models"
+
+# Files already run, by (resolved path, modification time, size): a config built several
+# times in one process (a sweep's chunks, a fit) runs its model file once.
+_FILES: dict[tuple[str, int, int], ModuleType] = {}
+
+
+class SourceError(ValueError):
+    """A model file or plugin that cannot give a model class; the message is one line."""
+
+
+def _is_model_class(obj: object) -> bool:
+    if not (isinstance(obj, type) and issubclass(obj, Model)) or inspect.isabstract(obj):
+        return False
+    try:
+        family_of(obj)
+    except TypeError:
+        return False
+    return isinstance(getattr(obj, "name", None), str)
+
+
+def _where(error: BaseException, path: Path) -> str:
+    """`line N: ` of the deepest frame of `error` inside `path`, or ''."""
+    if isinstance(error, SyntaxError) and error.lineno is not None:
+        return f"line {error.lineno}: "
+    lines = [f.lineno for f in traceback.extract_tb(error.__traceback__) if Path(f.filename) == path]
+    return f"line {lines[-1]}: " if lines else ""
+
+
+def _first_line(error: BaseException) -> str:
+    text = error.msg if isinstance(error, SyntaxError) else str(error)
+    text = (text or "").strip().splitlines()
+    return f"{type(error).__name__}: {text[0]}" if text else type(error).__name__
+
+
+def run_file(path: Path) -> ModuleType:
+    """The module a Python model file defines, run once per version of the file.
+
+    Raises:
+        SourceError: no such file, not a `.py` file, or an error while running it (with
+            its line).
+    """
+    if path.suffix != ".py":
+        raise SourceError(f"{path}: expected a Python file (.py)")
+    try:
+        resolved = path.resolve(strict=True)
+        stat = resolved.stat()
+    except FileNotFoundError:
+        raise SourceError(f"{path}: no such file") from None
+    except OSError as e:
+        raise SourceError(f"{path}: cannot be read ({e.strerror})") from None
+    if not resolved.is_file():
+        raise SourceError(f"{path}: is not a regular file; expected a Python file")
+    key = (str(resolved), stat.st_mtime_ns, stat.st_size)
+    if key in _FILES:
+        return _FILES[key]
+    # A module name of its own per file (and version), so that two files of one name do
+    # not replace each other, and the classes' module can be found while it runs.
+    digest = hashlib.sha256(repr(key).encode()).hexdigest()[:16]
+    name = f"simjax_model_file_{resolved.stem if resolved.stem.isidentifier() else 'file'}_{digest}"
+    spec = importlib.util.spec_from_file_location(name, resolved)
+    if spec is None or spec.loader is None:
+        raise SourceError(f"{path}: cannot be loaded as a Python module")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as e:  # the file's own error, reported as a line of the file
+        del sys.modules[name]
+        raise SourceError(f"{path}: {_where(e, resolved)}{_first_line(e)}") from None
+    except SystemExit as e:
+        del sys.modules[name]
+        raise SourceError(f"{path}: {_where(e, resolved)}the file called exit({e.code!r}) when run") from None
+    _FILES[key] = module
+    return module
+
+
+def file_models(path: Path) -> dict[str, type[Model]]:
+    """The model classes a Python file defines (not those it imports), by class name."""
+    module = run_file(path)
+    return {n: c for n, c in vars(module).items() if _is_model_class(c) and c.__module__ == module.__name__}
+
+
+def source_class(source: str, base: Path) -> type[Model]:
+    """The model class `source` names: `"file.py:Class"` (the file relative to `base`), or
+    `"file.py"` when that file defines exactly one model class.
+
+    Raises:
+        SourceError: as `run_file`; no such class, or one that is not a model class of a
+            family.
+    """
+    file, name = split_source(source)
+    path = Path(file) if Path(file).is_absolute() else base / file
+    models = file_models(path)
+    if name is None:
+        if len(models) == 1:
+            return next(iter(models.values()))
+        found = f"it defines {', '.join(models)}" if models else "it defines none"
+        raise SourceError(f"{file}: expected {file}:CLASS naming one model class ({found})")
+    if name in models:
+        return models[name]
+    module = run_file(path)
+    obj = getattr(module, name, None)
+    listed = ", ".join(models) if models else "none"
+    if obj is None:
+        from solvers import did_you_mean
+
+        raise SourceError(f"{file}: defines no class {name!r} (model classes: {listed}).{did_you_mean(name, models)}")
+    if isinstance(obj, type) and issubclass(obj, Model) and inspect.isabstract(obj):
+        missing = ", ".join(sorted(obj.__abstractmethods__))
+        raise SourceError(f"{file}: {name} is abstract; it does not define {missing}")
+    if isinstance(obj, type) and issubclass(obj, Model) and _is_model_class(obj):
+        return obj  # imported into the file from elsewhere: still the class it names
+    if isinstance(obj, type) and issubclass(obj, Model) and not isinstance(getattr(obj, "name", None), str):
+        raise SourceError(f"{file}: {name} sets no name (a class attribute name: ClassVar[str] = ...)")
+    raise SourceError(
+        f"{file}: {name} is not a model class (expected a subclass of OdeModel, SdeModel, SpectralPdeModel, GridPdeModel or ParticleModel)"
+    )
+
+
+@functools.cache
+def plugin_entry_points() -> dict[str, Any]:
+    """The installed entry points (`importlib.metadata.EntryPoint`) of the group
+    `simjax.models`, by name (the model's name); the first of a name wins, as
+    `importlib.metadata` orders them. (Annotated loosely: a test that re-imports
+    `importlib.metadata` makes new EntryPoint classes.)"""
+    found: dict[str, Any] = {}
+    for ep in importlib.metadata.entry_points(group=PLUGIN_GROUP):
+        found.setdefault(ep.name, ep)
+    return found
+
+
+def plugin_origin(name: str) -> str:
+    """Where the plugin `name` comes from: `DIST VERSION (module:attr)`."""
+    ep = plugin_entry_points()[name]
+    dist = ep.dist
+    label = f"{dist.name} {dist.version}" if dist is not None else "an installed package"
+    return f"{label} ({ep.value})"
+
+
+@functools.cache
+def plugin_class(name: str) -> type[Model]:
+    """The model class of the installed plugin `name`.
+
+    Raises:
+        SourceError: the entry point cannot be loaded, names no model class of a family,
+            or a class whose `name` is not the entry point's name.
+    """
+    ep = plugin_entry_points()[name]
+    where = f"plugin model {name!r} of {plugin_origin(name)}"
+    try:
+        cls = ep.load()
+    except Exception as e:
+        raise SourceError(f"{where}: cannot be loaded ({_first_line(e)})") from None
+    if not _is_model_class(cls):
+        raise SourceError(f"{where}: is not a model class of a family (OdeModel, SdeModel, SpectralPdeModel, GridPdeModel or ParticleModel)")
+    if cls.name != name:
+        raise SourceError(f"{where}: the class is named {cls.name!r}; the entry point's name must be the model's name")
+    return cls
