@@ -78,8 +78,10 @@ class Expression:
         return f"Expression({self.text!r})"
 
 
-def parse(text: str, symbols: Collection[str]) -> Expression:
-    """Parse `text` into an `Expression` over `symbols` (and the constants).
+def parse(text: str, symbols: Collection[str], operators: Collection[str] = ()) -> Expression:
+    """Parse `text` into an `Expression` over `symbols` (and the constants). `operators`
+    names functions of one argument that the values supply at evaluation time (under
+    "@NAME"): a PDE's derivatives, which need the grid.
 
     Raises:
         ExpressionError: a syntax error, or a construct or name the language does not
@@ -123,7 +125,7 @@ def parse(text: str, symbols: Collection[str]) -> Expression:
             if name in CONSTANTS:
                 constant = CONSTANTS[name]
                 return lambda v: constant
-            if name in FUNCTIONS:
+            if name in FUNCTIONS or name in operators:
                 raise fail(node, f"{name!r} is a function: call it, as {name}(...)")
             raise fail(node, f"unknown name {name!r}{_did_you_mean(name, known | set(CONSTANTS))}")
         if isinstance(node, ast.BinOp):
@@ -165,10 +167,15 @@ def parse(text: str, symbols: Collection[str]) -> Expression:
         if isinstance(node, ast.IfExp):
             cond, yes, no = build(node.test, depth + 1), build(node.body, depth + 1), build(node.orelse, depth + 1)
             return lambda v: jnp.where(cond(v), yes(v), no(v))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in operators:
+            if node.keywords or len(node.args) != 1 or isinstance(node.args[0], ast.Starred):
+                raise fail(node, f"{node.func.id}() takes 1 argument, got {len(node.args) + len(node.keywords)}")
+            key, arg = f"@{node.func.id}", build(node.args[0], depth + 1)
+            return lambda v: v[key](arg(v))
         if isinstance(node, ast.Call):
             if not isinstance(node.func, ast.Name) or node.func.id not in FUNCTIONS:
                 name = node.func.id if isinstance(node.func, ast.Name) else ast.unparse(node.func)
-                raise fail(node, f"unknown function {name!r}{_did_you_mean(name, FUNCTIONS)}")
+                raise fail(node, f"unknown function {name!r}{_did_you_mean(name, set(FUNCTIONS) | set(operators))}")
             fn, arity = FUNCTIONS[node.func.id]
             if node.keywords or any(isinstance(a, ast.Starred) for a in node.args):
                 raise fail(node, f"{node.func.id}() takes plain arguments, no keywords")

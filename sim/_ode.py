@@ -171,7 +171,7 @@ def _plan(model: OdeModel, config: Config) -> RunPlan:
         params={k: np.asarray(v) for k, v in s.params.items()},
         initial={k: np.asarray(v) for k, v in s.initial.items()},
     )
-    return RunPlan(engine=engine, sink=sink, config=sink.config, check=check_finite(config, ""), result=sink_result(sink), description=model.name)
+    return RunPlan(engine=engine, sink=sink, config=sink.config, check=check_finite(config, "", getattr(model, "checked_observables", None)), result=sink_result(sink), description=model.name)
 
 
 class OdeProblem(eqx.Module):

@@ -16,6 +16,7 @@ import numpy as np
 
 from physics.ode import SbmlError, ode_model, sbml_model
 from physics.sde import sde_model
+from physics.pde import pde_model
 from physics import Model, NamedStateModel
 from solvers import did_you_mean
 
@@ -33,13 +34,14 @@ from ._stream import RunPlan, chunk_frames, collect, stream
 DEFAULT_SAVE = 101
 
 
-_TEXT_MODEL_KEYS = ("states", "noise", "parameters", "observables")
+_TEXT_MODEL_KEYS = ("states", "noise", "fields", "parameters", "observables")
 
 
 def _text_model(config: Config) -> Model:
     """The model a config writes in `[model.states]`: an ODE model
     (`physics.ode.ode_model`), or with `[model.noise]` an SDE model
-    (`physics.sde.sde_model`)."""
+    (`physics.sde.sde_model`); or in `[model.fields]` a PDE on the periodic `[grid]`
+    (`physics.pde.pde_model`)."""
     spec = config.spec.model
     options = spec.options
     for key in options:
@@ -48,13 +50,32 @@ def _text_model(config: Config) -> Model:
     for key in _TEXT_MODEL_KEYS:
         if key in options and not isinstance(options[key], dict):
             raise config.error(f"model.{key}", f"expected a table, like [model.{key}], got {options[key]!r}")
+    if "states" in options and "fields" in options:
+        raise config.error("model.fields", "a model has states (an ODE) or fields (a PDE), not both")
+    if "fields" in options and "noise" in options:
+        raise config.error("model.noise", "noise is for models with [model.states]; a PDE written as text has none")
     try:
+        if "fields" in options:
+            return _text_pde(config)
         if "noise" in options:
             return sde_model(spec.name, options["states"], options["noise"], options.get("parameters"), options.get("observables"))
         return ode_model(spec.name, options["states"], options.get("parameters"), options.get("observables"))
     except ValueError as e:
         where, _, why = str(e).partition(": ")
         raise config.error(f"model.{where}", why) from None
+
+
+def _text_pde(config: Config) -> Model:
+    options = config.spec.model.options
+    grid = dict(config.spec.grid or {})
+    for key in grid:
+        if key not in ("points", "domain"):
+            raise config.error(f"grid.{key}", "a PDE written as text runs on a periodic grid: [grid] takes points and domain (bounded grids are not supported yet)")
+    if "points" not in grid:
+        raise config.error("grid.points", "required key is missing (a PDE written as text needs its grid: points = [64] or [64, 64])")
+    points = grid["points"]
+    model = pde_model(config.spec.model.name, options["fields"], options.get("parameters"), options.get("observables"), points=points, domain=grid.get("domain"))
+    return model
 
 
 def _sbml_model(config: Config) -> Model:
@@ -99,7 +120,7 @@ def build_model(config: Config) -> Model:
     plugin model by `name`, a Python file's model by `source`, or a model written in the
     config's `[model.states]`."""
     spec = config.spec.model
-    if "states" in spec.options:
+    if "states" in spec.options or "fields" in spec.options:
         return _text_model(config)
     if "sbml" in spec.options:
         return _sbml_model(config)
@@ -395,13 +416,15 @@ def _loop_advance(problem, state, frames, capacity: int):
     return problem.advance(state, frames, capacity)
 
 
-def check_finite(config: Config, hint: str) -> Callable[[dict[str, np.ndarray], int], None]:
-    """A plan's check: every observable finite, else a `SimulationError` naming the
-    first save time where one was not."""
+def check_finite(config: Config, hint: str, names: tuple[str, ...] | None = None) -> Callable[[dict[str, np.ndarray], int], None]:
+    """A plan's check: every observable (or each of `names`) finite, else a
+    `SimulationError` naming the first save time where one was not."""
     times = np.asarray(save_times_or_none(config))
 
     def check(rows: dict[str, np.ndarray], k: int) -> None:
         for name, values in rows.items():
+            if names is not None and name not in names:
+                continue
             values = np.asarray(values)
             if not np.issubdtype(values.dtype, np.inexact):
                 continue

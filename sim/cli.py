@@ -170,7 +170,7 @@ def _file_models(name: str) -> None:
 
 @app.command()
 def models(
-    name: Annotated[Optional[str], typer.Argument(help="A model name (or FILE.py, FILE.py:CLASS) for its details.")] = None,
+    name: Annotated[Optional[str], typer.Argument(help="A model name (or FILE.py, FILE.py:CLASS, FILE.xml for SBML) for its details.")] = None,
 ) -> None:
     """List models (built in and installed plugins); with NAME, its parameters, units,
     state and observables."""
@@ -182,6 +182,15 @@ def models(
         return
     if name.endswith(".py") or ".py:" in name:
         _file_models(name)
+        return
+    if name.endswith(".xml") or name.endswith(".sbml"):
+        from physics.ode import SbmlError, sbml_model
+
+        try:
+            model = sbml_model(Path(name))
+        except SbmlError as e:
+            raise InputError("argument NAME", name, str(e).partition(": ")[2]) from None
+        _describe_model(f"{name} ({model.name})", model)
         return
     if name not in model_names():
         raise InputError("argument NAME", name, f"unknown model; `sim models` lists them.{did_you_mean(name, model_names())}")

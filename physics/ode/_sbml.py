@@ -187,11 +187,7 @@ class _Compiler:
             name = node.getName()
             if scope is not None and name in scope:
                 return scope[name]
-            if name in ("INF", "inf", "infinity"):
-                return lambda v: math.inf
-            if name in ("NaN", "nan", "notanumber"):
-                return lambda v: math.nan
-            return lambda v: v[name]
+            return lambda v: v[name]  # (<infinity/> and <notanumber/> are numbers, not names)
         if kind == s.AST_PLUS:
             return _fold(jnp.add, [sub(k) for k in kids], 0.0)
         if kind == s.AST_TIMES:
@@ -301,6 +297,13 @@ class SbmlOdeModel(OdeModel):
     @property
     def observable_names(self) -> tuple[str, ...]:
         return tuple(name for name, _ in self.program.observed)
+
+    @property
+    def checked_observables(self) -> tuple[str, ...]:
+        """What a run checks for a blow-up: the quantities of the state. (An SBML model
+        may declare a parameter of infinite value, or a compartment of no size that
+        nothing reads: not a diverged solution.)"""
+        return self.state_names
 
 
 class _Program:
@@ -441,14 +444,18 @@ def _import(path: Path) -> SbmlOdeModel:
             if ref.isSetId() and ref.getId():
                 references[ref.getId()] = ref
 
+    # A rule or initial assignment without math (allowed since Level 3 Version 2) says
+    # nothing: it is left out, as the specification reads it.
     rate_rules, assignment_rules = {}, {}
     for rule in model.getListOfRules():
         target = rule.getVariable()
+        if not rule.isSetMath():
+            continue
         if rule.isRate():
             rate_rules[target] = rule
         elif rule.isAssignment():
             assignment_rules[target] = rule
-    initial_assignments = {a.getSymbol(): a for a in model.getListOfInitialAssignments()}
+    initial_assignments = {a.getSymbol(): a for a in model.getListOfInitialAssignments() if a.isSetMath()}
 
     def amount_valued(sid: str) -> bool:
         """Whether the species' symbol means its amount (else its concentration)."""
@@ -521,6 +528,16 @@ def _import(path: Path) -> SbmlOdeModel:
         c = compiler(f"assignment rule for {sid!r}")
         start[sid] = c.compile(rule.getMath())
         start_deps[sid] = c.names(rule.getMath())
+    def what(sid: str) -> str:
+        """The element that defines `sid`'s value, for a message."""
+        if sid in rate_deps:
+            return f"kinetic law of {sid!r}"
+        if sid in assignment_rules:
+            return f"assignment rule for {sid!r}"
+        if sid in initial_assignments:
+            return f"initial assignment to {sid!r}"
+        return f"stoichiometry of {sid!r}" if sid in references else repr(sid)
+
     # A reaction's id stands for its rate.
     rate_of: dict[str, Compiled] = {}
     rate_deps: dict[str, set[str]] = {}
@@ -535,7 +552,7 @@ def _import(path: Path) -> SbmlOdeModel:
     for sid, deps in start_deps.items():
         for dep in deps:
             if dep not in start:
-                raise SbmlError(f"{name}: {sid!r} reads {dep!r}, which is no id of the model")
+                raise SbmlError(f"{name}: {what(sid)} reads {dep!r}, which is no id of the model")
     initial: dict[str, Any] = {TIME: jnp.asarray(0.0)}  # (initial assignments that read time see 0)
     for sid in _toposort(start_deps, "initial values"):
         initial[sid] = start[sid](initial)
@@ -550,6 +567,12 @@ def _import(path: Path) -> SbmlOdeModel:
                 derived_fns[sid], derived_deps[sid] = (lambda v, _k=key: v[_k]), set()
             else:
                 derived_fns[sid], derived_deps[sid] = (lambda v, _k=key, _c=cid: v[_k] / v[_c]), {cid}
+        elif sid not in rate_rules and sid not in assignment_rules and not amount_valued(sid):
+            # Nothing changes its amount: in a compartment that changes size, its
+            # concentration follows the size.
+            cid = species[sid].getCompartment()
+            amount = float(initial[sid]) * float(initial[cid])
+            derived_fns[sid], derived_deps[sid] = (lambda v, _a=amount, _c=cid: _a / v[_c]), {cid}
     for sid, rule in assignment_rules.items():
         c = compiler(f"assignment rule for {sid!r}")
         derived_fns[sid], derived_deps[sid] = c.compile(rule.getMath()), c.names(rule.getMath())
@@ -567,7 +590,7 @@ def _import(path: Path) -> SbmlOdeModel:
     for sid, deps in derived_deps.items():
         for dep in deps:
             if dep not in all_ids:
-                raise SbmlError(f"{name}: {sid!r} reads {dep!r}, which is no id of the model")
+                raise SbmlError(f"{name}: {what(sid)} reads {dep!r}, which is no id of the model")
 
     def stoichiometry(ref) -> Compiled:
         if ref.isSetId() and ref.getId():
@@ -642,7 +665,7 @@ def _import(path: Path) -> SbmlOdeModel:
     )
     namespace = {
         "name": label,
-        "description": f"imported from the SBML file {name} ({len(species)} species, {len(reactions)} reactions)",
+        "description": f"imported from the SBML file {name} ({len(species)} species, {len(reactions)} reaction{'' if len(reactions) == 1 else 's'})",
         "parameters": declared,
         "state_names": state_names,
         "initial_defaults": {n: initial_of(k) for n, k in zip(state_names, state)},

@@ -13,3 +13,4 @@ from .base import (
     PdeModel as PdeModel,
     SpectralPdeModel as SpectralPdeModel,
 )
+from ._text import TextSpectralModel as TextSpectralModel, pde_model as pde_model

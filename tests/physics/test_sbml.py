@@ -1,0 +1,316 @@
+"""SBML models read with python-libsbml.
+
+The SBML Test Suite (sbmlteam/sbml-test-suite, `cases/semantic`; LGPL 2.1, see
+tests/data/sbml/LICENSE.txt) gives, per case, a model (`-sbml-l3v2.xml`), the times,
+variables and tolerances of a run (`-settings.txt`) and the expected values
+(`-results.csv`). Each case runs through `sim run` from a config naming the file; a case
+whose tags lie within what the importer supports must match the expected values within
+the case's own tolerances, and every other case must be refused in one line with exit
+code 2 and nothing written. The default run takes the sample of cases shipped under
+tests/data/sbml/cases; `-m slow` with `SBML_TEST_SUITE=/path/to/cases/semantic` runs the
+whole suite and prints the count of passes by tag.
+"""
+
+import csv
+import os
+import re
+from collections import Counter
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import sim
+from physics.ode import sbml_model
+from solvers import OdeSolver
+from tests.helpers import cli
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "sbml"
+SAMPLE = DATA / "cases"
+
+# Tags of what the importer does not support (component tags and test tags of the
+# suite's `-model.m` headers): a case with one of them must be refused.
+UNSUPPORTED_COMPONENTS = ("EventNoDelay", "EventWithDelay", "EventPriority", "AlgebraicRule", "CSymbolDelay", "CSymbolRateOf")
+UNSUPPORTED_TESTS = ("FastReaction", "MultipleFastReactions", "RandomEventExecution")
+
+
+def tags(folder: Path) -> tuple[list[str], list[str], str]:
+    """(component tags, test tags, test type) of a suite case."""
+    header = (folder / f"{folder.name}-model.m").read_text(errors="replace")
+
+    def field(key: str) -> str:
+        return re.search(rf"{key}:\s*(.*)", header).group(1).strip()
+
+    split = lambda text: [t for t in text.replace(" ", "").split(",") if t]  # noqa: E731
+    return split(field("componentTags")), split(field("testTags")), field("testType")
+
+
+def supported(components: list[str], tests: list[str]) -> bool:
+    """Whether a case's tags lie within what the importer supports (no SBML package:
+    `comp:`, `fbc:` tags)."""
+    package = lambda t: t.partition(":")[0] in ("comp", "fbc")  # noqa: E731
+    return not any(t in UNSUPPORTED_COMPONENTS or package(t) for t in components) and not any(t in UNSUPPORTED_TESTS or package(t) for t in tests)
+
+
+def settings(folder: Path) -> dict[str, str]:
+    out = {}
+    for line in (folder / f"{folder.name}-settings.txt").read_text().splitlines():
+        key, colon, value = line.partition(":")
+        if colon:
+            out[key.strip()] = value.strip()
+    return out
+
+
+def expected(folder: Path) -> tuple[list[str], np.ndarray]:
+    with open(folder / f"{folder.name}-results.csv") as f:
+        rows = [r for r in csv.reader(f) if r]
+    return [h.strip() for h in rows[0]], np.array([[float(x) for x in r] for r in rows[1:]])
+
+
+def run_case(folder: Path, capsys, method: str = "tsit5", rtol: float = 1e-10, atol: float = 1e-14) -> tuple[int, str]:
+    """`sim run` of a suite case from a config: (exit code, stderr)."""
+    s = settings(folder)
+    start, duration, steps = float(s["start"]), float(s["duration"]), int(s["steps"])
+    config = Path(f"{folder.name}.toml")
+    config.write_text(
+        f'[model]\nsbml = "{folder / f"{folder.name}-sbml-l3v2.xml"}"\n'
+        f"[time]\nt0 = {start!r}\nt1 = {start + duration!r}\nsave = {steps + 1}\n"
+        f'[solver]\nmethod = "{method}"\nrtol = {rtol!r}\natol = {atol!r}\nmax_steps = 100000\n'
+    )
+    return cli(["run", str(config), "-o", f"{folder.name}.h5", "--quiet"], capsys)
+
+
+def compare(folder: Path) -> str | None:
+    """Why the run of a case misses the suite's values (None when it matches): each
+    variable within `absolute + relative * |expected|` at every time."""
+    s = settings(folder)
+    absolute, relative = float(s["absolute"]), float(s["relative"])
+    amounts = {v.strip() for v in s.get("amount", "").split(",") if v.strip()}
+    concentrations = {v.strip() for v in s.get("concentration", "").split(",") if v.strip()}
+    header, values = expected(folder)
+    record = sim.read(f"{folder.name}.h5")
+    model = sbml_model(folder / f"{folder.name}-sbml-l3v2.xml")
+    np.testing.assert_allclose(record.time, values[:, 0], rtol=1e-12, atol=1e-12)
+    for j, name in enumerate(header[1:], start=1):
+        if name not in record.observables:
+            return f"no observable {name}"
+        got = np.asarray(record.observables[name])
+        if name in model.species_compartments:  # the suite asks for an amount or a concentration
+            size = np.asarray(record.observables[model.species_compartments[name]])
+            if name in amounts and name not in model.amount_species:
+                got = got * size
+            elif name in concentrations and name in model.amount_species:
+                got = got / size
+        want = values[:, j]
+        with np.errstate(invalid="ignore"):  # (inf - inf: an infinite value expected and found)
+            close = (np.abs(got - want) <= absolute + relative * np.abs(want)) | (np.isnan(got) & np.isnan(want)) | (got == want)
+        if not close.all():
+            i = int(np.argmin(close))
+            return f"{name} at t = {values[i, 0]:g}: {got[i]!r}, expected {want[i]!r}"
+    return None
+
+
+def check_case(folder: Path, capsys) -> str:
+    """Run one case as the suite asks: 'pass', 'refused', or raise AssertionError."""
+    components, tests, kind = tags(folder)
+    code, err = run_case(folder, capsys)
+    if supported(components, tests):
+        # What a user does when a run stops at its step budget: an implicit method for a
+        # stiff model, then a looser tolerance for a right-hand side with jumps (a rate
+        # with floor or ceiling, which an error control at 1e-10 cannot step across).
+        for retry in ({"method": "kvaerno5"}, {"rtol": 1e-6, "atol": 1e-10}):
+            if code == 0 and compare(folder) is None or code != 0 and "max_steps" not in err:
+                break
+            Path(f"{folder.name}.h5").unlink(missing_ok=True)
+            code, err = run_case(folder, capsys, **retry)
+        assert code == 0, (folder.name, err)
+        why = compare(folder)
+        assert why is None, (folder.name, why)
+        return "pass"
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "model.sbml" in err and "Traceback" not in err, (folder.name, code, err)
+    assert not Path(f"{folder.name}.h5").exists()
+    return "refused"
+
+
+SAMPLE_CASES = sorted(p.name for p in SAMPLE.iterdir()) if SAMPLE.exists() else []
+
+
+@pytest.mark.parametrize("case", SAMPLE_CASES)
+def test_sbml_test_suite_sample(case, tmp_cwd, capsys):
+    check_case(SAMPLE / case, capsys)
+
+
+def test_the_sample_covers_what_the_importer_supports_and_refuses():
+    covered = Counter()
+    outcomes = Counter()
+    for case in SAMPLE_CASES:
+        components, tests, _ = tags(SAMPLE / case)
+        covered.update(components + tests)
+        outcomes[supported(components, tests)] += 1
+    for tag in ("AssignmentRule", "RateRule", "InitialAssignment", "FunctionDefinition", "LocalParameters", "NonUnityStoichiometry",
+                "BoundaryCondition", "ConstantSpecies", "ConversionFactors", "HasOnlySubstanceUnits", "NonConstantCompartment",
+                "0D-Compartment", "SpeciesReferenceInMath", "CSymbolTime", "CSymbolAvogadro", "L3v2MathML",
+                "NoMathML", "EventNoDelay", "AlgebraicRule", "CSymbolDelay", "CSymbolRateOf"):
+        assert covered[tag] >= 1, tag
+    assert outcomes[True] >= 30 and outcomes[False] >= 6, outcomes
+
+
+@pytest.mark.slow
+@pytest.mark.skipif("SBML_TEST_SUITE" not in os.environ, reason="set SBML_TEST_SUITE to the suite's cases/semantic folder")
+def test_the_whole_sbml_test_suite(tmp_path, monkeypatch, capsys):
+    """Every time-course case with an SBML Level 3 Version 2 model; prints the passes and
+    refusals by tag (the closing numbers of the importer)."""
+    suite = Path(os.environ["SBML_TEST_SUITE"])
+    monkeypatch.chdir(tmp_path)
+    by_tag: dict[str, Counter] = {}
+    failures = []
+    for folder in sorted(p for p in suite.iterdir() if p.name.isdigit()):
+        components, tests, kind = tags(folder)
+        if kind != "TimeCourse" or not (folder / f"{folder.name}-sbml-l3v2.xml").exists():
+            continue
+        try:
+            outcome = check_case(folder, capsys)
+        except AssertionError as e:
+            outcome = "failed"
+            failures.append(f"{folder.name}: {str(e).splitlines()[0][:200]}")
+        for tag in components + tests or ["(none)"]:
+            by_tag.setdefault(tag, Counter())[outcome] += 1
+        by_tag.setdefault("(all)", Counter())[outcome] += 1
+    with capsys.disabled():
+        print()
+        for tag, counts in sorted(by_tag.items(), key=lambda kv: -sum(kv[1].values())):
+            print(f"{tag:32s} pass {counts['pass']:5d}  refused {counts['refused']:5d}  failed {counts['failed']:5d}")
+        for line in failures:
+            print("failed", line)
+    assert not failures, f"{len(failures)} cases failed; first: {failures[0]}"
+
+
+def _decay_sbml(path: Path, *, event: bool = False, algebraic: bool = False, unknown: str | None = None, fast: bool = False) -> Path:
+    """A small SBML Level 3 model written by libsbml: S1 -> S2 at rate k1 * S1 * cell
+    (in substance per time: first-order decay of the amount), with one of the constructs
+    under test (a fast reaction in Level 3 Version 1, which still has them)."""
+    import libsbml
+
+    document = libsbml.SBMLDocument(3, 1 if fast else 2)
+    model = document.createModel()
+    model.setId("decay")
+    cell = model.createCompartment()
+    cell.setId("cell"), cell.setSize(2.0), cell.setConstant(True), cell.setSpatialDimensions(3)
+    for sid, amount in (("S1", 1.0), ("S2", 0.0)):
+        s = model.createSpecies()
+        s.setId(sid), s.setCompartment("cell"), s.setInitialAmount(amount), s.setHasOnlySubstanceUnits(False)
+        s.setBoundaryCondition(False), s.setConstant(False)
+    k1 = model.createParameter()
+    k1.setId("k1"), k1.setValue(0.7), k1.setConstant(True)
+    reaction = model.createReaction()
+    reaction.setId("decay_of_S1"), reaction.setReversible(False)
+    if fast:
+        reaction.setFast(True)
+    reactant, product = reaction.createReactant(), reaction.createProduct()
+    reactant.setSpecies("S1"), reactant.setStoichiometry(1.0), reactant.setConstant(True)
+    product.setSpecies("S2"), product.setStoichiometry(1.0), product.setConstant(True)
+    reaction.createKineticLaw().setMath(libsbml.parseL3Formula(f"k1 * S1 * cell{' * ' + unknown if unknown else ''}"))
+    if event:
+        e = model.createEvent()
+        e.setId("reset"), e.setUseValuesFromTriggerTime(True)
+        trigger = e.createTrigger()
+        trigger.setMath(libsbml.parseL3Formula("S1 < 0.1")), trigger.setInitialValue(False), trigger.setPersistent(True)
+        assignment = e.createEventAssignment()
+        assignment.setVariable("S1"), assignment.setMath(libsbml.parseL3Formula("1"))
+    if algebraic:
+        p = model.createParameter()
+        p.setId("x"), p.setConstant(False), p.setValue(1.0)
+        model.createAlgebraicRule().setMath(libsbml.parseL3Formula("x - S1"))
+    libsbml.writeSBMLToFile(document, str(path))
+    return path
+
+
+DECAY = """
+[model]
+sbml = "decay.xml"
+[time]
+t1 = 2.0
+save = 5
+[solver]
+rtol = 1e-11
+atol = 1e-13
+"""
+
+
+def test_an_sbml_model_is_differentiated_swept_and_addressed_by_its_ids(tmp_cwd, capsys):
+    """The amount of S1 decays as exp(-k1 t), its concentration (1 mole in 2 litres) as
+    0.5 exp(-k1 t): the gradient of S1(t) with respect to k1 is -t S1(t); a sweep of k1
+    gives the same exponentials."""
+    model = sbml_model(_decay_sbml(Path("decay.xml")))
+    assert model.parameter_names == ("k1", "cell") and model.state_names == ("S1", "S2")
+    assert model.observable_names == ("S1", "S2", "cell", "k1", "decay_of_S1")
+    t = jnp.linspace(0.0, 2.0, 5)
+    params = model.default_params()
+    tight = OdeSolver(rtol=1e-11, atol=1e-13)
+    s1 = lambda p: sim.simulate(model, p, t, solver=tight).observables["S1"]  # noqa: E731
+    exact = 0.5 * np.exp(-0.7 * np.asarray(t))
+    np.testing.assert_allclose(s1(params), exact, rtol=1e-9)
+    gradient = jax.jacrev(lambda k: s1({**params, "k1": k}))(params["k1"])
+    np.testing.assert_allclose(gradient, -np.asarray(t) * exact, rtol=1e-7, atol=1e-12)
+    # The amount of S2 (a species observable is a concentration) and the reaction's rate.
+    traj = sim.simulate(model, params, t, solver=tight)
+    np.testing.assert_allclose(traj.observables["S2"] * 2.0 + traj.observables["S1"] * 2.0, 1.0, rtol=1e-10)
+    np.testing.assert_allclose(traj.observables["decay_of_S1"], 0.7 * traj.observables["S1"] * 2.0, rtol=1e-12)
+
+    Path("decay.toml").write_text(DECAY + "[sweep.params]\nk1 = { values = [0.2, 0.7, 1.5] }\n")
+    code, err = cli(["sweep", "decay.toml", "-o", "sweep.h5", "--quiet"], capsys)
+    assert code == 0, err
+    swept = sim.read("sweep.h5")
+    for i, k in enumerate((0.2, 0.7, 1.5)):
+        np.testing.assert_allclose(np.asarray(swept.observables["S1"])[i], 0.5 * np.exp(-k * np.asarray(t)), rtol=1e-8)
+
+
+@pytest.mark.parametrize(
+    "construct, says",
+    [
+        ({"event": True}, "model.sbml: decay.xml: event 'reset': events are not supported"),
+        ({"algebraic": True}, "algebraic rule 1: algebraic rules are not supported"),
+        ({"fast": True}, "reaction 'decay_of_S1': fast reactions are not supported"),
+        ({"unknown": "kk"}, "kinetic law of 'decay_of_S1' reads 'kk', which is no id of the model"),
+    ],
+    ids=["event", "algebraic", "fast", "unknown-id"],
+)
+def test_what_the_importer_does_not_support_is_one_line_naming_it(construct, says, tmp_cwd, capsys):
+    _decay_sbml(Path("decay.xml"), **construct)
+    Path("decay.toml").write_text(DECAY)
+    code, err = cli(["run", "decay.toml", "-o", "out.h5"], capsys)
+    assert code == 2 and len(err.strip().splitlines()) == 1 and says in err and "Traceback" not in err, err
+    assert not Path("out.h5").exists()
+
+
+@pytest.mark.parametrize(
+    "content, says",
+    [
+        ("", "not valid SBML (line 1: Badly formed XML)"),
+        ("[model]\nname = 'sir'\n", "not valid SBML"),
+        ('<?xml version="1.0"?>\n<notes>hello</notes>\n', "not valid SBML"),
+        (None, "no such file"),
+    ],
+    ids=["empty", "toml", "other-xml", "missing"],
+)
+def test_a_file_that_is_not_sbml_is_one_line(content, says, tmp_cwd, capsys):
+    if content is not None:
+        Path("decay.xml").write_text(content)
+    Path("decay.toml").write_text(DECAY)
+    code, err = cli(["run", "decay.toml", "-o", "out.h5"], capsys)
+    assert code == 2 and len(err.strip().splitlines()) == 1 and says in err and "decay.toml: model.sbml" in err, err
+    assert not Path("out.h5").exists()
+
+
+def test_the_sbml_file_is_an_input_no_command_writes_over(tmp_cwd, capsys):
+    _decay_sbml(Path("decay.xml"))
+    before = Path("decay.xml").read_bytes()
+    Path("decay.toml").write_text(DECAY)
+    code, err = cli(["run", "decay.toml", "-o", "decay.xml"], capsys)
+    assert code == 2 and "decay.xml" in err, err
+    assert Path("decay.xml").read_bytes() == before
+    Path("decay.toml").write_text(DECAY.replace('sbml = "decay.xml"', 'sbml = "decay.xml"\npoints = 3'))
+    code, err = cli(["run", "decay.toml", "-o", "out.h5"], capsys)
+    assert code == 2 and "model.points: is not a key of an SBML model's [model] (keys: name, sbml)" in err, err
