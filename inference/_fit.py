@@ -373,7 +373,9 @@ def make_problem(
         # Failed trial solves become large residuals, not errors.
         adjoint = solver.adjoint if gradient == "reverse" else "forward"
         solver = dataclasses.replace(solver, throw=False, adjoint=adjoint)
-        forward_sensitivity = gradient == "forward_sensitivity"
+        # (the sensitivity equations do not jump at events: a model with events is
+        # differentiated through its solve)
+        forward_sensitivity = gradient == "forward_sensitivity" and not getattr(model, "events", tuple)()
     free = []
     start = {}
     seen = set()

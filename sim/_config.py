@@ -168,6 +168,31 @@ Scalar = bool | int | float | str
 Value = Scalar | list[Any] | dict[str, Any]
 
 
+class EventSection(_Section):
+    """One `[[events]]` entry of an ODE config: a trigger condition (`when`, such as
+    "x < 0", fired when it becomes true) or timed (`at`, increasing times after the start),
+    the assignments made at the event (`set`: state or parameter = expression or number),
+    and whether the run ends there (`terminal`)."""
+
+    when: str | None = None
+    at: list[float] | None = None
+    set: dict[str, str | float | int] = {}
+    terminal: bool = False
+
+    @pydantic.model_validator(mode="after")
+    def _one_trigger(self):
+        if (self.when is None) == (self.at is None):
+            raise _KeyedError("when", "expected either when = \"condition\" or at = [times], not both or neither")
+        if self.at is not None:
+            if not self.at:
+                raise _KeyedError("at", "expected at least one time")
+            if any(b <= a for a, b in zip(self.at, self.at[1:])):
+                raise _KeyedError("at", f"expected increasing times, got {self.at}")
+        if not self.set and not self.terminal:
+            raise _KeyedError("set", "an event that sets nothing and does not end the run does nothing: give set = { ... } or terminal = true")
+        return self
+
+
 class ConfigSpec(_Section):
     """The sections every config may have; `spec_class` adds the families' own."""
 
@@ -180,6 +205,7 @@ class ConfigSpec(_Section):
     fit: dict[str, Value] | None = None
     infer: dict[str, Value] | None = None
     sweep: dict[str, Value] | None = None
+    events: list[EventSection] | None = None
     output: OutputSection = OutputSection()
     checks: ChecksSection = ChecksSection()
 

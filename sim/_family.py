@@ -55,6 +55,17 @@ class Family:
         (config key, value); checked and passed to the model's constructor."""
         return {}
 
+    def text_model(self, config: Config) -> Model | None:
+        """The model a config writes as text in its `[model]` tables, when those tables
+        are this family's (ODE: `states`; SDE: `states` and `noise`; PDE: `fields`);
+        None otherwise. Raises ValueError naming the entry (`states.S`, ...)."""
+        return None
+
+    def with_events(self, model: Model, config: Config) -> Model:
+        """`model` with the config's `[[events]]`; only families whose solvers locate
+        events take them."""
+        raise config.error("events", f"events are for ODE models; {self._ours(config)}")
+
     def refuse_foreign(self, config: Config) -> None:
         """Refuse what belongs to another family: its sections, `[time]` keys and
         `[checks]` (one line naming the key and whose it is)."""

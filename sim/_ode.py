@@ -17,11 +17,13 @@ from physics import ode
 from physics.ode import OdeModel
 from solvers import (
     ADJOINTS,
+    OdeEvent,
     OdeLoop,
     OdeLoopState,
     OdeSolver,
     batched_ode_supports,
     did_you_mean,
+    solve_with_events,
     result_code,
     result_message,
     solve_batch,
@@ -74,21 +76,34 @@ def _simulate(model: OdeModel, params, t, initial, solver) -> Trajectory:
     if not isinstance(solver, OdeSolver):
         raise TypeError(f"an ODE model needs an OdeSolver, got {type(solver).__name__}")
     y0 = initial_vector(model, initial)
-    sol = solver.solve(model.vector_field, t, y0, params)
+    events = model.events()
+    if events:
+        # (parameters that events set change after them: the observables of a run with
+        # events read the parameters it started with)
+        solver_events = tuple(OdeEvent(trigger=e.trigger, apply=e.apply, terminal=e.terminal) for e in events)
+        sol, count = solve_with_events(solver, model.vector_field, t, y0, params, solver_events)
+    else:
+        sol = solver.solve(model.vector_field, t, y0, params)
     observables = jax.vmap(model.observables, in_axes=(0, 0, None))(t, sol.ys, params)
     stats = {"num_steps": sol.num_steps, "result": sol.result}
+    if events:
+        stats["num_events"] = count
     return Trajectory(time=t, observables=observables, final_state=sol.ys[-1], stats=stats)
 
 
 # ----------------------------------------------------------------------------- configs and runs
 
-_ODE_SOLVER_KEYS = ("method", "rtol", "atol", "dt0", "max_steps", "adjoint", "dtype")
+_ODE_SOLVER_KEYS = ("method", "rtol", "atol", "dt0", "max_steps", "adjoint", "dtype", "max_events")
 
 
 def ode_solver(config: Config) -> OdeSolver:
     """The `OdeSolver` a config's `[solver]` (and `[time] dt`) describe."""
     spec = config.spec.solver
-    for key in spec.extras:
+    extras = dict(spec.extras)
+    max_events = extras.pop("max_events", 64)
+    if isinstance(max_events, bool) or not isinstance(max_events, int) or not 1 <= max_events <= 100_000:
+        raise config.error("solver.max_events", f"expected a whole number from 1 to 100,000, got {max_events!r}")
+    for key in extras:
         raise config.error(
             f"solver.{key}", f"unknown key for ODE solvers (expected one of: {', '.join(_ODE_SOLVER_KEYS)}).{did_you_mean(key, _ODE_SOLVER_KEYS)}"
         )
@@ -125,6 +140,7 @@ def ode_solver(config: Config) -> OdeSolver:
         max_steps=max_steps,
         adjoint=adjoint,
         throw=False,
+        max_events=max_events,
     )
 
 
@@ -162,7 +178,8 @@ def _plan(model: OdeModel, config: Config) -> RunPlan:
             "(raise solver.max_steps, loosen rtol/atol, or use an implicit method such as kvaerno5 for stiff problems)"
         )
 
-    problem = OdeProblem(model=model, params=s.params, solver=s.solver, ts=jnp.asarray(s.t), y0=jnp.asarray(y0))
+    problem_class = EventRunProblem if model.events() else OdeProblem
+    problem = problem_class(model=model, params=s.params, solver=s.solver, ts=jnp.asarray(s.t), y0=jnp.asarray(y0))
     engine = LoopEngine(problem, np.asarray(s.t), frames_per_chunk(config, int(np.size(y0)), frames), failure)
     sink = RunSink(
         model=model.name,
@@ -201,6 +218,48 @@ class OdeProblem(eqx.Module):
         return state.num_steps
 
 
+class EventRunState(eqx.Module):
+    """The whole run of a model with events, and the next frame to hand out."""
+
+    frame: jax.Array
+    observables: dict
+    num_steps: jax.Array
+    result: jax.Array
+
+
+class EventRunProblem(eqx.Module):
+    """An ODE run with events for `LoopEngine` (and framed sweeps): the solve with
+    events is one compiled program over every save time (`solvers.solve_with_events`),
+    made at `init`; `advance` hands out its frames. A resumed run computes it again, to
+    the same numbers."""
+
+    model: OdeModel
+    params: Any
+    solver: OdeSolver
+    ts: jax.Array
+    y0: jax.Array
+
+    def init(self) -> EventRunState:
+        traj = _simulate(self.model, self.params, self.ts, self.y0, self.solver)
+        return EventRunState(
+            frame=jnp.asarray(0, jnp.int32), observables=traj.observables,
+            num_steps=jnp.asarray(traj.stats["num_steps"], jnp.int32), result=jnp.asarray(traj.stats["result"], jnp.int32),
+        )
+
+    def advance(self, state: EventRunState, frames, capacity: int):
+        T = self.ts.shape[0]
+
+        def rows(values):
+            padded = jnp.concatenate([values, jnp.zeros((capacity,) + values.shape[1:], values.dtype)])
+            return jax.lax.dynamic_slice_in_dim(padded, jnp.minimum(state.frame, T), capacity)
+
+        saved = {name: rows(v) for name, v in state.observables.items()}
+        return eqx.tree_at(lambda s: s.frame, state, state.frame + frames), saved, state.result
+
+    def num_steps(self, state: EventRunState):
+        return state.num_steps
+
+
 # ----------------------------------------------------------------------------- sweeps
 
 
@@ -211,6 +270,7 @@ def batched_supports(model: Any, solver: Any, initial: Any) -> bool:
         and isinstance(solver, OdeSolver)
         and (initial is None or isinstance(initial, dict))
         and batched_ode_supports(solver)
+        and not model.events()
     )
 
 
@@ -233,6 +293,26 @@ class OdeFamily(Family):
     def simulate(self, model, params, t, initial, solver, key) -> Trajectory:
         return _simulate(model, params, t, initial, solver)
 
+    def text_model(self, config: Config):
+        options = config.spec.model.options
+        if "states" not in options or "noise" in options:
+            return None
+        if "fields" in options:
+            raise ValueError("fields: a model has states (an ODE) or fields (a PDE), not both")
+        return ode.ode_model(config.spec.model.name, options["states"], options.get("parameters"), options.get("observables"))
+
+    def with_events(self, model, config: Config):
+        try:
+            events = ode.text_events(model, [e.model_dump() for e in config.spec.events])
+        except ValueError as e:
+            where, _, why = str(e).partition(": ")
+            raise config.error(where, why) from None
+        t0 = config.spec.time.t0 or 0.0
+        for i, e in enumerate(config.spec.events):
+            if e.at is not None and e.at[0] <= t0:
+                raise config.error(f"events.{i}.at", f"expected times after the start t0 = {t0:g}, got {e.at[0]:g}")
+        return ode.with_events(model, model.events() + events)
+
     def setup(self, model, config: Config) -> Setup:
         return _setup(model, config)
 
@@ -250,7 +330,8 @@ class OdeFamily(Family):
         return dataclasses.replace(s, solver=dataclasses.replace(s.solver, throw=False, adjoint="forward"))
 
     def sweep_problem(self, s: Setup, params: dict, initial, key):
-        return OdeProblem(model=s.model, params=params, solver=s.solver, ts=jnp.asarray(s.t), y0=jnp.asarray(s.model.initial_state(initial)))
+        problem_class = EventRunProblem if s.model.events() else OdeProblem
+        return problem_class(model=s.model, params=params, solver=s.solver, ts=jnp.asarray(s.t), y0=jnp.asarray(s.model.initial_state(initial)))
 
     def batched(self, s: Setup, save: str):
         if not (FAST_SWEEPS and batched_supports(s.model, s.solver, s.initial)):

@@ -638,6 +638,18 @@ class PdeFamily(Family):
                     raise config.error(where, problem)
         return options
 
+    def text_model(self, config: Config):
+        options = config.spec.model.options
+        if "fields" not in options or "states" in options or "noise" in options:
+            return None
+        grid = dict(config.spec.grid or {})
+        for key in grid:
+            if key not in ("points", "domain"):
+                raise config.error(f"grid.{key}", "a PDE written as text runs on a periodic grid: [grid] takes points and domain (bounded grids are not supported yet)")
+        if "points" not in grid:
+            raise config.error("grid.points", "required key is missing (a PDE written as text needs its grid: points = [64] or [64, 64])")
+        return pde.pde_model(config.spec.model.name, options["fields"], options.get("parameters"), options.get("observables"), points=grid["points"], domain=grid.get("domain"))
+
     def simulate(self, model, params, t, initial, solver, key) -> Trajectory:
         if isinstance(model, SpectralPdeModel):
             return simulate_spectral(model, params, t, initial, solver)

@@ -14,15 +14,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from physics.ode import SbmlError, ode_model, sbml_model
-from physics.sde import sde_model
-from physics.pde import pde_model
+from physics.ode import SbmlError, sbml_model
 from physics import Model, NamedStateModel
 from solvers import did_you_mean
 
 from ._config import Config
 from ._errors import InputError, SimulationError
-from ._family import family_of
+from ._family import families, family_of
 from ._limits import memory_problem
 from ._progress import Progress
 from ._registry import model_class, model_names, model_options
@@ -38,10 +36,8 @@ _TEXT_MODEL_KEYS = ("states", "noise", "fields", "parameters", "observables")
 
 
 def _text_model(config: Config) -> Model:
-    """The model a config writes in `[model.states]`: an ODE model
-    (`physics.ode.ode_model`), or with `[model.noise]` an SDE model
-    (`physics.sde.sde_model`); or in `[model.fields]` a PDE on the periodic `[grid]`
-    (`physics.pde.pde_model`)."""
+    """The model a config writes as text in its `[model]` tables: the family whose tables
+    they are builds it (`Family.text_model`)."""
     spec = config.spec.model
     options = spec.options
     for key in options:
@@ -50,32 +46,15 @@ def _text_model(config: Config) -> Model:
     for key in _TEXT_MODEL_KEYS:
         if key in options and not isinstance(options[key], dict):
             raise config.error(f"model.{key}", f"expected a table, like [model.{key}], got {options[key]!r}")
-    if "states" in options and "fields" in options:
-        raise config.error("model.fields", "a model has states (an ODE) or fields (a PDE), not both")
-    if "fields" in options and "noise" in options:
-        raise config.error("model.noise", "noise is for models with [model.states]; a PDE written as text has none")
     try:
-        if "fields" in options:
-            return _text_pde(config)
-        if "noise" in options:
-            return sde_model(spec.name, options["states"], options["noise"], options.get("parameters"), options.get("observables"))
-        return ode_model(spec.name, options["states"], options.get("parameters"), options.get("observables"))
+        for family in families():
+            model = family.text_model(config)
+            if model is not None:
+                return model
     except ValueError as e:
         where, _, why = str(e).partition(": ")
         raise config.error(f"model.{where}", why) from None
-
-
-def _text_pde(config: Config) -> Model:
-    options = config.spec.model.options
-    grid = dict(config.spec.grid or {})
-    for key in grid:
-        if key not in ("points", "domain"):
-            raise config.error(f"grid.{key}", "a PDE written as text runs on a periodic grid: [grid] takes points and domain (bounded grids are not supported yet)")
-    if "points" not in grid:
-        raise config.error("grid.points", "required key is missing (a PDE written as text needs its grid: points = [64] or [64, 64])")
-    points = grid["points"]
-    model = pde_model(config.spec.model.name, options["fields"], options.get("parameters"), options.get("observables"), points=points, domain=grid.get("domain"))
-    return model
+    raise config.error("model", "a model written in its config needs [model.states] (an ODE or SDE) or [model.fields] (a PDE)")
 
 
 def _sbml_model(config: Config) -> Model:
@@ -118,7 +97,18 @@ def _model_class(config: Config) -> tuple[type[Model], dict[str, Any]]:
 def build_model(config: Config) -> Model:
     """The model a config's `[model]` section names, with its options: a built-in or
     plugin model by `name`, a Python file's model by `source`, or a model written in the
-    config's `[model.states]`."""
+    config's `[model.states]`; with the `[[events]]` the config writes."""
+    model = _build_model(config)
+    if config.spec.events:
+        try:
+            family = family_of(model)
+        except TypeError:
+            raise config.error("events", f"model {config.spec.model.name!r} belongs to no family that takes events") from None
+        model = family.with_events(model, config)
+    return model
+
+
+def _build_model(config: Config) -> Model:
     spec = config.spec.model
     if "states" in spec.options or "fields" in spec.options:
         return _text_model(config)

@@ -199,6 +199,16 @@ class SdeFamily(Family):
     def simulate(self, model, params, t, initial, solver, key) -> Trajectory:
         return _simulate(model, params, t, initial, solver, key)
 
+    def text_model(self, config: Config):
+        options = config.spec.model.options
+        if "noise" not in options:
+            return None
+        if "fields" in options:
+            raise ValueError("noise: is for models with [model.states]; a PDE written as text has none")
+        if "states" not in options:
+            raise ValueError("noise: is the diffusion of [model.states], which the config does not write")
+        return sde.sde_model(config.spec.model.name, options["states"], options["noise"], options.get("parameters"), options.get("observables"))
+
     def setup(self, model, config: Config) -> Setup:
         return _setup(model, config)
 

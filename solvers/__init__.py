@@ -9,6 +9,7 @@ from ._ode import (
 )
 from ._results import Result as Result, from_diffrax as from_diffrax, result_message as result_message
 from ._batched_ode import BATCHED_METHODS as BATCHED_METHODS, solve_batch as solve_batch, supports as batched_ode_supports
+from ._events import OdeEvent as OdeEvent, solve_with_events as solve_with_events
 from ._ode_loop import OdeLoop as OdeLoop, OdeLoopState as OdeLoopState, result_code as result_code
 from ._frame_loops import (
     EtdrkLoop as EtdrkLoop,

@@ -98,6 +98,8 @@ class OdeSolver(eqx.Module):
             `direct`.
         throw: True raises at run time when a solve fails; False returns the failure in
             `OdeSolution.result` (NaN states), for batched sweeps.
+        max_events: the most events a solve with events (`solve_with_events`) may meet
+            before its end; more is the failure `too_many_events`.
     """
 
     method: str = eqx.field(static=True, default="tsit5")
@@ -108,6 +110,7 @@ class OdeSolver(eqx.Module):
     max_steps: int = eqx.field(static=True, default=4096)
     adjoint: str = eqx.field(static=True, default="recursive_checkpoint")
     throw: bool = eqx.field(static=True, default=True)
+    max_events: int = eqx.field(static=True, default=64)
 
     methods: ClassVar[tuple[str, ...]] = tuple(_METHODS)
 

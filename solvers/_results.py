@@ -26,6 +26,7 @@ class Result(enum.IntEnum):
     nonfinite_state = 4
     neighbour_overflow = 5
     internal_error = 6
+    too_many_events = 7
 
 
 _MESSAGES: dict[Result, str] = {
@@ -53,6 +54,11 @@ _MESSAGES: dict[Result, str] = {
         "batched computation: particles came closer or denser than the list was built for"
     ),
     Result.internal_error: "an internal error occurred in the solver (a bug: please report it)",
+    Result.too_many_events: (
+        "more events fired than [solver] max_events allows before the end time: an event "
+        "may trigger itself again at once (check its condition against its assignments), "
+        "or raise max_events"
+    ),
 }
 
 

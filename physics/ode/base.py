@@ -25,3 +25,8 @@ class OdeModel(NamedStateModel):
     @abc.abstractmethod
     def vector_field(self, t: Scalar, y: State, params: PyTree) -> State:
         """dy/dt at time `t` for state `y` [n] and parameters `params`."""
+
+    def events(self) -> tuple:
+        """The model's events (`physics.ode.Event`: trigger, assignments, terminal), none
+        by default; `physics.ode.with_events` adds those a config writes."""
+        return tuple(getattr(self, "event_list", ()))
