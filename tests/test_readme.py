@@ -90,6 +90,8 @@ SLOW = {
     "sim fit experiments/sir_boarding_school.toml -o sir_fit.h5",
     # By default in tests/sim/test_model_sources.py (against SciPy's solve_ivp).
     "sim run experiments/predation.toml -o predation.h5",
+    # The same config's sweep (and its figure) runs by default.
+    "sim run experiments/sir_boarding_school.toml -o sir.h5",
 }
 # The quick start's set-up: checked, not run.
 SETUP = {"python3 -m venv .venv", ".venv/bin/pip install -e .", '.venv/bin/pip install --no-compile -e ".[dev]"', '.venv/bin/pip install -e ".[cuda12]"'}

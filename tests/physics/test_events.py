@@ -63,6 +63,7 @@ def test_a_bouncing_ball_from_its_config_follows_the_exact_flight(tmp_cwd, capsy
     np.testing.assert_allclose(record.observables["x"], exact, rtol=0, atol=1e-9)
 
 
+@pytest.mark.slow  # (reverse mode through the scan of solves: about 10 s to compile; the dosing test checks a gradient by default)
 def test_gradients_flow_through_event_times():
     """d x(2)/d restitution and d x(2)/d x(0) against central finite differences: x(2)
     lies after three bounces, so both depend on the located event times."""
@@ -125,9 +126,12 @@ def test_a_dosing_schedule_is_the_sum_of_its_doses_and_differentiates(tmp_cwd, c
     solver = OdeSolver(rtol=1e-11, atol=1e-13)
     c_end = lambda k: sim.simulate(s.model, {**s.params, "k": k}, jnp.asarray([0.0, 4.0]), solver=solver).observables["c"][-1]  # noqa: E731
     exact = sum(-(4.0 - d) * 2.0 * np.exp(-0.7 * (4.0 - d)) for d in (0.5, 1.25, 2.0, 3.1))
-    np.testing.assert_allclose(jax.grad(c_end)(0.7), exact, rtol=1e-8)
+    gradient = jax.grad(c_end)(0.7)
+    np.testing.assert_allclose(gradient, exact, rtol=1e-8)
+    np.testing.assert_allclose(gradient, (c_end(0.7 + 1e-6) - c_end(0.7 - 1e-6)) / 2e-6, rtol=1e-6)
 
 
+@pytest.mark.slow  # (each run with events compiles its own scan of solves)
 def test_a_terminal_event_ends_the_run(tmp_cwd, capsys):
     terminal = BALL.replace('set = { x = "0", v = "-restitution * v" }', 'set = { v = "0" }\nterminal = true')
     Path("stop.toml").write_text(terminal)
@@ -150,6 +154,7 @@ def test_a_sweep_runs_events(tmp_cwd, capsys):
         np.testing.assert_allclose(swept[i], [ball_height(float(t), e=e) for t in np.linspace(0.0, 3.0, 31)], atol=1e-9)
 
 
+@pytest.mark.slow  # (as the terminal event)
 def test_more_events_than_allowed_is_a_failure_not_a_result(tmp_cwd, capsys):
     """The ball bounces six times in 3 s: with max_events = 3 the run stops with exit 1
     and no file (a bouncing ball with restitution below 1 bounces without end before it

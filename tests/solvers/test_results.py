@@ -32,6 +32,7 @@ def test_codes_are_stable():
         "nonfinite_state": 4,
         "neighbour_overflow": 5,
         "internal_error": 6,
+        "too_many_events": 7,
     }
 
 
