@@ -68,6 +68,8 @@ _LONGEST_FIRST = (
     "tests/sim/test_signals.py",
     "tests/sim/test_sweep_md.py",
     "tests/sim/test_sweep_frames.py",
+    "tests/physics/test_events.py",
+    "tests/physics/test_sbml.py",
     "tests/sim/test_blowup.py",
     "tests/sim/test_run_resume.py",
     "tests/solvers/test_ode.py",
