@@ -81,7 +81,8 @@ class Expression:
 def parse(text: str, symbols: Collection[str], operators: Collection[str] = ()) -> Expression:
     """Parse `text` into an `Expression` over `symbols` (and the constants). `operators`
     names functions of one argument that the values supply at evaluation time (under
-    "@NAME"): a PDE's derivatives, which need the grid.
+    "@NAME"): a PDE's derivatives, which need the grid. An operator applied to a symbol
+    itself calls "@NAME:SYMBOL" instead, when the values supply it (with no argument).
 
     Raises:
         ExpressionError: a syntax error, or a construct or name the language does not
@@ -171,6 +172,11 @@ def parse(text: str, symbols: Collection[str], operators: Collection[str] = ()) 
             if node.keywords or len(node.args) != 1 or isinstance(node.args[0], ast.Starred):
                 raise fail(node, f"{node.func.id}() takes 1 argument, got {len(node.args) + len(node.keywords)}")
             key, arg = f"@{node.func.id}", build(node.args[0], depth + 1)
+            if isinstance(node.args[0], ast.Name) and node.args[0].id in known:
+                # Applied to a symbol itself: the values may supply "@NAME:SYMBOL" (a
+                # field's derivative with that field's boundary conditions).
+                own = f"{key}:{node.args[0].id}"
+                return lambda v: v[own]() if own in v else v[key](arg(v))
             return lambda v: v[key](arg(v))
         if isinstance(node, ast.Call):
             if not isinstance(node.func, ast.Name) or node.func.id not in FUNCTIONS:

@@ -26,7 +26,7 @@ import numpy as np
 from jaxtyping import Array, PyTree
 
 from physics import pde
-from physics.pde import GridPdeModel, PdeModel, SpectralPdeModel
+from physics.pde import GridPdeModel, PdeModel, SpectralPdeModel, TextGridModel
 from solvers import (
     Etdrk,
     EtdrkCoefficients,
@@ -245,6 +245,12 @@ def simulate_grid(model: GridPdeModel, params, t, initial, solver) -> Trajectory
     grid = fd_grid(model, solver.order)
     u0 = initial_field(model, initial, params)
     p = _cast(params, dtype)
+    if isinstance(model, TextGridModel):
+        u0, field, observe_at = model.method_of_lines(p, grid, solver.kind == "imex", u0.astype(dtype), t[0])
+        sol = solver.stepper.solve(field, t, u0, observe_at=observe_at)
+        saved = jax.tree.map(lambda leaf: jnp.where(sol.result != 0, jnp.nan, leaf), sol.ys)
+        final = jnp.stack([saved[name][-1] for name in model.field_names])
+        return Trajectory(time=t, observables=saved, final_state=final, stats={"num_steps": sol.num_steps, "result": sol.result})
 
     def observe(u):
         return model.observables(u, p, grid)
@@ -307,6 +313,8 @@ def _initial(config: Config, model: PdeModel, params: dict) -> jnp.ndarray:
             return initial_field(model, fields, params)
         except ValueError as e:
             raise config.error("initial.dataset", error_reason(e)) from None
+    if any(key in model.field_names for key in spec):
+        return _initial_expressions(config, model, spec, params)
     kind = spec.pop("kind", None)
     if kind is not None and kind not in model.initial_kinds:
         raise config.error("initial.kind", f"unknown initial field {kind!r} (kinds: {', '.join(model.initial_kinds)}).{did_you_mean(kind, model.initial_kinds)}")
@@ -314,6 +322,36 @@ def _initial(config: Config, model: PdeModel, params: dict) -> jnp.ndarray:
         return jnp.asarray(model.initial_field(kind, params={k: float(v) for k, v in params.items()}, **spec))
     except (TypeError, ValueError) as e:
         raise config.error("initial", str(e).splitlines()[0]) from None
+
+
+def _initial_expressions(config: Config, model: PdeModel, spec: dict, params: dict) -> jnp.ndarray:
+    """The initial field from `[initial]` field = "expression of x, y, z and the
+    parameters" (or a number), one entry per field."""
+    from physics._expressions import ExpressionError, parse
+
+    coordinates = ("x", "y", "z")[: model.ndim]
+    for key in spec:
+        if key not in model.field_names:
+            raise config.error(f"initial.{key}", f"is no field of model {model.name!r} (fields: {', '.join(model.field_names)}); an initial field written as expressions gives one per field")
+    missing = [name for name in model.field_names if name not in spec]
+    if missing:
+        raise config.error(f"initial.{missing[0]}", "required key is missing (an initial field written as expressions gives one per field)")
+    values: dict[str, Any] = {k: float(v) for k, v in params.items()}
+    values.update({c: m for c, m in zip(coordinates, model.mesh())})
+    channels = []
+    for name in model.field_names:
+        text = spec[name]
+        if isinstance(text, bool) or not isinstance(text, (int, float, str)):
+            raise config.error(f"initial.{name}", f"expected a number or an expression of {', '.join(coordinates)} and the parameters, got {text!r}")
+        try:
+            expression = parse(text if isinstance(text, str) else repr(float(text)), set(values))
+        except ExpressionError as e:
+            raise config.error(f"initial.{name}", str(e)) from None
+        field = np.broadcast_to(np.asarray(expression(values), dtype=float), model.field_shape[1:])
+        if not np.all(np.isfinite(field)):
+            raise config.error(f"initial.{name}", "evaluates to values that are not finite on the grid")
+        channels.append(field)
+    return jnp.asarray(np.stack(channels))
 
 
 def _steps_per_save(config: Config, t: np.ndarray) -> int:
@@ -476,6 +514,9 @@ class FdProblem(eqx.Module):
         model, solver = self.model, self.solver
         grid = fd_grid(model, solver.order)
         p = _cast(self.params, jnp.dtype(solver.dtype))
+        if isinstance(model, TextGridModel):
+            u0, field, observe_at = model.method_of_lines(p, grid, solver.kind == "imex", self.u0.astype(jnp.dtype(solver.dtype)), self.ts[0])
+            return OdeLoop.from_ode_solver(solver.stepper, field, self.ts, fn=lambda t, y, args: observe_at(t, y)), u0
         return OdeLoop.from_method_of_lines(
             solver, grid, model.diffusivities(p), lambda u: model.reaction(u, p), self.u0, self.ts, lambda u: model.observables(u, p, grid)
         )
@@ -609,6 +650,9 @@ def _plan(model: PdeModel, config: Config) -> RunPlan:
     return RunPlan(engine=engine, sink=sink, config=sink.config, check=check, result=sink_result(sink), description=model.name)
 
 
+_TEXT_GRID_KEYS = ("points", "domain", "boundary", "boundary_value")
+
+
 class PdeFamily(Family):
     """Fields on a grid: periodic spectral models (`SpectralPdeModel`, ETDRK) and
     finite-difference models on bounded domains (`GridPdeModel`, method of lines)."""
@@ -644,11 +688,22 @@ class PdeFamily(Family):
             return None
         grid = dict(config.spec.grid or {})
         for key in grid:
-            if key not in ("points", "domain"):
-                raise config.error(f"grid.{key}", "a PDE written as text runs on a periodic grid: [grid] takes points and domain (bounded grids are not supported yet)")
+            if key not in _TEXT_GRID_KEYS:
+                raise config.error(f"grid.{key}", f"is not a key of the grid of a PDE written as text (keys: {', '.join(_TEXT_GRID_KEYS)})")
         if "points" not in grid:
             raise config.error("grid.points", "required key is missing (a PDE written as text needs its grid: points = [64] or [64, 64])")
-        return pde.pde_model(config.spec.model.name, options["fields"], options.get("parameters"), options.get("observables"), points=grid["points"], domain=grid.get("domain"))
+        if "boundary_value" in grid and "boundary" not in grid:
+            raise config.error("grid.boundary_value", "given without grid.boundary (the kind of each side: dirichlet, neumann, robin or periodic)")
+        try:
+            return pde.pde_model(
+                config.spec.model.name, options["fields"], options.get("parameters"), options.get("observables"),
+                points=grid["points"], domain=grid.get("domain"), boundary=grid.get("boundary"), boundary_value=grid.get("boundary_value"),
+            )
+        except ValueError as e:
+            where, _, why = str(e).partition(": ")
+            if where.split(".")[0].split("[")[0] in ("boundary", "boundary_value"):
+                raise config.error(f"grid.{where}", why) from None
+            raise
 
     def simulate(self, model, params, t, initial, solver, key) -> Trajectory:
         if isinstance(model, SpectralPdeModel):

@@ -19,7 +19,7 @@ from physics import Model, NamedStateModel
 from solvers import did_you_mean
 
 from ._config import Config
-from ._errors import InputError, SimulationError
+from ._errors import ConfigError, InputError, SimulationError
 from ._family import families, family_of
 from ._limits import memory_problem
 from ._progress import Progress
@@ -51,6 +51,8 @@ def _text_model(config: Config) -> Model:
             model = family.text_model(config)
             if model is not None:
                 return model
+    except ConfigError:
+        raise
     except ValueError as e:
         where, _, why = str(e).partition(": ")
         raise config.error(f"model.{where}", why) from None

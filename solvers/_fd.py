@@ -96,6 +96,27 @@ def _boundary_rows(kind: str, order: int) -> tuple[_Row | None, ...]:
     return tuple(rows)
 
 
+def _one_sided_rows(derivative: int, order: int, flux: bool) -> tuple[_Row, ...]:
+    """Rows 0..order/2-1 counted inward from a side for a first or second derivative of
+    accuracy `order`: on the nodes alone, or with the side's first-derivative datum at
+    node 0 (there, a first derivative is the datum itself)."""
+    rows = []
+    for i in range(order // 2):
+        if i == 0 and flux:
+            if derivative == 1:
+                rows.append(_Row((), (), 1.0))
+                continue
+            offsets = tuple(range(order + 1))
+            w, wf = stencil_weights(offsets, derivative, flux_at=0.0)
+            rows.append(_Row(offsets, tuple(float(x) for x in w), wf))
+            continue
+        # (order + derivative) nodes make the accuracy `order` at node i.
+        offsets = tuple(range(-i, order + derivative - i))
+        w, _ = stencil_weights(offsets, derivative)
+        rows.append(_Row(offsets, tuple(float(x) for x in w), 0.0))
+    return tuple(rows)
+
+
 class FdGrid(eqx.Module):
     """A uniform box grid with boundary conditions and finite-difference Laplacian.
 
@@ -226,7 +247,7 @@ class FdGrid(eqx.Module):
         return jnp.moveaxis(out / h**2, 0, array_axis)
 
     @staticmethod
-    def _row(v: Array, row: _Row | None, node: int, direction: int, flux_datum: float) -> Array:
+    def _row(v: Array, row: _Row | None, node: int, direction: int, flux_datum: float | Array) -> Array:
         if row is None:
             return jnp.zeros_like(v[0])
         value = sum(w * v[node + direction * o] for o, w in zip(row.offsets, row.weights))
@@ -237,6 +258,51 @@ class FdGrid(eqx.Module):
     def laplacian(self, u: Float[Array, "..."]) -> Float[Array, "..."]:
         """The Laplacian of `u` (grid in the last axes) with the boundary conditions."""
         return sum(self.second_derivative(u, i) for i in range(self.ndim))
+
+    def derivative(self, u: Float[Array, "..."], axis: int, derivative: int, fluxes: tuple[Array | float | None, Array | float | None] = (None, None)) -> Float[Array, "..."]:
+        """The first or second derivative of `u` along `axis`, of the grid's order, with
+        boundary data given by value (traced values welcome): per side, the outward
+        normal derivative of `u` there (a number, or an array over that side's nodes), or
+        None for no datum.
+
+        With a datum, the boundary node's first derivative is the datum itself and its
+        second derivative uses it (as a Neumann side does); without one, the rows near
+        the side take one-sided differences of the same order on the nodes alone (a
+        Dirichlet side, whose node `u` already holds, or an expression with no boundary
+        condition of its own). Periodic axes ignore `fluxes`.
+
+        Arguments:
+            u: a field whose last `ndim` axes are the grid.
+            axis: the grid axis, 0..ndim-1.
+            derivative: 1 or 2.
+            fluxes: (low, high) outward normal derivatives, or None.
+        """
+        if derivative not in (1, 2):
+            raise ValueError(f"derivative must be 1 or 2, got {derivative!r}")
+        h = self.spacing[axis]
+        array_axis = u.ndim - self.ndim + axis
+        v = jnp.moveaxis(u, array_axis, 0)
+        r = self.order // 2
+        offsets = tuple(range(-r, r + 1))
+        weights = stencil_weights(offsets, derivative=derivative)[0]
+        if self.periodic(axis):
+            out = sum(float(w) * jnp.roll(v, -o, axis=0) for o, w in zip(offsets, weights) if w != 0.0)
+            return jnp.moveaxis(out / h**derivative, 0, array_axis)
+        n = v.shape[0]
+        interior = sum(float(w) * v[r + o : n - r + o] for o, w in zip(offsets, weights) if w != 0.0)
+        sides = []
+        for direction, node0, flux in ((+1, 0, fluxes[0]), (-1, n - 1, fluxes[1])):
+            rows = []
+            for i, row in enumerate(_one_sided_rows(derivative, self.order, flux is not None)):
+                # In inward coordinates s (s = x on the low side, -x on the high one):
+                # d/ds = direction d/dx, and the datum at the node is ds-derivative -flux.
+                datum = 0.0 if flux is None else -jnp.asarray(flux) * h
+                value = self._row(v, row, node0 + direction * i, direction, datum)
+                value = jnp.broadcast_to(value, v.shape[1:])
+                rows.append(value * direction if derivative == 1 else value)
+            sides.append(rows)
+        out = jnp.concatenate([jnp.stack(sides[0]), interior, jnp.stack(sides[1][::-1])], axis=0)
+        return jnp.moveaxis(out / h**derivative, 0, array_axis)
 
     def integral(self, u: Float[Array, "..."]) -> Float[Array, "..."]:
         """Integral over the box: trapezoidal on bounded axes, rectangles on periodic ones."""

@@ -183,6 +183,7 @@ class OdeSolver(eqx.Module):
         *,
         error_norm: Callable[[PyTree], Array] | None = None,
         observe: Callable[[PyTree], PyTree] | None = None,
+        observe_at: Callable[[Any, PyTree], PyTree] | None = None,
     ) -> OdeSolution:
         """Integrate from ts[0] to ts[-1], saving the state at every entry of `ts`.
 
@@ -195,12 +196,15 @@ class OdeSolver(eqx.Module):
             error_norm: the norm of the scaled local error that step-size control
                 uses (default: RMS over the whole state).
             observe: state -> pytree saved at every time instead of the state.
+            observe_at: (t, state) -> pytree saved at every time instead of the state.
 
         Returns:
             An `OdeSolution` with `ys` of leading dimension T.
         """
         solver = self.diffrax_solver()
         fn = None if observe is None else (lambda t, y, args: observe(y))
+        if observe_at is not None:
+            fn = lambda t, y, args: observe_at(t, y)  # noqa: E731
         sol = diffrax.diffeqsolve(
             self.terms(vector_field),
             solver,

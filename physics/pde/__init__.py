@@ -14,3 +14,4 @@ from .base import (
     SpectralPdeModel as SpectralPdeModel,
 )
 from ._text import TextSpectralModel as TextSpectralModel, pde_model as pde_model
+from ._text_grid import TextGridModel as TextGridModel

@@ -1,6 +1,7 @@
-"""PDEs on a periodic box written as text (a config's `[model.fields]`): each field with
-the right-hand side of its time derivative, split automatically into the stiff linear
-part that ETDRK integrates exactly and the nonlinear remainder.
+"""PDEs on a periodic box written as text (a config's `[model.fields]`; on a box with
+walls, see `_text_grid`): each field with the right-hand side of its time derivative,
+split automatically into the stiff linear part that ETDRK integrates exactly and the
+nonlinear remainder.
 
 The right-hand side is expanded into a sum of products (a product with a sum as a factor
 is multiplied out, up to `MAX_TERMS` terms). A term is linear when it is a constant
@@ -12,7 +13,8 @@ constant times derivatives of an expression (`-0.5 * dx(u * u)`) as that express
 transform times the symbol, the rest in physical space and transformed once.
 
 Operators: `laplace`, `biharmonic` (laplace of laplace), `dx`, `dy`, `dz` (the
-derivative along the first, second, third axis). The coordinates `x`, `y`, `z` may appear
+derivative along the first, second, third axis), `grad` (a vector, one component per
+axis) and `div` (of such a vector; `div(grad(.))` is `laplace`). The coordinates `x`, `y`, `z` may appear
 in nonlinear terms (a forcing). Observables may also use `integral(...)` and `mean(...)`
 over the box.
 """
@@ -28,9 +30,10 @@ from jaxtyping import Array, Inexact, PyTree
 
 from .._expressions import CONSTANTS, ExpressionError, parse
 from .._text import _identifier, _parameter
-from .base import Field, SpectralPdeModel, as_domain, as_points
+from .base import Field, GridPdeModel, SpectralPdeModel, as_domain, as_points
 
-OPERATORS = ("laplace", "biharmonic", "dx", "dy", "dz")
+OPERATORS = ("laplace", "biharmonic", "dx", "dy", "dz", "grad", "div")
+VECTOR_OPERATORS = ("grad", "div")
 REDUCTIONS = ("integral", "mean")
 COORDINATES = ("x", "y", "z")
 MAX_TERMS = 256  # terms of one field's expanded right-hand side
@@ -99,13 +102,30 @@ def _calls(node: ast.AST) -> set[str]:
     return {n.func.id for n in ast.walk(node) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
 
 
-def _op_chain(node: ast.expr) -> tuple[tuple[str, ...], ast.expr]:
+def _op_chain(node: ast.expr, operators: tuple[str, ...] = ()) -> tuple[tuple[str, ...], ast.expr]:
     """The derivative operators applied at the top of `node`, and what they apply to."""
+    operators = operators or OPERATORS
     ops: list[str] = []
-    while isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in OPERATORS and len(node.args) == 1:
+    while isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in operators and len(node.args) == 1:
         ops.append(node.func.id)
         node = node.args[0]
     return tuple(ops), node
+
+
+def _scalar_chain(ops: tuple[str, ...]) -> tuple[str, ...] | None:
+    """`ops` with each div(grad(.)) made a laplace, or None if grad or div remain."""
+    out: list[str] = []
+    i = 0
+    while i < len(ops):
+        if ops[i : i + 2] == ("div", "grad"):
+            out.append("laplace")
+            i += 2
+            continue
+        if ops[i] in VECTOR_OPERATORS:
+            return None
+        out.append(ops[i])
+        i += 1
+    return tuple(out)
 
 
 class TextSpectralProgram:
@@ -139,6 +159,10 @@ def split(field: str, text: str, fields: tuple[str, ...], parameters: tuple[str,
         varying = [f for f in term.factors if not constant(f)]
         if len(varying) == 1:
             ops, inner = _op_chain(varying[0])
+            ops = _scalar_chain(ops)
+            if ops is None:  # (a vector operator left over: evaluated in physical space)
+                physical.append(term.node())
+                continue
             coefficient = ast.unparse(term.node(without=varying[0]))
             if isinstance(inner, ast.Name) and inner.id == field:
                 linear.append((parse(coefficient, parameters), ops))
@@ -172,7 +196,11 @@ class TextSpectralModel(SpectralPdeModel):
         mesh = grid.mesh()
         values.update({COORDINATES[i]: mesh[i] for i in range(grid.ndim)})
         for op in OPERATORS:
-            values[f"@{op}"] = lambda f, _op=op: grid.irfft(_chain((_op,), grid) * grid.rfft(jnp.broadcast_to(f, grid.points)))
+            if op not in VECTOR_OPERATORS:
+                values[f"@{op}"] = lambda f, _op=op: grid.irfft(_chain((_op,), grid) * grid.rfft(jnp.broadcast_to(f, grid.points)))
+        derivative = lambda f, axis: grid.irfft(grid.derivative(axis) * grid.rfft(jnp.broadcast_to(f, grid.points)))  # noqa: E731
+        values["@grad"] = lambda f: jnp.stack([derivative(f, i) for i in range(grid.ndim)])
+        values["@div"] = lambda v: sum(derivative(v[i], i) for i in range(grid.ndim))
         values["@integral"] = lambda f: grid.integral(jnp.broadcast_to(f, grid.points))
         values["@mean"] = lambda f: grid.mean(jnp.broadcast_to(f, grid.points))
         return values
@@ -219,13 +247,22 @@ def pde_model(
     observables: dict[str, str] | None = None,
     points: Any = (64,),
     domain: Any = None,
-) -> TextSpectralModel:
-    """A periodic `SpectralPdeModel` from text: `fields` maps each field to the right-hand
-    side of its time derivative, `parameters` each parameter to a default (a number, or a
-    table with value, unit, doc, positive, bounds), `observables` derived quantities.
+    boundary: Any = None,
+    boundary_value: Any = None,
+) -> SpectralPdeModel | GridPdeModel:
+    """A PDE model from text: `fields` maps each field to the right-hand side of its time
+    derivative, `parameters` each parameter to a default (a number, or a table with value,
+    unit, doc, positive, bounds), `observables` derived quantities.
+
+    Without `boundary` (or with every side periodic) the box is periodic and the model a
+    Fourier-spectral `SpectralPdeModel`; otherwise `boundary` gives each side's kind
+    (`dirichlet`, `neumann`, `robin`, `periodic`) and `boundary_value` its value, and the
+    model is a finite-difference `GridPdeModel` (see `physics.pde._text_grid`).
 
     Example:
         >>> model = pde_model("heat", {"u": "D * laplace(u)"}, {"D": 0.1}, points=(64,))
+        >>> bounded = pde_model("heat", {"u": "D * laplace(u)"}, {"D": 0.1}, points=(65,),
+        ...                     boundary="dirichlet", boundary_value=["sin(t)", 0.0])
 
     Raises:
         ValueError: naming the entry (`fields.u`, `parameters.D`, ...) and, for an
@@ -261,6 +298,14 @@ def pde_model(
                 if axis >= ndim and (op in used or coordinate in used):
                     what = f"{op}()" if op in used else f"the coordinate {coordinate}"
                     raise ValueError(f"{group}.{name}: uses {what}, but the grid has {ndim} dimension{'s' if ndim > 1 else ''}")
+    if boundary is not None:
+        from ._text_grid import boundary_program, grid_model
+
+        _, periodic = boundary_program(names, boundary, boundary_value, ndim, tuple(parameters))
+        if not all(periodic):
+            return grid_model(label, fields, parameters, observables, declared, points, domain, boundary, boundary_value)
+        if boundary_value is not None:
+            raise ValueError("boundary_value: a periodic box has no boundary values")
     linear, spectral, physical = [], [], []
     for name, text in fields.items():
         if not isinstance(text, str):

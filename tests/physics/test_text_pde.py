@@ -123,7 +123,9 @@ def test_observables_of_a_text_pde_integrate_over_the_box(tmp_cwd, capsys):
         ('model.fields.u="D * laplace(u, u)"', "model.fields.u"),
         ("model.parameters.u=1.0", "model.parameters.u"),
         ('model.observables.mass="integral(w)"', "model.observables.mass"),
-        ('grid.boundary="dirichlet"', "grid.boundary"),
+        ('grid.boundary="dirichlett"', "grid.boundary"),
+        ('grid.boundary="robin"', "grid.boundary_value"),
+        ('grid.boundary_value="sin(t)"', "grid.boundary_value"),
         ('model.states={ x = "-x" }', "model.fields"),
     ],
 )
@@ -148,3 +150,116 @@ def test_a_text_pde_is_differentiable_in_its_parameters():
     x4 = 2 * np.pi * 4 / 16
     np.testing.assert_allclose(amplitude(0.3), np.sin(x4) * np.exp(-0.3), rtol=1e-12)
     np.testing.assert_allclose(jax.grad(amplitude)(0.3), -np.sin(x4) * np.exp(-0.3), rtol=1e-10)
+
+
+# u = exp(-D k^2 t) sin(k x + phi) (k = 2, phi = 0.5) solves u_t = D u_xx: a Dirichlet side
+# that decays in time at x = 0, and at x = 1 a Robin side du/dn + 3 u = g(t) (du/dn = u_x
+# there).
+BOUNDED = """
+[model]
+name = "heat_bounded"
+[model.fields]
+u = "D * laplace(u)"
+[model.parameters]
+D = 0.5
+[grid]
+points = [{n}]
+boundary = ["dirichlet", "robin"]
+boundary_value = ["exp(-4 * D * t) * sin(0.5)", {{ coefficient = 3.0, value = "exp(-4 * D * t) * (2 * cos(2.5) + 3 * sin(2.5))" }}]
+[initial]
+u = "sin(2 * x + 0.5)"
+[time]
+t1 = 0.5
+save = 6
+[solver]
+method = "kvaerno5"
+rtol = 1e-11
+atol = 1e-13
+order = {order}
+"""
+
+
+def _bounded_errors(order: int, points: tuple[int, ...]) -> list[float]:
+    errors = []
+    for n in points:
+        s = sim.setup(sim.load_config(_write(f"bounded_{n}.toml", BOUNDED.format(n=n, order=order))))
+        traj = sim.simulate(s.model, s.params, s.t, initial=s.initial, solver=s.solver)
+        x = np.linspace(0.0, 1.0, n)
+        t = np.asarray(s.t)[:, None]
+        exact = np.exp(-2.0 * t) * np.sin(2 * x + 0.5)
+        u = np.asarray(traj.observables["u"])
+        # The Dirichlet node holds the side's value at every time (it is not integrated).
+        np.testing.assert_allclose(u[:, 0], exact[:, 0], rtol=0, atol=1e-15)
+        errors.append(float(np.max(np.abs(u - exact))))
+    return errors
+
+
+@pytest.mark.parametrize("order", [2, pytest.param(4, marks=pytest.mark.slow)])
+def test_a_bounded_heat_equation_with_time_dependent_sides_converges_at_its_order(order, tmp_cwd):
+    """Finite differences with a time-dependent Dirichlet side and a Robin side: the error
+    against the exact solution falls as h^order (fitted over three grids)."""
+    points = (17, 33, 65) if order == 2 else (33, 65, 129)  # (fourth order: past its pre-asymptotic range)
+    errors = _bounded_errors(order, points)
+    slope = np.polyfit(np.log([1.0 / (n - 1) for n in points]), np.log(errors), 1)[0]
+    assert order - 0.2 < slope < order + 0.6, (errors, slope)
+    assert errors[-1] < (5e-5 if order == 2 else 1e-8), errors
+
+
+def test_a_bounded_text_pde_reproduces_the_built_in_finite_difference_heat(tmp_cwd):
+    """The text `D * laplace(u)` with constant Dirichlet and Neumann sides in 2D is the
+    built-in `heat_fd` (the same stencils, the same steps) to rounding."""
+    common = '[grid]\npoints = [9, 11]\nboundary = [["dirichlet", "neumann"], "dirichlet"]\nboundary_value = [[1.0, -0.5], 0.25]\n'
+    common += '[initial]\nkind = "gaussian"\n[time]\nt1 = 0.2\nsave = 3\n[solver]\nmethod = "tsit5"\nrtol = 1e-9\natol = 1e-11\n'
+    built_in = '[model]\nname = "heat_fd"\n[params]\ndiffusivity = 0.3\n' + common
+    text = '[model]\nname = "h"\n[model.fields]\nu = "D * laplace(u)"\n[model.parameters]\nD = 0.3\n' + common
+    _, b = _fields(built_in, "built_in.toml")
+    _, t = _fields(text, "text.toml")
+    assert np.max(np.abs(b["u"][-1] - b["u"][0])) > 0.01  # (it moved)
+    np.testing.assert_allclose(t["u"], b["u"], rtol=0, atol=1e-12)
+
+
+@pytest.mark.slow
+def test_a_bounded_text_pde_is_differentiable_through_its_sides(tmp_cwd):
+    """d u(x, t1) / dD through the method of lines and the time-dependent sides, against
+    the exact derivative -k^2 t u of the exact solution (to the grid's error)."""
+    import jax
+
+    s = sim.setup(sim.load_config(_write("bounded.toml", BOUNDED.format(n=65, order=4))))
+    node = 20
+    value = lambda d: sim.simulate(s.model, {"D": d}, s.t, initial=s.initial, solver=s.solver).observables["u"][-1, node]  # noqa: E731
+    x = node / 64
+    exact = -4 * 0.5 * np.exp(-2.0 * 0.5) * np.sin(2 * x + 0.5)
+    np.testing.assert_allclose(jax.grad(value)(0.5), exact, rtol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "override, key",
+    [
+        ('model.fields.u="-biharmonic(u)"', "model.fields.u"),
+        ('model.fields.u="D * grad(u)"', "model.fields.u"),
+        ('grid.boundary_value=["sin(q)", 0.0]', "grid.boundary_value"),
+        ('grid.boundary=["dirichlet", "periodic"]', "grid.boundary"),
+        ('grid.boundary={ v = "neumann" }', "grid.boundary"),
+        ('initial.u="sin(2 * w)"', "initial.u"),
+    ],
+)
+def test_bad_bounded_text_pdes_are_one_line_errors(override, key, tmp_cwd, capsys):
+    _write("text.toml", BOUNDED.format(n=17, order=2))
+    code, err = cli(["run", "text.toml", "-o", "out.h5", "--set", override], capsys)
+    assert code == 2 and len(err.strip().splitlines()) == 1 and key in err and "Traceback" not in err, err
+    assert not Path("out.h5").exists()
+
+
+def test_div_of_grad_is_the_laplacian_in_the_symbol():
+    """div(grad(u)) with a constant coefficient goes to the Fourier symbol as laplace does;
+    div(c * grad(u)) with a varying c is evaluated pseudo-spectrally and agrees."""
+    a = pde_model("a", {"u": "D * div(grad(u))"}, {"D": 0.2}, points=(8, 8)).program
+    assert [ops for _, ops in a.linear[0]] == [("laplace",)] and a.physical[0] is None
+    model = pde_model("b", {"u": "div((1 + 0 * u) * grad(u))"}, {}, points=(16, 16))
+    from solvers import FourierGrid
+
+    grid = FourierGrid(model.points, model.domain)
+    x, y = model.mesh()
+    u = np.sin(x) * np.cos(2 * y)
+    out = grid.irfft(model.nonlinear(grid.rfft(jnp.asarray(u)[None]), {}, grid))[0]
+    np.testing.assert_allclose(out, -5 * u, atol=1e-12)
