@@ -41,6 +41,7 @@ RUNS: dict[str, tuple[str, str, list[str]]] = {
     "burgers_shock": ("run", "burgers_shock", []),
     "heat_dirichlet": ("run", "heat_dirichlet", []),
     "predation": ("run", "predation", []),
+    "bouncing_ball": ("run", "bouncing_ball", []),
     "lotka_volterra_sweep": ("sweep", "lotka_volterra_sweep", []),
     "sir_boarding_school_sweep": ("sweep", "sir_boarding_school", []),
     "lotka_volterra_sobol": ("sweep", "lotka_volterra_sobol", ["--set", "sweep.samples=1024"]),

@@ -37,6 +37,7 @@ LV_GRID_SMALL = ["--set", "sweep.params.alpha={ linspace = [0.3, 0.8, 4] }", "--
 COMMANDS = {
     "lotka_volterra.toml": [("run", [])],
     "robertson.toml": [("run", [])],
+    "bouncing_ball.toml": [("run", [])],
     "lotka_volterra_sobol.toml": [("sweep", ["--set", "sweep.samples=16", "--set", "sweep.chunk=16"])],
     "heat_diffusivity_fit.toml": [("fit", [])],
     "lj_sweep.toml": [
