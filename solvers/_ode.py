@@ -32,10 +32,18 @@ IMPLICIT_METHODS: dict[str, Callable[[], diffrax.AbstractSolver]] = {
     "kvaerno4": diffrax.Kvaerno4,
     "kvaerno5": diffrax.Kvaerno5,
 }
+def _imex(cls: type) -> Callable[[], diffrax.AbstractSolver]:
+    # Newton's method on the stage equations, to the step controller's tolerances. With
+    # diffrax's default (a chord method) the KenCarp methods reject most steps of a
+    # diffusion problem and take thousands where Newton takes tens (a 17-node heat
+    # equation to rtol 1e-5: 13,618 steps of which 8,013 rejected, against 8 and 0).
+    return lambda: cls(root_finder=diffrax.with_stepsize_controller_tols(optx.Newton)())
+
+
 IMEX_METHODS: dict[str, Callable[[], diffrax.AbstractSolver]] = {
-    "kencarp3": diffrax.KenCarp3,
-    "kencarp4": diffrax.KenCarp4,
-    "kencarp5": diffrax.KenCarp5,
+    "kencarp3": _imex(diffrax.KenCarp3),
+    "kencarp4": _imex(diffrax.KenCarp4),
+    "kencarp5": _imex(diffrax.KenCarp5),
 }
 _METHODS = {**EXPLICIT_METHODS, **IMPLICIT_METHODS, **IMEX_METHODS}
 ONE_FIELD_METHODS = (*EXPLICIT_METHODS, *IMPLICIT_METHODS)
