@@ -193,7 +193,9 @@ seed = 7
 @pytest.mark.parametrize(
     "built_in, drift, noise, params, method",
     [
-        ("ornstein_uhlenbeck", "theta * (mu - x)", "sigma", "theta = 1.5\nmu = 0.4\nsigma = 0.7", "sra1"),  # additive noise
+        # additive noise (-m slow: a second SDE compilation; the noise kind is checked by
+        # default below)
+        pytest.param("ornstein_uhlenbeck", "theta * (mu - x)", "sigma", "theta = 1.5\nmu = 0.4\nsigma = 0.7", "sra1", marks=pytest.mark.slow),
         ("geometric_brownian_motion", "mu * x", "sigma * x", "mu = 0.05\nsigma = 0.2", "milstein"),  # diagonal noise
     ],
 )
@@ -207,6 +209,13 @@ def test_an_sde_written_in_its_config_draws_the_paths_of_the_built_in_model(buil
     a, b = sim.read("text.h5").observables["x"], sim.read("built_in.h5").observables["x"]
     assert a.shape == (11, 20) and a.tobytes() == b.tobytes()
     expected = "additive" if method == "sra1" else "diagonal"
+    assert sim.setup(sim.load_config("text.toml")).model.noise == expected
+
+
+@pytest.mark.parametrize("noise, expected", [("sigma", "additive"), ("sigma * exp(-t)", "additive"), ("sigma * x", "diagonal")])
+def test_the_noise_of_a_text_sde_is_additive_unless_it_reads_the_state(noise, expected, tmp_cwd):
+    text = f'[model.states]\nx = "theta * (mu - x)"\n[model.noise]\nx = "{noise}"\n[model.parameters]\ntheta = 1.5\nmu = 0.4\nsigma = 0.7'
+    Path("text.toml").write_text(SDE.format(name="mine", model=text, method="euler"))
     assert sim.setup(sim.load_config("text.toml")).model.noise == expected
 
 
