@@ -451,6 +451,12 @@ def _setup_grid(model: GridPdeModel, config: Config) -> Setup:
     if not solver.adaptive:
         _check_explicit_step(config, model, params, solver)
         check_fixed_steps(config, solver.dt0, solver.max_steps)
+    if solver.kind != "explicit":
+        # Implicit and IMEX stages solve dense linear systems of the whole grid.
+        unknowns = len(model.field_names) * math.prod(model.points)
+        problem = memory_problem(8 * 2 * unknowns**2, f"the dense Jacobian of {solver.method} on {unknowns:,} unknowns")
+        if problem:
+            raise config.error("solver.method", f"{problem}; take an explicit method (tsit5) or a smaller grid")
     u0 = _initial(config, model, params)
     resolved_solver = {k: v for k, v in options.items() if k not in ("dt0", "adaptive")}
     checks = PDE.resolve_checks(config, what="PDE runs")
@@ -653,6 +659,21 @@ def _plan(model: PdeModel, config: Config) -> RunPlan:
 _TEXT_GRID_KEYS = ("points", "domain", "boundary", "boundary_value")
 
 
+def _check_points(config: Config, where: str, points: Any) -> None:
+    """Points per dimension are whole numbers, and a field and the solver's work arrays
+    fit in memory (checked before anything is allocated)."""
+    if points is None:
+        return
+    whole = lambda v: isinstance(v, int) and not isinstance(v, bool)  # noqa: E731
+    if not (whole(points) or (isinstance(points, list) and all(whole(v) for v in points))):
+        raise config.error(where, f"expected a whole number of points per dimension, like [256, 256], got {points!r}")
+    counts = [points] if whole(points) else points
+    if counts and all(v > 0 for v in counts):
+        problem = memory_problem(WORK_ARRAYS * 8 * math.prod(counts), f"a grid of {math.prod(counts):,} points")
+        if problem:
+            raise config.error(where, problem)
+
+
 class PdeFamily(Family):
     """Fields on a grid: periodic spectral models (`SpectralPdeModel`, ETDRK) and
     finite-difference models on bounded domains (`GridPdeModel`, method of lines)."""
@@ -670,16 +691,7 @@ class PdeFamily(Family):
         # [grid] (points, domain, boundary, ...) holds options of the model.
         options = {key: (f"grid.{key}", value) for key, value in (config.spec.grid or {}).items()}
         where, points = options.get("points", ("model.points", config.spec.model.options.get("points")))
-        if points is not None:
-            whole = lambda v: isinstance(v, int) and not isinstance(v, bool)  # noqa: E731
-            if not (whole(points) or (isinstance(points, list) and all(whole(v) for v in points))):
-                raise config.error(where, f"expected a whole number of points per dimension, like [256, 256], got {points!r}")
-            counts = [points] if whole(points) else points
-            if counts and all(v > 0 for v in counts):
-                # A field and the solver's work arrays, before anything is allocated.
-                problem = memory_problem(WORK_ARRAYS * 8 * math.prod(counts), f"a grid of {math.prod(counts):,} points")
-                if problem:
-                    raise config.error(where, problem)
+        _check_points(config, where, points)
         return options
 
     def text_model(self, config: Config):
@@ -692,6 +704,7 @@ class PdeFamily(Family):
                 raise config.error(f"grid.{key}", f"is not a key of the grid of a PDE written as text (keys: {', '.join(_TEXT_GRID_KEYS)})")
         if "points" not in grid:
             raise config.error("grid.points", "required key is missing (a PDE written as text needs its grid: points = [64] or [64, 64])")
+        _check_points(config, "grid.points", grid["points"])
         if "boundary_value" in grid and "boundary" not in grid:
             raise config.error("grid.boundary_value", "given without grid.boundary (the kind of each side: dirichlet, neumann, robin or periodic)")
         try:

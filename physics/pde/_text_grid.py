@@ -103,6 +103,8 @@ def _per_field(key: str, value: Any, fields: tuple[str, ...]) -> dict[str, Any]:
 def _side_expression(key: str, value: Any, symbols: set[str]) -> Expression:
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         raise ValueError(f"{key}: expected a number or an expression of t, the parameters and the coordinates, got {value!r}")
+    if not isinstance(value, str) and not np.isfinite(value):
+        raise ValueError(f"{key}: expected a finite number, got {value!r}")
     text = value if isinstance(value, str) else repr(float(value))
     try:
         return parse(text, symbols)

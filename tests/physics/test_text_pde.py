@@ -124,6 +124,7 @@ def test_observables_of_a_text_pde_integrate_over_the_box(tmp_cwd, capsys):
         ("model.parameters.u=1.0", "model.parameters.u"),
         ('model.observables.mass="integral(w)"', "model.observables.mass"),
         ('grid.boundary="dirichlett"', "grid.boundary"),
+        ("grid.points=[1000000, 1000000]", "grid.points"),
         ('grid.boundary="robin"', "grid.boundary_value"),
         ('grid.boundary_value="sin(t)"', "grid.boundary_value"),
         ('model.states={ x = "-x" }', "model.fields"),
@@ -243,6 +244,8 @@ def test_a_bounded_text_pde_is_differentiable_through_its_sides(tmp_cwd):
         ('grid.boundary=["dirichlet", "periodic"]', "grid.boundary"),
         ('grid.boundary={ v = "neumann" }', "grid.boundary"),
         ('initial.u="sin(2 * w)"', "initial.u"),
+        ("grid.boundary_value=[nan, 0.0]", "grid.boundary_value"),
+        ("grid.points=[100000000]", "solver.method"),  # (an implicit method's dense Jacobian)
     ],
 )
 def test_bad_bounded_text_pdes_are_one_line_errors(override, key, tmp_cwd, capsys):
