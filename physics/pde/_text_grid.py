@@ -57,6 +57,9 @@ class TextGridProgram:
     step limit) and the sides; the observables."""
 
     def __init__(self, implicit, explicit, laplace_coefficients, sides, observables, periodic):
+        expressions = [e for e in (*implicit, *explicit) if e is not None] + [e for _, e in observables]
+        expressions += [e for axes in sides for pair in axes for side in pair for e in (side.value, side.coefficient) if e is not None]
+        self.coordinates = frozenset().union(*(e.names for e in expressions)) & set(COORDINATES)
         self.implicit = implicit  # per field: Expression or None
         self.explicit = explicit  # per field: Expression or None
         self.laplace_coefficients = laplace_coefficients  # per field: [Expression]
@@ -224,8 +227,16 @@ class TextGridModel(GridPdeModel):
     # ------------------------------------------------------------------ the discretisation
 
     def _mesh(self, grid: Any) -> dict[str, Any]:
-        mesh = np.meshgrid(*grid.coordinates(), indexing="ij")
-        return {COORDINATES[i]: jnp.asarray(m) for i, m in enumerate(mesh)}
+        """The coordinates the expressions read, each broadcast over the grid (as
+        constants of the compiled program: only those that are used)."""
+        out = {}
+        for i, c in enumerate(grid.coordinates()):
+            name = COORDINATES[i]
+            if name in self.program.coordinates:
+                shape = [1] * grid.ndim
+                shape[i] = c.shape[0]
+                out[name] = jnp.broadcast_to(jnp.asarray(c).reshape(shape), tuple(grid.points))
+        return out
 
     def _sides(self, t, u: Field, params: PyTree, grid: Any):
         """The field with its Dirichlet values set at time t, and per field and axis the

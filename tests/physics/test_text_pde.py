@@ -249,7 +249,7 @@ def test_a_bounded_text_pde_is_differentiable_through_its_sides(tmp_cwd):
     ],
 )
 def test_bad_bounded_text_pdes_are_one_line_errors(override, key, tmp_cwd, capsys):
-    _write("text.toml", BOUNDED.format(n=17, order=2, method="tsit5"))
+    _write("text.toml", BOUNDED.format(n=17, order=2, method="kvaerno5"))
     code, err = cli(["run", "text.toml", "-o", "out.h5", "--set", override], capsys)
     assert code == 2 and len(err.strip().splitlines()) == 1 and key in err and "Traceback" not in err, err
     assert not Path("out.h5").exists()
