@@ -80,7 +80,10 @@ def _simulate(model: OdeModel, params, t, initial, solver) -> Trajectory:
     if events:
         # (parameters that events set change after them: the observables of a run with
         # events read the parameters it started with)
-        solver_events = tuple(OdeEvent(trigger=e.trigger, apply=e.apply, terminal=e.terminal) for e in events)
+        solver_events = tuple(
+            OdeEvent(trigger=e.trigger, apply=e.apply, terminal=e.terminal, holds=e.holds, initial_value=e.initial_value, persistent=e.persistent)
+            for e in events
+        )
         sol, count = solve_with_events(solver, model.vector_field, t, y0, params, solver_events)
     else:
         sol = solver.solve(model.vector_field, t, y0, params)

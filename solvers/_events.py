@@ -36,11 +36,19 @@ class OdeEvent(eqx.Module):
         trigger: g(t, y, args) -> scalar; the event fires where g crosses zero upwards.
         apply: (t, y, args) -> (y, args) after the event.
         terminal: whether the run ends at the event.
+        holds: (t, y, args) -> bool, the condition itself (default: g > 0).
+        initial_value: False fires the event at the start if its condition holds there
+            (True: the condition counts as having held before the start).
+        persistent: False drops the event when an event executed before it at the same
+            time makes its condition false.
     """
 
     trigger: Callable[[Any, Array, Any], Array] = eqx.field(static=True)
     apply: Callable[[Any, Array, Any], tuple[Array, Any]] = eqx.field(static=True)
     terminal: bool = eqx.field(static=True, default=False)
+    holds: Callable[[Any, Array, Any], Array] | None = eqx.field(static=True, default=None)
+    initial_value: bool = eqx.field(static=True, default=True)
+    persistent: bool = eqx.field(static=True, default=True)
 
 
 def _select(flag: Array, new: PyTree, old: PyTree) -> PyTree:
@@ -93,6 +101,37 @@ def solve_with_events(
             flags.append(jnp.where(jnp.abs(g) <= scale, rate <= 0, g < 0))
         return jax.lax.stop_gradient(jnp.stack(flags))
 
+    def holds(e: OdeEvent, t, y, a) -> Array:
+        return jnp.asarray(e.holds(t, y, a) if e.holds is not None else e.trigger(t, y, a) > 0)
+
+    def becoming(e: OdeEvent, t, y, a) -> Array:
+        """Whether the condition holds, or is on its boundary and about to hold (a root
+        of another event that the root finder stopped at first)."""
+        g, rate = jax.jvp(lambda tt, yy: e.trigger(tt, yy, a), (t, y), (jnp.ones_like(t), vector_field(t, y, a)))
+        scale = 1e-9 * (1.0 + jnp.abs(t))
+        return jax.lax.stop_gradient(holds(e, t, y, a) | ((jnp.abs(g) <= scale) & (rate > 0)))
+
+    def execute(t, y, a, fired, flags):
+        """Apply the events that fired, in their order; an event that is not persistent
+        only if its condition still holds. Then, once, the armed events that the
+        assignments made true at this time (a cascade). Returns (y, args, terminal,
+        whether a cascade fired)."""
+        terminal = jnp.asarray(False)
+        for e, f in zip(events, fired):
+            if not e.persistent:
+                f = f & holds(e, t, y, a)
+            applied_y, applied_a = e.apply(t, y, a)
+            y, a = _select(f, applied_y, y), _select(f, applied_a, a)
+            terminal = terminal | (f & e.terminal)
+        cascade = jnp.asarray(False)
+        for i, e in enumerate(events):
+            f = flags[i] & jnp.logical_not(fired[i]) & becoming(e, t, y, a) & jnp.logical_not(terminal)
+            applied_y, applied_a = e.apply(t, y, a)
+            y, a = _select(f, applied_y, y), _select(f, applied_a, a)
+            terminal = terminal | (f & e.terminal)
+            cascade = cascade | f
+        return y, a, terminal, cascade
+
     def segment(carry, _):
         t0, y, a, finished, count, result, steps, frozen_from, frozen = carry
         start = jnp.where(finished, t_end, t0)
@@ -115,15 +154,10 @@ def solve_with_events(
         any_fired = jnp.any(jnp.stack(fired))
         # The save times of this segment: from its start, up to (not at) where it stopped.
         covered = (ts >= start) & jnp.where(any_stop, ts < t_stop, True) & jnp.logical_not(finished)
-        new_y, new_a = y_stop, a
-        terminal = jnp.asarray(False)
-        for e, f in zip(events, fired):
-            applied_y, applied_a = e.apply(t_stop, new_y, new_a)
-            new_y, new_a = _select(f, applied_y, new_y), _select(f, applied_a, new_a)
-            terminal = terminal | (f & e.terminal)
+        new_y, new_a, terminal, cascade = execute(t_stop, y_stop, a, fired, flags)
         result = jnp.where((result == 0) & jnp.logical_not(finished), code, result)
         steps = steps + jnp.where(finished, 0, sol.stats["num_steps"])
-        count = count + any_fired.astype(count.dtype)
+        count = count + any_fired.astype(count.dtype) + cascade.astype(count.dtype)
         too_many = count > solver.max_events
         ends = jnp.logical_not(finished) & (jnp.logical_not(any_stop) | terminal | (code != 0) | too_many)
         result = jnp.where(ends & too_many & (result == 0), int(Result.too_many_events), result)
@@ -132,8 +166,13 @@ def solve_with_events(
         carry = (t_stop, new_y, new_a, finished | ends, count, result, steps, frozen_from, frozen)
         return carry, (sol.ys[:-1], covered)
 
-    init = (ts[0], y0, args, jnp.asarray(False), jnp.asarray(0, jnp.int32), jnp.asarray(0, jnp.int32),
-            jnp.asarray(0, jnp.int32), jnp.asarray(jnp.inf, ts.dtype), y0)
+    # Events whose condition holds at the start and that do not count it as having held
+    # before fire there.
+    start_fired = [jnp.asarray(holds(e, ts[0], y0, args)) if not e.initial_value else jnp.asarray(False) for e in events]
+    y_start, a_start, _, _ = execute(ts[0], y0, args, start_fired, [jnp.asarray(False)] * len(events))
+    start_count = jnp.sum(jnp.stack(start_fired).astype(jnp.int32)) if events else jnp.asarray(0, jnp.int32)
+    init = (ts[0], y_start, a_start, jnp.asarray(False), start_count, jnp.asarray(0, jnp.int32),
+            jnp.asarray(0, jnp.int32), jnp.asarray(jnp.inf, ts.dtype), y_start)
     # Each event may need a second stop to re-arm it: twice as many segments as events.
     carry, (ys, covered) = jax.lax.scan(segment, init, None, length=2 * solver.max_events + 1)
     _, _, _, finished, count, result, steps, frozen_from, frozen = carry

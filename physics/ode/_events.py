@@ -24,12 +24,20 @@ from .base import OdeModel
 
 class Event(eqx.Module):
     """One event: `trigger` g(t, y, params) fires it where g rises through zero; `apply`
-    (t, y, params) -> (y, params) makes its assignments; `terminal` ends the run."""
+    (t, y, params) -> (y, params) makes its assignments; `terminal` ends the run.
+
+    Optional (SBML's reading of triggers): `holds` (t, y, params) -> bool, the condition
+    itself; with `initial_value` False an event whose condition holds at the start fires
+    there; an event that is not `persistent` is dropped when an event executed before it
+    at the same time makes its condition false."""
 
     trigger: Callable[[Any, Any, Any], Any] = eqx.field(static=True)
     apply: Callable[[Any, Any, Any], tuple[Any, Any]] = eqx.field(static=True)
     terminal: bool = eqx.field(static=True, default=False)
     label: str = eqx.field(static=True, default="event")
+    holds: Callable[[Any, Any, Any], Any] | None = eqx.field(static=True, default=None)
+    initial_value: bool = eqx.field(static=True, default=True)
+    persistent: bool = eqx.field(static=True, default=True)
 
 
 _COMPARISONS = {ast.Lt: -1.0, ast.LtE: -1.0, ast.Gt: 1.0, ast.GtE: 1.0}

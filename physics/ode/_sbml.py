@@ -159,6 +159,48 @@ class _Compiler:
             out |= self.names(node.getChild(i), bound)
         return out
 
+    def root(self, node, scope: dict[str, Compiled] | None = None, depth: int = 0) -> Compiled:
+        """A trigger (boolean math) as a function g that rises through zero where the
+        trigger becomes true: the difference of the sides of a relation, the minimum over
+        `and`, the maximum over `or`, minus g for `not`.
+
+        Raises:
+            SbmlError: a trigger that is no such combination (eq, neq, xor, ...).
+        """
+        s = self.sbml
+        if node is None:
+            raise self.refuse("has no math")
+        if depth > 400:
+            raise self.refuse("math nested more than 400 levels deep")
+        kind = node.getType()
+        kids = [node.getChild(i) for i in range(node.getNumChildren())]
+        if kind == s.AST_CONSTANT_TRUE:
+            return lambda v: 1.0
+        if kind == s.AST_CONSTANT_FALSE:
+            return lambda v: -1.0
+        if kind in (s.AST_INTEGER, s.AST_REAL, s.AST_REAL_E, s.AST_RATIONAL):  # (a number as a boolean: true unless 0)
+            return (lambda v: 1.0) if float(node.getValue()) != 0 else (lambda v: -1.0)
+        signs = {s.AST_RELATIONAL_LT: -1.0, s.AST_RELATIONAL_LEQ: -1.0, s.AST_RELATIONAL_GT: 1.0, s.AST_RELATIONAL_GEQ: 1.0}
+        if kind in signs and len(kids) >= 2:
+            sign = signs[kind]
+            sides = [self.compile(k, scope, depth + 1) for k in kids]
+            pairs = [(lambda v, _a=a, _b=b: sign * (_num(_a(v)) - _num(_b(v)))) for a, b in zip(sides, sides[1:])]
+            return _fold(jnp.minimum, pairs, math.inf) if len(pairs) > 1 else pairs[0]
+        if kind in (s.AST_LOGICAL_AND, s.AST_LOGICAL_OR) and kids:
+            parts = [self.root(k, scope, depth + 1) for k in kids]
+            return _fold(jnp.minimum if kind == s.AST_LOGICAL_AND else jnp.maximum, parts, 0.0)
+        if kind == s.AST_LOGICAL_NOT and len(kids) == 1:
+            inner = self.root(kids[0], scope, depth + 1)
+            return lambda v: -_num(inner(v))
+        if kind == s.AST_FUNCTION and self.functions.get(node.getName()) is not None:
+            body = self.functions[node.getName()].getMath()
+            if body is not None:
+                params = [body.getChild(i).getName() for i in range(body.getNumChildren() - 1)]
+                if len(params) == len(kids):
+                    args = {p: self.compile(k, scope, depth + 1) for p, k in zip(params, kids)}
+                    return self.root(body.getChild(body.getNumChildren() - 1), args, depth + 1)
+        raise self.refuse(f"the trigger uses {node.getName() or 'an element'!r}, whose becoming true cannot be located by root finding (relations <, <=, >, >= joined by and, or, not can)")
+
     def compile(self, node, scope: dict[str, Compiled] | None = None, depth: int = 0) -> Compiled:
         s = self.sbml
         if node is None:
@@ -298,6 +340,10 @@ class SbmlOdeModel(OdeModel):
     def observable_names(self) -> tuple[str, ...]:
         return tuple(name for name, _ in self.program.observed)
 
+    def events(self) -> tuple:
+        """The SBML events, in the order simultaneous ones execute (decreasing priority)."""
+        return self.program.events + tuple(getattr(self, "event_list", ()))
+
     @property
     def checked_observables(self) -> tuple[str, ...]:
         """What a run checks for a blow-up: the quantities of the state. (An SBML model
@@ -316,6 +362,7 @@ class _Program:
         self.fixed = fixed
         self.rates = rates
         self.observed = observed
+        self.events: tuple = ()  # physics.ode.Event, set once the program exists
 
     def values(self, t, y, params) -> dict[str, Any]:
         values: dict[str, Any] = dict(self.fixed)
@@ -414,13 +461,88 @@ def sbml_model(path: str | Path) -> SbmlOdeModel:
     return _IMPORTED[key]
 
 
+def _events(name: str, events: list, program: _Program, compiler: Callable[[str], _Compiler], ids: set[str], species: dict, amount_valued) -> tuple:
+    """The model's events as `physics.ode.Event`s, in decreasing priority (document order
+    among equals): the trigger as a root function and as a condition, the assignments
+    (all computed from the values before the event; a species' value is its
+    concentration unless it has only substance units, the state its amount)."""
+    from ._events import Event
+
+    index = {key: i for i, key in enumerate(program.state)}
+    out = []
+    for label, event in events:
+        where = f"event {label!r}"
+        trigger = event.getTrigger()
+        c = compiler(f"trigger of {where}")
+        math_node = trigger.getMath()
+        for dep in c.names(math_node):
+            if dep not in ids:
+                raise SbmlError(f"{name}: trigger of {where} reads {dep!r}, which is no id of the model")
+        root, condition = c.root(math_node), c.compile(math_node)
+        priority = 0.0
+        if event.isSetPriority() and event.getPriority() is not None and event.getPriority().isSetMath():
+            pc = compiler(f"priority of {where}")
+            node = pc.names(event.getPriority().getMath())
+            if node:
+                raise SbmlError(f"{name}: priority of {where} reads {sorted(node)[0]!r}: only constant priorities are supported")
+            priority = float(_num(pc.compile(event.getPriority().getMath())({TIME: 0.0})))
+        assignments = []
+        for assignment in event.getListOfEventAssignments():
+            if not assignment.isSetMath():
+                continue
+            target = assignment.getVariable()
+            ac = compiler(f"assignment of {where} to {target!r}")
+            for dep in ac.names(assignment.getMath()):
+                if dep not in ids:
+                    raise SbmlError(f"{name}: assignment of {where} to {target!r} reads {dep!r}, which is no id of the model")
+            assignments.append((target, ac.compile(assignment.getMath())))
+
+        # (what the assignments need of the SBML document, read now: the document is
+        # gone when they run)
+        targets = []
+        for target, fn in assignments:
+            key = f"@amount:{target}"
+            if target in species and key in index:
+                per_size = None if amount_valued(target) else species[target].getCompartment()
+                targets.append((target, fn, index[key], per_size))
+            else:
+                targets.append((target, fn, index[target], None))
+
+        def apply(t, y, params, _targets=tuple(targets)):
+            values = program.values(t, y, params)
+            new = {target: _num(fn(values)) for target, fn, _, _ in _targets}
+            for target, _, i, compartment in _targets:
+                value = new[target] if compartment is None else new[target] * new.get(compartment, values[compartment])
+                y = y.at[i].set(jnp.asarray(value, y.dtype))
+            return y, params
+
+        def trigger_fn(t, y, params, _root=root):
+            return jnp.asarray(_num(_root(program.values(t, y, params))), float)
+
+        def holds(t, y, params, _condition=condition):
+            return _bool(_condition(program.values(t, y, params)))
+
+        out.append((-priority, len(out), Event(
+            trigger=trigger_fn, apply=apply, label=label, holds=holds,
+            initial_value=trigger.getInitialValue() if trigger.isSetInitialValue() else True,
+            persistent=trigger.getPersistent() if trigger.isSetPersistent() else True,
+        )))
+    return tuple(e for _, _, e in sorted(out, key=lambda item: item[:2]))
+
+
 def _import(path: Path) -> SbmlOdeModel:
     libsbml, document, model = _read(path)
     name = path.name
 
+    events = []
     for i in range(model.getNumEvents()):
         event = model.getEvent(i)
-        raise SbmlError(f"{name}: event {event.getId() or i + 1!r}: events are not supported")
+        label = event.getId() or str(i + 1)
+        if event.isSetDelay() and event.getDelay() is not None and event.getDelay().isSetMath():
+            raise SbmlError(f"{name}: event {label!r}: events with a delay are not supported")
+        if event.getTrigger() is None or not event.getTrigger().isSetMath():
+            continue  # (an event without a trigger never fires)
+        events.append((label, event))
     for i in range(model.getNumRules()):
         if model.getRule(i).isAlgebraic():
             raise SbmlError(f"{name}: algebraic rule {i + 1}: algebraic rules are not supported")
@@ -456,6 +578,18 @@ def _import(path: Path) -> SbmlOdeModel:
         elif rule.isAssignment():
             assignment_rules[target] = rule
     initial_assignments = {a.getSymbol(): a for a in model.getListOfInitialAssignments() if a.isSetMath()}
+    event_targets: list[str] = []  # (in document order)
+    for label, event in events:
+        for assignment in event.getListOfEventAssignments():
+            target = assignment.getVariable()
+            if not assignment.isSetMath():
+                continue
+            if target in assignment_rules:
+                raise SbmlError(f"{name}: event {label!r} assigns {target!r}, which an assignment rule sets")
+            if target not in species and target not in compartments and target not in parameters and target not in references:
+                raise SbmlError(f"{name}: event {label!r} assigns {target!r}, which is no species, compartment, parameter or stoichiometry")
+            if target not in event_targets:
+                event_targets.append(target)
 
     def amount_valued(sid: str) -> bool:
         """Whether the species' symbol means its amount (else its concentration)."""
@@ -474,14 +608,18 @@ def _import(path: Path) -> SbmlOdeModel:
     for sid in changed_by_reactions & (set(rate_rules) | set(assignment_rules)):
         raise SbmlError(f"{name}: species {sid!r} is changed by reactions and set by a rule (it must be a boundary species)")
 
-    # The state: reaction species by amount (under "@amount:ID"), rate-rule targets by value.
-    state = [f"@amount:{sid}" for sid in species if sid in changed_by_reactions] + list(rate_rules)
+    # The state: reaction species by amount (under "@amount:ID"), rate-rule targets by
+    # value, and what events assign (species by amount, the rest by value; constant
+    # between events).
+    event_species = {t for t in event_targets if t in species and t not in changed_by_reactions and t not in rate_rules}
+    event_values = [t for t in event_targets if t not in species and t not in rate_rules]
+    state = [f"@amount:{sid}" for sid in species if sid in changed_by_reactions or sid in event_species] + list(rate_rules) + event_values
     for target in rate_rules:
         if target not in species and target not in compartments and target not in parameters and target not in references:
             raise SbmlError(f"{name}: rate rule for {target!r}, which is no species, compartment, parameter or stoichiometry")
 
     # Model parameters: global parameters and constant compartments that no rule sets.
-    ruled = set(rate_rules) | set(assignment_rules)
+    ruled = set(rate_rules) | set(assignment_rules) | set(event_values)
     parameter_ids = [p for p in parameters if p not in ruled] + [c for c in compartments if c not in ruled]
 
     # --- Initial values: attributes, then initial assignments and assignment rules in
@@ -561,7 +699,7 @@ def _import(path: Path) -> SbmlOdeModel:
     derived_fns: dict[str, Compiled] = dict(rate_of)
     derived_deps: dict[str, set[str]] = dict(rate_deps)
     for sid in species:
-        if sid in changed_by_reactions:
+        if sid in changed_by_reactions or sid in event_species:
             key, cid = f"@amount:{sid}", species[sid].getCompartment()
             if amount_valued(sid):
                 derived_fns[sid], derived_deps[sid] = (lambda v, _k=key: v[_k]), set()
@@ -612,7 +750,7 @@ def _import(path: Path) -> SbmlOdeModel:
     def species_rate(sid: str) -> Compiled:
         s = species[sid]
         factor_id = s.getConversionFactor() if s.isSetConversionFactor() else (model.getConversionFactor() if model.isSetConversionFactor() else "")
-        parts = terms[sid]
+        parts = terms.get(sid, [])  # (none for a species only events change)
 
         def rate(v):
             total = 0.0
@@ -626,6 +764,8 @@ def _import(path: Path) -> SbmlOdeModel:
     for key in state:
         if key.startswith("@amount:"):
             rates.append(species_rate(key.removeprefix("@amount:")))
+        elif key not in rate_rules:  # (changed by events only)
+            rates.append(lambda v: 0.0)
         else:
             c = compiler(f"rate rule for {key!r}")
             rates.append(c.compile(rate_rules[key].getMath()))
@@ -639,6 +779,7 @@ def _import(path: Path) -> SbmlOdeModel:
     for reaction in reactions:
         observed.append((reaction.getId(), lambda v, _r=reaction.getId(): v[_r]))
     program = _Program(state, derived, fixed, rates, observed)
+    program.events = _events(name, events, program, compiler, all_ids, species, amount_valued)
 
     def initial_of(key: str) -> float:
         if key.startswith("@amount:"):

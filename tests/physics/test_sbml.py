@@ -32,7 +32,7 @@ SAMPLE = DATA / "cases"
 
 # Tags of what the importer does not support (component tags and test tags of the
 # suite's `-model.m` headers): a case with one of them must be refused.
-UNSUPPORTED_COMPONENTS = ("EventNoDelay", "EventWithDelay", "EventPriority", "AlgebraicRule", "CSymbolDelay", "CSymbolRateOf")
+UNSUPPORTED_COMPONENTS = ("EventWithDelay", "AlgebraicRule", "CSymbolDelay", "CSymbolRateOf")
 UNSUPPORTED_TESTS = ("FastReaction", "MultipleFastReactions", "RandomEventExecution")
 
 
@@ -196,10 +196,12 @@ def test_the_whole_sbml_test_suite(tmp_path, monkeypatch, capsys):
     assert not failures, f"{len(failures)} cases failed; first: {failures[0]}"
 
 
-def _decay_sbml(path: Path, *, event: bool = False, algebraic: bool = False, unknown: str | None = None, fast: bool = False) -> Path:
+def _decay_sbml(path: Path, *, event: str | None = None, algebraic: bool = False, unknown: str | None = None, fast: bool = False) -> Path:
     """A small SBML Level 3 model written by libsbml: S1 -> S2 at rate k1 * S1 * cell
     (in substance per time: first-order decay of the amount), with one of the constructs
-    under test (a fast reaction in Level 3 Version 1, which still has them)."""
+    under test (a fast reaction in Level 3 Version 1, which still has them). The event
+    ("plain", or "delay" with a delay of 1) resets the concentration of S1 to 1 when it
+    falls below 0.1."""
     import libsbml
 
     document = libsbml.SBMLDocument(3, 1 if fast else 2)
@@ -224,6 +226,8 @@ def _decay_sbml(path: Path, *, event: bool = False, algebraic: bool = False, unk
     if event:
         e = model.createEvent()
         e.setId("reset"), e.setUseValuesFromTriggerTime(True)
+        if event == "delay":
+            e.createDelay().setMath(libsbml.parseL3Formula("1"))
         trigger = e.createTrigger()
         trigger.setMath(libsbml.parseL3Formula("S1 < 0.1")), trigger.setInitialValue(False), trigger.setPersistent(True)
         assignment = e.createEventAssignment()
@@ -280,15 +284,33 @@ def test_a_sweep_addresses_sbml_parameters_by_id(tmp_cwd, capsys):
         np.testing.assert_allclose(np.asarray(swept.observables["S1"])[i], 0.5 * np.exp(-k * t), rtol=1e-8)
 
 
+def test_an_sbml_event_time_is_differentiated(tmp_cwd):
+    """S1 (concentration 0.5 exp(-k t)) falls to 0.1 at t* = ln(5) / k, where the event
+    resets it to 1; at t = 4 it is exp(-k (4 - t*)) = 5 exp(-4 k), whose derivative in k
+    is -20 exp(-4 k): through the event time, found by root finding."""
+    import jax
+
+    model = sbml_model(_decay_sbml(Path("decay.xml"), event="plain"))
+    assert len(model.events()) == 1
+    tight = OdeSolver(rtol=1e-11, atol=1e-13, max_events=4)
+    t = jnp.asarray([0.0, 2.0, 4.0])
+    s1 = lambda k: sim.simulate(model, {**model.default_params(), "k1": k}, t, solver=tight).observables["S1"][-1]  # noqa: E731
+    k = 0.7
+    np.testing.assert_allclose(s1(k), 5 * np.exp(-4 * k), rtol=1e-9)
+    gradient = jax.grad(s1)(k)
+    np.testing.assert_allclose(gradient, -20 * np.exp(-4 * k), rtol=1e-7)
+    np.testing.assert_allclose(gradient, (s1(k + 1e-6) - s1(k - 1e-6)) / 2e-6, rtol=1e-6)
+
+
 @pytest.mark.parametrize(
     "construct, says",
     [
-        ({"event": True}, "model.sbml: decay.xml: event 'reset': events are not supported"),
+        ({"event": "delay"}, "model.sbml: decay.xml: event 'reset': events with a delay are not supported"),
         ({"algebraic": True}, "algebraic rule 1: algebraic rules are not supported"),
         ({"fast": True}, "reaction 'decay_of_S1': fast reactions are not supported"),
         ({"unknown": "kk"}, "kinetic law of 'decay_of_S1' reads 'kk', which is no id of the model"),
     ],
-    ids=["event", "algebraic", "fast", "unknown-id"],
+    ids=["delayed-event", "algebraic", "fast", "unknown-id"],
 )
 def test_what_the_importer_does_not_support_is_one_line_naming_it(construct, says, tmp_cwd, capsys):
     _decay_sbml(Path("decay.xml"), **construct)
