@@ -117,12 +117,20 @@ def solve_with_events(
         assignments made true at this time (a cascade). Returns (y, args, terminal,
         whether a cascade fired)."""
         terminal = jnp.asarray(False)
+        # How often each condition changes while the events execute one after another:
+        # twice or more is a cascade deeper than the one pass below follows.
+        before = jnp.stack([holds(e, t, y, a) for e in events])
+        changes = jnp.zeros(len(events), jnp.int32)
         for e, f in zip(events, fired):
             if not e.persistent:
-                f = f & holds(e, t, y, a)
+                f = f & becoming(e, t, y, a)
             applied_y, applied_a = e.apply(t, y, a)
             y, a = _select(f, applied_y, y), _select(f, applied_a, a)
             terminal = terminal | (f & e.terminal)
+            now = jnp.stack([holds(other, t, y, a) for other in events])
+            changes = changes + (now != before).astype(jnp.int32)
+            before = now
+        deep = jnp.any(changes >= 2)
         cascade = jnp.asarray(False)
         for i, e in enumerate(events):
             f = flags[i] & jnp.logical_not(fired[i]) & becoming(e, t, y, a) & jnp.logical_not(terminal)
@@ -130,7 +138,7 @@ def solve_with_events(
             y, a = _select(f, applied_y, y), _select(f, applied_a, a)
             terminal = terminal | (f & e.terminal)
             cascade = cascade | f
-        return y, a, terminal, cascade
+        return y, a, terminal, cascade, deep
 
     def segment(carry, _):
         t0, y, a, finished, count, result, steps, frozen_from, frozen = carry
@@ -150,16 +158,20 @@ def solve_with_events(
         mask = sol.event_mask if isinstance(sol.event_mask, tuple) else (sol.event_mask,)
         stopped = [jnp.logical_and(m, jnp.logical_not(finished)) for m in mask]
         any_stop = jnp.any(jnp.stack(stopped))
-        fired = [m & flags[i] for i, m in enumerate(stopped)]  # (a disarmed event's stop only re-arms it)
+        # Every armed event whose condition becomes true where the solve stopped fires
+        # there (the root finder flags one of several simultaneous roots); a disarmed
+        # event's stop only re-arms it.
+        fired = [flags[i] & any_stop & (m | becoming(e, t_stop, y_stop, a)) for i, (e, m) in enumerate(zip(events, stopped))]
         any_fired = jnp.any(jnp.stack(fired))
         # The save times of this segment: from its start, up to (not at) where it stopped.
         covered = (ts >= start) & jnp.where(any_stop, ts < t_stop, True) & jnp.logical_not(finished)
-        new_y, new_a, terminal, cascade = execute(t_stop, y_stop, a, fired, flags)
+        new_y, new_a, terminal, cascade, deep = execute(t_stop, y_stop, a, fired, flags)
         result = jnp.where((result == 0) & jnp.logical_not(finished), code, result)
+        result = jnp.where((result == 0) & jnp.logical_not(finished) & any_fired & deep, int(Result.event_cascade), result)
         steps = steps + jnp.where(finished, 0, sol.stats["num_steps"])
         count = count + any_fired.astype(count.dtype) + cascade.astype(count.dtype)
         too_many = count > solver.max_events
-        ends = jnp.logical_not(finished) & (jnp.logical_not(any_stop) | terminal | (code != 0) | too_many)
+        ends = jnp.logical_not(finished) & (jnp.logical_not(any_stop) | terminal | (code != 0) | too_many | (result != 0))
         result = jnp.where(ends & too_many & (result == 0), int(Result.too_many_events), result)
         frozen_from = jnp.where(ends & terminal, t_stop, frozen_from)
         frozen = _select(ends & terminal, new_y, frozen)
@@ -169,9 +181,9 @@ def solve_with_events(
     # Events whose condition holds at the start and that do not count it as having held
     # before fire there.
     start_fired = [jnp.asarray(holds(e, ts[0], y0, args)) if not e.initial_value else jnp.asarray(False) for e in events]
-    y_start, a_start, _, _ = execute(ts[0], y0, args, start_fired, [jnp.asarray(False)] * len(events))
+    y_start, a_start, _, _, deep_start = execute(ts[0], y0, args, start_fired, [jnp.asarray(False)] * len(events))
     start_count = jnp.sum(jnp.stack(start_fired).astype(jnp.int32)) if events else jnp.asarray(0, jnp.int32)
-    init = (ts[0], y_start, a_start, jnp.asarray(False), start_count, jnp.asarray(0, jnp.int32),
+    init = (ts[0], y_start, a_start, jnp.asarray(False), start_count, jnp.where(deep_start, int(Result.event_cascade), 0).astype(jnp.int32),
             jnp.asarray(0, jnp.int32), jnp.asarray(jnp.inf, ts.dtype), y_start)
     # Each event may need a second stop to re-arm it: twice as many segments as events.
     carry, (ys, covered) = jax.lax.scan(segment, init, None, length=2 * solver.max_events + 1)

@@ -27,6 +27,7 @@ class Result(enum.IntEnum):
     neighbour_overflow = 5
     internal_error = 6
     too_many_events = 7
+    event_cascade = 8
 
 
 _MESSAGES: dict[Result, str] = {
@@ -54,6 +55,11 @@ _MESSAGES: dict[Result, str] = {
         "batched computation: particles came closer or denser than the list was built for"
     ),
     Result.internal_error: "an internal error occurred in the solver (a bug: please report it)",
+    Result.event_cascade: (
+        "events executed at one instant changed another event's condition more than once (a "
+        "cascade of simultaneous events deeper than the solver follows); simulating it would "
+        "give a different model"
+    ),
     Result.too_many_events: (
         "more events fired than [solver] max_events allows before the end time: an event "
         "may trigger itself again at once (check its condition against its assignments), "

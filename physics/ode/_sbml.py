@@ -14,10 +14,12 @@ The importer turns an SBML model into one `OdeModel`:
   units, or lives in a 0-dimensional compartment), compartment, parameter and reaction
   rate, under its SBML id.
 
-Mathematics is compiled from libsbml's syntax tree straight into `jax.numpy` calls (no
-text, no `eval`). What the importer does not support (events, algebraic rules, delays,
-fast reactions, `rateOf`, SBML packages) is refused with one line naming the element:
-never a silently different model.
+Events without a delay become the model's `events()` (see `_events`): what they assign
+joins the state. Mathematics is compiled from libsbml's syntax tree straight into
+`jax.numpy` calls (no text, no `eval`). What the importer does not support (events with
+a delay, triggers that root finding cannot locate, algebraic rules, delays, fast
+reactions, `rateOf`, SBML packages) is refused with one line naming the element: never
+a silently different model.
 """
 
 from __future__ import annotations
@@ -444,8 +446,8 @@ def sbml_model(path: str | Path) -> SbmlOdeModel:
 
     Raises:
         SbmlError: the file is missing or not valid SBML, or uses what the importer does
-            not support (named in one line: events, algebraic rules, delays, fast
-            reactions, rateOf, packages).
+            not support (named in one line: delayed events, algebraic rules, delays,
+            fast reactions, rateOf, packages).
 
     Example:
         >>> model = sbml_model("tests/data/sbml/00001/00001-sbml-l3v2.xml")

@@ -92,7 +92,7 @@ def compare(folder: Path) -> str | None:
     header, values = expected(folder)
     record = sim.read(f"{folder.name}.h5")
     model = sbml_model(folder / f"{folder.name}-sbml-l3v2.xml")
-    np.testing.assert_allclose(record.time, values[:, 0], rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(record.time, values[:, 0], rtol=1e-6, atol=1e-9)  # (the suite's times are rounded to 7 digits)
     for j, name in enumerate(header[1:], start=1):
         if name not in record.observables:
             return f"no observable {name}"
@@ -137,7 +137,7 @@ def check_case(folder: Path, capsys) -> str:
 SAMPLE_CASES = sorted(p.name for p in SAMPLE.iterdir()) if SAMPLE.exists() else []
 # The cases of the default run (every construct once, and refusals); the rest of the
 # sample runs with `-m slow`.
-DEFAULT_CASES = ("00926", "01168", "01219", "01635", "01667", "01811")
+DEFAULT_CASES = ("00926", "00935", "01168", "01219", "01635", "01667", "01811")
 
 
 @pytest.mark.parametrize("case", [c for c in SAMPLE_CASES if c in DEFAULT_CASES])
