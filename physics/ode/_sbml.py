@@ -17,7 +17,9 @@ The importer turns an SBML model into one `OdeModel`:
 Events without a delay become the model's `events()` (see `_events`): what they assign
 joins the state. Mathematics is compiled from libsbml's syntax tree straight into
 `jax.numpy` calls (no text, no `eval`). What the importer does not support (events with
-a delay, triggers that root finding cannot locate, algebraic rules, delays, fast
+a delay, triggers that root finding cannot locate, priorities that are not constant,
+events of equal priority that change what the other reads (their order is random in
+SBML), algebraic rules, delays, fast
 reactions, `rateOf`, SBML packages) is refused with one line naming the element: never
 a silently different model.
 """
@@ -141,6 +143,18 @@ class _Compiler:
 
     def refuse(self, what: str) -> SbmlError:
         return SbmlError(f"{self.where}: {what}")
+
+    def reads_time(self, node) -> bool:
+        """Whether a formula reads the time (through the function definitions it calls)."""
+        if node is None:
+            return False
+        if node.getType() == self.sbml.AST_NAME_TIME:
+            return True
+        if node.getType() == self.sbml.AST_FUNCTION:
+            definition = self.functions.get(node.getName())
+            if definition is not None and definition.getMath() is not None and self.reads_time(definition.getMath()):
+                return True
+        return any(self.reads_time(node.getChild(i)) for i in range(node.getNumChildren()))
 
     def names(self, node, bound: frozenset[str] = frozenset()) -> set[str]:
         """The ids a formula reads (through the function definitions it calls)."""
@@ -463,7 +477,8 @@ def sbml_model(path: str | Path) -> SbmlOdeModel:
     return _IMPORTED[key]
 
 
-def _events(name: str, events: list, program: _Program, compiler: Callable[[str], _Compiler], ids: set[str], species: dict, amount_valued) -> tuple:
+def _events(name: str, events: list, program: _Program, compiler: Callable[[str], _Compiler], ids: set[str], species: dict, amount_valued,
+            rules: dict[str, set[str]]) -> tuple:
     """The model's events as `physics.ode.Event`s, in decreasing priority (document order
     among equals): the trigger as a root function and as a condition, the assignments
     (all computed from the values before the event; a species' value is its
@@ -472,6 +487,7 @@ def _events(name: str, events: list, program: _Program, compiler: Callable[[str]
 
     index = {key: i for i, key in enumerate(program.state)}
     out = []
+    explicit = []  # (priority, label, event, compiler) of the events with a priority
     for label, event in events:
         where = f"event {label!r}"
         trigger = event.getTrigger()
@@ -485,9 +501,11 @@ def _events(name: str, events: list, program: _Program, compiler: Callable[[str]
         if event.isSetPriority() and event.getPriority() is not None and event.getPriority().isSetMath():
             pc = compiler(f"priority of {where}")
             node = pc.names(event.getPriority().getMath())
-            if node:
-                raise SbmlError(f"{name}: priority of {where} reads {sorted(node)[0]!r}: only constant priorities are supported")
+            if node or pc.reads_time(event.getPriority().getMath()):
+                read = sorted(node)[0] if node else "time"
+                raise SbmlError(f"{name}: priority of {where} reads {read!r}: only constant priorities are supported")
             priority = float(_num(pc.compile(event.getPriority().getMath())({TIME: 0.0})))
+            explicit.append((priority, label, event, c))
         assignments = []
         for assignment in event.getListOfEventAssignments():
             if not assignment.isSetMath():
@@ -529,7 +547,42 @@ def _events(name: str, events: list, program: _Program, compiler: Callable[[str]
             initial_value=trigger.getInitialValue() if trigger.isSetInitialValue() else True,
             persistent=trigger.getPersistent() if trigger.isSetPersistent() else True,
         )))
+    _refuse_random_order(name, explicit, rules)
     return tuple(e for _, _, e in sorted(out, key=lambda item: item[:2]))
+
+
+def _refuse_random_order(name: str, explicit: list, rules: dict) -> None:
+    """Two events of equal priority that fire together execute in random order (SBML
+    4.12.6); the order changes the outcome when one assigns what the other reads (its
+    trigger, if it is not persistent, or its assignments) or assigns the same variable.
+    Such a pair is refused; `rules` maps a variable set by an assignment rule to the ids
+    its formula reads, so that a read through a rule counts."""
+
+    def closure(ids: set[str]) -> set[str]:
+        out, todo = set(), list(ids)
+        while todo:
+            key = todo.pop()
+            if key not in out:
+                out.add(key)
+                todo.extend(rules.get(key, ()))
+        return out
+
+    def profile(event, c):
+        targets = {a.getVariable() for a in event.getListOfEventAssignments() if a.isSetMath()}
+        reads = set()
+        for a in event.getListOfEventAssignments():
+            if a.isSetMath():
+                reads |= c.names(a.getMath())
+        if not (event.getTrigger().getPersistent() if event.getTrigger().isSetPersistent() else True):
+            reads |= c.names(event.getTrigger().getMath())
+        return targets, closure(reads)
+
+    seen = [(priority, label, *profile(event, c)) for priority, label, event, c in explicit]
+    for i, (p1, l1, t1, r1) in enumerate(seen):
+        for p2, l2, t2, r2 in seen[i + 1:]:
+            if p1 == p2 and (t1 & (r2 | t2) or t2 & r1):
+                raise SbmlError(f"{name}: events {l1!r} and {l2!r} have the same priority and change what the other reads: "
+                                "their order at one instant is random in SBML, which is not supported")
 
 
 def _import(path: Path) -> SbmlOdeModel:
@@ -781,7 +834,8 @@ def _import(path: Path) -> SbmlOdeModel:
     for reaction in reactions:
         observed.append((reaction.getId(), lambda v, _r=reaction.getId(): v[_r]))
     program = _Program(state, derived, fixed, rates, observed)
-    program.events = _events(name, events, program, compiler, all_ids, species, amount_valued)
+    rule_reads = {target: compiler(f"rule for {target!r}").names(rule.getMath()) for target, rule in assignment_rules.items() if rule.isSetMath()}
+    program.events = _events(name, events, program, compiler, all_ids, species, amount_valued, rule_reads)
 
     def initial_of(key: str) -> float:
         if key.startswith("@amount:"):
