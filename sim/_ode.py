@@ -81,7 +81,7 @@ def _simulate(model: OdeModel, params, t, initial, solver) -> Trajectory:
         # (parameters that events set change after them: the observables of a run with
         # events read the parameters it started with)
         solver_events = tuple(
-            OdeEvent(trigger=e.trigger, apply=e.apply, terminal=e.terminal, holds=e.holds, initial_value=e.initial_value, persistent=e.persistent)
+            OdeEvent(trigger=e.trigger, apply=e.apply, terminal=e.terminal, holds=e.holds, initial_value=e.initial_value, persistent=e.persistent, values_at_trigger=e.values_at_trigger)
             for e in events
         )
         sol, count = solve_with_events(solver, model.vector_field, t, y0, params, solver_events)

@@ -41,6 +41,9 @@ class OdeEvent(eqx.Module):
             (True: the condition counts as having held before the start).
         persistent: False drops the event when an event executed before it at the same
             time makes its condition false.
+        values_at_trigger: True computes the assignments from the values where the
+            event fired, before the events executed before it at the same time (`apply`
+            then takes `source=(y, args)`, the values to read).
     """
 
     trigger: Callable[[Any, Array, Any], Array] = eqx.field(static=True)
@@ -49,6 +52,7 @@ class OdeEvent(eqx.Module):
     holds: Callable[[Any, Array, Any], Array] | None = eqx.field(static=True, default=None)
     initial_value: bool = eqx.field(static=True, default=True)
     persistent: bool = eqx.field(static=True, default=True)
+    values_at_trigger: bool = eqx.field(static=True, default=False)
 
 
 def _select(flag: Array, new: PyTree, old: PyTree) -> PyTree:
@@ -121,10 +125,11 @@ def solve_with_events(
         # twice or more is a cascade deeper than the one pass below follows.
         before = jnp.stack([holds(e, t, y, a) for e in events])
         changes = jnp.zeros(len(events), jnp.int32)
+        trigger_values = (y, a)
         for e, f in zip(events, fired):
             if not e.persistent:
                 f = f & becoming(e, t, y, a)
-            applied_y, applied_a = e.apply(t, y, a)
+            applied_y, applied_a = e.apply(t, y, a, source=trigger_values) if e.values_at_trigger else e.apply(t, y, a)
             y, a = _select(f, applied_y, y), _select(f, applied_a, a)
             terminal = terminal | (f & e.terminal)
             now = jnp.stack([holds(other, t, y, a) for other in events])

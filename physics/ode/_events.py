@@ -29,7 +29,9 @@ class Event(eqx.Module):
     Optional (SBML's reading of triggers): `holds` (t, y, params) -> bool, the condition
     itself; with `initial_value` False an event whose condition holds at the start fires
     there; an event that is not `persistent` is dropped when an event executed before it
-    at the same time makes its condition false."""
+    at the same time makes its condition false; with `values_at_trigger` its assignments
+    read the values where it fired, before the events executed before it at that time
+    (`apply` then takes `source=(y, params)`)."""
 
     trigger: Callable[[Any, Any, Any], Any] = eqx.field(static=True)
     apply: Callable[[Any, Any, Any], tuple[Any, Any]] = eqx.field(static=True)
@@ -38,6 +40,7 @@ class Event(eqx.Module):
     holds: Callable[[Any, Any, Any], Any] | None = eqx.field(static=True, default=None)
     initial_value: bool = eqx.field(static=True, default=True)
     persistent: bool = eqx.field(static=True, default=True)
+    values_at_trigger: bool = eqx.field(static=True, default=False)
 
 
 _COMPARISONS = {ast.Lt: -1.0, ast.LtE: -1.0, ast.Gt: 1.0, ast.GtE: 1.0}

@@ -528,12 +528,22 @@ def _events(name: str, events: list, program: _Program, compiler: Callable[[str]
             else:
                 targets.append((target, fn, index[target], None))
 
-        def apply(t, y, params, _targets=tuple(targets)):
-            values = program.values(t, y, params)
+        # A species whose state is its concentration (a rate rule) keeps its amount when
+        # the event resizes its compartment: the concentration scales by old / new size.
+        assigned = {target for target, _ in assignments}
+        rescaled = tuple((index[sid], species[sid].getCompartment()) for sid in species
+                         if sid in index and sid not in assigned and not amount_valued(sid) and species[sid].getCompartment() in assigned)
+
+        def apply(t, y, params, source=None, _targets=tuple(targets), _rescaled=rescaled):
+            values = program.values(t, *(source if source is not None else (y, params)))
+            now = program.values(t, y, params) if _rescaled else values
             new = {target: _num(fn(values)) for target, fn, _, _ in _targets}
+            before = y
             for target, _, i, compartment in _targets:
                 value = new[target] if compartment is None else new[target] * new.get(compartment, values[compartment])
                 y = y.at[i].set(jnp.asarray(value, y.dtype))
+            for i, compartment in _rescaled:
+                y = y.at[i].set(jnp.asarray(before[i] * _num(now[compartment]) / new[compartment], y.dtype))
             return y, params
 
         def trigger_fn(t, y, params, _root=root):
@@ -546,6 +556,7 @@ def _events(name: str, events: list, program: _Program, compiler: Callable[[str]
             trigger=trigger_fn, apply=apply, label=label, holds=holds,
             initial_value=trigger.getInitialValue() if trigger.isSetInitialValue() else True,
             persistent=trigger.getPersistent() if trigger.isSetPersistent() else True,
+            values_at_trigger=event.getUseValuesFromTriggerTime() if event.isSetUseValuesFromTriggerTime() else True,
         )))
     _refuse_random_order(name, explicit, rules)
     return tuple(e for _, _, e in sorted(out, key=lambda item: item[:2]))
