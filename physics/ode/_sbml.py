@@ -529,21 +529,22 @@ def _events(name: str, events: list, program: _Program, compiler: Callable[[str]
                 targets.append((target, fn, index[target], None))
 
         # A species whose state is its concentration (a rate rule) keeps its amount when
-        # the event resizes its compartment: the concentration scales by old / new size.
+        # the event resizes its compartment: the concentration (an assigned one being of
+        # the size before the event) scales by old / new size.
         assigned = {target for target, _ in assignments}
         rescaled = tuple((index[sid], species[sid].getCompartment()) for sid in species
-                         if sid in index and sid not in assigned and not amount_valued(sid) and species[sid].getCompartment() in assigned)
+                         if sid in index and not amount_valued(sid) and species[sid].getCompartment() in assigned)
 
         def apply(t, y, params, source=None, _targets=tuple(targets), _rescaled=rescaled):
             values = program.values(t, *(source if source is not None else (y, params)))
-            now = program.values(t, y, params) if _rescaled else values
+            now = program.values(t, y, params) if source is not None else values
             new = {target: _num(fn(values)) for target, fn, _, _ in _targets}
-            before = y
             for target, _, i, compartment in _targets:
-                value = new[target] if compartment is None else new[target] * new.get(compartment, values[compartment])
+                # (a concentration assigned with its compartment: of the size before the event)
+                value = new[target] if compartment is None else new[target] * now[compartment]
                 y = y.at[i].set(jnp.asarray(value, y.dtype))
             for i, compartment in _rescaled:
-                y = y.at[i].set(jnp.asarray(before[i] * _num(now[compartment]) / new[compartment], y.dtype))
+                y = y.at[i].set(jnp.asarray(y[i] * _num(now[compartment]) / new[compartment], y.dtype))
             return y, params
 
         def trigger_fn(t, y, params, _root=root):
