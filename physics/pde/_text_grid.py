@@ -35,6 +35,7 @@ from jaxtyping import Array, Float, PyTree
 
 from .._expressions import CONSTANTS, Expression, ExpressionError, parse
 from ._text import COORDINATES, MAX_TERMS, _calls, _expand, _names, _op_chain
+from . import _initial
 from .base import Field, GridPdeModel, as_domain, as_points
 
 KINDS = ("dirichlet", "neumann", "robin", "periodic")
@@ -135,11 +136,7 @@ def boundary_program(fields: tuple[str, ...], boundary: Any, boundary_value: Any
             sides = []
             for side, kind, value in (("low", lo, vlo), ("high", hi, vhi)):
                 if kind not in KINDS:
-                    from difflib import get_close_matches
-
-                    close = get_close_matches(kind, KINDS, n=1)
-                    hint = f" Did you mean {close[0]!r}?" if close else ""
-                    raise ValueError(f"{where}[{i}]: {side} side {kind!r} is no boundary kind (kinds: {', '.join(KINDS)}).{hint}")
+                    raise ValueError(f"{where}[{i}]: {side} side {kind!r} is no boundary kind (kinds: {', '.join(KINDS)}).{_initial.did_you_mean(kind, KINDS)}")
                 vkey = f"{vwhere}[{i}].{side}"
                 if kind == "periodic":
                     sides.append(Side("periodic"))
@@ -297,7 +294,6 @@ class TextGridModel(GridPdeModel):
         values["@div"] = div
         for axis, op in enumerate(("dx", "dy", "dz")):
             values[f"@{op}"] = lambda f, _a=axis: d(f, _a, 1)
-        values["@biharmonic"] = lambda f: values["@laplace"](values["@laplace"](f))
         values["@integral"] = lambda f: grid.integral(whole(f))
         values["@mean"] = lambda f: grid.integral(whole(f)) / float(np.prod([b - a for a, b in self.domain]))
         for c, name in enumerate(self.field_names):
