@@ -114,7 +114,10 @@ def parse(text: str, symbols: Collection[str], operators: Collection[str] = ()) 
             value = node.value
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise fail(node, f"expected a number, got {value!r}")
-            number = float(value)
+            try:
+                number = float(value)
+            except OverflowError:
+                number = math.inf
             if not math.isfinite(number):
                 raise fail(node, f"expected a finite number, got {ast.get_source_segment(source, node) or value!r}")
             return lambda v: number

@@ -5,6 +5,7 @@ into a class namespace, and the evaluation of expressions at (t, y, params)."""
 from __future__ import annotations
 
 import math
+import unicodedata
 from typing import Any
 
 import jax.numpy as jnp
@@ -67,6 +68,10 @@ def _parameter(name: str, spec: Any) -> Parameter:
 def _identifier(kind: str, name: str) -> None:
     if not name.isidentifier() or name == "t" or name in CONSTANTS:
         raise ValueError(f"{kind}.{name}: expected a name of letters, digits and _ (not t, pi or e)")
+    if unicodedata.normalize("NFKC", name) != name:
+        # Python's parser reads such a name as its normal form (a mathematical italic x
+        # as x): an expression would read another quantity than the one written.
+        raise ValueError(f"{kind}.{name}: expected a name in its normal Unicode form ({unicodedata.normalize('NFKC', name)!r} reads the same in an expression)")
 
 
 def declare(

@@ -112,6 +112,14 @@ def _op_chain(node: ast.expr, operators: tuple[str, ...] = ()) -> tuple[tuple[st
     return tuple(ops), node
 
 
+def _vector(v: Any, grid: Any) -> Array:
+    """`v` if it is a vector field (one component per axis), else a ValueError."""
+    v = jnp.asarray(v)
+    if v.ndim != grid.ndim + 1 or v.shape[0] != grid.ndim:
+        raise ValueError(f"div() takes a vector (such as grad(u) or a coefficient times it), got an array of shape {v.shape}")
+    return v
+
+
 def _scalar_chain(ops: tuple[str, ...]) -> tuple[str, ...] | None:
     """`ops` with each div(grad(.)) made a laplace, or None if grad or div remain."""
     out: list[str] = []
@@ -200,7 +208,7 @@ class TextSpectralModel(SpectralPdeModel):
                 values[f"@{op}"] = lambda f, _op=op: grid.irfft(_chain((_op,), grid) * grid.rfft(jnp.broadcast_to(f, grid.points)))
         derivative = lambda f, axis: grid.irfft(grid.derivative(axis) * grid.rfft(jnp.broadcast_to(f, grid.points)))  # noqa: E731
         values["@grad"] = lambda f: jnp.stack([derivative(f, i) for i in range(grid.ndim)])
-        values["@div"] = lambda v: sum(derivative(v[i], i) for i in range(grid.ndim))
+        values["@div"] = lambda v: sum(derivative(_vector(v, grid)[i], i) for i in range(grid.ndim))
         values["@integral"] = lambda f: grid.integral(jnp.broadcast_to(f, grid.points))
         values["@mean"] = lambda f: grid.mean(jnp.broadcast_to(f, grid.points))
         return values

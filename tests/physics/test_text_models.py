@@ -162,6 +162,9 @@ def test_a_config_defined_model_runs_and_sweeps_as_the_built_in_one(tmp_cwd, cap
         ('model.states.prey={ rate = "alpha * prey", positive = true }', "model.states.prey.positive"),
         ("model.parameters.beta=nan", "model.parameters.beta"),
         ("model.parameters.alpha={ value = -0.5, positive = true }", "model.parameters.alpha"),
+        # A mathematical italic x reads as x in an expression: it would read another state.
+        ('model.states.\U0001d465="-\U0001d465"', "model.states.\U0001d465"),
+        ('model.states.prey="' + "9" * 400 + ' * prey"', "model.states.prey"),
     ],
 )
 def test_bad_text_models_are_one_line_errors(override, key, tmp_cwd, capsys):
