@@ -175,6 +175,14 @@ class _Compiler:
             out |= self.names(node.getChild(i), bound)
         return out
 
+    def _node(self, node, depth: int) -> tuple[int, list]:
+        """(type, children) of a math node, refusing none and runaway nesting."""
+        if node is None:
+            raise self.refuse("has no math")
+        if depth > 400:
+            raise self.refuse("math nested more than 400 levels deep")
+        return node.getType(), [node.getChild(i) for i in range(node.getNumChildren())]
+
     def root(self, node, scope: dict[str, Compiled] | None = None, depth: int = 0) -> Compiled:
         """A trigger (boolean math) as a function g that rises through zero where the
         trigger becomes true: the difference of the sides of a relation, the minimum over
@@ -184,12 +192,7 @@ class _Compiler:
             SbmlError: a trigger that is no such combination (eq, neq, xor, ...).
         """
         s = self.sbml
-        if node is None:
-            raise self.refuse("has no math")
-        if depth > 400:
-            raise self.refuse("math nested more than 400 levels deep")
-        kind = node.getType()
-        kids = [node.getChild(i) for i in range(node.getNumChildren())]
+        kind, kids = self._node(node, depth)
         if kind == s.AST_CONSTANT_TRUE:
             return lambda v: 1.0
         if kind == s.AST_CONSTANT_FALSE:
@@ -219,12 +222,7 @@ class _Compiler:
 
     def compile(self, node, scope: dict[str, Compiled] | None = None, depth: int = 0) -> Compiled:
         s = self.sbml
-        if node is None:
-            raise self.refuse("has no math")
-        if depth > 400:
-            raise self.refuse("math nested more than 400 levels deep")
-        kind = node.getType()
-        kids = [node.getChild(i) for i in range(node.getNumChildren())]
+        kind, kids = self._node(node, depth)
         sub = lambda n: self.compile(n, scope, depth + 1)  # noqa: E731
         if kind in (s.AST_INTEGER, s.AST_REAL, s.AST_REAL_E, s.AST_RATIONAL):
             value = float(node.getValue())

@@ -120,6 +120,21 @@ def _vector(v: Any, grid: Any) -> Array:
     return v
 
 
+def parse_observables(observables: dict[str, str], symbols: set[str], operators: tuple[str, ...]) -> list[tuple[str, Any]]:
+    """[(name, Expression)] of a PDE's observables.
+
+    Raises:
+        ValueError: naming `observables.NAME` and the column.
+    """
+    parsed = []
+    for name, text in observables.items():
+        try:
+            parsed.append((name, parse(text, symbols, operators)))
+        except ExpressionError as e:
+            raise ValueError(f"observables.{name}: {e}") from None
+    return parsed
+
+
 def _scalar_chain(ops: tuple[str, ...]) -> tuple[str, ...] | None:
     """`ops` with each div(grad(.)) made a laplace, or None if grad or div remain."""
     out: list[str] = []
@@ -325,12 +340,7 @@ def pde_model(
         linear.append(lin)
         spectral.append(spec)
         physical.append(rest)
-    parsed = []
-    for name, text in observables.items():
-        try:
-            parsed.append((name, parse(text, set(names) | set(parameters) | set(COORDINATES), OPERATORS + REDUCTIONS)))
-        except ExpressionError as e:
-            raise ValueError(f"observables.{name}: {e}") from None
+    parsed = parse_observables(observables, set(names) | set(parameters) | set(COORDINATES), OPERATORS + REDUCTIONS)
     namespace = {
         "name": label,
         "description": f"a PDE written in its config ({len(names)} field{'s' if len(names) > 1 else ''}), Fourier spectral",

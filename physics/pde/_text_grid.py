@@ -34,7 +34,7 @@ import numpy as np
 from jaxtyping import Array, Float, PyTree
 
 from .._expressions import CONSTANTS, Expression, ExpressionError, parse
-from ._text import COORDINATES, MAX_TERMS, _calls, _expand, _names, _op_chain
+from ._text import COORDINATES, MAX_TERMS, _calls, _expand, _names, _op_chain, parse_observables
 from . import _initial
 from .base import Field, GridPdeModel, as_domain, as_points
 
@@ -380,12 +380,7 @@ def grid_model(label: str, fields: dict[str, str], parameters: dict[str, Any], o
         implicit.append(i)
         explicit.append(e)
         laplace.append(lap)
-    parsed = []
-    for name, text in observables.items():
-        try:
-            parsed.append((name, parse(text, set(names) | set(pnames) | set(COORDINATES) | {"t"}, OPERATORS + REDUCTIONS)))
-        except ExpressionError as err:
-            raise ValueError(f"observables.{name}: {err}") from None
+    parsed = parse_observables(observables, set(names) | set(pnames) | set(COORDINATES) | {"t"}, OPERATORS + REDUCTIONS)
     for group, table in (("fields", fields), ("observables", observables)):
         for name, text in table.items():
             if "biharmonic" in _calls(ast.parse(text.strip(), mode="eval")) and not all(periodic):
