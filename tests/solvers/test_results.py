@@ -33,6 +33,7 @@ def test_codes_are_stable():
         "neighbour_overflow": 5,
         "internal_error": 6,
         "too_many_events": 7,
+        "event_cascade": 8,
     }
 
 
