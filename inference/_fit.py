@@ -247,7 +247,8 @@ class Problem(eqx.Module):
         model = self.model
 
         def y0_of(v):
-            return model.initial_state(self._split(v)[1])
+            params, initial = self._split(v)
+            return model.initial_state(initial, params)
 
         def field(t, y, v):
             return model.vector_field(t, y, self._split(v)[0])
@@ -388,11 +389,11 @@ def make_problem(
             reason = family_of(model).no_free_initial
             if reason is not None:
                 raise config.error(free_key, f"{name!r}: {reason} (fit [params] such as {', '.join(setup.params)})")
-            if not isinstance(setup.initial, dict) or key not in setup.initial:
-                names = list(setup.initial) if isinstance(setup.initial, dict) else []
+            names = list(getattr(model, "state_names", ())) if isinstance(setup.initial, dict) else []
+            if key not in names:
                 raise config.error(free_key, f"{name!r}: the model has no initial value {key!r} (initial values: {', '.join(names)}).{did_you_mean(key, names)}")
             constraint = getattr(model, "initial_constraint", "real")
-            value = setup.initial[key]
+            value = setup.initial[key] if key in setup.initial else model.default_initial(setup.params)[key]
         else:
             if key not in setup.params:
                 raise config.error(free_key, f"{name!r}: the model has no parameter {key!r} (parameters: {', '.join(setup.params)}).{did_you_mean(key, setup.params)}")

@@ -110,9 +110,13 @@ class NamedStateModel(Model):
     initial_defaults: ClassVar[dict[str, float]]
     initial_units: ClassVar[str] = ""
     initial_constraint: ClassVar[str] = "real"
+    # The components whose default initial value the parameters determine (an imported
+    # model's initial assignments): a run computes them from its own parameters.
+    parameter_dependent_initial: ClassVar[frozenset[str]] = frozenset()
 
-    def initial_state(self, initial: dict[str, Array] | None = None) -> State:
-        """The initial state vector [n] from named values; missing names take defaults."""
+    def initial_state(self, initial: dict[str, Array] | None = None, params: PyTree | None = None) -> State:
+        """The initial state vector [n] from named values; missing names take defaults
+        (computed from `params` where the model's defaults depend on its parameters)."""
         values = dict(self.initial_defaults)
         if initial is not None:
             values.update(initial)
@@ -120,8 +124,12 @@ class NamedStateModel(Model):
             return jnp.zeros((0,), dtype=float)
         return jnp.stack([jnp.asarray(values[n], dtype=float) for n in self.state_names])
 
-    def default_initial(self) -> dict[str, Array]:
-        """Default initial values, one scalar array per state component."""
+    def default_initial(self, params: PyTree | None = None) -> dict[str, Array]:
+        """Default initial values, one scalar array per state component (for these
+        parameters, where the defaults depend on them)."""
+        if params is not None and self.parameter_dependent_initial:
+            y0 = self.initial_state(None, params)
+            return {n: y0[i] for i, n in enumerate(self.state_names)}
         return {n: jnp.asarray(v, dtype=float) for n, v in self.initial_defaults.items()}
 
     def extra_observables(self, t: Scalar, y: State, params: PyTree) -> dict[str, Array]:

@@ -75,7 +75,7 @@ def _simulate(model: OdeModel, params, t, initial, solver) -> Trajectory:
         solver = OdeSolver()
     if not isinstance(solver, OdeSolver):
         raise TypeError(f"an ODE model needs an OdeSolver, got {type(solver).__name__}")
-    y0 = initial_vector(model, initial)
+    y0 = initial_vector(model, initial, params)
     events = model.events()
     if events:
         # (parameters that events set change after them: the observables of a run with
@@ -171,7 +171,7 @@ def _setup(model: OdeModel, config: Config) -> Setup:
 
 def _plan(model: OdeModel, config: Config) -> RunPlan:
     s = _setup(model, config)
-    y0 = model.initial_state(s.initial)
+    y0 = model.initial_state(s.initial, s.params)
     frames = len(s.t) - 1
     method = s.solver.method
 
@@ -281,7 +281,11 @@ def chunk_trajectories(model: OdeModel, solver: OdeSolver, ts, swept: dict, fixe
     """The batched equivalent of `simulate` for a chunk of runs, with the runs on the
     last axis: observables {name: [T, ..., B]}, num_steps [B], result [B]. Swept params
     and `initial` values are [B]; fixed params are shared."""
-    y0 = jax.vmap(model.initial_state)(initial)
+    batch = next(iter(jax.tree.leaves((swept, initial))), None)
+    if batch is None:  # (nothing differs between the runs)
+        y0 = model.initial_state(initial, fixed)[None]
+    else:
+        y0 = jax.vmap(lambda i, p, _: model.initial_state(i, {**fixed, **p}))(initial, swept, jnp.zeros(batch.shape[0]))
     ys, steps, result = solve_batch(model.vector_field, solver, ts, y0, swept, fixed)
     observe = jax.vmap(lambda t, y, p: model.observables(t, y, {**fixed, **p}), in_axes=(0, 1, None), out_axes=0)
     observables = jax.vmap(lambda y, p: observe(ts, y, p), in_axes=(2, 0), out_axes=-1)(ys, swept)
@@ -334,7 +338,7 @@ class OdeFamily(Family):
 
     def sweep_problem(self, s: Setup, params: dict, initial, key):
         problem_class = EventRunProblem if s.model.events() else OdeProblem
-        return problem_class(model=s.model, params=params, solver=s.solver, ts=jnp.asarray(s.t), y0=jnp.asarray(s.model.initial_state(initial)))
+        return problem_class(model=s.model, params=params, solver=s.solver, ts=jnp.asarray(s.t), y0=jnp.asarray(s.model.initial_state(initial, params)))
 
     def batched(self, s: Setup, save: str):
         if not (FAST_SWEEPS and batched_supports(s.model, s.solver, s.initial)):

@@ -182,21 +182,23 @@ def resolve_params(config: Config, model: Model) -> dict[str, jax.Array]:
 
 def named_initial(config: Config, model: NamedStateModel) -> dict[str, jax.Array]:
     """Initial values per state component of a named-state model (ODE, SDE): the
-    config's `[initial]`, or the model's defaults."""
-    initial = model.default_initial()
+    config's `[initial]`, or the model's defaults. (Defaults that the parameters
+    determine are left out: each run computes them from its own parameters.)"""
+    initial = {n: v for n, v in model.default_initial().items() if n not in model.parameter_dependent_initial}
     for key, value in config.spec.initial.items():
-        if key not in initial:
+        if key not in model.state_names:
             raise config.error(
                 f"initial.{key}",
-                f"model {model.name!r} has no state component {key!r} (state: {', '.join(model.state_names)}).{did_you_mean(key, initial)}",
+                f"model {model.name!r} has no state component {key!r} (state: {', '.join(model.state_names)}).{did_you_mean(key, model.state_names)}",
             )
         initial[key] = jnp.asarray(number(config, f"initial.{key}", value), dtype=float)
     return initial
 
 
-def initial_vector(model: NamedStateModel, initial) -> jax.Array:
+def initial_vector(model: NamedStateModel, initial, params=None) -> jax.Array:
     """The initial state vector [n] of a named-state model from what `simulate` was
-    given: None, a dict of values per component (missing ones take defaults), or [n]."""
+    given: None, a dict of values per component (missing ones take defaults, computed
+    from `params` where the model's defaults depend on them), or [n]."""
     if initial is None or isinstance(initial, dict):
         for name in initial or {}:
             if name not in model.state_names:
@@ -204,7 +206,7 @@ def initial_vector(model: NamedStateModel, initial) -> jax.Array:
                     f"model {model.name!r} has no state component {name!r} "
                     f"(state: {', '.join(model.state_names)}).{did_you_mean(name, model.state_names)}"
                 )
-        return model.initial_state(initial)
+        return model.initial_state(initial, params)
     y0 = jnp.asarray(initial, dtype=float)
     if y0.shape != (len(model.state_names),):
         raise ValueError(f"initial state of {model.name!r} must have shape ({len(model.state_names)},), got {y0.shape}")

@@ -76,7 +76,7 @@ def _simulate(model: SdeModel, params, t, initial, solver, key) -> Trajectory:
     if key is None:
         raise ValueError(f"simulating the SDE model {model.name!r} needs a key (jax.random.key(seed)): it draws the Brownian motions")
     ensemble, single = _ensemble(solver)
-    ys, state = _loop(model, params, t, ensemble, key).solve(initial_vector(model, initial))  # [paths, T, n]
+    ys, state = _loop(model, params, t, ensemble, key).solve(initial_vector(model, initial, params))  # [paths, T, n]
     ys = jnp.moveaxis(ys, 0, 1)
     observables = _observe(model, t, ys, params)
     if single:
@@ -170,7 +170,7 @@ class SdeProblem(eqx.Module):
 
 def _plan(model: SdeModel, config: Config) -> RunPlan:
     s = _setup(model, config)
-    y0 = model.initial_state(s.initial)
+    y0 = model.initial_state(s.initial, s.params)
     frames = len(s.t) - 1
     method = s.solver.solver.method
 
@@ -227,7 +227,7 @@ class SdeFamily(Family):
         return _plan(model, config)
 
     def sweep_problem(self, s, params: dict, initial, key):
-        y0 = jnp.asarray(initial_vector(s.model, initial))
+        y0 = jnp.asarray(initial_vector(s.model, initial, params))
         return SdeProblem(model=s.model, params=params, ensemble=s.solver, ts=jnp.asarray(s.t), y0=y0, key=key)
 
 

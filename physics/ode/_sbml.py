@@ -340,6 +340,12 @@ class SbmlOdeModel(OdeModel):
     amount_species: ClassVar[frozenset[str]]
     program: Any = eqx.field(static=True)
 
+    def initial_state(self, initial: dict[str, Array] | None = None, params: PyTree | None = None) -> State:
+        """The initial state vector [n]: the values in `initial` by name (a species by
+        amount), the others as the model's initial assignments compute them from
+        `params` (default: the default parameters)."""
+        return self.program.initial_state(self.default_params() if params is None else params, dict(initial or {}))
+
     def vector_field(self, t: Scalar, y: State, params: PyTree) -> State:
         values = self.program.values(t, y, params)
         if not self.program.rates:  # (everything is set by assignment rules)
@@ -377,9 +383,58 @@ class _Program:
         self.rates = rates
         self.observed = observed
         self.events: tuple = ()  # physics.ode.Event, set once the program exists
+        # The values at the start (attributes, initial assignments, assignment rules),
+        # set once the program exists: functions and dependencies by id, an order.
+        self.start: dict[str, Compiled] = {}
+        self.start_deps: dict[str, set[str]] = {}
+        self.start_order: list[str] = []
+        self.concentration_of: dict[str, str] = {}  # state species read by concentration -> compartment
+        # Constants of the run whose value an initial assignment computes from the
+        # parameters (a parameter k2 = 2 * k1 at the start): recomputed from the
+        # parameters of each run, in this order (their dependencies included).
+        self.from_params: list[str] = []
+
+    def start_values(self, params, order: list[str] | None = None, start: dict[str, Compiled] | None = None) -> dict[str, Any]:
+        """The values at t = 0 of the ids in `order` (default: all), the free parameters
+        read from `params`."""
+        start = self.start if start is None else start
+        values: dict[str, Any] = {TIME: jnp.asarray(0.0)}  # (initial assignments that read time see 0)
+        for sid in self.start_order if order is None else order:
+            values[sid] = params[sid] if sid in params else _num(start[sid](values))
+        return values
+
+    def initial_state(self, params, overrides: dict[str, Any]) -> Any:
+        """The initial state vector of a run with these parameters; `overrides` gives
+        values of state components by name (a species by amount), which replace what the
+        model computes for them (and what is computed from them sees the new value)."""
+        start, deps, order = self.start, self.start_deps, self.start_order
+        names = [key.removeprefix("@amount:") for key in self.state]
+        given = {name: overrides[name] for name in names if name in overrides}
+        if given:
+            start, deps = dict(start), dict(deps)
+            for name, value in given.items():
+                compartment = self.concentration_of.get(name)
+                if compartment is None:
+                    start[name], deps[name] = (lambda v, _x=value: _x), set()
+                else:  # (the override is an amount; the species' symbol its concentration)
+                    start[name], deps[name] = (lambda v, _x=value, _c=compartment: _x / v[_c]), {compartment}
+            order = _toposort(deps, "initial values")
+        values = self.start_values(params, order, start)
+        out = []
+        for key, name in zip(self.state, names):
+            if name in given:
+                out.append(jnp.asarray(given[name], dtype=float))
+            elif name in self.concentration_of:
+                out.append(jnp.asarray(values[name] * values[self.concentration_of[name]], dtype=float))
+            else:
+                out.append(jnp.asarray(values[name], dtype=float))
+        return jnp.stack(out) if out else jnp.zeros((0,), dtype=float)
 
     def values(self, t, y, params) -> dict[str, Any]:
         values: dict[str, Any] = dict(self.fixed)
+        if self.from_params:
+            computed = self.start_values(params, self.from_params)
+            values.update({sid: computed[sid] for sid in self.from_params if sid not in params})
         values.update(params)
         values[TIME] = t
         for i, name in enumerate(self.state):
@@ -756,8 +811,20 @@ def _import(path: Path) -> SbmlOdeModel:
         for dep in deps:
             if dep not in start:
                 raise SbmlError(f"{name}: {what(sid)} reads {dep!r}, which is no id of the model")
+    # A species whose amount nothing changes, read by concentration: its amount at the
+    # start ("@amount0:ID"), a constant of the run (the concentration follows the size
+    # of a compartment that changes).
+    for sid, s in species.items():
+        if sid not in changed_by_reactions and sid not in event_species and sid not in rate_rules and sid not in assignment_rules and not amount_valued(sid):
+            cid = s.getCompartment()
+            start[f"@amount0:{sid}"] = lambda v, _s=sid, _c=cid: v[_s] * v[_c]
+            start_deps[f"@amount0:{sid}"] = {sid, cid}
+    # A parameter or compartment that an initial assignment computes from other ids is
+    # no free parameter: its value follows theirs in every run.
+    parameter_ids = [pid for pid in parameter_ids if pid not in initial_assignments or not start_deps[pid]]
+    start_order = _toposort(start_deps, "initial values")
     initial: dict[str, Any] = {TIME: jnp.asarray(0.0)}  # (initial assignments that read time see 0)
-    for sid in _toposort(start_deps, "initial values"):
+    for sid in start_order:
         initial[sid] = start[sid](initial)
 
     # --- The program of the right-hand side.
@@ -770,12 +837,11 @@ def _import(path: Path) -> SbmlOdeModel:
                 derived_fns[sid], derived_deps[sid] = (lambda v, _k=key: v[_k]), set()
             else:
                 derived_fns[sid], derived_deps[sid] = (lambda v, _k=key, _c=cid: v[_k] / v[_c]), {cid}
-        elif sid not in rate_rules and sid not in assignment_rules and not amount_valued(sid):
+        elif f"@amount0:{sid}" in start:
             # Nothing changes its amount: in a compartment that changes size, its
             # concentration follows the size.
             cid = species[sid].getCompartment()
-            amount = float(initial[sid]) * float(initial[cid])
-            derived_fns[sid], derived_deps[sid] = (lambda v, _a=amount, _c=cid: _a / v[_c]), {cid}
+            derived_fns[sid], derived_deps[sid] = (lambda v, _a=f"@amount0:{sid}", _c=cid: v[_a] / v[_c]), {cid}
     for sid, rule in assignment_rules.items():
         c = compiler(f"assignment rule for {sid!r}")
         derived_fns[sid], derived_deps[sid] = c.compile(rule.getMath()), c.names(rule.getMath())
@@ -844,6 +910,30 @@ def _import(path: Path) -> SbmlOdeModel:
     for reaction in reactions:
         observed.append((reaction.getId(), lambda v, _r=reaction.getId(): v[_r]))
     program = _Program(state, derived, fixed, rates, observed)
+    # (what the start of a run computes from the free parameters)
+    free = {pid for pid in parameter_ids if math.isfinite(float(initial[pid]))}
+    reads_params: set[str] = set()
+    for sid in start_order:
+        if sid in free or start_deps[sid] & reads_params:
+            reads_params.add(sid)
+    needed: set[str] = set()
+
+    def need(sid: str) -> None:
+        if sid not in needed:
+            needed.add(sid)
+            for dep in start_deps[sid]:
+                need(dep)
+
+    for sid in fixed:
+        if sid in reads_params:
+            need(sid)
+    program.start, program.start_deps, program.start_order = start, start_deps, start_order
+    program.from_params = [sid for sid in start_order if sid in needed]
+    program.concentration_of = {
+        key.removeprefix("@amount:"): species[key.removeprefix("@amount:")].getCompartment()
+        for key in state
+        if key.startswith("@amount:") and not amount_valued(key.removeprefix("@amount:"))
+    }
     rule_reads = {target: compiler(f"rule for {target!r}").names(rule.getMath()) for target, rule in assignment_rules.items() if rule.isSetMath()}
     program.events = _events(name, events, program, compiler, all_ids, species, amount_valued, rule_reads)
 
@@ -876,6 +966,9 @@ def _import(path: Path) -> SbmlOdeModel:
         "parameters": declared,
         "state_names": state_names,
         "initial_defaults": {n: initial_of(k) for n, k in zip(state_names, state)},
+        "parameter_dependent_initial": frozenset(
+            n for n, k in zip(state_names, state) if k.removeprefix("@amount:") in reads_params or program.concentration_of.get(n) in reads_params
+        ),
         "species_compartments": {sid: s.getCompartment() for sid, s in species.items()},
         "amount_species": frozenset(sid for sid in species if amount_valued(sid)),
         "__doc__": f"The SBML model {label!r} of {name}.",

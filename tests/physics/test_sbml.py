@@ -365,3 +365,73 @@ def test_the_sbml_file_is_an_input_no_command_writes_over(tmp_cwd, capsys):
     Path("decay.toml").write_text(DECAY.replace('sbml = "decay.xml"', 'sbml = "decay.xml"\npoints = 3'))
     code, err = cli(["run", "decay.toml", "-o", "out.h5"], capsys)
     assert code == 2 and "model.points: is not a key of an SBML model's [model] (keys: name, sbml)" in err, err
+
+
+def _initial_assignment_sbml(path: Path) -> Path:
+    """The decay model of `_decay_sbml` whose start the parameters determine: S1 (by
+    concentration) starts at 2 k1, S2 at a quarter of S1, and the rate constant is a
+    parameter k2 = k1 / 2 that an initial assignment sets."""
+    import libsbml
+
+    _decay_sbml(path)
+    document = libsbml.readSBMLFromFile(str(path))
+    model = document.getModel()
+    model.getReaction(0).getKineticLaw().setMath(libsbml.parseL3Formula("k2 * S1 * cell"))
+    k2 = model.createParameter()
+    k2.setId("k2"), k2.setValue(99.0), k2.setConstant(True)
+    for symbol, formula in (("S1", "2 * k1"), ("S2", "S1 / 4"), ("k2", "k1 / 2")):
+        assignment = model.createInitialAssignment()
+        assignment.setSymbol(symbol), assignment.setMath(libsbml.parseL3Formula(formula))
+    libsbml.writeSBMLToFile(document, str(path))
+    return path
+
+
+def test_initial_assignments_follow_the_parameters_of_each_run(tmp_cwd, capsys):
+    """S1's concentration is 2 k1 exp(-k1 t / 2): a run with another k1 starts from its
+    own initial assignments (not from those of the default k1), k2 follows k1, and the
+    derivative in k1 includes the start's: exp(-k1 t / 2) (2 - k1 t)."""
+    model = sbml_model(_initial_assignment_sbml(Path("decay.xml")))
+    # (k2 is computed, not set: no parameter of the model)
+    assert model.parameter_names == ("k1", "cell") and model.parameter_dependent_initial == {"S1", "S2"}
+    t = jnp.linspace(0.0, 2.0, 5)
+    tight = OdeSolver(rtol=1e-11, atol=1e-13)
+    s1 = lambda k: sim.simulate(model, {**model.default_params(), "k1": k}, t, solver=tight).observables["S1"]  # noqa: E731
+    k = 1.3
+    exact = 2 * k * np.exp(-k * np.asarray(t) / 2)
+    np.testing.assert_allclose(s1(k), exact, rtol=1e-9)
+    np.testing.assert_allclose(jax.jacrev(s1)(k), np.exp(-k * np.asarray(t) / 2) * (2 - k * np.asarray(t)), rtol=1e-7)
+    # A given initial value replaces the computed one, and what is computed from it
+    # follows (S2 = S1 / 4 by concentration; the state holds amounts in 2 litres).
+    np.testing.assert_allclose(model.initial_state({"S1": jnp.asarray(3.0)}, model.default_params()), [3.0, 0.75], rtol=1e-15)
+    np.testing.assert_allclose(model.initial_state(), [2.8, 0.7], rtol=1e-15)
+    # The command line: a run of another k1 starts where that k1 puts it.
+    Path("decay.toml").write_text(DECAY + "[params]\nk1 = 1.3\n")
+    code, err = cli(["run", "decay.toml", "-o", "run.h5", "--quiet"], capsys)
+    assert code == 0, err
+    np.testing.assert_allclose(np.asarray(sim.read("run.h5").observables["S1"]), exact, rtol=1e-8)
+
+
+@pytest.mark.slow  # (a sweep and a fit compile the model twice more)
+def test_sweeps_and_fits_start_each_run_from_its_own_parameters(tmp_cwd, capsys):
+    _initial_assignment_sbml(Path("decay.xml"))
+    t = np.linspace(0.0, 2.0, 5)
+    Path("decay.toml").write_text(DECAY + "[sweep.params]\nk1 = { values = [0.2, 0.7, 1.5] }\n")
+    code, err = cli(["sweep", "decay.toml", "-o", "sweep.h5", "--quiet"], capsys)
+    assert code == 0, err
+    swept = sim.read("sweep.h5")
+    for i, k in enumerate((0.2, 0.7, 1.5)):
+        np.testing.assert_allclose(np.asarray(swept.observables["S1"])[i], 2 * k * np.exp(-k * t / 2), rtol=1e-8)
+    # Fitting k1 to data made with k1 = 1.1 from the default 0.7: only a start that
+    # moves with k1 fits the data exactly.
+    import h5py
+
+    with h5py.File("data.h5", "w") as f:
+        f["t"] = t
+        f["S1"] = 2 * 1.1 * np.exp(-1.1 * t / 2)
+    Path("fit.toml").write_text(
+        DECAY + '[data]\nfile = "data.h5"\ntime = "t"\nobservables = { S1 = "S1" }\n[fit]\nfree = ["k1"]\n'
+    )
+    code, err = cli(["fit", "fit.toml", "-o", "fit.h5", "--quiet"], capsys)
+    assert code == 0, err
+    with h5py.File("fit.h5") as f:
+        np.testing.assert_allclose(f["estimate/k1"][()], 1.1, rtol=1e-6)
