@@ -551,15 +551,32 @@ def _adam(problem: Problem, u0, section: FitSection, on_step, start: int = 0, ck
         first, (u, opt_state), history = restored
         on_step(first, history[-1] if history else float("nan"), skipped=first)
     for i in range(first, max_steps):
+        previous = u
         u, opt_state, loss = _adam_step(problem, opt, u, opt_state)
         history.append(float(loss))
         on_step(i + 1, history[-1])
+        # Adam has no convergence test of its own: it has converged when, as for BFGS,
+        # both the loss and the step are within the tolerances (Cauchy criteria).
+        if len(history) > 1 and _small_step(history[-2], history[-1], previous, u, section):
+            history.append(float(_loss(problem, u)))
+            return u, history, True, "converged"
         if ck is not None and i + 1 < max_steps and ck.due(i + 1):
             ck.write(start, i + 1, (u, opt_state), history, best)
         if ck is not None and i + 1 < max_steps:
             ck.safe_point(start, i + 1, (u, opt_state), history, best)
     history.append(float(_loss(problem, u)))
-    return u, history, True, f"{max_steps} Adam steps"
+    return u, history, False, f"max_steps ({max_steps}) Adam steps taken before the loss and the step came within fit.rtol and fit.atol"
+
+
+def _small_step(loss_before: float, loss: float, u_before: dict, u: dict, section: FitSection) -> bool:
+    """Whether one optimiser step changed the loss and every unconstrained value by no
+    more than atol + rtol times their size."""
+    if abs(loss - loss_before) > section.atol + section.rtol * abs(loss):
+        return False
+    return all(
+        float(jnp.max(jnp.abs(u[k] - u_before[k]))) <= section.atol + section.rtol * float(jnp.max(jnp.abs(u[k])))
+        for k in u
+    )
 
 
 # ----------------------------------------------------------------------------- results

@@ -113,6 +113,19 @@ def test_other_optimizers_reach_the_levenberg_marquardt_minimum(tmp_path, optimi
     assert abs(result.estimate["alpha"] - 0.55) / 0.55 < tol
     assert abs(result.estimate["gamma"] - 0.80) / 0.80 < tol
     assert result.loss_history[-1] < 1e-6 * result.loss_history[0]
+    # (Adam too stops once the loss and the step are within the tolerances: on noise-free
+    # data, before its max_steps)
+    assert result.converged and result.message == "converged"
+    assert len(result.loss_history) < 600
+
+
+def test_an_adam_fit_stopped_by_max_steps_does_not_claim_convergence(tmp_path):
+    prey, predator = exact_lv(YEARS)
+    data = write_data(tmp_path / "d.h5", prey, predator)
+    config = lv_config(tmp_path, data, optimizer="adam", max_steps=20, learning_rate=0.02)
+    result = fit(config.with_overrides(['fit.free=["alpha", "gamma"]', *at_truth("alpha", "gamma")]))
+    assert not result.converged and "max_steps (20)" in result.message
+    assert len(result.loss_history) == 20 + 1
 
 
 def test_missing_observations_are_skipped_and_bounds_respected(tmp_path):
