@@ -21,6 +21,7 @@ from solvers import (
     OdeLoop,
     OdeLoopState,
     OdeSolver,
+    Result,
     batched_ode_supports,
     did_you_mean,
     solve_with_events,
@@ -176,10 +177,12 @@ def _plan(model: OdeModel, config: Config) -> RunPlan:
     method = s.solver.method
 
     def failure(code: int) -> str:
-        return (
-            f"{config.source}: the {method} solve failed: {result_message(code)} "
-            "(raise solver.max_steps, loosen rtol/atol, or use an implicit method such as kvaerno5 for stiff problems)"
-        )
+        message = f"{config.source}: the {method} solve failed: {result_message(code)}"
+        if code in (Result.max_steps_reached, Result.step_size_too_small, Result.implicit_solve_failed):
+            # (the step-limit hint only where steps were what ran out; the other codes'
+            # messages say what to change)
+            message += " (raise solver.max_steps, loosen rtol/atol, or use an implicit method such as kvaerno5 for stiff problems)"
+        return message
 
     problem_class = EventRunProblem if model.events() else OdeProblem
     problem = problem_class(model=model, params=s.params, solver=s.solver, ts=jnp.asarray(s.t), y0=jnp.asarray(y0))
