@@ -492,8 +492,9 @@ def _read(path: Path):
         raise SbmlError(f"{path}: SBML Level {document.getLevel()} is not supported (Level 2 and 3 are); convert it to Level 3")
     for i in range(document.getNumPlugins()):
         package = document.getPlugin(i).getPackageName()
-        # (libsbml represents Level 3 Version 2's own math as a package of its own)
-        if package != "l3v2extendedmath" and document.isPackageEnabled(package):
+        # (libsbml represents Level 3 Version 2's own math as a package of its own; the
+        # layout and render packages only draw the model, they change nothing it computes)
+        if package not in ("l3v2extendedmath", "layout", "render") and document.isPackageEnabled(package):
             raise SbmlError(f"{path}: uses the SBML package {package!r}, which is not supported (SBML core only)")
     properties = libsbml.ConversionProperties()
     properties.addOption("promoteLocalParameters", True)
