@@ -29,6 +29,8 @@ import numpy as np
 
 import sim
 from physics.ode import SbmlError, sbml_model
+from sim._errors import InputError
+from sim._store import Result, write_group, write_root_attrs
 from solvers import OdeSolver
 
 SCALES = ("lin", "log", "log10")
@@ -36,9 +38,13 @@ DISTRIBUTIONS = ("normal", "laplace")
 TRANSFORMATIONS = ("lin", "log", "log10")
 
 
-class PetabError(ValueError):
+class PetabError(InputError):
     """A PEtab problem that cannot be read or is not supported; the message names the
-    table, the row and the column (one line)."""
+    file, the table, the row and the column (one line; the command line exits with 2)."""
+
+    def __init__(self, message: str):
+        source, _, rest = message.partition(": ")
+        super().__init__(source, "", rest)
 
 
 # ----------------------------------------------------------------------------- formulas
@@ -420,7 +426,10 @@ def load_petab(path: str | Path, solver: OdeSolver | None = None) -> PetabProble
                         f"{path.name}: measurement table, row {i + 1}, column {table_column}: observable {oid!r} needs {len(wanted)} value(s) ({', '.join(wanted) or 'none'}), got {len(values)}"
                     )
                 for name, value in zip(wanted, values):
-                    placeholders[name][k] = sources.of(value, f"{path.name}: measurement table, row {i + 1}, column {table_column}")
+                    cell_where = f"{path.name}: measurement table, row {i + 1}, column {table_column}"
+                    placeholders[name][k] = sources.of(value, cell_where)
+                    if prefix == "noiseParameter" and placeholders[name][k] >= len(sources.index) and not sources.constants[placeholders[name][k] - len(sources.index)] > 0:
+                        raise PetabError(f"{cell_where}: a noise parameter must be positive, got {value!r}")
         observables.append(_Observable(str(oid), fns["observableFormula"], fns["noiseFormula"], transformation, distribution, rows, placeholders))
         if transformation != "lin" and np.any(measured[rows] <= 0):
             i = rows[np.argmax(measured[rows] <= 0)]
@@ -555,3 +564,106 @@ def _steady_state(model, solver: OdeSolver, params, y0):
     )
     # (the event ends the solve; running out of steps first is a failure: NaN)
     return jnp.where(sol.result == diffrax.RESULTS.event_occurred, sol.ys[-1], jnp.nan)
+
+
+# ----------------------------------------------------------------------------- fitting
+
+@dataclasses.dataclass
+class PetabFit(Result):
+    """A PEtab problem evaluated (`--evaluate`: at the nominal parameters) or fitted by
+    multistart: the best estimate, its objective and every start's.
+
+    Attributes:
+        problem: the YAML file.
+        names: the estimated parameters; `estimate` in linear scale.
+        objective: negative log-likelihood at the estimate (all constants, no priors).
+        starts_objective [S], starts_estimate: name -> [S] (linear scale), every start's
+            end (S = 0 for an evaluation).
+        converged [S], message: how each start ended.
+    """
+
+    problem: str
+    model: str
+    names: list[str]
+    estimate: dict[str, float]
+    objective: float
+    starts_objective: np.ndarray
+    starts_estimate: dict[str, np.ndarray]
+    converged: np.ndarray
+    message: str
+
+    def write(self, f) -> None:
+        write_root_attrs(f, format="fit", model=self.model, config=self.problem)
+        f.attrs["converged"] = int(bool(self.converged.size and self.converged[int(np.nanargmin(self.starts_objective))]))
+        f.attrs["message"] = self.message
+        write_group(f, "estimate", self.estimate)
+        f["objective"] = self.objective
+        if self.starts_objective.size:
+            write_group(f, "starts", {"objective": self.starts_objective, "converged": self.converged.astype(np.int8)})
+            write_group(f["starts"], "estimate", self.starts_estimate)
+
+
+def fit_petab(problem: PetabProblem, *, starts: int = 1, seed: int = 0, evaluate: bool = False, max_steps: int = 1000, on_start=None) -> PetabFit:
+    """Evaluate the objective at the nominal parameters, or minimise it within the
+    parameter table's bounds (on the parameters' scales) from `starts` points: the first
+    the nominal values (where finite and within the bounds), the others drawn by Latin
+    hypercube sampling within the bounds. Each start runs L-BFGS-B (scipy) on the
+    objective and its gradient through the solver."""
+    from scipy.optimize import minimize
+    from scipy.stats import qmc
+
+    names = problem.estimated
+    linear = lambda x: {n: float(to_linear(np.float64(v), problem.parameters[[q.id for q in problem.parameters].index(n)].scale)) for n, v in zip(names, x)}  # noqa: E731
+    value = jax.jit(problem.objective)
+    if evaluate:
+        x = problem.nominal()
+        return PetabFit(str(problem.path), problem.model.name, names, linear(x), float(value(x)), np.zeros(0), {n: np.zeros(0) for n in names}, np.zeros(0, bool), "evaluated at the nominal parameters")
+    lower, upper = problem.bounds()
+    if not (np.all(np.isfinite(lower)) and np.all(np.isfinite(upper))):
+        bad = names[int(np.argmax(~(np.isfinite(lower) & np.isfinite(upper))))]
+        raise PetabError(f"{problem.path.name}: parameter table, row {bad!r}: an estimated parameter needs finite bounds (on its scale) to be fitted")
+    points = qmc.scale(qmc.LatinHypercube(d=len(names), seed=seed).random(max(starts, 1)), lower, upper)
+    nominal = problem.nominal()
+    if np.all(np.isfinite(nominal)) and np.all((nominal >= lower) & (nominal <= upper)):
+        points[0] = nominal
+    grad = jax.jit(jax.value_and_grad(problem.objective))
+
+    def fun(x):
+        f, g = grad(jnp.asarray(x))
+        f, g = float(f), np.asarray(g, dtype=float)
+        if not np.isfinite(f) or not np.all(np.isfinite(g)):
+            return 1e300, np.zeros_like(g)  # (a failed simulation: the optimiser steps back)
+        return f, g
+
+    objectives, ends, converged = [], [], []
+    for k, x0 in enumerate(points):
+        result = minimize(fun, x0, jac=True, method="L-BFGS-B", bounds=list(zip(lower, upper)), options={"maxiter": max_steps})
+        f = float(value(jnp.asarray(result.x)))
+        objectives.append(f if np.isfinite(f) else np.inf)
+        ends.append(result.x)
+        converged.append(bool(result.success))
+        if on_start is not None:
+            on_start(k + 1, f)
+    objectives = np.asarray(objectives)
+    best = int(np.argmin(objectives))
+    estimates = {n: np.array([linear(x)[n] for x in ends]) for n in names}
+    message = f"best of {len(points)} start(s): {'converged' if converged[best] else 'stopped before convergence'}"
+    return PetabFit(str(problem.path), problem.model.name, names, linear(ends[best]), float(objectives[best]), objectives, estimates, np.asarray(converged), message)
+
+
+def problem_files(path: str | Path) -> list[Path]:
+    """The YAML file of a PEtab problem and every table and model it names (inputs an
+    output must not overwrite)."""
+    import yaml
+
+    path = Path(path)
+    files = [path]
+    try:
+        spec = yaml.safe_load(path.read_text())
+        names = [spec.get("parameter_file")] if isinstance(spec.get("parameter_file"), str) else list(spec.get("parameter_file") or [])
+        for part in spec.get("problems") or []:
+            for key in ("sbml_files", "condition_files", "measurement_files", "observable_files", "visualization_files"):
+                names.extend(part.get(key) or [])
+    except Exception:  # (an unreadable problem is reported when it is loaded)
+        return files
+    return files + [path.parent / n for n in names if isinstance(n, str)]

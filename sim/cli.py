@@ -268,13 +268,21 @@ def fit(
     resume: Annotated[bool, typer.Option("--resume", help="Continue the unfinished fit of the output file from its checkpoint.")] = False,
     set_: Sets = None,
     quiet: Quiet = False,
+    evaluate: Annotated[bool, typer.Option("--evaluate", help="PEtab: only compute the objective at the nominal parameters.")] = False,
+    starts: Annotated[Optional[int], typer.Option("--starts", min=1, help="PEtab: number of starts (Latin hypercube within the bounds).")] = None,
 ) -> None:
     """Fit free parameters and initial values to HDF5 observations by gradients through
     the solver; the optimiser state is checkpointed beside the output ([fit]
-    checkpoint_every), and --resume continues a fit that was stopped."""
+    checkpoint_every), and --resume continues a fit that was stopped. CONFIG may be a
+    PEtab problem (.yaml)."""
     from inference import fit as fit_config
     from inference._checkpoint import checkpoint_path
 
+    if config.suffix in (".yaml", ".yml"):
+        _fit_petab(config, output, evaluate, starts or 1, quiet)
+        return
+    if evaluate or starts is not None:
+        raise InputError("--evaluate" if evaluate else "--starts", str(config), "applies to a PEtab problem (.yaml); a config sets [fit] starts")
     cfg = load_config(config, set_ or [])
     path = check_output_path(output if output is not None else Path(cfg.path.stem + "_fit.h5"), "-o", inputs=[*cfg.input_files(), *([data] if data else [])])
     start = time.perf_counter()
@@ -291,6 +299,21 @@ def fit(
             f"{time.perf_counter() - start:.2f} s",
             file=sys.stderr,
         )
+
+
+def _fit_petab(problem_file: Path, output: Optional[Path], evaluate: bool, starts: int, quiet: bool) -> None:
+    from inference._petab import fit_petab, load_petab, problem_files
+
+    problem = load_petab(problem_file)
+    path = check_output_path(output if output is not None else Path(problem_file.stem + "_fit.h5"), "-o", inputs=problem_files(problem_file))
+    start = time.perf_counter()
+    with exclusive(path), resumable(path, "the fit"):
+        report = None if quiet else (lambda k, f: print(f"start {k}/{starts}: objective {f:.6g}", file=sys.stderr))
+        result = fit_petab(problem, starts=starts, evaluate=evaluate, on_start=report)
+        result.save(path)
+    if not quiet:
+        what = "objective at the nominal parameters" if evaluate else f"{result.message}, objective"
+        print(f"wrote {path}: {what} {result.objective:.10g} ({time.perf_counter() - start:.2f} s)", file=sys.stderr)
 
 
 @app.command()

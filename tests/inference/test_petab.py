@@ -58,3 +58,66 @@ def test_the_gradient_of_the_objective_matches_finite_differences():
         e[k] = 1e-5
         central = (float(objective(x + e)) - float(objective(x - e))) / 2e-5
         assert abs(gradient[k] - central) <= 1e-4 * max(1.0, abs(central)), (problem.estimated[k], gradient[k], central)
+
+
+def _cli(args, cwd):
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    return subprocess.run([sys.executable, "-m", "sim.cli", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+
+
+def test_sim_fit_evaluate_writes_the_objective(tmp_path):
+    import h5py
+
+    done = _cli(["fit", str(problem_file("Boehm_JProteomeRes2014")), "--evaluate", "-o", "eval.h5"], tmp_path)
+    assert done.returncode == 0, done.stderr
+    with h5py.File(tmp_path / "eval.h5") as f:
+        assert f.attrs["format"] == "fit"
+        assert abs(-f["objective"][()] - REFERENCE_LLH["Boehm_JProteomeRes2014"]) < 1e-3
+        assert abs(f["estimate/k_phos"][()] - 15766.5070195731) < 1e-6  # (the nominal value, linear scale)
+
+
+def _broken(tmp_path, table: str, old: str, new: str) -> Path:
+    """A copy of the Boehm problem with one table cell changed."""
+    import shutil
+
+    folder = tmp_path / "boehm"
+    shutil.copytree(DATA / "Boehm_JProteomeRes2014", folder)
+    file = next(folder.glob(f"{table}_*.tsv"))
+    text = file.read_text()
+    assert old in text
+    file.write_text(text.replace(old, new, 1))
+    return folder / "Boehm_JProteomeRes2014.yaml"
+
+
+@pytest.mark.parametrize(
+    "table, old, new, says",
+    [
+        ("measurementData", "pSTAT5A_rel\t\tmodel1_data1\t7.90107299873911", "pSTAT5X\t\tmodel1_data1\t7.90107299873911", "row 1, column observableId: no observable 'pSTAT5X'"),
+        ("measurementData", "7.90107299873911", "seven", "row 1, column measurement: expected a number"),
+        ("measurementData", "7.90107299873911\t0.0\t\tsd_pSTAT5A_rel", "7.90107299873911\t0.0\t\t-2", "row 1, column noiseParameters: a noise parameter must be positive"),
+        ("measurementData", "7.90107299873911\t0.0\t\tsd_pSTAT5A_rel", "7.90107299873911\t0.0\t\tsd_nothing", "row 1, column noiseParameters: 'sd_nothing' is neither a number nor a parameter"),
+        ("measurementData", "\tmodel1_data1\t7.90107299873911", "\tmodel9\t7.90107299873911", "column simulationConditionId: no condition 'model9'"),
+        ("observables", "noiseParameter1_pSTAT5A_rel\tlin", "noiseParameter1_pSTAT5A_rel + kk\tlin", "column noiseFormula: 'kk' is no id of the model"),
+    ],
+)
+def test_bad_petab_tables_are_one_line_naming_table_row_and_column(tmp_path, table, old, new, says):
+    from inference._petab import PetabError, load_petab
+
+    problem = _broken(tmp_path, table, old, new)
+    with pytest.raises(PetabError) as raised:
+        load_petab(problem).objective(load_petab(problem).nominal())
+    message = str(raised.value)
+    assert "\n" not in message and says in message, message
+
+
+def test_a_bad_petab_problem_exits_2_with_one_line_and_no_output(tmp_path):
+    problem = _broken(tmp_path, "measurementData", "7.90107299873911", "seven")
+    done = _cli(["fit", str(problem), "--evaluate", "-o", "out.h5"], tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and "column measurement: expected a number" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+    assert not (tmp_path / "out.h5").exists()
