@@ -34,6 +34,9 @@ from sim._store import Result, write_group, write_root_attrs
 from solvers import OdeSolver
 
 SCALES = ("lin", "log", "log10")
+# Gradients by forward-mode sensitivities up to this many estimated parameters (Boehm, 9
+# parameters: 105 ms forward against 228 ms reverse per value and gradient).
+FORWARD_MODE_UP_TO = 16
 DISTRIBUTIONS = ("normal", "laplace")
 TRANSFORMATIONS = ("lin", "log", "log10")
 
@@ -144,6 +147,33 @@ class PetabParameter:
     upper: float
     nominal: float
     estimate: bool
+    prior: str = ""  # objectivePriorType ('' = none)
+    prior_parameters: tuple[float, ...] = ()
+
+
+PRIORS = ("uniform", "normal", "laplace", "logNormal", "logLaplace", "parameterScaleUniform", "parameterScaleNormal", "parameterScaleLaplace")
+
+
+def _negative_log_prior(x, p: PetabParameter):
+    """-log density of PEtab's objective prior of one parameter at `x` (its scale)."""
+    kind, (a, b) = p.prior, p.prior_parameters
+    if kind.startswith("parameterScale"):
+        v, kind = x, kind[len("parameterScale"):].lower()
+    elif kind.startswith("log"):
+        # (a density of the linear value, in log space: lognormal/loglaplace)
+        v, kind = to_linear(x, p.scale), kind[3:].lower()
+        return _negative_log_prior_of(jnp.log(v), kind, a, b) + jnp.log(v)
+    else:
+        v = to_linear(x, p.scale)
+    return _negative_log_prior_of(v, kind, a, b)
+
+
+def _negative_log_prior_of(v, kind: str, a, b):
+    if kind == "uniform":
+        return jnp.where((v >= a) & (v <= b), jnp.log(b - a), jnp.inf)
+    if kind == "normal":
+        return 0.5 * jnp.log(2 * math.pi * b**2) + 0.5 * ((v - a) / b) ** 2
+    return jnp.log(2 * b) + jnp.abs(v - a) / b  # laplace
 
 
 def to_linear(x, scale: str):
@@ -234,13 +264,61 @@ class PetabProblem:
                 out.append(jnp.asarray(p.nominal, dtype=float))
         return jnp.stack(out) if out else jnp.zeros((0,))
 
-    def objective(self, x) -> jax.Array:
-        """The negative log-likelihood (all normalising constants, priors excluded)."""
-        return jnp.sum(self.residual_terms(x))
+    def objective(self, x, solver: OdeSolver | None = None) -> jax.Array:
+        """The negative log-likelihood (all normalising constants, priors excluded);
+        `solver` replaces the problem's for this evaluation."""
+        return jnp.sum(self.residual_terms(x, solver))
+
+    def value_and_grad(self, with_priors: bool = False) -> Callable[[Any], tuple[jax.Array, jax.Array]]:
+        """A function of x giving the objective (plus the priors) and its gradient:
+        forward-mode sensitivities through the solver for up to `FORWARD_MODE_UP_TO`
+        estimated parameters (cheaper for few parameters: no checkpointed reverse
+        pass), reverse mode beyond."""
+        prior = self.prior if with_priors else (lambda x: 0.0)
+        if len(self.estimated) <= FORWARD_MODE_UP_TO:
+            forward = dataclasses.replace(self.solver, adjoint="forward")
+
+            def fun(x):
+                f = lambda x: self.objective(x, forward) + prior(x)  # noqa: E731
+                return f(x), jax.jacfwd(f)(x)
+
+            return fun
+        return jax.value_and_grad(lambda x: self.objective(x) + prior(x))
+
+    def prior(self, x) -> jax.Array:
+        """-log of the objective priors of the parameter table at `x` (0 where none is
+        given)."""
+        est = [p for p in self.parameters if p.estimate]
+        terms = [_negative_log_prior(x[k], p) for k, p in enumerate(est) if p.prior]
+        return jnp.sum(jnp.stack(terms)) if terms else jnp.zeros((), dtype=jnp.result_type(float))
+
+    @property
+    def has_priors(self) -> bool:
+        return any(p.prior for p in self.parameters if p.estimate)
 
     # (set by `load_petab`)
     residual_terms: Callable[[Any], jax.Array]
     simulations: list[tuple[str, str]]
+
+
+def _prior_of(row, where: str, scale: str) -> tuple[str, tuple[float, ...]]:
+    """The objective prior of a parameter-table row: its type and two parameters."""
+    kind = row.get("objectivePriorType")
+    if _missing(kind):
+        return "", ()
+    kind = str(kind).strip()
+    if kind not in PRIORS:
+        raise PetabError(f"{where}, column objectivePriorType: expected one of {', '.join(PRIORS)}, got {kind!r}")
+    text = row.get("objectivePriorParameters")
+    try:
+        a, b = (float(v) for v in str(text).split(";"))
+    except (TypeError, ValueError):
+        raise PetabError(f"{where}, column objectivePriorParameters: expected two numbers separated by ';', got {text!r}") from None
+    if kind != "uniform" and kind != "parameterScaleUniform" and not b > 0:
+        raise PetabError(f"{where}, column objectivePriorParameters: the scale of a {kind} prior must be positive, got {b!r}")
+    if kind.endswith("niform") and not b > a:
+        raise PetabError(f"{where}, column objectivePriorParameters: a uniform prior needs lower < upper, got {text!r}")
+    return kind, (a, b)
 
 
 def load_petab(path: str | Path, solver: OdeSolver | None = None) -> PetabProblem:
@@ -291,7 +369,8 @@ def load_petab(path: str | Path, solver: OdeSolver | None = None) -> PetabProble
         estimate = bool(int(row.get("estimate", 1)))
         if not math.isfinite(values["nominalValue"]) and not estimate:
             raise PetabError(f"{where}, column nominalValue: a fixed parameter needs a finite nominal value")
-        parameters.append(PetabParameter(str(pid), scale, values["lowerBound"], values["upperBound"], values["nominalValue"], estimate))
+        prior, prior_parameters = _prior_of(row, where, scale)
+        parameters.append(PetabParameter(str(pid), scale, values["lowerBound"], values["upperBound"], values["nominalValue"], estimate, prior, prior_parameters))
     sources = _Sources(parameters)
 
     # --- what the model is: its parameters, species (initial values), observables
@@ -435,7 +514,8 @@ def load_petab(path: str | Path, solver: OdeSolver | None = None) -> PetabProble
             i = rows[np.argmax(measured[rows] <= 0)]
             raise PetabError(f"{path.name}: measurement table, row {i + 1}, column measurement: a {transformation}-transformed observable needs a positive measurement, got {measured[i]!r}")
 
-    solver = solver or OdeSolver(method="kvaerno5", rtol=1e-8, atol=1e-10, max_steps=100_000)
+    # (a failed solve gives NaN, an infinite objective, never an exception mid-fit)
+    solver = solver or OdeSolver(method="kvaerno5", rtol=1e-8, atol=1e-10, max_steps=100_000, throw=False)
     out = PetabProblem(path, model, parameters, solver)
     out.simulations = keys
     constants = np.asarray(sources.constants, dtype=float)
@@ -462,7 +542,7 @@ def load_petab(path: str | Path, solver: OdeSolver | None = None) -> PetabProble
     def gather(ext, index):
         return ext[jnp.asarray(index)]
 
-    def run_all(theta):
+    def run_all(theta, solver):
         ext = jnp.concatenate([theta, jnp.asarray(constants)])
 
         def group_params(index):  # [G, n_params] -> dict of [G]
@@ -506,9 +586,9 @@ def load_petab(path: str | Path, solver: OdeSolver | None = None) -> PetabProble
         traj = jax.vmap(one)(params, y0, ts_j)  # id -> [G, T]
         return traj, ext
 
-    def terms(x):
+    def terms(x, solver=None):
         theta = out.theta(x)
-        traj, ext = run_all(theta)
+        traj, ext = run_all(theta, solver or out.solver)
         parts = []
         for o in observables:
             g, k = group_of_row[o.rows], time_index[o.rows]
@@ -593,7 +673,7 @@ class PetabFit(Result):
     message: str
 
     def write(self, f) -> None:
-        write_root_attrs(f, format="fit", model=self.model, config=self.problem)
+        write_root_attrs(f, format="simjax.fit", model=self.model, config=self.problem)
         f.attrs["converged"] = int(bool(self.converged.size and self.converged[int(np.nanargmin(self.starts_objective))]))
         f.attrs["message"] = self.message
         write_group(f, "estimate", self.estimate)
@@ -604,16 +684,18 @@ class PetabFit(Result):
 
 
 def fit_petab(problem: PetabProblem, *, starts: int = 1, seed: int = 0, evaluate: bool = False, max_steps: int = 1000, on_start=None) -> PetabFit:
-    """Evaluate the objective at the nominal parameters, or minimise it within the
-    parameter table's bounds (on the parameters' scales) from `starts` points: the first
-    the nominal values (where finite and within the bounds), the others drawn by Latin
-    hypercube sampling within the bounds. Each start runs L-BFGS-B (scipy) on the
-    objective and its gradient through the solver."""
-    from scipy.optimize import minimize
+    """Evaluate the objective at the nominal parameters, or minimise it (plus the
+    objective priors, if the table gives any) within the parameter table's bounds on the
+    parameters' scales from `starts` points: the first the nominal values (where finite
+    and within the bounds), the others drawn by Latin hypercube sampling within the
+    bounds. Every start runs L-BFGS-B (scipy) on the objective and its gradient through
+    the solver; the starts run together, one batched evaluation for all of them at each
+    round (`minimize_batched`)."""
     from scipy.stats import qmc
 
     names = problem.estimated
-    linear = lambda x: {n: float(to_linear(np.float64(v), problem.parameters[[q.id for q in problem.parameters].index(n)].scale)) for n, v in zip(names, x)}  # noqa: E731
+    scales = [p.scale for p in problem.parameters if p.estimate]
+    linear = lambda x: {n: float(to_linear(np.float64(v), sc)) for n, v, sc in zip(names, x, scales)}  # noqa: E731
     value = jax.jit(problem.objective)
     if evaluate:
         x = problem.nominal()
@@ -622,33 +704,157 @@ def fit_petab(problem: PetabProblem, *, starts: int = 1, seed: int = 0, evaluate
     if not (np.all(np.isfinite(lower)) and np.all(np.isfinite(upper))):
         bad = names[int(np.argmax(~(np.isfinite(lower) & np.isfinite(upper))))]
         raise PetabError(f"{problem.path.name}: parameter table, row {bad!r}: an estimated parameter needs finite bounds (on its scale) to be fitted")
-    points = qmc.scale(qmc.LatinHypercube(d=len(names), seed=seed).random(max(starts, 1)), lower, upper)
+    points = qmc.scale(qmc.LatinHypercube(d=len(names), seed=seed).random(max(starts, 1)), lower, upper) if names else np.zeros((max(starts, 1), 0))
     nominal = problem.nominal()
     if np.all(np.isfinite(nominal)) and np.all((nominal >= lower) & (nominal <= upper)):
         points[0] = nominal
-    grad = jax.jit(jax.value_and_grad(problem.objective))
-
-    def fun(x):
-        f, g = grad(jnp.asarray(x))
-        f, g = float(f), np.asarray(g, dtype=float)
-        if not np.isfinite(f) or not np.all(np.isfinite(g)):
-            return 1e300, np.zeros_like(g)  # (a failed simulation: the optimiser steps back)
-        return f, g
-
-    objectives, ends, converged = [], [], []
-    for k, x0 in enumerate(points):
-        result = minimize(fun, x0, jac=True, method="L-BFGS-B", bounds=list(zip(lower, upper)), options={"maxiter": max_steps})
-        f = float(value(jnp.asarray(result.x)))
-        objectives.append(f if np.isfinite(f) else np.inf)
-        ends.append(result.x)
-        converged.append(bool(result.success))
-        if on_start is not None:
-            on_start(k + 1, f)
-    objectives = np.asarray(objectives)
+    ends, _, success = minimize_batched(problem.value_and_grad(with_priors=True), points, lower, upper, max_steps=max_steps, on_done=None if on_start is None else (lambda k, f: on_start(k + 1, f)))
+    objectives = np.asarray(jax.jit(jax.vmap(problem.objective))(jnp.asarray(ends)), dtype=float)
+    objectives = np.where(np.isfinite(objectives), objectives, np.inf)
     best = int(np.argmin(objectives))
     estimates = {n: np.array([linear(x)[n] for x in ends]) for n in names}
-    message = f"best of {len(points)} start(s): {'converged' if converged[best] else 'stopped before convergence'}"
-    return PetabFit(str(problem.path), problem.model.name, names, linear(ends[best]), float(objectives[best]), objectives, estimates, np.asarray(converged), message)
+    reached = int(np.sum(objectives <= objectives[best] + SAME_OPTIMUM))
+    message = f"best of {len(points)} start(s) ({reached} within {SAME_OPTIMUM} of it): {'converged' if success[best] else 'stopped before convergence'}"
+    return PetabFit(str(problem.path), problem.model.name, names, linear(ends[best]), float(objectives[best]), objectives, estimates, np.asarray(success), message)
+
+
+# Two starts whose objectives differ by less than this reached the same optimum (a
+# difference in negative log-likelihood far below any statistical threshold).
+SAME_OPTIMUM = 0.1
+
+
+def run_batched(value_and_grad, tasks, dim: int, on_done=None) -> list:
+    """Run every task, each in its own thread, with its evaluations batched: a task is a
+    function of `ask`, and `ask(x)` gives the value and gradient of `value_and_grad` (a
+    JAX function of one point of size `dim`) at x. The points that the tasks wait for
+    are evaluated together, by one `jax.vmap`ed compiled call, and handed back (the
+    batch keeps its size, one lane per task: tasks that are done repeat their last
+    point). A point whose value or gradient is not finite is given a huge value and a
+    zero gradient, so that a line search steps back.
+
+    Returns:
+        What each task returned; an exception in a task is raised here.
+    """
+    import threading
+
+    n = len(tasks)
+    batch = jax.jit(jax.vmap(value_and_grad))
+    lock = threading.Condition()
+    asked: list = [None] * n  # the point task k waits for
+    answer: list = [None] * n
+    last = np.full((n, dim), np.nan)
+    done = [False] * n
+    outcome: list = [None] * n
+
+    def ask(k, x):
+        with lock:
+            asked[k] = np.array(x, dtype=float)
+            lock.notify_all()
+            while answer[k] is None:
+                lock.wait()
+            f, g = answer[k]
+            answer[k] = None
+        return f, g
+
+    def work(k):
+        try:
+            outcome[k] = tasks[k](lambda x: ask(k, x))
+        except BaseException as e:  # (handed to the caller's thread)
+            outcome[k] = e
+        with lock:
+            done[k] = True
+            lock.notify_all()
+
+    threads = [threading.Thread(target=work, args=(k,), daemon=True) for k in range(n)]
+    for thread in threads:
+        thread.start()
+    reported = [False] * n
+    while True:
+        with lock:
+            while not all(done[k] or asked[k] is not None for k in range(n)):
+                lock.wait()
+            waiting = [k for k in range(n) if asked[k] is not None]
+            for k in waiting:
+                last[k] = asked[k]
+            finished = [k for k in range(n) if done[k] and not reported[k]]
+        for k in finished:
+            reported[k] = True
+            if isinstance(outcome[k], BaseException):
+                raise outcome[k]
+            if on_done is not None:
+                on_done(k, outcome[k])
+        if not waiting:
+            break
+        unset = np.isnan(last).any(axis=1)  # (a lane that never asked: any asked point)
+        last[unset] = last[waiting[0]]
+        values, grads = batch(jnp.asarray(last))
+        values, grads = np.asarray(values, dtype=float), np.asarray(grads, dtype=float)
+        with lock:
+            for k in waiting:
+                ok = np.isfinite(values[k]) and np.all(np.isfinite(grads[k]))
+                answer[k] = (float(values[k]), grads[k]) if ok else (1e300, np.zeros_like(grads[k]))
+                asked[k] = None
+            lock.notify_all()
+    for thread in threads:
+        thread.join()
+    return outcome
+
+
+def _lbfgsb(ask, x0, lower, upper, max_steps: int, fixed: dict[int, float] | None = None, trust: float | None = None):
+    """L-BFGS-B within [lower, upper] from x0, with the coordinates in `fixed` held at
+    their values (the optimiser sees the others only). With `trust`, each run is
+    confined to a box of that half-width around its start, re-centred and run again
+    while the optimum found lies on the box's face (L-BFGS-B's first steps, scaled by
+    the gradient alone, can otherwise leap to a far bound where the model fails)."""
+    from scipy.optimize import minimize
+
+    fixed = fixed or {}
+    free = np.array([i for i in range(len(x0)) if i not in fixed], dtype=int)
+    base = np.array(x0, dtype=float)
+    for i, v in fixed.items():
+        base[i] = v
+
+    def full(z):
+        x = base.copy()
+        x[free] = z
+        return x
+
+    def fun(z):
+        f, g = ask(full(z))
+        return f, g[free]
+
+    if free.size == 0:
+        f, _ = ask(base)
+        return base, f, bool(f < 1e300)
+    z, lo, hi = base[free], np.asarray(lower, dtype=float)[free], np.asarray(upper, dtype=float)[free]
+    steps = max_steps
+    for _ in range(50 if trust else 1):
+        box_lo, box_hi = (np.maximum(lo, z - trust), np.minimum(hi, z + trust)) if trust else (lo, hi)
+        result = minimize(fun, z, jac=True, method="L-BFGS-B", bounds=list(zip(box_lo, box_hi)), options={"maxiter": steps})
+        moved = result.x
+        steps -= result.nit
+        on_face = trust and (np.any((moved <= box_lo + 1e-9) & (box_lo > lo)) or np.any((moved >= box_hi - 1e-9) & (box_hi < hi)))
+        z = moved
+        if not on_face or steps <= 0 or not result.fun < 1e300:
+            break
+    return full(z), float(result.fun), bool(result.success) and result.fun < 1e300
+
+
+def minimize_batched(value_and_grad, points, lower, upper, *, max_steps: int = 1000, on_done=None):
+    """Minimise a function, given as `value_and_grad` (a JAX function of one point giving
+    the value and the gradient), from every row of `points` within the box [lower,
+    upper] by L-BFGS-B (scipy), all starts at once (`run_batched`).
+
+    Returns:
+        ends [S, p], values [S], success [S] (scipy's convergence flag with a finite
+        value).
+    """
+    points = np.asarray(points, dtype=float)
+    tasks = [lambda ask, x0=x0: _lbfgsb(ask, x0, lower, upper, max_steps) for x0 in points]
+    report = None if on_done is None else (lambda k, out: on_done(k, out[1]))
+    outcome = run_batched(value_and_grad, tasks, points.shape[1], report)
+    ends = np.stack([o[0] for o in outcome]) if outcome else np.zeros((0, points.shape[1]))
+    return ends, np.array([o[1] for o in outcome]), np.array([o[2] for o in outcome])
 
 
 def problem_files(path: str | Path) -> list[Path]:

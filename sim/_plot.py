@@ -24,7 +24,7 @@ import numpy as np
 from ._errors import DataError, InputError
 from ._store import Record, Result, companion_path, read
 
-KINDS = "run (ODE, PDE, MD), sweep, fit and posterior files"
+KINDS = "run (ODE, PDE, MD), sweep, fit, posterior and profile files"
 _FORMATS = ("png", "pdf", "svg", "jpg", "jpeg")
 
 
@@ -199,6 +199,8 @@ def draw(record: Record, *, title: str | None = None):
         fig = inference_plots.fit(source)
     elif fmt == "simjax.posterior":
         fig = inference_plots.posterior(source)
+    elif fmt == "simjax.profile":
+        fig = inference_plots.profile(source)
     elif fmt:
         raise DataError(record.path, "format", f"unknown file format {fmt!r}; sim plot draws {KINDS}")
     else:

@@ -196,6 +196,8 @@ def _sweep_lines(fig, ax, t, value, label, x, status, swept) -> None:
 
 
 def fit(src: Source):
+    if not src.has("data") and src.has("objective"):
+        return _problem_fit(src)
     data_t = src.array("data/time", ndim=1)
     data = src.group("data/observables")
     t = src.array("time", ndim=1)
@@ -230,6 +232,80 @@ def fit(src: Source):
         err = float(np.ravel(src.values(stderr[name], f"stderr/{name}"))[0]) if name in stderr else np.nan
         rows.append(f"{name:<18} {value:11.5g} ± {err:.3g}")
     ax.text(0.0, 1.0, "estimates\n" + "\n".join(rows), va="top", ha="left", family="monospace", fontsize=8, transform=ax.transAxes)
+    return fig
+
+
+# Starts whose objectives are within this of the best reached the same optimum.
+_SAME_OPTIMUM = 0.1
+
+
+def _problem_fit(src: Source):
+    """A fit of a PEtab problem: the waterfall plot of every start's final objective,
+    sorted, and the best estimates."""
+    best = float(src.array("objective"))
+    fig = new_figure(11, 4.5)
+    gs = fig.add_gridspec(1, 2, width_ratios=[2.2, 1])
+    ax = fig.add_subplot(gs[0, 0])
+    if src.has("starts/objective"):
+        objective = np.sort(np.ravel(src.array("starts/objective")))
+        finite = np.isfinite(objective)
+        rank = np.arange(1, len(objective) + 1)
+        same = finite & (objective <= best + _SAME_OPTIMUM)
+        # (offset by the best, plus 1, on a log axis: the pyPESTO convention)
+        shown = np.where(finite, objective - best + 1.0, np.nan)
+        ax.plot(rank[finite], shown[finite], color="0.6", lw=0.8, zorder=1)
+        ax.scatter(rank[same], shown[same], s=14, color="C0", zorder=2, label=f"{int(same.sum())} within {_SAME_OPTIMUM} of the best")
+        ax.scatter(rank[finite & ~same], shown[finite & ~same], s=14, color="C1", zorder=2, label="other local optima")
+        if (~finite).any():
+            ax.text(0.99, 0.02, f"{int((~finite).sum())} start(s) failed", ha="right", va="bottom", transform=ax.transAxes, fontsize=8)
+        ax.set_yscale("log")
+        ax.set_xlabel("start, sorted by final objective")
+        ax.set_ylabel(f"objective - {best:.6g} + 1")
+        ax.set_title(f"waterfall: {len(objective)} starts", fontsize=9)
+        ax.legend(fontsize=8, loc="upper left")
+    else:
+        ax.set_axis_off()
+        ax.text(0.0, 1.0, f"objective at the nominal parameters: {best:.10g}", va="top", transform=ax.transAxes)
+    ax = fig.add_subplot(gs[0, 1])
+    ax.set_axis_off()
+    estimate = src.group("estimate")
+    rows = [f"{name:<24} {float(np.ravel(src.values(node, f'estimate/{name}'))[0]):11.5g}" for name, node in list(estimate.items())[:30]]
+    more = f"\n... and {len(estimate) - 30} more" if len(estimate) > 30 else ""
+    ax.text(0.0, 1.0, f"objective {best:.8g}\n\nestimates\n" + "\n".join(rows) + more, va="top", ha="left", family="monospace", fontsize=8, transform=ax.transAxes)
+    return fig
+
+
+def profile(src: Source):
+    """Profile likelihoods: the objective's rise over its optimum along each profiled
+    parameter, the 95% threshold and the interval it bounds."""
+    threshold = float(src.record.attrs.get("threshold", 1.92))
+    best = float(src.array("objective"))
+    names = list(src.group("profiles"))
+    shown = names[:12]
+    columns = min(len(shown), 3)
+    rows = -(-len(shown) // columns)
+    fig = new_figure(4.2 * columns, 3.2 * rows + 0.6)
+    for k, name in enumerate(shown):
+        ax = fig.add_subplot(rows, columns, k + 1)
+        value = src.array(f"profiles/{name}/value", ndim=1)
+        rise = src.array(f"profiles/{name}/objective", ndim=1) - best
+        src.check_length(f"profiles/{name}/objective", rise, len(value), "one value per profile point")
+        ax.plot(value, rise, marker="o", ms=3, color="C0")
+        ax.axhline(threshold, color="C3", ls="--", lw=1, label="95% threshold")
+        group = src.group(f"profiles/{name}")
+        lower, upper = (float(group[k]) if k in group else np.nan for k in ("lower", "upper"))
+        for v in (lower, upper):
+            if np.isfinite(v):
+                ax.axvline(v, color="0.4", ls=":", lw=1)
+        if np.all(value > 0) and value.max() / value.min() > 20:
+            ax.set_xscale("log")
+        verdict = str(group.get("identifiable", ""))
+        ax.set_title(f"{name}: {verdict}" if verdict else name, fontsize=9)
+        ax.set_xlabel(name)
+        ax.set_ylabel("objective rise")
+        ax.set_ylim(bottom=min(-0.1, float(np.nanmin(rise)) - 0.1), top=max(threshold * 1.5, float(np.nanmax(rise[rise < 10 * threshold])) if np.any(rise < 10 * threshold) else threshold * 1.5))
+        if k == 0:
+            ax.legend(fontsize=8)
     return fig
 
 

@@ -364,6 +364,47 @@ def infer(
 
 
 @app.command()
+def profile(
+    config: Annotated[Path, typer.Argument(help="TOML config with [data] and [fit] sections, or a PEtab problem (.yaml).")],
+    param: Annotated[Optional[list[str]], typer.Option("--param", help="A parameter to profile (repeat for several; default: every free one).")] = None,
+    data: Annotated[Optional[Path], typer.Option("--data", help="HDF5 observations (replaces data.file).")] = None,
+    output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Output HDF5 profile file.")] = None,
+    starts: Annotated[int, typer.Option("--starts", min=1, help="PEtab: starts of the fit the profiles begin from.")] = 1,
+    set_: Sets = None,
+    quiet: Quiet = False,
+) -> None:
+    """Profile likelihoods: fit, then for each chosen parameter re-optimise the others
+    along its axis until the negative log-likelihood rises by the 95% chi-square
+    threshold (1.92) or the parameter reaches its bound; report each 95% confidence
+    interval or that the parameter is not identifiable."""
+    from inference._profile import profile_config, profile_petab
+
+    start = time.perf_counter()
+    if config.suffix in (".yaml", ".yml"):
+        from inference._petab import load_petab, problem_files
+
+        problem = load_petab(config)
+        path = check_output_path(output if output is not None else Path(config.stem + "_profile.h5"), "-o", inputs=problem_files(config))
+        with exclusive(path), resumable(path, "the profile"):
+            result = profile_petab(problem, param, starts=starts)
+            result.save(path)
+    else:
+        cfg = load_config(config, set_ or [])
+        path = check_output_path(output if output is not None else Path(cfg.path.stem + "_profile.h5"), "-o", inputs=[*cfg.input_files(), *([data] if data else [])])
+        with exclusive(path), resumable(path, "the profile"):
+            result = profile_config(cfg, param, data)
+            result.save(path)
+    import math
+
+    table = Table("quantity", "estimate", "95% lower", "95% upper", "", box=None)
+    for name, value, lower, upper, verdict in result.table():
+        table.add_row(name, f"{value:.6g}", f"{lower:.6g}" if math.isfinite(lower) else "-", f"{upper:.6g}" if math.isfinite(upper) else "-", verdict)
+    out.print(table)
+    if not quiet:
+        print(f"wrote {path}: {len(result.profiles)} profile(s) in {time.perf_counter() - start:.1f} s", file=sys.stderr)
+
+
+@app.command()
 def plot(
     file: Annotated[Path, typer.Argument(help="A run, sweep, fit or posterior HDF5 file (or H5MD).")],
     output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Figure file (.png, .pdf, .svg); default FILE's name with .png.")] = None,
