@@ -333,6 +333,9 @@ def infer(
     """Sample the posterior of free parameters and initial values with NumPyro NUTS."""
     from inference import infer as infer_config
 
+    if config.suffix in (".yaml", ".yml"):
+        _infer_petab(config, output, chains, warmup, samples, seed, quiet)
+        return
     cfg = load_config(config, set_ or [])
     inputs = [*cfg.input_files(), *(p for p in (data, init_from) if p is not None)]
     path = check_output_path(output if output is not None else Path(cfg.path.stem + "_posterior.h5"), "-o", inputs=inputs)
@@ -354,6 +357,29 @@ def infer(
         result.save(path)
         if arviz is not None:
             result.to_arviz().to_netcdf(str(arviz))
+    table = Table("quantity", "mean", "sd", "5%", "50%", "95%", "ess_bulk", "r_hat", box=None)
+    for name, row in result.summary.items():
+        table.add_row(name, *(f"{row[k]:.4g}" for k in ("mean", "sd", "5%", "50%", "95%")), f"{row['ess_bulk']:.0f}", f"{row['r_hat']:.3f}")
+    out.print(table)
+    out.print(f"divergences: {result.divergences}")
+    if not quiet:
+        print(f"wrote {path} in {time.perf_counter() - start:.1f} s", file=sys.stderr)
+
+
+def _infer_petab(problem_file: Path, output: Optional[Path], chains, warmup, samples, seed, quiet: bool) -> None:
+    from inference._petab import load_petab, problem_files
+    from inference._petab_bayes import infer_petab
+
+    from ._config import seed_problem
+
+    if seed is not None and seed_problem(seed):
+        raise InputError("--seed", "", seed_problem(seed))
+    problem = load_petab(problem_file)
+    path = check_output_path(output if output is not None else Path(problem_file.stem + "_posterior.h5"), "-o", inputs=problem_files(problem_file))
+    start = time.perf_counter()
+    with exclusive(path), resumable(path, "the sampling"):
+        result = infer_petab(problem, chains=chains or 4, warmup=warmup or 500, samples=samples or 500, seed=seed or 0, progress=not quiet)
+        result.save(path)
     table = Table("quantity", "mean", "sd", "5%", "50%", "95%", "ess_bulk", "r_hat", box=None)
     for name, row in result.summary.items():
         table.add_row(name, *(f"{row[k]:.4g}" for k in ("mean", "sd", "5%", "50%", "95%")), f"{row['ess_bulk']:.0f}", f"{row['r_hat']:.3f}")

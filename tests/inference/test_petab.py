@@ -140,3 +140,111 @@ def test_a_bad_petab_problem_exits_2_with_one_line_and_no_output(tmp_path):
     assert len(done.stderr.strip().splitlines()) == 1 and "column measurement: expected a number" in done.stderr, done.stderr
     assert "Traceback" not in done.stderr
     assert not (tmp_path / "out.h5").exists()
+
+
+def test_the_posterior_density_is_likelihood_times_priors_within_the_bounds():
+    """NumPyro's log density of the PEtab model at a point equals minus the objective,
+    minus the objective priors (with the Jacobian for a prior on the linear value), plus
+    the uniform density of the parameters without a prior; nothing outside the bounds."""
+    import dataclasses
+
+    from numpyro.infer.util import log_density
+
+    from inference._petab import PetabProblem
+    from inference._petab_bayes import numpyro_model
+
+    problem = load_petab(problem_file("Boehm_JProteomeRes2014"))
+    # give one parameter a normal prior on its linear value, another on its log10 scale
+    k_phos = problem.estimated.index("k_phos")
+    sd = problem.estimated.index("sd_pSTAT5A_rel")
+    problem.parameters = [
+        dataclasses.replace(p, prior="normal", prior_parameters=(15000.0, 3000.0)) if p.id == "k_phos"
+        else dataclasses.replace(p, prior="parameterScaleNormal", prior_parameters=(0.5, 0.2)) if p.id == "sd_pSTAT5A_rel" else p
+        for p in problem.parameters
+    ]
+    assert isinstance(problem, PetabProblem)
+    lower, upper = problem.bounds()
+    x = problem.nominal()
+    with jax.numpy_dtype_promotion("standard"):
+        density, _ = log_density(numpyro_model(problem), (), {}, {"x": jax.numpy.asarray(x)})
+    from scipy.stats import norm
+
+    v = 10.0 ** x[k_phos]
+    expected = (
+        -float(problem.objective(x))
+        + norm.logpdf(v, 15000.0, 3000.0) + np.log(v * np.log(10.0))  # density of the value, as one of x = log10(value)
+        + norm.logpdf(x[sd], 0.5, 0.2)
+        - sum(np.log(upper[k] - lower[k]) for k in range(len(x)))
+    )
+    # (numpyro's uniform keeps every parameter's box density; the priors add to it)
+    assert abs(float(density) - expected) < 1e-8, (float(density), expected)
+    outside = x.copy()
+    outside[0] = upper[0] + 1.0
+    with jax.numpy_dtype_promotion("standard"), pytest.warns(UserWarning, match="Out-of-support"):
+        density, _ = log_density(numpyro_model(problem), (), {}, {"x": jax.numpy.asarray(outside)})
+    assert not np.isfinite(float(density))
+
+
+DECAY_SBML = """<?xml version="1.0" encoding="UTF-8"?>
+<sbml xmlns="http://www.sbml.org/sbml/level3/version2/core" level="3" version="2">
+  <model id="decay">
+    <listOfCompartments><compartment id="c" size="1" constant="true"/></listOfCompartments>
+    <listOfSpecies>
+      <species id="A" compartment="c" initialConcentration="2" hasOnlySubstanceUnits="false" boundaryCondition="false" constant="false"/>
+    </listOfSpecies>
+    <listOfParameters><parameter id="k" value="0.5" constant="true"/></listOfParameters>
+    <listOfReactions>
+      <reaction id="r" reversible="false">
+        <listOfReactants><speciesReference species="A" stoichiometry="1" constant="true"/></listOfReactants>
+        <kineticLaw><math xmlns="http://www.w3.org/1998/Math/MathML"><apply><times/><ci>k</ci><ci>A</ci><ci>c</ci></apply></math></kineticLaw>
+      </reaction>
+    </listOfReactions>
+  </model>
+</sbml>
+"""
+
+
+def _decay_problem(folder: Path) -> Path:
+    """A one-parameter PEtab problem: A(t) = 2 exp(-k t) measured with sigma 0.1."""
+    folder.mkdir(exist_ok=True)
+    (folder / "model.xml").write_text(DECAY_SBML)
+    t = np.linspace(0.5, 4.0, 8)
+    y = 2.0 * np.exp(-0.5 * t) + 0.1 * np.random.default_rng(7).standard_normal(t.size)
+    (folder / "conditions.tsv").write_text("conditionId\nc0\n")
+    (folder / "observables.tsv").write_text("observableId\tobservableFormula\tnoiseFormula\nobs_A\tA\t0.1\n")
+    (folder / "measurements.tsv").write_text(
+        "observableId\tsimulationConditionId\ttime\tmeasurement\n" + "".join(f"obs_A\tc0\t{ti}\t{yi}\n" for ti, yi in zip(t, y))
+    )
+    (folder / "parameters.tsv").write_text("parameterId\tparameterScale\tlowerBound\tupperBound\tnominalValue\testimate\nk\tlog10\t0.01\t10\t0.5\t1\n")
+    (folder / "decay.yaml").write_text(
+        "format_version: 1\nparameter_file: parameters.tsv\nproblems:\n- sbml_files: [model.xml]\n  condition_files: [conditions.tsv]\n"
+        "  measurement_files: [measurements.tsv]\n  observable_files: [observables.tsv]\n"
+    )
+    return folder / "decay.yaml"
+
+
+@pytest.mark.slow
+def test_sim_infer_of_a_petab_problem_samples_its_posterior(tmp_path):
+    """One parameter: the posterior of k (uniform prior on log10 k within the bounds)
+    by quadrature on a fine grid against the NUTS draws of `sim infer`."""
+    import h5py
+    from scipy.integrate import trapezoid
+
+    problem_path = _decay_problem(tmp_path / "decay")
+    problem = load_petab(problem_path)
+    objective = jax.jit(jax.vmap(lambda x: problem.objective(x[None])))
+    grid = np.linspace(np.log10(0.3), np.log10(0.8), 801)  # (the likelihood is negligible outside)
+    nll = np.asarray(objective(jax.numpy.asarray(grid)))
+    weight = np.exp(-(nll - nll.min()))
+    k = 10.0**grid
+    mean = trapezoid(weight * k, grid) / trapezoid(weight, grid)
+    sd = np.sqrt(trapezoid(weight * (k - mean) ** 2, grid) / trapezoid(weight, grid))
+    done = _cli(["infer", str(problem_path), "--chains", "1", "--warmup", "300", "--samples", "1000", "--seed", "3", "-o", "post.h5", "--quiet"], tmp_path)
+    assert done.returncode == 0, done.stderr
+    with h5py.File(tmp_path / "post.h5") as f:
+        assert f.attrs["format"] == "simjax.posterior"
+        draws = f["posterior/k"][()]
+    assert draws.shape == (1, 1000)
+    # (Monte Carlo error of the mean: sd / sqrt(ESS), ESS of a few hundred at least)
+    assert abs(draws.mean() - mean) < 4 * sd / np.sqrt(200), (draws.mean(), mean, sd)
+    assert abs(draws.std() / sd - 1) < 0.2, (draws.std(), sd)

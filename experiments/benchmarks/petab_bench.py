@@ -1,0 +1,165 @@
+"""PEtab benchmark problems: objectives against reference log-likelihoods, a forward
+simulation against libRoadRunner, and a multistart fit.
+
+1. `--evaluate`: the negative log-likelihood at the nominal parameters of every problem
+   folder given (default: the copies in tests/data/petab) against the reference
+   log-likelihoods that AMICI's tests keep (AMICI-dev/AMICI,
+   tests/benchmark_models/benchmark_models.yaml); time of the first evaluation (trace
+   and compile included) and of a compiled one.
+2. `--roadrunner`: one forward simulation of Boehm_JProteomeRes2014 at the nominal
+   parameters on both sides, same tolerances (rtol 1e-8, atol 1e-10), same output times,
+   BDF (CVODE) for libRoadRunner and Kvaerno5 for simjax; the median of repeated solves
+   and the largest relative difference of the species.
+3. `--starts N`: multistart fit of Boehm_JProteomeRes2014 (Latin hypercube starts
+   within the bounds, L-BFGS-B, all starts batched); the best objective against the
+   nominal one, the fraction of starts within 0.1 of the best, and the wall time.
+
+Run: python experiments/benchmarks/petab_bench.py --evaluate --roadrunner --starts 100
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import time
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+jax.config.update("jax_enable_x64", True)
+
+import sim  # noqa: E402
+from inference._petab import SAME_OPTIMUM, fit_petab, load_petab  # noqa: E402
+from solvers import OdeSolver  # noqa: E402
+
+DATA = Path(__file__).resolve().parents[2] / "tests" / "data" / "petab"
+BOEHM = DATA / "Boehm_JProteomeRes2014" / "Boehm_JProteomeRes2014.yaml"
+
+# AMICI-dev/AMICI, tests/benchmark_models/benchmark_models.yaml ("llh"); for Crauste the
+# value computed from the collection's own simulated data (see tests/inference/test_petab.py).
+REFERENCE_LLH = {
+    "Bachmann_MSB2011": 418.40573341425295,
+    "Beer_MolBioSystems2014": 58622.9145631413,
+    "Boehm_JProteomeRes2014": -138.22199693517703,
+    "Borghans_BiophysChem1997": 83.3237191357272,
+    "Brannmark_JBC2010": -141.889113770537,
+    "Bruno_JExpBot2016": 46.688176988431806,
+    "Crauste_CellSystems2017": -190.9639775693566,
+    "Elowitz_Nature2000": 63.20279991419332,
+    "Fiedler_BMCSystBiol2016": 58.58390161681,
+    "Fujita_SciSignal2010": 53.08377736998929,
+    "Isensee_JCB2018": -3949.375966548649,
+    "Lucarelli_CellSystems2018": -1681.6059879426584,
+    "Schwen_PONE2014": -943.9992988598723,
+    "Smith_BMCSystBiol2013": -888198.436541014,
+    "Sneyd_PNAS2002": 319.79177818768756,
+    "Weber_BMC2015": -296.2017922646865,
+    "Zheng_PNAS2012": 278.33353271001477,
+}
+RTOL, ATOL = 1e-8, 1e-10
+
+
+def evaluate(folders: list[Path]) -> None:
+    print(f"{'problem':<28} {'-objective':>16} {'reference llh':>16} {'difference':>11} {'first call':>11} {'compiled':>10}")
+    for folder in folders:
+        name = folder.name
+        start = time.perf_counter()
+        problem = load_petab(folder / f"{name}.yaml")
+        objective = jax.jit(problem.objective)
+        x = problem.nominal()
+        value = float(objective(x))
+        first = time.perf_counter() - start
+        runs = []
+        for _ in range(3):
+            t = time.perf_counter()
+            jax.block_until_ready(objective(x))
+            runs.append(time.perf_counter() - t)
+        reference = REFERENCE_LLH.get(name, float("nan"))
+        print(f"{name:<28} {-value:16.8f} {reference:16.8f} {-value - reference:11.2e} {first:10.1f}s {min(runs) * 1e3:8.1f}ms", flush=True)
+
+
+def roadrunner_comparison(repeats: int) -> None:
+    import roadrunner
+
+    problem = load_petab(BOEHM)
+    model = problem.model
+    nominal = {p.id: p.nominal for p in problem.parameters}
+    params = {**{k: float(v) for k, v in model.default_params().items()}, **{k: v for k, v in nominal.items() if k in model.parameter_names}}
+    times = np.array([0.0, 2.5, 5, 10, 15, 20, 30, 40, 50, 60, 80, 100, 120, 160, 200, 240])
+    solver = OdeSolver(method="kvaerno5", rtol=RTOL, atol=ATOL, max_steps=100_000)
+    solve = jax.jit(lambda p: sim.simulate(model, p, jnp.asarray(times), solver=solver).observables)
+    p = {k: jnp.asarray(v) for k, v in params.items()}
+    start = time.perf_counter()
+    ours = jax.block_until_ready(solve(p))
+    compile_time = time.perf_counter() - start
+    simjax_times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        jax.block_until_ready(solve(p))
+        simjax_times.append(time.perf_counter() - t)
+
+    rr = roadrunner.RoadRunner(str(BOEHM.parent / "model_Boehm_JProteomeRes2014.xml"))
+    rr.integrator.relative_tolerance = RTOL
+    rr.integrator.absolute_tolerance = ATOL
+    rr.integrator.maximum_num_steps = 100_000
+    species = list(rr.model.getFloatingSpeciesIds())
+
+    def run_rr():
+        rr.resetAll()
+        for k, v in nominal.items():
+            if k in rr.model.getGlobalParameterIds():
+                rr.setValue(k, float(v))
+        rr.reset()  # (initial assignments evaluated with the parameters just set)
+        rr.selections = ["time", *(f"[{s}]" for s in species)]  # (concentrations, as the observables)
+        return rr.simulate(times=list(times))
+
+    theirs = run_rr()
+    rr_times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        run_rr()
+        rr_times.append(time.perf_counter() - t)
+    difference = max(float(np.max(np.abs(np.asarray(ours[s]) - theirs[:, 1 + k]) / np.maximum(np.abs(theirs[:, 1 + k]), 1e-6))) for k, s in enumerate(species))
+    a, b = statistics.median(simjax_times), statistics.median(rr_times)
+    print(f"forward simulation of Boehm_JProteomeRes2014 ({len(times)} times, rtol {RTOL}, atol {ATOL}), median of {repeats}:")
+    print(f"  simjax (kvaerno5, compiled; compile {compile_time:.1f} s): {a * 1e3:.2f} ms")
+    print(f"  libRoadRunner {roadrunner.__version__} (CVODE BDF):        {b * 1e3:.2f} ms")
+    print(f"  ratio simjax / libRoadRunner: {a / b:.2f}; largest relative species difference {difference:.1e}")
+
+
+def multistart(starts: int, seed: int) -> None:
+    problem = load_petab(BOEHM)
+    nominal_objective = float(jax.jit(problem.objective)(problem.nominal()))
+    start = time.perf_counter()
+    result = fit_petab(problem, starts=starts, seed=seed)
+    wall = time.perf_counter() - start
+    objective = np.sort(result.starts_objective)
+    near = int(np.sum(objective <= objective[0] + SAME_OPTIMUM))
+    print(f"multistart Boehm_JProteomeRes2014: {starts} starts (seed {seed}), wall time {wall:.0f} s ({wall / starts:.1f} s per start)")
+    print(f"  best objective {objective[0]:.6f} (nominal {nominal_objective:.6f}); {near}/{starts} starts within {SAME_OPTIMUM} of the best")
+    print(f"  converged {int(result.converged.sum())}/{starts}; sorted objectives: {np.array2string(objective[:12], precision=3)} ...")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--evaluate", nargs="*", type=Path, help="problem folders (default: tests/data/petab/*)")
+    parser.add_argument("--roadrunner", action="store_true")
+    parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--starts", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    print(f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}; jax {jax.__version__}")
+    if args.evaluate is not None:
+        evaluate(args.evaluate or sorted(p for p in DATA.iterdir() if p.is_dir()))
+    if args.roadrunner:
+        roadrunner_comparison(args.repeats)
+    if args.starts:
+        multistart(args.starts, args.seed)
+
+
+if __name__ == "__main__":
+    main()
