@@ -609,6 +609,7 @@ class FitResult(Result):
     prediction: dict[str, np.ndarray]
     observations: Observations
     seed: int | None = None
+    objective: float = float("nan")
 
     def to_xarray(self):
         """An `xarray.Dataset`: `estimate`, `stderr` and `covariance` over `parameter`
@@ -652,6 +653,7 @@ class FitResult(Result):
         f.create_dataset("loss_history", data=self.loss_history)
         f.create_dataset("time", data=self.time)
         write_group(f, "prediction", self.prediction)
+        f["objective"] = self.objective
         cov = f.create_dataset("covariance", data=self.covariance)
         cov.attrs["names"] = self.names
         data = f.create_group("data")
@@ -675,6 +677,38 @@ def _whitened_jacobian(problem: Problem, names: tuple[str, ...], vec: Array) -> 
         return problem.whitened({n: v[i] for i, n in enumerate(names)})
 
     return jax.jacfwd(residuals)(vec), residuals(vec)
+
+
+def negative_log_likelihood(problem: Problem, x: dict[str, Array], known: set[str]) -> float:
+    """The negative log-likelihood of the observations at natural values `x`, with
+    every normalising constant (the PEtab convention; priors and weights left out).
+    normal: sum of log(sqrt(2 pi) sigma) + r^2 / 2; lognormal: the same for log y, plus
+    log y (the density of y itself). Observables without a given sigma (not in
+    `known`) share one, at its maximum-likelihood value. NaN for the mse loss, which is
+    no likelihood."""
+    if problem.loss == "mse":
+        return float("nan")
+    pred = problem.predict(x)
+    total, squares, count = 0.0, 0.0, 0
+    for name, y in problem.observed.items():
+        y = np.asarray(y, dtype=float)
+        ok = np.isfinite(y)
+        f = np.broadcast_to(np.asarray(pred[name], dtype=float), y.shape)[ok]
+        sigma = np.broadcast_to(np.asarray(problem.sigma[name], dtype=float), y.shape)[ok]
+        if problem.loss == "lognormal":
+            d = np.log(y[ok]) - np.log(f)
+            total += float(np.sum(np.log(y[ok])))
+        else:
+            d = y[ok] - f
+        if name in known:
+            total += float(np.sum(np.log(np.sqrt(2 * np.pi) * sigma) + 0.5 * (d / sigma) ** 2))
+        else:
+            squares += float(np.sum(d**2))
+            count += int(ok.sum())
+    if count:
+        variance = squares / count
+        total += 0.5 * count * (np.log(2 * np.pi * variance) + 1.0)
+    return float(total)
 
 
 def standard_errors(problem: Problem, x: dict[str, Array], sigma_known: bool) -> np.ndarray:
@@ -805,6 +839,7 @@ def _fit(config: Config, problem: Problem, start, obs: Observations, section: Fi
         prediction=prediction,
         observations=obs,
         seed=section.seed if section.starts > 1 else None,
+        objective=negative_log_likelihood(problem, x, set(obs.sigma)),
     )
     if output is not None:
         result.save(output)

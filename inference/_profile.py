@@ -146,7 +146,7 @@ class ProfileResult(Result):
         f.attrs["threshold"] = self.threshold
         f["objective"] = self.objective
         write_group(f, "optimum", self.optimum)
-        group = f.require_group("profiles")
+        group = f.require_group("profile")
         for name, p in self.profiles.items():
             write_group(group, name, {"value": p["value"], "objective": p["objective"], "lower": p["lower"], "upper": p["upper"]})
             for key, text in (("stop_lower", p["stop_lower"]), ("stop_upper", p["stop_upper"]), ("identifiable", self.identifiable(name))):

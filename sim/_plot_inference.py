@@ -280,19 +280,19 @@ def profile(src: Source):
     parameter, the 95% threshold and the interval it bounds."""
     threshold = float(src.record.attrs.get("threshold", 1.92))
     best = float(src.array("objective"))
-    names = list(src.group("profiles"))
+    names = list(src.group("profile"))
     shown = names[:12]
     columns = min(len(shown), 3)
     rows = -(-len(shown) // columns)
     fig = new_figure(4.2 * columns, 3.2 * rows + 0.6)
     for k, name in enumerate(shown):
         ax = fig.add_subplot(rows, columns, k + 1)
-        value = src.array(f"profiles/{name}/value", ndim=1)
-        rise = src.array(f"profiles/{name}/objective", ndim=1) - best
-        src.check_length(f"profiles/{name}/objective", rise, len(value), "one value per profile point")
+        value = src.array(f"profile/{name}/value", ndim=1)
+        rise = src.array(f"profile/{name}/objective", ndim=1) - best
+        src.check_length(f"profile/{name}/objective", rise, len(value), "one value per profile point")
         ax.plot(value, rise, marker="o", ms=3, color="C0")
         ax.axhline(threshold, color="C3", ls="--", lw=1, label="95% threshold")
-        group = src.group(f"profiles/{name}")
+        group = src.group(f"profile/{name}")
         lower, upper = (float(group[k]) if k in group else np.nan for k in ("lower", "upper"))
         for v in (lower, upper):
             if np.isfinite(v):

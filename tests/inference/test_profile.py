@@ -101,14 +101,14 @@ def test_sim_profile_of_a_config_reports_intervals_and_a_product_it_cannot_split
     main(["profile", "decay.toml", "--param", "k", "--param", "a", "-o", "profile.h5", "--quiet"])  # (returns: exit 0)
     with h5py.File("profile.h5") as f:
         assert f.attrs["format"] == "simjax.profile"
-        assert f["profiles/a"]["identifiable"][()].decode() == "not identifiable"
-        assert "b" not in f["profiles"]
-        assert f["profiles/k"]["identifiable"][()].decode() == "identifiable"
-        a_objective = f["profiles/a/objective"][()]
+        assert f["profile/a"]["identifiable"][()].decode() == "not identifiable"
+        assert "b" not in f["profile"]
+        assert f["profile/k"]["identifiable"][()].decode() == "identifiable"
+        a_objective = f["profile/a/objective"][()]
         assert np.ptp(a_objective) < 1e-3  # flat: b compensates
-        product = f["profiles/a/value"][()] * f["profiles/a/estimate/b"][()]
+        product = f["profile/a/value"][()] * f["profile/a/estimate/b"][()]
         np.testing.assert_allclose(product, product[0], rtol=1e-3)
-        k, lo, hi = f["optimum/k"][()], f["profiles/k/lower"][()], f["profiles/k/upper"][()]
+        k, lo, hi = f["optimum/k"][()], f["profile/k/lower"][()], f["profile/k/upper"][()]
     assert lo < 0.5 < hi and lo < k < hi
     main(["plot", "profile.h5", "-o", "profile.png"])
     assert Path("profile.png").stat().st_size > 10_000
@@ -120,6 +120,14 @@ def test_sim_profile_of_a_config_reports_intervals_and_a_product_it_cannot_split
     Path("decay2.toml").write_text(DECAY.format(free='["k", "a"]'))
     gn = fit(sim.load_config("decay2.toml"))
     np.testing.assert_allclose([lo, hi], [gn.estimate["k"] - 1.96 * gn.stderr["k"], gn.estimate["k"] + 1.96 * gn.stderr["k"]], rtol=0.03)
+    # the fit's /objective: the negative log-likelihood with its constants (scipy's)
+    from scipy.stats import norm
+
+    with h5py.File("decay.h5") as f:
+        t, y = f["t"][()], f["signal"][()]
+    predicted = gn.estimate["a"] * 1.0 * np.exp(-gn.estimate["k"] * t)  # (b = 1, y(0) = 1)
+    # (to the solver's tolerance; a missing constant would be 25 log(sqrt(2 pi) 0.05) = -52 off)
+    assert abs(gn.objective - -np.sum(norm.logpdf(y, predicted, 0.05))) < 1e-3
 
 
 def test_sim_profile_names_an_unknown_parameter_in_one_line(tmp_cwd, capsys):
@@ -145,7 +153,7 @@ def test_sim_profile_of_a_petab_problem(tmp_cwd):
     with h5py.File("profile.h5") as f:
         assert abs(f["objective"][()] - 138.22198) < 1e-3
         for name in ("k_phos", "sd_pSTAT5A_rel"):
-            assert f[f"profiles/{name}"]["identifiable"][()].decode() == "identifiable"
-            assert np.min(f[f"profiles/{name}/objective"][()]) >= f["objective"][()] - 1e-6
-        sd, lo, hi = f["optimum/sd_pSTAT5A_rel"][()], f["profiles/sd_pSTAT5A_rel/lower"][()], f["profiles/sd_pSTAT5A_rel/upper"][()]
+            assert f[f"profile/{name}"]["identifiable"][()].decode() == "identifiable"
+            assert np.min(f[f"profile/{name}/objective"][()]) >= f["objective"][()] - 1e-6
+        sd, lo, hi = f["optimum/sd_pSTAT5A_rel"][()], f["profile/sd_pSTAT5A_rel/lower"][()], f["profile/sd_pSTAT5A_rel/upper"][()]
     assert 0.6 < lo / sd < 0.75 and 1.45 < hi / sd < 1.7
