@@ -63,6 +63,20 @@ class Saved:
     best: dict[str, Any] | None
 
 
+def _write_ends(group, ends: list) -> None:
+    """Every finished start's end: final loss, ok and natural values (name -> float)."""
+    group.create_dataset("loss", data=np.array([e[0] for e in ends], dtype=float))
+    group.create_dataset("ok", data=np.array([e[1] for e in ends], dtype=np.int8))
+    for name in ends[0][2]:
+        group.create_dataset(f"x/{name}", data=np.array([e[2][name] for e in ends], dtype=float))
+
+
+def _read_ends(group) -> list:
+    loss, ok = group["loss"][()], group["ok"][()]
+    x = {name: group[f"x/{name}"][()] for name in group["x"]} if "x" in group else {}
+    return [(float(loss[k]), bool(ok[k]), {name: float(v[k]) for name, v in x.items()}) for k in range(len(loss))]
+
+
 class Checkpointer:
     """Writes and reads the checkpoints of one optimisation.
 
@@ -127,6 +141,7 @@ class Checkpointer:
                         "history": [float(v) for v in g["history"][()]],
                         "ok": bool(g.attrs["ok"]),
                         "message": str(g.attrs["message"]),
+                        "ends": _read_ends(g["ends"]) if "ends" in g else [],
                     }
         except DataError:
             raise
@@ -153,12 +168,14 @@ class Checkpointer:
         self._last_iteration = self.saved.iteration
         return self.saved.iteration, state, list(self.saved.history)
 
-    def restore_best(self, like: PyTree) -> tuple[PyTree, list[float], bool, str] | None:
-        """What the starts finished before the checkpoint found (multi-start fits)."""
+    def restore_best(self, like: PyTree) -> tuple[PyTree, list[float], bool, str, list] | None:
+        """What the starts finished before the checkpoint found (multi-start fits): the
+        best one's (u, history, ok, message) and every finished start's end (final
+        loss, ok, natural values)."""
         if self.saved is None or self.saved.best is None:
             return None
         best = self.saved.best
-        return tree_from_leaves(best["u"], like, self.path, "best/u"), best["history"], best["ok"], best["message"]
+        return tree_from_leaves(best["u"], like, self.path, "best/u"), best["history"], best["ok"], best["message"], best["ends"]
 
     def first_start(self) -> int:
         return 0 if self.saved is None else self.saved.start
@@ -183,12 +200,14 @@ class Checkpointer:
             f.create_dataset("history", data=np.asarray(history, dtype=float))
             write_tree(f.create_group("state"), state)
             if best is not None:
-                u, best_history, ok, message = best
+                u, best_history, ok, message, *rest = best
                 g = f.create_group("best")
                 write_tree(g.create_group("u"), u)
                 g.create_dataset("history", data=np.asarray(best_history, dtype=float))
                 g.attrs["ok"] = bool(ok)
                 g.attrs["message"] = str(message)
+                if rest and rest[0]:
+                    _write_ends(g.create_group("ends"), rest[0])
         self._last_time = time.monotonic()
         self._last_iteration = iteration
 

@@ -610,6 +610,9 @@ class FitResult(Result):
     observations: Observations
     seed: int | None = None
     objective: float = float("nan")
+    starts_objective: np.ndarray | None = None
+    starts_estimate: dict[str, np.ndarray] | None = None
+    starts_converged: np.ndarray | None = None
 
     def to_xarray(self):
         """An `xarray.Dataset`: `estimate`, `stderr` and `covariance` over `parameter`
@@ -654,6 +657,9 @@ class FitResult(Result):
         f.create_dataset("time", data=self.time)
         write_group(f, "prediction", self.prediction)
         f["objective"] = self.objective
+        if self.starts_objective is not None:
+            write_group(f, "starts", {"objective": self.starts_objective, "converged": np.asarray(self.starts_converged, dtype=np.int8)})
+            write_group(f["starts"], "estimate", self.starts_estimate)
         cov = f.create_dataset("covariance", data=self.covariance)
         cov.attrs["names"] = self.names
         data = f.create_group("data")
@@ -769,15 +775,33 @@ def fit(
     """
     problem, start, obs, section = build_problem(config, data)
     u0 = problem.unconstrained(start)
-    rng = np.random.default_rng(section.seed)
     # Every start point is drawn up front, so a resumed fit starts where the first did.
-    starts = [u0] + [{n: v + 0.5 * float(rng.standard_normal()) for n, v in u0.items()} for _ in range(section.starts - 1)]
+    starts = [u0, *_latin_hypercube_starts(problem, u0, section.starts - 1, section.seed)]
     identity = fingerprint(obs.time, obs.values, obs.sigma)
     if output is None:
         return _fit(config, problem, start, obs, section, starts, identity, progress, None, resume)
     output = check_output_path(output)
     with exclusive(output):
         return _fit(config, problem, start, obs, section, starts, identity, progress, output, resume)
+
+
+def _latin_hypercube_starts(problem: Problem, u0: dict, n: int, seed: int) -> list[dict]:
+    """`n` start points by Latin hypercube sampling: uniform within the bounds for a
+    bounded free quantity, normal around the first start (sd 0.5 on the unconstrained
+    scale, a factor of about 1.6 for a positive one) for the others."""
+    if n <= 0:
+        return []
+    from scipy.stats import norm, qmc
+
+    cube = qmc.LatinHypercube(d=len(problem.free), seed=seed).random(n)
+    starts = []
+    for row in cube:
+        u = {}
+        for j, f in enumerate(problem.free):
+            q = float(np.clip(row[j], 1e-9, 1 - 1e-9))
+            u[f.name] = jnp.asarray(math.log(q / (1 - q)) if f.transform == "logistic" else float(u0[f.name]) + 0.5 * float(norm.ppf(q)), dtype=float)
+        starts.append(u)
+    return starts
 
 
 def _fit(config: Config, problem: Problem, start, obs: Observations, section: FitSection, starts: list, identity: str, progress: bool, output: Path | None, resume: bool) -> FitResult:
@@ -798,14 +822,16 @@ def _fit(config: Config, problem: Problem, start, obs: Observations, section: Fi
 
         for k in range(ck.first_start(), section.starts):
             u, history, ok, message = run(problem, starts[k], section, on_step, start=k, ck=ck, best=best)
-            if best is None or history[-1] < best[1][-1]:
-                best = (u, history, ok, message)
+            ends = [*(best[4] if best is not None else []), (history[-1], ok, {n: float(v) for n, v in problem.natural(u).items()})]
+            best = (u, history, ok, message, ends) if best is None or history[-1] < best[1][-1] else (*best[:4], ends)
             if k + 1 < section.starts and output is not None:
                 ck.write(k + 1, 0, None, [], best)  # the next start begins afresh
                 ck.safe_point(k + 1, 0, None, [], best)
-    u, history, ok, message = best
+    u, history, ok, message, ends = best
     x = problem.natural(u)
     sigma_known = all(name in obs.sigma for name in obs.values)
+    known = set(obs.sigma)
+    starts_objective = np.array([negative_log_likelihood(problem, {n: jnp.asarray(v) for n, v in e[2].items()}, known) for e in ends]) if section.starts > 1 else None
     cov = standard_errors(problem, x, sigma_known)
     names = [f.name for f in problem.free]
     stderr = {n: float(np.sqrt(cov[i, i])) if cov[i, i] >= 0 else float("nan") for i, n in enumerate(names)}
@@ -839,7 +865,10 @@ def _fit(config: Config, problem: Problem, start, obs: Observations, section: Fi
         prediction=prediction,
         observations=obs,
         seed=section.seed if section.starts > 1 else None,
-        objective=negative_log_likelihood(problem, x, set(obs.sigma)),
+        objective=negative_log_likelihood(problem, x, known),
+        starts_objective=starts_objective,
+        starts_estimate={n: np.array([e[2][n] for e in ends]) for n in names} if starts_objective is not None else None,
+        starts_converged=np.array([e[1] for e in ends]) if starts_objective is not None else None,
     )
     if output is not None:
         result.save(output)

@@ -215,13 +215,16 @@ def fit(src: Source):
         src.check_length(f"prediction/{name}", predicted, len(t), "one value per entry of /time")
         _data_and_curve(ax, name, data_t, observed, t, predicted)
     ax = fig.add_subplot(gs[0, 1])
-    loss = src.array("loss_history", ndim=1)
-    ax.plot(np.arange(len(loss)), loss, marker="o" if len(loss) < 30 else None, ms=3)
-    if np.isfinite(loss).any() and np.nanmin(loss) > 0:
-        ax.set_yscale("log")
-    ax.set_xlabel("iteration")
-    ax.set_ylabel("loss")
-    ax.set_title("loss history", fontsize=9)
+    if src.has("starts/objective") and src.has("objective"):
+        _waterfall(ax, src, float(src.array("objective")))
+    else:
+        loss = src.array("loss_history", ndim=1)
+        ax.plot(np.arange(len(loss)), loss, marker="o" if len(loss) < 30 else None, ms=3)
+        if np.isfinite(loss).any() and np.nanmin(loss) > 0:
+            ax.set_yscale("log")
+        ax.set_xlabel("iteration")
+        ax.set_ylabel("loss")
+        ax.set_title("loss history", fontsize=9)
     ax = fig.add_subplot(gs[1:, 1])
     ax.set_axis_off()
     rows = []
@@ -247,22 +250,7 @@ def _problem_fit(src: Source):
     gs = fig.add_gridspec(1, 2, width_ratios=[2.2, 1])
     ax = fig.add_subplot(gs[0, 0])
     if src.has("starts/objective"):
-        objective = np.sort(np.ravel(src.array("starts/objective")))
-        finite = np.isfinite(objective)
-        rank = np.arange(1, len(objective) + 1)
-        same = finite & (objective <= best + _SAME_OPTIMUM)
-        # (offset by the best, plus 1, on a log axis: the pyPESTO convention)
-        shown = np.where(finite, objective - best + 1.0, np.nan)
-        ax.plot(rank[finite], shown[finite], color="0.6", lw=0.8, zorder=1)
-        ax.scatter(rank[same], shown[same], s=14, color="C0", zorder=2, label=f"{int(same.sum())} within {_SAME_OPTIMUM} of the best")
-        ax.scatter(rank[finite & ~same], shown[finite & ~same], s=14, color="C1", zorder=2, label="other local optima")
-        if (~finite).any():
-            ax.text(0.99, 0.02, f"{int((~finite).sum())} start(s) failed", ha="right", va="bottom", transform=ax.transAxes, fontsize=8)
-        ax.set_yscale("log")
-        ax.set_xlabel("start, sorted by final objective")
-        ax.set_ylabel(f"objective - {best:.6g} + 1")
-        ax.set_title(f"waterfall: {len(objective)} starts", fontsize=9)
-        ax.legend(fontsize=8, loc="upper left")
+        _waterfall(ax, src, best)
     else:
         ax.set_axis_off()
         ax.text(0.0, 1.0, f"objective at the nominal parameters: {best:.10g}", va="top", transform=ax.transAxes)
@@ -273,6 +261,26 @@ def _problem_fit(src: Source):
     more = f"\n... and {len(estimate) - 30} more" if len(estimate) > 30 else ""
     ax.text(0.0, 1.0, f"objective {best:.8g}\n\nestimates\n" + "\n".join(rows) + more, va="top", ha="left", family="monospace", fontsize=8, transform=ax.transAxes)
     return fig
+
+
+def _waterfall(ax, src: Source, best: float) -> None:
+    """Every start's final objective, sorted (offset by the best, plus 1, on a log axis:
+    the pyPESTO convention); the starts within `_SAME_OPTIMUM` of the best in blue."""
+    objective = np.sort(np.ravel(src.array("starts/objective")))
+    finite = np.isfinite(objective)
+    rank = np.arange(1, len(objective) + 1)
+    same = finite & (objective <= best + _SAME_OPTIMUM)
+    shown = np.where(finite, objective - best + 1.0, np.nan)
+    ax.plot(rank[finite], shown[finite], color="0.6", lw=0.8, zorder=1)
+    ax.scatter(rank[same], shown[same], s=14, color="C0", zorder=2, label=f"{int(same.sum())} within {_SAME_OPTIMUM} of the best")
+    ax.scatter(rank[finite & ~same], shown[finite & ~same], s=14, color="C1", zorder=2, label="other local optima")
+    if (~finite).any():
+        ax.text(0.99, 0.02, f"{int((~finite).sum())} start(s) failed", ha="right", va="bottom", transform=ax.transAxes, fontsize=8)
+    ax.set_yscale("log")
+    ax.set_xlabel("start, sorted by final objective")
+    ax.set_ylabel(f"objective - {best:.6g} + 1")
+    ax.set_title(f"waterfall: {len(objective)} starts", fontsize=9)
+    ax.legend(fontsize=8, loc="upper left")
 
 
 def profile(src: Source):

@@ -78,6 +78,10 @@ def test_interrupted_fit_resumes_to_the_same_estimate(lv, fit_options, overrides
     assert resumed.estimate == whole.estimate  # exactly
     np.testing.assert_array_equal(resumed.loss_history, whole.loss_history)
     assert resumed.stderr == whole.stderr
+    if whole.starts_objective is not None:  # every start's end survives the interruption
+        np.testing.assert_array_equal(resumed.starts_objective, whole.starts_objective)
+        for name, values in whole.starts_estimate.items():
+            np.testing.assert_array_equal(resumed.starts_estimate[name], values)
     assert (folder / "out.h5").exists() and not _checkpoint.checkpoint_path(folder / "out.h5").exists()
 
 
