@@ -154,6 +154,8 @@ class BayesModel:
 
 def build_bayes_model(config: Config, data: str | Path | None = None, section: InferSection | None = None) -> tuple[BayesModel, Observations, InferSection]:
     """Validate `[data]` and `[infer]` against the model; build the NumPyro model."""
+    if config.spec.experiments is not None:
+        raise config.error("experiments", "sim infer takes one experiment ([data]); [[experiments]] are fitted by sim fit and profiled by sim profile")
     section = section or infer_section(config)
     priors_raw = flatten_priors(section.priors)
     priors = {}

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 import sim
 from physics import Model
 from sim import Config, DataError
+from sim._errors import InputError
 from sim._progress import Progress
 from sim._config import SEED_MAX
 from sim._family import family_of
@@ -301,7 +302,7 @@ class Problem(eqx.Module):
         return loss, loss
 
 
-def build_problem(config: Config, data: str | Path | None = None) -> tuple[Problem, dict[str, Array], Observations, FitSection]:
+def build_problem(config: Config, data: str | Path | None = None) -> tuple[Problem | Experiments, dict[str, Array], Observations | list[Observations], FitSection]:
     """Validate a config's `[data]` and `[fit]` against its model and build the problem.
 
     Returns:
@@ -311,6 +312,8 @@ def build_problem(config: Config, data: str | Path | None = None) -> tuple[Probl
     for name, w in section.weights.items():
         if not w > 0:
             raise config.error(f"fit.weights.{name}", f"expected a positive weight, got {w}")
+    if config.spec.experiments is not None:
+        return (*experiment_problems(config, data, section), section)
     problem, start, obs = make_problem(
         config,
         data,
@@ -457,6 +460,118 @@ def make_problem(
     return problem, start, obs
 
 
+# ----------------------------------------------------------------------------- experiments
+
+EXPERIMENT_KEYS = ("name", "file", "time", "time_offset", "observables", "sigma", "initial", "params")
+
+
+class Experiments(eqx.Module):
+    """Several experiments of one model that share the free quantities: each its own
+    `Problem` (data, initial values, parameter overrides); the residuals are theirs
+    concatenated, so the loss (and the likelihood) is their sum. It answers what the
+    optimisers and the covariance ask of a `Problem`."""
+
+    problems: tuple[Problem, ...]
+    names: tuple[str, ...] = eqx.field(static=True)
+
+    @property
+    def free(self):
+        return self.problems[0].free
+
+    @property
+    def loss(self) -> str:
+        return self.problems[0].loss
+
+    @property
+    def count(self) -> int:
+        return sum(p.count for p in self.problems)
+
+    @property
+    def solver(self):
+        return self.problems[0].solver
+
+    @property
+    def model(self):
+        return self.problems[0].model
+
+    def natural(self, u):
+        return self.problems[0].natural(u)
+
+    def unconstrained(self, x):
+        return self.problems[0].unconstrained(x)
+
+    def whitened(self, x) -> Array:
+        return jnp.concatenate([p.whitened(x) for p in self.problems])
+
+    def residuals(self, u, args: Any = None):
+        r = self.whitened(self.natural(u))
+        return r, 0.5 * jnp.sum(r**2)
+
+    def objective(self, u, args: Any = None):
+        loss = self.residuals(u)[1]
+        return loss, loss
+
+    def replace(self, **changes) -> Experiments:
+        return Experiments(tuple(dataclasses.replace(p, **changes) for p in self.problems), self.names)
+
+
+def _replace(problem, **changes):
+    return problem.replace(**changes) if isinstance(problem, Experiments) else dataclasses.replace(problem, **changes)
+
+
+def experiment_problems(config: Config, data, section: FitSection, gradient: str | None = None) -> tuple[Experiments, dict, list[Observations]]:
+    """The problems of a config's `[[experiments]]`: each experiment is the config with
+    its own `[data]` (file, time, time_offset, observables, sigma) and its `initial` and
+    `params` values over the config's."""
+    experiments = config.spec.experiments
+    if config.spec.data is not None:
+        raise config.error("data", "a config with [[experiments]] gives each experiment's data there; remove [data]")
+    if data is not None:
+        raise InputError("--data", str(data), "a config with [[experiments]] names each experiment's file; --data cannot replace them")
+    if not experiments:
+        raise config.error("experiments", "expected at least one [[experiments]] table")
+    problems, observations, names, start = [], [], [], None
+    for k, experiment in enumerate(experiments):
+        where = f"experiments.{k}"
+        unknown = [key for key in experiment if key not in EXPERIMENT_KEYS]
+        if unknown:
+            raise config.error(f"{where}.{unknown[0]}", f"unknown key; an experiment has {', '.join(EXPERIMENT_KEYS)}")
+        for key in ("initial", "params", "observables", "sigma"):
+            if key in experiment and not isinstance(experiment[key], dict):
+                raise config.error(f"{where}.{key}", "expected a table (name = value)")
+        for name in experiment.get("initial", {}):
+            if f"initial.{name}" in section.free:
+                raise config.error(f"{where}.initial.{name}", f"initial.{name} is free ([fit] free): an experiment cannot also fix it")
+        for name in experiment.get("params", {}):
+            if name in section.free:
+                raise config.error(f"{where}.params.{name}", f"{name} is free ([fit] free): an experiment cannot also fix it")
+        name = str(experiment.get("name", k))
+        if name in names:
+            raise config.error(f"{where}.name", f"{name!r} names two experiments")
+        names.append(name)
+        raw = {key: value for key, value in config.raw.items() if key != "experiments"}
+        raw["data"] = {key: experiment[key] for key in ("file", "time", "time_offset", "observables", "sigma") if key in experiment}
+        raw["initial"] = {**(config.raw.get("initial") or {}), **experiment.get("initial", {})}
+        raw["params"] = {**(config.raw.get("params") or {}), **experiment.get("params", {})}
+        try:
+            one = Config(raw, config.path)
+            problem, first, obs = make_problem(
+                one, None, section.free, free_key="fit.free", loss=section.loss, weights=section.weights, bounds=section.bounds,
+                gradient=gradient or ("forward" if section.optimizer == "levenberg_marquardt" else "forward_sensitivity"),
+            )
+        except InputError as e:
+            key = e.key
+            for prefix, into in (("data.", f"{where}."), ("initial.", f"{where}.initial."), ("params.", f"{where}.params.")):
+                if key.startswith(prefix) and (prefix == "data." or key[len(prefix):] in experiment.get(prefix[:-1], {})):
+                    key = into + key[len(prefix):]
+                    break
+            raise type(e)(e.source, key, e.message) from None
+        problems.append(problem)
+        observations.append(obs)
+        start = first if start is None else start
+    return Experiments(tuple(problems), tuple(names)), start, observations
+
+
 # ----------------------------------------------------------------------------- optimisers
 
 @eqx.filter_jit
@@ -498,7 +613,7 @@ def _loss(problem, u):
     return problem.residuals(u)[1]
 
 
-def _optimistix(problem: Problem, u0, section: FitSection, on_step, start: int = 0, ck: Checkpointer | None = None, best=None) -> tuple[dict, list[float], bool, str]:
+def _optimistix(problem: Problem | Experiments, u0, section: FitSection, on_step, start: int = 0, ck: Checkpointer | None = None, best=None) -> tuple[dict, list[float], bool, str]:
     max_steps = section.max_steps or 200
     if section.optimizer == "levenberg_marquardt":
         solver = optx.LevenbergMarquardt(rtol=section.rtol, atol=section.atol)
@@ -539,7 +654,7 @@ def _adam_step(problem, opt, u, opt_state):
     return optax.apply_updates(u, updates), opt_state, loss
 
 
-def _adam(problem: Problem, u0, section: FitSection, on_step, start: int = 0, ck: Checkpointer | None = None, best=None) -> tuple[dict, list[float], bool, str]:
+def _adam(problem: Problem | Experiments, u0, section: FitSection, on_step, start: int = 0, ck: Checkpointer | None = None, best=None) -> tuple[dict, list[float], bool, str]:
     max_steps = section.max_steps or 1000
     opt = optax.adam(section.learning_rate)
     opt_state = opt.init(u0)
@@ -613,6 +728,8 @@ class FitResult(Result):
     starts_objective: np.ndarray | None = None
     starts_estimate: dict[str, np.ndarray] | None = None
     starts_converged: np.ndarray | None = None
+    # name -> (time, prediction, observations) of each experiment ([[experiments]])
+    experiments: dict[str, tuple[np.ndarray, dict[str, np.ndarray], Observations]] | None = None
 
     def to_xarray(self):
         """An `xarray.Dataset`: `estimate`, `stderr` and `covariance` over `parameter`
@@ -657,6 +774,12 @@ class FitResult(Result):
         f.create_dataset("time", data=self.time)
         write_group(f, "prediction", self.prediction)
         f["objective"] = self.objective
+        for name, (t, prediction, obs) in (self.experiments or {}).items():
+            group = f.require_group(f"experiments/{name}")
+            group.create_dataset("time", data=t)
+            write_group(group, "prediction", prediction)
+            group.create_dataset("data/time", data=obs.time)
+            write_group(group["data"], "observables", obs.values)
         if self.starts_objective is not None:
             write_group(f, "starts", {"objective": self.starts_objective, "converged": np.asarray(self.starts_converged, dtype=np.int8)})
             write_group(f["starts"], "estimate", self.starts_estimate)
@@ -674,7 +797,7 @@ class FitResult(Result):
 
 
 @eqx.filter_jit
-def _whitened_jacobian(problem: Problem, names: tuple[str, ...], vec: Array) -> tuple[Array, Array]:
+def _whitened_jacobian(problem: Problem | Experiments, names: tuple[str, ...], vec: Array) -> tuple[Array, Array]:
     """(Jacobian, value) of the whitened residuals at the natural free values `vec`, by
     forward mode, compiled (one compiled program rather than op-by-op tracing through
     every solver step)."""
@@ -717,7 +840,7 @@ def negative_log_likelihood(problem: Problem, x: dict[str, Array], known: set[st
     return float(total)
 
 
-def standard_errors(problem: Problem, x: dict[str, Array], sigma_known: bool) -> np.ndarray:
+def standard_errors(problem: Problem | Experiments, x: dict[str, Array], sigma_known: bool) -> np.ndarray:
     """Gauss-Newton covariance s^2 (J^T J)^-1 of the natural free values at `x`, where J
     is the Jacobian of the whitened residuals; s^2 = RSS / (n - p) unless every observed
     quantity came with its own sigma (then 1)."""
@@ -725,7 +848,7 @@ def standard_errors(problem: Problem, x: dict[str, Array], sigma_known: bool) ->
     vec = jnp.stack([x[n] for n in names])
     if isinstance(problem.solver, OdeSolver):
         solver = dataclasses.replace(problem.solver, adjoint="forward")
-        problem = dataclasses.replace(problem, solver=solver, forward_sensitivity=False)
+        problem = _replace(problem, solver=solver, forward_sensitivity=False)
 
     jac, r = (np.asarray(a) for a in _whitened_jacobian(problem, tuple(names), vec))
     n, p = problem.count, len(names)
@@ -777,7 +900,7 @@ def fit(
     u0 = problem.unconstrained(start)
     # Every start point is drawn up front, so a resumed fit starts where the first did.
     starts = [u0, *_latin_hypercube_starts(problem, u0, section.starts - 1, section.seed)]
-    identity = fingerprint(obs.time, obs.values, obs.sigma)
+    identity = fingerprint(*((o.time, o.values, o.sigma) for o in (obs if isinstance(obs, list) else [obs])))
     if output is None:
         return _fit(config, problem, start, obs, section, starts, identity, progress, None, resume)
     output = check_output_path(output)
@@ -785,7 +908,7 @@ def fit(
         return _fit(config, problem, start, obs, section, starts, identity, progress, output, resume)
 
 
-def _latin_hypercube_starts(problem: Problem, u0: dict, n: int, seed: int) -> list[dict]:
+def _latin_hypercube_starts(problem: Problem | Experiments, u0: dict, n: int, seed: int) -> list[dict]:
     """`n` start points by Latin hypercube sampling: uniform within the bounds for a
     bounded free quantity, normal around the first start (sd 0.5 on the unconstrained
     scale, a factor of about 1.6 for a positive one) for the others."""
@@ -804,7 +927,7 @@ def _latin_hypercube_starts(problem: Problem, u0: dict, n: int, seed: int) -> li
     return starts
 
 
-def _fit(config: Config, problem: Problem, start, obs: Observations, section: FitSection, starts: list, identity: str, progress: bool, output: Path | None, resume: bool) -> FitResult:
+def _fit(config: Config, problem: Problem | Experiments, start, obs: Observations | list[Observations], section: FitSection, starts: list, identity: str, progress: bool, output: Path | None, resume: bool) -> FitResult:
     """`fit` from its problem and start points on, writing `output` (held locked)."""
     run = _adam if section.optimizer == "adam" else _optimistix
     ck = Checkpointer(
@@ -829,30 +952,44 @@ def _fit(config: Config, problem: Problem, start, obs: Observations, section: Fi
                 ck.safe_point(k + 1, 0, None, [], best)
     u, history, ok, message, ends = best
     x = problem.natural(u)
-    sigma_known = all(name in obs.sigma for name in obs.values)
-    known = set(obs.sigma)
-    starts_objective = np.array([negative_log_likelihood(problem, {n: jnp.asarray(v) for n, v in e[2].items()}, known) for e in ends]) if section.starts > 1 else None
+    several = isinstance(problem, Experiments)
+    problems, observations = (problem.problems, obs) if several else ((problem,), [obs])
+    sigma_known = all(name in o.sigma for o in observations for name in o.values)
+
+    def likelihood(x):
+        return sum(negative_log_likelihood(p, x, set(o.sigma)) for p, o in zip(problems, observations))
+
+    starts_objective = np.array([likelihood({n: jnp.asarray(v) for n, v in e[2].items()}) for e in ends]) if section.starts > 1 else None
     cov = standard_errors(problem, x, sigma_known)
     names = [f.name for f in problem.free]
     stderr = {n: float(np.sqrt(cov[i, i])) if cov[i, i] >= 0 else float("nan") for i, n in enumerate(names)}
-    t0 = float(problem.t_sim[0])
-    # The fitted model on a fine grid (at the data's times for fixed-step MD runs).
-    t_fine = jnp.linspace(t0, float(problem.t_sim[-1]), 201) if problem.fixed_times is None else np.asarray(problem.fixed_times)
-    traj = problem.simulate(x, t_fine)
-    prediction = {k: np.asarray(v) for k, v in traj.observables.items()}
+
+    def predicted(p):
+        # The fitted model on a fine grid (at the data's times for fixed-step MD runs).
+        t0 = float(p.t_sim[0])
+        t_fine = jnp.linspace(t0, float(p.t_sim[-1]), 201) if p.fixed_times is None else np.asarray(p.fixed_times)
+        traj = p.simulate(x, t_fine)
+        return np.asarray(t_fine), {k: np.asarray(v) for k, v in traj.observables.items()}
+
+    runs = [predicted(p) for p in problems]
+    t_fine, prediction = runs[0]
+    problem_0 = problems[0]
     estimate = {n: float(x[n]) for n in names}
     fitted_params = {f.key: estimate[f.name] for f in problem.free if f.kind == "params"}
     fitted_initial = {f.key: estimate[f.name] for f in problem.free if f.kind == "initial"}
     fit_resolved = section.model_dump(exclude_defaults=False)
     fit_resolved = {k: v for k, v in fit_resolved.items() if v not in ({}, None)}
+    # (with experiments, the shared values: each experiment's own stay in [[experiments]])
+    params = config.raw.get("params") or {} if several else problem_0.params
+    initial = (config.raw.get("initial") or {} if several else problem_0.initial) if isinstance(problem_0.initial, dict) else None
     text = resolved_toml(
         config,
-        params={**{k: jsonable(v) for k, v in problem.params.items()}, **fitted_params},
-        **({"initial": {**{k: jsonable(v) for k, v in problem.initial.items()}, **fitted_initial}} if isinstance(problem.initial, dict) else {}),
+        params={**{k: jsonable(v) for k, v in params.items()}, **fitted_params},
+        **({"initial": {**{k: jsonable(v) for k, v in initial.items()}, **fitted_initial}} if initial is not None else {}),
         fit=fit_resolved,
     )
     result = FitResult(
-        model=problem.model.name,
+        model=problem_0.model.name,
         config=text,
         names=names,
         estimate=estimate,
@@ -863,12 +1000,13 @@ def _fit(config: Config, problem: Problem, start, obs: Observations, section: Fi
         message=message,
         time=np.asarray(t_fine),
         prediction=prediction,
-        observations=obs,
+        observations=observations[0],
         seed=section.seed if section.starts > 1 else None,
-        objective=negative_log_likelihood(problem, x, known),
+        objective=likelihood(x),
         starts_objective=starts_objective,
         starts_estimate={n: np.array([e[2][n] for e in ends]) for n in names} if starts_objective is not None else None,
         starts_converged=np.array([e[1] for e in ends]) if starts_objective is not None else None,
+        experiments={name: (t, pred, o) for name, (t, pred), o in zip(problem.names, runs, observations)} if several else None,
     )
     if output is not None:
         result.save(output)

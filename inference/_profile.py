@@ -249,17 +249,20 @@ def profile_config(config, params: list[str] | None = None, data=None, *, max_po
     import jax
     import jax.numpy as jnp
 
-    from ._fit import build_problem, fit, make_problem
+    from ._fit import build_problem, experiment_problems, fit, make_problem
 
     _, _, obs, section = build_problem(config, data)
     # (reverse-mode gradients, whatever the fit's optimiser)
-    problem, _, _ = make_problem(config, data, section.free, free_key="fit.free", loss=section.loss, weights=section.weights, bounds=section.bounds, gradient="forward_sensitivity")
+    if config.spec.experiments is not None:
+        problem, _, _ = experiment_problems(config, data, section, gradient="forward_sensitivity")
+    else:
+        problem, _, _ = make_problem(config, data, section.free, free_key="fit.free", loss=section.loss, weights=section.weights, bounds=section.bounds, gradient="forward_sensitivity")
     names = [f.name for f in problem.free]
     chosen = _chosen(names, params, str(config.path), "free quantities")
     if section.loss == "mse":
         raise config.error("fit.loss", "a profile likelihood needs a likelihood: loss = \"normal\" or \"lognormal\", not \"mse\"")
     fitted = fit(config, data)
-    sigma_known = all(name in obs.sigma for name in obs.values)
+    sigma_known = all(name in o.sigma for o in (obs if isinstance(obs, list) else [obs]) for name in o.values)
     n = problem.count
 
     def unflatten(v):

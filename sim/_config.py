@@ -206,6 +206,7 @@ class ConfigSpec(_Section):
     infer: dict[str, Value] | None = None
     sweep: dict[str, Value] | None = None
     events: list[EventSection] | None = None
+    experiments: list[dict[str, Value]] | None = None
     output: OutputSection = OutputSection()
     checks: ChecksSection = ChecksSection()
 
@@ -292,6 +293,9 @@ class Config:
         for section, value in self.raw.items():
             if section != "output" and isinstance(value, dict) and isinstance(value.get("file"), str):
                 files.append(self.resolve_path(value["file"]))
+        for experiment in self.raw.get("experiments") or []:
+            if isinstance(experiment, dict) and isinstance(experiment.get("file"), str):
+                files.append(self.resolve_path(experiment["file"]))
         model = self.raw.get("model")
         if isinstance(model, dict):  # the model's own file: a Python file or an SBML file
             if isinstance(model.get("source"), str):
