@@ -273,12 +273,16 @@ def _waterfall(ax, src: Source, best: float) -> None:
     shown = np.where(finite, objective - best + 1.0, np.nan)
     ax.plot(rank[finite], shown[finite], color="0.6", lw=0.8, zorder=1)
     ax.scatter(rank[same], shown[same], s=14, color="C0", zorder=2, label=f"{int(same.sum())} within {_SAME_OPTIMUM} of the best")
-    ax.scatter(rank[finite & ~same], shown[finite & ~same], s=14, color="C1", zorder=2, label="other local optima")
+    if (finite & ~same).any():
+        ax.scatter(rank[finite & ~same], shown[finite & ~same], s=14, color="C1", zorder=2, label="other local optima")
     if (~finite).any():
         ax.text(0.99, 0.02, f"{int((~finite).sum())} start(s) failed", ha="right", va="bottom", transform=ax.transAxes, fontsize=8)
     ax.set_yscale("log")
+    # (at least a decade: starts that all agree would otherwise fill the axis with noise)
+    top = float(np.nanmax(shown)) if finite.any() else 10.0
+    ax.set_ylim(0.7, max(10.0, 2.0 * top))
     ax.set_xlabel("start, sorted by final objective")
-    ax.set_ylabel(f"objective - {best:.6g} + 1")
+    ax.set_ylabel(f"objective - best + 1 (best {best:.6g})")
     ax.set_title(f"waterfall: {len(objective)} starts", fontsize=9)
     ax.legend(fontsize=8, loc="upper left")
 

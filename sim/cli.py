@@ -308,7 +308,7 @@ def _fit_petab(problem_file: Path, output: Optional[Path], evaluate: bool, start
     path = check_output_path(output if output is not None else Path(problem_file.stem + "_fit.h5"), "-o", inputs=problem_files(problem_file))
     start = time.perf_counter()
     with exclusive(path), resumable(path, "the fit"):
-        report = None if quiet else (lambda k, f: print(f"start {k}/{starts}: objective {f:.6g}", file=sys.stderr))
+        report = None if quiet else (lambda k, f: print(f"start {k} of {starts} done: objective {f:.6g}", file=sys.stderr))
         result = fit_petab(problem, starts=starts, evaluate=evaluate, on_start=report)
         result.save(path)
     if not quiet:
