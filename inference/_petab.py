@@ -623,13 +623,18 @@ def _negative_log_likelihood(y, h, sigma, transformation: str, distribution: str
 
 def _steady_state(model, solver: OdeSolver, params, y0):
     """The steady state reached from y0 (preequilibration): integrated until the
-    time derivative is negligible (diffrax's steady-state event), differentiated by the
-    implicit function theorem."""
+    time derivative is negligible (diffrax's steady-state event), differentiated
+    through the solve with the solver's own adjoint. (Not by the implicit function
+    theorem: with conserved quantities, common in biochemical models, the Jacobian at
+    the steady state is singular and the steady state depends on y0.)"""
     import diffrax
 
+    from solvers._ode import make_adjoint
+
+    method = solver.diffrax_solver()
     sol = diffrax.diffeqsolve(
         diffrax.ODETerm(model.vector_field),
-        solver.diffrax_solver(),
+        method,
         t0=0.0,
         t1=jnp.inf,
         dt0=None,
@@ -638,7 +643,7 @@ def _steady_state(model, solver: OdeSolver, params, y0):
         saveat=diffrax.SaveAt(t1=True),
         stepsize_controller=diffrax.PIDController(rtol=solver.rtol, atol=solver.atol),
         event=diffrax.Event(diffrax.steady_state_event()),
-        adjoint=diffrax.ImplicitAdjoint(),
+        adjoint=make_adjoint(solver.adjoint, method),
         max_steps=solver.max_steps,
         throw=False,
     )
