@@ -507,8 +507,11 @@ def load_petab(path: str | Path, solver: OdeSolver | None = None) -> PetabProble
                 for name, value in zip(wanted, values):
                     cell_where = f"{path.name}: measurement table, row {i + 1}, column {table_column}"
                     placeholders[name][k] = sources.of(value, cell_where)
-                    if prefix == "noiseParameter" and placeholders[name][k] >= len(sources.index) and not sources.constants[placeholders[name][k] - len(sources.index)] > 0:
-                        raise PetabError(f"{cell_where}: a noise parameter must be positive, got {value!r}")
+                    # (a number that is the whole noise formula is sigma itself; within a
+                    # formula such as `noiseParameter1 + noiseParameter2 * y` a 0 is fine)
+                    sigma_itself = str(expr) == name
+                    if prefix == "noiseParameter" and sigma_itself and placeholders[name][k] >= len(sources.index) and not sources.constants[placeholders[name][k] - len(sources.index)] > 0:
+                        raise PetabError(f"{cell_where}: a noise parameter that is sigma itself must be positive, got {value!r}")
         observables.append(_Observable(str(oid), fns["observableFormula"], fns["noiseFormula"], transformation, distribution, rows, placeholders))
         if transformation != "lin" and np.any(measured[rows] <= 0):
             i = rows[np.argmax(measured[rows] <= 0)]

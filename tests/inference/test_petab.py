@@ -132,7 +132,7 @@ def _broken(tmp_path, table: str, old: str, new: str) -> Path:
     [
         ("measurementData", "pSTAT5A_rel\t\tmodel1_data1\t7.90107299873911", "pSTAT5X\t\tmodel1_data1\t7.90107299873911", "row 1, column observableId: no observable 'pSTAT5X'"),
         ("measurementData", "7.90107299873911", "seven", "row 1, column measurement: expected a number"),
-        ("measurementData", "7.90107299873911\t0.0\t\tsd_pSTAT5A_rel", "7.90107299873911\t0.0\t\t-2", "row 1, column noiseParameters: a noise parameter must be positive"),
+        ("measurementData", "7.90107299873911\t0.0\t\tsd_pSTAT5A_rel", "7.90107299873911\t0.0\t\t-2", "row 1, column noiseParameters: a noise parameter that is sigma itself must be positive"),
         ("measurementData", "7.90107299873911\t0.0\t\tsd_pSTAT5A_rel", "7.90107299873911\t0.0\t\tsd_nothing", "row 1, column noiseParameters: 'sd_nothing' is neither a number nor a parameter"),
         ("measurementData", "\tmodel1_data1\t7.90107299873911", "\tmodel9\t7.90107299873911", "column simulationConditionId: no condition 'model9'"),
         ("observables", "noiseParameter1_pSTAT5A_rel\tlin", "noiseParameter1_pSTAT5A_rel + kk\tlin", "column noiseFormula: 'kk' is no id of the model"),
