@@ -197,6 +197,7 @@ class _Sources:
     def __init__(self, parameters: list[PetabParameter]):
         self.index = {p.id: i for i, p in enumerate(parameters)}
         self.constants: list[float] = []
+        self.used: set[str] = set()  # the ids of the table that something reads
 
     def of(self, value, where: str) -> int:
         """The index of a number or a parameter id."""
@@ -207,6 +208,7 @@ class _Sources:
             except ValueError:
                 if text not in self.index:
                     raise PetabError(f"{where}: {text!r} is neither a number nor a parameter of the parameter table") from None
+                self.used.add(text)
                 return self.index[text]
         self.constants.append(float(value))
         return len(self.index) + len(self.constants) - 1
@@ -492,6 +494,7 @@ def load_petab(path: str | Path, solver: OdeSolver | None = None) -> PetabProble
             fn, names = _compile(expr, f"{where}, column {column}")
             fns[column] = fn
             wanted = sorted(n for n in names if n.startswith(prefix) and n.endswith(f"_{oid}"))
+            sources.used.update(n for n in names if n in sources.index)
             for name in names:
                 if name not in model_ids and name not in sources.index and name not in wanted:
                     raise PetabError(f"{where}, column {column}: {name!r} is no id of the model, parameter of the parameter table or {prefix} of {oid!r}")
@@ -516,6 +519,10 @@ def load_petab(path: str | Path, solver: OdeSolver | None = None) -> PetabProble
         if transformation != "lin" and np.any(measured[rows] <= 0):
             i = rows[np.argmax(measured[rows] <= 0)]
             raise PetabError(f"{path.name}: measurement table, row {i + 1}, column measurement: a {transformation}-transformed observable needs a positive measurement, got {measured[i]!r}")
+
+    for p in parameters:
+        if p.id not in model_params and p.id not in sources.used:
+            raise PetabError(f"{path.name}: parameter table, row {p.id!r}: no parameter of the model {model.name!r}, and no condition, formula or measurement uses it")
 
     # (a failed solve gives NaN, an infinite objective, never an exception mid-fit)
     solver = solver or OdeSolver(method="kvaerno5", rtol=1e-8, atol=1e-10, max_steps=100_000, throw=False)

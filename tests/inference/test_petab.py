@@ -148,6 +148,14 @@ def test_bad_petab_tables_are_one_line_naming_table_row_and_column(tmp_path, tab
     assert "\n" not in message and says in message, message
 
 
+def test_a_parameter_nothing_uses_is_refused(tmp_path):
+    from inference._petab import PetabError, load_petab
+
+    problem = _broken(tmp_path, "parameters", "specC17\tspecC17\tlin\t-5\t5\t0.107\t0", "specC17\tspecC17\tlin\t-5\t5\t0.107\t0\nzzz\tzzz\tlog10\t1E-05\t100000\t1.0\t1")
+    with pytest.raises(PetabError, match="parameter table, row 'zzz': no parameter of the model"):
+        load_petab(problem)
+
+
 def test_a_bad_petab_problem_exits_2_with_one_line_and_no_output(tmp_path):
     problem = _broken(tmp_path, "measurementData", "7.90107299873911", "seven")
     done = _cli(["fit", str(problem), "--evaluate", "-o", "out.h5"], tmp_path)
