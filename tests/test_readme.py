@@ -71,6 +71,13 @@ SMALL: dict[str, list[str]] = {
     "sim fit experiments/sir_boarding_school.toml -o sir_fit.h5": [],
     "sim models experiments/predation.py": [],
     "sim run experiments/predation.toml -o predation.h5": [],
+    "sim profile experiments/sir_boarding_school.toml -o sir_profile.h5": [],
+    "sim plot sir_profile.h5": [],
+    "sim fit experiments/petab/Boehm_JProteomeRes2014/Boehm_JProteomeRes2014.yaml --evaluate -o boehm_eval.h5": [],
+    "sim fit experiments/petab/Boehm_JProteomeRes2014/Boehm_JProteomeRes2014.yaml --starts 20 -o boehm_fit.h5": ["--starts", "2"],
+    "sim plot boehm_fit.h5": [],
+    "sim profile experiments/petab/Boehm_JProteomeRes2014/Boehm_JProteomeRes2014.yaml --param k_phos -o boehm_profile.h5": [],
+    "sim infer experiments/petab/Boehm_JProteomeRes2014/Boehm_JProteomeRes2014.yaml --chains 2 --warmup 300 --samples 300 -o boehm_posterior.h5": ["--chains", "1", "--warmup", "20", "--samples", "20"],
 }
 # Run only with `-m slow` (each repeats what a default command covers: a Dask cluster
 # start and a second NUTS compilation).
@@ -92,6 +99,19 @@ SLOW = {
     "sim run experiments/predation.toml -o predation.h5",
     # The same config's sweep (and its figure) runs by default.
     "sim run experiments/sir_boarding_school.toml -o sir.h5",
+    # Profiles of a config (and their figure) run by default in
+    # tests/inference/test_profile.py.
+    "sim profile experiments/sir_boarding_school.toml -o sir_profile.h5",
+    "sim plot sir_profile.h5",
+    # The PEtab commands on the problem the README names: by default
+    # tests/inference/test_petab.py evaluates the same problem through `sim fit
+    # --evaluate` and checks the gradient of its objective; `sim infer` and `sim profile`
+    # of PEtab problems run with `-m slow` there and in tests/inference/test_profile.py.
+    "sim fit experiments/petab/Boehm_JProteomeRes2014/Boehm_JProteomeRes2014.yaml --evaluate -o boehm_eval.h5",
+    "sim fit experiments/petab/Boehm_JProteomeRes2014/Boehm_JProteomeRes2014.yaml --starts 20 -o boehm_fit.h5",
+    "sim plot boehm_fit.h5",
+    "sim profile experiments/petab/Boehm_JProteomeRes2014/Boehm_JProteomeRes2014.yaml --param k_phos -o boehm_profile.h5",
+    "sim infer experiments/petab/Boehm_JProteomeRes2014/Boehm_JProteomeRes2014.yaml --chains 2 --warmup 300 --samples 300 -o boehm_posterior.h5",
 }
 # The quick start's set-up: checked, not run.
 SETUP = {"python3 -m venv .venv", ".venv/bin/pip install -e .", '.venv/bin/pip install --no-compile -e ".[dev]"', '.venv/bin/pip install -e ".[cuda12]"'}
