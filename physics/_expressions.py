@@ -1,4 +1,5 @@
-"""Right-hand sides written as text: a small expression language, parsed without `eval`.
+"""Right-hand sides written as text: a small expression language, parsed without `eval`,
+and differentiated symbolically.
 
 The text is read by Python's own parser (`ast.parse`, which only builds a syntax tree)
 and every node is checked against what the language allows: numbers, the names it is
@@ -6,8 +7,14 @@ given (states, parameters, `t`, the constants `pi` and `e`), + - * / ** and unar
 minus, comparisons and `and`/`or`/`not` (for conditions), `a if cond else b`, and calls
 of the functions in `FUNCTIONS` with their number of arguments. Anything else (attribute
 access, subscripts, keywords, strings, lambdas, ...) is refused with its column. The
-checked tree becomes a Python function of a dict of values built from `jax.numpy`
-operations, so it traces, compiles and differentiates like hand-written model code.
+checked tree becomes a list of `jax.numpy` operations applied to a dict of values, so it
+traces, compiles and differentiates like hand-written model code.
+
+`Expression.derivative` builds the derivative with respect to a symbol as another tree
+of the same nodes, folding constants so that structural zeros are known (an expression
+that does not read the symbol has the derivative 0). The checked tree is at most
+`MAX_DEPTH` deep; a derivative may be deeper, so everything done to trees after the
+check (differentiation, evaluation, printing) walks them with an explicit stack.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ import ast
 import difflib
 import math
 from collections.abc import Callable, Collection
+from functools import reduce
 from typing import Any
 
 import jax.numpy as jnp
@@ -63,19 +71,73 @@ def _did_you_mean(name: str, known: Collection[str]) -> str:
 
 
 class Expression:
-    """A parsed expression: `names` it reads, and `__call__(values)` with a dict holding
-    (at least) those names."""
+    """A checked expression: its `text`, the symbol `names` it reads and its syntax
+    `tree`. `__call__(values)` evaluates it with a dict holding (at least) those names;
+    `derivative(name)` is the expression of its derivative with respect to a symbol."""
 
-    def __init__(self, text: str, names: frozenset[str], fn: Callable[[dict[str, Any]], Any]):
-        self.text = text
+    def __init__(self, text: str | None, names: frozenset[str], tree: ast.expr, operators: frozenset[str] = frozenset()):
+        self._text = text  # (None: written from the tree when asked for)
+        self._text_length: int | None = None
         self.names = names
-        self._fn = fn
+        self.tree = tree
+        self._operators = operators
+        self._steps = _compile(tree, names, operators)
 
     def __call__(self, values: dict[str, Any]) -> Any:
-        return self._fn(values)
+        slots: list[Any] = []
+        for operation, arguments in self._steps:
+            slots.append(operation(values, *(slots[i] for i in arguments)))
+        return slots[-1]
+
+    @property
+    def text(self) -> str:
+        """The expression as written; a derivative's as `unparse` writes its tree.
+
+        Raises:
+            ExpressionError: the text would be longer than an expression may be (a
+                derivative repeats the subexpressions it shares).
+        """
+        if self._text is None:
+            if self._length() > MAX_LENGTH:
+                raise ExpressionError(f"the text would have {self._length():,} characters, more than the {MAX_LENGTH:,} an expression may have")
+            self._text = unparse(self.tree)
+        return self._text
+
+    def _length(self) -> int:
+        if self._text is not None:
+            return len(self._text)
+        if self._text_length is None:
+            self._text_length = _text_length(self.tree)
+        return self._text_length
+
+    @property
+    def is_zero(self) -> bool:
+        """Whether the expression is the number 0 (as a derivative: a structural zero)."""
+        return _value(self.tree) == 0
+
+    def derivative(self, name: str) -> Expression:
+        """The derivative with respect to the symbol `name` (0 when it does not read it).
+
+        Example:
+            >>> parse("k * x ** 2 + sin(t)", ["x", "k", "t"]).derivative("x").text
+            'k * (2 * x)'
+
+        Raises:
+            ExpressionError: the expression applies an operator the values supply (a
+                PDE's derivative) to something that reads `name`.
+        """
+        if name not in self.names:
+            return _ZERO
+        tree = _differentiate(self.tree, name, self._operators)
+        if tree is None:
+            return _ZERO
+        return Expression(None, frozenset(_symbols(tree) & self.names), tree, self._operators)
 
     def __repr__(self) -> str:
-        return f"Expression({self.text!r})"
+        try:
+            return f"Expression({self.text!r})"
+        except ExpressionError:
+            return f"Expression(<{self._length():,} characters>)"
 
 
 def parse(text: str, symbols: Collection[str], operators: Collection[str] = ()) -> Expression:
@@ -107,8 +169,8 @@ def parse(text: str, symbols: Collection[str], operators: Collection[str] = ()) 
     def fail(node: ast.AST, why: str) -> ExpressionError:
         return ExpressionError(f"column {getattr(node, 'col_offset', 0) + 1}: {why}")
 
-    def build(node: ast.AST, depth: int = 0) -> Callable[[dict[str, Any]], Any]:
-        if depth > MAX_DEPTH:  # (evaluation recurses as deep as the tree)
+    def check(node: ast.AST, depth: int = 0) -> None:
+        if depth > MAX_DEPTH:  # (the check recurses as deep as the tree)
             raise ExpressionError(f"nested more than {MAX_DEPTH} levels deep; split it into observables or shorter terms")
         if isinstance(node, ast.Constant):
             value = node.value
@@ -120,82 +182,461 @@ def parse(text: str, symbols: Collection[str], operators: Collection[str] = ()) 
                 number = math.inf
             if not math.isfinite(number):
                 raise fail(node, f"expected a finite number, got {ast.get_source_segment(source, node) or value!r}")
-            return lambda v: number
+            return
         if isinstance(node, ast.Name):
             name = node.id
             if name in known:
                 used.add(name)
-                return lambda v: v[name]
+                return
             if name in CONSTANTS:
-                constant = CONSTANTS[name]
-                return lambda v: constant
+                return
             if name in FUNCTIONS or name in operators:
                 raise fail(node, f"{name!r} is a function: call it, as {name}(...)")
             raise fail(node, f"unknown name {name!r}{_did_you_mean(name, known | set(CONSTANTS))}")
         if isinstance(node, ast.BinOp):
             if isinstance(node.op, ast.BitXor):
                 raise fail(node, "^ is not a power here: write x ** 2")
-            op = _BINARY.get(type(node.op))
-            if op is None:
+            if type(node.op) not in _BINARY:
                 raise fail(node, f"the operator {type(node.op).__name__} is not in the language (+ - * / **)")
-            left, right = build(node.left, depth + 1), build(node.right, depth + 1)
-            return lambda v: op(left(v), right(v))
-        if isinstance(node, ast.UnaryOp):
-            operand = build(node.operand, depth + 1)
-            if isinstance(node.op, ast.USub):
-                return lambda v: jnp.negative(operand(v))
-            if isinstance(node.op, ast.UAdd):
-                return operand
-            if isinstance(node.op, ast.Not):
-                return lambda v: jnp.logical_not(operand(v))
-            raise fail(node, f"the operator {type(node.op).__name__} is not in the language")
-        if isinstance(node, ast.Compare):
+        elif isinstance(node, ast.UnaryOp):
+            if not isinstance(node.op, (ast.USub, ast.UAdd, ast.Not)):
+                raise fail(node, f"the operator {type(node.op).__name__} is not in the language")
+        elif isinstance(node, ast.Compare):
             if len(node.ops) != 1:
                 raise fail(node, "chained comparisons are not in the language: join them with `and`")
-            op = _COMPARE.get(type(node.ops[0]))
-            if op is None:
+            if type(node.ops[0]) not in _COMPARE:
                 raise fail(node, f"the comparison {type(node.ops[0]).__name__} is not in the language")
-            left, right = build(node.left, depth + 1), build(node.comparators[0], depth + 1)
-            return lambda v: op(left(v), right(v))
-        if isinstance(node, ast.BoolOp):
-            parts = [build(n, depth + 1) for n in node.values]
-            join = jnp.logical_and if isinstance(node.op, ast.And) else jnp.logical_or
-
-            def boolean(v):
-                out = parts[0](v)
-                for part in parts[1:]:
-                    out = join(out, part(v))
-                return out
-
-            return boolean
-        if isinstance(node, ast.IfExp):
-            cond, yes, no = build(node.test, depth + 1), build(node.body, depth + 1), build(node.orelse, depth + 1)
-            return lambda v: jnp.where(cond(v), yes(v), no(v))
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in operators:
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in operators:
             if node.keywords or len(node.args) != 1 or isinstance(node.args[0], ast.Starred):
                 raise fail(node, f"{node.func.id}() takes 1 argument, got {len(node.args) + len(node.keywords)}")
-            key, arg = f"@{node.func.id}", build(node.args[0], depth + 1)
-            if isinstance(node.args[0], ast.Name) and node.args[0].id in known:
-                # Applied to a symbol itself: the values may supply "@NAME:SYMBOL" (a
-                # field's derivative with that field's boundary conditions).
-                own = f"{key}:{node.args[0].id}"
-                return lambda v: v[own]() if own in v else v[key](arg(v))
-            return lambda v: v[key](arg(v))
-        if isinstance(node, ast.Call):
+        elif isinstance(node, ast.Call):
             if not isinstance(node.func, ast.Name) or node.func.id not in FUNCTIONS:
                 name = node.func.id if isinstance(node.func, ast.Name) else ast.unparse(node.func)
                 raise fail(node, f"unknown function {name!r}{_did_you_mean(name, set(FUNCTIONS) | set(operators))}")
-            fn, arity = FUNCTIONS[node.func.id]
+            arity = FUNCTIONS[node.func.id][1]
             if node.keywords or any(isinstance(a, ast.Starred) for a in node.args):
                 raise fail(node, f"{node.func.id}() takes plain arguments, no keywords")
             if len(node.args) != arity:
                 raise fail(node, f"{node.func.id}() takes {arity} argument{'s' if arity > 1 else ''}, got {len(node.args)}")
-            args = [build(a, depth + 1) for a in node.args]
-            return lambda v: fn(*(a(v) for a in args))
-        raise fail(node, f"{type(node).__name__} is not in the expression language")
+        elif not isinstance(node, (ast.BoolOp, ast.IfExp)):
+            raise fail(node, f"{type(node).__name__} is not in the expression language")
+        for child in _children(node):
+            check(child, depth + 1)
 
     try:
-        fn = build(tree.body)
+        check(tree.body)
     except RecursionError:
         raise ExpressionError("nested too deeply to read; split it into observables or shorter terms") from None
-    return Expression(source, frozenset(used), fn)
+    return Expression(source, frozenset(used), tree.body, frozenset(operators))
+
+
+# ----------------------------------------------------------------------------- walking trees
+
+
+def _children(node: ast.AST) -> list[ast.expr]:
+    """The operands of a checked node (a call's arguments, never the function's name)."""
+    if isinstance(node, ast.BinOp):
+        return [node.left, node.right]
+    if isinstance(node, ast.UnaryOp):
+        return [node.operand]
+    if isinstance(node, ast.Compare):
+        return [node.left, *node.comparators]
+    if isinstance(node, ast.BoolOp):
+        return list(node.values)
+    if isinstance(node, ast.IfExp):
+        return [node.test, node.body, node.orelse]
+    if isinstance(node, ast.Call):
+        return list(node.args)
+    return []
+
+
+def _postorder(tree: ast.expr, children: Callable[[ast.AST], list[ast.expr]] = _children) -> list[ast.expr]:
+    """Each node of `tree` once (a subtree shared by several parents too), every node
+    after its `children`: without recursion, so at any depth."""
+    order: list[ast.expr] = []
+    seen: set[int] = set()
+    stack: list[tuple[ast.expr, bool]] = [(tree, False)]
+    while stack:
+        node, expanded = stack.pop()
+        if expanded:
+            order.append(node)
+        elif id(node) not in seen:
+            seen.add(id(node))
+            stack.append((node, True))
+            stack.extend((child, False) for child in reversed(children(node)))
+    return order
+
+
+def _symbols(tree: ast.expr) -> set[str]:
+    return {node.id for node in _postorder(tree) if isinstance(node, ast.Name)}
+
+
+def _compile(tree: ast.expr, names: Collection[str], operators: Collection[str]) -> list[tuple[Callable[..., Any], list[int]]]:
+    """The operations that evaluate `tree`, in an order where each reads the slots of its
+    operands (a shared subtree is evaluated once): (operation(values, *operands), the
+    operands' slots)."""
+    slot: dict[int, int] = {}
+    steps = []
+    for node in _postorder(tree):
+        slot[id(node)] = len(steps)
+        steps.append((_operation(node, names, operators), [slot[id(child)] for child in _children(node)]))
+    return steps
+
+
+def _operation(node: ast.expr, names: Collection[str], operators: Collection[str]) -> Callable[..., Any]:
+    if isinstance(node, ast.Constant):
+        number = float(node.value)
+        return lambda v: number
+    if isinstance(node, ast.Name):
+        name = node.id
+        if name in names:
+            return lambda v: v[name]
+        constant = CONSTANTS[name]
+        return lambda v: constant
+    if isinstance(node, ast.BinOp):
+        op = _BINARY[type(node.op)]
+        return lambda v, a, b: op(a, b)
+    if isinstance(node, ast.UnaryOp):
+        if isinstance(node.op, ast.USub):
+            return lambda v, a: jnp.negative(a)
+        if isinstance(node.op, ast.Not):
+            return lambda v, a: jnp.logical_not(a)
+        return lambda v, a: a
+    if isinstance(node, ast.Compare):
+        op = _COMPARE[type(node.ops[0])]
+        return lambda v, a, b: op(a, b)
+    if isinstance(node, ast.BoolOp):
+        join = jnp.logical_and if isinstance(node.op, ast.And) else jnp.logical_or
+        return lambda v, *parts: reduce(join, parts)
+    if isinstance(node, ast.IfExp):
+        return lambda v, cond, yes, no: jnp.where(cond, yes, no)
+    assert isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+    if node.func.id in operators:
+        key = f"@{node.func.id}"
+        if isinstance(node.args[0], ast.Name) and node.args[0].id in names:
+            # Applied to a symbol itself: the values may supply "@NAME:SYMBOL" (a
+            # field's derivative with that field's boundary conditions).
+            own = f"{key}:{node.args[0].id}"
+            return lambda v, a: v[own]() if own in v else v[key](a)
+        return lambda v, a: v[key](a)
+    fn = FUNCTIONS[node.func.id][0]
+    return lambda v, *args: fn(*args)
+
+
+# ----------------------------------------------------------------------------- derivatives
+#
+# A derivative is None where it is structurally zero. The builders below fold numbers
+# and drop zeros and ones, so a derivative reads as one would write it by hand.
+
+
+def _value(node: ast.expr | None) -> float | None:
+    """The number a node is (a constant under any signs), else None."""
+    sign = 1.0
+    while isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        sign = -sign if isinstance(node.op, ast.USub) else sign
+        node = node.operand
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
+        return sign * float(node.value)
+    return None
+
+
+def _number(x: float) -> ast.expr:
+    magnitude: int | float = abs(x)
+    if magnitude.is_integer() and magnitude < 2**53:
+        magnitude = int(magnitude)  # (read as the same float; printed without ".0")
+    node: ast.expr = ast.Constant(magnitude)
+    return ast.UnaryOp(ast.USub(), node) if x < 0 else node
+
+
+def _fold(op: Callable[[float, float], float], a: ast.expr, b: ast.expr) -> ast.expr | None:
+    """`a op b` as one number when both are numbers and the result is a finite real."""
+    x, y = _value(a), _value(b)
+    if x is None or y is None:
+        return None
+    try:
+        z = op(x, y)
+    except (ArithmeticError, ValueError):
+        return None
+    return _number(z) if isinstance(z, float) and math.isfinite(z) else None
+
+
+def _negated(node: ast.expr) -> ast.expr | None:
+    """x for -x (x not a number), else None."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and _value(node) is None:
+        return node.operand
+    return None
+
+
+def _minus(node: ast.expr) -> ast.expr | None:
+    """x when `node` is -x as a negative number, a negation, or a negative number times
+    (or over) x; else None (a + -2 * y is written a - 2 * y)."""
+    if (x := _value(node)) is not None:
+        return _number(-x) if x < 0 else None
+    if (inner := _negated(node)) is not None:
+        return inner
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Mult, ast.Div)) and (x := _value(node.left)) is not None and x < 0:
+        return node.right if x == -1 and isinstance(node.op, ast.Mult) else ast.BinOp(_number(-x), node.op, node.right)
+    return None
+
+
+def _neg(a: ast.expr | None) -> ast.expr | None:
+    if a is None or _value(a) == 0:
+        return None
+    if (x := _value(a)) is not None:
+        return _number(-x)
+    if (inner := _negated(a)) is not None:
+        return inner
+    if isinstance(a, ast.BinOp) and isinstance(a.op, (ast.Mult, ast.Div)) and (x := _value(a.left)) is not None:
+        return ast.BinOp(_number(-x), a.op, a.right)  # -(2 * x) -> -2 * x
+    return ast.UnaryOp(ast.USub(), a)
+
+
+def _add(a: ast.expr | None, b: ast.expr | None) -> ast.expr | None:
+    if a is None or _value(a) == 0:
+        return b
+    if b is None or _value(b) == 0:
+        return a
+    if (folded := _fold(lambda x, y: x + y, a, b)) is not None:
+        return folded
+    if (positive := _minus(b)) is not None:
+        return ast.BinOp(a, ast.Sub(), positive)
+    return ast.BinOp(a, ast.Add(), b)
+
+
+def _sub(a: ast.expr | None, b: ast.expr | None) -> ast.expr | None:
+    if b is None or _value(b) == 0:
+        return a
+    if a is None or _value(a) == 0:
+        return _neg(b)
+    if (folded := _fold(lambda x, y: x - y, a, b)) is not None:
+        return folded
+    if (positive := _minus(b)) is not None:
+        return ast.BinOp(a, ast.Add(), positive)
+    return ast.BinOp(a, ast.Sub(), b)
+
+
+def _mul(a: ast.expr | None, b: ast.expr | None) -> ast.expr | None:
+    if a is None or b is None or _value(a) == 0 or _value(b) == 0:
+        return None
+    if (folded := _fold(lambda x, y: x * y, a, b)) is not None:
+        return folded
+    if _value(a) is None and _value(b) is not None:
+        a, b = b, a  # a number first: 2 * x
+    x = _value(a)
+    if x == 1:
+        return b
+    if x == -1:
+        return _neg(b)
+    if x is not None and isinstance(b, ast.BinOp) and isinstance(b.op, ast.Mult) and _value(b.left) is not None:
+        return _mul(_mul(a, b.left), b.right)  # 3 * (2 * x) -> 6 * x
+    if (inner := _negated(a)) is not None:
+        return _neg(_mul(inner, b))
+    if (inner := _negated(b)) is not None:
+        return _neg(_mul(a, inner))
+    return ast.BinOp(a, ast.Mult(), b)
+
+
+def _div(a: ast.expr | None, b: ast.expr) -> ast.expr | None:
+    if a is None or _value(a) == 0:
+        return None
+    if (folded := _fold(lambda x, y: x / y, a, b)) is not None:
+        return folded
+    if _value(b) == 1:
+        return a
+    if _value(b) == -1:
+        return _neg(a)
+    if (inner := _negated(a)) is not None:
+        return _neg(_div(inner, b))
+    return ast.BinOp(a, ast.Div(), b)
+
+
+def _pow(a: ast.expr, b: ast.expr) -> ast.expr:
+    if _value(b) == 0:
+        return ast.Constant(1)
+    if _value(b) == 1:
+        return a
+    folded = _fold(lambda x, y: x**y, a, b)
+    return folded if folded is not None else ast.BinOp(a, ast.Pow(), b)
+
+
+def _call(name: str, *args: ast.expr) -> ast.expr:
+    return ast.Call(ast.Name(name, ast.Load()), list(args), [])
+
+
+def _branches(make: Callable[[ast.expr, ast.expr], ast.expr], yes: ast.expr | None, no: ast.expr | None) -> ast.expr | None:
+    """A choice between two derivatives under the condition of the original (0 when both are)."""
+    if yes is None and no is None:
+        return None
+    return make(ast.Constant(0) if yes is None else yes, ast.Constant(0) if no is None else no)
+
+
+def _power(node: ast.expr, base: ast.expr, exponent: ast.expr, d_base: ast.expr | None, d_exponent: ast.expr | None) -> ast.expr | None:
+    """d(base ** exponent) = exponent * base ** (exponent - 1) * d_base + base ** exponent * log(base) * d_exponent."""
+    power_rule = None if d_base is None else _mul(d_base, _mul(exponent, _pow(base, _sub(exponent, ast.Constant(1)))))
+    exponential_rule = None if d_exponent is None else _mul(d_exponent, _mul(node, _call("log", base)))
+    return _add(power_rule, exponential_rule)
+
+
+# The derivative of f(u) as a function of (the call f(u), u, du).
+_CHAIN: dict[str, Callable[[ast.expr, ast.expr, ast.expr], ast.expr | None]] = {
+    "exp": lambda f, u, du: _mul(du, f),
+    "log": lambda f, u, du: _div(du, u),
+    "log10": lambda f, u, du: _div(du, _mul(u, _call("log", ast.Constant(10)))),
+    "sqrt": lambda f, u, du: _div(du, _mul(ast.Constant(2), f)),
+    "sin": lambda f, u, du: _mul(du, _call("cos", u)),
+    "cos": lambda f, u, du: _neg(_mul(du, _call("sin", u))),
+    "tan": lambda f, u, du: _mul(du, _add(ast.Constant(1), _pow(f, ast.Constant(2)))),
+    "arcsin": lambda f, u, du: _div(du, _call("sqrt", _sub(ast.Constant(1), _pow(u, ast.Constant(2))))),
+    "arccos": lambda f, u, du: _neg(_div(du, _call("sqrt", _sub(ast.Constant(1), _pow(u, ast.Constant(2)))))),
+    "arctan": lambda f, u, du: _div(du, _add(ast.Constant(1), _pow(u, ast.Constant(2)))),
+    "sinh": lambda f, u, du: _mul(du, _call("cosh", u)),
+    "cosh": lambda f, u, du: _mul(du, _call("sinh", u)),
+    "tanh": lambda f, u, du: _mul(du, _sub(ast.Constant(1), _pow(f, ast.Constant(2)))),
+    "abs": lambda f, u, du: _mul(du, _call("sign", u)),
+}
+_PIECEWISE_CONSTANT = ("sign", "floor", "ceil")
+_CHOICES = ("where", "piecewise")
+
+
+def _differentiated(node: ast.AST) -> list[ast.expr]:
+    """The operands whose derivatives the derivative of `node` needs (a condition has none)."""
+    if isinstance(node, (ast.Compare, ast.BoolOp)) or (isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not)):
+        return []
+    if isinstance(node, ast.IfExp):
+        return [node.body, node.orelse]
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+        if node.func.id in _PIECEWISE_CONSTANT:
+            return []
+        if node.func.id in _CHOICES:
+            return list(node.args[1:])
+    return _children(node)
+
+
+def _differentiate(tree: ast.expr, name: str, operators: Collection[str]) -> ast.expr | None:
+    """The derivative of a checked tree with respect to the symbol `name` (None: zero)."""
+    done: dict[int, ast.expr | None] = {}
+    for node in _postorder(tree, _differentiated):
+        d = [done[id(child)] for child in _differentiated(node)]
+        done[id(node)] = _rule(node, name, d, operators)
+    return done[id(tree)]
+
+
+def _rule(node: ast.expr, name: str, d: list[ast.expr | None], operators: Collection[str]) -> ast.expr | None:
+    """The derivative of `node` from the derivatives `d` of its `_differentiated` operands."""
+    if isinstance(node, ast.Name):
+        return ast.Constant(1) if node.id == name else None
+    if isinstance(node, ast.BinOp):
+        left, right = node.left, node.right
+        if isinstance(node.op, ast.Add):
+            return _add(d[0], d[1])
+        if isinstance(node.op, ast.Sub):
+            return _sub(d[0], d[1])
+        if isinstance(node.op, ast.Mult):
+            return _add(_mul(d[0], right), _mul(left, d[1]))
+        if isinstance(node.op, ast.Div):
+            quotient = _div(d[0], right)
+            return quotient if d[1] is None else _sub(quotient, _div(_mul(left, d[1]), _pow(right, ast.Constant(2))))
+        return _power(node, left, right, d[0], d[1])
+    if isinstance(node, ast.UnaryOp):
+        return _neg(d[0]) if isinstance(node.op, ast.USub) else d[0] if isinstance(node.op, ast.UAdd) else None
+    if isinstance(node, ast.IfExp):
+        return _branches(lambda yes, no: ast.IfExp(node.test, yes, no), d[0], d[1])
+    if not isinstance(node, ast.Call) or not d:  # numbers, conditions, sign/floor/ceil
+        return None
+    function = node.func.id
+    if function in operators:
+        if d[0] is None:
+            return None
+        raise ExpressionError(f"{function}() of an expression that reads {name!r} has no symbolic derivative")
+    if function in _CHOICES:
+        return _branches(lambda yes, no: _call(function, node.args[0], yes, no), d[0], d[1])
+    if function in ("min", "max"):
+        a, b = node.args
+        keeps_a = ast.LtE() if function == "min" else ast.GtE()
+        return _branches(lambda yes, no: _call("where", ast.Compare(a, [keeps_a], [b]), yes, no), d[0], d[1])
+    if function == "pow":
+        return _power(node, node.args[0], node.args[1], d[0], d[1])
+    return None if d[0] is None else _CHAIN[function](node, node.args[0], d[0])
+
+
+_ZERO = Expression("0", frozenset(), ast.Constant(0))
+
+
+# ----------------------------------------------------------------------------- printing
+
+# Python's binding strengths, from the conditional expression (weakest) to a call.
+_IFEXP, _OR, _AND, _NOT, _COMPARISON, _SUM, _PRODUCT, _UNARY, _POWER, _ATOM = range(1, 11)
+_SYMBOL = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.Pow: "**", ast.USub: "-", ast.UAdd: "+"}
+_COMPARISON_SYMBOL = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!="}
+
+
+def _strength(node: ast.expr) -> int:
+    if isinstance(node, ast.BinOp):
+        return _POWER if isinstance(node.op, ast.Pow) else _SUM if isinstance(node.op, (ast.Add, ast.Sub)) else _PRODUCT
+    if isinstance(node, ast.UnaryOp):
+        return _NOT if isinstance(node.op, ast.Not) else _UNARY
+    if isinstance(node, ast.Compare):
+        return _COMPARISON
+    if isinstance(node, ast.BoolOp):
+        return _AND if isinstance(node.op, ast.And) else _OR
+    return _IFEXP if isinstance(node, ast.IfExp) else _ATOM
+
+
+def _pieces(node: ast.expr) -> list[str | tuple[ast.expr, int]]:
+    """A node's text: words, and operands with the least strength each must bind with
+    (weaker ones are put in parentheses)."""
+    if isinstance(node, ast.Constant):
+        return [repr(node.value)]
+    if isinstance(node, ast.Name):
+        return [node.id]
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow):  # right-associative; -x ** 2 is -(x ** 2)
+        return [(node.left, _ATOM), " ** ", (node.right, _UNARY)]
+    if isinstance(node, ast.BinOp):
+        strength = _strength(node)
+        return [(node.left, strength), f" {_SYMBOL[type(node.op)]} ", (node.right, strength + 1)]
+    if isinstance(node, ast.UnaryOp):
+        if isinstance(node.op, ast.Not):
+            return ["not ", (node.operand, _NOT)]
+        return [_SYMBOL[type(node.op)], (node.operand, _UNARY)]
+    if isinstance(node, ast.Compare):
+        return [(node.left, _SUM), f" {_COMPARISON_SYMBOL[type(node.ops[0])]} ", (node.comparators[0], _SUM)]
+    if isinstance(node, ast.BoolOp):
+        word, strength = (" and ", _AND) if isinstance(node.op, ast.And) else (" or ", _OR)
+        pieces: list[str | tuple[ast.expr, int]] = [(node.values[0], strength + 1)]
+        for value in node.values[1:]:
+            pieces += [word, (value, strength + 1)]
+        return pieces
+    if isinstance(node, ast.IfExp):
+        return [(node.body, _OR), " if ", (node.test, _OR), " else ", (node.orelse, _IFEXP)]
+    assert isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+    pieces = [f"{node.func.id}("]
+    for i, arg in enumerate(node.args):
+        pieces += [", "] * (i > 0) + [(arg, _IFEXP)]
+    return [*pieces, ")"]
+
+
+def _text_length(tree: ast.expr) -> int:
+    """The number of characters `unparse` writes (a shared subtree is written each time
+    it occurs, so a derivative's text may be far longer than its tree is large)."""
+    length: dict[int, int] = {}
+    for node in _postorder(tree):
+        length[id(node)] = sum(
+            len(p) if isinstance(p, str) else length[id(p[0])] + 2 * (_strength(p[0]) < p[1]) for p in _pieces(node)
+        )
+    return length[id(tree)]
+
+
+def unparse(tree: ast.expr) -> str:
+    """The text of a checked tree with the parentheses it needs, as `ast.unparse` writes
+    it but at any depth."""
+    out: list[str] = []
+    stack: list[str | tuple[ast.expr, int]] = [(tree, _IFEXP)]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            out.append(item)
+            continue
+        node, least = item
+        pieces = _pieces(node)
+        stack.extend(reversed(pieces if _strength(node) >= least else ["(", *pieces, ")"]))
+    return "".join(out)

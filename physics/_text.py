@@ -1,15 +1,21 @@
 """What models written as text share (a config's `[model.states]`, `[model.noise]`,
 `[model.parameters]`, `[model.observables]`): declarations checked and expressions parsed
-into a class namespace, and the evaluation of expressions at (t, y, params)."""
+into a class namespace, the evaluation of expressions at (t, y, params), and their
+evaluation with symbolic derivatives (`differentiate`, `evaluate_symbolic`, `state_jacobian`)."""
 
 from __future__ import annotations
 
 import math
 import unicodedata
+from collections.abc import Collection, Sequence
+from functools import partial, reduce
 from typing import Any
 
+import jax
 import jax.numpy as jnp
-from jaxtyping import Array, PyTree
+import numpy as np
+from jax.custom_derivatives import SymbolicZero
+from jaxtyping import Array, Float, PyTree
 
 from ._base import Parameter
 from ._expressions import CONSTANTS, Expression, ExpressionError, parse
@@ -20,6 +26,11 @@ _PARAMETER_KEYS = ("value", "unit", "doc", "positive", "bounds")
 
 def values_at(state_names: tuple[str, ...], t: Scalar, y: State, params: PyTree) -> dict[str, Any]:
     """The values an expression reads: the parameters, the states by name and `t`."""
+    return _named(state_names, t, y, params)
+
+
+def _named(state_names: tuple[str, ...], t: Any, y: Any, params: PyTree) -> dict[str, Any]:
+    # (the parameters first, so that a state or `t` wins over a parameter of its name)
     values = dict(params)
     values.update({name: y[i] for i, name in enumerate(state_names)})
     values["t"] = t
@@ -29,6 +40,85 @@ def values_at(state_names: tuple[str, ...], t: Scalar, y: State, params: PyTree)
 def evaluate(expressions, values: dict[str, Any], dtype) -> Array:
     """The expressions' values stacked into a vector of `dtype` (constants broadcast)."""
     return jnp.stack([jnp.broadcast_to(jnp.asarray(e(values), dtype), ()) for e in expressions])
+
+
+Partials = tuple[tuple[str, Expression], ...]
+"""An expression's derivatives that are not structurally zero: (symbol, derivative)."""
+
+
+def differentiate(expressions: Sequence[Expression], state_names: Collection[str]) -> tuple[Partials, ...]:
+    """Each expression's symbolic derivatives by the symbols it reads, the states first
+    (in their order), then the parameters and `t` by name; structural zeros left out."""
+    out = []
+    for e in expressions:
+        order = [name for name in state_names if name in e.names] + sorted(e.names - set(state_names))
+        out.append(tuple((name, d) for name in order if not (d := e.derivative(name)).is_zero))
+    return tuple(out)
+
+
+def evaluate_symbolic(
+    state_names: tuple[str, ...], expressions: tuple[Expression, ...], partials: tuple[Partials, ...], t: Scalar, y: State, params: PyTree
+) -> State:
+    """`evaluate` of the expressions at (t, y, params) as a function whose every JVP
+    (so `jax.jvp`, `jax.jacfwd`, the Newton iterations of implicit solvers, forward
+    sensitivities, and reverse mode by transposition) is the sum of the non-zero
+    `partials` (from `differentiate`) times the tangents of the states, the parameters
+    and `t`; a parameter without a tangent (not differentiated, or an integer) costs
+    nothing. The expressions, their partials and the state names are static.
+    """
+    reads = set().union(*(e.names for e in expressions))
+    return _evaluate_symbolic(state_names, expressions, partials, t, y, {k: v for k, v in dict(params).items() if k in reads})
+
+
+@partial(jax.custom_jvp, nondiff_argnums=(0, 1, 2))
+def _evaluate_symbolic(state_names, expressions, partials, t, y, params):
+    return evaluate(expressions, values_at(state_names, t, y, params), y.dtype)
+
+
+def _evaluate_symbolic_jvp(state_names, expressions, partials, primals, tangents):
+    t, y, params = primals
+    values = values_at(state_names, t, y, params)
+    return evaluate(expressions, values, y.dtype), symbolic_tangent(partials, values, _tangent_values(state_names, *tangents), y.dtype)
+
+
+_evaluate_symbolic.defjvp(_evaluate_symbolic_jvp, symbolic_zeros=True)
+
+
+def _tangent_values(state_names: tuple[str, ...], t_dot, y_dot, params_dot) -> dict[str, Array]:
+    """The tangent of each value an expression reads, under the key `values_at` gives the
+    value; none where the tangent is a symbolic zero or has no tangent space (an integer)."""
+    states = [None] * len(state_names) if isinstance(y_dot, SymbolicZero) else y_dot
+    tangents = _named(state_names, t_dot, states, params_dot)
+    return {
+        name: tangent for name, tangent in tangents.items()
+        if isinstance(tangent, (jax.Array, np.ndarray)) and jnp.issubdtype(tangent.dtype, jnp.inexact)
+    }
+
+
+def symbolic_tangent(partials: tuple[Partials, ...], values: dict[str, Any], tangents: dict[str, Array], dtype) -> Array:
+    """The JVP of the expressions whose `partials` these are: for each, the sum over its
+    non-zero partial derivatives of the derivative's value times the symbol's tangent
+    (symbols without a tangent skipped), a vector of `dtype`."""
+    rows = []
+    for row in partials:
+        terms = [jnp.asarray(d(values), dtype) * jnp.asarray(tangents[name], dtype) for name, d in row if name in tangents]
+        rows.append(reduce(jnp.add, terms) if terms else jnp.zeros((), dtype))
+    return jnp.stack(rows)
+
+
+def state_jacobian(state_names: tuple[str, ...], partials: tuple[Partials, ...], values: dict[str, Any], dtype) -> Float[Array, "n n"]:
+    """d(expression i)/d(state j) [n, n] from the symbolic `partials`: the structural
+    zeros are not evaluated."""
+    column = {name: j for j, name in enumerate(state_names)}
+    rows = []
+    for row in partials:
+        entries = [jnp.zeros((), dtype)] * len(state_names)
+        for name, d in row:
+            if name in column:
+                entries[column[name]] = jnp.broadcast_to(jnp.asarray(d(values), dtype), ())
+        rows.append(jnp.stack(entries))
+    return jnp.stack(rows)
+
 
 def _parameter(name: str, spec: Any) -> Parameter:
     if isinstance(spec, dict):

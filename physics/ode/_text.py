@@ -5,23 +5,42 @@ from __future__ import annotations
 from typing import Any
 
 import equinox as eqx
-from jaxtyping import Array, PyTree
+from jaxtyping import Array, Float, PyTree
 
 from .._expressions import Expression
-from .._text import class_name, declare, evaluate, values_at
+from .._text import Partials, class_name, declare, differentiate, evaluate, evaluate_symbolic, state_jacobian, values_at
 from .._types import Scalar, State
 from .base import OdeModel
 
 
 class TextOdeModel(OdeModel):
     """An ODE model built by `ode_model`: dy_i/dt is the expression `rates[i]` of the
-    states, the parameters and `t`; `extras` are derived observables."""
+    states, the parameters and `t`; `extras` are derived observables. `partials` are the
+    rates' symbolic derivatives (`physics._text.differentiate`): every JVP of the vector
+    field (the Jacobians of implicit solvers' Newton iterations, sensitivities, gradients)
+    is computed from them, with `symbolic_jacobian=True`; False lets JAX differentiate the
+    evaluation of the rates instead (the same values to rounding)."""
 
     rates: tuple[Expression, ...] = eqx.field(static=True)
     extras: tuple[tuple[str, Expression], ...] = eqx.field(static=True)
+    partials: tuple[Partials, ...] = eqx.field(static=True)
+    symbolic_jacobian: bool = eqx.field(static=True, default=True)
 
     def vector_field(self, t: Scalar, y: State, params: PyTree) -> State:
+        if self.symbolic_jacobian:
+            return evaluate_symbolic(self.state_names, self.rates, self.partials, t, y, params)
         return evaluate(self.rates, values_at(self.state_names, t, y, params), y.dtype)
+
+    def jacobian(self, t: Scalar, y: State, params: PyTree) -> Float[Array, "n n"]:
+        """d(vector_field)/dy [n, n] at (t, y), evaluated from the symbolic derivatives
+        (entries that are structurally zero are not evaluated).
+
+        Example:
+            >>> model = ode_model("decay", {"x": "-k * x ** 2"}, {"k": 0.5})
+            >>> model.jacobian(0.0, jnp.array([2.0]), model.default_params())
+            Array([[-2.]], dtype=float64)
+        """
+        return state_jacobian(self.state_names, self.partials, values_at(self.state_names, t, y, params), y.dtype)
 
     def extra_observables(self, t: Scalar, y: State, params: PyTree) -> dict[str, Array]:
         values = values_at(self.state_names, t, y, params)
@@ -33,6 +52,7 @@ def ode_model(label: str, states: dict[str, Any], parameters: dict[str, Any] | N
     time derivative (text, or a table with `rate` and `positive`: every state or none
     declared positive), `parameters` each parameter to a default (a number, or a table
     with value, unit, doc, positive), `observables` derived quantities to expressions.
+    Each rate is differentiated symbolically by every state, parameter and `t` it reads.
 
     Example:
         >>> model = ode_model("decay", {"x": "-k * x"}, {"k": 0.5})
@@ -43,4 +63,5 @@ def ode_model(label: str, states: dict[str, Any], parameters: dict[str, Any] | N
     """
     namespace, rates, extras, _ = declare("ODE", label, states, parameters, observables)
     cls = type(class_name(label), (TextOdeModel,), {**namespace, "__module__": __name__})
-    return cls(rates=tuple(e for _, e in rates), extras=tuple(extras))
+    expressions = tuple(e for _, e in rates)
+    return cls(rates=expressions, extras=tuple(extras), partials=differentiate(expressions, namespace["state_names"]))
