@@ -30,7 +30,8 @@ from sim._store import Result, write_group, write_root_attrs
 from solvers import did_you_mean
 
 from ._data import Observations
-from ._fit import Problem, make_problem
+from ._fit import Experiments, FitSection, Problem, experiment_problems, make_problem
+from ._observation import NOISE_MODELS as OBSERVATION_NOISE
 from ._priors import allowed_range, check_prior, flatten_priors, make_distribution, outside_allowed, support_conflict
 
 NOISE_MODELS = ("normal", "lognormal", "poisson")
@@ -91,10 +92,17 @@ def infer_section(config: Config, overrides: dict[str, Any] | None = None) -> In
 class BayesModel:
     """A NumPyro model over a simjax simulator: call it (no arguments) inside NumPyro.
 
+    The likelihood is the product over the experiments of `[[experiments]]` (one
+    `Problem` each, in `Experiments`) of their observations' densities: under the
+    observation models of their observables (`inference._observation`) where they
+    have them, else under `noise` with one sigma per observable name (`sigma.<name>`,
+    shared by the experiments that observe it).
+
     Attributes:
-        problem: the simulator, fixed settings and data (`inference.make_problem`).
+        problem: the simulator, fixed settings and data (`inference.make_problem`), or
+            several experiments (`inference._fit.experiment_problems`).
         priors: free quantity name -> NumPyro distribution.
-        noise: normal | lognormal | poisson.
+        noise: normal | lognormal | poisson (observables without observation models).
         sigma_prior: the prior of each observable's noise scale (not for poisson).
         limits: free quantities whose prior reaches beyond the values they may take
             (uniform [-1, 2] on a positive parameter) -> (low, high, whether low itself
@@ -102,7 +110,7 @@ class BayesModel:
             to the allowed range; the model is never run there for a result).
     """
 
-    problem: Problem
+    problem: Problem | Experiments
     priors: dict[str, dist.Distribution]
     noise: str
     sigma_prior: dist.Distribution | None
@@ -116,10 +124,18 @@ class BayesModel:
             numpyro.factor(f"allowed.{name}", jnp.where(ok, 0.0, -jnp.inf))
         return x
 
+    @property
+    def parts(self) -> list[tuple[str, Problem]]:
+        """(site prefix, problem) of each experiment ('' for a config's one `[data]`)."""
+        if isinstance(self.problem, Experiments):
+            return [(f"{name}.", p) for name, p in zip(self.problem.names, self.problem.problems)]
+        return [("", self.problem)]
+
     def sample_sigma(self) -> dict[str, jax.Array]:
         if self.noise == "poisson":
             return {}
-        return {name: numpyro.sample(f"sigma.{name}", self.sigma_prior) for name in self.problem.observed}
+        names = dict.fromkeys(name for _, p in self.parts if p.observation is None for name in p.observed)
+        return {name: numpyro.sample(f"sigma.{name}", self.sigma_prior) for name in names}
 
     def likelihood(self, mean: jax.Array, sigma: jax.Array | None) -> dist.Distribution:
         """The distribution of one observation given the model's prediction `mean`."""
@@ -129,13 +145,22 @@ class BayesModel:
             return dist.Normal(mean, sigma)
         return dist.Poisson(mean)
 
-    def __call__(self, observed: dict[str, jax.Array] | None = None) -> None:
-        """The NumPyro model. `observed` (name -> [T]) replaces the problem's data, so one
-        compiled sampler serves many data sets of the same shape."""
+    def __call__(self, observed: dict[str, jax.Array] | tuple[dict[str, jax.Array], ...] | None = None) -> None:
+        """The NumPyro model. `observed` (name -> [T]; one such per experiment) replaces
+        the problem's data, so one compiled sampler serves many data sets of the same shape."""
         x = self.sample_free()
         sigma = self.sample_sigma()
-        pred = self.problem.predict(x)
         observed = self.problem.observed if observed is None else observed
+        for (prefix, problem), data in zip(self.parts, observed if isinstance(observed, tuple) else (observed,)):
+            if problem.observation is not None:
+                # (a failed solve, or a prediction outside a noise model's support: zero likelihood)
+                terms = problem.terms(x, data)
+                ok = jnp.all(jnp.isfinite(terms))
+                numpyro.factor(f"{prefix}likelihood", jnp.where(ok, -jnp.sum(jnp.where(jnp.isfinite(terms), terms, 0.0)), -jnp.inf))
+            else:
+                self._sample_observed(prefix, problem.predict(x), data, sigma)
+
+    def _sample_observed(self, prefix: str, pred: dict[str, jax.Array], observed: dict[str, jax.Array], sigma: dict[str, jax.Array]) -> None:
         for name, y in observed.items():
             observed = jnp.isfinite(y)
             mean = pred[name]
@@ -146,16 +171,15 @@ class BayesModel:
             else:
                 ok = jnp.all(jnp.isfinite(mean))
                 mean = jnp.where(jnp.isfinite(mean), mean, 0.0)
-            numpyro.factor(f"solved.{name}", jnp.where(ok, 0.0, -jnp.inf))
+            numpyro.factor(f"solved.{prefix}{name}", jnp.where(ok, 0.0, -jnp.inf))
             y_safe = jnp.where(observed, y, 1.0)
             with numpyro.handlers.mask(mask=observed):
-                numpyro.sample(f"obs.{name}", self.likelihood(mean, sigma.get(name)), obs=y_safe)
+                numpyro.sample(f"obs.{prefix}{name}", self.likelihood(mean, sigma.get(name)), obs=y_safe)
 
 
-def build_bayes_model(config: Config, data: str | Path | None = None, section: InferSection | None = None) -> tuple[BayesModel, Observations, InferSection]:
-    """Validate `[data]` and `[infer]` against the model; build the NumPyro model."""
-    if config.spec.experiments is not None:
-        raise config.error("experiments", "sim infer takes one experiment ([data]); [[experiments]] are fitted by sim fit and profiled by sim profile")
+def build_bayes_model(config: Config, data: str | Path | None = None, section: InferSection | None = None) -> tuple[BayesModel, Observations | list[Observations], InferSection]:
+    """Validate `[data]` (or `[[experiments]]`) and `[infer]` against the model; build
+    the NumPyro model. The observations are a list with `[[experiments]]`."""
     section = section or infer_section(config)
     priors_raw = flatten_priors(section.priors)
     priors = {}
@@ -170,16 +194,25 @@ def build_bayes_model(config: Config, data: str | Path | None = None, section: I
         sigma_spec = check_prior(config, "infer.noise.sigma", noise.sigma or {"dist": "lognormal", "loc": -1.0, "scale": 1.0})
         if sigma_spec["dist"] in ("normal", "truncated_normal") and not sigma_spec.get("low", -1) >= 0:
             raise config.error("infer.noise.sigma.dist", "a noise scale must be positive: use halfnormal, lognormal, exponential, gamma or a truncated_normal with low >= 0")
-    problem, _, obs = make_problem(config, data, list(priors), free_key="infer.priors")
-    if noise.model == "lognormal":
-        for name, y in obs.values.items():
-            if np.any(y[np.isfinite(y)] <= 0):
-                raise DataError(obs.path, name, "the lognormal noise model needs positive observations")
-    if noise.model == "poisson":
-        for name, y in obs.values.items():
-            v = y[np.isfinite(y)]
-            if np.any(v < 0) or np.any(v != np.round(v)):
-                raise DataError(obs.path, name, "the poisson noise model needs counts (whole numbers >= 0)")
+    if config.spec.experiments is not None:
+        problem, _, obs = experiment_problems(config, data, FitSection(free=list(priors)), gradient="forward_sensitivity", free_key="infer.priors")
+        parts = list(zip(problem.problems, obs))
+    else:
+        problem, _, obs = make_problem(config, data, list(priors), free_key="infer.priors")
+        parts = [(problem, obs)]
+    legacy = [o for p, o in parts if p.observation is None]
+    if not legacy and "noise" in (config.spec.infer or {}):
+        raise config.error("infer.noise", f"the observables name their own noise models ({', '.join(OBSERVATION_NOISE)}) and sigmas; remove [infer.noise]")
+    for o in legacy:
+        if noise.model == "lognormal":
+            for name, y in o.values.items():
+                if np.any(y[np.isfinite(y)] <= 0):
+                    raise DataError(o.path, name, "the lognormal noise model needs positive observations")
+        if noise.model == "poisson":
+            for name, y in o.values.items():
+                v = y[np.isfinite(y)]
+                if np.any(v < 0) or np.any(v != np.round(v)):
+                    raise DataError(o.path, name, "the poisson noise model needs counts (whole numbers >= 0)")
     limits = {}
     for f in problem.free:
         model_constraint = f.transform
@@ -275,8 +308,10 @@ class PosteriorResult(Result):
         diverging: [chain, draw] booleans.
         summary: name -> {mean, sd, 5%, 50%, 95%, ess_bulk, r_hat}.
         time, predictive: posterior predictive 5/50/95% quantiles of each observed
-            observable on a fine time grid (observation noise included).
-        observations: the data.
+            observable on a fine time grid (observation noise included; for observation
+            models, the quantiles of the predicted quantity, without noise).
+        observations: the data (the first experiment's with `[[experiments]]`).
+        experiments: name -> (time, predictive, observations) of each experiment.
     """
 
     model: str
@@ -289,6 +324,7 @@ class PosteriorResult(Result):
     predictive: dict[str, dict[str, np.ndarray]]
     observations: Observations
     mcmc: Any = None
+    experiments: dict[str, tuple[np.ndarray, dict[str, dict[str, np.ndarray]], Observations]] | None = None
 
     @property
     def divergences(self) -> int:
@@ -311,6 +347,13 @@ class PosteriorResult(Result):
         data = f.create_group("data")
         data.create_dataset("time", data=self.observations.time)
         write_group(data, "observables", self.observations.values)
+        for name, (time, predictive, obs) in (self.experiments or {}).items():
+            group = f.require_group(f"experiments/{name}")
+            group.create_dataset("predictive/time", data=time)
+            for observable, quantiles in predictive.items():
+                write_group(group["predictive"], observable, quantiles)
+            group.create_dataset("data/time", data=obs.time)
+            write_group(group["data"], "observables", obs.values)
 
     def to_arviz(self):
         """The posterior as ArviZ InferenceData (needs arviz)."""
@@ -322,8 +365,8 @@ class PosteriorResult(Result):
         return az.from_dict(**groups)
 
 
-def _posterior_predictive(model: BayesModel, samples: dict[str, jax.Array], t0: float, t1: float, draws: int, key) -> tuple[np.ndarray, dict]:
-    problem = model.problem
+def _posterior_predictive(model: BayesModel, problem: Problem, samples: dict[str, jax.Array], draws: int, key) -> tuple[np.ndarray, dict]:
+    t0, t1 = float(problem.t_sim[0]), float(problem.t_sim[-1])
     flat = {k: np.asarray(v).reshape(-1) for k, v in samples.items()}
     total = len(next(iter(flat.values())))
     idx = np.linspace(0, total - 1, min(draws, total)).astype(int)
@@ -331,6 +374,9 @@ def _posterior_predictive(model: BayesModel, samples: dict[str, jax.Array], t0: 
 
     @jax.jit
     def one(x, sigma, k):
+        if problem.observation is not None:
+            curves = problem.curves(x, t)
+            return {o.name: curves[o.name] for o in problem.observation.observed}
         obs = problem.simulate(x, t).observables
         out = {}
         for i, name in enumerate(problem.observed):
@@ -395,7 +441,11 @@ def infer(
     overrides = {"chains": chains, "warmup": warmup, "samples": samples, "seed": seed}
     section = infer_section(config, overrides)
     model, obs, section = build_bayes_model(config, data, section)
-    stored = section.chains * section.samples * (len(model.priors) + len(obs.values))
+    if getattr(model.problem.model, "events", tuple)():
+        # (NUTS differentiates the log density in reverse mode; the event loop's
+        # derivatives through event times are forward mode only)
+        raise config.error("events" if "events" in config.raw else "model", "sim infer does not sample models with events yet: NUTS needs reverse-mode gradients, which the event solver does not give; fit them with sim fit (levenberg_marquardt)")
+    stored = section.chains * section.samples * (len(model.priors) + sum(len(o.values) for o in (obs if isinstance(obs, list) else [obs])))
     problem = memory_problem(8 * 2 * stored, f"{section.chains:,} chains of {section.samples:,} draws")
     if problem:
         raise config.error("infer.samples" if section.samples >= section.chains else "infer.chains", problem)
@@ -421,10 +471,10 @@ def infer(
     draws = mcmc.get_samples(group_by_chain=True)
     posterior = {k: np.asarray(v) for k, v in draws.items()}
     diverging = np.asarray(mcmc.get_extra_fields(group_by_chain=True)["diverging"])
-    t0 = float(model.problem.t_sim[0])
-    t1 = float(model.problem.t_sim[-1])
     with jax.numpy_dtype_promotion("standard"):
-        time, predictive = _posterior_predictive(model, draws, t0, t1, section.predictive_draws, jax.random.fold_in(key, 1))
+        predictions = [_posterior_predictive(model, p, draws, section.predictive_draws, jax.random.fold_in(key, 1 + k)) for k, (_, p) in enumerate(model.parts)]
+    time, predictive = predictions[0]
+    observations = obs if isinstance(obs, list) else [obs]
     resolved = section.model_dump()
     resolved["priors"] = {k: v for k, v in flatten_priors(section.priors).items()}
     resolved["noise"] = {k: v for k, v in resolved["noise"].items() if v is not None}
@@ -438,8 +488,9 @@ def infer(
         summary=summarise(posterior),
         time=time,
         predictive=predictive,
-        observations=obs,
+        observations=observations[0],
         mcmc=mcmc,
+        experiments={name: (*pred, o) for name, pred, o in zip(model.problem.names, predictions, observations)} if isinstance(model.problem, Experiments) else None,
     )
 
 

@@ -130,6 +130,10 @@ def load_observations(config: Config, data: str | Path | None = None, observable
                 raise DataError(path, dataset, f"shape {s.shape} does not match {section.observables[name]} {values[name].shape}")
             if np.any(s <= 0):
                 raise DataError(path, dataset, "expected positive standard deviations")
+            with np.errstate(over="ignore", under="ignore"):
+                square = s.astype(float) ** 2
+            if not np.all((square > 0) & np.isfinite(square)):  # (the density reads sigma squared)
+                raise DataError(path, dataset, f"expected standard deviations between 1e-150 and 1e150, got {s.flat[int(np.argmax(~((square > 0) & np.isfinite(square))))]!r}")
             sigma[name] = s
     if not any(np.any(np.isfinite(v)) for v in values.values()):
         raise DataError(path, "", "every observation is missing (NaN)")

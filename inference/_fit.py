@@ -5,7 +5,9 @@ standard errors from the Gauss-Newton (Laplace) covariance."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
+import sys
 from pathlib import Path
 from typing import Any, Literal
 
@@ -26,6 +28,7 @@ from sim import Config, DataError
 from sim._errors import InputError
 from sim._progress import Progress
 from sim._config import SEED_MAX
+from sim._distributed import dask_client
 from sim._family import family_of
 from sim._lock import exclusive
 from sim._run import build_model, resolved_toml
@@ -34,6 +37,14 @@ from solvers import OdeSolver, did_you_mean
 
 from ._checkpoint import Checkpointer, checkpoint_path, fingerprint
 from ._data import Observations, check_span, jsonable, load_observations
+from ._experiments import Extra, free_extras, preequilibration, split_params
+from ._multistart import Lanes, block_size, blocks, in_order, pad, padded, spread, spread_check, unpad
+from ._observation import build_observation, loader_section, observable_specs
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
 
 LOSSES = ("normal", "lognormal", "mse")
 OPTIMIZERS = ("levenberg_marquardt", "bfgs", "adam")
@@ -86,7 +97,7 @@ class Free(eqx.Module):
     transform that maps an unconstrained number onto its allowed range."""
 
     name: str = eqx.field(static=True)
-    kind: str = eqx.field(static=True)  # "params" | "initial"
+    kind: str = eqx.field(static=True)  # "params" | "initial" | "extra" (not the model's: `inference._experiments.Extra`)
     key: str = eqx.field(static=True)
     transform: str = eqx.field(static=True)  # identity | log | softplus | logistic
     low: float = eqx.field(static=True, default=0.0)
@@ -198,6 +209,13 @@ class Problem(eqx.Module):
     static_solver: Any = eqx.field(static=True, default=None)
     # ... and their initial System, whose positions size the neighbour list (`_Constant`).
     static_initial: Any = eqx.field(static=True, default=None)
+    # Observation models (`inference._observation.Observation`): formulas and noise
+    # models of the observed quantities; None: the model observables under `loss`.
+    observation: Any = None
+    # Condition-specific parameters: (model parameter, free quantity it is here).
+    aliases: tuple[tuple[str, str], ...] = eqx.field(static=True, default=())
+    # A run to steady state first (`inference._experiments.Preequilibration`).
+    preequilibration: Any = None
 
     def natural(self, u: dict[str, Array]) -> dict[str, Array]:
         return {f.name: f.to_natural(u[f.name]) for f in self.free}
@@ -205,16 +223,39 @@ class Problem(eqx.Module):
     def unconstrained(self, x: dict[str, Array]) -> dict[str, Array]:
         return {f.name: f.to_unconstrained(jnp.asarray(x[f.name], dtype=float)) for f in self.free}
 
-    def simulate(self, x: dict[str, Array], t: Array | np.ndarray) -> sim.Trajectory:
+    @property
+    def least_squares(self) -> bool:
+        """Whether the loss is half a sum of squared residuals (Levenberg-Marquardt applies)."""
+        return self.observation is None or self.observation.least_squares
+
+    def parameters(self, x: dict[str, Array]) -> dict[str, Array]:
+        """The model's parameters at natural free values `x` (the free and the
+        condition-specific ones set)."""
         params = dict(self.params)
+        for f in self.free:
+            if f.kind == "params":
+                params[f.key] = x[f.name]
+        for key, name in self.aliases:
+            params[key] = x[name]
+        return params
+
+    def _start(self, params: dict[str, Array], x: dict[str, Array]) -> Any:
+        """The initial values at natural free values `x` (a state vector after a
+        preequilibration)."""
         initial = dict(self.initial) if isinstance(self.initial, dict) else self.initial
         if self.static_initial is not None:
             initial = self.static_initial.value
         for f in self.free:
-            if f.kind == "params":
-                params[f.key] = x[f.name]
-            else:
+            if f.kind == "initial":
                 initial[f.key] = x[f.name]
+        if self.preequilibration is not None:
+            free_initial = [f.key for f in self.free if f.kind == "initial"]
+            return self.preequilibration.start(self.model, self.solver, params, initial, x, free_initial)
+        return initial
+
+    def simulate(self, x: dict[str, Array], t: Array | np.ndarray) -> sim.Trajectory:
+        params = self.parameters(x)
+        initial = self._start(params, x)
         solver = self.solver if self.static_solver is None else self.static_solver
         return sim.simulate(self.model, params, t, initial=initial, solver=solver)
 
@@ -231,15 +272,15 @@ class Problem(eqx.Module):
 
     def _predict(self, x: dict[str, Array]) -> dict[str, Array]:
         traj = self.simulate(x, self.t_sim if self.fixed_times is None else np.asarray(self.fixed_times))
-        return {name: traj.observables[name][self.skip :] for name in self.observed}
+        return {name: traj.observables[name][self.skip :] for name in self._outputs}
 
-    def _split(self, theta: Array) -> tuple[dict[str, Array], Any]:
-        """Parameters and initial values with the free quantities set from a flat vector."""
-        params = dict(self.params)
-        initial = dict(self.initial)
-        for i, f in enumerate(self.free):
-            (params if f.kind == "params" else initial)[f.key] = theta[i]
-        return params, initial
+    @property
+    def _outputs(self) -> tuple[str, ...]:
+        """The model observables predicted at the data's times."""
+        return tuple(self.observed) if self.observation is None else self.observation.outputs
+
+    def _unflatten(self, theta: Array) -> dict[str, Array]:
+        return {f.name: theta[i] for i, f in enumerate(self.free)}
 
     def _predict_with_sensitivities(self, x: dict[str, Array]) -> tuple[dict, dict]:
         """ODE predictions and their Jacobian by the forward sensitivity equations."""
@@ -248,19 +289,20 @@ class Problem(eqx.Module):
         model = self.model
 
         def y0_of(v):
-            params, initial = self._split(v)
-            return model.initial_state(initial, params)
+            params = self.parameters(self._unflatten(v))
+            initial = self._start(params, self._unflatten(v))
+            return initial if self.preequilibration is not None else model.initial_state(initial, params)
 
         def field(t, y, v):
-            return model.vector_field(t, y, self._split(v)[0])
+            return model.vector_field(t, y, self.parameters(self._unflatten(v)))
 
         sol = self.solver.solve_sensitivities(field, self.t_sim, y0_of(theta), theta, jax.jacfwd(y0_of)(theta))
         eye = jnp.eye(theta.shape[0], dtype=theta.dtype)
 
         def observe(t, y, sens):
             def obs(yy, v):
-                values = model.observables(t, yy, self._split(v)[0])
-                return {name: values[name] for name in self.observed}
+                values = model.observables(t, yy, self.parameters(self._unflatten(v)))
+                return {name: values[name] for name in self._outputs}
 
             def column(s, e):
                 return jax.jvp(obs, (y, theta), (s, e))[1]
@@ -268,12 +310,42 @@ class Problem(eqx.Module):
             return obs(y, theta), jax.vmap(column, in_axes=(1, 0), out_axes=-1)(sens, eye)
 
         values, derivs = jax.vmap(observe)(self.t_sim, sol.ys, sol.sensitivities)
-        pred = {name: values[name][self.skip :] for name in self.observed}
-        jacobian = {name: {n: derivs[name][self.skip :, ..., i] for i, n in enumerate(names)} for name in self.observed}
+        pred = {name: values[name][self.skip :] for name in self._outputs}
+        jacobian = {name: {n: derivs[name][self.skip :, ..., i] for i, n in enumerate(names)} for name in self._outputs}
         return pred, jacobian
 
+    def values(self, x: dict[str, Array]) -> dict[str, Array]:
+        """What the formulas of the observation models read at natural values `x`: the
+        parameters, the free quantities that are not the model's, the predicted
+        observables and `t`, at the data's times."""
+        values = {**self.parameters(x), **{f.name: x[f.name] for f in self.free if f.kind == "extra"}}
+        values.update(self.predict(x))
+        values["t"] = self.t_sim[self.skip :]
+        return values
+
+    def curves(self, x: dict[str, Array], t: Array | np.ndarray) -> dict[str, Array]:
+        """The model's observables at times `t`, and with observation models the
+        prediction of each observed quantity (a formula's by its observable's name)."""
+        out = dict(self.simulate(x, t).observables)
+        if self.observation is not None:
+            values = {**self.parameters(x), **{f.name: x[f.name] for f in self.free if f.kind == "extra"}, **out, "t": jnp.asarray(t)}
+            for o in self.observation.observed:
+                h = o.prediction(values)[0]
+                # (a formula of parameters alone is one number: the same at every time)
+                out[o.name] = h if jnp.ndim(h) else jnp.broadcast_to(h, jnp.shape(t))
+        return out
+
+    def terms(self, x: dict[str, Array], observed: dict[str, Array] | None = None) -> Array:
+        """The negative log-likelihood of each observation (observation models only; 0
+        where missing; weights applied), of `observed` in place of the data if given."""
+        return self.observation.terms(self.values(x), self.observed if observed is None else observed, self.weight)
+
     def whitened(self, x: dict[str, Array]) -> Array:
-        """The residual vector for natural values `x` (see the class docstring)."""
+        """The residual vector for natural values `x` (see the class docstring; with
+        observation models, `inference._observation.Observation.whitened`)."""
+        if self.observation is not None:
+            r = self.observation.whitened(self.values(x), self.observed, self.weight)
+            return jnp.where(jnp.isfinite(r), r, _BAD_RESIDUAL)
         pred = self.predict(x)
         out = []
         for name, y in self.observed.items():
@@ -293,7 +365,17 @@ class Problem(eqx.Module):
 
     def residuals(self, u: dict[str, Array], args: Any = None) -> tuple[Array, Array]:
         """(residual vector, loss) at unconstrained values `u` (optimistix's fn form)."""
-        r = self.whitened(self.natural(u))
+        return self.residuals_at(self.natural(u))
+
+    def residuals_at(self, x: dict[str, Array]) -> tuple[Array, Array]:
+        """(residual vector, loss) at natural values `x`. Without `least_squares` the
+        loss is the negative log-likelihood (its terms in place of residuals: no
+        least-squares optimiser may use them)."""
+        if not self.least_squares:
+            t = self.terms(x)
+            t = jnp.where(jnp.isfinite(t), t, 0.5 * _BAD_RESIDUAL**2)
+            return t, jnp.sum(t)
+        r = self.whitened(x)
         return r, 0.5 * jnp.sum(r**2)
 
     def objective(self, u: dict[str, Array], args: Any = None) -> tuple[Array, Array]:
@@ -313,19 +395,35 @@ def build_problem(config: Config, data: str | Path | None = None) -> tuple[Probl
         if not w > 0:
             raise config.error(f"fit.weights.{name}", f"expected a positive weight, got {w}")
     if config.spec.experiments is not None:
-        return (*experiment_problems(config, data, section), section)
-    problem, start, obs = make_problem(
-        config,
-        data,
-        section.free,
-        free_key="fit.free",
-        loss=section.loss,
-        weights=section.weights,
-        bounds=section.bounds,
-        # Levenberg-Marquardt builds Jacobians in forward mode; the gradient-based
-        # optimisers get their gradients from forward sensitivities.
-        gradient="forward" if section.optimizer == "levenberg_marquardt" else "forward_sensitivity",
-    )
+        problem, start, obs = experiment_problems(config, data, section)
+    else:
+        problem, start, obs = make_problem(
+            config,
+            data,
+            section.free,
+            free_key="fit.free",
+            loss=section.loss,
+            weights=section.weights,
+            bounds=section.bounds,
+            # Levenberg-Marquardt builds Jacobians in forward mode; the gradient-based
+            # optimisers get their gradients from forward sensitivities.
+            gradient="forward" if section.optimizer == "levenberg_marquardt" else "forward_sensitivity",
+        )
+    if not problem.least_squares and section.optimizer == "levenberg_marquardt":
+        # (Laplace noise, or a sigma that the free quantities change: the likelihood is
+        # no sum of squares; BFGS minimises it unless the config asked otherwise)
+        if "optimizer" in (config.spec.fit or {}):
+            raise config.error("fit.optimizer", "levenberg_marquardt needs least squares: normal noise with sigmas that no free quantity changes; use bfgs or adam with these noise models")
+        section = section.model_copy(update={"optimizer": "bfgs"})
+        problem = _replace(problem, forward_sensitivity=not getattr(problem.model, "events", tuple)())
+    if section.optimizer != "levenberg_marquardt" and getattr(problem.model, "events", tuple)():
+        # (gradients through event times are forward mode: the event loop has no
+        # reverse-mode derivative, which BFGS and Adam would ask for)
+        key = "fit.optimizer" if "optimizer" in (config.spec.fit or {}) else "data.observables"
+        raise config.error(
+            key, "a model with events is fitted by levenberg_marquardt (normal noise with given sigmas); "
+            "gradients through its event times are forward mode, and bfgs and adam need reverse mode"
+        )
     return problem, start, obs, section
 
 
@@ -339,24 +437,42 @@ def make_problem(
     weights: dict[str, float] | None = None,
     bounds: dict[str, list[float]] | None = None,
     gradient: Literal["forward", "forward_sensitivity", "reverse"] = "forward_sensitivity",
+    extras: dict[str, Extra] | None = None,
+    aliases: dict[str, str] | None = None,
+    observation_models: bool = False,
+    check_count: bool = True,
 ) -> tuple[Problem, dict[str, Array], Observations]:
     """The calibration problem of a config: its model, data and free quantities.
 
     Arguments:
         config: with a `[data]` section.
         data: a file that replaces `data.file`.
-        free_names: parameter names and `initial.<component>` names.
+        free_names: parameter names, `initial.<component>` names and the names of
+            free quantities that are not the model's (`extras`).
         free_key: the config key that lists them (for error messages).
         loss, weights, bounds: see `[fit]`.
         gradient: how derivatives of ODE predictions are taken: `forward` (forward
             mode, for Jacobians), `forward_sensitivity` (forward mode inside, usable by
             reverse-mode `jax.grad`: fast for a few free quantities), `reverse` (the
             config's adjoint, for many free quantities such as network weights).
+        extras: the free quantities that are not the model's (default: those the
+            observation models of `[data]` read).
+        aliases: condition-specific parameters (model parameter -> free quantity).
+        observation_models: describe the data by observation models even when every
+            observable is a plain dataset path (`inference._observation`).
+        check_count: refuse data with fewer observations than free quantities (an
+            experiment's data need not determine them alone).
     """
     weights = weights or {}
     bounds = bounds or {}
+    aliases = aliases or {}
     model = build_model(config)
-    obs = load_observations(config, data, model.observable_names)
+    specs = None if config.spec.data is None else observable_specs(config, config.raw["data"], "data", force=observation_models)
+    if specs is None:
+        obs = load_observations(config, data, model.observable_names)
+    else:
+        loading = Config({**config.raw, "data": loader_section(config.raw["data"])}, config.path)
+        obs = load_observations(loading, data, [*model.observable_names, *(s.name for s in specs if s.name not in model.observable_names)])
     t0 = config.spec.time.t0
     check_span(config, obs, t0, config.spec.time.t1)
     overrides = []
@@ -372,6 +488,8 @@ def make_problem(
     setup = sim.setup(config)
     model = setup.model  # with the options its family reads from the config (MD: cutoff, shift)
     solver = setup.solver
+    if extras is None:
+        extras = free_extras(config, free_names, free_key, model, dict(setup.params), [specs] if specs else [], [aliases])
     forward_sensitivity = False
     if isinstance(solver, OdeSolver):
         # Failed trial solves become large residuals, not errors.
@@ -397,6 +515,8 @@ def make_problem(
                 raise config.error(free_key, f"{name!r}: the model has no initial value {key!r} (initial values: {', '.join(names)}).{did_you_mean(key, names)}")
             constraint = getattr(model, "initial_constraint", "real")
             value = setup.initial[key] if key in setup.initial else model.default_initial(setup.params)[key]
+        elif key in extras and key not in setup.params:
+            kind, constraint, value = "extra", extras[key].constraint, extras[key].start
         else:
             if key not in setup.params:
                 raise config.error(free_key, f"{name!r}: the model has no parameter {key!r} (parameters: {', '.join(setup.params)}).{did_you_mean(key, setup.params)}")
@@ -404,7 +524,7 @@ def make_problem(
             value = setup.params[key]
         transform = _TRANSFORMS[constraint]
         low, high = 0.0, 1.0
-        declared = model.parameter(key).bounds if kind == "params" else None
+        declared = model.parameter(key).bounds if kind == "params" else (extras[key].bounds if kind == "extra" else None)
         if name in bounds:
             pair = bounds[name]
             if len(pair) != 2 or not pair[0] < pair[1]:
@@ -418,7 +538,7 @@ def make_problem(
             transform = "logistic"
         value = float(value)
         if transform in ("log", "softplus") and value <= 0 or transform == "logistic" and not low < value < high:
-            where = f"params.{key}" if kind == "params" else f"initial.{key}"
+            where = {"params": f"params.{key}", "initial": f"initial.{key}"}.get(kind, free_key)
             allowed = f"({low:g}, {high:g})" if transform == "logistic" else constraint
             raise config.error(where, f"start value {value:g} must lie strictly inside the allowed range of {name} ({allowed})")
         free.append(Free(name=name, kind=kind, key=key, transform=transform, low=low, high=high))
@@ -429,11 +549,24 @@ def make_problem(
     for name in weights:
         if name not in obs.values:
             raise config.error(f"fit.weights.{name}", f"{name!r} is not an observed observable (observed: {', '.join(obs.values)})")
-    if loss == "lognormal":
+    observation = None
+    if specs is not None:
+        if loss == "mse":
+            raise config.error("fit.loss", "mse is no likelihood: observables with noise models need loss = \"normal\" or \"lognormal\" (the noise model of those that name none)")
+        varying = {f.key for f in free if f.kind == "params"} | set(aliases) | {f.name for f in free if f.kind == "extra"} | set(model.observable_names)
+        observation = build_observation(
+            config, specs, model_observables=model.observable_names, symbols=[*model.observable_names, *setup.params, "t"], free=free_names, free_key=free_key,
+            varying=varying, sigma_data=obs.sigma, default_noise="lognormal" if loss == "lognormal" else "normal",
+        )
+        for o in observation.observed:
+            y = obs.values[o.name]
+            if o.transformation != "lin" and np.any(y[np.isfinite(y)] <= 0):
+                raise DataError(obs.path, next(s.path for s in specs if s.name == o.name), f"a {o.transformation}-scale noise model needs positive observations")
+    elif loss == "lognormal":
         for name, y in obs.values.items():
             if np.any(y[np.isfinite(y)] <= 0):
                 raise DataError(obs.path, name, "the lognormal loss needs positive observations")
-    if obs.count <= len(free):
+    if check_count and obs.count <= len(free):
         raise DataError(obs.path, "", f"{obs.count} observations cannot determine {len(free)} free quantities")
     skip = 0 if obs.time[0] == t0 else 1
     t_sim = jnp.asarray(obs.time if skip == 0 else np.concatenate([[t0], obs.time]))
@@ -456,13 +589,15 @@ def make_problem(
         fixed_times=tuple(float(v) for v in np.asarray(t_sim)) if md else None,
         static_solver=solver if md else None,
         static_initial=_Constant(setup.initial) if md else None,
+        observation=observation,
+        aliases=tuple(aliases.items()),
     )
     return problem, start, obs
 
 
 # ----------------------------------------------------------------------------- experiments
 
-EXPERIMENT_KEYS = ("name", "file", "time", "time_offset", "observables", "sigma", "initial", "params")
+EXPERIMENT_KEYS = ("name", "file", "time", "time_offset", "observables", "sigma", "initial", "params", "preequilibrate")
 
 
 class Experiments(eqx.Module):
@@ -500,12 +635,20 @@ class Experiments(eqx.Module):
     def unconstrained(self, x):
         return self.problems[0].unconstrained(x)
 
+    @property
+    def observed(self) -> tuple[dict[str, Array], ...]:
+        return tuple(p.observed for p in self.problems)
+
+    @property
+    def least_squares(self) -> bool:
+        return all(p.least_squares for p in self.problems)
+
     def whitened(self, x) -> Array:
         return jnp.concatenate([p.whitened(x) for p in self.problems])
 
     def residuals(self, u, args: Any = None):
-        r = self.whitened(self.natural(u))
-        return r, 0.5 * jnp.sum(r**2)
+        parts = [p.residuals_at(self.natural(u)) for p in self.problems]
+        return jnp.concatenate([r for r, _ in parts]), sum(loss for _, loss in parts)
 
     def objective(self, u, args: Any = None):
         loss = self.residuals(u)[1]
@@ -519,10 +662,20 @@ def _replace(problem, **changes):
     return problem.replace(**changes) if isinstance(problem, Experiments) else dataclasses.replace(problem, **changes)
 
 
-def experiment_problems(config: Config, data, section: FitSection, gradient: str | None = None) -> tuple[Experiments, dict, list[Observations]]:
+def experiment_problems(
+    config: Config, data, section: FitSection, gradient: str | None = None, *, free_key: str = "fit.free"
+) -> tuple[Experiments, dict, list[Observations]]:
     """The problems of a config's `[[experiments]]`: each experiment is the config with
     its own `[data]` (file, time, time_offset, observables, sigma) and its `initial` and
-    `params` values over the config's."""
+    `params` values over the config's; a `params` value that names a free quantity makes
+    that parameter condition-specific, and `preequilibrate` runs the model to steady
+    state first (`inference._experiments`). When one experiment describes its data by
+    observation models, every experiment does (`inference._observation`).
+
+    Arguments:
+        section: the free quantities (`free_key` lists them), loss, weights and bounds.
+        gradient: as `make_problem`'s (default: by the optimiser).
+    """
     experiments = config.spec.experiments
     if config.spec.data is not None:
         raise config.error("data", "a config with [[experiments]] gives each experiment's data there; remove [data]")
@@ -530,7 +683,12 @@ def experiment_problems(config: Config, data, section: FitSection, gradient: str
         raise InputError("--data", str(data), "a config with [[experiments]] names each experiment's file; --data cannot replace them")
     if not experiments:
         raise config.error("experiments", "expected at least one [[experiments]] table")
-    problems, observations, names, start = [], [], [], None
+    free = section.free
+    where_free = "[fit] free" if free_key == "fit.free" else free_key
+    model = build_model(config)
+    parameters = list(model.parameter_names)
+    values = {**model.default_params(), **(config.raw.get("params") or {})}
+    names, fixed, aliases, specs = [], [], [], []
     for k, experiment in enumerate(experiments):
         where = f"experiments.{k}"
         unknown = [key for key in experiment if key not in EXPERIMENT_KEYS]
@@ -540,24 +698,44 @@ def experiment_problems(config: Config, data, section: FitSection, gradient: str
             if key in experiment and not isinstance(experiment[key], dict):
                 raise config.error(f"{where}.{key}", "expected a table (name = value)")
         for name in experiment.get("initial", {}):
-            if f"initial.{name}" in section.free:
-                raise config.error(f"{where}.initial.{name}", f"initial.{name} is free ([fit] free): an experiment cannot also fix it")
-        for name in experiment.get("params", {}):
-            if name in section.free:
-                raise config.error(f"{where}.params.{name}", f"{name} is free ([fit] free): an experiment cannot also fix it")
+            if f"initial.{name}" in free:
+                raise config.error(f"{where}.initial.{name}", f"initial.{name} is free ({where_free}): an experiment cannot also fix it")
+        own, condition = split_params(config, f"{where}.params", experiment.get("params", {}), parameters, free, free_key)
+        for name in own:
+            if name in free:
+                raise config.error(f"{where}.params.{name}", f"{name} is free ({where_free}): an experiment cannot also fix it; name a free quantity of its own (params = {{ {name} = \"{name}_{k}\" }}) to make it condition-specific")
+        pre = experiment.get("preequilibrate")
+        pre_condition = {}
+        if isinstance(pre, dict) and isinstance(pre.get("params"), dict):
+            pre_condition = split_params(config, f"{where}.preequilibrate.params", pre["params"], parameters, free, free_key)[1]
         name = str(experiment.get("name", k))
+        if not name or "/" in name or name in (".", ".."):
+            # (the name is a group of the fit file: /experiments/<name>)
+            raise config.error(f"{where}.name", f"expected a name that is not empty and has no '/', got {name!r}")
         if name in names:
             raise config.error(f"{where}.name", f"{name!r} names two experiments")
         names.append(name)
+        fixed.append(own)
+        aliases.append(condition)
+        aliases.append(pre_condition)
+        specs.append(observable_specs(config, experiment, where))
+    with_models = any(s is not None for s in specs)
+    if with_models:
+        specs = [observable_specs(config, experiment, f"experiments.{k}", force=True) for k, experiment in enumerate(experiments)]
+    extras = free_extras(config, free, free_key, model, values, [s for s in specs if s], aliases)
+    problems, observations, start = [], [], None
+    for k, experiment in enumerate(experiments):
+        where = f"experiments.{k}"
         raw = {key: value for key, value in config.raw.items() if key != "experiments"}
         raw["data"] = {key: experiment[key] for key in ("file", "time", "time_offset", "observables", "sigma") if key in experiment}
         raw["initial"] = {**(config.raw.get("initial") or {}), **experiment.get("initial", {})}
-        raw["params"] = {**(config.raw.get("params") or {}), **experiment.get("params", {})}
+        raw["params"] = {**(config.raw.get("params") or {}), **fixed[k]}
         try:
             one = Config(raw, config.path)
             problem, first, obs = make_problem(
-                one, None, section.free, free_key="fit.free", loss=section.loss, weights=section.weights, bounds=section.bounds,
+                one, None, free, free_key=free_key, loss=section.loss, weights=section.weights, bounds=section.bounds,
                 gradient=gradient or ("forward" if section.optimizer == "levenberg_marquardt" else "forward_sensitivity"),
+                extras=extras, aliases=aliases[2 * k], observation_models=with_models, check_count=False,
             )
         except InputError as e:
             key = e.key
@@ -566,9 +744,18 @@ def experiment_problems(config: Config, data, section: FitSection, gradient: str
                     key = into + key[len(prefix):]
                     break
             raise type(e)(e.source, key, e.message) from None
+        if "preequilibrate" in experiment:
+            pre = preequilibration(
+                config, f"{where}.preequilibrate", experiment["preequilibrate"], problem.model, problem.solver,
+                base_initial=config.raw.get("initial") or {}, replaced=experiment.get("initial", {}), free=free, free_key=free_key,
+            )
+            problem = dataclasses.replace(problem, preequilibration=pre)
         problems.append(problem)
         observations.append(obs)
         start = first if start is None else start
+    count = sum(o.count for o in observations)
+    if count <= len(free):
+        raise config.error("experiments", f"{count} observations cannot determine {len(free)} free quantities")
     return Experiments(tuple(problems), tuple(names)), start, observations
 
 
@@ -814,7 +1001,10 @@ def negative_log_likelihood(problem: Problem, x: dict[str, Array], known: set[st
     normal: sum of log(sqrt(2 pi) sigma) + r^2 / 2; lognormal: the same for log y, plus
     log y (the density of y itself). Observables without a given sigma (not in
     `known`) share one, at its maximum-likelihood value. NaN for the mse loss, which is
-    no likelihood."""
+    no likelihood. With observation models: the sum of their terms (unweighted)."""
+    if problem.observation is not None:
+        ones = {name: jnp.ones(()) for name in problem.observed}
+        return float(jnp.sum(problem.observation.terms(problem.values(x), problem.observed, ones)))
     if problem.loss == "mse":
         return float("nan")
     pred = problem.predict(x)
@@ -840,10 +1030,17 @@ def negative_log_likelihood(problem: Problem, x: dict[str, Array], known: set[st
     return float(total)
 
 
+def observation_models(problem: Problem | Experiments) -> bool:
+    """Whether observation models describe the data (every experiment's, when one's do)."""
+    return (problem.problems[0] if isinstance(problem, Experiments) else problem).observation is not None
+
+
 def standard_errors(problem: Problem | Experiments, x: dict[str, Array], sigma_known: bool) -> np.ndarray:
     """Gauss-Newton covariance s^2 (J^T J)^-1 of the natural free values at `x`, where J
     is the Jacobian of the whitened residuals; s^2 = RSS / (n - p) unless every observed
-    quantity came with its own sigma (then 1)."""
+    quantity came with its own sigma (then 1). With observation models (they give every
+    sigma), J^T J is the expected Fisher information of their noise models."""
+    sigma_known = sigma_known or observation_models(problem)
     names = [f.name for f in problem.free]
     vec = jnp.stack([x[n] for n in names])
     if isinstance(problem.solver, OdeSolver):
@@ -870,6 +1067,8 @@ def fit(
     progress: bool = False,
     output: str | Path | None = None,
     resume: bool = False,
+    devices: int | None = None,
+    scheduler: str | None = None,
 ) -> FitResult:
     """Fit a config's free quantities to its observations (what `sim fit` does).
 
@@ -882,6 +1081,11 @@ def fit(
             iterations, default at most every 30 s) in `.<name>.checkpoint`.
         resume: continue the unfinished fit of `output` from its checkpoint; it ends
             with the estimates of an uninterrupted fit.
+        devices: with `fit.starts` > 1, the starts run as one batch split over the
+            first N local devices (default: all).
+        scheduler: with `fit.starts` > 1, a Dask scheduler address, or `local:N` for a
+            local cluster of N worker processes: the starts run in blocks, one task per
+            worker thread (`_fit_starts`).
 
     Returns:
         A `FitResult` with estimates, standard errors, the loss history and the fitted
@@ -890,22 +1094,30 @@ def fit(
     Raises:
         ConfigError, DataError: bad config or data (naming the file and key).
         InputError: a checkpoint is there and `resume` is False; `resume` and no
-            checkpoint, or one of another config or data (files left as they were).
+            checkpoint, or one of another config or data (files left as they were); a
+            bad `devices` or `scheduler`, or either for a fit of one start.
 
     Example:
         >>> estimate = fit(sim.load_config("experiments/lynx_hare.toml"))
         >>> estimate.table()
     """
     problem, start, obs, section = build_problem(config, data)
+    n_devices = spread_check(section.starts, devices, scheduler)
     u0 = problem.unconstrained(start)
     # Every start point is drawn up front, so a resumed fit starts where the first did.
     starts = [u0, *_latin_hypercube_starts(problem, u0, section.starts - 1, section.seed)]
-    identity = fingerprint(*((o.time, o.values, o.sigma) for o in (obs if isinstance(obs, list) else [obs])))
+    identity = _data_identity(obs)
     if output is None:
-        return _fit(config, problem, start, obs, section, starts, identity, progress, None, resume)
+        with dask_client(scheduler) as client:
+            return _fit(config, problem, start, obs, section, starts, identity, progress, None, resume, devices=n_devices, client=client, data=data)
     output = check_output_path(output)
-    with exclusive(output):
-        return _fit(config, problem, start, obs, section, starts, identity, progress, output, resume)
+    with exclusive(output), dask_client(scheduler) as client:
+        return _fit(config, problem, start, obs, section, starts, identity, progress, output, resume, devices=n_devices, client=client, data=data)
+
+
+def _data_identity(obs: Observations | list[Observations]) -> str:
+    """The digest of a fit's observations (`inference._checkpoint.fingerprint`)."""
+    return fingerprint(*((o.time, o.values, o.sigma) for o in (obs if isinstance(obs, list) else [obs])))
 
 
 def _latin_hypercube_starts(problem: Problem | Experiments, u0: dict, n: int, seed: int) -> list[dict]:
@@ -927,8 +1139,25 @@ def _latin_hypercube_starts(problem: Problem | Experiments, u0: dict, n: int, se
     return starts
 
 
-def _fit(config: Config, problem: Problem | Experiments, start, obs: Observations | list[Observations], section: FitSection, starts: list, identity: str, progress: bool, output: Path | None, resume: bool) -> FitResult:
-    """`fit` from its problem and start points on, writing `output` (held locked)."""
+def _fit(
+    config: Config,
+    problem: Problem | Experiments,
+    start,
+    obs: Observations | list[Observations],
+    section: FitSection,
+    starts: list,
+    identity: str,
+    progress: bool,
+    output: Path | None,
+    resume: bool,
+    *,
+    devices: int = 1,
+    client=None,
+    data: str | Path | None = None,
+) -> FitResult:
+    """`fit` from its problem and start points on, writing `output` (held locked); the
+    starts of a multistart fit batched on `devices` local devices or in blocks on the
+    Dask cluster of `client` (`_fit_starts`)."""
     run = _adam if section.optimizer == "adam" else _optimistix
     ck = Checkpointer(
         None if output is None else checkpoint_path(output), identity, config=config.to_toml(), resume=resume, every=section.checkpoint_every
@@ -943,13 +1172,12 @@ def _fit(config: Config, problem: Problem | Experiments, start, obs: Observation
             bar.advance(skipped or 1)
             bar.describe(f"fit {section.optimizer}: step {i}, loss {loss:.6g}")
 
-        for k in range(ck.first_start(), section.starts):
-            u, history, ok, message = run(problem, starts[k], section, on_step, start=k, ck=ck, best=best)
-            ends = [*(best[4] if best is not None else []), (history[-1], ok, {n: float(v) for n, v in problem.natural(u).items()})]
-            best = (u, history, ok, message, ends) if best is None or history[-1] < best[1][-1] else (*best[:4], ends)
-            if k + 1 < section.starts and output is not None:
-                ck.write(k + 1, 0, None, [], best)  # the next start begins afresh
-                ck.safe_point(k + 1, 0, None, [], best)
+        if section.starts == 1:
+            u, history, ok, message = run(problem, starts[0], section, on_step, ck=ck)
+            best = (u, history, ok, message, [(history[-1], ok, {n: float(v) for n, v in problem.natural(u).items()})])
+        else:
+            remote = None if client is None else (client, config, data, identity)
+            best = _fit_starts(problem, starts, section, bar, ck, best, devices, remote)
     u, history, ok, message, ends = best
     x = problem.natural(u)
     several = isinstance(problem, Experiments)
@@ -968,8 +1196,7 @@ def _fit(config: Config, problem: Problem | Experiments, start, obs: Observation
         # The fitted model on a fine grid (at the data's times for fixed-step MD runs).
         t0 = float(p.t_sim[0])
         t_fine = jnp.linspace(t0, float(p.t_sim[-1]), 201) if p.fixed_times is None else np.asarray(p.fixed_times)
-        traj = p.simulate(x, t_fine)
-        return np.asarray(t_fine), {k: np.asarray(v) for k, v in traj.observables.items()}
+        return np.asarray(t_fine), {k: np.asarray(v) for k, v in p.curves(x, t_fine).items()}
 
     runs = [predicted(p) for p in problems]
     t_fine, prediction = runs[0]
@@ -1012,3 +1239,231 @@ def _fit(config: Config, problem: Problem | Experiments, start, obs: Observation
         result.save(output)
         ck.finish()
     return result
+
+
+# ----------------------------------------------------------------------------- multistart
+
+def _fit_starts(problem: Problem | Experiments, starts: list[dict], section: FitSection, bar: Progress, ck: Checkpointer, best, devices: int, remote) -> tuple:
+    """Every start of a multistart fit not finished before a checkpoint, batched
+    (`inference._multistart`). In this process: the starts as one batch split over
+    `devices` local devices, every start stepped by the optimiser at once until each
+    stops, checkpointed round by round. With `remote` = (Dask client, config, data,
+    data identity): in blocks of consecutive starts, one task per worker thread
+    (`worker_starts`), checkpointed as each block comes back in start order.
+
+    Returns:
+        (u, loss history, ok, message) of the best start (the first of the lowest final
+        loss) and every start's (final loss, ok, natural values), in start order.
+    """
+    count, first = len(starts), ck.first_start()
+    ends = list(best[4]) if best is not None else []
+
+    def take(u: dict, history: list[float], ok: bool, message: str) -> None:
+        nonlocal best
+        u = {n: jnp.asarray(v, dtype=float) for n, v in u.items()}
+        ends.append((history[-1], ok, {n: float(v) for n, v in problem.natural(u).items()}))
+        best = (u, history, ok, message, list(ends)) if best is None or history[-1] < best[1][-1] else (*best[:4], list(ends))
+
+    if remote is None:
+        def on_round(i: int, stepped: int, lanes: Lanes) -> None:
+            bar.advance(stepped)
+            done = int(np.sum(lanes.finished[: count - first]))
+            bar.describe(f"fit {section.optimizer}: step {i}, {done} of {count - first} starts done")
+
+        for end in _run_starts(problem, _stacked(starts[first:]), section, devices, on_round, ck, first, best):
+            take(*end)
+        return best
+    client, config, data, identity = remote
+    text, path = config.to_toml(), None if config.path is None else str(Path(config.path).resolve())
+    data = None if data is None else str(Path(data).resolve())
+    parts = blocks(first, count, block_size(count, client))
+    steps = section.max_steps or (1000 if section.optimizer == "adam" else 200)
+    bar.describe(f"fit {section.optimizer}: {count} starts in {len(parts)} blocks on the Dask cluster")
+    # (numpy arrays: a worker unpickles them before it imports sim, which turns on float64)
+    arguments = [(text, path, data, identity, {n: np.asarray(v) for n, v in _stacked(starts[b.start : b.stop]).items()}) for b in parts]
+    for k, block in in_order(client, worker_starts, arguments):
+        for end in block:
+            take(*end)
+        bar.advance(steps * len(parts[k]))
+        if parts[k].stop < count:  # the next block's starts are computed again on resume
+            ck.write(parts[k].stop, 0, None, [], best)
+            ck.safe_point(parts[k].stop, 0, None, [], best)
+    return best
+
+
+def _stacked(starts: list[dict]) -> dict[str, Array]:
+    """Start points (name -> value each) as one batch (name -> [S])."""
+    return {name: jnp.stack([jnp.asarray(u[name], dtype=float) for u in starts]) for name in starts[0]}
+
+
+def _run_starts(problem: Problem | Experiments, u: dict[str, Array], section: FitSection, devices: int, on_round, ck: Checkpointer | None, first: int, best) -> list[tuple]:
+    """The optimiser of `section` run from every start in `u` (name -> [S]) at once, on
+    `devices` local devices; with `ck`, checkpointed (as start `first`, carrying `best`
+    of the starts before it) and resumed from its checkpoint.
+
+    Returns:
+        Each start's (u, loss history, ok, message), as the single-start optimisers
+        give them.
+    """
+    count = len(next(iter(u.values())))
+    size = padded(count, devices)
+    u = pad(u, size)
+    run = _adam_starts if section.optimizer == "adam" else _optimistix_starts
+    u, lanes = run(problem, u, count, section, devices, on_round or (lambda i, stepped, lanes: None), ck, first, best)
+    return [({n: v[k] for n, v in u.items()}, *lanes.ending(k)) for k in range(count)]
+
+
+def _unless(finished: Array, new, old):
+    """`new`, but `old` in the lanes that had finished (those stay where they stopped)."""
+    return jax.tree.map(lambda a, b: jnp.where(finished, b, a) if eqx.is_array(a) else a, new, old)
+
+
+# The single-start optimisers' compiled pieces (`_loss`, `_optx_init`, `_optx_step`,
+# `_adam_step`) mapped over a batch of starts.
+
+@eqx.filter_jit
+def _loss_starts(problem, u):
+    return jax.vmap(lambda v: _loss(problem, v))(u)
+
+
+@eqx.filter_jit
+def _optx_init_starts(solver, fn, u, f_struct, aux_struct):
+    return eqx.filter_vmap(lambda v: _optx_init(solver, fn, v, f_struct, aux_struct))(u)
+
+
+@eqx.filter_jit
+def _optx_step_starts(solver, fn, problem, u, state, finished):
+    def one(u, state, finished):
+        new_u, new_state, _, done, result = _optx_step(solver, fn, u, state)
+        new_u, new_state = _unless(finished, (new_u, new_state), (u, state))
+        return new_u, new_state, _loss(problem, new_u), done, result
+
+    return eqx.filter_vmap(one)(u, state, finished)
+
+
+def _restored_round(ck: Checkpointer | None, first: int, count: int, carry) -> tuple[int, Any]:
+    """(rounds done, carry) of a batch of starts (its first `count` lanes the starts, the
+    rest padding) from its checkpoint, or (0, carry) when there is none: the checkpoint
+    keeps the starts without the padding, so the batch may resume on other devices."""
+    restored = None if ck is None else ck.restore(first, unpad(carry, count))
+    if restored is None:
+        return 0, carry
+    done, saved, _ = restored
+    return done, pad(saved, len(carry[2]["length"]))
+
+
+def _checkpoint_round(ck: Checkpointer | None, first: int, count: int, i: int, carry, best) -> None:
+    """Round i of a batch of starts: a checkpoint when one is due (of the first `count`
+    lanes, the starts), and a safe point."""
+    if ck is not None and ck.due(i):
+        ck.write(first, i, unpad(carry, count), [], best)
+    if ck is not None:
+        ck.safe_point(first, i, unpad(carry, count), [], best)
+
+
+def _optimistix_starts(problem, u, count: int, section: FitSection, devices: int, on_round, ck, first: int, best) -> tuple[dict, Lanes]:
+    """`_optimistix` for a batch of starts (the first `count` of `u`'s rows; the rest
+    padding): one compiled step of every start per round; a start stops as
+    `_optimistix` stops it, and stays there while the others go on."""
+    max_steps = section.max_steps or 200
+    if section.optimizer == "levenberg_marquardt":
+        solver, fn = optx.LevenbergMarquardt(rtol=section.rtol, atol=section.atol), problem.residuals
+    else:
+        solver, fn = optx.BFGS(rtol=section.rtol, atol=section.atol), problem.objective
+    f_struct, aux_struct = jax.eval_shape(fn, {n: v[0] for n, v in u.items()}, None)
+    f_struct = jax.tree.map(lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype), f_struct)
+    state = _optx_init_starts(solver, fn, u, f_struct, aux_struct)
+    stopped = f"max_steps ({max_steps}) reached before convergence"
+    lanes = Lanes(len(u[next(iter(u))]), max_steps + 1, ("converged", *dict.fromkeys(m for _, m in _OPTIMISER_FAILURES), "the optimiser failed", stopped))
+    lanes.record(np.asarray(_loss_starts(problem, u)))
+    done_rounds, (u, state, saved) = _restored_round(ck, first, count, (u, state, lanes.state()))
+    lanes.restore(saved)
+    for i in range(done_rounds, max_steps):
+        running = lanes.active.copy()
+        u, state, loss, done, result = _optx_step_starts(solver, fn, problem, *spread((u, state), devices), jnp.asarray(lanes.finished))
+        lanes.record(np.asarray(loss))
+        for k in np.flatnonzero(np.asarray(done) & running).tolist():
+            one = jax.tree.map(lambda a: a[k], result)
+            ok = bool(one == optx.RESULTS.successful)
+            lanes.finish(k, ok, "converged" if ok else _optimiser_failure(one))
+        on_round(i + 1, int(running.sum()), lanes)
+        if lanes.finished.all():
+            return u, lanes
+        _checkpoint_round(ck, first, count, i + 1, (u, state, lanes.state()), best)
+    for k in np.flatnonzero(lanes.active).tolist():
+        lanes.finish(k, False, stopped)
+    return u, lanes
+
+
+@eqx.filter_jit
+def _adam_step_starts(problem, opt, u, opt_state, finished):
+    def one(u, opt_state, finished):
+        new_u, new_state, loss = _adam_step(problem, opt, u, opt_state)
+        new_u, new_state = _unless(finished, (new_u, new_state), (u, opt_state))
+        return new_u, new_state, loss
+
+    return jax.vmap(one)(u, opt_state, finished)
+
+
+def _adam_starts(problem, u, count: int, section: FitSection, devices: int, on_round, ck, first: int, best) -> tuple[dict, Lanes]:
+    """`_adam` for a batch of starts (the first `count` of `u`'s rows; the rest
+    padding): one compiled step of every start per round; a start stops as `_adam`
+    stops it (`_small_step`), and stays there while the others go on."""
+    max_steps = section.max_steps or 1000
+    opt = optax.adam(section.learning_rate)
+    opt_state = jax.vmap(opt.init)(u)
+    stopped = f"max_steps ({max_steps}) Adam steps taken before the loss and the step came within fit.rtol and fit.atol"
+    lanes = Lanes(len(u[next(iter(u))]), max_steps + 1, ("converged", stopped))
+    done_rounds, (u, opt_state, saved) = _restored_round(ck, first, count, (u, opt_state, lanes.state()))
+    lanes.restore(saved)
+    for i in range(done_rounds, max_steps):
+        running = lanes.active.copy()
+        previous = u
+        u, opt_state, loss = _adam_step_starts(problem, opt, *spread((u, opt_state), devices), jnp.asarray(lanes.finished))
+        lanes.record(np.asarray(loss))
+        before, after = ({n: np.asarray(v) for n, v in w.items()} for w in (previous, u))
+        small = [
+            k for k in np.flatnonzero(running).tolist()
+            if lanes.length[k] > 1 and _small_step(lanes.history[k, lanes.length[k] - 2], lanes.last(k), {n: v[k] for n, v in before.items()}, {n: v[k] for n, v in after.items()}, section)
+        ]
+        if small:
+            lanes.record(np.asarray(_loss_starts(problem, u)), small)
+            for k in small:
+                lanes.finish(k, True, "converged")
+        on_round(i + 1, int(running.sum()), lanes)
+        if lanes.finished.all():
+            return u, lanes
+        if i + 1 < max_steps:
+            _checkpoint_round(ck, first, count, i + 1, (u, opt_state, lanes.state()), best)
+    unfinished = np.flatnonzero(lanes.active).tolist()
+    lanes.record(np.asarray(_loss_starts(problem, u)), unfinished)
+    for k in unfinished:
+        lanes.finish(k, False, stopped)
+    return u, lanes
+
+
+@functools.lru_cache(maxsize=4)
+def _worker_problem(config_text: str, config_path: str | None, data: str | None, identity: str) -> tuple[Problem | Experiments, FitSection]:
+    config = Config(tomllib.loads(config_text), config_path)
+    problem, _, obs, section = build_problem(config, data)
+    if _data_identity(obs) != identity:
+        where = "[[experiments]]" if config.spec.experiments is not None else data or (config.spec.data or {}).get("file", "")
+        raise DataError(where, "", "the observations the Dask worker reads differ from those the fit was started with (every worker must see the same files)")
+    return problem, section
+
+
+def worker_starts(config_text: str, config_path: str | None, data: str | None, identity: str, u: dict[str, np.ndarray]) -> list[tuple]:
+    """One block of a multistart fit, run on a Dask worker: the problem built from the
+    config (once per worker, config, data and data identity), then the block's starts
+    `u` (name -> [b], unconstrained) optimised together on the worker's local devices.
+
+    Returns:
+        Each start's (u as name -> float, loss history, ok, message).
+
+    Raises:
+        DataError: the worker reads other observations than the fit was started with
+            (`identity`: `_data_identity`).
+    """
+    problem, section = _worker_problem(config_text, config_path, data, identity)
+    ends = _run_starts(problem, {n: jnp.asarray(v, dtype=float) for n, v in u.items()}, section, len(jax.devices()), None, None, 0, None)
+    return [({n: float(v) for n, v in x.items()}, history, ok, message) for x, history, ok, message in ends]

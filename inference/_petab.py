@@ -16,6 +16,7 @@ as text.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import warnings
 from collections.abc import Callable
@@ -29,9 +30,14 @@ import numpy as np
 
 import sim
 from physics.ode import SbmlError, sbml_model
+from sim._distributed import dask_client
 from sim._errors import InputError
+from sim._interrupt import safe_point
 from sim._store import Result, write_group, write_root_attrs
 from solvers import OdeSolver
+
+from ._multistart import block_size, blocks, in_order, padded, spread, spread_check
+from ._observation import negative_log_likelihood
 
 SCALES = ("lin", "log", "log10")
 # Gradients by forward-mode sensitivities up to this many estimated parameters (Boehm, 9
@@ -343,7 +349,8 @@ def load_petab(path: str | Path, solver: OdeSolver | None = None) -> PetabProble
             problem = petab.Problem.from_yaml(str(path))
             spec = petab.yaml.load_yaml(str(path))
     except Exception as e:  # (the library reports a broken table in many ways)
-        raise PetabError(f"{path}: not a readable PEtab problem: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
+        reason = f"the key {e.args[0]!r} is missing" if isinstance(e, KeyError) and e.args else (str(e).splitlines()[0] if str(e) else type(e).__name__)
+        raise PetabError(f"{path}: not a readable PEtab problem: {reason}") from None
     if str(spec.get("format_version", "1")).split(".")[0] != "1":
         raise PetabError(f"{path}: format_version {spec.get('format_version')!r}: only PEtab format version 1 is supported")
     sbml_files = spec["problems"][0].get("sbml_files") or []
@@ -406,6 +413,8 @@ def load_petab(path: str | Path, solver: OdeSolver | None = None) -> PetabProble
 
     # --- measurements, grouped into simulations
     m = problem.measurement_df.reset_index(drop=True)
+    if len(m) == 0:
+        raise PetabError(f"{path.name}: measurement table: no measurements; expected at least one row")
     has_pre = "preequilibrationConditionId" in m.columns
     keys: list[tuple[str, str]] = []
     group_of_row = np.zeros(len(m), dtype=int)
@@ -491,6 +500,8 @@ def load_petab(path: str | Path, solver: OdeSolver | None = None) -> PetabProble
                 expr = sympify_petab(text) if isinstance(text, str) else sp.Float(float(text))
             except Exception as e:
                 raise PetabError(f"{where}, column {column}: cannot be read: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
+            if column == "noiseFormula" and expr.is_number and not (expr.is_real and math.isfinite(float(expr)) and float(expr) > 0):
+                raise PetabError(f"{where}, column noiseFormula: a sigma that is a number must be a positive finite standard deviation, got {text!r}")
             fn, names = _compile(expr, f"{where}, column {column}")
             fns[column] = fn
             wanted = sorted(n for n in names if n.startswith(prefix) and n.endswith(f"_{oid}"))
@@ -515,6 +526,9 @@ def load_petab(path: str | Path, solver: OdeSolver | None = None) -> PetabProble
                     sigma_itself = str(expr) == name
                     if prefix == "noiseParameter" and sigma_itself and placeholders[name][k] >= len(sources.index) and not sources.constants[placeholders[name][k] - len(sources.index)] > 0:
                         raise PetabError(f"{cell_where}: a noise parameter that is sigma itself must be positive, got {value!r}")
+                    fixed = parameters[placeholders[name][k]] if placeholders[name][k] < len(parameters) else None
+                    if prefix == "noiseParameter" and sigma_itself and fixed is not None and not fixed.estimate and not fixed.nominal > 0:
+                        raise PetabError(f"{cell_where}: a noise parameter that is sigma itself must be positive; the fixed parameter {fixed.id!r} has the nominal value {fixed.nominal!r}")
         observables.append(_Observable(str(oid), fns["observableFormula"], fns["noiseFormula"], transformation, distribution, rows, placeholders))
         if transformation != "lin" and np.any(measured[rows] <= 0):
             i = rows[np.argmax(measured[rows] <= 0)]
@@ -577,7 +591,7 @@ def load_petab(path: str | Path, solver: OdeSolver | None = None) -> PetabProble
             pp = {k: v[pre_groups] for k, v in group_params(pre_params).items()}
             pg = {k: v[pre_groups] for k, v in group_initial(pre_initial, np.arange(groups)).items()}
             y_pre = jax.vmap(start)(pp, pg)
-            y_ss = jax.vmap(lambda p, y: _steady_state(model, solver, p, y))(pp, y_pre)
+            y_ss = jax.vmap(lambda p, y: solver.steady_state(model.vector_field, y, p))(pp, y_pre)
 
             # The simulation condition's species replace the steady state's.
             def after(y, p, g_over):
@@ -608,57 +622,12 @@ def load_petab(path: str | Path, solver: OdeSolver | None = None) -> PetabProble
             h = jnp.broadcast_to(o.value(values), o.rows.shape)
             sigma = jnp.broadcast_to(o.sigma(values), o.rows.shape)
             y = jnp.asarray(measured[o.rows])
-            parts.append(_negative_log_likelihood(y, h, sigma, o.transformation, o.distribution))
+            parts.append(negative_log_likelihood(y, h, sigma, o.transformation, o.distribution))
         return jnp.concatenate(parts)
 
     out.residual_terms = terms
     out.observables = observables
     return out
-
-
-def _negative_log_likelihood(y, h, sigma, transformation: str, distribution: str):
-    """-log p(y | h, sigma) per measurement, PEtab's noise models: the transformation
-    applies to data and model value, and the density is of the untransformed data (the
-    Jacobian of the transformation included)."""
-    if transformation == "lin":
-        ty, th, jac = y, h, 0.0
-    elif transformation == "log":
-        ty, th, jac = jnp.log(y), jnp.log(h), jnp.log(y)
-    else:
-        ty, th, jac = jnp.log10(y), jnp.log10(h), jnp.log(y * math.log(10.0))
-    if distribution == "normal":
-        return 0.5 * jnp.log(2 * math.pi * sigma**2) + 0.5 * ((ty - th) / sigma) ** 2 + jac
-    return jnp.log(2 * sigma) + jnp.abs(ty - th) / sigma + jac
-
-
-def _steady_state(model, solver: OdeSolver, params, y0):
-    """The steady state reached from y0 (preequilibration): integrated until the
-    time derivative is negligible (diffrax's steady-state event), differentiated
-    through the solve with the solver's own adjoint. (Not by the implicit function
-    theorem: with conserved quantities, common in biochemical models, the Jacobian at
-    the steady state is singular and the steady state depends on y0.)"""
-    import diffrax
-
-    from solvers._ode import make_adjoint
-
-    method = solver.diffrax_solver()
-    sol = diffrax.diffeqsolve(
-        diffrax.ODETerm(model.vector_field),
-        method,
-        t0=0.0,
-        t1=jnp.inf,
-        dt0=None,
-        y0=y0,
-        args=params,
-        saveat=diffrax.SaveAt(t1=True),
-        stepsize_controller=diffrax.PIDController(rtol=solver.rtol, atol=solver.atol),
-        event=diffrax.Event(diffrax.steady_state_event()),
-        adjoint=make_adjoint(solver.adjoint, method),
-        max_steps=solver.max_steps,
-        throw=False,
-    )
-    # (the event ends the solve; running out of steps first is a failure: NaN)
-    return jnp.where(sol.result == diffrax.RESULTS.event_occurred, sol.ys[-1], jnp.nan)
 
 
 # ----------------------------------------------------------------------------- fitting
@@ -698,16 +667,41 @@ class PetabFit(Result):
             write_group(f["starts"], "estimate", self.starts_estimate)
 
 
-def fit_petab(problem: PetabProblem, *, starts: int = 1, seed: int = 0, evaluate: bool = False, max_steps: int = 1000, on_start=None) -> PetabFit:
+def fit_petab(
+    problem: PetabProblem,
+    *,
+    starts: int = 1,
+    seed: int = 0,
+    evaluate: bool = False,
+    max_steps: int = 1000,
+    on_start=None,
+    devices: int | None = None,
+    scheduler: str | None = None,
+) -> PetabFit:
     """Evaluate the objective at the nominal parameters, or minimise it (plus the
     objective priors, if the table gives any) within the parameter table's bounds on the
     parameters' scales from `starts` points: the first the nominal values (where finite
     and within the bounds), the others drawn by Latin hypercube sampling within the
     bounds. Every start runs L-BFGS-B (scipy) on the objective and its gradient through
     the solver; the starts run together, one batched evaluation for all of them at each
-    round (`minimize_batched`)."""
+    round (`minimize_batched`), split over the first `devices` local devices (default:
+    all).
+
+    With a Dask `scheduler` (an address, or `local:N` for a local cluster of N worker
+    processes), the starts are cut into one block per worker thread; each block's
+    batched L-BFGS-B runs on a worker, which loads the problem from its files
+    (`fit_block`), and the blocks' ends are gathered in start order. Each start's end
+    is the same however the starts were split (to rounding); `on_start(k, objective)`
+    reports start k (from 1) as it ends, or as its block comes back.
+
+    Raises:
+        PetabError: an estimated parameter without finite bounds.
+        InputError: a bad `devices` or `scheduler`, or either asked to spread a fit of
+            one start (`evaluate` included) over more than one device or a cluster.
+    """
     from scipy.stats import qmc
 
+    n_devices = spread_check(1 if evaluate else starts, devices, scheduler)
     names = problem.estimated
     scales = [p.scale for p in problem.parameters if p.estimate]
     linear = lambda x: {n: float(to_linear(np.float64(v), sc)) for n, v, sc in zip(names, x, scales)}  # noqa: E731
@@ -723,7 +717,12 @@ def fit_petab(problem: PetabProblem, *, starts: int = 1, seed: int = 0, evaluate
     nominal = problem.nominal()
     if np.all(np.isfinite(nominal)) and np.all((nominal >= lower) & (nominal <= upper)):
         points[0] = nominal
-    ends, _, success = minimize_batched(problem.value_and_grad(with_priors=True), points, lower, upper, max_steps=max_steps, on_done=None if on_start is None else (lambda k, f: on_start(k + 1, f)))
+    if scheduler is None:
+        report = None if on_start is None else (lambda k, f: on_start(k + 1, f))
+        ends, _, success = minimize_batched(problem.value_and_grad(with_priors=True), points, lower, upper, max_steps=max_steps, on_done=report, devices=n_devices)
+    else:
+        with dask_client(scheduler) as client:
+            ends, success = _fit_blocks(problem, points, max_steps, client, on_start)
     objectives = np.asarray(jax.jit(jax.vmap(problem.objective))(jnp.asarray(ends)), dtype=float)
     objectives = np.where(np.isfinite(objectives), objectives, np.inf)
     best = int(np.argmin(objectives))
@@ -738,13 +737,74 @@ def fit_petab(problem: PetabProblem, *, starts: int = 1, seed: int = 0, evaluate
 SAME_OPTIMUM = 0.1
 
 
-def run_batched(value_and_grad, tasks, dim: int, on_done=None) -> list:
+def _fit_blocks(problem: PetabProblem, points: np.ndarray, max_steps: int, client, on_start) -> tuple[np.ndarray, np.ndarray]:
+    """(ends [S, p], success [S]) of `fit_petab`'s starts run block by block on the Dask
+    cluster of `client` (`fit_block`), in start order."""
+    path = str(Path(problem.path).resolve())
+    digest = files_digest(path)
+    parts = blocks(0, len(points), block_size(len(points), client))
+    ends, success = np.zeros_like(points), np.zeros(len(points), dtype=bool)
+    for k, (block_ends, values, block_success) in in_order(client, fit_block, [(path, digest, problem.solver, points[b.start : b.stop], max_steps) for b in parts]):
+        part = parts[k]
+        ends[part.start : part.stop], success[part.start : part.stop] = block_ends, block_success
+        for j, value in zip(part, values if on_start is not None else ()):
+            on_start(j + 1, float(value))
+        safe_point()  # (a stop between blocks: PEtab fits keep no checkpoint)
+    return ends, success
+
+
+def files_digest(path: str | Path) -> str:
+    """A digest of a PEtab problem's files (the YAML file, its tables and its model)."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for file in problem_files(path):
+        digest.update(str(file.name).encode())
+        digest.update(file.read_bytes() if file.is_file() else b"")
+    return digest.hexdigest()
+
+
+@functools.lru_cache(maxsize=4)
+def _worker_problem(path: str, digest: str, solver: OdeSolver) -> tuple[PetabProblem, Callable]:
+    """A problem loaded on a worker, with the one function of its objective (with the
+    priors) and gradient whose batched form the worker's blocks share (`_batched`)."""
+    problem = load_petab(path, solver)
+    return problem, problem.value_and_grad(with_priors=True)
+
+
+def fit_block(path: str, digest: str, solver: OdeSolver, points: np.ndarray, max_steps: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One block of a multistart fit, run on a Dask worker: the problem loaded from its
+    YAML file (once per worker, version of its files and solver), then L-BFGS-B from
+    every row of `points` together, on the worker's local devices.
+
+    Returns:
+        ends [b, p], values [b] (with the priors), success [b], as `minimize_batched`.
+
+    Raises:
+        PetabError: the problem's files on the worker are not those the fit was started
+            with (`digest`: `files_digest`), or no longer load.
+    """
+    if files_digest(path) != digest:
+        raise PetabError(f"{path}: the problem's files on the Dask worker differ from those the fit was started with (every worker must see the same files)")
+    problem, value_and_grad = _worker_problem(path, digest, solver)
+    lower, upper = problem.bounds()
+    return minimize_batched(value_and_grad, points, lower, upper, max_steps=max_steps, devices=len(jax.devices()))
+
+
+@functools.lru_cache(maxsize=8)
+def _batched(value_and_grad: Callable) -> Callable:
+    """`value_and_grad` vmapped and compiled, once per function (and batch shape)."""
+    return jax.jit(jax.vmap(value_and_grad))
+
+
+def run_batched(value_and_grad, tasks, dim: int, on_done=None, devices: int = 1) -> list:
     """Run every task, each in its own thread, with its evaluations batched: a task is a
     function of `ask`, and `ask(x)` gives the value and gradient of `value_and_grad` (a
     JAX function of one point of size `dim`) at x. The points that the tasks wait for
     are evaluated together, by one `jax.vmap`ed compiled call, and handed back (the
     batch keeps its size, one lane per task: tasks that are done repeat their last
-    point). A point whose value or gradient is not finite is given a huge value and a
+    point; padded to a multiple of `devices` and split over the first `devices` local
+    devices). A point whose value or gradient is not finite is given a huge value and a
     zero gradient, so that a line search steps back.
 
     Returns:
@@ -752,12 +812,14 @@ def run_batched(value_and_grad, tasks, dim: int, on_done=None) -> list:
     """
     import threading
 
+    from sim._interrupt import safe_point
+
     n = len(tasks)
-    batch = jax.jit(jax.vmap(value_and_grad))
+    batch = _batched(value_and_grad)
     lock = threading.Condition()
     asked: list = [None] * n  # the point task k waits for
     answer: list = [None] * n
-    last = np.full((n, dim), np.nan)
+    last = np.full((padded(n, devices), dim), np.nan)  # (lanes beyond n: padding)
     done = [False] * n
     outcome: list = [None] * n
 
@@ -800,9 +862,10 @@ def run_batched(value_and_grad, tasks, dim: int, on_done=None) -> list:
                 on_done(k, outcome[k])
         if not waiting:
             break
+        safe_point()  # (an interrupt stops the fit between rounds; nothing is written)
         unset = np.isnan(last).any(axis=1)  # (a lane that never asked: any asked point)
         last[unset] = last[waiting[0]]
-        values, grads = batch(jnp.asarray(last))
+        values, grads = batch(spread(jnp.asarray(last), devices))
         values, grads = np.asarray(values, dtype=float), np.asarray(grads, dtype=float)
         with lock:
             for k in waiting:
@@ -855,10 +918,11 @@ def _lbfgsb(ask, x0, lower, upper, max_steps: int, fixed: dict[int, float] | Non
     return full(z), float(result.fun), bool(result.success) and result.fun < 1e300
 
 
-def minimize_batched(value_and_grad, points, lower, upper, *, max_steps: int = 1000, on_done=None):
+def minimize_batched(value_and_grad, points, lower, upper, *, max_steps: int = 1000, on_done=None, devices: int = 1):
     """Minimise a function, given as `value_and_grad` (a JAX function of one point giving
     the value and the gradient), from every row of `points` within the box [lower,
-    upper] by L-BFGS-B (scipy), all starts at once (`run_batched`).
+    upper] by L-BFGS-B (scipy), all starts at once (`run_batched`, on `devices` local
+    devices).
 
     Returns:
         ends [S, p], values [S], success [S] (scipy's convergence flag with a finite
@@ -867,7 +931,7 @@ def minimize_batched(value_and_grad, points, lower, upper, *, max_steps: int = 1
     points = np.asarray(points, dtype=float)
     tasks = [lambda ask, x0=x0: _lbfgsb(ask, x0, lower, upper, max_steps) for x0 in points]
     report = None if on_done is None else (lambda k, out: on_done(k, out[1]))
-    outcome = run_batched(value_and_grad, tasks, points.shape[1], report)
+    outcome = run_batched(value_and_grad, tasks, points.shape[1], report, devices)
     ends = np.stack([o[0] for o in outcome]) if outcome else np.zeros((0, points.shape[1]))
     return ends, np.array([o[1] for o in outcome]), np.array([o[2] for o in outcome])
 

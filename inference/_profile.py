@@ -249,7 +249,7 @@ def profile_config(config, params: list[str] | None = None, data=None, *, max_po
     import jax
     import jax.numpy as jnp
 
-    from ._fit import build_problem, experiment_problems, fit, make_problem
+    from ._fit import build_problem, experiment_problems, fit, make_problem, observation_models
 
     _, _, obs, section = build_problem(config, data)
     # (reverse-mode gradients, whatever the fit's optimiser)
@@ -262,7 +262,7 @@ def profile_config(config, params: list[str] | None = None, data=None, *, max_po
     if section.loss == "mse":
         raise config.error("fit.loss", "a profile likelihood needs a likelihood: loss = \"normal\" or \"lognormal\", not \"mse\"")
     fitted = fit(config, data)
-    sigma_known = all(name in o.sigma for o in (obs if isinstance(obs, list) else [obs]) for name in o.values)
+    sigma_known = observation_models(problem) or all(name in o.sigma for o in (obs if isinstance(obs, list) else [obs]) for name in o.values)
     n = problem.count
 
     def unflatten(v):

@@ -19,12 +19,8 @@ import contextlib
 import dataclasses
 import functools
 import hashlib
-import logging
 import math
-import os
-import signal
 import sys
-import threading
 import time as _time
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,12 +30,12 @@ import h5py
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from physics import Model
 from solvers import result_message
 
 from ._config import Config
+from ._distributed import batch_sharding, dask_client, device_count, worker_threads
 from ._errors import DataError, InputError
 from ._interrupt import safe_point
 from ._stream import CHECKPOINT_SECONDS
@@ -58,8 +54,6 @@ if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
     import tomli as tomllib
-
-_AXIS = "run"
 
 
 # ----------------------------------------------------------------------------- one chunk
@@ -127,9 +121,8 @@ class ChunkRunner:
 
     def __init__(self, s: Setup, save: str, devices: int, example: dict):
         self.setup = s
-        self.mesh = Mesh(np.asarray(jax.devices()[:devices]), (_AXIS,))
-        spec = PartitionSpec(_AXIS)
-        self._sharding = NamedSharding(self.mesh, spec)
+        self._sharding, _ = batch_sharding(devices)
+        self.mesh, spec = self._sharding.mesh, self._sharding.spec
         batched = _batched_runs(s, save)
         # One device needs no shard_map (and implicit solvers' linear solves do not
         # trace inside one).
@@ -250,19 +243,6 @@ def prepare(config: Config) -> Prepared:
 
 def _family(model: Model) -> str:
     return next(b.__name__ for b in type(model).__mro__[1:] if b.__name__.endswith("Model"))
-
-
-def _device_count(devices: int | None) -> int:
-    available = len(jax.devices())
-    if devices is None:
-        return available
-    if not 1 <= devices <= available:
-        raise InputError(
-            "--devices", str(devices),
-            f"expected 1 to {available} devices ({available} available; on CPU set "
-            f"XLA_FLAGS=--xla_force_host_platform_device_count=N for more)",
-        )
-    return devices
 
 
 def _compiled_runner(prep: Prepared, devices: int, padded: int, size: int | None = None) -> ChunkRunner | FramedRunner:
@@ -423,38 +403,6 @@ def worker_chunk(config_text: str, config_path: str | None, inputs: dict) -> dic
     return family_of(runner.setup.model).settle(runner.setup, jax.device_get(runner(inputs)), rerun)
 
 
-def _connect(scheduler: str):
-    """A `distributed.Client` for an address, or for `local:N` a new LocalCluster of N
-    single-threaded worker processes on the loopback interface."""
-    from distributed import Client, LocalCluster
-
-    if scheduler.startswith("local:"):
-        count = scheduler.partition(":")[2]
-        if not count.isdigit() or int(count) < 1:
-            raise InputError("--scheduler", scheduler, "expected local:N with N >= 1 workers, or a scheduler address")
-        cores = os.cpu_count() or 1
-        if int(count) > cores:  # each worker is a process with its own JAX: more only fill memory
-            raise InputError("--scheduler", scheduler, f"expected local:N with N at most the {cores} cores of this machine")
-        # Ctrl-C in a terminal sends SIGINT to the whole process group: the worker
-        # processes ignore it (they inherit an ignored SIGINT), so that the sweep stops at
-        # its next safe point and closes its cluster instead of losing its workers mid-task.
-        previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if threading.current_thread() is threading.main_thread() else None
-        try:
-            cluster = LocalCluster(
-                n_workers=int(count), threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None,
-                silence_logs=logging.ERROR,  # (a task cancelled by a stop is not worth a warning)
-            )
-        finally:
-            if previous is not None:
-                signal.signal(signal.SIGINT, previous)
-        return Client(cluster), cluster
-    try:
-        return Client(scheduler, timeout="10s"), None
-    except (OSError, TimeoutError, ValueError) as e:
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise InputError("--scheduler", scheduler, f"cannot reach the Dask scheduler ({first})") from None
-
-
 def _run_dask(prep: Prepared, client, padded: int, pending: list[int]) -> Iterator[tuple[int, dict]]:
     """Chunk results as Dask tasks finish; at most two tasks per worker thread in flight,
     so the client's memory stays bounded."""
@@ -462,7 +410,7 @@ def _run_dask(prep: Prepared, client, padded: int, pending: list[int]) -> Iterat
 
     if not pending:
         return
-    window = 2 * max(1, sum(client.nthreads().values()))
+    window = 2 * worker_threads(client)
     text, path = prep.config.to_toml(), None if prep.config.path is None else str(prep.config.path)
     queue = list(pending)
     futures = {}
@@ -518,18 +466,12 @@ def execute(
     What `sim sweep` and `sim.sweep` do; see `sweep` for the arguments."""
     start = _time.perf_counter()
     prep = prepare(config)
-    n_devices = _device_count(devices)
+    n_devices = device_count(devices)
     with contextlib.nullcontext() if output is None else exclusive(output):
         if output is not None:
             FileSink.check_start(output, prep.text, resume)
-        client, cluster = _connect(scheduler) if scheduler else (None, None)
-        try:
+        with dask_client(scheduler) as client:
             return _execute(prep, output, resume, n_devices, client, progress, start)
-        finally:
-            if client is not None:
-                client.close()
-            if cluster is not None:
-                cluster.close()
 
 
 def _check_results_fit(prep: Prepared, layout: Layout, output) -> None:

@@ -25,14 +25,12 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from jaxtyping import Array, PyTree
 
+from ._distributed import batch_sharding
 from ._stream import CHUNK_BYTES, ChunkSizer, _now
 from ._sweep_spec import SUMMARY_STATS
 from ._sweep_store import FAILED, OK
-
-_AXIS = "run"
 
 
 class Carry(eqx.Module):
@@ -177,8 +175,7 @@ class FramedRunner:
             functools.partial(_advance_one, s, family, save, bounds, capacity, self.frames + 1), in_axes=(0, 0, None, None)
         )
         if devices > 1:
-            mesh = Mesh(np.asarray(jax.devices()[:devices]), (_AXIS,))
-            batch, whole = NamedSharding(mesh, PartitionSpec(_AXIS)), NamedSharding(mesh, PartitionSpec())
+            batch, whole = batch_sharding(devices)
             self._start = jax.jit(start, in_shardings=(batch,), out_shardings=batch)
             self._advance = jax.jit(advance, in_shardings=(batch, batch, whole, whole), out_shardings=batch)
         else:

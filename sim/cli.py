@@ -270,16 +270,21 @@ def fit(
     quiet: Quiet = False,
     evaluate: Annotated[bool, typer.Option("--evaluate", help="PEtab: only compute the objective at the nominal parameters.")] = False,
     starts: Annotated[Optional[int], typer.Option("--starts", min=1, help="PEtab: number of starts (Latin hypercube within the bounds).")] = None,
+    devices: Annotated[Optional[int], typer.Option("--devices", help="Spread the starts of a multistart fit over the first N local devices (default: all).")] = None,
+    scheduler: Annotated[
+        Optional[str], typer.Option("--scheduler", help="Spread the starts of a multistart fit over a Dask cluster: its scheduler address, or local:N for a local cluster of N workers.")
+    ] = None,
 ) -> None:
     """Fit free parameters and initial values to HDF5 observations by gradients through
     the solver; the optimiser state is checkpointed beside the output ([fit]
     checkpoint_every), and --resume continues a fit that was stopped. CONFIG may be a
-    PEtab problem (.yaml)."""
+    PEtab problem (.yaml). The starts of a multistart fit run batched, over the local
+    devices (--devices) or in blocks on a Dask cluster (--scheduler)."""
     from inference import fit as fit_config
     from inference._checkpoint import checkpoint_path
 
     if config.suffix in (".yaml", ".yml"):
-        _fit_petab(config, output, evaluate, starts or 1, quiet)
+        _fit_petab(config, output, evaluate, starts or 1, quiet, devices, scheduler)
         return
     if evaluate or starts is not None:
         raise InputError("--evaluate" if evaluate else "--starts", str(config), "applies to a PEtab problem (.yaml); a config sets [fit] starts")
@@ -287,7 +292,7 @@ def fit(
     path = check_output_path(output if output is not None else Path(cfg.path.stem + "_fit.h5"), "-o", inputs=[*cfg.input_files(), *([data] if data else [])])
     start = time.perf_counter()
     with writing(path, "fit", checkpoint_path(path), resume, quiet) as resume:
-        result = fit_config(cfg, data, progress=not quiet, output=path, resume=resume)
+        result = fit_config(cfg, data, progress=not quiet, output=path, resume=resume, devices=devices, scheduler=scheduler)
     table = Table("quantity", "estimate", "std. error", box=None)
     for name, value, err_ in result.table():
         table.add_row(name, f"{value:.6g}", f"{err_:.3g}")
@@ -301,7 +306,7 @@ def fit(
         )
 
 
-def _fit_petab(problem_file: Path, output: Optional[Path], evaluate: bool, starts: int, quiet: bool) -> None:
+def _fit_petab(problem_file: Path, output: Optional[Path], evaluate: bool, starts: int, quiet: bool, devices: Optional[int], scheduler: Optional[str]) -> None:
     from inference._petab import fit_petab, load_petab, problem_files
 
     problem = load_petab(problem_file)
@@ -309,7 +314,7 @@ def _fit_petab(problem_file: Path, output: Optional[Path], evaluate: bool, start
     start = time.perf_counter()
     with exclusive(path), resumable(path, "the fit"):
         report = None if quiet else (lambda k, f: print(f"start {k} of {starts} done: objective {f:.6g}", file=sys.stderr))
-        result = fit_petab(problem, starts=starts, evaluate=evaluate, on_start=report)
+        result = fit_petab(problem, starts=starts, evaluate=evaluate, on_start=report, devices=devices, scheduler=scheduler)
         result.save(path)
     if not quiet:
         what = "objective at the nominal parameters" if evaluate else f"{result.message}, objective"
@@ -498,7 +503,8 @@ def main(argv: list[str] | None = None) -> None:
         # Usage errors of the command line itself (unknown option, missing argument).
         ctx = getattr(e, "ctx", None)
         name = f"sim {ctx.info_name}" if ctx is not None and ctx.info_name != "sim" else "sim"
-        message = " ".join(str(e).split())
+        # (format_message names the option a bad value was given to; str(e) does not)
+        message = " ".join((e.format_message() if hasattr(e, "format_message") else str(e)).split())
         print(f"{name}: error: {message} (see `{name} --help`)", file=sys.stderr)
         sys.exit(2)
     except InputError as e:

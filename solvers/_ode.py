@@ -237,6 +237,41 @@ class OdeSolver(eqx.Module):
             result=result,
         )
 
+    def steady_state(self, vector_field: Callable[[Any, Array, Any], Array], y0: Float[Array, " n"], args: Any = None) -> Float[Array, " n"]:
+        """The steady state reached from `y0`: dy/dt = f(t, y, args) integrated from t = 0
+        until the time derivative is negligible against the tolerances (diffrax's
+        steady-state event), differentiated through the solve with the solver's own
+        adjoint. (Not by the implicit function theorem: with conserved quantities, common
+        in biochemical models, the Jacobian at the steady state is singular and the
+        steady state depends on y0.)
+
+        Arguments:
+            vector_field: f(t, y, args) -> dy/dt for a flat state [n] (one field: no IMEX pair).
+            y0: where the integration starts [n].
+            args: passed through to `vector_field`.
+
+        Returns:
+            The steady state [n]; NaN when the solve fails or runs out of steps first.
+        """
+        method = self.diffrax_solver()
+        sol = diffrax.diffeqsolve(
+            diffrax.ODETerm(vector_field),
+            method,
+            t0=0.0,
+            t1=jnp.inf,
+            dt0=None,
+            y0=y0,
+            args=args,
+            saveat=diffrax.SaveAt(t1=True),
+            stepsize_controller=diffrax.PIDController(rtol=self.rtol, atol=self.atol),
+            event=diffrax.Event(diffrax.steady_state_event()),
+            adjoint=make_adjoint(self.adjoint, method),
+            max_steps=self.max_steps,
+            throw=False,
+        )
+        # (the event ends the solve; running out of steps first is a failure: NaN)
+        return jnp.where(sol.result == diffrax.RESULTS.event_occurred, sol.ys[-1], jnp.nan)
+
     def solve_sensitivities(
         self,
         vector_field: Callable[[Any, Array, Array], Array],

@@ -13,8 +13,13 @@ simulation against libRoadRunner, and a multistart fit.
 3. `--starts N`: multistart fit of Boehm_JProteomeRes2014 (Latin hypercube starts
    within the bounds, L-BFGS-B, all starts batched); the best objective against the
    nominal one, the fraction of starts within 0.1 of the best, and the wall time.
+4. `--spread`: `sim fit PROBLEM.yaml --starts 8` of the small decay problem
+   (experiments/data/make_decay_petab.py) three ways, each a fresh `sim` process: one
+   host device, the batch split over two host devices, and two blocks of four on
+   `--scheduler local:2`; wall time of the process and of the fit as `sim fit` reports
+   it, and the largest relative difference of the per-start objectives from the first.
 
-Run: python experiments/benchmarks/petab_bench.py --evaluate --roadrunner --starts 100
+Run: python experiments/benchmarks/petab_bench.py --evaluate --roadrunner --starts 100 --spread
 """
 
 from __future__ import annotations
@@ -144,6 +149,48 @@ def multistart(starts: int, seed: int) -> None:
     print(f"  converged {int(result.converged.sum())}/{starts}; sorted objectives: {np.array2string(objective[:12], precision=3)} ...")
 
 
+def spread(repeats: int) -> None:
+    import re
+    import subprocess
+    import sys
+    import tempfile
+
+    import h5py
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "data"))
+    from make_decay_petab import write
+
+    repo = Path(__file__).resolve().parents[2]
+    ways = {
+        "1 host device": (["--devices", "1"], {}),
+        "2 host devices": (["--devices", "2"], {"XLA_FLAGS": "--xla_force_host_platform_device_count=2"}),
+        "--scheduler local:2": (["--scheduler", "local:2"], {}),
+    }
+    with tempfile.TemporaryDirectory() as folder:
+        yaml = write(Path(folder) / "decay")
+        reference = None
+        for name, (options, env) in ways.items():
+            walls, fits = [], []
+            for _ in range(repeats):
+                out = Path(folder) / f"fit_{len(walls)}_{options[-1].replace(':', '')}.h5"
+                start = time.perf_counter()
+                done = subprocess.run(
+                    [sys.executable, "-m", "sim.cli", "fit", str(yaml), "--starts", "8", "-o", str(out), *options],
+                    env={**os.environ, "PYTHONPATH": str(repo), **env}, capture_output=True, text=True, check=True,
+                )
+                walls.append(time.perf_counter() - start)
+                fits.append(float(re.search(r"\(([0-9.]+) s\)", done.stderr).group(1)))
+                with h5py.File(out) as f:
+                    objective = f["starts/objective"][()]
+                reference = objective if reference is None else reference
+            difference = float(np.max(np.abs(objective / reference - 1)))
+            print(
+                f"8 starts, {name:<20}: process {statistics.median(walls):6.1f} s, fit {statistics.median(fits):6.1f} s "
+                f"(median of {repeats}; load now {os.getloadavg()[0]:.2f}); objectives differ from the first by {difference:.1e}",
+                flush=True,
+            )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--evaluate", nargs="*", type=Path, help="problem folders (default: tests/data/petab/*)")
@@ -151,6 +198,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--starts", type=int, default=0)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--spread", type=int, nargs="?", const=3, default=0, help="repeats of each way (default 3)")
     args = parser.parse_args()
     print(f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}; jax {jax.__version__}")
     if args.evaluate is not None:
@@ -159,6 +207,8 @@ def main() -> None:
         roadrunner_comparison(args.repeats)
     if args.starts:
         multistart(args.starts, args.seed)
+    if args.spread:
+        spread(args.spread)
 
 
 if __name__ == "__main__":

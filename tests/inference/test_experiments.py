@@ -108,6 +108,10 @@ def test_experiments_share_the_free_parameters_and_add_their_likelihoods(tmp_pat
         ('[[experiments]]\nname = "a"\nfile = "a.h5"\ntime = "/t"\nobservables = { prey = "/prey" }\n', "experiments.2.name"),
         ('[data]\nfile = "a.h5"\ntime = "/t"\nobservables = { prey = "/prey" }\n', "data"),
         ('[[experiments]]\nname = "c"\nfile = "a.h5"\ntime = "/t"\nobservables = { prey = "/prey" }\nparams = { alpha = 0.3 }\n', "experiments.2.params.alpha"),
+        # (a name is the experiment's group /experiments/<name> of the fit file: an empty
+        # name wrote its data into /experiments itself, one with a slash nested groups)
+        ('[[experiments]]\nname = ""\nfile = "a.h5"\ntime = "/t"\nobservables = { prey = "/prey" }\n', "experiments.2.name"),
+        ('[[experiments]]\nname = "a/c"\nfile = "a.h5"\ntime = "/t"\nobservables = { prey = "/prey" }\n', "experiments.2.name"),
     ],
 )
 def test_bad_experiments_are_one_line_errors(tmp_path, capsys, change, key):
@@ -178,3 +182,239 @@ def test_the_same_problem_as_experiments_and_as_petab_gives_the_same_estimates(t
         assert abs(petab_fit.estimate[k] / ours.estimate[k] - 1) < 1e-4, (k, petab_fit.estimate[k], ours.estimate[k])
     # one likelihood, written twice: the same value with all its constants
     assert abs(petab_fit.objective - ours.objective) < 1e-4, (petab_fit.objective, ours.objective)
+
+
+# ----------------------------------------------------------------------------- a linear chain
+
+CHAIN = """
+[model]
+name = "chain"
+[model.states]
+x = "k_in - k * x"
+y = "k * x - m * y"
+[model.parameters]
+k_in = 0.0
+k = { value = 0.5, positive = true }
+m = { value = 0.4, positive = true }
+[solver]
+rtol = 1e-10
+atol = 1e-12
+"""
+CHAIN_TIMES = np.linspace(0.0, 6.0, 13)
+CHAIN_STARTS = {"a": (2.0, 0.0), "b": (1.0, 1.5)}
+
+
+def _chain(k, m, y0, t=CHAIN_TIMES, k_in=0.0):
+    from scipy.integrate import solve_ivp
+
+    return solve_ivp(lambda _, v: [k_in - k * v[0], k * v[0] - m * v[1]], (0.0, t[-1]), y0, t_eval=t, rtol=1e-12, atol=1e-13).y
+
+
+def _chain_experiments(folder: Path, rates: dict[str, tuple[float, float]], sd: float, seed: int = 0, extra: str = "") -> None:
+    """Data of the chain from each start at the experiment's rates (k, m), normal noise
+    of sd `sd`, and one [[experiments]] table each (`extra` added to every table)."""
+    rng = np.random.default_rng(seed)
+    tables = []
+    for name, (x0, y0) in CHAIN_STARTS.items():
+        x, y = _chain(*rates[name], (x0, y0)) + sd * rng.standard_normal((2, CHAIN_TIMES.size))
+        with h5py.File(folder / f"{name}.h5", "w") as f:
+            f["t"], f["x"], f["y"] = CHAIN_TIMES, x, y
+        tables.append(f'[[experiments]]\nname = "{name}"\nfile = "{name}.h5"\ntime = "/t"\nobservables = {{ x = "/x", y = "/y" }}\ninitial = {{ x = {x0}, y = {y0} }}\n{extra.format(name=name)}')
+    return "".join(tables)
+
+
+INFER = """
+[infer]
+chains = 1
+warmup = 150
+samples = 150
+[infer.priors]
+k = { dist = "lognormal", loc = 0.0, scale = 1.0 }
+m = { dist = "lognormal", loc = -1.0, scale = 0.5 }
+[infer.noise]
+model = "normal"
+sigma = { dist = "halfnormal", scale = 0.2 }
+"""
+
+
+@pytest.mark.slow
+def test_sim_infer_samples_the_priors_times_every_experiment_s_likelihood(tmp_cwd):
+    # The log density NUTS samples, at a few points: the priors and both experiments'
+    # normal likelihoods (one sigma per observable, shared by the experiments), against
+    # SciPy's densities and SciPy solves; then a short NUTS run covers the true rates.
+    import jax
+    import jax.numpy as jnp
+    from numpyro.infer.util import log_density
+    from scipy import stats
+
+    from inference import build_bayes_model, infer
+
+    truth = (0.7, 0.3)
+    tables = _chain_experiments(tmp_cwd, {"a": truth, "b": truth}, sd=0.05)
+    (tmp_cwd / "c.toml").write_text(CHAIN + tables + INFER)
+    config = sim.load_config("c.toml")
+    model, obs, _ = build_bayes_model(config)
+    assert [o.path.name for o in obs] == ["a.h5", "b.h5"]
+    with jax.numpy_dtype_promotion("standard"):
+        density = jax.jit(lambda point: log_density(model, (), {}, point)[0])
+        for k, m, sx, sy in ((0.7, 0.3, 0.05, 0.06), (0.5, 0.45, 0.1, 0.2), (1.1, 0.2, 0.3, 0.08)):
+            value = density({"k": jnp.asarray(k), "m": jnp.asarray(m), "sigma.x": jnp.asarray(sx), "sigma.y": jnp.asarray(sy)})
+            expected = stats.lognorm.logpdf(k, 1.0) + stats.lognorm.logpdf(m, 0.5, scale=np.exp(-1.0))
+            expected += stats.halfnorm.logpdf(sx, scale=0.2) + stats.halfnorm.logpdf(sy, scale=0.2)
+            for name, start in CHAIN_STARTS.items():
+                x, y = _chain(k, m, start)
+                with h5py.File(f"{name}.h5") as f:
+                    expected += stats.norm.logpdf(f["x"][:], x, sx).sum() + stats.norm.logpdf(f["y"][:], y, sy).sum()
+            assert float(value) == pytest.approx(expected, rel=1e-9, abs=0.0)
+    posterior = infer(config)
+    for name, true in zip(("k", "m"), truth):
+        draws = posterior.posterior[name]
+        assert np.quantile(draws, 0.005) < true < np.quantile(draws, 0.995), (name, posterior.summary[name])
+    record = sim.read(posterior.save(tmp_cwd / "post.h5"))
+    assert record["experiments/b/predictive/x/50%"].shape == (201,)
+
+
+@pytest.mark.slow
+def test_condition_specific_parameters_recover_each_experiment_s_value(tmp_cwd):
+    # k differs between the experiments (each its own free quantity), m is shared.
+    truth = {"a": (0.4, 0.3), "b": (1.2, 0.3)}
+    tables = _chain_experiments(tmp_cwd, truth, sd=0.02, seed=4, extra='params = {{ k = "k_{name}" }}\n')
+    (tmp_cwd / "c.toml").write_text(CHAIN + tables + '[fit]\nfree = ["k_a", "k_b", "m"]\n')
+    result = fit(sim.load_config("c.toml"))
+    assert result.converged, result.message
+    for name, true in (("k_a", 0.4), ("k_b", 1.2), ("m", 0.3)):
+        assert abs(result.estimate[name] - true) < 4 * result.stderr[name], (name, result.estimate[name], result.stderr[name])
+        assert result.stderr[name] < 0.05 * true
+    # the file keeps each experiment's own curve
+    record = sim.read(result.save(tmp_cwd / "fit.h5"))
+    x_a, x_b = (np.asarray(record[f"experiments/{n}/prediction/x"]) for n in "ab")
+    t = np.asarray(record["experiments/a/time"])
+    np.testing.assert_allclose(x_a, 2.0 * np.exp(-result.estimate["k_a"] * t), rtol=1e-7)
+    np.testing.assert_allclose(x_b, 1.0 * np.exp(-result.estimate["k_b"] * t), rtol=1e-7)
+
+
+PREEQ = """
+[[experiments]]
+name = "step"
+file = "a.h5"
+time = "/t"
+observables = { x = "/x", y = "/y" }
+sigma = { x = "/s", y = "/s" }
+initial = { y = 0.5 }
+params = { k_in = 3.0 }
+preequilibrate = { params = { k_in = 1.0 } }
+[fit]
+free = ["k", "m"]
+optimizer = "bfgs"
+"""
+
+
+def _step_response(k, m, t):
+    """The chain's exact solution after a step of k_in from 1 to 3, from the steady state
+    of k_in = 1 (x = 1 / k) with y set to 0.5."""
+    x_inf, x0 = 3.0 / k, 1.0 / k
+    a = x0 - x_inf  # x = x_inf + a e^{-k t}
+    y_inf = 3.0 / m
+    b = k * a / (m - k)  # the particular part of y driven by a e^{-k t}
+    x = x_inf + a * np.exp(-k * t)
+    y = y_inf + b * np.exp(-k * t) + (0.5 - y_inf - b) * np.exp(-m * t)
+    return x, y
+
+
+@pytest.mark.slow
+def test_a_preequilibration_starts_from_the_exact_steady_state_and_differentiates(tmp_cwd):
+    import equinox as eqx
+    import jax
+    import jax.numpy as jnp
+
+    from inference import build_problem
+
+    times = np.linspace(0.5, 6.0, 12)
+    x, y = _step_response(0.8, 0.3, times)
+    with h5py.File(tmp_cwd / "a.h5", "w") as f:
+        f["t"], f["x"], f["y"], f["s"] = times, x + 0.01 * np.sin(5 * times), y + 0.01 * np.cos(3 * times), np.full(times.size, 0.01)
+    (tmp_cwd / "c.toml").write_text(CHAIN + PREEQ)
+    problem, _, _, _ = build_problem(sim.load_config("c.toml"))
+    one = problem.problems[0]
+    predicted = eqx.filter_jit(lambda p, k, m: p.predict({"k": k, "m": m}))(one, jnp.asarray(0.8), jnp.asarray(0.3))
+    np.testing.assert_allclose(np.asarray(predicted["x"]), x, rtol=1e-7)
+    np.testing.assert_allclose(np.asarray(predicted["y"]), y, rtol=1e-7)
+    # the gradient of the loss through the steady state, against central differences
+    loss = eqx.filter_jit(lambda u, p: p.residuals(u)[1])
+    u = {"k": jnp.log(0.7), "m": jnp.log(0.35)}
+    gradient = eqx.filter_jit(jax.grad(lambda u, p: p.residuals(u)[1]))(u, problem)
+    h = 1e-5
+    for name in u:
+        up, down = dict(u), dict(u)
+        up[name], down[name] = u[name] + h, u[name] - h
+        central = (float(loss(up, problem)) - float(loss(down, problem))) / (2 * h)
+        assert float(gradient[name]) == pytest.approx(central, rel=1e-5), name
+
+
+BAD_CONDITIONS = {
+    "alias_not_free": ('params = { k = "k_high" }', "experiments.0.params.k", "'k_high' is not a free quantity"),
+    "alias_unknown_parameter": ('params = { kk = "k" }', "experiments.0.params.kk", "Perhaps you meant 'k'"),
+    "preequilibrate_key": ("preequilibrate = { param = { k_in = 1.0 } }", "experiments.0.preequilibrate.param", "Perhaps you meant 'params'"),
+    "preequilibrate_fixes_free": ("preequilibrate = { params = { k = 1.0 } }", "experiments.0.preequilibrate.params.k", "cannot also fix it"),
+    "preequilibrate_state": ("preequilibrate = { initial = { z = 1.0 } }", "experiments.0.preequilibrate.initial.z", "no state 'z'"),
+    "free_fixed": ("params = { k = 0.3 }", "experiments.0.params.k", "condition-specific"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_CONDITIONS))
+def test_bad_condition_settings_are_one_line_errors(case, tmp_cwd, capsys):
+    line, key, fragment = BAD_CONDITIONS[case]
+    _chain_experiments(tmp_cwd, {"a": (0.7, 0.3), "b": (0.7, 0.3)}, sd=0.05)
+    table = '[[experiments]]\nname = "a"\nfile = "a.h5"\ntime = "/t"\nobservables = { x = "/x" }\n' + line + "\n"
+    (tmp_cwd / "c.toml").write_text(CHAIN + table + '[fit]\nfree = ["k", "m"]\n')
+    from sim.cli import main
+
+    with pytest.raises(SystemExit) as done:
+        main(["fit", "c.toml", "-o", "out.h5"])
+    err = capsys.readouterr().err
+    assert done.value.code == 2 and len(err.strip().splitlines()) == 1, err
+    assert key in err and fragment in err, err
+    assert not (tmp_cwd / "out.h5").exists()
+
+
+@pytest.mark.slow
+def test_formula_observables_and_noise_models_give_the_petab_objective(tmp_path):
+    # One problem written twice: the total prey + predator with Laplace noise (sigma 2)
+    # and the predators with log10-normal noise whose sigma is a free quantity, in two
+    # experiments. The negative log-likelihoods, every constant included, agree.
+    import jax.numpy as jnp
+
+    from inference import build_problem
+    from inference._fit import negative_log_likelihood
+    from inference._petab import load_petab
+
+    data = _data(tmp_path)
+    assert all(np.all(d[1] > 0) for d in data.values())
+    for name, d in data.items():
+        with h5py.File(tmp_path / f"{name}.h5", "a") as f:
+            f["total"] = d[0] + d[1]
+    observables = '{ total = { path = "/total", formula = "prey + predator", noise = "laplace", sigma = 2.0 }, predator = { path = "/predator", noise = "log10-normal", sigma = "s" } }'
+    text = CONFIG.format(experiments="".join(EXPERIMENT.format(name=n, prey=STARTS[n][0], predator=STARTS[n][1]) for n in STARTS))
+    text = text.replace('observables = { prey = "/prey", predator = "/predator" }\nsigma = { prey = "/sigma", predator = "/sigma" }', f"observables = {observables}")
+    text = text.replace('free = ["alpha", "beta", "gamma", "delta"]', 'free = ["alpha", "beta", "gamma", "delta", "s"]')
+    (tmp_path / "lv.toml").write_text(text)
+    problem, _, _, _ = build_problem(sim.load_config(tmp_path / "lv.toml"))
+    point = {**TRUTH, "s": 0.05}
+    ours = sum(negative_log_likelihood(p, {k: jnp.asarray(v) for k, v in point.items()}, set()) for p in problem.problems)
+
+    _petab(tmp_path, data)
+    (tmp_path / "observables.tsv").write_text(
+        "observableId\tobservableFormula\tnoiseFormula\tobservableTransformation\tnoiseDistribution\n"
+        "obs_total\tprey + predator\t2.0\tlin\tlaplace\nobs_predator\tpredator\ts\tlog10\tnormal\n"
+    )
+    rows = "".join(
+        f"obs_{what}\t{n}\t{float(t)!r}\t{float(value[i])!r}\n"
+        for n in STARTS for what, value in (("total", data[n][0] + data[n][1]), ("predator", data[n][1])) for i, t in enumerate(TIMES)
+    )
+    (tmp_path / "measurements.tsv").write_text("observableId\tsimulationConditionId\ttime\tmeasurement\n" + rows)
+    (tmp_path / "parameters.tsv").write_text(
+        "parameterId\tparameterScale\tlowerBound\tupperBound\tnominalValue\testimate\n" + "".join(f"{k}\tlog10\t0.001\t10\t{v}\t1\n" for k, v in point.items())
+    )
+    petab = load_petab(tmp_path / "lv.yaml")
+    theirs = float(petab.objective(petab.nominal()))
+    assert abs(ours - theirs) < 1e-4, (ours, theirs)

@@ -220,3 +220,47 @@ def test_fit_file_layout_and_time_offset(tmp_path):
 
 # `sim fit experiments/lynx_hare.toml` from the command line, its table and its agreement
 # with the Stan case study are checked by tests/test_readme.py (a README command).
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("optimizer", ["bfgs", "adam"])
+def test_a_model_with_events_fits_with_every_optimiser_or_is_refused_in_one_line(tmp_cwd, capsys, optimizer):
+    # The bouncing ball's restitution from its height: Levenberg-Marquardt fits it; BFGS
+    # and Adam stopped with "internal error: ValueError: Reverse-mode differentiation
+    # does not work for lax.while_loop ..." (exit 1).
+    from tests.helpers import cli
+
+    t = np.linspace(0.05, 1.5, 30)
+    x = np.where(t < np.sqrt(2 / 9.81), 1.0 - 0.5 * 9.81 * t**2, np.nan)  # (the first fall only: known in closed form)
+    with h5py.File(tmp_cwd / "ball.h5", "w") as f:
+        f["t"], f["x"] = t, x
+    text = (EXPERIMENTS / "bouncing_ball.toml").read_text().replace("restitution = 0.8", "restitution = 0.7").replace("t1 = 3.0", "t1 = 1.5")
+    (tmp_cwd / "ball.toml").write_text(
+        text + f'\n[data]\nfile = "ball.h5"\ntime = "/t"\n[data.observables]\nx = {{ path = "/x", sigma = 0.01 }}\n'
+        f'[fit]\nfree = ["g"]\noptimizer = "{optimizer}"\nmax_steps = 20\n'
+    )
+    code, err = cli(["fit", "ball.toml", "-o", "fit.h5", "--quiet"], capsys)
+    assert "internal error" not in err, err
+    if code == 0:
+        assert abs(sim.read("fit.h5")["estimate/g"] - 9.81) < 0.05
+    else:
+        assert code == 2 and len(err.strip().splitlines()) == 1 and "fit.optimizer" in err, err
+        assert not (tmp_cwd / "fit.h5").exists()
+
+
+def test_sim_infer_of_a_model_with_events_is_refused_in_one_line(tmp_cwd, capsys):
+    # NUTS needs reverse-mode gradients, which the event loop does not have: before this
+    # refusal the run stopped with an internal ValueError from JAX (exit 1).
+    from tests.helpers import cli
+
+    with h5py.File(tmp_cwd / "ball.h5", "w") as f:
+        f["t"], f["x"] = np.linspace(0.05, 0.4, 8), 1.0 - 0.5 * 9.81 * np.linspace(0.05, 0.4, 8) ** 2
+    text = (EXPERIMENTS / "bouncing_ball.toml").read_text().replace("t1 = 3.0", "t1 = 0.4")
+    (tmp_cwd / "ball.toml").write_text(
+        text + '\n[data]\nfile = "ball.h5"\ntime = "/t"\nobservables = { x = "/x" }\n'
+        '[infer.priors]\ng = { dist = "uniform", low = 5.0, high = 15.0 }\n'
+        '[infer.noise]\nsigma = { dist = "halfnormal", scale = 0.1 }\n'
+    )
+    code, err = cli(["infer", "ball.toml", "-o", "post.h5", "--quiet"], capsys)
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "events" in err and "Traceback" not in err, err
+    assert not (tmp_cwd / "post.h5").exists()

@@ -57,11 +57,20 @@ def lv(tmp_path):
         pytest.param(
             {"optimizer": "adam", "max_steps": 60, "learning_rate": 0.02}, ['fit.free=["alpha", "gamma"]', "fit.checkpoint_every=7", *at_truth("alpha", "gamma")], 3, marks=pytest.mark.slow
         ),
+        # Several starts run as one batch, checkpointed round by round: stopped within
+        # the batch, resumed from its round.
         pytest.param(
-            {"starts": 2, "max_steps": 40}, ['fit.free=["alpha", "gamma"]', "fit.checkpoint_every=3", *at_truth("alpha", "gamma")], 4, marks=pytest.mark.slow
+            {"starts": 2, "max_steps": 40}, ['fit.free=["alpha", "gamma"]', "fit.checkpoint_every=3", *at_truth("alpha", "gamma")], 2, marks=pytest.mark.slow
+        ),
+        pytest.param(
+            {"starts": 3, "optimizer": "bfgs"}, ['fit.free=["alpha", "gamma"]', "fit.checkpoint_every=2", *at_truth("alpha", "gamma")], 2, marks=pytest.mark.slow
+        ),
+        pytest.param(
+            {"starts": 3, "optimizer": "adam", "max_steps": 60, "learning_rate": 0.02}, ['fit.free=["alpha", "gamma"]', "fit.checkpoint_every=7", *at_truth("alpha", "gamma")], 3,
+            marks=pytest.mark.slow,
         ),
     ],
-    ids=["levenberg_marquardt", "bfgs", "adam", "two_starts"],
+    ids=["levenberg_marquardt", "bfgs", "adam", "two_starts", "three_starts_bfgs", "three_starts_adam"],
 )
 def test_interrupted_fit_resumes_to_the_same_estimate(lv, fit_options, overrides, stop):
     folder, data = lv
@@ -73,6 +82,8 @@ def test_interrupted_fit_resumes_to_the_same_estimate(lv, fit_options, overrides
         with pytest.raises(Stop):
             fit(config, output=folder / "out.h5")
     assert len(written) == stop and not (folder / "out.h5").exists()
+    if fit_options.get("starts", 1) > 1:  # (stopped within the batch of starts)
+        assert written[-1][0] == 0 and written[-1][1] > 0, written
     assert _checkpoint.checkpoint_path(folder / "out.h5").exists()
     resumed = fit(config, output=folder / "out.h5", resume=True)
     assert resumed.estimate == whole.estimate  # exactly
