@@ -1279,7 +1279,7 @@ def _fit_starts(problem: Problem | Experiments, starts: list[dict], section: Fit
     parts = blocks(first, count, block_size(count, client))
     steps = section.max_steps or (1000 if section.optimizer == "adam" else 200)
     bar.describe(f"fit {section.optimizer}: {count} starts in {len(parts)} blocks on the Dask cluster")
-    # (numpy arrays: a worker unpickles them before it imports sim, which turns on float64)
+    # (numpy arrays: a worker decodes them before it imports sim, which turns on float64)
     arguments = [(text, path, data, identity, {n: np.asarray(v) for n, v in _stacked(starts[b.start : b.stop]).items()}) for b in parts]
     for k, block in in_order(client, worker_starts, arguments):
         for end in block:
