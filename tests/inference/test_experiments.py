@@ -92,7 +92,14 @@ def test_experiments_share_the_free_parameters_and_add_their_likelihoods(tmp_pat
     for name in STARTS:
         np.testing.assert_array_equal(record[f"experiments/{name}/data/observables/prey"], data[name][0])
         assert record[f"experiments/{name}/prediction/prey"].shape == (201,)
-    # two experiments determine the rates better than one
+    for k in TRUTH:
+        assert abs(both.estimate[k] - TRUTH[k]) < 3 * both.stderr[k], (k, both.estimate[k], both.stderr[k])
+
+
+@pytest.mark.slow  # (a second fit: its own compilation)
+def test_two_experiments_determine_the_rates_better_than_one(tmp_path):
+    _data(tmp_path)
+    both = fit(sim.load_config(_config(tmp_path)))
     one = fit(sim.load_config(_config(tmp_path, ("a",))))
     for k in TRUTH:
         assert both.stderr[k] < one.stderr[k], k

@@ -112,6 +112,17 @@ def test_sim_profile_of_a_config_reports_intervals_and_a_product_it_cannot_split
     assert lo < 0.5 < hi and lo < k < hi
     main(["plot", "profile.h5", "-o", "profile.png"])
     assert Path("profile.png").stat().st_size > 10_000
+
+
+@pytest.mark.slow  # (a fit of another free set: its own compilation and a second profile)
+def test_the_profile_interval_of_a_nearly_linear_model_is_the_gauss_newton_one(tmp_cwd):
+    from sim.cli import main
+
+    _decay_data(tmp_cwd)
+    Path("decay.toml").write_text(DECAY.format(free='["k", "a", "b"]'))
+    main(["profile", "decay.toml", "--param", "k", "-o", "profile.h5", "--quiet"])
+    with h5py.File("profile.h5") as f:
+        lo, hi = f["profile/k/lower"][()], f["profile/k/upper"][()]
     # against the Gauss-Newton interval of the identifiable model (free k and a only)
     from inference import fit
 

@@ -309,6 +309,9 @@ def test_a_sweep_addresses_sbml_parameters_by_id(tmp_cwd, capsys):
         np.testing.assert_allclose(np.asarray(swept.observables["S1"])[i], 0.5 * np.exp(-k * t), rtol=1e-8)
 
 
+# (gradients through event times are checked by default on a dosing schedule in
+# tests/physics/test_events.py, and SBML events fire in the sample's default cases)
+@pytest.mark.slow
 def test_an_sbml_event_time_is_differentiated(tmp_cwd):
     """S1 (concentration 0.5 exp(-k t)) falls to 0.1 at t* = ln(5) / k, where the event
     resets it to 1; at t = 4 it is exp(-k (4 - t*)) = 5 exp(-4 k), whose derivative in k
