@@ -154,6 +154,13 @@ def check_case(folder: Path, capsys) -> str:
         why = compare(folder)
         assert why is None, (folder.name, why)
         return "pass"
+    if code == 0:
+        # A tag the importer does not support, in a form the specification makes
+        # harmless (case 01241: a delay without math, which SBML ignores): it runs, and
+        # must then give the suite's values.
+        why = compare(folder)
+        assert why is None, (folder.name, why)
+        return "pass"
     assert code == 2 and len(err.strip().splitlines()) == 1 and "model.sbml" in err and "Traceback" not in err, (folder.name, code, err)
     assert not Path(f"{folder.name}.h5").exists()
     return "refused"
