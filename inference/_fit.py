@@ -409,14 +409,15 @@ def build_problem(config: Config, data: str | Path | None = None) -> tuple[Probl
             # optimisers get their gradients from forward sensitivities.
             gradient="forward" if section.optimizer == "levenberg_marquardt" else "forward_sensitivity",
         )
+    events = bool(getattr(problem.model, "events", tuple)())
     if not problem.least_squares and section.optimizer == "levenberg_marquardt":
         # (Laplace noise, or a sigma that the free quantities change: the likelihood is
         # no sum of squares; BFGS minimises it unless the config asked otherwise)
         if "optimizer" in (config.spec.fit or {}):
             raise config.error("fit.optimizer", "levenberg_marquardt needs least squares: normal noise with sigmas that no free quantity changes; use bfgs or adam with these noise models")
         section = section.model_copy(update={"optimizer": "bfgs"})
-        problem = _replace(problem, forward_sensitivity=not getattr(problem.model, "events", tuple)())
-    if section.optimizer != "levenberg_marquardt" and getattr(problem.model, "events", tuple)():
+        problem = _replace(problem, forward_sensitivity=True)
+    if section.optimizer != "levenberg_marquardt" and events:
         # (gradients through event times are forward mode: the event loop has no
         # reverse-mode derivative, which BFGS and Adam would ask for)
         key = "fit.optimizer" if "optimizer" in (config.spec.fit or {}) else "data.observables"

@@ -220,14 +220,18 @@ class Observation(eqx.Module):
     outputs: tuple[str, ...] = eqx.field(static=True)
     least_squares: bool = eqx.field(static=True)
 
+    def _evaluated(self, values: dict[str, Array], data: dict[str, Array]):
+        """Per observed quantity: (it, its data, where they are missing, prediction and
+        sigma broadcast to the data's shape)."""
+        for o in self.observed:
+            y = data[o.name]
+            h, sigma = o.prediction(values)
+            yield o, y, jnp.isnan(y), jnp.broadcast_to(h, y.shape), jnp.broadcast_to(sigma, y.shape)
+
     def terms(self, values: dict[str, Array], data: dict[str, Array], weight: dict[str, Array]) -> Array:
         """The weighted negative log-likelihood of every observation (0 where missing)."""
         out = []
-        for o in self.observed:
-            y = data[o.name]
-            missing = jnp.isnan(y)
-            h, sigma = o.prediction(values)
-            h, sigma = jnp.broadcast_to(h, y.shape), jnp.broadcast_to(sigma, y.shape)
+        for o, y, missing, h, sigma in self._evaluated(values, data):
             t = weight[o.name] * negative_log_likelihood(jnp.where(missing, 1.0, y), h, sigma, o.transformation, o.distribution)
             out.append(jnp.where(missing, 0.0, t).ravel())
         return jnp.concatenate(out)
@@ -240,11 +244,7 @@ class Observation(eqx.Module):
         held fixed, and sqrt(c) log sigma with c = 2 for normal and 1 for Laplace
         noise): what the covariance of the estimates is built from."""
         out = []
-        for o in self.observed:
-            y = data[o.name]
-            missing = jnp.isnan(y)
-            h, sigma = o.prediction(values)
-            h, sigma = jnp.broadcast_to(h, y.shape), jnp.broadcast_to(sigma, y.shape)
+        for o, y, missing, h, sigma in self._evaluated(values, data):
             w = jnp.sqrt(weight[o.name])
             if self.least_squares:
                 parts = [w * (transformed(jnp.where(missing, 1.0, y), o.transformation) - transformed(h, o.transformation)) / sigma]

@@ -23,7 +23,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -811,8 +810,6 @@ def run_batched(value_and_grad, tasks, dim: int, on_done=None, devices: int = 1)
         What each task returned; an exception in a task is raised here.
     """
     import threading
-
-    from sim._interrupt import safe_point
 
     n = len(tasks)
     batch = _batched(value_and_grad)
