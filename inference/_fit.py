@@ -996,6 +996,44 @@ def _whitened_jacobian(problem: Problem | Experiments, names: tuple[str, ...], v
     return jax.jacfwd(residuals)(vec), residuals(vec)
 
 
+def _sensitivity_problem(problem: Problem | Experiments) -> Problem | Experiments:
+    """`problem` with its ODE solver switched to forward sensitivities, for Jacobians of
+    the residuals by forward mode."""
+    if isinstance(problem.solver, OdeSolver):
+        solver = dataclasses.replace(problem.solver, adjoint="forward")
+        problem = _replace(problem, solver=solver, forward_sensitivity=False)
+    return problem
+
+
+def gauss_newton_polish(problem: Problem | Experiments, x: dict[str, Array], steps: int = 4) -> dict[str, Array]:
+    """Full Gauss-Newton steps from a converged Levenberg-Marquardt estimate `x`.
+
+    Levenberg-Marquardt accepts a step by comparing two values of the loss, and near the
+    minimum those differ by less than their rounding: it stops where the loss is flat to
+    rounding, about sqrt(eps) times a standard error from the minimum. A Gauss-Newton step
+    solves J^T r = 0 from the Jacobian, which is accurate to eps times its condition. A step
+    is kept while it stays in the allowed ranges, does not raise the loss beyond rounding
+    and lowers the gradient J^T r; the first that fails ends the polish."""
+    names = tuple(f.name for f in problem.free)
+    problem = _sensitivity_problem(problem)
+    vec = jnp.stack([x[n] for n in names])
+    jac, r = (np.asarray(a) for a in _whitened_jacobian(problem, names, vec))
+    for _ in range(steps):
+        gradient = np.linalg.norm(jac.T @ r)
+        step = np.linalg.lstsq(jac, -r, rcond=None)[0]
+        if not np.all(np.isfinite(step)) or np.max(np.abs(step) / np.maximum(np.abs(np.asarray(vec)), 1e-300)) < 1e-15:
+            break
+        trial = vec + step
+        if not all(np.isfinite(float(f.to_unconstrained(trial[i]))) for i, f in enumerate(problem.free)):
+            break
+        jac_t, r_t = (np.asarray(a) for a in _whitened_jacobian(problem, names, trial))
+        loss, loss_t = float(r @ r), float(r_t @ r_t)
+        if not np.isfinite(loss_t) or loss_t > loss * (1 + 1e-12) or np.linalg.norm(jac_t.T @ r_t) >= gradient:
+            break
+        vec, jac, r = trial, jac_t, r_t
+    return {**x, **{n: vec[i] for i, n in enumerate(names)}}
+
+
 def negative_log_likelihood(problem: Problem, x: dict[str, Array], known: set[str]) -> float:
     """The negative log-likelihood of the observations at natural values `x`, with
     every normalising constant (the PEtab convention; priors and weights left out).
@@ -1044,10 +1082,7 @@ def standard_errors(problem: Problem | Experiments, x: dict[str, Array], sigma_k
     sigma_known = sigma_known or observation_models(problem)
     names = [f.name for f in problem.free]
     vec = jnp.stack([x[n] for n in names])
-    if isinstance(problem.solver, OdeSolver):
-        solver = dataclasses.replace(problem.solver, adjoint="forward")
-        problem = _replace(problem, solver=solver, forward_sensitivity=False)
-
+    problem = _sensitivity_problem(problem)
     jac, r = (np.asarray(a) for a in _whitened_jacobian(problem, tuple(names), vec))
     n, p = problem.count, len(names)
     scale = 1.0 if sigma_known and problem.loss != "mse" else float(np.sum(r**2) / max(n - p, 1))
@@ -1181,6 +1216,8 @@ def _fit(
             best = _fit_starts(problem, starts, section, bar, ck, best, devices, remote)
     u, history, ok, message, ends = best
     x = problem.natural(u)
+    if ok and section.optimizer == "levenberg_marquardt" and problem.least_squares:
+        x = gauss_newton_polish(problem, x)
     several = isinstance(problem, Experiments)
     problems, observations = (problem.problems, obs) if several else ((problem,), [obs])
     sigma_known = all(name in o.sigma for o in observations for name in o.values)

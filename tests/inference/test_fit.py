@@ -264,3 +264,23 @@ def test_sim_infer_of_a_model_with_events_is_refused_in_one_line(tmp_cwd, capsys
     code, err = cli(["infer", "ball.toml", "-o", "post.h5", "--quiet"], capsys)
     assert code == 2 and len(err.strip().splitlines()) == 1 and "events" in err and "Traceback" not in err, err
     assert not (tmp_cwd / "post.h5").exists()
+
+
+def test_the_estimate_does_not_depend_on_where_levenberg_marquardt_stopped(tmp_path, monkeypatch):
+    # Levenberg-Marquardt stops at fit.rtol; the Gauss-Newton polish after it goes on to
+    # the minimum, where J^T r = 0 to rounding: a fit stopped early (rtol 1e-3) and one run
+    # to the default 1e-8 report the same estimates and standard errors.
+    import inference._fit
+
+    data = write_data(tmp_path / "d.h5", *noisy(np.random.default_rng(3)))
+    loose = lv_config(tmp_path, data, rtol=1e-3, atol=1e-3)
+    tight = fit(lv_config(tmp_path, data))
+    polished = fit(loose)
+    assert polished.converged and len(polished.loss_history) < len(tight.loss_history)
+    for k in tight.estimate:
+        np.testing.assert_allclose(polished.estimate[k], tight.estimate[k], rtol=1e-10, err_msg=k)
+        np.testing.assert_allclose(polished.stderr[k], tight.stderr[k], rtol=1e-9, err_msg=k)
+    # Without the polish the early stop shows.
+    monkeypatch.setattr(inference._fit, "gauss_newton_polish", lambda problem, x: x)
+    raw = fit(loose)
+    assert max(abs(raw.estimate[k] / tight.estimate[k] - 1) for k in tight.estimate) > 1e-6
