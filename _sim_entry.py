@@ -24,8 +24,9 @@ RESUMABLE = ("run", "sweep", "fit")
 def _stop_during_start(signum: int, frame) -> None:
     name = signal.Signals(signum).name
     args = sys.argv[1:]
+    command = next((a for a in args if not a.startswith("-")), None)  # (after `sim --no-cache`)
     again = ""
-    if args and args[0] in RESUMABLE:
+    if command in RESUMABLE:
         again = "; resume with: " + shlex.join(["sim", *args, *([] if "--resume" in args else ["--resume"])])
     os.write(2, f"interrupted ({name}) while starting: nothing was saved yet{again}\n".encode())
     os._exit(128 + signum)

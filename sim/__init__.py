@@ -1,12 +1,19 @@
 """simjax front door: simulate, run configs, store results, the command line.
 
 Importing `sim` enables float64 in JAX (`jax_enable_x64`): ODEs, calibration and
-inference run in double precision; PDE and MD configs may ask for float32.
+inference run in double precision; PDE and MD configs may ask for float32. It also turns
+on the persistent compilation cache (`sim._cache`): a program compiled by one process is
+loaded by the next, in the user's cache folder (`SIMJAX_CACHE_DIR` moves it, an empty
+value turns it off).
 """
 
 import jax as _jax
 
 _jax.config.update("jax_enable_x64", True)
+
+from . import _cache  # noqa: E402
+
+_cache.enable()
 
 from ._errors import (  # noqa: E402
     ConfigError as ConfigError,

@@ -37,6 +37,25 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
+
+
+@app.callback()
+def _options(
+    no_cache: Annotated[
+        bool,
+        typer.Option(
+            "--no-cache",
+            help="Compile every program afresh: neither load nor save compiled programs (the cache is in the user's cache folder, or SIMJAX_CACHE_DIR).",
+        ),
+    ] = False,
+) -> None:
+    """simjax: differentiable simulation of ODEs, PDEs and molecular dynamics."""
+    if no_cache:
+        from . import _cache
+
+        _cache.disable()
+
+
 # Tables keep their columns whole even when output is piped (no terminal width).
 out = Console(width=max(120, shutil.get_terminal_size().columns))
 err = Console(stderr=True)

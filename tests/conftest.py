@@ -26,18 +26,13 @@ jax.config.update("jax_numpy_dtype_promotion", "strict")
 os.environ.setdefault("JAX_DISABLE_MOST_OPTIMIZATIONS", "1")
 jax.config.update("jax_disable_most_optimizations", os.environ["JAX_DISABLE_MOST_OPTIMIZATIONS"].lower() in ("1", "true"))
 
-# JAX's persistent compilation cache: a program compiled once (by either pytest worker or
-# by a `sim` subprocess, which inherits these variables) is loaded from disk by the
-# others instead of compiled again, and a second test run starts warm. SIMJAX_TEST_CACHE
-# moves it; an empty value turns it off.
-_CACHE = os.environ.setdefault("SIMJAX_TEST_CACHE", str(Path(__file__).resolve().parents[1] / ".pytest_cache" / "jax"))
-if _CACHE:
-    os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", _CACHE)
-    os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
-    os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
-    jax.config.update("jax_compilation_cache_dir", os.environ["JAX_COMPILATION_CACHE_DIR"])
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", float(os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"]))
-    jax.config.update("jax_persistent_cache_min_entry_size_bytes", int(os.environ["JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"]))
+# The persistent compilation cache (`sim._cache`, turned on by importing `sim`): a program
+# compiled once (by either pytest worker or by a `sim` subprocess, which inherits
+# SIMJAX_CACHE_DIR) is loaded from disk by the others instead of compiled again, and a
+# second test run starts warm. It is kept apart from the user's own cache;
+# SIMJAX_TEST_CACHE moves it, an empty value turns it off.
+os.environ["SIMJAX_CACHE_DIR"] = os.environ.get("SIMJAX_TEST_CACHE", str(Path(__file__).resolve().parents[1] / ".pytest_cache" / "jax"))
+import sim  # noqa: E402,F401  (turns the cache on before any test compiles)
 
 
 @pytest.fixture

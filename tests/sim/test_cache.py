@@ -1,0 +1,122 @@
+"""The persistent compilation cache: a second process loads what the first compiled, and
+a damaged, foreign or unwritable cache never changes a result or stops a run."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import h5py
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from sim import _cache
+
+REPO = Path(__file__).resolve().parents[2]
+CONFIG = REPO / "experiments" / "lotka_volterra.toml"
+
+
+def sim_run(tmp_path, name, cache, *options):
+    env = {**os.environ, "SIMJAX_CACHE_DIR": str(cache)}
+    out = tmp_path / f"{name}.h5"
+    proc = subprocess.run(
+        [sys.executable, "-m", "_sim_entry", *options, "run", str(CONFIG), "-o", str(out), "--quiet"],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    with h5py.File(out) as f:
+        return np.asarray(f["observables/prey"]), proc.stderr
+
+
+def entries(folder):
+    return sorted(p for p in Path(folder).glob("*.simjax")) if Path(folder).is_dir() else []
+
+
+def test_a_second_process_loads_every_program_and_damaged_entries_cost_only_a_compile(tmp_path):
+    cache = tmp_path / "cache"
+    first, _ = sim_run(tmp_path, "first", cache)
+    saved = entries(cache)
+    assert len(saved) >= 3, saved
+    stamps = {p: p.stat().st_mtime_ns for p in saved}
+    for p in saved:  # (an old modification time, so that a read, which touches it, shows)
+        os.utime(p, ns=(stamps[p] - 10**10, stamps[p] - 10**10))
+    again, _ = sim_run(tmp_path, "again", cache)
+    np.testing.assert_array_equal(again, first)
+    assert entries(cache) == saved  # nothing compiled anew ...
+    assert all(p.stat().st_mtime_ns > stamps[p] - 10**10 for p in saved)  # ... every entry read
+
+    # Damage every entry a different way: garbage, truncated (a killed writer), one bit
+    # flipped in the program, and another key's valid entry under this key's name.
+    blobs = [p.read_bytes() for p in saved]
+    for i, p in enumerate(saved):
+        how = i % 4
+        if how == 0:
+            p.write_bytes(os.urandom(len(blobs[i])))
+        elif how == 1:
+            p.write_bytes(blobs[i][: len(blobs[i]) // 2])
+        elif how == 2:
+            flipped = bytearray(blobs[i])
+            flipped[-10] ^= 0x01
+            p.write_bytes(bytes(flipped))
+        else:
+            p.write_bytes(blobs[(i + 1) % len(blobs)])
+    (cache / "stray.simjax").write_bytes(b"not an entry")
+    damaged, err = sim_run(tmp_path, "damaged", cache)
+    np.testing.assert_array_equal(damaged, first)
+    assert "cache" not in err.lower(), err
+    # Each damaged entry was replaced by a good one.
+    checked = _cache.CheckedCache(cache)
+    assert all(checked.get(p.name.removesuffix(".simjax")) is not None for p in saved)
+    assert checked.get("stray") is None and not (cache / "stray.simjax").exists()  # (removed when read)
+
+
+def test_an_unwritable_or_disabled_cache_leaves_the_run_as_it_was(tmp_path):
+    reference, _ = sim_run(tmp_path, "reference", tmp_path / "cache")
+    blocked = tmp_path / "a_file"
+    blocked.write_text("a regular file where the cache folder would be")
+    result, err = sim_run(tmp_path, "blocked", blocked / "jax")
+    np.testing.assert_array_equal(result, reference)
+    assert err == ""
+    result, _ = sim_run(tmp_path, "off", "")
+    np.testing.assert_array_equal(result, reference)
+    unused = tmp_path / "unused"
+    result, _ = sim_run(tmp_path, "no_cache", unused, "--no-cache")
+    np.testing.assert_array_equal(result, reference)
+    assert not unused.exists()
+
+
+def test_a_cache_folder_deleted_mid_run_is_made_again(tmp_path):
+    from jax._src import compilation_cache
+
+    before = Path(jax.config.jax_compilation_cache_dir) if jax.config.jax_compilation_cache_dir else None
+    folder = tmp_path / "cache"
+    try:
+        _cache.enable(folder)
+        f = jax.jit(lambda x: jnp.sin(x) * 3.25 + 1.0)
+        assert float(f(jnp.asarray(0.5))) == pytest.approx(np.sin(0.5) * 3.25 + 1.0)
+        assert len([p for p in entries(folder) if p.name.startswith("jit__lambda")]) == 1
+        for p in entries(folder):
+            p.unlink()
+        folder.rmdir()
+        g = jax.jit(lambda x: jnp.cos(x) * 1.75 - 2.0)
+        assert float(g(jnp.asarray(0.5))) == pytest.approx(np.cos(0.5) * 1.75 - 2.0)
+        assert len([p for p in entries(folder) if p.name.startswith("jit__lambda")]) == 1
+        assert isinstance(compilation_cache._cache, _cache.CheckedCache)
+    finally:
+        if before is not None:
+            _cache.enable(before)
+        else:
+            _cache.disable()
+
+
+def test_the_cache_folder_defaults_to_the_users_cache(monkeypatch, tmp_path):
+    monkeypatch.delenv("SIMJAX_CACHE_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    if sys.platform.startswith("linux"):
+        assert _cache.default_folder() == tmp_path / "simjax" / "jax"
+    monkeypatch.setenv("SIMJAX_CACHE_DIR", str(tmp_path / "here"))
+    assert _cache.default_folder() == tmp_path / "here"
+    monkeypatch.setenv("SIMJAX_CACHE_DIR", "")
+    assert _cache.default_folder() is None
