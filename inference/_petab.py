@@ -393,6 +393,12 @@ def load_petab(path: str | Path, solver: OdeSolver | None = None) -> PetabProble
     for column in condition_targets:
         if column not in model_params and column not in states and column not in model.species_compartments:
             raise PetabError(f"{path.name}: condition table, column {column!r}: no parameter, compartment or species of the model {model.name!r}")
+        if column not in model_params and column not in states:
+            # (a species the model computes from others at the start: setting it would
+            # change nothing, silently)
+            raise PetabError(
+                f"{path.name}: condition table, column {column!r}: the model {model.name!r} computes this species from other values and keeps it constant; a condition cannot set it"
+            )
 
     def condition(cid: str, role: str, row_where: str) -> tuple[dict[str, int], dict[str, int]]:
         """(model parameter -> source, species -> source) of one condition."""

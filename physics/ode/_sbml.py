@@ -716,7 +716,11 @@ def _import(path: Path) -> SbmlOdeModel:
         """Whether the species' symbol means its amount (else its concentration)."""
         s = species[sid]
         compartment = compartments.get(s.getCompartment())
-        return s.getHasOnlySubstanceUnits() or (compartment is not None and compartment.getSpatialDimensions() == 0)
+        # (a Level 3 compartment may leave its dimensions unset, which libsbml reports as
+        # 0: only dimensions set to 0 make a compartment without size)
+        return s.getHasOnlySubstanceUnits() or (
+            compartment is not None and compartment.isSetSpatialDimensions() and compartment.getSpatialDimensionsAsDouble() == 0
+        )
 
     changed_by_reactions: set[str] = set()
     for reaction in reactions:
@@ -739,9 +743,22 @@ def _import(path: Path) -> SbmlOdeModel:
         if target not in species and target not in compartments and target not in parameters and target not in references:
             raise SbmlError(f"{name}: rate rule for {target!r}, which is no species, compartment, parameter or stoichiometry")
 
-    # Model parameters: global parameters and constant compartments that no rule sets.
+    # Model parameters: global parameters and constant compartments that no rule sets,
+    # and the species nothing changes whose value is a number of their own (read as
+    # given: an amount-valued species, or a concentration in a compartment of constant
+    # size): a run, a sweep or a PEtab condition may set them as it sets a parameter.
     ruled = set(rate_rules) | set(assignment_rules) | set(event_values)
-    parameter_ids = [p for p in parameters if p not in ruled] + [c for c in compartments if c not in ruled]
+
+    def constant_species(sid: str) -> bool:
+        s = species[sid]
+        unchanged = sid not in changed_by_reactions and sid not in event_species and sid not in ruled and sid not in initial_assignments
+        read_as_given = (
+            (s.isSetInitialAmount() and amount_valued(sid)) or (s.isSetInitialConcentration() and not amount_valued(sid) and s.getCompartment() not in ruled)
+        )
+        return unchanged and read_as_given
+
+    settable_species = [sid for sid in species if constant_species(sid)]
+    parameter_ids = [p for p in parameters if p not in ruled] + [c for c in compartments if c not in ruled] + settable_species
 
     # --- Initial values: attributes, then initial assignments and assignment rules in
     # dependency order (species from their amount or concentration and compartment).
@@ -816,7 +833,7 @@ def _import(path: Path) -> SbmlOdeModel:
     # start ("@amount0:ID"), a constant of the run (the concentration follows the size
     # of a compartment that changes).
     for sid, s in species.items():
-        if sid not in changed_by_reactions and sid not in event_species and sid not in rate_rules and sid not in assignment_rules and not amount_valued(sid):
+        if sid not in changed_by_reactions and sid not in event_species and sid not in rate_rules and sid not in assignment_rules and not amount_valued(sid) and sid not in settable_species:
             cid = s.getCompartment()
             start[f"@amount0:{sid}"] = lambda v, _s=sid, _c=cid: v[_s] * v[_c]
             start_deps[f"@amount0:{sid}"] = {sid, cid}
@@ -956,8 +973,14 @@ def _import(path: Path) -> SbmlOdeModel:
         Parameter(
             pid,
             float(initial[pid]),
-            (parameters[pid].getUnits() if pid in parameters else compartments[pid].getUnits()) or "1",
-            (parameters[pid].getName() if pid in parameters else f"size of compartment {compartments[pid].getName() or pid}"),
+            (parameters[pid].getUnits() if pid in parameters else compartments[pid].getUnits() if pid in compartments else species[pid].getSubstanceUnits()) or "1",
+            (
+                parameters[pid].getName()
+                if pid in parameters
+                else f"size of compartment {compartments[pid].getName() or pid}"
+                if pid in compartments
+                else f"{'amount' if amount_valued(pid) else 'concentration'} of species {species[pid].getName() or pid}, which nothing changes"
+            ),
         )
         for pid in parameter_ids
     )

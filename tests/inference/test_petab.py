@@ -349,3 +349,62 @@ def test_an_interrupted_multistart_exits_with_its_code_and_writes_nothing(tmp_pa
     err = child.stderr.read()
     assert child.wait(timeout=600) == code, err
     assert "interrupted" in err and not (tmp_path / "out.h5").exists(), err
+
+
+# A feed that nothing changes: S' = k * F (F a boundary species held constant, in
+# amounts), S(0) = 0, so S(t) = k * F * t. Conditions set F (as the ROS conditions of
+# Smith_BMCSystBiol2013 set its extracellular_ROS).
+_FEED_SBML = """<?xml version="1.0" encoding="UTF-8"?>
+<sbml xmlns="http://www.sbml.org/sbml/level3/version2/core" level="3" version="2">
+  <model id="feed">
+    <listOfCompartments><compartment id="c" size="2" DIMS constant="true"/></listOfCompartments>
+    <listOfSpecies>
+      <species id="F" compartment="c" initialAmount="0" hasOnlySubstanceUnits="true" boundaryCondition="true" constant="false"/>
+      <species id="G" compartment="c" initialConcentration="1.5" hasOnlySubstanceUnits="false" boundaryCondition="true" constant="true"/>
+      <species id="S" compartment="c" initialAmount="0" hasOnlySubstanceUnits="true" boundaryCondition="false" constant="false"/>
+      <species id="H" compartment="c" initialAmount="0" hasOnlySubstanceUnits="true" boundaryCondition="true" constant="false"/>
+    </listOfSpecies>
+    <listOfParameters><parameter id="k" value="0.5" constant="true"/></listOfParameters>
+    <listOfRules>
+      <assignmentRule variable="H"><math xmlns="http://www.w3.org/1998/Math/MathML"><apply><times/><cn>2</cn><ci>k</ci></apply></math></assignmentRule>
+    </listOfRules>
+    <listOfReactions>
+      <reaction id="feed" reversible="false">
+        <listOfReactants><speciesReference species="F" stoichiometry="1" constant="true"/></listOfReactants>
+        <listOfProducts><speciesReference species="S" stoichiometry="1" constant="true"/></listOfProducts>
+        <kineticLaw><math xmlns="http://www.w3.org/1998/Math/MathML"><apply><times/><ci>k</ci><ci>F</ci><ci>G</ci></apply></math></kineticLaw>
+      </reaction>
+    </listOfReactions>
+  </model>
+</sbml>
+"""
+
+
+def _feed_problem(folder: Path, conditions: str, dims: str = 'spatialDimensions="3"') -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "feed.xml").write_text(_FEED_SBML.replace("DIMS", dims))
+    (folder / "conditions.tsv").write_text(conditions)
+    (folder / "observables.tsv").write_text("observableId\tobservableFormula\tnoiseFormula\nobs_S\tS\t1\n")
+    rows = "".join(f"obs_S\t{c}\t2.0\t0.0\n" for c in ("low", "high"))
+    (folder / "measurements.tsv").write_text("observableId\tsimulationConditionId\ttime\tmeasurement\n" + rows)
+    (folder / "parameters.tsv").write_text("parameterId\tparameterScale\tlowerBound\tupperBound\tnominalValue\testimate\nk\tlin\t0\t10\t0.5\t1\n")
+    (folder / "feed.yaml").write_text(
+        "format_version: 1\nparameter_file: parameters.tsv\nproblems:\n- sbml_files: [feed.xml]\n  condition_files: [conditions.tsv]\n"
+        "  measurement_files: [measurements.tsv]\n  observable_files: [observables.tsv]\n"
+    )
+    return folder / "feed.yaml"
+
+
+@pytest.mark.parametrize("dims", ['spatialDimensions="3"', ""])
+def test_a_condition_sets_a_species_that_nothing_changes(tmp_path, dims):
+    # S(2) = k F G 2 with k = 0.5: F = 3 and G = 1.5 give 4.5, F = 10 and G = 0.25 give 2.5;
+    # each term is log(sqrt(2 pi)) + S(2)^2 / 2 (data 0, sigma 1). Before constant species
+    # were settable, both conditions silently simulated F = 0. G is a concentration also
+    # where the compartment leaves its dimensions unset (Level 3 allows it).
+    problem = load_petab(_feed_problem(tmp_path / "feed", "conditionId\tF\tG\nlow\t3\t1.5\nhigh\t10\t0.25\n", dims))
+    terms = np.asarray(problem.residual_terms(problem.nominal()))
+    np.testing.assert_allclose(terms, 0.5 * np.log(2 * np.pi) + 0.5 * np.array([4.5, 2.5]) ** 2, rtol=1e-7)
+    # A species an assignment rule computes cannot be set by a condition: refused in one
+    # line naming the table and the column.
+    with pytest.raises(PetabError, match=r"feed.yaml: condition table, column 'H': .* computes this species"):
+        load_petab(_feed_problem(tmp_path / "ruled", "conditionId\tH\nlow\t3\nhigh\t4\n"))
