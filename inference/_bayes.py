@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import warnings
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Callable, Literal
 
 import jax
 import jax.numpy as jnp
@@ -414,6 +414,7 @@ def infer(
     seed: int | None = None,
     init_from: str | Path | None = None,
     progress: bool = False,
+    log: Callable[[str], None] | None = None,
 ) -> PosteriorResult:
     """Sample the posterior of a config's free quantities with NUTS (what `sim infer` does).
 
@@ -423,6 +424,8 @@ def infer(
         chains, warmup, samples, seed: override the config's values.
         init_from: a fit file (`sim fit -o`); its estimates start the chains.
         progress: NumPyro's progress bar on the terminal.
+        log: called with one sentence saying how the chains run on the devices
+            (`chain_method`).
 
     Returns:
         A `PosteriorResult`; `.save(path)` writes the posterior layout.
@@ -456,8 +459,9 @@ def infer(
             if not bool(model.priors[name].support.check(jnp.asarray(value))):
                 raise DataError(init_from, f"/estimate/{name}", f"{value:g} is outside the support of its prior (infer.priors.{name}); the chains cannot start there")
         init = init_to_value(values={k: jnp.asarray(v) for k, v in values.items()})
-    n_devices = jax.local_device_count()
-    method = "parallel" if n_devices >= section.chains and section.chains > 1 else "vectorized"
+    method, progress, plan = chain_method(section.chains, progress)
+    if log is not None:
+        log(plan)
     kernel = nuts_kernel(model, section, init)
     mcmc = MCMC(kernel, num_warmup=section.warmup, num_samples=section.samples, num_chains=section.chains, chain_method=method, progress_bar=progress)
     key = jax.random.PRNGKey(section.seed)
@@ -512,6 +516,48 @@ def _no_valid_start(config: Config, model: BayesModel, init_from: str | Path | N
         "the chains found no valid start: at the median of a few prior draws the posterior density is zero or not finite "
         "(the solve fails, or the noise model rules the predictions out); move the priors or start from a fit with --init-from",
     )
+
+
+def chain_method(chains: int, progress: bool) -> tuple[Any, bool, str]:
+    """How NumPyro runs `chains` chains on this machine's devices: (chain_method, whether
+    its progress bar can show, a sentence for the log).
+
+    One chain per device where there are enough (NumPyro's "parallel": each chain runs
+    its own trees, none waits for the deepest tree of another); with fewer devices than
+    chains but more than one, the chains split evenly over as many devices as divide
+    their number, one after another on each (a NumPyro progress bar cannot follow
+    these); on one device, vectorised (every chain steps together, and the per-step cost
+    of a small model is shared). `sim infer` starts with one CPU device per core."""
+    devices = jax.local_device_count()
+    kind = jax.default_backend().upper()
+    if chains == 1:
+        return "sequential", progress, "1 chain"
+    if devices >= chains:
+        return "parallel", progress, f"{chains} chains in parallel, one per {kind} device"
+    used = max(k for k in range(1, devices + 1) if chains % k == 0)
+    if used > 1:
+        return _on_devices(used), False, f"{chains} chains on {used} {kind} devices, {chains // used} after one another on each"
+    return "vectorized", progress, f"{chains} chains vectorised on one {kind} device"
+
+
+def _on_devices(count: int):
+    """A NumPyro chain_method: the chains (leading axis) split over the first `count`
+    devices, run one after another (`lax.map`) on each."""
+
+    def method(one_chain):
+        def run(chain_args):
+            def split(x):
+                return x.reshape(count, x.shape[0] // count, *x.shape[1:])
+
+            def join(x):
+                return x.reshape(x.shape[0] * x.shape[1], *x.shape[2:])
+
+            out = jax.pmap(lambda a: jax.lax.map(one_chain, a), devices=jax.local_devices()[:count])(jax.tree.map(split, chain_args))
+            return jax.tree.map(join, out)
+
+        return run
+
+    return method
 
 
 def nuts_kernel(model: BayesModel, section: InferSection, init=None) -> NUTS:

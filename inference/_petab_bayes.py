@@ -14,6 +14,7 @@ is the prior's. Gradients of the likelihood come from the problem's `value_and_g
 from __future__ import annotations
 
 import dataclasses
+from typing import Callable
 import math
 
 import jax
@@ -22,7 +23,7 @@ import numpy as np
 
 from sim._store import Result, write_group, write_root_attrs
 
-from ._bayes import summarise
+from ._bayes import chain_method, summarise
 from ._petab import PetabProblem, _negative_log_prior, to_linear
 
 
@@ -100,7 +101,9 @@ class PetabPosterior(Result):
             summary.create_dataset(stat, data=np.array([self.summary[n][stat] for n in names]))
 
 
-def infer_petab(problem: PetabProblem, *, chains: int = 4, warmup: int = 500, samples: int = 500, seed: int = 0, progress: bool = False) -> PetabPosterior:
+def infer_petab(
+    problem: PetabProblem, *, chains: int = 4, warmup: int = 500, samples: int = 500, seed: int = 0, progress: bool = False, log: Callable[[str], None] | None = None
+) -> PetabPosterior:
     """Sample a PEtab problem's posterior with NUTS; the chains start at the nominal
     parameters (where they lie within the bounds)."""
     from numpyro.infer import MCMC, NUTS, init_to_median, init_to_value
@@ -110,7 +113,9 @@ def infer_petab(problem: PetabProblem, *, chains: int = 4, warmup: int = 500, sa
     inside = np.all(np.isfinite(nominal)) and np.all((nominal > lower) & (nominal < upper))
     init = init_to_value(values={"x": jnp.asarray(nominal)}) if inside else init_to_median(num_samples=15)
     kernel = NUTS(numpyro_model(problem), init_strategy=init)
-    method = "parallel" if jax.local_device_count() >= chains > 1 else "vectorized"
+    method, progress, plan = chain_method(chains, progress)
+    if log is not None:
+        log(plan)
     mcmc = MCMC(kernel, num_warmup=warmup, num_samples=samples, num_chains=chains, chain_method=method, progress_bar=progress)
     with jax.numpy_dtype_promotion("standard"):
         mcmc.run(jax.random.PRNGKey(seed), extra_fields=("diverging",))

@@ -377,7 +377,7 @@ def infer(
     with exclusive(path), contextlib.ExitStack() as stack:
         if arviz is not None:
             stack.enter_context(exclusive(arviz))
-        result = infer_config(cfg, data, chains=chains, warmup=warmup, samples=samples, seed=seed, init_from=init_from, progress=not quiet)
+        result = infer_config(cfg, data, chains=chains, warmup=warmup, samples=samples, seed=seed, init_from=init_from, progress=not quiet, log=None if quiet else _note)
         result.save(path)
         if arviz is not None:
             result.to_arviz().to_netcdf(str(arviz))
@@ -388,6 +388,10 @@ def infer(
     out.print(f"divergences: {result.divergences}")
     if not quiet:
         print(f"wrote {path} in {time.perf_counter() - start:.1f} s", file=sys.stderr)
+
+
+def _note(line: str) -> None:
+    print(line, file=sys.stderr)
 
 
 def _infer_petab(problem_file: Path, output: Optional[Path], chains, warmup, samples, seed, quiet: bool) -> None:
@@ -402,7 +406,7 @@ def _infer_petab(problem_file: Path, output: Optional[Path], chains, warmup, sam
     path = check_output_path(output if output is not None else Path(problem_file.stem + "_posterior.h5"), "-o", inputs=problem_files(problem_file))
     start = time.perf_counter()
     with exclusive(path), resumable(path, "the sampling"):
-        result = infer_petab(problem, chains=chains or 4, warmup=warmup or 500, samples=samples or 500, seed=seed or 0, progress=not quiet)
+        result = infer_petab(problem, chains=chains or 4, warmup=warmup or 500, samples=samples or 500, seed=seed or 0, progress=not quiet, log=None if quiet else _note)
         result.save(path)
     table = Table("quantity", "mean", "sd", "5%", "50%", "95%", "ess_bulk", "r_hat", box=None)
     for name, row in result.summary.items():
