@@ -1225,6 +1225,14 @@ def _fit(
     def likelihood(x):
         return sum(negative_log_likelihood(p, x, set(o.sigma)) for p, o in zip(problems, observations))
 
+    objective = likelihood(x)
+    no_likelihood = problems[0].observation is None and problems[0].loss == "mse"  # (its objective is NaN)
+    if not (no_likelihood or np.isfinite(objective)):
+        # (the optimiser only saw a large stand-in residual where the likelihood has none)
+        raise sim.SimulationError(
+            f"{config.path}: the fit ended where the negative log-likelihood is not finite ({objective}): a sigma that is not "
+            "positive at some observation, or a prediction that its noise model cannot take (a log of a value <= 0); nothing written"
+        )
     starts_objective = np.array([likelihood({n: jnp.asarray(v) for n, v in e[2].items()}) for e in ends]) if section.starts > 1 else None
     cov = standard_errors(problem, x, sigma_known)
     names = [f.name for f in problem.free]
@@ -1267,7 +1275,7 @@ def _fit(
         prediction=prediction,
         observations=observations[0],
         seed=section.seed if section.starts > 1 else None,
-        objective=likelihood(x),
+        objective=objective,
         starts_objective=starts_objective,
         starts_estimate={n: np.array([e[2][n] for e in ends]) for n in names} if starts_objective is not None else None,
         starts_converged=np.array([e[1] for e in ends]) if starts_objective is not None else None,

@@ -55,7 +55,9 @@ def negative_log_likelihood(y, h, sigma, transformation: str, distribution: str)
     """-log p(y | h, sigma) per measurement, PEtab's noise models: the transformation
     (lin, log, log10) applies to data and model value, sigma is on the transformed
     scale, and the density is of the untransformed data (the Jacobian of the
-    transformation included)."""
+    transformation included). A sigma that is not positive (a noise formula that goes
+    negative at some parameters) has no density: NaN, never the density of |sigma|."""
+    sigma = jnp.asarray(sigma)
     if transformation == "lin":
         ty, th, jac = y, h, 0.0
     elif transformation == "log":
@@ -63,8 +65,10 @@ def negative_log_likelihood(y, h, sigma, transformation: str, distribution: str)
     else:
         ty, th, jac = jnp.log10(y), jnp.log10(h), jnp.log(y * math.log(10.0))
     if distribution == "normal":
-        return 0.5 * jnp.log(2 * math.pi * sigma**2) + 0.5 * ((ty - th) / sigma) ** 2 + jac
-    return jnp.log(2 * sigma) + jnp.abs(ty - th) / sigma + jac
+        value = 0.5 * jnp.log(2 * math.pi * sigma**2) + 0.5 * ((ty - th) / sigma) ** 2 + jac
+    else:
+        value = jnp.log(2 * sigma) + jnp.abs(ty - th) / sigma + jac
+    return jnp.where(sigma > 0, value, jnp.nan)
 
 
 def transformed(v, transformation: str):
@@ -222,10 +226,12 @@ class Observation(eqx.Module):
 
     def _evaluated(self, values: dict[str, Array], data: dict[str, Array]):
         """Per observed quantity: (it, its data, where they are missing, prediction and
-        sigma broadcast to the data's shape)."""
+        sigma broadcast to the data's shape). A sigma that is not positive is NaN: no
+        density, no residual, never those of |sigma|."""
         for o in self.observed:
             y = data[o.name]
             h, sigma = o.prediction(values)
+            sigma = jnp.where(sigma > 0, sigma, jnp.nan)
             yield o, y, jnp.isnan(y), jnp.broadcast_to(h, y.shape), jnp.broadcast_to(sigma, y.shape)
 
     def terms(self, values: dict[str, Array], data: dict[str, Array], weight: dict[str, Array]) -> Array:

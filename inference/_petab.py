@@ -713,7 +713,8 @@ def fit_petab(
     value = jax.jit(problem.objective)
     if evaluate:
         x = problem.nominal()
-        return PetabFit(str(problem.path), problem.model.name, names, linear(x), float(value(x)), np.zeros(0), {n: np.zeros(0) for n in names}, np.zeros(0, bool), "evaluated at the nominal parameters")
+        objective = _finite(problem, float(value(x)), "at the nominal parameters")
+        return PetabFit(str(problem.path), problem.model.name, names, linear(x), objective, np.zeros(0), {n: np.zeros(0) for n in names}, np.zeros(0, bool), "evaluated at the nominal parameters")
     lower, upper = problem.bounds()
     if not (np.all(np.isfinite(lower)) and np.all(np.isfinite(upper))):
         bad = names[int(np.argmax(~(np.isfinite(lower) & np.isfinite(upper))))]
@@ -731,10 +732,22 @@ def fit_petab(
     objectives = np.asarray(jax.jit(jax.vmap(problem.objective))(jnp.asarray(ends)), dtype=float)
     objectives = np.where(np.isfinite(objectives), objectives, np.inf)
     best = int(np.argmin(objectives))
+    _finite(problem, float(objectives[best]), f"at the end of every one of the {len(points)} start(s)")
     estimates = {n: np.array([linear(x)[n] for x in ends]) for n in names}
     reached = int(np.sum(objectives <= objectives[best] + SAME_OPTIMUM))
     message = f"best of {len(points)} start(s) ({reached} within {SAME_OPTIMUM} of it): {'converged' if success[best] else 'stopped before convergence'}"
     return PetabFit(str(problem.path), problem.model.name, names, linear(ends[best]), float(objectives[best]), objectives, estimates, np.asarray(success), message)
+
+
+def _finite(problem: PetabProblem, objective: float, where: str) -> float:
+    """The objective, or a `sim.SimulationError` when it is not finite: no file then
+    claims a result that is not one."""
+    if not math.isfinite(objective):
+        raise sim.SimulationError(
+            f"{problem.path.name}: the objective is not finite {where} ({objective}): a simulation failed, a noise formula "
+            "is not positive, or a prediction is one its noise model cannot take (a log of a value <= 0); nothing written"
+        )
+    return objective
 
 
 # Two starts whose objectives differ by less than this reached the same optimum (a

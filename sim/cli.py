@@ -288,7 +288,7 @@ def fit(
     set_: Sets = None,
     quiet: Quiet = False,
     evaluate: Annotated[bool, typer.Option("--evaluate", help="PEtab: only compute the objective at the nominal parameters.")] = False,
-    starts: Annotated[Optional[int], typer.Option("--starts", min=1, help="PEtab: number of starts (Latin hypercube within the bounds).")] = None,
+    starts: Annotated[Optional[int], typer.Option("--starts", min=1, help="Number of starts (Latin hypercube within the bounds; for a config, [fit] starts).")] = None,
     devices: Annotated[Optional[int], typer.Option("--devices", help="Spread the starts of a multistart fit over the first N local devices (default: all).")] = None,
     scheduler: Annotated[
         Optional[str], typer.Option("--scheduler", help="Spread the starts of a multistart fit over a Dask cluster: its scheduler address, or local:N for a local cluster of N workers.")
@@ -305,9 +305,10 @@ def fit(
     if config.suffix in (".yaml", ".yml"):
         _fit_petab(config, output, evaluate, starts or 1, quiet, devices, scheduler)
         return
-    if evaluate or starts is not None:
-        raise InputError("--evaluate" if evaluate else "--starts", str(config), "applies to a PEtab problem (.yaml); a config sets [fit] starts")
-    cfg = load_config(config, set_ or [])
+    if evaluate:
+        raise InputError("--evaluate", str(config), "applies to a PEtab problem (.yaml)")
+    # (--starts N on a config is [fit] starts = N, after any --set)
+    cfg = load_config(config, [*(set_ or []), *([f"fit.starts={starts}"] if starts is not None else [])])
     path = check_output_path(output if output is not None else Path(cfg.path.stem + "_fit.h5"), "-o", inputs=[*cfg.input_files(), *([data] if data else [])])
     start = time.perf_counter()
     with writing(path, "fit", checkpoint_path(path), resume, quiet) as resume:

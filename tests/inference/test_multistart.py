@@ -101,8 +101,8 @@ def test_petab_starts_agree_on_one_device_two_devices_and_local_2(tmp_cwd, capsy
 @pytest.mark.slow
 def test_config_multistart_agrees_on_one_device_two_devices_and_a_dask_cluster(tmp_path, capsys):
     # A config's three starts (Levenberg-Marquardt, the Lotka-Volterra fit of
-    # test_fit.py) as one batch, split over two host devices, and in blocks on a local
-    # Dask cluster of two processes: the same ends.
+    # test_fit.py) as one batch, split over two host devices (`sim fit --starts 3`), and
+    # in blocks on a local Dask cluster of two processes: the same ends.
     from .test_fit import lv_config, noisy, write_data
 
     data = write_data(tmp_path / "d.h5", *noisy(np.random.default_rng(3)))
@@ -111,7 +111,8 @@ def test_config_multistart_agrees_on_one_device_two_devices_and_a_dask_cluster(t
     dask = _fit.fit(config, scheduler="local:2")
     env = {**os.environ, "PYTHONPATH": str(REPO), "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
     done = subprocess.run(
-        [sys.executable, "-m", "sim.cli", "fit", str(config.path), "--devices", "2", "-o", "two.h5", "--quiet"],
+        # (--starts sets [fit] starts, over what --set says)
+        [sys.executable, "-m", "sim.cli", "fit", str(config.path), "--set", "fit.starts=1", "--starts", "3", "--devices", "2", "-o", "two.h5", "--quiet"],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900,
     )
     assert done.returncode == 0, done.stderr

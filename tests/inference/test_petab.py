@@ -60,6 +60,9 @@ def test_the_noise_models_are_the_densities_of_the_data():
             edges = [-10.0, h, 30.0] if transformation == "lin" else [1e-12, *np.geomspace(1e-9, 1e9, 19)]
             total = sum(quad(density, a, b, limit=400)[0] for a, b in zip(edges[:-1], edges[1:]))
             assert abs(total - 1.0) < 1e-6, (transformation, distribution, total)
+            # (a sigma that is not positive has no density: NaN, not that of |sigma|)
+            for bad in (-sigma, 0.0):
+                assert np.isnan(negative_log_likelihood(h, h, bad, transformation, distribution)), (transformation, distribution, bad)
 
 
 # Crauste is left out: its objective is too ill-conditioned for finite differences at the
@@ -177,6 +180,21 @@ def test_a_bad_petab_problem_exits_2_with_one_line_and_no_output(tmp_cwd, capsys
     assert len(err.strip().splitlines()) == 1 and "column measurement: expected a number" in err, err
     assert "Traceback" not in err
     assert not (tmp_cwd / "out.h5").exists()
+
+
+def test_an_objective_that_is_not_finite_exits_1_and_writes_nothing(tmp_cwd, capsys):
+    # A noise formula that is negative at the early measurements (1 - 2 A, A from 1.6 to
+    # 0.3) gives the data there no density: --evaluate and a fit stop with one line, no file
+    # (formerly: the density of |sigma|, written with exit 0).
+    from tests.helpers import cli
+
+    problem = _decay_problem(tmp_cwd / "decay")
+    (problem.parent / "observables.tsv").write_text("observableId\tobservableFormula\tnoiseFormula\nobs_A\tA\t1 - 2 * A\n")
+    for args in (["--evaluate"], ["--starts", "2"]):
+        code, err = cli(["fit", str(problem), *args, "-o", "out.h5", "--quiet"], capsys)
+        assert code == 1 and len(err.strip().splitlines()) == 1, err
+        assert "objective is not finite" in err and "Traceback" not in err, err
+        assert not (tmp_cwd / "out.h5").exists()
 
 
 def test_the_posterior_density_is_likelihood_times_priors_within_the_bounds():
