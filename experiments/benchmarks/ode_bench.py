@@ -1,13 +1,27 @@
-"""ODE benchmark: simjax against raw diffrax and scipy's solve_ivp on the same problem.
+"""ODE benchmark: simjax against jitted diffrax and scipy on the same problem.
 
 The problem: Lotka-Volterra at the lynx-hare parameters, t in [0, 20] with 201 save
 points, rtol = 1e-6 and atol = 1e-8 for every solver (tsit5 for simjax and diffrax).
 
-Prints, side by side:
-  - per-solve time: simjax vs raw diffrax (called from Python, and inside jax.jit);
-  - per-solve time: simjax vs scipy solve_ivp (LSODA and RK45);
-  - gradient time / forward time (reverse mode through the solver);
-  - first-call compile time.
+The sides, each called the way its users call it:
+  - diffrax: `jax.jit` of a function calling `diffrax.diffeqsolve`, with the term,
+    solver, step-size controller and save times built once and the function compiled
+    before timing (what a diffrax user writes); also the same with the save times
+    passed in as an argument, as `sim.simulate` takes them;
+  - simjax from Python: `sim.simulate(model, params, t, ...)`, its public entry (one
+    `eqx.filter_jit` call inside);
+  - simjax inside the caller's `jax.jit` (the same diffrax program: compare with the
+    first row);
+  - scipy: `solve_ivp` LSODA and RK45, and `odeint` (Fortran LSODA), from Python.
+The scipy ratios are against simjax called from Python (`sim.simulate`), not against
+simjax inside a caller's jit. Also: gradient / forward time (reverse mode, and the
+forward sensitivity equations), and the first call's trace + compile time (the
+persistent compilation cache is off in this script, so that is a real compilation).
+
+Timing: every function is called once to compile, then `--repeats` rounds in which the
+functions take turns (interleaved, so a change in machine load hits all of them alike);
+each round times a batch of calls of each function. Reported: the median time per call
+over the rounds, with the min-max spread; ratios are of the medians.
 
 Run: python experiments/benchmarks/ode_bench.py [--repeats N]
 """
@@ -15,49 +29,51 @@ Run: python experiments/benchmarks/ode_bench.py [--repeats N]
 from __future__ import annotations
 
 import argparse
+import os
 import platform
-import statistics
 import time
 
-import diffrax
-import jax
-import jax.numpy as jnp
-import numpy as np
-from scipy.integrate import solve_ivp
+os.environ.setdefault("SIMJAX_CACHE_DIR", "")  # compile times measured, not cache loads
 
-import sim
-from solvers import OdeSolver
+import diffrax  # noqa: E402
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+from scipy.integrate import odeint, solve_ivp  # noqa: E402
+
+import sim  # noqa: E402
+from solvers import OdeSolver  # noqa: E402
 
 RTOL, ATOL = 1e-6, 1e-8
 
 
-def per_call(fn, repeats: int, inner: int = 20) -> float:
-    """Best seconds per call over `repeats` batches of `inner` calls (after one warm-up).
-
-    The minimum, not the mean, is the estimate least disturbed by other load."""
-    return interleaved([fn], repeats, inner)[0]
-
-
-def interleaved(fns, repeats: int, inner: int = 20) -> list[float]:
-    """Best seconds per call of each function, measured in alternation so that a change
-    in machine load affects all of them alike."""
-    for fn in fns:
+def interleaved(fns: dict, repeats: int, inner: dict) -> dict[str, np.ndarray]:
+    """Seconds per call of each function in each of `repeats` rounds; in a round the
+    functions take turns, each timed over `inner[name]` calls."""
+    for fn in fns.values():
         jax.block_until_ready(fn())
-    best = [float("inf")] * len(fns)
+    samples = {name: [] for name in fns}
     for _ in range(repeats):
-        for i, fn in enumerate(fns):
+        for name, fn in fns.items():
+            n = inner[name]
             start = time.perf_counter()
-            for _ in range(inner):
+            for _ in range(n):
                 out = fn()
             jax.block_until_ready(out)
-            best[i] = min(best[i], (time.perf_counter() - start) / inner)
-    return best
+            samples[name].append((time.perf_counter() - start) / n)
+    return {name: np.asarray(s) for name, s in samples.items()}
+
+
+def show(s: np.ndarray, scale: float = 1e6) -> str:
+    """median (min-max), in microseconds by default."""
+    return f"{np.median(s) * scale:9.1f} ({s.min() * scale:.1f}-{s.max() * scale:.1f})"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=60)
+    parser.add_argument("--repeats", type=int, default=40, help="interleaved rounds")
     args = parser.parse_args()
+    load_before = os.getloadavg()
 
     model = sim.get_model("lotka_volterra")
     params = model.default_params()
@@ -66,7 +82,7 @@ def main() -> None:
     solver = OdeSolver(method="tsit5", rtol=RTOL, atol=ATOL)
     y0 = model.initial_state(initial)
 
-    # --- first call: trace + compile + run
+    # --- simjax's first call from Python: trace + compile + run
     start = time.perf_counter()
     jax.block_until_ready(sim.simulate(model, params, t, initial=initial, solver=solver))
     compile_s = time.perf_counter() - start
@@ -75,21 +91,33 @@ def main() -> None:
         x, z = y[0], y[1]
         return jnp.stack([p["alpha"] * x - p["beta"] * x * z, p["delta"] * x * z - p["gamma"] * z])
 
-    def raw_diffrax(p):
+    # diffrax as its users write it: everything built once, one jitted call.
+    term, tsit5 = diffrax.ODETerm(lv), diffrax.Tsit5()
+    controller = diffrax.PIDController(rtol=RTOL, atol=ATOL)
+    saveat = diffrax.SaveAt(ts=t)
+
+    @jax.jit
+    def diffrax_jit(p, y0):
         return diffrax.diffeqsolve(
-            diffrax.ODETerm(lv), diffrax.Tsit5(), t[0], t[-1], None, y0, p,
-            saveat=diffrax.SaveAt(ts=t), stepsize_controller=diffrax.PIDController(rtol=RTOL, atol=ATOL),
+            term, tsit5, t[0], t[-1], None, y0, p, saveat=saveat, stepsize_controller=controller, max_steps=4096
+        ).ys
+
+    @jax.jit
+    def diffrax_jit_t(p, y0, ts):
+        """The same with the save times passed in (as `sim.simulate` takes them)."""
+        return diffrax.diffeqsolve(
+            term, tsit5, ts[0], ts[-1], None, y0, p, saveat=diffrax.SaveAt(ts=ts), stepsize_controller=controller,
             max_steps=4096,
         ).ys
 
     def ours(p):
         return sim.simulate(model, p, t, initial=initial, solver=solver).observables
 
-    # Called from Python: each library's own dispatch.
-    simjax_py, diffrax_py = interleaved([lambda: ours(params), lambda: raw_diffrax(params)], args.repeats)
-    # Inside the caller's jax.jit.
-    ours_jit, raw_jit = jax.jit(ours), jax.jit(raw_diffrax)
-    simjax_jit, diffrax_jit = interleaved([lambda: ours_jit(params), lambda: raw_jit(params)], args.repeats)
+    ours_jit = jax.jit(ours)
+    # both compiled before timing (interleaved() also calls each once first)
+    jax.block_until_ready(diffrax_jit(params, y0))
+    jax.block_until_ready(diffrax_jit_t(params, y0, t))
+    jax.block_until_ready(ours_jit(params))
 
     # scipy on the same problem and tolerances.
     p = {k: float(v) for k, v in params.items()}
@@ -97,15 +125,33 @@ def main() -> None:
     def lv_np(t, y):
         return [p["alpha"] * y[0] - p["beta"] * y[0] * y[1], p["delta"] * y[0] * y[1] - p["gamma"] * y[1]]
 
-    t_np = np.asarray(t)
-    scipy_times = {}
-    for method in ("LSODA", "RK45"):
-        scipy_times[method] = per_call(
-            lambda m=method: solve_ivp(lv_np, (0.0, 20.0), np.asarray(y0), method=m, t_eval=t_np, rtol=RTOL, atol=ATOL),
-            max(3, args.repeats // 3), inner=10,
-        )
-    ref = solve_ivp(lv_np, (0.0, 20.0), np.asarray(y0), method="DOP853", t_eval=t_np, rtol=1e-12, atol=1e-12).y
-    err = float(np.max(np.abs(np.asarray(ours_jit(params)["prey"]) - ref[0]) / np.abs(ref[0])))
+    def lv_odeint(y, t):
+        return lv_np(t, y)
+
+    t_np, y0_np = np.asarray(t), np.asarray(y0)
+    fns = {
+        "diffrax": lambda: diffrax_jit(params, y0),
+        "diffrax_t": lambda: diffrax_jit_t(params, y0, t),
+        "simjax": lambda: ours(params),
+        "simjax_jit": lambda: ours_jit(params),
+        "LSODA": lambda: solve_ivp(lv_np, (0.0, 20.0), y0_np, method="LSODA", t_eval=t_np, rtol=RTOL, atol=ATOL),
+        "RK45": lambda: solve_ivp(lv_np, (0.0, 20.0), y0_np, method="RK45", t_eval=t_np, rtol=RTOL, atol=ATOL),
+        "odeint": lambda: odeint(lv_odeint, y0_np, t_np, rtol=RTOL, atol=ATOL),
+    }
+    inner = {"diffrax": 50, "diffrax_t": 50, "simjax": 50, "simjax_jit": 50, "LSODA": 5, "RK45": 5, "odeint": 20}
+    s = interleaved(fns, args.repeats, inner)
+    med = {k: float(np.median(v)) for k, v in s.items()}
+
+    ref = solve_ivp(lv_np, (0.0, 20.0), y0_np, method="DOP853", t_eval=t_np, rtol=1e-12, atol=1e-12).y
+    prey = np.asarray(ours(params)["prey"])
+    err = float(np.max(np.abs(prey - ref[0]) / np.abs(ref[0])))
+    raw_vs_ours = float(np.max(np.abs(np.asarray(diffrax_jit(params, y0))[:, 0] - prey)))
+    errs = {
+        "LSODA": fns["LSODA"]().y[0],
+        "RK45": fns["RK45"]().y[0],
+        "odeint": fns["odeint"]()[:, 0],
+    }
+    errs = {k: float(np.max(np.abs(v - ref[0]) / np.abs(ref[0]))) for k, v in errs.items()}
 
     # Gradient / forward.
     def loss(p):
@@ -114,7 +160,6 @@ def main() -> None:
 
     forward = jax.jit(loss)
     backward = jax.jit(jax.grad(loss))
-    fwd_s, grad_s = interleaved([lambda: forward(params), lambda: backward(params)], args.repeats)
 
     # The same gradient by the forward sensitivity equations (what `sim fit` with a
     # gradient optimiser and `sim infer` use for a few free quantities).
@@ -133,22 +178,33 @@ def main() -> None:
         return jnp.einsum("tn,tnp->p", cot, sol.sensitivities)
 
     np.testing.assert_allclose(sensitivity_grad(theta0), jnp.stack([backward(params)[n] for n in names]), rtol=1e-4)
-    (sens_s,) = interleaved([lambda: sensitivity_grad(theta0)], args.repeats)
+    g = interleaved(
+        {"forward": lambda: forward(params), "reverse": lambda: backward(params), "sens": lambda: sensitivity_grad(theta0)},
+        args.repeats,
+        {"forward": 50, "reverse": 10, "sens": 20},
+    )
+    gmed = {k: float(np.median(v)) for k, v in g.items()}
+    load_after = os.getloadavg()
 
-    print(f"machine: {platform.machine()}, {platform.processor() or platform.system()}, "
-          f"jax {jax.__version__} on {jax.default_backend()}, diffrax {diffrax.__version__}")
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, jax {jax.__version__} on {jax.default_backend()}, "
+          f"diffrax {diffrax.__version__}; load average before {load_before[0]:.2f}, after {load_after[0]:.2f}")
     print("problem: Lotka-Volterra, t in [0, 20], 201 saves, tsit5, rtol 1e-6, atol 1e-8; "
-          f"max relative error vs DOP853 at 1e-12: {err:.1e}")
-    print(f"{'':32} {'per solve':>12} {'ratio':>10}")
-    print(f"{'raw diffrax (from Python)':32} {diffrax_py * 1e6:10.1f} us {1.0:9.3f}x")
-    print(f"{'simjax (from Python)':32} {simjax_py * 1e6:10.1f} us {simjax_py / diffrax_py:9.3f}x  overhead {100 * (simjax_py / diffrax_py - 1):+.1f}%")
-    print(f"{'raw diffrax (in jax.jit)':32} {diffrax_jit * 1e6:10.1f} us {1.0:9.3f}x")
-    print(f"{'simjax (in jax.jit)':32} {simjax_jit * 1e6:10.1f} us {simjax_jit / diffrax_jit:9.3f}x  overhead {100 * (simjax_jit / diffrax_jit - 1):+.1f}%")
-    for method, secs in scipy_times.items():
-        print(f"{'scipy solve_ivp ' + method:32} {secs * 1e6:10.1f} us   simjax (in jit) is {secs / simjax_jit:.1f}x faster")
-    print(f"{'gradient / forward (reverse)':32} {grad_s * 1e6:10.1f} us / {fwd_s * 1e6:.1f} us = {grad_s / fwd_s:.2f}")
-    print(f"{'gradient / forward (fwd. sens.)':32} {sens_s * 1e6:10.1f} us / {fwd_s * 1e6:.1f} us = {sens_s / fwd_s:.2f}")
-    print(f"{'first call (trace + compile)':32} {compile_s:10.2f} s")
+          f"max relative error vs DOP853 at 1e-12: simjax {err:.1e}, "
+          + ", ".join(f"{k} {v:.1e}" for k, v in errs.items())
+          + f"; max |simjax - jitted diffrax| {raw_vs_ours:.1e}")
+    print(f"{args.repeats} interleaved rounds; per solve, median (min-max) in us")
+    d = med["diffrax"]
+    print(f"{'diffrax, jax.jit, from Python':36} {show(s['diffrax'])}   1.000")
+    print(f"{'  the same, save times passed in':36} {show(s['diffrax_t'])}   {med['diffrax_t'] / d:.3f}")
+    print(f"{'simjax sim.simulate, from Python':36} {show(s['simjax'])}   {med['simjax'] / d:.3f} of jitted diffrax's time")
+    print(f"{'simjax inside the caller jax.jit':36} {show(s['simjax_jit'])}   {med['simjax_jit'] / d:.3f} of jitted diffrax's time")
+    for name, label in (("LSODA", "scipy solve_ivp LSODA"), ("RK45", "scipy solve_ivp RK45"), ("odeint", "scipy odeint (LSODA)")):
+        print(f"{label:36} {show(s[name])}   simjax from Python {med[name] / med['simjax']:.2f}x faster "
+              f"(inside jit {med[name] / med['simjax_jit']:.2f}x)")
+    print(f"{'forward (jitted loss)':36} {show(g['forward'])}")
+    print(f"{'gradient, reverse mode':36} {show(g['reverse'])}   / forward = {gmed['reverse'] / gmed['forward']:.2f}")
+    print(f"{'gradient, forward sensitivities':36} {show(g['sens'])}   / forward = {gmed['sens'] / gmed['forward']:.2f}")
+    print(f"{'first call (trace + compile + run)':36} {compile_s:9.2f} s")
 
 
 if __name__ == "__main__":
