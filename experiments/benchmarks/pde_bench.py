@@ -1,30 +1,47 @@
 """PDE benchmark: simjax's ETDRK4 against exponax on the same work, and the memory of
 gradients through long rollouts.
 
-Cases (float32, ETDRK4, 2/3 dealiasing, Kassam-Trefethen coefficients in both):
+Cases (float32, ETDRK4, 2/3 dealiasing, Kassam-Trefethen coefficients with 16 contour
+points in both):
   1. Kuramoto-Sivashinsky (conservative form), 1D, N = 256, L = 32 pi, dt = 0.1,
      a batch of 64 initial fields, 2,000 steps.
   2. Kolmogorov flow (2D Navier-Stokes vorticity, forcing mode 4, drag 0.1, nu = 1e-3),
      256 x 256, L = 2 pi, dt = 5e-3, 200 steps.
-Both libraries run the same number of steps inside one jitted call and return the final
-field in physical space; the best of several timed repeats (after a warm-up call that
-compiles; the two libraries' calls alternate) gives steps per second. Both build their ETDRK coefficients once, before timing
-(exponax's stepper, `sim.spectral_stepper`).
+Both libraries run the same number of steps inside one jitted call that takes a
+physical field, transforms it once, steps in Fourier space and transforms the result
+back: exponax through its stepper's `step_fourier` in a `lax.fori_loop` (no FFT round
+trip per step: what exponax offers for long rollouts), simjax through
+`SpectralStepper.simulate` with one save at the end. Both build their ETDRK
+coefficients once, before timing (exponax's stepper, `sim.spectral_stepper`), and pass
+them into the jitted call as an argument. After a warm-up call that compiles, the two
+libraries' calls alternate for `--repeats` rounds; reported: steps per second from the
+median time, with the min-max spread, and the ratio of the medians.
+
+Agreement: the two libraries' final fields after 100 steps in float64, on KS and on
+Kolmogorov flow (relative L2 difference and max difference), and the relative
+difference of the timed float32 runs' final fields (KS is chaotic: over 2,000 steps,
+t = 200, float32 rounding differences grow to the size of the field). exponax's vorticity is the negative
+of simjax's (see KOLMOGOROV below): exponax is given the negated initial field and
+forcing, so that both compute the same flow.
 
 Memory: the gradient of a loss after n steps of 1D Burgers (N = 256, float64) with respect
 to the viscosity; XLA's buffer assignment of the compiled gradient (temporary bytes) for
 n = 625 ... 10,000 with two checkpoint levels and with a plain scan, the fitted growth
 exponent, and the 10,000-step gradient actually run (time and peak RSS).
 
-Run: .venv/bin/python experiments/benchmarks/pde_bench.py [--quick]
+Run: .venv/bin/python experiments/benchmarks/pde_bench.py [--quick] [--repeats N] [--no-memory]
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import math
+import os
 import resource
 import time
+
+os.environ.setdefault("SIMJAX_CACHE_DIR", "")  # (compile times are part of the memory runs)
 
 import equinox as eqx
 import jax
@@ -40,6 +57,15 @@ except ImportError as e:  # pragma: no cover
     raise SystemExit("exponax is needed for this benchmark: pip install 'simjax[bench]'") from e
 
 
+# Kolmogorov flow, the same flow in both libraries. exponax's vorticity is the negative of
+# simjax's: its stream function solves Laplacian(psi) = w with velocity (psi_y, -psi_x),
+# simjax's Laplacian(psi) = -w. So exponax is given -w0 and the opposite forcing (its
+# injection term is -gamma n cos(n y) on its vorticity, simjax's -A n cos(n y) on its own),
+# and its final field is negated before comparing.
+KOLMOGOROV_PARAMS = {"viscosity": 1e-3, "drag": 0.1, "forcing": 1.0}
+KOLMOGOROV = {"diffusivity": 1e-3, "drag": -0.1, "injection_mode": 4, "injection_scale": -1.0, "order": 4}
+
+
 def to32(tree):
     """Cast every floating array of a pytree (an exponax stepper) to 32 bits."""
 
@@ -53,28 +79,42 @@ def to32(tree):
     return jax.tree.map(cast, tree)
 
 
-def best_times(*calls, repeats=7):
-    """Best time of each (fn, *args), the calls alternating so that both libraries see
-    the same machine load (this machine's cores are shared)."""
-    for fn, *args in calls:
-        jax.block_until_ready(fn(*args))  # compile
-    best = [math.inf] * len(calls)
+def interleaved_times(*calls, repeats=7):
+    """Seconds of each call (fn, *args) in each of `repeats` rounds, the calls alternating
+    so that both libraries see the same machine load (this machine's cores are shared);
+    one warm-up call of each first (compiles)."""
+    outs = [jax.block_until_ready(fn(*args)) for fn, *args in calls]
+    times = [[] for _ in calls]
     for _ in range(repeats):
         for i, (fn, *args) in enumerate(calls):
             start = time.perf_counter()
             jax.block_until_ready(fn(*args))
-            best[i] = min(best[i], time.perf_counter() - start)
-    return best
+            times[i].append(time.perf_counter() - start)
+    return [np.asarray(t) for t in times], outs
 
 
-def exponax_runner(stepper, n_steps, batched):
-    step = jax.vmap(stepper) if batched else stepper
+def exponax_runner(n_steps, batched):
+    """All steps in Fourier space: one forward transform, `step_fourier` n times, one
+    inverse transform (the stepper is an argument, as simjax's is)."""
 
-    @jax.jit
-    def run(u):
-        return jax.lax.fori_loop(0, n_steps, lambda _, v: step(v), u)
+    @eqx.filter_jit
+    def run(stepper, u):
+        d, n = stepper.num_spatial_dims, stepper.num_points
+
+        def one(v):
+            v_hat = ex.fft(v, num_spatial_dims=d)
+            v_hat = jax.lax.fori_loop(0, n_steps, lambda _, w: stepper.step_fourier(w), v_hat)
+            return ex.ifft(v_hat, num_spatial_dims=d, num_points=n)
+
+        return jax.vmap(one)(u) if batched else one(u)
 
     return run
+
+
+def relative_difference(a, b):
+    """||a - b|| / ||b|| over the whole array (L2)."""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    return float(np.linalg.norm(a - b) / np.linalg.norm(b))
 
 
 def simjax_stepper(model, params, dt, n_steps):
@@ -96,47 +136,58 @@ def simjax_runner(n_steps, batched):
     return run
 
 
-def case_ks(n_steps, batch=64):
+def case_ks(n_steps, repeats, batch=64):
     n, length, dt = 256, 32 * math.pi, 0.1
     model = sim.get_model("kuramoto_sivashinsky", points=[n], domain=[[0.0, length]])
     u0 = np.stack([model.initial_field("random", seed=s, max_mode=8) for s in range(batch)]).astype(np.float32)
     stepper = to32(ex.stepper.KuramotoSivashinskyConservative(1, length, n, dt, order=4))
     prepared = simjax_stepper(model, model.default_params(), dt, n_steps)
-    t_exp, t_sim = best_times(
-        (exponax_runner(stepper, n_steps, True), jnp.asarray(u0)),
+    (t_exp, t_sim), (u_exp, u_sim) = interleaved_times(
+        (exponax_runner(n_steps, True), stepper, jnp.asarray(u0)),
         (simjax_runner(n_steps, True), prepared, jnp.asarray(u0)),
+        repeats=repeats,
     )
-    return {"name": f"Kuramoto-Sivashinsky 1D N={n} batch {batch}", "steps": n_steps, "exponax": n_steps / t_exp, "simjax": n_steps / t_sim}
+    return {"name": f"Kuramoto-Sivashinsky 1D N={n} batch {batch}", "steps": n_steps, "exponax": t_exp, "simjax": t_sim,
+            "difference": relative_difference(u_sim, u_exp)}
 
 
-def case_kolmogorov(n_steps):
+def case_kolmogorov(n_steps, repeats):
     n, dt = 256, 5e-3
     model = sim.get_model("navier_stokes_2d", points=[n, n], forcing_mode=4)
-    params = {"viscosity": 1e-3, "drag": 0.1, "forcing": 1.0}
     w0 = model.initial_field("random", seed=0, max_mode=6).astype(np.float32)
-    stepper = to32(
-        ex.stepper.KolmogorovFlowVorticity(
-            2, 2 * math.pi, n, dt, diffusivity=1e-3, drag=-0.1, injection_mode=4, injection_scale=1.0, order=4
-        )
-    )
-    prepared = simjax_stepper(model, params, dt, n_steps)
-    t_exp, t_sim = best_times(
-        (exponax_runner(stepper, n_steps, False), jnp.asarray(w0)),
+    stepper = to32(ex.stepper.KolmogorovFlowVorticity(2, 2 * math.pi, n, dt, **KOLMOGOROV))
+    prepared = simjax_stepper(model, KOLMOGOROV_PARAMS, dt, n_steps)
+    (t_exp, t_sim), (u_exp, u_sim) = interleaved_times(
+        (exponax_runner(n_steps, False), stepper, -jnp.asarray(w0)),
         (simjax_runner(n_steps, False), prepared, jnp.asarray(w0)),
+        repeats=repeats,
     )
-    return {"name": f"Kolmogorov flow 2D {n}x{n}", "steps": n_steps, "exponax": n_steps / t_exp, "simjax": n_steps / t_sim}
+    return {"name": f"Kolmogorov flow 2D {n}x{n}", "steps": n_steps, "exponax": t_exp, "simjax": t_sim,
+            "difference": relative_difference(u_sim, -u_exp)}
+
+
+def agreement(model, params, stepper, u0, dt, n_steps=100, sign=1.0):
+    """Relative L2 and max differences of the two libraries' fields after n_steps in
+    float64, and the max of |field| (the scale of the max difference). `sign`: exponax's
+    field is sign times simjax's (-1 for the vorticity, see KOLMOGOROV)."""
+    u_exp = sign * exponax_runner(n_steps, False)(stepper, sign * jnp.asarray(u0))
+    solver = Etdrk(order=4, steps_per_save=n_steps, contour_points=16)
+    u_sim = sim.simulate(model, params, jnp.asarray([0.0, n_steps * dt]), initial=u0, solver=solver).final_state
+    return relative_difference(u_sim, u_exp), float(jnp.max(jnp.abs(u_exp - u_sim))), float(jnp.max(jnp.abs(u_exp)))
 
 
 def ks_agreement(n_steps=100):
-    """Max difference of the two libraries' KS fields after n_steps in float64."""
     n, length, dt = 256, 32 * math.pi, 0.1
     model = sim.get_model("kuramoto_sivashinsky", points=[n], domain=[[0.0, length]])
-    u0 = model.initial_field()
     stepper = ex.stepper.KuramotoSivashinskyConservative(1, length, n, dt, order=4)
-    u_exp = jax.jit(exponax_runner(stepper, n_steps, False))(jnp.asarray(u0))
-    solver = Etdrk(order=4, steps_per_save=n_steps, contour_points=16)
-    u_sim = sim.simulate(model, None, jnp.asarray([0.0, n_steps * dt]), initial=u0, solver=solver).final_state
-    return float(jnp.max(jnp.abs(u_exp - u_sim)))
+    return agreement(model, None, stepper, model.initial_field(), dt, n_steps)
+
+
+def kolmogorov_agreement(n_steps=100):
+    n, dt = 256, 5e-3
+    model = sim.get_model("navier_stokes_2d", points=[n, n], forcing_mode=4)
+    stepper = ex.stepper.KolmogorovFlowVorticity(2, 2 * math.pi, n, dt, **KOLMOGOROV)
+    return agreement(model, KOLMOGOROV_PARAMS, stepper, model.initial_field("random", seed=0, max_mode=6), dt, n_steps, -1.0)
 
 
 def gradient_memory(steps, levels):
@@ -174,19 +225,36 @@ def gradient_run(n_steps=10_000):
     return g, elapsed, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def show(times, steps):
+    """steps/s from the median time, with the spread (from the slowest and fastest)."""
+    return f"{steps / np.median(times):.1f} ({steps / times.max():.1f}-{steps / times.min():.1f})"
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer steps (a smoke run)")
+    parser.add_argument("--repeats", type=int, default=9, help="interleaved rounds of each case")
+    parser.add_argument("--no-memory", action="store_true", help="skip the gradient-memory part")
     args = parser.parse_args()
     ks_steps, kol_steps = (200, 20) if args.quick else (2000, 200)
-    print(f"jax {jax.__version__}, exponax {ex.__version__ if hasattr(ex, '__version__') else '?'}, devices {jax.devices()}")
-    print(f"KS agreement (float64, 100 steps, max |simjax - exponax|): {ks_agreement():.2e}")
-    for case in (case_ks(ks_steps), case_kolmogorov(kol_steps)):
-        ratio = case["simjax"] / case["exponax"]
+    load_before = os.getloadavg()
+    print(f"jax {jax.__version__}, exponax {importlib.metadata.version('exponax')}, devices {jax.devices()}, "
+          f"{os.cpu_count()} cores; load average {load_before[0]:.2f}")
+    for name, check in (("KS", ks_agreement), ("Kolmogorov", kolmogorov_agreement)):
+        rel, abs_max, scale = check()
+        print(f"{name} agreement (float64, 100 steps): relative L2 difference {rel:.2e}, "
+              f"max |simjax - exponax| {abs_max:.2e} (max |u| {scale:.2f})", flush=True)
+    for case in (case_ks(ks_steps, args.repeats), case_kolmogorov(kol_steps, args.repeats)):
+        ratio = np.median(case["exponax"]) / np.median(case["simjax"])
         print(
-            f"{case['name']}: {case['steps']} steps; simjax {case['simjax']:.1f} steps/s, "
-            f"exponax {case['exponax']:.1f} steps/s, ratio {ratio:.2f}x"
+            f"{case['name']}: {case['steps']} steps, {args.repeats} interleaved rounds; steps/s median (min-max): "
+            f"simjax {show(case['simjax'], case['steps'])}, exponax {show(case['exponax'], case['steps'])}; "
+            f"simjax/exponax speed ratio {ratio:.2f}; final fields' relative difference (float32) {case['difference']:.1e}",
+            flush=True,
         )
+    print(f"load average after the timed cases {os.getloadavg()[0]:.2f}", flush=True)
+    if args.no_memory:
+        return
     steps = [625, 1250, 2500, 5000, 10000]
     nested = gradient_memory(steps, 2)
     plain = gradient_memory(steps[:3], 1)
