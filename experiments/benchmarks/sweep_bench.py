@@ -1,22 +1,38 @@
-"""Sweep benchmark: 10,000 Lotka-Volterra runs with `sim.sweep` against a Python loop over
-scipy's `solve_ivp`, scaling from one to two host devices, and peak memory with chunks of
-256 against one chunk of 10,000.
+"""Sweep benchmark: 10,000 Lotka-Volterra runs with `sim sweep`'s code path against the
+ways a scipy or diffrax user would run them, then chunk sizes, scaling from one to two
+host devices, and peak memory with chunks of 256 against one chunk of 10,000.
 
 The runs: a 100 x 100 grid over alpha in [0.3, 0.8] and beta in [0.01, 0.05], t in
-[0, 20] with 201 save points, tsit5 (simjax) and RK45 / LSODA (scipy), both at rtol 1e-6,
-atol 1e-8. The scipy loop is timed on an evenly spaced subset of the runs and scaled to
-10,000. simjax writes the full trajectories to an HDF5 sweep file, as `sim sweep` does.
-Device scaling and memory are measured in fresh processes (XLA's host device count is
-fixed at start-up; peak RSS is per process).
+[0, 20] with 201 save points, all at rtol 1e-6, atol 1e-8. The sides, timed in one
+process in interleaved rounds (each round runs every side once, so a change in machine
+load hits all of them alike):
+  - simjax: tsit5, chunks of 256, the full trajectories written to an HDF5 sweep file
+    (what `sim sweep` does: `sim._sweep.execute`, nothing read back);
+  - raw diffrax: `jax.jit(jax.vmap(diffrax.diffeqsolve ...))` over all runs at once,
+    Tsit5 with the same tolerances, save times and step budget, compiled before timing,
+    the trajectories copied to host memory (no file);
+  - scipy, a Python loop over `solve_ivp` (RK45, LSODA) and over `odeint` (Fortran
+    LSODA), each alone and as a two-process `multiprocessing` pool (this machine's two
+    cores; the pool is started and warmed up before timing). The scipy sides are
+    timed on an evenly spaced subset of the runs (`--subset`) and scaled to all runs.
+Reported for each side: the median over the rounds with the min-max spread; ratios are
+of the medians. simjax's first call (trace + compile + run) and raw diffrax's compile
+are reported beside (the persistent compilation cache is off in this script).
 
-    python experiments/benchmarks/sweep_bench.py            # everything (about five minutes)
+Chunk sizes are timed the same way (interleaved rounds, median). Device scaling and
+memory are measured in fresh processes (XLA's host device count is fixed at start-up;
+peak RSS is per process), median of the repeats there.
+
+    python experiments/benchmarks/sweep_bench.py            # everything (several minutes)
     python experiments/benchmarks/sweep_bench.py --quick    # 1,024 runs, fewer repeats
+    python experiments/benchmarks/sweep_bench.py --rounds 9 --subset 400
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import subprocess
 import sys
@@ -25,6 +41,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+os.environ.setdefault("SIMJAX_CACHE_DIR", "")  # first calls compile (no persistent cache)
 
 CONFIG = """
 [model]
@@ -49,6 +67,10 @@ alpha = {{ linspace = [0.3, 0.8, {side}] }}
 beta = {{ linspace = [0.01, 0.05, {side}] }}
 """
 RTOL, ATOL = 1e-6, 1e-8
+GAMMA, DELTA = 0.80, 0.024  # the model's defaults (checked in main)
+Y0 = (30.0, 4.0)
+T_SAVE = np.linspace(0.0, 20.0, 201)
+MAX_STEPS = 4096  # OdeSolver's default step budget
 
 
 def write_config(folder: Path, side: int, chunk: int) -> Path:
@@ -72,36 +94,63 @@ def reset_peak() -> None:
         f.write("5")
 
 
-def time_sweep(config_path: Path, repeats: int, devices: int | None = None) -> dict:
-    """First call (trace + compile + run) and the best of `repeats` further calls, with
-    the peak RSS of the process over those calls (compiled code already resident). Runs
-    what `sim sweep` runs: results go to the file, nothing is read back."""
-    import sim
-    from sim._sweep import execute
+def faster(ratio: float) -> str:
+    """'2.0x faster' for a ratio of 2 (time of the other side / simjax's), '2.0x slower' for 0.5."""
+    return f"{ratio:.1f}x faster" if ratio >= 1 else f"{1 / ratio:.1f}x slower"
 
-    config = sim.load_config(config_path)
-    out = config_path.with_suffix(".h5")
-    start = time.perf_counter()
-    execute(config, out, devices=devices)
-    first = time.perf_counter() - start
+
+def spread(times) -> str:
+    """median (min-max) in seconds."""
+    t = np.asarray(times)
+    return f"{np.median(t):.3f} s ({t.min():.3f}-{t.max():.3f})"
+
+
+class SimjaxSweep:
+    """What `sim sweep CONFIG -o OUT.h5` runs, callable again and again (the file is
+    removed before each call). The first call (trace + compile + run) is timed."""
+
+    def __init__(self, config_path: Path, devices: int | None = None):
+        import sim
+        from sim._sweep import execute
+
+        self.execute = execute
+        self.config = sim.load_config(config_path)
+        self.out = config_path.with_suffix(".h5")
+        self.devices = devices
+        start = time.perf_counter()
+        self.summary = self()
+        self.first = time.perf_counter() - start
+
+    def __call__(self):
+        self.out.unlink(missing_ok=True)
+        summary, _ = self.execute(self.config, self.out, devices=self.devices)
+        return summary
+
+
+def time_sweep(config_path: Path, repeats: int, devices: int | None = None) -> dict:
+    """First call and `repeats` further calls (their median, min, max), with the peak RSS
+    of the process over those calls (compiled code already resident)."""
+    sweep = SimjaxSweep(config_path, devices)
     first_peak = status_mb("VmHWM")
     base = status_mb("VmRSS")
     reset_peak()
     times = []
     for _ in range(repeats):
-        out.unlink()
         start = time.perf_counter()
-        summary, _ = execute(config, out, devices=devices)
+        summary = sweep()
         times.append(time.perf_counter() - start)
+    times = times or [sweep.first]
     return {
-        "first": first,
-        "best": min(times) if times else first,
-        "runs": summary.runs if times else None,
-        "failed": summary.failed if times else None,
+        "first": sweep.first,
+        "median": float(np.median(times)),
+        "min": min(times),
+        "max": max(times),
+        "runs": summary.runs if repeats else None,
+        "failed": summary.failed if repeats else None,
         "base_rss_mb": base,
         "peak_rss_mb": status_mb("VmHWM"),
         "first_peak_rss_mb": first_peak,
-        "path": str(out),
+        "path": str(sweep.out),
     }
 
 
@@ -119,28 +168,100 @@ def run_child(config: Path, repeats: int, devices: int | None, host_devices: int
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def scipy_loop(alphas: np.ndarray, betas: np.ndarray, method: str) -> tuple[float, np.ndarray]:
-    """Seconds per run of a Python loop over solve_ivp, and the prey trajectories."""
-    from scipy.integrate import solve_ivp
+# ----------------------------------------------------------------------------- scipy
 
-    gamma, delta = 0.80, 0.024
-    t_eval = np.linspace(0.0, 20.0, 201)
+
+def scipy_runs(job: tuple[str, np.ndarray, np.ndarray]) -> np.ndarray:
+    """Prey trajectories [runs, 201] of a Python loop over scipy solves (`method`: a
+    solve_ivp method or "odeint"). Module level, so that a pool's workers can run it."""
+    from scipy.integrate import odeint, solve_ivp
+
+    method, alphas, betas = job
     out = []
-    start = time.perf_counter()
     for alpha, beta in zip(alphas, betas):
+        alpha, beta = float(alpha), float(beta)
+        if method == "odeint":
 
-        def f(t, y, alpha=alpha, beta=beta):
-            x, z = y
-            return [alpha * x - beta * x * z, delta * x * z - gamma * z]
+            def g(y, t, alpha=alpha, beta=beta):
+                x, z = y
+                return [alpha * x - beta * x * z, DELTA * x * z - GAMMA * z]
 
-        sol = solve_ivp(f, (0.0, 20.0), [30.0, 4.0], method=method, t_eval=t_eval, rtol=RTOL, atol=ATOL)
-        out.append(sol.y[0])
-    return (time.perf_counter() - start) / len(alphas), np.asarray(out)
+            out.append(odeint(g, Y0, T_SAVE, rtol=RTOL, atol=ATOL)[:, 0])
+        else:
+
+            def f(t, y, alpha=alpha, beta=beta):
+                x, z = y
+                return [alpha * x - beta * x * z, DELTA * x * z - GAMMA * z]
+
+            sol = solve_ivp(f, (0.0, 20.0), Y0, method=method, t_eval=T_SAVE, rtol=RTOL, atol=ATOL)
+            out.append(sol.y[0])
+    return np.asarray(out)
+
+
+def scipy_pool_runs(pool, method: str, alphas: np.ndarray, betas: np.ndarray, pieces: int = 4) -> np.ndarray:
+    """The same loop split into `pieces` contiguous blocks mapped over the pool."""
+    blocks = np.array_split(np.arange(len(alphas)), pieces)
+    parts = pool.map(scipy_runs, [(method, alphas[b], betas[b]) for b in blocks])
+    return np.concatenate(parts)
+
+
+# ----------------------------------------------------------------------------- raw diffrax
+
+
+def raw_diffrax(alphas: np.ndarray, betas: np.ndarray):
+    """jax.jit(jax.vmap(diffeqsolve)) over the runs, compiled; returns (call, compile s).
+    A call returns the prey trajectories [runs, 201] in host memory."""
+    import diffrax
+    import jax
+    import jax.numpy as jnp
+
+    def lv(t, y, args):
+        alpha, beta = args
+        x, z = y[0], y[1]
+        return jnp.stack([alpha * x - beta * x * z, DELTA * x * z - GAMMA * z])
+
+    term, solver = diffrax.ODETerm(lv), diffrax.Tsit5()
+    controller = diffrax.PIDController(rtol=RTOL, atol=ATOL)
+    ts = jnp.asarray(T_SAVE)
+    saveat = diffrax.SaveAt(ts=ts)
+    y0 = jnp.asarray(Y0)
+
+    def one(alpha, beta):
+        sol = diffrax.diffeqsolve(
+            term, solver, ts[0], ts[-1], None, y0, (alpha, beta), saveat=saveat, stepsize_controller=controller,
+            max_steps=MAX_STEPS,
+        )
+        return sol.ys
+
+    batched = jax.jit(jax.vmap(one))
+    a, b = jnp.asarray(alphas), jnp.asarray(betas)
+    start = time.perf_counter()
+    compiled = batched.lower(a, b).compile()
+    compile_s = time.perf_counter() - start
+
+    def call():
+        return np.asarray(compiled(a, b))[:, :, 0]
+
+    return call, compile_s
+
+
+def interleave(sides: dict, rounds: int) -> dict[str, list[float]]:
+    """Seconds of each side in each round; the sides take turns within a round."""
+    times = {name: [] for name in sides}
+    for _ in range(rounds):
+        for name, fn in sides.items():
+            start = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - start)
+    return times
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--rounds", type=int, default=None, help="interleaved rounds (default 7; --quick 3)")
+    parser.add_argument("--subset", type=int, default=None, help="runs the scipy sides time (default 200; --quick 50)")
+    parser.add_argument("--no-extras", action="store_true", help="only the comparison (no chunk sizes, devices, memory)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--config", help=argparse.SUPPRESS)
     parser.add_argument("--repeats", type=int, default=3, help=argparse.SUPPRESS)
@@ -152,44 +273,91 @@ def main() -> None:
 
     side = 32 if args.quick else 100
     runs = side * side
-    repeats = 2 if args.quick else 3
-    subset = 50 if args.quick else 200
+    rounds = args.rounds or (3 if args.quick else 7)
+    subset = args.subset or (50 if args.quick else 200)
+    repeats = 2 if args.quick else 5
     folder = Path(tempfile.mkdtemp(prefix="sweep_bench_"))
-    print(f"{runs} Lotka-Volterra runs, t in [0, 20], 201 saves, rtol {RTOL}, atol {ATOL}", flush=True)
+    load_before = os.getloadavg()
+    print(f"{runs} Lotka-Volterra runs, t in [0, 20], 201 saves, rtol {RTOL}, atol {ATOL}; "
+          f"{os.cpu_count()} cores, load average {load_before[0]:.2f}", flush=True)
 
-    # simjax in this process: one device, chunks of 256
+    # the pool first: its workers are started and import scipy before anything is timed
+    pool = multiprocessing.get_context("spawn").Pool(2)
+    pool.map(scipy_runs, [("RK45", np.array([0.5]), np.array([0.03]))] * 2)
+
     import sim
 
+    defaults = sim.get_model("lotka_volterra").default_params()
+    assert (float(defaults["gamma"]), float(defaults["delta"])) == (GAMMA, DELTA)
+
     config = write_config(folder, side, 256)
-    timing = time_sweep(config, repeats)
-    result = sim.SweepResult.read(timing["path"])
-    print(f"simjax sweep (1 device, chunk 256): first call {timing['first']:.2f} s (trace + compile + run), "
-          f"then best {timing['best']:.3f} s = {timing['best'] / runs * 1e6:.1f} us/run; {timing['failed']} failed", flush=True)
+    sweep = SimjaxSweep(config)
+    result = sim.SweepResult.read(sweep.out)
+    alphas, betas = np.asarray(result.params["alpha"]), np.asarray(result.params["beta"])
+    prey = np.asarray(result.observables["prey"])
+    diffrax_call, diffrax_compile = raw_diffrax(alphas, betas)
+    diffrax_prey = diffrax_call()
 
-    # scipy on an evenly spaced subset, scaled
     pick = np.linspace(0, runs - 1, subset).astype(int)
-    alphas, betas = result.params["alpha"][pick], result.params["beta"][pick]
-    reference = result.observables["prey"][pick]
-    for method in ("RK45", "LSODA"):
-        per_run = min(scipy_loop(alphas, betas, method)[0] for _ in range(2))
-        _, prey = scipy_loop(alphas, betas, method)
-        error = np.max(np.abs(prey - reference) / np.abs(reference))
-        total = per_run * runs
-        print(f"scipy solve_ivp {method}: {per_run * 1e6:.0f} us/run on {subset} runs -> {total:.1f} s for {runs}; "
-              f"simjax {total / timing['best']:.0f}x faster (steady state), {total / timing['first']:.1f}x "
-              f"including compilation; max relative difference {error:.1e}", flush=True)
+    a_sub, b_sub = alphas[pick], betas[pick]
+    methods = ("RK45", "LSODA", "odeint")
+    sides = {"simjax": sweep, "diffrax": diffrax_call}
+    for m in methods:
+        sides[m] = lambda m=m: scipy_runs((m, a_sub, b_sub))
+        sides[m + " pool"] = lambda m=m: scipy_pool_runs(pool, m, a_sub, b_sub)
+    times = interleave(sides, rounds)
+    for m in methods:  # scaled to all runs
+        for name in (m, m + " pool"):
+            times[name] = [t * runs / subset for t in times[name]]
+    med = {name: float(np.median(t)) for name, t in times.items()}
+    load_after = os.getloadavg()
 
-    # chunk size: how many runs one vmapped batch holds (one device)
-    for chunk in (64, 128, 512, 1024):
-        t = time_sweep(write_config(folder, side, chunk), repeats)
-        print(f"chunk {chunk}: best {t['best']:.3f} s = {t['best'] / runs * 1e6:.1f} us/run", flush=True)
+    def rel(a, b):
+        return float(np.max(np.abs(a - b) / np.abs(b)))
+
+    labels = {
+        "simjax": "simjax sweep (1 device, chunk 256, file written)",
+        "diffrax": "raw diffrax jit(vmap(diffeqsolve)), in memory",
+        "RK45": "scipy solve_ivp RK45, loop",
+        "RK45 pool": "scipy solve_ivp RK45, 2-process pool",
+        "LSODA": "scipy solve_ivp LSODA, loop",
+        "LSODA pool": "scipy solve_ivp LSODA, 2-process pool",
+        "odeint": "scipy odeint (Fortran LSODA), loop",
+        "odeint pool": "scipy odeint (Fortran LSODA), 2-process pool",
+    }
+    print(f"{rounds} interleaved rounds; scipy timed on {subset} evenly spaced runs and scaled to {runs}; "
+          f"load average before {load_before[0]:.2f}, after {load_after[0]:.2f}")
+    print(f"{'':50} {'median (min-max) for ' + str(runs) + ' runs':>36} {'per run':>10}  simjax is")
+    for name, label in labels.items():
+        ratio = "" if name == "simjax" else faster(med[name] / med["simjax"])
+        print(f"{label:50} {spread(times[name]):>36} {med[name] / runs * 1e6:8.1f} us  {ratio}")
+    print(f"simjax first call (trace + compile + run): {sweep.first:.2f} s; {sweep.summary.failed} failed; "
+          f"raw diffrax compile: {diffrax_compile:.2f} s")
+    print(f"simjax time to results for the whole sweep from a cold start (first call): {sweep.first:.2f} s, "
+          + ", ".join(f"{faster(med[n] / sweep.first)} than {n}" for n in ("RK45 pool", "LSODA pool", "odeint pool")))
+    print("pool speed-up over the loop: " + ", ".join(f"{m} {med[m] / med[m + ' pool']:.2f}x" for m in methods))
+    checks = [f"raw diffrax {rel(diffrax_prey, prey):.1e}"]
+    for m in methods:
+        checks.append(f"{m} {rel(scipy_runs((m, a_sub, b_sub)), prey[pick]):.1e}")
+    print("max relative difference of the prey trajectories from simjax's: " + ", ".join(checks), flush=True)
+    pool.close()
+    pool.join()
+    if args.no_extras:
+        return
+
+    # chunk size: how many runs one vmapped batch holds (one device), interleaved rounds
+    chunk_sweeps = {c: sweep if c == 256 else SimjaxSweep(write_config(folder, side, c)) for c in (64, 128, 256, 512, 1024)}
+    chunk_times = interleave(chunk_sweeps, rounds)
+    print("chunk size (1 device), median (min-max) for the sweep: "
+          + "; ".join(f"{c}: {spread(t)}" for c, t in chunk_times.items()), flush=True)
 
     # 1 vs 2 host devices, each in a fresh process with two host devices available
     for chunk in (256, 1024):
         path = write_config(folder, side, chunk)
         scaling = {d: run_child(path, repeats, d, host_devices=2) for d in (1, 2)}
-        one, two = scaling[1]["best"], scaling[2]["best"]
-        print(f"chunk {chunk}, devices: 1 -> {one:.3f} s, 2 -> {two:.3f} s: speed-up {one / two:.2f}x", flush=True)
+        one, two = scaling[1]["median"], scaling[2]["median"]
+        print(f"chunk {chunk}, devices (median of {repeats}): 1 -> {one:.3f} s ({scaling[1]['min']:.3f}-{scaling[1]['max']:.3f}), "
+              f"2 -> {two:.3f} s ({scaling[2]['min']:.3f}-{scaling[2]['max']:.3f}): speed-up {one / two:.2f}x", flush=True)
 
     # peak memory: chunks of 256 vs one chunk of every run, fresh processes, one device
     one_chunk = write_config(folder, side, runs)
@@ -197,7 +365,8 @@ def main() -> None:
     for chunk, m in memory.items():
         print(f"chunk {chunk}: peak RSS while sweeping {m['peak_rss_mb']:.0f} MiB, {m['peak_rss_mb'] - m['base_rss_mb']:.0f} MiB "
               f"over the {m['base_rss_mb']:.0f} MiB before (compiled); peak including compilation "
-              f"{m['first_peak_rss_mb']:.0f} MiB; best {m['best']:.3f} s", flush=True)
+              f"{m['first_peak_rss_mb']:.0f} MiB; {m['median']:.3f} s", flush=True)
+    print(f"load average at the end {os.getloadavg()[0]:.2f}")
 
 
 if __name__ == "__main__":
