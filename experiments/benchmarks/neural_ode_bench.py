@@ -1,41 +1,60 @@
-"""Neural ODE training step: simjax against torchdiffeq on the spiral of Chen et al. (2018).
+"""Neural ODE training: simjax against torchdiffeq on the spiral of Chen et al. (2018),
+time per step and time to a trained model.
 
 The task of torchdiffeq's `examples/ode_demo.py`: data from dy/dt = (y^3) A,
 A = [[-0.1, 2], [-2, -0.1]], y0 = (2, 0), 1000 save points on [0, 25]; a network
 Linear(2, 50) - tanh - Linear(50, 2) on y^3; minibatches of 20 windows of 10 save
 points; dopri5 at rtol 1e-7, atol 1e-9; Adam at 1e-2; mean squared error. Both sides
-start from the same weights, run in float64, and backpropagate through the solver's
-operations (simjax: recursive checkpointing; torchdiffeq: `odeint`, autograd through
-the steps). A second pair uses the continuous adjoint on both sides (simjax
-`backsolve`, torchdiffeq `odeint_adjoint`).
+start from the same weights and run in float64. Two pairs, both reported:
+  - discretise-then-differentiate: simjax `recursive_checkpoint` (backpropagation
+    through the solver's operations) against torchdiffeq `odeint` (autograd through
+    the steps);
+  - continuous adjoint: simjax `backsolve` against torchdiffeq `odeint_adjoint`.
 
-A training step is: draw a minibatch, solve, loss, gradient, Adam update. Each side
-trains for `--steps` steps per round from the same starting weights; the reported time
-per step is the best round of `--rounds` interleaved rounds (the least disturbed by other
-load). Torch runs on one thread (see `TorchSide`). Number of vector-field evaluations per step is reported beside the time, since
-adaptive solvers do data-dependent work.
+A training step is: draw a minibatch, solve, loss, gradient, Adam update.
 
-Usage: python experiments/benchmarks/neural_ode_bench.py [--steps 50] [--rounds 5]
+Time to a trained model: each side starts fresh in this process (simjax: a new
+`Trainer`, so its step is traced and compiled, with the persistent compilation cache
+off; torch: a new module and optimiser) and trains `--train-steps` steps (default 2,000,
+`ode_demo.py`'s number of iterations); the wall time
+includes everything from building the trainer to the last step's result. simjax's
+first step (trace + compile + one step) is printed separately. Both trained models are
+then scored the same way: MSE of torchdiffeq `odeint` solves (no gradient) from the
+observed state at 99 fixed window starts over 10 save points, against the data.
+One measurement per side and pair (a fresh compilation cannot be repeated cheaply).
+
+Time per step: after that, each side trains `--steps` steps per round from the same
+starting weights, in `--rounds` interleaved rounds; reported: the median time per step
+over the rounds with the min-max spread, and the ratio of the medians. Torch runs on
+one thread (see `TorchSide`). Vector-field evaluations per step are reported beside the
+time, since adaptive solvers do data-dependent work.
+
+Usage: python experiments/benchmarks/neural_ode_bench.py [--steps 30] [--rounds 5]
+           [--train-steps 2000] [--no-adjoint]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import time
 
-import jax
-import jax.numpy as jnp
-import numpy as np
-import optax
+os.environ.setdefault("SIMJAX_CACHE_DIR", "")  # compile times are measured, not cache loads
 
-import sim  # noqa: F401  (float64)
-from inference import Trainer, Trajectories, simulate_states
-from physics.ode import NeuralOde
-from solvers import OdeSolver
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+import optax  # noqa: E402
+
+import sim  # noqa: E402, F401  (float64)
+from inference import Trainer, Trajectories, simulate_states  # noqa: E402
+from physics.ode import NeuralOde  # noqa: E402
+from solvers import OdeSolver  # noqa: E402
 
 A = np.array([[-0.1, 2.0], [-2.0, -0.1]])
 RTOL, ATOL = 1e-7, 1e-9
 WIDTH, BATCH, WINDOW, LR = 50, 20, 10, 1e-2
+EVAL_STARTS = np.arange(0, 990, 10)  # 99 fixed windows for scoring a trained model
 
 
 def spiral_data() -> Trajectories:
@@ -46,7 +65,15 @@ def spiral_data() -> Trajectories:
     return Trajectories(None, ("y1", "y2"), np.asarray(t), np.asarray(ys))
 
 
+def torch_weights(params) -> list[np.ndarray]:
+    """The network's weights in torch.nn.Linear's order and layout."""
+    return [np.asarray(w) for layer in params["net"] for w in (layer["weight"], layer["bias"])]
+
+
 class JaxSide:
+    """simjax's `Trainer`. Building one builds a new optimiser, so its first step is
+    traced and compiled afresh."""
+
     def __init__(self, data: Trajectories, params, adjoint: str, max_steps: int):
         self.model = NeuralOde(features="cubic", width=WIDTH, depth=1)
         solver = OdeSolver(method="dopri5", rtol=jnp.asarray(RTOL), atol=jnp.asarray(ATOL), adjoint=adjoint, max_steps=max_steps)
@@ -55,13 +82,23 @@ class JaxSide:
         self.values = jnp.asarray(data.values)
         self.params = params
         self.seed = 0
+        self._nfe = None
+
+    def train(self, steps: int) -> dict:
+        """Train from the starting weights: first step (trace + compile + step) and the
+        whole run timed; the trained parameters and the last losses."""
         start = time.perf_counter()
-        state, loss = self.trainer.step(self.trainer.init(params, jax.random.key(0)), self.time, self.values)
+        state = self.trainer.init(self.params, jax.random.key(0))
+        state, loss = self.trainer.step(state, self.time, self.values)
         jax.block_until_ready(state)
-        self.compile_seconds = time.perf_counter() - start
-        self._nfe = jax.jit(
-            lambda p, key: _steps_per_minibatch(self.trainer, self.model, p, self.time, self.values, key)
-        )
+        first = time.perf_counter() - start
+        losses = [loss]
+        for _ in range(steps - 1):
+            state, loss = self.trainer.step(state, self.time, self.values)
+            losses.append(loss)
+        jax.block_until_ready(state)
+        total = time.perf_counter() - start
+        return {"total": total, "first": first, "params": state.params, "last_loss": float(np.mean(losses[-10:]))}
 
     def run(self, steps: int) -> tuple[float, float, float]:
         """Train `steps` steps from the starting weights; seconds per step, last loss,
@@ -69,14 +106,14 @@ class JaxSide:
         self.seed += 1
         state = self.trainer.init(self.params, jax.random.key(self.seed))
         jax.block_until_ready(state)
-        nfe = []
         start = time.perf_counter()
         for _ in range(steps):
             state, loss = self.trainer.step(state, self.time, self.values)
         jax.block_until_ready(state)
         seconds = (time.perf_counter() - start) / steps
-        for i in range(5):
-            nfe.append(float(self._nfe(state.params, jax.random.key(1000 + i))))
+        if self._nfe is None:
+            self._nfe = jax.jit(lambda p, key: _steps_per_minibatch(self.trainer, self.model, p, self.time, self.values, key))
+        nfe = [float(self._nfe(state.params, jax.random.key(1000 + i))) for i in range(5)]
         return seconds, float(loss), float(np.mean(nfe))
 
 
@@ -107,7 +144,7 @@ class TorchSide:
         self.odeint = torchdiffeq.odeint_adjoint if adjoint else torchdiffeq.odeint
         self.t = torch.tensor(data.time)
         self.y = torch.tensor(data.values[0].T)  # [T, 2]
-        self.weights = [np.asarray(w) for layer in params["net"] for w in (layer["weight"], layer["bias"])]
+        self.weights = torch_weights(params)
         self.rng = np.random.default_rng(0)
 
         class Func(torch.nn.Module):
@@ -121,10 +158,11 @@ class TorchSide:
                 return self.net(y**3)
 
         self.func = Func()
+        self.reset()
 
-    def reset(self):
+    def reset(self, weights=None):
         with self.torch.no_grad():
-            for p, w in zip(self.func.parameters(), self.weights):
+            for p, w in zip(self.func.parameters(), self.weights if weights is None else weights):
                 p.copy_(self.torch.tensor(w))
         self.optimizer = self.torch.optim.Adam(self.func.parameters(), lr=LR)
 
@@ -152,38 +190,94 @@ class TorchSide:
         seconds = (time.perf_counter() - start) / steps
         return seconds, loss, self.func.nfe / steps
 
+    def score(self, weights) -> float:
+        """MSE of `odeint` solves with these weights from the observed states at the
+        fixed window starts (one batched solve, no gradient)."""
+        torch = self.torch
+        self.reset(weights)
+        s = torch.from_numpy(EVAL_STARTS)
+        target = torch.stack([self.y[s + i] for i in range(WINDOW)], dim=0)
+        with torch.no_grad():
+            pred = self.odeint(self.func, self.y[s], self.t[:WINDOW], rtol=RTOL, atol=ATOL, method="dopri5")
+        return float(torch.mean((pred - target) ** 2))
+
+
+def torch_train(data: Trajectories, params, adjoint: bool, steps: int) -> dict:
+    """Fresh torch side trained `steps` steps, timed from building it."""
+    start = time.perf_counter()
+    side = TorchSide(data, params, adjoint)
+    losses = [side.step() for _ in range(steps)]
+    total = time.perf_counter() - start
+    weights = [p.detach().numpy().copy() for p in side.func.parameters()]
+    return {"total": total, "weights": weights, "last_loss": float(np.mean(losses[-10:]))}
+
+
+def spread(samples) -> str:
+    """median (min-max), in ms."""
+    s = np.asarray(samples) * 1e3
+    return f"{np.median(s):8.2f} ms/step ({s.min():.2f}-{s.max():.2f})"
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=50, help="training steps per round")
-    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds (best is reported)")
+    parser.add_argument("--steps", type=int, default=30, help="training steps per timed round")
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds (median and spread reported)")
+    parser.add_argument("--train-steps", type=int, default=2000, help="steps of the time-to-a-trained-model runs (ode_demo.py: 2000)")
     parser.add_argument("--max-steps", type=int, default=4096, help="simjax solver max_steps")
     parser.add_argument("--no-adjoint", action="store_true", help="skip the continuous-adjoint pair")
     args = parser.parse_args()
 
     import torch
+    import torchdiffeq
 
     data = spiral_data()
     params = NeuralOde(features="cubic", width=WIDTH, depth=1).default_params()
     pairs = [("discretise-then-differentiate", "recursive_checkpoint", False)]
     if not args.no_adjoint:
         pairs.append(("continuous adjoint", "backsolve", True))
-    print(f"jax {jax.__version__}, torch {torch.__version__}, float64, {args.steps} steps x {args.rounds} rounds")
+    print(f"jax {jax.__version__}, torch {torch.__version__}, torchdiffeq {torchdiffeq.__version__}, float64; "
+          f"{os.cpu_count()} cores; time per step: {args.rounds} interleaved rounds of {args.steps} steps; "
+          f"time to a trained model: {args.train_steps} steps", flush=True)
     for label, adjoint, torch_adjoint in pairs:
+        load_before = os.getloadavg()
+        torch_name = "odeint_adjoint" if torch_adjoint else "odeint"
+        # time to a trained model, each side from a fresh start
         j = JaxSide(data, params, adjoint, args.max_steps)
+        jt = j.train(args.train_steps)
+        tt = torch_train(data, params, torch_adjoint, args.train_steps)
         t = TorchSide(data, params, torch_adjoint)
-        best_j = best_t = None
+        j_score = t.score(torch_weights(jt["params"]))
+        t_score = t.score(tt["weights"])
+        start_score = t.score(torch_weights(params))
+        # time per step, interleaved rounds
+        rj, rt = [], []
         for _ in range(args.rounds):
-            rj = j.run(args.steps)
-            rt = t.run(args.steps)
-            best_j = rj if best_j is None or rj[0] < best_j[0] else best_j
-            best_t = rt if best_t is None or rt[0] < best_t[0] else best_t
-        print(f"\n{label}: simjax {adjoint} vs torchdiffeq {'odeint_adjoint' if torch_adjoint else 'odeint'}")
-        print(f"  simjax      {best_j[0] * 1e3:8.2f} ms/step  (loss after {args.steps} steps {best_j[1]:.2e}, "
-              f"~{best_j[2]:.0f} evaluations per forward solve; compile {j.compile_seconds:.1f} s)")
-        print(f"  torchdiffeq {best_t[0] * 1e3:8.2f} ms/step  (loss after {args.steps} steps {best_t[1]:.2e}, "
-              f"{best_t[2]:.0f} evaluations per step, forward and backward)")
-        print(f"  ratio       {best_t[0] / best_j[0]:8.1f}x faster")
+            rj.append(j.run(args.steps))
+            rt.append(t.run(args.steps))
+        load_after = os.getloadavg()
+        mj, mt = np.median([r[0] for r in rj]), np.median([r[0] for r in rt])
+        steady = mj * (args.train_steps - 1)
+        print(f"\n{label}: simjax {adjoint} vs torchdiffeq {torch_name}; load average before {load_before[0]:.2f}, "
+              f"after {load_after[0]:.2f}")
+        print(f"  per step     simjax      {spread([r[0] for r in rj])}  (~{np.mean([r[2] for r in rj]):.0f} "
+              f"evaluations per forward solve, the slowest window)")
+        print(f"               torchdiffeq {spread([r[0] for r in rt])}  ({np.mean([r[2] for r in rt]):.0f} "
+              f"evaluations per step, forward and backward)")
+        ratio = mt / mj
+        print(f"               simjax {ratio:.1f}x faster per step" if ratio >= 1 else
+              f"               simjax {1 / ratio:.1f}x slower per step")
+        print(f"  simjax first step (trace + compile + one step) {jt['first']:.1f} s; compile about "
+              f"{jt['first'] - mj:.1f} s (first step minus a median step)")
+        print(f"  time to a trained model ({args.train_steps} steps from a fresh start): simjax {jt['total']:.1f} s "
+              f"(of which first step {jt['first']:.1f} s, the other steps {jt['total'] - jt['first']:.1f} s; "
+              f"{steady:.1f} s at the median step time), torchdiffeq {tt['total']:.1f} s; "
+              + (f"simjax {tt['total'] / jt['total']:.1f}x faster" if tt["total"] >= jt["total"]
+                 else f"simjax {jt['total'] / tt['total']:.1f}x slower"))
+        breakeven = (jt["first"] - mj) / max(mt - mj, 1e-12) if mt > mj else float("inf")
+        print(f"  break-even: simjax's compile is paid back after about {breakeven:.0f} steps")
+        print(f"  trained models' MSE on 99 fixed windows (torchdiffeq odeint solves): simjax {j_score:.2e}, "
+              f"torchdiffeq {t_score:.2e} (starting weights {start_score:.2e}); mean minibatch loss of the last "
+              f"10 steps: simjax {jt['last_loss']:.2e}, torchdiffeq {tt['last_loss']:.2e}", flush=True)
 
 
 if __name__ == "__main__":
