@@ -198,11 +198,19 @@ def scipy_runs(job: tuple[str, np.ndarray, np.ndarray]) -> np.ndarray:
     return np.asarray(out)
 
 
-def scipy_pool_runs(pool, method: str, alphas: np.ndarray, betas: np.ndarray, pieces: int = 4) -> np.ndarray:
-    """The same loop split into `pieces` contiguous blocks mapped over the pool."""
+def scipy_runs_cpu(job: tuple[str, np.ndarray, np.ndarray]) -> tuple[np.ndarray, float]:
+    """`scipy_runs` and the CPU seconds its process spent on them."""
+    start = time.process_time()
+    out = scipy_runs(job)
+    return out, time.process_time() - start
+
+
+def scipy_pool_runs(pool, method: str, alphas: np.ndarray, betas: np.ndarray, pieces: int = 4) -> tuple[np.ndarray, float]:
+    """The same loop split into `pieces` contiguous blocks mapped over the pool; the
+    trajectories and the CPU seconds the workers spent."""
     blocks = np.array_split(np.arange(len(alphas)), pieces)
-    parts = pool.map(scipy_runs, [(method, alphas[b], betas[b]) for b in blocks])
-    return np.concatenate(parts)
+    parts = pool.map(scipy_runs_cpu, [(method, alphas[b], betas[b]) for b in blocks])
+    return np.concatenate([p for p, _ in parts]), sum(c for _, c in parts)
 
 
 # ----------------------------------------------------------------------------- raw diffrax
@@ -245,14 +253,18 @@ def raw_diffrax(alphas: np.ndarray, betas: np.ndarray):
     return call, compile_s
 
 
-def interleave(sides: dict, rounds: int) -> dict[str, list[float]]:
-    """Seconds of each side in each round; the sides take turns within a round."""
+def interleave(sides: dict, rounds: int, cpu: dict | None = None) -> dict[str, list[float]]:
+    """Seconds of each side in each round; the sides take turns within a round. With
+    `cpu` (name -> list), the CPU seconds this process spent on each call (all its
+    threads) are appended there too."""
     times = {name: [] for name in sides}
     for _ in range(rounds):
         for name, fn in sides.items():
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), time.process_time()
             fn()
             times[name].append(time.perf_counter() - start)
+            if cpu is not None:
+                cpu.setdefault(name, []).append(time.process_time() - start_cpu)
     return times
 
 
@@ -283,7 +295,7 @@ def main() -> None:
 
     # the pool first: its workers are started and import scipy before anything is timed
     pool = multiprocessing.get_context("spawn").Pool(2)
-    pool.map(scipy_runs, [("RK45", np.array([0.5]), np.array([0.03]))] * 2)
+    pool.map(scipy_runs_cpu, [("RK45", np.array([0.5]), np.array([0.03]))] * 2)
 
     import sim
 
@@ -302,10 +314,17 @@ def main() -> None:
     a_sub, b_sub = alphas[pick], betas[pick]
     methods = ("RK45", "LSODA", "odeint")
     sides = {"simjax": sweep, "diffrax": diffrax_call}
+    worker_cpu = {}
     for m in methods:
         sides[m] = lambda m=m: scipy_runs((m, a_sub, b_sub))
-        sides[m + " pool"] = lambda m=m: scipy_pool_runs(pool, m, a_sub, b_sub)
-    times = interleave(sides, rounds)
+        sides[m + " pool"] = lambda m=m: worker_cpu.setdefault(m + " pool", []).append(scipy_pool_runs(pool, m, a_sub, b_sub)[1])
+    cpu = {}
+    times = interleave(sides, rounds, cpu)
+    # how many cores each side got: CPU seconds (this process's threads, plus the pool's
+    # workers) over wall seconds; on a machine shared with other work, less than 2
+    for name, extra in worker_cpu.items():
+        cpu[name] = [a + b for a, b in zip(cpu[name], extra)]
+    cores = {name: float(np.median(np.asarray(cpu[name]) / np.asarray(times[name]))) for name in sides}
     for m in methods:  # scaled to all runs
         for name in (m, m + " pool"):
             times[name] = [t * runs / subset for t in times[name]]
@@ -336,9 +355,12 @@ def main() -> None:
     print(f"simjax time to results for the whole sweep from a cold start (first call): {sweep.first:.2f} s, "
           + ", ".join(f"{faster(med[n] / sweep.first)} than {n}" for n in ("RK45 pool", "LSODA pool", "odeint pool")))
     print("pool speed-up over the loop: " + ", ".join(f"{m} {med[m] / med[m + ' pool']:.2f}x" for m in methods))
+    print("cores each side got (CPU time of its threads and workers / wall time, median): "
+          + ", ".join(f"{name} {c:.2f}" for name, c in cores.items()))
     checks = [f"raw diffrax {rel(diffrax_prey, prey):.1e}"]
     for m in methods:
         checks.append(f"{m} {rel(scipy_runs((m, a_sub, b_sub)), prey[pick]):.1e}")
+        checks.append(f"{m} pool {rel(scipy_pool_runs(pool, m, a_sub, b_sub)[0], prey[pick]):.1e}")
     print("max relative difference of the prey trajectories from simjax's: " + ", ".join(checks), flush=True)
     pool.close()
     pool.join()
