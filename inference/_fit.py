@@ -1114,7 +1114,9 @@ def fit(
         progress: show the loss per iteration on the terminal.
         output: write the fit file here when done; meanwhile the optimiser's iteration,
             parameters and state are checkpointed beside it (every `fit.checkpoint_every`
-            iterations, default at most every 30 s) in `.<name>.checkpoint`.
+            iterations, default at most every 30 s) in `.<name>.checkpoint`, and a stop
+            after the optimiser has ended (in the polish, the standard errors or the
+            fitted curves) keeps its end there.
         resume: continue the unfinished fit of `output` from its checkpoint; it ends
             with the estimates of an uninterrupted fit.
         devices: with `fit.starts` > 1, the starts run as one batch split over the
@@ -1201,23 +1203,35 @@ def _fit(
     best = None
     if ck.saved is not None:
         best = ck.restore_best(starts[0])
-    with Progress(enabled=progress, description=f"fit {section.optimizer}") as bar:
-        bar.start(total=(section.max_steps or (1000 if section.optimizer == "adam" else 200)) * section.starts)
+    # (a checkpoint as of every start: written after the optimiser had ended)
+    if best is None or ck.first_start() < section.starts:
+        with Progress(enabled=progress, description=f"fit {section.optimizer}") as bar:
+            bar.start(total=(section.max_steps or (1000 if section.optimizer == "adam" else 200)) * section.starts)
 
-        def on_step(i, loss, skipped=0):
-            bar.advance(skipped or 1)
-            bar.describe(f"fit {section.optimizer}: step {i}, loss {loss:.6g}")
+            def on_step(i, loss, skipped=0):
+                bar.advance(skipped or 1)
+                bar.describe(f"fit {section.optimizer}: step {i}, loss {loss:.6g}")
 
-        if section.starts == 1:
-            u, history, ok, message = run(problem, starts[0], section, on_step, ck=ck)
-            best = (u, history, ok, message, [(history[-1], ok, {n: float(v) for n, v in problem.natural(u).items()})])
-        else:
-            remote = None if client is None else (client, config, data, identity)
-            best = _fit_starts(problem, starts, section, bar, ck, best, devices, remote)
+            if section.starts == 1:
+                u, history, ok, message = run(problem, starts[0], section, on_step, ck=ck)
+                best = (u, history, ok, message, [(history[-1], ok, {n: float(v) for n, v in problem.natural(u).items()})])
+            else:
+                remote = None if client is None else (client, config, data, identity)
+                best = _fit_starts(problem, starts, section, bar, ck, best, devices, remote)
     u, history, ok, message, ends = best
+
+    def safe() -> None:
+        # What follows the optimiser (the polish, the likelihoods, the standard errors,
+        # the fitted curves) compiles programs of its own, which take long for a model
+        # with events; a stop between them keeps the optimiser's end (as if every start
+        # were done), and a resume goes on from it.
+        ck.safe_point(section.starts, 0, None, [], best)
+
+    safe()
     x = problem.natural(u)
     if ok and section.optimizer == "levenberg_marquardt" and problem.least_squares:
         x = gauss_newton_polish(problem, x)
+        safe()
     several = isinstance(problem, Experiments)
     problems, observations = (problem.problems, obs) if several else ((problem,), [obs])
     sigma_known = all(name in o.sigma for o in observations for name in o.values)
@@ -1226,6 +1240,7 @@ def _fit(
         return sum(negative_log_likelihood(p, x, set(o.sigma)) for p, o in zip(problems, observations))
 
     objective = likelihood(x)
+    safe()
     no_likelihood = problems[0].observation is None and problems[0].loss == "mse"  # (its objective is NaN)
     if not (no_likelihood or np.isfinite(objective)):
         # (the optimiser only saw a large stand-in residual where the likelihood has none)
@@ -1234,7 +1249,9 @@ def _fit(
             "positive at some observation, or a prediction that its noise model cannot take (a log of a value <= 0); nothing written"
         )
     starts_objective = np.array([likelihood({n: jnp.asarray(v) for n, v in e[2].items()}) for e in ends]) if section.starts > 1 else None
+    safe()
     cov = standard_errors(problem, x, sigma_known)
+    safe()
     names = [f.name for f in problem.free]
     stderr = {n: float(np.sqrt(cov[i, i])) if cov[i, i] >= 0 else float("nan") for i, n in enumerate(names)}
 
@@ -1244,7 +1261,10 @@ def _fit(
         t_fine = jnp.linspace(t0, float(p.t_sim[-1]), 201) if p.fixed_times is None else np.asarray(p.fixed_times)
         return np.asarray(t_fine), {k: np.asarray(v) for k, v in p.curves(x, t_fine).items()}
 
-    runs = [predicted(p) for p in problems]
+    runs = []
+    for p in problems:
+        runs.append(predicted(p))
+        safe()
     t_fine, prediction = runs[0]
     problem_0 = problems[0]
     estimate = {n: float(x[n]) for n in names}

@@ -169,3 +169,49 @@ def test_a_fit_resumes_with_another_checkpoint_interval(lv, capsys):
     resumed = sim.read(folder / "out.h5")
     for name, value in whole.estimate.items():
         assert float(resumed.estimate[name]) == value
+
+
+def test_a_stop_after_the_optimiser_is_honoured_at_once_and_resumes_from_its_end(lv, capsys, monkeypatch):
+    # What follows Levenberg-Marquardt (the Gauss-Newton polish, the likelihood, the
+    # standard errors, the fitted curves) compiles programs of its own, which for a model
+    # with events took a minute, and had no safe point: a SIGTERM there was ignored until
+    # the fit had written its file. Here SIGTERM comes as the optimiser ends (the
+    # programs compiled by a first fit, so that what is timed is the wait for a safe
+    # point): the fit stops within a second with exit 143 and a checkpoint of the
+    # optimiser's end, and --resume goes on from that end without optimising again.
+    from inference import _fit
+
+    folder, data = lv
+    config = lv_config(folder, data)
+    args = ["fit", str(config.path), "-o", str(folder / "out.h5"), "--quiet"]
+    whole = fit(config, output=folder / "whole.h5")
+    polish, sent = _fit.gauss_newton_polish, []
+
+    def signalled(problem, x):
+        os.kill(os.getpid(), signal.SIGTERM)
+        sent.append(time.monotonic())
+        return polish(problem, x)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(_fit, "gauss_newton_polish", signalled)
+        code, err = cli(args, capsys)
+    waited = time.monotonic() - sent[0]
+    assert code == 143 and waited < 2.0, (code, waited, err)
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("interrupted (SIGTERM): the fit so far is checkpointed in ") and lines[0].endswith("--resume"), err
+    assert not (folder / "out.h5").exists() and _checkpoint.checkpoint_path(folder / "out.h5").exists()
+
+    def optimised(*args, **kwargs):
+        raise AssertionError("the resumed fit ran the optimiser again")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(_fit, "_optimistix", optimised)
+        code, err = cli(args + ["--resume"], capsys)
+    assert code == 0, err
+    import sim
+
+    resumed = sim.read(folder / "out.h5")
+    for name, value in whole.estimate.items():
+        assert float(resumed.estimate[name]) == value
+        assert float(resumed.stderr[name]) == whole.stderr[name]
+    np.testing.assert_array_equal(np.asarray(resumed.loss_history), whole.loss_history)
