@@ -1,6 +1,8 @@
-"""Checkpoints of iterative optimisation (`sim fit`, neural ODE training): the iteration,
-the parameters and the optimiser state, the loss history, and what earlier starts of a
-multi-start fit found, kept the way runs and sweeps keep theirs (`sim._unfinished`): one
+"""Checkpoints of iterative optimisation (`sim fit` of a config or a PEtab problem,
+neural ODE training): the iteration, the parameters and the optimiser state, the loss
+history, and what earlier starts of a multi-start fit found (a PEtab fit: its starts'
+ends and evaluations, `inference._petab.StartLog`), kept the way runs and sweeps keep
+theirs (`sim._unfinished`): one
 small HDF5 file beside the output, `.<name>.checkpoint`, replaced atomically (a kill at
 any moment leaves the previous one whole), states stored leaf by leaf, and a resume
 refused when the config differs in anything but where and how often results are written.
@@ -15,6 +17,7 @@ import contextlib
 import dataclasses
 import hashlib
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -90,6 +93,8 @@ class Checkpointer:
         every: iterations between checkpoints; None: at most one per `seconds` of wall
             time (and none in the first `seconds`).
         seconds: see `every`.
+        same: what a refused resume asks to keep the same (the inputs that make up
+            `config`).
 
     Raises:
         InputError: `resume` without a checkpoint, or a checkpoint of another
@@ -97,10 +102,21 @@ class Checkpointer:
         DataError: a damaged checkpoint.
     """
 
-    def __init__(self, path: Path | None, identity: str, *, config: str = "", resume: bool = False, every: int | None = None, seconds: float = 30.0):
+    def __init__(
+        self,
+        path: Path | None,
+        identity: str,
+        *,
+        config: str = "",
+        resume: bool = False,
+        every: int | None = None,
+        seconds: float = 30.0,
+        same: str = "config and --set values",
+    ):
         self.path = path
         self.identity = identity
         self.config = config
+        self.same = same
         self.every = every
         self.seconds = seconds
         self.saved: Saved | None = None
@@ -151,7 +167,7 @@ class Checkpointer:
         difference = config_difference(config, self.config)
         if difference:
             raise InputError(
-                source, "config", f"the checkpoint belongs to another optimisation: a different config ({difference}); resume with the same config and --set values, or delete it to start over"
+                source, "config", f"the checkpoint belongs to another optimisation: a different config ({difference}); resume with the same {self.same}, or delete it to start over"
             )
         if identity != self.identity:
             raise InputError(
@@ -159,11 +175,17 @@ class Checkpointer:
             )
         return saved
 
-    def restore(self, start: int, like: PyTree) -> tuple[int, PyTree, list[float]] | None:
+    def restore(self, start: int, like: PyTree = None, *, sized: Callable[[list[tuple[int, ...]]], PyTree] | None = None) -> tuple[int, PyTree, list[float]] | None:
         """(iteration, state, loss history) saved for `start`, deserialised into the
-        structure of `like`; None when the checkpoint is of no use for it."""
-        if self.saved is None or self.saved.start != start or self.saved.iteration == 0:
+        structure of `like`; None when the checkpoint is of no use for it (it is of
+        another start, or keeps no state: a checkpoint between the blocks of a
+        multi-start fit). For a state whose sizes only the checkpoint knows (the
+        evaluations a PEtab fit's starts have had), `sized` gives the template from the
+        shapes of the stored arrays; every shape and dtype is checked against it."""
+        if self.saved is None or self.saved.start != start or not self.saved.state:
             return None
+        if sized is not None:
+            like = sized([data.shape for data, _ in self.saved.state])
         state = tree_from_leaves(self.saved.state, like, self.path, "state")
         self._last_iteration = self.saved.iteration
         return self.saved.iteration, state, list(self.saved.history)
@@ -211,18 +233,19 @@ class Checkpointer:
         self._last_time = time.monotonic()
         self._last_iteration = iteration
 
+    def save(self, start: int, iteration: int, state: PyTree, history: list[float], best=None) -> Path | None:
+        """Write this checkpoint now (what a stop keeps): its path, or None when there is
+        no checkpoint file."""
+        if self.path is None:
+            return None
+        self.write(start, iteration, state, history, best)
+        return self.path
+
     def safe_point(self, start: int, iteration: int, state: PyTree, history: list[float], best=None) -> None:
         """Stop here if SIGINT or SIGTERM asked to (`sim._interrupt`): write this
         iteration's checkpoint (when there is a checkpoint file), then raise
         `Interrupted`. A resumed optimisation continues from this iteration."""
-
-        def save() -> Path | None:
-            if self.path is None:
-                return None
-            self.write(start, iteration, state, history, best)
-            return self.path
-
-        safe_point(save)
+        safe_point(lambda: self.save(start, iteration, state, history, best))
 
     def finish(self) -> None:
         """The optimisation completed: its checkpoint goes."""

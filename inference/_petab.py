@@ -30,11 +30,13 @@ import numpy as np
 import sim
 from physics.ode import SbmlError, sbml_model
 from sim._distributed import dask_client
-from sim._errors import InputError
+from sim._errors import DataError, InputError
 from sim._interrupt import safe_point
-from sim._store import Result, write_group, write_root_attrs
+from sim._lock import exclusive
+from sim._store import Result, check_output_path, write_group, write_root_attrs
 from solvers import OdeSolver
 
+from ._checkpoint import Checkpointer, checkpoint_path, fingerprint
 from ._multistart import block_size, blocks, in_order, padded, spread, spread_check
 from ._observation import negative_log_likelihood
 
@@ -249,6 +251,7 @@ class PetabProblem:
         self.parameters = parameters
         self.estimated = [p.id for p in parameters if p.estimate]
         self.solver = solver
+        self._functions: dict[tuple, Callable] = {}
 
     def nominal(self) -> np.ndarray:
         """The nominal values of the estimated parameters on their scales."""
@@ -280,7 +283,14 @@ class PetabProblem:
         """A function of x giving the objective (plus the priors) and its gradient:
         forward-mode sensitivities through the solver for up to `FORWARD_MODE_UP_TO`
         estimated parameters (cheaper for few parameters: no checkpointed reverse
-        pass), reverse mode beyond."""
+        pass), reverse mode beyond. The same function for the same arguments and solver,
+        so that the fits of one problem share their compiled batches (`_batched`)."""
+        key = (with_priors, self.solver)
+        if key not in self._functions:
+            self._functions[key] = self._value_and_grad(with_priors)
+        return self._functions[key]
+
+    def _value_and_grad(self, with_priors: bool) -> Callable[[Any], tuple[jax.Array, jax.Array]]:
         prior = self.prior if with_priors else (lambda x: 0.0)
         if len(self.estimated) <= FORWARD_MODE_UP_TO:
             forward = dataclasses.replace(self.solver, adjoint="forward")
@@ -682,6 +692,9 @@ def fit_petab(
     on_start=None,
     devices: int | None = None,
     scheduler: str | None = None,
+    output: str | Path | None = None,
+    resume: bool = False,
+    checkpoint_every: int | None = None,
 ) -> PetabFit:
     """Evaluate the objective at the nominal parameters, or minimise it (plus the
     objective priors, if the table gives any) within the parameter table's bounds on the
@@ -699,21 +712,67 @@ def fit_petab(
     is the same however the starts were split (to rounding); `on_start(k, objective)`
     reports start k (from 1) as it ends, or as its block comes back.
 
+    With `output`, the result is written there (its lock held meanwhile), and a fit
+    keeps its starts in a checkpoint beside it, `.<name>.checkpoint` (`StartLog`: the
+    ends of the finished starts, and the evaluations of the others), written every
+    `checkpoint_every` rounds of batched evaluations (default: at most every 30 s of
+    wall time) and after each block that comes back from a cluster, and at a stop by
+    SIGINT or SIGTERM (`sim._interrupt`). `resume` continues from it: on the same
+    devices, the starts end bit for bit as in an uninterrupted fit.
+
     Raises:
         PetabError: an estimated parameter without finite bounds.
         InputError: a bad `devices` or `scheduler`, or either asked to spread a fit of
-            one start (`evaluate` included) over more than one device or a cluster.
+            one start (`evaluate` included) over more than one device or a cluster; with
+            `output`: a checkpoint there and `resume` False, `resume` and no checkpoint
+            (a finished fit), or one of another problem (its files), number of starts,
+            seed, `max_steps` or solver (the files left as they were); `resume` with
+            `evaluate`, which keeps no checkpoint.
+        DataError: a damaged checkpoint.
     """
+    n_devices = spread_check(1 if evaluate else starts, devices, scheduler)
+    if output is None:
+        return _fit_petab(problem, starts, seed, evaluate, max_steps, on_start, n_devices, scheduler, None)
+    if evaluate and resume:
+        raise InputError("--resume", "", "an evaluation (--evaluate) keeps no checkpoint: there is nothing to resume; run it without --resume")
+    output = check_output_path(output, inputs=problem_files(problem.path))
+    with exclusive(output):
+        ck = None
+        if not evaluate:
+            text = _fit_description(problem, starts, seed, max_steps)
+            ck = Checkpointer(checkpoint_path(output), fingerprint(text), config=text, resume=resume, every=checkpoint_every, same="problem files, --starts and seed")
+        result = _fit_petab(problem, starts, seed, evaluate, max_steps, on_start, n_devices, scheduler, ck)
+        result.save(output)
+        if ck is not None:
+            ck.finish()
+    return result
+
+
+def _fit_description(problem: PetabProblem, starts: int, seed: int, max_steps: int) -> str:
+    """What a PEtab fit computes, as the text its checkpoint keeps (TOML, compared key by
+    key on resume: `sim._unfinished.config_difference`): a digest of the problem's
+    files, the starts, the seed, the steps and the solver."""
+    import tomli_w
+
+    solver = {}
+    for field in dataclasses.fields(problem.solver):
+        value = getattr(problem.solver, field.name)
+        if value is not None:
+            solver[field.name] = value if isinstance(value, (bool, int, str)) else float(value)
+    return tomli_w.dumps({"problem_files": files_digest(problem.path), "starts": int(starts), "seed": int(seed), "max_steps": int(max_steps), "solver": solver})
+
+
+def _fit_petab(problem: PetabProblem, starts: int, seed: int, evaluate: bool, max_steps: int, on_start, n_devices: int, scheduler, ck: Checkpointer | None) -> PetabFit:
+    """`fit_petab` once its output (if any) is locked, on `n_devices` local devices,
+    with its checkpoints `ck`."""
     from scipy.stats import qmc
 
-    n_devices = spread_check(1 if evaluate else starts, devices, scheduler)
     names = problem.estimated
     scales = [p.scale for p in problem.parameters if p.estimate]
     linear = lambda x: {n: float(to_linear(np.float64(v), sc)) for n, v, sc in zip(names, x, scales)}  # noqa: E731
-    value = jax.jit(problem.objective)
     if evaluate:
         x = problem.nominal()
-        objective = _finite(problem, float(value(x)), "at the nominal parameters")
+        objective = _finite(problem, float(jax.jit(problem.objective)(x)), "at the nominal parameters")
         return PetabFit(str(problem.path), problem.model.name, names, linear(x), objective, np.zeros(0), {n: np.zeros(0) for n in names}, np.zeros(0, bool), "evaluated at the nominal parameters")
     lower, upper = problem.bounds()
     if not (np.all(np.isfinite(lower)) and np.all(np.isfinite(upper))):
@@ -723,13 +782,15 @@ def fit_petab(
     nominal = problem.nominal()
     if np.all(np.isfinite(nominal)) and np.all((nominal >= lower) & (nominal <= upper)):
         points[0] = nominal
+    log = StartLog(len(points), len(names), ck)
     if scheduler is None:
         report = None if on_start is None else (lambda k, f: on_start(k + 1, f))
-        ends, _, success = minimize_batched(problem.value_and_grad(with_priors=True), points, lower, upper, max_steps=max_steps, on_done=report, devices=n_devices)
+        ends, _, success = minimize_batched(problem.value_and_grad(with_priors=True), points, lower, upper, max_steps=max_steps, on_done=report, devices=n_devices, log=log)
     else:
         with dask_client(scheduler) as client:
-            ends, success = _fit_blocks(problem, points, max_steps, client, on_start)
-    objectives = np.asarray(jax.jit(jax.vmap(problem.objective))(jnp.asarray(ends)), dtype=float)
+            ends, success = _fit_blocks(problem, points, max_steps, client, on_start, log)
+    log.safe_point()  # (every start has ended: a stop from here on keeps them all)
+    objectives = np.asarray(_batched(problem.objective)(jnp.asarray(ends)), dtype=float)
     objectives = np.where(np.isfinite(objectives), objectives, np.inf)
     best = int(np.argmin(objectives))
     _finite(problem, float(objectives[best]), f"at the end of every one of the {len(points)} start(s)")
@@ -755,20 +816,25 @@ def _finite(problem: PetabProblem, objective: float, where: str) -> float:
 SAME_OPTIMUM = 0.1
 
 
-def _fit_blocks(problem: PetabProblem, points: np.ndarray, max_steps: int, client, on_start) -> tuple[np.ndarray, np.ndarray]:
+def _fit_blocks(problem: PetabProblem, points: np.ndarray, max_steps: int, client, on_start, log: StartLog) -> tuple[np.ndarray, np.ndarray]:
     """(ends [S, p], success [S]) of `fit_petab`'s starts run block by block on the Dask
-    cluster of `client` (`fit_block`), in start order."""
+    cluster of `client` (`fit_block`), in start order, each block checkpointed as it
+    comes back (`log`). A resumed fit keeps the starts its checkpoint has finished up
+    to the first unfinished one and runs the others in the blocks the whole fit cut
+    (`inference._multistart.blocks`)."""
     path = str(Path(problem.path).resolve())
     digest = files_digest(path)
-    parts = blocks(0, len(points), block_size(len(points), client))
-    ends, success = np.zeros_like(points), np.zeros(len(points), dtype=bool)
+    first = log.finished_prefix()
+    for j in range(first if on_start is not None else 0):
+        on_start(j + 1, float(log.values[j]))
+    parts = blocks(first, len(points), block_size(len(points), client))
     for k, (block_ends, values, block_success) in in_order(client, fit_block, [(path, digest, problem.solver, points[b.start : b.stop], max_steps) for b in parts]):
-        part = parts[k]
-        ends[part.start : part.stop], success[part.start : part.stop] = block_ends, block_success
-        for j, value in zip(part, values if on_start is not None else ()):
-            on_start(j + 1, float(value))
-        safe_point()  # (a stop between blocks: PEtab fits keep no checkpoint)
-    return ends, success
+        for j, end, value, ok in zip(parts[k], block_ends, values, block_success):
+            log.finish(j, end, float(value), bool(ok))
+            if on_start is not None:
+                on_start(j + 1, float(value))
+        log.block_done()
+    return log.ends.copy(), log.success.copy()
 
 
 def files_digest(path: str | Path) -> str:
@@ -810,12 +876,13 @@ def fit_block(path: str, digest: str, solver: OdeSolver, points: np.ndarray, max
 
 
 @functools.lru_cache(maxsize=8)
-def _batched(value_and_grad: Callable) -> Callable:
-    """`value_and_grad` vmapped and compiled, once per function (and batch shape)."""
-    return jax.jit(jax.vmap(value_and_grad))
+def _batched(fn: Callable) -> Callable:
+    """`fn` (a value and gradient, an objective) vmapped and compiled, once per
+    function (and batch shape)."""
+    return jax.jit(jax.vmap(fn))
 
 
-def run_batched(value_and_grad, tasks, dim: int, on_done=None, devices: int = 1) -> list:
+def run_batched(value_and_grad, tasks, dim: int, on_done=None, devices: int = 1, between: Callable[[int], None] | None = None) -> list:
     """Run every task, each in its own thread, with its evaluations batched: a task is a
     function of `ask`, and `ask(x)` gives the value and gradient of `value_and_grad` (a
     JAX function of one point of size `dim`) at x. The points that the tasks wait for
@@ -823,7 +890,11 @@ def run_batched(value_and_grad, tasks, dim: int, on_done=None, devices: int = 1)
     batch keeps its size, one lane per task: tasks that are done repeat their last
     point; padded to a multiple of `devices` and split over the first `devices` local
     devices). A point whose value or gradient is not finite is given a huge value and a
-    zero gradient, so that a line search steps back.
+    zero gradient, so that a line search steps back. `on_done(k, result)` reports task k
+    as it ends; `between(rounds)` is called between two rounds, with the rounds
+    evaluated so far, when every task has taken its answers and waits for the next (or
+    has ended): the place to checkpoint, and a safe point (without it, a stop there
+    keeps nothing).
 
     Returns:
         What each task returned; an exception in a task is raised here.
@@ -862,6 +933,7 @@ def run_batched(value_and_grad, tasks, dim: int, on_done=None, devices: int = 1)
     for thread in threads:
         thread.start()
     reported = [False] * n
+    rounds = 0
     while True:
         with lock:
             while not all(done[k] or asked[k] is not None for k in range(n)):
@@ -878,11 +950,15 @@ def run_batched(value_and_grad, tasks, dim: int, on_done=None, devices: int = 1)
                 on_done(k, outcome[k])
         if not waiting:
             break
-        safe_point()  # (an interrupt stops the fit between rounds; nothing is written)
+        if between is None:
+            safe_point()  # (an interrupt stops the work between rounds; nothing is written)
+        else:
+            between(rounds)
         unset = np.isnan(last).any(axis=1)  # (a lane that never asked: any asked point)
         last[unset] = last[waiting[0]]
         values, grads = batch(spread(jnp.asarray(last), devices))
         values, grads = np.asarray(values, dtype=float), np.asarray(grads, dtype=float)
+        rounds += 1
         with lock:
             for k in waiting:
                 ok = np.isfinite(values[k]) and np.all(np.isfinite(grads[k]))
@@ -934,22 +1010,154 @@ def _lbfgsb(ask, x0, lower, upper, max_steps: int, fixed: dict[int, float] | Non
     return full(z), float(result.fun), bool(result.success) and result.fun < 1e300
 
 
-def minimize_batched(value_and_grad, points, lower, upper, *, max_steps: int = 1000, on_done=None, devices: int = 1):
+def minimize_batched(value_and_grad, points, lower, upper, *, max_steps: int = 1000, on_done=None, devices: int = 1, log: StartLog | None = None):
     """Minimise a function, given as `value_and_grad` (a JAX function of one point giving
     the value and the gradient), from every row of `points` within the box [lower,
     upper] by L-BFGS-B (scipy), all starts at once (`run_batched`, on `devices` local
     devices).
+
+    With `log` (a `StartLog` of these starts, perhaps read from a checkpoint), the
+    starts it holds as finished are not run again, the others replay their stored
+    evaluations, and it is checkpointed between rounds (`StartLog.between`). The batch
+    keeps one lane per start, finished or not, so it keeps its size and its compiled
+    program; a lane computes from its own point only, so a resumed start's evaluations
+    are those of the uninterrupted fit, bit for bit (on the same devices).
 
     Returns:
         ends [S, p], values [S], success [S] (scipy's convergence flag with a finite
         value).
     """
     points = np.asarray(points, dtype=float)
-    tasks = [lambda ask, x0=x0: _lbfgsb(ask, x0, lower, upper, max_steps) for x0 in points]
-    report = None if on_done is None else (lambda k, out: on_done(k, out[1]))
-    outcome = run_batched(value_and_grad, tasks, points.shape[1], report, devices)
+    log = StartLog(len(points), points.shape[1]) if log is None else log
+
+    def task(k: int) -> Callable:
+        if log.done[k]:
+            return lambda ask: (log.ends[k].copy(), float(log.values[k]), bool(log.success[k]))
+        return lambda ask: _lbfgsb(log.asker(k, ask), points[k], lower, upper, max_steps)
+
+    def done(k: int, out) -> None:
+        log.finish(k, *out)
+        if on_done is not None:
+            on_done(k, out[1])
+
+    outcome = run_batched(value_and_grad, [task(k) for k in range(len(points))], points.shape[1], done, devices, between=log.between)
     ends = np.stack([o[0] for o in outcome]) if outcome else np.zeros((0, points.shape[1]))
     return ends, np.array([o[1] for o in outcome]), np.array([o[2] for o in outcome])
+
+
+class StartLog:
+    """The starts of a PEtab multistart fit as its checkpoint keeps them: each finished
+    start's end (point, final value with the priors, success flag) and, for each start
+    still running, every evaluation it has been given so far (point, value, gradient),
+    in order; with `ck`, read from its checkpoint and written to it (`between`,
+    `block_done`, `safe_point`).
+
+    scipy's L-BFGS-B keeps its state (the limited-memory pairs, the line search) where
+    it cannot be stored, so a running start is resumed by replay: L-BFGS-B runs again
+    from the start's point and is handed the stored value and gradient for each point
+    it asks for, which are the points it asked for before (the same floating-point
+    operations on the same inputs), until the stored evaluations run out; then it asks
+    the batched evaluation as any start does. A checkpoint is written between two
+    rounds, when every running start has taken every answer it was given and waits
+    for the next, so a resumed start takes the steps of the uninterrupted one. Should a
+    replayed point differ from the stored one (another scipy), the start goes on from
+    there with live evaluations.
+
+    Attributes:
+        done [S], ends [S, p], values [S], success [S]: the finished starts' ends.
+        log: per start, its evaluations (x, f, g) since it began (none once finished).
+        rounds: rounds of batched evaluations the starts have had (the checkpoint's
+            iteration; 0 for blocks run on a cluster).
+    """
+
+    def __init__(self, count: int, dim: int, ck: Checkpointer | None = None):
+        self.count, self.dim, self.ck = count, dim, ck
+        self.done = np.zeros(count, dtype=bool)
+        self.ends = np.full((count, dim), np.nan)
+        self.values = np.full(count, np.nan)
+        self.success = np.zeros(count, dtype=bool)
+        self.log: list[list[tuple[np.ndarray, float, np.ndarray]]] = [[] for _ in range(count)]
+        self.rounds = 0
+        self._first_round = 0
+        restored = None if ck is None else ck.restore(0, sized=self._template)
+        if restored is not None:
+            self._restore(*restored[:2])
+
+    def _template(self, shapes: list[tuple[int, ...]]) -> tuple:
+        evaluations = shapes[1][0] if len(shapes) > 1 and len(shapes[1]) == 1 else 0
+        e, s, p = evaluations, self.count, self.dim
+        return (np.zeros((e, p)), np.zeros(e), np.zeros((e, p)), np.zeros(s, np.int64), np.zeros(s, bool), np.zeros((s, p)), np.zeros(s), np.zeros(s, bool))
+
+    def state(self) -> tuple:
+        """The arrays a checkpoint stores: the running starts' evaluations (x [E, p],
+        f [E], g [E, p], counts [S]) and the finished starts' ends (done, ends, values,
+        success)."""
+        entries = [entry for k in range(self.count) for entry in self.log[k]]
+        x = np.array([e[0] for e in entries]).reshape(len(entries), self.dim)
+        g = np.array([e[2] for e in entries]).reshape(len(entries), self.dim)
+        f = np.array([e[1] for e in entries], dtype=float)
+        counts = np.array([len(entries) for entries in self.log], dtype=np.int64)
+        return (x, f, g, counts, self.done.copy(), self.ends.copy(), self.values.copy(), self.success.copy())
+
+    def _restore(self, rounds: int, state: tuple) -> None:
+        x, f, g, counts, done, ends, values, success = (np.asarray(a) for a in state)
+        if np.any(counts < 0) or int(counts.sum()) != len(f) or np.any(counts[done] != 0):
+            raise DataError(self.ck.path, "state", "holds evaluations that do not add up to its starts'; the checkpoint is damaged: delete it to start over")
+        self.done, self.ends, self.values, self.success = done.copy(), ends.copy(), values.copy(), success.copy()
+        offsets = np.concatenate([[0], np.cumsum(counts)])
+        self.log = [[(x[i].copy(), float(f[i]), g[i].copy()) for i in range(offsets[k], offsets[k + 1])] for k in range(self.count)]
+        self.rounds = self._first_round = int(rounds)
+
+    def finished_prefix(self) -> int:
+        """The number of finished starts before the first unfinished one."""
+        return int(np.argmin(self.done)) if not self.done.all() else self.count
+
+    def finish(self, k: int, end, value: float, success: bool) -> None:
+        """Start k has ended: its end is kept, its evaluations are no longer needed."""
+        self.done[k], self.ends[k], self.values[k], self.success[k] = True, np.asarray(end, dtype=float), value, success
+        self.log[k] = []
+
+    def asker(self, k: int, ask: Callable) -> Callable:
+        """`ask` for start k: the stored evaluations first (replayed), then live ones,
+        each logged."""
+        log = self.log[k]
+        replayed = 0
+
+        def ask_k(x):
+            nonlocal replayed
+            x = np.array(x, dtype=float)
+            if replayed < len(log):
+                if np.array_equal(log[replayed][0], x):
+                    replayed += 1
+                    return log[replayed - 1][1], log[replayed - 1][2].copy()
+                del log[replayed:]  # (another path than the stored one: live from here)
+            f, g = ask(x)
+            log.append((x, float(f), np.array(g, dtype=float)))
+            replayed = len(log)
+            return f, g
+
+        return ask_k
+
+    def _save(self) -> Path | None:
+        return None if self.ck is None else self.ck.save(0, self.rounds, self.state(), [])
+
+    def between(self, rounds: int) -> None:
+        """Between two rounds of batched evaluations (`rounds` of them in this run): a
+        checkpoint when one is due, then a safe point."""
+        self.rounds = self._first_round + rounds
+        if self.ck is not None and rounds and self.ck.due(self.rounds):
+            self._save()
+        self.safe_point()
+
+    def block_done(self) -> None:
+        """A block of starts came back from a cluster: a checkpoint, then a safe point."""
+        self._save()
+        self.safe_point()
+
+    def safe_point(self) -> None:
+        """Stop here if SIGINT or SIGTERM asked to, with a checkpoint of the starts as
+        they are."""
+        safe_point(self._save)
 
 
 def problem_files(path: str | Path) -> list[Path]:

@@ -293,22 +293,29 @@ def fit(
     scheduler: Annotated[
         Optional[str], typer.Option("--scheduler", help="Spread the starts of a multistart fit over a Dask cluster: its scheduler address, or local:N for a local cluster of N workers.")
     ] = None,
+    checkpoint_every: Annotated[
+        Optional[int],
+        typer.Option("--checkpoint-every", min=1, help="Checkpoint every N iterations (PEtab: rounds of evaluations); default at most every 30 s. For a config, [fit] checkpoint_every."),
+    ] = None,
 ) -> None:
     """Fit free parameters and initial values to HDF5 observations by gradients through
     the solver; the optimiser state is checkpointed beside the output ([fit]
     checkpoint_every), and --resume continues a fit that was stopped. CONFIG may be a
-    PEtab problem (.yaml). The starts of a multistart fit run batched, over the local
-    devices (--devices) or in blocks on a Dask cluster (--scheduler)."""
+    PEtab problem (.yaml), whose multistart fits are checkpointed and resumed the same
+    way. The starts of a multistart fit run batched, over the local devices (--devices)
+    or in blocks on a Dask cluster (--scheduler)."""
     from inference import fit as fit_config
     from inference._checkpoint import checkpoint_path
 
     if config.suffix in (".yaml", ".yml"):
-        _fit_petab(config, output, evaluate, starts or 1, quiet, devices, scheduler)
+        _fit_petab(config, output, evaluate, starts or 1, quiet, devices, scheduler, resume, checkpoint_every)
         return
     if evaluate:
         raise InputError("--evaluate", str(config), "applies to a PEtab problem (.yaml)")
-    # (--starts N on a config is [fit] starts = N, after any --set)
-    cfg = load_config(config, [*(set_ or []), *([f"fit.starts={starts}"] if starts is not None else [])])
+    # (--starts N and --checkpoint-every N on a config are [fit] starts = N and
+    # [fit] checkpoint_every = N, after any --set)
+    given = [*([f"fit.starts={starts}"] if starts is not None else []), *([f"fit.checkpoint_every={checkpoint_every}"] if checkpoint_every is not None else [])]
+    cfg = load_config(config, [*(set_ or []), *given])
     path = check_output_path(output if output is not None else Path(cfg.path.stem + "_fit.h5"), "-o", inputs=[*cfg.input_files(), *([data] if data else [])])
     start = time.perf_counter()
     with writing(path, "fit", checkpoint_path(path), resume, quiet) as resume:
@@ -326,16 +333,20 @@ def fit(
         )
 
 
-def _fit_petab(problem_file: Path, output: Optional[Path], evaluate: bool, starts: int, quiet: bool, devices: Optional[int], scheduler: Optional[str]) -> None:
+def _fit_petab(
+    problem_file: Path, output: Optional[Path], evaluate: bool, starts: int, quiet: bool, devices: Optional[int], scheduler: Optional[str], resume: bool, checkpoint_every: Optional[int]
+) -> None:
+    from inference._checkpoint import checkpoint_path
     from inference._petab import fit_petab, load_petab, problem_files
 
     problem = load_petab(problem_file)
     path = check_output_path(output if output is not None else Path(problem_file.stem + "_fit.h5"), "-o", inputs=problem_files(problem_file))
     start = time.perf_counter()
-    with exclusive(path), resumable(path, "the fit"):
+    with writing(path, "fit", checkpoint_path(path), resume, quiet) as resume:
         report = None if quiet else (lambda k, f: print(f"start {k} of {starts} done: objective {f:.6g}", file=sys.stderr))
-        result = fit_petab(problem, starts=starts, evaluate=evaluate, on_start=report, devices=devices, scheduler=scheduler)
-        result.save(path)
+        result = fit_petab(
+            problem, starts=starts, evaluate=evaluate, on_start=report, devices=devices, scheduler=scheduler, output=path, resume=resume, checkpoint_every=checkpoint_every
+        )
     if not quiet:
         what = "objective at the nominal parameters" if evaluate else f"{result.message}, objective"
         print(f"wrote {path}: {what} {result.objective:.10g} ({time.perf_counter() - start:.2f} s)", file=sys.stderr)
