@@ -13,7 +13,8 @@ import jax.numpy as jnp
 import optimistix as optx
 from jaxtyping import Array, Float, Int, PyTree
 
-from ._results import from_diffrax
+from ._lean import LEAN_METHODS, lean_solve_sensitivities
+from ._results import Result, from_diffrax, result_message
 from ._types import Times
 
 EXPLICIT_METHODS: dict[str, Callable[[], diffrax.AbstractSolver]] = {
@@ -149,6 +150,13 @@ class OdeSolver(eqx.Module):
     def implicit(self) -> bool:
         """Whether the method solves implicit stage equations (implicit and IMEX methods)."""
         return self.kind != "explicit"
+
+    @property
+    def lean(self) -> bool:
+        """Whether solves of a flat state with forward sensitivities go through the lean
+        core (`solvers._lean`: tsit5 and dopri5 with adaptive steps from diffrax's first
+        step), which takes diffrax's steps without its per-step bookkeeping."""
+        return self.method in LEAN_METHODS and self.adaptive and self.dt0 is None
 
     def diffrax_solver(self) -> diffrax.AbstractSolver:
         """The diffrax solver of `method`."""
@@ -301,6 +309,15 @@ class OdeSolver(eqx.Module):
         """
         # Step size is controlled on the state alone, as CVODES does with errconS off:
         # the sensitivities ride along on the steps the state needs.
+        if self.lean:
+            ys, sens, steps, result = lean_solve_sensitivities(
+                vector_field, ts, y0, theta, sensitivities0, method=self.method, rtol=self.rtol, atol=self.atol, max_steps=self.max_steps
+            )
+            if self.throw:
+                ys = eqx.branched_error_if(ys, result != 0, result, [result_message(code) for code in Result])
+            else:
+                ys, sens = _nan_where(result != 0, (ys, sens))
+            return SensitivitySolution(ys=ys, sensitivities=sens, num_steps=steps, result=result)
         sol = self.solve(
             _sensitivity_field(vector_field), ts, (y0, sensitivities0), theta, error_norm=_state_norm
         )

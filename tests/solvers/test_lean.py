@@ -1,0 +1,147 @@
+"""The lean explicit Runge-Kutta core (`solvers._lean`): the steps and values of the
+diffrax path on every built-in ODE model and on a config-defined one, forward
+sensitivities against finite differences, failures reported as the diffrax path
+reports them."""
+
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.flatten_util import ravel_pytree
+
+import sim
+from physics.ode import OdeModel
+from solvers import OdeSolver, Result
+from solvers._lean import lean_predict, lean_solve, lean_solve_sensitivities
+from solvers._ode import _sensitivity_field, _state_norm
+
+REPO = Path(__file__).resolve().parents[2]
+ODE_MODELS = [n for n in sim.model_names() if issubclass(sim.model_class(n), OdeModel)]
+# Spans short enough for an explicit method on the stiff Robertson model.
+SPAN = {"robertson": 0.5}
+DEFAULT_MODELS = ("lotka_volterra", "lorenz", "robertson", "neural_ode")
+
+
+def _flat_problem(model):
+    """The model as f(t, y, theta) on its flat state and the flat vector of its
+    parameters (network weights included), with theta and y0."""
+    params = model.default_params()
+    theta, unravel = ravel_pytree(params)
+    y0 = jnp.asarray(model.initial_state(), dtype=float)
+    return (lambda t, y, v: model.vector_field(t, y, unravel(v))), theta, y0
+
+
+def _diffrax_sensitivities(solver, field, ts, y0, theta, s0):
+    """`OdeSolver.solve_sensitivities` as it was before the lean core: the variational
+    system through diffrax with the error norm on the state."""
+    sol = solver.solve(_sensitivity_field(field), ts, (y0, s0), theta, error_norm=_state_norm)
+    return sol.ys[0], sol.ys[1], sol.num_steps, sol.result
+
+
+@pytest.mark.parametrize(
+    "name, method",
+    # (four of the nine models by default; all of them, and dopri5 on a second, with -m slow)
+    [(name, "tsit5") if name in DEFAULT_MODELS else pytest.param(name, "tsit5", marks=pytest.mark.slow) for name in ODE_MODELS]
+    + [("lotka_volterra", "dopri5"), pytest.param("van_der_pol", "dopri5", marks=pytest.mark.slow)],
+)
+def test_the_lean_core_takes_diffrax_s_steps_on_every_built_in_model(name, method):
+    model = sim.get_model(name)
+    field, theta, y0 = _flat_problem(model)
+    ts = jnp.linspace(0.0, SPAN.get(name, 3.0), 13)
+    solver = OdeSolver(method=method, rtol=1e-7, atol=1e-9, max_steps=20_000, throw=False)
+    reference = jax.jit(lambda v: solver.solve(field, ts, y0, v))(theta)
+    ys, steps, accepted, result = jax.jit(lambda v: lean_solve(field, ts, y0, v, method=method, rtol=1e-7, atol=1e-9, max_steps=20_000))(theta)
+    assert int(result) == int(reference.result) == 0
+    assert (int(steps), int(accepted)) == (int(reference.num_steps), int(reference.num_accepted_steps))
+    # the same steps, the same arithmetic: equal to rounding
+    np.testing.assert_allclose(ys, reference.ys, rtol=1e-12, atol=1e-12 * float(jnp.max(jnp.abs(reference.ys))))
+
+
+@pytest.mark.parametrize("name", ["lotka_volterra", "sir", pytest.param("lorenz", marks=pytest.mark.slow), pytest.param("neural_ode", marks=pytest.mark.slow)])
+def test_lean_sensitivities_equal_the_diffrax_path_and_finite_differences(name):
+    model = sim.get_model(name)
+    field, theta, y0 = _flat_problem(model)
+    ts = jnp.linspace(0.0, 2.0, 9)
+    solver = OdeSolver(rtol=1e-9, atol=1e-11, throw=False)
+    s0 = jnp.zeros((y0.shape[0], theta.shape[0]))
+    ys, sens, steps, result = jax.jit(lambda v: lean_solve_sensitivities(field, ts, y0, v, s0, rtol=1e-9, atol=1e-11))(theta)
+    ref_ys, ref_sens, ref_steps, ref_result = jax.jit(lambda v: _diffrax_sensitivities(solver, field, ts, y0, v, s0))(theta)
+    assert int(result) == int(ref_result) == 0 and int(steps) == int(ref_steps)
+    np.testing.assert_allclose(ys, ref_ys, rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(sens, ref_sens, rtol=1e-9, atol=1e-9 * float(jnp.max(jnp.abs(ref_sens))))
+    # central differences of tight solves (a step of 1e-5 relative: error ~1e-10)
+    tight = jax.jit(lambda v: lean_solve(field, ts, y0, v, rtol=1e-12, atol=1e-14, max_steps=100_000)[0])
+    for j in range(min(theta.shape[0], 4)):
+        h = 1e-5 * max(abs(float(theta[j])), 1.0)
+        fd = (tight(theta.at[j].add(h)) - tight(theta.at[j].add(-h))) / (2 * h)
+        scale = float(jnp.max(jnp.abs(fd))) + 1e-12
+        np.testing.assert_allclose(sens[:, :, j], fd, atol=2e-6 * scale, err_msg=f"{name}: d/d theta[{j}]")
+
+
+def test_the_sensitivities_of_fits_and_nuts_go_through_the_lean_core():
+    # OdeSolver.solve_sensitivities (what fits and NUTS call) of a config-defined model:
+    # the lean core for tsit5 and dopri5 with adaptive steps, with the steps and values
+    # of the diffrax path; a fixed step or an implicit method keeps diffrax.
+    config = sim.load_config(REPO / "experiments" / "sir_boarding_school.toml")
+    model = sim.setup(config).model
+    assert type(model).__name__ != "SIR"  # (written as text in the config)
+    field, theta, y0 = _flat_problem(model)
+    ts = jnp.linspace(0.0, 14.0, 15)
+    s0 = jnp.zeros((y0.shape[0], theta.shape[0]))
+    for solver in (OdeSolver(method="dopri5", rtol=1e-8, atol=1e-10, throw=False), OdeSolver(method="tsit5", rtol=1e-8, atol=1e-10, throw=False)):
+        assert solver.lean
+        got = jax.jit(lambda v: solver.solve_sensitivities(field, ts, y0, v, s0))(theta)
+        ys, sens, steps, result = jax.jit(lambda v: _diffrax_sensitivities(solver, field, ts, y0, v, s0))(theta)
+        assert int(got.result) == int(result) == 0 and int(got.num_steps) == int(steps)
+        np.testing.assert_allclose(got.ys, ys, rtol=1e-12)
+        np.testing.assert_allclose(got.sensitivities, sens, rtol=1e-9, atol=1e-9 * float(jnp.max(jnp.abs(sens))))
+    assert not OdeSolver(method="kvaerno5").lean and not OdeSolver(dt0=0.1, adaptive=False).lean and not OdeSolver(method="dopri8").lean
+
+
+def test_lean_predict_differentiates_by_its_sensitivities_in_every_mode():
+    # d/dy0 and d/dtheta of a prediction: reverse mode (by transposing the forward
+    # sensitivities), forward mode, under vmap; against central differences.
+    def field(t, y, p):
+        return jnp.stack([p["a"] * y[0] - p["b"] * y[0] * y[1], p["b"] * y[0] * y[1] - p["c"] * y[1]])
+
+    ts = jnp.linspace(0.0, 5.0, 11)
+    p = {"a": jnp.asarray(0.8), "b": jnp.asarray(0.5), "c": jnp.asarray(0.6)}
+    y0 = jnp.array([1.2, 0.7])
+
+    def loss(y0, p):
+        return jnp.sum(lean_predict(field, ts, y0, p, rtol=1e-11, atol=1e-13, max_steps=100_000) ** 2)
+
+    g_y0, g_p = jax.jit(jax.grad(loss, argnums=(0, 1)))(y0, p)
+    fwd = jax.jit(jax.jacfwd(loss, argnums=1))(y0, p)
+    for k in p:
+        h = 1e-6
+        fd = (loss(y0, {**p, k: p[k] + h}) - loss(y0, {**p, k: p[k] - h})) / (2 * h)
+        assert float(g_p[k]) == pytest.approx(float(fd), rel=1e-6), k
+        assert float(fwd[k]) == pytest.approx(float(g_p[k]), rel=1e-12), k
+    for i in range(2):
+        h = 1e-6
+        fd = (loss(y0.at[i].add(h), p) - loss(y0.at[i].add(-h), p)) / (2 * h)
+        assert float(g_y0[i]) == pytest.approx(float(fd), rel=1e-6), i
+    batched = jax.jit(jax.vmap(jax.grad(loss, argnums=1), in_axes=(0, None)))(jnp.stack([y0, 2 * y0]), p)
+    assert float(batched["a"][0]) == pytest.approx(float(g_p["a"]), rel=1e-12)
+
+
+def test_failures_are_reported_with_the_codes_of_the_diffrax_path():
+    ts = jnp.linspace(0.0, 2.0, 5)
+    # dy/dt = y^2 from y = 1 blows up at t = 1: no state after it, the failure flagged
+    # (the steps shrink towards t = 1 until the budget is spent, on both paths)
+    square = lambda t, y, _: y**2  # noqa: E731
+    ys, steps, _, result = jax.jit(lambda y0: lean_solve(square, ts, y0, None, max_steps=2_000))(jnp.ones(1))
+    reference = jax.jit(lambda y0: OdeSolver(max_steps=2_000, throw=False).solve(square, ts, y0))(jnp.ones(1))
+    assert int(result) == int(reference.result) == int(Result.max_steps_reached) and int(steps) == 2_000
+    assert bool(jnp.all(jnp.isnan(ys[3:]))) and float(ys[1, 0]) == pytest.approx(2.0, rel=1e-5)  # (y(0.5) = 2)
+    # too few steps: max_steps_reached, as diffrax says it
+    field = lambda t, y, k: -k * y  # noqa: E731
+    short = OdeSolver(max_steps=3, throw=False).solve(field, ts, jnp.ones(1), 50.0)
+    ys, steps, _, result = lean_solve(field, ts, jnp.ones(1), 50.0, max_steps=3)
+    assert int(result) == int(short.result) == int(Result.max_steps_reached) and int(steps) == 3
+    # throw=True (the default) raises from the sensitivities, as the diffrax path does
+    with pytest.raises(Exception, match="steps"):
+        OdeSolver(max_steps=3).solve_sensitivities(field, ts, jnp.ones(1), jnp.ones(1) * 50.0, jnp.zeros((1, 1))).ys.block_until_ready()
