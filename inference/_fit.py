@@ -745,6 +745,8 @@ def experiment_problems(
                     key = into + key[len(prefix):]
                     break
             raise type(e)(e.source, key, e.message) from None
+        if problem.observation is not None:
+            problem = dataclasses.replace(problem, observation=problem.observation.rekeyed("data", where))
         if "preequilibrate" in experiment:
             pre = preequilibration(
                 config, f"{where}.preequilibrate", experiment["preequilibrate"], problem.model, problem.solver,
@@ -1140,6 +1142,9 @@ def fit(
         >>> estimate.table()
     """
     problem, start, obs, section = build_problem(config, data)
+    for p in problem.problems if isinstance(problem, Experiments) else (problem,):
+        if p.observation is not None and any(o.sigma_formula is not None for o in p.observation.observed):
+            p.observation.check_sigma(config, p.values(start), p.observed, "at the start values")
     n_devices = spread_check(section.starts, devices, scheduler)
     u0 = problem.unconstrained(start)
     # Every start point is drawn up front, so a resumed fit starts where the first did.

@@ -31,6 +31,7 @@ from typing import Any
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array
 
 from physics._expressions import Expression, ExpressionError, parse
@@ -201,6 +202,7 @@ class Observed(eqx.Module):
     transformation: str = eqx.field(static=True)
     sigma_formula: Expression | None = eqx.field(static=True)
     sigma: Array | None
+    key: str = eqx.field(static=True, default="")  # its config key
 
     def prediction(self, values: dict[str, Array]) -> tuple[Array, Array]:
         """(prediction, sigma) from the values of the symbols."""
@@ -233,6 +235,35 @@ class Observation(eqx.Module):
             h, sigma = o.prediction(values)
             sigma = jnp.where(sigma > 0, sigma, jnp.nan)
             yield o, y, jnp.isnan(y), jnp.broadcast_to(h, y.shape), jnp.broadcast_to(sigma, y.shape)
+
+    def rekeyed(self, prefix: str, into: str) -> Observation:
+        """The same models with their config keys under `into` where they were under
+        `prefix` (an experiment's, built as a config's `[data]`)."""
+        observed = tuple(
+            dataclasses.replace(o, key=into + o.key[len(prefix):]) if o.key.startswith(prefix + ".") else o for o in self.observed
+        )
+        return dataclasses.replace(self, observed=observed)
+
+    def check_sigma(self, config: Config, values: dict[str, Array], data: dict[str, Array], where: str) -> None:
+        """Refuse a noise formula that is not positive at an observation for `values`
+        (the start of a fit: the data there would have no density).
+
+        Raises:
+            ConfigError: naming the formula's key, its value and the observation.
+        """
+        for o, y, missing, _, sigma in self._evaluated(values, data):
+            if o.sigma_formula is None:
+                continue
+            bad = np.flatnonzero(np.asarray(~missing & jnp.isnan(sigma)).ravel())
+            if bad.size:
+                i = int(bad[0])
+                value = np.broadcast_to(np.asarray(o.prediction(values)[1], dtype=float), y.shape).ravel()[i]
+                t = np.broadcast_to(np.asarray(values["t"], dtype=float).reshape((-1,) + (1,) * (y.ndim - 1)), y.shape).ravel()[i]
+                raise config.error(
+                    f"{o.key}.sigma",
+                    f"the noise formula {o.sigma_formula.text!r} must be positive at every observation, but is {value:g} at t = {t:g} "
+                    f"(observation {i}) {where}",
+                )
 
     def terms(self, values: dict[str, Array], data: dict[str, Array], weight: dict[str, Array]) -> Array:
         """The weighted negative log-likelihood of every observation (0 where missing)."""
@@ -318,5 +349,5 @@ def build_observation(
         distribution, transformation = NOISE_MODELS[spec.noise or default_noise]
         if distribution != "normal" or (sigma_formula is not None and sigma_formula.names & set(varying)):
             least_squares = False
-        observed.append(Observed(spec.name, formula, distribution, transformation, sigma_formula, sigma))
+        observed.append(Observed(spec.name, formula, distribution, transformation, sigma_formula, sigma, spec.key))
     return Observation(tuple(observed), tuple(dict.fromkeys(outputs)), least_squares)

@@ -427,11 +427,11 @@ def test_formula_observables_and_noise_models_give_the_petab_objective(tmp_path)
     assert abs(ours - theirs) < 1e-4, (ours, theirs)
 
 
-def test_a_sigma_formula_that_is_not_positive_fails_the_fit_and_writes_nothing(tmp_cwd, capsys):
+def test_a_sigma_formula_that_is_not_positive_is_refused_before_the_fit(tmp_cwd, capsys):
     # sigma = 0.5 - 0.1 t reaches 0 at t = 5 and is negative after it: there the data have
-    # no density. The optimiser sees a large stand-in residual there; the fit must not end
-    # with exit 0 and a file (formerly: 'converged', the residuals divided by a negative
-    # sigma), but with exit 1, one line, and no output or checkpoint.
+    # no density. Formerly the fit 'converged' on residuals divided by a negative sigma
+    # and wrote its file with exit 0; now the formula is refused at the start values,
+    # one line naming its key, exit 2, nothing written.
     table = _chain_experiments(tmp_cwd, {"a": (0.7, 0.3), "b": (0.7, 0.3)}, sd=0.05)
     table = table.replace('observables = { x = "/x", y = "/y" }', 'observables = { x = { path = "/x", sigma = "0.5 - 0.1 * t" }, y = { path = "/y", sigma = 0.05 } }')
     (tmp_cwd / "c.toml").write_text(CHAIN + table + '[fit]\nfree = ["k", "m"]\n')
@@ -440,6 +440,7 @@ def test_a_sigma_formula_that_is_not_positive_fails_the_fit_and_writes_nothing(t
     with pytest.raises(SystemExit) as done:
         main(["fit", "c.toml", "-o", "out.h5", "--quiet"])
     err = capsys.readouterr().err
-    assert done.value.code == 1 and len(err.strip().splitlines()) == 1, err
-    assert "not finite" in err and "sigma" in err, err
+    assert done.value.code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "experiments.0.observables.x.sigma: the noise formula '0.5 - 0.1 * t' must be positive" in err and "at t = 5" in err, err
     assert sorted(p.name for p in tmp_cwd.iterdir()) == ["a.h5", "b.h5", "c.toml"]
+
