@@ -1,36 +1,61 @@
 """Bayesian inference benchmark: effective samples per second on the lynx-hare model.
 
-simjax (`inference.build_bayes_model`: Lotka-Volterra through diffrax with
-forward-sensitivity gradients) against the same model written directly in NumPyro with
-`jax.experimental.ode.odeint`, as NumPyro's own predator-prey example does. Both sides
-use the same data, priors, noise model, tolerances (rtol 1e-6, atol 1e-5), a
-Dormand-Prince 5(4) method, NUTS settings, chains and seeds.
+Three sides sample the same posterior (data, priors, lognormal noise, tolerances rtol
+1e-6 and atol 1e-5, a Dormand-Prince 5(4) method, NUTS settings, chains and seeds):
 
-Each side runs twice; the second run reuses the compiled sampler and is the one timed.
-Printed: minimum bulk ESS over the quantities, sampling time, ESS/s and the ratio.
+- simjax: the NumPyro model `inference.build_bayes_model` builds from a config, what
+  `sim infer` samples (gradients by forward sensitivities on the lean core);
+- NumPyro + odeint: the model written directly in NumPyro with
+  `jax.experimental.ode.odeint` (continuous adjoint), as NumPyro's own predator-prey
+  example does;
+- NumPyro + diffrax: the same hand-written model with `diffrax.diffeqsolve` (Dopri5,
+  PID control, reverse mode through the steps with `DirectAdjoint`), to show where the
+  time goes.
 
-Run: python experiments/benchmarks/bayes_bench.py [--warmup N --samples N --chains N]
+Every side runs its chains the same way: one per CPU device (the device count is set
+to the number of cores before JAX starts, as `sim infer` does), several chains one
+after another on each device when there are more chains than devices
+(`inference._bayes.chain_method`). For each seed the whole `MCMC.run` is timed (warmup
+and sampling); the first seed of each side includes compilation and is reported apart.
+Printed per side: the median over the other seeds of the wall time, of the minimum bulk
+ESS over the sampled quantities and of ESS/s, the spread (min-max) of ESS/s, and
+divergences; then the ratios of the median ESS/s. A second table gives the cost of one
+log-density gradient at the posterior mean inside a compiled loop (what NUTS pays per
+leapfrog step), in CPU time.
+
+Run: python experiments/benchmarks/bayes_bench.py [--chains 4 --warmup 500 --samples 500 --seeds 4]
 """
 
 from __future__ import annotations
 
-import argparse
-import platform
-import tempfile
-import time
-from pathlib import Path
+import os
 
-import jax
-import jax.numpy as jnp
-import numpy as np
-import numpyro
-import numpyro.distributions as dist
-from jax.experimental.ode import odeint
-from numpyro.infer import MCMC, NUTS, init_to_median
+# (before JAX starts: one CPU device per core, as `sim infer` has)
+_cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
+    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={_cores}".strip()
 
-import sim
-from inference import build_bayes_model
-from inference._bayes import ess_bulk, nuts_kernel
+import argparse  # noqa: E402
+import platform  # noqa: E402
+import statistics  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import diffrax  # noqa: E402
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+import numpyro  # noqa: E402
+import numpyro.distributions as dist  # noqa: E402
+from jax.experimental.ode import odeint  # noqa: E402
+from jax.flatten_util import ravel_pytree  # noqa: E402
+from numpyro.infer import MCMC, NUTS, init_to_median  # noqa: E402
+from numpyro.infer.util import log_density  # noqa: E402
+
+import sim  # noqa: E402
+from inference import build_bayes_model  # noqa: E402
+from inference._bayes import chain_method, ess_bulk, nuts_kernel  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "lynx_hare.h5"
 RTOL, ATOL = 1e-6, 1e-5
@@ -64,6 +89,9 @@ model = "lognormal"
 sigma = {{ dist = "lognormal", loc = -1.0, scale = 1.0 }}
 """
 
+# A point near the posterior mean (Carpenter 2018, as `sim infer` reproduces it).
+POINT = {"alpha": 0.55, "beta": 0.028, "gamma": 0.8, "delta": 0.024, "initial.prey": 34.0, "initial.predator": 6.0, "sigma": 0.25}
+
 
 def lotka_volterra(z, t, theta):
     alpha, beta, gamma, delta = theta[0], theta[1], theta[2], theta[3]
@@ -71,16 +99,47 @@ def lotka_volterra(z, t, theta):
     return jnp.stack([alpha * prey - beta * prey * predator, delta * prey * predator - gamma * predator])
 
 
-def direct_model(years, observed):
-    """The lynx-hare model written directly in NumPyro with odeint."""
+def _priors():
     z_init = numpyro.sample("z_init", dist.LogNormal(jnp.log(10.0), 1.0).expand([2]))
     theta = numpyro.sample(
         "theta",
         dist.TruncatedNormal(loc=jnp.array([1.0, 0.05, 1.0, 0.05]), scale=jnp.array([0.5, 0.05, 0.5, 0.05]), low=0.0),
     )
+    return z_init, theta
+
+
+def odeint_model(years, observed):
+    """The lynx-hare model written directly in NumPyro with odeint."""
+    z_init, theta = _priors()
     z = odeint(lotka_volterra, z_init, years, theta, rtol=RTOL, atol=ATOL, mxstep=1000)
     sigma = numpyro.sample("sigma", dist.LogNormal(-1.0, 1.0).expand([2]))
     numpyro.sample("y", dist.LogNormal(jnp.log(z), sigma), obs=observed)
+
+
+def diffrax_model(years, observed):
+    """The same model with diffrax's Dopri5 (reverse mode through the steps)."""
+    z_init, theta = _priors()
+    # (diffrax's loop needs the state's dtype fixed: no weakly typed draws)
+    z_init, theta = (jnp.asarray(v, dtype=jnp.float64) for v in (z_init, theta))
+    solution = diffrax.diffeqsolve(
+        diffrax.ODETerm(lambda t, z, p: lotka_volterra(z, t, p)),
+        diffrax.Dopri5(),
+        t0=years[0],
+        t1=years[-1],
+        dt0=None,
+        y0=z_init,
+        args=theta,
+        saveat=diffrax.SaveAt(ts=years),
+        stepsize_controller=diffrax.PIDController(rtol=RTOL, atol=ATOL),
+        max_steps=1000,
+        # (RecursiveCheckpointAdjoint, diffrax's default, fails inside NumPyro's chains
+        # split over devices with this jax and equinox: its checkpointed loop is
+        # closure-converted with another pytree than it is called with)
+        adjoint=diffrax.DirectAdjoint(),
+        throw=False,
+    )
+    sigma = numpyro.sample("sigma", dist.LogNormal(-1.0, 1.0).expand([2]))
+    numpyro.sample("y", dist.LogNormal(jnp.log(solution.ys), sigma), obs=observed)
 
 
 def min_ess(samples: dict) -> float:
@@ -92,48 +151,87 @@ def min_ess(samples: dict) -> float:
     return float(min(values))
 
 
-def timed_runs(mcmc: MCMC, *args) -> tuple[float, float, int]:
-    key = jax.random.PRNGKey(0)
-    start = time.perf_counter()
+def gradient_cost(model, args, point, rounds: int = 5, loop: int = 200) -> float:
+    """CPU microseconds per log-density gradient at `point`, in a compiled loop."""
+    flat, unravel = ravel_pytree(point)
+    value_and_grad = jax.value_and_grad(lambda v: log_density(model, args, {}, unravel(v))[0])
+
+    def looped(v):
+        return jax.lax.fori_loop(0, loop, lambda i, c: c + 1e-12 * value_and_grad(c)[1], v)
+
     with jax.numpy_dtype_promotion("standard"):
-        mcmc.run(key, *args, extra_fields=("diverging",))
-        first = time.perf_counter() - start
-        start = time.perf_counter()
-        mcmc.run(jax.random.PRNGKey(1), *args, extra_fields=("diverging",))
-    second = time.perf_counter() - start
-    divergences = int(np.sum(np.asarray(mcmc.get_extra_fields()["diverging"])))
-    return first, second, divergences
+        fn = jax.jit(looped)
+        fn(flat).block_until_ready()
+        costs = []
+        for _ in range(rounds):
+            start = time.process_time()
+            fn(flat).block_until_ready()
+            costs.append((time.process_time() - start) / loop * 1e6)
+    return statistics.median(costs)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--warmup", type=int, default=500)
     parser.add_argument("--samples", type=int, default=500)
-    parser.add_argument("--chains", type=int, default=1)
+    parser.add_argument("--chains", type=int, default=4)
+    parser.add_argument("--seeds", type=int, default=4, help="runs per side: the first compiles, the others are timed")
     args = parser.parse_args()
-    settings = dict(num_warmup=args.warmup, num_samples=args.samples, num_chains=args.chains, progress_bar=False)
+    method, _, plan = chain_method(args.chains, False)
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "bench.toml"
         path.write_text(CONFIG)
         model, obs, section = build_bayes_model(sim.load_config(path))
-    ours = MCMC(nuts_kernel(model, section), **settings)
-    ours_first, ours_time, ours_div = timed_runs(ours, model.problem.observed)
-    ours_ess = min_ess(ours.get_samples(group_by_chain=True))
-
     years = jnp.asarray(obs.time)
     observed = jnp.stack([jnp.asarray(obs.values["prey"]), jnp.asarray(obs.values["predator"])], axis=1)
-    theirs = MCMC(NUTS(direct_model, init_strategy=init_to_median(num_samples=15)), **settings)
-    theirs_first, theirs_time, theirs_div = timed_runs(theirs, years, observed)
-    theirs_ess = min_ess(theirs.get_samples(group_by_chain=True))
+    settings = dict(num_warmup=args.warmup, num_samples=args.samples, num_chains=args.chains, chain_method=method, progress_bar=False)
+    init = init_to_median(num_samples=15)
+    sides = {
+        "simjax": (nuts_kernel(model, section), (model.problem.observed,)),
+        "NumPyro + odeint": (NUTS(odeint_model, init_strategy=init), (years, observed)),
+        "NumPyro + diffrax": (NUTS(diffrax_model, init_strategy=init), (years, observed)),
+    }
+    runs: dict[str, list[tuple[float, float, int]]] = {name: [] for name in sides}
+    load_before = os.getloadavg()
+    for seed in range(args.seeds):  # (seeds interleaved across the sides)
+        for name, (kernel, model_args) in sides.items():
+            mcmc = MCMC(kernel, **settings)
+            start = time.perf_counter()
+            with jax.numpy_dtype_promotion("standard"):
+                mcmc.run(jax.random.PRNGKey(seed), *model_args, extra_fields=("diverging",))
+            wall = time.perf_counter() - start
+            divergences = int(np.sum(np.asarray(mcmc.get_extra_fields()["diverging"])))
+            runs[name].append((wall, min_ess(mcmc.get_samples(group_by_chain=True)), divergences))
+            print(f"  seed {seed} {name}: {wall:.1f} s, min ESS {runs[name][-1][1]:.0f}, {divergences} divergences", flush=True)
+    load_after = os.getloadavg()
 
-    print(f"machine: {platform.machine()}, jax {jax.__version__} on {jax.default_backend()}, numpyro {numpyro.__version__}")
-    print(f"lynx-hare Lotka-Volterra, NUTS, {args.chains} chain(s) x ({args.warmup} warmup + {args.samples} samples), "
-          f"rtol {RTOL}, atol {ATOL}")
-    print(f"{'':30} {'first run':>10} {'timed run':>10} {'min ESS':>8} {'ESS/s':>8} {'divergences':>12}")
-    print(f"{'NumPyro + odeint':30} {theirs_first:9.1f}s {theirs_time:9.1f}s {theirs_ess:8.0f} {theirs_ess / theirs_time:8.2f} {theirs_div:12d}")
-    print(f"{'simjax':30} {ours_first:9.1f}s {ours_time:9.1f}s {ours_ess:8.0f} {ours_ess / ours_time:8.2f} {ours_div:12d}")
-    print(f"ESS/s ratio simjax / NumPyro+odeint: {(ours_ess / ours_time) / (theirs_ess / theirs_time):.2f}x")
+    ours = {"alpha": POINT["alpha"], "beta": POINT["beta"], "gamma": POINT["gamma"], "delta": POINT["delta"],
+            "initial.prey": POINT["initial.prey"], "initial.predator": POINT["initial.predator"],
+            "sigma.prey": POINT["sigma"], "sigma.predator": POINT["sigma"]}
+    theirs = {"theta": jnp.array([POINT[k] for k in ("alpha", "beta", "gamma", "delta")]),
+              "z_init": jnp.array([POINT["initial.prey"], POINT["initial.predator"]]), "sigma": jnp.full(2, POINT["sigma"])}
+    costs = {
+        "simjax": gradient_cost(model, (model.problem.observed,), {k: jnp.asarray(v) for k, v in ours.items()}),
+        "NumPyro + odeint": gradient_cost(odeint_model, (years, observed), theirs),
+        "NumPyro + diffrax": gradient_cost(diffrax_model, (years, observed), theirs),
+    }
+
+    print(f"\nmachine: {platform.machine()}, {_cores} cores, jax {jax.__version__} on {jax.default_backend()} "
+          f"({jax.local_device_count()} devices), numpyro {numpyro.__version__}, diffrax {diffrax.__version__}")
+    print(f"load average before {load_before[0]:.2f}, after {load_after[0]:.2f}")
+    print(f"lynx-hare Lotka-Volterra, NUTS, {plan}, {args.warmup} warmup + {args.samples} samples per chain, rtol {RTOL}, atol {ATOL}")
+    print(f"{'':20} {'first run':>10} {'wall':>8} {'min ESS':>8} {'ESS/s':>8} {'ESS/s range':>14} {'divergences':>12} {'gradient':>10}")
+    rate = {}
+    for name, results in runs.items():
+        timed = results[1:] or results
+        rates = [ess / wall for wall, ess, _ in timed]
+        rate[name] = statistics.median(rates)
+        print(f"{name:20} {results[0][0]:9.1f}s {statistics.median(w for w, _, _ in timed):7.1f}s "
+              f"{statistics.median(e for _, e, _ in timed):8.0f} {rate[name]:8.1f} {min(rates):6.1f}-{max(rates):<7.1f} "
+              f"{sum(d for _, _, d in timed):12d} {costs[name]:8.0f}us")
+    print(f"ESS/s ratio simjax / NumPyro+odeint: {rate['simjax'] / rate['NumPyro + odeint']:.2f}x; "
+          f"simjax / NumPyro+diffrax: {rate['simjax'] / rate['NumPyro + diffrax']:.2f}x")
 
 
 if __name__ == "__main__":
