@@ -445,3 +445,26 @@ def test_chains_split_over_devices_draw_what_each_chain_draws_alone():
     assert lines[1] == "2 2 chains in parallel, one per CPU device True", lines
     assert lines[2] == "3 3 chains vectorised on one CPU device True", lines
     assert lines[-1] == "ok"
+
+
+@pytest.mark.slow
+def test_the_full_lynx_hare_posterior_is_the_stan_case_study_s(tmp_path):
+    # `sim infer experiments/lynx_hare.toml` as the README runs it (4 chains of 1,000
+    # warmup and 1,000 draws, one per CPU core as the `sim` command lays them out)
+    # against Carpenter (2018), "Predator-Prey Population Dynamics: the Lotka-Volterra
+    # model in Stan", posterior means theta = (0.55, 0.028, 0.80, 0.024), z_init =
+    # (33.9, 5.9), sigma = (0.25, 0.25): each within 0.3 posterior sd, no divergences,
+    # every r_hat <= 1.01.
+    done = subprocess.run(
+        [sys.executable, "-m", "_sim_entry", "infer", str(EXPERIMENTS / "lynx_hare.toml"), "-o", "post.h5", "--quiet"],
+        cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(EXPERIMENTS.parent)}, capture_output=True, text=True, timeout=3600,
+    )
+    assert done.returncode == 0, done.stderr
+    stan = {"alpha": 0.55, "beta": 0.028, "gamma": 0.80, "delta": 0.024, "initial.prey": 33.9, "initial.predator": 5.9, "sigma.prey": 0.25, "sigma.predator": 0.25}
+    with h5py.File(tmp_path / "post.h5") as f:
+        assert not np.any(f["sample_stats/diverging"][()])
+        for name, value in stan.items():
+            draws = f[f"posterior/{name}"][()]
+            assert draws.shape == (4, 1000), name
+            assert abs(draws.mean() - value) < 0.3 * draws.std(), (name, draws.mean(), draws.std())
+            assert r_hat(draws) <= 1.01, (name, r_hat(draws))
