@@ -46,6 +46,10 @@ class Family:
     static_runs: ClassVar[bool] = False
     #: Fits: why initial values cannot be free (None: they can).
     no_free_initial: ClassVar[str | None] = None
+    #: `simulate` from Python: whether the Python floats among the solver's fields
+    #: (ODE: rtol, atol, dt0) are arguments of its compiled call, so that a new value
+    #: does not recompile (the family's solver takes them as traced values).
+    traced_solver_floats: ClassVar[bool] = False
     time_keys: ClassVar[dict[str, tuple[Any, Any]]] = {}
     checks: ClassVar[dict[str, tuple[float, str]]] = {}
 
@@ -181,6 +185,7 @@ class Family:
 
 
 _FAMILIES: list[Family] = []
+_OF_CLASS: dict[type, Family] = {}  # family_of's answers, per class
 
 
 def register_family(family: Family) -> Family:
@@ -188,6 +193,7 @@ def register_family(family: Family) -> Family:
     if any(type(f) is type(family) or f.name == family.name for f in _FAMILIES):
         raise ValueError(f"a family named {family.name!r} is already registered")
     _FAMILIES.append(family)
+    _OF_CLASS.clear()
     return family
 
 
@@ -195,10 +201,14 @@ def family_of(model: Any) -> Family:
     """The registered family of `model` (or of a model class): the one with the most
     specific base class; TypeError when none fits."""
     cls = model if isinstance(model, type) else type(model)
+    found = _OF_CLASS.get(cls)
+    if found is not None:
+        return found
     matches = [f for f in _FAMILIES if issubclass(cls, f.model_base)]
     if not matches:
         raise TypeError(f"no model family runs a {cls.__name__}")
-    return max(matches, key=lambda f: len(f.model_base.__mro__))
+    found = _OF_CLASS[cls] = max(matches, key=lambda f: len(f.model_base.__mro__))
+    return found
 
 
 def families() -> tuple[Family, ...]:

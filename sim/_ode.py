@@ -299,6 +299,7 @@ class OdeFamily(Family):
     name = "ode"
     model_base = OdeModel
     describes = "ODE models"
+    traced_solver_floats = True
 
     def simulate(self, model, params, t, initial, solver, key) -> Trajectory:
         return _simulate(model, params, t, initial, solver)

@@ -1,17 +1,27 @@
-"""`simulate`: pair a model with the solver of its family. Pure and traceable."""
+"""`simulate`: pair a model with the solver of its family. Pure and traceable.
+
+Called from Python (no trace under way), `simulate` keeps one compiled program per
+model structure, solver settings that shape the program, and parameter names
+(`_compiled_call`); a call flattens its inputs once and passes the arrays to that
+program. Inside a `jax.jit`, `jax.vmap` or `jax.grad` it traces the family's
+`simulate` through `eqx.filter_jit`, as does a call the compiled path declines
+(anything unusual, and every call that fails, so that errors are raised by one path)."""
 
 from __future__ import annotations
+
+import logging
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.extend.core import find_top_trace
 from jaxtyping import Array, PyTree
 
 from physics import Model
 from solvers import did_you_mean
 
-from ._family import family_of
+from ._family import Family, family_of
 from ._trajectory import Trajectory
 
 
@@ -55,6 +65,248 @@ def _simulate_driver(model, params, t, initial, solver, key) -> Trajectory:
     return _simulate_jit(model, params, t, initial, solver, key) if traj is None else traj
 
 
+# ----------------------------------------------------------------------------- the call from Python
+
+with jax.ensure_compile_time_eval():
+    _EVAL_TRACE = type(find_top_trace(None))  # the trace of eager evaluation
+_ARRAYS = (jax.Array, np.ndarray, np.generic)  # what eqx.filter_jit passes as arguments
+_Tracer = jax.core.Tracer
+_CONCRETE: set[type] = {np.ndarray}  # array types met that are no tracers
+_DYNAMIC = object()  # marks an argument among the static leaves
+_UNUSUAL = object()  # the layout of inputs that no remembered call takes
+_PROGRAMS: dict = {}  # (tree structures, static leaves) -> jitted program
+_FILLS: dict = {}  # (model class, given parameter names) -> default values to add
+_CALLS: dict = {}  # (model, solver, argument layout) -> _Call
+_MAX_PROGRAMS, _MAX_CALLS = 256, 32
+_CALLBACK_LOG = logging.getLogger("jax._src.callback")
+
+
+class _QuietFailedCallback(logging.Filter):
+    """Drops JAX's log line of a run-time check that failed in the compiled path (the
+    call is then repeated by the general path, whose error the caller gets)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.name == "jax._src.callback" and record.getMessage() == "jax.pure_callback failed")
+
+
+_QUIET = _QuietFailedCallback()
+
+
+def _concrete(x) -> bool:
+    """Whether `x` is an array and no tracer."""
+    if type(x) in _CONCRETE:
+        return True
+    if isinstance(x, jax.Array) and not isinstance(x, _Tracer):
+        _CONCRETE.add(type(x))
+        return True
+    return False
+
+
+def _completed(model: Model, params) -> tuple[dict, dict | None] | None:
+    """`complete_params` for a call from Python, and the defaults it added when they may
+    be kept (per model class and given names); None for an unknown name (the general
+    path raises)."""
+    if params is None:
+        full = model.default_params()
+        plain = type(model).default_params is Model.default_params
+        return full, (full if plain and not any(isinstance(p.default, str) for p in model.parameters) else None)
+    if type(params) is not dict:
+        return None
+    key = (type(model), tuple(params), jax.config.jax_enable_x64)
+    fill = _FILLS.get(key)
+    if fill is None:
+        if any(name not in model.parameter_names for name in params):
+            return None
+        full = complete_params(model, params)
+        fill = {name: full[name] for name in full if name not in params}
+        if any(isinstance(model.parameter(name).default, str) for name in fill):
+            return full, None  # (defaults the model instance builds: not kept)
+        if len(_FILLS) >= _MAX_PROGRAMS:
+            _FILLS.clear()
+        _FILLS[key] = fill
+    return ({**params, **fill} if fill else params), fill
+
+
+def _split(leaves, dynamic: list, traced_floats: bool = False) -> tuple | None:
+    """Static leaves, with `_DYNAMIC` where a leaf is an argument (appended to
+    `dynamic`); None when a leaf is a tracer."""
+    static = []
+    for leaf in leaves:
+        if isinstance(leaf, _ARRAYS):
+            if isinstance(leaf, _Tracer):
+                return None
+            dynamic.append(leaf)
+            static.append(_DYNAMIC)
+        elif traced_floats and type(leaf) is float:
+            dynamic.append(jnp.asarray(leaf))  # (weakly typed, as the float would be traced)
+            static.append(_DYNAMIC)
+        else:
+            static.append(leaf)
+    return tuple(static)
+
+
+def _program(family: Family, params_tree, trees: tuple, statics: tuple):
+    """The compiled `simulate` of one structure. Its arguments: the parameter leaves, the
+    save times, then the arguments among the leaves of the model, the initial values,
+    the key and the solver (`trees` and `statics`, in that order)."""
+    count = params_tree.num_leaves
+
+    def _simulate_jit(*dynamic):
+        params = jax.tree.unflatten(params_tree, dynamic[:count])
+        t = dynamic[count]
+        it = iter(dynamic[count + 1:])
+        model, initial, key, solver = (
+            jax.tree.unflatten(tree, [next(it) if s is _DYNAMIC else s for s in static]) for tree, static in zip(trees, statics)
+        )
+        # (an output to wait for: every output of the program is ready, or carries its
+        # error, at the same time)
+        return family.simulate(model, params, t, initial, solver, key), jnp.zeros((), dtype=bool)
+
+    return jax.jit(_simulate_jit)
+
+
+class _Call:
+    """A call from Python whose model and solver are given again (the same objects) with
+    parameters, initial values and key of the same layout, all arrays: its program and
+    how to lay out its arguments, without validating and flattening the inputs again."""
+
+    __slots__ = ("model", "solver", "program", "names", "fills", "initial_names", "model_args", "solver_args")
+
+    def arguments(self, params, t, initial, key) -> list | None:
+        """The program's arguments; None when a value is not an array."""
+        args = []
+        for name, fill in zip(self.names, self.fills):
+            value = params[name] if fill is None else fill
+            if fill is None and not _concrete(value):
+                return None
+            args.append(value)
+        args.append(t)
+        args += self.model_args
+        if self.initial_names is not None:
+            for name in self.initial_names:
+                if not _concrete(initial[name]):
+                    return None
+                args.append(initial[name])
+        elif initial is not None:
+            if not _concrete(initial):
+                return None
+            args.append(initial)
+        if key is not None:
+            if not _concrete(key):
+                return None
+            args.append(key)
+        args += self.solver_args
+        return args
+
+
+def _layout(x):
+    """How a call's parameters or initial values are keyed among the remembered calls."""
+    if x is None:
+        return None
+    if type(x) is dict:
+        return tuple(x)
+    return _DYNAMIC if _concrete(x) else _UNUSUAL
+
+
+def _compiled_call(model, params, t, initial, solver, key) -> Trajectory | None:
+    """`simulate` called from Python with arrays: the inputs flattened once and passed to
+    the program compiled for their structure (`eqx.filter_jit`'s static/dynamic split,
+    with the solver's Python floats as arguments where the family traces them anyway).
+    None when a trace may be under way or the inputs are unusual, and when the call
+    fails: the general path then runs (and raises)."""
+    if type(find_top_trace(None)) is not _EVAL_TRACE or jax.config.jax_disable_jit:
+        return None
+    if isinstance(t, np.ndarray):
+        t = t.astype(float)
+    elif isinstance(t, jax.Array) and not isinstance(t, _Tracer):
+        if t.dtype != np.float64 or t.weak_type:
+            t = jnp.asarray(t, dtype=float)
+    else:
+        return None
+    if t.ndim != 1 or t.shape[0] < 2:
+        return None
+    layout = (id(model), id(solver), _layout(params), _layout(initial), key is None, jax.config.jax_enable_x64)
+    call = _CALLS.get(layout)
+    args = None
+    if call is not None and call.model is model and call.solver is solver:
+        program = call.program
+        args = call.arguments(params, t, initial, key)
+    if args is None:
+        try:
+            found = _general_call(model, params, t, initial, solver, key, layout)
+        except Exception:  # (an unhashable static leaf, a value that is no number: the general path says)
+            return None
+        if found is None:
+            return None
+        program, args = found
+    _CALLBACK_LOG.addFilter(_QUIET)
+    try:
+        traj, done = program(*args)
+        done.block_until_ready()  # run-time checks raise here, as in eqx.filter_jit's call
+    except Exception:
+        return None
+    finally:
+        _CALLBACK_LOG.removeFilter(_QUIET)
+    return traj
+
+
+def _general_call(model, params, t, initial, solver, key, layout):
+    """The program of a call and its arguments, from the inputs flattened and checked
+    (and the call remembered when a call like it may skip this); None when the general
+    path must run."""
+    family = family_of(model)
+    if type(family).drive is not Family.drive:
+        return None
+    completed = _completed(model, params)
+    if completed is None:
+        return None
+    params, fill = completed
+    p_leaves, p_tree = jax.tree.flatten(params)
+    for i, leaf in enumerate(p_leaves):
+        if not isinstance(leaf, (jax.Array, np.ndarray)):
+            p_leaves[i] = jnp.asarray(leaf, dtype=float)
+        elif isinstance(leaf, _Tracer):
+            return None
+    if isinstance(initial, dict):
+        initial = {k: _as_array(v) for k, v in initial.items()}
+    args = [*p_leaves, t]
+    trees, statics, counts = [], [], []
+    for part, traced_floats in ((model, False), (initial, False), (key, False), (solver, family.traced_solver_floats)):
+        leaves, tree = jax.tree.flatten(part)
+        before = len(args)
+        static = _split(leaves, args, traced_floats)
+        if static is None:
+            return None
+        trees.append(tree)
+        statics.append(static)
+        counts.append((before, len(args)))
+    signature = (p_tree, *trees, *statics)
+    program = _PROGRAMS.get(signature)
+    if program is None:
+        if len(_PROGRAMS) >= _MAX_PROGRAMS:
+            del _PROGRAMS[next(iter(_PROGRAMS))]
+        program = _PROGRAMS[signature] = _program(family, p_tree, tuple(trees), tuple(statics))
+    # Remember the call when its parameters, initial values and key are arrays, one per
+    # name (its layout says which names; its model and solver are kept with it).
+    one_each = fill is not None and p_tree.num_leaves == len(params)
+    if type(initial) is dict:
+        one_each = one_each and len(statics[1]) == len(initial)
+    one_each = one_each and all(s is _DYNAMIC for s in statics[1]) and (key is None or _concrete(key))
+    if one_each and _UNUSUAL not in layout:
+        given = layout[2] or ()
+        call = _Call()
+        call.model, call.solver, call.program = model, solver, program
+        call.names = tuple(sorted(params))
+        call.fills = tuple(None if name in given else fill[name] for name in call.names)
+        call.initial_names = tuple(sorted(initial)) if type(initial) is dict else None
+        call.model_args = args[counts[0][0]:counts[0][1]]
+        call.solver_args = args[counts[3][0]:counts[3][1]]
+        if len(_CALLS) >= _MAX_CALLS:
+            del _CALLS[next(iter(_CALLS))]
+        _CALLS[layout] = call
+    return program, args
+
+
 def simulate(
     model: Model,
     params: PyTree | None,
@@ -94,6 +346,9 @@ def simulate(
         >>> traj.observables["prey"].shape
         (201,)
     """
+    traj = _compiled_call(model, params, t, initial, solver, key)
+    if traj is not None:
+        return traj
     # A numpy array stays one: a constant even under jax.jit, as families that fix their
     # number of steps before compiling (MD) need.
     t = t.astype(float) if isinstance(t, np.ndarray) else jnp.asarray(t, dtype=float)

@@ -9,7 +9,7 @@ The sides, each called the way its users call it:
     before timing (what a diffrax user writes); also the same with the save times
     passed in as an argument, as `sim.simulate` takes them;
   - simjax from Python: `sim.simulate(model, params, t, ...)`, its public entry (one
-    `eqx.filter_jit` call inside);
+    call of the program compiled for the model, solver and argument layout);
   - simjax inside the caller's `jax.jit` (the same diffrax program: compare with the
     first row);
   - scipy: `solve_ivp` LSODA and RK45, and `odeint` (Fortran LSODA), from Python.
@@ -21,7 +21,9 @@ persistent compilation cache is off in this script, so that is a real compilatio
 Timing: every function is called once to compile, then `--repeats` rounds in which the
 functions take turns (interleaved, so a change in machine load hits all of them alike);
 each round times a batch of calls of each function. Reported: the median time per call
-over the rounds, with the min-max spread; ratios are of the medians.
+over the rounds, with the min-max spread; ratios are of the medians. For the JAX sides
+also the CPU time per call (of the process, all threads), which another job's load
+on a shared machine disturbs less than wall time.
 
 Run: python experiments/benchmarks/ode_bench.py [--repeats N]
 """
@@ -47,20 +49,25 @@ from solvers import OdeSolver  # noqa: E402
 RTOL, ATOL = 1e-6, 1e-8
 
 
-def interleaved(fns: dict, repeats: int, inner: dict) -> dict[str, np.ndarray]:
+def interleaved(fns: dict, repeats: int, inner: dict, cpu: dict | None = None) -> dict[str, np.ndarray]:
     """Seconds per call of each function in each of `repeats` rounds; in a round the
-    functions take turns, each timed over `inner[name]` calls."""
+    functions take turns, each timed over `inner[name]` calls. With `cpu`, the CPU
+    seconds per call (of the whole process: the calling thread and XLA's) go there."""
     for fn in fns.values():
         jax.block_until_ready(fn())
     samples = {name: [] for name in fns}
+    cpu_samples = {name: [] for name in fns}
     for _ in range(repeats):
         for name, fn in fns.items():
             n = inner[name]
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), time.process_time()
             for _ in range(n):
                 out = fn()
             jax.block_until_ready(out)
             samples[name].append((time.perf_counter() - start) / n)
+            cpu_samples[name].append((time.process_time() - start_cpu) / n)
+    if cpu is not None:
+        cpu.update({name: np.asarray(s) for name, s in cpu_samples.items()})
     return {name: np.asarray(s) for name, s in samples.items()}
 
 
@@ -139,7 +146,8 @@ def main() -> None:
         "odeint": lambda: odeint(lv_odeint, y0_np, t_np, rtol=RTOL, atol=ATOL),
     }
     inner = {"diffrax": 50, "diffrax_t": 50, "simjax": 50, "simjax_jit": 50, "LSODA": 5, "RK45": 5, "odeint": 20}
-    s = interleaved(fns, args.repeats, inner)
+    cpu: dict[str, np.ndarray] = {}
+    s = interleaved(fns, args.repeats, inner, cpu)
     med = {k: float(np.median(v)) for k, v in s.items()}
 
     ref = solve_ivp(lv_np, (0.0, 20.0), y0_np, method="DOP853", t_eval=t_np, rtol=1e-12, atol=1e-12).y
@@ -198,6 +206,11 @@ def main() -> None:
     print(f"{'  the same, save times passed in':36} {show(s['diffrax_t'])}   {med['diffrax_t'] / d:.3f}")
     print(f"{'simjax sim.simulate, from Python':36} {show(s['simjax'])}   {med['simjax'] / d:.3f} of jitted diffrax's time")
     print(f"{'simjax inside the caller jax.jit':36} {show(s['simjax_jit'])}   {med['simjax_jit'] / d:.3f} of jitted diffrax's time")
+    cmed = {k: float(np.median(v)) for k, v in cpu.items()}
+    print("CPU time per solve (the process's, all threads), median (min-max) in us:")
+    for name, label in (("diffrax", "diffrax, jax.jit, from Python"), ("diffrax_t", "  the same, save times passed in"),
+                        ("simjax", "simjax sim.simulate, from Python"), ("simjax_jit", "simjax inside the caller jax.jit")):
+        print(f"{label:36} {show(cpu[name])}   {cmed[name] / cmed['diffrax']:.3f}")
     for name, label in (("LSODA", "scipy solve_ivp LSODA"), ("RK45", "scipy solve_ivp RK45"), ("odeint", "scipy odeint (LSODA)")):
         print(f"{label:36} {show(s[name])}   simjax from Python {med[name] / med['simjax']:.2f}x faster "
               f"(inside jit {med[name] / med['simjax_jit']:.2f}x)")

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import sim
-from solvers import OdeSolver
+from solvers import OdeSolver, SdeSolver
 
 MODEL = sim.get_model("lotka_volterra")
 T = jnp.linspace(0.0, 10.0, 51)
@@ -108,3 +108,65 @@ def test_trajectory_is_a_pytree():
     leaves = jax.tree.leaves(traj)
     assert any(leaf.shape == T.shape for leaf in leaves)
     assert isinstance(traj, eqx.Module)
+
+
+def _general(model, params, t, **kwargs):
+    """`sim.simulate` through its general path (what it traces inside a caller's jit)."""
+    from sim import _simulate
+
+    call = _simulate._compiled_call
+    _simulate._compiled_call = lambda *args: None
+    try:
+        return sim.simulate(model, params, t, **kwargs)
+    finally:
+        _simulate._compiled_call = call
+
+
+def _bits(a, b):
+    assert jax.tree.structure(a) == jax.tree.structure(b)
+    for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
+        assert (x.dtype, x.shape, x.weak_type) == (y.dtype, y.shape, y.weak_type)
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+
+
+def test_call_from_python_gives_the_general_paths_bits_and_does_not_recompile_on_new_values():
+    from sim import _simulate
+
+    params = MODEL.default_params()
+    solver = OdeSolver(rtol=1e-7, atol=1e-9)
+    initial = {"prey": jnp.asarray(20.0)}
+    _bits(sim.simulate(MODEL, params, T, initial=initial, solver=solver), _general(MODEL, params, T, initial=initial, solver=solver))
+    # Python numbers, numpy save times, an initial array, defaults filled in
+    _bits(sim.simulate(MODEL, {"alpha": 0.6}, np.asarray(T), initial={"prey": 20}), _general(MODEL, {"alpha": 0.6}, np.asarray(T), initial={"prey": 20}))
+    _bits(sim.simulate(MODEL, None, T, initial=jnp.array([3.0, 4.0])), _general(MODEL, None, T, initial=jnp.array([3.0, 4.0])))
+    compiled = {id(p): p._cache_size() for p in _simulate._PROGRAMS.values()}
+    # the same model and solver again: the remembered layout of the arguments
+    for i in range(2):
+        p = {**params, "alpha": params["alpha"] * (1.0 + 0.1 * i)}
+        _bits(sim.simulate(MODEL, p, T, initial=initial, solver=solver), _general(MODEL, p, T, initial=initial, solver=solver))
+    for i in range(3):
+        p = {**params, "alpha": params["alpha"] * (1.0 + 0.1 * i)}
+        s = OdeSolver(rtol=1e-7 * (i + 1), atol=1e-9 / (i + 1))
+        t = T * (1.0 + 0.1 * i)
+        _bits(sim.simulate(MODEL, p, t, initial=initial, solver=s), _general(MODEL, p, t, initial=initial, solver=s))
+    assert {id(p): p._cache_size() for p in _simulate._PROGRAMS.values()} == compiled
+
+
+def test_call_from_python_raises_the_errors_of_the_general_path():
+    model = sim.get_model("robertson")
+    solver = OdeSolver(method="tsit5", max_steps=20)
+    with pytest.raises(eqx.EquinoxRuntimeError, match="maximum number of solver steps"):
+        sim.simulate(model, None, jnp.array([0.0, 40.0]), solver=solver)
+    with pytest.raises(TypeError, match="needs an OdeSolver"):
+        sim.simulate(MODEL, None, T, solver=SdeSolver(dt=0.1))
+
+
+def test_transformed_calls_take_the_general_path():
+    from sim import _simulate
+
+    params = MODEL.default_params()
+    before = len(_simulate._PROGRAMS)
+    jax.jit(lambda: sim.simulate(MODEL, params, T))()
+    jax.grad(lambda a: sim.simulate(MODEL, {**params, "alpha": a}, T).observables["prey"][-1])(0.5)
+    jax.vmap(lambda a: sim.simulate(MODEL, {**params, "alpha": a}, T))(jnp.array([0.4, 0.5]))
+    assert len(_simulate._PROGRAMS) == before
