@@ -6,12 +6,23 @@ import abc
 from typing import Any, ClassVar
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, PyTree
 
 from ._types import Scalar, State
 
 CONSTRAINTS = ("real", "positive", "nonnegative", "unit_interval")
+
+
+def float_array(value) -> Array:
+    """`jnp.asarray(value, dtype=float)`; a value on the host (a number, a numpy array)
+    is converted by numpy and put on the device, which compiles no conversion program
+    (a fresh process would trace, lower and load one per shape: milliseconds each)."""
+    if isinstance(value, jax.Array):
+        return jnp.asarray(value, dtype=float)
+    return jax.device_put(np.asarray(value, dtype=jax.dtypes.canonicalize_dtype(float)))
 
 
 class Parameter(eqx.Module):
@@ -45,16 +56,16 @@ class Parameter(eqx.Module):
 
     def violation(self, value) -> str | None:
         """Return why a concrete `value` breaks the constraint, or None if it holds."""
-        v = jnp.asarray(value)
-        if not bool(jnp.all(jnp.isfinite(v))):
+        v = np.asarray(value)  # (numpy: a concrete value needs no compiled program)
+        if not bool(np.all(np.isfinite(v))):
             return "a finite number"
-        if self.constraint == "positive" and not bool(jnp.all(v > 0)):
+        if self.constraint == "positive" and not bool(np.all(v > 0)):
             return "a positive number"
-        if self.constraint == "nonnegative" and not bool(jnp.all(v >= 0)):
+        if self.constraint == "nonnegative" and not bool(np.all(v >= 0)):
             return "a number >= 0"
-        if self.constraint == "unit_interval" and not bool(jnp.all((v >= 0) & (v <= 1))):
+        if self.constraint == "unit_interval" and not bool(np.all((v >= 0) & (v <= 1))):
             return "a number in [0, 1]"
-        if self.bounds is not None and not bool(jnp.all((v >= self.bounds[0]) & (v <= self.bounds[1]))):
+        if self.bounds is not None and not bool(np.all((v >= self.bounds[0]) & (v <= self.bounds[1]))):
             return f"a number in its bounds [{self.bounds[0]:g}, {self.bounds[1]:g}]"
         return None
 
@@ -79,7 +90,7 @@ class Model(eqx.Module):
 
     def default_params(self) -> dict[str, Array]:
         """Default parameter values as a dict of float arrays (a pytree)."""
-        return {p.name: jnp.asarray(p.default, dtype=float) for p in self.parameters}
+        return {p.name: float_array(p.default) for p in self.parameters}
 
     def parameter(self, name: str) -> Parameter:
         """The declaration of parameter `name`; KeyError if the model has none."""
@@ -122,7 +133,11 @@ class NamedStateModel(Model):
             values.update(initial)
         if not self.state_names:  # (a model whose every quantity is assigned: no state)
             return jnp.zeros((0,), dtype=float)
-        return jnp.stack([jnp.asarray(values[n], dtype=float) for n in self.state_names])
+        given = [values[n] for n in self.state_names]
+        if any(isinstance(v, jax.core.Tracer) for v in given):
+            return jnp.stack([jnp.asarray(v, dtype=float) for v in given])
+        # (concrete values stacked by numpy: no compiled program)
+        return float_array(np.stack([np.asarray(v, dtype=jax.dtypes.canonicalize_dtype(float)) for v in given]))
 
     def default_initial(self, params: PyTree | None = None) -> dict[str, Array]:
         """Default initial values, one scalar array per state component (for these
@@ -130,7 +145,7 @@ class NamedStateModel(Model):
         if params is not None and self.parameter_dependent_initial:
             y0 = self.initial_state(None, params)
             return {n: y0[i] for i, n in enumerate(self.state_names)}
-        return {n: jnp.asarray(v, dtype=float) for n, v in self.initial_defaults.items()}
+        return {n: float_array(v) for n, v in self.initial_defaults.items()}
 
     def extra_observables(self, t: Scalar, y: State, params: PyTree) -> dict[str, Array]:
         """Derived observables beyond the state components (none by default)."""

@@ -15,6 +15,7 @@ import numpy as np
 
 from physics import ode
 from physics.ode import OdeModel
+from physics._base import float_array
 from solvers import (
     ADJOINTS,
     OdeEvent,
@@ -164,7 +165,7 @@ def _setup(model: OdeModel, config: Config) -> Setup:
         model=model,
         params=params,
         initial=initial,
-        t=jnp.asarray(save_times(config)),
+        t=float_array(save_times(config)),
         solver=solver,
         resolved={"params": params, "initial": initial, "solver": solver_section},
     )

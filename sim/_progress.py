@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-from rich.progress import Progress as _RichProgress
+if TYPE_CHECKING:
+    from rich.progress import Progress as _RichProgress
 
 
 class Progress:
@@ -23,6 +23,11 @@ class Progress:
 
     def __enter__(self) -> Progress:
         if self.enabled:
+            # (rich is imported only when a bar is shown)
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+            from rich.progress import Progress as _RichProgress
+
             self._bar = _RichProgress(
                 TextColumn("{task.description}"),
                 BarColumn(),

@@ -16,6 +16,7 @@ import numpy as np
 
 from physics.ode import SbmlError, sbml_model
 from physics import Model, NamedStateModel
+from physics._base import float_array
 from solvers import did_you_mean
 
 from ._config import Config
@@ -176,7 +177,7 @@ def resolve_params(config: Config, model: Model) -> dict[str, jax.Array]:
         problem = declared.violation(v)
         if problem is not None:
             raise config.error(f"params.{key}", f"expected {problem} ({declared.doc}), got {value!r}")
-        params[key] = jnp.asarray(v, dtype=float)
+        params[key] = float_array(v)
     return params
 
 
@@ -191,7 +192,7 @@ def named_initial(config: Config, model: NamedStateModel) -> dict[str, jax.Array
                 f"initial.{key}",
                 f"model {model.name!r} has no state component {key!r} (state: {', '.join(model.state_names)}).{did_you_mean(key, model.state_names)}",
             )
-        initial[key] = jnp.asarray(number(config, f"initial.{key}", value), dtype=float)
+        initial[key] = float_array(number(config, f"initial.{key}", value))
     return initial
 
 
@@ -384,7 +385,8 @@ class LoopEngine:
         count = n + 1 if k == 0 else n  # frame 0 comes with the first chunk
         if not 1 <= n <= self.chunk:
             raise ValueError(f"a chunk of {n} frames; this engine takes 1 to {self.chunk}")
-        state, saved, code = _loop_advance(self.problem, state, jnp.asarray(count, jnp.int32), self.chunk + 1)
+        # (a numpy scalar: an argument like an int32 array, with no conversion to compile)
+        state, saved, code = _loop_advance(self.problem, state, np.int32(count), self.chunk + 1)
         code = int(code)
         if code != 0:
             raise SimulationError(self.failure(code))

@@ -15,6 +15,7 @@ import pydantic
 
 from physics import sde
 from physics.sde import SdeModel
+from physics._base import float_array
 from solvers import SdeEnsemble, SdeLoop, SdeLoopState, SdeSolver, did_you_mean, result_message
 
 from ._config import Config, SEED_MAX
@@ -133,7 +134,7 @@ def _setup(model: SdeModel, config: Config) -> Setup:
         model=model,
         params=params,
         initial=initial,
-        t=jnp.asarray(save_times(config)),
+        t=float_array(save_times(config)),
         solver=ensemble,
         key=jax.random.key(section.seed),
         resolved={"params": params, "initial": initial, "solver": solver_section, "ensemble": section.model_dump()},

@@ -18,8 +18,6 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from ._config import load_config
 from ._errors import InputError, SimError
@@ -56,9 +54,31 @@ def _options(
         _cache.disable()
 
 
+class _Console:
+    """A rich Console made when first used: rich is imported by the commands that print
+    with it, not by every command."""
+
+    def __init__(self, **options):
+        self._options = options
+        self._console = None
+
+    def __getattr__(self, name: str):
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(**self._options)
+        return getattr(self._console, name)
+
+
+def Table(*columns: str, **options):  # noqa: N802 - rich's Table, imported when a table is drawn
+    from rich.table import Table as _Table
+
+    return _Table(*columns, **options)
+
+
 # Tables keep their columns whole even when output is piped (no terminal width).
-out = Console(width=max(120, shutil.get_terminal_size().columns))
-err = Console(stderr=True)
+out = _Console(width=max(120, shutil.get_terminal_size().columns))
+err = _Console(stderr=True)
 
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress or summary output.")]
 Sets = Annotated[

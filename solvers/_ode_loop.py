@@ -297,9 +297,11 @@ class OdeLoop(eqx.Module):
 
         # As diffeqsolve: a made_jump that the controller never sets stays the static
         # False, so that FSAL solvers reuse their last stage without a select.
+        # (whether the controller sets it depends on the controller, not on the step: the
+        # state stands in for the step's new value and error, which have its structure,
+        # so that the step is not traced once more for this)
         def adapted_jump(st):
-            y, y_error, _, _, _ = solver.step(terms, st.tprev, st.tnext, st.y, args, st.solver_state, False)
-            return controller.adapt_step_size(st.tprev, st.tnext, st.y, y, args, y_error, error_order, st.controller_state)[3]
+            return controller.adapt_step_size(st.tprev, st.tnext, st.y, st.y, args, st.y, error_order, st.controller_state)[3]
 
         static_jump = isinstance(eqx.filter_eval_shape(adapted_jump, state), bool)
 
