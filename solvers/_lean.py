@@ -46,6 +46,9 @@ this is the derivative of the discrete solution with its steps held fixed, the
 derivative diffrax's own autodiff gives (it stops gradients through the step size).
 `lean_predict` is the solve as a function of (y0, theta) whose derivatives (for
 `jax.grad`, `jax.jacfwd`, `jax.jvp`) are those sensitivities, computed in one solve.
+`lean_solve_differentiable` is the solve with a reverse mode for many parameters (a
+neural network's): the accepted steps are recorded and walked back one step's
+vector-Jacobian product at a time.
 """
 
 from __future__ import annotations
@@ -56,6 +59,7 @@ from functools import partial
 from typing import Any, NamedTuple
 
 import diffrax
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 from jax.custom_derivatives import SymbolicZero
@@ -162,6 +166,19 @@ def _dense(tableau: _Tableau, z0: Array, z1: Array, ks: list[Array]):
     return evaluate
 
 
+def _stages(tableau: _Tableau, rhs, t, tnext, z, fz):
+    """One step of the pair from t to tnext, given fz = rhs(t, z): (z1, the stage
+    increments k_j = h f_j, f at z1)."""
+    h = tnext - t
+    ks = [fz * h]
+    fs, zi = fz, z
+    for row, c in zip(tableau.a, tableau.c):
+        zi = _combine(z, row, ks)
+        fs = rhs(tnext if c == 1 else t + c * h, zi)
+        ks.append(fs * h)
+    return zi, ks, fs
+
+
 def _integrate(
     rhs: Callable[[Array, Array], Array],
     ts: Array,
@@ -171,12 +188,16 @@ def _integrate(
     rtol,
     atol,
     max_steps: int,
-) -> tuple[Array, Array, Array, Array]:
+    record: bool = False,
+) -> tuple:
     """The loop: integrate dz/dt = rhs(t, z) for a flat z [m], the step controlled by
     the local error of z[:n_error] alone, saving z at every entry of ts.
 
     Returns (saved [T, m], num_steps, num_accepted, result code); after a failure the
-    save times not reached are NaN.
+    save times not reached are NaN. With `record`, also the accepted steps for a
+    reverse pass: (their starts [max_steps], ends [max_steps], states at their starts
+    [max_steps, m], and for each save time the accepted step that filled it [T], -1
+    for ts[0]).
     """
     if method not in _TABLEAUS:
         raise ValueError(f"lean solver method must be one of {', '.join(LEAN_METHODS)}, got {method!r}")
@@ -197,21 +218,10 @@ def _integrate(
     controlled = n_error == z0.size
     int32 = jnp.int32
 
-    def step(t, tnext, z, fz):
-        """One step of the pair from t to tnext: (z1, stage increments k, f at z1, error)."""
-        h = tnext - t
-        ks = [fz * h]
-        fs, zi = fz, z
-        for row, c in zip(tableau.a, tableau.c):
-            zi = _combine(z, row, ks)
-            fs = rhs(tnext if c == 1 else t + c * h, zi)
-            ks.append(fs * h)
-        error = _combine(None, tableau.b_error, ks if controlled else [k[:n_error] for k in ks])
-        return zi, ks, fs, error
-
     def body(carry):
-        t, tnext, z, fz, saved, idx, steps, accepted, result = carry
-        z1, ks, f1, error = step(t, tnext, z, fz)
+        t, tnext, z, fz, saved, idx, steps, accepted, result, log = carry
+        z1, ks, f1 = _stages(tableau, rhs, t, tnext, z, fz)
+        error = _combine(None, tableau.b_error, ks if controlled else [k[:n_error] for k in ks])
         y, y1 = (z, z1) if controlled else (z[:n_error], z1[:n_error])
         error = jnp.where(jnp.isnan(error), jnp.inf, error)
         y1_scale = jnp.where(jnp.any(jnp.isnan(y1)), y, y1)
@@ -233,6 +243,7 @@ def _integrate(
             stuck, jnp.where(jnp.isfinite(scaled), int(Result.step_size_too_small), int(Result.nonfinite_state)), result
         ).astype(int32)
         evaluate = _dense(tableau, z, z1, ks)
+        first = idx
         if masked:
             hit = keep & (index >= idx) & (ts <= tnext)
             saved = jnp.where(hit[:, None], evaluate(linear_rescale(t, ts, tnext)), saved)
@@ -247,9 +258,15 @@ def _integrate(
                 return buffer.at[i].set(evaluate(linear_rescale(t, ts[i], tnext))), i + 1
 
             saved, idx = jax.lax.while_loop(pending, save_one, (saved, idx))
+        if record:
+            # (written at the index of the next accepted step: a rejected step's entry
+            # is overwritten by the step that follows it)
+            starts, ends, states, save_step = log
+            filled = (index >= first) & (index < idx)
+            log = (starts.at[accepted].set(t), ends.at[accepted].set(tnext), states.at[accepted].set(z), jnp.where(filled, accepted, save_step))
         z = jnp.where(keep, z1, z)
         fz = jnp.where(keep, f1, fz)
-        return new_t, new_next, z, fz, saved, idx, steps + 1, accepted + keep.astype(int32), result
+        return new_t, new_next, z, fz, saved, idx, steps + 1, accepted + keep.astype(int32), result, log
 
     def running(carry):
         t, steps, result = carry[0], carry[6], carry[8]
@@ -259,9 +276,14 @@ def _integrate(
     tnext = jnp.minimum(t0 + FIRST_STEP, t1)
     fz = jnp.asarray(rhs(t0, z0), dtype)
     zero = jnp.zeros((), int32)
-    carry = (t0, tnext, z0, fz, saved, jnp.ones((), int32), zero, zero, zero)
-    t, _, _, _, saved, _, steps, accepted, result = jax.lax.while_loop(running, body, carry)
+    log = ()
+    if record:
+        log = (jnp.zeros(max_steps, dtype), jnp.zeros(max_steps, dtype), jnp.zeros((max_steps, z0.size), dtype), jnp.full(n_saves, -1, int32))
+    carry = (t0, tnext, z0, fz, saved, jnp.ones((), int32), zero, zero, zero, log)
+    t, _, _, _, saved, _, steps, accepted, result, log = jax.lax.while_loop(running, body, carry)
     result = jnp.where((result == int(Result.successful)) & (t < t1), int(Result.max_steps_reached), result).astype(int32)
+    if record:
+        return saved, steps, accepted, result, log
     return saved, steps, accepted, result
 
 
@@ -421,3 +443,86 @@ def _predict_jvp(vector_field, method, max_steps, primals, tangents):
 
 
 _predict.defjvp(_predict_jvp, symbolic_zeros=True)
+
+
+# ----------------------------------------------------------------------------- reverse mode
+
+def lean_solve_differentiable(
+    vector_field: Callable[[Any, Array, Any], Array],
+    ts: Float[Array, " T"],
+    y0: Float[Array, " n"],
+    args: Any = None,
+    *,
+    method: str = "tsit5",
+    rtol: float | Array = 1e-6,
+    atol: float | Array = 1e-8,
+    max_steps: int = 4096,
+) -> tuple[Float[Array, "T n"], Int[Array, ""], Int[Array, ""], Int[Array, ""]]:
+    """`lean_solve`, differentiable in reverse mode (`jax.grad`, `jax.vjp`) with respect
+    to y0, args, the save times and whatever arrays the vector field closes over.
+
+    The derivative is that of the discrete solution with its steps held fixed, as
+    backpropagation through diffrax's steps gives it: the solve records its accepted
+    steps (start, end, state; at most `max_steps`, so memory grows as max_steps times
+    the state's size), and the backward pass walks them from the last to the first,
+    taking the vector-Jacobian product of one step (its stages and the dense output at
+    the save times it filled) at a time. A step's start moves with ts[0] and the step
+    that ends on ts[-1] ends with it. Forward mode (`jax.jvp`) is not defined here (as
+    for diffrax's checkpointed adjoint): `lean_predict` gives it.
+
+    Returns:
+        As `lean_solve`.
+    """
+    y0 = jnp.asarray(y0)
+    ts = jnp.asarray(ts, jnp.result_type(y0, ts, float))
+    field = eqx.filter_closure_convert(vector_field, ts[0], y0, args)
+    return _reverse((y0, field, args, ts), rtol, atol, method=method, max_steps=max_steps)
+
+
+@eqx.filter_custom_vjp
+def _reverse(vjp_arg, rtol, atol, *, method, max_steps):
+    y0, field, args, ts = vjp_arg
+    return _integrate(lambda t, z: field(t, z, args), ts, y0, y0.size, method, rtol, atol, max_steps)
+
+
+@_reverse.def_fwd
+def _reverse_fwd(perturbed, vjp_arg, rtol, atol, *, method, max_steps):
+    y0, field, args, ts = vjp_arg
+    saved, steps, accepted, result, log = _integrate(lambda t, z: field(t, z, args), ts, y0, y0.size, method, rtol, atol, max_steps, record=True)
+    return (saved, steps, accepted, result), (accepted, log)
+
+
+@_reverse.def_bwd
+def _reverse_bwd(residuals, grad_obj, perturbed, vjp_arg, rtol, atol, *, method, max_steps):
+    accepted, (starts, ends, states, save_step) = residuals
+    g = grad_obj[0]
+    y0, field, args, ts = vjp_arg
+    if g is None:
+        return jax.tree.map(lambda leaf: None, vjp_arg)
+    tableau = _TABLEAUS[method]
+    diff, static = eqx.partition((field, args, ts), eqx.is_inexact_array)
+    t0_fixed, t1_fixed = ts[0], ts[-1]
+
+    def step(z, d, k):
+        """Step k as a function of its start state and of (field, args, ts): the state at
+        its end and the dense output at every save time (only those it filled count)."""
+        f, a, times = eqx.combine(d, static)
+        # (the step's start moves with ts[0]; the step that ends on ts[-1], with ts[-1])
+        t = starts[k] - t0_fixed + times[0]
+        tnext = jnp.where(ends[k] == t1_fixed, times[-1], ends[k] - t0_fixed + times[0])
+        rhs = lambda tt, zz: f(tt, zz, a)  # noqa: E731
+        z1, ks, _ = _stages(tableau, rhs, t, tnext, z, rhs(t, z))
+        return z1, _dense(tableau, z, z1, ks)(linear_rescale(t, times, tnext))
+
+    def body(carry):
+        k, a, total = carry
+        _, vjp = jax.vjp(lambda z, d: step(z, d, k), states[k], diff)
+        dz, dd = vjp((a, jnp.where((save_step == k)[:, None], g, 0.0)))
+        return k - 1, dz, jax.tree.map(jnp.add, total, dd)
+
+    zero = jax.tree.map(jnp.zeros_like, diff)
+    _, a, total = jax.lax.while_loop(lambda c: c[0] >= 0, body, (accepted - 1, jnp.zeros_like(y0), zero))
+    # (ts[0] saves y0 itself)
+    a = a + jnp.where(save_step[0] < 0, g[0], 0.0)
+    d_field, d_args, d_ts = total
+    return a, d_field, d_args, d_ts

@@ -10,10 +10,11 @@ import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optimistix as optx
 from jaxtyping import Array, Float, Int, PyTree
 
-from ._lean import LEAN_METHODS, lean_solve_sensitivities
+from ._lean import LEAN_METHODS, lean_solve_differentiable, lean_solve_sensitivities
 from ._results import Result, from_diffrax, result_message
 from ._types import Times
 
@@ -50,6 +51,11 @@ _METHODS = {**EXPLICIT_METHODS, **IMPLICIT_METHODS, **IMEX_METHODS}
 ONE_FIELD_METHODS = (*EXPLICIT_METHODS, *IMPLICIT_METHODS)
 """The methods of a right-hand side in one piece (IMEX methods take it in two)."""
 ADJOINTS = ("recursive_checkpoint", "backsolve", "forward", "direct")
+# The lean core takes a solve when its reverse pass would record at most this many
+# numbers (max_steps x state size: 32 MiB), and its dense output at every save time per
+# step at most this many.
+_LEAN_RECORD_LIMIT = 2**22
+_LEAN_SAVES_LIMIT = 2**16
 
 
 def make_adjoint(name: str, solver: diffrax.AbstractSolver) -> diffrax.AbstractAdjoint:
@@ -158,6 +164,36 @@ class OdeSolver(eqx.Module):
         step), which takes diffrax's steps without its per-step bookkeeping."""
         return self.method in LEAN_METHODS and self.adaptive and self.dt0 is None
 
+    def _lean_solve(self, vector_field, ts, y0, error_norm, observe, observe_at) -> bool:
+        """Whether `solve` goes through the lean core: a lean method, one flat state of a
+        size whose recorded steps stay small (the reverse pass keeps every accepted step),
+        the default error norm, states saved as they are, and an adjoint that
+        differentiates the discrete steps (the lean core's reverse mode gives the same
+        derivative; `backsolve` and `forward` stay with diffrax)."""
+        return (
+            self.lean
+            and self.adjoint in ("recursive_checkpoint", "direct")
+            and not isinstance(vector_field, tuple)
+            and error_norm is None
+            and observe is None
+            and observe_at is None
+            and isinstance(y0, (jax.Array, np.ndarray))
+            and jnp.ndim(y0) == 1
+            and jnp.issubdtype(jnp.result_type(y0), jnp.floating)
+            and self.max_steps * jnp.size(y0) <= _LEAN_RECORD_LIMIT
+            and jnp.shape(ts)[0] * jnp.size(y0) <= _LEAN_SAVES_LIMIT
+        )
+
+    def _failed(self, tree: PyTree, result: Array) -> PyTree:
+        """A lean solve's outputs after its `result`: raised at run time with `throw`,
+        else NaN where it failed (as diffrax's path reports failures)."""
+        if self.throw:
+            leaves, treedef = jax.tree.flatten(tree)
+            code = jax.lax.stop_gradient(result)  # (an integer: nothing to differentiate)
+            leaves[0] = eqx.branched_error_if(leaves[0], code != 0, code, [result_message(c) for c in Result])
+            return jax.tree.unflatten(treedef, leaves)
+        return _nan_where(result != 0, tree)
+
     def diffrax_solver(self) -> diffrax.AbstractSolver:
         """The diffrax solver of `method`."""
         return _METHODS[self.method]()
@@ -217,6 +253,11 @@ class OdeSolver(eqx.Module):
         Returns:
             An `OdeSolution` with `ys` of leading dimension T.
         """
+        if self._lean_solve(vector_field, ts, y0, error_norm, observe, observe_at):
+            ys, steps, accepted, result = lean_solve_differentiable(
+                vector_field, ts, y0, args, method=self.method, rtol=self.rtol, atol=self.atol, max_steps=self.max_steps
+            )
+            return OdeSolution(ys=self._failed(ys, result), num_steps=steps, num_accepted_steps=accepted, result=result)
         solver = self.diffrax_solver()
         fn = None if observe is None else (lambda t, y, args: observe(y))
         if observe_at is not None:
@@ -313,10 +354,7 @@ class OdeSolver(eqx.Module):
             ys, sens, steps, result = lean_solve_sensitivities(
                 vector_field, ts, y0, theta, sensitivities0, method=self.method, rtol=self.rtol, atol=self.atol, max_steps=self.max_steps
             )
-            if self.throw:
-                ys = eqx.branched_error_if(ys, result != 0, result, [result_message(code) for code in Result])
-            else:
-                ys, sens = _nan_where(result != 0, (ys, sens))
+            ys, sens = self._failed((ys, sens), result)
             return SensitivitySolution(ys=ys, sensitivities=sens, num_steps=steps, result=result)
         sol = self.solve(
             _sensitivity_field(vector_field), ts, (y0, sensitivities0), theta, error_norm=_state_norm

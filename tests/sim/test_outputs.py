@@ -59,13 +59,17 @@ def test_a_second_writer_is_refused_before_it_touches_anything(tmp_path, capsys)
     args = ["run", str(EXPERIMENTS / "lorenz.toml"), "-o", "out.h5", "--quiet", *LONG_RUN]
     out = tmp_path / "out.h5"
     first = start_writer(args, tmp_path, _stream.partial_path(out))
+    # (held still while the second writer tries, so that it is still writing then,
+    # however fast its run)
+    first.send_signal(signal.SIGSTOP)
     os.chdir(tmp_path)
     size = _stream.partial_path(out).stat().st_size
     for extra in ([], ["--resume"]):
         code, err = cli(args + extra, capsys)
         one_line_error(code, err, "out.h5", "another writer", f"process {first.pid}", "sim run")
         assert "delete" not in err
-    assert _stream.partial_path(out).stat().st_size >= size  # not truncated
+    assert _stream.partial_path(out).stat().st_size == size  # untouched
+    first.send_signal(signal.SIGCONT)
     assert first.wait(timeout=300) == 0, first.stderr.read()
     with h5py.File(out, "r") as f:  # the first writer's file is whole
         assert np.all(np.isfinite(f["observables/x"][()]))
