@@ -1,7 +1,22 @@
-"""Models: what evolves. Solver-agnostic; families ode, sde, pde and md."""
+"""Models: what evolves. Solver-agnostic; families ode, sde, pde and md.
 
-from . import ode as ode
-from . import md as md
-from . import pde as pde
-from . import sde as sde
+The families' packages are imported when first used (`physics.pde`, `from physics
+import md`), so that a program that runs one family does not import the others."""
+
+from __future__ import annotations
+
+import importlib
+
 from ._base import CONSTRAINTS as CONSTRAINTS, Model as Model, NamedStateModel as NamedStateModel, Parameter as Parameter
+
+_FAMILIES = ("ode", "md", "pde", "sde")
+
+
+def __getattr__(name: str):
+    if name not in _FAMILIES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return importlib.import_module(f".{name}", __name__)
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_FAMILIES})

@@ -36,11 +36,32 @@ from ._store import Record as Record, read as read  # noqa: E402
 from ._simulate import complete_params as complete_params, simulate as simulate  # noqa: E402
 from ._trajectory import Trajectory as Trajectory  # noqa: E402
 # The model families, one registration each (their models are registered with them), in
-# the order messages list the families and their keys.
+# the order messages list the families and their keys. The PDE, MD and SDE families are
+# declared here and their numerics imported by their first work (`sim._family.deferred`).
 from . import _ode as _ode  # noqa: E402,F401
-from . import _pde as _pde  # noqa: E402,F401
-from . import _md as _md  # noqa: E402,F401
-from . import _sde as _sde  # noqa: E402,F401
-from ._pde import SpectralStepper as SpectralStepper, spectral_stepper as spectral_stepper  # noqa: E402
-from ._sweep import SweepResult as SweepResult, sweep as sweep  # noqa: E402
+from . import _pde_family as _pde_family  # noqa: E402,F401
+from . import _md_family as _md_family  # noqa: E402,F401
+from . import _sde_family as _sde_family  # noqa: E402,F401
 from ._plot import plot as plot  # noqa: E402  (matplotlib is imported when a figure is drawn)
+
+# Imported when first used: sweeps, and the PDE family's stepper.
+_DEFERRED = {
+    "SpectralStepper": "._pde",
+    "spectral_stepper": "._pde",
+    "SweepResult": "._sweep",
+    "sweep": "._sweep",
+}
+
+
+def __getattr__(name: str):
+    import importlib
+
+    if name not in _DEFERRED:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_DEFERRED[name], __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_DEFERRED})

@@ -9,6 +9,7 @@ family without it cannot do. See docs/architecture.md ("Families") for the recip
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from physics import Model
@@ -182,6 +183,22 @@ class Family:
         """Whether a run file whose model is not registered (an H5MD file of another
         program) has this family's layout, so that `draw_run` can draw it."""
         return False
+
+
+def deferred(module: str, implementation: str, method: str):
+    """A method of a family's declaration that calls `method` of its implementation class
+    (`implementation` in `module`, a subclass of the declaration), importing the module
+    at the first call: a family's name, sections, keys and checks are known as soon as
+    `sim` is imported, its numerics (and their models and solvers) are imported by the
+    first work of that family."""
+
+    def call(self, *args, **kwargs):
+        return getattr(getattr(importlib.import_module(module), implementation), method)(self, *args, **kwargs)
+
+    call.__name__ = call.__qualname__ = method
+    call.__doc__ = f"`{implementation}.{method}` of `{module}`."
+    call.deferred_to = (module, implementation)
+    return call
 
 
 _FAMILIES: list[Family] = []

@@ -1,7 +1,9 @@
 """The MD family: particle models by name, the checks of a system before it runs, the
 `[system]` and `[solver]` sections of a config, the H5MD file a run writes, its blow-up
 limits, and how sweeps and fits size neighbour lists. The run itself, compiled chunks
-with neighbour lists that grow when they overflow, is `solvers.ParticleRun`."""
+with neighbour lists that grow when they overflow, is `solvers.ParticleRun`. The
+family's declaration (name, sections, keys, checks, models) is `sim._md_family`; this
+module, its numerics, is imported by the first MD work."""
 
 from __future__ import annotations
 
@@ -13,18 +15,15 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-import pydantic
 from jaxtyping import Array, PyTree
 
 from physics.md import (
     LATTICES,
     BeadSpring,
-    LennardJones,
     Morse,
     ParticleModel,
     SoftSphere,
     System,
-    Wca,
     chains,
     lattice,
     random_packing,
@@ -50,19 +49,16 @@ from solvers import (
     redo_overflowed,
 )
 
-from ._config import Config, Value, seed_problem
+from ._config import Config, seed_problem
 from ._errors import SimulationError
 from ._limits import memory_problem
-from ._registry import model_options, register_model
-from ._family import Family, register_family
+from ._md_family import MD, MdFamily
+from ._registry import model_options
 from ._run import RunPlan, Setup, number, resolve_params, resolved_toml
 from ._sweep_spec import sweep_section
 from ._stream import chunk_frames
 from ._store import Result, package_versions, write_root_attrs
 from ._trajectory import Trajectory
-
-for _cls in (LennardJones, Wca, Morse, SoftSphere, BeadSpring):
-    register_model(_cls)
 
 DEFAULT_DT = 0.005
 # Memory per particle at least: positions, velocities, forces and their copies, and a
@@ -875,19 +871,9 @@ def settle_overflows(s: Setup, values: dict, rerun) -> dict:
     return redo_overflowed(values, solver.capacity, s.initial.n, rerun)
 
 
-class MdFamily(Family):
-    name = "md"
-    model_base = ParticleModel
-    describes = "MD models"
-    sections = {"system": dict[str, Value]}
-    time_keys = {
-        "steps": (int | None, pydantic.Field(default=None, ge=1)),
-        "save_every": (int | None, pydantic.Field(default=None, ge=1)),
-    }
-    checks = {
-        "energy_drift": (0.1, "the largest |E(t) - E(0)| allowed (verlet and nose_hoover), as a fraction of the initial energy scale max(|E(0)|, K(0)); E is the total energy (the conserved energy of a Nose-Hoover chain), K the kinetic energy"),
-        "max_temperature_factor": (100.0, "the largest temperature allowed, as a multiple of the reference max(thermostat temperature, 2 max(|E(0)|, K(0)) / degrees of freedom), at least the initial temperature"),
-    }
+class MdMethods(MdFamily):
+    """The MD family's methods that need its numerics (`sim._md_family.MdFamily` calls
+    them)."""
 
     def simulate(self, model, params, t, initial, solver, key) -> Trajectory:
         return run_md(model, params, t, initial=initial, solver=solver, key=key)
@@ -898,19 +884,8 @@ class MdFamily(Family):
     def setup(self, model, config: Config) -> Setup:
         return _setup(model, config)
 
-    def draw_run(self, source):
-        from ._plot_run import md
-
-        return md(source)
-
-    def recognises(self, record) -> bool:
-        return "h5md" in record or "particles" in record
-
     def plan(self, model, config: Config) -> RunPlan:
         return _plan(model, config)
-
-    static_runs = True
-    no_free_initial = "MD runs have no initial values to fit; they start from [system]"
 
     def fit_solver(self, s: Setup):
         # The list cannot grow inside a compiled fit (an overflow makes the run NaN, never wrong).
@@ -930,6 +905,3 @@ class MdFamily(Family):
 
     def sweep_problem(self, s: Setup, params: dict, initial, key):
         return sweep_problem(s, params, key)
-
-
-MD = register_family(MdFamily())

@@ -35,7 +35,7 @@ from solvers._ode import IMPLICIT_METHODS, ONE_FIELD_METHODS
 from ._config import Config
 from ._family import Family, register_family
 from ._limits import WORK_ARRAYS, memory_problem
-from ._registry import register_model
+from ._registry import register_model, register_models_of
 from ._result import RunSink
 from ._run import (
     LoopEngine,
@@ -61,8 +61,6 @@ MODELS = (
     ode.DampedPendulum,
     ode.FitzHughNagumo,
     ode.Robertson,
-    ode.NeuralOde,
-    ode.HybridLotkaVolterra,
 )
 
 # Explicit adaptive ODE sweeps run in the batched loop of `solvers.solve_batch` (False:
@@ -364,4 +362,6 @@ class OdeFamily(Family):
 
 for _cls in MODELS:
     register_model(_cls)
+# (the neural models, with equinox's layers, are imported when one is asked for)
+register_models_of("physics.ode", {"neural_ode": "NeuralOde", "hybrid_lotka_volterra": "HybridLotkaVolterra"})
 ODE = register_family(OdeFamily())

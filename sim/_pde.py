@@ -10,6 +10,9 @@ with /grid).
 
 `initial` for a PDE is None (the model's default field), a kind name (`"gaussian"`), a
 dict of arrays per field name, or an array [*points] (one field) or [C, *points].
+
+The family's declaration (name, sections, checks, models) is `sim._pde_family`; this
+module, its numerics, is imported by the first PDE work.
 """
 
 from __future__ import annotations
@@ -42,11 +45,9 @@ from solvers import (
     result_message,
 )
 
-from ._config import Config, Value
+from ._config import Config
 from ._errors import DataError, SimulationError
-from ._family import Family, register_family
 from ._limits import WORK_ARRAYS, memory_problem
-from ._registry import register_model
 from ._result import RunSink
 from ._run import (
     LoopEngine,
@@ -59,6 +60,7 @@ from ._run import (
     save_times,
     sink_result,
 )
+from ._pde_family import PDE, PdeFamily
 from ._simulate import complete_params
 from ._store import DAMAGED_FILE_ERRORS, error_reason, numeric_dataset
 from ._trajectory import Trajectory
@@ -75,8 +77,6 @@ MODELS = (
     pde.HeatFd,
     pde.FisherKpp,
 )
-for _cls in MODELS:
-    register_model(_cls)
 
 
 def initial_field(model: PdeModel, initial: Any, params: PyTree | None = None) -> Array:
@@ -674,18 +674,9 @@ def _check_points(config: Config, where: str, points: Any) -> None:
             raise config.error(where, problem)
 
 
-class PdeFamily(Family):
-    """Fields on a grid: periodic spectral models (`SpectralPdeModel`, ETDRK) and
-    finite-difference models on bounded domains (`GridPdeModel`, method of lines)."""
-
-    name = "pde"
-    model_base = PdeModel
-    describes = "PDE models"
-    sections = {"grid": dict[str, Value]}
-    checks = {
-        "max_growth": (1000.0, "the largest root-mean-square of the fields (all of them, over the grid) allowed, as a multiple of max(its initial value, growth_floor)"),
-        "growth_floor": (1.0, "the floor of that reference, so that a field starting at or near zero may grow to max_growth * growth_floor (in the field's units)"),
-    }
+class PdeMethods(PdeFamily):
+    """The PDE family's methods that need its numerics (`sim._pde_family.PdeFamily`
+    calls them)."""
 
     def model_options(self, config: Config) -> dict[str, tuple[str, Any]]:
         # [grid] (points, domain, boundary, ...) holds options of the model.
@@ -728,20 +719,8 @@ class PdeFamily(Family):
             return _setup_spectral(model, config)
         return _setup_grid(model, config)
 
-    def draw_run(self, source):
-        from ._plot_run import pde
-
-        return pde(source)
-
-    def recognises(self, record) -> bool:
-        return "grid" in record
-
     def plan(self, model, config: Config) -> RunPlan:
         return _plan(model, config)
-
-    def observable_shapes(self, model) -> dict[str, tuple[int, ...]]:
-        grid = tuple(int(n) for n in model.points)
-        return {name: grid if name in model.field_names else () for name in model.observable_names}
 
     def sweep_setup(self, config: Config, s: Setup) -> Setup:
         if isinstance(s.solver, MethodOfLines):  # failures flagged per run, not raised
@@ -758,6 +737,3 @@ class PdeFamily(Family):
             coefficients = _spectral_coefficients(model, params, s.solver, t)
             return SpectralProblem(model=model, params=params, solver=s.solver, u0=u0, coefficients=coefficients)
         return FdProblem(model=model, params=params, solver=s.solver, ts=t, u0=u0)
-
-
-PDE = register_family(PdeFamily())

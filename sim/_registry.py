@@ -5,6 +5,7 @@ those registered from Python) come first; installed plugins (entry-point group
 from __future__ import annotations
 
 import dataclasses
+import importlib
 
 from physics import Model
 from solvers import did_you_mean
@@ -13,24 +14,50 @@ from ._sources import plugin_class, plugin_entry_points
 
 # Filled by the family modules (each registers its built-in models) and by users.
 _MODELS: dict[str, type[Model]] = {}
+# Built-in models registered by name before their module is imported: name -> (module,
+# class name).
+_DEFERRED: dict[str, tuple[str, str]] = {}
 
 
 def register_model(cls: type[Model]) -> type[Model]:
     """Make a model class available by its `name` to `get_model` and configs."""
+    if cls.name in _DEFERRED:
+        _load(cls.name)
     if cls.name in _MODELS and _MODELS[cls.name] is not cls:
         raise ValueError(f"a model named {cls.name!r} is already registered")
     _MODELS[cls.name] = cls
     return cls
 
 
+def register_models_of(module: str, classes: dict[str, str]) -> None:
+    """Register built-in models by name without importing them: `classes` maps each
+    registry name to the name of its class in `module`, imported when one of them is
+    first asked for (`model_class`), so that a run of one model does not import every
+    model of every family."""
+    for name, attribute in classes.items():
+        if name in _MODELS or name in _DEFERRED:
+            raise ValueError(f"a model named {name!r} is already registered")
+        _DEFERRED[name] = (module, attribute)
+
+
+def _load(name: str) -> type[Model]:
+    module, attribute = _DEFERRED[name]
+    cls = getattr(importlib.import_module(module), attribute)
+    if cls.name != name:
+        raise ValueError(f"{module}.{attribute} is registered as {name!r} but calls itself {cls.name!r}")
+    del _DEFERRED[name]
+    _MODELS[name] = cls
+    return cls
+
+
 def model_names() -> list[str]:
     """Registered and installed (plugin) model names, sorted."""
-    return sorted(set(_MODELS) | set(plugin_entry_points()))
+    return sorted(set(_MODELS) | set(_DEFERRED) | set(plugin_entry_points()))
 
 
 def is_plugin(name: str) -> bool:
     """Whether `name` is an installed plugin's model (and not a registered one)."""
-    return name not in _MODELS and name in plugin_entry_points()
+    return name not in _MODELS and name not in _DEFERRED and name in plugin_entry_points()
 
 
 def model_class(name: str) -> type[Model]:
@@ -42,6 +69,8 @@ def model_class(name: str) -> type[Model]:
     """
     if name in _MODELS:
         return _MODELS[name]
+    if name in _DEFERRED:
+        return _load(name)
     if name in plugin_entry_points():
         return plugin_class(name)
     raise ValueError(f"unknown model {name!r}; `sim models` lists them.{did_you_mean(name, model_names())}")

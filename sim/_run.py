@@ -14,7 +14,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from physics.ode import SbmlError, sbml_model
 from physics import Model, NamedStateModel
 from physics._base import float_array
 from solvers import did_you_mean
@@ -68,6 +67,8 @@ def _sbml_model(config: Config) -> Model:
         raise config.error(f"model.{key}", "is not a key of an SBML model's [model] (keys: name, sbml)")
     if not isinstance(source, str) or not source:
         raise config.error("model.sbml", f"expected an SBML file like \"model.xml\", got {source!r}")
+    from physics.ode import SbmlError, sbml_model  # (the SBML importer: for SBML configs only)
+
     try:
         return sbml_model(config.resolve_path(source))
     except SbmlError as e:

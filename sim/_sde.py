@@ -1,7 +1,9 @@
 """The SDE family: Ito equations dy = f dt + g dW (`physics.sde.SdeModel`), ensembles of
 paths solved by `solvers.SdeLoop`; configs are those of ODE models plus `[solver] dt`
 (the largest step) and `[ensemble] paths, seed`; a run writes each observable as
-`/observables/<name>` [T, paths] ([T] for one path)."""
+`/observables/<name>` [T, paths] ([T] for one path). The family's declaration (name,
+section, models) is `sim._sde_family`; this module, its numerics, is imported by the
+first SDE work."""
 
 from __future__ import annotations
 
@@ -11,16 +13,13 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-import pydantic
 
 from physics import sde
 from physics.sde import SdeModel
 from physics._base import float_array
 from solvers import SdeEnsemble, SdeLoop, SdeLoopState, SdeSolver, did_you_mean, result_message
 
-from ._config import Config, SEED_MAX
-from ._family import Family, register_family
-from ._registry import register_model
+from ._config import Config
 from ._result import RunSink
 from ._run import (
     LoopEngine,
@@ -35,20 +34,12 @@ from ._run import (
     save_times,
     sink_result,
 )
+from ._sde_family import SDE, EnsembleSection, SdeFamily
 from ._stream import RunPlan
 from ._trajectory import Trajectory
 
 MODELS = (sde.OrnsteinUhlenbeck, sde.GeometricBrownianMotion, sde.StochasticLotkaVolterra)
 _SOLVER_KEYS = ("method", "dt", "max_steps")
-
-
-class EnsembleSection(pydantic.BaseModel):
-    """`[ensemble]`: how many paths a run computes, and the seed of their Brownian motions
-    (path i of a run uses `fold_in(key(seed), i)`)."""
-
-    model_config = pydantic.ConfigDict(extra="forbid", strict=True)
-    paths: int = pydantic.Field(default=1, ge=1, le=10**7)
-    seed: int = pydantic.Field(default=0, ge=0, le=SEED_MAX)
 
 
 # ----------------------------------------------------------------------------- simulate
@@ -191,11 +182,9 @@ def _plan(model: SdeModel, config: Config) -> RunPlan:
     return RunPlan(engine=engine, sink=sink, config=sink.config, check=check_finite(config, ""), result=sink_result(sink), description=model.name)
 
 
-class SdeFamily(Family):
-    name = "sde"
-    model_base = SdeModel
-    describes = "SDE models"
-    sections = {"ensemble": EnsembleSection}
+class SdeMethods(SdeFamily):
+    """The SDE family's methods that need its numerics (`sim._sde_family.SdeFamily`
+    calls them)."""
 
     def simulate(self, model, params, t, initial, solver, key) -> Trajectory:
         return _simulate(model, params, t, initial, solver, key)
@@ -213,25 +202,9 @@ class SdeFamily(Family):
     def setup(self, model, config: Config) -> Setup:
         return _setup(model, config)
 
-    def sweep_values(self, value, save: str, label: str):
-        # An ensemble's trailing axis is its paths: a sweep figure shows their mean.
-        if value.ndim == (3 if save == "full" else 2):
-            return np.nanmean(value, axis=-1), f"{label} (mean of {value.shape[-1]} paths)"
-        return value, label
-
-    def draw_run(self, source):
-        from ._plot_run import ensemble
-
-        return ensemble(source)
-
     def plan(self, model, config: Config) -> RunPlan:
         return _plan(model, config)
 
     def sweep_problem(self, s, params: dict, initial, key):
         y0 = jnp.asarray(initial_vector(s.model, initial, params))
         return SdeProblem(model=s.model, params=params, ensemble=s.solver, ts=jnp.asarray(s.t), y0=y0, key=key)
-
-
-for _cls in MODELS:
-    register_model(_cls)
-SDE = register_family(SdeFamily())

@@ -81,8 +81,13 @@ GENERIC = ("sim/_simulate.py", "sim/_run.py", "sim/_stream.py", "sim/_unfinished
 
 def family_names() -> tuple[set[str], set[str]]:
     """The model classes of every registered family, and every key a family owns."""
-    import sim  # noqa: F401  (registers the families)
+    import sim  # (registers the families)
     from sim._family import families
+    from sim._registry import is_plugin
+
+    for name in sim.model_names():  # (built-in models are imported when first asked for)
+        if not is_plugin(name):
+            sim.model_class(name)
 
     classes, keys = set(), set()
     for family in families():
@@ -125,3 +130,42 @@ def test_tomllib_is_imported_for_every_supported_python():
             if isinstance(node, ast.Import) and any(a.name == "tomllib" for a in node.names) and id(node) not in guarded:
                 wrong.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert not wrong, wrong
+
+
+def test_a_family_is_declared_when_sim_is_imported_and_its_numerics_when_used():
+    # `import sim` (and the `sim` command) imports the ODE family and the declarations of
+    # the others; their numerics, models and solvers come with their first work.
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, sim; "
+        "print(sorted(m for m in ('sim._pde', 'sim._md', 'sim._sde', 'sim._sweep', 'physics.pde._transport', "
+        "'physics.md._potentials', 'physics.sde._models', 'solvers._spectral', 'solvers._particles', 'solvers._sde') "
+        "if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+def test_deferred_family_methods_and_models_are_defined():
+    import importlib
+
+    import sim
+    from sim._family import families
+    from sim._registry import _DEFERRED, is_plugin
+
+    for name, (module, attribute) in list(_DEFERRED.items()):
+        assert getattr(importlib.import_module(module), attribute).name == name
+    for name in sim.model_names():
+        if not is_plugin(name):
+            assert sim.model_class(name).name == name
+    deferred = 0
+    for family in families():
+        for method, value in vars(type(family)).items():
+            if hasattr(value, "deferred_to"):
+                module, implementation = value.deferred_to
+                cls = getattr(importlib.import_module(module), implementation)
+                assert issubclass(cls, type(family)) and method in vars(cls), (family.name, method)
+                deferred += 1
+    assert deferred >= 20

@@ -1,35 +1,94 @@
 """Molecular dynamics models: particles in free or periodic space with pair potentials,
 starting states and observables. Solver-agnostic: integrators and neighbour lists live
-in `solvers`, and `sim.simulate` pairs the two."""
+in `solvers`, and `sim.simulate` pairs the two.
 
-from ._initial import (
-    LATTICES as LATTICES,
-    chains as chains,
-    lattice as lattice,
-    maxwell_boltzmann as maxwell_boltzmann,
-    random_packing as random_packing,
-    read_h5md as read_h5md,
-    thermalize as thermalize,
-)
-from ._observables import (
-    block_average as block_average,
-    diffusion_coefficient as diffusion_coefficient,
-    green_kubo_diffusion as green_kubo_diffusion,
-    kinetic_energy as kinetic_energy,
-    mean_squared_displacement as mean_squared_displacement,
-    pressure as pressure,
-    radial_distribution as radial_distribution,
-    temperature as temperature,
-    velocity_autocorrelation as velocity_autocorrelation,
-)
-from ._potentials import (
-    BeadSpring as BeadSpring,
-    LennardJones as LennardJones,
-    Morse as Morse,
-    PairModel as PairModel,
-    SoftSphere as SoftSphere,
-    Wca as Wca,
-    harmonic_bond_energy as harmonic_bond_energy,
-)
-from ._space import Free as Free, Periodic as Periodic, Space as Space
-from .base import OBSERVABLES as OBSERVABLES, ParticleModel as ParticleModel, System as System
+Its names are loaded from their modules when first used, so that importing one
+model family (or the base class of this one) does not import every model."""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+# name -> (module, name in the module)
+_NAMES: dict[str, tuple[str, str]] = {
+    "LATTICES": ("._initial", "LATTICES"),
+    "chains": ("._initial", "chains"),
+    "lattice": ("._initial", "lattice"),
+    "maxwell_boltzmann": ("._initial", "maxwell_boltzmann"),
+    "random_packing": ("._initial", "random_packing"),
+    "read_h5md": ("._initial", "read_h5md"),
+    "thermalize": ("._initial", "thermalize"),
+    "block_average": ("._observables", "block_average"),
+    "diffusion_coefficient": ("._observables", "diffusion_coefficient"),
+    "green_kubo_diffusion": ("._observables", "green_kubo_diffusion"),
+    "kinetic_energy": ("._observables", "kinetic_energy"),
+    "mean_squared_displacement": ("._observables", "mean_squared_displacement"),
+    "pressure": ("._observables", "pressure"),
+    "radial_distribution": ("._observables", "radial_distribution"),
+    "temperature": ("._observables", "temperature"),
+    "velocity_autocorrelation": ("._observables", "velocity_autocorrelation"),
+    "BeadSpring": ("._potentials", "BeadSpring"),
+    "LennardJones": ("._potentials", "LennardJones"),
+    "Morse": ("._potentials", "Morse"),
+    "PairModel": ("._potentials", "PairModel"),
+    "SoftSphere": ("._potentials", "SoftSphere"),
+    "Wca": ("._potentials", "Wca"),
+    "harmonic_bond_energy": ("._potentials", "harmonic_bond_energy"),
+    "Free": ("._space", "Free"),
+    "Periodic": ("._space", "Periodic"),
+    "Space": ("._space", "Space"),
+    "OBSERVABLES": (".base", "OBSERVABLES"),
+    "ParticleModel": (".base", "ParticleModel"),
+    "System": (".base", "System"),
+}
+
+
+def __getattr__(name: str):
+    try:
+        module, attribute = _NAMES[name]
+    except KeyError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(module, __name__), attribute)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_NAMES})
+
+
+__all__ = sorted(_NAMES)
+
+if TYPE_CHECKING:
+    from ._initial import (
+        LATTICES as LATTICES,
+        chains as chains,
+        lattice as lattice,
+        maxwell_boltzmann as maxwell_boltzmann,
+        random_packing as random_packing,
+        read_h5md as read_h5md,
+        thermalize as thermalize,
+    )
+    from ._observables import (
+        block_average as block_average,
+        diffusion_coefficient as diffusion_coefficient,
+        green_kubo_diffusion as green_kubo_diffusion,
+        kinetic_energy as kinetic_energy,
+        mean_squared_displacement as mean_squared_displacement,
+        pressure as pressure,
+        radial_distribution as radial_distribution,
+        temperature as temperature,
+        velocity_autocorrelation as velocity_autocorrelation,
+    )
+    from ._potentials import (
+        BeadSpring as BeadSpring,
+        LennardJones as LennardJones,
+        Morse as Morse,
+        PairModel as PairModel,
+        SoftSphere as SoftSphere,
+        Wca as Wca,
+        harmonic_bond_energy as harmonic_bond_energy,
+    )
+    from ._space import Free as Free, Periodic as Periodic, Space as Space
+    from .base import OBSERVABLES as OBSERVABLES, ParticleModel as ParticleModel, System as System

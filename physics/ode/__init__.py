@@ -1,16 +1,65 @@
-"""ODE models: the abstract `OdeModel` family and its classic members."""
+"""ODE models: the abstract `OdeModel` family and its classic members.
 
-from ._classic import (
-    DampedPendulum as DampedPendulum,
-    FitzHughNagumo as FitzHughNagumo,
-    Lorenz as Lorenz,
-    LotkaVolterra as LotkaVolterra,
-    Robertson as Robertson,
-    Sir as Sir,
-    VanDerPol as VanDerPol,
-)
-from .base import OdeModel as OdeModel
-from ._neural import HybridLotkaVolterra as HybridLotkaVolterra, Mlp as Mlp, NeuralOde as NeuralOde
-from ._text import TextOdeModel as TextOdeModel, ode_model as ode_model
-from ._sbml import SbmlError as SbmlError, SbmlOdeModel as SbmlOdeModel, sbml_model as sbml_model
-from ._events import Event as Event, text_events as text_events, with_events as with_events
+Its names are loaded from their modules when first used, so that importing one
+model family (or the base class of this one) does not import every model."""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+# name -> (module, name in the module)
+_NAMES: dict[str, tuple[str, str]] = {
+    "DampedPendulum": ("._classic", "DampedPendulum"),
+    "FitzHughNagumo": ("._classic", "FitzHughNagumo"),
+    "Lorenz": ("._classic", "Lorenz"),
+    "LotkaVolterra": ("._classic", "LotkaVolterra"),
+    "Robertson": ("._classic", "Robertson"),
+    "Sir": ("._classic", "Sir"),
+    "VanDerPol": ("._classic", "VanDerPol"),
+    "OdeModel": (".base", "OdeModel"),
+    "HybridLotkaVolterra": ("._neural", "HybridLotkaVolterra"),
+    "Mlp": ("._neural", "Mlp"),
+    "NeuralOde": ("._neural", "NeuralOde"),
+    "TextOdeModel": ("._text", "TextOdeModel"),
+    "ode_model": ("._text", "ode_model"),
+    "SbmlError": ("._sbml", "SbmlError"),
+    "SbmlOdeModel": ("._sbml", "SbmlOdeModel"),
+    "sbml_model": ("._sbml", "sbml_model"),
+    "Event": ("._events", "Event"),
+    "text_events": ("._events", "text_events"),
+    "with_events": ("._events", "with_events"),
+}
+
+
+def __getattr__(name: str):
+    try:
+        module, attribute = _NAMES[name]
+    except KeyError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(module, __name__), attribute)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_NAMES})
+
+
+__all__ = sorted(_NAMES)
+
+if TYPE_CHECKING:
+    from ._classic import (
+        DampedPendulum as DampedPendulum,
+        FitzHughNagumo as FitzHughNagumo,
+        Lorenz as Lorenz,
+        LotkaVolterra as LotkaVolterra,
+        Robertson as Robertson,
+        Sir as Sir,
+        VanDerPol as VanDerPol,
+    )
+    from .base import OdeModel as OdeModel
+    from ._neural import HybridLotkaVolterra as HybridLotkaVolterra, Mlp as Mlp, NeuralOde as NeuralOde
+    from ._text import TextOdeModel as TextOdeModel, ode_model as ode_model
+    from ._sbml import SbmlError as SbmlError, SbmlOdeModel as SbmlOdeModel, sbml_model as sbml_model
+    from ._events import Event as Event, text_events as text_events, with_events as with_events
