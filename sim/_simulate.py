@@ -158,9 +158,13 @@ def _program(family: Family, params_tree, trees: tuple, statics: tuple):
         model, initial, key, solver = (
             jax.tree.unflatten(tree, [next(it) if s is _DYNAMIC else s for s in static]) for tree, static in zip(trees, statics)
         )
-        # (an output to wait for: every output of the program is ready, or carries its
-        # error, at the same time)
-        return family.simulate(model, params, t, initial, solver, key), jnp.zeros((), dtype=bool)
+        traj = family.simulate(model, params, t, initial, solver, key)
+        if isinstance(traj, Trajectory) and traj.time is t:
+            # The save times as they came in are handed back by the caller (`_compiled_call`):
+            # as an output of the program they are a copy that XLA runs beside the solve,
+            # which cost about 40 us a call (a quarter of a short solve).
+            traj = eqx.tree_at(lambda tr: tr.time, traj, None, is_leaf=lambda x: x is None)
+        return traj
 
     return jax.jit(_simulate_jit)
 
@@ -197,6 +201,13 @@ class _Call:
             args.append(key)
         args += self.solver_args
         return args
+
+
+def _one_output(traj: Trajectory):
+    """An array the program computed (not the save times it may hand back)."""
+    for leaf in jax.tree.leaves(traj.stats):
+        return leaf
+    return jax.tree.leaves(traj)
 
 
 def _layout(x):
@@ -241,12 +252,20 @@ def _compiled_call(model, params, t, initial, solver, key) -> Trajectory | None:
         program, args = found
     _CALLBACK_LOG.addFilter(_QUIET)
     try:
-        traj, done = program(*args)
-        done.block_until_ready()  # run-time checks raise here, as in eqx.filter_jit's call
+        traj = program(*args)
+        # Run-time checks raise here, as in eqx.filter_jit's call: every output of the
+        # program is ready, or carries its error, at the same time. (An output made for
+        # the purpose, as eqx.filter_jit makes, is a constant XLA writes beside the solve:
+        # about 40 us a call.)
+        jax.block_until_ready(_one_output(traj))
     except Exception:
         return None
     finally:
         _CALLBACK_LOG.removeFilter(_QUIET)
+    if traj.time is None:  # (the save times, which the program did not copy: see `_program`)
+        # `traj` is the program's new output, which no one else holds: its field is set
+        # in place (eqx.tree_at would take longer than the copy it saves).
+        object.__setattr__(traj, "time", t if isinstance(t, jax.Array) else jax.device_put(t))
     return traj
 
 
