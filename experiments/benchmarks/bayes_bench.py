@@ -9,17 +9,22 @@ Three sides sample the same posterior (data, priors, lognormal noise, tolerances
   `jax.experimental.ode.odeint` (continuous adjoint), as NumPyro's own predator-prey
   example does;
 - NumPyro + diffrax: the same hand-written model with `diffrax.diffeqsolve` (Dopri5,
-  PID control, reverse mode through the steps with `DirectAdjoint`), to show where the
-  time goes.
+  PID control, backpropagation through the steps), to show where the time goes: its
+  gradient cost only, unless `--diffrax-nuts` samples it too (with `DirectAdjoint`:
+  diffrax's default checkpointed adjoint fails inside NumPyro's chains split over
+  devices with this jax and equinox, and `DirectAdjoint` makes each run take minutes).
 
 Every side runs its chains the same way: one per CPU device (the device count is set
 to the number of cores before JAX starts, as `sim infer` does), several chains one
 after another on each device when there are more chains than devices
 (`inference._bayes.chain_method`). For each seed the whole `MCMC.run` is timed (warmup
 and sampling); the first seed of each side includes compilation and is reported apart.
-Printed per side: the median over the other seeds of the wall time, of the minimum bulk
-ESS over the sampled quantities and of ESS/s, the spread (min-max) of ESS/s, and
-divergences; then the ratios of the median ESS/s. A second table gives the cost of one
+Each `MCMC.run` traces its sampler anew (and compiles it or loads it from the
+compilation cache), so a run of one warmup step and one draw is timed after each as
+what a run pays before it samples. Printed per side: the median over the other seeds of
+the wall time, of that fixed part, of the minimum bulk ESS over the sampled quantities,
+of ESS/s over the whole run and over the run less its fixed part (sampling ESS/s), with
+their spreads (min-max), and divergences; then the ratios of the medians. A second table gives the cost of one
 log-density gradient at the posterior mean inside a compiled loop (what NUTS pays per
 leapfrog step), in CPU time.
 
@@ -116,7 +121,7 @@ def odeint_model(years, observed):
     numpyro.sample("y", dist.LogNormal(jnp.log(z), sigma), obs=observed)
 
 
-def diffrax_model(years, observed):
+def diffrax_model(years, observed, adjoint=None):
     """The same model with diffrax's Dopri5 (reverse mode through the steps)."""
     z_init, theta = _priors()
     # (diffrax's loop needs the state's dtype fixed: no weakly typed draws)
@@ -132,10 +137,7 @@ def diffrax_model(years, observed):
         saveat=diffrax.SaveAt(ts=years),
         stepsize_controller=diffrax.PIDController(rtol=RTOL, atol=ATOL),
         max_steps=1000,
-        # (RecursiveCheckpointAdjoint, diffrax's default, fails inside NumPyro's chains
-        # split over devices with this jax and equinox: its checkpointed loop is
-        # closure-converted with another pytree than it is called with)
-        adjoint=diffrax.DirectAdjoint(),
+        adjoint=adjoint or diffrax.RecursiveCheckpointAdjoint(),
         throw=False,
     )
     sigma = numpyro.sample("sigma", dist.LogNormal(-1.0, 1.0).expand([2]))
@@ -176,6 +178,7 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=500)
     parser.add_argument("--chains", type=int, default=4)
     parser.add_argument("--seeds", type=int, default=4, help="runs per side: the first compiles, the others are timed")
+    parser.add_argument("--diffrax-nuts", action="store_true", help="also sample the NumPyro + diffrax model (slow)")
     args = parser.parse_args()
     method, _, plan = chain_method(args.chains, False)
 
@@ -190,20 +193,33 @@ def main() -> None:
     sides = {
         "simjax": (nuts_kernel(model, section), (model.problem.observed,)),
         "NumPyro + odeint": (NUTS(odeint_model, init_strategy=init), (years, observed)),
-        "NumPyro + diffrax": (NUTS(diffrax_model, init_strategy=init), (years, observed)),
     }
+    if args.diffrax_nuts:
+        # (the checkpointed loop of diffrax's default adjoint is closure-converted with
+        # another pytree than it is called with inside the chains' pmap and lax.map)
+        sides["NumPyro + diffrax"] = (NUTS(diffrax_model, init_strategy=init), (years, observed, diffrax.DirectAdjoint()))
     runs: dict[str, list[tuple[float, float, int]]] = {name: [] for name in sides}
+    fixed: dict[str, list[float]] = {name: [] for name in sides}
     load_before = os.getloadavg()
+
+    def run(name: str, seed: int, warmup: int, samples: int) -> tuple[float, MCMC]:
+        kernel, model_args = sides[name]
+        mcmc = MCMC(kernel, **{**settings, "num_warmup": warmup, "num_samples": samples})
+        start = time.perf_counter()
+        with jax.numpy_dtype_promotion("standard"):
+            mcmc.run(jax.random.PRNGKey(seed), *model_args, extra_fields=("diverging",))
+        return time.perf_counter() - start, mcmc
+
     for seed in range(args.seeds):  # (seeds interleaved across the sides)
-        for name, (kernel, model_args) in sides.items():
-            mcmc = MCMC(kernel, **settings)
-            start = time.perf_counter()
-            with jax.numpy_dtype_promotion("standard"):
-                mcmc.run(jax.random.PRNGKey(seed), *model_args, extra_fields=("diverging",))
-            wall = time.perf_counter() - start
+        for name in sides:
+            wall, mcmc = run(name, seed, args.warmup, args.samples)
             divergences = int(np.sum(np.asarray(mcmc.get_extra_fields()["diverging"])))
             runs[name].append((wall, min_ess(mcmc.get_samples(group_by_chain=True)), divergences))
-            print(f"  seed {seed} {name}: {wall:.1f} s, min ESS {runs[name][-1][1]:.0f}, {divergences} divergences", flush=True)
+            # Every MCMC.run traces the sampler again (and compiles it, or loads it from
+            # the compilation cache): timed by a run of one warmup step and one draw.
+            fixed[name].append(run(name, seed, 1, 1)[0])
+            print(f"  seed {seed} {name}: {wall:.1f} s (of which {fixed[name][-1]:.1f} s each run pays before sampling), "
+                  f"min ESS {runs[name][-1][1]:.0f}, {divergences} divergences", flush=True)
     load_after = os.getloadavg()
 
     ours = {"alpha": POINT["alpha"], "beta": POINT["beta"], "gamma": POINT["gamma"], "delta": POINT["delta"],
@@ -221,17 +237,24 @@ def main() -> None:
           f"({jax.local_device_count()} devices), numpyro {numpyro.__version__}, diffrax {diffrax.__version__}")
     print(f"load average before {load_before[0]:.2f}, after {load_after[0]:.2f}")
     print(f"lynx-hare Lotka-Volterra, NUTS, {plan}, {args.warmup} warmup + {args.samples} samples per chain, rtol {RTOL}, atol {ATOL}")
-    print(f"{'':20} {'first run':>10} {'wall':>8} {'min ESS':>8} {'ESS/s':>8} {'ESS/s range':>14} {'divergences':>12} {'gradient':>10}")
-    rate = {}
+    print("ESS/s: minimum bulk ESS over the wall time of the whole MCMC.run; sampling ESS/s: over that time less what a")
+    print("run of one warmup step and one draw takes (tracing, compiling or loading the sampler, finding a start)")
+    print(f"{'':20} {'first run':>10} {'wall':>8} {'fixed':>7} {'min ESS':>8} {'ESS/s':>14} {'sampling ESS/s':>20} {'div.':>5} {'gradient':>10}")
+    rate, sampling = {}, {}
+    if "NumPyro + diffrax" not in runs:
+        print(f"{'NumPyro + diffrax':20} {'(not sampled: --diffrax-nuts)':>86} {costs['NumPyro + diffrax']:8.0f}us")
     for name, results in runs.items():
-        timed = results[1:] or results
+        keep = slice(1, None) if len(results) > 1 else slice(None)
+        timed, costs_fixed = results[keep], fixed[name][keep]
         rates = [ess / wall for wall, ess, _ in timed]
-        rate[name] = statistics.median(rates)
-        print(f"{name:20} {results[0][0]:9.1f}s {statistics.median(w for w, _, _ in timed):7.1f}s "
-              f"{statistics.median(e for _, e, _ in timed):8.0f} {rate[name]:8.1f} {min(rates):6.1f}-{max(rates):<7.1f} "
-              f"{sum(d for _, _, d in timed):12d} {costs[name]:8.0f}us")
-    print(f"ESS/s ratio simjax / NumPyro+odeint: {rate['simjax'] / rate['NumPyro + odeint']:.2f}x; "
-          f"simjax / NumPyro+diffrax: {rate['simjax'] / rate['NumPyro + diffrax']:.2f}x")
+        net = [ess / max(wall - f, 1e-9) for (wall, ess, _), f in zip(timed, costs_fixed)]
+        rate[name], sampling[name] = statistics.median(rates), statistics.median(net)
+        print(f"{name:20} {results[0][0]:9.1f}s {statistics.median(w for w, _, _ in timed):7.1f}s {statistics.median(costs_fixed):6.1f}s "
+              f"{statistics.median(e for _, e, _ in timed):8.0f} {rate[name]:5.1f} ({min(rates):.1f}-{max(rates):.1f}) "
+              f"{sampling[name]:9.1f} ({min(net):.1f}-{max(net):.1f}) {sum(d for _, _, d in timed):5d} {costs[name]:8.0f}us")
+    for other in (n for n in runs if n != "simjax"):
+        print(f"simjax / {other}: ESS/s {rate['simjax'] / rate[other]:.2f}x, sampling ESS/s {sampling['simjax'] / sampling[other]:.2f}x, "
+              f"gradient cost {costs[other] / costs['simjax']:.2f}x")
 
 
 if __name__ == "__main__":
