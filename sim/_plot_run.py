@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from ._errors import DataError
-from ._plot import Source, new_figure, pretty
+from ._plot import Source, log_axis, log_time, new_figure, pretty, shared_norm
+from ._plot_meta import with_unit
 
 _SNAPSHOTS = 4
 _RDF_FRAMES = 5
@@ -20,7 +21,15 @@ def snapshot_indices(count: int, n: int = _SNAPSHOTS) -> list[int]:
 # ----------------------------------------------------------------------------- ODE
 
 
+# A phase portrait needs a curve: with fewer saves it would join a handful of points.
+_PHASE_MIN_SAVES = 50
+
+
 def ode(src: Source):
+    """Each observable over time in its own panel (in the model's units), and beside them
+    the phase portrait of two or three scalar observables when there are enough saves to
+    draw a curve and the times are not log-spaced."""
+    meta = src.meta
     t = src.array("time", ndim=1)
     observables = src.group("observables")
     series = {}
@@ -28,41 +37,42 @@ def ode(src: Source):
         value = src.values(node, f"observables/{name}", min_ndim=1)
         src.check_length(f"observables/{name}", value, len(t), "one value per save time")
         series[name] = value.reshape(len(t), -1)
+    logarithmic = log_time(t)
     scalars = [n for n, v in series.items() if v.shape[1] == 1]
-    phase = scalars if 2 <= len(scalars) <= 3 and len(series) == len(scalars) else []
+    phase = scalars if 2 <= len(scalars) <= 3 and len(series) == len(scalars) and len(t) >= _PHASE_MIN_SAVES and not logarithmic else []
     rows = len(series)
     fig = new_figure(11 if phase else 8, min(2.0 + 1.6 * rows, 12))
     grid = fig.add_gridspec(rows, 2 if phase else 1, width_ratios=[1.4, 1] if phase else None)
-    log_time = len(t) > 2 and t[0] >= 0 and np.all(np.diff(t) > 0) and t[-1] > 0 and t[1] > 0 and t[-1] / t[1] > 1e3
+    shown_t = t + meta.time_offset
     first = None
     for i, (name, value) in enumerate(series.items()):
         ax = fig.add_subplot(grid[i, 0], sharex=first)
         first = first or ax
         for j in range(value.shape[1]):
             label = name if value.shape[1] == 1 else f"{name}[{j}]"
-            ax.plot(t, value[:, j], marker="o" if len(t) <= 12 else None, lw=1.2, label=label)
-        ax.set_ylabel(pretty(name))
+            ax.plot(shown_t, value[:, j], marker="o" if len(t) <= 12 else None, ms=3.5, lw=1.2, label=label)
+        ax.set_ylabel(meta.label(name))
         if value.shape[1] > 1 and value.shape[1] <= 8:
             ax.legend(fontsize=7, loc="best")
-        if log_time:
-            ax.set_xscale("symlog", linthresh=float(t[1]))
         if i < rows - 1:
             ax.tick_params(labelbottom=False)
-    first.figure.axes[-1].set_xlabel("time")
+    if logarithmic:
+        log_axis(first, "x", symlog_threshold=float(t[t > 0][0]) if t[0] <= 0 else None)
+    fig.axes[rows - 1].set_xlabel(meta.time_label())
     if phase:
         if len(phase) == 3:
             ax = fig.add_subplot(grid[:, 1], projection="3d")
             ax.plot(*(series[n][:, 0] for n in phase), lw=0.6)
-            ax.set_xlabel(pretty(phase[0]))
-            ax.set_ylabel(pretty(phase[1]))
-            ax.set_zlabel(pretty(phase[2]))
+            ax.set_xlabel(meta.label(phase[0]))
+            ax.set_ylabel(meta.label(phase[1]))
+            ax.set_zlabel(meta.label(phase[2]))
         else:
             ax = fig.add_subplot(grid[:, 1])
             x, y = (series[n][:, 0] for n in phase)
             ax.plot(x, y, lw=1.0)
             ax.plot(x[:1], y[:1], "o", color="k", ms=4, label="start")
-            ax.set_xlabel(pretty(phase[0]))
-            ax.set_ylabel(pretty(phase[1]))
+            ax.set_xlabel(meta.label(phase[0]))
+            ax.set_ylabel(meta.label(phase[1]))
             ax.legend(fontsize=7)
         ax.set_title("phase portrait", fontsize=9)
     return fig
@@ -71,11 +81,13 @@ def ode(src: Source):
 def ensemble(src: Source):
     """An ensemble of stochastic paths ([T, paths] per observable): a few paths, the
     mean, and the band holding 90% of the paths (5% to 95%) at each save time."""
+    meta = src.meta
     t = src.array("time", ndim=1)
     observables = src.group("observables")
     rows = len(observables)
     fig = new_figure(8, min(2.0 + 1.8 * rows, 12))
     first = None
+    shown_t = t + meta.time_offset
     for i, (name, node) in enumerate(observables.items()):
         value = src.values(node, f"observables/{name}", min_ndim=1)
         src.check_length(f"observables/{name}", value, len(t), "one value per save time")
@@ -84,16 +96,18 @@ def ensemble(src: Source):
         first = first or ax
         paths = value.shape[1]
         for j in range(min(paths, 20)):
-            ax.plot(t, value[:, j], color="0.6", lw=0.5, alpha=0.6, label="paths" if j == 0 else None)
+            ax.plot(shown_t, value[:, j], color="0.6", lw=0.5, alpha=0.6, label="paths" if j == 0 else None)
         if paths > 1:
             low, high = np.nanpercentile(value, [5, 95], axis=1)
-            ax.fill_between(t, low, high, color="C0", alpha=0.2, lw=0, label="5-95%")
-            ax.plot(t, np.nanmean(value, axis=1), color="C0", lw=1.8, label=f"mean of {paths} paths")
-        ax.set_ylabel(pretty(name))
+            ax.fill_between(shown_t, low, high, color="C0", alpha=0.2, lw=0, label="5-95%")
+            ax.plot(shown_t, np.nanmean(value, axis=1), color="C0", lw=1.8, label=f"mean of {paths} paths")
+        ax.set_ylabel(meta.label(name))
         ax.legend(fontsize=7, loc="best")
         if i < rows - 1:
             ax.tick_params(labelbottom=False)
-    first.set_xlabel("time")
+    if log_time(t):
+        log_axis(first, "x", symlog_threshold=float(t[t > 0][0]) if t[0] <= 0 else None)
+    fig.axes[-1].set_xlabel(meta.time_label())
     return fig
 
 
@@ -101,6 +115,10 @@ def ensemble(src: Source):
 
 
 def pde(src: Source):
+    """1D fields: a space-time image and snapshot lines; 2D and 3D fields: snapshots on one
+    colour scale per field with one labelled colour bar; scalar observables (energies,
+    mass) each in a panel of their own below."""
+    meta = src.meta
     t = src.array("time", ndim=1)
     grid = src.group("grid")
     axes = [a for a in ("x", "y", "z") if a in grid]
@@ -120,58 +138,80 @@ def pde(src: Source):
             raise DataError(src.path, f"/observables/{name}", f"expected shape [{len(t)}] or [{len(t)}, {', '.join(map(str, shape))}], found {value.shape}")
     if not fields and not scalars:
         raise DataError(src.path, "/observables", "no field or scalar observables to draw")
-    rows = len(fields) + (1 if scalars else 0)
     one_d = len(shape) == 1
     cols = 2 if one_d else len(snapshot_indices(len(t)))
-    fig = new_figure(4.2 * cols if not one_d else 11, min(3.2 * rows + 0.5, 14))
-    gs = fig.add_gridspec(rows, cols)
+    scalar_rows = -(-len(scalars) // cols)
+    heights = [3.2] * len(fields) + [2.4] * scalar_rows
+    fig = new_figure(4.2 * cols if not one_d else 11, min(sum(heights) + 0.6, 14))
+    gs = fig.add_gridspec(len(heights), cols, height_ratios=heights)
+    t = t + meta.time_offset
     for row, (name, value) in enumerate(fields.items()):
         if one_d:
-            _field_1d(fig, gs, row, name, t, coords[0], value)
+            _field_1d(fig, gs, row, name, t, coords[0], value, meta)
         else:
-            _field_nd(fig, gs, row, name, t, coords, value)
-    if scalars:
-        ax = fig.add_subplot(gs[rows - 1, :])
-        for name, value in scalars.items():
-            ax.plot(t, value, label=pretty(name))
-        ax.set_xlabel("time")
-        ax.legend(fontsize=8)
+            _field_nd(fig, gs, row, name, t, coords, value, meta)
+    for k, (name, value) in enumerate(scalars.items()):
+        ax = fig.add_subplot(gs[len(fields) + k // cols, k % cols])
+        ax.plot(t, value, marker="o" if len(t) <= 12 else None, ms=3, lw=1.2)
+        ax.set_xlabel(meta.time_label())
+        ax.set_ylabel(meta.label(name))
+        _note_if_conserved(ax, value, max((float(np.nanmax(np.abs(f))) for f in fields.values() if np.isfinite(f).any()), default=0.0))
     return fig
 
 
-def _field_1d(fig, gs, row, name, t, x, value):
+def _note_if_conserved(ax, value, reference: float) -> None:
+    """A scalar that changes by less than 1e-9 of its size (or of the fields' size, for
+    one that stays at 0) is drawn flat at its mean, its change written on the panel: a
+    line of round-off noise would read as dynamics, a bare flat line as nothing."""
+    finite = value[np.isfinite(value)]
+    if len(finite) < 2:
+        return
+    scale = max(float(np.max(np.abs(finite))), reference)
+    change = float(np.ptp(finite))
+    if scale > 0 and change <= 1e-9 * scale:
+        middle = float(np.mean(finite))
+        ax.lines[-1].set_ydata(np.where(np.isfinite(value), middle, np.nan))
+        ax.set_ylim(middle - 0.1 * scale, middle + 0.1 * scale)
+        ax.text(0.02, 0.06, f"conserved: varies by {change:.1e}", transform=ax.transAxes, fontsize=8, color="0.3")
+
+
+def _field_1d(fig, gs, row, name, t, x, value, meta):
     ax = fig.add_subplot(gs[row, 0])
     extent = [x[0], x[-1], t[0], t[-1]] if x[-1] > x[0] and t[-1] > t[0] else None
-    finite = value[np.isfinite(value)]
-    diverging = finite.size and finite.min() < 0 < finite.max()
-    image = ax.imshow(value, origin="lower", aspect="auto", extent=extent, cmap="RdBu_r" if diverging else "viridis")
-    fig.colorbar(image, ax=ax, label=pretty(name))
+    norm, cmap = shared_norm([value])
+    image = ax.imshow(np.ma.masked_invalid(value), origin="lower", aspect="auto", extent=extent, cmap=cmap, norm=norm, interpolation="nearest")
+    fig.colorbar(image, ax=ax, label=meta.label(name))
     ax.set_xlabel("x")
-    ax.set_ylabel("time")
+    ax.set_ylabel(meta.time_label())
     ax.set_title(f"{pretty(name)}(x, t)", fontsize=9)
     ax = fig.add_subplot(gs[row, 1])
     colors = _colors(len(snapshot_indices(len(t))))
     for color, i in zip(colors, snapshot_indices(len(t))):
         ax.plot(x, value[i], color=color, lw=1.2, label=f"t = {t[i]:.4g}")
     ax.set_xlabel("x")
-    ax.set_ylabel(pretty(name))
+    ax.set_ylabel(meta.label(name))
     ax.legend(fontsize=7)
     ax.set_title("snapshots", fontsize=9)
 
 
-def _field_nd(fig, gs, row, name, t, coords, value):
+def _field_nd(fig, gs, row, name, t, coords, value, meta):
     indices = snapshot_indices(len(t))
     middle = tuple(len(c) // 2 for c in coords[2:])  # 3D: the middle z slice
-    for col, i in enumerate(indices):
+    frames = [value[(i, slice(None), slice(None), *middle)] for i in indices]
+    norm, cmap = shared_norm(frames)
+    extent = [coords[0][0], coords[0][-1], coords[1][0], coords[1][-1]] if coords[0][-1] > coords[0][0] and coords[1][-1] > coords[1][0] else None
+    axes = []
+    for col, (i, frame) in enumerate(zip(indices, frames)):
         ax = fig.add_subplot(gs[row, col])
-        frame = value[(i, slice(None), slice(None), *middle)]
-        extent = [coords[0][0], coords[0][-1], coords[1][0], coords[1][-1]] if coords[0][-1] > coords[0][0] and coords[1][-1] > coords[1][0] else None
-        image = ax.imshow(frame.T, origin="lower", extent=extent, cmap="viridis")
-        ax.set_title(f"{pretty(name)}, t = {t[i]:.4g}" + (" (middle z)" if middle else ""), fontsize=9)
+        image = ax.imshow(np.ma.masked_invalid(frame.T), origin="lower", extent=extent, cmap=cmap, norm=norm)
+        ax.set_title(f"t = {t[i]:.4g}" + (" (middle z)" if middle else ""), fontsize=9)
         ax.set_xlabel("x")
         if col == 0:
             ax.set_ylabel("y")
-        fig.colorbar(image, ax=ax, shrink=0.8)
+        else:
+            ax.tick_params(labelleft=False)
+        axes.append(ax)
+    fig.colorbar(image, ax=axes, shrink=0.85, label=meta.label(name))
 
 
 def _colors(n: int):
@@ -187,9 +227,14 @@ _ENERGIES = ("potential_energy", "kinetic_energy", "total_energy", "conserved_en
 
 
 def md(src: Source):
+    """Energies per particle, temperature and pressure over time in the run's unit system
+    (reduced Lennard-Jones units unless the config says otherwise), and g(r)."""
+    meta = src.meta
+    units = meta.md_units or {"energy": "", "temperature": "", "pressure": "", "length": "", "time": ""}
     # An H5MD file may hold positions only (an empty or absent /observables).
     observables = src.lookup("observables") if src.has("observables") else {}
     observables = dict(observables) if isinstance(observables, dict) else {}
+    particles = src.lookup("particles/all/position/value").shape[1] if src.has("particles/all/position/value") and np.ndim(src.lookup("particles/all/position/value")) == 3 else None
     series = {}
     for name, node in observables.items():
         if not isinstance(node, dict) or "value" not in node:
@@ -199,6 +244,8 @@ def md(src: Source):
             continue
         time = src.values(node["time"], f"observables/{name}/time", ndim=1) if "time" in node else np.arange(len(value), dtype=float)
         src.check_length(f"observables/{name}/value", value, len(time), "one value per entry of its time")
+        if name in _ENERGIES and particles:
+            value = value / particles
         series[name] = (time, value)
     rdf = _rdf(src)
     panels = [p for p in ("energy", "temperature", "pressure") if (p == "energy" and any(n in series for n in _ENERGIES)) or p in series]
@@ -216,13 +263,17 @@ def md(src: Source):
         if panel == "energy":
             for name in _ENERGIES:
                 if name in series:
-                    ax.plot(*series[name], label=pretty(name))
-            ax.set_ylabel("energy")
-            ax.legend(fontsize=7)
+                    ax.plot(*series[name], label=pretty(name).replace(" energy", ""))
+            ax.set_ylabel(with_unit("energy per particle" if particles else "energy (total)", units["energy"]))
+            ax.legend(fontsize=7, ncols=2)
         else:
             ax.plot(*series[panel])
-            ax.set_ylabel(pretty(panel))
-        ax.set_xlabel("time")
+            ax.set_ylabel(with_unit(pretty(panel), units.get(panel, "")))
+            target = meta.config.get("solver", {}).get("temperature") if panel == "temperature" and isinstance(meta.config.get("solver"), dict) else None
+            if isinstance(target, (int, float)) and not isinstance(target, bool):
+                ax.axhline(float(target), color="0.5", ls="--", lw=0.8, label=f"thermostat {target:g}")
+                ax.legend(fontsize=7)
+        ax.set_xlabel(with_unit("time", units["time"]))
     ax = fig.add_subplot(gs[len(panels) // cols, len(panels) % cols])
     if rdf is None:
         ax.text(0.5, 0.5, "g(r) needs positions in a periodic box", ha="center", va="center", transform=ax.transAxes)
@@ -231,7 +282,7 @@ def md(src: Source):
         r, g, frames = rdf
         ax.plot(r, g)
         ax.axhline(1.0, color="0.6", lw=0.8, ls="--")
-        ax.set_xlabel("r")
+        ax.set_xlabel(with_unit("r", units["length"]))
         ax.set_ylabel("g(r)")
         ax.set_title(f"radial distribution, last {frames} saved frame{'s' if frames > 1 else ''}", fontsize=9)
     return fig
