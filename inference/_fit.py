@@ -125,6 +125,12 @@ class Free(eqx.Module):
 
 @eqx.filter_custom_vjp
 def _predict_by_forward_sensitivity(x, problem):
+    # (The primal is never differentiated, its derivatives are the rule's below: an ODE
+    # solve takes an adjoint that the lean core accepts, so the value needs no diffrax
+    # solve, whose run-time checks of traced save times keep a program out of the
+    # persistent compilation cache.)
+    if isinstance(problem.solver, OdeSolver) and problem.static_solver is None and problem.solver.adjoint == "forward":
+        problem = _replace(problem, solver=dataclasses.replace(problem.solver, adjoint="direct"))
     return problem._predict(x)
 
 
