@@ -30,6 +30,11 @@ def pressure(kinetic: Scalar, virial: Scalar, space: Space) -> Scalar:
     return (2.0 * kinetic + virial) / (space.dim * space.volume())
 
 
+def number_density(n: int, volume: Scalar) -> Scalar:
+    """Particles per unit volume (area in 2-D), n / V (NaN in free space, whose volume is NaN)."""
+    return n / volume
+
+
 def radial_distribution(
     positions: Float[Array, "T n dim"] | Positions,
     space: Space,

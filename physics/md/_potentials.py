@@ -95,11 +95,12 @@ class PairModel(ParticleModel):
             e = jnp.where(inside, e, 0.0)
             de = jnp.where(inside, de, 0.0)
             force = jnp.stack([-2.0 * jnp.sum(de * d, axis=1) for d in components], axis=1)
-            return jnp.sum(e, axis=1), force, -jnp.sum(de * r2, axis=1)
+            virial = jnp.stack([-jnp.sum(de * d * d, axis=1) for d in components], axis=1)
+            return jnp.sum(e, axis=1), force, virial
 
         width = n if neighbours is None else neighbours.shape[1]
         energy, force, virial = _by_row_blocks(rows, n, width)
-        return 0.5 * jnp.sum(energy), force, None if virial is None else jnp.sum(virial)
+        return 0.5 * jnp.sum(energy), force, None if virial is None else jnp.sum(virial, axis=0)
 
     def interaction_energy(self, system: System, params: PyTree, neighbours: NeighbourIndex | None = None) -> Scalar:
         energy, _, _ = self._pass(system, params, neighbours, with_forces=False)
@@ -112,11 +113,20 @@ class PairModel(ParticleModel):
         return force
 
     def virial(self, system: System, params: PyTree, neighbours: NeighbourIndex | None = None) -> Scalar:
-        _, _, virial = self._pass(system, params, neighbours, with_forces=True)
+        _, virial = self.pair_forces_and_virial(system, params, neighbours)
+        return jnp.sum(virial)
+
+    def pair_forces_and_virial(self, system: System, params: PyTree, neighbours: NeighbourIndex | None = None) -> tuple[Forces, Array]:
+        """Forces [n, dim] and the diagonal of the virial tensor [dim] of the pair
+        interactions and bonds, in one pass: what `forces_and_virial` is for the pair
+        models of this module (a subclass that adds interactions beyond the pairs keeps
+        the base class's `forces_and_virial`, which derives both from its energy)."""
+        _, force, virial = self._pass(system, params, neighbours, with_forces=True)
         if system.bonds is not None:
-            one = jnp.ones((), system.position.dtype)
-            virial = virial - jax.grad(lambda s: self.bond_energy(system.scaled(s), params))(one)
-        return virial
+            force = force - jax.grad(lambda r: self.bond_energy(system.at(r), params))(system.position)
+            ones = jnp.ones(system.dim, system.position.dtype)
+            virial = virial - jax.grad(lambda s: self.bond_energy(system.scaled(s), params))(ones)
+        return force, virial
 
     def _range_check(self, params: PyTree, name: str, factor: float, what: str) -> None:
         largest = float(jnp.max(jnp.asarray(params[name])))
@@ -228,6 +238,8 @@ class LennardJones(PairModel):
         volume = system.space.volume()
         return 16.0 * math.pi / (3.0 * volume * volume) * self._tail_sum(system, params, 2.0 / 3.0)
 
+    forces_and_virial = PairModel.pair_forces_and_virial
+
     def check_params(self, system: System, params: PyTree) -> None:
         _check_species(self, system, params)
         if self.tail_correction and system.dim != 3:
@@ -258,6 +270,8 @@ class Wca(PairModel):
         sigma2 = p["sigma"] * p["sigma"]
         inside = r2 < TWO_SIXTH**2 * sigma2
         return jnp.where(inside, _lj(r2, p["epsilon"], p["sigma"]) + p["epsilon"], 0.0)
+
+    forces_and_virial = PairModel.pair_forces_and_virial
 
     def check_params(self, system: System, params: PyTree) -> None:
         _check_species(self, system, params)
@@ -300,6 +314,8 @@ class Morse(PairModel):
             e = e - self._phi(jnp.asarray(self.cutoff, r2.dtype), p)
         return e
 
+    forces_and_virial = PairModel.pair_forces_and_virial
+
     def check_params(self, system: System, params: PyTree) -> None:
         _check_species(self, system, params)
 
@@ -333,6 +349,8 @@ class SoftSphere(PairModel):
         inside = r < p["sigma"]
         overlap = jnp.where(inside, 1.0 - r / p["sigma"], 1.0)
         return jnp.where(inside, p["epsilon"] / p["alpha"] * overlap ** p["alpha"], 0.0)
+
+    forces_and_virial = PairModel.pair_forces_and_virial
 
     def check_params(self, system: System, params: PyTree) -> None:
         _check_species(self, system, params)
@@ -372,6 +390,8 @@ class BeadSpring(PairModel):
 
     def bond_energy(self, system: System, params: PyTree) -> Scalar:
         return harmonic_bond_energy(system, params["bond_k"], params["bond_length"])
+
+    forces_and_virial = PairModel.pair_forces_and_virial
 
     def check_params(self, system: System, params: PyTree) -> None:
         _check_species(self, system, params)
