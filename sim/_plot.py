@@ -301,7 +301,7 @@ def log_axis(ax, which: str = "y", symlog_threshold: float | None = None) -> Non
         low, high = ax.get_xlim() if which == "x" else ax.get_ylim()
         decades = np.log10(high) - np.log10(low) if low > 0 and high > low else 1.0
         if decades < 1.2:
-            axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+            axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 3.0, 5.0)))
         else:
             axis.set_major_locator(LogLocator(base=10, numticks=7))
         axis.set_minor_formatter(NullFormatter())
@@ -325,3 +325,14 @@ def shared_norm(arrays, diverging: bool | None = None):
         low, high = low - 0.5, high + 0.5
     cmap = colormaps["RdBu_r" if diverging else "viridis"].with_extremes(bad="0.85")
     return Normalize(vmin=low, vmax=high), cmap
+
+
+def calendar_axis(ax, meta) -> None:
+    """Whole-number ticks on a time axis that reads as calendar time (an offset such as
+    the year 1900): never 1902.5."""
+    from matplotlib.ticker import MaxNLocator, ScalarFormatter
+
+    if meta.time_offset:
+        ax.xaxis.set_major_locator(MaxNLocator(nbins=6, integer=True, steps=[1, 2, 5, 10]))
+        formatter = ScalarFormatter(useOffset=False)
+        ax.xaxis.set_major_formatter(formatter)

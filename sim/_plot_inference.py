@@ -7,12 +7,12 @@ import json
 import numpy as np
 
 from ._errors import DataError
-from ._plot import Source, _family, new_figure, pretty
+from ._plot import Source, _family, calendar_axis, log_axis, log_spaced, new_figure, pretty
 from ._plot_run import _colors, snapshot_indices
 
 _MAX_PANELS = 6
-_MAX_TRACES = 8
-_MAX_PAIRS = 5
+_MAX_TRACES = 10
+_MAX_PAIRS = 10
 _MAX_LINES = 64
 _PARTICLE_ARRAYS = ("position", "velocity", "force", "image")
 
@@ -20,6 +20,7 @@ _PARTICLE_ARRAYS = ("position", "velocity", "force", "image")
 
 
 def sweep(src: Source):
+    meta = src.meta
     attrs = src.record.attrs
     try:
         swept = [str(s) for s in json.loads(attrs["swept"])]
@@ -35,11 +36,13 @@ def sweep(src: Source):
         key = f"initial/{rest}" if head == "initial" and rest else f"params/{name}"
         values[name] = src.array(key, ndim=1)
         src.check_length(key, values[name], runs, "one value per run")
-    t = src.array("time", ndim=1) if src.has("time") else None
+    t = src.array("time", ndim=1) + meta.time_offset if src.has("time") else None
+    logs = {name: _log_swept(meta, name, v) for name, v in values.items()}
     save = str(attrs.get("save", "full"))
     summaries, lines = {}, {}
     observables = src.group("observables")
     family = _family(src.record)
+    particles = meta.particle_count(src.record)
     # Per-particle arrays of MD sweeps (positions, velocities) have no one number per run
     # worth a heatmap; the energies, temperature and pressure beside them do.
     drawn = [n for n in observables if n not in _PARTICLE_ARRAYS] or list(observables)
@@ -50,9 +53,9 @@ def sweep(src: Source):
                 raise DataError(src.path, f"/{key}", "is an empty group; expected the datasets min, max, mean and final")
             stat = "mean" if "mean" in node else next(iter(node))
             value = src.values(node[stat], f"{key}/{stat}", min_ndim=1)
-            label = f"{stat} of {pretty(name)}"
+            label = f"{'final value' if stat == 'final' else 'time ' + stat} of {meta.label(name)}"
         else:
-            value, label = src.values(node, key, min_ndim=1), pretty(name)
+            value, label = src.values(node, key, min_ndim=1), meta.label(name)
             if family is not None:
                 value, label = family.sweep_values(value, save, label)
             if save == "full" and t is not None and value.ndim >= 2 and value.shape[1] == len(t):
@@ -64,6 +67,9 @@ def sweep(src: Source):
                     label = f"final rms of {label}"
                     value = value[:, -1]
         src.check_length(key, value, runs, "one entry per run")
+        if meta.md_units is not None and name.endswith("energy") and particles:
+            value = value / particles
+            label = label.replace(pretty(name), f"{pretty(name)} per particle")
         if value.ndim > 1:
             value = np.sqrt(np.nanmean(value.reshape(runs, -1) ** 2, axis=1)) if np.isfinite(value).any() else value.reshape(runs, -1)[:, 0]
             label = label if label.startswith("final rms") else f"rms of {label}"
@@ -79,7 +85,7 @@ def sweep(src: Source):
     for k, (name, (label, value)) in enumerate(summaries.items()):
         if one_d and lines:
             ax = fig.add_subplot(gs[k, 0])
-            _sweep_lines(fig, ax, t, *lines.get(name, (None, pretty(name))), values[swept[0]], status, swept[0])
+            _sweep_lines(fig, ax, t, *lines.get(name, (None, meta.label(name))), values[swept[0]], status, meta, swept[0], logs[swept[0]])
             ax = fig.add_subplot(gs[k, 1])
         else:
             ax = fig.add_subplot(gs[k // cols, k % cols])
@@ -88,21 +94,24 @@ def sweep(src: Source):
             order = np.argsort(x)
             ax.plot(x[order], value[order], marker="o", ms=3)
             _mark_failed(ax, x, np.zeros_like(x) + np.nanmin(value) if np.isfinite(value).any() else np.zeros_like(x), status)
-            ax.set_xlabel(pretty(swept[0]))
+            ax.set_xlabel(meta.parameter_label(swept[0]))
             ax.set_ylabel(label)
-            _log_axis(ax, "x", x)
+            if logs[swept[0]]:
+                log_axis(ax, "x")
         elif grid_shape is not None:
-            _heatmap(fig, ax, values, swept, grid_shape, value, label)
+            _heatmap(fig, ax, values, swept, grid_shape, value, label, meta, logs)
         else:
             x, y = values[swept[0]], values[swept[1]]
             ok = np.isfinite(value)
             points = ax.scatter(x[ok], y[ok], c=value[ok], s=12, cmap="viridis")
             fig.colorbar(points, ax=ax, label=label)
             _mark_failed(ax, x, y, status)
-            ax.set_xlabel(pretty(swept[0]))
-            ax.set_ylabel(pretty(swept[1]))
-            _log_axis(ax, "x", x)
-            _log_axis(ax, "y", y)
+            ax.set_xlabel(meta.parameter_label(swept[0]))
+            ax.set_ylabel(meta.parameter_label(swept[1]))
+            if logs[swept[0]]:
+                log_axis(ax, "x")
+            if logs[swept[1]]:
+                log_axis(ax, "y")
             if len(swept) > 2:
                 ax.set_title(f"{len(swept)} swept; first two shown", fontsize=9)
     return fig
@@ -126,7 +135,7 @@ def _grid_shape(attrs, values, runs):
     return shape
 
 
-def _heatmap(fig, ax, values, swept, shape, value, label):
+def _heatmap(fig, ax, values, swept, shape, value, label, meta, logs):
     grid = value.reshape(shape)
     if len(shape) > 2:
         grid = np.nanmean(grid, axis=tuple(range(2, len(shape)))) if np.isfinite(grid).any() else grid[(..., *([0] * (len(shape) - 2)))]
@@ -135,20 +144,22 @@ def _heatmap(fig, ax, values, swept, shape, value, label):
     from matplotlib import colormaps
 
     cmap = colormaps["viridis"].with_extremes(bad="0.85")
-    image = ax.pcolormesh(_edges(axes[0]), _edges(axes[1]), np.ma.masked_invalid(grid.T), cmap=cmap, shading="flat")
+    image = ax.pcolormesh(_edges(axes[0], logs[swept[0]]), _edges(axes[1], logs[swept[1]]), np.ma.masked_invalid(grid.T), cmap=cmap, shading="flat")
     fig.colorbar(image, ax=ax, label=label)
-    ax.set_xlabel(pretty(swept[0]))
-    ax.set_ylabel(pretty(swept[1]))
-    _log_axis(ax, "x", axes[0])
-    _log_axis(ax, "y", axes[1])
+    ax.set_xlabel(meta.parameter_label(swept[0]))
+    ax.set_ylabel(meta.parameter_label(swept[1]))
+    if logs[swept[0]]:
+        log_axis(ax, "x")
+    if logs[swept[1]]:
+        log_axis(ax, "y")
 
 
-def _edges(centres: np.ndarray) -> np.ndarray:
-    """Cell edges around sorted centres (geometric midpoints for log-spaced values)."""
+def _edges(centres: np.ndarray, logarithmic: bool) -> np.ndarray:
+    """Cell edges around sorted centres (geometric midpoints on a log axis)."""
     c = np.asarray(centres, dtype=float)
     if len(c) == 1:
         return np.array([c[0] - 0.5, c[0] + 0.5]) if c[0] == 0 else np.array([c[0] * 0.9, c[0] * 1.1])
-    if _is_log(c):
+    if logarithmic:
         lc = np.log(c)
         mid = 0.5 * (lc[1:] + lc[:-1])
         return np.exp(np.concatenate([[2 * lc[0] - mid[0]], mid, [2 * lc[-1] - mid[-1]]]))
@@ -156,14 +167,17 @@ def _edges(centres: np.ndarray) -> np.ndarray:
     return np.concatenate([[2 * c[0] - mid[0]], mid, [2 * c[-1] - mid[-1]]])
 
 
-def _is_log(values: np.ndarray) -> bool:
-    v = np.unique(values[np.isfinite(values)])
-    return bool(len(v) > 2 and v[0] > 0 and v[-1] / v[0] > 20)
-
-
-def _log_axis(ax, which: str, values: np.ndarray) -> None:
-    if _is_log(np.asarray(values, dtype=float)):
-        (ax.set_xscale if which == "x" else ax.set_yscale)("log")
+def _log_swept(meta, name: str, values: np.ndarray) -> bool:
+    """Whether a swept quantity goes on a log axis: as the config drew it (`logspace`,
+    `loguniform`), else by the spacing of its values (`sim._plot.log_spaced`)."""
+    specs = meta.config.get("sweep", {}).get("params", {}) if isinstance(meta.config.get("sweep"), dict) else {}
+    spec = specs.get(name) if isinstance(specs, dict) else None
+    if isinstance(spec, dict):
+        if "logspace" in spec or "loguniform" in spec:
+            return bool(np.all(values[np.isfinite(values)] > 0))
+        if "linspace" in spec or "uniform" in spec:
+            return False
+    return log_spaced(values)
 
 
 def _mark_failed(ax, x, y, status) -> None:
@@ -173,7 +187,7 @@ def _mark_failed(ax, x, y, status) -> None:
         ax.legend(fontsize=7)
 
 
-def _sweep_lines(fig, ax, t, value, label, x, status, swept) -> None:
+def _sweep_lines(fig, ax, t, value, label, x, status, meta, swept, logarithmic) -> None:
     from matplotlib import colormaps
     from matplotlib.cm import ScalarMappable
     from matplotlib.colors import LogNorm, Normalize
@@ -183,12 +197,12 @@ def _sweep_lines(fig, ax, t, value, label, x, status, swept) -> None:
         ax.set_axis_off()
         return
     ok = ok[np.linspace(0, len(ok) - 1, min(len(ok), _MAX_LINES)).round().astype(int)]
-    norm = (LogNorm if _is_log(x) else Normalize)(vmin=np.nanmin(x[ok]), vmax=np.nanmax(x[ok]) if np.nanmax(x[ok]) > np.nanmin(x[ok]) else np.nanmin(x[ok]) + 1)
+    norm = (LogNorm if logarithmic else Normalize)(vmin=np.nanmin(x[ok]), vmax=np.nanmax(x[ok]) if np.nanmax(x[ok]) > np.nanmin(x[ok]) else np.nanmin(x[ok]) + 1)
     cmap = colormaps["viridis"]
     for i in ok:
         ax.plot(t, value[i], color=cmap(norm(x[i])), lw=0.9)
-    fig.colorbar(ScalarMappable(norm=norm, cmap=cmap), ax=ax, label=pretty(swept))
-    ax.set_xlabel("time")
+    fig.colorbar(ScalarMappable(norm=norm, cmap=cmap), ax=ax, label=meta.parameter_label(swept))
+    ax.set_xlabel(meta.time_label())
     ax.set_ylabel(label)
 
 
@@ -205,36 +219,42 @@ def fit(src: Source):
     names = [n for n in data if n in prediction][:_MAX_PANELS]
     if not names:
         raise DataError(src.path, "/prediction", f"no prediction for the observed {', '.join(data) or 'observables'}")
-    fig = new_figure(11, 2.6 * max(len(names), 2) + 0.5)
-    gs = fig.add_gridspec(max(len(names), 2), 2, width_ratios=[2.2, 1])
+    fig = new_figure(11, 2.6 * max(len(names), 1.5) + 0.5)
+    gs = fig.add_gridspec(len(names), 2, width_ratios=[1.75, 1.25])
+    side = gs[:, 1].subgridspec(2, 1, height_ratios=[1.2, 1])
     for k, name in enumerate(names):
         ax = fig.add_subplot(gs[k, 0])
         observed = src.values(data[name], f"data/observables/{name}", min_ndim=1)
         predicted = src.values(prediction[name], f"prediction/{name}", min_ndim=1)
         src.check_length(f"data/observables/{name}", observed, len(data_t), "one value per observation time")
         src.check_length(f"prediction/{name}", predicted, len(t), "one value per entry of /time")
-        _data_and_curve(ax, name, data_t, observed, t, predicted)
-    ax = fig.add_subplot(gs[0, 1])
+        _data_and_curve(ax, src.meta, name, data_t, observed, t, predicted)
+    ax = fig.add_subplot(side[0])
     if src.has("starts/objective") and src.has("objective"):
         _waterfall(ax, src, float(src.array("objective")))
     else:
         loss = src.array("loss_history", ndim=1)
         ax.plot(np.arange(len(loss)), loss, marker="o" if len(loss) < 30 else None, ms=3)
-        if np.isfinite(loss).any() and np.nanmin(loss) > 0:
-            ax.set_yscale("log")
+        if np.isfinite(loss).any() and np.nanmin(loss) > 0 and np.nanmax(loss) > 10 * np.nanmin(loss):
+            log_axis(ax, "y")
+        from matplotlib.ticker import MaxNLocator
+
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("iteration")
         ax.set_ylabel("loss")
         ax.set_title("loss history", fontsize=9)
-    ax = fig.add_subplot(gs[1:, 1])
+    ax = fig.add_subplot(side[1])
     ax.set_axis_off()
-    rows = []
     estimate = src.group("estimate")
     stderr = src.group("stderr") if src.has("stderr") else {}
-    for name, node in list(estimate.items())[:12]:
+    shown = list(estimate.items())[:12]
+    width = max(len(name) for name, _ in shown)
+    rows = []
+    for name, node in shown:
         value = float(np.ravel(src.values(node, f"estimate/{name}"))[0])
-        err = float(np.ravel(src.values(stderr[name], f"stderr/{name}"))[0]) if name in stderr else np.nan
-        rows.append(f"{name:<18} {value:11.5g} ± {err:.3g}")
-    ax.text(0.0, 1.0, "estimates\n" + "\n".join(rows), va="top", ha="left", family="monospace", fontsize=8, transform=ax.transAxes)
+        err = f" ± {float(np.ravel(src.values(stderr[name], f'stderr/{name}'))[0]):.2g}" if name in stderr else ""
+        rows.append(f"{name:<{width}} {value:.5g}{err} {src.meta.parameter_unit(name).replace('*', '·')}")
+    ax.text(0.0, 1.0, ("estimates ± standard error\n" if stderr else "estimates\n") + "\n".join(rows), va="top", ha="left", family="monospace", fontsize=8, transform=ax.transAxes).set_in_layout(False)
     return fig
 
 
@@ -321,20 +341,24 @@ def profile(src: Source):
     return fig
 
 
-def _data_and_curve(ax, name, data_t, observed, t, predicted, band=None) -> None:
-    """Scalar observables over time; fields as a few snapshots against grid index."""
+def _data_and_curve(ax, meta, name, data_t, observed, t, predicted, band=None) -> None:
+    """Scalar observables over time (real-world time where the config gives an offset),
+    named as the data name them; fields as a few snapshots over the grid."""
+    data_t, t = data_t + meta.time_offset, t + meta.time_offset
+    model_name = f" ({name})" if meta.data_names.get(name, name) != name else ""
     if observed.ndim == 1:
         if band is not None:
             ax.fill_between(t, band[0], band[1], color="C0", alpha=0.25, lw=0, label="90% predictive")
-        ax.plot(t, predicted, color="C0", lw=1.5, label="median" if band is not None else "fit")
+        ax.plot(t, predicted, color="C0", lw=1.5, label=("posterior median" if band is not None else "fit") + model_name)
         ax.plot(data_t, observed, "o", color="k", ms=3.5, label="data")
-        ax.set_xlabel("time")
-        ax.set_ylabel(pretty(name))
+        ax.set_xlabel(meta.time_label())
+        ax.set_ylabel(meta.label(name, data_name=True))
         ax.legend(fontsize=7)
+        calendar_axis(ax, meta)
         return
     obs = observed.reshape(len(data_t), -1)
     pred = predicted.reshape(len(t), -1)
-    grid = np.arange(obs.shape[1])
+    grid, axis = _grid_of(meta, obs.shape[1])
     for color, i in zip(_colors(len(snapshot_indices(len(data_t)))), snapshot_indices(len(data_t))):
         j = int(np.argmin(np.abs(t - data_t[i])))
         if band is not None:
@@ -342,20 +366,41 @@ def _data_and_curve(ax, name, data_t, observed, t, predicted, band=None) -> None
             ax.fill_between(grid, lo, hi, color=color, alpha=0.2, lw=0)
         ax.plot(grid, pred[j], color=color, lw=1.4, label=f"t = {data_t[i]:.3g}")
         ax.plot(grid, obs[i], "o", color=color, ms=2.5)
-    ax.set_xlabel("grid point")
-    ax.set_ylabel(pretty(name))
+    ax.set_xlabel(axis)
+    ax.set_ylabel(meta.label(name, data_name=True))
     ax.legend(fontsize=7, title="lines: model, dots: data", title_fontsize=7)
+
+
+def _grid_of(meta, points: int):
+    """The x coordinates of a 1D field of `points` values from the config's `[grid]`
+    (periodic: the left end included, the right one not; with `boundary`: both), else
+    the grid index."""
+    grid = meta.config.get("grid", {})
+    try:
+        (n,), ((low, high),) = grid["points"], grid["domain"]
+        if int(n) == points and high > low:
+            if "boundary" in grid:
+                return np.linspace(low, high, points), "x"
+            return low + (high - low) * np.arange(points) / points, "x"
+    except (KeyError, TypeError, ValueError):
+        pass
+    return np.arange(points), "grid point"
 
 
 # ----------------------------------------------------------------------------- posterior
 
 
 def posterior(src: Source):
-    draws = {}
+    """Traces and the pair plot of every scalar quantity sampled (a note on the figure
+    names any left out, and why), and the posterior predictive bands over the data."""
+    meta = src.meta
+    draws, left_out = {}, []
     for name, node in src.group("posterior").items():
         value = src.values(node, f"posterior/{name}", min_ndim=2)
         if value.ndim == 2:
             draws[name] = value
+        else:
+            left_out.append(f"{name} (shape {tuple(value.shape[2:])} per draw)")
     if not draws:
         raise DataError(src.path, "/posterior", "no scalar quantity with draws [chain, draw]")
     shape = next(iter(draws.values())).shape
@@ -366,17 +411,22 @@ def posterior(src: Source):
     if diverging.shape != shape:
         diverging = np.zeros(shape)
     traced = list(draws)[:_MAX_TRACES]
-    paired = ([n for n in draws if not n.startswith("sigma.")] or list(draws))[:_MAX_PAIRS]
+    paired = list(draws)[:_MAX_PAIRS]
+    if len(draws) > _MAX_PAIRS:
+        left_out.append(f"{', '.join(list(draws)[_MAX_PAIRS:])} (only the first {_MAX_PAIRS} fit a pair plot)")
     observed = _predictive(src)
-    fig = new_figure(16, min(max(1.3 * len(traced), 2.8 * max(len(observed), 1), 7.0), 11.0) + 0.4)
-    left, middle, right = fig.subfigures(1, 3, width_ratios=[1.0, 1.4, 1.1] if observed else [1.0, 1.4, 0.05])
-    _traces(left, draws, traced)
-    _pairs(middle, draws, paired, diverging.astype(bool))
+    size = len(paired)
+    fig = new_figure(17 if size > 5 else 16, min(max(1.3 * len(traced), 2.8 * max(len(observed), 1), 1.3 * size + 1.0, 7.0), 13.0) + 0.4)
+    left, middle, right = fig.subfigures(1, 3, width_ratios=[1.0, 1.6 if size > 5 else 1.4, 1.1] if observed else [1.0, 1.6, 0.05])
+    _traces(left, draws, traced, meta)
+    _pairs(middle, draws, paired, diverging.astype(bool), meta)
     for k, (name, (data_t, obs, t, bands)) in enumerate(observed.items()):
         ax = right.add_subplot(len(observed), 1, k + 1)
-        _data_and_curve(ax, name, data_t, obs, t, bands["50%"], band=(bands["5%"], bands["95%"]))
+        _data_and_curve(ax, meta, name, data_t, obs, t, bands["50%"], band=(bands["5%"], bands["95%"]))
     if observed:
         right.suptitle("posterior predictive", fontsize=9)
+    if left_out:
+        fig.text(0.5, 0.002, "not drawn: " + "; ".join(left_out), ha="center", va="bottom", fontsize=8, color="crimson")
     return fig
 
 
@@ -399,12 +449,12 @@ def _predictive(src: Source) -> dict:
     return dict(list(out.items())[:_MAX_PANELS])
 
 
-def _traces(subfig, draws, names) -> None:
+def _traces(subfig, draws, names, meta) -> None:
     axes = subfig.subplots(len(names), 1, sharex=True, squeeze=False)[:, 0]
     for ax, name in zip(axes, names):
         for c, chain in enumerate(draws[name]):
             ax.plot(chain, lw=0.6, alpha=0.8, label=f"chain {c}")
-        ax.set_ylabel(name, fontsize=8)
+        ax.set_ylabel(_quantity(meta, name).replace(" (", "\n("), fontsize=8)
         ax.tick_params(labelsize=7)
     axes[-1].set_xlabel("draw")
     if draws[names[0]].shape[0] <= 8:
@@ -412,7 +462,9 @@ def _traces(subfig, draws, names) -> None:
     subfig.suptitle("traces", fontsize=9)
 
 
-def _pairs(subfig, draws, names, diverging) -> None:
+def _pairs(subfig, draws, names, diverging, meta) -> None:
+    from matplotlib.ticker import MaxNLocator
+
     n = len(names)
     axes = subfig.subplots(n, n, squeeze=False)
     flat = {name: draws[name].ravel() for name in names}
@@ -421,6 +473,8 @@ def _pairs(subfig, draws, names, diverging) -> None:
         for j, xname in enumerate(names):
             ax = axes[i, j]
             ax.tick_params(labelsize=6)
+            ax.xaxis.set_major_locator(MaxNLocator(3))
+            ax.yaxis.set_major_locator(MaxNLocator(3))
             if j > i:
                 ax.set_axis_off()
                 continue
@@ -436,11 +490,21 @@ def _pairs(subfig, draws, names, diverging) -> None:
                 if div.any():
                     ax.scatter(x[div], y[div], s=6, color="crimson", label="divergent")
             if i == n - 1:
-                ax.set_xlabel(xname, fontsize=7)
+                ax.set_xlabel(_quantity(meta, xname, unit=False), fontsize=7)
+                ax.tick_params(axis="x", labelrotation=45)
             else:
                 ax.set_xticklabels([])
             if j == 0 and i > 0:
-                ax.set_ylabel(yname, fontsize=7)
+                ax.set_ylabel(_quantity(meta, yname, unit=False), fontsize=7)
             elif j > 0 and i != j:
                 ax.set_yticklabels([])
     subfig.suptitle("pair plot" + (f" ({int(div.sum())} divergent draws in red)" if div.any() else ""), fontsize=9)
+
+
+def _quantity(meta, name: str, unit: bool = True) -> str:
+    """A sampled quantity's label: a noise scale by the data's name for its observable,
+    a parameter or initial value (with its unit)."""
+    head, _, rest = name.partition(".")
+    if head == "sigma" and rest:
+        return f"sigma {meta.data_names.get(rest, rest)}"
+    return meta.parameter_label(name) if unit else name.replace(".", " ").replace("_", " ")

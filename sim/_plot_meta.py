@@ -31,7 +31,7 @@ MD_UNITS = {
 
 def with_unit(label: str, unit: str) -> str:
     """`prey`, `thousand` -> `prey (thousand)`; no parentheses for a silent unit."""
-    return label if unit.strip() in _SILENT else f"{label} ({unit})"
+    return label if unit.strip() in _SILENT else f"{label} ({unit.replace('*', '·')})"
 
 
 def time_unit_of(units: list[str]) -> str:
@@ -150,13 +150,31 @@ class Meta:
         name = self.data_names.get(observable, observable) if data_name else observable
         return with_unit(name.replace("_", " "), self.unit_of(observable))
 
+    def parameter_unit(self, name: str) -> str:
+        """The unit of a parameter or of `initial.<state>` ("" when unknown or silent)."""
+        head, _, rest = name.partition(".")
+        unit = self.unit_of(rest) if head == "initial" and rest else self.parameters.get(name, (None, "", ""))[1]
+        return "" if unit.strip() in _SILENT else unit
+
     def parameter_label(self, name: str) -> str:
         """A parameter (or `initial.<state>`) with its unit, for sweep and posterior axes."""
         head, _, rest = name.partition(".")
-        if head == "initial" and rest:
-            return with_unit(f"initial {rest}", self.unit_of(rest))
-        unit = self.parameters.get(name, (None, "", ""))[1]
-        return with_unit(name.replace("_", " "), unit)
+        return with_unit(f"initial {rest}" if head == "initial" and rest else name.replace("_", " "), self.parameter_unit(name))
+
+    def particle_count(self, record) -> int | None:
+        """The number of particles of an MD file or sweep: from its positions, else from
+        the config's `[system]` lattice (basis times cells)."""
+        n = _particles(record)
+        if n or self.md_units is None:
+            return n
+        kind, cells = self.md_system.get("lattice"), self.md_system.get("cells")
+        try:
+            from physics.md._initial import _BASIS
+
+            counts = (int(cells),) * 3 if isinstance(cells, int) else tuple(int(c) for c in cells)
+            return len(_BASIS[kind]) * int(np.prod(counts))
+        except (KeyError, TypeError, ValueError, ImportError):
+            return None
 
     # ------------------------------------------------------------------ titles
 
@@ -187,7 +205,7 @@ class Meta:
             extra = []
             if self.md_units is not None:
                 extra.append(f"{self.md_units['name']} units")
-                n = _particles(record)
+                n = self.particle_count(record)
                 if n:
                     extra.append(f"{n} particles")
                 for key in ("temperature", "density"):
@@ -201,9 +219,11 @@ class Meta:
         if kind == "sweep":
             swept = _swept(record)
             runs = _runs(record)
-            mode = self.config.get("sweep", {}).get("mode", "grid") if isinstance(self.config.get("sweep"), dict) else ""
+            mode = self.config.get("sweep", {}).get("mode", "grid") if isinstance(self.config.get("sweep"), dict) else "grid"
+            shape = _grid_shape(record)
+            design = " × ".join(map(str, shape)) + " grid" if mode == "grid" and len(shape) > 1 else f"{mode} design"
             changed = self.changed_parameters(exclude=swept)
-            text = f"{model} sweep: {runs} runs ({mode}) over {', '.join(swept)}"
+            text = f"{model} sweep over {', '.join(swept)}: {runs} runs, {design}"
             return text + ("\n" + ", ".join(changed) if changed else "")
         if kind == "fit":
             what = ", ".join(x for x in (f"{fit['loss']} loss" if fit.get("loss") else "", str(fit.get("optimizer", ""))) if x)
@@ -250,3 +270,12 @@ def _draw_shape(record) -> tuple[int, int] | None:
         return (int(shape[0]), int(shape[1])) if len(shape) >= 2 else None
     except (KeyError, TypeError, StopIteration, AttributeError, ValueError):
         return None
+
+
+def _grid_shape(record) -> list[int]:
+    import json
+
+    try:
+        return [int(n) for n in json.loads(record.attrs["grid_shape"]) or ()]
+    except (KeyError, TypeError, ValueError):
+        return []
