@@ -6,11 +6,19 @@ seconds, and an interrupt in that time must end the command with one line and th
 signal's exit code (130 / 143), not a traceback. Nothing has been written by then, so
 the process exits at once. From `sim.cli.main` on, interrupts are deferred to the next
 safe point of the command (see `sim._interrupt`).
+
+What a command does not use it does not import: the `sim` package is registered with
+its `__init__` not yet run (`_unstarted_package`), so that `sim.cli` and the light
+modules it needs (typer, the errors, the model table) load in a fraction of a second;
+`sim --help`, `sim models` and `sim info` answer from them. A command that computes
+calls `sim.cli.engine()`, which runs the package's `__init__` (JAX in float64, the
+compilation cache, the model families): from then on `sim` is what `import sim` gives.
 """
 
 from __future__ import annotations
 
 import gc
+import importlib.util
 import os
 import shlex
 import signal
@@ -49,22 +57,37 @@ def _cpu_devices_for_chains(args: list[str]) -> None:
         os.environ["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={cores}".strip()
 
 
+def _unstarted_package(name: str) -> None:
+    """Register the package `name` in `sys.modules` without running its `__init__`, so
+    that its submodules can be imported alone; `start_package()` on the module (called
+    once, by `sim.cli.engine`) runs the `__init__` in it. Python's cycle collector is off
+    while it runs: the imports make about a quarter of a million objects that live as
+    long as the process, which the collector would walk several times while they are
+    made (0.1-0.2 s of CPU time); what they made is then set aside (`gc.freeze`), so that
+    later collections walk only the command's own objects."""
+    spec = importlib.util.find_spec(name)
+    module = importlib.util.module_from_spec(spec)
+
+    def start_package() -> None:
+        gc.disable()
+        try:
+            spec.loader.exec_module(module)
+        finally:
+            gc.freeze()
+            gc.enable()
+
+    module.start_package = start_package
+    sys.modules[name] = module
+
+
 def main() -> None:
     """Run the `sim` command line (`sim --help`)."""
     for s in (signal.SIGINT, signal.SIGTERM):
         signal.signal(s, _stop_during_start)
     _cpu_devices_for_chains(sys.argv[1:])
-    # The imports make about a quarter of a million objects that live as long as the
-    # process; Python's cycle collector would walk them all several times while they
-    # are made (0.1-0.2 s of CPU time of a start). It is off during the imports, and what
-    # they made is then set aside (`gc.freeze`), so that later collections walk only the
-    # command's own objects.
-    gc.disable()
-    try:
-        from sim.cli import main as cli_main
-    finally:
-        gc.freeze()
-        gc.enable()
+    if "sim" not in sys.modules:
+        _unstarted_package("sim")
+    from sim.cli import main as cli_main
 
     cli_main(sys.argv[1:])
 

@@ -19,13 +19,11 @@ from typing import Annotated, Optional
 
 import typer
 
-from ._config import load_config
 from ._errors import InputError, SimError
-from ._interrupt import Interrupted, deferred
-from ._lock import exclusive
-from ._registry import get_model, model_class, model_names
-from ._store import check_output_path
-from solvers import did_you_mean
+from ._interrupt import Interrupted, deferred, immediate
+
+# (What computes is imported inside the commands, after `engine()`: `sim --help`,
+# `sim models` and `sim info` load typer and the model table, not JAX.)
 
 app = typer.Typer(
     name="sim",
@@ -48,7 +46,34 @@ def _options(
     ] = False,
 ) -> None:
     """simjax: differentiable simulation of ODEs, PDEs and molecular dynamics."""
-    if no_cache:
+    global _no_cache
+    _no_cache = no_cache
+    if no_cache and _started():
+        from . import _cache
+
+        _cache.disable()
+
+
+_no_cache = False
+
+
+def _started() -> bool:
+    """Whether the `sim` package has run its `__init__` (always, after `import sim`)."""
+    return not hasattr(sys.modules[__package__], "start_package")
+
+
+def engine() -> None:
+    """Run the `sim` package's `__init__` if the `sim` command started without it (see
+    `_sim_entry`): JAX in float64, the compilation cache (off with --no-cache), the
+    model families. Every command that computes calls it first; in a Python session,
+    where `import sim` did all that, it does nothing."""
+    if _started():
+        return
+    package = sys.modules[__package__]
+    with immediate("starting"):
+        package.start_package()
+    del package.start_package
+    if _no_cache:
         from . import _cache
 
         _cache.disable()
@@ -96,6 +121,8 @@ def output_path(config, option: Optional[Path], default_suffix: str = ".h5", inp
     config's folder); else the config's name with `default_suffix` in the working
     folder. Checked before any work: writable, a regular file, and none of the
     command's input files (the config, the files it names, `inputs`)."""
+    from ._store import check_output_path
+
     given = [*config.input_files(), *(p for p in inputs if p is not None)]
     if option is not None:
         return check_output_path(option, "-o", inputs=given)
@@ -133,6 +160,8 @@ def writing(path: Path, what: str, unfinished: Path, resume: bool, quiet: bool):
     """The block of a resumable command (run, sweep, fit) that writes `path`: holds its
     lock, reports an interrupt with the command that resumes it, and yields whether to
     resume (--resume with nothing unfinished and no finished file starts afresh)."""
+    from ._lock import exclusive
+
     with exclusive(path), resumable(path, f"the {what}"):
         yield resume and not nothing_to_resume(path, unfinished, what, quiet)
 
@@ -151,10 +180,33 @@ def _family_name(cls: type) -> str:
     return next(b.__name__ for b in cls.__mro__[1:] if b.__name__.endswith("Model"))
 
 
-def _list_models(rows: list[tuple[str, str]]) -> None:
-    """A table of models: (name, where it comes from)."""
+def _table_answers() -> bool:
+    """Whether the built-in model table (`sim._model_table`) tells of every model there
+    is: at the command line (no models registered from Python) with no plugin installed.
+    Then `sim models` imports no model."""
+    if _started():
+        return False
+    from importlib.metadata import entry_points
+
+    return not entry_points(group="simjax.models")  # (sim._sources.PLUGIN_GROUP)
+
+
+def _list_models() -> None:
+    """The table of models: name, family, description, where it comes from."""
     table = Table("model", "family", "description", "from", box=None)
-    for name, origin in rows:
+    if _table_answers():
+        from ._model_table import MODELS
+
+        for name, e in MODELS.items():
+            table.add_row(name, e["kind"], e["description"], "built in")
+        out.print(table)
+        return
+    engine()
+    from ._registry import is_plugin, model_class, model_names
+    from ._sources import plugin_origin
+
+    for name in model_names():
+        origin = f"plugin {plugin_origin(name)}" if is_plugin(name) else "built in"
         try:
             cls = model_class(name)
         except ValueError as e:  # a plugin that does not load: listed with why
@@ -164,22 +216,46 @@ def _list_models(rows: list[tuple[str, str]]) -> None:
     out.print(table)
 
 
-def _describe_model(label: str, model) -> None:
-    cls = type(model)
-    out.print(f"[bold]{label}[/bold]: {cls.description}")
-    doc = (cls.__doc__ or "").strip().splitlines()
-    if doc:
-        out.print(doc[0])
-    table = Table("parameter", "default", "unit", "constraint", "meaning", box=None)
-    for p in model.parameters:
-        constraint = p.constraint if p.bounds is None else f"{p.constraint}, in [{p.bounds[0]:g}, {p.bounds[1]:g}]"
-        table.add_row(p.name, f"{p.default:g}" if isinstance(p.default, float) else str(p.default), p.unit, constraint, p.doc)
-    out.print(table)
-    state = getattr(model, "state_names", None)
-    if state is not None:
-        defaults = getattr(model, "initial_defaults", {})
-        out.print("state (initial): " + ", ".join(f"{s} = {defaults.get(s, '?')}" for s in state))
-    out.print("observables: " + ", ".join(model.observable_names))
+# Where a config sets each part of a model, by family.
+_OPTIONS_AT = {"md": "[model] or [params]", "pde": "[model]; points and domain also in [grid]"}
+
+
+def _describe_model(label: str, e: dict) -> None:
+    """`sim models NAME`: a `sim._catalogue.entry` as text."""
+    out.print(f"{label} ({e['kind']}): {e['description']}", markup=False, highlight=False)
+    out.print(e["summary"], markup=False, highlight=False)
+    sections = [("parameters, in [params]", ("parameter", "default", "unit", "constraint", "meaning"), e["parameters"])]
+    if e["options"]:
+        sections.append((f"options, in {_OPTIONS_AT.get(e['family'], '[model]')}", ("option", "default", "type", "meaning"), e["options"]))
+    if e["family"] == "md":
+        from ._catalogue import SYSTEM_KEYS
+
+        sections.append(("the starting system, in [system] (reduced units: lengths in sigma, energies in epsilon)", ("key", "default", "unit", "meaning"), SYSTEM_KEYS))
+    if "state" in e:
+        sections.append(("state, initial values in [initial]", ("state", "default"), e["state"]))
+    for title, columns, rows in sections:
+        out.print(f"\n{title}:", markup=False, highlight=False)
+        out.print(_plain_table(columns, rows))
+    if "initial_field" in e:
+        out.print(f"\ninitial field ([initial] kind): {e['initial_field']}", markup=False, highlight=False)
+    out.print(f"\nobservables: {', '.join(e['observables'])}", markup=False, highlight=False)
+
+
+def _plain_table(columns, rows):
+    """A rich table of text taken as it is (no markup: `[params]` stays)."""
+    from rich.text import Text
+
+    table = Table(*columns, box=None)
+    for row in rows:
+        table.add_row(*(Text(str(cell)) for cell in row))
+    return table
+
+
+def _describe(label: str, model) -> None:
+    from ._catalogue import entry
+    from ._family import family_of
+
+    _describe_model(label, entry(model, family_of(model).name))
 
 
 def _file_models(name: str) -> None:
@@ -204,21 +280,29 @@ def _file_models(name: str) -> None:
         raise InputError("argument NAME", name, str(e).partition(": ")[2]) from None
     except Exception as e:  # the class's own constructor failed
         raise InputError("argument NAME", name, f"{cls_name}() failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from None
-    _describe_model(f"{name} ({cls.name})", model)
+    _describe(f"{name} ({cls.name})", model)
 
 
 @app.command()
 def models(
-    name: Annotated[Optional[str], typer.Argument(help="A model name (or FILE.py, FILE.py:CLASS, FILE.xml for SBML) for its details.")] = None,
+    name: Annotated[Optional[str], typer.Argument(metavar="NAME", help="A model name (or FILE.py, FILE.py:CLASS, FILE.xml for SBML) for its details.")] = None,
 ) -> None:
-    """List models (built in and installed plugins); with NAME, its parameters, units,
-    state and observables."""
-    from ._registry import is_plugin
-    from ._sources import plugin_origin
-
+    """List models (built in and installed plugins); with NAME, its parameters, options,
+    configuration defaults, state and observables, with units and meanings."""
     if name is None:
-        _list_models([(n, f"plugin {plugin_origin(n)}" if is_plugin(n) else "built in") for n in model_names()])
+        _list_models()
         return
+    if _table_answers():
+        from ._model_table import MODELS
+
+        if name in MODELS:
+            _describe_model(name, MODELS[name])
+            return
+    engine()
+    from solvers import did_you_mean
+
+    from ._registry import get_model, model_names
+
     if name.endswith(".py") or ".py:" in name:
         _file_models(name)
         return
@@ -229,7 +313,7 @@ def models(
             model = sbml_model(Path(name))
         except SbmlError as e:
             raise InputError("argument NAME", name, str(e).partition(": ")[2]) from None
-        _describe_model(f"{name} ({model.name})", model)
+        _describe(f"{name} ({model.name})", model)
         return
     if name not in model_names():
         raise InputError("argument NAME", name, f"unknown model; `sim models` lists them.{did_you_mean(name, model_names())}")
@@ -237,7 +321,7 @@ def models(
         model = get_model(name)
     except ValueError as e:  # a plugin that does not load
         raise InputError("argument NAME", name, str(e)) from None
-    _describe_model(name, model)
+    _describe(name, model)
 
 
 @app.command()
@@ -253,6 +337,8 @@ def sweep(
     quiet: Quiet = False,
 ) -> None:
     """Run every point of CONFIG's [sweep], batched and sharded, into one HDF5 file."""
+    engine()
+    from ._config import load_config
     from ._sweep import execute
     from ._sweep_store import partial_path
 
@@ -282,6 +368,8 @@ def run(
     """Run the simulation CONFIG describes, streaming it to an HDF5 file chunk by chunk
     with checkpoints ([output] chunk, checkpoint_every); --resume continues a run that
     was stopped."""
+    engine()
+    from ._config import load_config
     from ._run import run as run_config
     from ._stream import partial_path
 
@@ -324,8 +412,12 @@ def fit(
     PEtab problem (.yaml), whose multistart fits are checkpointed and resumed the same
     way. The starts of a multistart fit run batched, over the local devices (--devices)
     or in blocks on a Dask cluster (--scheduler)."""
+    engine()
     from inference import fit as fit_config
     from inference._checkpoint import checkpoint_path
+
+    from ._config import load_config
+    from ._store import check_output_path
 
     if config.suffix in (".yaml", ".yml"):
         _fit_petab(config, output, evaluate, starts or 1, quiet, devices, scheduler, resume, checkpoint_every)
@@ -359,6 +451,8 @@ def _fit_petab(
     from inference._checkpoint import checkpoint_path
     from inference._petab import fit_petab, load_petab, problem_files
 
+    from ._store import check_output_path
+
     problem = load_petab(problem_file)
     path = check_output_path(output if output is not None else Path(problem_file.stem + "_fit.h5"), "-o", inputs=problem_files(problem_file))
     start = time.perf_counter()
@@ -387,7 +481,12 @@ def infer(
     quiet: Quiet = False,
 ) -> None:
     """Sample the posterior of free parameters and initial values with NumPyro NUTS."""
+    engine()
     from inference import infer as infer_config
+
+    from ._config import load_config
+    from ._lock import exclusive
+    from ._store import check_output_path
 
     if config.suffix in (".yaml", ".yml"):
         _infer_petab(config, output, chains, warmup, samples, seed, quiet)
@@ -431,6 +530,8 @@ def _infer_petab(problem_file: Path, output: Optional[Path], chains, warmup, sam
     from inference._petab_bayes import infer_petab
 
     from ._config import seed_problem
+    from ._lock import exclusive
+    from ._store import check_output_path
 
     if seed is not None and seed_problem(seed):
         raise InputError("--seed", "", seed_problem(seed))
@@ -463,7 +564,12 @@ def profile(
     along its axis until the negative log-likelihood rises by the 95% chi-square
     threshold (1.92) or the parameter reaches its bound; report each 95% confidence
     interval or that the parameter is not identifiable."""
+    engine()
     from inference._profile import profile_config, profile_petab
+
+    from ._config import load_config
+    from ._lock import exclusive
+    from ._store import check_output_path
 
     start = time.perf_counter()
     if config.suffix in (".yaml", ".yml"):
@@ -497,7 +603,10 @@ def plot(
     quiet: Quiet = False,
 ) -> None:
     """Draw FILE: time series, fields, MD observables and g(r), sweeps, fits or posteriors."""
+    engine()
+    from ._lock import exclusive
     from ._plot import check_figure_path, plot as draw
+    from ._store import check_output_path
 
     path = check_figure_path(output if output is not None else Path(file.with_suffix(".png").name))
     check_output_path(path, "-o", inputs=[file])
@@ -518,8 +627,8 @@ def info() -> None:
         out.print(f"{name:<12} {version}")
     out.print(f"{'backend':<12} {jax.default_backend()}")
     out.print(f"{'devices':<12} {', '.join(str(d) for d in jax.devices())}")
-    x64 = jax.config.jax_enable_x64
-    out.print(f"{'precision':<12} {'float64' if x64 else 'float32'} by default (PDE/MD configs may ask for float32)")
+    # (`import sim` turns on jax_enable_x64; this command does not need to import it)
+    out.print(f"{'precision':<12} float64 by default (PDE/MD configs may ask for float32)")
 
 
 def check_platform() -> None:
