@@ -43,6 +43,8 @@ from . import _pde_family as _pde_family  # noqa: E402,F401
 from . import _md_family as _md_family  # noqa: E402,F401
 from . import _sde_family as _sde_family  # noqa: E402,F401
 from ._plot import plot as plot  # noqa: E402  (matplotlib is imported when a figure is drawn)
+from ._movie import movie as movie  # noqa: E402  (matplotlib likewise, when a movie is made)
+from ._xdmf import write_xdmf as write_xdmf  # noqa: E402
 
 # Imported when first used: sweeps, and the PDE family's stepper.
 _DEFERRED = {

@@ -145,13 +145,15 @@ class OutputSection(_Section):
     saved frames it holds in memory per chunk at most, and how often it checkpoints (and
     a sweep within a chunk advanced frame by frame): every `checkpoint_every` saved
     frames, every `checkpoint_seconds` of wall time, or both (at the first chunk end after
-    either is due); with neither, every 5 minutes.
+    either is due); with neither, every 5 minutes. `xdmf = true` (PDE runs) also writes
+    an XDMF sidecar beside the file once it is complete (`sim._xdmf`), for ParaView.
     None of these changes the numbers a run computes: a run may be resumed with others."""
 
     file: str | None = None
     chunk: int | None = Field(default=None, ge=1)
     checkpoint_every: int | None = Field(default=None, ge=1)
     checkpoint_seconds: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    xdmf: bool = False
 
 
 class ChecksSection(_Section):

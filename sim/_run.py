@@ -22,12 +22,14 @@ from ._config import Config
 from ._errors import ConfigError, InputError, SimulationError
 from ._family import families, family_of
 from ._limits import memory_problem
+from ._lock import exclusive
 from ._progress import Progress
 from ._registry import model_class, model_names, model_options
 from ._sources import SourceError, source_class
 from ._result import RunResult, RunSink
 from ._store import check_output_path
 from ._stream import RunPlan, chunk_frames, collect, stream
+from ._xdmf import check_request, settle
 
 DEFAULT_SAVE = 101
 
@@ -348,9 +350,13 @@ def run(
             return collect(plan, bar)
         output = check_output_path(output)
         out = config.spec.output
-        return stream(
-            plan, output, resume=resume, checkpoint_every=out.checkpoint_every, checkpoint_seconds=out.checkpoint_seconds, progress=bar
-        )
+        check_request(config, plan, output)
+        with exclusive(output):
+            done = stream(
+                plan, output, resume=resume, checkpoint_every=out.checkpoint_every, checkpoint_seconds=out.checkpoint_seconds, progress=bar
+            )
+            settle(output, out.xdmf)  # (the XDMF sidecar, once the file is complete)
+        return done
 
 
 class LoopEngine:

@@ -25,7 +25,76 @@ from ._interrupt import Interrupted, deferred, immediate
 # (What computes is imported inside the commands, after `engine()`: `sim --help`,
 # `sim models` and `sim info` load typer and the model table, not JAX.)
 
+def _first_sentence(text: str) -> str:
+    """The first sentence (or clause before a semicolon) of a help text, whole."""
+    paragraph = " ".join((text or "").strip().split("\n\n")[0].split())
+    for end in (". ", "; "):
+        paragraph = paragraph.split(end)[0]
+    return paragraph.rstrip(".")
+
+
+# What a command's help calls the values it takes, by parameter (else by type, else the
+# parameter's name in capitals): never typer's `{config}` or `<list[str]>`.
+_METAVARS = {"set_": "KEY=VALUE", "scheduler": "ADDRESS", "param": "NAME", "name": "NAME"}
+
+
+def _metavar(p) -> str:
+    if p.name in _METAVARS:
+        return _METAVARS[p.name]
+    if isinstance(p, typer.core.TyperArgument) and p.name in ("config", "file"):
+        return p.name.upper()
+    described = p.type_descriptor
+    if described.is_path:
+        return "FILE"
+    kind = described.annotation
+    return {int: "N", float: "X"}.get(kind, p.name.upper())
+
+
+class _Command(typer.core.TyperCommand):
+    """A `sim` command whose help names its arguments and values in capitals (CONFIG,
+    FILE, N, KEY=VALUE)."""
+
+    def get_params(self, ctx):
+        params = super().get_params(ctx)
+        for p in params:
+            if p.metavar is None and not getattr(p, "is_flag", False):
+                p.metavar = _metavar(p)
+        return params
+
+    def collect_usage_pieces(self, ctx):
+        pieces = [self.options_metavar] if self.options_metavar else []
+        for p in self.get_params(ctx):
+            if isinstance(p, typer.core.TyperArgument):
+                pieces.append(p.metavar if p.required else f"[{p.metavar}]")
+        return pieces
+
+    def format_options(self, ctx, formatter):
+        arguments, options = [], []
+        for p in self.get_params(ctx):
+            record = p.get_help_record(ctx)
+            if record is None:
+                continue
+            if isinstance(p, typer.core.TyperArgument):
+                arguments.append((p.metavar, record[1]))
+            else:
+                options.append(record)
+        for title, rows in (("Arguments", arguments), ("Options", options)):
+            if rows:
+                with formatter.section(title):
+                    formatter.write_dl(rows)
+
+
+class _Commands(typer.core.TyperGroup):
+    """The `sim` command: its help lists each command with its first sentence whole."""
+
+    def format_commands(self, ctx, formatter):
+        rows = [(name, _first_sentence(self.get_command(ctx, name).help)) for name in self.list_commands(ctx)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
 app = typer.Typer(
+    cls=_Commands,
     name="sim",
     help="simjax: differentiable simulation of ODEs, PDEs and molecular dynamics.",
     add_completion=False,
@@ -283,7 +352,7 @@ def _file_models(name: str) -> None:
     _describe(f"{name} ({cls.name})", model)
 
 
-@app.command()
+@app.command(cls=_Command)
 def models(
     name: Annotated[Optional[str], typer.Argument(metavar="NAME", help="A model name (or FILE.py, FILE.py:CLASS, FILE.xml for SBML) for its details.")] = None,
 ) -> None:
@@ -324,7 +393,7 @@ def models(
     _describe(name, model)
 
 
-@app.command()
+@app.command(cls=_Command)
 def sweep(
     config: Annotated[Path, typer.Argument(help="TOML config with a [sweep] section.")],
     output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Output HDF5 sweep file.")] = None,
@@ -357,13 +426,14 @@ def sweep(
             print(f"  {line}", file=sys.stderr)
 
 
-@app.command()
+@app.command(cls=_Command)
 def run(
     config: Annotated[Path, typer.Argument(help="TOML config file.")],
     output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Output HDF5 file.")] = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue the unfinished run of the output file from its last checkpoint.")] = False,
     set_: Sets = None,
     quiet: Quiet = False,
+    xdmf: Annotated[bool, typer.Option("--xdmf", help="PDE runs: also write an XDMF sidecar (OUT.xdmf) for ParaView and VisIt ([output] xdmf).")] = False,
 ) -> None:
     """Run the simulation CONFIG describes, streaming it to an HDF5 file chunk by chunk
     with checkpoints ([output] chunk, checkpoint_every); --resume continues a run that
@@ -373,7 +443,8 @@ def run(
     from ._run import run as run_config
     from ._stream import partial_path
 
-    cfg = load_config(config, set_ or [])
+    # (--xdmf is [output] xdmf = true, after any --set)
+    cfg = load_config(config, [*(set_ or []), *(["output.xdmf=true"] if xdmf else [])])
     path = output_path(cfg, output)
     start = time.perf_counter()
     with writing(path, "run", partial_path(path), resume, quiet) as resume:
@@ -387,7 +458,7 @@ def run(
         )
 
 
-@app.command()
+@app.command(cls=_Command)
 def fit(
     config: Annotated[Path, typer.Argument(help="TOML config with [data] and [fit] sections.")],
     data: Annotated[Optional[Path], typer.Option("--data", help="HDF5 observations (replaces data.file).")] = None,
@@ -466,7 +537,7 @@ def _fit_petab(
         print(f"wrote {path}: {what} {result.objective:.10g} ({time.perf_counter() - start:.2f} s)", file=sys.stderr)
 
 
-@app.command()
+@app.command(cls=_Command)
 def infer(
     config: Annotated[Path, typer.Argument(help="TOML config with [data] and [infer] sections.")],
     data: Annotated[Optional[Path], typer.Option("--data", help="HDF5 observations (replaces data.file).")] = None,
@@ -550,7 +621,7 @@ def _infer_petab(problem_file: Path, output: Optional[Path], chains, warmup, sam
         print(f"wrote {path} in {time.perf_counter() - start:.1f} s", file=sys.stderr)
 
 
-@app.command()
+@app.command(cls=_Command)
 def profile(
     config: Annotated[Path, typer.Argument(help="TOML config with [data] and [fit] sections, or a PEtab problem (.yaml).")],
     param: Annotated[Optional[list[str]], typer.Option("--param", help="A parameter to profile (repeat for several; default: every free one).")] = None,
@@ -596,18 +667,35 @@ def profile(
         print(f"wrote {path}: {len(result.profiles)} profile(s) in {time.perf_counter() - start:.1f} s", file=sys.stderr)
 
 
-@app.command()
+@app.command(cls=_Command)
 def plot(
     file: Annotated[Path, typer.Argument(help="A run, sweep, fit or posterior HDF5 file (or H5MD).")],
-    output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Figure file (.png, .pdf, .svg); default FILE's name with .png.")] = None,
+    output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Figure file (.png, .pdf, .svg), or a movie (.gif, .mp4) as with --movie; default FILE's name with .png.")] = None,
     quiet: Quiet = False,
+    movie: Annotated[Optional[Path], typer.Option("--movie", help="PDE and MD runs: animate the saved frames into OUT.gif (or OUT.mp4 where ffmpeg is installed).")] = None,
+    frames: Annotated[int, typer.Option("--frames", min=1, help="With --movie: show at most N frames, spread evenly over the run.")] = 200,
 ) -> None:
-    """Draw FILE: time series, fields, MD observables and g(r), sweeps, fits or posteriors."""
+    """Draw FILE: time series, fields, MD observables and g(r), sweeps, fits or posteriors;
+    --movie animates the frames of a PDE or MD run."""
     engine()
     from ._lock import exclusive
+    from ._movie import is_movie, movie as animate
     from ._plot import check_figure_path, plot as draw
     from ._store import check_output_path
 
+    if movie is None and output is not None and is_movie(output):
+        movie, output = output, None
+        option = "-o"
+    else:
+        option = "--movie"
+    if movie is not None:
+        if output is not None:
+            check_output_path(check_figure_path(output), "-o", inputs=[file, movie])  # (checked before the movie is made)
+        animate(file, movie, frames=frames, option=option)
+        if not quiet:
+            print(f"wrote {movie}", file=sys.stderr)
+        if output is None:
+            return
     path = check_figure_path(output if output is not None else Path(file.with_suffix(".png").name))
     check_output_path(path, "-o", inputs=[file])
     with exclusive(path):
@@ -616,7 +704,7 @@ def plot(
         print(f"wrote {path}", file=sys.stderr)
 
 
-@app.command()
+@app.command(cls=_Command)
 def info() -> None:
     """Versions, devices and precision."""
     import jax
@@ -669,7 +757,7 @@ def main(argv: list[str] | None = None) -> None:
         name = f"sim {ctx.info_name}" if ctx is not None and ctx.info_name != "sim" else "sim"
         # (format_message names the option a bad value was given to; str(e) does not)
         message = " ".join((e.format_message() if hasattr(e, "format_message") else str(e)).split())
-        print(f"{name}: error: {message} (see `{name} --help`)", file=sys.stderr)
+        print(f"error: {name}: {message} (see `{name} --help`)", file=sys.stderr)
         sys.exit(2)
     except InputError as e:
         print(f"error: {e}", file=sys.stderr)
