@@ -8,7 +8,8 @@ from typing import Any
 import h5py
 import numpy as np
 
-from ._store import Result, write_group, write_root_attrs
+from ._errors import DataError
+from ._store import Record, Result, write_group, write_root_attrs
 
 
 @dataclasses.dataclass
@@ -79,10 +80,36 @@ class RunResult(Result):
     stats: dict[str, Any] = dataclasses.field(default_factory=dict)
     seed: int | None = None
 
+    @classmethod
+    def from_record(cls, record: Record) -> RunResult:
+        """The run a `sim.read` record of an ODE, SDE or PDE run file holds.
+
+        Raises:
+            DataError: the record is not such a run (naming the missing dataset).
+        """
+        tree = dict(record)
+        for key in ("time", "observables"):
+            if key not in tree:
+                raise DataError(record.path, f"/{key}", "missing; a run file has this dataset")
+        attrs = record.attrs
+        seed = attrs.get("seed")
+        return cls(
+            model=str(attrs.get("model", "")),
+            config=str(attrs.get("config", "")),
+            time=np.asarray(tree["time"]),
+            observables=dict(tree["observables"]),
+            params=dict(tree.get("params", {})),
+            initial=dict(tree.get("initial", {})),
+            groups={"grid": dict(tree["grid"])} if isinstance(tree.get("grid"), dict) else {},
+            seed=None if seed is None else int(seed),
+        )
+
     def to_xarray(self):
         """An `xarray.Dataset`: every observable over `time`; trailing axes that match the
         grid of a PDE run are its coordinates (`x`, `y`, ...), other axes `<name>_axis_<i>`
-        (the paths of an SDE ensemble, the components of a vector observable).
+        (the paths of an SDE ensemble, the components of a vector observable). Coordinates
+        carry `units` where the model declares them (the unit of time its rate parameters
+        use; the grid's where its parameters name one).
 
         Raises:
             ImportError: xarray is not installed.
@@ -100,7 +127,11 @@ class RunResult(Result):
             dims = ["time", *(f"{name}_axis_{i}" for i in range(other)), *(grid if on_grid else ())]
             data[name] = (dims, value)
         attrs = {"model": self.model, "config": self.config, **({"seed": self.seed} if self.seed is not None else {})}
-        return xr.Dataset(data, coords={"time": np.asarray(self.time), **grid}, attrs=attrs)
+        time_unit, length_unit = model_units(self.model, self.config)
+        coords = {"time": ("time", np.asarray(self.time), _unit_attrs("time", time_unit))}
+        for name, value in grid.items():
+            coords[name] = (name, value, _unit_attrs(f"{name} coordinate", length_unit))
+        return xr.Dataset(data, coords=coords, attrs=attrs)
 
     def write(self, f: h5py.File) -> None:
         """The run layout (docs/architecture.md, File layouts) in `f`."""
@@ -112,3 +143,104 @@ class RunResult(Result):
     def __repr__(self) -> str:
         names = ", ".join(self.observables)
         return f"RunResult(model={self.model!r}, T={len(self.time)}, observables=[{names}])"
+
+
+# Names that stand for a dimension, not a unit (`length^2/time`): no `units` attribute.
+_PLACEHOLDERS = ("", "time", "length", "1", "reduced")
+
+
+def _unit_attrs(long_name: str, unit: str) -> dict[str, str]:
+    return {"long_name": long_name, **({"units": unit} if unit not in _PLACEHOLDERS else {})}
+
+
+def model_units(model: str, config: str) -> tuple[str, str]:
+    """The units of time and length of a run's model, as its parameters declare them
+    (`sim._plot_meta.Meta`: time from the denominators of rate parameters; MD in
+    reduced units); length from a parameter per time whose numerator is a power of one
+    name (`m^2/s` -> `m`). Empty where the model says nothing."""
+    from ._plot_meta import Meta
+
+    meta = Meta(_Attributes({"model": model, "config": config}))
+    if meta.md_units is not None:
+        return meta.md_units["time"], meta.md_units["length"]
+    lengths = []
+    for _, unit, _ in meta.parameters.values():
+        head, slash, tail = unit.partition("/")
+        if slash and meta.time_unit and meta.time_unit in tail:
+            name, caret, power = head.strip("() ").partition("^")
+            if caret and power.strip() in ("2", "3", "4") and name.isidentifier():
+                lengths.append(name)
+    return meta.time_unit, (lengths[0] if lengths and len(set(lengths)) == 1 else "")
+
+
+class _Attributes:
+    """A record with these root attributes and no datasets (what `Meta` reads)."""
+
+    def __init__(self, attrs: dict[str, Any]):
+        self.attrs = attrs
+
+    def __contains__(self, key: str) -> bool:
+        return False
+
+
+def record_to_xarray(record: Record):
+    """The `xarray.Dataset` of a `sim.read` record: run files of every family (an MD run's
+    H5MD as `MdRunResult.to_xarray`), sweeps as `SweepResult.to_xarray`.
+
+    Raises:
+        DataError: another kind of file (fits and posteriors have their own views:
+            `inference.FitResult.to_xarray`, `PosteriorResult.to_arviz`).
+    """
+    fmt = record.format
+    if "h5md" in record:
+        return _h5md_dataset(record)
+    if fmt == "simjax.run":
+        return RunResult.from_record(record).to_xarray()
+    if fmt == "simjax.sweep":
+        from ._sweep_store import SweepResult
+
+        return SweepResult.from_tree(record.attrs, dict(record)).to_xarray()
+    raise DataError(record.path, "format", f"{fmt or 'no simjax format'!r}: to_xarray reads run and sweep files (a fit has FitResult.to_xarray, a posterior to_arviz)")
+
+
+def _h5md_dataset(record: Record):
+    """An H5MD run (simjax's or another program's) as `MdRunResult.to_xarray` gives it:
+    positions unwrapped by the image counters where the file has them."""
+    import xarray as xr
+
+    def node(key: str):
+        try:
+            return record[key]
+        except (KeyError, TypeError):
+            raise DataError(record.path, f"/{key}", "missing; an H5MD run has this dataset") from None
+
+    position = np.asarray(node("particles/all/position/value"), dtype=float)
+    if position.ndim != 3:
+        raise DataError(record.path, "/particles/all/position/value", f"expected [time, particle, spatial], found shape {position.shape}")
+    frames, n, dim = position.shape
+    particles = node("particles/all")
+    if "image" in particles:
+        edges = np.asarray(node("particles/all/box/edges/value"), dtype=float).reshape(-1, 1, dim)
+        position = position + np.asarray(node("particles/all/image/value")) * edges
+    time = np.asarray(node("particles/all/position/time"), dtype=float)
+    step = node("particles/all/position/step")
+    time_unit, length_unit = model_units(str(record.attrs.get("model", "")), str(record.attrs.get("config", "")))
+    data = {"position": (("time", "particle", "spatial"), position, _unit_attrs("position", length_unit))}
+    if "velocity" in particles:
+        data["velocity"] = (("time", "particle", "spatial"), np.asarray(node("particles/all/velocity/value")))
+    observables = record.get("observables", {})
+    for name, element in observables.items() if isinstance(observables, dict) else ():
+        value = np.asarray(element.get("value")) if isinstance(element, dict) else None
+        if value is not None and value.shape[:1] == (frames,):
+            data[name] = (("time", *(f"{name}_axis_{i}" for i in range(value.ndim - 1))), value)
+    coords = {
+        "time": ("time", time, _unit_attrs("time", time_unit)),
+        "step": ("time", np.asarray(step)),
+        "particle": np.arange(n),
+        "spatial": ["x", "y", "z"][:dim],
+    }
+    for name in ("species", "mass"):
+        if name in particles:
+            coords[name] = ("particle", np.asarray(particles[name]))
+    attrs = {k: record.attrs[k] for k in ("model", "config", "seed") if k in record.attrs}
+    return xr.Dataset(data, coords=coords, attrs=attrs)

@@ -214,6 +214,19 @@ class Record(Mapping):
     def format(self) -> str:
         return str(self.attrs.get("format", ""))
 
+    def to_xarray(self):
+        """The file as an `xarray.Dataset` with named dimensions: a run (ODE, SDE, PDE:
+        observables over `time` and the grid; MD: as `MdRunResult.to_xarray`) or a sweep
+        (as `SweepResult.to_xarray`).
+
+        Raises:
+            DataError: another kind of file, or a run file missing its datasets.
+            ImportError: xarray is not installed.
+        """
+        from ._result import record_to_xarray
+
+        return record_to_xarray(self)
+
     def __repr__(self) -> str:
         return f"Record({str(self.path)!r}, format={self.format!r}, groups={list(self._tree)})"
 
