@@ -32,7 +32,7 @@ from ._unfinished import as_text
 
 MOVIE_SUFFIXES = (".gif", ".mp4")
 FRAMES = 200  # the most frames of a movie, by default
-FPS = 10
+FPS = 10.0
 DPI = 100
 
 
@@ -41,7 +41,7 @@ def is_movie(path: str | Path) -> bool:
     return Path(path).suffix.lower() in MOVIE_SUFFIXES
 
 
-def movie(source: Any, out: str | Path, *, frames: int = FRAMES, fps: float = FPS, option: str = "out") -> Path:
+def movie(source: Any, out: str | Path, *, frames: int = FRAMES, fps: float | int = FPS, option: str = "out") -> Path:
     """Animate the saved frames of a PDE or MD run.
 
     Arguments:
@@ -84,7 +84,7 @@ def frame_indices(count: int, cap: int) -> list[int]:
     return sorted(set(np.linspace(0, count - 1, cap).round().astype(int).tolist()))
 
 
-def _writer(out: Path, option: str, fps: float):
+def _writer(out: Path, option: str, fps: float | int):
     from matplotlib import animation
 
     if not (isinstance(fps, (int, float)) and not isinstance(fps, bool) and 0 < fps <= 1000):
