@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -27,7 +26,7 @@ import numpy as np
 
 from ._errors import DataError, InputError
 from ._lock import exclusive
-from ._store import DAMAGED_FILE_ERRORS, Record, Result, check_output_path, companion_path, error_reason
+from ._store import DAMAGED_FILE_ERRORS, Record, Result, atomic_file, check_output_path, error_reason
 from ._unfinished import as_text
 
 MOVIE_SUFFIXES = (".gif", ".mp4")
@@ -398,19 +397,7 @@ def _write(scene: _Scene, out: Path, writer, indices: list[int]) -> None:
     draw(indices[0])
     fig.canvas.draw()
     fig.set_layout_engine("none")
-    folder = out.parent if str(out.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(prefix=companion_path(out, "").name, suffix=f".tmp{out.suffix.lower()}", dir=folder)
-    os.close(fd)
-    try:
-        with writer.saving(fig, tmp, DPI):
-            for k in indices:
-                draw(k)
-                writer.grab_frame()
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, out)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+    with atomic_file(out, suffix=f".tmp{out.suffix.lower()}") as tmp, writer.saving(fig, str(tmp), DPI):
+        for k in indices:
+            draw(k)
+            writer.grab_frame()

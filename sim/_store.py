@@ -135,22 +135,31 @@ def same_file(a: str | Path, b: str | Path) -> bool:
 
 
 @contextlib.contextmanager
-def atomic_h5(path: str | Path) -> Iterator[h5py.File]:
-    """Open a new HDF5 file under a temporary name beside `path`; rename it to `path`
-    only when the block completes. On any error the temporary file is removed and an
-    existing `path` is left untouched."""
+def atomic_file(path: str | Path, suffix: str = ".tmp") -> Iterator[Path]:
+    """A temporary path beside `path` (ending in `suffix`, for writers that choose the
+    format by the name) to write in the block; renamed to `path` only when the block
+    completes. On any error the temporary file is removed and an existing `path` is left
+    untouched."""
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=companion_path(path, "").name, suffix=".tmp", dir=path.parent if str(path.parent) else ".")
+    fd, tmp = tempfile.mkstemp(prefix=companion_path(path, "").name, suffix=suffix, dir=path.parent if str(path.parent) else ".")
     os.close(fd)
     try:
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes it private; results are not
-        with h5py.File(tmp, "w") as f:
-            yield f
+        yield Path(tmp)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+@contextlib.contextmanager
+def atomic_h5(path: str | Path) -> Iterator[h5py.File]:
+    """Open a new HDF5 file under a temporary name beside `path`; rename it to `path`
+    only when the block completes. On any error the temporary file is removed and an
+    existing `path` is left untouched."""
+    with atomic_file(path) as tmp, h5py.File(tmp, "w") as f:
+        yield f
 
 
 def _umask() -> int:

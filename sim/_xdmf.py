@@ -23,8 +23,6 @@ finished PDE run file.
 from __future__ import annotations
 
 import contextlib
-import os
-import tempfile
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -34,7 +32,7 @@ import numpy as np
 
 from ._errors import DataError, InputError
 from ._lock import exclusive
-from ._store import DAMAGED_FILE_ERRORS, check_output_path, companion_path, error_reason
+from ._store import DAMAGED_FILE_ERRORS, atomic_file, check_output_path, error_reason
 from ._unfinished import as_text
 
 AXES = ("x", "y", "z")
@@ -244,15 +242,5 @@ def _frame(grid: ET.Element, file: str, name: str, center: str, dataset, k: int,
 
 
 def _write_atomically(target: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=companion_path(target, "").name, suffix=".tmp", dir=target.parent if str(target.parent) else ".")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(text)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+    with atomic_file(target) as tmp:
+        tmp.write_text(text, encoding="utf-8")
