@@ -269,8 +269,8 @@ class _FieldScene(_Scene):
                 ax = fig.add_subplot(1, len(self.fields), i + 1)
                 low, high = _limits(item, indices, self.path, key, symmetric=True)
                 x, y = self.coords[0], self.coords[1]
-                extent = [x[0], x[-1], y[0], y[-1]] if x[-1] > x[0] and y[-1] > y[0] else None
-                cmap = "RdBu_r" if low < 0 < high else "viridis"
+                extent = [*_cell_edges(x), *_cell_edges(y)] if len(x) > 1 and len(y) > 1 and x[-1] > x[0] and y[-1] > y[0] else None
+                cmap = "RdBu_r" if low == -high else "viridis"  # (centred on zero by `_limits`)
                 image = ax.imshow(np.full((len(y), len(x)), np.nan), origin="lower", extent=extent, cmap=cmap, vmin=low, vmax=high, interpolation="nearest")
                 fig.colorbar(image, ax=ax, shrink=0.85, label=label)
                 ax.set_xlabel("x")
@@ -289,6 +289,12 @@ class _FieldScene(_Scene):
             title.set_text(f"{self.meta.model or 'run'}: {time_label} = {self.time[k]:.4g}  (frame {k + 1} of {self.count})")
 
         return draw
+
+
+def _cell_edges(c: np.ndarray) -> tuple[float, float]:
+    """The outer edges of the pixels centred on nodes `c` (evenly spaced)."""
+    half = 0.5 * (c[-1] - c[0]) / (len(c) - 1)
+    return float(c[0] - half), float(c[-1] + half)
 
 
 def pretty(name: str) -> str:
