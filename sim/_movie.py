@@ -187,6 +187,7 @@ def _limits(item, indices: list[int], path: Path, key: str, symmetric: bool = Fa
             low, high = min(low, float(finite.min())), max(high, float(finite.max()))
     if low > high:
         raise DataError(path, f"/{key}", "has no finite values in the frames to show (a failed run?)")
+    _check_drawable(max(-low, high), path, key)
     if symmetric and low < 0 < high and min(-low, high) > 0.05 * max(-low, high):
         bound = max(-low, high)  # a field of both signs: centred on zero
         return -bound, bound
@@ -194,6 +195,15 @@ def _limits(item, indices: list[int], path: Path, key: str, symmetric: bool = Fa
         pad = abs(high) * 0.05 or 1.0
         return low - pad, high + pad
     return low, high
+
+
+# Values beyond this magnitude overflow the arithmetic of axes and colour bars.
+LARGEST = 1e300
+
+
+def _check_drawable(magnitude: float, path: Path, key: str) -> None:
+    if magnitude > LARGEST:
+        raise DataError(path, f"/{key}", f"has values of magnitude {magnitude:.3g}, beyond what can be drawn ({LARGEST:g}; a blown-up run?)")
 
 
 def _meta(attrs: dict, node: _Node):
@@ -258,7 +268,7 @@ class _FieldScene(_Scene):
             if one_d:
                 ax = fig.add_subplot(len(self.fields), 1, i + 1)
                 low, high = _limits(item, indices, self.path, key)
-                pad = 0.05 * (high - low)
+                pad = 0.1 * (high / 2 - low / 2)  # (halves first: no overflow at +-1e308)
                 (line,) = ax.plot(self.coords[0], np.full(len(self.coords[0]), np.nan), lw=1.4)
                 ax.set_xlim(self.coords[0][0], self.coords[0][-1])
                 ax.set_ylim(low - pad, high + pad)
@@ -322,6 +332,7 @@ class _MdScene(_Scene):
             value = np.asarray(edges[()], dtype=float).reshape(-1, dim)
             if value.shape[0] not in (1, count) or not np.all(np.isfinite(value) & (value > 0)):
                 raise DataError(path, "/particles/all/box/edges", f"expected {dim} positive box lengths (per frame or constant), found shape {value.shape}")
+            _check_drawable(float(value.max()), path, "particles/all/box/edges")
             self.edges = value
         self.count, self.dim, self.n = count, dim, n
         self.size = (5.6, 5.2)
@@ -382,6 +393,7 @@ class _MdScene(_Scene):
                 low, high = np.minimum(low, finite.min(axis=0)), np.maximum(high, finite.max(axis=0))
         if not np.all(low <= high):
             raise DataError(self.path, "/particles/all/position/value", "has no finite positions in the frames to show (a failed run?)")
+        _check_drawable(float(np.max(np.abs([low, high]))), self.path, "particles/all/position/value")
         if axes == 1:
             low, high = np.append(low, -1.0), np.append(high, 1.0)
         return low, high

@@ -152,6 +152,8 @@ def files(tmp_cwd):
     with h5py.File("sweep.h5", "w") as f:
         f.attrs["format"] = "simjax.sweep"
     run_file("nan.h5", [0.0, 1.0], {"u": np.full((2, 8), np.nan)}, {"x": x})
+    run_file("huge.h5", [0.0, 1.0], {"u": np.array([x, -1.7e308 * x])}, {"x": x})
+    h5md_file("far.h5", np.array([[[1.0, 1.0], [2.0, 2.0]]]), [0, 0], np.array([1e308, 1.0]))
     Path("old.gif").write_bytes(b"GIF89a an old movie")
     return tmp_cwd
 
@@ -163,6 +165,8 @@ def files(tmp_cwd):
         (["sweep.h5", "--movie", "out.gif"], "sweep.h5: format: a sweep file: a movie shows"),
         (["nan.h5", "--movie", "out.gif"], "/observables/u: has no finite values"),
         (["missing.h5", "--movie", "out.gif"], "missing.h5: no such file"),
+        (["huge.h5", "--movie", "out.gif"], "/observables/u: has values of magnitude 1.7e+308, beyond what can be drawn"),
+        (["far.h5", "--movie", "out.gif"], "/particles/all/box/edges: has values of magnitude 1e+308"),
         (["pde.h5", "--movie", "out.avi"], "--movie: out.avi: unknown movie type '.avi'"),
         (["pde.h5", "--movie", "pde.h5"], "unknown movie type '.h5'"),
         (["pde.h5", "--movie", "nowhere/out.gif"], "folder 'nowhere' does not exist"),
