@@ -905,6 +905,8 @@ class FitResult(Result):
         converged, message: how the optimiser ended.
         time, prediction: the fitted model on a fine grid over the simulated span.
         observations: the data that was fitted.
+        warnings: lines telling what makes the estimates or their errors doubtful
+            (`fit_warnings`), each with what to try.
     """
 
     model: str
@@ -926,6 +928,7 @@ class FitResult(Result):
     starts_converged: np.ndarray | None = None
     # name -> (time, prediction, observations) of each experiment ([[experiments]])
     experiments: dict[str, tuple[np.ndarray, dict[str, np.ndarray], Observations]] | None = None
+    warnings: list[str] = dataclasses.field(default_factory=list)
 
     def to_xarray(self):
         """An `xarray.Dataset`: `estimate`, `stderr` and `covariance` over `parameter`
@@ -1080,6 +1083,45 @@ def negative_log_likelihood(problem: Problem, x: dict[str, Array], known: set[st
 def observation_models(problem: Problem | Experiments) -> bool:
     """Whether observation models describe the data (every experiment's, when one's do)."""
     return (problem.problems[0] if isinstance(problem, Experiments) else problem).observation is not None
+
+
+def fit_warnings(free: list[Free], estimate: dict[str, float], covariance: np.ndarray) -> list[str]:
+    """Lines that tell when a fit's estimates or standard errors are doubtful, each with
+    what to try: a free quantity at a bound of its range (within 1e-4 of the range: the
+    optimum may lie beyond it), a covariance that is not finite or singular (its
+    correlation matrix has an eigenvalue below 1e-10: the data do not determine some
+    combination of the quantities, whose standard errors then mean nothing)."""
+    out = []
+    at_bound = []
+    for f in free:
+        if f.transform == "logistic":
+            margin = 1e-4 * (f.high - f.low)
+            value = estimate[f.name]
+            if value - f.low <= margin or f.high - value <= margin:
+                at_bound.append(f"{f.name} = {value:.6g} in [{f.low:g}, {f.high:g}]")
+    if at_bound:
+        out.append(
+            f"warning: at a bound: {', '.join(at_bound)}; the best fit may lie beyond it: widen [fit] bounds if the model allows, "
+            "or fix the quantity; its standard error assumes an interior optimum"
+        )
+    names = [f.name for f in free]
+    cov = np.asarray(covariance, dtype=float)
+    sd = np.sqrt(np.diag(cov)) if cov.size else np.zeros(0)
+    if cov.size and (not np.all(np.isfinite(cov)) or np.any(sd <= 0)):
+        out.append(
+            "warning: the covariance of the estimates is singular (not finite): the data do not determine every free quantity; "
+            "fix some, add data, or look at their profiles (sim profile)"
+        )
+    elif cov.size:
+        values, vectors = np.linalg.eigh(cov / np.outer(sd, sd))
+        if values[0] < 1e-10:
+            weights = np.abs(vectors[:, 0])
+            involved = [names[i] for i in np.argsort(-weights) if weights[i] > 0.1]
+            out.append(
+                f"warning: the covariance of the estimates is singular: the data do not determine a combination of {', '.join(involved)} "
+                "(their standard errors mean nothing); fix one of them, add data, or look at their profiles (sim profile)"
+            )
+    return out
 
 
 def standard_errors(problem: Problem | Experiments, x: dict[str, Array], sigma_known: bool) -> np.ndarray:
@@ -1311,6 +1353,7 @@ def _fit(
         starts_estimate={n: np.array([e[2][n] for e in ends]) for n in names} if starts_objective is not None else None,
         starts_converged=np.array([e[1] for e in ends]) if starts_objective is not None else None,
         experiments={name: (t, pred, o) for name, (t, pred), o in zip(problem.names, runs, observations)} if several else None,
+        warnings=fit_warnings(list(problem.free), estimate, cov),
     )
     if output is not None:
         result.save(output)

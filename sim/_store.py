@@ -279,6 +279,12 @@ class Result:
             self.write(f)
         return path
 
+    def _repr_html_(self) -> str:
+        """The compact summary Jupyter shows (`sim._html.summary_html`)."""
+        from ._html import summary_html
+
+        return summary_html(self)
+
     def to_record(self) -> Record:
         """The result as `sim.read` would give it back from its file, built in memory."""
         with h5py.File(io.BytesIO(), "w") as f:

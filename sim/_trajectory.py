@@ -27,3 +27,9 @@ class Trajectory(eqx.Module):
     def ok(self) -> Array:
         """True where the solve succeeded (a bool array under vmap)."""
         return self.stats["result"] == 0
+
+    def _repr_html_(self) -> str:
+        """The compact summary Jupyter shows (`sim._html.summary_html`)."""
+        from ._html import summary_html
+
+        return summary_html(self)

@@ -21,6 +21,7 @@ import typer
 
 from ._errors import InputError, SimError
 from ._interrupt import Interrupted, deferred, immediate
+from ._progress import Clock
 
 # (What computes is imported inside the commands, after `engine()`: `sim --help`,
 # `sim models` and `sim info` load typer and the model table, not JAX.)
@@ -413,15 +414,11 @@ def sweep(
 
     cfg = load_config(config, set_ or [])
     path = output_path(cfg, output)
-    with writing(path, "sweep", partial_path(path), resume, quiet) as resume:
+    with writing(path, "sweep", partial_path(path), resume, quiet) as resume, Clock() as clock:
         summary, _ = execute(cfg, path, resume=resume, devices=devices, scheduler=scheduler, progress=not quiet)
     if not quiet:
         resumed = f", {summary.resumed_runs} resumed" if summary.resumed_runs else ""
-        print(
-            f"wrote {summary.path}: {summary.runs} runs ({summary.ok} ok, {summary.failed} failed{resumed}) "
-            f"in {summary.seconds:.2f} s",
-            file=sys.stderr,
-        )
+        print(f"wrote {summary.path}: {summary.runs} runs ({summary.ok} ok, {summary.failed} failed{resumed}); {clock.summary(f'{summary.runs:,} runs')}", file=sys.stderr)
         for line in summary.failure_lines():
             print(f"  {line}", file=sys.stderr)
 
@@ -446,16 +443,12 @@ def run(
     # (--xdmf is [output] xdmf = true, after any --set)
     cfg = load_config(config, [*(set_ or []), *(["output.xdmf=true"] if xdmf else [])])
     path = output_path(cfg, output)
-    start = time.perf_counter()
-    with writing(path, "run", partial_path(path), resume, quiet) as resume:
+    with writing(path, "run", partial_path(path), resume, quiet) as resume, Clock() as clock:
         done = run_config(cfg, progress=not quiet, output=path, resume=resume)
     if not quiet:
         resumed = f", resumed from frame {done.resumed_from}" if done.resumed_from is not None else ""
-        print(
-            f"wrote {done.path}: {cfg.spec.model.name}, {done.frames + 1} frames, {done.stats.get('num_steps', 0)} steps{resumed} "
-            f"in {time.perf_counter() - start:.2f} s",
-            file=sys.stderr,
-        )
+        steps = f"{done.stats.get('num_steps', 0):,} steps ({done.frames + 1 - (done.resumed_from or 0):,} frames written)"
+        print(f"wrote {done.path}: {cfg.spec.model.name}{resumed}; {clock.summary(steps)}", file=sys.stderr)
 
 
 @app.command(cls=_Command)
@@ -500,8 +493,7 @@ def fit(
     given = [*([f"fit.starts={starts}"] if starts is not None else []), *([f"fit.checkpoint_every={checkpoint_every}"] if checkpoint_every is not None else [])]
     cfg = load_config(config, [*(set_ or []), *given])
     path = check_output_path(output if output is not None else Path(cfg.path.stem + "_fit.h5"), "-o", inputs=[*cfg.input_files(), *([data] if data else [])])
-    start = time.perf_counter()
-    with writing(path, "fit", checkpoint_path(path), resume, quiet) as resume:
+    with writing(path, "fit", checkpoint_path(path), resume, quiet) as resume, Clock() as clock:
         result = fit_config(cfg, data, progress=not quiet, output=path, resume=resume, devices=devices, scheduler=scheduler)
     table = Table("quantity", "estimate", "std. error", box=None)
     for name, value, err_ in result.table():
@@ -509,11 +501,9 @@ def fit(
     out.print(table)
     if not quiet:
         status = "converged" if result.converged else f"did not converge: {result.message}"
-        print(
-            f"wrote {path}: {status} after {len(result.loss_history) - 1} steps, final loss {result.loss_history[-1]:.6g}, "
-            f"{time.perf_counter() - start:.2f} s",
-            file=sys.stderr,
-        )
+        steps = len(result.loss_history) - 1
+        print(f"wrote {path}: {status}, final loss {result.loss_history[-1]:.6g}; {clock.summary(f'{steps:,} steps')}", file=sys.stderr)
+    _warn(result.warnings)
 
 
 def _fit_petab(
@@ -575,25 +565,45 @@ def infer(
             raise InputError("--arviz", str(arviz), "needs the arviz package (pip install arviz)") from None
     if init_from is not None and not init_from.is_file():
         raise InputError("--init-from", str(init_from), "no such fit file")
-    start = time.perf_counter()
-    with exclusive(path), contextlib.ExitStack() as stack:
+    with exclusive(path), contextlib.ExitStack() as stack, Clock() as clock:
         if arviz is not None:
             stack.enter_context(exclusive(arviz))
-        result = infer_config(cfg, data, chains=chains, warmup=warmup, samples=samples, seed=seed, init_from=init_from, progress=not quiet, log=None if quiet else _note)
+        result = infer_config(cfg, data, chains=chains, warmup=warmup, samples=samples, seed=seed, init_from=init_from, progress=_sampling_bar(quiet), log=None if quiet else _note)
         result.save(path)
         if arviz is not None:
             result.to_arviz().to_netcdf(str(arviz))
+    _posterior_summary(result, path, clock, quiet)
+
+
+def _note(line: str) -> None:
+    print(line, file=sys.stderr)
+
+
+def _warn(lines: list[str]) -> None:
+    """Warnings go to stderr even with --quiet: they say the result may be wrong."""
+    for line in lines:
+        print(line, file=sys.stderr)
+
+
+def _sampling_bar(quiet: bool) -> bool:
+    """NumPyro's progress bar, on a terminal only: elsewhere its carriage-return updates
+    would fill a log (the sampling runs as one compiled call, so there is nothing else
+    to report until it ends)."""
+    return not quiet and sys.stderr.isatty()
+
+
+def _posterior_summary(result, path: Path, clock: Clock, quiet: bool) -> None:
+    """The table of a posterior, its divergences, the time it took and any warnings."""
+    from inference._bayes import sampling_warnings
+
     table = Table("quantity", "mean", "sd", "5%", "50%", "95%", "ess_bulk", "r_hat", box=None)
     for name, row in result.summary.items():
         table.add_row(name, *(f"{row[k]:.4g}" for k in ("mean", "sd", "5%", "50%", "95%")), f"{row['ess_bulk']:.0f}", f"{row['r_hat']:.3f}")
     out.print(table)
     out.print(f"divergences: {result.divergences}")
     if not quiet:
-        print(f"wrote {path} in {time.perf_counter() - start:.1f} s", file=sys.stderr)
-
-
-def _note(line: str) -> None:
-    print(line, file=sys.stderr)
+        print(f"wrote {path}; {clock.summary('sampling')}", file=sys.stderr)
+    _warn(sampling_warnings(result.posterior, result.diverging, result.summary))
 
 
 def _infer_petab(problem_file: Path, output: Optional[Path], chains, warmup, samples, seed, quiet: bool) -> None:
@@ -608,17 +618,10 @@ def _infer_petab(problem_file: Path, output: Optional[Path], chains, warmup, sam
         raise InputError("--seed", "", seed_problem(seed))
     problem = load_petab(problem_file)
     path = check_output_path(output if output is not None else Path(problem_file.stem + "_posterior.h5"), "-o", inputs=problem_files(problem_file))
-    start = time.perf_counter()
-    with exclusive(path), resumable(path, "the sampling"):
-        result = infer_petab(problem, chains=chains or 4, warmup=warmup or 500, samples=samples or 500, seed=seed or 0, progress=not quiet, log=None if quiet else _note)
+    with exclusive(path), resumable(path, "the sampling"), Clock() as clock:
+        result = infer_petab(problem, chains=chains or 4, warmup=warmup or 500, samples=samples or 500, seed=seed or 0, progress=_sampling_bar(quiet), log=None if quiet else _note)
         result.save(path)
-    table = Table("quantity", "mean", "sd", "5%", "50%", "95%", "ess_bulk", "r_hat", box=None)
-    for name, row in result.summary.items():
-        table.add_row(name, *(f"{row[k]:.4g}" for k in ("mean", "sd", "5%", "50%", "95%")), f"{row['ess_bulk']:.0f}", f"{row['r_hat']:.3f}")
-    out.print(table)
-    out.print(f"divergences: {result.divergences}")
-    if not quiet:
-        print(f"wrote {path} in {time.perf_counter() - start:.1f} s", file=sys.stderr)
+    _posterior_summary(result, path, clock, quiet)
 
 
 @app.command(cls=_Command)
