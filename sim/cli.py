@@ -449,6 +449,10 @@ def run(
         resumed = f", resumed from frame {done.resumed_from}" if done.resumed_from is not None else ""
         steps = f"{done.stats.get('num_steps', 0):,} steps ({done.frames + 1 - (done.resumed_from or 0):,} frames written)"
         print(f"wrote {done.path}: {cfg.spec.model.name}{resumed}; {clock.summary(steps)}", file=sys.stderr)
+        if cfg.spec.output.xdmf:
+            from ._xdmf import sidecar_path
+
+            print(f"wrote {sidecar_path(done.path)} (XDMF, for ParaView and VisIt)", file=sys.stderr)
 
 
 @app.command(cls=_Command)

@@ -122,6 +122,7 @@ def check_sidecar(h5, sidecar):
 def test_sidecar_of_a_1d_run(tmp_cwd, capsys):
     code, err = cli(["run", str(EXPERIMENTS / "kuramoto_sivashinsky.toml"), "-o", "ks.h5", "--xdmf", *sum((["--set", s] for s in KS), [])], capsys)
     assert code == 0, err
+    assert err.strip().splitlines()[-1] == "wrote ks.xdmf (XDMF, for ParaView and VisIt)", err
     check_sidecar("ks.h5", "ks.xdmf")
     # the pair can be moved together: the reference is relative
     os.mkdir("moved")
