@@ -10,9 +10,10 @@ persistent cache: JAX reports each as it ends) and the work itself.
 
 from __future__ import annotations
 
+import io
 import sys
 import time
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from rich.progress import Progress as _RichProgress
@@ -129,7 +130,7 @@ class Progress:
     `describe` changes the description (a fit's current loss).
     """
 
-    def __init__(self, enabled: bool, description: str = "", stream: TextIO | None = None):
+    def __init__(self, enabled: bool, description: str = "", stream: io.TextIOBase | None = None):
         self.stream = sys.stderr if stream is None else stream
         self.enabled = enabled
         self.bar = enabled and self.stream.isatty()
