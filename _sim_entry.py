@@ -17,7 +17,6 @@ compilation cache, the model families): from then on `sim` is what `import sim` 
 
 from __future__ import annotations
 
-import gc
 import importlib.util
 import os
 import shlex
@@ -60,21 +59,12 @@ def _cpu_devices_for_chains(args: list[str]) -> None:
 def _unstarted_package(name: str) -> None:
     """Register the package `name` in `sys.modules` without running its `__init__`, so
     that its submodules can be imported alone; `start_package()` on the module (called
-    once, by `sim.cli.engine`) runs the `__init__` in it. Python's cycle collector is off
-    while it runs: the imports make about a quarter of a million objects that live as
-    long as the process, which the collector would walk several times while they are
-    made (0.1-0.2 s of CPU time); what they made is then set aside (`gc.freeze`), so that
-    later collections walk only the command's own objects."""
+    once, by `sim.cli.engine`) runs the `__init__` in it."""
     spec = importlib.util.find_spec(name)
     module = importlib.util.module_from_spec(spec)
 
     def start_package() -> None:
-        gc.disable()
-        try:
-            spec.loader.exec_module(module)
-        finally:
-            gc.freeze()
-            gc.enable()
+        spec.loader.exec_module(module)
 
     module.start_package = start_package
     sys.modules[name] = module
