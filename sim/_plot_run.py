@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._errors import DataError
-from ._plot import Source, log_axis, log_time, new_figure, pretty, shared_norm
+from ._plot import Source, calendar_axis, log_axis, log_time, new_figure, pretty, shared_norm
 from ._plot_meta import with_unit
 
 _SNAPSHOTS = 4
@@ -59,6 +59,7 @@ def ode(src: Source):
     if logarithmic:
         log_axis(first, "x", symlog_threshold=float(t[t > 0][0]) if t[0] <= 0 else None)
     fig.axes[rows - 1].set_xlabel(meta.time_label())
+    calendar_axis(first, meta)
     if phase:
         if len(phase) == 3:
             ax = fig.add_subplot(grid[:, 1], projection="3d")

@@ -212,7 +212,7 @@ def test_sim_plot_of_a_run_result_record_path_and_trajectory(lv_result, tmp_cwd)
         fig = sim.plot(lv_result)
     assert opened and not any(isinstance(name, (str, Path)) for name in opened)  # drawn from memory: no file written
     assert isinstance(fig, Figure) and len(fig.axes) == 3  # prey, predator, phase portrait
-    assert fig._suptitle.get_text() == "lotka_volterra: RunResult"
+    assert fig._suptitle.get_text() == "lotka_volterra run, default parameters · RunResult"
     lv_result.save("lv.h5")
     assert_record_is_the_file(lv_result, "lv.h5")
     record = sim.read("lv.h5")
@@ -359,3 +359,132 @@ def test_an_sde_sweep_is_drawn_as_the_mean_of_its_paths(tmp_cwd):
     np.testing.assert_allclose(drawn, x.mean(axis=2))
     assert summary.get_ylabel() == "time mean of x (mean of 4 paths)" and lines.get_ylabel() == "x (mean of 4 paths)"
     np.testing.assert_allclose(summary.get_lines()[0].get_ydata(), x.mean(axis=(1, 2)))
+
+
+# ----------------------------------------------------------------------------- what figures say
+
+PLOTS = Path(__file__).resolve().parents[1] / "data" / "plots"  # small stored runs (make_plot_data.py)
+
+
+def tick_texts(ax, which="x"):
+    axis = ax.xaxis if which == "x" else ax.yaxis
+    ax.figure.canvas.draw()
+    return [t.get_text() for t in axis.get_ticklabels() if t.get_text()]
+
+
+def test_spacing_decides_log_axes_not_the_ratio():
+    from sim._plot import log_spaced, log_time
+
+    assert not log_time(np.linspace(0.0, 40.0, 4001))  # Lorenz: t[-1] / t[1] = 4000, evenly spaced
+    assert log_time(np.array([0.0, 4e-4, 4e-3, 4e-2, 0.4, 4.0, 40.0, 400.0, 4e3, 4e4]))  # Robertson
+    assert log_spaced(np.logspace(-2.0, -1.3, 32))  # a ratio of 5 only, but geometric steps
+    assert not log_spaced(np.linspace(0.3, 0.8, 32)) and not log_spaced(np.linspace(1.0, 1e4, 50))
+    assert log_spaced(np.array([1e-3, 1e-2, 0.1, 0.2, 1.0, 10.0]))  # neither even: steps more alike in log
+    assert not log_spaced(np.array([-1.0, 1.0, 10.0, 100.0]))
+
+
+def test_lorenz_time_is_linear_and_lotka_volterra_speaks_in_years_and_thousands(tmp_cwd):
+    t = np.linspace(0.0, 40.0, 4001)
+    write("lorenz.h5", {"format": "simjax.run", "model": "lorenz"}, {"time": t, "observables": {k: np.sin(t * (i + 1)) for i, k in enumerate("xyz")}})
+    fig = sim.plot("lorenz.h5")
+    assert all(ax.get_xscale() == "linear" for ax in fig.axes[:3])
+    fig = sim.plot(PLOTS / "ode_phase.h5")
+    assert sorted(ax.get_ylabel() for ax in fig.axes[:2]) == ["predator (thousand)", "prey (thousand)"]
+    assert fig.axes[1].get_xlabel() == "time (year)" and fig.axes[2].get_title() == "phase portrait"
+    assert {fig.axes[2].get_xlabel(), fig.axes[2].get_ylabel()} == {"predator (thousand)", "prey (thousand)"}
+    assert fig._suptitle.get_text() == "lotka_volterra run, default parameters · ode_phase.h5"
+
+
+def test_log_time_axis_for_log_spaced_saves_and_no_phase_portrait_from_ten_points():
+    fig = sim.plot(PLOTS / "ode_log_time.h5")  # Robertson at 10 decade-spaced times
+    assert len(fig.axes) == 3 and fig.axes[0].get_xscale() == "symlog"
+    labels = tick_texts(fig.axes[2])
+    assert labels[0] == "0" and len(labels) <= 7 and "×" not in "".join(labels), labels
+    assert fig.axes[2].get_xlabel() == "time (s)"
+    # The ticks do not overlap: their boxes on the drawn canvas are disjoint.
+    boxes = [t.get_window_extent() for t in fig.axes[2].xaxis.get_ticklabels() if t.get_text()]
+    assert all(a.x1 < b.x0 for a, b in zip(boxes, boxes[1:]))
+
+
+def test_a_title_names_the_parameters_that_differ_from_the_defaults(tmp_cwd):
+    write("lv.h5", {**RUN, "model": "lotka_volterra", "config": f"[model]\nname = \"lotka_volterra\"\n[params]\nalpha = 0.6\nbeta = 0.028\n"}, {"time": T, "observables": {"prey": T}})
+    assert sim.plot("lv.h5")._suptitle.get_text() == "lotka_volterra run: alpha = 0.6 · lv.h5"
+
+
+def test_fit_in_calendar_years_with_the_datas_names(tmp_cwd):
+    fig = sim.plot(PLOTS / "fit.h5")  # lynx-hare: time_offset = 1900, prey = "/hare", predator = "/lynx"
+    panels = [ax for ax in fig.axes if ax.get_xlabel() == "year"]
+    assert sorted(ax.get_ylabel() for ax in panels) == ["hare (thousand)", "lynx (thousand)"]
+    for ax in panels:
+        low, high = ax.get_xlim()
+        assert 1898 < low < 1900.5 and 1919.5 < high < 1922
+        assert all(t.lstrip("−-").isdigit() for t in tick_texts(ax)), tick_texts(ax)  # whole years
+        data = next(line for line in ax.get_lines() if line.get_label() == "data")
+        np.testing.assert_array_equal(data.get_xdata(), np.arange(1900.0, 1921.0))
+    assert "fitted to lynx_hare.h5" in fig._suptitle.get_text()
+
+
+def test_no_mantissa_times_ten_to_the_zero_on_log_axes():
+    from matplotlib.figure import Figure
+
+    from sim._plot import log_axis
+
+    for low, high in [(1.0, 5.5), (0.02, 0.05), (1e-6, 1e3)]:
+        ax = Figure().add_subplot()
+        ax.plot([0, 1], [low, high])
+        log_axis(ax, "y")
+        labels = tick_texts(ax, "y")
+        assert labels and not any("10^{0}" in t or "times10" in t and "^{0}" in t for t in labels), labels
+        assert len(labels) <= 8
+
+
+def test_posterior_pair_plot_holds_every_quantity_or_says_which_it_leaves_out(tmp_cwd):
+    fig = sim.plot(PLOTS / "posterior.h5")
+    names = list(sim.read(PLOTS / "posterior.h5")["posterior"])
+    labels = {ax.get_xlabel() for ax in fig.axes}
+    assert len(names) == 8 and {"alpha", "initial prey", "sigma hare", "sigma lynx"} <= labels, labels
+    assert not any("not drawn" in t.get_text() for t in fig.texts)
+    draws = {f"q{i}": DRAWS + i for i in range(12)}
+    draws["field"] = RNG.normal(size=(2, 50, 3))
+    write("many.h5", POSTERIOR, {"posterior": draws})
+    note = " ".join(t.get_text() for t in sim.plot("many.h5").texts)
+    assert "not drawn: field (shape (3,) per draw); q8, q9 (only the first 10 fit a pair plot)" in note  # (the file orders q0, q1, q10, ...)
+
+
+def test_md_energies_per_particle_in_reduced_units():
+    record = sim.read(PLOTS / "md.h5")
+    n = record["particles/all/position/value"].shape[1]
+    fig = sim.plot(record)
+    energy = next(ax for ax in fig.axes if ax.get_ylabel().startswith("energy"))
+    assert energy.get_ylabel() == "energy per particle (ε)" and energy.get_xlabel() == "time (τ)"
+    potential = next(line for line in energy.get_lines() if line.get_label() == "potential")
+    np.testing.assert_allclose(potential.get_ydata(), record["observables/potential_energy/value"] / n)
+    assert "reduced units" in fig._suptitle.get_text() and f"{n} particles" in fig._suptitle.get_text()
+    assert {"temperature (ε/$k_B$)", "pressure (ε/σ³)"} <= {ax.get_ylabel() for ax in fig.axes}
+
+
+def test_2d_fields_share_one_labelled_colour_scale():
+    fig = sim.plot(PLOTS / "pde_2d.h5")  # Gray-Scott u and v, 4 snapshots each
+    images = [ax.get_images()[0] for ax in fig.axes if ax.get_images()]
+    assert len(images) == 8
+    for row in (images[:4], images[4:]):
+        assert len({im.get_clim() for im in row}) == 1
+    bars = [ax for ax in fig.axes if not ax.get_images() and ax.get_ylabel() in ("u", "v")]
+    assert sorted(ax.get_ylabel() for ax in bars) == ["u", "v"]
+
+
+def test_pde_scalars_in_their_own_labelled_panels_conserved_ones_flat():
+    fig = sim.plot(PLOTS / "pde_1d.h5")  # Kuramoto-Sivashinsky: energy and mass (zero to round-off)
+    mass = next(ax for ax in fig.axes if ax.get_ylabel() == "mass")
+    energy = next(ax for ax in fig.axes if ax.get_ylabel() == "energy")
+    assert mass is not energy and energy.get_xlabel() == "time"
+    assert any(t.get_text().startswith("conserved: varies by") for t in mass.texts)
+    assert not any(t.get_text().startswith("conserved") for t in energy.texts)
+
+
+def test_sweep_axes_log_where_drawn_log_spaced_with_units():
+    fig = sim.plot(PLOTS / "sweep_grid.h5")  # alpha linspace, beta logspace over 0.7 decades
+    ax = fig.axes[0]
+    assert ax.get_xscale() == "linear" and ax.get_yscale() == "log"
+    assert ax.get_xlabel() == "alpha (1/year)" and ax.get_ylabel() == "beta (1/(year·thousand))"
+    assert "6 × 5 grid" in fig._suptitle.get_text()
