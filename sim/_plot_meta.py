@@ -10,11 +10,16 @@ from __future__ import annotations
 
 import math
 import re
-import tomllib
+import sys
 from collections import Counter
 from typing import Any
 
 import numpy as np
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
 
 # Tables of `[model]` that define the model in the config itself (no registry lookup).
 _TEXT_TABLES = ("states", "noise", "fields")
@@ -22,10 +27,11 @@ _TEXT_TABLES = ("states", "noise", "fields")
 _FACTOR = re.compile(r"[A-Za-z_]+")
 # Units that say nothing on a label.
 _SILENT = ("", "1", "reduced", "none", "dimensionless")
-# Reduced Lennard-Jones units (k_B = 1) and LAMMPS "real" units, per quantity.
+# Reduced Lennard-Jones units (k_B = 1) and the molecular "real" units (nm, ps, kJ/mol,
+# K, bar), per quantity.
 MD_UNITS = {
     "reduced": {"energy": "ε", "time": "τ", "temperature": "ε/$k_B$", "pressure": "ε/σ³", "length": "σ"},
-    "real": {"energy": "kcal/mol", "time": "fs", "temperature": "K", "pressure": "atm", "length": "Å"},
+    "real": {"energy": "kJ/mol", "time": "ps", "temperature": "K", "pressure": "bar", "length": "nm"},
 }
 
 
