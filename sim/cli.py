@@ -21,7 +21,7 @@ from typing import Annotated, Optional
 import typer
 
 from ._errors import InputError, SimError
-from ._interrupt import Interrupted, deferred, immediate
+from ._interrupt import Interrupted, deferred
 from ._progress import Clock
 
 # (What computes is imported inside the commands, after `engine()`: `sim --help`,
@@ -156,8 +156,18 @@ def engine() -> None:
     if _started():
         return
     package = sys.modules[__package__]
-    with immediate("starting"), _lasting_imports():
-        package.start_package()
+    # Meanwhile a signal ends the command at once with the entry point's line (nothing is
+    # written yet, and it says how to resume); the deferred handlers come back after.
+    starting = {s: h for s, h in _entry_handlers.items() if getattr(h, "before_command", False)}
+    if threading.current_thread() is not threading.main_thread():
+        starting = {}
+    previous = {s: signal.signal(s, h) for s, h in starting.items()}
+    try:
+        with _lasting_imports():
+            package.start_package()
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
     del package.start_package
     if _no_cache:
         from . import _cache
@@ -200,6 +210,8 @@ Sets = Annotated[
 
 # The arguments of the command being run (for the resume command an interrupt prints).
 _argv: list[str] = []
+# The signal handlers the command started with (`_sim_entry`'s, until the package is up).
+_entry_handlers: dict = {}
 
 
 def output_path(config, option: Optional[Path], default_suffix: str = ".h5", inputs: tuple[Optional[Path], ...] = ()) -> Path:
@@ -761,9 +773,10 @@ def check_platform() -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the `sim` command."""
-    global _argv
+    global _argv, _entry_handlers
     argv = sys.argv[1:] if argv is None else list(argv)
     _argv = argv
+    _entry_handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
     # Signal handlers can only be installed from the main thread.
     guard = deferred() if threading.current_thread() is threading.main_thread() else contextlib.nullcontext()
     try:
