@@ -291,27 +291,26 @@ def _table_answers() -> bool:
 
 def _list_models() -> None:
     """The table of models: name, family, description, where it comes from."""
-    table = Table("model", "family", "description", "from", box=None)
+    columns = ("model", "family", "description", "from")
     if _table_answers():
         from ._model_table import MODELS
 
-        for name, e in MODELS.items():
-            table.add_row(name, e["kind"], e["description"], "built in")
-        out.print(table)
+        out.print(_plain_table(columns, [(name, e["kind"], e["description"], "built in") for name, e in MODELS.items()]))
         return
     engine()
     from ._registry import is_plugin, model_class, model_names
     from ._sources import plugin_origin
 
+    rows = []
     for name in model_names():
         origin = f"plugin {plugin_origin(name)}" if is_plugin(name) else "built in"
         try:
             cls = model_class(name)
         except ValueError as e:  # a plugin that does not load: listed with why
-            table.add_row(name, "?", str(e).partition(": ")[2], origin)
+            rows.append((name, "?", str(e).partition(": ")[2], origin))
             continue
-        table.add_row(name, _family_name(cls), cls.description, origin)
-    out.print(table)
+        rows.append((name, _family_name(cls), cls.description, origin))
+    out.print(_plain_table(columns, rows))
 
 
 # Where a config sets each part of a model, by family.
