@@ -61,6 +61,9 @@ _NAMES: dict[str, tuple[str, str]] = {
     "Neighbours": ("._neighbours", "Neighbours"),
     "NeighbourList": ("._neighbours", "NeighbourList"),
     "minimum_image": ("._neighbours", "minimum_image"),
+    "BarostatState": ("._barostat", "BarostatState"),
+    "COUPLINGS": ("._barostat", "COUPLINGS"),
+    "StochasticCellRescaling": ("._barostat", "StochasticCellRescaling"),
     "ChainState": ("._particles", "ChainState"),
     "Fire": ("._particles", "Fire"),
     "FireState": ("._particles", "FireState"),
@@ -133,6 +136,7 @@ if TYPE_CHECKING:
         redo_overflowed as redo_overflowed,
     )
     from ._neighbours import Neighbours as Neighbours, NeighbourList as NeighbourList, minimum_image as minimum_image
+    from ._barostat import BarostatState as BarostatState, COUPLINGS as COUPLINGS, StochasticCellRescaling as StochasticCellRescaling
     from ._particles import (
         ChainState as ChainState,
         Fire as Fire,

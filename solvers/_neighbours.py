@@ -11,6 +11,17 @@ inside `jax.jit`. When a build finds more than fits, `Neighbours.overflow` becom
 and stays True; the engine that runs the simulation checks it after each compiled chunk,
 enlarges the list with `NeighbourList.grown` and reruns the chunk. Geometry is passed in:
 `box` is the array of edge lengths of a periodic orthorhombic box, or None for free space.
+
+The box may change between calls (a barostat). Displacements since the last build are
+then measured in scaled coordinates, r - r_ref L / L_ref, and the rebuild threshold
+shrinks with the box: a pair farther apart than cutoff + skin at the build is at least
+s (cutoff + skin) apart after a scaling by s (the smallest ratio of edges, at most 1)
+less what the two particles moved, so the list stays complete while every particle has
+moved less than (skin - (1 - s)(cutoff + skin)) / 2. The cell grid is static: cells must
+stay at least cutoff + skin wide, so a list for a changing box is allocated with cells
+for a box `BOX_MARGIN` smaller than the first (`allocate(..., box_margin=...)`), and a
+build in a box smaller than its grid allows is an overflow, after which `grown` coarsens
+the grid for the smallest box seen.
 """
 
 from __future__ import annotations
@@ -32,6 +43,10 @@ Box = Float[Array, " dim"]
 """Edge lengths of a periodic orthorhombic box."""
 
 CAPACITY_FACTOR = 1.25
+BOX_MARGIN = 0.1
+"""How much smaller than its first box (per edge) the cell grid of a list for a changing
+box is sized for: a box that shrinks further overflows the list, which is then rebuilt
+with a coarser grid."""
 
 
 class Neighbours(eqx.Module):
@@ -44,6 +59,8 @@ class Neighbours(eqx.Module):
         max_neighbours: the largest neighbour count any build has seen.
         max_occupancy: the largest number of particles any build found in one cell.
         builds: how many times the list has been built.
+        reference_box: the box edges at the last build [dim] (None in free space).
+        smallest_box: the smallest edges any build has met [dim] (None in free space).
     """
 
     index: Int[Array, "n capacity"]
@@ -52,6 +69,8 @@ class Neighbours(eqx.Module):
     max_neighbours: Int[Array, ""]
     max_occupancy: Int[Array, ""]
     builds: Int[Array, ""]
+    reference_box: Float[Array, " dim"] | None = None
+    smallest_box: Float[Array, " dim"] | None = None
 
 
 def minimum_image(dr: Float[Array, "*batch dim"], box: Box | None) -> Float[Array, "*batch dim"]:
@@ -122,6 +141,7 @@ class NeighbourList(eqx.Module):
         *,
         factor: float = CAPACITY_FACTOR,
         capacity: int | None = None,
+        box_margin: float = 0.0,
     ) -> NeighbourList:
         """A list sized for `position` with room to spare (outside jit: needs concrete values).
 
@@ -131,6 +151,8 @@ class NeighbourList(eqx.Module):
             cutoff, skin: see the class.
             factor: capacities are the counts found times this factor.
             capacity: force this many neighbours per particle instead of counting.
+            box_margin: size the cell grid for a box this fraction smaller per edge (a
+                box that a barostat may shrink; `BOX_MARGIN`).
 
         Raises:
             ValueError: a periodic box shorter than 2 (cutoff + skin) in some direction
@@ -150,7 +172,7 @@ class NeighbourList(eqx.Module):
                     f"box edges {edges.tolist()} must be at least twice the cutoff ({2 * cutoff:g}): "
                     "use more particles or a shorter cutoff"
                 )
-            cells = tuple(int(c) for c in np.floor(edges / radius))
+            cells = tuple(int(c) for c in np.floor(edges * (1.0 - box_margin) / radius))
             lower = (0.0,) * dim
             size = tuple(float(e / c) for e, c in zip(edges, cells))
         else:
@@ -183,12 +205,30 @@ class NeighbourList(eqx.Module):
         return dataclasses.replace(probe, capacity=max(capacity, 1))
 
     def grown(self, nbrs: Neighbours, n: int) -> NeighbourList:
-        """A larger list after `nbrs` overflowed: room for the most it saw, times the factor."""
+        """A larger list after `nbrs` overflowed: room for the most it saw, times the
+        factor, and a coarser cell grid if a build met a box too small for the grid."""
         capacity = max(_padded(int(nbrs.max_neighbours), CAPACITY_FACTOR, n - 1), min(self.capacity + 1, max(n - 1, 1)))
         cell_capacity = self.cell_capacity
         if int(nbrs.max_occupancy) > self.cell_capacity:
             cell_capacity = min(_padded(int(nbrs.max_occupancy), CAPACITY_FACTOR, n), n)
-        return dataclasses.replace(self, capacity=capacity, cell_capacity=cell_capacity)
+        cells = self.cells
+        if cells and nbrs.smallest_box is not None:
+            smallest = np.asarray(nbrs.smallest_box, dtype=float)
+            if not self.grid_fits(smallest):
+                coarse = tuple(int(c) for c in np.floor(smallest * (1.0 - BOX_MARGIN) / self.radius))
+                cells = () if min(coarse) < 3 else coarse
+                grow = math.prod(self.cells) / (math.prod(cells) if cells else 1)
+                cell_capacity = min(int(math.ceil(cell_capacity * grow)), n)
+        return dataclasses.replace(self, capacity=capacity, cell_capacity=cell_capacity, cells=cells)
+
+    def grid_fits(self, box) -> bool | Bool[Array, ""]:
+        """Whether every cell of the grid is at least cutoff + skin wide in `box` (always
+        without a cell grid, or in free space)."""
+        if not (self.cells and self.periodic):
+            return True
+        if isinstance(box, np.ndarray):
+            return bool(np.all(box * (1.0 + 1e-12) >= np.asarray(self.cells) * self.radius))
+        return jnp.all(box * (1.0 + 1e-12) >= jnp.asarray(self.cells, dtype=box.dtype) * self.radius)
 
     # ------------------------------------------------------------------ build / update
 
@@ -206,6 +246,9 @@ class NeighbourList(eqx.Module):
         index, count = by_row_blocks(rows, n, hood.shape[1])
         max_count = jnp.max(count, initial=0)
         overflow = (max_count > self.capacity) | (occupancy > self.cell_capacity)
+        if box is not None:
+            box = jax.lax.stop_gradient(box)
+            overflow = overflow | jnp.logical_not(self.grid_fits(box))
         return Neighbours(
             index=index,
             reference=position,
@@ -213,13 +256,24 @@ class NeighbourList(eqx.Module):
             max_neighbours=max_count.astype(jnp.int32),
             max_occupancy=occupancy.astype(jnp.int32),
             builds=jnp.ones((), jnp.int32),
+            reference_box=box,
+            smallest_box=box,
         )
 
     def needs_rebuild(self, nbrs: Neighbours, position: Positions, box: Box | None) -> Bool[Array, ""]:
-        """True when some particle moved more than skin / 2 since the last build."""
-        dr = minimum_image(position - nbrs.reference, box)
+        """True when some particle moved more than skin / 2 since the last build (in a
+        box that changed: in scaled coordinates, against a threshold that shrinks with
+        the box; see the module docstring)."""
+        threshold = 0.5 * self.skin
+        reference = nbrs.reference
+        if box is not None and nbrs.reference_box is not None:
+            ratio = jax.lax.stop_gradient(box) / nbrs.reference_box
+            reference = reference * ratio
+            shrink = jnp.minimum(jnp.min(ratio), 1.0)
+            threshold = 0.5 * (self.skin - (1.0 - shrink) * self.radius)
+        dr = minimum_image(position - reference, box)
         moved2 = jnp.max(jnp.sum(dr * dr, axis=-1))
-        return moved2 > (0.5 * self.skin) ** 2
+        return (moved2 > threshold * threshold) | (threshold <= 0)
 
     def update(self, nbrs: Neighbours, position: Positions, box: Box | None) -> Neighbours:
         """`nbrs`, rebuilt for `position` if some particle moved more than skin / 2."""
@@ -233,6 +287,8 @@ class NeighbourList(eqx.Module):
                 max_neighbours=jnp.maximum(nbrs.max_neighbours, fresh.max_neighbours),
                 max_occupancy=jnp.maximum(nbrs.max_occupancy, fresh.max_occupancy),
                 builds=nbrs.builds + 1,
+                reference_box=fresh.reference_box,
+                smallest_box=None if box is None else jnp.minimum(nbrs.smallest_box, fresh.smallest_box),
             )
 
         return jax.lax.cond(self.needs_rebuild(nbrs, position, box), rebuild, lambda _: nbrs, None)

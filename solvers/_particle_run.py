@@ -4,8 +4,10 @@ compiled fit).
 
 The model and the system are reached by duck typing, so that this floor imports no
 model code: a model has `forces(system, params, index)` and
-`measure(system, params, index, degrees_of_freedom)` and a `cutoff`; a system has
-`position`, `velocity`, `mass`, `n`, `dim`, `space.box` and `at(position, velocity)`.
+`measure(system, params, index, degrees_of_freedom)` and a `cutoff` (and, for a
+barostat, `forces_and_virial(system, params, index)` and `tail_pressure(system,
+params)`); a system has `position`, `velocity`, `mass`, `n`, `dim`, `space.box`,
+`space.volume()`, `at(position, velocity)` and `with_box(edges)`.
 
 Capacity policy (neighbours per particle a list holds):
 - A run that can read its overflow flag between chunks (`ParticleRun`: `simulate`, a
@@ -32,8 +34,8 @@ import numpy as np
 from jaxtyping import Array, PyTree
 
 from ._frame_loops import integrate_frames
-from ._neighbours import Neighbours, NeighbourList
-from ._particles import NoseHooverChain, ParticleIntegrator, ParticleSolver, ParticleState, integrate
+from ._neighbours import BOX_MARGIN, Neighbours, NeighbourList
+from ._particles import ParticleIntegrator, ParticleSolver, ParticleState, integrate
 from ._results import Result
 
 FIXED_FACTOR = 2.0
@@ -113,24 +115,59 @@ class ParticleProblem(eqx.Module):
         index = None if nbrs is None else nbrs.index
         return self.model.forces(self.system.at(position), self.params, index), nbrs
 
+    def box_force_fn(self, position, box, nbrs: Neighbours | None):
+        """A barostat's force function (`solvers.BoxForceFn`): forces and the diagonal
+        of the virial tensor in the box `box`, the tail correction's share V P_tail on
+        each axis included; NaN forces once the box is shorter than twice the cutoff
+        (minimum images would be wrong), which ends the run as non-finite."""
+        nl = self.neighbour_list
+        if nl is not None:
+            nbrs = nl.update(nbrs, position, box)
+        index = None if nbrs is None else nbrs.index
+        system = self.system.at(position).with_box(box)
+        force, virial = self.model.forces_and_virial(system, self.params, index)
+        virial = virial + system.space.volume() * self.model.tail_pressure(system, self.params)
+        too_small = jnp.any(box < 2.0 * self.model.cutoff)
+        return jnp.where(too_small, jnp.nan, force), virial, nbrs
+
+    @property
+    def forces(self):
+        """The force function the integrator takes."""
+        return self.box_force_fn if self.integrator.changes_box else self.force_fn
+
+    def box_of(self, state: ParticleState):
+        """The periodic box of `state` (None in free space)."""
+        box = self.integrator.box(state)
+        return self.system.space.box if box is None else box
+
+    def init(self, key) -> ParticleState:
+        """The integrator's state at the start, with a neighbour list built for it."""
+        s = self.system
+        nl = self.neighbour_list
+        nbrs = None if nl is None else nl.build(s.position, s.space.box)
+        box = {"box": s.space.box} if self.integrator.changes_box else {}
+        return self.integrator.init(self.forces, s.position, s.velocity, s.mass, nbrs, key, **box)
+
     def observe(self, state: ParticleState) -> dict[str, Array]:
         system = self.system.at(state.position, state.velocity)
+        box = self.integrator.box(state)
+        if box is not None:
+            system = system.with_box(box)
         index = None if state.aux is None else state.aux.index
         dof = self.integrator.degrees_of_freedom(system.n, system.dim)
         out = self.model.measure(system, self.params, index, dof)
-        if isinstance(self.integrator, NoseHooverChain):
+        if self.integrator.has_conserved_energy:
             out["conserved_energy"] = out["total_energy"] + self.integrator.thermostat_energy(state)
         out["position"] = state.position
         out["velocity"] = state.velocity
+        if box is not None:
+            out["box"] = box
         return out
 
 
 @eqx.filter_jit
 def _start(problem: ParticleProblem, key) -> tuple[ParticleState, dict]:
-    s = problem.system
-    nl = problem.neighbour_list
-    nbrs = None if nl is None else nl.build(s.position, s.space.box)
-    state = problem.integrator.init(problem.force_fn, s.position, s.velocity, s.mass, nbrs, key)
+    state = problem.init(key)
     return state, problem.observe(state)
 
 
@@ -138,7 +175,7 @@ def _start(problem: ParticleProblem, key) -> tuple[ParticleState, dict]:
 def _rebuilt(problem: ParticleProblem, state: ParticleState) -> ParticleState:
     """`state` with a neighbour list built afresh by `problem`'s (larger) list."""
     old = state.aux
-    fresh = problem.neighbour_list.build(state.position, problem.system.space.box)
+    fresh = problem.neighbour_list.build(state.position, problem.box_of(state))
     fresh = eqx.tree_at(lambda nb: nb.builds, fresh, old.builds + 1)
     return eqx.tree_at(lambda s: s.aux, state, fresh)
 
@@ -146,7 +183,7 @@ def _rebuilt(problem: ParticleProblem, state: ParticleState) -> ParticleState:
 @eqx.filter_jit
 def _chunk(problem: ParticleProblem, state: ParticleState, saves: int, every: int, levels: int):
     return integrate(
-        problem.integrator, state, problem.force_fn, saves=saves, steps_per_save=every, observe=problem.observe, levels=levels
+        problem.integrator, state, problem.forces, saves=saves, steps_per_save=every, observe=problem.observe, levels=levels
     )
 
 
@@ -158,7 +195,7 @@ def _frames(problem: ParticleProblem, state: ParticleState, frames, every, capac
     return integrate_frames(
         problem.integrator,
         state,
-        problem.force_fn,
+        problem.forces,
         frames=frames,
         steps_per_save=every,
         observe=problem.observe,
@@ -195,7 +232,8 @@ def largest_divisor_at_most(n: int, limit: int) -> int:
 
 def neighbour_list(model, system, solver: ParticleSolver) -> NeighbourList | None:
     """The neighbour list a run of `system` starts with (None: all pairs), sized from
-    the concrete starting positions (`solver.capacity` if set).
+    the concrete starting positions (`solver.capacity` if set), with a cell grid for a
+    box `BOX_MARGIN` smaller when the integrator changes the box.
 
     Raises:
         ValueError: the starting positions are traced.
@@ -211,7 +249,8 @@ def neighbour_list(model, system, solver: ParticleSolver) -> NeighbourList | Non
             "pass the initial System from outside jax.jit (close over it), or use "
             "ParticleSolver(..., neighbour_list=False)"
         )
-    return NeighbourList.allocate(position, edges, model.cutoff, solver.skin, capacity=solver.capacity)
+    margin = BOX_MARGIN if solver.integrator.changes_box else 0.0
+    return NeighbourList.allocate(position, edges, model.cutoff, solver.skin, capacity=solver.capacity, box_margin=margin)
 
 
 class ParticleFramesState(eqx.Module):
@@ -245,7 +284,7 @@ class ParticleFrames(eqx.Module):
         wanted = jnp.asarray(frames, jnp.int32) - at_start.astype(jnp.int32)
         refuse = None if self.problem.neighbour_list is None else (lambda s: s.aux.overflow)
         particles, saved, filled, refused, _ = integrate_frames(
-            self.problem.integrator, state.particles, self.problem.force_fn, frames=wanted, steps_per_save=self.every,
+            self.problem.integrator, state.particles, self.problem.forces, frames=wanted, steps_per_save=self.every,
             observe=self.problem.observe, capacity=capacity, refuse=refuse,
         )
 
@@ -365,13 +404,14 @@ class ParticleRun:
     def meta(self) -> dict[str, Any]:
         """What a checkpoint keeps besides the state: the list's sizes."""
         nl = self.problem.neighbour_list
-        return {} if nl is None else {"capacity": nl.capacity, "cell_capacity": nl.cell_capacity}
+        return {} if nl is None else {"capacity": nl.capacity, "cell_capacity": nl.cell_capacity, "cells": list(nl.cells)}
 
     def restore(self, meta: dict[str, Any]) -> ParticleState:
         """A template state for a checkpoint saved with `meta`."""
         nl = self.problem.neighbour_list
         if nl is not None and meta:
-            sized = dataclasses.replace(nl, capacity=int(meta["capacity"]), cell_capacity=int(meta["cell_capacity"]))
+            cells = tuple(int(c) for c in meta.get("cells", nl.cells))
+            sized = dataclasses.replace(nl, capacity=int(meta["capacity"]), cell_capacity=int(meta["cell_capacity"]), cells=cells)
             self.problem = dataclasses.replace(self.problem, neighbour_list=sized)
         state, _ = _start(self.problem, self.key)
         return state

@@ -63,6 +63,9 @@ class ParticleIntegrator(eqx.Module):
 
     dt: eqx.AbstractVar[float | Array]
     conserves_momentum: ClassVar[bool]
+    changes_box: ClassVar[bool] = False
+    """True for integrators that change the periodic box (barostats): their state holds
+    the box (`box`) and their force function is a `solvers.BoxForceFn`."""
 
     def init(
         self,
@@ -100,6 +103,17 @@ class ParticleIntegrator(eqx.Module):
         """Energy stored in the thermostat (0 without one); added to the total energy it
         gives the integrator's conserved quantity."""
         return jnp.zeros((), state.position.dtype)
+
+    @property
+    def has_conserved_energy(self) -> bool:
+        """Whether total energy plus `thermostat_energy` is a conserved quantity of its
+        own, reported as the observable conserved_energy (not for velocity Verlet, whose
+        total energy is the conserved quantity)."""
+        return False
+
+    def box(self, state: ParticleState) -> Float[Array, " dim"] | None:
+        """The periodic box of `state` when the integrator changes it, else None."""
+        return None
 
 
 def _half_kick(velocity, force, mass, dt):
@@ -260,13 +274,18 @@ class NoseHooverChain(ParticleIntegrator):
         return ParticleState(position, scale * velocity, force, state.mass, aux, chain)
 
     def thermostat_energy(self, state: ParticleState) -> Float[Array, ""]:
-        dtype = state.position.dtype
         n, dim = state.position.shape
-        dof = self.degrees_of_freedom(n, dim)
+        return self.chain_energy(state.thermostat, self.degrees_of_freedom(n, dim), state.position.dtype)
+
+    def chain_energy(self, chain: ChainState, dof: int, dtype) -> Float[Array, ""]:
+        """Energy stored in the chain: its kinetic energy plus kT (N_f xi_1 + sum of the other xi)."""
         kt = jnp.asarray(self.temperature, dtype)
         q = self._masses(dof, dtype)
-        chain = state.thermostat
         return 0.5 * jnp.sum(q * chain.v_xi**2) + kt * (dof * chain.xi[0] + jnp.sum(chain.xi[1:]))
+
+    @property
+    def has_conserved_energy(self) -> bool:
+        return True
 
 
 def _chain_force(j: int, v: Array, q: Array, kinetic2: Array, dof: int, kt: Array) -> Array:
