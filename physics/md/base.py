@@ -9,12 +9,12 @@ import jax.numpy as jnp
 from jaxtyping import Array, PyTree
 
 from .._base import Model
-from ._observables import kinetic_energy, pressure
+from ._observables import kinetic_energy, number_density, pressure
 from ._space import Periodic, Space
-from ._types import Bonds, Forces, Masses, NeighbourIndex, Positions, Scalar, ScalarLike, Species, Velocities
+from ._types import Bonds, Edges, Forces, Masses, NeighbourIndex, Positions, Scalar, ScalarLike, Species, Velocities
 
 
-OBSERVABLES = ("potential_energy", "kinetic_energy", "total_energy", "temperature", "pressure")
+OBSERVABLES = ("potential_energy", "kinetic_energy", "total_energy", "temperature", "pressure", "volume", "density")
 
 
 class System(eqx.Module):
@@ -62,9 +62,15 @@ class System(eqx.Module):
         velocity = self.velocity if velocity is None else velocity
         return System(position, velocity, self.mass, self.species, self.space, self.bonds)
 
-    def scaled(self, factor: ScalarLike) -> System:
-        """Positions and box lengths multiplied by `factor` (for the virial)."""
+    def scaled(self, factor: ScalarLike | Edges) -> System:
+        """Positions and box lengths multiplied by `factor`, a number or one per axis [dim]
+        (for the virial)."""
         return System(self.position * factor, self.velocity, self.mass, self.species, self.space.scaled(factor), self.bonds)
+
+    def with_box(self, edges: Edges) -> System:
+        """The same particles in a periodic box of edge lengths `edges` [dim] (a box that
+        a barostat changes during a run)."""
+        return System(self.position, self.velocity, self.mass, self.species, Periodic(edges), self.bonds)
 
     def astype(self, dtype) -> System:
         """Floating-point arrays (positions, velocities, masses, box) cast to `dtype`."""
@@ -84,7 +90,8 @@ class ParticleModel(Model):
     one fused pass over the neighbour list.
 
     Observables (per save): potential_energy, kinetic_energy, total_energy, temperature,
-    pressure (totals, reduced units: Boltzmann's constant is 1).
+    pressure, volume and number density (totals, reduced units: Boltzmann's constant is
+    1; volume and density are NaN in free space).
     """
 
     cutoff: eqx.AbstractVar[float]
@@ -126,9 +133,27 @@ class ParticleModel(Model):
         one = jnp.ones((), system.position.dtype)
         return -jax.grad(lambda s: self.interaction_energy(system.scaled(s), params, neighbours))(one)
 
+    def virial_diagonal(self, system: System, params: PyTree, neighbours: NeighbourIndex | None = None) -> Edges:
+        """The diagonal of the virial tensor [dim], W_aa = sum over pairs of x_ij,a f_ij,a
+        = -dU/d(lambda_a) under x_a -> lambda_a x_a, L_a -> lambda_a L_a (it sums to `virial`)."""
+        ones = jnp.ones(system.dim, system.position.dtype)
+        return -jax.grad(lambda s: self.interaction_energy(system.scaled(s), params, neighbours))(ones)
+
+    def forces_and_virial(self, system: System, params: PyTree, neighbours: NeighbourIndex | None = None) -> tuple[Forces, Edges]:
+        """Forces [n, dim] and the diagonal of the virial tensor [dim] (without the tail
+        correction): what a barostat needs at every step. Models that get both from one
+        pass override it."""
+        return self.forces(system, params, neighbours), self.virial_diagonal(system, params, neighbours)
+
     def check_params(self, system: System, params: PyTree) -> None:
         """Raise ValueError for parameters that cannot work with this model or system
         (called outside jit with concrete values; no-op by default)."""
+
+    def for_system(self, system: System) -> ParticleModel:
+        """The model with whatever it sizes from a concrete system fixed as static options
+        (a k-space mesh from the box), so that compiled runs, where the box is traced,
+        can use it. Runs call it before they compile; the model itself by default."""
+        return self
 
     def measure(
         self,
@@ -141,11 +166,14 @@ class ParticleModel(Model):
         potential = self.energy(system, params, neighbours)
         kinetic = kinetic_energy(system.velocity, system.mass)
         virial = self.virial(system, params, neighbours)
+        volume = system.space.volume().astype(system.position.dtype)
         return {
             "potential_energy": potential,
             "kinetic_energy": kinetic,
             "total_energy": potential + kinetic,
             "temperature": 2.0 * kinetic / degrees_of_freedom,
             "pressure": pressure(kinetic, virial, system.space) + self.tail_pressure(system, params),
+            "volume": volume,
+            "density": number_density(system.n, volume),
         }
 
