@@ -1,5 +1,5 @@
-"""Molecular dynamics models: particles in free or periodic space with pair potentials,
-starting states and observables. Solver-agnostic: integrators and neighbour lists live
+"""Molecular dynamics models: particles in free or periodic space with pair potentials
+and point charges (Ewald and particle-mesh Ewald sums), starting states and observables. Solver-agnostic: integrators and neighbour lists live
 in `solvers`, and `sim.simulate` pairs the two.
 
 Its names are loaded from their modules when first used, so that importing one
@@ -19,6 +19,9 @@ _NAMES: dict[str, tuple[str, str]] = {
     "random_packing": ("._initial", "random_packing"),
     "read_h5md": ("._initial", "read_h5md"),
     "thermalize": ("._initial", "thermalize"),
+    "LennardJonesCoulomb": ("._electrostatics", "LennardJonesCoulomb"),
+    "ewald_reciprocal_energy": ("._electrostatics", "ewald_reciprocal_energy"),
+    "pme_reciprocal_energy": ("._electrostatics", "pme_reciprocal_energy"),
     "block_average": ("._observables", "block_average"),
     "diffusion_coefficient": ("._observables", "diffusion_coefficient"),
     "green_kubo_diffusion": ("._observables", "green_kubo_diffusion"),
@@ -61,6 +64,11 @@ def __dir__() -> list[str]:
 __all__ = sorted(_NAMES)
 
 if TYPE_CHECKING:
+    from ._electrostatics import (
+        LennardJonesCoulomb as LennardJonesCoulomb,
+        ewald_reciprocal_energy as ewald_reciprocal_energy,
+        pme_reciprocal_energy as pme_reciprocal_energy,
+    )
     from ._initial import (
         LATTICES as LATTICES,
         chains as chains,

@@ -3,6 +3,7 @@ non-overlapping packings, bead-spring chains, H5MD files; Maxwell-Boltzmann velo
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from pathlib import Path
@@ -16,19 +17,28 @@ from ._space import Free, Periodic, Space
 from ._types import Masses, Velocities
 from .base import System
 
+_FCC = ((0.0, 0.0, 0.0), (0.5, 0.5, 0.0), (0.5, 0.0, 0.5), (0.0, 0.5, 0.5))
 _BASIS = {
     "sc": ((0.0, 0.0, 0.0),),
     "bcc": ((0.0, 0.0, 0.0), (0.5, 0.5, 0.5)),
     "fcc": ((0.0, 0.0, 0.0), (0.5, 0.5, 0.0), (0.5, 0.0, 0.5), (0.0, 0.5, 0.5)),
+    # two-species (ionic) crystals: species 0 on the first half of the basis, 1 on the rest
+    "rocksalt": _FCC + tuple((x + 0.5, y, z) for x, y, z in _FCC),
+    "caesium_chloride": ((0.0, 0.0, 0.0), (0.5, 0.5, 0.5)),
+    "zincblende": _FCC + tuple((x + 0.25, y + 0.25, z + 0.25) for x, y, z in _FCC),
 }
+_TWO_SPECIES = ("rocksalt", "caesium_chloride", "zincblende")
 LATTICES = tuple(_BASIS)
 
 
 def lattice(kind: str, cells: int | tuple[int, int, int], density: float, *, dtype=float) -> System:
-    """Particles on a cubic lattice filling a periodic box, at rest, unit masses, species 0.
+    """Particles on a cubic lattice filling a periodic box, at rest, unit masses, species 0
+    (the ionic crystals: species 0 and 1).
 
     Arguments:
-        kind: "fcc" (4 per cell), "bcc" (2) or "sc" (1).
+        kind: "fcc" (4 per cell), "bcc" (2) or "sc" (1); or an ionic crystal of two
+            species, "rocksalt" (NaCl, 8 per cell), "caesium_chloride" (CsCl, 2) or
+            "zincblende" (ZnS, 8).
         cells: unit cells per side (an int, or three ints).
         density: number density n / V (> 0).
 
@@ -53,7 +63,13 @@ def lattice(kind: str, cells: int | tuple[int, int, int], density: float, *, dty
     origins = np.asarray(list(itertools.product(*[range(c) for c in counts])), dtype=float)
     position = ((origins[:, None, :] + basis[None, :, :]) * a).reshape(-1, 3)
     edges = np.asarray(counts, dtype=float) * a
-    return _at_rest(position, Periodic(jnp.asarray(edges, dtype)), dtype)
+    if kind in _TWO_SPECIES:  # (a basis site may sit on the far face of a cell)
+        position = np.mod(position, edges)
+    system = _at_rest(position, Periodic(jnp.asarray(edges, dtype)), dtype)
+    if kind in _TWO_SPECIES:
+        species = np.tile(np.repeat(np.arange(2, dtype=np.int32), len(basis) // 2), len(origins))
+        system = dataclasses.replace(system, species=jnp.asarray(species))
+    return system
 
 
 def _at_rest(position: np.ndarray, space: Space, dtype, bonds=None) -> System:
