@@ -17,9 +17,11 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, PyTree
 
+from physics._base import float_array
 from physics.md import (
     LATTICES,
     BeadSpring,
+    LennardJonesCoulomb,
     Morse,
     ParticleModel,
     SoftSphere,
@@ -32,6 +34,7 @@ from physics.md import (
 )
 from solvers import (
     ALL_PAIRS,
+    COUPLINGS,
     LangevinBaoab,
     NeighbourList,
     NoseHooverChain,
@@ -40,6 +43,7 @@ from solvers import (
     ParticleProblem,
     ParticleRun,
     ParticleSolver,
+    StochasticCellRescaling,
     VelocityVerlet,
     concrete,
     did_you_mean,
@@ -73,10 +77,13 @@ def default_system(model: ParticleModel, key: Array | None = None) -> System:
     """The system a particle model starts from when none is given: 256 particles on an
     fcc lattice at density 0.8442 with Maxwell-Boltzmann velocities at T = 1.0 (bead
     springs: 16 chains of 16 beads grown at density 0.3, as dense as random growth with
-    beads 0.9 apart reliably reaches)."""
+    beads 0.9 apart reliably reaches; charged particles: 216 ions of two species on a
+    rock-salt lattice at the same density)."""
     key = jax.random.key(0) if key is None else key
     if isinstance(model, BeadSpring):
         return thermalize(chains(key, 16, 16, density=0.3), jax.random.fold_in(key, 1), 1.0)
+    if isinstance(model, LennardJonesCoulomb):
+        return thermalize(lattice("rocksalt", 3, 0.8442), key, 1.0)
     return thermalize(lattice("fcc", 4, 0.8442), key, 1.0)
 
 
@@ -182,6 +189,7 @@ def particle_run(model: ParticleModel, params: PyTree, t, *, initial: System | N
     solver = as_solver(solver)
     system = default_system(model, key) if initial is None else initial
     check_system(model, system, params)
+    model = model.for_system(system)
     every = steps_per_save(t, solver.integrator.dt)
     dtype = system.position.dtype
     params = {k: jnp.asarray(v).astype(dtype) for k, v in params.items()}
@@ -235,7 +243,8 @@ def sweep_problem(s: Setup, params: PyTree, key: Array | None) -> ParticleFrames
 
 
 _MD_METHODS = ("verlet", "langevin", "nose_hoover")
-_MD_SOLVER_KEYS = ("method", "temperature", "friction", "tau", "chain_length", "skin", "neighbour_list", "dtype")
+_MD_SOLVER_KEYS = ("method", "temperature", "friction", "tau", "chain_length", "barostat", "skin", "neighbour_list", "dtype")
+_BAROSTAT_KEYS = ("pressure", "tau", "compressibility", "coupling")
 _MODEL_OPTION_PARAMS = ("cutoff", "shift", "force_shift", "tail_correction", "n_species")
 
 
@@ -269,9 +278,18 @@ def _md_model(config: Config, model: ParticleModel) -> ParticleModel:
 
 def _md_params(config: Config, model: ParticleModel) -> dict[str, Array]:
     rest = {k: v for k, v in config.spec.params.items() if k not in _MODEL_OPTION_PARAMS}
+    # Per-species parameters (a declared default with one value per species, such as
+    # charges) are lists of n_species numbers.
+    per_species = {}
+    for key in list(rest):
+        if key in model.parameter_names and np.ndim(model.parameter(key).default) == 1:
+            value, count = rest.pop(key), model.n_species
+            if not isinstance(value, list) or len(value) != count:
+                raise config.error(f"params.{key}", f"expected a list of {count} numbers, one per species (n_species = {count}), got {value!r}")
+            per_species[key] = float_array([number(config, f"params.{key}", v) for v in value])
     raw = dict(config.raw)
     raw["params"] = rest
-    return resolve_params(Config(raw, config.path), model)
+    return resolve_params(Config(raw, config.path), model) | per_species
 
 
 def _positive(config: Config, key: str, value, *, allow_zero: bool = False) -> float:
@@ -430,12 +448,42 @@ def _md_solver(config: Config, dt: float) -> tuple[ParticleSolver, str, dict]:
                 raise config.error("solver.chain_length", f"expected a whole number >= 1, got {chain!r}")
             resolved.update(tau=tau, chain_length=chain)
             integrator = NoseHooverChain(dt=dt, temperature=temperature, tau=tau, chain_length=chain)
+    if "barostat" in extras:
+        integrator = _barostat(config, extras["barostat"], method, integrator, dt, resolved)
     skin = _positive(config, "solver.skin", extras.get("skin", 0.3), allow_zero=True)
     use_list = extras.get("neighbour_list", True)
     if not isinstance(use_list, bool):
         raise config.error("solver.neighbour_list", f"expected true or false, got {use_list!r}")
     resolved.update(skin=skin, neighbour_list=use_list, dtype=spec.dtype or "float64")
     return ParticleSolver(integrator, neighbour_list=use_list, skin=skin), spec.dtype or "float64", resolved
+
+
+def _barostat(config: Config, table, method: str, thermostat, dt: float, resolved: dict) -> StochasticCellRescaling:
+    """`[solver] barostat = {pressure, tau, compressibility, coupling}`: stochastic cell
+    rescaling around the thermostat of `method` (its settings join `resolved`)."""
+    if not isinstance(table, dict):
+        raise config.error("solver.barostat", f"expected a table such as {{ pressure = 1.0, tau = 1.0 }}, got {table!r}")
+    for key in table:
+        if key not in _BAROSTAT_KEYS:
+            raise config.error(
+                f"solver.barostat.{key}", f"unknown key (expected one of: {', '.join(_BAROSTAT_KEYS)}).{did_you_mean(key, _BAROSTAT_KEYS)}"
+            )
+    if method == "verlet":
+        raise config.error(
+            "solver.barostat", "a barostat needs a thermostat: method = 'langevin' or 'nose_hoover' (stochastic cell rescaling samples the volume at a temperature)"
+        )
+    if "pressure" not in table:
+        raise config.error("solver.barostat.pressure", "required key is missing (the target pressure, reduced units)")
+    pressure = _positive(config, "solver.barostat.pressure", table["pressure"], allow_zero=True)
+    tau = _positive(config, "solver.barostat.tau", table.get("tau", 200 * dt))
+    compressibility = _positive(config, "solver.barostat.compressibility", table.get("compressibility", 0.1))
+    coupling = table.get("coupling", "isotropic")
+    if coupling not in COUPLINGS:
+        raise config.error(
+            "solver.barostat.coupling", f"unknown coupling {coupling!r} (expected one of: {', '.join(COUPLINGS)}).{did_you_mean(str(coupling), COUPLINGS)}"
+        )
+    resolved["barostat"] = {"pressure": pressure, "tau": tau, "compressibility": compressibility, "coupling": coupling}
+    return StochasticCellRescaling(thermostat, pressure=pressure, tau=tau, compressibility=compressibility, coupling=coupling)
 
 
 def _setup(model: ParticleModel, config: Config) -> Setup:
@@ -445,13 +493,18 @@ def _setup(model: ParticleModel, config: Config) -> Setup:
         raise config.error("initial", "MD runs start from [system] (a lattice, a random packing or an H5MD file)")
     dt, t = _md_time(config)
     solver, dtype, solver_section = _md_solver(config, dt)
-    if solver_section["method"] == "langevin":  # no conserved energy to drift
+    if solver_section["method"] == "langevin" and not solver.integrator.has_conserved_energy:  # no conserved energy to drift
         checks = MD.resolve_checks(config, ("max_temperature_factor",), "Langevin MD runs (no conserved energy to drift)")
+    elif not solver.integrator.has_conserved_energy and solver_section["method"] != "verlet":
+        checks = MD.resolve_checks(config, ("max_temperature_factor",), "anisotropic barostats (no conserved energy to drift)")
     else:
         checks = MD.resolve_checks(config, what="MD runs")
     system, seed = _md_system(config, jnp.float32 if dtype == "float32" else jnp.float64)
+    if solver.integrator.changes_box and not system.space.periodic:
+        raise config.error("solver.barostat", "a barostat needs a periodic box; the [system] file starts in free space")
     try:
         check_system(model, system, params)
+        model = model.for_system(system)  # (what it sizes from the box: in the resolved config)
         if solver.neighbour_list and system.space.periodic:
             NeighbourList.allocate(system.position, system.space.box, model.cutoff, solver.skin)
     except ValueError as e:
@@ -469,6 +522,10 @@ def _setup(model: ParticleModel, config: Config) -> Setup:
         key=jax.random.fold_in(jax.random.key(seed), 2),
         resolved={"params": params, "solver": solver_section, "model": model_section, "checks": checks},
     )
+
+
+_PARTICLE_ROWS = ("position", "velocity", "box")
+"""Rows of a run that H5MD keeps under /particles/all rather than /observables."""
 
 
 @dataclasses.dataclass
@@ -503,6 +560,7 @@ class MdSink:
         if system.space.periodic:
             edges = np.asarray(system.space.box, dtype=float)
             box.attrs["boundary"] = np.array([b"periodic"] * dim)
+            # (a barostat's box changes: its edges are written frame by frame from the "box" rows)
             self._element(box, "edges", (dim,), float)[...] = np.broadcast_to(edges, (frames, dim))
             self._element(particles, "image", position.shape[1:], np.int32)
         else:
@@ -516,7 +574,7 @@ class MdSink:
             f.create_dataset("connectivity/all", data=np.asarray(system.bonds, dtype=np.int32))
         observables = f.require_group("observables")
         for name, values in rows.items():
-            if name not in ("position", "velocity"):
+            if name not in _PARTICLE_ROWS:
                 values = np.asarray(values)
                 self._element(observables, name, values.shape[1:], values.dtype)
         params = f.create_group("parameters")
@@ -536,7 +594,12 @@ class MdSink:
         position = np.asarray(rows["position"])
         end = k + position.shape[0]
         if self.system.space.periodic:
-            edges = np.asarray(self.system.space.box, dtype=position.dtype)
+            if "box" in rows:  # each frame in its own box
+                edges = np.asarray(rows["box"], dtype=position.dtype)
+                particles["box/edges/value"][k:end] = edges
+                edges = edges[:, None, :]
+            else:
+                edges = np.asarray(self.system.space.box, dtype=position.dtype)
             with np.errstate(invalid="ignore"):
                 image = np.floor(position / edges)
             if not np.all(np.abs(image) <= IMAGE_LIMIT):  # NaN included: never a wrapped-around counter
@@ -552,7 +615,7 @@ class MdSink:
             particles["position/value"][k:end] = position
         particles["velocity/value"][k:end] = np.asarray(rows["velocity"])
         for name, values in rows.items():
-            if name not in ("position", "velocity"):
+            if name not in _PARTICLE_ROWS:
                 f["observables"][name]["value"][k:end] = np.asarray(values)
 
     def finish(self, f, stats: dict[str, Any]) -> None:
@@ -609,7 +672,7 @@ class MdRunResult(Result):
         data = {}
         for name, value in self.observables.items():
             value = np.asarray(value)
-            data[name] = (("time", "particle", "spatial")[: value.ndim], value)
+            data[name] = (("time", "spatial") if name == "box" else ("time", "particle", "spatial")[: value.ndim], value)
         coords = {
             "time": np.asarray(self.time),
             "step": ("time", np.asarray(self.step)),
@@ -673,13 +736,13 @@ class MdLimits:
         integrator = s.solver.integrator
         energy = None
         if "energy_drift" in bounds:
-            energy = "conserved_energy" if isinstance(integrator, NoseHooverChain) else "total_energy"
+            energy = "conserved_energy" if integrator.has_conserved_energy else "total_energy"
         system = s.initial
         return cls(
             energy=energy,
             energy_drift=float(bounds.get("energy_drift", math.inf)),
             temperature_factor=float(bounds["max_temperature_factor"]),
-            target=float(getattr(integrator, "temperature", 0.0)),
+            target=float(s.resolved["solver"].get("temperature", 0.0)),
             dof=int(integrator.degrees_of_freedom(system.n, system.dim)),
             edges=np.asarray(system.space.box, dtype=float) if system.space.periodic else None,
         )
@@ -705,7 +768,9 @@ class MdLimits:
         out["temperature"] = obs["temperature"] / (ref["t_ref"] * self.temperature_factor)
         if self.edges is not None:
             position = obs["position"]
-            images = xp.floor(position / xp.asarray(self.edges, dtype=position.dtype))
+            # a barostat's box changes: each frame's own ("box" [..., dim])
+            edges = obs["box"][..., None, :] if "box" in obs else xp.asarray(self.edges, dtype=position.dtype)
+            images = xp.floor(position / edges)
             out["image"] = xp.max(xp.abs(images), axis=(-2, -1)) / IMAGE_LIMIT
         return out
 

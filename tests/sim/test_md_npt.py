@@ -1,0 +1,246 @@
+"""Constant pressure (stochastic cell rescaling): relaxation to the target pressure, the
+effective energy, neighbour lists in a changing box, gradients, run files with the box
+per frame, bad barostat settings, and (slow) the density and compressibility of the
+Lennard-Jones fluid at a published state point."""
+
+from pathlib import Path
+
+import h5py
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import sim
+from physics import md
+from sim.cli import main
+from solvers import LangevinBaoab, NoseHooverChain, ParticleSolver, StochasticCellRescaling
+
+
+def fcc(cells, density, temperature, seed=0):
+    return md.thermalize(md.lattice("fcc", cells, density), jax.random.key(seed), temperature)
+
+
+@pytest.fixture(scope="module")
+def compressed():
+    """256 Lennard-Jones particles (shifted at 2.5) started on a lattice at density 1.2,
+    T = 1: far above the target pressure 1.0, under a Nose-Hoover chain and isotropic
+    rescaling."""
+    model = md.LennardJones(cutoff=2.5, shift=True)
+    system = fcc(4, 1.2, 1.0)
+    npt = StochasticCellRescaling(NoseHooverChain(0.005, 1.0, tau=0.25), pressure=1.0, tau=0.5, compressibility=0.1)
+    t = jnp.linspace(0.0, 10.0, 101)  # 2,000 steps
+    return system, sim.simulate(model, None, t, initial=system, solver=npt, key=jax.random.key(1))
+
+
+def test_npt_relaxes_a_compressed_box_to_the_target_pressure(compressed):
+    system, traj = compressed
+    assert int(traj.stats["result"]) == 0
+    p = np.asarray(traj.observables["pressure"])
+    rho = np.asarray(traj.observables["density"])
+    assert p[0] > 3.0, p[0]  # started far from the target
+    late = p[len(p) // 2 :]
+    mean, err = md.block_average(late, 5)
+    assert abs(mean - 1.0) < max(4 * err, 0.15), (mean, err)
+    assert rho[-1] < rho[0] - 0.03
+
+
+def test_volume_density_and_box_agree(compressed):
+    system, traj = compressed
+    o = {k: np.asarray(v) for k, v in traj.observables.items()}
+    box = o["box"]
+    np.testing.assert_allclose(o["volume"], np.prod(box, axis=1), rtol=1e-12)
+    np.testing.assert_allclose(o["density"], system.n / o["volume"], rtol=1e-12)
+    # isotropic: the box stays cubic
+    np.testing.assert_allclose(box[:, 0], box[:, 2], rtol=1e-12)
+    # the particles move with the box: the centre of mass in box units barely moves
+    # (zero total momentum), while the box grows by per cents
+    com = o["position"].mean(axis=1) / box
+    assert np.max(np.abs(com - com[0])) < 1e-2
+    assert box[-1, 0] > 1.01 * box[0, 0]
+
+
+def test_effective_energy_is_conserved(compressed):
+    # K + U + P V + what the chain and the barostat took out: constant up to the
+    # integration error, while K + U + P V itself fluctuates by far more. Over the
+    # second half: while the box moves fast (the first time units here) the estimate of
+    # the barostat's work is first order in dt (halving dt halves that offset).
+    system, traj = compressed
+    half = len(traj.time) // 2
+    h = np.asarray(traj.observables["conserved_energy"])[half:] / system.n
+    e = (np.asarray(traj.observables["total_energy"]) + np.asarray(traj.observables["volume"]))[half:] / system.n
+    drift = np.max(np.abs(h - h[0]))
+    assert drift < 2e-3, drift
+    assert np.ptp(e) > 20 * drift, (np.ptp(e), drift)
+
+
+def test_neighbour_list_follows_a_shrinking_box():
+    # WCA spheres squeezed from density 0.6 at P = 20: the box shrinks far below the
+    # cell grid's margin, so the list must rebuild in scaled coordinates, overflow
+    # its grid and coarsen it; all pairs give the same trajectory
+    model = md.Wca()
+    system = fcc(4, 0.6, 1.0)
+    npt = StochasticCellRescaling(LangevinBaoab(0.004, 1.0, 5.0), pressure=20.0, tau=0.2, compressibility=0.02)
+    t = jnp.linspace(0.0, 1.6, 9)
+    key = jax.random.key(2)
+    listed = sim.simulate(model, None, t, initial=system, solver=ParticleSolver(npt, chunk_steps=100), key=key)
+    pairs = sim.simulate(model, None, t, initial=system, solver=ParticleSolver(npt, neighbour_list=False), key=key)
+    assert int(listed.stats["result"]) == 0
+    volume = np.asarray(listed.observables["volume"])
+    assert volume[-1] < 0.8 * volume[0]  # more than the 10% per edge the grid was sized for
+    np.testing.assert_allclose(np.asarray(listed.observables["position"]), np.asarray(pairs.observables["position"]), atol=1e-9)
+    np.testing.assert_allclose(np.asarray(listed.observables["box"]), np.asarray(pairs.observables["box"]), rtol=1e-12)
+
+
+def test_anisotropic_coupling_moves_each_edge_on_its_own():
+    model = md.LennardJones(cutoff=2.5, shift=True)
+    system = fcc(4, 0.95, 1.0)
+    npt = StochasticCellRescaling(LangevinBaoab(0.005, 1.0, 2.0), pressure=1.0, tau=0.5, coupling="anisotropic")
+    traj = sim.simulate(model, None, jnp.linspace(0.0, 2.0, 5), initial=system, solver=npt, key=jax.random.key(4))
+    box = np.asarray(traj.observables["box"])
+    assert "conserved_energy" not in traj.observables
+    assert np.all(box[-1] > box[0])  # expanded from the compressed start
+    assert np.ptp(box[-1]) > 1e-4  # no longer cubic
+
+
+def test_gradients_through_an_npt_run_match_finite_differences():
+    # force-shifted, so the trajectory is smooth in the parameters; the noise is fixed
+    # by the key. 108 particles, 40 steps, the loss is the mean density.
+    model = md.LennardJones(cutoff=2.0, force_shift=True)
+    system = fcc(3, 0.8, 1.0)
+    npt = StochasticCellRescaling(LangevinBaoab(0.005, 1.0, 1.0), pressure=1.0, tau=0.2)
+    t = jnp.linspace(0.0, 0.2, 5)
+
+    @jax.jit
+    def loss_and_result(params):
+        traj = sim.simulate(model, params, t, initial=system, solver=npt, key=jax.random.key(5))
+        return jnp.mean(traj.observables["density"][1:]), traj.stats["result"]
+
+    def loss(params):
+        return loss_and_result(params)[0]
+
+    params = {"epsilon": jnp.asarray(1.0), "sigma": jnp.asarray(1.0)}
+    assert int(loss_and_result(params)[1]) == 0
+    grad = jax.jit(jax.grad(loss))(params)
+    for name in ("epsilon", "sigma"):
+        h = 1e-5
+        fd = (loss({**params, name: params[name] + h}) - loss({**params, name: params[name] - h})) / (2 * h)
+        assert abs(float(fd)) > 1e-4  # the density does depend on it
+        assert float(grad[name]) == pytest.approx(float(fd), rel=1e-5), name
+
+
+CONFIG = """
+[model]
+name = "lennard_jones"
+[params]
+cutoff = 2.5
+shift = true
+[system]
+lattice = "fcc"
+cells = 4
+density = 0.95
+temperature = 1.0
+seed = 3
+[time]
+dt = 0.005
+steps = 200
+save_every = 20
+[solver]
+method = "{method}"
+temperature = 1.0
+barostat = {barostat}
+"""
+
+
+def write(tmp_path, method="langevin", barostat="{ pressure = 1.0, tau = 0.25 }"):
+    path = tmp_path / "npt.toml"
+    path.write_text(CONFIG.format(method=method, barostat=barostat))
+    return path
+
+
+def test_run_file_holds_the_box_of_every_frame(tmp_path):
+    result = sim.run(sim.load_config(write(tmp_path)))
+    out = result.save(tmp_path / "npt.h5")
+    with h5py.File(out) as f:
+        edges = f["particles/all/box/edges/value"][()]
+        steps = f["particles/all/box/edges/step"][()]
+        wrapped = f["particles/all/position/value"][()]
+        image = f["particles/all/image/value"][()]
+        volume = f["observables/volume/value"][()]
+        density = f["observables/density/value"][()]
+        assert "box" not in f["observables"]
+    np.testing.assert_array_equal(steps, np.arange(0, 201, 20))
+    assert edges.shape == (11, 3) and np.ptp(edges[:, 0]) > 1e-3  # the box changed
+    np.testing.assert_allclose(volume, np.prod(edges, axis=1), rtol=1e-12)
+    np.testing.assert_allclose(density, 256 / volume, rtol=1e-12)
+    # every frame wrapped into its own box, and unwrapping gives the run's positions
+    assert np.all(wrapped >= 0) and np.all(wrapped < edges[:, None, :])
+    np.testing.assert_allclose(wrapped + image * edges[:, None, :], result.observables["position"], atol=1e-9)
+    assert "barostat" in result.config and "conserved_energy" in result.observables
+
+
+@pytest.mark.parametrize(
+    "method, barostat, key, expected",
+    [
+        ("langevin", "{ pressure = -1.0 }", "solver.barostat.pressure", "non-negative"),
+        ("langevin", "{ pressure = 1.0, tau = -0.5 }", "solver.barostat.tau", "positive"),
+        ("langevin", "{ pressure = 1.0, tau = 0.0 }", "solver.barostat.tau", "positive"),
+        ("langevin", "{ pressure = 1.0, compressibility = -1 }", "solver.barostat.compressibility", "positive"),
+        ("langevin", '{ pressure = 1.0, coupling = "diagonal" }', "solver.barostat.coupling", "anisotropic"),
+        ("langevin", "{ presure = 1.0 }", "solver.barostat.presure", "pressure"),
+        ("langevin", "{ tau = 1.0 }", "solver.barostat.pressure", "missing"),
+        ("langevin", "1.0", "solver.barostat", "table"),
+        ("langevin", '{ pressure = "high" }', "solver.barostat.pressure", "number"),
+        ("langevin", "{ pressure = 1e400 }", "solver.barostat.pressure", "number"),
+        ("verlet", "{ pressure = 1.0 }", "solver", "thermostat"),
+    ],
+)
+def test_bad_barostat_settings_are_refused_in_one_line(tmp_path, capsys, method, barostat, key, expected):
+    config = write(tmp_path, method, barostat)
+    if method == "verlet":  # (a temperature would be refused first: it is a thermostat setting)
+        config.write_text(config.read_text().replace("temperature = 1.0\nbarostat", "barostat"))
+    before = config.read_text()
+    with pytest.raises(SystemExit) as exit_info:
+        main(["run", str(config), "-o", str(tmp_path / "bad.h5"), "--quiet"])
+    assert exit_info.value.code == 2
+    stderr = capsys.readouterr().err
+    assert len(stderr.strip().splitlines()) == 1, stderr
+    assert key in stderr and expected in stderr and "Traceback" not in stderr
+    assert not (tmp_path / "bad.h5").exists() and config.read_text() == before
+
+
+# ----------------------------------------------------------------------------- slow
+
+# NIST Standard Reference Simulation Website, Lennard-Jones fluid, Monte Carlo NVT, N = 500,
+# cutoff 3 sigma with long-range corrections, T* = 0.85 (https://www.nist.gov/mml/csd/
+# chemical-informatics-research-group/lennard-jones-fluid-properties): p* at
+# rho* = 0.776: 6.7714e-3; 0.78: 4.7924e-2 (+- 3.18e-3); 0.86: 1.2660 (+- 1.36e-2);
+# 0.90: 2.2314 (+- 2.72e-2).
+NIST_RHO = np.array([0.776, 0.78, 0.86, 0.90])
+NIST_P = np.array([6.7714e-3, 4.7924e-2, 1.2660, 2.2314])
+
+
+@pytest.mark.slow
+def test_lennard_jones_density_and_compressibility_at_the_nist_state_point():
+    """NPT at T* = 0.85, p* = 6.7714e-3 (the NIST pressure at rho* = 0.776), the same
+    potential (cutoff 3, tail corrections on energy and pressure), 500 particles,
+    Langevin thermostat, 40,000 steps after 4,000 of equilibration."""
+    model = md.LennardJones(cutoff=3.0, tail_correction=True)
+    system = fcc(5, 0.776, 0.85, seed=1)
+    npt = StochasticCellRescaling(LangevinBaoab(0.005, 0.85, 1.0), pressure=NIST_P[0], tau=1.0, compressibility=0.1)
+    steps, every = 44000, 20
+    t = jnp.linspace(0.0, steps * 0.005, steps // every + 1)
+    traj = sim.simulate(model, None, t, initial=system, solver=npt, key=jax.random.key(11))
+    assert int(traj.stats["result"]) == 0
+    skip = 4000 // every + 1
+    rho = np.asarray(traj.observables["density"])[skip:]
+    volume = np.asarray(traj.observables["volume"])[skip:]
+    mean, err = md.block_average(rho, 10)
+    assert abs(mean - NIST_RHO[0]) < 3 * err, (mean, err)
+    # isothermal compressibility from the volume fluctuations, against the one of the
+    # NIST equation of state (a quadratic through its four points, its slope at 0.776):
+    # kappa_T = <dV^2> / (kT <V>) = 1 / (rho dp/drho)
+    kappa = np.var(volume) / (0.85 * np.mean(volume))
+    slope = np.polyval(np.polyder(np.polyfit(NIST_RHO, NIST_P, 2)), NIST_RHO[0])
+    reference = 1.0 / (NIST_RHO[0] * slope)
+    assert kappa == pytest.approx(reference, rel=0.35), (kappa, reference)
