@@ -74,6 +74,22 @@ def test_effective_energy_is_conserved(compressed):
     assert np.ptp(e) > 20 * drift, (np.ptp(e), drift)
 
 
+def test_the_barostat_drives_the_pressure_observable_tail_correction_included():
+    from solvers import ParticleProblem
+
+    model = md.LennardJones(cutoff=2.5, tail_correction=True)
+    system = fcc(4, 0.9, 1.0)
+    npt = StochasticCellRescaling(LangevinBaoab(0.005, 1.0), pressure=1.0)
+    problem = ParticleProblem(model, model.default_params(), system, npt, None)
+    state = problem.init(jax.random.key(0))
+    observed = problem.observe(state)
+    volume = float(np.prod(system.space.box))
+    internal = (2 * float(observed["kinetic_energy"]) + float(jnp.sum(state.thermostat.virial))) / (3 * volume)
+    assert internal == pytest.approx(float(observed["pressure"]), rel=1e-12)
+    tail = float(model.tail_pressure(system, model.default_params()))
+    assert tail < -0.1  # (so the agreement above includes it)
+
+
 def test_neighbour_list_follows_a_shrinking_box():
     # WCA spheres squeezed from density 0.6 at P = 20: the box shrinks far below the
     # cell grid's margin, so the list must rebuild in scaled coordinates, overflow
