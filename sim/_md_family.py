@@ -52,6 +52,6 @@ class MdFamily(Family):
 
 register_models_of(
     "physics.md",
-    {"lennard_jones": "LennardJones", "wca": "Wca", "morse": "Morse", "soft_sphere": "SoftSphere", "bead_spring": "BeadSpring"},
+    {"lennard_jones": "LennardJones", "wca": "Wca", "morse": "Morse", "soft_sphere": "SoftSphere", "bead_spring": "BeadSpring", "lj_coulomb": "LennardJonesCoulomb"},
 )
 MD = register_family(MdFamily())

@@ -180,6 +180,14 @@ DEFAULTS = {
         "initial": {"lattice": "fcc", "particles": 256, "density": 0.8442, "temperature": 1.0},
         "options": {"cutoff": 1.5, "n_species": 1},
     },
+    "lj_coulomb": {
+        "params": {"epsilon": 1.0, "sigma": 1.0, "charges": (1.0, -1.0)},
+        "initial": {"lattice": "rocksalt", "particles": 216, "density": 0.8442, "temperature": 1.0},
+        "options": {
+            "cutoff": 2.5, "shift": False, "electrostatics": "pme", "ewald_accuracy": 1e-5, "ewald_alpha": 0.0,
+            "ewald_kmax": (), "pme_mesh": (), "pme_order": 5, "n_species": 2,
+        },
+    },
     "bead_spring": {
         "params": {"epsilon": 1.0, "sigma": 1.0, "bond_k": 100.0, "bond_length": 1.0},
         "initial": {"chains": 16, "beads": 16, "density": 0.3, "temperature": 1.0},
@@ -215,7 +223,7 @@ def test_default_parameters(name):
     assert set(values) == set(expected)
     for key, value in expected.items():
         if value != NET:
-            assert float(values[key]) == value, (key, float(values[key]))
+            np.testing.assert_array_equal(np.asarray(values[key]), value, err_msg=key)
 
 
 @pytest.mark.parametrize("name", sorted(DEFAULTS))
@@ -284,7 +292,17 @@ def test_default_particles(name):
     assert float((mass[:, None] * velocity**2).sum() / (3 * (n - 1))) == pytest.approx(expected["temperature"], rel=1e-12)
     np.testing.assert_allclose((mass[:, None] * velocity).sum(axis=0), 0.0, atol=1e-12)
     np.testing.assert_array_equal(mass, 1.0)
-    if "lattice" in expected:
+    if expected.get("lattice") == "rocksalt":
+        # 6 nearest neighbours of the other species at a / 2, a = (8 / density)^(1/3)
+        assert n == expected["particles"] and system.bonds is None
+        d = position[:, None, :] - position[None, :, :]
+        d -= edges * np.round(d / edges)
+        r = np.sqrt((d**2).sum(-1)) + np.eye(n) * 1e9
+        half = (8 / expected["density"]) ** (1 / 3) / 2
+        nearest = np.abs(r - half) < 1e-9 * half
+        species = np.asarray(system.species)
+        assert np.all(nearest.sum(axis=1) == 6) and np.all(species[:, None] != species[None, :], where=nearest)
+    elif "lattice" in expected:
         assert n == expected["particles"] and system.bonds is None
         # fcc: 12 nearest neighbours of every particle at a / sqrt(2), a = (4 / density)^(1/3)
         d = position[:, None, :] - position[None, :, :]
