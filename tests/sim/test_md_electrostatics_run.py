@@ -8,9 +8,13 @@ import sys
 from pathlib import Path
 
 import h5py
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import sim
+from physics import md
 from tests.helpers import cli
 
 # Rock salt's Madelung constant referred to the nearest-neighbour distance (Johnson &
@@ -120,3 +124,25 @@ def test_the_command_refuses_an_unknown_method_in_one_line(tmp_path):
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "model.electrostatics" in lines[0] and "'pppm'" in lines[0], done.stderr
     assert "Traceback" not in done.stderr and not out.exists()
+
+
+@pytest.mark.slow  # (compiles the reverse pass of a run: 40 s on a loaded machine)
+def test_gradients_through_a_trajectory_match_finite_differences():
+    # 10 velocity Verlet steps of a hot rock-salt crystal with PME, differentiated with
+    # respect to the charge magnitude q (charges [q, -q]: neutral for every q) and epsilon
+    system = md.thermalize(md.lattice("rocksalt", 2, 0.8442), jax.random.key(1), 0.5)
+    model = md.LennardJonesCoulomb(cutoff=2.0, electrostatics="pme")
+    t = jnp.linspace(0.0, 0.05, 3)
+
+    @jax.jit
+    def loss(q, epsilon):
+        params = {"epsilon": epsilon, "sigma": jnp.asarray(1.0), "charges": jnp.stack([q, -q])}
+        traj = sim.simulate(model, params, t, initial=system)
+        return jnp.mean(traj.observables["potential_energy"][1:]) + jnp.mean(traj.observables["pressure"][1:])
+
+    q, epsilon = jnp.asarray(0.8), jnp.asarray(1.0)
+    grad = jax.jit(jax.grad(loss, argnums=(0, 1)))(q, epsilon)
+    h = 1e-5
+    numeric = ((loss(q + h, epsilon) - loss(q - h, epsilon)) / (2 * h), (loss(q, epsilon + h) - loss(q, epsilon - h)) / (2 * h))
+    for value, expected in zip(grad, numeric):
+        assert float(value) == pytest.approx(float(expected), rel=1e-5)
