@@ -6,7 +6,8 @@ from __future__ import annotations
 import dataclasses
 import warnings
 from pathlib import Path
-from typing import Any, Callable, Literal
+from collections.abc import Callable
+from typing import Any, Literal
 
 import jax
 import jax.numpy as jnp
@@ -16,7 +17,7 @@ import numpyro
 import numpyro.distributions as dist
 import pydantic
 from numpyro.diagnostics import effective_sample_size, split_gelman_rubin
-from numpyro.infer import MCMC, NUTS, init_to_median, init_to_value
+from numpyro.infer import NUTS, init_to_median, init_to_value
 from pydantic import BaseModel, ConfigDict, Field
 from scipy import stats
 
@@ -369,6 +370,7 @@ class PosteriorResult(Result):
             models, the quantiles of the predicted quantity, without noise).
         observations: the data (the first experiment's with `[[experiments]]`).
         experiments: name -> (time, predictive, observations) of each experiment.
+        last_state: the NUTS state of every chain after its last step (`ChainRun`).
     """
 
     model: str
@@ -380,7 +382,7 @@ class PosteriorResult(Result):
     time: np.ndarray
     predictive: dict[str, dict[str, np.ndarray]]
     observations: Observations
-    mcmc: Any = None
+    last_state: Any = None
     experiments: dict[str, tuple[np.ndarray, dict[str, dict[str, np.ndarray]], Observations]] | None = None
 
     @property
@@ -422,7 +424,7 @@ class PosteriorResult(Result):
         return az.from_dict(**groups)
 
 
-def _posterior_predictive(model: BayesModel, problem: Problem, samples: dict[str, jax.Array], draws: int, key) -> tuple[np.ndarray, dict]:
+def _posterior_predictive(model: BayesModel, problem: Problem, samples: dict[str, np.ndarray], draws: int, key) -> tuple[np.ndarray, dict]:
     t0, t1 = float(problem.t_sim[0]), float(problem.t_sim[-1])
     flat = {k: np.asarray(v).reshape(-1) for k, v in samples.items()}
     total = len(next(iter(flat.values())))
@@ -480,9 +482,10 @@ def infer(
         data: an HDF5 file that replaces `data.file`.
         chains, warmup, samples, seed: override the config's values.
         init_from: a fit file (`sim fit -o`); its estimates start the chains.
-        progress: NumPyro's progress bar on the terminal.
+        progress: the sampling's progress on stderr (`run_chains`): a bar on a
+            terminal, a line every tenth of the steps elsewhere.
         log: called with one sentence saying how the chains run on the devices
-            (`chain_method`).
+            (`chain_method`), once the chains have started.
 
     Returns:
         A `PosteriorResult`; `.save(path)` writes the posterior layout.
@@ -516,22 +519,19 @@ def infer(
             if not bool(model.priors[name].support.check(jnp.asarray(value))):
                 raise DataError(init_from, f"/estimate/{name}", f"{value:g} is outside the support of its prior (infer.priors.{name}); the chains cannot start there")
         init = init_to_value(values={k: jnp.asarray(v) for k, v in values.items()})
-    method, progress, plan = chain_method(section.chains, progress)
-    if log is not None:
-        log(plan)
-    kernel = nuts_kernel(model, section, init)
-    mcmc = MCMC(kernel, num_warmup=section.warmup, num_samples=section.samples, num_chains=section.chains, chain_method=method, progress_bar=progress)
+    method, _, plan = chain_method(section.chains, progress)
     key = jax.random.PRNGKey(section.seed)
     try:
         with jax.numpy_dtype_promotion("standard"), immediate("sampling"):
-            mcmc.run(key, model.problem.observed, extra_fields=("diverging",))
-    except RuntimeError as e:
-        if "Cannot find valid initial parameters" not in str(e):
-            raise
+            run = run_chains(
+                nuts_kernel(model, section, init), (model.problem.observed,), chains=section.chains, warmup=section.warmup, samples=section.samples, key=key, method=method, progress=progress,
+                started=None if log is None else lambda: log(plan),
+            )
+    except NoValidStart:
         raise _no_valid_start(config, model, init_from) from None
-    draws = mcmc.get_samples(group_by_chain=True)
+    draws = run.samples
     posterior = {k: np.asarray(v) for k, v in draws.items()}
-    diverging = np.asarray(mcmc.get_extra_fields(group_by_chain=True)["diverging"])
+    diverging = run.diverging
     with jax.numpy_dtype_promotion("standard"):
         predictions = [_posterior_predictive(model, p, draws, section.predictive_draws, jax.random.fold_in(key, 1 + k)) for k, (_, p) in enumerate(model.parts)]
     time, predictive = predictions[0]
@@ -550,7 +550,7 @@ def infer(
         time=time,
         predictive=predictive,
         observations=observations[0],
-        mcmc=mcmc,
+        last_state=run.last_state,
         experiments={name: (*pred, o) for name, pred, o in zip(model.problem.names, predictions, observations)} if isinstance(model.problem, Experiments) else None,
     )
 
@@ -593,28 +593,165 @@ def chain_method(chains: int, progress: bool) -> tuple[Any, bool, str]:
         return "parallel", progress, f"{chains} chains in parallel, one per {kind} device"
     used = max(k for k in range(1, devices + 1) if chains % k == 0)
     if used > 1:
-        return _on_devices(used), False, f"{chains} chains on {used} {kind} devices, {chains // used} after one another on each"
+        return _OnDevices(used), False, f"{chains} chains on {used} {kind} devices, {chains // used} after one another on each"
     return "vectorized", progress, f"{chains} chains vectorised on one {kind} device"
 
 
-def _on_devices(count: int):
+class _OnDevices:
     """A NumPyro chain_method: the chains (leading axis) split over the first `count`
     devices, run one after another (`lax.map`) on each."""
 
-    def method(one_chain):
+    def __init__(self, count: int):
+        self.count = count
+
+    def __call__(self, one_chain: Callable) -> Callable:
         def run(chain_args):
-            def split(x):
-                return x.reshape(count, x.shape[0] // count, *x.shape[1:])
-
-            def join(x):
-                return x.reshape(x.shape[0] * x.shape[1], *x.shape[2:])
-
-            out = jax.pmap(lambda a: jax.lax.map(one_chain, a), devices=jax.local_devices()[:count])(jax.tree.map(split, chain_args))
-            return jax.tree.map(join, out)
+            return _joined(self.compiled(one_chain)(_split(chain_args, self.count)))
 
         return run
 
-    return method
+    def compiled(self, one_chain: Callable) -> Callable:
+        """One compiled program of `one_chain` over chains split [device, chain, ...]."""
+        return jax.pmap(lambda a: jax.lax.map(one_chain, a), devices=jax.local_devices()[: self.count])
+
+
+def _split(tree, count: int):
+    """[chain, ...] -> [device, chain on the device, ...]."""
+    return jax.tree.map(lambda x: x.reshape(count, x.shape[0] // count, *x.shape[1:]), tree)
+
+
+def _joined(tree):
+    """[device, chain on the device, ...] -> [chain, ...]."""
+    return jax.tree.map(lambda x: x.reshape(x.shape[0] * x.shape[1], *x.shape[2:]), tree)
+
+
+def chunk_length(total: int) -> int:
+    """Steps per chunk of a run of `total` steps: about a tenth of them (8 to 16 chunks),
+    a length that divides `total` where one does, else the one that pads the last chunk
+    least (the padded steps are run and dropped, so every chunk is the same program)."""
+    best = None
+    for n in range(min(8, total), min(16, total) + 1):
+        length = -(-total // n)
+        chunks = -(-total // length)
+        rank = (chunks * length - total, abs(chunks - 10))
+        if best is None or rank < best[0]:
+            best = (rank, length)
+    return best[1]
+
+
+@dataclasses.dataclass
+class ChainRun:
+    """What `run_chains` gives: the draws after warmup and the chains' last state.
+
+    Attributes:
+        samples: site -> draws [chain, draw, ...] (constrained, as `MCMC.get_samples`).
+        diverging: [chain, draw] booleans.
+        last_state: the kernel's state of every chain after its last step (leading axis
+            the chain), from which the chains could go on.
+    """
+
+    samples: dict[str, np.ndarray]
+    diverging: np.ndarray
+    last_state: Any
+
+
+class NoValidStart(RuntimeError):
+    """Some chain's start has a zero or non-finite posterior density (or gradient)."""
+
+
+def run_chains(
+    kernel, model_args: tuple, *, chains: int, warmup: int, samples: int, key: jax.Array, method, progress: bool = False, started: Callable[[], None] | None = None
+) -> ChainRun:
+    """Run `chains` chains of an MCMC kernel (NUTS) for `warmup` + `samples` steps, the
+    draws NumPyro's `MCMC.run` gives for the same key and settings, in chunks.
+
+    One compiled program starts the chains (`kernel.init`, one key per chain as MCMC
+    makes them), one more advances every chain by `chunk_length` steps of
+    `kernel.sample` and returns each step's constrained sites and divergence; warmup
+    and sampling steps are the same program (the kernel adapts while its step counter
+    is below `warmup`). Between two chunks the host reports progress (`sim._progress`)
+    and is at a safe point for an interrupt; no program holds a host callback, so both
+    are saved in the persistent compilation cache and the next run loads them.
+
+    Arguments:
+        kernel: a fresh NumPyro kernel (its `init` sets it up for this model).
+        model_args: the model's arguments, constants of the compiled programs.
+        method: how the chains lie on the devices (`chain_method`): "sequential",
+            "parallel", "vectorized" or `_OnDevices(count)`.
+        progress: a bar on a terminal, a line every tenth of the steps elsewhere.
+        started: called once every chain has a valid start, before the first chunk
+            (a failed start prints nothing but its error).
+
+    Raises:
+        NoValidStart: a chain starts where the log density or its gradient is not
+            finite (its initialisation found no valid point).
+    """
+    from sim._interrupt import safe_point
+    from sim._progress import Progress
+
+    total = warmup + samples
+    length = chunk_length(total)
+    keys = jax.random.split(key, chains) if chains > 1 else key[None]
+
+    def start(k):
+        return kernel.init(k, warmup, None, model_args=model_args, model_kwargs={})
+
+    # (a step is a program of its own inside the loop, as in NumPyro's `fori_collect`:
+    # inlined, XLA fuses it differently and the draws drift from MCMC.run's by 1e-12)
+    @jax.jit
+    def step(state):
+        state = kernel.sample(state, model_args, {})
+        return state, (kernel.postprocess_fn(model_args, {})(state.z), state.diverging)
+
+    def advance(state):
+        return jax.lax.scan(lambda s, _: step(s), state, None, length=length)
+
+    over_chains = _over_chains(method)
+    init, chunk = over_chains(start), over_chains(advance)
+    if isinstance(method, _OnDevices):
+        keys = _split(keys, method.count)
+    parts, flags = [], []
+    with Progress(enabled=progress, description="warmup") as bar:
+        bar.start(total)
+        state = init(keys)
+        if not all(bool(np.all(np.isfinite(x))) for x in (state.potential_energy, *jax.tree.leaves(state.z_grad))):
+            raise NoValidStart("Cannot find valid initial parameters")
+        if started is not None:
+            started()
+        for begin in range(0, total, length):
+            safe_point()
+            state, (z, diverging) = chunk(state)
+            keep = slice(max(warmup - begin, 0), min(total - begin, length))
+            if isinstance(method, _OnDevices):
+                z, diverging = _joined(z), _joined(diverging)
+            if keep.start < keep.stop:
+                parts.append(jax.tree.map(lambda x: np.asarray(x)[:, keep], z))
+                flags.append(np.asarray(diverging)[:, keep])
+            else:
+                jax.block_until_ready(diverging)
+            done = min(begin + length, total)
+            bar.describe("warmup" if done <= warmup else "sampling")
+            bar.advance(done - begin)
+    draws = {name: np.concatenate([p[name] for p in parts], axis=1) for name in parts[0]}
+    return ChainRun(draws, np.concatenate(flags, axis=1), _joined(state) if isinstance(method, _OnDevices) else state)
+
+
+def _over_chains(method) -> Callable[[Callable], Callable]:
+    """`f` of one chain -> one compiled program of `f` over the chains, laid out as the
+    NumPyro chain_method `method` lays them: one per device ("parallel"), split over
+    devices (`_OnDevices`: the leading axes [device, chain on it]), vectorised, or one
+    after another ("sequential")."""
+
+    def compiled(f: Callable) -> Callable:
+        if method == "parallel":
+            return jax.pmap(f)
+        if isinstance(method, _OnDevices):
+            return method.compiled(f)
+        if method == "vectorized":
+            return jax.jit(jax.vmap(f))
+        return jax.jit(lambda xs: jax.lax.map(f, xs))
+
+    return compiled
 
 
 def nuts_kernel(model: BayesModel, section: InferSection, init=None) -> NUTS:

@@ -21,9 +21,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from sim._interrupt import immediate
 from sim._store import Result, write_group, write_root_attrs
 
-from ._bayes import chain_method, summarise
+from ._bayes import chain_method, run_chains, summarise
 from ._petab import PetabProblem, _negative_log_prior, to_linear
 
 
@@ -106,21 +107,18 @@ def infer_petab(
 ) -> PetabPosterior:
     """Sample a PEtab problem's posterior with NUTS; the chains start at the nominal
     parameters (where they lie within the bounds)."""
-    from numpyro.infer import MCMC, NUTS, init_to_median, init_to_value
+    from numpyro.infer import NUTS, init_to_median, init_to_value
 
     lower, upper = problem.bounds()
     nominal = problem.nominal()
     inside = np.all(np.isfinite(nominal)) and np.all((nominal > lower) & (nominal < upper))
     init = init_to_value(values={"x": jnp.asarray(nominal)}) if inside else init_to_median(num_samples=15)
     kernel = NUTS(numpyro_model(problem), init_strategy=init)
-    method, progress, plan = chain_method(chains, progress)
-    if log is not None:
-        log(plan)
-    mcmc = MCMC(kernel, num_warmup=warmup, num_samples=samples, num_chains=chains, chain_method=method, progress_bar=progress)
-    with jax.numpy_dtype_promotion("standard"):
-        mcmc.run(jax.random.PRNGKey(seed), extra_fields=("diverging",))
-    x = np.asarray(mcmc.get_samples(group_by_chain=True)["x"])
+    method, _, plan = chain_method(chains, progress)
+    started = None if log is None else lambda: log(plan)
+    with jax.numpy_dtype_promotion("standard"), immediate("sampling"):
+        run = run_chains(kernel, (), chains=chains, warmup=warmup, samples=samples, key=jax.random.PRNGKey(seed), method=method, progress=progress, started=started)
+    x = run.samples["x"]
     scales = [p.scale for p in problem.parameters if p.estimate]
     posterior = {name: np.asarray(to_linear(x[..., k], scales[k])) for k, name in enumerate(problem.estimated)}
-    diverging = np.asarray(mcmc.get_extra_fields(group_by_chain=True)["diverging"])
-    return PetabPosterior(str(problem.path), problem.model.name, seed, posterior, diverging, summarise(posterior))
+    return PetabPosterior(str(problem.path), problem.model.name, seed, posterior, run.diverging, summarise(posterior))

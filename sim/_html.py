@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-# Fields that are not shown (a live sampler object).
-HIDDEN = ("mcmc",)
+# Fields that are not shown (the sampler's last state, a pytree of arrays).
+HIDDEN = ("last_state",)
 STYLE = "border-collapse:collapse;text-align:left;font-size:90%"
 
 

@@ -599,7 +599,7 @@ def infer(
     with exclusive(path), contextlib.ExitStack() as stack, Clock() as clock:
         if arviz is not None:
             stack.enter_context(exclusive(arviz))
-        result = infer_config(cfg, data, chains=chains, warmup=warmup, samples=samples, seed=seed, init_from=init_from, progress=_sampling_bar(quiet), log=None if quiet else _note)
+        result = infer_config(cfg, data, chains=chains, warmup=warmup, samples=samples, seed=seed, init_from=init_from, progress=not quiet, log=None if quiet else _note)
         result.save(path)
         if arviz is not None:
             result.to_arviz().to_netcdf(str(arviz))
@@ -614,13 +614,6 @@ def _warn(lines: list[str]) -> None:
     """Warnings go to stderr even with --quiet: they say the result may be wrong."""
     for line in lines:
         print(line, file=sys.stderr)
-
-
-def _sampling_bar(quiet: bool) -> bool:
-    """NumPyro's progress bar, on a terminal only: elsewhere its carriage-return updates
-    would fill a log (the sampling runs as one compiled call, so there is nothing else
-    to report until it ends)."""
-    return not quiet and sys.stderr.isatty()
 
 
 def _posterior_summary(result, path: Path, clock: Clock, quiet: bool) -> None:
@@ -650,7 +643,7 @@ def _infer_petab(problem_file: Path, output: Optional[Path], chains, warmup, sam
     problem = load_petab(problem_file)
     path = check_output_path(output if output is not None else Path(problem_file.stem + "_posterior.h5"), "-o", inputs=problem_files(problem_file))
     with exclusive(path), resumable(path, "the sampling"), Clock() as clock:
-        result = infer_petab(problem, chains=chains or 4, warmup=warmup or 500, samples=samples or 500, seed=seed or 0, progress=_sampling_bar(quiet), log=None if quiet else _note)
+        result = infer_petab(problem, chains=chains or 4, warmup=warmup or 500, samples=samples or 500, seed=seed or 0, progress=not quiet, log=None if quiet else _note)
         result.save(path)
     _posterior_summary(result, path, clock, quiet)
 

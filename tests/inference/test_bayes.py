@@ -213,8 +213,8 @@ def test_sim_fit_then_sim_infer_from_it_match_the_exact_heat_posterior(tmp_cwd, 
     with pytest.raises(SystemExit) as info:
         main(["infer", "c.toml", "-o", "post.h5", "--chains", "2", "--samples", "400", "--init-from", "fit.h5", "--quiet", "--arviz", "post.nc"])
         raise SystemExit(0)
-    out = capsys.readouterr().out
-    assert info.value.code == 0
+    out, err = capsys.readouterr()
+    assert info.value.code == 0, err
     # The chains start at the fit's estimate (sigma, not in a fit file, as by default).
     assert [{k: float(v) for k, v in s.items()} for s in starts] == [{"diffusivity": fitted.estimate["diffusivity"]}]
     for word in ("diffusivity", "sigma.u", "ess_bulk", "r_hat", "divergences"):
