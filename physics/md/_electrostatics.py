@@ -47,6 +47,8 @@ Charges = Float[Array, " n"]
 """One charge per particle."""
 
 METHODS = ("ewald", "pme")
+MAX_POINTS = 2**27
+"""The most k-vectors or mesh points a model may use (2 GiB of complex128 values)."""
 
 
 # ----------------------------------------------------------------------------- parameters
@@ -89,7 +91,7 @@ def pme_mesh(edges, alpha: float, accuracy: float, order: int) -> tuple[int, ...
     out = []
     for edge in np.asarray(edges, dtype=float):
         size = _smooth_sizes(max(2 * order, 8))
-        while True:
+        while size**3 <= MAX_POINTS:  # (beyond: refused by the caller)
             n = np.arange(1, size // 2 + 1, dtype=float)
             alias = sum(np.abs(n / (n + j * size)) ** order for j in (-2, -1, 1, 2))
             worst = np.max(np.exp(-((math.pi * n / (alpha * edge)) ** 2)) * alias)
@@ -286,6 +288,8 @@ class LennardJonesCoulomb(PairModel):
             value = getattr(self, key)
             if value and (len(value) != 3 or not all(isinstance(v, int) and not isinstance(v, bool) and v >= low for v in value)):
                 raise ValueError(f"lj_coulomb: {key} = {list(value)!r}; expected three whole numbers >= {low} (or none: from ewald_accuracy)")
+            if value and _points(key, value) > MAX_POINTS:
+                raise ValueError(f"lj_coulomb: {key} = {list(value)!r} gives more than {MAX_POINTS:,} k-vectors or mesh points")
 
     @property
     def alpha(self) -> float:
@@ -312,6 +316,12 @@ class LennardJonesCoulomb(PairModel):
             sizes = {"ewald_kmax": self.ewald_kmax or ewald_kmax(edges, alpha, self.ewald_accuracy)}
         else:
             sizes = {"pme_mesh": self.pme_mesh or pme_mesh(edges, alpha, self.ewald_accuracy, self.pme_order)}
+        (key, value), = sizes.items()
+        if _points(key, value) > MAX_POINTS:
+            raise ValueError(
+                f"lj_coulomb: ewald_accuracy = {self.ewald_accuracy:g} asks for {key} = {list(value)} in this box, more than "
+                f"{MAX_POINTS:,} k-vectors or mesh points; loosen ewald_accuracy or raise the cutoff"
+            )
         return dataclasses.replace(self, ewald_alpha=alpha, **sizes)
 
     # --------------------------------------------------------------- energy, forces, virial
@@ -383,6 +393,11 @@ class LennardJonesCoulomb(PairModel):
                 f"lj_coulomb: the system's net charge is {net:g} (params.charges = {charges.tolist()} for "
                 f"{' + '.join(str(c) for c in counts)} particles per species); Ewald sums need a neutral system"
             )
+
+
+def _points(key: str, sizes: tuple[int, ...]) -> int:
+    """How many k-vectors (ewald_kmax) or mesh points (pme_mesh) the sizes give."""
+    return math.prod(2 * k + 1 for k in sizes) if key == "ewald_kmax" else math.prod(sizes)
 
 
 def _charges(system: System, params: PyTree) -> Charges:

@@ -209,6 +209,15 @@ def test_bad_options_are_refused(options, words):
     assert words in str(info.value)
 
 
+@pytest.mark.parametrize("method", ["ewald", "pme"])
+def test_an_accuracy_beyond_memory_is_refused(method):
+    system = ions(n=64)
+    with pytest.raises(ValueError, match=r"ewald_accuracy = 1e-300 asks for .* loosen ewald_accuracy"):
+        md.LennardJonesCoulomb(electrostatics=method, ewald_accuracy=1e-300).for_system(system)
+    with pytest.raises(ValueError, match=r"pme_mesh = \[1024, 1024, 1024\] gives more than"):
+        md.LennardJonesCoulomb(pme_mesh=(1024, 1024, 1024))
+
+
 def test_a_charged_system_and_wrong_charges_are_refused():
     system = ions(n=64)
     model = md.LennardJonesCoulomb()

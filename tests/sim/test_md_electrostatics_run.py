@@ -99,6 +99,7 @@ def test_a_charged_system_is_refused(tmp_path, capsys):
         (('electrostatics = "ewald"', 'electrostatics = "p3m"'), "model.electrostatics", "expected one of: ewald, pme"),
         (("ewald_accuracy = 1e-10", "ewald_accuracy = 0.0"), "model.ewald_accuracy", "between 0 and 1"),
         (("ewald_accuracy = 1e-10", "pme_order = 12"), "model.pme_order", "from 3 to 8"),
+        (("ewald_accuracy = 1e-10", "ewald_accuracy = 1e-300"), "ewald_accuracy = 1e-300", "loosen ewald_accuracy"),
     ],
 )
 def test_bad_electrostatics_configs_name_the_key(tmp_path, capsys, replace, key, words):
