@@ -245,7 +245,12 @@ def sweep_problem(s: Setup, params: PyTree, key: Array | None) -> ParticleFrames
 _MD_METHODS = ("verlet", "langevin", "nose_hoover")
 _MD_SOLVER_KEYS = ("method", "temperature", "friction", "tau", "chain_length", "barostat", "skin", "neighbour_list", "dtype")
 _BAROSTAT_KEYS = ("pressure", "tau", "compressibility", "coupling")
-_MODEL_OPTION_PARAMS = ("cutoff", "shift", "force_shift", "tail_correction", "n_species")
+_MODEL_OPTION_PARAMS = (
+    "cutoff", "shift", "force_shift", "tail_correction", "n_species",
+    "electrostatics", "ewald_accuracy", "ewald_alpha", "ewald_kmax", "pme_mesh", "pme_order",
+)
+# (options the model itself checks: a method's name, lists of sizes)
+_CHECKED_BY_MODEL = ("electrostatics", "ewald_kmax", "pme_mesh")
 
 
 def _md_model(config: Config, model: ParticleModel) -> ParticleModel:
@@ -258,7 +263,9 @@ def _md_model(config: Config, model: ParticleModel) -> ParticleModel:
             if key not in allowed:
                 raise config.error(f"params.{key}", f"model {model.name!r} has no option {key!r} (options: {', '.join(allowed)})")
             value = config.spec.params[key]
-            kind = bool if key in ("shift", "force_shift", "tail_correction") else (int if key == "n_species" else float)
+            kind = bool if key in ("shift", "force_shift", "tail_correction") else (int if key in ("n_species", "pme_order") else float)
+            if key in _CHECKED_BY_MODEL:
+                kind = None
             if kind is bool and not isinstance(value, bool):
                 raise config.error(f"params.{key}", f"expected true or false, got {value!r}")
             if kind is float:
@@ -273,7 +280,8 @@ def _md_model(config: Config, model: ParticleModel) -> ParticleModel:
     try:
         return dataclasses.replace(model, **options)
     except (TypeError, ValueError) as e:
-        raise config.error("params", str(e)) from None
+        named = [key for key in options if f" {key} =" in str(e)]  # the model names the option it refuses
+        raise config.error(f"params.{named[0]}" if named else "params", str(e)) from None
 
 
 def _md_params(config: Config, model: ParticleModel) -> dict[str, Array]:

@@ -100,6 +100,9 @@ def test_a_charged_system_is_refused(tmp_path, capsys):
         (("ewald_accuracy = 1e-10", "ewald_accuracy = 0.0"), "model.ewald_accuracy", "between 0 and 1"),
         (("ewald_accuracy = 1e-10", "pme_order = 12"), "model.pme_order", "from 3 to 8"),
         (("ewald_accuracy = 1e-10", "ewald_accuracy = 1e-300"), "ewald_accuracy = 1e-300", "loosen ewald_accuracy"),
+        (("cutoff = 1.95", 'cutoff = 1.95\nelectrostatics = "p3m"'), "params.electrostatics", "expected one of: ewald, pme"),
+        (("cutoff = 1.95", "cutoff = 1.95\npme_mesh = [8, 8]"), "params.pme_mesh", "three whole numbers"),
+        (("cutoff = 1.95", "cutoff = 1.95\npme_order = 2.5"), "params.pme_order", "whole number"),
     ],
 )
 def test_bad_electrostatics_configs_name_the_key(tmp_path, capsys, replace, key, words):
@@ -113,6 +116,18 @@ def test_bad_electrostatics_configs_name_the_key(tmp_path, capsys, replace, key,
     lines = err.strip().splitlines()
     assert len(lines) == 1 and str(config) in lines[0] and key in lines[0] and words in lines[0], err
     assert not out.exists()
+
+
+def test_electrostatics_options_may_sit_in_params_as_the_cutoff_does(tmp_path, capsys):
+    config = write(tmp_path)
+    text = config.read_text().replace('electrostatics = "ewald"\n', "").replace("cutoff = 1.95", 'cutoff = 1.95\nelectrostatics = "ewald"\newald_kmax = [9, 9, 9]')
+    config.write_text(text.replace("steps = 20", "steps = 10"))
+    out = tmp_path / "out.h5"
+    code, err = cli(["run", str(config), "-o", str(out), "--quiet"], capsys)
+    assert code == 0, err
+    with h5py.File(out) as f:
+        resolved = f.attrs["config"]
+    assert 'electrostatics = "ewald"' in resolved and "ewald_kmax = [\n    9," in resolved
 
 
 def test_the_command_refuses_an_unknown_method_in_one_line(tmp_path):
