@@ -4,7 +4,8 @@ takes seconds, smaller where noted) and write experiments/gallery/<name>.png.
     python experiments/make_gallery.py            # every figure (a few minutes on 2 cores)
     python experiments/make_gallery.py lorenz     # only the figures whose name contains "lorenz"
 
-Each figure is drawn by `sim.plot` at 80 dpi and stored as a 256-colour PNG (under 150 kB).
+Each figure is drawn by `sim.plot` at 80 dpi and stored as a 256-colour PNG (fewer colours
+where a busy figure would pass 150 kB).
 `RUNS` holds the command behind each figure; experiments/README.md shows the same commands
 (tests/test_readme.py checks that they agree).
 """
@@ -63,12 +64,17 @@ def command_line(name: str) -> str:
 
 
 def compress_png(path: Path) -> None:
-    """Store a PNG with a 256-colour palette: a third of the size, the same look."""
+    """Store a PNG with a 256-colour palette (a third of the size, the same look), or
+    with 128 or 64 colours where that is what keeps a busy figure under MAX_BYTES."""
     from PIL import Image
 
     with Image.open(path) as image:
-        palette = image.convert("RGB").quantize(colors=256, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE)
-    palette.save(path, optimize=True)
+        rgb = image.convert("RGB")
+    for colors in (256, 128, 64):
+        palette = rgb.quantize(colors=colors, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE)
+        palette.save(path, optimize=True)
+        if path.stat().st_size < MAX_BYTES:
+            return
 
 
 def draw(name: str, folder: Path) -> Path:

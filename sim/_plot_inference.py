@@ -13,6 +13,8 @@ from ._plot_run import _colors, snapshot_indices
 _MAX_PANELS = 6
 _MAX_TRACES = 10
 _MAX_PAIRS = 10
+# Draws a pair-plot panel shows at most (evenly spaced over the chains; divergent ones all).
+_PAIR_POINTS = 1000
 _MAX_LINES = 64
 _PARTICLE_ARRAYS = ("position", "velocity", "force", "image")
 
@@ -469,6 +471,10 @@ def _pairs(subfig, draws, names, diverging, meta) -> None:
     axes = subfig.subplots(n, n, squeeze=False)
     flat = {name: draws[name].ravel() for name in names}
     div = diverging.ravel()
+    shown = np.flatnonzero(~div)
+    total = shown.size
+    if total > _PAIR_POINTS:
+        shown = shown[np.linspace(0, total - 1, _PAIR_POINTS).astype(int)]
     for i, yname in enumerate(names):
         for j, xname in enumerate(names):
             ax = axes[i, j]
@@ -486,7 +492,7 @@ def _pairs(subfig, draws, names, diverging, meta) -> None:
                 ax.set_yticks([])
             else:
                 y = flat[yname]
-                ax.scatter(x[~div], y[~div], s=2, alpha=0.4, color="C0", rasterized=True)
+                ax.scatter(x[shown], y[shown], s=2, alpha=0.4, color="C0", rasterized=True)
                 if div.any():
                     ax.scatter(x[div], y[div], s=6, color="crimson", label="divergent")
             if i == n - 1:
@@ -498,7 +504,8 @@ def _pairs(subfig, draws, names, diverging, meta) -> None:
                 ax.set_ylabel(_quantity(meta, yname, unit=False), fontsize=7)
             elif j > 0 and i != j:
                 ax.set_yticklabels([])
-    subfig.suptitle("pair plot" + (f" ({int(div.sum())} divergent draws in red)" if div.any() else ""), fontsize=9)
+    thinned = f", {shown.size:,} of {total:,} draws shown" if shown.size < total else ""
+    subfig.suptitle("pair plot" + thinned + (f" ({int(div.sum())} divergent draws in red)" if div.any() else ""), fontsize=9)
 
 
 def _quantity(meta, name: str, unit: bool = True) -> str:
