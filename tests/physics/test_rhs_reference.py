@@ -635,6 +635,60 @@ def _(rng, geometry):
     return pair_cases(rng, geometry, model, values, phi, dphi, min_distance=0.5)
 
 
+@reference("lj_coulomb", ("ewald-periodic-3d",))
+def _(rng, variant):
+    # Lennard-Jones plus the Ewald sum of point charges with splitting parameter alpha
+    # (Allen & Tildesley, Computer Simulation of Liquids, 2nd ed., sec. 6.2): pairs within
+    # rc add q_i q_j erfc(alpha r) / r; every k = 2 pi n / L with 0 < max |n_a| <= kmax adds
+    # 2 pi / (V k^2) exp(-k^2 / 4 alpha^2) |S(k)|^2, S(k) = sum_j q_j exp(i k . r_j); each
+    # charge adds -alpha q^2 / sqrt(pi). The reciprocal virial is the trace of the Ewald
+    # pressure tensor: sum_k A_k |S|^2 (1 - k^2 / (2 alpha^2)).
+    from scipy.special import erfc
+
+    n, rc, kmax = 24, rng.uniform(2.0, 2.3), (4, 5, 4)
+    box = 2 * rc + 0.3
+    alpha = rng.uniform(0.9, 1.3)
+    model = sim.get_model("lj_coulomb", cutoff=rc, electrostatics="ewald", ewald_alpha=alpha, ewald_kmax=kmax)
+    q = rng.uniform(0.5, 1.5)
+    values = {"epsilon": symmetric(rng, 0.5, 2.0), "sigma": symmetric(rng, 0.8, 1.2), "charges": np.array([q, -q])}
+    position = scatter(rng, n, 3, box, 0.8, True)
+    species = rng.permutation(np.repeat([0, 1], n // 2))  # neutral
+    charge = values["charges"][species]
+    system = md.System(jnp.asarray(position), jnp.zeros((n, 3)), jnp.ones(n), jnp.asarray(species, jnp.int32), md.Periodic(jnp.full(3, box)))
+    params = full_params(model, **{k: v for k, v in values.items()})
+    model.check_params(system, params)
+
+    @jax.jit
+    def evaluate(system, params):
+        return model.interaction_energy(system, params), model.forces(system, params), model.virial(system, params)
+
+    energy, forces, virial = evaluate(system, params)
+
+    def phi(r, p):
+        return lj(r, p) + p["qq"] * erfc(alpha * r) / r
+
+    def dphi(r, p):
+        return dlj(r, p) - p["qq"] * (erfc(alpha * r) / r**2 + 2 * alpha / np.sqrt(np.pi) * np.exp(-((alpha * r) ** 2)) / r)
+
+    pair_values = {"epsilon": values["epsilon"], "sigma": values["sigma"], "qq": np.outer(values["charges"], values["charges"])}
+    e, f, w, inside = pair_sums(position, species, box, rc, pair_values, phi, dphi)
+    assert inside >= 10, f"only {inside} interacting pairs: the configuration tests too little"
+    volume = box**3
+    for nvec in itertools.product(*(range(-k, k + 1) for k in kmax)):
+        if not any(nvec):
+            continue
+        k = 2 * np.pi * np.asarray(nvec) / box
+        k2 = k @ k
+        a = 4 * np.pi / k2 * np.exp(-k2 / (4 * alpha**2)) / (2 * volume)
+        phase = np.exp(1j * position @ k)
+        structure = np.sum(charge * phase)
+        e += a * abs(structure) ** 2
+        f += (2 * a * charge * np.imag(np.conj(structure) * phase))[:, None] * k
+        w += a * abs(structure) ** 2 * (1 - k2 / (2 * alpha**2))
+    e -= alpha / np.sqrt(np.pi) * np.sum(charge**2)
+    return [("periodic-3d energy", energy, e), ("periodic-3d forces", forces, f), ("periodic-3d virial", virial, w)]
+
+
 @reference("bead_spring", GEOMETRIES)
 def _(rng, geometry):
     # WCA between all beads plus (1/2) bond_k (r - bond_length)^2 per bond
