@@ -665,8 +665,8 @@ def run_chains(
     """Run `chains` chains of an MCMC kernel (NUTS) for `warmup` + `samples` steps, the
     draws NumPyro's `MCMC.run` gives for the same key and settings, in chunks.
 
-    One compiled program starts the chains (`kernel.init`, one key per chain as MCMC
-    makes them), one more advances every chain by `chunk_length` steps of
+    One program starts the chains (`kernel.init`, one key per chain as MCMC makes
+    them; see `chain_programs`), one compiled program advances every chain by `chunk_length` steps of
     `kernel.sample` and returns each step's constrained sites and divergence; warmup
     and sampling steps are the same program (the kernel adapts while its step counter
     is below `warmup`). Between two chunks the host reports progress (`sim._progress`)
@@ -692,28 +692,18 @@ def run_chains(
     total = warmup + samples
     length = chunk_length(total)
     keys = jax.random.split(key, chains) if chains > 1 else key[None]
-
-    def start(k):
-        return kernel.init(k, warmup, None, model_args=model_args, model_kwargs={})
-
-    # (a step is a program of its own inside the loop, as in NumPyro's `fori_collect`:
-    # inlined, XLA fuses it differently and the draws drift from MCMC.run's by 1e-12)
-    @jax.jit
-    def step(state):
-        state = kernel.sample(state, model_args, {})
-        return state, (kernel.postprocess_fn(model_args, {})(state.z), state.diverging)
-
-    def advance(state):
-        return jax.lax.scan(lambda s, _: step(s), state, None, length=length)
-
-    over_chains = _over_chains(method)
-    init, chunk = over_chains(start), over_chains(advance)
+    init, chunk = chain_programs(kernel, model_args, warmup=warmup, length=length, method=method)
     if isinstance(method, _OnDevices):
         keys = _split(keys, method.count)
     parts, flags = [], []
     with Progress(enabled=progress, description="warmup") as bar:
         bar.start(total)
-        state = init(keys)
+        try:
+            state = init(keys)
+        except RuntimeError as e:  # (NumPyro's own check, when the start runs op by op)
+            if "Cannot find valid initial parameters" not in str(e):
+                raise
+            raise NoValidStart(str(e)) from None
         if not all(bool(np.all(np.isfinite(x))) for x in (state.potential_energy, *jax.tree.leaves(state.z_grad))):
             raise NoValidStart("Cannot find valid initial parameters")
         if started is not None:
@@ -736,22 +726,42 @@ def run_chains(
     return ChainRun(draws, np.concatenate(flags, axis=1), _joined(state) if isinstance(method, _OnDevices) else state)
 
 
-def _over_chains(method) -> Callable[[Callable], Callable]:
-    """`f` of one chain -> one compiled program of `f` over the chains, laid out as the
-    NumPyro chain_method `method` lays them: one per device ("parallel"), split over
-    devices (`_OnDevices`: the leading axes [device, chain on it]), vectorised, or one
-    after another ("sequential")."""
+def chain_programs(kernel, model_args: tuple, *, warmup: int, length: int, method) -> tuple[Callable, Callable]:
+    """The two programs of `run_chains`: init(keys) -> the chains' states, and
+    chunk(states) -> (the states `length` steps on, (constrained sites, diverging) of
+    each step [chain, step, ...]), over the chains as the NumPyro chain_method `method`
+    lays them: one per device ("parallel"), split over devices (`_OnDevices`: the
+    leading axes [device, chain on it]), vectorised, or one after another
+    ("sequential").
 
-    def compiled(f: Callable) -> Callable:
-        if method == "parallel":
-            return jax.pmap(f)
-        if isinstance(method, _OnDevices):
-            return method.compiled(f)
-        if method == "vectorized":
-            return jax.jit(jax.vmap(f))
-        return jax.jit(lambda xs: jax.lax.map(f, xs))
+    The chains start as MCMC.run starts them: compiled with the device layouts, op by
+    op when vectorised or sequential (a compiled start differs from MCMC.run's in the
+    last bit, and a chain in a funnel turns that into 1e-10 within 40 steps)."""
 
-    return compiled
+    def start(key):
+        return kernel.init(key, warmup, None, model_args=model_args, model_kwargs={})
+
+    vectorized = method == "vectorized"  # (then `kernel.init` vmaps itself and its `sample`)
+
+    # (a step is a program of its own inside the loop, as in NumPyro's `fori_collect`:
+    # inlined, XLA fuses it differently and the draws drift from MCMC.run's)
+    @jax.jit
+    def step(state):
+        state = kernel.sample(state, model_args, {})
+        constrain = kernel.postprocess_fn(model_args, {})
+        return state, ((jax.vmap(constrain) if vectorized else constrain)(state.z), state.diverging)
+
+    def advance(state):
+        state, out = jax.lax.scan(lambda s, _: step(s), state, None, length=length)
+        return state, jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), out) if vectorized else out
+
+    if vectorized:
+        return start, jax.jit(advance)
+    if method == "sequential":
+        return lambda keys: jax.tree.map(lambda *s: jnp.stack(s), *(start(k) for k in keys)), jax.jit(lambda states: jax.lax.map(advance, states))
+    if method == "parallel":
+        return jax.pmap(start), jax.pmap(advance)
+    return method.compiled(start), method.compiled(advance)
 
 
 def nuts_kernel(model: BayesModel, section: InferSection, init=None) -> NUTS:

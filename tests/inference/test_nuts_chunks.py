@@ -1,0 +1,176 @@
+"""NUTS in chunks (`inference._bayes.run_chains`): the draws of NumPyro's MCMC.run, two
+programs without host callbacks that the persistent cache keeps, progress and a safe
+point between chunks, and a chain without a valid start."""
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import jax
+import numpy as np
+import numpyro
+import numpyro.distributions as dist
+import pytest
+from numpyro.infer import NUTS
+
+from inference._bayes import NoValidStart, chain_programs, chunk_length, run_chains
+from sim import _cache, _interrupt
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# Rubin (1981), the eight schools: the centred model diverges in its funnel.
+SCHOOLS = """
+import numpy as np, numpyro, numpyro.distributions as dist
+
+Y = np.array([28.0, 8.0, -3.0, 7.0, -1.0, 1.0, 18.0, 12.0])
+SIGMA = np.array([15.0, 10.0, 16.0, 11.0, 9.0, 11.0, 10.0, 18.0])
+
+def schools(y, sigma):
+    mu = numpyro.sample("mu", dist.Normal(0.0, 5.0))
+    tau = numpyro.sample("tau", dist.HalfCauchy(5.0))
+    with numpyro.plate("school", 8):
+        theta = numpyro.sample("theta", dist.Normal(mu, tau))
+        numpyro.sample("y", dist.Normal(theta, sigma), obs=y)
+"""
+exec(SCHOOLS)  # (the model, here and in the subprocess below)
+
+
+def test_chunk_length_cuts_the_run_into_about_ten_equal_chunks():
+    for total, length in [(2000, 200), (60, 6), (400, 40), (1001, 91), (10, 1), (3, 1), (1, 1)]:
+        assert chunk_length(total) == length, total
+    # Without a divisor giving 8 to 16 chunks, the last chunk is padded the least.
+    for total in (37, 1009, 2001, 997):
+        length = chunk_length(total)
+        chunks = -(-total // length)
+        assert 8 <= chunks <= 16 and chunks * length - total < chunks, (total, length)
+    assert chunk_length(37) == 3  # 13 chunks, 2 steps padded (5 would pad 3)
+
+
+_SAME_DRAWS = SCHOOLS + """
+import jax
+from numpyro.infer import MCMC, NUTS
+jax.config.update("jax_enable_x64", True)
+from inference._bayes import chain_method, run_chains
+
+divergent = 0
+for chains in (4, 2, 3, 1):
+    method, progress, plan = chain_method(chains, True)
+    print(chains, plan, progress)
+    mcmc = MCMC(NUTS(schools), num_warmup=23, num_samples=14, num_chains=chains, chain_method=method, progress_bar=False)
+    mcmc.run(jax.random.PRNGKey(3), Y, SIGMA, extra_fields=("diverging",))
+    # (23 + 14 = 37 steps: 13 chunks of 3, the last padded by 2)
+    run = run_chains(NUTS(schools), (Y, SIGMA), chains=chains, warmup=23, samples=14, key=jax.random.PRNGKey(3), method=method)
+    for name, draws in mcmc.get_samples(group_by_chain=True).items():
+        assert run.samples[name].shape == (chains, 14, *draws.shape[2:]), name
+        np.testing.assert_allclose(run.samples[name], np.asarray(draws), rtol=1e-12, atol=0, err_msg=f"{chains} {name}")
+    np.testing.assert_array_equal(run.diverging, np.asarray(mcmc.get_extra_fields(group_by_chain=True)["diverging"]))
+    divergent += int(run.diverging.sum())
+    if chains == 4:
+        # (the devices' chains are the chains run one after another, alone)
+        alone = MCMC(NUTS(schools), num_warmup=23, num_samples=14, num_chains=4, chain_method="sequential", progress_bar=False)
+        alone.run(jax.random.PRNGKey(3), Y, SIGMA)
+        np.testing.assert_allclose(run.samples["theta"], np.asarray(alone.get_samples(group_by_chain=True)["theta"]), rtol=1e-9, atol=0, err_msg="alone")
+assert divergent > 0, "no divergent transition to compare"
+print("ok", divergent)
+"""
+
+
+def test_chunked_chains_draw_what_mcmc_run_draws_on_every_layout():
+    # With two CPU devices (as `sim infer` makes on a 2-core machine): 4 chains split
+    # over the devices, 2 one per device, 3 vectorised, 1 alone. Each layout's draws
+    # (mu, tau, theta of the centred eight schools) and divergences are MCMC.run's with
+    # the same chain method and key; measured: equal to the last bit.
+    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2", "JAX_PLATFORMS": "cpu"}
+    proc = subprocess.run([sys.executable, "-c", _SAME_DRAWS], env=env, capture_output=True, text=True, timeout=900, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = proc.stdout.splitlines()
+    assert lines[:4] == [
+        "4 4 chains on 2 CPU devices, 2 after one another on each False",
+        "2 2 chains in parallel, one per CPU device True",
+        "3 3 chains vectorised on one CPU device True",
+        "1 1 chain True",
+    ], lines
+    assert lines[-1].startswith("ok"), lines
+
+
+def _run(progress=False, started=None, chains=2, method="vectorized"):
+    with jax.numpy_dtype_promotion("standard"):
+        return run_chains(NUTS(schools), (Y, SIGMA), chains=chains, warmup=30, samples=20, key=jax.random.PRNGKey(0), method=method, progress=progress, started=started)
+
+
+def test_the_chunk_program_holds_no_host_callback():
+    programs = {}
+    with jax.numpy_dtype_promotion("standard"):
+        # (one chain per device, as `sim infer` runs chains with enough devices; vectorised)
+        keys = jax.random.PRNGKey(0)[None]
+        init, chunk = chain_programs(NUTS(schools), (Y, SIGMA), warmup=30, length=5, method="parallel")
+        programs["init, parallel"] = init.lower(keys).as_text()
+        programs["chunk, parallel"] = chunk.lower(init(keys)).as_text()
+        keys = jax.random.split(jax.random.PRNGKey(0), 2)
+        init, chunk = chain_programs(NUTS(schools), (Y, SIGMA), warmup=30, length=5, method="vectorized")
+        programs["chunk, vectorized"] = chunk.lower(init(keys)).as_text()
+    for name, text in programs.items():
+        assert "callback" not in text, name
+    # (the check sees one where there is one: a program that prints from inside)
+    assert "callback" in jax.jit(lambda x: jax.debug.callback(print, x) or x).lower(1.0).as_text()
+
+
+@pytest.fixture
+def fresh_cache(tmp_path):
+    """The persistent compilation cache in an empty folder, the tests' own put back after."""
+    previous = os.environ["SIMJAX_CACHE_DIR"]
+    folder = _cache.enable(tmp_path / "cache")
+    try:
+        yield folder
+    finally:
+        _cache.enable(previous)
+
+
+def test_a_second_run_loads_both_programs_from_the_persistent_cache(fresh_cache):
+    # What a second `sim infer` of the same config does (one chain per device): its
+    # two programs are loaded from the cache folder, none compiled (NumPyro's progress
+    # bar made the whole sampler a program with host callbacks, which JAX never stores).
+    events, recording = [], [False]
+    jax.monitoring.register_event_listener(lambda name, **_: recording[0] and events.append(name))
+    counts = []
+    runs = []
+    for _ in range(2):
+        events.clear()
+        recording[0] = True
+        runs.append(_run(chains=1, method="parallel"))
+        recording[0] = False
+        counts.append({kind: events.count(f"/jax/compilation_cache/{kind}") for kind in ("cache_hits", "cache_misses")})
+    assert counts[0]["cache_misses"] >= 2 and len(list(fresh_cache.iterdir())) >= 2, counts
+    assert counts[1]["cache_misses"] == 0 and counts[1]["cache_hits"] >= 2, counts
+    for name, draws in runs[0].samples.items():
+        np.testing.assert_array_equal(runs[1].samples[name], draws)
+
+
+def test_progress_is_a_line_per_tenth_naming_warmup_and_sampling(capsys):
+    run = _run(progress=True)
+    assert run.samples["theta"].shape == (2, 20, 8) and run.diverging.shape == (2, 20)
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 10, lines
+    for k, line in enumerate(lines, start=1):
+        phase = "warmup" if 5 * k <= 30 else "sampling"
+        assert line.startswith(f"{phase}: {5 * k} of 50 ({10 * k}%), "), line
+    assert lines[-1].endswith("done") and "ETA" in lines[0], lines
+
+
+def test_an_interrupt_stops_the_chains_at_the_next_chunk():
+    with _interrupt.deferred(), pytest.raises(_interrupt.Interrupted) as info:
+        _run(started=lambda: os.kill(os.getpid(), signal.SIGTERM))
+    assert info.value.exit_code == 143 and info.value.checkpoint is None
+
+
+def test_chains_without_a_valid_start_are_refused_before_any_step():
+    def nowhere():
+        numpyro.sample("x", dist.Normal(0.0, 1.0))
+        numpyro.factor("impossible", -np.inf)
+
+    started = []
+    with pytest.raises(NoValidStart), jax.numpy_dtype_promotion("standard"):
+        run_chains(NUTS(nowhere), (), chains=2, warmup=4, samples=4, key=jax.random.PRNGKey(0), method="vectorized", started=lambda: started.append(1))
+    assert not started
