@@ -597,12 +597,12 @@ def chain_method(chains: int, progress: bool) -> tuple[Any, bool, str]:
     return "vectorized", progress, f"{chains} chains vectorised on one {kind} device"
 
 
+@dataclasses.dataclass(frozen=True)
 class _OnDevices:
     """A NumPyro chain_method: the chains (leading axis) split over the first `count`
     devices, run one after another (`lax.map`) on each."""
 
-    def __init__(self, count: int):
-        self.count = count
+    count: int
 
     def __call__(self, one_chain: Callable) -> Callable:
         def run(chain_args):
