@@ -49,13 +49,14 @@ def test_chunk_length_cuts_the_run_into_about_ten_equal_chunks():
 
 
 _SAME_DRAWS = SCHOOLS + """
+import sys
 import jax
 from numpyro.infer import MCMC, NUTS
 jax.config.update("jax_enable_x64", True)
 from inference._bayes import chain_method, run_chains
 
 divergent = 0
-for chains in (4, 2, 3, 1):
+for chains in map(int, sys.argv[1:]):
     method, progress, plan = chain_method(chains, True)
     print(chains, plan, progress)
     mcmc = MCMC(NUTS(schools), num_warmup=23, num_samples=14, num_chains=chains, chain_method=method, progress_bar=False)
@@ -77,21 +78,26 @@ print("ok", divergent)
 """
 
 
-def test_chunked_chains_draw_what_mcmc_run_draws_on_every_layout():
+_LAYOUTS = {
+    4: "4 4 chains on 2 CPU devices, 2 after one another on each False",
+    2: "2 2 chains in parallel, one per CPU device True",
+    3: "3 3 chains vectorised on one CPU device True",
+    1: "1 1 chain True",
+}
+
+
+# (by default the layout `sim infer` takes on a 2-core machine; every layout with -m slow)
+@pytest.mark.parametrize("chains", [(4,), pytest.param((2, 3, 1), marks=pytest.mark.slow)])
+def test_chunked_chains_draw_what_mcmc_run_draws_on_every_layout(chains):
     # With two CPU devices (as `sim infer` makes on a 2-core machine): 4 chains split
     # over the devices, 2 one per device, 3 vectorised, 1 alone. Each layout's draws
     # (mu, tau, theta of the centred eight schools) and divergences are MCMC.run's with
     # the same chain method and key; measured: equal to the last bit.
     env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2", "JAX_PLATFORMS": "cpu"}
-    proc = subprocess.run([sys.executable, "-c", _SAME_DRAWS], env=env, capture_output=True, text=True, timeout=900, cwd=ROOT)
+    proc = subprocess.run([sys.executable, "-c", _SAME_DRAWS, *map(str, chains)], env=env, capture_output=True, text=True, timeout=900, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = proc.stdout.splitlines()
-    assert lines[:4] == [
-        "4 4 chains on 2 CPU devices, 2 after one another on each False",
-        "2 2 chains in parallel, one per CPU device True",
-        "3 3 chains vectorised on one CPU device True",
-        "1 1 chain True",
-    ], lines
+    assert lines[: len(chains)] == [_LAYOUTS[c] for c in chains], lines
     assert lines[-1].startswith("ok"), lines
 
 
