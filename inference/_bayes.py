@@ -28,7 +28,7 @@ from sim._interrupt import immediate
 from sim._limits import memory_problem
 from sim._run import resolved_toml
 from sim._store import Result, write_group, write_root_attrs
-from solvers import did_you_mean
+from solvers import OdeSolver, did_you_mean
 
 from ._data import Observations
 from ._fit import Experiments, FitSection, Problem, experiment_problems, make_problem
@@ -519,7 +519,7 @@ def infer(
             if not bool(model.priors[name].support.check(jnp.asarray(value))):
                 raise DataError(init_from, f"/estimate/{name}", f"{value:g} is outside the support of its prior (infer.priors.{name}); the chains cannot start there")
         init = init_to_value(values={k: jnp.asarray(v) for k, v in values.items()})
-    method, _, plan = chain_method(section.chains, progress)
+    method, _, plan = chain_method(section.chains, progress, spread=spreads(p.solver for _, p in model.parts))
     key = jax.random.PRNGKey(section.seed)
     try:
         with jax.numpy_dtype_promotion("standard"), immediate("sampling"):
@@ -575,7 +575,7 @@ def _no_valid_start(config: Config, model: BayesModel, init_from: str | Path | N
     )
 
 
-def chain_method(chains: int, progress: bool) -> tuple[Any, bool, str]:
+def chain_method(chains: int, progress: bool, *, spread: bool = True) -> tuple[Any, bool, str]:
     """How NumPyro runs `chains` chains on this machine's devices: (chain_method, whether
     its progress bar can show, a sentence for the log).
 
@@ -584,17 +584,29 @@ def chain_method(chains: int, progress: bool) -> tuple[Any, bool, str]:
     chains but more than one, the chains split evenly over as many devices as divide
     their number, one after another on each (a NumPyro progress bar cannot follow
     these); on one device, vectorised (every chain steps together, and the per-step cost
-    of a small model is shared). `sim infer` starts with one CPU device per core."""
+    of a small model is shared). `sim infer` starts with one CPU device per core.
+    `spread=False` keeps the chains on one device, vectorised: for models solved by an
+    implicit method (`spreads`)."""
     devices = jax.local_device_count()
     kind = jax.default_backend().upper()
     if chains == 1:
         return "sequential", progress, "1 chain"
+    if not spread and devices > 1:
+        return "vectorized", progress, f"{chains} chains vectorised on one {kind} device (an implicit solver's Newton iterations do not run under pmap)"
     if devices >= chains:
         return "parallel", progress, f"{chains} chains in parallel, one per {kind} device"
     used = max(k for k in range(1, devices + 1) if chains % k == 0)
     if used > 1:
         return _OnDevices(used), False, f"{chains} chains on {used} {kind} devices, {chains // used} after one another on each"
     return "vectorized", progress, f"{chains} chains vectorised on one {kind} device"
+
+
+def spreads(solvers) -> bool:
+    """Whether chains whose log density runs these solvers can be laid over several
+    devices: not with an implicit or IMEX ODE method, whose Newton iterations
+    (optimistix's root find inside diffrax's steps) fail to trace under `jax.pmap` with
+    this jax, equinox and diffrax ("pytree does not match out_structure")."""
+    return not any(isinstance(s, OdeSolver) and s.kind != "explicit" for s in solvers)
 
 
 @dataclasses.dataclass(frozen=True)

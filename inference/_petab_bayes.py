@@ -24,7 +24,7 @@ import numpy as np
 from sim._interrupt import immediate
 from sim._store import Result, write_group, write_root_attrs
 
-from ._bayes import chain_method, run_chains, summarise
+from ._bayes import chain_method, run_chains, spreads, summarise
 from ._petab import PetabProblem, _negative_log_prior, to_linear
 
 
@@ -114,7 +114,7 @@ def infer_petab(
     inside = np.all(np.isfinite(nominal)) and np.all((nominal > lower) & (nominal < upper))
     init = init_to_value(values={"x": jnp.asarray(nominal)}) if inside else init_to_median(num_samples=15)
     kernel = NUTS(numpyro_model(problem), init_strategy=init)
-    method, _, plan = chain_method(chains, progress)
+    method, _, plan = chain_method(chains, progress, spread=spreads([problem.solver]))
     started = None if log is None else lambda: log(plan)
     with jax.numpy_dtype_promotion("standard"), immediate("sampling"):
         run = run_chains(kernel, (), chains=chains, warmup=warmup, samples=samples, key=jax.random.PRNGKey(seed), method=method, progress=progress, started=started)

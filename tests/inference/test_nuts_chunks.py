@@ -180,3 +180,30 @@ def test_chains_without_a_valid_start_are_refused_before_any_step():
     with pytest.raises(NoValidStart), jax.numpy_dtype_promotion("standard"):
         run_chains(NUTS(nowhere), (), chains=2, warmup=4, samples=4, key=jax.random.PRNGKey(0), method="vectorized", started=lambda: started.append(1))
     assert not started
+
+
+def test_models_solved_by_an_implicit_method_keep_their_chains_on_one_device(tmp_path):
+    # Newton iterations inside diffrax's implicit steps (optimistix's root find) do not
+    # trace under pmap with this jax and equinox ("pytree does not match out_structure"):
+    # sim infer of a PEtab problem (Kvaerno5 by default) on two CPU devices ended in an
+    # internal error. Its chains now run vectorised on one device.
+    from inference._bayes import spreads
+    from solvers import OdeSolver
+
+    assert spreads([OdeSolver(method="tsit5"), OdeSolver(method="dopri5")])
+    assert not spreads([OdeSolver(method="tsit5"), OdeSolver(method="kvaerno5")])
+    import runpy
+
+    problem = runpy.run_path(str(ROOT / "experiments" / "data" / "make_decay_petab.py"))["write"](tmp_path / "decay")
+    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2", "JAX_PLATFORMS": "cpu"}
+    out = tmp_path / "posterior.h5"
+    proc = subprocess.run(
+        [sys.executable, "-m", "_sim_entry", "infer", str(problem), "--chains", "2", "--warmup", "10", "--samples", "10", "-o", str(out)],
+        env=env, capture_output=True, text=True, timeout=900, cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "2 chains vectorised on one CPU device (an implicit solver's Newton iterations do not run under pmap)" in proc.stdout + proc.stderr
+    import h5py
+
+    with h5py.File(out) as f:
+        assert f["posterior/k"].shape == (2, 10) and np.all(np.isfinite(f["posterior/k"][()]))
