@@ -465,6 +465,8 @@ def execute(
     """Run a sweep into `output` (the sweep layout) or into memory (output None).
     What `sim sweep` and `sim.sweep` do; see `sweep` for the arguments."""
     start = _time.perf_counter()
+    if config.spec.output.xdmf:
+        raise config.error("output.xdmf", "an XDMF sidecar describes one PDE run file (sim run); a sweep file holds many runs: set it false")
     prep = prepare(config)
     n_devices = device_count(devices)
     with contextlib.nullcontext() if output is None else exclusive(output):

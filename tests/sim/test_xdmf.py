@@ -232,6 +232,12 @@ def test_xdmf_key_takes_a_boolean(tmp_cwd, capsys):
     assert not list(tmp_cwd.iterdir())
 
 
+def test_a_sweep_asking_for_a_sidecar_is_refused(tmp_cwd, capsys):
+    # (a sweep file holds many runs; the key was once ignored without a word)
+    one_line_exit_2(["sweep", str(EXPERIMENTS / "lotka_volterra_sweep.toml"), "--set", "output.xdmf=true", "-o", "s.h5"], capsys, "output.xdmf: an XDMF sidecar describes one PDE run file")
+    assert not list(tmp_cwd.iterdir())
+
+
 def test_write_xdmf_refuses_files_without_fields(tmp_cwd):
     with pytest.raises(sim.DataError, match="no such file"):
         sim.write_xdmf("missing.h5")
