@@ -78,6 +78,14 @@ def sweep(src: Source):
         summaries[name] = (label, np.where(status == 1, value, np.nan))
     if not summaries:
         raise DataError(src.path, "/observables", "no observables to draw")
+    # A quantity equal in every run (the density of a constant-volume MD sweep) is a
+    # flat panel: said in a line instead, when something else varies.
+    same = {name: v for name, (_, v) in summaries.items() if _same_in_every_run(v)}
+    if len(same) < len(summaries):
+        for name in same:
+            del summaries[name]
+    else:
+        same = {}
     grid_shape = _grid_shape(attrs, values, runs)
     one_d = len(swept) == 1
     cols = 2 if one_d and lines else min(len(summaries), 3)
@@ -116,7 +124,15 @@ def sweep(src: Source):
                 log_axis(ax, "y")
             if len(swept) > 2:
                 ax.set_title(f"{len(swept)} swept; first two shown", fontsize=9)
+    if same:
+        said = ", ".join(f"{meta.label(name)} {float(np.nanmean(v)):.6g}" for name, v in same.items())
+        fig.text(0.01, 0.005, f"the same in every run: {said}", fontsize=8, color="0.3")
     return fig
+
+
+def _same_in_every_run(value: np.ndarray) -> bool:
+    finite = value[np.isfinite(value)]
+    return finite.size > 1 and float(np.ptp(finite)) <= 1e-12 * max(float(np.max(np.abs(finite))), 1e-300)
 
 
 def _grid_shape(attrs, values, runs):

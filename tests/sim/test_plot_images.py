@@ -1,4 +1,4 @@
-"""Figures against stored references: each kind of gallery figure drawn by `sim.plot` from a
+"""Figures against stored references: each gallery figure drawn by `sim.plot` from a
 small stored file (tests/data/plots/<kind>.h5) must look like its reference PNG
 (tests/data/plots/<kind>.png) by structural similarity; a deliberately altered figure must
 not. No simulation runs here: the files were written once by
@@ -100,11 +100,19 @@ def alike(a: np.ndarray, b: np.ndarray) -> bool:
     return similarity(a, b) >= SIMILAR and worst_region(a, b) >= LOCAL
 
 
-def test_every_gallery_kind_has_a_stored_file_and_reference():
-    from tests.data.plots.make_plot_data import RUNS
+def test_every_gallery_figure_has_a_stored_file_and_reference():
+    import runpy
+
+    from tests.data.plots.make_plot_data import COVERS, RUNS
 
     assert KINDS == sorted(RUNS)
     assert all((DATA / f"{kind}.png").exists() for kind in KINDS)
+    # each figure of the gallery is drawn here from a smaller run of its own config
+    gallery = runpy.run_path(str(DATA.parents[2] / "experiments" / "make_gallery.py"))["RUNS"]
+    for name, (command, config, _) in gallery.items():
+        kind = COVERS.get(name, name)
+        assert kind in RUNS, f"gallery figure {name!r} has no stored run file in tests/data/plots"
+        assert RUNS[kind][:2] == (command, config), (name, RUNS[kind][:2], (command, config))
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -20,7 +20,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[2]
 EXPERIMENTS = REPO / "experiments"
 
-# name -> (command, config, extra arguments): one file per kind of gallery figure.
+# name -> (command, config, extra arguments): one file per gallery figure (or its kind).
 RUNS: dict[str, tuple[str, str, list[str]]] = {
     "ode_phase": ("run", "lotka_volterra", ["--set", "time.save=81"]),
     "ode_log_time": ("run", "robertson", ["--set", "time.t1=40000.0", "--set", "time.save_at=[0.0, 0.0004, 0.004, 0.04, 0.4, 4.0, 40.0, 400.0, 4000.0, 40000.0]", "--set", "solver.max_steps=100000"]),
@@ -33,6 +33,33 @@ RUNS: dict[str, tuple[str, str, list[str]]] = {
     "fit": ("fit", "lynx_hare", []),
     "fit_field": ("fit", "heat_diffusivity_fit", []),
     "posterior": ("infer", "lynx_hare", ["--chains", "2", "--warmup", "100", "--samples", "60"]),
+    # the other gallery figures, by their gallery names
+    "lorenz": ("run", "lorenz", ["--set", "time.save=301"]),
+    "bouncing_ball": ("run", "bouncing_ball", []),
+    "predation": ("run", "predation", []),
+    "kdv_soliton": ("run", "kdv_soliton", ["--set", "time.save=11"]),
+    "burgers_shock": ("run", "burgers_shock", ["--set", "time.save=11"]),
+    "heat_dirichlet": ("run", "heat_dirichlet", []),
+    "kolmogorov_flow": ("run", "kolmogorov_flow", ["--set", "grid.points=[32, 32]", "--set", "time.save=5"]),
+    "lj_sweep": ("sweep", "lj_sweep", ["--set", "time.save_every=250"]),
+    "sir_boarding_school": ("fit", "sir_boarding_school", []),
+    "lj_calibration": ("fit", "lj_calibration", []),
+}
+
+# gallery figure -> the kind above that draws it from a smaller run of the same config
+# (every other gallery figure has a file of its own name)
+COVERS = {
+    "lotka_volterra": "ode_phase",
+    "robertson": "ode_log_time",
+    "lj_fluid": "md",
+    "gray_scott": "pde_2d",
+    "kuramoto_sivashinsky": "pde_1d",
+    "lotka_volterra_sweep": "sweep_grid",
+    "sir_boarding_school_sweep": "sweep_lines",
+    "lotka_volterra_sobol": "sweep_summary",
+    "lynx_hare": "fit",
+    "heat_diffusivity_fit": "fit_field",
+    "lynx_hare_posterior": "posterior",
 }
 
 
