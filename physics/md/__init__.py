@@ -7,8 +7,9 @@ model family (or the base class of this one) does not import every model."""
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
+
+from .._lazy import lazy_names
 
 # name -> (module, name in the module)
 _NAMES: dict[str, tuple[str, str]] = {
@@ -47,18 +48,7 @@ _NAMES: dict[str, tuple[str, str]] = {
 }
 
 
-def __getattr__(name: str):
-    try:
-        module, attribute = _NAMES[name]
-    except KeyError:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
-    value = getattr(importlib.import_module(module, __name__), attribute)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_NAMES})
+__getattr__, __dir__ = lazy_names(__name__, _NAMES, globals())
 
 
 __all__ = sorted(_NAMES)
