@@ -116,12 +116,7 @@ def sweep(src: Source):
             points = ax.scatter(x[ok], y[ok], c=value[ok], s=12, cmap="viridis")
             fig.colorbar(points, ax=ax, label=label)
             _mark_failed(ax, x, y, status)
-            ax.set_xlabel(meta.parameter_label(swept[0]))
-            ax.set_ylabel(meta.parameter_label(swept[1]))
-            if logs[swept[0]]:
-                log_axis(ax, "x")
-            if logs[swept[1]]:
-                log_axis(ax, "y")
+            _swept_axes(ax, meta, swept, logs)
             if len(swept) > 2:
                 ax.set_title(f"{len(swept)} swept; first two shown", fontsize=9)
     if same:
@@ -164,6 +159,12 @@ def _heatmap(fig, ax, values, swept, shape, value, label, meta, logs):
     cmap = colormaps["viridis"].with_extremes(bad="0.85")
     image = ax.pcolormesh(_edges(axes[0], logs[swept[0]]), _edges(axes[1], logs[swept[1]]), np.ma.masked_invalid(grid.T), cmap=cmap, shading="flat")
     fig.colorbar(image, ax=ax, label=label)
+    _swept_axes(ax, meta, swept, logs)
+
+
+def _swept_axes(ax, meta, swept: list[str], logs: dict[str, bool]) -> None:
+    """The first two swept quantities on x and y: labelled with their units, on log axes
+    where they were swept log-spaced."""
     ax.set_xlabel(meta.parameter_label(swept[0]))
     ax.set_ylabel(meta.parameter_label(swept[1]))
     if logs[swept[0]]:
