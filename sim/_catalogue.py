@@ -31,6 +31,7 @@ SYSTEM_KEYS: tuple[tuple[str, str, str, str], ...] = (
     ("particles", "required for random", "", "lattice = \"random\": the number of particles"),
     ("min_distance", "0.8", "length", "lattice = \"random\": the least distance between two particles"),
     ("file", "none", "", "an H5MD file to start from (positions, velocities, box) instead of a lattice"),
+    ("units", "reduced", "", "reduced (k_B = 1) or real (nm, ps, kJ/mol, amu, e; temperatures in K, pressures in bar)"),
 )
 
 

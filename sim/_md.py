@@ -20,6 +20,8 @@ from jaxtyping import Array, PyTree
 from physics._base import float_array
 from physics.md import (
     LATTICES,
+    UNITS,
+    Units,
     BeadSpring,
     LennardJonesCoulomb,
     Morse,
@@ -31,6 +33,7 @@ from physics.md import (
     random_packing,
     read_h5md,
     thermalize,
+    unit_system,
 )
 from solvers import (
     ALL_PAIRS,
@@ -65,6 +68,10 @@ from ._store import Result, package_versions, write_root_attrs
 from ._trajectory import Trajectory
 
 DEFAULT_DT = 0.005
+DEFAULT_SKIN = {"reduced": 0.3, "real": 0.1}
+"""The neighbour-list skin by unit system: 0.3 sigma, 0.1 nm."""
+DEFAULT_COMPRESSIBILITY = {"reduced": 0.1, "real": 4.5e-5}
+"""The barostat's compressibility estimate by unit system (real: water's, 1/bar)."""
 # Memory per particle at least: positions, velocities, forces and their copies, and a
 # neighbour list of some tens of ids.
 PARTICLE_BYTES = 1024
@@ -228,7 +235,7 @@ def run_md(
 
 # ----------------------------------------------------------------------------- configs (`sim run`)
 
-_SYSTEM_KEYS = ("lattice", "cells", "density", "temperature", "seed", "file", "particles", "min_distance")
+_SYSTEM_KEYS = ("lattice", "cells", "density", "temperature", "seed", "file", "particles", "min_distance", "units")
 def sweep_problem(s: Setup, params: PyTree, key: Array | None) -> ParticleFrames:
     """One run of an MD sweep in the engine protocol (`solvers.ParticleFrames`): the
     run `particle_run` makes of `simulate`'s arguments, on the set-up's list, which
@@ -307,7 +314,16 @@ def _positive(config: Config, key: str, value, *, allow_zero: bool = False) -> f
     return v
 
 
-def _md_system(config: Config, dtype) -> tuple[System, int]:
+def _md_units(config: Config, model: ParticleModel) -> Units:
+    """`[system] units`: "reduced" (the default, or the model's option) or "real"."""
+    name = (config.spec.system or {}).get("units", model.units)
+    try:
+        return unit_system(name)
+    except ValueError as e:
+        raise config.error("system.units", f"{e}.{did_you_mean(str(name), tuple(UNITS))}") from None
+
+
+def _md_system(config: Config, dtype, units: Units = UNITS["reduced"]) -> tuple[System, int]:
     section = dict(config.spec.system or {})
     for key in section:
         if key not in _SYSTEM_KEYS:
@@ -370,7 +386,7 @@ def _md_system(config: Config, dtype) -> tuple[System, int]:
                 raise config.error("system.cells", problem)
             system = lattice(kind, cells if isinstance(cells, int) else tuple(cells), density)
     if temperature is not None:
-        system = thermalize(system, key, temperature)
+        system = thermalize(system, key, units.boltzmann * temperature)
         if not bool(jnp.all(jnp.isfinite(system.velocity))) or (temperature > 0 and not bool(jnp.any(system.velocity != 0))):
             raise config.error("system.temperature", f"{temperature!r} gives velocities beyond the float range; expected a temperature the run can represent")
     return system.astype(dtype), seed
@@ -413,7 +429,9 @@ def _md_time(config: Config) -> tuple[float, np.ndarray]:
     return dt, time.t0 + dt * np.arange(0, steps + 1, every)
 
 
-def _md_solver(config: Config, dt: float) -> tuple[ParticleSolver, str, dict]:
+def _md_solver(config: Config, dt: float, units: Units) -> tuple[ParticleSolver, str, dict]:
+    """`[solver]` of an MD config: the integrator (temperatures in the config's units,
+    handed to the integrator as kT) and the neighbour-list settings; the resolved section."""
     spec = config.spec.solver
     for key in ("rtol", "atol", "dt0", "max_steps", "adjoint"):
         if getattr(spec, key) is not None:
@@ -440,13 +458,14 @@ def _md_solver(config: Config, dt: float) -> tuple[ParticleSolver, str, dict]:
             raise config.error("solver.temperature", f"required key is missing (the target temperature of {method})")
         temperature = _positive(config, "solver.temperature", extras["temperature"])
         resolved["temperature"] = temperature
+        kt = units.boltzmann * temperature
         if method == "langevin":
             for key in ("tau", "chain_length"):
                 if key in extras:
                     raise config.error(f"solver.{key}", "is a Nose-Hoover setting; langevin takes temperature and friction")
             friction = _positive(config, "solver.friction", extras.get("friction", 1.0))
             resolved["friction"] = friction
-            integrator = LangevinBaoab(dt=dt, temperature=temperature, friction=friction)
+            integrator = LangevinBaoab(dt=dt, temperature=kt, friction=friction)
         else:
             if "friction" in extras:
                 raise config.error("solver.friction", "is a Langevin setting; nose_hoover takes temperature and tau")
@@ -455,10 +474,10 @@ def _md_solver(config: Config, dt: float) -> tuple[ParticleSolver, str, dict]:
             if isinstance(chain, bool) or not isinstance(chain, int) or chain < 1:
                 raise config.error("solver.chain_length", f"expected a whole number >= 1, got {chain!r}")
             resolved.update(tau=tau, chain_length=chain)
-            integrator = NoseHooverChain(dt=dt, temperature=temperature, tau=tau, chain_length=chain)
+            integrator = NoseHooverChain(dt=dt, temperature=kt, tau=tau, chain_length=chain)
     if "barostat" in extras:
-        integrator = _barostat(config, extras["barostat"], method, integrator, dt, resolved)
-    skin = _positive(config, "solver.skin", extras.get("skin", 0.3), allow_zero=True)
+        integrator = _barostat(config, extras["barostat"], method, integrator, dt, resolved, units)
+    skin = _positive(config, "solver.skin", extras.get("skin", DEFAULT_SKIN[units.name]), allow_zero=True)
     use_list = extras.get("neighbour_list", True)
     if not isinstance(use_list, bool):
         raise config.error("solver.neighbour_list", f"expected true or false, got {use_list!r}")
@@ -466,9 +485,11 @@ def _md_solver(config: Config, dt: float) -> tuple[ParticleSolver, str, dict]:
     return ParticleSolver(integrator, neighbour_list=use_list, skin=skin), spec.dtype or "float64", resolved
 
 
-def _barostat(config: Config, table, method: str, thermostat, dt: float, resolved: dict) -> StochasticCellRescaling:
+def _barostat(config: Config, table, method: str, thermostat, dt: float, resolved: dict, units: Units) -> StochasticCellRescaling:
     """`[solver] barostat = {pressure, tau, compressibility, coupling}`: stochastic cell
-    rescaling around the thermostat of `method` (its settings join `resolved`)."""
+    rescaling around the thermostat of `method` (its settings join `resolved`). The
+    pressure is in the config's units (bar in real units) and the compressibility in
+    their inverse (1/bar; water's 4.5e-5 by default in real units)."""
     if not isinstance(table, dict):
         raise config.error("solver.barostat", f"expected a table such as {{ pressure = 1.0, tau = 1.0 }}, got {table!r}")
     for key in table:
@@ -481,33 +502,37 @@ def _barostat(config: Config, table, method: str, thermostat, dt: float, resolve
             "solver.barostat", "a barostat needs a thermostat: method = 'langevin' or 'nose_hoover' (stochastic cell rescaling samples the volume at a temperature)"
         )
     if "pressure" not in table:
-        raise config.error("solver.barostat.pressure", "required key is missing (the target pressure, reduced units)")
+        raise config.error("solver.barostat.pressure", f"required key is missing (the target pressure, {units.labels.get('pressure', 'reduced units')})")
     pressure = _positive(config, "solver.barostat.pressure", table["pressure"], allow_zero=True)
     tau = _positive(config, "solver.barostat.tau", table.get("tau", 200 * dt))
-    compressibility = _positive(config, "solver.barostat.compressibility", table.get("compressibility", 0.1))
+    compressibility = _positive(config, "solver.barostat.compressibility", table.get("compressibility", DEFAULT_COMPRESSIBILITY[units.name]))
     coupling = table.get("coupling", "isotropic")
     if coupling not in COUPLINGS:
         raise config.error(
             "solver.barostat.coupling", f"unknown coupling {coupling!r} (expected one of: {', '.join(COUPLINGS)}).{did_you_mean(str(coupling), COUPLINGS)}"
         )
     resolved["barostat"] = {"pressure": pressure, "tau": tau, "compressibility": compressibility, "coupling": coupling}
-    return StochasticCellRescaling(thermostat, pressure=pressure, tau=tau, compressibility=compressibility, coupling=coupling)
+    return StochasticCellRescaling(
+        thermostat, pressure=pressure * units.pressure, tau=tau, compressibility=compressibility / units.pressure, coupling=coupling
+    )
 
 
 def _setup(model: ParticleModel, config: Config) -> Setup:
     model = _md_model(config, model)
+    units = _md_units(config, model)
+    model = dataclasses.replace(model, units=units.name)
     params = _md_params(config, model)
     if config.spec.initial:
         raise config.error("initial", "MD runs start from [system] (a lattice, a random packing or an H5MD file)")
     dt, t = _md_time(config)
-    solver, dtype, solver_section = _md_solver(config, dt)
+    solver, dtype, solver_section = _md_solver(config, dt, units)
     if solver_section["method"] == "langevin" and not solver.integrator.has_conserved_energy:  # no conserved energy to drift
         checks = MD.resolve_checks(config, ("max_temperature_factor",), "Langevin MD runs (no conserved energy to drift)")
     elif not solver.integrator.has_conserved_energy and solver_section["method"] != "verlet":
         checks = MD.resolve_checks(config, ("max_temperature_factor",), "anisotropic barostats (no conserved energy to drift)")
     else:
         checks = MD.resolve_checks(config, what="MD runs")
-    system, seed = _md_system(config, jnp.float32 if dtype == "float32" else jnp.float64)
+    system, seed = _md_system(config, jnp.float32 if dtype == "float32" else jnp.float64, units)
     if solver.integrator.changes_box and not system.space.periodic:
         raise config.error("solver.barostat", "a barostat needs a periodic box; the [system] file starts in free space")
     try:
@@ -534,6 +559,21 @@ def _setup(model: ParticleModel, config: Config) -> Setup:
 
 _PARTICLE_ROWS = ("position", "velocity", "box")
 """Rows of a run that H5MD keeps under /particles/all rather than /observables."""
+_QUANTITY = {
+    "potential_energy": "energy",
+    "kinetic_energy": "energy",
+    "total_energy": "energy",
+    "conserved_energy": "energy",
+    "temperature": "temperature",
+    "pressure": "pressure",
+    "volume": "volume",
+    "density": "density",
+    "mass_density": "mass_density",
+    "position": "length",
+    "velocity": "velocity",
+    "edges": "length",
+}
+"""The quantity of each H5MD element, whose unit its `unit` attribute names."""
 
 
 @dataclasses.dataclass
@@ -549,6 +589,7 @@ class MdSink:
     system: System
     params: dict[str, np.ndarray]
     seed: int | None = None
+    units: str = "reduced"
 
     def create(self, f, rows: dict[str, np.ndarray]) -> None:
         write_root_attrs(f, format="simjax.run", model=self.model, config=self.config, seed=self.seed)
@@ -577,7 +618,9 @@ class MdSink:
         velocity = np.asarray(rows["velocity"])
         self._element(particles, "velocity", velocity.shape[1:], velocity.dtype)
         particles.create_dataset("species", data=np.asarray(system.species, dtype=np.int32))
-        particles.create_dataset("mass", data=np.asarray(system.mass, dtype=float))
+        mass = particles.create_dataset("mass", data=np.asarray(system.mass, dtype=float))
+        if self._labels:
+            mass.attrs["unit"] = self._labels["mass"]
         if system.bonds is not None:
             f.create_dataset("connectivity/all", data=np.asarray(system.bonds, dtype=np.int32))
         observables = f.require_group("observables")
@@ -589,13 +632,25 @@ class MdSink:
         for name, value in self.params.items():
             params.create_dataset(name, data=np.asarray(value))
 
+    @property
+    def _labels(self) -> dict[str, str]:
+        return unit_system(self.units).labels
+
     def _element(self, group, name: str, shape: tuple[int, ...], dtype):
-        """An H5MD time-dependent element {step, time, value}; returns `value`, allocated."""
+        """An H5MD time-dependent element {step, time, value}; returns `value`, allocated.
+        Outside reduced units, `time` and `value` carry the H5MD `unit` attribute (H5MD
+        1.1, units module: "nm", "ps", "kJ mol-1", ...)."""
         g = group.create_group(name)
         g.create_dataset("step", data=np.asarray(self.step, dtype=np.int64))
-        g.create_dataset("time", data=np.asarray(self.time, dtype=float))
+        time = g.create_dataset("time", data=np.asarray(self.time, dtype=float))
         fill = np.nan if np.issubdtype(np.dtype(dtype), np.floating) else 0
-        return g.create_dataset("value", shape=(len(self.time), *shape), dtype=dtype, fillvalue=fill)
+        value = g.create_dataset("value", shape=(len(self.time), *shape), dtype=dtype, fillvalue=fill)
+        labels = self._labels
+        if labels:
+            time.attrs["unit"] = labels["time"]
+            if name in _QUANTITY:
+                value.attrs["unit"] = labels[_QUANTITY[name]]
+        return value
 
     def write(self, f, k: int, rows: dict[str, np.ndarray]) -> None:
         particles = f["particles/all"]
@@ -655,9 +710,10 @@ class MdRunResult(Result):
     params: dict[str, np.ndarray]
     seed: int | None = None
     stats: dict[str, int] = dataclasses.field(default_factory=dict)
+    units: str = "reduced"
 
     def sink(self) -> MdSink:
-        return MdSink(self.model, self.config, self.time, self.step, self.system, self.params, self.seed)
+        return MdSink(self.model, self.config, self.time, self.step, self.system, self.params, self.seed, self.units)
 
     def write(self, f) -> None:
         """The H5MD layout (docs/architecture.md, File layouts) in `f`."""
@@ -722,7 +778,7 @@ class MdLimits:
       the thermostat's; none for langevin): |E(t) - E(0)| / (scale * energy_drift) with
       scale = max(|E(0)|, K(0)), K the kinetic energy;
     - temperature: T(t) / (max_temperature_factor * T_ref) with T_ref = max(thermostat
-      temperature, 2 scale / degrees of freedom), which is at least T(0);
+      temperature, 2 scale / (degrees of freedom k_B)), which is at least T(0);
     - image counters (periodic boxes): the box lengths a particle is away from the box,
       over `IMAGE_LIMIT`.
 
@@ -737,6 +793,7 @@ class MdLimits:
     target: float  # the thermostat's temperature; 0 for NVE
     dof: int
     edges: np.ndarray | None
+    boltzmann: float = 1.0  # k_B of the run's units (the temperature of an energy scale)
 
     @classmethod
     def of(cls, s: Setup) -> MdLimits:
@@ -752,6 +809,7 @@ class MdLimits:
             temperature_factor=float(bounds["max_temperature_factor"]),
             target=float(s.resolved["solver"].get("temperature", 0.0)),
             dof=int(integrator.degrees_of_freedom(system.n, system.dim)),
+            boltzmann=s.model.unit_system.boltzmann,
             edges=np.asarray(system.space.box, dtype=float) if system.space.periodic else None,
         )
 
@@ -766,7 +824,7 @@ class MdLimits:
         k0 = first["kinetic_energy"]
         e0 = first[self.energy or "total_energy"]
         scale = xp.maximum(xp.maximum(xp.abs(e0), k0), 1e-30)
-        return {"e0": e0, "k0": k0, "scale": scale, "t_ref": xp.maximum(2.0 * scale / self.dof, self.target)}
+        return {"e0": e0, "k0": k0, "scale": scale, "t_ref": xp.maximum(2.0 * scale / (self.dof * self.boltzmann), self.target)}
 
     def excess(self, obs: dict, ref: dict, xp=np) -> dict:
         """Per saved frame [T], each measure over its limit (> 1 or NaN: blown up)."""
@@ -856,6 +914,7 @@ def _plan(model: ParticleModel, config: Config) -> RunPlan:
         system=s.initial,
         params={k: np.asarray(v) for k, v in s.params.items()},
         seed=int((config.spec.system or {}).get("seed", 0)),
+        units=s.model.units,
     )
 
     limits = MdLimits.of(s)
@@ -887,6 +946,7 @@ def _plan(model: ParticleModel, config: Config) -> RunPlan:
             params=sink.params,
             seed=sink.seed,
             stats=stats,
+            units=sink.units,
         )
 
     return RunPlan(engine=engine, sink=sink, config=sink.config, check=check, result=result, description=s.model.name)

@@ -42,6 +42,9 @@ _NAMES: dict[str, tuple[str, str]] = {
     "Free": ("._space", "Free"),
     "Periodic": ("._space", "Periodic"),
     "Space": ("._space", "Space"),
+    "UNITS": ("._units", "UNITS"),
+    "Units": ("._units", "Units"),
+    "unit_system": ("._units", "unit_system"),
     "OBSERVABLES": (".base", "OBSERVABLES"),
     "ParticleModel": (".base", "ParticleModel"),
     "System": (".base", "System"),
@@ -89,4 +92,5 @@ if TYPE_CHECKING:
         harmonic_bond_energy as harmonic_bond_energy,
     )
     from ._space import Free as Free, Periodic as Periodic, Space as Space
+    from ._units import UNITS as UNITS, Units as Units, unit_system as unit_system
     from .base import OBSERVABLES as OBSERVABLES, ParticleModel as ParticleModel, System as System

@@ -336,13 +336,13 @@ class LennardJonesCoulomb(PairModel):
 
     def _pair_values(self, system: System, params: PyTree, i: Array, j: Array) -> dict[str, Array]:
         out = super()._pair_values(system, params, i, j)
-        q = _charges(system, params)
+        q = _charges(self, system, params)
         out["qq"] = q[i][:, None] * q[j]
         return out
 
     def reciprocal_energy(self, system: System, params: PyTree) -> Scalar:
         """U_recip of the configuration (the model must be sized: `for_system`)."""
-        return self._reciprocal(system.position, system.space.box, _charges(system, params))
+        return self._reciprocal(system.position, system.space.box, _charges(self, system, params))
 
     def _reciprocal(self, position: Positions, edges: Edges, charges: Charges) -> Scalar:
         if self.electrostatics == "ewald":
@@ -350,7 +350,7 @@ class LennardJonesCoulomb(PairModel):
         return pme_reciprocal_energy(position, charges, edges, self.alpha, self.pme_mesh, self.pme_order)
 
     def coulomb_self_energy(self, system: System, params: PyTree) -> Scalar:
-        return self_energy(_charges(system, params), self.alpha)
+        return self_energy(_charges(self, system, params), self.alpha)
 
     def interaction_energy(self, system: System, params: PyTree, neighbours: NeighbourIndex | None = None) -> Scalar:
         sized = self.for_system(system)
@@ -364,7 +364,7 @@ class LennardJonesCoulomb(PairModel):
         sized = self.for_system(system)
         force, virial = PairModel.pair_forces_and_virial(sized, system, params, neighbours)
         ones = jnp.ones(system.dim, system.position.dtype)
-        q = _charges(system, params)
+        q = _charges(sized, system, params)
         reciprocal = lambda r, s: sized._reciprocal(r * s, system.space.box * s, q)  # noqa: E731
         d_position, d_stretch = jax.grad(reciprocal, argnums=(0, 1))(system.position, ones)
         return force - d_position, virial - d_stretch
@@ -400,8 +400,11 @@ def _points(key: str, sizes: tuple[int, ...]) -> int:
     return math.prod(2 * k + 1 for k in sizes) if key == "ewald_kmax" else math.prod(sizes)
 
 
-def _charges(system: System, params: PyTree) -> Charges:
-    return jnp.asarray(params["charges"]).astype(system.position.dtype)[system.species]
+def _charges(model: LennardJonesCoulomb, system: System, params: PyTree) -> Charges:
+    """Each particle's charge times sqrt(Coulomb's constant) of the model's units, so
+    that every product q_i q_j carries the constant (1 in reduced units)."""
+    scale = math.sqrt(model.unit_system.coulomb)
+    return jnp.asarray(params["charges"]).astype(system.position.dtype)[system.species] * scale
 
 
 def _concrete_edges(system: System) -> np.ndarray:

@@ -11,6 +11,7 @@ from jaxtyping import Array, PyTree
 from .._base import Model
 from ._observables import kinetic_energy, number_density, pressure
 from ._space import Periodic, Space
+from ._units import Units, unit_system
 from ._types import Bonds, Edges, Forces, Masses, NeighbourIndex, Positions, Scalar, ScalarLike, Species, Velocities
 
 
@@ -90,16 +91,27 @@ class ParticleModel(Model):
     one fused pass over the neighbour list.
 
     Observables (per save): potential_energy, kinetic_energy, total_energy, temperature,
-    pressure, volume and number density (totals, reduced units: Boltzmann's constant is
-    1; volume and density are NaN in free space).
+    pressure, volume and number density (totals; volume and density are NaN in free
+    space), in the model's `units`: "reduced" (Boltzmann's constant 1, temperature an
+    energy) or "real" (nm, ps, kJ/mol, amu, e; temperature in K, pressure in bar, and
+    the mass density in g/cm^3 as the observable mass_density).
     """
 
     cutoff: eqx.AbstractVar[float]
     n_species: eqx.AbstractVar[int]
+    units: str = eqx.field(static=True, default="reduced", kw_only=True)
+
+    def __check_init__(self):
+        unit_system(self.units)
+
+    @property
+    def unit_system(self) -> Units:
+        """The `physics.md.Units` of `units` (k_B, Coulomb's constant, the pressure unit)."""
+        return unit_system(self.units)
 
     @property
     def observable_names(self) -> tuple[str, ...]:
-        return OBSERVABLES
+        return OBSERVABLES + (("mass_density",) if self.unit_system.mass_density else ())
 
     @abc.abstractmethod
     def interaction_energy(self, system: System, params: PyTree, neighbours: NeighbourIndex | None = None) -> Scalar:
@@ -167,13 +179,17 @@ class ParticleModel(Model):
         kinetic = kinetic_energy(system.velocity, system.mass)
         virial = self.virial(system, params, neighbours)
         volume = system.space.volume().astype(system.position.dtype)
-        return {
+        units = self.unit_system
+        out = {
             "potential_energy": potential,
             "kinetic_energy": kinetic,
             "total_energy": potential + kinetic,
-            "temperature": 2.0 * kinetic / degrees_of_freedom,
-            "pressure": pressure(kinetic, virial, system.space) + self.tail_pressure(system, params),
+            "temperature": 2.0 * kinetic / (degrees_of_freedom * units.boltzmann),
+            "pressure": (pressure(kinetic, virial, system.space) + self.tail_pressure(system, params)) / units.pressure,
             "volume": volume,
             "density": number_density(system.n, volume),
         }
+        if units.mass_density:
+            out["mass_density"] = jnp.sum(system.mass) / volume / units.mass_density
+        return out
 
