@@ -9,10 +9,11 @@ import math
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, Float
+from jax.scipy.special import ndtr
+from jaxtyping import Array, Float, Int
 
 from ._space import Space
-from ._types import Masses, Positions, Scalar, Velocities
+from ._types import Masses, Positions, Scalar, ScalarLike, Velocities
 
 
 def kinetic_energy(velocity: Velocities, mass: Masses) -> Scalar:
@@ -35,13 +36,22 @@ def number_density(n: int, volume: Scalar) -> Scalar:
     return n / volume
 
 
+def rdf_pairs(n_species: int) -> tuple[tuple[int, int], ...]:
+    """The species pairs (a, b), a <= b, in the order of the rows of a g(r) with several
+    species: (0, 0), (0, 1), ..., (1, 1), ..."""
+    return tuple((a, b) for a in range(n_species) for b in range(a, n_species))
+
+
 def radial_distribution(
     positions: Float[Array, "T n dim"] | Positions,
     space: Space,
     *,
     bins: int = 100,
     r_max: float | None = None,
-) -> tuple[Float[Array, " bins"], Float[Array, " bins"]]:
+    smoothing: float = 0.0,
+    species: Int[Array, " n"] | None = None,
+    n_species: int = 1,
+) -> tuple[Float[Array, " bins"], Float[Array, "*pairs bins"]]:
     """Radial distribution function g(r) of a periodic system, averaged over frames.
 
     Arguments:
@@ -49,31 +59,119 @@ def radial_distribution(
         space: a periodic space.
         bins: number of histogram bins.
         r_max: largest distance (default and maximum: half the shortest box edge).
+        smoothing: standard deviation of a Gaussian kernel in bin widths over which
+            each pair is spread (`radial_distribution_frames`), so that g is
+            differentiable with respect to the positions (0: the plain histogram).
+        species: each particle's species [n] (default: all 0), with `n_species` species.
 
     Returns:
-        Bin centres [bins] and g(r) [bins] (-> 1 at large r in a fluid).
+        Bin centres [bins] and g(r): [bins] for one species, else [pairs, bins] with the
+        pairs of `rdf_pairs` (-> 1 at large r in a fluid, up to 1 - 1/N_b for a pair of
+        one species: the normalisation is the ideal gas's N_a N_b / V).
     """
     if not space.periodic:
         raise ValueError("radial_distribution needs a periodic space (the density must be defined)")
     frames = positions[None] if positions.ndim == 2 else positions
-    t, n, dim = frames.shape
     half = 0.5 * jnp.min(space.box)
     r_max = half if r_max is None else jnp.minimum(r_max, half)
-    edges = jnp.linspace(0.0, 1.0, bins + 1) * r_max
-    iu = jnp.triu_indices(n, k=1)
+    edges = jnp.broadcast_to(space.box, (frames.shape[0], frames.shape[2]))
+    centres, g = radial_distribution_frames(frames, edges, r_max=r_max, bins=bins, smoothing=smoothing, species=species, n_species=n_species)
+    g = jnp.mean(g, axis=0)
+    return centres, g[0] if n_species == 1 else g
 
-    def histogram(frame):
-        dr = space.displacement(frame[:, None, :] - frame[None, :, :])
-        r = jnp.sqrt(jnp.sum(dr * dr, axis=-1))[iu]
-        counts, _ = jnp.histogram(r, bins=edges)
-        return counts
 
-    counts = jnp.sum(jax.lax.map(histogram, frames), axis=0)
-    shell = _shell_volume(edges, dim)
-    density = n / space.volume()
-    ideal = 0.5 * n * density * shell * t
-    centres = 0.5 * (edges[1:] + edges[:-1])
-    return centres, counts / ideal
+def radial_distribution_frames(
+    positions: Float[Array, "T n dim"],
+    edges: Float[Array, "T dim"],
+    *,
+    r_max: ScalarLike,
+    bins: int,
+    smoothing: float = 0.0,
+    species: Int[Array, " n"] | None = None,
+    n_species: int = 1,
+) -> tuple[Float[Array, " bins"], Float[Array, "T pairs bins"]]:
+    """g(r) of each frame in its own periodic box (minimum image), for every species pair.
+
+    Each pair at distance r spreads a unit weight over the bins around its own, in
+    proportion to a Gaussian of standard deviation `smoothing` x the bin width centred
+    at r, taken at the bin centres within about six standard deviations (all of it in
+    its own bin when `smoothing` is 0); weight that falls beyond the last bin is lost.
+    Bin k of the pair (a, b) is then divided by what an ideal gas gives, N_a N_b / V
+    times the volume of the shell. Pairs are walked a block at a time (about 2^16 pair
+    and bin entries), so memory stays small for any n.
+
+    Arguments:
+        positions: frames [T, n, dim] (wrapped or not).
+        edges: each frame's box edges [T, dim].
+        r_max: the largest distance; the bins are [k, k + 1] r_max / bins.
+        bins, smoothing, species, n_species: as for `radial_distribution`.
+
+    Returns:
+        Bin centres [bins] and g [T, pairs, bins] (pairs as in `rdf_pairs`).
+    """
+    t, n, dim = positions.shape
+    dtype = positions.dtype
+    width = jnp.asarray(r_max, dtype) / bins
+    species = jnp.zeros(n, jnp.int32) if species is None else jnp.asarray(species)
+    pairs = rdf_pairs(n_species)
+    table = np.zeros((n_species, n_species), np.int32)
+    for k, (a, b) in enumerate(pairs):
+        table[a, b] = table[b, a] = k
+    reach = max(0, math.ceil(6.0 * smoothing - 0.5)) if smoothing > 0 else 0
+    offsets = jnp.arange(-reach, reach + 1)
+    kind = jnp.asarray(table, offsets.dtype)
+    # Each particle i is paired with i + 1 .. i + n // 2 (mod n): every pair once, but
+    # those n / 2 apart (n even) twice, so they weigh a half.
+    shifts = n // 2
+    block = max(1, min(shifts, (1 << 16) // (n * (2 * reach + 1))))  # shifts per block
+    blocks = -(-shifts // block)
+    ids = jnp.arange(n)
+    last = len(pairs) * bins  # where masked contributions go
+    near = [math.exp(-0.5 * (o / smoothing) ** 2) for o in range(reach + 1)] if reach else [1.0]
+
+    def frame_counts(frame, box):
+        def block_counts(b):
+            m = 1 + b * block + jnp.arange(block)
+            partner = (ids[None, :] + m[:, None]) % n
+            d = frame[None, :, :] - frame[partner]
+            d = d - box * jnp.round(d / box)
+            r = jnp.sqrt(jnp.sum(d * d, axis=-1))  # [block, n]
+            weight = jnp.where(m > shifts, 0.0, jnp.where(2 * m == n, 0.5, 1.0)).astype(dtype)[:, None]
+            j0 = jnp.floor(jax.lax.stop_gradient(r) / width).astype(offsets.dtype)
+            j = j0[..., None] + offsets
+            if reach:
+                # exp(-(o a - u)^2 / 2) for the offsets o, a = 1 / smoothing, u the
+                # distance from the centre of bin j0 in kernel widths: two exponentials
+                # and products per pair, e^{-u^2/2} q^o e^{-o^2 a^2 / 2} with q = e^{a u}.
+                u = (r - (j0.astype(dtype) + 0.5) * width) / (smoothing * width)
+                base = jnp.exp(-0.5 * u * u)
+                q = jnp.exp(u / smoothing)
+                up, down = [base], [base]
+                for o in range(1, reach + 1):
+                    up.append(up[-1] * q)
+                    down.append(down[-1] / q)
+                terms = [down[-o] * near[-o] for o in range(-reach, 0)] + [up[o] * near[o] for o in range(reach + 1)]
+                kernel = jnp.stack(terms, axis=-1)
+                mass = kernel / jnp.sum(kernel, axis=-1, keepdims=True)
+            else:
+                mass = jnp.ones(j.shape, dtype)
+            ok = (j >= 0) & (j < bins) & (weight[..., None] > 0)
+            slot = kind[species[None, :], species[partner]][..., None] * bins + j
+            values = jnp.where(ok, mass * weight[..., None], 0.0)
+            return jnp.zeros(last + 1, dtype).at[jnp.where(ok, slot, last).ravel()].add(values.ravel())[:last]
+
+        return jnp.sum(jax.lax.map(block_counts, jnp.arange(blocks)), axis=0).reshape(len(pairs), bins)
+
+    counts = jax.lax.map(lambda a: frame_counts(*a), (positions, edges.astype(dtype)))  # [T, pairs, bins]
+    bounds = jnp.arange(bins + 1, dtype=dtype) * width
+    shell = _shell_volume(bounds, dim)
+    number = jnp.bincount(species, length=n_species).astype(dtype)
+    a, b = (np.array([p[k] for p in pairs]) for k in (0, 1))
+    ordered = np.where(a == b, 2.0, 1.0)  # unordered pairs of one species count twice as ordered pairs
+    volume = jnp.prod(edges.astype(dtype), axis=1)
+    ideal = (number[a] * number[b])[None, :, None] / volume[:, None, None] * shell[None, None, :]
+    centres = 0.5 * (bounds[1:] + bounds[:-1])
+    return centres, jnp.asarray(ordered, dtype)[None, :, None] * counts / ideal
 
 
 def _shell_volume(edges, dim: int):
