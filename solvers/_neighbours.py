@@ -236,11 +236,10 @@ class NeighbourList(eqx.Module):
         """A fresh list for `position` (no gradient flows through the list)."""
         position = jax.lax.stop_gradient(position)
         n = position.shape[0]
-        hood, group, occupancy = self._grid(position, box)
-        hood_x = _coordinates(position, hood)
+        at, hood, hood_x, group, own, occupancy = self._candidates(position, box)
 
         def rows(i):
-            keep = self._keep(position, box, hood, hood_x, group, i)
+            keep = self._keep(at, box, hood_x, group, own, i)
             return _compact(keep, hood, group[i], self.capacity, n)
 
         index, count = by_row_blocks(rows, n, hood.shape[1])
@@ -296,36 +295,52 @@ class NeighbourList(eqx.Module):
     # ------------------------------------------------------------------ internals
 
     def _cell_coords(self, position: Positions, box: Box | None) -> Int[Array, "n dim"]:
+        """The cell of each particle; periodic positions must be wrapped into the box
+        (`_wrapped`), so that a particle lies in its cell, up to rounding at its faces."""
         cells = jnp.asarray(self.cells, dtype=jnp.int32)
         if self.periodic:
             size = box / cells.astype(position.dtype)
             c = jnp.floor(position / size).astype(jnp.int32)
-            return jnp.mod(c, cells)
+            return jnp.clip(c, 0, cells - 1)
         lower = jnp.asarray(self.lower, dtype=position.dtype)
         size = jnp.asarray(self.cell_size, dtype=position.dtype)
         c = jnp.floor((position - lower) / size).astype(jnp.int32)
         return jnp.clip(c, 0, cells - 1)
 
-    def _grid(self, position: Positions, box: Box | None) -> tuple[Int[Array, "g m"], Int[Array, " n"], Int[Array, ""]]:
+    def _candidates(
+        self, position: Positions, box: Box | None
+    ) -> tuple[Positions, Int[Array, "g m"], tuple[Float[Array, "g m"], ...], Int[Array, " n"], Int[Array, " n"], Int[Array, ""]]:
         """The candidate pairs, grouped by cell.
 
         Returns:
+            at: the positions the candidate test measures from: wrapped into a periodic
+                box with a cell grid, else as given.
             hood: for each cell, the ids of the particles in it and in the 3^dim cells
-                around it [n_cells, m], padded with n (m a multiple of 32). Without a
-                cell list: one group holding every particle.
+                around it [n_cells, m], padded with n. Without a cell list: one group
+                holding every particle.
+            hood_x: the coordinates of those particles, one [n_cells, m] array per
+                axis. In a periodic box with a cell grid each is the image nearest to
+                the cell (wrapped, shifted by a box edge where the stencil crosses the
+                box's face), so that a particle's displacement to its candidates needs
+                no minimum-image rounding. Padding entries are at infinity.
             group: the cell of each particle [n]: particle i's candidates are hood[group[i]].
+            own: the column of each particle among its own candidates [n].
             occupancy: the largest number of particles in one cell.
 
         Particles are sorted by cell (`argsort`), so the members of every cell are a run
         of the sorted order, found with `searchsorted` (no scatter).
         """
-        n = position.shape[0]
+        n, dim = position.shape
         if not self.cells:
             hood = jnp.arange(n, dtype=jnp.int32)[None, :]
             group = jnp.zeros(n, jnp.int32)
             occupancy = jnp.asarray(0, jnp.int32)
+            hood_x = tuple(position[None, :, axis] for axis in range(dim))
+            own = jnp.arange(n, dtype=jnp.int32)
+            at = position
         else:
-            coords = self._cell_coords(position, box)
+            at = self._wrapped(position, box)
+            coords = self._cell_coords(at, box)
             strides = np.cumprod((1,) + self.cells[:-1]).astype(np.int32)
             group = coords @ jnp.asarray(strides)
             n_cells = math.prod(self.cells)
@@ -336,65 +351,87 @@ class NeighbourList(eqx.Module):
             members = jnp.where(slot < counts[:, None], order[jnp.minimum(starts[:-1, None] + slot, n - 1)], n)
             # an extra empty cell: the neighbour of border cells off a free-space grid
             members = jnp.concatenate([members, jnp.full((1, self.cell_capacity), n, jnp.int32)])
-            stencil = jnp.asarray(_stencil(self.cells, self.periodic))
+            stencil, images = _stencil(self.cells, self.periodic)
             hood = members[stencil].reshape(n_cells, -1)
+            safe = jnp.minimum(members, n - 1)
+            hood_x = []
+            for axis in range(dim):
+                x = jnp.where(members < n, at[:, axis][safe], jnp.inf)[stencil]  # [n_cells, 3^dim, cell_capacity]
+                if self.periodic:
+                    x = x + (jnp.asarray(images[:, :, axis], at.dtype) * box[axis])[:, :, None]
+                hood_x.append(x.reshape(n_cells, -1))
+            hood_x = tuple(hood_x)
+            # a particle's own cell is the middle of its stencil; its rank in the cell
+            # is its place in the sorted order after the cell's start
+            rank = jnp.zeros(n, jnp.int32).at[order].set(jnp.arange(n, dtype=jnp.int32), unique_indices=True)
+            own = (len(images[0]) // 2) * self.cell_capacity + rank - starts[group]
             occupancy = jnp.max(counts)
-        m = -(-hood.shape[1] // 32) * 32
-        hood = jnp.pad(hood, ((0, 0), (0, m - hood.shape[1])), constant_values=n)
-        return hood, group, occupancy
+        # whole 32-bit words of candidates for `_compact` (padding at infinity)
+        pad = ((0, 0), (0, -hood.shape[1] % 32))
+        hood = jnp.pad(hood, pad, constant_values=n)
+        hood_x = tuple(jnp.pad(x, pad, constant_values=jnp.inf) for x in hood_x)
+        return at, hood, hood_x, group, own, occupancy
+
+    def _wrapped(self, position: Positions, box: Box | None) -> Positions:
+        """Periodic positions mapped into [0, L) per axis (free space: unchanged)."""
+        if not self.periodic:
+            return position
+        return position - box * jnp.floor(position / box)
 
     def _keep(
         self,
-        position: Positions,
+        at: Positions,
         box: Box | None,
-        hood: Int[Array, "g m"],
         hood_x: tuple[Float[Array, "g m"], ...],
         group: Int[Array, " n"],
+        own: Int[Array, " n"],
         i: Int[Array, " b"],
     ) -> Bool[Array, "b m"]:
-        """Whether each candidate of the particles `i` is within cutoff + skin (and not i).
+        """Whether each candidate of the particles `i` is within cutoff + skin and not i
+        itself (`_candidates` gives what these arrays are; padding is at infinity).
 
         `hood_x` are the candidates' coordinates per cell (one array per axis), so each
         particle takes whole rows of them rather than gathering element by element.
         """
-        n = position.shape[0]
-        ids = hood[group[i]]
-        r2 = jnp.zeros(ids.shape, position.dtype)
+        r2 = None
         for axis, hx in enumerate(hood_x):
-            d = position[i, axis][:, None] - hx[group[i]]
-            if box is not None:
+            d = at[i, axis][:, None] - hx[group[i]]
+            if box is not None and not self.cells:  # all pairs: minimum images here
                 d = d - box[axis] * jnp.round(d / box[axis])
-            r2 = r2 + d * d
-        return (ids < n) & (ids != i[:, None]) & (r2 < self.radius * self.radius)
+            r2 = d * d if r2 is None else r2 + d * d
+        column = jnp.arange(r2.shape[1], dtype=jnp.int32)
+        return (r2 < self.radius * self.radius) & (column != own[i][:, None])
 
+def _stencil(cells: tuple[int, ...], periodic: bool) -> tuple[np.ndarray, np.ndarray]:
+    """For every cell, the flat ids of the 3^dim cells around it (itself included, in
+    the middle), and for a periodic grid the periodic image each of them is taken in.
 
-def _coordinates(position: Positions, hood: Int[Array, "g m"]) -> tuple[Float[Array, "g m"], ...]:
-    """The coordinates of the particles in `hood`, one [g, m] array per axis (padding
-    entries, id n, take particle n - 1's and are masked by the caller)."""
-    safe = jnp.minimum(hood, position.shape[0] - 1)
-    return tuple(position[:, axis][safe] for axis in range(position.shape[1]))
-
-
-def _stencil(cells: tuple[int, ...], periodic: bool) -> np.ndarray:
-    """For every cell, the flat ids of the 3^dim cells around it (itself included).
-
-    In free space a neighbour cell off the grid is the id n_cells: an extra table row
-    that holds no particle.
+    Returns:
+        stencil: [n_cells, 3^dim] cell ids. In free space a neighbour cell off the grid
+            is the id n_cells: an extra table row that holds no particle.
+        images: [n_cells, 3^dim, dim] integers in {-1, 0, 1}: a particle of that cell,
+            wrapped into the box, is nearest to the cell at its position plus images
+            times the box edges (zero in free space).
     """
     dim = len(cells)
     grid = np.stack(np.meshgrid(*[np.arange(c) for c in cells], indexing="ij"), axis=-1).reshape(-1, dim)
     strides = np.cumprod((1,) + cells[:-1])
-    rows = []
+    rows, shifts = [], []
     for offset in itertools.product((-1, 0, 1), repeat=dim):
         nb = grid + np.asarray(offset)
         if periodic:
             rows.append(np.mod(nb, cells) @ strides)
+            shifts.append(np.floor_divide(nb, cells))
         else:
             outside = np.any((nb < 0) | (nb >= np.asarray(cells)), axis=1)
             rows.append(np.where(outside, len(grid), nb @ strides))
+            shifts.append(np.zeros_like(nb))
+    at = grid @ strides
     stencil = np.empty((len(grid), len(rows)), np.int32)
-    stencil[grid @ strides] = np.stack(rows, axis=1)
-    return stencil
+    stencil[at] = np.stack(rows, axis=1)
+    images = np.empty((len(grid), len(rows), dim), np.int8)
+    images[at] = np.stack(shifts, axis=1)
+    return stencil, images
 
 
 def _compact(
@@ -407,38 +444,53 @@ def _compact(
     """The kept candidates of every particle, in candidate order, as a [n, capacity]
     array padded with n; also the full count per particle (which may exceed capacity).
 
-    The mask is packed into 32-bit words (one pass over [n, m]); slot s of a row is then
-    found by a binary search over the running word counts (which word holds the s-th
-    kept candidate) and one within that word (which bit), using `population_count`.
-    Everything after the packing works on [n, m / 32] and [n, capacity] arrays, so no
-    prefix sum, sort or scatter runs over all candidates.
+    The mask is padded to a multiple of 32 columns and packed into 32-bit words (one
+    pass over [n, m]): bit b of word w is column b * (m / 32) + w, so that the packing
+    adds whole rows of words, which vectorises (packing 32 neighbouring columns into a
+    word was 6x slower). Slot s of a row is then in the last word whose kept
+    candidates before it number at most s: one pass over the words, each a select on
+    [n, capacity] arrays, all fused into one loop (a binary search over the words with
+    gathers took 4x longer), and its bit is found by a binary search within the word
+    using `population_count`. Everything after the packing works on [n, m / 32] and
+    [n, capacity] arrays, so no prefix sum, sort or scatter runs over all candidates.
+    The slots follow the words, not the columns: the order of a row is fixed by the
+    candidates, whatever the capacity.
     """
     rows, m = keep.shape
-    n_words = m // 32
-    bits = jnp.left_shift(jnp.uint32(1), jnp.arange(32, dtype=jnp.uint32))
-    words = jnp.sum(jnp.where(keep.reshape(rows, n_words, 32), bits, jnp.uint32(0)), axis=2, dtype=jnp.uint32)
+    n_words = -(-m // 32)
+    keep = jnp.pad(keep, ((0, 0), (0, 32 * n_words - m)))
+    bits = jnp.left_shift(jnp.uint32(1), jnp.arange(32, dtype=jnp.uint32))[:, None]
+    words = jnp.sum(jnp.where(keep.reshape(rows, 32, n_words), bits, jnp.uint32(0)), axis=1, dtype=jnp.uint32)
     per_word = jax.lax.population_count(words).astype(jnp.int32)
     running = jnp.cumsum(per_word, axis=1)  # kept candidates up to and including each word
+    before = running - per_word
     count = running[:, -1]
     slot = jnp.arange(capacity, dtype=jnp.int32)[None, :]
-    # w = the number of words whose running count is <= slot: the word holding the slot
-    w = jnp.zeros((rows, capacity), jnp.int32)
-    step = 1 << (n_words - 1).bit_length()
-    while step:
-        trial = w + step
-        below = jnp.take_along_axis(running, jnp.minimum(trial, n_words) - 1, axis=1) <= slot
-        w = jnp.where((trial <= n_words) & below, trial, w)
-        step >>= 1
-    w = jnp.minimum(w, n_words - 1)
-    word = jnp.take_along_axis(words, w, axis=1)
-    rank = slot - jnp.take_along_axis(running, w, axis=1) + jnp.take_along_axis(per_word, w, axis=1)
+
+    def scan_word(v, found):
+        w, word, base = found
+        here = jax.lax.dynamic_index_in_dim(before, v, axis=1) <= slot
+        return (
+            jnp.where(here, v, w),
+            jnp.where(here, jax.lax.dynamic_index_in_dim(words, v, axis=1), word),
+            jnp.where(here, jax.lax.dynamic_index_in_dim(before, v, axis=1), base),
+        )
+
+    found = (jnp.zeros((rows, capacity), jnp.int32), jnp.zeros((rows, capacity), jnp.uint32), jnp.zeros((rows, capacity), jnp.int32))
+    if n_words <= 64:  # unrolled: one fused loop over the slots
+        for v in range(n_words):
+            found = scan_word(v, found)
+    else:
+        found = jax.lax.fori_loop(0, n_words, scan_word, found)
+    w, word, base = found
+    rank = slot - base
     # b = the largest bit position with at most `rank` kept bits below it: the slot's bit
     b = jnp.zeros((rows, capacity), jnp.uint32)
     for step in (16, 8, 4, 2, 1):
         trial = b + jnp.uint32(step)
         lower = jax.lax.population_count(word & (jnp.left_shift(jnp.uint32(1), trial) - jnp.uint32(1)))
         b = jnp.where(lower.astype(jnp.int32) <= rank, trial, b)
-    column = w * 32 + b.astype(jnp.int32)
+    column = jnp.minimum(b.astype(jnp.int32) * n_words + w, m - 1)
     ids = hood[group[:, None], column]
     return jnp.where(slot < count[:, None], ids, n).astype(jnp.int32), count
 
@@ -447,7 +499,7 @@ def _occupancy(nl: NeighbourList, position: Positions, box: Box | None) -> int:
     """The largest number of particles in one cell of `nl`'s grid (0 without cells)."""
     if not nl.cells:
         return 0
-    coords = nl._cell_coords(position, box)
+    coords = nl._cell_coords(nl._wrapped(position, box), box)
     strides = np.cumprod((1,) + nl.cells[:-1]).astype(np.int32)
     cell = np.asarray(coords @ jnp.asarray(strides))
     return int(np.bincount(cell, minlength=math.prod(nl.cells)).max())
@@ -461,11 +513,10 @@ def _max_count(nl: NeighbourList, position: Positions, box: Box | None) -> int:
 @eqx.filter_jit
 def _neighbour_counts(nl: NeighbourList, position: Positions, box: Box | None) -> Int[Array, ""]:
     n = position.shape[0]
-    hood, group, _ = nl._grid(position, box)
-    hood_x = _coordinates(position, hood)
+    at, hood, hood_x, group, own, _ = nl._candidates(position, box)
 
     def rows(i):
-        return jnp.sum(nl._keep(position, box, hood, hood_x, group, i), axis=1, dtype=jnp.int32)
+        return jnp.sum(nl._keep(at, box, hood_x, group, own, i), axis=1, dtype=jnp.int32)
 
     return jnp.max(by_row_blocks(rows, n, hood.shape[1]), initial=0)
 
