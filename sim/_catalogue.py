@@ -32,6 +32,8 @@ SYSTEM_KEYS: tuple[tuple[str, str, str, str], ...] = (
     ("min_distance", "0.8", "length", "lattice = \"random\": the least distance between two particles"),
     ("file", "none", "", "an H5MD file to start from (positions, velocities, box) instead of a lattice"),
     ("units", "reduced", "", "reduced (k_B = 1) or real (nm, ps, kJ/mol, amu, e; temperatures in K, pressures in bar)"),
+    ("molecule", "none", "", "rigid molecules instead of a lattice: a water model (spce, tip3p; real units) or a table of species, mass, sites, constraints"),
+    ("molecules", "required with molecule", "", "the number of molecules, on a cubic grid, turned at random; density is then the mass density (g/cm^3 in real units)"),
 )
 
 

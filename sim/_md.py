@@ -60,6 +60,7 @@ from ._config import Config, seed_problem
 from ._errors import SimulationError
 from ._limits import memory_problem
 from ._md_family import MD, MdFamily
+from ._md_molecules import molecular_system, water_params, with_constraints
 from ._registry import model_options
 from ._run import RunPlan, Setup, number, resolve_params, resolved_toml
 from ._sweep_spec import sweep_section
@@ -159,18 +160,21 @@ def check_system(model: ParticleModel, system: System, params: PyTree) -> None:
     n = position.shape[0]
     if n < 2:
         return
-    i, j, r = _closest_pair(position, edges)
+    molecule = None if system.topology is None else concrete(system.topology.molecule)
+    i, j, r = _closest_pair(position, edges, molecule)
     sigma = concrete_params.get("sigma")
     limit = 0.5 * float(np.min(sigma)) if sigma is not None and not isinstance(model, (SoftSphere, Morse)) else 1e-6
     if r < limit:
+        what = "" if molecule is None else f" (molecules {int(molecule[i])} and {int(molecule[j])})"
         raise ValueError(
-            f"particles {i} and {j} overlap: distance {r:.3g} < {limit:.3g}; spread them out "
+            f"particles {i} and {j}{what} overlap: distance {r:.3g} < {limit:.3g}; spread them out "
             "(lower the density, or start from a lattice or random_packing with min_distance)"
         )
 
 
-def _closest_pair(position: np.ndarray, edges: np.ndarray | None) -> tuple[int, int, float]:
-    """The closest pair of particles (chunked so memory stays O(n * 1024))."""
+def _closest_pair(position: np.ndarray, edges: np.ndarray | None, molecule: np.ndarray | None = None) -> tuple[int, int, float]:
+    """The closest pair of particles (of different molecules when `molecule` [n] gives
+    each particle's), chunked so memory stays O(n * 1024)."""
     best = (0, 1, math.inf)
     n = position.shape[0]
     for start in range(0, n, 1024):
@@ -180,6 +184,8 @@ def _closest_pair(position: np.ndarray, edges: np.ndarray | None) -> tuple[int, 
             dr = dr - edges * np.round(dr / edges)
         r2 = np.sum(dr * dr, axis=-1)
         r2[np.arange(len(block)), np.arange(start, start + len(block))] = np.inf
+        if molecule is not None:
+            r2[molecule[start : start + 1024][:, None] == molecule[None, :]] = np.inf
         k = int(np.argmin(r2))
         a, b = divmod(k, n)
         if r2[a, b] < best[2] ** 2:
@@ -193,8 +199,8 @@ def _closest_pair(position: np.ndarray, edges: np.ndarray | None) -> tuple[int, 
 def particle_run(model: ParticleModel, params: PyTree, t, *, initial: System | None = None, solver=None, key: Array | None = None) -> ParticleRun:
     """The run of `simulate` and of `sim run` (`solvers.ParticleRun`), once the system,
     the parameters and the save times have been checked."""
-    solver = as_solver(solver)
     system = default_system(model, key) if initial is None else initial
+    solver = with_constraints(as_solver(solver), system)
     check_system(model, system, params)
     model = model.for_system(system)
     every = steps_per_save(t, solver.integrator.dt)
@@ -235,7 +241,7 @@ def run_md(
 
 # ----------------------------------------------------------------------------- configs (`sim run`)
 
-_SYSTEM_KEYS = ("lattice", "cells", "density", "temperature", "seed", "file", "particles", "min_distance", "units")
+_SYSTEM_KEYS = ("lattice", "cells", "density", "temperature", "seed", "file", "particles", "min_distance", "units", "molecule", "molecules")
 def sweep_problem(s: Setup, params: PyTree, key: Array | None) -> ParticleFrames:
     """One run of an MD sweep in the engine protocol (`solvers.ParticleFrames`): the
     run `particle_run` makes of `simulate`'s arguments, on the set-up's list, which
@@ -338,6 +344,10 @@ def _md_system(config: Config, dtype, units: Units = UNITS["reduced"]) -> tuple[
     temperature = section.get("temperature")
     if temperature is not None:
         temperature = _positive(config, "system.temperature", temperature, allow_zero=True)
+    if "molecule" in section or "molecules" in section:  # rigid molecules
+        if "molecule" not in section:
+            raise config.error("system.molecule", "required key is missing (a water model, spce or tip3p, or a table of sites)")
+        return molecular_system(config, units, key, temperature).astype(dtype), seed
     if "file" in section:
         for other in ("lattice", "cells", "density", "particles", "min_distance"):
             if other in section:
@@ -521,7 +531,7 @@ def _setup(model: ParticleModel, config: Config) -> Setup:
     model = _md_model(config, model)
     units = _md_units(config, model)
     model = dataclasses.replace(model, units=units.name)
-    params = _md_params(config, model)
+    params = water_params(config, _md_params(config, model))
     if config.spec.initial:
         raise config.error("initial", "MD runs start from [system] (a lattice, a random packing or an H5MD file)")
     dt, t = _md_time(config)
@@ -533,6 +543,7 @@ def _setup(model: ParticleModel, config: Config) -> Setup:
     else:
         checks = MD.resolve_checks(config, what="MD runs")
     system, seed = _md_system(config, jnp.float32 if dtype == "float32" else jnp.float64, units)
+    solver = with_constraints(solver, system)
     if solver.integrator.changes_box and not system.space.periodic:
         raise config.error("solver.barostat", "a barostat needs a periodic box; the [system] file starts in free space")
     try:

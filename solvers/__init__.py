@@ -64,6 +64,10 @@ _NAMES: dict[str, tuple[str, str]] = {
     "BarostatState": ("._barostat", "BarostatState"),
     "COUPLINGS": ("._barostat", "COUPLINGS"),
     "StochasticCellRescaling": ("._barostat", "StochasticCellRescaling"),
+    "Constraints": ("._constraints", "Constraints"),
+    "constraints_of": ("._constraints", "constraints_of"),
+    "settle": ("._constraints", "settle"),
+    "shake": ("._constraints", "shake"),
     "ChainState": ("._particles", "ChainState"),
     "Fire": ("._particles", "Fire"),
     "FireState": ("._particles", "FireState"),
@@ -137,6 +141,7 @@ if TYPE_CHECKING:
     )
     from ._neighbours import Neighbours as Neighbours, NeighbourList as NeighbourList, minimum_image as minimum_image
     from ._barostat import BarostatState as BarostatState, COUPLINGS as COUPLINGS, StochasticCellRescaling as StochasticCellRescaling
+    from ._constraints import Constraints as Constraints, constraints_of as constraints_of, settle as settle, shake as shake
     from ._particles import (
         ChainState as ChainState,
         Fire as Fire,

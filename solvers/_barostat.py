@@ -48,6 +48,7 @@ from ._particles import (
     ParticleState,
     Velocities,
     _half_kick,
+    _project,
     kinetic_energy,
 )
 
@@ -121,6 +122,17 @@ class StochasticCellRescaling(ParticleIntegrator):
         return self.thermostat.degrees_of_freedom(n, dim)
 
     @property
+    def constraints(self):
+        """The thermostat's constraints: positions scaled with the box are put back on
+        them, and their forces' virial joins the pressure."""
+        return self.thermostat.constraints
+
+    def _constraint_virial(self, position, velocity, force, mass):
+        """The virial diagonal of the constraint forces at a state on the constraints."""
+        c = self.constraints
+        return c.virial(position, c.forces(position, velocity, force, mass))
+
+    @property
     def has_conserved_energy(self) -> bool:
         return self.coupling == "isotropic"
 
@@ -146,6 +158,8 @@ class StochasticCellRescaling(ParticleIntegrator):
             raise ValueError("StochasticCellRescaling needs a PRNG key: pass key=jax.random.key(seed)")
         box = jnp.asarray(box, position.dtype)
         force, virial, aux = force_fn(position, box, aux)
+        if self.constraints is not None:
+            virial = virial + self._constraint_virial(position, velocity, force, mass)
         chain = self.thermostat._init_thermostat(position, None) if isinstance(self.thermostat, NoseHooverChain) else None
         barostat = BarostatState(box, virial, jnp.zeros((), position.dtype), key, chain)
         return ParticleState(position, velocity, force, mass, aux, barostat)
@@ -161,9 +175,10 @@ class StochasticCellRescaling(ParticleIntegrator):
             energy = energy + self.thermostat.chain_energy(b.chain, self.degrees_of_freedom(n, dim), dtype)
         return energy
 
-    def _thermostat_half(self, velocity, mass, chain, heat, key, dt):
-        """The thermostat over dt / 2: a Langevin O step (its energy change joins `heat`)
-        or a half step of the Nose-Hoover chain (which keeps its own energy)."""
+    def _thermostat_half(self, position, velocity, mass, chain, heat, key, dt):
+        """The thermostat over dt / 2: a Langevin O step (its energy change joins `heat`;
+        the noise projected on the constraints) or a half step of the Nose-Hoover chain
+        (which keeps its own energy)."""
         if isinstance(self.thermostat, NoseHooverChain):
             n, dim = velocity.shape
             chain, scale = self.thermostat._half_chain(chain, 2.0 * kinetic_energy(velocity, mass), self.degrees_of_freedom(n, dim), dt)
@@ -174,6 +189,7 @@ class StochasticCellRescaling(ParticleIntegrator):
         before = kinetic_energy(velocity, mass)
         noise = jax.random.normal(key, velocity.shape, dtype)
         velocity = c1 * velocity + jnp.sqrt((1.0 - c1 * c1) * kt / mass)[:, None] * noise
+        velocity = _project(self.constraints, position, velocity, mass)
         return velocity, chain, heat + before - kinetic_energy(velocity, mass)
 
     def _lambda_force(self, velocity, mass, box, virial):
@@ -195,7 +211,7 @@ class StochasticCellRescaling(ParticleIntegrator):
         tau = jnp.asarray(self.tau, dtype)
         mass = state.mass
         key, first_key, cell_key, last_key = jax.random.split(b.key, 4)
-        velocity, chain, heat = self._thermostat_half(state.velocity, mass, b.chain, b.heat, first_key, dt)
+        velocity, chain, heat = self._thermostat_half(state.position, state.velocity, mass, b.chain, b.heat, first_key, dt)
         velocity = _half_kick(velocity, state.force, mass, dt)
         dim = b.box.shape[0]
         if self.coupling == "isotropic":
@@ -215,10 +231,16 @@ class StochasticCellRescaling(ParticleIntegrator):
         position = scale * state.position + (0.5 * (scale + 1.0 / scale) * dt) * velocity
         box = scale * b.box
         velocity = velocity / scale
+        if self.constraints is not None:  # back on the constraints (SETTLE, SHAKE from the old positions)
+            moved = self.constraints.positions(state.position, position, mass)
+            velocity = velocity + (moved - position) / dt
+            position = moved
         force, virial, aux = force_fn(position, box, state.aux)
+        kicked = _project(self.constraints, position, _half_kick(velocity, force, mass, dt), mass)
+        if self.constraints is not None:
+            virial = virial + self._constraint_virial(position, kicked, force, mass)
         if self.coupling == "isotropic":
             _, force_after, volume = self._lambda_force(velocity, mass, box, virial)
             heat = heat + 0.5 * dlam * force_after + 0.25 * diffusion / kt * dt * force_after**2 - 0.5 * kt * jnp.log(volume)
-        velocity = _half_kick(velocity, force, mass, dt)
-        velocity, chain, heat = self._thermostat_half(velocity, mass, chain, heat, last_key, dt)
+        velocity, chain, heat = self._thermostat_half(position, kicked, mass, chain, heat, last_key, dt)
         return ParticleState(position, velocity, force, mass, aux, BarostatState(box, virial, heat, key, chain))

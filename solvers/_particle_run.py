@@ -155,7 +155,12 @@ class ParticleProblem(eqx.Module):
             system = system.with_box(box)
         index = None if state.aux is None else state.aux.index
         dof = self.integrator.degrees_of_freedom(system.n, system.dim)
-        out = self.model.measure(system, self.params, index, dof)
+        constraints = self.integrator.constraints
+        extra = {}
+        if constraints is not None:  # the constraint forces' virial joins the pressure
+            forces = constraints.forces(state.position, state.velocity, state.force, state.mass)
+            extra["constraint_virial"] = jnp.sum(constraints.virial(state.position, forces))
+        out = self.model.measure(system, self.params, index, dof, **extra)
         if self.integrator.has_conserved_energy:
             out["conserved_energy"] = out["total_energy"] + self.integrator.thermostat_energy(state)
         out["position"] = state.position

@@ -18,6 +18,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Int, PRNGKeyArray, PyTree
 
+from ._constraints import Constraints
 from ._neighbours import Positions
 from ._rollout import rollout
 
@@ -58,10 +59,13 @@ class ParticleIntegrator(eqx.Module):
     """A fixed-step particle integrator: `init` then `step` (pure, jit/grad friendly).
 
     Concrete integrators set `conserves_momentum` (True when total momentum is constant,
-    which removes `dim` degrees of freedom from the temperature).
+    which removes `dim` degrees of freedom from the temperature) and hold `constraints`
+    (`solvers.Constraints`, fixed distances kept by SETTLE and SHAKE/RATTLE after every
+    drift and kick, each removing one degree of freedom; None without).
     """
 
     dt: eqx.AbstractVar[float | Array]
+    # (`constraints`, declared by each concrete integrator after its own fields)
     conserves_momentum: ClassVar[bool]
     changes_box: ClassVar[bool] = False
     """True for integrators that change the periodic box (barostats): their state holds
@@ -96,8 +100,9 @@ class ParticleIntegrator(eqx.Module):
         """Advance one time step dt."""
 
     def degrees_of_freedom(self, n: int, dim: int) -> int:
-        """Kinetic degrees of freedom of n particles in dim dimensions."""
-        return dim * n - (dim if self.conserves_momentum else 0)
+        """Kinetic degrees of freedom of n particles in dim dimensions (less one per constraint)."""
+        constrained = 0 if self.constraints is None else self.constraints.count
+        return dim * n - (dim if self.conserves_momentum else 0) - constrained
 
     def thermostat_energy(self, state: ParticleState) -> Float[Array, ""]:
         """Energy stored in the thermostat (0 without one); added to the total energy it
@@ -120,11 +125,28 @@ def _half_kick(velocity, force, mass, dt):
     return velocity + (0.5 * dt) * force / mass[:, None]
 
 
+def _drift(constraints: Constraints | None, position, velocity, mass, dt):
+    """position + dt velocity, put back on the constraints (SETTLE, SHAKE) with the
+    velocity that makes the constrained move: (new - old) / dt."""
+    moved = position + dt * velocity
+    if constraints is None:
+        return moved, velocity
+    moved = constraints.positions(position, moved, mass)
+    return moved, (moved - position) / dt
+
+
+def _project(constraints: Constraints | None, position, velocity, mass):
+    """velocity without its components along the constrained bonds (RATTLE)."""
+    return velocity if constraints is None else constraints.velocities(position, velocity, mass)
+
+
 class VelocityVerlet(ParticleIntegrator):
     """Velocity Verlet: symplectic, time-reversible, second order; conserves energy (NVE).
 
     Arguments:
         dt: time step (traced: a new value does not recompile).
+        constraints: fixed distances (`solvers.Constraints`): RATTLE, the drift put back
+            on them by SETTLE/SHAKE and the kicked velocities projected on them.
 
     Example:
         >>> vv = VelocityVerlet(dt=0.005)
@@ -133,14 +155,15 @@ class VelocityVerlet(ParticleIntegrator):
     """
 
     dt: float | Array
+    constraints: Constraints | None = None
     conserves_momentum: ClassVar[bool] = True
 
     def step(self, state: ParticleState, force_fn: ForceFn) -> ParticleState:
         dt = jnp.asarray(self.dt, state.position.dtype)
         velocity = _half_kick(state.velocity, state.force, state.mass, dt)
-        position = state.position + dt * velocity
+        position, velocity = _drift(self.constraints, state.position, velocity, state.mass, dt)
         force, aux = force_fn(position, state.aux)
-        velocity = _half_kick(velocity, force, state.mass, dt)
+        velocity = _project(self.constraints, position, _half_kick(velocity, force, state.mass, dt), state.mass)
         return ParticleState(position, velocity, force, state.mass, aux, state.thermostat)
 
 
@@ -152,11 +175,14 @@ class LangevinBaoab(ParticleIntegrator):
         dt: time step.
         temperature: target kT (> 0).
         friction: collision rate gamma (> 0), in inverse time units.
+        constraints: fixed distances (`solvers.Constraints`): each A step put back on
+            them by SETTLE/SHAKE, the velocities after B and O projected on them.
     """
 
     dt: float | Array
     temperature: float | Array
     friction: float | Array = 1.0
+    constraints: Constraints | None = None
     conserves_momentum: ClassVar[bool] = False
 
     def _init_thermostat(self, position, key):
@@ -170,16 +196,17 @@ class LangevinBaoab(ParticleIntegrator):
         kt = jnp.asarray(self.temperature, dtype)
         gamma = jnp.asarray(self.friction, dtype)
         key, noise_key = jax.random.split(state.thermostat)
-        velocity = _half_kick(state.velocity, state.force, state.mass, dt)
-        position = state.position + (0.5 * dt) * velocity
+        constraints, mass = self.constraints, state.mass
+        velocity = _half_kick(state.velocity, state.force, mass, dt)
+        position, velocity = _drift(constraints, state.position, velocity, mass, 0.5 * dt)
         c1 = jnp.exp(-gamma * dt)
         c2 = jnp.sqrt(1.0 - c1 * c1)
         noise = jax.random.normal(noise_key, velocity.shape, dtype)
-        velocity = c1 * velocity + c2 * jnp.sqrt(kt / state.mass)[:, None] * noise
-        position = position + (0.5 * dt) * velocity
+        velocity = _project(constraints, position, c1 * velocity + c2 * jnp.sqrt(kt / mass)[:, None] * noise, mass)
+        position, velocity = _drift(constraints, position, velocity, mass, 0.5 * dt)
         force, aux = force_fn(position, state.aux)
-        velocity = _half_kick(velocity, force, state.mass, dt)
-        return ParticleState(position, velocity, force, state.mass, aux, key)
+        velocity = _project(constraints, position, _half_kick(velocity, force, mass, dt), mass)
+        return ParticleState(position, velocity, force, mass, aux, key)
 
 
 class ChainState(eqx.Module):
@@ -206,6 +233,8 @@ class NoseHooverChain(ParticleIntegrator):
         tau: thermostat period (time units); masses Q_1 = N_f kT tau^2, Q_j = kT tau^2.
         chain_length: number of thermostats in the chain (static).
         substeps: multiple-time-step factor of the chain propagator (static).
+        constraints: fixed distances (`solvers.Constraints`), kept as by `VelocityVerlet`
+            (the chain's scaling keeps velocity constraints).
     """
 
     dt: float | Array
@@ -213,6 +242,7 @@ class NoseHooverChain(ParticleIntegrator):
     tau: float | Array = 0.5
     chain_length: int = eqx.field(static=True, default=3)
     substeps: int = eqx.field(static=True, default=1)
+    constraints: Constraints | None = None
     conserves_momentum: ClassVar[bool] = True
 
     def __check_init__(self):
@@ -267,9 +297,9 @@ class NoseHooverChain(ParticleIntegrator):
         dof = self.degrees_of_freedom(n, dim)
         chain, scale = self._half_chain(state.thermostat, 2.0 * kinetic_energy(state.velocity, state.mass), dof, dt)
         velocity = _half_kick(scale * state.velocity, state.force, state.mass, dt)
-        position = state.position + dt * velocity
+        position, velocity = _drift(self.constraints, state.position, velocity, state.mass, dt)
         force, aux = force_fn(position, state.aux)
-        velocity = _half_kick(velocity, force, state.mass, dt)
+        velocity = _project(self.constraints, position, _half_kick(velocity, force, state.mass, dt), state.mass)
         chain, scale = self._half_chain(chain, 2.0 * kinetic_energy(velocity, state.mass), dof, dt)
         return ParticleState(position, scale * velocity, force, state.mass, aux, chain)
 

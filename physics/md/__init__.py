@@ -39,6 +39,12 @@ _NAMES: dict[str, tuple[str, str]] = {
     "SoftSphere": ("._potentials", "SoftSphere"),
     "Wca": ("._potentials", "Wca"),
     "harmonic_bond_energy": ("._potentials", "harmonic_bond_energy"),
+    "Molecule": ("._topology", "Molecule"),
+    "Topology": ("._topology", "Topology"),
+    "WATER_MODELS": ("._topology", "WATER_MODELS"),
+    "WaterModel": ("._topology", "WaterModel"),
+    "molecular_box": ("._topology", "molecular_box"),
+    "topology_of": ("._topology", "topology_of"),
     "Free": ("._space", "Free"),
     "Periodic": ("._space", "Periodic"),
     "Space": ("._space", "Space"),
@@ -92,5 +98,13 @@ if TYPE_CHECKING:
         harmonic_bond_energy as harmonic_bond_energy,
     )
     from ._space import Free as Free, Periodic as Periodic, Space as Space
+    from ._topology import (
+        WATER_MODELS as WATER_MODELS,
+        Molecule as Molecule,
+        Topology as Topology,
+        WaterModel as WaterModel,
+        molecular_box as molecular_box,
+        topology_of as topology_of,
+    )
     from ._units import UNITS as UNITS, Units as Units, unit_system as unit_system
     from .base import OBSERVABLES as OBSERVABLES, ParticleModel as ParticleModel, System as System

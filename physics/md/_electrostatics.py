@@ -35,11 +35,11 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.scipy.special import erfc
+from jax.scipy.special import erf, erfc
 from jaxtyping import Array, Float, PyTree
 
 from .._base import Parameter
-from ._potentials import PairModel, _check_options, _check_species, _lj
+from ._potentials import PairModel, _check_options, _check_species, _lj, lj_tail_energy, lj_tail_pressure
 from ._types import Edges, Forces, NeighbourIndex, Positions, Scalar
 from .base import System
 
@@ -109,6 +109,17 @@ def real_space_pair(r2: Array, qq: Array, alpha: float) -> Array:
     """q_i q_j erfc(alpha r) / r at squared distances r2 (the screened real-space pair term)."""
     r = jnp.sqrt(r2)
     return qq * erfc(alpha * r) / r
+
+
+def excluded_energy(position: Positions, charges: Charges, edges: Edges, pairs: Array, alpha: float) -> Scalar:
+    """-sum over excluded pairs of q_i q_j erf(alpha r) / r: what the reciprocal sum
+    counts of the pairs within one molecule, which the real-space sum leaves out, so
+    that such pairs do not interact at all (minimum image)."""
+    i, j = pairs[:, 0], pairs[:, 1]
+    d = position[i] - position[j]
+    d = d - edges * jnp.floor(d / edges + 0.5)
+    r = jnp.sqrt(jnp.sum(d * d, axis=-1))
+    return -jnp.sum(charges[i] * charges[j] * erf(alpha * r) / r)
 
 
 def self_energy(charges: Charges, alpha: float) -> Scalar:
@@ -238,6 +249,8 @@ class LennardJonesCoulomb(PairModel):
     Arguments:
         cutoff: the Lennard-Jones and real-space cutoff (at most half the box).
         shift: subtract the Lennard-Jones phi(cutoff) (the Coulomb term is not shifted).
+        tail_correction: add the Lennard-Jones long-range corrections to energy and
+            pressure (as `LennardJones`).
         electrostatics: "ewald" or "pme".
         ewald_accuracy: the relative accuracy that chooses what is not given below
             (alpha from the cutoff, then k-vectors or mesh from the box).
@@ -257,6 +270,7 @@ class LennardJonesCoulomb(PairModel):
 
     cutoff: float = eqx.field(static=True, default=2.5)
     shift: bool = eqx.field(static=True, default=False)
+    tail_correction: bool = eqx.field(static=True, default=False)
     electrostatics: str = eqx.field(static=True, default="pme")
     ewald_accuracy: float = eqx.field(static=True, default=1e-5)
     ewald_alpha: float = eqx.field(static=True, default=0.0)
@@ -341,13 +355,24 @@ class LennardJonesCoulomb(PairModel):
         return out
 
     def reciprocal_energy(self, system: System, params: PyTree) -> Scalar:
-        """U_recip of the configuration (the model must be sized: `for_system`)."""
-        return self._reciprocal(system.position, system.space.box, _charges(self, system, params))
+        """U_recip of the configuration (the model must be sized: `for_system`), less
+        the share of the pairs within one molecule (`excluded_energy`)."""
+        return self._reciprocal(system.position, system.space.box, _charges(self, system, params), _excluded(system))
 
-    def _reciprocal(self, position: Positions, edges: Edges, charges: Charges) -> Scalar:
+    def _reciprocal(self, position: Positions, edges: Edges, charges: Charges, excluded: Array | None) -> Scalar:
         if self.electrostatics == "ewald":
-            return ewald_reciprocal_energy(position, charges, edges, self.alpha, self.ewald_kmax)
-        return pme_reciprocal_energy(position, charges, edges, self.alpha, self.pme_mesh, self.pme_order)
+            energy = ewald_reciprocal_energy(position, charges, edges, self.alpha, self.ewald_kmax)
+        else:
+            energy = pme_reciprocal_energy(position, charges, edges, self.alpha, self.pme_mesh, self.pme_order)
+        if excluded is not None:
+            energy = energy + excluded_energy(position, charges, edges, excluded, self.alpha)
+        return energy
+
+    def tail_energy(self, system: System, params: PyTree) -> Scalar:
+        return lj_tail_energy(self, system, params)
+
+    def tail_pressure(self, system: System, params: PyTree) -> Scalar:
+        return lj_tail_pressure(self, system, params)
 
     def coulomb_self_energy(self, system: System, params: PyTree) -> Scalar:
         return self_energy(_charges(self, system, params), self.alpha)
@@ -365,7 +390,8 @@ class LennardJonesCoulomb(PairModel):
         force, virial = PairModel.pair_forces_and_virial(sized, system, params, neighbours)
         ones = jnp.ones(system.dim, system.position.dtype)
         q = _charges(sized, system, params)
-        reciprocal = lambda r, s: sized._reciprocal(r * s, system.space.box * s, q)  # noqa: E731
+        excluded = _excluded(system)
+        reciprocal = lambda r, s: sized._reciprocal(r * s, system.space.box * s, q, excluded)  # noqa: E731
         d_position, d_stretch = jax.grad(reciprocal, argnums=(0, 1))(system.position, ones)
         return force - d_position, virial - d_stretch
 
@@ -405,6 +431,13 @@ def _charges(model: LennardJonesCoulomb, system: System, params: PyTree) -> Char
     that every product q_i q_j carries the constant (1 in reduced units)."""
     scale = math.sqrt(model.unit_system.coulomb)
     return jnp.asarray(params["charges"]).astype(system.position.dtype)[system.species] * scale
+
+
+def _excluded(system: System) -> Array | None:
+    """The pairs within one molecule [e, 2], or None."""
+    if system.topology is None or system.topology.pairs.shape[0] == 0:
+        return None
+    return system.topology.pairs
 
 
 def _concrete_edges(system: System) -> np.ndarray:

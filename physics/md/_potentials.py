@@ -86,6 +86,9 @@ class PairModel(ParticleModel):
                 d = system.space.displacement_component(x[i][:, None] - x[j], axis)
                 components.append(d)
                 r2 = r2 + d * d
+            if system.topology is not None:  # pairs within one molecule do not interact
+                molecule = system.topology.molecule
+                valid = valid & (molecule[i][:, None] != molecule[j])
             inside = valid & (r2 < rc2)
             safe = jnp.where(inside, r2, rc2)
             p = self._pair_values(system, params, i, j)
@@ -215,28 +218,11 @@ class LennardJones(PairModel):
             e = e - (jnp.sqrt(r2) - rc) * slope
         return e
 
-    def _tail_sum(self, system: System, params: PyTree, nine: float) -> Array:
-        dtype = system.position.dtype
-        eps = jnp.asarray(params["epsilon"]).astype(dtype)
-        sig = jnp.asarray(params["sigma"]).astype(dtype)
-        counts = _species_counts(system, self.n_species, dtype)
-        pairs = counts[:, None] * counts[None, :]
-        x3 = (sig / self.cutoff) ** 3
-        terms = eps * sig**3 * (nine * x3**3 - x3)
-        if terms.ndim == 0:
-            return jnp.sum(pairs) * terms
-        return jnp.sum(pairs * terms)
-
     def tail_energy(self, system: System, params: PyTree) -> Scalar:
-        if not (self.tail_correction and system.space.periodic):
-            return jnp.zeros((), system.position.dtype)
-        return 8.0 * math.pi / (3.0 * system.space.volume()) * self._tail_sum(system, params, 1.0 / 3.0)
+        return lj_tail_energy(self, system, params)
 
     def tail_pressure(self, system: System, params: PyTree) -> Scalar:
-        if not (self.tail_correction and system.space.periodic):
-            return jnp.zeros((), system.position.dtype)
-        volume = system.space.volume()
-        return 16.0 * math.pi / (3.0 * volume * volume) * self._tail_sum(system, params, 2.0 / 3.0)
+        return lj_tail_pressure(self, system, params)
 
     forces_and_virial = PairModel.pair_forces_and_virial
 
@@ -398,6 +384,35 @@ class BeadSpring(PairModel):
         self._range_check(params, "sigma", TWO_SIXTH, "the WCA range 2^(1/6) sigma =")
         if system.bonds is None:
             raise ValueError("bead_spring needs bonds: start from physics.md.chains(...) or a system with bonds")
+
+
+def _lj_tail_sum(model: PairModel, system: System, params: PyTree, nine: float) -> Array:
+    dtype = system.position.dtype
+    eps = jnp.asarray(params["epsilon"]).astype(dtype)
+    sig = jnp.asarray(params["sigma"]).astype(dtype)
+    counts = _species_counts(system, model.n_species, dtype)
+    pairs = counts[:, None] * counts[None, :]
+    x3 = (sig / model.cutoff) ** 3
+    terms = eps * sig**3 * (nine * x3**3 - x3)
+    if terms.ndim == 0:
+        return jnp.sum(pairs) * terms
+    return jnp.sum(pairs * terms)
+
+
+def lj_tail_energy(model: PairModel, system: System, params: PyTree) -> Scalar:
+    """E_tail of a Lennard-Jones model with `tail_correction` (0 otherwise, or in free
+    space): see `LennardJones`."""
+    if not (model.tail_correction and system.space.periodic):
+        return jnp.zeros((), system.position.dtype)
+    return 8.0 * math.pi / (3.0 * system.space.volume()) * _lj_tail_sum(model, system, params, 1.0 / 3.0)
+
+
+def lj_tail_pressure(model: PairModel, system: System, params: PyTree) -> Scalar:
+    """P_tail of a Lennard-Jones model with `tail_correction` (0 otherwise)."""
+    if not (model.tail_correction and system.space.periodic):
+        return jnp.zeros((), system.position.dtype)
+    volume = system.space.volume()
+    return 16.0 * math.pi / (3.0 * volume * volume) * _lj_tail_sum(model, system, params, 2.0 / 3.0)
 
 
 def harmonic_bond_energy(system: System, k: Array | float, length: Array | float) -> Scalar:

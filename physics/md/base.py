@@ -11,6 +11,7 @@ from jaxtyping import Array, PyTree
 from .._base import Model
 from ._observables import kinetic_energy, number_density, pressure
 from ._space import Periodic, Space
+from ._topology import Topology
 from ._units import Units, unit_system
 from ._types import Bonds, Edges, Forces, Masses, NeighbourIndex, Positions, Scalar, ScalarLike, Species, Velocities
 
@@ -28,6 +29,9 @@ class System(eqx.Module):
         species: [n] integer type of each particle, 0 .. n_species - 1.
         space: `Free` or `Periodic` (geometry is passed in, never built into a model).
         bonds: [b, 2] pairs of bonded particle ids, or None.
+        topology: the molecules (`physics.md.Topology`: which particles form one,
+            their fixed distances), or None: pairs within one molecule do not interact
+            through pair potentials.
     """
 
     position: Positions
@@ -36,6 +40,7 @@ class System(eqx.Module):
     species: Species
     space: Space
     bonds: Bonds | None = None
+    topology: Topology | None = None
 
     def __check_init__(self):
         n, dim = self.position.shape
@@ -49,6 +54,8 @@ class System(eqx.Module):
             raise ValueError(f"positions are {dim}-D but the space is {self.space.dim}-D")
         if self.bonds is not None and (self.bonds.ndim != 2 or self.bonds.shape[1] != 2):
             raise ValueError(f"bonds must have shape (b, 2), got {self.bonds.shape}")
+        if self.topology is not None and self.topology.molecule.shape != (n,):
+            raise ValueError(f"topology.molecule must have shape ({n},), got {self.topology.molecule.shape}")
 
     @property
     def n(self) -> int:
@@ -61,23 +68,24 @@ class System(eqx.Module):
     def at(self, position: Positions, velocity: Velocities | None = None) -> System:
         """The same system with new positions (and velocities)."""
         velocity = self.velocity if velocity is None else velocity
-        return System(position, velocity, self.mass, self.species, self.space, self.bonds)
+        return System(position, velocity, self.mass, self.species, self.space, self.bonds, self.topology)
 
     def scaled(self, factor: ScalarLike | Edges) -> System:
         """Positions and box lengths multiplied by `factor`, a number or one per axis [dim]
         (for the virial)."""
-        return System(self.position * factor, self.velocity, self.mass, self.species, self.space.scaled(factor), self.bonds)
+        return System(self.position * factor, self.velocity, self.mass, self.species, self.space.scaled(factor), self.bonds, self.topology)
 
     def with_box(self, edges: Edges) -> System:
         """The same particles in a periodic box of edge lengths `edges` [dim] (a box that
         a barostat changes during a run)."""
-        return System(self.position, self.velocity, self.mass, self.species, Periodic(edges), self.bonds)
+        return System(self.position, self.velocity, self.mass, self.species, Periodic(edges), self.bonds, self.topology)
 
     def astype(self, dtype) -> System:
         """Floating-point arrays (positions, velocities, masses, box) cast to `dtype`."""
         space = Periodic(self.space.edges.astype(dtype)) if isinstance(self.space, Periodic) else self.space
+        topology = None if self.topology is None else self.topology.astype(dtype)
         return System(
-            self.position.astype(dtype), self.velocity.astype(dtype), self.mass.astype(dtype), self.species, space, self.bonds
+            self.position.astype(dtype), self.velocity.astype(dtype), self.mass.astype(dtype), self.species, space, self.bonds, topology
         )
 
 
@@ -173,11 +181,14 @@ class ParticleModel(Model):
         params: PyTree,
         neighbours: NeighbourIndex | None,
         degrees_of_freedom: int,
+        constraint_virial: Scalar | float = 0.0,
     ) -> dict[str, Array]:
-        """The standard observables of one configuration (see the class docstring)."""
+        """The standard observables of one configuration (see the class docstring);
+        `constraint_virial` (sum over particles of r . G, G the constraint forces of
+        rigid molecules) joins the virial of the pressure."""
         potential = self.energy(system, params, neighbours)
         kinetic = kinetic_energy(system.velocity, system.mass)
-        virial = self.virial(system, params, neighbours)
+        virial = self.virial(system, params, neighbours) + constraint_virial
         volume = system.space.volume().astype(system.position.dtype)
         units = self.unit_system
         out = {
