@@ -44,9 +44,6 @@ COMMANDS = {
         ("sweep", ["--set", "system.cells=2", "--set", "params.cutoff=1.6", "--set", "time.steps=100", "--set", "time.save_every=20",
                    "--set", "sweep.params.epsilon={ values = [0.8, 1.2] }", "--set", "sweep.params.sigma={ values = [0.95, 1.0] }"])
     ],
-    "spce_water.toml": [
-        ("run", ["--set", "system.molecules=27", "--set", "params.cutoff=0.45", "--set", "time.steps=20", "--set", "time.save_every=10"])
-    ],
 }
 # config -> [(command, where its run and figure are in the default suite)].
 ELSEWHERE = {

@@ -307,7 +307,7 @@ BLOCKS = 8
 
 @pytest.mark.slow
 def test_spce_water_density_at_298_kelvin_and_one_bar():
-    config = sim.load_config(ROOT / "experiments" / "spce_water.toml")
+    config = sim.load_config(ROOT / "experiments" / "benchmarks" / "spce_water.toml")
     load = os.getloadavg()
     start = time.perf_counter()
     result = sim.run(config)
