@@ -61,6 +61,7 @@ from ._errors import SimulationError
 from ._limits import memory_problem
 from ._md_family import MD, MdFamily
 from ._md_molecules import molecular_system, water_params, with_constraints
+from ._md_rdf import RdfSpec, rdf_spec, write_rdf
 from ._registry import model_options
 from ._run import RunPlan, Setup, number, resolve_params, resolved_toml
 from ._sweep_spec import sweep_section
@@ -557,6 +558,7 @@ def _setup(model: ParticleModel, config: Config) -> Setup:
             raise config.error("system.file", f"{config.resolve_path(start)}: {e}") from None
         raise config.error("system", str(e)) from None
     model_section = {k: getattr(model, k) for k in model_options(type(model))}
+    rdf = rdf_spec(config, np.asarray(system.space.box) if system.space.periodic else None, model.n_species, t)
     return Setup(
         model=model,
         params=params,
@@ -564,7 +566,7 @@ def _setup(model: ParticleModel, config: Config) -> Setup:
         t=jnp.asarray(t),
         solver=solver,
         key=jax.random.fold_in(jax.random.key(seed), 2),
-        resolved={"params": params, "solver": solver_section, "model": model_section, "checks": checks},
+        resolved={"params": params, "solver": solver_section, "model": model_section, "checks": checks, **({"rdf": rdf.resolved()} if rdf else {})},
     )
 
 
@@ -601,6 +603,7 @@ class MdSink:
     params: dict[str, np.ndarray]
     seed: int | None = None
     units: str = "reduced"
+    rdf: RdfSpec | None = None  # `[rdf]`: written by `finish` from the frames
 
     def create(self, f, rows: dict[str, np.ndarray]) -> None:
         write_root_attrs(f, format="simjax.run", model=self.model, config=self.config, seed=self.seed)
@@ -693,6 +696,8 @@ class MdSink:
                 f["observables"][name]["value"][k:end] = np.asarray(values)
 
     def finish(self, f, stats: dict[str, Any]) -> None:
+        if self.rdf is not None:
+            write_rdf(f, self.rdf, np.asarray(self.system.species))
         group = f.require_group("stats")
         for key, value in stats.items():
             group.attrs[key] = value
@@ -722,9 +727,10 @@ class MdRunResult(Result):
     seed: int | None = None
     stats: dict[str, int] = dataclasses.field(default_factory=dict)
     units: str = "reduced"
+    rdf: RdfSpec | None = None
 
     def sink(self) -> MdSink:
-        return MdSink(self.model, self.config, self.time, self.step, self.system, self.params, self.seed, self.units)
+        return MdSink(self.model, self.config, self.time, self.step, self.system, self.params, self.seed, self.units, self.rdf)
 
     def write(self, f) -> None:
         """The H5MD layout (docs/architecture.md, File layouts) in `f`."""
@@ -926,6 +932,7 @@ def _plan(model: ParticleModel, config: Config) -> RunPlan:
         params={k: np.asarray(v) for k, v in s.params.items()},
         seed=int((config.spec.system or {}).get("seed", 0)),
         units=s.model.units,
+        rdf=RdfSpec(**s.resolved["rdf"], n_species=s.model.n_species) if "rdf" in s.resolved else None,
     )
 
     limits = MdLimits.of(s)
@@ -958,6 +965,7 @@ def _plan(model: ParticleModel, config: Config) -> RunPlan:
             seed=sink.seed,
             stats=stats,
             units=sink.units,
+            rdf=sink.rdf,
         )
 
     return RunPlan(engine=engine, sink=sink, config=sink.config, check=check, result=result, description=s.model.name)
@@ -971,6 +979,8 @@ def sweep_setup(config: Config, s: Setup) -> Setup:
     `solvers.fixed_capacity` (a chunk whose runs overflow it is rerun with larger lists:
     `solvers.redo_overflowed`)."""
     section = sweep_section(config)
+    if config.raw.get("rdf") is not None:
+        raise config.error("rdf", "a sweep file keeps no g(r) of its runs; run one of them with sim run to get its [rdf]")
     for name in section.params:
         head, dot, _ = name.partition(".")
         if dot or name in _MD_SETTINGS:

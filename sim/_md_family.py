@@ -18,7 +18,7 @@ class MdFamily(Family):
     name = "md"
     model_base = ParticleModel
     describes = "MD models"
-    sections = {"system": dict[str, Value]}
+    sections = {"system": dict[str, Value], "rdf": dict[str, Value]}
     time_keys = {
         "steps": (int | None, pydantic.Field(default=None, ge=1)),
         "save_every": (int | None, pydantic.Field(default=None, ge=1)),

@@ -238,7 +238,7 @@ def md(src: Source):
     particles = src.lookup("particles/all/position/value").shape[1] if src.has("particles/all/position/value") and np.ndim(src.lookup("particles/all/position/value")) == 3 else None
     series = {}
     for name, node in observables.items():
-        if not isinstance(node, dict) or "value" not in node:
+        if not isinstance(node, dict) or "value" not in node or name == "rdf":
             continue
         value = src.values(node["value"], f"observables/{name}/value", min_ndim=1)
         if value.ndim != 1:
@@ -248,7 +248,7 @@ def md(src: Source):
         if name in _ENERGIES and particles:
             value = value / particles
         series[name] = (time, value)
-    rdf = _rdf(src)
+    rdf = _stored_rdf(src) or _rdf(src)
     panels = [p for p in ("energy", "temperature", "pressure") if (p == "energy" and any(n in series for n in _ENERGIES)) or p in series]
     others = [n for n in series if n not in _ENERGIES and n not in ("temperature", "pressure")]
     panels += others
@@ -280,13 +280,36 @@ def md(src: Source):
         ax.text(0.5, 0.5, "g(r) needs positions in a periodic box", ha="center", va="center", transform=ax.transAxes)
         ax.set_axis_off()
     else:
-        r, g, frames = rdf
-        ax.plot(r, g)
+        r, curves, title = rdf
+        for label, g in curves:
+            ax.plot(r, g, label=label)
+        if len(curves) > 1:
+            ax.legend(fontsize=7)
         ax.axhline(1.0, color="0.6", lw=0.8, ls="--")
         ax.set_xlabel(with_unit("r", units["length"]))
         ax.set_ylabel("g(r)")
-        ax.set_title(f"radial distribution, last {frames} saved frame{'s' if frames > 1 else ''}", fontsize=9)
+        ax.set_title(title, fontsize=9)
     return fig
+
+
+def _stored_rdf(src: Source):
+    """The run's time-averaged g(r) (`/observables/rdf`, `sim._md_rdf`), or None."""
+    if not (src.has("observables/rdf/r") and src.has("observables/rdf/value")):
+        return None
+    r = src.array("observables/rdf/r", ndim=1)
+    value = src.array("observables/rdf/value", min_ndim=2)
+    if value.shape[-1] != len(r):
+        raise DataError(src.path, "/observables/rdf/value", f"expected {len(r)} bins (one per entry of /observables/rdf/r), found {value.shape[-1]}")
+    rows = value[-1].reshape(-1, len(r))
+    # (pairs of species in the order (0, 0), (0, 1), ..., (1, 1), ...: S (S + 1) / 2 rows)
+    species = int(round((np.sqrt(8 * len(rows) + 1) - 1) / 2))
+    labels = ["g(r)"] if len(rows) == 1 else [f"species {a}-{b}" for a in range(species) for b in range(a, species)]
+    averaged = np.any(np.isfinite(value.reshape(len(value), -1)), axis=1)
+    since = ""
+    if src.has("observables/rdf/time") and np.any(averaged):
+        t = src.array("observables/rdf/time", ndim=1)
+        since = f" from t = {float(t[int(np.argmax(averaged))]):g}" if len(t) == len(value) else ""
+    return r, list(zip(labels, rows)), f"radial distribution, time average{since}"
 
 
 def _rdf(src: Source):
@@ -322,5 +345,5 @@ def _rdf(src: Source):
     density = n / float(np.prod(edges))
     shell = (np.pi * np.diff(bins**2)) if dim == 2 else (4.0 / 3.0 * np.pi * np.diff(bins**3)) if dim == 3 else 2 * np.diff(bins)
     g = counts / (len(frames) * len(refs) * density * shell)
-    return 0.5 * (bins[1:] + bins[:-1]), g, len(frames)
+    return 0.5 * (bins[1:] + bins[:-1]), [("g(r)", g)], f"radial distribution, last {len(frames)} saved frame{'s' if len(frames) > 1 else ''}"
 

@@ -30,6 +30,8 @@ _NAMES: dict[str, tuple[str, str]] = {
     "mean_squared_displacement": ("._observables", "mean_squared_displacement"),
     "pressure": ("._observables", "pressure"),
     "radial_distribution": ("._observables", "radial_distribution"),
+    "radial_distribution_frames": ("._observables", "radial_distribution_frames"),
+    "rdf_pairs": ("._observables", "rdf_pairs"),
     "temperature": ("._observables", "temperature"),
     "velocity_autocorrelation": ("._observables", "velocity_autocorrelation"),
     "BeadSpring": ("._potentials", "BeadSpring"),
@@ -85,6 +87,8 @@ if TYPE_CHECKING:
         mean_squared_displacement as mean_squared_displacement,
         pressure as pressure,
         radial_distribution as radial_distribution,
+        radial_distribution_frames as radial_distribution_frames,
+        rdf_pairs as rdf_pairs,
         temperature as temperature,
         velocity_autocorrelation as velocity_autocorrelation,
     )

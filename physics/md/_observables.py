@@ -66,8 +66,9 @@ def radial_distribution(
 
     Returns:
         Bin centres [bins] and g(r): [bins] for one species, else [pairs, bins] with the
-        pairs of `rdf_pairs` (-> 1 at large r in a fluid, up to 1 - 1/N_b for a pair of
-        one species: the normalisation is the ideal gas's N_a N_b / V).
+        pairs of `rdf_pairs` (-> 1 at large r in a fluid, and 1 at every r for an ideal
+        gas: the normalisation counts the N_a (N_b - 1) ordered pairs of one species, as
+        MDAnalysis's InterRDF does with its diagonal excluded).
     """
     if not space.periodic:
         raise ValueError("radial_distribution needs a periodic space (the density must be defined)")
@@ -97,7 +98,7 @@ def radial_distribution_frames(
     at r, taken at the bin centres within about six standard deviations (all of it in
     its own bin when `smoothing` is 0); weight that falls beyond the last bin is lost.
     Bin k of the pair (a, b) is then divided by what an ideal gas gives, N_a N_b / V
-    times the volume of the shell. Pairs are walked a block at a time (about 2^16 pair
+    (N_a (N_a - 1) / V for a = b) times the volume of the shell. Pairs are walked a block at a time (about 2^16 pair
     and bin entries), so memory stays small for any n.
 
     Arguments:
@@ -169,7 +170,7 @@ def radial_distribution_frames(
     a, b = (np.array([p[k] for p in pairs]) for k in (0, 1))
     ordered = np.where(a == b, 2.0, 1.0)  # unordered pairs of one species count twice as ordered pairs
     volume = jnp.prod(edges.astype(dtype), axis=1)
-    ideal = (number[a] * number[b])[None, :, None] / volume[:, None, None] * shell[None, None, :]
+    ideal = (number[a] * (number[b] - jnp.asarray(a == b, dtype)))[None, :, None] / volume[:, None, None] * shell[None, None, :]
     centres = 0.5 * (bounds[1:] + bounds[:-1])
     return centres, jnp.asarray(ordered, dtype)[None, :, None] * counts / ideal
 

@@ -163,11 +163,12 @@ def test_radial_distribution_of_a_perfect_lattice(dim):
     centres, g = jax.jit(lambda f: md.radial_distribution(f, space, bins=bins, r_max=r_max))(frames)
     edges = np.linspace(0.0, r_max, bins + 1)
     shell = math.pi * np.diff(edges**2) if dim == 2 else 4 / 3 * math.pi * np.diff(edges**3)
-    expected = lattice_shells(dim, edges) / (1.0 * shell)  # density 1
+    n = len(grid)
+    expected = lattice_shells(dim, edges) / ((n - 1) / n * shell)  # the others' density (n - 1) / V, V = n
     np.testing.assert_allclose(np.asarray(centres), 0.5 * (edges[1:] + edges[:-1]), rtol=1e-14)
     np.testing.assert_allclose(np.asarray(g), expected, rtol=1e-12, atol=1e-12)
-    # normalisation: sum of g rho dV over the bins counts the neighbours within r_max
-    assert float(np.sum(np.asarray(g) * shell)) == pytest.approx(lattice_shells(dim, np.array([0.0, r_max]))[0], rel=1e-12)
+    # normalisation: sum of g rho' dV over the bins counts the neighbours within r_max
+    assert float(np.sum((n - 1) / n * np.asarray(g) * shell)) == pytest.approx(lattice_shells(dim, np.array([0.0, r_max]))[0], rel=1e-12)
 
 
 def test_radial_distribution_defaults_and_refusals():

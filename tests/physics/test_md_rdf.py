@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import physics.md as md
-from physics.md._observables import radial_distribution_frames, rdf_pairs
+from physics.md import radial_distribution_frames, rdf_pairs
 
 
 def _shells(r_max: float, bins: int) -> np.ndarray:
@@ -20,9 +20,9 @@ def _shells(r_max: float, bins: int) -> np.ndarray:
 
 @pytest.mark.parametrize("smoothing", [0.0, 0.5])
 def test_an_ideal_gas_gives_one_within_its_statistical_error(smoothing):
-    # Uniform random positions: every bin's expected g is 1 - 1/N (the N_a N_b / V
-    # normalisation counts N (N - 1) ordered pairs against N^2); the frames are
-    # independent, so their spread gives each bin's standard error.
+    # Uniform random positions: every bin's expected g is 1 (the normalisation counts
+    # the N (N - 1) ordered pairs); the frames are independent, so their spread gives
+    # each bin's standard error.
     rng = np.random.default_rng(0)
     n, frames, box, bins = 200, 24, 8.0, 16
     x = jnp.asarray(rng.uniform(0.0, box, (frames, n, 3)))
@@ -30,25 +30,26 @@ def test_an_ideal_gas_gives_one_within_its_statistical_error(smoothing):
     _, g = jax.jit(lambda x: radial_distribution_frames(x, edges, r_max=4.0, bins=bins, smoothing=smoothing))(x)
     g = np.asarray(g)[:, 0, 4:]  # (the first bins hold few pairs)
     mean, error = g.mean(axis=0), g.std(axis=0, ddof=1) / math.sqrt(frames)
-    z = (mean - (1 - 1 / n)) / error
+    z = (mean - 1.0) / error
     assert np.all(np.abs(z) < 4), z
     assert abs(float(np.mean(z))) < 4 / math.sqrt(len(z))  # no common bias either
-    # an error of 1/N would show: the bins' mean is that close to 1 - 1/N
-    assert abs(float(np.average(mean, weights=1 / error**2)) - (1 - 1 / n)) < 0.5 / n
+    # an error of 1/N (the N^2 normalisation) would show: the bins' mean is closer to 1
+    assert abs(float(np.average(mean, weights=1 / error**2)) - 1.0) < 0.5 / n
 
 
 @pytest.mark.parametrize("smoothing", [0.0, 0.5, 1.5])
 def test_a_perfect_fcc_lattice_has_its_neighbour_shells(smoothing):
     # fcc with cube edge a: 12 neighbours at a / sqrt 2, 6 at a, 24 at a sqrt(3/2), 12 at
     # a sqrt 2 (the coordination shells of a face-centred cubic lattice). Integrating
-    # rho g(r) 4 pi r^2 dr over a window around each shell counts them.
+    # rho' g(r) 4 pi r^2 dr over a window around each shell counts them (rho' = (N - 1)
+    # / V, the density of the others).
     system = md.lattice("fcc", 4, 1.0)
     a = 4 ** (1 / 3)  # (4 particles per cube of volume a^3 at density 1)
     r_max, bins = 0.5 * 4 * a, 200
     space = system.space
     centres, g = md.radial_distribution(system.position, space, bins=bins, r_max=r_max, smoothing=smoothing)
     centres, g = np.asarray(centres), np.asarray(g)
-    counts = 1.0 * g * _shells(r_max, bins)  # rho = 1
+    counts = (system.n - 1) / system.n * g * _shells(r_max, bins)  # (rho = 1)
     radii = a * np.array([1 / math.sqrt(2), 1.0, math.sqrt(1.5), math.sqrt(2.0)])
     beyond = a * math.sqrt(2.5)  # the next shell (24 at a sqrt(5/2))
     cuts = np.concatenate([[0.5 * radii[0]], 0.5 * (radii[1:] + radii[:-1]), [0.5 * (radii[-1] + beyond)]])
@@ -71,15 +72,16 @@ def test_rock_salt_pairs_of_species():
     assert rdf_pairs(2) == ((0, 0), (0, 1), (1, 1))
     centres, g = np.asarray(centres), np.asarray(g)
     assert g.shape == (3, bins)
-    rho_b = 0.5  # each species: half the particles
+    n = system.n // 2  # of each species
+    rho_other, rho_same = n / system.n, (n - 1) / system.n  # (N / V = 1)
     shells = _shells(r_max, bins)
     first = centres < 0.5 * (0.5 * a + a / math.sqrt(2))
     second = (centres > 0.5 * (0.5 * a + a / math.sqrt(2))) & (centres < 0.5 * (a / math.sqrt(2) + a * math.sqrt(3) / 2))
-    assert float(np.sum(rho_b * g[1] * shells * first)) == pytest.approx(6.0, abs=1e-9)
-    assert float(np.sum(rho_b * g[1] * shells * second)) == pytest.approx(0.0, abs=1e-9)
+    assert float(np.sum(rho_other * g[1] * shells * first)) == pytest.approx(6.0, abs=1e-9)
+    assert float(np.sum(rho_other * g[1] * shells * second)) == pytest.approx(0.0, abs=1e-9)
     for same in (0, 2):
-        assert float(np.sum(rho_b * g[same] * shells * first)) == pytest.approx(0.0, abs=1e-9)
-        assert float(np.sum(rho_b * g[same] * shells * second)) == pytest.approx(12.0, abs=1e-9)
+        assert float(np.sum(rho_same * g[same] * shells * first)) == pytest.approx(0.0, abs=1e-9)
+        assert float(np.sum(rho_same * g[same] * shells * second)) == pytest.approx(12.0, abs=1e-9)
 
 
 def test_the_smooth_g_is_differentiable_in_the_positions():
