@@ -1155,7 +1155,7 @@ def fit(
     resume: bool = False,
     devices: int | None = None,
     scheduler: str | None = None,
-) -> FitResult:
+) -> FitResult | Result:
     """Fit a config's free quantities to its observations (what `sim fit` does).
 
     Arguments:
@@ -1177,7 +1177,9 @@ def fit(
 
     Returns:
         A `FitResult` with estimates, standard errors, the loss history and the fitted
-        prediction; `.save(path)` writes the fit layout.
+        prediction; `.save(path)` writes the fit layout. (A config with `[rdf]` and a
+        `[data]` without `time` is a fit to a target g(r): `inference._fit_rdf`, whose
+        `RdfFitResult` has the same `table`, `loss_history` and `warnings`.)
 
     Raises:
         ConfigError, DataError: bad config or data (naming the file and key).
@@ -1189,6 +1191,10 @@ def fit(
         >>> estimate = fit(sim.load_config("experiments/lynx_hare.toml"))
         >>> estimate.table()
     """
+    from ._fit_rdf import fit_rdf, is_rdf_fit
+
+    if is_rdf_fit(config):  # (a target g(r), fitted by reweighting: `inference._fit_rdf`)
+        return fit_rdf(config, data, progress=progress, output=output)
     problem, start, obs, section = build_problem(config, data)
     for p in problem.problems if isinstance(problem, Experiments) else (problem,):
         if p.observation is not None and any(o.sigma_formula is not None for o in p.observation.observed):

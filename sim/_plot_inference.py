@@ -8,6 +8,7 @@ import numpy as np
 
 from ._errors import DataError
 from ._plot import Source, _family, calendar_axis, log_axis, log_spaced, new_figure, pretty
+from ._plot_meta import with_unit
 from ._plot_run import _colors, snapshot_indices
 
 _MAX_PANELS = 6
@@ -229,6 +230,8 @@ def _sweep_lines(fig, ax, t, value, label, x, status, meta, swept, logarithmic) 
 
 
 def fit(src: Source):
+    if src.has("rdf/target"):
+        return _rdf_fit(src)
     if not src.has("data") and src.has("objective"):
         return _problem_fit(src)
     data_t = src.array("data/time", ndim=1)
@@ -274,6 +277,59 @@ def fit(src: Source):
         err = f" ± {float(np.ravel(src.values(stderr[name], f'stderr/{name}'))[0]):.2g}" if name in stderr else ""
         rows.append(f"{name:<{width}} {value:.5g}{err} {src.meta.parameter_unit(name).replace('*', '·')}")
     ax.text(0.0, 1.0, ("estimates ± standard error\n" if stderr else "estimates\n") + "\n".join(rows), va="top", ha="left", family="monospace", fontsize=8, transform=ax.transAxes).set_in_layout(False)
+    return fig
+
+
+def _rdf_fit(src: Source):
+    """A fit to a target g(r) (`inference._fit_rdf`): the target, the first run's and the
+    fitted g(r); the loss and the parameters run by run; the estimates."""
+    from matplotlib.ticker import MaxNLocator
+
+    r = src.array("rdf/r", ndim=1)
+    curves = {}
+    for name in ("target", "start", "fitted"):
+        value = src.array(f"rdf/{name}", min_ndim=1)
+        if value.shape[-1] != len(r):
+            raise DataError(src.path, f"/rdf/{name}", f"expected {len(r)} bins (one per entry of /rdf/r), found {value.shape[-1]}")
+        curves[name] = value.reshape(-1, len(r))
+    meta = src.meta
+    fig = new_figure(11, 6.0)
+    gs = fig.add_gridspec(2, 2, width_ratios=[1.6, 1])
+    ax = fig.add_subplot(gs[:, 0])
+    pairs = len(curves["target"])
+    colors = _colors(pairs)
+    for k in range(pairs):
+        suffix = f" (pair {k})" if pairs > 1 else ""
+        ax.plot(r, curves["target"][k], "o", ms=3, color=colors[k], label=f"target{suffix}")
+        ax.plot(r, curves["start"][k], ":", lw=1.0, color=colors[k], label=f"first run{suffix}")
+        ax.plot(r, curves["fitted"][k], "-", lw=1.4, color=colors[k], label=f"fitted{suffix}")
+    ax.axhline(1.0, color="0.6", lw=0.8, ls="--")
+    ax.set_xlabel(with_unit("r", (meta.md_units or {}).get("length", "")))
+    ax.set_ylabel("g(r)")
+    ax.legend(fontsize=7)
+    ax.set_title("radial distribution: target and time averages of the runs", fontsize=9)
+    ax = fig.add_subplot(gs[0, 1])
+    loss = src.array("loss_history", ndim=1)
+    runs = np.arange(1, len(loss) + 1)
+    ax.plot(runs, loss, marker="o", ms=3)
+    if np.isfinite(loss).any() and np.nanmin(loss) > 0 and np.nanmax(loss) > 10 * np.nanmin(loss):
+        log_axis(ax, "y")
+    ax.set_xlabel("run")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_ylabel("loss of the run's g(r)")
+    ax.set_title("loss, run by run (gradients by reweighting)", fontsize=9)
+    ax = fig.add_subplot(gs[1, 1])
+    estimate = src.group("estimate")
+    for name in list(estimate)[:_MAX_TRACES]:
+        if src.has(f"path/{name}"):
+            path = src.array(f"path/{name}", ndim=1)
+            value = float(np.ravel(src.values(estimate[name], f"estimate/{name}"))[0])
+            ax.plot(np.arange(1, len(path) + 1), path / value, marker="o", ms=3, label=f"{name} (fitted {value:.5g})")
+    ax.axhline(1.0, color="0.6", lw=0.8, ls="--")
+    ax.set_xlabel("run")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_ylabel("parameter / estimate")
+    ax.legend(fontsize=7)
     return fig
 
 

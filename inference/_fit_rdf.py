@@ -1,0 +1,416 @@
+"""Pair parameters fitted to a target radial distribution function by ensemble
+reweighting (the classic use of differentiable MD: a potential from a measured g(r)).
+
+The loss is half the sum over bins (and species pairs) of the squared difference
+between the time-averaged smooth g(r) of a thermostatted run and the target. Its
+gradient is not taken through the trajectory, whose tangents grow exponentially in a
+chaotic liquid, but through the average: the frames x_i of a run at parameters
+theta_k are an NVT sample, and at nearby theta the average is
+sum_i w_i(theta) g(x_i) with the Boltzmann weights
+w_i = softmax(-(U_theta(x_i) - U_theta_k(x_i)) / kT) (Zwanzig; the DiffTRe scheme of
+Thaler and Zavadlav, Nat. Commun. 12, 6884 (2021)). Its derivative at theta_k is
+-Cov(g, dU/dtheta) / kT, exact for the sample. Each iteration runs the model, takes
+Levenberg-Marquardt steps on the reweighted residuals while the weights keep an
+effective sample size of at least half the frames, and runs again from there, until a
+step changes no parameter by more than `fit.rtol` (relative).
+
+    [rdf]
+    r_max = 2.5
+    bins = 50
+    start = 2.0
+    [data]
+    file = "target.h5"                 # e.g. the file of a `sim run` with the same rdf
+    rdf = "/observables/rdf/value"      # (the default) g [bins] or [pairs, bins], or
+    r = "/observables/rdf/r"            #   the run element [T, ...] (its last row)
+    [fit]
+    free = ["epsilon", "sigma"]
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import time
+from pathlib import Path
+
+import equinox as eqx
+import h5py
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array
+
+import sim
+from sim import Config, DataError
+from sim._lock import exclusive
+from sim._md_rdf import RdfSpec
+from sim._progress import Progress
+from sim._run import resolved_toml
+from sim._store import DAMAGED_FILE_ERRORS, Result, check_output_path, error_reason, numeric_dataset, write_group, write_root_attrs
+
+from ._fit import _TRANSFORMS, Free, fit_section
+
+DATA_KEYS = ("file", "rdf", "r")
+FIT_KEYS = ("free", "max_steps", "rtol")
+DEFAULT_DATASET = "/observables/rdf/value"
+DEFAULT_STEPS = 20
+DEFAULT_RTOL = 1e-3
+MAX_LOG_STEP = 0.1  # the largest change of a parameter's logarithm in one step (about 10%)
+
+
+def is_rdf_fit(config: Config) -> bool:
+    """Whether a config fits g(r): an `[rdf]` section and a `[data]` without `time`."""
+    data = config.raw.get("data")
+    return isinstance(data, dict) and "time" not in data and isinstance(config.raw.get("rdf"), dict)
+
+
+class Ensemble(eqx.Module):
+    """The frames of one run at reference parameters and what reweighting needs of them.
+
+    Attributes:
+        model: the particle model; system: the starting system (box, species, masses).
+        params: every parameter at the reference point.
+        positions: the frames averaged [F, n, dim]; g: their g(r) [F, pairs, bins].
+        energy: the potential energy of each frame at the reference parameters [F].
+        kt: Boltzmann's constant times the thermostat's temperature.
+        free: the free quantities (their transforms).
+    """
+
+    model: object
+    system: object
+    params: dict[str, Array]
+    positions: Array
+    g: Array
+    energy: Array
+    kt: Array
+    free: tuple[Free, ...] = eqx.field(static=True)
+
+    def parameters(self, u: Array) -> dict[str, Array]:
+        """The model's parameters at unconstrained free values `u` [p]."""
+        return {**self.params, **{f.key: f.to_natural(u[k]) for k, f in enumerate(self.free)}}
+
+    def energies(self, params: dict[str, Array]) -> Array:
+        """The potential energy of every frame [F] (all pairs within the cutoff)."""
+        return jax.lax.map(lambda x: self.model.energy(self.system.at(x), params), self.positions)
+
+    def weights(self, u: Array) -> Array:
+        """Boltzmann weights of the frames at `u` [F] (uniform at the reference point)."""
+        return jax.nn.softmax(-(self.energies(self.parameters(u)) - self.energy) / self.kt)
+
+    def average(self, u: Array) -> Array:
+        """The reweighted time average of g at `u` [pairs, bins]."""
+        return jnp.einsum("f,fpb->pb", self.weights(u), self.g)
+
+
+@eqx.filter_jit
+def _residuals(ensemble: Ensemble, u: Array, target: Array) -> tuple[Array, Array]:
+    """(residuals [pairs x bins], effective sample size) of the reweighted g at `u`."""
+    w = ensemble.weights(u)
+    return (jnp.einsum("f,fpb->pb", w, ensemble.g) - target).ravel(), 1.0 / jnp.sum(w * w)
+
+
+@eqx.filter_jit
+def _jacobian(ensemble: Ensemble, u: Array, target: Array) -> Array:
+    return jax.jacfwd(lambda v: (ensemble.average(v) - target).ravel())(u)
+
+
+def reweighted_loss(ensemble: Ensemble, u: Array, target: Array) -> Array:
+    """Half the sum of squared differences of the reweighted g at `u` from `target`
+    (differentiable: `jax.grad` of it is the gradient the fit steps on)."""
+    return 0.5 * jnp.sum((ensemble.average(u) - target) ** 2)
+
+
+@dataclasses.dataclass
+class RdfFitResult(Result):
+    """A finished g(r) fit.
+
+    Attributes:
+        names: the free quantities; estimate: their fitted values; stderr: NaN (the
+            bins of a g(r) are correlated, and so are the frames: no covariance is
+            claimed).
+        loss_history: the loss of each run's own average (the reweighted loss is not
+            kept), at the parameters of `path`.
+        path: name -> the parameters each run used [iterations].
+        ess: the effective sample size of the last step taken from each run, in frames.
+        r, target: the bin centres and the target g [pairs, bins]; start, fitted: the
+            average g of the first and the last run.
+        converged, message: how it ended; frames: frames averaged per run.
+    """
+
+    model: str
+    config: str
+    names: list[str]
+    estimate: dict[str, float]
+    stderr: dict[str, float]
+    loss_history: np.ndarray
+    path: dict[str, np.ndarray]
+    ess: np.ndarray
+    r: np.ndarray
+    target: np.ndarray
+    start: np.ndarray
+    fitted: np.ndarray
+    converged: bool
+    message: str
+    frames: int
+    warnings: list[str] = dataclasses.field(default_factory=list)
+
+    def write(self, f: h5py.File) -> None:
+        """The fit layout with the g(r) of the target, the start and the fit."""
+        write_root_attrs(f, format="simjax.fit", model=self.model, config=self.config)
+        write_group(f, "estimate", self.estimate)
+        write_group(f, "stderr", self.stderr)
+        f.create_dataset("loss_history", data=self.loss_history)
+        f["objective"] = float(self.loss_history[-1])
+        write_group(f, "path", self.path)
+        f.create_dataset("path/ess", data=self.ess)
+        write_group(f, "rdf", {"r": self.r, "target": self.target, "start": self.start, "fitted": self.fitted})
+        f.attrs["method"] = "reweighting"
+        f.attrs["frames"] = self.frames
+        f.attrs["converged"] = self.converged
+        f.attrs["message"] = self.message
+
+    def table(self) -> list[tuple[str, float, float]]:
+        """(name, estimate, standard error) rows."""
+        return [(n, self.estimate[n], self.stderr[n]) for n in self.names]
+
+
+def _read_target(config: Config, data: str | Path | None, spec: RdfSpec) -> tuple[Path, np.ndarray]:
+    """The target g [pairs, bins] named by `[data]`, its r grid checked against `spec`."""
+    section = config.raw["data"]
+    for key in section:
+        if key not in DATA_KEYS:
+            raise config.error(f"data.{key}", f"is not a key of a g(r) fit's [data] (keys: {', '.join(DATA_KEYS)}; a fit to time series names data.time)")
+    for key in DATA_KEYS:
+        if key in section and not isinstance(section[key], str):
+            raise config.error(f"data.{key}", f"expected a text (a file or dataset path), got {section[key]!r}")
+    if data is None and "file" not in section:
+        raise config.error("data.file", "required key is missing (the HDF5 file of the target g(r))")
+    path = Path(data) if data is not None else config.resolve_path(section["file"])
+    named = "--data" if data is not None else "data.file"
+    name = section.get("rdf", DEFAULT_DATASET)
+    if "r" in section:
+        r_name = section["r"]
+    elif name.endswith("/value"):
+        r_name = name[: -len("value")] + "r"
+    else:
+        raise config.error("data.r", f"required key is missing (the dataset of the bin centres of {name})")
+    if not path.is_file():
+        raise DataError(path, "", f"no such file (named by {named}); expected the HDF5 file of the target g(r)")
+    try:
+        with h5py.File(path, "r") as f:
+            g = numeric_dataset(f, path, name, "data.rdf")
+            r = numeric_dataset(f, path, r_name, "data.r")
+    except DataError:
+        raise
+    except DAMAGED_FILE_ERRORS as e:
+        raise DataError(path, "", f"cannot be read ({error_reason(e)}); expected an HDF5 file (named by {named})") from None
+    centres = spec.centres()
+    if r.shape != centres.shape or not np.allclose(r, centres, rtol=1e-9, atol=1e-12 * spec.r_max):
+        raise DataError(
+            path, r_name,
+            f"the target's r grid ({r.size} values, {np.min(r) if r.size else float('nan'):.6g} .. {np.max(r) if r.size else float('nan'):.6g}) "
+            f"differs from the bin centres of [rdf] ({spec.bins} bins up to r_max = {spec.r_max:g}); give the same r_max and bins",
+        )
+    pairs = len(spec.pairs)
+    shape = (pairs, spec.bins) if pairs > 1 else (spec.bins,)
+    if g.shape[1:] == shape and g.ndim == len(shape) + 1:  # a run's element: its last row is the whole average
+        g = g[-1]
+    if g.shape != shape:
+        raise DataError(path, name, f"expected g(r) of shape {shape} (or one row per frame of it, {('T', *shape)}), got {g.shape}")
+    if not np.all(np.isfinite(g)):
+        raise DataError(path, name, "the target g(r) has NaN or infinite values")
+    return path, g.reshape(pairs, spec.bins)
+
+
+def _free(config: Config, section, model, params) -> tuple[tuple[Free, ...], np.ndarray]:
+    free, start = [], []
+    for name in section.free:
+        if name in [f.name for f in free]:
+            raise config.error("fit.free", f"{name!r} is listed twice")
+        if name not in params or name not in model.parameter_names:
+            names = [n for n in params if n in model.parameter_names]
+            raise config.error("fit.free", f"{name!r}: a g(r) fit varies the model's parameters ({', '.join(names)})")
+        value = np.asarray(params[name])
+        if value.ndim:
+            raise config.error("fit.free", f"{name!r} has one value per species; a g(r) fit varies single numbers")
+        parameter = model.parameter(name)
+        transform, low, high = _TRANSFORMS[parameter.constraint], 0.0, 1.0
+        if parameter.bounds is not None:
+            (low, high), transform = parameter.bounds, "logistic"
+        f = Free(name=name, kind="params", key=name, transform=transform, low=float(low), high=float(high))
+        free.append(f)
+        start.append(float(f.to_unconstrained(jnp.asarray(float(value)))))
+    return tuple(free), np.asarray(start)
+
+
+@dataclasses.dataclass(frozen=True)
+class RdfProblem:
+    """A g(r) fit, checked: the set-up of the config's runs, its `[rdf]`, the target,
+    the free quantities and their start (unconstrained), kT, and the frames averaged.
+    `run(u)` runs the model at `u` and gives the `Ensemble` of its frames."""
+
+    setup: sim.Setup
+    spec: RdfSpec
+    path: Path
+    target: np.ndarray
+    free: tuple[Free, ...]
+    start: np.ndarray
+    kt: float
+    first: int
+    steps: int
+    rtol: float
+
+    def run(self, u: np.ndarray) -> Ensemble:
+        s = self.setup
+        params = {**s.params, **{f.key: f.to_natural(jnp.asarray(u[k])) for k, f in enumerate(self.free)}}
+        traj = sim.simulate(s.model, params, s.t, initial=s.initial, solver=s.solver, key=s.key)
+        positions = np.asarray(traj.observables["position"])[self.first :]
+        box = np.broadcast_to(np.asarray(s.initial.space.box), (len(positions), s.initial.dim))
+        g = self.spec.frames(positions, box, np.asarray(s.initial.species))
+        ensemble = Ensemble(s.model, s.initial, params, jnp.asarray(positions), jnp.asarray(g), jnp.zeros(len(positions)), jnp.asarray(self.kt), self.free)
+        return dataclasses.replace(ensemble, energy=_energies(ensemble, params))
+
+
+def rdf_problem(config: Config, data: str | Path | None = None) -> RdfProblem:
+    """The g(r) fit a config describes (`fit_rdf`), every input checked before any run.
+
+    Raises:
+        ConfigError, DataError: naming the file and the key.
+    """
+    section = fit_section(config)
+    for key in config.raw.get("fit", {}):
+        if key not in FIT_KEYS:
+            raise config.error(f"fit.{key}", f"does not apply to a g(r) fit (its keys: {', '.join(FIT_KEYS)})")
+    s = sim.setup(config)
+    solver = s.resolved["solver"]
+    if solver["method"] not in ("langevin", "nose_hoover") or "barostat" in solver:
+        key = "solver.barostat" if "barostat" in solver else "solver.method"
+        raise config.error(key, "a g(r) fit reweights frames of the canonical ensemble: use method = \"langevin\" or \"nose_hoover\" without a barostat")
+    spec = RdfSpec(**s.resolved["rdf"], n_species=s.model.n_species)
+    path, target = _read_target(config, data, spec)
+    free, u = _free(config, section, s.model, s.params)
+    times = np.asarray(s.t)
+    return RdfProblem(
+        setup=s,
+        spec=spec,
+        path=path,
+        target=target,
+        free=free,
+        start=u,
+        kt=float(solver["temperature"]) * s.model.unit_system.boltzmann,
+        first=int(np.searchsorted(times, spec.start - 1e-9 * max(1.0, abs(spec.start)))),
+        steps=section.max_steps or DEFAULT_STEPS,
+        rtol=section.rtol if "rtol" in config.raw["fit"] else DEFAULT_RTOL,
+    )
+
+
+def fit_rdf(config: Config, data: str | Path | None = None, *, progress: bool = False, output: str | Path | None = None) -> RdfFitResult:
+    """Fit a config's free pair parameters to the target g(r) of its `[data]` (what
+    `sim fit` does for such a config; see the module docstring).
+
+    Raises:
+        ConfigError, DataError: a bad config or target (naming the file and key), before
+            any run.
+    """
+    problem = rdf_problem(config, data)
+    if output is not None:
+        output = check_output_path(output)
+    s, spec, free, steps, rtol = problem.setup, problem.spec, problem.free, problem.steps, problem.rtol
+    u = problem.start
+    target_j = jnp.asarray(problem.target)
+    frames = len(s.t) - problem.first
+    if progress:
+        print(
+            f"g(r) fit of {', '.join(f.name for f in free)}: each run's {frames} frames reweighted "
+            "(Boltzmann weights at trial parameters) for the gradient, not differentiated through the trajectory",
+            file=sys.stderr,
+        )
+    run = problem.run
+
+    history, trail, ess_trail = [], [], []
+    start_g = None
+    best = None  # (u, loss, ensemble, g) of the run with the lowest loss so far
+    damping = 1e-3
+    converged, message = False, f"stopped after fit.max_steps = {steps} runs"
+    began = time.perf_counter()
+    with Progress(enabled=progress, description="fit g(r)") as bar:
+        bar.start(total=steps)
+        for k in range(steps):
+            ensemble = run(u)
+            r, _ = _residuals(ensemble, jnp.asarray(u), target_j)
+            loss = 0.5 * float(jnp.sum(r * r))
+            g_now = np.asarray(jnp.mean(ensemble.g, axis=0))
+            start_g = g_now if start_g is None else start_g
+            history.append(loss)
+            trail.append([float(f.to_natural(jnp.asarray(u[i]))) for i, f in enumerate(free)])
+            if best is None or loss <= best[1]:
+                best = (u, loss, ensemble, g_now)
+                damping = max(damping / 3, 1e-6)
+            else:  # worse than the best run: a shorter step from there
+                damping *= 4
+            step, ess, damping = _step(best[2], best[0], target_j, damping)
+            ess_trail.append(ess)
+            change = float(np.max(np.abs(step)))
+            bar.advance()
+            bar.describe(f"fit g(r): run {k + 1}, loss {loss:.6g}, step {change:.3g}")
+            if change <= rtol:
+                converged, message = True, f"converged: the step from the best run changes no parameter by more than {rtol:g} (relative)"
+                break
+            u = best[0] + step
+    u, fitted_g = best[0], best[3]
+    names = [f.name for f in free]
+    estimate = {f.name: float(f.to_natural(jnp.asarray(u[i]))) for i, f in enumerate(free)}
+    text = resolved_toml(config, params={**{k: _plain(v) for k, v in s.params.items()}, **estimate}, fit={"free": names, "max_steps": steps, "rtol": rtol}, data={"file": str(problem.path)})
+    result = RdfFitResult(
+        model=s.model.name,
+        config=text,
+        names=names,
+        estimate=estimate,
+        stderr={n: float("nan") for n in names},
+        loss_history=np.asarray(history),
+        path={n: np.asarray([row[i] for row in trail]) for i, n in enumerate(names)},
+        ess=np.asarray(ess_trail),
+        r=spec.centres(),
+        target=problem.target if len(spec.pairs) > 1 else problem.target[0],
+        start=start_g if len(spec.pairs) > 1 else start_g[0],
+        fitted=fitted_g if len(spec.pairs) > 1 else fitted_g[0],
+        converged=converged,
+        message=message,
+        frames=frames,
+        warnings=[] if converged else [f"warning: the g(r) fit {message}; raise fit.max_steps, or run longer for a less noisy average"],
+    )
+    if progress:
+        print(f"g(r) fit: {len(history)} runs in {time.perf_counter() - began:.1f} s", file=sys.stderr)
+    if output is not None:
+        with exclusive(output):
+            result.save(output)
+    return result
+
+
+def _plain(value):
+    array = np.asarray(value)
+    return array.item() if array.ndim == 0 else array.tolist()
+
+
+@eqx.filter_jit
+def _energies(ensemble: Ensemble, params: dict[str, Array]) -> Array:
+    return ensemble.energies(params)
+
+
+def _step(ensemble: Ensemble, u: np.ndarray, target: Array, damping: float) -> tuple[np.ndarray, float, float]:
+    """The Levenberg-Marquardt step from the run `ensemble` at `u`, with the Jacobian of
+    the reweighted g there (the derivative of the ensemble average) and the damping
+    raised until no parameter's logarithm changes by more than `MAX_LOG_STEP`.
+    Returns the step, the effective sample size of the frames reweighted to its end
+    and the damping used."""
+    r, _ = _residuals(ensemble, jnp.asarray(u), target)
+    j = np.asarray(_jacobian(ensemble, jnp.asarray(u), target))
+    jtj, jtr = j.T @ j, j.T @ np.asarray(r)
+    scale = np.diag(np.diag(jtj) + 1e-12 * max(float(np.max(np.diag(jtj))), 1e-300))
+    while True:
+        step = -np.linalg.solve(jtj + damping * scale, jtr)
+        if float(np.max(np.abs(step))) <= MAX_LOG_STEP or damping > 1e12:
+            break
+        damping *= 2
+    _, ess = _residuals(ensemble, jnp.asarray(u + step), target)
+    return step, float(ess), damping
