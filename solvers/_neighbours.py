@@ -483,22 +483,26 @@ def _compact(
     count = running[:, -1]
     slot = jnp.arange(capacity, dtype=jnp.int32)[None, :]
 
-    def scan_word(v, found):
-        w, word, base = found
-        here = jax.lax.dynamic_index_in_dim(before, v, axis=1) <= slot
-        return (
-            jnp.where(here, v, w),
-            jnp.where(here, jax.lax.dynamic_index_in_dim(words, v, axis=1), word),
-            jnp.where(here, jax.lax.dynamic_index_in_dim(before, v, axis=1), base),
-        )
+    # each word's first slot and its own number in one integer (two selects a step, not three)
+    shift = max(n_words - 1, 1).bit_length()
+    key = jnp.left_shift(before, shift) | jnp.arange(n_words, dtype=jnp.int32)
+    last = jnp.left_shift(slot, shift) | ((1 << shift) - 1)  # the largest key a word starting at `slot` has
 
-    found = (jnp.zeros((rows, capacity), jnp.int32), jnp.zeros((rows, capacity), jnp.uint32), jnp.zeros((rows, capacity), jnp.int32))
+    def scan_word(v, found):
+        key_here, word = found
+        k = jax.lax.dynamic_index_in_dim(key, v, axis=1)
+        here = k <= last
+        return jnp.where(here, k, key_here), jnp.where(here, jax.lax.dynamic_index_in_dim(words, v, axis=1), word)
+
+    found = (jnp.zeros((rows, capacity), jnp.int32), jnp.zeros((rows, capacity), jnp.uint32))
     if n_words <= 64:  # unrolled: one fused loop over the slots
         for v in range(n_words):
             found = scan_word(v, found)
     else:
         found = jax.lax.fori_loop(0, n_words, scan_word, found)
-    w, word, base = found
+    key_here, word = found
+    w = key_here & ((1 << shift) - 1)
+    base = jnp.right_shift(key_here, shift)
     rank = slot - base
     # b = the largest bit position with at most `rank` kept bits below it: the slot's bit
     b = jnp.zeros((rows, capacity), jnp.uint32)
