@@ -83,6 +83,7 @@ def test_a_short_fit_moves_toward_the_target_and_writes_its_file(short, capsys):
     assert (estimate["epsilon"], estimate["sigma"]) == (pytest.approx(epsilon[best]), pytest.approx(sigma[best]))
     code, err = cli(["plot", str(out), "-o", str(folder / "fit.png")], capsys)
     assert code == 0, err
+    assert len(sim.plot(sim.read(out)).axes) == 3  # g(r), the loss, the parameters
 
 
 @pytest.mark.slow  # (6 minutes at load 7 on 2 cores: some 14 runs of 8,000 steps)

@@ -52,6 +52,7 @@ ELSEWHERE = {
     "lotka_volterra_sweep.toml": [("sweep", "README")],
     "lynx_hare.toml": [("fit", "README")],
     "lj_calibration.toml": [("fit", "tests/inference/test_fit_md.py")],
+    "lj_rdf_fit.toml": [("fit", "tests/inference/test_fit_rdf.py")],
     "sir_boarding_school.toml": [("sweep", "README")],
     "predation.toml": [("run", "tests/sim/test_model_sources.py")],
 }
@@ -65,6 +66,7 @@ SLOW = {
     "lynx_hare.toml": [("fit", []), ("infer", TINY_CHAINS)],
     "heat_diffusivity_fit.toml": [("infer", TINY_CHAINS)],
     "lj_calibration.toml": [("fit", [])],
+    "lj_rdf_fit.toml": [("fit", ["--set", "system.cells=3", "--set", "time.steps=600", "--set", "rdf.start=1.0", "--set", "fit.max_steps=2"])],
     "sir_boarding_school.toml": [("sweep", []), ("fit", [])],
     "predation.toml": [("run", [])],
 }
