@@ -103,6 +103,10 @@ class ParticleModel(Model):
     space), in the model's `units`: "reduced" (Boltzmann's constant 1, temperature an
     energy) or "real" (nm, ps, kJ/mol, amu, e; temperature in K, pressure in bar, and
     the mass density in g/cm^3 as the observable mass_density).
+
+    Arguments:
+        units: the unit system, "reduced" or "real" (a keyword of every particle model;
+            a config sets it with [system] units).
     """
 
     cutoff: eqx.AbstractVar[float]
