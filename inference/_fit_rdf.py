@@ -42,6 +42,7 @@ from jaxtyping import Array
 
 import sim
 from sim import Config, DataError
+from sim._interrupt import immediate
 from sim._lock import exclusive
 from sim._md_rdf import RdfSpec
 from sim._progress import Progress
@@ -333,7 +334,8 @@ def fit_rdf(config: Config, data: str | Path | None = None, *, progress: bool = 
     damping = 1e-3
     converged, message = False, f"stopped after fit.max_steps = {steps} runs"
     began = time.perf_counter()
-    with Progress(enabled=progress, description="fit g(r)") as bar:
+    # (no checkpoint: a signal ends the fit at once, with nothing written)
+    with immediate("fitting g(r)"), Progress(enabled=progress, description="fit g(r)") as bar:
         bar.start(total=steps)
         for k in range(steps):
             ensemble = run(u)

@@ -123,3 +123,28 @@ def test_bad_g_r_fits_are_one_line_and_exit_2_with_nothing_written(short, tmp_pa
     assert code == 2, err
     assert err.count("\n") == 1 and err.startswith("error:") and key in err and expected in err, err
     assert sorted(tmp_path.iterdir()) == before
+
+
+def test_a_signal_ends_a_g_r_fit_at_once_with_nothing_written(short, tmp_path):
+    # The fit keeps no checkpoint: SIGTERM while its runs go ends it in one line, exit
+    # 143, with no output file.
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    _, target, _ = short
+    sets = [x for s in [*SHORT, f'data.file="{target}"', "fit.max_steps=50"] for x in ("--set", s)]
+    sim_command = Path(sys.executable).parent / "sim"
+    proc = subprocess.Popen([str(sim_command), "fit", str(EXPERIMENT), "-o", "fit.h5", *sets], cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    for line in proc.stderr:  # the fit's first line: its runs begin
+        if "reweighted" in line:
+            break
+    time.sleep(1.0)
+    assert proc.poll() is None
+    proc.send_signal(signal.SIGTERM)
+    rest = proc.stderr.read()
+    proc.wait(timeout=120)
+    assert proc.returncode == 128 + signal.SIGTERM, rest
+    assert "interrupted (SIGTERM)" in rest and "nothing was written" in rest, rest
+    assert list(tmp_path.iterdir()) == []
