@@ -160,7 +160,8 @@ class NeighbourList(eqx.Module):
                 (particles per cell: `CELL_FACTOR` times the most counted).
             capacity: force this many neighbours per particle instead of counting.
             box_margin: size the cell grid for a box this fraction smaller per edge (a
-                box that a barostat may shrink; `BOX_MARGIN`).
+                box that a barostat may shrink; `BOX_MARGIN`), and the neighbour
+                capacity for the density of that box (`factor / (1 - box_margin)^dim`).
 
         Raises:
             ValueError: a periodic box shorter than 2 (cutoff + skin) in some direction
@@ -209,7 +210,9 @@ class NeighbourList(eqx.Module):
             cell_capacity = _padded(_occupancy(probe, pos_j, box_j), CELL_FACTOR, n)
             probe = dataclasses.replace(probe, cell_capacity=cell_capacity)
             if capacity is None:
-                capacity = _padded(_max_count(probe, pos_j, box_j), factor, n - 1)
+                # a box that may shrink by box_margin per edge packs the particles denser
+                dense = factor / (1.0 - box_margin) ** dim
+                capacity = _padded(_max_count(probe, pos_j, box_j), dense, n - 1)
         return dataclasses.replace(probe, capacity=max(capacity, 1))
 
     def grown(self, nbrs: Neighbours, n: int) -> NeighbourList:
