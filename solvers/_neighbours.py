@@ -423,6 +423,7 @@ class NeighbourList(eqx.Module):
         column = jnp.arange(r2.shape[1], dtype=jnp.int32)
         return (r2 < self.radius * self.radius) & (column != own[i][:, None])
 
+
 def _stencil(cells: tuple[int, ...], periodic: bool) -> tuple[np.ndarray, np.ndarray]:
     """For every cell, the flat ids of the 3^dim cells around it (itself included, in
     the middle), and for a periodic grid the periodic image each of them is taken in.
@@ -468,11 +469,11 @@ def _compact(
     The mask is padded to a multiple of 32 columns and packed into 32-bit words (one
     pass over [n, m]): bit b of word w is column b * (m / 32) + w, so that the packing
     ORs 32 whole slices of words, which vectorises and fuses with the candidate test
-    (packing 32 neighbouring columns into a word was 10x slower). Slot s of a row is then in the last word whose kept
-    candidates before it number at most s: one pass over the words, each a select on
-    [n, capacity] arrays, all fused into one loop (a binary search over the words with
-    gathers took 4x longer), and its bit is found by a binary search within the word
-    using `population_count`. Everything after the packing works on [n, m / 32] and
+    (packing 32 neighbouring columns into a word was 10x slower). Slot s of a row is
+    then in the last word whose kept candidates before it number at most s: one pass
+    over the words, each a select on [n, capacity] arrays, all fused into one loop (a
+    binary search over the words with gathers took 4x longer), and its bit is found by
+    a binary search within the word using `population_count`. Everything after the packing works on [n, m / 32] and
     [n, capacity] arrays, so no prefix sum, sort or scatter runs over all candidates.
     The slots follow the words, not the columns: the order of a row is fixed by the
     candidates, whatever the capacity.
