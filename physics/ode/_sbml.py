@@ -33,15 +33,20 @@ from typing import Any, ClassVar
 
 import equinox as eqx
 import jax.numpy as jnp
+import numpy as np
 import jax.scipy.special as jsp
 from jaxtyping import Array, PyTree
 
 from .._base import Parameter
 from .._types import Scalar, State
+from ._sbml_vector import Group, VectorRates, law_shape, slot_names
 from .base import OdeModel
 
 TIME = "@time"  # the key of time among the values (no SBML id can take it)
 AVOGADRO = 6.02214179e23  # SBML Level 3 Version 1's value of the avogadro csymbol
+# Models with this many reactions or more have their kinetic laws evaluated as arrays,
+# grouped by form (`_sbml_vector`); `sbml_model(path, vectorise=...)` decides otherwise.
+VECTORISE_FROM = 50
 
 Compiled = Callable[[dict[str, Any]], Any]
 
@@ -347,10 +352,7 @@ class SbmlOdeModel(OdeModel):
         return self.program.initial_state(self.default_params() if params is None else params, dict(initial or {}))
 
     def vector_field(self, t: Scalar, y: State, params: PyTree) -> State:
-        values = self.program.values(t, y, params)
-        if not self.program.rates:  # (everything is set by assignment rules)
-            return jnp.zeros((0,), y.dtype)
-        return jnp.stack([jnp.broadcast_to(jnp.asarray(_num(r(values)), y.dtype), ()) for r in self.program.rates])
+        return self.program.vector_field(t, y, params)
 
     def observables(self, t: Scalar, y: State, params: PyTree) -> dict[str, Array]:
         values = self.program.values(t, y, params)
@@ -376,9 +378,13 @@ class _Program:
     """What an imported model computes from (t, y, params): the values of every id in
     dependency order, the state's rates and the observables."""
 
-    def __init__(self, state: list[str], derived: list[tuple[str, Compiled]], fixed: dict[str, float], rates: list[Compiled], observed: list[tuple[str, Compiled]]):
+    def __init__(self, state: list[str], derived: list[tuple[str, Compiled]], fixed: dict[str, float], rates: list[Compiled], observed: list[tuple[str, Compiled]],
+                 vector: VectorRates | None = None):
         self.state = state  # keys of the state components (a species changed by reactions: its amount, as "@amount:ID")
         self.derived = derived  # (id, function of the values so far), in dependency order
+        # (with `vector`: the reactions it groups and the values of the species in the
+        # state are computed as arrays, and `derived` leaves them out)
+        self.vector = vector
         self.fixed = fixed
         self.rates = rates
         self.observed = observed
@@ -431,17 +437,137 @@ class _Program:
         return jnp.stack(out) if out else jnp.zeros((0,), dtype=float)
 
     def values(self, t, y, params) -> dict[str, Any]:
-        values: dict[str, Any] = dict(self.fixed)
+        """The value of every id at (t, y) (a dict; with `vector`, a `_Values` whose
+        species and grouped rates are taken from their arrays when read)."""
+        return self.evaluate(t, y, params)[0]
+
+    def evaluate(self, t, y, params) -> tuple[dict[str, Any], Any]:
+        """The values by id and, with `vector`, the vector of every reaction's rate."""
+        values: dict[str, Any] = dict(self.fixed) if self.vector is None else _Values(self.fixed)
         if self.from_params:
             computed = self.start_values(params, self.from_params)
             values.update({sid: computed[sid] for sid in self.from_params if sid not in params})
         values.update(params)
         values[TIME] = t
-        for i, name in enumerate(self.state):
-            values[name] = y[i]
+        vector = self.vector
+        if vector is None:
+            for i, name in enumerate(self.state):
+                values[name] = y[i]
+        else:
+            rows = set(vector.species_rows.tolist())
+            for i, name in enumerate(self.state):
+                if i in rows:
+                    values.lazy[name] = (y, i)
+                else:
+                    values[name] = y[i]
+            # (no compartment of these species is computed by a formula: `_vector_rates`)
+            species = vector.species_values(y, values)
+            values.lazy.update({sid: (species, j) for j, sid in enumerate(vector.species_ids)})
         for name, fn in self.derived:
             values[name] = fn(values)
-        return values
+        if vector is None:
+            return values, None
+        rates = vector.rates(species, values, TIME, t)
+        values.lazy.update({rid: (rates, j) for j, rid in enumerate(vector.grouped)})
+        return values, rates
+
+    def vector_field(self, t, y, params):
+        """d(state)/dt [n]."""
+        values, rates = self.evaluate(t, y, params)
+        if not self.rates:  # (everything is set by assignment rules)
+            return jnp.zeros((0,), y.dtype)
+        scalar = lambda r: jnp.broadcast_to(jnp.asarray(_num(r(values)), y.dtype), ())  # noqa: E731
+        if rates is None:
+            return jnp.stack([scalar(r) for r in self.rates])
+        out = self.vector.species_rates(rates, values, len(self.state)).astype(y.dtype)
+        rows = set(self.vector.species_rows.tolist())
+        others = [i for i in range(len(self.state)) if i not in rows]
+        if others:
+            out = out.at[np.asarray(others)].set(jnp.stack([scalar(self.rates[i]) for i in others]))
+        return out
+
+
+class _Values(dict):
+    """Values by id, some of them entries of arrays (`lazy`: id -> (array, index)) taken
+    out only when something reads them: a large model's right-hand side reads few of
+    its species and reactions one by one."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.lazy: dict[str, tuple[Any, int]] = {}
+
+    def __missing__(self, key: str):
+        array, index = self.lazy[key]
+        self[key] = value = array[index]
+        return value
+
+
+def _vector_rates(libsbml, compiler, reactions: list, state: list[str], species: dict, amount_valued, derived_fns: dict[str, Compiled],
+                  derived_deps: dict[str, set[str]], stoichiometry, conversion: dict[str, str], changing: set[str]) -> VectorRates | None:
+    """The model's reactions grouped by the form of their kinetic laws, and its species'
+    rates as a sum over the stoichiometry (see `_sbml_vector`), or None when no two
+    kinetic laws share a form. A reaction whose rate another formula of the right-hand
+    side reads stays on its own (its rate must exist before that formula runs).
+    `changing`: the species whose amount reactions change (the others' terms are none)."""
+    row_of = {key: i for i, key in enumerate(state)}
+    species_rows = [(row_of[f"@amount:{sid}"], sid) for sid in species if f"@amount:{sid}" in row_of]
+    compartments = sorted({species[sid].getCompartment() for _, sid in species_rows if not amount_valued(sid)})
+    if any(c in derived_fns for c in compartments):
+        return None  # (a compartment an assignment rule sizes is computed among the species' values)
+    read_by_formulas = set().union(*derived_deps.values()) if derived_deps else set()
+    shapes: dict[tuple, list[tuple[str, Any, list[str]]]] = {}
+    for reaction in reactions:
+        rid = reaction.getId()
+        if rid in read_by_formulas:
+            continue
+        node = reaction.getKineticLaw().getMath()
+        shape, names = law_shape(libsbml, node)
+        shapes.setdefault(shape, []).append((rid, node, names))
+    members = [group for group in shapes.values() if len(group) > 1]
+    if not members:
+        return None
+    species_ids = tuple(sid for _, sid in species_rows)
+    position = {sid: j for j, sid in enumerate(species_ids)}
+    others: list[str] = []
+    for group in members:
+        for _, _, names in group:
+            for n in names:
+                if n not in position and n not in others:
+                    others.append(n)
+    where = {**position, **{n: len(species_ids) + k for k, n in enumerate(others)}}
+    groups = []
+    for group in members:
+        rid, node, names = group[0]
+        law = compiler(f"kinetic law of {rid!r}").compile(slot_names(libsbml, node))
+        reads = tuple(np.asarray([where[g_names[k]] for _, _, g_names in group]) for k in range(len(names)))
+        groups.append(Group(law, reads, len(group)))
+    grouped = tuple(rid for group in members for rid, _, _ in group)
+    single = tuple(r.getId() for r in reactions if r.getId() not in set(grouped))
+    rate_position = {rid: j for j, rid in enumerate(grouped + single)}
+    rows, positions, coefficients, variable = [], [], [], []
+    for reaction in reactions:
+        for sign, refs in ((-1.0, reaction.getListOfReactants()), (1.0, reaction.getListOfProducts())):
+            for ref in refs:
+                key = f"@amount:{ref.getSpecies()}"
+                if ref.getSpecies() not in changing:
+                    continue
+                fixed = not (ref.isSetId() and ref.getId()) and not (ref.isSetStoichiometryMath() and ref.getStoichiometryMath().getMath() is not None)
+                if fixed:
+                    coefficients.append(sign * float(_num(stoichiometry(ref)({}))))
+                else:
+                    variable.append((len(rows), sign, lambda v, _s=stoichiometry(ref): _num(_s(v))))
+                    coefficients.append(0.0)
+                rows.append(row_of[key])
+                positions.append(rate_position[reaction.getId()])
+    factors = tuple(conversion.get(key.removeprefix("@amount:"), "") if key.startswith("@amount:") else "" for key in state)
+    return VectorRates(
+        groups=tuple(groups), grouped=grouped, single=single,
+        species_rows=np.asarray([r for r, _ in species_rows], dtype=int), species_ids=species_ids,
+        per_size=np.asarray([-1 if amount_valued(sid) else compartments.index(species[sid].getCompartment()) for sid in species_ids], dtype=int),
+        compartments=tuple(compartments), others=tuple(others),
+        term_rows=np.asarray(rows, dtype=int), term_rates=np.asarray(positions, dtype=int), term_coefficients=np.asarray(coefficients, dtype=float),
+        variable_terms=tuple(variable), factors=factors if any(factors) else (),
+    )
 
 
 def _toposort(nodes: dict[str, set[str]], what: str) -> list[str]:
@@ -509,8 +635,16 @@ def _read(path: Path):
 _IMPORTED: dict[tuple[str, int, int], SbmlOdeModel] = {}
 
 
-def sbml_model(path: str | Path) -> SbmlOdeModel:
+def sbml_model(path: str | Path, vectorise: bool | None = None) -> SbmlOdeModel:
     """The ODE model of an SBML file (Level 2 or 3 core).
+
+    Arguments:
+        path: the SBML file.
+        vectorise: evaluate kinetic laws of the same form as arrays, one group at a
+            time, and the species' rates as one sum over the stoichiometry (the same
+            numbers, a much smaller program for a large model); False keeps one
+            expression per reaction; None (default) vectorises models of at least
+            `VECTORISE_FROM` reactions.
 
     Raises:
         SbmlError: the file is missing or not valid SBML, or uses what the importer does
@@ -525,9 +659,9 @@ def sbml_model(path: str | Path) -> SbmlOdeModel:
         stat = path.resolve().stat()
     except OSError:
         raise SbmlError(f"{path}: no such file") from None
-    key = (str(path.resolve()), stat.st_mtime_ns, stat.st_size)
+    key = (str(path.resolve()), stat.st_mtime_ns, stat.st_size, vectorise)
     if key not in _IMPORTED:
-        _IMPORTED[key] = _import(path)
+        _IMPORTED[key] = _import(path, vectorise)
     return _IMPORTED[key]
 
 
@@ -651,7 +785,7 @@ def _refuse_random_order(name: str, explicit: list, rules: dict) -> None:
                                 "their order at one instant is random in SBML, which is not supported")
 
 
-def _import(path: Path) -> SbmlOdeModel:
+def _import(path: Path, vectorise: bool | None = None) -> SbmlOdeModel:
     libsbml, document, model = _read(path)
     name = path.name
 
@@ -927,7 +1061,15 @@ def _import(path: Path) -> SbmlOdeModel:
         observed.append((sid, lambda v, _s=sid: v[_s]))
     for reaction in reactions:
         observed.append((reaction.getId(), lambda v, _r=reaction.getId(): v[_r]))
-    program = _Program(state, derived, fixed, rates, observed)
+    if vectorise is None:
+        vectorise = len(reactions) >= VECTORISE_FROM
+    vector = None
+    if vectorise:
+        conversion = {sid: species[sid].getConversionFactor() if species[sid].isSetConversionFactor() else (model.getConversionFactor() if model.isSetConversionFactor() else "") for sid in species}
+        vector = _vector_rates(libsbml, compiler, reactions, state, species, amount_valued, derived_fns, derived_deps, stoichiometry, conversion, changed_by_reactions)
+    if vector is not None:
+        derived = [(sid, fn) for sid, fn in derived if sid not in set(vector.grouped) | set(vector.species_ids)]
+    program = _Program(state, derived, fixed, rates, observed, vector)
     # (what the start of a run computes from the free parameters)
     free = {pid for pid in parameter_ids if math.isfinite(float(initial[pid]))}
     reads_params: set[str] = set()
