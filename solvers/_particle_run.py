@@ -12,8 +12,11 @@ params)`); a system has `position`, `velocity`, `mass`, `n`, `dim`, `space.box`,
 Capacity policy (neighbours per particle a list holds):
 - A run that can read its overflow flag between chunks (`ParticleRun`: `simulate`, a
   `sim run`) starts from `NeighbourList.allocate` (the neighbours counted at the start
-  with `CAPACITY_FACTOR` to spare) and, when the list overflows, grows it with
-  `NeighbourList.grown` and redoes the chunk, or the frame for a streamed run.
+  with `CAPACITY_FACTOR` to spare; for a barostat, whose box may shrink by `BOX_MARGIN`
+  per edge, for the density of that box) and, when the list overflows, grows it with
+  `NeighbourList.grown` and redoes the chunk, or the frame for a streamed run. A
+  `simulate` inside the caller's `jax.jit` cannot grow its list: an overflow ends it
+  with `Result.neighbour_overflow`.
 - A run that cannot (a vmapped sweep chunk, a compiled fit) starts with `FIXED_FACTOR`
   times that (`fixed_capacity`). An overflow is flagged (`Result.neighbour_overflow`) and
   its observables become NaN, never wrong; a sweep redoes the runs that overflowed with
