@@ -13,7 +13,14 @@ simulation against libRoadRunner, and a multistart fit.
 3. `--starts N`: multistart fit of Boehm_JProteomeRes2014 (Latin hypercube starts
    within the bounds, L-BFGS-B, all starts batched); the best objective against the
    nominal one, the fraction of starts within 0.1 of the best, and the wall time.
-4. `--spread`: `sim fit PROBLEM.yaml --starts 8` of the small decay problem
+4. `--roadrunner-llh FOLDER [RTOL ATOL]`: the log-likelihood at the nominal parameters
+   from libRoadRunner's simulations (CVODE at the given tolerances, default 1e-12 and
+   1e-14), one fresh model per simulation condition with the condition's parameters and
+   initial amounts, events included, the observables evaluated by PEtab's parser and the
+   likelihood by `petab.calculate_llh`: a value independent of simjax and AMICI, for
+   problems whose reference is in question (Smith_BMCSystBiol2013). Conditions that set
+   species must be on models whose species have only substance units (Smith's).
+5. `--spread`: `sim fit PROBLEM.yaml --starts 8` of the small decay problem
    (experiments/data/make_decay_petab.py) three ways, each a fresh `sim` process: one
    host device, the batch split over two host devices, and two blocks of four on
    `--scheduler local:2`; wall time of the process and of the fit as `sim fit` reports
@@ -53,6 +60,7 @@ REFERENCE_LLH = {
     "Borghans_BiophysChem1997": 83.3237191357272,
     "Brannmark_JBC2010": -141.889113770537,
     "Bruno_JExpBot2016": 46.688176988431806,
+    "Chen_MSB2009": -115700.1192629893,
     "Crauste_CellSystems2017": -190.9639775693566,
     "Elowitz_Nature2000": 63.20279991419332,
     "Fiedler_BMCSystBiol2016": 58.58390161681,
@@ -136,6 +144,57 @@ def roadrunner_comparison(repeats: int) -> None:
     print(f"  ratio simjax / libRoadRunner: {a / b:.2f}; largest relative species difference {difference:.1e}")
 
 
+def roadrunner_llh(folder: Path, rtol: float, atol: float) -> None:
+    import pandas as pd
+    import roadrunner
+    from petab.v1 import Problem, calculate_llh
+    from petab.v1.math import sympify_petab
+
+    name = folder.name
+    problem = Problem.from_yaml(str(folder / f"{name}.yaml"))
+    sbml = str(folder / f"model_{name}.xml")
+    nominal = problem.parameter_df["nominalValue"].to_dict()
+    measurements = problem.measurement_df
+    start = time.perf_counter()
+    rows = []
+    for condition, group in measurements.groupby("simulationConditionId"):
+        rr = roadrunner.RoadRunner(sbml)
+        rr.integrator.relative_tolerance = rtol
+        rr.integrator.absolute_tolerance = atol
+        rr.integrator.maximum_num_steps = 10_000_000
+        model = rr.model
+        parameters, compartments = set(model.getGlobalParameterIds()), set(model.getCompartmentIds())
+        species = set(model.getFloatingSpeciesIds()) | set(model.getBoundarySpeciesIds())
+        values = {k: float(v) for k, v in nominal.items() if k in parameters}
+        for key, value in problem.condition_df.loc[condition].items():
+            if key != "conditionName" and not (isinstance(value, float) and np.isnan(value)):
+                values[key] = float(nominal[value]) if isinstance(value, str) else float(value)
+        for key, value in values.items():
+            if key in species:
+                rr.setValue(f"init({key})", value)
+        rr.reset()  # (the species to the initial amounts just set; it also resets parameters)
+        for key, value in values.items():
+            if key in parameters or key in compartments:
+                rr.setValue(key, value)
+            elif key not in species:
+                raise SystemExit(f"{name}: condition {condition!r} sets {key!r}, no parameter, compartment or species")
+        assert all(rr.getValue(k) == v for k, v in values.items())
+        times = sorted({0.0, *group["time"].astype(float)})
+        ids = sorted(species | parameters | compartments)
+        rr.selections = ["time", *ids]
+        result = np.asarray(rr.simulate(times=times))
+        at = {t: dict(zip(ids, result[i, 1:])) for i, t in enumerate(times)}
+        for _, row in group.iterrows():
+            formula = sympify_petab(problem.observable_df.loc[row["observableId"], "observableFormula"])
+            known = {**{k: float(v) for k, v in nominal.items()}, **at[float(row["time"])]}
+            rows.append({**row.to_dict(), "simulation": float(formula.subs({s: known[s.name] for s in formula.free_symbols}))})
+    simulations = pd.DataFrame(rows).drop(columns=["measurement"])
+    llh = calculate_llh(measurements, simulations, problem.observable_df, problem.parameter_df)
+    reference = REFERENCE_LLH.get(name, float("nan"))
+    print(f"{name}: libRoadRunner {roadrunner.__version__} (CVODE, rtol {rtol:g}, atol {atol:g}), {len(rows)} measurements, "
+          f"{time.perf_counter() - start:.0f} s: llh {llh:.6f}, AMICI's reference {reference:.6f} ({llh - reference:+.2e})")
+
+
 def multistart(starts: int, seed: int) -> None:
     problem = load_petab(BOEHM)
     nominal_objective = float(jax.jit(problem.objective)(problem.nominal()))
@@ -196,6 +255,7 @@ def main() -> None:
     parser.add_argument("--evaluate", nargs="*", type=Path, help="problem folders (default: tests/data/petab/*)")
     parser.add_argument("--roadrunner", action="store_true")
     parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--roadrunner-llh", nargs="+", metavar=("FOLDER", "RTOL ATOL"), help="a problem folder, then rtol and atol (default 1e-12 1e-14)")
     parser.add_argument("--starts", type=int, default=0)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--spread", type=int, nargs="?", const=3, default=0, help="repeats of each way (default 3)")
@@ -205,6 +265,10 @@ def main() -> None:
         evaluate(args.evaluate or sorted(p for p in DATA.iterdir() if p.is_dir()))
     if args.roadrunner:
         roadrunner_comparison(args.repeats)
+    if args.roadrunner_llh:
+        folder, *tolerances = args.roadrunner_llh
+        rtol, atol = (float(x) for x in tolerances) if tolerances else (1e-12, 1e-14)
+        roadrunner_llh(Path(folder), rtol, atol)
     if args.starts:
         multistart(args.starts, args.seed)
     if args.spread:
