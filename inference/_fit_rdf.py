@@ -9,15 +9,17 @@ theta_k are an NVT sample, and at nearby theta the average is
 sum_i w_i(theta) g(x_i) with the Boltzmann weights
 w_i = softmax(-(U_theta(x_i) - U_theta_k(x_i)) / kT) (Zwanzig; the DiffTRe scheme of
 Thaler and Zavadlav, Nat. Commun. 12, 6884 (2021)). Its derivative at theta_k is
--Cov(g, dU/dtheta) / kT, exact for the sample. Each iteration runs the model, takes
-Levenberg-Marquardt steps on the reweighted residuals while the weights keep an
-effective sample size of at least half the frames, and runs again from there, until a
-step changes no parameter by more than `fit.rtol` (relative).
+-Cov(g, dU/dtheta) / kT, exact for the sample. Each run gives one Levenberg-Marquardt
+step of the residuals with that Jacobian (damped until no parameter's logarithm moves
+more than `MAX_LOG_STEP`); the next run at the step's end is kept as the best if its loss
+is lower, otherwise the step is taken again, shorter, from the best run; the fit ends
+when that step changes no parameter by more than `fit.rtol` (relative). The estimate is
+the mean over the runs whose loss came within `SETTLED` times the lowest.
 
     [rdf]
-    r_max = 2.5
-    bins = 50
-    start = 2.0
+    r_max = 3.0
+    bins = 60
+    start = 4.0
     [data]
     file = "target.h5"                 # e.g. the file of a `sim run` with the same rdf
     rdf = "/observables/rdf/value"      # (the default) g [bins] or [pairs, bins], or
@@ -56,6 +58,7 @@ FIT_KEYS = ("free", "max_steps", "rtol")
 DEFAULT_DATASET = "/observables/rdf/value"
 DEFAULT_STEPS = 20
 DEFAULT_RTOL = 1e-3
+SETTLED = 1.5  # runs with a loss within this factor of the lowest make the estimate
 MAX_LOG_STEP = 0.1  # the largest change of a parameter's logarithm in one step (about 10%)
 
 
@@ -126,7 +129,8 @@ class RdfFitResult(Result):
     """A finished g(r) fit.
 
     Attributes:
-        names: the free quantities; estimate: their fitted values; stderr: NaN (the
+        names: the free quantities; estimate: their fitted values, the mean over the
+            runs whose loss came within `SETTLED` times the lowest; stderr: NaN (the
             bins of a g(r) are correlated, and so are the frames: no covariance is
             claimed).
         loss_history: the loss of each run's own average (the reweighted loss is not
@@ -134,7 +138,7 @@ class RdfFitResult(Result):
         path: name -> the parameters each run used [iterations].
         ess: the effective sample size of the last step taken from each run, in frames.
         r, target: the bin centres and the target g [pairs, bins]; start, fitted: the
-            average g of the first and the last run.
+            average g of the first run and of the run with the lowest loss.
         converged, message: how it ended; frames: frames averaged per run.
     """
 
@@ -328,7 +332,7 @@ def fit_rdf(config: Config, data: str | Path | None = None, *, progress: bool = 
         )
     run = problem.run
 
-    history, trail, ess_trail = [], [], []
+    history, trail, ess_trail, u_trail = [], [], [], []
     start_g = None
     best = None  # (u, loss, ensemble, g) of the run with the lowest loss so far
     damping = 1e-3
@@ -345,6 +349,7 @@ def fit_rdf(config: Config, data: str | Path | None = None, *, progress: bool = 
             start_g = g_now if start_g is None else start_g
             history.append(loss)
             trail.append([float(f.to_natural(jnp.asarray(u[i]))) for i, f in enumerate(free)])
+            u_trail.append(np.asarray(u, dtype=float))
             if best is None or loss <= best[1]:
                 best = (u, loss, ensemble, g_now)
                 damping = max(damping / 3, 1e-6)
@@ -359,7 +364,12 @@ def fit_rdf(config: Config, data: str | Path | None = None, *, progress: bool = 
                 converged, message = True, f"converged: the step from the best run changes no parameter by more than {rtol:g} (relative)"
                 break
             u = best[0] + step
-    u, fitted_g = best[0], best[3]
+    # The estimate: the mean (of the unconstrained values) over the runs whose loss is
+    # within SETTLED times the lowest, which differ by the noise of a run's average
+    # rather than by the approach (Polyak-Ruppert averaging of the last iterates).
+    losses, points = np.asarray(history), np.asarray(u_trail)
+    u = points[losses <= SETTLED * losses.min()].mean(axis=0)
+    fitted_g = best[3]
     names = [f.name for f in free]
     estimate = {f.name: float(f.to_natural(jnp.asarray(u[i]))) for i, f in enumerate(free)}
     text = resolved_toml(config, params={**{k: _plain(v) for k, v in s.params.items()}, **estimate}, fit={"free": names, "max_steps": steps, "rtol": rtol}, data={"file": str(problem.path)})

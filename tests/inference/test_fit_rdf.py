@@ -78,19 +78,22 @@ def test_a_short_fit_moves_toward_the_target_and_writes_its_file(short, capsys):
         estimate = {n: float(f[f"estimate/{n}"][()]) for n in ("epsilon", "sigma")}
     # (a run's loss is noisy: 21 frames of 108 particles; the fit keeps the best run)
     assert len(loss) == 3 and min(loss[1:]) < 0.8 * loss[0]
-    # the estimates are the best run's parameters
-    best = int(np.argmin(loss))
-    assert (estimate["epsilon"], estimate["sigma"]) == (pytest.approx(epsilon[best]), pytest.approx(sigma[best]))
+    # the estimates: the geometric mean over the runs within 1.5 times the lowest loss
+    # (the mean of log epsilon and log sigma)
+    settled = loss <= 1.5 * loss.min()
+    assert estimate["epsilon"] == pytest.approx(float(np.exp(np.mean(np.log(epsilon[settled])))), rel=1e-12)
+    assert estimate["sigma"] == pytest.approx(float(np.exp(np.mean(np.log(sigma[settled])))), rel=1e-12)
     code, err = cli(["plot", str(out), "-o", str(folder / "fit.png")], capsys)
     assert code == 0, err
     assert len(sim.plot(sim.read(out)).axes) == 3  # g(r), the loss, the parameters
 
 
-@pytest.mark.slow  # (6 minutes at load 7 on 2 cores: some 14 runs of 8,000 steps)
+@pytest.mark.slow  # (10 minutes at load 12-15 on 2 cores: some 14 runs of 16,000 steps)
 def test_the_fit_recovers_the_epsilon_and_sigma_that_made_the_target(tmp_path):
     # The experiment as shipped: the target from `sim run` at epsilon = sigma = 1 (the
     # config's seed, so the fit's runs share its random forces), the fit from 0.88, 0.9
-    # (measured: 1.0052 and 0.99985).
+    # (measured: 1.0114 and 1.00004; epsilon's error is the noise of a run's average,
+    # about 2%: experiments/benchmarks/RESULTS.md).
     from inference import fit
 
     config = sim.load_config(EXPERIMENT, ["params.epsilon=1.0", "params.sigma=1.0", f'data.file="{tmp_path / "unused.h5"}"'])
