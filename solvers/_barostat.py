@@ -212,7 +212,9 @@ class StochasticCellRescaling(ParticleIntegrator):
         mass = state.mass
         key, first_key, cell_key, last_key = jax.random.split(b.key, 4)
         velocity, chain, heat = self._thermostat_half(state.position, state.velocity, mass, b.chain, b.heat, first_key, dt)
-        velocity = _half_kick(velocity, state.force, mass, dt)
+        # (projected on the constraints: the kinetic pressure of the half-kicked velocity
+        # must not count the bond components that the constraint forces cancel)
+        velocity = _project(self.constraints, state.position, _half_kick(velocity, state.force, mass, dt), mass)
         dim = b.box.shape[0]
         if self.coupling == "isotropic":
             diffusion = 0.25 * kt * beta / tau
