@@ -163,35 +163,35 @@ DEFAULTS = {
     "lennard_jones": {
         "params": {"epsilon": 1.0, "sigma": 1.0},
         "initial": {"lattice": "fcc", "particles": 256, "density": 0.8442, "temperature": 1.0},
-        "options": {"cutoff": 2.5, "shift": False, "force_shift": False, "tail_correction": False, "n_species": 1},
+        "options": {"cutoff": 2.5, "shift": False, "force_shift": False, "tail_correction": False, "n_species": 1, "units": "reduced"},
     },
     "wca": {
         "params": {"epsilon": 1.0, "sigma": 1.0},
         "initial": {"lattice": "fcc", "particles": 256, "density": 0.8442, "temperature": 1.0},
-        "options": {"cutoff": 1.5, "n_species": 1},
+        "options": {"cutoff": 1.5, "n_species": 1, "units": "reduced"},
     },
     "morse": {
         "params": {"epsilon": 1.0, "alpha": 5.0, "r0": 1.0},
         "initial": {"lattice": "fcc", "particles": 256, "density": 0.8442, "temperature": 1.0},
-        "options": {"cutoff": 2.5, "shift": False, "n_species": 1},
+        "options": {"cutoff": 2.5, "shift": False, "n_species": 1, "units": "reduced"},
     },
     "soft_sphere": {
         "params": {"epsilon": 1.0, "sigma": 1.0, "alpha": 2.0},
         "initial": {"lattice": "fcc", "particles": 256, "density": 0.8442, "temperature": 1.0},
-        "options": {"cutoff": 1.5, "n_species": 1},
+        "options": {"cutoff": 1.5, "n_species": 1, "units": "reduced"},
     },
     "lj_coulomb": {
         "params": {"epsilon": 1.0, "sigma": 1.0, "charges": (1.0, -1.0)},
         "initial": {"lattice": "rocksalt", "particles": 216, "density": 0.8442, "temperature": 1.0},
         "options": {
-            "cutoff": 2.5, "shift": False, "electrostatics": "pme", "ewald_accuracy": 1e-5, "ewald_alpha": 0.0,
-            "ewald_kmax": (), "pme_mesh": (), "pme_order": 5, "n_species": 2,
+            "cutoff": 2.5, "shift": False, "tail_correction": False, "electrostatics": "pme", "ewald_accuracy": 1e-5, "ewald_alpha": 0.0,
+            "ewald_kmax": (), "pme_mesh": (), "pme_order": 5, "n_species": 2, "units": "reduced",
         },
     },
     "bead_spring": {
         "params": {"epsilon": 1.0, "sigma": 1.0, "bond_k": 100.0, "bond_length": 1.0},
         "initial": {"chains": 16, "beads": 16, "density": 0.3, "temperature": 1.0},
-        "options": {"cutoff": 1.5, "n_species": 1},
+        "options": {"cutoff": 1.5, "n_species": 1, "units": "reduced"},
     },
 }
 
