@@ -182,6 +182,7 @@ def test_chains_without_a_valid_start_are_refused_before_any_step():
     assert not started
 
 
+@pytest.mark.slow  # NUTS through Kvaerno5 on two host devices in a fresh process
 def test_models_solved_by_an_implicit_method_keep_their_chains_on_one_device(tmp_path):
     # Newton iterations inside diffrax's implicit steps (optimistix's root find) do not
     # trace under pmap with this jax and equinox ("pytree does not match out_structure"):

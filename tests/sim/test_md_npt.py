@@ -90,6 +90,7 @@ def test_the_barostat_drives_the_pressure_observable_tail_correction_included():
     assert tail < -0.1  # (so the agreement above includes it)
 
 
+@pytest.mark.slow  # a long compressed run
 def test_neighbour_list_follows_a_shrinking_box():
     # WCA spheres squeezed from density 0.6 at P = 20: the box shrinks far below the
     # cell grid's margin, so the list must rebuild in scaled coordinates, overflow
@@ -119,6 +120,7 @@ def test_anisotropic_coupling_moves_each_edge_on_its_own():
     assert np.ptp(box[-1]) > 1e-4  # no longer cubic
 
 
+@pytest.mark.slow  # compiles the reverse pass through the barostat
 def test_gradients_through_an_npt_run_match_finite_differences():
     # force-shifted, so the trajectory is smooth in the parameters; the noise is fixed
     # by the key. 108 particles, 40 steps, the loss is the mean density.

@@ -64,6 +64,7 @@ def test_factors_of_the_real_units_follow_from_the_si_constants():
     assert (reduced.boltzmann, reduced.coulomb, reduced.pressure, reduced.labels) == (1.0, 1.0, 1.0, {})
 
 
+@pytest.mark.slow  # two NPT runs compiled; the unit factors themselves are checked by default
 def test_a_real_units_run_is_the_reduced_run_with_converted_targets(tmp_path):
     """Temperatures in K and pressures in bar become kT and kJ/mol/nm^3: the same numbers
     in reduced units give the same trajectory, and the observables differ by k_B and

@@ -81,6 +81,7 @@ def test_rattle_and_constraint_forces_of_a_spinning_rotor():
 # ----------------------------------------------------------------------------- exclusions
 
 
+@pytest.mark.slow  # compiles Ewald and PME for one molecule; the default run keeps SETTLE, NVE and the pressure
 def test_one_water_in_a_periodic_box_interacts_only_with_its_images():
     """Ewald and PME with the molecule's own pairs left out equal the image sum taken
     by spherical shells (40 boxes out) less the surface term 2 pi M^2 / 3V of tin-foil
@@ -108,6 +109,7 @@ def test_one_water_in_a_periodic_box_interacts_only_with_its_images():
     assert float(bare.energy(md.System(system.position, system.velocity, system.mass, system.species, system.space), params_of())) < -100
 
 
+@pytest.mark.slow  # compiles the energy and its gradient for two molecules on both sums
 def test_two_far_apart_waters_add_up_and_forces_are_the_energy_gradient():
     mol = SPCE.molecule()
     edge = 5.0
@@ -166,6 +168,7 @@ def test_nve_water_conserves_energy_and_holds_its_bonds(nve):
     assert float(traj.observables["temperature"][0]) == pytest.approx(300.0, rel=1e-12)
 
 
+@pytest.mark.slow  # one compiled integrator each; the default run holds the bonds in NVE
 @pytest.mark.parametrize("kind", ["langevin", "nose_hoover_npt"])
 def test_thermostats_and_barostat_hold_the_bonds(kind):
     dt = 0.002

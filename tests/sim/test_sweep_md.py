@@ -103,6 +103,7 @@ def test_md_sweep_summary_and_bad_keys(tmp_cwd, capsys):
         assert not Path("bad.h5").exists()
 
 
+@pytest.mark.slow  # a sweep, its redone runs and single runs: three compiled programs
 def test_md_sweep_with_too_small_neighbour_list_equals_single_runs(tmp_cwd, capsys, monkeypatch):
     """Planted: the sweep's list starts with 60% of the neighbours counted (12 of 19), so
     the runs overflow it in their first build; the sweep must rerun each chunk with a
