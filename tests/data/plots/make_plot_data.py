@@ -44,6 +44,7 @@ RUNS: dict[str, tuple[str, str, list[str]]] = {
     "lj_sweep": ("sweep", "lj_sweep", ["--set", "time.save_every=250"]),
     "sir_boarding_school": ("fit", "sir_boarding_school", []),
     "lj_calibration": ("fit", "lj_calibration", []),
+    "lj_rdf_fit": ("fit", "lj_rdf_fit", ["--set", "time.steps=2000"]),
 }
 
 # gallery figure -> the kind above that draws it from a smaller run of the same config
