@@ -12,6 +12,15 @@ from pathlib import Path
 sys.dont_write_bytecode = False
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
+# One BLAS thread, as the `sim` command runs (see `_sim_entry._one_blas_thread`): for the
+# `sim` processes the tests start and the xdist workers (through the environment), and
+# for this process, whose NumPy may already be loaded (through threadpoolctl).
+if not any(v in os.environ for v in ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")):
+    os.environ["OPENBLAS_NUM_THREADS"] = "1"
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(1, user_api="blas")
+
 import jax  # noqa: E402
 import pytest
 

@@ -2,6 +2,7 @@
 models declare, the [system] defaults it shows must be the MD family's, and the commands
 that only print must not import JAX."""
 
+import os
 import subprocess
 import sys
 
@@ -74,7 +75,16 @@ def test_a_command_that_computes_starts_the_package(tmp_path):
         "sys.argv = ['sim', 'run', 'c.toml', '-o', 'o.h5', '--quiet']\n"
         "try:\n    _sim_entry.main()\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
         "import jax, sim\nassert jax.config.jax_enable_x64 and hasattr(sim, 'simulate') and not hasattr(sim, 'start_package')\n"
+        # LAPACK runs on one thread (OpenBLAS's threads spin against XLA's on shared
+        # cores) unless the user set a thread count, which stands.
+        "import scipy.linalg, threadpoolctl\n"
+        "print(sorted({p['num_threads'] for p in threadpoolctl.threadpool_info() if p['internal_api'] == 'openblas'}))\n"
     )
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")}
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
     assert proc.returncode == 0, proc.stderr
     assert sim.read(tmp_path / "o.h5").observables["prey"].shape == (3,)
+    assert proc.stdout.strip().splitlines()[-1] == "[1]"
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, cwd=tmp_path, env={**env, "OPENBLAS_NUM_THREADS": "2"})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "[2]"
