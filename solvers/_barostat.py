@@ -22,9 +22,19 @@ d eps_a = beta / (dim tau) (P_aa - P) dt + sqrt(2 kT beta dt / (dim tau V)) xi_a
 the Ito form whose stationary law is the same distribution over the edges; it has no
 effective energy.
 
+Rigid molecules (a thermostat with constraints) are scaled as wholes: the box moves
+each molecule's centre of mass R and scales its centre-of-mass velocity, a rigid
+translation that keeps every constraint, and the pressure that drives it is the
+molecular one, P_aa = (sum over molecules of M V_a^2 + W_aa - sum_i (r_i - R)_a F_i,a) / V:
+the centres' kinetic energy and the virial of each molecule's total force at its centre
+(-dU/d ln L_a with the centres scaled), in which the constraint forces cancel. Its trace
+equals, state by state, the atomic pressure with the constraint forces' virial (the
+pressure observable), so the barostat needs no constraint forces, and their virial does
+not lag a step behind (`instantaneous_pressure` computes it from a state).
+
 The force function of a barostat sees the box: `(position, box, aux) -> (force,
-virial, aux)`, with the diagonal of the virial tensor [dim] (tail corrections included)
-from which the pressure is taken.
+virial, aux)`, with the diagonal of the atomic virial tensor [dim] (tail corrections
+included) from which the pressure is taken.
 """
 
 from __future__ import annotations
@@ -47,6 +57,7 @@ from ._particles import (
     ParticleIntegrator,
     ParticleState,
     Velocities,
+    _drift,
     _half_kick,
     _project,
     kinetic_energy,
@@ -63,7 +74,8 @@ class BarostatState(eqx.Module):
 
     Attributes:
         box: edge lengths of the periodic box [dim].
-        virial: diagonal of the virial tensor at the state's positions [dim].
+        virial: diagonal of the virial tensor at the state's positions [dim] (the
+            molecular virial with rigid molecules).
         heat: energy taken out of the system by the thermostat and the barostat's noise
             (its sum with K + U + P V is the effective energy).
         key: the PRNG key of the barostat (and of a Langevin thermostat).
@@ -123,14 +135,35 @@ class StochasticCellRescaling(ParticleIntegrator):
 
     @property
     def constraints(self):
-        """The thermostat's constraints: positions scaled with the box are put back on
-        them, and their forces' virial joins the pressure."""
+        """The thermostat's constraints: the box scales their molecules as wholes."""
         return self.thermostat.constraints
 
-    def _constraint_virial(self, position, velocity, force, mass):
-        """The virial diagonal of the constraint forces at a state on the constraints."""
-        c = self.constraints
-        return c.virial(position, c.forces(position, velocity, force, mass))
+    def _centres(self, x, mass):
+        """Each particle's molecular centre of `x` (x itself without constraints)."""
+        return x if self.constraints is None else self.constraints.centres(x, mass)
+
+    def _virial(self, position, force, mass, virial):
+        """The molecular virial diagonal from the atomic one, W_aa - sum_i (r_i - R)_a F_i,a
+        (the atomic one without constraints)."""
+        if self.constraints is None:
+            return virial
+        return virial - jnp.sum((position - self._centres(position, mass)) * force, axis=0)
+
+    def _kinetic(self, velocity, mass):
+        """Twice the kinetic energy of the centres per axis, sum over molecules M V_a^2
+        (= sum_i m_i v_i,a V_i,a, V_i the centre velocity of i's molecule) [dim]."""
+        return jnp.sum(mass[:, None] * velocity * self._centres(velocity, mass), axis=0)
+
+    def pressure_tensor(self, position, velocity, force, mass, box, virial) -> Virial:
+        """The diagonal of the pressure tensor the barostat drives [dim] (energy / volume),
+        from a state and the atomic virial diagonal `virial` of `force` (a force
+        function's output): molecular with rigid molecules."""
+        return (self._kinetic(velocity, mass) + self._virial(position, force, mass, virial)) / jnp.prod(box)
+
+    def instantaneous_pressure(self, position, velocity, force, mass, box, virial) -> Float[Array, ""]:
+        """The scalar pressure the barostat drives (energy / volume): the mean of
+        `pressure_tensor`, at a state equal to the pressure observable."""
+        return jnp.mean(self.pressure_tensor(position, velocity, force, mass, box, virial))
 
     @property
     def has_conserved_energy(self) -> bool:
@@ -158,8 +191,7 @@ class StochasticCellRescaling(ParticleIntegrator):
             raise ValueError("StochasticCellRescaling needs a PRNG key: pass key=jax.random.key(seed)")
         box = jnp.asarray(box, position.dtype)
         force, virial, aux = force_fn(position, box, aux)
-        if self.constraints is not None:
-            virial = virial + self._constraint_virial(position, velocity, force, mass)
+        virial = self._virial(position, force, mass, virial)
         chain = self.thermostat._init_thermostat(position, None) if isinstance(self.thermostat, NoseHooverChain) else None
         barostat = BarostatState(box, virial, jnp.zeros((), position.dtype), key, chain)
         return ParticleState(position, velocity, force, mass, aux, barostat)
@@ -197,7 +229,7 @@ class StochasticCellRescaling(ParticleIntegrator):
         dtype = velocity.dtype
         volume = jnp.prod(box)
         dim = box.shape[0]
-        internal = (2.0 * kinetic_energy(velocity, mass) + jnp.sum(virial)) / (dim * volume)
+        internal = jnp.sum(self._kinetic(velocity, mass) + virial) / (dim * volume)
         kt = jnp.asarray(self.thermostat.temperature, dtype)
         lam = jnp.sqrt(volume)
         return lam, -2.0 * lam * (jnp.asarray(self.pressure, dtype) - internal - 0.5 * kt / volume), volume
@@ -212,8 +244,6 @@ class StochasticCellRescaling(ParticleIntegrator):
         mass = state.mass
         key, first_key, cell_key, last_key = jax.random.split(b.key, 4)
         velocity, chain, heat = self._thermostat_half(state.position, state.velocity, mass, b.chain, b.heat, first_key, dt)
-        # (projected on the constraints: the kinetic pressure of the half-kicked velocity
-        # must not count the bond components that the constraint forces cancel)
         velocity = _project(self.constraints, state.position, _half_kick(velocity, state.force, mass, dt), mass)
         dim = b.box.shape[0]
         if self.coupling == "isotropic":
@@ -226,23 +256,25 @@ class StochasticCellRescaling(ParticleIntegrator):
         else:
             volume = jnp.prod(b.box)
             rate = beta / (dim * tau)
-            per_axis = (jnp.sum(mass[:, None] * velocity * velocity, axis=0) + b.virial) / volume
+            per_axis = (self._kinetic(velocity, mass) + b.virial) / volume
             noise = jax.random.normal(cell_key, (dim,), dtype)
             eps = rate * (per_axis - jnp.asarray(self.pressure, dtype)) * dt + jnp.sqrt(2.0 * kt * rate * dt / volume) * noise
             scale = jnp.exp(eps)
-        position = scale * state.position + (0.5 * (scale + 1.0 / scale) * dt) * velocity
         box = scale * b.box
-        velocity = velocity / scale
-        if self.constraints is not None:  # back on the constraints (SETTLE, SHAKE from the old positions)
-            moved = self.constraints.positions(state.position, position, mass)
-            velocity = velocity + (moved - position) / dt
-            position = moved
+        if self.constraints is None:
+            position = scale * state.position + (0.5 * (scale + 1.0 / scale) * dt) * velocity
+            velocity = velocity / scale
+        else:  # the constrained drift, then each molecule's centre moved as a particle's above
+            centre = self._centres(state.position, mass)
+            centre_velocity = self._centres(velocity, mass)  # (the drift keeps it)
+            position, velocity = _drift(self.constraints, state.position, velocity, mass, dt)
+            position = position + (scale - 1.0) * centre + ((0.5 * (scale + 1.0 / scale) - 1.0) * dt) * centre_velocity
+            velocity = velocity + (1.0 / scale - 1.0) * centre_velocity
         force, virial, aux = force_fn(position, box, state.aux)
-        kicked = _project(self.constraints, position, _half_kick(velocity, force, mass, dt), mass)
-        if self.constraints is not None:
-            virial = virial + self._constraint_virial(position, kicked, force, mass)
+        virial = self._virial(position, force, mass, virial)
         if self.coupling == "isotropic":
             _, force_after, volume = self._lambda_force(velocity, mass, box, virial)
             heat = heat + 0.5 * dlam * force_after + 0.25 * diffusion / kt * dt * force_after**2 - 0.5 * kt * jnp.log(volume)
+        kicked = _project(self.constraints, position, _half_kick(velocity, force, mass, dt), mass)
         velocity, chain, heat = self._thermostat_half(position, kicked, mass, chain, heat, last_key, dt)
         return ParticleState(position, velocity, force, mass, aux, BarostatState(box, virial, heat, key, chain))

@@ -47,6 +47,8 @@ class Constraints(eqx.Module):
         triangles: [w, 3] ids (apex, b, c) of the rigid triangles held by SETTLE, with
             |apex - b| = |apex - c| = `sides` and |b - c| = `bases`, m_b = m_c.
         sides, bases: [w] the triangles' two equal sides and their base.
+        molecules: [n] each particle's rigid group, named by its lowest particle id
+            (the particles joined by constraints; a free particle is its own group).
         tolerance: largest relative error |r^2 - L^2| / L^2 that SHAKE accepts.
         max_iterations: Newton iterations of SHAKE at most (static).
 
@@ -59,6 +61,7 @@ class Constraints(eqx.Module):
     triangles: Int[Array, "w 3"]
     sides: Float[Array, " w"]
     bases: Float[Array, " w"]
+    molecules: Int[Array, " n"]
     tolerance: float = eqx.field(static=True, default=1e-13)
     max_iterations: int = eqx.field(static=True, default=50)
 
@@ -103,6 +106,14 @@ class Constraints(eqx.Module):
         """The diagonal of the virial tensor of constraint forces [dim]: sum_i x_i,a G_i,a
         (the forces of each constraint sum to zero, so the origin does not matter)."""
         return jnp.sum(position * constraint_force, axis=0)
+
+    def centres(self, x: Float[Array, "n dim"], mass: Masses) -> Float[Array, "n dim"]:
+        """The mass-weighted mean of `x` (positions or velocities) over each particle's
+        rigid group, at every particle of the group [n, dim]."""
+        n = mass.shape[0]
+        total = jax.ops.segment_sum(mass, self.molecules, num_segments=n)
+        moment = jax.ops.segment_sum(mass[:, None] * x, self.molecules, num_segments=n)
+        return moment[self.molecules] / total[self.molecules][:, None]
 
     def _groups(self) -> list[Array]:
         """The constrained pairs as [m, 2] ids: the triangles' three sides (apex-b,
@@ -303,12 +314,25 @@ def constraints_of(pairs, lengths, mass, *, settle_triangles: bool = True, toler
                 bases.append(base)
                 used[list(ks)] = True
     rest = ~used
+    root = np.arange(n)  # rigid groups: the connected parts of the constraint graph
+
+    def find(i):
+        while root[i] != i:
+            root[i] = root[root[i]]
+            i = root[i]
+        return i
+
+    for i, j in pairs.tolist():
+        a, b = find(i), find(j)
+        root[max(a, b)] = min(a, b)
+    molecules = np.array([find(i) for i in range(n)])
     return Constraints(
         pairs=jnp.asarray(pairs[rest].reshape(-1, 2), jnp.int32),
         lengths=jnp.asarray(lengths[rest]),
         triangles=jnp.asarray(np.asarray(triangles, dtype=np.int64).reshape(-1, 3), jnp.int32),
         sides=jnp.asarray(np.asarray(sides, dtype=float)),
         bases=jnp.asarray(np.asarray(bases, dtype=float)),
+        molecules=jnp.asarray(molecules, jnp.int32),
         tolerance=tolerance,
     )
 
