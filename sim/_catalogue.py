@@ -30,9 +30,11 @@ SYSTEM_KEYS: tuple[tuple[str, str, str, str], ...] = (
     ("seed", "0", "", "seed of the velocities and of a random placement"),
     ("particles", "required for random", "", "lattice = \"random\": the number of particles"),
     ("min_distance", "0.8", "length", "lattice = \"random\": the least distance between two particles"),
-    ("file", "none", "", "an H5MD file to start from (positions, velocities, box) instead of a lattice"),
+    ("file", "none", "", "an H5MD file to start from (positions, velocities, box; its /connectivity bonds make rigid molecules) instead of a lattice"),
+    ("frame", "-1 (the last)", "", "file: the frame of the file to start from"),
+    ("group", "all", "", "file: the group of /particles to read"),
     ("units", "reduced", "", "reduced (k_B = 1) or real (nm, ps, kJ/mol, amu, e; temperatures in K, pressures in bar)"),
-    ("molecule", "none", "", "rigid molecules instead of a lattice: a water model (spce, tip3p; real units) or a table of species, mass, sites, constraints"),
+    ("molecule", "none", "", "rigid molecules instead of a lattice: a water model (spce, tip3p; real units) or a table of species, mass, sites, constraints; with file, the water model of the file's molecules"),
     ("molecules", "required with molecule", "", "the number of molecules, on a cubic grid, turned at random; density is then the mass density (g/cm^3 in real units)"),
 )
 

@@ -60,7 +60,7 @@ from ._config import Config, seed_problem
 from ._errors import SimulationError
 from ._limits import memory_problem
 from ._md_family import MD, MdFamily
-from ._md_molecules import molecular_system, water_params, with_constraints
+from ._md_molecules import file_molecules, molecular_system, water_params, with_constraints, written_bonds
 from ._md_rdf import RdfSpec, rdf_spec, write_rdf
 from ._registry import model_options
 from ._run import RunPlan, Setup, number, resolve_params, resolved_toml
@@ -162,7 +162,17 @@ def check_system(model: ParticleModel, system: System, params: PyTree) -> None:
     if n < 2:
         return
     molecule = None if system.topology is None else concrete(system.topology.molecule)
-    i, j, r = _closest_pair(position, edges, molecule)
+    # Sites without a Lennard-Jones core of their own (a water's hydrogens: epsilon 0
+    # with every species) come close to other molecules' sites in a liquid; only the
+    # cores are checked.
+    cores = np.arange(n)
+    epsilon, species = concrete_params.get("epsilon"), concrete(system.species)
+    if epsilon is not None and np.ndim(epsilon) == 2 and species is not None:
+        cores = np.flatnonzero(np.diag(np.asarray(epsilon))[np.asarray(species)] > 0)
+        if cores.shape[0] < 2:
+            return
+    i, j, r = _closest_pair(position[cores], edges, None if molecule is None else molecule[cores])
+    i, j = int(cores[i]), int(cores[j])
     sigma = concrete_params.get("sigma")
     limit = 0.5 * float(np.min(sigma)) if sigma is not None and not isinstance(model, (SoftSphere, Morse)) else 1e-6
     if r < limit:
@@ -242,7 +252,7 @@ def run_md(
 
 # ----------------------------------------------------------------------------- configs (`sim run`)
 
-_SYSTEM_KEYS = ("lattice", "cells", "density", "temperature", "seed", "file", "particles", "min_distance", "units", "molecule", "molecules")
+_SYSTEM_KEYS = ("lattice", "cells", "density", "temperature", "seed", "file", "frame", "group", "particles", "min_distance", "units", "molecule", "molecules")
 def sweep_problem(s: Setup, params: PyTree, key: Array | None) -> ParticleFrames:
     """One run of an MD sweep in the engine protocol (`solvers.ParticleFrames`): the
     run `particle_run` makes of `simulate`'s arguments, on the set-up's list, which
@@ -330,7 +340,10 @@ def _md_units(config: Config, model: ParticleModel) -> Units:
         raise config.error("system.units", f"{e}.{did_you_mean(str(name), tuple(UNITS))}") from None
 
 
-def _md_system(config: Config, dtype, units: Units = UNITS["reduced"]) -> tuple[System, int]:
+def _md_system(config: Config, dtype, units: Units = UNITS["reduced"], *, bonded: bool = False) -> tuple[System, int]:
+    """The `[system]` of a config and its seed. A start file's bonds are the molecules'
+    constraints (`sim._md_molecules.file_molecules`) unless the model is `bonded` (its
+    energy has bond terms: bead-spring chains), which keeps them as `System.bonds`."""
     section = dict(config.spec.system or {})
     for key in section:
         if key not in _SYSTEM_KEYS:
@@ -345,25 +358,38 @@ def _md_system(config: Config, dtype, units: Units = UNITS["reduced"]) -> tuple[
     temperature = section.get("temperature")
     if temperature is not None:
         temperature = _positive(config, "system.temperature", temperature, allow_zero=True)
-    if "molecule" in section or "molecules" in section:  # rigid molecules
+    for key_name in ("frame", "group"):
+        if key_name in section and "file" not in section:
+            raise config.error(f"system.{key_name}", "is a setting of a start file: give [system] file too")
+    if "file" not in section and ("molecule" in section or "molecules" in section):  # rigid molecules
         if "molecule" not in section:
             raise config.error("system.molecule", "required key is missing (a water model, spce or tip3p, or a table of sites)")
         return molecular_system(config, units, key, temperature).astype(dtype), seed
     if "file" in section:
-        for other in ("lattice", "cells", "density", "particles", "min_distance"):
+        for other in ("lattice", "cells", "density", "particles", "min_distance", "molecules"):
             if other in section:
                 raise config.error(f"system.{other}", "give either file (an H5MD start) or a lattice/random system, not both")
         if not isinstance(section["file"], str):
             raise config.error("system.file", f"expected a file path, got {section['file']!r}")
+        frame = section.get("frame", -1)
+        if isinstance(frame, bool) or not isinstance(frame, int):
+            raise config.error("system.frame", f"expected a whole number (a frame of the file; -1 for the last), got {frame!r}")
+        group = section.get("group", "all")
+        if not isinstance(group, str) or not group or "/" in group:
+            raise config.error("system.group", f"expected the name of a group of /particles, got {group!r}")
         path = config.resolve_path(section["file"])
         try:
-            system = read_h5md(path, dtype=float)
+            system = read_h5md(path, group=group, frame=frame, dtype=float)
         except ValueError as e:
             message = str(e).splitlines()[0] if str(e) else type(e).__name__
             raise config.error("system.file", message if str(path) in message else f"{path}: {message}") from None
         except (OSError, RuntimeError, KeyError, TypeError) as e:  # h5py on damaged files
             detail = str(e).splitlines()[0] if str(e) else type(e).__name__
             raise config.error("system.file", f"{path}: cannot be read ({detail}); expected an H5MD file") from None
+        if system.bonds is not None and not bonded:
+            return file_molecules(config, path, system, units, key, temperature).astype(dtype), seed
+        if "molecule" in section:
+            raise config.error("system.molecule", f"{path} has no bonds in /connectivity for /particles/{group}: the molecules of a file are its bonded groups")
     else:
         kind = section.get("lattice", "fcc")
         if kind not in LATTICES + ("random",):
@@ -543,7 +569,7 @@ def _setup(model: ParticleModel, config: Config) -> Setup:
         checks = MD.resolve_checks(config, ("max_temperature_factor",), "anisotropic barostats (no conserved energy to drift)")
     else:
         checks = MD.resolve_checks(config, what="MD runs")
-    system, seed = _md_system(config, jnp.float32 if dtype == "float32" else jnp.float64, units)
+    system, seed = _md_system(config, jnp.float32 if dtype == "float32" else jnp.float64, units, bonded=isinstance(model, BeadSpring))
     solver = with_constraints(solver, system)
     if solver.integrator.changes_box and not system.space.periodic:
         raise config.error("solver.barostat", "a barostat needs a periodic box; the [system] file starts in free space")
@@ -635,8 +661,11 @@ class MdSink:
         mass = particles.create_dataset("mass", data=np.asarray(system.mass, dtype=float))
         if self._labels:
             mass.attrs["unit"] = self._labels["mass"]
-        if system.bonds is not None:
-            f.create_dataset("connectivity/all", data=np.asarray(system.bonds, dtype=np.int32))
+        bonds = written_bonds(system)
+        if bonds is not None:  # H5MD 1.1 connectivity: pairs of particle indices of /particles/all
+            f.create_dataset("connectivity/all/bonds", data=bonds.astype(np.int32)).attrs["particles_group"] = particles.ref
+        if system.topology is not None:
+            particles.create_dataset("molecule", data=np.asarray(system.topology.molecule, dtype=np.int32))
         observables = f.require_group("observables")
         for name, values in rows.items():
             if name not in _PARTICLE_ROWS:

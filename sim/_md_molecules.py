@@ -1,7 +1,9 @@
 """Rigid molecules in MD configs: `[system] molecule` (a built-in water model, "spce" or
 "tip3p", or a table of sites and constraints) with `molecules` copies at a mass
-`density`, the water model's parameters as defaults, and the constraints that the
-integrator holds (SETTLE for rigid triangles, SHAKE/RATTLE for the rest)."""
+`density`, or the molecules of an H5MD start file (`[system] file`, found from its
+connectivity), the water model's parameters as defaults, the constraints that the
+integrator holds (SETTLE for rigid triangles, SHAKE/RATTLE for the rest), and the bonds
+a run writes back to its H5MD file."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from physics.md import WATER_MODELS, Molecule, System, Units, molecular_box
+from physics.md import WATER_MODELS, Molecule, System, Units, bonded_molecules, molecular_box
 from solvers import ParticleSolver, StochasticCellRescaling, constraints_of, did_you_mean
 
 from ._config import Config
@@ -116,6 +118,67 @@ def molecular_system(config: Config, units: Units, key, temperature: float | Non
     if temperature:
         system = thermalized(system, jax.random.fold_in(key, 2), units.boltzmann * temperature)
     return system
+
+
+def file_molecules(config: Config, path, system: System, units: Units, key, temperature: float | None) -> System:
+    """The rigid molecules of an H5MD start file (`system` as `physics.md.read_h5md`
+    read it, with bonds): one molecule per connected group of bonds, every bond held at
+    its length (from the geometry, the same for every molecule of a kind; a water
+    model's when `[system] molecule` names one, which the file's molecules must then
+    be), each molecule made whole, positions and velocities put on the constraints
+    (new velocities at `temperature` when given)."""
+    water = None
+    if "molecule" in config.spec.system:
+        value = config.spec.system["molecule"]
+        water = WATER_MODELS.get(value) if isinstance(value, str) else None
+        if water is None:
+            raise config.error(
+                "system.molecule",
+                f"with a file, molecule names the water model of the file's molecules ({', '.join(WATER_MODELS)}); got {value!r}"
+                f"{did_you_mean(str(value), tuple(WATER_MODELS)) if isinstance(value, str) else ''}",
+            )
+        if units.name != "real":
+            raise config.error("system.molecule", f"the {value} water model is in real units (nm, kJ/mol, e): set [system] units = \"real\"")
+    edges = np.asarray(system.space.box, dtype=float) if system.space.periodic else None
+    claimed = None if system.topology is None else np.asarray(system.topology.molecule)
+    mass = np.asarray(system.mass, dtype=float)
+    try:
+        position, topology = bonded_molecules(system.position, system.species, mass, system.bonds, edges, claimed=claimed)
+    except ValueError as e:
+        raise config.error("system.file", f"{path}: /connectivity: {e}") from None
+    if water is not None:
+        try:
+            topology, mass = water.waters(position, system.species, topology)
+        except ValueError as e:
+            raise config.error("system.molecule", f"{path}: {e}") from None
+    constraints = constraints_of(np.asarray(topology.constraints), np.asarray(topology.lengths), mass)
+    position = jnp.asarray(position)
+    mass = jnp.asarray(mass)
+    position = constraints.positions(position, position, mass)
+    velocity = constraints.velocities(position, jnp.asarray(system.velocity, dtype=float), mass)
+    out = System(position, velocity, mass, system.species, system.space, None, topology)
+    if temperature is not None:
+        out = thermalized(out, jax.random.fold_in(key, 2), units.boltzmann * temperature)
+    return out
+
+
+def written_bonds(system: System) -> np.ndarray | None:
+    """The bonds [b, 2] an MD run writes to `/connectivity/all/bonds`: the system's
+    bonds and the constraints of its molecules, without the base of each rigid triangle
+    that SETTLE holds (the two sides from its apex are the bonds of a three-site water;
+    reading the file back closes the triangle again), or None."""
+    parts = []
+    if system.bonds is not None:
+        parts.append(np.asarray(system.bonds, dtype=np.int64).reshape(-1, 2))
+    topology = system.topology
+    if topology is not None and topology.constraints.shape[0]:
+        constraints = constraints_of(np.asarray(topology.constraints), np.asarray(topology.lengths), np.asarray(system.mass))
+        triangles = np.asarray(constraints.triangles, dtype=np.int64)
+        parts += [triangles[:, [0, 1]], triangles[:, [0, 2]], np.asarray(constraints.pairs, dtype=np.int64)]
+    if not parts:
+        return None
+    bonds = np.sort(np.concatenate(parts), axis=1)
+    return bonds[np.lexsort((bonds[:, 1], bonds[:, 0]))]
 
 
 def thermalized(system: System, key, kt: float) -> System:

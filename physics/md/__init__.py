@@ -45,8 +45,11 @@ _NAMES: dict[str, tuple[str, str]] = {
     "Topology": ("._topology", "Topology"),
     "WATER_MODELS": ("._topology", "WATER_MODELS"),
     "WaterModel": ("._topology", "WaterModel"),
+    "bonded_molecules": ("._topology", "bonded_molecules"),
     "molecular_box": ("._topology", "molecular_box"),
+    "molecules_of": ("._topology", "molecules_of"),
     "topology_of": ("._topology", "topology_of"),
+    "topology_of_molecules": ("._topology", "topology_of_molecules"),
     "Free": ("._space", "Free"),
     "Periodic": ("._space", "Periodic"),
     "Space": ("._space", "Space"),
@@ -107,8 +110,11 @@ if TYPE_CHECKING:
         Molecule as Molecule,
         Topology as Topology,
         WaterModel as WaterModel,
+        bonded_molecules as bonded_molecules,
         molecular_box as molecular_box,
+        molecules_of as molecules_of,
         topology_of as topology_of,
+        topology_of_molecules as topology_of_molecules,
     )
     from ._units import UNITS as UNITS, Units as Units, unit_system as unit_system
     from .base import OBSERVABLES as OBSERVABLES, ParticleModel as ParticleModel, System as System

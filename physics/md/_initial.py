@@ -14,6 +14,7 @@ import numpy as np
 from jaxtyping import Array, PRNGKeyArray
 
 from ._space import Free, Periodic, Space
+from ._topology import Topology
 from ._types import Masses, Velocities
 from .base import System
 
@@ -217,9 +218,18 @@ def read_h5md(path: str | Path, *, group: str = "all", frame: int = -1, dtype=fl
     """A system from an H5MD file: the positions (and velocities, species, masses when
     present) of `frame` of `/particles/<group>` and its box.
 
+    The bonds (`System.bonds`) are the pairs of the file's connectivity for the group
+    (H5MD 1.1): every [b, 2] dataset in `/connectivity/<group>` (such as `bonds`), a
+    dataset `/connectivity/<group>` itself, and the [b, 2] datasets directly in
+    `/connectivity` whose `particles_group` attribute refers to `/particles/<group>`;
+    particle ids are row numbers, or the values of `/particles/<group>/id` when it
+    exists. Molecule ids in `/particles/<group>/molecule` (which simjax writes) come as a
+    `Topology` without constraints, for `bonded_molecules` to check.
+
     Raises:
         ValueError: missing file or group, or a layout that is not H5MD (naming the
-            dataset that is missing).
+            dataset that is missing or wrong: a frame beyond the file's, bonds that are
+            not pairs of particle ids in range).
     """
     import h5py
 
@@ -243,8 +253,14 @@ def read_h5md(path: str | Path, *, group: str = "all", frame: int = -1, dtype=fl
                     raise ValueError(f"{path}: /{base}/{name} is missing; expected an H5MD particle group")
                 return None
             node = g[name]
-            value = np.asarray(node["value"][frame]) if isinstance(node, h5py.Group) else np.asarray(node[()])
-            return _numbers(value, f"/{base}/{name}", integer=name == "species")
+            if isinstance(node, h5py.Group):
+                frames = node["value"].shape[0]
+                if not -frames <= frame < frames:
+                    raise ValueError(f"{path}: /{base}/{name} has {frames} frames; frame {frame} is not one of them (0..{frames - 1}, or -1 for the last)")
+                value = np.asarray(node["value"][frame])
+            else:
+                value = np.asarray(node[()])
+            return _numbers(value, f"/{base}/{name}", integer=name in ("species", "id", "molecule"))
 
         def _numbers(value, where, integer=False):
             if value.dtype.kind not in ("iu" if integer else "iuf"):
@@ -297,17 +313,64 @@ def read_h5md(path: str | Path, *, group: str = "all", frame: int = -1, dtype=fl
             if np.any(np.abs(position) > 1e100):
                 raise ValueError(f"{path}: /{base}/position holds coordinates beyond 1e100")
             space = Free(ndim=dim)
-        bonds = None
-        if "connectivity" in f and group in f["connectivity"]:
-            bonds = jnp.asarray(np.asarray(f["connectivity"][group][()]), jnp.int32)
+        ids = element("id", False)
+        if ids is not None and (ids.shape != (n,) or np.unique(ids).shape[0] != n):
+            raise ValueError(f"{path}: /{base}/id must hold {n} distinct particle ids, got shape {ids.shape}")
+        bonds = _connectivity(f, path, group, n, ids)
+        molecule = element("molecule", False)
+        if molecule is not None and molecule.shape != (n,):
+            raise ValueError(f"{path}: /{base}/molecule has shape {molecule.shape}; expected one molecule id per particle ({n})")
+    topology = None
+    if molecule is not None:
+        none = jnp.zeros((0, 2), jnp.int32)
+        topology = Topology(jnp.asarray(molecule, jnp.int32), none, none, jnp.zeros(0, dtype))
     return System(
         position=jnp.asarray(position, dtype),
         velocity=jnp.asarray(velocity if velocity is not None else np.zeros_like(position), dtype),
         mass=jnp.asarray(np.broadcast_to(mass, (n,)) if mass is not None else np.ones(n), dtype),
         species=jnp.asarray(species if species is not None else np.zeros(n), jnp.int32),
         space=space,
-        bonds=bonds,
+        bonds=None if bonds is None else jnp.asarray(bonds, jnp.int32),
+        topology=topology,
     )
+
+
+def _connectivity(f, path: Path, group: str, n: int, ids) -> np.ndarray | None:
+    """The pairs [b, 2] (row numbers) of the connectivity of `/particles/<group>` in
+    an open H5MD file, or None when it has none (see `read_h5md`)."""
+    import h5py
+
+    if "connectivity" not in f:
+        return None
+    top = f["connectivity"]
+    found = []
+    if group in top:
+        node = top[group]
+        found = [node] if isinstance(node, h5py.Dataset) else [d for d in node.values() if isinstance(d, h5py.Dataset) and d.ndim == 2 and d.shape[1] == 2]
+    target = f[f"particles/{group}"]
+    for node in top.values():
+        ref = node.attrs.get("particles_group") if isinstance(node, h5py.Dataset) and node.ndim == 2 and node.shape[1] == 2 else None
+        if isinstance(ref, h5py.Reference) and ref and f[ref] == target and node not in found:
+            found.append(node)
+    if not found:
+        return None
+    pairs = []
+    for node in found:
+        value = np.asarray(node[()])
+        if value.dtype.kind not in "iu" or value.ndim != 2 or value.shape[1] != 2:
+            raise ValueError(f"{path}: {node.name} must be [b, 2] integer particle ids (pairs), got {value.dtype} of shape {value.shape}")
+        if ids is not None:
+            order = np.argsort(ids)
+            at = np.clip(np.searchsorted(ids, value, sorter=order), 0, n - 1)
+            known = ids[order[at]] == value
+            if not np.all(known):
+                raise ValueError(f"{path}: {node.name} names particle id {value[~known][0]}, which /particles/{group}/id does not hold")
+            value = order[at]
+        elif value.size and (value.min() < 0 or value.max() >= n):
+            bad = value[(value < 0) | (value >= n)][0]
+            raise ValueError(f"{path}: {node.name} holds particle index {bad}; expected indices 0..{n - 1} of the {n} particles of /particles/{group}")
+        pairs.append(value.astype(np.int64))
+    return np.concatenate(pairs)
 
 
 def _did_you_mean(word: str, choices) -> str:

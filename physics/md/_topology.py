@@ -107,6 +107,46 @@ class WaterModel:
             "charges": np.array([self.oxygen_charge, -0.5 * self.oxygen_charge]),
         }
 
+    def waters(self, position, species, topology: Topology, *, tolerance: float = 1e-3) -> tuple[Topology, np.ndarray]:
+        """`topology` (of molecules read from a file) as waters of this model: every
+        molecule three sites, an oxygen (species 0) and two hydrogens (species 1), held
+        at the model's O-H distance and H-H distance (from its angle).
+
+        Returns:
+            (the topology with the model's constraint lengths, the masses [n] of O and H).
+
+        Raises:
+            ValueError: the first molecule that is not such a water, or whose distances
+                differ from the model's by more than `tolerance` (relative).
+        """
+        species = np.asarray(species)
+        molecule = np.asarray(topology.molecule)
+        constraints = np.asarray(topology.constraints)
+        sizes = np.bincount(molecule)
+        hh = 2.0 * self.oh * math.sin(math.radians(self.angle) / 2.0)
+        for m in range(sizes.shape[0]):
+            ids = np.flatnonzero(molecule == m)
+            if ids.shape[0] != 3 or sorted(species[ids].tolist()) != [0, 1, 1]:
+                raise ValueError(
+                    f"molecule {m} (particles {', '.join(map(str, ids[:6].tolist()))}{', ...' if ids.shape[0] > 6 else ''}, species "
+                    f"{species[ids[:6]].tolist()}) is not a {self.name} water: expected three sites, an oxygen of species 0 and two hydrogens of species 1"
+                )
+        position = np.asarray(position, dtype=float)
+        length = np.linalg.norm(position[constraints[:, 0]] - position[constraints[:, 1]], axis=-1)
+        hydrogens = (species[constraints[:, 0]] == 1) & (species[constraints[:, 1]] == 1)
+        target = np.where(hydrogens, hh, self.oh)
+        off = np.abs(length / target - 1.0) > tolerance
+        if np.any(off):
+            k = int(np.argmax(off))
+            i, j = constraints[k]
+            what = "H-H" if hydrogens[k] else "O-H"
+            raise ValueError(
+                f"molecule {molecule[i]} is not a {self.name} water: its {what} distance (particles {i}, {j}) is {length[k]:.6g}, "
+                f"the model's is {target[k]:.6g} (O-H {self.oh:g}, H-O-H {self.angle:g} degrees; tolerance {tolerance:g} relative)"
+            )
+        mass = np.where(species == 0, OXYGEN_MASS, HYDROGEN_MASS)
+        return Topology(topology.molecule, topology.pairs, topology.constraints, jnp.asarray(target)), mass
+
 
 WATER_MODELS = {
     # Berendsen, Grigera & Straatsma, J. Phys. Chem. 91, 6269 (1987): r_OH 1 A, HOH
@@ -124,15 +164,200 @@ def topology_of(molecule_sizes, constraints, lengths) -> Topology:
     """A `Topology` from the number of particles of each molecule, in order, and the
     constrained pairs [c, 2] with their distances [c] (particle ids)."""
     sizes = np.asarray(molecule_sizes, dtype=np.int64)
-    molecule = np.repeat(np.arange(len(sizes)), sizes)
-    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-    pairs = [(s + a, s + b) for s, k in zip(starts.tolist(), sizes.tolist()) for a in range(k) for b in range(a + 1, k)]
+    return topology_of_molecules(np.repeat(np.arange(len(sizes)), sizes), constraints, lengths)
+
+
+def topology_of_molecules(molecule, constraints, lengths) -> Topology:
+    """A `Topology` from the molecule id of each particle [n] (a molecule's particles
+    need not be consecutive) and the constrained pairs [c, 2] with their distances [c]."""
+    molecule = np.asarray(molecule, dtype=np.int64)
+    order = np.argsort(molecule, kind="stable")
+    cuts = np.flatnonzero(np.diff(molecule[order])) + 1
+    pairs = [(int(a), int(b)) for members in np.split(order, cuts) for k, a in enumerate(members) for b in members[k + 1 :]]
     return Topology(
         molecule=jnp.asarray(molecule, jnp.int32),
         pairs=jnp.asarray(np.asarray(pairs, dtype=np.int64).reshape(-1, 2), jnp.int32),
         constraints=jnp.asarray(np.asarray(constraints, dtype=np.int64).reshape(-1, 2), jnp.int32),
         lengths=jnp.asarray(np.asarray(lengths, dtype=float).reshape(-1)),
     )
+
+
+def molecules_of(n: int, bonds) -> np.ndarray:
+    """The molecule of each of `n` particles [n]: the connected components of the graph
+    of `bonds` [b, 2], numbered in the order of their first particles (a particle without
+    bonds is a molecule of its own)."""
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    bonds = np.asarray(bonds, dtype=np.int64).reshape(-1, 2)
+    graph = coo_matrix((np.ones(bonds.shape[0]), (bonds[:, 0], bonds[:, 1])), shape=(n, n))
+    _, labels = connected_components(graph, directed=False)
+    _, first = np.unique(labels, return_index=True)
+    rank = np.empty(first.shape[0], dtype=np.int64)
+    rank[np.argsort(first)] = np.arange(first.shape[0])
+    return rank[labels]
+
+
+LENGTH_SPREAD = 0.05
+"""How far (relative) a bond of a molecule read from a file may lie from the mean of the
+same bond over the molecules of its kind: farther, it is not the same bond."""
+
+
+def bonded_molecules(position, species, mass, bonds, edges=None, *, claimed=None, spread: float = LENGTH_SPREAD):
+    """Rigid molecules from a list of bonds (an H5MD file's connectivity): each connected
+    group of bonded particles is one molecule, each bond a constraint, and a three-site
+    molecule whose two bonds share a site is closed into a rigid triangle (the third side
+    is constrained too: three-site water, which SETTLE holds).
+
+    Molecules of one kind (the same species in particle order and the same bonds between
+    them) get the same constraint lengths: each length's mean over the kind's molecules;
+    the two sides of a closed triangle whose far sites are alike (species and mass) get
+    their common mean, so that the triangle is isosceles as SETTLE needs.
+
+    Arguments:
+        position: [n, dim] positions (periodic images of a molecule's sites allowed).
+        species, mass: [n].
+        bonds: [b, 2] bonded particle ids (either order; repeats count once).
+        edges: [dim] the periodic box, or None in free space.
+        claimed: [n] molecule ids the file gives, or None: each must be one connected
+            group of bonds.
+        spread: the largest relative distance of a bond from its kind's mean.
+
+    Returns:
+        (position [n, dim] with every molecule whole: each site the nearest image of the
+        site it is bonded to, `Topology`).
+
+    Raises:
+        ValueError: a bond of a particle with itself or out of range, a bond not shorter
+            than half the box's shortest edge, a claimed molecule that is not one
+            connected group, a bond farther than `spread` from its kind's mean.
+    """
+    position = np.asarray(position, dtype=float)
+    species = np.asarray(species)
+    mass = np.asarray(mass, dtype=float)
+    n = position.shape[0]
+    bonds = np.asarray(bonds, dtype=np.int64).reshape(-1, 2)
+    if bonds.size and (bonds.min() < 0 or bonds.max() >= n):
+        k = int(np.argmax(np.any((bonds < 0) | (bonds >= n), axis=1)))
+        raise ValueError(f"bond {k} joins particles {bonds[k, 0]} and {bonds[k, 1]}; expected particle ids in 0..{n - 1}")
+    if np.any(bonds[:, 0] == bonds[:, 1]):
+        k = int(np.argmax(bonds[:, 0] == bonds[:, 1]))
+        raise ValueError(f"bond {k} joins particle {bonds[k, 0]} to itself")
+    bonds = np.unique(np.sort(bonds, axis=1), axis=0)
+    molecule = molecules_of(n, bonds)
+    if claimed is not None:
+        _check_claimed(np.asarray(claimed), molecule, bonds)
+    position = _whole(position, bonds, edges)
+    # three-site molecules with two bonds from one site: the third side closes them
+    sizes = np.bincount(molecule)
+    counts = np.bincount(molecule[bonds[:, 0]], minlength=sizes.shape[0])
+    closing = []
+    for m in np.flatnonzero((sizes == 3) & (counts == 2)).tolist():
+        ends = bonds[molecule[bonds[:, 0]] == m]
+        apex = np.intersect1d(ends[0], ends[1])
+        if apex.size == 1:
+            closing.append(sorted(set(ends.ravel().tolist()) - {int(apex[0])}))
+    constraints = np.concatenate([bonds, np.asarray(closing, dtype=np.int64).reshape(-1, 2)])
+    length = np.linalg.norm(position[constraints[:, 0]] - position[constraints[:, 1]], axis=-1)
+    if edges is not None and constraints.shape[0]:
+        half = 0.5 * float(np.min(edges))
+        far = length[: bonds.shape[0]] >= half
+        if np.any(far):
+            k = int(np.argmax(far))
+            raise ValueError(
+                f"the bond between particles {bonds[k, 0]} and {bonds[k, 1]} is {length[k]:.6g} long, not shorter than half the "
+                f"box's shortest edge ({half:.6g}): a bond cannot be told from its periodic images"
+            )
+    lengths = _kind_lengths(constraints, length, molecule, species, mass, spread)
+    return position, topology_of_molecules(molecule, constraints, lengths)
+
+
+def _check_claimed(claimed: np.ndarray, molecule: np.ndarray, bonds: np.ndarray) -> None:
+    """Each molecule id a file claims is one connected group of its bonds."""
+    if claimed.shape != molecule.shape:
+        raise ValueError(f"molecule ids: expected one per particle ({molecule.shape[0]}), got shape {claimed.shape}")
+    across = claimed[bonds[:, 0]] != claimed[bonds[:, 1]]
+    if np.any(across):
+        k = int(np.argmax(across))
+        i, j = bonds[k]
+        raise ValueError(f"the bond between particles {i} and {j} joins molecules {claimed[i]} and {claimed[j]}; a bond lies within one molecule")
+    for c in np.unique(claimed).tolist():
+        members = np.flatnonzero(claimed == c)
+        if np.unique(molecule[members]).shape[0] > 1:
+            apart = members[molecule[members] != molecule[members[0]]]
+            raise ValueError(
+                f"molecule {c} (particles {', '.join(map(str, members[:8].tolist()))}{', ...' if members.shape[0] > 8 else ''}) is not "
+                f"connected by its bonds: particle {apart[0]} is joined to particle {members[0]} by no chain of bonds"
+            )
+
+
+def _whole(position: np.ndarray, bonds: np.ndarray, edges) -> np.ndarray:
+    """Positions with each bonded site moved to the periodic image nearest the site it
+    is bonded to, walking each molecule's bonds breadth first from its first particle."""
+    if edges is None or bonds.shape[0] == 0:
+        return position
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import breadth_first_order
+
+    edges = np.asarray(edges, dtype=float)
+    n = position.shape[0]
+    graph = coo_matrix((np.ones(bonds.shape[0]), (bonds[:, 0], bonds[:, 1])), shape=(n, n)).tocsr()
+    out = position.copy()
+    seen = np.zeros(n, bool)
+    for root in range(n):
+        if seen[root]:
+            continue
+        order, parent = breadth_first_order(graph, root, directed=False, return_predecessors=True)
+        seen[order] = True
+        for i in order[1:].tolist():  # a parent is placed before its children
+            d = out[i] - out[parent[i]]
+            out[i] = out[parent[i]] + d - edges * np.round(d / edges)
+    return out
+
+
+def _kind_lengths(constraints, length, molecule, species, mass, spread) -> np.ndarray:
+    """Each constraint's length: its mean over the molecules of its kind (the two sides
+    of a triangle from one apex to alike sites share theirs); refuses a length farther
+    than `spread` from it."""
+    members: dict[int, list[int]] = {}
+    for i, m in enumerate(molecule.tolist()):
+        members.setdefault(m, []).append(i)
+    local = np.empty(molecule.shape[0], dtype=np.int64)
+    for ids in members.values():
+        local[ids] = np.arange(len(ids))
+    pairs_of: dict[int, list[tuple[int, int]]] = {}
+    for i, j in constraints.tolist():
+        pairs_of.setdefault(int(molecule[i]), []).append((int(local[i]), int(local[j])))
+    kinds = {m: (tuple(species[members[m]].tolist()), tuple(sorted(pairs))) for m, pairs in pairs_of.items()}
+
+    def slot_of(i, j):
+        m = int(molecule[i])
+        ids, a, b = members[m], int(local[i]), int(local[j])
+        if len(ids) == 3:  # a triangle: sides from an apex to two alike sites are one length
+            c = 3 - a - b
+
+            def alike(x, y):
+                return species[ids[x]] == species[ids[y]] and mass[ids[x]] == mass[ids[y]]
+
+            for apex, other in ((a, b), (b, a)):
+                if alike(other, c) and not alike(apex, c):
+                    return (kinds[m], "side", apex)
+        return (kinds[m], a, b)
+
+    slot = [slot_of(i, j) for i, j in constraints.tolist()]
+    keys = {key: k for k, key in enumerate(dict.fromkeys(slot))}
+    index = np.asarray([keys[key] for key in slot], dtype=np.int64)
+    mean = np.bincount(index, weights=length) / np.bincount(index)
+    off = np.abs(length - mean[index]) > spread * mean[index]
+    if np.any(off):
+        k = int(np.argmax(off))
+        i, j = constraints[k]
+        raise ValueError(
+            f"the bond between particles {i} and {j} is {length[k]:.6g} long, {abs(length[k] / mean[index[k]] - 1):.1%} from the "
+            f"{mean[index[k]]:.6g} of the same bond in the other molecules of its kind (at most {spread:.0%}): the molecules "
+            f"of a kind are copies of one rigid molecule"
+        )
+    return mean[index]
 
 
 def _rotation(q: np.ndarray) -> np.ndarray:

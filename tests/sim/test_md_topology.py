@@ -1,0 +1,339 @@
+"""Molecules in and out of H5MD files: a water run writes its bonds (H5MD 1.1
+connectivity) and molecule ids; a file with bonds starts a run of rigid molecules (found
+from the bonds, three-site waters held by SETTLE), so that a run continued from the
+output of another equals the uninterrupted run; resume and sweeps of water runs; and the
+hostile files, each refused in one line."""
+
+import os
+import shutil
+import signal
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+
+import sim
+from physics import md
+from sim import _interrupt, _stream
+from tests.helpers import cli
+
+from .test_run_resume import contents
+
+SPCE = md.WATER_MODELS["spce"]
+HH = 2 * SPCE.oh * np.sin(np.radians(SPCE.angle) / 2)
+
+# Eight SPC/E waters (a 0.62 nm box, so a short cutoff), NVE: a few dozen steps.
+CONFIG = """
+[model]
+name = "lj_coulomb"
+[params]
+cutoff = 0.3
+shift = true
+[system]
+units = "real"
+{system}
+[time]
+dt = 0.002
+steps = {steps}
+save_every = 5
+[solver]
+method = "verlet"
+"""
+# the constraints of the box's waters (O, H, H in order) and their lengths
+TRIANGLES = np.array([[3 * m + a, 3 * m + b] for m in range(8) for a, b in ((0, 1), (0, 2), (1, 2))])
+LENGTHS = np.tile([SPCE.oh, SPCE.oh, HH], 8)
+BOX = 'molecule = "spce"\nmolecules = 8\ndensity = 0.997\ntemperature = 300.0\nseed = 2'
+
+
+def write_config(folder: Path, system: str = BOX, steps: int = 40, name: str = "water.toml", extra: str = "", params: str = "") -> Path:
+    path = folder / name
+    path.write_text(CONFIG.format(system=system, steps=steps).replace("shift = true\n", f"shift = true\n{params}") + extra)
+    return path
+
+
+def absolute(f, frame=-1) -> np.ndarray:
+    """Unwrapped positions of a frame of an H5MD run (position + image * edges)."""
+    p = f["particles/all"]
+    return p["position/value"][frame] + p["image/value"][frame] * p["box/edges/value"][frame][..., None, :]
+
+
+def deviation(position, constraints, lengths) -> float:
+    """The largest | |r_i - r_j| - L | over the constraints of positions [..., n, 3]."""
+    d = np.linalg.norm(position[..., constraints[:, 0], :] - position[..., constraints[:, 1], :], axis=-1)
+    return float(np.max(np.abs(d - lengths)))
+
+
+@pytest.fixture(scope="module")
+def water_run(tmp_path_factory):
+    """A 40-step run of eight SPC/E waters, written with `sim run`."""
+    folder = tmp_path_factory.mktemp("water")
+    sim.run(sim.load_config(write_config(folder)), output=folder / "run.h5")
+    return folder / "run.h5"
+
+
+# ----------------------------------------------------------------------------- out
+
+
+def test_a_water_run_writes_its_bonds_and_molecules(water_run):
+    import MDAnalysis as mda
+
+    with h5py.File(water_run) as f:
+        bonds = f["connectivity/all/bonds"]
+        assert f[bonds.attrs["particles_group"]] == f["particles/all"]  # H5MD 1.1: the group it indexes
+        bonds = bonds[()]
+        molecule = f["particles/all/molecule"][()]
+        species = f["particles/all/species"][()]
+        position = f["particles/all/position/value"][()]
+        edges = f["particles/all/box/edges/value"][0]
+        whole = absolute(f, slice(None))
+    # each water's two O-H bonds (the H-H side of SETTLE's triangle is not a bond)
+    np.testing.assert_array_equal(bonds, [[3 * m, 3 * m + h] for m in range(8) for h in (1, 2)])
+    np.testing.assert_array_equal(molecule, np.repeat(np.arange(8), 3))
+    assert np.all(species[bonds[:, 0]] == 0) and np.all(species[bonds[:, 1]] == 1)
+    assert deviation(whole, bonds, SPCE.oh) < 1e-12
+    # MDAnalysis 2.x reads H5MD coordinates only (it has no H5MD topology parser and
+    # leaves /connectivity alone): given the file's bonds, it measures them at 0.1 nm
+    # across the periodic boundaries of the wrapped positions.
+    u = mda.Universe.empty(24, trajectory=True)
+    u.load_new(str(water_run), format="H5MD", convert_units=False)
+    u.add_TopologyAttr("bonds", [tuple(b) for b in bonds.tolist()])
+    for frame in (0, len(u.trajectory) - 1):
+        u.trajectory[frame]
+        np.testing.assert_allclose(u.atoms.positions, position[frame], atol=1e-5)
+        np.testing.assert_allclose(u.bonds.values(), SPCE.oh, rtol=1e-5)
+    np.testing.assert_allclose(u.dimensions[:3], edges, rtol=1e-6)
+
+
+# ----------------------------------------------------------------------------- in
+
+
+def test_a_run_continued_from_the_output_is_the_uninterrupted_run(water_run, tmp_path):
+    # 40 steps, then 40 more from the last frame of the file (positions, velocities,
+    # box, bonds), equal 80 steps in one run: the bonds make the same rigid waters.
+    start = tmp_path / "start.h5"
+    shutil.copy(water_run, start)
+    later = sim.run(sim.load_config(write_config(tmp_path, 'file = "start.h5"\nmolecule = "spce"', name="next.toml")))
+    whole = sim.run(sim.load_config(write_config(tmp_path, steps=80, name="whole.toml")))
+    rows = lambda c: sorted(map(tuple, np.asarray(c).tolist()))  # noqa: E731
+    assert rows(later.system.topology.constraints) == rows(whole.system.topology.constraints)
+    np.testing.assert_array_equal(later.params["charges"], whole.params["charges"])
+    edges = np.asarray(whole.system.space.box)
+    for name, tolerance in (("position", 1e-11), ("velocity", 1e-9)):
+        a, b = later.observables[name], whole.observables[name][8:]
+        diff = a - b
+        if name == "position":  # the file's molecules start whole, perhaps one box away
+            diff -= edges * np.round(diff / edges)
+        assert np.max(np.abs(diff)) < tolerance, name
+    np.testing.assert_allclose(later.observables["total_energy"], whole.observables["total_energy"][8:], rtol=1e-11)
+
+
+def another_programs_file(path: Path, run: Path, *, dtype=np.float32):
+    """The last frame of `run` as another program might write it: particle group
+    `water`, oxygens first and hydrogens after (molecules not contiguous), positions
+    shifted by a quarter box and wrapped into it without image counters (so that
+    molecules straddle its faces), in float32, the bonds listed once
+    each way round in `/connectivity/bonds` with a `particles_group` reference, no
+    masses and no molecule ids. Returns the order: file row -> particle of `run`."""
+    with h5py.File(run) as f:
+        x = f["particles/all/position/value"][-1]
+        v = f["particles/all/velocity/value"][-1]
+        edges = f["particles/all/box/edges/value"][-1]
+        species = f["particles/all/species"][()]
+    order = np.concatenate([np.arange(0, 24, 3), np.arange(1, 24, 3), np.arange(2, 24, 3)])
+    row = np.argsort(order)  # particle of run -> file row
+    bonds = np.array([[row[3 * m], row[3 * m + h]] for m in range(8) for h in (1, 2)])
+    bonds[::2] = bonds[::2, ::-1]
+    with h5py.File(path, "w") as f:
+        f.create_group("h5md").attrs["version"] = [1, 1]
+        g = f.create_group("particles/water")
+        box = g.create_group("box")
+        box.attrs["dimension"] = 3
+        box.attrs["boundary"] = np.array([b"periodic"] * 3)
+        box["edges"] = edges.astype(dtype)
+        g["position/value"] = ((x[order] + edges / 4) % edges).astype(dtype)[None]
+        g["velocity/value"] = v[order].astype(dtype)[None]
+        g["species"] = species[order]
+        f["connectivity/bonds"] = bonds.astype(np.int64)
+        f["connectivity/bonds"].attrs["particles_group"] = g.ref
+    return order
+
+
+def test_another_programs_water_file_makes_settle_waters(water_run, tmp_path):
+    order = another_programs_file(tmp_path / "other.h5", water_run)
+    with h5py.File(tmp_path / "other.h5") as f:
+        x, bonds = f["particles/water/position/value"][0], f["connectivity/bonds"][()]
+        assert np.max(np.abs(x[bonds[:, 0]] - x[bonds[:, 1]])) > 0.3  # molecules split by the box's faces
+    water = "charges = [-0.8476, 0.4238]\nsigma = 0.2\n"  # neutral; no water model named, so no water parameters
+    config = sim.load_config(write_config(tmp_path, 'file = "other.h5"\ngroup = "water"', name="other.toml", params=water))
+    s = sim.setup(config)
+    system, constraints = s.initial, s.solver.integrator.constraints
+    # eight rigid triangles (the H-H sides closed from the geometry) for SETTLE, no SHAKE
+    assert constraints.triangles.shape == (8, 3) and constraints.pairs.shape == (0, 2)
+    np.testing.assert_allclose(constraints.sides, SPCE.oh, rtol=1e-6)  # from float32 geometry
+    np.testing.assert_allclose(constraints.bases, HH, rtol=1e-6)
+    assert np.ptp(np.asarray(constraints.sides)) == 0 and np.ptp(np.asarray(constraints.bases)) == 0  # one kind, one shape
+    # every molecule whole and exactly on its constraints; velocities along no bond
+    topology = system.topology
+    position, velocity = np.asarray(system.position), np.asarray(system.velocity)
+    assert deviation(position, np.asarray(topology.constraints), np.asarray(topology.lengths)) < 1e-15
+    c = np.asarray(topology.constraints)
+    assert np.max(np.abs(np.sum((position[c[:, 0]] - position[c[:, 1]]) * (velocity[c[:, 0]] - velocity[c[:, 1]]), axis=1))) < 1e-13
+    molecule = np.asarray(topology.molecule)
+    np.testing.assert_array_equal(molecule[np.argsort(order)], np.repeat(np.arange(8), 3))
+    # without masses in the file every site weighs 1; with the water model named, its
+    # masses, and the model's own lengths
+    assert np.all(np.asarray(system.mass) == 1.0)
+    s = sim.setup(sim.load_config(write_config(tmp_path, 'file = "other.h5"\ngroup = "water"\nmolecule = "spce"', name="spce.toml")))
+    np.testing.assert_array_equal(np.unique(np.asarray(s.initial.mass)), [1.008, 15.9994])
+    assert float(s.solver.integrator.constraints.sides[0]) == SPCE.oh
+    assert float(s.solver.integrator.constraints.bases[0]) == pytest.approx(HH, rel=1e-15)
+
+
+# ----------------------------------------------------------------------------- resume and sweeps
+
+
+def identical(a, b):
+    """`assert_identical` with the bonds' `particles_group` compared by the group it
+    refers to (an object reference's bytes are an address in memory)."""
+    for path in (a, b):
+        with h5py.File(path) as f:
+            assert f[f["connectivity/all/bonds"].attrs["particles_group"]] == f["particles/all"]
+    ca, cb = contents(a), contents(b)
+    for c in (ca, cb):
+        dtype, shape, value, attrs = c["connectivity/all/bonds"]
+        c["connectivity/all/bonds"] = (dtype, shape, value, {k: v for k, v in attrs.items() if k != "particles_group"})
+    assert sorted(ca) == sorted(cb)
+    for key in ca:
+        assert ca[key] == cb[key], key
+
+
+def test_sigint_mid_run_resumes_to_the_uninterrupted_water_run(tmp_cwd):
+    config = write_config(tmp_cwd, extra="[output]\nchunk = 2\ncheckpoint_every = 1\n")
+    sim.run(sim.load_config(config), output="whole.h5")
+    with pytest.MonkeyPatch.context() as patch:
+        count = []
+        original = _stream.ChunkSizer.took
+
+        def took(self, frames, seconds):
+            original(self, frames, seconds)
+            count.append(frames)
+            if len(count) == 2:
+                os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C, honoured at the next safe point
+
+        patch.setattr(_stream.ChunkSizer, "took", took)
+        patch.setattr(_interrupt, "_requested", None)  # the request outlives `deferred`: undone after
+        with _interrupt.deferred(), pytest.raises(_interrupt.Interrupted) as info:
+            sim.run(sim.load_config(config), output="out.h5")
+    assert info.value.exit_code == 128 + signal.SIGINT
+    assert not Path("out.h5").exists() and _stream.checkpoint_path("out.h5").exists()
+    done = sim.run(sim.load_config(config), output="out.h5", resume=True)
+    assert 0 < done.resumed_from < done.frames
+    identical("whole.h5", "out.h5")  # bit for bit, bonds and molecule ids included
+    with h5py.File("out.h5") as f:
+        assert deviation(absolute(f, slice(None)), TRIANGLES, LENGTHS) < 1e-12
+
+
+def test_a_water_sweep_varies_sigma_and_refuses_what_it_cannot_vary(tmp_cwd, capsys):
+    sweep = '[sweep]\nmode = "grid"\nsave = "full"\n[sweep.params]\n'
+    write_config(tmp_cwd, steps=20, name="s.toml", extra=sweep + "sigma = { values = [0.31, 0.3166] }\n")
+    code, err = cli(["sweep", "s.toml", "-o", "s.h5", "--quiet"], capsys)
+    assert code == 0, err
+    record = sim.read("s.h5")
+    assert np.all(record.status == 1)
+    position = np.asarray(record.observables["position"])  # [runs, frames, n, 3], unwrapped
+    assert position.shape == (2, 5, 24, 3) and deviation(position, TRIANGLES, LENGTHS) < 1e-12
+    energy = np.asarray(record.observables["total_energy"])
+    assert not np.allclose(energy[0], energy[1])  # sigma changed the runs
+    assert np.max(np.abs(energy - energy[:, :1])) < 0.05 * np.max(np.abs(np.asarray(record.observables["kinetic_energy"])))
+    # What a sweep cannot vary: one line naming it, exit 2, nothing written
+    for name, value, expected in (
+        ("temperature", "[280.0, 300.0]", "[system] or [solver] key"),
+        ("charges", "[-0.8, -0.85]", "not a scalar"),
+        ("epsilon", "[0.6, 0.65]", "not a scalar"),
+    ):
+        write_config(tmp_cwd, steps=20, name="bad.toml", extra=sweep + f"{name} = {{ values = {value} }}\n")
+        code, err = cli(["sweep", "bad.toml", "-o", "bad.h5", "--quiet"], capsys)
+        lines = err.strip().splitlines()
+        assert code == 2 and len(lines) == 1 and f"sweep.params.{name}" in lines[0] and expected in lines[0], err
+        assert not Path("bad.h5").exists()
+
+
+# ----------------------------------------------------------------------------- hostile files
+
+
+def edit(path: Path, change) -> None:
+    with h5py.File(path, "r+") as f:
+        change(f)
+
+
+def far_pair(f) -> tuple[int, int]:
+    """Two particles whose nearest images are at least half the box's edge apart."""
+    x = f["particles/all/position/value"][-1]
+    edges = f["particles/all/box/edges/value"][-1]
+    d = x[:, None, :] - x[None, :, :]
+    d -= edges * np.round(d / edges)
+    r = np.linalg.norm(d, axis=-1)
+    i, j = np.unravel_index(np.argmax(r), r.shape)
+    assert r[i, j] >= 0.5 * np.min(edges)
+    return int(i), int(j)
+
+
+def _far_bond(f):
+    i, j = far_pair(f)
+    del f["particles/all/molecule"]
+    bonds = f["connectivity/all/bonds"]
+    bonds[0] = [i, j]
+
+
+def _stretched(f):
+    x = f["particles/all/position/value"]
+    frame = x[-1]
+    frame[1] = frame[0] + 1.1 * (frame[1] - frame[0])  # one O-H 10% long
+    x[-1] = frame
+
+
+HOSTILE = {
+    "index out of range": (lambda f: f["connectivity/all/bonds"].__setitem__(0, [0, 24]), "", "system.file", "particle index 24"),
+    "bond longer than half the box": (_far_bond, "", "system.file", "half the box"),
+    "molecule not connected": (
+        lambda f: f["connectivity/all/bonds"].__setitem__(1, [0, 1]),  # molecule 0 loses its bond to particle 2
+        "",
+        "system.file",
+        "molecule 0 (particles 0, 1, 2) is not connected",
+    ),
+    "bond across two molecules": (lambda f: f["connectivity/all/bonds"].__setitem__(1, [0, 4]), "", "system.file", "joins molecules 0 and 1"),
+    "bond not its kind's": (_stretched, "", "system.file", "particles 0 and 1 is 0.11"),
+    "box missing": (lambda f: f["particles/all"].__delitem__("box"), "", "system.file", "/particles/all/box is missing"),
+    "frame beyond the file": (lambda f: None, "frame = 9", "system.file", "frame 9"),
+    "wrong water": (lambda f: None, 'molecule = "tip3p"', "system.molecule", "is not a tip3p water: its O-H distance"),
+    "not water": (lambda f: f["particles/all/species"].__setitem__(0, 1), 'molecule = "spce"', "system.molecule", "is not a spce water"),
+    "bonds without water": (lambda f: f.__delitem__("connectivity"), 'molecule = "spce"', "system.molecule", "no bonds"),
+    "molecules beside a file": (lambda f: None, "molecules = 8", "system.molecules", "either file"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE))
+def test_hostile_start_files_are_refused_in_one_line(case, water_run, tmp_path, capsys):
+    change, system, key, expected = HOSTILE[case]
+    start = tmp_path / "start.h5"
+    shutil.copy(water_run, start)
+    edit(start, change)
+    config = write_config(tmp_path, f'file = "start.h5"\n{system}')
+    before = (start.read_bytes(), config.read_text())
+    code, err = cli(["run", str(config), "-o", str(tmp_path / "out.h5"), "--quiet"], capsys)
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1, err
+    assert key in lines[0] and expected in lines[0] and "Traceback" not in err, err
+    assert not (tmp_path / "out.h5").exists() and (start.read_bytes(), config.read_text()) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["start.h5", "water.toml"]
+
+
+def test_the_output_cannot_be_the_start_file(water_run, tmp_path, capsys):
+    start = tmp_path / "start.h5"
+    shutil.copy(water_run, start)
+    config = write_config(tmp_path, 'file = "start.h5"')
+    before = start.read_bytes()
+    code, err = cli(["run", str(config), "-o", str(start), "--quiet"], capsys)
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "start.h5" in err, err
+    assert start.read_bytes() == before
