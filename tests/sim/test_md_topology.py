@@ -337,3 +337,129 @@ def test_the_output_cannot_be_the_start_file(water_run, tmp_path, capsys):
     code, err = cli(["run", str(config), "-o", str(start), "--quiet"], capsys)
     assert code == 2 and len(err.strip().splitlines()) == 1 and "start.h5" in err, err
     assert start.read_bytes() == before
+
+
+# ----------------------------------------------------------------------------- molecules from bonds
+
+
+def test_bonded_molecules_find_kinds_close_triangles_and_make_molecules_whole():
+    # In a 2.0 box: two waters (their sites interleaved with the others'), two copies of
+    # a diatomic (bonds 0.100 and 0.102: one kind, one length), a four-site chain split
+    # by the box's face, and an ion with no bonds.
+    edges = np.array([2.0, 2.0, 2.0])
+    water = np.array([[0.0, 0.0, 0.0], [0.08, 0.06, 0.0], [-0.08, 0.06, 0.0]])  # O-H 0.1, H-H 0.16
+    position = np.concatenate([
+        water[:1] + 0.5, water[:1] + 1.2,  # 0, 1: oxygens
+        water[1:] + 0.5, water[1:] + 1.2,  # 2, 3 and 4, 5: hydrogens
+        [[0.3, 1.5, 0.2], [0.4, 1.5, 0.2]],  # 6, 7: diatomic, 0.100
+        [[1.5, 0.3, 0.2], [1.5, 0.402, 0.2]],  # 8, 9: diatomic, 0.102
+        [[1.95, 1.0, 1.0], [0.05, 1.0, 1.0], [0.15, 1.0, 1.0], [0.25, 1.0, 1.0]],  # 10-13: a chain across x = 0
+        [[1.0, 1.0, 1.8]],  # 14: an ion
+    ])
+    species = np.array([0, 0, 1, 1, 1, 1, 2, 3, 2, 3, 4, 4, 4, 4, 5])
+    mass = np.where(species == 0, 16.0, np.where(species == 1, 1.0, 12.0))
+    bonds = [[0, 2], [3, 0], [1, 4], [1, 5], [7, 6], [8, 9], [10, 11], [11, 12], [12, 13]]
+    whole, topology = md.bonded_molecules(position, species, mass, bonds, edges)
+    molecule = np.asarray(topology.molecule)
+    np.testing.assert_array_equal(molecule, [0, 1, 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 4, 4, 5])
+    pairs = {tuple(p): float(length) for p, length in zip(np.asarray(topology.constraints).tolist(), np.asarray(topology.lengths))}
+    # waters closed into triangles (H-H added), the chain's three bonds alone
+    assert set(pairs) == {(0, 2), (0, 3), (2, 3), (1, 4), (1, 5), (4, 5), (6, 7), (8, 9), (10, 11), (11, 12), (12, 13)}
+    assert pairs[(0, 2)] == pairs[(0, 3)] == pairs[(1, 4)] == pytest.approx(0.1, rel=1e-12)
+    assert pairs[(2, 3)] == pytest.approx(0.16, rel=1e-12)
+    assert pairs[(6, 7)] == pairs[(8, 9)] == pytest.approx(0.101, rel=1e-12)  # the kind's mean
+    # the chain is whole: walked from particle 10, the others move to the images beside it
+    np.testing.assert_array_equal(whole[:11], position[:11])
+    np.testing.assert_allclose(whole[11:14], position[11:14] + [2.0, 0.0, 0.0], rtol=0, atol=1e-15)
+    # intramolecular pairs: 3 + 3 + 1 + 1 + 6 (the chain's every pair), none for the ion
+    assert np.asarray(topology.pairs).shape == (14, 2)
+    # the same chain as a claimed molecule of two parts is refused
+    claimed = molecule.copy()
+    claimed[14] = 4
+    with pytest.raises(ValueError, match=r"molecule 4 \(particles 10, 11, 12, 13, 14\) is not connected by its bonds: particle 14"):
+        md.bonded_molecules(position, species, mass, bonds, edges, claimed=claimed)
+
+
+def write_file(path: Path, position, edges, species, connectivity, ids=None, mass=None):
+    """A one-frame H5MD file of group `all` (and an empty group `other`);
+    `connectivity` maps dataset paths to (pairs, referenced group or None)."""
+    with h5py.File(path, "w") as f:
+        for name in ("all", "other"):
+            g = f.create_group(f"particles/{name}")
+            g.create_group("box").attrs["boundary"] = np.array([b"periodic"] * 3)
+            g["box/edges"] = edges
+            g["position/value"] = np.asarray(position)[None]
+        g = f["particles/all"]
+        g["species"] = species
+        if ids is not None:
+            g["id/value"] = np.asarray(ids)[None]
+        if mass is not None:
+            g["mass"] = mass
+        for name, (pairs, group) in connectivity.items():
+            f[name] = np.asarray(pairs)
+            if group is not None:
+                f[name].attrs["particles_group"] = f[f"particles/{group}"].ref
+    return path
+
+
+def test_read_h5md_takes_every_h5md_form_of_bonds(tmp_path):
+    x = np.random.default_rng(0).uniform(0, 1, (6, 3))
+    forms = {
+        "connectivity/all/bonds": ([[0, 1]], None),
+        "connectivity/all/constraints": ([[2, 3]], None),
+        "connectivity/all/angles": ([[0, 1, 2]], None),  # not pairs: not bonds
+        "connectivity/pairs": ([[4, 5]], "all"),  # H5MD 1.1: a reference names the group
+        "connectivity/elsewhere": ([[1, 2]], "other"),  # another group's
+    }
+    system = md.read_h5md(write_file(tmp_path / "a.h5", x, [1.0, 1.0, 1.0], np.zeros(6, int), forms))
+    assert sorted(map(tuple, np.asarray(system.bonds).tolist())) == [(0, 1), (2, 3), (4, 5)]
+    # with /particles/all/id, bonds name particles by id
+    ids = [10, 11, 15, 13, 14, 12]
+    system = md.read_h5md(write_file(tmp_path / "b.h5", x, [1.0] * 3, np.zeros(6, int), {"connectivity/all/bonds": ([[10, 15], [12, 13]], None)}, ids=ids))
+    np.testing.assert_array_equal(system.bonds, [[0, 2], [5, 3]])
+    with pytest.raises(ValueError, match="names particle id 16, which /particles/all/id does not hold"):
+        md.read_h5md(write_file(tmp_path / "c.h5", x, [1.0] * 3, np.zeros(6, int), {"connectivity/all/bonds": ([[10, 16]], None)}, ids=ids))
+    with pytest.raises(ValueError, match=r"/connectivity/all/bonds must be \[b, 2\] integer"):
+        md.read_h5md(write_file(tmp_path / "d.h5", x, [1.0] * 3, np.zeros(6, int), {"connectivity/all/bonds": ([[0.0, 1.5]], None)}))
+
+
+def test_a_file_of_diatomics_runs_shake_and_bead_spring_keeps_its_bonds(tmp_path):
+    # 27 diatomics on a lattice (bond 0.6 in a box of 6.0, reduced units): SHAKE pairs,
+    # no triangles; the same file under bead_spring keeps its bonds as springs.
+    grid = (np.stack(np.meshgrid(*[np.arange(3)] * 3, indexing="ij"), -1).reshape(-1, 3) + 0.5) * 2.0
+    x = np.concatenate([grid, grid + [0.6, 0.0, 0.0]])
+    write_file(tmp_path / "di.h5", x, [6.0] * 3, np.zeros(54, int), {"connectivity/all/bonds": ([[i, 27 + i] for i in range(27)], None)})
+    text = '[model]\nname = "{model}"\n[params]\ncutoff = 1.5\n[system]\nfile = "di.h5"\ntemperature = 1.0\n[time]\ndt = 0.002\nsteps = 10\nsave_every = 5\n[solver]\nmethod = "verlet"\n'
+    (tmp_path / "di.toml").write_text(text.format(model="lennard_jones"))
+    s = sim.setup(sim.load_config(tmp_path / "di.toml"))
+    constraints = s.solver.integrator.constraints
+    assert constraints.pairs.shape == (27, 2) and constraints.triangles.shape == (0, 3)
+    np.testing.assert_allclose(constraints.lengths, 0.6, rtol=1e-15)
+    assert s.initial.bonds is None and s.initial.topology.pairs.shape == (27, 2)
+    # velocities at the temperature of 3n - 3 - 27 degrees of freedom, along no bond
+    v, m = np.asarray(s.initial.velocity), np.asarray(s.initial.mass)
+    assert np.sum(m[:, None] * v * v) / (3 * 54 - 3 - 27) == pytest.approx(1.0, rel=1e-12)
+    assert np.max(np.abs(np.sum((x[:27] - x[27:]) * (v[:27] - v[27:]), axis=1))) < 1e-14
+    (tmp_path / "bs.toml").write_text(text.format(model="bead_spring"))
+    s = sim.setup(sim.load_config(tmp_path / "bs.toml"))
+    assert s.initial.topology is None and s.solver.integrator.constraints is None
+    np.testing.assert_array_equal(s.initial.bonds, [[i, 27 + i] for i in range(27)])
+
+
+@pytest.mark.parametrize(
+    "system, key, expected",
+    [
+        ('lattice = "fcc"\ndensity = 0.8\nframe = 0', "system.frame", "give [system] file too"),
+        ('file = "start.h5"\nframe = "last"', "system.frame", "whole number"),
+        ('file = "start.h5"\ngroup = "/particles/all"', "system.group", "name of a group"),
+        ('file = "start.h5"\ngroup = "solvent"', "system.file", "/particles/solvent is missing"),
+        ('file = "start.h5"\nmolecule = { species = [0], mass = [1.0], sites = [[0, 0, 0]], constraints = [] }', "system.molecule", "names the water model"),
+    ],
+)
+def test_bad_start_file_settings_are_refused_in_one_line(system, key, expected, water_run, tmp_path, capsys):
+    shutil.copy(water_run, tmp_path / "start.h5")
+    config = write_config(tmp_path, system)
+    code, err = cli(["run", str(config), "-o", str(tmp_path / "out.h5"), "--quiet"], capsys)
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and key in lines[0] and expected in lines[0], err
+    assert not (tmp_path / "out.h5").exists()
