@@ -36,3 +36,25 @@ def fitted_order(step_sizes, errors) -> float:
     """Slope of log(error) against log(step size): the observed order of accuracy."""
     slope, _ = np.polyfit(np.log(np.asarray(step_sizes)), np.log(np.asarray(errors)), 1)
     return float(slope)
+
+
+def signal_after_chunks(patch, chunks: int, signum) -> list[int]:
+    """Send this process `signum` once a streamed run has written its `chunks`-th chunk
+    (`patch` a `pytest.MonkeyPatch.context()`; run it inside `sim._interrupt.deferred()`,
+    which honours the signal at the next safe point). Returns the frames of each chunk."""
+    import os
+
+    from sim import _interrupt, _stream
+
+    count = []
+    original = _stream.ChunkSizer.took
+
+    def took(self, frames, seconds):
+        original(self, frames, seconds)
+        count.append(frames)
+        if len(count) == chunks:
+            os.kill(os.getpid(), signum)
+
+    patch.setattr(_stream.ChunkSizer, "took", took)
+    patch.setattr(_interrupt, "_requested", None)  # the request outlives `deferred`: undone after
+    return count

@@ -16,7 +16,7 @@ import pytest
 import sim
 from physics import md
 from sim import _interrupt, _stream
-from tests.helpers import cli
+from tests.helpers import cli, signal_after_chunks
 
 from .test_run_resume import contents
 
@@ -212,17 +212,7 @@ def test_sigint_mid_run_resumes_to_the_uninterrupted_water_run(tmp_cwd):
     config = write_config(tmp_cwd, extra="[output]\nchunk = 2\ncheckpoint_every = 1\n")
     sim.run(sim.load_config(config), output="whole.h5")
     with pytest.MonkeyPatch.context() as patch:
-        count = []
-        original = _stream.ChunkSizer.took
-
-        def took(self, frames, seconds):
-            original(self, frames, seconds)
-            count.append(frames)
-            if len(count) == 2:
-                os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C, honoured at the next safe point
-
-        patch.setattr(_stream.ChunkSizer, "took", took)
-        patch.setattr(_interrupt, "_requested", None)  # the request outlives `deferred`: undone after
+        signal_after_chunks(patch, 2, signal.SIGINT)  # Ctrl-C, honoured at the next safe point
         with _interrupt.deferred(), pytest.raises(_interrupt.Interrupted) as info:
             sim.run(sim.load_config(config), output="out.h5")
     assert info.value.exit_code == 128 + signal.SIGINT
@@ -463,3 +453,39 @@ def test_bad_start_file_settings_are_refused_in_one_line(system, key, expected, 
     lines = err.strip().splitlines()
     assert code == 2 and len(lines) == 1 and key in lines[0] and expected in lines[0], err
     assert not (tmp_path / "out.h5").exists()
+
+
+@pytest.mark.slow  # three compilations of the water run in two processes; the default run interrupts in-process
+def test_ctrl_c_to_sim_run_of_water_resumes_to_the_uninterrupted_file(tmp_path, capsys):
+    import shlex
+    import subprocess
+    import sys
+    import time
+
+    write_config(tmp_path, steps=400, extra="[output]\nchunk = 2\ncheckpoint_every = 1\n")
+    args = ["run", "water.toml", "-o", "out.h5", "--quiet"]
+    proc = subprocess.Popen([str(Path(sys.executable).parent / "sim"), *args], cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    checkpoint = _stream.checkpoint_path(tmp_path / "out.h5")
+    deadline = time.monotonic() + 300
+    while not checkpoint.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert proc.poll() is None, proc.stderr.read()
+    proc.send_signal(signal.SIGINT)
+    err = proc.stderr.read()
+    proc.wait(timeout=300)
+    lines = err.strip().splitlines()
+    assert proc.returncode == 130 and len(lines) == 1 and "checkpointed in" in lines[0], err
+    assert not (tmp_path / "out.h5").exists()
+    resume = shlex.split(lines[0].split("resume with: ", 1)[1])
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        code, err = cli(resume[1:], capsys)
+        assert code == 0, err
+        code, err = cli(["run", "water.toml", "-o", "whole.h5", "--quiet"], capsys)
+        assert code == 0, err
+    finally:
+        os.chdir(cwd)
+    identical(tmp_path / "whole.h5", tmp_path / "out.h5")
+    with h5py.File(tmp_path / "out.h5") as f:
+        assert deviation(absolute(f, slice(None)), TRIANGLES, LENGTHS) < 1e-12

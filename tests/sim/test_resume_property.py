@@ -23,6 +23,8 @@ from sim import _interrupt, _lock, _stream, _unfinished
 from sim._run import plan_run
 from solvers import OdeLoop, OdeSolver
 
+from tests.helpers import signal_after_chunks
+
 from .test_run_resume import EXPERIMENTS, REPO, assert_identical, cli, contents, digest, kill_after_first_checkpoint
 
 # Small runs (a few seconds each, compilation included).
@@ -441,17 +443,7 @@ def test_checkpoint_seconds_in_a_subprocess(tmp_path):
 def test_interrupt_writes_a_checkpoint_and_resumes_exactly(references, tmp_cwd):
     whole = references("spectral")
     with pytest.MonkeyPatch.context() as patch:
-        count = []
-        original = _stream.ChunkSizer.took
-
-        def took(self, frames, seconds):
-            original(self, frames, seconds)
-            count.append(frames)
-            if len(count) == 3:
-                os.kill(os.getpid(), signal.SIGTERM)  # as a scheduler would
-
-        patch.setattr(_stream.ChunkSizer, "took", took)
-        patch.setattr(_interrupt, "_requested", None)  # the request outlives `deferred`: undone after
+        count = signal_after_chunks(patch, 3, signal.SIGTERM)  # as a scheduler would
         with _interrupt.deferred(), pytest.raises(_interrupt.Interrupted) as info:
             sim.run(family_config("spectral"), output="out.h5")
     assert info.value.exit_code == 128 + signal.SIGTERM
