@@ -312,7 +312,7 @@ def test_the_loop_cut_anywhere_gives_the_same_bytes():
         loop = SdeLoop(SdeEnsemble(SdeSolver(dt=0.07, throw=False), 3), linear_drift, linear_diffusion, ts, args, jax.random.key(11))
         state, rows = loop.init(y0), []
         for frames in pattern:
-            state, saved = advance_two(loop, state, frames)
+            state, saved = advance_two(loop, state, jnp.asarray(frames, jnp.int32))  # (traced: one program for every cut)
             rows.append(np.asarray(saved[:frames]))
         return np.concatenate(rows).transpose(1, 0, 2), state
 
