@@ -28,12 +28,6 @@ def nve_drift(steps, cells):
     return relative_drift(traj.observables["total_energy"]), traj
 
 
-def test_nve_energy_is_conserved_short():
-    drift, traj = nve_drift(2000, 4)
-    assert drift < 1e-4, drift
-    assert int(traj.stats["neighbour_builds"]) > 10  # the list was rebuilt along the way
-
-
 @pytest.mark.slow
 def test_nve_energy_drift_over_10000_steps():
     drift, _ = nve_drift(10000, 6)  # 864 particles
@@ -48,6 +42,17 @@ def small_run():
     system = lj_liquid(3, 0.8)
     t = jnp.linspace(0.0, 1.0, 11)
     return model, system, t, sim.simulate(model, None, t, initial=system)
+
+
+def test_nve_energy_is_conserved_short(small_run):
+    # 2,000 steps of the fixture's 108 particles: its compiled program, other save times.
+    # Measured drift 3.8e-5 (2.8e-5 to 5.2e-5 from three other starting velocities).
+    model, system, _, _ = small_run
+    traj = sim.simulate(model, None, jnp.linspace(0.0, 10.0, 11), initial=system)
+    assert int(traj.stats["result"]) == 0
+    drift = relative_drift(traj.observables["total_energy"])
+    assert drift < 1e-4, drift
+    assert int(traj.stats["neighbour_builds"]) > 10  # the list was rebuilt along the way
 
 
 def test_neighbour_list_and_all_pairs_give_the_same_trajectory(small_run):
