@@ -146,6 +146,41 @@ def test_the_objective_and_gradient_are_the_same_with_kinetic_laws_grouped_by_fo
         np.testing.assert_allclose(results[3], results[1], rtol=1e-7, atol=1e-9 * np.max(np.abs(results[1])))
 
 
+@pytest.mark.parametrize("with_gradient", [False, pytest.param(True, marks=pytest.mark.slow)])
+def test_conditions_simulated_in_a_loop_give_the_batched_objective_and_gradient(with_gradient, tmp_path, monkeypatch):
+    """Models of `LOOPED_FROM` states or more simulate their conditions one after the
+    other (lax.map) instead of as a batch (vmap); forced on a small problem of two
+    conditions, one preequilibrated, the objective (and with `-m slow` its gradient) is
+    the batch's."""
+    import runpy
+
+    import inference._petab as petab_module
+    from solvers import OdeSolver
+
+    folder = tmp_path / "decay"
+    runpy.run_path(str(Path(__file__).resolve().parents[2] / "experiments" / "data" / "make_decay_petab.py"))["write"](folder)
+    (folder / "conditions.tsv").write_text("conditionId\tA\nc0\t1.5\nc1\t0.7\n")
+    rows = (folder / "measurements.tsv").read_text().splitlines()
+    extra = [r.replace("\tc0\t", "\tc1\t") for r in rows[1:]]
+    (folder / "measurements.tsv").write_text(
+        "observableId\tpreequilibrationConditionId\tsimulationConditionId\ttime\tmeasurement\n"
+        + "".join(r.replace("obs_A\t", "obs_A\t\t") + "\n" for r in rows[1:])
+        + "".join(r.replace("obs_A\t", "obs_A\tc0\t") + "\n" for r in extra)
+    )
+    results = []
+    for looped_from in (10**9, 0):
+        monkeypatch.setattr(petab_module, "LOOPED_FROM", looped_from)
+        # (explicit steps: the decay is not stiff, and they compile in a fraction of the time)
+        problem = load_petab(folder / "decay.yaml", OdeSolver(method="tsit5", rtol=1e-10, atol=1e-12, throw=False))
+        if with_gradient:
+            results.append(jax.jit(problem.value_and_grad())(problem.nominal()))
+        else:
+            results.append((jax.jit(problem.objective)(problem.nominal()), np.zeros(0)))
+    (batched, batched_grad), (looped, looped_grad) = results
+    assert np.isfinite(float(batched)) and abs(float(looped) - float(batched)) <= 1e-12 * abs(float(batched))
+    np.testing.assert_allclose(np.asarray(looped_grad), np.asarray(batched_grad), rtol=1e-10)
+
+
 def _cli(args, cwd):
     import os
     import subprocess
