@@ -71,12 +71,13 @@ class FitSection(BaseModel):
     bounds: dict[str, list[float]] = {}
 
 
-def fit_section(config: Config) -> FitSection:
+def fit_section(config: Config, without: tuple[str, ...] = ()) -> FitSection:
+    """The config's `[fit]`, checked (`without`: keys a special fit checks itself)."""
     raw = config.spec.fit
     if raw is None:
         raise config.error("fit", "required section is missing (at least: free = [\"name\", ...])")
     try:
-        return FitSection.model_validate(raw)
+        return FitSection.model_validate({k: v for k, v in raw.items() if k not in without} if without else raw)
     except pydantic.ValidationError as e:
         err = e.errors()[0]
         key = "fit." + ".".join(str(p) for p in err["loc"] if not str(p).startswith("literal"))

@@ -26,6 +26,13 @@ the mean over the runs whose loss came within `SETTLED` times the lowest.
     r = "/observables/rdf/r"            #   the run element [T, ...] (its last row)
     [fit]
     free = ["epsilon", "sigma"]
+    replicas = 4                        # runs per step, one batch (default 1)
+
+With `replicas = N` each step runs N independent copies of the system at once (one
+vmapped program; copy 0 is the config's run, copy r > 0 starts from velocities drawn at
+the thermostat's temperature with its own random key). Their frames are pooled, so the
+average, its weights and their derivative come from N times the frames: the noise of a
+step's g(r), which makes epsilon's error, falls as 1 / sqrt(N).
 """
 
 from __future__ import annotations
@@ -53,8 +60,10 @@ from sim._store import DAMAGED_FILE_ERRORS, Result, check_output_path, error_rea
 
 from ._fit import _TRANSFORMS, Free, fit_section
 
+MAX_REPLICAS = 256  # (a larger batch is a typo more likely than a wish)
+
 DATA_KEYS = ("file", "rdf", "r")
-FIT_KEYS = ("free", "max_steps", "rtol")
+FIT_KEYS = ("free", "max_steps", "rtol", "replicas")
 DEFAULT_DATASET = "/observables/rdf/value"
 DEFAULT_STEPS = 20
 DEFAULT_RTOL = 1e-3
@@ -264,16 +273,83 @@ class RdfProblem:
     first: int
     steps: int
     rtol: float
+    replicas: int = 1
 
     def run(self, u: np.ndarray) -> Ensemble:
         s = self.setup
         params = {**s.params, **{f.key: f.to_natural(jnp.asarray(u[k])) for k, f in enumerate(self.free)}}
-        traj = sim.simulate(s.model, params, s.t, initial=s.initial, solver=s.solver, key=s.key)
-        positions = np.asarray(traj.observables["position"])[self.first :]
+        if self.replicas == 1:
+            traj = sim.simulate(s.model, params, s.t, initial=s.initial, solver=s.solver, key=s.key)
+            positions = np.asarray(traj.observables["position"])[self.first :]
+        else:  # [replicas, T, n, dim] -> the frames of every copy, pooled
+            positions = self.replica_positions(params)[:, self.first :].reshape(-1, *s.initial.position.shape)
         box = np.broadcast_to(np.asarray(s.initial.space.box), (len(positions), s.initial.dim))
         g = self.spec.frames(positions, box, np.asarray(s.initial.species))
         ensemble = Ensemble(s.model, s.initial, params, jnp.asarray(positions), jnp.asarray(g), jnp.zeros(len(positions)), jnp.asarray(self.kt), self.free)
         return dataclasses.replace(ensemble, energy=_energies(ensemble, params))
+
+    def replica_starts(self) -> tuple[Array, Array]:
+        """The velocities [replicas, n, dim] and random keys [replicas] of the copies:
+        copy 0 the config's own, copy r > 0 velocities drawn at the thermostat's
+        temperature (`physics.md.thermalize`) and an independent key."""
+        from physics.md import thermalize
+
+        s = self.setup
+        keys = [s.key] + [jax.random.fold_in(s.key, 1000 + r) for r in range(1, self.replicas)]
+        velocities = [s.initial.velocity] + [thermalize(s.initial, jax.random.fold_in(k, 1), self.kt).velocity for k in keys[1:]]
+        return jnp.stack(velocities).astype(s.initial.position.dtype), jnp.stack(keys)
+
+    def replica_positions(self, params: dict) -> np.ndarray:
+        """The positions [replicas, T, n, dim] of the copies at `params`, simulated as one
+        vmapped batch on a neighbour list that cannot grow (sized by
+        `solvers.fixed_capacity`, doubled and the batch rerun while a copy overflows it)."""
+        from solvers import larger_capacity
+
+        s = self.setup
+        solver = as_particle_solver(s)
+        velocities, keys = self.replica_starts()
+        dtype = s.initial.position.dtype
+        params = {k: jnp.asarray(v).astype(dtype) for k, v in params.items()}
+        every = int(round((float(s.t[1]) - float(s.t[0])) / solver.integrator.dt))
+        n = s.initial.n
+        while True:
+            nl = _neighbour_list(s, solver)
+            positions, codes = _replica_frames(s.model, params, s.initial, velocities, keys, solver.integrator, nl, every, len(s.t))
+            if not np.any(np.asarray(codes)):
+                return np.asarray(positions)
+            capacity = larger_capacity(solver.capacity, n)
+            if capacity is None:  # pragma: no cover - all pairs cannot overflow
+                raise RuntimeError("a replica's neighbour list overflowed with room for all pairs")
+            solver = dataclasses.replace(solver, capacity=capacity)
+
+
+def as_particle_solver(s: sim.Setup):
+    """The set-up's particle solver with a list that cannot grow (the family's
+    `fit_solver`: sized by `solvers.fixed_capacity` unless the config sets a capacity)."""
+    from sim._family import family_of
+
+    return family_of(s.model).fit_solver(s)
+
+
+def _neighbour_list(s: sim.Setup, solver):
+    from solvers import neighbour_list
+
+    return neighbour_list(s.model, s.initial, solver)
+
+
+@eqx.filter_jit
+def _replica_frames(model, params, system, velocities, keys, integrator, nl, every: int, frames: int) -> tuple[Array, Array]:
+    """The positions [replicas, frames, n, dim] and neighbour-overflow codes [replicas]
+    of copies of `system` with `velocities` and `keys`, one vmapped program."""
+    from solvers import ParticleFrames, ParticleProblem
+
+    def one(velocity, key):
+        problem = ParticleProblem(model, params, system.at(system.position, velocity), integrator, nl)
+        runner = ParticleFrames(problem=problem, key=jax.random.fold_in(key, 7), every=every)
+        _, rows, code = runner.advance(runner.init(), frames, frames)
+        return rows["position"], code
+
+    return jax.vmap(one)(velocities, keys)
 
 
 def rdf_problem(config: Config, data: str | Path | None = None) -> RdfProblem:
@@ -282,10 +358,13 @@ def rdf_problem(config: Config, data: str | Path | None = None) -> RdfProblem:
     Raises:
         ConfigError, DataError: naming the file and the key.
     """
-    section = fit_section(config)
     for key in config.raw.get("fit", {}):
         if key not in FIT_KEYS:
             raise config.error(f"fit.{key}", f"does not apply to a g(r) fit (its keys: {', '.join(FIT_KEYS)})")
+    replicas = config.raw.get("fit", {}).get("replicas", 1)
+    if isinstance(replicas, bool) or not isinstance(replicas, int) or not 1 <= replicas <= MAX_REPLICAS:
+        raise config.error("fit.replicas", f"expected a whole number from 1 to {MAX_REPLICAS} (copies of the system run per step), got {replicas!r}")
+    section = fit_section(config, without=("replicas",))
     s = sim.setup(config)
     solver = s.resolved["solver"]
     if solver["method"] not in ("langevin", "nose_hoover") or "barostat" in solver:
@@ -306,6 +385,7 @@ def rdf_problem(config: Config, data: str | Path | None = None) -> RdfProblem:
         first=int(np.searchsorted(times, spec.start - 1e-9 * max(1.0, abs(spec.start)))),
         steps=section.max_steps or DEFAULT_STEPS,
         rtol=section.rtol if "rtol" in config.raw["fit"] else DEFAULT_RTOL,
+        replicas=replicas,
     )
 
 

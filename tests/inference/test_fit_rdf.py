@@ -61,6 +61,33 @@ def test_the_reweighted_gradient_is_the_covariance_and_the_finite_difference(sho
     assert np.all(np.abs(grad) > 1e-2)  # both parameters move g(r)
 
 
+def test_replicas_are_the_separate_runs_pooled(short):
+    # fit.replicas = 3: the vmapped batch gives each copy's frames as a run of its own
+    # (sim.simulate from the copy's velocities and key) gives them, copy 0 the config's
+    # own run; the step's ensemble pools the copies' frames, so its average is the mean
+    # of the runs' averages, its weights at the reference point uniform.
+    _, target, _ = short
+    problem = rdf_problem(sim.load_config(EXPERIMENT, [*SHORT, f'data.file="{target}"', "fit.replicas=3"]))
+    s = problem.setup
+    velocities, keys = problem.replica_starts()
+    assert np.array_equal(velocities[0], s.initial.velocity)
+    ensemble = problem.run(problem.start)
+    frames = len(s.t) - problem.first
+    assert ensemble.positions.shape == (3 * frames, *s.initial.position.shape)
+    params = ensemble.params
+    separate = []
+    for r in range(3):
+        traj = sim.simulate(s.model, params, s.t, initial=s.initial.at(s.initial.position, velocities[r]), solver=s.solver, key=keys[r])
+        positions = np.asarray(traj.observables["position"])[problem.first :]
+        np.testing.assert_allclose(ensemble.positions[r * frames : (r + 1) * frames], positions, rtol=0, atol=1e-9)
+        separate.append(positions)
+    assert np.max(np.abs(separate[1] - separate[2])) > 0.5  # independent copies (sigma = 1)
+    box = np.broadcast_to(np.asarray(s.initial.space.box), (frames, 3))
+    means = [problem.spec.frames(x, box, np.asarray(s.initial.species)).mean(axis=0) for x in separate]
+    np.testing.assert_allclose(ensemble.average(jnp.asarray(problem.start)), np.mean(means, axis=0), rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(ensemble.weights(jnp.asarray(problem.start)), 1.0 / (3 * frames), rtol=1e-12)
+
+
 def test_a_short_fit_moves_toward_the_target_and_writes_its_file(short, capsys):
     # Three runs from 12% and 10% off: the loss of the runs' own g(r) falls (the whole
     # way to the target: the slow test below), and `sim plot` draws the fit file.
@@ -116,6 +143,11 @@ def test_the_fit_recovers_the_epsilon_and_sigma_that_made_the_target(tmp_path):
         (['fit.free=["epsilon", "cutoff"]'], "fit.free", "the model's parameters"),
         (["solver.barostat={pressure=1.0}"], "solver.barostat", "canonical ensemble"),
         (['data.extra="/x"'], "data.extra", "keys: file, rdf, r"),
+        (["fit.replicas=0"], "fit.replicas", "expected a whole number from 1 to 256"),
+        (["fit.replicas=2.5"], "fit.replicas", "expected a whole number from 1 to 256"),
+        (["fit.replicas=true"], "fit.replicas", "expected a whole number from 1 to 256"),
+        (['fit.replicas="4"'], "fit.replicas", "expected a whole number from 1 to 256"),
+        (["fit.replicas=100000"], "fit.replicas", "expected a whole number from 1 to 256"),
     ],
 )
 def test_bad_g_r_fits_are_one_line_and_exit_2_with_nothing_written(short, tmp_path, capsys, sets, key, expected):
