@@ -337,6 +337,6 @@ def test_max_steps_bounds_the_whole_path_and_fails_from_the_interval_beyond_it()
     # interval would end at step 15, so the path fails there and is NaN from then on.
     solver = SdeSolver(dt=0.05, max_steps=12, throw=False)
     ts, y0 = jnp.linspace(0.0, 1.0, 5), jnp.array([1.0])
-    sol = solver.solve(linear_drift, linear_diffusion, ts, y0, linear(b=-1.0, d=0.5), jax.random.key(0))
+    sol = eqx.filter_jit(solver.solve)(linear_drift, linear_diffusion, ts, y0, linear(b=-1.0, d=0.5), jax.random.key(0))  # (compiled whole)
     assert int(sol.result) == Result.max_steps_reached
     assert np.all(np.isfinite(np.asarray(sol.ys[:3]))) and np.all(np.isnan(np.asarray(sol.ys[3:])))
