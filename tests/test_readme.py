@@ -49,7 +49,7 @@ SMALL: dict[str, list[str]] = {
     "sim plot gray_scott.h5": [],
     "sim run experiments/lj_fluid.toml -o lj.h5": [
         "--set", "system.cells=3", "--set", "params.cutoff=2.5", "--set", "params.tail_correction=false",
-        "--set", "time.steps=200", "--set", "time.save_every=20", "--set", "output.chunk=2",
+        "--set", "time.steps=40", "--set", "time.save_every=4", "--set", "output.chunk=2",
     ],
     "sim plot lj.h5": [],
     "sim run experiments/lj_fluid.toml -o lj.h5 --resume": "same as the run",
