@@ -52,7 +52,7 @@ RUNS: dict[str, tuple[str, str, list[str]]] = {
     "sir_boarding_school": ("fit", "sir_boarding_school", []),
     "heat_diffusivity_fit": ("fit", "heat_diffusivity_fit", []),
     "lj_calibration": ("fit", "lj_calibration", []),
-    "lj_rdf_fit": ("fit", "lj_rdf_fit", ["--set", "time.steps=6000"]),
+    "lj_rdf_fit": ("fit", "lj_rdf_fit", ["--set", "time.steps=6000", "--set", "fit.replicas=1"]),
 }
 
 

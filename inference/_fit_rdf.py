@@ -26,11 +26,11 @@ the mean over the runs whose loss came within `SETTLED` times the lowest.
     r = "/observables/rdf/r"            #   the run element [T, ...] (its last row)
     [fit]
     free = ["epsilon", "sigma"]
-    replicas = 4                        # runs per step, one batch (default 1)
+    replicas = 4                        # independent runs per step, pooled (default 1)
 
-With `replicas = N` each step runs N independent copies of the system at once (one
-vmapped program; copy 0 is the config's run, copy r > 0 starts from velocities drawn at
-the thermostat's temperature with its own random key). Their frames are pooled, so the
+With `replicas = N` each step runs N independent copies of the system (copy 0 is the
+config's run, copy r > 0 starts from velocities drawn at the thermostat's temperature
+with its own random key). Their frames are pooled, so the
 average, its weights and their derivative come from N times the frames: the noise of a
 step's g(r), which makes epsilon's error, falls as 1 / sqrt(N).
 """
@@ -148,7 +148,8 @@ class RdfFitResult(Result):
         ess: the effective sample size of the last step taken from each run, in frames.
         r, target: the bin centres and the target g [pairs, bins]; start, fitted: the
             average g of the first run and of the run with the lowest loss.
-        converged, message: how it ended; frames: frames averaged per run.
+        converged, message: how it ended; frames: frames averaged per step (all
+            replicas).
     """
 
     model: str
@@ -278,11 +279,8 @@ class RdfProblem:
     def run(self, u: np.ndarray) -> Ensemble:
         s = self.setup
         params = {**s.params, **{f.key: f.to_natural(jnp.asarray(u[k])) for k, f in enumerate(self.free)}}
-        if self.replicas == 1:
-            traj = sim.simulate(s.model, params, s.t, initial=s.initial, solver=s.solver, key=s.key)
-            positions = np.asarray(traj.observables["position"])[self.first :]
-        else:  # [replicas, T, n, dim] -> the frames of every copy, pooled
-            positions = self.replica_positions(params)[:, self.first :].reshape(-1, *s.initial.position.shape)
+        # [replicas, T, n, dim] -> the frames of every copy, pooled
+        positions = self.replica_positions(params)[:, self.first :].reshape(-1, *s.initial.position.shape)
         box = np.broadcast_to(np.asarray(s.initial.space.box), (len(positions), s.initial.dim))
         g = self.spec.frames(positions, box, np.asarray(s.initial.species))
         ensemble = Ensemble(s.model, s.initial, params, jnp.asarray(positions), jnp.asarray(g), jnp.zeros(len(positions)), jnp.asarray(self.kt), self.free)
@@ -300,56 +298,18 @@ class RdfProblem:
         return jnp.stack(velocities).astype(s.initial.position.dtype), jnp.stack(keys)
 
     def replica_positions(self, params: dict) -> np.ndarray:
-        """The positions [replicas, T, n, dim] of the copies at `params`, simulated as one
-        vmapped batch on a neighbour list that cannot grow (sized by
-        `solvers.fixed_capacity`, doubled and the batch rerun while a copy overflows it)."""
-        from solvers import larger_capacity
-
+        """The positions [replicas, T, n, dim] of the copies at `params`, each run as
+        `sim.simulate` runs the config (one compiled program serves them all). They run
+        one after another: vmapped as one batch they cost 5.6 times the CPU time (3
+        copies of 256 particles, 1,000 steps: 26.8 s against 4.8 s), as a batched
+        neighbour-list test turns the list's conditional rebuild into one every step."""
         s = self.setup
-        solver = as_particle_solver(s)
         velocities, keys = self.replica_starts()
-        dtype = s.initial.position.dtype
-        params = {k: jnp.asarray(v).astype(dtype) for k, v in params.items()}
-        every = int(round((float(s.t[1]) - float(s.t[0])) / solver.integrator.dt))
-        n = s.initial.n
-        while True:
-            nl = _neighbour_list(s, solver)
-            positions, codes = _replica_frames(s.model, params, s.initial, velocities, keys, solver.integrator, nl, every, len(s.t))
-            if not np.any(np.asarray(codes)):
-                return np.asarray(positions)
-            capacity = larger_capacity(solver.capacity, n)
-            if capacity is None:  # pragma: no cover - all pairs cannot overflow
-                raise RuntimeError("a replica's neighbour list overflowed with room for all pairs")
-            solver = dataclasses.replace(solver, capacity=capacity)
-
-
-def as_particle_solver(s: sim.Setup):
-    """The set-up's particle solver with a list that cannot grow (the family's
-    `fit_solver`: sized by `solvers.fixed_capacity` unless the config sets a capacity)."""
-    from sim._family import family_of
-
-    return family_of(s.model).fit_solver(s)
-
-
-def _neighbour_list(s: sim.Setup, solver):
-    from solvers import neighbour_list
-
-    return neighbour_list(s.model, s.initial, solver)
-
-
-@eqx.filter_jit
-def _replica_frames(model, params, system, velocities, keys, integrator, nl, every: int, frames: int) -> tuple[Array, Array]:
-    """The positions [replicas, frames, n, dim] and neighbour-overflow codes [replicas]
-    of copies of `system` with `velocities` and `keys`, one vmapped program."""
-    from solvers import ParticleFrames, ParticleProblem
-
-    def one(velocity, key):
-        problem = ParticleProblem(model, params, system.at(system.position, velocity), integrator, nl)
-        runner = ParticleFrames(problem=problem, key=jax.random.fold_in(key, 7), every=every)
-        _, rows, code = runner.advance(runner.init(), frames, frames)
-        return rows["position"], code
-
-    return jax.vmap(one)(velocities, keys)
+        runs = []
+        for velocity, key in zip(velocities, keys):
+            traj = sim.simulate(s.model, params, s.t, initial=s.initial.at(s.initial.position, velocity), solver=s.solver, key=key)
+            runs.append(np.asarray(traj.observables["position"]))
+        return np.stack(runs)
 
 
 def rdf_problem(config: Config, data: str | Path | None = None) -> RdfProblem:
@@ -403,10 +363,11 @@ def fit_rdf(config: Config, data: str | Path | None = None, *, progress: bool = 
     s, spec, free, steps, rtol = problem.setup, problem.spec, problem.free, problem.steps, problem.rtol
     u = problem.start
     target_j = jnp.asarray(problem.target)
-    frames = len(s.t) - problem.first
+    frames = (len(s.t) - problem.first) * problem.replicas
     if progress:
+        copies = f" ({problem.replicas} runs pooled)" if problem.replicas > 1 else ""
         print(
-            f"g(r) fit of {', '.join(f.name for f in free)}: each run's {frames} frames reweighted "
+            f"g(r) fit of {', '.join(f.name for f in free)}: each step's {frames} frames{copies} reweighted "
             "(Boltzmann weights at trial parameters) for the gradient, not differentiated through the trajectory",
             file=sys.stderr,
         )
@@ -452,7 +413,7 @@ def fit_rdf(config: Config, data: str | Path | None = None, *, progress: bool = 
     fitted_g = best[3]
     names = [f.name for f in free]
     estimate = {f.name: float(f.to_natural(jnp.asarray(u[i]))) for i, f in enumerate(free)}
-    text = resolved_toml(config, params={**{k: _plain(v) for k, v in s.params.items()}, **estimate}, fit={"free": names, "max_steps": steps, "rtol": rtol}, data={"file": str(problem.path)})
+    text = resolved_toml(config, params={**{k: _plain(v) for k, v in s.params.items()}, **estimate}, fit={"free": names, "max_steps": steps, "rtol": rtol, "replicas": problem.replicas}, data={"file": str(problem.path)})
     result = RdfFitResult(
         model=s.model.name,
         config=text,
