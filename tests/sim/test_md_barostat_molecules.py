@@ -17,7 +17,6 @@ from physics import md
 from sim._md_molecules import thermalized
 from solvers import LangevinBaoab, NoseHooverChain, ParticleSolver, StochasticCellRescaling, constraints_of
 from solvers._particle_run import ParticleProblem
-from solvers._particles import ParticleState
 
 SPCE = md.WATER_MODELS["spce"]
 UNITS = md.unit_system("real")
@@ -165,21 +164,22 @@ def test_atomic_groups_of_particles_without_constraints_are_their_own_molecules(
 # ----------------------------------------------------------------------------- slow
 
 
-@pytest.mark.slow  # 64 waters for 24 ps: about 3 min on one core
+@pytest.mark.slow  # 64 waters for 44 ps: 6 min at load 13-17
 def test_the_mean_pressure_observable_of_water_is_the_target():
-    """64 SPC/E waters (PME, Lennard-Jones cut at 0.6 nm with long-range corrections)
-    at 298 K and 1 bar, Langevin thermostat: after 4 ps, the mean pressure observable over
-    20 ps lies within three standard errors (10 blocks) of 1 bar."""
+    """64 SPC/E waters (PME, Lennard-Jones cut at 0.55 nm with long-range corrections)
+    at 298 K and 1 bar, Langevin thermostat, barostat tau 0.2 ps: after 4 ps, the mean pressure observable over
+    40 ps lies within three standard errors (10 blocks) of 1 bar. (The barostat before
+    the molecular pressure read 323 bar, then 19 bar, above the observable.)"""
     system = water(64, seed=0)
-    model = md.LennardJonesCoulomb(cutoff=0.6, electrostatics="pme", units="real", tail_correction=True)
-    npt = barostat(system, thermostat="langevin", tau=1.0)
-    t = jnp.asarray(np.arange(0, 12_001, 10) * 0.002)
+    model = md.LennardJonesCoulomb(cutoff=0.55, electrostatics="pme", units="real", tail_correction=True)
+    npt = barostat(system, thermostat="langevin", tau=0.2)  # (the volume decorrelates fast)
+    t = jnp.asarray(np.arange(0, 22_001, 10) * 0.002)
     traj = sim.simulate(model, params_of(), t, initial=system, solver=ParticleSolver(npt, skin=0.1), key=jax.random.key(2))
     time = np.asarray(traj.time)
     pressure = np.asarray(traj.observables["pressure"])[time >= 4.0]
     mean, error = md.block_average(pressure, 10)
-    print(f"\n64 SPC/E waters, 20 ps: pressure {mean:.1f} +- {error:.1f} bar, density "
+    print(f"\n64 SPC/E waters, 40 ps: pressure {mean:.1f} +- {error:.1f} bar, density "
           f"{np.mean(np.asarray(traj.observables['mass_density'])[time >= 4.0]):.4f} g/cm^3")
     assert abs(mean - 1.0) < 3 * error, (mean, error)
-    assert error < 150.0  # bar: the check has teeth against offsets of a few hundred bar
+    assert error < 120.0  # bar: the check has teeth against offsets of a few hundred bar
     assert math.isfinite(mean)
