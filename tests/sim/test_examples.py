@@ -66,7 +66,7 @@ SLOW = {
     "lynx_hare.toml": [("fit", []), ("infer", TINY_CHAINS)],
     "heat_diffusivity_fit.toml": [("infer", TINY_CHAINS)],
     "lj_calibration.toml": [("fit", [])],
-    "lj_rdf_fit.toml": [("fit", ["--set", "time.steps=600", "--set", "rdf.start=1.0", "--set", "fit.max_steps=2"])],
+    "lj_rdf_fit.toml": [("fit", ["--set", "system.cells=3", "--set", "time.steps=600", "--set", "rdf.start=1.0", "--set", "fit.max_steps=2"])],
     "sir_boarding_school.toml": [("sweep", []), ("fit", [])],
     "predation.toml": [("run", [])],
 }
