@@ -254,6 +254,8 @@ def read_h5md(path: str | Path, *, group: str = "all", frame: int = -1, dtype=fl
                 return None
             node = g[name]
             if isinstance(node, h5py.Group):
+                if not isinstance(node.get("value"), h5py.Dataset) or node["value"].ndim < 1:
+                    raise ValueError(f"{path}: /{base}/{name}/value is missing or not a dataset of frames; expected an H5MD time-dependent element")
                 frames = node["value"].shape[0]
                 if not -frames <= frame < frames:
                     raise ValueError(f"{path}: /{base}/{name} has {frames} frames; frame {frame} is not one of them (0..{frames - 1}, or -1 for the last)")
