@@ -314,18 +314,15 @@ def constraints_of(pairs, lengths, mass, *, settle_triangles: bool = True, toler
                 bases.append(base)
                 used[list(ks)] = True
     rest = ~used
-    root = np.arange(n)  # rigid groups: the connected parts of the constraint graph
+    # rigid groups: the connected parts of the constraint graph, each named by its lowest id
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
 
-    def find(i):
-        while root[i] != i:
-            root[i] = root[root[i]]
-            i = root[i]
-        return i
-
-    for i, j in pairs.tolist():
-        a, b = find(i), find(j)
-        root[max(a, b)] = min(a, b)
-    molecules = np.array([find(i) for i in range(n)])
+    graph = coo_matrix((np.ones(pairs.shape[0]), (pairs[:, 0], pairs[:, 1])), shape=(n, n))
+    _, labels = connected_components(graph, directed=False)
+    lowest = np.full(labels.max(initial=-1) + 1, n)
+    np.minimum.at(lowest, labels, np.arange(n))
+    molecules = lowest[labels]
     return Constraints(
         pairs=jnp.asarray(pairs[rest].reshape(-1, 2), jnp.int32),
         lengths=jnp.asarray(lengths[rest]),
