@@ -153,6 +153,32 @@ def test_the_effective_energy_stays_level(npt_run):
     assert np.ptp(wandering) > 100 * drift, (np.ptp(wandering), drift)
 
 
+def test_anisotropic_coupling_scales_each_axis_and_keeps_the_molecules_rigid(npt_run):
+    """Each edge by its own molecular pressure P_aa: over 200 steps the edges part ways
+    while the bonds hold and the driven pressure stays the observable; on one step the
+    molecules keep their shapes and orientations and each centre moves, axis by axis,
+    as a particle of an atomic system would (s_a R + (s_a + 1/s_a) / 2 (R_held - R))."""
+    system, problem, start, _, _ = npt_run
+    npt = problem.integrator
+    runs = []
+    for beta in (npt.compressibility, jnp.zeros_like(npt.compressibility)):  # (one program for both)
+        aniso = StochasticCellRescaling(npt.thermostat, npt.pressure, npt.tau, beta, coupling="anisotropic")
+        runs.append(advance(ParticleProblem(problem.model, problem.params, problem.system, aniso, None), start, 200)[1])
+    moved, held = ({k: np.asarray(v) for k, v in run.items()} for run in runs)
+    box = moved["box"]
+    assert np.ptp(box[:, 0] / box[:, 2]) > 1e-3 and np.ptp(box[:, 1] / box[:, 2]) > 1e-3  # not cubic
+    assert bond_deviation(moved["position"], system.topology) < 1e-12
+    np.testing.assert_allclose(moved["driven"], moved["pressure"], rtol=1e-10, atol=1e-8)
+    assert np.all(held["box"] == np.asarray(start.thermostat.box))
+    s = box[0] / np.asarray(start.thermostat.box)
+    assert np.min(np.abs(s - 1.0)) > 1e-6 and np.ptp(s) > 1e-6  # (three different factors)
+    position = [np.asarray(start.position), held["position"][0], moved["position"][0]]
+    centres = [np.asarray(npt.constraints.centres(jnp.asarray(x), start.mass)) for x in position]
+    np.testing.assert_allclose(position[2] - centres[2], position[1] - centres[1], rtol=0, atol=1e-14)
+    expected = s * centres[0] + 0.5 * (s + 1 / s) * (centres[1] - centres[0])
+    np.testing.assert_allclose(centres[2], expected, rtol=0, atol=1e-13)
+
+
 def test_atomic_groups_of_particles_without_constraints_are_their_own_molecules():
     c = constraints_of([[0, 1], [1, 2], [4, 5]], [0.1, 0.1, 0.2], jnp.ones(7))
     np.testing.assert_array_equal(c.molecules, [0, 0, 0, 3, 4, 4, 6])
