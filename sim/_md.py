@@ -569,7 +569,7 @@ def _setup(model: ParticleModel, config: Config) -> Setup:
         checks = MD.resolve_checks(config, ("max_temperature_factor",), "anisotropic barostats (no conserved energy to drift)")
     else:
         checks = MD.resolve_checks(config, what="MD runs")
-    system, seed = _md_system(config, jnp.float32 if dtype == "float32" else jnp.float64, units, bonded=isinstance(model, BeadSpring))
+    system, seed = _md_system(config, jnp.float32 if dtype == "float32" else jnp.float64, units, bonded=model.bonded)
     solver = with_constraints(solver, system)
     if solver.integrator.changes_box and not system.space.periodic:
         raise config.error("solver.barostat", "a barostat needs a periodic box; the [system] file starts in free space")

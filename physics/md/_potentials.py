@@ -358,6 +358,7 @@ class BeadSpring(PairModel):
 
     name: ClassVar[str] = "bead_spring"
     description: ClassVar[str] = "bead-spring polymer chains: WCA beads and harmonic bonds"
+    bonded: ClassVar[bool] = True  # (a start file's bonds are its springs)
     parameters: ClassVar[tuple[Parameter, ...]] = (
         _EPSILON,
         _SIGMA,

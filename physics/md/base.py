@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import abc
+from typing import ClassVar
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -104,6 +106,10 @@ class ParticleModel(Model):
     energy) or "real" (nm, ps, kJ/mol, amu, e; temperature in K, pressure in bar, and
     the mass density in g/cm^3 as the observable mass_density).
 
+    A model whose own terms act on `System.bonds` (springs, as `BeadSpring`'s) sets the
+    class attribute `bonded = True`: the bonds of a start file then stay bonds. Otherwise
+    a start file's bonded groups become rigid molecules (fixed bond lengths).
+
     Arguments:
         units: the unit system, "reduced" or "real" (a keyword of every particle model;
             a config sets it with [system] units).
@@ -112,6 +118,7 @@ class ParticleModel(Model):
     cutoff: eqx.AbstractVar[float]
     n_species: eqx.AbstractVar[int]
     units: str = eqx.field(static=True, default="reduced", kw_only=True)
+    bonded: ClassVar[bool] = False
 
     def __check_init__(self):
         unit_system(self.units)
