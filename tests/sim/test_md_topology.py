@@ -64,9 +64,10 @@ def deviation(position, constraints, lengths) -> float:
     return float(np.max(np.abs(d - lengths)))
 
 
-# Chunks of two frames, in the module's runs of the generated box: the chunk's frame count
-# is part of the compiled program, so the 80-step run and the interrupted run below reuse
-# the program this run compiles (measured: 0.1 s each instead of 6 to 8 s).
+# Chunks of two frames in the module's runs of the generated box: a chunk's frame count is
+# part of the compiled program, so the 80-step run and the interrupted run below reuse the
+# program of this one (measured: 0.1 s each instead of 6 to 8 s). The run from a file
+# compiles its own: its neighbour list is sized from other positions.
 CHUNKS = "[output]\nchunk = 2\n"
 
 
