@@ -518,7 +518,10 @@ def infer(
         for name, value in values.items():
             if not bool(model.priors[name].support.check(jnp.asarray(value))):
                 raise DataError(init_from, f"/estimate/{name}", f"{value:g} is outside the support of its prior (infer.priors.{name}); the chains cannot start there")
-        init = init_to_value(values={k: jnp.asarray(v) for k, v in values.items()})
+        # (typed float64: a weakly typed start, from a Python float, gave the chains' state
+        # other types after the first chunk than before it, and the chunk program was
+        # compiled twice)
+        init = init_to_value(values={k: jnp.asarray(v, dtype=float) for k, v in values.items()})
     method, _, plan = chain_method(section.chains, progress, spread=spreads(p.solver for _, p in model.parts))
     key = jax.random.PRNGKey(section.seed)
     try:
