@@ -120,9 +120,10 @@ def test_gradient_of_the_ensemble_mean_matches_finite_differences():
 
 
 def test_sweep_runs_each_with_its_own_key(tmp_path):
-    path = config(tmp_path, paths=3, extra="[sweep]\nchunk = 2\n[sweep.params]\ntheta = { values = [0.5, 1.0, 2.0] }\n")
+    # (five paths, as the run above: the single runs below reuse its compiled `simulate`)
+    path = config(tmp_path, paths=5, extra="[sweep]\nchunk = 2\n[sweep.params]\ntheta = { values = [0.5, 1.0, 2.0] }\n")
     result = sim.sweep(sim.load_config(path))
-    assert result.observables["x"].shape == (3, 11, 3) and np.all(result.status == 1)
+    assert result.observables["x"].shape == (3, 11, 5) and np.all(result.status == 1)
     setup = sim.setup(sim.load_config(path))
     for i, theta in enumerate(result.params["theta"]):
         params = {**setup.params, "theta": jnp.asarray(theta)}
