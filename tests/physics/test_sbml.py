@@ -293,15 +293,15 @@ def test_an_sbml_model_is_differentiated_and_addressed_by_its_ids(tmp_cwd, capsy
     t = jnp.linspace(0.0, 2.0, 5)
     params = model.default_params()
     tight = OdeSolver(rtol=1e-11, atol=1e-13)
-    s1 = lambda p: sim.simulate(model, p, t, solver=tight).observables["S1"]  # noqa: E731
+    run = lambda k: sim.simulate(model, {**params, "k1": k}, t, solver=tight).observables  # noqa: E731
+    # (one compiled program: the run's observables and the derivative of S1)
+    observables, gradient = jax.jit(lambda k: (run(k), jax.jacrev(lambda k: run(k)["S1"])(k)))(params["k1"])
     exact = 0.5 * np.exp(-0.7 * np.asarray(t))
-    np.testing.assert_allclose(s1(params), exact, rtol=1e-9)
-    gradient = jax.jacrev(lambda k: s1({**params, "k1": k}))(params["k1"])
+    np.testing.assert_allclose(observables["S1"], exact, rtol=1e-9)
     np.testing.assert_allclose(gradient, -np.asarray(t) * exact, rtol=1e-7, atol=1e-12)
     # The amount of S2 (a species observable is a concentration) and the reaction's rate.
-    traj = sim.simulate(model, params, t, solver=tight)
-    np.testing.assert_allclose(traj.observables["S2"] * 2.0 + traj.observables["S1"] * 2.0, 1.0, rtol=1e-10)
-    np.testing.assert_allclose(traj.observables["decay_of_S1"], 0.7 * traj.observables["S1"] * 2.0, rtol=1e-12)
+    np.testing.assert_allclose(observables["S2"] * 2.0 + observables["S1"] * 2.0, 1.0, rtol=1e-10)
+    np.testing.assert_allclose(observables["decay_of_S1"], 0.7 * observables["S1"] * 2.0, rtol=1e-12)
 
 
 @pytest.mark.slow  # (a sweep compiles the model once more, batched)
@@ -417,8 +417,9 @@ def test_initial_assignments_follow_the_parameters_of_each_run(tmp_cwd, capsys):
     s1 = lambda k: sim.simulate(model, {**model.default_params(), "k1": k}, t, solver=tight).observables["S1"]  # noqa: E731
     k = 1.3
     exact = 2 * k * np.exp(-k * np.asarray(t) / 2)
-    np.testing.assert_allclose(s1(k), exact, rtol=1e-9)
-    np.testing.assert_allclose(jax.jacrev(s1)(k), np.exp(-k * np.asarray(t) / 2) * (2 - k * np.asarray(t)), rtol=1e-7)
+    value, gradient = jax.jit(lambda k: (s1(k), jax.jacrev(s1)(k)))(jnp.asarray(k))  # (one compiled program)
+    np.testing.assert_allclose(value, exact, rtol=1e-9)
+    np.testing.assert_allclose(gradient, np.exp(-k * np.asarray(t) / 2) * (2 - k * np.asarray(t)), rtol=1e-7)
     # A given initial value replaces the computed one, and what is computed from it
     # follows (S2 = S1 / 4 by concentration; the state holds amounts in 2 litres).
     np.testing.assert_allclose(model.initial_state({"S1": jnp.asarray(3.0)}, model.default_params()), [3.0, 0.75], rtol=1e-15)
