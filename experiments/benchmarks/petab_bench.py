@@ -16,9 +16,10 @@ simulation against libRoadRunner, and a multistart fit.
 4. `--roadrunner-llh FOLDER [RTOL ATOL]`: the log-likelihood at the nominal parameters
    from libRoadRunner's simulations (CVODE at the given tolerances, default 1e-12 and
    1e-14), one fresh model per simulation condition with the condition's parameters and
-   initial amounts, events included, the observables evaluated by PEtab's parser and the
-   likelihood by `petab.calculate_llh`: a value independent of simjax and AMICI, for
-   problems whose reference is in question (Smith_BMCSystBiol2013). Conditions that set
+   initial amounts, events included, the observables evaluated by PEtab's parser (with
+   each measurement's observable parameters) and the likelihood by `petab.calculate_llh`:
+   a value independent of simjax and AMICI, for problems whose reference is in question
+   (Smith_BMCSystBiol2013, Chen_MSB2009). Conditions that set
    species must be on models whose species have only substance units (Smith's).
 5. `--spread`: `sim fit PROBLEM.yaml --starts 8` of the small decay problem
    (experiments/data/make_decay_petab.py) three ways, each a fresh `sim` process: one
@@ -187,6 +188,11 @@ def roadrunner_llh(folder: Path, rtol: float, atol: float) -> None:
         for _, row in group.iterrows():
             formula = sympify_petab(problem.observable_df.loc[row["observableId"], "observableFormula"])
             known = {**{k: float(v) for k, v in nominal.items()}, **at[float(row["time"])]}
+            overrides = row.get("observableParameters", float("nan"))
+            if isinstance(overrides, str) or not np.isnan(overrides):
+                for i, value in enumerate(str(overrides).split(";"), start=1):
+                    value = value.strip()
+                    known[f"observableParameter{i}_{row['observableId']}"] = float(nominal[value]) if value in nominal else float(value)
             rows.append({**row.to_dict(), "simulation": float(formula.subs({s: known[s.name] for s in formula.free_symbols}))})
     simulations = pd.DataFrame(rows).drop(columns=["measurement"])
     llh = calculate_llh(measurements, simulations, problem.observable_df, problem.parameter_df)
