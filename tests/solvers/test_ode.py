@@ -104,7 +104,7 @@ def test_forward_mode_adjoint_gives_jacobian():
     ts = jnp.linspace(0.0, 2.0, 3)
     y0 = jnp.array([1.0, 0.0])
     solver = OdeSolver(rtol=1e-10, atol=1e-12, adjoint="forward")
-    jac = jax.jacfwd(lambda k: solver.solve(oscillator, ts, y0, k).ys[-1, 0])(jnp.asarray(1.0))
+    jac = jax.jit(jax.jacfwd(lambda k: solver.solve(oscillator, ts, y0, k).ys[-1, 0]))(jnp.asarray(1.0))  # (compiled whole: op by op took longer)
     # y = cos(sqrt(k) t): dy/dk = -sin(sqrt(k) t) t / (2 sqrt(k)); at k = 1, t = 2.
     np.testing.assert_allclose(jac, -np.sin(2.0) * 2.0 / 2.0, rtol=1e-7)
 
