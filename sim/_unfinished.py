@@ -173,5 +173,16 @@ def tree_from_leaves(leaves: list[tuple[np.ndarray, str]], template: PyTree, sou
         shape, dtype = (like.shape, like.dtype) if isinstance(like, jax.ShapeDtypeStruct) else (np.shape(like), np.asarray(like).dtype)
         if data.shape != tuple(shape) or data.dtype != dtype:
             raise DataError(source, where, f"has shape {data.shape} and dtype {data.dtype}; this state needs {tuple(shape)} {dtype}")
-        out[i] = type(like)(data.item()) if python else jnp.asarray(data)
+        out[i] = type(like)(data.item()) if python else _typed_like(like, data)
     return jax.tree.unflatten(treedef, out)
+
+
+def _typed_like(like, data: np.ndarray) -> jax.Array:
+    """`data` as an array typed as `like`: weakly typed where `like` is a weakly typed
+    scalar (one a Python number started), so that a restored state has the types of a
+    fresh one (with other types, a resumed fit compiled its step program again)."""
+    if getattr(like, "weak_type", False) and data.shape == ():
+        weak = jnp.asarray(data.item())
+        if weak.dtype == data.dtype:
+            return weak
+    return jnp.asarray(data)
