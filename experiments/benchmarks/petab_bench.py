@@ -150,6 +150,7 @@ def roadrunner_llh(folder: Path, rtol: float, atol: float) -> None:
     import roadrunner
     from petab.v1 import Problem, calculate_llh
     from petab.v1.math import sympify_petab
+    from petab.v1.measurements import split_parameter_replacement_list
 
     name = folder.name
     problem = Problem.from_yaml(str(folder / f"{name}.yaml"))
@@ -188,11 +189,8 @@ def roadrunner_llh(folder: Path, rtol: float, atol: float) -> None:
         for _, row in group.iterrows():
             formula = sympify_petab(problem.observable_df.loc[row["observableId"], "observableFormula"])
             known = {**{k: float(v) for k, v in nominal.items()}, **at[float(row["time"])]}
-            overrides = row.get("observableParameters", float("nan"))
-            if isinstance(overrides, str) or not np.isnan(overrides):
-                for i, value in enumerate(str(overrides).split(";"), start=1):
-                    value = value.strip()
-                    known[f"observableParameter{i}_{row['observableId']}"] = float(nominal[value]) if value in nominal else float(value)
+            for i, value in enumerate(split_parameter_replacement_list(row.get("observableParameters", "")), start=1):
+                known[f"observableParameter{i}_{row['observableId']}"] = float(nominal[value]) if isinstance(value, str) else float(value)
             rows.append({**row.to_dict(), "simulation": float(formula.subs({s: known[s.name] for s in formula.free_symbols}))})
     simulations = pd.DataFrame(rows).drop(columns=["measurement"])
     llh = calculate_llh(measurements, simulations, problem.observable_df, problem.parameter_df)
