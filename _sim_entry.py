@@ -66,6 +66,18 @@ def _one_blas_thread() -> None:
         os.environ["OPENBLAS_NUM_THREADS"] = "1"
 
 
+def _checks_as_nan() -> None:
+    """Run-time checks inside compiled programs (equinox's `error_if`) give NaN instead of
+    raising through a host callback, unless the user set EQX_ON_ERROR. JAX does not keep a
+    program that holds a host callback in the persistent cache, and diffrax checks its
+    save times that way in every solve that saves at given times: with the default, each
+    `sim fit PROBLEM.yaml` compiled its objective again. The command loses nothing by it:
+    its solves report failure through their result codes (throw=False), and a NaN in a
+    result is a failed command (exit 1), never a written one. It has to be said before
+    equinox loads."""
+    os.environ.setdefault("EQX_ON_ERROR", "nan")
+
+
 def _unstarted_package(name: str) -> None:
     """Register the package `name` in `sys.modules` without running its `__init__`, so
     that its submodules can be imported alone; `start_package()` on the module (called
@@ -86,6 +98,7 @@ def main() -> None:
         signal.signal(s, _stop_during_start)
     _cpu_devices_for_chains(sys.argv[1:])
     _one_blas_thread()
+    _checks_as_nan()
     if "sim" not in sys.modules:
         _unstarted_package("sim")
     from sim.cli import main as cli_main

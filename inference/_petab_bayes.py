@@ -14,7 +14,7 @@ is the prior's. Gradients of the likelihood come from the problem's `value_and_g
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable
+from collections.abc import Callable
 import math
 
 import jax

@@ -72,6 +72,35 @@ def test_a_second_process_loads_every_program_and_damaged_entries_cost_only_a_co
     assert checked.get("stray") is None and not (cache / "stray.simjax").exists()  # (removed when read)
 
 
+def test_a_petab_objective_is_compiled_by_the_first_process_only(tmp_path):
+    """diffrax checks the save times of a solve through a host callback, and JAX keeps no
+    program that holds one: the `sim` command turns such checks into NaN (EQX_ON_ERROR),
+    so that the PEtab objective (a batch of implicit solves, each saving at its
+    measurement times) is stored, and a second process compiles nothing."""
+    import runpy
+
+    problem = runpy.run_path(str(REPO / "experiments" / "data" / "make_decay_petab.py"))["write"](tmp_path / "decay")
+    env = {**os.environ, "SIMJAX_CACHE_DIR": str(tmp_path / "cache"), "JAX_EXPLAIN_CACHE_MISSES": "true"}
+    env.pop("EQX_ON_ERROR", None)
+
+    def evaluate(name):
+        out = tmp_path / f"{name}.h5"
+        proc = subprocess.run(
+            [sys.executable, "-m", "_sim_entry", "fit", str(problem), "--evaluate", "-o", str(out)],
+            cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
+        )
+        assert proc.returncode == 0, proc.stderr
+        with h5py.File(out) as f:
+            return float(f["objective"][()]), proc.stderr
+
+    first, err = evaluate("first")
+    assert "to persistent compilation cache" in err  # (JAX explains what it stores)
+    assert "host callbacks" not in err, err
+    again, err = evaluate("again")
+    assert again == first
+    assert "to persistent compilation cache" not in err, err
+
+
 def test_an_unwritable_or_disabled_cache_leaves_the_run_as_it_was(tmp_path):
     import sim
 
