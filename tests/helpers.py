@@ -1,11 +1,19 @@
 """Shared test helpers: the `sim` command run in-process, tree comparison and fitted
 convergence orders."""
 
+import os
+
 import jax
 import numpy as np
 import pytest
 
 from sim.cli import main
+
+
+def host_devices(n: int) -> str:
+    """XLA_FLAGS for a process of `n` CPU devices, keeping the flags the tests run with
+    (tests/conftest.py), so that its programs compile as this process's do."""
+    return f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={n}".strip()
 
 
 def cli(argv, capsys):

@@ -20,7 +20,7 @@ from inference._multistart import blocks
 from inference._petab import fit_petab, load_petab
 from solvers import OdeSolver
 
-from tests.helpers import cli
+from tests.helpers import cli, host_devices
 
 REPO = Path(__file__).resolve().parents[2]
 EXPERIMENTS = REPO / "experiments"
@@ -79,7 +79,7 @@ def test_petab_starts_agree_on_one_device_two_devices_and_local_2(tmp_cwd, capsy
     yaml = decay_problem(tmp_cwd / "decay")
     code, err = cli(["fit", str(yaml), "--starts", "8", "--devices", "1", "-o", "one.h5", "--quiet"], capsys)
     assert code == 0, err
-    env = {**os.environ, "PYTHONPATH": str(REPO), "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
+    env = {**os.environ, "PYTHONPATH": str(REPO), "XLA_FLAGS": host_devices(2)}
     done = subprocess.run(
         [sys.executable, "-m", "sim.cli", "fit", str(yaml), "--starts", "8", "--devices", "2", "-o", "two.h5", "--quiet"],
         cwd=tmp_cwd, env=env, capture_output=True, text=True, timeout=900,
@@ -109,7 +109,7 @@ def test_config_multistart_agrees_on_one_device_two_devices_and_a_dask_cluster(t
     config = lv_config(tmp_path, data, starts=3, seed=0)
     one = _fit.fit(config, devices=1)
     dask = _fit.fit(config, scheduler="local:2")
-    env = {**os.environ, "PYTHONPATH": str(REPO), "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
+    env = {**os.environ, "PYTHONPATH": str(REPO), "XLA_FLAGS": host_devices(2)}
     done = subprocess.run(
         # (--starts sets [fit] starts, over what --set says)
         [sys.executable, "-m", "sim.cli", "fit", str(config.path), "--set", "fit.starts=1", "--starts", "3", "--devices", "2", "-o", "two.h5", "--quiet"],

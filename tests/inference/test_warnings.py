@@ -11,7 +11,7 @@ import pytest
 
 from inference._bayes import ess_tail, sampling_warnings, summarise
 from inference._fit import Free, fit_warnings
-from tests.helpers import cli_out as cli
+from tests.helpers import cli_out as cli, host_devices
 
 
 def ar1(rng, chains, draws, rho):
@@ -122,7 +122,7 @@ def test_sim_infer_of_a_bad_run_ends_with_warnings_in_its_log(tmp_path):
     with open(tmp_path / "log.txt", "w") as log:
         proc = subprocess.run(
             [sys.executable, "-m", "_sim_entry", "infer", "c.toml", "-o", "p.h5"], cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT, timeout=600,
-            env={**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2"},
+            env={**os.environ, "XLA_FLAGS": host_devices(2)},
         )
     text = (tmp_path / "log.txt").read_text()
     assert proc.returncode == 0, text

@@ -22,6 +22,7 @@ import sim._sweep_frames as frames_module
 from sim.cli import main
 
 from . import test_sweep_pde
+from tests.helpers import host_devices
 
 SPECTRAL = """
 [model]
@@ -232,7 +233,7 @@ def test_a_sweep_stopped_mid_chunk_resumes_to_the_bytes_of_an_uninterrupted_one(
 
 def test_a_framed_chunk_split_over_two_devices_gives_the_values_of_one(tmp_cwd):
     Path("s.toml").write_text(SPECTRAL)
-    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
+    env = {**os.environ, "XLA_FLAGS": host_devices(2)}
     done = subprocess.run(
         [sys.executable, "-c", "from sim.cli import main; main()", "sweep", "s.toml", "-o", "two.h5", "--quiet", "--devices", "2"],
         env=env, capture_output=True, text=True, timeout=300,

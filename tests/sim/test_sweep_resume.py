@@ -15,6 +15,7 @@ import pytest
 
 import sim
 from sim.cli import main
+from tests.helpers import host_devices
 
 # Every chunk of 2 runs holds one diverging run (negative predators), which takes the
 # solver to max_steps: chunks are slow enough to kill the sweep between them.
@@ -33,7 +34,7 @@ alpha = { linspace = [0.3, 0.8, 20] }
 "initial.predator" = { values = [-1.0, 4.0] }
 """
 RUNS = 40
-ENV = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
+ENV = {**os.environ, "XLA_FLAGS": host_devices(2)}
 
 
 RESUME_THEN_REFERENCE = """
