@@ -40,12 +40,10 @@ def _xla_accepts(flags: str) -> bool:
 # compare programs compiled alike, the xdist workers and the `sim` processes the tests
 # start inheriting the setting. SIMJAX_TEST_XLA_FLAGS replaces it ("" for XLA's defaults);
 # a jaxlib that does not know the flag runs without it.
-if "SIMJAX_TEST_XLA_FLAGS" not in os.environ:
+if "SIMJAX_TEST_XLA_FLAGS" not in os.environ:  # (decided once: the workers inherit it)
     fast_compile = "--xla_cpu_use_fusion_emitters=false"
     os.environ["SIMJAX_TEST_XLA_FLAGS"] = fast_compile if _xla_accepts(fast_compile) else ""
-    if os.environ["SIMJAX_TEST_XLA_FLAGS"]:
-        os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {fast_compile}".strip()
-elif os.environ["SIMJAX_TEST_XLA_FLAGS"] and os.environ["SIMJAX_TEST_XLA_FLAGS"] not in os.environ.get("XLA_FLAGS", ""):
+if os.environ["SIMJAX_TEST_XLA_FLAGS"] not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {os.environ['SIMJAX_TEST_XLA_FLAGS']}".strip()
 
 import jax  # noqa: E402

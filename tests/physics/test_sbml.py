@@ -477,6 +477,7 @@ def _both_paths_agree(path: Path) -> int:
     t = jnp.asarray(0.7)
 
     def same(fn, y, scale=0.0):
+        """fn(model)(t, y, params) of the two imports, compared; the single one's value."""
         a, b = jax.jit(fn(single))(t, y, params), jax.jit(fn(vector))(t, y, params)
         if scale is None:  # (a Jacobian: the size of its largest entry)
             scale = max(float(np.max(np.abs(np.asarray(u)), initial=0.0)) for u in jax.tree.leaves(a))
@@ -484,22 +485,19 @@ def _both_paths_agree(path: Path) -> int:
             u, w = np.asarray(u), np.asarray(w)
             bound = 1e-12 * np.abs(u) + np.maximum(1e-20, 1e-13 * scale)
             assert np.all(np.abs(w - u) <= bound), (path.name, u, w, bound)
-
-    def size_of_terms(y):
-        """About the size of the terms the rates sum: the largest |df/dy| |y| + |df/dp| |p|
-        over the species (a term that is a product of powers of states and parameters,
-        times its order; over all species, since a species whose terms cancel exactly,
-        as a conserved total's, has a Jacobian row that cancels too)."""
-        dy = np.abs(np.asarray(jax.jacfwd(single.vector_field, argnums=1)(t, y, params))) @ np.abs(np.asarray(y))
-        dp = jax.jacfwd(single.vector_field, argnums=2)(t, y, params)
-        return float(np.max(dy + sum(np.abs(np.asarray(dp[k])) * np.abs(np.asarray(params[k])) for k in dp)))
+        return a
 
     for y in (y0, np.abs(y0) * rng.uniform(0.5, 1.5, y0.shape) + rng.uniform(0.1, 1.0, y0.shape)):
         y = jnp.asarray(y)
         same(lambda m: m.observables, y)
-        same(lambda m: m.vector_field, y, size_of_terms(y))
-        same(lambda m: jax.jacfwd(m.vector_field, argnums=1), y, None)
-        same(lambda m: jax.jacfwd(m.vector_field, argnums=2), y, None)
+        by_state = np.asarray(same(lambda m: jax.jacfwd(m.vector_field, argnums=1), y, None))
+        by_param = same(lambda m: jax.jacfwd(m.vector_field, argnums=2), y, None)
+        # About the size of the terms the rates sum: the largest |df/dy| |y| + |df/dp| |p|
+        # over the species (a term that is a product of powers of states and parameters,
+        # times its order; over all species, since a species whose terms cancel exactly,
+        # as a conserved total's, has a Jacobian row that cancels too).
+        terms = np.abs(by_state) @ np.abs(np.asarray(y)) + sum(np.abs(np.asarray(by_param[k])) * np.abs(np.asarray(params[k])) for k in by_param)
+        same(lambda m: m.vector_field, y, float(np.max(terms)))
     return 0 if vector.program.vector is None else len(vector.program.vector.grouped)
 
 
