@@ -11,10 +11,19 @@ w_i = softmax(-(U_theta(x_i) - U_theta_k(x_i)) / kT) (Zwanzig; the DiffTRe schem
 Thaler and Zavadlav, Nat. Commun. 12, 6884 (2021)). Its derivative at theta_k is
 -Cov(g, dU/dtheta) / kT, exact for the sample. Each run gives one Levenberg-Marquardt
 step of the residuals with that Jacobian (damped until no parameter's logarithm moves
-more than `MAX_LOG_STEP`); the next run at the step's end is kept as the best if its loss
-is lower, otherwise the step is taken again, shorter, from the best run; the fit ends
-when that step changes no parameter by more than `fit.rtol` (relative). The estimate is
-the mean over the runs whose loss came within `SETTLED` times the lowest.
+more than `MAX_LOG_STEP`).
+
+A run's loss and step carry the noise of its average, and the fit compares them within
+that noise, estimated by the jackknife over blocks of frames (one block per replica, or
+contiguous pieces of a run: at least `BLOCKS`). The next run, at the step's end, becomes
+the base of the next step unless its loss is worse than the base's by more than
+`SIGNIFICANT` standard errors of the difference; then the step is taken again, shorter,
+from the base. (Keeping only the lowest loss would pin the fit to a run that was lucky
+in its noise, and shrink every later step.) The fit ends when the step from the base
+changes no parameter by more than `fit.rtol` (relative) or by more than `SIGNIFICANT`
+of its own standard errors: when the average cannot tell which way to go. The estimate
+is the mean over the runs whose loss is within the noise of the lowest (or within
+`SETTLED` times it).
 
     [rdf]
     r_max = 3.0
@@ -68,6 +77,8 @@ DEFAULT_DATASET = "/observables/rdf/value"
 DEFAULT_STEPS = 20
 DEFAULT_RTOL = 1e-3
 SETTLED = 1.5  # runs with a loss within this factor of the lowest make the estimate
+SIGNIFICANT = 2.0  # standard errors that make a difference of losses or a step real
+BLOCKS = 8  # the fewest blocks of frames the jackknife estimates the noise from
 MAX_LOG_STEP = 0.1  # the largest change of a parameter's logarithm in one step (about 10%)
 
 
@@ -122,11 +133,6 @@ def _residuals(ensemble: Ensemble, u: Array, target: Array) -> tuple[Array, Arra
     return (jnp.einsum("f,fpb->pb", w, ensemble.g) - target).ravel(), 1.0 / jnp.sum(w * w)
 
 
-@eqx.filter_jit
-def _jacobian(ensemble: Ensemble, u: Array, target: Array) -> Array:
-    return jax.jacfwd(lambda v: (ensemble.average(v) - target).ravel())(u)
-
-
 def reweighted_loss(ensemble: Ensemble, u: Array, target: Array) -> Array:
     """Half the sum of squared differences of the reweighted g at `u` from `target`
     (differentiable: `jax.grad` of it is the gradient the fit steps on)."""
@@ -139,13 +145,17 @@ class RdfFitResult(Result):
 
     Attributes:
         names: the free quantities; estimate: their fitted values, the mean over the
-            runs whose loss came within `SETTLED` times the lowest; stderr: NaN (the
+            runs whose loss is within the noise of the lowest (`SIGNIFICANT`
+            standard errors of the difference) or `SETTLED` times it; stderr: NaN (the
             bins of a g(r) are correlated, and so are the frames: no covariance is
             claimed).
         loss_history: the loss of each run's own average (the reweighted loss is not
             kept), at the parameters of `path`.
         path: name -> the parameters each run used [iterations].
-        ess: the effective sample size of the last step taken from each run, in frames.
+        loss_stderr: the standard error of each run's loss (jackknife over blocks of
+            its frames).
+        ess: the effective sample size of the frames of the step taken after each
+            run, reweighted to the step's end.
         r, target: the bin centres and the target g [pairs, bins]; start, fitted: the
             average g of the first run and of the run with the lowest loss.
         converged, message: how it ended; frames: frames averaged per step (all
@@ -158,6 +168,7 @@ class RdfFitResult(Result):
     estimate: dict[str, float]
     stderr: dict[str, float]
     loss_history: np.ndarray
+    loss_stderr: np.ndarray
     path: dict[str, np.ndarray]
     ess: np.ndarray
     r: np.ndarray
@@ -178,6 +189,7 @@ class RdfFitResult(Result):
         f["objective"] = float(self.loss_history[-1])
         write_group(f, "path", self.path)
         f.create_dataset("path/ess", data=self.ess)
+        f.create_dataset("path/loss_stderr", data=self.loss_stderr)
         write_group(f, "rdf", {"r": self.r, "target": self.target, "start": self.start, "fitted": self.fitted})
         f.attrs["method"] = "reweighting"
         f.attrs["frames"] = self.frames
@@ -286,6 +298,14 @@ class RdfProblem:
         ensemble = Ensemble(s.model, s.initial, params, jnp.asarray(positions), jnp.asarray(g), jnp.zeros(len(positions)), jnp.asarray(self.kt), self.free)
         return dataclasses.replace(ensemble, energy=_energies(ensemble, params))
 
+    def blocks(self) -> np.ndarray:
+        """The jackknife block of each pooled frame [F]: one per replica, each cut into
+        contiguous pieces when there are fewer than `BLOCKS` replicas."""
+        frames = len(self.setup.t) - self.first
+        pieces = -(-BLOCKS // self.replicas)
+        within = np.concatenate([np.full(len(part), k) for k, part in enumerate(np.array_split(np.arange(frames), pieces))])
+        return (np.arange(self.replicas)[:, None] * pieces + within[None, :]).ravel()
+
     def replica_starts(self) -> tuple[Array, Array]:
         """The velocities [replicas, n, dim] and random keys [replicas] of the copies:
         copy 0 the config's own, copy r > 0 velocities drawn at the thermostat's
@@ -373,9 +393,10 @@ def fit_rdf(config: Config, data: str | Path | None = None, *, progress: bool = 
         )
     run = problem.run
 
-    history, trail, ess_trail, u_trail = [], [], [], []
+    history, noise, trail, ess_trail, u_trail = [], [], [], [], []
     start_g = None
-    best = None  # (u, loss, ensemble, g) of the run with the lowest loss so far
+    base = None  # (u, loss, its standard error, block sums, ensemble) of the run the steps start from
+    lowest = None  # (loss, g) of the run with the lowest loss
     damping = 1e-3
     converged, message = False, f"stopped after fit.max_steps = {steps} runs"
     began = time.perf_counter()
@@ -384,33 +405,47 @@ def fit_rdf(config: Config, data: str | Path | None = None, *, progress: bool = 
         bar.start(total=steps)
         for k in range(steps):
             ensemble = run(u)
-            r, _ = _residuals(ensemble, jnp.asarray(u), target_j)
-            loss = 0.5 * float(jnp.sum(r * r))
+            sums = _BlockSums.of(ensemble, u, target_j, problem.blocks(), problem.kt)
+            loss, loss_se = sums.loss()
             g_now = np.asarray(jnp.mean(ensemble.g, axis=0))
             start_g = g_now if start_g is None else start_g
             history.append(loss)
+            noise.append(loss_se)
             trail.append([float(f.to_natural(jnp.asarray(u[i]))) for i, f in enumerate(free)])
             u_trail.append(np.asarray(u, dtype=float))
-            if best is None or loss <= best[1]:
-                best = (u, loss, ensemble, g_now)
-                damping = max(damping / 3, 1e-6)
-            else:  # worse than the best run: a shorter step from there
-                damping *= 4
-            step, ess, damping = _step(best[2], best[0], target_j, damping)
-            ess_trail.append(ess)
+            if lowest is None or loss < lowest[0]:
+                lowest = (loss, g_now)
+            if base is None:
+                base = (u, loss, loss_se, sums, ensemble)
+            else:
+                difference, se = loss - base[1], float(np.hypot(loss_se, base[2]))
+                if difference > SIGNIFICANT * se:  # worse than the base: a shorter step from there
+                    damping *= 4
+                else:
+                    if difference < -SIGNIFICANT * se:
+                        damping = max(damping / 3, 1e-6)
+                    base = (u, loss, loss_se, sums, ensemble)
+            step, step_se, damping = base[3].step(damping)
+            ess_trail.append(float(_residuals(base[4], jnp.asarray(base[0] + step), target_j)[1]))
             change = float(np.max(np.abs(step)))
             bar.advance()
-            bar.describe(f"fit g(r): run {k + 1}, loss {loss:.6g}, step {change:.3g}")
+            bar.describe(f"fit g(r): run {k + 1}, loss {loss:.6g} +- {loss_se:.2g}, step {change:.3g}")
             if change <= rtol:
-                converged, message = True, f"converged: the step from the best run changes no parameter by more than {rtol:g} (relative)"
+                converged, message = True, f"converged: the step from the base run changes no parameter by more than {rtol:g} (relative)"
                 break
-            u = best[0] + step
+            if np.all(np.abs(step) <= SIGNIFICANT * step_se):
+                converged, message = True, f"converged: the step from the base run is within {SIGNIFICANT:g} standard errors of its noise for every parameter"
+                break
+            u = base[0] + step
     # The estimate: the mean (of the unconstrained values) over the runs whose loss is
-    # within SETTLED times the lowest, which differ by the noise of a run's average
-    # rather than by the approach (Polyak-Ruppert averaging of the last iterates).
-    losses, points = np.asarray(history), np.asarray(u_trail)
-    u = points[losses <= SETTLED * losses.min()].mean(axis=0)
-    fitted_g = best[3]
+    # within the noise of the lowest (or SETTLED times it), which differ by the noise of
+    # a run's average rather than by the approach (Polyak-Ruppert averaging of the last
+    # iterates).
+    losses, errors, points = np.asarray(history), np.asarray(noise), np.asarray(u_trail)
+    low = int(np.argmin(losses))
+    settled = losses <= np.maximum(SETTLED * losses[low], losses[low] + SIGNIFICANT * np.hypot(errors, errors[low]))
+    u = points[settled].mean(axis=0)
+    fitted_g = lowest[1]
     names = [f.name for f in free]
     estimate = {f.name: float(f.to_natural(jnp.asarray(u[i]))) for i, f in enumerate(free)}
     text = resolved_toml(config, params={**{k: _plain(v) for k, v in s.params.items()}, **estimate}, fit={"free": names, "max_steps": steps, "rtol": rtol, "replicas": problem.replicas}, data={"file": str(problem.path)})
@@ -421,6 +456,7 @@ def fit_rdf(config: Config, data: str | Path | None = None, *, progress: bool = 
         estimate=estimate,
         stderr={n: float("nan") for n in names},
         loss_history=np.asarray(history),
+        loss_stderr=np.asarray(noise),
         path={n: np.asarray([row[i] for row in trail]) for i, n in enumerate(names)},
         ess=np.asarray(ess_trail),
         r=spec.centres(),
@@ -450,20 +486,74 @@ def _energies(ensemble: Ensemble, params: dict[str, Array]) -> Array:
     return ensemble.energies(params)
 
 
-def _step(ensemble: Ensemble, u: np.ndarray, target: Array, damping: float) -> tuple[np.ndarray, float, float]:
-    """The Levenberg-Marquardt step from the run `ensemble` at `u`, with the Jacobian of
-    the reweighted g there (the derivative of the ensemble average) and the damping
-    raised until no parameter's logarithm changes by more than `MAX_LOG_STEP`.
-    Returns the step, the effective sample size of the frames reweighted to its end
-    and the damping used."""
-    r, _ = _residuals(ensemble, jnp.asarray(u), target)
-    j = np.asarray(_jacobian(ensemble, jnp.asarray(u), target))
-    jtj, jtr = j.T @ j, j.T @ np.asarray(r)
-    scale = np.diag(np.diag(jtj) + 1e-12 * max(float(np.max(np.diag(jtj))), 1e-300))
-    while True:
-        step = -np.linalg.solve(jtj + damping * scale, jtr)
-        if float(np.max(np.abs(step))) <= MAX_LOG_STEP or damping > 1e12:
-            break
-        damping *= 2
-    _, ess = _residuals(ensemble, jnp.asarray(u + step), target)
-    return step, float(ess), damping
+class _BlockSums:
+    """Sums over blocks of a run's frames of what the reweighted average and its
+    derivative at the run's own parameters are made of: g [M] and dU/du [p] of each
+    frame, and their products. The full average leaves no block out; the jackknife
+    leaves out one block at a time.
+
+    Attributes:
+        count: frames [blocks]; g: sums of g [blocks, M]; du: sums of dU/du
+            [blocks, p]; gdu: sums of g dU/du^T [blocks, M, p]; target [M]; kt.
+    """
+
+    def __init__(self, count, g, du, gdu, target, kt):
+        self.count, self.g, self.du, self.gdu, self.target, self.kt = count, g, du, gdu, target, kt
+
+    @classmethod
+    def of(cls, ensemble: Ensemble, u: np.ndarray, target: Array, labels: np.ndarray, kt: float) -> "_BlockSums":
+        g = np.asarray(ensemble.g, dtype=float).reshape(len(labels), -1)
+        du = np.asarray(_energy_derivatives(ensemble, jnp.asarray(u)), dtype=float)
+        blocks = int(labels.max()) + 1
+        count = np.bincount(labels, minlength=blocks).astype(float)
+        sum_g = np.stack([g[labels == b].sum(axis=0) for b in range(blocks)])
+        sum_du = np.stack([du[labels == b].sum(axis=0) for b in range(blocks)])
+        sum_gdu = np.stack([g[labels == b].T @ du[labels == b] for b in range(blocks)])
+        return cls(count, sum_g, sum_du, sum_gdu, np.asarray(target, dtype=float).ravel(), kt)
+
+    def _pieces(self, leave: int | None) -> tuple[np.ndarray, np.ndarray]:
+        """The residuals [M] and the Jacobian [M, p] of the average without block `leave`."""
+        keep = np.ones(len(self.count), bool)
+        if leave is not None:
+            keep[leave] = False
+        n = self.count[keep].sum()
+        g, du, gdu = self.g[keep].sum(axis=0) / n, self.du[keep].sum(axis=0) / n, self.gdu[keep].sum(axis=0) / n
+        return g - self.target, -(gdu - np.outer(g, du)) / self.kt
+
+    def _jackknife(self, value) -> tuple[np.ndarray, np.ndarray]:
+        """A quantity of the (residuals, Jacobian) of all frames, and its jackknife
+        standard error over the blocks."""
+        full = np.asarray(value(*self._pieces(None)))
+        left = np.stack([np.asarray(value(*self._pieces(b))) for b in range(len(self.count))])
+        n = len(self.count)
+        return full, np.asarray(np.sqrt((n - 1) / n * np.sum((left - left.mean(axis=0)) ** 2, axis=0)))
+
+    def loss(self) -> tuple[float, float]:
+        """Half the sum of squared residuals of the run's average, and its standard error."""
+        value, se = self._jackknife(lambda r, j: 0.5 * r @ r)
+        return float(value), float(se)
+
+    def step(self, damping: float) -> tuple[np.ndarray, np.ndarray, float]:
+        """The Levenberg-Marquardt step from the run [p], with the damping raised until
+        no parameter's logarithm changes by more than `MAX_LOG_STEP`; its standard
+        errors [p] (the jackknife at the same damping); and the damping used."""
+        r, j = self._pieces(None)
+        jtj = j.T @ j
+        scale = np.diag(np.diag(jtj) + 1e-12 * max(float(np.max(np.diag(jtj))), 1e-300))
+
+        def solve(r, j):
+            return -np.linalg.solve(j.T @ j + damping * scale, j.T @ r)
+
+        while True:
+            step = solve(r, j)
+            if float(np.max(np.abs(step))) <= MAX_LOG_STEP or damping > 1e12:
+                break
+            damping *= 2
+        _, se = self._jackknife(solve)
+        return step, se, damping
+
+
+@eqx.filter_jit
+def _energy_derivatives(ensemble: Ensemble, u: Array) -> Array:
+    """dU/du of every frame [F, p]: the energy's derivatives by the free values."""
+    return jax.jacfwd(lambda v: ensemble.energies(ensemble.parameters(v)), argnums=0)(u).reshape(-1, len(u))
