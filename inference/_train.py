@@ -227,6 +227,15 @@ def _check_names(model: OdeModel, data: Trajectories) -> None:
         )
 
 
+BATCHES = ("windows", "system")
+
+
+def evenly_spaced(time: Array) -> Array:
+    """Whether save times are evenly spaced, to 1e-9 of their span (traceable)."""
+    gaps = jnp.diff(time)
+    return jnp.all(jnp.abs(gaps - gaps[0]) <= 1e-9 * jnp.abs(time[-1] - time[0]))
+
+
 class TrainState(eqx.Module):
     """What changes from one training step to the next.
 
@@ -251,6 +260,14 @@ class Trainer(eqx.Module):
     (vmapped), and takes one optimiser step on the mean squared error over the window's
     states, with gradients through the solver (its `adjoint`).
 
+    The windows of a minibatch are solved each on its own (`batch = "windows"`: vmapped,
+    each with its own step sizes, so that every window meets the tolerances), or as one
+    system (`batch = "system"`: the windows stacked into one state on the grid they
+    share, with the steps and the error norm of the whole batch, as torchdiffeq solves a
+    batch). One system takes as many steps as the batch needs on average where separate
+    windows take as many as the hardest needs; it requires save times evenly spaced
+    (every window then has the same grid) and a model without events.
+
     Arguments:
         model: an `OdeModel` (neural, hybrid or classic).
         optimizer: an optax transformation (default `optax.adam(1e-2)`).
@@ -258,6 +275,7 @@ class Trainer(eqx.Module):
         window: save points per window (>= 2).
         batch_size: windows per step.
         free: top-level parameter names to train (default: all); the others stay fixed.
+        batch: "windows" (default) or "system", how a minibatch is solved (above).
 
     Example:
         >>> trainer = Trainer(model, optax.adam(1e-2), window=10, batch_size=16)
@@ -271,6 +289,7 @@ class Trainer(eqx.Module):
     window: int = eqx.field(static=True)
     batch_size: int = eqx.field(static=True)
     free: tuple[str, ...] | None = eqx.field(static=True)
+    batch: str = eqx.field(static=True)
 
     def __init__(
         self,
@@ -281,6 +300,7 @@ class Trainer(eqx.Module):
         window: int = 10,
         batch_size: int = 16,
         free: Sequence[str] | None = None,
+        batch: str = "windows",
     ):
         if not isinstance(model, OdeModel):
             raise TypeError(f"training needs an OdeModel, got {type(model).__name__}")
@@ -298,7 +318,12 @@ class Trainer(eqx.Module):
                     )
             if not free:
                 raise ValueError("free is empty: name at least one parameter to train")
+        if batch not in BATCHES:
+            raise ValueError(f"batch must be one of {', '.join(map(repr, BATCHES))} (how a minibatch of windows is solved), got {batch!r}")
+        if batch == "system" and model.events():
+            raise ValueError(f"batch = 'system' solves the windows with shared steps, which events of model {model.name!r} would break; use batch = 'windows'")
         self.model = model
+        self.batch = batch
         self.optimizer = optax.adam(1e-2) if optimizer is None else optimizer
         self.solver = OdeSolver() if solver is None else solver
         self.window = window
@@ -332,6 +357,9 @@ class Trainer(eqx.Module):
         which = jax.random.randint(k_traj, (self.batch_size,), 0, n_traj)
         starts = jax.random.randint(k_start, (self.batch_size,), 0, n_time - self.window + 1)
 
+        if self.batch == "system":
+            return self._system_loss(params, time, values, which, starts)
+
         def one(b, s):
             ts = jax.lax.dynamic_slice_in_dim(time, s, self.window)
             target = jax.lax.dynamic_slice_in_dim(values[b], s, self.window, axis=1)
@@ -340,6 +368,25 @@ class Trainer(eqx.Module):
             return jnp.mean((pred - target) ** 2)
 
         return jnp.mean(jax.vmap(one)(which, starts))
+
+    def _system_loss(self, params, time, values, which, starts) -> Array:
+        """The loss with the minibatch solved as one system: the state [B, n] on the
+        first window's grid, relative to its start; window b's vector field at its own
+        times (its start plus the relative time). NaN when the save times are not
+        evenly spaced (the windows' grids would differ)."""
+        targets = jax.vmap(lambda b, s: jax.lax.dynamic_slice_in_dim(values[b], s, self.window, axis=1))(which, starts)
+        grid = time[: self.window] - time[0]
+        t0 = time[starts]
+
+        shape = targets.shape[:2]
+
+        def field(tau, y, p):  # (flat, as the lean core takes one flat state)
+            rows = jax.vmap(lambda start, row: self.model.vector_field(start + tau, row, p))(t0, y.reshape(shape))
+            return rows.ravel()
+
+        sol = self.solver.solve(field, grid, targets[:, :, 0].ravel(), params)
+        pred = jnp.moveaxis(sol.ys.reshape(-1, *shape), 0, -1)  # [W, B, n] -> [B, n, W]
+        return jnp.where(evenly_spaced(time), jnp.mean((pred - targets) ** 2), jnp.nan)
 
     @eqx.filter_jit
     def step(
@@ -396,6 +443,7 @@ def train(
     window: int = 10,
     batch_size: int = 16,
     free: Sequence[str] | None = None,
+    batch: str = "windows",
     seed: int = 0,
     progress: bool = False,
     checkpoint: str | Path | None = None,
@@ -410,7 +458,7 @@ def train(
             neural model random weights).
         data: trajectories (`load_trajectories(path, model.state_names)`).
         steps: optimiser steps.
-        optimizer, solver, window, batch_size, free: see `Trainer`.
+        optimizer, solver, window, batch_size, free, batch: see `Trainer`.
         seed: seed of the minibatch draws.
         progress: show a progress bar on a terminal.
         checkpoint: a file for checkpoints of the training (parameters, optimiser state,
@@ -428,7 +476,8 @@ def train(
 
     Raises:
         ValueError: data whose components are not the model's state, too few save
-            points for a window, an unknown free parameter.
+            points for a window, an unknown free parameter, `batch = "system"` with
+            save times not evenly spaced.
         sim.InputError: a checkpoint file exists and `resume` is False; `resume` without
             a checkpoint, or with one of another training.
         sim.DataError: a damaged checkpoint.
@@ -444,13 +493,15 @@ def train(
         raise ValueError(f"steps must be an integer >= 0, got {steps!r}")
     if len(data.time) < window:
         raise ValueError(f"window = {window} save points but the data have only {len(data.time)}")
-    trainer = Trainer(model, optimizer, solver=solver, window=window, batch_size=batch_size, free=free)
+    trainer = Trainer(model, optimizer, solver=solver, window=window, batch_size=batch_size, free=free, batch=batch)
+    if batch == "system" and len(data.time) > 1 and not bool(evenly_spaced(jnp.asarray(data.time, dtype=float))):
+        raise ValueError("batch = 'system' needs evenly spaced save times (every window on the same grid); these are not: use batch = 'windows'")
     state = trainer.init(params, jax.random.key(seed))
     time = jnp.asarray(data.time, dtype=float)
     values = jnp.asarray(data.values, dtype=float)
     identity = fingerprint(
         model.name, json.dumps(_options(model), sort_keys=True, default=str), data.time, data.values,
-        steps, window, batch_size, seed, free, repr(trainer.solver), [np.asarray(x) for x in jax.tree.leaves(state.params)],
+        steps, window, batch_size, seed, free, *(() if batch == "windows" else (batch,)), repr(trainer.solver), [np.asarray(x) for x in jax.tree.leaves(state.params)],
     )
     ck = Checkpointer(None if checkpoint is None else Path(checkpoint), identity, resume=resume, every=checkpoint_every)
     losses = []
@@ -487,12 +538,14 @@ class Stage:
         batch_size: windows per step.
         optimizer: an optax transformation, started afresh at this stage (default
             `optax.adam(1e-2)`).
+        batch: how a minibatch is solved, "windows" or "system" (see `Trainer`).
     """
 
     steps: int
     window: int | None = 10
     batch_size: int = 16
     optimizer: optax.GradientTransformation | None = None
+    batch: str = "windows"
 
 
 def train_stages(
@@ -549,6 +602,7 @@ def train_stages(
             solver=solver,
             window=window,
             batch_size=stage.batch_size,
+            batch=stage.batch,
             free=free,
             seed=seed + i,
             progress=progress,

@@ -151,6 +151,55 @@ def test_training_loss_gradient_matches_finite_differences():
         np.testing.assert_allclose(grads["net"][layer][name][index], fd, rtol=1e-4)
 
 
+def _forced(t, x0, t0, a, k):
+    """The exact solution of dx/dt = a cos(t) - k x from x0 at t0."""
+    steady = lambda t: a * (k * np.cos(t) + np.sin(t)) / (k * k + 1)  # noqa: E731
+    return (x0 - steady(t0)) * np.exp(-k * (t - t0)) + steady(t)
+
+
+def test_a_minibatch_solved_as_one_system_has_the_exact_loss_and_the_gradient_of_separate_windows():
+    # batch = "system" stacks the windows into one state with shared steps, each window's
+    # vector field at its own times (the model is not autonomous). Its loss is the mean
+    # squared error of the exact solutions from each window's first observed state (the
+    # minibatch's draws repeated here as Trainer.loss makes them), and its gradient is
+    # that of separate windows, all to the solver's tolerance.
+    from physics.ode import ode_model
+
+    model = ode_model("forced", {"x": "a * cos(t) - k * x"}, {"a": 1.0, "k": 0.5})
+    t = np.linspace(0.0, 12.0, 121)
+    data = Trajectories(None, ("x",), t, _forced(t, 2.0, 0.0, 1.0, 0.5)[None, None, :])
+    solver = OdeSolver(method="dopri5", rtol=jnp.asarray(1e-11), atol=jnp.asarray(1e-13))
+    time, values, key = jnp.asarray(data.time), jnp.asarray(data.values), jax.random.key(5)
+    window, batch = 8, 6
+    system = Trainer(model, solver=solver, window=window, batch_size=batch, batch="system")
+    windows = Trainer(model, solver=solver, window=window, batch_size=batch)
+    params = {"a": jnp.asarray(1.3), "k": jnp.asarray(0.7)}
+    starts = np.asarray(jax.random.randint(jax.random.split(key)[1], (batch,), 0, len(t) - window + 1))
+    assert len(set(starts.tolist())) > 3  # windows at different times
+    exact = np.mean([
+        (_forced(t[s : s + window], values[0, 0, s], t[s], 1.3, 0.7) - np.asarray(values[0, 0, s : s + window])) ** 2
+        for s in starts
+    ])
+    assert exact > 1e-3  # wrong parameters: a loss far from zero
+    loss = eqx.filter_jit(lambda p, tr: jax.value_and_grad(lambda q: tr.loss(q, time, values, key))(p))
+    (l_system, g_system), (l_windows, g_windows) = loss(params, system), loss(params, windows)
+    assert float(l_system) == pytest.approx(exact, rel=1e-8)
+    assert float(l_windows) == pytest.approx(exact, rel=1e-8)
+    for name in params:
+        assert float(g_system[name]) == pytest.approx(float(g_windows[name]), rel=1e-7)
+    truth = {"a": jnp.asarray(1.0), "k": jnp.asarray(0.5)}
+    assert float(loss(truth, system)[0]) < 1e-18
+    # save times not evenly spaced: the windows would not share a grid
+    uneven = Trajectories(None, ("x",), t**1.1, data.values)
+    with pytest.raises(ValueError, match="evenly spaced save times"):
+        train(model, params, uneven, steps=1, window=window, batch_size=batch, batch="system")
+    assert np.isnan(float(system.loss(params, jnp.asarray(uneven.time), values, key)))
+    with pytest.raises(ValueError, match="batch must be one of 'windows', 'system'"):
+        Trainer(model, batch="joint")
+    result = train(model, params, data, steps=3, window=window, batch_size=batch, batch="system", solver=solver)
+    assert result.loss_history[-1] < result.loss_history[0]
+
+
 @pytest.mark.slow
 def test_spiral_loss_falls_and_free_parameters_alone_move():
     # A short run of the spiral task: the minibatch loss falls by a large factor and the
