@@ -132,7 +132,7 @@ def _predict_by_forward_sensitivity(x, problem):
     # persistent compilation cache.)
     if isinstance(problem.solver, OdeSolver) and problem.static_solver is None and problem.solver.adjoint == "forward":
         problem = _replace(problem, solver=dataclasses.replace(problem.solver, adjoint="direct"))
-    return problem._predict(x)
+    return _values(problem, x)
 
 
 @_predict_by_forward_sensitivity.def_fwd
@@ -140,7 +140,7 @@ def _(perturbed, x, problem):
     # A model with a vector field solved by a solver that integrates the sensitivity
     # equations (ODE models and `solvers.OdeSolver`); anything else: forward mode.
     if hasattr(problem.model, "vector_field") and hasattr(problem.solver, "solve_sensitivities"):
-        out, jacobian = problem._predict_with_sensitivities(x)
+        out, jacobian = _sensitivities(problem, x)
         return out, jacobian
 
     def both(v):
@@ -149,6 +149,18 @@ def _(perturbed, x, problem):
 
     jacobian, out = jax.jacfwd(both, has_aux=True)(x)
     return out, jacobian
+
+
+# (One trace serves every call with the same problem and shapes: a NUTS run traces its
+# model, and its model's gradient, several times.)
+@eqx.filter_jit
+def _values(problem, x):
+    return problem._predict(x)
+
+
+@eqx.filter_jit
+def _sensitivities(problem, x):
+    return problem._predict_with_sensitivities(x)
 
 
 @_predict_by_forward_sensitivity.def_bwd
