@@ -380,11 +380,12 @@ class Trainer(eqx.Module):
 
         shape = targets.shape[:2]
 
-        def field(tau, y, p):  # (flat, as the lean core takes one flat state)
-            rows = jax.vmap(lambda start, row: self.model.vector_field(start + tau, row, p))(t0, y.reshape(shape))
+        def field(tau, y, args):  # (flat, as the lean core takes one flat state)
+            p, start = args  # (passed, not closed over: adjoints differentiate their args)
+            rows = jax.vmap(lambda s, row: self.model.vector_field(s + tau, row, p))(start, y.reshape(shape))
             return rows.ravel()
 
-        sol = self.solver.solve(field, grid, targets[:, :, 0].ravel(), params)
+        sol = self.solver.solve(field, grid, targets[:, :, 0].ravel(), (params, t0))
         pred = jnp.moveaxis(sol.ys.reshape(-1, *shape), 0, -1)  # [W, B, n] -> [B, n, W]
         return jnp.where(evenly_spaced(time), jnp.mean((pred - targets) ** 2), jnp.nan)
 
