@@ -42,12 +42,14 @@ Positions = Float[Array, "n dim"]
 Box = Float[Array, " dim"]
 """Edge lengths of a periodic orthorhombic box."""
 
-CAPACITY_FACTOR = 1.1
+CAPACITY_FACTOR = 1.05
 """Neighbours per particle a list has room for: the most counted times this (at least 2
 more). The force pass costs in proportion to the width of the list, padding included:
 on the LJ liquid of the benchmark (75 neighbours on average, 86 at most) a list 108 wide
-(1.25) took 12.3 ms per force evaluation at 32,000 particles, 96 wide 9.7 ms. A list
-that overflows later is grown and the work redone (`solvers.ParticleRun`)."""
+(1.25) took 12.3 ms per force evaluation at 32,000 particles, 96 wide 9.7 ms; at 4,000
+particles a step took 2.22 ms with a list 95 wide (1.1) and 2.17 ms 91 wide (1.05),
+without an overflow in 1,000 steps. A list that overflows later is grown and the work
+redone (`solvers.ParticleRun`): a denser moment costs a recompilation, never a result."""
 CELL_FACTOR = 1.25
 """Particles per cell the grid has room for: the most counted times this."""
 BOX_MARGIN = 0.1

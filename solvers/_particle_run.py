@@ -15,8 +15,9 @@ Capacity policy (neighbours per particle a list holds):
   with `CAPACITY_FACTOR` to spare; for a barostat, whose box may shrink by `BOX_MARGIN`
   per edge, for the density of that box) and, when the list overflows, grows it with
   `NeighbourList.grown` and redoes the chunk, or the frame for a streamed run. A
-  `simulate` inside the caller's `jax.jit` cannot grow its list: an overflow ends it
-  with `Result.neighbour_overflow`.
+  `simulate` inside the caller's `jax.jit` cannot grow its list: it starts with
+  `TRACED_CAPACITY_FACTOR` to spare, and an overflow ends it with
+  `Result.neighbour_overflow`.
 - A run that cannot (a vmapped sweep chunk, a compiled fit) starts with `FIXED_FACTOR`
   times that (`fixed_capacity`). An overflow is flagged (`Result.neighbour_overflow`) and
   its observables become NaN, never wrong; a sweep redoes the runs that overflowed with
@@ -37,7 +38,7 @@ import numpy as np
 from jaxtyping import Array, PyTree
 
 from ._frame_loops import integrate_frames
-from ._neighbours import BOX_MARGIN, Neighbours, NeighbourList
+from ._neighbours import BOX_MARGIN, CAPACITY_FACTOR, Neighbours, NeighbourList
 from ._particles import ParticleIntegrator, ParticleSolver, ParticleState, integrate
 from ._results import Result
 
@@ -238,10 +239,12 @@ def largest_divisor_at_most(n: int, limit: int) -> int:
     return max(d for d in range(1, min(n, max(limit, 1)) + 1) if n % d == 0)
 
 
-def neighbour_list(model, system, solver: ParticleSolver) -> NeighbourList | None:
+def neighbour_list(model, system, solver: ParticleSolver, *, growable: bool = True) -> NeighbourList | None:
     """The neighbour list a run of `system` starts with (None: all pairs), sized from
     the concrete starting positions (`solver.capacity` if set), with a cell grid for a
-    box `BOX_MARGIN` smaller when the integrator changes the box.
+    box `BOX_MARGIN` smaller when the integrator changes the box. A list that cannot
+    grow (`growable` False: a run inside the caller's `jax.jit`) gets the room of
+    `TRACED_CAPACITY_FACTOR`, one that can that of `CAPACITY_FACTOR`.
 
     Raises:
         ValueError: the starting positions are traced.
@@ -258,7 +261,21 @@ def neighbour_list(model, system, solver: ParticleSolver) -> NeighbourList | Non
             "ParticleSolver(..., neighbour_list=False)"
         )
     margin = BOX_MARGIN if solver.integrator.changes_box else 0.0
-    return NeighbourList.allocate(position, edges, model.cutoff, solver.skin, capacity=solver.capacity, box_margin=margin)
+    factor = CAPACITY_FACTOR if growable else TRACED_CAPACITY_FACTOR
+    return NeighbourList.allocate(position, edges, model.cutoff, solver.skin, capacity=solver.capacity, box_margin=margin, factor=factor)
+
+
+TRACED_CAPACITY_FACTOR = 1.25
+"""The room of a list that cannot grow (a run inside the caller's `jax.jit`, whose
+overflow ends it with `Result.neighbour_overflow`): the most neighbours counted times
+this. Runs that can grow their list keep it tighter (`CAPACITY_FACTOR`): a denser moment
+costs them a recompilation, not a failed run."""
+
+
+def _traced() -> bool:
+    """Whether this code runs while a program is traced (inside `jax.jit`): an
+    operation on constants then gives a tracer."""
+    return isinstance(jnp.zeros(()) + 0, jax.core.Tracer)
 
 
 class ParticleFramesState(eqx.Module):
@@ -344,7 +361,7 @@ class ParticleRun:
     """
 
     def __init__(self, model, params: PyTree, system, solver: ParticleSolver, *, times: np.ndarray, every: int, key: Array | None = None):
-        nl = neighbour_list(model, system, solver)
+        nl = neighbour_list(model, system, solver, growable=not _traced())
         self.solver = solver
         self.system = system
         self.times = np.asarray(times)

@@ -166,6 +166,27 @@ def test_lennard_jones_state_point_long():
     assert abs(p - NIST_P) < 3 * p_err + 1e-3, (p, p_err)
 
 
+def test_a_run_inside_jit_starts_with_a_roomier_list_as_it_cannot_grow():
+    # Outside jax.jit a run grows its list when it overflows, so it starts tight
+    # (CAPACITY_FACTOR); inside, an overflow would end it, so its list has the room of
+    # TRACED_CAPACITY_FACTOR. Both from the neighbours counted at the start.
+    from solvers._neighbours import CAPACITY_FACTOR, NeighbourList, _max_count
+    from solvers._particle_run import TRACED_CAPACITY_FACTOR, ParticleRun
+
+    model = md.LennardJones(cutoff=2.5)
+    system = lj_liquid(3, 0.8)
+    solver = ParticleSolver(VelocityVerlet(0.005))
+    times = np.linspace(0.0, 0.1, 3)
+    probe = NeighbourList.allocate(system.position, system.space.box, 2.5, solver.skin)
+    most = int(_max_count(probe, system.position, system.space.box))
+    outside = ParticleRun(model, model.default_params(), system, solver, times=times, every=10).problem.neighbour_list.capacity
+    inside = []
+    jax.jit(lambda x: inside.append(ParticleRun(model, model.default_params(), system, solver, times=times, every=10).problem.neighbour_list.capacity) or x)(0.0)
+    assert outside == max(int(np.ceil(CAPACITY_FACTOR * most)), most + 2)
+    assert inside == [max(int(np.ceil(TRACED_CAPACITY_FACTOR * most)), most + 2)]
+    assert inside[0] > outside
+
+
 def test_gradients_match_finite_differences():
     # force-shifted: forces continuous at the cutoff, so the trajectory is differentiable
     # in the parameters (with a force jump, pairs crossing the cutoff add terms that

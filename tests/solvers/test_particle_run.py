@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from solvers import ALL_PAIRS, FIXED_FACTOR, Result, fixed_capacity, larger_capacity, redo_overflowed
+from solvers._neighbours import CAPACITY_FACTOR
 
 
 def _most_neighbours(position: np.ndarray, box: np.ndarray | None, radius: float) -> int:
@@ -27,8 +28,9 @@ def test_a_fixed_list_has_room_for_twice_the_neighbours_counted(periodic):
     most = _most_neighbours(position, box if periodic else None, 2.5 + 0.3)
     capacity = fixed_capacity(position, box if periodic else None, 2.5, 0.3)
     assert FIXED_FACTOR * most <= capacity <= 119, (most, capacity)
-    # the growable start counts the same neighbours with 10% to spare (at least 2 more)
-    assert capacity == min(math.ceil(FIXED_FACTOR * max(math.ceil(1.1 * most), most + 2)), 119)
+    # the growable start counts the same neighbours with CAPACITY_FACTOR to spare (at
+    # least 2 more)
+    assert capacity == min(math.ceil(FIXED_FACTOR * max(math.ceil(CAPACITY_FACTOR * most), most + 2)), 119)
 
 
 def test_a_fixed_list_never_exceeds_all_other_particles():
