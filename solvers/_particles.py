@@ -437,7 +437,8 @@ class ParticleSolver(eqx.Module):
         neighbour_list: use a cell list + Verlet list (False: all pairs, O(n^2)).
         skin: Verlet skin; the list is rebuilt when a particle has moved skin / 2.
         capacity: neighbours per particle to start with (None: counted from the initial
-            configuration with 10% to spare). The engine grows it when it overflows.
+            configuration with 5% to spare, 25% inside the caller's `jax.jit`, where
+            it cannot grow). The engine grows it when it overflows.
         chunk_steps: steps per compiled chunk; after each chunk the engine checks the
             neighbour list and, if it overflowed, reruns the chunk with a larger one.
         checkpoint_levels: nesting of checkpoints inside a save interval for
