@@ -10,8 +10,12 @@ sum_i w_i(theta) g(x_i) with the Boltzmann weights
 w_i = softmax(-(U_theta(x_i) - U_theta_k(x_i)) / kT) (Zwanzig; the DiffTRe scheme of
 Thaler and Zavadlav, Nat. Commun. 12, 6884 (2021)). Its derivative at theta_k is
 -Cov(g, dU/dtheta) / kT, exact for the sample. Each run gives one Levenberg-Marquardt
-step of the residuals with that Jacobian (damped until no parameter's logarithm moves
-more than `MAX_LOG_STEP`).
+step of the residuals with that Jacobian, damped until no parameter's logarithm moves
+more than `MAX_LOG_STEP` and the step stays in the region the run's frames can speak
+for: reweighted to the step's end they keep an effective sample size of at least
+`MIN_ESS` of the frames, and their reweighted loss there is below the run's own (a
+trust region that follows the loss's curvature, as a fixed bound on the step does not:
+along a curved valley a fit then takes a few long steps instead of many short ones).
 
 A run's loss and step carry the noise of its average, and the fit compares them within
 that noise, estimated by the jackknife over blocks of frames (one block per replica, or
@@ -79,7 +83,8 @@ DEFAULT_RTOL = 1e-3
 SETTLED = 1.5  # runs with a loss within this factor of the lowest make the estimate
 SIGNIFICANT = 2.0  # standard errors that make a difference of losses or a step real
 BLOCKS = 8  # the fewest blocks of frames the jackknife estimates the noise from
-MAX_LOG_STEP = 0.1  # the largest change of a parameter's logarithm in one step (about 10%)
+MAX_LOG_STEP = 0.3  # the largest change of a parameter's logarithm in one step (about 35%)
+MIN_ESS = 0.1  # the effective sample size, as a fraction of the frames, a step must keep
 
 
 def is_rdf_fit(config: Config) -> bool:
@@ -425,7 +430,7 @@ def fit_rdf(config: Config, data: str | Path | None = None, *, progress: bool = 
                     if difference < -SIGNIFICANT * se:
                         damping = max(damping / 3, 1e-6)
                     base = (u, loss, loss_se, sums, ensemble)
-            step, step_se, damping = base[3].step(damping)
+            step, step_se, _ = base[3].step(damping, _trust_region(base[4], base[0], base[1], target_j, frames))
             ess_trail.append(float(_residuals(base[4], jnp.asarray(base[0] + step), target_j)[1]))
             change = float(np.max(np.abs(step)))
             bar.advance()
@@ -533,10 +538,11 @@ class _BlockSums:
         value, se = self._jackknife(lambda r, j: 0.5 * r @ r)
         return float(value), float(se)
 
-    def step(self, damping: float) -> tuple[np.ndarray, np.ndarray, float]:
+    def step(self, damping: float, trusted=lambda step: True) -> tuple[np.ndarray, np.ndarray, float]:
         """The Levenberg-Marquardt step from the run [p], with the damping raised until
-        no parameter's logarithm changes by more than `MAX_LOG_STEP`; its standard
-        errors [p] (the jackknife at the same damping); and the damping used."""
+        no parameter's logarithm changes by more than `MAX_LOG_STEP` and `trusted(step)`
+        holds; its standard errors [p] (the jackknife at the same damping); and the
+        damping used."""
         r, j = self._pieces(None)
         jtj = j.T @ j
         scale = np.diag(np.diag(jtj) + 1e-12 * max(float(np.max(np.diag(jtj))), 1e-300))
@@ -546,11 +552,26 @@ class _BlockSums:
 
         while True:
             step = solve(r, j)
-            if float(np.max(np.abs(step))) <= MAX_LOG_STEP or damping > 1e12:
-                break
+            length = float(np.max(np.abs(step)))
+            if (length <= MAX_LOG_STEP and trusted(step)) or length < 1e-7 or damping > 1e12:
+                break  # (a step shorter than 1e-7 changes nothing the fit could resolve)
             damping *= 2
         _, se = self._jackknife(solve)
         return step, se, damping
+
+
+def _trust_region(ensemble: Ensemble, u: np.ndarray, loss: float, target: Array, frames: int):
+    """Whether a step from the run `ensemble` at `u` (whose own loss is `loss`) stays
+    where its frames speak for the step's end: their effective sample size reweighted
+    there at least `MIN_ESS` of the frames, and the reweighted loss there lower than
+    the run's (the frames follow the loss's curvature, which the linear model of the
+    step does not see)."""
+
+    def trusted(step: np.ndarray) -> bool:
+        r, ess = _residuals(ensemble, jnp.asarray(u + step), target)
+        return float(ess) >= MIN_ESS * frames and 0.5 * float(jnp.sum(r * r)) < loss
+
+    return trusted
 
 
 @eqx.filter_jit

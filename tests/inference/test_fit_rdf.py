@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import sim
-from inference._fit_rdf import _BlockSums, reweighted_loss, rdf_problem
+from inference._fit_rdf import MAX_LOG_STEP, _BlockSums, reweighted_loss, rdf_problem
 
 from ..helpers import cli
 
@@ -111,7 +111,11 @@ def test_the_noise_of_a_run_is_the_jackknife_over_blocks_of_its_frames(short):
     loss, loss_se = sums.loss()
     assert loss == pytest.approx(0.5 * float(np.sum(r * r)), rel=1e-12) and 0 < loss_se < loss
     step, step_se, damping = sums.step(1e-3)
-    assert np.all(step_se > 0) and np.max(np.abs(step)) <= 0.1 + 1e-12 and damping >= 1e-3
+    assert np.all(step_se > 0) and np.max(np.abs(step)) <= MAX_LOG_STEP + 1e-12 and damping >= 1e-3
+    # a step the frames cannot speak for is shortened: here one that must not leave a
+    # tenth of the first step's length
+    short, _, raised = sums.step(1e-3, lambda s: np.max(np.abs(s)) <= 0.1 * np.max(np.abs(step)))
+    assert np.max(np.abs(short)) <= 0.1 * np.max(np.abs(step)) and raised > damping
 
 
 def test_a_short_fit_moves_toward_the_target_and_writes_its_file(short, capsys):
@@ -172,7 +176,7 @@ def test_the_fit_recovers_the_epsilon_and_sigma_that_made_the_target(tmp_path, s
     config = sim.load_config(EXPERIMENT, [*truth, f'data.file="{tmp_path / "unused.h5"}"'])
     target = sim.run(config).save(tmp_path / "target.h5")
     starts = [f"params.epsilon={epsilon}", f"params.sigma={sigma}", f"fit.replicas={REPLICAS}"]
-    result = fit(sim.load_config(EXPERIMENT, [f'data.file="{target}"', *starts]))
+    result = fit(sim.load_config(EXPERIMENT, [f'data.file="{target}"', *starts]), progress=True)
     print(f"seed {seed}: epsilon {result.estimate['epsilon']:.5f}, sigma {result.estimate['sigma']:.5f}, {len(result.loss_history)} steps")
     for k, loss in enumerate(result.loss_history):  # (the path, for a fit that does not get there)
         print(f"  run {k + 1}: loss {loss:.6g}, epsilon {result.path['epsilon'][k]:.5f}, sigma {result.path['sigma'][k]:.5f}, ESS {result.ess[k]:.0f}")
