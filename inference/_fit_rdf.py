@@ -11,11 +11,11 @@ w_i = softmax(-(U_theta(x_i) - U_theta_k(x_i)) / kT) (Zwanzig; the DiffTRe schem
 Thaler and Zavadlav, Nat. Commun. 12, 6884 (2021)). Its derivative at theta_k is
 -Cov(g, dU/dtheta) / kT, exact for the sample. Each run gives one Levenberg-Marquardt
 step of the residuals with that Jacobian, damped until no parameter's logarithm moves
-more than `MAX_LOG_STEP` and the step stays in the region the run's frames can speak
-for: reweighted to the step's end they keep an effective sample size of at least
-`MIN_ESS` of the frames, and their reweighted loss there is below the run's own (a
-trust region that follows the loss's curvature, as a fixed bound on the step does not:
-along a curved valley a fit then takes a few long steps instead of many short ones).
+more than a trust radius: `FIRST_RADIUS` at first, doubled (up to `MAX_RADIUS`) when a
+step that reached it led to a run significantly better than its base, halved when the
+run was significantly worse. (With a fixed bound of 0.1, a fit that follows a curved
+valley of the loss, epsilon first falling and then rising again, needs many short
+steps.)
 
 A run's loss and step carry the noise of its average, and the fit compares them within
 that noise, estimated by the jackknife over blocks of frames (one block per replica, or
@@ -83,8 +83,9 @@ DEFAULT_RTOL = 1e-3
 SETTLED = 1.5  # runs with a loss within this factor of the lowest make the estimate
 SIGNIFICANT = 2.0  # standard errors that make a difference of losses or a step real
 BLOCKS = 8  # the fewest blocks of frames the jackknife estimates the noise from
-MAX_LOG_STEP = 0.3  # the largest change of a parameter's logarithm in one step (about 35%)
-MIN_ESS = 0.1  # the effective sample size, as a fraction of the frames, a step must keep
+FIRST_RADIUS = 0.1  # the largest change of a parameter's logarithm in the first step (about 10%)
+MAX_RADIUS = 0.4  # ... and in any step, after the radius has grown
+MIN_RADIUS = 0.0125  # (halved no further: the damping shortens the steps beyond)
 
 
 def is_rdf_fit(config: Config) -> bool:
@@ -402,7 +403,7 @@ def fit_rdf(config: Config, data: str | Path | None = None, *, progress: bool = 
     start_g = None
     base = None  # (u, loss, its standard error, block sums, ensemble) of the run the steps start from
     lowest = None  # (loss, g) of the run with the lowest loss
-    damping = 1e-3
+    damping, radius, reached = 1e-3, FIRST_RADIUS, False
     converged, message = False, f"stopped after fit.max_steps = {steps} runs"
     began = time.perf_counter()
     # (no checkpoint: a signal ends the fit at once, with nothing written)
@@ -426,11 +427,15 @@ def fit_rdf(config: Config, data: str | Path | None = None, *, progress: bool = 
                 difference, se = loss - base[1], float(np.hypot(loss_se, base[2]))
                 if difference > SIGNIFICANT * se:  # worse than the base: a shorter step from there
                     damping *= 4
+                    radius = max(radius / 2, MIN_RADIUS)
                 else:
                     if difference < -SIGNIFICANT * se:
                         damping = max(damping / 3, 1e-6)
+                        if reached:  # a step as long as allowed paid: allow longer ones
+                            radius = min(2 * radius, MAX_RADIUS)
                     base = (u, loss, loss_se, sums, ensemble)
-            step, step_se, _ = base[3].step(damping, _trust_region(base[4], base[0], base[1], target_j, frames))
+            step, step_se, _ = base[3].step(damping, radius)
+            reached = float(np.max(np.abs(step))) >= 0.99 * radius
             ess_trail.append(float(_residuals(base[4], jnp.asarray(base[0] + step), target_j)[1]))
             change = float(np.max(np.abs(step)))
             bar.advance()
@@ -538,11 +543,10 @@ class _BlockSums:
         value, se = self._jackknife(lambda r, j: 0.5 * r @ r)
         return float(value), float(se)
 
-    def step(self, damping: float, trusted=lambda step: True) -> tuple[np.ndarray, np.ndarray, float]:
+    def step(self, damping: float, radius: float = FIRST_RADIUS) -> tuple[np.ndarray, np.ndarray, float]:
         """The Levenberg-Marquardt step from the run [p], with the damping raised until
-        no parameter's logarithm changes by more than `MAX_LOG_STEP` and `trusted(step)`
-        holds; its standard errors [p] (the jackknife at the same damping); and the
-        damping used."""
+        no parameter's logarithm changes by more than `radius`; its standard errors [p]
+        (the jackknife at the same damping); and the damping used."""
         r, j = self._pieces(None)
         jtj = j.T @ j
         scale = np.diag(np.diag(jtj) + 1e-12 * max(float(np.max(np.diag(jtj))), 1e-300))
@@ -552,26 +556,11 @@ class _BlockSums:
 
         while True:
             step = solve(r, j)
-            length = float(np.max(np.abs(step)))
-            if (length <= MAX_LOG_STEP and trusted(step)) or length < 1e-7 or damping > 1e12:
-                break  # (a step shorter than 1e-7 changes nothing the fit could resolve)
+            if float(np.max(np.abs(step))) <= radius or damping > 1e12:
+                break
             damping *= 2
         _, se = self._jackknife(solve)
         return step, se, damping
-
-
-def _trust_region(ensemble: Ensemble, u: np.ndarray, loss: float, target: Array, frames: int):
-    """Whether a step from the run `ensemble` at `u` (whose own loss is `loss`) stays
-    where its frames speak for the step's end: their effective sample size reweighted
-    there at least `MIN_ESS` of the frames, and the reweighted loss there lower than
-    the run's (the frames follow the loss's curvature, which the linear model of the
-    step does not see)."""
-
-    def trusted(step: np.ndarray) -> bool:
-        r, ess = _residuals(ensemble, jnp.asarray(u + step), target)
-        return float(ess) >= MIN_ESS * frames and 0.5 * float(jnp.sum(r * r)) < loss
-
-    return trusted
 
 
 @eqx.filter_jit

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import sim
-from inference._fit_rdf import MAX_LOG_STEP, _BlockSums, reweighted_loss, rdf_problem
+from inference._fit_rdf import FIRST_RADIUS, _BlockSums, reweighted_loss, rdf_problem
 
 from ..helpers import cli
 
@@ -111,10 +111,9 @@ def test_the_noise_of_a_run_is_the_jackknife_over_blocks_of_its_frames(short):
     loss, loss_se = sums.loss()
     assert loss == pytest.approx(0.5 * float(np.sum(r * r)), rel=1e-12) and 0 < loss_se < loss
     step, step_se, damping = sums.step(1e-3)
-    assert np.all(step_se > 0) and np.max(np.abs(step)) <= MAX_LOG_STEP + 1e-12 and damping >= 1e-3
-    # a step the frames cannot speak for is shortened: here one that must not leave a
-    # tenth of the first step's length
-    short, _, raised = sums.step(1e-3, lambda s: np.max(np.abs(s)) <= 0.1 * np.max(np.abs(step)))
+    assert np.all(step_se > 0) and np.max(np.abs(step)) <= FIRST_RADIUS + 1e-12 and damping >= 1e-3
+    # a smaller trust radius: a shorter step, by more damping
+    short, _, raised = sums.step(1e-3, 0.1 * np.max(np.abs(step)))
     assert np.max(np.abs(short)) <= 0.1 * np.max(np.abs(step)) and raised > damping
 
 
