@@ -496,6 +496,7 @@ def _energies(ensemble: Ensemble, params: dict[str, Array]) -> Array:
     return ensemble.energies(params)
 
 
+@dataclasses.dataclass(frozen=True)
 class _BlockSums:
     """Sums over blocks of a run's frames of what the reweighted average and its
     derivative at the run's own parameters are made of: g [M] and dU/du [p] of each
@@ -507,8 +508,12 @@ class _BlockSums:
             [blocks, p]; gdu: sums of g dU/du^T [blocks, M, p]; target [M]; kt.
     """
 
-    def __init__(self, count, g, du, gdu, target, kt):
-        self.count, self.g, self.du, self.gdu, self.target, self.kt = count, g, du, gdu, target, kt
+    count: np.ndarray
+    g: np.ndarray
+    du: np.ndarray
+    gdu: np.ndarray
+    target: np.ndarray
+    kt: float
 
     @classmethod
     def of(cls, ensemble: Ensemble, u: np.ndarray, target: Array, labels: np.ndarray, kt: float) -> "_BlockSums":
