@@ -15,7 +15,7 @@ Capacity policy (neighbours per particle a list holds):
   with `CAPACITY_FACTOR` to spare; for a barostat, whose box may shrink by `BOX_MARGIN`
   per edge, for the density of that box) and, when the list overflows, grows it with
   `NeighbourList.grown` and redoes the chunk, or the frame for a streamed run. A
-  `simulate` inside the caller's `jax.jit` cannot grow its list: it starts with
+  `simulate` inside the caller's `jax.jit` or `jax.vmap` cannot grow its list: it starts with
   `TRACED_CAPACITY_FACTOR` to spare, and an overflow ends it with
   `Result.neighbour_overflow`.
 - A run that cannot (a vmapped sweep chunk, a compiled fit) starts with `FIXED_FACTOR`
@@ -243,7 +243,7 @@ def neighbour_list(model, system, solver: ParticleSolver, *, growable: bool = Tr
     """The neighbour list a run of `system` starts with (None: all pairs), sized from
     the concrete starting positions (`solver.capacity` if set), with a cell grid for a
     box `BOX_MARGIN` smaller when the integrator changes the box. A list that cannot
-    grow (`growable` False: a run inside the caller's `jax.jit`) gets the room of
+    grow (`growable` False: a run inside the caller's `jax.jit` or `jax.vmap`) gets the room of
     `TRACED_CAPACITY_FACTOR`, one that can that of `CAPACITY_FACTOR`.
 
     Raises:
@@ -272,10 +272,12 @@ this. Runs that can grow their list keep it tighter (`CAPACITY_FACTOR`): a dense
 costs them a recompilation, not a failed run."""
 
 
-def _traced() -> bool:
-    """Whether this code runs while a program is traced (inside `jax.jit`): an
-    operation on constants then gives a tracer."""
-    return isinstance(jnp.zeros(()) + 0, jax.core.Tracer)
+def _can_grow(params: PyTree) -> bool:
+    """Whether a run will be able to read its overflow flag and grow its list: not
+    while a program is traced (inside `jax.jit`, where an operation on constants gives
+    a tracer), nor with parameters whose values are not known now (`jax.vmap` over
+    them)."""
+    return not isinstance(jnp.zeros(()) + 0, jax.core.Tracer) and all(concrete(x) is not None for x in jax.tree.leaves(params))
 
 
 class ParticleFramesState(eqx.Module):
@@ -361,7 +363,7 @@ class ParticleRun:
     """
 
     def __init__(self, model, params: PyTree, system, solver: ParticleSolver, *, times: np.ndarray, every: int, key: Array | None = None):
-        nl = neighbour_list(model, system, solver, growable=not _traced())
+        nl = neighbour_list(model, system, solver, growable=_can_grow(params))
         self.solver = solver
         self.system = system
         self.times = np.asarray(times)

@@ -185,6 +185,10 @@ def test_a_run_inside_jit_starts_with_a_roomier_list_as_it_cannot_grow():
     assert outside == max(int(np.ceil(CAPACITY_FACTOR * most)), most + 2)
     assert inside == [max(int(np.ceil(TRACED_CAPACITY_FACTOR * most)), most + 2)]
     assert inside[0] > outside
+    # vmapped over its parameters, a run cannot read its flag either
+    batched = []
+    jax.vmap(lambda e: batched.append(ParticleRun(model, {**model.default_params(), "epsilon": e}, system, solver, times=times, every=10).problem.neighbour_list.capacity) or e)(jnp.ones(2))
+    assert batched == inside
 
 
 def test_gradients_match_finite_differences():
