@@ -10,12 +10,8 @@ sum_i w_i(theta) g(x_i) with the Boltzmann weights
 w_i = softmax(-(U_theta(x_i) - U_theta_k(x_i)) / kT) (Zwanzig; the DiffTRe scheme of
 Thaler and Zavadlav, Nat. Commun. 12, 6884 (2021)). Its derivative at theta_k is
 -Cov(g, dU/dtheta) / kT, exact for the sample. Each run gives one Levenberg-Marquardt
-step of the residuals with that Jacobian, damped until no parameter's logarithm moves
-more than a trust radius: `FIRST_RADIUS` at first, doubled (up to `MAX_RADIUS`) when a
-step that reached it led to a run significantly better than its base, halved when the
-run was significantly worse. (With a fixed bound of 0.1, a fit that follows a curved
-valley of the loss, epsilon first falling and then rising again, needs many short
-steps.)
+step of the residuals with that Jacobian (damped until no parameter's logarithm moves
+more than `MAX_LOG_STEP`).
 
 A run's loss and step carry the noise of its average, and the fit compares them within
 that noise, estimated by the jackknife over blocks of frames (one block per replica, or
@@ -83,9 +79,7 @@ DEFAULT_RTOL = 1e-3
 SETTLED = 1.5  # runs with a loss within this factor of the lowest make the estimate
 SIGNIFICANT = 2.0  # standard errors that make a difference of losses or a step real
 BLOCKS = 8  # the fewest blocks of frames the jackknife estimates the noise from
-FIRST_RADIUS = 0.1  # the largest change of a parameter's logarithm in the first step (about 10%)
-MAX_RADIUS = 0.4  # ... and in any step, after the radius has grown
-MIN_RADIUS = 0.0125  # (halved no further: the damping shortens the steps beyond)
+MAX_LOG_STEP = 0.1  # the largest change of a parameter's logarithm in one step (about 10%)
 
 
 def is_rdf_fit(config: Config) -> bool:
@@ -403,7 +397,7 @@ def fit_rdf(config: Config, data: str | Path | None = None, *, progress: bool = 
     start_g = None
     base = None  # (u, loss, its standard error, block sums, ensemble) of the run the steps start from
     lowest = None  # (loss, g) of the run with the lowest loss
-    damping, radius, reached = 1e-3, FIRST_RADIUS, False
+    damping = 1e-3
     converged, message = False, f"stopped after fit.max_steps = {steps} runs"
     began = time.perf_counter()
     # (no checkpoint: a signal ends the fit at once, with nothing written)
@@ -427,15 +421,11 @@ def fit_rdf(config: Config, data: str | Path | None = None, *, progress: bool = 
                 difference, se = loss - base[1], float(np.hypot(loss_se, base[2]))
                 if difference > SIGNIFICANT * se:  # worse than the base: a shorter step from there
                     damping *= 4
-                    radius = max(radius / 2, MIN_RADIUS)
                 else:
                     if difference < -SIGNIFICANT * se:
                         damping = max(damping / 3, 1e-6)
-                        if reached:  # a step as long as allowed paid: allow longer ones
-                            radius = min(2 * radius, MAX_RADIUS)
                     base = (u, loss, loss_se, sums, ensemble)
-            step, step_se, _ = base[3].step(damping, radius)
-            reached = float(np.max(np.abs(step))) >= 0.99 * radius
+            step, step_se, damping = base[3].step(damping)
             ess_trail.append(float(_residuals(base[4], jnp.asarray(base[0] + step), target_j)[1]))
             change = float(np.max(np.abs(step)))
             bar.advance()
@@ -548,10 +538,10 @@ class _BlockSums:
         value, se = self._jackknife(lambda r, j: 0.5 * r @ r)
         return float(value), float(se)
 
-    def step(self, damping: float, radius: float = FIRST_RADIUS) -> tuple[np.ndarray, np.ndarray, float]:
+    def step(self, damping: float) -> tuple[np.ndarray, np.ndarray, float]:
         """The Levenberg-Marquardt step from the run [p], with the damping raised until
-        no parameter's logarithm changes by more than `radius`; its standard errors [p]
-        (the jackknife at the same damping); and the damping used."""
+        no parameter's logarithm changes by more than `MAX_LOG_STEP`; its standard
+        errors [p] (the jackknife at the same damping); and the damping used."""
         r, j = self._pieces(None)
         jtj = j.T @ j
         scale = np.diag(np.diag(jtj) + 1e-12 * max(float(np.max(np.diag(jtj))), 1e-300))
@@ -561,7 +551,7 @@ class _BlockSums:
 
         while True:
             step = solve(r, j)
-            if float(np.max(np.abs(step))) <= radius or damping > 1e12:
+            if float(np.max(np.abs(step))) <= MAX_LOG_STEP or damping > 1e12:
                 break
             damping *= 2
         _, se = self._jackknife(solve)

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import sim
-from inference._fit_rdf import FIRST_RADIUS, _BlockSums, reweighted_loss, rdf_problem
+from inference._fit_rdf import MAX_LOG_STEP, _BlockSums, reweighted_loss, rdf_problem
 
 from ..helpers import cli
 
@@ -111,10 +111,7 @@ def test_the_noise_of_a_run_is_the_jackknife_over_blocks_of_its_frames(short):
     loss, loss_se = sums.loss()
     assert loss == pytest.approx(0.5 * float(np.sum(r * r)), rel=1e-12) and 0 < loss_se < loss
     step, step_se, damping = sums.step(1e-3)
-    assert np.all(step_se > 0) and np.max(np.abs(step)) <= FIRST_RADIUS + 1e-12 and damping >= 1e-3
-    # a smaller trust radius: a shorter step, by more damping
-    short, _, raised = sums.step(1e-3, 0.1 * np.max(np.abs(step)))
-    assert np.max(np.abs(short)) <= 0.1 * np.max(np.abs(step)) and raised > damping
+    assert np.all(step_se > 0) and np.max(np.abs(step)) <= MAX_LOG_STEP + 1e-12 and damping >= 1e-3
 
 
 def test_a_short_fit_moves_toward_the_target_and_writes_its_file(short, capsys):
@@ -161,7 +158,7 @@ def test_a_short_fit_moves_toward_the_target_and_writes_its_file(short, capsys):
 # 1.00627, sigma 0.99912 after 7 steps), seed 5 passed (1.00415, 0.99991 after 14), seed 7
 # FAILED: not converged after the 20 steps allowed, at 0.87620 and 1.00742, every run
 # better than the last along a curved valley (epsilon 0.85 down to 0.43 and back up). The
-# fit's trust radius, which grows after steps that pay, was added for that valley.
+# steps there were Gauss-Newton's own (0.06 to 0.09 in log epsilon), not held by the bound.
 TARGET_STEPS = 180000
 REPLICAS = 16
 TARGETS = [(3, 0.88, 0.90), (5, 1.15, 1.10), (7, 0.85, 1.12)]
