@@ -158,7 +158,7 @@ def test_a_short_fit_moves_toward_the_target_and_writes_its_file(short, capsys):
 # 1.00627, sigma 0.99912 after 7 steps), seed 5 passed (1.00415, 0.99991 after 14), seed 7
 # FAILED: not converged after the 20 steps allowed, at 0.87620 and 1.00742, every run
 # better than the last along a curved valley (epsilon 0.85 down to 0.43 and back up). The
-# steps there were Gauss-Newton's own (0.06 to 0.09 in log epsilon), not held by the bound.
+# steps there were Gauss-Newton's own (0.04 to 0.09 in log epsilon), not held by the bound.
 TARGET_STEPS = 180000
 REPLICAS = 16
 TARGETS = [(3, 0.88, 0.90), (5, 1.15, 1.10), (7, 0.85, 1.12)]
