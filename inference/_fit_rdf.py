@@ -18,7 +18,7 @@ that noise, estimated by the jackknife over blocks of frames (one block per repl
 contiguous pieces of a run: at least `BLOCKS`). The next run, at the step's end, becomes
 the base of the next step unless its loss is worse than the base's by more than
 `SIGNIFICANT` standard errors of the difference; then the step is taken again, shorter,
-from the base. (Keeping only the lowest loss would pin the fit to a run that was lucky
+from the base. (Keeping only the lowest loss can pin the fit to a run that was lucky
 in its noise, and shrink every later step.) The fit ends when the step from the base
 changes no parameter by more than `fit.rtol` (relative) or by more than `SIGNIFICANT`
 of its own standard errors: when the average cannot tell which way to go. The estimate

@@ -369,15 +369,14 @@ class Trainer(eqx.Module):
 
         return jnp.mean(jax.vmap(one)(which, starts))
 
-    def _system_loss(self, params, time, values, which, starts) -> Array:
-        """The loss with the minibatch solved as one system: the state [B, n] on the
-        first window's grid, relative to its start; window b's vector field at its own
-        times (its start plus the relative time). NaN when the save times are not
-        evenly spaced (the windows' grids would differ)."""
+    def solve_system(self, params, time, values, which, starts):
+        """The windows of trajectories `which` [B] starting at save points `starts` [B]
+        solved as one system: the state [B, n] on the first window's grid, relative to
+        its start; window b's vector field at its own times (its start plus the
+        relative time). Returns the solution (`ys` [W, B * n]) and the windows' data
+        [B, n, W]."""
         targets = jax.vmap(lambda b, s: jax.lax.dynamic_slice_in_dim(values[b], s, self.window, axis=1))(which, starts)
         grid = time[: self.window] - time[0]
-        t0 = time[starts]
-
         shape = targets.shape[:2]
 
         def field(tau, y, args):  # (flat, as the lean core takes one flat state)
@@ -385,8 +384,13 @@ class Trainer(eqx.Module):
             rows = jax.vmap(lambda s, row: self.model.vector_field(s + tau, row, p))(start, y.reshape(shape))
             return rows.ravel()
 
-        sol = self.solver.solve(field, grid, targets[:, :, 0].ravel(), (params, t0))
-        pred = jnp.moveaxis(sol.ys.reshape(-1, *shape), 0, -1)  # [W, B, n] -> [B, n, W]
+        return self.solver.solve(field, grid, targets[:, :, 0].ravel(), (params, time[starts])), targets
+
+    def _system_loss(self, params, time, values, which, starts) -> Array:
+        """The loss with the minibatch solved as one system (`solve_system`); NaN when
+        the save times are not evenly spaced (the windows' grids would differ)."""
+        sol, targets = self.solve_system(params, time, values, which, starts)
+        pred = jnp.moveaxis(sol.ys.reshape(-1, *targets.shape[:2]), 0, -1)  # [W, B, n] -> [B, n, W]
         return jnp.where(evenly_spaced(time), jnp.mean((pred - targets) ** 2), jnp.nan)
 
     @eqx.filter_jit

@@ -141,14 +141,9 @@ def _steps_per_minibatch(trainer, model, params, time, values, key):
 
 def _system_evaluations(trainer, model, params, time, values, key):
     """dopri5 evaluations of a minibatch solved as one system, forward pass only."""
-    n_time = values.shape[2]
-    starts = jax.random.randint(key, (BATCH,), 0, n_time - WINDOW + 1)
-    y0 = values[0][:, starts].T  # [B, n]
-
-    def field(t, y, p):
-        return jax.vmap(lambda row: model.vector_field(t, row, p))(y.reshape(y0.shape)).ravel()
-
-    return 6 * trainer.solver.solve(field, time[:WINDOW] - time[0], y0.ravel(), params).num_steps + 1
+    starts = jax.random.randint(key, (BATCH,), 0, values.shape[2] - WINDOW + 1)
+    sol, _ = trainer.solve_system(params, time, values, jnp.zeros(BATCH, int), starts)
+    return 6 * sol.num_steps + 1
 
 
 class TorchSide:
