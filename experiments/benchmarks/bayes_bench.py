@@ -239,7 +239,7 @@ def main() -> None:
     print(f"lynx-hare Lotka-Volterra, NUTS, {plan}, {args.warmup} warmup + {args.samples} samples per chain, rtol {RTOL}, atol {ATOL}")
     print("ESS/s: minimum bulk ESS over the wall time of the whole MCMC.run; sampling ESS/s: over that time less what a")
     print("run of one warmup step and one draw takes (tracing, compiling or loading the sampler, finding a start)")
-    print(f"{'':20} {'first run':>10} {'wall':>8} {'fixed':>7} {'min ESS':>8} {'ESS/s':>14} {'sampling ESS/s':>20} {'div.':>5} {'gradient':>10}")
+    print(f"{'':20} {'first run':>10} {'wall':>8} {'fixed':>7} {'min ESS':>8} {'ESS/s':>14} {'sampling ESS/s':>20} {'div.*':>5} {'gradient':>10}")
     rate, sampling = {}, {}
     if "NumPyro + diffrax" not in runs:
         print(f"{'NumPyro + diffrax':20} {'(not sampled: --diffrax-nuts)':>86} {costs['NumPyro + diffrax']:8.0f}us")
@@ -251,7 +251,8 @@ def main() -> None:
         rate[name], sampling[name] = statistics.median(rates), statistics.median(net)
         print(f"{name:20} {results[0][0]:9.1f}s {statistics.median(w for w, _, _ in timed):7.1f}s {statistics.median(costs_fixed):6.1f}s "
               f"{statistics.median(e for _, e, _ in timed):8.0f} {rate[name]:5.1f} ({min(rates):.1f}-{max(rates):.1f}) "
-              f"{sampling[name]:9.1f} ({min(net):.1f}-{max(net):.1f}) {sum(d for _, _, d in timed):5d} {costs[name]:8.0f}us")
+              f"{sampling[name]:9.1f} ({min(net):.1f}-{max(net):.1f}) {max(d for _, _, d in timed):5d} {costs[name]:8.0f}us")
+    print("* divergences of the worst timed seed")
     for other in (n for n in runs if n != "simjax"):
         print(f"simjax / {other}: ESS/s {rate['simjax'] / rate[other]:.2f}x, sampling ESS/s {sampling['simjax'] / sampling[other]:.2f}x, "
               f"gradient cost {costs[other] / costs['simjax']:.2f}x")
