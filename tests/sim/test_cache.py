@@ -119,6 +119,51 @@ def test_an_unwritable_or_disabled_cache_leaves_the_run_as_it_was(tmp_path):
     assert not unused.exists()
 
 
+def test_cache_entries_that_cannot_be_read_or_written_leave_the_run_as_it_was(tmp_path):
+    # Every entry's name taken by a folder: each load and each store fails (reading and
+    # writing a folder as a file; as root, permissions would not stop a write, so this
+    # is the unwritable cache that holds for every user). The run compiles, and its
+    # result is the same bits.
+    cache = tmp_path / "cache"
+    first, _ = sim_run(tmp_path, "first", cache)
+    saved = entries(cache)
+    assert saved
+    for p in saved:
+        p.unlink()
+        p.mkdir()
+    again, err = sim_run(tmp_path, "again", cache)
+    np.testing.assert_array_equal(again, first)
+    assert "Traceback" not in err, err
+    assert all(p.is_dir() for p in saved)
+
+
+def test_a_cache_folder_deleted_again_and_again_during_a_sim_run_changes_nothing(tmp_path):
+    import shutil
+    import threading
+
+    cache = tmp_path / "cache"
+    reference, _ = sim_run(tmp_path, "reference", "")  # (no cache at all)
+    stop, deletions = threading.Event(), [0]
+
+    def delete():
+        while not stop.is_set():
+            if cache.exists():
+                shutil.rmtree(cache, ignore_errors=True)
+                deletions[0] += 1
+            stop.wait(0.005)
+
+    remover = threading.Thread(target=delete)
+    remover.start()
+    try:
+        result, err = sim_run(tmp_path, "deleted", cache)
+    finally:
+        stop.set()
+        remover.join()
+    np.testing.assert_array_equal(result, reference)
+    assert "Traceback" not in err, err
+    assert deletions[0] >= 1  # (the folder was made, and taken away, while the run went)
+
+
 def test_a_cache_folder_deleted_mid_run_is_made_again(tmp_path):
     from jax._src import compilation_cache
 

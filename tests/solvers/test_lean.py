@@ -147,6 +147,33 @@ def test_failures_are_reported_with_the_codes_of_the_diffrax_path():
         OdeSolver(max_steps=3).solve_sensitivities(field, ts, jnp.ones(1), jnp.ones(1) * 50.0, jnp.zeros((1, 1))).ys.block_until_ready()
 
 
+def test_a_solve_that_can_no_longer_advance_ends_at_once_where_diffrax_spins():
+    # The one documented departure (solvers/_lean.py): once a rejected step no longer
+    # moves the time, diffrax spins until max_steps; the lean core ends with a code that
+    # says why. Before t = 0.6 both saved the same values.
+    import diffrax
+
+    ts = jnp.linspace(0.0, 1.0, 5)
+    cases = {
+        # undefined past t = 0.6 (NaN error estimates): nonfinite_state
+        "nan": (lambda t, y, _: y * jnp.sqrt(0.6 - t), Result.nonfinite_state),
+        # a finite jump too large for any step across it: step_size_too_small
+        "jump": (lambda t, y, _: jnp.where(t > 0.6, 1e300, 0.0) * jnp.ones_like(y), Result.step_size_too_small),
+    }
+    for name, (field, code) in cases.items():
+        reference = jax.jit(
+            lambda y0: diffrax.diffeqsolve(
+                diffrax.ODETerm(field), diffrax.Tsit5(), ts[0], ts[-1], None, y0, None, saveat=diffrax.SaveAt(ts=ts),
+                stepsize_controller=diffrax.PIDController(rtol=1e-6, atol=1e-8), max_steps=4_000, throw=False,
+            )
+        )(jnp.ones(1))
+        ys, steps, _, result = jax.jit(lambda y0: lean_solve(field, ts, y0, None, rtol=1e-6, atol=1e-8, max_steps=4_000))(jnp.ones(1))
+        assert int(reference.stats["num_steps"]) == 4_000 and not bool(jnp.all(reference.result == diffrax.RESULTS.successful)), name
+        assert int(result) == int(code) and int(steps) < 400, (name, int(result), int(steps))
+        np.testing.assert_allclose(ys[:3], reference.ys[:3], rtol=1e-12)
+        assert not bool(jnp.any(jnp.isfinite(ys[3:]))), name  # (nothing saved past the failure)
+
+
 def _forced(t, y, p):
     # Lotka-Volterra with a time-dependent forcing (so that moving a save time or t0
     # changes more than where the solution is read)
