@@ -9,9 +9,13 @@ theta_k are an NVT sample, and at nearby theta the average is
 sum_i w_i(theta) g(x_i) with the Boltzmann weights
 w_i = softmax(-(U_theta(x_i) - U_theta_k(x_i)) / kT) (Zwanzig; the DiffTRe scheme of
 Thaler and Zavadlav, Nat. Commun. 12, 6884 (2021)). Its derivative at theta_k is
--Cov(g, dU/dtheta) / kT, exact for the sample. Each run gives one Levenberg-Marquardt
-step of the residuals with that Jacobian (damped until no parameter's logarithm moves
-more than `MAX_LOG_STEP`).
+-Cov(g, dU/dtheta) / kT, exact for the sample. Each run gives one Levenberg step
+of the residuals with that Jacobian in the free quantities' unconstrained values (their
+logarithms), damped by a multiple of the identity until no parameter's logarithm moves
+more than `MAX_LOG_STEP`. (Marquardt's damping by the diagonal of J^T J would lean a
+damped step towards the parameter the residuals are least sensitive to: from a sigma
+12% off, epsilon moved and sigma hardly did, and the fit crept along a curved valley of
+the loss for more than 20 runs; damped by the identity, it ends in five.)
 
 A run's loss and step carry the noise of its average, and the fit compares them within
 that noise, estimated by the jackknife over blocks of frames (one block per replica, or
@@ -539,12 +543,13 @@ class _BlockSums:
         return float(value), float(se)
 
     def step(self, damping: float) -> tuple[np.ndarray, np.ndarray, float]:
-        """The Levenberg-Marquardt step from the run [p], with the damping raised until
+        """The Levenberg step from the run [p] (damped by `damping` times the largest
+        diagonal element of J^T J times the identity), with the damping raised until
         no parameter's logarithm changes by more than `MAX_LOG_STEP`; its standard
         errors [p] (the jackknife at the same damping); and the damping used."""
         r, j = self._pieces(None)
         jtj = j.T @ j
-        scale = np.diag(np.diag(jtj) + 1e-12 * max(float(np.max(np.diag(jtj))), 1e-300))
+        scale = np.eye(len(jtj)) * max(float(np.max(np.diag(jtj))), 1e-300)
 
         def solve(r, j):
             return -np.linalg.solve(j.T @ j + damping * scale, j.T @ r)

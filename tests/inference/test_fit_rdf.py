@@ -114,6 +114,45 @@ def test_the_noise_of_a_run_is_the_jackknife_over_blocks_of_its_frames(short):
     assert np.all(step_se > 0) and np.max(np.abs(step)) <= MAX_LOG_STEP + 1e-12 and damping >= 1e-3
 
 
+def test_a_step_held_to_the_bound_leans_towards_the_gradient_not_away_from_the_sharp_parameter():
+    # Frames whose g depends linearly on dU/du (g_f = B x_f with x_f = dU/du of frame f)
+    # give the reweighting Jacobian J = -B Cov(x) / kT exactly. Columns of B 1 and 20
+    # long, as epsilon's and sigma's are near sigma 12% off (measured: 1.1 and 20.7),
+    # and residuals whose Gauss-Newton step is (-0.6, -0.06), four times the bound: the
+    # bounded step is the Levenberg step (J^T J + lambda max(diag J^T J) I)^-1, whose
+    # sharp parameter moves at least its whole Gauss-Newton share (a damping by
+    # diag(J^T J) would move it by 8% of that, the other by a sixth of the bound).
+    rng = np.random.default_rng(0)
+    m, frames, blocks, kt = 40, 4000, 8, 1.5
+    b = np.stack([np.cos(np.linspace(0, 3, m)), 20 * np.sin(np.linspace(0, 5, m))], axis=1)
+    b[:, 0] *= 1 / np.linalg.norm(b[:, 0])
+    b[:, 1] *= 20 / np.linalg.norm(b[:, 1])
+    x = rng.normal(size=(frames, 2))
+    x -= x.mean(axis=0)
+    x = x @ np.linalg.inv(np.linalg.cholesky(np.cov(x.T, bias=True))).T  # Cov(x) = I: J = -B / kT
+    g = x @ b.T + 1.0
+    labels = np.repeat(np.arange(blocks), frames // blocks)
+    j = -b / kt
+    target = g.mean(axis=0) + j @ np.array([-0.6, -0.06])  # residuals r = -J (GN step)
+    sums = _BlockSums(
+        count=np.bincount(labels).astype(float),
+        g=np.stack([g[labels == k].sum(axis=0) for k in range(blocks)]),
+        du=np.stack([x[labels == k].sum(axis=0) for k in range(blocks)]),
+        gdu=np.stack([g[labels == k].T @ x[labels == k] for k in range(blocks)]),
+        target=target,
+        kt=kt,
+    )
+    r, jacobian = sums._pieces(None)
+    np.testing.assert_allclose(jacobian, j, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(-np.linalg.solve(j.T @ j, j.T @ r), [-0.6, -0.06], rtol=1e-9)
+    step, _, damping = sums.step(1e-3)
+    jtj = j.T @ j
+    expected = -np.linalg.solve(jtj + damping * np.max(np.diag(jtj)) * np.eye(2), j.T @ r)
+    np.testing.assert_allclose(step, expected, rtol=1e-9)
+    assert MAX_LOG_STEP / 2 < np.max(np.abs(step)) <= MAX_LOG_STEP
+    assert step[1] <= -0.06 and step[0] < 0  # both fall, the sharp one its whole share
+
+
 def test_a_short_fit_moves_toward_the_target_and_writes_its_file(short, capsys):
     # Three steps of two pooled runs from 12% and 10% off: the loss of the runs' own g(r)
     # falls (the whole way to the target: the slow test below), and `sim plot` draws the
