@@ -79,6 +79,32 @@ def test_run_gives_the_madelung_energy_and_conserves_energy(tmp_path, capsys, me
     assert "ewald_alpha = " in resolved and ("ewald_kmax" in resolved if method == "ewald" else "pme_mesh" in resolved)
 
 
+# Madelung constants referred to the nearest-neighbour distance, and that distance in
+# lattice constants (Johnson & Templeton, J. Chem. Phys. 34, 2004 (1961)).
+CRYSTALS = {"rocksalt": (MADELUNG_ROCKSALT, 0.5), "caesium_chloride": (1.762675, 3**0.5 / 2), "zincblende": (1.638055, 3**0.5 / 4)}
+
+
+@pytest.mark.parametrize("lattice", ["caesium_chloride", "zincblende"])  # (rock salt: the test above)
+def test_sim_run_of_each_perfect_crystal_gives_its_madelung_constant(tmp_path, capsys, lattice):
+    # Ions of charge +-1 on their sites at rest, Ewald at accuracy 1e-10: frame 0's
+    # potential energy per ion pair is -M / r_nn.
+    text = CONFIG.format(method="ewald", accuracy=1e-10, q=1.0, minus_q=-1.0)
+    text = text.replace('lattice = "rocksalt"', f'lattice = "{lattice}"').replace("cells = 2", "cells = 3")
+    text = text.replace("cutoff = 1.95", "cutoff = 1.85").replace("temperature = 0.05", "temperature = 0.0")
+    config = tmp_path / f"{lattice}.toml"
+    config.write_text(text.replace("steps = 20", "steps = 1").replace("save_every = 10", "save_every = 1"))
+    out = tmp_path / f"{lattice}.h5"
+    code, err = cli(["run", str(config), "-o", str(out), "--quiet"], capsys)
+    assert code == 0, err
+    with h5py.File(out) as f:
+        potential = float(f["observables/potential_energy/value"][0])
+        edges = f["particles/all/box/edges/value"][0]
+        n = f["particles/all/position/value"].shape[1]
+    expected, ratio = CRYSTALS[lattice]
+    nearest = ratio * float(edges[0]) / 3
+    assert -potential / (n / 2) * nearest == pytest.approx(expected, rel=1e-6)
+
+
 def test_a_charged_system_is_refused(tmp_path, capsys):
     config = write(tmp_path, minus_q=-0.5)
     out = tmp_path / "out.h5"

@@ -290,7 +290,15 @@ def _stretched(f):
     x[-1] = frame
 
 
+def _on_top(f):
+    x = f["particles/all/position/value"]
+    frame = x[-1]
+    frame[3:6] = frame[0:3] + np.array([0.05, 0.0, 0.0])  # molecule 1 moved onto molecule 0
+    x[-1] = frame
+
+
 HOSTILE = {
+    "molecules overlapping": (_on_top, 'molecule = "spce"', "system.file", "molecules 0 and 1"),
     "index out of range": (lambda f: f["connectivity/all/bonds"].__setitem__(0, [0, 24]), "", "system.file", "particle index 24"),
     "bond longer than half the box": (_far_bond, "", "system.file", "half the box"),
     "molecule not connected": (
