@@ -26,8 +26,8 @@ from the base. (Keeping only the lowest loss can pin the fit to a run that was l
 in its noise, and shrink every later step.) The fit ends when the step from the base
 changes no parameter by more than `fit.rtol` (relative) or by more than `SIGNIFICANT`
 of its own standard errors: when the average cannot tell which way to go. The estimate
-is the mean over the runs whose loss is within the noise of the lowest (or within
-`SETTLED` times it).
+is the mean, over the runs whose loss is within the noise of the lowest (or within
+`SETTLED` times it), of the points their steps lead to.
 
     [rdf]
     r_max = 3.0
@@ -148,14 +148,17 @@ class RdfFitResult(Result):
     """A finished g(r) fit.
 
     Attributes:
-        names: the free quantities; estimate: their fitted values, the mean over the
-            runs whose loss is within the noise of the lowest (`SIGNIFICANT`
-            standard errors of the difference) or `SETTLED` times it; stderr: NaN (the
+        names: the free quantities; estimate: their fitted values, the mean (of the
+            unconstrained values) of `aim` over the runs whose loss is within the
+            noise of the lowest (`SIGNIFICANT` standard errors of the difference) or
+            `SETTLED` times it; stderr: NaN (the
             bins of a g(r) are correlated, and so are the frames: no covariance is
             claimed).
         loss_history: the loss of each run's own average (the reweighted loss is not
             kept), at the parameters of `path`.
         path: name -> the parameters each run used [iterations].
+        aim: name -> where the step taken after each run leads [iterations] (the
+            next run's parameters, and for the last run where a next one would be).
         loss_stderr: the standard error of each run's loss (jackknife over blocks of
             its frames).
         ess: the effective sample size of the frames of the step taken after each
@@ -174,6 +177,7 @@ class RdfFitResult(Result):
     loss_history: np.ndarray
     loss_stderr: np.ndarray
     path: dict[str, np.ndarray]
+    aim: dict[str, np.ndarray]
     ess: np.ndarray
     r: np.ndarray
     target: np.ndarray
@@ -192,6 +196,7 @@ class RdfFitResult(Result):
         f.create_dataset("loss_history", data=self.loss_history)
         f["objective"] = float(self.loss_history[-1])
         write_group(f, "path", self.path)
+        write_group(f, "aim", self.aim)
         f.create_dataset("path/ess", data=self.ess)
         f.create_dataset("path/loss_stderr", data=self.loss_stderr)
         write_group(f, "rdf", {"r": self.r, "target": self.target, "start": self.start, "fitted": self.fitted})
@@ -397,7 +402,7 @@ def fit_rdf(config: Config, data: str | Path | None = None, *, progress: bool = 
         )
     run = problem.run
 
-    history, noise, trail, ess_trail, u_trail = [], [], [], [], []
+    history, noise, trail, ess_trail, aims = [], [], [], [], []
     start_g = None
     base = None  # (u, loss, its standard error, block sums, ensemble) of the run the steps start from
     lowest = None  # (loss, g) of the run with the lowest loss
@@ -416,7 +421,6 @@ def fit_rdf(config: Config, data: str | Path | None = None, *, progress: bool = 
             history.append(loss)
             noise.append(loss_se)
             trail.append([float(f.to_natural(jnp.asarray(u[i]))) for i, f in enumerate(free)])
-            u_trail.append(np.asarray(u, dtype=float))
             if lowest is None or loss < lowest[0]:
                 lowest = (loss, g_now)
             if base is None:
@@ -430,6 +434,7 @@ def fit_rdf(config: Config, data: str | Path | None = None, *, progress: bool = 
                         damping = max(damping / 3, 1e-6)
                     base = (u, loss, loss_se, sums, ensemble)
             step, step_se, damping = base[3].step(damping)
+            aims.append(np.asarray(base[0] + step, dtype=float))
             ess_trail.append(float(_residuals(base[4], jnp.asarray(base[0] + step), target_j)[1]))
             change = float(np.max(np.abs(step)))
             bar.advance()
@@ -442,13 +447,15 @@ def fit_rdf(config: Config, data: str | Path | None = None, *, progress: bool = 
                 break
             u = base[0] + step
     # The estimate: the mean (of the unconstrained values) over the runs whose loss is
-    # within the noise of the lowest (or SETTLED times it), which differ by the noise of
-    # a run's average rather than by the approach (Polyak-Ruppert averaging of the last
-    # iterates).
-    losses, errors, points = np.asarray(history), np.asarray(noise), np.asarray(u_trail)
+    # within the noise of the lowest (or SETTLED times it) of where their steps lead,
+    # which differ by the noise of a run's average rather than by the approach
+    # (Polyak-Ruppert averaging of the last iterates). Where the steps lead, not where
+    # the runs were: a fit that ends because its last step is within the noise would
+    # otherwise keep up to that step's length of its approach.
+    losses, errors = np.asarray(history), np.asarray(noise)
     low = int(np.argmin(losses))
     settled = losses <= np.maximum(SETTLED * losses[low], losses[low] + SIGNIFICANT * np.hypot(errors, errors[low]))
-    u = points[settled].mean(axis=0)
+    u = np.asarray(aims)[settled].mean(axis=0)
     fitted_g = lowest[1]
     names = [f.name for f in free]
     estimate = {f.name: float(f.to_natural(jnp.asarray(u[i]))) for i, f in enumerate(free)}
@@ -462,6 +469,7 @@ def fit_rdf(config: Config, data: str | Path | None = None, *, progress: bool = 
         loss_history=np.asarray(history),
         loss_stderr=np.asarray(noise),
         path={n: np.asarray([row[i] for row in trail]) for i, n in enumerate(names)},
+        aim={n: np.asarray([float(f.to_natural(jnp.asarray(a[i]))) for a in aims]) for i, (n, f) in enumerate(zip(names, free))},
         ess=np.asarray(ess_trail),
         r=spec.centres(),
         target=problem.target if len(spec.pairs) > 1 else problem.target[0],

@@ -165,7 +165,8 @@ def test_a_short_fit_moves_toward_the_target_and_writes_its_file(short, capsys):
     assert "reweighted" in err  # the log says how the gradient is taken
     with h5py.File(out) as f:
         loss, loss_se = f["loss_history"][()], f["path/loss_stderr"][()]
-        epsilon, sigma = f["path/epsilon"][()], f["path/sigma"][()]
+        epsilon, sigma = f["aim/epsilon"][()], f["aim/sigma"][()]
+        assert np.array_equal(f["aim/epsilon"][:-1], f["path/epsilon"][1:])  # (where each step led: the next run)
         assert f.attrs["format"] == "simjax.fit" and f.attrs["method"] == "reweighting"
         assert f["rdf/target"].shape == f["rdf/fitted"].shape == (60,)
         assert f.attrs["frames"] == 2 * 21  # two runs of 21 frames pooled per step
@@ -173,9 +174,9 @@ def test_a_short_fit_moves_toward_the_target_and_writes_its_file(short, capsys):
         estimate = {n: float(f[f"estimate/{n}"][()]) for n in ("epsilon", "sigma")}
     # (a run's loss is noisy: 21 frames of 108 particles, compared within its noise)
     assert len(loss) == 3 and min(loss[1:]) < 0.8 * loss[0]
-    # the estimates: the geometric mean (the mean of log epsilon and log sigma) over the
-    # runs within two standard errors of the difference from the lowest loss, or 1.5
-    # times it
+    # the estimates: the geometric mean (the mean of log epsilon and log sigma) of where
+    # the steps lead from the runs within two standard errors of the difference from
+    # the lowest loss, or 1.5 times it
     assert np.all(loss_se > 0) and np.all(loss_se < loss)
     low = np.argmin(loss)
     settled = (loss <= 1.5 * loss[low]) | (loss <= loss[low] + 2 * np.hypot(loss_se, loss_se[low]))
@@ -215,7 +216,8 @@ def test_the_fit_recovers_the_epsilon_and_sigma_that_made_the_target(tmp_path, s
     result = fit(sim.load_config(EXPERIMENT, [f'data.file="{target}"', *starts]), progress=True)
     print(f"seed {seed}: epsilon {result.estimate['epsilon']:.5f}, sigma {result.estimate['sigma']:.5f}, {len(result.loss_history)} steps")
     for k, loss in enumerate(result.loss_history):  # (the path, for a fit that does not get there)
-        print(f"  run {k + 1}: loss {loss:.6g}, epsilon {result.path['epsilon'][k]:.5f}, sigma {result.path['sigma'][k]:.5f}, ESS {result.ess[k]:.0f}")
+        print(f"  run {k + 1}: loss {loss:.6g} +- {result.loss_stderr[k]:.2g}, epsilon {result.path['epsilon'][k]:.5f}, sigma {result.path['sigma'][k]:.5f}, "
+              f"step to {result.aim['epsilon'][k]:.5f}, {result.aim['sigma'][k]:.5f}, ESS {result.ess[k]:.0f}")
     assert result.converged, result.message
     for name in ("epsilon", "sigma"):
         assert result.estimate[name] == pytest.approx(1.0, rel=0.02), (name, result.estimate)
