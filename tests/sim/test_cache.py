@@ -197,3 +197,23 @@ def test_the_cache_folder_defaults_to_the_users_cache(monkeypatch, tmp_path):
     assert _cache.default_folder() == tmp_path / "here"
     monkeypatch.setenv("SIMJAX_CACHE_DIR", "")
     assert _cache.default_folder() is None
+
+
+def test_import_sim_turns_the_cache_on_in_a_fresh_process(tmp_path):
+    # What a script gets from `import sim` alone (no command): the checked cache in the
+    # user's cache folder, where a sim.* call then stores its programs.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JAX_COMPILATION_CACHE") and k != "SIMJAX_CACHE_DIR"}
+    env["XDG_CACHE_HOME"] = str(tmp_path / "home_cache")
+    script = (
+        "import jax, sim\n"
+        "from jax._src import compilation_cache as cc\n"
+        "print(jax.config.jax_compilation_cache_dir)\n"
+        "sim.run(sim.load_config(%r))\n"
+        "print(type(cc._cache).__name__)\n" % str(CONFIG)
+    )
+    proc = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    folder, kind = proc.stdout.split()
+    expected = tmp_path / "home_cache" / "simjax" / "jax"
+    assert Path(folder) == expected and kind == "CheckedCache"
+    assert entries(expected), "sim.run stored nothing"
