@@ -1,9 +1,11 @@
 """The lean explicit Runge-Kutta core (`solvers._lean`): the steps and values of the
-diffrax path on every built-in ODE model and on a config-defined one, forward
+diffrax path on every built-in ODE model and on config-defined ones (text, SBML),
 sensitivities against finite differences, failures reported as the diffrax path
 reports them."""
 
+import contextlib
 from pathlib import Path
+from unittest import mock
 
 import jax
 import jax.numpy as jnp
@@ -12,6 +14,7 @@ import pytest
 from jax.flatten_util import ravel_pytree
 
 import sim
+import solvers._ode
 from physics.ode import OdeModel
 from solvers import OdeSolver, Result
 from solvers._lean import lean_predict, lean_solve, lean_solve_sensitivities
@@ -33,6 +36,14 @@ def _flat_problem(model):
     return (lambda t, y, v: model.vector_field(t, y, unravel(v))), theta, y0
 
 
+@contextlib.contextmanager
+def _through_diffrax():
+    """`OdeSolver.solve` through diffrax, the path the lean core replaces: the lean core
+    takes a solve only while its recorded steps stay under a limit, here none."""
+    with mock.patch.object(solvers._ode, "_LEAN_RECORD_LIMIT", 0):
+        yield
+
+
 def _diffrax_sensitivities(solver, field, ts, y0, theta, s0):
     """`OdeSolver.solve_sensitivities` as it was before the lean core: the variational
     system through diffrax with the error norm on the state."""
@@ -51,11 +62,37 @@ def test_the_lean_core_takes_diffrax_s_steps_on_every_built_in_model(name, metho
     field, theta, y0 = _flat_problem(model)
     ts = jnp.linspace(0.0, SPAN.get(name, 3.0), 13)
     solver = OdeSolver(method=method, rtol=1e-7, atol=1e-9, max_steps=20_000, throw=False)
-    reference = jax.jit(lambda v: solver.solve(field, ts, y0, v))(theta)
+    with _through_diffrax():
+        assert not solver._lean_solve(field, ts, y0, None, None, None)
+        reference = jax.jit(lambda v: solver.solve(field, ts, y0, v))(theta)
     ys, steps, accepted, result = jax.jit(lambda v: lean_solve(field, ts, y0, v, method=method, rtol=1e-7, atol=1e-9, max_steps=20_000))(theta)
     assert int(result) == int(reference.result) == 0
     assert (int(steps), int(accepted)) == (int(reference.num_steps), int(reference.num_accepted_steps))
     # the same steps, the same arithmetic: equal to rounding
+    np.testing.assert_allclose(ys, reference.ys, rtol=1e-12, atol=1e-12 * float(jnp.max(jnp.abs(reference.ys))))
+
+
+@pytest.mark.parametrize("source", ["text", "sbml"])
+def test_the_lean_core_takes_diffrax_s_steps_on_config_defined_models(source):
+    # A model written as text in a config (from the config's start), and one read from
+    # SBML (SBML Test Suite case 00257, tests/data/sbml, over its span of 4): the steps
+    # and values of the diffrax path.
+    from physics.ode import sbml_model
+
+    if source == "text":
+        setup = sim.setup(sim.load_config(REPO / "experiments" / "sir_boarding_school.toml"))
+        field, theta, _ = _flat_problem(setup.model)
+        y0, span = jnp.asarray(setup.model.initial_state(setup.initial), dtype=float), float(setup.t[-1])
+    else:
+        field, theta, y0 = _flat_problem(sbml_model(REPO / "tests" / "data" / "sbml" / "cases" / "00257" / "00257-sbml-l3v2.xml"))
+        span = 4.0
+    ts = jnp.linspace(0.0, span, 11)
+    solver = OdeSolver(rtol=1e-8, atol=1e-10, max_steps=20_000, throw=False)
+    with _through_diffrax():
+        reference = jax.jit(lambda v: solver.solve(field, ts, y0, v))(theta)
+    ys, steps, accepted, result = jax.jit(lambda v: lean_solve(field, ts, y0, v, rtol=1e-8, atol=1e-10, max_steps=20_000))(theta)
+    assert int(result) == int(reference.result) == 0 and int(steps) > 10
+    assert (int(steps), int(accepted)) == (int(reference.num_steps), int(reference.num_accepted_steps))
     np.testing.assert_allclose(ys, reference.ys, rtol=1e-12, atol=1e-12 * float(jnp.max(jnp.abs(reference.ys))))
 
 
@@ -134,12 +171,14 @@ def test_failures_are_reported_with_the_codes_of_the_diffrax_path():
     # (the steps shrink towards t = 1 until the budget is spent, on both paths)
     square = lambda t, y, _: y**2  # noqa: E731
     ys, steps, _, result = jax.jit(lambda y0: lean_solve(square, ts, y0, None, max_steps=2_000))(jnp.ones(1))
-    reference = jax.jit(lambda y0: OdeSolver(max_steps=2_000, throw=False).solve(square, ts, y0))(jnp.ones(1))
+    with _through_diffrax():
+        reference = jax.jit(lambda y0: OdeSolver(max_steps=2_000, throw=False).solve(square, ts, y0))(jnp.ones(1))
     assert int(result) == int(reference.result) == int(Result.max_steps_reached) and int(steps) == 2_000
     assert bool(jnp.all(jnp.isnan(ys[3:]))) and float(ys[1, 0]) == pytest.approx(2.0, rel=1e-5)  # (y(0.5) = 2)
     # too few steps: max_steps_reached, as diffrax says it
     field = lambda t, y, k: -k * y  # noqa: E731
-    short = OdeSolver(max_steps=3, throw=False).solve(field, ts, jnp.ones(1), 50.0)
+    with _through_diffrax():
+        short = OdeSolver(max_steps=3, throw=False).solve(field, ts, jnp.ones(1), 50.0)
     ys, steps, _, result = lean_solve(field, ts, jnp.ones(1), 50.0, max_steps=3)
     assert int(result) == int(short.result) == int(Result.max_steps_reached) and int(steps) == 3
     # throw=True (the default) raises from the sensitivities, as the diffrax path does
