@@ -1,5 +1,5 @@
 """The lean explicit Runge-Kutta core (`solvers._lean`): the steps and values of the
-diffrax path on every built-in ODE model and on config-defined ones (text, SBML),
+diffrax path on every built-in ODE model and on config-defined ones (text, SBML), forward
 sensitivities against finite differences, failures reported as the diffrax path
 reports them."""
 
