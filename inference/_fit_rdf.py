@@ -9,25 +9,32 @@ theta_k are an NVT sample, and at nearby theta the average is
 sum_i w_i(theta) g(x_i) with the Boltzmann weights
 w_i = softmax(-(U_theta(x_i) - U_theta_k(x_i)) / kT) (Zwanzig; the DiffTRe scheme of
 Thaler and Zavadlav, Nat. Commun. 12, 6884 (2021)). Its derivative at theta_k is
--Cov(g, dU/dtheta) / kT, exact for the sample. Each run gives one Levenberg step
-of the residuals with that Jacobian in the free quantities' unconstrained values (their
-logarithms), damped by a multiple of the identity until no parameter's logarithm moves
-more than `MAX_LOG_STEP`. (Marquardt's damping by the diagonal of J^T J would lean a
-damped step towards the parameter the residuals are least sensitive to: from a sigma
-12% off, epsilon moved and sigma hardly did, and the fit crept along a curved valley of
-the loss for more than 20 runs; damped by the identity, it ends in five.)
+-Cov(g, dU/dtheta) / kT, exact for the sample. Each run gives one step of the residuals
+with that Jacobian in the free quantities' unconstrained values (the logarithms of
+positive parameters; logits of bounded ones): the Gauss-Newton step if no value moves
+more than a trust radius (`MAX_LOG_STEP` at most), else the Levenberg step
+(J^T J + lambda I) s = -J^T r with the damping that keeps it within. The identity, not
+Marquardt's diagonal of J^T J: a step held back by Marquardt's damping leans towards
+the parameter the residuals are least sensitive to (from a sigma 12% off, epsilon moved
+and sigma hardly did, and the fit crept along a curved valley of the loss for more than
+20 runs; held back by the identity, it turns towards the gradient, which the sharp
+sigma dominates, and ends in five). Only a step that must be held back is damped, so
+near the optimum the steps are Gauss-Newton's and the identity costs nothing there.
 
 A run's loss and step carry the noise of its average, and the fit compares them within
 that noise, estimated by the jackknife over blocks of frames (one block per replica, or
 contiguous pieces of a run: at least `BLOCKS`). The next run, at the step's end, becomes
 the base of the next step unless its loss is worse than the base's by more than
-`SIGNIFICANT` standard errors of the difference; then the step is taken again, shorter,
-from the base. (Keeping only the lowest loss can pin the fit to a run that was lucky
-in its noise, and shrink every later step.) The fit ends when the step from the base
-changes no parameter by more than `fit.rtol` (relative) or by more than `SIGNIFICANT`
-of its own standard errors: when the average cannot tell which way to go. The estimate
-is the mean, over the runs whose loss is within the noise of the lowest (or within
-`SETTLED` times it), of the points their steps lead to.
+`SIGNIFICANT` standard errors of the difference; then the step is taken again from the
+base within a quarter of its length (a run significantly better than its base doubles
+the radius, up to `MAX_LOG_STEP`). (Keeping only the lowest loss can pin the fit to a
+run that was lucky in its noise, and shrink every later step.) The fit ends when the
+Gauss-Newton step from the base changes no parameter by more than `fit.rtol`
+(relative) or by more than `SIGNIFICANT` of its own standard errors: when the average
+cannot tell which way to go. The estimate is the mean, over the runs whose loss is
+within the noise of the lowest (or within `SETTLED` times it), of the points their
+steps lead to (points no run has been at: the last of them is where the next run would
+be).
 
     [rdf]
     r_max = 3.0
@@ -149,16 +156,18 @@ class RdfFitResult(Result):
 
     Attributes:
         names: the free quantities; estimate: their fitted values, the mean (of the
-            unconstrained values) of `aim` over the runs whose loss is within the
-            noise of the lowest (`SIGNIFICANT` standard errors of the difference) or
-            `SETTLED` times it; stderr: NaN (the
+            unconstrained values) of `aim` over the runs that became the base of their
+            step and whose loss is within the noise of the lowest (`SIGNIFICANT`
+            standard errors of the difference) or `SETTLED` times it (not itself run:
+            `fitted` is the g of the best run); stderr: NaN (the
             bins of a g(r) are correlated, and so are the frames: no covariance is
             claimed).
         loss_history: the loss of each run's own average (the reweighted loss is not
             kept), at the parameters of `path`.
         path: name -> the parameters each run used [iterations].
         aim: name -> where the step taken after each run leads [iterations] (the
-            next run's parameters, and for the last run where a next one would be).
+            next run's parameters, and for the last run where a next one would be;
+            NaN after a run whose g(r) or energies were not finite).
         loss_stderr: the standard error of each run's loss (jackknife over blocks of
             its frames).
         ess: the effective sample size of the frames of the step taken after each
@@ -406,7 +415,8 @@ def fit_rdf(config: Config, data: str | Path | None = None, *, progress: bool = 
     start_g = None
     base = None  # (u, loss, its standard error, block sums, ensemble) of the run the steps start from
     lowest = None  # (loss, g) of the run with the lowest loss
-    damping = 1e-3
+    radius = MAX_LOG_STEP  # the longest step (in every unconstrained value) the next may take
+    own = []  # whether each run became the base of its step (its aim is from its own frames)
     converged, message = False, f"stopped after fit.max_steps = {steps} runs"
     began = time.perf_counter()
     # (no checkpoint: a signal ends the fit at once, with nothing written)
@@ -423,27 +433,34 @@ def fit_rdf(config: Config, data: str | Path | None = None, *, progress: bool = 
             trail.append([float(f.to_natural(jnp.asarray(u[i]))) for i, f in enumerate(free)])
             if lowest is None or loss < lowest[0]:
                 lowest = (loss, g_now)
-            if base is None:
-                base = (u, loss, loss_se, sums, ensemble)
-            else:
+            worse = False
+            if base is not None:
                 difference, se = loss - base[1], float(np.hypot(loss_se, base[2]))
-                if difference > SIGNIFICANT * se:  # worse than the base: a shorter step from there
-                    damping *= 4
-                else:
-                    if difference < -SIGNIFICANT * se:
-                        damping = max(damping / 3, 1e-6)
-                    base = (u, loss, loss_se, sums, ensemble)
-            step, step_se, damping = base[3].step(damping)
+                worse = difference > SIGNIFICANT * se
+                if worse:  # a shorter step from the base
+                    radius = float(np.max(np.abs(u - base[0]))) / 4
+                elif difference < -SIGNIFICANT * se:
+                    radius = min(MAX_LOG_STEP, 2 * radius)
+            if not worse:
+                base = (u, loss, loss_se, sums, ensemble)
+            own.append(not worse)
+            step, newton, newton_se = base[3].step(radius)
+            if not (np.all(np.isfinite(step)) and np.all(np.isfinite(newton))):
+                aims.append(np.full(len(u), np.nan))
+                ess_trail.append(float("nan"))
+                bar.advance()
+                message = f"stopped at run {k + 1}: its g(r) or its energies are not finite; the estimate is from the runs before it"
+                break
             aims.append(np.asarray(base[0] + step, dtype=float))
             ess_trail.append(float(_residuals(base[4], jnp.asarray(base[0] + step), target_j)[1]))
-            change = float(np.max(np.abs(step)))
+            change = float(np.max(np.abs(newton)))
             bar.advance()
-            bar.describe(f"fit g(r): run {k + 1}, loss {loss:.6g} +- {loss_se:.2g}, step {change:.3g}")
+            bar.describe(f"fit g(r): run {k + 1}, loss {loss:.6g} +- {loss_se:.2g}, step {float(np.max(np.abs(step))):.3g}")
             if change <= rtol:
-                converged, message = True, f"converged: the step from the base run changes no parameter by more than {rtol:g} (relative)"
+                converged, message = True, f"converged: the Gauss-Newton step from the base run changes no parameter by more than {rtol:g} (relative)"
                 break
-            if np.all(np.abs(step) <= SIGNIFICANT * step_se):
-                converged, message = True, f"converged: the step from the base run is within {SIGNIFICANT:g} standard errors of its noise for every parameter"
+            if np.all(np.abs(newton) <= SIGNIFICANT * newton_se):
+                converged, message = True, f"converged: the Gauss-Newton step from the base run is within {SIGNIFICANT:g} standard errors of its noise for every parameter"
                 break
             u = base[0] + step
     # The estimate: the mean (of the unconstrained values) over the runs whose loss is
@@ -452,10 +469,15 @@ def fit_rdf(config: Config, data: str | Path | None = None, *, progress: bool = 
     # (Polyak-Ruppert averaging of the last iterates). Where the steps lead, not where
     # the runs were: a fit that ends because its last step is within the noise would
     # otherwise keep up to that step's length of its approach.
-    losses, errors = np.asarray(history), np.asarray(noise)
-    low = int(np.argmin(losses))
-    settled = losses <= np.maximum(SETTLED * losses[low], losses[low] + SIGNIFICANT * np.hypot(errors, errors[low]))
-    u = np.asarray(aims)[settled].mean(axis=0)
+    losses, errors, points = np.asarray(history), np.asarray(noise), np.asarray(aims)
+    # (a run worse than its base took the base's step, shorter: not its own)
+    usable = np.asarray(own) & np.isfinite(losses) & np.isfinite(errors) & np.all(np.isfinite(points), axis=1)
+    if np.any(usable):
+        low = int(np.argmin(np.where(usable, losses, np.inf)))
+        settled = usable & (losses <= np.maximum(SETTLED * losses[low], losses[low] + SIGNIFICANT * np.hypot(errors, errors[low])))
+        u = points[settled].mean(axis=0)
+    else:
+        u = np.full(len(free), np.nan)
     fitted_g = lowest[1]
     names = [f.name for f in free]
     estimate = {f.name: float(f.to_natural(jnp.asarray(u[i]))) for i, f in enumerate(free)}
@@ -550,25 +572,30 @@ class _BlockSums:
         value, se = self._jackknife(lambda r, j: 0.5 * r @ r)
         return float(value), float(se)
 
-    def step(self, damping: float) -> tuple[np.ndarray, np.ndarray, float]:
-        """The Levenberg step from the run [p] (damped by `damping` times the largest
-        diagonal element of J^T J times the identity), with the damping raised until
-        no parameter's logarithm changes by more than `MAX_LOG_STEP`; its standard
-        errors [p] (the jackknife at the same damping); and the damping used."""
+    def step(self, radius: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The step from the run [p] that no unconstrained value takes further than
+        `radius`: the Gauss-Newton step if it stays within, else the Levenberg step
+        (J^T J + lambda I) s = -J^T r with lambda, doubled from 1e-3 times the largest
+        diagonal element of J^T J, the first that keeps it within. Also the Gauss-Newton
+        step [p] and its standard errors [p] (the jackknife): what convergence is judged
+        by. NaN where the residuals or the Jacobian are not finite."""
         r, j = self._pieces(None)
         jtj = j.T @ j
-        scale = np.eye(len(jtj)) * max(float(np.max(np.diag(jtj))), 1e-300)
+        top = float(np.max(np.diag(jtj))) if np.all(np.isfinite(jtj)) else float("nan")
+        if not (np.all(np.isfinite(r)) and np.isfinite(top)) or top <= 0:
+            nan = np.full(jtj.shape[0], np.nan)
+            return nan, nan, nan
 
-        def solve(r, j):
-            return -np.linalg.solve(j.T @ j + damping * scale, j.T @ r)
+        def solve(r, j, damping=1e-12):
+            return -np.linalg.solve(j.T @ j + damping * top * np.eye(len(jtj)), j.T @ r)
 
-        while True:
-            step = solve(r, j)
-            if float(np.max(np.abs(step))) <= MAX_LOG_STEP or damping > 1e12:
-                break
-            damping *= 2
+        newton = solve(r, j)
         _, se = self._jackknife(solve)
-        return step, se, damping
+        step, damping = newton, 1e-3
+        while float(np.max(np.abs(step))) > radius and damping < 1e12:
+            step = solve(r, j, damping)
+            damping *= 2
+        return step, newton, se
 
 
 @eqx.filter_jit

@@ -110,47 +110,100 @@ def test_the_noise_of_a_run_is_the_jackknife_over_blocks_of_its_frames(short):
     assert se[busy] == pytest.approx(g[:, busy].std(ddof=1) / 3, rel=1e-9)
     loss, loss_se = sums.loss()
     assert loss == pytest.approx(0.5 * float(np.sum(r * r)), rel=1e-12) and 0 < loss_se < loss
-    step, step_se, damping = sums.step(1e-3)
-    assert np.all(step_se > 0) and np.max(np.abs(step)) <= MAX_LOG_STEP + 1e-12 and damping >= 1e-3
+    step, newton, newton_se = sums.step(MAX_LOG_STEP)
+    assert np.all(newton_se > 0) and np.max(np.abs(step)) <= MAX_LOG_STEP
+    np.testing.assert_allclose(newton, -np.linalg.solve(j.T @ j, j.T @ r), rtol=1e-6)
 
 
-def test_a_step_held_to_the_bound_leans_towards_the_gradient_not_away_from_the_sharp_parameter():
-    # Frames whose g depends linearly on dU/du (g_f = B x_f with x_f = dU/du of frame f)
-    # give the reweighting Jacobian J = -B Cov(x) / kT exactly. Columns of B 1 and 20
-    # long, as epsilon's and sigma's are near sigma 12% off (measured: 1.1 and 20.7),
-    # and residuals whose Gauss-Newton step is (-0.6, -0.06), four times the bound: the
-    # bounded step is the Levenberg step (J^T J + lambda max(diag J^T J) I)^-1, whose
-    # sharp parameter moves at least its whole Gauss-Newton share (a damping by
-    # diag(J^T J) would move it by 8% of that, the other by a sixth of the bound).
+def test_a_step_held_to_the_radius_is_levenberg_s_and_one_within_it_gauss_newton_s():
+    # Frames whose g depends linearly on dU/du (g_f = B x_f + 1 with x_f = dU/du of frame
+    # f, Cov(x) = I) give the reweighting Jacobian J = -B / kT exactly. Columns of B 1
+    # and 20 long, as epsilon's and sigma's are near sigma 12% off (measured: 1.1 and
+    # 20.7), and residuals whose Gauss-Newton step is s_GN.
     rng = np.random.default_rng(0)
     m, frames, blocks, kt = 40, 4000, 8, 1.5
-    b = np.stack([np.cos(np.linspace(0, 3, m)), 20 * np.sin(np.linspace(0, 5, m))], axis=1)
-    b[:, 0] *= 1 / np.linalg.norm(b[:, 0])
-    b[:, 1] *= 20 / np.linalg.norm(b[:, 1])
+    b = np.stack([np.cos(np.linspace(0, 3, m)), np.sin(np.linspace(0, 5, m))], axis=1)
+    b *= np.array([1.0, 20.0]) / np.linalg.norm(b, axis=0)
     x = rng.normal(size=(frames, 2))
     x -= x.mean(axis=0)
-    x = x @ np.linalg.inv(np.linalg.cholesky(np.cov(x.T, bias=True))).T  # Cov(x) = I: J = -B / kT
+    x = x @ np.linalg.inv(np.linalg.cholesky(np.cov(x.T, bias=True))).T
     g = x @ b.T + 1.0
     labels = np.repeat(np.arange(blocks), frames // blocks)
     j = -b / kt
-    target = g.mean(axis=0) + j @ np.array([-0.6, -0.06])  # residuals r = -J (GN step)
+    jtj = j.T @ j
+
+    def sums(newton):
+        target = g.mean(axis=0) + j @ np.asarray(newton)  # residuals r = -J s_GN
+        return _BlockSums(
+            count=np.bincount(labels).astype(float),
+            g=np.stack([g[labels == k].sum(axis=0) for k in range(blocks)]),
+            du=np.stack([x[labels == k].sum(axis=0) for k in range(blocks)]),
+            gdu=np.stack([g[labels == k].T @ x[labels == k] for k in range(blocks)]),
+            target=target,
+            kt=kt,
+        )
+
+    # Four times the radius away (-0.6, -0.06), as from seed 7's start: the step ends
+    # within the radius, and it is a Levenberg step, (J^T J + lambda I) s = -J^T r for
+    # one lambda > 0 (a Marquardt step, (J^T J + lambda diag(J^T J)) s = -J^T r, is not
+    # of that form: it moves this sigma by 0.005, a twelfth of its Gauss-Newton share).
+    far = sums([-0.6, -0.06])
+    r, jacobian = far._pieces(None)
+    np.testing.assert_allclose(jacobian, j, rtol=1e-9, atol=1e-12)
+    step, newton, _ = far.step(MAX_LOG_STEP)
+    np.testing.assert_allclose(newton, [-0.6, -0.06], rtol=1e-8)
+    assert MAX_LOG_STEP / 2 < np.max(np.abs(step)) <= MAX_LOG_STEP
+    pull = -(jtj @ step + j.T @ r)  # = lambda s for a Levenberg step
+    damping = float(pull @ step / (step @ step))
+    assert damping > 0
+    np.testing.assert_allclose(pull, damping * step, rtol=1e-9, atol=1e-12 * np.max(np.abs(pull)))
+    assert step[1] < -0.06 / 2  # (sigma takes more than half its Gauss-Newton share here)
+    # Within the radius: the Gauss-Newton step itself, whatever damping came before.
+    near = sums([0.03, -0.004])
+    step, newton, _ = near.step(MAX_LOG_STEP)
+    np.testing.assert_allclose(step, [0.03, -0.004], rtol=1e-8)
+    np.testing.assert_array_equal(step, newton)
+    # A shorter radius (after a run worse than its base): held to it.
+    step, _, _ = near.step(0.01)
+    assert 0.005 < np.max(np.abs(step)) <= 0.01
+
+
+def test_a_step_from_frames_with_nan_is_nan():
+    labels = np.repeat(np.arange(8), 10)
+    g = np.ones((80, 5))
+    g[3, 2] = np.nan
+    du = np.random.default_rng(1).normal(size=(80, 2))
     sums = _BlockSums(
         count=np.bincount(labels).astype(float),
-        g=np.stack([g[labels == k].sum(axis=0) for k in range(blocks)]),
-        du=np.stack([x[labels == k].sum(axis=0) for k in range(blocks)]),
-        gdu=np.stack([g[labels == k].T @ x[labels == k] for k in range(blocks)]),
-        target=target,
-        kt=kt,
+        g=np.stack([g[labels == k].sum(axis=0) for k in range(8)]),
+        du=np.stack([du[labels == k].sum(axis=0) for k in range(8)]),
+        gdu=np.stack([g[labels == k].T @ du[labels == k] for k in range(8)]),
+        target=np.ones(5),
+        kt=1.0,
     )
-    r, jacobian = sums._pieces(None)
-    np.testing.assert_allclose(jacobian, j, rtol=1e-9, atol=1e-12)
-    np.testing.assert_allclose(-np.linalg.solve(j.T @ j, j.T @ r), [-0.6, -0.06], rtol=1e-9)
-    step, _, damping = sums.step(1e-3)
-    jtj = j.T @ j
-    expected = -np.linalg.solve(jtj + damping * np.max(np.diag(jtj)) * np.eye(2), j.T @ r)
-    np.testing.assert_allclose(step, expected, rtol=1e-9)
-    assert MAX_LOG_STEP / 2 < np.max(np.abs(step)) <= MAX_LOG_STEP
-    assert step[1] <= -0.06 and step[0] < 0  # both fall, the sharp one its whole share
+    step, newton, se = sums.step(MAX_LOG_STEP)
+    assert np.all(np.isnan(step)) and np.all(np.isnan(newton)) and np.all(np.isnan(se))
+
+
+def test_a_run_whose_step_is_not_finite_ends_the_fit_with_the_estimate_of_the_runs_before(short, monkeypatch):
+    # (as if the second run's frames held a NaN: its step is NaN)
+    from inference import _fit_rdf
+
+    _, _, config = short
+    real, calls = _fit_rdf._BlockSums.step, []
+
+    def step(self, radius):
+        calls.append(radius)
+        out = real(self, radius)
+        return tuple(np.full_like(a, np.nan) for a in out) if len(calls) == 2 else out
+
+    monkeypatch.setattr(_fit_rdf._BlockSums, "step", step)
+    result = _fit_rdf.fit_rdf(sim.load_config(EXPERIMENT, [*SHORT, f'data.file="{config.raw["data"]["file"]}"', "fit.max_steps=4"]))
+    assert len(calls) == 2 and len(result.loss_history) == 2 and not result.converged
+    assert "not finite" in result.message and result.warnings
+    assert np.isnan(result.aim["epsilon"][1]) and np.isfinite(result.aim["epsilon"][0])
+    for name in ("epsilon", "sigma"):  # the first run's aim: where the second run was
+        assert result.estimate[name] == pytest.approx(result.path[name][1], rel=1e-12)
 
 
 def test_a_short_fit_moves_toward_the_target_and_writes_its_file(short, capsys):
