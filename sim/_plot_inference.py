@@ -324,9 +324,12 @@ def _rdf_fit(src: Source):
         if src.has(f"path/{name}"):
             path = src.array(f"path/{name}", ndim=1)
             value = float(np.ravel(src.values(estimate[name], f"estimate/{name}"))[0])
-            ax.plot(np.arange(1, len(path) + 1), path / value, marker="o", ms=3, label=f"{name} (fitted {value:.5g})")
+            (line,) = ax.plot(np.arange(1, len(path) + 1), path / value, marker="o", ms=3, label=f"{name} (fitted {value:.5g})")
+            aim = src.array(f"aim/{name}", ndim=1) if src.has(f"aim/{name}") else None
+            if aim is not None and len(aim) == len(path) and np.isfinite(aim[-1]):  # (where the last step leads)
+                ax.plot([len(path), len(path) + 1], [path[-1] / value, aim[-1] / value], ls="--", lw=1.0, marker="o", ms=4, mfc="none", color=line.get_color())
     ax.axhline(1.0, color="0.6", lw=0.8, ls="--")
-    ax.set_xlabel("run")
+    ax.set_xlabel("run (open marker: where the last step leads)" if src.has("aim") else "run")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_ylabel("parameter / estimate")
     ax.legend(fontsize=7)
