@@ -18,7 +18,7 @@ Marquardt's diagonal of J^T J: a step held back by Marquardt's damping leans tow
 the parameter the residuals are least sensitive to (from a sigma 12% off, epsilon moved
 and sigma hardly did, and the fit crept along a curved valley of the loss for more than
 20 runs; held back by the identity, it turns towards the gradient, which the sharp
-sigma dominates, and ends in five). Only a step that must be held back is damped, so
+sigma dominates, and ends in five or six). Only a step that must be held back is damped, so
 near the optimum the steps are Gauss-Newton's and the identity costs nothing there.
 
 A run's loss and step carry the noise of its average, and the fit compares them within
