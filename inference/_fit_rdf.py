@@ -11,7 +11,8 @@ w_i = softmax(-(U_theta(x_i) - U_theta_k(x_i)) / kT) (Zwanzig; the DiffTRe schem
 Thaler and Zavadlav, Nat. Commun. 12, 6884 (2021)). Its derivative at theta_k is
 -Cov(g, dU/dtheta) / kT, exact for the sample. Each run gives one step of the residuals
 with that Jacobian in the free quantities' unconstrained values (the logarithms of
-positive parameters; logits of bounded ones): the Gauss-Newton step if no value moves
+positive parameters, logits of bounded ones; for a nonnegative parameter, softplus, and
+a real one, none, the radius and the damping are in the parameter's own units): the Gauss-Newton step if no value moves
 more than a trust radius (`MAX_LOG_STEP` at most), else the Levenberg step
 (J^T J + lambda I) s = -J^T r with the damping that keeps it within. The identity, not
 Marquardt's diagonal of J^T J: a step held back by Marquardt's damping leans towards
