@@ -12,15 +12,17 @@ Thaler and Zavadlav, Nat. Commun. 12, 6884 (2021)). Its derivative at theta_k is
 -Cov(g, dU/dtheta) / kT, exact for the sample. Each run gives one step of the residuals
 with that Jacobian in the free quantities' unconstrained values (the logarithms of
 positive parameters, logits of bounded ones; for a nonnegative parameter, softplus, and
-a real one, none, the radius and the damping are in the parameter's own units): the Gauss-Newton step if no value moves
-more than a trust radius (`MAX_LOG_STEP` at most), else the Levenberg step
-(J^T J + lambda I) s = -J^T r with the damping that keeps it within. The identity, not
+a real one, none, the radius and the damping are in the parameter's own units): the
+Gauss-Newton step if no value moves more than a trust radius (`MAX_LOG_STEP` at most),
+else the Levenberg step (J^T J + lambda I) s = -J^T r with the damping that keeps it
+within. The identity, not
 Marquardt's diagonal of J^T J: a step held back by Marquardt's damping leans towards
 the parameter the residuals are least sensitive to (from a sigma 12% off, epsilon moved
 and sigma hardly did, and the fit crept along a curved valley of the loss for more than
 20 runs; held back by the identity, it turns towards the gradient, which the sharp
-sigma dominates, and ends in five or six). Only a step that must be held back is damped, so
-near the optimum the steps are Gauss-Newton's and the identity costs nothing there.
+sigma dominates, and ends in five or six). Only a step that must be held back is
+damped, so near the optimum the steps are Gauss-Newton's and the identity costs
+nothing there.
 
 A run's loss and step carry the noise of its average, and the fit compares them within
 that noise, estimated by the jackknife over blocks of frames (one block per replica, or
@@ -582,10 +584,10 @@ class _BlockSums:
         by. NaN where the residuals or the Jacobian are not finite."""
         r, j = self._pieces(None)
         jtj = j.T @ j
-        top = float(np.max(np.diag(jtj))) if np.all(np.isfinite(jtj)) else float("nan")
-        if not (np.all(np.isfinite(r)) and np.isfinite(top)) or top <= 0:
+        if not (np.all(np.isfinite(r)) and np.all(np.isfinite(jtj))):
             nan = np.full(jtj.shape[0], np.nan)
             return nan, nan, nan
+        top = max(float(np.max(np.diag(jtj))), 1e-300)  # (a Jacobian of zeros: a step of zeros)
 
         def solve(r, j, damping=1e-12):
             return -np.linalg.solve(j.T @ j + damping * top * np.eye(len(jtj)), j.T @ r)

@@ -3,6 +3,7 @@ the gradient of the reweighted loss against finite differences and against the
 covariance formula, a short fit, the recovery of the parameters that made the target
 (slow), and one-line refusals of bad input."""
 
+import dataclasses
 from pathlib import Path
 
 import h5py
@@ -183,6 +184,11 @@ def test_a_step_from_frames_with_nan_is_nan():
     )
     step, newton, se = sums.step(MAX_LOG_STEP)
     assert np.all(np.isnan(step)) and np.all(np.isnan(newton)) and np.all(np.isnan(se))
+    # (parameters g does not depend on: a Jacobian of zeros, a step of zeros, which ends
+    # the fit as converged, not as failed)
+    flat = dataclasses.replace(sums, g=np.full_like(sums.g, 10.0), gdu=np.zeros_like(sums.gdu), du=np.zeros_like(sums.du))
+    step, newton, _ = flat.step(MAX_LOG_STEP)
+    assert np.array_equal(step, [0.0, 0.0]) and np.array_equal(newton, [0.0, 0.0])
 
 
 def test_a_run_whose_step_is_not_finite_ends_the_fit_with_the_estimate_of_the_runs_before(short, monkeypatch):
