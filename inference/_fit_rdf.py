@@ -18,9 +18,10 @@ else the Levenberg step (J^T J + lambda I) s = -J^T r with the damping that keep
 within. The identity, not
 Marquardt's diagonal of J^T J: a step held back by Marquardt's damping leans towards
 the parameter the residuals are least sensitive to (from a sigma 12% off, epsilon moved
-and sigma hardly did, and the fit crept along a curved valley of the loss for more than
-20 runs; held back by the identity, it turns towards the gradient, which the sharp
-sigma dominates, and ends in five or six). Only a step that must be held back is
+and sigma hardly did, and the fit crept along a curved valley of the loss: 10 runs,
+and more than 20 with the damping carried from run to run; held back by the identity,
+it turns towards the gradient, which the sharp sigma dominates, and ends in five or
+six). Only a step that must be held back is
 damped, so near the optimum the steps are Gauss-Newton's and the identity costs
 nothing there.
 
