@@ -576,22 +576,25 @@ class _BlockSums:
         value, se = self._jackknife(lambda r, j: 0.5 * r @ r)
         return float(value), float(se)
 
-    def step(self, radius: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def step(self, radius: float, scaling: str = "identity") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The step from the run [p] that no unconstrained value takes further than
         `radius`: the Gauss-Newton step if it stays within, else the Levenberg step
         (J^T J + lambda I) s = -J^T r with lambda, doubled from 1e-3 times the largest
         diagonal element of J^T J, the first that keeps it within. Also the Gauss-Newton
         step [p] and its standard errors [p] (the jackknife): what convergence is judged
-        by. NaN where the residuals or the Jacobian are not finite."""
+        by. NaN where the residuals or the Jacobian are not finite. (`scaling =
+        "diagonal"` damps by lambda diag(J^T J) instead, Marquardt's: what
+        experiments/benchmarks/rdf_fit_steps.py compares the fit's step with.)"""
         r, j = self._pieces(None)
         jtj = j.T @ j
         if not (np.all(np.isfinite(r)) and np.all(np.isfinite(jtj))):
             nan = np.full(jtj.shape[0], np.nan)
             return nan, nan, nan
         top = max(float(np.max(np.diag(jtj))), 1e-300)  # (a Jacobian of zeros: a step of zeros)
+        scale = {"identity": top * np.eye(len(jtj)), "diagonal": np.diag(np.maximum(np.diag(jtj), 1e-300))}[scaling]
 
         def solve(r, j, damping=1e-12):
-            return -np.linalg.solve(j.T @ j + damping * top * np.eye(len(jtj)), j.T @ r)
+            return -np.linalg.solve(j.T @ j + damping * scale, j.T @ r)
 
         newton = solve(r, j)
         _, se = self._jackknife(solve)

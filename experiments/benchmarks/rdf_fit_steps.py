@@ -18,12 +18,11 @@ Usage:
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 import time
 from pathlib import Path
-
-import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))
@@ -32,25 +31,6 @@ import sim  # noqa: E402
 from inference import _fit_rdf, fit  # noqa: E402
 
 EXPERIMENT = HERE.parent / "lj_rdf_fit.toml"
-
-
-def marquardt_step(self, radius):
-    """`_BlockSums.step` with Marquardt's damping: (J^T J + lambda diag(J^T J)) s = -J^T r,
-    lambda doubled from 1e-3 until the step is within `radius`."""
-    r, j = self._pieces(None)
-    jtj = j.T @ j
-    scale = np.diag(np.maximum(np.diag(jtj), 1e-300))
-
-    def solve(r, j, damping=1e-12):
-        return -np.linalg.solve(j.T @ j + damping * scale, j.T @ r)
-
-    newton = solve(r, j)
-    _, se = self._jackknife(solve)
-    step, damping = newton, 1e-3
-    while float(np.max(np.abs(step))) > radius and damping < 1e12:
-        step = solve(r, j, damping)
-        damping *= 2
-    return step, newton, se
 
 
 def target(folder: Path, seed: int, steps: int) -> Path:
@@ -80,7 +60,7 @@ def main() -> None:
     print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f}; target seed {args.seed}, "
           f"{args.target_steps} steps; start epsilon {args.start[0]}, sigma {args.start[1]}; {args.replicas} runs per step")
     for damping in args.damping:
-        _fit_rdf._BlockSums.step = marquardt_step if damping == "marquardt" else levenberg
+        _fit_rdf._BlockSums.step = functools.partialmethod(levenberg, scaling="diagonal") if damping == "marquardt" else levenberg
         sets = [f'data.file="{data}"', f"params.epsilon={args.start[0]}", f"params.sigma={args.start[1]}",
                 f"fit.replicas={args.replicas}", f"fit.max_steps={args.max_steps}"]
         began = time.perf_counter()
