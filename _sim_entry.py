@@ -43,13 +43,19 @@ def _stop_during_start(signum: int, frame) -> None:
 _stop_during_start.before_command = True  # replaced by SIG_IGN when the command ends
 
 
-def _cpu_devices_for_chains(args: list[str]) -> None:
-    """`sim infer` runs its chains one per CPU core: XLA makes one CPU device per core
-    it is told of, which has to be said before JAX starts. A device count the user set
-    in XLA_FLAGS stands."""
+SPLIT_OVER_CORES = ("infer", "run")
+"""Commands that start JAX with one CPU device per core: `sim infer` runs its chains one
+per device, `sim run` splits the particles of a molecular dynamics run between them
+(other families run on the first device as before)."""
+
+
+def _cpu_devices(args: list[str]) -> None:
+    """One CPU device per usable core for the commands of `SPLIT_OVER_CORES`: XLA makes
+    one CPU device per core it is told of, which has to be said before JAX starts. A
+    device count the user set in XLA_FLAGS stands."""
     command = next((a for a in args if not a.startswith("-")), None)
     flags = os.environ.get("XLA_FLAGS", "")
-    if command != "infer" or "xla_force_host_platform_device_count" in flags:
+    if command not in SPLIT_OVER_CORES or "xla_force_host_platform_device_count" in flags:
         return
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     if cores > 1:
@@ -96,7 +102,7 @@ def main() -> None:
     """Run the `sim` command line (`sim --help`)."""
     for s in (signal.SIGINT, signal.SIGTERM):
         signal.signal(s, _stop_during_start)
-    _cpu_devices_for_chains(sys.argv[1:])
+    _cpu_devices(sys.argv[1:])
     _one_blas_thread()
     _checks_as_nan()
     if "sim" not in sys.modules:

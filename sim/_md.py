@@ -244,7 +244,8 @@ def run_md(
         A `Trajectory` with observables potential_energy, kinetic_energy, total_energy,
         temperature, pressure (and conserved_energy with a Nose-Hoover chain) [T],
         position and velocity [T, n, dim] (unwrapped), the final `ParticleState`, and
-        stats num_steps, result, neighbour_builds, capacity.
+        stats num_steps, result, neighbour_builds, capacity, devices (over how many
+        devices the particles were split).
     """
     observables, state, stats = particle_run(model, params, t, initial=initial, solver=solver, key=key).run(progress)
     return Trajectory(time=jnp.asarray(t), observables=observables, final_state=state, stats=stats)

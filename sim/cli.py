@@ -475,6 +475,8 @@ def run(
     if not quiet:
         resumed = f", resumed from frame {done.resumed_from}" if done.resumed_from is not None else ""
         steps = f"{done.stats.get('num_steps', 0):,} steps ({done.frames + 1 - (done.resumed_from or 0):,} frames written)"
+        if done.stats.get("devices", 1) > 1:
+            steps += f" on {done.stats['devices']} CPU devices, the particles split between them"
         print(f"wrote {done.path}: {cfg.spec.model.name}{resumed}; {clock.summary(steps)}", file=sys.stderr)
         if cfg.spec.output.xdmf:
             from ._xdmf import sidecar_path

@@ -58,6 +58,9 @@ _NAMES: dict[str, tuple[str, str]] = {
     "larger_capacity": ("._particle_run", "larger_capacity"),
     "largest_divisor_at_most": ("._particle_run", "largest_divisor_at_most"),
     "redo_overflowed": ("._particle_run", "redo_overflowed"),
+    "PARTICLES_PER_SHARD": ("._particle_run", "PARTICLES_PER_SHARD"),
+    "shards_for": ("._particle_run", "shards_for"),
+    "SHARD_AXIS": ("._neighbours", "SHARD_AXIS"),
     "Neighbours": ("._neighbours", "Neighbours"),
     "NeighbourList": ("._neighbours", "NeighbourList"),
     "minimum_image": ("._neighbours", "minimum_image"),
@@ -138,7 +141,10 @@ if TYPE_CHECKING:
         larger_capacity as larger_capacity,
         largest_divisor_at_most as largest_divisor_at_most,
         redo_overflowed as redo_overflowed,
+        PARTICLES_PER_SHARD as PARTICLES_PER_SHARD,
+        shards_for as shards_for,
     )
+    from ._neighbours import SHARD_AXIS as SHARD_AXIS
     from ._neighbours import Neighbours as Neighbours, NeighbourList as NeighbourList, minimum_image as minimum_image
     from ._barostat import BarostatState as BarostatState, COUPLINGS as COUPLINGS, StochasticCellRescaling as StochasticCellRescaling
     from ._constraints import Constraints as Constraints, constraints_of as constraints_of, settle as settle, shake as shake

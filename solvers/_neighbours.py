@@ -42,6 +42,8 @@ Positions = Float[Array, "n dim"]
 Box = Float[Array, " dim"]
 """Edge lengths of a periodic orthorhombic box."""
 
+SHARD_AXIS = "particles"
+"""The name of the device axis a run split by particle runs over (`NeighbourList.shards`)."""
 CAPACITY_FACTOR = 1.05
 """Neighbours per particle a list has room for: the most counted times this (at least 2
 more). The force pass costs in proportion to the width of the list, padding included:
@@ -107,6 +109,11 @@ class NeighbourList(eqx.Module):
             correct, only slower.
         cell_size: edge of a cell in free space (periodic boxes use box / cells).
         periodic: True for a periodic box (then `box` must be given to every call).
+        shards: the list of a run split over this many devices by particle (inside
+            `jax.shard_map` over the axis `SHARD_AXIS`): each device's `index` holds the
+            rows of its own block of n / shards particles (`rows`), and what a build
+            counts is combined over the devices, so that every device takes the same
+            decisions. 1: every row.
 
     Example:
         >>> nl = NeighbourList.allocate(position, box, cutoff=2.5, skin=0.3)
@@ -122,6 +129,7 @@ class NeighbourList(eqx.Module):
     lower: tuple[float, ...] = eqx.field(static=True)
     cell_size: tuple[float, ...] = eqx.field(static=True)
     periodic: bool = eqx.field(static=True)
+    shards: int = eqx.field(static=True, default=1)
 
     def __check_init__(self):
         if not self.cutoff > 0:
@@ -245,6 +253,14 @@ class NeighbourList(eqx.Module):
 
     # ------------------------------------------------------------------ build / update
 
+    def rows(self, n: int) -> Int[Array, " rows"]:
+        """The particles whose rows this device's list holds: all n, or with `shards`
+        the block of n / shards of the device's place on `SHARD_AXIS`."""
+        if self.shards == 1:
+            return jnp.arange(n, dtype=jnp.int32)
+        block = n // self.shards
+        return jax.lax.axis_index(SHARD_AXIS).astype(jnp.int32) * block + jnp.arange(block, dtype=jnp.int32)
+
     def build(self, position: Positions, box: Box | None) -> Neighbours:
         """A fresh list for `position` (no gradient flows through the list)."""
         position = jax.lax.stop_gradient(position)
@@ -255,8 +271,10 @@ class NeighbourList(eqx.Module):
             keep = self._keep(at, box, hood_x, group, own, i)
             return _compact(keep, hood, group[i], self.capacity, n)
 
-        index, count = by_row_blocks(rows, n, hood.shape[1])
+        index, count = by_row_blocks(rows, n, hood.shape[1], ids=None if self.shards == 1 else self.rows(n))
         max_count = jnp.max(count, initial=0)
+        if self.shards > 1:  # the same overflow and counts on every device
+            max_count = jax.lax.pmax(max_count, SHARD_AXIS)
         overflow = (max_count > self.capacity) | (occupancy > self.cell_capacity)
         if box is not None:
             box = jax.lax.stop_gradient(box)
@@ -550,19 +568,21 @@ def _neighbour_counts(nl: NeighbourList, position: Positions, box: Box | None) -
     return jnp.max(by_row_blocks(rows, n, hood.shape[1]), initial=0)
 
 
-def by_row_blocks(fn: Callable, n: int, width: int, elements: int = 1 << 18):
-    """`fn(arange(n))` for a function of particle ids whose work is [len(ids), width],
-    computed a block of rows at a time (`lax.map`) so that the [block, width]
-    intermediates stay in cache; the outputs (arrays with a leading axis of rows) are
-    concatenated. Blocks hold about `elements` entries; one block when everything fits.
+def by_row_blocks(fn: Callable, n: int, width: int, elements: int = 1 << 18, ids: Int[Array, " rows"] | None = None):
+    """`fn(ids)` for a function of particle ids whose work is [len(ids), width] (ids:
+    `arange(n)` unless given), computed a block of rows at a time (`lax.map`) so that
+    the [block, width] intermediates stay in cache; the outputs (arrays with a leading
+    axis of rows) are concatenated. Blocks hold about `elements` entries; one block when
+    everything fits.
     """
+    count = n if ids is None else ids.shape[0]
     block = max(8, elements // max(width, 1))
-    if block >= n:
-        return fn(jnp.arange(n, dtype=jnp.int32))
-    blocks = -(-n // block)
-    ids = jnp.minimum(jnp.arange(blocks * block, dtype=jnp.int32), n - 1).reshape(blocks, block)
-    out = jax.lax.map(fn, ids)
-    return jax.tree.map(lambda a: a.reshape((blocks * block,) + a.shape[2:])[:n], out)
+    if block >= count:
+        return fn(jnp.arange(n, dtype=jnp.int32) if ids is None else ids)
+    blocks = -(-count // block)
+    at = jnp.minimum(jnp.arange(blocks * block, dtype=jnp.int32), count - 1).reshape(blocks, block)
+    out = jax.lax.map(fn, at if ids is None else ids[at])
+    return jax.tree.map(lambda a: a.reshape((blocks * block,) + a.shape[2:])[:count], out)
 
 
 def _padded(count: int, factor: float, limit: int) -> int:

@@ -38,7 +38,7 @@ import numpy as np
 from jaxtyping import Array, PyTree
 
 from ._frame_loops import integrate_frames
-from ._neighbours import BOX_MARGIN, CAPACITY_FACTOR, Neighbours, NeighbourList
+from ._neighbours import BOX_MARGIN, CAPACITY_FACTOR, SHARD_AXIS, Neighbours, NeighbourList
 from ._particles import ParticleIntegrator, ParticleSolver, ParticleState, integrate
 from ._results import Result
 
@@ -104,7 +104,14 @@ def redo_overflowed(values: dict, capacity: int, n: int, rerun: Callable[[int], 
 
 class ParticleProblem(eqx.Module):
     """Everything a compiled chunk closes over: model, parameters, system, integrator
-    and neighbour list (None: all pairs)."""
+    and neighbour list (None: all pairs).
+
+    A list with `shards` > 1 splits the run by particle over that many devices (see
+    `shards_for`): the compiled pieces below then run in `jax.shard_map`, every device
+    holding the whole state but only its block's rows of the neighbour list. Each
+    device computes the forces on its block; one all-gather per step gives every device
+    all of them, and each advances the whole state the same way (the integrator's work
+    is a small part of a step)."""
 
     model: Any
     params: PyTree
@@ -112,12 +119,30 @@ class ParticleProblem(eqx.Module):
     integrator: ParticleIntegrator
     neighbour_list: NeighbourList | None
 
+    @property
+    def shards(self) -> int:
+        return 1 if self.neighbour_list is None else self.neighbour_list.shards
+
+    def _row_forces(self, system, index, with_virial: bool):
+        """Forces (and the virial diagonal) of the whole system from this device's rows."""
+        if self.shards == 1:
+            if with_virial:
+                return self.model.forces_and_virial(system, self.params, index)
+            return self.model.forces(system, self.params, index), None
+        rows = self.neighbour_list.rows(system.n)
+        if with_virial:
+            force, virial = self.model.forces_and_virial(system, self.params, index, rows=rows)
+            virial = jax.lax.psum(virial, SHARD_AXIS)
+        else:
+            force, virial = self.model.forces(system, self.params, index, rows=rows), None
+        return jax.lax.all_gather(force, SHARD_AXIS, tiled=True), virial
+
     def force_fn(self, position, nbrs: Neighbours | None):
         nl = self.neighbour_list
         if nl is not None:
             nbrs = nl.update(nbrs, position, self.system.space.box)
         index = None if nbrs is None else nbrs.index
-        return self.model.forces(self.system.at(position), self.params, index), nbrs
+        return self._row_forces(self.system.at(position), index, with_virial=False)[0], nbrs
 
     def box_force_fn(self, position, box, nbrs: Neighbours | None):
         """A barostat's force function (`solvers.BoxForceFn`): forces and the diagonal
@@ -129,7 +154,7 @@ class ParticleProblem(eqx.Module):
             nbrs = nl.update(nbrs, position, box)
         index = None if nbrs is None else nbrs.index
         system = self.system.at(position).with_box(box)
-        force, virial = self.model.forces_and_virial(system, self.params, index)
+        force, virial = self._row_forces(system, index, with_virial=True)
         virial = virial + system.space.volume() * self.model.tail_pressure(system, self.params)
         too_small = jnp.any(box < 2.0 * self.model.cutoff)
         return jnp.where(too_small, jnp.nan, force), virial, nbrs
@@ -158,6 +183,8 @@ class ParticleProblem(eqx.Module):
         if box is not None:
             system = system.with_box(box)
         index = None if state.aux is None else state.aux.index
+        if self.shards > 1:  # observables are measured whole, on every device
+            index = jax.lax.all_gather(index, SHARD_AXIS, tiled=True)
         dof = self.integrator.degrees_of_freedom(system.n, system.dim)
         constraints = self.integrator.constraints
         extra = {}
@@ -174,43 +201,92 @@ class ParticleProblem(eqx.Module):
         return out
 
 
+WHOLE = jax.sharding.PartitionSpec()
+"""The spec of an array every device holds whole."""
+
+
+def _specs(tree: PyTree) -> PyTree:
+    """The `jax.shard_map` specs of a tree of arrays on split particles: the rows of
+    every neighbour list split over `SHARD_AXIS`, everything else whole on each device."""
+
+    def one(node):
+        if isinstance(node, Neighbours):
+            return eqx.tree_at(lambda nb: nb.index, jax.tree.map(lambda _: WHOLE, node), jax.sharding.PartitionSpec(SHARD_AXIS))
+        return WHOLE
+
+    return jax.tree.map(one, tree, is_leaf=lambda x: isinstance(x, Neighbours))
+
+
+def _on_shards(fn: Callable, problem: ParticleProblem, *args, out_specs: Callable[[], PyTree]):
+    """`fn(problem, *args)`, split by particle over `problem.shards` devices when there
+    is more than one (in `jax.shard_map`; `out_specs()`: the specs of the results)."""
+    if problem.shards == 1:
+        return fn(problem, *args)
+    dynamic, static = eqx.partition((problem, args), eqx.is_array)
+
+    def body(dynamic):
+        p, a = eqx.combine(dynamic, static)
+        return fn(p, *a)
+
+    mesh = jax.sharding.Mesh(np.asarray(jax.devices()[: problem.shards]), (SHARD_AXIS,))
+    return jax.shard_map(body, mesh=mesh, in_specs=(_specs(dynamic),), out_specs=out_specs(), check_vma=False)(dynamic)
+
+
 @eqx.filter_jit
 def _start(problem: ParticleProblem, key) -> tuple[ParticleState, dict]:
-    state = problem.init(key)
-    return state, problem.observe(state)
+    def start(problem, key):
+        state = problem.init(key)
+        return state, problem.observe(state)
+
+    def specs():  # (a state's structure, from the same problem on one device)
+        whole = dataclasses.replace(problem, neighbour_list=dataclasses.replace(problem.neighbour_list, shards=1))
+        return _specs(jax.eval_shape(whole.init, key)), WHOLE
+
+    return _on_shards(start, problem, key, out_specs=specs)
 
 
 @eqx.filter_jit
 def _rebuilt(problem: ParticleProblem, state: ParticleState) -> ParticleState:
     """`state` with a neighbour list built afresh by `problem`'s (larger) list."""
-    old = state.aux
-    fresh = problem.neighbour_list.build(state.position, problem.box_of(state))
-    fresh = eqx.tree_at(lambda nb: nb.builds, fresh, old.builds + 1)
-    return eqx.tree_at(lambda s: s.aux, state, fresh)
+
+    def rebuilt(problem, state):
+        old = state.aux
+        fresh = problem.neighbour_list.build(state.position, problem.box_of(state))
+        fresh = eqx.tree_at(lambda nb: nb.builds, fresh, old.builds + 1)
+        return eqx.tree_at(lambda s: s.aux, state, fresh)
+
+    return _on_shards(rebuilt, problem, state, out_specs=lambda: _specs(state))
 
 
 @eqx.filter_jit
 def _chunk(problem: ParticleProblem, state: ParticleState, saves: int, every: int, levels: int):
-    return integrate(
-        problem.integrator, state, problem.forces, saves=saves, steps_per_save=every, observe=problem.observe, levels=levels
-    )
+    def chunk(problem, state):
+        return integrate(
+            problem.integrator, state, problem.forces, saves=saves, steps_per_save=every, observe=problem.observe, levels=levels
+        )
+
+    return _on_shards(chunk, problem, state, out_specs=lambda: (_specs(state), WHOLE))
 
 
 @eqx.filter_jit
 def _frames(problem: ParticleProblem, state: ParticleState, frames, every, capacity: int):
     """Up to `frames` frames from `state`, stopping at the first frame in which the
     neighbour list overflowed (`integrate_frames`)."""
-    refuse = None if problem.neighbour_list is None else (lambda s: s.aux.overflow)
-    return integrate_frames(
-        problem.integrator,
-        state,
-        problem.forces,
-        frames=frames,
-        steps_per_save=every,
-        observe=problem.observe,
-        capacity=capacity,
-        refuse=refuse,
-    )
+
+    def run(problem, state, frames, every):
+        refuse = None if problem.neighbour_list is None else (lambda s: s.aux.overflow)
+        return integrate_frames(
+            problem.integrator,
+            state,
+            problem.forces,
+            frames=frames,
+            steps_per_save=every,
+            observe=problem.observe,
+            capacity=capacity,
+            refuse=refuse,
+        )
+
+    return _on_shards(run, problem, state, frames, every, out_specs=lambda: (_specs(state), WHOLE, WHOLE, WHOLE, _specs(state)))
 
 
 def _widened(problem: ParticleProblem, state: ParticleState) -> ParticleState:
@@ -263,6 +339,27 @@ def neighbour_list(model, system, solver: ParticleSolver, *, growable: bool = Tr
     margin = BOX_MARGIN if solver.integrator.changes_box else 0.0
     factor = CAPACITY_FACTOR if growable else TRACED_CAPACITY_FACTOR
     return NeighbourList.allocate(position, edges, model.cutoff, solver.skin, capacity=solver.capacity, box_margin=margin, factor=factor)
+
+
+PARTICLES_PER_SHARD = 1000
+"""A run is split over devices only in blocks of at least this many particles: below,
+the per-step exchange of forces costs more than the split saves."""
+
+
+def shards_for(model, n: int, wanted: int | None) -> int:
+    """Over how many devices a run of n particles with a neighbour list is split by
+    particle: `wanted` if given, else one per CPU device JAX has (the `sim` command
+    makes one per core; a Python program sets XLA_FLAGS=--xla_force_host_platform_device_count
+    before JAX starts) in blocks of at least `PARTICLES_PER_SHARD`; always a divisor of
+    n, and 1 for a model whose forces cannot be computed a block of rows at a time
+    (`rows_apart`) or when JAX runs on an accelerator."""
+    if not getattr(model, "rows_apart", False):
+        return 1
+    if wanted is None:
+        if jax.default_backend() != "cpu":
+            return 1
+        wanted = min(jax.device_count(), n // PARTICLES_PER_SHARD)
+    return largest_divisor_at_most(n, min(wanted, jax.device_count()))
 
 
 TRACED_CAPACITY_FACTOR = 1.25
@@ -363,7 +460,10 @@ class ParticleRun:
     """
 
     def __init__(self, model, params: PyTree, system, solver: ParticleSolver, *, times: np.ndarray, every: int, key: Array | None = None):
-        nl = neighbour_list(model, system, solver, growable=_can_grow(params))
+        growable = _can_grow(params)
+        nl = neighbour_list(model, system, solver, growable=growable)
+        if nl is not None and growable:
+            nl = dataclasses.replace(nl, shards=shards_for(model, system.n, solver.shards))
         self.solver = solver
         self.system = system
         self.times = np.asarray(times)
@@ -450,6 +550,7 @@ class ParticleRun:
             "result": jnp.asarray(result),
             "neighbour_builds": jnp.asarray(0) if state.aux is None else state.aux.builds,
             "capacity": jnp.asarray(0 if nl is None else nl.capacity),
+            "devices": jnp.asarray(self.problem.shards),
         }
 
     def stats(self, state: ParticleState) -> dict[str, int]:

@@ -443,6 +443,11 @@ class ParticleSolver(eqx.Module):
             neighbour list and, if it overflowed, reruns the chunk with a larger one.
         checkpoint_levels: nesting of checkpoints inside a save interval for
             reverse-mode differentiation (see `solvers.rollout`).
+        shards: over how many devices a run from Python (not inside the caller's
+            `jax.jit`, `jax.vmap` or `jax.grad`) splits its particles, each device
+            computing the forces on its block (models with `rows_apart`; a divisor of
+            the particle count). None: one per CPU device, in blocks of at least
+            `solvers.PARTICLES_PER_SHARD` particles; 1: never.
     """
 
     integrator: ParticleIntegrator
@@ -451,8 +456,11 @@ class ParticleSolver(eqx.Module):
     capacity: int | None = eqx.field(static=True, default=None)
     chunk_steps: int = eqx.field(static=True, default=5000)
     checkpoint_levels: int = eqx.field(static=True, default=2)
+    shards: int | None = eqx.field(static=True, default=None)
 
     def __check_init__(self):
+        if self.shards is not None and self.shards < 1:
+            raise ValueError(f"shards must be >= 1 (or None), got {self.shards}")
         if not isinstance(self.integrator, ParticleIntegrator):
             raise TypeError(
                 f"ParticleSolver needs a particle integrator (VelocityVerlet, LangevinBaoab, "

@@ -22,7 +22,10 @@ How the sides are made comparable:
              `XLA_FLAGS=--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1`,
              `OMP_NUM_THREADS=1`. LAMMPS with its plain styles (lj/cut, nve) and, when
              the build has the OPT package, its opt styles (`suffix opt`: lj/cut/opt).
-      2core: every process on both cores, XLA's default threading; LAMMPS with the
+      2core: every process on both cores. simjax as `sim run` runs it: one CPU device
+             per core (`--xla_force_host_platform_device_count=2`), the particles split
+             between them (`solvers.ParticleRun`); and, as a second side, on one device
+             with XLA's default threading (a Python script's default). LAMMPS with the
              OPENMP package (`package omp 2`, `suffix omp`: lj/cut/omp, nve/omp, the
              neighbour build threaded too), one MPI rank, `OMP_WAIT_POLICY=passive`
              (with GOMP's default, spinning at barriers, 2 threads ran 3-10x slower than
@@ -74,6 +77,7 @@ from pathlib import Path
 RHO, CUTOFF, SKIN, T0, DT, SEED = 0.8442, 2.5, 0.3, 1.44, 0.005, 87287
 REPO = Path(__file__).resolve().parents[2]
 ONE_CORE_XLA = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+TWO_DEVICES_XLA = "--xla_force_host_platform_device_count=2"
 
 
 def fcc_edge(cells: int) -> float:
@@ -204,7 +208,7 @@ class SimjaxSide:
         import numpy as np
 
         from physics import md
-        from solvers import NeighbourList, VelocityVerlet
+        from solvers import ParticleRun, ParticleSolver, VelocityVerlet
 
         self.jax, self.jnp = jax, jnp
         dtype = jnp.dtype(spec["dtype"])
@@ -217,51 +221,41 @@ class SimjaxSide:
         self.params = {k: jnp.asarray(v, dtype) for k, v in self.model.default_params().items()}
         self.box = system.space.edges
         self.vv = VelocityVerlet(dt=DT)
-        self.nl = NeighbourList.allocate(system.position, self.box, CUTOFF, SKIN)
+        # the run `sim run` and `sim.simulate` make: its list sized from the start (5% to
+        # spare), split by particle over the CPU devices XLA was given (one per core in
+        # the 2-device setting, none otherwise); one save at the end of the steps
+        solver = ParticleSolver(self.vv, skin=SKIN)
+        self.prun = ParticleRun(self.model, self.params, system, solver, times=np.array([0.0, self.steps * DT]), every=self.steps)
         self.dtype = dtype
 
-    def _make(self):
-        jax, model, params, system, box, nl, vv = self.jax, self.model, self.params, self.system, self.box, self.nl, self.vv
-
-        def force_fn(position, nbrs):
-            nbrs = nl.update(nbrs, position, box)
-            return model.forces(system.at(position), params, nbrs.index), nbrs
-
-        def run(state, steps):
-            return jax.lax.fori_loop(0, steps, lambda i, s: vv.step(s, force_fn), state)
-
-        # initial list build and forces: outside the timed loop, as for the rivals
-        state0 = jax.jit(lambda x, v: vv.init(force_fn, x, v, system.mass, nl.build(x, box)))(system.position, system.velocity)
-        jax.block_until_ready(state0)
-        t0 = time.perf_counter()
-        compiled = jax.jit(run).lower(state0, self.steps).compile()
-        return state0, compiled, time.perf_counter() - t0
-
     def warm_up(self) -> dict:
-        compile_total = 0.0
-        while True:
-            self.state0, self.compiled, seconds = self._make()
-            compile_total += seconds
-            t0 = time.perf_counter()
-            state = self.compiled(self.state0, self.steps)
-            self.jax.block_until_ready(state)
-            wall = time.perf_counter() - t0
-            if not bool(state.aux.overflow):
-                break
-            self.nl = self.nl.grown(state.aux, self.n)
+        jax = self.jax
+        # the list build and the forces at the start: outside the timing, as for the rivals
+        self.state0 = jax.block_until_ready(self.prun.start())
+        capacity = self.prun.problem.neighbour_list.capacity
+        t0 = time.perf_counter()
+        state, _, _ = self.prun.step(self.state0, 1)  # compiles, runs, grows the list if it overflowed
+        jax.block_until_ready(state)
+        first = time.perf_counter() - t0
+        if self.prun.problem.neighbour_list.capacity != capacity:  # grown: start again on the larger list
+            self.state0 = jax.block_until_ready(self.prun.start())
+        wall = self.run()
+        state, _, _ = self.prun.step(self.state0, 1)
+        nl = self.prun.problem.neighbour_list
+        self.nl = nl
         return {
-            "compile": compile_total,
+            "compile": first - wall,
             "warm_up": wall,
             "builds": int(state.aux.builds) - int(self.state0.aux.builds),
-            "detail": f"{self.dtype.name}, list capacity {self.nl.capacity}, cells {self.nl.cells}",
+            "detail": f"{self.dtype.name}, list capacity {nl.capacity}, cells {nl.cells}, particles split over {nl.shards} device(s)",
         }
 
     def run(self) -> float:
         t0 = time.perf_counter()
-        state = self.compiled(self.state0, self.steps)
+        state, _, over = self.prun.step(self.state0, 1)
         self.jax.block_until_ready(state.position)
         wall = time.perf_counter() - t0
-        assert not bool(state.aux.overflow) and bool(self.jnp.all(self.jnp.isfinite(state.position)))
+        assert not over and bool(self.jnp.all(self.jnp.isfinite(state.position)))
         return wall
 
     def profile(self, repeats: int = 20) -> dict:
@@ -468,7 +462,15 @@ def sides_for(setting: str, args, has_opt: bool) -> list[tuple[str, dict]]:
     sides = []
     for code in args.codes:
         if code == "simjax":
-            sides += [(f"simjax {d}", {"code": "simjax", "dtype": d}) for d in args.simjax_dtypes]
+            for d in args.simjax_dtypes:
+                if setting == "1core":
+                    sides.append((f"simjax {d}", {"code": "simjax", "dtype": d}))
+                    continue
+                # one CPU device per core, the particles split between them (as `sim run`
+                # does), and one device with XLA's threads (what a script gets by default)
+                sides.append((f"simjax {d} 2 dev", {"code": "simjax", "dtype": d, "xla": TWO_DEVICES_XLA}))
+                if not args.no_threads_side:
+                    sides.append((f"simjax {d} threads", {"code": "simjax", "dtype": d}))
         elif code == "lammps":
             if setting == "1core":
                 sides.append(("LAMMPS plain", {"code": "lammps", "accel": "none"}))
@@ -495,7 +497,7 @@ def measure(n: int, steps: int, jaxmd_steps: int, setting: str, state: str, tmp:
     for name, extra in sides:
         s = jaxmd_steps if extra["code"] == "jaxmd" else steps
         spec = {"n": n, "cells": cells, "steps": s, "state": state, "tmp": tmp, "cores": cores, **extra}
-        w = Worker(name, spec, env)
+        w = Worker(name, spec, {**env, "XLA_FLAGS": f"{env.get('XLA_FLAGS', '')} {extra.get('xla', '')}".strip()})
         info = w.read()
         info["steps"] = s
         infos[name] = info
@@ -597,6 +599,7 @@ def main(argv=None) -> None:
     parser.add_argument("--core", type=int, default=0, help="the core of the 1core setting")
     parser.add_argument("--equilibrate", type=int, default=2000, help="NVE steps from the lattice before the shared state")
     parser.add_argument("--profile", action="store_true", help="time the pieces of a simjax step (1core)")
+    parser.add_argument("--no-threads-side", action="store_true", help="2core: leave out simjax on one device with XLA's threads")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:

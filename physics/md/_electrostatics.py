@@ -268,6 +268,8 @@ class LennardJonesCoulomb(PairModel):
         >>> params = model.default_params()   # epsilon, sigma, charges [+1, -1]
     """
 
+    rows_apart: ClassVar[bool] = False  # (the k-space sum is not a sum over rows)
+
     cutoff: float = eqx.field(static=True, default=2.5)
     shift: bool = eqx.field(static=True, default=False)
     tail_correction: bool = eqx.field(static=True, default=False)

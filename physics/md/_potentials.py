@@ -37,6 +37,7 @@ class PairModel(ParticleModel):
     """
 
     pair_parameters: ClassVar[tuple[str, ...]]
+    rows_apart: ClassVar[bool] = True
 
     @abc.abstractmethod
     def pair_energy(self, r2: Array, p: dict[str, Array]) -> Array:
@@ -59,24 +60,27 @@ class PairModel(ParticleModel):
                 out[name] = value[s[i][:, None], s[j]]
         return out
 
-    def _pass(self, system: System, params: PyTree, neighbours: NeighbourIndex | None, with_forces: bool):
+    def _pass(self, system: System, params: PyTree, neighbours: NeighbourIndex | None, with_forces: bool, rows: Array | None = None):
         """Energy, and with_forces also forces and virial, of the pair interactions.
 
         Works per Cartesian component ([rows, k] arrays for x, y, z rather than one
         [rows, k, dim] array), which vectorises several times better on CPU, and a block
         of rows at a time, so that the intermediates stay in cache for large systems.
+        With `rows` (particle ids), only those particles' rows: `neighbours` then holds
+        their rows in that order, and the per-row results are theirs.
         """
         position = system.position
         n, dim = position.shape
         dtype = position.dtype
         rc2 = jnp.asarray(self.cutoff * self.cutoff, dtype)
 
-        def rows(i):
+        def block(k):
+            i = k if rows is None else rows[k]
             if neighbours is None:
                 j = jnp.broadcast_to(jnp.arange(n), (i.shape[0], n))
                 valid = j != i[:, None]
             else:
-                listed = neighbours[i]
+                listed = neighbours[k]
                 j = jnp.minimum(listed, n - 1)
                 valid = listed < n
             components = []
@@ -102,33 +106,45 @@ class PairModel(ParticleModel):
             return jnp.sum(e, axis=1), force, virial
 
         width = n if neighbours is None else neighbours.shape[1]
-        energy, force, virial = _by_row_blocks(rows, n, width)
+        energy, force, virial = _by_row_blocks(block, n if rows is None else rows.shape[0], width)
         return 0.5 * jnp.sum(energy), force, None if virial is None else jnp.sum(virial, axis=0)
 
     def interaction_energy(self, system: System, params: PyTree, neighbours: NeighbourIndex | None = None) -> Scalar:
         energy, _, _ = self._pass(system, params, neighbours, with_forces=False)
         return energy + self.bond_energy(system, params)
 
-    def forces(self, system: System, params: PyTree, neighbours: NeighbourIndex | None = None) -> Forces:
-        _, force, _ = self._pass(system, params, neighbours, with_forces=True)
+    def forces(self, system: System, params: PyTree, neighbours: NeighbourIndex | None = None, rows: Array | None = None) -> Forces:
+        """Minus the gradient of the energy [n, dim]; with `rows` (particle ids, and
+        `neighbours` holding their rows), the forces on those particles only."""
+        _, force, _ = self._pass(system, params, neighbours, with_forces=True, rows=rows)
         if system.bonds is not None:
-            force = force - jax.grad(lambda r: self.bond_energy(system.at(r), params))(system.position)
+            bonded = jax.grad(lambda r: self.bond_energy(system.at(r), params))(system.position)
+            force = force - (bonded if rows is None else bonded[rows])
         return force
 
     def virial(self, system: System, params: PyTree, neighbours: NeighbourIndex | None = None) -> Scalar:
         _, virial = self.pair_forces_and_virial(system, params, neighbours)
         return jnp.sum(virial)
 
-    def pair_forces_and_virial(self, system: System, params: PyTree, neighbours: NeighbourIndex | None = None) -> tuple[Forces, Array]:
+    def pair_forces_and_virial(
+        self, system: System, params: PyTree, neighbours: NeighbourIndex | None = None, rows: Array | None = None
+    ) -> tuple[Forces, Array]:
         """Forces [n, dim] and the diagonal of the virial tensor [dim] of the pair
         interactions and bonds, in one pass: what `forces_and_virial` is for the pair
         models of this module (a subclass that adds interactions beyond the pairs keeps
-        the base class's `forces_and_virial`, which derives both from its energy)."""
-        _, force, virial = self._pass(system, params, neighbours, with_forces=True)
+        the base class's `forces_and_virial`, which derives both from its energy).
+
+        With `rows` (particle ids, `neighbours` holding their rows): the forces on those
+        particles and their share of the virial: the halves of their pair terms, and the
+        bonded terms where the rows begin at particle 0, so that the shares of blocks
+        that cover every particle once sum to the whole."""
+        _, force, virial = self._pass(system, params, neighbours, with_forces=True, rows=rows)
         if system.bonds is not None:
-            force = force - jax.grad(lambda r: self.bond_energy(system.at(r), params))(system.position)
+            bonded = jax.grad(lambda r: self.bond_energy(system.at(r), params))(system.position)
+            force = force - (bonded if rows is None else bonded[rows])
             ones = jnp.ones(system.dim, system.position.dtype)
-            virial = virial - jax.grad(lambda s: self.bond_energy(system.scaled(s), params))(ones)
+            bond_virial = jax.grad(lambda s: self.bond_energy(system.scaled(s), params))(ones)
+            virial = virial - (bond_virial if rows is None else jnp.where(rows[0] == 0, bond_virial, 0.0))
         return force, virial
 
     def _range_check(self, params: PyTree, name: str, factor: float, what: str) -> None:

@@ -119,6 +119,10 @@ class ParticleModel(Model):
     n_species: eqx.AbstractVar[int]
     units: str = eqx.field(static=True, default="reduced", kw_only=True)
     bonded: ClassVar[bool] = False
+    rows_apart: ClassVar[bool] = False
+    """True for models whose `forces` and `forces_and_virial` take `rows=` (particle ids,
+    with the neighbour rows of those particles) and give the forces on those particles
+    and their share of the virial: a run may then split the particles over devices."""
 
     def __check_init__(self):
         unit_system(self.units)

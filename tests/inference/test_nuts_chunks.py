@@ -214,17 +214,18 @@ def test_models_solved_by_an_implicit_method_keep_their_chains_on_one_device(tmp
         assert f["posterior/k"].shape == (2, 10) and np.all(np.isfinite(f["posterior/k"][()]))
 
 
-def test_sim_infer_asks_xla_for_one_cpu_device_per_core_it_may_use(monkeypatch):
+def test_sim_infer_and_run_ask_xla_for_one_cpu_device_per_core_they_may_use(monkeypatch):
     # The entry point says it before JAX starts, from the cores the process may run on
-    # (its affinity, not the machine's count), for `sim infer` only, and never over a
-    # device count the user set.
+    # (its affinity, not the machine's count), for `sim infer` and `sim run` only, and
+    # never over a device count the user set.
     import _sim_entry
 
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 2, 5}, raising=False)
     cases = [
         (["infer", "lv.toml"], "--xla_cpu_use_thunk_runtime=true", "--xla_cpu_use_thunk_runtime=true --xla_force_host_platform_device_count=3"),
         (["--no-cache", "infer", "lv.toml"], None, "--xla_force_host_platform_device_count=3"),
-        (["run", "lv.toml"], None, None),
+        (["run", "lv.toml"], None, "--xla_force_host_platform_device_count=3"),
+        (["sweep", "lv.toml"], None, None),
         (["fit", "lv.toml"], "--xla_cpu_use_thunk_runtime=true", "--xla_cpu_use_thunk_runtime=true"),
         (["infer", "lv.toml"], "--xla_force_host_platform_device_count=1", "--xla_force_host_platform_device_count=1"),
     ]
@@ -233,9 +234,9 @@ def test_sim_infer_asks_xla_for_one_cpu_device_per_core_it_may_use(monkeypatch):
             monkeypatch.delenv("XLA_FLAGS", raising=False)
         else:
             monkeypatch.setenv("XLA_FLAGS", flags)
-        _sim_entry._cpu_devices_for_chains(args)
+        _sim_entry._cpu_devices(args)
         assert os.environ.get("XLA_FLAGS") == expected, (args, flags)
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {1}, raising=False)
     monkeypatch.delenv("XLA_FLAGS", raising=False)
-    _sim_entry._cpu_devices_for_chains(["infer", "lv.toml"])
+    _sim_entry._cpu_devices(["infer", "lv.toml"])
     assert "XLA_FLAGS" not in os.environ  # (one core: one device, XLA's default)
