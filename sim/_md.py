@@ -566,8 +566,6 @@ def _setup(model: ParticleModel, config: Config) -> Setup:
     solver, dtype, solver_section = _md_solver(config, dt, units)
     if solver_section["method"] == "langevin" and not solver.integrator.has_conserved_energy:  # no conserved energy to drift
         checks = MD.resolve_checks(config, ("max_temperature_factor",), "Langevin MD runs (no conserved energy to drift)")
-    elif not solver.integrator.has_conserved_energy and solver_section["method"] != "verlet":
-        checks = MD.resolve_checks(config, ("max_temperature_factor",), "anisotropic barostats (no conserved energy to drift)")
     else:
         checks = MD.resolve_checks(config, what="MD runs")
     system, seed = _md_system(config, jnp.float32 if dtype == "float32" else jnp.float64, units, bonded=model.bonded)
@@ -821,8 +819,9 @@ class MdLimits:
     sweep flags the run). Each measure is taken over its limit, so that a value above 1
     (or NaN) is a blow-up:
 
-    - energy drift (verlet: total energy; nose_hoover: the conserved energy including
-      the thermostat's; none for langevin): |E(t) - E(0)| / (scale * energy_drift) with
+    - energy drift (verlet: total energy; nose_hoover and barostats: the conserved
+      energy including the thermostat's and barostat's; none for langevin without a
+      barostat): |E(t) - E(0)| / (scale * energy_drift) with
       scale = max(|E(0)|, K(0)), K the kinetic energy;
     - temperature: T(t) / (max_temperature_factor * T_ref) with T_ref = max(thermostat
       temperature, 2 scale / (degrees of freedom k_B)), which is at least T(0);

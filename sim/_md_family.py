@@ -24,7 +24,7 @@ class MdFamily(Family):
         "save_every": (int | None, pydantic.Field(default=None, ge=1)),
     }
     checks = {
-        "energy_drift": (0.1, "the largest |E(t) - E(0)| allowed (verlet and nose_hoover), as a fraction of the initial energy scale max(|E(0)|, K(0)); E is the total energy (the conserved energy of a Nose-Hoover chain), K the kinetic energy"),
+        "energy_drift": (0.1, "the largest |E(t) - E(0)| allowed (verlet, nose_hoover and barostats), as a fraction of the initial energy scale max(|E(0)|, K(0)); E is the total energy (the conserved energy of a Nose-Hoover chain or a barostat), K the kinetic energy"),
         "max_temperature_factor": (100.0, "the largest temperature allowed, as a multiple of the reference max(thermostat temperature, 2 max(|E(0)|, K(0)) / degrees of freedom), at least the initial temperature"),
     }
     static_runs = True

@@ -19,8 +19,16 @@ barostat's share is the paper's estimate from the forces before and after the mo
 dlambda (f + f') / 2 + (D / kT) dt (f'^2 - f^2) / 4 - kT / 2 ln(V' / V). Per-axis
 coupling (diagonal box) integrates each eps_a = ln L_a by Euler-Maruyama,
 d eps_a = beta / (dim tau) (P_aa - P) dt + sqrt(2 kT beta dt / (dim tau V)) xi_a,
-the Ito form whose stationary law is the same distribution over the edges; it has no
-effective energy.
+the Ito form whose stationary law is the same distribution over the edges (in eps, with
+the scaled coordinates and velocities held, V exp(-(K + U + P V) / kT)). Its effective
+energy is built for this step the way the isotropic one is (Del Tatto, Raiteri, Bernetti
+and Bussi, Appl. Sci. 12, 1139 (2022), give one for their own anisotropic scheme): the
+barostat's heat is what detailed balance would ask of the move, kT ln q(eps' | eps) - kT ln q(eps | eps') - kT ln(V' / V), q the
+Gaussian of the Euler-Maruyama step taken forward from here and backward from there (the
+drift there from the velocities after the move and the virial of the new forces);
+written out, -kT |xi|^2 / 2 + |eps + drift' dt|^2 V' / (4 rate dt) - (dim / 2 + 1) kT
+ln(V' / V). The isotropic heat above is this construction for lambda, whose Gaussian
+has a constant width.
 
 Rigid molecules (a thermostat with constraints) are scaled as wholes: the box moves
 each molecule's centre of mass R and scales its centre-of-mass velocity, a rigid
@@ -167,7 +175,7 @@ class StochasticCellRescaling(ParticleIntegrator):
 
     @property
     def has_conserved_energy(self) -> bool:
-        return self.coupling == "isotropic"
+        return True
 
     def box(self, state: ParticleState) -> Box:
         return state.thermostat.box
@@ -256,10 +264,12 @@ class StochasticCellRescaling(ParticleIntegrator):
         else:
             volume = jnp.prod(b.box)
             rate = beta / (dim * tau)
-            per_axis = (self._kinetic(velocity, mass) + b.virial) / volume
+            drift = rate * ((self._kinetic(velocity, mass) + b.virial) / volume - jnp.asarray(self.pressure, dtype))
             noise = jax.random.normal(cell_key, (dim,), dtype)
-            eps = rate * (per_axis - jnp.asarray(self.pressure, dtype)) * dt + jnp.sqrt(2.0 * kt * rate * dt / volume) * noise
+            eps = drift * dt + jnp.sqrt(2.0 * kt * rate * dt / volume) * noise
             scale = jnp.exp(eps)
+            # kT ln q(eps | here), up to a constant: the forward half of the heat
+            heat = heat + kt * (-0.5 * jnp.sum(noise * noise) + (0.5 * dim + 1.0) * jnp.log(volume))
         box = scale * b.box
         if self.constraints is None:
             position = scale * state.position + (0.5 * (scale + 1.0 / scale) * dt) * velocity
@@ -275,6 +285,10 @@ class StochasticCellRescaling(ParticleIntegrator):
         if self.coupling == "isotropic":
             _, force_after, volume = self._lambda_force(velocity, mass, box, virial)
             heat = heat + 0.5 * dlam * force_after + 0.25 * diffusion / kt * dt * force_after**2 - 0.5 * kt * jnp.log(volume)
+        else:  # minus kT ln q(-eps | there): the backward half
+            volume = jnp.prod(box)
+            back = rate * ((self._kinetic(velocity, mass) + virial) / volume - jnp.asarray(self.pressure, dtype))
+            heat = heat + jnp.sum((eps + back * dt) ** 2) * volume / (4.0 * rate * dt) - (0.5 * dim + 1.0) * kt * jnp.log(volume)
         kicked = _project(self.constraints, position, _half_kick(velocity, force, mass, dt), mass)
         velocity, chain, heat = self._thermostat_half(position, kicked, mass, chain, heat, last_key, dt)
         return ParticleState(position, velocity, force, mass, aux, BarostatState(box, virial, heat, key, chain))
