@@ -157,3 +157,31 @@ def test_thermostat_settings_are_checked(tmp_path):
         sim.run(sim.load_config(write(tmp_path, "langevin", "temperature = 1.0\ntau = 0.5")))
     result = sim.run(sim.load_config(write(tmp_path, "nose_hoover", "temperature = 1.0\ntau = 0.5")))
     assert "conserved_energy" in result.observables
+
+
+@pytest.mark.slow  # two `sim run` processes of 2,048 particles
+def test_sim_run_splits_a_large_run_over_the_cores_it_may_use(tmp_path):
+    # The command starts JAX with one CPU device per core it may run on and splits the
+    # particles between them in blocks of at least 1,000 (`solvers.PARTICLES_PER_SHARD`):
+    # it says so, records it, and the run is the one-device run's up to the last bits
+    # (the blocks' programs differ in shape).
+    import os
+    import subprocess
+    import sys
+
+    config = write(tmp_path, text=SMALL.format(method="verlet", extra="").replace("cells = 3", "cells = 8").replace("steps = 200", "steps = 100"))
+    sim_command = Path(sys.executable).parent / "sim"
+    cores = len(os.sched_getaffinity(0))
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    split = subprocess.run([str(sim_command), "run", str(config), "-o", "split.h5"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    one = subprocess.run(
+        [str(sim_command), "run", str(config), "-o", "one.h5"], cwd=tmp_path, capture_output=True, text=True, timeout=600,
+        env={**env, "XLA_FLAGS": "--xla_force_host_platform_device_count=1"},
+    )
+    assert split.returncode == 0 and one.returncode == 0, split.stderr + one.stderr
+    expected = 2 if cores >= 2 else 1
+    with h5py.File(tmp_path / "split.h5") as a, h5py.File(tmp_path / "one.h5") as b:
+        assert int(a["stats"].attrs["devices"]) == expected and int(b["stats"].attrs["devices"]) == 1
+        x, y = a["particles/all/position/value"][()], b["particles/all/position/value"][()]
+        np.testing.assert_allclose(x, y, rtol=0, atol=1e-9)
+    assert ("on 2 CPU devices, the particles split between them" in split.stderr) == (expected == 2), split.stderr
