@@ -80,6 +80,10 @@ def test_pme_agrees_with_ewald_on_random_ions():
     e_pme, f_pme = energy_and_forces(pme, system, params)
     assert float(e_pme) == pytest.approx(float(e_ewald), rel=1e-5)
     assert relative_rms(f_pme, f_ewald) < 1e-5
+    # and particle by particle: no force misses by more than 1e-5 of the largest
+    # (measured 1.8e-7; the RMS 2.6e-7)
+    worst = jnp.max(jnp.linalg.norm(f_pme - f_ewald, axis=1)) / jnp.max(jnp.linalg.norm(f_ewald, axis=1))
+    assert float(worst) < 1e-5
     # and the accuracy is what decides it: a coarse mesh misses by far more
     coarse = dataclasses.replace(pme, pme_mesh=(12, 12, 12))
     assert relative_rms(energy_and_forces(coarse, system, params)[1], f_ewald) > 1e-4
