@@ -64,11 +64,17 @@ def advance(problem, state, steps: int):
     return jax.lax.scan(body, state, None, length=steps)
 
 
+# (compiled whole, as a run compiles them: op by op, PME's forces compiled some 300 small
+# programs, 4 s)
 @eqx.filter_jit
 def initial(problem, key):
-    """The integrator's state at the start, compiled whole as a run compiles it
-    (`_start`): op by op, PME's set-up compiled some 300 small programs (4 s)."""
+    """The integrator's state at the start (as the run's `_start` computes it)."""
     return problem.init(key)
+
+
+@eqx.filter_jit
+def forces_and_virial(model, system, params):
+    return model.forces_and_virial(system, params)
 
 
 # 27 waters in a box of 0.93 nm, PME, Lennard-Jones cut at 0.45 nm and shifted: a Nose-
@@ -92,7 +98,7 @@ def test_the_barostat_drives_the_pressure_observable_state_by_state(npt_run):
     # the state's virial is the molecular one of its positions
     npt, box = problem.integrator, state.thermostat.box
     assert state.aux is None  # (all pairs)
-    force, virial = problem.model.forces_and_virial(system.at(state.position).with_box(box), problem.params)
+    force, virial = forces_and_virial(problem.model, system.at(state.position).with_box(box), problem.params)
     at_rest = npt.pressure_tensor(state.position, jnp.zeros_like(state.velocity), force, state.mass, box, virial) * jnp.prod(box)
     np.testing.assert_allclose(state.thermostat.virial, at_rest, rtol=1e-12, atol=1e-9)
     # the atomic pressure without the constraint forces is far from it: the check is not empty
@@ -107,7 +113,7 @@ def test_the_molecular_virial_is_the_derivative_of_the_energy_under_a_scaling_of
     model = md.LennardJonesCoulomb(cutoff=0.45, electrostatics="pme", units="real", ewald_accuracy=1e-7).for_system(system)
     npt = barostat(system)
     mass, position, box = system.mass, system.position, system.space.box
-    force, virial = model.forces_and_virial(system, params_of())
+    force, virial = forces_and_virial(model, system, params_of())
     molecular = npt.pressure_tensor(position, jnp.zeros_like(position), force, mass, box, virial) * jnp.prod(box)
     centre = npt.constraints.centres(position, mass)
     energy = jax.jit(lambda r, edges: model.energy(system.at(r).with_box(edges), params_of()))
