@@ -1,6 +1,7 @@
 """Shared test helpers: the `sim` command run in-process, tree comparison and fitted
 convergence orders."""
 
+import contextlib
 import os
 
 import jax
@@ -14,6 +15,22 @@ def host_devices(n: int) -> str:
     """XLA_FLAGS for a process of `n` CPU devices, keeping the flags the tests run with
     (tests/conftest.py), so that its programs compile as this process's do."""
     return f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={n}".strip()
+
+
+@contextlib.contextmanager
+def optimised():
+    """Programs compiled inside with LLVM's optimisations on, for a test whose time goes
+    into running a long simulation rather than compiling it (tests/conftest.py turns
+    them off for the rest: the suite compiles far more than it computes). Whether they
+    are on is part of the persistent cache's key, not of jit's own: give such a test
+    programs of its own (a system size no other test runs), so that no bit-for-bit test
+    compares one of them with a program compiled without them."""
+    previous = jax.config.values["jax_disable_most_optimizations"]
+    jax.config.update("jax_disable_most_optimizations", False)
+    try:
+        yield
+    finally:
+        jax.config.update("jax_disable_most_optimizations", previous)
 
 
 def cli(argv, capsys):

@@ -16,6 +16,7 @@ import sim
 from physics import md
 from sim.cli import main
 from solvers import LangevinBaoab, NoseHooverChain, ParticleSolver, StochasticCellRescaling
+from tests.helpers import optimised
 
 
 def fcc(cells, density, temperature, seed=0):
@@ -31,7 +32,8 @@ def compressed():
     system = fcc(4, 1.2, 1.0)
     npt = StochasticCellRescaling(NoseHooverChain(0.005, 1.0, tau=0.25), pressure=1.0, tau=0.5, compressibility=0.1)
     t = jnp.linspace(0.0, 10.0, 101)  # 2,000 steps
-    return system, sim.simulate(model, None, t, initial=system, solver=npt, key=jax.random.key(1))
+    with optimised():  # (compiled with LLVM's optimisations: they run in less time)
+        return system, sim.simulate(model, None, t, initial=system, solver=npt, key=jax.random.key(1))
 
 
 def test_npt_relaxes_a_compressed_box_to_the_target_pressure(compressed):
@@ -134,7 +136,8 @@ def test_the_anisotropic_effective_energy_converges_with_the_time_step():
     excursion = []
     for dt in (0.004, 0.001):
         npt = StochasticCellRescaling(NoseHooverChain(dt, 1.0, tau=0.25), pressure=1.0, tau=0.5, compressibility=0.1, coupling="anisotropic")
-        traj = sim.simulate(model, None, jnp.linspace(0.0, 4.0, 41), initial=system, solver=npt, key=jax.random.key(1))
+        with optimised():  # (1,000 and 4,000 steps: compiled with LLVM's optimisations, they run in less time)
+            traj = sim.simulate(model, None, jnp.linspace(0.0, 4.0, 41), initial=system, solver=npt, key=jax.random.key(1))
         h = np.asarray(traj.observables["conserved_energy"]) / system.n
         e = np.asarray(traj.observables["total_energy"] + traj.observables["volume"]) / system.n
         excursion.append(np.max(np.abs(h - h[0])))

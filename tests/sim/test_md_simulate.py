@@ -9,6 +9,7 @@ import pytest
 import sim
 from physics import md
 from solvers import LangevinBaoab, NoseHooverChain, ParticleSolver, VelocityVerlet
+from tests.helpers import optimised
 
 
 def lj_liquid(cells=4, density=0.8442, temperature=0.8, seed=0):
@@ -95,7 +96,8 @@ def thermostat_run(thermostat, cells, saves, friction):
         integrator = NoseHooverChain(dt=0.005, temperature=target, tau=0.25)
         dof = 3 * system.n - 3
     t = jnp.linspace(0.0, 0.05 * saves, saves + 1)  # save every 10 steps
-    traj = sim.simulate(model, None, t, initial=system, solver=integrator, key=jax.random.key(1))
+    with optimised():  # (4,000 steps or more: compiled with LLVM's optimisations, they run in less time)
+        traj = sim.simulate(model, None, t, initial=system, solver=integrator, key=jax.random.key(1))
     canonical_check(traj, dof, target)
     if thermostat == "nose_hoover":
         h = np.asarray(traj.observables["conserved_energy"])
@@ -131,7 +133,8 @@ def state_point(steps, seed):
     model = md.LennardJones(cutoff=3.0, tail_correction=True)
     system = lj_liquid(5, 0.776, 0.85, seed)
     t = jnp.linspace(0.0, steps * 0.005, steps // 20 + 1)
-    traj = sim.simulate(model, None, t, initial=system, solver=LangevinBaoab(dt=0.005, temperature=0.85, friction=1.0), key=jax.random.key(seed))
+    with optimised():  # (2,000 steps or more: see thermostat_run)
+        traj = sim.simulate(model, None, t, initial=system, solver=LangevinBaoab(dt=0.005, temperature=0.85, friction=1.0), key=jax.random.key(seed))
     skip = len(t) // 5
     return np.asarray(traj.observables["potential_energy"])[skip:] / system.n, np.asarray(traj.observables["pressure"])[skip:]
 
