@@ -468,7 +468,7 @@ def sides_for(setting: str, args, has_opt: bool) -> list[tuple[str, dict]]:
                     continue
                 # one CPU device per core, the particles split between them (as `sim run`
                 # does), and one device with XLA's threads (what a script gets by default)
-                sides.append((f"simjax {d} 2 dev", {"code": "simjax", "dtype": d, "xla": TWO_DEVICES_XLA}))
+                sides.append((f"simjax {d} 2 dev", {"code": "simjax", "dtype": d, "xla": args.two_devices_flags}))
                 if not args.no_threads_side:
                     sides.append((f"simjax {d} threads", {"code": "simjax", "dtype": d}))
         elif code == "lammps":
@@ -600,6 +600,7 @@ def main(argv=None) -> None:
     parser.add_argument("--equilibrate", type=int, default=2000, help="NVE steps from the lattice before the shared state")
     parser.add_argument("--profile", action="store_true", help="time the pieces of a simjax step (1core)")
     parser.add_argument("--no-threads-side", action="store_true", help="2core: leave out simjax on one device with XLA's threads")
+    parser.add_argument("--two-devices-flags", default=TWO_DEVICES_XLA, help="2core: the XLA_FLAGS of simjax's side on two devices")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
