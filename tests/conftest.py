@@ -95,6 +95,7 @@ _LONGEST_FIRST = (
     "tests/sim/test_sde_family.py",
     "tests/solvers/test_sde.py",
     "tests/sim/test_signals.py",
+    "tests/solvers/test_particle_shards.py",
     "tests/sim/test_sweep_md.py",
     "tests/sim/test_sweep_frames.py",
     "tests/physics/test_events.py",
