@@ -352,9 +352,10 @@ def shards_for(model, n: int, wanted: int | None) -> int:
     """Over how many devices a run of n particles with a neighbour list is split by
     particle: `wanted` if given, else one per CPU device JAX has (the `sim` command
     makes one per core; a Python program sets XLA_FLAGS=--xla_force_host_platform_device_count
-    before JAX starts) in blocks of at least `PARTICLES_PER_SHARD`; always a divisor of
-    n, and 1 for a model whose forces cannot be computed a block of rows at a time
-    (`rows_apart`) or when JAX runs on an accelerator."""
+    before JAX starts) in blocks of at least `PARTICLES_PER_SHARD`, and only on CPU (a
+    split over accelerators is what `wanted` asks for, untested); always a divisor of n,
+    at most the device count, and 1 for a model whose forces cannot be computed a block
+    of rows at a time (`rows_apart`)."""
     if not getattr(model, "rows_apart", False):
         return 1
     if wanted is None:
