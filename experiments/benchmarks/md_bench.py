@@ -239,8 +239,7 @@ class SimjaxSide:
         first = time.perf_counter() - t0
         if self.prun.problem.neighbour_list.capacity != capacity:  # grown: start again on the larger list
             self.state0 = jax.block_until_ready(self.prun.start())
-        wall = self.run()
-        state, _, _ = self.prun.step(self.state0, 1)
+        wall, state = self._timed()
         nl = self.prun.problem.neighbour_list
         self.nl = nl
         return {
@@ -250,13 +249,16 @@ class SimjaxSide:
             "detail": f"{self.dtype.name}, list capacity {nl.capacity}, cells {nl.cells}, particles split over {nl.shards} device(s)",
         }
 
-    def run(self) -> float:
+    def _timed(self):
         t0 = time.perf_counter()
         state, _, over = self.prun.step(self.state0, 1)
         self.jax.block_until_ready(state.position)
         wall = time.perf_counter() - t0
         assert not over and bool(self.jnp.all(self.jnp.isfinite(state.position)))
-        return wall
+        return wall, state
+
+    def run(self) -> float:
+        return self._timed()[0]
 
     def profile(self, repeats: int = 20) -> dict:
         """CPU times of the pieces of a step, each compiled alone, from the start state."""

@@ -171,12 +171,14 @@ def test_sim_run_splits_a_large_run_over_the_cores_it_may_use(tmp_path):
 
     config = write(tmp_path, text=SMALL.format(method="verlet", extra="").replace("cells = 3", "cells = 8").replace("steps = 200", "steps = 100"))
     sim_command = Path(sys.executable).parent / "sim"
+    from tests.helpers import host_devices
+
     cores = len(os.sched_getaffinity(0))
-    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
-    split = subprocess.run([str(sim_command), "run", str(config), "-o", "split.h5"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", "")  # (the command picks the count)
+    split = subprocess.run([str(sim_command), "run", str(config), "-o", "split.h5"], cwd=tmp_path, capture_output=True, text=True, timeout=600)
     one = subprocess.run(
         [str(sim_command), "run", str(config), "-o", "one.h5"], cwd=tmp_path, capture_output=True, text=True, timeout=600,
-        env={**env, "XLA_FLAGS": "--xla_force_host_platform_device_count=1"},
+        env={**os.environ, "XLA_FLAGS": host_devices(1)},
     )
     assert split.returncode == 0 and one.returncode == 0, split.stderr + one.stderr
     expected = 2 if cores >= 2 else 1

@@ -17,6 +17,7 @@ import solvers
 from physics import md
 from solvers import NeighbourList, shards_for
 from solvers._neighbours import by_row_blocks
+from tests.helpers import host_devices
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -190,7 +191,7 @@ def test_a_run_split_over_two_devices_is_the_run_on_one(tmp_path):
     # as it melts: frames are redone on a grown list), the checkpointed state
     # of the split run gives back the same bits, and under a barostat the box, which
     # follows the virial the devices sum, moves alike.
-    env = {**os.environ, "XLA_FLAGS": f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=2".strip()}
+    env = {**os.environ, "XLA_FLAGS": host_devices(2)}
     proc = subprocess.run([sys.executable, "-c", _TWO_DEVICES, str(tmp_path)], env=env, capture_output=True, text=True, timeout=900, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(next(line for line in proc.stdout.splitlines() if line.startswith("RESULT "))[len("RESULT ") :])
