@@ -84,6 +84,7 @@ def test_a_second_process_loads_every_program_and_damaged_or_blocked_entries_cos
     assert all(p.is_dir() for p in saved)
 
 
+@pytest.mark.slow  # (two `sim fit` processes of a PEtab problem; the cache of a second process is checked by default above)
 def test_a_petab_objective_is_compiled_by_the_first_process_only(tmp_path):
     """diffrax checks the save times of a solve through a host callback, and JAX keeps no
     program that holds one: the `sim` command turns such checks into NaN (EQX_ON_ERROR),
