@@ -115,10 +115,11 @@ def saved_starts(problem, folder: Path) -> _petab.StartLog:
     return _petab.StartLog(STARTS, len(problem.estimated), ck)
 
 
-# SIGTERM by default, SIGINT too with -m slow: what the fit keeps and resumes does not
-# depend on the signal, and the default run sends SIGINT to a real `sim` process in
-# tests/sim/test_signals.py (a sweep) and raises it in-process in tests/test_readme.py.
-@pytest.mark.parametrize("signum", [signal.SIGTERM, pytest.param(signal.SIGINT, marks=pytest.mark.slow)], ids=["SIGTERM", "SIGINT"])
+# With -m slow (a fit process signalled, then resumed: 12 s): by default a `sim fit`
+# process is signalled and resumed in tests/sim/test_signals.py and SIGKILLed in
+# tests/inference/test_fit_resume.py, and the PEtab checkpoint's refusals run below.
+@pytest.mark.slow
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_an_interrupted_petab_fit_resumes_to_the_same_starts(work, signum, capsys):
     folder, problem, args, (whole, rounds) = work
     proc = subprocess.Popen(

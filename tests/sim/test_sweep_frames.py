@@ -182,6 +182,9 @@ def stop_after_checkpoint(process: subprocess.Popen, checkpoint: Path, sig: int,
         process.wait(timeout=120)
 
 
+# (slow: three `sim` processes; by default a sweep stopped mid-chunk in this process is
+# resumed below, and tests/sim/test_sweep_resume.py SIGKILLs a sweep process)
+@pytest.mark.slow
 def test_a_sweep_stopped_mid_chunk_resumes_to_the_bytes_of_an_uninterrupted_one(tmp_cwd, capsys):
     Path("md.toml").write_text(MD)
     checkpoint, partial = tmp_cwd / ".out.h5.checkpoint", tmp_cwd / ".out.h5.partial"
