@@ -301,8 +301,15 @@ class NeighbourList(eqx.Module):
             reference = reference * ratio
             shrink = jnp.minimum(jnp.min(ratio), 1.0)
             threshold = 0.5 * (self.skin - (1.0 - shrink) * self.radius)
-        dr = minimum_image(position - reference, box)
-        moved2 = jnp.max(jnp.sum(dr * dr, axis=-1))
+        # per axis ([n] columns, not [n, dim] rows summed over their last axis): 4x faster
+        # on CPU (0.2 ms against 0.8 at 32,000 particles, a step is 14-18 ms)
+        moved2 = None
+        for axis in range(position.shape[1]):
+            d = position[:, axis] - reference[:, axis]
+            if box is not None:
+                d = d - box[axis] * jnp.round(d / box[axis])
+            moved2 = d * d if moved2 is None else moved2 + d * d
+        moved2 = jnp.max(moved2)
         return (moved2 > threshold * threshold) | (threshold <= 0)
 
     def update(self, nbrs: Neighbours, position: Positions, box: Box | None) -> Neighbours:
@@ -572,14 +579,16 @@ def by_row_blocks(fn: Callable, n: int, width: int, elements: int = 1 << 18, ids
     """`fn(ids)` for a function of particle ids whose work is [len(ids), width] (ids:
     `arange(n)` unless given), computed a block of rows at a time (`lax.map`) so that
     the [block, width] intermediates stay in cache; the outputs (arrays with a leading
-    axis of rows) are concatenated. Blocks hold about `elements` entries; one block when
-    everything fits.
+    axis of rows) are concatenated. Blocks hold at most about `elements` entries; one
+    block when everything fits, else blocks of equal size (padding at most one row a
+    block, where blocks of the largest size would pad the last one by up to a block).
     """
     count = n if ids is None else ids.shape[0]
-    block = max(8, elements // max(width, 1))
-    if block >= count:
+    most = max(8, elements // max(width, 1))
+    if most >= count:
         return fn(jnp.arange(n, dtype=jnp.int32) if ids is None else ids)
-    blocks = -(-count // block)
+    blocks = -(-count // most)
+    block = -(-count // blocks)
     at = jnp.minimum(jnp.arange(blocks * block, dtype=jnp.int32), count - 1).reshape(blocks, block)
     out = jax.lax.map(fn, at if ids is None else ids[at])
     return jax.tree.map(lambda a: a.reshape((blocks * block,) + a.shape[2:])[:count], out)

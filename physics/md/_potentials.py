@@ -158,12 +158,15 @@ class PairModel(ParticleModel):
 
 def _by_row_blocks(fn, n: int, width: int, elements: int = 1 << 17):
     """`fn(arange(n))` for a function of particle ids whose work is [len(ids), width],
-    a block of about `elements` entries at a time (`lax.map`); outputs are arrays (or
-    None) with a leading axis of rows. One block when everything fits."""
-    block = max(8, elements // max(width, 1))
-    if block >= n:
+    a block of at most about `elements` entries at a time (`lax.map`); outputs are
+    arrays (or None) with a leading axis of rows. One block when everything fits, else
+    blocks of equal size (padding at most one row a block: blocks of the largest size
+    would pad the last one, by 44% for 2,000 rows of 91)."""
+    most = max(8, elements // max(width, 1))
+    if most >= n:
         return fn(jnp.arange(n))
-    blocks = -(-n // block)
+    blocks = -(-n // most)
+    block = -(-n // blocks)
     ids = jnp.minimum(jnp.arange(blocks * block), n - 1).reshape(blocks, block)
     out = jax.lax.map(fn, ids)
     return jax.tree.map(lambda a: a.reshape((blocks * block,) + a.shape[2:])[:n], out)
