@@ -265,13 +265,13 @@ class NeighbourList(eqx.Module):
         """A fresh list for `position` (no gradient flows through the list)."""
         position = jax.lax.stop_gradient(position)
         n = position.shape[0]
-        at, hood, hood_x, group, own, occupancy = self._candidates(position, box)
+        at, ids, hood_x, group, own, occupancy = self._candidates(position, box)
 
         def rows(i):
             keep = self._keep(at, box, hood_x, group, own, i)
-            return _compact(keep, hood, group[i], self.capacity, n)
+            return _compact(keep, lambda column: ids(group[i], column), self.capacity, n)
 
-        index, count = by_row_blocks(rows, n, hood.shape[1], ids=None if self.shards == 1 else self.rows(n))
+        index, count = by_row_blocks(rows, n, hood_x[0].shape[1], ids=None if self.shards == 1 else self.rows(n))
         max_count = jnp.max(count, initial=0)
         if self.shards > 1:  # the same overflow and counts on every device
             max_count = jax.lax.pmax(max_count, SHARD_AXIS)
@@ -347,21 +347,24 @@ class NeighbourList(eqx.Module):
 
     def _candidates(
         self, position: Positions, box: Box | None
-    ) -> tuple[Positions, Int[Array, "g m"], tuple[Float[Array, "g m"], ...], Int[Array, " n"], Int[Array, " n"], Int[Array, ""]]:
+    ) -> tuple[Positions, Callable, tuple[Float[Array, "g m"], ...], Int[Array, " n"], Int[Array, " n"], Int[Array, ""]]:
         """The candidate pairs, grouped by cell.
 
         Returns:
             at: the positions the candidate test measures from: wrapped into a periodic
                 box with a cell grid, else as given.
-            hood: for each cell, the ids of the particles in it and in the 3^dim cells
-                around it [n_cells, m], padded with n. Without a cell list: one group
-                holding every particle.
-            hood_x: the coordinates of those particles, one [n_cells, m] array per
+            ids: `ids(group, column)`, the ids of the candidates in columns [b, k] of
+                cells `group` [b] (padding: n). A cell's candidates are the particles
+                in it and in the 3^dim cells around it, one cell's table row after
+                another (m columns). Without a cell list: one group holding every
+                particle. (Only the kept candidates' ids are looked up, so no
+                [n_cells, m] table of ids is made.)
+            hood_x: the coordinates of the candidates, one [n_cells, m] array per
                 axis. In a periodic box with a cell grid each is the image nearest to
                 the cell (wrapped, shifted by a box edge where the stencil crosses the
                 box's face), so that a particle's displacement to its candidates needs
                 no minimum-image rounding. Padding entries are at infinity.
-            group: the cell of each particle [n]: particle i's candidates are hood[group[i]].
+            group: the cell of each particle [n]: particle i's candidates are those of group[i].
             own: the column of each particle among its own candidates [n].
             occupancy: the largest number of particles in one cell.
 
@@ -370,7 +373,10 @@ class NeighbourList(eqx.Module):
         """
         n, dim = position.shape
         if not self.cells:
-            hood = jnp.arange(n, dtype=jnp.int32)[None, :]
+
+            def ids(group, column):
+                return jnp.where(column < n, column, n)
+
             group = jnp.zeros(n, jnp.int32)
             occupancy = jnp.asarray(0, jnp.int32)
             hood_x = tuple(position[None, :, axis] for axis in range(dim))
@@ -400,7 +406,12 @@ class NeighbourList(eqx.Module):
             if (stencil.shape[1] * width) % 32:
                 stencil = np.concatenate([stencil, np.full((n_cells, 1), n_cells, stencil.dtype)], axis=1)
                 images = np.concatenate([images, np.zeros((n_cells, 1, dim), images.dtype)], axis=1)
-            hood = members[stencil].reshape(n_cells, -1)
+            stencil_j = jnp.asarray(stencil)
+
+            def ids(group, column):
+                cell = stencil_j[group[:, None], column // width]
+                return members[cell, column % width]
+
             safe = jnp.minimum(members, n - 1)
             hood_x = []
             for axis in range(dim):
@@ -414,11 +425,10 @@ class NeighbourList(eqx.Module):
             rank = jnp.zeros(n, jnp.int32).at[order].set(jnp.arange(n, dtype=jnp.int32), unique_indices=True)
             own = (3**dim // 2) * width + rank - starts[group]
             occupancy = jnp.max(counts)
-        if hood.shape[1] % 32:  # whole 32-bit words of candidates (padding at infinity)
-            pad = ((0, 0), (0, -hood.shape[1] % 32))
-            hood = jnp.pad(hood, pad, constant_values=n)
+        if hood_x[0].shape[1] % 32:  # whole 32-bit words of candidates (padding at infinity)
+            pad = ((0, 0), (0, -hood_x[0].shape[1] % 32))
             hood_x = tuple(jnp.pad(x, pad, constant_values=jnp.inf) for x in hood_x)
-        return at, hood, hood_x, group, own, occupancy
+        return at, ids, hood_x, group, own, occupancy
 
     def _wrapped(self, position: Positions, box: Box | None) -> Positions:
         """Periodic positions mapped into [0, L) per axis (free space: unchanged)."""
@@ -485,13 +495,13 @@ def _stencil(cells: tuple[int, ...], periodic: bool) -> tuple[np.ndarray, np.nda
 
 def _compact(
     keep: Bool[Array, "n m"],
-    hood: Int[Array, "g m"],
-    group: Int[Array, " n"],
+    ids_of: Callable[[Int[Array, "n capacity"]], Int[Array, "n capacity"]],
     capacity: int,
     n: int,
 ) -> tuple[Int[Array, "n capacity"], Int[Array, " n"]]:
     """The kept candidates of every particle, in candidate order, as a [n, capacity]
-    array padded with n; also the full count per particle (which may exceed capacity).
+    array padded with n (`ids_of(columns)`: the ids of the candidates in those columns
+    of each row); also the full count per particle (which may exceed capacity).
 
     The mask is padded to a multiple of 32 columns and packed into 32-bit words (one
     pass over [n, m]): bit b of word w is column b * (m / 32) + w, so that the packing
@@ -545,7 +555,7 @@ def _compact(
         lower = jax.lax.population_count(word & (jnp.left_shift(jnp.uint32(1), trial) - jnp.uint32(1)))
         b = jnp.where(lower.astype(jnp.int32) <= rank, trial, b)
     column = jnp.minimum(b.astype(jnp.int32) * n_words + w, m - 1)
-    ids = hood[group[:, None], column]
+    ids = ids_of(column)
     return jnp.where(slot < count[:, None], ids, n).astype(jnp.int32), count
 
 
@@ -567,12 +577,12 @@ def _max_count(nl: NeighbourList, position: Positions, box: Box | None) -> int:
 @eqx.filter_jit
 def _neighbour_counts(nl: NeighbourList, position: Positions, box: Box | None) -> Int[Array, ""]:
     n = position.shape[0]
-    at, hood, hood_x, group, own, _ = nl._candidates(position, box)
+    at, _, hood_x, group, own, _ = nl._candidates(position, box)
 
     def rows(i):
         return jnp.sum(nl._keep(at, box, hood_x, group, own, i), axis=1, dtype=jnp.int32)
 
-    return jnp.max(by_row_blocks(rows, n, hood.shape[1]), initial=0)
+    return jnp.max(by_row_blocks(rows, n, hood_x[0].shape[1]), initial=0)
 
 
 def by_row_blocks(fn: Callable, n: int, width: int, elements: int = 1 << 18, ids: Int[Array, " rows"] | None = None):

@@ -67,15 +67,16 @@ def test_a_list_of_some_rows_is_those_rows_of_the_whole_list():
 
     @jax.jit
     def lists(position, box):
-        at, hood, hood_x, group, own, _ = nl._candidates(position, box)
+        at, candidate_ids, hood_x, group, own, _ = nl._candidates(position, box)
+        width = hood_x[0].shape[1]
 
         def rows(i):
-            return _compact(nl._keep(at, box, hood_x, group, own, i), hood, group[i], nl.capacity, system.n)[0]
+            return _compact(nl._keep(at, box, hood_x, group, own, i), lambda column: candidate_ids(group[i], column), nl.capacity, system.n)[0]
 
         ids = jnp.arange(100, 180, dtype=jnp.int32)
         # blocks small enough that the ids are taken several at a time (lax.map), the
         # last block padded
-        return nl.build(position, box).index, by_row_blocks(rows, system.n, hood.shape[1], elements=32 * hood.shape[1], ids=ids)
+        return nl.build(position, box).index, by_row_blocks(rows, system.n, width, elements=32 * width, ids=ids)
 
     whole, some = lists(system.position, system.space.box)
     np.testing.assert_array_equal(np.asarray(some), np.asarray(whole[100:180]))
