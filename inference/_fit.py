@@ -1119,13 +1119,17 @@ def fit_warnings(free: list[Free], estimate: dict[str, float], covariance: np.nd
         )
     names = [f.name for f in free]
     cov = np.asarray(covariance, dtype=float)
-    sd = np.sqrt(np.diag(cov)) if cov.size else np.zeros(0)
-    if cov.size and (not np.all(np.isfinite(cov)) or np.any(sd <= 0)):
+    variance = np.diag(cov) if cov.size else np.zeros(0)
+    # (a variance that is not positive, a negative one included: the inverse of a
+    # singular matrix, rounded)
+    if cov.size and (not np.all(np.isfinite(cov)) or not np.all(variance > 0)):
+        why = "not finite" if not np.all(np.isfinite(cov)) else "a variance that is not positive"
         out.append(
-            "warning: the covariance of the estimates is singular (not finite): the data do not determine every free quantity; "
+            f"warning: the covariance of the estimates is singular ({why}): the data do not determine every free quantity; "
             "fix some, add data, or look at their profiles (sim profile)"
         )
     elif cov.size:
+        sd = np.sqrt(variance)
         values, vectors = np.linalg.eigh(cov / np.outer(sd, sd))
         if values[0] < 1e-10:
             weights = np.abs(vectors[:, 0])

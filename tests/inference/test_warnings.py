@@ -62,6 +62,11 @@ def test_fit_warnings_for_a_bound_and_a_singular_covariance():
     assert "singular" in line and "k, y0" in line and "sim profile" in line
     (line,) = fit_warnings(free, {"k": 0.3, "y0": 2.0}, np.full((2, 2), np.nan))
     assert "singular (not finite)" in line
+    # the inverse of a singular matrix, rounded: finite, with variances below zero (what a
+    # fit of k1 and k2 of which the data fix only k1 + k2 gave: -1.7e11)
+    rounded = np.array([[-1.75e11, 1.75e11], [1.75e11, -1.75e11]])
+    (line,) = fit_warnings(free, {"k": 0.3, "y0": 2.0}, rounded)
+    assert "singular (a variance that is not positive)" in line
 
 
 DECAY = """
