@@ -70,14 +70,16 @@ def run_file(path: Path) -> ModuleType:
         raise SourceError(f"{path}: expected a Python file (.py)")
     try:
         resolved = path.resolve(strict=True)
-        stat = resolved.stat()
+        resolved.stat()
     except FileNotFoundError:
         raise SourceError(f"{path}: no such file") from None
     except OSError as e:
         raise SourceError(f"{path}: cannot be read ({e.strerror})") from None
     if not resolved.is_file():
         raise SourceError(f"{path}: is not a regular file; expected a Python file")
-    key = (str(resolved), stat.st_mtime_ns, stat.st_size)
+    # (by content: a file rewritten within one tick of the file system's clock, at the
+    # same size, keeps its time of change)
+    key = (str(resolved), hashlib.sha256(resolved.read_bytes()).hexdigest())
     if key in _FILES:
         return _FILES[key]
     # A module name of its own per file (and version), so that two files of one name do

@@ -145,10 +145,33 @@ def framed(s: Setup, save: str) -> bool:
     return type(family).sweep_problem is not Family.sweep_problem and family.batched(s, save) is None
 
 
-@functools.lru_cache(maxsize=8)
+def _sources(config_text: str, config_path: str | None) -> tuple:
+    """What, besides its text, makes a config's chunk function: the files it reads (a
+    model's SBML or Python file, a start file), each by its absolute path, size and time
+    of change, so that a file of the same name elsewhere, or the same file changed, is
+    not taken for the one a cached function was made from."""
+    out = []
+    for path in Config(tomllib.loads(config_text), config_path).input_files():
+        try:
+            stat = path.stat()
+            # (small files by content too: one rewritten within one tick of the file
+            # system's clock, at the same size, keeps its time of change)
+            content = hashlib.sha256(path.read_bytes()).hexdigest() if stat.st_size < 1 << 20 else ""
+            out.append((str(path.resolve()), stat.st_size, stat.st_mtime_ns, content))
+        except OSError:
+            out.append((str(path), -1, -1, ""))
+    return tuple(out)
+
+
 def _runner(config_text: str, config_path: str | None, devices: int, padded: int, size: int | None = None) -> ChunkRunner | FramedRunner:
     """The chunk function of a config (traced and compiled once per process, config,
-    shape and family-specific size: `Family.resized`, for MD the neighbour-list capacity)."""
+    the files it reads, shape and family-specific size: `Family.resized`, for MD the
+    neighbour-list capacity)."""
+    return _cached_runner(config_text, config_path, _sources(config_text, config_path), devices, padded, size)
+
+
+@functools.lru_cache(maxsize=8)
+def _cached_runner(config_text: str, config_path: str | None, sources: tuple, devices: int, padded: int, size: int | None) -> ChunkRunner | FramedRunner:
     prep = prepare(Config(tomllib.loads(config_text), config_path))
     s = prep.setup if size is None else family_of(prep.setup.model).resized(prep.setup, size)
     save = prep.plan.section.save

@@ -26,9 +26,9 @@ alpha = { linspace = [0.4, 0.6, 12] }
 
 
 def worker_runners() -> int:
-    from sim._sweep import _runner
+    from sim._sweep import _cached_runner
 
-    return _runner.cache_info().currsize
+    return _cached_runner.cache_info().currsize
 
 
 @pytest.fixture(scope="module")

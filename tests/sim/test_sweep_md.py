@@ -120,7 +120,7 @@ def test_md_sweep_with_too_small_neighbour_list_equals_single_runs(tmp_cwd, caps
     import solvers._particle_run as policy
 
     monkeypatch.setattr(policy, "FIXED_FACTOR", 0.6)
-    sweep_module._runner.cache_clear()
+    sweep_module._cached_runner.cache_clear()
     tried = []
     larger = policy.larger_capacity
     monkeypatch.setattr(policy, "larger_capacity", lambda c, n: tried.append(larger(c, n)) or tried[-1])
@@ -132,7 +132,7 @@ def test_md_sweep_with_too_small_neighbour_list_equals_single_runs(tmp_cwd, caps
     text = text.replace("epsilon = { values = [0.8, 1.2] }", "epsilon = { values = [0.7, 0.9, 1.1, 1.3] }")
     Path("s.toml").write_text(text)
     code, err = cli(["sweep", "s.toml", "-o", "sweep.h5", "--quiet"], capsys)
-    sweep_module._runner.cache_clear()
+    sweep_module._cached_runner.cache_clear()
     assert code == 0, err
     assert tried and tried[0] is not None and tried[0] > 0, tried  # the planted overflow happened and was rerun
     # reported as the overflow it is, never as another failure (max steps shares no code with it)

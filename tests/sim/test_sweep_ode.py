@@ -48,11 +48,11 @@ def load(tmp_path, max_steps=4096, save="full"):
 
 def run(cfg, fast: bool, monkeypatch):
     monkeypatch.setattr(ode_family, "FAST_SWEEPS", fast)
-    sweep_module._runner.cache_clear()
+    sweep_module._cached_runner.cache_clear()
     try:
         return sim.sweep(cfg)
     finally:
-        sweep_module._runner.cache_clear()
+        sweep_module._cached_runner.cache_clear()
 
 
 def single(setup, result, i):
