@@ -28,7 +28,7 @@ PLUGIN_GROUP = "simjax.models"
 
 # Files already run, by (resolved path, modification time, size): a config built several
 # times in one process (a sweep's chunks, a fit) runs its model file once.
-_FILES: dict[tuple[str, int, int], ModuleType] = {}
+_FILES: dict[tuple[str, str], ModuleType] = {}
 
 
 class SourceError(ValueError):
