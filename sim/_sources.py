@@ -79,7 +79,8 @@ def run_file(path: Path) -> ModuleType:
         raise SourceError(f"{path}: is not a regular file; expected a Python file")
     # (by content: a file rewritten within one tick of the file system's clock, at the
     # same size, keeps its time of change)
-    key = (str(resolved), hashlib.sha256(resolved.read_bytes()).hexdigest())
+    source = resolved.read_bytes()
+    key = (str(resolved), hashlib.sha256(source).hexdigest())
     if key in _FILES:
         return _FILES[key]
     # A module name of its own per file (and version), so that two files of one name do
@@ -92,7 +93,10 @@ def run_file(path: Path) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     try:
-        spec.loader.exec_module(module)
+        # compiled from the bytes read above, not through the loader, whose bytecode cache
+        # (__pycache__, checked by the time of change in whole seconds and the size) ran
+        # the old version of a file rewritten within a second at the same size
+        exec(compile(source, str(resolved), "exec", dont_inherit=True), module.__dict__)
     except Exception as e:  # the file's own error, reported as a line of the file
         del sys.modules[name]
         raise SourceError(f"{path}: {_where(e, resolved)}{_first_line(e)}") from None
