@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import importlib.machinery
 import importlib.metadata
 import importlib.util
 import inspect
@@ -59,6 +60,19 @@ def _first_line(error: BaseException) -> str:
     return f"{type(error).__name__}: {text[0]}" if text else type(error).__name__
 
 
+class _FreshLoader(importlib.machinery.SourceFileLoader):
+    """Loads a model file from the bytes read for its key, compiled afresh: Python's
+    bytecode cache (__pycache__, checked by the time of change in whole seconds and the
+    size) ran the old version of a file rewritten within a second at the same size."""
+
+    def __init__(self, name: str, path: str, source: bytes):
+        super().__init__(name, path)
+        self._source = source
+
+    def get_code(self, fullname):
+        return self.source_to_code(self._source, self.path)
+
+
 def run_file(path: Path) -> ModuleType:
     """The module a Python model file defines, run once per version of the file.
 
@@ -87,16 +101,13 @@ def run_file(path: Path) -> ModuleType:
     # not replace each other, and the classes' module can be found while it runs.
     digest = hashlib.sha256(repr(key).encode()).hexdigest()[:16]
     name = f"simjax_model_file_{resolved.stem if resolved.stem.isidentifier() else 'file'}_{digest}"
-    spec = importlib.util.spec_from_file_location(name, resolved)
+    spec = importlib.util.spec_from_file_location(name, resolved, loader=_FreshLoader(name, str(resolved), source))
     if spec is None or spec.loader is None:
         raise SourceError(f"{path}: cannot be loaded as a Python module")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     try:
-        # compiled from the bytes read above, not through the loader, whose bytecode cache
-        # (__pycache__, checked by the time of change in whole seconds and the size) ran
-        # the old version of a file rewritten within a second at the same size
-        exec(compile(source, str(resolved), "exec", dont_inherit=True), module.__dict__)
+        spec.loader.exec_module(module)
     except Exception as e:  # the file's own error, reported as a line of the file
         del sys.modules[name]
         raise SourceError(f"{path}: {_where(e, resolved)}{_first_line(e)}") from None
