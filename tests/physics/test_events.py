@@ -64,7 +64,7 @@ def test_a_bouncing_ball_from_its_config_follows_the_exact_flight(tmp_cwd, capsy
 
 
 @pytest.mark.slow  # (reverse mode through the scan of solves: about 10 s to compile; the dosing test checks a gradient by default)
-def test_gradients_flow_through_event_times():
+def test_gradients_flow_through_event_times(tmp_cwd):
     """d x(2)/d restitution and d x(2)/d x(0) against central finite differences: x(2)
     lies after three bounces, so both depend on the located event times."""
     config = sim.load_config(_write("ball.toml", BALL))
