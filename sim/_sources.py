@@ -27,7 +27,7 @@ from ._family import family_of
 
 PLUGIN_GROUP = "simjax.models"
 
-# Files already run, by (resolved path, modification time, size): a config built several
+# Files already run, by (resolved path, digest of the content): a config built several
 # times in one process (a sweep's chunks, a fit) runs its model file once.
 _FILES: dict[tuple[str, str], ModuleType] = {}
 
@@ -84,7 +84,6 @@ def run_file(path: Path) -> ModuleType:
         raise SourceError(f"{path}: expected a Python file (.py)")
     try:
         resolved = path.resolve(strict=True)
-        resolved.stat()
     except FileNotFoundError:
         raise SourceError(f"{path}: no such file") from None
     except OSError as e:

@@ -147,9 +147,9 @@ def framed(s: Setup, save: str) -> bool:
 
 def _sources(config_text: str, config_path: str | None) -> tuple:
     """What, besides its text, makes a config's chunk function: the files it reads (a
-    model's SBML or Python file, a start file), each by its absolute path, size and time
-    of change, so that a file of the same name elsewhere, or the same file changed, is
-    not taken for the one a cached function was made from."""
+    model's SBML or Python file, a start file), each by its absolute path, size, time of
+    change and, under 1 MB, content, so that a file of the same name elsewhere, or the
+    same file changed, is not taken for the one a cached function was made from."""
     out = []
     for path in Config(tomllib.loads(config_text), config_path).input_files():
         try:

@@ -26,9 +26,10 @@ and Bussi, Appl. Sci. 12, 1139 (2022), give one for their own anisotropic scheme
 barostat's heat is what detailed balance would ask of the move,
 kT ln q(eps' | eps) - kT ln q(eps | eps') - kT ln(V' / V), q the Gaussian of the
 Euler-Maruyama step taken forward from here and backward from there (the drift there
-from the velocities after the move and the virial of the new forces); written out, -kT |xi|^2 / 2 + |eps + drift' dt|^2 V' / (4 rate dt) - (dim / 2 + 1) kT
-ln(V' / V). The isotropic heat above is this construction for lambda, whose Gaussian
-has a constant width.
+from the velocities after the move and the virial of the new forces); written out,
+-kT |xi|^2 / 2 + |eps + drift' dt|^2 V' / (4 rate dt) - (dim / 2 + 1) kT ln(V' / V).
+The isotropic heat above is this construction for lambda, whose Gaussian has a
+constant width.
 
 Rigid molecules (a thermostat with constraints) are scaled as wholes: the box moves
 each molecule's centre of mass R and scales its centre-of-mass velocity, a rigid
