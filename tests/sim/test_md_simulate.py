@@ -164,10 +164,10 @@ def test_lennard_jones_state_point_short():
 # at the cutoff; molecular dynamics, moved by the forces, does not see the step. LAMMPS's
 # MD, as simjax's, gives NIST's energy but a pressure lower by about 0.01 (0.009 at NIST's
 # energy, by the control variate below: ten standard errors). So the long run holds
-# simjax's pressure to that of LAMMPS (version 2025.7.22) under the same conditions: 16 runs of
-# experiments/data/lammps_lj_state_point.py (Langevin, friction 1, step 0.005, 40,000 steps,
-# the first fifth dropped), means with their standard errors and the standard deviation
-# of one run:
+# simjax's pressure to that of LAMMPS (version 2025.7.22) under the same conditions, 16
+# runs of experiments/data/lammps_lj_state_point.py (Langevin, friction 1, step 0.005,
+# 40,000 steps, the first fifth dropped): means with their standard errors and the
+# standard deviation of one run:
 #   p:              -0.00410 +- 0.00402   (sd 0.0161; NIST: 0.0068)
 #   u:              -5.51251 +- 0.00084   (sd 0.0034; NIST: -5.5121)
 #   p - b (u - U):  -0.00220 +- 0.00092   (sd 0.0037)
