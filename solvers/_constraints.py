@@ -15,13 +15,15 @@ drift started from (SHAKE, Ryckaert, Ciccotti & Berendsen, J. Comput. Phys. 23, 
   paper, which is SHAKE's solution with corrections along the old bonds, exactly.
 - Other constraints are solved by Newton's method on the multipliers of all of them at
   once (the matrix form of SHAKE, M-SHAKE: Kraeutler, van Gunsteren & Huenenberger,
-  J. Comput. Chem. 22, 501 (2001)), to a relative tolerance on L_k^2; the matrix is
-  dense, c x c for c constraints, so this is meant for tens to hundreds of constraints.
+  J. Comput. Chem. 22, 501 (2001)), to a relative tolerance on L_k^2. Constraints couple
+  only within a molecule: where every molecule holds the same number m of them (a fluid
+  of identical molecules), the matrix is solved as one m x m block per molecule; otherwise
+  as one dense c x c matrix for all c of them, which is meant for tens to hundreds.
 
 Velocity constraints and constraint forces are linear in the multipliers: one solve
-(3 x 3 per rigid triangle, c x c for the rest). Positions are never wrapped into the box
-by the integrators, so a molecule that starts whole stays whole and bond vectors are plain
-differences.
+(3 x 3 per rigid triangle, the blocks above for the rest). Positions are never wrapped
+into the box by the integrators, so a molecule that starts whole stays whole and bond
+vectors are plain differences.
 """
 
 from __future__ import annotations
@@ -51,6 +53,9 @@ class Constraints(eqx.Module):
             (the particles joined by constraints; a free particle is its own group).
         tolerance: largest relative error |r^2 - L^2| / L^2 that SHAKE accepts.
         max_iterations: Newton iterations of SHAKE at most (static).
+        block: the pairs form consecutive blocks of this many, no constraint coupled to
+            one of another block (one block per molecule); None for one block of all
+            (static).
 
     Build one from a list of pairs with `constraints_of`, which hands every rigid
     triangle to SETTLE.
@@ -64,6 +69,7 @@ class Constraints(eqx.Module):
     molecules: Int[Array, " n"]
     tolerance: float = eqx.field(static=True, default=1e-13)
     max_iterations: int = eqx.field(static=True, default=50)
+    block: int | None = eqx.field(static=True, default=None)
 
     @property
     def count(self) -> int:
@@ -79,8 +85,15 @@ class Constraints(eqx.Module):
         if self.triangles.shape[0]:
             position = settle(reference, position, mass, self.triangles, self.sides, self.bases)
         if self.pairs.shape[0]:
-            position = shake(reference, position, mass, self.pairs, self.lengths, self.tolerance, self.max_iterations)
+            pairs, lengths = self._blocks()
+            position = shake(reference, position, mass, pairs, lengths, self.tolerance, self.max_iterations)
         return position
+
+    def _blocks(self) -> tuple[Int[Array, "b m 2"], Float[Array, "b m"]]:
+        """The SHAKE pairs and lengths as blocks of constraints coupled only among
+        themselves [b, m, 2] and [b, m]."""
+        m = self.pairs.shape[0] if self.block is None else self.block
+        return self.pairs.reshape(-1, m, 2), self.lengths.reshape(-1, m)
 
     # ------------------------------------------------------------------ velocities and forces
 
@@ -123,7 +136,7 @@ class Constraints(eqx.Module):
             t = self.triangles
             groups.append(jnp.stack([t[:, [0, 1]], t[:, [0, 2]], t[:, [1, 2]]], axis=1))  # [w, 3, 2]
         if self.pairs.shape[0]:
-            groups.append(self.pairs)
+            groups.append(self._blocks()[0])  # [b, m, 2]
         return groups
 
     def _bonds(self, position: Positions) -> list[Array]:
@@ -138,9 +151,17 @@ class Constraints(eqx.Module):
         for d, group, b in zip(self._bonds(position), self._groups(), rhs):
             coupling = _coupling(group, inverse)  # [..., m, m]
             matrix = coupling * jnp.einsum("...ka,...la->...kl", d, d)
-            mu = jnp.linalg.solve(matrix, b[..., None])[..., 0]
+            mu = _solve(matrix, b)
             out = _scatter(out, group, mu[..., None] * d, inverse)
         return out
+
+
+def _solve(matrix: Array, rhs: Array) -> Array:
+    """x with matrix x = rhs for blocks [..., m, m] and [..., m] (a division for m = 1:
+    a batch of 1 x 1 LU factorisations costs many times more)."""
+    if matrix.shape[-1] == 1:
+        return rhs / matrix[..., 0]
+    return jnp.linalg.solve(matrix, rhs[..., None])[..., 0]
 
 
 def _relative(x: Array, pairs: Array) -> Array:
@@ -171,15 +192,17 @@ def _scatter(out: Array, pairs: Array, impulse: Array, inverse: Array) -> Array:
 def shake(reference: Positions, position: Positions, mass: Masses, pairs: Array, lengths: Array, tolerance: float, max_iterations: int) -> Positions:
     """SHAKE in matrix form: position + W A^T lambda with A the reference bond vectors,
     lambda by Newton's method on |d_k(lambda)|^2 = L_k^2 until every relative error is
-    below `tolerance` (or `max_iterations`)."""
+    below `tolerance` (or `max_iterations`). The pairs [..., m, 2] and lengths [..., m]
+    may come in blocks along leading axes, no constraint coupled to one of another block:
+    each Newton step then solves one m x m system per block."""
     inverse = 1.0 / mass
-    s = _relative(reference, pairs)  # directions of the corrections
-    coupling = _coupling(pairs, inverse)
+    s = _relative(reference, pairs)  # directions of the corrections [..., m, dim]
+    coupling = _coupling(pairs, inverse)  # [..., m, m]
     target = lengths * lengths
-    zero = jnp.zeros(pairs.shape[0], position.dtype)
+    zero = jnp.zeros(pairs.shape[:-1], position.dtype)
 
     def moved(lam):
-        return _scatter(position, pairs, lam[:, None] * s, inverse)
+        return _scatter(position, pairs, lam[..., None] * s, inverse)
 
     def error(lam):
         d = _relative(moved(lam), pairs)
@@ -193,8 +216,8 @@ def shake(reference: Positions, position: Positions, mass: Masses, pairs: Array,
     def newton(carry):
         lam, k = carry
         residual, d = error(lam)
-        jacobian = 2.0 * coupling * jnp.einsum("ka,la->kl", d, s)
-        return lam - jnp.linalg.solve(jacobian, residual), k + 1
+        jacobian = 2.0 * coupling * jnp.einsum("...ka,...la->...kl", d, s)
+        return lam - _solve(jacobian, residual), k + 1
 
     lam, _ = jax.lax.while_loop(unconverged, newton, (zero, jnp.zeros((), jnp.int32)))
     return moved(lam)
@@ -323,14 +346,21 @@ def constraints_of(pairs, lengths, mass, *, settle_triangles: bool = True, toler
     lowest = np.full(labels.max(initial=-1) + 1, n)
     np.minimum.at(lowest, labels, np.arange(n))
     molecules = lowest[labels]
+    # the SHAKE pairs molecule by molecule; in blocks of one molecule each where every
+    # molecule holds as many (the matrix of SHAKE is then block-diagonal)
+    shaken = np.flatnonzero(rest)
+    shaken = shaken[np.argsort(molecules[pairs[shaken, 0]], kind="stable")]
+    _, counts = np.unique(molecules[pairs[shaken, 0]], return_counts=True)
+    block = int(counts[0]) if counts.size and np.all(counts == counts[0]) else None
     return Constraints(
-        pairs=jnp.asarray(pairs[rest].reshape(-1, 2), jnp.int32),
-        lengths=jnp.asarray(lengths[rest]),
+        pairs=jnp.asarray(pairs[shaken].reshape(-1, 2), jnp.int32),
+        lengths=jnp.asarray(lengths[shaken]),
         triangles=jnp.asarray(np.asarray(triangles, dtype=np.int64).reshape(-1, 3), jnp.int32),
         sides=jnp.asarray(np.asarray(sides, dtype=float)),
         bases=jnp.asarray(np.asarray(bases, dtype=float)),
         molecules=jnp.asarray(molecules, jnp.int32),
         tolerance=tolerance,
+        block=block,
     )
 
 

@@ -3,6 +3,7 @@ energy conservation of a small box, the exclusions of intramolecular pairs (Ewal
 PME), the water box builder and its refusals, and (slow) the density of SPC/E water at
 298 K and 1 bar."""
 
+import dataclasses
 import math
 import os
 import time
@@ -57,6 +58,32 @@ def test_settle_is_iterated_shake_to_rounding():
     mass = np.asarray(system.mass).reshape(27, 3, 1)
     centre = lambda x: np.sum(mass * np.asarray(x).reshape(27, 3, 3), axis=1) / mass.sum(axis=1)  # noqa: E731
     np.testing.assert_allclose(centre(a), centre(moved), rtol=0, atol=1e-14)
+
+
+def test_shake_by_molecule_blocks_is_shake_of_all_constraints_at_once():
+    # 27 waters held by SHAKE: one 3 x 3 block per molecule against one 81 x 81 matrix
+    # of all (the same constraints, so the same multipliers up to rounding), for
+    # positions, RATTLE's velocities and the constraint forces
+    system = water_box(27, seed=5)
+    topology = system.topology
+    rng = np.random.default_rng(1)
+    moved = system.position + 0.004 * rng.normal(size=system.position.shape)
+    velocity = jnp.asarray(rng.normal(size=system.position.shape))
+    force = jnp.asarray(100.0 * rng.normal(size=system.position.shape))
+    blocks = constraints_of(topology.constraints, topology.lengths, system.mass, settle_triangles=False)
+    whole = dataclasses.replace(blocks, block=None)
+    assert blocks.block == 3 and blocks._blocks()[0].shape == (27, 3, 2) and whole._blocks()[0].shape == (1, 81, 2)
+    # each block holds the three constraints of one molecule
+    assert np.all(np.ptp(np.asarray(blocks.molecules)[np.asarray(blocks._blocks()[0])[..., 0]], axis=1) == 0)
+    for c in (blocks, whole):
+        a = np.asarray(jax.jit(lambda *x, c=c: c.positions(*x))(system.position, moved, system.mass))
+        assert bond_deviation(a, topology) < 1e-15
+    run = lambda c: jax.jit(lambda r, x, v, f, m: (c.positions(r, x, m), c.velocities(r, v, m), c.forces(r, v, f, m)))  # noqa: E731
+    for a, b in zip(run(blocks)(system.position, moved, velocity, force, system.mass), run(whole)(system.position, moved, velocity, force, system.mass)):
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-12 * float(np.max(np.abs(b))))
+    # molecules holding different numbers of SHAKE constraints: one block of all
+    mixed = constraints_of([[0, 1], [2, 3], [3, 4]], [1.0, 1.0, 1.0], np.ones(5))
+    assert mixed.block is None and mixed._blocks()[0].shape == (1, 3, 2)
 
 
 def test_rattle_and_constraint_forces_of_a_spinning_rotor():
