@@ -16,9 +16,10 @@ drift started from (SHAKE, Ryckaert, Ciccotti & Berendsen, J. Comput. Phys. 23, 
 - Other constraints are solved by Newton's method on the multipliers of all of them at
   once (the matrix form of SHAKE, M-SHAKE: Kraeutler, van Gunsteren & Huenenberger,
   J. Comput. Chem. 22, 501 (2001)), to a relative tolerance on L_k^2. Constraints couple
-  only within a molecule: where every molecule holds the same number m of them (a fluid
-  of identical molecules), the matrix is solved as one m x m block per molecule; otherwise
-  as one dense c x c matrix for all c of them, which is meant for tens to hundreds.
+  only within a molecule, so the matrix is solved as one m x m block per molecule, m the
+  most constraints of one molecule (blocks of molecules with fewer padded with rows that
+  hold nothing); where those blocks would cost more than one dense c x c matrix of all c
+  constraints (one large molecule among small ones), as that matrix.
 
 Velocity constraints and constraint forces are linear in the multipliers: one solve
 (3 x 3 per rigid triangle, the blocks above for the rest). Positions are never wrapped
@@ -34,7 +35,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, Float, Int
+from jaxtyping import Array, Bool, Float, Int
 
 Positions = Float[Array, "n dim"]
 Masses = Float[Array, " n"]
@@ -53,9 +54,10 @@ class Constraints(eqx.Module):
             (the particles joined by constraints; a free particle is its own group).
         tolerance: largest relative error |r^2 - L^2| / L^2 that SHAKE accepts.
         max_iterations: Newton iterations of SHAKE at most (static).
-        block: the pairs form consecutive blocks of this many, no constraint coupled to
-            one of another block (one block per molecule); None for one block of all
-            (static).
+        slots: [b, m] the pairs (ids into `pairs`) of each block of constraints coupled
+            only among themselves (one block per molecule), -1 for padding; None for one
+            block of all.
+        padded: whether `slots` holds padding (static).
 
     Build one from a list of pairs with `constraints_of`, which hands every rigid
     triangle to SETTLE.
@@ -69,7 +71,8 @@ class Constraints(eqx.Module):
     molecules: Int[Array, " n"]
     tolerance: float = eqx.field(static=True, default=1e-13)
     max_iterations: int = eqx.field(static=True, default=50)
-    block: int | None = eqx.field(static=True, default=None)
+    slots: Int[Array, "b m"] | None = None
+    padded: bool = eqx.field(static=True, default=False)
 
     @property
     def count(self) -> int:
@@ -85,15 +88,21 @@ class Constraints(eqx.Module):
         if self.triangles.shape[0]:
             position = settle(reference, position, mass, self.triangles, self.sides, self.bases)
         if self.pairs.shape[0]:
-            pairs, lengths = self._blocks()
-            position = shake(reference, position, mass, pairs, lengths, self.tolerance, self.max_iterations)
+            pairs, lengths, real = self._blocks()
+            position = shake(reference, position, mass, pairs, lengths, self.tolerance, self.max_iterations, real)
         return position
 
-    def _blocks(self) -> tuple[Int[Array, "b m 2"], Float[Array, "b m"]]:
+    def _blocks(self) -> tuple[Int[Array, "b m 2"], Float[Array, "b m"], Bool[Array, "b m"] | None]:
         """The SHAKE pairs and lengths as blocks of constraints coupled only among
-        themselves [b, m, 2] and [b, m]."""
-        m = self.pairs.shape[0] if self.block is None else self.block
-        return self.pairs.reshape(-1, m, 2), self.lengths.reshape(-1, m)
+        themselves [b, m, 2] and [b, m], and which entries are constraints rather than
+        padding [b, m] (None: no padding). A padding entry pairs a particle with itself,
+        at length 1: its bond is 0, and so is its multiplier."""
+        if self.slots is None:
+            return self.pairs[None], self.lengths[None], None
+        real = self.slots >= 0
+        pairs = self.pairs[jnp.maximum(self.slots, 0)]
+        pairs = jnp.where(real[..., None], pairs, pairs[..., :1])
+        return pairs, jnp.where(real, self.lengths[jnp.maximum(self.slots, 0)], 1.0), (real if self.padded else None)
 
     # ------------------------------------------------------------------ velocities and forces
 
@@ -139,6 +148,14 @@ class Constraints(eqx.Module):
             groups.append(self._blocks()[0])  # [b, m, 2]
         return groups
 
+    def _padding(self) -> list[Array | None]:
+        """For each of `_groups`, which entries are padding (None: none)."""
+        out: list[Array | None] = [None] if self.triangles.shape[0] else []
+        if self.pairs.shape[0]:
+            real = self._blocks()[2]
+            out.append(None if real is None else ~real)
+        return out
+
     def _bonds(self, position: Positions) -> list[Array]:
         return [_relative(position, p) for p in self._groups()]
 
@@ -148,12 +165,20 @@ class Constraints(eqx.Module):
         constraints through shared particles and inverse masses."""
         out = jnp.zeros_like(position)
         inverse = 1.0 / mass
-        for d, group, b in zip(self._bonds(position), self._groups(), rhs):
+        for d, group, b, pad in zip(self._bonds(position), self._groups(), rhs, self._padding()):
             coupling = _coupling(group, inverse)  # [..., m, m]
-            matrix = coupling * jnp.einsum("...ka,...la->...kl", d, d)
-            mu = _solve(matrix, b)
+            matrix = _padded(coupling * jnp.einsum("...ka,...la->...kl", d, d), pad)
+            mu = _solve(matrix, b)  # (0 on padding: its bond and right-hand side are 0)
             out = _scatter(out, group, mu[..., None] * d, inverse)
         return out
+
+
+def _padded(matrix: Array, pad: Array | None) -> Array:
+    """`matrix` [..., m, m] with 1 on the diagonal of padding entries (whose rows and
+    columns are 0: their bond is a particle with itself)."""
+    if pad is None:
+        return matrix
+    return matrix + jnp.eye(matrix.shape[-1], dtype=matrix.dtype) * pad[..., None].astype(matrix.dtype)
 
 
 def _solve(matrix: Array, rhs: Array) -> Array:
@@ -189,12 +214,13 @@ def _scatter(out: Array, pairs: Array, impulse: Array, inverse: Array) -> Array:
 # ----------------------------------------------------------------------------- SHAKE
 
 
-def shake(reference: Positions, position: Positions, mass: Masses, pairs: Array, lengths: Array, tolerance: float, max_iterations: int) -> Positions:
+def shake(reference: Positions, position: Positions, mass: Masses, pairs: Array, lengths: Array, tolerance: float, max_iterations: int, real: Array | None = None) -> Positions:
     """SHAKE in matrix form: position + W A^T lambda with A the reference bond vectors,
     lambda by Newton's method on |d_k(lambda)|^2 = L_k^2 until every relative error is
     below `tolerance` (or `max_iterations`). The pairs [..., m, 2] and lengths [..., m]
     may come in blocks along leading axes, no constraint coupled to one of another block:
-    each Newton step then solves one m x m system per block."""
+    each Newton step then solves one m x m system per block. `real` [..., m] marks the
+    constraints among padding entries (a particle with itself), which hold nothing."""
     inverse = 1.0 / mass
     s = _relative(reference, pairs)  # directions of the corrections [..., m, dim]
     coupling = _coupling(pairs, inverse)  # [..., m, m]
@@ -206,7 +232,8 @@ def shake(reference: Positions, position: Positions, mass: Masses, pairs: Array,
 
     def error(lam):
         d = _relative(moved(lam), pairs)
-        return jnp.sum(d * d, axis=-1) - target, d
+        residual = jnp.sum(d * d, axis=-1) - target
+        return (residual if real is None else jnp.where(real, residual, 0.0)), d
 
     def unconverged(carry):
         lam, k = carry
@@ -216,7 +243,7 @@ def shake(reference: Positions, position: Positions, mass: Masses, pairs: Array,
     def newton(carry):
         lam, k = carry
         residual, d = error(lam)
-        jacobian = 2.0 * coupling * jnp.einsum("...ka,...la->...kl", d, s)
+        jacobian = _padded(2.0 * coupling * jnp.einsum("...ka,...la->...kl", d, s), None if real is None else ~real)
         return lam - _solve(jacobian, residual), k + 1
 
     lam, _ = jax.lax.while_loop(unconverged, newton, (zero, jnp.zeros((), jnp.int32)))
@@ -346,12 +373,17 @@ def constraints_of(pairs, lengths, mass, *, settle_triangles: bool = True, toler
     lowest = np.full(labels.max(initial=-1) + 1, n)
     np.minimum.at(lowest, labels, np.arange(n))
     molecules = lowest[labels]
-    # the SHAKE pairs molecule by molecule; in blocks of one molecule each where every
-    # molecule holds as many (the matrix of SHAKE is then block-diagonal)
+    # the SHAKE pairs molecule by molecule, in blocks of one molecule each (the matrix of
+    # SHAKE is block-diagonal), unless the blocks padded to the largest cost more to
+    # solve than one matrix of all
     shaken = np.flatnonzero(rest)
     shaken = shaken[np.argsort(molecules[pairs[shaken, 0]], kind="stable")]
-    _, counts = np.unique(molecules[pairs[shaken, 0]], return_counts=True)
-    block = int(counts[0]) if counts.size and np.all(counts == counts[0]) else None
+    _, first, counts = np.unique(molecules[pairs[shaken, 0]], return_index=True, return_counts=True)
+    slots = None
+    if counts.size and counts.size * counts.max() ** 3 <= shaken.size**3:
+        slots = np.full((counts.size, counts.max()), -1)
+        for b, (start, size) in enumerate(zip(first, counts)):
+            slots[b, :size] = np.arange(start, start + size)
     return Constraints(
         pairs=jnp.asarray(pairs[shaken].reshape(-1, 2), jnp.int32),
         lengths=jnp.asarray(lengths[shaken]),
@@ -360,7 +392,8 @@ def constraints_of(pairs, lengths, mass, *, settle_triangles: bool = True, toler
         bases=jnp.asarray(np.asarray(bases, dtype=float)),
         molecules=jnp.asarray(molecules, jnp.int32),
         tolerance=tolerance,
-        block=block,
+        slots=None if slots is None else jnp.asarray(slots, jnp.int32),
+        padded=slots is not None and bool(np.any(slots < 0)),
     )
 
 
@@ -375,8 +408,8 @@ def _triangle(k, pairs, lengths, mass, by_particle, used):
     if len(members) != 3:
         return None
     ks = set().union(*(by_particle[m] for m in members))
-    if len(ks) != 3 or any(used[q] for q in ks):
-        return None
+    if len(ks) != 3 or any(used[q] for q in ks) or any(not {int(p) for p in pairs[q]} <= members for q in ks):
+        return None  # (not three sides of three particles: a chain 0-1-2-3 has ks of 3 too)
     length = {frozenset(int(p) for p in pairs[q]): float(lengths[q]) for q in ks}
     for apex in members:
         b, c = sorted(members - {apex})

@@ -60,6 +60,11 @@ def test_settle_is_iterated_shake_to_rounding():
     np.testing.assert_allclose(centre(a), centre(moved), rtol=0, atol=1e-14)
 
 
+def shake_cases(constraints, reference, moved, velocity, force, mass):
+    """Positions, RATTLE's velocities and constraint forces of `constraints`, compiled."""
+    return jax.jit(lambda r, x, v, f, m: (constraints.positions(r, x, m), constraints.velocities(r, v, m), constraints.forces(r, v, f, m)))(reference, moved, velocity, force, mass)
+
+
 def test_shake_by_molecule_blocks_is_shake_of_all_constraints_at_once():
     # 27 waters held by SHAKE: one 3 x 3 block per molecule against one 81 x 81 matrix
     # of all (the same constraints, so the same multipliers up to rounding), for
@@ -71,19 +76,50 @@ def test_shake_by_molecule_blocks_is_shake_of_all_constraints_at_once():
     velocity = jnp.asarray(rng.normal(size=system.position.shape))
     force = jnp.asarray(100.0 * rng.normal(size=system.position.shape))
     blocks = constraints_of(topology.constraints, topology.lengths, system.mass, settle_triangles=False)
-    whole = dataclasses.replace(blocks, block=None)
-    assert blocks.block == 3 and blocks._blocks()[0].shape == (27, 3, 2) and whole._blocks()[0].shape == (1, 81, 2)
+    whole = dataclasses.replace(blocks, slots=None)
+    assert blocks.slots.shape == (27, 3) and not blocks.padded and whole._blocks()[0].shape == (1, 81, 2)
     # each block holds the three constraints of one molecule
     assert np.all(np.ptp(np.asarray(blocks.molecules)[np.asarray(blocks._blocks()[0])[..., 0]], axis=1) == 0)
-    for c in (blocks, whole):
-        a = np.asarray(jax.jit(lambda *x, c=c: c.positions(*x))(system.position, moved, system.mass))
-        assert bond_deviation(a, topology) < 1e-15
-    run = lambda c: jax.jit(lambda r, x, v, f, m: (c.positions(r, x, m), c.velocities(r, v, m), c.forces(r, v, f, m)))  # noqa: E731
-    for a, b in zip(run(blocks)(system.position, moved, velocity, force, system.mass), run(whole)(system.position, moved, velocity, force, system.mass)):
-        np.testing.assert_allclose(a, b, rtol=0, atol=1e-12 * float(np.max(np.abs(b))))
-    # molecules holding different numbers of SHAKE constraints: one block of all
-    mixed = constraints_of([[0, 1], [2, 3], [3, 4]], [1.0, 1.0, 1.0], np.ones(5))
-    assert mixed.block is None and mixed._blocks()[0].shape == (1, 3, 2)
+    a, b = (shake_cases(c, system.position, moved, velocity, force, system.mass) for c in (blocks, whole))
+    assert bond_deviation(np.asarray(a[0]), topology) < 1e-15 and bond_deviation(np.asarray(b[0]), topology) < 1e-15
+    for x, y in zip(a, b):
+        np.testing.assert_allclose(x, y, rtol=0, atol=1e-12 * float(np.max(np.abs(y))))
+
+
+def test_shake_blocks_of_molecules_with_fewer_constraints_are_padded():
+    # 8 rigid diatomics and 8 chains of three beads (two bonds, a free angle): blocks of
+    # two, the diatomics' padded, against one matrix of all 24 constraints
+    rng = np.random.default_rng(2)
+    unit = lambda: (lambda u: u / np.linalg.norm(u))(rng.normal(size=3))  # noqa: E731
+    position, pairs = [], []
+    for k in range(16):
+        start = np.array([3.0 * (k % 4), 3.0 * (k // 4), 0.0])
+        beads = [start, start + 1.0 * unit()] if k < 8 else [start, start + unit(), None]
+        if beads[-1] is None:
+            beads[-1] = beads[1] + unit()
+        first = len(position)
+        position += beads
+        pairs += [[first + b, first + b + 1] for b in range(len(beads) - 1)]
+    position = jnp.asarray(np.array(position))
+    mass = jnp.asarray(rng.uniform(1.0, 3.0, size=position.shape[0]))
+    padded = constraints_of(pairs, np.ones(len(pairs)), mass)
+    whole = dataclasses.replace(padded, slots=None, padded=False)
+    assert padded.slots.shape == (16, 2) and padded.padded and int(np.sum(np.asarray(padded.slots) < 0)) == 8
+    moved = position + 0.01 * rng.normal(size=position.shape)
+    velocity = jnp.asarray(rng.normal(size=position.shape))
+    force = jnp.asarray(10.0 * rng.normal(size=position.shape))
+    a, b = (shake_cases(c, position, moved, velocity, force, mass) for c in (padded, whole))
+    ids = np.asarray(pairs)
+    assert np.max(np.abs(np.linalg.norm(np.asarray(a[0])[ids[:, 0]] - np.asarray(a[0])[ids[:, 1]], axis=-1) - 1.0)) < 1e-14
+    for x, y in zip(a, b):
+        np.testing.assert_allclose(x, y, rtol=0, atol=1e-12 * float(np.max(np.abs(y))))
+    # one molecule of many constraints among small ones: one matrix of all
+    lopsided = constraints_of([*pairs, *[[40 + b, 41 + b] for b in range(30)]], np.ones(len(pairs) + 30), np.ones(80))
+    assert lopsided.slots is None
+    # a chain of four: three constraints on four particles, not a triangle for SETTLE
+    # (this raised a KeyError while looking for one)
+    chain = constraints_of([[0, 1], [1, 2], [2, 3]], [1.0, 1.0, 1.0], np.ones(4))
+    assert chain.pairs.shape == (3, 2) and chain.triangles.shape == (0, 3)
 
 
 def test_rattle_and_constraint_forces_of_a_spinning_rotor():
