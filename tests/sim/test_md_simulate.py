@@ -161,9 +161,10 @@ def test_lennard_jones_state_point_short():
 
 
 # NIST's values come from Monte Carlo, which samples the truncated potential with its step
-# at the cutoff; molecular dynamics, moved by the forces, does not see the step. LAMMPS's
-# MD, as simjax's, gives NIST's energy but a pressure lower by about 0.01 (0.009 at NIST's
-# energy, by the control variate below: ten standard errors). So the long run holds
+# at the cutoff; molecular dynamics, moved by the forces, does not see the step (presumably
+# the cause of what follows). LAMMPS's MD, as simjax's, gives NIST's energy but a pressure
+# lower by about 0.01 (0.009 at NIST's energy, by the control variate below: ten standard
+# errors), at dt 0.0025 as at 0.005. So the long run holds
 # simjax's pressure to that of LAMMPS (version 2025.7.22) under the same conditions, 16
 # runs of experiments/data/lammps_lj_state_point.py (Langevin, friction 1, step 0.005,
 # 40,000 steps, the first fifth dropped): means with their standard errors and the
