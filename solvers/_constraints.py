@@ -148,14 +148,6 @@ class Constraints(eqx.Module):
             groups.append(self._blocks()[0])  # [b, m, 2]
         return groups
 
-    def _padding(self) -> list[Array | None]:
-        """For each of `_groups`, which entries are padding (None: none)."""
-        out: list[Array | None] = [None] if self.triangles.shape[0] else []
-        if self.pairs.shape[0]:
-            real = self._blocks()[2]
-            out.append(None if real is None else ~real)
-        return out
-
     def _bonds(self, position: Positions) -> list[Array]:
         return [_relative(position, p) for p in self._groups()]
 
@@ -165,8 +157,9 @@ class Constraints(eqx.Module):
         constraints through shared particles and inverse masses."""
         out = jnp.zeros_like(position)
         inverse = 1.0 / mass
-        for d, group, b, pad in zip(self._bonds(position), self._groups(), rhs, self._padding()):
+        for d, group, b in zip(self._bonds(position), self._groups(), rhs):
             coupling = _coupling(group, inverse)  # [..., m, m]
+            pad = group[..., 0] == group[..., 1]  # (padding pairs a particle with itself)
             matrix = _padded(coupling * jnp.einsum("...ka,...la->...kl", d, d), pad)
             mu = _solve(matrix, b)  # (0 on padding: its bond and right-hand side are 0)
             out = _scatter(out, group, mu[..., None] * d, inverse)
