@@ -35,7 +35,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, Bool, Float, Int
+from jaxtyping import Array, Float, Int
 
 Positions = Float[Array, "n dim"]
 Masses = Float[Array, " n"]
@@ -57,7 +57,6 @@ class Constraints(eqx.Module):
         slots: [b, m] the pairs (ids into `pairs`) of each block of constraints coupled
             only among themselves (one block per molecule), -1 for padding; None for one
             block of all.
-        padded: whether `slots` holds padding (static).
 
     Build one from a list of pairs with `constraints_of`, which hands every rigid
     triangle to SETTLE.
@@ -72,7 +71,6 @@ class Constraints(eqx.Module):
     tolerance: float = eqx.field(static=True, default=1e-13)
     max_iterations: int = eqx.field(static=True, default=50)
     slots: Int[Array, "b m"] | None = None
-    padded: bool = eqx.field(static=True, default=False)
 
     @property
     def count(self) -> int:
@@ -88,21 +86,20 @@ class Constraints(eqx.Module):
         if self.triangles.shape[0]:
             position = settle(reference, position, mass, self.triangles, self.sides, self.bases)
         if self.pairs.shape[0]:
-            pairs, lengths, real = self._blocks()
-            position = shake(reference, position, mass, pairs, lengths, self.tolerance, self.max_iterations, real)
+            pairs, lengths = self._blocks()
+            position = shake(reference, position, mass, pairs, lengths, self.tolerance, self.max_iterations)
         return position
 
-    def _blocks(self) -> tuple[Int[Array, "b m 2"], Float[Array, "b m"], Bool[Array, "b m"] | None]:
+    def _blocks(self) -> tuple[Int[Array, "b m 2"], Float[Array, "b m"]]:
         """The SHAKE pairs and lengths as blocks of constraints coupled only among
-        themselves [b, m, 2] and [b, m], and which entries are constraints rather than
-        padding [b, m] (None: no padding). A padding entry pairs a particle with itself,
-        at length 1: its bond is 0, and so is its multiplier."""
+        themselves [b, m, 2] and [b, m]. A padding entry pairs a particle with itself, at
+        length 1: its bond is 0, and so is its multiplier."""
         if self.slots is None:
-            return self.pairs[None], self.lengths[None], None
+            return self.pairs[None], self.lengths[None]
         real = self.slots >= 0
         pairs = self.pairs[jnp.maximum(self.slots, 0)]
         pairs = jnp.where(real[..., None], pairs, pairs[..., :1])
-        return pairs, jnp.where(real, self.lengths[jnp.maximum(self.slots, 0)], 1.0), (real if self.padded else None)
+        return pairs, jnp.where(real, self.lengths[jnp.maximum(self.slots, 0)], 1.0)
 
     # ------------------------------------------------------------------ velocities and forces
 
@@ -166,11 +163,9 @@ class Constraints(eqx.Module):
         return out
 
 
-def _padded(matrix: Array, pad: Array | None) -> Array:
+def _padded(matrix: Array, pad: Array) -> Array:
     """`matrix` [..., m, m] with 1 on the diagonal of padding entries (whose rows and
     columns are 0: their bond is a particle with itself)."""
-    if pad is None:
-        return matrix
     return matrix + jnp.eye(matrix.shape[-1], dtype=matrix.dtype) * pad[..., None].astype(matrix.dtype)
 
 
@@ -207,14 +202,15 @@ def _scatter(out: Array, pairs: Array, impulse: Array, inverse: Array) -> Array:
 # ----------------------------------------------------------------------------- SHAKE
 
 
-def shake(reference: Positions, position: Positions, mass: Masses, pairs: Array, lengths: Array, tolerance: float, max_iterations: int, real: Array | None = None) -> Positions:
+def shake(reference: Positions, position: Positions, mass: Masses, pairs: Array, lengths: Array, tolerance: float, max_iterations: int) -> Positions:
     """SHAKE in matrix form: position + W A^T lambda with A the reference bond vectors,
     lambda by Newton's method on |d_k(lambda)|^2 = L_k^2 until every relative error is
     below `tolerance` (or `max_iterations`). The pairs [..., m, 2] and lengths [..., m]
     may come in blocks along leading axes, no constraint coupled to one of another block:
-    each Newton step then solves one m x m system per block. `real` [..., m] marks the
-    constraints among padding entries (a particle with itself), which hold nothing."""
+    each Newton step then solves one m x m system per block. A pair of a particle with
+    itself is padding, which holds nothing (its residual and multiplier are 0)."""
     inverse = 1.0 / mass
+    pad = pairs[..., 0] == pairs[..., 1]
     s = _relative(reference, pairs)  # directions of the corrections [..., m, dim]
     coupling = _coupling(pairs, inverse)  # [..., m, m]
     target = lengths * lengths
@@ -226,7 +222,7 @@ def shake(reference: Positions, position: Positions, mass: Masses, pairs: Array,
     def error(lam):
         d = _relative(moved(lam), pairs)
         residual = jnp.sum(d * d, axis=-1) - target
-        return (residual if real is None else jnp.where(real, residual, 0.0)), d
+        return jnp.where(pad, 0.0, residual), d
 
     def unconverged(carry):
         lam, k = carry
@@ -236,7 +232,7 @@ def shake(reference: Positions, position: Positions, mass: Masses, pairs: Array,
     def newton(carry):
         lam, k = carry
         residual, d = error(lam)
-        jacobian = _padded(2.0 * coupling * jnp.einsum("...ka,...la->...kl", d, s), None if real is None else ~real)
+        jacobian = _padded(2.0 * coupling * jnp.einsum("...ka,...la->...kl", d, s), pad)
         return lam - _solve(jacobian, residual), k + 1
 
     lam, _ = jax.lax.while_loop(unconverged, newton, (zero, jnp.zeros((), jnp.int32)))
@@ -386,7 +382,6 @@ def constraints_of(pairs, lengths, mass, *, settle_triangles: bool = True, toler
         molecules=jnp.asarray(molecules, jnp.int32),
         tolerance=tolerance,
         slots=None if slots is None else jnp.asarray(slots, jnp.int32),
-        padded=slots is not None and bool(np.any(slots < 0)),
     )
 
 
