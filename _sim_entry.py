@@ -84,6 +84,14 @@ def _checks_as_nan() -> None:
     os.environ.setdefault("EQX_ON_ERROR", "nan")
 
 
+def _small_loops_whole() -> None:
+    """XLA compiles small loops into one function each (`sim._xla_flags`); said in
+    XLA_FLAGS before JAX starts, as `import sim` does for a Python program."""
+    from sim._xla_flags import small_loops_whole
+
+    small_loops_whole()
+
+
 def _unstarted_package(name: str) -> None:
     """Register the package `name` in `sys.modules` without running its `__init__`, so
     that its submodules can be imported alone; `start_package()` on the module (called
@@ -107,6 +115,7 @@ def main() -> None:
     _checks_as_nan()
     if "sim" not in sys.modules:
         _unstarted_package("sim")
+    _small_loops_whole()
     from sim.cli import main as cli_main
 
     cli_main(sys.argv[1:])
