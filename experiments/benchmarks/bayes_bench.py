@@ -28,6 +28,12 @@ their spreads (min-max), and divergences; then the ratios of the medians. A seco
 log-density gradient at the posterior mean inside a compiled loop (what NUTS pays per
 leapfrog step), in CPU time.
 
+XLA settings: importing `sim` raises XLA's threshold for compiling a small loop whole
+(`sim._xla_flags`), for every side of this process. To time every side with XLA's
+default instead, run with
+XLA_FLAGS=--xla_backend_extra_options=xla_cpu_small_while_loop_byte_threshold=1024
+(experiments/benchmarks/RESULTS.md gives both).
+
 Run: python experiments/benchmarks/bayes_bench.py [--chains 4 --warmup 500 --samples 500 --seeds 4]
 """
 
@@ -236,6 +242,7 @@ def main() -> None:
     print(f"\nmachine: {platform.machine()}, {_cores} cores, jax {jax.__version__} on {jax.default_backend()} "
           f"({jax.local_device_count()} devices), numpyro {numpyro.__version__}, diffrax {diffrax.__version__}")
     print(f"load average before {load_before[0]:.2f}, after {load_after[0]:.2f}")
+    print(f"XLA_FLAGS (every side): {os.environ.get('XLA_FLAGS', '')}")
     print(f"lynx-hare Lotka-Volterra, NUTS, {plan}, {args.warmup} warmup + {args.samples} samples per chain, rtol {RTOL}, atol {ATOL}")
     print("ESS/s: minimum bulk ESS over the wall time of the whole MCMC.run; sampling ESS/s: over that time less what a")
     print("run of one warmup step and one draw takes (tracing, compiling or loading the sampler, finding a start)")
