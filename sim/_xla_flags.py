@@ -9,9 +9,11 @@ function instead (its `xla_cpu_small_while_loop_byte_threshold`, 1,024 bytes by
 default): a Lotka-Volterra solve with forward sensitivities of six quantities and 21 save
 times carries 2.3 kB of saves, and took 2-3x longer per gradient than the same solve with
 4 save times (measured, experiments/benchmarks/RESULTS.md). simjax raises the threshold
-to 64 KiB: every small ODE system with its sensitivities and saves fits, while the loops
-of a PDE grid or a molecular dynamics box (larger; their kernels are worth running apart,
-and a 64 x 64 Gray-Scott run was 1.5x slower compiled whole) do not.
+to 128 KiB: every small ODE system with its sensitivities and saves fits, and so do the
+loops of NUTS around such a solve (XLA counts a loop's nested loops in its bytes: the
+tree building of `sim infer` on lynx-hare needs more than 64 KiB), while the loops of a
+PDE grid or a molecular dynamics box (larger; their kernels are worth running apart, and
+a 64 x 64 Gray-Scott run was 1.3-1.4x slower compiled whole) do not.
 
 Said in XLA_FLAGS, which XLA reads once, when JAX first compiles or starts a device:
 `sim` sets it on import (and the `sim` command before anything else), so it applies
@@ -25,7 +27,7 @@ from __future__ import annotations
 import os
 import sys
 
-SMALL_LOOP_BYTES = 1 << 16
+SMALL_LOOP_BYTES = 1 << 17
 """Loops accessing fewer bytes per iteration are compiled into one function."""
 
 

@@ -213,19 +213,20 @@ def main() -> None:
         mcmc = MCMC(kernel, **{**settings, "num_warmup": warmup, "num_samples": samples})
         start = time.perf_counter()
         with jax.numpy_dtype_promotion("standard"):
-            mcmc.run(jax.random.PRNGKey(seed), *model_args, extra_fields=("diverging",))
+            mcmc.run(jax.random.PRNGKey(seed), *model_args, extra_fields=("diverging", "num_steps"))
         return time.perf_counter() - start, mcmc
 
     for seed in range(args.seeds):  # (seeds interleaved across the sides)
         for name in sides:
             wall, mcmc = run(name, seed, args.warmup, args.samples)
             divergences = int(np.sum(np.asarray(mcmc.get_extra_fields()["diverging"])))
+            leapfrogs = float(np.mean(np.asarray(mcmc.get_extra_fields()["num_steps"])))
             runs[name].append((wall, min_ess(mcmc.get_samples(group_by_chain=True)), divergences))
             # Every MCMC.run traces the sampler again (and compiles it, or loads it from
             # the compilation cache): timed by a run of one warmup step and one draw.
             fixed[name].append(run(name, seed, 1, 1)[0])
             print(f"  seed {seed} {name}: {wall:.1f} s (of which {fixed[name][-1]:.1f} s each run pays before sampling), "
-                  f"min ESS {runs[name][-1][1]:.0f}, {divergences} divergences", flush=True)
+                  f"min ESS {runs[name][-1][1]:.0f}, {divergences} divergences, {leapfrogs:.1f} leapfrog steps a draw", flush=True)
     load_after = os.getloadavg()
 
     ours = {"alpha": POINT["alpha"], "beta": POINT["beta"], "gamma": POINT["gamma"], "delta": POINT["delta"],
