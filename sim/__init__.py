@@ -5,8 +5,8 @@ inference run in double precision; PDE and MD configs may ask for float32. It al
 on the persistent compilation cache (`sim._cache`): a program compiled by one process is
 loaded by the next, in the user's cache folder (`SIMJAX_CACHE_DIR` moves it, an empty
 value turns it off). And it asks XLA to compile small loops (a small ODE solve's) into
-one function each (`sim._xla_flags`), which makes them 2-3x faster on a CPU; this holds
-when nothing in the process has used JAX before `import sim`.
+one function each (`sim._xla_flags`), which makes them several times faster on a CPU;
+this holds when nothing in the process has started JAX before `import sim`.
 """
 
 from ._xla_flags import small_loops_whole as _small_loops_whole
