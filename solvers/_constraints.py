@@ -156,11 +156,15 @@ class Constraints(eqx.Module):
         inverse = 1.0 / mass
         for d, group, b in zip(self._bonds(position), self._groups(), rhs):
             coupling = _coupling(group, inverse)  # [..., m, m]
-            pad = group[..., 0] == group[..., 1]  # (padding pairs a particle with itself)
-            matrix = _padded(coupling * jnp.einsum("...ka,...la->...kl", d, d), pad)
+            matrix = _padded(coupling * jnp.einsum("...ka,...la->...kl", d, d), _padding(group))
             mu = _solve(matrix, b)  # (0 on padding: its bond and right-hand side are 0)
             out = _scatter(out, group, mu[..., None] * d, inverse)
         return out
+
+
+def _padding(pairs: Array) -> Array:
+    """Which entries of the pairs [..., m, 2] are padding: a particle paired with itself."""
+    return pairs[..., 0] == pairs[..., 1]
 
 
 def _padded(matrix: Array, pad: Array) -> Array:
@@ -210,7 +214,7 @@ def shake(reference: Positions, position: Positions, mass: Masses, pairs: Array,
     each Newton step then solves one m x m system per block. A pair of a particle with
     itself is padding, which holds nothing (its residual and multiplier are 0)."""
     inverse = 1.0 / mass
-    pad = pairs[..., 0] == pairs[..., 1]
+    pad = _padding(pairs)
     s = _relative(reference, pairs)  # directions of the corrections [..., m, dim]
     coupling = _coupling(pairs, inverse)  # [..., m, m]
     target = lengths * lengths
