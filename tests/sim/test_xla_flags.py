@@ -81,3 +81,15 @@ def test_the_sim_command_sets_it_before_jax_starts():
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     flags = [line for line in out.stdout.splitlines() if line.startswith("FLAGS=")]
     assert flags and OPTION in flags[0], out.stdout + out.stderr
+
+
+def test_xla_s_older_emitters_keep_xla_s_own_threshold(monkeypatch):
+    # (with them, loops compiled whole computed a wrong gradient: sim._xla_flags)
+    monkeypatch.setattr(_xla_flags, "_jax_started", lambda: False)
+    for flags in ("--xla_cpu_use_fusion_emitters=false", "--xla_cpu_multi_thread_eigen=false --xla_cpu_use_fusion_emitters=false"):
+        monkeypatch.setenv("XLA_FLAGS", flags)
+        _xla_flags.small_loops_whole()
+        assert os.environ["XLA_FLAGS"] == flags
+    monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_use_fusion_emitters=true")
+    _xla_flags.small_loops_whole()
+    assert OPTION in os.environ["XLA_FLAGS"]
