@@ -185,6 +185,7 @@ def gradient_cost(model, args, point, rounds: int = 5, loop: int = 200) -> float
 
 
 def main() -> None:
+    global RTOL, ATOL  # (set from the options: the hand-written models read them)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--warmup", type=int, default=500)
     parser.add_argument("--samples", type=int, default=500)
@@ -194,7 +195,6 @@ def main() -> None:
     parser.add_argument("--atol", type=float, default=ATOL)
     parser.add_argument("--diffrax-nuts", action="store_true", help="also sample the NumPyro + diffrax model (slow)")
     args = parser.parse_args()
-    global RTOL, ATOL  # (the hand-written models read them)
     RTOL, ATOL = args.rtol, args.atol
     method, _, plan = chain_method(args.chains, False)
 
