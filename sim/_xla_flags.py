@@ -47,7 +47,7 @@ def small_loops_whole() -> None:
     read XLA_FLAGS then: the setting would not apply, yet JAX's persistent cache would
     key this process's programs by it)."""
     flags = os.environ.get("XLA_FLAGS", "")
-    if "xla_backend_extra_options" in flags or LEGACY_EMITTERS in flags.lower().replace(" ", "") or _jax_started():
+    if "xla_backend_extra_options" in flags or LEGACY_EMITTERS in flags.lower() or _jax_started():
         return
     option = f"--xla_backend_extra_options=xla_cpu_small_while_loop_byte_threshold={SMALL_LOOP_BYTES}"
     os.environ["XLA_FLAGS"] = f"{flags} {option}".strip()

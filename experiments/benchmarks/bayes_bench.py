@@ -75,6 +75,7 @@ from inference._bayes import chain_method, ess_bulk, nuts_kernel  # noqa: E402
 DATA = Path(__file__).resolve().parents[1] / "data" / "lynx_hare.h5"
 RTOL, ATOL = 1e-6, 1e-5
 
+
 def config(rtol: float, atol: float) -> str:
     """The `sim infer` config of the model, at these tolerances."""
     return f"""

@@ -1,6 +1,5 @@
 """The diffrax ODE strategy: accuracy, convergence order, stiffness, failures, adjoints."""
 
-
 import diffrax
 import equinox as eqx
 import jax
