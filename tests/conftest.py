@@ -22,12 +22,9 @@ if not any(v in os.environ for v in ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS",
     threadpool_limits(1, user_api="blas")
 
 
-# XLA compiles the tests' programs with its default code generators, as `sim` does. (Its
-# older CPU fusion emitters, `--xla_cpu_use_fusion_emitters=false`, compile 13-27% faster,
-# but together with the small-loop setting of `sim._xla_flags` they computed a wrong
-# gradient of a PEtab objective (Elowitz 2000, kvaerno5 at rtol 1e-12: -0.0836 where
-# finite differences and the default emitters give -0.0455); the tests compile what users
-# run.)
+# XLA compiles the tests' programs with its default code generators, as `sim` does: its
+# older CPU fusion emitters compile 13-27% faster, but with the small-loop setting they
+# computed a wrong gradient (`sim._xla_flags` gives the case).
 
 import jax  # noqa: E402
 import pytest
