@@ -120,7 +120,9 @@ def test_the_gradient_of_the_objective_matches_finite_differences(name, tmp_path
     value_and_reverse = jax.jit(jax.value_and_grad(problem.objective))
     objective = lambda x: value_and_reverse(x)[0]  # noqa: E731
     x = problem.nominal()
-    gradient = np.asarray(jax.jit(problem.value_and_grad())(x)[1])
+    value, gradient = jax.jit(problem.value_and_grad())(x)
+    assert np.isfinite(float(value)), f"{name}: the objective is not finite at the nominal parameters (a solve at rtol 1e-12 failed)"
+    gradient = np.asarray(gradient)
     reverse = np.asarray(value_and_reverse(x)[1])
     rng = np.random.default_rng(0)
     n = len(x)
