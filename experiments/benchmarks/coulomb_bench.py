@@ -43,19 +43,10 @@ import time
 from pathlib import Path
 
 
-def _cores(argv: list[str]) -> int:
-    """The `--cores` of the command line (read before JAX and LAMMPS start: it sets their threads)."""
-    for i, arg in enumerate(argv):
-        if arg == "--cores" and i + 1 < len(argv):
-            return int(argv[i + 1])
-        if arg.startswith("--cores="):
-            return int(arg.split("=", 1)[1])
-    return 1
-
-
-CORES = _cores(sys.argv[1:]) if __name__ == "__main__" else 1
-if CORES not in (1, 2):
-    raise SystemExit("--cores must be 1 or 2")
+# `--cores` is read before JAX and LAMMPS start (it sets their threads), again by `main`
+_early = argparse.ArgumentParser(add_help=False)
+_early.add_argument("--cores", type=int, default=1, choices=(1, 2))
+CORES = _early.parse_known_args()[0].cores if __name__ == "__main__" else 1
 if __name__ == "__main__" and os.environ.get("COULOMB_BENCH_CHILD") != "1":
     lib = str(Path(sys.prefix) / "lib")
     env = dict(os.environ, COULOMB_BENCH_CHILD="1", OMP_NUM_THREADS=str(CORES))
