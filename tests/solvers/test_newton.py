@@ -1,0 +1,79 @@
+"""Newton's method in the stages of the implicit methods (`solvers._newton`)."""
+
+import diffrax
+import jax.numpy as jnp
+import numpy as np
+import optimistix as optx
+import pytest
+
+from solvers import OdeSolver
+from solvers._newton import StageNewton
+
+SCALE = 1e8
+
+
+def _large_states(t, y, args):
+    # dy/dt = -1000 (y - g) + g' with g = 1e8 (1 + sin(t) / 2): y = g from y(0) = 1e8
+    g = SCALE * (1 + 0.5 * jnp.sin(t))
+    return -1000.0 * (y - g) + 0.5 * SCALE * jnp.cos(t)
+
+
+@pytest.mark.parametrize("method", ["kvaerno5", "implicit_euler"])
+def test_a_stiff_solve_with_states_of_1e8_reaches_the_exact_solution(method):
+    """States of 1e8 with atol 1e-10: the stage residuals cannot fall below atol in
+    floating point (rounding alone is 1e-8), so a Newton that waits for them never ends
+    its iterations, rejects every step and runs out of steps (as optimistix's Newton with
+    its residual test does below); `StageNewton` ends them by the contraction rate."""
+    ts = jnp.linspace(0.0, 10.0, 11)
+    rtol = 1e-8 if method == "kvaerno5" else 1e-4
+    sol = OdeSolver(method=method, rtol=rtol, atol=1e-10, max_steps=200_000).solve(_large_states, ts, jnp.array([SCALE]))
+    exact = SCALE * (1 + 0.5 * np.sin(np.asarray(ts)))
+    error = np.max(np.abs(np.asarray(sol.ys[:, 0]) - exact) / exact)
+    assert error < 100 * rtol, error
+    assert int(sol.result) == 0 and int(sol.num_steps) < (1_000 if method == "kvaerno5" else 100_000), int(sol.num_steps)
+
+    # the same solve with the residual test alone does not finish: the check can fail
+    residual_only = diffrax.Kvaerno5(root_finder=diffrax.with_stepsize_controller_tols(optx.Newton)())
+    failed = diffrax.diffeqsolve(
+        diffrax.ODETerm(_large_states), residual_only, 0.0, 10.0, None, jnp.array([SCALE]),
+        stepsize_controller=diffrax.PIDController(rtol=1e-8, atol=1e-10), max_steps=5_000, throw=False,
+    )
+    assert failed.result == diffrax.RESULTS.max_steps_reached
+
+
+def test_stage_newton_reads_the_iteration_state_of_the_installed_optimistix():
+    """`StageNewton.terminate` reads optimistix's Newton state (`step`, `diffsize`,
+    `diffsize_prev`, `result`): a root find through it converges to the root, ends by
+    the rate test where the residual test cannot, and reports divergence."""
+    # x^3 = 8 with a residual test at atol 0: only the rate test can end it
+    solution = optx.root_find(lambda x, _: x**3 - 8.0, StageNewton(rtol=1e-10, atol=0.0), jnp.asarray(3.0), max_steps=50, throw=False)
+    assert solution.result == optx.RESULTS.successful and abs(float(solution.value) - 2.0) < 1e-12
+    assert int(solution.stats["num_steps"]) < 20
+    # x^(1/5) = 0: each Newton step maps x to -4x, corrections (in units of atol) grow
+    # by 4 each time: diverged
+    diverging = optx.root_find(lambda x, _: jnp.sign(x) * jnp.abs(x) ** 0.2, StageNewton(rtol=0.0, atol=1e-10), jnp.asarray(1.0), max_steps=50, throw=False)
+    assert diverging.result == optx.RESULTS.nonlinear_divergence
+    assert int(diverging.stats["num_steps"]) <= 3
+
+
+def test_the_implicit_methods_solve_their_stages_with_stage_newton():
+    for method in ("kvaerno3", "kvaerno4", "kvaerno5", "implicit_euler", "kencarp3", "kencarp4", "kencarp5"):
+        assert isinstance(OdeSolver(method=method).diffrax_solver().root_finder, StageNewton), method
+
+
+def test_robertson_against_scipy_radau():
+    """Robertson's stiff kinetics (Hairer and Wanner, section IV.1) to t = 40 against
+    scipy's Radau IIA at rtol 1e-10, the reference of this check (the solve's global
+    error at rtol 1e-8 reaches 1.1e-6, relative, in the small y2)."""
+    from scipy.integrate import solve_ivp
+
+    def rober(t, y, args=None):
+        y1, y2, y3 = y[0], y[1], y[2]
+        return jnp.stack([-0.04 * y1 + 1e4 * y2 * y3, 0.04 * y1 - 1e4 * y2 * y3 - 3e7 * y2**2, 3e7 * y2**2])
+
+    ts = jnp.asarray([0.0, 0.4, 4.0, 40.0])
+    y0 = jnp.asarray([1.0, 0.0, 0.0])
+    sol = OdeSolver(method="kvaerno5", rtol=1e-8, atol=1e-12, max_steps=100_000).solve(rober, ts, y0)
+    reference = solve_ivp(lambda t, y: np.asarray(rober(t, jnp.asarray(y))), (0.0, 40.0), np.asarray(y0), method="Radau", t_eval=np.asarray(ts), rtol=1e-10, atol=1e-14)
+    np.testing.assert_allclose(np.asarray(sol.ys), reference.y.T, rtol=1e-5, atol=1e-12)
+    assert int(sol.num_steps) < 500, int(sol.num_steps)
