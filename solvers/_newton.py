@@ -1,34 +1,51 @@
-"""Newton's method for the stage equations of implicit and IMEX Runge-Kutta methods.
+"""The root finder of the stage equations of implicit and IMEX Runge-Kutta methods.
 
 diffrax's implicit methods solve their stage equations with a chord method by default
-(the Jacobian taken once per step), and optimistix's Newton ends its iterations by one of
-two tests: the correction and the residual both below the tolerances (its "Cauchy" test,
-the residual compared with `atol` alone), or the rate of contraction predicting the
-remaining error below `kappa` times the tolerances (Hairer and Wanner's test). Each
-fails on its own kind of model, and a failed iteration rejects the step: the solver then
+(the Jacobian taken once per step) ended by the contraction rate of its iterations
+(Hairer and Wanner's test: the predicted remaining error below `kappa` times the
+tolerances); optimistix's Newton can also end by its "Cauchy" test (the correction and
+the residual below the tolerances, the residual against `atol` alone). Each test fails
+on its own kind of model, and a failed iteration rejects the step: the solver then
 shrinks it again and again.
 
-- The chord method on Fujita_SciSignal2010 (PEtab benchmark collection, 6 conditions,
-  rtol 1e-8): 124,477 steps; at rtol 1e-12 more than 200,000, a failed solve.
-- The residual test on Weber_BMC2015, whose states reach 1e8: the residual cannot fall
-  below atol = 1e-10 in floating point, 19,175 steps where the chord method takes 3,837.
-- The rate test on Fujita: the corrections stall at rounding level above kappa times a
-  small state's tolerance, 80,608 steps.
+- The rate test stalls when the corrections reach rounding above kappa times a small
+  state's tolerance. Kvaerno5 on Fujita_SciSignal2010 (PEtab benchmark collection, 6
+  conditions, rtol 1e-8): 124,477 steps with the chord method, 80,608 with Newton; at
+  rtol 1e-12 more than 200,000, a failed solve.
+- The residual test never holds on Weber_BMC2015, whose states reach 1e8: the residual
+  cannot fall below atol = 1e-10 in floating point. Newton with it alone: 19,175 steps,
+  where the chord method takes 3,837.
 
-`StageNewton` stops at whichever test is met first, and at a contraction rate above 2
-(divergence) as soon as the rate test would: Fujita 1,762 steps, Weber 692
-(experiments/benchmarks/RESULTS.md, "Newton's method in the stages").
+`StageNewton` (Newton's method, the Jacobian at every iterate) ends at whichever of the
+two tests holds first: Fujita 1,762 steps, Weber 692, 13.4x fewer steps than the chord
+method over thirteen problems of the collection (experiments/benchmarks/RESULTS.md,
+"Newton's method in the stages"). A Jacobian and an LU per iteration cost more than the
+rejected steps they save on large systems (Chen_MSB2009, 500 species: a Newton step 0.44 s
+against 19 ms for a chord step), so `StageRootFinder` takes Newton for states of up to
+`NEWTON_MAX_STATES` numbers and otherwise `StageChord`: diffrax's chord method that also
+ends once a correction is below kappa times the tolerances (Fujita with it: 1,856 steps).
 
-It reads the iteration state of optimistix's Newton (`step`, `diffsize`,
-`diffsize_prev`, `result`), which optimistix does not document;
-tests/solvers/test_newton.py pins it against the installed version.
+Both read the iteration state of optimistix's and diffrax's root finders (`step`,
+`diffsize`, `diffsize_prev`, `result`), which neither documents;
+tests/solvers/test_newton.py pins them against the installed versions.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import diffrax
+import equinox as eqx
+import jax
 import jax.numpy as jnp
+import numpy as np
 import optimistix as optx
+from jaxtyping import PyTree, Scalar
+
+#: The largest state (in numbers) whose stages are solved by Newton's method; Bachmann_MSB2011
+#: (25 species) is solved 2.8x faster by Newton than by the chord method, Chen_MSB2009 (500)
+#: would be about 20x slower.
+NEWTON_MAX_STATES = 64
 
 
 class StageNewton(optx.Newton):
@@ -47,6 +64,46 @@ class StageNewton(optx.Newton):
         return done | converged | diverged, result
 
 
-def stage_newton() -> optx.AbstractRootFinder:
-    """A `StageNewton` that takes the step-size controller's rtol, atol and norm."""
-    return diffrax.with_stepsize_controller_tols(StageNewton)()
+class StageChord(diffrax.VeryChord):
+    """diffrax's chord method, also ended once a correction is below `kappa` times the
+    tolerances (where the rate test stalls at rounding)."""
+
+    def terminate(self, fn, y, args, options, state, tags):
+        done, result = super().terminate(fn, y, args, options, state, tags)
+        small = (state.step >= 1) & (state.diffsize < self.kappa) & (state.result == optx.RESULTS.successful)
+        result = optx.RESULTS.where(small, optx.RESULTS.successful, result)
+        return done | small, result
+
+
+class StageRootFinder(optx.AbstractRootFinder):
+    """`StageNewton` for states of up to `max_newton` numbers, `StageChord` above."""
+
+    rtol: float
+    atol: float
+    norm: Callable[[PyTree], Scalar] = optx.rms_norm
+    kappa: float = 1e-2
+    max_newton: int = eqx.field(static=True, default=NEWTON_MAX_STATES)
+
+    def inner(self, y) -> optx.AbstractRootFinder:
+        """The root finder of a state like `y` (its size is static)."""
+        size = sum(int(np.prod(np.shape(leaf))) for leaf in jax.tree.leaves(y))
+        if size <= self.max_newton:
+            return StageNewton(rtol=self.rtol, atol=self.atol, norm=self.norm, kappa=self.kappa)
+        return StageChord(rtol=self.rtol, atol=self.atol, norm=self.norm, kappa=self.kappa)
+
+    def init(self, fn, y, args, options, f_struct, aux_struct, tags):
+        return self.inner(y).init(fn, y, args, options, f_struct, aux_struct, tags)
+
+    def step(self, fn, y, args, options, state, tags):
+        return self.inner(y).step(fn, y, args, options, state, tags)
+
+    def terminate(self, fn, y, args, options, state, tags):
+        return self.inner(y).terminate(fn, y, args, options, state, tags)
+
+    def postprocess(self, fn, y, aux, args, options, state, tags, result):
+        return self.inner(y).postprocess(fn, y, aux, args, options, state, tags, result)
+
+
+def stage_root_finder() -> optx.AbstractRootFinder:
+    """A `StageRootFinder` that takes the step-size controller's rtol, atol and norm."""
+    return diffrax.with_stepsize_controller_tols(StageRootFinder)()

@@ -15,7 +15,7 @@ import optimistix as optx
 from jaxtyping import Array, Float, Int, PyTree
 
 from ._lean import LEAN_METHODS, lean_solve_differentiable, lean_solve_sensitivities
-from ._newton import stage_newton
+from ._newton import stage_root_finder
 from ._results import Result, from_diffrax, result_message
 from ._types import Times
 
@@ -32,13 +32,14 @@ EXPLICIT_METHODS: dict[str, Callable[[], diffrax.AbstractSolver]] = {
 
 
 def _with_stage_newton(cls: type) -> Callable[[], diffrax.AbstractSolver]:
-    # Newton's method on the stage equations, to the step controller's tolerances, ended
-    # by whichever of its two convergence tests holds first (`_newton.StageNewton`). With
+    # Newton's method on the stage equations (the chord method above 64 states), to the
+    # step controller's tolerances, ended by whichever of its two convergence tests holds
+    # first (`_newton.StageRootFinder`). With
     # diffrax's default (a chord method) the implicit methods reject step after step on
     # stiff nonlinear models (Kvaerno5 on Fujita_SciSignal2010 at rtol 1e-8: 124,477
     # steps against 1,762) and the KenCarp methods on diffusion (a 17-node heat equation
     # to rtol 1e-5: 13,618 steps of which 8,013 rejected, against 8 and 0).
-    return lambda: cls(root_finder=stage_newton())
+    return lambda: cls(root_finder=stage_root_finder())
 
 
 IMPLICIT_METHODS: dict[str, Callable[[], diffrax.AbstractSolver]] = {

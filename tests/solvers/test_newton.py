@@ -1,4 +1,4 @@
-"""Newton's method in the stages of the implicit methods (`solvers._newton`)."""
+"""The root finder of the stages of the implicit methods (`solvers._newton`)."""
 
 import diffrax
 import jax.numpy as jnp
@@ -7,7 +7,7 @@ import optimistix as optx
 import pytest
 
 from solvers import OdeSolver
-from solvers._newton import StageNewton
+from solvers._newton import NEWTON_MAX_STATES, StageChord, StageNewton, StageRootFinder
 
 SCALE = 1e8
 
@@ -56,9 +56,31 @@ def test_stage_newton_reads_the_iteration_state_of_the_installed_optimistix():
     assert int(diverging.stats["num_steps"]) <= 3
 
 
-def test_the_implicit_methods_solve_their_stages_with_stage_newton():
+def test_the_implicit_methods_solve_small_states_by_newton_and_large_ones_by_chords():
     for method in ("kvaerno3", "kvaerno4", "kvaerno5", "implicit_euler", "kencarp3", "kencarp4", "kencarp5"):
-        assert isinstance(OdeSolver(method=method).diffrax_solver().root_finder, StageNewton), method
+        assert isinstance(OdeSolver(method=method).diffrax_solver().root_finder, StageRootFinder), method
+    finder = StageRootFinder(rtol=1e-8, atol=1e-10)  # (as diffeqsolve fills in the tolerances)
+    assert isinstance(finder.inner(jnp.zeros(NEWTON_MAX_STATES)), StageNewton)
+    assert isinstance(finder.inner({"a": jnp.zeros((8, 8)), "b": jnp.zeros(1)}), StageChord)
+
+
+def test_the_chord_path_reaches_the_exact_solution_of_a_large_stiff_system():
+    """100 states relaxing at rates 1 to 1e4 toward g(t) = 1 + sin(t) / 2, each with its
+    own start: y_i = g + (y_i(0) - 1) exp(-k_i t), exactly. Solved by the chord method
+    (more than NEWTON_MAX_STATES numbers)."""
+    rates = jnp.geomspace(1.0, 1e4, 100)
+
+    def field(t, y, args):
+        g = 1 + 0.5 * jnp.sin(t)
+        return -rates * (y - g) + 0.5 * jnp.cos(t)
+
+    ts = jnp.linspace(0.0, 5.0, 6)
+    y0 = jnp.linspace(0.0, 2.0, 100)
+    sol = OdeSolver(method="kvaerno5", rtol=1e-8, atol=1e-10, max_steps=10_000).solve(field, ts, y0)
+    t = np.asarray(ts)[:, None]
+    exact = 1 + 0.5 * np.sin(t) + (np.asarray(y0) - 1) * np.exp(-np.asarray(rates) * t)
+    np.testing.assert_allclose(np.asarray(sol.ys), exact, rtol=0, atol=1e-6)
+    assert int(sol.result) == 0 and int(sol.num_steps) < 1_000, int(sol.num_steps)
 
 
 def test_robertson_against_scipy_radau():
