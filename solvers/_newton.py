@@ -104,6 +104,11 @@ class StageRootFinder(optx.AbstractRootFinder):
         return self.inner(y).postprocess(fn, y, aux, args, options, state, tags, result)
 
 
+def stage_newton() -> optx.AbstractRootFinder:
+    """A `StageNewton` that takes the step-size controller's rtol, atol and norm."""
+    return diffrax.with_stepsize_controller_tols(StageNewton)()
+
+
 def stage_root_finder() -> optx.AbstractRootFinder:
     """A `StageRootFinder` that takes the step-size controller's rtol, atol and norm."""
     return diffrax.with_stepsize_controller_tols(StageRootFinder)()

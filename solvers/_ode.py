@@ -15,7 +15,7 @@ import optimistix as optx
 from jaxtyping import Array, Float, Int, PyTree
 
 from ._lean import LEAN_METHODS, lean_solve_differentiable, lean_solve_sensitivities
-from ._newton import stage_root_finder
+from ._newton import stage_newton, stage_root_finder
 from ._results import Result, from_diffrax, result_message
 from ._types import Times
 
@@ -31,27 +31,28 @@ EXPLICIT_METHODS: dict[str, Callable[[], diffrax.AbstractSolver]] = {
 }
 
 
-def _with_stage_newton(cls: type) -> Callable[[], diffrax.AbstractSolver]:
-    # Newton's method on the stage equations (the chord method above 64 states), to the
-    # step controller's tolerances, ended by whichever of its two convergence tests holds
-    # first (`_newton.StageRootFinder`). With
-    # diffrax's default (a chord method) the implicit methods reject step after step on
-    # stiff nonlinear models (Kvaerno5 on Fujita_SciSignal2010 at rtol 1e-8: 124,477
-    # steps against 1,762) and the KenCarp methods on diffusion (a 17-node heat equation
-    # to rtol 1e-5: 13,618 steps of which 8,013 rejected, against 8 and 0).
-    return lambda: cls(root_finder=stage_root_finder())
+def _with(cls: type, root_finder: Callable) -> Callable[[], diffrax.AbstractSolver]:
+    return lambda: cls(root_finder=root_finder())
 
 
+# The stage equations: Newton's method up to 64 states and the chord method above
+# (`_newton.StageRootFinder`), to the step controller's tolerances, ended by whichever of
+# two convergence tests holds first. With diffrax's default (the chord method and its
+# rate test) the implicit methods reject step after step on stiff nonlinear models
+# (Kvaerno5 on Fujita_SciSignal2010 at rtol 1e-8: 124,477 steps against 1,762). The
+# IMEX methods keep Newton at every size: with the chord method the KenCarp methods
+# rejected most steps of a diffusion problem (a 17-node heat equation to rtol 1e-5:
+# 13,618 steps of which 8,013 rejected, against 8 and 0).
 IMPLICIT_METHODS: dict[str, Callable[[], diffrax.AbstractSolver]] = {
-    "implicit_euler": _with_stage_newton(diffrax.ImplicitEuler),
-    "kvaerno3": _with_stage_newton(diffrax.Kvaerno3),
-    "kvaerno4": _with_stage_newton(diffrax.Kvaerno4),
-    "kvaerno5": _with_stage_newton(diffrax.Kvaerno5),
+    "implicit_euler": _with(diffrax.ImplicitEuler, stage_root_finder),
+    "kvaerno3": _with(diffrax.Kvaerno3, stage_root_finder),
+    "kvaerno4": _with(diffrax.Kvaerno4, stage_root_finder),
+    "kvaerno5": _with(diffrax.Kvaerno5, stage_root_finder),
 }
 IMEX_METHODS: dict[str, Callable[[], diffrax.AbstractSolver]] = {
-    "kencarp3": _with_stage_newton(diffrax.KenCarp3),
-    "kencarp4": _with_stage_newton(diffrax.KenCarp4),
-    "kencarp5": _with_stage_newton(diffrax.KenCarp5),
+    "kencarp3": _with(diffrax.KenCarp3, stage_newton),
+    "kencarp4": _with(diffrax.KenCarp4, stage_newton),
+    "kencarp5": _with(diffrax.KenCarp5, stage_newton),
 }
 _METHODS = {**EXPLICIT_METHODS, **IMPLICIT_METHODS, **IMEX_METHODS}
 ONE_FIELD_METHODS = (*EXPLICIT_METHODS, *IMPLICIT_METHODS)
