@@ -158,8 +158,8 @@ def test_the_objective_and_gradient_are_the_same_with_kinetic_laws_grouped_by_fo
     """The SBML model imported one expression per reaction and with its kinetic laws
     evaluated as arrays by form (what models of 50 reactions or more get) give the same
     objective to 1e-11, relative (Boehm: 1.0e-12; right-hand sides equal to rounding,
-    their difference carried through 135 steps and the Newton iterations), and (with `-m slow`) the same gradient through the
-    solver's sensitivities: preequilibration (Weber), several conditions (Fujita,
+    their difference carried through 135 steps and the Newton iterations), and (with
+    `-m slow`) the same gradient through the solver's sensitivities: preequilibration (Weber), several conditions (Fujita,
     Bachmann). The gradients are compared at rtol 1e-12: at 1e-8 right-hand sides equal
     to rounding (1e-16) take different steps, and the gradients, small near the optimum,
     differ by the solver's error (1e-9 of 0.02 on Boehm)."""
