@@ -42,10 +42,30 @@ jax.config.update("jax_disable_most_optimizations", os.environ["JAX_DISABLE_MOST
 
 # The persistent compilation cache (`sim._cache`, turned on by importing `sim`): a program
 # compiled once (by either pytest worker or by a `sim` subprocess, which inherits
-# SIMJAX_CACHE_DIR) is loaded from disk by the others instead of compiled again, and a
-# second test run starts warm. It is kept apart from the user's own cache;
-# SIMJAX_TEST_CACHE moves it, an empty value turns it off.
-os.environ["SIMJAX_CACHE_DIR"] = os.environ.get("SIMJAX_TEST_CACHE", str(Path(__file__).resolve().parents[1] / ".pytest_cache" / "jax"))
+# SIMJAX_CACHE_DIR) is loaded from disk by the others instead of compiled again. It lives
+# beside the user's own cache, in the user's cache folder (`simjax/tests`), not in the
+# checkout, so that a later run starts warm from any checkout, a fresh clone too (JAX keys
+# an entry by the program, its compile options and the versions of jax and jaxlib: a
+# program of changed code is compiled anew, never confused with an old one; the folder is
+# kept under 2 GiB). SIMJAX_TEST_CACHE moves it, an empty value turns it off.
+# (`sim._cache` is read as a file: importing it through `sim` would turn the cache on
+# before the folder is chosen)
+import importlib.util  # noqa: E402
+
+
+def _user_cache_root() -> Path:
+    spec = importlib.util.spec_from_file_location("_simjax_cache_folder", Path(__file__).resolve().parents[1] / "sim" / "_cache.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    saved = os.environ.pop("SIMJAX_CACHE_DIR", None)
+    try:
+        return module.default_folder().parent
+    finally:
+        if saved is not None:
+            os.environ["SIMJAX_CACHE_DIR"] = saved
+
+
+os.environ["SIMJAX_CACHE_DIR"] = os.environ.get("SIMJAX_TEST_CACHE", str(_user_cache_root() / "tests"))
 import sim  # noqa: E402,F401  (turns the cache on before any test compiles)
 
 
