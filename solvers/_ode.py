@@ -296,13 +296,20 @@ class OdeSolver(eqx.Module):
     def steady_state(self, vector_field: Callable[[Any, Array, Any], Array], y0: Float[Array, " n"], args: Any = None) -> Float[Array, " n"]:
         """The steady state reached from `y0`: dy/dt = f(t, y, args) integrated from t = 0
         until the time derivative is negligible against the tolerances (diffrax's
-        steady-state event), differentiated through the solve with the solver's own
-        adjoint. (Not by the implicit function theorem: with conserved quantities, common
-        in biochemical models, the Jacobian at the steady state is singular and the
-        steady state depends on y0.)
+        steady-state event).
+
+        Its derivative is that of the steady state itself, not of the solve that found it:
+        the solve ends when the state has settled, but its sensitivities (those of the state
+        at the step where it stopped) may still be far from their own limit, and the state
+        at which a solve stops changes with the parameters in jumps that keep it near the
+        steady state. `_settled_tangent` gives the limit: J dy = -(df/dargs) dargs, and
+        along every conservation law of the model (a left null vector l of J with l . f = 0
+        at `y0`), l . dy = l . dy0, so that with conserved quantities, common in
+        biochemical models, the steady state follows the start's totals.
 
         Arguments:
-            vector_field: f(t, y, args) -> dy/dt for a flat state [n] (one field: no IMEX pair).
+            vector_field: f(t, y, args) -> dy/dt for a flat state [n] (one field: no IMEX
+                pair), autonomous (evaluated at t = 0 for the derivative).
             y0: where the integration starts [n].
             args: passed through to `vector_field`.
 
@@ -310,23 +317,37 @@ class OdeSolver(eqx.Module):
             The steady state [n]; NaN when the solve fails or runs out of steps first.
         """
         method = self.diffrax_solver()
-        sol = diffrax.diffeqsolve(
-            diffrax.ODETerm(vector_field),
-            method,
-            t0=0.0,
-            t1=jnp.inf,
-            dt0=None,
-            y0=y0,
-            args=args,
-            saveat=diffrax.SaveAt(t1=True),
-            stepsize_controller=diffrax.PIDController(rtol=self.rtol, atol=self.atol),
-            event=diffrax.Event(diffrax.steady_state_event()),
-            adjoint=make_adjoint(self.adjoint, method),
-            max_steps=self.max_steps,
-            throw=False,
-        )
-        # (the event ends the solve; running out of steps first is a failure: NaN)
-        return jnp.where(sol.result == diffrax.RESULTS.event_occurred, sol.ys[-1], jnp.nan)
+
+        def solve(y0, args):
+            sol = diffrax.diffeqsolve(
+                diffrax.ODETerm(vector_field),
+                method,
+                t0=0.0,
+                t1=jnp.inf,
+                dt0=None,
+                y0=y0,
+                args=args,
+                saveat=diffrax.SaveAt(t1=True),
+                stepsize_controller=diffrax.PIDController(rtol=self.rtol, atol=self.atol),
+                event=diffrax.Event(diffrax.steady_state_event()),
+                max_steps=self.max_steps,
+                throw=False,
+            )
+            # (the event ends the solve; running out of steps first is a failure: NaN)
+            return jnp.where(sol.result == diffrax.RESULTS.event_occurred, sol.ys[-1], jnp.nan)
+
+        @jax.custom_jvp
+        def settled(y0, args):
+            return solve(y0, args)
+
+        @settled.defjvp
+        def settled_jvp(primals, tangents):
+            y0, args = primals
+            dy0, dargs = tangents
+            y = solve(y0, args)
+            return y, _settled_tangent(vector_field, y, y0, args, dy0, dargs)
+
+        return settled(y0, args)
 
     def solve_sensitivities(
         self,
@@ -408,3 +429,34 @@ def _state_norm(error: PyTree) -> Array:
 def _nan_where(failed: Array, tree: PyTree) -> PyTree:
     """Replace every leaf by NaN where `failed` (so a failure is never a plausible number)."""
     return jax.tree.map(lambda leaf: jnp.where(failed, jnp.nan, leaf), tree)
+
+
+# A singular value of the Jacobian at the steady state below this fraction of the largest
+# is a candidate conservation law; it is one if the field at the start has no component
+# along it either (below this fraction of its norm).
+_CONSERVED = 1e-9
+
+
+def _settled_tangent(vector_field, y, y0, args, dy0, dargs):
+    """The tangent of the steady state y of dy/dt = f(y, args) reached from y0 (the
+    implicit function theorem with the model's conservation laws): dy solves
+    J dy = -(df/dargs) dargs together with l . dy = l . dy0 for every conservation law l,
+    the left singular vectors of J = df/dy with a negligible singular value along which
+    the field at y0 has no component either (a slow but not conserved direction does
+    not pass: away from its steady state the field moves along it). The stacked system
+    is consistent and of full column rank, solved by its pseudo-inverse, which depends on
+    the primal values alone (so reverse mode transposes this tangent). NaN where y is."""
+    ok = jnp.all(jnp.isfinite(y))
+    y_safe = jnp.where(ok, y, y0)
+    field = lambda state, a: vector_field(0.0, state, a)  # noqa: E731
+    jacobian = jax.jacfwd(field)(y_safe, args)
+    u, s, _ = jnp.linalg.svd(jacobian)
+    start = field(y0, args)
+    along = jnp.abs(u.T @ start)
+    conserved = (s <= _CONSERVED * s[0]) & (along <= _CONSERVED * jnp.linalg.norm(start) + jnp.finfo(y.dtype).tiny)
+    laws = jnp.where(conserved[:, None], u.T, 0.0)
+    stacked = jnp.concatenate([jacobian, laws])
+    _, forcing = jax.jvp(lambda a: field(y_safe, a), (args,), (dargs,))
+    rhs = jnp.concatenate([-forcing, laws @ dy0])
+    dy = jnp.linalg.pinv(stacked) @ rhs
+    return jnp.where(ok, dy, jnp.nan)
