@@ -35,18 +35,16 @@ def test_a_start_at_the_steady_state_moves_with_it():
         np.testing.assert_allclose(np.ravel(d_k), [0.0], atol=1e-12)
         np.testing.assert_allclose(np.ravel(d_y0), [0.0], atol=1e-12)
     # The derivative of the stopped solve itself, which this replaces, is far from it.
-    solve = diffrax.diffeqsolve(
-        diffrax.ODETerm(lambda t, y, c: relax(t, y, (2.0, c))), diffrax.Kvaerno5(), 0.0, jnp.inf, None, y0, jnp.asarray(3.0),
-        saveat=diffrax.SaveAt(t1=True), stepsize_controller=diffrax.PIDController(rtol=1e-10, atol=1e-12),
-        event=diffrax.Event(diffrax.steady_state_event()),
-    )  # fmt: skip
-    stopped = jax.grad(lambda c: diffrax.diffeqsolve(
-        diffrax.ODETerm(lambda t, y, c: relax(t, y, (2.0, c))), diffrax.Kvaerno5(), 0.0, jnp.inf, None, y0, c,
-        saveat=diffrax.SaveAt(t1=True), stepsize_controller=diffrax.PIDController(rtol=1e-10, atol=1e-12),
-        event=diffrax.Event(diffrax.steady_state_event()),
-    ).ys[-1, 0])(jnp.asarray(3.0))  # fmt: skip
-    assert solve.result == diffrax.RESULTS.event_occurred
-    assert abs(float(stopped) - 1.0) > 0.5, float(stopped)
+    def stopped(c):
+        return diffrax.diffeqsolve(
+            diffrax.ODETerm(lambda t, y, c: relax(t, y, (2.0, c))), diffrax.Kvaerno5(), 0.0, jnp.inf, None, y0, c,
+            saveat=diffrax.SaveAt(t1=True), stepsize_controller=diffrax.PIDController(rtol=1e-10, atol=1e-12),
+            event=diffrax.Event(diffrax.steady_state_event()),
+        )  # fmt: skip
+
+    assert stopped(jnp.asarray(3.0)).result == diffrax.RESULTS.event_occurred
+    d_c_stopped = float(jax.grad(lambda c: stopped(c).ys[-1, 0])(jnp.asarray(3.0)))
+    assert abs(d_c_stopped - 1.0) > 0.5, d_c_stopped
 
 
 def test_a_conserved_total_follows_the_start():
