@@ -42,20 +42,26 @@ def _digest(key: str, value: bytes) -> bytes:
     return hashlib.blake2b(key.encode() + b"\0" + value, digest_size=_DIGEST).digest()
 
 
-def default_folder() -> Path | None:
-    """Where the cache lives: `SIMJAX_CACHE_DIR` if set (None if set empty), else the
-    platform's user cache folder (XDG_CACHE_HOME or ~/.cache on Linux, ~/Library/Caches
-    on macOS, LOCALAPPDATA on Windows), in `simjax/jax`."""
-    given = os.environ.get("SIMJAX_CACHE_DIR")
-    if given is not None:
-        return Path(given).expanduser() if given.strip() else None
+def user_folder() -> Path:
+    """simjax's folder in the platform's user cache folder (XDG_CACHE_HOME or ~/.cache on
+    Linux, ~/Library/Caches on macOS, LOCALAPPDATA on Windows), whatever
+    `SIMJAX_CACHE_DIR` says."""
     if sys.platform == "win32":
         base = Path(os.environ.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local")
     elif sys.platform == "darwin":
         base = Path.home() / "Library" / "Caches"
     else:
         base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return base / "simjax" / "jax"
+    return base / "simjax"
+
+
+def default_folder() -> Path | None:
+    """Where the cache lives: `SIMJAX_CACHE_DIR` if set (None if set empty), else
+    `jax` in `user_folder()`."""
+    given = os.environ.get("SIMJAX_CACHE_DIR")
+    if given is not None:
+        return Path(given).expanduser() if given.strip() else None
+    return user_folder() / "jax"
 
 
 class CheckedCache:

@@ -318,7 +318,8 @@ class OdeSolver(eqx.Module):
         """
         method = self.diffrax_solver()
 
-        def solve(y0, args):
+        @jax.custom_jvp
+        def settled(y0, args):
             sol = diffrax.diffeqsolve(
                 diffrax.ODETerm(vector_field),
                 method,
@@ -336,15 +337,11 @@ class OdeSolver(eqx.Module):
             # (the event ends the solve; running out of steps first is a failure: NaN)
             return jnp.where(sol.result == diffrax.RESULTS.event_occurred, sol.ys[-1], jnp.nan)
 
-        @jax.custom_jvp
-        def settled(y0, args):
-            return solve(y0, args)
-
         @settled.defjvp
         def settled_jvp(primals, tangents):
             y0, args = primals
             dy0, dargs = tangents
-            y = solve(y0, args)
+            y = settled(y0, args)
             return y, _settled_tangent(vector_field, y, y0, args, dy0, dargs)
 
         return settled(y0, args)

@@ -53,19 +53,14 @@ jax.config.update("jax_disable_most_optimizations", os.environ["JAX_DISABLE_MOST
 import importlib.util  # noqa: E402
 
 
-def _user_cache_root() -> Path:
+def _user_folder() -> Path:
     spec = importlib.util.spec_from_file_location("_simjax_cache_folder", Path(__file__).resolve().parents[1] / "sim" / "_cache.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    saved = os.environ.pop("SIMJAX_CACHE_DIR", None)
-    try:
-        return module.default_folder().parent
-    finally:
-        if saved is not None:
-            os.environ["SIMJAX_CACHE_DIR"] = saved
+    return module.user_folder()
 
 
-os.environ["SIMJAX_CACHE_DIR"] = os.environ.get("SIMJAX_TEST_CACHE", str(_user_cache_root() / "tests"))
+os.environ["SIMJAX_CACHE_DIR"] = os.environ.get("SIMJAX_TEST_CACHE", str(_user_folder() / "tests"))
 import sim  # noqa: E402,F401  (turns the cache on before any test compiles)
 
 
