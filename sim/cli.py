@@ -152,9 +152,27 @@ def engine() -> None:
     """Run the `sim` package's `__init__` if the `sim` command started without it (see
     `_sim_entry`): JAX in float64, the compilation cache (off with --no-cache), the
     model families. Every command that computes calls it first; in a Python session,
-    where `import sim` did all that, it does nothing."""
-    if _started():
-        return
+    where `import sim` did all that, it only sets the command's run-time checks."""
+    global _for_the_command
+    if not _started():
+        _start_engine()
+    if _for_the_command is not None and threading.current_thread() is threading.main_thread():
+        # The programs' run-time checks give NaN (`solvers.checks_as_nan`), as they do
+        # throughout the `sim` process, where `_sim_entry` sets EQX_ON_ERROR: in a Python
+        # process that calls `main`, too, the command's programs hold no host callback,
+        # and the compilation cache keeps them. (Its solves report failure through
+        # result codes, and a result that is not finite is never written.)
+        from solvers import checks_as_nan
+
+        _for_the_command.enter_context(checks_as_nan())
+        _for_the_command = None
+
+
+_for_the_command: contextlib.ExitStack | None = None  # what lasts as long as `main`'s command
+
+
+def _start_engine() -> None:
+    """Run the package's `__init__` (see `engine`)."""
     package = sys.modules[__package__]
     # Meanwhile a signal ends the command at once with the entry point's line (nothing is
     # written yet, and it says how to resume); the deferred handlers come back after.
@@ -767,14 +785,16 @@ def check_platform() -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the `sim` command."""
-    global _argv, _entry_handlers
+    global _argv, _entry_handlers, _for_the_command
     argv = sys.argv[1:] if argv is None else list(argv)
     _argv = argv
     _entry_handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
     # Signal handlers can only be installed from the main thread.
     guard = deferred() if threading.current_thread() is threading.main_thread() else contextlib.nullcontext()
     try:
-        with guard:
+        with guard, contextlib.ExitStack() as for_the_command:
+            # (a JAX setting is per thread: entered and left in the main thread only)
+            _for_the_command = for_the_command if threading.current_thread() is threading.main_thread() else None
             check_platform()
             code = app(args=argv or ["--help"], prog_name="sim", standalone_mode=False)
     except typer.Exit as e:
@@ -806,6 +826,8 @@ def main(argv: list[str] | None = None) -> None:
         message = str(e).strip().splitlines()[0] if str(e).strip() else ""
         print(f"error: internal error: {type(e).__name__}: {message}", file=sys.stderr)
         sys.exit(1)
+    finally:
+        _for_the_command = None
     # In this (non-standalone) mode click returns the code of a `typer.Exit` raised
     # inside a command instead of raising it.
     if isinstance(code, int) and code:

@@ -1,0 +1,108 @@
+"""`solvers.checks_as_nan`: programs traced inside hold no host callback (so the
+compilation cache keeps them), a failed check gives NaN there (or, through it, values
+that are not finite) and still raises outside,
+and a function traced in one mode is never reused by a trace in the other."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import diffrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from solvers import all_finite, checks_as_nan
+from solvers._checks import ACTIVE
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def decay(y0, ts):
+    # diffrax checks traced save times (in order, within [t0, t1]) with equinox's error_if
+    return diffrax.diffeqsolve(
+        diffrax.ODETerm(lambda t, y, a: -y), diffrax.Tsit5(), ts[0], ts[-1], None, y0,
+        saveat=diffrax.SaveAt(ts=ts), stepsize_controller=diffrax.PIDController(rtol=1e-8, atol=1e-10), throw=False,
+    ).ys  # fmt: skip
+
+
+SHUFFLED = jnp.array([0.0, 0.6, 0.3, 1.0, 1.0])
+# (what a failed check raises: through jax.jit, JAX's error holding equinox's message)
+RAISED = (eqx.EquinoxRuntimeError, jax.errors.JaxRuntimeError)
+
+
+def callbacks(fn, *args) -> int:
+    return str(jax.make_jaxpr(fn)(*args)).count("callback")
+
+
+def test_the_pieces_of_jax_and_equinox_it_needs_are_found():
+    # (a JAX or equinox without them leaves the checks as callbacks: slower, never wrong;
+    # this says so by name)
+    assert ACTIVE
+
+
+def test_a_program_traced_inside_holds_no_callback_and_a_failed_check_gives_nan():
+    y0, ts = jnp.array(1.0), jnp.linspace(0.0, 1.0, 5)
+    assert callbacks(decay, y0, ts) >= 2  # the ordinary trace: host callbacks
+    with checks_as_nan():
+        assert callbacks(decay, y0, ts) == 0
+        program = jax.jit(decay)
+        np.testing.assert_allclose(program(y0, ts), np.exp(-np.asarray(ts)), rtol=1e-7)
+        # Save times out of order: the check makes them NaN, and the solve saves nothing
+        # (diffrax's unsaved values are inf): nothing finite, as `sim.simulate` checks.
+        assert not np.isfinite(program(y0, SHUFFLED)).any()
+    with pytest.raises(RAISED, match="saveat.ts must be increasing"):
+        jax.jit(decay)(y0, SHUFFLED)  # the same program outside: traced again, and raises
+
+
+def test_an_inner_function_traced_in_one_mode_is_not_reused_by_the_other():
+    inner = jax.jit(lambda x: eqx.error_if(x, x < 0, "negative"))
+    with checks_as_nan():
+        assert np.isnan(jax.jit(lambda x: inner(x) * 2.0)(-1.0))
+    with pytest.raises(RAISED, match="negative"):
+        jax.jit(lambda x: inner(x) * 2.0)(-1.0)
+    with pytest.raises(RAISED, match="negative"):
+        inner(-1.0)
+    with checks_as_nan():  # and back: the NaN trace again, not the raising one
+        assert np.isnan(jax.jit(lambda x: inner(x) * 3.0)(-1.0))
+
+
+def test_all_finite():
+    assert bool(all_finite({"a": jnp.ones(3), "n": jnp.arange(3), "s": None}))
+    assert not bool(all_finite([jnp.ones(2), jnp.array([1.0, jnp.inf])]))
+    assert not bool(jax.jit(all_finite)((jnp.array([jnp.nan]),)))
+    assert bool(all_finite(()))
+
+
+SECOND_PROCESS = """
+import sys, jax, jax.numpy as jnp
+from jax._src import monitoring
+compiled = []
+monitoring.register_event_duration_secs_listener(
+    lambda event, seconds, **kw: compiled.append(seconds) if event.endswith("backend_compile_duration") else None)
+import sim
+from solvers import OdeSolver
+model = sim.get_model("lotka_volterra")
+traj = sim.simulate(model, None, jnp.linspace(0.0, 10.0, 11), solver=OdeSolver(rtol=1e-7, atol=1e-9))
+print(float(traj.observables["prey"][-1]), sum(compiled))
+"""
+
+
+def test_sim_simulate_from_python_is_compiled_by_the_first_process_only(tmp_path):
+    # The solve holds diffrax's checks of its save times and raises on failure (throw):
+    # its program is kept all the same, and a second process loads it.
+    env = {**os.environ, "SIMJAX_CACHE_DIR": str(tmp_path / "cache")}
+    env.pop("EQX_ON_ERROR", None)
+    runs = []
+    for _ in range(2):
+        proc = subprocess.run([sys.executable, "-c", SECOND_PROCESS], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        runs.append([float(v) for v in proc.stdout.split()])
+    (prey1, compile1), (prey2, compile2) = runs
+    assert prey1 == prey2
+    # (the first compiles the solve, about a second; the second only what the cache
+    # does not hold, small pieces JAX compiles eagerly)
+    assert compile1 > 0.3 and compile2 < compile1 / 4, (compile1, compile2)
