@@ -28,7 +28,7 @@ from sim._interrupt import immediate
 from sim._limits import memory_problem
 from sim._run import resolved_toml
 from sim._store import Result, write_group, write_root_attrs
-from solvers import OdeSolver, did_you_mean
+from solvers import OdeSolver, checks_as_nan, did_you_mean
 
 from ._data import Observations
 from ._fit import Experiments, FitSection, Problem, experiment_problems, make_problem
@@ -463,6 +463,7 @@ def _posterior_predictive(model: BayesModel, problem: Problem, samples: dict[str
     return np.asarray(t), pred
 
 
+@checks_as_nan()
 def infer(
     config: Config,
     data: str | Path | None = None,

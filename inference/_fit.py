@@ -33,7 +33,7 @@ from sim._family import family_of
 from sim._lock import exclusive
 from sim._run import build_model, resolved_toml
 from sim._store import Result, check_output_path, write_group, write_root_attrs
-from solvers import OdeSolver, did_you_mean
+from solvers import OdeSolver, checks_as_nan, did_you_mean
 
 from ._checkpoint import Checkpointer, checkpoint_path, fingerprint
 from ._data import Observations, check_span, jsonable, load_observations
@@ -1163,6 +1163,7 @@ def standard_errors(problem: Problem | Experiments, x: dict[str, Array], sigma_k
         return np.full((p, p), np.nan)
 
 
+@checks_as_nan()
 def fit(
     config: Config,
     data: str | Path | None = None,

@@ -34,7 +34,7 @@ from sim._errors import DataError, InputError
 from sim._interrupt import safe_point
 from sim._lock import exclusive
 from sim._store import Result, check_output_path, write_group, write_root_attrs
-from solvers import OdeSolver
+from solvers import OdeSolver, checks_as_nan
 
 from ._checkpoint import Checkpointer, checkpoint_path, fingerprint
 from ._multistart import block_size, blocks, in_order, padded, spread, spread_check
@@ -698,6 +698,7 @@ class PetabFit(Result):
             write_group(f["starts"], "estimate", self.starts_estimate)
 
 
+@checks_as_nan()
 def fit_petab(
     problem: PetabProblem,
     *,

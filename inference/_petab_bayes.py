@@ -23,6 +23,7 @@ import numpy as np
 
 from sim._interrupt import immediate
 from sim._store import Result, write_group, write_root_attrs
+from solvers import checks_as_nan
 
 from ._bayes import chain_method, run_chains, spreads, summarise
 from ._petab import PetabProblem, _negative_log_prior, to_linear
@@ -102,6 +103,7 @@ class PetabPosterior(Result):
             summary.create_dataset(stat, data=np.array([self.summary[n][stat] for n in names]))
 
 
+@checks_as_nan()
 def infer_petab(
     problem: PetabProblem, *, chains: int = 4, warmup: int = 500, samples: int = 500, seed: int = 0, progress: bool = False, log: Callable[[str], None] | None = None
 ) -> PetabPosterior:

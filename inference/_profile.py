@@ -23,6 +23,7 @@ import numpy as np
 from scipy.stats import chi2
 
 from sim._store import Result, write_group, write_root_attrs
+from solvers import checks_as_nan
 
 from ._petab import _lbfgsb, run_batched
 
@@ -217,6 +218,7 @@ def _chosen(names: list[str], params: list[str] | None, source: str, what: str) 
     return list(params) if params else list(names)
 
 
+@checks_as_nan()
 def profile_petab(problem, params: list[str] | None = None, *, starts: int = 1, seed: int = 0, max_points: int = 40) -> ProfileResult:
     """Profile likelihoods of a PEtab problem's estimated parameters (all, or `params`)
     around the best of `starts` fits; the profiled function is the fit's (objective plus
@@ -238,6 +240,7 @@ def profile_petab(problem, params: list[str] | None = None, *, starts: int = 1, 
     return ProfileResult(str(problem.path), problem.model.name, names, dict(zip(names, to_natural(x_opt))), f_opt, profiles)
 
 
+@checks_as_nan()
 def profile_config(config, params: list[str] | None = None, data=None, *, max_points: int = 40) -> ProfileResult:
     """Profile likelihoods of a config's free quantities (all, or `params`) around its
     fit (`sim fit` first, as configured). With every sigma given the profiled function
