@@ -19,7 +19,7 @@ from jax.extend.core import find_top_trace
 from jaxtyping import Array, PyTree
 
 from physics import Model
-from solvers import all_finite, checks_as_nan, did_you_mean
+from solvers import did_you_mean
 
 from ._family import Family, family_of
 from ._trajectory import Trajectory
@@ -164,7 +164,7 @@ def _program(family: Family, params_tree, trees: tuple, statics: tuple):
             # as an output of the program they are a copy that XLA runs beside the solve,
             # which cost about 40 us a call (a quarter of a short solve).
             traj = eqx.tree_at(lambda tr: tr.time, traj, None, is_leaf=lambda x: x is None)
-        return traj, all_finite(traj)
+        return traj
 
     return jax.jit(_simulate_jit)
 
@@ -201,6 +201,13 @@ class _Call:
             args.append(key)
         args += self.solver_args
         return args
+
+
+def _one_output(traj: Trajectory):
+    """An array the program computed (not the save times it may hand back)."""
+    for leaf in jax.tree.leaves(traj.stats):
+        return leaf
+    return jax.tree.leaves(traj)
 
 
 def _layout(x):
@@ -243,18 +250,14 @@ def _compiled_call(model, params, t, initial, solver, key) -> Trajectory | None:
         if found is None:
             return None
         program, args = found
-    # The program's run-time checks give NaN rather than raise through a host callback
-    # (`solvers.checks_as_nan`), so that it holds none and JAX's persistent cache keeps
-    # it: a new process loads it instead of compiling. Where anything it computed is not
-    # finite (a check failed, or the values are so), the general path runs, and raises
-    # the check's error or gives the same values. (Should equinox's checks keep their
-    # callbacks, their errors raise here and the general path runs too.)
     _CALLBACK_LOG.addFilter(_QUIET)
     try:
-        with checks_as_nan():
-            traj, finite = program(*args)
-        if not finite:  # (reading the flag waits for the program, whose outputs are all ready then)
-            return None
+        traj = program(*args)
+        # Run-time checks raise here, as in eqx.filter_jit's call: every output of the
+        # program is ready, or carries its error, at the same time. (An output made for
+        # the purpose, as eqx.filter_jit makes, is a constant XLA writes beside the solve:
+        # about 40 us a call.)
+        jax.block_until_ready(_one_output(traj))
     except Exception:
         return None
     finally:

@@ -17,7 +17,6 @@ _NAMES: dict[str, tuple[str, str]] = {
     "SensitivitySolution": ("._ode", "SensitivitySolution"),
     "did_you_mean": ("._ode", "did_you_mean"),
     "Result": ("._results", "Result"),
-    "all_finite": ("._checks", "all_finite"),
     "checks_as_nan": ("._checks", "checks_as_nan"),
     "from_diffrax": ("._results", "from_diffrax"),
     "result_message": ("._results", "result_message"),
@@ -111,7 +110,7 @@ if TYPE_CHECKING:
         SensitivitySolution as SensitivitySolution,
         did_you_mean as did_you_mean,
     )
-    from ._checks import all_finite as all_finite, checks_as_nan as checks_as_nan
+    from ._checks import checks_as_nan as checks_as_nan
     from ._results import Result as Result, from_diffrax as from_diffrax, result_message as result_message
     from ._batched_ode import BATCHED_METHODS as BATCHED_METHODS, solve_batch as solve_batch, supports as batched_ode_supports
     from ._events import OdeEvent as OdeEvent, solve_with_events as solve_with_events
