@@ -6,10 +6,9 @@ raises through a host callback, and JAX never writes a program holding a host ca
 to its persistent compilation cache: every process compiles such a program again. Every
 `diffrax.diffeqsolve` that saves at traced times holds four of them.
 
-Inside `checks_as_nan()` the checks being traced give NaN in place of the callback (as
-equinox's `on_error="nan"` does: where a check fails, the values it guards become NaN,
-integers their largest value; here by a select per array rather than equinox's
-conditional copy of them all), so the program holds no callback and is kept. It suits
+Inside `checks_as_nan()` the checks being traced give NaN in place of the callback
+(equinox's `on_error="nan"`: where a check fails, the values it guards become NaN,
+integers their largest value), so the program holds no callback and is kept. It suits
 work whose failures are values already (solves with `throw=False`, whose result codes and
 NaN the caller reads): the `sim` command (`sim.cli.main` enters it), the fits and the
 samplers. A failed check's error is then a value that is not finite, never an exception.
@@ -34,9 +33,6 @@ import contextlib
 from collections.abc import Iterator
 
 import equinox as eqx
-import jax
-import jax.numpy as jnp
-from jaxtyping import PyTree
 
 _NAME = "simjax_checks_as_nan"
 
@@ -73,38 +69,13 @@ def _patch(state) -> bool:
 
     def branched_error_if_impl(x, pred, index, msgs, *, on_error):
         if on_error == "default" and state.value:
-            if isinstance(pred, jax.core.Tracer):
-                return _nan_where(jnp.any(pred), x)
-            on_error = "nan"  # (a check decided at trace time: equinox's own way)
+            on_error = "nan"
         return impl(x, pred, index, msgs, on_error=on_error)
 
     branched_error_if_impl._simjax_checks = True
     errors.branched_error_if_impl = branched_error_if_impl
     errors.branched_error_if_impl_jit = eqx.filter_jit(branched_error_if_impl)
     return True
-
-
-def _nan_where(bad, x: PyTree) -> PyTree:
-    """`x` with every array replaced where `bad` by what equinox's `on_error="nan"` gives
-    (NaN; the largest integer; True). A select per array, which XLA fuses with the
-    computation of the array, where equinox's `lax.cond` over the whole of `x` copied it
-    (50 us more for a call of a small solve, whose solution it guards)."""
-
-    def fill(leaf):
-        if not eqx.is_array(leaf):
-            return leaf
-        dtype = leaf.dtype
-        if jnp.issubdtype(dtype, jnp.inexact):
-            value = jnp.nan
-        elif jnp.issubdtype(dtype, jnp.integer):
-            value = jnp.iinfo(dtype).max
-        elif dtype == jnp.bool_:
-            value = True
-        else:  # pragma: no cover - keys and other array types: left as they are
-            return leaf
-        return jnp.where(bad, jnp.asarray(value, dtype), leaf)
-
-    return jax.tree.map(fill, x)
 
 
 _CHECKS_AS_NAN = _state()
