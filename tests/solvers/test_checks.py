@@ -1,7 +1,7 @@
 """`solvers.checks_as_nan`: programs traced inside hold no host callback (so the
 compilation cache keeps them), a failed check gives NaN there (or, through it, values
-that are not finite) and still raises outside,
-and a function traced in one mode is never reused by a trace in the other."""
+that are not finite) and still raises outside, and a function traced in one mode is
+never reused by a trace in the other."""
 
 import os
 import subprocess
@@ -52,7 +52,7 @@ def test_a_program_traced_inside_holds_no_callback_and_a_failed_check_gives_nan(
         program = jax.jit(decay)
         np.testing.assert_allclose(program(y0, ts), np.exp(-np.asarray(ts)), rtol=1e-7)
         # Save times out of order: the check makes them NaN, and the solve saves nothing
-        # (diffrax's unsaved values are inf): nothing finite, as `sim.simulate` checks.
+        # (diffrax's unsaved values are inf): nothing finite, which a caller can see.
         assert not np.isfinite(program(y0, SHUFFLED)).any()
     with pytest.raises(RAISED, match="saveat.ts must be increasing"):
         jax.jit(decay)(y0, SHUFFLED)  # the same program outside: traced again, and raises
