@@ -64,6 +64,24 @@ os.environ["SIMJAX_CACHE_DIR"] = os.environ.get("SIMJAX_TEST_CACHE", str(_user_f
 import sim  # noqa: E402,F401  (turns the cache on before any test compiles)
 
 
+@pytest.fixture(autouse=True)
+def _checks_as_nan(request):
+    """Every test runs with equinox's run-time checks traced as NaN
+    (`solvers.checks_as_nan`, as the `sim` command and the fits run them): its programs
+    hold no host callbacks, so the persistent cache keeps them and a later run or the
+    other worker loads them instead of compiling them again. A check that passes changes
+    no value; one that fails gives values that are not finite, which the tests' numbers
+    catch. A test of checks that raise (`throw=True`, the errors of `sim.simulate`)
+    carries the `raising_checks` marker and runs outside the mode."""
+    if request.node.get_closest_marker("raising_checks"):
+        yield
+        return
+    from solvers import checks_as_nan
+
+    with checks_as_nan():
+        yield
+
+
 @pytest.fixture
 def tmp_cwd(tmp_path, monkeypatch):
     """Run a test inside a fresh temporary folder."""

@@ -152,6 +152,7 @@ def test_call_from_python_gives_the_general_paths_bits_and_does_not_recompile_on
     assert {id(p): p._cache_size() for p in _simulate._PROGRAMS.values()} == compiled
 
 
+@pytest.mark.raising_checks
 def test_call_from_python_raises_the_errors_of_the_general_path():
     model = sim.get_model("robertson")
     solver = OdeSolver(method="tsit5", max_steps=20)

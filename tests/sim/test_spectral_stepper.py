@@ -28,6 +28,7 @@ def test_stepper_runs_equal_simulate(burgers):
         np.testing.assert_allclose(run(stepper, jnp.asarray(u0)), expected, rtol=0, atol=1e-14)
 
 
+@pytest.mark.raising_checks
 def test_stepper_refuses_save_times_of_another_step(burgers):
     stepper = sim.spectral_stepper(burgers, None, 0.02, solver=Etdrk(steps_per_save=5))
     with pytest.raises(eqx.EquinoxRuntimeError, match="another step"):

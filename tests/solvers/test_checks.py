@@ -18,6 +18,9 @@ import pytest
 from solvers import checks_as_nan
 from solvers._checks import ACTIVE
 
+# The mode's own tests start outside it (tests/conftest.py enters it for the others).
+pytestmark = pytest.mark.raising_checks
+
 REPO = Path(__file__).resolve().parents[2]
 
 

@@ -125,6 +125,7 @@ def test_bad_method_of_lines_settings_are_rejected():
         MethodOfLines(method="euler", adaptive=False)
 
 
+@pytest.mark.raising_checks
 def test_an_explicit_step_beyond_the_diffusive_limit_is_refused():
     grid = _grid("dirichlet", 21, 2)
     h = grid.spacing[0]

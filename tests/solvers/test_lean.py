@@ -165,6 +165,7 @@ def test_lean_predict_differentiates_by_its_sensitivities_in_every_mode():
     assert float(batched["a"][0]) == pytest.approx(float(g_p["a"]), rel=1e-12)
 
 
+@pytest.mark.raising_checks
 def test_failures_are_reported_with_the_codes_of_the_diffrax_path():
     ts = jnp.linspace(0.0, 2.0, 5)
     # dy/dt = y^2 from y = 1 blows up at t = 1: no state after it, the failure flagged

@@ -58,6 +58,7 @@ def test_tolerance_change_does_not_recompile():
     assert len(compiled) == 1
 
 
+@pytest.mark.raising_checks
 def test_failure_is_reported_not_silent():
     ts = jnp.linspace(0.0, 100.0, 3)
     quiet = OdeSolver(max_steps=4, throw=False)

@@ -141,6 +141,7 @@ def test_float32_runs_stay_in_float32():
     assert error < 1e-5
 
 
+@pytest.mark.raising_checks
 def test_unequal_or_decreasing_save_times_are_rejected():
     grid = FourierGrid((8,), ((0.0, TWO_PI),))
     solver = Etdrk()
