@@ -169,6 +169,9 @@ def test_weights_scale_each_observables_share_of_the_loss(tmp_path):
     assert b["prey"] < a["prey"] and b["predator"] > a["predator"], (a, b)
 
 
+# (with -m slow: a fit of three starts; by default tests/inference/test_multistart.py runs
+# the config's starts on one device, two devices and a Dask cluster and checks they agree)
+@pytest.mark.slow
 def test_multistart_escapes_a_local_minimum(tmp_path):
     # From this start, Levenberg-Marquardt stalls in a local minimum (loss 8.01, against
     # 0.061 at the global one, where the fit from the config's usual start lands). Three

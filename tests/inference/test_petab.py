@@ -546,7 +546,8 @@ def _feed_problem(folder: Path, conditions: str, dims: str = 'spatialDimensions=
     return folder / "feed.yaml"
 
 
-@pytest.mark.parametrize("dims", ['spatialDimensions="3"', ""])
+# (by default a compartment without spatialDimensions; with -m slow one of three dimensions too)
+@pytest.mark.parametrize("dims", [pytest.param('spatialDimensions="3"', marks=pytest.mark.slow), ""])
 def test_a_condition_sets_a_species_that_nothing_changes(tmp_path, dims):
     # S(2) = k F G 2 with k = 0.5: F = 3 and G = 1.5 give 4.5, F = 10 and G = 0.25 give 2.5;
     # each term is log(sqrt(2 pi)) + S(2)^2 / 2 (data 0, sigma 1). Before constant species

@@ -166,6 +166,9 @@ def test_the_effective_energy_stays_level(npt_run):
     assert np.ptp(wandering) > 100 * drift, (np.ptp(wandering), drift)
 
 
+# (with -m slow; by default tests/sim/test_md_npt.py checks the anisotropic coupling of
+# an atomic system, and the tests above the isotropic coupling of these molecules)
+@pytest.mark.slow
 def test_anisotropic_coupling_scales_each_axis_and_keeps_the_molecules_rigid(npt_run):
     """Each edge by its own molecular pressure P_aa: over 200 steps the edges part ways
     while the bonds hold and the driven pressure stays the observable; on one step the

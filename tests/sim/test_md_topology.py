@@ -231,6 +231,9 @@ def test_sigint_mid_run_resumes_to_the_uninterrupted_water_run(tmp_cwd):
         assert deviation(absolute(f, slice(None)), TRIANGLES, LENGTHS) < 1e-12
 
 
+# (with -m slow; by default tests/sim/test_sweep_md.py sweeps an atomic system and
+# checks its summary and bad keys)
+@pytest.mark.slow
 def test_a_water_sweep_varies_sigma_and_refuses_what_it_cannot_vary(tmp_cwd, capsys):
     sweep = '[sweep]\nmode = "grid"\nsave = "full"\n[sweep.params]\n'
     write_config(tmp_cwd, steps=20, name="s.toml", extra=sweep + "sigma = { values = [0.31, 0.3166] }\n")

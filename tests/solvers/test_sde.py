@@ -203,6 +203,7 @@ def test_too_many_steps_is_a_reported_failure():
 
 
 @pytest.mark.slow
+@pytest.mark.raising_checks
 def test_too_many_steps_raises_when_throwing():
     solver = SdeSolver(dt=0.01, max_steps=10)
     ts, args = jnp.array([0.0, 1.0]), linear(b=1.0, d=1.0)
