@@ -1,5 +1,6 @@
-"""Test-wide settings: float64, strict dtype promotion, and a persistent compilation
-cache shared by the test workers and the `sim` processes the tests start."""
+"""Test-wide settings: float64, strict dtype promotion, a persistent compilation cache
+shared by the test workers and the `sim` processes the tests start, and run-time checks
+traced as NaN so that the cache keeps every program."""
 
 import os
 import sys
