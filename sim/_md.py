@@ -58,7 +58,7 @@ from solvers import (
 
 from ._config import Config, seed_problem
 from ._errors import SimulationError
-from ._limits import memory_problem
+from ._limits import memory_problem, physical_memory
 from ._md_family import MD, MdFamily
 from ._md_molecules import file_molecules, molecular_system, water_params, with_constraints, written_bonds
 from ._md_rdf import RdfSpec, rdf_spec, write_rdf
@@ -380,7 +380,7 @@ def _md_system(config: Config, dtype, units: Units = UNITS["reduced"], *, bonded
             raise config.error("system.group", f"expected the name of a group of /particles, got {group!r}")
         path = config.resolve_path(section["file"])
         try:
-            system = read_h5md(path, group=group, frame=frame, dtype=float)
+            system = read_h5md(path, group=group, frame=frame, dtype=float, max_bytes=physical_memory())
         except ValueError as e:
             message = str(e).splitlines()[0] if str(e) else type(e).__name__
             raise config.error("system.file", message if str(path) in message else f"{path}: {message}") from None
@@ -424,6 +424,10 @@ def _md_system(config: Config, dtype, units: Units = UNITS["reduced"], *, bonded
                 raise config.error("system.cells", problem)
             system = lattice(kind, cells if isinstance(cells, int) else tuple(cells), density)
     if temperature is not None:
+        if temperature > 0 and system.n < 2:
+            raise config.error(
+                "system.temperature", "one particle has no thermal velocity to draw (the total momentum is removed); give no temperature, or more particles"
+            )
         system = thermalize(system, key, units.boltzmann * temperature)
         if not bool(jnp.all(jnp.isfinite(system.velocity))) or (temperature > 0 and not bool(jnp.any(system.velocity != 0))):
             raise config.error("system.temperature", f"{temperature!r} gives velocities beyond the float range; expected a temperature the run can represent")
@@ -840,6 +844,7 @@ class MdLimits:
     dof: int
     edges: np.ndarray | None
     boltzmann: float = 1.0  # k_B of the run's units (the temperature of an energy scale)
+    cutoff: float | None = None  # a barostat's run: its forces are NaN in a box shorter than twice this
 
     @classmethod
     def of(cls, s: Setup) -> MdLimits:
@@ -857,6 +862,7 @@ class MdLimits:
             dof=int(integrator.degrees_of_freedom(system.n, system.dim)),
             boltzmann=s.model.unit_system.boltzmann,
             edges=np.asarray(system.space.box, dtype=float) if system.space.periodic else None,
+            cutoff=float(s.model.cutoff) if integrator.changes_box else None,
         )
 
     @property
@@ -916,6 +922,13 @@ class MdLimits:
     def _describe(self, check: str, rows: dict, i: int, ref: dict, excess: dict) -> str:
         if check.startswith("finite:"):
             name = check.partition(":")[2]
+            # (a barostat's run gone non-finite keeps the box it had then)
+            shortest = float(np.min(rows["box"][i])) if self.cutoff is not None else math.inf
+            if shortest < 2 * (self.cutoff or 0.0):
+                return (
+                    f"{name} became non-finite: the barostat shrank the box to an edge of {shortest:.4g}, shorter than twice "
+                    f"the cutoff ({2 * self.cutoff:g}); use more particles (a larger box) or a shorter cutoff"
+                )
             return f"{name} became non-finite (the run diverged); lower time.dt or start from a relaxed configuration"
         if check == "drift":
             label = "conserved energy" if self.energy == "conserved_energy" else "total energy"

@@ -13,7 +13,10 @@ the ideal gas's N_a N_b / V normalisation, one row per species pair, each pair s
 over the bins by a Gaussian of standard deviation `width` (differentiable in the
 positions). Row k of `/observables/rdf/value` is the average over the frames from
 `start` to frame k (NaN before `start`), so the last row is the run's average and
-the rows show how it settles; `/observables/rdf/r` holds the bin centres."""
+the rows show how it settles; `/observables/rdf/r` holds the bin centres. A bin that
+reaches beyond half the shortest edge of a frame's box (a barostat's box that shrank
+below 2 r_max) is left out of that frame's average, since minimum images miss pairs
+that far apart; a bin no frame could measure is NaN."""
 
 from __future__ import annotations
 
@@ -145,7 +148,12 @@ def write_rdf(f, spec: RdfSpec, species: np.ndarray) -> None:
     edges = np.asarray(particles["box/edges/value"])
     first = int(np.searchsorted(time, spec.start - 1e-9 * max(1.0, abs(spec.start))))
     g = spec.frames(positions[first:], edges[first:], species)
-    running = np.cumsum(g, axis=0) / np.arange(1, len(g) + 1)[:, None, None]
+    # the bins each frame's box measures whole: up to half its shortest edge
+    upper = (np.arange(1, spec.bins + 1) * (spec.r_max / spec.bins))[None, :]
+    measured = upper <= 0.5 * np.min(edges[first:], axis=1)[:, None] * (1 + 1e-12)  # [T, bins]
+    sums = np.cumsum(np.where(measured[:, None, :], g, 0.0), axis=0)
+    with np.errstate(invalid="ignore"):
+        running = sums / np.cumsum(measured, axis=0)[:, None, :]
     value = np.full((len(time), *running.shape[1:]), np.nan)
     value[first:] = running
     if spec.n_species == 1:

@@ -271,7 +271,9 @@ class StochasticCellRescaling(ParticleIntegrator):
             scale = jnp.exp(eps)
             # kT ln q(eps | here), up to a constant: the forward half of the heat
             heat = heat + kt * (-0.5 * jnp.sum(noise * noise) + (0.5 * dim + 1.0) * jnp.log(volume))
-        box = scale * b.box
+        # (a run gone non-finite keeps its last box, which tells whether the box shrank
+        # below what the forces allow)
+        box = jnp.where(jnp.all(jnp.isfinite(scale)), scale * b.box, b.box)
         if self.constraints is None:
             position = scale * state.position + (0.5 * (scale + 1.0 / scale) * dt) * velocity
             velocity = velocity / scale

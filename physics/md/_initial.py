@@ -214,7 +214,7 @@ def thermalize(system: System, key: PRNGKeyArray, temperature: float | Array) ->
     return system.at(system.position, maxwell_boltzmann(key, system.mass, temperature, dim=system.dim))
 
 
-def read_h5md(path: str | Path, *, group: str = "all", frame: int = -1, dtype=float) -> System:
+def read_h5md(path: str | Path, *, group: str = "all", frame: int = -1, dtype=float, max_bytes: int | None = None) -> System:
     """A system from an H5MD file: the positions (and velocities, species, masses when
     present) of `frame` of `/particles/<group>` and its box.
 
@@ -224,12 +224,15 @@ def read_h5md(path: str | Path, *, group: str = "all", frame: int = -1, dtype=fl
     `/connectivity` whose `particles_group` attribute refers to `/particles/<group>`;
     particle ids are row numbers, or the values of `/particles/<group>/id` when it
     exists. Molecule ids in `/particles/<group>/molecule` (which simjax writes) come as a
-    `Topology` without constraints, for `bonded_molecules` to check.
+    `Topology` without constraints, for `bonded_molecules` to check. With `max_bytes`,
+    what a dataset declares is checked before it is read: a file may declare billions
+    of values without storing any.
 
     Raises:
         ValueError: missing file or group, or a layout that is not H5MD (naming the
-            dataset that is missing or wrong: a frame beyond the file's, bonds that are
-            not pairs of particle ids in range).
+            dataset that is missing or wrong: a frame beyond the file's, a box with
+            fewer frames than the positions, bonds that are not pairs of particle ids
+            in range, a dataset larger than `max_bytes`).
     """
     import h5py
 
@@ -240,6 +243,24 @@ def read_h5md(path: str | Path, *, group: str = "all", frame: int = -1, dtype=fl
         f = h5py.File(path, "r")
     except OSError as e:
         raise ValueError(f"{path}: not a readable HDF5 file ({str(e).splitlines()[0]})") from None
+    def read(node, where, frame=None):
+        """The values of the dataset `node` (of one frame of it), checked first against
+        `max_bytes` and the frames it holds."""
+        if frame is not None:
+            if not node.shape:
+                raise ValueError(f"{path}: {where}/value is not a dataset of frames; expected an H5MD time-dependent element")
+            frames = node.shape[0]
+            if not -frames <= frame < frames:
+                raise ValueError(f"{path}: {where} has {frames} frames; frame {frame} is not one of them (0..{frames - 1}, or -1 for the last)")
+        shape = node.shape if frame is None else node.shape[1:]
+        size = 8 * math.prod(shape)
+        if max_bytes is not None and size > max_bytes:
+            raise ValueError(
+                f"{path}: {where} declares {math.prod(shape):,} values (shape {shape}{' per frame' if frame is not None else ''}), "
+                f"more than this machine's memory holds"
+            )
+        return np.asarray(node[()] if frame is None else node[frame])
+
     with f:
         base = f"particles/{group}"
         if base not in f:
@@ -256,12 +277,9 @@ def read_h5md(path: str | Path, *, group: str = "all", frame: int = -1, dtype=fl
             if isinstance(node, h5py.Group):
                 if not isinstance(node.get("value"), h5py.Dataset) or node["value"].ndim < 1:
                     raise ValueError(f"{path}: /{base}/{name}/value is missing or not a dataset of frames; expected an H5MD time-dependent element")
-                frames = node["value"].shape[0]
-                if not -frames <= frame < frames:
-                    raise ValueError(f"{path}: /{base}/{name} has {frames} frames; frame {frame} is not one of them (0..{frames - 1}, or -1 for the last)")
-                value = np.asarray(node["value"][frame])
+                value = read(node["value"], f"/{base}/{name}", frame)
             else:
-                value = np.asarray(node[()])
+                value = read(node, f"/{base}/{name}")
             return _numbers(value, f"/{base}/{name}", integer=name in ("species", "id", "molecule"))
 
         def _numbers(value, where, integer=False):
@@ -297,7 +315,7 @@ def read_h5md(path: str | Path, *, group: str = "all", frame: int = -1, dtype=fl
         space: Space
         if periodic:
             edges = box["edges"]
-            edges = np.asarray(edges["value"][frame]) if isinstance(edges, h5py.Group) else np.asarray(edges[()])
+            edges = read(edges["value"], f"/{base}/box/edges", frame) if isinstance(edges, h5py.Group) else read(edges, f"/{base}/box/edges")
             edges = _numbers(edges, f"/{base}/box/edges")
             if edges.ndim == 0:  # a cube
                 edges = np.full(dim, edges)
@@ -318,7 +336,7 @@ def read_h5md(path: str | Path, *, group: str = "all", frame: int = -1, dtype=fl
         ids = element("id", False)
         if ids is not None and (ids.shape != (n,) or np.unique(ids).shape[0] != n):
             raise ValueError(f"{path}: /{base}/id must hold {n} distinct particle ids, got shape {ids.shape}")
-        bonds = _connectivity(f, path, group, n, ids)
+        bonds = _connectivity(f, path, group, n, ids, read)
         molecule = element("molecule", False)
         if molecule is not None and molecule.shape != (n,):
             raise ValueError(f"{path}: /{base}/molecule has shape {molecule.shape}; expected one molecule id per particle ({n})")
@@ -337,9 +355,10 @@ def read_h5md(path: str | Path, *, group: str = "all", frame: int = -1, dtype=fl
     )
 
 
-def _connectivity(f, path: Path, group: str, n: int, ids) -> np.ndarray | None:
+def _connectivity(f, path: Path, group: str, n: int, ids, read) -> np.ndarray | None:
     """The pairs [b, 2] (row numbers) of the connectivity of `/particles/<group>` in
-    an open H5MD file, or None when it has none (see `read_h5md`)."""
+    an open H5MD file, or None when it has none (see `read_h5md`, whose `read` reads
+    each dataset)."""
     import h5py
 
     if "connectivity" not in f:
@@ -358,7 +377,7 @@ def _connectivity(f, path: Path, group: str, n: int, ids) -> np.ndarray | None:
         return None
     pairs = []
     for node in found:
-        value = np.asarray(node[()])
+        value = read(node, node.name)
         if value.dtype.kind not in "iu" or value.ndim != 2 or value.shape[1] != 2:
             raise ValueError(f"{path}: {node.name} must be [b, 2] integer particle ids (pairs), got {value.dtype} of shape {value.shape}")
         if ids is not None:

@@ -252,6 +252,22 @@ def test_bad_barostat_settings_are_refused_in_one_line(tmp_path, capsys, method,
     assert not (tmp_path / "bad.h5").exists() and config.read_text() == before
 
 
+def test_a_box_shrunk_below_twice_the_cutoff_is_named_as_the_cause_of_the_stop(tmp_path, capsys):
+    # 108 particles at density 0.8 fill a box of 5.13, 2.6% above twice the cutoff: the
+    # barostat at P = 1 shrinks it below 5 within some 50 steps, and the forces become
+    # NaN (minimum images would be wrong). The line named a diverged run and advised a
+    # shorter time step, which does not help; it names the box and the cutoff.
+    config = write(tmp_path)
+    config.write_text(config.read_text().replace("cells = 4\ndensity = 0.95", "cells = 3\ndensity = 0.8"))
+    with pytest.raises(SystemExit) as exit_info:
+        main(["run", str(config), "-o", str(tmp_path / "npt.h5"), "--quiet"])
+    stderr = capsys.readouterr().err
+    assert exit_info.value.code == 1 and len(stderr.strip().splitlines()) == 1, stderr
+    assert "the barostat shrank the box to an edge of 4.9" in stderr and "twice the cutoff (5)" in stderr, stderr
+    assert "time.dt" not in stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["npt.toml"]
+
+
 # ----------------------------------------------------------------------------- slow
 
 # NIST Standard Reference Simulation Website, Lennard-Jones fluid, Monte Carlo NVT, N = 500,

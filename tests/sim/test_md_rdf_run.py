@@ -94,6 +94,54 @@ def test_the_smooth_g_keeps_the_first_peak(liquid):
     assert np.sum(rho * soft * shells * inside) == pytest.approx(np.sum(rho * plain * shells * inside), rel=0.01)
 
 
+# A supercritical gas (T = 1.5, density 0.1) that a barostat at P = 0.6 compresses to
+# about density 0.4: the box shrinks from 13.7 to about 8, far below twice the default
+# r_max (half the starting box). The g of a gas is 1 beyond a few sigma.
+COMPRESSED = """
+[model]
+name = "lennard_jones"
+[params]
+cutoff = 2.5
+shift = true
+[system]
+lattice = "fcc"
+cells = 4
+density = 0.1
+temperature = 1.5
+seed = 3
+[time]
+dt = 0.005
+steps = 1000
+save_every = 20
+[solver]
+method = "langevin"
+temperature = 1.5
+friction = 2.0
+barostat = { pressure = 0.6, tau = 0.5, compressibility = 5.0 }
+[rdf]
+bins = 40
+start = 1.0
+"""
+
+
+def test_a_box_that_shrinks_below_twice_r_max_leaves_out_the_bins_it_cannot_measure(tmp_path):
+    # Minimum images miss pairs farther apart than half the box: a bin beyond half a
+    # frame's box counted such a frame as empty, and g fell towards 0 (measured: 0.02 at
+    # r = 6.7) where a gas has 1. Each bin is averaged over the frames that measure it.
+    config = tmp_path / "compressed.toml"
+    config.write_text(COMPRESSED)
+    out = sim.run(sim.load_config(config)).save(tmp_path / "compressed.h5")
+    with h5py.File(out) as f:
+        g, r = f["observables/rdf/value"][-1], f["observables/rdf/r"][()]
+        time, edges = f["particles/all/box/edges/time"][()], f["particles/all/box/edges/value"][()]
+    half = 0.5 * edges[time >= 1.0 - 1e-9].min(axis=1)
+    assert half.max() < 0.8 * r[-1]  # the box did shrink well below twice r_max
+    upper = r + 0.5 * (r[1] - r[0])
+    np.testing.assert_array_equal(np.isnan(g), upper > half.max() * (1 + 1e-12))  # no frame measures them
+    far = np.isfinite(g) & (r > 3.0)
+    assert np.sum(far) >= 6 and np.all(np.abs(g[far] - 1.0) < 0.05), g[far]
+
+
 def test_sim_plot_draws_the_stored_g(liquid, capsys, tmp_path):
     out, _, _ = liquid
     code, err = cli(["plot", str(out), "-o", str(tmp_path / "run.png")], capsys)

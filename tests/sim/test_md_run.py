@@ -89,6 +89,23 @@ def test_run_starts_from_an_h5md_file(tmp_path):
     np.testing.assert_allclose(second.observables["position"][0] % second.system.space.box, last, atol=1e-9)
 
 
+def test_a_temperature_for_one_particle_is_refused_for_what_it_is(tmp_path, capsys):
+    # Maxwell-Boltzmann velocities without total momentum leave one particle at rest:
+    # the line said the temperature gave velocities beyond the float range.
+    with h5py.File(tmp_path / "one.h5", "w") as f:
+        f["particles/all/position/value"] = np.full((1, 1, 3), 1.0)
+        f["particles/all/box/edges"] = np.full(3, 6.0)
+        f["particles/all/box"].attrs["boundary"] = np.array([b"periodic"] * 3)
+    text = SMALL.format(method="verlet", extra="").replace('lattice = "fcc"\ncells = 3\ndensity = 0.8\n', 'file = "one.h5"\n')
+    config = write(tmp_path, text=text)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["run", str(config), "-o", str(tmp_path / "out.h5"), "--quiet"])
+    stderr = capsys.readouterr().err
+    assert exit_info.value.code == 2 and len(stderr.strip().splitlines()) == 1, stderr
+    assert "system.temperature" in stderr and "one particle" in stderr and "float range" not in stderr, stderr
+    assert not (tmp_path / "out.h5").exists()
+
+
 def test_cli_reports_bad_input_in_the_example_config(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(["run", str(ROOT / "experiments/lj_fluid.toml"), "-o", str(tmp_path / "bad.h5"), "--set", "solver.temperature=-1"])

@@ -300,6 +300,19 @@ def _on_top(f):
     x[-1] = frame
 
 
+def _one_box(f):
+    # the box of the first frame only, the positions of five
+    edges = f["particles/all/box/edges/value"][:1]
+    del f["particles/all/box/edges/value"]
+    f["particles/all/box/edges/value"] = edges
+
+
+def _huge_bonds(f):
+    # 2^34 pairs declared, none stored: the file stays small, reading it would need 128 GiB
+    del f["connectivity/all/bonds"]
+    f.create_dataset("connectivity/all/bonds", shape=(2**34, 2), dtype=np.int32, chunks=(1024, 2))
+
+
 HOSTILE = {
     "molecules overlapping": (_on_top, 'molecule = "spce"', "system.file", "molecules 0 and 1"),
     "index out of range": (lambda f: f["connectivity/all/bonds"].__setitem__(0, [0, 24]), "", "system.file", "particle index 24"),
@@ -314,6 +327,8 @@ HOSTILE = {
     "bond not its kind's": (_stretched, "", "system.file", "particles 0 and 1 is 0.11"),
     "box missing": (lambda f: f["particles/all"].__delitem__("box"), "", "system.file", "/particles/all/box is missing"),
     "frame beyond the file": (lambda f: None, "frame = 9", "system.file", "frame 9"),
+    "box of fewer frames than the positions": (_one_box, "frame = 3", "system.file", "/particles/all/box/edges has 1 frames; frame 3"),
+    "bonds declared beyond memory": (_huge_bonds, "", "system.file", "/connectivity/all/bonds declares 34,359,738,368 values"),
     "wrong water": (lambda f: None, 'molecule = "tip3p"', "system.molecule", "is not a tip3p water: its O-H distance"),
     "not water": (lambda f: f["particles/all/species"].__setitem__(0, 1), 'molecule = "spce"', "system.molecule", "is not a spce water"),
     "bonds without water": (lambda f: f.__delitem__("connectivity"), 'molecule = "spce"', "system.molecule", "no bonds"),
