@@ -249,6 +249,7 @@ def _read_target(config: Config, data: str | Path | None, spec: RdfSpec) -> tupl
         with h5py.File(path, "r") as f:
             g = numeric_dataset(f, path, name, "data.rdf")
             r = numeric_dataset(f, path, r_name, "data.r")
+            width = f[name].attrs.get("width")  # (a g(r) that `sim run` wrote: its kernel width)
     except DataError:
         raise
     except DAMAGED_FILE_ERRORS as e:
@@ -259,6 +260,12 @@ def _read_target(config: Config, data: str | Path | None, spec: RdfSpec) -> tupl
             path, r_name,
             f"the target's r grid ({r.size} values, {np.min(r) if r.size else float('nan'):.6g} .. {np.max(r) if r.size else float('nan'):.6g}) "
             f"differs from the bin centres of [rdf] ({spec.bins} bins up to r_max = {spec.r_max:g}); give the same r_max and bins",
+        )
+    if width is not None and not np.isclose(float(np.asarray(width)), spec.width, rtol=1e-9, atol=1e-12 * spec.r_max):
+        raise DataError(
+            path, name,
+            f"the target g(r) was smoothed with a kernel width of {float(np.asarray(width)):.6g}, [rdf] width is {spec.width:.6g}; "
+            "give the same width (a g(r) smoothed otherwise is not comparable bin by bin)",
         )
     pairs = len(spec.pairs)
     shape = (pairs, spec.bins) if pairs > 1 else (spec.bins,)

@@ -295,6 +295,7 @@ def test_the_fit_recovers_the_epsilon_and_sigma_that_made_the_target(tmp_path, s
     [
         (['data.file="missing.h5"'], "missing.h5", "no such file"),
         (["rdf.bins=40"], "/observables/rdf/r", "r grid"),
+        (["rdf.width=0.01"], "/observables/rdf/value", "kernel width"),  # (bins compared with other smoothing: a biased fit)
         (["rdf.r_max=3.6"], "rdf.r_max", "half the shortest box edge"),
         (['data.rdf="/observables/temperature/value"', 'data.r="/observables/rdf/r"'], "/observables/temperature/value", "expected g(r) of shape"),
         (['data.rdf="/observables/temperature/value"'], "/observables/temperature/r", "no such dataset"),
