@@ -576,6 +576,14 @@ def _setup(model: ParticleModel, config: Config) -> Setup:
     solver = with_constraints(solver, system)
     if solver.integrator.changes_box and not system.space.periodic:
         raise config.error("solver.barostat", "a barostat needs a periodic box; the [system] file starts in free space")
+    if solver.integrator.changes_box:
+        # (P V is a term of the conserved energy: it must be a number of the run's dtype, with room to grow)
+        work = solver_section["barostat"]["pressure"] * units.pressure * float(np.prod(np.asarray(system.space.box, dtype=float)))
+        if not work * 1e6 < np.finfo(dtype).max:
+            raise config.error(
+                "solver.barostat.pressure",
+                f"{solver_section['barostat']['pressure']!r} times the box's volume ({work:.3g}) is beyond the {dtype} range; expected a pressure the run can represent",
+            )
     try:
         check_system(model, system, params)
         model = model.for_system(system)  # (what it sizes from the box: in the resolved config)
