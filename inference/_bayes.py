@@ -564,7 +564,9 @@ def _no_valid_start(config: Config, model: BayesModel, init_from: str | Path | N
     density at every start it tried)."""
     if init_from is not None:
         return DataError(init_from, "/estimate", "the chains cannot start at these estimates: the posterior density there is zero or not finite (the solve fails, or the noise model rules the predictions out)")
-    reaching = [name for name in model.limits]
+    # (the chains start near each prior's median: a prior that reaches beyond the allowed
+    # range is to blame only where its median lies outside that range)
+    reaching = [name for name, (low, high, closed) in model.limits.items() if not _allowed(_prior_median(model.priors[name]), low, high, closed)]
     if reaching:
         names = ", ".join(reaching)
         return config.error(
@@ -577,6 +579,16 @@ def _no_valid_start(config: Config, model: BayesModel, init_from: str | Path | N
         "the chains found no valid start: at the median of a few prior draws the posterior density is zero or not finite "
         "(the solve fails, or the noise model rules the predictions out); move the priors or start from a fit with --init-from",
     )
+
+
+def _prior_median(prior: dist.Distribution) -> float:
+    """The median of a prior, estimated from 1,001 draws."""
+    return float(np.median(np.asarray(prior.sample(jax.random.PRNGKey(0), (1001,)))))
+
+
+def _allowed(value: float, low: float, high: float, closed: bool) -> bool:
+    """Whether `value` lies in the allowed range of a free quantity (`BayesModel.limits`)."""
+    return ((value >= low) if closed else (value > low)) and value <= high
 
 
 def chain_method(chains: int, progress: bool, *, spread: bool = True) -> tuple[Any, bool, str]:

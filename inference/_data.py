@@ -87,7 +87,8 @@ def load_observations(config: Config, data: str | Path | None = None, observable
             each observable's values must be [T, *its shape at one time]: [T] for a
             scalar), values that are not real numbers (complex values are refused), a
             dataset larger than memory (checked before reading), unsorted, duplicate or
-            non-finite times, infinite values, non-positive sigma; names file and dataset.
+            non-finite times (duplicate after the time offset too), infinite values or
+            values beyond 1e150, non-positive sigma; names file and dataset.
     """
     section = data_section(config)
     if data is not None:
@@ -120,9 +121,20 @@ def load_observations(config: Config, data: str | Path | None = None, observable
     with f:
         raw_time = _dataset(f, path, section.time, "data.time")
         time = _check_times(path, section.time, raw_time) - section.time_offset
+        same = np.flatnonzero(np.diff(time) <= 0)
+        if same.size:  # (times closer than the rounding of the offset's magnitude)
+            i = int(same[0]) + 1
+            raise DataError(
+                path, section.time, f"times {float(raw_time[i - 1])!r} and {float(raw_time[i])!r} (index {i}) are the same time {float(time[i])!r} after subtracting "
+                f"data.time_offset = {section.time_offset:g}; expected times that stay apart (a smaller offset)"
+            )
         values = {}
         for name, dataset in section.observables.items():
             values[name] = _values(f, path, dataset, f"data.observables.{name}", len(time), allow_nan=True, shape=shapes.get(name))
+            with np.errstate(invalid="ignore"):
+                huge = np.abs(values[name]) > 1e150
+            if np.any(huge):  # (the losses and likelihoods square residuals of the values)
+                raise DataError(path, dataset, f"expected values of magnitude at most 1e150, got {float(values[name][huge][0])!r}")
         sigma = {}
         for name, dataset in section.sigma.items():
             s = _values(f, path, dataset, f"data.sigma.{name}", len(time), allow_nan=False, shape=shapes.get(name))

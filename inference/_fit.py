@@ -49,7 +49,8 @@ else:  # pragma: no cover - Python 3.10
 LOSSES = ("normal", "lognormal", "mse")
 OPTIMIZERS = ("levenberg_marquardt", "bfgs", "adam")
 # A residual that cannot be computed (a failed solve, a negative prediction under a
-# lognormal loss) counts as this many standard deviations: optimisers step away from it.
+# lognormal loss) counts as at least this many standard deviations: optimisers step away
+# from it.
 _BAD_RESIDUAL = 1e3
 
 
@@ -235,6 +236,9 @@ class Problem(eqx.Module):
     aliases: tuple[tuple[str, str], ...] = eqx.field(static=True, default=())
     # A run to steady state first (`inference._experiments.Preequilibration`).
     preequilibration: Any = None
+    # The data's times are t_sim[skip:end] (end: 1 when the only one is the start time,
+    # and t_sim goes on to the end of the span, since a solve saves at least two times).
+    end: int | None = eqx.field(static=True, default=None)
 
     def natural(self, u: dict[str, Array]) -> dict[str, Array]:
         return {f.name: f.to_natural(u[f.name]) for f in self.free}
@@ -291,7 +295,7 @@ class Problem(eqx.Module):
 
     def _predict(self, x: dict[str, Array]) -> dict[str, Array]:
         traj = self.simulate(x, self.t_sim if self.fixed_times is None else np.asarray(self.fixed_times))
-        return {name: traj.observables[name][self.skip :] for name in self._outputs}
+        return {name: traj.observables[name][self.skip : self.end] for name in self._outputs}
 
     @property
     def _outputs(self) -> tuple[str, ...]:
@@ -329,8 +333,8 @@ class Problem(eqx.Module):
             return obs(y, theta), jax.vmap(column, in_axes=(1, 0), out_axes=-1)(sens, eye)
 
         values, derivs = jax.vmap(observe)(self.t_sim, sol.ys, sol.sensitivities)
-        pred = {name: values[name][self.skip :] for name in self._outputs}
-        jacobian = {name: {n: derivs[name][self.skip :, ..., i] for i, n in enumerate(names)} for name in self._outputs}
+        pred = {name: values[name][self.skip : self.end] for name in self._outputs}
+        jacobian = {name: {n: derivs[name][self.skip : self.end, ..., i] for i, n in enumerate(names)} for name in self._outputs}
         return pred, jacobian
 
     def values(self, x: dict[str, Array]) -> dict[str, Array]:
@@ -339,7 +343,7 @@ class Problem(eqx.Module):
         observables and `t`, at the data's times."""
         values = {**self.parameters(x), **{f.name: x[f.name] for f in self.free if f.kind == "extra"}}
         values.update(self.predict(x))
-        values["t"] = self.t_sim[self.skip :]
+        values["t"] = self.t_sim[self.skip : self.end]
         return values
 
     def curves(self, x: dict[str, Array], t: Array | np.ndarray) -> dict[str, Array]:
@@ -370,15 +374,23 @@ class Problem(eqx.Module):
         for name, y in self.observed.items():
             missing = jnp.isnan(y)
             y_safe = jnp.where(missing, 1.0, y)
-            f = pred[name]
-            if self.loss == "lognormal":
-                r = (jnp.log(y_safe) - jnp.log(f)) / self.sigma[name]
-            elif self.loss == "normal":
-                r = (y_safe - f) / self.sigma[name]
-            else:
-                r = (y_safe - f) / math.sqrt(self.count)
-            r = jnp.sqrt(self.weight[name]) * r
-            r = jnp.where(jnp.isfinite(r), r, _BAD_RESIDUAL)
+
+            def residual(f, name=name, y_safe=y_safe):
+                if self.loss == "lognormal":
+                    r = (jnp.log(y_safe) - jnp.log(f)) / self.sigma[name]
+                elif self.loss == "normal":
+                    r = (y_safe - f) / self.sigma[name]
+                else:
+                    r = (y_safe - f) / math.sqrt(self.count)
+                return jnp.sqrt(self.weight[name]) * r
+
+            r = residual(pred[name])
+            # (a failure counts as _BAD_RESIDUAL times 1 + the residual of a prediction of
+            # 0, of 1 on the log scale: without a sigma the residuals are in the data's
+            # units, where a fixed 1e3 cost less than a prediction off by more, and the
+            # optimiser stepped to parameters where the solve fails)
+            bad = _BAD_RESIDUAL * (1.0 + jnp.abs(residual(jnp.zeros_like(y_safe) if self.loss != "lognormal" else jnp.ones_like(y_safe))))
+            r = jnp.where(jnp.isfinite(r), r, bad)
             out.append(jnp.where(missing, 0.0, r).ravel())
         return jnp.concatenate(out)
 
@@ -590,6 +602,10 @@ def make_problem(
         raise DataError(obs.path, "", f"{obs.count} observations cannot determine {len(free)} free quantities")
     skip = 0 if obs.time[0] == t0 else 1
     t_sim = jnp.asarray(obs.time if skip == 0 else np.concatenate([[t0], obs.time]))
+    end = None
+    if t_sim.shape[0] == 1:  # (observed at the start time only: the solve goes on to the span's end)
+        t1 = config.spec.time.t1
+        t_sim, end = jnp.asarray([t0, t1 if t1 is not None and t1 > t0 else t0 + 1.0]), 1
     md = family_of(model).static_runs  # (solver, initial state and times fixed at compile time)
     solver = family_of(model).fit_solver(dataclasses.replace(setup, solver=solver))
     problem = Problem(
@@ -611,6 +627,7 @@ def make_problem(
         static_initial=_Constant(setup.initial) if md else None,
         observation=observation,
         aliases=tuple(aliases.items()),
+        end=end,
     )
     return problem, start, obs
 
@@ -1316,9 +1333,22 @@ def _fit(
     def likelihood(x):
         return sum(negative_log_likelihood(p, x, set(o.sigma)) for p, o in zip(problems, observations))
 
+    def solved(x):
+        return all(np.all(np.isfinite(np.asarray(v))) for p in problems for v in p.predict(x).values())
+
     objective = likelihood(x)
     safe()
     no_likelihood = problems[0].observation is None and problems[0].loss == "mse"  # (its objective is NaN)
+    # A failed solve gives NaN, which the optimiser saw only as a stand-in residual (from
+    # a start where the solve fails it stops there at once); a finite likelihood vouches
+    # for the prediction, the mse loss has none to.
+    if (no_likelihood or not np.isfinite(objective)) and not solved(x):
+        at = ", ".join(f"{n} = {float(v):.6g}" for n, v in x.items())
+        raise sim.SimulationError(
+            f"{config.path}: the model's solve fails where the fit ended ({at}): its prediction at the observation times is "
+            "not finite; start the fit where the model can be solved ([params], [initial]), or narrow [fit] bounds; nothing written"
+        )
+    safe()
     if not (no_likelihood or np.isfinite(objective)):
         # (the optimiser only saw a large stand-in residual where the likelihood has none)
         raise sim.SimulationError(
@@ -1326,6 +1356,13 @@ def _fit(
             "positive at some observation, or a prediction that its noise model cannot take (a log of a value <= 0); nothing written"
         )
     starts_objective = np.array([likelihood({n: jnp.asarray(v) for n, v in e[2].items()}) for e in ends]) if section.starts > 1 else None
+    # (a start that ended where the solve fails, or where the likelihood is not finite,
+    # has not converged, whatever its optimiser said)
+    starts_converged = (
+        np.array([e[1] and bool(solved({n: jnp.asarray(v) for n, v in e[2].items()}) if no_likelihood else np.isfinite(f)) for e, f in zip(ends, starts_objective)])
+        if section.starts > 1
+        else None
+    )
     safe()
     cov = standard_errors(problem, x, sigma_known)
     safe()
@@ -1375,7 +1412,7 @@ def _fit(
         objective=objective,
         starts_objective=starts_objective,
         starts_estimate={n: np.array([e[2][n] for e in ends]) for n in names} if starts_objective is not None else None,
-        starts_converged=np.array([e[1] for e in ends]) if starts_objective is not None else None,
+        starts_converged=starts_converged,
         experiments={name: (t, pred, o) for name, (t, pred), o in zip(problem.names, runs, observations)} if several else None,
         warnings=fit_warnings(list(problem.free), estimate, cov),
     )

@@ -3,12 +3,29 @@ convergence orders."""
 
 import contextlib
 import os
+from pathlib import Path
 
+import h5py
 import jax
 import numpy as np
 import pytest
 
 from sim.cli import main
+
+
+def write_blowup(folder: Path, k: float, *, scale: float = 1.0, sections: str = "") -> Path:
+    """A config of y' = k y^2 / scale from y = scale (it blows up at t = 1 / k) beside
+    data of k = 0.3 at 11 times in [0, 2], with `k` in bounds [0, 5] and `sections`
+    appended; the config's path."""
+    t = np.linspace(0.0, 2.0, 11)
+    with h5py.File(folder / "d.h5", "w") as f:
+        f["t"], f["y"] = t, scale / (1.0 - 0.3 * t)
+    path = folder / "c.toml"
+    path.write_text(
+        f'[model]\nname = "blowup"\n[model.states]\ny = "k * y**2 / {scale!r}"\n[model.parameters]\nk = {{ value = {k!r}, bounds = [0.0, 5.0] }}\n'
+        f'[initial]\ny = {scale!r}\n[data]\nfile = "d.h5"\ntime = "/t"\nobservables = {{ y = "/y" }}\n{sections}'
+    )
+    return path
 
 
 def host_devices(n: int) -> str:

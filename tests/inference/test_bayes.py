@@ -17,6 +17,8 @@ from inference import build_bayes_model, make_problem
 from inference._bayes import ess_bulk, nuts_kernel, r_hat
 from sim.cli import main
 
+from ..helpers import write_blowup
+
 EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
 YEARS = np.arange(0.0, 21.0)
 
@@ -411,6 +413,23 @@ def test_init_from_must_be_a_fit_file(tmp_cwd, capsys):
     with pytest.raises(SystemExit) as info:
         main(["infer", "c.toml", "--quiet", "--init-from", "missing.h5"])
     assert info.value.code == 2 and "--init-from" in capsys.readouterr().err
+
+
+def test_chains_that_start_where_the_solve_fails_are_not_blamed_on_the_prior_s_reach(tmp_cwd, capsys):
+    # k has bounds [0, 5], which a lognormal prior reaches beyond; its median (1) lies
+    # inside them, where y' = k y^2 blows up before the last observation. The error said
+    # the median fell where k may not be, and told to move the prior's probability into
+    # the bounds, where it already was.
+    write_blowup(
+        tmp_cwd, 0.3, sections='[infer]\nchains = 1\nwarmup = 5\nsamples = 5\n[infer.priors]\nk = { dist = "lognormal", loc = 0.0, scale = 0.1 }\n'
+        '[infer.noise]\nsigma = { dist = "halfnormal", scale = 0.1 }\n'
+    )
+    with pytest.raises(SystemExit) as info:
+        main(["infer", "c.toml", "-o", "post.h5", "--quiet"])
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "no valid start" in err and "the solve fails" in err and "beyond the allowed range" not in err, err
+    assert not (tmp_cwd / "post.h5").exists()
 
 
 @pytest.mark.slow

@@ -60,6 +60,8 @@ CASES = {
     "duplicate_times": ({"t": np.r_[YEARS[:5], YEARS[4], YEARS[6:]]}, "", "", "", "duplicate time"),
     "non_finite_times": ({"t": np.r_[YEARS[:3], np.nan, YEARS[4:]]}, "", "", "", "expected finite times"),
     "infinite_values": ({"prey": np.r_[PREY[:3], np.inf, PREY[4:]]}, "", "", "", "infinity"),
+    # (a value whose square overflows: the fit's loss was infinite, exit 0 with mse)
+    "huge_values": ({"prey": np.r_[PREY[:3], 1e308, PREY[4:]]}, "", "", "", "magnitude at most 1e150"),
     "times_after_span": ({}, "t1 = 5.0", "", "", "after the simulated end"),
     "times_before_span": ({}, "", "time_offset = 2.0", "", "before the simulated start"),
     "text_dataset": ({"prey": np.array([b"a"] * 11)}, "", "", "", "expected numbers"),
@@ -103,6 +105,20 @@ def test_bad_data_and_fit_sections(case, tmp_cwd, capsys):
     assert ("obs.h5" in lines[0]) or ("fit.toml" in lines[0])
     assert sorted(os.listdir(tmp_cwd)) == before
     assert (tmp_cwd / "keep.h5").read_bytes() == b"precious"
+
+
+def test_times_that_the_time_offset_makes_equal_are_refused(tmp_cwd, capsys):
+    # 5 and 5 + 1e-15 are distinct, but both are -999995.0 after subtracting 1e6: the
+    # observations were fitted as if taken at one time.
+    write_obs(tmp_cwd / "obs.h5", t=np.r_[5.0, 5.0 + 1e-15, 6.0 + YEARS[2:]])
+    text = CONFIG.format(time_extra="", data_extra="", fit_extra="").replace('time = "/t"', 'time = "/t"\ntime_offset = 1e6').replace("t0 = 0.0", "t0 = -999995.0")
+    (tmp_cwd / "fit.toml").write_text(text)
+    with pytest.raises(SystemExit) as info:
+        main(["fit", "fit.toml", "-o", "out.h5", "--quiet"])
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "obs.h5" in err and "/t" in err and "same time" in err and "time_offset" in err, err
+    assert not (tmp_cwd / "out.h5").exists()
 
 
 def test_missing_data_file_and_folder(tmp_cwd, capsys):

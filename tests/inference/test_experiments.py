@@ -96,6 +96,28 @@ def test_experiments_share_the_free_parameters_and_add_their_likelihoods(tmp_pat
         assert abs(both.estimate[k] - TRUTH[k]) < 3 * both.stderr[k], (k, both.estimate[k], both.stderr[k])
 
 
+def test_an_experiment_observed_at_its_start_time_only_is_fitted(tmp_path, capsys):
+    # Its data's one time is t0: the prediction is the initial state, and a solve needs
+    # two save times; `sim fit`, `sim infer` and `sim profile` ended with an internal
+    # ValueError ("at least 2 times"), exit 1. Its term does not depend on the rates:
+    # the fit is that of experiment a alone, its objective 0.5 log(2 pi) + 0.5 more.
+    from tests.helpers import cli
+
+    _data(tmp_path)
+    with h5py.File(tmp_path / "c.h5", "w") as f:
+        f["t"], f["prey"], f["sigma"] = [0.0], [13.0], [1.0]
+    alone = fit(sim.load_config(_config(tmp_path, ("a",))))
+    path = _config(tmp_path, ("a",))
+    path.write_text(path.read_text() + '\n[[experiments]]\nname = "c"\nfile = "c.h5"\ntime = "/t"\nobservables = { prey = "/prey" }\nsigma = { prey = "/sigma" }\ninitial = { prey = 12.0 }\n')
+    code, err = cli(["fit", str(path), "-o", str(tmp_path / "fit.h5"), "--quiet"], capsys)
+    assert code == 0, err
+    record = sim.read(tmp_path / "fit.h5")
+    for k in TRUTH:
+        assert float(record[f"estimate/{k}"]) == pytest.approx(alone.estimate[k], rel=1e-6), k
+    assert float(record["objective"]) == pytest.approx(alone.objective + 0.5 * np.log(2 * np.pi) + 0.5, rel=1e-9)
+    assert record["experiments/c/prediction/prey"][0] == pytest.approx(12.0, rel=1e-12)
+
+
 @pytest.mark.slow  # (a second fit: its own compilation)
 def test_two_experiments_determine_the_rates_better_than_one(tmp_path):
     _data(tmp_path)

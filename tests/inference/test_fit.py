@@ -11,6 +11,8 @@ import sim
 from inference import build_problem, fit
 from solvers import OdeSolver
 
+from ..helpers import cli, write_blowup
+
 EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
 TRUE = {"alpha": 0.55, "beta": 0.028, "gamma": 0.80, "delta": 0.024}
 TRUE_INITIAL = {"prey": 33.0, "predator": 6.0}
@@ -231,8 +233,6 @@ def test_a_model_with_events_fits_with_every_optimiser_or_is_refused_in_one_line
     # The bouncing ball's restitution from its height: Levenberg-Marquardt fits it; BFGS
     # and Adam stopped with "internal error: ValueError: Reverse-mode differentiation
     # does not work for lax.while_loop ..." (exit 1).
-    from tests.helpers import cli
-
     t = np.linspace(0.05, 1.5, 30)
     x = np.where(t < np.sqrt(2 / 9.81), 1.0 - 0.5 * 9.81 * t**2, np.nan)  # (the first fall only: known in closed form)
     with h5py.File(tmp_cwd / "ball.h5", "w") as f:
@@ -254,8 +254,6 @@ def test_a_model_with_events_fits_with_every_optimiser_or_is_refused_in_one_line
 def test_sim_infer_of_a_model_with_events_is_refused_in_one_line(tmp_cwd, capsys):
     # NUTS needs reverse-mode gradients, which the event loop does not have: before this
     # refusal the run stopped with an internal ValueError from JAX (exit 1).
-    from tests.helpers import cli
-
     with h5py.File(tmp_cwd / "ball.h5", "w") as f:
         f["t"], f["x"] = np.linspace(0.05, 0.4, 8), 1.0 - 0.5 * 9.81 * np.linspace(0.05, 0.4, 8) ** 2
     text = (EXPERIMENTS / "bouncing_ball.toml").read_text().replace("t1 = 3.0", "t1 = 0.4")
@@ -287,3 +285,46 @@ def test_the_estimate_does_not_depend_on_where_levenberg_marquardt_stopped(tmp_p
     monkeypatch.setattr(inference._fit, "gauss_newton_polish", lambda problem, x: x)
     raw = fit(loose)
     assert max(abs(raw.estimate[k] / tight.estimate[k] - 1) for k in tight.estimate) > 1e-6
+
+
+def test_a_fit_that_starts_where_the_model_cannot_be_solved_fails_in_one_line_for_every_loss(tmp_cwd, capsys):
+    # y' = k y^2 from y = 1 blows up at t = 1 / k, before the last observation (t = 2)
+    # for the start k = 1. The optimiser sees a constant stand-in residual there and stops
+    # at once: with the mse loss the fit was written as converged (exit 0) with a NaN
+    # prediction, with a likelihood it failed blaming sigma or the noise model.
+    write_blowup(tmp_cwd, 1.0, sections='[fit]\nfree = ["k"]\n')
+    for loss in ("mse", "normal"):
+        code, err = cli(["fit", "c.toml", "-o", f"{loss}.h5", "--set", f'fit.loss="{loss}"', "--quiet"], capsys)
+        assert code == 1 and len(err.strip().splitlines()) == 1, err
+        assert "solve fails where the fit ended (k = 1)" in err, err
+        assert not (tmp_cwd / f"{loss}.h5").exists()
+    # (from a start the model solves, the same fit reaches the truth)
+    code, _ = cli(["fit", "c.toml", "-o", "ok.h5", "--set", 'fit.loss="mse"', "--set", "params.k=0.2", "--quiet"], capsys)
+    assert code == 0
+    with h5py.File(tmp_cwd / "ok.h5") as f:
+        assert f["estimate/k"][()] == pytest.approx(0.3, rel=1e-4)
+
+
+def test_a_fit_in_the_data_s_units_does_not_step_where_the_model_cannot_be_solved(tmp_path):
+    # Without sigma the residuals are in the data's units (here 1e4 to 2.5e4), and a
+    # failed solve (y' = k y^2 / 1e4 blows up before t = 2 for k > 0.5) counted as a
+    # fixed residual of 1e3: Levenberg-Marquardt from k = 0.05 stepped to k = 4.96,
+    # where every failing point cost less than the valid start's, and ended there.
+    config = sim.load_config(write_blowup(tmp_path, 0.05, scale=1e4, sections='[fit]\nfree = ["k"]\n'))
+    for loss in ("normal", "mse"):
+        result = fit(config.with_overrides([f'fit.loss="{loss}"']))
+        assert result.converged, result.message
+        assert result.estimate["k"] == pytest.approx(0.3, rel=1e-4), loss
+
+
+def test_a_start_that_ends_where_the_model_cannot_be_solved_is_not_reported_converged(tmp_path):
+    # Starts drawn in k's bounds [0, 5] where y' = k y^2 blows up before the last
+    # observation (k > 0.5): their optimiser stops at once and said it had converged,
+    # which `starts/converged` passed on beside an objective of NaN.
+    config = sim.load_config(write_blowup(tmp_path, 0.2, sections='[fit]\nfree = ["k"]\nstarts = 4\n'))
+    for loss in ("normal", "mse"):
+        result = fit(config.with_overrides([f'fit.loss="{loss}"']))
+        assert result.estimate["k"] == pytest.approx(0.3, rel=1e-4)
+        failed = result.starts_estimate["k"] > 0.5
+        assert 0 < failed.sum() < 4, result.starts_estimate  # (some starts in each kind)
+        np.testing.assert_array_equal(result.starts_converged, ~failed)
