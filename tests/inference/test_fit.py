@@ -298,11 +298,7 @@ def test_a_fit_that_starts_where_the_model_cannot_be_solved_fails_in_one_line_fo
         assert code == 1 and len(err.strip().splitlines()) == 1, err
         assert "solve fails where the fit ended (k = 1)" in err, err
         assert not (tmp_cwd / f"{loss}.h5").exists()
-    # (from a start the model solves, the same fit reaches the truth)
-    code, _ = cli(["fit", "c.toml", "-o", "ok.h5", "--set", 'fit.loss="mse"', "--set", "params.k=0.2", "--quiet"], capsys)
-    assert code == 0
-    with h5py.File(tmp_cwd / "ok.h5") as f:
-        assert f["estimate/k"][()] == pytest.approx(0.3, rel=1e-4)
+    # (from a start the model solves, the same fits reach the truth: the next test)
 
 
 def test_a_fit_in_the_data_s_units_does_not_step_where_the_model_cannot_be_solved(tmp_path):
@@ -317,14 +313,14 @@ def test_a_fit_in_the_data_s_units_does_not_step_where_the_model_cannot_be_solve
         assert result.estimate["k"] == pytest.approx(0.3, rel=1e-4), loss
 
 
-def test_a_start_that_ends_where_the_model_cannot_be_solved_is_not_reported_converged(tmp_path):
+@pytest.mark.parametrize("loss", ["mse", pytest.param("normal", marks=pytest.mark.slow)])  # (mse: the prediction is checked; normal: the likelihood)
+def test_a_start_that_ends_where_the_model_cannot_be_solved_is_not_reported_converged(tmp_path, loss):
     # Starts drawn in k's bounds [0, 5] where y' = k y^2 blows up before the last
     # observation (k > 0.5): their optimiser stops at once and said it had converged,
     # which `starts/converged` passed on beside an objective of NaN.
     config = sim.load_config(write_blowup(tmp_path, 0.2, sections='[fit]\nfree = ["k"]\nstarts = 4\n'))
-    for loss in ("normal", "mse"):
-        result = fit(config.with_overrides([f'fit.loss="{loss}"']))
-        assert result.estimate["k"] == pytest.approx(0.3, rel=1e-4)
-        failed = result.starts_estimate["k"] > 0.5
-        assert 0 < failed.sum() < 4, result.starts_estimate  # (some starts in each kind)
-        np.testing.assert_array_equal(result.starts_converged, ~failed)
+    result = fit(config.with_overrides([f'fit.loss="{loss}"']))
+    assert result.estimate["k"] == pytest.approx(0.3, rel=1e-4)
+    failed = result.starts_estimate["k"] > 0.5
+    assert 0 < failed.sum() < 4, result.starts_estimate  # (some starts in each kind)
+    np.testing.assert_array_equal(result.starts_converged, ~failed)

@@ -94,52 +94,31 @@ def test_the_smooth_g_keeps_the_first_peak(liquid):
     assert np.sum(rho * soft * shells * inside) == pytest.approx(np.sum(rho * plain * shells * inside), rel=0.01)
 
 
-# A supercritical gas (T = 1.5, density 0.1) that a barostat at P = 0.6 compresses to
-# about density 0.4: the box shrinks from 13.7 to about 8, far below twice the default
-# r_max (half the starting box). The g of a gas is 1 beyond a few sigma.
-COMPRESSED = """
-[model]
-name = "lennard_jones"
-[params]
-cutoff = 2.5
-shift = true
-[system]
-lattice = "fcc"
-cells = 4
-density = 0.1
-temperature = 1.5
-seed = 3
-[time]
-dt = 0.005
-steps = 1000
-save_every = 20
-[solver]
-method = "langevin"
-temperature = 1.5
-friction = 2.0
-barostat = { pressure = 0.6, tau = 0.5, compressibility = 5.0 }
-[rdf]
-bins = 40
-start = 1.0
-"""
-
-
 def test_a_box_that_shrinks_below_twice_r_max_leaves_out_the_bins_it_cannot_measure(tmp_path):
-    # Minimum images miss pairs farther apart than half the box: a bin beyond half a
-    # frame's box counted such a frame as empty, and g fell towards 0 (measured: 0.02 at
-    # r = 6.7) where a gas has 1. Each bin is averaged over the frames that measure it.
-    config = tmp_path / "compressed.toml"
-    config.write_text(COMPRESSED)
-    out = sim.run(sim.load_config(config)).save(tmp_path / "compressed.h5")
-    with h5py.File(out) as f:
+    # A barostat's box may shrink below 2 r_max (r_max is checked against the starting
+    # box), and minimum images miss pairs farther apart than half the box: such a bin
+    # counted the frame as empty, and g fell towards 0 where a gas has 1 (measured in a
+    # compressed LJ gas: 0.02 at r = 6.7). Frames of an ideal gas (uniform positions: g
+    # is 1 at every r) in a cube shrinking from 12 to 7: each bin is averaged over the
+    # frames that measure it, and a bin no frame measures is NaN.
+    from sim._md_rdf import RdfSpec, write_rdf
+
+    rng = np.random.default_rng(0)
+    frames, n = 12, 400
+    edge = np.linspace(12.0, 7.0, frames)
+    with h5py.File(tmp_path / "gas.h5", "w") as f:
+        particles = f.create_group("particles/all")
+        particles["position/value"] = rng.uniform(size=(frames, n, 3)) * edge[:, None, None]
+        particles["position/time"], particles["position/step"] = np.arange(frames, dtype=float), np.arange(frames)
+        particles["box/edges/value"] = np.repeat(edge[:, None], 3, axis=1)
+        # (averaged from t = 4, where the box's edge is 10.2: bins beyond 5.1 are measured by no frame)
+        write_rdf(f, RdfSpec(r_max=6.0, bins=30, width=0.0, start=4.0, n_species=1), np.zeros(n, dtype=np.int32))
         g, r = f["observables/rdf/value"][-1], f["observables/rdf/r"][()]
-        time, edges = f["particles/all/box/edges/time"][()], f["particles/all/box/edges/value"][()]
-    half = 0.5 * edges[time >= 1.0 - 1e-9].min(axis=1)
-    assert half.max() < 0.8 * r[-1]  # the box did shrink well below twice r_max
-    upper = r + 0.5 * (r[1] - r[0])
-    np.testing.assert_array_equal(np.isnan(g), upper > half.max() * (1 + 1e-12))  # no frame measures them
-    far = np.isfinite(g) & (r > 3.0)
-    assert np.sum(far) >= 6 and np.all(np.abs(g[far] - 1.0) < 0.05), g[far]
+    upper = r + 0.1
+    np.testing.assert_array_equal(np.isnan(g), upper > 0.5 * edge[4] * (1 + 1e-12))
+    measured = ~np.isnan(g)
+    assert measured.sum() == 25 and np.sum(measured & (upper > 0.5 * edge[-1])) == 8  # (8 bins measured by some frames only)
+    assert np.all(np.abs(g[measured & (r > 1.0)] - 1.0) < 0.05), g
 
 
 def test_sim_plot_draws_the_stored_g(liquid, capsys, tmp_path):
