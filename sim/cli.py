@@ -598,7 +598,7 @@ def infer(
 
     from ._config import load_config
     from ._lock import exclusive
-    from ._store import check_output_path
+    from ._store import atomic_file, check_output_path
 
     if config.suffix in (".yaml", ".yml"):
         _infer_petab(config, output, chains, warmup, samples, seed, quiet)
@@ -620,9 +620,12 @@ def infer(
         if arviz is not None:
             stack.enter_context(exclusive(arviz))
         result = infer_config(cfg, data, chains=chains, warmup=warmup, samples=samples, seed=seed, init_from=init_from, progress=not quiet, log=None if quiet else _note)
-        result.save(path)
-        if arviz is not None:
-            result.to_arviz().to_netcdf(str(arviz))
+        if arviz is None:
+            result.save(path)
+        else:  # (both files or neither: the export, under a temporary name, is kept once the posterior is written)
+            with atomic_file(arviz, suffix=".nc") as tmp:
+                result.to_arviz().to_netcdf(str(tmp))
+                result.save(path)
     _posterior_summary(result, path, clock, quiet)
 
 
