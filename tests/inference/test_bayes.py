@@ -415,20 +415,20 @@ def test_init_from_must_be_a_fit_file(tmp_cwd, capsys):
     assert info.value.code == 2 and "--init-from" in capsys.readouterr().err
 
 
+# One chain of a few steps on `write_blowup`'s model, k's prior lognormal around exp(loc).
+SHORT_CHAINS = (
+    '[infer]\nchains = 1\nwarmup = 5\nsamples = 5\n[infer.priors]\nk = {{ dist = "lognormal", loc = {loc}, scale = 0.1 }}\n'
+    '[infer.noise]\nsigma = {{ dist = "halfnormal", scale = 0.1 }}\n'
+)
+
+
 def test_an_export_that_fails_leaves_neither_the_posterior_nor_the_export(tmp_cwd, capsys, monkeypatch):
     # `--arviz` was written after the posterior file: an export that failed (a full disk)
     # left a posterior file beside exit 1. Both are written, or neither.
     from inference._bayes import PosteriorResult
 
-    t = np.linspace(0.0, 2.0, 11)
-    with h5py.File(tmp_cwd / "d.h5", "w") as f:
-        f["t"], f["y"] = t, np.exp(-0.5 * t)
-    (tmp_cwd / "c.toml").write_text(
-        '[model]\nname = "decay"\n[model.states]\ny = "-k * y"\n[model.parameters]\nk = { value = 0.5, positive = true }\n'
-        '[initial]\ny = 1.0\n[data]\nfile = "d.h5"\ntime = "/t"\nobservables = { y = "/y" }\n'
-        '[infer]\nchains = 1\nwarmup = 5\nsamples = 5\n[infer.priors]\nk = { dist = "lognormal", loc = -0.7, scale = 0.2 }\n'
-        '[infer.noise]\nsigma = { dist = "halfnormal", scale = 0.1 }\n'
-    )
+    # (k's prior keeps to where y' = k y^2 stays finite up to t = 2: k < 0.5)
+    write_blowup(tmp_cwd, 0.3, sections=SHORT_CHAINS.format(loc=-1.2))
 
     def full_disk(self):
         raise OSError(28, "No space left on device")
@@ -446,10 +446,7 @@ def test_chains_that_start_where_the_solve_fails_are_not_blamed_on_the_prior_s_r
     # inside them, where y' = k y^2 blows up before the last observation. The error said
     # the median fell where k may not be, and told to move the prior's probability into
     # the bounds, where it already was.
-    write_blowup(
-        tmp_cwd, 0.3, sections='[infer]\nchains = 1\nwarmup = 5\nsamples = 5\n[infer.priors]\nk = { dist = "lognormal", loc = 0.0, scale = 0.1 }\n'
-        '[infer.noise]\nsigma = { dist = "halfnormal", scale = 0.1 }\n'
-    )
+    write_blowup(tmp_cwd, 0.3, sections=SHORT_CHAINS.format(loc=0.0))
     with pytest.raises(SystemExit) as info:
         main(["infer", "c.toml", "-o", "post.h5", "--quiet"])
     err = capsys.readouterr().err
