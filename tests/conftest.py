@@ -65,21 +65,27 @@ os.environ["SIMJAX_CACHE_DIR"] = os.environ.get("SIMJAX_TEST_CACHE", str(_user_f
 import sim  # noqa: E402,F401  (turns the cache on before any test compiles)
 
 
+# Every program is traced with equinox's run-time checks as NaN (`solvers.checks_as_nan`,
+# as the `sim` command and the fits run them): it holds no host callback, so the
+# persistent cache keeps it and a later run or the other worker loads it instead of
+# compiling it again. A check that passes changes no value; one that fails gives values
+# that are not finite, which the tests' numbers catch. The mode is the default of the
+# whole session, not a fixture of each test: module fixtures are set up before a test's
+# own fixtures, and a program they traced outside the mode was compiled by every run.
+from solvers import _checks  # noqa: E402
+
+if _checks.ACTIVE:
+    jax.config.update(_checks._NAME, True)
+
+
 @pytest.fixture(autouse=True)
-def _checks_as_nan(request):
-    """Every test runs with equinox's run-time checks traced as NaN
-    (`solvers.checks_as_nan`, as the `sim` command and the fits run them): its programs
-    hold no host callbacks, so the persistent cache keeps them and a later run or the
-    other worker loads them instead of compiling them again. A check that passes changes
-    no value; one that fails gives values that are not finite, which the tests' numbers
-    catch. A test of checks that raise (`throw=True`, the errors of `sim.simulate`)
-    carries the `raising_checks` marker and runs outside the mode."""
-    if request.node.get_closest_marker("raising_checks"):
+def _raising_checks(request):
+    """A test of checks that raise (`throw=True`, the errors of `sim.simulate`) carries
+    the `raising_checks` marker and runs outside the mode."""
+    if not (_checks.ACTIVE and request.node.get_closest_marker("raising_checks")):
         yield
         return
-    from solvers import checks_as_nan
-
-    with checks_as_nan():
+    with _checks._CHECKS_AS_NAN(False):
         yield
 
 
