@@ -476,9 +476,14 @@ def _both_paths_agree(path: Path) -> int:
     rng = np.random.default_rng(0)
     t = jnp.asarray(0.7)
 
-    def same(fn, y, scale=0.0):
-        """fn(model)(t, y, params) of the two imports, compared; the single one's value."""
-        a, b = jax.jit(fn(single))(t, y, params), jax.jit(fn(vector))(t, y, params)
+    def program(m):
+        """The observables, the Jacobians by the state and by the parameters, and the
+        right-hand side of `m`: one compiled program per import, for both states."""
+        return jax.jit(lambda t, y, p: (m.observables(t, y, p), jax.jacfwd(m.vector_field, argnums=1)(t, y, p),
+                                        jax.jacfwd(m.vector_field, argnums=2)(t, y, p), m.vector_field(t, y, p)))
+
+    def same(a, b, scale=0.0):
+        """Values of the two imports, compared; the single one's."""
         if scale is None:  # (a Jacobian: the size of its largest entry)
             scale = max(float(np.max(np.abs(np.asarray(u)), initial=0.0)) for u in jax.tree.leaves(a))
         for u, w in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
@@ -487,17 +492,19 @@ def _both_paths_agree(path: Path) -> int:
             assert np.all(np.abs(w - u) <= bound), (path.name, u, w, bound)
         return a
 
+    of_single, of_vector = program(single), program(vector)
     for y in (y0, np.abs(y0) * rng.uniform(0.5, 1.5, y0.shape) + rng.uniform(0.1, 1.0, y0.shape)):
         y = jnp.asarray(y)
-        same(lambda m: m.observables, y)
-        by_state = np.asarray(same(lambda m: jax.jacfwd(m.vector_field, argnums=1), y, None))
-        by_param = same(lambda m: jax.jacfwd(m.vector_field, argnums=2), y, None)
+        a, b = of_single(t, y, params), of_vector(t, y, params)
+        same(a[0], b[0])
+        by_state = np.asarray(same(a[1], b[1], None))
+        by_param = same(a[2], b[2], None)
         # About the size of the terms the rates sum: the largest |df/dy| |y| + |df/dp| |p|
         # over the species (a term that is a product of powers of states and parameters,
         # times its order; over all species, since a species whose terms cancel exactly,
         # as a conserved total's, has a Jacobian row that cancels too).
         terms = np.abs(by_state) @ np.abs(np.asarray(y)) + sum(np.abs(np.asarray(by_param[k])) * np.abs(np.asarray(params[k])) for k in by_param)
-        same(lambda m: m.vector_field, y, float(np.max(terms)))
+        same(a[3], b[3], float(np.max(terms)))
     return 0 if vector.program.vector is None else len(vector.program.vector.grouped)
 
 

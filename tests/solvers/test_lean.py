@@ -16,7 +16,7 @@ from jax.flatten_util import ravel_pytree
 import sim
 import solvers._ode
 from physics.ode import OdeModel
-from solvers import OdeSolver, Result
+from solvers import OdeSolver, Result, checks_as_nan
 from solvers._lean import lean_predict, lean_solve, lean_solve_sensitivities
 from solvers._ode import _sensitivity_field, _state_norm
 
@@ -168,20 +168,23 @@ def test_lean_predict_differentiates_by_its_sensitivities_in_every_mode():
 @pytest.mark.raising_checks
 def test_failures_are_reported_with_the_codes_of_the_diffrax_path():
     ts = jnp.linspace(0.0, 2.0, 5)
-    # dy/dt = y^2 from y = 1 blows up at t = 1: no state after it, the failure flagged
-    # (the steps shrink towards t = 1 until the budget is spent, on both paths)
-    square = lambda t, y, _: y**2  # noqa: E731
-    ys, steps, _, result = jax.jit(lambda y0: lean_solve(square, ts, y0, None, max_steps=2_000))(jnp.ones(1))
-    with _through_diffrax():
-        reference = jax.jit(lambda y0: OdeSolver(max_steps=2_000, throw=False).solve(square, ts, y0))(jnp.ones(1))
-    assert int(result) == int(reference.result) == int(Result.max_steps_reached) and int(steps) == 2_000
-    assert bool(jnp.all(jnp.isnan(ys[3:]))) and float(ys[1, 0]) == pytest.approx(2.0, rel=1e-5)  # (y(0.5) = 2)
-    # too few steps: max_steps_reached, as diffrax says it
     field = lambda t, y, k: -k * y  # noqa: E731
-    with _through_diffrax():
-        short = OdeSolver(max_steps=3, throw=False).solve(field, ts, jnp.ones(1), 50.0)
-    ys, steps, _, result = lean_solve(field, ts, jnp.ones(1), 50.0, max_steps=3)
-    assert int(result) == int(short.result) == int(Result.max_steps_reached) and int(steps) == 3
+    # The codes (throw=False) do not depend on how run-time checks are traced: with them
+    # as NaN the programs hold no host callback and the compilation cache keeps them.
+    with checks_as_nan():
+        # dy/dt = y^2 from y = 1 blows up at t = 1: no state after it, the failure flagged
+        # (the steps shrink towards t = 1 until the budget is spent, on both paths)
+        square = lambda t, y, _: y**2  # noqa: E731
+        ys, steps, _, result = jax.jit(lambda y0: lean_solve(square, ts, y0, None, max_steps=2_000))(jnp.ones(1))
+        with _through_diffrax():
+            reference = jax.jit(lambda y0: OdeSolver(max_steps=2_000, throw=False).solve(square, ts, y0))(jnp.ones(1))
+        assert int(result) == int(reference.result) == int(Result.max_steps_reached) and int(steps) == 2_000
+        assert bool(jnp.all(jnp.isnan(ys[3:]))) and float(ys[1, 0]) == pytest.approx(2.0, rel=1e-5)  # (y(0.5) = 2)
+        # too few steps: max_steps_reached, as diffrax says it
+        with _through_diffrax():
+            short = OdeSolver(max_steps=3, throw=False).solve(field, ts, jnp.ones(1), 50.0)
+        ys, steps, _, result = lean_solve(field, ts, jnp.ones(1), 50.0, max_steps=3)
+        assert int(result) == int(short.result) == int(Result.max_steps_reached) and int(steps) == 3
     # throw=True (the default) raises from the sensitivities, as the diffrax path does
     with pytest.raises(Exception, match="steps"):
         OdeSolver(max_steps=3).solve_sensitivities(field, ts, jnp.ones(1), jnp.ones(1) * 50.0, jnp.zeros((1, 1))).ys.block_until_ready()
@@ -264,9 +267,11 @@ def test_reverse_mode_through_the_lean_core_matches_finite_differences():
     def ours(y0, p, ts):
         return jnp.sum(solver.solve(_forced, ts, y0, p).ys ** 2)
 
-    # (every solve compiled: op by op, each took as long as compiling it)
-    value, gradient = jax.jit(ours), jax.jit(jax.grad(ours, argnums=(0, 1, 2)))
-    g_y0, g_p, g_ts = gradient(y0, p, ts)
+    # (every solve compiled: op by op, each took as long as compiling it; one program
+    # gives the gradient and the values the differences take)
+    value_and_gradient = jax.jit(jax.value_and_grad(ours, argnums=(0, 1, 2)))
+    value = lambda *a: value_and_gradient(*a)[0]  # noqa: E731
+    g_y0, g_p, g_ts = value_and_gradient(y0, p, ts)[1]
     checks = [(g_y0[1], lambda h: value(y0.at[1].add(h), p, ts), 1e-4), (g_p["b"], lambda h: value(y0, {**p, "b": p["b"] + h}, ts), 1e-7)]
     checks += [(g_ts[i], lambda h, i=i: value(y0, p, ts.at[i].add(h)), 1e-5) for i in (0, 7, 20)]
     for exact, shifted, h in checks:
@@ -275,14 +280,14 @@ def test_reverse_mode_through_the_lean_core_matches_finite_differences():
     # batched: each lane's gradient is the lane's own
     y0s = jnp.stack([y0, 1.2 * y0])
     batched = jax.jit(jax.vmap(jax.grad(ours), in_axes=(0, None, None)))(y0s, p, ts)
-    np.testing.assert_allclose(batched[1], gradient(y0s[1], p, ts)[0], rtol=1e-10)
+    np.testing.assert_allclose(batched[1], value_and_gradient(y0s[1], p, ts)[1][0], rtol=1e-10)
     # an array the vector field closes over
     def closing(scale):
         return jnp.sum(solver.solve(lambda t, y, args: scale * _forced(t, y, p), ts, y0).ys[-1])
 
-    h, closing_value = 1e-6, jax.jit(closing)
-    fd = (closing_value(1.0 + h) - closing_value(1.0 - h)) / (2 * h)
-    assert float(jax.jit(jax.grad(closing))(jnp.asarray(1.0))) == pytest.approx(float(fd), rel=1e-5)
+    h, closing_both = 1e-6, jax.jit(jax.value_and_grad(closing))
+    fd = (closing_both(1.0 + h)[0] - closing_both(1.0 - h)[0]) / (2 * h)
+    assert float(closing_both(1.0)[1]) == pytest.approx(float(fd), rel=1e-5)
 
 
 def test_which_solves_the_lean_core_takes():
