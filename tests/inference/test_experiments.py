@@ -71,9 +71,17 @@ def _config(folder: Path, names=("a", "b")) -> Path:
     return path
 
 
-def test_experiments_share_the_free_parameters_and_add_their_likelihoods(tmp_path):
-    data = _data(tmp_path)
-    both = fit(sim.load_config(_config(tmp_path)))
+@pytest.fixture(scope="module")
+def both(tmp_path_factory):
+    """Experiments a and b fitted together, and their data (the fit of the next two
+    tests: one compilation)."""
+    folder = tmp_path_factory.mktemp("experiments")
+    data = _data(folder)
+    return fit(sim.load_config(_config(folder))), data
+
+
+def test_experiments_share_the_free_parameters_and_add_their_likelihoods(both, tmp_path):
+    both, data = both
     assert both.converged
     # the objective is the sum of the experiments' negative log-likelihoods (with their
     # constants) at the estimate, each computed here from an independent solve
@@ -96,18 +104,18 @@ def test_experiments_share_the_free_parameters_and_add_their_likelihoods(tmp_pat
         assert abs(both.estimate[k] - TRUTH[k]) < 3 * both.stderr[k], (k, both.estimate[k], both.stderr[k])
 
 
-def test_an_experiment_observed_at_its_start_time_only_is_fitted(tmp_path, capsys):
+def test_an_experiment_observed_at_its_start_time_only_is_fitted(both, tmp_path, capsys):
     # Its data's one time is t0: the prediction is the initial state, and a solve needs
     # two save times; `sim fit`, `sim infer` and `sim profile` ended with an internal
     # ValueError ("at least 2 times"), exit 1. Its term does not depend on the rates:
-    # the fit is that of experiment a alone, its objective 0.5 log(2 pi) + 0.5 more.
+    # the fit is that of experiments a and b alone, its objective 0.5 log(2 pi) + 0.5 more.
     from tests.helpers import cli
 
+    alone, _ = both
     _data(tmp_path)
     with h5py.File(tmp_path / "c.h5", "w") as f:
         f["t"], f["prey"], f["sigma"] = [0.0], [13.0], [1.0]
-    alone = fit(sim.load_config(_config(tmp_path, ("a",))))
-    path = _config(tmp_path, ("a",))
+    path = _config(tmp_path)
     path.write_text(path.read_text() + '\n[[experiments]]\nname = "c"\nfile = "c.h5"\ntime = "/t"\nobservables = { prey = "/prey" }\nsigma = { prey = "/sigma" }\ninitial = { prey = 12.0 }\n')
     code, err = cli(["fit", str(path), "-o", str(tmp_path / "fit.h5"), "--quiet"], capsys)
     assert code == 0, err

@@ -298,7 +298,7 @@ def test_a_fit_that_starts_where_the_model_cannot_be_solved_fails_in_one_line_fo
         assert code == 1 and len(err.strip().splitlines()) == 1, err
         assert "solve fails where the fit ended (k = 1)" in err, err
         assert not (tmp_cwd / f"{loss}.h5").exists()
-    # (from a start the model solves, the same fits reach the truth: the next test)
+    # (from a start the model solves, these fits reach the truth: the next two tests)
 
 
 def test_a_fit_in_the_data_s_units_does_not_step_where_the_model_cannot_be_solved(tmp_path):
@@ -306,21 +306,26 @@ def test_a_fit_in_the_data_s_units_does_not_step_where_the_model_cannot_be_solve
     # failed solve (y' = k y^2 / 1e4 blows up before t = 2 for k > 0.5) counted as a
     # fixed residual of 1e3: Levenberg-Marquardt from k = 0.05 stepped to k = 4.96,
     # where every failing point cost less than the valid start's, and ended there.
+    # (The normal loss here; with the mse loss the same start is the first of the
+    # multistart fit of the next test.)
     config = sim.load_config(write_blowup(tmp_path, 0.05, scale=1e4, sections='[fit]\nfree = ["k"]\n'))
-    for loss in ("normal", "mse"):
-        result = fit(config.with_overrides([f'fit.loss="{loss}"']))
-        assert result.converged, result.message
-        assert result.estimate["k"] == pytest.approx(0.3, rel=1e-4), loss
+    result = fit(config.with_overrides(['fit.loss="normal"']))
+    assert result.converged, result.message
+    assert result.estimate["k"] == pytest.approx(0.3, rel=1e-4)
 
 
 @pytest.mark.parametrize("loss", ["mse", pytest.param("normal", marks=pytest.mark.slow)])  # (mse: the prediction is checked; normal: the likelihood)
 def test_a_start_that_ends_where_the_model_cannot_be_solved_is_not_reported_converged(tmp_path, loss):
-    # Starts drawn in k's bounds [0, 5] where y' = k y^2 blows up before the last
+    # Starts drawn in k's bounds [0, 5] where y' = k y^2 / 1e4 blows up before the last
     # observation (k > 0.5): their optimiser stops at once and said it had converged,
-    # which `starts/converged` passed on beside an objective of NaN.
-    config = sim.load_config(write_blowup(tmp_path, 0.2, sections='[fit]\nfree = ["k"]\nstarts = 4\n'))
+    # which `starts/converged` passed on beside an objective of NaN. The first start is
+    # the config's, the k = 0.05 of the test above, in the data's units: it does not
+    # step where the model cannot be solved either, and reaches the truth.
+    config = sim.load_config(write_blowup(tmp_path, 0.05, scale=1e4, sections='[fit]\nfree = ["k"]\nstarts = 4\n'))
     result = fit(config.with_overrides([f'fit.loss="{loss}"']))
+    assert result.converged, result.message
     assert result.estimate["k"] == pytest.approx(0.3, rel=1e-4)
+    assert result.starts_estimate["k"][0] == pytest.approx(0.3, rel=1e-4), result.starts_estimate
     failed = result.starts_estimate["k"] > 0.5
     assert 0 < failed.sum() < 4, result.starts_estimate  # (some starts in each kind)
     np.testing.assert_array_equal(result.starts_converged, ~failed)

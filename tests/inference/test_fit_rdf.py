@@ -32,17 +32,23 @@ def _target(folder: Path, overrides=(), name="target.h5") -> Path:
 @pytest.fixture(scope="module")
 def short(tmp_path_factory):
     folder = tmp_path_factory.mktemp("rdf_fit")
-    target = _target(folder)
-    return folder, target, sim.load_config(EXPERIMENT, [*SHORT, f'data.file="{target}"'])
+    return folder, _target(folder)
 
 
-def test_the_reweighted_gradient_is_the_covariance_and_the_finite_difference(short):
-    # At the run's own parameters the weights are uniform and the derivative of the
+@pytest.fixture(scope="module")
+def pooled(short):
+    """The short fit with fit.replicas = 3 and the ensemble of its first step: three runs
+    of 21 frames at the start, pooled (the tests of the ensemble share its runs)."""
+    _, target = short
+    problem = rdf_problem(sim.load_config(EXPERIMENT, [*SHORT, f'data.file="{target}"', "fit.replicas=3"]))
+    return problem, problem.run(problem.start)
+
+
+def test_the_reweighted_gradient_is_the_covariance_and_the_finite_difference(pooled):
+    # At the runs' own parameters the weights are uniform and the derivative of the
     # average is -Cov(g, dU/du) / kT over the frames (u = log epsilon, log sigma); dU/du
     # here from central differences of the frames' energies, independent of autodiff.
-    _, _, config = short
-    problem = rdf_problem(config)
-    ensemble = problem.run(problem.start)
+    problem, ensemble = pooled
     u0 = jnp.asarray(problem.start)
     target = jnp.asarray(problem.target)
     # (one program gives the gradient and, for the differences, the loss: a compilation fewer)
@@ -64,17 +70,15 @@ def test_the_reweighted_gradient_is_the_covariance_and_the_finite_difference(sho
     assert np.all(np.abs(grad) > 1e-2)  # both parameters move g(r)
 
 
-def test_replicas_are_the_separate_runs_pooled(short):
+def test_replicas_are_the_separate_runs_pooled(pooled):
     # fit.replicas = 3: a step's ensemble holds each copy's frames as a run of its own
     # (sim.simulate from the copy's velocities and key) gives them, copy 0 the config's
     # own run, the copies independent; it pools them, so its average is the mean of the
     # runs' averages and its weights at the reference point are uniform.
-    _, target, _ = short
-    problem = rdf_problem(sim.load_config(EXPERIMENT, [*SHORT, f'data.file="{target}"', "fit.replicas=3"]))
+    problem, ensemble = pooled
     s = problem.setup
     velocities, keys = problem.replica_starts()
     assert np.array_equal(velocities[0], s.initial.velocity)
-    ensemble = problem.run(problem.start)
     frames = len(s.t) - problem.first
     assert ensemble.positions.shape == (3 * frames, *s.initial.position.shape)
     params = ensemble.params
@@ -91,14 +95,12 @@ def test_replicas_are_the_separate_runs_pooled(short):
     np.testing.assert_allclose(ensemble.weights(jnp.asarray(problem.start)), 1.0 / (3 * frames), rtol=1e-12)
 
 
-def test_the_noise_of_a_run_is_the_jackknife_over_blocks_of_its_frames(short):
+def test_the_noise_of_a_run_is_the_jackknife_over_blocks_of_its_frames(pooled):
     # The fit compares losses and steps within their noise. Its sums over blocks give
     # the average and the reweighting Jacobian of autodiff through the weights; the
     # jackknife error of a bin's mean equals the standard error of the block means (the
     # blocks hold equal numbers of frames here: 3 runs of 21 frames, 3 pieces each).
-    _, target, _ = short
-    problem = rdf_problem(sim.load_config(EXPERIMENT, [*SHORT, f'data.file="{target}"', "fit.replicas=3"]))
-    ensemble = problem.run(problem.start)
+    problem, ensemble = pooled
     labels = problem.blocks()
     assert labels.tolist() == [b for b in range(9) for _ in range(7)]
     u0, t = jnp.asarray(problem.start), jnp.asarray(problem.target)
@@ -193,14 +195,15 @@ def test_a_step_from_frames_with_nan_is_nan():
     assert np.array_equal(step, [0.0, 0.0]) and np.array_equal(newton, [0.0, 0.0])
 
 
-def test_a_run_whose_step_is_not_finite_ends_the_fit_with_the_estimate_of_the_runs_before(short, monkeypatch):
-    # (as if the second run's frames held a NaN: its step is NaN; the second run reuses
-    # the first's frames, which is all the fit's bookkeeping needs)
+def test_a_run_whose_step_is_not_finite_ends_the_fit_with_the_estimate_of_the_runs_before(pooled, monkeypatch):
+    # (as if the second run's frames held a NaN: its step is NaN; every run gives the
+    # frames of the first, the runs at the start that the fixture made, which is all the
+    # fit's bookkeeping needs)
     from inference import _fit_rdf
 
-    _, _, config = short
+    problem, ensemble = pooled
     real, calls = _fit_rdf._BlockSums.step, []
-    real_run, frames = _fit_rdf.RdfProblem.run, []
+    runs = []
 
     def step(self, radius):
         calls.append(radius)
@@ -208,12 +211,13 @@ def test_a_run_whose_step_is_not_finite_ends_the_fit_with_the_estimate_of_the_ru
         return tuple(np.full_like(a, np.nan) for a in out) if len(calls) == 2 else out
 
     def run(self, u):
-        frames.append(frames[0] if frames else real_run(self, u))
-        return frames[-1]
+        runs.append(np.array(u))
+        return ensemble
 
     monkeypatch.setattr(_fit_rdf._BlockSums, "step", step)
     monkeypatch.setattr(_fit_rdf.RdfProblem, "run", run)
-    result = _fit_rdf.fit_rdf(sim.load_config(EXPERIMENT, [*SHORT, f'data.file="{config.raw["data"]["file"]}"', "fit.max_steps=4"]))
+    result = _fit_rdf.fit_rdf(sim.load_config(EXPERIMENT, [*SHORT, f'data.file="{problem.path}"', "fit.replicas=3", "fit.max_steps=4"]))
+    np.testing.assert_array_equal(runs[0], problem.start)  # (the first run: the fixture's)
     assert len(calls) == 2 and len(result.loss_history) == 2 and not result.converged
     assert "not finite" in result.message and result.warnings
     assert np.isnan(result.aim["epsilon"][1]) and np.isfinite(result.aim["epsilon"][0])
@@ -225,7 +229,7 @@ def test_a_short_fit_moves_toward_the_target_and_writes_its_file(short, capsys):
     # Three steps of two pooled runs from 12% and 10% off: the loss of the runs' own g(r)
     # falls (the whole way to the target: the slow test below), and `sim plot` draws the
     # fit file.
-    folder, target, _ = short
+    folder, target = short
     out = folder / "fit.h5"
     sets = [x for s in [*SHORT, "fit.max_steps=3", "fit.replicas=2"] for x in ("--set", s)]
     code, err = cli(["fit", str(EXPERIMENT), "--data", str(target), "-o", str(out), *sets], capsys)
@@ -311,7 +315,7 @@ def test_the_fit_recovers_the_epsilon_and_sigma_that_made_the_target(tmp_path, s
     ],
 )
 def test_bad_g_r_fits_are_one_line_and_exit_2_with_nothing_written(short, tmp_path, capsys, sets, key, expected):
-    _, target, _ = short
+    _, target = short
     before = sorted(tmp_path.iterdir())
     args = [x for s in [*SHORT, f'data.file="{target}"', *sets] for x in ("--set", s)]
     code, err = cli(["fit", str(EXPERIMENT), "-o", str(tmp_path / "fit.h5"), *args], capsys)
@@ -328,7 +332,7 @@ def test_a_signal_ends_a_g_r_fit_at_once_with_nothing_written(short, tmp_path):
     import sys
     import time
 
-    _, target, _ = short
+    _, target = short
     sets = [x for s in [*SHORT, f'data.file="{target}"', "fit.max_steps=50"] for x in ("--set", s)]
     sim_command = Path(sys.executable).parent / "sim"
     proc = subprocess.Popen([str(sim_command), "fit", str(EXPERIMENT), "-o", "fit.h5", *sets], cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)

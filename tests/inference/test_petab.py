@@ -59,7 +59,8 @@ def boehm():
     """Boehm et al. 2014, loaded once (one expression per reaction, as a model of fewer
     than 50 reactions gets), its objective compiled once and its value at the nominal
     parameters. Tracing that objective is most of a test's time (measured: 4 to 7 s of
-    CPU); the tests that need it share it."""
+    CPU); the tests that need it share it, and follow one another in this file (the
+    test workers take tests in runs of consecutive ones: one worker usually traces it)."""
     problem = load_petab(problem_file("Boehm_JProteomeRes2014"))
     objective = jax.jit(problem.objective)
     return problem, objective, float(objective(problem.nominal()))
@@ -189,6 +190,78 @@ def test_the_objective_and_gradient_are_the_same_with_kinetic_laws_grouped_by_fo
         np.testing.assert_allclose(results[3], results[1], rtol=1e-7, atol=1e-9 * np.max(np.abs(results[1])))
 
 
+def test_sim_fit_evaluate_writes_the_objective(tmp_cwd, capsys, monkeypatch, boehm):
+    """`sim fit --evaluate` of Boehm et al. 2014 writes the reference objective."""
+    import h5py
+
+    import inference._petab as petab_module
+    from tests.helpers import cli
+
+    # `sim fit` is handed the module's problem for Boehm's file, and so its compiled
+    # objective (loading from the file is what the bad-table tests check, through the CLI)
+    problem, load = boehm[0], petab_module.load_petab
+    monkeypatch.setattr(petab_module, "load_petab", lambda path, solver=None: problem if Path(path) == problem.path and solver is None else load(path, solver))
+    code, err = cli(["fit", str(problem_file("Boehm_JProteomeRes2014")), "--evaluate", "-o", "eval.h5", "--quiet"], capsys)
+    assert code == 0, err
+    with h5py.File(tmp_cwd / "eval.h5") as f:
+        assert f.attrs["format"] == "simjax.fit"
+        assert abs(-f["objective"][()] - REFERENCE_LLH["Boehm_JProteomeRes2014"]) < 1e-3
+        assert abs(f["estimate/k_phos"][()] - 15766.5070195731) < 1e-6  # (the nominal value, linear scale)
+
+
+def test_the_posterior_density_is_likelihood_times_priors_within_the_bounds(boehm):
+    """NumPyro's log density of the PEtab model at a point equals minus the objective,
+    minus the objective priors (with the Jacobian for a prior on the linear value), plus
+    the uniform density of the parameters without a prior; nothing outside the bounds."""
+    import copy
+    import dataclasses
+
+    from numpyro.infer.util import log_density
+
+    from inference._petab import PetabProblem
+    from inference._petab_bayes import numpyro_model
+
+    problem = copy.copy(boehm[0])
+
+    def objective(x):
+        # (the same objective, compiled once for the module: called under the strict
+        # promotion it was traced with, not the standard one NumPyro's model runs under,
+        # which is part of jit's cache key and would trace and compile it again)
+        with jax.numpy_dtype_promotion("strict"):
+            return boehm[1](x)
+
+    problem.objective = objective
+    # give one parameter a normal prior on its linear value, another on its log10 scale
+    k_phos = problem.estimated.index("k_phos")
+    sd = problem.estimated.index("sd_pSTAT5A_rel")
+    problem.parameters = [
+        dataclasses.replace(p, prior="normal", prior_parameters=(15000.0, 3000.0)) if p.id == "k_phos"
+        else dataclasses.replace(p, prior="parameterScaleNormal", prior_parameters=(0.5, 0.2)) if p.id == "sd_pSTAT5A_rel" else p
+        for p in problem.parameters
+    ]
+    assert isinstance(problem, PetabProblem)
+    lower, upper = problem.bounds()
+    x = problem.nominal()
+    with jax.numpy_dtype_promotion("standard"):
+        density, _ = log_density(numpyro_model(problem), (), {}, {"x": jax.numpy.asarray(x)})
+    from scipy.stats import norm
+
+    v = 10.0 ** x[k_phos]
+    expected = (
+        -float(problem.objective(x))
+        + norm.logpdf(v, 15000.0, 3000.0) + np.log(v * np.log(10.0))  # density of the value, as one of x = log10(value)
+        + norm.logpdf(x[sd], 0.5, 0.2)
+        - sum(np.log(upper[k] - lower[k]) for k in range(len(x)))
+    )
+    # (numpyro's uniform keeps every parameter's box density; the priors add to it)
+    assert abs(float(density) - expected) < 1e-8, (float(density), expected)
+    outside = x.copy()
+    outside[0] = upper[0] + 1.0
+    with jax.numpy_dtype_promotion("standard"), pytest.warns(UserWarning, match="Out-of-support"):
+        density, _ = log_density(numpyro_model(problem), (), {}, {"x": jax.numpy.asarray(outside)})
+    assert not np.isfinite(float(density))
+
+
 @pytest.mark.parametrize("with_gradient", [False, pytest.param(True, marks=pytest.mark.slow)])
 def test_conditions_simulated_in_a_loop_give_the_batched_objective_and_gradient(with_gradient, tmp_path, monkeypatch):
     """Models of `LOOPED_FROM` states or more simulate their conditions one after the
@@ -231,25 +304,6 @@ def _cli(args, cwd):
 
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     return subprocess.run([sys.executable, "-m", "sim.cli", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
-
-
-def test_sim_fit_evaluate_writes_the_objective(tmp_cwd, capsys, monkeypatch, boehm):
-    """`sim fit --evaluate` of Boehm et al. 2014 writes the reference objective."""
-    import h5py
-
-    import inference._petab as petab_module
-    from tests.helpers import cli
-
-    # `sim fit` is handed the module's problem for Boehm's file, and so its compiled
-    # objective (loading from the file is what the bad-table tests check, through the CLI)
-    problem, load = boehm[0], petab_module.load_petab
-    monkeypatch.setattr(petab_module, "load_petab", lambda path, solver=None: problem if Path(path) == problem.path and solver is None else load(path, solver))
-    code, err = cli(["fit", str(problem_file("Boehm_JProteomeRes2014")), "--evaluate", "-o", "eval.h5", "--quiet"], capsys)
-    assert code == 0, err
-    with h5py.File(tmp_cwd / "eval.h5") as f:
-        assert f.attrs["format"] == "simjax.fit"
-        assert abs(-f["objective"][()] - REFERENCE_LLH["Boehm_JProteomeRes2014"]) < 1e-3
-        assert abs(f["estimate/k_phos"][()] - 15766.5070195731) < 1e-6  # (the nominal value, linear scale)
 
 
 def _broken(tmp_path, table: str, old: str, new: str) -> Path:
@@ -318,59 +372,6 @@ def test_an_objective_that_is_not_finite_exits_1_and_writes_nothing(args, tmp_cw
     assert code == 1 and len(err.strip().splitlines()) == 1, err
     assert "objective is not finite" in err and "Traceback" not in err, err
     assert not (tmp_cwd / "out.h5").exists()
-
-
-def test_the_posterior_density_is_likelihood_times_priors_within_the_bounds(boehm):
-    """NumPyro's log density of the PEtab model at a point equals minus the objective,
-    minus the objective priors (with the Jacobian for a prior on the linear value), plus
-    the uniform density of the parameters without a prior; nothing outside the bounds."""
-    import copy
-    import dataclasses
-
-    from numpyro.infer.util import log_density
-
-    from inference._petab import PetabProblem
-    from inference._petab_bayes import numpyro_model
-
-    problem = copy.copy(boehm[0])
-
-    def objective(x):
-        # (the same objective, compiled once for the module: called under the strict
-        # promotion it was traced with, not the standard one NumPyro's model runs under,
-        # which is part of jit's cache key and would trace and compile it again)
-        with jax.numpy_dtype_promotion("strict"):
-            return boehm[1](x)
-
-    problem.objective = objective
-    # give one parameter a normal prior on its linear value, another on its log10 scale
-    k_phos = problem.estimated.index("k_phos")
-    sd = problem.estimated.index("sd_pSTAT5A_rel")
-    problem.parameters = [
-        dataclasses.replace(p, prior="normal", prior_parameters=(15000.0, 3000.0)) if p.id == "k_phos"
-        else dataclasses.replace(p, prior="parameterScaleNormal", prior_parameters=(0.5, 0.2)) if p.id == "sd_pSTAT5A_rel" else p
-        for p in problem.parameters
-    ]
-    assert isinstance(problem, PetabProblem)
-    lower, upper = problem.bounds()
-    x = problem.nominal()
-    with jax.numpy_dtype_promotion("standard"):
-        density, _ = log_density(numpyro_model(problem), (), {}, {"x": jax.numpy.asarray(x)})
-    from scipy.stats import norm
-
-    v = 10.0 ** x[k_phos]
-    expected = (
-        -float(problem.objective(x))
-        + norm.logpdf(v, 15000.0, 3000.0) + np.log(v * np.log(10.0))  # density of the value, as one of x = log10(value)
-        + norm.logpdf(x[sd], 0.5, 0.2)
-        - sum(np.log(upper[k] - lower[k]) for k in range(len(x)))
-    )
-    # (numpyro's uniform keeps every parameter's box density; the priors add to it)
-    assert abs(float(density) - expected) < 1e-8, (float(density), expected)
-    outside = x.copy()
-    outside[0] = upper[0] + 1.0
-    with jax.numpy_dtype_promotion("standard"), pytest.warns(UserWarning, match="Out-of-support"):
-        density, _ = log_density(numpyro_model(problem), (), {}, {"x": jax.numpy.asarray(outside)})
-    assert not np.isfinite(float(density))
 
 
 DECAY_SBML = """<?xml version="1.0" encoding="UTF-8"?>
