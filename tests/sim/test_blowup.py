@@ -8,8 +8,6 @@ time.dt=0.75 --set time.save=5`, 750 times its step: finite, but 1e36 by t = 3).
 """
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import h5py
@@ -22,7 +20,6 @@ from sim._errors import SimulationError
 from tests.helpers import cli
 
 EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
-SIM = Path(sys.executable).with_name("sim")
 LJ = EXPERIMENTS / "lj_fluid.toml"
 BURGERS = EXPERIMENTS / "burgers_shock.toml"
 LORENZ = EXPERIMENTS / "lorenz.toml"
@@ -35,18 +32,16 @@ def sets(items):
     return [arg for item in items for arg in ("--set", item)]
 
 
-def sim_subprocess(args, cwd):
-    return subprocess.run([str(SIM), *args], cwd=cwd, capture_output=True, text=True, timeout=600)
-
-
 # ----------------------------------------------------------------------------- the repros
+# (the `sim` command in this process, `sim.cli.main`, which the executable calls; the
+# executable itself is run by tests/sim/test_cli.py)
 
 
-def test_lj_with_a_ten_times_longer_step_stops_with_one_line(tmp_path):
-    proc = sim_subprocess(["run", str(LJ), "--set", "time.dt=0.05", "-o", "m6.h5"], tmp_path)
-    lines = proc.stderr.strip().splitlines()
-    assert proc.returncode == 1, proc.stderr
-    assert len(lines) == 1, proc.stderr
+def test_lj_with_a_ten_times_longer_step_stops_with_one_line(tmp_cwd, capsys):
+    code, err = cli(["run", str(LJ), "--set", "time.dt=0.05", "-o", "m6.h5"], capsys)
+    lines = err.strip().splitlines()
+    assert code == 1, err
+    assert len(lines) == 1, err
     line = lines[0]
     # Which check trips first at that frame depends on the last bits of a diverging run
     # (how the compiler contracts multiply-adds): the temperature bound, or non-finite
@@ -54,21 +49,21 @@ def test_lj_with_a_ten_times_longer_step_stops_with_one_line(tmp_path):
     assert re.search(r"lj_fluid\.toml: the run blew up at step 40 \(t = 2\): (temperature reached .*checks\.max_temperature_factor = 100|total_energy became non-finite)", line), line
     assert "lower time.dt" in line
     # It blew up in the first chunk: nothing was kept (no file, no partial, no checkpoint).
-    assert sorted(p.name for p in tmp_path.iterdir()) == []
+    assert sorted(p.name for p in tmp_cwd.iterdir()) == []
 
 
-def test_burgers_far_past_its_stable_step_stops_with_one_line(tmp_path):
+def test_burgers_far_past_its_stable_step_stops_with_one_line(tmp_cwd, capsys):
     # One frame per chunk, a checkpoint after every good frame (1 to 3); the field passes
     # 1000 times its start at frame 4 (t = 3).
     every_frame = ["--set", "output.chunk=1", "--set", "output.checkpoint_every=1"]
-    proc = sim_subprocess(["run", str(BURGERS), *sets(BURGERS_BLOWS_UP), *every_frame, "-o", "b.h5", "--quiet"], tmp_path)  # (--quiet: no progress lines before it)
-    lines = proc.stderr.strip().splitlines()
-    assert proc.returncode == 1, proc.stderr
-    assert len(lines) == 1, proc.stderr
+    code, err = cli(["run", str(BURGERS), *sets(BURGERS_BLOWS_UP), *every_frame, "-o", "b.h5", "--quiet"], capsys)  # (--quiet: no progress lines before it)
+    lines = err.strip().splitlines()
+    assert code == 1, err
+    assert len(lines) == 1, err
     line = lines[0]
     assert "burgers_shock.toml: the run blew up at step 4 (t = 3): the root mean square of u grew to" in line, line
     assert "checks.max_growth = 1000" in line and "lower time.dt" in line
-    out = tmp_path / "b.h5"
+    out = tmp_cwd / "b.h5"
     assert not out.exists()
     checkpoint = _stream.checkpoint_path(out)
     if checkpoint.exists():  # the last good checkpoint is kept (where the streaming code keeps it)
@@ -78,11 +73,8 @@ def test_burgers_far_past_its_stable_step_stops_with_one_line(tmp_path):
             assert int(f.attrs["frame"]) == 3
             assert "checks" in f.attrs["config"]
         # A loosened bound resumes it from there to the end.
-        proc = sim_subprocess(
-            ["run", str(BURGERS), *sets(BURGERS_BLOWS_UP), *every_frame, "-o", "b.h5", "--resume", "--quiet", "--set", "checks.max_growth=1e300"],
-            tmp_path,
-        )
-        assert proc.returncode == 0, proc.stderr
+        code, err = cli(["run", str(BURGERS), *sets(BURGERS_BLOWS_UP), *every_frame, "-o", "b.h5", "--resume", "--quiet", "--set", "checks.max_growth=1e300"], capsys)
+        assert code == 0, err
         assert np.max(np.abs(sim.read(out).observables["u"][-1])) > 1e30
 
 
