@@ -5,9 +5,11 @@ evaluation with symbolic derivatives (`differentiate`, `evaluate_symbolic`, `sta
 
 from __future__ import annotations
 
+import collections
+import functools
 import math
 import unicodedata
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from functools import partial, reduce
 from typing import Any
 
@@ -22,6 +24,52 @@ from ._expressions import CONSTANTS, Expression, ExpressionError, parse
 from ._types import Scalar, State
 
 _PARAMETER_KEYS = ("value", "unit", "doc", "positive", "bounds")
+
+# How many text models `remembered` keeps (a sweep or a notebook rebuilds a few, not
+# hundreds).
+REMEMBERED = 64
+
+
+class _Unkeyed(Exception):
+    """An argument `_key` cannot turn into a key."""
+
+
+def _key(x: Any) -> Any:
+    """A hashable key equal for equal config values (tables, lists, text, numbers, booleans;
+    1, 1.0 and True apart, and tables in their order)."""
+    if isinstance(x, dict):
+        return ("{", tuple((_key(k), _key(v)) for k, v in x.items()))
+    if isinstance(x, (list, tuple)):
+        return ("[", tuple(_key(v) for v in x))
+    if x is None or isinstance(x, (str, bool, int, float)):
+        return (type(x).__name__, repr(x))
+    raise _Unkeyed
+
+
+def remembered(build: Callable[..., Any]) -> Callable[..., Any]:
+    """`build` (a text model's constructor) that returns the model it built before for
+    equal arguments: a model is a new class with its own parsed expressions, so two builds
+    of one config would not share a compiled program (`jax.jit` tells programs apart by
+    the model's class and static fields); one object per text keeps a fit, a sweep's
+    chunks or a notebook's rebuilds on the programs already compiled. Arguments that are
+    not config values (tables, lists, text, numbers) build anew."""
+    memo: collections.OrderedDict[Any, Any] = collections.OrderedDict()
+
+    @functools.wraps(build)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            key = _key((args, kwargs))
+        except _Unkeyed:
+            return build(*args, **kwargs)
+        if key in memo:
+            memo.move_to_end(key)
+            return memo[key]
+        model = memo[key] = build(*args, **kwargs)
+        if len(memo) > REMEMBERED:
+            memo.popitem(last=False)
+        return model
+
+    return wrapper
 
 
 def values_at(state_names: tuple[str, ...], t: Scalar, y: State, params: PyTree) -> dict[str, Any]:

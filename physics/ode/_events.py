@@ -19,6 +19,7 @@ import equinox as eqx
 import jax.numpy as jnp
 
 from .._expressions import ExpressionError, parse
+from .._text import remembered
 from .base import OdeModel
 
 
@@ -72,14 +73,19 @@ def _values(state: tuple[str, ...], t, y, params) -> dict[str, Any]:
 
 
 def text_events(model: OdeModel, specs: list[dict[str, Any]]) -> tuple[Event, ...]:
-    """The events of `specs` (each with `when` or `at`, `set`, `terminal`) for `model`.
+    """The events of `specs` (each with `when` or `at`, `set`, `terminal`) for `model`
+    (the same `Event`s for the same specs and the same names of states and parameters, so
+    that a model rebuilt with them compiles to the programs it compiled before).
 
     Raises:
         ValueError: naming the entry (`events.0.when`, `events.1.set.v`, ...) and, for an
             expression, the column.
     """
-    state = tuple(model.state_names)
-    parameters = tuple(model.parameter_names)
+    return _text_events(tuple(model.state_names), tuple(model.parameter_names), specs)
+
+
+@remembered
+def _text_events(state: tuple[str, ...], parameters: tuple[str, ...], specs: list[dict[str, Any]]) -> tuple[Event, ...]:
     symbols = set(state) | set(parameters) | {"t"}
     events: list[Event] = []
     for i, spec in enumerate(specs):
@@ -114,11 +120,21 @@ def text_events(model: OdeModel, specs: list[dict[str, Any]]) -> tuple[Event, ..
     return tuple(events)
 
 
+# The subclass `with_events` made of each model class: one class, so that two models with
+# equal events are equal (and share their compiled programs).
+_WITH_EVENTS: dict[type, type] = {}
+
+
 def with_events(model: OdeModel, events: tuple[Event, ...]) -> OdeModel:
     """`model` with `events` (a subclass of its class whose `events()` returns them)."""
     cls = type(model)
     if not events:
         return model
-    sub = type(cls.__name__, (cls,), {"__annotations__": {"event_list": tuple}, "event_list": eqx.field(static=True, default=()), "__module__": cls.__module__, "__doc__": cls.__doc__})
+    if cls not in _WITH_EVENTS:
+        _WITH_EVENTS[cls] = type(
+            cls.__name__, (cls,),
+            {"__annotations__": {"event_list": tuple}, "event_list": eqx.field(static=True, default=()), "__module__": cls.__module__, "__doc__": cls.__doc__},
+        )
+    sub = _WITH_EVENTS[cls]
     options = {f.name: getattr(model, f.name) for f in dataclasses.fields(model) if f.init}
     return sub(**options, event_list=tuple(events))

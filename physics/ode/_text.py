@@ -8,7 +8,7 @@ import equinox as eqx
 from jaxtyping import Array, Float, PyTree
 
 from .._expressions import Expression
-from .._text import Partials, class_name, declare, differentiate, evaluate, evaluate_symbolic, state_jacobian, values_at
+from .._text import Partials, class_name, declare, differentiate, evaluate, evaluate_symbolic, remembered, state_jacobian, values_at
 from .._types import Scalar, State
 from .base import OdeModel
 
@@ -47,6 +47,7 @@ class TextOdeModel(OdeModel):
         return dict(zip([n for n, _ in self.extras], evaluate([e for _, e in self.extras], values, y.dtype))) if self.extras else {}
 
 
+@remembered
 def ode_model(label: str, states: dict[str, Any], parameters: dict[str, Any] | None = None, observables: dict[str, str] | None = None) -> TextOdeModel:
     """An `OdeModel` from text: `states` maps each state to the right-hand side of its
     time derivative (text, or a table with `rate` and `positive`: every state or none

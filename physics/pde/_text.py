@@ -29,7 +29,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Inexact, PyTree
 
 from .._expressions import CONSTANTS, ExpressionError, parse
-from .._text import _identifier, _parameter
+from .._text import _identifier, _parameter, remembered
 from .base import Field, GridPdeModel, SpectralPdeModel, as_domain, as_points
 
 OPERATORS = ("laplace", "biharmonic", "dx", "dy", "dz", "grad", "div")
@@ -263,6 +263,7 @@ class TextSpectralModel(SpectralPdeModel):
         return {name: e(values) for name, e in self.program.observables}
 
 
+@remembered
 def pde_model(
     label: str,
     fields: dict[str, str],

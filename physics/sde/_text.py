@@ -9,7 +9,7 @@ import equinox as eqx
 from jaxtyping import Array, PyTree
 
 from .._expressions import Expression
-from .._text import class_name, declare, evaluate, values_at
+from .._text import class_name, declare, evaluate, remembered, values_at
 from .._types import Scalar, State
 from .base import SdeModel
 
@@ -35,6 +35,7 @@ class TextSdeModel(SdeModel):
         return dict(zip([n for n, _ in self.extras], evaluate([e for _, e in self.extras], values, y.dtype))) if self.extras else {}
 
 
+@remembered
 def sde_model(
     label: str, states: dict[str, Any], noise: dict[str, str], parameters: dict[str, Any] | None = None, observables: dict[str, str] | None = None
 ) -> TextSdeModel:

@@ -470,6 +470,47 @@ def test_a_fit_of_the_text_lotka_volterra_gives_the_built_in_estimates(tmp_cwd, 
     np.testing.assert_allclose(float(a.objective), float(b.objective), rtol=1e-12)
 
 
+def test_a_text_model_built_again_is_the_same_model_and_is_not_traced_again():
+    """A config built twice (a fit after a run, a notebook's second cell) gives the same
+    model, with and without events, so a jitted function of it is traced once; other text
+    or other defaults give another model."""
+    from physics.ode import text_events, with_events
+
+    traces = []
+
+    @jax.jit
+    def rate(model, y):
+        traces.append(1)
+        return model.vector_field(0.0, y, model.default_params())
+
+    states = {"x": "-k * x + a", "v": {"rate": "x - v", "positive": False}}
+    first = ode_model("decay", states, {"k": 0.5, "a": {"value": 1.0, "positive": True}})
+    again = ode_model("decay", {"x": "-k * x + a", "v": {"rate": "x - v", "positive": False}}, {"k": 0.5, "a": {"value": 1.0, "positive": True}})
+    assert again is first
+    y = jnp.array([2.0, 1.0])
+    np.testing.assert_allclose(rate(first, y), [0.0, 1.0])
+    np.testing.assert_allclose(rate(again, y), [0.0, 1.0])
+    assert len(traces) == 1
+    for other in (
+        ode_model("decay", states, {"k": 0.25, "a": {"value": 1.0, "positive": True}}),
+        ode_model("decay", {"x": "-k * x - a", "v": {"rate": "x - v", "positive": False}}, {"k": 0.5, "a": {"value": 1.0, "positive": True}}),
+        ode_model("decay", {"v": {"rate": "x - v", "positive": False}, "x": "-k * x + a"}, {"k": 0.5, "a": {"value": 1.0, "positive": True}}),
+    ):
+        assert other is not first
+    np.testing.assert_allclose(rate(ode_model("decay", states, {"k": 0.25, "a": {"value": 1.0, "positive": True}}), y), [0.5, 1.0])
+
+    spec = [{"when": "x < 0.1", "set": {"x": 1.0}, "terminal": False}, {"at": [1.0, 2.0], "set": {"a": "2 * a"}}]
+    bounced = with_events(first, text_events(first, spec))
+    rebuilt = with_events(again, text_events(again, [dict(e) for e in spec]))
+    assert type(rebuilt) is type(bounced) and rebuilt == bounced
+    assert len(bounced.events()) == 3
+    rate(bounced, y)
+    rate(rebuilt, y)
+    assert len(traces) == 3  # (one trace for the other defaults, one for the model with events)
+    moved = with_events(first, text_events(first, [{"when": "x < 0.2", "set": {"x": 1.0}}]))
+    assert moved != bounced
+
+
 def test_a_fit_keeps_to_the_bounds_a_text_model_declares(tmp_cwd, capsys):
     """experiments/sir_boarding_school.toml declares beta in [0, 5]: a fit starting on a
     bound is refused before anything runs (its logistic transform has no value there)."""

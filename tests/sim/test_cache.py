@@ -84,6 +84,34 @@ def test_a_second_process_loads_every_program_and_damaged_or_blocked_entries_cos
     assert all(p.is_dir() for p in saved)
 
 
+@pytest.mark.slow  # (two Python processes; the command's second process is checked by default above)
+def test_sim_run_and_sweep_from_python_are_compiled_by_the_first_process_only(tmp_path):
+    """`sim.run` and `sim.sweep` called from Python trace the solvers' run-time checks as
+    NaN, as the `sim` command does: their programs hold no host callback, JAX stores them,
+    and a second Python process compiles nothing."""
+    script = (
+        "import sim, numpy as np\n"
+        f"run = sim.run(sim.load_config({str(CONFIG)!r}))\n"
+        f"config = sim.load_config({str(REPO / 'experiments' / 'lotka_volterra_sweep.toml')!r}, overrides=['sweep.params.alpha.linspace=[0.3, 0.8, 4]', 'sweep.params.beta.logspace=[-2.0, -1.3, 2]'])\n"
+        "swept = sim.sweep(config)\n"
+        "print(repr(float(np.sum(run.observables['prey']))), repr(float(np.nansum(swept.observables['prey']))))\n"
+    )
+    env = {**os.environ, "SIMJAX_CACHE_DIR": str(tmp_path / "cache"), "JAX_EXPLAIN_CACHE_MISSES": "true"}
+    env.pop("EQX_ON_ERROR", None)
+
+    def python():
+        proc = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout, proc.stderr
+
+    first, err = python()
+    assert "to persistent compilation cache" in err  # (JAX explains what it stores)
+    assert "host callbacks" not in err, err
+    again, err = python()
+    assert again == first
+    assert "to persistent compilation cache" not in err, err
+
+
 @pytest.mark.slow  # (two `sim fit` processes of a PEtab problem; the cache of a second process is checked by default above)
 def test_a_petab_objective_is_compiled_by_the_first_process_only(tmp_path):
     """diffrax checks the save times of a solve through a host callback, and JAX keeps no
