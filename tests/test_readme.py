@@ -114,7 +114,13 @@ SLOW = {
     "sim infer experiments/petab/Boehm_JProteomeRes2014/Boehm_JProteomeRes2014.yaml --chains 2 --warmup 300 --samples 300 -o boehm_posterior.h5",
 }
 # The quick start's set-up: checked, not run.
-SETUP = {"python3 -m venv .venv", ".venv/bin/pip install -e .", '.venv/bin/pip install --no-compile -e ".[dev]"', '.venv/bin/pip install -e ".[cuda12]"'}
+SETUP = {
+    "python3 -m venv .venv",
+    '.venv/bin/pip install "uv>=0.5"',
+    ".venv/bin/uv pip install -p .venv -e .",
+    '.venv/bin/uv pip install -p .venv -e ".[dev]"',
+    '.venv/bin/uv pip install -p .venv -e ".[cuda12]"',
+}
 TEST_COMMAND = ".venv/bin/python -m pytest"
 
 
