@@ -8,6 +8,7 @@ from __future__ import annotations
 import collections
 import functools
 import math
+import threading
 import unicodedata
 from collections.abc import Callable, Collection, Sequence
 from functools import partial, reduce
@@ -54,6 +55,7 @@ def remembered(build: Callable[..., Any]) -> Callable[..., Any]:
     chunks or a notebook's rebuilds on the programs already compiled. Arguments that are
     not config values (tables, lists, text, numbers) build anew."""
     memo: collections.OrderedDict[Any, Any] = collections.OrderedDict()
+    lock = threading.Lock()  # (threads of one process may build models at once)
 
     @functools.wraps(build)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -61,12 +63,16 @@ def remembered(build: Callable[..., Any]) -> Callable[..., Any]:
             key = _key((args, kwargs))
         except _Unkeyed:
             return build(*args, **kwargs)
-        if key in memo:
+        with lock:
+            if key in memo:
+                memo.move_to_end(key)
+                return memo[key]
+        model = build(*args, **kwargs)
+        with lock:
+            model = memo.setdefault(key, model)  # (the first of two concurrent builds wins)
             memo.move_to_end(key)
-            return memo[key]
-        model = memo[key] = build(*args, **kwargs)
-        if len(memo) > REMEMBERED:
-            memo.popitem(last=False)
+            if len(memo) > REMEMBERED:
+                memo.popitem(last=False)
         return model
 
     return wrapper

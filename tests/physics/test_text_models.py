@@ -511,6 +511,23 @@ def test_a_text_model_built_again_is_the_same_model_and_is_not_traced_again():
     assert moved != bounced
 
 
+def test_remembered_models_are_the_latest_few_and_one_for_concurrent_builds():
+    from concurrent.futures import ThreadPoolExecutor
+
+    first = ode_model("kept", {"x": "-k * x"}, {"k": 0.0})
+    for i in range(1, physics._text.REMEMBERED + 1):
+        ode_model("kept", {"x": "-k * x"}, {"k": float(i)})
+    latest = ode_model("kept", {"x": "-k * x"}, {"k": float(physics._text.REMEMBERED)})
+    assert latest is ode_model("kept", {"x": "-k * x"}, {"k": float(physics._text.REMEMBERED)})
+    again = ode_model("kept", {"x": "-k * x"}, {"k": 0.0})
+    assert again is not first  # (the oldest was let go: built anew, the same rates)
+    y = jnp.array([2.0])
+    np.testing.assert_array_equal(again.vector_field(0.0, y, {"k": 0.5}), first.vector_field(0.0, y, {"k": 0.5}))
+    with ThreadPoolExecutor(8) as pool:
+        built = list(pool.map(lambda _: ode_model("threads", {"x": "-k * x + sin(t)"}, {"k": 0.5}), range(32)))
+    assert all(m is built[0] for m in built)
+
+
 def test_a_fit_keeps_to_the_bounds_a_text_model_declares(tmp_cwd, capsys):
     """experiments/sir_boarding_school.toml declares beta in [0, 5]: a fit starting on a
     bound is refused before anything runs (its logistic transform has no value there)."""
