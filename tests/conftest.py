@@ -158,6 +158,4 @@ def pytest_unconfigure(config):
     reach, so that the closing collections (pytest's, then the interpreter's) do not walk
     a heap of thousands of traced programs that the process is about to drop (2-3.5 s
     each in a worker of the default run, which xdist then interrupts)."""
-    import gc
-
     gc.freeze()

@@ -86,9 +86,9 @@ def test_a_second_process_loads_every_program_and_damaged_or_blocked_entries_cos
 
 @pytest.mark.slow  # (two Python processes; the command's second process is checked by default above)
 def test_sim_run_and_sweep_from_python_are_compiled_by_the_first_process_only(tmp_path):
-    """`sim.run` and `sim.sweep` called from Python trace the solvers' run-time checks as
-    NaN, as the `sim` command does: their programs hold no host callback, JAX stores them,
-    and a second Python process compiles nothing."""
+    """`sim.run` and `sim.sweep` called from Python compile once, as the `sim` command
+    does: their loops report failures through result codes, not through host callbacks
+    (which JAX never stores), so a second Python process compiles nothing."""
     script = (
         "import sim, numpy as np\n"
         f"run = sim.run(sim.load_config({str(CONFIG)!r}))\n"
