@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -120,21 +121,18 @@ def _text_events(state: tuple[str, ...], parameters: tuple[str, ...], specs: lis
     return tuple(events)
 
 
-# The subclass `with_events` made of each model class: one class, so that two models with
-# equal events are equal (and share their compiled programs).
-_WITH_EVENTS: dict[type, type] = {}
+@functools.cache
+def _with_events_class(cls: type) -> type:
+    """The subclass of `cls` that holds events: one per class, so that two models with
+    equal events are equal (and share their compiled programs)."""
+    namespace = {"__annotations__": {"event_list": tuple}, "event_list": eqx.field(static=True, default=()), "__module__": cls.__module__, "__doc__": cls.__doc__}
+    return type(cls.__name__, (cls,), namespace)
 
 
 def with_events(model: OdeModel, events: tuple[Event, ...]) -> OdeModel:
     """`model` with `events` (a subclass of its class whose `events()` returns them)."""
-    cls = type(model)
     if not events:
         return model
-    if cls not in _WITH_EVENTS:
-        _WITH_EVENTS[cls] = type(
-            cls.__name__, (cls,),
-            {"__annotations__": {"event_list": tuple}, "event_list": eqx.field(static=True, default=()), "__module__": cls.__module__, "__doc__": cls.__doc__},
-        )
-    sub = _WITH_EVENTS[cls]
+    sub = _with_events_class(type(model))
     options = {f.name: getattr(model, f.name) for f in dataclasses.fields(model) if f.init}
     return sub(**options, event_list=tuple(events))
