@@ -50,6 +50,34 @@ jax.config.update("jax_numpy_dtype_promotion", "strict")
 os.environ.setdefault("JAX_DISABLE_MOST_OPTIMIZATIONS", "1")
 jax.config.update("jax_disable_most_optimizations", os.environ["JAX_DISABLE_MOST_OPTIMIZATIONS"].lower() in ("1", "true"))
 
+# Run-time shape checks: every function and dataclass of a module that declares array types
+# (imports jaxtyping or a package's `_types` aliases) is wrapped by jaxtyping in beartype
+# as it is imported, so a shape or dtype that does not match a signature raises. Modules
+# without array types (the command line, configs, files, the expression parser) are left
+# unwrapped: beartype's wrappers made the default run 10% longer, half of it there (the
+# recursive expression parser most), and they hold no shape to check.
+import ast  # noqa: E402
+
+import jaxtyping  # noqa: E402
+
+_PACKAGES = ("sim", "solvers", "physics", "inference")
+
+
+def shaped_modules(root: Path = Path(__file__).resolve().parents[1]) -> list[str]:
+    """The modules of the packages that import jaxtyping or a `_types` module of aliases."""
+    out = []
+    for package in _PACKAGES:
+        for path in sorted((root / package).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+                if any(name == "jaxtyping" or name.split(".")[-1] == "_types" for name in names):
+                    out.append(".".join(path.relative_to(root).with_suffix("").parts).removesuffix(".__init__"))
+                    break
+    return out
+
+
+jaxtyping.install_import_hook(shaped_modules(), "beartype.beartype")
+
 # The persistent compilation cache (`sim._cache`, turned on by importing `sim`): a program
 # compiled once (by either pytest worker or by a `sim` subprocess, which inherits
 # SIMJAX_CACHE_DIR) is loaded from disk by the others instead of compiled again. It lives

@@ -169,3 +169,23 @@ def test_deferred_family_methods_and_models_are_defined():
                 assert issubclass(cls, type(family)) and method in vars(cls), (family.name, method)
                 deferred += 1
     assert deferred >= 20
+
+
+def test_the_tests_check_shapes_where_modules_declare_them():
+    # tests/conftest.py wraps the modules that declare array types in jaxtyping's checks:
+    # a call with an array of the wrong rank raises, in a module of each package.
+    import jax.numpy as jnp
+    import jaxtyping
+
+    from physics.md import _observables
+    from solvers import _neighbours
+
+    from .conftest import shaped_modules
+
+    wrapped = set(shaped_modules())
+    assert {"physics.md._observables", "solvers._neighbours", "sim._trajectory", "inference._fit"} <= wrapped
+    assert "sim.cli" not in wrapped and "physics._expressions" not in wrapped
+    with pytest.raises(jaxtyping.TypeCheckError):
+        _observables.mean_squared_displacement(jnp.zeros((3, 4)))
+    with pytest.raises(jaxtyping.TypeCheckError):
+        _neighbours.minimum_image(jnp.zeros((2, 3)), jnp.zeros((4,)))
