@@ -56,7 +56,7 @@ jax.config.update("jax_disable_most_optimizations", os.environ["JAX_DISABLE_MOST
 # without array types (the command line, configs, files, the expression parser) are left
 # unwrapped: beartype's wrappers made the default run 10% longer, half of it there (the
 # recursive expression parser most), and they hold no shape to check.
-import ast  # noqa: E402
+import re  # noqa: E402
 
 import jaxtyping  # noqa: E402
 
@@ -66,13 +66,11 @@ _PACKAGES = ("sim", "solvers", "physics", "inference")
 def shaped_modules(root: Path = Path(__file__).resolve().parents[1]) -> list[str]:
     """The modules of the packages that import jaxtyping or a `_types` module of aliases."""
     out = []
+    imports = re.compile(r"^\s*(from\s+(jaxtyping|[\w.]*_types)\s+import|import\s+jaxtyping\b)", re.M)
     for package in _PACKAGES:
         for path in sorted((root / package).rglob("*.py")):
-            for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
-                names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""] if isinstance(node, ast.ImportFrom) else []
-                if any(name == "jaxtyping" or name.split(".")[-1] == "_types" for name in names):
-                    out.append(".".join(path.relative_to(root).with_suffix("").parts).removesuffix(".__init__"))
-                    break
+            if imports.search(path.read_text()):
+                out.append(".".join(path.relative_to(root).with_suffix("").parts).removesuffix(".__init__"))
     return out
 
 
