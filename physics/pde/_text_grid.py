@@ -409,7 +409,8 @@ class _ShapeGrid:
         self.points, self.ndim, self._model = tuple(model.points), model.ndim, model
 
     def coordinates(self):
-        return self._model.coordinates()
+        # (traced inside `jax.eval_shape`: abstract, nothing the size of the grid is made)
+        return tuple(jnp.zeros(n) for n in self.points)
 
     def derivative(self, u, axis, derivative, fluxes=(None, None)):
         return u
@@ -423,16 +424,17 @@ def _check_shapes(model: TextGridModel, fields: dict[str, str], observables: dic
     left without `div` is refused here, before any run)."""
     grid = _ShapeGrid(model)
     params = model.default_params()
-    u = jnp.zeros(model.field_shape)
+    field = jax.ShapeDtypeStruct(tuple(model.field_shape), jnp.result_type(float))
     program = model.program
     points = tuple(model.points)
 
     def shape_of(expression) -> tuple[int, ...]:
-        def evaluate():
+        # Shapes only: a grid of any size is checked without memory for its fields.
+        def evaluate(u):
             v, fluxes = model._sides(0.0, u, params, grid)
             return jnp.asarray(expression(model._values(0.0, v, fluxes, params, grid)))
 
-        return tuple(jax.eval_shape(evaluate).shape)
+        return tuple(jax.eval_shape(evaluate, field).shape)
 
     checks = [("fields", name, e) for name, pair in zip(fields, zip(program.explicit, program.implicit)) for e in pair if e is not None]
     checks += [("observables", name, e) for name, e in program.observables]

@@ -256,6 +256,15 @@ def test_bad_bounded_text_pdes_are_one_line_errors(override, key, tmp_cwd, capsy
     assert not Path("out.h5").exists()
 
 
+def test_a_bounded_text_model_of_any_size_is_checked_without_memory_for_its_fields():
+    # The expressions' shapes are checked abstractly: a grid of 10^12 points (8 TB a
+    # field) builds its model at once, and the run's own memory checks refuse it.
+    model = pde_model("huge", {"u": "D * laplace(u) + x * v", "v": "dx(u) - v"}, {"D": 0.5}, {"total": "integral(u)"}, points=(10**12,), boundary="dirichlet", boundary_value=0.0)
+    assert tuple(model.points) == (10**12,)
+    with pytest.raises(ValueError, match="fields.v"):
+        pde_model("huge", {"u": "laplace(u)", "v": "grad(u)"}, points=(10**12,), boundary="dirichlet", boundary_value=0.0)
+
+
 def test_div_of_grad_is_the_laplacian_in_the_symbol():
     """div(grad(u)) with a constant coefficient goes to the Fourier symbol as laplace does;
     div(c * grad(u)) with a varying c is evaluated pseudo-spectrally and agrees."""
