@@ -15,7 +15,7 @@ _NAMES: dict[str, tuple[str, str]] = {
     "OdeSolution": ("._ode", "OdeSolution"),
     "OdeSolver": ("._ode", "OdeSolver"),
     "SensitivitySolution": ("._ode", "SensitivitySolution"),
-    "did_you_mean": ("._ode", "did_you_mean"),
+    "did_you_mean": ("._words", "did_you_mean"),
     "Result": ("._results", "Result"),
     "checks_as_nan": ("._checks", "checks_as_nan"),
     "from_diffrax": ("._results", "from_diffrax"),
@@ -108,8 +108,8 @@ if TYPE_CHECKING:
         OdeSolution as OdeSolution,
         OdeSolver as OdeSolver,
         SensitivitySolution as SensitivitySolution,
-        did_you_mean as did_you_mean,
     )
+    from ._words import did_you_mean as did_you_mean
     from ._checks import checks_as_nan as checks_as_nan
     from ._results import Result as Result, from_diffrax as from_diffrax, result_message as result_message
     from ._batched_ode import BATCHED_METHODS as BATCHED_METHODS, solve_batch as solve_batch, supports as batched_ode_supports

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable
 from typing import Any, ClassVar
 
@@ -18,6 +17,7 @@ from ._lean import LEAN_METHODS, lean_solve_differentiable, lean_solve_sensitivi
 from ._newton import stage_newton, stage_root_finder
 from ._results import Result, from_diffrax, result_message
 from ._types import Times
+from ._words import did_you_mean
 
 EXPLICIT_METHODS: dict[str, Callable[[], diffrax.AbstractSolver]] = {
     "euler": diffrax.Euler,
@@ -74,12 +74,6 @@ def make_adjoint(name: str, solver: diffrax.AbstractSolver) -> diffrax.AbstractA
     if name == "direct":
         return diffrax.DirectAdjoint()
     return diffrax.RecursiveCheckpointAdjoint()
-
-
-def did_you_mean(word: object, choices) -> str:
-    """A ' Perhaps you meant X?' suffix, or '' when nothing is close."""
-    close = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1, cutoff=0.6)
-    return f" Perhaps you meant {close[0]!r}?" if close else ""
 
 
 class OdeSolution(eqx.Module):
