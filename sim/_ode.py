@@ -1,5 +1,5 @@
-"""The ODE family: models dy/dt = f(t, y; params) (`physics.ode.OdeModel`), solved by
-`solvers.OdeSolver`; configs with `[initial]` values per state component and
+"""The ODE family's numerics (its declaration: `sim._ode_family`): models dy/dt = f(t, y;
+params) solved by `solvers.OdeSolver`; configs with `[initial]` values per state component and
 `[solver]` keys of an `OdeSolver`; runs advanced by the resumable `solvers.OdeLoop`;
 sweeps in the batched loop of `solvers.solve_batch` where it reproduces single runs."""
 
@@ -33,9 +33,8 @@ from solvers import (
 from solvers._ode import IMPLICIT_METHODS, ONE_FIELD_METHODS
 
 from ._config import Config
-from ._family import Family, register_family
 from ._limits import WORK_ARRAYS, memory_problem
-from ._registry import register_model, register_models_of
+from ._ode_family import ODE, OdeFamily
 from ._result import RunSink
 from ._run import (
     LoopEngine,
@@ -52,16 +51,6 @@ from ._run import (
 )
 from ._stream import RunPlan
 from ._trajectory import Trajectory
-
-MODELS = (
-    ode.LotkaVolterra,
-    ode.Lorenz,
-    ode.VanDerPol,
-    ode.Sir,
-    ode.DampedPendulum,
-    ode.FitzHughNagumo,
-    ode.Robertson,
-)
 
 # Explicit adaptive ODE sweeps run in the batched loop of `solvers.solve_batch` (False:
 # `jax.vmap` of `simulate`, as every other family).
@@ -294,22 +283,12 @@ def chunk_trajectories(model: OdeModel, solver: OdeSolver, ts, swept: dict, fixe
     return observables, steps, result
 
 
-class OdeFamily(Family):
-    name = "ode"
-    model_base = OdeModel
-    describes = "ODE models"
-    traced_solver_floats = True
+class OdeMethods(OdeFamily):
+    """The ODE family's methods that need its numerics (`sim._ode_family.OdeFamily` calls
+    them)."""
 
     def simulate(self, model, params, t, initial, solver, key) -> Trajectory:
         return _simulate(model, params, t, initial, solver)
-
-    def text_model(self, config: Config):
-        options = config.spec.model.options
-        if "states" not in options or "noise" in options:
-            return None
-        if "fields" in options:
-            raise ValueError("fields: a model has states (an ODE) or fields (a PDE), not both")
-        return ode.ode_model(config.spec.model.name, options["states"], options.get("parameters"), options.get("observables"))
 
     def with_events(self, model, config: Config):
         try:
@@ -328,11 +307,6 @@ class OdeFamily(Family):
 
     def plan(self, model, config: Config) -> RunPlan:
         return _plan(model, config)
-
-    def observable_shapes(self, model) -> dict[str, tuple[int, ...]]:
-        y = jnp.zeros(len(model.state_names))
-        found = jax.eval_shape(lambda: model.observables(jnp.zeros(()), y, model.default_params()))
-        return {name: tuple(value.shape) for name, value in found.items()}
 
     def sweep_setup(self, config: Config, s: Setup) -> Setup:
         # Failures flagged per run instead of raised; nothing is differentiated, so no
@@ -359,9 +333,3 @@ class OdeFamily(Family):
 
         return chunk
 
-
-for _cls in MODELS:
-    register_model(_cls)
-# (the neural models, with equinox's layers, are imported when one is asked for)
-register_models_of("physics.ode", {"neural_ode": "NeuralOde", "hybrid_lotka_volterra": "HybridLotkaVolterra"})
-ODE = register_family(OdeFamily())

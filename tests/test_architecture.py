@@ -133,14 +133,15 @@ def test_tomllib_is_imported_for_every_supported_python():
 
 
 def test_a_family_is_declared_when_sim_is_imported_and_its_numerics_when_used():
-    # `import sim` (and the `sim` command) imports the ODE family and the declarations of
-    # the others; their numerics, models and solvers come with their first work.
+    # `import sim` (and the `sim` command) imports the families' declarations; their
+    # numerics, models and solvers come with their first work (the ODE family's brings
+    # diffrax).
     import subprocess
     import sys
 
     code = (
         "import sys, sim; "
-        "print(sorted(m for m in ('sim._pde', 'sim._md', 'sim._sde', 'sim._sweep', 'physics.pde._transport', "
+        "print(sorted(m for m in ('sim._ode', 'diffrax', 'solvers._ode', 'sim._pde', 'sim._md', 'sim._sde', 'sim._sweep', 'physics.pde._transport', "
         "'physics.md._potentials', 'physics.sde._models', 'solvers._spectral', 'solvers._particles', 'solvers._sde') "
         "if m in sys.modules))"
     )
