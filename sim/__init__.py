@@ -42,8 +42,8 @@ from ._store import Record as Record, read as read  # noqa: E402
 from ._simulate import complete_params as complete_params, simulate as simulate  # noqa: E402
 from ._trajectory import Trajectory as Trajectory  # noqa: E402
 # The model families, one registration each (their models are registered with them), in
-# the order messages list the families and their keys. The PDE, MD and SDE families are
-# declared here and their numerics imported by their first work (`sim._family.deferred`).
+# the order messages list the families and their keys. Each family is declared here and
+# its numerics imported by its first work (`sim._family.deferred`).
 from . import _ode_family as _ode_family  # noqa: E402,F401
 from . import _pde_family as _pde_family  # noqa: E402,F401
 from . import _md_family as _md_family  # noqa: E402,F401

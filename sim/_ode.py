@@ -332,4 +332,3 @@ class OdeMethods(OdeFamily):
             return _outputs(obs, steps, result, save)
 
         return chunk
-
