@@ -174,7 +174,8 @@ def test_deferred_family_methods_and_models_are_defined():
 
 def test_the_tests_check_shapes_where_modules_declare_them():
     # tests/conftest.py wraps the modules that declare array types in jaxtyping's checks:
-    # a call with an array of the wrong rank raises, in a module of each package.
+    # a call with an array of the wrong rank (or of a length that does not match) raises,
+    # here in a module of physics and one of solvers.
     import jax.numpy as jnp
     import jaxtyping
 
