@@ -21,7 +21,9 @@ reused by a call whose checks must raise, nor the reverse.
 
 Two pieces are not public API: JAX's `config.bool_state` (to make the mode part of the
 trace context) and equinox's `branched_error_if_impl` and `branched_error_if_impl_jit`
-(through which every equinox check is traced). `ACTIVE` says whether both were found;
+(through which every equinox check is traced; in the mode, its NaN branch is taken
+through equinox's `_error` without the walk of the Python stack that only a raised error
+reads, `_as_nan`). `ACTIVE` says whether both were found;
 without them `checks_as_nan` changes nothing and checks keep their callbacks (programs
 compiled by every process, as before: slower, never wrong). `tests/solvers/test_checks.py`
 pins them against the installed versions.
@@ -67,8 +69,12 @@ def _patch(state) -> bool:
     if getattr(impl, "_simjax_checks", False):
         return True
 
+    as_nan = _as_nan(errors, impl)
+
     def branched_error_if_impl(x, pred, index, msgs, *, on_error):
         if on_error == "default" and state.value:
+            if as_nan is not None:
+                return as_nan(x, pred, index, msgs)
             on_error = "nan"
         return impl(x, pred, index, msgs, on_error=on_error)
 
@@ -76,6 +82,45 @@ def _patch(state) -> bool:
     errors.branched_error_if_impl = branched_error_if_impl
     errors.branched_error_if_impl_jit = eqx.filter_jit(branched_error_if_impl)
     return True
+
+
+def _as_nan(errors, impl):
+    """equinox's check with `on_error="nan"`, less its walk of the Python stack.
+
+    equinox records the stack of every check it traces, for the message of a check that
+    raises; a check traced as NaN never shows it, and the walk (a file-system lookup per
+    frame, to tell JAX's frames from the caller's) took about 2% of the time that tracing
+    a fit or a PEtab objective takes. The rest is equinox's own code path: a predicate
+    known while tracing is settled at once, else the values pass through equinox's
+    `_error` (a `lax.cond` to NaN, outside differentiation). None when equinox lacks a
+    piece (its own function then runs, stack and all)."""
+    try:
+        from equinox._filters import combine, is_array, partition
+        from equinox._unvmap import unvmap_any, unvmap_max
+
+        error = errors._error
+    except (ImportError, AttributeError):  # pragma: no cover - another equinox
+        return None
+    import jax
+
+    def as_nan(x, pred, index, msgs):
+        with jax.ensure_compile_time_eval():
+            if not isinstance(pred, bool):
+                pred = unvmap_any(pred)
+            if not isinstance(index, int):
+                index = unvmap_max(index)
+            if not isinstance(pred, jax.core.Tracer):
+                if not bool(pred):
+                    return x
+                if not isinstance(index, jax.core.Tracer):
+                    # (failed while tracing: equinox's function warns and gives NaN, before its walk)
+                    return impl(x, pred, index, msgs, on_error="nan")
+        dynamic, static = partition(x, is_array)
+        if not jax.tree.leaves(dynamic):
+            raise ValueError("No arrays to thread error on to.")
+        return combine(error(dynamic, pred, index, msgs=msgs, on_error="nan", stack=[]), static)
+
+    return as_nan
 
 
 _CHECKS_AS_NAN = _state()

@@ -73,6 +73,26 @@ def test_an_inner_function_traced_in_one_mode_is_not_reused_by_the_other():
         assert np.isnan(jax.jit(lambda x: inner(x) * 3.0)(-1.0))
 
 
+def test_a_check_traced_as_nan_does_not_walk_the_python_stack(monkeypatch):
+    # equinox records the stack of every check for the message of one that raises; as NaN
+    # nothing reads it, and the walk (a file-system lookup per frame) was 2% of a fit's
+    # tracing. Outside the mode the stack is still recorded. (Messages of their own: a
+    # check with a message traced before would come from equinox's cache of traces.)
+    import jax._src.traceback_util as traceback_util
+
+    seen = []
+    original = traceback_util.include_frame
+    monkeypatch.setattr(traceback_util, "include_frame", lambda frame: seen.append(frame) or original(frame))
+    with checks_as_nan():
+        program = jax.jit(lambda x: eqx.error_if(x * 2.0, x < 0, "negative, as NaN, without a stack"))
+        assert float(program(1.5)) == 3.0
+        assert np.isnan(float(program(-1.5)))
+    assert seen == []
+    with pytest.raises(RAISED, match="negative, raised, with its stack"):
+        jax.jit(lambda x: eqx.error_if(x * 2.0, x < 0, "negative, raised, with its stack"))(-1.5)
+    assert seen
+
+
 # The program, as this process and a second one trace it.
 PROGRAM = """
 import jax, jax.numpy as jnp
