@@ -13,14 +13,15 @@ import numpy as np
 import pytest
 
 import sim
-from inference._fit_rdf import MAX_LOG_STEP, _BlockSums, reweighted_loss, rdf_problem
+from inference._fit_rdf import MAX_LOG_STEP, _BlockSums, _energies, reweighted_loss, rdf_problem
 
 from ..helpers import cli
 
 EXPERIMENT = Path(__file__).resolve().parents[2] / "experiments" / "lj_rdf_fit.toml"
 
-# A short version of the experiment: 108 particles, 600 steps, 21 frames averaged.
-SHORT = ["system.cells=3", "time.steps=600", "rdf.start=1.0"]
+# A short version of the experiment: 108 particles, 580 steps, 20 frames averaged (one
+# every 0.1 from t = 1: with two replicas, the fit's eight blocks hold five frames each).
+SHORT = ["system.cells=3", "time.steps=580", "rdf.start=1.0"]
 
 
 def _target(folder: Path, overrides=(), name="target.h5") -> Path:
@@ -37,10 +38,11 @@ def short(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def pooled(short):
-    """The short fit with fit.replicas = 3 and the ensemble of its first step: three runs
-    of 21 frames at the start, pooled (the tests of the ensemble share its runs)."""
+    """The short fit with fit.replicas = 2 and the ensemble of its first step: two runs
+    of 20 frames at the start, pooled (the tests of the ensemble share its runs, and
+    the short fit below starts from them)."""
     _, target = short
-    problem = rdf_problem(sim.load_config(EXPERIMENT, [*SHORT, f'data.file="{target}"', "fit.replicas=3"]))
+    problem = rdf_problem(sim.load_config(EXPERIMENT, [*SHORT, f'data.file="{target}"', "fit.replicas=2"]))
     return problem, problem.run(problem.start)
 
 
@@ -58,7 +60,8 @@ def test_the_reweighted_gradient_is_the_covariance_and_the_finite_difference(poo
     h = 1e-5
     fd = np.array([(loss(u0.at[j].add(h)) - loss(u0.at[j].add(-h))) / (2 * h) for j in range(2)])
     np.testing.assert_allclose(grad, fd, rtol=1e-6)
-    energies = jax.jit(lambda u: ensemble.energies(ensemble.parameters(u)))
+    # (the frames' energies by the program that gave the runs' own: compiled already)
+    energies = lambda u: _energies(ensemble, ensemble.parameters(u))  # noqa: E731
     g = np.asarray(ensemble.g).reshape(len(ensemble.g), -1)  # [frames, bins]
     residual = g.mean(axis=0) - np.asarray(target).ravel()
     expected = []
@@ -71,7 +74,7 @@ def test_the_reweighted_gradient_is_the_covariance_and_the_finite_difference(poo
 
 
 def test_replicas_are_the_separate_runs_pooled(pooled):
-    # fit.replicas = 3: a step's ensemble holds each copy's frames as a run of its own
+    # fit.replicas = 2: a step's ensemble holds each copy's frames as a run of its own
     # (sim.simulate from the copy's velocities and key) gives them, copy 0 the config's
     # own run, the copies independent; it pools them, so its average is the mean of the
     # runs' averages and its weights at the reference point are uniform.
@@ -80,39 +83,44 @@ def test_replicas_are_the_separate_runs_pooled(pooled):
     velocities, keys = problem.replica_starts()
     assert np.array_equal(velocities[0], s.initial.velocity)
     frames = len(s.t) - problem.first
-    assert ensemble.positions.shape == (3 * frames, *s.initial.position.shape)
+    assert ensemble.positions.shape == (2 * frames, *s.initial.position.shape)
     params = ensemble.params
     separate = []
-    for r in range(3):
+    for r in range(2):
         traj = sim.simulate(s.model, params, s.t, initial=s.initial.at(s.initial.position, velocities[r]), solver=s.solver, key=keys[r])
         positions = np.asarray(traj.observables["position"])[problem.first :]
         np.testing.assert_allclose(ensemble.positions[r * frames : (r + 1) * frames], positions, rtol=0, atol=1e-9)
         separate.append(positions)
-    assert np.max(np.abs(separate[1] - separate[2])) > 0.5  # independent copies (sigma = 1)
+    assert np.max(np.abs(separate[0] - separate[1])) > 0.5  # independent copies (sigma = 1)
+    # (and with a third copy, the two drawn ones start apart: each its own velocities and key)
+    more_velocities, more_keys = dataclasses.replace(problem, replicas=3).replica_starts()
+    more_keys, keys = np.asarray(jax.random.key_data(more_keys)), np.asarray(jax.random.key_data(keys))
+    assert np.array_equal(more_velocities[:2], velocities) and np.array_equal(more_keys[:2], keys)
+    assert np.max(np.abs(more_velocities[2] - more_velocities[1])) > 0.5 and not np.array_equal(more_keys[2], more_keys[1])
     box = np.broadcast_to(np.asarray(s.initial.space.box), (frames, 3))
     means = [problem.spec.frames(x, box, np.asarray(s.initial.species)).mean(axis=0) for x in separate]
     np.testing.assert_allclose(ensemble.average(jnp.asarray(problem.start)), np.mean(means, axis=0), rtol=1e-9, atol=1e-12)
-    np.testing.assert_allclose(ensemble.weights(jnp.asarray(problem.start)), 1.0 / (3 * frames), rtol=1e-12)
+    np.testing.assert_allclose(ensemble.weights(jnp.asarray(problem.start)), 1.0 / (2 * frames), rtol=1e-12)
 
 
 def test_the_noise_of_a_run_is_the_jackknife_over_blocks_of_its_frames(pooled):
     # The fit compares losses and steps within their noise. Its sums over blocks give
     # the average and the reweighting Jacobian of autodiff through the weights; the
     # jackknife error of a bin's mean equals the standard error of the block means (the
-    # blocks hold equal numbers of frames here: 3 runs of 21 frames, 3 pieces each).
+    # blocks hold equal numbers of frames here: 2 runs of 20 frames, 4 pieces each).
     problem, ensemble = pooled
     labels = problem.blocks()
-    assert labels.tolist() == [b for b in range(9) for _ in range(7)]
+    assert labels.tolist() == [b for b in range(8) for _ in range(5)]
     u0, t = jnp.asarray(problem.start), jnp.asarray(problem.target)
     sums = _BlockSums.of(ensemble, problem.start, t, labels, problem.kt)
     r, j = sums._pieces(None)
     np.testing.assert_allclose(r, np.asarray(ensemble.average(u0) - t).ravel(), rtol=1e-12, atol=1e-12)
     autodiff = np.asarray(jax.jacfwd(lambda u: ensemble.average(u).ravel())(u0))
     np.testing.assert_allclose(j, autodiff, rtol=1e-8, atol=1e-9 * np.max(np.abs(autodiff)))
-    g = np.asarray(ensemble.g).reshape(9, 7, -1).mean(axis=1)  # the block means [blocks, bins]
+    g = np.asarray(ensemble.g).reshape(8, 5, -1).mean(axis=1)  # the block means [blocks, bins]
     mean, se = sums._jackknife(lambda r, j: r)
     busy = np.argmax(g.std(axis=0))
-    assert se[busy] == pytest.approx(g[:, busy].std(ddof=1) / 3, rel=1e-9)
+    assert se[busy] == pytest.approx(g[:, busy].std(ddof=1) / np.sqrt(8), rel=1e-9)
     loss, loss_se = sums.loss()
     assert loss == pytest.approx(0.5 * float(np.sum(r * r)), rel=1e-12) and 0 < loss_se < loss
     step, newton, newton_se = sums.step(MAX_LOG_STEP)
@@ -216,7 +224,7 @@ def test_a_run_whose_step_is_not_finite_ends_the_fit_with_the_estimate_of_the_ru
 
     monkeypatch.setattr(_fit_rdf._BlockSums, "step", step)
     monkeypatch.setattr(_fit_rdf.RdfProblem, "run", run)
-    result = _fit_rdf.fit_rdf(sim.load_config(EXPERIMENT, [*SHORT, f'data.file="{problem.path}"', "fit.replicas=3", "fit.max_steps=4"]))
+    result = _fit_rdf.fit_rdf(sim.load_config(EXPERIMENT, [*SHORT, f'data.file="{problem.path}"', "fit.replicas=2", "fit.max_steps=4"]))
     np.testing.assert_array_equal(runs[0], problem.start)  # (the first run: the fixture's)
     assert len(calls) == 2 and len(result.loss_history) == 2 and not result.converged
     assert "not finite" in result.message and result.warnings
@@ -225,15 +233,30 @@ def test_a_run_whose_step_is_not_finite_ends_the_fit_with_the_estimate_of_the_ru
         assert result.estimate[name] == pytest.approx(result.path[name][1], rel=1e-12)
 
 
-def test_a_short_fit_moves_toward_the_target_and_writes_its_file(short, capsys):
+def test_a_short_fit_moves_toward_the_target_and_writes_its_file(short, pooled, capsys, monkeypatch):
     # Three steps of two pooled runs from 12% and 10% off: the loss of the runs' own g(r)
     # falls (the whole way to the target: the slow test below), and `sim plot` draws the
-    # fit file.
+    # fit file. Its first run, at the start, is the fixture's: the same config, copies
+    # and start (the test of the replicas checks those runs against sim.simulate); the
+    # fit runs the other two.
+    from inference import _fit_rdf
+
     folder, target = short
+    problem, ensemble = pooled
+    real, served = _fit_rdf.RdfProblem.run, []
+
+    def run(self, u):
+        if not served and self.replicas == problem.replicas and np.array_equal(u, problem.start):
+            served.append(u)
+            return ensemble
+        return real(self, u)
+
+    monkeypatch.setattr(_fit_rdf.RdfProblem, "run", run)
     out = folder / "fit.h5"
     sets = [x for s in [*SHORT, "fit.max_steps=3", "fit.replicas=2"] for x in ("--set", s)]
     code, err = cli(["fit", str(EXPERIMENT), "--data", str(target), "-o", str(out), *sets], capsys)
     assert code == 0, err
+    assert len(served) == 1
     assert "reweighted" in err  # the log says how the gradient is taken
     with h5py.File(out) as f:
         loss, loss_se = f["loss_history"][()], f["path/loss_stderr"][()]
@@ -241,10 +264,11 @@ def test_a_short_fit_moves_toward_the_target_and_writes_its_file(short, capsys):
         assert np.array_equal(f["aim/epsilon"][:-1], f["path/epsilon"][1:])  # (where each step led: the next run)
         assert f.attrs["format"] == "simjax.fit" and f.attrs["method"] == "reweighting"
         assert f["rdf/target"].shape == f["rdf/fitted"].shape == (60,)
-        assert f.attrs["frames"] == 2 * 21  # two runs of 21 frames pooled per step
+        assert f.attrs["frames"] == 2 * 20  # two runs of 20 frames pooled per step
         assert "replicas = 2" in f.attrs["config"]
         estimate = {n: float(f[f"estimate/{n}"][()]) for n in ("epsilon", "sigma")}
-    # (a run's loss is noisy: 21 frames of 108 particles, compared within its noise)
+    # (a run's loss is noisy: two runs of 20 frames of 108 particles, compared within its
+    # noise)
     assert len(loss) == 3 and min(loss[1:]) < 0.8 * loss[0]
     # the estimates: the geometric mean (the mean of log epsilon and log sigma) of where
     # the steps lead from the runs within two standard errors of the difference from
