@@ -86,7 +86,9 @@ def full_params(model, **values) -> dict:
 def ode_cases(model, params, states: np.ndarray, want: np.ndarray) -> list[Case]:
     """The model's vector field at each row of `states` against `want`, per component."""
     t = jnp.asarray(0.37)
-    got = np.asarray(jax.vmap(lambda y: model.vector_field(t, y, params))(jnp.asarray(states)))
+    # One compilation instead of op-by-op dispatch (a program per operation of the model).
+    field = jax.jit(jax.vmap(model.vector_field, in_axes=(None, 0, None)))
+    got = np.asarray(field(t, jnp.asarray(states), params))
     return [(f"d{name}/dt", got[:, i], want[:, i]) for i, name in enumerate(model.state_names)]
 
 
@@ -712,13 +714,16 @@ def sde_cases(rng, name: str, equations) -> list[Case]:
     """Drift and diffusion at random states and parameters of either sign (the equations
     hold for any values) against `equations(y, p) -> (drift, diffusion)`."""
     model = sim.get_model(name)
+    # One program for the three draws (traced once), instead of op-by-op dispatch.
+    terms = jax.jit(lambda t, y, p: (model.drift(t, y, p), model.diffusion(t, y, p)))
     cases = []
     for i in range(3):
         p = {k: rng.uniform(-2.0, 2.0) for k in model.parameter_names}
         y = rng.uniform(-3.0, 3.0, len(model.state_names))
         t, jp, jy = jnp.asarray(rng.uniform(0.0, 10.0)), {k: jnp.asarray(v) for k, v in p.items()}, jnp.asarray(y)
         drift, diffusion = equations(y, p)
-        cases += [(f"drift {i}", model.drift(t, jy, jp), drift), (f"diffusion {i}", model.diffusion(t, jy, jp), diffusion)]
+        got_drift, got_diffusion = terms(t, jy, jp)
+        cases += [(f"drift {i}", got_drift, drift), (f"diffusion {i}", got_diffusion, diffusion)]
     return cases
 
 

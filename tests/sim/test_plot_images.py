@@ -41,11 +41,15 @@ def figure_pixels(figure) -> np.ndarray:
     import matplotlib
     from PIL import Image
 
+    from sim._plot import savefig
+
     with matplotlib.rc_context(rc=matplotlib.rcParamsDefault):
         with matplotlib.rc_context({"font.family": "DejaVu Sans"}):
             fig = sim.plot(figure)
             buffer = io.BytesIO()
-            fig.savefig(buffer, format="png", dpi=DPI)
+            # (as `fig.savefig(buffer, format="png", dpi=DPI)` writes it, laid out once;
+            # uncompressed: the PNG is only read back, here)
+            savefig(fig, buffer, "png", dpi=DPI, pil_kwargs={"compress_level": 0})
     buffer.seek(0)
     with Image.open(buffer) as image:
         return np.asarray(image.convert("RGB"))
@@ -77,27 +81,33 @@ def _ssim_map(a: np.ndarray, b: np.ndarray, size: int = 7) -> np.ndarray:
     return ((2 * mx * my + c1) * (2 * cov + c2)) / ((mx**2 + my**2 + c1) * (vx + vy + c2))
 
 
+def scores(a: np.ndarray, b: np.ndarray, block: int = 24) -> tuple[float, float]:
+    """The mean structural similarity of two RGB images over 7 x 7 windows, and the
+    lowest mean over the `block` x `block` regions tiling them (both from one map of
+    the windows); 0 and 0 for images of different sizes (a figure whose layout changed)."""
+    if a.shape != b.shape:
+        return 0.0, 0.0
+    m = _ssim_map(a, b)
+    h, w = (m.shape[0] // block) * block, (m.shape[1] // block) * block
+    return float(m.mean()), float(m[:h, :w].reshape(h // block, block, w // block, block).mean(axis=(1, 3)).min())
+
+
 def similarity(a: np.ndarray, b: np.ndarray) -> float:
     """Mean structural similarity of two RGB images over 7 x 7 windows; 0 for images of
-    different sizes (a figure whose layout changed)."""
-    if a.shape != b.shape:
-        return 0.0
-    return float(_ssim_map(a, b).mean())
+    different sizes."""
+    return scores(a, b)[0]
 
 
 def worst_region(a: np.ndarray, b: np.ndarray, block: int = 24) -> float:
     """The lowest mean structural similarity over the `block` x `block` regions tiling
     the images; 0 for images of different sizes."""
-    if a.shape != b.shape:
-        return 0.0
-    m = _ssim_map(a, b)
-    h, w = (m.shape[0] // block) * block, (m.shape[1] // block) * block
-    return float(m[:h, :w].reshape(h // block, block, w // block, block).mean(axis=(1, 3)).min())
+    return scores(a, b, block)[1]
 
 
 def alike(a: np.ndarray, b: np.ndarray) -> bool:
     """Whether a redrawn figure looks like its reference: on the whole and everywhere."""
-    return similarity(a, b) >= SIMILAR and worst_region(a, b) >= LOCAL
+    score, local = scores(a, b)
+    return score >= SIMILAR and local >= LOCAL
 
 
 def test_every_gallery_figure_has_a_stored_file_and_reference():
@@ -119,7 +129,7 @@ def test_every_gallery_figure_has_a_stored_file_and_reference():
 def test_figure_looks_like_its_reference(kind):
     drawn, reference = figure_pixels(DATA / f"{kind}.h5"), reference_pixels(kind)
     assert drawn.shape == reference.shape, f"{kind}: size {drawn.shape} against {reference.shape}; `python tests/data/plots/make_plot_data.py --figures` redraws the references"
-    score, local = similarity(drawn, reference), worst_region(drawn, reference)
+    score, local = scores(drawn, reference)
     assert score >= SIMILAR and local >= LOCAL, f"{kind}: structural similarity {score:.4f} (at least {SIMILAR}), worst region {local:.4f} (at least {LOCAL})"
 
 
