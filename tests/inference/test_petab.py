@@ -152,16 +152,18 @@ def test_the_gradient_of_the_objective_matches_finite_differences(name, tmp_path
         assert abs(reverse @ d - central) <= tolerance, (name, d, reverse @ d, central)
 
 
-@pytest.mark.parametrize(
-    "name", ["Boehm_JProteomeRes2014", *(pytest.param(n, marks=pytest.mark.slow) for n in ("Fujita_SciSignal2010", "Weber_BMC2015", "Crauste_CellSystems2017", "Bachmann_MSB2011"))]
-)
+# With `-m slow` only: by default tests/physics/test_sbml.py checks Boehm's model imported
+# both ways (the right-hand side and its Jacobians by the state and the parameters, which
+# are all the solver and its sensitivities read), here the solves that follow from them.
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["Boehm_JProteomeRes2014", "Fujita_SciSignal2010", "Weber_BMC2015", "Crauste_CellSystems2017", "Bachmann_MSB2011"])
 def test_the_objective_and_gradient_are_the_same_with_kinetic_laws_grouped_by_form(name, monkeypatch, request):
     """The SBML model imported one expression per reaction and with its kinetic laws
     evaluated as arrays by form (what models of 50 reactions or more get) give the same
     objective to 1e-11, relative (Boehm: 1.0e-12; right-hand sides equal to rounding,
-    their difference carried through 135 steps and the Newton iterations), and (with
-    `-m slow`) the same gradient through the solver's sensitivities: preequilibration (Weber), several conditions (Fujita,
-    Bachmann). The gradients are compared at rtol 1e-12: at 1e-8 right-hand sides equal
+    their difference carried through 135 steps and the Newton iterations), and (but on
+    Boehm) the same gradient through the solver's sensitivities: preequilibration (Weber),
+    several conditions (Fujita, Bachmann). The gradients are compared at rtol 1e-12: at 1e-8 right-hand sides equal
     to rounding (1e-16) take different steps, and the gradients, small near the optimum,
     differ by the solver's error (1e-9 of 0.02 on Boehm)."""
     import functools
@@ -170,7 +172,7 @@ def test_the_objective_and_gradient_are_the_same_with_kinetic_laws_grouped_by_fo
     from physics.ode import sbml_model
     from solvers import OdeSolver
 
-    with_gradient = name != "Boehm_JProteomeRes2014"  # (the default run: the objective alone)
+    with_gradient = name != "Boehm_JProteomeRes2014"  # (Boehm: the objective alone)
     results = []
     for vectorise in (False, True):
         if not (vectorise or with_gradient):  # (Boehm's per-reaction objective: the module's)
