@@ -337,19 +337,20 @@ class Problem(eqx.Module):
         jacobian = {name: {n: derivs[name][self.skip : self.end, ..., i] for i, n in enumerate(names)} for name in self._outputs}
         return pred, jacobian
 
-    def values(self, x: dict[str, Array]) -> dict[str, Array]:
+    def values(self, x: dict[str, Array], predicted: dict[str, Array] | None = None) -> dict[str, Array]:
         """What the formulas of the observation models read at natural values `x`: the
         parameters, the free quantities that are not the model's, the predicted
-        observables and `t`, at the data's times."""
+        observables (`predicted`, when already computed) and `t`, at the data's times."""
         values = {**self.parameters(x), **{f.name: x[f.name] for f in self.free if f.kind == "extra"}}
-        values.update(self.predict(x))
+        values.update(self.predict(x) if predicted is None else predicted)
         values["t"] = self.t_sim[self.skip : self.end]
         return values
 
-    def curves(self, x: dict[str, Array], t: Array | np.ndarray) -> dict[str, Array]:
-        """The model's observables at times `t`, and with observation models the
-        prediction of each observed quantity (a formula's by its observable's name)."""
-        out = dict(self.simulate(x, t).observables)
+    def curves(self, x: dict[str, Array], t: Array | np.ndarray, observables: dict[str, Array] | None = None) -> dict[str, Array]:
+        """The model's observables at times `t` (`observables`, when already computed),
+        and with observation models the prediction of each observed quantity (a
+        formula's by its observable's name)."""
+        out = dict(self.simulate(x, t).observables if observables is None else observables)
         if self.observation is not None:
             values = {**self.parameters(x), **{f.name: x[f.name] for f in self.free if f.kind == "extra"}, **out, "t": jnp.asarray(t)}
             for o in self.observation.observed:
@@ -357,6 +358,22 @@ class Problem(eqx.Module):
                 # (a formula of parameters alone is one number: the same at every time)
                 out[o.name] = h if jnp.ndim(h) else jnp.broadcast_to(h, jnp.shape(t))
         return out
+
+    def predict_and_curves(self, x: dict[str, Array], t: np.ndarray) -> tuple[dict[str, Array], dict[str, Array]]:
+        """`predict(x)` and `curves(x, t)` (concrete `t` in the span of the data's
+        times) from one ODE solve saved at both sets of times: an ODE solve takes the
+        same steps whatever its save times and fills them from its dense output, so
+        each value is the one a solve of its own times gives (to rounding; tested),
+        and a fit's end compiles one program where the two took two. Other families
+        (fixed save times, frames on a step grid) solve twice."""
+        if self.fixed_times is not None or not isinstance(self.solver, OdeSolver):
+            return self._predict(x), self.curves(x, t)
+        data_times = np.asarray(self.t_sim)
+        times, where = np.unique(np.concatenate([data_times, np.asarray(t, dtype=data_times.dtype)]), return_inverse=True)
+        observables = self.simulate(x, times).observables
+        at_data, at_t = where[: len(data_times)], where[len(data_times) :]
+        predicted = {name: observables[name][at_data][self.skip : self.end] for name in self._outputs}
+        return predicted, self.curves(x, t, {name: v[at_t] for name, v in observables.items()})
 
     def terms(self, x: dict[str, Array], observed: dict[str, Array] | None = None) -> Array:
         """The negative log-likelihood of each observation (observation models only; 0
@@ -835,8 +852,22 @@ def _optx_step(solver, fn, u, state):
 
 
 @eqx.filter_jit
+def _residuals(problem, u):
+    """(residual vector, loss) at `u`, compiled: the loss after each step, and at the
+    start also the shapes of the optimiser's function (no separate tracing for them)."""
+    return problem.residuals(u)
+
+
 def _loss(problem, u):
-    return problem.residuals(u)[1]
+    return _residuals(problem, u)[1]
+
+
+def _structs(optimizer: str, residuals: Array, loss: Array) -> tuple:
+    """(f_struct, aux_struct) of the optimiser's function (`Problem.residuals` for
+    Levenberg-Marquardt, `Problem.objective` otherwise) from one value of the residuals."""
+    scalar = jax.ShapeDtypeStruct(jnp.shape(loss), jnp.result_type(loss))
+    f = jax.ShapeDtypeStruct(jnp.shape(residuals), jnp.result_type(residuals)) if optimizer == "levenberg_marquardt" else scalar
+    return f, scalar
 
 
 def _optimistix(problem: Problem | Experiments, u0, section: FitSection, on_step, start: int = 0, ck: Checkpointer | None = None, best=None) -> tuple[dict, list[float], bool, str]:
@@ -847,11 +878,10 @@ def _optimistix(problem: Problem | Experiments, u0, section: FitSection, on_step
     else:
         solver = optx.BFGS(rtol=section.rtol, atol=section.atol)
         fn = problem.objective
-    f_struct, aux_struct = jax.eval_shape(fn, u0, None)
-    f_struct = jax.tree.map(lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype), f_struct)
-    state = _optx_init(solver, fn, u0, f_struct, aux_struct)
+    residuals, loss = _residuals(problem, u0)
+    state = _optx_init(solver, fn, u0, *_structs(section.optimizer, residuals, loss))
     u = u0
-    history = [float(_loss(problem, u0))]
+    history = [float(loss)]
     first = 0
     restored = None if ck is None else ck.restore(start, (u, state))
     if restored is not None:
@@ -1075,19 +1105,20 @@ def gauss_newton_polish(problem: Problem | Experiments, x: dict[str, Array], ste
     return {**x, **{n: vec[i] for i, n in enumerate(names)}}
 
 
-def negative_log_likelihood(problem: Problem, x: dict[str, Array], known: set[str]) -> float:
+def negative_log_likelihood(problem: Problem, x: dict[str, Array], known: set[str], predicted: dict[str, Array] | None = None) -> float:
     """The negative log-likelihood of the observations at natural values `x`, with
     every normalising constant (the PEtab convention; priors and weights left out).
     normal: sum of log(sqrt(2 pi) sigma) + r^2 / 2; lognormal: the same for log y, plus
     log y (the density of y itself). Observables without a given sigma (not in
     `known`) share one, at its maximum-likelihood value. NaN for the mse loss, which is
-    no likelihood. With observation models: the sum of their terms (unweighted)."""
+    no likelihood. With observation models: the sum of their terms (unweighted).
+    `predicted`: `problem.predict(x)`, when already computed."""
     if problem.observation is not None:
         ones = {name: jnp.ones(()) for name in problem.observed}
-        return float(jnp.sum(problem.observation.terms(problem.values(x), problem.observed, ones)))
+        return float(jnp.sum(problem.observation.terms(problem.values(x, predicted), problem.observed, ones)))
     if problem.loss == "mse":
         return float("nan")
-    pred = problem.predict(x)
+    pred = problem.predict(x) if predicted is None else predicted
     total, squares, count = 0.0, 0.0, 0
     for name, y in problem.observed.items():
         y = np.asarray(y, dtype=float)
@@ -1330,19 +1361,27 @@ def _fit(
     problems, observations = (problem.problems, obs) if several else ((problem,), [obs])
     sigma_known = all(name in o.sigma for o in observations for name in o.values)
 
-    def likelihood(x):
-        return sum(negative_log_likelihood(p, x, set(o.sigma)) for p, o in zip(problems, observations))
+    def likelihood(x, predicted=None):
+        return sum(negative_log_likelihood(p, x, set(o.sigma), pr) for p, o, pr in zip(problems, observations, predicted or [None] * len(problems)))
 
-    def solved(x):
-        return all(np.all(np.isfinite(np.asarray(v))) for p in problems for v in p.predict(x).values())
+    def solved(x, predicted=None):
+        return all(np.all(np.isfinite(np.asarray(v))) for p, pr in zip(problems, predicted or [p.predict(x) for p in problems]) for v in pr.values())
 
-    objective = likelihood(x)
+    # The prediction at the data's times and the fitted curves (on a fine grid; at the
+    # data's times for fixed-step MD runs) of each problem, from one solve.
+    fine = [np.linspace(float(p.t_sim[0]), float(p.t_sim[-1]), 201) if p.fixed_times is None else np.asarray(p.fixed_times) for p in problems]
+    at_estimate = []
+    for p, t in zip(problems, fine):
+        at_estimate.append(p.predict_and_curves(x, t))
+        safe()
+    predicted = [a for a, _ in at_estimate]
+    objective = likelihood(x, predicted)
     safe()
     no_likelihood = problems[0].observation is None and problems[0].loss == "mse"  # (its objective is NaN)
     # A failed solve gives NaN, which the optimiser saw only as a stand-in residual (from
     # a start where the solve fails it stops there at once); a finite likelihood vouches
     # for the prediction, the mse loss has none to.
-    if (no_likelihood or not np.isfinite(objective)) and not solved(x):
+    if (no_likelihood or not np.isfinite(objective)) and not solved(x, predicted):
         at = ", ".join(f"{n} = {float(v):.6g}" for n, v in x.items())
         raise sim.SimulationError(
             f"{config.path}: the model's solve fails where the fit ended ({at}): its prediction at the observation times is "
@@ -1369,16 +1408,7 @@ def _fit(
     names = [f.name for f in problem.free]
     stderr = {n: float(np.sqrt(cov[i, i])) if cov[i, i] >= 0 else float("nan") for i, n in enumerate(names)}
 
-    def predicted(p):
-        # The fitted model on a fine grid (at the data's times for fixed-step MD runs).
-        t0 = float(p.t_sim[0])
-        t_fine = jnp.linspace(t0, float(p.t_sim[-1]), 201) if p.fixed_times is None else np.asarray(p.fixed_times)
-        return np.asarray(t_fine), {k: np.asarray(v) for k, v in p.curves(x, t_fine).items()}
-
-    runs = []
-    for p in problems:
-        runs.append(predicted(p))
-        safe()
+    runs = [(t, {k: np.asarray(v) for k, v in curves.items()}) for t, (_, curves) in zip(fine, at_estimate)]
     t_fine, prediction = runs[0]
     problem_0 = problems[0]
     estimate = {n: float(x[n]) for n in names}
@@ -1499,12 +1529,12 @@ def _unless(finished: Array, new, old):
     return jax.tree.map(lambda a, b: jnp.where(finished, b, a) if eqx.is_array(a) else a, new, old)
 
 
-# The single-start optimisers' compiled pieces (`_loss`, `_optx_init`, `_optx_step`,
+# The single-start optimisers' compiled pieces (`_residuals`, `_optx_init`, `_optx_step`,
 # `_adam_step`) mapped over a batch of starts.
 
 @eqx.filter_jit
-def _loss_starts(problem, u):
-    return jax.vmap(lambda v: _loss(problem, v))(u)
+def _residuals_starts(problem, u):
+    return jax.vmap(lambda v: problem.residuals(v))(u)
 
 
 @eqx.filter_jit
@@ -1551,12 +1581,11 @@ def _optimistix_starts(problem, u, count: int, section: FitSection, devices: int
         solver, fn = optx.LevenbergMarquardt(rtol=section.rtol, atol=section.atol), problem.residuals
     else:
         solver, fn = optx.BFGS(rtol=section.rtol, atol=section.atol), problem.objective
-    f_struct, aux_struct = jax.eval_shape(fn, {n: v[0] for n, v in u.items()}, None)
-    f_struct = jax.tree.map(lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype), f_struct)
-    state = _optx_init_starts(solver, fn, u, f_struct, aux_struct)
+    residuals, loss = _residuals_starts(problem, u)
+    state = _optx_init_starts(solver, fn, u, *_structs(section.optimizer, residuals[0], loss[0]))
     stopped = f"max_steps ({max_steps}) reached before convergence"
     lanes = Lanes(len(u[next(iter(u))]), max_steps + 1, ("converged", *dict.fromkeys(m for _, m in _OPTIMISER_FAILURES), "the optimiser failed", stopped))
-    lanes.record(np.asarray(_loss_starts(problem, u)))
+    lanes.record(np.asarray(loss))
     done_rounds, (u, state, saved) = _restored_round(ck, first, count, (u, state, lanes.state()))
     lanes.restore(saved)
     for i in range(done_rounds, max_steps):
@@ -1608,7 +1637,7 @@ def _adam_starts(problem, u, count: int, section: FitSection, devices: int, on_r
             if lanes.length[k] > 1 and _small_step(lanes.history[k, lanes.length[k] - 2], lanes.last(k), {n: v[k] for n, v in before.items()}, {n: v[k] for n, v in after.items()}, section)
         ]
         if small:
-            lanes.record(np.asarray(_loss_starts(problem, u)), small)
+            lanes.record(np.asarray(_residuals_starts(problem, u)[1]), small)
             for k in small:
                 lanes.finish(k, True, "converged")
         on_round(i + 1, int(running.sum()), lanes)
@@ -1617,7 +1646,7 @@ def _adam_starts(problem, u, count: int, section: FitSection, devices: int, on_r
         if i + 1 < max_steps:
             _checkpoint_round(ck, first, count, i + 1, (u, opt_state, lanes.state()), best)
     unfinished = np.flatnonzero(lanes.active).tolist()
-    lanes.record(np.asarray(_loss_starts(problem, u)), unfinished)
+    lanes.record(np.asarray(_residuals_starts(problem, u)[1]), unfinished)
     for k in unfinished:
         lanes.finish(k, False, stopped)
     return u, lanes

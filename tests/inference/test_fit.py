@@ -227,6 +227,24 @@ def test_fit_file_layout_and_time_offset(tmp_path):
 # with the Stan case study are checked by tests/test_readme.py (a README command).
 
 
+@pytest.mark.parametrize("method", ["tsit5", pytest.param("kvaerno5", marks=pytest.mark.slow)])
+def test_the_prediction_and_curves_of_one_solve_are_those_of_a_solve_each(tmp_path, method):
+    # A fit's end solves once at the data's times and the fitted curve's together
+    # (`Problem.predict_and_curves`): the steps of an ODE solve do not depend on its save
+    # times, so each value is that of a solve of its own times. The lean core (tsit5)
+    # and diffrax (kvaerno5); the curve's times fall between, beside and on the data's.
+    data = write_data(tmp_path / "d.h5", np.full(YEARS.shape, 30.0), np.full(YEARS.shape, 5.0))
+    problem, start, _, _ = build_problem(lv_config(tmp_path, data).with_overrides([f'solver.method="{method}"']))
+    x = {f.name: jnp.asarray(start[f.name], dtype=float) for f in problem.free}
+    t = np.linspace(0.0, 20.0, 201)
+    predicted, curves = problem.predict_and_curves(x, t)
+    alone = problem.predict(x), problem.curves(x, t)
+    for name in ("prey", "predator"):
+        np.testing.assert_allclose(predicted[name], alone[0][name], rtol=1e-13, atol=0, err_msg=name)
+        np.testing.assert_allclose(curves[name], alone[1][name], rtol=1e-13, atol=0, err_msg=name)
+    assert predicted["prey"].shape == YEARS.shape and curves["prey"].shape == t.shape
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("optimizer", ["bfgs", "adam"])
 def test_a_model_with_events_fits_with_every_optimiser_or_is_refused_in_one_line(tmp_cwd, capsys, optimizer):
