@@ -35,7 +35,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, Bool, Float, Int
+from jaxtyping import Array, Bool, Float, Int, UInt32
 
 Positions = Float[Array, "n dim"]
 """Particle positions, one row per particle."""
@@ -265,13 +265,9 @@ class NeighbourList(eqx.Module):
         """A fresh list for `position` (no gradient flows through the list)."""
         position = jax.lax.stop_gradient(position)
         n = position.shape[0]
-        at, ids, hood_x, group, own, occupancy = self._candidates(position, box)
-
-        def rows(i):
-            keep = self._keep(at, box, hood_x, group, own, i)
-            return _compact(keep, lambda column: ids(group[i], column), self.capacity, n)
-
-        index, count = by_row_blocks(rows, n, hood_x[0].shape[1], ids=None if self.shards == 1 else self.rows(n))
+        candidates = self._candidates(position, box)
+        occupancy = candidates[-1]
+        index, count = self._lists(box, candidates, None if self.shards == 1 else self.rows(n))
         max_count = jnp.max(count, initial=0)
         if self.shards > 1:  # the same overflow and counts on every device
             max_count = jax.lax.pmax(max_count, SHARD_AXIS)
@@ -331,6 +327,23 @@ class NeighbourList(eqx.Module):
         return jax.lax.cond(self.needs_rebuild(nbrs, position, box), rebuild, lambda _: nbrs, None)
 
     # ------------------------------------------------------------------ internals
+
+    def _lists(
+        self, box: Box | None, candidates: tuple, ids: Int[Array, " rows"] | None = None, elements: int = 1 << 18
+    ) -> tuple[Int[Array, "rows capacity"], Int[Array, " rows"]]:
+        """The rows `ids` (every particle: None) of the list from `_candidates`, and the
+        number of neighbours each has (which may exceed the capacity).
+
+        The candidate test and its mask, packed into words (`_packed`), go a block of rows
+        at a time (`by_row_blocks`, at most about `elements` candidates a block), so that
+        each block's distances stay in cache; the slots are then found over all the rows
+        at once (`_compact`).
+        """
+        at, candidate_ids, hood_x, group, own, _ = candidates
+        n, m = at.shape[0], hood_x[0].shape[1]
+        words = by_row_blocks(lambda i: _packed(self._keep(at, box, hood_x, group, own, i)), n, m, elements, ids=ids)
+        groups = group if ids is None else group[ids]
+        return _compact(words, m, lambda rows, column: candidate_ids(groups[rows], column), self.capacity, n)
 
     def _cell_coords(self, position: Positions, box: Box | None) -> Int[Array, "n dim"]:
         """The cell of each particle; periodic positions must be wrapped into the box
@@ -493,36 +506,52 @@ def _stencil(cells: tuple[int, ...], periodic: bool) -> tuple[np.ndarray, np.nda
     return stencil, images
 
 
-def _compact(
-    keep: Bool[Array, "n m"],
-    ids_of: Callable[[Int[Array, "n capacity"]], Int[Array, "n capacity"]],
-    capacity: int,
-    n: int,
-) -> tuple[Int[Array, "n capacity"], Int[Array, " n"]]:
-    """The kept candidates of every particle, in candidate order, as a [n, capacity]
-    array padded with n (`ids_of(columns)`: the ids of the candidates in those columns
-    of each row); also the full count per particle (which may exceed capacity).
-
-    The mask is padded to a multiple of 32 columns and packed into 32-bit words (one
-    pass over [n, m]): bit b of word w is column b * (m / 32) + w, so that the packing
-    ORs 32 whole slices of words, which vectorises and fuses with the candidate test
-    (packing 32 neighbouring columns into a word was 10x slower). Slot s of a row is
-    then in the last word whose kept candidates before it number at most s: one pass
-    over the words, each a select on [n, capacity] arrays, all fused into one loop (a
-    binary search over the words with gathers took 4x longer), and its bit is found by
-    a binary search within the word using `population_count`. Everything after the packing works on [n, m / 32] and
-    [n, capacity] arrays, so no prefix sum, sort or scatter runs over all candidates.
-    The slots follow the words, not the columns: the order of a row is fixed by the
-    candidates, whatever the capacity.
-    """
+def _packed(keep: Bool[Array, "rows m"]) -> UInt32[Array, "rows words"]:
+    """The mask `keep` padded to a multiple of 32 columns and packed into 32-bit words, in
+    one pass over it: bit b of word w is column b * (m / 32) + w, so that the packing ORs
+    32 whole slices of words, which vectorises and fuses with the candidate test (packing
+    32 neighbouring columns into a word was 10x slower)."""
     rows, m = keep.shape
     n_words = -(-m // 32)
     keep = jnp.pad(keep, ((0, 0), (0, 32 * n_words - m)))
     words = jnp.zeros((rows, n_words), jnp.uint32)
     for bit in range(32):  # an OR of 32 slices: one loop over [rows, words] (a sum over an axis was 3x slower)
         words = words | jnp.where(keep[:, bit * n_words : (bit + 1) * n_words], jnp.uint32(1 << bit), jnp.uint32(0))
+    return words
+
+
+def _compact(
+    words: UInt32[Array, "rows words"],
+    m: int,
+    ids_of: Callable[[Int[Array, " rows"], Int[Array, "rows capacity"]], Int[Array, "rows capacity"]],
+    capacity: int,
+    n: int,
+) -> tuple[Int[Array, "rows capacity"], Int[Array, " rows"]]:
+    """The kept candidates of every row, in candidate order, as a [rows, capacity] array
+    padded with n, from the mask of m candidates packed by `_packed`
+    (`ids_of(rows, columns)`: the ids of the candidates in those columns of those rows);
+    also the full count per row (which may exceed capacity).
+
+    Slot s of a row is in the last word whose kept candidates before it number at most
+    s: one pass over the words, each a select on [rows, capacity] arrays, all fused into
+    one loop (a binary search over the words with gathers took 4x longer), and its bit is
+    found by a binary search within the word using `population_count`. Everything works
+    on [rows, m / 32] and [rows, capacity] arrays, so no prefix sum, sort or scatter runs
+    over all candidates. The slots follow the words, not the columns: the order of a row
+    is fixed by the candidates, whatever the capacity.
+
+    The ids are looked up apart from the search, in a loop of two halves (whose boundary
+    XLA does not fuse across): fused into the elementwise search, the gathers kept XLA on
+    CPU from vectorising it (on one core at 32,000 particles, a build took 157-164 ms so,
+    67-72 ms with the lookup apart, the packing done per block as before). The running
+    count of kept candidates is a product with a triangular matrix of ones, exact in
+    float32 up to 2^24 candidates a row (XLA's cumulative sum, a reduce-window on CPU,
+    made the build 4-5 ms longer of 55).
+    """
+    rows, n_words = words.shape
     per_word = jax.lax.population_count(words).astype(jnp.int32)
-    running = jnp.cumsum(per_word, axis=1)  # kept candidates up to and including each word
+    triangle = jnp.asarray(np.triu(np.ones((n_words, n_words), np.float32)))
+    running = jnp.dot(per_word.astype(jnp.float32), triangle).astype(jnp.int32)  # kept up to and including each word
     before = running - per_word
     count = running[:, -1]
     slot = jnp.arange(capacity, dtype=jnp.int32)[None, :]
@@ -555,8 +584,15 @@ def _compact(
         lower = jax.lax.population_count(word & (jnp.left_shift(jnp.uint32(1), trial) - jnp.uint32(1)))
         b = jnp.where(lower.astype(jnp.int32) <= rank, trial, b)
     column = jnp.minimum(b.astype(jnp.int32) * n_words + w, m - 1)
-    ids = ids_of(column)
-    return jnp.where(slot < count[:, None], ids, n).astype(jnp.int32), count
+    column = jnp.where(slot < count[:, None], column, -1)
+
+    def lookup(r):
+        c = column[r]
+        return jnp.where(c >= 0, ids_of(r, jnp.maximum(c, 0)), n).astype(jnp.int32)
+
+    # two blocks: the loop's boundary keeps the gathers out of the search's fusion
+    index = by_row_blocks(lookup, rows, capacity, elements=capacity * -(-rows // 2))
+    return index, count
 
 
 def _occupancy(nl: NeighbourList, position: Positions, box: Box | None) -> int:

@@ -16,7 +16,6 @@ import pytest
 import solvers
 from physics import md
 from solvers import NeighbourList, shards_for
-from solvers._neighbours import by_row_blocks
 from tests.helpers import host_devices
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -63,20 +62,15 @@ def test_the_rows_of_two_blocks_give_the_forces_and_virial_of_the_whole(name):
 def test_a_list_of_some_rows_is_those_rows_of_the_whole_list():
     system = _liquid()
     nl = NeighbourList.allocate(system.position, system.space.box, 2.5, 0.3)
-    from solvers._neighbours import _compact
 
     @jax.jit
     def lists(position, box):
-        at, candidate_ids, hood_x, group, own, _ = nl._candidates(position, box)
-        width = hood_x[0].shape[1]
-
-        def rows(i):
-            return _compact(nl._keep(at, box, hood_x, group, own, i), lambda column: candidate_ids(group[i], column), nl.capacity, system.n)[0]
-
+        candidates = nl._candidates(position, box)
+        width = candidates[2][0].shape[1]
         ids = jnp.arange(100, 180, dtype=jnp.int32)
         # blocks small enough that the ids are taken several at a time (lax.map), the
         # last block padded
-        return nl.build(position, box).index, by_row_blocks(rows, system.n, width, elements=32 * width, ids=ids)
+        return nl.build(position, box).index, nl._lists(box, candidates, ids, elements=32 * width)[0]
 
     whole, some = lists(system.position, system.space.box)
     np.testing.assert_array_equal(np.asarray(some), np.asarray(whole[100:180]))
