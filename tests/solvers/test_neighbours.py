@@ -28,21 +28,31 @@ def listed_pairs(index, n):
     return rows
 
 
-# "dense" repeats the periodic cell list of "cells" (another seed and box) with `-m slow`;
-# "free-space" has an odd number of rows, which the id lookup takes in two halves.
+# "free-space" has an odd number of rows, which the id lookup takes in two halves. With
+# `-m slow`: "dense" repeats the periodic cell list of "cells" (another seed and box), and
+# "many-words" has more candidates a row (2,200, all pairs) than the 64 words of 32 that
+# `_compact` unrolls, so that its search over the words is a loop.
 @pytest.mark.parametrize(
-    "n, edge, periodic",
-    [(600, 10.0, True), (300, 7.0, True), (251, 16.0, False), pytest.param(400, 9.0, True, marks=pytest.mark.slow)],
-    ids=["cells", "all-pairs-small-box", "free-space", "dense"],
+    "n, edge, periodic, cutoff",
+    [
+        (600, 10.0, True, 2.0),
+        (300, 7.0, True, 2.0),
+        (251, 16.0, False, 2.0),
+        pytest.param(2200, 3.5, True, 1.0, marks=pytest.mark.slow),
+        pytest.param(400, 9.0, True, 2.0, marks=pytest.mark.slow),
+    ],
+    ids=["cells", "all-pairs-small-box", "free-space", "many-words", "dense"],
 )
-def test_list_matches_brute_force(n, edge, periodic):
+def test_list_matches_brute_force(n, edge, periodic, cutoff):
     rng = np.random.default_rng(n)
     position = jnp.asarray(rng.uniform(0, edge, (n, 3)))
     box = jnp.full(3, edge) if periodic else None
-    nl = NeighbourList.allocate(position, box, cutoff=2.0, skin=0.4)
+    nl = NeighbourList.allocate(position, box, cutoff=cutoff, skin=0.2 * cutoff)
     nbrs = jax.jit(nl.build)(position, box)
     assert not bool(nbrs.overflow)
-    assert listed_pairs(nbrs.index, n) == brute_pairs(position, box, 2.4)
+    if n > 2048:
+        assert nl.cells == () and -(-n // 32) > 64  # (the case it is meant to be)
+    assert listed_pairs(nbrs.index, n) == brute_pairs(position, box, 1.2 * cutoff)
 
 
 def test_free_space_particles_outside_the_grid_are_still_found():
