@@ -305,8 +305,10 @@ class NeighbourList(eqx.Module):
             if box is not None:
                 d = d - box[axis] * jnp.round(d / box[axis])
             moved2 = d * d if moved2 is None else moved2 + d * d
-        moved2 = jnp.max(moved2)
-        return (moved2 > threshold * threshold) | (threshold <= 0)
+        # any particle past the threshold, not the largest displacement against it: XLA
+        # on CPU hands a max over floats to a library kernel that took 0.68-0.74 ms a
+        # check at 32,000 particles, the `any` of the comparisons 0.042-0.047 ms
+        return jnp.any(moved2 > threshold * threshold) | (threshold <= 0)
 
     def update(self, nbrs: Neighbours, position: Positions, box: Box | None) -> Neighbours:
         """`nbrs`, rebuilt for `position` if some particle moved more than skin / 2."""
