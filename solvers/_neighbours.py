@@ -553,8 +553,8 @@ def _compact(
 
     The ids are looked up apart from the search, in a loop of two halves (whose boundary
     XLA does not fuse across): fused into the elementwise search, the gathers kept XLA on
-    CPU from vectorising it (on one core at 32,000 particles, a build took 157-164 ms so,
-    67-72 ms with the lookup apart, the packing done per block as before). The running
+    CPU from vectorising it (on one core at 32,000 particles, a build took 157-164 ms with
+    the lookup fused into a search done a block of rows at a time, 67-72 ms so). The running
     count of kept candidates is a product with a triangular matrix of ones, exact in
     float32 up to 2^24 candidates a row (XLA's cumulative sum, a reduce-window on CPU,
     made the build 4-5 ms longer of 55).
