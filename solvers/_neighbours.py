@@ -436,7 +436,7 @@ class NeighbourList(eqx.Module):
             def coordinates(cells):
                 return tuple(jnp.where(members[cells] < n, at[:, axis][safe[cells]], jnp.inf) for axis in range(dim))
 
-            tables = by_row_blocks(coordinates, n_cells + 1, width, elements=width * -(-(n_cells + 1) // 2))
+            tables = _apart(coordinates, n_cells + 1, width)
             hood_x = []
             for axis in range(dim):
                 x = tables[axis][stencil]  # [n_cells, columns, width]
@@ -601,8 +601,7 @@ def _compact(
         c = column[r]
         return jnp.where(c >= 0, ids_of(r, jnp.maximum(c, 0)), n).astype(jnp.int32)
 
-    # two blocks: the loop's boundary keeps the gathers out of the search's fusion
-    index = by_row_blocks(lookup, rows, capacity, elements=capacity * -(-rows // 2))
+    index = _apart(lookup, rows, capacity)
     return index, count
 
 
@@ -649,6 +648,14 @@ def by_row_blocks(fn: Callable, n: int, width: int, elements: int = 1 << 18, ids
     at = jnp.minimum(jnp.arange(blocks * block, dtype=jnp.int32), count - 1).reshape(blocks, block)
     out = jax.lax.map(fn, at if ids is None else ids[at])
     return jax.tree.map(lambda a: a.reshape((blocks * block,) + a.shape[2:])[:count], out)
+
+
+def _apart(fn: Callable, count: int, width: int):
+    """`by_row_blocks` of `fn` in two blocks of rows: the loop's boundary keeps what `fn`
+    computes out of the fusions around it. XLA on CPU runs a gather as a scalar loop and
+    fuses it into the elementwise work that produces its indices or consumes its values,
+    which is then not vectorised either; apart, that work is."""
+    return by_row_blocks(fn, count, width, elements=width * -(-count // 2))
 
 
 def _padded(count: int, factor: float, limit: int) -> int:
