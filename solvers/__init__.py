@@ -60,6 +60,7 @@ _NAMES: dict[str, tuple[str, str]] = {
     "largest_divisor_at_most": ("._particle_run", "largest_divisor_at_most"),
     "redo_overflowed": ("._particle_run", "redo_overflowed"),
     "PARTICLES_PER_SHARD": ("._particle_run", "PARTICLES_PER_SHARD"),
+    "ORDERED_FROM": ("._particle_run", "ORDERED_FROM"),
     "shards_for": ("._particle_run", "shards_for"),
     "SHARD_AXIS": ("._neighbours", "SHARD_AXIS"),
     "Neighbours": ("._neighbours", "Neighbours"),
@@ -143,6 +144,7 @@ if TYPE_CHECKING:
         larger_capacity as larger_capacity,
         largest_divisor_at_most as largest_divisor_at_most,
         redo_overflowed as redo_overflowed,
+        ORDERED_FROM as ORDERED_FROM,
         PARTICLES_PER_SHARD as PARTICLES_PER_SHARD,
         shards_for as shards_for,
     )

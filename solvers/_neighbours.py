@@ -72,6 +72,11 @@ class Neighbours(eqx.Module):
         builds: how many times the list has been built.
         reference_box: the box edges at the last build [dim] (None in free space).
         smallest_box: the smallest edges any build has met [dim] (None in free space).
+        order: for a list in cell order (`NeighbourList.ordered`), the particle of each
+            row [n]: row k is particle order[k]'s, and `index` holds rows, not particle
+            ids (row k's neighbours are particles order[index[k]]). None: rows and ids
+            are the particles'.
+        place: the row of each particle [n] (the inverse of `order`), or None.
     """
 
     index: Int[Array, "n capacity"]
@@ -82,6 +87,8 @@ class Neighbours(eqx.Module):
     builds: Int[Array, ""]
     reference_box: Float[Array, " dim"] | None = None
     smallest_box: Float[Array, " dim"] | None = None
+    order: Int[Array, " n"] | None = None
+    place: Int[Array, " n"] | None = None
 
 
 def minimum_image(dr: Float[Array, "*batch dim"], box: Box | None) -> Float[Array, "*batch dim"]:
@@ -109,6 +116,12 @@ class NeighbourList(eqx.Module):
             correct, only slower.
         cell_size: edge of a cell in free space (periodic boxes use box / cells).
         periodic: True for a periodic box (then `box` must be given to every call).
+        ordered: a list in cell order: each build numbers the particles anew, sorted by
+            cell (`Neighbours.order`), and the list's rows and ids follow that
+            numbering. A force pass over the particles in that order (`ParticleProblem`) reads
+            neighbours that lie close together in memory however far the particles have
+            wandered from their first order, for two gathers of n rows per step.
+            Without a cell grid the order is the particles' own.
         shards: the list of a run split over this many devices by particle (inside
             `jax.shard_map` over the axis `SHARD_AXIS`): each device's `index` holds the
             rows of its own block of n / shards particles (`rows`), and what a build
@@ -130,6 +143,7 @@ class NeighbourList(eqx.Module):
     cell_size: tuple[float, ...] = eqx.field(static=True)
     periodic: bool = eqx.field(static=True)
     shards: int = eqx.field(static=True, default=1)
+    ordered: bool = eqx.field(static=True, default=False)
 
     def __check_init__(self):
         if not self.cutoff > 0:
@@ -265,7 +279,15 @@ class NeighbourList(eqx.Module):
         """A fresh list for `position` (no gradient flows through the list)."""
         position = jax.lax.stop_gradient(position)
         n = position.shape[0]
-        candidates = self._candidates(position, box)
+        order = place = None
+        at = position
+        if self.ordered and not self.cells:  # (a list grown to no grid keeps its structure)
+            order = place = jnp.arange(n, dtype=jnp.int32)
+        elif self.ordered:
+            order = self._cell_order(self._wrapped(position, box), box)
+            place = jnp.zeros(n, jnp.int32).at[order].set(jnp.arange(n, dtype=jnp.int32), unique_indices=True)
+            at = position[order]
+        candidates = self._candidates(at, box, in_cell_order=order is not None)
         occupancy = candidates[-1]
         index, count = self._lists(box, candidates, None if self.shards == 1 else self.rows(n))
         max_count = jnp.max(count, initial=0)
@@ -284,6 +306,8 @@ class NeighbourList(eqx.Module):
             builds=jnp.ones((), jnp.int32),
             reference_box=box,
             smallest_box=box,
+            order=order,
+            place=place,
         )
 
     def needs_rebuild(self, nbrs: Neighbours, position: Positions, box: Box | None) -> Bool[Array, ""]:
@@ -324,6 +348,8 @@ class NeighbourList(eqx.Module):
                 builds=nbrs.builds + 1,
                 reference_box=fresh.reference_box,
                 smallest_box=None if box is None else jnp.minimum(nbrs.smallest_box, fresh.smallest_box),
+                order=fresh.order,
+                place=fresh.place,
             )
 
         return jax.lax.cond(self.needs_rebuild(nbrs, position, box), rebuild, lambda _: nbrs, None)
@@ -360,8 +386,18 @@ class NeighbourList(eqx.Module):
         c = jnp.floor((position - lower) / size).astype(jnp.int32)
         return jnp.clip(c, 0, cells - 1)
 
+    def _cell_order(self, at: Positions, box: Box | None) -> Int[Array, " n"]:
+        """The particles sorted by cell, in their own order within a cell, from
+        positions `at` wrapped into the box (`_wrapped`)."""
+        n = at.shape[0]
+        strides = np.cumprod((1,) + self.cells[:-1]).astype(np.int32)
+        group = self._cell_coords(at, box) @ jnp.asarray(strides)
+        if math.prod(self.cells) * n < 2**31:  # one int32 key (cell, id): sorted alone, 6x faster than argsort
+            return jax.lax.sort(group * n + jnp.arange(n, dtype=jnp.int32)) % n
+        return jnp.argsort(group, stable=True).astype(jnp.int32)
+
     def _candidates(
-        self, position: Positions, box: Box | None
+        self, position: Positions, box: Box | None, in_cell_order: bool = False
     ) -> tuple[Positions, Callable, tuple[Float[Array, "g m"], ...], Int[Array, " n"], Int[Array, " n"], Int[Array, ""]]:
         """The candidate pairs, grouped by cell.
 
@@ -383,8 +419,9 @@ class NeighbourList(eqx.Module):
             own: the column of each particle among its own candidates [n].
             occupancy: the largest number of particles in one cell.
 
-        Particles are sorted by cell (`argsort`), so the members of every cell are a run
-        of the sorted order, found with `searchsorted` (no scatter).
+        Particles are sorted by cell (`_cell_order`), so the members of every cell are a
+        run of the sorted order, found with `searchsorted` (no scatter); particles
+        `in_cell_order` are sorted already.
         """
         n, dim = position.shape
         if not self.cells:
@@ -403,10 +440,7 @@ class NeighbourList(eqx.Module):
             strides = np.cumprod((1,) + self.cells[:-1]).astype(np.int32)
             group = coords @ jnp.asarray(strides)
             n_cells = math.prod(self.cells)
-            if n_cells * n < 2**31:  # one int32 key (cell, id): sorted alone, 6x faster than argsort
-                order = jax.lax.sort(group * n + jnp.arange(n, dtype=jnp.int32)) % n
-            else:
-                order = jnp.argsort(group).astype(jnp.int32)
+            order = jnp.arange(n, dtype=jnp.int32) if in_cell_order else self._cell_order(at, box)
             starts = jnp.searchsorted(group[order], jnp.arange(n_cells + 1, dtype=jnp.int32)).astype(jnp.int32)
             counts = starts[1:] - starts[:-1]
             # the table of cells: rows of a width that is a multiple of 8, so that 28
@@ -446,7 +480,7 @@ class NeighbourList(eqx.Module):
             hood_x = tuple(hood_x)
             # a particle's own cell is the middle of its 3^dim stencil; its rank in the
             # cell is its place in the sorted order after the cell's start
-            rank = jnp.zeros(n, jnp.int32).at[order].set(jnp.arange(n, dtype=jnp.int32), unique_indices=True)
+            rank = order if in_cell_order else jnp.zeros(n, jnp.int32).at[order].set(jnp.arange(n, dtype=jnp.int32), unique_indices=True)
             own = (3**dim // 2) * width + rank - starts[group]
             occupancy = jnp.max(counts)
         if hood_x[0].shape[1] % 32:  # whole 32-bit words of candidates (padding at infinity)

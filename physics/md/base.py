@@ -8,7 +8,7 @@ from typing import ClassVar
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array, PyTree
+from jaxtyping import Array, Int, PyTree
 
 from .._base import Model
 from ._observables import kinetic_energy, number_density, pressure
@@ -71,6 +71,14 @@ class System(eqx.Module):
         """The same system with new positions (and velocities)."""
         velocity = self.velocity if velocity is None else velocity
         return System(position, velocity, self.mass, self.species, self.space, self.bonds, self.topology)
+
+    def permuted(self, order: Int[Array, " n"]) -> System:
+        """The same particles numbered anew: particle order[k] becomes particle k. Only
+        for a system without bonds or molecules (their particle ids would need
+        renumbering too)."""
+        if self.bonds is not None or self.topology is not None:
+            raise ValueError("a system with bonds or molecules cannot be renumbered")
+        return System(self.position[order], self.velocity[order], self.mass[order], self.species[order], self.space)
 
     def scaled(self, factor: ScalarLike | Edges) -> System:
         """Positions and box lengths multiplied by `factor`, a number or one per axis [dim]
