@@ -15,7 +15,7 @@ import pytest
 import sim
 from inference._fit_rdf import MAX_LOG_STEP, _BlockSums, _energies, reweighted_loss, rdf_problem
 
-from ..helpers import cli
+from ..helpers import cli, optimised
 
 EXPERIMENT = Path(__file__).resolve().parents[2] / "experiments" / "lj_rdf_fit.toml"
 
@@ -306,9 +306,13 @@ def test_the_fit_recovers_the_epsilon_and_sigma_that_made_the_target(tmp_path, s
 
     truth = ["params.epsilon=1.0", "params.sigma=1.0", f"system.seed={seed}", f"time.steps={TARGET_STEPS}"]
     config = sim.load_config(EXPERIMENT, [*truth, f'data.file="{tmp_path / "unused.h5"}"'])
-    target = sim.run(config).save(tmp_path / "target.h5")
     starts = [f"params.epsilon={epsilon}", f"params.sigma={sigma}", f"fit.replicas={REPLICAS}"]
-    result = fit(sim.load_config(EXPERIMENT, [f'data.file="{target}"', *starts]), progress=True)
+    # (about a million steps in all: compiled with LLVM's optimisations, as the times
+    # above were measured; without them one step of the fit, 16 runs, took about 16
+    # minutes on two loaded cores)
+    with optimised():
+        target = sim.run(config).save(tmp_path / "target.h5")
+        result = fit(sim.load_config(EXPERIMENT, [f'data.file="{target}"', *starts]), progress=True)
     print(f"seed {seed}: epsilon {result.estimate['epsilon']:.5f}, sigma {result.estimate['sigma']:.5f}, {len(result.loss_history)} steps")
     for k, loss in enumerate(result.loss_history):  # (the path, for a fit that does not get there)
         print(f"  run {k + 1}: loss {loss:.6g} +- {result.loss_stderr[k]:.2g}, epsilon {result.path['epsilon'][k]:.5f}, sigma {result.path['sigma'][k]:.5f}, "
