@@ -352,16 +352,19 @@ def neighbour_list(model, system, solver: ParticleSolver, *, growable: bool = Tr
     return dataclasses.replace(nl, ordered=ordered and bool(nl.cells))
 
 
-ORDERED_FROM = 2048
+ORDERED_FROM = 10_000
 """A run of this many particles or more, none bonded or in molecules, keeps its
 neighbour list in cell order (`NeighbourList.ordered`): particles that diffuse away from
 their first order make a force pass slower, since each row's neighbours then lie far
 apart in memory. Measured on one core (LJ liquid at the `in.lj` density, a pass over the
 particles numbered as a lattice after each wandered d per axis): 32,000 particles 18.9
-ms at d = 0, 20.7 at 2, 22.0 at 4, 24.2 at 8 and 24.9 in a random order; 4,000
-particles 2.36 ms at d = 0, 2.59 at 8. (Near the triple point d = 2 is about 13,000
-steps of 0.005, d = 8 about 200,000.) The list in cell order costs two gathers of n rows
-per step; below a few thousand particles the positions stay in cache in any order."""
+ms at d = 0, 20.7 at 2, 22.0 at 4, 24.2 at 8 and 24.9 in a random order (near the
+triple point d = 2 is about 13,000 steps of 0.005, d = 8 about 200,000). On the list in
+cell order the pass stays at the lattice's time in any order (random: 23.6 -> 17.8 ms),
+but a step costs 6-11% more while the particles are still in their first order (the
+gathers into the cell order and back, and the sort at each build). At 4,000 particles
+a random order cost only 5-10% and the list in cell order about as much: below this
+size the particles keep their own order."""
 
 
 PARTICLES_PER_SHARD = 400
