@@ -9,7 +9,10 @@ How the sides are made comparable:
   - One starting state for everyone. LAMMPS melts the fcc lattice (velocities at
     T* = 1.44, `velocity all create 1.44 87287 loop geom`, as in.lj) and runs
     `--equilibrate` steps of NVE in double precision; positions and velocities are
-    written once and every side starts every timed run from them.
+    written once and every side starts every timed run from them. With `--numbering
+    random` the particles are numbered at random in that state, the order a liquid
+    drifts to over a long run (LAMMPS sorts its atoms by space when a run is set up,
+    `atom_modify sort`; simjax numbers them by cell at each list build).
   - Nothing but the steps is timed. Compilation is timed apart and reported; the first
     neighbour list build and the first force evaluation happen before the clock starts
     on every side (simjax and JAX-MD build their list and initial forces outside the
@@ -600,6 +603,7 @@ def main(argv=None) -> None:
     parser.add_argument("--simjax-dtypes", nargs="+", default=["float32", "float64"], choices=["float32", "float64"])
     parser.add_argument("--core", type=int, default=0, help="the core of the 1core setting")
     parser.add_argument("--equilibrate", type=int, default=2000, help="NVE steps from the lattice before the shared state")
+    parser.add_argument("--numbering", default="melted", choices=["melted", "random"], help="the particles' numbering in the start state: the melted lattice's, or at random (the order a long liquid run drifts to)")
     parser.add_argument("--profile", action="store_true", help="time the pieces of a simjax step (1core)")
     parser.add_argument("--no-threads-side", action="store_true", help="2core: leave out simjax on one device with XLA's threads")
     parser.add_argument("--two-devices-flags", default=TWO_DEVICES_XLA, help="2core: the XLA_FLAGS of simjax's side on two devices")
@@ -640,6 +644,15 @@ def main(argv=None) -> None:
             t0 = time.perf_counter()
             eq = Worker("equilibrate", spec, worker_env("1core")).read()
             line = f"N = {n}: start state after {args.equilibrate} NVE steps from the lattice: T* {eq['temp']:.3f}, PE/N {eq['pe']:.3f} ({time.perf_counter() - t0:.0f} s)"
+            if args.numbering == "random":
+                import numpy as np
+
+                with np.load(state) as data:
+                    shuffled = {k: data[k] for k in data.files}
+                order = np.random.default_rng(11).permutation(n)
+                shuffled.update(x=shuffled["x"][order], v=shuffled["v"][order])
+                np.savez(state, **shuffled)
+                line += "; particles numbered at random"
             print(line, file=sys.stderr)
             lines += ["", line]
             for setting in args.settings:
