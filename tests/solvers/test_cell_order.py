@@ -1,8 +1,8 @@
 """Neighbour lists in cell order (`NeighbourList.ordered`): each build numbers the
 particles by cell and the force pass runs over them in that order. The list must be the
-particles' list renumbered, and a run on it the same run, bit for bit: within a row the
-neighbours come in the same order (cell by cell of the stencil, by id within a cell), so
-every particle's force is the same sum."""
+particles' list renumbered, and a run on it the same run: within a row the neighbours
+come in the same order (cell by cell of the stencil, by id within a cell), so every
+particle's force is the same sum, and an NVE run is the same bits."""
 
 import dataclasses
 import json
