@@ -285,7 +285,7 @@ class NeighbourList(eqx.Module):
             order = place = jnp.arange(n, dtype=jnp.int32)
         elif self.ordered:
             order = self._cell_order(self._wrapped(position, box), box)
-            place = jnp.zeros(n, jnp.int32).at[order].set(jnp.arange(n, dtype=jnp.int32), unique_indices=True)
+            place = _inverse(order)
             at = position[order]
         candidates = self._candidates(at, box, in_cell_order=order is not None)
         occupancy = candidates[-1]
@@ -480,7 +480,7 @@ class NeighbourList(eqx.Module):
             hood_x = tuple(hood_x)
             # a particle's own cell is the middle of its 3^dim stencil; its rank in the
             # cell is its place in the sorted order after the cell's start
-            rank = order if in_cell_order else jnp.zeros(n, jnp.int32).at[order].set(jnp.arange(n, dtype=jnp.int32), unique_indices=True)
+            rank = order if in_cell_order else _inverse(order)
             own = (3**dim // 2) * width + rank - starts[group]
             occupancy = jnp.max(counts)
         if hood_x[0].shape[1] % 32:  # whole 32-bit words of candidates (padding at infinity)
@@ -682,6 +682,12 @@ def by_row_blocks(fn: Callable, n: int, width: int, elements: int = 1 << 18, ids
     at = jnp.minimum(jnp.arange(blocks * block, dtype=jnp.int32), count - 1).reshape(blocks, block)
     out = jax.lax.map(fn, at if ids is None else ids[at])
     return jax.tree.map(lambda a: a.reshape((blocks * block,) + a.shape[2:])[:count], out)
+
+
+def _inverse(order: Int[Array, " n"]) -> Int[Array, " n"]:
+    """The inverse of a permutation: the place of each element in `order`."""
+    n = order.shape[0]
+    return jnp.zeros(n, jnp.int32).at[order].set(jnp.arange(n, dtype=jnp.int32), unique_indices=True)
 
 
 def _apart(fn: Callable, count: int, width: int):
