@@ -405,7 +405,8 @@ class NeighbourList(eqx.Module):
             at: the positions the candidate test measures from: wrapped into a periodic
                 box with a cell grid, else as given.
             ids: `ids(group, column)`, the ids of the candidates in columns [b, k] of
-                cells `group` [b] (padding: n). A cell's candidates are the particles
+                cells `group` [b] (padding: n, or for particles `in_cell_order` any
+                number: only kept candidates are looked up). A cell's candidates are the particles
                 in it and in the 3^dim cells around it, one cell's table row after
                 another (m columns). Without a cell list: one group holding every
                 particle. (Only the kept candidates' ids are looked up, so no
@@ -457,9 +458,17 @@ class NeighbourList(eqx.Module):
                 images = np.concatenate([images, np.zeros((n_cells, 1, dim), images.dtype)], axis=1)
             stencil_j = jnp.asarray(stencil)
 
-            def ids(group, column):
-                cell = stencil_j[group[:, None], column // width]
-                return members[cell, column % width]
+            if in_cell_order:  # a cell's members are a run of ids from its start: one lookup a slot, not two
+                first = starts[stencil_j]
+
+                def ids(group, column):
+                    return first[group[:, None], column // width] + column % width
+
+            else:
+
+                def ids(group, column):
+                    cell = stencil_j[group[:, None], column // width]
+                    return members[cell, column % width]
 
             safe = jnp.minimum(members, n - 1)
 
