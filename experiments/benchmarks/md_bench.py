@@ -269,6 +269,7 @@ class SimjaxSide:
         model, params, system, box, nl, vv = self.model, self.params, self.system, self.box, self.nl, self.vv
         s0 = self.state0
         x, index = s0.position, s0.aux.index
+        x_rows = x if s0.aux.order is None else x[s0.aux.order]  # a list in cell order numbers the particles its way
 
         force = jax.jit(lambda x, idx: model.forces(system.at(x), params, idx))
         build = jax.jit(lambda x: nl.build(x, box))
@@ -301,8 +302,8 @@ class SimjaxSide:
             return jax.lax.fori_loop(0, k, body, jnp.zeros_like(x))
 
         out = {
-            "force": timed(force, x, index),
-            "force_in_loop": timed(forces_loop, x, index) / k,
+            "force": timed(force, x_rows, index),
+            "force_in_loop": timed(forces_loop, x_rows, index) / k,
             "build": timed(build, x),
             "check": timed(check, s0.aux, x),
             "integrator": timed(kick_drift, s0),
