@@ -416,8 +416,9 @@ class NeighbourList(eqx.Module):
                 number: only kept candidates are looked up). A cell's candidates are the particles
                 in it and in the 3^dim cells around it, one cell's table row after
                 another (m columns). Without a cell list: one group holding every
-                particle. (Only the kept candidates' ids are looked up, so no
-                [n_cells, m] table of ids is made.)
+                particle. (Only the kept candidates' ids are looked up; an
+                [n_cells, m] table of ids is made only when it fits the cache,
+                `ID_TABLE_SIZE`.)
             hood_x: the coordinates of the candidates, one [n_cells, m] array per
                 axis. In a periodic box with a cell grid each is the image nearest to
                 the cell (wrapped, shifted by a box edge where the stencil crosses the
