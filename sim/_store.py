@@ -20,6 +20,8 @@ from typing import Any
 import h5py
 import numpy as np
 
+from physics._hdf5 import unstored
+
 from ._errors import DataError, InputError
 
 FORMAT_VERSION = "1.0"
@@ -350,6 +352,12 @@ def numeric_dataset(f: h5py.File, path: str | Path, name: str, key: str) -> np.n
     problem = memory_problem((8 + dtype.itemsize) * size, f"reading its {size:,} values (shape {shape})")
     if problem:
         raise DataError(path, name, f"{problem} (named by {key})")
+    try:
+        missing = unstored(item)
+    except DAMAGED_FILE_ERRORS as e:
+        raise DataError(path, name, f"cannot be read ({error_reason(e)}); the file is damaged") from None
+    if missing:
+        raise DataError(path, name, f"{missing} (named by {key})")
     try:
         return np.asarray(item[()], dtype=float)
     except DAMAGED_FILE_ERRORS as e:

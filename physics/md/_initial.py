@@ -13,6 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, PRNGKeyArray
 
+from .._hdf5 import unstored
 from ._space import Free, Periodic, Space
 from ._topology import Topology
 from ._types import Masses, Velocities
@@ -259,6 +260,9 @@ def read_h5md(path: str | Path, *, group: str = "all", frame: int = -1, dtype=fl
                 f"{path}: {where} declares {math.prod(shape):,} values (shape {shape}{' per frame' if frame is not None else ''}), "
                 f"more than this machine's memory holds"
             )
+        missing = unstored(node)
+        if missing:
+            raise ValueError(f"{path}: {node.name} {missing}")
         return np.asarray(node[()] if frame is None else node[frame])
 
     with f:

@@ -56,6 +56,47 @@ def test_a_dataset_declaring_a_trillion_values_is_refused_before_reading(case, f
     assert f"/{name}" in line and "memory" in line and "1,000,000,000,000" in line, line
 
 
+def declare_unwritten(path, name, shape, others=None, *, chunks=None, first=None):
+    """An HDF5 file whose dataset `name` declares `shape` and stores nothing (with
+    `chunks`: only its first chunk, holding `first`), so that reading it gives zeros."""
+    with h5py.File(path, "a") as f:
+        for key, value in (others or {}).items():
+            f[key] = value
+        if name in f:
+            del f[name]
+        d = f.create_dataset(name, shape=shape, dtype="f8", chunks=chunks)
+        if first is not None:
+            d[tuple(slice(0, c) for c in chunks)] = first
+
+
+UNWRITTEN = {
+    "fit: observed values, nothing stored": (["fit", "lv_fit.toml", "-o", "out.h5"], "obs.h5", "prey", (21,), {"t": YEARS, "predator": 5.0 + YEARS}, None),
+    "fit: observed values, one chunk of six stored": (["fit", "lv_fit.toml", "-o", "out.h5"], "obs.h5", "prey", (21,), {"t": YEARS, "predator": 5.0 + YEARS}, (4,)),
+    "PDE [initial] file": (["run", "heat.toml", "-o", "out.h5"], "u0.h5", "u", (16,), {}, None),
+    "MD start velocities": (["run", "lj.toml", "-o", "out.h5"], "start.h5", "particles/all/velocity/value", (1, 108, 3), None, None),
+    "MD start positions, one chunk stored": (["run", "lj.toml", "-o", "out.h5"], "start.h5", "particles/all/position/value", (1, 108, 3), None, (1, 36, 3)),
+}
+
+
+@pytest.mark.parametrize("case", list(UNWRITTEN))
+def test_a_dataset_declared_but_not_written_is_refused(case, folder, capsys):
+    # HDF5 reads values never written as zeros, without an error: a start at rest or
+    # observations of zero, from a file that holds none of them.
+    argv, file, name, shape, others, chunks = UNWRITTEN[case]
+    if others is not None:
+        Path(file).unlink()
+    first = None if chunks is None else np.full(chunks, 1.5)
+    declare_unwritten(file, name, shape, others, chunks=chunks, first=first)
+    line = check(folder, argv, capsys, file)
+    assert f"/{name}" in line and "zeros" in line and "stores" in line, line
+
+
+def test_numeric_dataset_refuses_a_dataset_declared_but_not_written(tmp_path):
+    declare_unwritten(tmp_path / "g.h5", "rdf", (30, 60))
+    with h5py.File(tmp_path / "g.h5", "r") as f, pytest.raises(DataError, match="stores none"):
+        numeric_dataset(f, tmp_path / "g.h5", "rdf", "data.rdf")
+
+
 # ----------------------------------------------------------------------------- 2. shapes, complex
 
 
