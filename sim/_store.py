@@ -92,7 +92,10 @@ def _kind(mode: int) -> str | None:
 def check_output_path(path: str | Path, source: str = "-o", key: str = "", inputs: Iterable[str | Path] = ()) -> Path:
     """Check before any work that `path` can be written: its folder exists and is writable,
     it is neither a folder nor a device, FIFO or socket (which a rename would replace),
-    and it is none of the command's `inputs` (compared as files, not as spellings).
+    it is none of the command's `inputs` (compared as files, not as spellings), and it is
+    not a symbolic link: the result, written under a temporary name and renamed, would
+    replace the link, and its lock would not be the lock of the file the link names (a
+    second writer naming that file would not be stopped).
 
     Raises:
         InputError: naming `source` (the option or config file) and `key`.
@@ -113,6 +116,10 @@ def check_output_path(path: str | Path, source: str = "-o", key: str = "", input
         # written through)
         if same_file(path, given) or os.path.realpath(path) == os.path.realpath(given):
             raise InputError(source, key or str(path), f"{what} is the input file {str(given)!r} of this command; choose another output path")
+    if path.is_symlink():
+        raise InputError(
+            source, key or str(path), f"{what} is a symbolic link (to {os.readlink(path)!r}); give the path of the file itself, or another output path"
+        )
     if is_companion(path):
         raise InputError(
             source, key or str(path), f"{what} is a working file of another output (its unfinished run, checkpoint, lock or temporary file); choose another output path"

@@ -79,6 +79,25 @@ def test_a_second_writer_is_refused_before_it_touches_anything(tmp_path, capsys)
     assert not _lock.lock_path(out).exists()
 
 
+def test_an_output_that_is_a_symbolic_link_is_refused(tmp_path, capsys):
+    # Written under a temporary name and renamed, a result would replace the link; locked
+    # by its own name, a writer through a link would not stop one naming its target.
+    (tmp_path / "link.h5").symlink_to("out.h5")
+    args = ["run", str(EXPERIMENTS / "lorenz.toml"), "--quiet"]
+    first = start_writer([*args, *LONG_RUN, "-o", "out.h5"], tmp_path, _stream.partial_path(tmp_path / "out.h5"))
+    first.send_signal(signal.SIGSTOP)
+    os.chdir(tmp_path)
+    code, err = cli([*args, "-o", "link.h5"], capsys)
+    one_line_error(code, err, "link.h5", "symbolic link", "out.h5")
+    first.send_signal(signal.SIGCONT)
+    assert first.wait(timeout=300) == 0, first.stderr.read()
+    before = digest("out.h5")
+    code, err = cli([*args, "-o", "link.h5"], capsys)
+    one_line_error(code, err, "link.h5", "symbolic link")
+    assert os.path.islink("link.h5") and digest("out.h5") == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.h5", "out.h5"]
+
+
 def test_a_running_sweep_is_not_resumed_by_another_process(tmp_path, capsys):
     args = [
         "sweep", str(EXPERIMENTS / "lotka_volterra_sweep.toml"), "-o", "s.h5", "--quiet",
@@ -134,7 +153,7 @@ def test_outputs_that_are_inputs_are_refused(lynx_hare, tmp_path, capsys, monkey
         (["plot", "figure.png", "-o", "figure.png"], "input file"),  # an HDF5 file named .png
     ]
     os.symlink("p.h5", tmp_path / "p.nc")  # --arviz a link to the -o file, not yet written
-    cases.append((["infer", str(config), "-o", "p.h5", "--arviz", "p.nc"], "-o posterior file"))
+    cases.append((["infer", str(config), "-o", "p.h5", "--arviz", "p.nc"], "symbolic link"))
     for args, words in cases:
         code, err = cli([*args, "--quiet"], capsys)
         one_line_error(code, err, words)
