@@ -380,7 +380,7 @@ def _md_system(config: Config, dtype, units: Units = UNITS["reduced"], *, bonded
             raise config.error("system.group", f"expected the name of a group of /particles, got {group!r}")
         path = config.resolve_path(section["file"])
         try:
-            system = read_h5md(path, group=group, frame=frame, dtype=float, max_bytes=physical_memory())
+            system = read_h5md(path, group=group, frame=frame, dtype=float, max_bytes=physical_memory(), units=units)
         except ValueError as e:
             message = str(e).splitlines()[0] if str(e) else type(e).__name__
             raise config.error("system.file", message if str(path) in message else f"{path}: {message}") from None

@@ -16,6 +16,7 @@ from jaxtyping import Array, PRNGKeyArray
 from .._hdf5 import unstored
 from ._space import Free, Periodic, Space
 from ._topology import Topology
+from ._units import Units, unit_factor
 from ._types import Masses, Velocities
 from .base import System
 
@@ -215,7 +216,13 @@ def thermalize(system: System, key: PRNGKeyArray, temperature: float | Array) ->
     return system.at(system.position, maxwell_boltzmann(key, system.mass, temperature, dim=system.dim))
 
 
-def read_h5md(path: str | Path, *, group: str = "all", frame: int = -1, dtype=float, max_bytes: int | None = None) -> System:
+QUANTITIES = {"position": "length", "velocity": "velocity", "mass": "mass"}
+"""The elements of an H5MD particle group that `read_h5md` converts into a run's units."""
+
+
+def read_h5md(
+    path: str | Path, *, group: str = "all", frame: int = -1, dtype=float, max_bytes: int | None = None, units: Units | None = None
+) -> System:
     """A system from an H5MD file: the positions (and velocities, species, masses when
     present) of `frame` of `/particles/<group>` and its box.
 
@@ -227,13 +234,15 @@ def read_h5md(path: str | Path, *, group: str = "all", frame: int = -1, dtype=fl
     exists. Molecule ids in `/particles/<group>/molecule` (which simjax writes) come as a
     `Topology` without constraints, for `bonded_molecules` to check. With `max_bytes`,
     what a dataset declares is checked before it is read: a file may declare billions
-    of values without storing any.
+    of values without storing any. With `units`, the positions, velocities, box edges and
+    masses that carry an H5MD `unit` attribute are converted into them (`unit_factor`:
+    Angstrom and fs to nm and ps, say); without, the attributes are not read.
 
     Raises:
         ValueError: missing file or group, or a layout that is not H5MD (naming the
             dataset that is missing or wrong: a frame beyond the file's, a box with
             fewer frames than the positions, bonds that are not pairs of particle ids
-            in range, a dataset larger than `max_bytes`).
+            in range, a dataset larger than `max_bytes`, a unit that `units` cannot take).
     """
     import h5py
 
@@ -281,10 +290,25 @@ def read_h5md(path: str | Path, *, group: str = "all", frame: int = -1, dtype=fl
             if isinstance(node, h5py.Group):
                 if not isinstance(node.get("value"), h5py.Dataset) or node["value"].ndim < 1:
                     raise ValueError(f"{path}: /{base}/{name}/value is missing or not a dataset of frames; expected an H5MD time-dependent element")
-                value = read(node["value"], f"/{base}/{name}", frame)
+                node = node["value"]
+                value = read(node, f"/{base}/{name}", frame)
             else:
                 value = read(node, f"/{base}/{name}")
-            return _numbers(value, f"/{base}/{name}", integer=name in ("species", "id", "molecule"))
+            value = _numbers(value, f"/{base}/{name}", integer=name in ("species", "id", "molecule"))
+            return converted(node, value, QUANTITIES.get(name))
+
+        def converted(node, value, quantity):
+            """`value`, read from `node`, in `units` (unchanged without them, or for
+            what has no unit attribute)."""
+            unit = node.attrs.get("unit") if units is not None and quantity is not None else None
+            if unit is None:
+                return value
+            unit = unit.decode() if isinstance(unit, bytes) else str(unit)
+            try:
+                factor = unit_factor(units, quantity, unit)
+            except ValueError as e:
+                raise ValueError(f"{path}: {node.name} {e}") from None
+            return value if factor == 1.0 else value * factor
 
         def _numbers(value, where, integer=False):
             if value.dtype.kind not in ("iu" if integer else "iuf"):
@@ -319,8 +343,12 @@ def read_h5md(path: str | Path, *, group: str = "all", frame: int = -1, dtype=fl
         space: Space
         if periodic:
             edges = box["edges"]
-            edges = read(edges["value"], f"/{base}/box/edges", frame) if isinstance(edges, h5py.Group) else read(edges, f"/{base}/box/edges")
-            edges = _numbers(edges, f"/{base}/box/edges")
+            if isinstance(edges, h5py.Group):
+                edges = edges["value"]
+                value = read(edges, f"/{base}/box/edges", frame)
+            else:
+                value = read(edges, f"/{base}/box/edges")
+            edges = converted(edges, _numbers(value, f"/{base}/box/edges"), "length")
             if edges.ndim == 0:  # a cube
                 edges = np.full(dim, edges)
             if edges.ndim == 2 and edges.shape == (dim, dim):  # a full box matrix: orthorhombic only

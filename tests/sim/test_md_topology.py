@@ -204,6 +204,39 @@ def test_another_programs_water_file_makes_settle_waters(water_run, tmp_path):
     assert float(s.solver.integrator.constraints.bases[0]) == pytest.approx(HH, rel=1e-15)
 
 
+def test_a_start_file_in_other_units_is_converted_or_refused(water_run, tmp_path, capsys):
+    # The H5MD unit attributes of a start file are read: the same frame in Angstrom and
+    # Angstrom/fs starts the run that the file in nm and nm/ps starts.
+    shutil.copy(water_run, tmp_path / "nm.h5")
+    shutil.copy(water_run, tmp_path / "angstrom.h5")
+    with h5py.File(tmp_path / "angstrom.h5", "r+") as f:
+        p = f["particles/all"]
+        for name, factor, unit in (("position/value", 10.0, "Angstrom"), ("box/edges/value", 10.0, "Angstrom"), ("velocity/value", 0.01, "Angstrom fs-1")):
+            p[name][...] = p[name][()] * factor
+            p[name].attrs["unit"] = unit
+    starts = [
+        sim.setup(sim.load_config(write_config(tmp_path, f'file = "{name}"\nmolecule = "spce"', name=f"{name}.toml"))).initial
+        for name in ("nm.h5", "angstrom.h5")
+    ]
+    for get in (lambda s: s.position, lambda s: s.velocity, lambda s: s.space.box):
+        np.testing.assert_allclose(np.asarray(get(starts[1])), np.asarray(get(starts[0])), rtol=1e-12)
+    # a unit that is not a length, and a file in nm started in reduced units: one line
+    with h5py.File(tmp_path / "angstrom.h5", "r+") as f:
+        f["particles/all/position/value"].attrs["unit"] = "ps"
+    cases = [
+        ("angstrom.h5", "", "/particles/all/position/value is in 'ps', which is not a length unit"),
+        ("nm.h5", "reduced", "is in 'nm', but the run is in reduced units"),
+    ]
+    for file, extra, expected in cases:
+        config = write_config(tmp_path, f'file = "{file}"\nmolecule = "spce"', name="bad.toml")
+        if extra:
+            config.write_text(config.read_text().replace('units = "real"', 'units = "reduced"'))
+        code, err = cli(["run", str(config), "-o", str(tmp_path / "out.h5"), "--quiet"], capsys)
+        lines = err.strip().splitlines()
+        assert code == 2 and len(lines) == 1 and "system.file" in lines[0] and expected in lines[0], err
+        assert not (tmp_path / "out.h5").exists()
+
+
 # ----------------------------------------------------------------------------- resume and sweeps
 
 
