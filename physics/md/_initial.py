@@ -16,8 +16,8 @@ from jaxtyping import Array, PRNGKeyArray
 from .._hdf5 import unstored
 from ._space import Free, Periodic, Space
 from ._topology import Topology
-from ._units import Units, unit_factor
 from ._types import Masses, Velocities
+from ._units import Units, unit_factor
 from .base import System
 
 _FCC = ((0.0, 0.0, 0.0), (0.5, 0.5, 0.0), (0.5, 0.0, 0.5), (0.0, 0.5, 0.5))
