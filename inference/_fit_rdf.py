@@ -261,20 +261,32 @@ def _read_target(config: Config, data: str | Path | None, spec: RdfSpec) -> tupl
             f"the target's r grid ({r.size} values, {np.min(r) if r.size else float('nan'):.6g} .. {np.max(r) if r.size else float('nan'):.6g}) "
             f"differs from the bin centres of [rdf] ({spec.bins} bins up to r_max = {spec.r_max:g}); give the same r_max and bins",
         )
-    if width is not None and not np.isclose(float(np.asarray(width)), spec.width, rtol=1e-9, atol=1e-12 * spec.r_max):
+    if width is not None:
+        try:
+            width = float(np.asarray(width))
+        except (TypeError, ValueError):
+            raise DataError(path, name, f"its width attribute is {width!r}; expected a number (the kernel width `sim run` writes)") from None
+    if width is not None and not np.isclose(width, spec.width, rtol=1e-9, atol=1e-12 * spec.r_max):
         raise DataError(
             path, name,
-            f"the target g(r) was smoothed with a kernel width of {float(np.asarray(width)):.6g}, [rdf] width is {spec.width:.6g}; "
+            f"the target g(r) was smoothed with a kernel width of {width:.6g}, [rdf] width is {spec.width:.6g}; "
             "give the same width (a g(r) smoothed otherwise is not comparable bin by bin)",
         )
     pairs = len(spec.pairs)
     shape = (pairs, spec.bins) if pairs > 1 else (spec.bins,)
     if g.shape[1:] == shape and g.ndim == len(shape) + 1:  # a run's element: its last row is the whole average
+        if not g.shape[0]:
+            raise DataError(path, name, f"holds no rows (shape {g.shape}); expected g(r) of shape {shape} or rows of it")
         g = g[-1]
     if g.shape != shape:
         raise DataError(path, name, f"expected g(r) of shape {shape} (or one row per frame of it, {('T', *shape)}), got {g.shape}")
     if not np.all(np.isfinite(g)):
         raise DataError(path, name, "the target g(r) has NaN or infinite values")
+    if np.any(g < 0):
+        raise DataError(path, name, f"the target g(r) has negative values (down to {np.min(g):.6g}); a g(r) is a ratio of densities, >= 0")
+    with np.errstate(over="ignore"):
+        if not np.isfinite(np.sum(np.square(g))):
+            raise DataError(path, name, f"the target g(r) has values up to {np.max(g):.6g}, too large for the fit's sum of squared differences")
     return path, g.reshape(pairs, spec.bins)
 
 

@@ -468,7 +468,14 @@ def _md_time(config: Config) -> tuple[float, np.ndarray]:
     problem = memory_problem(4 * 8 * saves, f"{saves:,} saved frames")
     if problem:
         raise config.error("time.steps" if time.steps is not None else "time.t1", problem)
-    return dt, time.t0 + dt * np.arange(0, steps + 1, every)
+    with np.errstate(over="ignore", invalid="ignore"):
+        times = time.t0 + dt * np.arange(0, steps + 1, every)
+        end = time.t0 + dt * float(steps)
+    if not (np.all(np.isfinite(times)) and np.all(np.diff(times) > 0)):
+        raise config.error(
+            "time.dt", f"{steps:,} steps of dt = {dt:g} from t0 = {time.t0:g} end at t = {end:g}: save times beyond the float range or too close to tell apart"
+        )
+    return dt, times
 
 
 def _md_solver(config: Config, dt: float, units: Units) -> tuple[ParticleSolver, str, dict]:

@@ -63,7 +63,8 @@ def ewald_kmax(edges, alpha: float, accuracy: float) -> tuple[int, ...]:
     """The largest |n_a| of the k-vectors 2 pi n_a / L_a per axis: exp(-k^2 / (4 alpha^2))
     falls to `accuracy` at n_a = alpha L_a sqrt(-ln accuracy) / pi."""
     reach = alpha * math.sqrt(-math.log(accuracy)) / math.pi
-    return tuple(max(1, math.ceil(reach * float(edge))) for edge in np.asarray(edges))
+    # (at most MAX_POINTS per axis, which the caller refuses: a huge alpha gives infinity)
+    return tuple(max(1, math.ceil(min(reach * float(edge), MAX_POINTS))) for edge in np.asarray(edges))
 
 
 def _smooth_sizes(start: int) -> int:
@@ -89,7 +90,7 @@ def pme_mesh(edges, alpha: float, accuracy: float, order: int) -> tuple[int, ...
     by the Gaussian screening of that frequency.
     """
     out = []
-    for edge in np.asarray(edges, dtype=float):
+    for edge in np.asarray(edges, dtype=float).tolist():  # (Python floats: a huge alpha makes inf, not a warning)
         size = _smooth_sizes(max(2 * order, 8))
         while size**3 <= MAX_POINTS:  # (beyond: refused by the caller)
             n = np.arange(1, size // 2 + 1, dtype=float)
@@ -334,9 +335,11 @@ class LennardJonesCoulomb(PairModel):
             sizes = {"pme_mesh": self.pme_mesh or pme_mesh(edges, alpha, self.ewald_accuracy, self.pme_order)}
         (key, value), = sizes.items()
         if _points(key, value) > MAX_POINTS:
+            given = f"ewald_alpha = {self.ewald_alpha:g} with " if self.ewald_alpha else ""
+            cure = "lower ewald_alpha or loosen ewald_accuracy" if self.ewald_alpha else "loosen ewald_accuracy or raise the cutoff"
             raise ValueError(
-                f"lj_coulomb: ewald_accuracy = {self.ewald_accuracy:g} asks for {key} = {list(value)} in this box, more than "
-                f"{MAX_POINTS:,} k-vectors or mesh points; loosen ewald_accuracy or raise the cutoff"
+                f"lj_coulomb: {given}ewald_accuracy = {self.ewald_accuracy:g} asks for {key} = {list(value)} in this box, more than "
+                f"{MAX_POINTS:,} k-vectors or mesh points; {cure}"
             )
         return dataclasses.replace(self, ewald_alpha=alpha, **sizes)
 

@@ -4,6 +4,7 @@ covariance formula, a short fit, the recovery of the parameters that made the ta
 (slow), and one-line refusals of bad input."""
 
 import dataclasses
+import shutil
 from pathlib import Path
 
 import h5py
@@ -350,6 +351,40 @@ def test_bad_g_r_fits_are_one_line_and_exit_2_with_nothing_written(short, tmp_pa
     assert code == 2, err
     assert err.count("\n") == 1 and err.startswith("error:") and key in err and expected in err, err
     assert sorted(tmp_path.iterdir()) == before
+
+
+def _emptied(g):
+    del g["value"]
+    g.create_dataset("value", shape=(30, 60), dtype="f8")  # declared, nothing stored
+
+
+def _no_rows(g):
+    del g["value"]
+    g.create_dataset("value", shape=(0, 60), dtype="f8")
+
+
+@pytest.mark.parametrize(
+    "change, expected",
+    [
+        (_emptied, "stores none"),
+        (_no_rows, "holds no rows"),
+        (lambda g: g["value"].attrs.__setitem__("width", "wide"), "width attribute is 'wide'"),
+        (lambda g: g["value"].__setitem__(-1, -g["value"][-1]), "negative values"),
+        (lambda g: g["value"].__setitem__(-1, g["value"][-1] * 1e300 + 1e300), "too large"),
+    ],
+    ids=["declared, not stored", "no rows", "width not a number", "negative", "1e300"],
+)
+def test_hostile_targets_are_one_line_and_exit_2_with_nothing_written(short, tmp_path, capsys, change, expected):
+    _, target = short
+    bad = tmp_path / "bad.h5"
+    shutil.copy(target, bad)
+    with h5py.File(bad, "r+") as f:
+        change(f["observables/rdf"])
+    before = {p: p.read_bytes() for p in tmp_path.iterdir()}
+    args = [x for s in [*SHORT, f'data.file="{bad}"'] for x in ("--set", s)]
+    code, err = cli(["fit", str(EXPERIMENT), "-o", str(tmp_path / "fit.h5"), *args], capsys)
+    assert code == 2 and err.count("\n") == 1 and "bad.h5" in err and "/observables/rdf/value" in err and expected in err, err
+    assert {p: p.read_bytes() for p in tmp_path.iterdir()} == before
 
 
 def test_a_signal_ends_a_g_r_fit_at_once_with_nothing_written(short, tmp_path):

@@ -225,6 +225,9 @@ def test_an_accuracy_beyond_memory_is_refused(method):
         md.LennardJonesCoulomb(electrostatics=method, ewald_accuracy=1e-300).for_system(system)
     with pytest.raises(ValueError, match=r"pme_mesh = \[1024, 1024, 1024\] gives more than"):
         md.LennardJonesCoulomb(pme_mesh=(1024, 1024, 1024))
+    # a splitting parameter too large for any k-space sum (its k-vectors overflowed)
+    with pytest.raises(ValueError, match=r"ewald_alpha = 1e\+308 with ewald_accuracy = 1e-05 asks for .* lower ewald_alpha"):
+        md.LennardJonesCoulomb(electrostatics=method, ewald_alpha=1e308).for_system(system)
 
 
 def test_a_charged_system_and_wrong_charges_are_refused():

@@ -473,6 +473,7 @@ NON_FINITE = {
     "grid.domain=[[0.0, inf]]": ("heat.toml", "grid.domain"),
     "grid.domain=[[nan, 1.0]]": ("heat.toml", "grid.domain"),
     "params.epsilon=inf": ("lj.toml", "params.epsilon"),
+    "time.dt=1e308": ("lj.toml", "time.dt"),  # finite, but the steps end beyond the float range
     "params.sigma=nan": ("lj.toml", "params.sigma"),
     "system.density=nan": ("lj_lattice.toml", "system.density"),
     "system.temperature=inf": ("lj_lattice.toml", "system.temperature"),
