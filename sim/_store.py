@@ -20,8 +20,6 @@ from typing import Any
 import h5py
 import numpy as np
 
-from physics._hdf5 import unstored
-
 from ._errors import DataError, InputError
 
 FORMAT_VERSION = "1.0"
@@ -359,6 +357,8 @@ def numeric_dataset(f: h5py.File, path: str | Path, name: str, key: str) -> np.n
     problem = memory_problem((8 + dtype.itemsize) * size, f"reading its {size:,} values (shape {shape})")
     if problem:
         raise DataError(path, name, f"{problem} (named by {key})")
+    from physics._hdf5 import unstored  # (here: the printing commands import no numerics)
+
     try:
         missing = unstored(item)
     except DAMAGED_FILE_ERRORS as e:

@@ -210,6 +210,10 @@ def test_ionic_lattices_are_neutral_with_their_nearest_neighbours_of_the_other_s
         ({"ewald_accuracy": 2.0}, "ewald_accuracy = 2.0"),
         ({"pme_order": 2}, "pme_order = 2"),
         ({"pme_mesh": (16, 16)}, "pme_mesh = [16, 16]"),
+        ({"ewald_kmax": 5, "electrostatics": "ewald"}, "ewald_kmax = 5; expected three whole numbers"),
+        ({"ewald_accuracy": 0.5}, "at most 0.01"),
+        ({"electrostatics": "ewald", "pme_mesh": (16, 16, 16)}, "pme_mesh = (16, 16, 16) does not apply to electrostatics = 'ewald'"),
+        ({"electrostatics": "pme", "ewald_kmax": (4, 4, 4)}, "ewald_kmax = (4, 4, 4) does not apply to electrostatics = 'pme'"),
     ],
 )
 def test_bad_options_are_refused(options, words):
