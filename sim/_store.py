@@ -357,7 +357,8 @@ def numeric_dataset(f: h5py.File, path: str | Path, name: str, key: str) -> np.n
     problem = memory_problem((8 + dtype.itemsize) * size, f"reading its {size:,} values (shape {shape})")
     if problem:
         raise DataError(path, name, f"{problem} (named by {key})")
-    from physics._hdf5 import unstored  # (here: the printing commands import no numerics)
+    # (imported here: the printing commands import no numerics)
+    from physics._hdf5 import unstored
 
     try:
         missing = unstored(item)

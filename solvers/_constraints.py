@@ -83,11 +83,12 @@ class Constraints(eqx.Module):
         """`position` (after an unconstrained move from `reference`, which satisfies the
         constraints) put back on the constraints: SETTLE for the triangles, SHAKE with
         corrections along the reference bonds for the pairs."""
+        dtype = position.dtype  # (the lengths in the run's precision: float32 positions stay float32)
         if self.triangles.shape[0]:
-            position = settle(reference, position, mass, self.triangles, self.sides, self.bases)
+            position = settle(reference, position, mass, self.triangles, self.sides.astype(dtype), self.bases.astype(dtype))
         if self.pairs.shape[0]:
             pairs, lengths = self._blocks()
-            position = shake(reference, position, mass, pairs, lengths, self.tolerance, self.max_iterations)
+            position = shake(reference, position, mass, pairs, lengths.astype(dtype), self.tolerance, self.max_iterations)
         return position
 
     def _blocks(self) -> tuple[Int[Array, "b m 2"], Float[Array, "b m"]]:

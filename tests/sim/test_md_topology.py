@@ -237,6 +237,17 @@ def test_a_start_file_in_other_units_is_converted_or_refused(water_run, tmp_path
         assert not (tmp_path / "out.h5").exists()
 
 
+def test_a_float32_water_run_keeps_its_precision_and_says_nothing(tmp_path, capsys):
+    # SETTLE's lengths were float64 constants scattered into float32 positions: JAX
+    # warned on every run (a FutureWarning, an error in later releases).
+    config = write_config(tmp_path, extra='dtype = "float32"\n')
+    code, err = cli(["run", str(config), "-o", str(tmp_path / "out.h5"), "--quiet"], capsys)
+    assert code == 0 and err == "", err
+    with h5py.File(tmp_path / "out.h5") as f:
+        assert f["particles/all/position/value"].dtype == np.float32
+        assert deviation(absolute(f), TRIANGLES, LENGTHS) < 1e-5  # float32 rounding of 0.1 nm bonds
+
+
 # ----------------------------------------------------------------------------- resume and sweeps
 
 
