@@ -430,6 +430,14 @@ class LennardJonesCoulomb(PairModel):
                 f"lj_coulomb: params.charges must hold one charge per species ({self.n_species} values, n_species = {self.n_species}), "
                 f"got shape {charges.shape}"
             )
+        largest = float(np.max(np.abs(charges))) if charges.size else 0.0
+        with np.errstate(over="ignore", invalid="ignore"):
+            # (sum q^2 in the real units' Coulomb constant, with room to spare)
+            scale = np.sum(np.square(charges[np.asarray(system.species)])) * 138.935458 * 1e3
+        if not np.isfinite(scale):
+            raise ValueError(
+                f"lj_coulomb: params.charges up to {largest:g} give Coulomb energies beyond the float range; expected charges a run can represent"
+            )
         q = charges[np.asarray(system.species)]
         net = float(np.sum(q))
         if abs(net) > 1e-10 * max(float(np.sum(np.abs(q))), 1e-300):

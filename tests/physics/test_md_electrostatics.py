@@ -237,6 +237,8 @@ def test_an_accuracy_beyond_memory_is_refused(method):
 def test_a_charged_system_and_wrong_charges_are_refused():
     system = ions(n=64)
     model = md.LennardJonesCoulomb()
+    with pytest.raises(ValueError, match=r"params.charges up to 1e\+200 give Coulomb energies beyond the float range"):
+        model.check_params(system, {**model.default_params(), "charges": jnp.asarray([1e200, -1e200])})
     with pytest.raises(ValueError, match=r"net charge is 16 .*neutral system"):
         model.check_params(system, {**model.default_params(), "charges": jnp.asarray([1.0, -0.5])})
     with pytest.raises(ValueError, match=r"params.charges must hold one charge per species \(2 values"):
