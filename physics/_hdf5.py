@@ -1,8 +1,8 @@
 """What an HDF5 dataset declares against what it stores.
 
 HDF5 lets a file declare a dataset of any shape and write none of it, or only some of its
-chunks: reading it then gives the fill value (zero) where nothing was written, with no
-error. Every reader of user files asks `unstored` before it reads.
+chunks: reading it then gives the fill value (zero unless the file sets one) where
+nothing was written, with no error. Every reader of user files asks `unstored` before it reads.
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ def unstored(dataset) -> str | None:
         if stored < expected:
             return (
                 f"declares {size:,} values (shape {dataset.shape}) in {expected:,} chunks but stores only {stored:,} "
-                "of them; the values never written would read as zeros"
+                "of them; the values never written would read as its fill value (zeros by default)"
             )
         return None
     if layout == h5py.h5d.CONTIGUOUS and plist.get_external_count() == 0 and dataset.id.get_storage_size() == 0:
-        return f"declares {size:,} values (shape {dataset.shape}) but stores none; they would read as zeros"
+        return f"declares {size:,} values (shape {dataset.shape}) but stores none; they would read as its fill value (zeros by default)"
     return None
