@@ -307,14 +307,14 @@ def _md_model(config: Config, model: ParticleModel) -> ParticleModel:
             named = [key for key in options if f" {key} =" in str(e)]  # the model names the option it refuses
             raise config.error(f"params.{named[0]}" if named else "params", str(e)) from None
     given = config.raw.get("model", {})
+    given = given if isinstance(given, dict) else {}
     for key, value in options.items():  # (each valid: the model took them)
-        if isinstance(given, dict) and key in given and given[key] != value:
+        if key in given and given[key] != value:
             raise config.error(f"params.{key}", f"[model] {key} = {given[key]!r} and [params] {key} = {value!r} disagree; give it once")
     method = getattr(model, "electrostatics", None)
     if method is not None:  # an option of the other method, even at its default, is a mistake
-        given = config.raw.get("model", {})
         for key in {"ewald": ("pme_mesh", "pme_order"), "pme": ("ewald_kmax",)}.get(method, ()):
-            for section, keys in (("model", given if isinstance(given, dict) else {}), ("params", config.spec.params)):
+            for section, keys in (("model", given), ("params", config.spec.params)):
                 if key in keys:
                     raise config.error(f"{section}.{key}", f"applies to electrostatics = {'pme' if method == 'ewald' else 'ewald'!r}, not {method!r}; leave it out")
     return model

@@ -88,10 +88,13 @@ def unit_factor(units: Units, quantity: str, unit: str) -> float:
         factor = LENGTH_UNITS.get(unit)
     elif quantity == "mass":
         factor = MASS_UNITS.get(unit)
-    elif quantity == "velocity":
-        length, _, time = unit.replace("/", " ").rpartition(" ")
-        time = time[:-2] if time.endswith("-1") and "/" not in unit else time
-        if length in LENGTH_UNITS and time in TIME_UNITS and (unit.endswith("-1") or "/" in unit):
+    elif quantity == "velocity":  # "nm ps-1" or "nm/ps"
+        if "/" in unit:
+            length, _, time = unit.partition("/")
+        else:
+            length, _, time = unit.rpartition(" ")
+            time = time[:-2] if time.endswith("-1") else ""
+        if length in LENGTH_UNITS and time in TIME_UNITS:
             factor = LENGTH_UNITS[length] / TIME_UNITS[time]
     if factor is None:
         known = {"length": LENGTH_UNITS, "mass": MASS_UNITS, "velocity": {"nm ps-1": 1, "Angstrom fs-1": 1, "nm/ps": 1}}[quantity]
