@@ -565,6 +565,8 @@ def _barostat(config: Config, table, method: str, thermostat, dt: float, resolve
         raise config.error("solver.barostat.pressure", f"required key is missing (the target pressure, {units.labels.get('pressure', 'reduced units')})")
     pressure = _positive(config, "solver.barostat.pressure", table["pressure"], allow_zero=True)
     tau = _positive(config, "solver.barostat.tau", table.get("tau", 200 * dt))
+    if tau < dt:  # (the box would move further in a step than its relaxation asks: 1e-300 blew up at once)
+        raise config.error("solver.barostat.tau", f"expected a coupling time of at least one step (dt = {dt:g}), got {tau!r}")
     compressibility = _positive(config, "solver.barostat.compressibility", table.get("compressibility", DEFAULT_COMPRESSIBILITY[units.name]))
     coupling = table.get("coupling", "isotropic")
     if coupling not in COUPLINGS:

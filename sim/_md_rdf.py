@@ -133,8 +133,10 @@ def rdf_spec(config: Config, edges: np.ndarray | None, n_species: int, times: np
         )
     first, last = float(times[0]), float(times[-1])
     start = number(config, "rdf.start", table["start"]) if "start" in table else first
-    if not start <= last:
-        raise config.error("rdf.start", f"expected a time at most the last save time {last:g} (frames from it are averaged), got {table['start']!r}")
+    if not first <= start <= last:
+        raise config.error(
+            "rdf.start", f"expected a time from the first save time {first:g} to the last save time {last:g} (frames from it are averaged), got {table['start']!r}"
+        )
     return RdfSpec(r_max=float(r_max), bins=int(bins), width=float(width), start=float(start), n_species=int(n_species))
 
 

@@ -228,6 +228,7 @@ def test_run_file_holds_the_box_of_every_frame(tmp_path):
         ("langevin", "{ pressure = -1.0 }", "solver.barostat.pressure", "non-negative"),
         ("langevin", "{ pressure = 1.0, tau = -0.5 }", "solver.barostat.tau", "positive"),
         ("langevin", "{ pressure = 1.0, tau = 0.0 }", "solver.barostat.tau", "positive"),
+        ("langevin", "{ pressure = 1.0, tau = 1e-300 }", "solver.barostat.tau", "at least one step"),
         ("langevin", "{ pressure = 1.0, compressibility = -1 }", "solver.barostat.compressibility", "positive"),
         ("langevin", '{ pressure = 1.0, coupling = "diagonal" }', "solver.barostat.coupling", "anisotropic"),
         ("langevin", "{ presure = 1.0 }", "solver.barostat.presure", "pressure"),

@@ -135,6 +135,7 @@ def test_sim_plot_draws_the_stored_g(liquid, capsys, tmp_path):
         ("r_max = 2.0\nbins = 1", "rdf.bins", "whole number of bins"),
         ("width = -0.1", "rdf.width", "kernel width"),
         ("start = 100.0", "rdf.start", "last save time"),
+        ("start = -1.0", "rdf.start", "from the first save time 0"),
         ("bin = 20", "rdf.bin", "Perhaps you meant"),
         ("r_max = \"far\"", "rdf.r_max", "expected a number"),
     ],
