@@ -2,7 +2,8 @@
 
 HDF5 lets a file declare a dataset of any shape and write none of it, or only some of its
 chunks: reading it then gives the fill value (zero unless the file sets one) where
-nothing was written, with no error. Every reader of user files asks `unstored` before it reads.
+nothing was written, with no error. Every reader of user files asks `unstored` before
+it reads.
 """
 
 from __future__ import annotations

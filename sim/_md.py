@@ -18,6 +18,7 @@ import numpy as np
 from jaxtyping import Array, PyTree
 
 from physics._base import float_array
+from physics.md._electrostatics import other_method_options
 from physics.md import (
     LATTICES,
     UNITS,
@@ -313,7 +314,7 @@ def _md_model(config: Config, model: ParticleModel) -> ParticleModel:
             raise config.error(f"params.{key}", f"[model] {key} = {given[key]!r} and [params] {key} = {value!r} disagree; give it once")
     method = getattr(model, "electrostatics", None)
     if method is not None:  # an option of the other method, even at its default, is a mistake
-        for key in {"ewald": ("pme_mesh", "pme_order"), "pme": ("ewald_kmax",)}.get(method, ()):
+        for key in other_method_options(method):
             for section, keys in (("model", given), ("params", config.spec.params)):
                 if key in keys:
                     raise config.error(f"{section}.{key}", f"applies to electrostatics = {'pme' if method == 'ewald' else 'ewald'!r}, not {method!r}; leave it out")

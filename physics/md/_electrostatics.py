@@ -41,12 +41,15 @@ from jaxtyping import Array, Float, PyTree
 from .._base import Parameter
 from ._potentials import PairModel, _check_options, _check_species, _lj, lj_tail_energy, lj_tail_pressure
 from ._types import Edges, Forces, NeighbourIndex, Positions, Scalar
+from ._units import REAL
 from .base import System
 
 Charges = Float[Array, " n"]
 """One charge per particle."""
 
 METHODS = ("ewald", "pme")
+METHOD_OPTIONS = {"ewald": ("ewald_kmax",), "pme": ("pme_mesh", "pme_order")}
+"""The options that belong to one method: given with the other, they are a mistake."""
 MAX_ACCURACY = 0.01
 """The loosest `ewald_accuracy`: beyond it the estimates that choose alpha, k-vectors and
 mesh no longer hold (at 0.999999 a rock-salt crystal's energy came out 22% off)."""
@@ -55,6 +58,11 @@ MAX_POINTS = 2**27
 
 
 # ----------------------------------------------------------------------------- parameters
+
+
+def other_method_options(method: str) -> tuple[str, ...]:
+    """The options of the methods other than `method` (`METHOD_OPTIONS`)."""
+    return tuple(key for name, keys in METHOD_OPTIONS.items() if name != method for key in keys)
 
 
 def _sizes(value):
@@ -317,9 +325,9 @@ class LennardJonesCoulomb(PairModel):
                 raise ValueError(f"lj_coulomb: {key} = {shown!r}; expected three whole numbers >= {low}, one per axis (or none: from ewald_accuracy)")
             if value and _points(key, value) > MAX_POINTS:
                 raise ValueError(f"lj_coulomb: {key} = {list(value)!r} gives more than {MAX_POINTS:,} k-vectors or mesh points")
-        other = {"ewald": (("pme_mesh", ()), ("pme_order", 5)), "pme": (("ewald_kmax", ()),)}[self.electrostatics]
-        for key, default in other:
-            if getattr(self, key) != default:
+        defaults = {f.name: f.default for f in dataclasses.fields(self)}
+        for key in other_method_options(self.electrostatics):
+            if getattr(self, key) != defaults[key]:
                 raise ValueError(f"lj_coulomb: {key} = {getattr(self, key)!r} does not apply to electrostatics = {self.electrostatics!r}; leave it out, or choose the other method")
 
     @property
@@ -433,7 +441,7 @@ class LennardJonesCoulomb(PairModel):
         largest = float(np.max(np.abs(charges))) if charges.size else 0.0
         with np.errstate(over="ignore", invalid="ignore"):
             # (sum q^2 in the real units' Coulomb constant, with room to spare)
-            scale = np.sum(np.square(charges[np.asarray(system.species)])) * 138.935458 * 1e3
+            scale = np.sum(np.square(charges[np.asarray(system.species)])) * REAL.coulomb * 1e3
         if not np.isfinite(scale):
             raise ValueError(
                 f"lj_coulomb: params.charges up to {largest:g} give Coulomb energies beyond the float range; expected charges a run can represent"
