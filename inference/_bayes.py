@@ -34,6 +34,7 @@ from ._data import Observations
 from ._fit import Experiments, FitSection, Problem, experiment_problems, make_problem
 from ._observation import NOISE_MODELS as OBSERVATION_NOISE
 from ._priors import allowed_range, check_prior, flatten_priors, make_distribution, outside_allowed, support_conflict
+from ._priors import support as prior_support
 
 NOISE_MODELS = ("normal", "lognormal", "poisson")
 QUANTILES = (0.05, 0.5, 0.95)
@@ -193,8 +194,8 @@ def build_bayes_model(config: Config, data: str | Path | None = None, section: I
             raise config.error("infer.noise.sigma", "the poisson noise model has no sigma")
     else:
         sigma_spec = check_prior(config, "infer.noise.sigma", noise.sigma or {"dist": "lognormal", "loc": -1.0, "scale": 1.0})
-        if sigma_spec["dist"] in ("normal", "truncated_normal") and not sigma_spec.get("low", -1) >= 0:
-            raise config.error("infer.noise.sigma.dist", "a noise scale must be positive: use halfnormal, lognormal, exponential, gamma or a truncated_normal with low >= 0")
+        if prior_support(sigma_spec)[0] < 0:
+            raise config.error("infer.noise.sigma.dist", "a noise scale must be positive: use halfnormal, halfcauchy, lognormal, exponential, gamma or a truncated_normal with low >= 0")
     if config.spec.experiments is not None:
         problem, _, obs = experiment_problems(config, data, FitSection(free=list(priors)), gradient="forward_sensitivity", free_key="infer.priors")
         parts = list(zip(problem.problems, obs))
@@ -219,7 +220,7 @@ def build_bayes_model(config: Config, data: str | Path | None = None, section: I
         model_constraint = f.transform
         support = make_distribution(priors[f.name]).support
         if model_constraint == "log" and support is dist.constraints.real:
-            raise config.error(f"infer.priors.{f.name}.dist", f"{f.name} must be positive but a {priors[f.name]['dist']} prior allows negative values; use lognormal, halfnormal, gamma, exponential or truncated_normal with low = 0")
+            raise config.error(f"infer.priors.{f.name}.dist", f"{f.name} must be positive but a {priors[f.name]['dist']} prior allows negative values; use lognormal, halfnormal, halfcauchy, gamma, exponential or truncated_normal with low = 0")
         # A prior with no probability where the quantity is allowed leaves the chains no
         # valid start (and would sample values the model does not take).
         conflict = support_conflict(priors[f.name], f.name, f.transform, f.low, f.high)

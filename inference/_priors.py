@@ -21,6 +21,9 @@ _SPECS: dict[str, tuple[tuple[str, ...], dict[str, float], tuple[str, ...]]] = {
     "exponential": (("rate",), {}, ("rate",)),
     "gamma": (("concentration", "rate"), {}, ("concentration", "rate")),
     "beta": (("concentration1", "concentration0"), {}, ("concentration1", "concentration0")),
+    "cauchy": (("loc", "scale"), {}, ("scale",)),
+    "halfcauchy": (("scale",), {}, ("scale",)),
+    "student_t": (("df", "loc", "scale"), {}, ("df", "scale")),
 }
 DISTRIBUTIONS = tuple(_SPECS)
 
@@ -55,7 +58,7 @@ def check_prior(config: Config, key: str, spec: Any) -> dict[str, Any]:
         args.setdefault(arg, default)
     if "low" in args and "high" in args and not args["low"] < args["high"]:
         raise config.error(f"{key}.high", f"expected high > low = {args['low']:g}, got {args['high']:g}")
-    if name in ("normal", "lognormal", "truncated_normal") and not math.isfinite(args["loc"]):
+    if "loc" in args and not math.isfinite(args["loc"]):
         raise config.error(f"{key}.loc", f"expected a finite number, got {args['loc']}")
     for arg in ("low", "high") if name == "uniform" else ():
         if not math.isfinite(args[arg]):
@@ -69,11 +72,11 @@ def support(spec: dict[str, Any]) -> tuple[float, float]:
     name = spec["dist"]
     if name in ("uniform", "truncated_normal"):
         return spec["low"], spec["high"]
-    if name == "normal":
+    if name in ("normal", "cauchy", "student_t"):
         return -math.inf, math.inf
     if name == "beta":
         return 0.0, 1.0
-    return 0.0, math.inf  # lognormal, halfnormal, exponential, gamma
+    return 0.0, math.inf  # lognormal, halfnormal, halfcauchy, exponential, gamma
 
 
 # A free quantity's transform (inference._fit.Free) -> the values it may take.
@@ -133,7 +136,13 @@ def make_distribution(spec: dict[str, Any]) -> dist.Distribution:
         return dist.Exponential(a["rate"])
     if name == "gamma":
         return dist.Gamma(a["concentration"], a["rate"])
-    return dist.Beta(a["concentration1"], a["concentration0"])
+    if name == "beta":
+        return dist.Beta(a["concentration1"], a["concentration0"])
+    if name == "cauchy":
+        return dist.Cauchy(a["loc"], a["scale"])
+    if name == "halfcauchy":
+        return dist.HalfCauchy(a["scale"])
+    return dist.StudentT(a["df"], a["loc"], a["scale"])
 
 
 def flatten_priors(priors: dict[str, Any]) -> dict[str, Any]:
