@@ -65,6 +65,12 @@ def _on_signal(signum: int, frame) -> None:
     raise Interrupted(signum)
 
 
+def active() -> bool:
+    """Whether signals are deferred now (within `deferred`): a `KeyboardInterrupt` then
+    comes from code that raised it, never from Ctrl-C."""
+    return _active
+
+
 def requested() -> int | None:
     """The signal received since `deferred` began, or None."""
     return _requested

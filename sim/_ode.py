@@ -50,6 +50,7 @@ from ._run import (
     sink_result,
 )
 from ._stream import RunPlan
+from ._sources import check_returns
 from ._trajectory import Trajectory
 
 # Explicit adaptive ODE sweeps run in the batched loop of `solvers.solve_batch` (False:
@@ -141,6 +142,9 @@ def _setup(model: OdeModel, config: Config) -> Setup:
     params = resolve_params(config, model)
     initial = named_initial(config, model)
     solver = ode_solver(config)
+    t = float_array(save_times(config))
+    y0 = model.initial_state(initial, params)
+    check_returns(config, model, "vector_field", (t[0], y0, params), y0.shape, f"a state of shape {y0.shape}")
     solver_section = {
         "method": solver.method,
         "rtol": float(solver.rtol),
@@ -152,7 +156,7 @@ def _setup(model: OdeModel, config: Config) -> Setup:
         model=model,
         params=params,
         initial=initial,
-        t=float_array(save_times(config)),
+        t=t,
         solver=solver,
         resolved={"params": params, "initial": initial, "solver": solver_section},
     )

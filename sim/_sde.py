@@ -35,6 +35,7 @@ from ._run import (
     sink_result,
 )
 from ._sde_family import SDE, EnsembleSection, SdeFamily
+from ._sources import check_returns
 from ._stream import RunPlan
 from ._trajectory import Trajectory
 
@@ -121,11 +122,19 @@ def _setup(model: SdeModel, config: Config) -> Setup:
     initial = named_initial(config, model)
     ensemble, solver_section = _solver(config, model)
     section = config.spec.ensemble or EnsembleSection()
+    t = float_array(save_times(config))
+    y0 = model.initial_state(initial, params)
+    of = f"a state of shape {y0.shape}"
+    check_returns(config, model, "drift", (t[0], y0, params), y0.shape, of)
+    if model.noise == "general":
+        check_returns(config, model, "diffusion", (t[0], y0, params), (*y0.shape, model.brownian_dims), f"{of} and brownian_dims = {model.brownian_dims} (general noise)")
+    else:
+        check_returns(config, model, "diffusion", (t[0], y0, params), y0.shape, f"{of} ({model.noise} noise)")
     return Setup(
         model=model,
         params=params,
         initial=initial,
-        t=float_array(save_times(config)),
+        t=t,
         solver=ensemble,
         key=jax.random.key(section.seed),
         resolved={"params": params, "initial": initial, "solver": solver_section, "ensemble": section.model_dump()},

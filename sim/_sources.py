@@ -14,6 +14,7 @@ import importlib.machinery
 import importlib.metadata
 import importlib.util
 import inspect
+import re
 import sys
 import traceback
 from pathlib import Path
@@ -22,7 +23,8 @@ from typing import Any
 
 from physics import Model
 
-from ._config import split_source
+from ._config import Config, split_source
+from ._interrupt import active as interrupts_deferred
 from ._family import family_of
 
 PLUGIN_GROUP = "simjax.models"
@@ -30,6 +32,9 @@ PLUGIN_GROUP = "simjax.models"
 # Files already run, by (resolved path, digest of the content): a config built several
 # times in one process (a sweep's chunks, a fit) runs its model file once.
 _FILES: dict[tuple[str, str], ModuleType] = {}
+# The path of each file run, as its config named it, by resolved path (the name its
+# code objects carry): what messages about a line of the file print.
+_SHOWN: dict[str, str] = {}
 
 
 class SourceError(ValueError):
@@ -58,6 +63,145 @@ def _first_line(error: BaseException) -> str:
     text = error.msg if isinstance(error, SyntaxError) else str(error)
     text = (text or "").strip().splitlines()
     return f"{type(error).__name__}: {text[0]}" if text else type(error).__name__
+
+
+def code_line(error: BaseException) -> tuple[str, int] | None:
+    """The model file (as its config named it) and line of the deepest frame of `error`,
+    or of an error it was raised from, inside the code of a file `run_file` ran; None when
+    the error did not pass through such a file."""
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        frames = [f for f in traceback.extract_tb(error.__traceback__) if f.filename in _SHOWN]
+        if frames:
+            return _SHOWN[frames[-1].filename], frames[-1].lineno
+        error = error.__cause__ or error.__context__
+    return None
+
+
+# JAX's complaint when Python asks a traced value for a number or a truth value
+_CONCRETE = re.compile(r"The problem arose with the `(\w+)` function")
+
+
+def _what_failed(error: BaseException) -> str:
+    """What the model's code did, in one line: the error's type and first line, and for
+    a traced value used as a Python number or truth value, what to write instead."""
+    import jax
+
+    if isinstance(error, jax.errors.ConcretizationTypeError):
+        called = _CONCRETE.search(str(error))
+        how = f"{called.group(1)}() of a traced value" if called else "a traced value used as a Python number or truth value"
+        return (f"{type(error).__name__}: {how}; a model's functions are traced by JAX: compute with jax.numpy "
+                "(jnp.where to choose) instead of float(), int(), bool() or if on a value")
+    if isinstance(error, KeyboardInterrupt):
+        return "KeyboardInterrupt raised by the file's code"
+    return _first_line(error)
+
+
+def code_error(error: BaseException) -> str | None:
+    """`FILE: line N: WHAT` for an error raised inside the code of a model file (the
+    deepest line of the file it passed through), None for any other error. The command
+    line reports such an error as bad input, as it reports an error while the file is
+    first run."""
+    where = code_line(error)
+    if where is None:
+        return None
+    return f"{where[0]}: line {where[1]}: {_what_failed(error)}".replace("\r", "\\r").replace("\n", "\\n")
+
+
+def _return_line(function: Any, args: tuple) -> int | None:
+    """The line of the return statement through which `function(*args)` returned when
+    traced (None if it could not be told): what a wrong value returned is blamed on."""
+    import jax
+
+    code = getattr(getattr(function, "__func__", function), "__code__", None)
+    lines: list[int] = []
+
+    def watch(frame, event, arg):
+        if event == "return" and frame.f_code is code:
+            lines.append(frame.f_lineno)
+
+    previous = sys.getprofile()
+    sys.setprofile(watch)
+    try:
+        jax.eval_shape(lambda *a: function(*a), *args)  # (a new function: traced again, not taken from jit's cache)
+    except Exception:  # noqa: BLE001 - (it returned once already: only the line is asked)
+        pass
+    finally:
+        sys.setprofile(previous)
+    return lines[-1] if lines else None
+
+
+def _returned(out: Any, shape: tuple[int, ...], of: str) -> str | None:
+    """What is wrong with `out` (the abstract value a model's function returned) for one
+    real array of `shape` (`of` says what that shape is); None when nothing is."""
+    import jax
+    import numpy as np
+
+    if out is None:
+        return f"returned None; expected an array of shape {shape} (is a return statement missing?)"
+    if isinstance(out, (list, tuple)):
+        return f"returned a {type(out).__name__} of {len(out)} values; expected one array of shape {shape} (jnp.stack the values)"
+    if not isinstance(out, jax.ShapeDtypeStruct):
+        return f"returned a {type(out).__name__}; expected an array of shape {shape}"
+    if out.shape != shape:
+        return f"returned shape {out.shape} for {of}"
+    if np.issubdtype(out.dtype, np.complexfloating):
+        return f"returned complex values ({out.dtype}); expected real values (take jnp.real or jnp.abs)"
+    return None
+
+
+# The packages whose models `check_returns` trusts (built in, written as text, SBML)
+_OURS = frozenset({"physics", "sim", "solvers", "inference"})
+
+
+def check_returns(config: Config, model: Model, method: str, args: tuple, shape: tuple[int, ...], of: str) -> None:
+    """Refuse a config's model whose `method` fails or returns other than one real array
+    of `shape` for `args` (`returns_problem`: one trace, nothing computed), in one line
+    under the config's key of the model (`model.source` for a Python file's), before a
+    solver meets it inside its own code."""
+    try:
+        returns_problem(model, method, args, shape, of)
+    except SourceError as e:
+        options = config.spec.model.options
+        key = next((f"model.{k}" for k in ("source", "sbml") if k in options), "model.name")
+        raise config.error(key, str(e)) from None
+
+
+def returns_problem(model: Model, method: str, args: tuple, shape: tuple[int, ...], of: str) -> None:
+    """Trace `model.<method>(*args)` once (`jax.eval_shape`: nothing is computed) and
+    check that it returns one real array of `shape`, what the solver will take from it;
+    done for a method written outside the packages (a model file's, a plugin's).
+
+    Arguments:
+        of: what `shape` is, for the message ("a state of shape (2,)").
+
+    Raises:
+        SourceError: one line: for a model of a file `run_file` ran, `FILE: line N: ...`
+            naming the line that raised (the deepest in the file) or the return
+            statement of a wrong value; for any other model, its class and method.
+    """
+    import jax
+
+    function = getattr(model, method)
+    if getattr(getattr(function, "__func__", function), "__module__", "").partition(".")[0] in _OURS:
+        return  # (the packages' own models, checked by their tests: no trace spent on them)
+    try:
+        out = jax.eval_shape(function, *args)
+    except Exception as e:
+        found = code_error(e)
+        if found is None:
+            raise
+        raise SourceError(found) from None
+    problem = _returned(out, shape, of)
+    if problem is None:
+        return
+    code = getattr(getattr(function, "__func__", function), "__code__", None)
+    shown = _SHOWN.get(code.co_filename) if code is not None else None
+    if shown is None:
+        raise SourceError(f"{type(model).__name__}.{method} {problem}")
+    line = _return_line(function, args) or code.co_firstlineno
+    raise SourceError(f"{shown}: line {line}: {method} {problem}")
 
 
 class _FreshLoader(importlib.machinery.SourceFileLoader):
@@ -105,11 +249,17 @@ def run_file(path: Path) -> ModuleType:
         raise SourceError(f"{path}: cannot be loaded as a Python module")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
+    _SHOWN[str(resolved)] = str(path)
     try:
         spec.loader.exec_module(module)
     except Exception as e:  # the file's own error, reported as a line of the file
         del sys.modules[name]
         raise SourceError(f"{path}: {_where(e, resolved)}{_first_line(e)}") from None
+    except KeyboardInterrupt as e:
+        del sys.modules[name]
+        if not interrupts_deferred():  # Ctrl-C in a Python session: the user's to stop
+            raise
+        raise SourceError(f"{path}: {_where(e, resolved)}the file raised KeyboardInterrupt when run") from None
     except SystemExit as e:
         del sys.modules[name]
         raise SourceError(f"{path}: {_where(e, resolved)}the file called exit({e.code!r}) when run") from None

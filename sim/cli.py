@@ -56,6 +56,16 @@ class _Command(typer.core.TyperCommand):
     """A `sim` command whose help names its arguments and values in capitals (CONFIG,
     FILE, N, KEY=VALUE)."""
 
+    def invoke(self, ctx):
+        # Typer ends a KeyboardInterrupt with exit code 130 and no word. Within a command
+        # signals are deferred (`sim._interrupt`): Ctrl-C never raises one, so one that
+        # comes here was raised by code, a model file's most likely.
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt as e:
+            _model_code_error(e)
+            raise RuntimeError("KeyboardInterrupt raised by code, not by a signal") from e
+
     def get_params(self, ctx):
         params = super().get_params(ctx)
         for p in params:
@@ -786,6 +796,17 @@ def check_platform() -> None:
         ) from None
 
 
+def _model_code_error(error: BaseException) -> None:
+    """Exit 2 with one line (`FILE: line N: ...`) when `error` was raised inside the code
+    of a Python model file a config named: the user's program, as an error while the file
+    is first run is (`sim._sources.code_error`)."""
+    sources = sys.modules.get("sim._sources")  # (not imported: no model file was run)
+    found = sources.code_error(error) if sources is not None else None
+    if found is not None:
+        print(f"error: {found}", file=sys.stderr)
+        sys.exit(2)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the `sim` command."""
     global _argv, _entry_handlers, _for_the_command
@@ -802,7 +823,10 @@ def main(argv: list[str] | None = None) -> None:
             code = app(args=argv or ["--help"], prog_name="sim", standalone_mode=False)
     except typer.Exit as e:
         sys.exit(e.exit_code)
-    except typer.Abort:
+    except typer.Abort as e:
+        # (click turns a KeyboardInterrupt into Abort; with signals deferred, one raised
+        # by a model file's code is that code's, not the user's Ctrl-C)
+        _model_code_error(e)
         print("interrupted", file=sys.stderr)
         sys.exit(130)
     except typer.TyperException as e:
@@ -822,10 +846,12 @@ def main(argv: list[str] | None = None) -> None:
     except Interrupted as e:  # work that keeps nothing (infer, plot, models)
         print(f"interrupted ({signal.Signals(e.signum).name}); nothing was written", file=sys.stderr)
         sys.exit(e.exit_code)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
+        _model_code_error(e)
         print("interrupted; nothing was written", file=sys.stderr)
         sys.exit(130)
     except Exception as e:  # noqa: BLE001 - last resort: one line, exit 1
+        _model_code_error(e)
         message = str(e).strip().splitlines()[0] if str(e).strip() else ""
         print(f"error: internal error: {type(e).__name__}: {message}", file=sys.stderr)
         sys.exit(1)

@@ -1,0 +1,138 @@
+"""Hostile model and config input that reached a solver (or Python) before anyone judged
+it: errors inside a user's Python model, values no solver can use (boundary values,
+grids, sweep ranges), names the expression language cannot read, interrupts raised by
+code, and output names that break a one-line message. Each is one line on stderr naming
+the file and line or the key, exit 2, nothing written."""
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from sim import _sources
+from tests.sim.test_hostile import check, cli, folder  # noqa: F401 - (fixture)
+
+# A user's model file: two decaying states, `vector_field` returning BODY. The lines of
+# the file are counted from 1 as Python counts them.
+MODEL = textwrap.dedent(
+    '''\
+    from typing import ClassVar
+
+    import jax.numpy as jnp
+
+    from physics import Parameter
+    from physics.ode import OdeModel
+
+
+    class Decay(OdeModel):
+        name: ClassVar[str] = "decay_pair"
+        description: ClassVar[str] = "two decays"
+        parameters: ClassVar[tuple] = (Parameter("k", 0.5, "1/s", "rate", "positive"),)
+        state_names: ClassVar[tuple] = ("a", "b")
+        initial_defaults: ClassVar[dict] = {"a": 1.0, "b": 2.0}
+
+        def vector_field(self, t, y, params):
+            rate = params["k"]
+            return BODY
+    '''
+)
+RETURN_LINE = MODEL.splitlines().index("        return BODY") + 1
+
+MODEL_RUN = '[model]\nsource = "model.py:Decay"\n[time]\nt1 = 1.0\nsave = 3\n'
+
+
+def write_model(body: str, extra: str = "") -> None:
+    Path("model.py").write_text(MODEL.replace("BODY", body) + textwrap.indent(textwrap.dedent(extra), "    "))
+    Path("m.toml").write_text(MODEL_RUN)
+
+
+@pytest.mark.parametrize(
+    "body, says",
+    [
+        ("jnp.stack([-rate * y[0], -rate * y[1], y[0]])", "vector_field returned shape (3,) for a state of shape (2,)"),
+        ("jnp.zeros((2, 3))", "vector_field returned shape (2, 3) for a state of shape (2,)"),
+        ("[-rate * y[0], -rate * y[1]]", "vector_field returned a list of 2 values; expected one array of shape (2,)"),
+        ("jnp.asarray(y, dtype=jnp.complex128)", "vector_field returned complex values"),
+        ("undefined_name * y", "NameError: name 'undefined_name' is not defined"),
+        ("jnp.stack([float(y[0]), y[1]])", "float() of a traced value"),
+    ],
+)
+def test_an_error_in_a_model_files_vector_field_names_its_line(body, says, folder, capsys):
+    write_model(body)
+    line = check(folder, ["run", "m.toml", "-o", "new.h5"], capsys, f"model.py: line {RETURN_LINE}: ")
+    assert line.startswith("error: m.toml: model.source: model.py:"), line
+    assert says in line, line
+
+
+def test_an_error_in_other_code_of_a_model_file_names_its_line(folder, capsys):
+    """Code the front door does not trace in a check of its own (here the observables,
+    asked for while the config is read) fails inside JAX or Python: the line is still
+    the file's."""
+    write_model("-rate * y", "\ndef extra_observables(self, t, y, params):\n    return {'total': y[0] + missing}\n")
+    line = MODEL.replace("BODY", "").count("\n") + 2 + 1
+    check(folder, ["run", "m.toml", "-o", "new.h5"], capsys, f"model.py: line {line}: NameError: name 'missing' is not defined")
+
+
+def test_a_sweep_of_a_broken_model_file_is_refused_before_any_run(folder, capsys):
+    write_model("jnp.zeros(3)")
+    Path("m.toml").write_text(MODEL_RUN + "[sweep.params]\nk = { values = [0.1, 0.2] }\n")
+    check(folder, ["sweep", "m.toml", "-o", "new.h5"], capsys, f"model.py: line {RETURN_LINE}: vector_field returned shape (3,)")
+
+
+SDE_MODEL = textwrap.dedent(
+    '''\
+    from typing import ClassVar
+
+    import jax.numpy as jnp
+
+    from physics import Parameter
+    from physics.sde import SdeModel
+
+
+    class Noisy(SdeModel):
+        name: ClassVar[str] = "noisy_pair"
+        description: ClassVar[str] = "two noisy decays"
+        parameters: ClassVar[tuple] = (Parameter("k", 0.5, "1/s", "rate", "positive"),)
+        state_names: ClassVar[tuple] = ("a", "b")
+        initial_defaults: ClassVar[dict] = {"a": 1.0, "b": 2.0}
+        noise: ClassVar[str] = "diagonal"
+
+        def drift(self, t, y, params):
+            return -params["k"] * y
+
+        def diffusion(self, t, y, params):
+            return 0.1 * y[0]
+    '''
+)
+
+
+def test_an_sde_diffusion_of_the_wrong_shape_names_its_line(folder, capsys):
+    Path("noisy.py").write_text(SDE_MODEL)
+    Path("n.toml").write_text('[model]\nsource = "noisy.py:Noisy"\n[time]\nt1 = 1.0\nsave = 3\n[solver]\ndt = 0.1\n')
+    line = SDE_MODEL.splitlines().index("        return 0.1 * y[0]") + 1
+    check(folder, ["run", "n.toml", "-o", "new.h5"], capsys, f"noisy.py: line {line}: diffusion returned shape () for a state of shape (2,) (diagonal noise)")
+
+
+# ----------------------------------------------------------------------------- interrupts raised by code
+
+
+def test_a_model_file_raising_keyboard_interrupt_when_run_is_its_own_error(folder, capsys):
+    """With the command's signals deferred Ctrl-C never raises KeyboardInterrupt: one
+    raised while the file runs is the file's code, reported at its line (exit 2), where
+    the command ended with 130 and not a word."""
+    Path("model.py").write_text("import math\nraise KeyboardInterrupt\n")
+    Path("m.toml").write_text(MODEL_RUN)
+    check(folder, ["run", "m.toml", "-o", "new.h5"], capsys, "model.py: line 2: the file raised KeyboardInterrupt when run")
+
+
+def test_a_model_raising_keyboard_interrupt_while_traced_is_its_own_error(folder, capsys):
+    write_model("-rate * y", "\ndef extra_observables(self, t, y, params):\n    raise KeyboardInterrupt\n")
+    line = MODEL.replace("BODY", "").count("\n") + 2 + 1
+    check(folder, ["run", "m.toml", "-o", "new.h5"], capsys, f"model.py: line {line}: KeyboardInterrupt raised by the file's code")
+
+
+def test_in_a_python_session_keyboard_interrupt_in_a_model_file_stops_as_ctrl_c(tmp_cwd):
+    """Outside the command line no signal is deferred: the interrupt is the user's."""
+    Path("stop.py").write_text("raise KeyboardInterrupt\n")
+    with pytest.raises(KeyboardInterrupt):
+        _sources.run_file(Path("stop.py"))
