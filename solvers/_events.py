@@ -11,6 +11,13 @@ with a root finder: the event time is a differentiable function of the parameter
 by the implicit function theorem). The save times a segment covers take its values; the
 assignments of the events that fired make the next segment's start. A terminal event
 ends the run: later save times hold the state after the event.
+
+A trigger is judged as its condition is: where g is NaN (a side of a comparison
+undefined, as sqrt(x) for x < 0) the condition is false, so g counts as -1, and an
+infinite g counts as +-1 (`finite_trigger`). The root finder keeps a bracket of the sign
+change (`BracketedNewton`): Newton steps inside it, bisection where a Newton step would
+leave it or meets a value without a derivative, so that a root next to the region where
+the condition is undefined, or a jump of the condition there, is still located.
 """
 
 from __future__ import annotations
@@ -23,7 +30,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import optimistix as optx
-from jaxtyping import Array, PyTree
+from jaxtyping import Array, PyTree, Scalar
 
 from ._ode import OdeSolution, OdeSolver, make_adjoint
 from ._results import Result, from_diffrax
@@ -55,6 +62,86 @@ class OdeEvent(eqx.Module):
     values_at_trigger: bool = eqx.field(static=True, default=False)
 
 
+def finite_trigger(trigger: Callable[[Any, Array, Any], Array]) -> Callable[[Any, Array, Any], Array]:
+    """`trigger` judged as a condition: NaN (undefined) counts as false, -1; an infinity
+    by its sign, +-1; a finite value is kept, with its derivatives. Where the value is not
+    finite the arguments are held constant (`stop_gradient`), so that no derivative
+    there reaches a gradient as 0 * NaN."""
+
+    def g(t, y, args):
+        value = jax.lax.stop_gradient(trigger(t, y, args))
+        finite = jnp.isfinite(value)
+        held = jax.tree.map(lambda v: jnp.where(finite, v, jax.lax.stop_gradient(v)), (t, y, args))
+        return jnp.where(finite, trigger(*held), jnp.where(jnp.isnan(value), -1.0, jnp.sign(value)))
+
+    return g
+
+
+class _BracketState(eqx.Module):
+    lower: Scalar  # the end whose sign differs from the upper end's (or where h = 0)
+    upper: Scalar  # the end on the side of the starting point
+    upper_value: Scalar
+    value: Scalar  # h at the last iterate
+    diff: Scalar  # the last step
+    last_diff: Scalar  # the step before it
+
+
+def _total(fn, t, args):
+    """The sum of the leaves of fn(t): the root function of the one event that fired
+    (diffrax gives the others 0), or the distance to the end of the step when none did."""
+    out, aux = fn(t, args)
+    return sum(jax.tree.leaves(out)), aux
+
+
+class BracketedNewton(optx.AbstractRootFinder):
+    """A root finder for a scalar time in [lower, upper] (the `options` diffrax gives an
+    event's root find) whose ends have values of opposite signs: Newton's method kept
+    inside the bracket, a bisection step wherever the Newton step leaves the bracket,
+    is not finite, or shrinks by less than half (as Numerical Recipes' rtsafe). It
+    converges as Newton does on a smooth root, to within `atol + rtol * |t|` of a root
+    whatever the function does elsewhere in the bracket (a constant value where a
+    condition is undefined, a jump), and ends on the side of the starting point `upper`
+    (where the condition holds) when the last iterate lies on the other side. The
+    derivative of the root is optimistix's, by the implicit function theorem."""
+
+    rtol: float
+    atol: float
+    norm: Callable = jnp.abs
+
+    def init(self, fn, y, args, options, f_struct, aux_struct, tags):
+        del f_struct, aux_struct, tags
+        lower, upper = jnp.asarray(options["lower"], y.dtype), jnp.asarray(options["upper"], y.dtype)
+        upper_value, _ = _total(fn, upper, args)
+        return _BracketState(lower=lower, upper=upper, upper_value=upper_value, value=upper_value,
+                             diff=jnp.where(upper_value == 0, 0.0, jnp.inf).astype(y.dtype), last_diff=jnp.asarray(jnp.inf, y.dtype))
+
+    def step(self, fn, y, args, options, state, tags):
+        del options, tags
+        (h, aux), (slope, _) = jax.jvp(lambda t: _total(fn, t, args), (y,), (jnp.ones_like(y),))
+        same = jnp.sign(h) == jnp.sign(state.upper_value)
+        lower = jnp.where(same, state.lower, y)
+        upper = jnp.where(same, y, state.upper)
+        newton = y - h / slope
+        low, high = jnp.minimum(lower, upper), jnp.maximum(lower, upper)
+        inside = jnp.isfinite(newton) & (newton > low) & (newton < high)
+        fast = jnp.abs(newton - y) <= 0.5 * jnp.abs(state.last_diff)
+        new_y = jnp.where(h == 0, y, jnp.where(inside & fast, newton, 0.5 * (lower + upper)))
+        diff = new_y - y
+        new_state = _BracketState(lower=lower, upper=upper, upper_value=state.upper_value, value=h, diff=diff, last_diff=state.diff)
+        return new_y, new_state, aux
+
+    def terminate(self, fn, y, args, options, state, tags):
+        del fn, args, options, tags
+        return (jnp.abs(state.diff) <= self.atol + self.rtol * jnp.abs(y)) | (state.value == 0), optx.RESULTS.successful
+
+    def postprocess(self, fn, y, aux, args, options, state, tags, result):
+        del options, tags, result
+        h, _ = _total(fn, y, args)
+        other_side = (jnp.sign(h) != jnp.sign(state.upper_value)) & (h != 0)
+        near = jnp.abs(state.upper - y) <= self.atol + self.rtol * jnp.abs(y)
+        return jnp.where(other_side & near, state.upper, y), aux, {}
+
+
 def _select(flag: Array, new: PyTree, old: PyTree) -> PyTree:
     return jax.tree.map(lambda a, b: jnp.where(flag, a, b), new, old)
 
@@ -81,17 +168,23 @@ def solve_with_events(
     # condition holds (or is about to hold) after it fires must first become false again
     # (a trigger fires on its transition from false to true, as SBML says). While
     # disarmed, its condition function is -g: the segment stops where g falls through
-    # zero, and the event is armed again there.
+    # zero, and the event is armed again there. The solve stops where the first of the
+    # conditions rises through zero: where their maximum does (a condition per event
+    # would locate, of several crossing within one step, the first listed rather than
+    # the earliest).
     terms = solver.terms(lambda t, y, packed: vector_field(t, y, packed[0]))
     controller = solver._controller()
     adjoint = make_adjoint(solver.adjoint, dsolver)
-    conditions = tuple(
-        (lambda t, y, args, _i=i, _e=e, **kw: jnp.where(args[1][_i], 1.0, -1.0) * _e.trigger(t, y, args[0])) for i, e in enumerate(events)
-    )
+    triggers = tuple(finite_trigger(e.trigger) for e in events)
+
+    def conditions(t, y, a, flags):
+        """Per event: g where armed, -g where not."""
+        return jnp.stack([jnp.where(flags[i], 1.0, -1.0) * g(t, y, a) for i, g in enumerate(triggers)])
+
     event = diffrax.Event(
-        cond_fn=conditions if len(conditions) > 1 else conditions[0],
-        root_finder=optx.Newton(rtol=1e-12, atol=1e-12),
-        direction=tuple(True for _ in events) if len(events) > 1 else True,
+        cond_fn=lambda t, y, args, **kw: jnp.max(conditions(t, y, *args)),
+        root_finder=BracketedNewton(rtol=1e-12, atol=1e-12),
+        direction=True,
     )
     t_end = ts[-1]
     T = ts.shape[0]
@@ -99,21 +192,22 @@ def solve_with_events(
     def armed(t, y, a) -> Array:
         """Per event: armed unless its condition holds, or (at its boundary) is about to."""
         flags = []
-        for e in events:
-            g, rate = jax.jvp(lambda tt, yy: e.trigger(tt, yy, a), (t, y), (jnp.ones_like(t), vector_field(t, y, a)))
+        for trigger in triggers:
+            g, rate = jax.jvp(lambda tt, yy: trigger(tt, yy, a), (t, y), (jnp.ones_like(t), vector_field(t, y, a)))
             scale = 1e-9 * (1.0 + jnp.abs(t))
             flags.append(jnp.where(jnp.abs(g) <= scale, rate <= 0, g < 0))
         return jax.lax.stop_gradient(jnp.stack(flags))
 
-    def holds(e: OdeEvent, t, y, a) -> Array:
-        return jnp.asarray(e.holds(t, y, a) if e.holds is not None else e.trigger(t, y, a) > 0)
+    def holds(i: int, t, y, a) -> Array:
+        e = events[i]
+        return jnp.asarray(e.holds(t, y, a) if e.holds is not None else triggers[i](t, y, a) > 0)
 
-    def becoming(e: OdeEvent, t, y, a) -> Array:
+    def becoming(i: int, t, y, a) -> Array:
         """Whether the condition holds, or is on its boundary and about to hold (a root
         of another event that the root finder stopped at first)."""
-        g, rate = jax.jvp(lambda tt, yy: e.trigger(tt, yy, a), (t, y), (jnp.ones_like(t), vector_field(t, y, a)))
+        g, rate = jax.jvp(lambda tt, yy: triggers[i](tt, yy, a), (t, y), (jnp.ones_like(t), vector_field(t, y, a)))
         scale = 1e-9 * (1.0 + jnp.abs(t))
-        return jax.lax.stop_gradient(holds(e, t, y, a) | ((jnp.abs(g) <= scale) & (rate > 0)))
+        return jax.lax.stop_gradient(holds(i, t, y, a) | ((jnp.abs(g) <= scale) & (rate > 0)))
 
     def execute(t, y, a, fired, flags):
         """Apply the events that fired, in their order; an event that is not persistent
@@ -123,22 +217,22 @@ def solve_with_events(
         terminal = jnp.asarray(False)
         # How often each condition changes while the events execute one after another:
         # twice or more is a cascade deeper than the one pass below follows.
-        before = jnp.stack([holds(e, t, y, a) for e in events])
+        before = jnp.stack([holds(k, t, y, a) for k in range(len(events))])
         changes = jnp.zeros(len(events), jnp.int32)
         trigger_values = (y, a)
-        for e, f in zip(events, fired):
+        for i, (e, f) in enumerate(zip(events, fired)):
             if not e.persistent:
-                f = f & becoming(e, t, y, a)
+                f = f & becoming(i, t, y, a)
             applied_y, applied_a = e.apply(t, y, a, source=trigger_values) if e.values_at_trigger else e.apply(t, y, a)
             y, a = _select(f, applied_y, y), _select(f, applied_a, a)
             terminal = terminal | (f & e.terminal)
-            now = jnp.stack([holds(other, t, y, a) for other in events])
+            now = jnp.stack([holds(k, t, y, a) for k in range(len(events))])
             changes = changes + (now != before).astype(jnp.int32)
             before = now
         deep = jnp.any(changes >= 2)
         cascade = jnp.asarray(False)
         for i, e in enumerate(events):
-            f = flags[i] & jnp.logical_not(fired[i]) & becoming(e, t, y, a) & jnp.logical_not(terminal)
+            f = flags[i] & jnp.logical_not(fired[i]) & becoming(i, t, y, a) & jnp.logical_not(terminal)
             applied_y, applied_a = e.apply(t, y, a)
             y, a = _select(f, applied_y, y), _select(f, applied_a, a)
             terminal = terminal | (f & e.terminal)
@@ -160,13 +254,13 @@ def solve_with_events(
         # time it reached: the entry after the finite ones.
         last = jnp.sum(jnp.isfinite(sol.ts)) - 1
         t_stop, y_stop = sol.ts[last], sol.ys[last]
-        mask = sol.event_mask if isinstance(sol.event_mask, tuple) else (sol.event_mask,)
-        stopped = [jnp.logical_and(m, jnp.logical_not(finished)) for m in mask]
-        any_stop = jnp.any(jnp.stack(stopped))
-        # Every armed event whose condition becomes true where the solve stopped fires
-        # there (the root finder flags one of several simultaneous roots); a disarmed
-        # event's stop only re-arms it.
-        fired = [flags[i] & any_stop & (m | becoming(e, t_stop, y_stop, a)) for i, (e, m) in enumerate(zip(events, stopped))]
+        any_stop = sol.event_mask & jnp.logical_not(finished)
+        # The event whose condition stopped the solve (the largest there), and every
+        # armed event whose condition becomes true where it stopped, fire there (the
+        # root finder meets one of several simultaneous roots); a disarmed event's stop
+        # only re-arms it.
+        first = jnp.argmax(jax.lax.stop_gradient(conditions(t_stop, y_stop, a, flags)))
+        fired = [flags[i] & any_stop & ((first == i) | becoming(i, t_stop, y_stop, a)) for i in range(len(events))]
         any_fired = jnp.any(jnp.stack(fired))
         # The save times of this segment: from its start, up to (not at) where it stopped.
         covered = (ts >= start) & jnp.where(any_stop, ts < t_stop, True) & jnp.logical_not(finished)
@@ -185,7 +279,7 @@ def solve_with_events(
 
     # Events whose condition holds at the start and that do not count it as having held
     # before fire there.
-    start_fired = [jnp.asarray(holds(e, ts[0], y0, args)) if not e.initial_value else jnp.asarray(False) for e in events]
+    start_fired = [jnp.asarray(holds(i, ts[0], y0, args)) if not e.initial_value else jnp.asarray(False) for i, e in enumerate(events)]
     y_start, a_start, _, _, deep_start = execute(ts[0], y0, args, start_fired, [jnp.asarray(False)] * len(events))
     start_count = jnp.sum(jnp.stack(start_fired).astype(jnp.int32)) if events else jnp.asarray(0, jnp.int32)
     init = (ts[0], y_start, a_start, jnp.asarray(False), start_count, jnp.where(deep_start, int(Result.event_cascade), 0).astype(jnp.int32),

@@ -28,6 +28,7 @@ _NAMES: dict[str, tuple[str, str]] = {
     "SbmlOdeModel": ("._sbml", "SbmlOdeModel"),
     "sbml_model": ("._sbml", "sbml_model"),
     "Event": ("._events", "Event"),
+    "relation": ("._events", "relation"),
     "text_events": ("._events", "text_events"),
     "with_events": ("._events", "with_events"),
 }
@@ -52,4 +53,4 @@ if TYPE_CHECKING:
     from ._neural import HybridLotkaVolterra as HybridLotkaVolterra, Mlp as Mlp, NeuralOde as NeuralOde
     from ._text import TextOdeModel as TextOdeModel, ode_model as ode_model
     from ._sbml import SbmlError as SbmlError, SbmlOdeModel as SbmlOdeModel, sbml_model as sbml_model
-    from ._events import Event as Event, text_events as text_events, with_events as with_events
+    from ._events import Event as Event, relation as relation, text_events as text_events, with_events as with_events

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 
 from .._expressions import ExpressionError, parse
@@ -48,20 +49,81 @@ class Event(eqx.Module):
 _COMPARISONS = {ast.Lt: -1.0, ast.LtE: -1.0, ast.Gt: 1.0, ast.GtE: 1.0}
 
 
+def relation(sign: float, left: Callable[[Any], Any], right: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """The root function of one relation between two functions of the values: sign *
+    (left - right), positive where `left > right` (sign 1) or `left < right` (sign -1)
+    holds, made finite as the comparison judges it: where a side is NaN the relation is
+    false (-1), and an infinite difference counts by its sign (+-1). Where the difference
+    is finite it is the difference itself, and so is its derivative; elsewhere the
+    derivative is zero (the values it reads are held constant there, so that no NaN of
+    an undefined side reaches a gradient through 0 * NaN)."""
+
+    def difference(values):
+        return sign * (jnp.asarray(left(values), dtype=float) - jnp.asarray(right(values), dtype=float))
+
+    def g(values):
+        d = jax.lax.stop_gradient(difference(values))
+        finite = jnp.isfinite(d)
+        return jnp.where(finite, difference(_Held(values, finite)), jnp.where(jnp.isnan(d), -1.0, jnp.sign(d)))
+
+    return g
+
+
+class _Held(dict):
+    """The values as they are where `finite`, held constant (no derivative) elsewhere;
+    each taken from `values` when first read (the values of an SBML model are such a
+    mapping too)."""
+
+    def __init__(self, values, finite):
+        super().__init__()
+        self._values, self._finite = values, finite
+
+    def __missing__(self, key):
+        value = self._values[key]
+        if not callable(value):
+            value = jnp.where(self._finite, value, jax.lax.stop_gradient(value))
+        self[key] = value
+        return value
+
+    def __contains__(self, key):
+        return key in self._values
+
+
+def condition_root(tree: ast.expr, symbols: set[str]) -> Callable[[Any], Any]:
+    """The root function of a condition's syntax tree: a function of the values that is
+    finite, positive where the condition holds and negative where it does not (zero on a
+    relation's boundary), and differentiable where the relations it reads are finite.
+    A relation `<`, `<=`, `>`, `>=` gives its `relation`; `and` the minimum of its parts,
+    `or` the maximum, `not` minus its part. A NaN side makes its relation false, as the
+    comparison itself judges it (so `not (x > 1)` holds where x is NaN).
+
+    Raises:
+        ExpressionError: a part that is none of these (`==`, `!=`, a number, a function).
+    """
+    if isinstance(tree, ast.Compare) and len(tree.ops) == 1 and type(tree.ops[0]) in _COMPARISONS:
+        left, right = (parse(ast.unparse(side), symbols) for side in (tree.left, tree.comparators[0]))
+        return relation(_COMPARISONS[type(tree.ops[0])], left, right)
+    if isinstance(tree, ast.BoolOp):
+        parts = [condition_root(value, symbols) for value in tree.values]
+        join = jnp.maximum if isinstance(tree.op, ast.Or) else jnp.minimum
+        return lambda values: functools.reduce(join, (part(values) for part in parts))
+    if isinstance(tree, ast.UnaryOp) and isinstance(tree.op, ast.Not):
+        inner = condition_root(tree.operand, symbols)
+        return lambda values: -inner(values)
+    raise ExpressionError(
+        "expected comparisons (<, <=, >, >=) joined by and, or, not, such as x < 0 or t > 5 and v < 0 "
+        f"(the event fires when the condition becomes true), got {ast.unparse(tree)!r}"
+    )
+
+
 def _trigger(text: str, symbols: set[str], state: tuple[str, ...]) -> Callable:
-    """g for a condition `a < b` (b - a) or `a > b` (a - b): it rises through zero where
-    the condition becomes true."""
+    """g(t, y, params) of a condition (`condition_root`): it rises through zero where the
+    condition becomes true."""
     parse(text, symbols)  # every check of the language, with its column
-    tree = ast.parse(text.strip(), mode="eval").body
-    if not (isinstance(tree, ast.Compare) and len(tree.ops) == 1 and type(tree.ops[0]) in _COMPARISONS):
-        raise ExpressionError("expected one comparison, such as x < 0 or t > 5 (the event fires when it becomes true)")
-    sign = _COMPARISONS[type(tree.ops[0])]
-    left = parse(ast.unparse(tree.left), symbols)
-    right = parse(ast.unparse(tree.comparators[0]), symbols)
+    root = condition_root(ast.parse(text.strip(), mode="eval").body, symbols)
 
     def g(t, y, params):
-        values = _values(state, t, y, params)
-        return sign * (jnp.asarray(left(values), dtype=float) - jnp.asarray(right(values), dtype=float))
+        return root(_values(state, t, y, params))
 
     return g
 

@@ -39,6 +39,7 @@ from jaxtyping import Array, PyTree
 
 from .._base import Parameter
 from .._types import Scalar, State
+from ._events import relation
 from ._sbml_vector import Group, VectorRates, law_shape, slot_names
 from .base import OdeModel
 
@@ -190,7 +191,8 @@ class _Compiler:
 
     def root(self, node, scope: dict[str, Compiled] | None = None, depth: int = 0) -> Compiled:
         """A trigger (boolean math) as a function g that rises through zero where the
-        trigger becomes true: the difference of the sides of a relation, the minimum over
+        trigger becomes true: the difference of the sides of a relation (-1 where a side
+        is NaN, as the relation judges it: `physics.ode.relation`), the minimum over
         `and`, the maximum over `or`, minus g for `not`.
 
         Raises:
@@ -208,7 +210,7 @@ class _Compiler:
         if kind in signs and len(kids) >= 2:
             sign = signs[kind]
             sides = [self.compile(k, scope, depth + 1) for k in kids]
-            pairs = [(lambda v, _a=a, _b=b: sign * (_num(_a(v)) - _num(_b(v)))) for a, b in zip(sides, sides[1:])]
+            pairs = [relation(sign, lambda v, _a=a: _num(_a(v)), lambda v, _b=b: _num(_b(v))) for a, b in zip(sides, sides[1:])]
             return _fold(jnp.minimum, pairs, math.inf) if len(pairs) > 1 else pairs[0]
         if kind in (s.AST_LOGICAL_AND, s.AST_LOGICAL_OR) and kids:
             parts = [self.root(k, scope, depth + 1) for k in kids]

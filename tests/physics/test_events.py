@@ -171,10 +171,96 @@ def test_more_events_than_allowed_is_a_failure_not_a_result(tmp_cwd, capsys):
     assert not Path("zeno.h5").exists()
 
 
+FALL = """
+[model]
+name = "fall"
+[model.states]
+x = "-rate"
+hit = "0"
+[model.parameters]
+rate = 0.5
+[initial]
+x = 1.0
+hit = -1.0
+[time]
+t1 = 2.0
+save = 5
+[solver]
+rtol = 1e-10
+atol = 1e-12
+
+[[events]]
+when = "sqrt(0.7 - x) > 0.1"
+set = { hit = "t" }
+"""
+
+
+def test_a_condition_undefined_before_it_becomes_true_fires_at_its_exact_time(tmp_cwd, capsys):
+    """x = 1 - t / 2 falls through 0.7, where sqrt(0.7 - x) becomes defined, and the
+    condition sqrt(0.7 - x) > 0.1 becomes true at x = 0.69, t = 0.62 (exact): a NaN side
+    makes the comparison false, as it does in the condition itself, so the event fires
+    there (it never fired when the trigger was NaN before it crossed)."""
+    Path("fall.toml").write_text(FALL)
+    code, err = cli(["run", "fall.toml", "-o", "fall.h5", "--quiet"], capsys)
+    assert code == 0, err
+    hit = np.asarray(sim.read("fall.h5").observables["hit"])
+    # Measured: 4e-16.
+    np.testing.assert_allclose(hit, [-1.0, -1.0, 0.62, 0.62, 0.62], rtol=0, atol=1e-9)
+
+
+# Conditions with a side that is undefined (NaN) for part of the run, x = 1 - rate * t
+# falling from 1, and the exact time each becomes true (rate = 0.5). Each stays true once
+# it is (a condition true for less than one step of the solver may be missed, as any
+# detection by sign changes between steps may miss it).
+UNDEFINED = {
+    "sqrt(0.7 - x) > 0.1": 0.62,  # NaN, then false, then true at x = 0.69
+    "sqrt(0.7 - x) > -1": 0.6,  # NaN, then true at once where x = 0.7 (a jump)
+    "not (sqrt(x - 0.7) >= 0.1)": 0.58,  # true at x = 0.71, and where NaN
+    "log(0.7 - x) > -3 or x < 0.2": 2 * (0.3 + np.exp(-3.0)),  # NaN or false, then the log side
+    "x <= 0.5 and sqrt(0.9 - x) > 0.6": 1.0,  # NaN and false, false, then true at x = 0.5
+    "t > 1.5 or sqrt(x - 0.9) > 0.2": 1.5,  # true at the start, false from x = 0.94 (then NaN), true again at t = 1.5
+}
+
+
+@pytest.mark.slow  # (one compilation of a solve with six events: about 40 s)
+def test_conditions_with_undefined_sides_fire_at_their_exact_times(tmp_cwd):
+    """Each condition of UNDEFINED records the time it fires in a state of its own: `and`,
+    `or` and `not` of relations with a NaN side judge that relation false, as the
+    condition itself does; the times against the exact ones."""
+    states = "".join(f"h{i} = \"0\"\n" for i in range(len(UNDEFINED)))
+    initial = "".join(f"h{i} = -1.0\n" for i in range(len(UNDEFINED)))
+    events = "".join(f'[[events]]\nwhen = "{w}"\nset = {{ h{i} = "t" }}\n' for i, w in enumerate(UNDEFINED))
+    text = FALL.split("[[events]]")[0].replace('hit = "0"\n', states).replace("hit = -1.0\n", initial) + events
+    s = sim.setup(sim.load_config(_write("fall.toml", text.replace("atol = 1e-12\n", "atol = 1e-12\nmax_events = 8\n"))))
+    observables = sim.simulate(s.model, s.params, jnp.linspace(0.0, 2.0, 3), initial=s.initial, solver=s.solver).observables
+    # Measured: 1e-15 and less.
+    np.testing.assert_allclose([observables[f"h{i}"][-1] for i in range(len(UNDEFINED))], list(UNDEFINED.values()), rtol=0, atol=1e-9)
+
+
+@pytest.mark.slow  # (reverse mode through the scan of solves: about 15 s to compile)
+def test_an_event_time_next_to_an_undefined_side_differentiates(tmp_cwd):
+    """The time sqrt(0.7 - x) > 0.1 fires, 0.31 / rate, and its derivative -0.31 / rate^2
+    (by the implicit function theorem at the root, where the condition is finite: no NaN
+    of the undefined side leaks into it), against the exact values and central finite
+    differences."""
+    s = sim.setup(sim.load_config(_write("fall.toml", FALL)))
+
+    def fired(rate):
+        return sim.simulate(s.model, {**s.params, "rate": rate}, jnp.linspace(0.0, 2.0, 3), initial=s.initial, solver=s.solver).observables["hit"][-1]
+
+    value_and_grad = jax.jit(jax.value_and_grad(fired))
+    value, gradient = value_and_grad(jnp.asarray(0.5))
+    np.testing.assert_allclose(value, 0.62, rtol=1e-12)
+    np.testing.assert_allclose(gradient, -0.31 / 0.25, rtol=1e-9)
+    shifted = [value_and_grad(jnp.asarray(0.5 + h))[0] for h in (1e-6, -1e-6)]
+    np.testing.assert_allclose(gradient, (shifted[0] - shifted[1]) / 2e-6, rtol=1e-6)
+
+
 @pytest.mark.parametrize(
     "events, key",
     [
-        ('[[events]]\nwhen = "x < 0 and v < 0"\nset = { v = "0" }', "events.0.when"),
+        ('[[events]]\nwhen = "x == 0"\nset = { v = "0" }', "events.0.when"),
+        ('[[events]]\nwhen = "x < 0 or v"\nset = { v = "0" }', "events.0.when"),
         ('[[events]]\nwhen = "x < 0"\nset = { w = "0" }', "events.0.set.w"),
         ('[[events]]\nwhen = "x < 0"\nset = { v = "-restitutio * v" }', "events.0.set.v"),
         ('[[events]]\nat = [2.0, 1.0]\nset = { v = "0" }', "events.at"),
