@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import collections
 import functools
+import keyword
 import math
 import threading
 import unicodedata
@@ -212,6 +213,10 @@ def _parameter(name: str, spec: Any) -> Parameter:
 def _identifier(kind: str, name: str) -> None:
     if not name.isidentifier() or name == "t" or name in CONSTANTS:
         raise ValueError(f"{kind}.{name}: expected a name of letters, digits and _ (not t, pi or e)")
+    if keyword.iskeyword(name):
+        # (soft keywords, match or type, are names to Python's parser wherever an
+        # expression can hold them)
+        raise ValueError(f"{kind}.{name}: is a Python keyword, which no expression can read as a name; expected another name")
     if unicodedata.normalize("NFKC", name) != name:
         # Python's parser reads such a name as its normal form (a mathematical italic x
         # as x): an expression would read another quantity than the one written.

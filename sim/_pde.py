@@ -704,7 +704,14 @@ class PdeMethods(PdeFamily):
                 points=grid["points"], domain=grid.get("domain"), boundary=grid.get("boundary"), boundary_value=grid.get("boundary_value"),
             )
         except ValueError as e:
-            where, _, why = str(e).partition(": ")
+            text = str(e)
+            # (the grid's own check, shared with the built-in models, names the model first)
+            named = f"model {config.spec.model.name!r}: "
+            rest = text.removeprefix(named)
+            key = rest.split("[")[0].split(" ")[0]
+            if rest != text and key in ("points", "domain"):
+                raise config.error(f"grid.{key}", rest) from None
+            where, _, why = text.partition(": ")
             if where.split(".")[0].split("[")[0] in ("boundary", "boundary_value"):
                 raise config.error(f"grid.{where}", why) from None
             raise

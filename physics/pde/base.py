@@ -83,6 +83,17 @@ def check_grid_options(name: str, points: Any, domain: Any, dims: tuple[int, ...
         low, high = pair
         if not (math.isfinite(low) and math.isfinite(high)) or not high > low:
             raise ValueError(f"model {name!r}: domain[{i}] = [{low}, {high}]: expected finite low < high")
+        # Differences of the grid divide by the spacing squared (and a spectral grid's
+        # wavenumbers square 2 pi / spacing): a square beyond the float range, or below
+        # its normal numbers (where compiled code may flush it to 0), gives no number.
+        # (both spacings of the axis, periodic or bounded: width / points, / (points - 1))
+        width, n = high - low, points[i]
+        fine, coarse = width / n, width / (n - 1)
+        if not (math.isfinite(width) and coarse * coarse < math.inf and fine * fine >= np.finfo(float).tiny):
+            raise ValueError(
+                f"model {name!r}: domain[{i}] = [{low!r}, {high!r}]: the grid spacing ({fine:.3g} over {n} points) squared is outside "
+                f"the range of normal floats; expected a width whose spacing lies between about 1e-154 and 1e154"
+            )
 
 
 class PdeModel(Model):

@@ -4,13 +4,19 @@ grids, sweep ranges), names the expression language cannot read, interrupts rais
 code, and output names that break a one-line message. Each is one line on stderr naming
 the file and line or the key, exit 2, nothing written."""
 
+import keyword
 import textwrap
 from pathlib import Path
 
+import jax.numpy as jnp
+import numpy as np
 import pytest
 
+from physics.ode import ode_model
+from physics.pde import pde_model
+import sim
 from sim import _sources
-from tests.sim.test_hostile import check, cli, folder  # noqa: F401 - (fixture)
+from tests.sim.test_hostile import HEAT, check, cli, folder  # noqa: F401 - (fixture)
 
 # A user's model file: two decaying states, `vector_field` returning BODY. The lines of
 # the file are counted from 1 as Python counts them.
@@ -136,3 +142,105 @@ def test_in_a_python_session_keyboard_interrupt_in_a_model_file_stops_as_ctrl_c(
     Path("stop.py").write_text("raise KeyboardInterrupt\n")
     with pytest.raises(KeyboardInterrupt):
         _sources.run_file(Path("stop.py"))
+
+
+# ----------------------------------------------------------------------------- names and keys
+
+
+@pytest.mark.parametrize("word", keyword.kwlist)
+def test_a_python_keyword_is_refused_where_it_is_declared(word):
+    """`if` as a state was taken, and then no expression could read it."""
+    for states, parameters, observables, where in [
+        ({word: "-1.0"}, None, None, f"states.{word}"),
+        ({"x": "-k * x"}, {"k": 1.0, word: 2.0}, None, f"parameters.{word}"),
+        ({"x": "-x"}, None, {word: "2 * x"}, f"observables.{word}"),
+    ]:
+        with pytest.raises(ValueError, match=rf"^{where}: is a Python keyword"):
+            ode_model("kw", states, parameters, observables)
+    with pytest.raises(ValueError, match=rf"^fields.{word}: is a Python keyword"):
+        pde_model("kw", {word: "-1.0"}, points=(8,))
+
+
+@pytest.mark.parametrize("word", keyword.softkwlist)
+def test_a_soft_keyword_is_a_name_an_expression_can_read(word):
+    """`match`, `case`, `type` and `_` are keywords only where Python's statements need
+    them: as names they read as any other, through the state and its rate."""
+    model = ode_model("soft", {word: f"-k * {word}"}, {"k": 2.0})
+    y0 = model.initial_state({word: jnp.asarray(3.0)})
+    np.testing.assert_allclose(model.vector_field(0.0, y0, model.default_params()), [-6.0])
+
+
+def test_a_keyword_state_in_a_config_is_one_line(folder, capsys):
+    Path("kw.toml").write_text('[model]\nname = "kw"\n[model.states]\n"if" = "-1.0"\n[time]\nt1 = 1.0\nsave = 3\n')
+    check(folder, ["run", "kw.toml", "-o", "new.h5"], capsys, "kw.toml: model.states.if: is a Python keyword")
+
+
+TEXT_HEAT = """
+[model]
+name = "heat_periodic"
+[model.fields]
+u = "D * laplace(u)"
+[model.parameters]
+D = 0.5
+[grid]
+points = [16]
+domain = [[0.0, 6.283185307179586]]
+[initial]
+u = "sin(x)"
+[time]
+t1 = 0.1
+save = 3
+dt = 0.05
+"""
+
+TEXT_WALLS = """
+[model]
+name = "heat_walls"
+[model.fields]
+u = "D * laplace(u)"
+[model.parameters]
+D = 0.5
+[grid]
+points = [9]
+domain = [[0.0, 1.0]]
+boundary = "dirichlet"
+boundary_value = 0.0
+[initial]
+u = "sin(3.141592653589793 * x)"
+[time]
+t1 = 0.1
+save = 3
+"""
+
+
+@pytest.mark.parametrize("text", [TEXT_HEAT, TEXT_WALLS], ids=["periodic", "walls"])
+def test_grid_points_of_a_text_pde_are_named_grid_points(text, folder, capsys):
+    """The grid's check named the key "model.model 'heat_periodic': points[0]"."""
+    Path("p.toml").write_text(text)
+    line = check(folder, ["run", "p.toml", "-o", "new.h5", "--set", "grid.points=[0]"], capsys, "p.toml: grid.points: ")
+    assert "points[0] = 0: expected" in line and "model.model" not in line, line
+
+
+@pytest.mark.parametrize("text", [TEXT_HEAT, TEXT_WALLS, HEAT], ids=["periodic", "walls", "built-in"])
+@pytest.mark.parametrize("domain", ["[[-0.0, 1e-320]]", "[[0, 1e308]]", "[[-1e308, 1e308]]", "[[0.0, 1e-160]]", "[[0.0, 1e160]]"])
+def test_a_domain_whose_spacing_squared_leaves_the_floats_is_refused(text, domain, folder, capsys):
+    """A width of 1e-320 (subnormal: computed as 0) or 1e308 (its points overflow) ran
+    into "maximum solver steps" or a blow-up; the differences divide by the spacing
+    squared, so that square must be a normal float."""
+    Path("p.toml").write_text(text)
+    line = check(folder, ["run", "p.toml", "-o", "new.h5", "--set", f"grid.domain={domain}"], capsys, "p.toml: grid.domain: ")
+    assert "squared is outside the range of normal floats" in line, line
+
+
+def test_the_widest_and_narrowest_domains_the_check_allows_still_run(folder, capsys):
+    """The bounds are the float range's, not a taste: a heat equation on a width of
+    1e-150 or 1e150 (spacing squared about 1e-302 or 1e298) is solved, and scaling x
+    by L scales the decay rate of sin(2 pi x / L) by 1 / L^2: the field stays finite."""
+    for width in ("1e-150", "1e150"):
+        Path("w.toml").write_text(TEXT_WALLS.replace("[[0.0, 1.0]]", f"[[0.0, {width}]]").replace("sin(3.141592653589793 * x)", f"sin(3.141592653589793 * x / {width})"))
+        code, err = cli(["run", "w.toml", "-o", f"w{width}.h5", "--quiet", "--set", f"model.parameters.D={float(width) ** 2 * 0.5!r}"], capsys)
+        assert code == 0, err
+        # u = sin(pi x / L) exp(-D pi^2 t / L^2) = ... exp(-pi^2 t / 2); 9 points: the
+        # discrete Laplacian's eigenvalue is 1.3% below pi^2 / L^2
+        u = sim.read(f"w{width}.h5").observables["u"]
+        np.testing.assert_allclose(u[-1][4], np.exp(-0.5 * np.pi**2 * 0.1), rtol=2e-2)
