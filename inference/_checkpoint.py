@@ -26,6 +26,7 @@ import numpy as np
 from jaxtyping import PyTree
 
 from sim import DataError, InputError
+from sim._identity import InputIdentity
 from sim._interrupt import safe_point
 from sim._store import atomic_h5
 from sim._unfinished import checkpoint_path as checkpoint_path
@@ -95,6 +96,9 @@ class Checkpointer:
         seconds: see `every`.
         same: what a refused resume asks to keep the same (the inputs that make up
             `config`).
+        inputs: the files the optimisation reads, digested, and the package versions
+            (`sim._identity`); a checkpoint of other files or versions is refused, naming
+            the file that changed. None: nothing is compared but `identity` and `config`.
 
     Raises:
         InputError: `resume` without a checkpoint, or a checkpoint of another
@@ -112,8 +116,10 @@ class Checkpointer:
         every: int | None = None,
         seconds: float = 30.0,
         same: str = "config and --set values",
+        inputs: InputIdentity | None = None,
     ):
         self.path = path
+        self.inputs = inputs
         self.identity = identity
         self.config = config
         self.same = same
@@ -143,6 +149,7 @@ class Checkpointer:
                     raise DataError(source, "state", "was written by an earlier version of simjax; delete the checkpoint to start over")
                 identity = str(f.attrs["identity"])
                 config = f.attrs.get("config", "")
+                attrs = dict(f.attrs)
                 saved = Saved(
                     start=int(f.attrs["start"]),
                     iteration=int(f.attrs["iteration"]),
@@ -169,6 +176,8 @@ class Checkpointer:
             raise InputError(
                 source, "config", f"the checkpoint belongs to another optimisation: a different config ({difference}); resume with the same {self.same}, or delete it to start over"
             )
+        if self.inputs is not None:
+            self.inputs.check(attrs, source, "fit")
         if identity != self.identity:
             raise InputError(
                 source, "config", "the checkpoint belongs to another optimisation (its data or arguments differ); resume with the same ones, or delete it to start over"
@@ -217,6 +226,8 @@ class Checkpointer:
             f.attrs["format"] = FORMAT
             f.attrs["identity"] = self.identity
             f.attrs["config"] = self.config
+            if self.inputs is not None:
+                self.inputs.write(f.attrs)
             f.attrs["start"] = int(start)
             f.attrs["iteration"] = int(iteration)
             f.create_dataset("history", data=np.asarray(history, dtype=float))

@@ -30,6 +30,7 @@ from sim._progress import Progress
 from sim._config import SEED_MAX
 from sim._distributed import dask_client
 from sim._family import family_of
+from sim._identity import config_inputs
 from sim._lock import exclusive
 from sim._run import build_model, resolved_toml
 from sim._store import Result, check_output_path, write_group, write_root_attrs
@@ -989,6 +990,8 @@ class FitResult(Result):
     # name -> (time, prediction, observations) of each experiment ([[experiments]])
     experiments: dict[str, tuple[np.ndarray, dict[str, np.ndarray], Observations]] | None = None
     warnings: list[str] = dataclasses.field(default_factory=list)
+    # the digests of the files the fit read (`sim._identity`, JSON); "" when unknown
+    inputs: str = ""
 
     def to_xarray(self):
         """An `xarray.Dataset`: `estimate`, `stderr` and `covariance` over `parameter`
@@ -1027,6 +1030,8 @@ class FitResult(Result):
     def write(self, f: h5py.File) -> None:
         """The fit layout (docs/architecture.md, File layouts) in `f`."""
         write_root_attrs(f, format="simjax.fit", model=self.model, config=self.config, seed=self.seed)
+        if self.inputs:
+            f.attrs["inputs"] = self.inputs
         write_group(f, "estimate", self.estimate)
         write_group(f, "stderr", self.stderr)
         f.create_dataset("loss_history", data=self.loss_history)
@@ -1323,7 +1328,12 @@ def _fit(
     Dask cluster of `client` (`_fit_starts`)."""
     run = _adam if section.optimizer == "adam" else _optimistix
     ck = Checkpointer(
-        None if output is None else checkpoint_path(output), identity, config=config.to_toml(), resume=resume, every=section.checkpoint_every
+        None if output is None else checkpoint_path(output),
+        identity,
+        config=config.to_toml(),
+        resume=resume,
+        every=section.checkpoint_every,
+        inputs=None if output is None else config_inputs(config, {"--data": data}),
     )
     best = None
     if ck.saved is not None:
@@ -1445,6 +1455,7 @@ def _fit(
         starts_converged=starts_converged,
         experiments={name: (t, pred, o) for name, (t, pred), o in zip(problem.names, runs, observations)} if several else None,
         warnings=fit_warnings(list(problem.free), estimate, cov),
+        inputs="" if ck.inputs is None else ck.inputs.inputs_json(),
     )
     if output is not None:
         result.save(output)

@@ -287,23 +287,30 @@ class Config:
         return p if p.is_absolute() else self.base_dir / p
 
     def input_files(self) -> list[Path]:
-        """Every file this config reads: itself and the file every section but `[output]`
-        names with its `file` key (`[initial] file`, `[data] file`, a family's start
-        file such as MD's `[system] file`) and the model's own file (`[model] source` or
-        `sbml`). A command's output may be none of them."""
-        files = [] if self.path is None else [self.path]
+        """Every file this config reads: itself and `named_inputs`. A command's output may
+        be none of them."""
+        return ([] if self.path is None else [self.path]) + list(self.named_inputs().values())
+
+    def named_inputs(self) -> dict[str, Path]:
+        """The files this config names for its run to read, by the key that names each:
+        the `file` of every section but `[output]` (`initial.file`, `data.file`, a
+        family's start file such as `system.file`), each experiment's
+        (`experiments.1.file`) and the model's own file (`model.source` or
+        `model.sbml`). With the resolved config they are the run's identity
+        (`sim._identity`)."""
+        files: dict[str, Path] = {}
         for section, value in self.raw.items():
             if section != "output" and isinstance(value, dict) and isinstance(value.get("file"), str):
-                files.append(self.resolve_path(value["file"]))
-        for experiment in self.raw.get("experiments") or []:
+                files[f"{section}.file"] = self.resolve_path(value["file"])
+        for i, experiment in enumerate(self.raw.get("experiments") or []):
             if isinstance(experiment, dict) and isinstance(experiment.get("file"), str):
-                files.append(self.resolve_path(experiment["file"]))
+                files[f"experiments.{i}.file"] = self.resolve_path(experiment["file"])
         model = self.raw.get("model")
         if isinstance(model, dict):  # the model's own file: a Python file or an SBML file
             if isinstance(model.get("source"), str):
-                files.append(self.resolve_path(split_source(model["source"])[0]))
+                files["model.source"] = self.resolve_path(split_source(model["source"])[0])
             if isinstance(model.get("sbml"), str):
-                files.append(self.resolve_path(model["sbml"]))
+                files["model.sbml"] = self.resolve_path(model["sbml"])
         return files
 
     def error(self, key: str, message: str) -> ConfigError:

@@ -21,6 +21,7 @@ from solvers import did_you_mean
 from ._config import Config
 from ._errors import ConfigError, InputError, SimulationError
 from ._family import families, family_of
+from ._identity import config_inputs
 from ._limits import memory_problem
 from ._lock import exclusive
 from ._progress import Progress
@@ -295,7 +296,8 @@ def setup(config: Config) -> Setup:
 def plan_run(config: Config) -> RunPlan:
     """The validated, not yet executed run a config describes."""
     model = build_model(config)
-    return family_of(model).plan(model, config)
+    plan = family_of(model).plan(model, config)
+    return dataclasses.replace(plan, inputs=config_inputs(config))
 
 
 def run(

@@ -52,6 +52,7 @@ import numpy as np
 from jaxtyping import PyTree
 
 from ._errors import DataError, InputError, SimError, SimulationError
+from ._identity import InputIdentity
 from ._interrupt import safe_point
 from ._limits import disk_problem, memory_problem
 from ._lock import exclusive
@@ -143,6 +144,10 @@ class RunPlan:
             diverged.
         result: all rows, stats -> the in-memory result (`RunResult`, `MdRunResult`).
         description: what the progress bar shows.
+        inputs: the files the run reads and the package versions (`sim._identity`):
+            with `config`, the run's identity, stored in the partial file and the
+            checkpoint and compared on resume (`sim._run.plan_run` fills it in; None
+            stands for a run that reads no file).
     """
 
     engine: Engine
@@ -151,6 +156,11 @@ class RunPlan:
     check: Callable[[dict[str, np.ndarray], int], None]
     result: Callable[[dict[str, np.ndarray], dict[str, int]], Any]
     description: str = ""
+    inputs: InputIdentity | None = None
+
+    def identity(self) -> InputIdentity:
+        """The run's input files and versions (none for a plan made without a config)."""
+        return self.inputs if self.inputs is not None else InputIdentity.of({})
 
 
 def chunk_frames(frame_bytes: int, frames: int, requested: int | None = None, config=None) -> int:
@@ -235,11 +245,13 @@ def _remove_stale(path: Path) -> None:
 # ----------------------------------------------------------------------------- checkpoints
 
 
-def write_checkpoint(path: Path, *, config: str, frame: int, frames: int, meta: dict, state: PyTree) -> None:
-    """Write the checkpoint of `path`'s run atomically."""
+def write_checkpoint(path: Path, *, config: str, frame: int, frames: int, meta: dict, state: PyTree, inputs: InputIdentity | None = None) -> None:
+    """Write the checkpoint of `path`'s run atomically, with the run's identity (its
+    config, and the digests of its files and the versions: `inputs`)."""
     with atomic_h5(checkpoint_path(path)) as f:
         f.attrs["format"] = CHECKPOINT_FORMAT
         f.attrs["config"] = config
+        (inputs if inputs is not None else InputIdentity.of({})).write(f.attrs)
         f.attrs["frame"] = int(frame)
         f.attrs["frames"] = int(frames)
         f.attrs["meta"] = json.dumps(meta)
@@ -262,12 +274,14 @@ class Checkpoint:
         return tree_from_leaves(self.leaves, template, source, "state")
 
 
-def read_checkpoint(path: Path, config: str, frames: int) -> Checkpoint:
-    """The checkpoint of `path`'s unfinished run, checked against the run's config.
+def read_checkpoint(path: Path, config: str, frames: int, inputs: InputIdentity | None = None) -> Checkpoint:
+    """The checkpoint of `path`'s unfinished run, checked against the run's identity
+    (its config, and the files it reads and the versions: `inputs`).
 
     Raises:
         DataError: the checkpoint is missing, unreadable, or not of this run.
-        InputError: it was written by a run of another config.
+        InputError: it was written by a run of another config, of other input files or
+            on other package versions.
     """
     source = checkpoint_path(path)
     if not source.exists():
@@ -282,6 +296,7 @@ def read_checkpoint(path: Path, config: str, frames: int) -> Checkpoint:
             frame = int(f.attrs["frame"])
             total = int(f.attrs["frames"])
             meta = json.loads(as_text(f.attrs["meta"]))
+            attrs = dict(f.attrs)
             # (checkpoints of earlier versions count their leaves in the root attributes)
             leaves = read_leaves(f["state"], f.attrs.get("leaves"))
     except (OSError, RuntimeError, KeyError, ValueError, TypeError) as e:  # h5py on a damaged file
@@ -292,6 +307,7 @@ def read_checkpoint(path: Path, config: str, frames: int) -> Checkpoint:
     difference = config_difference(stored, config, RUN_BOUNDS)
     if difference:
         raise InputError(source, "config", f"the checkpoint belongs to a run of a different config ({difference})")
+    (inputs if inputs is not None else InputIdentity.of({})).check(attrs, source, "run")
     if total != frames or not 0 <= frame < frames:
         raise DataError(source, "frame", f"checkpoint at frame {frame} of {total}; this run has {frames} frames")
     return Checkpoint(frame=frame, meta=meta, leaves=leaves)
@@ -321,12 +337,14 @@ def _unfinished_run(partial: Path) -> bool:
         return False
 
 
-def check_start(path: Path, config: str, resume: bool) -> None:
+def check_start(path: Path, config: str, resume: bool, inputs: InputIdentity | None = None) -> None:
     """Before any work: what may be done with the files of `path`.
 
     Raises:
         InputError: an unfinished run is there and --resume was not given; --resume was
-            given and there is nothing to resume, or the target is complete.
+            given and there is nothing to resume, or the target is complete; the
+            unfinished run is of another config, read other files (`inputs`) or ran on
+            other package versions.
     """
     partial = partial_path(path)
     if not resume:
@@ -341,6 +359,7 @@ def check_start(path: Path, config: str, resume: bool) -> None:
         with h5py.File(partial, "r") as f:
             stored = as_text(f.attrs.get("config", ""))
             fmt = as_text(f.attrs.get("format", ""))
+            attrs = dict(f.attrs)
     except (OSError, RuntimeError, KeyError, ValueError, TypeError) as e:  # h5py on a damaged file
         raise DataError(partial, "", f"cannot be read ({error_reason(e)}); delete it to start over") from None
     if fmt != "simjax.run":
@@ -352,6 +371,7 @@ def check_start(path: Path, config: str, resume: bool) -> None:
             "config",
             f"the unfinished run was started from a different config ({difference}); resume with the same config and --set values, or delete it to start over",
         )
+    (inputs if inputs is not None else InputIdentity.of({})).check(attrs, partial, "run")
 
 
 def stream(
@@ -405,10 +425,11 @@ def _stream(plan: RunPlan, path: Path, resume: bool, checkpoint_every, checkpoin
         # or foreign file under that name is left alone and refused by `check_start`.)
         partial.unlink()
         resume = False
-    check_start(path, plan.config, resume)
+    identity = plan.identity()
+    check_start(path, plan.config, resume, identity)
     resumed_from = None
     if resume:
-        checkpoint = read_checkpoint(path, plan.config, frames)
+        checkpoint = read_checkpoint(path, plan.config, frames, identity)
         template = engine.restore(checkpoint.meta)
         state = checkpoint.state(template, checkpoint_path(path))
         k0 = checkpoint.frame
@@ -432,7 +453,7 @@ def _stream(plan: RunPlan, path: Path, resume: bool, checkpoint_every, checkpoin
     def checkpoint(done: int) -> Path:
         nonlocal last_checkpoint, last_checkpoint_time
         if last_checkpoint != done or not checkpoint_path(path).exists():
-            write_checkpoint(path, config=plan.config, frame=done, frames=frames, meta=engine.meta(), state=state)
+            write_checkpoint(path, config=plan.config, frame=done, frames=frames, meta=engine.meta(), state=state, inputs=identity)
             last_checkpoint = done
         last_checkpoint_time = _now()
         return checkpoint_path(path)
@@ -454,6 +475,7 @@ def _stream(plan: RunPlan, path: Path, resume: bool, checkpoint_every, checkpoin
                 f = h5py.File(partial, "w")
                 created = True
                 plan.sink.create(f, rows)
+                identity.write(f.attrs)
             plan.sink.write(f, k if k == 0 else k + 1, rows)
             f.flush()
             done = k + n

@@ -37,6 +37,7 @@ from solvers import result_message
 from ._config import Config
 from ._distributed import batch_sharding, dask_client, device_count, worker_threads
 from ._errors import DataError, InputError
+from ._identity import InputIdentity, config_inputs, file_digest
 from ._interrupt import safe_point
 from ._stream import CHECKPOINT_SECONDS
 from ._lock import exclusive
@@ -153,13 +154,9 @@ def _sources(config_text: str, config_path: str | None) -> tuple:
     out = []
     for path in Config(tomllib.loads(config_text), config_path).input_files():
         try:
-            stat = path.stat()
-            # (small files by content too: one rewritten within one tick of the file
-            # system's clock, at the same size, keeps its time of change)
-            content = hashlib.sha256(path.read_bytes()).hexdigest() if stat.st_size < 1 << 20 else ""
-            out.append((str(path.resolve()), stat.st_size, stat.st_mtime_ns, content))
-        except OSError:
-            out.append((str(path), -1, -1, ""))
+            out.append((str(path.resolve()), file_digest(path)))
+        except (OSError, RuntimeError):
+            out.append((str(path), ""))
     return tuple(out)
 
 
@@ -205,6 +202,12 @@ class Prepared:
     def bounds(self, k: int) -> tuple[int, int]:
         return k * self.chunk, min((k + 1) * self.chunk, self.runs)
 
+    @functools.cached_property
+    def identity(self) -> InputIdentity:
+        """The files the sweep reads, digested, and the package versions: with `text`,
+        the sweep's identity (`sim._identity`)."""
+        return config_inputs(self.config)
+
     def padded(self, devices: int) -> int:
         return math.ceil(self.chunk / devices) * devices
 
@@ -235,6 +238,7 @@ class Prepared:
             fixed=fixed,
             rows={name: (tuple(v.shape[1:]), np.dtype(v.dtype)) for name, v in rows.items()},
             attrs=attrs,
+            inputs=self.identity,
         )
 
 
@@ -323,12 +327,13 @@ def _digest(inputs: dict) -> str:
     return h.hexdigest()
 
 
-def _write_chunk_checkpoint(output, text: str, padded: int, inputs: dict, k: int, done: int, carry, frames: dict[str, np.ndarray]) -> Path:
+def _write_chunk_checkpoint(output, text: str, identity: InputIdentity, padded: int, inputs: dict, k: int, done: int, carry, frames: dict[str, np.ndarray]) -> Path:
     """Checkpoint chunk k of the sweep into `output` (written under a temporary name,
     then renamed); returns its path."""
     with atomic_h5(checkpoint_path(output)) as f:
         f.attrs["format"] = CHUNK_CHECKPOINT_FORMAT
         f.attrs["config"] = text
+        identity.write(f.attrs)
         f.attrs["padded"] = int(padded)
         f.attrs["chunk"] = int(k)
         f.attrs["inputs"] = _digest(inputs)
@@ -355,6 +360,7 @@ def _read_chunk_checkpoint(output, prep: Prepared, padded: int, runner: FramedRu
             stored, stored_padded = as_text(f.attrs.get("config", "")), int(f.attrs["padded"])
             k, done, digest = int(f.attrs["chunk"]), int(f.attrs["frame"]), as_text(f.attrs["inputs"])
             leaves = read_leaves(f["carry"])
+            attrs = dict(f.attrs)
             kept = {name: np.asarray(d[()]) for name, d in f["frames"].items()}
     except (*DAMAGED_FILE_ERRORS, KeyError, ValueError, TypeError) as e:
         if isinstance(e, DataError):
@@ -363,6 +369,7 @@ def _read_chunk_checkpoint(output, prep: Prepared, padded: int, runner: FramedRu
     difference = config_difference(stored, prep.text)
     if difference:
         raise InputError(source, "config", f"the checkpoint belongs to a sweep of a different config ({difference})")
+    prep.identity.check(attrs, source, "sweep")
     if stored_padded != padded:
         raise InputError(
             source, "padded", f"was written for chunks of {stored_padded} runs, this sweep computes {padded}: resume with the --devices it was started with"
@@ -393,7 +400,7 @@ def _run_framed(prep: Prepared, runner: FramedRunner, devices: int, padded: int,
 
         def save(done: int, carry, frames, k=k, inputs=inputs) -> Path:
             last.update(frame=done, time=_time.perf_counter())
-            return _write_chunk_checkpoint(output, prep.text, padded, inputs, k, done, carry, frames())
+            return _write_chunk_checkpoint(output, prep.text, prep.identity, padded, inputs, k, done, carry, frames())
 
         def between(done: int, carry, frames) -> None:
             if output is not None:
@@ -494,7 +501,7 @@ def execute(
     n_devices = device_count(devices)
     with contextlib.nullcontext() if output is None else exclusive(output):
         if output is not None:
-            FileSink.check_start(output, prep.text, resume)
+            FileSink.check_start(output, prep.text, resume, prep.identity)
         with dask_client(scheduler) as client:
             return _execute(prep, output, resume, n_devices, client, progress, start)
 
@@ -523,7 +530,7 @@ def _execute(prep: Prepared, output, resume: bool, n_devices: int, client, progr
     if output is None:
         sink: FileSink | MemorySink = MemorySink(layout)
     elif resume and partial_path(output).exists():
-        FileSink.check_start(output, prep.text, resume=True)
+        FileSink.check_start(output, prep.text, resume=True, inputs=prep.identity)
         remove_stale(checkpoint)
         if by_frames and checkpoint.exists():  # checked before the partial file is opened for writing
             restored = _read_chunk_checkpoint(output, prep, padded, runner)

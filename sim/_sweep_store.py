@@ -30,6 +30,7 @@ import h5py
 import numpy as np
 
 from ._errors import DataError, InputError
+from ._identity import InputIdentity
 from ._store import DAMAGED_FILE_ERRORS, Result, error_reason, write_root_attrs
 from ._unfinished import config_difference, partial_path
 
@@ -46,12 +47,15 @@ class Layout:
         fixed: datasets known before any run (time, params, initial), path -> array.
         rows: per-run datasets, path -> (shape of one run's value, dtype).
         attrs: root attributes (format, model, config, ...).
+        inputs: the files the sweep reads and the package versions: with the config,
+            its identity (`sim._identity`), stored in the file and compared on resume.
     """
 
     runs: int
     fixed: dict[str, np.ndarray]
     rows: dict[str, tuple[tuple[int, ...], np.dtype]]
     attrs: dict[str, Any]
+    inputs: InputIdentity = dataclasses.field(default_factory=lambda: InputIdentity.of({}))
 
 
 def _fill(dtype: np.dtype):
@@ -70,9 +74,10 @@ class FileSink:
         self._datasets: dict[str, h5py.Dataset] = {}
 
     @staticmethod
-    def check_start(path: str | Path, config: str, resume: bool) -> None:
+    def check_start(path: str | Path, config: str, resume: bool, inputs: InputIdentity | None = None) -> None:
         """Before any work: an unfinished sweep of `path` may only be resumed, and only
-        with the config it was started from.
+        with the config it was started from, the same input files (`inputs`) and the same
+        package versions.
 
         Raises:
             InputError: naming the unfinished file.
@@ -90,6 +95,7 @@ class FileSink:
             with h5py.File(partial, "r") as f:
                 stored = f.attrs.get("config", b"")
                 fmt = f.attrs.get("format")
+                attrs = dict(f.attrs)
         except DAMAGED_FILE_ERRORS as e:
             raise DataError(partial, "", f"cannot be read ({error_reason(e)}); delete it to start over") from None
         stored = stored.decode() if isinstance(stored, bytes) else str(stored)
@@ -104,6 +110,7 @@ class FileSink:
                 f"the unfinished sweep was started from a different config ({difference}); "
                 "resume with the same config and --set values, or delete it to start over",
             )
+        (inputs if inputs is not None else InputIdentity.of({})).check(attrs, partial, "sweep")
 
     @classmethod
     def create(cls, path: str | Path, layout: Layout) -> FileSink:
@@ -125,6 +132,7 @@ class FileSink:
                 write_root_attrs(f, format=FORMAT, model=attrs.pop("model"), config=attrs.pop("config"), seed=attrs.pop("seed"))
                 for key, value in attrs.items():
                     f.attrs[key] = value
+                layout.inputs.write(f.attrs)
                 for name, value in layout.fixed.items():
                     f.create_dataset(name, data=value)
                 for name, (shape, dtype) in layout.rows.items():
@@ -146,7 +154,7 @@ class FileSink:
         Raises:
             InputError: a different config, or a damaged or foreign file.
         """
-        FileSink.check_start(path, layout.attrs["config"], resume=True)
+        FileSink.check_start(path, layout.attrs["config"], resume=True, inputs=layout.inputs)
         partial = partial_path(path)
         try:
             f = h5py.File(partial, "r+")
