@@ -428,6 +428,20 @@ def _check_explicit_step(config: Config, model: GridPdeModel, params: dict, solv
         )
 
 
+def _check_sides(config: Config, model: GridPdeModel, params: dict, t, solver: MethodOfLines) -> None:
+    """A text PDE's boundary data that is not a finite number at a save time (log(-1),
+    1 / t at t = 0, a value beyond the float range of the run's dtype) is a config error
+    naming the side's key; the solver met it as steps it could never take."""
+    if not isinstance(model, TextGridModel):
+        return
+    times = np.asarray(t, dtype=float)
+    if times.size > 256:  # (the ends and 254 between: enough to see a value go wrong)
+        times = times[np.unique(np.linspace(0, times.size - 1, 256).round().astype(int))]
+    found = model.side_problem(params, fd_grid(model, solver.order), times, solver.dtype)
+    if found is not None:
+        raise config.error(f"grid.{found[0]}", found[1])
+
+
 def _setup_grid(model: GridPdeModel, config: Config) -> Setup:
     _extras(config, _FD_KEYS, "finite-difference PDE")
     params = resolve_params(config, model)
@@ -448,6 +462,7 @@ def _setup_grid(model: GridPdeModel, config: Config) -> Setup:
         message = str(e).splitlines()[0]
         key = "solver.method" if "method" in message else "solver"
         raise config.error(key, message) from None
+    _check_sides(config, model, params, t, solver)
     if not solver.adaptive:
         _check_explicit_step(config, model, params, solver)
         check_fixed_steps(config, solver.dt0, solver.max_steps)

@@ -346,6 +346,52 @@ _REAL_STABILITY = {
 }
 
 
+def jacobian_spectral_radius(field: Callable, t0: float, u0: Array, *, iterations: int = 40) -> float:
+    """An estimate of the spectral radius of d field(t0, u, None) / du at u0: the largest
+    |Ritz value| of `iterations` steps of Arnoldi's method on Jacobian-vector products
+    (`jax.linearize`), from the grid's sawtooth (-1)^(i + j + ...) per channel plus a
+    small seeded perturbation, the mode that an explicit step amplifies first under
+    diffusion. The operator is what the right-hand side computes, however its text is
+    written: D * laplace(u) and laplace(D * u) give the same Jacobian.
+
+    For the 1-D Laplacian with Dirichlet sides the exact largest |eigenvalue| is
+    (4 / h^2) cos^2(pi / (2 (n - 1))); measured, 40 steps give it to 2e-15 on 21 nodes,
+    1e-12 on 64 and 2.5e-5 (low) on 257.
+    """
+    u0 = jnp.asarray(u0)
+    n = u0.size
+    k = int(max(1, min(iterations, n, 2**25 // max(n, 1))))
+    index = np.indices(u0.shape[1:]).sum(axis=0) if u0.ndim > 1 else np.arange(n)
+    start = np.broadcast_to(np.where(index % 2 == 0, 1.0, -1.0), u0.shape)
+    start = start + 1e-3 * np.random.default_rng(0).standard_normal(u0.shape)
+
+    @jax.jit
+    def arnoldi(u0, start):
+        _, jvp = jax.linearize(lambda u: field(t0, u, None), u0)
+        v0 = start.reshape(-1) / jnp.linalg.norm(start)
+        basis = jnp.zeros((k + 1, n), u0.dtype).at[0].set(v0.astype(u0.dtype))
+        hessenberg = jnp.zeros((k + 1, k), u0.dtype)
+
+        def body(j, carry):
+            basis, hessenberg = carry
+            w = jvp(basis[j].reshape(u0.shape)).reshape(-1)
+            for _ in range(2):  # (Gram-Schmidt twice: the basis stays orthonormal)
+                live = jnp.arange(k + 1) <= j
+                c = jnp.where(live, basis @ w, 0.0)
+                w = w - c @ basis
+                hessenberg = hessenberg.at[:, j].add(c)
+            norm = jnp.linalg.norm(w)
+            hessenberg = hessenberg.at[j + 1, j].set(norm)
+            basis = basis.at[j + 1].set(jnp.where(norm > 0, w / jnp.where(norm > 0, norm, 1.0), 0.0))
+            return basis, hessenberg
+
+        return jax.lax.fori_loop(0, k, body, (basis, hessenberg))[1]
+
+    h = np.asarray(arnoldi(u0, jnp.asarray(start, u0.dtype)), dtype=float)[:k, :k]
+    # (an invariant subspace found early: the columns after it are zero)
+    return float(np.max(np.abs(np.linalg.eigvals(h)))) if np.all(np.isfinite(h)) else math.inf
+
+
 class MethodOfLines(eqx.Module):
     """Integrate u_t = D Laplacian(u) + R(u) on an `FdGrid`: the grid's Laplacian makes
     an ODE system that an `OdeSolver` (`stepper`) integrates.
@@ -431,6 +477,18 @@ class MethodOfLines(eqx.Module):
         if beta is None:
             return None
         rho = diffusivity * grid.spectral_radius()
+        return math.inf if rho == 0 else beta / rho
+
+    def stable_step(self, field: Callable, t0: float, u0: Array) -> float | None:
+        """The largest fixed step of an explicit method that keeps the linearised
+        right-hand side `field` at (t0, u0) stable along the negative real axis: beta /
+        rho, beta the length of the method's real stability interval, rho the spectral
+        radius of the Jacobian (`jacobian_spectral_radius`). None when the method has no
+        tabulated interval or is not explicit."""
+        beta = _REAL_STABILITY.get(self.method)
+        if beta is None:
+            return None
+        rho = jacobian_spectral_radius(field, t0, u0)
         return math.inf if rho == 0 else beta / rho
 
     def problem(self, grid: FdGrid, diffusivities: Array, reaction: Callable[[Array], Array], u0: Array):

@@ -153,3 +153,18 @@ def test_imex_methods_take_few_steps_on_stiff_diffusion():
     whole = MethodOfLines(method="tsit5", rtol=1e-10, atol=1e-12).solve(grid, jnp.asarray([0.5]), logistic, u0, t)
     np.testing.assert_allclose(imex.saved, whole.saved, atol=1e-6)
     assert int(imex.result) == 0 and int(imex.num_steps) < 200, int(imex.num_steps)
+
+
+@pytest.mark.parametrize("n", [21, 64])
+def test_the_jacobian_spectral_radius_is_the_laplacians_largest_eigenvalue(n):
+    """Euler's step limit 2 / rho from the spectral radius estimated by Jacobian-vector
+    products, against the exact largest |eigenvalue| rho of the second-difference matrix
+    with Dirichlet sides, (4 / h^2) cos^2(pi / (2 (n - 1))), for D * laplace(u) and
+    laplace(D * u) alike (the same right-hand side)."""
+    euler = MethodOfLines(method="euler", adaptive=False, dt0=1.0)
+    grid = _grid("dirichlet", n, 2)
+    h = grid.spacing[0]
+    free = jnp.asarray(~grid.fixed_mask(), float)
+    exact = 4 / h**2 * np.cos(np.pi / (2 * (n - 1))) ** 2
+    for field in (lambda t, u, a: free * 0.3 * grid.laplacian(u), lambda t, u, a: free * grid.laplacian(0.3 * u)):
+        np.testing.assert_allclose(euler.stable_step(field, 0.0, jnp.zeros((1, n))), 2 / (0.3 * exact), rtol=1e-10)
