@@ -50,6 +50,7 @@ class Side(eqx.Module):
     kind: str = eqx.field(static=True)
     value: Expression | None = eqx.field(static=True, default=None)
     coefficient: Expression | None = eqx.field(static=True, default=None)
+    key: str = eqx.field(static=True, default="")  # where the config gives it ("boundary_value[0].low")
 
 
 class TextGridProgram:
@@ -143,11 +144,11 @@ def boundary_program(fields: tuple[str, ...], boundary: Any, boundary_value: Any
                 elif kind == "robin":
                     if not isinstance(value, dict) or set(value) != {"coefficient", "value"}:
                         raise ValueError(f"{vkey}: a robin side (du/dn + coefficient * u = value) needs a table {{ coefficient = ..., value = ... }}, got {value!r}")
-                    sides.append(Side("robin", _side_expression(f"{vkey}.value", value["value"], symbols), _side_expression(f"{vkey}.coefficient", value["coefficient"], symbols)))
+                    sides.append(Side("robin", _side_expression(f"{vkey}.value", value["value"], symbols), _side_expression(f"{vkey}.coefficient", value["coefficient"], symbols), vkey))
                 else:
                     if isinstance(value, dict):
                         raise ValueError(f"{vkey}: a table is for robin sides; a {kind} side takes a number or an expression")
-                    sides.append(Side(kind, _side_expression(vkey, value, symbols)))
+                    sides.append(Side(kind, _side_expression(vkey, value, symbols), key=vkey))
             if (sides[0].kind == "periodic") != (sides[1].kind == "periodic"):
                 raise ValueError(f"{where}[{i}]: periodic must be on both sides of an axis")
             axes.append(tuple(sides))
@@ -220,6 +221,38 @@ class TextGridModel(GridPdeModel):
 
     def reaction(self, u: Field, params: PyTree) -> Field:
         raise TypeError("a PDE written as text gives its whole right-hand side through method_of_lines")
+
+    def side_problem(self, params: PyTree, grid: Any, times: Any, dtype: Any) -> tuple[str, str] | None:
+        """The first boundary datum (a side's value, or a Robin side's coefficient) that
+        is not a finite number of `dtype` at one of `times` and one node of its side:
+        (its key in the config, what it gives and where), or None when every one is.
+        (A solver meets such a datum as a step it can never take.)"""
+        nodes = [np.asarray(c, dtype=float) for c in grid.coordinates()]
+        tt = np.asarray(times, dtype=float).reshape((-1,) + (1,) * self.ndim)
+        for axes in self.program.sides:
+            for axis, sides in enumerate(axes):
+                for index, side in zip((0, -1), sides):
+                    # (the side alone: its coordinate at the wall, the others along it)
+                    mesh = {}
+                    for i, c in enumerate(nodes):
+                        c = c[[index]] if i == axis else c
+                        mesh[COORDINATES[i]] = c.reshape([1] * (i + 1) + [c.size] + [1] * (self.ndim - i - 1))
+                    values = {**{k: np.asarray(v, dtype=float) for k, v in params.items()}, "t": tt, **mesh}
+                    data = [("value", side.value), ("coefficient", side.coefficient)]
+                    for part, expression in data:
+                        if expression is None:
+                            continue
+                        with np.errstate(all="ignore"):
+                            shape = (tt.shape[0], *(1 if i == axis else len(c) for i, c in enumerate(nodes)))
+                            out = np.broadcast_to(np.asarray(jnp.asarray(expression(values), dtype=float).astype(dtype)), shape)
+                        bad = np.argwhere(~np.isfinite(out))
+                        if bad.size:
+                            at = bad[0]
+                            where = ", ".join(f"{COORDINATES[i]} = {nodes[i][index] if i == axis else nodes[i][at[i + 1]]:.6g}" for i in range(self.ndim))
+                            key = f"{side.key}.{part}" if side.kind == "robin" else side.key
+                            return key, (f"{expression.text!r} is {out[tuple(at)]} at t = {float(tt.flat[at[0]]):.6g}, {where}; "
+                                         f"expected a finite number ({np.dtype(dtype).name}) at every save time and node of the side")
+        return None
 
     # ------------------------------------------------------------------ the discretisation
 

@@ -244,3 +244,25 @@ def test_the_widest_and_narrowest_domains_the_check_allows_still_run(folder, cap
         # discrete Laplacian's eigenvalue is 1.3% below pi^2 / L^2
         u = sim.read(f"w{width}.h5").observables["u"]
         np.testing.assert_allclose(u[-1][4], np.exp(-0.5 * np.pi**2 * 0.1), rtol=2e-2)
+
+
+@pytest.mark.parametrize(
+    "sets, key, says",
+    [
+        (['grid.boundary_value="log(-1)"'], "grid.boundary_value[0].low", "'log(-1)' is nan at t = 0, x = 0"),
+        (['grid.boundary_value="1/t"'], "grid.boundary_value[0].low", "'1/t' is inf at t = 0, x = 0"),
+        (['grid.boundary_value="1e308*(1+x)*10"'], "grid.boundary_value[0].low", "is inf at t = 0, x = 0"),
+        # finite until t = 0.05: the save time t = 0.1 sees it
+        (['grid.boundary_value=[0.0, "sqrt(0.05 - t)"]'], "grid.boundary_value[0].high", "is nan at t = 0.1, x = 1"),
+        (['grid.boundary=["dirichlet", "robin"]', 'grid.boundary_value=[0.0, { coefficient = "log(x - 2)", value = 0.0 }]'], "grid.boundary_value[0].high.coefficient", "is nan at t = 0, x = 1"),
+        # finite in float64, not in the float32 a run asks for
+        (['grid.boundary_value="1e300"', 'solver.dtype="float32"'], "grid.boundary_value[0].low", "expected a finite number (float32)"),
+    ],
+)
+def test_a_boundary_value_that_is_no_number_names_its_side(sets, key, says, folder, capsys):
+    """These ran into "maximum solver steps": the solver cannot step past a wall value
+    of NaN or infinity. Each side's data is evaluated at the save times first."""
+    Path("p.toml").write_text(TEXT_WALLS)
+    argv = ["run", "p.toml", "-o", "new.h5"] + [a for s in sets for a in ("--set", s)]
+    line = check(folder, argv, capsys, f"p.toml: {key}: ")
+    assert says in line, line
