@@ -43,6 +43,7 @@ from ._errors import ConfigError
 MODES = ("grid", "zip", "random", "sobol", "latin_hypercube")
 SAVES = ("full", "final", "summary")
 KINDS = ("linspace", "logspace", "values", "uniform", "loguniform")
+_TINY = float(np.finfo(float).tiny)  # the smallest normal float64
 _LISTED = ("linspace", "logspace", "values")
 _RANGES = ("uniform", "loguniform")
 _SAMPLED = ("random", "sobol", "latin_hypercube")
@@ -85,6 +86,11 @@ class ParamSpec(BaseModel):
         kind, spec = given[0], getattr(self, given[0])
         if not all(math.isfinite(v) for v in spec):
             raise _SpecError(kind, f"expected finite numbers, got {spec}")
+        # (as [params] refuses such a value: stored as written, computed as 0 where
+        # compiled code flushes subnormal numbers; logspace gives exponents)
+        subnormal = next((v for v in spec if v != 0 and abs(v) < _TINY), None) if kind != "logspace" else None
+        if subnormal is not None:
+            raise _SpecError(kind, f"{subnormal!r} is below the smallest normal float ({_TINY!r}); expected 0 or a magnitude of at least that")
         if kind in ("linspace", "logspace"):
             if len(spec) != 3 or spec[2] != int(spec[2]):
                 raise _SpecError(kind, f"expected [start, stop, count] with a whole count, got {spec}")
@@ -302,6 +308,10 @@ def plan_sweep(config: Config, section: SweepSection, params: dict[str, Any], in
     for name, values in columns.items():
         key = f"sweep.params.{name}"
         where = f"{specs[name].kind} = {specs[name].spec}"
+        # (the values a range gives, judged as the range's own numbers are)
+        subnormal = values[(values != 0) & (np.abs(values) < _TINY)]
+        if subnormal.size:
+            raise config.error(key, f"{where} gives {float(subnormal[0])!r}, below the smallest normal float ({_TINY!r}); expected values of 0 or a magnitude of at least that")
         head, _, rest = name.partition(".")
         if rest:
             if head != "initial":

@@ -266,3 +266,28 @@ def test_a_boundary_value_that_is_no_number_names_its_side(sets, key, says, fold
     argv = ["run", "p.toml", "-o", "new.h5"] + [a for s in sets for a in ("--set", s)]
     line = check(folder, argv, capsys, f"p.toml: {key}: ")
     assert says in line, line
+
+
+# ----------------------------------------------------------------------------- sweep ranges
+
+
+@pytest.mark.parametrize(
+    "spec, key, says",
+    [
+        ("linspace = [1e-320, 0.5, 2]", "sweep.params.alpha.linspace", "1e-320 is below the smallest normal float"),
+        ("values = [0.5, -1e-310]", "sweep.params.alpha.values", "-1e-310 is below the smallest normal float"),
+        ("uniform = [1e-320, 1.0]", "sweep.params.alpha.uniform", "1e-320 is below the smallest normal float"),
+        # ranges of normal numbers whose points are not
+        ("linspace = [0.0, 1e-305, 1001]", "sweep.params.alpha", "gives 1e-308, below the smallest normal float"),
+        ("logspace = [-320, -1, 3]", "sweep.params.alpha", "gives 1e-320, below the smallest normal float"),
+    ],
+)
+def test_a_sweep_value_below_the_normal_floats_is_refused_as_a_run_refuses_it(spec, key, says, folder, capsys):
+    """A sweep from 1e-320 recorded 1e-320 in its file and computed with 0; `sim run
+    --set params.alpha=1e-320` refuses that value."""
+    mode = '[sweep]\nmode = "random"\nsamples = 4\n' if spec.startswith("uniform") else ""
+    Path("s.toml").write_text(f'[model]\nname = "lotka_volterra"\n[time]\nt1 = 5.0\nsave = 6\n{mode}[sweep.params]\nalpha = {{ {spec} }}\n')
+    line = check(folder, ["sweep", "s.toml", "-o", "new.h5"], capsys, f"s.toml: {key}: ")
+    assert says in line, line
+    run = check(folder, ["run", "s.toml", "-o", "new.h5", "--set", "params.alpha=1e-320"], capsys, "s.toml: params.alpha: ")
+    assert "below the smallest normal float" in run, run
