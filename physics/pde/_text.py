@@ -4,7 +4,9 @@ split automatically into the stiff linear part that ETDRK integrates exactly and
 nonlinear remainder.
 
 The right-hand side is expanded into a sum of products (a product with a sum as a factor
-is multiplied out, up to `MAX_TERMS` terms). A term is linear when it is a constant
+is multiplied out, up to `MAX_TERMS` terms), after the derivatives are taken through the
+sums and constant factors of their arguments (`laplace(D * u)` is `D * laplace(u)`: what
+the equation means, however it is written). A term is linear when it is a constant
 coefficient (numbers and parameters) times derivatives of the field's own variable:
 `D * laplace(u)`, `-F * u`, `-nu * biharmonic(u)`, `c * dx(u)`. Such terms make the
 Fourier symbol L of that field. Every other term is nonlinear and evaluated
@@ -94,6 +96,36 @@ def _expand(node: ast.expr, limit: int) -> list[_Term]:
     return [_Term(1.0, [node], [])]
 
 
+def _distribute(node: ast.expr, constant) -> ast.expr:
+    """`node` with every derivative operator taken through the sums and the constant
+    factors and divisors of its argument (the operators are linear with constant
+    coefficients): laplace(D * u) is D * laplace(u), div(c * grad(u) + v) is
+    c * div(grad(u)) + div(v), so that a linear term reaches the symbol however it is
+    written. `constant(node)`: whether a subtree is a constant coefficient."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in OPERATORS and len(node.args) == 1:
+        terms = _expand(_distribute(node.args[0], constant), MAX_TERMS)
+        out: ast.expr | None = None
+        for term in terms:
+            coefficients = [f for f in term.factors if constant(f)]
+            varying = [f for f in term.factors if not constant(f)]
+            if not varying or not all(constant(d) for d in term.divisors):
+                inner = term.node()
+                piece: ast.expr = ast.Call(ast.Name(node.func.id, ast.Load()), [inner], [])
+            else:
+                product = varying[0]
+                for f in varying[1:]:
+                    product = ast.BinOp(product, ast.Mult(), f)
+                piece = _Term(term.sign, [*coefficients, ast.Call(ast.Name(node.func.id, ast.Load()), [product], [])], term.divisors).node()
+            out = piece if out is None else ast.BinOp(out, ast.Add(), piece)
+        return out if out is not None else node
+    for name, value in ast.iter_fields(node):
+        if isinstance(value, ast.expr):
+            setattr(node, name, _distribute(value, constant))
+        elif isinstance(value, list):
+            setattr(node, name, [_distribute(v, constant) if isinstance(v, ast.expr) else v for v in value])
+    return node
+
+
 def _names(node: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
 
@@ -174,6 +206,7 @@ def split(field: str, text: str, fields: tuple[str, ...], parameters: tuple[str,
     if "t" in _names(tree):
         raise ExpressionError("t is not available in a PDE's right-hand side (its terms do not depend on time)")
     constant = lambda n: _names(n) <= set(parameters) | set(CONSTANTS) and not (_calls(n) & set(OPERATORS))  # noqa: E731
+    tree = _distribute(tree, constant)
     linear, spectral, physical = [], [], []
     for term in _expand(tree, MAX_TERMS):
         if not all(constant(d) for d in term.divisors):

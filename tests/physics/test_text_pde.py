@@ -267,14 +267,51 @@ def test_a_bounded_text_model_of_any_size_is_checked_without_memory_for_its_fiel
 
 def test_div_of_grad_is_the_laplacian_in_the_symbol():
     """div(grad(u)) with a constant coefficient goes to the Fourier symbol as laplace does;
-    div(c * grad(u)) with a varying c is evaluated pseudo-spectrally and agrees."""
+    div((1 + u) * grad(u)) splits into laplace(u) (the symbol) and div(u * grad(u)),
+    evaluated pseudo-spectrally: |grad u|^2 + u laplace(u) exactly, for u = sin x cos 2y."""
     a = pde_model("a", {"u": "D * div(grad(u))"}, {"D": 0.2}, points=(8, 8)).program
     assert [ops for _, ops in a.linear[0]] == [("laplace",)] and a.physical[0] is None
-    model = pde_model("b", {"u": "div((1 + 0 * u) * grad(u))"}, {}, points=(16, 16))
+    model = pde_model("b", {"u": "div((1 + u) * grad(u))"}, {}, points=(16, 16))
+    assert [ops for _, ops in model.program.linear[0]] == [("laplace",)]
     from solvers import FourierGrid
 
     grid = FourierGrid(model.points, model.domain)
     x, y = model.mesh()
     u = np.sin(x) * np.cos(2 * y)
     out = grid.irfft(model.nonlinear(grid.rfft(jnp.asarray(u)[None]), {}, grid))[0]
-    np.testing.assert_allclose(out, -5 * u, atol=1e-12)
+    gradient_squared = (np.cos(x) * np.cos(2 * y)) ** 2 + (2 * np.sin(x) * np.sin(2 * y)) ** 2
+    np.testing.assert_allclose(out, gradient_squared - 5 * u * u, atol=1e-12)
+
+
+@pytest.mark.parametrize("form", ["D * laplace(u)", "laplace(D * u)", "laplace(u) * D", "0.5 * laplace(2 * D * u)", "div(D * grad(u))", "-div(-D * grad(u)) + laplace(0 * u)"])
+def test_a_linear_term_is_in_the_symbol_however_it_is_written(form):
+    """Derivatives are linear: a constant inside them comes out, and their sums split, so
+    every way of writing D u_xx gives the symbol -D k^2 (k = 0, 1, ..., N / 2 on [0, 2 pi)),
+    integrated exactly by ETDRK, and nothing explicit. laplace(D * u) was evaluated as an
+    explicit term, and etdrk1 at dt = 0.025 blew up on it."""
+    program = pde_model("heat", {"u": form}, {"D": 0.3}, points=(16,)).program
+    assert program.spectral[0] == [] and program.physical[0] is None, (program.spectral, program.physical)
+    model = pde_model("heat", {"u": form}, {"D": 0.3}, points=(16,))
+    from solvers import FourierGrid
+
+    symbol = np.asarray(model.linear({"D": jnp.asarray(0.3)}, FourierGrid(model.points, model.domain)))
+    np.testing.assert_allclose(symbol.reshape(-1), -0.3 * np.arange(9.0) ** 2, rtol=1e-14, atol=1e-14)
+
+
+def test_heat_written_as_laplace_of_d_u_runs_exactly_at_a_large_step(tmp_cwd, capsys):
+    """u_t = laplace(D * u) on a periodic [0, 1) by etdrk1 at dt = 0.025, nine times
+    the explicit limit 2 / (D k_max^2) of the highest mode kept: the symbol is integrated
+    exactly, so each mode decays as exp(-D k^2 t) (the run blew up, exit 1, while the
+    term was explicit)."""
+    text = (
+        '[model]\nname = "heat_text"\n[model.fields]\nu = "laplace(D * u)"\n[model.parameters]\nD = 0.5\n'
+        '[grid]\npoints = [20]\ndomain = [[0.0, 1.0]]\n[initial]\nu = "sin(2 * pi * x) + 0.01 * sin(12 * pi * x)"\n'
+        '[time]\nt1 = 0.5\nsave = 3\ndt = 0.025\n[solver]\nmethod = "etdrk1"\n'
+    )
+    _write("heat.toml", text)
+    code, err = cli(["run", "heat.toml", "-o", "heat.h5", "--quiet"], capsys)
+    assert code == 0, err
+    record = sim.read("heat.h5")
+    x, t = np.asarray(record.grid["x"]), float(record.time[-1])
+    exact = np.sin(2 * np.pi * x) * np.exp(-0.5 * (2 * np.pi) ** 2 * t) + 0.01 * np.sin(12 * np.pi * x) * np.exp(-0.5 * (12 * np.pi) ** 2 * t)
+    np.testing.assert_allclose(record.observables["u"][-1], exact, rtol=0, atol=1e-12)
