@@ -269,14 +269,21 @@ def resume_command(output: Path) -> str:
 
 
 @contextlib.contextmanager
-def resumable(output: Path, what: str):
-    """Within the block, an interrupt (SIGINT, SIGTERM) that stopped the work at a safe
-    point is reported in one line with the command that resumes it."""
+def resumable(output: Path, what: str, unfinished: Path | None = None):
+    """Within the block, an interrupt (SIGINT, SIGTERM) that stopped the work is reported
+    in one line with the command that resumes it, and what it keeps: the checkpoint
+    written at the safe point, or, stopped at once by a second signal, the `unfinished`
+    file of an earlier checkpoint where one is left on disk."""
     try:
         yield
     except Interrupted as e:
         name = signal.Signals(e.signum).name
-        kept = f"{what} so far is checkpointed in {e.checkpoint}" if e.checkpoint is not None else "nothing was saved yet"
+        if e.checkpoint is not None:
+            kept = f"{what} so far is checkpointed in {shlex.quote(str(e.checkpoint))}"
+        elif unfinished is not None and unfinished.exists():
+            kept = f"stopped before a checkpoint; {what} up to its last checkpoint is kept in {shlex.quote(str(unfinished))}"
+        else:
+            kept = "nothing was saved yet"
         print(f"interrupted ({name}): {kept}; resume with: {resume_command(output)}", file=sys.stderr)
         raise typer.Exit(e.exit_code) from None
 
@@ -288,7 +295,7 @@ def writing(path: Path, what: str, unfinished: Path, resume: bool, quiet: bool):
     resume (--resume with nothing unfinished and no finished file starts afresh)."""
     from ._lock import exclusive
 
-    with exclusive(path), resumable(path, f"the {what}"):
+    with exclusive(path), resumable(path, f"the {what}", unfinished):
         yield resume and not nothing_to_resume(path, unfinished, what, quiet)
 
 

@@ -5,6 +5,8 @@ code, and output names that break a one-line message. Each is one line on stderr
 the file and line or the key, exit 2, nothing written."""
 
 import keyword
+import os
+import signal
 import textwrap
 from pathlib import Path
 
@@ -291,3 +293,34 @@ def test_a_sweep_value_below_the_normal_floats_is_refused_as_a_run_refuses_it(sp
     assert says in line, line
     run = check(folder, ["run", "s.toml", "-o", "new.h5", "--set", "params.alpha=1e-320"], capsys, "s.toml: params.alpha: ")
     assert "below the smallest normal float" in run, run
+
+
+# ----------------------------------------------------------------------------- what a stop says
+
+
+def test_a_second_signal_before_the_safe_point_names_the_checkpoint_it_kept(folder, capsys, monkeypatch):
+    """Two SIGINTs close together: the second stops the run at once, before a safe
+    point; the checkpoint written at an earlier chunk is kept, and the line said
+    "nothing was saved yet". The signals are sent from inside the run, after its second
+    chunk (the first one's checkpoint on disk), as Ctrl-C twice would."""
+    from sim import _stream
+
+    chunks = []
+    took = _stream.ChunkSizer.took
+
+    def twice(self, n, seconds):
+        took(self, n, seconds)
+        chunks.append(n)
+        if len(chunks) == 2:
+            assert _stream.checkpoint_path(Path("lv_out.h5")).exists()
+            os.kill(os.getpid(), signal.SIGINT)
+            os.kill(os.getpid(), signal.SIGINT)
+
+    monkeypatch.setattr(_stream.ChunkSizer, "took", twice)
+    monkeypatch.setattr(_stream.ChunkSizer, "next", lambda self, remaining: min(2, remaining))
+    code, err = cli(["run", "lv.toml", "-o", "lv_out.h5", "--set", "output.checkpoint_every=1"], capsys)
+    assert code == 130, err
+    line = err.strip().splitlines()[-1]
+    assert "nothing was saved" not in line, line
+    assert "kept in .lv_out.h5.partial" in line and "--resume" in line, line
+    assert Path(".lv_out.h5.partial").exists() and _stream.checkpoint_path(Path("lv_out.h5")).exists()
