@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shlex
+
 
 class SimError(Exception):
     """Base of the errors simjax reports to users without a traceback."""
@@ -27,6 +29,27 @@ class InputError(SimError, ValueError):
 
 def _one_line(text: str) -> str:
     return text.replace("\r", "\\r").replace("\n", "\\n")
+
+
+def one_line(text: object) -> str:
+    """`text` with its line breaks written as \\n and \\r: what a one-line message prints."""
+    return _one_line(str(text))
+
+
+# How $'...' writes what a shell would not read literally inside it
+_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t", "\\": "\\\\", "'": "\\'"}
+
+
+def shown(path: object) -> str:
+    """A path (or a word of a command) as a one-line message prints it, so that pasted
+    into a shell it names the same file: as it is when a shell reads it so, in single
+    quotes when it holds spaces or quotes, and as $'...' with escapes (bash, zsh) when it
+    holds a line break or another unprintable character, which no quotes keep on one line."""
+    text = str(path)
+    if text.isprintable():
+        return shlex.quote(text)
+    escaped = "".join(_ESCAPES.get(c, c if c.isprintable() else f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}" if ord(c) < 0x10000 else f"\\U{ord(c):08x}") for c in text)
+    return f"$'{escaped}'"
 
 
 class ConfigError(InputError):

@@ -20,7 +20,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from ._errors import InputError, SimError
+from ._errors import InputError, SimError, one_line, shown
 from ._interrupt import Interrupted, deferred
 from ._progress import Clock
 
@@ -265,7 +265,7 @@ def resume_command(output: Path) -> str:
         args += ["-o", str(output)]
     if "--resume" not in args:
         args.append("--resume")
-    return shlex.join(["sim", *args])
+    return " ".join(shown(a) for a in ["sim", *args])
 
 
 @contextlib.contextmanager
@@ -279,9 +279,9 @@ def resumable(output: Path, what: str, unfinished: Path | None = None):
     except Interrupted as e:
         name = signal.Signals(e.signum).name
         if e.checkpoint is not None:
-            kept = f"{what} so far is checkpointed in {shlex.quote(str(e.checkpoint))}"
+            kept = f"{what} so far is checkpointed in {shown(e.checkpoint)}"
         elif unfinished is not None and unfinished.exists():
-            kept = f"stopped before a checkpoint; {what} up to its last checkpoint is kept in {shlex.quote(str(unfinished))}"
+            kept = f"stopped before a checkpoint; {what} up to its last checkpoint is kept in {shown(unfinished)}"
         else:
             kept = "nothing was saved yet"
         print(f"interrupted ({name}): {kept}; resume with: {resume_command(output)}", file=sys.stderr)
@@ -305,7 +305,7 @@ def nothing_to_resume(path: Path, unfinished: Path, what: str, quiet: bool) -> b
     if unfinished.exists() or path.exists():
         return False
     if not quiet:
-        print(f"no unfinished {what} of {path}; starting it", file=sys.stderr)
+        print(f"no unfinished {what} of {shown(path)}; starting it", file=sys.stderr)
     return True
 
 
@@ -480,7 +480,7 @@ def sweep(
         summary, _ = execute(cfg, path, resume=resume, devices=devices, scheduler=scheduler, progress=not quiet)
     if not quiet:
         resumed = f", {summary.resumed_runs} resumed" if summary.resumed_runs else ""
-        print(f"wrote {summary.path}: {summary.runs} runs ({summary.ok} ok, {summary.failed} failed{resumed}); {clock.summary(f'{summary.runs:,} runs')}", file=sys.stderr)
+        print(f"wrote {shown(summary.path)}: {summary.runs} runs ({summary.ok} ok, {summary.failed} failed{resumed}); {clock.summary(f'{summary.runs:,} runs')}", file=sys.stderr)
         for line in summary.failure_lines():
             print(f"  {line}", file=sys.stderr)
 
@@ -512,11 +512,11 @@ def run(
         steps = f"{done.stats.get('num_steps', 0):,} steps ({done.frames + 1 - (done.resumed_from or 0):,} frames written)"
         if done.stats.get("devices", 1) > 1:
             steps += f" on {done.stats['devices']} CPU devices, the particles split between them"
-        print(f"wrote {done.path}: {cfg.spec.model.name}{resumed}; {clock.summary(steps)}", file=sys.stderr)
+        print(f"wrote {shown(done.path)}: {cfg.spec.model.name}{resumed}; {clock.summary(steps)}", file=sys.stderr)
         if cfg.spec.output.xdmf:
             from ._xdmf import sidecar_path
 
-            print(f"wrote {sidecar_path(done.path)} (XDMF, for ParaView and VisIt)", file=sys.stderr)
+            print(f"wrote {shown(sidecar_path(done.path))} (XDMF, for ParaView and VisIt)", file=sys.stderr)
 
 
 @app.command(cls=_Command)
@@ -570,7 +570,7 @@ def fit(
     if not quiet:
         status = "converged" if result.converged else f"did not converge: {result.message}"
         steps = len(result.loss_history) - 1
-        print(f"wrote {path}: {status}, final loss {result.loss_history[-1]:.6g}; {clock.summary(f'{steps:,} steps')}", file=sys.stderr)
+        print(f"wrote {shown(path)}: {status}, final loss {result.loss_history[-1]:.6g}; {clock.summary(f'{steps:,} steps')}", file=sys.stderr)
     _warn(result.warnings)
 
 
@@ -592,7 +592,7 @@ def _fit_petab(
         )
     if not quiet:
         what = "objective at the nominal parameters" if evaluate else f"{result.message}, objective"
-        print(f"wrote {path}: {what} {result.objective:.10g} ({time.perf_counter() - start:.2f} s)", file=sys.stderr)
+        print(f"wrote {shown(path)}: {what} {result.objective:.10g} ({time.perf_counter() - start:.2f} s)", file=sys.stderr)
 
 
 @app.command(cls=_Command)
@@ -666,7 +666,7 @@ def _posterior_summary(result, path: Path, clock: Clock, quiet: bool) -> None:
     out.print(table)
     out.print(f"divergences: {result.divergences}")
     if not quiet:
-        print(f"wrote {path}; {clock.summary('sampling')}", file=sys.stderr)
+        print(f"wrote {shown(path)}; {clock.summary('sampling')}", file=sys.stderr)
     _warn(sampling_warnings(result.posterior, result.diverging, result.summary))
 
 
@@ -731,7 +731,7 @@ def profile(
         table.add_row(name, f"{value:.6g}", f"{lower:.6g}" if math.isfinite(lower) else "-", f"{upper:.6g}" if math.isfinite(upper) else "-", verdict)
     out.print(table)
     if not quiet:
-        print(f"wrote {path}: {len(result.profiles)} profile(s) in {time.perf_counter() - start:.1f} s", file=sys.stderr)
+        print(f"wrote {shown(path)}: {len(result.profiles)} profile(s) in {time.perf_counter() - start:.1f} s", file=sys.stderr)
 
 
 @app.command(cls=_Command)
@@ -760,7 +760,7 @@ def plot(
             check_output_path(check_figure_path(output), "-o", inputs=[file, movie])  # (checked before the movie is made)
         animate(file, movie, frames=frames, option=option)
         if not quiet:
-            print(f"wrote {movie}", file=sys.stderr)
+            print(f"wrote {shown(movie)}", file=sys.stderr)
         if output is None:
             return
     path = check_figure_path(output if output is not None else Path(file.with_suffix(".png").name))
@@ -768,7 +768,7 @@ def plot(
     with exclusive(path):
         draw(file, path)
     if not quiet:
-        print(f"wrote {path}", file=sys.stderr)
+        print(f"wrote {shown(path)}", file=sys.stderr)
 
 
 @app.command(cls=_Command)
@@ -847,8 +847,8 @@ def main(argv: list[str] | None = None) -> None:
     except InputError as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
-    except SimError as e:
-        print(f"error: {e}", file=sys.stderr)
+    except SimError as e:  # (a failed run's line may name its files: one line whatever they are called)
+        print(f"error: {one_line(e)}", file=sys.stderr)
         sys.exit(1)
     except Interrupted as e:  # work that keeps nothing (infer, plot, models)
         print(f"interrupted ({signal.Signals(e.signum).name}); nothing was written", file=sys.stderr)

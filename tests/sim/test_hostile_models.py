@@ -7,6 +7,7 @@ the file and line or the key, exit 2, nothing written."""
 import keyword
 import os
 import signal
+import subprocess
 import textwrap
 from pathlib import Path
 
@@ -324,3 +325,35 @@ def test_a_second_signal_before_the_safe_point_names_the_checkpoint_it_kept(fold
     assert "nothing was saved" not in line, line
     assert "kept in .lv_out.h5.partial" in line and "--resume" in line, line
     assert Path(".lv_out.h5.partial").exists() and _stream.checkpoint_path(Path("lv_out.h5")).exists()
+
+
+@pytest.mark.parametrize("name", ["new\nline.h5", "tab\tand 'quote'.h5", "plain.h5"])
+def test_an_output_name_that_breaks_a_line_is_printed_as_a_shell_reads_it(name, folder, capsys):
+    """`-o $'new\\nline.h5'` printed "wrote new" and "line.h5: ..." on two lines. The
+    name is printed as $'...' (or quoted), and a shell reading that word gets the name
+    back (checked by bash itself)."""
+    code, err = cli(["run", "lv.toml", "-o", name], capsys)
+    assert code == 0, err
+    lines = [line for line in err.strip().splitlines() if not line.startswith("lotka_volterra: ")]  # (progress)
+    assert len(lines) == 1 and lines[0].startswith("wrote "), err
+    word = lines[0].removeprefix("wrote ").split(": lotka_volterra")[0]
+    assert "\n" not in word and "\t" not in word
+    back = subprocess.run(["bash", "-c", f"printf %s {word}"], capture_output=True, text=True, check=True).stdout
+    assert back == name and Path(name).is_file()
+
+
+def test_a_resume_command_with_a_line_break_in_an_argument_is_one_line(folder, capsys, monkeypatch):
+    from sim import _stream
+
+    def stop(self, n, seconds):
+        os.kill(os.getpid(), signal.SIGINT)  # a request: honoured at the chunk's safe point
+
+    monkeypatch.setattr(_stream.ChunkSizer, "took", stop)
+    monkeypatch.setattr(_stream.ChunkSizer, "next", lambda self, remaining: min(2, remaining))
+    code, err = cli(["run", "lv.toml", "-o", "a\nb.h5", "--quiet"], capsys)
+    lines = err.strip().splitlines()
+    assert code == 130 and len(lines) == 1, err
+    command = lines[0].split("resume with: ")[1]
+    args = subprocess.run(["bash", "-c", f"printf '%s\\0' {command}"], capture_output=True, text=True, check=True).stdout.split("\0")[:-1]
+    assert args == ["sim", "run", "lv.toml", "-o", "a\nb.h5", "--quiet", "--resume"]
+    assert "$'.a\\nb.h5.checkpoint'" in lines[0], lines[0]
