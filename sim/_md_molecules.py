@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from physics.md import WATER_MODELS, Molecule, System, Units, bonded_molecules, molecular_box
+from physics.md import WATER_MODELS, Molecule, System, Units, bonded_molecules, dependent_constraints, molecular_box
 from solvers import ParticleSolver, StochasticCellRescaling, constraints_of, did_you_mean
 
 from ._config import Config
@@ -82,6 +82,9 @@ def molecule_of(config: Config, units: Units) -> Molecule:
     molecule = Molecule("molecule", tuple(species), mass, sites, tuple(tuple(p) for p in pairs))
     if np.any(molecule.lengths() <= 0):
         raise config.error("system.molecule.sites", "two constrained sites are at the same place")
+    problem = dependent_constraints(molecule.sites, molecule.constraints)
+    if problem is not None:
+        raise config.error("system.molecule.constraints", problem)
     return molecule
 
 

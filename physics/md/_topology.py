@@ -203,6 +203,52 @@ LENGTH_SPREAD = 0.05
 same bond over the molecules of its kind: farther, it is not the same bond."""
 
 
+# Below this ratio of the smallest to the largest singular value of the constraints'
+# gradients, they are taken as dependent (three sites on a line held as a triangle:
+# 1e-17 for sites at 0, 0.1 and 0.2); a triangle bent by 0.001 degrees gives 1e-10.
+DEPENDENT = 1e-12
+
+
+def _on_a_line(a, b, c) -> bool:
+    u, v = np.asarray(b, float) - np.asarray(a, float), np.asarray(c, float) - np.asarray(a, float)
+    cross = np.linalg.norm(np.cross(np.pad(u, (0, 3 - u.size)), np.pad(v, (0, 3 - v.size))))
+    return bool(cross <= math.sqrt(DEPENDENT) * np.linalg.norm(u) * np.linalg.norm(v))
+
+
+def dependent_constraints(sites, pairs) -> str | None:
+    """Why the distance constraints `pairs` [c, 2] between `sites` [k, dim] are not
+    independent, or None when they are: constraints that do not fix independent
+    directions (three sites on a line constrained as a triangle, whose third side
+    follows from the other two) give SHAKE and SETTLE a singular system, and the first
+    step blows up."""
+    sites = np.asarray(sites, dtype=float)
+    pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
+    if not pairs.size:
+        return None
+    for a, (i, j) in enumerate(pairs.tolist()):
+        for b, (k, m) in enumerate(pairs.tolist()[a + 1 :], a + 1):
+            shared = {i, j} & {k, m}
+            if len(shared) != 1:
+                continue
+            ends = sorted(({i, j} | {k, m}) - shared)
+            third = next((c for c, p in enumerate(pairs.tolist()) if sorted(p) == ends), None)
+            (apex,) = shared
+            if third is not None and _on_a_line(sites[apex], sites[ends[0]], sites[ends[1]]):
+                trio = sorted((apex, *ends))
+                return (f"sites {trio[0]}, {trio[1]} and {trio[2]} lie on a line and are constrained as a triangle: the third "
+                        "distance follows from the other two, so the constraints cannot hold the sites; constrain two of the distances")
+    # (in general: the gradients of the squared distances, one row per constraint)
+    gradient = np.zeros((pairs.shape[0], sites.size))
+    d = sites.shape[1]
+    for row, (i, j) in enumerate(pairs.tolist()):
+        r = sites[i] - sites[j]
+        gradient[row, d * i : d * i + d], gradient[row, d * j : d * j + d] = r, -r
+    values = np.linalg.svd(gradient, compute_uv=False)
+    if pairs.shape[0] > sites.size or values[-1] <= DEPENDENT * values[0]:
+        return f"the {pairs.shape[0]} constraints are not independent at these sites (more than the sites' positions can satisfy apart); remove the redundant ones"
+    return None
+
+
 def bonded_molecules(position, species, mass, bonds, edges=None, *, claimed=None, spread: float = LENGTH_SPREAD):
     """Rigid molecules from a list of bonds (an H5MD file's connectivity): each connected
     group of bonded particles is one molecule, each bond a constraint, and a three-site
@@ -256,8 +302,17 @@ def bonded_molecules(position, species, mass, bonds, edges=None, *, claimed=None
         ends = bonds[molecule[bonds[:, 0]] == m]
         apex = np.intersect1d(ends[0], ends[1])
         if apex.size == 1:
-            closing.append(sorted(set(ends.ravel().tolist()) - {int(apex[0])}))
+            far = sorted(set(ends.ravel().tolist()) - {int(apex[0])})
+            # (not a linear molecule: its third side would follow from the other two)
+            if not _on_a_line(position[int(apex[0])], position[far[0]], position[far[1]]):
+                closing.append(far)
     constraints = np.concatenate([bonds, np.asarray(closing, dtype=np.int64).reshape(-1, 2)])
+    for m in np.unique(molecule[constraints[:, 0]]).tolist() if constraints.size else []:
+        own = constraints[molecule[constraints[:, 0]] == m]
+        ids = np.unique(own)
+        problem = dependent_constraints(position[ids], np.searchsorted(ids, own))
+        if problem is not None:
+            raise ValueError(f"molecule {m} (particles {', '.join(map(str, ids.tolist()))}): {problem}")
     length = np.linalg.norm(position[constraints[:, 0]] - position[constraints[:, 1]], axis=-1)
     if edges is not None and constraints.shape[0]:
         half = 0.5 * float(np.min(edges))

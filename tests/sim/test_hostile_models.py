@@ -15,6 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from physics import md
 from physics.ode import ode_model
 from physics.pde import pde_model
 import sim
@@ -357,3 +358,66 @@ def test_a_resume_command_with_a_line_break_in_an_argument_is_one_line(folder, c
     args = subprocess.run(["bash", "-c", f"printf '%s\\0' {command}"], capture_output=True, text=True, check=True).stdout.split("\0")[:-1]
     assert args == ["sim", "run", "lv.toml", "-o", "a\nb.h5", "--quiet", "--resume"]
     assert "$'.a\\nb.h5.checkpoint'" in lines[0], lines[0]
+
+
+# ----------------------------------------------------------------------------- constraints
+
+
+COLLINEAR = """
+[model]
+name = "lj_coulomb"
+[params]
+cutoff = 0.45
+shift = true
+charges = [0.0, 0.0]
+sigma = 0.15
+epsilon = 0.5
+[system]
+units = "real"
+molecule = {{ species = [0, 1, 1], mass = [16.0, 1.0, 1.0], sites = [[0, 0, 0], [0.1, 0, 0], [0.2, 0, 0]], constraints = {constraints} }}
+molecules = 27
+density = 0.5
+temperature = 300.0
+seed = 2
+[time]
+dt = 0.002
+steps = 4
+save_every = 2
+[solver]
+method = "verlet"
+"""
+
+
+def test_three_collinear_sites_constrained_as_a_triangle_are_refused(folder, capsys):
+    """The third side of a straight molecule follows from the other two: SETTLE's
+    triangle is degenerate, and the run "blew up at step 0"."""
+    Path("c.toml").write_text(COLLINEAR.format(constraints="[[0, 1], [1, 2], [0, 2]]"))
+    line = check(folder, ["run", "c.toml", "-o", "new.h5"], capsys, "c.toml: system.molecule.constraints: ")
+    assert "sites 0, 1 and 2 lie on a line" in line, line
+
+
+def test_dependent_constraints_are_told_from_independent_ones():
+    """Exercised directly: the rank of the constraints' gradients decides, so that a
+    rigid tetrahedron (6 = 3 * 4 - 6 constraints) and a bent triangle pass, a straight
+    chain of four closed end to end does not, and a straight molecule of two bonds (CO2,
+    held by SHAKE) does."""
+    line = [[0.0, 0.0, 0.0], [0.1, 0.0, 0.0], [0.2, 0.0, 0.0], [0.3, 0.0, 0.0]]
+    tetrahedron = [[1.0, 1.0, 1.0], [1.0, -1.0, -1.0], [-1.0, 1.0, -1.0], [-1.0, -1.0, 1.0]]
+    every_pair = [[i, j] for i in range(4) for j in range(i + 1, 4)]
+    assert md.dependent_constraints(tetrahedron, every_pair) is None
+    assert md.dependent_constraints(line[:3], [[0, 1], [1, 2]]) is None
+    bent = [[0.0, 0.0, 0.0], [0.1, 0.0, 0.0], [0.2, 1e-4, 0.0]]  # 0.06 degrees off the line
+    assert md.dependent_constraints(bent, [[0, 1], [1, 2], [0, 2]]) is None
+    assert "lie on a line" in md.dependent_constraints(line[:3], [[0, 1], [1, 2], [0, 2]])
+    assert "not independent" in md.dependent_constraints(line, [[0, 1], [1, 2], [2, 3], [0, 3]])
+
+
+def test_a_straight_molecule_from_a_file_keeps_its_two_bonds():
+    """A three-site molecule with two bonds from one site is closed into a triangle for
+    SETTLE, unless its sites lie on a line: then its two bonds are its constraints."""
+    position = np.array([[0.0, 0.0, 0.0], [0.116, 0.0, 0.0], [0.232, 0.0, 0.0], [1.0, 1.0, 1.0], [1.1, 1.0, 1.0], [1.0, 1.1, 1.0]])
+    _, topology = md.bonded_molecules(position, [0, 1, 0, 0, 1, 1], [16.0, 12.0, 16.0, 16.0, 1.0, 1.0], [[0, 1], [1, 2], [3, 4], [3, 5]])
+    held = sorted(map(tuple, np.asarray(topology.constraints).tolist()))
+    assert held == [(0, 1), (1, 2), (3, 4), (3, 5), (4, 5)]
+    with pytest.raises(ValueError, match="lie on a line"):
+        md.bonded_molecules(position[:3], [0, 1, 0], [16.0, 12.0, 16.0], [[0, 1], [1, 2], [0, 2]])
