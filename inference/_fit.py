@@ -31,6 +31,7 @@ from sim._config import SEED_MAX
 from sim._distributed import dask_client
 from sim._family import family_of
 from sim._identity import config_inputs
+from sim._limits import memory_problem
 from sim._lock import exclusive
 from sim._run import build_model, resolved_toml
 from sim._store import Result, check_output_path, write_group, write_root_attrs
@@ -1267,6 +1268,7 @@ def fit(
     if is_rdf_fit(config):  # (a target g(r), fitted by reweighting: `inference._fit_rdf`)
         return fit_rdf(config, data, progress=progress, output=output)
     problem, start, obs, section = build_problem(config, data)
+    _check_starts_memory(config, section, len(problem.free), obs)
     for p in problem.problems if isinstance(problem, Experiments) else (problem,):
         if p.observation is not None and any(o.sigma_formula is not None for o in p.observation.observed):
             p.observation.check_sigma(config, p.values(start), p.observed, "at the start values")
@@ -1281,6 +1283,20 @@ def fit(
     output = check_output_path(output)
     with exclusive(output), dask_client(scheduler) as client:
         return _fit(config, problem, start, obs, section, starts, identity, progress, output, resume, devices=n_devices, client=client, data=data)
+
+
+def _check_starts_memory(config: Config, section: FitSection, free: int, obs: Observations | list[Observations]) -> None:
+    """Refuse, before any start is drawn, `[fit] starts` whose arrays cannot fit in
+    memory: per start at least its point, its optimiser's state and its end (3 values
+    per free quantity) and its lane of the residuals (one per observed value), float64.
+
+    Raises:
+        ConfigError: naming fit.starts (what --starts sets).
+    """
+    values = sum(int(np.size(v)) for o in (obs if isinstance(obs, list) else [obs]) for v in o.values.values())
+    problem = memory_problem(8 * section.starts * (3 * free + values), f"{section.starts:,} starts of {free} free quantities and {values:,} observed values")
+    if problem:
+        raise config.error("fit.starts", f"{problem}; expected fewer starts")
 
 
 def _data_identity(obs: Observations | list[Observations]) -> str:

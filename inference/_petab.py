@@ -32,6 +32,7 @@ from physics.ode import SbmlError, sbml_model
 from sim._distributed import dask_client
 from sim._errors import DataError, InputError
 from sim._interrupt import safe_point
+from sim._limits import memory_problem
 from sim._lock import exclusive
 from sim._store import Result, check_output_path, write_group, write_root_attrs
 from solvers import OdeSolver, checks_as_nan
@@ -39,6 +40,8 @@ from solvers import OdeSolver, checks_as_nan
 from ._checkpoint import Checkpointer, checkpoint_path, fingerprint
 from ._multistart import block_size, blocks, in_order, padded, spread, spread_check
 from ._observation import negative_log_likelihood
+from ._petab_files import PetabError as PetabError
+from ._petab_files import check_headers, confined, lint, named_files, read_spec
 
 SCALES = ("lin", "log", "log10")
 # Gradients by forward-mode sensitivities up to this many estimated parameters (Boehm, 9
@@ -46,15 +49,6 @@ SCALES = ("lin", "log", "log10")
 FORWARD_MODE_UP_TO = 16
 DISTRIBUTIONS = ("normal", "laplace")
 TRANSFORMATIONS = ("lin", "log", "log10")
-
-
-class PetabError(InputError):
-    """A PEtab problem that cannot be read or is not supported; the message names the
-    file, the table, the row and the column (one line; the command line exits with 2)."""
-
-    def __init__(self, message: str):
-        source, _, rest = message.partition(": ")
-        super().__init__(source, "", rest)
 
 
 # ----------------------------------------------------------------------------- formulas
@@ -243,10 +237,13 @@ class PetabProblem:
         parameters: the parameter table, in its order.
         estimated: ids of the estimated parameters.
         solver: the ODE solver of every simulation.
+        allow_outside: whether its files may lie outside the YAML file's folder (as
+            loaded: `load_petab`); the fit's digests and workers read them alike.
     """
 
-    def __init__(self, path: Path, model, parameters: list[PetabParameter], solver: OdeSolver):
+    def __init__(self, path: Path, model, parameters: list[PetabParameter], solver: OdeSolver, allow_outside: bool = False):
         self.path = path
+        self.allow_outside = allow_outside
         self.model = model
         self.parameters = parameters
         self.estimated = [p.id for p in parameters if p.estimate]
@@ -316,6 +313,7 @@ class PetabProblem:
     # (set by `load_petab`)
     residual_terms: Callable[[Any], jax.Array]
     simulations: list[tuple[str, str]]
+    observables: list[_Observable]
 
 
 def _prior_of(row, where: str, scale: str) -> tuple[str, tuple[float, ...]]:
@@ -343,12 +341,16 @@ def _prior_of(row, where: str, scale: str) -> tuple[str, tuple[float, ...]]:
 LOOPED_FROM = 200
 
 
-def load_petab(path: str | Path, solver: OdeSolver | None = None) -> PetabProblem:
+def load_petab(path: str | Path, solver: OdeSolver | None = None, *, allow_outside: bool = False) -> PetabProblem:
     """Read a PEtab problem (format version 1) from its YAML file.
+
+    The YAML file and the header of every table are checked first
+    (`inference._petab_files`); every file it names must lie inside its folder (after
+    resolving links) unless `allow_outside`, and one that does not is never opened.
 
     Raises:
         PetabError: the problem cannot be read or uses what is not supported (one line
-            naming the table, the row and the column).
+            naming the file, the table, the row and the column, or the YAML key).
     """
     import petab.v1 as petab
     import sympy as sp
@@ -357,19 +359,18 @@ def load_petab(path: str | Path, solver: OdeSolver | None = None) -> PetabProble
     path = Path(path)
     if not path.is_file():
         raise PetabError(f"{path}: no such file; expected a PEtab problem (YAML)")
+    spec = read_spec(path)
+    files = confined(path, spec, allow_outside)
+    check_headers(path, files)
     try:
         with warnings.catch_warnings():  # (the library's own deprecation warnings)
             warnings.simplefilter("ignore")
-            problem = petab.Problem.from_yaml(str(path))
-            spec = petab.yaml.load_yaml(str(path))
+            # (the spec already read and checked, so that the files read are those checked)
+            problem = petab.Problem.from_yaml(spec, base_path=str(path.parent))
     except Exception as e:  # (the library reports a broken table in many ways)
         reason = f"the key {e.args[0]!r} is missing" if isinstance(e, KeyError) and e.args else (str(e).splitlines()[0] if str(e) else type(e).__name__)
         raise PetabError(f"{path}: not a readable PEtab problem: {reason}") from None
-    if str(spec.get("format_version", "1")).split(".")[0] != "1":
-        raise PetabError(f"{path}: format_version {spec.get('format_version')!r}: only PEtab format version 1 is supported")
-    sbml_files = spec["problems"][0].get("sbml_files") or []
-    if len(sbml_files) != 1:
-        raise PetabError(f"{path}: problems.sbml_files: expected one SBML file, got {len(sbml_files)}")
+    sbml_files = spec["problems"][0]["sbml_files"]
     try:
         model = sbml_model(path.parent / sbml_files[0])
     except SbmlError as e:
@@ -557,10 +558,11 @@ def load_petab(path: str | Path, solver: OdeSolver | None = None) -> PetabProble
     for p in parameters:
         if p.id not in model_params and p.id not in sources.used:
             raise PetabError(f"{path.name}: parameter table, row {p.id!r}: no parameter of the model {model.name!r}, and no condition, formula or measurement uses it")
+    lint(path, problem, files)  # (the library's own checks, after ours: they name rows and columns)
 
     # (a failed solve gives NaN, an infinite objective, never an exception mid-fit)
     solver = solver or OdeSolver(method="kvaerno5", rtol=1e-8, atol=1e-10, max_steps=100_000, throw=False)
-    out = PetabProblem(path, model, parameters, solver)
+    out = PetabProblem(path, model, parameters, solver, allow_outside)
     out.simulations = keys
     constants = np.asarray(sources.constants, dtype=float)
     compartments = model.species_compartments
@@ -747,6 +749,8 @@ def fit_petab(
             `evaluate`, which keeps no checkpoint.
         DataError: a damaged checkpoint.
     """
+    if not evaluate:
+        _check_starts_memory(problem, starts)
     n_devices = spread_check(1 if evaluate else starts, devices, scheduler)
     if output is None:
         return _fit_petab(problem, starts, seed, evaluate, max_steps, on_start, n_devices, scheduler, None)
@@ -765,6 +769,21 @@ def fit_petab(
     return result
 
 
+def _check_starts_memory(problem: PetabProblem, starts: int) -> None:
+    """Refuse, before anything is allocated, a number of starts whose arrays cannot fit
+    in memory: per start at least its start point, its lane of the batch, its value and
+    gradient and its end (4 p + 1 values) and its lane of the objective's terms (one per
+    measurement), float64.
+
+    Raises:
+        InputError: naming --starts.
+    """
+    measurements = sum(o.rows.size for o in problem.observables)
+    problem_text = memory_problem(8 * starts * (4 * len(problem.estimated) + 1 + measurements), f"{starts:,} starts of {len(problem.estimated)} parameters and {measurements:,} measurements")
+    if problem_text:
+        raise InputError("--starts", "", f"{problem_text}; expected fewer starts")
+
+
 def _fit_description(problem: PetabProblem, starts: int, seed: int, max_steps: int) -> str:
     """What a PEtab fit computes, as the text its checkpoint keeps (TOML, compared key by
     key on resume: `sim._unfinished.config_difference`): a digest of the problem's
@@ -776,7 +795,7 @@ def _fit_description(problem: PetabProblem, starts: int, seed: int, max_steps: i
         value = getattr(problem.solver, field.name)
         if value is not None:
             solver[field.name] = value if isinstance(value, (bool, int, str)) else float(value)
-    return tomli_w.dumps({"problem_files": files_digest(problem.path), "starts": int(starts), "seed": int(seed), "max_steps": int(max_steps), "solver": solver})
+    return tomli_w.dumps({"problem_files": files_digest(problem.path, problem.allow_outside), "starts": int(starts), "seed": int(seed), "max_steps": int(max_steps), "solver": solver})
 
 
 def _fit_petab(problem: PetabProblem, starts: int, seed: int, evaluate: bool, max_steps: int, on_start, n_devices: int, scheduler, ck: Checkpointer | None) -> PetabFit:
@@ -840,12 +859,12 @@ def _fit_blocks(problem: PetabProblem, points: np.ndarray, max_steps: int, clien
     to the first unfinished one and runs the others in the blocks the whole fit cut
     (`inference._multistart.blocks`)."""
     path = str(Path(problem.path).resolve())
-    digest = files_digest(path)
+    digest = files_digest(path, problem.allow_outside)
     first = log.finished_prefix()
     for j in range(first if on_start is not None else 0):
         on_start(j + 1, float(log.values[j]))
     parts = blocks(first, len(points), block_size(len(points), client))
-    for k, (block_ends, values, block_success) in in_order(client, fit_block, [(path, digest, problem.solver, points[b.start : b.stop], max_steps) for b in parts]):
+    for k, (block_ends, values, block_success) in in_order(client, fit_block, [(path, digest, problem.solver, points[b.start : b.stop], max_steps, problem.allow_outside) for b in parts]):
         for j, end, value, ok in zip(parts[k], block_ends, values, block_success):
             log.finish(j, end, float(value), bool(ok))
             if on_start is not None:
@@ -854,26 +873,35 @@ def _fit_blocks(problem: PetabProblem, points: np.ndarray, max_steps: int, clien
     return log.ends.copy(), log.success.copy()
 
 
-def files_digest(path: str | Path) -> str:
-    """A digest of a PEtab problem's files (the YAML file, its tables and its model)."""
+def files_digest(path: str | Path, allow_outside: bool = False) -> str:
+    """A digest of a PEtab problem's files (the YAML file, its tables and its model),
+    each named file inside the YAML file's folder unless `allow_outside` (as
+    `load_petab`: a file outside is refused before it is read).
+
+    Raises:
+        PetabError: a file outside the folder.
+    """
     import hashlib
 
+    path = Path(path)
     digest = hashlib.sha256()
-    for file in problem_files(path):
+    digest.update(path.name.encode())
+    digest.update(path.read_bytes() if path.is_file() else b"")
+    for _, _, file in confined(path, read_spec(path), allow_outside):
         digest.update(str(file.name).encode())
         digest.update(file.read_bytes() if file.is_file() else b"")
     return digest.hexdigest()
 
 
 @functools.lru_cache(maxsize=4)
-def _worker_problem(path: str, digest: str, solver: OdeSolver) -> tuple[PetabProblem, Callable]:
+def _worker_problem(path: str, digest: str, solver: OdeSolver, allow_outside: bool) -> tuple[PetabProblem, Callable]:
     """A problem loaded on a worker, with the one function of its objective (with the
     priors) and gradient whose batched form the worker's blocks share (`_batched`)."""
-    problem = load_petab(path, solver)
+    problem = load_petab(path, solver, allow_outside=allow_outside)
     return problem, problem.value_and_grad(with_priors=True)
 
 
-def fit_block(path: str, digest: str, solver: OdeSolver, points: np.ndarray, max_steps: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def fit_block(path: str, digest: str, solver: OdeSolver, points: np.ndarray, max_steps: int, allow_outside: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One block of a multistart fit, run on a Dask worker: the problem loaded from its
     YAML file (once per worker, version of its files and solver), then L-BFGS-B from
     every row of `points` together, on the worker's local devices.
@@ -883,11 +911,12 @@ def fit_block(path: str, digest: str, solver: OdeSolver, points: np.ndarray, max
 
     Raises:
         PetabError: the problem's files on the worker are not those the fit was started
-            with (`digest`: `files_digest`), or no longer load.
+            with (`digest`: `files_digest`), lie outside its folder (unless
+            `allow_outside`, as the fit's problem was loaded), or no longer load.
     """
-    if files_digest(path) != digest:
+    if files_digest(path, allow_outside) != digest:
         raise PetabError(f"{path}: the problem's files on the Dask worker differ from those the fit was started with (every worker must see the same files)")
-    problem, value_and_grad = _worker_problem(path, digest, solver)
+    problem, value_and_grad = _worker_problem(path, digest, solver, allow_outside)
     lower, upper = problem.bounds()
     return minimize_batched(value_and_grad, points, lower, upper, max_steps=max_steps, devices=len(jax.devices()))
 
@@ -1179,17 +1208,12 @@ class StartLog:
 
 def problem_files(path: str | Path) -> list[Path]:
     """The YAML file of a PEtab problem and every table and model it names (inputs an
-    output must not overwrite)."""
+    output must not overwrite); none is opened."""
     import yaml
 
     path = Path(path)
-    files = [path]
     try:
         spec = yaml.safe_load(path.read_text())
-        names = [spec.get("parameter_file")] if isinstance(spec.get("parameter_file"), str) else list(spec.get("parameter_file") or [])
-        for part in spec.get("problems") or []:
-            for key in ("sbml_files", "condition_files", "measurement_files", "observable_files", "visualization_files"):
-                names.extend(part.get(key) or [])
     except Exception:  # (an unreadable problem is reported when it is loaded)
-        return files
-    return files + [path.parent / n for n in names if isinstance(n, str)]
+        return [path]
+    return [path, *(file for _, _, file in named_files(path, spec if isinstance(spec, dict) else {}))]

@@ -234,6 +234,13 @@ Sets = Annotated[
     Optional[list[str]],
     typer.Option("--set", help="Override a config key by dotted path, e.g. --set params.alpha=0.6 (repeatable)."),
 ]
+OutsideFolder = Annotated[
+    bool,
+    typer.Option(
+        "--allow-outside-folder",
+        help="PEtab: let the problem's YAML file name tables and models outside its own folder (by default every file it names must lie inside it, links resolved).",
+    ),
+]
 
 
 # The arguments of the command being run (for the resume command an interrupt prints).
@@ -537,6 +544,7 @@ def fit(
         Optional[int],
         typer.Option("--checkpoint-every", min=1, help="Checkpoint every N iterations (PEtab: rounds of evaluations); default at most every 30 s. For a config, [fit] checkpoint_every."),
     ] = None,
+    allow_outside: OutsideFolder = False,
 ) -> None:
     """Fit free parameters and initial values to HDF5 observations by gradients through
     the solver; the optimiser state is checkpointed beside the output ([fit]
@@ -552,10 +560,11 @@ def fit(
     from ._store import check_output_path
 
     if config.suffix in (".yaml", ".yml"):
-        _fit_petab(config, output, evaluate, starts or 1, quiet, devices, scheduler, resume, checkpoint_every)
+        _fit_petab(config, output, evaluate, starts or 1, quiet, devices, scheduler, resume, checkpoint_every, allow_outside)
         return
     if evaluate:
         raise InputError("--evaluate", str(config), "applies to a PEtab problem (.yaml)")
+    _petab_only(allow_outside, config)
     # (--starts N and --checkpoint-every N on a config are [fit] starts = N and
     # [fit] checkpoint_every = N, after any --set)
     given = [*([f"fit.starts={starts}"] if starts is not None else []), *([f"fit.checkpoint_every={checkpoint_every}"] if checkpoint_every is not None else [])]
@@ -574,15 +583,30 @@ def fit(
     _warn(result.warnings)
 
 
+def _petab_only(allow_outside: bool, config: Path) -> None:
+    """--allow-outside-folder is refused for a config, which may name any path already."""
+    if allow_outside:
+        raise InputError("--allow-outside-folder", str(config), "applies to a PEtab problem (.yaml); a config may name files anywhere")
+
+
 def _fit_petab(
-    problem_file: Path, output: Optional[Path], evaluate: bool, starts: int, quiet: bool, devices: Optional[int], scheduler: Optional[str], resume: bool, checkpoint_every: Optional[int]
+    problem_file: Path,
+    output: Optional[Path],
+    evaluate: bool,
+    starts: int,
+    quiet: bool,
+    devices: Optional[int],
+    scheduler: Optional[str],
+    resume: bool,
+    checkpoint_every: Optional[int],
+    allow_outside: bool,
 ) -> None:
     from inference._checkpoint import checkpoint_path
     from inference._petab import fit_petab, load_petab, problem_files
 
     from ._store import check_output_path
 
-    problem = load_petab(problem_file)
+    problem = load_petab(problem_file, allow_outside=allow_outside)
     path = check_output_path(output if output is not None else Path(problem_file.stem + "_fit.h5"), "-o", inputs=problem_files(problem_file))
     start = time.perf_counter()
     with writing(path, "fit", checkpoint_path(path), resume, quiet) as resume:
@@ -608,6 +632,7 @@ def infer(
     arviz: Annotated[Optional[Path], typer.Option("--arviz", help="Also export ArviZ InferenceData (netCDF).")] = None,
     set_: Sets = None,
     quiet: Quiet = False,
+    allow_outside: OutsideFolder = False,
 ) -> None:
     """Sample the posterior of free parameters and initial values with NumPyro NUTS."""
     engine()
@@ -618,8 +643,9 @@ def infer(
     from ._store import atomic_file, check_output_path
 
     if config.suffix in (".yaml", ".yml"):
-        _infer_petab(config, output, chains, warmup, samples, seed, quiet)
+        _infer_petab(config, output, chains, warmup, samples, seed, quiet, allow_outside)
         return
+    _petab_only(allow_outside, config)
     cfg = load_config(config, set_ or [])
     inputs = [*cfg.input_files(), *(p for p in (data, init_from) if p is not None)]
     path = check_output_path(output if output is not None else Path(cfg.path.stem + "_posterior.h5"), "-o", inputs=inputs)
@@ -670,7 +696,7 @@ def _posterior_summary(result, path: Path, clock: Clock, quiet: bool) -> None:
     _warn(sampling_warnings(result.posterior, result.diverging, result.summary))
 
 
-def _infer_petab(problem_file: Path, output: Optional[Path], chains, warmup, samples, seed, quiet: bool) -> None:
+def _infer_petab(problem_file: Path, output: Optional[Path], chains, warmup, samples, seed, quiet: bool, allow_outside: bool) -> None:
     from inference._petab import load_petab, problem_files
     from inference._petab_bayes import infer_petab
 
@@ -680,7 +706,7 @@ def _infer_petab(problem_file: Path, output: Optional[Path], chains, warmup, sam
 
     if seed is not None and seed_problem(seed):
         raise InputError("--seed", "", seed_problem(seed))
-    problem = load_petab(problem_file)
+    problem = load_petab(problem_file, allow_outside=allow_outside)
     path = check_output_path(output if output is not None else Path(problem_file.stem + "_posterior.h5"), "-o", inputs=problem_files(problem_file))
     with exclusive(path), resumable(path, "the sampling"), Clock() as clock:
         result = infer_petab(problem, chains=chains or 4, warmup=warmup or 500, samples=samples or 500, seed=seed or 0, progress=not quiet, log=None if quiet else _note)
@@ -697,6 +723,7 @@ def profile(
     starts: Annotated[int, typer.Option("--starts", min=1, help="PEtab: starts of the fit the profiles begin from.")] = 1,
     set_: Sets = None,
     quiet: Quiet = False,
+    allow_outside: OutsideFolder = False,
 ) -> None:
     """Profile likelihoods: fit, then for each chosen parameter re-optimise the others
     along its axis until the negative log-likelihood rises by the 95% chi-square
@@ -713,12 +740,13 @@ def profile(
     if config.suffix in (".yaml", ".yml"):
         from inference._petab import load_petab, problem_files
 
-        problem = load_petab(config)
+        problem = load_petab(config, allow_outside=allow_outside)
         path = check_output_path(output if output is not None else Path(config.stem + "_profile.h5"), "-o", inputs=problem_files(config))
         with exclusive(path), resumable(path, "the profile"):
             result = profile_petab(problem, param, starts=starts)
             result.save(path)
     else:
+        _petab_only(allow_outside, config)
         cfg = load_config(config, set_ or [])
         path = check_output_path(output if output is not None else Path(cfg.path.stem + "_profile.h5"), "-o", inputs=[*cfg.input_files(), *([data] if data else [])])
         with exclusive(path), resumable(path, "the profile"):
