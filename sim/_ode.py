@@ -176,9 +176,22 @@ def _plan(model: OdeModel, config: Config) -> RunPlan:
             message += " (raise solver.max_steps, loosen rtol/atol, or use an implicit method such as kvaerno5 for stiff problems)"
         return message
 
+    def explain(state: Any) -> None:
+        # A vector field undefined just past where the solver stopped (its steps shrink
+        # towards that time until they run out) is bad input, not a failed solve: look
+        # from there towards the save time it was going to, nearest first, the state
+        # held where it stopped.
+        t0 = float(state.tprev)
+        target = float(s.t[min(int(state.frame), len(s.t) - 1)])
+        for t in [t0, float(state.tnext), *(t0 + (target - t0) * 2.0**-k for k in range(48, -1, -1))]:
+            why = model.undefined(jnp.asarray(t), state.y, s.params)
+            if why is not None:
+                key = next((f"model.{k}" for k in ("sbml", "source") if k in config.spec.model.options), "model.name")
+                raise config.error(key, f"{why} from t = {t:.6g} on; the solve cannot pass it (give the piecewise an otherwise)")
+
     problem_class = EventRunProblem if model.events() else OdeProblem
     problem = problem_class(model=model, params=s.params, solver=s.solver, ts=jnp.asarray(s.t), y0=jnp.asarray(y0))
-    engine = LoopEngine(problem, np.asarray(s.t), frames_per_chunk(config, int(np.size(y0)), frames), failure)
+    engine = LoopEngine(problem, np.asarray(s.t), frames_per_chunk(config, int(np.size(y0)), frames), failure, explain if problem_class is OdeProblem else None)
     sink = RunSink(
         model=model.name,
         config=resolved_toml(config, **s.resolved),

@@ -379,13 +379,16 @@ class LoopEngine:
         times: the save times [T].
         chunk: the most saved frames per chunk.
         failure: result code -> the message of the `SimulationError`.
+        explain: called with the loop state where a chunk failed, before that error: it
+            raises an `InputError` when the input explains the failure.
     """
 
-    def __init__(self, problem: Any, times: np.ndarray, chunk: int, failure: Callable[[int], str]):
+    def __init__(self, problem: Any, times: np.ndarray, chunk: int, failure: Callable[[int], str], explain: Callable[[Any], None] | None = None):
         self.problem = problem
         self.times = np.asarray(times)
         self.chunk = chunk
         self.failure = failure
+        self.explain = explain  # the loop state of a failed chunk -> raises an InputError when the input is the cause
 
     def start(self) -> Any:
         return _loop_init(self.problem)
@@ -398,6 +401,8 @@ class LoopEngine:
         state, saved, code = _loop_advance(self.problem, state, np.int32(count), self.chunk + 1)
         code = int(code)
         if code != 0:
+            if self.explain is not None:
+                self.explain(state)
             raise SimulationError(self.failure(code))
         return state, {name: np.asarray(v)[:count] for name, v in saved.items()}
 

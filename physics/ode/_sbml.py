@@ -118,10 +118,13 @@ def _unary(fn: Callable) -> Callable[[Compiled], Compiled]:
 class _Compiler:
     """SBML math (a libsbml ASTNode) to a function of a dict of values by id."""
 
-    def __init__(self, libsbml, functions: dict[str, Any], where: str):
+    def __init__(self, libsbml, functions: dict[str, Any], where: str, incomplete: list | None = None):
         self.sbml = libsbml
         self.functions = functions  # id -> FunctionDefinition
         self.where = where
+        # (where, whether some piece applies) of each piecewise without an otherwise:
+        # its value is undefined where none applies (NaN here; `_Program.undefined`)
+        self.incomplete = incomplete if incomplete is not None else []
         s = libsbml
         sec = lambda x: 1.0 / jnp.cos(x)  # noqa: E731
         csc = lambda x: 1.0 / jnp.sin(x)  # noqa: E731
@@ -313,6 +316,8 @@ class _Compiler:
                     out = jnp.where(_bool(condition(v)), _num(value(v)), out)
                 return out
 
+            if not len(parts) % 2:
+                self.incomplete.append((self.where, lambda v: _fold_bool(jnp.logical_or, [c for _, c in pieces], False)(v)))
             return piecewise
         if kind == s.AST_FUNCTION:
             name = node.getName()
@@ -356,6 +361,9 @@ class SbmlOdeModel(OdeModel):
     def vector_field(self, t: Scalar, y: State, params: PyTree) -> State:
         return self.program.vector_field(t, y, params)
 
+    def undefined(self, t: Scalar, y: State, params: PyTree) -> str | None:
+        return self.program.undefined(t, y, params)
+
     def observables(self, t: Scalar, y: State, params: PyTree) -> dict[str, Array]:
         values = self.program.values(t, y, params)
         return {name: jnp.broadcast_to(jnp.asarray(_num(fn(values)), y.dtype), ()) for name, fn in self.program.observed}
@@ -391,6 +399,7 @@ class _Program:
         self.rates = rates
         self.observed = observed
         self.events: tuple = ()  # physics.ode.Event, set once the program exists
+        self.incomplete: tuple = ()  # (where, applies) of each piecewise without an otherwise
         # The values at the start (attributes, initial assignments, assignment rules),
         # set once the program exists: functions and dependencies by id, an order.
         self.start: dict[str, Compiled] = {}
@@ -437,6 +446,17 @@ class _Program:
             else:
                 out.append(jnp.asarray(values[name], dtype=float))
         return jnp.stack(out) if out else jnp.zeros((0,), dtype=float)
+
+    def undefined(self, t, y, params) -> str | None:
+        """Where a piecewise without an otherwise has no piece that applies at (t, y),
+        its value undefined in SBML (NaN here), or None."""
+        if not self.incomplete:
+            return None
+        values = self.values(t, y, params)
+        for where, applies in self.incomplete:
+            if not bool(np.all(np.asarray(applies(values)))):
+                return f"{where}: a piecewise with no otherwise, and none of its pieces applies"
+        return None
 
     def values(self, t, y, params) -> dict[str, Any]:
         """The value of every id at (t, y) (a dict; with `vector`, a `_Values` whose
@@ -810,8 +830,10 @@ def _import(path: Path, vectorise: bool | None = None) -> SbmlOdeModel:
 
     functions = {model.getFunctionDefinition(i).getId(): model.getFunctionDefinition(i) for i in range(model.getNumFunctionDefinitions())}
 
+    incomplete: list = []
+
     def compiler(where: str) -> _Compiler:
-        return _Compiler(libsbml, functions, f"{name}: {where}")
+        return _Compiler(libsbml, functions, f"{name}: {where}", incomplete)
 
     compartments = {c.getId(): c for c in model.getListOfCompartments()}
     species = {s.getId(): s for s in model.getListOfSpecies()}
@@ -1072,6 +1094,7 @@ def _import(path: Path, vectorise: bool | None = None) -> SbmlOdeModel:
     if vector is not None:
         derived = [(sid, fn) for sid, fn in derived if sid not in set(vector.grouped) | set(vector.species_ids)]
     program = _Program(state, derived, fixed, rates, observed, vector)
+    program.incomplete = tuple(incomplete)
     # (what the start of a run computes from the free parameters)
     free = {pid for pid in parameter_ids if math.isfinite(float(initial[pid]))}
     reads_params: set[str] = set()

@@ -26,6 +26,13 @@ class OdeModel(NamedStateModel):
     def vector_field(self, t: Scalar, y: State, params: PyTree) -> State:
         """dy/dt at time `t` for state `y` [n] and parameters `params`."""
 
+    def undefined(self, t: Scalar, y: State, params: PyTree) -> str | None:
+        """Why the vector field has no value at (t, y) by the model's own definition
+        (an imported model's piecewise with no piece that applies), or None (the
+        default): what a failed solve is explained by, as bad input rather than a
+        solver's failure."""
+        return None
+
     def events(self) -> tuple:
         """The model's events (`physics.ode.Event`: trigger, assignments, terminal), none
         by default; `physics.ode.with_events` adds those a config writes."""

@@ -421,3 +421,45 @@ def test_a_straight_molecule_from_a_file_keeps_its_two_bonds():
     assert held == [(0, 1), (1, 2), (3, 4), (3, 5), (4, 5)]
     with pytest.raises(ValueError, match="lie on a line"):
         md.bonded_molecules(position[:3], [0, 1, 0], [16.0, 12.0, 16.0], [[0, 1], [1, 2], [0, 2]])
+
+
+# ----------------------------------------------------------------------------- SBML values
+
+
+def _decay_sbml(path: Path, law: str) -> None:
+    """S1 -> nothing at rate `law` (amount per time, in a compartment of size 1)."""
+    libsbml = pytest.importorskip("libsbml")
+    document = libsbml.SBMLDocument(3, 2)
+    model = document.createModel()
+    model.setId("pw")
+    cell = model.createCompartment()
+    cell.setId("cell"), cell.setSize(1.0), cell.setConstant(True), cell.setSpatialDimensions(3)
+    s = model.createSpecies()
+    s.setId("S1"), s.setCompartment("cell"), s.setInitialAmount(1.0), s.setHasOnlySubstanceUnits(False), s.setBoundaryCondition(False), s.setConstant(False)
+    reaction = model.createReaction()
+    reaction.setId("decay"), reaction.setReversible(False)
+    reactant = reaction.createReactant()
+    reactant.setSpecies("S1"), reactant.setStoichiometry(1.0), reactant.setConstant(True)
+    reaction.createKineticLaw().setMath(libsbml.parseL3Formula(law))
+    libsbml.writeSBMLToFile(document, str(path))
+
+
+SBML_RUN = '[model]\nsbml = "pw.xml"\n[time]\nt1 = 1.0\nsave = 3\n[solver]\nrtol = 1e-10\natol = 1e-12\n'
+
+
+def test_an_sbml_piecewise_with_no_piece_that_applies_names_its_element(folder, capsys):
+    """piecewise(S1, time < 0.5) has no value from t = 0.5 (SBML leaves it undefined):
+    the run ended in "maximum solver steps"; the line names the kinetic law and the time."""
+    _decay_sbml(Path("pw.xml"), "piecewise(S1, time < 0.5)")
+    Path("pw.toml").write_text(SBML_RUN)
+    line = check(folder, ["run", "pw.toml", "-o", "new.h5"], capsys, "pw.toml: model.sbml: pw.xml: kinetic law of 'decay': ")
+    assert "a piecewise with no otherwise, and none of its pieces applies from t = 0.5 on" in line, line
+
+
+def test_an_sbml_piecewise_with_an_otherwise_runs_to_its_exact_value(folder, capsys):
+    """The same law with an otherwise of 0: S1 = exp(-t) until t = 0.5, then held."""
+    _decay_sbml(Path("pw.xml"), "piecewise(S1, time < 0.5, 0)")
+    Path("pw.toml").write_text(SBML_RUN)
+    code, err = cli(["run", "pw.toml", "-o", "pw.h5", "--quiet"], capsys)
+    assert code == 0, err
+    np.testing.assert_allclose(sim.read("pw.h5").observables["S1"], [1.0, np.exp(-0.5), np.exp(-0.5)], rtol=1e-6)
