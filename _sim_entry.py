@@ -92,6 +92,14 @@ def _small_loops_whole() -> None:
     small_loops_whole()
 
 
+def _threads_for_devices() -> None:
+    """Enough threads in XLA's CPU pool for several CPU devices (`sim._xla_flags`: NPROC,
+    read when JAX starts), after the device count is settled."""
+    from sim._xla_flags import threads_for_devices
+
+    threads_for_devices()
+
+
 def _unstarted_package(name: str) -> None:
     """Register the package `name` in `sys.modules` without running its `__init__`, so
     that its submodules can be imported alone; `start_package()` on the module (called
@@ -116,6 +124,7 @@ def main() -> None:
     if "sim" not in sys.modules:
         _unstarted_package("sim")
     _small_loops_whole()
+    _threads_for_devices()
     from sim.cli import main as cli_main
 
     cli_main(sys.argv[1:])

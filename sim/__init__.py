@@ -5,13 +5,16 @@ inference run in double precision; PDE and MD configs may ask for float32. It al
 on the persistent compilation cache (`sim._cache`): a program compiled by one process is
 loaded by the next, in the user's cache folder (`SIMJAX_CACHE_DIR` moves it, an empty
 value turns it off). And it asks XLA to compile small loops (a small ODE solve's) into
-one function each (`sim._xla_flags`), which makes them several times faster on a CPU;
-this holds when nothing in the process has started JAX before `import sim`.
+one function each (`sim._xla_flags`), which makes them several times faster on a CPU,
+and, when XLA_FLAGS asks for several CPU devices, for enough threads that their LAPACK
+calls cannot wait on each other for ever (NPROC); both hold when nothing in the process
+has started JAX before `import sim`.
 """
 
-from ._xla_flags import small_loops_whole as _small_loops_whole
+from ._xla_flags import small_loops_whole as _small_loops_whole, threads_for_devices as _threads_for_devices
 
 _small_loops_whole()  # (before JAX starts its backend, which reads XLA_FLAGS once)
+_threads_for_devices()  # (NPROC, read at the same time)
 
 import jax as _jax  # noqa: E402
 

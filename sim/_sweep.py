@@ -43,6 +43,7 @@ from ._stream import CHECKPOINT_SECONDS
 from ._lock import exclusive
 from ._limits import disk_problem, memory_problem, readable
 from ._progress import Progress
+from ._watchdog import computed, kept_line, outside, resume_line, watching
 from ._family import Family, family_of
 from ._run import Setup, build_model, resolved_toml
 from ._sweep_frames import FramedRunner, nan_unless
@@ -403,13 +404,14 @@ def _run_framed(prep: Prepared, runner: FramedRunner, devices: int, padded: int,
             return _write_chunk_checkpoint(output, prep.text, prep.identity, padded, inputs, k, done, carry, frames())
 
         def between(done: int, carry, frames) -> None:
-            if output is not None:
-                due = (every is not None and done - last["frame"] >= every) or (
-                    seconds is not None and _time.perf_counter() - last["time"] >= seconds
-                )
-                if due:
-                    save(done, carry, frames)
-            safe_point(None if output is None else lambda: save(done, carry, frames))
+            with outside():  # (a checkpoint being written: not to be cut short)
+                if output is not None:
+                    due = (every is not None and done - last["frame"] >= every) or (
+                        seconds is not None and _time.perf_counter() - last["time"] >= seconds
+                    )
+                    if due:
+                        save(done, carry, frames)
+                safe_point(None if output is None else lambda: save(done, carry, frames))
 
         if restored is not None and restored.chunk == k:
             carry = tree_from_leaves(restored.leaves, runner.carry_struct, checkpoint_path(output), "carry")
@@ -557,20 +559,22 @@ def _execute(prep: Prepared, output, resume: bool, n_devices: int, client, progr
             else:
                 results = _run_local(prep, runner, n_devices, padded, pending)
             last, told = _time.perf_counter(), False
-            for k, values in results:
-                lo, hi = prep.bounds(k)
-                sink.write(lo, hi, {name: np.asarray(v)[: hi - lo] for name, v in values.items()})
-                written += hi - lo
-                bar.advance(hi - lo)
-                if checkpoint is not None:
-                    checkpoint.unlink(missing_ok=True)  # the chunk is in the partial file now
-                # Every written chunk is flushed: the partial file is the checkpoint.
-                safe_point(None if output is None else lambda: partial_path(output))
-                now = _time.perf_counter()
-                took, last = now - last, now
-                if output is not None and not by_frames and not told and took > CHECKPOINT_SECONDS and written < prep.runs:
-                    told = True
-                    print(_long_chunk_note(prep, took), file=sys.stderr)
+            watch = contextlib.nullcontext() if output is None else _watched(output, n_devices)
+            with watch:
+                for k, values in computed(results):
+                    lo, hi = prep.bounds(k)
+                    sink.write(lo, hi, {name: np.asarray(v)[: hi - lo] for name, v in values.items()})
+                    written += hi - lo
+                    bar.advance(hi - lo)
+                    if checkpoint is not None:
+                        checkpoint.unlink(missing_ok=True)  # the chunk is in the partial file now
+                    # Every written chunk is flushed: the partial file is the checkpoint.
+                    safe_point(None if output is None else lambda: partial_path(output))
+                    now = _time.perf_counter()
+                    took, last = now - last, now
+                    if output is not None and not by_frames and not told and took > CHECKPOINT_SECONDS and written < prep.runs:
+                        told = True
+                        print(_long_chunk_note(prep, took), file=sys.stderr)
     except BaseException:
         sink.abandon(keep=written > 0 or (checkpoint is not None and checkpoint.exists()))
         raise
@@ -586,6 +590,25 @@ def _execute(prep: Prepared, output, resume: bool, n_devices: int, client, progr
         failures=_failures(status, sink.result_codes),
     )
     return summary, (sink if isinstance(sink, MemorySink) else None)
+
+
+def _watched(output, devices: int):
+    """The watch over the sweep's chunks in the `sim` command (`sim._watchdog`): a chunk
+    without progress, or a signal the chunk does not let the sweep answer, ends the
+    command in one line, with what is kept and the command that resumes it."""
+    kept = [partial_path(output), checkpoint_path(output)]
+
+    def stopped(name: str) -> str:
+        return f"interrupted ({name}): {kept_line(kept)}; resume with: {resume_line(output)}"
+
+    def stalled(seconds: float) -> str:
+        where = f"on {devices} device{'s' if devices > 1 else ''}"
+        return (
+            f"error: a chunk of the sweep made no progress for {seconds:.0f} s {where} (nothing computed: "
+            f"the process waits on itself); {kept_line(kept)}; resume with: {resume_line(output)}"
+        )
+
+    return watching(stopped, stalled, cpu=jax.devices()[0].platform == "cpu")
 
 
 def _long_chunk_note(prep: Prepared, seconds: float) -> str:

@@ -27,6 +27,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, PyTree
 
+from solvers import on_batch_shards
+
 from ._distributed import batch_sharding
 from ._stream import CHUNK_BYTES, ChunkSizer, _now
 from ._sweep_spec import SUMMARY_STATS
@@ -174,10 +176,11 @@ class FramedRunner:
         advance = jax.vmap(
             functools.partial(_advance_one, s, family, save, bounds, capacity, self.frames + 1), in_axes=(0, 0, None, None)
         )
-        if devices > 1:
+        if devices > 1:  # each device advances its own runs: its LU factorisations and FFTs stay local
             batch, whole = batch_sharding(devices)
-            self._start = jax.jit(start, in_shardings=(batch,), out_shardings=batch)
-            self._advance = jax.jit(advance, in_shardings=(batch, batch, whole, whole), out_shardings=batch)
+            split, same = batch.spec, whole.spec
+            self._start = on_batch_shards(start, batch.mesh, (split,), split)
+            self._advance = on_batch_shards(advance, batch.mesh, (split, split, same, same), split)
         else:
             self._start, self._advance = jax.jit(start), jax.jit(advance)
         self.carry_struct = jax.eval_shape(start, example)

@@ -21,6 +21,19 @@ when nothing in the process has used JAX before (otherwise it is not set). A use
 `--xla_backend_extra_options` in XLA_FLAGS stands unchanged (to keep XLA's default, set
 `--xla_backend_extra_options=xla_cpu_small_while_loop_byte_threshold=1024`).
 
+Enough threads for several CPU devices. XLA runs the programs of all its CPU devices on
+one pool of threads, one thread per core unless the environment variable NPROC says how
+many. jaxlib 0.10's LAPACK kernels (the batched LU factorisations of implicit solvers,
+among others) split a large enough batch into pieces, schedule them on that pool and
+wait for them: when every thread of the pool is such a waiting kernel (two devices each
+factorising its runs' Newton matrices, on two cores), nothing is left to run the pieces
+and the process waits for ever, deaf to SIGTERM (a sweep of a 65-point finite-difference
+heat model with kvaerno5 on 2 devices, 8 runs each, on 2 cores). With more CPU devices
+than one, `threads_for_devices` sets NPROC to the cores plus the devices, so that
+threads are left over however many devices wait (a device's program waits in at most
+one such kernel at a time in simjax's programs). Later jaxlib releases call LAPACK
+without the pool; a user's own NPROC stands.
+
 Not with XLA's older CPU fusion emitters (`--xla_cpu_use_fusion_emitters=false` in
 XLA_FLAGS): with them, loops compiled whole gave a wrong gradient of a PEtab objective
 (Elowitz 2000, 21 parameters, kvaerno5 at rtol 1e-12: -0.0836 for a component that finite
@@ -32,6 +45,7 @@ for.
 from __future__ import annotations
 
 import os
+import re
 import sys
 
 SMALL_LOOP_BYTES = 1 << 17
@@ -51,6 +65,29 @@ def small_loops_whole() -> None:
         return
     option = f"--xla_backend_extra_options=xla_cpu_small_while_loop_byte_threshold={SMALL_LOOP_BYTES}"
     os.environ["XLA_FLAGS"] = f"{flags} {option}".strip()
+
+
+def threads_for_devices() -> None:
+    """Set NPROC (the size of XLA's CPU thread pool) to the usable cores plus the CPU
+    devices when XLA_FLAGS (`--xla_force_host_platform_device_count`) or
+    JAX_NUM_CPU_DEVICES asks for more than one device, unless NPROC is set or JAX has
+    started a backend already (see the module docstring)."""
+    if "NPROC" in os.environ or _jax_started():
+        return
+    devices = cpu_devices_asked()
+    if devices < 2:
+        return
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    os.environ["NPROC"] = str(cores + devices)
+
+
+def cpu_devices_asked() -> int:
+    """The number of CPU devices the environment asks JAX for (1 when it says nothing)."""
+    found = re.findall(r"--xla_force_host_platform_device_count=(\d+)", os.environ.get("XLA_FLAGS", ""))
+    if found:
+        return int(found[-1])
+    count = os.environ.get("JAX_NUM_CPU_DEVICES", "")
+    return int(count) if count.isdigit() and int(count) > 0 else 1
 
 
 def _jax_started() -> bool:

@@ -23,6 +23,8 @@ _NAMES: dict[str, tuple[str, str]] = {
     "BATCHED_METHODS": ("._batched_ode", "BATCHED_METHODS"),
     "solve_batch": ("._batched_ode", "solve_batch"),
     "batched_ode_supports": ("._batched_ode", "supports"),
+    "local_structures": ("._batch_shards", "local_structures"),
+    "on_batch_shards": ("._batch_shards", "on_batch_shards"),
     "OdeEvent": ("._events", "OdeEvent"),
     "solve_with_events": ("._events", "solve_with_events"),
     "OdeLoop": ("._ode_loop", "OdeLoop"),
@@ -114,6 +116,7 @@ if TYPE_CHECKING:
     from ._checks import checks_as_nan as checks_as_nan
     from ._results import Result as Result, from_diffrax as from_diffrax, result_message as result_message
     from ._batched_ode import BATCHED_METHODS as BATCHED_METHODS, solve_batch as solve_batch, supports as batched_ode_supports
+    from ._batch_shards import local_structures as local_structures, on_batch_shards as on_batch_shards
     from ._events import OdeEvent as OdeEvent, solve_with_events as solve_with_events
     from ._ode_loop import OdeLoop as OdeLoop, OdeLoopState as OdeLoopState, result_code as result_code
     from ._frame_loops import (

@@ -1,0 +1,311 @@
+"""Sweeps over several devices: every family's chunks, split over 2 and 4 simulated CPU
+devices (`--xla_force_host_platform_device_count`, as the README tells users), give the
+values of one device, and none waits for ever (each device computes its own runs in
+`jax.shard_map`; XLA's CPU pool has threads to spare for LAPACK's waiting kernels:
+`sim._xla_flags.threads_for_devices`).
+
+One process per device count runs every family (a process's start and compilations
+cost seconds each), against the same sweeps computed here on this process's one device.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+import sim
+from tests.helpers import host_devices
+
+CONFIGS = {
+    # ODE, explicit: the batched fast path (`solvers.solve_batch`), one call per chunk.
+    "ode_explicit": """
+[model]
+name = "lotka_volterra"
+[time]
+t1 = 5.0
+save = 6
+[solver]
+method = "tsit5"
+[sweep]
+[sweep.params]
+alpha = { linspace = [0.4, 0.7, 8] }
+""",
+    # ODE, implicit: advanced frame by frame, Newton iterations with LU factorisations.
+    "ode_implicit": """
+[model]
+name = "lotka_volterra"
+[time]
+t1 = 5.0
+save = 6
+[solver]
+method = "kvaerno5"
+[sweep]
+[sweep.params]
+alpha = { linspace = [0.4, 0.7, 8] }
+""",
+    # Spectral PDE: FFTs in every step.
+    "pde_spectral": """
+[model]
+name = "heat"
+[grid]
+points = [16]
+domain = [[0.0, 6.283185307179586]]
+[initial]
+kind = "sine"
+[time]
+t1 = 0.2
+save = 3
+dt = 0.01
+[sweep]
+[sweep.params]
+diffusivity = { linspace = [0.1, 1.0, 8] }
+""",
+    # Finite-difference PDE with kvaerno5: 65 x 65 Newton matrices, factorised in batches
+    # large enough for jaxlib's LAPACK kernels to split them over XLA's thread pool
+    # (on 2 or 4 devices sharing 2 cores, each device's kernel waited for pieces that no
+    # free thread was left to run: the sweep hung).
+    "pde_fd": """
+[model]
+name = "heat_fd"
+[grid]
+points = [65]
+domain = [[0.0, 1.0]]
+[initial]
+kind = "sine"
+[time]
+t1 = 0.02
+save = 3
+[solver]
+method = "kvaerno5"
+rtol = 1e-6
+atol = 1e-8
+[sweep]
+[sweep.params]
+diffusivity = { linspace = [0.1, 0.4, 8] }
+""",
+    "sde": """
+[model]
+name = "ornstein_uhlenbeck"
+[initial]
+x = 2.0
+[time]
+t1 = 0.5
+save = 6
+[solver]
+method = "euler"
+dt = 0.05
+[ensemble]
+paths = 2
+seed = 7
+[sweep]
+save = "final"
+[sweep.params]
+theta = { linspace = [0.5, 2.0, 8] }
+""",
+    "md": """
+[model]
+name = "lennard_jones"
+[params]
+cutoff = 1.6
+shift = true
+[system]
+lattice = "fcc"
+cells = 2
+density = 0.8
+temperature = 1.0
+seed = 3
+[time]
+dt = 0.004
+steps = 20
+save_every = 10
+[solver]
+method = "langevin"
+temperature = 1.0
+friction = 1.0
+[sweep]
+save = "summary"
+[sweep.params]
+epsilon = { linspace = [0.8, 1.2, 4] }
+""",
+}
+
+# Every family swept in one process, its results saved as .npz files beside its configs.
+SWEEP_ALL = """
+import json, sys
+import numpy as np
+import jax
+import sim
+
+assert len(jax.devices()) == int(sys.argv[1]), jax.devices()
+
+
+def flat(tree, prefix=""):
+    if isinstance(tree, dict):
+        return {k: v for name, sub in tree.items() for k, v in flat(sub, f"{prefix}{name}.").items()}
+    return {prefix.rstrip("."): np.asarray(tree)}
+
+
+for name in json.loads(sys.argv[2]):
+    result = sim.sweep(sim.load_config(name + ".toml"))
+    np.savez(name + ".npz", status=result.status, **flat(result.observables))
+"""
+
+
+def flat(tree, prefix="") -> dict[str, np.ndarray]:
+    """A nested dict of arrays as one dict, keys joined by dots."""
+    if isinstance(tree, dict):
+        return {k: v for name, sub in tree.items() for k, v in flat(sub, f"{prefix}{name}.").items()}
+    return {prefix.rstrip("."): np.asarray(tree)}
+
+
+def sweep_here(name: str) -> dict[str, np.ndarray]:
+    result = sim.sweep(sim.load_config(f"{name}.toml"))
+    return {"status": np.asarray(result.status), **flat(result.observables)}
+
+
+@pytest.mark.parametrize("devices", [2, 4])
+def test_every_family_on_several_devices_gives_the_values_of_one(tmp_cwd, devices):
+    for name, text in CONFIGS.items():
+        (tmp_cwd / f"{name}.toml").write_text(text)
+    env = {**os.environ, "XLA_FLAGS": host_devices(devices)}
+    env.pop("NPROC", None)  # (the process sizes XLA's thread pool itself)
+    began = time.monotonic()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", SWEEP_ALL, str(devices), json.dumps(list(CONFIGS))],
+            env=env, capture_output=True, text=True, timeout=240,
+        )
+    except subprocess.TimeoutExpired:
+        finished = [name for name in CONFIGS if (tmp_cwd / f"{name}.npz").exists()]
+        pytest.fail(f"the sweeps on {devices} devices did not end within 240 s (finished: {finished})")
+    assert done.returncode == 0, done.stderr[-3000:]
+    print(f"{devices} devices: {time.monotonic() - began:.1f} s for every family")
+    for name in CONFIGS:
+        one = sweep_here(name)
+        with np.load(f"{name}.npz") as f:
+            several = dict(f)
+        assert sorted(several) == sorted(one), name
+        assert np.all(one["status"] == 1), name
+        for key, value in one.items():
+            # (each device's batch has another size: XLA may round the last bits otherwise)
+            np.testing.assert_allclose(several[key], value, rtol=1e-12, atol=0, err_msg=f"{name}: {key}")
+
+
+# A model whose vector field asks the host for its rate: with SIM_TEST_HANG set, the
+# host never answers for rates above 0.5 (the second chunk of HANG_CONFIG), a planted
+# stand-in for a computation that waits for ever.
+HANG_MODEL = '''
+import os
+import signal
+import time
+from typing import ClassVar
+
+import jax
+import numpy as np
+
+from physics import Parameter
+from physics.ode import OdeModel
+
+
+def rate(k):
+    if os.environ.get("SIM_TEST_HANG") and np.any(np.asarray(k) > 0.5):
+        time.sleep(3600.0)
+    return np.asarray(k)
+
+
+class AskingDecay(OdeModel):
+    """dy/dt = -k y, k from a host callback."""
+
+    name: ClassVar[str] = "asking_decay"
+    description: ClassVar[str] = "exponential decay at a rate the host gives"
+    parameters: ClassVar[tuple[Parameter, ...]] = (Parameter("k", 0.1, "1/s", "decay rate", "positive"),)
+    state_names: ClassVar[tuple[str, ...]] = ("y",)
+    initial_defaults: ClassVar[dict[str, float]] = {"y": 1.0}
+
+    def vector_field(self, t, y, params):
+        k = jax.pure_callback(rate, jax.ShapeDtypeStruct((), y.dtype), params["k"], vmap_method="sequential")
+        return -k * y
+'''
+
+HANG_CONFIG = """
+[model]
+source = "asking.py:AskingDecay"
+[time]
+t1 = 1.0
+save = 3
+[solver]
+method = "tsit5"
+[sweep]
+chunk = 2
+[sweep.params]
+k = { values = [0.1, 0.2, 0.7, 0.8] }
+"""
+
+
+def written_runs(partial) -> int:
+    try:
+        import h5py
+
+        with h5py.File(partial, "r", locking=False) as f:
+            return int(np.sum(f["status"][()] != 0))
+    except (OSError, KeyError):
+        return 0
+
+
+def hanging_sweep(folder, devices: int, **variables) -> subprocess.Popen:
+    (folder / "asking.py").write_text(HANG_MODEL)
+    (folder / "c.toml").write_text(HANG_CONFIG)
+    env = {**os.environ, "XLA_FLAGS": host_devices(devices), "SIM_TEST_HANG": "1", **variables}
+    env.pop("NPROC", None)
+    command = [sys.executable, "-c", "from _sim_entry import main; main()", "sweep", "c.toml", "-o", "out.h5", "--quiet"]
+    return subprocess.Popen(command, env=env, cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_a_chunk_that_makes_no_progress_ends_the_sweep_in_one_line_and_resumes(tmp_cwd, capsys):
+    from sim.cli import main
+
+    began = time.monotonic()
+    process = hanging_sweep(tmp_cwd, 2, SIMJAX_STALL_SECONDS="3")
+    try:
+        _, err = process.communicate(timeout=60)
+    finally:
+        process.kill()
+    took = time.monotonic() - began
+    assert process.returncode == 1 and len(err.strip().splitlines()) == 1, err
+    assert "made no progress for 3 s on 2 devices" in err and "resume with: sim sweep c.toml -o out.h5 --quiet --resume" in err, err
+    print(f"a planted hang on 2 devices ended after {took:.1f} s")
+    assert written_runs(tmp_cwd / ".out.h5.partial") == 2  # the first chunk, kept
+    # Resumed without the hang: the second chunk is computed, the first kept.
+    with pytest.raises(SystemExit) as info:
+        main(["sweep", "c.toml", "-o", "out.h5", "--resume", "--quiet"])
+        raise SystemExit(0)
+    assert info.value.code == 0, capsys.readouterr().err
+    y = sim.read("out.h5").observables["y"]
+    k = np.array([0.1, 0.2, 0.7, 0.8])
+    np.testing.assert_allclose(y, np.exp(-k[:, None] * np.array([0.0, 0.5, 1.0])), rtol=1e-5)
+
+
+def test_sigterm_during_a_chunk_that_waits_ends_the_sweep_at_once(tmp_cwd):
+    from sim._watchdog import SIGNAL_GRACE_SECONDS
+
+    process = hanging_sweep(tmp_cwd, 2, SIMJAX_STALL_SECONDS="600")
+    try:
+        deadline = time.monotonic() + 60
+        while written_runs(tmp_cwd / ".out.h5.partial") < 2:  # the first chunk written, the second waits
+            assert process.poll() is None and time.monotonic() < deadline, process.stderr.read() if process.poll() is not None else "no chunk within 60 s"
+            time.sleep(0.2)
+        sent = time.monotonic()
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=SIGNAL_GRACE_SECONDS + 20)
+        took = time.monotonic() - sent
+    finally:
+        process.kill()
+    assert process.returncode == 143 and len(err.strip().splitlines()) == 1, err
+    assert err.startswith("interrupted (SIGTERM): the sweep so far is kept in .out.h5.partial; resume with:"), err
+    assert took < SIGNAL_GRACE_SECONDS + 10, took
+    assert written_runs(tmp_cwd / ".out.h5.partial") == 2
