@@ -456,7 +456,7 @@ _SIGMA_SD = "observableId\tobservableFormula\tnoiseFormula\nobs_A\tA\tnoiseParam
             {"observables.tsv": _SIGMA_SD, "parameters.tsv": "parameterId\tparameterScale\tlowerBound\tupperBound\tnominalValue\testimate\nk\tlog10\t0.01\t10\t0.5\t1\nsd\tlin\t0\t1\t0\t0\n"},
             "the fixed parameter 'sd' has the nominal value 0.0",
         ),
-        ({"decay.yaml": "name: hello\n"}, "not a readable PEtab problem: the key 'problems' is missing"),
+        ({"decay.yaml": "name: hello\n"}, "not a readable PEtab problem: the keys 'parameter_file', 'problems' are missing"),
     ],
 )
 def test_a_problem_without_measurements_or_with_a_sigma_not_positive_is_refused(tmp_path, tables, says):
