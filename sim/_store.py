@@ -319,10 +319,30 @@ def read(path: str | Path) -> Record:
     try:
         with h5py.File(path, "r") as f:
             attrs = {k: _attr(v) for k, v in f.attrs.items()}
+            _check_declared_size(path, f)
             tree = _load(f)
+    except DataError:
+        raise
     except DAMAGED_FILE_ERRORS as e:
         raise DataError(path, "", f"not a readable HDF5 file ({error_reason(e)})") from None
     return Record(path, attrs, tree)
+
+
+def _check_declared_size(path: Path, f: h5py.File) -> None:
+    """Refuse, before reading, a file whose datasets declare more values than this
+    machine's memory holds (a dataset may declare 1e11 values and store none), naming
+    the largest."""
+    from ._limits import memory_problem
+
+    sizes: dict[str, tuple[int, int]] = {}
+    f.visititems(lambda name, item: sizes.__setitem__(name, (item.size or 0, item.dtype.itemsize)) if isinstance(item, h5py.Dataset) else None)
+    if not sizes:
+        return
+    total = sum(n * itemsize for n, itemsize in sizes.values())
+    largest = max(sizes, key=lambda name: sizes[name][0] * sizes[name][1])
+    problem = memory_problem(total, f"reading its {sum(n for n, _ in sizes.values()):,} values")
+    if problem:
+        raise DataError(path, f"/{largest}", f"declares {sizes[largest][0]:,} values; {problem}")
 
 
 def numeric_dataset(f: h5py.File, path: str | Path, name: str, key: str) -> np.ndarray:

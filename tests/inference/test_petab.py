@@ -202,7 +202,7 @@ def test_sim_fit_evaluate_writes_the_objective(tmp_cwd, capsys, monkeypatch, boe
     # `sim fit` is handed the module's problem for Boehm's file, and so its compiled
     # objective (loading from the file is what the bad-table tests check, through the CLI)
     problem, load = boehm[0], petab_module.load_petab
-    monkeypatch.setattr(petab_module, "load_petab", lambda path, solver=None: problem if Path(path) == problem.path and solver is None else load(path, solver))
+    monkeypatch.setattr(petab_module, "load_petab", lambda path, solver=None, allow_outside=False: problem if Path(path) == problem.path and solver is None else load(path, solver, allow_outside=allow_outside))
     code, err = cli(["fit", str(problem_file("Boehm_JProteomeRes2014")), "--evaluate", "-o", "eval.h5", "--quiet"], capsys)
     assert code == 0, err
     with h5py.File(tmp_cwd / "eval.h5") as f:

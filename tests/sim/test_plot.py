@@ -495,3 +495,23 @@ def test_sweep_axes_log_where_drawn_log_spaced_with_units():
     assert ax.get_xscale() == "linear" and ax.get_yscale() == "log"
     assert ax.get_xlabel() == "alpha (1/year)" and ax.get_ylabel() == "beta (1/(year·thousand))"
     assert "6 × 5 grid" in fig._suptitle.get_text()
+
+
+@pytest.mark.parametrize("kind", ["simjax.run", "simjax.sweep"])
+def test_a_file_declaring_more_values_than_memory_is_refused_before_reading(kind, tmp_cwd, capsys, monkeypatch):
+    # (a MemoryError: "Unable to allocate 745 GiB" for a /time of 1e11 values stored in 7 kB)
+    import sim._limits
+
+    monkeypatch.setattr(sim._limits, "physical_memory", lambda: 16 * 2**30)
+    with h5py.File("huge.h5", "w") as f:
+        f.attrs["format"], f.attrs["format_version"], f.attrs["model"] = kind, 1, "lotka_volterra"
+        f.create_dataset("time", shape=(10**11,), dtype="f8", chunks=(4096,))
+        f.create_dataset("observables/prey", shape=(10**11,), dtype="f8", chunks=(4096,))
+    assert Path("huge.h5").stat().st_size < 1 << 20
+    code, err = cli(["plot", "huge.h5", "-o", "fig.png"], capsys)
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and "Traceback" not in err, err
+    assert "huge.h5" in lines[0] and "100,000,000,000 values" in lines[0] and "memory" in lines[0], lines[0]
+    assert not Path("fig.png").exists()
+    with pytest.raises(sim.DataError, match="memory"):
+        sim.read("huge.h5")
