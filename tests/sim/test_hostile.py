@@ -197,8 +197,10 @@ def write_unfinished_run(path):
     import sim
     from sim._run import plan_run
 
+    plan = plan_run(sim.load_config("lv.toml"))
     with h5py.File(path, "w") as f:
-        f.attrs.update(format="simjax.run", config=plan_run(sim.load_config("lv.toml")).config)
+        f.attrs.update(format="simjax.run", config=plan.config)
+        plan.identity().write(f.attrs)
 
 
 def write_fit_checkpoint(path):
