@@ -252,16 +252,35 @@ _entry_handlers: dict = {}
 def output_path(config, option: Optional[Path], default_suffix: str = ".h5", inputs: tuple[Optional[Path], ...] = ()) -> Path:
     """-o if given (relative to the working folder); else `[output] file` (relative to the
     config's folder); else the config's name with `default_suffix` in the working
-    folder. Checked before any work: writable, a regular file, and none of the
-    command's input files (the config, the files it names, `inputs`)."""
+    folder (`unasked`: never over an existing result). Checked before any work: writable,
+    a regular file, and none of the command's input files (the config, the files it
+    names, `inputs`)."""
     from ._store import check_output_path
 
     given = [*config.input_files(), *(p for p in inputs if p is not None)]
     if option is not None:
         return check_output_path(option, "-o", inputs=given)
     if config.spec.output.file:
-        return check_output_path(config.resolve_path(config.spec.output.file), config.source, "output.file", inputs=given)
-    return check_output_path(Path(config.path.stem + default_suffix), "-o", inputs=given)
+        path = config.resolve_path(config.spec.output.file)
+        return check_output_path(unasked(path, f"{config.source}: output.file"), config.source, "output.file", inputs=given)
+    return check_output_path(unasked(Path(config.path.stem + default_suffix)), "-o", inputs=given)
+
+
+def unasked(path: Path, named_by: str = "") -> Path:
+    """The output a command writes when -o is not given: `path`, unless a file is there
+    already. The one rule of every command's default output: without -o, nothing that
+    exists is replaced (a second run with other settings would silently overwrite the
+    first one's result).
+
+    Raises:
+        InputError: `path` exists.
+    """
+    if os.path.lexists(path):
+        where = f" (named by {named_by})" if named_by else ""
+        raise InputError(
+            path, "", f"exists already{where}; without -o no command replaces a file: pass -o {shown(path)} to replace it, or -o with another name"
+        )
+    return path
 
 
 def resume_command(output: Path) -> str:
@@ -569,7 +588,7 @@ def fit(
     # [fit] checkpoint_every = N, after any --set)
     given = [*([f"fit.starts={starts}"] if starts is not None else []), *([f"fit.checkpoint_every={checkpoint_every}"] if checkpoint_every is not None else [])]
     cfg = load_config(config, [*(set_ or []), *given])
-    path = check_output_path(output if output is not None else Path(cfg.path.stem + "_fit.h5"), "-o", inputs=[*cfg.input_files(), *([data] if data else [])])
+    path = check_output_path(output if output is not None else unasked(Path(cfg.path.stem + "_fit.h5")), "-o", inputs=[*cfg.input_files(), *([data] if data else [])])
     with writing(path, "fit", checkpoint_path(path), resume, quiet) as resume, Clock() as clock:
         result = fit_config(cfg, data, progress=not quiet, output=path, resume=resume, devices=devices, scheduler=scheduler)
     table = Table("quantity", "estimate", "std. error", box=None)
@@ -607,7 +626,7 @@ def _fit_petab(
     from ._store import check_output_path
 
     problem = load_petab(problem_file, allow_outside=allow_outside)
-    path = check_output_path(output if output is not None else Path(problem_file.stem + "_fit.h5"), "-o", inputs=problem_files(problem_file))
+    path = check_output_path(output if output is not None else unasked(Path(problem_file.stem + "_fit.h5")), "-o", inputs=problem_files(problem_file))
     start = time.perf_counter()
     with writing(path, "fit", checkpoint_path(path), resume, quiet) as resume:
         report = None if quiet else (lambda k, f: print(f"start {k} of {starts} done: objective {f:.6g}", file=sys.stderr))
@@ -648,7 +667,7 @@ def infer(
     _petab_only(allow_outside, config)
     cfg = load_config(config, set_ or [])
     inputs = [*cfg.input_files(), *(p for p in (data, init_from) if p is not None)]
-    path = check_output_path(output if output is not None else Path(cfg.path.stem + "_posterior.h5"), "-o", inputs=inputs)
+    path = check_output_path(output if output is not None else unasked(Path(cfg.path.stem + "_posterior.h5")), "-o", inputs=inputs)
     if arviz is not None:
         check_output_path(arviz, "--arviz", inputs=inputs)
         if os.path.realpath(arviz) == os.path.realpath(path) or (arviz.exists() and path.exists() and os.path.samefile(arviz, path)):
@@ -707,7 +726,7 @@ def _infer_petab(problem_file: Path, output: Optional[Path], chains, warmup, sam
     if seed is not None and seed_problem(seed):
         raise InputError("--seed", "", seed_problem(seed))
     problem = load_petab(problem_file, allow_outside=allow_outside)
-    path = check_output_path(output if output is not None else Path(problem_file.stem + "_posterior.h5"), "-o", inputs=problem_files(problem_file))
+    path = check_output_path(output if output is not None else unasked(Path(problem_file.stem + "_posterior.h5")), "-o", inputs=problem_files(problem_file))
     with exclusive(path), resumable(path, "the sampling"), Clock() as clock:
         result = infer_petab(problem, chains=chains or 4, warmup=warmup or 500, samples=samples or 500, seed=seed or 0, progress=not quiet, log=None if quiet else _note)
         result.save(path)
@@ -741,14 +760,14 @@ def profile(
         from inference._petab import load_petab, problem_files
 
         problem = load_petab(config, allow_outside=allow_outside)
-        path = check_output_path(output if output is not None else Path(config.stem + "_profile.h5"), "-o", inputs=problem_files(config))
+        path = check_output_path(output if output is not None else unasked(Path(config.stem + "_profile.h5")), "-o", inputs=problem_files(config))
         with exclusive(path), resumable(path, "the profile"):
             result = profile_petab(problem, param, starts=starts)
             result.save(path)
     else:
         _petab_only(allow_outside, config)
         cfg = load_config(config, set_ or [])
-        path = check_output_path(output if output is not None else Path(cfg.path.stem + "_profile.h5"), "-o", inputs=[*cfg.input_files(), *([data] if data else [])])
+        path = check_output_path(output if output is not None else unasked(Path(cfg.path.stem + "_profile.h5")), "-o", inputs=[*cfg.input_files(), *([data] if data else [])])
         with exclusive(path), resumable(path, "the profile"):
             result = profile_config(cfg, param, data)
             result.save(path)
@@ -791,7 +810,7 @@ def plot(
             print(f"wrote {shown(movie)}", file=sys.stderr)
         if output is None:
             return
-    path = check_figure_path(output if output is not None else Path(file.with_suffix(".png").name))
+    path = check_figure_path(output if output is not None else unasked(Path(file.with_suffix(".png").name)))
     check_output_path(path, "-o", inputs=[file])
     with exclusive(path):
         draw(file, path)
