@@ -41,7 +41,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
-STALL_SECONDS = 60.0
+STALL_SECONDS = 30.0
 """How long a chunk may go without progress (see the module docstring) by default."""
 STALL_VARIABLE = "SIMJAX_STALL_SECONDS"
 SIGNAL_GRACE_SECONDS = 5.0

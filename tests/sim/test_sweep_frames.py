@@ -234,11 +234,12 @@ def test_a_sweep_stopped_mid_chunk_resumes_to_the_bytes_of_an_uninterrupted_one(
     assert np.all(sim.read("out.h5").status == 1)
 
 
-def test_a_framed_chunk_split_over_two_devices_gives_the_values_of_one(tmp_cwd):
+@pytest.mark.parametrize("devices", [2, 4])
+def test_a_framed_chunk_split_over_several_devices_gives_the_values_of_one(tmp_cwd, devices):
     Path("s.toml").write_text(SPECTRAL)
-    env = {**os.environ, "XLA_FLAGS": host_devices(2)}
+    env = {**os.environ, "XLA_FLAGS": host_devices(devices)}
     done = subprocess.run(
-        [sys.executable, "-c", "from sim.cli import main; main()", "sweep", "s.toml", "-o", "two.h5", "--quiet", "--devices", "2"],
+        [sys.executable, "-c", "from sim.cli import main; main()", "sweep", "s.toml", "-o", "two.h5", "--quiet", "--devices", str(devices)],
         env=env, capture_output=True, text=True, timeout=300,
     )
     assert done.returncode == 0, done.stderr
