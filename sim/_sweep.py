@@ -559,7 +559,7 @@ def _execute(prep: Prepared, output, resume: bool, n_devices: int, client, progr
             else:
                 results = _run_local(prep, runner, n_devices, padded, pending)
             last, told = _time.perf_counter(), False
-            watch = contextlib.nullcontext() if output is None else _watched(output, n_devices)
+            watch = contextlib.nullcontext() if output is None else _watched(output, n_devices, local=client is None)
             with watch:
                 for k, values in computed(results):
                     lo, hi = prep.bounds(k)
@@ -592,7 +592,7 @@ def _execute(prep: Prepared, output, resume: bool, n_devices: int, client, progr
     return summary, (sink if isinstance(sink, MemorySink) else None)
 
 
-def _watched(output, devices: int):
+def _watched(output, devices: int, local: bool):
     """The watch over the sweep's chunks in the `sim` command (`sim._watchdog`): a chunk
     without progress, or a signal the chunk does not let the sweep answer, ends the
     command in one line, with what is kept and the command that resumes it."""
@@ -608,7 +608,7 @@ def _watched(output, devices: int):
             f"the process waits on itself); {kept_line(kept)}; resume with: {resume_line(output)}"
         )
 
-    return watching(stopped, stalled, cpu=jax.devices()[0].platform == "cpu")
+    return watching(stopped, stalled, cpu=jax.devices()[0].platform == "cpu", local=local)
 
 
 def _long_chunk_note(prep: Prepared, seconds: float) -> str:

@@ -7,15 +7,16 @@ handler and no safe point comes: a computation that waits for ever (a deadlock b
 XLA's threads, a model's host callback that never returns) would keep the process alive,
 deaf to SIGTERM. A thread watches instead (`watching`, within `sim._interrupt.deferred`):
 
-- Progress is a call of the chunk that returns (a chunk, or a framed chunk's few frames)
-  or, on CPU devices, the process using CPU time (at least `BUSY_SHARE` of a core over
-  each tick of `TICK` seconds): a long chunk that computes is never stalled, only one
-  in which nothing runs. With none for `stall_seconds` (`SIMJAX_STALL_SECONDS` in the
+- Progress is a call of the chunk that returns (a chunk, or a framed chunk's few
+  frames) or, on CPU devices, the process using CPU time (at least `BUSY_SHARE` of a
+  core over each tick of `TICK` seconds): a long chunk that computes is never stalled,
+  only one in which nothing runs. With none for `stall_seconds` (`SIMJAX_STALL_SECONDS` in the
   environment, else `STALL_SECONDS`), the command ends with one line ("error: ... made
   no progress for N s ...; resume with: ...") and exit code 1. On other devices the host
   waits idle while they compute, so only returned calls count, and the watch is off
   unless the variable is set. A tick that took far longer than asked (the process was
-  stopped, the machine suspended) starts the count again.
+  stopped, the machine suspended) starts the count again. Chunks sent to a Dask
+  cluster take what time they take there: for them only signals are watched.
 - A signal (SIGINT, SIGTERM) is first left to the sweep's next safe point, which writes
   a checkpoint; if the chunk is still computing `SIGNAL_GRACE_SECONDS` later, or at a
   second signal, the command ends at once with the line of an interrupted command and
@@ -142,7 +143,7 @@ _current: _Watch | None = None
 
 
 @contextlib.contextmanager
-def watching(stopped: Callable[[str], str], stalled: Callable[[float], str], cpu: bool) -> Iterator[None]:
+def watching(stopped: Callable[[str], str], stalled: Callable[[float], str], cpu: bool, local: bool = True) -> Iterator[None]:
     """Watch the chunks computed in the block (`computed`), within the command's
     `sim._interrupt.deferred` in the main thread; elsewhere it does nothing.
 
@@ -151,6 +152,8 @@ def watching(stopped: Callable[[str], str], stalled: Callable[[float], str], cpu
         stalled: the line printed when a chunk made no progress for so many seconds.
         cpu: whether the devices are CPU devices (the process's CPU time then counts as
             progress).
+        local: whether the chunks are computed in this process; chunks sent to a Dask
+            cluster take what time they take there, and only signals are watched.
 
     Raises:
         InputError: `SIMJAX_STALL_SECONDS` is not a positive number.
@@ -163,7 +166,7 @@ def watching(stopped: Callable[[str], str], stalled: Callable[[float], str], cpu
         yield
         return
     try:
-        stall = stall_seconds(cpu)
+        stall = stall_seconds(cpu) if local else None
     except ValueError as e:
         raise InputError(STALL_VARIABLE, os.environ.get(STALL_VARIABLE, ""), str(e).partition(": ")[2]) from None
     watch = _Watch(stall, cpu, stopped, stalled)
