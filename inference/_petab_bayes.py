@@ -14,8 +14,9 @@ is the prior's. Gradients of the likelihood come from the problem's `value_and_g
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 import math
+import time
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
@@ -38,9 +39,39 @@ def _log_jacobian(x, scale: str):
     return jnp.zeros_like(x)
 
 
-def numpyro_model(problem: PetabProblem):
+class Heartbeat:
+    """What NUTS is doing between two chunks of steps (`run_chains` reports each chunk,
+    a tenth of the steps): a line at most every `every` seconds counting the
+    evaluations of the likelihood and its gradient, each chain's, and the time each
+    took. A NUTS step takes from 1 to 1023 of them (tree depth 10), and one evaluation
+    of a PEtab problem solves every condition, so a chunk of a problem such as Boehm
+    2014's may take an hour; this says it is at work, and how fast.
+
+    Called on the host (`jax.debug.callback`) once per chain and evaluation."""
+
+    def __init__(self, log: Callable[[str], None], chains: int, every: float = 10.0):
+        self.log, self.chains, self.every = log, chains, every
+        self.calls = 0
+        self.start = self.last = time.monotonic()
+
+    def restart(self) -> None:
+        """Count from here (the chains have started: their compilation is behind)."""
+        self.calls = 0
+        self.start = self.last = time.monotonic()
+
+    def __call__(self, _value) -> None:
+        self.calls += 1
+        now = time.monotonic()
+        if now - self.last >= self.every:
+            self.last = now
+            count = self.calls // self.chains
+            self.log(f"NUTS: {count:,} evaluations of the likelihood and its gradient per chain in {now - self.start:.0f} s ({(now - self.start) / max(count, 1):.2g} s each; a step takes 1 to 1023)")
+
+
+def numpyro_model(problem: PetabProblem, heartbeat: Heartbeat | None = None):
     """The NumPyro model of a PEtab problem's posterior: one site `x` [p] on the
-    parameters' scales within their bounds."""
+    parameters' scales within their bounds; `heartbeat` is told of every evaluation of
+    the likelihood's gradient."""
     import numpyro
     import numpyro.distributions as dist
 
@@ -54,6 +85,8 @@ def numpyro_model(problem: PetabProblem):
 
     def forward(x):
         f, g = value_and_grad(x)
+        if heartbeat is not None:
+            jax.debug.callback(heartbeat, f)
         return f, g
 
     def backward(g, cotangent):
@@ -108,18 +141,24 @@ def infer_petab(
     problem: PetabProblem, *, chains: int = 4, warmup: int = 500, samples: int = 500, seed: int = 0, progress: bool = False, log: Callable[[str], None] | None = None
 ) -> PetabPosterior:
     """Sample a PEtab problem's posterior with NUTS; the chains start at the nominal
-    parameters (where they lie within the bounds)."""
+    parameters (where they lie within the bounds). With `progress` and `log`, a
+    `Heartbeat` line every 10 s between the chunks' progress."""
     from numpyro.infer import NUTS, init_to_median, init_to_value
 
     lower, upper = problem.bounds()
     nominal = problem.nominal()
     inside = np.all(np.isfinite(nominal)) and np.all((nominal > lower) & (nominal < upper))
     init = init_to_value(values={"x": jnp.asarray(nominal)}) if inside else init_to_median(num_samples=15)
-    kernel = NUTS(numpyro_model(problem), init_strategy=init)
+    heartbeat = Heartbeat(log, chains) if progress and log is not None else None
+    kernel = NUTS(numpyro_model(problem, heartbeat), init_strategy=init)
     method, _, plan = chain_method(chains, progress, spread=spreads([problem.solver]))
-    started = None if log is None else lambda: log(plan)
+    def started() -> None:
+        log(plan)
+        if heartbeat is not None:
+            heartbeat.restart()
+
     with jax.numpy_dtype_promotion("standard"), immediate("sampling"):
-        run = run_chains(kernel, (), chains=chains, warmup=warmup, samples=samples, key=jax.random.PRNGKey(seed), method=method, progress=progress, started=started)
+        run = run_chains(kernel, (), chains=chains, warmup=warmup, samples=samples, key=jax.random.PRNGKey(seed), method=method, progress=progress, started=None if log is None else started)
     x = run.samples["x"]
     scales = [p.scale for p in problem.parameters if p.estimate]
     posterior = {name: np.asarray(to_linear(x[..., k], scales[k])) for k, name in enumerate(problem.estimated)}

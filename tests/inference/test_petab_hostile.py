@@ -192,3 +192,35 @@ def test_a_config_may_not_take_the_flag(tmp_cwd, capsys):
     # (a config is the user's own program and may name any path: the flag means nothing there)
     Path("lv_fit.toml").write_text(LV_FIT)
     refused(["fit", "lv_fit.toml", "--allow-outside-folder", "-o", "out.h5"], capsys, tmp_cwd, "--allow-outside-folder", "applies to a PEtab problem")
+
+
+# ----------------------------------------------------------------------------- progress
+
+
+def test_the_heartbeat_counts_each_chains_evaluations_and_says_how_long_each_took(monkeypatch):
+    # (sim infer of Boehm 2014 printed nothing for 15 minutes: its first chunk of 60 NUTS
+    # steps took hours, at up to 1023 evaluations a step)
+    from inference import _petab_bayes
+
+    clock = [100.0]
+    monkeypatch.setattr(_petab_bayes.time, "monotonic", lambda: clock[0])
+    lines: list[str] = []
+    beat = _petab_bayes.Heartbeat(lines.append, chains=2, every=10.0)
+    beat.restart()
+    for _ in range(40):  # 20 evaluations of 2 chains, 1 s apart
+        clock[0] += 0.5
+        beat(0.0)
+    assert lines == ["NUTS: 10 evaluations of the likelihood and its gradient per chain in 10 s (1 s each; a step takes 1 to 1023)", "NUTS: 20 evaluations of the likelihood and its gradient per chain in 20 s (1 s each; a step takes 1 to 1023)"]
+
+
+@pytest.mark.slow  # (compiles the sampler: 25 s)
+def test_sim_infer_of_a_petab_problem_shows_its_evaluations_while_it_samples(decay, monkeypatch):
+    from inference import _petab_bayes
+
+    monkeypatch.setattr(_petab_bayes.Heartbeat, "__init__", lambda self, log, chains, every=0.0: (setattr(self, "log", log), setattr(self, "chains", chains), setattr(self, "every", 0.0), self.restart()) and None)
+    lines: list[str] = []
+    problem = load_petab(decay)
+    _petab_bayes.infer_petab(problem, chains=2, warmup=10, samples=10, progress=True, log=lines.append)
+    begun = next(i for i, line in enumerate(lines) if "chains vectorised" in line)  # (counted from there)
+    counts = [int(line.split()[1].replace(",", "")) for line in lines[begun:] if "evaluations of the likelihood" in line]
+    assert counts and counts == sorted(counts) and counts[-1] >= 20, lines  # (at least one evaluation per step)

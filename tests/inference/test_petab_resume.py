@@ -45,7 +45,7 @@ from solvers import OdeSolver
 
 TSIT5 = OdeSolver(method="tsit5", rtol=1e-10, atol=1e-12, max_steps=100_000, throw=False)
 load = _petab.load_petab
-_petab.load_petab = lambda path, solver=None: load(path, solver or TSIT5)
+_petab.load_petab = lambda path, solver=None, allow_outside=False: load(path, solver or TSIT5, allow_outside=allow_outside)
 write = _checkpoint.Checkpointer.write
 
 
@@ -96,7 +96,7 @@ def work(decay, tmp_cwd, monkeypatch):
     there; `sim fit` in this process is handed the module's problem (and so its
     compiled batch) for the problem's file."""
     problem, whole, rounds = decay
-    monkeypatch.setattr(_petab, "load_petab", lambda path, solver=None: problem if Path(path) == problem.path else load_petab(path, solver))
+    monkeypatch.setattr(_petab, "load_petab", lambda path, solver=None, allow_outside=False: problem if Path(path) == problem.path else load_petab(path, solver, allow_outside=allow_outside))
     return tmp_cwd, problem, ["fit", str(problem.path), "--starts", str(STARTS), "-o", "out.h5"], (whole, rounds)
 
 
