@@ -53,18 +53,20 @@ class Heartbeat:
         self.log, self.chains, self.every = log, chains, every
         self.calls = 0
         self.start = self.last = time.monotonic()
+        self.running = False  # (until the chains have started: before, the start is found)
 
     def restart(self) -> None:
         """Count from here (the chains have started: their compilation is behind)."""
+        self.running = True
         self.calls = 0
         self.start = self.last = time.monotonic()
 
     def __call__(self, _value) -> None:
         self.calls += 1
         now = time.monotonic()
-        if now - self.last >= self.every:
+        count = self.calls // self.chains
+        if self.running and count and now - self.last >= self.every:
             self.last = now
-            count = self.calls // self.chains
             self.log(f"NUTS: {count:,} evaluations of the likelihood and its gradient per chain in {now - self.start:.0f} s ({(now - self.start) / max(count, 1):.2g} s each; a step takes 1 to 1023)")
 
 
