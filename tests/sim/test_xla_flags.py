@@ -93,3 +93,31 @@ def test_xla_s_older_emitters_keep_xla_s_own_threshold(monkeypatch):
     monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_use_fusion_emitters=true")
     _xla_flags.small_loops_whole()
     assert OPTION in os.environ["XLA_FLAGS"]
+
+
+def test_several_cpu_devices_get_a_thread_pool_with_threads_to_spare(monkeypatch):
+    # NPROC (the size of XLA's CPU pool) = cores + devices when more than one device is
+    # asked for; a user's NPROC, one device, or a started JAX leave it alone. (That XLA
+    # reads NPROC, and what it saves a sweep from, is tests/sim/test_sweep_devices.py's.)
+    cores = len(os.sched_getaffinity(0))
+    monkeypatch.setattr(_xla_flags, "_jax_started", lambda: False)
+    monkeypatch.delenv("NPROC", raising=False)
+    monkeypatch.delenv("JAX_NUM_CPU_DEVICES", raising=False)
+    monkeypatch.setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=3 --xla_force_host_platform_device_count=4")
+    _xla_flags.threads_for_devices()
+    assert os.environ["NPROC"] == str(cores + 4)  # (the last count given is XLA's)
+    monkeypatch.setenv("NPROC", "7")
+    _xla_flags.threads_for_devices()
+    assert os.environ["NPROC"] == "7"
+    monkeypatch.delenv("NPROC")
+    monkeypatch.setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=1")
+    _xla_flags.threads_for_devices()
+    assert "NPROC" not in os.environ
+    monkeypatch.setenv("XLA_FLAGS", "")
+    monkeypatch.setenv("JAX_NUM_CPU_DEVICES", "2")
+    _xla_flags.threads_for_devices()
+    assert os.environ["NPROC"] == str(cores + 2)
+    monkeypatch.delenv("NPROC")
+    monkeypatch.setattr(_xla_flags, "_jax_started", lambda: True)
+    _xla_flags.threads_for_devices()
+    assert "NPROC" not in os.environ
