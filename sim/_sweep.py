@@ -126,8 +126,8 @@ class ChunkRunner:
         self._sharding, _ = batch_sharding(devices)
         self.mesh, spec = self._sharding.mesh, self._sharding.spec
         batched = _batched_runs(s, save)
-        # One device needs no shard_map (and implicit solvers' linear solves do not
-        # trace inside one).
+        # One device needs no shard_map. (This is the tsit5 fast path, with no linear
+        # solves: framed chunks, which may have them, map with `solvers.on_batch_shards`.)
         mapped = batched if devices == 1 else jax.shard_map(batched, mesh=self.mesh, in_specs=spec, out_specs=spec, check_vma=False)
         self._traced = jax.jit(mapped, in_shardings=self._sharding, out_shardings=self._sharding).trace(example)
         self.out_info: dict[str, jax.ShapeDtypeStruct] = self._traced.out_info
