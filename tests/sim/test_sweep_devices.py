@@ -332,3 +332,17 @@ def test_sigterm_during_a_chunk_that_waits_ends_the_sweep_at_once(tmp_cwd):
     assert err.startswith("interrupted (SIGTERM): the sweep so far is kept in .out.h5.partial; resume with:"), err
     assert took < SIGNAL_GRACE_SECONDS + 10, took
     assert written_runs(tmp_cwd / ".out.h5.partial") == 2
+
+
+@pytest.mark.parametrize("value", ["abc", "0", "-5", "inf", "nan"])
+def test_a_stall_bound_that_is_no_positive_number_is_refused_in_one_line(tmp_cwd, capsys, monkeypatch, value):
+    from sim.cli import main
+
+    (tmp_cwd / "c.toml").write_text(CONFIGS["ode_explicit"])
+    monkeypatch.setenv("SIMJAX_STALL_SECONDS", value)
+    with pytest.raises(SystemExit) as info:
+        main(["sweep", "c.toml", "-o", "out.h5", "--quiet"])
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "SIMJAX_STALL_SECONDS" in err and "positive number of seconds" in err, err
+    assert sorted(p.name for p in tmp_cwd.iterdir()) == ["c.toml"]  # no output, no partial file
