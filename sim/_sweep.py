@@ -337,7 +337,7 @@ def _write_chunk_checkpoint(output, text: str, identity: InputIdentity, padded: 
         identity.write(f.attrs)
         f.attrs["padded"] = int(padded)
         f.attrs["chunk"] = int(k)
-        f.attrs["inputs"] = _digest(inputs)
+        f.attrs["runs"] = _digest(inputs)  # (the chunk's runs; `inputs` holds the files' digests)
         f.attrs["frame"] = int(done)
         write_tree(f.create_group("carry"), carry)
         group = f.create_group("frames")
@@ -359,7 +359,7 @@ def _read_chunk_checkpoint(output, prep: Prepared, padded: int, runner: FramedRu
             if f.attrs.get("format") != CHUNK_CHECKPOINT_FORMAT:
                 raise DataError(source, "format", "is not a simjax sweep checkpoint; delete it to compute its chunk again")
             stored, stored_padded = as_text(f.attrs.get("config", "")), int(f.attrs["padded"])
-            k, done, digest = int(f.attrs["chunk"]), int(f.attrs["frame"]), as_text(f.attrs["inputs"])
+            k, done, digest = int(f.attrs["chunk"]), int(f.attrs["frame"]), as_text(f.attrs["runs"])
             leaves = read_leaves(f["carry"])
             attrs = dict(f.attrs)
             kept = {name: np.asarray(d[()]) for name, d in f["frames"].items()}

@@ -147,7 +147,7 @@ def test_a_chunk_gives_the_same_bytes_however_its_frames_are_cut(text, tmp_cwd, 
 def test_chunks_are_checkpointed_within_every_five_minutes_by_default(tmp_cwd, monkeypatch):
     written = []
     original = sweep_module._write_chunk_checkpoint
-    monkeypatch.setattr(sweep_module, "_write_chunk_checkpoint", lambda *a: written.append((a[4], a[5])) or original(*a))
+    monkeypatch.setattr(sweep_module, "_write_chunk_checkpoint", lambda *a: written.append((a[5], a[6])) or original(*a))
     monkeypatch.setattr(frames_module, "ChunkSizer", lambda limit: Fixed(1))
     Path("s.toml").write_text(SPECTRAL)
     sim.sweep(sim.load_config("s.toml"), "quick.h5")
