@@ -84,6 +84,7 @@ class _BracketState(eqx.Module):
     value: Scalar  # h at the last iterate
     diff: Scalar  # the last step
     last_diff: Scalar  # the step before it
+    bisected: Array  # whether the last step was a bisection
 
 
 def _total(fn, t, args):
@@ -100,8 +101,9 @@ class BracketedNewton(optx.AbstractRootFinder):
     is not finite, or shrinks by less than half (as Numerical Recipes' rtsafe). It
     converges as Newton does on a smooth root, to within `atol + rtol * |t|` of a root
     whatever the function does elsewhere in the bracket (a constant value where a
-    condition is undefined, a jump), and ends on the side of the starting point `upper`
-    (where the condition holds) when the last iterate lies on the other side. The
+    condition is undefined, a jump), and when it ends by bisection on the other side of
+    a jump it ends at the bracket's end on the side of the starting point `upper` (where
+    the condition holds). The
     derivative of the root is optimistix's, by the implicit function theorem."""
 
     rtol: float
@@ -113,7 +115,8 @@ class BracketedNewton(optx.AbstractRootFinder):
         lower, upper = jnp.asarray(options["lower"], y.dtype), jnp.asarray(options["upper"], y.dtype)
         upper_value, _ = _total(fn, upper, args)
         return _BracketState(lower=lower, upper=upper, upper_value=upper_value, value=upper_value,
-                             diff=jnp.where(upper_value == 0, 0.0, jnp.inf).astype(y.dtype), last_diff=jnp.asarray(jnp.inf, y.dtype))
+                             diff=jnp.where(upper_value == 0, 0.0, jnp.inf).astype(y.dtype), last_diff=jnp.asarray(jnp.inf, y.dtype),
+                             bisected=jnp.asarray(False))
 
     def step(self, fn, y, args, options, state, tags):
         del options, tags
@@ -123,11 +126,15 @@ class BracketedNewton(optx.AbstractRootFinder):
         upper = jnp.where(same, y, state.upper)
         newton = y - h / slope
         low, high = jnp.minimum(lower, upper), jnp.maximum(lower, upper)
-        inside = jnp.isfinite(newton) & (newton > low) & (newton < high)
-        fast = jnp.abs(newton - y) <= 0.5 * jnp.abs(state.last_diff)
-        new_y = jnp.where(h == 0, y, jnp.where(inside & fast, newton, 0.5 * (lower + upper)))
+        inside = jnp.isfinite(newton) & (newton >= low) & (newton <= high)
+        # (a step below the tolerance is the last: Newton's, kept even where rounding
+        # stops the steps from halving)
+        small = jnp.abs(newton - y) <= self.atol + self.rtol * jnp.abs(y)
+        fast = small | (jnp.abs(newton - y) <= 0.5 * jnp.abs(state.last_diff))
+        bisected = (h != 0) & jnp.logical_not(inside & fast)
+        new_y = jnp.where(h == 0, y, jnp.where(bisected, 0.5 * (lower + upper), newton))
         diff = new_y - y
-        new_state = _BracketState(lower=lower, upper=upper, upper_value=state.upper_value, value=h, diff=diff, last_diff=state.diff)
+        new_state = _BracketState(lower=lower, upper=upper, upper_value=state.upper_value, value=h, diff=diff, last_diff=state.diff, bisected=bisected)
         return new_y, new_state, aux
 
     def terminate(self, fn, y, args, options, state, tags):
@@ -136,10 +143,13 @@ class BracketedNewton(optx.AbstractRootFinder):
 
     def postprocess(self, fn, y, aux, args, options, state, tags, result):
         del options, tags, result
+        # (a Newton step's end is the root to far better than the tolerance: kept; a
+        # bisection's end on the other side of a jump is moved to the bracket's end on
+        # the side where the condition holds, within the tolerance)
         h, _ = _total(fn, y, args)
         other_side = (jnp.sign(h) != jnp.sign(state.upper_value)) & (h != 0)
         near = jnp.abs(state.upper - y) <= self.atol + self.rtol * jnp.abs(y)
-        return jnp.where(other_side & near, state.upper, y), aux, {}
+        return jnp.where(state.bisected & other_side & near, state.upper, y), aux, {}
 
 
 def _select(flag: Array, new: PyTree, old: PyTree) -> PyTree:
