@@ -222,7 +222,7 @@ def test_sim_fit_then_sim_infer_from_it_match_the_exact_heat_posterior(tmp_cwd, 
     # Off a terminal: the chains' plan, then a line per tenth of warmup + samples (the
     # sampling runs in chunks, `inference._bayes.run_chains`), then the time it took.
     lines = err.strip().splitlines()
-    assert lines[0] == "2 chains vectorised on one CPU device", lines
+    assert lines[0] == "2 chains on one CPU device, one after another", lines
     progress = [line for line in lines if line.startswith(("warmup: ", "sampling: "))]
     assert [line.split("(")[1].split(")")[0] for line in progress] == [f"{10 * k}%" for k in range(1, 11)], lines
     assert progress[0].startswith("warmup: ") and progress[-1].startswith("sampling: ") and progress[-1].endswith("done"), lines
