@@ -233,7 +233,7 @@ def test_conditions_with_undefined_sides_fire_at_their_exact_times(tmp_cwd):
     text = FALL.split("[[events]]")[0].replace('hit = "0"\n', states).replace("hit = -1.0\n", initial) + events
     s = sim.setup(sim.load_config(_write("fall.toml", text.replace("atol = 1e-12\n", "atol = 1e-12\nmax_events = 8\n"))))
     observables = sim.simulate(s.model, s.params, jnp.linspace(0.0, 2.0, 3), initial=s.initial, solver=s.solver).observables
-    # Measured: 1e-15 and less.
+    # Measured: 1e-16 where the condition is finite; 6e-13 at the jump (bisected to the tolerance).
     np.testing.assert_allclose([observables[f"h{i}"][-1] for i in range(len(UNDEFINED))], list(UNDEFINED.values()), rtol=0, atol=1e-9)
 
 
