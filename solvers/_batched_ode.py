@@ -40,6 +40,8 @@ def supports(solver: Any) -> bool:
     """Whether `solve_batch` reproduces `OdeSolver.solve` for this solver."""
     if not isinstance(solver, OdeSolver) or solver.method not in BATCHED_METHODS or not solver.adaptive:
         return False
+    if solver.steps_to_save_times:  # (save times filled from the dense output here)
+        return False
     tableau = _SOLVERS[solver.method]().tableau
     controller = solver._controller()
     return (

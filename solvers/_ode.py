@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 import diffrax
 import equinox as eqx
@@ -19,22 +19,57 @@ from ._results import Result, from_diffrax, result_message
 from ._types import Times
 from ._words import did_you_mean
 
-EXPLICIT_METHODS: dict[str, Callable[[], diffrax.AbstractSolver]] = {
-    "euler": diffrax.Euler,
-    "heun": diffrax.Heun,
-    "midpoint": diffrax.Midpoint,
-    "ralston": diffrax.Ralston,
-    "bosh3": diffrax.Bosh3,
-    "tsit5": diffrax.Tsit5,
-    "dopri5": diffrax.Dopri5,
-    "dopri8": diffrax.Dopri8,
-}
-
-
 def _with(cls: type, root_finder: Callable) -> Callable[[], diffrax.AbstractSolver]:
     return lambda: cls(root_finder=root_finder())
 
 
+class OdeMethod(NamedTuple):
+    """What an ODE method declares, in one place.
+
+    Attributes:
+        make: builds the diffrax solver.
+        kind: `explicit`, `implicit` (stiff problems) or `imex` (a right-hand side in two
+            parts, the second stiff).
+        order: the order of a step (diffrax's `order`).
+        dense_order: the order of the dense output between the ends of a step (the save
+            times a step passes over are filled from it), measured: the error of the
+            output at a point inside one step from an exact start falls as
+            h^(dense_order + 1) (tests/solvers/test_ode.py fits it for every method).
+    """
+
+    make: Callable[[], diffrax.AbstractSolver]
+    kind: str
+    order: int
+    dense_order: int
+
+    @property
+    def steps_to_save_times(self) -> bool:
+        """Whether steps land on the save times, so that every saved value is the end of
+        a step, rather than being filled from the dense output.
+
+        A dense output carries the accuracy the tolerances promise when its error within
+        a step is no larger than the local error estimate the step controller holds to
+        the tolerances. For an explicit method, whose steps are as long as accuracy
+        allows, an output one order below the method's (the order of the estimate of
+        its embedded pair) does. An implicit method's steps on a stiff problem are far
+        longer, and an output built from the derivative at the step's end takes the
+        error of the end value multiplied by the stiffness: there only an output of the
+        method's own order does (Kvaerno4, with a third-order output, saved van der Pol
+        at mu = 100 to 4e-7 where the step ends were within 2e-8; Tsit5 and Dopri5 save
+        to within 1.2 times the accuracy of step ends on a non-stiff problem).
+        """
+        return self.dense_order < (self.order - 1 if self.kind == "explicit" else self.order)
+
+
+# The dense outputs (diffrax 0.7): Heun, Midpoint, Ralston, Bosh3 and the Kvaerno
+# methods interpolate by a cubic Hermite polynomial from the values at a step's ends and
+# the derivatives of its first and last stages, of order 3 at most, and of order 2 for
+# Heun and 1 for Midpoint and Ralston, whose last stage is not at the step's end value; Euler and the implicit Euler method interpolate linearly; Tsit5 and Dopri5
+# have their methods' fourth-order dense output; Dopri8's degree-7 polynomial in the
+# fourteen stages is of order 5 (its error at theta = 0.5 falls as h^6); the KenCarp
+# methods' dense outputs (Kennedy & Carpenter, Appl. Numer. Math. 44, 2003) are of order
+# 2, 3 and 3.
+#
 # The stage equations: Newton's method up to 64 states and the chord method above
 # (`_newton.StageRootFinder`), to the step controller's tolerances, ended by whichever of
 # two convergence tests holds first. With diffrax's default (the chord method and its
@@ -43,18 +78,26 @@ def _with(cls: type, root_finder: Callable) -> Callable[[], diffrax.AbstractSolv
 # IMEX methods keep Newton at every size: with the chord method the KenCarp methods
 # rejected most steps of a diffusion problem (a 17-node heat equation to rtol 1e-5:
 # 13,618 steps of which 8,013 rejected, against 8 and 0).
-IMPLICIT_METHODS: dict[str, Callable[[], diffrax.AbstractSolver]] = {
-    "implicit_euler": _with(diffrax.ImplicitEuler, stage_root_finder),
-    "kvaerno3": _with(diffrax.Kvaerno3, stage_root_finder),
-    "kvaerno4": _with(diffrax.Kvaerno4, stage_root_finder),
-    "kvaerno5": _with(diffrax.Kvaerno5, stage_root_finder),
+METHODS: dict[str, OdeMethod] = {
+    "euler": OdeMethod(diffrax.Euler, "explicit", 1, 1),
+    "heun": OdeMethod(diffrax.Heun, "explicit", 2, 2),
+    "midpoint": OdeMethod(diffrax.Midpoint, "explicit", 2, 1),
+    "ralston": OdeMethod(diffrax.Ralston, "explicit", 2, 1),
+    "bosh3": OdeMethod(diffrax.Bosh3, "explicit", 3, 3),
+    "tsit5": OdeMethod(diffrax.Tsit5, "explicit", 5, 4),
+    "dopri5": OdeMethod(diffrax.Dopri5, "explicit", 5, 4),
+    "dopri8": OdeMethod(diffrax.Dopri8, "explicit", 8, 5),
+    "implicit_euler": OdeMethod(_with(diffrax.ImplicitEuler, stage_root_finder), "implicit", 1, 1),
+    "kvaerno3": OdeMethod(_with(diffrax.Kvaerno3, stage_root_finder), "implicit", 3, 3),
+    "kvaerno4": OdeMethod(_with(diffrax.Kvaerno4, stage_root_finder), "implicit", 4, 3),
+    "kvaerno5": OdeMethod(_with(diffrax.Kvaerno5, stage_root_finder), "implicit", 5, 3),
+    "kencarp3": OdeMethod(_with(diffrax.KenCarp3, stage_newton), "imex", 3, 2),
+    "kencarp4": OdeMethod(_with(diffrax.KenCarp4, stage_newton), "imex", 4, 3),
+    "kencarp5": OdeMethod(_with(diffrax.KenCarp5, stage_newton), "imex", 5, 3),
 }
-IMEX_METHODS: dict[str, Callable[[], diffrax.AbstractSolver]] = {
-    "kencarp3": _with(diffrax.KenCarp3, stage_newton),
-    "kencarp4": _with(diffrax.KenCarp4, stage_newton),
-    "kencarp5": _with(diffrax.KenCarp5, stage_newton),
-}
-_METHODS = {**EXPLICIT_METHODS, **IMPLICIT_METHODS, **IMEX_METHODS}
+EXPLICIT_METHODS = tuple(name for name, m in METHODS.items() if m.kind == "explicit")
+IMPLICIT_METHODS = tuple(name for name, m in METHODS.items() if m.kind == "implicit")
+IMEX_METHODS = tuple(name for name, m in METHODS.items() if m.kind == "imex")
 ONE_FIELD_METHODS = (*EXPLICIT_METHODS, *IMPLICIT_METHODS)
 """The methods of a right-hand side in one piece (IMEX methods take it in two)."""
 ADJOINTS = ("recursive_checkpoint", "backsolve", "forward", "direct")
@@ -128,13 +171,13 @@ class OdeSolver(eqx.Module):
     throw: bool = eqx.field(static=True, default=True)
     max_events: int = eqx.field(static=True, default=64)
 
-    methods: ClassVar[tuple[str, ...]] = tuple(_METHODS)
+    methods: ClassVar[tuple[str, ...]] = tuple(METHODS)
 
     def __check_init__(self):
-        if self.method not in _METHODS:
+        if self.method not in METHODS:
             raise ValueError(
-                f"unknown ODE method {self.method!r}; expected one of {', '.join(_METHODS)}."
-                + did_you_mean(self.method, _METHODS)
+                f"unknown ODE method {self.method!r}; expected one of {', '.join(METHODS)}."
+                + did_you_mean(self.method, METHODS)
             )
         if self.adjoint not in ADJOINTS:
             raise ValueError(
@@ -149,9 +192,14 @@ class OdeSolver(eqx.Module):
     @property
     def kind(self) -> str:
         """`explicit`, `implicit` or `imex`."""
-        if self.method in EXPLICIT_METHODS:
-            return "explicit"
-        return "implicit" if self.method in IMPLICIT_METHODS else "imex"
+        return METHODS[self.method].kind
+
+    @property
+    def steps_to_save_times(self) -> bool:
+        """Whether adaptive steps land on the save times (`OdeMethod.steps_to_save_times`:
+        the method's dense output is of too low an order to fill them), so that every
+        saved value is the end of a step."""
+        return self.adaptive and METHODS[self.method].steps_to_save_times
 
     @property
     def implicit(self) -> bool:
@@ -163,7 +211,7 @@ class OdeSolver(eqx.Module):
         """Whether solves of a flat state with forward sensitivities go through the lean
         core (`solvers._lean`: tsit5 and dopri5 with adaptive steps from diffrax's first
         step), which takes diffrax's steps without its per-step bookkeeping."""
-        return self.method in LEAN_METHODS and self.adaptive and self.dt0 is None
+        return self.method in LEAN_METHODS and self.adaptive and self.dt0 is None and not self.steps_to_save_times
 
     def _lean_solve(self, vector_field, ts, y0, error_norm, observe, observe_at) -> bool:
         """Whether `solve` goes through the lean core: a lean method, one flat state of a
@@ -197,7 +245,7 @@ class OdeSolver(eqx.Module):
 
     def diffrax_solver(self) -> diffrax.AbstractSolver:
         """The diffrax solver of `method`."""
-        return _METHODS[self.method]()
+        return METHODS[self.method].make()
 
     def terms(self, vector_field) -> diffrax.AbstractTerm:
         """The diffrax terms of `vector_field`: f(t, y, args), or for IMEX methods the pair
@@ -218,14 +266,23 @@ class OdeSolver(eqx.Module):
             raise TypeError(f"the IMEX method {self.method} needs the right-hand side as a pair (non-stiff part, stiff part)")
         return diffrax.ODETerm(vector_field)
 
-    def _controller(self, norm: Callable | None = None) -> diffrax.AbstractStepSizeController:
+    def _controller(self, norm: Callable | None = None, ts: Times | None = None) -> diffrax.AbstractStepSizeController:
+        """The step-size controller of a solve; given the save times `ts`, one whose steps
+        land on them where the method's dense output cannot fill them
+        (`steps_to_save_times`)."""
         if not self.adaptive:
             return diffrax.ConstantStepSize()
         norm = norm or optx.rms_norm
         if self.implicit:
             # PI control damps step-size oscillation on stiff problems (Hairer & Wanner IV.2).
-            return diffrax.PIDController(rtol=self.rtol, atol=self.atol, pcoeff=0.3, icoeff=0.4, norm=norm)
-        return diffrax.PIDController(rtol=self.rtol, atol=self.atol, norm=norm)
+            controller = diffrax.PIDController(rtol=self.rtol, atol=self.atol, pcoeff=0.3, icoeff=0.4, norm=norm)
+        else:
+            controller = diffrax.PIDController(rtol=self.rtol, atol=self.atol, norm=norm)
+        if ts is None or not self.steps_to_save_times:
+            return controller
+        # (in the solve's time precision, as diffeqsolve wants every time)
+        time_dtype = jnp.result_type(ts, *(() if self.dt0 is None else (self.dt0,)), float)
+        return diffrax.ClipStepSizeController(controller, step_ts=jnp.asarray(ts, time_dtype))
 
     def solve(
         self,
@@ -239,6 +296,11 @@ class OdeSolver(eqx.Module):
         observe_at: Callable[[Any, PyTree], PyTree] | None = None,
     ) -> OdeSolution:
         """Integrate from ts[0] to ts[-1], saving the state at every entry of `ts`.
+
+        A save time is filled from the dense output of the step that passes over it,
+        or, for the methods whose dense output is of too low an order for that
+        (`steps_to_save_times`: dopri8, the Kvaerno methods of order 4 and 5, the
+        KenCarp methods), is the end of a step: their steps land on the save times.
 
         Arguments:
             vector_field: f(t, y, args) -> dy/dt, same pytree structure as y; for IMEX
@@ -272,7 +334,7 @@ class OdeSolver(eqx.Module):
             y0=y0,
             args=args,
             saveat=diffrax.SaveAt(ts=ts) if fn is None else diffrax.SaveAt(ts=ts, fn=fn),
-            stepsize_controller=self._controller(error_norm),
+            stepsize_controller=self._controller(error_norm, ts),
             adjoint=make_adjoint(self.adjoint, solver),
             max_steps=self.max_steps,
             throw=self.throw,

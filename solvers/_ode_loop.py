@@ -15,7 +15,10 @@ save times (n traced: one compiled program for every chunk length).
 The loop follows `diffeqsolve`'s own: `solver.init`, `stepsize_controller.init`, then
 repeat `solver.step` and `stepsize_controller.adapt_step_size`, clip the last step to
 land on t1 (within 100 ULPs), and fill the save times an accepted step passed over from
-the solver's dense interpolation of that step. The steps taken are the ones
+the solver's dense interpolation of that step. Where `OdeSolver.steps_to_save_times`
+holds, the controller (`diffrax.ClipStepSizeController`, its position among the save
+times part of the controller's state) makes every step that would pass a save time end
+on it, as in `OdeSolver.solve`. The steps taken are the ones
 `diffeqsolve` takes for the same problem; the saved values agree with it to rounding.
 
 Build an `OdeLoop` inside the function you compile (it holds the vector field, a
@@ -131,11 +134,12 @@ class OdeLoop(eqx.Module):
         error_norm: Callable | None = None,
     ) -> OdeLoop:
         """The loop of `ode_solver.solve(vector_field, ts, y0, args)`: its method,
-        step-size controller, first step and step budget."""
+        step-size controller (whose steps land on the save times where the solver's do),
+        first step and step budget."""
         return OdeLoop(
             terms=ode_solver.terms(vector_field),
             solver=ode_solver.diffrax_solver(),
-            controller=ode_solver._controller(error_norm),
+            controller=ode_solver._controller(error_norm, ts),
             ts=jnp.asarray(ts),
             args=args,
             fn=fn,
