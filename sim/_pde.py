@@ -414,17 +414,28 @@ def _setup_spectral(model: SpectralPdeModel, config: Config) -> Setup:
     return Setup(model=model, params=params, initial=u0, t=jnp.asarray(t), solver=solver, resolved={"params": params, "solver": resolved_solver, "checks": checks})
 
 
-def _check_explicit_step(config: Config, model: GridPdeModel, params: dict, solver: MethodOfLines) -> None:
-    """A fixed step of an explicit method beyond its diffusive stability limit is a
-    config error (caught before the run, not as a blow-up inside it)."""
-    diffusivity = float(np.max(np.asarray(model.diffusivities(params))))
-    limit = solver.stability_limit(fd_grid(model, solver.order), diffusivity)
+def _check_explicit_step(config: Config, model: GridPdeModel, params: dict, solver: MethodOfLines, u0) -> None:
+    """A fixed step of an explicit method beyond the stability limit of the linearised
+    right-hand side at the initial field is a config error (caught before the run, not
+    as a blow-up inside it). The limit comes from the semi-discrete operator itself (the
+    spectral radius of its Jacobian, `MethodOfLines.stable_step`), so it is the same
+    however the equation is written (D * laplace(u), laplace(D * u), ...)."""
+    dtype = jnp.dtype(solver.dtype)
+    grid = fd_grid(model, solver.order)
+    p = _cast(params, dtype)
+    t0 = float(save_times(config)[0])
+    if isinstance(model, TextGridModel):
+        start, field, _ = model.method_of_lines(p, grid, False, jnp.asarray(u0).astype(dtype), t0)
+    else:
+        start, _, field = solver.problem(grid, model.diffusivities(p), lambda u: model.reaction(u, p), jnp.asarray(u0))
+    limit = solver.stable_step(field, t0, start)
     dt = config.spec.time.dt
     if limit is not None and dt > limit:
         raise config.error(
             "time.dt",
-            f"{dt:g} is beyond the diffusive stability limit {limit:.3g} of the explicit method {solver.method} "
-            "on this grid; take a smaller step, or an implicit (kvaerno5) or IMEX (kencarp4) method",
+            f"{dt:g} is beyond the stability limit {limit:.4g} of the explicit method {solver.method} for this equation "
+            "on this grid (the spectral radius of its linearised right-hand side); take a smaller step, or an implicit "
+            "(kvaerno5) or IMEX (kencarp4) method",
         )
 
 
@@ -464,7 +475,6 @@ def _setup_grid(model: GridPdeModel, config: Config) -> Setup:
         raise config.error(key, message) from None
     _check_sides(config, model, params, t, solver)
     if not solver.adaptive:
-        _check_explicit_step(config, model, params, solver)
         check_fixed_steps(config, solver.dt0, solver.max_steps)
     if solver.kind != "explicit":
         # Implicit and IMEX stages solve dense linear systems of the whole grid.
@@ -473,6 +483,8 @@ def _setup_grid(model: GridPdeModel, config: Config) -> Setup:
         if problem:
             raise config.error("solver.method", f"{problem}; take an explicit method (tsit5) or a smaller grid")
     u0 = _initial(config, model, params)
+    if not solver.adaptive:
+        _check_explicit_step(config, model, params, solver, u0)
     resolved_solver = {k: v for k, v in options.items() if k not in ("dt0", "adaptive")}
     checks = PDE.resolve_checks(config, what="PDE runs")
     return Setup(model=model, params=params, initial=u0, t=jnp.asarray(t), solver=solver, resolved={"params": params, "solver": resolved_solver, "checks": checks})
