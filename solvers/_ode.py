@@ -64,8 +64,9 @@ class OdeMethod(NamedTuple):
 # The dense outputs (diffrax 0.7): Heun, Midpoint, Ralston, Bosh3 and the Kvaerno
 # methods interpolate by a cubic Hermite polynomial from the values at a step's ends and
 # the derivatives of its first and last stages, of order 3 at most, and of order 2 for
-# Heun and 1 for Midpoint and Ralston, whose last stage is not at the step's end value; Euler and the implicit Euler method interpolate linearly; Tsit5 and Dopri5
-# have their methods' fourth-order dense output; Dopri8's degree-7 polynomial in the
+# Heun and 1 for Midpoint and Ralston, whose last stage is not at the step's end value;
+# Euler and the implicit Euler method interpolate linearly; Tsit5 and Dopri5 have their
+# methods' fourth-order dense output; Dopri8's degree-7 polynomial in the
 # fourteen stages is of order 5 (its error at theta = 0.5 falls as h^6); the KenCarp
 # methods' dense outputs (Kennedy & Carpenter, Appl. Numer. Math. 44, 2003) are of order
 # 2, 3 and 3.
