@@ -4,6 +4,7 @@ observations, NUTS through the differentiable solver, diagnostics and predictive
 from __future__ import annotations
 
 import dataclasses
+import json
 import warnings
 from pathlib import Path
 from collections.abc import Callable
@@ -395,6 +396,7 @@ class PosteriorResult(Result):
     def write(self, f: h5py.File) -> None:
         """The posterior layout (docs/architecture.md, File layouts) in `f`."""
         write_root_attrs(f, format="simjax.posterior", model=self.model, config=self.config, seed=self.seed)
+        f.attrs["devices"] = sampled_on()
         write_group(f, "posterior", self.posterior)
         write_group(f, "sample_stats", {"diverging": self.diverging})
         summary = f.create_group("summary")
@@ -626,6 +628,13 @@ def spreads(solvers) -> bool:
     (optimistix's root find inside diffrax's steps) fail to trace under `jax.pmap` with
     this jax, equinox and diffrax ("pytree does not match out_structure")."""
     return not any(isinstance(s, OdeSolver) and s.kind != "explicit" for s in solvers)
+
+
+def sampled_on() -> str:
+    """The devices of this process, as a posterior file records them (JSON: platform and
+    count): NUTS turns a difference in the last bit into other draws, and programs
+    compiled in processes of other device counts can differ there."""
+    return json.dumps({"platform": jax.default_backend(), "devices": jax.local_device_count()})
 
 
 @dataclasses.dataclass(frozen=True)

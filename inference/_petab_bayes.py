@@ -26,7 +26,7 @@ from sim._interrupt import immediate
 from sim._store import Result, write_group, write_root_attrs
 from solvers import checks_as_nan
 
-from ._bayes import chain_method, run_chains, spreads, summarise
+from ._bayes import chain_method, run_chains, sampled_on, spreads, summarise
 from ._petab import PetabProblem, _negative_log_prior, to_linear
 
 
@@ -129,6 +129,7 @@ class PetabPosterior(Result):
 
     def write(self, f) -> None:
         write_root_attrs(f, format="simjax.posterior", model=self.model, config=self.problem, seed=self.seed)
+        f.attrs["devices"] = sampled_on()
         write_group(f, "posterior", self.posterior)
         write_group(f, "sample_stats", {"diverging": self.diverging})
         summary = f.create_group("summary")

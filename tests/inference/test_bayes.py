@@ -1,5 +1,6 @@
 """Bayesian inference: credible intervals that cover, diagnostics, files, bad priors."""
 
+import json
 import os
 import subprocess
 import sys
@@ -233,6 +234,8 @@ def test_sim_fit_then_sim_infer_from_it_match_the_exact_heat_posterior(tmp_cwd, 
         assert word in out
     with h5py.File("post.h5") as f:
         assert f.attrs["format"] == "simjax.posterior"
+        # (the draws' last bits can depend on the device count of the process: recorded)
+        assert json.loads(f.attrs["devices"]) == {"platform": "cpu", "devices": len(jax.devices())}
         assert f["posterior/diffusivity"].shape == (2, 400)
         assert f["sample_stats/diverging"].shape == (2, 400)
         assert not np.any(f["sample_stats/diverging"][()])
