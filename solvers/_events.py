@@ -183,7 +183,7 @@ def solve_with_events(
     # would locate, of several crossing within one step, the first listed rather than
     # the earliest).
     terms = solver.terms(lambda t, y, packed: vector_field(t, y, packed[0]))
-    controller = solver._controller()
+    controller = solver._controller(ts=ts)  # (steps onto the save times where the dense output is short)
     adjoint = make_adjoint(solver.adjoint, dsolver)
     triggers = tuple(finite_trigger(e.trigger) for e in events)
 
