@@ -794,7 +794,7 @@ def plot(
     engine()
     from ._lock import exclusive
     from ._movie import is_movie, movie as animate
-    from ._plot import check_figure_path, plot as draw
+    from ._plot import check_figure_path, plot as draw, save_figure
     from ._store import check_output_path
 
     if movie is None and output is not None and is_movie(output):
@@ -810,10 +810,14 @@ def plot(
             print(f"wrote {shown(movie)}", file=sys.stderr)
         if output is None:
             return
-    path = check_figure_path(output if output is not None else unasked(Path(file.with_suffix(".png").name)))
+    path = check_figure_path(output if output is not None else Path(file.with_suffix(".png").name))
     check_output_path(path, "-o", inputs=[file])
+    # (FILE is judged first: a bad FILE is named even where its figure's name is taken)
+    figure = draw(file)
+    if output is None:
+        unasked(path)
     with exclusive(path):
-        draw(file, path)
+        save_figure(figure, path)
     if not quiet:
         print(f"wrote {shown(path)}", file=sys.stderr)
 

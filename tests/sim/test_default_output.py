@@ -6,6 +6,7 @@ work, the earlier result left byte for byte. With -o, the user asked: it is repl
 from pathlib import Path
 
 import h5py
+import numpy as np
 import pytest
 
 from tests.sim.test_hostile import check, cli, folder  # noqa: F401  (folder: a fixture)
@@ -24,8 +25,10 @@ DEFAULTS = {
 @pytest.mark.parametrize("command", list(DEFAULTS))
 def test_without_o_an_existing_result_is_never_replaced(command, folder, capsys):
     argv, default = DEFAULTS[command]
-    with h5py.File("earlier.h5", "w") as f:  # (what `sim plot` is given)
+    with h5py.File("earlier.h5", "w") as f:  # (what `sim plot` is given: a run it can draw)
         f.attrs["format"] = "simjax.run"
+        f["time"] = np.linspace(0.0, 1.0, 5)
+        f["observables/x"] = np.linspace(1.0, 2.0, 5)
     Path(default).write_bytes(b"the result of an earlier run with other settings")
     line = check(folder, argv, capsys, default)
     assert "exists already" in line and f"-o {default}" in line, line
