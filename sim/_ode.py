@@ -50,7 +50,7 @@ from ._run import (
     sink_result,
 )
 from ._stream import RunPlan
-from ._sources import check_returns
+from ._sources import check_returns, model_key
 from ._trajectory import Trajectory
 
 # Explicit adaptive ODE sweeps run in the batched loop of `solvers.solve_batch` (False:
@@ -186,8 +186,7 @@ def _plan(model: OdeModel, config: Config) -> RunPlan:
         for t in [t0, float(state.tnext), *(t0 + (target - t0) * 2.0**-k for k in range(48, -1, -1))]:
             why = model.undefined(jnp.asarray(t), state.y, s.params)
             if why is not None:
-                key = next((f"model.{k}" for k in ("sbml", "source") if k in config.spec.model.options), "model.name")
-                raise config.error(key, f"{why} from t = {t:.6g} on; the solve cannot pass it (give the piecewise an otherwise)")
+                raise config.error(model_key(config), f"{why} from t = {t:.6g} on; the solve cannot pass it (give the piecewise an otherwise)")
 
     problem_class = EventRunProblem if model.events() else OdeProblem
     problem = problem_class(model=model, params=s.params, solver=s.solver, ts=jnp.asarray(s.t), y0=jnp.asarray(y0))

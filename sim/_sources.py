@@ -24,6 +24,7 @@ from typing import Any
 from physics import Model
 
 from ._config import Config, split_source
+from ._errors import one_line
 from ._interrupt import active as interrupts_deferred
 from ._family import family_of
 
@@ -106,7 +107,7 @@ def code_error(error: BaseException) -> str | None:
     where = code_line(error)
     if where is None:
         return None
-    return f"{where[0]}: line {where[1]}: {_what_failed(error)}".replace("\r", "\\r").replace("\n", "\\n")
+    return one_line(f"{where[0]}: line {where[1]}: {_what_failed(error)}")
 
 
 def _return_line(function: Any, args: tuple) -> int | None:
@@ -163,9 +164,14 @@ def check_returns(config: Config, model: Model, method: str, args: tuple, shape:
     try:
         returns_problem(model, method, args, shape, of)
     except SourceError as e:
-        options = config.spec.model.options
-        key = next((f"model.{k}" for k in ("source", "sbml") if k in options), "model.name")
-        raise config.error(key, str(e)) from None
+        raise config.error(model_key(config), str(e)) from None
+
+
+def model_key(config: Config) -> str:
+    """The config key that names the model: `model.source` (a Python file), `model.sbml`
+    or `model.name`, what a message about the model itself names."""
+    options = config.spec.model.options
+    return next((f"model.{k}" for k in ("source", "sbml") if k in options), "model.name")
 
 
 def returns_problem(model: Model, method: str, args: tuple, shape: tuple[int, ...], of: str) -> None:

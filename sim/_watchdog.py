@@ -42,6 +42,8 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
+from ._errors import shown
+
 STALL_SECONDS = 30.0
 """How long a chunk may go without progress (see the module docstring) by default."""
 STALL_VARIABLE = "SIMJAX_STALL_SECONDS"
@@ -223,7 +225,7 @@ def outside() -> Iterator[None]:
 
 def kept_line(paths: list[Path]) -> str:
     """Words for what an ended sweep keeps."""
-    existing = [str(p) for p in paths if p.exists()]
+    existing = [shown(p) for p in paths if p.exists()]
     return f"the sweep so far is kept in {' and '.join(existing)}" if existing else "nothing was saved yet"
 
 
@@ -231,4 +233,4 @@ def resume_line(output: Path) -> str:
     """The command that resumes the sweep: the command line's own (`sim.cli`), when the
     command runs; else a plain one."""
     cli = sys.modules.get("sim.cli")
-    return cli.resume_command(output) if cli is not None else f"sim sweep ... -o {output} --resume"
+    return cli.resume_command(output) if cli is not None else f"sim sweep ... -o {shown(output)} --resume"
