@@ -600,8 +600,8 @@ def chain_method(chains: int, progress: bool, *, spread: bool = True) -> tuple[A
     """How `chains` chains run on this machine's devices: (a NumPyro chain_method,
     whether NumPyro's progress bar can follow it, a sentence for the log).
 
-    The draws never depend on the device count. Every chain is the same one-chain
-    program (`_OnDevices`): the chains run in rounds over as many devices as divide
+    Within one process the draws do not depend on the layout. Every chain is the same
+    one-chain program (`_OnDevices`): the chains run in rounds over as many devices as divide
     their number (at most the device count; on one device, one chain after another),
     each on its own device, so a chain waits for no deeper tree of another and does
     the same arithmetic on one device as on four. `spread=False` (models solved by an
@@ -714,7 +714,8 @@ def run_chains(
 ) -> ChainRun:
     """Run `chains` chains of an MCMC kernel (NUTS) for `warmup` + `samples` steps, in
     chunks: the draws NumPyro's `MCMC.run` gives for the same key, settings and
-    `method`, and (`_OnDevices`) the same draws on any number of devices.
+    `method`, and (`_OnDevices`) the same draws on any number of the process's devices
+    (a process of another device count can compile them otherwise in the last bit).
 
     One program starts the chains (`kernel.init`, one key per chain as MCMC makes
     them; see `chain_programs`), one compiled program advances the chains of a round
@@ -887,8 +888,7 @@ def _searched_start(model, key, candidates: int, model_args, model_kwargs) -> di
         (point, _), _ = jax.lax.scan(step, (point, optimiser.init(point)), None, length=START_STEPS)
         return point, energy(point)
 
-    ends, values = jax.vmap(optimised)(points)
-    values = jnp.where(jnp.isnan(values), jnp.inf, values)
+    ends, values = jax.vmap(optimised)(points)  # (`energy` is inf wherever it is not finite)
     best = jnp.argmin(values)
     # (where every optimisation failed, the prior median: its own check then refuses it)
     return unravel(jnp.where(jnp.isfinite(values[best]), ends[best], start))

@@ -34,7 +34,7 @@ class OdeMethod(NamedTuple):
         dense_order: the order of the dense output between the ends of a step (the save
             times a step passes over are filled from it), measured: the error of the
             output at a point inside one step from an exact start falls as
-            h^(dense_order + 1) (tests/solvers/test_ode.py fits it for every method).
+            h^(dense_order + 1) (tests/solvers/test_save_times.py fits it for every method).
     """
 
     make: Callable[[], diffrax.AbstractSolver]
