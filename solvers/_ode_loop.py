@@ -162,7 +162,8 @@ class OdeLoop(eqx.Module):
 
         The run-time check of a fixed explicit step against the diffusive stability
         limit that `MethodOfLines.solve` makes is not repeated here: check
-        `mol.stability_limit` before.
+        `mol.stable_step` (the limit of the linearised right-hand side) before, as
+        `sim._pde` does.
         """
         u0, _, field = mol.problem(grid, diffusivities, reaction, u0)
         fn = None if observe is None else (lambda t, y, args: observe(y))
