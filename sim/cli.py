@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
-import shlex
 import shutil
 import signal
 import sys
