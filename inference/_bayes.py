@@ -600,8 +600,8 @@ def chain_method(chains: int, progress: bool, *, spread: bool = True) -> tuple[A
     """How `chains` chains run on this machine's devices: (a NumPyro chain_method,
     whether NumPyro's progress bar can follow it, a sentence for the log).
 
-    Within one process the draws do not depend on the layout. Every chain is the same
-    one-chain program (`_OnDevices`): the chains run in rounds over as many devices as divide
+    The draws depend neither on the layout nor on the process's device count. Every
+    chain is the same one-chain program (`_OnDevices`): the chains run in rounds over as many devices as divide
     their number (at most the device count; on one device, one chain after another),
     each on its own device, so a chain waits for no deeper tree of another and does
     the same arithmetic on one device as on four. `spread=False` (models solved by an
@@ -612,7 +612,7 @@ def chain_method(chains: int, progress: bool, *, spread: bool = True) -> tuple[A
     if chains == 1:
         return _OnDevices(1), False, "1 chain"
     if not spread:
-        why = " (an implicit solver's Newton iterations do not run under pmap)" if devices > 1 else ""
+        why = " (an implicit solver's Newton iterations do not trace in a one-chain program)" if devices > 1 else ""
         return "vectorized", progress, f"{chains} chains vectorised on one {kind} device{why}"
     used = max(k for k in range(1, min(devices, chains) + 1) if chains % k == 0)
     if used == chains:
@@ -624,16 +624,18 @@ def chain_method(chains: int, progress: bool, *, spread: bool = True) -> tuple[A
 
 def spreads(solvers) -> bool:
     """Whether chains whose log density runs these solvers can be laid over several
-    devices: not with an implicit or IMEX ODE method, whose Newton iterations
-    (optimistix's root find inside diffrax's steps) fail to trace under `jax.pmap` with
-    this jax, equinox and diffrax ("pytree does not match out_structure")."""
+    devices (`_OnDevices`): not with an implicit or IMEX ODE method, whose Newton
+    iterations (optimistix's root find inside diffrax's steps) do not trace in a
+    chain's start compiled alone with this jax, equinox and diffrax (a tracer escapes
+    NumPyro's `init`; under `jax.pmap`, "pytree does not match out_structure")."""
     return not any(isinstance(s, OdeSolver) and s.kind != "explicit" for s in solvers)
 
 
 def sampled_on() -> str:
     """The devices of this process, as a posterior file records them (JSON: platform and
-    count): NUTS turns a difference in the last bit into other draws, and programs
-    compiled in processes of other device counts can differ there."""
+    count). The draws do not depend on the count (`_OnDevices`); on another platform
+    (GPU, CPU) the compiled arithmetic differs in the last bits, which NUTS turns into
+    other draws."""
     return json.dumps({"platform": jax.default_backend(), "devices": jax.local_device_count()})
 
 
@@ -643,11 +645,15 @@ class _OnDevices:
     chain per device of the first `count` devices in each round (chain c in round
     c // count, on device c % count).
 
-    Every chain runs the same program, compiled once for `count` devices (a program
-    for one chain, replicated by `jax.pmap`): so the draws of a chain are the same to
-    the bit for every `count`, where chains vectorised or mapped one after another
-    inside a device's program (NumPyro's layouts) compile their arithmetic otherwise
-    and drift apart within a few dozen steps."""
+    Every chain runs the same program: one chain's, compiled for a single device (by
+    `jax.jit`, once per device used) and dispatched to each device of a round before
+    any is waited for. So a chain's draws are the same bits for every `count` and in a
+    process of any device count. (A program replicated by `jax.pmap` over two or more
+    devices is partitioned by XLA's SPMD pass and optimised otherwise than the same
+    program on one device: an ODE posterior's draws parted from the first chunk on,
+    between rounds of one device and rounds of two, however many devices the process
+    had. Chains vectorised or mapped one after another inside a device's program,
+    NumPyro's other layouts, drift apart the same way.)"""
 
     count: int
 
@@ -660,8 +666,19 @@ class _OnDevices:
         return run
 
     def compiled(self, one_chain: Callable) -> Callable:
-        """One compiled program of `one_chain` over a round of chains [count, ...]."""
-        return jax.pmap(one_chain, devices=jax.local_devices()[: self.count])
+        """`one_chain` over a round of chains [count, ...] -> their results [count, ...]
+        (NumPy arrays), chain i on device i; its attribute `program` is the one-chain
+        program (`jax.jit`)."""
+        program = jax.jit(one_chain)
+        devices = jax.local_devices()[: self.count]
+
+        def run(chains):
+            count = jax.tree.leaves(chains)[0].shape[0]
+            parts = [program(jax.device_put(jax.tree.map(lambda x: x[i], chains), devices[i])) for i in range(count)]
+            return jax.tree.map(lambda *each: np.stack([np.asarray(x) for x in each]), *parts)
+
+        run.program = program
+        return run
 
 
 def _rounds(tree, count: int) -> list:
@@ -714,8 +731,8 @@ def run_chains(
 ) -> ChainRun:
     """Run `chains` chains of an MCMC kernel (NUTS) for `warmup` + `samples` steps, in
     chunks: the draws NumPyro's `MCMC.run` gives for the same key, settings and
-    `method`, and (`_OnDevices`) the same draws on any number of the process's devices
-    (a process of another device count can compile them otherwise in the last bit).
+    `method`, and (`_OnDevices`) the same draws on any number of devices, in a process of
+    any device count.
 
     One program starts the chains (`kernel.init`, one key per chain as MCMC makes
     them; see `chain_programs`), one compiled program advances the chains of a round
@@ -834,7 +851,7 @@ class SearchedNUTS(NUTS):
     4 seeds and from half of the prior draws, and a chain started there was still in
     it after 500 warmup steps in 3 of 4 seeds (experiments/benchmarks/RESULTS.md).
     With one candidate, the chain starts at the prior median, unoptimised. The search
-    runs inside `init`, so it is part of each chain's start program (under `jax.pmap`
+    runs inside `init`, so it is part of each chain's start program (compiled
     with the chain) and of every `MCMC.run`.
     """
 

@@ -128,7 +128,6 @@ sigma = { dist = "halfnormal", scale = 0.1 }
 
 
 @pytest.mark.slow  # three processes, each compiling its sampler
-@pytest.mark.xfail(strict=True, reason="across processes with 1 and 2 CPU devices this ODE posterior still differs from its first draw (c by 2e-5, then 0.1), with or without the start search and Eigen's threads; within one process every device layout gives the same bits (test_nuts_chunks.py)")
 def test_sim_infer_draws_the_same_chains_on_one_two_and_four_devices(tmp_path):
     # The same config and seed gave other chains on one CPU device than on two (the
     # chains were vectorised on one, split over two one after another on each: other
