@@ -13,6 +13,7 @@ import numpy as np
 import optimistix as optx
 from jaxtyping import Array, Float, Int, PyTree
 
+from ._grid_steps import GridThroughSaveTimes
 from ._lean import LEAN_METHODS, lean_solve_differentiable, lean_solve_sensitivities
 from ._newton import stage_newton, stage_root_finder
 from ._results import Result, from_diffrax, result_message
@@ -197,10 +198,11 @@ class OdeSolver(eqx.Module):
 
     @property
     def steps_to_save_times(self) -> bool:
-        """Whether adaptive steps land on the save times (`OdeMethod.steps_to_save_times`:
-        the method's dense output is of too low an order to fill them), so that every
-        saved value is the end of a step."""
-        return self.adaptive and METHODS[self.method].steps_to_save_times
+        """Whether steps land on the save times (`OdeMethod.steps_to_save_times`: the
+        method's dense output is of too low an order to fill them), so that every saved
+        value is the end of a step: adaptive steps clipped to them, constant steps on
+        their grid with the save times added (`GridThroughSaveTimes`)."""
+        return METHODS[self.method].steps_to_save_times
 
     @property
     def implicit(self) -> bool:
@@ -272,7 +274,9 @@ class OdeSolver(eqx.Module):
         land on them where the method's dense output cannot fill them
         (`steps_to_save_times`)."""
         if not self.adaptive:
-            return diffrax.ConstantStepSize()
+            if ts is None or not self.steps_to_save_times:
+                return diffrax.ConstantStepSize()
+            return GridThroughSaveTimes(jnp.asarray(ts, jnp.result_type(ts, self.dt0, float)))
         norm = norm or optx.rms_norm
         if self.implicit:
             # PI control damps step-size oscillation on stiff problems (Hairer & Wanner IV.2).

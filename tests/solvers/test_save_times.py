@@ -10,9 +10,12 @@ import jax.numpy as jnp
 import numpy as np
 import optimistix as optx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy.integrate import solve_ivp
 
 from solvers import OdeSolver
+from solvers._grid_steps import GridThroughSaveTimes
 from solvers._ode import METHODS
 from tests.helpers import fitted_order
 
@@ -40,10 +43,52 @@ def test_steps_land_on_save_times_where_the_dense_output_is_short():
     for name in METHODS:
         controller = OdeSolver(method=name)._controller(None, ts)
         assert isinstance(controller, diffrax.ClipStepSizeController) == (name in stepping), name
-    # Fixed steps stay on their grid; the lean core and the batched loop (tsit5, dopri5)
-    # interpolate, as their methods' dense outputs allow.
-    assert not OdeSolver(method="dopri8", adaptive=False, dt0=0.1).steps_to_save_times
+    # Constant steps of the same methods keep their grid and add the save times to it;
+    # the lean core and the batched loop (tsit5, dopri5) interpolate, as their methods'
+    # dense outputs allow.
+    assert isinstance(OdeSolver(method="dopri8", adaptive=False, dt0=0.1)._controller(None, ts), GridThroughSaveTimes)
+    assert isinstance(OdeSolver(method="tsit5", adaptive=False, dt0=0.1)._controller(None, ts), diffrax.ConstantStepSize)
     assert OdeSolver(method="tsit5").lean and OdeSolver(method="dopri5").lean
+
+
+def _saved_errors(method, step_sizes, ts):
+    """Max error of a constant-step logistic solve at `ts` for each step size, and its
+    step counts."""
+    errors, steps = [], []
+    for dt in step_sizes:
+        sol = OdeSolver(method=method, adaptive=False, dt0=dt).solve(_logistic, jnp.asarray(ts), jnp.array(0.1))
+        errors.append(np.max(np.abs(np.asarray(sol.ys) - _exact("explicit", np.asarray(ts)))))
+        steps.append(int(sol.num_steps))
+    return errors, steps
+
+
+def test_constant_steps_end_on_the_save_times_where_the_dense_output_is_short():
+    # Dopri8 (order 8, dense output of order 5) with steps of 1, 0.5 and 0.25 on the
+    # logistic equation, saved between its grid points: filled from the dense output,
+    # the saved values converged as h^5.8 (6.6e-8, 6.6e-10, 2.2e-11); now each save time
+    # off the grid is one more step end and they converge as h^8. The grid stays: the
+    # steps are the grid's 8, 16, 32 plus one per save time off it (4 of them; 4 and 8
+    # lie on every grid).
+    ts = [0.0, 0.37, 1.13, 2.71, 4.0, 5.55, 8.0]
+    errors, steps = _saved_errors("dopri8", [1.0, 0.5, 0.25], ts)
+    assert fitted_order([1.0, 0.5, 0.25], errors) > 7.5, errors
+    assert steps == [12, 20, 36]
+    # Tsit5's fourth-order output keeps its fifth order: interpolated, on the grid alone.
+    errors, steps = _saved_errors("tsit5", [1.0, 0.5, 0.25], ts)
+    assert fitted_order([1.0, 0.5, 0.25], errors) > 5.5, errors
+    assert steps == [8, 16, 32]
+
+
+def test_the_constant_grid_through_save_times_takes_no_sliver_steps():
+    # Save times that the grid reaches only to rounding (0.1 k against 0 + 1.0 k / 10)
+    # are grid points, not a grid point and a step of 1e-17 after it; a save time one
+    # millionth of a spacing off the grid is a step of its own.
+    solver = OdeSolver(method="dopri8", adaptive=False, dt0=0.1)
+    sol = solver.solve(_logistic, jnp.asarray([0.1 * k for k in range(11)]), jnp.array(0.1))
+    assert int(sol.num_steps) == 10
+    sol = solver.solve(_logistic, jnp.asarray([0.0, 0.3 + 1e-7, 1.0]), jnp.array(0.1))
+    assert int(sol.num_steps) == 11
+    np.testing.assert_allclose(np.asarray(sol.ys), _exact("explicit", np.array([0.0, 0.3 + 1e-7, 1.0])), rtol=1e-12)
 
 
 # ----------------------------------------------------------------------------- dense order
@@ -198,3 +243,32 @@ def test_a_solve_with_events_saves_the_ends_of_its_steps_too():
     with_events = np.max(np.abs(np.asarray(sol.ys) - reference) / scale)
     without = np.max(np.abs(np.asarray(plain) - reference) / scale)
     assert with_events <= 4.0 * (without + 1e-3 * _TOL), (with_events, without)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    dt=st.floats(0.01, 2.0),
+    length=st.floats(0.05, 5.0),
+    fractions=st.lists(st.floats(0.0, 1.0), min_size=0, max_size=6),
+)
+def test_constant_grid_through_save_times_steps_on_every_grid_point_and_save_time(dt, length, fractions):
+    # The controller's own loop, as diffeqsolve drives it: the step ends are the grid's
+    # points (t0 + k length / n, n = ceil(length / dt)) and the save times between them,
+    # increasing, the last one the end, and none closer than rounding to the one before.
+    t0, t1 = 0.0, length
+    ts = np.unique(np.concatenate([[t0], np.asarray(fractions) * length, [t1]]))
+    controller = GridThroughSaveTimes(jnp.asarray(ts))
+    end, state = controller.init(None, t0, t1, None, dt, None, lambda *a: None, None)
+    ends, start = [t0], t0
+    while start < t1 and len(ends) < 10_000:
+        ends.append(float(end))
+        _, start, end, _, state, _ = controller.adapt_step_size(start, end, None, None, None, None, None, state)
+        start = float(start)
+    n = int(np.ceil(length / np.nextafter(dt, np.inf)))
+    grid = t0 + length * np.arange(1, n + 1) / n
+    spacing = length / n
+    ends = np.asarray(ends)
+    assert ends[-1] == t1 and np.all(np.diff(ends) > 1e-10 * spacing)
+    for point in np.concatenate([grid, ts[1:]]):
+        assert np.min(np.abs(ends - point)) <= 1e-9 * spacing * 1.001, point
+    assert len(ends) - 1 <= n + len(ts)
