@@ -211,13 +211,23 @@ def test_the_heartbeat_counts_each_chains_evaluations_and_says_how_long_each_too
         clock[0] += 0.5
         beat(0.0)
     assert lines == ["NUTS: 10 evaluations of the likelihood and its gradient per chain in 10 s (1 s each; a step takes 1 to 1023)", "NUTS: 20 evaluations of the likelihood and its gradient per chain in 20 s (1 s each; a step takes 1 to 1023)"]
+    # Given the run's steps (Boehm's README run: 300 + 300), the whole run's cost at that
+    # rate: 600 steps of 7 and of 63 one-second evaluations.
+    lines.clear()
+    beat = _petab_bayes.Heartbeat(lines.append, chains=2, every=10.0, steps=600)
+    beat.restart()
+    for _ in range(20):
+        clock[0] += 0.5
+        beat(0.0)
+    assert lines == ["NUTS: 10 evaluations of the likelihood and its gradient per chain in 10 s (1 s each; a step takes 1 to 1023); at this rate the 600 steps take 70 min to 10.5 h at 7 to 63 evaluations a step"]
+    assert [_petab_bayes._duration(s) for s in (40, 719, 12_600, 181_440)] == ["40 s", "12 min", "3.5 h", "2.1 days"]
 
 
 @pytest.mark.slow  # (compiles the sampler: 25 s)
 def test_sim_infer_of_a_petab_problem_shows_its_evaluations_while_it_samples(decay, monkeypatch):
     from inference import _petab_bayes
 
-    monkeypatch.setattr(_petab_bayes.Heartbeat, "__init__", lambda self, log, chains, every=0.0: (setattr(self, "log", log), setattr(self, "chains", chains), setattr(self, "every", 0.0), self.restart()) and None)
+    monkeypatch.setattr(_petab_bayes.Heartbeat, "__init__", lambda self, log, chains, every=0.0, steps=None: (setattr(self, "log", log), setattr(self, "chains", chains), setattr(self, "every", 0.0), setattr(self, "steps", steps), self.restart()) and None)
     lines: list[str] = []
     problem = load_petab(decay)
     _petab_bayes.infer_petab(problem, chains=2, warmup=10, samples=10, progress=True, log=lines.append)
