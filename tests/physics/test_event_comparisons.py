@@ -42,6 +42,21 @@ def test_the_trigger_of_each_comparison_is_positive_exactly_where_the_comparison
         assert abs(g) == pytest.approx(abs(x - c), rel=1e-12)  # (the difference itself: what root finding locates)
 
 
+
+@settings(deadline=None, max_examples=60)
+@given(x=st.floats(-10, 10), c=st.floats(-10, 10), d=st.floats(-10, 10), op=st.sampled_from(sorted(OPS)))
+def test_and_or_not_of_comparisons_are_positive_exactly_where_they_hold(x, c, d, op):
+    # Joined conditions against Python's own `and`, `or`, `not` of the same comparisons
+    # (a sign taken the wrong way for a join makes an event fire where it becomes false).
+    model = SimpleNamespace(state_names=("x",), parameter_names=("c", "d"))
+    values = {"x": x, "c": c, "d": d}
+    for text in (f"not (x {op} c)", f"x {op} c and x < d", f"x {op} c or x > d", f"not (x {op} c or x > d)"):
+        (event,) = text_events(model, [{"when": text, "set": {"c": "0"}}])
+        g = float(event.trigger(0.0, jnp.asarray([x]), {"c": jnp.asarray(c), "d": jnp.asarray(d)}))
+        holds = eval(text, {}, values)  # (the same text as Python evaluates it)
+        if g != 0.0:  # (0: on the boundary of one of the relations)
+            assert (g > 0) == holds, (text, values, g)
+
 # Conditions and the exact time each first becomes true on x = t, y = 1 - t (x' = 1 from
 # 0, y' = -1 from 1) and cos t, over 0 <= t <= 6; None: the condition never becomes true
 # (it holds at the start, which does not fire an event, and later becomes false: a
