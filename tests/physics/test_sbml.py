@@ -172,8 +172,9 @@ SAMPLE_CASES = sorted(p.name for p in SAMPLE.iterdir()) if SAMPLE.exists() else 
 # compartment of 0.1 litres (the suite's values are of the amount that concentration
 # times the size makes); 00948: a trigger `S1 > 2.1` (a rising crossing) resizes the
 # compartment; 01504: rate rules of a species and of its compartment, both reset by an
-# event.
-DEFAULT_CASES = ("00743", "00926", "00948", "00935", "01168", "01219", "01504", "01635", "01667", "01811")
+# event; 00928: an event whose trigger is true at t = 0 with initialValue false, so it
+# fires there (EventT0Firing).
+DEFAULT_CASES = ("00743", "00926", "00928", "00948", "00935", "01168", "01219", "01504", "01635", "01667", "01811")
 
 
 @pytest.mark.parametrize("case", [c for c in SAMPLE_CASES if c in DEFAULT_CASES])
