@@ -318,6 +318,7 @@ DERIVATIVE_CASES = [
     *((f"{f}(0.5 * x + 0.1 * y)", "x", _SYMPY_FUNCTIONS[f](X / 2 + Y / 10)) for f in UNARY_FUNCTIONS),
     ("x * y + x / y - y / x", "x", X * Y + X / Y - Y / X),
     ("x * y + x / y - y / x", "y", X * Y + X / Y - Y / X),
+    ("x / 4 + 3 / y - x / -2", "x", X / 4 + 3 / Y + X / 2),  # (numbers folded: 1 / 4 + 1 / 2)
     ("x ** 3 + pow(x, y) + x ** x", "x", X**3 + X**Y + X**X),
     ("x ** 3 + pow(x, y) + k ** x", "y", X**3 + X**Y + K**X),
     ("pow(2, x) + x ** -1.5 + e ** x + pi", "x", 2**X + X ** sp.Rational(-3, 2) + sp.E**X + sp.pi),

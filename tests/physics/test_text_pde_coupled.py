@@ -4,6 +4,7 @@ the other field's, evaluated pseudo-spectrally), checked against exact solutions
 periodic grid of 32 points: the 1-D wave equation as two fields, and a damped, diffusing
 field driven by the x-derivative of a second, decaying one."""
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -64,4 +65,30 @@ def test_a_field_driven_by_the_derivative_of_another_keeps_only_its_own_symbol()
     w = np.sin(k * x) * np.exp(-beta * t)[:, None]
     u = k * np.cos(k * x) * ((np.exp(-beta * t) - np.exp(-alpha * t)) / (alpha - beta))[:, None]
     np.testing.assert_allclose(fields["w"], w, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(fields["u"], u, rtol=0, atol=1e-7)
+
+
+def test_linear_terms_written_in_several_ways_give_the_exact_symbol_and_solution():
+    # u_t = D u_xx - q u_xxxx + dx(dx(u)) / 4 + laplace(w - u) / 2, w_t = -w / T: u's
+    # symbol is lambda(p) = -(D + 1/4 - 1/2) p^2 - q p^4 at each wavenumber p (a
+    # difference, a divisor, an operator chain, biharmonic, and a laplace of a
+    # difference whose w part is w's, not u's); w's is -1 / T. From u = 0, w = sin(k x):
+    # u = -(k^2 / 2) sin(k x) (exp(lambda(k) t) - exp(-t / T)) / (lambda(k) + 1 / T).
+    D, q, T, k = 0.1, 0.05, 2.0, 1
+    params = {"D": D, "q": q, "T": T}
+    model = pde_model("several", {"u": "D * laplace(u) - q * biharmonic(u) + dx(dx(u)) / 4 + laplace(w - u) / 2", "w": "-w / T"}, params, points=(32,))
+    grid = FourierGrid(model.points, model.domain)
+    with jax.numpy_dtype_promotion("standard"):  # (dx makes the symbol complex, as the solver promotes it)
+        symbol = np.asarray(model.linear({n: jnp.asarray(v) for n, v in params.items()}, grid))
+    p = np.arange(16.0)  # (at the Nyquist wavenumber 16 a first derivative's symbol is 0)
+    np.testing.assert_allclose(symbol[0, :16], -(D - 0.25) * p**2 - q * p**4, rtol=1e-14, atol=1e-12)
+    np.testing.assert_allclose(symbol[1], -1 / T, rtol=1e-14)
+
+    x = np.asarray(model.mesh()[0])
+    t = np.linspace(0.0, 2.0, 3)
+    with jax.numpy_dtype_promotion("standard"):  # (as the sim command runs: the tests' strict promotion refuses the complex symbol)
+        fields = _run(model, params, np.stack([np.zeros_like(x), np.sin(k * x)]), t, steps_per_save=20)
+    lam, beta = -(D - 0.25) * k**2 - q * k**4, 1 / T
+    u = -(k**2 / 2) * np.sin(k * x) * ((np.exp(lam * t) - np.exp(-beta * t)) / (lam + beta))[:, None]
+    np.testing.assert_allclose(fields["w"], np.sin(k * x) * np.exp(-beta * t)[:, None], rtol=0, atol=1e-12)
     np.testing.assert_allclose(fields["u"], u, rtol=0, atol=1e-7)
