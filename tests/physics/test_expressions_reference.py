@@ -374,3 +374,16 @@ def test_derivatives_of_random_expressions_agree_with_sympy(tree, at, data):
     error = np.abs(np.where(both, got, 0.0) - np.where(both, want, 0.0))
     assert (error <= 1e-7 * (1 + np.abs(want)))[both].all(), (text_of(tree), name, d.text, at, got, want)
     assert _close(again, got, rtol=1e-12, atol=1e-12).all(), (d.text, again, got)
+
+
+def test_a_call_with_the_wrong_number_of_arguments_says_how_many_its_function_takes():
+    # The count each function takes, from the language's own table, and the plural
+    # that goes with it: one-argument functions say "1 argument", the others "N arguments".
+    from physics._expressions import ExpressionError
+
+    for name, (_, arity) in FUNCTIONS.items():
+        args = ", ".join(["x"] * (arity + 1))
+        with pytest.raises(ExpressionError) as raised:
+            parse(f"{name}({args})", ["x"])
+        noun = "argument" if arity == 1 else "arguments"
+        assert str(raised.value).endswith(f"{name}() takes {arity} {noun}, got {arity + 1}"), str(raised.value)
