@@ -267,7 +267,9 @@ class TextSpectralModel(SpectralPdeModel):
         symbols = [[(coefficient(params), jnp.asarray(_chain(ops, grid))) for coefficient, ops in terms] for terms in self.program.linear]
         # A first derivative makes the symbol complex (and every channel with it).
         complex_ = any(jnp.iscomplexobj(symbol) for terms in symbols for _, symbol in terms)
-        dtype = jnp.result_type(real, jnp.complex64) if complex_ else real
+        # (the complex type of the grid's precision, named: promoting real with complex64
+        # is refused under strict dtype promotion)
+        dtype = jnp.dtype(jnp.complex128 if real == jnp.float64 else jnp.complex64) if complex_ else real
         channels = []
         for terms in symbols:
             total = jnp.zeros(shape, dtype)

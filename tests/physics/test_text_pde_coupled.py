@@ -4,7 +4,6 @@ the other field's, evaluated pseudo-spectrally), checked against exact solutions
 periodic grid of 32 points: the 1-D wave equation as two fields, and a damped, diffusing
 field driven by the x-derivative of a second, decaying one."""
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -78,16 +77,15 @@ def test_linear_terms_written_in_several_ways_give_the_exact_symbol_and_solution
     params = {"D": D, "q": q, "T": T}
     model = pde_model("several", {"u": "D * laplace(u) - q * biharmonic(u) + dx(dx(u)) / 4 + laplace(w - u) / 2", "w": "-w / T"}, params, points=(32,))
     grid = FourierGrid(model.points, model.domain)
-    with jax.numpy_dtype_promotion("standard"):  # (dx makes the symbol complex, as the solver promotes it)
-        symbol = np.asarray(model.linear({n: jnp.asarray(v) for n, v in params.items()}, grid))
+    # (dx makes the symbol complex: of the grid's precision, under the tests' strict promotion too)
+    symbol = np.asarray(model.linear({n: jnp.asarray(v) for n, v in params.items()}, grid))
     p = np.arange(16.0)  # (at the Nyquist wavenumber 16 a first derivative's symbol is 0)
     np.testing.assert_allclose(symbol[0, :16], -(D - 0.25) * p**2 - q * p**4, rtol=1e-14, atol=1e-12)
     np.testing.assert_allclose(symbol[1], -1 / T, rtol=1e-14)
 
     x = np.asarray(model.mesh()[0])
     t = np.linspace(0.0, 2.0, 3)
-    with jax.numpy_dtype_promotion("standard"):  # (as the sim command runs: the tests' strict promotion refuses the complex symbol)
-        fields = _run(model, params, np.stack([np.zeros_like(x), np.sin(k * x)]), t, steps_per_save=20)
+    fields = _run(model, params, np.stack([np.zeros_like(x), np.sin(k * x)]), t, steps_per_save=20)
     lam, beta = -(D - 0.25) * k**2 - q * k**4, 1 / T
     u = -(k**2 / 2) * np.sin(k * x) * ((np.exp(lam * t) - np.exp(-beta * t)) / (lam + beta))[:, None]
     np.testing.assert_allclose(fields["w"], np.sin(k * x) * np.exp(-beta * t)[:, None], rtol=0, atol=1e-12)
