@@ -167,6 +167,13 @@ def parse_observables(observables: dict[str, str], symbols: set[str], operators:
     return parsed
 
 
+def _times_symbol(symbol, spectrum):
+    """A spectrum multiplied by an operator's symbol, the symbol cast to the spectrum's
+    complex type (a real symbol times a complex spectrum is refused under strict dtype
+    promotion)."""
+    return jnp.asarray(symbol).astype(spectrum.dtype) * spectrum
+
+
 def _scalar_chain(ops: tuple[str, ...]) -> tuple[str, ...] | None:
     """`ops` with each div(grad(.)) made a laplace, or None if grad or div remain."""
     out: list[str] = []
@@ -253,7 +260,7 @@ class TextSpectralModel(SpectralPdeModel):
         values.update({COORDINATES[i]: mesh[i] for i in range(grid.ndim)})
         for op in OPERATORS:
             if op not in VECTOR_OPERATORS:
-                values[f"@{op}"] = lambda f, _op=op: grid.irfft(_chain((_op,), grid) * grid.rfft(jnp.broadcast_to(f, grid.points)))
+                values[f"@{op}"] = lambda f, _op=op: grid.irfft(_times_symbol(_chain((_op,), grid), grid.rfft(jnp.broadcast_to(f, grid.points))))
         derivative = lambda f, axis: grid.irfft(grid.derivative(axis) * grid.rfft(jnp.broadcast_to(f, grid.points)))  # noqa: E731
         values["@grad"] = lambda f: jnp.stack([derivative(f, i) for i in range(grid.ndim)])
         values["@div"] = lambda v: sum(derivative(_vector(v, grid)[i], i) for i in range(grid.ndim))

@@ -90,3 +90,29 @@ def test_linear_terms_written_in_several_ways_give_the_exact_symbol_and_solution
     u = -(k**2 / 2) * np.sin(k * x) * ((np.exp(lam * t) - np.exp(-beta * t)) / (lam + beta))[:, None]
     np.testing.assert_allclose(fields["w"], np.sin(k * x) * np.exp(-beta * t)[:, None], rtol=0, atol=1e-12)
     np.testing.assert_allclose(fields["u"], u, rtol=0, atol=1e-7)
+
+
+def test_on_a_bounded_grid_only_a_fields_own_laplacian_counts_as_its_diffusion():
+    # The finite-difference split: in v's equation `c^2 laplace(u) + 3 laplace(v)` the
+    # term in u is explicit and v's diffusivity (the explicit step limit's) is 3, whether
+    # the other field's name sorts before or after this one's.
+    from physics.pde._text_grid import partition
+
+    for other, this in (("u", "v"), ("w", "v")):
+        implicit, explicit, laplace = partition(this, f"c**2 * laplace({other}) + 3*laplace({this})", (other, this), ("c",))
+        assert [float(c({})) for c in laplace] == [3.0], (other, this)
+        assert f"laplace({other})" in explicit.text and f"laplace({other})" not in implicit.text
+        assert f"laplace({this})" in implicit.text
+
+
+def test_derivatives_of_nonlinear_terms_are_taken_spectrally_and_exactly():
+    # At u = sin(x): u^2 = (1 - cos 2x) / 2, so laplace(u^2) = 2 cos 2x, which `u *
+    # laplace(u**2)` multiplies in physical space (the operator inside a product), and
+    # dx(u**3) = 3 sin(x)^2 cos(x), a term of its own (taken spectrally): all band-limited
+    # on 32 points, so exact to rounding.
+    model = pde_model("nonlinear", {"u": "u * laplace(u**2) + 0.5 * dx(u**3)"}, {}, points=(32,))
+    grid = FourierGrid(model.points, model.domain)
+    x = np.asarray(model.mesh()[0])
+    u_hat = grid.rfft(jnp.asarray(np.sin(x)))[None]
+    out = np.asarray(grid.irfft(model.nonlinear(u_hat, {}, grid)[0]))
+    np.testing.assert_allclose(out, 2 * np.sin(x) * np.cos(2 * x) + 1.5 * np.sin(x) ** 2 * np.cos(x), rtol=0, atol=1e-12)
