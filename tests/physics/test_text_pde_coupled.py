@@ -116,3 +116,22 @@ def test_derivatives_of_nonlinear_terms_are_taken_spectrally_and_exactly():
     u_hat = grid.rfft(jnp.asarray(np.sin(x)))[None]
     out = np.asarray(grid.irfft(model.nonlinear(u_hat, {}, grid)[0]))
     np.testing.assert_allclose(out, 2 * np.sin(x) * np.cos(2 * x) + 1.5 * np.sin(x) ** 2 * np.cos(x), rtol=0, atol=1e-12)
+
+
+def test_every_pair_of_side_kinds_is_accepted_unless_one_side_alone_is_periodic():
+    # Each (low, high) pair of the four kinds on a 1-D grid: refused exactly where one side
+    # is periodic and the other is not (as a periodic axis joins its two ends).
+    import pytest
+
+    from physics.pde._text_grid import KINDS, boundary_program
+
+    robin = {"coefficient": 1.0, "value": 0.0}
+    for low in KINDS:
+        for high in KINDS:
+            values = [[robin if low == "robin" else 0.0, robin if high == "robin" else 0.0]]
+            if (low == "periodic") != (high == "periodic"):
+                with pytest.raises(ValueError, match="periodic must be on both sides"):
+                    boundary_program(("u",), [[low, high]], values, 1, ())
+            else:
+                sides, periodic = boundary_program(("u",), [[low, high]], values, 1, ())
+                assert [s.kind for s in sides[0][0]] == [low, high] and periodic == (low == "periodic",)
