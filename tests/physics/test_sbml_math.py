@@ -84,3 +84,33 @@ def test_each_sbml_math_function_evaluates_as_its_definition(formula, x, expecte
     with jax.numpy_dtype_promotion("standard"):  # (relations are booleans, as the reader's values mix them)
         value = float(np.asarray(compiled({"x": np.float64(x)}), dtype=float))
     assert value == pytest.approx(expected, rel=1e-13, abs=1e-15), formula
+
+
+def test_a_species_nothing_changes_keeps_its_amount_while_its_compartment_grows(tmp_path):
+    # SBML semantics: a species no reaction, rule or event changes keeps its amount
+    # (concentration x size at the start); in a compartment of size 3 + t (a rate rule)
+    # from concentration 2, its concentration is 6 / (3 + t); in a constant one of size 3,
+    # it stays 2.
+    import sim
+    from physics.ode._sbml import sbml_model
+
+    document = libsbml.SBMLDocument(3, 2)
+    model = document.createModel()
+    model.setId("held")
+    for cid, constant in (("grows", False), ("fixed", True)):
+        c = model.createCompartment()
+        c.setId(cid), c.setSize(3.0), c.setConstant(constant), c.setSpatialDimensions(3)
+    for sid, cid in (("S", "grows"), ("T", "fixed")):
+        s = model.createSpecies()
+        s.setId(sid), s.setCompartment(cid), s.setInitialConcentration(2.0)
+        s.setHasOnlySubstanceUnits(False), s.setBoundaryCondition(False), s.setConstant(False)
+    rule = model.createRateRule()
+    rule.setVariable("grows"), rule.setMath(libsbml.parseL3Formula("1"))
+    path = tmp_path / "held.xml"
+    libsbml.writeSBMLToFile(document, str(path))
+    m = sbml_model(path)
+    t = np.linspace(0.0, 2.0, 5)
+    with jax.numpy_dtype_promotion("standard"):
+        traj = sim.simulate(m, m.default_params(), jax.numpy.asarray(t))
+    np.testing.assert_allclose(np.asarray(traj.observables["S"]), 6.0 / (3.0 + t), rtol=1e-8)
+    np.testing.assert_allclose(np.asarray(traj.observables["T"]), 2.0, rtol=1e-12)
