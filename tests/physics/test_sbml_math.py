@@ -114,3 +114,44 @@ def test_a_species_nothing_changes_keeps_its_amount_while_its_compartment_grows(
         traj = sim.simulate(m, m.default_params(), jax.numpy.asarray(t))
     np.testing.assert_allclose(np.asarray(traj.observables["S"]), 6.0 / (3.0 + t), rtol=1e-8)
     np.testing.assert_allclose(np.asarray(traj.observables["T"]), 2.0, rtol=1e-12)
+
+
+def _document(level: int, version: int):
+    document = libsbml.SBMLDocument(level, version)
+    model = document.createModel()
+    model.setId("m")
+    return document, model
+
+
+def test_rules_that_read_each_other_in_a_loop_are_refused_naming_the_loop(tmp_path):
+    from physics.ode._sbml import SbmlError, sbml_model
+
+    document, model = _document(3, 2)
+    for pid, formula in (("a", "b + 1"), ("b", "c * 2"), ("c", "a")):
+        p = model.createParameter()
+        p.setId(pid), p.setConstant(False)
+        rule = model.createAssignmentRule()
+        rule.setVariable(pid), rule.setMath(libsbml.parseL3Formula(formula))
+    path = tmp_path / "loop.xml"
+    libsbml.writeSBMLToFile(document, str(path))
+    with pytest.raises(SbmlError, match=r"depend on each other in a loop \((a -> b -> c -> a|b -> c -> a -> b|c -> a -> b -> c)\)"):
+        sbml_model(path)
+
+
+def test_a_level_2_compartment_without_a_size_has_size_1(tmp_path):
+    # SBML Level 2: a compartment's size defaults to 1. A species of initial amount 3 in
+    # it, unchanged, has concentration 3 / 1.
+    import sim
+    from physics.ode._sbml import sbml_model
+
+    document, model = _document(2, 4)
+    c = model.createCompartment()
+    c.setId("cell")
+    s = model.createSpecies()
+    s.setId("S"), s.setCompartment("cell"), s.setInitialAmount(3.0)
+    path = tmp_path / "l2.xml"
+    libsbml.writeSBMLToFile(document, str(path))
+    m = sbml_model(path)
+    with jax.numpy_dtype_promotion("standard"):
+        traj = sim.simulate(m, m.default_params(), jax.numpy.asarray([0.0, 1.0]))
+    np.testing.assert_allclose(np.asarray(traj.observables["S"]), 3.0, rtol=1e-12)
