@@ -155,3 +155,55 @@ def test_a_level_2_compartment_without_a_size_has_size_1(tmp_path):
     with jax.numpy_dtype_promotion("standard"):
         traj = sim.simulate(m, m.default_params(), jax.numpy.asarray([0.0, 1.0]))
     np.testing.assert_allclose(np.asarray(traj.observables["S"]), 3.0, rtol=1e-12)
+
+
+def _simulated(document, tmp_path, name: str, t=(0.0, 1.0)) -> dict[str, np.ndarray]:
+    import sim
+    from physics.ode._sbml import sbml_model
+
+    path = tmp_path / f"{name}.xml"
+    libsbml.writeSBMLToFile(document, str(path))
+    m = sbml_model(path)
+    with jax.numpy_dtype_promotion("standard"):
+        traj = sim.simulate(m, m.default_params(), jax.numpy.asarray(t))
+    return {k: np.asarray(v) for k, v in traj.observables.items()}
+
+
+def test_a_rule_reads_the_ids_a_called_function_reads_before_it_is_computed(tmp_path):
+    # f(x) = x * k, with k an assignment rule (k = c + 1, c = 4) listed after the rule
+    # a = f(2) that calls f: a reads k through f's body, so k comes first and a = 10.
+    document, model = _document(3, 2)
+    f = model.createFunctionDefinition()
+    f.setId("f"), f.setMath(libsbml.parseL3Formula("lambda(x, x * k)"))
+    for pid, value in (("a", None), ("k", None), ("c", 4.0)):
+        p = model.createParameter()
+        p.setId(pid), p.setConstant(value is not None)
+        if value is not None:
+            p.setValue(value)
+    for pid, formula in (("a", "f(2)"), ("k", "c + 1")):
+        rule = model.createAssignmentRule()
+        rule.setVariable(pid), rule.setMath(libsbml.parseL3Formula(formula))
+    # (a species, so that the model has a state to integrate)
+    c = model.createCompartment()
+    c.setId("cell"), c.setSize(1.0), c.setConstant(True)
+    s = model.createSpecies()
+    s.setId("S"), s.setCompartment("cell"), s.setInitialAmount(1.0), s.setConstant(False), s.setBoundaryCondition(False), s.setHasOnlySubstanceUnits(False)
+    out = _simulated(document, tmp_path, "calls")
+    np.testing.assert_allclose(out["a"], 10.0, rtol=1e-12)
+
+
+def test_species_in_compartments_of_zero_and_one_dimensions(tmp_path):
+    # A compartment of spatial dimension 0 has no size: its species are amounts (3). One of
+    # dimension 1 and size 2 (a length) holds a species of amount 3 at concentration 1.5.
+    document, model = _document(3, 2)
+    for cid, dims, size in (("point", 0, None), ("line", 1, 2.0)):
+        c = model.createCompartment()
+        c.setId(cid), c.setConstant(True), c.setSpatialDimensions(dims)
+        if size is not None:
+            c.setSize(size)
+    for sid, cid in (("P", "point"), ("L", "line")):
+        s = model.createSpecies()
+        s.setId(sid), s.setCompartment(cid), s.setInitialAmount(3.0), s.setConstant(False), s.setBoundaryCondition(False), s.setHasOnlySubstanceUnits(False)
+    out = _simulated(document, tmp_path, "dims")
+    np.testing.assert_allclose(out["P"], 3.0, rtol=1e-12)
+    np.testing.assert_allclose(out["L"], 1.5, rtol=1e-12)
