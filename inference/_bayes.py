@@ -18,7 +18,7 @@ import numpyro
 import numpyro.distributions as dist
 import optax
 import pydantic
-from numpyro.diagnostics import effective_sample_size, split_gelman_rubin
+from numpyro.diagnostics import effective_sample_size, gelman_rubin
 from numpyro.infer import NUTS, init_to_median, init_to_value
 from pydantic import BaseModel, ConfigDict, Field
 from scipy import stats
@@ -278,10 +278,13 @@ def r_hat(draws: np.ndarray) -> float:
     chain, draws that do not vary)."""
     if draws.shape[1] < 4:
         return float("nan")
+    # (the chains split first, then ranked, as Vehtari et al. and ArviZ do: with an odd
+    # number of draws the middle one takes no part)
+    split = _split_chains(draws)
     with np.errstate(all="ignore"):
-        bulk = split_gelman_rubin(_rank_normalise(draws))
-        folded = np.abs(draws - np.median(draws))
-        tail = split_gelman_rubin(_rank_normalise(folded))
+        bulk = gelman_rubin(_rank_normalise(split))
+        folded = np.abs(split - np.median(split))
+        tail = gelman_rubin(_rank_normalise(folded))
     value = float(max(bulk, tail))
     return value if np.isfinite(value) else float("nan")
 

@@ -317,3 +317,24 @@ def test_petab_noise_models_priors_and_posterior_are_scipy_s(ramp_petab):
     box = -math.log(math.log10(10) - math.log10(0.01)) - math.log(math.log(10) - math.log(0.1))  # (the bounds' uniform)
     expected = -nll.sum() + log_prior_k + math.log(k * math.log(10.0)) + log_prior_a0 + box
     assert float(density) == pytest.approx(expected, rel=1e-9)
+
+
+def test_r_hat_and_bulk_ess_are_arviz_s_and_need_four_draws_a_chain():
+    # Rank-normalised split R-hat (bulk and folded) and bulk ESS (Vehtari et al. 2021)
+    # against ArviZ's implementation on autocorrelated chains; with fewer than 4 draws a
+    # chain neither is estimable (NaN), from 4 on both are.
+    import arviz as az
+
+    from inference._bayes import ess_bulk, r_hat
+
+    # (odd draw counts too: the chains are split before they are ranked, so the middle
+    # draw takes no part. On 4 draws a chain the two ESS estimators' treatments of so
+    # short a run part, so ESS is compared from 17 on.)
+    rng = np.random.default_rng(0)
+    for shape in ((4, 50), (2, 17), (3, 4)):
+        draws = rng.standard_normal(shape).cumsum(axis=1) * 0.1 + rng.standard_normal(shape)
+        assert r_hat(draws) == pytest.approx(float(az.rhat(draws, method="rank")), rel=1e-12), shape
+        if shape[1] >= 17:
+            assert ess_bulk(draws) == pytest.approx(float(az.ess(draws, method="bulk")), rel=1e-12), shape
+    short = rng.standard_normal((4, 3))
+    assert np.isnan(r_hat(short)) and np.isnan(ess_bulk(short))
