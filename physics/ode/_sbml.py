@@ -52,6 +52,10 @@ VECTORISE_FROM = 50
 Compiled = Callable[[dict[str, Any]], Any]
 
 
+MAX_DEPTH = 150
+"""The deepest nesting of SBML math the reader compiles."""
+
+
 class SbmlError(ValueError):
     """An SBML file that cannot be read or holds what the importer does not support; the
     message is one line naming the element."""
@@ -188,8 +192,10 @@ class _Compiler:
         """(type, children) of a math node, refusing none and runaway nesting."""
         if node is None:
             raise self.refuse("has no math")
-        if depth > 400:
-            raise self.refuse("math nested more than 400 levels deep")
+        # (below Python's recursion limit with every frame a level takes, the compiler's
+        # two or three included: at 400, math of 399 levels raised RecursionError)
+        if depth > MAX_DEPTH:
+            raise self.refuse(f"math nested more than {MAX_DEPTH} levels deep")
         return node.getType(), [node.getChild(i) for i in range(node.getNumChildren())]
 
     def root(self, node, scope: dict[str, Compiled] | None = None, depth: int = 0) -> Compiled:

@@ -207,3 +207,26 @@ def test_species_in_compartments_of_zero_and_one_dimensions(tmp_path):
     out = _simulated(document, tmp_path, "dims")
     np.testing.assert_allclose(out["P"], 3.0, rtol=1e-12)
     np.testing.assert_allclose(out["L"], 1.5, rtol=1e-12)
+
+
+def test_math_nested_past_the_readers_bound_is_refused_in_one_line():
+    # `not` applied 149 times to x > 1 (at x = 2 an odd number of negations of a true
+    # relation: false, so its root function is negative), and minus 149 times to x,
+    # compile; one level more than the bound is refused by it, not by Python's recursion
+    # limit (at a bound of 400, math of 399 levels raised RecursionError).
+    from physics.ode._sbml import MAX_DEPTH, SbmlError
+
+    def nested(levels, kind=libsbml.AST_LOGICAL_NOT, leaf="x > 1"):
+        node = libsbml.parseL3Formula(leaf)
+        for _ in range(levels):
+            parent = libsbml.ASTNode(kind)
+            parent.addChild(node)
+            node = parent
+        return node
+
+    assert MAX_DEPTH == 150
+    assert float(_Compiler(libsbml, {}, "test").root(nested(149))({"x": np.float64(2.0)})) < 0
+    assert float(_Compiler(libsbml, {}, "test").compile(nested(149, libsbml.AST_MINUS, "x"))({"x": np.float64(2.0)})) == -2.0
+    for levels, how, kind, leaf in ((151, "root", libsbml.AST_LOGICAL_NOT, "x > 1"), (151, "compile", libsbml.AST_MINUS, "x")):
+        with pytest.raises(SbmlError, match="math nested more than 150 levels deep"):
+            getattr(_Compiler(libsbml, {}, "test"), how)(nested(levels, kind, leaf))
