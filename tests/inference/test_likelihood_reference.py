@@ -338,3 +338,15 @@ def test_r_hat_and_bulk_ess_are_arviz_s_and_need_four_draws_a_chain():
             assert ess_bulk(draws) == pytest.approx(float(az.ess(draws, method="bulk")), rel=1e-12), shape
     short = rng.standard_normal((4, 3))
     assert np.isnan(r_hat(short)) and np.isnan(ess_bulk(short))
+
+
+def test_petab_prior_parameters_out_of_their_range_are_refused():
+    # A uniform prior needs lower < upper (equal bounds too are no interval); every other
+    # prior a positive scale; the rest are accepted as written.
+    from inference._petab import PetabError, _prior_of
+
+    for kind, text in (("uniform", "2;1"), ("parameterScaleUniform", "1;1"), ("normal", "0;0"), ("laplace", "0;-1"), ("logNormal", "1;-0.5")):
+        with pytest.raises(PetabError, match="objectivePriorParameters"):
+            _prior_of({"objectivePriorType": kind, "objectivePriorParameters": text}, "p.tsv, row 1", "lin")
+    for kind, text, expected in (("uniform", "1;2", (1.0, 2.0)), ("normal", "-3;0.5", (-3.0, 0.5))):
+        assert _prior_of({"objectivePriorType": kind, "objectivePriorParameters": text}, "p.tsv, row 1", "lin") == (kind, expected)
