@@ -135,3 +135,31 @@ def test_every_pair_of_side_kinds_is_accepted_unless_one_side_alone_is_periodic(
             else:
                 sides, periodic = boundary_program(("u",), [[low, high]], values, 1, ())
                 assert [s.kind for s in sides[0][0]] == [low, high] and periodic == (low == "periodic",)
+
+
+def test_a_product_is_multiplied_out_up_to_max_terms_and_kept_whole_beyond():
+    # (p0 + p1) (laplace(u) + p2 u) multiplies out into linear terms: symbol
+    # (p0 + p1)(p2 - q^2) = 3 (3 - q^2). A product of two 17-term sums (289 terms >
+    # MAX_TERMS = 256) stays one term, evaluated as written: no symbol, and its value at
+    # u = sin x is the product of the two sums there (laplace(sin x) = -sin x).
+    from physics.pde._text import MAX_TERMS
+
+    assert MAX_TERMS == 256
+    params = {f"p{i}": 1.0 + i for i in range(17)}
+    cases = {
+        "small": ("p0 + p1", "laplace(u) + p2 * u"),
+        "large": (" + ".join(f"p{i}" for i in range(17)), "laplace(u) + " + " + ".join(f"p{i} * u" for i in range(16))),
+    }
+    q = np.arange(9.0)
+    for name, (left, right) in cases.items():
+        model = pde_model(name, {"u": f"({left}) * ({right})"}, params, points=(16,))
+        grid = FourierGrid(model.points, model.domain)
+        symbol = np.asarray(model.linear({k: jnp.asarray(v) for k, v in params.items()}, grid))[0]
+        if name == "small":
+            np.testing.assert_allclose(symbol, 3.0 * (3.0 - q**2), rtol=1e-14)
+        else:
+            np.testing.assert_array_equal(symbol, 0.0)
+            x = np.asarray(model.mesh()[0])
+            out = np.asarray(grid.irfft(model.nonlinear(grid.rfft(jnp.asarray(np.sin(x)))[None], params, grid)[0]))
+            expected = sum(params.values()) * (-np.sin(x) + sum(1.0 + i for i in range(16)) * np.sin(x))
+            np.testing.assert_allclose(out, expected, rtol=1e-12, atol=1e-10)
