@@ -230,3 +230,22 @@ def test_math_nested_past_the_readers_bound_is_refused_in_one_line():
     for levels, how, kind, leaf in ((151, "root", libsbml.AST_LOGICAL_NOT, "x > 1"), (151, "compile", libsbml.AST_MINUS, "x")):
         with pytest.raises(SbmlError, match="math nested more than 150 levels deep"):
             getattr(_Compiler(libsbml, {}, "test"), how)(nested(levels, kind, leaf))
+
+
+def test_a_rule_that_reads_the_time_through_a_function_follows_the_time(tmp_path):
+    # f(x) = x * time (the csymbol time inside a function definition, SBML Level 3
+    # Version 2): the rule a = f(2) is 2 t at every time, not its value at the start.
+    document, model = _document(3, 2)
+    f = model.createFunctionDefinition()
+    f.setId("f"), f.setMath(libsbml.parseL3Formula("lambda(x, x * time)"))
+    p = model.createParameter()
+    p.setId("a"), p.setConstant(False)
+    rule = model.createAssignmentRule()
+    rule.setVariable("a"), rule.setMath(libsbml.parseL3Formula("f(2)"))
+    c = model.createCompartment()
+    c.setId("cell"), c.setSize(1.0), c.setConstant(True)
+    s = model.createSpecies()
+    s.setId("S"), s.setCompartment("cell"), s.setInitialAmount(1.0), s.setConstant(False), s.setBoundaryCondition(False), s.setHasOnlySubstanceUnits(False)
+    t = np.array([0.0, 0.5, 1.5])
+    out = _simulated(document, tmp_path, "time", t=tuple(t))
+    np.testing.assert_allclose(out["a"], 2 * t, rtol=1e-12)
