@@ -379,7 +379,8 @@ def test_sim_infer_samples_the_priors_times_every_experiment_s_likelihood(tmp_cw
     assert record["experiments/b/predictive/x/50%"].shape == (201,)
 
 
-@pytest.mark.slow
+# (in the default run: the only one that builds a free quantity standing for a model
+# parameter in one experiment, 9 s)
 def test_condition_specific_parameters_recover_each_experiment_s_value(tmp_cwd):
     # k differs between the experiments (each its own free quantity), m is shared.
     truth = {"a": (0.4, 0.3), "b": (1.2, 0.3)}
