@@ -85,6 +85,7 @@ T = np.linspace(0.0, 1.0, 5)
     "time, observables, key, match",
     [
         (T, {"a": T}, "/observables/b", "no such dataset .found: a"),
+        (T, {"a": T, "bb": T}, "/observables/b", r"no such dataset \(found: a, bb\)\. Perhaps you meant 'bb'\?"),
         (None, {"a": T, "b": T}, "/time", "no such dataset"),
         (T, {"a": T, "b": T[:4]}, "/observables/b", r"expected shape \[B, 5\] or \[5\]"),
         (T, {"a": np.ones((2, 5)), "b": np.ones((3, 5))}, "/observables/b", "has 3 trajectories but /observables/a has 2"),
