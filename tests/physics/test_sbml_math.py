@@ -231,6 +231,18 @@ def test_math_nested_past_the_readers_bound_is_refused_in_one_line():
         with pytest.raises(SbmlError, match="math nested more than 150 levels deep"):
             getattr(_Compiler(libsbml, {}, "test"), how)(nested(levels, kind, leaf))
 
+    # A relation's sides are one level below it: 149 minus signs under `>` reach level
+    # 150, 150 of them level 151.
+    def related(levels):
+        relation = libsbml.ASTNode(libsbml.AST_RELATIONAL_GT)
+        relation.addChild(nested(levels, libsbml.AST_MINUS, "x"))
+        relation.addChild(libsbml.parseL3Formula("1"))
+        return relation
+
+    _Compiler(libsbml, {}, "test").root(related(149))
+    with pytest.raises(SbmlError, match="math nested more than 150 levels deep"):
+        _Compiler(libsbml, {}, "test").root(related(150))
+
 
 def test_a_rule_that_reads_the_time_through_a_function_follows_the_time(tmp_path):
     # f(x) = x * time (the csymbol time inside a function definition, SBML Level 3
