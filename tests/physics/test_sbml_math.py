@@ -261,3 +261,27 @@ def test_a_rule_that_reads_the_time_through_a_function_follows_the_time(tmp_path
     t = np.array([0.0, 0.5, 1.5])
     out = _simulated(document, tmp_path, "time", t=tuple(t))
     np.testing.assert_allclose(out["a"], 2 * t, rtol=1e-12)
+
+
+def test_an_event_priority_that_reads_the_time_through_a_function_is_refused(tmp_path):
+    # Only constant priorities are supported: one that calls f(x) = x * time is not.
+    from physics.ode._sbml import SbmlError, sbml_model
+
+    document, model = _document(3, 2)
+    f = model.createFunctionDefinition()
+    f.setId("f"), f.setMath(libsbml.parseL3Formula("lambda(x, x * time)"))
+    c = model.createCompartment()
+    c.setId("cell"), c.setSize(1.0), c.setConstant(True)
+    s = model.createSpecies()
+    s.setId("S"), s.setCompartment("cell"), s.setInitialAmount(1.0), s.setConstant(False), s.setBoundaryCondition(False), s.setHasOnlySubstanceUnits(False)
+    event = model.createEvent()
+    event.setId("e"), event.setUseValuesFromTriggerTime(True)
+    trigger = event.createTrigger()
+    trigger.setMath(libsbml.parseL3Formula("time > 0.5")), trigger.setInitialValue(False), trigger.setPersistent(True)
+    event.createPriority().setMath(libsbml.parseL3Formula("f(1)"))
+    assignment = event.createEventAssignment()
+    assignment.setVariable("S"), assignment.setMath(libsbml.parseL3Formula("2"))
+    path = tmp_path / "priority.xml"
+    libsbml.writeSBMLToFile(document, str(path))
+    with pytest.raises(SbmlError, match="priority of .* reads 'time': only constant priorities are supported"):
+        sbml_model(path)
