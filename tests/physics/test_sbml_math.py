@@ -285,3 +285,23 @@ def test_an_event_priority_that_reads_the_time_through_a_function_is_refused(tmp
     libsbml.writeSBMLToFile(document, str(path))
     with pytest.raises(SbmlError, match="priority of .* reads 'time': only constant priorities are supported"):
         sbml_model(path)
+
+
+def test_the_parameters_of_species_nothing_changes_are_described_by_name_or_id(tmp_path):
+    # A species that nothing changes is a parameter of the model (its start can be fitted
+    # or swept), described by its SBML name, or by its id where it has none.
+    from physics.ode._sbml import sbml_model
+
+    document, model = _document(3, 2)
+    c = model.createCompartment()
+    c.setId("cell"), c.setSize(2.0), c.setConstant(True)
+    for sid, name in (("A", "glucose"), ("B", "")):
+        s = model.createSpecies()
+        s.setId(sid), s.setCompartment("cell"), s.setInitialConcentration(1.0), s.setConstant(True), s.setBoundaryCondition(False), s.setHasOnlySubstanceUnits(False)
+        if name:
+            s.setName(name)
+    path = tmp_path / "described.xml"
+    libsbml.writeSBMLToFile(document, str(path))
+    m = sbml_model(path)
+    assert m.parameter("A").doc == "concentration of species glucose, which nothing changes"
+    assert m.parameter("B").doc == "concentration of species B, which nothing changes"
