@@ -261,7 +261,7 @@ class TextSpectralModel(SpectralPdeModel):
         for op in OPERATORS:
             if op not in VECTOR_OPERATORS:
                 values[f"@{op}"] = lambda f, _op=op: grid.irfft(_times_symbol(_chain((_op,), grid), grid.rfft(jnp.broadcast_to(f, grid.points))))
-        derivative = lambda f, axis: grid.irfft(grid.derivative(axis) * grid.rfft(jnp.broadcast_to(f, grid.points)))  # noqa: E731
+        derivative = lambda f, axis: grid.irfft(_times_symbol(grid.derivative(axis), grid.rfft(jnp.broadcast_to(f, grid.points))))  # noqa: E731
         values["@grad"] = lambda f: jnp.stack([derivative(f, i) for i in range(grid.ndim)])
         values["@div"] = lambda v: sum(derivative(_vector(v, grid)[i], i) for i in range(grid.ndim))
         values["@integral"] = lambda f: grid.integral(jnp.broadcast_to(f, grid.points))
