@@ -262,3 +262,16 @@ def test_a_worker_that_reads_other_files_refuses_its_block(inputs):
     config = sim.load_config(inputs / "decay.toml")
     with pytest.raises(sim.DataError, match="differ from those the fit was started with"):
         _fit.worker_starts(config.to_toml(), str(config.path), None, "0" * 64, {"k": np.zeros(1), "initial.A": np.zeros(1)})
+
+
+def test_the_fit_is_the_first_start_of_the_lowest_final_loss(tmp_path):
+    # Five starts of the decay config stopped after two Levenberg-Marquardt steps end at
+    # different losses, none of them the first start's first loss: the fit's estimate and
+    # objective are those of the first start of the lowest final loss, to the bit.
+    config = sim.load_config(decay_config(tmp_path, 5)).with_overrides(["fit.max_steps=2", "fit.seed=1"])
+    fitted = _fit.fit(config)
+    ends = fitted.starts_objective
+    k = int(np.argmin(ends))
+    assert np.unique(ends).size == ends.size, ends  # (otherwise the choice would not show)
+    assert fitted.objective == ends[k], (k, ends, fitted.objective)
+    assert all(fitted.estimate[n] == fitted.starts_estimate[n][k] for n in fitted.estimate), (k, fitted.estimate, fitted.starts_estimate)

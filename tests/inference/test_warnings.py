@@ -67,6 +67,13 @@ def test_fit_warnings_for_a_bound_and_a_singular_covariance():
     rounded = np.array([[-1.75e11, 1.75e11], [1.75e11, -1.75e11]])
     (line,) = fit_warnings(free, {"k": 0.3, "y0": 2.0}, rounded)
     assert "singular (a variance that is not positive)" in line
+    # singularity is judged on the correlations, whatever the scale: estimates known to
+    # 1e-5 and correlated by 0.9 are well determined; correlated by 1 - 1e-12 they are not
+    sd = np.array([1e-5, 3e-5])
+    for rho, warned in ((0.9, False), (1 - 1e-12, True)):
+        cov = np.outer(sd, sd) * np.array([[1.0, rho], [rho, 1.0]])
+        assert len(fit_warnings(free, {"k": 0.3, "y0": 2.0}, cov)) == warned, rho
+        assert len(fit_warnings(free, {"k": 0.3, "y0": 2.0}, cov * 1e16)) == warned, rho
 
 
 DECAY = """
