@@ -19,3 +19,32 @@ from ._train import (
 )
 from ._bayes import BayesModel as BayesModel, PosteriorResult as PosteriorResult, build_bayes_model as build_bayes_model, infer as infer
 from ._fit import make_problem as make_problem
+from ._bayes import sampling_warnings as sampling_warnings
+from ._checkpoint import checkpoint_path as checkpoint_path
+
+# PEtab problems and their profiles, loaded when first used (`import inference` does not
+# import the PEtab modules): name -> (module, name in the module)
+_NAMES: dict[str, tuple[str, str]] = {
+    "fit_petab": ("._petab", "fit_petab"),
+    "load_petab": ("._petab", "load_petab"),
+    "problem_files": ("._petab", "problem_files"),
+    "infer_petab": ("._petab_bayes", "infer_petab"),
+    "profile_config": ("._profile", "profile_config"),
+    "profile_petab": ("._profile", "profile_petab"),
+}
+
+
+def __getattr__(name: str):
+    try:
+        module, attribute = _NAMES[name]
+    except KeyError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    import importlib
+
+    value = getattr(importlib.import_module(module, __name__), attribute)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_NAMES})

@@ -25,11 +25,15 @@ from scipy import stats
 
 import sim
 from sim import Config, DataError, InputError
-from sim._config import seed_problem
-from sim._interrupt import immediate
-from sim._limits import memory_problem
-from sim._run import resolved_toml
-from sim._store import Result, write_group, write_root_attrs
+from sim.core import (
+    Result,
+    immediate,
+    memory_problem,
+    resolved_toml,
+    seed_problem,
+    write_group,
+    write_root_attrs,
+)
 from solvers import OdeSolver, checks_as_nan, did_you_mean
 
 from ._data import Observations
@@ -759,8 +763,7 @@ def run_chains(
         NoValidStart: a chain starts where the log density or its gradient is not
             finite (its initialisation found no valid point).
     """
-    from sim._interrupt import safe_point
-    from sim._progress import Progress
+    from sim.core import Progress, safe_point
 
     total = warmup + samples
     length = chunk_length(total)

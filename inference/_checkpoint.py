@@ -26,11 +26,17 @@ import numpy as np
 from jaxtyping import PyTree
 
 from sim import DataError, InputError
-from sim._identity import InputIdentity
-from sim._interrupt import safe_point
-from sim._store import atomic_h5
-from sim._unfinished import checkpoint_path as checkpoint_path
-from sim._unfinished import config_difference, read_leaves, remove_stale, tree_from_leaves, write_tree
+from sim.core import (
+    InputIdentity,
+    atomic_h5,
+    checkpoint_path as checkpoint_path,
+    config_difference,
+    read_leaves,
+    remove_stale,
+    safe_point,
+    tree_from_leaves,
+    write_tree,
+)
 
 FORMAT = "simjax.optimizer_checkpoint"
 

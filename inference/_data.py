@@ -12,7 +12,7 @@ import pydantic
 from pydantic import BaseModel, ConfigDict
 
 from sim import Config, DataError
-from sim._store import DAMAGED_FILE_ERRORS, error_reason, numeric_dataset
+from sim.core import DAMAGED_FILE_ERRORS, error_reason, numeric_dataset
 
 
 class DataSection(BaseModel):
@@ -162,8 +162,7 @@ def observable_shapes(config: Config) -> dict[str, tuple[int, ...]]:
     """The shape of each observable of a config's model at one time: () for a scalar
     (ODE states and derived quantities, MD observables, PDE totals), the grid for a PDE
     field. Observed values are [T, *shape]."""
-    from sim._family import family_of
-    from sim._run import build_model
+    from sim.core import build_model, family_of
 
     model = build_model(config)
     return family_of(model).observable_shapes(model)

@@ -25,16 +25,22 @@ from pydantic import BaseModel, ConfigDict, Field
 import sim
 from physics import Model
 from sim import Config, DataError
-from sim._errors import InputError
-from sim._progress import Progress
-from sim._config import SEED_MAX
-from sim._distributed import dask_client
-from sim._family import family_of
-from sim._identity import config_inputs
-from sim._limits import memory_problem
-from sim._lock import exclusive
-from sim._run import build_model, resolved_toml
-from sim._store import Result, check_output_path, write_group, write_root_attrs
+from sim.core import (
+    SEED_MAX,
+    InputError,
+    Progress,
+    Result,
+    build_model,
+    check_output_path,
+    config_inputs,
+    dask_client,
+    exclusive,
+    family_of,
+    memory_problem,
+    resolved_toml,
+    write_group,
+    write_root_attrs,
+)
 from solvers import OdeSolver, checks_as_nan, did_you_mean
 
 from ._checkpoint import Checkpointer, checkpoint_path, fingerprint

@@ -75,12 +75,20 @@ from jaxtyping import Array
 
 import sim
 from sim import Config, DataError
-from sim._interrupt import immediate
-from sim._lock import exclusive
-from sim._md_rdf import RdfSpec
-from sim._progress import Progress
-from sim._run import resolved_toml
-from sim._store import DAMAGED_FILE_ERRORS, Result, check_output_path, error_reason, numeric_dataset, write_group, write_root_attrs
+from sim.core import (
+    DAMAGED_FILE_ERRORS,
+    Progress,
+    RdfSpec,
+    Result,
+    check_output_path,
+    error_reason,
+    exclusive,
+    immediate,
+    numeric_dataset,
+    resolved_toml,
+    write_group,
+    write_root_attrs,
+)
 
 from ._fit import _TRANSFORMS, Free, fit_section
 

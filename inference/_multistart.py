@@ -30,8 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import PyTree
 
-from sim._distributed import batch_sharding, device_count, worker_threads
-from sim._errors import InputError
+from sim.core import InputError, batch_sharding, device_count, worker_threads
 
 
 def spread_check(starts: int, devices: int | None, scheduler: str | None) -> int:

@@ -34,7 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array
 
-from physics._expressions import Expression, ExpressionError, parse
+from physics.expressions import Expression, ExpressionError, parse
 from sim import Config
 from solvers import did_you_mean
 

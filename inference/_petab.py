@@ -29,12 +29,18 @@ import numpy as np
 
 import sim
 from physics.ode import SbmlError, sbml_model
-from sim._distributed import dask_client
-from sim._errors import DataError, InputError
-from sim._interrupt import safe_point
-from sim._limits import memory_problem
-from sim._lock import exclusive
-from sim._store import Result, check_output_path, write_group, write_root_attrs
+from sim.core import (
+    DataError,
+    InputError,
+    Result,
+    check_output_path,
+    dask_client,
+    exclusive,
+    memory_problem,
+    safe_point,
+    write_group,
+    write_root_attrs,
+)
 from solvers import OdeSolver, checks_as_nan
 
 from ._checkpoint import Checkpointer, checkpoint_path, fingerprint

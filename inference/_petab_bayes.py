@@ -22,8 +22,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from sim._interrupt import immediate
-from sim._store import Result, write_group, write_root_attrs
+from sim.core import Result, immediate, write_group, write_root_attrs
 from solvers import checks_as_nan
 
 from ._bayes import chain_method, run_chains, sampled_on, spreads, summarise

@@ -17,7 +17,7 @@ import difflib
 from pathlib import Path
 from typing import Any
 
-from sim._errors import InputError
+from sim.core import InputError
 
 # The YAML keys that name files: the parameter table(s) at the top, and per problem the
 # model, the tables and the optional visualisation and mapping tables.

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 from scipy.stats import chi2
 
-from sim._store import Result, write_group, write_root_attrs
+from sim.core import Result, write_group, write_root_attrs
 from solvers import checks_as_nan
 
 from ._petab import _lbfgsb, run_batched
@@ -209,7 +209,7 @@ def profile(
 
 
 def _chosen(names: list[str], params: list[str] | None, source: str, what: str) -> list[str]:
-    from sim._errors import InputError
+    from sim.core import InputError
     from solvers import did_you_mean
 
     for name in params or []:

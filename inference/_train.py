@@ -40,9 +40,7 @@ from jaxtyping import Array, Float, Int, PRNGKeyArray, PyTree
 import sim
 from physics.ode import OdeModel
 from sim import DataError
-from sim._progress import Progress
-from sim._registry import model_class, model_options
-from sim._store import atomic_h5, write_root_attrs
+from sim.core import Progress, atomic_h5, model_class, model_options, write_root_attrs
 from solvers import OdeSolver, did_you_mean
 
 from ._checkpoint import Checkpointer, fingerprint

@@ -17,8 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, PyTree
 
-from physics._base import float_array
-from physics.md._electrostatics import other_method_options
+from physics import float_array
 from physics.md import (
     LATTICES,
     UNITS,
@@ -31,6 +30,7 @@ from physics.md import (
     System,
     chains,
     lattice,
+    other_method_options,
     random_packing,
     read_h5md,
     thermalize,

@@ -13,11 +13,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from physics import ode
+from physics import float_array, ode
 from physics.ode import OdeModel
-from physics._base import float_array
 from solvers import (
     ADJOINTS,
+    IMPLICIT_METHODS,
+    ONE_FIELD_METHODS,
     OdeEvent,
     OdeLoop,
     OdeLoopState,
@@ -30,7 +31,6 @@ from solvers import (
     result_message,
     solve_batch,
 )
-from solvers._ode import IMPLICIT_METHODS, ONE_FIELD_METHODS
 
 from ._config import Config
 from ._limits import WORK_ARRAYS, memory_problem

@@ -327,7 +327,7 @@ def _initial(config: Config, model: PdeModel, params: dict) -> jnp.ndarray:
 def _initial_expressions(config: Config, model: PdeModel, spec: dict, params: dict) -> jnp.ndarray:
     """The initial field from `[initial]` field = "expression of x, y, z and the
     parameters" (or a number), one entry per field."""
-    from physics._expressions import ExpressionError, parse
+    from physics.expressions import ExpressionError, parse
 
     coordinates = ("x", "y", "z")[: model.ndim]
     for key in spec:

@@ -175,10 +175,10 @@ class Meta:
             return n
         kind, cells = self.md_system.get("lattice"), self.md_system.get("cells")
         try:
-            from physics.md._initial import _BASIS
+            from physics.md import LATTICE_BASIS
 
             counts = (int(cells),) * 3 if isinstance(cells, int) else tuple(int(c) for c in cells)
-            return len(_BASIS[kind]) * int(np.prod(counts))
+            return len(LATTICE_BASIS[kind]) * int(np.prod(counts))
         except (KeyError, TypeError, ValueError, ImportError):
             return None
 

@@ -14,8 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from physics import Model, NamedStateModel
-from physics._base import float_array
+from physics import Model, NamedStateModel, float_array
 from solvers import did_you_mean
 
 from ._config import Config

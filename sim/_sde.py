@@ -14,9 +14,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from physics import sde
+from physics import float_array, sde
 from physics.sde import SdeModel
-from physics._base import float_array
 from solvers import SdeEnsemble, SdeLoop, SdeLoopState, SdeSolver, did_you_mean, result_message
 
 from ._config import Config

@@ -378,7 +378,7 @@ def numeric_dataset(f: h5py.File, path: str | Path, name: str, key: str) -> np.n
     if problem:
         raise DataError(path, name, f"{problem} (named by {key})")
     # (imported here: the printing commands import no numerics)
-    from physics._hdf5 import unstored
+    from physics import unstored
 
     try:
         missing = unstored(item)

@@ -571,8 +571,7 @@ def fit(
     way. The starts of a multistart fit run batched, over the local devices (--devices)
     or in blocks on a Dask cluster (--scheduler)."""
     engine()
-    from inference import fit as fit_config
-    from inference._checkpoint import checkpoint_path
+    from inference import checkpoint_path, fit as fit_config
 
     from ._config import load_config
     from ._store import check_output_path
@@ -619,8 +618,7 @@ def _fit_petab(
     checkpoint_every: Optional[int],
     allow_outside: bool,
 ) -> None:
-    from inference._checkpoint import checkpoint_path
-    from inference._petab import fit_petab, load_petab, problem_files
+    from inference import checkpoint_path, fit_petab, load_petab, problem_files
 
     from ._store import check_output_path
 
@@ -702,7 +700,7 @@ def _warn(lines: list[str]) -> None:
 
 def _posterior_summary(result, path: Path, clock: Clock, quiet: bool) -> None:
     """The table of a posterior, its divergences, the time it took and any warnings."""
-    from inference._bayes import sampling_warnings
+    from inference import sampling_warnings
 
     table = Table("quantity", "mean", "sd", "5%", "50%", "95%", "ess_bulk", "r_hat", box=None)
     for name, row in result.summary.items():
@@ -715,8 +713,7 @@ def _posterior_summary(result, path: Path, clock: Clock, quiet: bool) -> None:
 
 
 def _infer_petab(problem_file: Path, output: Optional[Path], chains, warmup, samples, seed, quiet: bool, allow_outside: bool) -> None:
-    from inference._petab import load_petab, problem_files
-    from inference._petab_bayes import infer_petab
+    from inference import infer_petab, load_petab, problem_files
 
     from ._config import seed_problem
     from ._lock import exclusive
@@ -748,7 +745,7 @@ def profile(
     threshold (1.92) or the parameter reaches its bound; report each 95% confidence
     interval or that the parameter is not identifiable."""
     engine()
-    from inference._profile import profile_config, profile_petab
+    from inference import profile_config, profile_petab
 
     from ._config import load_config
     from ._lock import exclusive
@@ -756,7 +753,7 @@ def profile(
 
     start = time.perf_counter()
     if config.suffix in (".yaml", ".yml"):
-        from inference._petab import load_petab, problem_files
+        from inference import load_petab, problem_files
 
         problem = load_petab(config, allow_outside=allow_outside)
         path = check_output_path(output if output is not None else unasked(Path(config.stem + "_profile.h5")), "-o", inputs=problem_files(config))

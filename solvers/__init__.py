@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING
 # name -> (module, name in the module)
 _NAMES: dict[str, tuple[str, str]] = {
     "ADJOINTS": ("._ode", "ADJOINTS"),
+    "IMPLICIT_METHODS": ("._ode", "IMPLICIT_METHODS"),
+    "ONE_FIELD_METHODS": ("._ode", "ONE_FIELD_METHODS"),
     "OdeSolution": ("._ode", "OdeSolution"),
     "OdeSolver": ("._ode", "OdeSolver"),
     "SensitivitySolution": ("._ode", "SensitivitySolution"),
@@ -108,6 +110,8 @@ __all__ = sorted(_NAMES)
 if TYPE_CHECKING:
     from ._ode import (
         ADJOINTS as ADJOINTS,
+        IMPLICIT_METHODS as IMPLICIT_METHODS,
+        ONE_FIELD_METHODS as ONE_FIELD_METHODS,
         OdeSolution as OdeSolution,
         OdeSolver as OdeSolver,
         SensitivitySolution as SensitivitySolution,

@@ -60,6 +60,62 @@ def test_only_the_command_line_of_sim_imports_inference():
     assert not wrong, wrong
 
 
+def private_imports(path: Path) -> list[tuple[int, str, str]]:
+    """(line, module, name) of every import in a module of another package's private
+    module (`from sim._store import Result`, `import sim._store`) or private name
+    (`from physics.md import _BASIS`); name is "" for `import`. Relative imports stay
+    inside their own package."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    package = path.relative_to(ROOT).parts[0]
+
+    def other_private(module: str) -> bool:
+        parts = module.split(".")
+        other = parts[0] in PACKAGES and parts[0] != package
+        return other and any(p.startswith("_") for p in parts[1:])
+
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, a.name, "") for a in node.names if other_private(a.name)]
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            if node.module.split(".")[0] not in PACKAGES or node.module.split(".")[0] == package:
+                continue
+            private_module = other_private(node.module)
+            out += [
+                (node.lineno, node.module, alias.name)
+                for alias in node.names
+                if private_module or (alias.name.startswith("_") and not alias.name.endswith("__"))
+            ]
+    return out
+
+
+def test_no_package_imports_another_packages_private_names():
+    # A package builds on the others' public names only (`sim.core` for what `inference`
+    # and the command line share with `sim`); a private module or name stays free to change
+    # inside its own package. Tests may reach into private modules.
+    wrong = [
+        f"{path.relative_to(ROOT)}:{line} {module} {name}".rstrip()
+        for package in PACKAGES
+        for path in modules(package)
+        for line, module, name in private_imports(path)
+    ]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_diffrax_internals_are_used_in_one_adapter():
+    # `diffrax._...` modules and the private result tables; tests may pin them.
+    markers = ("diffrax._", "_index_to_message", "_name_to_item", "equinox.internal")
+    wrong = [
+        f"{path.relative_to(ROOT)}: {marker}"
+        for package in PACKAGES
+        for path in modules(package)
+        if path.name != "_diffrax_private.py"
+        for marker in markers
+        if marker in path.read_text()
+    ]
+    assert not wrong, wrong
+
+
 def test_diffrax_internals_are_used_in_one_adapter():
     # `diffrax._...` modules and the private result tables; tests may pin them.
     markers = ("diffrax._", "_index_to_message", "_name_to_item", "equinox.internal")

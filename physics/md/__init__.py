@@ -14,6 +14,7 @@ from .._lazy import lazy_names
 # name -> (module, name in the module)
 _NAMES: dict[str, tuple[str, str]] = {
     "LATTICES": ("._initial", "LATTICES"),
+    "LATTICE_BASIS": ("._initial", "LATTICE_BASIS"),
     "chains": ("._initial", "chains"),
     "lattice": ("._initial", "lattice"),
     "maxwell_boltzmann": ("._initial", "maxwell_boltzmann"),
@@ -23,6 +24,7 @@ _NAMES: dict[str, tuple[str, str]] = {
     "LennardJonesCoulomb": ("._electrostatics", "LennardJonesCoulomb"),
     "ewald_reciprocal_energy": ("._electrostatics", "ewald_reciprocal_energy"),
     "pme_reciprocal_energy": ("._electrostatics", "pme_reciprocal_energy"),
+    "other_method_options": ("._electrostatics", "other_method_options"),
     "block_average": ("._observables", "block_average"),
     "diffusion_coefficient": ("._observables", "diffusion_coefficient"),
     "green_kubo_diffusion": ("._observables", "green_kubo_diffusion"),
@@ -73,9 +75,11 @@ if TYPE_CHECKING:
         LennardJonesCoulomb as LennardJonesCoulomb,
         ewald_reciprocal_energy as ewald_reciprocal_energy,
         pme_reciprocal_energy as pme_reciprocal_energy,
+        other_method_options as other_method_options,
     )
     from ._initial import (
         LATTICES as LATTICES,
+        LATTICE_BASIS as LATTICE_BASIS,
         chains as chains,
         lattice as lattice,
         maxwell_boltzmann as maxwell_boltzmann,

@@ -21,7 +21,8 @@ from ._units import Units, unit_factor
 from .base import System
 
 _FCC = ((0.0, 0.0, 0.0), (0.5, 0.5, 0.0), (0.5, 0.0, 0.5), (0.0, 0.5, 0.5))
-_BASIS = {
+# The basis of each lattice's unit cell, in fractions of the cell edge.
+LATTICE_BASIS = {
     "sc": ((0.0, 0.0, 0.0),),
     "bcc": ((0.0, 0.0, 0.0), (0.5, 0.5, 0.5)),
     "fcc": ((0.0, 0.0, 0.0), (0.5, 0.5, 0.0), (0.5, 0.0, 0.5), (0.0, 0.5, 0.5)),
@@ -30,6 +31,7 @@ _BASIS = {
     "caesium_chloride": ((0.0, 0.0, 0.0), (0.5, 0.5, 0.5)),
     "zincblende": _FCC + tuple((x + 0.25, y + 0.25, z + 0.25) for x, y, z in _FCC),
 }
+_BASIS = LATTICE_BASIS
 _TWO_SPECIES = ("rocksalt", "caesium_chloride", "zincblende")
 LATTICES = tuple(_BASIS)
 
