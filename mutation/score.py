@@ -51,14 +51,17 @@ def main(db_path: str, equivalent_path: str = "mutation/equivalent.txt") -> None
             if result is None:
                 pending += 1
                 continue
+            m = item.mutations[0]
+            key = (str(m.module_path), m.start_pos[0], m.operator_name, m.occurrence)
             if result.worker_outcome == WorkerOutcome.SKIPPED:
-                skipped += 1
+                if key in equivalent:
+                    excluded += 1  # a sampled mutant argued equivalent after an earlier run: not run again
+                else:
+                    skipped += 1
                 continue
             if result.worker_outcome == WorkerOutcome.NO_TEST:
                 gone += 1  # rerun after the code changed: the mutated place no longer exists
                 continue
-            m = item.mutations[0]
-            key = (str(m.module_path), m.start_pos[0], m.operator_name, m.occurrence)
             if result.test_outcome == TestOutcome.INCOMPETENT:
                 incompetent += 1  # the mutant does not even import: killed by any test
             elif result.test_outcome == TestOutcome.KILLED:

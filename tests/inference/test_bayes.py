@@ -245,6 +245,8 @@ def test_sim_fit_then_sim_infer_from_it_match_the_exact_heat_posterior(tmp_cwd, 
             assert f[f"summary/{stat}"].shape == (len(names),)
         lo, mid, hi = (f[f"predictive/u/{q}"][()] for q in ("5%", "50%", "95%"))
         assert np.all(lo <= mid) and np.all(mid <= hi) and lo.shape == (*f["predictive/time"].shape, 16)
+        # (the bands of noisy draws are bands: the median apart from both ends almost everywhere)
+        assert np.mean(lo < mid) > 0.9 and np.mean(mid < hi) > 0.9, (np.mean(lo < mid), np.mean(mid < hi))
         diffusivity = f["posterior/diffusivity"][()]
     lo, hi = np.quantile(diffusivity, [0.05, 0.95])
     assert lo < 0.35 < hi, (lo, hi)

@@ -287,3 +287,33 @@ def test_a_petab_fit_on_a_cluster_resumes_after_its_finished_blocks(tmp_path):
         assert resumed.starts_estimate[name].tobytes() == values.tobytes()
     assert starts_of(tmp_path / "out.h5") == starts_of(tmp_path / "whole.h5")
     assert not _checkpoint.checkpoint_path(tmp_path / "out.h5").exists()
+
+
+def test_a_resumed_start_is_handed_its_stored_evaluations_then_live_ones():
+    # Replay: the stored (value, gradient) of each point the start asks for again, without
+    # an evaluation; a point past the log, or one that differs from the stored one, is
+    # evaluated live and logged (the rest of the log dropped).
+    starts = _petab.StartLog(2, 2)
+    x0, x1, x2 = np.array([0.1, 0.2]), np.array([0.3, 0.4]), np.array([0.5, 0.6])
+    stored = [(x0, 1.5, np.array([0.25, -0.5])), (x1, 0.75, np.array([0.125, 0.0625]))]
+    calls = []
+
+    def ask(x):
+        calls.append(np.array(x))
+        return 9.0, np.array([7.0, 8.0])
+
+    starts.log[1] = list(stored)
+    ask_1 = starts.asker(1, ask)
+    for x, f, g in stored:
+        value, gradient = ask_1(x.copy())
+        assert value == f and np.array_equal(gradient, g) and gradient is not g
+    assert calls == []
+    value, gradient = ask_1(x2)
+    assert value == 9.0 and np.array_equal(gradient, [7.0, 8.0]) and len(calls) == 1
+    assert len(starts.log[1]) == 3 and np.array_equal(starts.log[1][2][0], x2)
+
+    starts.log[0] = list(stored)
+    ask_0 = starts.asker(0, ask)
+    assert ask_0(x0)[0] == 1.5
+    assert ask_0(x2)[0] == 9.0 and len(calls) == 2  # (not x1: live from here)
+    assert [float(f) for _, f, _ in starts.log[0]] == [1.5, 9.0]

@@ -38,6 +38,12 @@ def test_profiles_of_a_gaussian_likelihood_give_the_exact_intervals():
         # every point of the profile is the minimum over the others: the parabola
         np.testing.assert_allclose(p["objective"], 0.5 * (p["value"] - mu[i]) ** 2 / sigma[i, i], atol=1e-6)
         assert np.all(np.diff(p["value"]) > 0)
+        # and the others along it are the conditional mean mu_j + Sigma_ji / Sigma_ii (x_i - mu_i)
+        assert sorted(p["estimate"]) == [n for n in names if n != name]
+        for j, other in enumerate(names):
+            if j != i:
+                expected = mu[j] + sigma[j, i] / sigma[i, i] * (p["value"] - mu[i])
+                np.testing.assert_allclose(p["estimate"][other], expected, atol=1e-4, err_msg=f"{name}: {other}")
 
 
 def test_a_parameter_the_data_cannot_determine_has_a_flat_open_profile():

@@ -563,6 +563,8 @@ HUGE = {
     "sweep.params.alpha={ linspace = [0.3, 0.8, 1000000000000] }": (["sweep", "sweep.toml"], "sweep.params.alpha"),
     "infer.chains=1000000000": (["infer", "lv_fit.toml"], "infer.chains"),
     "infer.samples=1000000000": (["infer", "lv_fit.toml"], "infer.samples"),
+    # (2e8 draws of the 2 priors and 2 x 21 observations: 16 bytes each, 141 GB)
+    "infer.samples=200000000": (["infer", "lv_fit.toml"], "infer.samples"),
     "infer.samples=1000000000000": (["infer", "lv_fit.toml"], "infer.samples"),
 }
 
