@@ -29,7 +29,9 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-import sim  # noqa: F401  (float64)
+import sim
+
+sim.configure_jax()  # float64, the compilation cache, XLA's options (as the `sim` command)
 from inference import Trajectories, load_trained, load_trajectories, save_trajectories, simulate_states, train, trajectory_mse
 from physics.ode import HybridLotkaVolterra, LotkaVolterra
 

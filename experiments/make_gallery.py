@@ -19,6 +19,8 @@ import time
 from pathlib import Path
 
 import sim
+
+sim.configure_jax()  # float64, the compilation cache, XLA's options (as the `sim` command)
 from sim._plot import save_figure
 from sim.cli import main
 

@@ -10,6 +10,8 @@ import jax.numpy as jnp
 
 import sim
 
+sim.configure_jax()  # float64, the compilation cache, XLA's options (as the `sim` command)
+
 model = sim.get_model("lotka_volterra")
 params = model.default_params()
 t = jnp.linspace(0.0, 20.0, 201)

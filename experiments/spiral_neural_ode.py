@@ -32,7 +32,9 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-import sim  # noqa: F401  (float64)
+import sim
+
+sim.configure_jax()  # float64, the compilation cache, XLA's options (as the `sim` command)
 from inference import Stage, Trajectories, load_trained, load_trajectories, save_trajectories, simulate_states, train_stages
 from physics.ode import NeuralOde
 from solvers import OdeSolver

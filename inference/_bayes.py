@@ -26,6 +26,7 @@ from scipy import stats
 import sim
 from sim import Config, DataError, InputError
 from sim.core import (
+    warn_if_float32,
     Result,
     immediate,
     memory_problem,
@@ -511,6 +512,7 @@ def infer(
         >>> posterior = infer(sim.load_config("experiments/lynx_hare.toml"), chains=2)
         >>> posterior.summary["alpha"]["mean"]
     """
+    warn_if_float32("inference.infer")
     if seed is not None and seed_problem(seed):
         # (`sim infer --seed` hands its value here)
         raise InputError("--seed", "", seed_problem(seed))

@@ -26,6 +26,7 @@ import sim
 from physics import Model
 from sim import Config, DataError
 from sim.core import (
+    warn_if_float32,
     SEED_MAX,
     InputError,
     Progress,
@@ -1269,6 +1270,7 @@ def fit(
         >>> estimate = fit(sim.load_config("experiments/lynx_hare.toml"))
         >>> estimate.table()
     """
+    warn_if_float32("inference.fit")
     from ._fit_rdf import fit_rdf, is_rdf_fit
 
     if is_rdf_fit(config):  # (a target g(r), fitted by reweighting: `inference._fit_rdf`)
@@ -1523,7 +1525,7 @@ def _fit_starts(problem: Problem | Experiments, starts: list[dict], section: Fit
     parts = blocks(first, count, block_size(count, client))
     steps = section.max_steps or (1000 if section.optimizer == "adam" else 200)
     bar.describe(f"fit {section.optimizer}: {count} starts in {len(parts)} blocks on the Dask cluster")
-    # (numpy arrays: a worker decodes them before it imports sim, which turns on float64)
+    # (numpy arrays: a worker decodes them before its JAX is set to float64)
     arguments = [(text, path, data, identity, {n: np.asarray(v) for n, v in _stacked(starts[b.start : b.stop]).items()}) for b in parts]
     for k, block in in_order(client, worker_starts, arguments):
         for end in block:
@@ -1687,6 +1689,7 @@ def _adam_starts(problem, u, count: int, section: FitSection, devices: int, on_r
 
 @functools.lru_cache(maxsize=4)
 def _worker_problem(config_text: str, config_path: str | None, data: str | None, identity: str) -> tuple[Problem | Experiments, FitSection]:
+    sim.configure_jax()  # (the worker's JAX as the command's: float64, the cache, XLA's options)
     config = Config(tomllib.loads(config_text), config_path)
     problem, _, obs, section = build_problem(config, data)
     if _data_identity(obs) != identity:

@@ -30,6 +30,7 @@ import numpy as np
 import sim
 from physics.ode import SbmlError, sbml_model
 from sim.core import (
+    warn_if_float32,
     DataError,
     InputError,
     Result,
@@ -358,6 +359,7 @@ def load_petab(path: str | Path, solver: OdeSolver | None = None, *, allow_outsi
         PetabError: the problem cannot be read or uses what is not supported (one line
             naming the file, the table, the row and the column, or the YAML key).
     """
+    warn_if_float32("inference.load_petab")
     import petab.v1 as petab
     import sympy as sp
     from petab.v1.math import sympify_petab
@@ -903,6 +905,7 @@ def files_digest(path: str | Path, allow_outside: bool = False) -> str:
 def _worker_problem(path: str, digest: str, solver: OdeSolver, allow_outside: bool) -> tuple[PetabProblem, Callable]:
     """A problem loaded on a worker, with the one function of its objective (with the
     priors) and gradient whose batched form the worker's blocks share (`_batched`)."""
+    sim.configure_jax()  # (the worker's JAX as the command's: float64, the cache, XLA's options)
     problem = load_petab(path, solver, allow_outside=allow_outside)
     return problem, problem.value_and_grad(with_priors=True)
 

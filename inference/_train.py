@@ -40,7 +40,7 @@ from jaxtyping import Array, Float, Int, PRNGKeyArray, PyTree
 import sim
 from physics.ode import OdeModel
 from sim import DataError
-from sim.core import Progress, atomic_h5, model_class, model_options, write_root_attrs
+from sim.core import Progress, atomic_h5, model_class, model_options, warn_if_float32, write_root_attrs
 from solvers import OdeSolver, did_you_mean
 
 from ._checkpoint import Checkpointer, fingerprint
@@ -491,6 +491,7 @@ def train(
         >>> result = train(model, None, data, steps=500, window=10, batch_size=20)
         >>> result.save("spiral_trained.h5")
     """
+    warn_if_float32("inference.train")
     _check_names(model, data)
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
         raise ValueError(f"steps must be an integer >= 0, got {steps!r}")

@@ -1,30 +1,17 @@
 """simjax front door: simulate, run configs, store results, the command line.
 
-Importing `sim` enables float64 in JAX (`jax_enable_x64`): ODEs, calibration and
-inference run in double precision; PDE and MD configs may ask for float32. It also turns
-on the persistent compilation cache (`sim._cache`): a program compiled by one process is
-loaded by the next, in the user's cache folder (`SIMJAX_CACHE_DIR` moves it, an empty
-value turns it off). And it asks XLA to compile small loops (a small ODE solve's) into
-one function each (`sim._xla_flags`), which makes them several times faster on a CPU,
-and, when XLA_FLAGS asks for several CPU devices, for enough threads that their LAPACK
-calls cannot wait on each other for ever (NPROC); both hold when nothing in the process
-has started JAX before `import sim`.
+Importing `sim` changes nothing in the process's JAX: not `jax_enable_x64`, not
+XLA_FLAGS, not the compilation cache. `sim.configure_jax()`, called once after the
+import and before the first computation, sets JAX up as the `sim` command runs it:
+float64 (ODEs, calibration and inference run in double precision; PDE and MD configs may
+ask for float32), the persistent compilation cache in the user's cache folder (a program
+compiled by one process is loaded by the next), and XLA's small loops compiled whole
+(`sim._xla_flags`). Without the call JAX stays in float32, and a simulation says so
+(`PrecisionWarning`).
 """
 
-from ._xla_flags import small_loops_whole as _small_loops_whole, threads_for_devices as _threads_for_devices
-
-_small_loops_whole()  # (before JAX starts its backend, which reads XLA_FLAGS once)
-_threads_for_devices()  # (NPROC, read at the same time)
-
-import jax as _jax  # noqa: E402
-
-_jax.config.update("jax_enable_x64", True)
-
-from . import _cache  # noqa: E402
-
-_cache.enable()
-
-from ._errors import (  # noqa: E402
+from ._jax_config import PrecisionWarning as PrecisionWarning, configure_jax as configure_jax
+from ._errors import (
     ConfigError as ConfigError,
     DataError as DataError,
     InputError as InputError,

@@ -17,6 +17,7 @@ import numpy as np
 from physics import Model, NamedStateModel, float_array
 from solvers import did_you_mean
 
+from ._jax_config import warn_if_float32
 from ._config import Config
 from ._errors import ConfigError, InputError, SimulationError
 from ._family import families, family_of
@@ -288,6 +289,7 @@ class Setup:
 
 def setup(config: Config) -> Setup:
     """The validated `simulate` arguments of a config (model included)."""
+    warn_if_float32("sim.setup")
     model = build_model(config)
     return family_of(model).setup(model, config)
 
@@ -343,6 +345,7 @@ def run(
         >>> result.save("lv.h5")
         >>> run(load_config("experiments/lj_fluid.toml"), output="lj.h5")
     """
+    warn_if_float32("sim.run")
     plan = plan_run(config)
     with Progress(enabled=progress, description=plan.description) as bar:
         if output is None:

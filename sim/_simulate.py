@@ -21,6 +21,7 @@ from jaxtyping import Array, PyTree
 from physics import Model
 from solvers import did_you_mean
 
+from ._jax_config import warn_if_float32
 from ._family import Family, family_of
 from ._trajectory import Trajectory
 
@@ -360,11 +361,13 @@ def simulate(
 
     Example:
         >>> import jax.numpy as jnp, sim
+        >>> sim.configure_jax()  # (float64: once, after the import)
         >>> model = sim.get_model("lotka_volterra")
         >>> traj = sim.simulate(model, model.default_params(), jnp.linspace(0.0, 20.0, 201))
         >>> traj.observables["prey"].shape
         (201,)
     """
+    warn_if_float32("sim.simulate")
     traj = _compiled_call(model, params, t, initial, solver, key)
     if traj is not None:
         return traj

@@ -34,6 +34,7 @@ import numpy as np
 from physics import Model
 from solvers import result_message
 
+from ._jax_config import configure_jax
 from ._config import Config
 from ._distributed import batch_sharding, dask_client, device_count, worker_threads
 from ._errors import DataError, InputError
@@ -428,6 +429,7 @@ def _run_framed(prep: Prepared, runner: FramedRunner, devices: int, padded: int,
 def worker_chunk(config_text: str, config_path: str | None, inputs: dict) -> dict[str, np.ndarray]:
     """One chunk on a Dask worker: the same compiled chunk function as a local sweep
     (built once per worker, config and shape), results returned as numpy arrays."""
+    configure_jax()  # (the worker's JAX as the command's: float64, the cache, XLA's options)
     padded = len(inputs["index"])
     devices = math.gcd(padded, len(jax.devices()))
     runner = _runner(config_text, config_path, devices, padded)

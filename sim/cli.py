@@ -159,12 +159,14 @@ def _lasting_imports():
 
 def engine() -> None:
     """Run the `sim` package's `__init__` if the `sim` command started without it (see
-    `_sim_entry`): JAX in float64, the compilation cache (off with --no-cache), the
-    model families. Every command that computes calls it first; in a Python session,
-    where `import sim` did all that, it only sets the command's run-time checks."""
+    `_sim_entry`), set JAX up as the command runs it (`sim.configure_jax`: float64, the
+    compilation cache unless --no-cache, XLA's options) and enter the command's run-time
+    checks. Every command that computes calls it first."""
     global _for_the_command
     if not _started():
         _start_engine()
+    if not _configured:
+        _configure()
     if _for_the_command is not None and threading.current_thread() is threading.main_thread():
         # The programs' run-time checks give NaN (`solvers.checks_as_nan`), as they do
         # throughout the `sim` process, where `_sim_entry` sets EQX_ON_ERROR: in a Python
@@ -196,10 +198,23 @@ def _start_engine() -> None:
         for s, h in previous.items():
             signal.signal(s, h)
     del package.start_package
+
+
+_configured = False
+
+
+def _configure() -> None:
+    """JAX as the command runs it (`sim.configure_jax`: float64, the compilation cache
+    unless --no-cache, XLA's options): once a process, by the first command that computes."""
+    global _configured
+    from ._jax_config import configure_jax
+
+    configure_jax(cache=not _no_cache)
     if _no_cache:
         from . import _cache
 
         _cache.disable()
+    _configured = True
 
 
 class _Console:
@@ -830,7 +845,7 @@ def info() -> None:
         out.print(f"{name:<12} {version}")
     out.print(f"{'backend':<12} {jax.default_backend()}")
     out.print(f"{'devices':<12} {', '.join(str(d) for d in jax.devices())}")
-    # (`import sim` turns on jax_enable_x64; this command does not need to import it)
+    # (the commands that compute turn on jax_enable_x64; this one computes nothing)
     out.print(f"{'precision':<12} float64 by default (PDE/MD configs may ask for float32)")
 
 

@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING
 
 # name -> (module, name in the module)
 _NAMES: dict[str, tuple[str, str]] = {
-    # errors
+    # errors, and the warning of work that runs in float32 without asking
     "DataError": ("._errors", "DataError"),
+    "warn_if_float32": ("._jax_config", "warn_if_float32"),
     "InputError": ("._errors", "InputError"),
     # configs: seeds, the model they name
     "SEED_MAX": ("._config", "SEED_MAX"),
@@ -90,6 +91,7 @@ if TYPE_CHECKING:
         worker_threads as worker_threads,
     )
     from ._errors import DataError as DataError, InputError as InputError
+    from ._jax_config import warn_if_float32 as warn_if_float32
     from ._family import family_of as family_of
     from ._identity import InputIdentity as InputIdentity, config_inputs as config_inputs
     from ._interrupt import immediate as immediate, safe_point as safe_point

@@ -26,7 +26,8 @@ through equinox's `_error` without the walk of the Python stack that only a rais
 reads, `_as_nan`). `ACTIVE` says whether both were found;
 without them `checks_as_nan` changes nothing and checks keep their callbacks (programs
 compiled by every process, as before: slower, never wrong). `tests/solvers/test_checks.py`
-pins them against the installed versions.
+pins them against the installed versions. Nothing of either is touched before the mode is
+first entered (`install`).
 """
 
 from __future__ import annotations
@@ -123,8 +124,26 @@ def _as_nan(errors, impl):
     return as_nan
 
 
-_CHECKS_AS_NAN = _state()
-ACTIVE: bool = _CHECKS_AS_NAN is not None and _patch(_CHECKS_AS_NAN)
+_CHECKS_AS_NAN = None
+_ACTIVE: bool | None = None  # (None: the mode is not installed yet)
+
+
+def install() -> bool:
+    """Make the mode part of JAX's trace context and route equinox's checks through it;
+    whether both pieces were found. Done once, the first time the mode is entered:
+    importing this module changes nothing in JAX or equinox, and outside the mode
+    equinox's checks behave as equinox's own."""
+    global _ACTIVE, _CHECKS_AS_NAN
+    if _ACTIVE is None:
+        _CHECKS_AS_NAN = _state()
+        _ACTIVE = _CHECKS_AS_NAN is not None and _patch(_CHECKS_AS_NAN)
+    return _ACTIVE
+
+
+def __getattr__(name: str):
+    if name == "ACTIVE":  # (whether the mode works with the installed JAX and equinox)
+        return install()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @contextlib.contextmanager
@@ -132,7 +151,7 @@ def checks_as_nan() -> Iterator[None]:
     """Trace and call programs with equinox's checks as NaN (see the module's
     docstring). Every call of a program traced inside must be made inside too: outside,
     JAX traces it again, the ordinary way."""
-    if not ACTIVE:
+    if not install():
         yield
         return
     with _CHECKS_AS_NAN(True):

@@ -111,28 +111,20 @@ def _inner_functions_without_types_left_alone() -> None:
 _inner_functions_without_types_left_alone()
 jaxtyping.install_import_hook(shaped_modules(), "beartype.beartype")
 
-# The persistent compilation cache (`sim._cache`, turned on by importing `sim`): a program
-# compiled once (by either pytest worker or by a `sim` subprocess, which inherits
-# SIMJAX_CACHE_DIR) is loaded from disk by the others instead of compiled again. It lives
-# beside the user's own cache, in the user's cache folder (`simjax/tests`), not in the
-# checkout, so that a later run starts warm from any checkout, a fresh clone too (JAX keys
-# an entry by the program, its compile options and the versions of jax and jaxlib: a
-# program of changed code is compiled anew, never confused with an old one; the folder is
-# kept under 2 GiB). SIMJAX_TEST_CACHE moves it, an empty value turns it off.
-# (`sim._cache` is read as a file: importing it through `sim` would turn the cache on
-# before the folder is chosen)
-import importlib.util  # noqa: E402
-
-
-def _user_folder() -> Path:
-    spec = importlib.util.spec_from_file_location("_simjax_cache_folder", Path(__file__).resolve().parents[1] / "sim" / "_cache.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.user_folder()
-
+# JAX as the `sim` command runs it (`sim.configure_jax`: float64, XLA's options, the
+# persistent compilation cache). The cache: a program compiled once (by either pytest
+# worker or by a `sim` subprocess, which inherits SIMJAX_CACHE_DIR) is loaded from disk
+# by the others instead of compiled again. It lives beside the user's own cache, in the
+# user's cache folder (`simjax/tests`), not in the checkout, so that a later run starts
+# warm from any checkout, a fresh clone too (JAX keys an entry by the program, its
+# compile options and the versions of jax and jaxlib: a program of changed code is
+# compiled anew, never confused with an old one; the folder is kept under 2 GiB).
+# SIMJAX_TEST_CACHE moves it, an empty value turns it off.
+import sim  # noqa: E402
+from sim._cache import user_folder as _user_folder  # noqa: E402
 
 os.environ["SIMJAX_CACHE_DIR"] = os.environ.get("SIMJAX_TEST_CACHE", str(_user_folder() / "tests"))
-import sim  # noqa: E402,F401  (turns the cache on before any test compiles)
+sim.configure_jax()
 
 
 # Every program is traced with equinox's run-time checks as NaN (`solvers.checks_as_nan`,

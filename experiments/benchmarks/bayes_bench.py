@@ -70,6 +70,8 @@ from numpyro.infer import MCMC, NUTS, init_to_median  # noqa: E402
 from numpyro.infer.util import log_density  # noqa: E402
 
 import sim  # noqa: E402
+
+sim.configure_jax()  # float64, the compilation cache, XLA's options (as the `sim` command)
 from inference import build_bayes_model  # noqa: E402
 from inference._bayes import chain_method, ess_bulk, nuts_kernel  # noqa: E402
 

@@ -51,7 +51,9 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 import optax  # noqa: E402
 
-import sim  # noqa: E402, F401  (float64)
+import sim  # noqa: E402
+
+sim.configure_jax()  # float64, the compilation cache, XLA's options (as the `sim` command)
 from inference import Trainer, Trajectories, simulate_states  # noqa: E402
 from physics.ode import NeuralOde  # noqa: E402
 from solvers import OdeSolver  # noqa: E402

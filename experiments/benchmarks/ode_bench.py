@@ -44,6 +44,8 @@ import numpy as np  # noqa: E402
 from scipy.integrate import odeint, solve_ivp  # noqa: E402
 
 import sim  # noqa: E402
+
+sim.configure_jax()  # float64, the compilation cache, XLA's options (as the `sim` command)
 from solvers import OdeSolver  # noqa: E402
 
 RTOL, ATOL = 1e-6, 1e-8

@@ -51,6 +51,8 @@ import jax.numpy as jnp
 import numpy as np
 
 import sim
+
+sim.configure_jax()  # float64, the compilation cache, XLA's options (as the `sim` command)
 from solvers import Etdrk
 
 try:

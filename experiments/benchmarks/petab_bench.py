@@ -46,6 +46,8 @@ import numpy as np
 jax.config.update("jax_enable_x64", True)
 
 import sim  # noqa: E402
+
+sim.configure_jax()  # float64, the compilation cache, XLA's options (as the `sim` command)
 from inference._petab import SAME_OPTIMUM, fit_petab, load_petab  # noqa: E402
 from solvers import OdeSolver  # noqa: E402
 

@@ -28,6 +28,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))
 
 import sim  # noqa: E402
+
+sim.configure_jax()  # float64, the compilation cache, XLA's options (as the `sim` command)
 from inference import _fit_rdf, fit  # noqa: E402
 
 EXPERIMENT = HERE.parent / "lj_rdf_fit.toml"

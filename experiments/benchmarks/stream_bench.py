@@ -40,6 +40,7 @@ CASES = {
 
 CHILD = """
 import sys, sim
+sim.configure_jax()
 config = sim.load_config(sys.argv[1], sys.argv[4:])
 if sys.argv[3] == "stream":
     sim.run(config, output=sys.argv[2])

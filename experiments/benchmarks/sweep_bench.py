@@ -113,6 +113,8 @@ class SimjaxSweep:
         import sim
         from sim._sweep import execute
 
+        sim.configure_jax()
+
         self.execute = execute
         self.config = sim.load_config(config_path)
         self.out = config_path.with_suffix(".h5")
@@ -299,6 +301,7 @@ def main() -> None:
 
     import sim
 
+    sim.configure_jax()
     defaults = sim.get_model("lotka_volterra").default_params()
     assert (float(defaults["gamma"]), float(defaults["delta"])) == (GAMMA, DELTA)
 

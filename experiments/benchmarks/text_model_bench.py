@@ -30,6 +30,8 @@ import jax.numpy as jnp
 import numpy as np
 
 import sim
+
+sim.configure_jax()  # float64, the compilation cache, XLA's options (as the `sim` command)
 from physics.ode import ode_model
 from solvers import OdeSolver
 

@@ -13,6 +13,8 @@ import numpy as np
 
 import sim
 
+sim.configure_jax()  # float64, the compilation cache, XLA's options (as the `sim` command)
+
 HERE = Path(__file__).resolve().parent
 CONFIG = HERE.parent / "heat_diffusivity_fit.toml"
 TRUTH = 0.35

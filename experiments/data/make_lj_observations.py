@@ -12,6 +12,8 @@ import numpy as np
 
 import sim
 
+sim.configure_jax()  # float64, the compilation cache, XLA's options (as the `sim` command)
+
 HERE = Path(__file__).resolve().parent
 TRUTH = {"epsilon": 1.2, "sigma": 1.05}
 NOISE = 0.05

@@ -15,6 +15,8 @@ import numpy as np
 
 import sim
 
+sim.configure_jax()  # float64, the compilation cache, XLA's options (as the `sim` command)
+
 HERE = Path(__file__).resolve().parent
 CONFIG = HERE.parent / "lj_rdf_fit.toml"
 TRUTH = {"epsilon": 1.0, "sigma": 1.0}

@@ -91,6 +91,7 @@ def test_sim_run_and_sweep_from_python_are_compiled_by_the_first_process_only(tm
     (which JAX never stores), so a second Python process compiles nothing."""
     script = (
         "import sim, numpy as np\n"
+        "sim.configure_jax()\n"
         f"run = sim.run(sim.load_config({str(CONFIG)!r}))\n"
         f"config = sim.load_config({str(REPO / 'experiments' / 'lotka_volterra_sweep.toml')!r}, overrides=['sweep.params.alpha.linspace=[0.3, 0.8, 4]', 'sweep.params.beta.logspace=[-2.0, -1.3, 2]'])\n"
         "swept = sim.sweep(config)\n"
@@ -224,13 +225,15 @@ def test_the_cache_folder_defaults_to_the_users_cache(monkeypatch, tmp_path):
     assert _cache.default_folder() is None
 
 
-def test_import_sim_turns_the_cache_on_in_a_fresh_process(tmp_path):
-    # What a script gets from `import sim` alone (no command): the checked cache in the
-    # user's cache folder, where a sim.* call then stores its programs.
+def test_configure_jax_turns_the_cache_on_in_a_fresh_process(tmp_path):
+    # What a script gets from `import sim; sim.configure_jax()` (no command): the checked
+    # cache in the user's cache folder, where a sim.* call then stores its programs.
+    # (`import sim` alone leaves JAX's cache as it was: tests/test_architecture.py)
     env = {k: v for k, v in os.environ.items() if not k.startswith("JAX_COMPILATION_CACHE") and k != "SIMJAX_CACHE_DIR"}
     env["XDG_CACHE_HOME"] = str(tmp_path / "home_cache")
     script = (
         "import jax, sim\n"
+        "sim.configure_jax()\n"
         "from jax._src import compilation_cache as cc\n"
         "print(jax.config.jax_compilation_cache_dir)\n"
         "sim.run(sim.load_config(%r))\n"

@@ -68,7 +68,8 @@ def test_printing_commands_import_no_numerics(command):
 
 
 def test_a_command_that_computes_starts_the_package(tmp_path):
-    # From the command line, `sim run` runs the package's __init__ (float64 on).
+    # From the command line, `sim run` runs the package's __init__ and sets JAX up
+    # (`sim.configure_jax`: float64 on).
     (tmp_path / "c.toml").write_text('[model]\nname = "lotka_volterra"\n[time]\nt1 = 1.0\nsave = 3\n')
     script = (
         "import sys, _sim_entry\n"

@@ -132,6 +132,7 @@ import numpy as np
 import jax
 import sim
 
+sim.configure_jax()
 assert len(jax.devices()) == int(sys.argv[1]), jax.devices()
 
 

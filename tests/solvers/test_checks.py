@@ -118,6 +118,7 @@ monitoring.register_event_listener(lambda event, **kw: events.append("hit") if e
 monitoring.register_event_duration_secs_listener(
     lambda event, seconds, fun_name="", **kw: events.append(fun_name) if event.endswith("backend_compile_duration") else None)
 import sim
+sim.configure_jax()
 """ + PROGRAM + """
 prey = run()
 compiled = [name for before, name in zip(["", *events], events) if name != "hit" and before != "hit"]
