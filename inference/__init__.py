@@ -24,6 +24,8 @@ from ._checkpoint import checkpoint_path as checkpoint_path
 
 # PEtab problems and their profiles, loaded when first used (`import inference` does not
 # import the PEtab modules): name -> (module, name in the module)
+from physics import lazy_names  # noqa: E402
+
 _NAMES: dict[str, tuple[str, str]] = {
     "fit_petab": ("._petab", "fit_petab"),
     "load_petab": ("._petab", "load_petab"),
@@ -34,17 +36,4 @@ _NAMES: dict[str, tuple[str, str]] = {
 }
 
 
-def __getattr__(name: str):
-    try:
-        module, attribute = _NAMES[name]
-    except KeyError:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
-    import importlib
-
-    value = getattr(importlib.import_module(module, __name__), attribute)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_NAMES})
+__getattr__, __dir__ = lazy_names(__name__, _NAMES, globals())

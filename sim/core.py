@@ -13,74 +13,62 @@ The names are loaded from their modules when first used, as `solvers` does, so t
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
 
-# name -> (module, name in the module)
+from physics import lazy_names
+
+# name -> (module, name in the module), loaded by physics.lazy_names
 _NAMES: dict[str, tuple[str, str]] = {
     # errors, and the warning of work that runs in float32 without asking
-    "DataError": ("._errors", "DataError"),
-    "warn_if_float32": ("._jax_config", "warn_if_float32"),
-    "InputError": ("._errors", "InputError"),
+    "DataError": ("sim._errors", "DataError"),
+    "warn_if_float32": ("sim._jax_config", "warn_if_float32"),
+    "InputError": ("sim._errors", "InputError"),
     # configs: seeds, the model they name
-    "SEED_MAX": ("._config", "SEED_MAX"),
-    "seed_problem": ("._config", "seed_problem"),
-    "build_model": ("._run", "build_model"),
-    "resolved_toml": ("._run", "resolved_toml"),
-    "family_of": ("._family", "family_of"),
-    "model_class": ("._registry", "model_class"),
-    "model_options": ("._registry", "model_options"),
+    "SEED_MAX": ("sim._config", "SEED_MAX"),
+    "seed_problem": ("sim._config", "seed_problem"),
+    "build_model": ("sim._run", "build_model"),
+    "resolved_toml": ("sim._run", "resolved_toml"),
+    "family_of": ("sim._family", "family_of"),
+    "model_class": ("sim._registry", "model_class"),
+    "model_options": ("sim._registry", "model_options"),
     # run identity
-    "InputIdentity": ("._identity", "InputIdentity"),
-    "config_inputs": ("._identity", "config_inputs"),
+    "InputIdentity": ("sim._identity", "InputIdentity"),
+    "config_inputs": ("sim._identity", "config_inputs"),
     # unfinished work: checkpoints and resume
-    "checkpoint_path": ("._unfinished", "checkpoint_path"),
-    "config_difference": ("._unfinished", "config_difference"),
-    "read_leaves": ("._unfinished", "read_leaves"),
-    "remove_stale": ("._unfinished", "remove_stale"),
-    "tree_from_leaves": ("._unfinished", "tree_from_leaves"),
-    "write_tree": ("._unfinished", "write_tree"),
+    "checkpoint_path": ("sim._unfinished", "checkpoint_path"),
+    "config_difference": ("sim._unfinished", "config_difference"),
+    "read_leaves": ("sim._unfinished", "read_leaves"),
+    "remove_stale": ("sim._unfinished", "remove_stale"),
+    "tree_from_leaves": ("sim._unfinished", "tree_from_leaves"),
+    "write_tree": ("sim._unfinished", "write_tree"),
     # locks, progress, interrupts
-    "exclusive": ("._lock", "exclusive"),
-    "Progress": ("._progress", "Progress"),
-    "immediate": ("._interrupt", "immediate"),
-    "safe_point": ("._interrupt", "safe_point"),
+    "exclusive": ("sim._lock", "exclusive"),
+    "Progress": ("sim._progress", "Progress"),
+    "immediate": ("sim._interrupt", "immediate"),
+    "safe_point": ("sim._interrupt", "safe_point"),
     # devices and Dask
-    "batch_sharding": ("._distributed", "batch_sharding"),
-    "dask_client": ("._distributed", "dask_client"),
-    "device_count": ("._distributed", "device_count"),
-    "worker_threads": ("._distributed", "worker_threads"),
+    "batch_sharding": ("sim._distributed", "batch_sharding"),
+    "dask_client": ("sim._distributed", "dask_client"),
+    "device_count": ("sim._distributed", "device_count"),
+    "worker_threads": ("sim._distributed", "worker_threads"),
     # memory limits
-    "memory_problem": ("._limits", "memory_problem"),
+    "memory_problem": ("sim._limits", "memory_problem"),
     # results and their HDF5 files; checks of input and output files
-    "DAMAGED_FILE_ERRORS": ("._store", "DAMAGED_FILE_ERRORS"),
-    "Result": ("._store", "Result"),
-    "atomic_h5": ("._store", "atomic_h5"),
-    "check_output_path": ("._store", "check_output_path"),
-    "error_reason": ("._store", "error_reason"),
-    "numeric_dataset": ("._store", "numeric_dataset"),
-    "write_group": ("._store", "write_group"),
-    "write_root_attrs": ("._store", "write_root_attrs"),
+    "DAMAGED_FILE_ERRORS": ("sim._store", "DAMAGED_FILE_ERRORS"),
+    "Result": ("sim._store", "Result"),
+    "atomic_h5": ("sim._store", "atomic_h5"),
+    "check_output_path": ("sim._store", "check_output_path"),
+    "error_reason": ("sim._store", "error_reason"),
+    "numeric_dataset": ("sim._store", "numeric_dataset"),
+    "write_group": ("sim._store", "write_group"),
+    "write_root_attrs": ("sim._store", "write_root_attrs"),
     # the MD family's `[rdf]` section
-    "RdfSpec": ("._md_rdf", "RdfSpec"),
+    "RdfSpec": ("sim._md_rdf", "RdfSpec"),
 }
 
 
-def __getattr__(name: str):
-    try:
-        module, attribute = _NAMES[name]
-    except KeyError:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
-    value = getattr(importlib.import_module(module, __package__), attribute)
-    globals()[name] = value
-    return value
+__getattr__, __dir__ = lazy_names(__name__, _NAMES, globals())
 
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_NAMES})
-
-
-__all__ = sorted(_NAMES)
 
 if TYPE_CHECKING:
     from ._config import SEED_MAX as SEED_MAX, seed_problem as seed_problem
