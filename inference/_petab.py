@@ -965,12 +965,16 @@ def run_batched(value_and_grad, tasks, dim: int, on_done=None, devices: int = 1,
     done = [False] * n
     outcome: list = [None] * n
 
+    stopped = []  # (set when the rounds end early: a waiting task is stopped, not left)
+
     def ask(k, x):
         with lock:
             asked[k] = np.array(x, dtype=float)
             lock.notify_all()
-            while answer[k] is None:
+            while answer[k] is None and not stopped:
                 lock.wait()
+            if stopped:
+                raise _Stopped
             f, g = answer[k]
             answer[k] = None
         return f, g
@@ -987,42 +991,54 @@ def run_batched(value_and_grad, tasks, dim: int, on_done=None, devices: int = 1,
     threads = [threading.Thread(target=work, args=(k,), daemon=True) for k in range(n)]
     for thread in threads:
         thread.start()
-    reported = [False] * n
-    rounds = 0
-    while True:
+    try:
+        reported = [False] * n
+        rounds = 0
+        while True:
+            with lock:
+                while not all(done[k] or asked[k] is not None for k in range(n)):
+                    lock.wait()
+                waiting = [k for k in range(n) if asked[k] is not None]
+                for k in waiting:
+                    last[k] = asked[k]
+                finished = [k for k in range(n) if done[k] and not reported[k]]
+            for k in finished:
+                reported[k] = True
+                if isinstance(outcome[k], BaseException):
+                    raise outcome[k]
+                if on_done is not None:
+                    on_done(k, outcome[k])
+            if not waiting:
+                break
+            if between is None:
+                safe_point()  # (an interrupt stops the work between rounds; nothing is written)
+            else:
+                between(rounds)
+            unset = np.isnan(last).any(axis=1)  # (a lane that never asked: any asked point)
+            last[unset] = last[waiting[0]]
+            values, grads = batch(spread(jnp.asarray(last), devices))
+            values, grads = np.asarray(values, dtype=float), np.asarray(grads, dtype=float)
+            rounds += 1
+            with lock:
+                for k in waiting:
+                    ok = np.isfinite(values[k]) and np.all(np.isfinite(grads[k]))
+                    answer[k] = (float(values[k]), grads[k]) if ok else (1e300, np.zeros_like(grads[k]))
+                    asked[k] = None
+                lock.notify_all()
+    finally:
+        # (an exception, an interrupt or a stop at a checkpoint ends the rounds early:
+        # every task still waiting is stopped and joined, none left blocked behind)
         with lock:
-            while not all(done[k] or asked[k] is not None for k in range(n)):
-                lock.wait()
-            waiting = [k for k in range(n) if asked[k] is not None]
-            for k in waiting:
-                last[k] = asked[k]
-            finished = [k for k in range(n) if done[k] and not reported[k]]
-        for k in finished:
-            reported[k] = True
-            if isinstance(outcome[k], BaseException):
-                raise outcome[k]
-            if on_done is not None:
-                on_done(k, outcome[k])
-        if not waiting:
-            break
-        if between is None:
-            safe_point()  # (an interrupt stops the work between rounds; nothing is written)
-        else:
-            between(rounds)
-        unset = np.isnan(last).any(axis=1)  # (a lane that never asked: any asked point)
-        last[unset] = last[waiting[0]]
-        values, grads = batch(spread(jnp.asarray(last), devices))
-        values, grads = np.asarray(values, dtype=float), np.asarray(grads, dtype=float)
-        rounds += 1
-        with lock:
-            for k in waiting:
-                ok = np.isfinite(values[k]) and np.all(np.isfinite(grads[k]))
-                answer[k] = (float(values[k]), grads[k]) if ok else (1e300, np.zeros_like(grads[k]))
-                asked[k] = None
+            stopped.append(True)
             lock.notify_all()
-    for thread in threads:
-        thread.join()
+        for thread in threads:
+            thread.join()
     return outcome
+
+
+class _Stopped(BaseException):
+    """Raised in a task's `ask` when `run_batched` ends before the task (not an error of
+    the task's own, so a BaseException that the optimiser does not catch)."""
 
 
 def _lbfgsb(ask, x0, lower, upper, max_steps: int, fixed: dict[int, float] | None = None, trust: float | None = None):

@@ -27,6 +27,7 @@ import h5py
 import numpy as np
 import pytest
 
+import inference
 from inference import _checkpoint, _petab
 from inference._petab import fit_petab, load_petab
 
@@ -96,7 +97,11 @@ def work(decay, tmp_cwd, monkeypatch):
     there; `sim fit` in this process is handed the module's problem (and so its
     compiled batch) for the problem's file."""
     problem, whole, rounds = decay
-    monkeypatch.setattr(_petab, "load_petab", lambda path, solver=None, allow_outside=False: problem if Path(path) == problem.path else load_petab(path, solver, allow_outside=allow_outside))
+    handed = lambda path, solver=None, allow_outside=False: problem if Path(path) == problem.path else load_petab(path, solver, allow_outside=allow_outside)  # noqa: E731
+    # (`sim fit` takes the package's name, which keeps what it first found in _petab:
+    # both are replaced)
+    monkeypatch.setattr(_petab, "load_petab", handed)
+    monkeypatch.setattr(inference, "load_petab", handed)
     return tmp_cwd, problem, ["fit", str(problem.path), "--starts", str(STARTS), "-o", "out.h5"], (whole, rounds)
 
 
