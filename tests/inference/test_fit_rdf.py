@@ -234,6 +234,40 @@ def test_a_run_whose_step_is_not_finite_ends_the_fit_with_the_estimate_of_the_ru
         assert result.estimate[name] == pytest.approx(result.path[name][1], rel=1e-12)
 
 
+def test_a_worse_run_shortens_the_next_step_a_better_one_lengthens_it_and_a_small_step_ends(pooled, monkeypatch):
+    # The fit's trust region on scripted runs (each run the fixture's frames, each loss
+    # and step given): run 1 is significantly worse than run 0, its base, so the next
+    # step from run 0 is held to a quarter of how far run 1 went; run 2 is significantly
+    # better, so the radius doubles; run 2's Gauss-Newton step is zero, so the fit ends
+    # there, converged, with three runs of the six allowed.
+    from inference import _fit_rdf
+
+    problem, ensemble = pooled
+    losses = iter([(1.0, 0.01), (2.0, 0.01), (0.5, 0.01)])
+    steps = iter([np.array([0.2, -0.1]), np.array([-0.03, 0.04]), np.array([0.0, 0.0])])
+    radii, runs = [], []
+
+    def step(self, radius):
+        radii.append(radius)
+        s = next(steps)
+        return s, s.copy(), np.full(2, 1e-9)  # (the step is its own Gauss-Newton step)
+
+    def run(self, u):
+        runs.append(np.array(u))
+        return ensemble
+
+    monkeypatch.setattr(_fit_rdf._BlockSums, "loss", lambda self: next(losses))
+    monkeypatch.setattr(_fit_rdf._BlockSums, "step", step)
+    monkeypatch.setattr(_fit_rdf.RdfProblem, "run", run)
+    result = _fit_rdf.fit_rdf(sim.load_config(EXPERIMENT, [*SHORT, f'data.file="{problem.path}"', "fit.replicas=2", "fit.max_steps=6"]))
+    assert len(runs) == 3 and result.converged and len(result.loss_history) == 3, (len(runs), result.message)
+    np.testing.assert_allclose(runs[1], runs[0] + [0.2, -0.1], rtol=0, atol=1e-15)
+    np.testing.assert_allclose(runs[2], runs[0] + [-0.03, 0.04], rtol=0, atol=1e-15)  # (from the base, run 0)
+    assert radii[0] == MAX_LOG_STEP
+    assert radii[1] == pytest.approx(0.2 / 4, rel=1e-12)
+    assert radii[2] == pytest.approx(2 * 0.2 / 4, rel=1e-12)
+
+
 def test_a_short_fit_moves_toward_the_target_and_writes_its_file(short, pooled, capsys, monkeypatch):
     # Three steps of two pooled runs from 12% and 10% off: the loss of the runs' own g(r)
     # falls (the whole way to the target: the slow test below), and `sim plot` draws the

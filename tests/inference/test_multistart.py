@@ -275,3 +275,18 @@ def test_the_fit_is_the_first_start_of_the_lowest_final_loss(tmp_path):
     assert np.unique(ends).size == ends.size, ends  # (otherwise the choice would not show)
     assert fitted.objective == ends[k], (k, ends, fitted.objective)
     assert all(fitted.estimate[n] == fitted.starts_estimate[n][k] for n in fitted.estimate), (k, fitted.estimate, fitted.starts_estimate)
+
+
+@pytest.mark.parametrize("optimizer", ["levenberg_marquardt", "adam"])
+def test_the_progress_of_a_multistart_names_each_round_from_one(optimizer, tmp_path, monkeypatch):
+    # Five starts stepped together for at most two rounds (the programs of the test
+    # above): the description names rounds 1 and 2 in turn, the round just taken, and
+    # the starts done of five.
+    seen = []
+    monkeypatch.setattr(_fit.Progress, "describe", lambda self, text: seen.append(text))
+    config = sim.load_config(decay_config(tmp_path, 5)).with_overrides(["fit.max_steps=2", "fit.seed=1", f'fit.optimizer="{optimizer}"'])
+    _fit.fit(config, progress=True)
+    rounds = [text for text in seen if "starts done" in text]
+    steps = [int(text.split("step ")[1].split(",")[0]) for text in rounds]
+    assert steps == [1, 2], rounds
+    assert all(text.endswith(" of 5 starts done") for text in rounds), rounds

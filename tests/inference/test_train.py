@@ -442,3 +442,13 @@ def test_training_example_scripts_run_at_a_tiny_size(script, files, lines, tmp_p
         assert (tmp_path / name).exists(), name
     model, params = load_trained(tmp_path / files[1])
     assert model.name == ("neural_ode" if "spiral" in script else "hybrid_lotka_volterra")
+
+
+def test_evenly_spaced_allows_a_billionth_of_the_span_not_of_a_gap():
+    # 10,001 save times 0.1 apart over 1000: gaps that differ by 2e-8 (2e-11 of the span,
+    # 2e-7 of a gap) are even; by 2e-5 (2e-8 of the span) they are not.
+    time = np.linspace(0.0, 1000.0, 10001)
+    wobble = np.where(np.arange(time.size) % 2 == 1, 1e-8, 0.0)
+    assert bool(evenly_spaced(jnp.asarray(time + wobble)))
+    assert not bool(evenly_spaced(jnp.asarray(time + 1000 * wobble)))
+    assert not bool(evenly_spaced(jnp.asarray(time[::-1] ** 1.0001)))
