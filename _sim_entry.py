@@ -35,7 +35,9 @@ def _stop_during_start(signum: int, frame) -> None:
     command = next((a for a in args if not a.startswith("-")), None)  # (after `sim --no-cache`)
     again = ""
     if command in RESUMABLE:
-        again = "; resume with: " + shlex.join(["sim", *args, *([] if "--resume" in args else ["--resume"])])
+        again = "; resume with: " + shlex.join(
+            ["sim", *args, *([] if "--resume" in args else ["--resume"])]
+        )
     os.write(2, f"interrupted ({name}) while starting: nothing was saved yet{again}\n".encode())
     os._exit(128 + signum)
 
@@ -57,7 +59,9 @@ def _cpu_devices(args: list[str]) -> None:
     flags = os.environ.get("XLA_FLAGS", "")
     if command not in SPLIT_OVER_CORES or "xla_force_host_platform_device_count" in flags:
         return
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    cores = (
+        len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    )
     if cores > 1:
         os.environ["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={cores}".strip()
 
@@ -68,7 +72,9 @@ def _one_blas_thread() -> None:
     otherwise. XLA keeps the cores busy itself, and OpenBLAS's threads wait for each
     other by spinning: when the cores are shared, one 500 x 500 LU took 139 ms with two
     threads against 4.5 ms with one. It has to be said before NumPy loads."""
-    if not any(v in os.environ for v in ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")):
+    if not any(
+        v in os.environ for v in ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")
+    ):
         os.environ["OPENBLAS_NUM_THREADS"] = "1"
 
 

@@ -32,7 +32,15 @@ import optax
 import sim
 
 sim.configure_jax()  # float64, the compilation cache, XLA's options (as the `sim` command)
-from inference import Trajectories, load_trained, load_trajectories, save_trajectories, simulate_states, train, trajectory_mse
+from inference import (
+    Trajectories,
+    load_trained,
+    load_trajectories,
+    save_trajectories,
+    simulate_states,
+    train,
+    trajectory_mse,
+)
 from physics.ode import HybridLotkaVolterra, LotkaVolterra
 
 
@@ -42,10 +50,14 @@ def make_data(path: Path) -> Path:
     y0 = jnp.asarray(np.stack([prey, np.full_like(prey, 6.0)], axis=1))
     t = jnp.linspace(0.0, 20.0, 201)
     ys = simulate_states(lv, lv.default_params(), t, y0)
-    return save_trajectories(path, Trajectories(None, lv.state_names, np.asarray(t), np.asarray(ys)), model=lv.name)
+    return save_trajectories(
+        path, Trajectories(None, lv.state_names, np.asarray(t), np.asarray(ys)), model=lv.name
+    )
 
 
-def correction_error(model, params, data: Trajectories) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def correction_error(
+    model, params, data: Trajectories
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Relative RMS and largest absolute error of the learned correction against the true
     interaction at every state of `data`, and the largest true value, per component."""
     truth = LotkaVolterra().default_params()
@@ -60,27 +72,53 @@ def correction_error(model, params, data: Trajectories) -> tuple[np.ndarray, np.
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=500)
-    parser.add_argument("--out", type=Path, default=None, help="folder for the data and the trained model (default: a temporary one)")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="folder for the data and the trained model (default: a temporary one)",
+    )
     args = parser.parse_args()
     out = args.out or Path(tempfile.mkdtemp(prefix="hybrid_lv_"))
     out.mkdir(parents=True, exist_ok=True)
 
     model = HybridLotkaVolterra(width=32, depth=2, scale=20.0)
     data = load_trajectories(make_data(out / "lotka_volterra.h5"), model.state_names)
-    training, held_out = data.subset(trajectories=slice(0, None, 2)), data.subset(trajectories=slice(1, None, 2))
+    training, held_out = (
+        data.subset(trajectories=slice(0, None, 2)),
+        data.subset(trajectories=slice(1, None, 2)),
+    )
     truth = LotkaVolterra().default_params()
     params = {**model.default_params(), "alpha": truth["alpha"], "gamma": truth["gamma"]}
     optimizer = optax.adam(optax.cosine_decay_schedule(1e-2, args.steps, alpha=1e-2))
     start = time.perf_counter()
-    result = train(model, params, training, steps=args.steps, optimizer=optimizer, window=10, batch_size=32, free=["net"], progress=True)
-    print(f"trained {args.steps} steps in {time.perf_counter() - start:.1f} s; minibatch loss {result.loss_history[:10].mean():.2e} -> {result.loss_history[-20:].mean():.2e}")
+    result = train(
+        model,
+        params,
+        training,
+        steps=args.steps,
+        optimizer=optimizer,
+        window=10,
+        batch_size=32,
+        free=["net"],
+        progress=True,
+    )
+    print(
+        f"trained {args.steps} steps in {time.perf_counter() - start:.1f} s; minibatch loss {result.loss_history[:10].mean():.2e} -> {result.loss_history[-20:].mean():.2e}"
+    )
     path = result.save(out / "hybrid_trained.h5")
     model, params = load_trained(path)
     print(f"saved and reloaded {path}")
     rel, worst, size = correction_error(model, params, held_out)
-    print(f"learned interaction vs truth on {held_out.values.shape[0] * held_out.values.shape[2]} held-out states:")
-    print(f"  prey     (-beta x y):  relative RMS error {rel[0]:.3f}, largest error {worst[0]:.2f} (values up to {size[0]:.1f})")
-    print(f"  predator (+delta x y): relative RMS error {rel[1]:.3f}, largest error {worst[1]:.2f} (values up to {size[1]:.1f})")
+    print(
+        f"learned interaction vs truth on {held_out.values.shape[0] * held_out.values.shape[2]} held-out states:"
+    )
+    print(
+        f"  prey     (-beta x y):  relative RMS error {rel[0]:.3f}, largest error {worst[0]:.2f} (values up to {size[0]:.1f})"
+    )
+    print(
+        f"  predator (+delta x y): relative RMS error {rel[1]:.3f}, largest error {worst[1]:.2f} (values up to {size[1]:.1f})"
+    )
     mse = trajectory_mse(model, params, held_out)
     print(f"held-out whole-trajectory MSE {mse:.3g} (data variance {held_out.values.var():.3g})")
 

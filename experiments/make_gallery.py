@@ -35,7 +35,18 @@ _ROBERTSON_TIMES = "[0.0, 0.0004, 0.004, 0.04, 0.4, 4.0, 40.0, 400.0, 4000.0, 40
 RUNS: dict[str, tuple[str, str, list[str]]] = {
     "lotka_volterra": ("run", "lotka_volterra", []),
     "lorenz": ("run", "lorenz", []),
-    "robertson": ("run", "robertson", ["--set", "time.t1=40000.0", "--set", f"time.save_at={_ROBERTSON_TIMES}", "--set", "solver.max_steps=100000"]),
+    "robertson": (
+        "run",
+        "robertson",
+        [
+            "--set",
+            "time.t1=40000.0",
+            "--set",
+            f"time.save_at={_ROBERTSON_TIMES}",
+            "--set",
+            "solver.max_steps=100000",
+        ],
+    ),
     "lj_fluid": ("run", "lj_fluid", ["--set", "time.steps=2000"]),
     "gray_scott": ("run", "gray_scott", []),
     "kuramoto_sivashinsky": ("run", "kuramoto_sivashinsky", []),
@@ -50,7 +61,11 @@ RUNS: dict[str, tuple[str, str, list[str]]] = {
     "lotka_volterra_sobol": ("sweep", "lotka_volterra_sobol", ["--set", "sweep.samples=1024"]),
     "lj_sweep": ("sweep", "lj_sweep", []),
     "lynx_hare": ("fit", "lynx_hare", []),
-    "lynx_hare_posterior": ("infer", "lynx_hare", ["--chains", "2", "--warmup", "300", "--samples", "300"]),
+    "lynx_hare_posterior": (
+        "infer",
+        "lynx_hare",
+        ["--chains", "2", "--warmup", "300", "--samples", "300"],
+    ),
     "sir_boarding_school": ("fit", "sir_boarding_school", []),
     "heat_diffusivity_fit": ("fit", "heat_diffusivity_fit", []),
     "lj_calibration": ("fit", "lj_calibration", []),
@@ -74,7 +89,9 @@ def compress_png(path: Path) -> None:
     with Image.open(path) as image:
         rgb = image.convert("RGB")
     for colors in (256, 128, 64):
-        palette = rgb.quantize(colors=colors, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE)
+        palette = rgb.quantize(
+            colors=colors, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE
+        )
         palette.save(path, optimize=True)
         if path.stat().st_size < MAX_BYTES:
             return
@@ -106,7 +123,10 @@ def main_(patterns: list[str]) -> None:
             figure = draw(name, Path(folder))
             size = figure.stat().st_size
             warning = f"  (over {MAX_BYTES // 1000} kB)" if size > MAX_BYTES else ""
-            print(f"{figure.relative_to(HERE)}: {size / 1000:.0f} kB, {time.perf_counter() - began:.0f} s{warning}", flush=True)
+            print(
+                f"{figure.relative_to(HERE)}: {size / 1000:.0f} kB, {time.perf_counter() - began:.0f} s{warning}",
+                flush=True,
+            )
     print(f"done in {time.perf_counter() - start:.0f} s")
 
 

@@ -18,16 +18,22 @@ t = jnp.linspace(0.0, 20.0, 201)
 
 traj = sim.simulate(model, params, t)
 prey = traj.observables["prey"]
-print(f"{model.name}: prey from {float(prey[0]):.1f} to a peak of {float(prey.max()):.1f} thousand "
-      f"({int(traj.stats['num_steps'])} solver steps)")
+print(
+    f"{model.name}: prey from {float(prey[0]):.1f} to a peak of {float(prey.max()):.1f} thousand "
+    f"({int(traj.stats['num_steps'])} solver steps)"
+)
 
 # One compiled call runs 1,000 parameter sets.
 alphas = jnp.linspace(0.3, 0.8, 1000)
-sweep = jax.jit(jax.vmap(lambda a: sim.simulate(model, {**params, "alpha": a}, t).observables["prey"].max()))
+sweep = jax.jit(
+    jax.vmap(lambda a: sim.simulate(model, {**params, "alpha": a}, t).observables["prey"].max())
+)
 sweep(alphas).block_until_ready()
 start = time.perf_counter()
 peaks = sweep(alphas).block_until_ready()
-print(f"1,000 runs in {1e3 * (time.perf_counter() - start):.1f} ms: peak prey from {float(peaks.min()):.1f} to {float(peaks.max()):.1f}")
+print(
+    f"1,000 runs in {1e3 * (time.perf_counter() - start):.1f} ms: peak prey from {float(peaks.min()):.1f} to {float(peaks.max()):.1f}"
+)
 
 
 # Gradients flow through the adaptive time stepping.

@@ -35,7 +35,15 @@ import optax
 import sim
 
 sim.configure_jax()  # float64, the compilation cache, XLA's options (as the `sim` command)
-from inference import Stage, Trajectories, load_trained, load_trajectories, save_trajectories, simulate_states, train_stages
+from inference import (
+    Stage,
+    Trajectories,
+    load_trained,
+    load_trajectories,
+    save_trajectories,
+    simulate_states,
+    train_stages,
+)
 from physics.ode import NeuralOde
 from solvers import OdeSolver
 
@@ -48,7 +56,11 @@ def make_data(path: Path) -> Path:
     params = {"net": ({"weight": A.T, "bias": jnp.zeros(2)},)}
     t = jnp.linspace(0.0, 25.0, 1000)
     ys = simulate_states(truth, params, t, jnp.array([[2.0, 0.0]]), SOLVER)
-    return save_trajectories(path, Trajectories(None, truth.state_names, np.asarray(t), np.asarray(ys)), model="neural_ode")
+    return save_trajectories(
+        path,
+        Trajectories(None, truth.state_names, np.asarray(t), np.asarray(ys)),
+        model="neural_ode",
+    )
 
 
 def held_out_mse(model, params, data: Trajectories, points: int) -> float:
@@ -57,7 +69,9 @@ def held_out_mse(model, params, data: Trajectories, points: int) -> float:
     every segment runs over the same relative times."""
     starts = np.arange(0, len(data.time) - points + 1, points)
     y0 = jnp.asarray(data.values[0][:, starts].T)
-    pred = np.asarray(simulate_states(model, params, jnp.asarray(data.time[:points] - data.time[0]), y0, SOLVER))
+    pred = np.asarray(
+        simulate_states(model, params, jnp.asarray(data.time[:points] - data.time[0]), y0, SOLVER)
+    )
     true = np.stack([data.values[0][:, s : s + points] for s in starts])
     return float(np.mean((pred - true)[:, :, 1::2] ** 2))
 
@@ -65,7 +79,12 @@ def held_out_mse(model, params, data: Trajectories, points: int) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=500)
-    parser.add_argument("--out", type=Path, default=None, help="folder for the data and the trained model (default: a temporary one)")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="folder for the data and the trained model (default: a temporary one)",
+    )
     args = parser.parse_args()
     if args.steps < 2:
         parser.error(f"--steps must be at least 2 (a step for each stage), got {args.steps}")
@@ -78,21 +97,39 @@ def main() -> None:
     local, whole = args.steps // 2, args.steps - args.steps // 2
     warmup = min(max(whole // 10, 1), whole - 1)  # (the cosine decay needs at least one step)
     stages = [
-        Stage(local, window=10, batch_size=64, optimizer=optax.adam(optax.cosine_decay_schedule(3e-2, local, alpha=1e-2))),
-        Stage(whole, window=None, batch_size=1, optimizer=optax.adam(optax.warmup_cosine_decay_schedule(0.0, 3e-3, warmup, whole, 3e-5))),
+        Stage(
+            local,
+            window=10,
+            batch_size=64,
+            optimizer=optax.adam(optax.cosine_decay_schedule(3e-2, local, alpha=1e-2)),
+        ),
+        Stage(
+            whole,
+            window=None,
+            batch_size=1,
+            optimizer=optax.adam(
+                optax.warmup_cosine_decay_schedule(0.0, 3e-3, warmup, whole, 3e-5)
+            ),
+        ),
     ]
     start = time.perf_counter()
     result = train_stages(model, None, training, stages, solver=SOLVER, progress=True)
     h = result.loss_history
-    print(f"trained {args.steps} steps in {time.perf_counter() - start:.1f} s; window loss {h[:10].mean():.2e} -> {h[local - 20 : local].mean():.2e}, "
-          f"whole-trajectory loss {h[local : local + 10].mean():.2e} -> {h[-20:].mean():.2e}")
+    print(
+        f"trained {args.steps} steps in {time.perf_counter() - start:.1f} s; window loss {h[:10].mean():.2e} -> {h[local - 20 : local].mean():.2e}, "
+        f"whole-trajectory loss {h[local : local + 10].mean():.2e} -> {h[-20:].mean():.2e}"
+    )
     path = result.save(out / "spiral_trained.h5")
     model, params = load_trained(path)
     print(f"saved and reloaded {path}")
-    print(f"held-out MSE, whole horizon [0, 25] from y0 alone:            {held_out_mse(model, params, data, len(data.time)):.2e}")
+    print(
+        f"held-out MSE, whole horizon [0, 25] from y0 alone:            {held_out_mse(model, params, data, len(data.time)):.2e}"
+    )
     for points in (40, 100, 200):
         span = data.time[points - 1] - data.time[0]
-        print(f"held-out MSE, segments of {span:.1f} time units from observed states: {held_out_mse(model, params, data, points):.2e}")
+        print(
+            f"held-out MSE, segments of {span:.1f} time units from observed states: {held_out_mse(model, params, data, points):.2e}"
+        )
 
 
 if __name__ == "__main__":

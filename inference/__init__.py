@@ -1,7 +1,12 @@
 """Calibration and Bayesian inference over simjax simulators (built on `sim`)."""
 
 from ._data import Observations as Observations, load_observations as load_observations
-from ._fit import FitResult as FitResult, Problem as Problem, build_problem as build_problem, fit as fit
+from ._fit import (
+    FitResult as FitResult,
+    Problem as Problem,
+    build_problem as build_problem,
+    fit as fit,
+)
 from ._train import (
     Trainer as Trainer,
     TrainResult as TrainResult,
@@ -17,7 +22,12 @@ from ._train import (
     train_stages as train_stages,
     trajectory_mse as trajectory_mse,
 )
-from ._bayes import BayesModel as BayesModel, PosteriorResult as PosteriorResult, build_bayes_model as build_bayes_model, infer as infer
+from ._bayes import (
+    BayesModel as BayesModel,
+    PosteriorResult as PosteriorResult,
+    build_bayes_model as build_bayes_model,
+    infer as infer,
+)
 from ._fit import make_problem as make_problem
 from ._bayes import sampling_warnings as sampling_warnings
 from ._checkpoint import checkpoint_path as checkpoint_path

@@ -40,11 +40,19 @@ from solvers import OdeSolver, checks_as_nan, did_you_mean
 from ._data import Observations
 from ._fit import Experiments, FitSection, Problem, experiment_problems, make_problem
 from ._observation import NOISE_MODELS as OBSERVATION_NOISE
-from ._priors import allowed_range, check_prior, flatten_priors, make_distribution, outside_allowed, support_conflict
+from ._priors import (
+    allowed_range,
+    check_prior,
+    flatten_priors,
+    make_distribution,
+    outside_allowed,
+    support_conflict,
+)
 from ._priors import support as prior_support
 
 NOISE_MODELS = ("normal", "lognormal", "poisson")
 QUANTILES = (0.05, 0.5, 0.95)
+
 
 class NoiseSection(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
@@ -72,7 +80,9 @@ class InferSection(BaseModel):
 def infer_section(config: Config, overrides: dict[str, Any] | None = None) -> InferSection:
     raw = config.spec.infer
     if raw is None:
-        raise config.error("infer", "required section is missing (at least: [infer.priors] with one prior)")
+        raise config.error(
+            "infer", "required section is missing (at least: [infer.priors] with one prior)"
+        )
     raw = {**raw, **{k: v for k, v in (overrides or {}).items() if v is not None}}
     try:
         section = InferSection.model_validate(raw)
@@ -81,7 +91,9 @@ def infer_section(config: Config, overrides: dict[str, Any] | None = None) -> In
         key = "infer." + ".".join(str(p) for p in err["loc"] if not str(p).startswith("literal"))
         kind = err["type"]
         if kind == "extra_forbidden":
-            fields = InferSection.model_fields if len(err["loc"]) == 1 else NoiseSection.model_fields
+            fields = (
+                InferSection.model_fields if len(err["loc"]) == 1 else NoiseSection.model_fields
+            )
             msg = f"unknown key (expected one of: {', '.join(fields)}).{did_you_mean(err['loc'][-1], fields)}"
         elif kind == "literal_error":
             msg = f"expected one of {err['ctx']['expected']}, got {err['input']!r}"
@@ -144,7 +156,9 @@ class BayesModel:
     def sample_sigma(self) -> dict[str, jax.Array]:
         if self.noise == "poisson":
             return {}
-        names = dict.fromkeys(name for _, p in self.parts if p.observation is None for name in p.observed)
+        names = dict.fromkeys(
+            name for _, p in self.parts if p.observation is None for name in p.observed
+        )
         return {name: numpyro.sample(f"sigma.{name}", self.sigma_prior) for name in names}
 
     def likelihood(self, mean: jax.Array, sigma: jax.Array | None) -> dist.Distribution:
@@ -155,22 +169,35 @@ class BayesModel:
             return dist.Normal(mean, sigma)
         return dist.Poisson(mean)
 
-    def __call__(self, observed: dict[str, jax.Array] | tuple[dict[str, jax.Array], ...] | None = None) -> None:
+    def __call__(
+        self, observed: dict[str, jax.Array] | tuple[dict[str, jax.Array], ...] | None = None
+    ) -> None:
         """The NumPyro model. `observed` (name -> [T]; one such per experiment) replaces
         the problem's data, so one compiled sampler serves many data sets of the same shape."""
         x = self.sample_free()
         sigma = self.sample_sigma()
         observed = self.problem.observed if observed is None else observed
-        for (prefix, problem), data in zip(self.parts, observed if isinstance(observed, tuple) else (observed,)):
+        for (prefix, problem), data in zip(
+            self.parts, observed if isinstance(observed, tuple) else (observed,)
+        ):
             if problem.observation is not None:
                 # (a failed solve, or a prediction outside a noise model's support: zero likelihood)
                 terms = problem.terms(x, data)
                 ok = jnp.all(jnp.isfinite(terms))
-                numpyro.factor(f"{prefix}likelihood", jnp.where(ok, -jnp.sum(jnp.where(jnp.isfinite(terms), terms, 0.0)), -jnp.inf))
+                numpyro.factor(
+                    f"{prefix}likelihood",
+                    jnp.where(ok, -jnp.sum(jnp.where(jnp.isfinite(terms), terms, 0.0)), -jnp.inf),
+                )
             else:
                 self._sample_observed(prefix, problem.predict(x), data, sigma)
 
-    def _sample_observed(self, prefix: str, pred: dict[str, jax.Array], observed: dict[str, jax.Array], sigma: dict[str, jax.Array]) -> None:
+    def _sample_observed(
+        self,
+        prefix: str,
+        pred: dict[str, jax.Array],
+        observed: dict[str, jax.Array],
+        sigma: dict[str, jax.Array],
+    ) -> None:
         for name, y in observed.items():
             observed = jnp.isfinite(y)
             mean = pred[name]
@@ -184,10 +211,14 @@ class BayesModel:
             numpyro.factor(f"solved.{prefix}{name}", jnp.where(ok, 0.0, -jnp.inf))
             y_safe = jnp.where(observed, y, 1.0)
             with numpyro.handlers.mask(mask=observed):
-                numpyro.sample(f"obs.{prefix}{name}", self.likelihood(mean, sigma.get(name)), obs=y_safe)
+                numpyro.sample(
+                    f"obs.{prefix}{name}", self.likelihood(mean, sigma.get(name)), obs=y_safe
+                )
 
 
-def build_bayes_model(config: Config, data: str | Path | None = None, section: InferSection | None = None) -> tuple[BayesModel, Observations | list[Observations], InferSection]:
+def build_bayes_model(
+    config: Config, data: str | Path | None = None, section: InferSection | None = None
+) -> tuple[BayesModel, Observations | list[Observations], InferSection]:
     """Validate `[data]` (or `[[experiments]]`) and `[infer]` against the model; build
     the NumPyro model. The observations are a list with `[[experiments]]`."""
     section = section or infer_section(config)
@@ -201,34 +232,57 @@ def build_bayes_model(config: Config, data: str | Path | None = None, section: I
         if noise.sigma is not None:
             raise config.error("infer.noise.sigma", "the poisson noise model has no sigma")
     else:
-        sigma_spec = check_prior(config, "infer.noise.sigma", noise.sigma or {"dist": "lognormal", "loc": -1.0, "scale": 1.0})
+        sigma_spec = check_prior(
+            config,
+            "infer.noise.sigma",
+            noise.sigma or {"dist": "lognormal", "loc": -1.0, "scale": 1.0},
+        )
         if prior_support(sigma_spec)[0] < 0:
-            raise config.error("infer.noise.sigma.dist", "a noise scale must be positive: use halfnormal, halfcauchy, lognormal, exponential, gamma or a truncated_normal with low >= 0")
+            raise config.error(
+                "infer.noise.sigma.dist",
+                "a noise scale must be positive: use halfnormal, halfcauchy, lognormal, exponential, gamma or a truncated_normal with low >= 0",
+            )
     if config.spec.experiments is not None:
-        problem, _, obs = experiment_problems(config, data, FitSection(free=list(priors)), gradient="forward_sensitivity", free_key="infer.priors")
+        problem, _, obs = experiment_problems(
+            config,
+            data,
+            FitSection(free=list(priors)),
+            gradient="forward_sensitivity",
+            free_key="infer.priors",
+        )
         parts = list(zip(problem.problems, obs))
     else:
         problem, _, obs = make_problem(config, data, list(priors), free_key="infer.priors")
         parts = [(problem, obs)]
     legacy = [o for p, o in parts if p.observation is None]
     if not legacy and "noise" in (config.spec.infer or {}):
-        raise config.error("infer.noise", f"the observables name their own noise models ({', '.join(OBSERVATION_NOISE)}) and sigmas; remove [infer.noise]")
+        raise config.error(
+            "infer.noise",
+            f"the observables name their own noise models ({', '.join(OBSERVATION_NOISE)}) and sigmas; remove [infer.noise]",
+        )
     for o in legacy:
         if noise.model == "lognormal":
             for name, y in o.values.items():
                 if np.any(y[np.isfinite(y)] <= 0):
-                    raise DataError(o.path, name, "the lognormal noise model needs positive observations")
+                    raise DataError(
+                        o.path, name, "the lognormal noise model needs positive observations"
+                    )
         if noise.model == "poisson":
             for name, y in o.values.items():
                 v = y[np.isfinite(y)]
                 if np.any(v < 0) or np.any(v != np.round(v)):
-                    raise DataError(o.path, name, "the poisson noise model needs counts (whole numbers >= 0)")
+                    raise DataError(
+                        o.path, name, "the poisson noise model needs counts (whole numbers >= 0)"
+                    )
     limits = {}
     for f in problem.free:
         model_constraint = f.transform
         support = make_distribution(priors[f.name]).support
         if model_constraint == "log" and support is dist.constraints.real:
-            raise config.error(f"infer.priors.{f.name}.dist", f"{f.name} must be positive but a {priors[f.name]['dist']} prior allows negative values; use lognormal, halfnormal, halfcauchy, gamma, exponential or truncated_normal with low = 0")
+            raise config.error(
+                f"infer.priors.{f.name}.dist",
+                f"{f.name} must be positive but a {priors[f.name]['dist']} prior allows negative values; use lognormal, halfnormal, halfcauchy, gamma, exponential or truncated_normal with low = 0",
+            )
         # A prior with no probability where the quantity is allowed leaves the chains no
         # valid start (and would sample values the model does not take).
         conflict = support_conflict(priors[f.name], f.name, f.transform, f.low, f.high)
@@ -248,6 +302,7 @@ def build_bayes_model(config: Config, data: str | Path | None = None, section: I
 
 
 # ----------------------------------------------------------------------------- diagnostics
+
 
 def _rank_normalise(draws: np.ndarray) -> np.ndarray:
     """Rank-normalised draws [chain, draw] (Vehtari et al. 2021, Bayesian Analysis 16(2))."""
@@ -315,7 +370,9 @@ def _listed(items: list[str], most: int = 4) -> str:
     return ", ".join(items[:most]) + more
 
 
-def sampling_warnings(posterior: dict[str, np.ndarray], diverging: np.ndarray, summary: dict[str, dict[str, float]]) -> list[str]:
+def sampling_warnings(
+    posterior: dict[str, np.ndarray], diverging: np.ndarray, summary: dict[str, dict[str, float]]
+) -> list[str]:
     """Lines that tell when the draws cannot be trusted, each with what to try: an r_hat
     above 1.01, a bulk or tail ESS below 100 per chain (the thresholds of Vehtari et al.
     2021, Bayesian Analysis 16(2)), any divergent transition. Empty when all is well."""
@@ -369,6 +426,7 @@ def summarise(posterior: dict[str, np.ndarray]) -> dict[str, dict[str, float]]:
 
 # ----------------------------------------------------------------------------- results
 
+
 @dataclasses.dataclass
 class PosteriorResult(Result):
     """Posterior draws, diagnostics and posterior predictive quantiles.
@@ -395,7 +453,9 @@ class PosteriorResult(Result):
     predictive: dict[str, dict[str, np.ndarray]]
     observations: Observations
     last_state: Any = None
-    experiments: dict[str, tuple[np.ndarray, dict[str, dict[str, np.ndarray]], Observations]] | None = None
+    experiments: (
+        dict[str, tuple[np.ndarray, dict[str, dict[str, np.ndarray]], Observations]] | None
+    ) = None
 
     @property
     def divergences(self) -> int:
@@ -403,7 +463,9 @@ class PosteriorResult(Result):
 
     def write(self, f: h5py.File) -> None:
         """The posterior layout (docs/architecture.md, File layouts) in `f`."""
-        write_root_attrs(f, format="simjax.posterior", model=self.model, config=self.config, seed=self.seed)
+        write_root_attrs(
+            f, format="simjax.posterior", model=self.model, config=self.config, seed=self.seed
+        )
         f.attrs["devices"] = sampled_on()
         write_group(f, "posterior", self.posterior)
         write_group(f, "sample_stats", {"diverging": self.diverging})
@@ -437,7 +499,9 @@ class PosteriorResult(Result):
         return az.from_dict(**groups)
 
 
-def _posterior_predictive(model: BayesModel, problem: Problem, samples: dict[str, np.ndarray], draws: int, key) -> tuple[np.ndarray, dict]:
+def _posterior_predictive(
+    model: BayesModel, problem: Problem, samples: dict[str, np.ndarray], draws: int, key
+) -> tuple[np.ndarray, dict]:
     t0, t1 = float(problem.t_sim[0]), float(problem.t_sim[-1])
     flat = {k: np.asarray(v).reshape(-1) for k, v in samples.items()}
     total = len(next(iter(flat.values())))
@@ -463,7 +527,12 @@ def _posterior_predictive(model: BayesModel, problem: Problem, samples: dict[str
         return out
 
     xs = {f.name: jnp.asarray(flat[f.name][idx]) for f in problem.free}
-    sigmas = {name: jnp.asarray(flat[f"sigma.{name}"][idx]) if f"sigma.{name}" in flat else jnp.zeros(len(idx)) for name in problem.observed}
+    sigmas = {
+        name: jnp.asarray(flat[f"sigma.{name}"][idx])
+        if f"sigma.{name}" in flat
+        else jnp.zeros(len(idx))
+        for name in problem.observed
+    }
     keys = jax.random.split(key, len(idx))
     sims = jax.vmap(one)(xs, sigmas, keys)
     pred = {}
@@ -522,27 +591,54 @@ def infer(
     if getattr(model.problem.model, "events", tuple)():
         # (NUTS differentiates the log density in reverse mode; the event loop's
         # derivatives through event times are forward mode only)
-        raise config.error("events" if "events" in config.raw else "model", "sim infer does not sample models with events yet: NUTS needs reverse-mode gradients, which the event solver does not give; fit them with sim fit (levenberg_marquardt)")
-    stored = section.chains * section.samples * (len(model.priors) + sum(len(o.values) for o in (obs if isinstance(obs, list) else [obs])))
-    problem = memory_problem(8 * 2 * stored, f"{section.chains:,} chains of {section.samples:,} draws")
+        raise config.error(
+            "events" if "events" in config.raw else "model",
+            "sim infer does not sample models with events yet: NUTS needs reverse-mode gradients, which the event solver does not give; fit them with sim fit (levenberg_marquardt)",
+        )
+    stored = (
+        section.chains
+        * section.samples
+        * (
+            len(model.priors)
+            + sum(len(o.values) for o in (obs if isinstance(obs, list) else [obs]))
+        )
+    )
+    problem = memory_problem(
+        8 * 2 * stored, f"{section.chains:,} chains of {section.samples:,} draws"
+    )
     if problem:
-        raise config.error("infer.samples" if section.samples >= section.chains else "infer.chains", problem)
+        raise config.error(
+            "infer.samples" if section.samples >= section.chains else "infer.chains", problem
+        )
     init = None
     if init_from is not None:
         values = _fit_estimates(init_from, list(model.priors))
         for name, value in values.items():
             if not bool(model.priors[name].support.check(jnp.asarray(value))):
-                raise DataError(init_from, f"/estimate/{name}", f"{value:g} is outside the support of its prior (infer.priors.{name}); the chains cannot start there")
+                raise DataError(
+                    init_from,
+                    f"/estimate/{name}",
+                    f"{value:g} is outside the support of its prior (infer.priors.{name}); the chains cannot start there",
+                )
         # (typed float64: a weakly typed start, from a Python float, gave the chains' state
         # other types after the first chunk than before it, and the chunk program was
         # compiled twice)
         init = init_to_value(values={k: jnp.asarray(v, dtype=float) for k, v in values.items()})
-    method, _, plan = chain_method(section.chains, progress, spread=spreads(p.solver for _, p in model.parts))
+    method, _, plan = chain_method(
+        section.chains, progress, spread=spreads(p.solver for _, p in model.parts)
+    )
     key = jax.random.PRNGKey(section.seed)
     try:
         with jax.numpy_dtype_promotion("standard"), immediate("sampling"):
             run = run_chains(
-                nuts_kernel(model, section, init), (model.problem.observed,), chains=section.chains, warmup=section.warmup, samples=section.samples, key=key, method=method, progress=progress,
+                nuts_kernel(model, section, init),
+                (model.problem.observed,),
+                chains=section.chains,
+                warmup=section.warmup,
+                samples=section.samples,
+                key=key,
+                method=method,
+                progress=progress,
                 started=None if log is None else lambda: log(plan),
             )
     except NoValidStart:
@@ -551,7 +647,12 @@ def infer(
     posterior = {k: np.asarray(v) for k, v in draws.items()}
     diverging = run.diverging
     with jax.numpy_dtype_promotion("standard"):
-        predictions = [_posterior_predictive(model, p, draws, section.predictive_draws, jax.random.fold_in(key, 1 + k)) for k, (_, p) in enumerate(model.parts)]
+        predictions = [
+            _posterior_predictive(
+                model, p, draws, section.predictive_draws, jax.random.fold_in(key, 1 + k)
+            )
+            for k, (_, p) in enumerate(model.parts)
+        ]
     time, predictive = predictions[0]
     observations = obs if isinstance(obs, list) else [obs]
     resolved = section.model_dump()
@@ -569,7 +670,12 @@ def infer(
         predictive=predictive,
         observations=observations[0],
         last_state=run.last_state,
-        experiments={name: (*pred, o) for name, pred, o in zip(model.problem.names, predictions, observations)} if isinstance(model.problem, Experiments) else None,
+        experiments={
+            name: (*pred, o)
+            for name, pred, o in zip(model.problem.names, predictions, observations)
+        }
+        if isinstance(model.problem, Experiments)
+        else None,
     )
 
 
@@ -577,10 +683,18 @@ def _no_valid_start(config: Config, model: BayesModel, init_from: str | Path | N
     """The error for chains NumPyro found no start for (a zero or non-finite posterior
     density at every start it tried)."""
     if init_from is not None:
-        return DataError(init_from, "/estimate", "the chains cannot start at these estimates: the posterior density there is zero or not finite (the solve fails, or the noise model rules the predictions out)")
+        return DataError(
+            init_from,
+            "/estimate",
+            "the chains cannot start at these estimates: the posterior density there is zero or not finite (the solve fails, or the noise model rules the predictions out)",
+        )
     # (the chains start near each prior's median: a prior that reaches beyond the allowed
     # range is to blame only where its median lies outside that range)
-    reaching = [name for name, (low, high, closed) in model.limits.items() if not _allowed(_prior_median(model.priors[name]), low, high, closed)]
+    reaching = [
+        name
+        for name, (low, high, closed) in model.limits.items()
+        if not _allowed(_prior_median(model.priors[name]), low, high, closed)
+    ]
     if reaching:
         names = ", ".join(reaching)
         return config.error(
@@ -621,13 +735,21 @@ def chain_method(chains: int, progress: bool, *, spread: bool = True) -> tuple[A
     if chains == 1:
         return _OnDevices(1), False, "1 chain"
     if not spread:
-        why = " (an implicit solver's Newton iterations do not trace in a one-chain program)" if devices > 1 else ""
+        why = (
+            " (an implicit solver's Newton iterations do not trace in a one-chain program)"
+            if devices > 1
+            else ""
+        )
         return "vectorized", progress, f"{chains} chains vectorised on one {kind} device{why}"
     used = max(k for k in range(1, min(devices, chains) + 1) if chains % k == 0)
     if used == chains:
         return _OnDevices(used), False, f"{chains} chains in parallel, one per {kind} device"
     if used > 1:
-        return _OnDevices(used), False, f"{chains} chains on {used} {kind} devices, {chains // used} after one another on each"
+        return (
+            _OnDevices(used),
+            False,
+            f"{chains} chains on {used} {kind} devices, {chains // used} after one another on each",
+        )
     return _OnDevices(1), False, f"{chains} chains on one {kind} device, one after another"
 
 
@@ -683,7 +805,10 @@ class _OnDevices:
 
         def run(chains):
             count = jax.tree.leaves(chains)[0].shape[0]
-            parts = [program(jax.device_put(jax.tree.map(lambda x: x[i], chains), devices[i])) for i in range(count)]
+            parts = [
+                program(jax.device_put(jax.tree.map(lambda x: x[i], chains), devices[i]))
+                for i in range(count)
+            ]
             return jax.tree.map(lambda *each: np.stack([np.asarray(x) for x in each]), *parts)
 
         run.program = program
@@ -698,7 +823,9 @@ def _rounds(tree, count: int) -> list:
 
 def _joined(rounds: list):
     """The rounds [count, ...] of `_OnDevices` -> [chain, ...]."""
-    return jax.tree.map(lambda *parts: jnp.concatenate(parts) if len(parts) > 1 else parts[0], *rounds)
+    return jax.tree.map(
+        lambda *parts: jnp.concatenate(parts) if len(parts) > 1 else parts[0], *rounds
+    )
 
 
 def chunk_length(total: int) -> int:
@@ -736,7 +863,16 @@ class NoValidStart(RuntimeError):
 
 
 def run_chains(
-    kernel, model_args: tuple, *, chains: int, warmup: int, samples: int, key: jax.Array, method, progress: bool = False, started: Callable[[], None] | None = None
+    kernel,
+    model_args: tuple,
+    *,
+    chains: int,
+    warmup: int,
+    samples: int,
+    key: jax.Array,
+    method,
+    progress: bool = False,
+    started: Callable[[], None] | None = None,
 ) -> ChainRun:
     """Run `chains` chains of an MCMC kernel (NUTS) for `warmup` + `samples` steps, in
     chunks: the draws NumPyro's `MCMC.run` gives for the same key, settings and
@@ -782,7 +918,10 @@ def run_chains(
                 raise
             raise NoValidStart(str(e)) from None
         for state in states:
-            if not all(bool(np.all(np.isfinite(x))) for x in (state.potential_energy, *jax.tree.leaves(state.z_grad))):
+            if not all(
+                bool(np.all(np.isfinite(x)))
+                for x in (state.potential_energy, *jax.tree.leaves(state.z_grad))
+            ):
                 raise NoValidStart("Cannot find valid initial parameters")
         if started is not None:
             started()
@@ -792,7 +931,9 @@ def run_chains(
             states, outs = zip(*(chunk(state) for state in states))
             keep = slice(max(warmup - begin, 0), min(total - begin, length))
             if keep.start < keep.stop:
-                z, diverging = jax.tree.map(lambda *p: np.concatenate([np.asarray(x) for x in p]), *outs)
+                z, diverging = jax.tree.map(
+                    lambda *p: np.concatenate([np.asarray(x) for x in p]), *outs
+                )
                 parts.append(jax.tree.map(lambda x: x[:, keep], z))
                 flags.append(diverging[:, keep])
             else:
@@ -804,7 +945,9 @@ def run_chains(
     return ChainRun(draws, np.concatenate(flags, axis=1), _joined(list(states)))
 
 
-def chain_programs(kernel, model_args: tuple, *, warmup: int, length: int, method) -> tuple[Callable, Callable]:
+def chain_programs(
+    kernel, model_args: tuple, *, warmup: int, length: int, method
+) -> tuple[Callable, Callable]:
     """The two programs of `run_chains`: init(keys) -> the chains' states, and
     chunk(states) -> (the states `length` steps on, (constrained sites, diverging) of
     each step [chain, step, ...]), for the chains of one round of `_OnDevices` (one
@@ -840,7 +983,11 @@ def nuts_kernel(model: BayesModel, section: InferSection, init=None) -> NUTS:
     """The NUTS kernel for a model and `[infer]` settings. Unless `init` says where the
     chains start, each chain starts where the best of `section.start_candidates`
     optimised points lies (`SearchedNUTS`)."""
-    settings = dict(dense_mass=section.dense_mass, target_accept_prob=section.target_accept, max_tree_depth=section.max_tree_depth)
+    settings = dict(
+        dense_mass=section.dense_mass,
+        target_accept_prob=section.target_accept,
+        max_tree_depth=section.max_tree_depth,
+    )
     if init is not None:
         return NUTS(model, init_strategy=init, **settings)
     return SearchedNUTS(model, candidates=section.start_candidates, **settings)
@@ -869,8 +1016,14 @@ class SearchedNUTS(NUTS):
 
     def init(self, rng_key, num_warmup, init_params=None, model_args=(), model_kwargs={}):
         if init_params is None and self.candidates > 1:
-            search = lambda key: _searched_start(self.model, key, self.candidates, model_args, model_kwargs)  # noqa: E731
-            key = jax.random.fold_in(rng_key, 1) if jnp.ndim(rng_key) == 1 else jax.vmap(jax.random.fold_in, (0, None))(rng_key, 1)
+            search = lambda key: _searched_start(
+                self.model, key, self.candidates, model_args, model_kwargs
+            )  # noqa: E731
+            key = (
+                jax.random.fold_in(rng_key, 1)
+                if jnp.ndim(rng_key) == 1
+                else jax.vmap(jax.random.fold_in, (0, None))(rng_key, 1)
+            )
             init_params = search(key) if jnp.ndim(rng_key) == 1 else jax.lax.map(search, key)
         return super().init(rng_key, num_warmup, init_params, model_args, model_kwargs)
 
@@ -891,11 +1044,26 @@ def _searched_start(model, key, candidates: int, model_args, model_kwargs) -> di
     from numpyro.infer.util import initialize_model
 
     median_key, draws_key = jax.random.split(key)
-    info = initialize_model(median_key, model, init_strategy=init_to_median(num_samples=15), model_args=model_args, model_kwargs=model_kwargs, dynamic_args=True)
+    info = initialize_model(
+        median_key,
+        model,
+        init_strategy=init_to_median(num_samples=15),
+        model_args=model_args,
+        model_kwargs=model_kwargs,
+        dynamic_args=True,
+    )
     potential = info.potential_fn(*model_args, **model_kwargs)
-    drawn = initialize_model(jax.random.split(draws_key, candidates - 1), model, init_strategy=init_to_sample, model_args=model_args, model_kwargs=model_kwargs)
+    drawn = initialize_model(
+        jax.random.split(draws_key, candidates - 1),
+        model,
+        init_strategy=init_to_sample,
+        model_args=model_args,
+        model_kwargs=model_kwargs,
+    )
     start, unravel = ravel_pytree(info.param_info.z)
-    points = jnp.concatenate([start[None], jax.vmap(lambda z: ravel_pytree(z)[0])(drawn.param_info.z)])
+    points = jnp.concatenate(
+        [start[None], jax.vmap(lambda z: ravel_pytree(z)[0])(drawn.param_info.z)]
+    )
 
     def energy(flat):
         value = potential(unravel(flat))
@@ -907,7 +1075,9 @@ def _searched_start(model, key, candidates: int, model_args, model_kwargs) -> di
         def step(carry, _):
             point, state = carry
             grad = jax.grad(energy)(point)
-            updates, state = optimiser.update(jnp.where(jnp.isfinite(grad), grad, 0.0), state, point)
+            updates, state = optimiser.update(
+                jnp.where(jnp.isfinite(grad), grad, 0.0), state, point
+            )
             return (optax.apply_updates(point, updates), state), None
 
         (point, _), _ = jax.lax.scan(step, (point, optimiser.init(point)), None, length=START_STEPS)
@@ -922,7 +1092,9 @@ def _searched_start(model, key, candidates: int, model_args, model_kwargs) -> di
 def _fit_estimates(path: str | Path, names: list[str]) -> dict[str, float]:
     record = sim.read(path)
     if record.format != "simjax.fit":
-        raise DataError(path, "", f"expected a fit file (format simjax.fit), got format {record.format!r}")
+        raise DataError(
+            path, "", f"expected a fit file (format simjax.fit), got format {record.format!r}"
+        )
     if "estimate" not in record or not isinstance(record["estimate"], dict):
         raise DataError(path, "/estimate", "no such group")
     values = {}
@@ -931,10 +1103,16 @@ def _fit_estimates(path: str | Path, names: list[str]) -> dict[str, float]:
             continue
         value = np.asarray(v)
         if value.shape != () or value.dtype.kind not in "biuf":
-            raise DataError(path, f"/estimate/{k}", f"expected a number, got {value.dtype} of shape {value.shape}")
+            raise DataError(
+                path,
+                f"/estimate/{k}",
+                f"expected a number, got {value.dtype} of shape {value.shape}",
+            )
         values[k] = float(value)
         if not np.isfinite(values[k]):
             raise DataError(path, f"/estimate/{k}", f"expected a finite number, got {values[k]}")
     if not values:
-        raise DataError(path, "/estimate", f"holds none of the free quantities ({', '.join(names)})")
+        raise DataError(
+            path, "/estimate", f"holds none of the free quantities ({', '.join(names)})"
+        )
     return values

@@ -84,7 +84,10 @@ def _write_ends(group, ends: list) -> None:
 def _read_ends(group) -> list:
     loss, ok = group["loss"][()], group["ok"][()]
     x = {name: group[f"x/{name}"][()] for name in group["x"]} if "x" in group else {}
-    return [(float(loss[k]), bool(ok[k]), {name: float(v[k]) for name, v in x.items()}) for k in range(len(loss))]
+    return [
+        (float(loss[k]), bool(ok[k]), {name: float(v[k]) for name, v in x.items()})
+        for k in range(len(loss))
+    ]
 
 
 class Checkpointer:
@@ -136,23 +139,39 @@ class Checkpointer:
         self._last_iteration = 0
         if path is None:
             if resume:
-                raise InputError("--resume", "", "needs the output file of the unfinished optimisation")
+                raise InputError(
+                    "--resume", "", "needs the output file of the unfinished optimisation"
+                )
             return
         if resume:
             self.saved = self._read()
         elif path.exists():
-            raise InputError(path, "", "an unfinished optimisation of this output is here; pass --resume to continue it, or delete it to start over")
+            raise InputError(
+                path,
+                "",
+                "an unfinished optimisation of this output is here; pass --resume to continue it, or delete it to start over",
+            )
 
     def _read(self) -> Saved:
         source = self.path
         if not source.exists():
-            raise InputError(source, "", "no checkpoint to resume from (run without --resume to start)")
+            raise InputError(
+                source, "", "no checkpoint to resume from (run without --resume to start)"
+            )
         try:
             with h5py.File(source, "r") as f:
                 if f.attrs.get("format") != FORMAT:
-                    raise DataError(source, "format", "is not a simjax optimisation checkpoint; delete it to start over")
+                    raise DataError(
+                        source,
+                        "format",
+                        "is not a simjax optimisation checkpoint; delete it to start over",
+                    )
                 if not isinstance(f.get("state"), h5py.Group):
-                    raise DataError(source, "state", "was written by an earlier version of simjax; delete the checkpoint to start over")
+                    raise DataError(
+                        source,
+                        "state",
+                        "was written by an earlier version of simjax; delete the checkpoint to start over",
+                    )
                 identity = str(f.attrs["identity"])
                 config = f.attrs.get("config", "")
                 attrs = dict(f.attrs)
@@ -174,23 +193,43 @@ class Checkpointer:
                     }
         except DataError:
             raise
-        except (OSError, RuntimeError, KeyError, ValueError, TypeError) as e:  # h5py on a damaged file
+        except (
+            OSError,
+            RuntimeError,
+            KeyError,
+            ValueError,
+            TypeError,
+        ) as e:  # h5py on a damaged file
             detail = str(e).splitlines()[0] if str(e) else type(e).__name__
-            raise DataError(source, "", f"cannot be read ({detail}); the checkpoint is damaged: delete it to start over") from None
+            raise DataError(
+                source,
+                "",
+                f"cannot be read ({detail}); the checkpoint is damaged: delete it to start over",
+            ) from None
         difference = config_difference(config, self.config)
         if difference:
             raise InputError(
-                source, "config", f"the checkpoint belongs to another optimisation: a different config ({difference}); resume with the same {self.same}, or delete it to start over"
+                source,
+                "config",
+                f"the checkpoint belongs to another optimisation: a different config ({difference}); resume with the same {self.same}, or delete it to start over",
             )
         if self.inputs is not None:
             self.inputs.check(attrs, source, "fit")
         if identity != self.identity:
             raise InputError(
-                source, "config", "the checkpoint belongs to another optimisation (its data or arguments differ); resume with the same ones, or delete it to start over"
+                source,
+                "config",
+                "the checkpoint belongs to another optimisation (its data or arguments differ); resume with the same ones, or delete it to start over",
             )
         return saved
 
-    def restore(self, start: int, like: PyTree = None, *, sized: Callable[[list[tuple[int, ...]]], PyTree] | None = None) -> tuple[int, PyTree, list[float]] | None:
+    def restore(
+        self,
+        start: int,
+        like: PyTree = None,
+        *,
+        sized: Callable[[list[tuple[int, ...]]], PyTree] | None = None,
+    ) -> tuple[int, PyTree, list[float]] | None:
         """(iteration, state, loss history) saved for `start`, deserialised into the
         structure of `like`; None when the checkpoint is of no use for it (it is of
         another start, or keeps no state: a checkpoint between the blocks of a
@@ -212,7 +251,13 @@ class Checkpointer:
         if self.saved is None or self.saved.best is None:
             return None
         best = self.saved.best
-        return tree_from_leaves(best["u"], like, self.path, "best/u"), best["history"], best["ok"], best["message"], best["ends"]
+        return (
+            tree_from_leaves(best["u"], like, self.path, "best/u"),
+            best["history"],
+            best["ok"],
+            best["message"],
+            best["ends"],
+        )
 
     def first_start(self) -> int:
         return 0 if self.saved is None else self.saved.start
@@ -224,7 +269,9 @@ class Checkpointer:
             return iteration - self._last_iteration >= self.every
         return time.monotonic() - self._last_time >= self.seconds
 
-    def write(self, start: int, iteration: int, state: PyTree, history: list[float], best=None) -> None:
+    def write(
+        self, start: int, iteration: int, state: PyTree, history: list[float], best=None
+    ) -> None:
         """Write a checkpoint (atomically) of iteration `iteration` of start `start`."""
         if self.path is None:
             return
@@ -250,7 +297,9 @@ class Checkpointer:
         self._last_time = time.monotonic()
         self._last_iteration = iteration
 
-    def save(self, start: int, iteration: int, state: PyTree, history: list[float], best=None) -> Path | None:
+    def save(
+        self, start: int, iteration: int, state: PyTree, history: list[float], best=None
+    ) -> Path | None:
         """Write this checkpoint now (what a stop keeps): its path, or None when there is
         no checkpoint file."""
         if self.path is None:
@@ -258,7 +307,9 @@ class Checkpointer:
         self.write(start, iteration, state, history, best)
         return self.path
 
-    def safe_point(self, start: int, iteration: int, state: PyTree, history: list[float], best=None) -> None:
+    def safe_point(
+        self, start: int, iteration: int, state: PyTree, history: list[float], best=None
+    ) -> None:
         """Stop here if SIGINT or SIGTERM asked to (`sim._interrupt`): write this
         iteration's checkpoint (when there is a checkpoint file), then raise
         `Interrupted`. A resumed optimisation continues from this iteration."""

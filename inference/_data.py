@@ -56,7 +56,9 @@ def data_section(config: Config) -> DataSection:
     """The validated `[data]` section of a config."""
     raw = config.spec.data
     if raw is None:
-        raise config.error("data", "required section is missing (the observations to fit: file, time, observables)")
+        raise config.error(
+            "data", "required section is missing (the observations to fit: file, time, observables)"
+        )
     try:
         return DataSection.model_validate(raw)
     except pydantic.ValidationError as e:
@@ -72,7 +74,9 @@ def data_section(config: Config) -> DataSection:
         raise config.error(key, return_msg) from None
 
 
-def load_observations(config: Config, data: str | Path | None = None, observable_names=None) -> Observations:
+def load_observations(
+    config: Config, data: str | Path | None = None, observable_names=None
+) -> Observations:
     """Read the observations a config's `[data]` section names.
 
     Arguments:
@@ -104,11 +108,20 @@ def load_observations(config: Config, data: str | Path | None = None, observable
             if name not in observable_names:
                 from solvers import did_you_mean
 
-                key = f"data.observables.{name}" if name in section.observables else f"data.sigma.{name}"
-                raise config.error(key, f"the model has no observable {name!r} (observables: {', '.join(observable_names)}).{did_you_mean(name, observable_names)}")
+                key = (
+                    f"data.observables.{name}"
+                    if name in section.observables
+                    else f"data.sigma.{name}"
+                )
+                raise config.error(
+                    key,
+                    f"the model has no observable {name!r} (observables: {', '.join(observable_names)}).{did_you_mean(name, observable_names)}",
+                )
     for name in section.sigma:
         if name not in section.observables:
-            raise config.error(f"data.sigma.{name}", f"{name!r} has a sigma but is not listed in data.observables")
+            raise config.error(
+                f"data.sigma.{name}", f"{name!r} has a sigma but is not listed in data.observables"
+            )
     if path.is_dir():
         raise DataError(path, "", "is a folder; expected an HDF5 file of observations")
     if not path.exists():
@@ -125,31 +138,63 @@ def load_observations(config: Config, data: str | Path | None = None, observable
         if same.size:  # (times closer than the rounding of the offset's magnitude)
             i = int(same[0]) + 1
             raise DataError(
-                path, section.time, f"times {float(raw_time[i - 1])!r} and {float(raw_time[i])!r} (index {i}) are the same time {float(time[i])!r} after subtracting "
-                f"data.time_offset = {section.time_offset:g}; expected times that stay apart (a smaller offset)"
+                path,
+                section.time,
+                f"times {float(raw_time[i - 1])!r} and {float(raw_time[i])!r} (index {i}) are the same time {float(time[i])!r} after subtracting "
+                f"data.time_offset = {section.time_offset:g}; expected times that stay apart (a smaller offset)",
             )
         values = {}
         for name, dataset in section.observables.items():
-            values[name] = _values(f, path, dataset, f"data.observables.{name}", len(time), allow_nan=True, shape=shapes.get(name))
+            values[name] = _values(
+                f,
+                path,
+                dataset,
+                f"data.observables.{name}",
+                len(time),
+                allow_nan=True,
+                shape=shapes.get(name),
+            )
             with np.errstate(invalid="ignore"):
                 huge = np.abs(values[name]) > 1e150
             if np.any(huge):  # (the losses and likelihoods square residuals of the values)
-                raise DataError(path, dataset, f"expected values of magnitude at most 1e150, got {float(values[name][huge][0])!r}")
+                raise DataError(
+                    path,
+                    dataset,
+                    f"expected values of magnitude at most 1e150, got {float(values[name][huge][0])!r}",
+                )
         sigma = {}
         for name, dataset in section.sigma.items():
-            s = _values(f, path, dataset, f"data.sigma.{name}", len(time), allow_nan=False, shape=shapes.get(name))
+            s = _values(
+                f,
+                path,
+                dataset,
+                f"data.sigma.{name}",
+                len(time),
+                allow_nan=False,
+                shape=shapes.get(name),
+            )
             if s.shape != values[name].shape:
-                raise DataError(path, dataset, f"shape {s.shape} does not match {section.observables[name]} {values[name].shape}")
+                raise DataError(
+                    path,
+                    dataset,
+                    f"shape {s.shape} does not match {section.observables[name]} {values[name].shape}",
+                )
             if np.any(s <= 0):
                 raise DataError(path, dataset, "expected positive standard deviations")
             with np.errstate(over="ignore", under="ignore"):
                 square = s.astype(float) ** 2
             if not np.all((square > 0) & np.isfinite(square)):  # (the density reads sigma squared)
-                raise DataError(path, dataset, f"expected standard deviations between 1e-150 and 1e150, got {s.flat[int(np.argmax(~((square > 0) & np.isfinite(square))))]!r}")
+                raise DataError(
+                    path,
+                    dataset,
+                    f"expected standard deviations between 1e-150 and 1e150, got {s.flat[int(np.argmax(~((square > 0) & np.isfinite(square))))]!r}",
+                )
             sigma[name] = s
     if not any(np.any(np.isfinite(v)) for v in values.values()):
         raise DataError(path, "", "every observation is missing (NaN)")
-    return Observations(path=path, time=time, values=values, sigma=sigma, time_offset=section.time_offset)
+    return Observations(
+        path=path, time=time, values=values, sigma=sigma, time_offset=section.time_offset
+    )
 
 
 def _dataset(f: h5py.File, path: Path, name: str, key: str) -> np.ndarray:
@@ -177,20 +222,39 @@ def _check_times(path: Path, name: str, t: np.ndarray) -> np.ndarray:
     steps = np.diff(t)
     if np.any(steps == 0):
         i = int(np.argmax(steps == 0)) + 1
-        raise DataError(path, name, f"duplicate time {t[i]} at index {i}; expected strictly increasing times")
+        raise DataError(
+            path, name, f"duplicate time {t[i]} at index {i}; expected strictly increasing times"
+        )
     if np.any(steps < 0):
         i = int(np.argmax(steps < 0)) + 1
-        raise DataError(path, name, f"unsorted: {t[i]} at index {i} follows {t[i - 1]}; expected strictly increasing times")
+        raise DataError(
+            path,
+            name,
+            f"unsorted: {t[i]} at index {i} follows {t[i - 1]}; expected strictly increasing times",
+        )
     return t
 
 
-def _values(f: h5py.File, path: Path, name: str, key: str, n: int, *, allow_nan: bool, shape: tuple[int, ...] | None = None) -> np.ndarray:
+def _values(
+    f: h5py.File,
+    path: Path,
+    name: str,
+    key: str,
+    n: int,
+    *,
+    allow_nan: bool,
+    shape: tuple[int, ...] | None = None,
+) -> np.ndarray:
     v = _dataset(f, path, name, key)
     if v.ndim == 0 or v.shape[0] != n:
         raise DataError(path, name, f"shape {v.shape} does not match the {n} observation times")
     if shape is not None and v.shape[1:] != shape:
         each = "one value" if shape == () else f"a field of shape {shape}"
-        raise DataError(path, name, f"expected shape {(n, *shape)} ({each} per observation time, named by {key}), got shape {v.shape}")
+        raise DataError(
+            path,
+            name,
+            f"expected shape {(n, *shape)} ({each} per observation time, named by {key}), got shape {v.shape}",
+        )
     if np.any(np.isinf(v)):
         raise DataError(path, name, "expected finite values or NaN for missing ones, got infinity")
     if not allow_nan and np.any(np.isnan(v)):
@@ -201,11 +265,21 @@ def _values(f: h5py.File, path: Path, name: str, key: str, n: int, *, allow_nan:
 def check_span(config: Config, obs: Observations, t0: float, t1: float | None) -> None:
     """Every observation time must lie in the simulated span [t0, t1]."""
     first, last = float(obs.time[0]), float(obs.time[-1])
-    offset = f" (data time {first + obs.time_offset:g} with time_offset {obs.time_offset:g})" if obs.time_offset else ""
+    offset = (
+        f" (data time {first + obs.time_offset:g} with time_offset {obs.time_offset:g})"
+        if obs.time_offset
+        else ""
+    )
     if first < t0:
-        raise DataError(obs.path, "", f"observation time {first:g}{offset} is before the simulated start time.t0 = {t0:g}")
+        raise DataError(
+            obs.path,
+            "",
+            f"observation time {first:g}{offset} is before the simulated start time.t0 = {t0:g}",
+        )
     if t1 is not None and last > t1:
-        raise DataError(obs.path, "", f"observation time {last:g} is after the simulated end time.t1 = {t1:g}")
+        raise DataError(
+            obs.path, "", f"observation time {last:g} is after the simulated end time.t1 = {t1:g}"
+        )
 
 
 def jsonable(value: Any) -> Any:

@@ -37,7 +37,14 @@ class Extra:
     start: float
 
 
-def split_params(config: Config, where: str, table: dict[str, Any], parameters: Collection[str], free: Collection[str], free_key: str) -> tuple[dict[str, Any], dict[str, str]]:
+def split_params(
+    config: Config,
+    where: str,
+    table: dict[str, Any],
+    parameters: Collection[str],
+    free: Collection[str],
+    free_key: str,
+) -> tuple[dict[str, Any], dict[str, str]]:
     """An experiment's (or a preequilibration's) `params` table split into fixed values
     and condition-specific free quantities (model parameter -> free quantity).
 
@@ -47,7 +54,10 @@ def split_params(config: Config, where: str, table: dict[str, Any], parameters: 
     fixed, aliases = {}, {}
     for key, value in table.items():
         if key not in parameters:
-            raise config.error(f"{where}.{key}", f"the model has no parameter {key!r} (parameters: {', '.join(parameters)}).{did_you_mean(key, parameters)}")
+            raise config.error(
+                f"{where}.{key}",
+                f"the model has no parameter {key!r} (parameters: {', '.join(parameters)}).{did_you_mean(key, parameters)}",
+            )
         if isinstance(value, str):
             if value not in free:
                 raise config.error(
@@ -114,7 +124,15 @@ class Preequilibration(eqx.Module):
     aliases: tuple[tuple[str, str], ...] = eqx.field(static=True)
     replaced: tuple[str, ...] = eqx.field(static=True)
 
-    def start(self, model, solver: OdeSolver, params: dict[str, Any], initial: dict[str, Any], x: dict[str, Any], free_initial: Collection[str]) -> Array:
+    def start(
+        self,
+        model,
+        solver: OdeSolver,
+        params: dict[str, Any],
+        initial: dict[str, Any],
+        x: dict[str, Any],
+        free_initial: Collection[str],
+    ) -> Array:
         """The experiment's initial state [n] at natural free values `x`."""
         during = {**params, **self.params, **{key: x[name] for key, name in self.aliases}}
         start = {**self.initial, **{key: initial[key] for key in free_initial}}
@@ -125,7 +143,17 @@ class Preequilibration(eqx.Module):
         return jnp.where(mask, model.initial_state(initial, params), y_ss)
 
 
-def preequilibration(config: Config, where: str, table: Any, model, solver, base_initial: dict[str, Any], replaced: Collection[str], free: list[str], free_key: str) -> Preequilibration:
+def preequilibration(
+    config: Config,
+    where: str,
+    table: Any,
+    model,
+    solver,
+    base_initial: dict[str, Any],
+    replaced: Collection[str],
+    free: list[str],
+    free_key: str,
+) -> Preequilibration:
     """The `Preequilibration` of an experiment's `preequilibrate` table.
 
     Raises:
@@ -133,29 +161,63 @@ def preequilibration(config: Config, where: str, table: Any, model, solver, base
             ODE model or a solver that is no ODE solver.
     """
     if not isinstance(table, dict):
-        raise config.error(where, "expected a table: preequilibrate = { params = { ... }, initial = { ... } }")
+        raise config.error(
+            where, "expected a table: preequilibrate = { params = { ... }, initial = { ... } }"
+        )
     for key in table:
         if key not in PREEQUILIBRATION_KEYS:
-            raise config.error(f"{where}.{key}", f"unknown key (a preequilibration has {', '.join(PREEQUILIBRATION_KEYS)}).{did_you_mean(key, PREEQUILIBRATION_KEYS)}")
+            raise config.error(
+                f"{where}.{key}",
+                f"unknown key (a preequilibration has {', '.join(PREEQUILIBRATION_KEYS)}).{did_you_mean(key, PREEQUILIBRATION_KEYS)}",
+            )
         if not isinstance(table[key], dict):
             raise config.error(f"{where}.{key}", "expected a table (name = value)")
-    if not hasattr(model, "vector_field") or not isinstance(solver, OdeSolver) or solver.kind == "imex":
-        raise config.error(where, f"a preequilibration runs an ODE model to steady state; {model.name!r} is not one (or [solver] is not an ODE method of one field)")
+    if (
+        not hasattr(model, "vector_field")
+        or not isinstance(solver, OdeSolver)
+        or solver.kind == "imex"
+    ):
+        raise config.error(
+            where,
+            f"a preequilibration runs an ODE model to steady state; {model.name!r} is not one (or [solver] is not an ODE method of one field)",
+        )
     if getattr(model, "events", tuple)():
-        raise config.error(where, "a preequilibration of a model with events is not supported (the steady state ignores them)")
+        raise config.error(
+            where,
+            "a preequilibration of a model with events is not supported (the steady state ignores them)",
+        )
     states = list(model.state_names)
     for key, value in table.get("initial", {}).items():
         if key not in states:
-            raise config.error(f"{where}.initial.{key}", f"the model has no state {key!r} (states: {', '.join(states)}).{did_you_mean(key, states)}")
+            raise config.error(
+                f"{where}.initial.{key}",
+                f"the model has no state {key!r} (states: {', '.join(states)}).{did_you_mean(key, states)}",
+            )
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise config.error(f"{where}.initial.{key}", f"expected a number, got {value!r}")
-    fixed, aliases = split_params(config, f"{where}.params", table.get("params", {}), list(model.parameter_names), free, free_key)
+    fixed, aliases = split_params(
+        config,
+        f"{where}.params",
+        table.get("params", {}),
+        list(model.parameter_names),
+        free,
+        free_key,
+    )
     for key, value in fixed.items():
         if key in free:
-            raise config.error(f"{where}.params.{key}", f"{key} is free ({free_key}): a preequilibration cannot also fix it; give a free quantity of its own by name")
+            raise config.error(
+                f"{where}.params.{key}",
+                f"{key} is free ({free_key}): a preequilibration cannot also fix it; give a free quantity of its own by name",
+            )
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise config.error(f"{where}.params.{key}", f"expected a number or the name of a free quantity, got {value!r}")
-    start = {k: jnp.asarray(v, dtype=float) for k, v in {**base_initial, **table.get("initial", {})}.items()}
+            raise config.error(
+                f"{where}.params.{key}",
+                f"expected a number or the name of a free quantity, got {value!r}",
+            )
+    start = {
+        k: jnp.asarray(v, dtype=float)
+        for k, v in {**base_initial, **table.get("initial", {})}.items()
+    }
     return Preequilibration(
         params={k: jnp.asarray(v, dtype=float) for k, v in fixed.items()},
         initial=start,

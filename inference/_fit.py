@@ -47,7 +47,17 @@ from solvers import OdeSolver, checks_as_nan, did_you_mean
 from ._checkpoint import Checkpointer, checkpoint_path, fingerprint
 from ._data import Observations, check_span, jsonable, load_observations
 from ._experiments import Extra, free_extras, preequilibration, split_params
-from ._multistart import Lanes, block_size, blocks, in_order, pad, padded, spread, spread_check, unpad
+from ._multistart import (
+    Lanes,
+    block_size,
+    blocks,
+    in_order,
+    pad,
+    padded,
+    spread,
+    spread_check,
+    unpad,
+)
 from ._observation import build_observation, loader_section, observable_specs
 
 if sys.version_info >= (3, 11):
@@ -85,9 +95,11 @@ def fit_section(config: Config, without: tuple[str, ...] = ()) -> FitSection:
     """The config's `[fit]`, checked (`without`: keys a special fit checks itself)."""
     raw = config.spec.fit
     if raw is None:
-        raise config.error("fit", "required section is missing (at least: free = [\"name\", ...])")
+        raise config.error("fit", 'required section is missing (at least: free = ["name", ...])')
     try:
-        return FitSection.model_validate({k: v for k, v in raw.items() if k not in without} if without else raw)
+        return FitSection.model_validate(
+            {k: v for k, v in raw.items() if k not in without} if without else raw
+        )
     except pydantic.ValidationError as e:
         err = e.errors()[0]
         key = "fit." + ".".join(str(p) for p in err["loc"] if not str(p).startswith("literal"))
@@ -108,7 +120,9 @@ class Free(eqx.Module):
     transform that maps an unconstrained number onto its allowed range."""
 
     name: str = eqx.field(static=True)
-    kind: str = eqx.field(static=True)  # "params" | "initial" | "extra" (not the model's: `inference._experiments.Extra`)
+    kind: str = eqx.field(
+        static=True
+    )  # "params" | "initial" | "extra" (not the model's: `inference._experiments.Extra`)
     key: str = eqx.field(static=True)
     transform: str = eqx.field(static=True)  # identity | log | softplus | logistic
     low: float = eqx.field(static=True, default=0.0)
@@ -140,7 +154,11 @@ def _predict_by_forward_sensitivity(x, problem):
     # solve takes an adjoint that the lean core accepts, so the value needs no diffrax
     # solve, whose run-time checks of traced save times keep a program out of the
     # persistent compilation cache.)
-    if isinstance(problem.solver, OdeSolver) and problem.static_solver is None and problem.solver.adjoint == "forward":
+    if (
+        isinstance(problem.solver, OdeSolver)
+        and problem.static_solver is None
+        and problem.solver.adjoint == "forward"
+    ):
         problem = _replace(problem, solver=dataclasses.replace(problem.solver, adjoint="direct"))
     return _values(problem, x)
 
@@ -195,7 +213,10 @@ class _Constant:
     def __init__(self, value: Any):
         self.value = value  # concrete arrays: constants inside a compiled program
         leaves, treedef = jax.tree.flatten(value)
-        self._key = (treedef, tuple((a.dtype.str, a.shape, a.tobytes()) for a in map(np.asarray, leaves)))
+        self._key = (
+            treedef,
+            tuple((a.dtype.str, a.shape, a.tobytes()) for a in map(np.asarray, leaves)),
+        )
 
     def __hash__(self) -> int:
         return hash(self._key)
@@ -204,7 +225,12 @@ class _Constant:
         return isinstance(other, _Constant) and self._key == other._key
 
 
-_TRANSFORMS = {"real": "identity", "positive": "log", "nonnegative": "softplus", "unit_interval": "logistic"}
+_TRANSFORMS = {
+    "real": "identity",
+    "positive": "log",
+    "nonnegative": "softplus",
+    "unit_interval": "logistic",
+}
 
 
 class Problem(eqx.Module):
@@ -282,7 +308,9 @@ class Problem(eqx.Module):
                 initial[f.key] = x[f.name]
         if self.preequilibration is not None:
             free_initial = [f.key for f in self.free if f.kind == "initial"]
-            return self.preequilibration.start(self.model, self.solver, params, initial, x, free_initial)
+            return self.preequilibration.start(
+                self.model, self.solver, params, initial, x, free_initial
+            )
         return initial
 
     def simulate(self, x: dict[str, Array], t: Array | np.ndarray) -> sim.Trajectory:
@@ -303,7 +331,9 @@ class Problem(eqx.Module):
         return self._predict(x)
 
     def _predict(self, x: dict[str, Array]) -> dict[str, Array]:
-        traj = self.simulate(x, self.t_sim if self.fixed_times is None else np.asarray(self.fixed_times))
+        traj = self.simulate(
+            x, self.t_sim if self.fixed_times is None else np.asarray(self.fixed_times)
+        )
         return {name: traj.observables[name][self.skip : self.end] for name in self._outputs}
 
     @property
@@ -323,12 +353,18 @@ class Problem(eqx.Module):
         def y0_of(v):
             params = self.parameters(self._unflatten(v))
             initial = self._start(params, self._unflatten(v))
-            return initial if self.preequilibration is not None else model.initial_state(initial, params)
+            return (
+                initial
+                if self.preequilibration is not None
+                else model.initial_state(initial, params)
+            )
 
         def field(t, y, v):
             return model.vector_field(t, y, self.parameters(self._unflatten(v)))
 
-        sol = self.solver.solve_sensitivities(field, self.t_sim, y0_of(theta), theta, jax.jacfwd(y0_of)(theta))
+        sol = self.solver.solve_sensitivities(
+            field, self.t_sim, y0_of(theta), theta, jax.jacfwd(y0_of)(theta)
+        )
         eye = jnp.eye(theta.shape[0], dtype=theta.dtype)
 
         def observe(t, y, sens):
@@ -343,32 +379,52 @@ class Problem(eqx.Module):
 
         values, derivs = jax.vmap(observe)(self.t_sim, sol.ys, sol.sensitivities)
         pred = {name: values[name][self.skip : self.end] for name in self._outputs}
-        jacobian = {name: {n: derivs[name][self.skip : self.end, ..., i] for i, n in enumerate(names)} for name in self._outputs}
+        jacobian = {
+            name: {n: derivs[name][self.skip : self.end, ..., i] for i, n in enumerate(names)}
+            for name in self._outputs
+        }
         return pred, jacobian
 
-    def values(self, x: dict[str, Array], predicted: dict[str, Array] | None = None) -> dict[str, Array]:
+    def values(
+        self, x: dict[str, Array], predicted: dict[str, Array] | None = None
+    ) -> dict[str, Array]:
         """What the formulas of the observation models read at natural values `x`: the
         parameters, the free quantities that are not the model's, the predicted
         observables (`predicted`, when already computed) and `t`, at the data's times."""
-        values = {**self.parameters(x), **{f.name: x[f.name] for f in self.free if f.kind == "extra"}}
+        values = {
+            **self.parameters(x),
+            **{f.name: x[f.name] for f in self.free if f.kind == "extra"},
+        }
         values.update(self.predict(x) if predicted is None else predicted)
         values["t"] = self.t_sim[self.skip : self.end]
         return values
 
-    def curves(self, x: dict[str, Array], t: Array | np.ndarray, observables: dict[str, Array] | None = None) -> dict[str, Array]:
+    def curves(
+        self,
+        x: dict[str, Array],
+        t: Array | np.ndarray,
+        observables: dict[str, Array] | None = None,
+    ) -> dict[str, Array]:
         """The model's observables at times `t` (`observables`, when already computed),
         and with observation models the prediction of each observed quantity (a
         formula's by its observable's name)."""
         out = dict(self.simulate(x, t).observables if observables is None else observables)
         if self.observation is not None:
-            values = {**self.parameters(x), **{f.name: x[f.name] for f in self.free if f.kind == "extra"}, **out, "t": jnp.asarray(t)}
+            values = {
+                **self.parameters(x),
+                **{f.name: x[f.name] for f in self.free if f.kind == "extra"},
+                **out,
+                "t": jnp.asarray(t),
+            }
             for o in self.observation.observed:
                 h = o.prediction(values)[0]
                 # (a formula of parameters alone is one number: the same at every time)
                 out[o.name] = h if jnp.ndim(h) else jnp.broadcast_to(h, jnp.shape(t))
         return out
 
-    def predict_and_curves(self, x: dict[str, Array], t: np.ndarray) -> tuple[dict[str, Array], dict[str, Array]]:
+    def predict_and_curves(
+        self, x: dict[str, Array], t: np.ndarray
+    ) -> tuple[dict[str, Array], dict[str, Array]]:
         """`predict(x)` and `curves(x, t)` (concrete `t` in the span of the data's
         times) from one ODE solve saved at both sets of times: an ODE solve takes the
         same steps whatever its save times and fills them from its dense output, so
@@ -378,16 +434,22 @@ class Problem(eqx.Module):
         if self.fixed_times is not None or not isinstance(self.solver, OdeSolver):
             return self._predict(x), self.curves(x, t)
         data_times = np.asarray(self.t_sim)
-        times, where = np.unique(np.concatenate([data_times, np.asarray(t, dtype=data_times.dtype)]), return_inverse=True)
+        times, where = np.unique(
+            np.concatenate([data_times, np.asarray(t, dtype=data_times.dtype)]), return_inverse=True
+        )
         observables = self.simulate(x, times).observables
         at_data, at_t = where[: len(data_times)], where[len(data_times) :]
-        predicted = {name: observables[name][at_data][self.skip : self.end] for name in self._outputs}
+        predicted = {
+            name: observables[name][at_data][self.skip : self.end] for name in self._outputs
+        }
         return predicted, self.curves(x, t, {name: v[at_t] for name, v in observables.items()})
 
     def terms(self, x: dict[str, Array], observed: dict[str, Array] | None = None) -> Array:
         """The negative log-likelihood of each observation (observation models only; 0
         where missing; weights applied), of `observed` in place of the data if given."""
-        return self.observation.terms(self.values(x), self.observed if observed is None else observed, self.weight)
+        return self.observation.terms(
+            self.values(x), self.observed if observed is None else observed, self.weight
+        )
 
     def whitened(self, x: dict[str, Array]) -> Array:
         """The residual vector for natural values `x` (see the class docstring; with
@@ -415,7 +477,16 @@ class Problem(eqx.Module):
             # 0, of 1 on the log scale: without a sigma the residuals are in the data's
             # units, where a fixed 1e3 cost less than a prediction off by more, and the
             # optimiser stepped to parameters where the solve fails)
-            bad = _BAD_RESIDUAL * (1.0 + jnp.abs(residual(jnp.zeros_like(y_safe) if self.loss != "lognormal" else jnp.ones_like(y_safe))))
+            bad = _BAD_RESIDUAL * (
+                1.0
+                + jnp.abs(
+                    residual(
+                        jnp.zeros_like(y_safe)
+                        if self.loss != "lognormal"
+                        else jnp.ones_like(y_safe)
+                    )
+                )
+            )
             r = jnp.where(jnp.isfinite(r), r, bad)
             out.append(jnp.where(missing, 0.0, r).ravel())
         return jnp.concatenate(out)
@@ -441,7 +512,9 @@ class Problem(eqx.Module):
         return loss, loss
 
 
-def build_problem(config: Config, data: str | Path | None = None) -> tuple[Problem | Experiments, dict[str, Array], Observations | list[Observations], FitSection]:
+def build_problem(
+    config: Config, data: str | Path | None = None
+) -> tuple[Problem | Experiments, dict[str, Array], Observations | list[Observations], FitSection]:
     """Validate a config's `[data]` and `[fit]` against its model and build the problem.
 
     Returns:
@@ -464,14 +537,19 @@ def build_problem(config: Config, data: str | Path | None = None) -> tuple[Probl
             bounds=section.bounds,
             # Levenberg-Marquardt builds Jacobians in forward mode; the gradient-based
             # optimisers get their gradients from forward sensitivities.
-            gradient="forward" if section.optimizer == "levenberg_marquardt" else "forward_sensitivity",
+            gradient="forward"
+            if section.optimizer == "levenberg_marquardt"
+            else "forward_sensitivity",
         )
     events = bool(getattr(problem.model, "events", tuple)())
     if not problem.least_squares and section.optimizer == "levenberg_marquardt":
         # (Laplace noise, or a sigma that the free quantities change: the likelihood is
         # no sum of squares; BFGS minimises it unless the config asked otherwise)
         if "optimizer" in (config.spec.fit or {}):
-            raise config.error("fit.optimizer", "levenberg_marquardt needs least squares: normal noise with sigmas that no free quantity changes; use bfgs or adam with these noise models")
+            raise config.error(
+                "fit.optimizer",
+                "levenberg_marquardt needs least squares: normal noise with sigmas that no free quantity changes; use bfgs or adam with these noise models",
+            )
         section = section.model_copy(update={"optimizer": "bfgs"})
         problem = _replace(problem, forward_sensitivity=True)
     if section.optimizer != "levenberg_marquardt" and events:
@@ -479,8 +557,9 @@ def build_problem(config: Config, data: str | Path | None = None) -> tuple[Probl
         # reverse-mode derivative, which BFGS and Adam would ask for)
         key = "fit.optimizer" if "optimizer" in (config.spec.fit or {}) else "data.observables"
         raise config.error(
-            key, "a model with events is fitted by levenberg_marquardt (normal noise with given sigmas); "
-            "gradients through its event times are forward mode, and bfgs and adam need reverse mode"
+            key,
+            "a model with events is fitted by levenberg_marquardt (normal noise with given sigmas); "
+            "gradients through its event times are forward mode, and bfgs and adam need reverse mode",
         )
     return problem, start, obs, section
 
@@ -525,20 +604,35 @@ def make_problem(
     bounds = bounds or {}
     aliases = aliases or {}
     model = build_model(config)
-    specs = None if config.spec.data is None else observable_specs(config, config.raw["data"], "data", force=observation_models)
+    specs = (
+        None
+        if config.spec.data is None
+        else observable_specs(config, config.raw["data"], "data", force=observation_models)
+    )
     if specs is None:
         obs = load_observations(config, data, model.observable_names)
     else:
         loading = Config({**config.raw, "data": loader_section(config.raw["data"])}, config.path)
-        obs = load_observations(loading, data, [*model.observable_names, *(s.name for s in specs if s.name not in model.observable_names)])
+        obs = load_observations(
+            loading,
+            data,
+            [
+                *model.observable_names,
+                *(s.name for s in specs if s.name not in model.observable_names),
+            ],
+        )
     t0 = config.spec.time.t0
     check_span(config, obs, t0, config.spec.time.t1)
     overrides = []
     if config.spec.time.save is not None or config.spec.time.save_at is not None:
         overrides.append("time.save=2")
         config.raw.get("time", {}).pop("save_at", None)
-    own_span = any(getattr(config.spec.time, key, None) is not None for key in family_of(model).time_keys)
-    if config.spec.time.t1 is None and not own_span:  # (a family's own [time] keys, such as MD's steps, give the span)
+    own_span = any(
+        getattr(config.spec.time, key, None) is not None for key in family_of(model).time_keys
+    )
+    if (
+        config.spec.time.t1 is None and not own_span
+    ):  # (a family's own [time] keys, such as MD's steps, give the span)
         last = float(obs.time[-1])
         overrides.append(f"time.t1={last if last > t0 else t0 + 1.0!r}")
     if overrides:
@@ -547,7 +641,15 @@ def make_problem(
     model = setup.model  # with the options its family reads from the config (MD: cutoff, shift)
     solver = setup.solver
     if extras is None:
-        extras = free_extras(config, free_names, free_key, model, dict(setup.params), [specs] if specs else [], [aliases])
+        extras = free_extras(
+            config,
+            free_names,
+            free_key,
+            model,
+            dict(setup.params),
+            [specs] if specs else [],
+            [aliases],
+        )
     forward_sensitivity = False
     if isinstance(solver, OdeSolver):
         # Failed trial solves become large residuals, not errors.
@@ -555,7 +657,9 @@ def make_problem(
         solver = dataclasses.replace(solver, throw=False, adjoint=adjoint)
         # (the sensitivity equations do not jump at events: a model with events is
         # differentiated through its solve)
-        forward_sensitivity = gradient == "forward_sensitivity" and not getattr(model, "events", tuple)()
+        forward_sensitivity = (
+            gradient == "forward_sensitivity" and not getattr(model, "events", tuple)()
+        )
     free = []
     start = {}
     seen = set()
@@ -567,69 +671,129 @@ def make_problem(
         if kind == "initial":
             reason = family_of(model).no_free_initial
             if reason is not None:
-                raise config.error(free_key, f"{name!r}: {reason} (fit [params] such as {', '.join(setup.params)})")
-            names = list(getattr(model, "state_names", ())) if isinstance(setup.initial, dict) else []
+                raise config.error(
+                    free_key, f"{name!r}: {reason} (fit [params] such as {', '.join(setup.params)})"
+                )
+            names = (
+                list(getattr(model, "state_names", ())) if isinstance(setup.initial, dict) else []
+            )
             if key not in names:
-                raise config.error(free_key, f"{name!r}: the model has no initial value {key!r} (initial values: {', '.join(names)}).{did_you_mean(key, names)}")
+                raise config.error(
+                    free_key,
+                    f"{name!r}: the model has no initial value {key!r} (initial values: {', '.join(names)}).{did_you_mean(key, names)}",
+                )
             constraint = getattr(model, "initial_constraint", "real")
-            value = setup.initial[key] if key in setup.initial else model.default_initial(setup.params)[key]
+            value = (
+                setup.initial[key]
+                if key in setup.initial
+                else model.default_initial(setup.params)[key]
+            )
         elif key in extras and key not in setup.params:
             kind, constraint, value = "extra", extras[key].constraint, extras[key].start
         else:
             if key not in setup.params:
-                raise config.error(free_key, f"{name!r}: the model has no parameter {key!r} (parameters: {', '.join(setup.params)}).{did_you_mean(key, setup.params)}")
+                raise config.error(
+                    free_key,
+                    f"{name!r}: the model has no parameter {key!r} (parameters: {', '.join(setup.params)}).{did_you_mean(key, setup.params)}",
+                )
             constraint = model.parameter(key).constraint
             value = setup.params[key]
         transform = _TRANSFORMS[constraint]
         low, high = 0.0, 1.0
-        declared = model.parameter(key).bounds if kind == "params" else (extras[key].bounds if kind == "extra" else None)
+        declared = (
+            model.parameter(key).bounds
+            if kind == "params"
+            else (extras[key].bounds if kind == "extra" else None)
+        )
         if name in bounds:
             pair = bounds[name]
             if len(pair) != 2 or not pair[0] < pair[1]:
-                raise config.error(f"fit.bounds.{name}", f"expected [low, high] with low < high, got {pair}")
+                raise config.error(
+                    f"fit.bounds.{name}", f"expected [low, high] with low < high, got {pair}"
+                )
             low, high = float(pair[0]), float(pair[1])
             transform = "logistic"
             if declared is not None and not declared[0] <= low < high <= declared[1]:
-                raise config.error(f"fit.bounds.{name}", f"expected bounds within the model's bounds of {name}, [{declared[0]:g}, {declared[1]:g}]; got {pair}")
+                raise config.error(
+                    f"fit.bounds.{name}",
+                    f"expected bounds within the model's bounds of {name}, [{declared[0]:g}, {declared[1]:g}]; got {pair}",
+                )
         elif declared is not None:  # the model's own bounds of the parameter
             low, high = declared
             transform = "logistic"
         value = float(value)
-        if transform in ("log", "softplus") and value <= 0 or transform == "logistic" and not low < value < high:
+        if (
+            transform in ("log", "softplus")
+            and value <= 0
+            or transform == "logistic"
+            and not low < value < high
+        ):
             where = {"params": f"params.{key}", "initial": f"initial.{key}"}.get(kind, free_key)
             allowed = f"({low:g}, {high:g})" if transform == "logistic" else constraint
-            raise config.error(where, f"start value {value:g} must lie strictly inside the allowed range of {name} ({allowed})")
+            raise config.error(
+                where,
+                f"start value {value:g} must lie strictly inside the allowed range of {name} ({allowed})",
+            )
         free.append(Free(name=name, kind=kind, key=key, transform=transform, low=low, high=high))
         start[name] = jnp.asarray(value, dtype=float)
     for name in bounds:
         if name not in seen:
-            raise config.error(f"fit.bounds.{name}", f"{name!r} is not a free quantity (free: {', '.join(free_names)})")
+            raise config.error(
+                f"fit.bounds.{name}",
+                f"{name!r} is not a free quantity (free: {', '.join(free_names)})",
+            )
     for name in weights:
         if name not in obs.values:
-            raise config.error(f"fit.weights.{name}", f"{name!r} is not an observed observable (observed: {', '.join(obs.values)})")
+            raise config.error(
+                f"fit.weights.{name}",
+                f"{name!r} is not an observed observable (observed: {', '.join(obs.values)})",
+            )
     observation = None
     if specs is not None:
         if loss == "mse":
-            raise config.error("fit.loss", "mse is no likelihood: observables with noise models need loss = \"normal\" or \"lognormal\" (the noise model of those that name none)")
-        varying = {f.key for f in free if f.kind == "params"} | set(aliases) | {f.name for f in free if f.kind == "extra"} | set(model.observable_names)
+            raise config.error(
+                "fit.loss",
+                'mse is no likelihood: observables with noise models need loss = "normal" or "lognormal" (the noise model of those that name none)',
+            )
+        varying = (
+            {f.key for f in free if f.kind == "params"}
+            | set(aliases)
+            | {f.name for f in free if f.kind == "extra"}
+            | set(model.observable_names)
+        )
         observation = build_observation(
-            config, specs, model_observables=model.observable_names, symbols=[*model.observable_names, *setup.params, "t"], free=free_names, free_key=free_key,
-            varying=varying, sigma_data=obs.sigma, default_noise="lognormal" if loss == "lognormal" else "normal",
+            config,
+            specs,
+            model_observables=model.observable_names,
+            symbols=[*model.observable_names, *setup.params, "t"],
+            free=free_names,
+            free_key=free_key,
+            varying=varying,
+            sigma_data=obs.sigma,
+            default_noise="lognormal" if loss == "lognormal" else "normal",
         )
         for o in observation.observed:
             y = obs.values[o.name]
             if o.transformation != "lin" and np.any(y[np.isfinite(y)] <= 0):
-                raise DataError(obs.path, next(s.path for s in specs if s.name == o.name), f"a {o.transformation}-scale noise model needs positive observations")
+                raise DataError(
+                    obs.path,
+                    next(s.path for s in specs if s.name == o.name),
+                    f"a {o.transformation}-scale noise model needs positive observations",
+                )
     elif loss == "lognormal":
         for name, y in obs.values.items():
             if np.any(y[np.isfinite(y)] <= 0):
                 raise DataError(obs.path, name, "the lognormal loss needs positive observations")
     if check_count and obs.count <= len(free):
-        raise DataError(obs.path, "", f"{obs.count} observations cannot determine {len(free)} free quantities")
+        raise DataError(
+            obs.path, "", f"{obs.count} observations cannot determine {len(free)} free quantities"
+        )
     skip = 0 if obs.time[0] == t0 else 1
     t_sim = jnp.asarray(obs.time if skip == 0 else np.concatenate([[t0], obs.time]))
     end = None
-    if t_sim.shape[0] == 1:  # (observed at the start time only: the solve goes on to the span's end)
+    if (
+        t_sim.shape[0] == 1
+    ):  # (observed at the start time only: the solve goes on to the span's end)
         t1 = config.spec.time.t1
         t_sim, end = jnp.asarray([t0, t1 if t1 is not None and t1 > t0 else t0 + 1.0]), 1
     md = family_of(model).static_runs  # (solver, initial state and times fixed at compile time)
@@ -660,7 +824,17 @@ def make_problem(
 
 # ----------------------------------------------------------------------------- experiments
 
-EXPERIMENT_KEYS = ("name", "file", "time", "time_offset", "observables", "sigma", "initial", "params", "preequilibrate")
+EXPERIMENT_KEYS = (
+    "name",
+    "file",
+    "time",
+    "time_offset",
+    "observables",
+    "sigma",
+    "initial",
+    "params",
+    "preequilibrate",
+)
 
 
 class Experiments(eqx.Module):
@@ -718,15 +892,26 @@ class Experiments(eqx.Module):
         return loss, loss
 
     def replace(self, **changes) -> Experiments:
-        return Experiments(tuple(dataclasses.replace(p, **changes) for p in self.problems), self.names)
+        return Experiments(
+            tuple(dataclasses.replace(p, **changes) for p in self.problems), self.names
+        )
 
 
 def _replace(problem, **changes):
-    return problem.replace(**changes) if isinstance(problem, Experiments) else dataclasses.replace(problem, **changes)
+    return (
+        problem.replace(**changes)
+        if isinstance(problem, Experiments)
+        else dataclasses.replace(problem, **changes)
+    )
 
 
 def experiment_problems(
-    config: Config, data, section: FitSection, gradient: str | None = None, *, free_key: str = "fit.free"
+    config: Config,
+    data,
+    section: FitSection,
+    gradient: str | None = None,
+    *,
+    free_key: str = "fit.free",
 ) -> tuple[Experiments, dict, list[Observations]]:
     """The problems of a config's `[[experiments]]`: each experiment is the config with
     its own `[data]` (file, time, time_offset, observables, sigma) and its `initial` and
@@ -741,9 +926,16 @@ def experiment_problems(
     """
     experiments = config.spec.experiments
     if config.spec.data is not None:
-        raise config.error("data", "a config with [[experiments]] gives each experiment's data there; remove [data]")
+        raise config.error(
+            "data",
+            "a config with [[experiments]] gives each experiment's data there; remove [data]",
+        )
     if data is not None:
-        raise InputError("--data", str(data), "a config with [[experiments]] names each experiment's file; --data cannot replace them")
+        raise InputError(
+            "--data",
+            str(data),
+            "a config with [[experiments]] names each experiment's file; --data cannot replace them",
+        )
     if not experiments:
         raise config.error("experiments", "expected at least one [[experiments]] table")
     free = section.free
@@ -756,25 +948,40 @@ def experiment_problems(
         where = f"experiments.{k}"
         unknown = [key for key in experiment if key not in EXPERIMENT_KEYS]
         if unknown:
-            raise config.error(f"{where}.{unknown[0]}", f"unknown key; an experiment has {', '.join(EXPERIMENT_KEYS)}")
+            raise config.error(
+                f"{where}.{unknown[0]}",
+                f"unknown key; an experiment has {', '.join(EXPERIMENT_KEYS)}",
+            )
         for key in ("initial", "params", "observables", "sigma"):
             if key in experiment and not isinstance(experiment[key], dict):
                 raise config.error(f"{where}.{key}", "expected a table (name = value)")
         for name in experiment.get("initial", {}):
             if f"initial.{name}" in free:
-                raise config.error(f"{where}.initial.{name}", f"initial.{name} is free ({where_free}): an experiment cannot also fix it")
-        own, condition = split_params(config, f"{where}.params", experiment.get("params", {}), parameters, free, free_key)
+                raise config.error(
+                    f"{where}.initial.{name}",
+                    f"initial.{name} is free ({where_free}): an experiment cannot also fix it",
+                )
+        own, condition = split_params(
+            config, f"{where}.params", experiment.get("params", {}), parameters, free, free_key
+        )
         for name in own:
             if name in free:
-                raise config.error(f"{where}.params.{name}", f"{name} is free ({where_free}): an experiment cannot also fix it; name a free quantity of its own (params = {{ {name} = \"{name}_{k}\" }}) to make it condition-specific")
+                raise config.error(
+                    f"{where}.params.{name}",
+                    f'{name} is free ({where_free}): an experiment cannot also fix it; name a free quantity of its own (params = {{ {name} = "{name}_{k}" }}) to make it condition-specific',
+                )
         pre = experiment.get("preequilibrate")
         pre_condition = {}
         if isinstance(pre, dict) and isinstance(pre.get("params"), dict):
-            pre_condition = split_params(config, f"{where}.preequilibrate.params", pre["params"], parameters, free, free_key)[1]
+            pre_condition = split_params(
+                config, f"{where}.preequilibrate.params", pre["params"], parameters, free, free_key
+            )[1]
         name = str(experiment.get("name", k))
         if not name or "/" in name or name in (".", ".."):
             # (the name is a group of the fit file: /experiments/<name>)
-            raise config.error(f"{where}.name", f"expected a name that is not empty and has no '/', got {name!r}")
+            raise config.error(
+                f"{where}.name", f"expected a name that is not empty and has no '/', got {name!r}"
+            )
         if name in names:
             raise config.error(f"{where}.name", f"{name!r} names two experiments")
         names.append(name)
@@ -784,35 +991,71 @@ def experiment_problems(
         specs.append(observable_specs(config, experiment, where))
     with_models = any(s is not None for s in specs)
     if with_models:
-        specs = [observable_specs(config, experiment, f"experiments.{k}", force=True) for k, experiment in enumerate(experiments)]
+        specs = [
+            observable_specs(config, experiment, f"experiments.{k}", force=True)
+            for k, experiment in enumerate(experiments)
+        ]
     extras = free_extras(config, free, free_key, model, values, [s for s in specs if s], aliases)
     problems, observations, start = [], [], None
     for k, experiment in enumerate(experiments):
         where = f"experiments.{k}"
         raw = {key: value for key, value in config.raw.items() if key != "experiments"}
-        raw["data"] = {key: experiment[key] for key in ("file", "time", "time_offset", "observables", "sigma") if key in experiment}
+        raw["data"] = {
+            key: experiment[key]
+            for key in ("file", "time", "time_offset", "observables", "sigma")
+            if key in experiment
+        }
         raw["initial"] = {**(config.raw.get("initial") or {}), **experiment.get("initial", {})}
         raw["params"] = {**(config.raw.get("params") or {}), **fixed[k]}
         try:
             one = Config(raw, config.path)
             problem, first, obs = make_problem(
-                one, None, free, free_key=free_key, loss=section.loss, weights=section.weights, bounds=section.bounds,
-                gradient=gradient or ("forward" if section.optimizer == "levenberg_marquardt" else "forward_sensitivity"),
-                extras=extras, aliases=aliases[2 * k], observation_models=with_models, check_count=False,
+                one,
+                None,
+                free,
+                free_key=free_key,
+                loss=section.loss,
+                weights=section.weights,
+                bounds=section.bounds,
+                gradient=gradient
+                or (
+                    "forward"
+                    if section.optimizer == "levenberg_marquardt"
+                    else "forward_sensitivity"
+                ),
+                extras=extras,
+                aliases=aliases[2 * k],
+                observation_models=with_models,
+                check_count=False,
             )
         except InputError as e:
             key = e.key
-            for prefix, into in (("data.", f"{where}."), ("initial.", f"{where}.initial."), ("params.", f"{where}.params.")):
-                if key.startswith(prefix) and (prefix == "data." or key[len(prefix):] in experiment.get(prefix[:-1], {})):
-                    key = into + key[len(prefix):]
+            for prefix, into in (
+                ("data.", f"{where}."),
+                ("initial.", f"{where}.initial."),
+                ("params.", f"{where}.params."),
+            ):
+                if key.startswith(prefix) and (
+                    prefix == "data." or key[len(prefix) :] in experiment.get(prefix[:-1], {})
+                ):
+                    key = into + key[len(prefix) :]
                     break
             raise type(e)(e.source, key, e.message) from None
         if problem.observation is not None:
-            problem = dataclasses.replace(problem, observation=problem.observation.rekeyed("data", where))
+            problem = dataclasses.replace(
+                problem, observation=problem.observation.rekeyed("data", where)
+            )
         if "preequilibrate" in experiment:
             pre = preequilibration(
-                config, f"{where}.preequilibrate", experiment["preequilibrate"], problem.model, problem.solver,
-                base_initial=config.raw.get("initial") or {}, replaced=experiment.get("initial", {}), free=free, free_key=free_key,
+                config,
+                f"{where}.preequilibrate",
+                experiment["preequilibrate"],
+                problem.model,
+                problem.solver,
+                base_initial=config.raw.get("initial") or {},
+                replaced=experiment.get("initial", {}),
+                free=free,
+                free_key=free_key,
             )
             problem = dataclasses.replace(problem, preequilibration=pre)
         problems.append(problem)
@@ -820,11 +1063,14 @@ def experiment_problems(
         start = first if start is None else start
     count = sum(o.count for o in observations)
     if count <= len(free):
-        raise config.error("experiments", f"{count} observations cannot determine {len(free)} free quantities")
+        raise config.error(
+            "experiments", f"{count} observations cannot determine {len(free)} free quantities"
+        )
     return Experiments(tuple(problems), tuple(names)), start, observations
 
 
 # ----------------------------------------------------------------------------- optimisers
+
 
 @eqx.filter_jit
 def _optx_init(solver, fn, u, f_struct, aux_struct):
@@ -875,11 +1121,23 @@ def _structs(optimizer: str, residuals: Array, loss: Array) -> tuple:
     """(f_struct, aux_struct) of the optimiser's function (`Problem.residuals` for
     Levenberg-Marquardt, `Problem.objective` otherwise) from one value of the residuals."""
     scalar = jax.ShapeDtypeStruct(jnp.shape(loss), jnp.result_type(loss))
-    f = jax.ShapeDtypeStruct(jnp.shape(residuals), jnp.result_type(residuals)) if optimizer == "levenberg_marquardt" else scalar
+    f = (
+        jax.ShapeDtypeStruct(jnp.shape(residuals), jnp.result_type(residuals))
+        if optimizer == "levenberg_marquardt"
+        else scalar
+    )
     return f, scalar
 
 
-def _optimistix(problem: Problem | Experiments, u0, section: FitSection, on_step, start: int = 0, ck: Checkpointer | None = None, best=None) -> tuple[dict, list[float], bool, str]:
+def _optimistix(
+    problem: Problem | Experiments,
+    u0,
+    section: FitSection,
+    on_step,
+    start: int = 0,
+    ck: Checkpointer | None = None,
+    best=None,
+) -> tuple[dict, list[float], bool, str]:
     max_steps = section.max_steps or 200
     if section.optimizer == "levenberg_marquardt":
         solver = optx.LevenbergMarquardt(rtol=section.rtol, atol=section.atol)
@@ -919,7 +1177,15 @@ def _adam_step(problem, opt, u, opt_state):
     return optax.apply_updates(u, updates), opt_state, loss
 
 
-def _adam(problem: Problem | Experiments, u0, section: FitSection, on_step, start: int = 0, ck: Checkpointer | None = None, best=None) -> tuple[dict, list[float], bool, str]:
+def _adam(
+    problem: Problem | Experiments,
+    u0,
+    section: FitSection,
+    on_step,
+    start: int = 0,
+    ck: Checkpointer | None = None,
+    best=None,
+) -> tuple[dict, list[float], bool, str]:
     max_steps = section.max_steps or 1000
     opt = optax.adam(section.learning_rate)
     opt_state = opt.init(u0)
@@ -945,21 +1211,30 @@ def _adam(problem: Problem | Experiments, u0, section: FitSection, on_step, star
         if ck is not None and i + 1 < max_steps:
             ck.safe_point(start, i + 1, (u, opt_state), history, best)
     history.append(float(_loss(problem, u)))
-    return u, history, False, f"max_steps ({max_steps}) Adam steps taken before the loss and the step came within fit.rtol and fit.atol"
+    return (
+        u,
+        history,
+        False,
+        f"max_steps ({max_steps}) Adam steps taken before the loss and the step came within fit.rtol and fit.atol",
+    )
 
 
-def _small_step(loss_before: float, loss: float, u_before: dict, u: dict, section: FitSection) -> bool:
+def _small_step(
+    loss_before: float, loss: float, u_before: dict, u: dict, section: FitSection
+) -> bool:
     """Whether one optimiser step changed the loss and every unconstrained value by no
     more than atol + rtol times their size."""
     if abs(loss - loss_before) > section.atol + section.rtol * abs(loss):
         return False
     return all(
-        float(jnp.max(jnp.abs(u[k] - u_before[k]))) <= section.atol + section.rtol * float(jnp.max(jnp.abs(u[k])))
+        float(jnp.max(jnp.abs(u[k] - u_before[k])))
+        <= section.atol + section.rtol * float(jnp.max(jnp.abs(u[k])))
         for k in u
     )
 
 
 # ----------------------------------------------------------------------------- results
+
 
 @dataclasses.dataclass
 class FitResult(Result):
@@ -1032,12 +1307,23 @@ class FitResult(Result):
             "time": np.asarray(self.time),
             "data_time": np.asarray(self.observations.time),
         }
-        attrs = {"model": self.model, "config": self.config, "converged": int(self.converged), "message": self.message}
-        return xr.Dataset(data, coords=coords, attrs={**attrs, **({"seed": self.seed} if self.seed is not None else {})})
+        attrs = {
+            "model": self.model,
+            "config": self.config,
+            "converged": int(self.converged),
+            "message": self.message,
+        }
+        return xr.Dataset(
+            data,
+            coords=coords,
+            attrs={**attrs, **({"seed": self.seed} if self.seed is not None else {})},
+        )
 
     def write(self, f: h5py.File) -> None:
         """The fit layout (docs/architecture.md, File layouts) in `f`."""
-        write_root_attrs(f, format="simjax.fit", model=self.model, config=self.config, seed=self.seed)
+        write_root_attrs(
+            f, format="simjax.fit", model=self.model, config=self.config, seed=self.seed
+        )
         if self.inputs:
             f.attrs["inputs"] = self.inputs
         write_group(f, "estimate", self.estimate)
@@ -1053,7 +1339,14 @@ class FitResult(Result):
             group.create_dataset("data/time", data=obs.time)
             write_group(group["data"], "observables", obs.values)
         if self.starts_objective is not None:
-            write_group(f, "starts", {"objective": self.starts_objective, "converged": np.asarray(self.starts_converged, dtype=np.int8)})
+            write_group(
+                f,
+                "starts",
+                {
+                    "objective": self.starts_objective,
+                    "converged": np.asarray(self.starts_converged, dtype=np.int8),
+                },
+            )
             write_group(f["starts"], "estimate", self.starts_estimate)
         cov = f.create_dataset("covariance", data=self.covariance)
         cov.attrs["names"] = self.names
@@ -1069,7 +1362,9 @@ class FitResult(Result):
 
 
 @eqx.filter_jit
-def _whitened_jacobian(problem: Problem | Experiments, names: tuple[str, ...], vec: Array) -> tuple[Array, Array]:
+def _whitened_jacobian(
+    problem: Problem | Experiments, names: tuple[str, ...], vec: Array
+) -> tuple[Array, Array]:
     """(Jacobian, value) of the whitened residuals at the natural free values `vec`, by
     forward mode, compiled (one compiled program rather than op-by-op tracing through
     every solver step)."""
@@ -1089,7 +1384,9 @@ def _sensitivity_problem(problem: Problem | Experiments) -> Problem | Experiment
     return problem
 
 
-def gauss_newton_polish(problem: Problem | Experiments, x: dict[str, Array], steps: int = 4) -> dict[str, Array]:
+def gauss_newton_polish(
+    problem: Problem | Experiments, x: dict[str, Array], steps: int = 4
+) -> dict[str, Array]:
     """Full Gauss-Newton steps from a converged Levenberg-Marquardt estimate `x`.
 
     Levenberg-Marquardt accepts a step by comparing two values of the loss, and near the
@@ -1105,20 +1402,34 @@ def gauss_newton_polish(problem: Problem | Experiments, x: dict[str, Array], ste
     for _ in range(steps):
         gradient = np.linalg.norm(jac.T @ r)
         step = np.linalg.lstsq(jac, -r, rcond=None)[0]
-        if not np.all(np.isfinite(step)) or np.max(np.abs(step) / np.maximum(np.abs(np.asarray(vec)), 1e-300)) < 1e-15:
+        if (
+            not np.all(np.isfinite(step))
+            or np.max(np.abs(step) / np.maximum(np.abs(np.asarray(vec)), 1e-300)) < 1e-15
+        ):
             break
         trial = vec + step
-        if not all(np.isfinite(float(f.to_unconstrained(trial[i]))) for i, f in enumerate(problem.free)):
+        if not all(
+            np.isfinite(float(f.to_unconstrained(trial[i]))) for i, f in enumerate(problem.free)
+        ):
             break
         jac_t, r_t = (np.asarray(a) for a in _whitened_jacobian(problem, names, trial))
         loss, loss_t = float(r @ r), float(r_t @ r_t)
-        if not np.isfinite(loss_t) or loss_t > loss * (1 + 1e-12) or np.linalg.norm(jac_t.T @ r_t) >= gradient:
+        if (
+            not np.isfinite(loss_t)
+            or loss_t > loss * (1 + 1e-12)
+            or np.linalg.norm(jac_t.T @ r_t) >= gradient
+        ):
             break
         vec, jac, r = trial, jac_t, r_t
     return {**x, **{n: vec[i] for i, n in enumerate(names)}}
 
 
-def negative_log_likelihood(problem: Problem, x: dict[str, Array], known: set[str], predicted: dict[str, Array] | None = None) -> float:
+def negative_log_likelihood(
+    problem: Problem,
+    x: dict[str, Array],
+    known: set[str],
+    predicted: dict[str, Array] | None = None,
+) -> float:
     """The negative log-likelihood of the observations at natural values `x`, with
     every normalising constant (the PEtab convention; priors and weights left out).
     normal: sum of log(sqrt(2 pi) sigma) + r^2 / 2; lognormal: the same for log y, plus
@@ -1128,7 +1439,9 @@ def negative_log_likelihood(problem: Problem, x: dict[str, Array], known: set[st
     `predicted`: `problem.predict(x)`, when already computed."""
     if problem.observation is not None:
         ones = {name: jnp.ones(()) for name in problem.observed}
-        return float(jnp.sum(problem.observation.terms(problem.values(x, predicted), problem.observed, ones)))
+        return float(
+            jnp.sum(problem.observation.terms(problem.values(x, predicted), problem.observed, ones))
+        )
     if problem.loss == "mse":
         return float("nan")
     pred = problem.predict(x) if predicted is None else predicted
@@ -1156,7 +1469,9 @@ def negative_log_likelihood(problem: Problem, x: dict[str, Array], known: set[st
 
 def observation_models(problem: Problem | Experiments) -> bool:
     """Whether observation models describe the data (every experiment's, when one's do)."""
-    return (problem.problems[0] if isinstance(problem, Experiments) else problem).observation is not None
+    return (
+        problem.problems[0] if isinstance(problem, Experiments) else problem
+    ).observation is not None
 
 
 def fit_warnings(free: list[Free], estimate: dict[str, float], covariance: np.ndarray) -> list[str]:
@@ -1202,7 +1517,9 @@ def fit_warnings(free: list[Free], estimate: dict[str, float], covariance: np.nd
     return out
 
 
-def standard_errors(problem: Problem | Experiments, x: dict[str, Array], sigma_known: bool) -> np.ndarray:
+def standard_errors(
+    problem: Problem | Experiments, x: dict[str, Array], sigma_known: bool
+) -> np.ndarray:
     """Gauss-Newton covariance s^2 (J^T J)^-1 of the natural free values at `x`, where J
     is the Jacobian of the whitened residuals; s^2 = RSS / (n - p) unless every observed
     quantity came with its own sigma (then 1). With observation models (they give every
@@ -1278,7 +1595,9 @@ def fit(
     problem, start, obs, section = build_problem(config, data)
     _check_starts_memory(config, section, len(problem.free), obs)
     for p in problem.problems if isinstance(problem, Experiments) else (problem,):
-        if p.observation is not None and any(o.sigma_formula is not None for o in p.observation.observed):
+        if p.observation is not None and any(
+            o.sigma_formula is not None for o in p.observation.observed
+        ):
             p.observation.check_sigma(config, p.values(start), p.observed, "at the start values")
     n_devices = spread_check(section.starts, devices, scheduler)
     u0 = problem.unconstrained(start)
@@ -1287,13 +1606,43 @@ def fit(
     identity = _data_identity(obs)
     if output is None:
         with dask_client(scheduler) as client:
-            return _fit(config, problem, start, obs, section, starts, identity, progress, None, resume, devices=n_devices, client=client, data=data)
+            return _fit(
+                config,
+                problem,
+                start,
+                obs,
+                section,
+                starts,
+                identity,
+                progress,
+                None,
+                resume,
+                devices=n_devices,
+                client=client,
+                data=data,
+            )
     output = check_output_path(output)
     with exclusive(output), dask_client(scheduler) as client:
-        return _fit(config, problem, start, obs, section, starts, identity, progress, output, resume, devices=n_devices, client=client, data=data)
+        return _fit(
+            config,
+            problem,
+            start,
+            obs,
+            section,
+            starts,
+            identity,
+            progress,
+            output,
+            resume,
+            devices=n_devices,
+            client=client,
+            data=data,
+        )
 
 
-def _check_starts_memory(config: Config, section: FitSection, free: int, obs: Observations | list[Observations]) -> None:
+def _check_starts_memory(
+    config: Config, section: FitSection, free: int, obs: Observations | list[Observations]
+) -> None:
     """Refuse, before any start is drawn, `[fit] starts` whose arrays cannot fit in
     memory: per start at least its point, its optimiser's state and its end (3 values
     per free quantity) and its lane of the residuals (one per observed value), float64.
@@ -1301,18 +1650,29 @@ def _check_starts_memory(config: Config, section: FitSection, free: int, obs: Ob
     Raises:
         ConfigError: naming fit.starts (what --starts sets).
     """
-    values = sum(int(np.size(v)) for o in (obs if isinstance(obs, list) else [obs]) for v in o.values.values())
-    problem = memory_problem(8 * section.starts * (3 * free + values), f"{section.starts:,} starts of {free} free quantities and {values:,} observed values")
+    values = sum(
+        int(np.size(v))
+        for o in (obs if isinstance(obs, list) else [obs])
+        for v in o.values.values()
+    )
+    problem = memory_problem(
+        8 * section.starts * (3 * free + values),
+        f"{section.starts:,} starts of {free} free quantities and {values:,} observed values",
+    )
     if problem:
         raise config.error("fit.starts", f"{problem}; expected fewer starts")
 
 
 def _data_identity(obs: Observations | list[Observations]) -> str:
     """The digest of a fit's observations (`inference._checkpoint.fingerprint`)."""
-    return fingerprint(*((o.time, o.values, o.sigma) for o in (obs if isinstance(obs, list) else [obs])))
+    return fingerprint(
+        *((o.time, o.values, o.sigma) for o in (obs if isinstance(obs, list) else [obs]))
+    )
 
 
-def _latin_hypercube_starts(problem: Problem | Experiments, u0: dict, n: int, seed: int) -> list[dict]:
+def _latin_hypercube_starts(
+    problem: Problem | Experiments, u0: dict, n: int, seed: int
+) -> list[dict]:
     """`n` start points by Latin hypercube sampling: uniform within the bounds for a
     bounded free quantity, normal around the first start (sd 0.5 on the unconstrained
     scale, a factor of about 1.6 for a positive one) for the others."""
@@ -1326,7 +1686,12 @@ def _latin_hypercube_starts(problem: Problem | Experiments, u0: dict, n: int, se
         u = {}
         for j, f in enumerate(problem.free):
             q = float(np.clip(row[j], 1e-9, 1 - 1e-9))
-            u[f.name] = jnp.asarray(math.log(q / (1 - q)) if f.transform == "logistic" else float(u0[f.name]) + 0.5 * float(norm.ppf(q)), dtype=float)
+            u[f.name] = jnp.asarray(
+                math.log(q / (1 - q))
+                if f.transform == "logistic"
+                else float(u0[f.name]) + 0.5 * float(norm.ppf(q)),
+                dtype=float,
+            )
         starts.append(u)
     return starts
 
@@ -1365,7 +1730,10 @@ def _fit(
     # (a checkpoint as of every start: written after the optimiser had ended)
     if best is None or ck.first_start() < section.starts:
         with Progress(enabled=progress, description=f"fit {section.optimizer}") as bar:
-            bar.start(total=(section.max_steps or (1000 if section.optimizer == "adam" else 200)) * section.starts)
+            bar.start(
+                total=(section.max_steps or (1000 if section.optimizer == "adam" else 200))
+                * section.starts
+            )
 
             def on_step(i, loss, skipped=0):
                 bar.advance(skipped or 1)
@@ -1373,7 +1741,13 @@ def _fit(
 
             if section.starts == 1:
                 u, history, ok, message = run(problem, starts[0], section, on_step, ck=ck)
-                best = (u, history, ok, message, [(history[-1], ok, {n: float(v) for n, v in problem.natural(u).items()})])
+                best = (
+                    u,
+                    history,
+                    ok,
+                    message,
+                    [(history[-1], ok, {n: float(v) for n, v in problem.natural(u).items()})],
+                )
             else:
                 remote = None if client is None else (client, config, data, identity)
                 best = _fit_starts(problem, starts, section, bar, ck, best, devices, remote)
@@ -1396,14 +1770,26 @@ def _fit(
     sigma_known = all(name in o.sigma for o in observations for name in o.values)
 
     def likelihood(x, predicted=None):
-        return sum(negative_log_likelihood(p, x, set(o.sigma), pr) for p, o, pr in zip(problems, observations, predicted or [None] * len(problems)))
+        return sum(
+            negative_log_likelihood(p, x, set(o.sigma), pr)
+            for p, o, pr in zip(problems, observations, predicted or [None] * len(problems))
+        )
 
     def solved(x, predicted=None):
-        return all(np.all(np.isfinite(np.asarray(v))) for p, pr in zip(problems, predicted or [p.predict(x) for p in problems]) for v in pr.values())
+        return all(
+            np.all(np.isfinite(np.asarray(v)))
+            for p, pr in zip(problems, predicted or [p.predict(x) for p in problems])
+            for v in pr.values()
+        )
 
     # The prediction at the data's times and the fitted curves (on a fine grid; at the
     # data's times for fixed-step MD runs) of each problem, from one solve.
-    fine = [np.linspace(float(p.t_sim[0]), float(p.t_sim[-1]), 201) if p.fixed_times is None else np.asarray(p.fixed_times) for p in problems]
+    fine = [
+        np.linspace(float(p.t_sim[0]), float(p.t_sim[-1]), 201)
+        if p.fixed_times is None
+        else np.asarray(p.fixed_times)
+        for p in problems
+    ]
     at_estimate = []
     for p, t in zip(problems, fine):
         at_estimate.append(p.predict_and_curves(x, t))
@@ -1411,7 +1797,9 @@ def _fit(
     predicted = [a for a, _ in at_estimate]
     objective = likelihood(x, predicted)
     safe()
-    no_likelihood = problems[0].observation is None and problems[0].loss == "mse"  # (its objective is NaN)
+    no_likelihood = (
+        problems[0].observation is None and problems[0].loss == "mse"
+    )  # (its objective is NaN)
     # A failed solve gives NaN, which the optimiser saw only as a stand-in residual (from
     # a start where the solve fails it stops there at once); a finite likelihood vouches
     # for the prediction, the mse loss has none to.
@@ -1428,11 +1816,25 @@ def _fit(
             f"{config.path}: the fit ended where the negative log-likelihood is not finite ({objective}): a sigma that is not "
             "positive at some observation, or a prediction that its noise model cannot take (a log of a value <= 0); nothing written"
         )
-    starts_objective = np.array([likelihood({n: jnp.asarray(v) for n, v in e[2].items()}) for e in ends]) if section.starts > 1 else None
+    starts_objective = (
+        np.array([likelihood({n: jnp.asarray(v) for n, v in e[2].items()}) for e in ends])
+        if section.starts > 1
+        else None
+    )
     # (a start that ended where the solve fails, or where the likelihood is not finite,
     # has not converged, whatever its optimiser said)
     starts_converged = (
-        np.array([e[1] and bool(solved({n: jnp.asarray(v) for n, v in e[2].items()}) if no_likelihood else np.isfinite(f)) for e, f in zip(ends, starts_objective)])
+        np.array(
+            [
+                e[1]
+                and bool(
+                    solved({n: jnp.asarray(v) for n, v in e[2].items()})
+                    if no_likelihood
+                    else np.isfinite(f)
+                )
+                for e, f in zip(ends, starts_objective)
+            ]
+        )
         if section.starts > 1
         else None
     )
@@ -1440,9 +1842,15 @@ def _fit(
     cov = standard_errors(problem, x, sigma_known)
     safe()
     names = [f.name for f in problem.free]
-    stderr = {n: float(np.sqrt(cov[i, i])) if cov[i, i] >= 0 else float("nan") for i, n in enumerate(names)}
+    stderr = {
+        n: float(np.sqrt(cov[i, i])) if cov[i, i] >= 0 else float("nan")
+        for i, n in enumerate(names)
+    }
 
-    runs = [(t, {k: np.asarray(v) for k, v in curves.items()}) for t, (_, curves) in zip(fine, at_estimate)]
+    runs = [
+        (t, {k: np.asarray(v) for k, v in curves.items()})
+        for t, (_, curves) in zip(fine, at_estimate)
+    ]
     t_fine, prediction = runs[0]
     problem_0 = problems[0]
     estimate = {n: float(x[n]) for n in names}
@@ -1452,11 +1860,19 @@ def _fit(
     fit_resolved = {k: v for k, v in fit_resolved.items() if v not in ({}, None)}
     # (with experiments, the shared values: each experiment's own stay in [[experiments]])
     params = config.raw.get("params") or {} if several else problem_0.params
-    initial = (config.raw.get("initial") or {} if several else problem_0.initial) if isinstance(problem_0.initial, dict) else None
+    initial = (
+        (config.raw.get("initial") or {} if several else problem_0.initial)
+        if isinstance(problem_0.initial, dict)
+        else None
+    )
     text = resolved_toml(
         config,
         params={**{k: jsonable(v) for k, v in params.items()}, **fitted_params},
-        **({"initial": {**{k: jsonable(v) for k, v in initial.items()}, **fitted_initial}} if initial is not None else {}),
+        **(
+            {"initial": {**{k: jsonable(v) for k, v in initial.items()}, **fitted_initial}}
+            if initial is not None
+            else {}
+        ),
         fit=fit_resolved,
     )
     result = FitResult(
@@ -1475,9 +1891,15 @@ def _fit(
         seed=section.seed if section.starts > 1 else None,
         objective=objective,
         starts_objective=starts_objective,
-        starts_estimate={n: np.array([e[2][n] for e in ends]) for n in names} if starts_objective is not None else None,
+        starts_estimate={n: np.array([e[2][n] for e in ends]) for n in names}
+        if starts_objective is not None
+        else None,
         starts_converged=starts_converged,
-        experiments={name: (t, pred, o) for name, (t, pred), o in zip(problem.names, runs, observations)} if several else None,
+        experiments={
+            name: (t, pred, o) for name, (t, pred), o in zip(problem.names, runs, observations)
+        }
+        if several
+        else None,
         warnings=fit_warnings(list(problem.free), estimate, cov),
         inputs="" if ck.inputs is None else ck.inputs.inputs_json(),
     )
@@ -1489,7 +1911,17 @@ def _fit(
 
 # ----------------------------------------------------------------------------- multistart
 
-def _fit_starts(problem: Problem | Experiments, starts: list[dict], section: FitSection, bar: Progress, ck: Checkpointer, best, devices: int, remote) -> tuple:
+
+def _fit_starts(
+    problem: Problem | Experiments,
+    starts: list[dict],
+    section: FitSection,
+    bar: Progress,
+    ck: Checkpointer,
+    best,
+    devices: int,
+    remote,
+) -> tuple:
     """Every start of a multistart fit not finished before a checkpoint, batched
     (`inference._multistart`). In this process: the starts as one batch split over
     `devices` local devices, every start stepped by the optimiser at once until each
@@ -1508,15 +1940,24 @@ def _fit_starts(problem: Problem | Experiments, starts: list[dict], section: Fit
         nonlocal best
         u = {n: jnp.asarray(v, dtype=float) for n, v in u.items()}
         ends.append((history[-1], ok, {n: float(v) for n, v in problem.natural(u).items()}))
-        best = (u, history, ok, message, list(ends)) if best is None or history[-1] < best[1][-1] else (*best[:4], list(ends))
+        best = (
+            (u, history, ok, message, list(ends))
+            if best is None or history[-1] < best[1][-1]
+            else (*best[:4], list(ends))
+        )
 
     if remote is None:
+
         def on_round(i: int, stepped: int, lanes: Lanes) -> None:
             bar.advance(stepped)
             done = int(np.sum(lanes.finished[: count - first]))
-            bar.describe(f"fit {section.optimizer}: step {i}, {done} of {count - first} starts done")
+            bar.describe(
+                f"fit {section.optimizer}: step {i}, {done} of {count - first} starts done"
+            )
 
-        for end in _run_starts(problem, _stacked(starts[first:]), section, devices, on_round, ck, first, best):
+        for end in _run_starts(
+            problem, _stacked(starts[first:]), section, devices, on_round, ck, first, best
+        ):
             take(*end)
         return best
     client, config, data, identity = remote
@@ -1524,9 +1965,20 @@ def _fit_starts(problem: Problem | Experiments, starts: list[dict], section: Fit
     data = None if data is None else str(Path(data).resolve())
     parts = blocks(first, count, block_size(count, client))
     steps = section.max_steps or (1000 if section.optimizer == "adam" else 200)
-    bar.describe(f"fit {section.optimizer}: {count} starts in {len(parts)} blocks on the Dask cluster")
+    bar.describe(
+        f"fit {section.optimizer}: {count} starts in {len(parts)} blocks on the Dask cluster"
+    )
     # (numpy arrays: a worker decodes them before its JAX is set to float64)
-    arguments = [(text, path, data, identity, {n: np.asarray(v) for n, v in _stacked(starts[b.start : b.stop]).items()}) for b in parts]
+    arguments = [
+        (
+            text,
+            path,
+            data,
+            identity,
+            {n: np.asarray(v) for n, v in _stacked(starts[b.start : b.stop]).items()},
+        )
+        for b in parts
+    ]
     for k, block in in_order(client, worker_starts, arguments):
         for end in block:
             take(*end)
@@ -1539,10 +1991,21 @@ def _fit_starts(problem: Problem | Experiments, starts: list[dict], section: Fit
 
 def _stacked(starts: list[dict]) -> dict[str, Array]:
     """Start points (name -> value each) as one batch (name -> [S])."""
-    return {name: jnp.stack([jnp.asarray(u[name], dtype=float) for u in starts]) for name in starts[0]}
+    return {
+        name: jnp.stack([jnp.asarray(u[name], dtype=float) for u in starts]) for name in starts[0]
+    }
 
 
-def _run_starts(problem: Problem | Experiments, u: dict[str, Array], section: FitSection, devices: int, on_round, ck: Checkpointer | None, first: int, best) -> list[tuple]:
+def _run_starts(
+    problem: Problem | Experiments,
+    u: dict[str, Array],
+    section: FitSection,
+    devices: int,
+    on_round,
+    ck: Checkpointer | None,
+    first: int,
+    best,
+) -> list[tuple]:
     """The optimiser of `section` run from every start in `u` (name -> [S]) at once, on
     `devices` local devices; with `ck`, checkpointed (as start `first`, carrying `best`
     of the starts before it) and resumed from its checkpoint.
@@ -1555,7 +2018,17 @@ def _run_starts(problem: Problem | Experiments, u: dict[str, Array], section: Fi
     size = padded(count, devices)
     u = pad(u, size)
     run = _adam_starts if section.optimizer == "adam" else _optimistix_starts
-    u, lanes = run(problem, u, count, section, devices, on_round or (lambda i, stepped, lanes: None), ck, first, best)
+    u, lanes = run(
+        problem,
+        u,
+        count,
+        section,
+        devices,
+        on_round or (lambda i, stepped, lanes: None),
+        ck,
+        first,
+        best,
+    )
     return [({n: v[k] for n, v in u.items()}, *lanes.ending(k)) for k in range(count)]
 
 
@@ -1566,6 +2039,7 @@ def _unless(finished: Array, new, old):
 
 # The single-start optimisers' compiled pieces (`_residuals`, `_optx_init`, `_optx_step`,
 # `_adam_step`) mapped over a batch of starts.
+
 
 @eqx.filter_jit
 def _residuals_starts(problem, u):
@@ -1607,25 +2081,41 @@ def _checkpoint_round(ck: Checkpointer | None, first: int, count: int, i: int, c
         ck.safe_point(first, i, unpad(carry, count), [], best)
 
 
-def _optimistix_starts(problem, u, count: int, section: FitSection, devices: int, on_round, ck, first: int, best) -> tuple[dict, Lanes]:
+def _optimistix_starts(
+    problem, u, count: int, section: FitSection, devices: int, on_round, ck, first: int, best
+) -> tuple[dict, Lanes]:
     """`_optimistix` for a batch of starts (the first `count` of `u`'s rows; the rest
     padding): one compiled step of every start per round; a start stops as
     `_optimistix` stops it, and stays there while the others go on."""
     max_steps = section.max_steps or 200
     if section.optimizer == "levenberg_marquardt":
-        solver, fn = optx.LevenbergMarquardt(rtol=section.rtol, atol=section.atol), problem.residuals
+        solver, fn = (
+            optx.LevenbergMarquardt(rtol=section.rtol, atol=section.atol),
+            problem.residuals,
+        )
     else:
         solver, fn = optx.BFGS(rtol=section.rtol, atol=section.atol), problem.objective
     residuals, loss = _residuals_starts(problem, u)
     state = _optx_init_starts(solver, fn, u, *_structs(section.optimizer, residuals[0], loss[0]))
     stopped = f"max_steps ({max_steps}) reached before convergence"
-    lanes = Lanes(len(u[next(iter(u))]), max_steps + 1, ("converged", *dict.fromkeys(m for _, m in _OPTIMISER_FAILURES), "the optimiser failed", stopped))
+    lanes = Lanes(
+        len(u[next(iter(u))]),
+        max_steps + 1,
+        (
+            "converged",
+            *dict.fromkeys(m for _, m in _OPTIMISER_FAILURES),
+            "the optimiser failed",
+            stopped,
+        ),
+    )
     lanes.record(np.asarray(loss))
     done_rounds, (u, state, saved) = _restored_round(ck, first, count, (u, state, lanes.state()))
     lanes.restore(saved)
     for i in range(done_rounds, max_steps):
         running = lanes.active.copy()
-        u, state, loss, done, result = _optx_step_starts(solver, fn, problem, *spread((u, state), devices), jnp.asarray(lanes.finished))
+        u, state, loss, done, result = _optx_step_starts(
+            solver, fn, problem, *spread((u, state), devices), jnp.asarray(lanes.finished)
+        )
         lanes.record(np.asarray(loss))
         for k in np.flatnonzero(np.asarray(done) & running).tolist():
             one = jax.tree.map(lambda a: a[k], result)
@@ -1650,7 +2140,9 @@ def _adam_step_starts(problem, opt, u, opt_state, finished):
     return jax.vmap(one)(u, opt_state, finished)
 
 
-def _adam_starts(problem, u, count: int, section: FitSection, devices: int, on_round, ck, first: int, best) -> tuple[dict, Lanes]:
+def _adam_starts(
+    problem, u, count: int, section: FitSection, devices: int, on_round, ck, first: int, best
+) -> tuple[dict, Lanes]:
     """`_adam` for a batch of starts (the first `count` of `u`'s rows; the rest
     padding): one compiled step of every start per round; a start stops as `_adam`
     stops it (`_small_step`), and stays there while the others go on."""
@@ -1659,17 +2151,29 @@ def _adam_starts(problem, u, count: int, section: FitSection, devices: int, on_r
     opt_state = jax.vmap(opt.init)(u)
     stopped = f"max_steps ({max_steps}) Adam steps taken before the loss and the step came within fit.rtol and fit.atol"
     lanes = Lanes(len(u[next(iter(u))]), max_steps + 1, ("converged", stopped))
-    done_rounds, (u, opt_state, saved) = _restored_round(ck, first, count, (u, opt_state, lanes.state()))
+    done_rounds, (u, opt_state, saved) = _restored_round(
+        ck, first, count, (u, opt_state, lanes.state())
+    )
     lanes.restore(saved)
     for i in range(done_rounds, max_steps):
         running = lanes.active.copy()
         previous = u
-        u, opt_state, loss = _adam_step_starts(problem, opt, *spread((u, opt_state), devices), jnp.asarray(lanes.finished))
+        u, opt_state, loss = _adam_step_starts(
+            problem, opt, *spread((u, opt_state), devices), jnp.asarray(lanes.finished)
+        )
         lanes.record(np.asarray(loss))
         before, after = ({n: np.asarray(v) for n, v in w.items()} for w in (previous, u))
         small = [
-            k for k in np.flatnonzero(running).tolist()
-            if lanes.length[k] > 1 and _small_step(lanes.history[k, lanes.length[k] - 2], lanes.last(k), {n: v[k] for n, v in before.items()}, {n: v[k] for n, v in after.items()}, section)
+            k
+            for k in np.flatnonzero(running).tolist()
+            if lanes.length[k] > 1
+            and _small_step(
+                lanes.history[k, lanes.length[k] - 2],
+                lanes.last(k),
+                {n: v[k] for n, v in before.items()},
+                {n: v[k] for n, v in after.items()},
+                section,
+            )
         ]
         if small:
             lanes.record(np.asarray(_residuals_starts(problem, u)[1]), small)
@@ -1688,17 +2192,33 @@ def _adam_starts(problem, u, count: int, section: FitSection, devices: int, on_r
 
 
 @functools.lru_cache(maxsize=4)
-def _worker_problem(config_text: str, config_path: str | None, data: str | None, identity: str) -> tuple[Problem | Experiments, FitSection]:
+def _worker_problem(
+    config_text: str, config_path: str | None, data: str | None, identity: str
+) -> tuple[Problem | Experiments, FitSection]:
     sim.configure_jax()  # (the worker's JAX as the command's: float64, the cache, XLA's options)
     config = Config(tomllib.loads(config_text), config_path)
     problem, _, obs, section = build_problem(config, data)
     if _data_identity(obs) != identity:
-        where = "[[experiments]]" if config.spec.experiments is not None else data or (config.spec.data or {}).get("file", "")
-        raise DataError(where, "", "the observations the Dask worker reads differ from those the fit was started with (every worker must see the same files)")
+        where = (
+            "[[experiments]]"
+            if config.spec.experiments is not None
+            else data or (config.spec.data or {}).get("file", "")
+        )
+        raise DataError(
+            where,
+            "",
+            "the observations the Dask worker reads differ from those the fit was started with (every worker must see the same files)",
+        )
     return problem, section
 
 
-def worker_starts(config_text: str, config_path: str | None, data: str | None, identity: str, u: dict[str, np.ndarray]) -> list[tuple]:
+def worker_starts(
+    config_text: str,
+    config_path: str | None,
+    data: str | None,
+    identity: str,
+    u: dict[str, np.ndarray],
+) -> list[tuple]:
     """One block of a multistart fit, run on a Dask worker: the problem built from the
     config (once per worker, config, data and data identity), then the block's starts
     `u` (name -> [b], unconstrained) optimised together on the worker's local devices.
@@ -1711,5 +2231,17 @@ def worker_starts(config_text: str, config_path: str | None, data: str | None, i
             (`identity`: `_data_identity`).
     """
     problem, section = _worker_problem(config_text, config_path, data, identity)
-    ends = _run_starts(problem, {n: jnp.asarray(v, dtype=float) for n, v in u.items()}, section, len(jax.devices()), None, None, 0, None)
-    return [({n: float(v) for n, v in x.items()}, history, ok, message) for x, history, ok, message in ends]
+    ends = _run_starts(
+        problem,
+        {n: jnp.asarray(v, dtype=float) for n, v in u.items()},
+        section,
+        len(jax.devices()),
+        None,
+        None,
+        0,
+        None,
+    )
+    return [
+        ({n: float(v) for n, v in x.items()}, history, ok, message)
+        for x, history, ok, message in ends
+    ]

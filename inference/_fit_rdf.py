@@ -220,7 +220,11 @@ class RdfFitResult(Result):
         write_group(f, "aim", self.aim)
         f.create_dataset("path/ess", data=self.ess)
         f.create_dataset("path/loss_stderr", data=self.loss_stderr)
-        write_group(f, "rdf", {"r": self.r, "target": self.target, "start": self.start, "fitted": self.fitted})
+        write_group(
+            f,
+            "rdf",
+            {"r": self.r, "target": self.target, "start": self.start, "fitted": self.fitted},
+        )
         f.attrs["method"] = "reweighting"
         f.attrs["frames"] = self.frames
         f.attrs["converged"] = self.converged
@@ -236,12 +240,19 @@ def _read_target(config: Config, data: str | Path | None, spec: RdfSpec) -> tupl
     section = config.raw["data"]
     for key in section:
         if key not in DATA_KEYS:
-            raise config.error(f"data.{key}", f"is not a key of a g(r) fit's [data] (keys: {', '.join(DATA_KEYS)}; a fit to time series names data.time)")
+            raise config.error(
+                f"data.{key}",
+                f"is not a key of a g(r) fit's [data] (keys: {', '.join(DATA_KEYS)}; a fit to time series names data.time)",
+            )
     for key in DATA_KEYS:
         if key in section and not isinstance(section[key], str):
-            raise config.error(f"data.{key}", f"expected a text (a file or dataset path), got {section[key]!r}")
+            raise config.error(
+                f"data.{key}", f"expected a text (a file or dataset path), got {section[key]!r}"
+            )
     if data is None and "file" not in section:
-        raise config.error("data.file", "required key is missing (the HDF5 file of the target g(r))")
+        raise config.error(
+            "data.file", "required key is missing (the HDF5 file of the target g(r))"
+        )
     path = Path(data) if data is not None else config.resolve_path(section["file"])
     named = "--data" if data is not None else "data.file"
     name = section.get("rdf", DEFAULT_DATASET)
@@ -250,9 +261,13 @@ def _read_target(config: Config, data: str | Path | None, spec: RdfSpec) -> tupl
     elif name.endswith("/value"):
         r_name = name[: -len("value")] + "r"
     else:
-        raise config.error("data.r", f"required key is missing (the dataset of the bin centres of {name})")
+        raise config.error(
+            "data.r", f"required key is missing (the dataset of the bin centres of {name})"
+        )
     if not path.is_file():
-        raise DataError(path, "", f"no such file (named by {named}); expected the HDF5 file of the target g(r)")
+        raise DataError(
+            path, "", f"no such file (named by {named}); expected the HDF5 file of the target g(r)"
+        )
     try:
         with h5py.File(path, "r") as f:
             g = numeric_dataset(f, path, name, "data.rdf")
@@ -261,11 +276,16 @@ def _read_target(config: Config, data: str | Path | None, spec: RdfSpec) -> tupl
     except DataError:
         raise
     except DAMAGED_FILE_ERRORS as e:
-        raise DataError(path, "", f"cannot be read ({error_reason(e)}); expected an HDF5 file (named by {named})") from None
+        raise DataError(
+            path,
+            "",
+            f"cannot be read ({error_reason(e)}); expected an HDF5 file (named by {named})",
+        ) from None
     centres = spec.centres()
     if r.shape != centres.shape or not np.allclose(r, centres, rtol=1e-9, atol=1e-12 * spec.r_max):
         raise DataError(
-            path, r_name,
+            path,
+            r_name,
             f"the target's r grid ({r.size} values, {np.min(r) if r.size else float('nan'):.6g} .. {np.max(r) if r.size else float('nan'):.6g}) "
             f"differs from the bin centres of [rdf] ({spec.bins} bins up to r_max = {spec.r_max:g}); give the same r_max and bins",
         )
@@ -273,28 +293,51 @@ def _read_target(config: Config, data: str | Path | None, spec: RdfSpec) -> tupl
         try:
             width = float(np.asarray(width))
         except (TypeError, ValueError):
-            raise DataError(path, name, f"its width attribute is {width!r}; expected a number (the kernel width `sim run` writes)") from None
+            raise DataError(
+                path,
+                name,
+                f"its width attribute is {width!r}; expected a number (the kernel width `sim run` writes)",
+            ) from None
     if width is not None and not np.isclose(width, spec.width, rtol=1e-9, atol=1e-12 * spec.r_max):
         raise DataError(
-            path, name,
+            path,
+            name,
             f"the target g(r) was smoothed with a kernel width of {width:.6g}, [rdf] width is {spec.width:.6g}; "
             "give the same width (a g(r) smoothed otherwise is not comparable bin by bin)",
         )
     pairs = len(spec.pairs)
     shape = (pairs, spec.bins) if pairs > 1 else (spec.bins,)
-    if g.shape[1:] == shape and g.ndim == len(shape) + 1:  # a run's element: its last row is the whole average
+    if (
+        g.shape[1:] == shape and g.ndim == len(shape) + 1
+    ):  # a run's element: its last row is the whole average
         if not g.shape[0]:
-            raise DataError(path, name, f"holds no rows (shape {g.shape}); expected g(r) of shape {shape} or rows of it")
+            raise DataError(
+                path,
+                name,
+                f"holds no rows (shape {g.shape}); expected g(r) of shape {shape} or rows of it",
+            )
         g = g[-1]
     if g.shape != shape:
-        raise DataError(path, name, f"expected g(r) of shape {shape} (or one row per frame of it, {('T', *shape)}), got {g.shape}")
+        raise DataError(
+            path,
+            name,
+            f"expected g(r) of shape {shape} (or one row per frame of it, {('T', *shape)}), got {g.shape}",
+        )
     if not np.all(np.isfinite(g)):
         raise DataError(path, name, "the target g(r) has NaN or infinite values")
     if np.any(g < 0):
-        raise DataError(path, name, f"the target g(r) has negative values (down to {np.min(g):.6g}); a g(r) is a ratio of densities, >= 0")
+        raise DataError(
+            path,
+            name,
+            f"the target g(r) has negative values (down to {np.min(g):.6g}); a g(r) is a ratio of densities, >= 0",
+        )
     with np.errstate(over="ignore"):
         if not np.isfinite(np.sum(np.square(g))):
-            raise DataError(path, name, f"the target g(r) has values up to {np.max(g):.6g}, too large for the fit's sum of squared differences")
+            raise DataError(
+                path,
+                name,
+                f"the target g(r) has values up to {np.max(g):.6g}, too large for the fit's sum of squared differences",
+            )
     return path, g.reshape(pairs, spec.bins)
 
 
@@ -305,15 +348,27 @@ def _free(config: Config, section, model, params) -> tuple[tuple[Free, ...], np.
             raise config.error("fit.free", f"{name!r} is listed twice")
         if name not in params or name not in model.parameter_names:
             names = [n for n in params if n in model.parameter_names]
-            raise config.error("fit.free", f"{name!r}: a g(r) fit varies the model's parameters ({', '.join(names)})")
+            raise config.error(
+                "fit.free",
+                f"{name!r}: a g(r) fit varies the model's parameters ({', '.join(names)})",
+            )
         value = np.asarray(params[name])
         if value.ndim:
-            raise config.error("fit.free", f"{name!r} has one value per species; a g(r) fit varies single numbers")
+            raise config.error(
+                "fit.free", f"{name!r} has one value per species; a g(r) fit varies single numbers"
+            )
         parameter = model.parameter(name)
         transform, low, high = _TRANSFORMS[parameter.constraint], 0.0, 1.0
         if parameter.bounds is not None:
             (low, high), transform = parameter.bounds, "logistic"
-        f = Free(name=name, kind="params", key=name, transform=transform, low=float(low), high=float(high))
+        f = Free(
+            name=name,
+            kind="params",
+            key=name,
+            transform=transform,
+            low=float(low),
+            high=float(high),
+        )
         free.append(f)
         start.append(float(f.to_unconstrained(jnp.asarray(float(value)))))
     return tuple(free), np.asarray(start)
@@ -339,12 +394,26 @@ class RdfProblem:
 
     def run(self, u: np.ndarray) -> Ensemble:
         s = self.setup
-        params = {**s.params, **{f.key: f.to_natural(jnp.asarray(u[k])) for k, f in enumerate(self.free)}}
+        params = {
+            **s.params,
+            **{f.key: f.to_natural(jnp.asarray(u[k])) for k, f in enumerate(self.free)},
+        }
         # [replicas, T, n, dim] -> the frames of every copy, pooled
-        positions = self.replica_positions(params)[:, self.first :].reshape(-1, *s.initial.position.shape)
+        positions = self.replica_positions(params)[:, self.first :].reshape(
+            -1, *s.initial.position.shape
+        )
         box = np.broadcast_to(np.asarray(s.initial.space.box), (len(positions), s.initial.dim))
         g = self.spec.frames(positions, box, np.asarray(s.initial.species))
-        ensemble = Ensemble(s.model, s.initial, params, jnp.asarray(positions), jnp.asarray(g), jnp.zeros(len(positions)), jnp.asarray(self.kt), self.free)
+        ensemble = Ensemble(
+            s.model,
+            s.initial,
+            params,
+            jnp.asarray(positions),
+            jnp.asarray(g),
+            jnp.zeros(len(positions)),
+            jnp.asarray(self.kt),
+            self.free,
+        )
         return dataclasses.replace(ensemble, energy=_energies(ensemble, params))
 
     def blocks(self) -> np.ndarray:
@@ -352,7 +421,12 @@ class RdfProblem:
         contiguous pieces when there are fewer than `BLOCKS` replicas."""
         frames = len(self.setup.t) - self.first
         pieces = -(-BLOCKS // self.replicas)
-        within = np.concatenate([np.full(len(part), k) for k, part in enumerate(np.array_split(np.arange(frames), pieces))])
+        within = np.concatenate(
+            [
+                np.full(len(part), k)
+                for k, part in enumerate(np.array_split(np.arange(frames), pieces))
+            ]
+        )
         return (np.arange(self.replicas)[:, None] * pieces + within[None, :]).ravel()
 
     def replica_starts(self) -> tuple[Array, Array]:
@@ -363,7 +437,9 @@ class RdfProblem:
 
         s = self.setup
         keys = [s.key] + [jax.random.fold_in(s.key, 1000 + r) for r in range(1, self.replicas)]
-        velocities = [s.initial.velocity] + [thermalize(s.initial, jax.random.fold_in(k, 1), self.kt).velocity for k in keys[1:]]
+        velocities = [s.initial.velocity] + [
+            thermalize(s.initial, jax.random.fold_in(k, 1), self.kt).velocity for k in keys[1:]
+        ]
         return jnp.stack(velocities).astype(s.initial.position.dtype), jnp.stack(keys)
 
     def replica_positions(self, params: dict) -> np.ndarray:
@@ -376,7 +452,14 @@ class RdfProblem:
         velocities, keys = self.replica_starts()
         runs = []
         for velocity, key in zip(velocities, keys):
-            traj = sim.simulate(s.model, params, s.t, initial=s.initial.at(s.initial.position, velocity), solver=s.solver, key=key)
+            traj = sim.simulate(
+                s.model,
+                params,
+                s.t,
+                initial=s.initial.at(s.initial.position, velocity),
+                solver=s.solver,
+                key=key,
+            )
             runs.append(np.asarray(traj.observables["position"]))
         return np.stack(runs)
 
@@ -389,16 +472,28 @@ def rdf_problem(config: Config, data: str | Path | None = None) -> RdfProblem:
     """
     for key in config.raw.get("fit", {}):
         if key not in FIT_KEYS:
-            raise config.error(f"fit.{key}", f"does not apply to a g(r) fit (its keys: {', '.join(FIT_KEYS)})")
+            raise config.error(
+                f"fit.{key}", f"does not apply to a g(r) fit (its keys: {', '.join(FIT_KEYS)})"
+            )
     replicas = config.raw.get("fit", {}).get("replicas", 1)
-    if isinstance(replicas, bool) or not isinstance(replicas, int) or not 1 <= replicas <= MAX_REPLICAS:
-        raise config.error("fit.replicas", f"expected a whole number from 1 to {MAX_REPLICAS} (copies of the system run per step), got {replicas!r}")
+    if (
+        isinstance(replicas, bool)
+        or not isinstance(replicas, int)
+        or not 1 <= replicas <= MAX_REPLICAS
+    ):
+        raise config.error(
+            "fit.replicas",
+            f"expected a whole number from 1 to {MAX_REPLICAS} (copies of the system run per step), got {replicas!r}",
+        )
     section = fit_section(config, without=("replicas",))
     s = sim.setup(config)
     solver = s.resolved["solver"]
     if solver["method"] not in ("langevin", "nose_hoover") or "barostat" in solver:
         key = "solver.barostat" if "barostat" in solver else "solver.method"
-        raise config.error(key, "a g(r) fit reweights frames of the canonical ensemble: use method = \"langevin\" or \"nose_hoover\" without a barostat")
+        raise config.error(
+            key,
+            'a g(r) fit reweights frames of the canonical ensemble: use method = "langevin" or "nose_hoover" without a barostat',
+        )
     spec = RdfSpec(**s.resolved["rdf"], n_species=s.model.n_species)
     path, target = _read_target(config, data, spec)
     free, u = _free(config, section, s.model, s.params)
@@ -418,7 +513,13 @@ def rdf_problem(config: Config, data: str | Path | None = None) -> RdfProblem:
     )
 
 
-def fit_rdf(config: Config, data: str | Path | None = None, *, progress: bool = False, output: str | Path | None = None) -> RdfFitResult:
+def fit_rdf(
+    config: Config,
+    data: str | Path | None = None,
+    *,
+    progress: bool = False,
+    output: str | Path | None = None,
+) -> RdfFitResult:
     """Fit a config's free pair parameters to the target g(r) of its `[data]` (what
     `sim fit` does for such a config; see the module docstring).
 
@@ -429,7 +530,13 @@ def fit_rdf(config: Config, data: str | Path | None = None, *, progress: bool = 
     problem = rdf_problem(config, data)
     if output is not None:
         output = check_output_path(output)
-    s, spec, free, steps, rtol = problem.setup, problem.spec, problem.free, problem.steps, problem.rtol
+    s, spec, free, steps, rtol = (
+        problem.setup,
+        problem.spec,
+        problem.free,
+        problem.steps,
+        problem.rtol,
+    )
     u = problem.start
     target_j = jnp.asarray(problem.target)
     frames = (len(s.t) - problem.first) * problem.replicas
@@ -444,7 +551,9 @@ def fit_rdf(config: Config, data: str | Path | None = None, *, progress: bool = 
 
     history, noise, trail, ess_trail, aims = [], [], [], [], []
     start_g = None
-    base = None  # (u, loss, its standard error, block sums, ensemble) of the run the steps start from
+    base = (
+        None  # (u, loss, its standard error, block sums, ensemble) of the run the steps start from
+    )
     lowest = None  # (loss, g) of the run with the lowest loss
     radius = MAX_LOG_STEP  # the longest step (in every unconstrained value) the next may take
     own = []  # whether each run became the base of its step (its aim is from its own frames)
@@ -486,12 +595,20 @@ def fit_rdf(config: Config, data: str | Path | None = None, *, progress: bool = 
             ess_trail.append(float(_residuals(base[4], jnp.asarray(base[0] + step), target_j)[1]))
             change = float(np.max(np.abs(newton)))
             bar.advance()
-            bar.describe(f"fit g(r): run {k + 1}, loss {loss:.6g} +- {loss_se:.2g}, step {float(np.max(np.abs(step))):.3g}")
+            bar.describe(
+                f"fit g(r): run {k + 1}, loss {loss:.6g} +- {loss_se:.2g}, step {float(np.max(np.abs(step))):.3g}"
+            )
             if change <= rtol:
-                converged, message = True, f"converged: the Gauss-Newton step from the base run changes no parameter by more than {rtol:g} (relative)"
+                converged, message = (
+                    True,
+                    f"converged: the Gauss-Newton step from the base run changes no parameter by more than {rtol:g} (relative)",
+                )
                 break
             if np.all(np.abs(newton) <= SIGNIFICANT * newton_se):
-                converged, message = True, f"converged: the Gauss-Newton step from the base run is within {SIGNIFICANT:g} standard errors of its noise for every parameter"
+                converged, message = (
+                    True,
+                    f"converged: the Gauss-Newton step from the base run is within {SIGNIFICANT:g} standard errors of its noise for every parameter",
+                )
                 break
             u = base[0] + step
     # The estimate: the mean (of the unconstrained values) over the runs whose loss is
@@ -502,17 +619,32 @@ def fit_rdf(config: Config, data: str | Path | None = None, *, progress: bool = 
     # otherwise keep up to that step's length of its approach.
     losses, errors, points = np.asarray(history), np.asarray(noise), np.asarray(aims)
     # (a run worse than its base took the base's step, shorter: not its own)
-    usable = np.asarray(own) & np.isfinite(losses) & np.isfinite(errors) & np.all(np.isfinite(points), axis=1)
+    usable = (
+        np.asarray(own)
+        & np.isfinite(losses)
+        & np.isfinite(errors)
+        & np.all(np.isfinite(points), axis=1)
+    )
     if np.any(usable):
         low = int(np.argmin(np.where(usable, losses, np.inf)))
-        settled = usable & (losses <= np.maximum(SETTLED * losses[low], losses[low] + SIGNIFICANT * np.hypot(errors, errors[low])))
+        settled = usable & (
+            losses
+            <= np.maximum(
+                SETTLED * losses[low], losses[low] + SIGNIFICANT * np.hypot(errors, errors[low])
+            )
+        )
         u = points[settled].mean(axis=0)
     else:
         u = np.full(len(free), np.nan)
     fitted_g = lowest[1]
     names = [f.name for f in free]
     estimate = {f.name: float(f.to_natural(jnp.asarray(u[i]))) for i, f in enumerate(free)}
-    text = resolved_toml(config, params={**{k: _plain(v) for k, v in s.params.items()}, **estimate}, fit={"free": names, "max_steps": steps, "rtol": rtol, "replicas": problem.replicas}, data={"file": str(problem.path)})
+    text = resolved_toml(
+        config,
+        params={**{k: _plain(v) for k, v in s.params.items()}, **estimate},
+        fit={"free": names, "max_steps": steps, "rtol": rtol, "replicas": problem.replicas},
+        data={"file": str(problem.path)},
+    )
     result = RdfFitResult(
         model=s.model.name,
         config=text,
@@ -522,7 +654,10 @@ def fit_rdf(config: Config, data: str | Path | None = None, *, progress: bool = 
         loss_history=np.asarray(history),
         loss_stderr=np.asarray(noise),
         path={n: np.asarray([row[i] for row in trail]) for i, n in enumerate(names)},
-        aim={n: np.asarray([float(f.to_natural(jnp.asarray(a[i]))) for a in aims]) for i, (n, f) in enumerate(zip(names, free))},
+        aim={
+            n: np.asarray([float(f.to_natural(jnp.asarray(a[i]))) for a in aims])
+            for i, (n, f) in enumerate(zip(names, free))
+        },
         ess=np.asarray(ess_trail),
         r=spec.centres(),
         target=problem.target if len(spec.pairs) > 1 else problem.target[0],
@@ -531,10 +666,16 @@ def fit_rdf(config: Config, data: str | Path | None = None, *, progress: bool = 
         converged=converged,
         message=message,
         frames=frames,
-        warnings=[] if converged else [f"warning: the g(r) fit {message}; raise fit.max_steps, or run longer for a less noisy average"],
+        warnings=[]
+        if converged
+        else [
+            f"warning: the g(r) fit {message}; raise fit.max_steps, or run longer for a less noisy average"
+        ],
     )
     if progress:
-        print(f"g(r) fit: {len(history)} runs in {time.perf_counter() - began:.1f} s", file=sys.stderr)
+        print(
+            f"g(r) fit: {len(history)} runs in {time.perf_counter() - began:.1f} s", file=sys.stderr
+        )
     if output is not None:
         with exclusive(output):
             result.save(output)
@@ -571,7 +712,9 @@ class _BlockSums:
     kt: float
 
     @classmethod
-    def of(cls, ensemble: Ensemble, u: np.ndarray, target: Array, labels: np.ndarray, kt: float) -> "_BlockSums":
+    def of(
+        cls, ensemble: Ensemble, u: np.ndarray, target: Array, labels: np.ndarray, kt: float
+    ) -> "_BlockSums":
         g = np.asarray(ensemble.g, dtype=float).reshape(len(labels), -1)
         du = np.asarray(_energy_derivatives(ensemble, jnp.asarray(u)), dtype=float)
         blocks = int(labels.max()) + 1
@@ -587,7 +730,11 @@ class _BlockSums:
         if leave is not None:
             keep[leave] = False
         n = self.count[keep].sum()
-        g, du, gdu = self.g[keep].sum(axis=0) / n, self.du[keep].sum(axis=0) / n, self.gdu[keep].sum(axis=0) / n
+        g, du, gdu = (
+            self.g[keep].sum(axis=0) / n,
+            self.du[keep].sum(axis=0) / n,
+            self.gdu[keep].sum(axis=0) / n,
+        )
         return g - self.target, -(gdu - np.outer(g, du)) / self.kt
 
     def _jackknife(self, value) -> tuple[np.ndarray, np.ndarray]:
@@ -596,14 +743,18 @@ class _BlockSums:
         full = np.asarray(value(*self._pieces(None)))
         left = np.stack([np.asarray(value(*self._pieces(b))) for b in range(len(self.count))])
         n = len(self.count)
-        return full, np.asarray(np.sqrt((n - 1) / n * np.sum((left - left.mean(axis=0)) ** 2, axis=0)))
+        return full, np.asarray(
+            np.sqrt((n - 1) / n * np.sum((left - left.mean(axis=0)) ** 2, axis=0))
+        )
 
     def loss(self) -> tuple[float, float]:
         """Half the sum of squared residuals of the run's average, and its standard error."""
         value, se = self._jackknife(lambda r, j: 0.5 * r @ r)
         return float(value), float(se)
 
-    def step(self, radius: float, scaling: str = "identity") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def step(
+        self, radius: float, scaling: str = "identity"
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The step from the run [p] that no unconstrained value takes further than
         `radius`: the Gauss-Newton step if it stays within, else the Levenberg step
         (J^T J + lambda I) s = -J^T r with lambda, doubled from 1e-3 times the largest
@@ -618,7 +769,10 @@ class _BlockSums:
             nan = np.full(jtj.shape[0], np.nan)
             return nan, nan, nan
         top = max(float(np.max(np.diag(jtj))), 1e-300)  # (a Jacobian of zeros: a step of zeros)
-        scale = {"identity": top * np.eye(len(jtj)), "diagonal": np.diag(np.maximum(np.diag(jtj), 1e-300))}[scaling]
+        scale = {
+            "identity": top * np.eye(len(jtj)),
+            "diagonal": np.diag(np.maximum(np.diag(jtj), 1e-300)),
+        }[scaling]
 
         def solve(r, j, damping=1e-12):
             return -np.linalg.solve(j.T @ j + damping * scale, j.T @ r)
@@ -635,4 +789,6 @@ class _BlockSums:
 @eqx.filter_jit
 def _energy_derivatives(ensemble: Ensemble, u: Array) -> Array:
     """dU/du of every frame [F, p]: the energy's derivatives by the free values."""
-    return jax.jacfwd(lambda v: ensemble.energies(ensemble.parameters(v)), argnums=0)(u).reshape(-1, len(u))
+    return jax.jacfwd(lambda v: ensemble.energies(ensemble.parameters(v)), argnums=0)(u).reshape(
+        -1, len(u)
+    )

@@ -46,9 +46,17 @@ def spread_check(starts: int, devices: int | None, scheduler: str | None) -> int
     count = device_count(devices)
     if starts == 1:
         if scheduler is not None:
-            raise InputError("--scheduler", scheduler, "spreads the starts of a multistart fit over a cluster, and this fit has one start (ask for more: [fit] starts = N, or --starts N for a PEtab problem)")
+            raise InputError(
+                "--scheduler",
+                scheduler,
+                "spreads the starts of a multistart fit over a cluster, and this fit has one start (ask for more: [fit] starts = N, or --starts N for a PEtab problem)",
+            )
         if devices is not None and devices > 1:
-            raise InputError("--devices", str(devices), "spreads the starts of a multistart fit over devices, and this fit has one start (ask for more: [fit] starts = N, or --starts N for a PEtab problem)")
+            raise InputError(
+                "--devices",
+                str(devices),
+                "spreads the starts of a multistart fit over devices, and this fit has one start (ask for more: [fit] starts = N, or --starts N for a PEtab problem)",
+            )
         return 1
     return count
 
@@ -121,10 +129,20 @@ class Lanes:
 
     def ending(self, k: int) -> tuple[list[float], bool, str]:
         """Lane k's (loss history, ok, message)."""
-        return [float(v) for v in self.history[k, : self.length[k]]], bool(self.ok[k]), self.messages[self.why[k]]
+        return (
+            [float(v) for v in self.history[k, : self.length[k]]],
+            bool(self.ok[k]),
+            self.messages[self.why[k]],
+        )
 
     def state(self) -> dict[str, np.ndarray]:
-        return {"history": self.history, "length": self.length, "finished": self.finished, "ok": self.ok, "why": self.why}
+        return {
+            "history": self.history,
+            "length": self.length,
+            "finished": self.finished,
+            "ok": self.ok,
+            "why": self.why,
+        }
 
     def restore(self, state: dict) -> None:
         for name, value in state.items():
@@ -135,7 +153,11 @@ def blocks(first: int, count: int, size: int) -> list[range]:
     """The starts `first` .. `count` - 1 in the blocks of `size` consecutive starts that
     a fit of `count` starts cuts from start 0 (the first one shortened to begin at
     `first`): a fit resumed after some blocks recomputes the blocks it would have run."""
-    return [range(max(a, first), min(a + size, count)) for a in range(0, count, size) if max(a, first) < min(a + size, count)]
+    return [
+        range(max(a, first), min(a + size, count))
+        for a in range(0, count, size)
+        if max(a, first) < min(a + size, count)
+    ]
 
 
 def block_size(count: int, client) -> int:

@@ -74,10 +74,13 @@ def negative_log_likelihood(y, h, sigma, transformation: str, distribution: str)
 
 def transformed(v, transformation: str):
     """A value on the scale of a noise model (lin, log, log10)."""
-    return v if transformation == "lin" else (jnp.log(v) if transformation == "log" else jnp.log10(v))
+    return (
+        v if transformation == "lin" else (jnp.log(v) if transformation == "log" else jnp.log10(v))
+    )
 
 
 # ----------------------------------------------------------------------------- the config
+
 
 @dataclasses.dataclass(frozen=True)
 class ObservableSpec:
@@ -93,7 +96,9 @@ class ObservableSpec:
     sigma: str | float | None
 
 
-def observable_specs(config: Config, section: dict[str, Any], prefix: str, *, force: bool = False) -> list[ObservableSpec] | None:
+def observable_specs(
+    config: Config, section: dict[str, Any], prefix: str, *, force: bool = False
+) -> list[ObservableSpec] | None:
     """The observed quantities of a `[data]` section (or an experiment, `prefix` being
     its key), or None when every one is a plain dataset path of a model observable (the
     `[fit] loss` then applies, as without observation models) unless `force`.
@@ -103,7 +108,9 @@ def observable_specs(config: Config, section: dict[str, Any], prefix: str, *, fo
             sigma given twice or not a dataset, number or formula, a negative sigma.
     """
     observables = section.get("observables")
-    if not isinstance(observables, dict) or not (force or any(isinstance(v, dict) for v in observables.values())):
+    if not isinstance(observables, dict) or not (
+        force or any(isinstance(v, dict) for v in observables.values())
+    ):
         return None
     sigmas = section.get("sigma") if isinstance(section.get("sigma"), dict) else {}
     specs = []
@@ -112,35 +119,59 @@ def observable_specs(config: Config, section: dict[str, Any], prefix: str, *, fo
         if isinstance(entry, str):
             entry = {"path": entry}
         elif not isinstance(entry, dict):
-            raise config.error(key, f"expected a dataset path or a table ({', '.join(OBSERVABLE_KEYS)}), got {entry!r}")
+            raise config.error(
+                key,
+                f"expected a dataset path or a table ({', '.join(OBSERVABLE_KEYS)}), got {entry!r}",
+            )
         for k in entry:
             if k not in OBSERVABLE_KEYS:
-                raise config.error(f"{key}.{k}", f"unknown key (an observable has {', '.join(OBSERVABLE_KEYS)}).{did_you_mean(k, OBSERVABLE_KEYS)}")
+                raise config.error(
+                    f"{key}.{k}",
+                    f"unknown key (an observable has {', '.join(OBSERVABLE_KEYS)}).{did_you_mean(k, OBSERVABLE_KEYS)}",
+                )
         if not isinstance(entry.get("path"), str):
-            raise config.error(f"{key}.path", "required: the dataset of the observed values (\"/y\")")
+            raise config.error(f"{key}.path", 'required: the dataset of the observed values ("/y")')
         formula = entry.get("formula")
         if formula is not None and not isinstance(formula, str):
-            raise config.error(f"{key}.formula", f"expected a formula as text (\"prey + predator\"), got {formula!r}")
+            raise config.error(
+                f"{key}.formula", f'expected a formula as text ("prey + predator"), got {formula!r}'
+            )
         noise = entry.get("noise")
         if noise is not None and noise not in NOISE_MODELS:
-            raise config.error(f"{key}.noise", f"unknown noise model {noise!r} (noise models: {', '.join(NOISE_MODELS)}).{did_you_mean(noise, NOISE_MODELS)}")
+            raise config.error(
+                f"{key}.noise",
+                f"unknown noise model {noise!r} (noise models: {', '.join(NOISE_MODELS)}).{did_you_mean(noise, NOISE_MODELS)}",
+            )
         sigma, sigma_key = entry.get("sigma"), f"{key}.sigma"
         if name in sigmas:
             if sigma is not None:
-                raise config.error(f"{prefix}.sigma.{name}", f"{name!r} has a sigma in its own table already")
+                raise config.error(
+                    f"{prefix}.sigma.{name}", f"{name!r} has a sigma in its own table already"
+                )
             sigma, sigma_key = sigmas[name], f"{prefix}.sigma.{name}"
         if isinstance(sigma, bool) or not (sigma is None or isinstance(sigma, (str, int, float))):
-            raise config.error(sigma_key, f"expected a dataset path (\"/sigma\"), a number, a formula or the name of a free quantity, got {sigma!r}")
+            raise config.error(
+                sigma_key,
+                f'expected a dataset path ("/sigma"), a number, a formula or the name of a free quantity, got {sigma!r}',
+            )
         if isinstance(sigma, (int, float)):
             if not (math.isfinite(sigma) and sigma > 0):
-                raise config.error(sigma_key, f"expected a positive standard deviation, got {sigma!r}")
+                raise config.error(
+                    sigma_key, f"expected a positive standard deviation, got {sigma!r}"
+                )
             if not 0 < sigma * sigma < math.inf:  # (the density reads sigma squared)
-                raise config.error(sigma_key, f"expected a standard deviation between 1e-150 and 1e150, got {sigma!r}")
+                raise config.error(
+                    sigma_key,
+                    f"expected a standard deviation between 1e-150 and 1e150, got {sigma!r}",
+                )
             sigma = float(sigma)
         specs.append(ObservableSpec(name, key, entry["path"], formula, noise, sigma))
     for name in sigmas:
         if name not in observables:
-            raise config.error(f"{prefix}.sigma.{name}", f"{name!r} has a sigma but is not listed in {prefix}.observables")
+            raise config.error(
+                f"{prefix}.sigma.{name}",
+                f"{name!r} has a sigma but is not listed in {prefix}.observables",
+            )
     return specs
 
 
@@ -151,13 +182,23 @@ def loader_section(section: dict[str, Any]) -> dict[str, Any]:
     for name, entry in (section.get("observables") or {}).items():
         path = entry.get("path") if isinstance(entry, dict) else entry
         observables[name] = path
-        sigma = entry.get("sigma") if isinstance(entry, dict) else (section.get("sigma") or {}).get(name)
+        sigma = (
+            entry.get("sigma")
+            if isinstance(entry, dict)
+            else (section.get("sigma") or {}).get(name)
+        )
         if isinstance(sigma, str) and sigma.startswith("/"):
             sigmas[name] = sigma
     return {**section, "observables": observables, "sigma": sigmas}
 
 
-def formula_names(config: Config, specs: list[ObservableSpec], symbols: Collection[str], free: Collection[str], free_key: str) -> dict[str, set[str]]:
+def formula_names(
+    config: Config,
+    specs: list[ObservableSpec],
+    symbols: Collection[str],
+    free: Collection[str],
+    free_key: str,
+) -> dict[str, set[str]]:
     """Parse every formula and formula sigma against `symbols` (the model's states,
     observables and parameters, `t`) and the free quantities; returns the names that
     the formulas ("formula") and the sigmas ("sigma") read.
@@ -191,6 +232,7 @@ def _parse(config: Config, key: str, text: str, known: set[str]) -> Expression:
 
 
 # ----------------------------------------------------------------------------- evaluation
+
 
 class Observed(eqx.Module):
     """One observed quantity: its formula (None: the model observable `name`), noise
@@ -240,11 +282,16 @@ class Observation(eqx.Module):
         """The same models with their config keys under `into` where they were under
         `prefix` (an experiment's, built as a config's `[data]`)."""
         observed = tuple(
-            dataclasses.replace(o, key=into + o.key[len(prefix):]) if o.key.startswith(prefix + ".") else o for o in self.observed
+            dataclasses.replace(o, key=into + o.key[len(prefix) :])
+            if o.key.startswith(prefix + ".")
+            else o
+            for o in self.observed
         )
         return dataclasses.replace(self, observed=observed)
 
-    def check_sigma(self, config: Config, values: dict[str, Array], data: dict[str, Array], where: str) -> None:
+    def check_sigma(
+        self, config: Config, values: dict[str, Array], data: dict[str, Array], where: str
+    ) -> None:
         """Refuse a noise formula that is not positive at an observation for `values`
         (the start of a fit: the data there would have no density).
 
@@ -257,23 +304,34 @@ class Observation(eqx.Module):
             bad = np.flatnonzero(np.asarray(~missing & jnp.isnan(sigma)).ravel())
             if bad.size:
                 i = int(bad[0])
-                value = np.broadcast_to(np.asarray(o.prediction(values)[1], dtype=float), y.shape).ravel()[i]
-                t = np.broadcast_to(np.asarray(values["t"], dtype=float).reshape((-1,) + (1,) * (y.ndim - 1)), y.shape).ravel()[i]
+                value = np.broadcast_to(
+                    np.asarray(o.prediction(values)[1], dtype=float), y.shape
+                ).ravel()[i]
+                t = np.broadcast_to(
+                    np.asarray(values["t"], dtype=float).reshape((-1,) + (1,) * (y.ndim - 1)),
+                    y.shape,
+                ).ravel()[i]
                 raise config.error(
                     f"{o.key}.sigma",
                     f"the noise formula {o.sigma_formula.text!r} must be positive at every observation, but is {value:g} at t = {t:g} "
                     f"(observation {i}) {where}",
                 )
 
-    def terms(self, values: dict[str, Array], data: dict[str, Array], weight: dict[str, Array]) -> Array:
+    def terms(
+        self, values: dict[str, Array], data: dict[str, Array], weight: dict[str, Array]
+    ) -> Array:
         """The weighted negative log-likelihood of every observation (0 where missing)."""
         out = []
         for o, y, missing, h, sigma in self._evaluated(values, data):
-            t = weight[o.name] * negative_log_likelihood(jnp.where(missing, 1.0, y), h, sigma, o.transformation, o.distribution)
+            t = weight[o.name] * negative_log_likelihood(
+                jnp.where(missing, 1.0, y), h, sigma, o.transformation, o.distribution
+            )
             out.append(jnp.where(missing, 0.0, t).ravel())
         return jnp.concatenate(out)
 
-    def whitened(self, values: dict[str, Array], data: dict[str, Array], weight: dict[str, Array]) -> Array:
+    def whitened(
+        self, values: dict[str, Array], data: dict[str, Array], weight: dict[str, Array]
+    ) -> Array:
         """With `least_squares`: the residuals sqrt(w) (T(y) - T(h)) / sigma on each
         noise model's scale T, whose half sum of squares is the negative log-likelihood
         up to a constant. Otherwise a vector whose Jacobian J gives the expected Fisher
@@ -284,10 +342,20 @@ class Observation(eqx.Module):
         for o, y, missing, h, sigma in self._evaluated(values, data):
             w = jnp.sqrt(weight[o.name])
             if self.least_squares:
-                parts = [w * (transformed(jnp.where(missing, 1.0, y), o.transformation) - transformed(h, o.transformation)) / sigma]
+                parts = [
+                    w
+                    * (
+                        transformed(jnp.where(missing, 1.0, y), o.transformation)
+                        - transformed(h, o.transformation)
+                    )
+                    / sigma
+                ]
             else:
                 scale = math.sqrt(_SCALE_INFORMATION[o.distribution])
-                parts = [w * transformed(h, o.transformation) / jax.lax.stop_gradient(sigma), w * scale * jnp.log(sigma)]
+                parts = [
+                    w * transformed(h, o.transformation) / jax.lax.stop_gradient(sigma),
+                    w * scale * jnp.log(sigma),
+                ]
             out.extend(jnp.where(missing, 0.0, r).ravel() for r in parts)
         return jnp.concatenate(out)
 
@@ -337,7 +405,10 @@ def build_observation(
                 )
             outputs.append(spec.name)
         if spec.sigma is None:
-            raise config.error(f"{spec.key}.sigma", "required with observation models: a dataset (\"/sigma\"), a number, a formula or a free quantity")
+            raise config.error(
+                f"{spec.key}.sigma",
+                'required with observation models: a dataset ("/sigma"), a number, a formula or a free quantity',
+            )
         sigma_formula, sigma = None, None
         if isinstance(spec.sigma, float):
             sigma = jnp.asarray(spec.sigma)
@@ -347,7 +418,13 @@ def build_observation(
             sigma_formula = _parse(config, f"{spec.key}.sigma", spec.sigma, known)
             outputs.extend(n for n in sigma_formula.names if n in model_observables)
         distribution, transformation = NOISE_MODELS[spec.noise or default_noise]
-        if distribution != "normal" or (sigma_formula is not None and sigma_formula.names & set(varying)):
+        if distribution != "normal" or (
+            sigma_formula is not None and sigma_formula.names & set(varying)
+        ):
             least_squares = False
-        observed.append(Observed(spec.name, formula, distribution, transformation, sigma_formula, sigma, spec.key))
+        observed.append(
+            Observed(
+                spec.name, formula, distribution, transformation, sigma_formula, sigma, spec.key
+            )
+        )
     return Observation(tuple(observed), tuple(dict.fromkeys(outputs)), least_squares)

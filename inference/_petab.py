@@ -60,6 +60,7 @@ TRANSFORMATIONS = ("lin", "log", "log10")
 
 # ----------------------------------------------------------------------------- formulas
 
+
 def _compile(expr, where: str) -> tuple[Callable[[dict], Any], set[str]]:
     """A function of a dict of values computing the sympy expression `expr`, and the
     names it reads."""
@@ -145,6 +146,7 @@ def _fold(fn, values):
 
 # ----------------------------------------------------------------------------- the problem
 
+
 @dataclasses.dataclass(frozen=True)
 class PetabParameter:
     """One row of the parameter table (bounds and nominal value in linear scale)."""
@@ -159,14 +161,23 @@ class PetabParameter:
     prior_parameters: tuple[float, ...] = ()
 
 
-PRIORS = ("uniform", "normal", "laplace", "logNormal", "logLaplace", "parameterScaleUniform", "parameterScaleNormal", "parameterScaleLaplace")
+PRIORS = (
+    "uniform",
+    "normal",
+    "laplace",
+    "logNormal",
+    "logLaplace",
+    "parameterScaleUniform",
+    "parameterScaleNormal",
+    "parameterScaleLaplace",
+)
 
 
 def _negative_log_prior(x, p: PetabParameter):
     """-log density of PEtab's objective prior of one parameter at `x` (its scale)."""
     kind, (a, b) = p.prior, p.prior_parameters
     if kind.startswith("parameterScale"):
-        v, kind = x, kind[len("parameterScale"):].lower()
+        v, kind = x, kind[len("parameterScale") :].lower()
     elif kind.startswith("log"):
         # (a density of the linear value, in log space: lognormal/loglaplace)
         v, kind = to_linear(x, p.scale), kind[3:].lower()
@@ -195,7 +206,11 @@ def to_scale(x, scale: str):
 
 
 def _missing(value) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value)) or (isinstance(value, str) and not value.strip())
+    return (
+        value is None
+        or (isinstance(value, float) and math.isnan(value))
+        or (isinstance(value, str) and not value.strip())
+    )
 
 
 class _Sources:
@@ -215,7 +230,9 @@ class _Sources:
                 value = float(text)
             except ValueError:
                 if text not in self.index:
-                    raise PetabError(f"{where}: {text!r} is neither a number nor a parameter of the parameter table") from None
+                    raise PetabError(
+                        f"{where}: {text!r} is neither a number nor a parameter of the parameter table"
+                    ) from None
                 self.used.add(text)
                 return self.index[text]
         self.constants.append(float(value))
@@ -248,7 +265,14 @@ class PetabProblem:
             loaded: `load_petab`); the fit's digests and workers read them alike.
     """
 
-    def __init__(self, path: Path, model, parameters: list[PetabParameter], solver: OdeSolver, allow_outside: bool = False):
+    def __init__(
+        self,
+        path: Path,
+        model,
+        parameters: list[PetabParameter],
+        solver: OdeSolver,
+        allow_outside: bool = False,
+    ):
         self.path = path
         self.allow_outside = allow_outside
         self.model = model
@@ -259,13 +283,17 @@ class PetabProblem:
 
     def nominal(self) -> np.ndarray:
         """The nominal values of the estimated parameters on their scales."""
-        return np.array([float(to_scale(np.float64(p.nominal), p.scale)) for p in self.parameters if p.estimate])
+        return np.array(
+            [float(to_scale(np.float64(p.nominal), p.scale)) for p in self.parameters if p.estimate]
+        )
 
     def bounds(self) -> tuple[np.ndarray, np.ndarray]:
         """Lower and upper bounds of the estimated parameters on their scales."""
         est = [p for p in self.parameters if p.estimate]
-        return (np.array([float(to_scale(np.float64(p.lower), p.scale)) for p in est]),
-                np.array([float(to_scale(np.float64(p.upper), p.scale)) for p in est]))
+        return (
+            np.array([float(to_scale(np.float64(p.lower), p.scale)) for p in est]),
+            np.array([float(to_scale(np.float64(p.upper), p.scale)) for p in est]),
+        )
 
     def theta(self, x) -> jax.Array:
         """All parameter-table values in linear scale, the estimated ones from `x`."""
@@ -283,7 +311,9 @@ class PetabProblem:
         `solver` replaces the problem's for this evaluation."""
         return jnp.sum(self.residual_terms(x, solver))
 
-    def value_and_grad(self, with_priors: bool = False) -> Callable[[Any], tuple[jax.Array, jax.Array]]:
+    def value_and_grad(
+        self, with_priors: bool = False
+    ) -> Callable[[Any], tuple[jax.Array, jax.Array]]:
         """A function of x giving the objective (plus the priors) and its gradient:
         forward-mode sensitivities through the solver for up to `FORWARD_MODE_UP_TO`
         estimated parameters (cheaper for few parameters: no checkpointed reverse
@@ -330,16 +360,24 @@ def _prior_of(row, where: str, scale: str) -> tuple[str, tuple[float, ...]]:
         return "", ()
     kind = str(kind).strip()
     if kind not in PRIORS:
-        raise PetabError(f"{where}, column objectivePriorType: expected one of {', '.join(PRIORS)}, got {kind!r}")
+        raise PetabError(
+            f"{where}, column objectivePriorType: expected one of {', '.join(PRIORS)}, got {kind!r}"
+        )
     text = row.get("objectivePriorParameters")
     try:
         a, b = (float(v) for v in str(text).split(";"))
     except (TypeError, ValueError):
-        raise PetabError(f"{where}, column objectivePriorParameters: expected two numbers separated by ';', got {text!r}") from None
+        raise PetabError(
+            f"{where}, column objectivePriorParameters: expected two numbers separated by ';', got {text!r}"
+        ) from None
     if kind != "uniform" and kind != "parameterScaleUniform" and not b > 0:
-        raise PetabError(f"{where}, column objectivePriorParameters: the scale of a {kind} prior must be positive, got {b!r}")
+        raise PetabError(
+            f"{where}, column objectivePriorParameters: the scale of a {kind} prior must be positive, got {b!r}"
+        )
     if kind.endswith("niform") and not b > a:
-        raise PetabError(f"{where}, column objectivePriorParameters: a uniform prior needs lower < upper, got {text!r}")
+        raise PetabError(
+            f"{where}, column objectivePriorParameters: a uniform prior needs lower < upper, got {text!r}"
+        )
     return kind, (a, b)
 
 
@@ -348,7 +386,9 @@ def _prior_of(row, where: str, scale: str) -> tuple[str, tuple[float, ...]]:
 LOOPED_FROM = 200
 
 
-def load_petab(path: str | Path, solver: OdeSolver | None = None, *, allow_outside: bool = False) -> PetabProblem:
+def load_petab(
+    path: str | Path, solver: OdeSolver | None = None, *, allow_outside: bool = False
+) -> PetabProblem:
     """Read a PEtab problem (format version 1) from its YAML file.
 
     The YAML file and the header of every table are checked first
@@ -376,7 +416,11 @@ def load_petab(path: str | Path, solver: OdeSolver | None = None, *, allow_outsi
             # (the spec already read and checked, so that the files read are those checked)
             problem = petab.Problem.from_yaml(spec, base_path=str(path.parent))
     except Exception as e:  # (the library reports a broken table in many ways)
-        reason = f"the key {e.args[0]!r} is missing" if isinstance(e, KeyError) and e.args else (str(e).splitlines()[0] if str(e) else type(e).__name__)
+        reason = (
+            f"the key {e.args[0]!r} is missing"
+            if isinstance(e, KeyError) and e.args
+            else (str(e).splitlines()[0] if str(e) else type(e).__name__)
+        )
         raise PetabError(f"{path}: not a readable PEtab problem: {reason}") from None
     sbml_files = spec["problems"][0]["sbml_files"]
     try:
@@ -391,18 +435,35 @@ def load_petab(path: str | Path, solver: OdeSolver | None = None, *, allow_outsi
         where = f"{path.name}: parameter table, row {pid!r}"
         scale = str(row.get("parameterScale", "lin"))
         if scale not in SCALES:
-            raise PetabError(f"{where}, column parameterScale: expected one of {', '.join(SCALES)}, got {scale!r}")
+            raise PetabError(
+                f"{where}, column parameterScale: expected one of {', '.join(SCALES)}, got {scale!r}"
+            )
         values = {}
         for column in ("lowerBound", "upperBound", "nominalValue"):
             try:
                 values[column] = float(row.get(column, math.nan))
             except (TypeError, ValueError):
-                raise PetabError(f"{where}, column {column}: expected a number, got {row.get(column)!r}") from None
+                raise PetabError(
+                    f"{where}, column {column}: expected a number, got {row.get(column)!r}"
+                ) from None
         estimate = bool(int(row.get("estimate", 1)))
         if not math.isfinite(values["nominalValue"]) and not estimate:
-            raise PetabError(f"{where}, column nominalValue: a fixed parameter needs a finite nominal value")
+            raise PetabError(
+                f"{where}, column nominalValue: a fixed parameter needs a finite nominal value"
+            )
         prior, prior_parameters = _prior_of(row, where, scale)
-        parameters.append(PetabParameter(str(pid), scale, values["lowerBound"], values["upperBound"], values["nominalValue"], estimate, prior, prior_parameters))
+        parameters.append(
+            PetabParameter(
+                str(pid),
+                scale,
+                values["lowerBound"],
+                values["upperBound"],
+                values["nominalValue"],
+                estimate,
+                prior,
+                prior_parameters,
+            )
+        )
     sources = _Sources(parameters)
 
     # --- what the model is: its parameters, species (initial values), observables
@@ -415,8 +476,14 @@ def load_petab(path: str | Path, solver: OdeSolver | None = None, *, allow_outsi
     conditions = problem.condition_df
     condition_targets = [c for c in conditions.columns if c != "conditionName"]
     for column in condition_targets:
-        if column not in model_params and column not in states and column not in model.species_compartments:
-            raise PetabError(f"{path.name}: condition table, column {column!r}: no parameter, compartment or species of the model {model.name!r}")
+        if (
+            column not in model_params
+            and column not in states
+            and column not in model.species_compartments
+        ):
+            raise PetabError(
+                f"{path.name}: condition table, column {column!r}: no parameter, compartment or species of the model {model.name!r}"
+            )
         if column not in model_params and column not in states:
             # (a species the model computes from others at the start: setting it would
             # change nothing, silently)
@@ -427,7 +494,9 @@ def load_petab(path: str | Path, solver: OdeSolver | None = None, *, allow_outsi
     def condition(cid: str, role: str, row_where: str) -> tuple[dict[str, int], dict[str, int]]:
         """(model parameter -> source, species -> source) of one condition."""
         if cid not in conditions.index:
-            raise PetabError(f"{row_where}, column {role}: no condition {cid!r} in the condition table")
+            raise PetabError(
+                f"{row_where}, column {role}: no condition {cid!r} in the condition table"
+            )
         params, initial = {}, {}
         for column in condition_targets:
             value = conditions.loc[cid, column]
@@ -443,7 +512,9 @@ def load_petab(path: str | Path, solver: OdeSolver | None = None, *, allow_outsi
     # --- measurements, grouped into simulations
     m = problem.measurement_df.reset_index(drop=True)
     if len(m) == 0:
-        raise PetabError(f"{path.name}: measurement table: no measurements; expected at least one row")
+        raise PetabError(
+            f"{path.name}: measurement table: no measurements; expected at least one row"
+        )
     has_pre = "preequilibrationConditionId" in m.columns
     keys: list[tuple[str, str]] = []
     group_of_row = np.zeros(len(m), dtype=int)
@@ -451,7 +522,11 @@ def load_petab(path: str | Path, solver: OdeSolver | None = None, *, allow_outsi
     measured = np.zeros(len(m))
     for i, row in m.iterrows():
         where = f"{path.name}: measurement table, row {i + 1}"
-        pre = row["preequilibrationConditionId"] if has_pre and not _missing(row["preequilibrationConditionId"]) else ""
+        pre = (
+            row["preequilibrationConditionId"]
+            if has_pre and not _missing(row["preequilibrationConditionId"])
+            else ""
+        )
         key = (str(pre), str(row["simulationConditionId"]))
         if key not in keys:
             keys.append(key)
@@ -460,14 +535,24 @@ def load_petab(path: str | Path, solver: OdeSolver | None = None, *, allow_outsi
             try:
                 target[i] = float(row[column])
             except (TypeError, ValueError):
-                raise PetabError(f"{where}, column {column}: expected a number, got {row[column]!r}") from None
+                raise PetabError(
+                    f"{where}, column {column}: expected a number, got {row[column]!r}"
+                ) from None
             if not math.isfinite(target[i]):
-                what = "steady-state measurements (time inf) are not supported" if column == "time" else "expected a finite number"
+                what = (
+                    "steady-state measurements (time inf) are not supported"
+                    if column == "time"
+                    else "expected a finite number"
+                )
                 raise PetabError(f"{where}, column {column}: {what}, got {row[column]!r}")
         if times[i] < 0:
-            raise PetabError(f"{where}, column time: expected a time >= 0 (simulations start at 0), got {times[i]!r}")
+            raise PetabError(
+                f"{where}, column time: expected a time >= 0 (simulations start at 0), got {times[i]!r}"
+            )
         if str(row["observableId"]) not in problem.observable_df.index:
-            raise PetabError(f"{where}, column observableId: no observable {row['observableId']!r} in the observable table")
+            raise PetabError(
+                f"{where}, column observableId: no observable {row['observableId']!r} in the observable table"
+            )
 
     groups = len(keys)
     save_times = [np.unique(times[group_of_row == g]) for g in range(groups)]
@@ -477,7 +562,7 @@ def load_petab(path: str | Path, solver: OdeSolver | None = None, *, allow_outsi
     for g, t in enumerate(save_times):
         t = t if t[0] == 0 else np.concatenate([[0.0], t])
         ts[g, : len(t)] = t
-        ts[g, len(t):] = t[-1]  # (padding: the last time again)
+        ts[g, len(t) :] = t[-1]  # (padding: the last time again)
         rows = np.flatnonzero(group_of_row == g)
         time_index[rows] = np.searchsorted(t, times[rows])
     if np.any(ts[:, -1] == 0):
@@ -515,29 +600,52 @@ def load_petab(path: str | Path, solver: OdeSolver | None = None, *, allow_outsi
             continue
         where = f"{path.name}: observable table, row {oid!r}"
         transformation = str(obs_df.loc[oid].get("observableTransformation", "lin"))
-        transformation = "lin" if _missing(obs_df.loc[oid].get("observableTransformation")) else transformation
-        distribution = "normal" if _missing(obs_df.loc[oid].get("noiseDistribution")) else str(obs_df.loc[oid]["noiseDistribution"])
+        transformation = (
+            "lin" if _missing(obs_df.loc[oid].get("observableTransformation")) else transformation
+        )
+        distribution = (
+            "normal"
+            if _missing(obs_df.loc[oid].get("noiseDistribution"))
+            else str(obs_df.loc[oid]["noiseDistribution"])
+        )
         if transformation not in TRANSFORMATIONS:
-            raise PetabError(f"{where}, column observableTransformation: expected one of {', '.join(TRANSFORMATIONS)}, got {transformation!r}")
+            raise PetabError(
+                f"{where}, column observableTransformation: expected one of {', '.join(TRANSFORMATIONS)}, got {transformation!r}"
+            )
         if distribution not in DISTRIBUTIONS:
-            raise PetabError(f"{where}, column noiseDistribution: expected one of {', '.join(DISTRIBUTIONS)}, got {distribution!r}")
+            raise PetabError(
+                f"{where}, column noiseDistribution: expected one of {', '.join(DISTRIBUTIONS)}, got {distribution!r}"
+            )
         fns = {}
         placeholders: dict[str, np.ndarray] = {}
-        for column, prefix, table_column in (("observableFormula", "observableParameter", "observableParameters"), ("noiseFormula", "noiseParameter", "noiseParameters")):
+        for column, prefix, table_column in (
+            ("observableFormula", "observableParameter", "observableParameters"),
+            ("noiseFormula", "noiseParameter", "noiseParameters"),
+        ):
             text = obs_df.loc[oid][column]
             try:
                 expr = sympify_petab(text) if isinstance(text, str) else sp.Float(float(text))
             except Exception as e:
-                raise PetabError(f"{where}, column {column}: cannot be read: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
-            if column == "noiseFormula" and expr.is_number and not (expr.is_real and math.isfinite(float(expr)) and float(expr) > 0):
-                raise PetabError(f"{where}, column noiseFormula: a sigma that is a number must be a positive finite standard deviation, got {text!r}")
+                raise PetabError(
+                    f"{where}, column {column}: cannot be read: {str(e).splitlines()[0] if str(e) else type(e).__name__}"
+                ) from None
+            if (
+                column == "noiseFormula"
+                and expr.is_number
+                and not (expr.is_real and math.isfinite(float(expr)) and float(expr) > 0)
+            ):
+                raise PetabError(
+                    f"{where}, column noiseFormula: a sigma that is a number must be a positive finite standard deviation, got {text!r}"
+                )
             fn, names = _compile(expr, f"{where}, column {column}")
             fns[column] = fn
             wanted = sorted(n for n in names if n.startswith(prefix) and n.endswith(f"_{oid}"))
             sources.used.update(n for n in names if n in sources.index)
             for name in names:
                 if name not in model_ids and name not in sources.index and name not in wanted:
-                    raise PetabError(f"{where}, column {column}: {name!r} is no id of the model, parameter of the parameter table or {prefix} of {oid!r}")
+                    raise PetabError(
+                        f"{where}, column {column}: {name!r} is no id of the model, parameter of the parameter table or {prefix} of {oid!r}"
+                    )
             for name in wanted:
                 placeholders[name] = np.zeros(rows.size, dtype=int)
             for k, i in enumerate(rows):
@@ -548,28 +656,65 @@ def load_petab(path: str | Path, solver: OdeSolver | None = None, *, allow_outsi
                         f"{path.name}: measurement table, row {i + 1}, column {table_column}: observable {oid!r} needs {len(wanted)} value(s) ({', '.join(wanted) or 'none'}), got {len(values)}"
                     )
                 for name, value in zip(wanted, values):
-                    cell_where = f"{path.name}: measurement table, row {i + 1}, column {table_column}"
+                    cell_where = (
+                        f"{path.name}: measurement table, row {i + 1}, column {table_column}"
+                    )
                     placeholders[name][k] = sources.of(value, cell_where)
                     # (a number that is the whole noise formula is sigma itself; within a
                     # formula such as `noiseParameter1 + noiseParameter2 * y` a 0 is fine)
                     sigma_itself = str(expr) == name
-                    if prefix == "noiseParameter" and sigma_itself and placeholders[name][k] >= len(sources.index) and not sources.constants[placeholders[name][k] - len(sources.index)] > 0:
-                        raise PetabError(f"{cell_where}: a noise parameter that is sigma itself must be positive, got {value!r}")
-                    fixed = parameters[placeholders[name][k]] if placeholders[name][k] < len(parameters) else None
-                    if prefix == "noiseParameter" and sigma_itself and fixed is not None and not fixed.estimate and not fixed.nominal > 0:
-                        raise PetabError(f"{cell_where}: a noise parameter that is sigma itself must be positive; the fixed parameter {fixed.id!r} has the nominal value {fixed.nominal!r}")
-        observables.append(_Observable(str(oid), fns["observableFormula"], fns["noiseFormula"], transformation, distribution, rows, placeholders))
+                    if (
+                        prefix == "noiseParameter"
+                        and sigma_itself
+                        and placeholders[name][k] >= len(sources.index)
+                        and not sources.constants[placeholders[name][k] - len(sources.index)] > 0
+                    ):
+                        raise PetabError(
+                            f"{cell_where}: a noise parameter that is sigma itself must be positive, got {value!r}"
+                        )
+                    fixed = (
+                        parameters[placeholders[name][k]]
+                        if placeholders[name][k] < len(parameters)
+                        else None
+                    )
+                    if (
+                        prefix == "noiseParameter"
+                        and sigma_itself
+                        and fixed is not None
+                        and not fixed.estimate
+                        and not fixed.nominal > 0
+                    ):
+                        raise PetabError(
+                            f"{cell_where}: a noise parameter that is sigma itself must be positive; the fixed parameter {fixed.id!r} has the nominal value {fixed.nominal!r}"
+                        )
+        observables.append(
+            _Observable(
+                str(oid),
+                fns["observableFormula"],
+                fns["noiseFormula"],
+                transformation,
+                distribution,
+                rows,
+                placeholders,
+            )
+        )
         if transformation != "lin" and np.any(measured[rows] <= 0):
             i = rows[np.argmax(measured[rows] <= 0)]
-            raise PetabError(f"{path.name}: measurement table, row {i + 1}, column measurement: a {transformation}-transformed observable needs a positive measurement, got {measured[i]!r}")
+            raise PetabError(
+                f"{path.name}: measurement table, row {i + 1}, column measurement: a {transformation}-transformed observable needs a positive measurement, got {measured[i]!r}"
+            )
 
     for p in parameters:
         if p.id not in model_params and p.id not in sources.used:
-            raise PetabError(f"{path.name}: parameter table, row {p.id!r}: no parameter of the model {model.name!r}, and no condition, formula or measurement uses it")
+            raise PetabError(
+                f"{path.name}: parameter table, row {p.id!r}: no parameter of the model {model.name!r}, and no condition, formula or measurement uses it"
+            )
     lint(path, problem, files)  # (the library's own checks, after ours: they name rows and columns)
 
     # (a failed solve gives NaN, an infinite objective, never an exception mid-fit)
-    solver = solver or OdeSolver(method="kvaerno5", rtol=1e-8, atol=1e-10, max_steps=100_000, throw=False)
+    solver = solver or OdeSolver(
+        method="kvaerno5", rtol=1e-8, atol=1e-10, max_steps=100_000, throw=False
+    )
     out = PetabProblem(path, model, parameters, solver, allow_outside)
     out.simulations = keys
     constants = np.asarray(sources.constants, dtype=float)
@@ -614,7 +759,14 @@ def load_petab(path: str | Path, solver: OdeSolver | None = None, *, allow_outsi
             return {pid: ext[jnp.asarray(index[:, j])] for pid, j in param_position.items()}
 
         def group_initial(initial, g_rows):  # species -> [G] (NaN where not given)
-            return {sid: jnp.where(jnp.asarray(idx[g_rows]) >= 0, ext[jnp.asarray(np.maximum(idx[g_rows], 0))], jnp.nan) for sid, idx in initial.items()}
+            return {
+                sid: jnp.where(
+                    jnp.asarray(idx[g_rows]) >= 0,
+                    ext[jnp.asarray(np.maximum(idx[g_rows], 0))],
+                    jnp.nan,
+                )
+                for sid, idx in initial.items()
+            }
 
         params = group_params(sim_params)
         given = group_initial(sim_initial, np.arange(groups))
@@ -624,21 +776,33 @@ def load_petab(path: str | Path, solver: OdeSolver | None = None, *, allow_outsi
             base = model.initial_state(None, p)
             filled = {s: jnp.where(jnp.isnan(v), jnp.nan, v) for s, v in g_over.items()}
             y = initial_state(p, {s: jnp.nan_to_num(v) for s, v in filled.items()}, base)
-            mask = jnp.stack([~jnp.isnan(filled[n]) if n in filled else jnp.asarray(False) for n in states]) if states else jnp.zeros((0,), bool)
+            mask = (
+                jnp.stack(
+                    [~jnp.isnan(filled[n]) if n in filled else jnp.asarray(False) for n in states]
+                )
+                if states
+                else jnp.zeros((0,), bool)
+            )
             return jnp.where(mask, y, base)
 
         y0 = jax.vmap(start)(params, given)
         if pre_groups.size:
             pp = {k: v[pre_groups] for k, v in group_params(pre_params).items()}
-            pg = {k: v[pre_groups] for k, v in group_initial(pre_initial, np.arange(groups)).items()}
+            pg = {
+                k: v[pre_groups] for k, v in group_initial(pre_initial, np.arange(groups)).items()
+            }
             y_pre = jax.vmap(start)(pp, pg)
-            y_ss = each_condition(lambda p, y: solver.steady_state(model.vector_field, y, p), pp, y_pre)
+            y_ss = each_condition(
+                lambda p, y: solver.steady_state(model.vector_field, y, p), pp, y_pre
+            )
 
             # The simulation condition's species replace the steady state's.
             def after(y, p, g_over):
                 filled = {s: v for s, v in g_over.items()}
                 y_new = initial_state(p, {s: jnp.nan_to_num(v) for s, v in filled.items()}, y)
-                mask = jnp.stack([~jnp.isnan(filled[n]) if n in filled else jnp.asarray(False) for n in states])
+                mask = jnp.stack(
+                    [~jnp.isnan(filled[n]) if n in filled else jnp.asarray(False) for n in states]
+                )
                 return jnp.where(mask, y_new, y)
 
             sub = {k: v[pre_groups] for k, v in given.items()}
@@ -673,6 +837,7 @@ def load_petab(path: str | Path, solver: OdeSolver | None = None, *, allow_outsi
 
 # ----------------------------------------------------------------------------- fitting
 
+
 @dataclasses.dataclass
 class PetabFit(Result):
     """A PEtab problem evaluated (`--evaluate`: at the nominal parameters) or fitted by
@@ -699,12 +864,18 @@ class PetabFit(Result):
 
     def write(self, f) -> None:
         write_root_attrs(f, format="simjax.fit", model=self.model, config=self.problem)
-        f.attrs["converged"] = int(bool(self.converged.size and self.converged[int(np.nanargmin(self.starts_objective))]))
+        f.attrs["converged"] = int(
+            bool(self.converged.size and self.converged[int(np.nanargmin(self.starts_objective))])
+        )
         f.attrs["message"] = self.message
         write_group(f, "estimate", self.estimate)
         f["objective"] = self.objective
         if self.starts_objective.size:
-            write_group(f, "starts", {"objective": self.starts_objective, "converged": self.converged.astype(np.int8)})
+            write_group(
+                f,
+                "starts",
+                {"objective": self.starts_objective, "converged": self.converged.astype(np.int8)},
+            )
             write_group(f["starts"], "estimate", self.starts_estimate)
 
 
@@ -761,16 +932,31 @@ def fit_petab(
         _check_starts_memory(problem, starts)
     n_devices = spread_check(1 if evaluate else starts, devices, scheduler)
     if output is None:
-        return _fit_petab(problem, starts, seed, evaluate, max_steps, on_start, n_devices, scheduler, None)
+        return _fit_petab(
+            problem, starts, seed, evaluate, max_steps, on_start, n_devices, scheduler, None
+        )
     if evaluate and resume:
-        raise InputError("--resume", "", "an evaluation (--evaluate) keeps no checkpoint: there is nothing to resume; run it without --resume")
+        raise InputError(
+            "--resume",
+            "",
+            "an evaluation (--evaluate) keeps no checkpoint: there is nothing to resume; run it without --resume",
+        )
     output = check_output_path(output, inputs=problem_files(problem.path))
     with exclusive(output):
         ck = None
         if not evaluate:
             text = _fit_description(problem, starts, seed, max_steps)
-            ck = Checkpointer(checkpoint_path(output), fingerprint(text), config=text, resume=resume, every=checkpoint_every, same="problem files, --starts and seed")
-        result = _fit_petab(problem, starts, seed, evaluate, max_steps, on_start, n_devices, scheduler, ck)
+            ck = Checkpointer(
+                checkpoint_path(output),
+                fingerprint(text),
+                config=text,
+                resume=resume,
+                every=checkpoint_every,
+                same="problem files, --starts and seed",
+            )
+        result = _fit_petab(
+            problem, starts, seed, evaluate, max_steps, on_start, n_devices, scheduler, ck
+        )
         result.save(output)
         if ck is not None:
             ck.finish()
@@ -787,7 +973,10 @@ def _check_starts_memory(problem: PetabProblem, starts: int) -> None:
         InputError: naming --starts.
     """
     measurements = sum(o.rows.size for o in problem.observables)
-    problem_text = memory_problem(8 * starts * (4 * len(problem.estimated) + 1 + measurements), f"{starts:,} starts of {len(problem.estimated)} parameters and {measurements:,} measurements")
+    problem_text = memory_problem(
+        8 * starts * (4 * len(problem.estimated) + 1 + measurements),
+        f"{starts:,} starts of {len(problem.estimated)} parameters and {measurements:,} measurements",
+    )
     if problem_text:
         raise InputError("--starts", "", f"{problem_text}; expected fewer starts")
 
@@ -803,33 +992,80 @@ def _fit_description(problem: PetabProblem, starts: int, seed: int, max_steps: i
         value = getattr(problem.solver, field.name)
         if value is not None:
             solver[field.name] = value if isinstance(value, (bool, int, str)) else float(value)
-    return tomli_w.dumps({"problem_files": files_digest(problem.path, problem.allow_outside), "starts": int(starts), "seed": int(seed), "max_steps": int(max_steps), "solver": solver})
+    return tomli_w.dumps(
+        {
+            "problem_files": files_digest(problem.path, problem.allow_outside),
+            "starts": int(starts),
+            "seed": int(seed),
+            "max_steps": int(max_steps),
+            "solver": solver,
+        }
+    )
 
 
-def _fit_petab(problem: PetabProblem, starts: int, seed: int, evaluate: bool, max_steps: int, on_start, n_devices: int, scheduler, ck: Checkpointer | None) -> PetabFit:
+def _fit_petab(
+    problem: PetabProblem,
+    starts: int,
+    seed: int,
+    evaluate: bool,
+    max_steps: int,
+    on_start,
+    n_devices: int,
+    scheduler,
+    ck: Checkpointer | None,
+) -> PetabFit:
     """`fit_petab` once its output (if any) is locked, on `n_devices` local devices,
     with its checkpoints `ck`."""
     from scipy.stats import qmc
 
     names = problem.estimated
     scales = [p.scale for p in problem.parameters if p.estimate]
-    linear = lambda x: {n: float(to_linear(np.float64(v), sc)) for n, v, sc in zip(names, x, scales)}  # noqa: E731
+    linear = lambda x: {
+        n: float(to_linear(np.float64(v), sc)) for n, v, sc in zip(names, x, scales)
+    }  # noqa: E731
     if evaluate:
         x = problem.nominal()
-        objective = _finite(problem, float(jax.jit(problem.objective)(x)), "at the nominal parameters")
-        return PetabFit(str(problem.path), problem.model.name, names, linear(x), objective, np.zeros(0), {n: np.zeros(0) for n in names}, np.zeros(0, bool), "evaluated at the nominal parameters")
+        objective = _finite(
+            problem, float(jax.jit(problem.objective)(x)), "at the nominal parameters"
+        )
+        return PetabFit(
+            str(problem.path),
+            problem.model.name,
+            names,
+            linear(x),
+            objective,
+            np.zeros(0),
+            {n: np.zeros(0) for n in names},
+            np.zeros(0, bool),
+            "evaluated at the nominal parameters",
+        )
     lower, upper = problem.bounds()
     if not (np.all(np.isfinite(lower)) and np.all(np.isfinite(upper))):
         bad = names[int(np.argmax(~(np.isfinite(lower) & np.isfinite(upper))))]
-        raise PetabError(f"{problem.path.name}: parameter table, row {bad!r}: an estimated parameter needs finite bounds (on its scale) to be fitted")
-    points = qmc.scale(qmc.LatinHypercube(d=len(names), seed=seed).random(max(starts, 1)), lower, upper) if names else np.zeros((max(starts, 1), 0))
+        raise PetabError(
+            f"{problem.path.name}: parameter table, row {bad!r}: an estimated parameter needs finite bounds (on its scale) to be fitted"
+        )
+    points = (
+        qmc.scale(qmc.LatinHypercube(d=len(names), seed=seed).random(max(starts, 1)), lower, upper)
+        if names
+        else np.zeros((max(starts, 1), 0))
+    )
     nominal = problem.nominal()
     if np.all(np.isfinite(nominal)) and np.all((nominal >= lower) & (nominal <= upper)):
         points[0] = nominal
     log = StartLog(len(points), len(names), ck)
     if scheduler is None:
         report = None if on_start is None else (lambda k, f: on_start(k + 1, f))
-        ends, _, success = minimize_batched(problem.value_and_grad(with_priors=True), points, lower, upper, max_steps=max_steps, on_done=report, devices=n_devices, log=log)
+        ends, _, success = minimize_batched(
+            problem.value_and_grad(with_priors=True),
+            points,
+            lower,
+            upper,
+            max_steps=max_steps,
+            on_done=report,
+            devices=n_devices,
+            log=log,
+        )
     else:
         with dask_client(scheduler) as client:
             ends, success = _fit_blocks(problem, points, max_steps, client, on_start, log)
@@ -837,11 +1073,23 @@ def _fit_petab(problem: PetabProblem, starts: int, seed: int, evaluate: bool, ma
     objectives = np.asarray(_batched(problem.objective)(jnp.asarray(ends)), dtype=float)
     objectives = np.where(np.isfinite(objectives), objectives, np.inf)
     best = int(np.argmin(objectives))
-    _finite(problem, float(objectives[best]), f"at the end of every one of the {len(points)} start(s)")
+    _finite(
+        problem, float(objectives[best]), f"at the end of every one of the {len(points)} start(s)"
+    )
     estimates = {n: np.array([linear(x)[n] for x in ends]) for n in names}
     reached = int(np.sum(objectives <= objectives[best] + SAME_OPTIMUM))
     message = f"best of {len(points)} start(s) ({reached} within {SAME_OPTIMUM} of it): {'converged' if success[best] else 'stopped before convergence'}"
-    return PetabFit(str(problem.path), problem.model.name, names, linear(ends[best]), float(objectives[best]), objectives, estimates, np.asarray(success), message)
+    return PetabFit(
+        str(problem.path),
+        problem.model.name,
+        names,
+        linear(ends[best]),
+        float(objectives[best]),
+        objectives,
+        estimates,
+        np.asarray(success),
+        message,
+    )
 
 
 def _finite(problem: PetabProblem, objective: float, where: str) -> float:
@@ -860,7 +1108,9 @@ def _finite(problem: PetabProblem, objective: float, where: str) -> float:
 SAME_OPTIMUM = 0.1
 
 
-def _fit_blocks(problem: PetabProblem, points: np.ndarray, max_steps: int, client, on_start, log: StartLog) -> tuple[np.ndarray, np.ndarray]:
+def _fit_blocks(
+    problem: PetabProblem, points: np.ndarray, max_steps: int, client, on_start, log: StartLog
+) -> tuple[np.ndarray, np.ndarray]:
     """(ends [S, p], success [S]) of `fit_petab`'s starts run block by block on the Dask
     cluster of `client` (`fit_block`), in start order, each block checkpointed as it
     comes back (`log`). A resumed fit keeps the starts its checkpoint has finished up
@@ -872,7 +1122,21 @@ def _fit_blocks(problem: PetabProblem, points: np.ndarray, max_steps: int, clien
     for j in range(first if on_start is not None else 0):
         on_start(j + 1, float(log.values[j]))
     parts = blocks(first, len(points), block_size(len(points), client))
-    for k, (block_ends, values, block_success) in in_order(client, fit_block, [(path, digest, problem.solver, points[b.start : b.stop], max_steps, problem.allow_outside) for b in parts]):
+    for k, (block_ends, values, block_success) in in_order(
+        client,
+        fit_block,
+        [
+            (
+                path,
+                digest,
+                problem.solver,
+                points[b.start : b.stop],
+                max_steps,
+                problem.allow_outside,
+            )
+            for b in parts
+        ],
+    ):
         for j, end, value, ok in zip(parts[k], block_ends, values, block_success):
             log.finish(j, end, float(value), bool(ok))
             if on_start is not None:
@@ -902,7 +1166,9 @@ def files_digest(path: str | Path, allow_outside: bool = False) -> str:
 
 
 @functools.lru_cache(maxsize=4)
-def _worker_problem(path: str, digest: str, solver: OdeSolver, allow_outside: bool) -> tuple[PetabProblem, Callable]:
+def _worker_problem(
+    path: str, digest: str, solver: OdeSolver, allow_outside: bool
+) -> tuple[PetabProblem, Callable]:
     """A problem loaded on a worker, with the one function of its objective (with the
     priors) and gradient whose batched form the worker's blocks share (`_batched`)."""
     sim.configure_jax()  # (the worker's JAX as the command's: float64, the cache, XLA's options)
@@ -910,7 +1176,14 @@ def _worker_problem(path: str, digest: str, solver: OdeSolver, allow_outside: bo
     return problem, problem.value_and_grad(with_priors=True)
 
 
-def fit_block(path: str, digest: str, solver: OdeSolver, points: np.ndarray, max_steps: int, allow_outside: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def fit_block(
+    path: str,
+    digest: str,
+    solver: OdeSolver,
+    points: np.ndarray,
+    max_steps: int,
+    allow_outside: bool = False,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One block of a multistart fit, run on a Dask worker: the problem loaded from its
     YAML file (once per worker, version of its files and solver), then L-BFGS-B from
     every row of `points` together, on the worker's local devices.
@@ -924,10 +1197,14 @@ def fit_block(path: str, digest: str, solver: OdeSolver, points: np.ndarray, max
             `allow_outside`, as the fit's problem was loaded), or no longer load.
     """
     if files_digest(path, allow_outside) != digest:
-        raise PetabError(f"{path}: the problem's files on the Dask worker differ from those the fit was started with (every worker must see the same files)")
+        raise PetabError(
+            f"{path}: the problem's files on the Dask worker differ from those the fit was started with (every worker must see the same files)"
+        )
     problem, value_and_grad = _worker_problem(path, digest, solver, allow_outside)
     lower, upper = problem.bounds()
-    return minimize_batched(value_and_grad, points, lower, upper, max_steps=max_steps, devices=len(jax.devices()))
+    return minimize_batched(
+        value_and_grad, points, lower, upper, max_steps=max_steps, devices=len(jax.devices())
+    )
 
 
 @functools.lru_cache(maxsize=8)
@@ -937,7 +1214,14 @@ def _batched(fn: Callable) -> Callable:
     return jax.jit(jax.vmap(fn))
 
 
-def run_batched(value_and_grad, tasks, dim: int, on_done=None, devices: int = 1, between: Callable[[int], None] | None = None) -> list:
+def run_batched(
+    value_and_grad,
+    tasks,
+    dim: int,
+    on_done=None,
+    devices: int = 1,
+    between: Callable[[int], None] | None = None,
+) -> list:
     """Run every task, each in its own thread, with its evaluations batched: a task is a
     function of `ask`, and `ask(x)` gives the value and gradient of `value_and_grad` (a
     JAX function of one point of size `dim`) at x. The points that the tasks wait for
@@ -1022,7 +1306,9 @@ def run_batched(value_and_grad, tasks, dim: int, on_done=None, devices: int = 1,
             with lock:
                 for k in waiting:
                     ok = np.isfinite(values[k]) and np.all(np.isfinite(grads[k]))
-                    answer[k] = (float(values[k]), grads[k]) if ok else (1e300, np.zeros_like(grads[k]))
+                    answer[k] = (
+                        (float(values[k]), grads[k]) if ok else (1e300, np.zeros_like(grads[k]))
+                    )
                     asked[k] = None
                 lock.notify_all()
     finally:
@@ -1041,7 +1327,15 @@ class _Stopped(BaseException):
     the task's own, so a BaseException that the optimiser does not catch)."""
 
 
-def _lbfgsb(ask, x0, lower, upper, max_steps: int, fixed: dict[int, float] | None = None, trust: float | None = None):
+def _lbfgsb(
+    ask,
+    x0,
+    lower,
+    upper,
+    max_steps: int,
+    fixed: dict[int, float] | None = None,
+    trust: float | None = None,
+):
     """L-BFGS-B within [lower, upper] from x0, with the coordinates in `fixed` held at
     their values (the optimiser sees the others only). With `trust`, each run is
     confined to a box of that half-width around its start, re-centred and run again
@@ -1067,21 +1361,47 @@ def _lbfgsb(ask, x0, lower, upper, max_steps: int, fixed: dict[int, float] | Non
     if free.size == 0:
         f, _ = ask(base)
         return base, f, bool(f < 1e300)
-    z, lo, hi = base[free], np.asarray(lower, dtype=float)[free], np.asarray(upper, dtype=float)[free]
+    z, lo, hi = (
+        base[free],
+        np.asarray(lower, dtype=float)[free],
+        np.asarray(upper, dtype=float)[free],
+    )
     steps = max_steps
     for _ in range(50 if trust else 1):
-        box_lo, box_hi = (np.maximum(lo, z - trust), np.minimum(hi, z + trust)) if trust else (lo, hi)
-        result = minimize(fun, z, jac=True, method="L-BFGS-B", bounds=list(zip(box_lo, box_hi)), options={"maxiter": steps})
+        box_lo, box_hi = (
+            (np.maximum(lo, z - trust), np.minimum(hi, z + trust)) if trust else (lo, hi)
+        )
+        result = minimize(
+            fun,
+            z,
+            jac=True,
+            method="L-BFGS-B",
+            bounds=list(zip(box_lo, box_hi)),
+            options={"maxiter": steps},
+        )
         moved = result.x
         steps -= result.nit
-        on_face = trust and (np.any((moved <= box_lo + 1e-9) & (box_lo > lo)) or np.any((moved >= box_hi - 1e-9) & (box_hi < hi)))
+        on_face = trust and (
+            np.any((moved <= box_lo + 1e-9) & (box_lo > lo))
+            or np.any((moved >= box_hi - 1e-9) & (box_hi < hi))
+        )
         z = moved
         if not on_face or steps <= 0 or not result.fun < 1e300:
             break
     return full(z), float(result.fun), bool(result.success) and result.fun < 1e300
 
 
-def minimize_batched(value_and_grad, points, lower, upper, *, max_steps: int = 1000, on_done=None, devices: int = 1, log: StartLog | None = None):
+def minimize_batched(
+    value_and_grad,
+    points,
+    lower,
+    upper,
+    *,
+    max_steps: int = 1000,
+    on_done=None,
+    devices: int = 1,
+    log: StartLog | None = None,
+):
     """Minimise a function, given as `value_and_grad` (a JAX function of one point giving
     the value and the gradient), from every row of `points` within the box [lower,
     upper] by L-BFGS-B (scipy), all starts at once (`run_batched`, on `devices` local
@@ -1111,7 +1431,14 @@ def minimize_batched(value_and_grad, points, lower, upper, *, max_steps: int = 1
         if on_done is not None:
             on_done(k, out[1])
 
-    outcome = run_batched(value_and_grad, [task(k) for k in range(len(points))], points.shape[1], done, devices, between=log.between)
+    outcome = run_batched(
+        value_and_grad,
+        [task(k) for k in range(len(points))],
+        points.shape[1],
+        done,
+        devices,
+        between=log.between,
+    )
     ends = np.stack([o[0] for o in outcome]) if outcome else np.zeros((0, points.shape[1]))
     return ends, np.array([o[1] for o in outcome]), np.array([o[2] for o in outcome])
 
@@ -1157,7 +1484,16 @@ class StartLog:
     def _template(self, shapes: list[tuple[int, ...]]) -> tuple:
         evaluations = shapes[1][0] if len(shapes) > 1 and len(shapes[1]) == 1 else 0
         e, s, p = evaluations, self.count, self.dim
-        return (np.zeros((e, p)), np.zeros(e), np.zeros((e, p)), np.zeros(s, np.int64), np.zeros(s, bool), np.zeros((s, p)), np.zeros(s), np.zeros(s, bool))
+        return (
+            np.zeros((e, p)),
+            np.zeros(e),
+            np.zeros((e, p)),
+            np.zeros(s, np.int64),
+            np.zeros(s, bool),
+            np.zeros((s, p)),
+            np.zeros(s),
+            np.zeros(s, bool),
+        )
 
     def state(self) -> tuple:
         """The arrays a checkpoint stores: the running starts' evaluations (x [E, p],
@@ -1168,15 +1504,36 @@ class StartLog:
         g = np.array([e[2] for e in entries]).reshape(len(entries), self.dim)
         f = np.array([e[1] for e in entries], dtype=float)
         counts = np.array([len(entries) for entries in self.log], dtype=np.int64)
-        return (x, f, g, counts, self.done.copy(), self.ends.copy(), self.values.copy(), self.success.copy())
+        return (
+            x,
+            f,
+            g,
+            counts,
+            self.done.copy(),
+            self.ends.copy(),
+            self.values.copy(),
+            self.success.copy(),
+        )
 
     def _restore(self, rounds: int, state: tuple) -> None:
         x, f, g, counts, done, ends, values, success = (np.asarray(a) for a in state)
         if np.any(counts < 0) or int(counts.sum()) != len(f) or np.any(counts[done] != 0):
-            raise DataError(self.ck.path, "state", "holds evaluations that do not add up to its starts'; the checkpoint is damaged: delete it to start over")
-        self.done, self.ends, self.values, self.success = done.copy(), ends.copy(), values.copy(), success.copy()
+            raise DataError(
+                self.ck.path,
+                "state",
+                "holds evaluations that do not add up to its starts'; the checkpoint is damaged: delete it to start over",
+            )
+        self.done, self.ends, self.values, self.success = (
+            done.copy(),
+            ends.copy(),
+            values.copy(),
+            success.copy(),
+        )
         offsets = np.concatenate([[0], np.cumsum(counts)])
-        self.log = [[(x[i].copy(), float(f[i]), g[i].copy()) for i in range(offsets[k], offsets[k + 1])] for k in range(self.count)]
+        self.log = [
+            [(x[i].copy(), float(f[i]), g[i].copy()) for i in range(offsets[k], offsets[k + 1])]
+            for k in range(self.count)
+        ]
         self.rounds = self._first_round = int(rounds)
 
     def finished_prefix(self) -> int:
@@ -1185,7 +1542,12 @@ class StartLog:
 
     def finish(self, k: int, end, value: float, success: bool) -> None:
         """Start k has ended: its end is kept, its evaluations are no longer needed."""
-        self.done[k], self.ends[k], self.values[k], self.success[k] = True, np.asarray(end, dtype=float), value, success
+        self.done[k], self.ends[k], self.values[k], self.success[k] = (
+            True,
+            np.asarray(end, dtype=float),
+            value,
+            success,
+        )
         self.log[k] = []
 
     def asker(self, k: int, ask: Callable) -> Callable:
@@ -1241,4 +1603,7 @@ def problem_files(path: str | Path) -> list[Path]:
         spec = yaml.safe_load(path.read_text())
     except Exception:  # (an unreadable problem is reported when it is loaded)
         return [path]
-    return [path, *(file for _, _, file in named_files(path, spec if isinstance(spec, dict) else {}))]
+    return [
+        path,
+        *(file for _, _, file in named_files(path, spec if isinstance(spec, dict) else {})),
+    ]

@@ -51,7 +51,9 @@ class Heartbeat:
 
     Called on the host (`jax.debug.callback`) once per chain and evaluation."""
 
-    def __init__(self, log: Callable[[str], None], chains: int, every: float = 10.0, steps: int | None = None):
+    def __init__(
+        self, log: Callable[[str], None], chains: int, every: float = 10.0, steps: int | None = None
+    ):
         self.log, self.chains, self.every, self.steps = log, chains, every, steps
         self.calls = 0
         self.start = self.last = time.monotonic()
@@ -145,7 +147,9 @@ class PetabPosterior(Result):
         return int(np.sum(self.diverging))
 
     def write(self, f) -> None:
-        write_root_attrs(f, format="simjax.posterior", model=self.model, config=self.problem, seed=self.seed)
+        write_root_attrs(
+            f, format="simjax.posterior", model=self.model, config=self.problem, seed=self.seed
+        )
         f.attrs["devices"] = sampled_on()
         write_group(f, "posterior", self.posterior)
         write_group(f, "sample_stats", {"diverging": self.diverging})
@@ -158,7 +162,14 @@ class PetabPosterior(Result):
 
 @checks_as_nan()
 def infer_petab(
-    problem: PetabProblem, *, chains: int = 4, warmup: int = 500, samples: int = 500, seed: int = 0, progress: bool = False, log: Callable[[str], None] | None = None
+    problem: PetabProblem,
+    *,
+    chains: int = 4,
+    warmup: int = 500,
+    samples: int = 500,
+    seed: int = 0,
+    progress: bool = False,
+    log: Callable[[str], None] | None = None,
 ) -> PetabPosterior:
     """Sample a PEtab problem's posterior with NUTS; the chains start at the nominal
     parameters (where they lie within the bounds). With `progress` and `log`, a
@@ -168,18 +179,40 @@ def infer_petab(
     lower, upper = problem.bounds()
     nominal = problem.nominal()
     inside = np.all(np.isfinite(nominal)) and np.all((nominal > lower) & (nominal < upper))
-    init = init_to_value(values={"x": jnp.asarray(nominal)}) if inside else init_to_median(num_samples=15)
-    heartbeat = Heartbeat(log, chains, steps=warmup + samples) if progress and log is not None else None
+    init = (
+        init_to_value(values={"x": jnp.asarray(nominal)})
+        if inside
+        else init_to_median(num_samples=15)
+    )
+    heartbeat = (
+        Heartbeat(log, chains, steps=warmup + samples) if progress and log is not None else None
+    )
     kernel = NUTS(numpyro_model(problem, heartbeat), init_strategy=init)
     method, _, plan = chain_method(chains, progress, spread=spreads([problem.solver]))
+
     def started() -> None:
         log(plan)
         if heartbeat is not None:
             heartbeat.restart()
 
     with jax.numpy_dtype_promotion("standard"), immediate("sampling"):
-        run = run_chains(kernel, (), chains=chains, warmup=warmup, samples=samples, key=jax.random.PRNGKey(seed), method=method, progress=progress, started=None if log is None else started)
+        run = run_chains(
+            kernel,
+            (),
+            chains=chains,
+            warmup=warmup,
+            samples=samples,
+            key=jax.random.PRNGKey(seed),
+            method=method,
+            progress=progress,
+            started=None if log is None else started,
+        )
     x = run.samples["x"]
     scales = [p.scale for p in problem.parameters if p.estimate]
-    posterior = {name: np.asarray(to_linear(x[..., k], scales[k])) for k, name in enumerate(problem.estimated)}
-    return PetabPosterior(str(problem.path), problem.model.name, seed, posterior, run.diverging, summarise(posterior))
+    posterior = {
+        name: np.asarray(to_linear(x[..., k], scales[k]))
+        for k, name in enumerate(problem.estimated)
+    }
+    return PetabPosterior(
+        str(problem.path), problem.model.name, seed, posterior, run.diverging, summarise(posterior)
+    )

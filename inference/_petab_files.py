@@ -21,7 +21,14 @@ from sim.core import InputError
 
 # The YAML keys that name files: the parameter table(s) at the top, and per problem the
 # model, the tables and the optional visualisation and mapping tables.
-PROBLEM_KEYS = ("sbml_files", "condition_files", "measurement_files", "observable_files", "visualization_files", "mapping_files")
+PROBLEM_KEYS = (
+    "sbml_files",
+    "condition_files",
+    "measurement_files",
+    "observable_files",
+    "visualization_files",
+    "mapping_files",
+)
 
 OUTSIDE_FLAG = "--allow-outside-folder"
 
@@ -56,7 +63,11 @@ def _tables() -> dict[str, tuple[str, list[str], list[str]]]:
         "condition_files": ("condition", [C.CONDITION_ID], [C.CONDITION_ID, C.CONDITION_NAME]),
         "measurement_files": ("measurement", C.MEASUREMENT_DF_REQUIRED_COLS, C.MEASUREMENT_DF_COLS),
         "observable_files": ("observable", C.OBSERVABLE_DF_REQUIRED_COLS, C.OBSERVABLE_DF_COLS),
-        "visualization_files": ("visualization", C.VISUALIZATION_DF_REQUIRED_COLS, C.VISUALIZATION_DF_COLS),
+        "visualization_files": (
+            "visualization",
+            C.VISUALIZATION_DF_REQUIRED_COLS,
+            C.VISUALIZATION_DF_COLS,
+        ),
         "mapping_files": ("mapping", C.MAPPING_DF_REQUIRED_COLS, C.MAPPING_DF_REQUIRED_COLS),
     }
 
@@ -76,19 +87,27 @@ def read_spec(path: Path) -> dict:
         spec = yaml.safe_load(path.read_text())
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
         reason = str(e).splitlines()[0] if str(e) else type(e).__name__
-        raise PetabError(f"{path}: not a readable PEtab problem: not a YAML file ({reason})") from None
+        raise PetabError(
+            f"{path}: not a readable PEtab problem: not a YAML file ({reason})"
+        ) from None
     if not isinstance(spec, dict):
-        raise PetabError(f"{path}: not a readable PEtab problem: expected a YAML mapping with format_version, parameter_file and problems, got {type(spec).__name__}")
+        raise PetabError(
+            f"{path}: not a readable PEtab problem: expected a YAML mapping with format_version, parameter_file and problems, got {type(spec).__name__}"
+        )
     spec = {"format_version": 1, **spec}  # (files without one have been read as version 1)
     if str(spec["format_version"]).split(".")[0] != "1":
-        raise PetabError(f"{path}: format_version {spec['format_version']!r}: only PEtab format version 1 is supported")
+        raise PetabError(
+            f"{path}: format_version {spec['format_version']!r}: only PEtab format version 1 is supported"
+        )
     _check_schema(path, spec)
     problems = spec["problems"]
     if len(problems) != 1:
         raise PetabError(f"{path}: problems: expected one problem, got {len(problems)}")
     sbml_files = problems[0]["sbml_files"]
     if len(sbml_files) != 1:
-        raise PetabError(f"{path}: problems[0].sbml_files: expected one SBML file, got {len(sbml_files)}")
+        raise PetabError(
+            f"{path}: problems[0].sbml_files: expected one SBML file, got {len(sbml_files)}"
+        )
     return spec
 
 
@@ -106,7 +125,9 @@ def _check_schema(path: Path, spec: dict) -> None:
             missing = [k for k in e.validator_value if k not in e.instance]
             names = ", ".join(repr(_key_path([*e.absolute_path, k])) for k in missing)
             meant = "; ".join(f"{k}: {KEYS[k]}" for k in missing if k in KEYS)
-            raise PetabError(f"{path}: not a readable PEtab problem: the key{'s' if len(missing) > 1 else ''} {names} {'are' if len(missing) > 1 else 'is'} missing ({meant or 'the format requires it'})") from None
+            raise PetabError(
+                f"{path}: not a readable PEtab problem: the key{'s' if len(missing) > 1 else ''} {names} {'are' if len(missing) > 1 else 'is'} missing ({meant or 'the format requires it'})"
+            ) from None
         raise PetabError(f"{path}: {key or 'the file'}: {e.message}") from None
 
 
@@ -127,7 +148,13 @@ def named_files(path: Path, spec: dict) -> list[tuple[str, str, Path]]:
     single = isinstance(spec.get("parameter_file"), str)
     for i, name in enumerate(names):
         if isinstance(name, str):
-            out.append(("parameter_file" if single else f"parameter_file[{i}]", "parameter_file", path.parent / name))
+            out.append(
+                (
+                    "parameter_file" if single else f"parameter_file[{i}]",
+                    "parameter_file",
+                    path.parent / name,
+                )
+            )
     for p, problem in enumerate(spec.get("problems") or []):
         if not isinstance(problem, dict):
             continue
@@ -177,7 +204,9 @@ def check_headers(path: Path, files: list[tuple[str, str, Path]]) -> None:
     for key_path, key, file in files:
         if not file.is_file():
             what = "is a folder" if file.is_dir() else "no such file"
-            raise PetabError(f"{path}: {key_path}: {str(file)!r}: {what}; expected a {tables[key][0] + ' table' if key in tables else 'SBML model'}")
+            raise PetabError(
+                f"{path}: {key_path}: {str(file)!r}: {what}; expected a {tables[key][0] + ' table' if key in tables else 'SBML model'}"
+            )
         if key not in tables:
             continue
         kind, required, known = tables[key]
@@ -185,17 +214,23 @@ def check_headers(path: Path, files: list[tuple[str, str, Path]]) -> None:
             columns = [str(c) for c in pd.read_csv(file, sep="\t", nrows=0).columns]
         except Exception as e:  # (pandas reports an unreadable table in many ways)
             reason = str(e).splitlines()[0] if str(e) else type(e).__name__
-            raise PetabError(f"{file}: not a readable PEtab {kind} table (tab-separated, a header of column names): {reason}") from None
+            raise PetabError(
+                f"{file}: not a readable PEtab {kind} table (tab-separated, a header of column names): {reason}"
+            ) from None
         for column in required:
             if column not in columns:
-                raise PetabError(f"{file}: column {column!r} missing (a PEtab {kind} table needs the columns {', '.join(required)}){_meant(column, columns, known)}")
+                raise PetabError(
+                    f"{file}: column {column!r} missing (a PEtab {kind} table needs the columns {', '.join(required)}){_meant(column, columns, known)}"
+                )
 
 
 def _meant(column: str, columns: list[str], known: list[str]) -> str:
     """'; found 'measurment': perhaps you meant 'measurement'', where a column the
     format does not define is spelt close to the missing one."""
     strangers = [c for c in columns if c not in known]
-    close = difflib.get_close_matches(column, strangers, n=1, cutoff=0.6) or difflib.get_close_matches(column.lower(), [c.lower() for c in strangers], n=1, cutoff=0.6)
+    close = difflib.get_close_matches(
+        column, strangers, n=1, cutoff=0.6
+    ) or difflib.get_close_matches(column.lower(), [c.lower() for c in strangers], n=1, cutoff=0.6)
     if not close:
         return ""
     found = next(c for c in strangers if c == close[0] or c.lower() == close[0])
@@ -216,7 +251,10 @@ def lint(path: Path, problem: Any, files: list[tuple[str, str, Path]]) -> None:
         ("parameter_file", lambda: petab_lint.check_parameter_df(problem.parameter_df)),
         ("observable_files", lambda: petab_lint.check_observable_df(problem.observable_df)),
         ("condition_files", lambda: petab_lint.check_condition_df(problem.condition_df)),
-        ("measurement_files", lambda: petab_lint.check_measurement_df(problem.measurement_df, problem.observable_df)),
+        (
+            "measurement_files",
+            lambda: petab_lint.check_measurement_df(problem.measurement_df, problem.observable_df),
+        ),
     ]
     for key, check in checks:
         try:

@@ -31,12 +31,20 @@ DISTRIBUTIONS = tuple(_SPECS)
 def check_prior(config: Config, key: str, spec: Any) -> dict[str, Any]:
     """Validate one prior table `{ dist = "...", ...arguments }`; returns its arguments."""
     if not isinstance(spec, dict):
-        raise config.error(key, f"expected a table like {{ dist = \"normal\", loc = 0.0, scale = 1.0 }}, got {spec!r}")
+        raise config.error(
+            key,
+            f'expected a table like {{ dist = "normal", loc = 0.0, scale = 1.0 }}, got {spec!r}',
+        )
     name = spec.get("dist")
     if name is None:
-        raise config.error(f"{key}.dist", f"required key is missing (one of: {', '.join(DISTRIBUTIONS)})")
+        raise config.error(
+            f"{key}.dist", f"required key is missing (one of: {', '.join(DISTRIBUTIONS)})"
+        )
     if name not in _SPECS:
-        raise config.error(f"{key}.dist", f"unknown distribution {name!r} (distributions: {', '.join(DISTRIBUTIONS)}).{did_you_mean(name, DISTRIBUTIONS)}")
+        raise config.error(
+            f"{key}.dist",
+            f"unknown distribution {name!r} (distributions: {', '.join(DISTRIBUTIONS)}).{did_you_mean(name, DISTRIBUTIONS)}",
+        )
     required, optional, positive = _SPECS[name]
     allowed = required + tuple(optional)
     args = {}
@@ -44,7 +52,10 @@ def check_prior(config: Config, key: str, spec: Any) -> dict[str, Any]:
         if arg == "dist":
             continue
         if arg not in allowed:
-            raise config.error(f"{key}.{arg}", f"{name} takes {', '.join(allowed)}; no {arg!r}.{did_you_mean(arg, allowed)}")
+            raise config.error(
+                f"{key}.{arg}",
+                f"{name} takes {', '.join(allowed)}; no {arg!r}.{did_you_mean(arg, allowed)}",
+            )
         if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
             raise config.error(f"{key}.{arg}", f"expected a number, got {value!r}")
         args[arg] = float(value)
@@ -57,12 +68,17 @@ def check_prior(config: Config, key: str, spec: Any) -> dict[str, Any]:
     for arg, default in optional.items():
         args.setdefault(arg, default)
     if "low" in args and "high" in args and not args["low"] < args["high"]:
-        raise config.error(f"{key}.high", f"expected high > low = {args['low']:g}, got {args['high']:g}")
+        raise config.error(
+            f"{key}.high", f"expected high > low = {args['low']:g}, got {args['high']:g}"
+        )
     if "loc" in args and not math.isfinite(args["loc"]):
         raise config.error(f"{key}.loc", f"expected a finite number, got {args['loc']}")
     for arg in ("low", "high") if name == "uniform" else ():
         if not math.isfinite(args[arg]):
-            raise config.error(f"{key}.{arg}", f"expected a finite bound of the uniform distribution, got {args[arg]}")
+            raise config.error(
+                f"{key}.{arg}",
+                f"expected a finite bound of the uniform distribution, got {args[arg]}",
+            )
     return {"dist": name, **args}
 
 
@@ -80,7 +96,11 @@ def support(spec: dict[str, Any]) -> tuple[float, float]:
 
 
 # A free quantity's transform (inference._fit.Free) -> the values it may take.
-_ALLOWED = {"identity": "any real number", "log": "positive (> 0)", "softplus": "nonnegative (>= 0)"}
+_ALLOWED = {
+    "identity": "any real number",
+    "log": "positive (> 0)",
+    "softplus": "nonnegative (>= 0)",
+}
 
 
 def allowed_range(transform: str, low: float = 0.0, high: float = 1.0) -> tuple[float, float, str]:
@@ -94,7 +114,9 @@ def allowed_range(transform: str, low: float = 0.0, high: float = 1.0) -> tuple[
     return -math.inf, math.inf, _ALLOWED["identity"]
 
 
-def support_conflict(spec: dict[str, Any], name: str, transform: str, low: float = 0.0, high: float = 1.0) -> str | None:
+def support_conflict(
+    spec: dict[str, Any], name: str, transform: str, low: float = 0.0, high: float = 1.0
+) -> str | None:
     """Why a prior leaves no valid value (hence no start for the chains) for a free
     quantity `name`: its support and the quantity's allowed range do not overlap (or
     only in a point). None when they do."""
@@ -108,7 +130,9 @@ def support_conflict(spec: dict[str, Any], name: str, transform: str, low: float
     )
 
 
-def outside_allowed(spec: dict[str, Any], transform: str, low: float = 0.0, high: float = 1.0) -> bool:
+def outside_allowed(
+    spec: dict[str, Any], transform: str, low: float = 0.0, high: float = 1.0
+) -> bool:
     """Whether a prior also puts probability where the free quantity is not allowed
     (e.g. uniform [-1, 2] on a positive parameter)."""
     s_low, s_high = support(spec)
@@ -149,7 +173,12 @@ def flatten_priors(priors: dict[str, Any]) -> dict[str, Any]:
     """Accept both `"initial.prey" = {...}` and `initial = { prey = {...} }`."""
     out = {}
     for key, value in priors.items():
-        if isinstance(value, dict) and "dist" not in value and all(isinstance(v, dict) for v in value.values()) and value:
+        if (
+            isinstance(value, dict)
+            and "dist" not in value
+            and all(isinstance(v, dict) for v in value.values())
+            and value
+        ):
             for sub, spec in value.items():
                 out[f"{key}.{sub}"] = spec
         else:

@@ -48,7 +48,20 @@ class Walk:
     stop: str
 
 
-def walk(ask, i: int, direction: int, x_opt, f_opt: float, lower, upper, *, threshold: float = THRESHOLD, max_points: int = 40, max_steps: int = 500, reach: float = np.inf) -> Walk:
+def walk(
+    ask,
+    i: int,
+    direction: int,
+    x_opt,
+    f_opt: float,
+    lower,
+    upper,
+    *,
+    threshold: float = THRESHOLD,
+    max_points: int = 40,
+    max_steps: int = 500,
+    reach: float = np.inf,
+) -> Walk:
     """Trace the profile of coordinate `i` from the optimum `x_opt` (objective `f_opt`)
     towards `direction` (+1 or -1), at most `reach` away; `ask(x)` gives the objective
     and its gradient."""
@@ -93,7 +106,9 @@ def walk(ask, i: int, direction: int, x_opt, f_opt: float, lower, upper, *, thre
     return out
 
 
-def crossing(values, objective, value_opt: float, f_opt: float, threshold: float = THRESHOLD) -> float:
+def crossing(
+    values, objective, value_opt: float, f_opt: float, threshold: float = THRESHOLD
+) -> float:
     """Where a walk (ordered from the optimum outwards) first rises past the threshold,
     linearly interpolated; NaN if it never does."""
     previous_v, previous_f = value_opt, f_opt
@@ -140,7 +155,10 @@ class ProfileResult(Result):
 
     def table(self) -> list[tuple[str, float, float, float, str]]:
         """(name, estimate, lower, upper, verdict) per profiled parameter."""
-        return [(n, self.optimum[n], p["lower"], p["upper"], self.identifiable(n)) for n, p in self.profiles.items()]
+        return [
+            (n, self.optimum[n], p["lower"], p["upper"], self.identifiable(n))
+            for n, p in self.profiles.items()
+        ]
 
     def write(self, f) -> None:
         write_root_attrs(f, format="simjax.profile", model=self.model, config=self.source)
@@ -149,8 +167,21 @@ class ProfileResult(Result):
         write_group(f, "optimum", self.optimum)
         group = f.require_group("profile")
         for name, p in self.profiles.items():
-            write_group(group, name, {"value": p["value"], "objective": p["objective"], "lower": p["lower"], "upper": p["upper"]})
-            for key, text in (("stop_lower", p["stop_lower"]), ("stop_upper", p["stop_upper"]), ("identifiable", self.identifiable(name))):
+            write_group(
+                group,
+                name,
+                {
+                    "value": p["value"],
+                    "objective": p["objective"],
+                    "lower": p["lower"],
+                    "upper": p["upper"],
+                },
+            )
+            for key, text in (
+                ("stop_lower", p["stop_lower"]),
+                ("stop_upper", p["stop_upper"]),
+                ("identifiable", self.identifiable(name)),
+            ):
                 group[name][key] = text
             write_group(group[name], "estimate", p["estimate"])
 
@@ -175,7 +206,21 @@ def profile(
     x_opt = np.asarray(x_opt, dtype=float)
     lower, upper = np.asarray(lower, dtype=float), np.asarray(upper, dtype=float)
     jobs = [(names.index(n), d) for n in chosen for d in (-1, +1)]
-    tasks = [lambda ask, i=i, d=d: walk(ask, i, d, x_opt, f_opt, lower, upper, max_points=max_points, max_steps=max_steps, reach=reach) for i, d in jobs]
+    tasks = [
+        lambda ask, i=i, d=d: walk(
+            ask,
+            i,
+            d,
+            x_opt,
+            f_opt,
+            lower,
+            upper,
+            max_points=max_points,
+            max_steps=max_steps,
+            reach=reach,
+        )
+        for i, d in jobs
+    ]
     walks = run_batched(value_and_grad, tasks, len(x_opt))
     natural_opt = to_natural(x_opt)
     out = {}
@@ -214,12 +259,23 @@ def _chosen(names: list[str], params: list[str] | None, source: str, what: str) 
 
     for name in params or []:
         if name not in names:
-            raise InputError(source, f"--param {name}", f"not one of the {what} ({', '.join(names)}).{did_you_mean(name, names)}")
+            raise InputError(
+                source,
+                f"--param {name}",
+                f"not one of the {what} ({', '.join(names)}).{did_you_mean(name, names)}",
+            )
     return list(params) if params else list(names)
 
 
 @checks_as_nan()
-def profile_petab(problem, params: list[str] | None = None, *, starts: int = 1, seed: int = 0, max_points: int = 40) -> ProfileResult:
+def profile_petab(
+    problem,
+    params: list[str] | None = None,
+    *,
+    starts: int = 1,
+    seed: int = 0,
+    max_points: int = 40,
+) -> ProfileResult:
     """Profile likelihoods of a PEtab problem's estimated parameters (all, or `params`)
     around the best of `starts` fits; the profiled function is the fit's (objective plus
     the table's objective priors, if any), the grid the parameters' own scales."""
@@ -231,17 +287,35 @@ def profile_petab(problem, params: list[str] | None = None, *, starts: int = 1, 
     chosen = _chosen(names, params, str(problem.path), "estimated parameters")
     fitted = fit_petab(problem, starts=starts, seed=seed)
     scales = [p.scale for p in problem.parameters if p.estimate]
-    x_opt = np.array([float(to_scale(np.float64(fitted.estimate[n]), sc)) for n, sc in zip(names, scales)])
+    x_opt = np.array(
+        [float(to_scale(np.float64(fitted.estimate[n]), sc)) for n, sc in zip(names, scales)]
+    )
     value_and_grad = problem.value_and_grad(with_priors=True)
     f_opt = float(value_and_grad(jnp.asarray(x_opt))[0])
     lower, upper = problem.bounds()
-    to_natural = lambda x: np.array([float(10.0**v if sc == "log10" else (np.exp(v) if sc == "log" else v)) for v, sc in zip(x, scales)])  # noqa: E731
-    profiles = profile(value_and_grad, x_opt, f_opt, lower, upper, names, chosen, to_natural, max_points=max_points)
-    return ProfileResult(str(problem.path), problem.model.name, names, dict(zip(names, to_natural(x_opt))), f_opt, profiles)
+    to_natural = lambda x: np.array(
+        [
+            float(10.0**v if sc == "log10" else (np.exp(v) if sc == "log" else v))
+            for v, sc in zip(x, scales)
+        ]
+    )  # noqa: E731
+    profiles = profile(
+        value_and_grad, x_opt, f_opt, lower, upper, names, chosen, to_natural, max_points=max_points
+    )
+    return ProfileResult(
+        str(problem.path),
+        problem.model.name,
+        names,
+        dict(zip(names, to_natural(x_opt))),
+        f_opt,
+        profiles,
+    )
 
 
 @checks_as_nan()
-def profile_config(config, params: list[str] | None = None, data=None, *, max_points: int = 40) -> ProfileResult:
+def profile_config(
+    config, params: list[str] | None = None, data=None, *, max_points: int = 40
+) -> ProfileResult:
     """Profile likelihoods of a config's free quantities (all, or `params`) around its
     fit (`sim fit` first, as configured). With every sigma given the profiled function
     is the fit's loss (the negative log-likelihood up to a constant); with sigma
@@ -259,13 +333,27 @@ def profile_config(config, params: list[str] | None = None, data=None, *, max_po
     if config.spec.experiments is not None:
         problem, _, _ = experiment_problems(config, data, section, gradient="forward_sensitivity")
     else:
-        problem, _, _ = make_problem(config, data, section.free, free_key="fit.free", loss=section.loss, weights=section.weights, bounds=section.bounds, gradient="forward_sensitivity")
+        problem, _, _ = make_problem(
+            config,
+            data,
+            section.free,
+            free_key="fit.free",
+            loss=section.loss,
+            weights=section.weights,
+            bounds=section.bounds,
+            gradient="forward_sensitivity",
+        )
     names = [f.name for f in problem.free]
     chosen = _chosen(names, params, str(config.path), "free quantities")
     if section.loss == "mse":
-        raise config.error("fit.loss", "a profile likelihood needs a likelihood: loss = \"normal\" or \"lognormal\", not \"mse\"")
+        raise config.error(
+            "fit.loss",
+            'a profile likelihood needs a likelihood: loss = "normal" or "lognormal", not "mse"',
+        )
     fitted = fit(config, data)
-    sigma_known = observation_models(problem) or all(name in o.sigma for o in (obs if isinstance(obs, list) else [obs]) for name in o.values)
+    sigma_known = observation_models(problem) or all(
+        name in o.sigma for o in (obs if isinstance(obs, list) else [obs]) for name in o.values
+    )
     n = problem.count
 
     def unflatten(v):
@@ -275,7 +363,14 @@ def profile_config(config, params: list[str] | None = None, data=None, *, max_po
         loss = problem.objective(unflatten(v))[0]
         return loss if sigma_known else 0.5 * n * jnp.log(2.0 * loss)
 
-    x_opt = np.array([float(problem.unconstrained({k: jnp.asarray(v) for k, v in fitted.estimate.items()})[name]) for name in names])
+    x_opt = np.array(
+        [
+            float(
+                problem.unconstrained({k: jnp.asarray(v) for k, v in fitted.estimate.items()})[name]
+            )
+            for name in names
+        ]
+    )
     value_and_grad = jax.value_and_grad(objective)
     f_opt = float(objective(jnp.asarray(x_opt)))
     wide = np.full(len(names), 3 * REACH)  # (the others compensate further)
@@ -284,5 +379,23 @@ def profile_config(config, params: list[str] | None = None, data=None, *, max_po
         natural = problem.natural(unflatten(jnp.asarray(v)))
         return np.array([float(natural[name]) for name in names])
 
-    profiles = profile(value_and_grad, x_opt, f_opt, x_opt - wide, x_opt + wide, names, chosen, to_natural, max_points=max_points, reach=REACH)
-    return ProfileResult(str(config.path), problem.model.name, names, dict(zip(names, to_natural(x_opt))), f_opt, profiles)
+    profiles = profile(
+        value_and_grad,
+        x_opt,
+        f_opt,
+        x_opt - wide,
+        x_opt + wide,
+        names,
+        chosen,
+        to_natural,
+        max_points=max_points,
+        reach=REACH,
+    )
+    return ProfileResult(
+        str(config.path),
+        problem.model.name,
+        names,
+        dict(zip(names, to_natural(x_opt))),
+        f_opt,
+        profiles,
+    )

@@ -40,7 +40,14 @@ from jaxtyping import Array, Float, Int, PRNGKeyArray, PyTree
 import sim
 from physics.ode import OdeModel
 from sim import DataError
-from sim.core import Progress, atomic_h5, model_class, model_options, warn_if_float32, write_root_attrs
+from sim.core import (
+    Progress,
+    atomic_h5,
+    model_class,
+    model_options,
+    warn_if_float32,
+    write_root_attrs,
+)
 from solvers import OdeSolver, did_you_mean
 
 from ._checkpoint import Checkpointer, fingerprint
@@ -136,12 +143,22 @@ def load_trajectories(
     with f:
         t = _read(f, path, time)
         if t.ndim != 1 or t.shape[0] < 2:
-            raise DataError(path, time, f"expected save times of shape [T] with T >= 2, got shape {t.shape}")
+            raise DataError(
+                path, time, f"expected save times of shape [T] with T >= 2, got shape {t.shape}"
+            )
         if not np.all(np.isfinite(t)):
-            raise DataError(path, time, f"save times must be finite; entry {int(np.argmin(np.isfinite(t)))} is {t[~np.isfinite(t)][0]}")
+            raise DataError(
+                path,
+                time,
+                f"save times must be finite; entry {int(np.argmin(np.isfinite(t)))} is {t[~np.isfinite(t)][0]}",
+            )
         if not np.all(np.diff(t) > 0):
             i = int(np.argmin(np.diff(t) > 0))
-            raise DataError(path, time, f"save times must be strictly increasing; entries {i} and {i + 1} are {t[i]} and {t[i + 1]}")
+            raise DataError(
+                path,
+                time,
+                f"save times must be strictly increasing; entries {i} and {i + 1} are {t[i]} and {t[i + 1]}",
+            )
         columns = []
         batch = None
         for name in names:
@@ -150,12 +167,22 @@ def load_trajectories(
             if v.ndim == 1:
                 v = v[None, :]
             if v.ndim != 2 or v.shape[1] != t.shape[0]:
-                raise DataError(path, key, f"expected shape [B, {t.shape[0]}] or [{t.shape[0]}] (one value per save time in {time}), got {v.shape[-2:] if v.ndim > 2 else v.shape}")
+                raise DataError(
+                    path,
+                    key,
+                    f"expected shape [B, {t.shape[0]}] or [{t.shape[0]}] (one value per save time in {time}), got {v.shape[-2:] if v.ndim > 2 else v.shape}",
+                )
             if batch is not None and v.shape[0] != batch[1]:
-                raise DataError(path, key, f"has {v.shape[0]} trajectories but {batch[0]} has {batch[1]}")
+                raise DataError(
+                    path, key, f"has {v.shape[0]} trajectories but {batch[0]} has {batch[1]}"
+                )
             if not np.all(np.isfinite(v)):
                 b, j = np.argwhere(~np.isfinite(v))[0]
-                raise DataError(path, key, f"values must be finite (every state is needed to start a window); trajectory {b}, time index {j} is {v[b, j]}")
+                raise DataError(
+                    path,
+                    key,
+                    f"values must be finite (every state is needed to start a window); trajectory {b}, time index {j} is {v[b, j]}",
+                )
             batch = batch or (key, v.shape[0])
             columns.append(v)
     return Trajectories(path, names, t, np.stack(columns, axis=1))
@@ -167,7 +194,11 @@ def _read(f: h5py.File, path: Path, key: str) -> np.ndarray:
         here = f.get(key.rsplit("/", 1)[0] or "/")
         listed = sorted(here.keys()) if isinstance(here, h5py.Group) else []
         hint = f" (found: {', '.join(listed)})" if listed else ""
-        raise DataError(path, key, f"no such dataset{hint}.{did_you_mean(key.rsplit('/', 1)[-1], listed)}".rstrip("."))
+        raise DataError(
+            path,
+            key,
+            f"no such dataset{hint}.{did_you_mean(key.rsplit('/', 1)[-1], listed)}".rstrip("."),
+        )
     value = item[()]
     if not np.issubdtype(np.asarray(value).dtype, np.number):
         raise DataError(path, key, f"expected numbers, got {np.asarray(value).dtype}")
@@ -209,11 +240,15 @@ def simulate_states(
     return jax.vmap(one)(jnp.asarray(y0, dtype=float))
 
 
-def trajectory_mse(model: OdeModel, params: PyTree, data: Trajectories, solver: OdeSolver | None = None) -> float:
+def trajectory_mse(
+    model: OdeModel, params: PyTree, data: Trajectories, solver: OdeSolver | None = None
+) -> float:
     """Mean squared error of whole trajectories, each solved from its first observed state
     over all of `data.time` (a held-out score: no window restarts from the data)."""
     _check_names(model, data)
-    pred = simulate_states(model, params, jnp.asarray(data.time), jnp.asarray(data.initial()), solver)
+    pred = simulate_states(
+        model, params, jnp.asarray(data.time), jnp.asarray(data.initial()), solver
+    )
     return float(jnp.mean((pred - jnp.asarray(data.values)) ** 2))
 
 
@@ -303,7 +338,9 @@ class Trainer(eqx.Module):
         if not isinstance(model, OdeModel):
             raise TypeError(f"training needs an OdeModel, got {type(model).__name__}")
         if isinstance(window, bool) or not isinstance(window, int) or window < 2:
-            raise ValueError(f"window must be an integer >= 2 (save points per segment), got {window!r}")
+            raise ValueError(
+                f"window must be an integer >= 2 (save points per segment), got {window!r}"
+            )
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
         if free is not None:
@@ -317,9 +354,13 @@ class Trainer(eqx.Module):
             if not free:
                 raise ValueError("free is empty: name at least one parameter to train")
         if batch not in BATCHES:
-            raise ValueError(f"batch must be one of {', '.join(map(repr, BATCHES))} (how a minibatch of windows is solved), got {batch!r}")
+            raise ValueError(
+                f"batch must be one of {', '.join(map(repr, BATCHES))} (how a minibatch of windows is solved), got {batch!r}"
+            )
         if batch == "system" and model.events():
-            raise ValueError(f"batch = 'system' solves the windows with shared steps, which events of model {model.name!r} would break; use batch = 'windows'")
+            raise ValueError(
+                f"batch = 'system' solves the windows with shared steps, which events of model {model.name!r} would break; use batch = 'windows'"
+            )
         self.model = model
         self.batch = batch
         self.optimizer = optax.adam(1e-2) if optimizer is None else optimizer
@@ -334,7 +375,9 @@ class Trainer(eqx.Module):
 
     def init(self, params: PyTree | None, key: PRNGKeyArray) -> TrainState:
         """The state before the first step (missing parameters take the model's defaults)."""
-        params = jax.tree.map(lambda x: jnp.asarray(x, dtype=float), sim.complete_params(self.model, params))
+        params = jax.tree.map(
+            lambda x: jnp.asarray(x, dtype=float), sim.complete_params(self.model, params)
+        )
         free, _ = self._split(params)
         with jax.numpy_dtype_promotion("standard"):
             opt_state = self.optimizer.init(free)
@@ -373,16 +416,22 @@ class Trainer(eqx.Module):
         its start; window b's vector field at its own times (its start plus the
         relative time). Returns the solution (`ys` [W, B * n]) and the windows' data
         [B, n, W]."""
-        targets = jax.vmap(lambda b, s: jax.lax.dynamic_slice_in_dim(values[b], s, self.window, axis=1))(which, starts)
+        targets = jax.vmap(
+            lambda b, s: jax.lax.dynamic_slice_in_dim(values[b], s, self.window, axis=1)
+        )(which, starts)
         grid = time[: self.window] - time[0]
         shape = targets.shape[:2]
 
         def field(tau, y, args):  # (flat, as the lean core takes one flat state)
             p, start = args  # (passed, not closed over: adjoints differentiate their args)
-            rows = jax.vmap(lambda s, row: self.model.vector_field(s + tau, row, p))(start, y.reshape(shape))
+            rows = jax.vmap(lambda s, row: self.model.vector_field(s + tau, row, p))(
+                start, y.reshape(shape)
+            )
             return rows.ravel()
 
-        return self.solver.solve(field, grid, targets[:, :, 0].ravel(), (params, time[starts])), targets
+        return self.solver.solve(
+            field, grid, targets[:, :, 0].ravel(), (params, time[starts])
+        ), targets
 
     def _system_loss(self, params, time, values, which, starts) -> Array:
         """The loss with the minibatch solved as one system (`solve_system`); NaN when
@@ -497,17 +546,46 @@ def train(
         raise ValueError(f"steps must be an integer >= 0, got {steps!r}")
     if len(data.time) < window:
         raise ValueError(f"window = {window} save points but the data have only {len(data.time)}")
-    trainer = Trainer(model, optimizer, solver=solver, window=window, batch_size=batch_size, free=free, batch=batch)
-    if batch == "system" and len(data.time) > 1 and not bool(evenly_spaced(jnp.asarray(data.time, dtype=float))):
-        raise ValueError("batch = 'system' needs evenly spaced save times (every window on the same grid); these are not: use batch = 'windows'")
+    trainer = Trainer(
+        model,
+        optimizer,
+        solver=solver,
+        window=window,
+        batch_size=batch_size,
+        free=free,
+        batch=batch,
+    )
+    if (
+        batch == "system"
+        and len(data.time) > 1
+        and not bool(evenly_spaced(jnp.asarray(data.time, dtype=float)))
+    ):
+        raise ValueError(
+            "batch = 'system' needs evenly spaced save times (every window on the same grid); these are not: use batch = 'windows'"
+        )
     state = trainer.init(params, jax.random.key(seed))
     time = jnp.asarray(data.time, dtype=float)
     values = jnp.asarray(data.values, dtype=float)
     identity = fingerprint(
-        model.name, json.dumps(_options(model), sort_keys=True, default=str), data.time, data.values,
-        steps, window, batch_size, seed, free, *(() if batch == "windows" else (batch,)), repr(trainer.solver), [np.asarray(x) for x in jax.tree.leaves(state.params)],
+        model.name,
+        json.dumps(_options(model), sort_keys=True, default=str),
+        data.time,
+        data.values,
+        steps,
+        window,
+        batch_size,
+        seed,
+        free,
+        *(() if batch == "windows" else (batch,)),
+        repr(trainer.solver),
+        [np.asarray(x) for x in jax.tree.leaves(state.params)],
     )
-    ck = Checkpointer(None if checkpoint is None else Path(checkpoint), identity, resume=resume, every=checkpoint_every)
+    ck = Checkpointer(
+        None if checkpoint is None else Path(checkpoint),
+        identity,
+        resume=resume,
+        every=checkpoint_every,
+    )
     losses = []
     first = 0
     restored = ck.restore(0, _storable(state))
@@ -654,11 +732,15 @@ def save_trained(
     """
     path = Path(path)
     if sim.model_class(model.name) is not type(model):
-        raise ValueError(f"model {model.name!r} is not the registered class; register it with sim.register_model")
+        raise ValueError(
+            f"model {model.name!r} is not the registered class; register it with sim.register_model"
+        )
     params = sim.complete_params(model, params)
     like = model.default_params()
     if jax.tree.structure(like) != jax.tree.structure(params):
-        raise ValueError(f"params do not have the structure of {model.name!r}'s parameters ({jax.tree.structure(like)})")
+        raise ValueError(
+            f"params do not have the structure of {model.name!r}'s parameters ({jax.tree.structure(like)})"
+        )
     buffer = io.BytesIO()
     eqx.tree_serialise_leaves(buffer, params)
     options = _options(model)
@@ -693,7 +775,11 @@ def load_trained(path: str | Path) -> tuple[OdeModel, PyTree]:
         fmt = f.attrs.get("format", "")
         fmt = fmt.decode() if isinstance(fmt, bytes) else str(fmt)
         if fmt != TRAINED_FORMAT:
-            raise DataError(path, "format", f"expected a {TRAINED_FORMAT!r} file (written by save_trained), got format {fmt!r}")
+            raise DataError(
+                path,
+                "format",
+                f"expected a {TRAINED_FORMAT!r} file (written by save_trained), got format {fmt!r}",
+            )
         name = str(f.attrs.get("model", ""))
         try:
             options = json.loads(f.attrs.get("model_options", "{}"))
@@ -707,6 +793,7 @@ def load_trained(path: str | Path) -> tuple[OdeModel, PyTree]:
     try:
         params = eqx.tree_deserialise_leaves(io.BytesIO(raw), like)
     except Exception as e:  # a truncated or foreign byte stream
-        raise DataError(path, "params", f"parameters do not fit model {name!r} with these options ({e})") from None
+        raise DataError(
+            path, "params", f"parameters do not fit model {name!r} with these options ({e})"
+        ) from None
     return model, params
-

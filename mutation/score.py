@@ -55,7 +55,9 @@ def main(db_path: str, equivalent_path: str = "mutation/equivalent.txt") -> None
             key = (str(m.module_path), m.start_pos[0], m.operator_name, m.occurrence)
             if result.worker_outcome == WorkerOutcome.SKIPPED:
                 if key in equivalent:
-                    excluded += 1  # a sampled mutant argued equivalent after an earlier run: not run again
+                    excluded += (
+                        1  # a sampled mutant argued equivalent after an earlier run: not run again
+                    )
                 else:
                     skipped += 1
                 continue
@@ -74,8 +76,11 @@ def main(db_path: str, equivalent_path: str = "mutation/equivalent.txt") -> None
     dead = killed + incompetent
     n = dead + survived
     low, high = wilson(dead, n)
-    print(f"{db_path}: {dead} killed, {survived} survived, {excluded} equivalent, "
-          f"{pending} pending, {skipped} skipped" + (f", {gone} gone with the code they mutated" if gone else ""))
+    print(
+        f"{db_path}: {dead} killed, {survived} survived, {excluded} equivalent, "
+        f"{pending} pending, {skipped} skipped"
+        + (f", {gone} gone with the code they mutated" if gone else "")
+    )
     if n:
         print(f"score {dead}/{n} = {dead / n:.1%} (95% interval {low:.1%} to {high:.1%})")
     for s in sorted(survivors):

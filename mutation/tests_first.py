@@ -19,7 +19,9 @@ PYTEST = [sys.executable, "-m", "pytest", "-x", "-q", "-n", "0", "-p", "no:cache
 
 
 def mutated() -> list[Path]:
-    out = subprocess.run(["git", "diff", "--name-only"], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        ["git", "diff", "--name-only"], capture_output=True, text=True, check=True
+    ).stdout
     return [Path(line) for line in out.splitlines() if line.endswith(".py")]
 
 

@@ -8,7 +8,12 @@ from __future__ import annotations
 import importlib
 
 from ._lazy import lazy_names as lazy_names
-from ._base import CONSTRAINTS as CONSTRAINTS, Model as Model, NamedStateModel as NamedStateModel, Parameter as Parameter
+from ._base import (
+    CONSTRAINTS as CONSTRAINTS,
+    Model as Model,
+    NamedStateModel as NamedStateModel,
+    Parameter as Parameter,
+)
 from ._base import float_array as float_array
 from ._hdf5 import unstored as unstored  # (the standard library alone: h5py when called)
 

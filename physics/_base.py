@@ -51,8 +51,12 @@ class Parameter(eqx.Module):
             raise ValueError(
                 f"Parameter {self.name!r}: constraint {self.constraint!r} is not one of {CONSTRAINTS}"
             )
-        if self.bounds is not None and not (len(self.bounds) == 2 and self.bounds[0] < self.bounds[1]):
-            raise ValueError(f"Parameter {self.name!r}: bounds {self.bounds!r} are not (low, high) with low < high")
+        if self.bounds is not None and not (
+            len(self.bounds) == 2 and self.bounds[0] < self.bounds[1]
+        ):
+            raise ValueError(
+                f"Parameter {self.name!r}: bounds {self.bounds!r} are not (low, high) with low < high"
+            )
 
     def violation(self, value) -> str | None:
         """Return why a concrete `value` breaks the constraint, or None if it holds."""
@@ -65,7 +69,9 @@ class Parameter(eqx.Module):
             return "a number >= 0"
         if self.constraint == "unit_interval" and not bool(np.all((v >= 0) & (v <= 1))):
             return "a number in [0, 1]"
-        if self.bounds is not None and not bool(np.all((v >= self.bounds[0]) & (v <= self.bounds[1]))):
+        if self.bounds is not None and not bool(
+            np.all((v >= self.bounds[0]) & (v <= self.bounds[1]))
+        ):
             return f"a number in its bounds [{self.bounds[0]:g}, {self.bounds[1]:g}]"
         return None
 
@@ -125,7 +131,9 @@ class NamedStateModel(Model):
     # model's initial assignments): a run computes them from its own parameters.
     parameter_dependent_initial: ClassVar[frozenset[str]] = frozenset()
 
-    def initial_state(self, initial: dict[str, Array] | None = None, params: PyTree | None = None) -> State:
+    def initial_state(
+        self, initial: dict[str, Array] | None = None, params: PyTree | None = None
+    ) -> State:
         """The initial state vector [n] from named values; missing names take defaults
         (computed from `params` where the model's defaults depend on its parameters)."""
         values = dict(self.initial_defaults)
@@ -137,7 +145,9 @@ class NamedStateModel(Model):
         if any(isinstance(v, jax.core.Tracer) for v in given):
             return jnp.stack([jnp.asarray(v, dtype=float) for v in given])
         # (concrete values stacked by numpy: no compiled program)
-        return float_array(np.stack([np.asarray(v, dtype=jax.dtypes.canonicalize_dtype(float)) for v in given]))
+        return float_array(
+            np.stack([np.asarray(v, dtype=jax.dtypes.canonicalize_dtype(float)) for v in given])
+        )
 
     def default_initial(self, params: PyTree | None = None) -> dict[str, Array]:
         """Default initial values, one scalar array per state component (for these

@@ -57,8 +57,21 @@ CONSTANTS = {"pi": math.pi, "e": math.e}
 MAX_LENGTH = 100_000  # characters of one expression
 MAX_DEPTH = 400  # nesting of one expression (a sum of n terms is n deep)
 
-_BINARY = {ast.Add: jnp.add, ast.Sub: jnp.subtract, ast.Mult: jnp.multiply, ast.Div: jnp.divide, ast.Pow: jnp.power}
-_COMPARE = {ast.Lt: jnp.less, ast.LtE: jnp.less_equal, ast.Gt: jnp.greater, ast.GtE: jnp.greater_equal, ast.Eq: jnp.equal, ast.NotEq: jnp.not_equal}
+_BINARY = {
+    ast.Add: jnp.add,
+    ast.Sub: jnp.subtract,
+    ast.Mult: jnp.multiply,
+    ast.Div: jnp.divide,
+    ast.Pow: jnp.power,
+}
+_COMPARE = {
+    ast.Lt: jnp.less,
+    ast.LtE: jnp.less_equal,
+    ast.Gt: jnp.greater,
+    ast.GtE: jnp.greater_equal,
+    ast.Eq: jnp.equal,
+    ast.NotEq: jnp.not_equal,
+}
 
 
 class ExpressionError(ValueError):
@@ -75,7 +88,13 @@ class Expression:
     `tree`. `__call__(values)` evaluates it with a dict holding (at least) those names;
     `derivative(name)` is the expression of its derivative with respect to a symbol."""
 
-    def __init__(self, text: str | None, names: frozenset[str], tree: ast.expr, operators: frozenset[str] = frozenset()):
+    def __init__(
+        self,
+        text: str | None,
+        names: frozenset[str],
+        tree: ast.expr,
+        operators: frozenset[str] = frozenset(),
+    ):
         self._text = text  # (None: written from the tree when asked for)
         self._text_length: int | None = None
         self.names = names
@@ -99,7 +118,9 @@ class Expression:
         """
         if self._text is None:
             if self._length() > MAX_LENGTH:
-                raise ExpressionError(f"the text would have {self._length():,} characters, more than the {MAX_LENGTH:,} an expression may have")
+                raise ExpressionError(
+                    f"the text would have {self._length():,} characters, more than the {MAX_LENGTH:,} an expression may have"
+                )
             self._text = unparse(self.tree)
         return self._text
 
@@ -156,13 +177,17 @@ def parse(text: str, symbols: Collection[str], operators: Collection[str] = ()) 
     if not source:
         raise ExpressionError("expected an expression, got an empty text")
     if len(source) > MAX_LENGTH:
-        raise ExpressionError(f"expected an expression of at most {MAX_LENGTH:,} characters, got {len(source):,}")
+        raise ExpressionError(
+            f"expected an expression of at most {MAX_LENGTH:,} characters, got {len(source):,}"
+        )
     try:
         tree = ast.parse(source, mode="eval")
     except SyntaxError as e:
         raise ExpressionError(f"column {e.offset or 1}: syntax error ({e.msg})") from None
     except (RecursionError, MemoryError):
-        raise ExpressionError("nested too deeply to read; split it into observables or shorter terms") from None
+        raise ExpressionError(
+            "nested too deeply to read; split it into observables or shorter terms"
+        ) from None
     known = set(symbols)
     used: set[str] = set()
 
@@ -171,7 +196,9 @@ def parse(text: str, symbols: Collection[str], operators: Collection[str] = ()) 
 
     def check(node: ast.AST, depth: int = 0) -> None:
         if depth > MAX_DEPTH:  # (the check recurses as deep as the tree)
-            raise ExpressionError(f"nested more than {MAX_DEPTH} levels deep; split it into observables or shorter terms")
+            raise ExpressionError(
+                f"nested more than {MAX_DEPTH} levels deep; split it into observables or shorter terms"
+            )
         if isinstance(node, ast.Constant):
             value = node.value
             if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -181,7 +208,10 @@ def parse(text: str, symbols: Collection[str], operators: Collection[str] = ()) 
             except OverflowError:
                 number = math.inf
             if not math.isfinite(number):
-                raise fail(node, f"expected a finite number, got {ast.get_source_segment(source, node) or value!r}")
+                raise fail(
+                    node,
+                    f"expected a finite number, got {ast.get_source_segment(source, node) or value!r}",
+                )
             return
         if isinstance(node, ast.Name):
             name = node.id
@@ -197,27 +227,47 @@ def parse(text: str, symbols: Collection[str], operators: Collection[str] = ()) 
             if isinstance(node.op, ast.BitXor):
                 raise fail(node, "^ is not a power here: write x ** 2")
             if type(node.op) not in _BINARY:
-                raise fail(node, f"the operator {type(node.op).__name__} is not in the language (+ - * / **)")
+                raise fail(
+                    node,
+                    f"the operator {type(node.op).__name__} is not in the language (+ - * / **)",
+                )
         elif isinstance(node, ast.UnaryOp):
             if not isinstance(node.op, (ast.USub, ast.UAdd, ast.Not)):
                 raise fail(node, f"the operator {type(node.op).__name__} is not in the language")
         elif isinstance(node, ast.Compare):
             if len(node.ops) != 1:
-                raise fail(node, "chained comparisons are not in the language: join them with `and`")
+                raise fail(
+                    node, "chained comparisons are not in the language: join them with `and`"
+                )
             if type(node.ops[0]) not in _COMPARE:
-                raise fail(node, f"the comparison {type(node.ops[0]).__name__} is not in the language")
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in operators:
+                raise fail(
+                    node, f"the comparison {type(node.ops[0]).__name__} is not in the language"
+                )
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in operators
+        ):
             if node.keywords or len(node.args) != 1 or isinstance(node.args[0], ast.Starred):
-                raise fail(node, f"{node.func.id}() takes 1 argument, got {len(node.args) + len(node.keywords)}")
+                raise fail(
+                    node,
+                    f"{node.func.id}() takes 1 argument, got {len(node.args) + len(node.keywords)}",
+                )
         elif isinstance(node, ast.Call):
             if not isinstance(node.func, ast.Name) or node.func.id not in FUNCTIONS:
                 name = node.func.id if isinstance(node.func, ast.Name) else ast.unparse(node.func)
-                raise fail(node, f"unknown function {name!r}{_did_you_mean(name, set(FUNCTIONS) | set(operators))}")
+                raise fail(
+                    node,
+                    f"unknown function {name!r}{_did_you_mean(name, set(FUNCTIONS) | set(operators))}",
+                )
             arity = FUNCTIONS[node.func.id][1]
             if node.keywords or any(isinstance(a, ast.Starred) for a in node.args):
                 raise fail(node, f"{node.func.id}() takes plain arguments, no keywords")
             if len(node.args) != arity:
-                raise fail(node, f"{node.func.id}() takes {arity} argument{'s' if arity > 1 else ''}, got {len(node.args)}")
+                raise fail(
+                    node,
+                    f"{node.func.id}() takes {arity} argument{'s' if arity > 1 else ''}, got {len(node.args)}",
+                )
         elif not isinstance(node, (ast.BoolOp, ast.IfExp)):
             raise fail(node, f"{type(node).__name__} is not in the expression language")
         for child in _children(node):
@@ -226,7 +276,9 @@ def parse(text: str, symbols: Collection[str], operators: Collection[str] = ()) 
     try:
         check(tree.body)
     except RecursionError:
-        raise ExpressionError("nested too deeply to read; split it into observables or shorter terms") from None
+        raise ExpressionError(
+            "nested too deeply to read; split it into observables or shorter terms"
+        ) from None
     return Expression(source, frozenset(used), tree.body, frozenset(operators))
 
 
@@ -250,7 +302,9 @@ def _children(node: ast.AST) -> list[ast.expr]:
     return []
 
 
-def _postorder(tree: ast.expr, children: Callable[[ast.AST], list[ast.expr]] = _children) -> list[ast.expr]:
+def _postorder(
+    tree: ast.expr, children: Callable[[ast.AST], list[ast.expr]] = _children
+) -> list[ast.expr]:
     """Each node of `tree` once (a subtree shared by several parents too), every node
     after its `children`: without recursion, so at any depth."""
     order: list[ast.expr] = []
@@ -271,7 +325,9 @@ def _symbols(tree: ast.expr) -> set[str]:
     return {node.id for node in _postorder(tree) if isinstance(node, ast.Name)}
 
 
-def _compile(tree: ast.expr, names: Collection[str], operators: Collection[str]) -> list[tuple[Callable[..., Any], list[int]]]:
+def _compile(
+    tree: ast.expr, names: Collection[str], operators: Collection[str]
+) -> list[tuple[Callable[..., Any], list[int]]]:
     """The operations that evaluate `tree`, in an order where each reads the slots of its
     operands (a shared subtree is evaluated once): (operation(values, *operands), the
     operands' slots)."""
@@ -279,11 +335,15 @@ def _compile(tree: ast.expr, names: Collection[str], operators: Collection[str])
     steps = []
     for node in _postorder(tree):
         slot[id(node)] = len(steps)
-        steps.append((_operation(node, names, operators), [slot[id(child)] for child in _children(node)]))
+        steps.append(
+            (_operation(node, names, operators), [slot[id(child)] for child in _children(node)])
+        )
     return steps
 
 
-def _operation(node: ast.expr, names: Collection[str], operators: Collection[str]) -> Callable[..., Any]:
+def _operation(
+    node: ast.expr, names: Collection[str], operators: Collection[str]
+) -> Callable[..., Any]:
     if isinstance(node, ast.Constant):
         number = float(node.value)
         return lambda v: number
@@ -335,7 +395,11 @@ def _value(node: ast.expr | None) -> float | None:
     while isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
         sign = -sign if isinstance(node.op, ast.USub) else sign
         node = node.operand
-    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
+    if (
+        isinstance(node, ast.Constant)
+        and isinstance(node.value, (int, float))
+        and not isinstance(node.value, bool)
+    ):
         return sign * float(node.value)
     return None
 
@@ -374,8 +438,17 @@ def _minus(node: ast.expr) -> ast.expr | None:
         return _number(-x) if x < 0 else None
     if (inner := _negated(node)) is not None:
         return inner
-    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Mult, ast.Div)) and (x := _value(node.left)) is not None and x < 0:
-        return node.right if x == -1 and isinstance(node.op, ast.Mult) else ast.BinOp(_number(-x), node.op, node.right)
+    if (
+        isinstance(node, ast.BinOp)
+        and isinstance(node.op, (ast.Mult, ast.Div))
+        and (x := _value(node.left)) is not None
+        and x < 0
+    ):
+        return (
+            node.right
+            if x == -1 and isinstance(node.op, ast.Mult)
+            else ast.BinOp(_number(-x), node.op, node.right)
+        )
     return None
 
 
@@ -386,7 +459,11 @@ def _neg(a: ast.expr | None) -> ast.expr | None:
         return _number(-x)
     if (inner := _negated(a)) is not None:
         return inner
-    if isinstance(a, ast.BinOp) and isinstance(a.op, (ast.Mult, ast.Div)) and (x := _value(a.left)) is not None:
+    if (
+        isinstance(a, ast.BinOp)
+        and isinstance(a.op, (ast.Mult, ast.Div))
+        and (x := _value(a.left)) is not None
+    ):
         return ast.BinOp(_number(-x), a.op, a.right)  # -(2 * x) -> -2 * x
     return ast.UnaryOp(ast.USub(), a)
 
@@ -427,7 +504,12 @@ def _mul(a: ast.expr | None, b: ast.expr | None) -> ast.expr | None:
         return b
     if x == -1:
         return _neg(b)
-    if x is not None and isinstance(b, ast.BinOp) and isinstance(b.op, ast.Mult) and _value(b.left) is not None:
+    if (
+        x is not None
+        and isinstance(b, ast.BinOp)
+        and isinstance(b.op, ast.Mult)
+        and _value(b.left) is not None
+    ):
         return _mul(_mul(a, b.left), b.right)  # 3 * (2 * x) -> 6 * x
     if (inner := _negated(a)) is not None:
         return _neg(_mul(inner, b))
@@ -463,17 +545,31 @@ def _call(name: str, *args: ast.expr) -> ast.expr:
     return ast.Call(ast.Name(name, ast.Load()), list(args), [])
 
 
-def _branches(make: Callable[[ast.expr, ast.expr], ast.expr], yes: ast.expr | None, no: ast.expr | None) -> ast.expr | None:
+def _branches(
+    make: Callable[[ast.expr, ast.expr], ast.expr], yes: ast.expr | None, no: ast.expr | None
+) -> ast.expr | None:
     """A choice between two derivatives under the condition of the original (0 when both are)."""
     if yes is None and no is None:
         return None
     return make(ast.Constant(0) if yes is None else yes, ast.Constant(0) if no is None else no)
 
 
-def _power(node: ast.expr, base: ast.expr, exponent: ast.expr, d_base: ast.expr | None, d_exponent: ast.expr | None) -> ast.expr | None:
+def _power(
+    node: ast.expr,
+    base: ast.expr,
+    exponent: ast.expr,
+    d_base: ast.expr | None,
+    d_exponent: ast.expr | None,
+) -> ast.expr | None:
     """d(base ** exponent) = exponent * base ** (exponent - 1) * d_base + base ** exponent * log(base) * d_exponent."""
-    power_rule = None if d_base is None else _mul(d_base, _mul(exponent, _pow(base, _sub(exponent, ast.Constant(1)))))
-    exponential_rule = None if d_exponent is None else _mul(d_exponent, _mul(node, _call("log", base)))
+    power_rule = (
+        None
+        if d_base is None
+        else _mul(d_base, _mul(exponent, _pow(base, _sub(exponent, ast.Constant(1)))))
+    )
+    exponential_rule = (
+        None if d_exponent is None else _mul(d_exponent, _mul(node, _call("log", base)))
+    )
     return _add(power_rule, exponential_rule)
 
 
@@ -486,8 +582,12 @@ _CHAIN: dict[str, Callable[[ast.expr, ast.expr, ast.expr], ast.expr | None]] = {
     "sin": lambda f, u, du: _mul(du, _call("cos", u)),
     "cos": lambda f, u, du: _neg(_mul(du, _call("sin", u))),
     "tan": lambda f, u, du: _mul(du, _add(ast.Constant(1), _pow(f, ast.Constant(2)))),
-    "arcsin": lambda f, u, du: _div(du, _call("sqrt", _sub(ast.Constant(1), _pow(u, ast.Constant(2))))),
-    "arccos": lambda f, u, du: _neg(_div(du, _call("sqrt", _sub(ast.Constant(1), _pow(u, ast.Constant(2)))))),
+    "arcsin": lambda f, u, du: _div(
+        du, _call("sqrt", _sub(ast.Constant(1), _pow(u, ast.Constant(2))))
+    ),
+    "arccos": lambda f, u, du: _neg(
+        _div(du, _call("sqrt", _sub(ast.Constant(1), _pow(u, ast.Constant(2)))))
+    ),
     "arctan": lambda f, u, du: _div(du, _add(ast.Constant(1), _pow(u, ast.Constant(2)))),
     "sinh": lambda f, u, du: _mul(du, _call("cosh", u)),
     "cosh": lambda f, u, du: _mul(du, _call("sinh", u)),
@@ -500,7 +600,9 @@ _CHOICES = ("where", "piecewise")
 
 def _differentiated(node: ast.AST) -> list[ast.expr]:
     """The operands whose derivatives the derivative of `node` needs (a condition has none)."""
-    if isinstance(node, (ast.Compare, ast.BoolOp)) or (isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not)):
+    if isinstance(node, (ast.Compare, ast.BoolOp)) or (
+        isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not)
+    ):
         return []
     if isinstance(node, ast.IfExp):
         return [node.body, node.orelse]
@@ -521,7 +623,9 @@ def _differentiate(tree: ast.expr, name: str, operators: Collection[str]) -> ast
     return done[id(tree)]
 
 
-def _rule(node: ast.expr, name: str, d: list[ast.expr | None], operators: Collection[str]) -> ast.expr | None:
+def _rule(
+    node: ast.expr, name: str, d: list[ast.expr | None], operators: Collection[str]
+) -> ast.expr | None:
     """The derivative of `node` from the derivatives `d` of its `_differentiated` operands."""
     if isinstance(node, ast.Name):
         return ast.Constant(1) if node.id == name else None
@@ -535,10 +639,20 @@ def _rule(node: ast.expr, name: str, d: list[ast.expr | None], operators: Collec
             return _add(_mul(d[0], right), _mul(left, d[1]))
         if isinstance(node.op, ast.Div):
             quotient = _div(d[0], right)
-            return quotient if d[1] is None else _sub(quotient, _div(_mul(left, d[1]), _pow(right, ast.Constant(2))))
+            return (
+                quotient
+                if d[1] is None
+                else _sub(quotient, _div(_mul(left, d[1]), _pow(right, ast.Constant(2))))
+            )
         return _power(node, left, right, d[0], d[1])
     if isinstance(node, ast.UnaryOp):
-        return _neg(d[0]) if isinstance(node.op, ast.USub) else d[0] if isinstance(node.op, ast.UAdd) else None
+        return (
+            _neg(d[0])
+            if isinstance(node.op, ast.USub)
+            else d[0]
+            if isinstance(node.op, ast.UAdd)
+            else None
+        )
     if isinstance(node, ast.IfExp):
         return _branches(lambda yes, no: ast.IfExp(node.test, yes, no), d[0], d[1])
     if not isinstance(node, ast.Call) or not d:  # numbers, conditions, sign/floor/ceil
@@ -547,13 +661,17 @@ def _rule(node: ast.expr, name: str, d: list[ast.expr | None], operators: Collec
     if function in operators:
         if d[0] is None:
             return None
-        raise ExpressionError(f"{function}() of an expression that reads {name!r} has no symbolic derivative")
+        raise ExpressionError(
+            f"{function}() of an expression that reads {name!r} has no symbolic derivative"
+        )
     if function in _CHOICES:
         return _branches(lambda yes, no: _call(function, node.args[0], yes, no), d[0], d[1])
     if function in ("min", "max"):
         a, b = node.args
         keeps_a = ast.LtE() if function == "min" else ast.GtE()
-        return _branches(lambda yes, no: _call("where", ast.Compare(a, [keeps_a], [b]), yes, no), d[0], d[1])
+        return _branches(
+            lambda yes, no: _call("where", ast.Compare(a, [keeps_a], [b]), yes, no), d[0], d[1]
+        )
     if function == "pow":
         return _power(node, node.args[0], node.args[1], d[0], d[1])
     return None if d[0] is None else _CHAIN[function](node, node.args[0], d[0])
@@ -566,13 +684,34 @@ _ZERO = Expression("0", frozenset(), ast.Constant(0))
 
 # Python's binding strengths, from the conditional expression (weakest) to a call.
 _IFEXP, _OR, _AND, _NOT, _COMPARISON, _SUM, _PRODUCT, _UNARY, _POWER, _ATOM = range(1, 11)
-_SYMBOL = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.Pow: "**", ast.USub: "-", ast.UAdd: "+"}
-_COMPARISON_SYMBOL = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!="}
+_SYMBOL = {
+    ast.Add: "+",
+    ast.Sub: "-",
+    ast.Mult: "*",
+    ast.Div: "/",
+    ast.Pow: "**",
+    ast.USub: "-",
+    ast.UAdd: "+",
+}
+_COMPARISON_SYMBOL = {
+    ast.Lt: "<",
+    ast.LtE: "<=",
+    ast.Gt: ">",
+    ast.GtE: ">=",
+    ast.Eq: "==",
+    ast.NotEq: "!=",
+}
 
 
 def _strength(node: ast.expr) -> int:
     if isinstance(node, ast.BinOp):
-        return _POWER if isinstance(node.op, ast.Pow) else _SUM if isinstance(node.op, (ast.Add, ast.Sub)) else _PRODUCT
+        return (
+            _POWER
+            if isinstance(node.op, ast.Pow)
+            else _SUM
+            if isinstance(node.op, (ast.Add, ast.Sub))
+            else _PRODUCT
+        )
     if isinstance(node, ast.UnaryOp):
         return _NOT if isinstance(node.op, ast.Not) else _UNARY
     if isinstance(node, ast.Compare):
@@ -589,7 +728,9 @@ def _pieces(node: ast.expr) -> list[str | tuple[ast.expr, int]]:
         return [repr(node.value)]
     if isinstance(node, ast.Name):
         return [node.id]
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow):  # right-associative; -x ** 2 is -(x ** 2)
+    if isinstance(node, ast.BinOp) and isinstance(
+        node.op, ast.Pow
+    ):  # right-associative; -x ** 2 is -(x ** 2)
         return [(node.left, _ATOM), " ** ", (node.right, _UNARY)]
     if isinstance(node, ast.BinOp):
         strength = _strength(node)
@@ -599,7 +740,11 @@ def _pieces(node: ast.expr) -> list[str | tuple[ast.expr, int]]:
             return ["not ", (node.operand, _NOT)]
         return [_SYMBOL[type(node.op)], (node.operand, _UNARY)]
     if isinstance(node, ast.Compare):
-        return [(node.left, _SUM), f" {_COMPARISON_SYMBOL[type(node.ops[0])]} ", (node.comparators[0], _SUM)]
+        return [
+            (node.left, _SUM),
+            f" {_COMPARISON_SYMBOL[type(node.ops[0])]} ",
+            (node.comparators[0], _SUM),
+        ]
     if isinstance(node, ast.BoolOp):
         word, strength = (" and ", _AND) if isinstance(node.op, ast.And) else (" or ", _OR)
         pieces: list[str | tuple[ast.expr, int]] = [(node.values[0], strength + 1)]
@@ -621,7 +766,8 @@ def _text_length(tree: ast.expr) -> int:
     length: dict[int, int] = {}
     for node in _postorder(tree):
         length[id(node)] = sum(
-            len(p) if isinstance(p, str) else length[id(p[0])] + 2 * (_strength(p[0]) < p[1]) for p in _pieces(node)
+            len(p) if isinstance(p, str) else length[id(p[0])] + 2 * (_strength(p[0]) < p[1])
+            for p in _pieces(node)
         )
     return length[id(tree)]
 

@@ -31,6 +31,10 @@ def unstored(dataset) -> str | None:
                 "of them; the values never written would read as its fill value (zeros by default)"
             )
         return None
-    if layout == h5py.h5d.CONTIGUOUS and plist.get_external_count() == 0 and dataset.id.get_storage_size() == 0:
+    if (
+        layout == h5py.h5d.CONTIGUOUS
+        and plist.get_external_count() == 0
+        and dataset.id.get_storage_size() == 0
+    ):
         return f"declares {size:,} values (shape {dataset.shape}) but stores none; they would read as its fill value (zeros by default)"
     return None

@@ -7,7 +7,9 @@ import importlib
 from collections.abc import Callable
 
 
-def lazy_names(package: str, names: dict[str, tuple[str, str]], namespace: dict) -> tuple[Callable, Callable]:
+def lazy_names(
+    package: str, names: dict[str, tuple[str, str]], namespace: dict
+) -> tuple[Callable, Callable]:
     """The module-level `__getattr__` and `__dir__` of `package`, whose `names` map each
     public name to (module relative to the package, name in that module); a name loaded
     once is kept in the package's `namespace` (its globals)."""

@@ -31,6 +31,7 @@ from ._stream import Streamed as Streamed, StorageError as StorageError  # noqa:
 from ._store import Record as Record, read as read  # noqa: E402
 from ._simulate import complete_params as complete_params, simulate as simulate  # noqa: E402
 from ._trajectory import Trajectory as Trajectory  # noqa: E402
+
 # The model families, one registration each (their models are registered with them), in
 # the order messages list the families and their keys. Each family is declared here and
 # its numerics imported by its first work (`sim._family.deferred`).

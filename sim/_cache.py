@@ -84,7 +84,11 @@ class CheckedCache:
             return None
         head = len(_MAGIC) + _DIGEST
         body = data[head:]
-        if data[: len(_MAGIC)] != _MAGIC or len(data) < head or _digest(key, body) != data[len(_MAGIC) : head]:
+        if (
+            data[: len(_MAGIC)] != _MAGIC
+            or len(data) < head
+            or _digest(key, body) != data[len(_MAGIC) : head]
+        ):
             self._discard(file)
             return None
         try:

@@ -23,19 +23,59 @@ TABLE = Path(__file__).with_name("_model_table.py")
 # (reduced units: lengths in sigma, energies in epsilon). The MD family reads them
 # (`sim._md`); tests/sim/test_catalogue.py checks the keys and the defaults against it.
 SYSTEM_KEYS: tuple[tuple[str, str, str, str], ...] = (
-    ("lattice", "fcc", "", "the crystal the particles start on: sc, bcc, fcc, rocksalt, caesium_chloride, zincblende, or random"),
-    ("cells", "4", "", "unit cells per axis (one whole number, or three); fcc has 4 particles a cell"),
+    (
+        "lattice",
+        "fcc",
+        "",
+        "the crystal the particles start on: sc, bcc, fcc, rocksalt, caesium_chloride, zincblende, or random",
+    ),
+    (
+        "cells",
+        "4",
+        "",
+        "unit cells per axis (one whole number, or three); fcc has 4 particles a cell",
+    ),
     ("density", "required", "1/length^3", "number density N / V"),
-    ("temperature", "none (at rest)", "energy / k_B", "Maxwell-Boltzmann velocities at this temperature"),
+    (
+        "temperature",
+        "none (at rest)",
+        "energy / k_B",
+        "Maxwell-Boltzmann velocities at this temperature",
+    ),
     ("seed", "0", "", "seed of the velocities and of a random placement"),
-    ("particles", "required for random", "", "lattice = \"random\": the number of particles"),
-    ("min_distance", "0.8", "length", "lattice = \"random\": the least distance between two particles"),
-    ("file", "none", "", "an H5MD file to start from (positions, velocities, box; its /connectivity bonds make rigid molecules) instead of a lattice"),
+    ("particles", "required for random", "", 'lattice = "random": the number of particles'),
+    (
+        "min_distance",
+        "0.8",
+        "length",
+        'lattice = "random": the least distance between two particles',
+    ),
+    (
+        "file",
+        "none",
+        "",
+        "an H5MD file to start from (positions, velocities, box; its /connectivity bonds make rigid molecules) instead of a lattice",
+    ),
     ("frame", "-1 (the last)", "", "file: the frame of the file to start from"),
     ("group", "all", "", "file: the group of /particles to read"),
-    ("units", "reduced", "", "reduced (k_B = 1) or real (nm, ps, kJ/mol, amu, e; temperatures in K, pressures in bar)"),
-    ("molecule", "none", "", "rigid molecules instead of a lattice: a water model (spce, tip3p; real units) or a table of species, mass, sites, constraints; with file, the water model of the file's molecules"),
-    ("molecules", "required with molecule", "", "the number of molecules, on a cubic grid, turned at random; density is then the mass density (g/cm^3 in real units)"),
+    (
+        "units",
+        "reduced",
+        "",
+        "reduced (k_B = 1) or real (nm, ps, kJ/mol, amu, e; temperatures in K, pressures in bar)",
+    ),
+    (
+        "molecule",
+        "none",
+        "",
+        "rigid molecules instead of a lattice: a water model (spce, tip3p; real units) or a table of species, mass, sites, constraints; with file, the water model of the file's molecules",
+    ),
+    (
+        "molecules",
+        "required with molecule",
+        "",
+        "the number of molecules, on a cubic grid, turned at random; density is then the mass density (g/cm^3 in real units)",
+    ),
 )
 
 
@@ -56,7 +96,11 @@ def entry(model: Any, family: str) -> dict[str, Any]:
     doc = inspect.getdoc(cls) or ""
     parameters = []
     for p in model.parameters:
-        constraint = p.constraint if p.bounds is None else f"{p.constraint}, in [{p.bounds[0]:g}, {p.bounds[1]:g}]"
+        constraint = (
+            p.constraint
+            if p.bounds is None
+            else f"{p.constraint}, in [{p.bounds[0]:g}, {p.bounds[1]:g}]"
+        )
         parameters.append([p.name, _text(p.default), p.unit, constraint, p.doc])
     options = []
     for f in dataclasses.fields(cls):
@@ -82,7 +126,9 @@ def entry(model: Any, family: str) -> dict[str, Any]:
     kind = getattr(cls, "initial_kind", None)
     if kind is not None:
         extra = getattr(cls, "initial_defaults", {})
-        out["initial_field"] = kind + (" (" + ", ".join(f"{k} = {_text(v)}" for k, v in extra.items()) + ")" if extra else "")
+        out["initial_field"] = kind + (
+            " (" + ", ".join(f"{k} = {_text(v)}" for k, v in extra.items()) + ")" if extra else ""
+        )
     return out
 
 
@@ -97,10 +143,19 @@ def _text(value: Any) -> str:
 
 
 def _type_text(annotation: Any) -> str:
-    text = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", str(annotation))
-    return {"Any": "value", "tuple[int, ...]": "list of int", "tuple[float, ...] | None": "list of float",
-            "tuple[tuple[float, float], ...] | None": "[low, high] per axis", "tuple[str, ...]": "list of str",
-            "tuple[float, ...]": "list of float"}.get(text, text)
+    text = (
+        annotation
+        if isinstance(annotation, str)
+        else getattr(annotation, "__name__", str(annotation))
+    )
+    return {
+        "Any": "value",
+        "tuple[int, ...]": "list of int",
+        "tuple[float, ...] | None": "list of float",
+        "tuple[tuple[float, float], ...] | None": "[low, high] per axis",
+        "tuple[str, ...]": "list of str",
+        "tuple[float, ...]": "list of float",
+    }.get(text, text)
 
 
 def _argument_doc(cls: type, name: str) -> str:
@@ -108,7 +163,9 @@ def _argument_doc(cls: type, name: str) -> str:
     class's bases that documents it (an item may name several: "width, depth: ...")."""
     for base in cls.__mro__:
         lines = inspect.cleandoc(base.__dict__.get("__doc__") or "").splitlines()
-        starts = [i for i, line in enumerate(lines) if line.startswith("Arguments") and line.endswith(":")]
+        starts = [
+            i for i, line in enumerate(lines) if line.startswith("Arguments") and line.endswith(":")
+        ]
         if not starts:
             continue
         items: list[list[str]] = []
@@ -136,7 +193,16 @@ def built_in() -> dict[str, dict[str, Any]]:
     from sim._family import family_of
     from sim._registry import _DEFERRED, _MODELS, get_model
 
-    names = sorted({*_DEFERRED, *(n for n, cls in _MODELS.items() if cls.__module__.split(".")[0] in ("physics", "sim"))})
+    names = sorted(
+        {
+            *_DEFERRED,
+            *(
+                n
+                for n, cls in _MODELS.items()
+                if cls.__module__.split(".")[0] in ("physics", "sim")
+            ),
+        }
+    )
     del sim
     out = {}
     for name in names:

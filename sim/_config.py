@@ -59,7 +59,10 @@ class ModelSection(BaseModel):
                 file, cls = split_source(value) if key == "source" else (value, None)
                 self.name = cls or Path(file).stem
                 return self
-        raise _KeyedError("name", "required key is missing (a model's name, or source = \"file.py:Class\" or sbml = \"model.xml\")")
+        raise _KeyedError(
+            "name",
+            'required key is missing (a model\'s name, or source = "file.py:Class" or sbml = "model.xml")',
+        )
 
     @property
     def options(self) -> dict[str, Any]:
@@ -99,7 +102,10 @@ class TimeSection(_Section):
         if self.t1 is not None and not self.t1 > self.t0:
             raise _KeyedError("t1", f"expected a time greater than t0 = {self.t0}, got {self.t1}")
         if self.t1 is not None and not math.isfinite(self.t1 - self.t0):
-            raise _KeyedError("t1", f"the span t1 - t0 = {self.t1!r} - ({self.t0!r}) overflows to infinity; expected a span below {sys.float_info.max:.4g}")
+            raise _KeyedError(
+                "t1",
+                f"the span t1 - t0 = {self.t1!r} - ({self.t0!r}) overflows to infinity; expected a span below {sys.float_info.max:.4g}",
+            )
         if self.save is not None and self.save_at is not None:
             raise _KeyedError("save_at", "give either save or save_at, not both")
         if self.save_at is not None:
@@ -108,9 +114,14 @@ class TimeSection(_Section):
             if any(b <= a for a, b in zip(self.save_at, self.save_at[1:])):
                 raise _KeyedError("save_at", "expected strictly increasing times")
             if not math.isfinite(self.save_at[-1] - self.save_at[0]):
-                raise _KeyedError("save_at", f"the span {self.save_at[-1]!r} - ({self.save_at[0]!r}) overflows to infinity; expected a span below {sys.float_info.max:.4g}")
+                raise _KeyedError(
+                    "save_at",
+                    f"the span {self.save_at[-1]!r} - ({self.save_at[0]!r}) overflows to infinity; expected a span below {sys.float_info.max:.4g}",
+                )
             if self.save_at[0] < self.t0 or (self.t1 is not None and self.save_at[-1] > self.t1):
-                raise _KeyedError("save_at", f"expected times within [t0, t1] = [{self.t0}, {self.t1}]")
+                raise _KeyedError(
+                    "save_at", f"expected times within [t0, t1] = [{self.t0}, {self.t1}]"
+                )
         return self
 
 
@@ -184,14 +195,19 @@ class EventSection(_Section):
     @pydantic.model_validator(mode="after")
     def _one_trigger(self):
         if (self.when is None) == (self.at is None):
-            raise _KeyedError("when", "expected either when = \"condition\" or at = [times], not both or neither")
+            raise _KeyedError(
+                "when", 'expected either when = "condition" or at = [times], not both or neither'
+            )
         if self.at is not None:
             if not self.at:
                 raise _KeyedError("at", "expected at least one time")
             if any(b <= a for a, b in zip(self.at, self.at[1:])):
                 raise _KeyedError("at", f"expected increasing times, got {self.at}")
         if not self.set and not self.terminal:
-            raise _KeyedError("set", "an event that sets nothing and does not end the run does nothing: give set = { ... } or terminal = true")
+            raise _KeyedError(
+                "set",
+                "an event that sets nothing and does not end the run does nothing: give set = { ... } or terminal = true",
+            )
         return self
 
 
@@ -230,7 +246,11 @@ def spec_class() -> type[ConfigSpec]:
         time = pydantic.create_model("TimeSection", __base__=TimeSection, **time_keys)
         checks_section = pydantic.create_model("ChecksSection", __base__=ChecksSection, **checks)
         _SPEC_CLASSES[signature] = pydantic.create_model(
-            "ConfigSpec", __base__=ConfigSpec, time=(time, time()), checks=(checks_section, checks_section()), **sections
+            "ConfigSpec",
+            __base__=ConfigSpec,
+            time=(time, time()),
+            checks=(checks_section, checks_section()),
+            **sections,
         )
     return _SPEC_CLASSES[signature]
 
@@ -300,7 +320,11 @@ class Config:
         (`sim._identity`)."""
         files: dict[str, Path] = {}
         for section, value in self.raw.items():
-            if section != "output" and isinstance(value, dict) and isinstance(value.get("file"), str):
+            if (
+                section != "output"
+                and isinstance(value, dict)
+                and isinstance(value.get("file"), str)
+            ):
                 files[f"{section}.file"] = self.resolve_path(value["file"])
         for i, experiment in enumerate(self.raw.get("experiments") or []):
             if isinstance(experiment, dict) and isinstance(experiment.get("file"), str):
@@ -363,13 +387,17 @@ def load_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -
         reason = e.strerror if isinstance(e, OSError) and e.strerror else _unreadable(e)
         raise ConfigError(path, "", f"cannot be read ({e.__class__.__name__}: {reason})") from None
     if not stat.S_ISREG(mode):
-        raise ConfigError(path, "", f"is {_file_kind(mode)}, not a regular file; expected a TOML config file")
+        raise ConfigError(
+            path, "", f"is {_file_kind(mode)}, not a regular file; expected a TOML config file"
+        )
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ConfigError(path, "", "no such file; expected a TOML config file") from None
     except (OSError, UnicodeDecodeError) as e:
-        raise ConfigError(path, "", f"cannot be read as UTF-8 text ({e.__class__.__name__})") from None
+        raise ConfigError(
+            path, "", f"cannot be read as UTF-8 text ({e.__class__.__name__})"
+        ) from None
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
@@ -418,7 +446,9 @@ def parse_value(text: str) -> Any:
     except tomllib.TOMLDecodeError:
         return text
     except RecursionError:
-        raise ConfigError("--set", text[:40], "the value nests arrays or tables too deeply") from None
+        raise ConfigError(
+            "--set", text[:40], "the value nests arrays or tables too deeply"
+        ) from None
     # One value: text that goes on to more keys or tables ("1\n[time]...") is a string.
     return parsed["v"] if list(parsed) == ["v"] else text
 
@@ -428,20 +458,28 @@ def apply_override(raw: dict[str, Any], item: str) -> None:
     key, sep, value = item.partition("=")
     key = key.strip()
     if not sep or not key:
-        raise ConfigError("--set", item, "expected KEY=VALUE with a dotted key, e.g. params.alpha=0.6")
+        raise ConfigError(
+            "--set", item, "expected KEY=VALUE with a dotted key, e.g. params.alpha=0.6"
+        )
     parts = key.split(".")
     if any(not p for p in parts):
         raise ConfigError("--set", key, "expected a dotted key path like params.alpha")
     sections = tuple(spec_class().model_fields)
     if parts[0] not in sections:
         raise ConfigError(
-            "--set", key, f"unknown section {parts[0]!r} (sections: {', '.join(sections)}).{did_you_mean(parts[0], sections)}"
+            "--set",
+            key,
+            f"unknown section {parts[0]!r} (sections: {', '.join(sections)}).{did_you_mean(parts[0], sections)}",
         )
     node = raw
     for i, part in enumerate(parts[:-1]):
         child = node.setdefault(part, {})
         if not isinstance(child, dict):
-            raise ConfigError("--set", ".".join(parts[: i + 1]), "is a value, not a table; cannot set a key inside it")
+            raise ConfigError(
+                "--set",
+                ".".join(parts[: i + 1]),
+                "is a value, not a table; cannot set a key inside it",
+            )
         node = child
     node[parts[-1]] = parse_value(value.strip())
 
@@ -463,7 +501,9 @@ def _to_config_error(exc: pydantic.ValidationError, raw: dict, source: str) -> C
     inner = ctx.get("error")
     if isinstance(inner, _KeyedError):
         section = loc[0] if loc else ""
-        return ConfigError(source, f"{section}.{inner.key}" if section else inner.key, inner.message)
+        return ConfigError(
+            source, f"{section}.{inner.key}" if section else inner.key, inner.message
+        )
     kind = err["type"]
     if kind == "extra_forbidden":
         parent = loc[:-1]
@@ -471,7 +511,9 @@ def _to_config_error(exc: pydantic.ValidationError, raw: dict, source: str) -> C
         name = loc[-1]
         where = "section" if not parent else "key"
         hint = did_you_mean(name, allowed)
-        return ConfigError(source, key, f"unknown {where} (expected one of: {', '.join(allowed)}).{hint}")
+        return ConfigError(
+            source, key, f"unknown {where} (expected one of: {', '.join(allowed)}).{hint}"
+        )
     if kind == "missing":
         return ConfigError(source, key, "required key is missing")
     value = err.get("input")
@@ -509,7 +551,11 @@ def _allowed_keys(parent: list[str]) -> list[str]:
     model: type[BaseModel] = spec_class()
     for part in parent:
         field = model.model_fields.get(part)
-        if field is None or not isinstance(field.annotation, type) or not issubclass(field.annotation, BaseModel):
+        if (
+            field is None
+            or not isinstance(field.annotation, type)
+            or not issubclass(field.annotation, BaseModel)
+        ):
             return []
         model = field.annotation
     return list(model.model_fields)

@@ -36,7 +36,8 @@ def device_count(devices: int | None) -> int:
         return available
     if not 1 <= devices <= available:
         raise InputError(
-            "--devices", str(devices),
+            "--devices",
+            str(devices),
             f"expected 1 to {available} devices ({available} available; on CPU set "
             f"XLA_FLAGS=--xla_force_host_platform_device_count=N for more)",
         )
@@ -65,18 +66,34 @@ def connect(scheduler: str):
     if scheduler.startswith("local:"):
         count = scheduler.partition(":")[2]
         if not count.isdigit() or int(count) < 1:
-            raise InputError("--scheduler", scheduler, "expected local:N with N >= 1 workers, or a scheduler address")
+            raise InputError(
+                "--scheduler",
+                scheduler,
+                "expected local:N with N >= 1 workers, or a scheduler address",
+            )
         cores = os.cpu_count() or 1
         if int(count) > cores:  # each worker is a process with its own JAX: more only fill memory
-            raise InputError("--scheduler", scheduler, f"expected local:N with N at most the {cores} cores of this machine")
+            raise InputError(
+                "--scheduler",
+                scheduler,
+                f"expected local:N with N at most the {cores} cores of this machine",
+            )
         # Ctrl-C in a terminal sends SIGINT to the whole process group: the worker
         # processes ignore it (they inherit an ignored SIGINT), so that the command stops
         # at its next safe point and closes its cluster instead of losing its workers
         # mid-task.
-        previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if threading.current_thread() is threading.main_thread() else None
+        previous = (
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            if threading.current_thread() is threading.main_thread()
+            else None
+        )
         try:
             cluster = LocalCluster(
-                n_workers=int(count), threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None,
+                n_workers=int(count),
+                threads_per_worker=1,
+                processes=True,
+                host="127.0.0.1",
+                dashboard_address=None,
                 silence_logs=logging.ERROR,  # (a task cancelled by a stop is not worth a warning)
             )
         finally:
@@ -87,7 +104,9 @@ def connect(scheduler: str):
         return Client(scheduler, timeout=f"{CONNECT_SECONDS}s"), None
     except (OSError, TimeoutError, ValueError) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise InputError("--scheduler", scheduler, f"cannot reach the Dask scheduler ({first})") from None
+        raise InputError(
+            "--scheduler", scheduler, f"cannot reach the Dask scheduler ({first})"
+        ) from None
 
 
 @contextlib.contextmanager
@@ -116,5 +135,9 @@ def worker_threads(client) -> int:
             client.wait_for_workers(1, timeout=CONNECT_SECONDS)
         except TimeoutError:
             address = client.scheduler.address if client.scheduler is not None else ""
-            raise InputError("--scheduler", address, f"the Dask cluster has no workers (none joined within {CONNECT_SECONDS:g} s)") from None
+            raise InputError(
+                "--scheduler",
+                address,
+                f"the Dask cluster has no workers (none joined within {CONNECT_SECONDS:g} s)",
+            ) from None
     return max(1, sum(client.nthreads().values()))

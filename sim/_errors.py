@@ -48,7 +48,19 @@ def shown(path: object) -> str:
     text = str(path)
     if text.isprintable():
         return shlex.quote(text)
-    escaped = "".join(_ESCAPES.get(c, c if c.isprintable() else f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}" if ord(c) < 0x10000 else f"\\U{ord(c):08x}") for c in text)
+    escaped = "".join(
+        _ESCAPES.get(
+            c,
+            c
+            if c.isprintable()
+            else f"\\x{ord(c):02x}"
+            if ord(c) < 0x100
+            else f"\\u{ord(c):04x}"
+            if ord(c) < 0x10000
+            else f"\\U{ord(c):08x}",
+        )
+        for c in text
+    )
     return f"$'{escaped}'"
 
 

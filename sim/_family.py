@@ -81,13 +81,20 @@ class Family:
                 if section not in self.sections and config.raw.get(section) is not None:
                     raise config.error(section, f"is for {other.describes}; {self._ours(config)}")
             for key in other.time_keys:
-                if key not in self.time_keys and (config.raw.get("time") or {}).get(key) is not None:
-                    raise config.error(f"time.{key}", f"is for {other.describes}; {self._ours(config)}")
+                if (
+                    key not in self.time_keys
+                    and (config.raw.get("time") or {}).get(key) is not None
+                ):
+                    raise config.error(
+                        f"time.{key}", f"is for {other.describes}; {self._ours(config)}"
+                    )
 
     def _ours(self, config: Config) -> str:
         return f"model {config.spec.model.name!r} is one of the {self.describes}"
 
-    def resolve_checks(self, config: Config, keys: tuple[str, ...] | None = None, what: str | None = None) -> dict[str, float]:
+    def resolve_checks(
+        self, config: Config, keys: tuple[str, ...] | None = None, what: str | None = None
+    ) -> dict[str, float]:
         """The `[checks]` bounds of a run, defaults filled in. `keys` (default: all of
         the family's) are the checks this run has; any other given key is an error."""
         keys = tuple(self.checks) if keys is None else keys
@@ -95,7 +102,10 @@ class Family:
         for key in given:
             if key not in keys:
                 listed = f"keys: {', '.join(keys)}" if keys else "no keys"
-                raise config.error(f"checks.{key}", f"is not a check of {what or self.describes} ({listed}).{did_you_mean(key, keys)}")
+                raise config.error(
+                    f"checks.{key}",
+                    f"is not a check of {what or self.describes} ({listed}).{did_you_mean(key, keys)}",
+                )
         return {key: given.get(key, self.checks[key][0]) for key in keys}
 
     # -------------------------------------------------------------- simulate
@@ -193,7 +203,9 @@ def deferred(module: str, implementation: str, method: str):
     first work of that family."""
 
     def call(self, *args, **kwargs):
-        return getattr(getattr(importlib.import_module(module), implementation), method)(self, *args, **kwargs)
+        return getattr(getattr(importlib.import_module(module), implementation), method)(
+            self, *args, **kwargs
+        )
 
     call.__name__ = call.__qualname__ = method
     call.__doc__ = f"`{implementation}.{method}` of `{module}`."
@@ -231,4 +243,3 @@ def family_of(model: Any) -> Family:
 def families() -> tuple[Family, ...]:
     """The registered families, in the order of registration."""
     return tuple(_FAMILIES)
-

@@ -26,9 +26,16 @@ def summary_html(result: Any) -> str:
     rows = []
     for field in dataclasses.fields(result):
         value = getattr(result, field.name)
-        if field.name in HIDDEN or value is None or (isinstance(value, (dict, list)) and not value) or field.name == "model":
+        if (
+            field.name in HIDDEN
+            or value is None
+            or (isinstance(value, (dict, list)) and not value)
+            or field.name == "model"
+        ):
             continue
-        rows.append(f'<tr><th style="vertical-align:top;padding-right:1em">{escape(field.name)}</th><td>{_cell(value)}</td></tr>')
+        rows.append(
+            f'<tr><th style="vertical-align:top;padding-right:1em">{escape(field.name)}</th><td>{_cell(value)}</td></tr>'
+        )
     return f'<table style="{STYLE}"><caption style="text-align:left;font-weight:bold">{escape(title)}</caption>{"".join(rows)}</table>'
 
 
@@ -43,11 +50,15 @@ def _cell(value: Any) -> str:
     if isinstance(value, (float, np.floating)):
         return f"{float(value):.6g}"
     if isinstance(value, dict):
-        if all(isinstance(v, dict) and all(np.ndim(x) == 0 for x in v.values()) for v in value.values()):
+        if all(
+            isinstance(v, dict) and all(np.ndim(x) == 0 for x in v.values()) for v in value.values()
+        ):
             columns = list(next(iter(value.values())))
             head = "".join(f"<th>{escape(str(c))}</th>" for c in columns)
             body = "".join(
-                f"<tr><th>{escape(str(name))}</th>" + "".join(f"<td>{_cell(row.get(c))}</td>" for c in columns) + "</tr>"
+                f"<tr><th>{escape(str(name))}</th>"
+                + "".join(f"<td>{_cell(row.get(c))}</td>" for c in columns)
+                + "</tr>"
                 for name, row in value.items()
             )
             return f'<table style="{STYLE}"><tr><th></th>{head}</tr>{body}</table>'

@@ -84,7 +84,9 @@ class InputIdentity:
     @classmethod
     def of(cls, named: Mapping[str, str | Path | None]) -> InputIdentity:
         """The identity of the files `named` (key -> path; None entries are left out)."""
-        files = {key: (str(path), file_digest(path)) for key, path in named.items() if path is not None}
+        files = {
+            key: (str(path), file_digest(path)) for key, path in named.items() if path is not None
+        }
         return cls(files=files, versions=package_versions())
 
     def write(self, attrs: Any) -> None:
@@ -112,7 +114,9 @@ class InputIdentity:
         stored_inputs, stored_versions = attrs.get(INPUTS), attrs.get(VERSIONS)
         if stored_inputs is None or stored_versions is None:
             raise InputError(
-                source, "", f"records no digests of the files the unfinished {what} read (written by an earlier version of simjax), so it cannot be checked; {delete}"
+                source,
+                "",
+                f"records no digests of the files the unfinished {what} read (written by an earlier version of simjax), so it cannot be checked; {delete}",
             )
         try:
             inputs = json.loads(_text(stored_inputs))
@@ -120,23 +124,44 @@ class InputIdentity:
             stored = {str(k): str(v) for k, v in inputs.items()}
             versions = {str(k): str(v) for k, v in versions.items()}
         except (ValueError, TypeError, KeyError, AttributeError):
-            raise InputError(source, INPUTS, f"cannot be read as the digests of the unfinished {what}'s files; {delete}") from None
+            raise InputError(
+                source,
+                INPUTS,
+                f"cannot be read as the digests of the unfinished {what}'s files; {delete}",
+            ) from None
         for key in [*self.files, *(k for k in stored if k not in self.files)]:
             now, then = self.files.get(key), stored.get(key)
             if now is not None and now[1] and now[1] == then:
                 continue
             if now is None:
-                raise InputError(source, key, f"the unfinished {what} read a file named by {key}, which is not named now; resume with the inputs it was started with, or {delete}")
+                raise InputError(
+                    source,
+                    key,
+                    f"the unfinished {what} read a file named by {key}, which is not named now; resume with the inputs it was started with, or {delete}",
+                )
             if then is None:
-                raise InputError(now[0], key, f"was not read by the unfinished {what} in {source}; resume with the inputs it was started with, or {delete}")
+                raise InputError(
+                    now[0],
+                    key,
+                    f"was not read by the unfinished {what} in {source}; resume with the inputs it was started with, or {delete}",
+                )
             if not now[1]:
-                raise InputError(now[0], key, f"cannot be read, so it cannot be checked against the unfinished {what} in {source}; restore it, or {delete}")
+                raise InputError(
+                    now[0],
+                    key,
+                    f"cannot be read, so it cannot be checked against the unfinished {what} in {source}; restore it, or {delete}",
+                )
             if now[1] != then:
                 raise InputError(
-                    now[0], key, f"has changed since the unfinished {what} in {source} was started (its bytes differ); restore it, or {delete}"
+                    now[0],
+                    key,
+                    f"has changed since the unfinished {what} in {source} was started (its bytes differ); restore it, or {delete}",
                 )
         for package in [*self.versions, *(p for p in versions if p not in self.versions)]:
-            now_v, then_v = self.versions.get(package, "not installed"), versions.get(package, "not installed")
+            now_v, then_v = (
+                self.versions.get(package, "not installed"),
+                versions.get(package, "not installed"),
+            )
             if now_v != then_v:
                 raise InputError(
                     source,
@@ -160,4 +185,3 @@ def config_inputs(config, extra: Mapping[str, str | Path | None] | None = None) 
         named.pop("data.file", None)
     named.update(extra)
     return InputIdentity.of(named)
-

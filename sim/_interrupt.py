@@ -119,7 +119,10 @@ def immediate(what: str) -> Iterator[None]:
         from . import _lock
 
         _lock.abandon()
-        os.write(2, f"interrupted ({signal.Signals(signum).name}) while {what}; nothing was written\n".encode())
+        os.write(
+            2,
+            f"interrupted ({signal.Signals(signum).name}) while {what}; nothing was written\n".encode(),
+        )
         os._exit(128 + signum)
 
     watcher = threading.Thread(target=watch, name="sim-interrupt", daemon=True)
@@ -149,5 +152,7 @@ def deferred() -> Iterator[None]:
             # The `sim` entry point's handler speaks of a command still starting; once the
             # command has run, a late signal must not print that (or change the exit
             # code of a finished command): it is ignored while the process exits.
-            signal.signal(s, signal.SIG_IGN if getattr(handler, "before_command", False) else handler)
+            signal.signal(
+                s, signal.SIG_IGN if getattr(handler, "before_command", False) else handler
+            )
         _requested, _stopping, _active = None, False, False

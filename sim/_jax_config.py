@@ -23,7 +23,9 @@ class PrecisionWarning(UserWarning):
     """JAX runs in float32 (`jax_enable_x64` off) where simjax expects float64."""
 
 
-def configure_jax(*, x64: bool = True, cache: bool | str | os.PathLike = True, xla: bool = True) -> Path | None:
+def configure_jax(
+    *, x64: bool = True, cache: bool | str | os.PathLike = True, xla: bool = True
+) -> Path | None:
     """Set JAX up as the `sim` command does: float64, the compilation cache, XLA's options.
 
     Call it once, after `import sim` and before the first JAX computation: the XLA

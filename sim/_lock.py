@@ -56,13 +56,21 @@ def _acquire(lock: Path, output: Path) -> int:
         try:
             fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         except OSError as e:  # a folder where no file can be made (/proc, /sys, ...)
-            raise InputError(output, "", f"cannot create a file beside it ({e.strerror}); expected an output in a folder of ordinary files") from None
+            raise InputError(
+                output,
+                "",
+                f"cannot create a file beside it ({e.strerror}); expected an output in a folder of ordinary files",
+            ) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             who = _holder(fd)
             os.close(fd)
-            raise InputError(output, "", f"another writer has this output open: {who}; wait for it to finish or stop it") from None
+            raise InputError(
+                output,
+                "",
+                f"another writer has this output open: {who}; wait for it to finish or stop it",
+            ) from None
         except OSError:
             os.close(fd)
             raise
@@ -75,7 +83,9 @@ def _acquire(lock: Path, output: Path) -> int:
         os.close(fd)  # the previous holder removed the file as we opened it: try again
     record = {
         "pid": os.getpid(),
-        "command": shlex.join(["sim", *sys.argv[1:]]) if Path(sys.argv[0]).name == "sim" else shlex.join(sys.argv),
+        "command": shlex.join(["sim", *sys.argv[1:]])
+        if Path(sys.argv[0]).name == "sim"
+        else shlex.join(sys.argv),
         "since": datetime.datetime.now().isoformat(timespec="seconds"),
     }
     os.ftruncate(fd, 0)

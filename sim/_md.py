@@ -61,7 +61,13 @@ from ._config import Config, seed_problem
 from ._errors import SimulationError
 from ._limits import memory_problem, physical_memory
 from ._md_family import MD, MdFamily
-from ._md_molecules import file_molecules, molecular_system, water_params, with_constraints, written_bonds
+from ._md_molecules import (
+    file_molecules,
+    molecular_system,
+    water_params,
+    with_constraints,
+    written_bonds,
+)
 from ._md_rdf import RdfSpec, rdf_spec, write_rdf
 from ._registry import model_options
 from ._run import RunPlan, Setup, number, resolve_params, resolved_toml
@@ -129,10 +135,14 @@ def steps_per_save(t, dt) -> int:
         raise ValueError(f"the time step dt must be > 0, got {step}")
     gaps = np.diff(times)
     if np.any(gaps <= 0) or not np.allclose(gaps, gaps[0], rtol=1e-9, atol=1e-12):
-        raise ValueError("MD save times must be equally spaced and increasing (e.g. jnp.linspace(0, 10, 101))")
+        raise ValueError(
+            "MD save times must be equally spaced and increasing (e.g. jnp.linspace(0, 10, 101))"
+        )
     count = int(round(gaps[0] / step))
     if count < 1 or abs(count * step - gaps[0]) > 1e-6 * gaps[0]:
-        raise ValueError(f"the save interval {gaps[0]:g} must be a whole number of time steps dt = {step:g}")
+        raise ValueError(
+            f"the save interval {gaps[0]:g} must be a whole number of time steps dt = {step:g}"
+        )
     return count
 
 
@@ -175,7 +185,11 @@ def check_system(model: ParticleModel, system: System, params: PyTree) -> None:
     i, j, r = _closest_pair(position[cores], edges, None if molecule is None else molecule[cores])
     i, j = int(cores[i]), int(cores[j])
     sigma = concrete_params.get("sigma")
-    limit = 0.5 * float(np.min(sigma)) if sigma is not None and not isinstance(model, (SoftSphere, Morse)) else 1e-6
+    limit = (
+        0.5 * float(np.min(sigma))
+        if sigma is not None and not isinstance(model, (SoftSphere, Morse))
+        else 1e-6
+    )
     if r < limit:
         what = "" if molecule is None else f" (molecules {int(molecule[i])} and {int(molecule[j])})"
         raise ValueError(
@@ -184,7 +198,9 @@ def check_system(model: ParticleModel, system: System, params: PyTree) -> None:
         )
 
 
-def _closest_pair(position: np.ndarray, edges: np.ndarray | None, molecule: np.ndarray | None = None) -> tuple[int, int, float]:
+def _closest_pair(
+    position: np.ndarray, edges: np.ndarray | None, molecule: np.ndarray | None = None
+) -> tuple[int, int, float]:
     """The closest pair of particles (of different molecules when `molecule` [n] gives
     each particle's), chunked so memory stays O(n * 1024)."""
     best = (0, 1, math.inf)
@@ -208,7 +224,15 @@ def _closest_pair(position: np.ndarray, edges: np.ndarray | None, molecule: np.n
 # ----------------------------------------------------------------------------- the run
 
 
-def particle_run(model: ParticleModel, params: PyTree, t, *, initial: System | None = None, solver=None, key: Array | None = None) -> ParticleRun:
+def particle_run(
+    model: ParticleModel,
+    params: PyTree,
+    t,
+    *,
+    initial: System | None = None,
+    solver=None,
+    key: Array | None = None,
+) -> ParticleRun:
     """The run of `simulate` and of `sim run` (`solvers.ParticleRun`), once the system,
     the parameters and the save times have been checked."""
     system = default_system(model, key) if initial is None else initial
@@ -248,13 +272,31 @@ def run_md(
         stats num_steps, result, neighbour_builds, capacity, devices (over how many
         devices the particles were split).
     """
-    observables, state, stats = particle_run(model, params, t, initial=initial, solver=solver, key=key).run(progress)
+    observables, state, stats = particle_run(
+        model, params, t, initial=initial, solver=solver, key=key
+    ).run(progress)
     return Trajectory(time=jnp.asarray(t), observables=observables, final_state=state, stats=stats)
 
 
 # ----------------------------------------------------------------------------- configs (`sim run`)
 
-_SYSTEM_KEYS = ("lattice", "cells", "density", "temperature", "seed", "file", "frame", "group", "particles", "min_distance", "units", "molecule", "molecules")
+_SYSTEM_KEYS = (
+    "lattice",
+    "cells",
+    "density",
+    "temperature",
+    "seed",
+    "file",
+    "frame",
+    "group",
+    "particles",
+    "min_distance",
+    "units",
+    "molecule",
+    "molecules",
+)
+
+
 def sweep_problem(s: Setup, params: PyTree, key: Array | None) -> ParticleFrames:
     """One run of an MD sweep in the engine protocol (`solvers.ParticleFrames`): the
     run `particle_run` makes of `simulate`'s arguments, on the set-up's list, which
@@ -263,17 +305,40 @@ def sweep_problem(s: Setup, params: PyTree, key: Array | None) -> ParticleFrames
     system = s.initial
     dtype = system.position.dtype
     params = {k: jnp.asarray(v).astype(dtype) for k, v in params.items()}
-    problem = ParticleProblem(s.model, params, system, solver.integrator, neighbour_list(s.model, system, solver))
+    problem = ParticleProblem(
+        s.model, params, system, solver.integrator, neighbour_list(s.model, system, solver)
+    )
     run_key = None if key is None else jax.random.fold_in(key, 7)
-    return ParticleFrames(problem=problem, key=run_key, every=steps_per_save(s.t, solver.integrator.dt))
+    return ParticleFrames(
+        problem=problem, key=run_key, every=steps_per_save(s.t, solver.integrator.dt)
+    )
 
 
 _MD_METHODS = ("verlet", "langevin", "nose_hoover")
-_MD_SOLVER_KEYS = ("method", "temperature", "friction", "tau", "chain_length", "barostat", "skin", "neighbour_list", "dtype")
+_MD_SOLVER_KEYS = (
+    "method",
+    "temperature",
+    "friction",
+    "tau",
+    "chain_length",
+    "barostat",
+    "skin",
+    "neighbour_list",
+    "dtype",
+)
 _BAROSTAT_KEYS = ("pressure", "tau", "compressibility", "coupling")
 _MODEL_OPTION_PARAMS = (
-    "cutoff", "shift", "force_shift", "tail_correction", "n_species",
-    "electrostatics", "ewald_accuracy", "ewald_alpha", "ewald_kmax", "pme_mesh", "pme_order",
+    "cutoff",
+    "shift",
+    "force_shift",
+    "tail_correction",
+    "n_species",
+    "electrostatics",
+    "ewald_accuracy",
+    "ewald_alpha",
+    "ewald_kmax",
+    "pme_mesh",
+    "pme_order",
 )
 # (options the model itself checks: a method's name, lists of sizes)
 _CHECKED_BY_MODEL = ("electrostatics", "ewald_kmax", "pme_mesh")
@@ -287,9 +352,16 @@ def _md_model(config: Config, model: ParticleModel) -> ParticleModel:
     for key in _MODEL_OPTION_PARAMS:
         if key in config.spec.params:
             if key not in allowed:
-                raise config.error(f"params.{key}", f"model {model.name!r} has no option {key!r} (options: {', '.join(allowed)})")
+                raise config.error(
+                    f"params.{key}",
+                    f"model {model.name!r} has no option {key!r} (options: {', '.join(allowed)})",
+                )
             value = config.spec.params[key]
-            kind = bool if key in ("shift", "force_shift", "tail_correction") else (int if key in ("n_species", "pme_order") else float)
+            kind = (
+                bool
+                if key in ("shift", "force_shift", "tail_correction")
+                else (int if key in ("n_species", "pme_order") else float)
+            )
             if key in _CHECKED_BY_MODEL:
                 kind = None
             if kind is bool and not isinstance(value, bool):
@@ -297,7 +369,9 @@ def _md_model(config: Config, model: ParticleModel) -> ParticleModel:
             if kind is float:
                 value = number(config, f"params.{key}", value)
                 if not value > 0:
-                    raise config.error(f"params.{key}", f"expected a positive number, got {value!r}")
+                    raise config.error(
+                        f"params.{key}", f"expected a positive number, got {value!r}"
+                    )
             if kind is int and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
                 raise config.error(f"params.{key}", f"expected a whole number >= 1, got {value!r}")
             options[key] = value
@@ -305,19 +379,27 @@ def _md_model(config: Config, model: ParticleModel) -> ParticleModel:
         try:
             model = dataclasses.replace(model, **options)
         except (TypeError, ValueError) as e:
-            named = [key for key in options if f" {key} =" in str(e)]  # the model names the option it refuses
+            named = [
+                key for key in options if f" {key} =" in str(e)
+            ]  # the model names the option it refuses
             raise config.error(f"params.{named[0]}" if named else "params", str(e)) from None
     given = config.raw.get("model", {})
     given = given if isinstance(given, dict) else {}
     for key, value in options.items():  # (each valid: the model took them)
         if key in given and given[key] != value:
-            raise config.error(f"params.{key}", f"[model] {key} = {given[key]!r} and [params] {key} = {value!r} disagree; give it once")
+            raise config.error(
+                f"params.{key}",
+                f"[model] {key} = {given[key]!r} and [params] {key} = {value!r} disagree; give it once",
+            )
     method = getattr(model, "electrostatics", None)
     if method is not None:  # an option of the other method, even at its default, is a mistake
         for key in other_method_options(method):
             for section, keys in (("model", given), ("params", config.spec.params)):
                 if key in keys:
-                    raise config.error(f"{section}.{key}", f"applies to electrostatics = {'pme' if method == 'ewald' else 'ewald'!r}, not {method!r}; leave it out")
+                    raise config.error(
+                        f"{section}.{key}",
+                        f"applies to electrostatics = {'pme' if method == 'ewald' else 'ewald'!r}, not {method!r}; leave it out",
+                    )
     return model
 
 
@@ -330,7 +412,10 @@ def _md_params(config: Config, model: ParticleModel) -> dict[str, Array]:
         if key in model.parameter_names and np.ndim(model.parameter(key).default) == 1:
             value, count = rest.pop(key), model.n_species
             if not isinstance(value, list) or len(value) != count:
-                raise config.error(f"params.{key}", f"expected a list of {count} numbers, one per species (n_species = {count}), got {value!r}")
+                raise config.error(
+                    f"params.{key}",
+                    f"expected a list of {count} numbers, one per species (n_species = {count}), got {value!r}",
+                )
             per_species[key] = float_array([number(config, f"params.{key}", v) for v in value])
     raw = dict(config.raw)
     raw["params"] = rest
@@ -340,7 +425,9 @@ def _md_params(config: Config, model: ParticleModel) -> dict[str, Array]:
 def _positive(config: Config, key: str, value, *, allow_zero: bool = False) -> float:
     v = number(config, key, value)
     if v < 0 or (v == 0 and not allow_zero):
-        raise config.error(key, f"expected a {'non-negative' if allow_zero else 'positive'} number, got {value!r}")
+        raise config.error(
+            key, f"expected a {'non-negative' if allow_zero else 'positive'} number, got {value!r}"
+        )
     return v
 
 
@@ -353,7 +440,9 @@ def _md_units(config: Config, model: ParticleModel) -> Units:
         raise config.error("system.units", f"{e}.{did_you_mean(str(name), tuple(UNITS))}") from None
 
 
-def _md_system(config: Config, dtype, units: Units = UNITS["reduced"], *, bonded: bool = False) -> tuple[System, int]:
+def _md_system(
+    config: Config, dtype, units: Units = UNITS["reduced"], *, bonded: bool = False
+) -> tuple[System, int]:
     """The `[system]` of a config and its seed. A start file's bonds are the molecules'
     constraints (`sim._md_molecules.file_molecules`) unless the model is `bonded` (its
     energy has bond terms: bead-spring chains), which keeps them as `System.bonds`."""
@@ -361,7 +450,8 @@ def _md_system(config: Config, dtype, units: Units = UNITS["reduced"], *, bonded
     for key in section:
         if key not in _SYSTEM_KEYS:
             raise config.error(
-                f"system.{key}", f"unknown key (expected one of: {', '.join(_SYSTEM_KEYS)}).{did_you_mean(key, _SYSTEM_KEYS)}"
+                f"system.{key}",
+                f"unknown key (expected one of: {', '.join(_SYSTEM_KEYS)}).{did_you_mean(key, _SYSTEM_KEYS)}",
             )
     seed = section.get("seed", 0)
     problem = seed_problem(seed)
@@ -373,63 +463,108 @@ def _md_system(config: Config, dtype, units: Units = UNITS["reduced"], *, bonded
         temperature = _positive(config, "system.temperature", temperature, allow_zero=True)
     for key_name in ("frame", "group"):
         if key_name in section and "file" not in section:
-            raise config.error(f"system.{key_name}", "is a setting of a start file: give [system] file too")
-    if "file" not in section and ("molecule" in section or "molecules" in section):  # rigid molecules
+            raise config.error(
+                f"system.{key_name}", "is a setting of a start file: give [system] file too"
+            )
+    if "file" not in section and (
+        "molecule" in section or "molecules" in section
+    ):  # rigid molecules
         if "molecule" not in section:
-            raise config.error("system.molecule", "required key is missing (a water model, spce or tip3p, or a table of sites)")
+            raise config.error(
+                "system.molecule",
+                "required key is missing (a water model, spce or tip3p, or a table of sites)",
+            )
         return molecular_system(config, units, key, temperature).astype(dtype), seed
     if "file" in section:
         for other in ("lattice", "cells", "density", "particles", "min_distance", "molecules"):
             if other in section:
-                raise config.error(f"system.{other}", "give either file (an H5MD start) or a lattice/random system, not both")
+                raise config.error(
+                    f"system.{other}",
+                    "give either file (an H5MD start) or a lattice/random system, not both",
+                )
         if not isinstance(section["file"], str):
             raise config.error("system.file", f"expected a file path, got {section['file']!r}")
         frame = section.get("frame", -1)
         if isinstance(frame, bool) or not isinstance(frame, int):
-            raise config.error("system.frame", f"expected a whole number (a frame of the file; -1 for the last), got {frame!r}")
+            raise config.error(
+                "system.frame",
+                f"expected a whole number (a frame of the file; -1 for the last), got {frame!r}",
+            )
         group = section.get("group", "all")
         if not isinstance(group, str) or not group or "/" in group:
-            raise config.error("system.group", f"expected the name of a group of /particles, got {group!r}")
+            raise config.error(
+                "system.group", f"expected the name of a group of /particles, got {group!r}"
+            )
         path = config.resolve_path(section["file"])
         try:
-            system = read_h5md(path, group=group, frame=frame, dtype=float, max_bytes=physical_memory(), units=units)
+            system = read_h5md(
+                path,
+                group=group,
+                frame=frame,
+                dtype=float,
+                max_bytes=physical_memory(),
+                units=units,
+            )
         except ValueError as e:
             message = str(e).splitlines()[0] if str(e) else type(e).__name__
-            raise config.error("system.file", message if str(path) in message else f"{path}: {message}") from None
+            raise config.error(
+                "system.file", message if str(path) in message else f"{path}: {message}"
+            ) from None
         except (OSError, RuntimeError, KeyError, TypeError) as e:  # h5py on damaged files
             detail = str(e).splitlines()[0] if str(e) else type(e).__name__
-            raise config.error("system.file", f"{path}: cannot be read ({detail}); expected an H5MD file") from None
+            raise config.error(
+                "system.file", f"{path}: cannot be read ({detail}); expected an H5MD file"
+            ) from None
         if system.bonds is not None and not bonded:
             return file_molecules(config, path, system, units, key, temperature).astype(dtype), seed
         if "molecule" in section:
-            raise config.error("system.molecule", f"{path} has no bonds in /connectivity for /particles/{group}: the molecules of a file are its bonded groups")
+            raise config.error(
+                "system.molecule",
+                f"{path} has no bonds in /connectivity for /particles/{group}: the molecules of a file are its bonded groups",
+            )
     else:
         kind = section.get("lattice", "fcc")
         if kind not in LATTICES + ("random",):
             raise config.error(
-                "system.lattice", f"unknown lattice {kind!r} (expected one of: {', '.join(LATTICES + ('random',))}).{did_you_mean(kind, LATTICES + ('random',))}"
+                "system.lattice",
+                f"unknown lattice {kind!r} (expected one of: {', '.join(LATTICES + ('random',))}).{did_you_mean(kind, LATTICES + ('random',))}",
             )
         if "density" not in section:
-            raise config.error("system.density", "required key is missing (number density, e.g. 0.8442)")
+            raise config.error(
+                "system.density", "required key is missing (number density, e.g. 0.8442)"
+            )
         density = _positive(config, "system.density", section["density"])
         if kind == "random":
             n = section.get("particles")
             if isinstance(n, bool) or not isinstance(n, int) or n < 2:
-                raise config.error("system.particles", f"expected a whole number >= 2 for a random system, got {n!r}")
+                raise config.error(
+                    "system.particles",
+                    f"expected a whole number >= 2 for a random system, got {n!r}",
+                )
             problem = memory_problem(PARTICLE_BYTES * n, f"{n:,} particles")
             if problem:
                 raise config.error("system.particles", problem)
-            min_distance = _positive(config, "system.min_distance", section.get("min_distance", 0.8))
+            min_distance = _positive(
+                config, "system.min_distance", section.get("min_distance", 0.8)
+            )
             try:
-                system = random_packing(jax.random.fold_in(key, 1), n, density, min_distance=min_distance)
+                system = random_packing(
+                    jax.random.fold_in(key, 1), n, density, min_distance=min_distance
+                )
             except ValueError as e:
                 raise config.error("system.density", str(e)) from None
         else:
             cells = section.get("cells", 4)
             ok = isinstance(cells, int) and not isinstance(cells, bool) and cells >= 1
-            ok = ok or (isinstance(cells, list) and len(cells) == 3 and all(isinstance(c, int) and not isinstance(c, bool) and c >= 1 for c in cells))
+            ok = ok or (
+                isinstance(cells, list)
+                and len(cells) == 3
+                and all(isinstance(c, int) and not isinstance(c, bool) and c >= 1 for c in cells)
+            )
             if not ok:
-                raise config.error("system.cells", f"expected a whole number >= 1 or three of them, got {cells!r}")
+                raise config.error(
+                    "system.cells", f"expected a whole number >= 1 or three of them, got {cells!r}"
+                )
             n = 4 * (cells**3 if isinstance(cells, int) else math.prod(cells))  # at most 4 per cell
             problem = memory_problem(PARTICLE_BYTES * n, f"about {n:,} particles")
             if problem:
@@ -438,11 +573,17 @@ def _md_system(config: Config, dtype, units: Units = UNITS["reduced"], *, bonded
     if temperature is not None:
         if temperature > 0 and system.n < 2:
             raise config.error(
-                "system.temperature", "one particle has no thermal velocity to draw (the total momentum is removed); give no temperature, or more particles"
+                "system.temperature",
+                "one particle has no thermal velocity to draw (the total momentum is removed); give no temperature, or more particles",
             )
         system = thermalize(system, key, units.boltzmann * temperature)
-        if not bool(jnp.all(jnp.isfinite(system.velocity))) or (temperature > 0 and not bool(jnp.any(system.velocity != 0))):
-            raise config.error("system.temperature", f"{temperature!r} gives velocities beyond the float range; expected a temperature the run can represent")
+        if not bool(jnp.all(jnp.isfinite(system.velocity))) or (
+            temperature > 0 and not bool(jnp.any(system.velocity != 0))
+        ):
+            raise config.error(
+                "system.temperature",
+                f"{temperature!r} gives velocities beyond the float range; expected a temperature the run can represent",
+            )
     return system.astype(dtype), seed
 
 
@@ -450,30 +591,46 @@ def _md_time(config: Config) -> tuple[float, np.ndarray]:
     time = config.spec.time
     dt = time.dt if time.dt is not None else DEFAULT_DT
     if time.save_at is not None:
-        raise config.error("time.save_at", "MD runs save every few steps: give steps and save_every (or t1 and save)")
+        raise config.error(
+            "time.save_at",
+            "MD runs save every few steps: give steps and save_every (or t1 and save)",
+        )
     if time.steps is not None:
         if time.t1 is not None:
             raise config.error("time.t1", "give either steps or t1, not both")
         steps = time.steps
         every = time.save_every if time.save_every is not None else max(1, steps // 100)
         if time.save is not None:
-            raise config.error("time.save", "with steps, give save_every (steps between saves) instead of save")
+            raise config.error(
+                "time.save", "with steps, give save_every (steps between saves) instead of save"
+            )
     elif time.t1 is not None:
         span = (time.t1 - time.t0) / dt
         if not 0.5 <= span < 2**62:
-            raise config.error("time.t1", f"t1 - t0 = {time.t1 - time.t0:g} is not a usable number of steps dt = {dt:g}")
+            raise config.error(
+                "time.t1",
+                f"t1 - t0 = {time.t1 - time.t0:g} is not a usable number of steps dt = {dt:g}",
+            )
         steps = int(round(span))
         if abs(steps - span) > 1e-6 * max(span, 1.0):
-            raise config.error("time.t1", f"t1 - t0 = {time.t1 - time.t0:g} must be a whole number of steps dt = {dt:g}")
+            raise config.error(
+                "time.t1",
+                f"t1 - t0 = {time.t1 - time.t0:g} must be a whole number of steps dt = {dt:g}",
+            )
         if time.save_every is not None:
             every = time.save_every
         else:
             saves = (time.save if time.save is not None else 101) - 1
             if steps % saves or steps < saves:
-                raise config.error("time.save", f"{steps} steps cannot be split into {saves} equal save intervals; pick save so that save - 1 divides {steps}")
+                raise config.error(
+                    "time.save",
+                    f"{steps} steps cannot be split into {saves} equal save intervals; pick save so that save - 1 divides {steps}",
+                )
             every = steps // saves
     else:
-        raise config.error("time.steps", "required key is missing: give steps (and save_every), or t1")
+        raise config.error(
+            "time.steps", "required key is missing: give steps (and save_every), or t1"
+        )
     if steps % every:
         raise config.error("time.save_every", f"save_every = {every} must divide steps = {steps}")
     saves = steps // every + 1  # the save times, and a row per save of each observable
@@ -485,7 +642,8 @@ def _md_time(config: Config) -> tuple[float, np.ndarray]:
         end = time.t0 + dt * float(steps)
     if not (np.all(np.isfinite(times)) and np.all(np.diff(times) > 0)):
         raise config.error(
-            "time.dt", f"{steps:,} steps of dt = {dt:g} from t0 = {time.t0:g} end at t = {end:g}: save times beyond the float range or too close to tell apart"
+            "time.dt",
+            f"{steps:,} steps of dt = {dt:g} from t0 = {time.t0:g} end at t = {end:g}: save times beyond the float range or too close to tell apart",
         )
     return dt, times
 
@@ -496,87 +654,141 @@ def _md_solver(config: Config, dt: float, units: Units) -> tuple[ParticleSolver,
     spec = config.spec.solver
     for key in ("rtol", "atol", "dt0", "max_steps", "adjoint"):
         if getattr(spec, key) is not None:
-            raise config.error(f"solver.{key}", f"is not an MD solver setting (MD keys: {', '.join(_MD_SOLVER_KEYS)})")
+            raise config.error(
+                f"solver.{key}",
+                f"is not an MD solver setting (MD keys: {', '.join(_MD_SOLVER_KEYS)})",
+            )
     extras = spec.extras
     for key in extras:
         if key not in _MD_SOLVER_KEYS:
             raise config.error(
-                f"solver.{key}", f"unknown key for MD solvers (expected one of: {', '.join(_MD_SOLVER_KEYS)}).{did_you_mean(key, _MD_SOLVER_KEYS)}"
+                f"solver.{key}",
+                f"unknown key for MD solvers (expected one of: {', '.join(_MD_SOLVER_KEYS)}).{did_you_mean(key, _MD_SOLVER_KEYS)}",
             )
     method = spec.method or "verlet"
     if method not in _MD_METHODS:
         raise config.error(
-            "solver.method", f"unknown MD method {method!r} (methods: {', '.join(_MD_METHODS)}).{did_you_mean(method, _MD_METHODS)}"
+            "solver.method",
+            f"unknown MD method {method!r} (methods: {', '.join(_MD_METHODS)}).{did_you_mean(method, _MD_METHODS)}",
         )
     resolved: dict = {"method": method}
     if method == "verlet":
         for key in ("temperature", "friction", "tau", "chain_length"):
             if key in extras:
-                raise config.error(f"solver.{key}", "is a thermostat setting; method = 'verlet' is NVE (use langevin or nose_hoover)")
+                raise config.error(
+                    f"solver.{key}",
+                    "is a thermostat setting; method = 'verlet' is NVE (use langevin or nose_hoover)",
+                )
         integrator = VelocityVerlet(dt=dt)
     else:
         if "temperature" not in extras:
-            raise config.error("solver.temperature", f"required key is missing (the target temperature of {method})")
+            raise config.error(
+                "solver.temperature",
+                f"required key is missing (the target temperature of {method})",
+            )
         temperature = _positive(config, "solver.temperature", extras["temperature"])
         resolved["temperature"] = temperature
         kt = units.boltzmann * temperature
         if method == "langevin":
             for key in ("tau", "chain_length"):
                 if key in extras:
-                    raise config.error(f"solver.{key}", "is a Nose-Hoover setting; langevin takes temperature and friction")
+                    raise config.error(
+                        f"solver.{key}",
+                        "is a Nose-Hoover setting; langevin takes temperature and friction",
+                    )
             friction = _positive(config, "solver.friction", extras.get("friction", 1.0))
             resolved["friction"] = friction
             integrator = LangevinBaoab(dt=dt, temperature=kt, friction=friction)
         else:
             if "friction" in extras:
-                raise config.error("solver.friction", "is a Langevin setting; nose_hoover takes temperature and tau")
+                raise config.error(
+                    "solver.friction",
+                    "is a Langevin setting; nose_hoover takes temperature and tau",
+                )
             tau = _positive(config, "solver.tau", extras.get("tau", 100 * dt))
             chain = extras.get("chain_length", 3)
             if isinstance(chain, bool) or not isinstance(chain, int) or chain < 1:
-                raise config.error("solver.chain_length", f"expected a whole number >= 1, got {chain!r}")
+                raise config.error(
+                    "solver.chain_length", f"expected a whole number >= 1, got {chain!r}"
+                )
             resolved.update(tau=tau, chain_length=chain)
             integrator = NoseHooverChain(dt=dt, temperature=kt, tau=tau, chain_length=chain)
     if "barostat" in extras:
         integrator = _barostat(config, extras["barostat"], method, integrator, dt, resolved, units)
-    skin = _positive(config, "solver.skin", extras.get("skin", DEFAULT_SKIN[units.name]), allow_zero=True)
+    skin = _positive(
+        config, "solver.skin", extras.get("skin", DEFAULT_SKIN[units.name]), allow_zero=True
+    )
     use_list = extras.get("neighbour_list", True)
     if not isinstance(use_list, bool):
         raise config.error("solver.neighbour_list", f"expected true or false, got {use_list!r}")
     resolved.update(skin=skin, neighbour_list=use_list, dtype=spec.dtype or "float64")
-    return ParticleSolver(integrator, neighbour_list=use_list, skin=skin), spec.dtype or "float64", resolved
+    return (
+        ParticleSolver(integrator, neighbour_list=use_list, skin=skin),
+        spec.dtype or "float64",
+        resolved,
+    )
 
 
-def _barostat(config: Config, table, method: str, thermostat, dt: float, resolved: dict, units: Units) -> StochasticCellRescaling:
+def _barostat(
+    config: Config, table, method: str, thermostat, dt: float, resolved: dict, units: Units
+) -> StochasticCellRescaling:
     """`[solver] barostat = {pressure, tau, compressibility, coupling}`: stochastic cell
     rescaling around the thermostat of `method` (its settings join `resolved`). The
     pressure is in the config's units (bar in real units) and the compressibility in
     their inverse (1/bar; water's 4.5e-5 by default in real units)."""
     if not isinstance(table, dict):
-        raise config.error("solver.barostat", f"expected a table such as {{ pressure = 1.0, tau = 1.0 }}, got {table!r}")
+        raise config.error(
+            "solver.barostat",
+            f"expected a table such as {{ pressure = 1.0, tau = 1.0 }}, got {table!r}",
+        )
     for key in table:
         if key not in _BAROSTAT_KEYS:
             raise config.error(
-                f"solver.barostat.{key}", f"unknown key (expected one of: {', '.join(_BAROSTAT_KEYS)}).{did_you_mean(key, _BAROSTAT_KEYS)}"
+                f"solver.barostat.{key}",
+                f"unknown key (expected one of: {', '.join(_BAROSTAT_KEYS)}).{did_you_mean(key, _BAROSTAT_KEYS)}",
             )
     if method == "verlet":
         raise config.error(
-            "solver.barostat", "a barostat needs a thermostat: method = 'langevin' or 'nose_hoover' (stochastic cell rescaling samples the volume at a temperature)"
+            "solver.barostat",
+            "a barostat needs a thermostat: method = 'langevin' or 'nose_hoover' (stochastic cell rescaling samples the volume at a temperature)",
         )
     if "pressure" not in table:
-        raise config.error("solver.barostat.pressure", f"required key is missing (the target pressure, {units.labels.get('pressure', 'reduced units')})")
+        raise config.error(
+            "solver.barostat.pressure",
+            f"required key is missing (the target pressure, {units.labels.get('pressure', 'reduced units')})",
+        )
     pressure = _positive(config, "solver.barostat.pressure", table["pressure"], allow_zero=True)
     tau = _positive(config, "solver.barostat.tau", table.get("tau", 200 * dt))
-    if tau < dt:  # (the box would move further in a step than its relaxation asks: 1e-300 blew up at once)
-        raise config.error("solver.barostat.tau", f"expected a coupling time of at least one step (dt = {dt:g}), got {tau!r}")
-    compressibility = _positive(config, "solver.barostat.compressibility", table.get("compressibility", DEFAULT_COMPRESSIBILITY[units.name]))
+    if (
+        tau < dt
+    ):  # (the box would move further in a step than its relaxation asks: 1e-300 blew up at once)
+        raise config.error(
+            "solver.barostat.tau",
+            f"expected a coupling time of at least one step (dt = {dt:g}), got {tau!r}",
+        )
+    compressibility = _positive(
+        config,
+        "solver.barostat.compressibility",
+        table.get("compressibility", DEFAULT_COMPRESSIBILITY[units.name]),
+    )
     coupling = table.get("coupling", "isotropic")
     if coupling not in COUPLINGS:
         raise config.error(
-            "solver.barostat.coupling", f"unknown coupling {coupling!r} (expected one of: {', '.join(COUPLINGS)}).{did_you_mean(str(coupling), COUPLINGS)}"
+            "solver.barostat.coupling",
+            f"unknown coupling {coupling!r} (expected one of: {', '.join(COUPLINGS)}).{did_you_mean(str(coupling), COUPLINGS)}",
         )
-    resolved["barostat"] = {"pressure": pressure, "tau": tau, "compressibility": compressibility, "coupling": coupling}
+    resolved["barostat"] = {
+        "pressure": pressure,
+        "tau": tau,
+        "compressibility": compressibility,
+        "coupling": coupling,
+    }
     return StochasticCellRescaling(
-        thermostat, pressure=pressure * units.pressure, tau=tau, compressibility=compressibility / units.pressure, coupling=coupling
+        thermostat,
+        pressure=pressure * units.pressure,
+        tau=tau,
+        compressibility=compressibility / units.pressure,
+        coupling=coupling,
     )
 
 
@@ -586,20 +798,35 @@ def _setup(model: ParticleModel, config: Config) -> Setup:
     model = dataclasses.replace(model, units=units.name)
     params = water_params(config, _md_params(config, model))
     if config.spec.initial:
-        raise config.error("initial", "MD runs start from [system] (a lattice, a random packing or an H5MD file)")
+        raise config.error(
+            "initial", "MD runs start from [system] (a lattice, a random packing or an H5MD file)"
+        )
     dt, t = _md_time(config)
     solver, dtype, solver_section = _md_solver(config, dt, units)
-    if solver_section["method"] == "langevin" and not solver.integrator.has_conserved_energy:  # no conserved energy to drift
-        checks = MD.resolve_checks(config, ("max_temperature_factor",), "Langevin MD runs (no conserved energy to drift)")
+    if (
+        solver_section["method"] == "langevin" and not solver.integrator.has_conserved_energy
+    ):  # no conserved energy to drift
+        checks = MD.resolve_checks(
+            config, ("max_temperature_factor",), "Langevin MD runs (no conserved energy to drift)"
+        )
     else:
         checks = MD.resolve_checks(config, what="MD runs")
-    system, seed = _md_system(config, jnp.float32 if dtype == "float32" else jnp.float64, units, bonded=model.bonded)
+    system, seed = _md_system(
+        config, jnp.float32 if dtype == "float32" else jnp.float64, units, bonded=model.bonded
+    )
     solver = with_constraints(solver, system)
     if solver.integrator.changes_box and not system.space.periodic:
-        raise config.error("solver.barostat", "a barostat needs a periodic box; the [system] file starts in free space")
+        raise config.error(
+            "solver.barostat",
+            "a barostat needs a periodic box; the [system] file starts in free space",
+        )
     if solver.integrator.changes_box:
         # (P V is a term of the conserved energy: it must be a number of the run's dtype, with room to grow)
-        work = solver_section["barostat"]["pressure"] * units.pressure * float(np.prod(np.asarray(system.space.box, dtype=float)))
+        work = (
+            solver_section["barostat"]["pressure"]
+            * units.pressure
+            * float(np.prod(np.asarray(system.space.box, dtype=float)))
+        )
         if not work * 1e6 < np.finfo(dtype).max:
             raise config.error(
                 "solver.barostat.pressure",
@@ -616,7 +843,9 @@ def _setup(model: ParticleModel, config: Config) -> Setup:
             raise config.error("system.file", f"{config.resolve_path(start)}: {e}") from None
         raise config.error("system", str(e)) from None
     model_section = {k: getattr(model, k) for k in model_options(type(model))}
-    rdf = rdf_spec(config, np.asarray(system.space.box) if system.space.periodic else None, model.n_species, t)
+    rdf = rdf_spec(
+        config, np.asarray(system.space.box) if system.space.periodic else None, model.n_species, t
+    )
     return Setup(
         model=model,
         params=params,
@@ -624,7 +853,13 @@ def _setup(model: ParticleModel, config: Config) -> Setup:
         t=jnp.asarray(t),
         solver=solver,
         key=jax.random.fold_in(jax.random.key(seed), 2),
-        resolved={"params": params, "solver": solver_section, "model": model_section, "checks": checks, **({"rdf": rdf.resolved()} if rdf else {})},
+        resolved={
+            "params": params,
+            "solver": solver_section,
+            "model": model_section,
+            "checks": checks,
+            **({"rdf": rdf.resolved()} if rdf else {}),
+        },
     )
 
 
@@ -664,7 +899,9 @@ class MdSink:
     rdf: RdfSpec | None = None  # `[rdf]`: written by `finish` from the frames
 
     def create(self, f, rows: dict[str, np.ndarray]) -> None:
-        write_root_attrs(f, format="simjax.run", model=self.model, config=self.config, seed=self.seed)
+        write_root_attrs(
+            f, format="simjax.run", model=self.model, config=self.config, seed=self.seed
+        )
         h5md = f.create_group("h5md")
         h5md.attrs["version"] = np.asarray([1, 1], dtype=np.int32)
         h5md.create_group("author").attrs["name"] = "simjax"
@@ -695,9 +932,13 @@ class MdSink:
             mass.attrs["unit"] = self._labels["mass"]
         bonds = written_bonds(system)
         if bonds is not None:  # H5MD 1.1 connectivity: pairs of particle indices of /particles/all
-            f.create_dataset("connectivity/all/bonds", data=bonds.astype(np.int32)).attrs["particles_group"] = particles.ref
+            f.create_dataset("connectivity/all/bonds", data=bonds.astype(np.int32)).attrs[
+                "particles_group"
+            ] = particles.ref
         if system.topology is not None:
-            particles.create_dataset("molecule", data=np.asarray(system.topology.molecule, dtype=np.int32))
+            particles.create_dataset(
+                "molecule", data=np.asarray(system.topology.molecule, dtype=np.int32)
+            )
         observables = f.require_group("observables")
         for name, values in rows.items():
             if name not in _PARTICLE_ROWS:
@@ -719,7 +960,9 @@ class MdSink:
         g.create_dataset("step", data=np.asarray(self.step, dtype=np.int64))
         time = g.create_dataset("time", data=np.asarray(self.time, dtype=float))
         fill = np.nan if np.issubdtype(np.dtype(dtype), np.floating) else 0
-        value = g.create_dataset("value", shape=(len(self.time), *shape), dtype=dtype, fillvalue=fill)
+        value = g.create_dataset(
+            "value", shape=(len(self.time), *shape), dtype=dtype, fillvalue=fill
+        )
         labels = self._labels
         if labels:
             time.attrs["unit"] = labels["time"]
@@ -740,7 +983,9 @@ class MdSink:
                 edges = np.asarray(self.system.space.box, dtype=position.dtype)
             with np.errstate(invalid="ignore"):
                 image = np.floor(position / edges)
-            if not np.all(np.abs(image) <= IMAGE_LIMIT):  # NaN included: never a wrapped-around counter
+            if not np.all(
+                np.abs(image) <= IMAGE_LIMIT
+            ):  # NaN included: never a wrapped-around counter
                 frame = k + int(np.argmin(np.all(np.abs(image) <= IMAGE_LIMIT, axis=(1, 2))))
                 raise SimulationError(
                     f"{self.model}: the run blew up at step {int(self.step[frame])} (t = {float(self.time[frame]):g}): "
@@ -791,7 +1036,17 @@ class MdRunResult(Result):
     rdf: RdfSpec | None = None
 
     def sink(self) -> MdSink:
-        return MdSink(self.model, self.config, self.time, self.step, self.system, self.params, self.seed, self.units, self.rdf)
+        return MdSink(
+            self.model,
+            self.config,
+            self.time,
+            self.step,
+            self.system,
+            self.params,
+            self.seed,
+            self.units,
+            self.rdf,
+        )
 
     def write(self, f) -> None:
         """The H5MD layout (docs/architecture.md, File layouts) in `f`."""
@@ -814,7 +1069,12 @@ class MdRunResult(Result):
         data = {}
         for name, value in self.observables.items():
             value = np.asarray(value)
-            data[name] = (("time", "spatial") if name == "box" else ("time", "particle", "spatial")[: value.ndim], value)
+            data[name] = (
+                ("time", "spatial")
+                if name == "box"
+                else ("time", "particle", "spatial")[: value.ndim],
+                value,
+            )
         coords = {
             "time": np.asarray(self.time),
             "step": ("time", np.asarray(self.step)),
@@ -823,7 +1083,11 @@ class MdRunResult(Result):
             "species": ("particle", np.asarray(self.system.species)),
             "mass": ("particle", np.asarray(self.system.mass)),
         }
-        attrs = {"model": self.model, "config": self.config, **({"seed": self.seed} if self.seed is not None else {})}
+        attrs = {
+            "model": self.model,
+            "config": self.config,
+            **({"seed": self.seed} if self.seed is not None else {}),
+        }
         return xr.Dataset(data, coords=coords, attrs=attrs)
 
     def __repr__(self) -> str:
@@ -873,7 +1137,9 @@ class MdLimits:
     dof: int
     edges: np.ndarray | None
     boltzmann: float = 1.0  # k_B of the run's units (the temperature of an energy scale)
-    cutoff: float | None = None  # a barostat's run: its forces are NaN in a box shorter than twice this
+    cutoff: float | None = (
+        None  # a barostat's run: its forces are NaN in a box shorter than twice this
+    )
 
     @classmethod
     def of(cls, s: Setup) -> MdLimits:
@@ -897,7 +1163,11 @@ class MdLimits:
     @property
     def reference_names(self) -> tuple[str, ...]:
         """The observables of frame 0 that `reference` takes."""
-        return ("kinetic_energy", "total_energy") if self.energy is None else ("kinetic_energy", self.energy)
+        return (
+            ("kinetic_energy", "total_energy")
+            if self.energy is None
+            else ("kinetic_energy", self.energy)
+        )
 
     def reference(self, first: dict, xp=np) -> dict:
         """E(0), K(0), the energy scale and the reference temperature, from frame 0's
@@ -905,7 +1175,12 @@ class MdLimits:
         k0 = first["kinetic_energy"]
         e0 = first[self.energy or "total_energy"]
         scale = xp.maximum(xp.maximum(xp.abs(e0), k0), 1e-30)
-        return {"e0": e0, "k0": k0, "scale": scale, "t_ref": xp.maximum(2.0 * scale / (self.dof * self.boltzmann), self.target)}
+        return {
+            "e0": e0,
+            "k0": k0,
+            "scale": scale,
+            "t_ref": xp.maximum(2.0 * scale / (self.dof * self.boltzmann), self.target),
+        }
 
     def excess(self, obs: dict, ref: dict, xp=np) -> dict:
         """Per saved frame [T], each measure over its limit (> 1 or NaN: blown up)."""
@@ -916,7 +1191,11 @@ class MdLimits:
         if self.edges is not None:
             position = obs["position"]
             # a barostat's box changes: each frame's own ("box" [..., dim])
-            edges = obs["box"][..., None, :] if "box" in obs else xp.asarray(self.edges, dtype=position.dtype)
+            edges = (
+                obs["box"][..., None, :]
+                if "box" in obs
+                else xp.asarray(self.edges, dtype=position.dtype)
+            )
             images = xp.floor(position / edges)
             out["image"] = xp.max(xp.abs(images), axis=(-2, -1)) / IMAGE_LIMIT
         return out
@@ -1003,7 +1282,9 @@ def _plan(model: ParticleModel, config: Config) -> RunPlan:
         params={k: np.asarray(v) for k, v in s.params.items()},
         seed=int((config.spec.system or {}).get("seed", 0)),
         units=s.model.units,
-        rdf=RdfSpec(**s.resolved["rdf"], n_species=s.model.n_species) if "rdf" in s.resolved else None,
+        rdf=RdfSpec(**s.resolved["rdf"], n_species=s.model.n_species)
+        if "rdf" in s.resolved
+        else None,
     )
 
     limits = MdLimits.of(s)
@@ -1015,7 +1296,9 @@ def _plan(model: ParticleModel, config: Config) -> RunPlan:
                 first = {name: rows[name][0] for name in limits.reference_names}
             else:
                 first = engine.first_observables()
-            reference.update(limits.reference({name: np.asarray(first[name]) for name in limits.reference_names}))
+            reference.update(
+                limits.reference({name: np.asarray(first[name]) for name in limits.reference_names})
+            )
         failure = limits.first_failure(rows, reference)
         if failure is not None:
             i, what = failure
@@ -1039,10 +1322,18 @@ def _plan(model: ParticleModel, config: Config) -> RunPlan:
             rdf=sink.rdf,
         )
 
-    return RunPlan(engine=engine, sink=sink, config=sink.config, check=check, result=result, description=s.model.name)
+    return RunPlan(
+        engine=engine,
+        sink=sink,
+        config=sink.config,
+        check=check,
+        result=result,
+        description=s.model.name,
+    )
 
 
 # ----------------------------------------------------------------------------- sweeps
+
 
 def sweep_setup(config: Config, s: Setup) -> Setup:
     """An MD set-up for vmapped runs: only [params] may be swept (the system is shared),
@@ -1051,11 +1342,20 @@ def sweep_setup(config: Config, s: Setup) -> Setup:
     `solvers.redo_overflowed`)."""
     section = sweep_section(config)
     if config.raw.get("rdf") is not None:
-        raise config.error("rdf", "a sweep file keeps no g(r) of its runs; run one of them with sim run to get its [rdf]")
+        raise config.error(
+            "rdf",
+            "a sweep file keeps no g(r) of its runs; run one of them with sim run to get its [rdf]",
+        )
     for name in section.params:
         head, dot, _ = name.partition(".")
         if dot or name in _MD_SETTINGS:
-            what = "initial values" if head == "initial" else f"[{head}] keys" if dot else f"{name!r} (a [system] or [solver] key)"
+            what = (
+                "initial values"
+                if head == "initial"
+                else f"[{head}] keys"
+                if dot
+                else f"{name!r} (a [system] or [solver] key)"
+            )
             raise config.error(
                 f"sweep.params.{name}",
                 f"MD sweeps vary [params] only (such as epsilon and sigma); {what} cannot be swept: every run starts from the same [system] with the same [solver]",
@@ -1070,11 +1370,29 @@ def _fixed_list(s: Setup):
     if not solver.neighbour_list or solver.capacity is not None:
         return solver
     box = s.initial.space.box if s.initial.space.periodic else None
-    capacity = fixed_capacity(np.asarray(s.initial.position), None if box is None else np.asarray(box), s.model.cutoff, solver.skin)
+    capacity = fixed_capacity(
+        np.asarray(s.initial.position),
+        None if box is None else np.asarray(box),
+        s.model.cutoff,
+        solver.skin,
+    )
     return dataclasses.replace(solver, capacity=capacity)
 
 
-_MD_SETTINGS = ("lattice", "cells", "density", "particles", "min_distance", "temperature", "friction", "tau", "chain_length", "skin", "dt", "steps")
+_MD_SETTINGS = (
+    "lattice",
+    "cells",
+    "density",
+    "particles",
+    "min_distance",
+    "temperature",
+    "friction",
+    "tau",
+    "chain_length",
+    "skin",
+    "dt",
+    "steps",
+)
 
 
 def with_capacity(s: Setup, capacity: int | None) -> Setup:
@@ -1083,7 +1401,9 @@ def with_capacity(s: Setup, capacity: int | None) -> Setup:
     if capacity is None:
         return s
     if capacity == ALL_PAIRS:
-        return dataclasses.replace(s, solver=dataclasses.replace(s.solver, neighbour_list=False, capacity=None))
+        return dataclasses.replace(
+            s, solver=dataclasses.replace(s.solver, neighbour_list=False, capacity=None)
+        )
     return dataclasses.replace(s, solver=dataclasses.replace(s.solver, capacity=capacity))
 
 

@@ -24,8 +24,14 @@ class MdFamily(Family):
         "save_every": (int | None, pydantic.Field(default=None, ge=1)),
     }
     checks = {
-        "energy_drift": (0.1, "the largest |E(t) - E(0)| allowed (verlet, nose_hoover and barostats), as a fraction of the initial energy scale max(|E(0)|, K(0)); E is the total energy (the conserved energy of a Nose-Hoover chain or a barostat), K the kinetic energy"),
-        "max_temperature_factor": (100.0, "the largest temperature allowed, as a multiple of the reference max(thermostat temperature, 2 max(|E(0)|, K(0)) / degrees of freedom), at least the initial temperature"),
+        "energy_drift": (
+            0.1,
+            "the largest |E(t) - E(0)| allowed (verlet, nose_hoover and barostats), as a fraction of the initial energy scale max(|E(0)|, K(0)); E is the total energy (the conserved energy of a Nose-Hoover chain or a barostat), K the kinetic energy",
+        ),
+        "max_temperature_factor": (
+            100.0,
+            "the largest temperature allowed, as a multiple of the reference max(thermostat temperature, 2 max(|E(0)|, K(0)) / degrees of freedom), at least the initial temperature",
+        ),
     }
     static_runs = True
     no_free_initial = "MD runs have no initial values to fit; they start from [system]"
@@ -52,6 +58,13 @@ class MdFamily(Family):
 
 register_models_of(
     "physics.md",
-    {"lennard_jones": "LennardJones", "wca": "Wca", "morse": "Morse", "soft_sphere": "SoftSphere", "bead_spring": "BeadSpring", "lj_coulomb": "LennardJonesCoulomb"},
+    {
+        "lennard_jones": "LennardJones",
+        "wca": "Wca",
+        "morse": "Morse",
+        "soft_sphere": "SoftSphere",
+        "bead_spring": "BeadSpring",
+        "lj_coulomb": "LennardJonesCoulomb",
+    },
 )
 MD = register_family(MdFamily())

@@ -14,7 +14,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from physics.md import WATER_MODELS, Molecule, System, Units, bonded_molecules, dependent_constraints, molecular_box
+from physics.md import (
+    WATER_MODELS,
+    Molecule,
+    System,
+    Units,
+    bonded_molecules,
+    dependent_constraints,
+    molecular_box,
+)
 from solvers import ParticleSolver, StochasticCellRescaling, constraints_of, did_you_mean
 
 from ._config import Config
@@ -22,7 +30,15 @@ from ._limits import memory_problem
 from ._run import number
 
 MOLECULE_KEYS = ("species", "mass", "sites", "constraints")
-MOLECULE_SYSTEM_KEYS = ("molecule", "molecules", "density", "temperature", "seed", "min_distance", "units")
+MOLECULE_SYSTEM_KEYS = (
+    "molecule",
+    "molecules",
+    "density",
+    "temperature",
+    "seed",
+    "min_distance",
+    "units",
+)
 MIN_DISTANCE = {"real": 0.17, "reduced": 0.5}
 """The least distance between sites of different molecules at the start, by unit system:
 0.17 nm is above half an oxygen's sigma (which the start check asks for) and below the
@@ -46,37 +62,67 @@ def molecule_of(config: Config, units: Units) -> Molecule:
                 f"unknown molecule {value!r} (built in: {', '.join(WATER_MODELS)}; or a table of species, mass, sites, constraints).{did_you_mean(value, tuple(WATER_MODELS))}",
             )
         if units.name != "real":
-            raise config.error("system.molecule", f"the {value} water model is in real units (nm, kJ/mol, e): set [system] units = \"real\"")
+            raise config.error(
+                "system.molecule",
+                f'the {value} water model is in real units (nm, kJ/mol, e): set [system] units = "real"',
+            )
         return WATER_MODELS[value].molecule()
     if not isinstance(value, dict):
-        raise config.error("system.molecule", f"expected a water model name or a table of species, mass, sites, constraints, got {value!r}")
+        raise config.error(
+            "system.molecule",
+            f"expected a water model name or a table of species, mass, sites, constraints, got {value!r}",
+        )
     for key in value:
         if key not in MOLECULE_KEYS:
-            raise config.error(f"system.molecule.{key}", f"unknown key (expected one of: {', '.join(MOLECULE_KEYS)}).{did_you_mean(key, MOLECULE_KEYS)}")
+            raise config.error(
+                f"system.molecule.{key}",
+                f"unknown key (expected one of: {', '.join(MOLECULE_KEYS)}).{did_you_mean(key, MOLECULE_KEYS)}",
+            )
     missing = [key for key in MOLECULE_KEYS if key not in value]
     if missing:
         raise config.error(f"system.molecule.{missing[0]}", "required key is missing")
     sites = value["sites"]
-    if not (isinstance(sites, list) and sites and all(isinstance(s, list) and len(s) == 3 for s in sites)):
-        raise config.error("system.molecule.sites", f"expected a list of [x, y, z] positions, got {sites!r}")
+    if not (
+        isinstance(sites, list)
+        and sites
+        and all(isinstance(s, list) and len(s) == 3 for s in sites)
+    ):
+        raise config.error(
+            "system.molecule.sites", f"expected a list of [x, y, z] positions, got {sites!r}"
+        )
     k = len(sites)
     sites = tuple(tuple(number(config, "system.molecule.sites", c) for c in s) for s in sites)
     species = value["species"]
-    if not (isinstance(species, list) and len(species) == k and all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in species)):
-        raise config.error("system.molecule.species", f"expected {k} whole numbers >= 0, one per site, got {species!r}")
+    if not (
+        isinstance(species, list)
+        and len(species) == k
+        and all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in species)
+    ):
+        raise config.error(
+            "system.molecule.species",
+            f"expected {k} whole numbers >= 0, one per site, got {species!r}",
+        )
     mass = value["mass"]
     if not (isinstance(mass, list) and len(mass) == k):
-        raise config.error("system.molecule.mass", f"expected {k} masses, one per site, got {mass!r}")
+        raise config.error(
+            "system.molecule.mass", f"expected {k} masses, one per site, got {mass!r}"
+        )
     mass = tuple(number(config, "system.molecule.mass", m) for m in mass)
     if not all(m > 0 for m in mass):
         raise config.error("system.molecule.mass", f"every mass must be positive, got {list(mass)}")
     pairs = value["constraints"]
     ok = isinstance(pairs, list) and all(
-        isinstance(p, list) and len(p) == 2 and all(isinstance(i, int) and not isinstance(i, bool) and 0 <= i < k for i in p) and p[0] != p[1]
+        isinstance(p, list)
+        and len(p) == 2
+        and all(isinstance(i, int) and not isinstance(i, bool) and 0 <= i < k for i in p)
+        and p[0] != p[1]
         for p in pairs
     )
     if not ok:
-        raise config.error("system.molecule.constraints", f"expected pairs [i, j] of distinct site numbers 0..{k - 1}, got {pairs!r}")
+        raise config.error(
+            "system.molecule.constraints",
+            f"expected pairs [i, j] of distinct site numbers 0..{k - 1}, got {pairs!r}",
+        )
     if len({tuple(sorted(p)) for p in pairs}) != len(pairs):
         raise config.error("system.molecule.constraints", "a pair of sites is constrained twice")
     molecule = Molecule("molecule", tuple(species), mass, sites, tuple(tuple(p) for p in pairs))
@@ -102,21 +148,34 @@ def molecular_system(config: Config, units: Units, key, temperature: float | Non
     molecule = molecule_of(config, units)
     count = section.get("molecules")
     if isinstance(count, bool) or not isinstance(count, int) or count < 2:
-        raise config.error("system.molecules", f"expected a whole number >= 2 of molecules, got {count!r}")
+        raise config.error(
+            "system.molecules", f"expected a whole number >= 2 of molecules, got {count!r}"
+        )
     problem = memory_problem(1024 * count * len(molecule.sites), f"{count:,} molecules")
     if problem:
         raise config.error("system.molecules", problem)
     if "density" not in section:
-        raise config.error("system.density", f"required key is missing (the mass density, {'g/cm^3' if units.name == 'real' else 'mass / length^3'})")
+        raise config.error(
+            "system.density",
+            f"required key is missing (the mass density, {'g/cm^3' if units.name == 'real' else 'mass / length^3'})",
+        )
     density = number(config, "system.density", section["density"])
     if not density > 0:
-        raise config.error("system.density", f"expected a positive mass density, got {section['density']!r}")
-    min_distance = number(config, "system.min_distance", section.get("min_distance", MIN_DISTANCE[units.name]))
+        raise config.error(
+            "system.density", f"expected a positive mass density, got {section['density']!r}"
+        )
+    min_distance = number(
+        config, "system.min_distance", section.get("min_distance", MIN_DISTANCE[units.name])
+    )
     if not min_distance > 0:
-        raise config.error("system.min_distance", f"expected a positive distance, got {min_distance!r}")
+        raise config.error(
+            "system.min_distance", f"expected a positive distance, got {min_distance!r}"
+        )
     mass_density = density * (units.mass_density or 1.0)  # in mass / length^3
     try:
-        system = molecular_box(jax.random.fold_in(key, 1), molecule, count, mass_density, min_distance=min_distance)
+        system = molecular_box(
+            jax.random.fold_in(key, 1), molecule, count, mass_density, min_distance=min_distance
+        )
     except ValueError as e:
         raise config.error("system.density", str(e)) from None
     if temperature:
@@ -124,7 +183,9 @@ def molecular_system(config: Config, units: Units, key, temperature: float | Non
     return system
 
 
-def file_molecules(config: Config, path, system: System, units: Units, key, temperature: float | None) -> System:
+def file_molecules(
+    config: Config, path, system: System, units: Units, key, temperature: float | None
+) -> System:
     """The rigid molecules of an H5MD start file (`system` as `physics.md.read_h5md`
     read it, with bonds): one molecule per connected group of bonds, every bond held at
     its length (from the geometry, the same for every molecule of a kind; a water
@@ -142,12 +203,17 @@ def file_molecules(config: Config, path, system: System, units: Units, key, temp
                 f"{did_you_mean(str(value), tuple(WATER_MODELS)) if isinstance(value, str) else ''}",
             )
         if units.name != "real":
-            raise config.error("system.molecule", f"the {value} water model is in real units (nm, kJ/mol, e): set [system] units = \"real\"")
+            raise config.error(
+                "system.molecule",
+                f'the {value} water model is in real units (nm, kJ/mol, e): set [system] units = "real"',
+            )
     edges = np.asarray(system.space.box, dtype=float) if system.space.periodic else None
     claimed = None if system.topology is None else np.asarray(system.topology.molecule)
     mass = np.asarray(system.mass, dtype=float)
     try:
-        position, topology = bonded_molecules(system.position, system.species, mass, system.bonds, edges, claimed=claimed)
+        position, topology = bonded_molecules(
+            system.position, system.species, mass, system.bonds, edges, claimed=claimed
+        )
     except ValueError as e:
         raise config.error("system.file", f"{path}: /connectivity: {e}") from None
     if water is not None:
@@ -155,7 +221,9 @@ def file_molecules(config: Config, path, system: System, units: Units, key, temp
             topology, mass = water.waters(position, system.species, topology)
         except ValueError as e:
             raise config.error("system.molecule", f"{path}: {e}") from None
-    constraints = constraints_of(np.asarray(topology.constraints), np.asarray(topology.lengths), mass)
+    constraints = constraints_of(
+        np.asarray(topology.constraints), np.asarray(topology.lengths), mass
+    )
     position = jnp.asarray(position)
     mass = jnp.asarray(mass)
     position = constraints.positions(position, position, mass)
@@ -176,9 +244,15 @@ def written_bonds(system: System) -> np.ndarray | None:
         parts.append(np.asarray(system.bonds, dtype=np.int64).reshape(-1, 2))
     topology = system.topology
     if topology is not None and topology.constraints.shape[0]:
-        constraints = constraints_of(np.asarray(topology.constraints), np.asarray(topology.lengths), np.asarray(system.mass))
+        constraints = constraints_of(
+            np.asarray(topology.constraints), np.asarray(topology.lengths), np.asarray(system.mass)
+        )
         triangles = np.asarray(constraints.triangles, dtype=np.int64)
-        parts += [triangles[:, [0, 1]], triangles[:, [0, 2]], np.asarray(constraints.pairs, dtype=np.int64)]
+        parts += [
+            triangles[:, [0, 1]],
+            triangles[:, [0, 2]],
+            np.asarray(constraints.pairs, dtype=np.int64),
+        ]
     if not parts:
         return None
     bonds = np.sort(np.concatenate(parts), axis=1)
@@ -190,7 +264,9 @@ def thermalized(system: System, key, kt: float) -> System:
     components along the bonds removed (RATTLE) and the total momentum, then scaled so
     that 2K / (3n - 3 - c) = kT."""
     constraints = constraints_of(system.topology.constraints, system.topology.lengths, system.mass)
-    velocity = _constrained_velocities(constraints, key, system.position, system.mass, jnp.asarray(kt, system.mass.dtype))
+    velocity = _constrained_velocities(
+        constraints, key, system.position, system.mass, jnp.asarray(kt, system.mass.dtype)
+    )
     return system.at(system.position, velocity)
 
 
@@ -218,11 +294,17 @@ def with_constraints(solver: ParticleSolver, system: System) -> ParticleSolver:
     integrator = solver.integrator
     if integrator.constraints is not None:
         return solver
-    constraints = constraints_of(np.asarray(topology.constraints), np.asarray(topology.lengths), np.asarray(system.mass))
+    constraints = constraints_of(
+        np.asarray(topology.constraints), np.asarray(topology.lengths), np.asarray(system.mass)
+    )
     if isinstance(integrator, StochasticCellRescaling):
         inner = dataclasses.replace(integrator.thermostat, constraints=constraints)
         integrator = StochasticCellRescaling(
-            inner, pressure=integrator.pressure, tau=integrator.tau, compressibility=integrator.compressibility, coupling=integrator.coupling
+            inner,
+            pressure=integrator.pressure,
+            tau=integrator.tau,
+            compressibility=integrator.compressibility,
+            coupling=integrator.coupling,
         )
     else:
         integrator = dataclasses.replace(integrator, constraints=constraints)
@@ -236,4 +318,8 @@ def water_params(config: Config, params: dict) -> dict:
     if water is None:
         return params
     given = config.spec.params
-    return params | {k: jnp.asarray(v, dtype=float) for k, v in water.params().items() if k in params and k not in given}
+    return params | {
+        k: jnp.asarray(v, dtype=float)
+        for k, v in water.params().items()
+        if k in params and k not in given
+    }

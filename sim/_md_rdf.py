@@ -83,7 +83,9 @@ class RdfSpec:
             if pad:  # one program for every call
                 chunk = np.concatenate([chunk, np.repeat(chunk[-1:], pad, axis=0)])
                 box = np.concatenate([box, np.repeat(box[-1:], pad, axis=0)])
-            g = _frames_program(self.r_max, self.bins, self.smoothing, self.n_species)(chunk, box, np.asarray(species))
+            g = _frames_program(self.r_max, self.bins, self.smoothing, self.n_species)(
+                chunk, box, np.asarray(species)
+            )
             out.append(np.asarray(g)[:count])
         return np.concatenate(out)
 
@@ -92,13 +94,21 @@ class RdfSpec:
 def _frames_program(r_max: float, bins: int, smoothing: float, n_species: int):
     def frames(positions, edges, species):
         return radial_distribution_frames(
-            positions, edges, r_max=r_max, bins=bins, smoothing=smoothing, species=species, n_species=n_species
+            positions,
+            edges,
+            r_max=r_max,
+            bins=bins,
+            smoothing=smoothing,
+            species=species,
+            n_species=n_species,
         )[1]
 
     return jax.jit(frames)
 
 
-def rdf_spec(config: Config, edges: np.ndarray | None, n_species: int, times: np.ndarray) -> RdfSpec | None:
+def rdf_spec(
+    config: Config, edges: np.ndarray | None, n_species: int, times: np.ndarray
+) -> RdfSpec | None:
     """The `[rdf]` section of an MD config, checked against the starting box `edges`
     (None: free space) and the save times; None when the config has none.
 
@@ -111,9 +121,15 @@ def rdf_spec(config: Config, edges: np.ndarray | None, n_species: int, times: np
         return None
     for key in table:
         if key not in RDF_KEYS:
-            raise config.error(f"rdf.{key}", f"unknown key (expected one of: {', '.join(RDF_KEYS)}).{did_you_mean(key, RDF_KEYS)}")
+            raise config.error(
+                f"rdf.{key}",
+                f"unknown key (expected one of: {', '.join(RDF_KEYS)}).{did_you_mean(key, RDF_KEYS)}",
+            )
     if edges is None:
-        raise config.error("rdf", "g(r) needs a periodic box (the density must be defined); the system is in free space")
+        raise config.error(
+            "rdf",
+            "g(r) needs a periodic box (the density must be defined); the system is in free space",
+        )
     half = 0.5 * float(np.min(edges))
     r_max = number(config, "rdf.r_max", table["r_max"]) if "r_max" in table else half
     if not 0 < r_max <= half * (1 + 1e-12):
@@ -123,7 +139,9 @@ def rdf_spec(config: Config, edges: np.ndarray | None, n_species: int, times: np
         )
     bins = table.get("bins", 100)
     if isinstance(bins, bool) or not isinstance(bins, int) or not 2 <= bins <= _MAX_BINS:
-        raise config.error("rdf.bins", f"expected a whole number of bins in [2, {_MAX_BINS}], got {bins!r}")
+        raise config.error(
+            "rdf.bins", f"expected a whole number of bins in [2, {_MAX_BINS}], got {bins!r}"
+        )
     spacing = r_max / bins
     width = number(config, "rdf.width", table["width"]) if "width" in table else 0.5 * spacing
     if not 0 <= width <= _MAX_SMOOTHING * spacing:
@@ -135,9 +153,16 @@ def rdf_spec(config: Config, edges: np.ndarray | None, n_species: int, times: np
     start = number(config, "rdf.start", table["start"]) if "start" in table else first
     if not first <= start <= last:
         raise config.error(
-            "rdf.start", f"expected a time from the first save time {first:g} to the last save time {last:g} (frames from it are averaged), got {table['start']!r}"
+            "rdf.start",
+            f"expected a time from the first save time {first:g} to the last save time {last:g} (frames from it are averaged), got {table['start']!r}",
         )
-    return RdfSpec(r_max=float(r_max), bins=int(bins), width=float(width), start=float(start), n_species=int(n_species))
+    return RdfSpec(
+        r_max=float(r_max),
+        bins=int(bins),
+        width=float(width),
+        start=float(start),
+        n_species=int(n_species),
+    )
 
 
 def write_rdf(f, spec: RdfSpec, species: np.ndarray) -> None:
@@ -169,4 +194,3 @@ def write_rdf(f, spec: RdfSpec, species: np.ndarray) -> None:
     if spec.n_species > 1:
         dataset.attrs["pairs"] = np.asarray(spec.pairs, dtype=np.int32)
     group.create_dataset("r", data=spec.centres())
-

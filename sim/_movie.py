@@ -26,7 +26,14 @@ import numpy as np
 
 from ._errors import DataError, InputError
 from ._lock import exclusive
-from ._store import DAMAGED_FILE_ERRORS, Record, Result, atomic_file, check_output_path, error_reason
+from ._store import (
+    DAMAGED_FILE_ERRORS,
+    Record,
+    Result,
+    atomic_file,
+    check_output_path,
+    error_reason,
+)
 from ._unfinished import as_text
 
 MOVIE_SUFFIXES = (".gif", ".mp4")
@@ -40,7 +47,14 @@ def is_movie(path: str | Path) -> bool:
     return Path(path).suffix.lower() in MOVIE_SUFFIXES
 
 
-def movie(source: Any, out: str | Path, *, frames: int = FRAMES, fps: float | int = FPS, option: str = "out") -> Path:
+def movie(
+    source: Any,
+    out: str | Path,
+    *,
+    frames: int = FRAMES,
+    fps: float | int = FPS,
+    option: str = "out",
+) -> Path:
     """Animate the saved frames of a PDE or MD run.
 
     Arguments:
@@ -67,7 +81,9 @@ def movie(source: Any, out: str | Path, *, frames: int = FRAMES, fps: float | in
     out = Path(out)
     writer = _writer(out, option, fps)
     if isinstance(frames, bool) or not isinstance(frames, (int, np.integer)) or frames < 1:
-        raise InputError(option, "frames", f"expected a whole number of frames of at least 1, got {frames!r}")
+        raise InputError(
+            option, "frames", f"expected a whole number of frames of at least 1, got {frames!r}"
+        )
     inputs = [source] if isinstance(source, (str, os.PathLike)) else []
     check_output_path(out, option, inputs=inputs)
     with _frames_of(source) as scene, exclusive(out):
@@ -93,9 +109,17 @@ def _writer(out: Path, option: str, fps: float | int):
         return animation.PillowWriter(fps=fps)
     if suffix == ".mp4":
         if shutil.which("ffmpeg") is None or not animation.writers.is_available("ffmpeg"):
-            raise InputError(option, str(out), "writing an .mp4 needs the ffmpeg program, which is not on PATH; install it or write a .gif")
+            raise InputError(
+                option,
+                str(out),
+                "writing an .mp4 needs the ffmpeg program, which is not on PATH; install it or write a .gif",
+            )
         return animation.FFMpegWriter(fps=fps, codec="h264", extra_args=["-pix_fmt", "yuv420p"])
-    raise InputError(option, str(out), f"unknown movie type {out.suffix or '(no suffix)'!r}; expected .gif or .mp4")
+    raise InputError(
+        option,
+        str(out),
+        f"unknown movie type {out.suffix or '(no suffix)'!r}; expected .gif or .mp4",
+    )
 
 
 # ----------------------------------------------------------------------------- reading
@@ -132,7 +156,9 @@ def _frames_of(source: Any):
     if isinstance(source, Result):
         source = source.to_record()
     if not isinstance(source, Record):
-        raise TypeError(f"sim.movie animates a file path, a sim.Record or a run result; got {type(source).__name__}")
+        raise TypeError(
+            f"sim.movie animates a file path, a sim.Record or a run result; got {type(source).__name__}"
+        )
     yield _scene(_Node(source), dict(source.attrs), source.path)
 
 
@@ -156,9 +182,17 @@ def _scene(node: _Node, attrs: dict, path: Path) -> _Scene:
         return _MdScene(node, attrs, path)
     if fmt != "simjax.run":
         what = f"a {fmt.removeprefix('simjax.')} file" if fmt else "not a simjax run file"
-        raise DataError(path, "format", f"{what}: a movie shows the saved frames of a PDE run (fields on a grid) or an MD run (particles); `sim plot` draws this file")
+        raise DataError(
+            path,
+            "format",
+            f"{what}: a movie shows the saved frames of a PDE run (fields on a grid) or an MD run (particles); `sim plot` draws this file",
+        )
     if node.get("grid") is None:
-        raise DataError(path, "/grid", "missing: this run has no fields on a grid or particle frames to animate (an ODE or SDE run); `sim plot` draws its time series")
+        raise DataError(
+            path,
+            "/grid",
+            "missing: this run has no fields on a grid or particle frames to animate (an ODE or SDE run); `sim plot` draws its time series",
+        )
     return _FieldScene(node, attrs, path)
 
 
@@ -168,8 +202,16 @@ def _array(node: _Node, path: Path, key: str, ndim: int | None = None):
         raise DataError(path, f"/{key}", "missing; a run file with frames has this dataset")
     shape = np.shape(item)
     dtype = getattr(item, "dtype", np.asarray(item).dtype)
-    if (ndim is not None and len(shape) != ndim) or np.dtype(dtype).kind not in "biuf" or 0 in shape:
-        raise DataError(path, f"/{key}", f"expected {ndim if ndim is not None else 'some'} dimension(s) of numbers, found shape {shape} of {dtype}")
+    if (
+        (ndim is not None and len(shape) != ndim)
+        or np.dtype(dtype).kind not in "biuf"
+        or 0 in shape
+    ):
+        raise DataError(
+            path,
+            f"/{key}",
+            f"expected {ndim if ndim is not None else 'some'} dimension(s) of numbers, found shape {shape} of {dtype}",
+        )
     return item
 
 
@@ -177,7 +219,9 @@ def _frame(item, k: int) -> np.ndarray:
     return np.asarray(item[k], dtype=float)
 
 
-def _limits(item, indices: list[int], path: Path, key: str, symmetric: bool = False) -> tuple[float, float]:
+def _limits(
+    item, indices: list[int], path: Path, key: str, symmetric: bool = False
+) -> tuple[float, float]:
     """One value scale for every shown frame: the finite range of those frames."""
     low, high = np.inf, -np.inf
     for k in indices:
@@ -186,7 +230,9 @@ def _limits(item, indices: list[int], path: Path, key: str, symmetric: bool = Fa
         if finite.size:
             low, high = min(low, float(finite.min())), max(high, float(finite.max()))
     if low > high:
-        raise DataError(path, f"/{key}", "has no finite values in the frames to show (a failed run?)")
+        raise DataError(
+            path, f"/{key}", "has no finite values in the frames to show (a failed run?)"
+        )
     _check_drawable(max(-low, high), path, key)
     if symmetric and low < 0 < high and min(-low, high) > 0.05 * max(-low, high):
         bound = max(-low, high)  # a field of both signs: centred on zero
@@ -203,7 +249,11 @@ LARGEST = 1e300
 
 def _check_drawable(magnitude: float, path: Path, key: str) -> None:
     if magnitude > LARGEST:
-        raise DataError(path, f"/{key}", f"has values of magnitude {magnitude:.3g}, beyond what can be drawn ({LARGEST:g}; a blown-up run?)")
+        raise DataError(
+            path,
+            f"/{key}",
+            f"has values of magnitude {magnitude:.3g}, beyond what can be drawn ({LARGEST:g}; a blown-up run?)",
+        )
 
 
 def _meta(attrs: dict, node: _Node):
@@ -241,17 +291,28 @@ class _FieldScene(_Scene):
         grid = node.get("grid")
         axes = [a for a in ("x", "y", "z") if a in grid]
         if not axes or axes != ["x", "y", "z"][: len(axes)]:
-            raise DataError(path, "/grid", "expected datasets x (and y, z) with the grid coordinates")
-        self.coords = [np.asarray(_array(node, path, f"grid/{a}", 1)[()], dtype=float) for a in axes]
+            raise DataError(
+                path, "/grid", "expected datasets x (and y, z) with the grid coordinates"
+            )
+        self.coords = [
+            np.asarray(_array(node, path, f"grid/{a}", 1)[()], dtype=float) for a in axes
+        ]
         shape = tuple(len(c) for c in self.coords)
         observables = node.get("observables")
         self.fields = {}
         for name in observables if observables is not None else ():
             item = observables[name]
-            if not isinstance(item, (Mapping, h5py.Group)) and np.shape(item) == (len(self.time), *shape):
+            if not isinstance(item, (Mapping, h5py.Group)) and np.shape(item) == (
+                len(self.time),
+                *shape,
+            ):
                 self.fields[name] = _array(node, path, f"observables/{name}")
         if not self.fields:
-            raise DataError(path, "/observables", f"no field of shape [{len(self.time)}, {', '.join(map(str, shape))}] (time by grid) to animate")
+            raise DataError(
+                path,
+                "/observables",
+                f"no field of shape [{len(self.time)}, {', '.join(map(str, shape))}] (time by grid) to animate",
+            )
         self.count = len(self.time)
         one_d = len(shape) == 1
         n = len(self.fields)
@@ -279,9 +340,21 @@ class _FieldScene(_Scene):
                 ax = fig.add_subplot(1, len(self.fields), i + 1)
                 low, high = _limits(item, indices, self.path, key, symmetric=True)
                 x, y = self.coords[0], self.coords[1]
-                extent = [*_cell_edges(x), *_cell_edges(y)] if len(x) > 1 and len(y) > 1 and x[-1] > x[0] and y[-1] > y[0] else None
+                extent = (
+                    [*_cell_edges(x), *_cell_edges(y)]
+                    if len(x) > 1 and len(y) > 1 and x[-1] > x[0] and y[-1] > y[0]
+                    else None
+                )
                 cmap = "RdBu_r" if low == -high else "viridis"  # (centred on zero by `_limits`)
-                image = ax.imshow(np.full((len(y), len(x)), np.nan), origin="lower", extent=extent, cmap=cmap, vmin=low, vmax=high, interpolation="nearest")
+                image = ax.imshow(
+                    np.full((len(y), len(x)), np.nan),
+                    origin="lower",
+                    extent=extent,
+                    cmap=cmap,
+                    vmin=low,
+                    vmax=high,
+                    interpolation="nearest",
+                )
                 fig.colorbar(image, ax=ax, shrink=0.85, label=label)
                 ax.set_xlabel("x")
                 ax.set_ylabel("y")
@@ -296,7 +369,9 @@ class _FieldScene(_Scene):
                     artist.set_ydata(frame)
                 else:
                     artist.set_data(frame[(slice(None), slice(None), *middle)].T)
-            title.set_text(f"{self.meta.model or 'run'}: {time_label} = {self.time[k]:.4g}  (frame {k + 1} of {self.count})")
+            title.set_text(
+                f"{self.meta.model or 'run'}: {time_label} = {self.time[k]:.4g}  (frame {k + 1} of {self.count})"
+            )
 
         return draw
 
@@ -321,9 +396,17 @@ class _MdScene(_Scene):
         self.position = _array(node, path, "particles/all/position/value", 3)
         count, n, dim = np.shape(self.position)
         time = node.get("particles/all/position/time")
-        self.time = np.asarray(time[()], dtype=float) if time is not None and np.shape(time) == (count,) else np.arange(count, dtype=float)
+        self.time = (
+            np.asarray(time[()], dtype=float)
+            if time is not None and np.shape(time) == (count,)
+            else np.arange(count, dtype=float)
+        )
         species = node.get("particles/all/species")
-        self.species = np.asarray(species[()]).astype(int) if species is not None and np.shape(species) == (n,) else np.zeros(n, dtype=int)
+        self.species = (
+            np.asarray(species[()]).astype(int)
+            if species is not None and np.shape(species) == (n,)
+            else np.zeros(n, dtype=int)
+        )
         edges = node.get("particles/all/box/edges")
         if isinstance(edges, (Mapping, h5py.Group)):
             edges = edges.get("value")
@@ -331,7 +414,11 @@ class _MdScene(_Scene):
         if edges is not None:
             value = np.asarray(edges[()], dtype=float).reshape(-1, dim)
             if value.shape[0] not in (1, count) or not np.all(np.isfinite(value) & (value > 0)):
-                raise DataError(path, "/particles/all/box/edges", f"expected {dim} positive box lengths (per frame or constant), found shape {value.shape}")
+                raise DataError(
+                    path,
+                    "/particles/all/box/edges",
+                    f"expected {dim} positive box lengths (per frame or constant), found shape {value.shape}",
+                )
             _check_drawable(float(value.max()), path, "particles/all/box/edges")
             self.edges = value
         self.count, self.dim, self.n = count, dim, n
@@ -351,7 +438,9 @@ class _MdScene(_Scene):
         colours = colormaps["tab10"](np.arange(len(kinds)) % 10)
         colour = colours[np.searchsorted(kinds, self.species)]
         size = float(np.clip(4000.0 / max(self.n, 1), 2.0, 60.0))
-        scatter = ax.scatter(np.zeros(self.n), np.zeros(self.n), s=size, c=colour, edgecolors="none")
+        scatter = ax.scatter(
+            np.zeros(self.n), np.zeros(self.n), s=size, c=colour, edgecolors="none"
+        )
         if len(kinds) > 1:
             for kind, c in zip(kinds, colours):
                 ax.scatter([], [], s=20, color=c, label=f"species {kind}")
@@ -359,7 +448,14 @@ class _MdScene(_Scene):
         box = None
         if self.edges is not None:
             edges = self.edges[0]
-            box = Rectangle((0.0, 0.0), edges[0], edges[1] if self.dim > 1 else 0.0, fill=False, lw=1.0, color="0.3")
+            box = Rectangle(
+                (0.0, 0.0),
+                edges[0],
+                edges[1] if self.dim > 1 else 0.0,
+                fill=False,
+                lw=1.0,
+                color="0.3",
+            )
             ax.add_patch(box)
             high = np.max(self.edges[:, : min(self.dim, 2)], axis=0)
             low = np.zeros_like(high)
@@ -379,7 +475,9 @@ class _MdScene(_Scene):
                 box.set_width(self.edges[k, 0])
                 if self.dim > 1:
                     box.set_height(self.edges[k, 1])
-            ax.set_title(f"{self.n} particles{projection}, {time_label} = {self.time[k]:.4g}", fontsize=10)
+            ax.set_title(
+                f"{self.n} particles{projection}, {time_label} = {self.time[k]:.4g}", fontsize=10
+            )
 
         return draw
 
@@ -390,10 +488,19 @@ class _MdScene(_Scene):
             frame = _frame(self.position, k)[:, :axes]
             finite = frame[np.all(np.isfinite(frame), axis=1)]
             if finite.size:
-                low, high = np.minimum(low, finite.min(axis=0)), np.maximum(high, finite.max(axis=0))
+                low, high = (
+                    np.minimum(low, finite.min(axis=0)),
+                    np.maximum(high, finite.max(axis=0)),
+                )
         if not np.all(low <= high):
-            raise DataError(self.path, "/particles/all/position/value", "has no finite positions in the frames to show (a failed run?)")
-        _check_drawable(float(np.max(np.abs([low, high]))), self.path, "particles/all/position/value")
+            raise DataError(
+                self.path,
+                "/particles/all/position/value",
+                "has no finite positions in the frames to show (a failed run?)",
+            )
+        _check_drawable(
+            float(np.max(np.abs([low, high]))), self.path, "particles/all/position/value"
+        )
         if axes == 1:
             low, high = np.append(low, -1.0), np.append(high, 1.0)
         return low, high
@@ -415,7 +522,10 @@ def _write(scene: _Scene, out: Path, writer, indices: list[int]) -> None:
     draw(indices[0])
     fig.canvas.draw()
     fig.set_layout_engine("none")
-    with atomic_file(out, suffix=f".tmp{out.suffix.lower()}") as tmp, writer.saving(fig, str(tmp), DPI):
+    with (
+        atomic_file(out, suffix=f".tmp{out.suffix.lower()}") as tmp,
+        writer.saving(fig, str(tmp), DPI),
+    ):
         for k in indices:
             draw(k)
             writer.grab_frame()

@@ -60,6 +60,7 @@ FAST_SWEEPS = True
 
 # ----------------------------------------------------------------------------- simulate
 
+
 def _simulate(model: OdeModel, params, t, initial, solver) -> Trajectory:
     if solver is None:
         solver = OdeSolver()
@@ -71,7 +72,15 @@ def _simulate(model: OdeModel, params, t, initial, solver) -> Trajectory:
         # (parameters that events set change after them: the observables of a run with
         # events read the parameters it started with)
         solver_events = tuple(
-            OdeEvent(trigger=e.trigger, apply=e.apply, terminal=e.terminal, holds=e.holds, initial_value=e.initial_value, persistent=e.persistent, values_at_trigger=e.values_at_trigger)
+            OdeEvent(
+                trigger=e.trigger,
+                apply=e.apply,
+                terminal=e.terminal,
+                holds=e.holds,
+                initial_value=e.initial_value,
+                persistent=e.persistent,
+                values_at_trigger=e.values_at_trigger,
+            )
             for e in events
         )
         sol, count = solve_with_events(solver, model.vector_field, t, y0, params, solver_events)
@@ -94,33 +103,51 @@ def ode_solver(config: Config) -> OdeSolver:
     spec = config.spec.solver
     extras = dict(spec.extras)
     max_events = extras.pop("max_events", 64)
-    if isinstance(max_events, bool) or not isinstance(max_events, int) or not 1 <= max_events <= 100_000:
-        raise config.error("solver.max_events", f"expected a whole number from 1 to 100,000, got {max_events!r}")
+    if (
+        isinstance(max_events, bool)
+        or not isinstance(max_events, int)
+        or not 1 <= max_events <= 100_000
+    ):
+        raise config.error(
+            "solver.max_events", f"expected a whole number from 1 to 100,000, got {max_events!r}"
+        )
     for key in extras:
         raise config.error(
-            f"solver.{key}", f"unknown key for ODE solvers (expected one of: {', '.join(_ODE_SOLVER_KEYS)}).{did_you_mean(key, _ODE_SOLVER_KEYS)}"
+            f"solver.{key}",
+            f"unknown key for ODE solvers (expected one of: {', '.join(_ODE_SOLVER_KEYS)}).{did_you_mean(key, _ODE_SOLVER_KEYS)}",
         )
     method = spec.method or "tsit5"
     if method not in ONE_FIELD_METHODS:
         raise config.error(
-            "solver.method", f"unknown ODE method {method!r} (methods: {', '.join(ONE_FIELD_METHODS)}).{did_you_mean(method, ONE_FIELD_METHODS)}"
+            "solver.method",
+            f"unknown ODE method {method!r} (methods: {', '.join(ONE_FIELD_METHODS)}).{did_you_mean(method, ONE_FIELD_METHODS)}",
         )
     adjoint = spec.adjoint or "recursive_checkpoint"
     if adjoint not in ADJOINTS:
-        raise config.error("solver.adjoint", f"unknown adjoint {adjoint!r} (adjoints: {', '.join(ADJOINTS)}).{did_you_mean(adjoint, ADJOINTS)}")
+        raise config.error(
+            "solver.adjoint",
+            f"unknown adjoint {adjoint!r} (adjoints: {', '.join(ADJOINTS)}).{did_you_mean(adjoint, ADJOINTS)}",
+        )
     if spec.dtype == "float32":
         raise config.error("solver.dtype", "ODE runs are float64; expected 'float64' or no dtype")
     time = config.spec.time
     default = OdeSolver()
     if time.dt is not None and method in IMPLICIT_METHODS:
         raise config.error(
-            "time.dt", f"the implicit method {method} takes adaptive steps (its Newton iterations use rtol/atol): remove time.dt, or use an explicit method"
+            "time.dt",
+            f"the implicit method {method} takes adaptive steps (its Newton iterations use rtol/atol): remove time.dt, or use an explicit method",
         )
     if adjoint == "direct" and spec.max_steps is not None:
         # Differentiating through diffrax's DirectAdjoint keeps every possible step.
-        problem = memory_problem(WORK_ARRAYS * 8 * spec.max_steps, f"differentiating up to {spec.max_steps:,} steps with adjoint = \"direct\"")
+        problem = memory_problem(
+            WORK_ARRAYS * 8 * spec.max_steps,
+            f'differentiating up to {spec.max_steps:,} steps with adjoint = "direct"',
+        )
         if problem:
-            raise config.error("solver.max_steps", f"{problem}; lower max_steps or use adjoint = \"recursive_checkpoint\"")
+            raise config.error(
+                "solver.max_steps",
+                f'{problem}; lower max_steps or use adjoint = "recursive_checkpoint"',
+            )
     max_steps = spec.max_steps if spec.max_steps is not None else default.max_steps
     if time.dt is not None:
         check_fixed_steps(config, time.dt, max_steps)
@@ -144,7 +171,9 @@ def _setup(model: OdeModel, config: Config) -> Setup:
     solver = ode_solver(config)
     t = float_array(save_times(config))
     y0 = model.initial_state(initial, params)
-    check_returns(config, model, "vector_field", (t[0], y0, params), y0.shape, f"a state of shape {y0.shape}")
+    check_returns(
+        config, model, "vector_field", (t[0], y0, params), y0.shape, f"a state of shape {y0.shape}"
+    )
     solver_section = {
         "method": solver.method,
         "rtol": float(solver.rtol),
@@ -170,7 +199,11 @@ def _plan(model: OdeModel, config: Config) -> RunPlan:
 
     def failure(code: int) -> str:
         message = f"{config.source}: the {method} solve failed: {result_message(code)}"
-        if code in (Result.max_steps_reached, Result.step_size_too_small, Result.implicit_solve_failed):
+        if code in (
+            Result.max_steps_reached,
+            Result.step_size_too_small,
+            Result.implicit_solve_failed,
+        ):
             # (the step-limit hint only where steps were what ran out; the other codes'
             # messages say what to change)
             message += " (raise solver.max_steps, loosen rtol/atol, or use an implicit method such as kvaerno5 for stiff problems)"
@@ -183,14 +216,29 @@ def _plan(model: OdeModel, config: Config) -> RunPlan:
         # held where it stopped.
         t0 = float(state.tprev)
         target = float(s.t[min(int(state.frame), len(s.t) - 1)])
-        for t in [t0, float(state.tnext), *(t0 + (target - t0) * 2.0**-k for k in range(48, -1, -1))]:
+        for t in [
+            t0,
+            float(state.tnext),
+            *(t0 + (target - t0) * 2.0**-k for k in range(48, -1, -1)),
+        ]:
             why = model.undefined(jnp.asarray(t), state.y, s.params)
             if why is not None:
-                raise config.error(model_key(config), f"{why} from t = {t:.6g} on; the solve cannot pass it (give the piecewise an otherwise)")
+                raise config.error(
+                    model_key(config),
+                    f"{why} from t = {t:.6g} on; the solve cannot pass it (give the piecewise an otherwise)",
+                )
 
     problem_class = EventRunProblem if model.events() else OdeProblem
-    problem = problem_class(model=model, params=s.params, solver=s.solver, ts=jnp.asarray(s.t), y0=jnp.asarray(y0))
-    engine = LoopEngine(problem, np.asarray(s.t), frames_per_chunk(config, int(np.size(y0)), frames), failure, explain if problem_class is OdeProblem else None)
+    problem = problem_class(
+        model=model, params=s.params, solver=s.solver, ts=jnp.asarray(s.t), y0=jnp.asarray(y0)
+    )
+    engine = LoopEngine(
+        problem,
+        np.asarray(s.t),
+        frames_per_chunk(config, int(np.size(y0)), frames),
+        failure,
+        explain if problem_class is OdeProblem else None,
+    )
     sink = RunSink(
         model=model.name,
         config=resolved_toml(config, **s.resolved),
@@ -198,7 +246,14 @@ def _plan(model: OdeModel, config: Config) -> RunPlan:
         params={k: np.asarray(v) for k, v in s.params.items()},
         initial={k: np.asarray(v) for k, v in s.initial.items()},
     )
-    return RunPlan(engine=engine, sink=sink, config=sink.config, check=check_finite(config, "", getattr(model, "checked_observables", None)), result=sink_result(sink), description=model.name)
+    return RunPlan(
+        engine=engine,
+        sink=sink,
+        config=sink.config,
+        check=check_finite(config, "", getattr(model, "checked_observables", None)),
+        result=sink_result(sink),
+        description=model.name,
+    )
 
 
 class OdeProblem(eqx.Module):
@@ -214,7 +269,11 @@ class OdeProblem(eqx.Module):
     def _loop(self) -> OdeLoop:
         model = self.model
         return OdeLoop.from_ode_solver(
-            self.solver, model.vector_field, self.ts, self.params, fn=lambda t, y, args: model.observables(t, y, args)
+            self.solver,
+            model.vector_field,
+            self.ts,
+            self.params,
+            fn=lambda t, y, args: model.observables(t, y, args),
         )
 
     def init(self) -> OdeLoopState:
@@ -252,15 +311,19 @@ class EventRunProblem(eqx.Module):
     def init(self) -> EventRunState:
         traj = _simulate(self.model, self.params, self.ts, self.y0, self.solver)
         return EventRunState(
-            frame=jnp.asarray(0, jnp.int32), observables=traj.observables,
-            num_steps=jnp.asarray(traj.stats["num_steps"], jnp.int32), result=jnp.asarray(traj.stats["result"], jnp.int32),
+            frame=jnp.asarray(0, jnp.int32),
+            observables=traj.observables,
+            num_steps=jnp.asarray(traj.stats["num_steps"], jnp.int32),
+            result=jnp.asarray(traj.stats["result"], jnp.int32),
         )
 
     def advance(self, state: EventRunState, frames, capacity: int):
         T = self.ts.shape[0]
 
         def rows(values):
-            padded = jnp.concatenate([values, jnp.zeros((capacity,) + values.shape[1:], values.dtype)])
+            padded = jnp.concatenate(
+                [values, jnp.zeros((capacity,) + values.shape[1:], values.dtype)]
+            )
             return jax.lax.dynamic_slice_in_dim(padded, jnp.minimum(state.frame, T), capacity)
 
         saved = {name: rows(v) for name, v in state.observables.items()}
@@ -284,7 +347,9 @@ def batched_supports(model: Any, solver: Any, initial: Any) -> bool:
     )
 
 
-def chunk_trajectories(model: OdeModel, solver: OdeSolver, ts, swept: dict, fixed: dict, initial: dict):
+def chunk_trajectories(
+    model: OdeModel, solver: OdeSolver, ts, swept: dict, fixed: dict, initial: dict
+):
     """The batched equivalent of `simulate` for a chunk of runs, with the runs on the
     last axis: observables {name: [T, ..., B]}, num_steps [B], result [B]. Swept params
     and `initial` values are [B]; fixed params are shared."""
@@ -292,9 +357,13 @@ def chunk_trajectories(model: OdeModel, solver: OdeSolver, ts, swept: dict, fixe
     if batch is None:  # (nothing differs between the runs)
         y0 = model.initial_state(initial, fixed)[None]
     else:
-        y0 = jax.vmap(lambda i, p, _: model.initial_state(i, {**fixed, **p}))(initial, swept, jnp.zeros(batch.shape[0]))
+        y0 = jax.vmap(lambda i, p, _: model.initial_state(i, {**fixed, **p}))(
+            initial, swept, jnp.zeros(batch.shape[0])
+        )
     ys, steps, result = solve_batch(model.vector_field, solver, ts, y0, swept, fixed)
-    observe = jax.vmap(lambda t, y, p: model.observables(t, y, {**fixed, **p}), in_axes=(0, 1, None), out_axes=0)
+    observe = jax.vmap(
+        lambda t, y, p: model.observables(t, y, {**fixed, **p}), in_axes=(0, 1, None), out_axes=0
+    )
     observables = jax.vmap(lambda y, p: observe(ts, y, p), in_axes=(2, 0), out_axes=-1)(ys, swept)
     return observables, steps, result
 
@@ -315,7 +384,9 @@ class OdeMethods(OdeFamily):
         t0 = config.spec.time.t0 or 0.0
         for i, e in enumerate(config.spec.events):
             if e.at is not None and e.at[0] <= t0:
-                raise config.error(f"events.{i}.at", f"expected times after the start t0 = {t0:g}, got {e.at[0]:g}")
+                raise config.error(
+                    f"events.{i}.at", f"expected times after the start t0 = {t0:g}, got {e.at[0]:g}"
+                )
         return ode.with_events(model, model.events() + events)
 
     def setup(self, model, config: Config) -> Setup:
@@ -327,11 +398,19 @@ class OdeMethods(OdeFamily):
     def sweep_setup(self, config: Config, s: Setup) -> Setup:
         # Failures flagged per run instead of raised; nothing is differentiated, so no
         # reverse-mode bookkeeping (same steps, same values).
-        return dataclasses.replace(s, solver=dataclasses.replace(s.solver, throw=False, adjoint="forward"))
+        return dataclasses.replace(
+            s, solver=dataclasses.replace(s.solver, throw=False, adjoint="forward")
+        )
 
     def sweep_problem(self, s: Setup, params: dict, initial, key):
         problem_class = EventRunProblem if s.model.events() else OdeProblem
-        return problem_class(model=s.model, params=params, solver=s.solver, ts=jnp.asarray(s.t), y0=jnp.asarray(s.model.initial_state(initial, params)))
+        return problem_class(
+            model=s.model,
+            params=params,
+            solver=s.solver,
+            ts=jnp.asarray(s.t),
+            y0=jnp.asarray(s.model.initial_state(initial, params)),
+        )
 
     def batched(self, s: Setup, save: str):
         if not (FAST_SWEEPS and batched_supports(s.model, s.solver, s.initial)):
@@ -342,7 +421,10 @@ class OdeMethods(OdeFamily):
             batch = x["index"].shape[0]
             swept = {name: jnp.asarray(v, dtype=float) for name, v in x["params"].items()}
             fixed = {name: v for name, v in s.params.items() if name not in swept}
-            initial = {name: jnp.broadcast_to(jnp.asarray(v, dtype=float), (batch,)) for name, v in (s.initial or {}).items()}
+            initial = {
+                name: jnp.broadcast_to(jnp.asarray(v, dtype=float), (batch,))
+                for name, v in (s.initial or {}).items()
+            }
             initial.update({name: jnp.asarray(v, dtype=float) for name, v in x["initial"].items()})
             obs, steps, result = chunk_trajectories(s.model, s.solver, s.t, swept, fixed, initial)
             return _outputs(obs, steps, result, save)

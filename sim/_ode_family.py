@@ -40,7 +40,12 @@ class OdeFamily(Family):
             return None
         if "fields" in options:
             raise ValueError("fields: a model has states (an ODE) or fields (a PDE), not both")
-        return ode.ode_model(config.spec.model.name, options["states"], options.get("parameters"), options.get("observables"))
+        return ode.ode_model(
+            config.spec.model.name,
+            options["states"],
+            options.get("parameters"),
+            options.get("observables"),
+        )
 
     def observable_shapes(self, model) -> dict[str, tuple[int, ...]]:
         y = jnp.zeros(len(model.state_names))
@@ -59,5 +64,7 @@ class OdeFamily(Family):
 for _cls in MODELS:
     register_model(_cls)
 # (the neural models, with equinox's layers, are imported when one is asked for)
-register_models_of("physics.ode", {"neural_ode": "NeuralOde", "hybrid_lotka_volterra": "HybridLotkaVolterra"})
+register_models_of(
+    "physics.ode", {"neural_ode": "NeuralOde", "hybrid_lotka_volterra": "HybridLotkaVolterra"}
+)
 ODE = register_family(OdeFamily())

@@ -99,7 +99,9 @@ def initial_field(model: PdeModel, initial: Any, params: PyTree | None = None) -
                 )
         missing = [n for n in names if n not in initial]
         if missing:
-            raise ValueError(f"initial fields of {model.name!r} are missing {', '.join(missing)} (give every field)")
+            raise ValueError(
+                f"initial fields of {model.name!r} are missing {', '.join(missing)} (give every field)"
+            )
         channels = []
         for name in names:
             value = jnp.asarray(initial[name])
@@ -113,8 +115,14 @@ def initial_field(model: PdeModel, initial: Any, params: PyTree | None = None) -
     if value.shape == tuple(model.points) and shape[0] == 1:
         return value[None]
     if value.shape != shape:
-        expected = f"{tuple(model.points)} or {shape}" if shape[0] == 1 else f"{shape} (fields {', '.join(model.field_names)})"
-        raise ValueError(f"initial field of {model.name!r} has shape {value.shape}; expected {expected}")
+        expected = (
+            f"{tuple(model.points)} or {shape}"
+            if shape[0] == 1
+            else f"{shape} (fields {', '.join(model.field_names)})"
+        )
+        raise ValueError(
+            f"initial field of {model.name!r} has shape {value.shape}; expected {expected}"
+        )
     return value
 
 
@@ -135,7 +143,9 @@ def _etdrk(solver: Etdrk | None) -> Etdrk:
     if solver is None:
         return Etdrk()
     if not isinstance(solver, Etdrk):
-        raise TypeError(f"a periodic spectral PDE model needs a solvers.Etdrk solver, got {type(solver).__name__}")
+        raise TypeError(
+            f"a periodic spectral PDE model needs a solvers.Etdrk solver, got {type(solver).__name__}"
+        )
     return solver
 
 
@@ -148,7 +158,9 @@ def _simulate_spectral(model, params, t, initial, solver: Etdrk, coefficients=No
         return model.observables(u, p, grid)
 
     linear = model.linear(p, grid) if coefficients is None else None
-    sol = solver.solve(grid, linear, lambda u_hat: model.nonlinear(u_hat, p, grid), u0, t, observe, coefficients)
+    sol = solver.solve(
+        grid, linear, lambda u_hat: model.nonlinear(u_hat, p, grid), u0, t, observe, coefficients
+    )
     stats = {"num_steps": sol.num_steps, "result": sol.result}
     return Trajectory(time=t, observables=sol.saved, final_state=sol.final, stats=stats)
 
@@ -195,10 +207,14 @@ class SpectralStepper(eqx.Module):
             EqxRuntimeError (at run time): save times whose step is not the stepper's dt.
         """
         t = jnp.asarray(t, dtype=float)
-        return _simulate_spectral(self.model, self.params, t, initial, self.solver, self.coefficients)
+        return _simulate_spectral(
+            self.model, self.params, t, initial, self.solver, self.coefficients
+        )
 
 
-def spectral_stepper(model: SpectralPdeModel, params: PyTree | None, dt: float, *, solver: Etdrk | None = None) -> SpectralStepper:
+def spectral_stepper(
+    model: SpectralPdeModel, params: PyTree | None, dt: float, *, solver: Etdrk | None = None
+) -> SpectralStepper:
     """Build the ETDRK coefficients of `model` at `params` for steps of `dt` once.
 
     Arguments:
@@ -216,7 +232,9 @@ def spectral_stepper(model: SpectralPdeModel, params: PyTree | None, dt: float, 
         >>> traj = stepper.simulate(jnp.linspace(0.0, 10.0, 11))
     """
     if not isinstance(model, SpectralPdeModel):
-        raise TypeError(f"spectral_stepper needs a periodic spectral model, got {type(model).__name__}")
+        raise TypeError(
+            f"spectral_stepper needs a periodic spectral model, got {type(model).__name__}"
+        )
     solver = _etdrk(solver)
     params = jax.tree.map(jnp.asarray, complete_params(model, params))
     grid = FourierGrid(model.points, model.domain, dtype=solver.dtype)
@@ -227,7 +245,9 @@ def spectral_stepper(model: SpectralPdeModel, params: PyTree | None, dt: float, 
 
 def fd_grid(model: GridPdeModel, order: int) -> FdGrid:
     """The finite-difference grid of a bounded model."""
-    return FdGrid(model.points, model.domain, model.boundary_kinds, model.boundary_values, order=order)
+    return FdGrid(
+        model.points, model.domain, model.boundary_kinds, model.boundary_values, order=order
+    )
 
 
 def default_method_of_lines(model: GridPdeModel) -> MethodOfLines:
@@ -240,17 +260,26 @@ def simulate_grid(model: GridPdeModel, params, t, initial, solver) -> Trajectory
     if solver is None:
         solver = default_method_of_lines(model)
     if not isinstance(solver, MethodOfLines):
-        raise TypeError(f"a finite-difference PDE model needs a solvers.MethodOfLines solver, got {type(solver).__name__}")
+        raise TypeError(
+            f"a finite-difference PDE model needs a solvers.MethodOfLines solver, got {type(solver).__name__}"
+        )
     dtype = jnp.dtype(solver.dtype)
     grid = fd_grid(model, solver.order)
     u0 = initial_field(model, initial, params)
     p = _cast(params, dtype)
     if isinstance(model, TextGridModel):
-        u0, field, observe_at = model.method_of_lines(p, grid, solver.kind == "imex", u0.astype(dtype), t[0])
+        u0, field, observe_at = model.method_of_lines(
+            p, grid, solver.kind == "imex", u0.astype(dtype), t[0]
+        )
         sol = solver.stepper.solve(field, t, u0, observe_at=observe_at)
         saved = jax.tree.map(lambda leaf: jnp.where(sol.result != 0, jnp.nan, leaf), sol.ys)
         final = jnp.stack([saved[name][-1] for name in model.field_names])
-        return Trajectory(time=t, observables=saved, final_state=final, stats={"num_steps": sol.num_steps, "result": sol.result})
+        return Trajectory(
+            time=t,
+            observables=saved,
+            final_state=final,
+            stats={"num_steps": sol.num_steps, "result": sol.result},
+        )
 
     def observe(u):
         return model.observables(u, p, grid)
@@ -287,13 +316,21 @@ def _initial(config: Config, model: PdeModel, params: dict) -> jnp.ndarray:
             key = next(iter(spec))
             raise config.error(f"initial.{key}", "with initial.file only `dataset` may be given")
         if datasets is None:
-            raise config.error("initial.dataset", "required with initial.file (the dataset path, e.g. \"/u\")")
+            raise config.error(
+                "initial.dataset", 'required with initial.file (the dataset path, e.g. "/u")'
+            )
         if isinstance(datasets, str):
             datasets = {model.field_names[0]: datasets} if len(model.field_names) == 1 else None
             if datasets is None:
-                raise config.error("initial.dataset", f"model {model.name!r} has fields {', '.join(model.field_names)}: give a table field = \"/dataset\"")
+                raise config.error(
+                    "initial.dataset",
+                    f'model {model.name!r} has fields {", ".join(model.field_names)}: give a table field = "/dataset"',
+                )
         if not isinstance(datasets, dict) or not all(isinstance(v, str) for v in datasets.values()):
-            raise config.error("initial.dataset", f"expected a dataset path like \"/u\" (or a table field = \"/dataset\"), got {datasets!r}")
+            raise config.error(
+                "initial.dataset",
+                f'expected a dataset path like "/u" (or a table field = "/dataset"), got {datasets!r}',
+            )
         if not path.is_file():
             raise DataError(path, "", "no such file; expected an HDF5 file with the initial field")
         fields = {}
@@ -305,7 +342,11 @@ def _initial(config: Config, model: PdeModel, params: dict) -> jnp.ndarray:
             for name, dataset in datasets.items():
                 value = numeric_dataset(f, path, dataset, "initial.dataset")
                 if value.shape != tuple(model.points):
-                    raise DataError(path, dataset, f"shape {value.shape} does not match the grid {tuple(model.points)}")
+                    raise DataError(
+                        path,
+                        dataset,
+                        f"shape {value.shape} does not match the grid {tuple(model.points)}",
+                    )
                 if not np.all(np.isfinite(value)):
                     raise DataError(path, dataset, "expected finite values")
                 fields[name] = value
@@ -317,9 +358,14 @@ def _initial(config: Config, model: PdeModel, params: dict) -> jnp.ndarray:
         return _initial_expressions(config, model, spec, params)
     kind = spec.pop("kind", None)
     if kind is not None and kind not in model.initial_kinds:
-        raise config.error("initial.kind", f"unknown initial field {kind!r} (kinds: {', '.join(model.initial_kinds)}).{did_you_mean(kind, model.initial_kinds)}")
+        raise config.error(
+            "initial.kind",
+            f"unknown initial field {kind!r} (kinds: {', '.join(model.initial_kinds)}).{did_you_mean(kind, model.initial_kinds)}",
+        )
     try:
-        return jnp.asarray(model.initial_field(kind, params={k: float(v) for k, v in params.items()}, **spec))
+        return jnp.asarray(
+            model.initial_field(kind, params={k: float(v) for k, v in params.items()}, **spec)
+        )
     except (TypeError, ValueError) as e:
         raise config.error("initial", str(e).splitlines()[0]) from None
 
@@ -332,24 +378,35 @@ def _initial_expressions(config: Config, model: PdeModel, spec: dict, params: di
     coordinates = ("x", "y", "z")[: model.ndim]
     for key in spec:
         if key not in model.field_names:
-            raise config.error(f"initial.{key}", f"is no field of model {model.name!r} (fields: {', '.join(model.field_names)}); an initial field written as expressions gives one per field")
+            raise config.error(
+                f"initial.{key}",
+                f"is no field of model {model.name!r} (fields: {', '.join(model.field_names)}); an initial field written as expressions gives one per field",
+            )
     missing = [name for name in model.field_names if name not in spec]
     if missing:
-        raise config.error(f"initial.{missing[0]}", "required key is missing (an initial field written as expressions gives one per field)")
+        raise config.error(
+            f"initial.{missing[0]}",
+            "required key is missing (an initial field written as expressions gives one per field)",
+        )
     values: dict[str, Any] = {k: float(v) for k, v in params.items()}
     values.update({c: m for c, m in zip(coordinates, model.mesh())})
     channels = []
     for name in model.field_names:
         text = spec[name]
         if isinstance(text, bool) or not isinstance(text, (int, float, str)):
-            raise config.error(f"initial.{name}", f"expected a number or an expression of {', '.join(coordinates)} and the parameters, got {text!r}")
+            raise config.error(
+                f"initial.{name}",
+                f"expected a number or an expression of {', '.join(coordinates)} and the parameters, got {text!r}",
+            )
         try:
             expression = parse(text if isinstance(text, str) else repr(float(text)), set(values))
         except ExpressionError as e:
             raise config.error(f"initial.{name}", str(e)) from None
         field = np.broadcast_to(np.asarray(expression(values), dtype=float), model.field_shape[1:])
         if not np.all(np.isfinite(field)):
-            raise config.error(f"initial.{name}", "evaluates to values that are not finite on the grid")
+            raise config.error(
+                f"initial.{name}", "evaluates to values that are not finite on the grid"
+            )
         channels.append(field)
     return jnp.asarray(np.stack(channels))
 
@@ -360,7 +417,9 @@ def _steps_per_save(config: Config, t: np.ndarray) -> int:
     if not np.allclose(spacing, spacing[0], rtol=1e-9, atol=0.0):
         raise config.error("time.save_at", "fixed-step PDE solvers need equally spaced save times")
     if dt is None:
-        raise config.error("time.dt", "required key is missing (the time step of the spectral solver)")
+        raise config.error(
+            "time.dt", "required key is missing (the time step of the spectral solver)"
+        )
     with np.errstate(all="ignore"):
         ratio = float(spacing[0] / dt)
     frames = len(t) - 1
@@ -368,7 +427,11 @@ def _steps_per_save(config: Config, t: np.ndarray) -> int:
     # take longer than any machine runs).
     if not math.isfinite(ratio) or ratio * frames > _MAX_STEPS:
         time = config.spec.time
-        span = f"t0 = {time.t0:g}, t1 = {time.t1:g}, save = {len(t)}" if time.t1 is not None else f"{len(t)} save times"
+        span = (
+            f"t0 = {time.t0:g}, t1 = {time.t1:g}, save = {len(t)}"
+            if time.t1 is not None
+            else f"{len(t)} save times"
+        )
         total = ratio * frames
         count = f"{total:.3g}" if math.isfinite(total) else f"more than {np.finfo(float).max:.3g}"
         raise config.error(
@@ -378,7 +441,10 @@ def _steps_per_save(config: Config, t: np.ndarray) -> int:
         )
     steps = int(round(ratio))
     if steps < 1 or not math.isclose(ratio, steps, rel_tol=1e-9):
-        raise config.error("time.dt", f"expected a step that divides the save interval {spacing[0]:g} a whole number of times, got {dt:g}")
+        raise config.error(
+            "time.dt",
+            f"expected a step that divides the save interval {spacing[0]:g} a whole number of times, got {dt:g}",
+        )
     return steps
 
 
@@ -388,10 +454,15 @@ _MAX_STEPS = 2**63 - 1
 
 def _extras(config: Config, allowed: tuple[str, ...], family: str) -> None:
     spec = config.spec.solver
-    given = [k for k in ("rtol", "atol", "dt0", "max_steps", "adjoint") if getattr(spec, k) is not None] + list(spec.extras)
+    given = [
+        k for k in ("rtol", "atol", "dt0", "max_steps", "adjoint") if getattr(spec, k) is not None
+    ] + list(spec.extras)
     for key in given:
         if key not in allowed:
-            raise config.error(f"solver.{key}", f"unknown key for {family} solvers (expected one of: {', '.join(allowed)}).{did_you_mean(key, allowed)}")
+            raise config.error(
+                f"solver.{key}",
+                f"unknown key for {family} solvers (expected one of: {', '.join(allowed)}).{did_you_mean(key, allowed)}",
+            )
 
 
 def _setup_spectral(model: SpectralPdeModel, config: Config) -> Setup:
@@ -401,20 +472,37 @@ def _setup_spectral(model: SpectralPdeModel, config: Config) -> Setup:
     steps = _steps_per_save(config, t)
     method = config.spec.solver.method or "etdrk4"
     if method not in ETDRK_METHODS:
-        raise config.error("solver.method", f"unknown spectral method {method!r} (methods: {', '.join(ETDRK_METHODS)}).{did_you_mean(method, ETDRK_METHODS)}")
+        raise config.error(
+            "solver.method",
+            f"unknown spectral method {method!r} (methods: {', '.join(ETDRK_METHODS)}).{did_you_mean(method, ETDRK_METHODS)}",
+        )
     extras = config.spec.solver.extras
     options = {"dealias": extras["dealias"]} if "dealias" in extras else {}
     try:
-        solver = Etdrk(order=int(method[-1]), steps_per_save=steps, dtype=config.spec.solver.dtype or "float64", **options)
+        solver = Etdrk(
+            order=int(method[-1]),
+            steps_per_save=steps,
+            dtype=config.spec.solver.dtype or "float64",
+            **options,
+        )
     except (TypeError, ValueError) as e:
         raise config.error("solver", str(e).splitlines()[0]) from None
     u0 = _initial(config, model, params)
     resolved_solver = {"method": method, "dtype": solver.dtype}
     checks = PDE.resolve_checks(config, what="PDE runs")
-    return Setup(model=model, params=params, initial=u0, t=jnp.asarray(t), solver=solver, resolved={"params": params, "solver": resolved_solver, "checks": checks})
+    return Setup(
+        model=model,
+        params=params,
+        initial=u0,
+        t=jnp.asarray(t),
+        solver=solver,
+        resolved={"params": params, "solver": resolved_solver, "checks": checks},
+    )
 
 
-def _check_explicit_step(config: Config, model: GridPdeModel, params: dict, solver: MethodOfLines, u0) -> None:
+def _check_explicit_step(
+    config: Config, model: GridPdeModel, params: dict, solver: MethodOfLines, u0
+) -> None:
     """A fixed step of an explicit method beyond the stability limit of the linearised
     right-hand side at the initial field is a config error (caught before the run, not
     as a blow-up inside it). The limit comes from the semi-discrete operator itself (the
@@ -427,7 +515,9 @@ def _check_explicit_step(config: Config, model: GridPdeModel, params: dict, solv
     if isinstance(model, TextGridModel):
         start, field, _ = model.method_of_lines(p, grid, False, jnp.asarray(u0).astype(dtype), t0)
     else:
-        start, _, field = solver.problem(grid, model.diffusivities(p), lambda u: model.reaction(u, p), jnp.asarray(u0))
+        start, _, field = solver.problem(
+            grid, model.diffusivities(p), lambda u: model.reaction(u, p), jnp.asarray(u0)
+        )
     limit = solver.stable_step(field, t0, start)
     dt = config.spec.time.dt
     if limit is not None and dt > limit:
@@ -439,7 +529,9 @@ def _check_explicit_step(config: Config, model: GridPdeModel, params: dict, solv
         )
 
 
-def _check_sides(config: Config, model: GridPdeModel, params: dict, t, solver: MethodOfLines) -> None:
+def _check_sides(
+    config: Config, model: GridPdeModel, params: dict, t, solver: MethodOfLines
+) -> None:
     """A text PDE's boundary data that is not a finite number at a save time (log(-1),
     1 / t at t = 0, a value beyond the float range of the run's dtype) is a config error
     naming the side's key; the solver met it as steps it could never take."""
@@ -459,7 +551,10 @@ def _setup_grid(model: GridPdeModel, config: Config) -> Setup:
     t = save_times(config)
     spec = config.spec.solver
     default = MethodOfLines(method="kvaerno5" if model.ndim == 1 else "tsit5")
-    options: dict[str, Any] = {"method": spec.method or default.method, "dtype": spec.dtype or "float64"}
+    options: dict[str, Any] = {
+        "method": spec.method or default.method,
+        "dtype": spec.dtype or "float64",
+    }
     for key in ("rtol", "atol", "max_steps", "adjoint"):
         if getattr(spec, key) is not None:
             options[key] = getattr(spec, key)
@@ -479,15 +574,26 @@ def _setup_grid(model: GridPdeModel, config: Config) -> Setup:
     if solver.kind != "explicit":
         # Implicit and IMEX stages solve dense linear systems of the whole grid.
         unknowns = len(model.field_names) * math.prod(model.points)
-        problem = memory_problem(8 * 2 * unknowns**2, f"the dense Jacobian of {solver.method} on {unknowns:,} unknowns")
+        problem = memory_problem(
+            8 * 2 * unknowns**2, f"the dense Jacobian of {solver.method} on {unknowns:,} unknowns"
+        )
         if problem:
-            raise config.error("solver.method", f"{problem}; take an explicit method (tsit5) or a smaller grid")
+            raise config.error(
+                "solver.method", f"{problem}; take an explicit method (tsit5) or a smaller grid"
+            )
     u0 = _initial(config, model, params)
     if not solver.adaptive:
         _check_explicit_step(config, model, params, solver, u0)
     resolved_solver = {k: v for k, v in options.items() if k not in ("dt0", "adaptive")}
     checks = PDE.resolve_checks(config, what="PDE runs")
-    return Setup(model=model, params=params, initial=u0, t=jnp.asarray(t), solver=solver, resolved={"params": params, "solver": resolved_solver, "checks": checks})
+    return Setup(
+        model=model,
+        params=params,
+        initial=u0,
+        t=jnp.asarray(t),
+        solver=solver,
+        resolved={"params": params, "solver": resolved_solver, "checks": checks},
+    )
 
 
 class SpectralProblem(eqx.Module):
@@ -548,10 +654,20 @@ class FdProblem(eqx.Module):
         grid = fd_grid(model, solver.order)
         p = _cast(self.params, jnp.dtype(solver.dtype))
         if isinstance(model, TextGridModel):
-            u0, field, observe_at = model.method_of_lines(p, grid, solver.kind == "imex", self.u0.astype(jnp.dtype(solver.dtype)), self.ts[0])
-            return OdeLoop.from_ode_solver(solver.stepper, field, self.ts, fn=lambda t, y, args: observe_at(t, y)), u0
+            u0, field, observe_at = model.method_of_lines(
+                p, grid, solver.kind == "imex", self.u0.astype(jnp.dtype(solver.dtype)), self.ts[0]
+            )
+            return OdeLoop.from_ode_solver(
+                solver.stepper, field, self.ts, fn=lambda t, y, args: observe_at(t, y)
+            ), u0
         return OdeLoop.from_method_of_lines(
-            solver, grid, model.diffusivities(p), lambda u: model.reaction(u, p), self.u0, self.ts, lambda u: model.observables(u, p, grid)
+            solver,
+            grid,
+            model.diffusivities(p),
+            lambda u: model.reaction(u, p),
+            self.u0,
+            self.ts,
+            lambda u: model.observables(u, p, grid),
         )
 
     def init(self) -> OdeLoopState:
@@ -625,7 +741,11 @@ def growth_check(config: Config, s: Setup):
         hint = "tighten solver.rtol and solver.atol or loosen the bound"
 
     def where(frame: int) -> str:
-        at = f"step {int(round(frame * per_save))}" if per_save is not None else f"saved frame {frame}"
+        at = (
+            f"step {int(round(frame * per_save))}"
+            if per_save is not None
+            else f"saved frame {frame}"
+        )
         return f"{config.source}: the run blew up at {at} (t = {float(times[frame]):g})"
 
     def check(rows: dict[str, np.ndarray], k: int) -> None:
@@ -644,7 +764,9 @@ def growth_check(config: Config, s: Setup):
         i = int(np.argmax(bad))
         what = next(name for name, flags in failed.items() if flags[i])
         if what != "growth":
-            raise SimulationError(f"{where(offset + i)}: {what} became non-finite (the solution diverged); {hint}")
+            raise SimulationError(
+                f"{where(offset + i)}: {what} became non-finite (the solution diverged); {hint}"
+            )
         raise SimulationError(
             f"{where(offset + i)}: the root mean square of {', '.join(limits.names)} grew to {norm[i]:.3g}, "
             f"{norm[i] / reference:.3g} times max(its start {norm0:.3g}, checks.growth_floor = {limits.floor:g}) "
@@ -667,9 +789,17 @@ def _plan(model: PdeModel, config: Config) -> RunPlan:
     t = jnp.asarray(s.t)
     if isinstance(model, SpectralPdeModel):
         coefficients = _spectral_coefficients(model, s.params, s.solver, t)
-        problem = SpectralProblem(model=model, params=s.params, solver=s.solver, u0=jnp.asarray(s.initial), coefficients=coefficients)
+        problem = SpectralProblem(
+            model=model,
+            params=s.params,
+            solver=s.solver,
+            u0=jnp.asarray(s.initial),
+            coefficients=coefficients,
+        )
     else:
-        problem = FdProblem(model=model, params=s.params, solver=s.solver, ts=t, u0=jnp.asarray(s.initial))
+        problem = FdProblem(
+            model=model, params=s.params, solver=s.solver, ts=t, u0=jnp.asarray(s.initial)
+        )
     engine = LoopEngine(problem, np.asarray(s.t), chunk, failure)
     sink = RunSink(
         model=model.name,
@@ -680,7 +810,14 @@ def _plan(model: PdeModel, config: Config) -> RunPlan:
         groups={"grid": grid_coordinates(model)},
     )
     check = growth_check(config, s)
-    return RunPlan(engine=engine, sink=sink, config=sink.config, check=check, result=sink_result(sink), description=model.name)
+    return RunPlan(
+        engine=engine,
+        sink=sink,
+        config=sink.config,
+        check=check,
+        result=sink_result(sink),
+        description=model.name,
+    )
 
 
 _TEXT_GRID_KEYS = ("points", "domain", "boundary", "boundary_value")
@@ -693,10 +830,15 @@ def _check_points(config: Config, where: str, points: Any) -> None:
         return
     whole = lambda v: isinstance(v, int) and not isinstance(v, bool)  # noqa: E731
     if not (whole(points) or (isinstance(points, list) and all(whole(v) for v in points))):
-        raise config.error(where, f"expected a whole number of points per dimension, like [256, 256], got {points!r}")
+        raise config.error(
+            where,
+            f"expected a whole number of points per dimension, like [256, 256], got {points!r}",
+        )
     counts = [points] if whole(points) else points
     if counts and all(v > 0 for v in counts):
-        problem = memory_problem(WORK_ARRAYS * 8 * math.prod(counts), f"a grid of {math.prod(counts):,} points")
+        problem = memory_problem(
+            WORK_ARRAYS * 8 * math.prod(counts), f"a grid of {math.prod(counts):,} points"
+        )
         if problem:
             raise config.error(where, problem)
 
@@ -708,7 +850,9 @@ class PdeMethods(PdeFamily):
     def model_options(self, config: Config) -> dict[str, tuple[str, Any]]:
         # [grid] (points, domain, boundary, ...) holds options of the model.
         options = {key: (f"grid.{key}", value) for key, value in (config.spec.grid or {}).items()}
-        where, points = options.get("points", ("model.points", config.spec.model.options.get("points")))
+        where, points = options.get(
+            "points", ("model.points", config.spec.model.options.get("points"))
+        )
         _check_points(config, where, points)
         return options
 
@@ -719,16 +863,31 @@ class PdeMethods(PdeFamily):
         grid = dict(config.spec.grid or {})
         for key in grid:
             if key not in _TEXT_GRID_KEYS:
-                raise config.error(f"grid.{key}", f"is not a key of the grid of a PDE written as text (keys: {', '.join(_TEXT_GRID_KEYS)})")
+                raise config.error(
+                    f"grid.{key}",
+                    f"is not a key of the grid of a PDE written as text (keys: {', '.join(_TEXT_GRID_KEYS)})",
+                )
         if "points" not in grid:
-            raise config.error("grid.points", "required key is missing (a PDE written as text needs its grid: points = [64] or [64, 64])")
+            raise config.error(
+                "grid.points",
+                "required key is missing (a PDE written as text needs its grid: points = [64] or [64, 64])",
+            )
         _check_points(config, "grid.points", grid["points"])
         if "boundary_value" in grid and "boundary" not in grid:
-            raise config.error("grid.boundary_value", "given without grid.boundary (the kind of each side: dirichlet, neumann, robin or periodic)")
+            raise config.error(
+                "grid.boundary_value",
+                "given without grid.boundary (the kind of each side: dirichlet, neumann, robin or periodic)",
+            )
         try:
             return pde.pde_model(
-                config.spec.model.name, options["fields"], options.get("parameters"), options.get("observables"),
-                points=grid["points"], domain=grid.get("domain"), boundary=grid.get("boundary"), boundary_value=grid.get("boundary_value"),
+                config.spec.model.name,
+                options["fields"],
+                options.get("parameters"),
+                options.get("observables"),
+                points=grid["points"],
+                domain=grid.get("domain"),
+                boundary=grid.get("boundary"),
+                boundary_value=grid.get("boundary_value"),
             )
         except ValueError as e:
             text = str(e)
@@ -769,5 +928,7 @@ class PdeMethods(PdeFamily):
         u0 = initial_field(model, initial, params)
         if isinstance(model, SpectralPdeModel):
             coefficients = _spectral_coefficients(model, params, s.solver, t)
-            return SpectralProblem(model=model, params=params, solver=s.solver, u0=u0, coefficients=coefficients)
+            return SpectralProblem(
+                model=model, params=params, solver=s.solver, u0=u0, coefficients=coefficients
+            )
         return FdProblem(model=model, params=params, solver=s.solver, ts=t, u0=u0)

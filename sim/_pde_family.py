@@ -20,8 +20,14 @@ class PdeFamily(Family):
     describes = "PDE models"
     sections = {"grid": dict[str, Value]}
     checks = {
-        "max_growth": (1000.0, "the largest root-mean-square of the fields (all of them, over the grid) allowed, as a multiple of max(its initial value, growth_floor)"),
-        "growth_floor": (1.0, "the floor of that reference, so that a field starting at or near zero may grow to max_growth * growth_floor (in the field's units)"),
+        "max_growth": (
+            1000.0,
+            "the largest root-mean-square of the fields (all of them, over the grid) allowed, as a multiple of max(its initial value, growth_floor)",
+        ),
+        "growth_floor": (
+            1.0,
+            "the floor of that reference, so that a field starting at or near zero may grow to max_growth * growth_floor (in the field's units)",
+        ),
     }
 
     def text_model(self, config):

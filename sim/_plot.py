@@ -56,17 +56,23 @@ class Source:
         try:
             node = self.lookup(key)
         except KeyError:
-            raise DataError(self.path, f"/{key}", f"missing; a {self.kind()} file has this group") from None
+            raise DataError(
+                self.path, f"/{key}", f"missing; a {self.kind()} file has this group"
+            ) from None
         if not isinstance(node, Mapping) or not node:
             raise DataError(self.path, f"/{key}", "expected a group of datasets")
         return dict(node)
 
-    def array(self, key: str, *, ndim: int | tuple[int, ...] | None = None, min_ndim: int = 0) -> np.ndarray:
+    def array(
+        self, key: str, *, ndim: int | tuple[int, ...] | None = None, min_ndim: int = 0
+    ) -> np.ndarray:
         """A float array (inf shown as missing); `ndim` or `min_ndim` checked."""
         try:
             node = self.lookup(key)
         except KeyError:
-            raise DataError(self.path, f"/{key}", f"missing; a {self.kind()} file has this dataset") from None
+            raise DataError(
+                self.path, f"/{key}", f"missing; a {self.kind()} file has this dataset"
+            ) from None
         return self.values(node, key, ndim=ndim, min_ndim=min_ndim)
 
     def values(self, node: Any, key: str, *, ndim=None, min_ndim: int = 0) -> np.ndarray:
@@ -79,8 +85,12 @@ class Source:
             raise DataError(self.path, f"/{key}", f"expected numbers, found {kind}") from None
         wanted = (ndim,) if isinstance(ndim, int) else ndim
         if (wanted is not None and value.ndim not in wanted) or value.ndim < min_ndim:
-            expected = " or ".join(map(str, wanted)) if wanted is not None else f"at least {min_ndim}"
-            raise DataError(self.path, f"/{key}", f"expected {expected} dimensions, found shape {value.shape}")
+            expected = (
+                " or ".join(map(str, wanted)) if wanted is not None else f"at least {min_ndim}"
+            )
+            raise DataError(
+                self.path, f"/{key}", f"expected {expected} dimensions, found shape {value.shape}"
+            )
         if value.size == 0:
             raise DataError(self.path, f"/{key}", "is empty")
         return np.where(np.isfinite(value), value, np.nan)
@@ -97,7 +107,11 @@ class Source:
 
     def check_length(self, key: str, value: np.ndarray, length: int, what: str) -> None:
         if value.shape[0] != length:
-            raise DataError(self.path, f"/{key}", f"has {value.shape[0]} entries along its first axis; expected {length} ({what})")
+            raise DataError(
+                self.path,
+                f"/{key}",
+                f"has {value.shape[0]} entries along its first axis; expected {length} ({what})",
+            )
 
 
 def plot(result: Any, output: str | Path | None = None, *, title: str | None = None):
@@ -138,7 +152,11 @@ def check_figure_path(path: str | Path, source: str = "-o") -> Path:
         raise InputError(source, str(path), "is a folder; expected a file path ending in .png")
     suffix = path.suffix.lower().lstrip(".")
     if suffix not in _FORMATS:
-        raise InputError(source, str(path), f"unknown figure type {path.suffix or '(no suffix)'!r}; expected .png, .pdf, .svg or .jpg")
+        raise InputError(
+            source,
+            str(path),
+            f"unknown figure type {path.suffix or '(no suffix)'!r}; expected .png, .pdf, .svg or .jpg",
+        )
     folder = path.parent if str(path.parent) else Path(".")
     if not folder.is_dir():
         raise InputError(source, str(path), f"folder {str(folder)!r} does not exist")
@@ -151,11 +169,21 @@ def check_figure_path(path: str | Path, source: str = "-o") -> Path:
 
 def save_figure(fig, path: Path) -> Path:
     """Write `fig` under a temporary name beside `path`, then rename it to `path`."""
-    fd, tmp = tempfile.mkstemp(prefix=companion_path(path, "").name, suffix=".tmp", dir=path.parent if str(path.parent) else ".")
+    fd, tmp = tempfile.mkstemp(
+        prefix=companion_path(path, "").name,
+        suffix=".tmp",
+        dir=path.parent if str(path.parent) else ".",
+    )
     os.close(fd)
     try:
         # "tight": nothing drawn outside the canvas (colour bar labels of the last column) is cut.
-        savefig(fig, tmp, path.suffix.lower().lstrip(".").replace("jpg", "jpeg"), dpi=fig.dpi, tight=True)
+        savefig(
+            fig,
+            tmp,
+            path.suffix.lower().lstrip(".").replace("jpg", "jpeg"),
+            dpi=fig.dpi,
+            tight=True,
+        )
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)
@@ -167,7 +195,9 @@ def save_figure(fig, path: Path) -> Path:
     return path
 
 
-def savefig(fig, target, fmt: str, *, dpi: float, tight: bool = False, pad_inches: float = 0.08, **kwargs) -> None:
+def savefig(
+    fig, target, fmt: str, *, dpi: float, tight: bool = False, pad_inches: float = 0.08, **kwargs
+) -> None:
     """`fig.savefig(target, format=fmt, dpi=dpi)`, cropped to what is drawn (plus
     `pad_inches`) when `tight`, as `bbox_inches="tight"` crops it: the same file. Other
     keyword arguments go to savefig.
@@ -186,8 +216,20 @@ def savefig(fig, target, fmt: str, *, dpi: float, tight: bool = False, pad_inche
     engine = fig.get_layout_engine()
     # (savefig lays out only a figure with axes; with "figure.autolayout" on, removing the
     # engine would put the tight layout in its place)
-    if engine is None or not fig.axes or fmt not in ("png", "jpeg") or type(fig.canvas) is not FigureCanvasAgg or matplotlib.rcParams["figure.autolayout"]:
-        fig.savefig(target, format=fmt, dpi=dpi, **({"bbox_inches": "tight", "pad_inches": pad_inches} if tight else {}), **kwargs)
+    if (
+        engine is None
+        or not fig.axes
+        or fmt not in ("png", "jpeg")
+        or type(fig.canvas) is not FigureCanvasAgg
+        or matplotlib.rcParams["figure.autolayout"]
+    ):
+        fig.savefig(
+            target,
+            format=fmt,
+            dpi=dpi,
+            **({"bbox_inches": "tight", "pad_inches": pad_inches} if tight else {}),
+            **kwargs,
+        )
         return
     original_dpi = fig.dpi
     fig.dpi = dpi  # laid out at the dpi it is rendered at, as savefig does
@@ -211,10 +253,16 @@ def _as_record(result: Any) -> Record:
         return read(result)
     if hasattr(result, "final_state") and hasattr(result, "observables"):  # a Trajectory
         observables = {k: np.asarray(v) for k, v in result.observables.items()}
-        return Record(Path("trajectory"), {"format": "simjax.run", "model": ""}, {"time": np.asarray(result.time), "observables": observables})
+        return Record(
+            Path("trajectory"),
+            {"format": "simjax.run", "model": ""},
+            {"time": np.asarray(result.time), "observables": observables},
+        )
     if isinstance(result, Result):
         return result.to_record()  # built in memory: no file is written
-    raise TypeError(f"sim.plot draws a file path, a sim.Record or a simjax result; got {type(result).__name__}")
+    raise TypeError(
+        f"sim.plot draws a file path, a sim.Record or a simjax result; got {type(result).__name__}"
+    )
 
 
 def _family(record: Record):
@@ -248,13 +296,22 @@ def draw(record: Record, *, title: str | None = None):
     elif fmt == "simjax.profile":
         fig = inference_plots.profile(source)
     elif fmt:
-        raise DataError(record.path, "format", f"unknown file format {fmt!r}; sim plot draws {KINDS}")
+        raise DataError(
+            record.path, "format", f"unknown file format {fmt!r}; sim plot draws {KINDS}"
+        )
     else:
         raise DataError(
-            record.path, "", f"not a simjax result (no 'format' attribute, no /h5md group); sim plot draws {KINDS}"
+            record.path,
+            "",
+            f"not a simjax result (no 'format' attribute, no /h5md group); sim plot draws {KINDS}",
         )
     if title is None:
-        kind = {"simjax.sweep": "sweep", "simjax.fit": "fit", "simjax.posterior": "posterior", "simjax.profile": "profile"}.get(fmt, "run")
+        kind = {
+            "simjax.sweep": "sweep",
+            "simjax.fit": "fit",
+            "simjax.posterior": "posterior",
+            "simjax.profile": "profile",
+        }.get(fmt, "run")
         title = f"{source.meta.title(kind, record)} · {record.path.name}"
     fig.suptitle(title, fontsize=11)
     return fig
@@ -302,7 +359,12 @@ def log_time(t: np.ndarray) -> bool:
     """Whether save times are log-spaced (after a first time of 0 or below)."""
     t = np.asarray(t, dtype=float)
     positive = t[np.isfinite(t) & (t > 0)]
-    return bool(len(positive) >= 3 and len(t) - len(positive) <= 1 and np.all(np.diff(t) > 0) and log_spaced(positive))
+    return bool(
+        len(positive) >= 3
+        and len(t) - len(positive) <= 1
+        and np.all(np.diff(t) > 0)
+        and log_spaced(positive)
+    )
 
 
 def _tick_text(value: float) -> str:
@@ -314,7 +376,11 @@ def _tick_text(value: float) -> str:
         return f"{value:g}"
     exponent = int(np.floor(np.log10(magnitude) + 1e-9))
     mantissa = value / 10.0**exponent
-    return f"$10^{{{exponent}}}$" if abs(abs(mantissa) - 1) < 1e-9 else f"${mantissa:g}\\times10^{{{exponent}}}$"
+    return (
+        f"$10^{{{exponent}}}$"
+        if abs(abs(mantissa) - 1) < 1e-9
+        else f"${mantissa:g}\\times10^{{{exponent}}}$"
+    )
 
 
 def log_axis(ax, which: str = "y", symlog_threshold: float | None = None) -> None:
@@ -322,13 +388,24 @@ def log_axis(ax, which: str = "y", symlog_threshold: float | None = None) -> Non
     `symlog_threshold` when the data reach 0), with at most about six labelled ticks, each
     a plain number or a power of ten (never "6x10^0"): within a decade, minor ticks at 2
     and 5 carry the labels."""
-    from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullFormatter, NullLocator
+    from matplotlib.ticker import (
+        FixedLocator,
+        FuncFormatter,
+        LogLocator,
+        NullFormatter,
+        NullLocator,
+    )
 
     axis = ax.xaxis if which == "x" else ax.yaxis
     if symlog_threshold is not None:
-        (ax.set_xscale if which == "x" else ax.set_yscale)("symlog", linthresh=symlog_threshold, linscale=0.3)
+        (ax.set_xscale if which == "x" else ax.set_yscale)(
+            "symlog", linthresh=symlog_threshold, linscale=0.3
+        )
         low, high = ax.get_xlim() if which == "x" else ax.get_ylim()
-        first, last = int(np.ceil(np.log10(symlog_threshold) - 1e-9)), int(np.floor(np.log10(max(high, symlog_threshold)) + 1e-9))
+        first, last = (
+            int(np.ceil(np.log10(symlog_threshold) - 1e-9)),
+            int(np.floor(np.log10(max(high, symlog_threshold)) + 1e-9)),
+        )
         every = max(1, -(-(last - first + 1) // 6))
         decades = [10.0**k for k in range(last, first - 1, -every)][::-1]
         axis.set_major_locator(FixedLocator([0.0, *decades] if low <= 0 else decades))
@@ -351,9 +428,15 @@ def shared_norm(arrays, diverging: bool | None = None):
     from matplotlib import colormaps
     from matplotlib.colors import Normalize
 
-    finite = np.concatenate([np.asarray(a, dtype=float)[np.isfinite(a)].ravel() for a in arrays]) if arrays else np.array([])
+    finite = (
+        np.concatenate([np.asarray(a, dtype=float)[np.isfinite(a)].ravel() for a in arrays])
+        if arrays
+        else np.array([])
+    )
     low, high = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
-    if diverging is None:  # (both signs, each beyond a twentieth of the other: not round-off below 0)
+    if (
+        diverging is None
+    ):  # (both signs, each beyond a twentieth of the other: not round-off below 0)
         diverging = low < -0.05 * high and high > -0.05 * low
     if diverging:
         bound = max(abs(low), abs(high)) or 1.0

@@ -28,7 +28,11 @@ def sweep(src: Source):
     try:
         swept = [str(s) for s in json.loads(attrs["swept"])]
     except (KeyError, TypeError, ValueError):
-        raise DataError(src.path, "swept", "missing or malformed root attribute; expected a JSON list of swept names") from None
+        raise DataError(
+            src.path,
+            "swept",
+            "missing or malformed root attribute; expected a JSON list of swept names",
+        ) from None
     if not swept:
         raise DataError(src.path, "swept", "names no swept quantity")
     status = src.array("status", ndim=1)
@@ -53,7 +57,11 @@ def sweep(src: Source):
         key = f"observables/{name}"
         if isinstance(node, dict):  # save = "summary": {min, max, mean, final}
             if not node:
-                raise DataError(src.path, f"/{key}", "is an empty group; expected the datasets min, max, mean and final")
+                raise DataError(
+                    src.path,
+                    f"/{key}",
+                    "is an empty group; expected the datasets min, max, mean and final",
+                )
             stat = "mean" if "mean" in node else next(iter(node))
             value = src.values(node[stat], f"{key}/{stat}", min_ndim=1)
             label = f"{'final value' if stat == 'final' else 'time ' + stat} of {meta.label(name)}"
@@ -74,7 +82,11 @@ def sweep(src: Source):
             value = value / particles
             label = label.replace(pretty(name), f"{pretty(name)} per particle")
         if value.ndim > 1:
-            value = np.sqrt(np.nanmean(value.reshape(runs, -1) ** 2, axis=1)) if np.isfinite(value).any() else value.reshape(runs, -1)[:, 0]
+            value = (
+                np.sqrt(np.nanmean(value.reshape(runs, -1) ** 2, axis=1))
+                if np.isfinite(value).any()
+                else value.reshape(runs, -1)[:, 0]
+            )
             label = label if label.startswith("final rms") else f"rms of {label}"
         summaries[name] = (label, np.where(status == 1, value, np.nan))
     if not summaries:
@@ -96,7 +108,17 @@ def sweep(src: Source):
     for k, (name, (label, value)) in enumerate(summaries.items()):
         if one_d and lines:
             ax = fig.add_subplot(gs[k, 0])
-            _sweep_lines(fig, ax, t, *lines.get(name, (None, meta.label(name))), values[swept[0]], status, meta, swept[0], logs[swept[0]])
+            _sweep_lines(
+                fig,
+                ax,
+                t,
+                *lines.get(name, (None, meta.label(name))),
+                values[swept[0]],
+                status,
+                meta,
+                swept[0],
+                logs[swept[0]],
+            )
             ax = fig.add_subplot(gs[k, 1])
         else:
             ax = fig.add_subplot(gs[k // cols, k % cols])
@@ -104,7 +126,14 @@ def sweep(src: Source):
             x = values[swept[0]]
             order = np.argsort(x)
             ax.plot(x[order], value[order], marker="o", ms=3)
-            _mark_failed(ax, x, np.zeros_like(x) + np.nanmin(value) if np.isfinite(value).any() else np.zeros_like(x), status)
+            _mark_failed(
+                ax,
+                x,
+                np.zeros_like(x) + np.nanmin(value)
+                if np.isfinite(value).any()
+                else np.zeros_like(x),
+                status,
+            )
             ax.set_xlabel(meta.parameter_label(swept[0]))
             ax.set_ylabel(label)
             if logs[swept[0]]:
@@ -121,14 +150,18 @@ def sweep(src: Source):
             if len(swept) > 2:
                 ax.set_title(f"{len(swept)} swept; first two shown", fontsize=9)
     if same:
-        said = ", ".join(f"{meta.label(name)} {float(np.nanmean(v)):.6g}" for name, v in same.items())
+        said = ", ".join(
+            f"{meta.label(name)} {float(np.nanmean(v)):.6g}" for name, v in same.items()
+        )
         fig.text(0.01, 0.005, f"the same in every run: {said}", fontsize=8, color="0.3")
     return fig
 
 
 def _same_in_every_run(value: np.ndarray) -> bool:
     finite = value[np.isfinite(value)]
-    return finite.size > 1 and float(np.ptp(finite)) <= 1e-12 * max(float(np.max(np.abs(finite))), 1e-300)
+    return finite.size > 1 and float(np.ptp(finite)) <= 1e-12 * max(
+        float(np.max(np.abs(finite))), 1e-300
+    )
 
 
 def _grid_shape(attrs, values, runs):
@@ -152,13 +185,26 @@ def _grid_shape(attrs, values, runs):
 def _heatmap(fig, ax, values, swept, shape, value, label, meta, logs):
     grid = value.reshape(shape)
     if len(shape) > 2:
-        grid = np.nanmean(grid, axis=tuple(range(2, len(shape)))) if np.isfinite(grid).any() else grid[(..., *([0] * (len(shape) - 2)))]
+        grid = (
+            np.nanmean(grid, axis=tuple(range(2, len(shape))))
+            if np.isfinite(grid).any()
+            else grid[(..., *([0] * (len(shape) - 2)))]
+        )
         ax.set_title("mean over " + ", ".join(pretty(s) for s in swept[2:]), fontsize=9)
-    axes = [values[swept[0]].reshape(shape)[(slice(None), *([0] * (len(shape) - 1)))], values[swept[1]].reshape(shape)[(0, slice(None), *([0] * (len(shape) - 2)))]]
+    axes = [
+        values[swept[0]].reshape(shape)[(slice(None), *([0] * (len(shape) - 1)))],
+        values[swept[1]].reshape(shape)[(0, slice(None), *([0] * (len(shape) - 2)))],
+    ]
     from matplotlib import colormaps
 
     cmap = colormaps["viridis"].with_extremes(bad="0.85")
-    image = ax.pcolormesh(_edges(axes[0], logs[swept[0]]), _edges(axes[1], logs[swept[1]]), np.ma.masked_invalid(grid.T), cmap=cmap, shading="flat")
+    image = ax.pcolormesh(
+        _edges(axes[0], logs[swept[0]]),
+        _edges(axes[1], logs[swept[1]]),
+        np.ma.masked_invalid(grid.T),
+        cmap=cmap,
+        shading="flat",
+    )
     fig.colorbar(image, ax=ax, label=label)
     _swept_axes(ax, meta, swept, logs)
 
@@ -178,7 +224,9 @@ def _edges(centres: np.ndarray, logarithmic: bool) -> np.ndarray:
     """Cell edges around sorted centres (geometric midpoints on a log axis)."""
     c = np.asarray(centres, dtype=float)
     if len(c) == 1:
-        return np.array([c[0] - 0.5, c[0] + 0.5]) if c[0] == 0 else np.array([c[0] * 0.9, c[0] * 1.1])
+        return (
+            np.array([c[0] - 0.5, c[0] + 0.5]) if c[0] == 0 else np.array([c[0] * 0.9, c[0] * 1.1])
+        )
     if logarithmic:
         lc = np.log(c)
         mid = 0.5 * (lc[1:] + lc[:-1])
@@ -190,7 +238,11 @@ def _edges(centres: np.ndarray, logarithmic: bool) -> np.ndarray:
 def _log_swept(meta, name: str, values: np.ndarray) -> bool:
     """Whether a swept quantity goes on a log axis: as the config drew it (`logspace`,
     `loguniform`), else by the spacing of its values (`sim._plot.log_spaced`)."""
-    specs = meta.config.get("sweep", {}).get("params", {}) if isinstance(meta.config.get("sweep"), dict) else {}
+    specs = (
+        meta.config.get("sweep", {}).get("params", {})
+        if isinstance(meta.config.get("sweep"), dict)
+        else {}
+    )
     spec = specs.get(name) if isinstance(specs, dict) else None
     if isinstance(spec, dict):
         if "logspace" in spec or "loguniform" in spec:
@@ -203,7 +255,9 @@ def _log_swept(meta, name: str, values: np.ndarray) -> bool:
 def _mark_failed(ax, x, y, status) -> None:
     failed = status == 2
     if failed.any():
-        ax.scatter(x[failed], y[failed], marker="x", color="crimson", s=20, label="failed", zorder=3)
+        ax.scatter(
+            x[failed], y[failed], marker="x", color="crimson", s=20, label="failed", zorder=3
+        )
         ax.legend(fontsize=7)
 
 
@@ -217,7 +271,10 @@ def _sweep_lines(fig, ax, t, value, label, x, status, meta, swept, logarithmic) 
         ax.set_axis_off()
         return
     ok = ok[np.linspace(0, len(ok) - 1, min(len(ok), _MAX_LINES)).round().astype(int)]
-    norm = (LogNorm if logarithmic else Normalize)(vmin=np.nanmin(x[ok]), vmax=np.nanmax(x[ok]) if np.nanmax(x[ok]) > np.nanmin(x[ok]) else np.nanmin(x[ok]) + 1)
+    norm = (LogNorm if logarithmic else Normalize)(
+        vmin=np.nanmin(x[ok]),
+        vmax=np.nanmax(x[ok]) if np.nanmax(x[ok]) > np.nanmin(x[ok]) else np.nanmin(x[ok]) + 1,
+    )
     cmap = colormaps["viridis"]
     for i in ok:
         ax.plot(t, value[i], color=cmap(norm(x[i])), lw=0.9)
@@ -240,7 +297,11 @@ def fit(src: Source):
     prediction = src.group("prediction")
     names = [n for n in data if n in prediction][:_MAX_PANELS]
     if not names:
-        raise DataError(src.path, "/prediction", f"no prediction for the observed {', '.join(data) or 'observables'}")
+        raise DataError(
+            src.path,
+            "/prediction",
+            f"no prediction for the observed {', '.join(data) or 'observables'}",
+        )
     fig = new_figure(11, 2.6 * max(len(names), 1.5) + 0.5)
     gs = fig.add_gridspec(len(names), 2, width_ratios=[1.75, 1.25])
     side = gs[:, 1].subgridspec(2, 1, height_ratios=[1.2, 1])
@@ -248,7 +309,9 @@ def fit(src: Source):
         ax = fig.add_subplot(gs[k, 0])
         observed = src.values(data[name], f"data/observables/{name}", min_ndim=1)
         predicted = src.values(prediction[name], f"prediction/{name}", min_ndim=1)
-        src.check_length(f"data/observables/{name}", observed, len(data_t), "one value per observation time")
+        src.check_length(
+            f"data/observables/{name}", observed, len(data_t), "one value per observation time"
+        )
         src.check_length(f"prediction/{name}", predicted, len(t), "one value per entry of /time")
         _data_and_curve(ax, src.meta, name, data_t, observed, t, predicted)
     ax = fig.add_subplot(side[0])
@@ -257,7 +320,11 @@ def fit(src: Source):
     else:
         loss = src.array("loss_history", ndim=1)
         ax.plot(np.arange(len(loss)), loss, marker="o" if len(loss) < 30 else None, ms=3)
-        if np.isfinite(loss).any() and np.nanmin(loss) > 0 and np.nanmax(loss) > 10 * np.nanmin(loss):
+        if (
+            np.isfinite(loss).any()
+            and np.nanmin(loss) > 0
+            and np.nanmax(loss) > 10 * np.nanmin(loss)
+        ):
             log_axis(ax, "y")
         from matplotlib.ticker import MaxNLocator
 
@@ -274,9 +341,24 @@ def fit(src: Source):
     rows = []
     for name, node in shown:
         value = float(np.ravel(src.values(node, f"estimate/{name}"))[0])
-        err = f" ± {float(np.ravel(src.values(stderr[name], f'stderr/{name}'))[0]):.2g}" if name in stderr else ""
-        rows.append(f"{name:<{width}} {value:.5g}{err} {src.meta.parameter_unit(name).replace('*', '·')}")
-    ax.text(0.0, 1.0, ("estimates ± standard error\n" if stderr else "estimates\n") + "\n".join(rows), va="top", ha="left", family="monospace", fontsize=8, transform=ax.transAxes).set_in_layout(False)
+        err = (
+            f" ± {float(np.ravel(src.values(stderr[name], f'stderr/{name}'))[0]):.2g}"
+            if name in stderr
+            else ""
+        )
+        rows.append(
+            f"{name:<{width}} {value:.5g}{err} {src.meta.parameter_unit(name).replace('*', '·')}"
+        )
+    ax.text(
+        0.0,
+        1.0,
+        ("estimates ± standard error\n" if stderr else "estimates\n") + "\n".join(rows),
+        va="top",
+        ha="left",
+        family="monospace",
+        fontsize=8,
+        transform=ax.transAxes,
+    ).set_in_layout(False)
     return fig
 
 
@@ -290,7 +372,11 @@ def _rdf_fit(src: Source):
     for name in ("target", "start", "fitted"):
         value = src.array(f"rdf/{name}", min_ndim=1)
         if value.shape[-1] != len(r):
-            raise DataError(src.path, f"/rdf/{name}", f"expected {len(r)} bins (one per entry of /rdf/r), found {value.shape[-1]}")
+            raise DataError(
+                src.path,
+                f"/rdf/{name}",
+                f"expected {len(r)} bins (one per entry of /rdf/r), found {value.shape[-1]}",
+            )
         curves[name] = value.reshape(-1, len(r))
     meta = src.meta
     fig = new_figure(11, 6.0)
@@ -324,10 +410,27 @@ def _rdf_fit(src: Source):
         if src.has(f"path/{name}"):
             path = src.array(f"path/{name}", ndim=1)
             value = float(np.ravel(src.values(estimate[name], f"estimate/{name}"))[0])
-            (line,) = ax.plot(np.arange(1, len(path) + 1), path / value, marker="o", ms=3, label=f"{name} (fitted {value:.5g})")
+            (line,) = ax.plot(
+                np.arange(1, len(path) + 1),
+                path / value,
+                marker="o",
+                ms=3,
+                label=f"{name} (fitted {value:.5g})",
+            )
             aim = src.array(f"aim/{name}", ndim=1) if src.has(f"aim/{name}") else None
-            if aim is not None and len(aim) == len(path) and np.isfinite(aim[-1]):  # (where the last step leads)
-                ax.plot([len(path), len(path) + 1], [path[-1] / value, aim[-1] / value], ls="--", lw=1.0, marker="o", ms=4, mfc="none", color=line.get_color())
+            if (
+                aim is not None and len(aim) == len(path) and np.isfinite(aim[-1])
+            ):  # (where the last step leads)
+                ax.plot(
+                    [len(path), len(path) + 1],
+                    [path[-1] / value, aim[-1] / value],
+                    ls="--",
+                    lw=1.0,
+                    marker="o",
+                    ms=4,
+                    mfc="none",
+                    color=line.get_color(),
+                )
     ax.axhline(1.0, color="0.6", lw=0.8, ls="--")
     ax.set_xlabel("run (open marker: where the last step leads)" if src.has("aim") else "run")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
@@ -351,13 +454,31 @@ def _problem_fit(src: Source):
         _waterfall(ax, src, best)
     else:
         ax.set_axis_off()
-        ax.text(0.0, 1.0, f"objective at the nominal parameters: {best:.10g}", va="top", transform=ax.transAxes)
+        ax.text(
+            0.0,
+            1.0,
+            f"objective at the nominal parameters: {best:.10g}",
+            va="top",
+            transform=ax.transAxes,
+        )
     ax = fig.add_subplot(gs[0, 1])
     ax.set_axis_off()
     estimate = src.group("estimate")
-    rows = [f"{name:<24} {float(np.ravel(src.values(node, f'estimate/{name}'))[0]):11.5g}" for name, node in list(estimate.items())[:30]]
+    rows = [
+        f"{name:<24} {float(np.ravel(src.values(node, f'estimate/{name}'))[0]):11.5g}"
+        for name, node in list(estimate.items())[:30]
+    ]
     more = f"\n... and {len(estimate) - 30} more" if len(estimate) > 30 else ""
-    ax.text(0.0, 1.0, f"objective {best:.8g}\n\nestimates\n" + "\n".join(rows) + more, va="top", ha="left", family="monospace", fontsize=8, transform=ax.transAxes)
+    ax.text(
+        0.0,
+        1.0,
+        f"objective {best:.8g}\n\nestimates\n" + "\n".join(rows) + more,
+        va="top",
+        ha="left",
+        family="monospace",
+        fontsize=8,
+        transform=ax.transAxes,
+    )
     return fig
 
 
@@ -370,11 +491,33 @@ def _waterfall(ax, src: Source, best: float) -> None:
     same = finite & (objective <= best + _SAME_OPTIMUM)
     shown = np.where(finite, objective - best + 1.0, np.nan)
     ax.plot(rank[finite], shown[finite], color="0.6", lw=0.8, zorder=1)
-    ax.scatter(rank[same], shown[same], s=14, color="C0", zorder=2, label=f"{int(same.sum())} within {_SAME_OPTIMUM} of the best")
+    ax.scatter(
+        rank[same],
+        shown[same],
+        s=14,
+        color="C0",
+        zorder=2,
+        label=f"{int(same.sum())} within {_SAME_OPTIMUM} of the best",
+    )
     if (finite & ~same).any():
-        ax.scatter(rank[finite & ~same], shown[finite & ~same], s=14, color="C1", zorder=2, label="other local optima")
+        ax.scatter(
+            rank[finite & ~same],
+            shown[finite & ~same],
+            s=14,
+            color="C1",
+            zorder=2,
+            label="other local optima",
+        )
     if (~finite).any():
-        ax.text(0.99, 0.02, f"{int((~finite).sum())} start(s) failed", ha="right", va="bottom", transform=ax.transAxes, fontsize=8)
+        ax.text(
+            0.99,
+            0.02,
+            f"{int((~finite).sum())} start(s) failed",
+            ha="right",
+            va="bottom",
+            transform=ax.transAxes,
+            fontsize=8,
+        )
     ax.set_yscale("log")
     # (at least a decade: starts that all agree would otherwise fill the axis with noise)
     top = float(np.nanmax(shown)) if finite.any() else 10.0
@@ -399,7 +542,9 @@ def profile(src: Source):
         ax = fig.add_subplot(rows, columns, k + 1)
         value = src.array(f"profile/{name}/value", ndim=1)
         rise = src.array(f"profile/{name}/objective", ndim=1) - best
-        src.check_length(f"profile/{name}/objective", rise, len(value), "one value per profile point")
+        src.check_length(
+            f"profile/{name}/objective", rise, len(value), "one value per profile point"
+        )
         ax.plot(value, rise, marker="o", ms=3, color="C0")
         ax.axhline(threshold, color="C3", ls="--", lw=1, label="95% threshold")
         group = src.group(f"profile/{name}")
@@ -413,7 +558,15 @@ def profile(src: Source):
         ax.set_title(f"{name}: {verdict}" if verdict else name, fontsize=9)
         ax.set_xlabel(name)
         ax.set_ylabel("objective rise")
-        ax.set_ylim(bottom=min(-0.1, float(np.nanmin(rise)) - 0.1), top=max(threshold * 1.5, float(np.nanmax(rise[rise < 10 * threshold])) if np.any(rise < 10 * threshold) else threshold * 1.5))
+        ax.set_ylim(
+            bottom=min(-0.1, float(np.nanmin(rise)) - 0.1),
+            top=max(
+                threshold * 1.5,
+                float(np.nanmax(rise[rise < 10 * threshold]))
+                if np.any(rise < 10 * threshold)
+                else threshold * 1.5,
+            ),
+        )
         if k == 0:
             ax.legend(fontsize=8)
     return fig
@@ -426,8 +579,16 @@ def _data_and_curve(ax, meta, name, data_t, observed, t, predicted, band=None) -
     model_name = f" ({name})" if meta.data_names.get(name, name) != name else ""
     if observed.ndim == 1:
         if band is not None:
-            ax.fill_between(t, band[0], band[1], color="C0", alpha=0.25, lw=0, label="90% predictive")
-        ax.plot(t, predicted, color="C0", lw=1.5, label=("posterior median" if band is not None else "fit") + model_name)
+            ax.fill_between(
+                t, band[0], band[1], color="C0", alpha=0.25, lw=0, label="90% predictive"
+            )
+        ax.plot(
+            t,
+            predicted,
+            color="C0",
+            lw=1.5,
+            label=("posterior median" if band is not None else "fit") + model_name,
+        )
         ax.plot(data_t, observed, "o", color="k", ms=3.5, label="data")
         ax.set_xlabel(meta.time_label())
         ax.set_ylabel(meta.label(name, data_name=True))
@@ -484,27 +645,52 @@ def posterior(src: Source):
     shape = next(iter(draws.values())).shape
     for name, value in draws.items():
         if value.shape != shape:
-            raise DataError(src.path, f"/posterior/{name}", f"expected shape {shape} like the other quantities, found {value.shape}")
-    diverging = src.array("sample_stats/diverging", ndim=2) if src.has("sample_stats/diverging") else np.zeros(shape)
+            raise DataError(
+                src.path,
+                f"/posterior/{name}",
+                f"expected shape {shape} like the other quantities, found {value.shape}",
+            )
+    diverging = (
+        src.array("sample_stats/diverging", ndim=2)
+        if src.has("sample_stats/diverging")
+        else np.zeros(shape)
+    )
     if diverging.shape != shape:
         diverging = np.zeros(shape)
     traced = list(draws)[:_MAX_TRACES]
     paired = list(draws)[:_MAX_PAIRS]
     if len(draws) > _MAX_PAIRS:
-        left_out.append(f"{', '.join(list(draws)[_MAX_PAIRS:])} (only the first {_MAX_PAIRS} fit a pair plot)")
+        left_out.append(
+            f"{', '.join(list(draws)[_MAX_PAIRS:])} (only the first {_MAX_PAIRS} fit a pair plot)"
+        )
     observed = _predictive(src)
     size = len(paired)
-    fig = new_figure(17 if size > 5 else 16, min(max(1.3 * len(traced), 2.8 * max(len(observed), 1), 1.3 * size + 1.0, 7.0), 13.0) + 0.4)
-    left, middle, right = fig.subfigures(1, 3, width_ratios=[1.0, 1.6 if size > 5 else 1.4, 1.1] if observed else [1.0, 1.6, 0.05])
+    fig = new_figure(
+        17 if size > 5 else 16,
+        min(max(1.3 * len(traced), 2.8 * max(len(observed), 1), 1.3 * size + 1.0, 7.0), 13.0) + 0.4,
+    )
+    left, middle, right = fig.subfigures(
+        1, 3, width_ratios=[1.0, 1.6 if size > 5 else 1.4, 1.1] if observed else [1.0, 1.6, 0.05]
+    )
     _traces(left, draws, traced, meta)
     _pairs(middle, draws, paired, diverging.astype(bool), meta)
     for k, (name, (data_t, obs, t, bands)) in enumerate(observed.items()):
         ax = right.add_subplot(len(observed), 1, k + 1)
-        _data_and_curve(ax, meta, name, data_t, obs, t, bands["50%"], band=(bands["5%"], bands["95%"]))
+        _data_and_curve(
+            ax, meta, name, data_t, obs, t, bands["50%"], band=(bands["5%"], bands["95%"])
+        )
     if observed:
         right.suptitle("posterior predictive", fontsize=9)
     if left_out:
-        fig.text(0.5, 0.002, "not drawn: " + "; ".join(left_out), ha="center", va="bottom", fontsize=8, color="crimson")
+        fig.text(
+            0.5,
+            0.002,
+            "not drawn: " + "; ".join(left_out),
+            ha="center",
+            va="bottom",
+            fontsize=8,
+            color="crimson",
+        )
     return fig
 
 
@@ -518,11 +704,18 @@ def _predictive(src: Source) -> dict:
         if not src.has(f"predictive/{name}"):
             continue
         obs = src.values(node, f"data/observables/{name}", min_ndim=1)
-        src.check_length(f"data/observables/{name}", obs, len(data_t), "one value per observation time")
+        src.check_length(
+            f"data/observables/{name}", obs, len(data_t), "one value per observation time"
+        )
         bands = {}
         for q in ("5%", "50%", "95%"):
             bands[q] = src.array(f"predictive/{name}/{q}", min_ndim=1)
-            src.check_length(f"predictive/{name}/{q}", bands[q], len(t), "one value per entry of /predictive/time")
+            src.check_length(
+                f"predictive/{name}/{q}",
+                bands[q],
+                len(t),
+                "one value per entry of /predictive/time",
+            )
         out[name] = (data_t, obs, t, bands)
     return dict(list(out.items())[:_MAX_PANELS])
 
@@ -583,7 +776,12 @@ def _pairs(subfig, draws, names, diverging, meta) -> None:
             elif j > 0 and i != j:
                 ax.yaxis.set_major_formatter(NullFormatter())
     thinned = f", {shown.size:,} of {total:,} draws shown" if shown.size < total else ""
-    subfig.suptitle("pair plot" + thinned + (f" ({int(div.sum())} divergent draws in red)" if div.any() else ""), fontsize=9)
+    subfig.suptitle(
+        "pair plot"
+        + thinned
+        + (f" ({int(div.sum())} divergent draws in red)" if div.any() else ""),
+        fontsize=9,
+    )
 
 
 def _quantity(meta, name: str, unit: bool = True) -> str:

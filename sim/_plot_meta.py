@@ -30,8 +30,20 @@ _SILENT = ("", "1", "reduced", "none", "dimensionless")
 # Reduced Lennard-Jones units (k_B = 1) and the molecular "real" units (nm, ps, kJ/mol,
 # K, bar), per quantity.
 MD_UNITS = {
-    "reduced": {"energy": "ε", "time": "τ", "temperature": "ε/$k_B$", "pressure": "ε/σ³", "length": "σ"},
-    "real": {"energy": "kJ/mol", "time": "ps", "temperature": "K", "pressure": "bar", "length": "nm"},
+    "reduced": {
+        "energy": "ε",
+        "time": "τ",
+        "temperature": "ε/$k_B$",
+        "pressure": "ε/σ³",
+        "length": "σ",
+    },
+    "real": {
+        "energy": "kJ/mol",
+        "time": "ps",
+        "temperature": "K",
+        "pressure": "bar",
+        "length": "nm",
+    },
 }
 
 
@@ -56,7 +68,9 @@ def time_unit_of(units: list[str]) -> str:
         return ""
     best = max(found.values())
     # (ties: the name of the first parameter that names one)
-    order = [n for u in units if "/" in u for n in _FACTOR.findall(u.split("/", 1)[1]) if n != "sqrt"]
+    order = [
+        n for u in units if "/" in u for n in _FACTOR.findall(u.split("/", 1)[1]) if n != "sqrt"
+    ]
     return next(n for n in order if found[n] == best)
 
 
@@ -92,16 +106,30 @@ class Meta:
             table = self.model_table.get("parameters", {})
             for name, spec in table.items() if isinstance(table, dict) else ():
                 if isinstance(spec, dict):
-                    self.parameters[name] = (spec.get("value"), str(spec.get("unit", "")), str(spec.get("doc", "")))
+                    self.parameters[name] = (
+                        spec.get("value"),
+                        str(spec.get("unit", "")),
+                        str(spec.get("doc", "")),
+                    )
                 else:
                     self.parameters[name] = (spec, "", "")
         self.time_unit = time_unit_of([unit for _, unit, _ in self.parameters.values()])
-        self.state_unit = str(getattr(self.cls, "initial_units", "") or "") if self.cls is not None else ""
-        self.state_names = tuple(getattr(self.cls, "state_names", ()) or ()) if self.cls is not None else tuple(self._table("states"))
+        self.state_unit = (
+            str(getattr(self.cls, "initial_units", "") or "") if self.cls is not None else ""
+        )
+        self.state_names = (
+            tuple(getattr(self.cls, "state_names", ()) or ())
+            if self.cls is not None
+            else tuple(self._table("states"))
+        )
         system = self.config.get("system", {})
         self.md_system = system if isinstance(system, dict) else {}
         self.md_units = None
-        if self.cls is not None and any(unit == "reduced" for _, unit, _ in self.parameters.values()) or "h5md" in record:
+        if (
+            self.cls is not None
+            and any(unit == "reduced" for _, unit, _ in self.parameters.values())
+            or "h5md" in record
+        ):
             wanted = str(self.md_system.get("units", "reduced"))
             self.md_units = MD_UNITS.get(wanted, MD_UNITS["reduced"]) | {"name": wanted}
             self.time_unit = self.md_units["time"]
@@ -111,7 +139,9 @@ class Meta:
         observed = data.get("observables", {})
         # model observable -> the data's name for it (the dataset's last path component)
         self.data_names = {
-            str(k): str(v).rstrip("/").rsplit("/", 1)[-1] for k, v in (observed.items() if isinstance(observed, dict) else ()) if str(v).strip("/")
+            str(k): str(v).rstrip("/").rsplit("/", 1)[-1]
+            for k, v in (observed.items() if isinstance(observed, dict) else ())
+            if str(v).strip("/")
         }
         self.data_file = str(data.get("file", "")).rsplit("/", 1)[-1]
 
@@ -159,13 +189,20 @@ class Meta:
     def parameter_unit(self, name: str) -> str:
         """The unit of a parameter or of `initial.<state>` ("" when unknown or silent)."""
         head, _, rest = name.partition(".")
-        unit = self.unit_of(rest) if head == "initial" and rest else self.parameters.get(name, (None, "", ""))[1]
+        unit = (
+            self.unit_of(rest)
+            if head == "initial" and rest
+            else self.parameters.get(name, (None, "", ""))[1]
+        )
         return "" if unit.strip() in _SILENT else unit
 
     def parameter_label(self, name: str) -> str:
         """A parameter (or `initial.<state>`) with its unit, for sweep and posterior axes."""
         head, _, rest = name.partition(".")
-        return with_unit(f"initial {rest}" if head == "initial" and rest else name.replace("_", " "), self.parameter_unit(name))
+        return with_unit(
+            f"initial {rest}" if head == "initial" and rest else name.replace("_", " "),
+            self.parameter_unit(name),
+        )
 
     def particle_count(self, record) -> int | None:
         """The number of particles of an MD file or sweep: from its positions, else from
@@ -189,12 +226,14 @@ class Meta:
         defaults (all of them when the defaults are unknown)."""
         params = self.config.get("params", {})
         out = []
-        for name, value in (params.items() if isinstance(params, dict) else ()):
+        for name, value in params.items() if isinstance(params, dict) else ():
             if name in exclude:
                 continue
             value = _number(value)
             default = _number(self.parameters.get(name, (None,))[0])
-            if value is None or (default is not None and math.isclose(value, default, rel_tol=1e-9, abs_tol=0.0)):
+            if value is None or (
+                default is not None and math.isclose(value, default, rel_tol=1e-9, abs_tol=0.0)
+            ):
                 continue
             out.append(f"{name} = {_fmt(value)}")
         return out
@@ -220,19 +259,40 @@ class Meta:
                 if solver.get("method"):
                     extra.append(str(solver["method"]))
             changed = self.changed_parameters()
-            text = head + (": " + ", ".join(changed) if changed else ", default parameters" if self.parameters else "")
+            text = head + (
+                ": " + ", ".join(changed)
+                if changed
+                else ", default parameters"
+                if self.parameters
+                else ""
+            )
             return text + ("\n" + ", ".join(extra) if extra else "")
         if kind == "sweep":
             swept = _swept(record)
             runs = _runs(record)
-            mode = self.config.get("sweep", {}).get("mode", "grid") if isinstance(self.config.get("sweep"), dict) else "grid"
+            mode = (
+                self.config.get("sweep", {}).get("mode", "grid")
+                if isinstance(self.config.get("sweep"), dict)
+                else "grid"
+            )
             shape = _grid_shape(record)
-            design = " × ".join(map(str, shape)) + " grid" if mode == "grid" and len(shape) > 1 else f"{mode} design"
+            design = (
+                " × ".join(map(str, shape)) + " grid"
+                if mode == "grid" and len(shape) > 1
+                else f"{mode} design"
+            )
             changed = self.changed_parameters(exclude=swept)
             text = f"{model} sweep over {', '.join(swept)}: {runs} runs, {design}"
             return text + ("\n" + ", ".join(changed) if changed else "")
         if kind == "fit":
-            what = ", ".join(x for x in (f"{fit['loss']} loss" if fit.get("loss") else "", str(fit.get("optimizer", ""))) if x)
+            what = ", ".join(
+                x
+                for x in (
+                    f"{fit['loss']} loss" if fit.get("loss") else "",
+                    str(fit.get("optimizer", "")),
+                )
+                if x
+            )
             data = f" to {self.data_file}" if self.data_file else ""
             return f"{model} fitted{data}" + (f" ({what})" if what else "")
         if kind == "posterior":

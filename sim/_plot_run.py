@@ -39,7 +39,14 @@ def ode(src: Source):
         series[name] = value.reshape(len(t), -1)
     logarithmic = log_time(t)
     scalars = [n for n, v in series.items() if v.shape[1] == 1]
-    phase = scalars if 2 <= len(scalars) <= 3 and len(series) == len(scalars) and len(t) >= _PHASE_MIN_SAVES and not logarithmic else []
+    phase = (
+        scalars
+        if 2 <= len(scalars) <= 3
+        and len(series) == len(scalars)
+        and len(t) >= _PHASE_MIN_SAVES
+        and not logarithmic
+        else []
+    )
     rows = len(series)
     fig = new_figure(11 if phase else 8, min(2.0 + 1.6 * rows, 12))
     grid = fig.add_gridspec(rows, 2 if phase else 1, width_ratios=[1.4, 1] if phase else None)
@@ -50,7 +57,14 @@ def ode(src: Source):
         first = first or ax
         for j in range(value.shape[1]):
             label = name if value.shape[1] == 1 else f"{name}[{j}]"
-            ax.plot(shown_t, value[:, j], marker="o" if len(t) <= 12 else None, ms=3.5, lw=1.2, label=label)
+            ax.plot(
+                shown_t,
+                value[:, j],
+                marker="o" if len(t) <= 12 else None,
+                ms=3.5,
+                lw=1.2,
+                label=label,
+            )
         ax.set_ylabel(meta.label(name))
         if value.shape[1] > 1 and value.shape[1] <= 8:
             ax.legend(fontsize=7, loc="best")
@@ -97,11 +111,24 @@ def ensemble(src: Source):
         first = first or ax
         paths = value.shape[1]
         for j in range(min(paths, 20)):
-            ax.plot(shown_t, value[:, j], color="0.6", lw=0.5, alpha=0.6, label="paths" if j == 0 else None)
+            ax.plot(
+                shown_t,
+                value[:, j],
+                color="0.6",
+                lw=0.5,
+                alpha=0.6,
+                label="paths" if j == 0 else None,
+            )
         if paths > 1:
             low, high = np.nanpercentile(value, [5, 95], axis=1)
             ax.fill_between(shown_t, low, high, color="C0", alpha=0.2, lw=0, label="5-95%")
-            ax.plot(shown_t, np.nanmean(value, axis=1), color="C0", lw=1.8, label=f"mean of {paths} paths")
+            ax.plot(
+                shown_t,
+                np.nanmean(value, axis=1),
+                color="C0",
+                lw=1.8,
+                label=f"mean of {paths} paths",
+            )
         ax.set_ylabel(meta.label(name))
         ax.legend(fontsize=7, loc="best")
         if i < rows - 1:
@@ -124,7 +151,9 @@ def pde(src: Source):
     grid = src.group("grid")
     axes = [a for a in ("x", "y", "z") if a in grid]
     if not axes:
-        raise DataError(src.path, "/grid", "expected datasets x (and y, z) with the grid coordinates")
+        raise DataError(
+            src.path, "/grid", "expected datasets x (and y, z) with the grid coordinates"
+        )
     coords = [src.values(grid[a], f"grid/{a}", ndim=1) for a in axes]
     shape = tuple(len(c) for c in coords)
     fields, scalars = {}, {}
@@ -136,7 +165,11 @@ def pde(src: Source):
         elif value.ndim == 1:
             scalars[name] = value
         else:
-            raise DataError(src.path, f"/observables/{name}", f"expected shape [{len(t)}] or [{len(t)}, {', '.join(map(str, shape))}], found {value.shape}")
+            raise DataError(
+                src.path,
+                f"/observables/{name}",
+                f"expected shape [{len(t)}] or [{len(t)}, {', '.join(map(str, shape))}], found {value.shape}",
+            )
     if not fields and not scalars:
         raise DataError(src.path, "/observables", "no field or scalar observables to draw")
     one_d = len(shape) == 1
@@ -156,7 +189,14 @@ def pde(src: Source):
         ax.plot(t, value, marker="o" if len(t) <= 12 else None, ms=3, lw=1.2)
         ax.set_xlabel(meta.time_label())
         ax.set_ylabel(meta.label(name))
-        _note_if_conserved(ax, value, max((float(np.nanmax(np.abs(f))) for f in fields.values() if np.isfinite(f).any()), default=0.0))
+        _note_if_conserved(
+            ax,
+            value,
+            max(
+                (float(np.nanmax(np.abs(f))) for f in fields.values() if np.isfinite(f).any()),
+                default=0.0,
+            ),
+        )
     return fig
 
 
@@ -173,14 +213,29 @@ def _note_if_conserved(ax, value, reference: float) -> None:
         middle = float(np.mean(finite))
         ax.lines[-1].set_ydata(np.where(np.isfinite(value), middle, np.nan))
         ax.set_ylim(middle - 0.1 * scale, middle + 0.1 * scale)
-        ax.text(0.02, 0.06, f"conserved: varies by {change:.1e}", transform=ax.transAxes, fontsize=8, color="0.3")
+        ax.text(
+            0.02,
+            0.06,
+            f"conserved: varies by {change:.1e}",
+            transform=ax.transAxes,
+            fontsize=8,
+            color="0.3",
+        )
 
 
 def _field_1d(fig, gs, row, name, t, x, value, meta):
     ax = fig.add_subplot(gs[row, 0])
     extent = [x[0], x[-1], t[0], t[-1]] if x[-1] > x[0] and t[-1] > t[0] else None
     norm, cmap = shared_norm([value])
-    image = ax.imshow(np.ma.masked_invalid(value), origin="lower", aspect="auto", extent=extent, cmap=cmap, norm=norm, interpolation="nearest")
+    image = ax.imshow(
+        np.ma.masked_invalid(value),
+        origin="lower",
+        aspect="auto",
+        extent=extent,
+        cmap=cmap,
+        norm=norm,
+        interpolation="nearest",
+    )
     fig.colorbar(image, ax=ax, label=meta.label(name))
     ax.set_xlabel("x")
     ax.set_ylabel(meta.time_label())
@@ -200,11 +255,17 @@ def _field_nd(fig, gs, row, name, t, coords, value, meta):
     middle = tuple(len(c) // 2 for c in coords[2:])  # 3D: the middle z slice
     frames = [value[(i, slice(None), slice(None), *middle)] for i in indices]
     norm, cmap = shared_norm(frames)
-    extent = [coords[0][0], coords[0][-1], coords[1][0], coords[1][-1]] if coords[0][-1] > coords[0][0] and coords[1][-1] > coords[1][0] else None
+    extent = (
+        [coords[0][0], coords[0][-1], coords[1][0], coords[1][-1]]
+        if coords[0][-1] > coords[0][0] and coords[1][-1] > coords[1][0]
+        else None
+    )
     axes = []
     for col, (i, frame) in enumerate(zip(indices, frames)):
         ax = fig.add_subplot(gs[row, col])
-        image = ax.imshow(np.ma.masked_invalid(frame.T), origin="lower", extent=extent, cmap=cmap, norm=norm)
+        image = ax.imshow(
+            np.ma.masked_invalid(frame.T), origin="lower", extent=extent, cmap=cmap, norm=norm
+        )
         ax.set_title(f"t = {t[i]:.4g}" + (" (middle z)" if middle else ""), fontsize=9)
         ax.set_xlabel("x")
         if col == 0:
@@ -231,11 +292,22 @@ def md(src: Source):
     """Energies per particle, temperature and pressure over time in the run's unit system
     (reduced Lennard-Jones units unless the config says otherwise), and g(r)."""
     meta = src.meta
-    units = meta.md_units or {"energy": "", "temperature": "", "pressure": "", "length": "", "time": ""}
+    units = meta.md_units or {
+        "energy": "",
+        "temperature": "",
+        "pressure": "",
+        "length": "",
+        "time": "",
+    }
     # An H5MD file may hold positions only (an empty or absent /observables).
     observables = src.lookup("observables") if src.has("observables") else {}
     observables = dict(observables) if isinstance(observables, dict) else {}
-    particles = src.lookup("particles/all/position/value").shape[1] if src.has("particles/all/position/value") and np.ndim(src.lookup("particles/all/position/value")) == 3 else None
+    particles = (
+        src.lookup("particles/all/position/value").shape[1]
+        if src.has("particles/all/position/value")
+        and np.ndim(src.lookup("particles/all/position/value")) == 3
+        else None
+    )
     series = {}
     for name, node in observables.items():
         if not isinstance(node, dict) or "value" not in node or name == "rdf":
@@ -243,17 +315,29 @@ def md(src: Source):
         value = src.values(node["value"], f"observables/{name}/value", min_ndim=1)
         if value.ndim != 1:
             continue
-        time = src.values(node["time"], f"observables/{name}/time", ndim=1) if "time" in node else np.arange(len(value), dtype=float)
-        src.check_length(f"observables/{name}/value", value, len(time), "one value per entry of its time")
+        time = (
+            src.values(node["time"], f"observables/{name}/time", ndim=1)
+            if "time" in node
+            else np.arange(len(value), dtype=float)
+        )
+        src.check_length(
+            f"observables/{name}/value", value, len(time), "one value per entry of its time"
+        )
         if name in _ENERGIES and particles:
             value = value / particles
         series[name] = (time, value)
     rdf = _stored_rdf(src) or _rdf(src)
-    panels = [p for p in ("energy", "temperature", "pressure") if (p == "energy" and any(n in series for n in _ENERGIES)) or p in series]
+    panels = [
+        p
+        for p in ("energy", "temperature", "pressure")
+        if (p == "energy" and any(n in series for n in _ENERGIES)) or p in series
+    ]
     others = [n for n in series if n not in _ENERGIES and n not in ("temperature", "pressure")]
     panels += others
     if not panels and rdf is None:
-        raise DataError(src.path, "/observables", "no scalar observables and no particle positions to draw")
+        raise DataError(
+            src.path, "/observables", "no scalar observables and no particle positions to draw"
+        )
     count = len(panels) + 1
     cols = 2
     rows = -(-count // cols)
@@ -265,19 +349,34 @@ def md(src: Source):
             for name in _ENERGIES:
                 if name in series:
                     ax.plot(*series[name], label=pretty(name).replace(" energy", ""))
-            ax.set_ylabel(with_unit("energy per particle" if particles else "energy (total)", units["energy"]))
+            ax.set_ylabel(
+                with_unit("energy per particle" if particles else "energy (total)", units["energy"])
+            )
             ax.legend(fontsize=7, ncols=2)
         else:
             ax.plot(*series[panel])
             ax.set_ylabel(with_unit(pretty(panel), units.get(panel, "")))
-            target = meta.config.get("solver", {}).get("temperature") if panel == "temperature" and isinstance(meta.config.get("solver"), dict) else None
+            target = (
+                meta.config.get("solver", {}).get("temperature")
+                if panel == "temperature" and isinstance(meta.config.get("solver"), dict)
+                else None
+            )
             if isinstance(target, (int, float)) and not isinstance(target, bool):
-                ax.axhline(float(target), color="0.5", ls="--", lw=0.8, label=f"thermostat {target:g}")
+                ax.axhline(
+                    float(target), color="0.5", ls="--", lw=0.8, label=f"thermostat {target:g}"
+                )
                 ax.legend(fontsize=7)
         ax.set_xlabel(with_unit("time", units["time"]))
     ax = fig.add_subplot(gs[len(panels) // cols, len(panels) % cols])
     if rdf is None:
-        ax.text(0.5, 0.5, "g(r) needs positions in a periodic box", ha="center", va="center", transform=ax.transAxes)
+        ax.text(
+            0.5,
+            0.5,
+            "g(r) needs positions in a periodic box",
+            ha="center",
+            va="center",
+            transform=ax.transAxes,
+        )
         ax.set_axis_off()
     else:
         r, curves, title = rdf
@@ -299,11 +398,19 @@ def _stored_rdf(src: Source):
     r = src.array("observables/rdf/r", ndim=1)
     value = src.array("observables/rdf/value", min_ndim=2)
     if value.shape[-1] != len(r):
-        raise DataError(src.path, "/observables/rdf/value", f"expected {len(r)} bins (one per entry of /observables/rdf/r), found {value.shape[-1]}")
+        raise DataError(
+            src.path,
+            "/observables/rdf/value",
+            f"expected {len(r)} bins (one per entry of /observables/rdf/r), found {value.shape[-1]}",
+        )
     rows = value[-1].reshape(-1, len(r))
     # (pairs of species in the order (0, 0), (0, 1), ..., (1, 1), ...: S (S + 1) / 2 rows)
     species = int(round((np.sqrt(8 * len(rows) + 1) - 1) / 2))
-    labels = ["g(r)"] if len(rows) == 1 else [f"species {a}-{b}" for a in range(species) for b in range(a, species)]
+    labels = (
+        ["g(r)"]
+        if len(rows) == 1
+        else [f"species {a}-{b}" for a in range(species) for b in range(a, species)]
+    )
     averaged = np.any(np.isfinite(value.reshape(len(value), -1)), axis=1)
     since = ""
     if src.has("observables/rdf/time") and np.any(averaged):
@@ -321,14 +428,22 @@ def _rdf(src: Source):
         return None
     position = src.array("particles/all/position/value", ndim=3)
     edges_node = box["edges"]
-    edges = src.values(edges_node["value"] if isinstance(edges_node, dict) else edges_node, "particles/all/box/edges", min_ndim=1)
+    edges = src.values(
+        edges_node["value"] if isinstance(edges_node, dict) else edges_node,
+        "particles/all/box/edges",
+        min_ndim=1,
+    )
     edges = edges.reshape(-1, position.shape[2])[-1] if edges.ndim > 1 else edges
     if edges.shape != (position.shape[2],) or not np.all(edges > 0):
-        raise DataError(src.path, "/particles/all/box/edges", f"expected {position.shape[2]} positive box lengths, found {edges}")
+        raise DataError(
+            src.path,
+            "/particles/all/box/edges",
+            f"expected {position.shape[2]} positive box lengths, found {edges}",
+        )
     n, dim = position.shape[1:]
     if n < 2 or not np.all(np.isfinite(position[-1])):
         return None
-    frames = position[-min(_RDF_FRAMES, len(position)):]
+    frames = position[-min(_RDF_FRAMES, len(position)) :]
     r_max = 0.5 * float(np.min(edges))
     bins = np.linspace(0.0, r_max, 101)
     counts = np.zeros(len(bins) - 1)
@@ -343,7 +458,16 @@ def _rdf(src: Source):
             r[np.arange(len(ref)), ref] = np.inf
             counts += np.histogram(r, bins=bins)[0]
     density = n / float(np.prod(edges))
-    shell = (np.pi * np.diff(bins**2)) if dim == 2 else (4.0 / 3.0 * np.pi * np.diff(bins**3)) if dim == 3 else 2 * np.diff(bins)
+    shell = (
+        (np.pi * np.diff(bins**2))
+        if dim == 2
+        else (4.0 / 3.0 * np.pi * np.diff(bins**3))
+        if dim == 3
+        else 2 * np.diff(bins)
+    )
     g = counts / (len(frames) * len(refs) * density * shell)
-    return 0.5 * (bins[1:] + bins[:-1]), [("g(r)", g)], f"radial distribution, last {len(frames)} saved frame{'s' if len(frames) > 1 else ''}"
-
+    return (
+        0.5 * (bins[1:] + bins[:-1]),
+        [("g(r)", g)],
+        f"radial distribution, last {len(frames)} saved frame{'s' if len(frames) > 1 else ''}",
+    )

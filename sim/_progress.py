@@ -96,12 +96,15 @@ class Clock:
         low, high = self._loop
         return max(high - low - self._compiling_within(low, high), 0.0)
 
-
     def summary(self, work: str) -> str:
         """'compiled in 2.1 s, 68 steps in 4 ms, 2.2 s in all': `work` is what the followed
         loop did (its time without compiling); without a loop, the rest of the time."""
         done = self.looping
-        rest = f"{work} in {seconds(done)}" if done is not None else f"{work} and the rest in {seconds(max(self.total - self.compiling, 0.0))}"
+        rest = (
+            f"{work} in {seconds(done)}"
+            if done is not None
+            else f"{work} and the rest in {seconds(max(self.total - self.compiling, 0.0))}"
+        )
         return f"compiled in {seconds(self.compiling)}, {rest}, {seconds(self.total)} in all"
 
 
@@ -146,7 +149,13 @@ class Progress:
         if self.bar:
             # (rich is imported only when a bar is shown)
             from rich.console import Console
-            from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                TextColumn,
+                TimeElapsedColumn,
+                TimeRemainingColumn,
+            )
             from rich.progress import Progress as _RichProgress
 
             self._bar = _RichProgress(
@@ -182,7 +191,12 @@ class Progress:
         if self._bar is not None and self._task is not None:
             self._bar.advance(self._task, n)
         self._done += n
-        if self.enabled and not self.bar and self._total > 0 and self._done * 10 >= self._next_line * self._total:
+        if (
+            self.enabled
+            and not self.bar
+            and self._total > 0
+            and self._done * 10 >= self._next_line * self._total
+        ):
             self._line()
             self._next_line = self._done * 10 // self._total + 1
 
@@ -190,12 +204,18 @@ class Progress:
         now = time.perf_counter()
         elapsed = now - self._began
         # (the rate of the work itself: compiling, known within a `Clock`, is left out)
-        working = elapsed - (Clock._active._compiling_within(self._began, now) if Clock._active is not None else 0.0)
+        working = elapsed - (
+            Clock._active._compiling_within(self._began, now) if Clock._active is not None else 0.0
+        )
         rate = self._done / working if working > 0 else float("inf")
         left = (self._total - self._done) / rate if rate > 0 else float("inf")
         eta = "done" if self._done >= self._total else f"ETA {seconds(left)}"
         per = "-" if rate == float("inf") else f"{rate:,.0f}/s" if rate >= 100 else f"{rate:.3g}/s"
-        print(f"{self.description}: {self._done:,} of {self._total:,} ({100 * self._done // self._total}%), {per}, {seconds(elapsed)} elapsed, {eta}", file=self.stream, flush=True)
+        print(
+            f"{self.description}: {self._done:,} of {self._total:,} ({100 * self._done // self._total}%), {per}, {seconds(elapsed)} elapsed, {eta}",
+            file=self.stream,
+            flush=True,
+        )
 
     def __exit__(self, *exc) -> None:
         if self._bar is not None:

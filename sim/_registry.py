@@ -44,7 +44,9 @@ def _load(name: str) -> type[Model]:
     module, attribute = _DEFERRED[name]
     cls = getattr(importlib.import_module(module), attribute)
     if cls.name != name:
-        raise ValueError(f"{module}.{attribute} is registered as {name!r} but calls itself {cls.name!r}")
+        raise ValueError(
+            f"{module}.{attribute} is registered as {name!r} but calls itself {cls.name!r}"
+        )
     del _DEFERRED[name]
     _MODELS[name] = cls
     return cls
@@ -73,7 +75,9 @@ def model_class(name: str) -> type[Model]:
         return _load(name)
     if name in plugin_entry_points():
         return plugin_class(name)
-    raise ValueError(f"unknown model {name!r}; `sim models` lists them.{did_you_mean(name, model_names())}")
+    raise ValueError(
+        f"unknown model {name!r}; `sim models` lists them.{did_you_mean(name, model_names())}"
+    )
 
 
 def model_options(cls: type[Model]) -> tuple[str, ...]:

@@ -27,13 +27,20 @@ class RunSink:
     seed: int | None = None
 
     def create(self, f: h5py.File, rows: dict[str, np.ndarray]) -> None:
-        write_root_attrs(f, format="simjax.run", model=self.model, config=self.config, seed=self.seed)
+        write_root_attrs(
+            f, format="simjax.run", model=self.model, config=self.config, seed=self.seed
+        )
         f.create_dataset("time", data=np.asarray(self.time))
         group = f.create_group("observables")
         frames = len(self.time)
         for name, values in rows.items():
             values = np.asarray(values)
-            group.create_dataset(name, shape=(frames, *values.shape[1:]), dtype=values.dtype, fillvalue=_fill(values.dtype))
+            group.create_dataset(
+                name,
+                shape=(frames, *values.shape[1:]),
+                dtype=values.dtype,
+                fillvalue=_fill(values.dtype),
+            )
         write_group(f, "params", self.params)
         write_group(f, "initial", self.initial)
         for name, values in self.groups.items():
@@ -122,11 +129,19 @@ class RunResult(Result):
         for name, value in self.observables.items():
             value = np.asarray(value)
             rest = value.shape[1:]
-            on_grid = bool(grid) and len(rest) >= len(grid_shape) and rest[len(rest) - len(grid_shape):] == grid_shape
+            on_grid = (
+                bool(grid)
+                and len(rest) >= len(grid_shape)
+                and rest[len(rest) - len(grid_shape) :] == grid_shape
+            )
             other = len(rest) - (len(grid_shape) if on_grid else 0)
             dims = ["time", *(f"{name}_axis_{i}" for i in range(other)), *(grid if on_grid else ())]
             data[name] = (dims, value)
-        attrs = {"model": self.model, "config": self.config, **({"seed": self.seed} if self.seed is not None else {})}
+        attrs = {
+            "model": self.model,
+            "config": self.config,
+            **({"seed": self.seed} if self.seed is not None else {}),
+        }
         time_unit, length_unit = model_units(self.model, self.config)
         coords = {"time": ("time", np.asarray(self.time), _unit_attrs("time", time_unit))}
         for name, value in grid.items():
@@ -135,7 +150,9 @@ class RunResult(Result):
 
     def write(self, f: h5py.File) -> None:
         """The run layout (docs/architecture.md, File layouts) in `f`."""
-        sink = RunSink(self.model, self.config, self.time, self.params, self.initial, self.groups, self.seed)
+        sink = RunSink(
+            self.model, self.config, self.time, self.params, self.initial, self.groups, self.seed
+        )
         sink.create(f, self.observables)
         sink.write(f, 0, self.observables)
         sink.finish(f, self.stats)
@@ -200,7 +217,11 @@ def record_to_xarray(record: Record):
         from ._sweep_store import SweepResult
 
         return SweepResult.from_tree(record.attrs, dict(record)).to_xarray()
-    raise DataError(record.path, "format", f"{fmt or 'no simjax format'!r}: to_xarray reads run and sweep files (a fit has FitResult.to_xarray, a posterior to_arviz)")
+    raise DataError(
+        record.path,
+        "format",
+        f"{fmt or 'no simjax format'!r}: to_xarray reads run and sweep files (a fit has FitResult.to_xarray, a posterior to_arviz)",
+    )
 
 
 def _h5md_dataset(record: Record):
@@ -212,11 +233,17 @@ def _h5md_dataset(record: Record):
         try:
             return record[key]
         except (KeyError, TypeError):
-            raise DataError(record.path, f"/{key}", "missing; an H5MD run has this dataset") from None
+            raise DataError(
+                record.path, f"/{key}", "missing; an H5MD run has this dataset"
+            ) from None
 
     position = np.asarray(node("particles/all/position/value"), dtype=float)
     if position.ndim != 3:
-        raise DataError(record.path, "/particles/all/position/value", f"expected [time, particle, spatial], found shape {position.shape}")
+        raise DataError(
+            record.path,
+            "/particles/all/position/value",
+            f"expected [time, particle, spatial], found shape {position.shape}",
+        )
     frames, n, dim = position.shape
     particles = node("particles/all")
     if "image" in particles:
@@ -224,10 +251,21 @@ def _h5md_dataset(record: Record):
         position = position + np.asarray(node("particles/all/image/value")) * edges
     time = np.asarray(node("particles/all/position/time"), dtype=float)
     step = node("particles/all/position/step")
-    time_unit, length_unit = model_units(str(record.attrs.get("model", "")), str(record.attrs.get("config", "")))
-    data = {"position": (("time", "particle", "spatial"), position, _unit_attrs("position", length_unit))}
+    time_unit, length_unit = model_units(
+        str(record.attrs.get("model", "")), str(record.attrs.get("config", ""))
+    )
+    data = {
+        "position": (
+            ("time", "particle", "spatial"),
+            position,
+            _unit_attrs("position", length_unit),
+        )
+    }
     if "velocity" in particles:
-        data["velocity"] = (("time", "particle", "spatial"), np.asarray(node("particles/all/velocity/value")))
+        data["velocity"] = (
+            ("time", "particle", "spatial"),
+            np.asarray(node("particles/all/velocity/value")),
+        )
     observables = record.get("observables", {})
     for name, element in observables.items() if isinstance(observables, dict) else ():
         value = np.asarray(element.get("value")) if isinstance(element, dict) else None

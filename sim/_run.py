@@ -45,10 +45,15 @@ def _text_model(config: Config) -> Model:
     options = spec.options
     for key in options:
         if key not in _TEXT_MODEL_KEYS:
-            raise config.error(f"model.{key}", f"is not a key of a model written in its config (keys: name, {', '.join(_TEXT_MODEL_KEYS)})")
+            raise config.error(
+                f"model.{key}",
+                f"is not a key of a model written in its config (keys: name, {', '.join(_TEXT_MODEL_KEYS)})",
+            )
     for key in _TEXT_MODEL_KEYS:
         if key in options and not isinstance(options[key], dict):
-            raise config.error(f"model.{key}", f"expected a table, like [model.{key}], got {options[key]!r}")
+            raise config.error(
+                f"model.{key}", f"expected a table, like [model.{key}], got {options[key]!r}"
+            )
     try:
         for family in families():
             model = family.text_model(config)
@@ -59,7 +64,10 @@ def _text_model(config: Config) -> Model:
     except ValueError as e:
         where, _, why = str(e).partition(": ")
         raise config.error(f"model.{where}", why) from None
-    raise config.error("model", "a model written in its config needs [model.states] (an ODE or SDE) or [model.fields] (a PDE)")
+    raise config.error(
+        "model",
+        "a model written in its config needs [model.states] (an ODE or SDE) or [model.fields] (a PDE)",
+    )
 
 
 def _sbml_model(config: Config) -> Model:
@@ -67,9 +75,11 @@ def _sbml_model(config: Config) -> Model:
     options = dict(config.spec.model.options)
     source = options.pop("sbml")
     for key in options:
-        raise config.error(f"model.{key}", "is not a key of an SBML model's [model] (keys: name, sbml)")
+        raise config.error(
+            f"model.{key}", "is not a key of an SBML model's [model] (keys: name, sbml)"
+        )
     if not isinstance(source, str) or not source:
-        raise config.error("model.sbml", f"expected an SBML file like \"model.xml\", got {source!r}")
+        raise config.error("model.sbml", f'expected an SBML file like "model.xml", got {source!r}')
     from physics.ode import SbmlError, sbml_model  # (the SBML importer: for SBML configs only)
 
     try:
@@ -86,7 +96,9 @@ def _model_class(config: Config) -> tuple[type[Model], dict[str, Any]]:
     if "source" in options:
         source = options.pop("source")
         if not isinstance(source, str):
-            raise config.error("model.source", f"expected a file like \"my_models.py:ClassName\", got {source!r}")
+            raise config.error(
+                "model.source", f'expected a file like "my_models.py:ClassName", got {source!r}'
+            )
         try:
             return source_class(source, config.base_dir), options
         except SourceError as e:
@@ -97,7 +109,8 @@ def _model_class(config: Config) -> tuple[type[Model], dict[str, Any]]:
         raise config.error("model.name", str(e)) from None
     except ValueError:
         raise config.error(
-            "model.name", f"unknown model {spec.name!r}; `sim models` lists them.{did_you_mean(spec.name, model_names())}"
+            "model.name",
+            f"unknown model {spec.name!r}; `sim models` lists them.{did_you_mean(spec.name, model_names())}",
         ) from None
 
 
@@ -110,7 +123,9 @@ def build_model(config: Config) -> Model:
         try:
             family = family_of(model)
         except TypeError:
-            raise config.error("events", f"model {config.spec.model.name!r} belongs to no family that takes events") from None
+            raise config.error(
+                "events", f"model {config.spec.model.name!r} belongs to no family that takes events"
+            ) from None
         model = family.with_events(model, config)
     return model
 
@@ -122,12 +137,19 @@ def _build_model(config: Config) -> Model:
     if "sbml" in spec.options:
         return _sbml_model(config)
     cls, options = _model_class(config)
-    label = repr(spec.name) if "source" not in spec.options else f"{cls.__name__} of {spec.options['source']!r}"
+    label = (
+        repr(spec.name)
+        if "source" not in spec.options
+        else f"{cls.__name__} of {spec.options['source']!r}"
+    )
     allowed = model_options(cls)
     for key in options:
         if key not in allowed:
             listed = ", ".join(allowed) if allowed else "none"
-            raise config.error(f"model.{key}", f"model {label} has no option {key!r} (options: {listed}).{did_you_mean(key, allowed)}")
+            raise config.error(
+                f"model.{key}",
+                f"model {label} has no option {key!r} (options: {listed}).{did_you_mean(key, allowed)}",
+            )
     try:
         family = family_of(cls)
     except TypeError:  # a model of no family: only `simulate` can run it, not a config
@@ -137,7 +159,9 @@ def _build_model(config: Config) -> Model:
         family.refuse_foreign(config)
         for key, (at, value) in family.model_options(config).items():
             if key not in allowed:
-                raise config.error(at, f"model {label} takes no option {key!r}.{did_you_mean(key, allowed)}")
+                raise config.error(
+                    at, f"model {label} takes no option {key!r}.{did_you_mean(key, allowed)}"
+                )
             options[key], where[key] = value, at
     try:
         return cls(**options)
@@ -157,12 +181,18 @@ def number(config: Config, key: str, value: Any) -> float:
     try:
         v = float(value)
     except OverflowError:  # an integer beyond the float range
-        raise config.error(key, f"expected a finite number, got an integer of {value.bit_length()} bits, beyond the float range") from None
+        raise config.error(
+            key,
+            f"expected a finite number, got an integer of {value.bit_length()} bits, beyond the float range",
+        ) from None
     if not math.isfinite(v):
         raise config.error(key, f"expected a finite number, got {value!r}")
     tiny = float(np.finfo(float).tiny)
     if v != 0 and abs(v) < tiny:
-        raise config.error(key, f"{value!r} is below the smallest normal float ({tiny!r}); expected 0 or a magnitude of at least that")
+        raise config.error(
+            key,
+            f"{value!r} is below the smallest normal float ({tiny!r}); expected 0 or a magnitude of at least that",
+        )
     return v
 
 
@@ -180,7 +210,9 @@ def resolve_params(config: Config, model: Model) -> dict[str, jax.Array]:
         v = number(config, f"params.{key}", value)
         problem = declared.violation(v)
         if problem is not None:
-            raise config.error(f"params.{key}", f"expected {problem} ({declared.doc}), got {value!r}")
+            raise config.error(
+                f"params.{key}", f"expected {problem} ({declared.doc}), got {value!r}"
+            )
         params[key] = float_array(v)
     return params
 
@@ -189,7 +221,11 @@ def named_initial(config: Config, model: NamedStateModel) -> dict[str, jax.Array
     """Initial values per state component of a named-state model (ODE, SDE): the
     config's `[initial]`, or the model's defaults. (Defaults that the parameters
     determine are left out: each run computes them from its own parameters.)"""
-    initial = {n: v for n, v in model.default_initial().items() if n not in model.parameter_dependent_initial}
+    initial = {
+        n: v
+        for n, v in model.default_initial().items()
+        if n not in model.parameter_dependent_initial
+    }
     for key, value in config.spec.initial.items():
         if key not in model.state_names:
             raise config.error(
@@ -214,7 +250,9 @@ def initial_vector(model: NamedStateModel, initial, params=None) -> jax.Array:
         return model.initial_state(initial, params)
     y0 = jnp.asarray(initial, dtype=float)
     if y0.shape != (len(model.state_names),):
-        raise ValueError(f"initial state of {model.name!r} must have shape ({len(model.state_names)},), got {y0.shape}")
+        raise ValueError(
+            f"initial state of {model.name!r} must have shape ({len(model.state_names)},), got {y0.shape}"
+        )
     return y0
 
 
@@ -238,19 +276,27 @@ def save_times(config: Config) -> np.ndarray:
     with np.errstate(all="ignore"):
         spacing = np.diff(t)
     if not (np.all(np.isfinite(t)) and np.all(np.isfinite(spacing))):
-        raise config.error("time.t1" if time.save_at is None else key, f"the save times from t0 = {time.t0!r} to t1 = {time.t1!r} span a range beyond the float range; expected a finite span")
+        raise config.error(
+            "time.t1" if time.save_at is None else key,
+            f"the save times from t0 = {time.t0!r} to t1 = {time.t1!r} span a range beyond the float range; expected a finite span",
+        )
     # Save times float64 cannot tell apart (or spaced by less than the smallest normal
     # float) would give a run with repeated or flushed-to-zero intervals.
     tiny = float(np.finfo(float).tiny)
     if spacing.size and not np.min(spacing) >= tiny:
         i = int(np.argmin(spacing))
-        raise config.error(key, f"save times {t[i]!r} and {t[i + 1]!r} are not distinct in float64 (spacing {spacing[i]!r}); expected fewer save times or a wider span")
+        raise config.error(
+            key,
+            f"save times {t[i]!r} and {t[i + 1]!r} are not distinct in float64 (spacing {spacing[i]!r}); expected fewer save times or a wider span",
+        )
     return t
 
 
 def resolved_toml(config: Config, **sections: dict[str, Any]) -> str:
     """The config's TOML with the given sections' defaults filled in."""
-    raw = {key: dict(value) if isinstance(value, dict) else value for key, value in config.raw.items()}
+    raw = {
+        key: dict(value) if isinstance(value, dict) else value for key, value in config.raw.items()
+    }
     for name, values in sections.items():
         merged = dict(raw.get(name, {}))
         merged.update({k: _plain(v) for k, v in values.items()})
@@ -350,14 +396,21 @@ def run(
     with Progress(enabled=progress, description=plan.description) as bar:
         if output is None:
             if resume:
-                raise InputError("argument", "resume", "resuming needs the output file of the unfinished run")
+                raise InputError(
+                    "argument", "resume", "resuming needs the output file of the unfinished run"
+                )
             return collect(plan, bar)
         output = check_output_path(output)
         out = config.spec.output
         check_request(config, plan, output)
         with exclusive(output):
             done = stream(
-                plan, output, resume=resume, checkpoint_every=out.checkpoint_every, checkpoint_seconds=out.checkpoint_seconds, progress=bar
+                plan,
+                output,
+                resume=resume,
+                checkpoint_every=out.checkpoint_every,
+                checkpoint_seconds=out.checkpoint_seconds,
+                progress=bar,
             )
             settle(output, out.xdmf)  # (the XDMF sidecar, once the file is complete)
         return done
@@ -385,7 +438,14 @@ class LoopEngine:
             raises an `InputError` when the input explains the failure.
     """
 
-    def __init__(self, problem: Any, times: np.ndarray, chunk: int, failure: Callable[[int], str], explain: Callable[[Any], None] | None = None):
+    def __init__(
+        self,
+        problem: Any,
+        times: np.ndarray,
+        chunk: int,
+        failure: Callable[[int], str],
+        explain: Callable[[Any], None] | None = None,
+    ):
         self.problem = problem
         self.times = np.asarray(times)
         self.chunk = chunk
@@ -428,7 +488,9 @@ def _loop_advance(problem, state, frames, capacity: int):
     return problem.advance(state, frames, capacity)
 
 
-def check_finite(config: Config, hint: str, names: tuple[str, ...] | None = None) -> Callable[[dict[str, np.ndarray], int], None]:
+def check_finite(
+    config: Config, hint: str, names: tuple[str, ...] | None = None
+) -> Callable[[dict[str, np.ndarray], int], None]:
     """A plan's check: every observable (or each of `names`) finite, else a
     `SimulationError` naming the first save time where one was not."""
     times = np.asarray(save_times_or_none(config))
@@ -443,8 +505,12 @@ def check_finite(config: Config, hint: str, names: tuple[str, ...] | None = None
             finite = np.all(np.isfinite(values.reshape(values.shape[0], -1)), axis=1)
             if not np.all(finite):
                 first = int(np.argmin(finite)) + (k if k == 0 else k + 1)
-                when = f" at t = {times[first]:g}" if times is not None and first < len(times) else ""
-                raise SimulationError(f"{config.source}: observable {name!r} became non-finite{when}; the solution diverged{hint}")
+                when = (
+                    f" at t = {times[first]:g}" if times is not None and first < len(times) else ""
+                )
+                raise SimulationError(
+                    f"{config.source}: observable {name!r} became non-finite{when}; the solution diverged{hint}"
+                )
 
     return check
 

@@ -51,7 +51,9 @@ def _ensemble(solver: Any) -> tuple[SdeEnsemble, bool]:
         return solver, False
     if isinstance(solver, SdeSolver):
         return SdeEnsemble(solver, 1), True
-    raise TypeError(f"an SDE model needs an SdeSolver (with its step dt) or an SdeEnsemble, got {type(solver).__name__}")
+    raise TypeError(
+        f"an SDE model needs an SdeSolver (with its step dt) or an SdeEnsemble, got {type(solver).__name__}"
+    )
 
 
 def _observe(model: SdeModel, ts: jax.Array, ys: jax.Array, params) -> dict[str, jax.Array]:
@@ -66,15 +68,21 @@ def _loop(model: SdeModel, params, ts, ensemble: SdeEnsemble, key) -> SdeLoop:
 
 def _simulate(model: SdeModel, params, t, initial, solver, key) -> Trajectory:
     if key is None:
-        raise ValueError(f"simulating the SDE model {model.name!r} needs a key (jax.random.key(seed)): it draws the Brownian motions")
+        raise ValueError(
+            f"simulating the SDE model {model.name!r} needs a key (jax.random.key(seed)): it draws the Brownian motions"
+        )
     ensemble, single = _ensemble(solver)
-    ys, state = _loop(model, params, t, ensemble, key).solve(initial_vector(model, initial, params))  # [paths, T, n]
+    ys, state = _loop(model, params, t, ensemble, key).solve(
+        initial_vector(model, initial, params)
+    )  # [paths, T, n]
     ys = jnp.moveaxis(ys, 0, 1)
     observables = _observe(model, t, ys, params)
     if single:
         observables = {name: v[:, 0] for name, v in observables.items()}
     stats = {"num_steps": state.num_steps, "result": state.result}
-    return Trajectory(time=t, observables=observables, final_state=ys[-1, 0] if single else ys[-1], stats=stats)
+    return Trajectory(
+        time=t, observables=observables, final_state=ys[-1, 0] if single else ys[-1], stats=stats
+    )
 
 
 # ----------------------------------------------------------------------------- configs and runs
@@ -84,20 +92,30 @@ def _solver(config: Config, model: SdeModel) -> tuple[SdeEnsemble, dict[str, Any
     spec = config.spec.solver
     for key in ("rtol", "atol", "dt0", "adjoint", "dtype"):
         if getattr(spec, key) is not None:
-            raise config.error(f"solver.{key}", f"is not a key of SDE solvers (keys: {', '.join(_SOLVER_KEYS)})")
+            raise config.error(
+                f"solver.{key}", f"is not a key of SDE solvers (keys: {', '.join(_SOLVER_KEYS)})"
+            )
     for key in spec.extras:
         if key != "dt":
-            raise config.error(f"solver.{key}", f"unknown key for SDE solvers (expected one of: {', '.join(_SOLVER_KEYS)}).{did_you_mean(key, _SOLVER_KEYS)}")
+            raise config.error(
+                f"solver.{key}",
+                f"unknown key for SDE solvers (expected one of: {', '.join(_SOLVER_KEYS)}).{did_you_mean(key, _SOLVER_KEYS)}",
+            )
     if config.spec.time.dt is not None:
         raise config.error("time.dt", "SDE runs take their step as [solver] dt")
     if "dt" not in spec.extras:
-        raise config.error("solver.dt", "required key is missing: the largest step of the SDE solver")
+        raise config.error(
+            "solver.dt", "required key is missing: the largest step of the SDE solver"
+        )
     dt = number(config, "solver.dt", spec.extras["dt"])
     if not dt > 0:
         raise config.error("solver.dt", f"expected a number > 0, got {spec.extras['dt']!r}")
     method = spec.method or "euler"
     if method not in SdeSolver.methods:
-        raise config.error("solver.method", f"unknown SDE method {method!r} (methods: {', '.join(SdeSolver.methods)}).{did_you_mean(method, SdeSolver.methods)}")
+        raise config.error(
+            "solver.method",
+            f"unknown SDE method {method!r} (methods: {', '.join(SdeSolver.methods)}).{did_you_mean(method, SdeSolver.methods)}",
+        )
     options = {"max_steps": spec.max_steps} if spec.max_steps is not None else {}
     solver = SdeSolver(method=method, dt=dt, **options)
     try:
@@ -108,7 +126,8 @@ def _solver(config: Config, model: SdeModel) -> tuple[SdeEnsemble, dict[str, Any
     if not steps <= solver.max_steps:
         taken = f"{steps:,.0f}" if np.isfinite(steps) else "more than 1e308"
         raise config.error(
-            "solver.dt", f"{dt:g} takes {taken} steps from t0 to t1, beyond solver.max_steps = {solver.max_steps:,}; take a larger step or raise solver.max_steps"
+            "solver.dt",
+            f"{dt:g} takes {taken} steps from t0 to t1, beyond solver.max_steps = {solver.max_steps:,}; take a larger step or raise solver.max_steps",
         )
     section = config.spec.ensemble or EnsembleSection()
     resolved = {"method": method, "dt": dt, "max_steps": solver.max_steps}
@@ -126,9 +145,18 @@ def _setup(model: SdeModel, config: Config) -> Setup:
     of = f"a state of shape {y0.shape}"
     check_returns(config, model, "drift", (t[0], y0, params), y0.shape, of)
     if model.noise == "general":
-        check_returns(config, model, "diffusion", (t[0], y0, params), (*y0.shape, model.brownian_dims), f"{of} and brownian_dims = {model.brownian_dims} (general noise)")
+        check_returns(
+            config,
+            model,
+            "diffusion",
+            (t[0], y0, params),
+            (*y0.shape, model.brownian_dims),
+            f"{of} and brownian_dims = {model.brownian_dims} (general noise)",
+        )
     else:
-        check_returns(config, model, "diffusion", (t[0], y0, params), y0.shape, f"{of} ({model.noise} noise)")
+        check_returns(
+            config, model, "diffusion", (t[0], y0, params), y0.shape, f"{of} ({model.noise} noise)"
+        )
     return Setup(
         model=model,
         params=params,
@@ -136,7 +164,12 @@ def _setup(model: SdeModel, config: Config) -> Setup:
         t=t,
         solver=ensemble,
         key=jax.random.key(section.seed),
-        resolved={"params": params, "initial": initial, "solver": solver_section, "ensemble": section.model_dump()},
+        resolved={
+            "params": params,
+            "initial": initial,
+            "solver": solver_section,
+            "ensemble": section.model_dump(),
+        },
     )
 
 
@@ -158,7 +191,9 @@ class SdeProblem(eqx.Module):
 
     def advance(self, state: SdeLoopState, frames, capacity: int):
         new, saved = self._loop().advance(state, frames, capacity)  # [capacity, paths, n]
-        rows = jnp.clip(state.frame + jnp.arange(capacity, dtype=jnp.int32), 0, self.ts.shape[0] - 1)
+        rows = jnp.clip(
+            state.frame + jnp.arange(capacity, dtype=jnp.int32), 0, self.ts.shape[0] - 1
+        )
         observables = _observe(self.model, self.ts[rows], saved, self.params)
         if self.ensemble.paths == 1:
             observables = {name: v[:, 0] for name, v in observables.items()}
@@ -177,8 +212,20 @@ def _plan(model: SdeModel, config: Config) -> RunPlan:
     def failure(code: int) -> str:
         return f"{config.source}: the {method} solve failed: {result_message(code)} (raise solver.max_steps or take a smaller solver.dt)"
 
-    problem = SdeProblem(model=model, params=s.params, ensemble=s.solver, ts=jnp.asarray(s.t), y0=jnp.asarray(y0), key=s.key)
-    engine = LoopEngine(problem, np.asarray(s.t), frames_per_chunk(config, int(np.size(y0)) * s.solver.paths, frames), failure)
+    problem = SdeProblem(
+        model=model,
+        params=s.params,
+        ensemble=s.solver,
+        ts=jnp.asarray(s.t),
+        y0=jnp.asarray(y0),
+        key=s.key,
+    )
+    engine = LoopEngine(
+        problem,
+        np.asarray(s.t),
+        frames_per_chunk(config, int(np.size(y0)) * s.solver.paths, frames),
+        failure,
+    )
     sink = RunSink(
         model=model.name,
         config=resolved_toml(config, **s.resolved),
@@ -187,7 +234,14 @@ def _plan(model: SdeModel, config: Config) -> RunPlan:
         initial={k: np.asarray(v) for k, v in s.initial.items()},
         seed=int(s.resolved["ensemble"]["seed"]),
     )
-    return RunPlan(engine=engine, sink=sink, config=sink.config, check=check_finite(config, ""), result=sink_result(sink), description=model.name)
+    return RunPlan(
+        engine=engine,
+        sink=sink,
+        config=sink.config,
+        check=check_finite(config, ""),
+        result=sink_result(sink),
+        description=model.name,
+    )
 
 
 class SdeMethods(SdeFamily):
@@ -202,10 +256,20 @@ class SdeMethods(SdeFamily):
         if "noise" not in options:
             return None
         if "fields" in options:
-            raise ValueError("noise: is for models with [model.states]; a PDE written as text has none")
+            raise ValueError(
+                "noise: is for models with [model.states]; a PDE written as text has none"
+            )
         if "states" not in options:
-            raise ValueError("noise: is the diffusion of [model.states], which the config does not write")
-        return sde.sde_model(config.spec.model.name, options["states"], options["noise"], options.get("parameters"), options.get("observables"))
+            raise ValueError(
+                "noise: is the diffusion of [model.states], which the config does not write"
+            )
+        return sde.sde_model(
+            config.spec.model.name,
+            options["states"],
+            options["noise"],
+            options.get("parameters"),
+            options.get("observables"),
+        )
 
     def setup(self, model, config: Config) -> Setup:
         return _setup(model, config)
@@ -215,4 +279,6 @@ class SdeMethods(SdeFamily):
 
     def sweep_problem(self, s, params: dict, initial, key):
         y0 = jnp.asarray(initial_vector(s.model, initial, params))
-        return SdeProblem(model=s.model, params=params, ensemble=s.solver, ts=jnp.asarray(s.t), y0=y0, key=key)
+        return SdeProblem(
+            model=s.model, params=params, ensemble=s.solver, ts=jnp.asarray(s.t), y0=y0, key=key
+        )

@@ -54,6 +54,10 @@ class SdeFamily(Family):
 
 register_models_of(
     "physics.sde",
-    {"ornstein_uhlenbeck": "OrnsteinUhlenbeck", "geometric_brownian_motion": "GeometricBrownianMotion", "stochastic_lotka_volterra": "StochasticLotkaVolterra"},
+    {
+        "ornstein_uhlenbeck": "OrnsteinUhlenbeck",
+        "geometric_brownian_motion": "GeometricBrownianMotion",
+        "stochastic_lotka_volterra": "StochasticLotkaVolterra",
+    },
 )
 SDE = register_family(SdeFamily())

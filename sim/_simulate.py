@@ -45,7 +45,11 @@ def complete_params(model: Model, params: PyTree | None) -> dict:
     for p in model.parameters:
         if p.name not in full:
             # A str default describes a pytree (network weights) that only the model builds.
-            full[p.name] = model.default_params()[p.name] if isinstance(p.default, str) else jnp.asarray(p.default, dtype=float)
+            full[p.name] = (
+                model.default_params()[p.name]
+                if isinstance(p.default, str)
+                else jnp.asarray(p.default, dtype=float)
+            )
     return full
 
 
@@ -87,7 +91,9 @@ class _QuietFailedCallback(logging.Filter):
     call is then repeated by the general path, whose error the caller gets)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not (record.name == "jax._src.callback" and record.getMessage() == "jax.pure_callback failed")
+        return not (
+            record.name == "jax._src.callback" and record.getMessage() == "jax.pure_callback failed"
+        )
 
 
 _QUIET = _QuietFailedCallback()
@@ -110,7 +116,11 @@ def _completed(model: Model, params) -> tuple[dict, dict | None] | None:
     if params is None:
         full = model.default_params()
         plain = type(model).default_params is Model.default_params
-        return full, (full if plain and not any(isinstance(p.default, str) for p in model.parameters) else None)
+        return full, (
+            full
+            if plain and not any(isinstance(p.default, str) for p in model.parameters)
+            else None
+        )
     if type(params) is not dict:
         return None
     key = (type(model), tuple(params), jax.config.jax_enable_x64)
@@ -155,9 +165,10 @@ def _program(family: Family, params_tree, trees: tuple, statics: tuple):
     def _simulate_jit(*dynamic):
         params = jax.tree.unflatten(params_tree, dynamic[:count])
         t = dynamic[count]
-        it = iter(dynamic[count + 1:])
+        it = iter(dynamic[count + 1 :])
         model, initial, key, solver = (
-            jax.tree.unflatten(tree, [next(it) if s is _DYNAMIC else s for s in static]) for tree, static in zip(trees, statics)
+            jax.tree.unflatten(tree, [next(it) if s is _DYNAMIC else s for s in static])
+            for tree, static in zip(trees, statics)
         )
         traj = family.simulate(model, params, t, initial, solver, key)
         if isinstance(traj, Trajectory) and traj.time is t:
@@ -175,7 +186,16 @@ class _Call:
     parameters, initial values and key of the same layout, all arrays: its program and
     how to lay out its arguments, without validating and flattening the inputs again."""
 
-    __slots__ = ("model", "solver", "program", "names", "fills", "initial_names", "model_args", "solver_args")
+    __slots__ = (
+        "model",
+        "solver",
+        "program",
+        "names",
+        "fills",
+        "initial_names",
+        "model_args",
+        "solver_args",
+    )
 
     def arguments(self, params, t, initial, key) -> list | None:
         """The program's arguments; None when a value is not an array."""
@@ -237,7 +257,14 @@ def _compiled_call(model, params, t, initial, solver, key) -> Trajectory | None:
         return None
     if t.ndim != 1 or t.shape[0] < 2:
         return None
-    layout = (id(model), id(solver), _layout(params), _layout(initial), key is None, jax.config.jax_enable_x64)
+    layout = (
+        id(model),
+        id(solver),
+        _layout(params),
+        _layout(initial),
+        key is None,
+        jax.config.jax_enable_x64,
+    )
     call = _CALLS.get(layout)
     args = None
     if call is not None and call.model is model and call.solver is solver:
@@ -246,7 +273,9 @@ def _compiled_call(model, params, t, initial, solver, key) -> Trajectory | None:
     if args is None:
         try:
             found = _general_call(model, params, t, initial, solver, key, layout)
-        except Exception:  # (an unhashable static leaf, a value that is no number: the general path says)
+        except (
+            Exception
+        ):  # (an unhashable static leaf, a value that is no number: the general path says)
             return None
         if found is None:
             return None
@@ -291,7 +320,12 @@ def _general_call(model, params, t, initial, solver, key, layout):
         initial = {k: _as_array(v) for k, v in initial.items()}
     args = [*p_leaves, t]
     trees, statics, counts = [], [], []
-    for part, traced_floats in ((model, False), (initial, False), (key, False), (solver, family.traced_solver_floats)):
+    for part, traced_floats in (
+        (model, False),
+        (initial, False),
+        (key, False),
+        (solver, family.traced_solver_floats),
+    ):
         leaves, tree = jax.tree.flatten(part)
         before = len(args)
         static = _split(leaves, args, traced_floats)
@@ -311,7 +345,9 @@ def _general_call(model, params, t, initial, solver, key, layout):
     one_each = fill is not None and p_tree.num_leaves == len(params)
     if type(initial) is dict:
         one_each = one_each and len(statics[1]) == len(initial)
-    one_each = one_each and all(s is _DYNAMIC for s in statics[1]) and (key is None or _concrete(key))
+    one_each = (
+        one_each and all(s is _DYNAMIC for s in statics[1]) and (key is None or _concrete(key))
+    )
     if one_each and _UNUSUAL not in layout:
         given = layout[2] or ()
         call = _Call()
@@ -319,8 +355,8 @@ def _general_call(model, params, t, initial, solver, key, layout):
         call.names = tuple(sorted(params))
         call.fills = tuple(None if name in given else fill[name] for name in call.names)
         call.initial_names = tuple(sorted(initial)) if type(initial) is dict else None
-        call.model_args = args[counts[0][0]:counts[0][1]]
-        call.solver_args = args[counts[3][0]:counts[3][1]]
+        call.model_args = args[counts[0][0] : counts[0][1]]
+        call.solver_args = args[counts[3][0] : counts[3][1]]
         if len(_CALLS) >= _MAX_CALLS:
             del _CALLS[next(iter(_CALLS))]
         _CALLS[layout] = call
@@ -375,7 +411,9 @@ def simulate(
     # number of steps before compiling (MD) need.
     t = t.astype(float) if isinstance(t, np.ndarray) else jnp.asarray(t, dtype=float)
     if t.ndim != 1 or t.shape[0] < 2:
-        raise ValueError(f"save times t must be a 1-D array of at least 2 times, got shape {t.shape}")
+        raise ValueError(
+            f"save times t must be a 1-D array of at least 2 times, got shape {t.shape}"
+        )
     # Python numbers become arrays so that a new value never recompiles.
     params = jax.tree.map(_as_array, complete_params(model, params))
     if isinstance(initial, dict):

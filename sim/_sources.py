@@ -56,7 +56,9 @@ def _where(error: BaseException, path: Path) -> str:
     """`line N: ` of the deepest frame of `error` inside `path`, or ''."""
     if isinstance(error, SyntaxError) and error.lineno is not None:
         return f"line {error.lineno}: "
-    lines = [f.lineno for f in traceback.extract_tb(error.__traceback__) if Path(f.filename) == path]
+    lines = [
+        f.lineno for f in traceback.extract_tb(error.__traceback__) if Path(f.filename) == path
+    ]
     return f"line {lines[-1]}: " if lines else ""
 
 
@@ -91,9 +93,15 @@ def _what_failed(error: BaseException) -> str:
 
     if isinstance(error, jax.errors.ConcretizationTypeError):
         called = _CONCRETE.search(str(error))
-        how = f"{called.group(1)}() of a traced value" if called else "a traced value used as a Python number or truth value"
-        return (f"{type(error).__name__}: {how}; a model's functions are traced by JAX: compute with jax.numpy "
-                "(jnp.where to choose) instead of float(), int(), bool() or if on a value")
+        how = (
+            f"{called.group(1)}() of a traced value"
+            if called
+            else "a traced value used as a Python number or truth value"
+        )
+        return (
+            f"{type(error).__name__}: {how}; a model's functions are traced by JAX: compute with jax.numpy "
+            "(jnp.where to choose) instead of float(), int(), bool() or if on a value"
+        )
     if isinstance(error, KeyboardInterrupt):
         return "KeyboardInterrupt raised by the file's code"
     return _first_line(error)
@@ -125,7 +133,9 @@ def _return_line(function: Any, args: tuple) -> int | None:
     previous = sys.getprofile()
     sys.setprofile(watch)
     try:
-        jax.eval_shape(lambda *a: function(*a), *args)  # (a new function: traced again, not taken from jit's cache)
+        jax.eval_shape(
+            lambda *a: function(*a), *args
+        )  # (a new function: traced again, not taken from jit's cache)
     except Exception:  # noqa: BLE001 - (it returned once already: only the line is asked)
         pass
     finally:
@@ -156,7 +166,9 @@ def _returned(out: Any, shape: tuple[int, ...], of: str) -> str | None:
 _OURS = frozenset({"physics", "sim", "solvers", "inference"})
 
 
-def check_returns(config: Config, model: Model, method: str, args: tuple, shape: tuple[int, ...], of: str) -> None:
+def check_returns(
+    config: Config, model: Model, method: str, args: tuple, shape: tuple[int, ...], of: str
+) -> None:
     """Refuse a config's model whose `method` fails or returns other than one real array
     of `shape` for `args` (`returns_problem`: one trace, nothing computed), in one line
     under the config's key of the model (`model.source` for a Python file's), before a
@@ -174,7 +186,9 @@ def model_key(config: Config) -> str:
     return next((f"model.{k}" for k in ("source", "sbml") if k in options), "model.name")
 
 
-def returns_problem(model: Model, method: str, args: tuple, shape: tuple[int, ...], of: str) -> None:
+def returns_problem(
+    model: Model, method: str, args: tuple, shape: tuple[int, ...], of: str
+) -> None:
     """Trace `model.<method>(*args)` once (`jax.eval_shape`: nothing is computed) and
     check that it returns one real array of `shape`, what the solver will take from it;
     done for a method written outside the packages (a model file's, a plugin's).
@@ -190,7 +204,10 @@ def returns_problem(model: Model, method: str, args: tuple, shape: tuple[int, ..
     import jax
 
     function = getattr(model, method)
-    if getattr(getattr(function, "__func__", function), "__module__", "").partition(".")[0] in _OURS:
+    if (
+        getattr(getattr(function, "__func__", function), "__module__", "").partition(".")[0]
+        in _OURS
+    ):
         return  # (the packages' own models, checked by their tests: no trace spent on them)
     try:
         out = jax.eval_shape(function, *args)
@@ -250,7 +267,9 @@ def run_file(path: Path) -> ModuleType:
     # not replace each other, and the classes' module can be found while it runs.
     digest = hashlib.sha256(repr(key).encode()).hexdigest()[:16]
     name = f"simjax_model_file_{resolved.stem if resolved.stem.isidentifier() else 'file'}_{digest}"
-    spec = importlib.util.spec_from_file_location(name, resolved, loader=_FreshLoader(name, str(resolved), source))
+    spec = importlib.util.spec_from_file_location(
+        name, resolved, loader=_FreshLoader(name, str(resolved), source)
+    )
     if spec is None or spec.loader is None:
         raise SourceError(f"{path}: cannot be loaded as a Python module")
     module = importlib.util.module_from_spec(spec)
@@ -265,10 +284,14 @@ def run_file(path: Path) -> ModuleType:
         del sys.modules[name]
         if not interrupts_deferred():  # Ctrl-C in a Python session: the user's to stop
             raise
-        raise SourceError(f"{path}: {_where(e, resolved)}the file raised KeyboardInterrupt when run") from None
+        raise SourceError(
+            f"{path}: {_where(e, resolved)}the file raised KeyboardInterrupt when run"
+        ) from None
     except SystemExit as e:
         del sys.modules[name]
-        raise SourceError(f"{path}: {_where(e, resolved)}the file called exit({e.code!r}) when run") from None
+        raise SourceError(
+            f"{path}: {_where(e, resolved)}the file called exit({e.code!r}) when run"
+        ) from None
     _FILES[key] = module
     return module
 
@@ -276,7 +299,11 @@ def run_file(path: Path) -> ModuleType:
 def file_models(path: Path) -> dict[str, type[Model]]:
     """The model classes a Python file defines (not those it imports), by class name."""
     module = run_file(path)
-    return {n: c for n, c in vars(module).items() if _is_model_class(c) and c.__module__ == module.__name__}
+    return {
+        n: c
+        for n, c in vars(module).items()
+        if _is_model_class(c) and c.__module__ == module.__name__
+    }
 
 
 def source_class(source: str, base: Path) -> type[Model]:
@@ -303,14 +330,22 @@ def source_class(source: str, base: Path) -> type[Model]:
     if obj is None:
         from solvers import did_you_mean
 
-        raise SourceError(f"{file}: defines no class {name!r} (model classes: {listed}).{did_you_mean(name, models)}")
+        raise SourceError(
+            f"{file}: defines no class {name!r} (model classes: {listed}).{did_you_mean(name, models)}"
+        )
     if isinstance(obj, type) and issubclass(obj, Model) and inspect.isabstract(obj):
         missing = ", ".join(sorted(obj.__abstractmethods__))
         raise SourceError(f"{file}: {name} is abstract; it does not define {missing}")
     if isinstance(obj, type) and issubclass(obj, Model) and _is_model_class(obj):
         return obj  # imported into the file from elsewhere: still the class it names
-    if isinstance(obj, type) and issubclass(obj, Model) and not isinstance(getattr(obj, "name", None), str):
-        raise SourceError(f"{file}: {name} sets no name (a class attribute name: ClassVar[str] = ...)")
+    if (
+        isinstance(obj, type)
+        and issubclass(obj, Model)
+        and not isinstance(getattr(obj, "name", None), str)
+    ):
+        raise SourceError(
+            f"{file}: {name} sets no name (a class attribute name: ClassVar[str] = ...)"
+        )
     raise SourceError(
         f"{file}: {name} is not a model class (expected a subclass of OdeModel, SdeModel, SpectralPdeModel, GridPdeModel or ParticleModel)"
     )
@@ -351,7 +386,11 @@ def plugin_class(name: str) -> type[Model]:
     except Exception as e:
         raise SourceError(f"{where}: cannot be loaded ({_first_line(e)})") from None
     if not _is_model_class(cls):
-        raise SourceError(f"{where}: is not a model class of a family (OdeModel, SdeModel, SpectralPdeModel, GridPdeModel or ParticleModel)")
+        raise SourceError(
+            f"{where}: is not a model class of a family (OdeModel, SdeModel, SpectralPdeModel, GridPdeModel or ParticleModel)"
+        )
     if cls.name != name:
-        raise SourceError(f"{where}: the class is named {cls.name!r}; the entry point's name must be the model's name")
+        raise SourceError(
+            f"{where}: the class is named {cls.name!r}; the entry point's name must be the model's name"
+        )
     return cls

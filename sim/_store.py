@@ -26,7 +26,18 @@ FORMAT_VERSION = "1.0"
 # What h5py raises on a damaged file: besides OSError, a broken B-tree, heap or object
 # header surfaces as RuntimeError, KeyError, TypeError or a ValueError (undecodable text).
 DAMAGED_FILE_ERRORS = (OSError, RuntimeError, KeyError, TypeError, ValueError)
-_VERSIONED = ("simjax", "jax", "jaxlib", "equinox", "diffrax", "numpy", "h5py", "numpyro", "optimistix", "optax")
+_VERSIONED = (
+    "simjax",
+    "jax",
+    "jaxlib",
+    "equinox",
+    "diffrax",
+    "numpy",
+    "h5py",
+    "numpyro",
+    "optimistix",
+    "optax",
+)
 
 
 @functools.cache
@@ -71,7 +82,9 @@ def is_companion(path: str | Path) -> bool:
     the temporary name of `atomic_h5`): writing it would replace another command's
     unfinished run, checkpoint or lock."""
     name = Path(path).name
-    return name.startswith(".") and (name.endswith(tuple(f".{tag}" for tag in COMPANION_TAGS)) or name.endswith(".tmp"))
+    return name.startswith(".") and (
+        name.endswith(tuple(f".{tag}" for tag in COMPANION_TAGS)) or name.endswith(".tmp")
+    )
 
 
 def _kind(mode: int) -> str | None:
@@ -87,7 +100,9 @@ def _kind(mode: int) -> str | None:
     return None
 
 
-def check_output_path(path: str | Path, source: str = "-o", key: str = "", inputs: Iterable[str | Path] = ()) -> Path:
+def check_output_path(
+    path: str | Path, source: str = "-o", key: str = "", inputs: Iterable[str | Path] = ()
+) -> Path:
     """Check before any work that `path` can be written: its folder exists and is writable,
     it is neither a folder nor a device, FIFO or socket (which a rename would replace),
     it is none of the command's `inputs` (compared as files, not as spellings), and it is
@@ -101,26 +116,40 @@ def check_output_path(path: str | Path, source: str = "-o", key: str = "", input
     path = Path(path)
     what = f"{key} = {str(path)!r}" if key else str(path)
     if path.is_dir():
-        raise InputError(source, key or str(path), f"{what} is a folder; expected a file path ending in .h5")
+        raise InputError(
+            source, key or str(path), f"{what} is a folder; expected a file path ending in .h5"
+        )
     try:
         mode = os.stat(path).st_mode
     except OSError:
         mode = None
     kind = None if mode is None else _kind(mode)
     if kind is not None:
-        raise InputError(source, key or str(path), f"{what} is {kind}; expected a regular file path (outputs are written under a temporary name and renamed)")
+        raise InputError(
+            source,
+            key or str(path),
+            f"{what} is {kind}; expected a regular file path (outputs are written under a temporary name and renamed)",
+        )
     for given in inputs:
         # (the real path too: a symlink to an input that does not exist yet would be
         # written through)
         if same_file(path, given) or os.path.realpath(path) == os.path.realpath(given):
-            raise InputError(source, key or str(path), f"{what} is the input file {str(given)!r} of this command; choose another output path")
+            raise InputError(
+                source,
+                key or str(path),
+                f"{what} is the input file {str(given)!r} of this command; choose another output path",
+            )
     if path.is_symlink():
         raise InputError(
-            source, key or str(path), f"{what} is a symbolic link (to {os.readlink(path)!r}); give the path of the file itself, or another output path"
+            source,
+            key or str(path),
+            f"{what} is a symbolic link (to {os.readlink(path)!r}); give the path of the file itself, or another output path",
         )
     if is_companion(path):
         raise InputError(
-            source, key or str(path), f"{what} is a working file of another output (its unfinished run, checkpoint, lock or temporary file); choose another output path"
+            source,
+            key or str(path),
+            f"{what} is a working file of another output (its unfinished run, checkpoint, lock or temporary file); choose another output path",
         )
     folder = path.parent if str(path.parent) else Path(".")
     if not folder.is_dir():
@@ -148,7 +177,11 @@ def atomic_file(path: str | Path, suffix: str = ".tmp") -> Iterator[Path]:
     completes. On any error the temporary file is removed and an existing `path` is left
     untouched."""
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=companion_path(path, "").name, suffix=suffix, dir=path.parent if str(path.parent) else ".")
+    fd, tmp = tempfile.mkstemp(
+        prefix=companion_path(path, "").name,
+        suffix=suffix,
+        dir=path.parent if str(path.parent) else ".",
+    )
     os.close(fd)
     try:
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes it private; results are not
@@ -175,7 +208,9 @@ def _umask() -> int:
     return mask
 
 
-def write_root_attrs(f: h5py.File, *, format: str, model: str, config: str, seed: int | None = None) -> None:
+def write_root_attrs(
+    f: h5py.File, *, format: str, model: str, config: str, seed: int | None = None
+) -> None:
     """The root attributes every simjax file carries (docs/architecture.md, File layouts)."""
     f.attrs["format"] = format
     f.attrs["format_version"] = FORMAT_VERSION
@@ -224,7 +259,9 @@ class Record(Mapping):
         try:
             return self._tree[name]
         except KeyError:
-            raise AttributeError(f"{self.path} has no top-level {name!r} (has {', '.join(self._tree)})") from None
+            raise AttributeError(
+                f"{self.path} has no top-level {name!r} (has {', '.join(self._tree)})"
+            ) from None
 
     @property
     def format(self) -> str:
@@ -335,7 +372,13 @@ def _check_declared_size(path: Path, f: h5py.File) -> None:
     from ._limits import memory_problem
 
     sizes: dict[str, tuple[int, int]] = {}
-    f.visititems(lambda name, item: sizes.__setitem__(name, (item.size or 0, item.dtype.itemsize)) if isinstance(item, h5py.Dataset) else None)
+    f.visititems(
+        lambda name, item: (
+            sizes.__setitem__(name, (item.size or 0, item.dtype.itemsize))
+            if isinstance(item, h5py.Dataset)
+            else None
+        )
+    )
     if not sizes:
         return
     total = sum(n * itemsize for n, itemsize in sizes.values())
@@ -357,7 +400,9 @@ def numeric_dataset(f: h5py.File, path: str | Path, name: str, key: str) -> np.n
     try:
         item = f.get(name)
     except DAMAGED_FILE_ERRORS as e:
-        raise DataError(path, name, f"cannot be read ({error_reason(e)}); the file is damaged") from None
+        raise DataError(
+            path, name, f"cannot be read ({error_reason(e)}); the file is damaged"
+        ) from None
     if item is None:
         raise DataError(path, name, f"no such dataset (named by {key})")
     if not isinstance(item, h5py.Dataset):
@@ -365,16 +410,22 @@ def numeric_dataset(f: h5py.File, path: str | Path, name: str, key: str) -> np.n
     try:
         dtype, shape, size = item.dtype, item.shape, item.size or 0
     except DAMAGED_FILE_ERRORS as e:
-        raise DataError(path, name, f"cannot be read ({error_reason(e)}); the file is damaged") from None
+        raise DataError(
+            path, name, f"cannot be read ({error_reason(e)}); the file is damaged"
+        ) from None
     if dtype.kind == "c":
-        raise DataError(path, name, f"expected real numbers, got complex values (dtype {dtype}; named by {key})")
+        raise DataError(
+            path, name, f"expected real numbers, got complex values (dtype {dtype}; named by {key})"
+        )
     if dtype.kind not in "biuf":
         raise DataError(path, name, f"expected numbers, got dtype {dtype} (named by {key})")
     # The declared size, before reading: a dataset may declare a trillion values without
     # storing any. It is read in its own type, then converted to float64.
     from ._limits import memory_problem
 
-    problem = memory_problem((8 + dtype.itemsize) * size, f"reading its {size:,} values (shape {shape})")
+    problem = memory_problem(
+        (8 + dtype.itemsize) * size, f"reading its {size:,} values (shape {shape})"
+    )
     if problem:
         raise DataError(path, name, f"{problem} (named by {key})")
     # (imported here: the printing commands import no numerics)
@@ -383,13 +434,17 @@ def numeric_dataset(f: h5py.File, path: str | Path, name: str, key: str) -> np.n
     try:
         missing = unstored(item)
     except DAMAGED_FILE_ERRORS as e:
-        raise DataError(path, name, f"cannot be read ({error_reason(e)}); the file is damaged") from None
+        raise DataError(
+            path, name, f"cannot be read ({error_reason(e)}); the file is damaged"
+        ) from None
     if missing:
         raise DataError(path, name, f"{missing} (named by {key})")
     try:
         return np.asarray(item[()], dtype=float)
     except DAMAGED_FILE_ERRORS as e:
-        raise DataError(path, name, f"cannot be read ({error_reason(e)}); the file is damaged") from None
+        raise DataError(
+            path, name, f"cannot be read ({error_reason(e)}); the file is damaged"
+        ) from None
 
 
 def error_reason(e: BaseException) -> str:

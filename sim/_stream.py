@@ -245,7 +245,16 @@ def _remove_stale(path: Path) -> None:
 # ----------------------------------------------------------------------------- checkpoints
 
 
-def write_checkpoint(path: Path, *, config: str, frame: int, frames: int, meta: dict, state: PyTree, inputs: InputIdentity | None = None) -> None:
+def write_checkpoint(
+    path: Path,
+    *,
+    config: str,
+    frame: int,
+    frames: int,
+    meta: dict,
+    state: PyTree,
+    inputs: InputIdentity | None = None,
+) -> None:
     """Write the checkpoint of `path`'s run atomically, with the run's identity (its
     config, and the digests of its files and the versions: `inputs`)."""
     with atomic_h5(checkpoint_path(path)) as f:
@@ -274,7 +283,9 @@ class Checkpoint:
         return tree_from_leaves(self.leaves, template, source, "state")
 
 
-def read_checkpoint(path: Path, config: str, frames: int, inputs: InputIdentity | None = None) -> Checkpoint:
+def read_checkpoint(
+    path: Path, config: str, frames: int, inputs: InputIdentity | None = None
+) -> Checkpoint:
     """The checkpoint of `path`'s unfinished run, checked against the run's identity
     (its config, and the files it reads and the versions: `inputs`).
 
@@ -286,12 +297,18 @@ def read_checkpoint(path: Path, config: str, frames: int, inputs: InputIdentity 
     source = checkpoint_path(path)
     if not source.exists():
         raise DataError(
-            source, "", f"missing: the unfinished run {partial_path(path)} has no checkpoint to resume from; delete it to start over"
+            source,
+            "",
+            f"missing: the unfinished run {partial_path(path)} has no checkpoint to resume from; delete it to start over",
         )
     try:
         with h5py.File(source, "r") as f:
             if f.attrs.get("format") != CHECKPOINT_FORMAT:
-                raise DataError(source, "format", "is not a simjax run checkpoint; delete it and the partial run to start over")
+                raise DataError(
+                    source,
+                    "format",
+                    "is not a simjax run checkpoint; delete it and the partial run to start over",
+                )
             stored = as_text(f.attrs.get("config", ""))
             frame = int(f.attrs["frame"])
             total = int(f.attrs["frames"])
@@ -303,13 +320,23 @@ def read_checkpoint(path: Path, config: str, frames: int, inputs: InputIdentity 
         if isinstance(e, DataError):
             raise
         detail = str(e).splitlines()[0] if str(e) else type(e).__name__
-        raise DataError(source, "", f"cannot be read ({detail}); the checkpoint is damaged: delete it and the partial run to start over") from None
+        raise DataError(
+            source,
+            "",
+            f"cannot be read ({detail}); the checkpoint is damaged: delete it and the partial run to start over",
+        ) from None
     difference = config_difference(stored, config, RUN_BOUNDS)
     if difference:
-        raise InputError(source, "config", f"the checkpoint belongs to a run of a different config ({difference})")
+        raise InputError(
+            source,
+            "config",
+            f"the checkpoint belongs to a run of a different config ({difference})",
+        )
     (inputs if inputs is not None else InputIdentity.of({})).check(attrs, source, "run")
     if total != frames or not 0 <= frame < frames:
-        raise DataError(source, "frame", f"checkpoint at frame {frame} of {total}; this run has {frames} frames")
+        raise DataError(
+            source, "frame", f"checkpoint at frame {frame} of {total}; this run has {frames} frames"
+        )
     return Checkpoint(frame=frame, meta=meta, leaves=leaves)
 
 
@@ -349,21 +376,35 @@ def check_start(path: Path, config: str, resume: bool, inputs: InputIdentity | N
     partial = partial_path(path)
     if not resume:
         if partial.exists():
-            raise InputError(partial, "", "an unfinished run of this file is here; pass --resume to continue it, or delete it to start over")
+            raise InputError(
+                partial,
+                "",
+                "an unfinished run of this file is here; pass --resume to continue it, or delete it to start over",
+            )
         return
     if not partial.exists():
         if path.exists():
-            raise InputError(path, "", "is a finished run; there is nothing to resume (run without --resume to overwrite it)")
-        raise InputError(partial, "", "no unfinished run to resume (run without --resume to start one)")
+            raise InputError(
+                path,
+                "",
+                "is a finished run; there is nothing to resume (run without --resume to overwrite it)",
+            )
+        raise InputError(
+            partial, "", "no unfinished run to resume (run without --resume to start one)"
+        )
     try:
         with h5py.File(partial, "r") as f:
             stored = as_text(f.attrs.get("config", ""))
             fmt = as_text(f.attrs.get("format", ""))
             attrs = dict(f.attrs)
     except (OSError, RuntimeError, KeyError, ValueError, TypeError) as e:  # h5py on a damaged file
-        raise DataError(partial, "", f"cannot be read ({error_reason(e)}); delete it to start over") from None
+        raise DataError(
+            partial, "", f"cannot be read ({error_reason(e)}); delete it to start over"
+        ) from None
     if fmt != "simjax.run":
-        raise DataError(partial, "format", "is not an unfinished simjax run; delete it to start over")
+        raise DataError(
+            partial, "format", "is not an unfinished simjax run; delete it to start over"
+        )
     difference = config_difference(stored, config, RUN_BOUNDS)
     if difference:
         raise InputError(
@@ -414,7 +455,9 @@ def stream(
         return _stream(plan, path, resume, checkpoint_every, checkpoint_seconds, progress)
 
 
-def _stream(plan: RunPlan, path: Path, resume: bool, checkpoint_every, checkpoint_seconds, progress) -> Streamed:
+def _stream(
+    plan: RunPlan, path: Path, resume: bool, checkpoint_every, checkpoint_seconds, progress
+) -> Streamed:
     engine = plan.engine
     frames = len(engine.times) - 1
     partial = partial_path(path)
@@ -440,7 +483,11 @@ def _stream(plan: RunPlan, path: Path, resume: bool, checkpoint_every, checkpoin
         state = engine.start()
         k0 = 0
     every = None if checkpoint_every is None else max(1, int(checkpoint_every))
-    seconds = checkpoint_seconds if checkpoint_seconds is not None else (None if every is not None else CHECKPOINT_SECONDS)
+    seconds = (
+        checkpoint_seconds
+        if checkpoint_seconds is not None
+        else (None if every is not None else CHECKPOINT_SECONDS)
+    )
     last_checkpoint = k0  # the frame of the last checkpoint (k0: the one resumed from)
     last_checkpoint_time = _now()
     sizer = ChunkSizer(engine.chunk)
@@ -453,7 +500,15 @@ def _stream(plan: RunPlan, path: Path, resume: bool, checkpoint_every, checkpoin
     def checkpoint(done: int) -> Path:
         nonlocal last_checkpoint, last_checkpoint_time
         if last_checkpoint != done or not checkpoint_path(path).exists():
-            write_checkpoint(path, config=plan.config, frame=done, frames=frames, meta=engine.meta(), state=state, inputs=identity)
+            write_checkpoint(
+                path,
+                config=plan.config,
+                frame=done,
+                frames=frames,
+                meta=engine.meta(),
+                state=state,
+                inputs=identity,
+            )
             last_checkpoint = done
         last_checkpoint_time = _now()
         return checkpoint_path(path)
@@ -468,8 +523,12 @@ def _stream(plan: RunPlan, path: Path, resume: bool, checkpoint_every, checkpoin
             state, rows = engine.advance(state, k, n)
             plan.check(rows, k)  # before the chunk is written or checkpointed
             if f is None:
-                per_frame = sum(np.asarray(v).nbytes / max(np.asarray(v).shape[0], 1) for v in rows.values())
-                problem = disk_problem(path.parent, per_frame * (frames + 1), f"the output of {frames + 1:,} frames")
+                per_frame = sum(
+                    np.asarray(v).nbytes / max(np.asarray(v).shape[0], 1) for v in rows.values()
+                )
+                problem = disk_problem(
+                    path.parent, per_frame * (frames + 1), f"the output of {frames + 1:,} frames"
+                )
                 if problem:
                     raise InputError(path, "", problem)
                 f = h5py.File(partial, "w")

@@ -51,7 +51,16 @@ from ._sweep_frames import FramedRunner, nan_unless
 from ._sweep_spec import SUMMARY_STATS, SweepPlan, is_scalar, plan_sweep, sweep_section
 from ._sweep_store import FAILED, OK, FileSink, Layout, MemorySink, SweepResult, root_attrs
 from ._store import DAMAGED_FILE_ERRORS, atomic_h5, error_reason
-from ._unfinished import as_text, checkpoint_path, config_difference, partial_path, read_leaves, remove_stale, tree_from_leaves, write_tree
+from ._unfinished import (
+    as_text,
+    checkpoint_path,
+    config_difference,
+    partial_path,
+    read_leaves,
+    remove_stale,
+    tree_from_leaves,
+    write_tree,
+)
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -93,7 +102,12 @@ def _outputs(obs: dict, num_steps: jax.Array, result: jax.Array, save: str) -> d
             out[f"observables/{name}"] = value[-1]
         else:
             axes = per_run(value)
-            reduced = {"min": jnp.min(value, axis=axes), "max": jnp.max(value, axis=axes), "mean": jnp.mean(value, axis=axes), "final": value[-1]}
+            reduced = {
+                "min": jnp.min(value, axis=axes),
+                "max": jnp.max(value, axis=axes),
+                "mean": jnp.mean(value, axis=axes),
+                "final": value[-1],
+            }
             out.update({f"observables/{name}/{stat}": reduced[stat] for stat in SUMMARY_STATS})
     out = {k: jnp.moveaxis(nan_unless(ok, v), -1, 0) for k, v in out.items()}
     out["stats/num_steps"] = jnp.asarray(num_steps, dtype=jnp.int64)
@@ -107,7 +121,9 @@ def _batched_runs(s: Setup, save: str):
     batched loop of `solvers.solve_batch`)."""
     chunk = family_of(s.model).batched(s, save)
     if chunk is None:  # (`prepare` refuses a family with neither this nor `sweep_problem`)
-        raise TypeError(f"the {family_of(s.model).name} family has no batched chunk for this set-up")
+        raise TypeError(
+            f"the {family_of(s.model).name} family has no batched chunk for this set-up"
+        )
     return chunk
 
 
@@ -129,8 +145,16 @@ class ChunkRunner:
         batched = _batched_runs(s, save)
         # One device needs no shard_map. (This is the tsit5 fast path, with no linear
         # solves: framed chunks, which may have them, map with `solvers.on_batch_shards`.)
-        mapped = batched if devices == 1 else jax.shard_map(batched, mesh=self.mesh, in_specs=spec, out_specs=spec, check_vma=False)
-        self._traced = jax.jit(mapped, in_shardings=self._sharding, out_shardings=self._sharding).trace(example)
+        mapped = (
+            batched
+            if devices == 1
+            else jax.shard_map(
+                batched, mesh=self.mesh, in_specs=spec, out_specs=spec, check_vma=False
+            )
+        )
+        self._traced = jax.jit(
+            mapped, in_shardings=self._sharding, out_shardings=self._sharding
+        ).trace(example)
         self.out_info: dict[str, jax.ShapeDtypeStruct] = self._traced.out_info
         self._compiled = None
 
@@ -145,7 +169,9 @@ def framed(s: Setup, save: str) -> bool:
     """Whether a sweep of `s` advances its chunks frame by frame (`FramedRunner`): its
     family describes a run as an engine problem and has no faster batched chunk."""
     family = family_of(s.model)
-    return type(family).sweep_problem is not Family.sweep_problem and family.batched(s, save) is None
+    return (
+        type(family).sweep_problem is not Family.sweep_problem and family.batched(s, save) is None
+    )
 
 
 def _sources(config_text: str, config_path: str | None) -> tuple:
@@ -162,20 +188,33 @@ def _sources(config_text: str, config_path: str | None) -> tuple:
     return tuple(out)
 
 
-def _runner(config_text: str, config_path: str | None, devices: int, padded: int, size: int | None = None) -> ChunkRunner | FramedRunner:
+def _runner(
+    config_text: str, config_path: str | None, devices: int, padded: int, size: int | None = None
+) -> ChunkRunner | FramedRunner:
     """The chunk function of a config (traced and compiled once per process, config,
     the files it reads, shape and family-specific size: `Family.resized`, for MD the
     neighbour-list capacity)."""
-    return _cached_runner(config_text, config_path, _sources(config_text, config_path), devices, padded, size)
+    return _cached_runner(
+        config_text, config_path, _sources(config_text, config_path), devices, padded, size
+    )
 
 
 @functools.lru_cache(maxsize=8)
-def _cached_runner(config_text: str, config_path: str | None, sources: tuple, devices: int, padded: int, size: int | None) -> ChunkRunner | FramedRunner:
+def _cached_runner(
+    config_text: str,
+    config_path: str | None,
+    sources: tuple,
+    devices: int,
+    padded: int,
+    size: int | None,
+) -> ChunkRunner | FramedRunner:
     prep = prepare(Config(tomllib.loads(config_text), config_path))
     s = prep.setup if size is None else family_of(prep.setup.model).resized(prep.setup, size)
     save = prep.plan.section.save
     if framed(s, save):
-        return FramedRunner(s, family_of(s.model), save, _bounds(s), devices, prep.inputs(0, padded))
+        return FramedRunner(
+            s, family_of(s.model), save, _bounds(s), devices, prep.inputs(0, padded)
+        )
     return ChunkRunner(s, save, devices, prep.inputs(0, padded))
 
 
@@ -262,33 +301,54 @@ def prepare(config: Config) -> Prepared:
             "model.name",
             f"model {model.name!r} ({_family(model)}) cannot be swept: no family sets it up from a config",
         )
-    if type(family).sweep_problem is Family.sweep_problem and type(family).batched is Family.batched:
-        raise config.error("model.name", f"model {model.name!r} ({_family(model)}) cannot be swept: its family describes no run of a batch")
+    if (
+        type(family).sweep_problem is Family.sweep_problem
+        and type(family).batched is Family.batched
+    ):
+        raise config.error(
+            "model.name",
+            f"model {model.name!r} ({_family(model)}) cannot be swept: its family describes no run of a batch",
+        )
     s = family.sweep_setup(config, family.setup(model, config))
     plan = plan_sweep(config, section, s.params, s.initial, model)
     text = resolved_toml(config, **s.resolved, sweep=section.resolved())
-    return Prepared(config=config, setup=s, plan=plan, text=text, chunk=min(section.chunk, plan.runs))
+    return Prepared(
+        config=config, setup=s, plan=plan, text=text, chunk=min(section.chunk, plan.runs)
+    )
 
 
 def _family(model: Model) -> str:
     return next(b.__name__ for b in type(model).__mro__[1:] if b.__name__.endswith("Model"))
 
 
-def _compiled_runner(prep: Prepared, devices: int, padded: int, size: int | None = None) -> ChunkRunner | FramedRunner:
+def _compiled_runner(
+    prep: Prepared, devices: int, padded: int, size: int | None = None
+) -> ChunkRunner | FramedRunner:
     config = prep.config
     try:
-        return _runner(config.to_toml(), None if config.path is None else str(config.path), devices, padded, size)
+        return _runner(
+            config.to_toml(),
+            None if config.path is None else str(config.path),
+            devices,
+            padded,
+            size,
+        )
     except InputError:
         raise
     except (ValueError, TypeError) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise config.error("model.name", f"model {prep.setup.model.name!r} cannot be swept in a vmapped batch: {first}") from None
+        raise config.error(
+            "model.name",
+            f"model {prep.setup.model.name!r} cannot be swept in a vmapped batch: {first}",
+        ) from None
 
 
 # ----------------------------------------------------------------------------- drivers
 
 
-def _run_local(prep: Prepared, runner, devices: int, padded: int, pending: list[int]) -> Iterator[tuple[int, dict]]:
+def _run_local(
+    prep: Prepared, runner, devices: int, padded: int, pending: list[int]
+) -> Iterator[tuple[int, dict]]:
     """Chunk results in order; the next chunk is dispatched before the last is fetched,
     so writing overlaps computing. MD runs whose neighbour list overflowed are rerun
     with larger lists."""
@@ -329,7 +389,17 @@ def _digest(inputs: dict) -> str:
     return h.hexdigest()
 
 
-def _write_chunk_checkpoint(output, text: str, identity: InputIdentity, padded: int, inputs: dict, k: int, done: int, carry, frames: dict[str, np.ndarray]) -> Path:
+def _write_chunk_checkpoint(
+    output,
+    text: str,
+    identity: InputIdentity,
+    padded: int,
+    inputs: dict,
+    k: int,
+    done: int,
+    carry,
+    frames: dict[str, np.ndarray],
+) -> Path:
     """Checkpoint chunk k of the sweep into `output` (written under a temporary name,
     then renamed); returns its path."""
     with atomic_h5(checkpoint_path(output)) as f:
@@ -347,7 +417,9 @@ def _write_chunk_checkpoint(output, text: str, identity: InputIdentity, padded: 
     return checkpoint_path(output)
 
 
-def _read_chunk_checkpoint(output, prep: Prepared, padded: int, runner: FramedRunner) -> ChunkCheckpoint:
+def _read_chunk_checkpoint(
+    output, prep: Prepared, padded: int, runner: FramedRunner
+) -> ChunkCheckpoint:
     """The checkpoint of the sweep into `output`, checked against the sweep.
 
     Raises:
@@ -358,7 +430,11 @@ def _read_chunk_checkpoint(output, prep: Prepared, padded: int, runner: FramedRu
     try:
         with h5py.File(source, "r") as f:
             if f.attrs.get("format") != CHUNK_CHECKPOINT_FORMAT:
-                raise DataError(source, "format", "is not a simjax sweep checkpoint; delete it to compute its chunk again")
+                raise DataError(
+                    source,
+                    "format",
+                    "is not a simjax sweep checkpoint; delete it to compute its chunk again",
+                )
             stored, stored_padded = as_text(f.attrs.get("config", "")), int(f.attrs["padded"])
             k, done, digest = int(f.attrs["chunk"]), int(f.attrs["frame"]), as_text(f.attrs["runs"])
             leaves = read_leaves(f["carry"])
@@ -367,34 +443,70 @@ def _read_chunk_checkpoint(output, prep: Prepared, padded: int, runner: FramedRu
     except (*DAMAGED_FILE_ERRORS, KeyError, ValueError, TypeError) as e:
         if isinstance(e, DataError):
             raise
-        raise DataError(source, "", f"cannot be read ({error_reason(e)}); delete it to compute its chunk again") from None
+        raise DataError(
+            source, "", f"cannot be read ({error_reason(e)}); delete it to compute its chunk again"
+        ) from None
     difference = config_difference(stored, prep.text)
     if difference:
-        raise InputError(source, "config", f"the checkpoint belongs to a sweep of a different config ({difference})")
+        raise InputError(
+            source,
+            "config",
+            f"the checkpoint belongs to a sweep of a different config ({difference})",
+        )
     prep.identity.check(attrs, source, "sweep")
     if stored_padded != padded:
         raise InputError(
-            source, "padded", f"was written for chunks of {stored_padded} runs, this sweep computes {padded}: resume with the --devices it was started with"
+            source,
+            "padded",
+            f"was written for chunks of {stored_padded} runs, this sweep computes {padded}: resume with the --devices it was started with",
         )
     frames = runner.frames
-    if not (0 <= k < prep.chunks and 0 < done < frames) or digest != _digest(prep.inputs(k, padded)):
-        raise DataError(source, "chunk", f"does not hold frame {done} of chunk {k} of this sweep ({prep.chunks} chunks of {frames} frames); delete it to compute the chunk again")
-    wanted = {name: ((padded, done + 1, *r.shape), np.dtype(r.dtype)) for name, r in runner.rows.items()} if runner.save == "full" else {}
+    if not (0 <= k < prep.chunks and 0 < done < frames) or digest != _digest(
+        prep.inputs(k, padded)
+    ):
+        raise DataError(
+            source,
+            "chunk",
+            f"does not hold frame {done} of chunk {k} of this sweep ({prep.chunks} chunks of {frames} frames); delete it to compute the chunk again",
+        )
+    wanted = (
+        {name: ((padded, done + 1, *r.shape), np.dtype(r.dtype)) for name, r in runner.rows.items()}
+        if runner.save == "full"
+        else {}
+    )
     if set(kept) != set(wanted):
-        raise DataError(source, "frames", f"holds frames of {sorted(kept)}; this sweep keeps {sorted(wanted)}")
+        raise DataError(
+            source, "frames", f"holds frames of {sorted(kept)}; this sweep keeps {sorted(wanted)}"
+        )
     for name, (shape, dtype) in wanted.items():
         if kept[name].shape != shape or kept[name].dtype != dtype:
-            raise DataError(source, f"frames/{name}", f"has shape {kept[name].shape} and dtype {kept[name].dtype}; this sweep needs {shape} {dtype}")
+            raise DataError(
+                source,
+                f"frames/{name}",
+                f"has shape {kept[name].shape} and dtype {kept[name].dtype}; this sweep needs {shape} {dtype}",
+            )
     return ChunkCheckpoint(chunk=k, frame=done, leaves=leaves, frames=kept)
 
 
-def _run_framed(prep: Prepared, runner: FramedRunner, devices: int, padded: int, pending: list[int], output, restored: ChunkCheckpoint | None):
+def _run_framed(
+    prep: Prepared,
+    runner: FramedRunner,
+    devices: int,
+    padded: int,
+    pending: list[int],
+    output,
+    restored: ChunkCheckpoint | None,
+):
     """Chunk results in order, each chunk advanced frame by frame: checkpointed every
     `[output] checkpoint_every` frames or `checkpoint_seconds` (five minutes unless set),
     and stopped cleanly on a signal (`safe_point`) between calls."""
     spec = prep.config.spec.output
     every = spec.checkpoint_every
-    seconds = spec.checkpoint_seconds if spec.checkpoint_seconds is not None else (None if every is not None else CHECKPOINT_SECONDS)
+    seconds = (
+        spec.checkpoint_seconds
+        if spec.checkpoint_seconds is not None
+        else (None if every is not None else CHECKPOINT_SECONDS)
+    )
     family = family_of(prep.setup.model)
     for k in pending:
         inputs = prep.inputs(k, padded)
@@ -402,7 +514,9 @@ def _run_framed(prep: Prepared, runner: FramedRunner, devices: int, padded: int,
 
         def save(done: int, carry, frames, k=k, inputs=inputs) -> Path:
             last.update(frame=done, time=_time.perf_counter())
-            return _write_chunk_checkpoint(output, prep.text, prep.identity, padded, inputs, k, done, carry, frames())
+            return _write_chunk_checkpoint(
+                output, prep.text, prep.identity, padded, inputs, k, done, carry, frames()
+            )
 
         def between(done: int, carry, frames) -> None:
             with outside():  # (a checkpoint being written: not to be cut short)
@@ -415,9 +529,15 @@ def _run_framed(prep: Prepared, runner: FramedRunner, devices: int, padded: int,
                 safe_point(None if output is None else lambda: save(done, carry, frames))
 
         if restored is not None and restored.chunk == k:
-            carry = tree_from_leaves(restored.leaves, runner.carry_struct, checkpoint_path(output), "carry")
+            carry = tree_from_leaves(
+                restored.leaves, runner.carry_struct, checkpoint_path(output), "carry"
+            )
             if not np.all(np.asarray(carry.frames) == restored.frame + 1):
-                raise DataError(checkpoint_path(output), "frame", f"says frame {restored.frame}, its runs hold another; delete it to compute the chunk again")
+                raise DataError(
+                    checkpoint_path(output),
+                    "frame",
+                    f"says frame {restored.frame}, its runs hold another; delete it to compute the chunk again",
+                )
             last["frame"] = restored.frame
             values = runner.run(inputs, carry, restored.frame, restored.frames, between)
         else:
@@ -437,7 +557,9 @@ def worker_chunk(config_text: str, config_path: str | None, inputs: dict) -> dic
     return family_of(runner.setup.model).settle(runner.setup, jax.device_get(runner(inputs)), rerun)
 
 
-def _run_dask(prep: Prepared, client, padded: int, pending: list[int]) -> Iterator[tuple[int, dict]]:
+def _run_dask(
+    prep: Prepared, client, padded: int, pending: list[int]
+) -> Iterator[tuple[int, dict]]:
     """Chunk results as Dask tasks finish; at most two tasks per worker thread in flight,
     so the client's memory stays bounded."""
     from distributed import as_completed
@@ -482,7 +604,11 @@ class SweepSummary:
         """One line per kind of failure: how many runs, and why (from their result code)."""
         lines = []
         for code, count in sorted(self.failures.items()):
-            why = result_message(code) if code else "an observable became non-finite or left its [checks] bounds"
+            why = (
+                result_message(code)
+                if code
+                else "an observable became non-finite or left its [checks] bounds"
+            )
             lines.append(f"{count} run{'s' if count > 1 else ''} failed: {why}")
         return lines
 
@@ -500,7 +626,10 @@ def execute(
     What `sim sweep` and `sim.sweep` do; see `sweep` for the arguments."""
     start = _time.perf_counter()
     if config.spec.output.xdmf:
-        raise config.error("output.xdmf", "an XDMF sidecar describes one PDE run file (sim run); a sweep file holds many runs: set it false")
+        raise config.error(
+            "output.xdmf",
+            "an XDMF sidecar describes one PDE run file (sim run); a sweep file holds many runs: set it false",
+        )
     prep = prepare(config)
     n_devices = device_count(devices)
     with contextlib.nullcontext() if output is None else exclusive(output):
@@ -513,16 +642,27 @@ def execute(
 def _check_results_fit(prep: Prepared, layout: Layout, output) -> None:
     """Before the results are allocated: they must fit in memory (output None) or in
     the free space of the output's folder (the file is allocated at full size)."""
-    per_run = sum(math.prod(shape) * np.dtype(dtype).itemsize for shape, dtype in layout.rows.values())
+    per_run = sum(
+        math.prod(shape) * np.dtype(dtype).itemsize for shape, dtype in layout.rows.values()
+    )
     total = per_run * prep.runs
     what = f"the results of {prep.runs:,} runs ({readable(per_run)} each)"
-    problem = memory_problem(total, what) if output is None else disk_problem(Path(output).parent, total, what)
+    problem = (
+        memory_problem(total, what)
+        if output is None
+        else disk_problem(Path(output).parent, total, what)
+    )
     if problem:
         key = "sweep.samples" if "samples" in (prep.config.spec.sweep or {}) else "sweep.params"
-        raise prep.config.error(key, f"{problem}; sweep fewer runs or keep less of each (sweep.save = \"final\" or \"summary\")")
+        raise prep.config.error(
+            key,
+            f'{problem}; sweep fewer runs or keep less of each (sweep.save = "final" or "summary")',
+        )
 
 
-def _execute(prep: Prepared, output, resume: bool, n_devices: int, client, progress: bool, start: float):
+def _execute(
+    prep: Prepared, output, resume: bool, n_devices: int, client, progress: bool, start: float
+):
     padded = prep.padded(n_devices)
     runner = _compiled_runner(prep, n_devices, padded)
     layout = prep.layout(runner.out_info)
@@ -536,7 +676,9 @@ def _execute(prep: Prepared, output, resume: bool, n_devices: int, client, progr
     elif resume and partial_path(output).exists():
         FileSink.check_start(output, prep.text, resume=True, inputs=prep.identity)
         remove_stale(checkpoint)
-        if by_frames and checkpoint.exists():  # checked before the partial file is opened for writing
+        if (
+            by_frames and checkpoint.exists()
+        ):  # checked before the partial file is opened for writing
             restored = _read_chunk_checkpoint(output, prep, padded, runner)
         sink = FileSink.resume(output, layout)
     else:
@@ -550,7 +692,9 @@ def _execute(prep: Prepared, output, resume: bool, n_devices: int, client, progr
     try:
         if checkpoint is not None and restored is None:
             remove_stale(checkpoint)
-            checkpoint.unlink(missing_ok=True)  # of a chunk since written, or of another kind of sweep
+            checkpoint.unlink(
+                missing_ok=True
+            )  # of a chunk since written, or of another kind of sweep
         with Progress(enabled=progress, description=f"sweep {prep.setup.model.name}") as bar:
             bar.start(total=prep.runs)
             bar.advance(resumed)
@@ -561,11 +705,17 @@ def _execute(prep: Prepared, output, resume: bool, n_devices: int, client, progr
             else:
                 results = _run_local(prep, runner, n_devices, padded, pending)
             last, told = _time.perf_counter(), False
-            watch = contextlib.nullcontext() if output is None else _watched(output, n_devices, local=client is None)
+            watch = (
+                contextlib.nullcontext()
+                if output is None
+                else _watched(output, n_devices, local=client is None)
+            )
             with watch:
                 for k, values in computed(results):
                     lo, hi = prep.bounds(k)
-                    sink.write(lo, hi, {name: np.asarray(v)[: hi - lo] for name, v in values.items()})
+                    sink.write(
+                        lo, hi, {name: np.asarray(v)[: hi - lo] for name, v in values.items()}
+                    )
                     written += hi - lo
                     bar.advance(hi - lo)
                     if checkpoint is not None:
@@ -574,7 +724,13 @@ def _execute(prep: Prepared, output, resume: bool, n_devices: int, client, progr
                     safe_point(None if output is None else lambda: partial_path(output))
                     now = _time.perf_counter()
                     took, last = now - last, now
-                    if output is not None and not by_frames and not told and took > CHECKPOINT_SECONDS and written < prep.runs:
+                    if (
+                        output is not None
+                        and not by_frames
+                        and not told
+                        and took > CHECKPOINT_SECONDS
+                        and written < prep.runs
+                    ):
                         told = True
                         print(_long_chunk_note(prep, took), file=sys.stderr)
     except BaseException:
@@ -667,6 +823,7 @@ def sweep(
         >>> result = sim.sweep(sim.load_config("experiments/lotka_volterra_sweep.toml"))
         >>> result.observables["prey"].shape       # [B, T]
     """
-    summary, memory = execute(config, output, resume=resume, devices=devices, scheduler=scheduler, progress=progress)
+    summary, memory = execute(
+        config, output, resume=resume, devices=devices, scheduler=scheduler, progress=progress
+    )
     return memory.result() if memory is not None else SweepResult.read(summary.path)
-

@@ -77,11 +77,33 @@ def _start_one(s, family, save: str, rows: dict[str, jax.ShapeDtypeStruct], x: d
         for name, z in zeros.items():
             kept[name] = {"final": z}
             if save == "summary":
-                kept[name].update(min=_extreme(z.dtype, True), max=_extreme(z.dtype, False), sum=jnp.zeros((), _sum_dtype(z.dtype)))
-    return Carry(state=state, ok=jnp.asarray(True), result=jnp.zeros((), jnp.int32), first=zeros, kept=kept, frames=jnp.zeros((), jnp.int32))
+                kept[name].update(
+                    min=_extreme(z.dtype, True),
+                    max=_extreme(z.dtype, False),
+                    sum=jnp.zeros((), _sum_dtype(z.dtype)),
+                )
+    return Carry(
+        state=state,
+        ok=jnp.asarray(True),
+        result=jnp.zeros((), jnp.int32),
+        first=zeros,
+        kept=kept,
+        frames=jnp.zeros((), jnp.int32),
+    )
 
 
-def _advance_one(s, family, save: str, bounds, capacity: int, frames_total: int, x: dict, carry: Carry, count, is_first):
+def _advance_one(
+    s,
+    family,
+    save: str,
+    bounds,
+    capacity: int,
+    frames_total: int,
+    x: dict,
+    carry: Carry,
+    count,
+    is_first,
+):
     """One run: `count` more frames (frame 0 among them when `is_first`); returns the
     new carry, the frames [capacity, ...] (for save = "full"; else None) and the run's
     outputs as they stand (complete after the last call)."""
@@ -101,7 +123,9 @@ def _advance_one(s, family, save: str, bounds, capacity: int, frames_total: int,
         if _floating(v.dtype):
             ok = ok & jnp.all(jnp.isfinite(v))
     if bounds is not None:
-        ok = ok & bounds({name: jnp.concatenate([first[name][None], v]) for name, v in rows.items()})
+        ok = ok & bounds(
+            {name: jnp.concatenate([first[name][None], v]) for name, v in rows.items()}
+        )
     result = jnp.where(carry.result == 0, jnp.asarray(code, jnp.int32), carry.result)
     kept = {}
     for name, k in carry.kept.items():
@@ -118,7 +142,9 @@ def _advance_one(s, family, save: str, bounds, capacity: int, frames_total: int,
 
             new["sum"], _ = jax.lax.scan(add, k["sum"], (per_frame, valid))
         kept[name] = new
-    carry = Carry(state=state, ok=ok, result=result, first=first, kept=kept, frames=carry.frames + count)
+    carry = Carry(
+        state=state, ok=ok, result=result, first=first, kept=kept, frames=carry.frames + count
+    )
     return carry, (saved if save == "full" else None), _outputs(problem, carry, save, frames_total)
 
 
@@ -138,7 +164,9 @@ def _outputs(problem, carry: Carry, save: str, frames_total: int) -> dict[str, A
             continue
         size = frames_total * math.prod(k["final"].shape)
         stats = {"min": k["min"], "max": k["max"], "mean": k["sum"] / size, "final": k["final"]}
-        out.update({f"observables/{name}/{stat}": nan_unless(ok, stats[stat]) for stat in SUMMARY_STATS})
+        out.update(
+            {f"observables/{name}/{stat}": nan_unless(ok, stats[stat]) for stat in SUMMARY_STATS}
+        )
     out["stats/num_steps"] = jnp.asarray(problem.num_steps(carry.state), dtype=jnp.int64)
     out["stats/result"] = carry.result
     out["status"] = jnp.where(ok, jnp.int8(OK), jnp.int8(FAILED))
@@ -167,16 +195,22 @@ class FramedRunner:
             problem = _problem(s, family, x)
             return problem.advance(problem.init(), 1, 2)[1]
 
-        rows = {name: jax.ShapeDtypeStruct(r.shape[1:], r.dtype) for name, r in jax.eval_shape(probe, one).items()}
+        rows = {
+            name: jax.ShapeDtypeStruct(r.shape[1:], r.dtype)
+            for name, r in jax.eval_shape(probe, one).items()
+        }
         self.rows = rows
         frame_bytes = sum(math.prod(r.shape) * np.dtype(r.dtype).itemsize for r in rows.values())
         self.chunk = max(1, min(self.frames, CHUNK_BYTES // max(runs * frame_bytes, 1)))
         capacity = self.chunk + 1  # the first call also gives frame 0
         start = jax.vmap(functools.partial(_start_one, s, family, save, rows))
         advance = jax.vmap(
-            functools.partial(_advance_one, s, family, save, bounds, capacity, self.frames + 1), in_axes=(0, 0, None, None)
+            functools.partial(_advance_one, s, family, save, bounds, capacity, self.frames + 1),
+            in_axes=(0, 0, None, None),
         )
-        if devices > 1:  # each device advances its own runs: its LU factorisations and FFTs stay local
+        if (
+            devices > 1
+        ):  # each device advances its own runs: its LU factorisations and FFTs stay local
             batch, whole = batch_sharding(devices)
             split, same = batch.spec, whole.spec
             self._start = on_batch_shards(start, batch.mesh, (split,), split)
@@ -184,10 +218,19 @@ class FramedRunner:
         else:
             self._start, self._advance = jax.jit(start), jax.jit(advance)
         self.carry_struct = jax.eval_shape(start, example)
-        _, _, outputs = jax.eval_shape(advance, example, self.carry_struct, jnp.int32(1), jnp.bool_(True))
+        _, _, outputs = jax.eval_shape(
+            advance, example, self.carry_struct, jnp.int32(1), jnp.bool_(True)
+        )
         info = {}
         if save == "full":
-            info.update({f"observables/{name}": jax.ShapeDtypeStruct((runs, self.frames + 1, *r.shape), r.dtype) for name, r in rows.items()})
+            info.update(
+                {
+                    f"observables/{name}": jax.ShapeDtypeStruct(
+                        (runs, self.frames + 1, *r.shape), r.dtype
+                    )
+                    for name, r in rows.items()
+                }
+            )
         info.update(outputs)
         self.out_info: dict[str, jax.ShapeDtypeStruct] = info
 
@@ -216,7 +259,9 @@ class FramedRunner:
             n = sizer.next(self.frames - done)
             count = n + 1 if done == 0 else n
             began = _now()
-            carry, saved, outputs = self._advance(inputs, carry, jnp.int32(count), jnp.bool_(done == 0))
+            carry, saved, outputs = self._advance(
+                inputs, carry, jnp.int32(count), jnp.bool_(done == 0)
+            )
             jax.block_until_ready(outputs)  # (the sizer times the call, not its dispatch)
             if saved is not None:
                 for name, v in saved.items():
@@ -224,7 +269,11 @@ class FramedRunner:
             done += n
             sizer.took(n, _now() - began)
             if done < self.frames and between is not None:
-                between(done, carry, lambda: {name: np.concatenate(p, axis=1) for name, p in pieces.items()})
+                between(
+                    done,
+                    carry,
+                    lambda: {name: np.concatenate(p, axis=1) for name, p in pieces.items()},
+                )
         values = {name: np.asarray(v) for name, v in jax.device_get(outputs).items()}
         if self.save == "full":
             ok = values["status"] == OK

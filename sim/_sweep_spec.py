@@ -82,18 +82,29 @@ class ParamSpec(BaseModel):
     def check(self) -> None:
         given = [k for k in KINDS if getattr(self, k) is not None]
         if len(given) != 1:
-            raise _SpecError("", f"expected exactly one of {', '.join(KINDS)}, got {', '.join(given) or 'none'}")
+            raise _SpecError(
+                "", f"expected exactly one of {', '.join(KINDS)}, got {', '.join(given) or 'none'}"
+            )
         kind, spec = given[0], getattr(self, given[0])
         if not all(math.isfinite(v) for v in spec):
             raise _SpecError(kind, f"expected finite numbers, got {spec}")
         # (as [params] refuses such a value: stored as written, computed as 0 where
         # compiled code flushes subnormal numbers; logspace gives exponents)
-        subnormal = next((v for v in spec if v != 0 and abs(v) < _TINY), None) if kind != "logspace" else None
+        subnormal = (
+            next((v for v in spec if v != 0 and abs(v) < _TINY), None)
+            if kind != "logspace"
+            else None
+        )
         if subnormal is not None:
-            raise _SpecError(kind, f"{subnormal!r} is below the smallest normal float ({_TINY!r}); expected 0 or a magnitude of at least that")
+            raise _SpecError(
+                kind,
+                f"{subnormal!r} is below the smallest normal float ({_TINY!r}); expected 0 or a magnitude of at least that",
+            )
         if kind in ("linspace", "logspace"):
             if len(spec) != 3 or spec[2] != int(spec[2]):
-                raise _SpecError(kind, f"expected [start, stop, count] with a whole count, got {spec}")
+                raise _SpecError(
+                    kind, f"expected [start, stop, count] with a whole count, got {spec}"
+                )
             if spec[2] < 1:
                 raise _SpecError(kind, f"empty range: expected a count >= 1, got {spec}")
         elif kind == "values":
@@ -116,7 +127,9 @@ class ParamSpec(BaseModel):
         if self.kind == "linspace":
             return np.linspace(spec[0], spec[1], int(spec[2]))
         if self.kind == "logspace":
-            with np.errstate(over="ignore"):  # (points beyond the float range are refused by the caller)
+            with np.errstate(
+                over="ignore"
+            ):  # (points beyond the float range are refused by the caller)
                 return np.logspace(spec[0], spec[1], int(spec[2]))
         return np.asarray(spec, dtype=float)
 
@@ -153,7 +166,9 @@ class SweepSection(BaseModel):
             if nested and (key == "initial" or all(isinstance(v, dict) for v in spec.values())):
                 out.update({f"{key}.{k}": v for k, v in spec.items()})
             elif not isinstance(spec, dict):
-                raise _SpecError(key, f"expected a table like {{ linspace = [0.3, 0.8, 32] }}, got {spec!r}")
+                raise _SpecError(
+                    key, f"expected a table like {{ linspace = [0.3, 0.8, 32] }}, got {spec!r}"
+                )
             else:
                 out[key] = spec
         return out
@@ -163,26 +178,41 @@ class SweepSection(BaseModel):
         for key, choices in (("mode", MODES), ("save", SAVES)):
             value = getattr(self, key)
             if value not in choices:
-                raise _SpecError(key, f"expected one of {', '.join(choices)}, got {value!r}.{did_you_mean(value, choices)}")
+                raise _SpecError(
+                    key,
+                    f"expected one of {', '.join(choices)}, got {value!r}.{did_you_mean(value, choices)}",
+                )
         if not self.params:
-            raise _SpecError("params", "expected at least one quantity to sweep, e.g. alpha = { linspace = [0.3, 0.8, 32] }")
+            raise _SpecError(
+                "params",
+                "expected at least one quantity to sweep, e.g. alpha = { linspace = [0.3, 0.8, 32] }",
+            )
         for name, spec in self.params.items():
             try:
                 spec.check()
             except _SpecError as e:
-                raise _SpecError(f"params.{name}" + (f".{e.key}" if e.key else ""), e.message) from None
+                raise _SpecError(
+                    f"params.{name}" + (f".{e.key}" if e.key else ""), e.message
+                ) from None
         sampled = self.mode in _SAMPLED
         if sampled and self.samples is None:
             raise _SpecError("samples", f"required for mode {self.mode!r} (the number of runs)")
         if not sampled and self.samples is not None:
-            raise _SpecError("samples", f"is for modes {', '.join(_SAMPLED)}; mode {self.mode!r} takes its size from sweep.params")
+            raise _SpecError(
+                "samples",
+                f"is for modes {', '.join(_SAMPLED)}; mode {self.mode!r} takes its size from sweep.params",
+            )
         allowed = _RANGES if sampled else _LISTED
         for name, spec in self.params.items():
             if spec.kind not in allowed:
                 raise _SpecError(
                     f"params.{name}",
                     f"mode {self.mode!r} expects {' or '.join(allowed)}, got {spec.kind}"
-                    + (" (uniform and loguniform are for random, sobol and latin_hypercube)" if not sampled else ""),
+                    + (
+                        " (uniform and loguniform are for random, sobol and latin_hypercube)"
+                        if not sampled
+                        else ""
+                    ),
                 )
         if self.mode == "zip":
             names = list(self.params)
@@ -272,7 +302,9 @@ def unit_samples(section: SweepSection, d: int) -> np.ndarray:
     return qmc.LatinHypercube(d, rng=rng).random(n)
 
 
-def plan_sweep(config: Config, section: SweepSection, params: dict[str, Any], initial: Any, model) -> SweepPlan:
+def plan_sweep(
+    config: Config, section: SweepSection, params: dict[str, Any], initial: Any, model
+) -> SweepPlan:
     """Check the swept names and values against the model and draw every run's values.
 
     Arguments:
@@ -285,11 +317,17 @@ def plan_sweep(config: Config, section: SweepSection, params: dict[str, Any], in
     specs = section.params
     sampled = section.mode in _SAMPLED
     sizes = {} if sampled else {name: spec.size() for name, spec in specs.items()}
-    runs = int(section.samples) if sampled else (math.prod(sizes.values()) if section.mode == "grid" else max(sizes.values()))
+    runs = (
+        int(section.samples)
+        if sampled
+        else (math.prod(sizes.values()) if section.mode == "grid" else max(sizes.values()))
+    )
     # The design itself: one value per run and quantity (grid meshes and columns: x4).
     problem = memory_problem(4 * 8 * runs * len(specs), f"a sweep of {runs:,} runs")
     if problem:
-        raise config.error("sweep.samples" if sampled else f"sweep.params.{max(sizes, key=sizes.get)}", problem)
+        raise config.error(
+            "sweep.samples" if sampled else f"sweep.params.{max(sizes, key=sizes.get)}", problem
+        )
     if section.mode == "grid":
         axes = [spec.points() for spec in specs.values()]
         mesh = np.meshgrid(*axes, indexing="ij")
@@ -311,24 +349,34 @@ def plan_sweep(config: Config, section: SweepSection, params: dict[str, Any], in
         # (the values a range gives, judged as the range's own numbers are)
         subnormal = values[(values != 0) & (np.abs(values) < _TINY)]
         if subnormal.size:
-            raise config.error(key, f"{where} gives {float(subnormal[0])!r}, below the smallest normal float ({_TINY!r}); expected values of 0 or a magnitude of at least that")
+            raise config.error(
+                key,
+                f"{where} gives {float(subnormal[0])!r}, below the smallest normal float ({_TINY!r}); expected values of 0 or a magnitude of at least that",
+            )
         head, _, rest = name.partition(".")
         if rest:
             if head != "initial":
-                raise config.error(key, f"expected a parameter name or initial.<state>, got {name!r}")
+                raise config.error(
+                    key, f"expected a parameter name or initial.<state>, got {name!r}"
+                )
             if not isinstance(initial, dict) or not all(is_scalar(v) for v in initial.values()):
-                raise config.error(key, f"initial values can be swept for models whose initial state has named values (ODE models); {model.name!r} has none")
+                raise config.error(
+                    key,
+                    f"initial values can be swept for models whose initial state has named values (ODE models); {model.name!r} has none",
+                )
             if rest not in initial:
                 names = list(initial)
                 raise config.error(
-                    key, f"model {model.name!r} has no state component {rest!r} (state: {', '.join(names)}).{did_you_mean(rest, names)}"
+                    key,
+                    f"model {model.name!r} has no state component {rest!r} (state: {', '.join(names)}).{did_you_mean(rest, names)}",
                 )
             swept_initial[rest] = values
             continue
         if name not in params:
             names = list(params)
             raise config.error(
-                key, f"model {model.name!r} has no parameter {name!r} (parameters: {', '.join(names)}).{did_you_mean(name, names)}"
+                key,
+                f"model {model.name!r} has no parameter {name!r} (parameters: {', '.join(names)}).{did_you_mean(name, names)}",
             )
         if not is_scalar(params[name]):
             raise config.error(key, f"parameter {name!r} is not a scalar and cannot be swept")
@@ -336,15 +384,20 @@ def plan_sweep(config: Config, section: SweepSection, params: dict[str, Any], in
         problem = declared.violation(values)
         if problem is not None:
             raise config.error(
-                key, f"expected {problem} ({declared.doc}), got values from {values.min():g} to {values.max():g} ({where})"
+                key,
+                f"expected {problem} ({declared.doc}), got values from {values.min():g} to {values.max():g} ({where})",
             )
         swept_params[name] = values
-    return SweepPlan(section=section, params=swept_params, initial=swept_initial, grid_shape=grid_shape)
+    return SweepPlan(
+        section=section, params=swept_params, initial=swept_initial, grid_shape=grid_shape
+    )
 
 
 def is_scalar(value: Any) -> bool:
     """A single number (a 0-d array or a Python number), not an array or a pytree."""
-    return isinstance(value, (int, float, np.ndarray, np.generic, jax.Array)) and np.ndim(value) == 0
+    return (
+        isinstance(value, (int, float, np.ndarray, np.generic, jax.Array)) and np.ndim(value) == 0
+    )
 
 
 _EXPECTED = {
@@ -368,10 +421,22 @@ def _to_config_error(exc: pydantic.ValidationError, source: str) -> ConfigError:
     key = ".".join(["sweep", *loc])
     kind = err["type"]
     if kind == "extra_forbidden":
-        allowed = list(ParamSpec.model_fields) if len(loc) == 3 and loc[0] == "params" else list(SweepSection.model_fields)
-        return ConfigError(source, key, f"unknown key (expected one of: {', '.join(allowed)}).{did_you_mean(loc[-1], allowed)}")
+        allowed = (
+            list(ParamSpec.model_fields)
+            if len(loc) == 3 and loc[0] == "params"
+            else list(SweepSection.model_fields)
+        )
+        return ConfigError(
+            source,
+            key,
+            f"unknown key (expected one of: {', '.join(allowed)}).{did_you_mean(loc[-1], allowed)}",
+        )
     if kind == "missing":
-        hint = " (the quantities to sweep, e.g. alpha = { linspace = [0.3, 0.8, 32] })" if loc == ["params"] else ""
+        hint = (
+            " (the quantities to sweep, e.g. alpha = { linspace = [0.3, 0.8, 32] })"
+            if loc == ["params"]
+            else ""
+        )
         return ConfigError(source, key, f"required key is missing{hint}")
     ctx = err.get("ctx") or {}
     if kind == "greater_than_equal":

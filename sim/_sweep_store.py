@@ -74,7 +74,9 @@ class FileSink:
         self._datasets: dict[str, h5py.Dataset] = {}
 
     @staticmethod
-    def check_start(path: str | Path, config: str, resume: bool, inputs: InputIdentity | None = None) -> None:
+    def check_start(
+        path: str | Path, config: str, resume: bool, inputs: InputIdentity | None = None
+    ) -> None:
         """Before any work: an unfinished sweep of `path` may only be resumed, and only
         with the config it was started from, the same input files (`inputs`) and the same
         package versions.
@@ -85,11 +87,17 @@ class FileSink:
         partial = partial_path(path)
         if not partial.exists():
             if resume and Path(path).exists():
-                raise InputError(path, "", "is a finished sweep; there is nothing to resume (run without --resume to overwrite it)")
+                raise InputError(
+                    path,
+                    "",
+                    "is a finished sweep; there is nothing to resume (run without --resume to overwrite it)",
+                )
             return
         if not resume:
             raise InputError(
-                partial, "", "an unfinished sweep is here; pass --resume to continue it, or delete it to start over"
+                partial,
+                "",
+                "an unfinished sweep is here; pass --resume to continue it, or delete it to start over",
             )
         try:
             with h5py.File(partial, "r") as f:
@@ -97,10 +105,14 @@ class FileSink:
                 fmt = f.attrs.get("format")
                 attrs = dict(f.attrs)
         except DAMAGED_FILE_ERRORS as e:
-            raise DataError(partial, "", f"cannot be read ({error_reason(e)}); delete it to start over") from None
+            raise DataError(
+                partial, "", f"cannot be read ({error_reason(e)}); delete it to start over"
+            ) from None
         stored = stored.decode() if isinstance(stored, bytes) else str(stored)
         if fmt != FORMAT:
-            raise DataError(partial, "", "is not an unfinished simjax sweep; delete it to start over")
+            raise DataError(
+                partial, "", "is not an unfinished simjax sweep; delete it to start over"
+            )
         # [checks] are part of a sweep's work: they decide the status recorded for each run
         difference = config_difference(stored, config)
         if difference:
@@ -123,13 +135,21 @@ class FileSink:
         partial = partial_path(path)
         if partial.exists():
             raise InputError(
-                partial, "", "an unfinished sweep is here; pass --resume to continue it, or delete it to start over"
+                partial,
+                "",
+                "an unfinished sweep is here; pass --resume to continue it, or delete it to start over",
             )
         tmp = partial.with_name(partial.name + ".new")
         try:
             with h5py.File(tmp, "w") as f:
                 attrs = dict(layout.attrs)
-                write_root_attrs(f, format=FORMAT, model=attrs.pop("model"), config=attrs.pop("config"), seed=attrs.pop("seed"))
+                write_root_attrs(
+                    f,
+                    format=FORMAT,
+                    model=attrs.pop("model"),
+                    config=attrs.pop("config"),
+                    seed=attrs.pop("seed"),
+                )
                 for key, value in attrs.items():
                     f.attrs[key] = value
                 layout.inputs.write(f.attrs)
@@ -138,7 +158,13 @@ class FileSink:
                 for name, (shape, dtype) in layout.rows.items():
                     dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
                     dcpl.set_alloc_time(h5py.h5d.ALLOC_TIME_EARLY)
-                    f.create_dataset(name, shape=(layout.runs, *shape), dtype=dtype, fillvalue=_fill(dtype), dcpl=dcpl)
+                    f.create_dataset(
+                        name,
+                        shape=(layout.runs, *shape),
+                        dtype=dtype,
+                        fillvalue=_fill(dtype),
+                        dcpl=dcpl,
+                    )
             os.replace(tmp, partial)
         except BaseException:
             with contextlib.suppress(FileNotFoundError):
@@ -159,20 +185,34 @@ class FileSink:
         try:
             f = h5py.File(partial, "r+")
         except DAMAGED_FILE_ERRORS as e:
-            raise DataError(partial, "", f"cannot be read ({error_reason(e)}); delete it to start over") from None
+            raise DataError(
+                partial, "", f"cannot be read ({error_reason(e)}); delete it to start over"
+            ) from None
         try:
             for name, (shape, dtype) in layout.rows.items():
                 try:
                     found = f.get(name)
                     shape_found = found.shape if isinstance(found, h5py.Dataset) else None
                 except DAMAGED_FILE_ERRORS as e:
-                    raise DataError(partial, name, f"cannot be read ({error_reason(e)}); delete the file to start over") from None
+                    raise DataError(
+                        partial,
+                        name,
+                        f"cannot be read ({error_reason(e)}); delete the file to start over",
+                    ) from None
                 if shape_found != (layout.runs, *shape):
-                    raise DataError(partial, name, "is missing or has another shape; delete the file to start over")
+                    raise DataError(
+                        partial,
+                        name,
+                        "is missing or has another shape; delete the file to start over",
+                    )
             try:
                 return cls(Path(path), f)
             except DAMAGED_FILE_ERRORS as e:
-                raise DataError(partial, "status", f"cannot be read ({error_reason(e)}); delete the file to start over") from None
+                raise DataError(
+                    partial,
+                    "status",
+                    f"cannot be read ({error_reason(e)}); delete the file to start over",
+                ) from None
         except BaseException:
             f.close()
             raise
@@ -213,7 +253,8 @@ class MemorySink:
     def __init__(self, layout: Layout):
         self.layout = layout
         self.arrays = {
-            name: np.full((layout.runs, *shape), _fill(dtype), dtype=dtype) for name, (shape, dtype) in layout.rows.items()
+            name: np.full((layout.runs, *shape), _fill(dtype), dtype=dtype)
+            for name, (shape, dtype) in layout.rows.items()
         }
         self.status = self.arrays["status"]
         self.result_codes = self.arrays["stats/result"]
@@ -226,7 +267,9 @@ class MemorySink:
         pass
 
     def result(self) -> SweepResult:
-        return SweepResult.from_tree(dict(self.layout.attrs), _nest({**self.layout.fixed, **self.arrays}))
+        return SweepResult.from_tree(
+            dict(self.layout.attrs), _nest({**self.layout.fixed, **self.arrays})
+        )
 
 
 def _nest(flat: dict[str, Any]) -> dict[str, Any]:
@@ -318,7 +361,9 @@ class SweepResult(Result):
 
         record = read(path)
         if record.format != FORMAT:
-            raise DataError(path, "", f"is not a sweep file (format {record.format!r}, expected {FORMAT!r})")
+            raise DataError(
+                path, "", f"is not a sweep file (format {record.format!r}, expected {FORMAT!r})"
+            )
         return cls.from_tree(record.attrs, dict(record))
 
     def to_xarray(self):
@@ -353,7 +398,9 @@ class SweepResult(Result):
     def write(self, f: h5py.File) -> None:
         """The sweep layout in `f` (`save_to` writes it to a path atomically)."""
         write_root_attrs(f, format=FORMAT, model=self.model, config=self.config, seed=self.seed)
-        for key, value in root_attrs(self.mode, self.save, self.swept, self.grid_shape, self.runs).items():
+        for key, value in root_attrs(
+            self.mode, self.save, self.swept, self.grid_shape, self.runs
+        ).items():
             f.attrs[key] = value
         f.create_dataset("time", data=self.time)
         flat = {
@@ -381,7 +428,9 @@ def _flat_observables(observables: dict[str, Any], sep: str = "_") -> dict[str, 
     return out
 
 
-def root_attrs(mode: str, save: str, swept: tuple[str, ...], grid_shape, runs: int) -> dict[str, Any]:
+def root_attrs(
+    mode: str, save: str, swept: tuple[str, ...], grid_shape, runs: int
+) -> dict[str, Any]:
     """The sweep's own root attributes, beside the common ones."""
     attrs = {"mode": mode, "save": save, "swept": json.dumps(list(swept)), "runs": runs}
     if grid_shape is not None:

@@ -122,7 +122,9 @@ def config_difference(stored: str, current: str, ignore: tuple[str, ...] = ()) -
 def _stored(leaf) -> bool:
     """Whether a leaf is state (arrays and numbers); other leaves (functions, markers)
     are the same in every state of a structure and are taken from the template."""
-    return isinstance(leaf, (jax.Array, jax.ShapeDtypeStruct, np.ndarray, np.generic, bool, int, float, complex))
+    return isinstance(
+        leaf, (jax.Array, jax.ShapeDtypeStruct, np.ndarray, np.generic, bool, int, float, complex)
+    )
 
 
 def write_tree(group: h5py.Group, tree: PyTree) -> None:
@@ -150,7 +152,9 @@ def read_leaves(group: h5py.Group, count: int | None = None) -> list[tuple[np.nd
     return out
 
 
-def tree_from_leaves(leaves: list[tuple[np.ndarray, str]], template: PyTree, source: Path, key: str) -> PyTree:
+def tree_from_leaves(
+    leaves: list[tuple[np.ndarray, str]], template: PyTree, source: Path, key: str
+) -> PyTree:
     """The stored `leaves` in the structure of `template` (arrays, Python numbers, or the
     `jax.ShapeDtypeStruct`s of `jax.eval_shape`); a Python number comes back as one.
 
@@ -164,15 +168,25 @@ def tree_from_leaves(leaves: list[tuple[np.ndarray, str]], template: PyTree, sou
     out = list(like_leaves)
     for n, (i, (data, impl)) in enumerate(zip(stored, leaves)):
         like, where = like_leaves[i], f"{key}/{n:04d}"
-        if isinstance(like, (jax.Array, jax.ShapeDtypeStruct)) and jnp.issubdtype(like.dtype, jax.dtypes.prng_key):
+        if isinstance(like, (jax.Array, jax.ShapeDtypeStruct)) and jnp.issubdtype(
+            like.dtype, jax.dtypes.prng_key
+        ):
             if not impl:
                 raise DataError(source, where, "expected a PRNG key")
             out[i] = jax.random.wrap_key_data(jnp.asarray(data), impl=impl)
             continue
         python = isinstance(like, (bool, int, float, complex))
-        shape, dtype = (like.shape, like.dtype) if isinstance(like, jax.ShapeDtypeStruct) else (np.shape(like), np.asarray(like).dtype)
+        shape, dtype = (
+            (like.shape, like.dtype)
+            if isinstance(like, jax.ShapeDtypeStruct)
+            else (np.shape(like), np.asarray(like).dtype)
+        )
         if data.shape != tuple(shape) or data.dtype != dtype:
-            raise DataError(source, where, f"has shape {data.shape} and dtype {data.dtype}; this state needs {tuple(shape)} {dtype}")
+            raise DataError(
+                source,
+                where,
+                f"has shape {data.shape} and dtype {data.dtype}; this state needs {tuple(shape)} {dtype}",
+            )
         out[i] = type(like)(data.item()) if python else _typed_like(like, data)
     return jax.tree.unflatten(treedef, out)
 

@@ -77,7 +77,13 @@ def stall_seconds(cpu: bool) -> float | None:
 class _Watch:
     """The state the watching thread and the main thread share (under `lock`)."""
 
-    def __init__(self, stall: float | None, cpu: bool, stopped: Callable[[str], str], stalled: Callable[[float], str]):
+    def __init__(
+        self,
+        stall: float | None,
+        cpu: bool,
+        stopped: Callable[[str], str],
+        stalled: Callable[[float], str],
+    ):
         self.stall = stall
         self.cpu = cpu
         self.stopped = stopped
@@ -145,7 +151,9 @@ _current: _Watch | None = None
 
 
 @contextlib.contextmanager
-def watching(stopped: Callable[[str], str], stalled: Callable[[float], str], cpu: bool, local: bool = True) -> Iterator[None]:
+def watching(
+    stopped: Callable[[str], str], stalled: Callable[[float], str], cpu: bool, local: bool = True
+) -> Iterator[None]:
     """Watch the chunks computed in the block (`computed`), within the command's
     `sim._interrupt.deferred` in the main thread; elsewhere it does nothing.
 
@@ -164,13 +172,19 @@ def watching(stopped: Callable[[str], str], stalled: Callable[[float], str], cpu
     from ._errors import InputError
     from ._interrupt import active
 
-    if not active() or threading.current_thread() is not threading.main_thread() or _current is not None:
+    if (
+        not active()
+        or threading.current_thread() is not threading.main_thread()
+        or _current is not None
+    ):
         yield
         return
     try:
         stall = stall_seconds(cpu) if local else None
     except ValueError as e:
-        raise InputError(STALL_VARIABLE, os.environ.get(STALL_VARIABLE, ""), str(e).partition(": ")[2]) from None
+        raise InputError(
+            STALL_VARIABLE, os.environ.get(STALL_VARIABLE, ""), str(e).partition(": ")[2]
+        ) from None
     watch = _Watch(stall, cpu, stopped, stalled)
     read, write = os.pipe()
     os.set_blocking(write, False)
@@ -226,11 +240,19 @@ def outside() -> Iterator[None]:
 def kept_line(paths: list[Path]) -> str:
     """Words for what an ended sweep keeps."""
     existing = [shown(p) for p in paths if p.exists()]
-    return f"the sweep so far is kept in {' and '.join(existing)}" if existing else "nothing was saved yet"
+    return (
+        f"the sweep so far is kept in {' and '.join(existing)}"
+        if existing
+        else "nothing was saved yet"
+    )
 
 
 def resume_line(output: Path) -> str:
     """The command that resumes the sweep: the command line's own (`sim.cli`), when the
     command runs; else a plain one."""
     cli = sys.modules.get("sim.cli")
-    return cli.resume_command(output) if cli is not None else f"sim sweep ... -o {shown(output)} --resume"
+    return (
+        cli.resume_command(output)
+        if cli is not None
+        else f"sim sweep ... -o {shown(output)} --resume"
+    )

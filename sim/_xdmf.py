@@ -75,16 +75,26 @@ def write_xdmf(path: str | Path) -> Path:
     return target
 
 
-def check_sidecar(path: Path, source: str = "", key: str = "", inputs: tuple[Path, ...] = ()) -> Path:
+def check_sidecar(
+    path: Path, source: str = "", key: str = "", inputs: tuple[Path, ...] = ()
+) -> Path:
     """Check, before any work, that the sidecar of `path` can be written: the path it
     names, and the run file's name as XDMF can reference it. Problems name `source` and
     `key` (the config and `output.xdmf`), or the sidecar. Returns the sidecar path."""
     target = sidecar_path(path)
     source = source or str(target)
     if ":" in path.name:
-        raise InputError(source, key, f"the run file's name {path.name!r} has a ':', which XDMF reads as the end of a file name; choose another name")
+        raise InputError(
+            source,
+            key,
+            f"the run file's name {path.name!r} has a ':', which XDMF reads as the end of a file name; choose another name",
+        )
     if target.name == path.name:
-        raise InputError(source, key, f"the run file {path.name!r} ends in .xdmf, the name of its own sidecar; name it .h5")
+        raise InputError(
+            source,
+            key,
+            f"the run file {path.name!r} ends in .xdmf, the name of its own sidecar; name it .h5",
+        )
     check_output_path(target, source, key, inputs=(path, *inputs))
     return target
 
@@ -95,7 +105,10 @@ def check_request(config: Any, plan: Any, output: Path) -> None:
     if not config.spec.output.xdmf:
         return
     if "grid" not in getattr(plan.sink, "groups", {}):
-        raise config.error("output.xdmf", "an XDMF sidecar holds fields on a grid: it applies to PDE runs, not to this model's; set it false")
+        raise config.error(
+            "output.xdmf",
+            "an XDMF sidecar holds fields on a grid: it applies to PDE runs, not to this model's; set it false",
+        )
     check_sidecar(output, str(config.source), "output.xdmf", tuple(config.input_files()))
 
 
@@ -141,20 +154,32 @@ def sidecar_text(path: Path) -> str:
 def _layout(f: h5py.File, path: Path) -> dict[str, Any]:
     fmt = as_text(f.attrs.get("format", ""))
     if fmt != "simjax.run" or "h5md" in f:
-        raise DataError(path, "format", f"is {fmt or 'not a simjax file'!r}{' (an MD run)' if 'h5md' in f else ''}; an XDMF sidecar describes a PDE run file (simjax.run with /grid)")
+        raise DataError(
+            path,
+            "format",
+            f"is {fmt or 'not a simjax file'!r}{' (an MD run)' if 'h5md' in f else ''}; an XDMF sidecar describes a PDE run file (simjax.run with /grid)",
+        )
     time = _dataset(f, path, "time", ndim=1)
     grid = f.get("grid")
     if not isinstance(grid, h5py.Group):
-        raise DataError(path, "/grid", "missing; an XDMF sidecar describes the fields of a PDE run on its grid (an ODE or SDE run has none)")
+        raise DataError(
+            path,
+            "/grid",
+            "missing; an XDMF sidecar describes the fields of a PDE run on its grid (an ODE or SDE run has none)",
+        )
     axes = [a for a in AXES if a in grid]
     if not axes or axes != list(AXES[: len(axes)]):
-        raise DataError(path, "/grid", f"expected datasets x (and y, z) with the node coordinates, found {sorted(grid)}")
+        raise DataError(
+            path,
+            "/grid",
+            f"expected datasets x (and y, z) with the node coordinates, found {sorted(grid)}",
+        )
     coords = {a: _dataset(f, path, f"grid/{a}", ndim=1) for a in axes}
     points = tuple(coords[a].shape[0] for a in axes)
     frames = time.shape[0]
     fields, scalars = {}, {}
     observables = f.get("observables")
-    for name, item in (observables.items() if isinstance(observables, h5py.Group) else ()):
+    for name, item in observables.items() if isinstance(observables, h5py.Group) else ():
         if not isinstance(item, h5py.Dataset) or item.dtype.kind not in "biuf":
             continue
         if item.shape == (frames, *points):
@@ -162,7 +187,11 @@ def _layout(f: h5py.File, path: Path) -> dict[str, Any]:
         elif item.shape == (frames,):
             scalars[name] = item
     if not fields:
-        raise DataError(path, "/observables", f"no field of shape [{frames}, {', '.join(map(str, points))}] (time by grid) to describe")
+        raise DataError(
+            path,
+            "/observables",
+            f"no field of shape [{frames}, {', '.join(map(str, points))}] (time by grid) to describe",
+        )
     return {
         "times": [float(t) for t in time[()]],
         "coords": {a: (c.name, c.dtype, c.shape) for a, c in coords.items()},
@@ -178,7 +207,11 @@ def _dataset(f: h5py.File, path: Path, name: str, ndim: int) -> h5py.Dataset:
     if not isinstance(item, h5py.Dataset):
         raise DataError(path, f"/{name}", "missing; a PDE run file has this dataset")
     if item.ndim != ndim or item.dtype.kind not in "biuf" or item.size == 0:
-        raise DataError(path, f"/{name}", f"expected {ndim} dimension(s) of numbers, found shape {item.shape} of {item.dtype}")
+        raise DataError(
+            path,
+            f"/{name}",
+            f"expected {ndim} dimension(s) of numbers, found shape {item.shape} of {item.dtype}",
+        )
     return item
 
 
@@ -191,9 +224,13 @@ def _dims(shape) -> str:
     return " ".join(str(int(n)) for n in shape)
 
 
-def _hdf(parent: ET.Element, file: str, dataset: tuple[str, np.dtype, tuple[int, ...]]) -> ET.Element:
+def _hdf(
+    parent: ET.Element, file: str, dataset: tuple[str, np.dtype, tuple[int, ...]]
+) -> ET.Element:
     name, dtype, shape = dataset
-    item = ET.SubElement(parent, "DataItem", Format="HDF", Dimensions=_dims(shape), **_number_type(dtype))
+    item = ET.SubElement(
+        parent, "DataItem", Format="HDF", Dimensions=_dims(shape), **_number_type(dtype)
+    )
     item.text = f"{file}:{name}"
     return item
 
@@ -206,8 +243,15 @@ def _xml(file: str, *, times, coords, points, fields, scalars, model: str) -> st
     ET.SubElement(domain, "Information", Name="writer", Value=WRITER)
     ET.SubElement(domain, "Information", Name="data", Value=file)
     reversed_axes = list(reversed(AXES[:dim]))
-    ET.SubElement(domain, "Information", Name="axes", Value=", ".join(f"{xdmf} = file {ours}" for xdmf, ours in zip("XYZ", reversed_axes)))
-    series = ET.SubElement(domain, "Grid", Name=model or "run", GridType="Collection", CollectionType="Temporal")
+    ET.SubElement(
+        domain,
+        "Information",
+        Name="axes",
+        Value=", ".join(f"{xdmf} = file {ours}" for xdmf, ours in zip("XYZ", reversed_axes)),
+    )
+    series = ET.SubElement(
+        domain, "Grid", Name=model or "run", GridType="Collection", CollectionType="Temporal"
+    )
     for k, t in enumerate(times):
         grid = ET.SubElement(series, "Grid", Name=f"frame {k}", GridType="Uniform")
         ET.SubElement(grid, "Time", Value=repr(t))
@@ -216,14 +260,25 @@ def _xml(file: str, *, times, coords, points, fields, scalars, model: str) -> st
         for axis in reversed_axes:  # VX first: the fastest axis
             _hdf(geometry, file, coords[axis])
         for _ in range(3 - dim):  # the flat axes: one node at 0
-            item = ET.SubElement(geometry, "DataItem", Format="XML", Dimensions="1", NumberType="Float", Precision="8")
+            item = ET.SubElement(
+                geometry,
+                "DataItem",
+                Format="XML",
+                Dimensions="1",
+                NumberType="Float",
+                Precision="8",
+            )
             item.text = "0"
         for name, dataset in fields.items():
             _frame(grid, file, name, "Node", dataset, k, mesh)
         for name, dataset in scalars.items():
             _frame(grid, file, name, "Grid", dataset, k, (1,))
     ET.indent(root, space=" ")
-    return '<?xml version="1.0" encoding="utf-8"?>\n<!DOCTYPE Xdmf SYSTEM "Xdmf.dtd" []>\n' + ET.tostring(root, encoding="unicode") + "\n"
+    return (
+        '<?xml version="1.0" encoding="utf-8"?>\n<!DOCTYPE Xdmf SYSTEM "Xdmf.dtd" []>\n'
+        + ET.tostring(root, encoding="unicode")
+        + "\n"
+    )
 
 
 def _frame(grid: ET.Element, file: str, name: str, center: str, dataset, k: int, dims) -> None:
@@ -231,9 +286,13 @@ def _frame(grid: ET.Element, file: str, name: str, center: str, dataset, k: int,
     count per axis of the dataset)."""
     shape = dataset[2]
     attribute = ET.SubElement(grid, "Attribute", Name=name, AttributeType="Scalar", Center=center)
-    slab = ET.SubElement(attribute, "DataItem", ItemType="HyperSlab", Dimensions=_dims(dims), Type="HyperSlab")
+    slab = ET.SubElement(
+        attribute, "DataItem", ItemType="HyperSlab", Dimensions=_dims(dims), Type="HyperSlab"
+    )
     rank = len(shape)
-    selection = ET.SubElement(slab, "DataItem", Format="XML", NumberType="Int", Dimensions=f"3 {rank}")
+    selection = ET.SubElement(
+        slab, "DataItem", Format="XML", NumberType="Int", Dimensions=f"3 {rank}"
+    )
     start = [k] + [0] * (rank - 1)
     stride = [1] * rank
     count = [1, *shape[1:]]

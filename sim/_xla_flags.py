@@ -63,7 +63,9 @@ def small_loops_whole() -> None:
     flags = os.environ.get("XLA_FLAGS", "")
     if "xla_backend_extra_options" in flags or LEGACY_EMITTERS in flags.lower() or _jax_started():
         return
-    option = f"--xla_backend_extra_options=xla_cpu_small_while_loop_byte_threshold={SMALL_LOOP_BYTES}"
+    option = (
+        f"--xla_backend_extra_options=xla_cpu_small_while_loop_byte_threshold={SMALL_LOOP_BYTES}"
+    )
     os.environ["XLA_FLAGS"] = f"{flags} {option}".strip()
 
 
@@ -77,13 +79,17 @@ def threads_for_devices() -> None:
     devices = cpu_devices_asked()
     if devices < 2:
         return
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    cores = (
+        len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    )
     os.environ["NPROC"] = str(cores + devices)
 
 
 def cpu_devices_asked() -> int:
     """The number of CPU devices the environment asks JAX for (1 when it says nothing)."""
-    found = re.findall(r"--xla_force_host_platform_device_count=(\d+)", os.environ.get("XLA_FLAGS", ""))
+    found = re.findall(
+        r"--xla_force_host_platform_device_count=(\d+)", os.environ.get("XLA_FLAGS", "")
+    )
     if found:
         return int(found[-1])
     count = os.environ.get("JAX_NUM_CPU_DEVICES", "")

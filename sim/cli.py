@@ -26,6 +26,7 @@ from ._progress import Clock
 # (What computes is imported inside the commands, after `engine()`: `sim --help`,
 # `sim models` and `sim info` load typer and the model table, not JAX.)
 
+
 def _first_sentence(text: str) -> str:
     """The first sentence (or clause before a semicolon) of a help text, whole."""
     paragraph = " ".join((text or "").strip().split("\n\n")[0].split())
@@ -99,7 +100,10 @@ class _Commands(typer.core.TyperGroup):
     """The `sim` command: its help lists each command with its first sentence whole."""
 
     def format_commands(self, ctx, formatter):
-        rows = [(name, _first_sentence(self.get_command(ctx, name).help)) for name in self.list_commands(ctx)]
+        rows = [
+            (name, _first_sentence(self.get_command(ctx, name).help))
+            for name in self.list_commands(ctx)
+        ]
         with formatter.section("Commands"):
             formatter.write_dl(rows)
 
@@ -246,7 +250,10 @@ err = _Console(stderr=True)
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress or summary output.")]
 Sets = Annotated[
     Optional[list[str]],
-    typer.Option("--set", help="Override a config key by dotted path, e.g. --set params.alpha=0.6 (repeatable)."),
+    typer.Option(
+        "--set",
+        help="Override a config key by dotted path, e.g. --set params.alpha=0.6 (repeatable).",
+    ),
 ]
 OutsideFolder = Annotated[
     bool,
@@ -263,7 +270,12 @@ _argv: list[str] = []
 _entry_handlers: dict = {}
 
 
-def output_path(config, option: Optional[Path], default_suffix: str = ".h5", inputs: tuple[Optional[Path], ...] = ()) -> Path:
+def output_path(
+    config,
+    option: Optional[Path],
+    default_suffix: str = ".h5",
+    inputs: tuple[Optional[Path], ...] = (),
+) -> Path:
     """-o if given (relative to the working folder); else `[output] file` (relative to the
     config's folder); else the config's name with `default_suffix` in the working
     folder (`unasked`: never over an existing result). Checked before any work: writable,
@@ -276,7 +288,12 @@ def output_path(config, option: Optional[Path], default_suffix: str = ".h5", inp
         return check_output_path(option, "-o", inputs=given)
     if config.spec.output.file:
         path = config.resolve_path(config.spec.output.file)
-        return check_output_path(unasked(path, f"{config.source}: output.file"), config.source, "output.file", inputs=given)
+        return check_output_path(
+            unasked(path, f"{config.source}: output.file"),
+            config.source,
+            "output.file",
+            inputs=given,
+        )
     return check_output_path(unasked(Path(config.path.stem + default_suffix)), "-o", inputs=given)
 
 
@@ -292,7 +309,9 @@ def unasked(path: Path, named_by: str = "") -> Path:
     if os.path.lexists(path):
         where = f" (named by {named_by})" if named_by else ""
         raise InputError(
-            path, "", f"exists already{where}; without -o no command replaces a file: pass -o {shown(path)} to replace it, or -o with another name"
+            path,
+            "",
+            f"exists already{where}; without -o no command replaces a file: pass -o {shown(path)} to replace it, or -o with another name",
         )
     return path
 
@@ -324,7 +343,9 @@ def resumable(output: Path, what: str, unfinished: Path | None = None):
             kept = f"stopped before a checkpoint; {what} up to its last checkpoint is kept in {shown(unfinished)}"
         else:
             kept = "nothing was saved yet"
-        print(f"interrupted ({name}): {kept}; resume with: {resume_command(output)}", file=sys.stderr)
+        print(
+            f"interrupted ({name}): {kept}; resume with: {resume_command(output)}", file=sys.stderr
+        )
         raise typer.Exit(e.exit_code) from None
 
 
@@ -370,7 +391,12 @@ def _list_models() -> None:
     if _table_answers():
         from ._model_table import MODELS
 
-        out.print(_plain_table(columns, [(name, e["kind"], e["description"], "built in") for name, e in MODELS.items()]))
+        out.print(
+            _plain_table(
+                columns,
+                [(name, e["kind"], e["description"], "built in") for name, e in MODELS.items()],
+            )
+        )
         return
     engine()
     from ._registry import is_plugin, model_class, model_names
@@ -396,20 +422,40 @@ def _describe_model(label: str, e: dict) -> None:
     """`sim models NAME`: a `sim._catalogue.entry` as text."""
     out.print(f"{label} ({e['kind']}): {e['description']}", markup=False, highlight=False)
     out.print(e["summary"], markup=False, highlight=False)
-    sections = [("parameters, in [params]", ("parameter", "default", "unit", "constraint", "meaning"), e["parameters"])]
+    sections = [
+        (
+            "parameters, in [params]",
+            ("parameter", "default", "unit", "constraint", "meaning"),
+            e["parameters"],
+        )
+    ]
     if e["options"]:
-        sections.append((f"options, in {_OPTIONS_AT.get(e['family'], '[model]')}", ("option", "default", "type", "meaning"), e["options"]))
+        sections.append(
+            (
+                f"options, in {_OPTIONS_AT.get(e['family'], '[model]')}",
+                ("option", "default", "type", "meaning"),
+                e["options"],
+            )
+        )
     if e["family"] == "md":
         from ._catalogue import SYSTEM_KEYS
 
-        sections.append(("the starting system, in [system] (reduced units: lengths in sigma, energies in epsilon)", ("key", "default", "unit", "meaning"), SYSTEM_KEYS))
+        sections.append(
+            (
+                "the starting system, in [system] (reduced units: lengths in sigma, energies in epsilon)",
+                ("key", "default", "unit", "meaning"),
+                SYSTEM_KEYS,
+            )
+        )
     if "state" in e:
         sections.append(("state, initial values in [initial]", ("state", "default"), e["state"]))
     for title, columns, rows in sections:
         out.print(f"\n{title}:", markup=False, highlight=False)
         out.print(_plain_table(columns, rows))
     if "initial_field" in e:
-        out.print(f"\ninitial field ([initial] kind): {e['initial_field']}", markup=False, highlight=False)
+        out.print(
+            f"\ninitial field ([initial] kind): {e['initial_field']}", markup=False, highlight=False
+        )
     out.print(f"\nobservables: {', '.join(e['observables'])}", markup=False, highlight=False)
 
 
@@ -440,7 +486,9 @@ def _file_models(name: str) -> None:
         if cls_name is None:
             found = file_models(Path(file))
             if not found:
-                raise SourceError(f"{file}: defines no model class (a subclass of OdeModel, SdeModel, SpectralPdeModel, GridPdeModel or ParticleModel)")
+                raise SourceError(
+                    f"{file}: defines no model class (a subclass of OdeModel, SdeModel, SpectralPdeModel, GridPdeModel or ParticleModel)"
+                )
             table = Table("model", "family", "description", "name in files", box=None)
             for n, cls in found.items():
                 table.add_row(f"{file}:{n}", _family_name(cls), cls.description, cls.name)
@@ -451,13 +499,23 @@ def _file_models(name: str) -> None:
     except SourceError as e:
         raise InputError("argument NAME", name, str(e).partition(": ")[2]) from None
     except Exception as e:  # the class's own constructor failed
-        raise InputError("argument NAME", name, f"{cls_name}() failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from None
+        raise InputError(
+            "argument NAME",
+            name,
+            f"{cls_name}() failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}",
+        ) from None
     _describe(f"{name} ({cls.name})", model)
 
 
 @app.command(cls=_Command)
 def models(
-    name: Annotated[Optional[str], typer.Argument(metavar="NAME", help="A model name (or FILE.py, FILE.py:CLASS, FILE.xml for SBML) for its details.")] = None,
+    name: Annotated[
+        Optional[str],
+        typer.Argument(
+            metavar="NAME",
+            help="A model name (or FILE.py, FILE.py:CLASS, FILE.xml for SBML) for its details.",
+        ),
+    ] = None,
 ) -> None:
     """List models (built in and installed plugins); with NAME, its parameters, options,
     configuration defaults, state and observables, with units and meanings."""
@@ -488,7 +546,11 @@ def models(
         _describe(f"{name} ({model.name})", model)
         return
     if name not in model_names():
-        raise InputError("argument NAME", name, f"unknown model; `sim models` lists them.{did_you_mean(name, model_names())}")
+        raise InputError(
+            "argument NAME",
+            name,
+            f"unknown model; `sim models` lists them.{did_you_mean(name, model_names())}",
+        )
     try:
         model = get_model(name)
     except ValueError as e:  # a plugin that does not load
@@ -499,11 +561,22 @@ def models(
 @app.command(cls=_Command)
 def sweep(
     config: Annotated[Path, typer.Argument(help="TOML config with a [sweep] section.")],
-    output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Output HDF5 sweep file.")] = None,
-    resume: Annotated[bool, typer.Option("--resume", help="Continue the unfinished sweep of the output file.")] = False,
-    devices: Annotated[Optional[int], typer.Option("--devices", help="Use the first N local devices (default: all).")] = None,
+    output: Annotated[
+        Optional[Path], typer.Option("-o", "--output", help="Output HDF5 sweep file.")
+    ] = None,
+    resume: Annotated[
+        bool, typer.Option("--resume", help="Continue the unfinished sweep of the output file.")
+    ] = False,
+    devices: Annotated[
+        Optional[int],
+        typer.Option("--devices", help="Use the first N local devices (default: all)."),
+    ] = None,
     scheduler: Annotated[
-        Optional[str], typer.Option("--scheduler", help="Dask scheduler address, or local:N for a local cluster of N workers.")
+        Optional[str],
+        typer.Option(
+            "--scheduler",
+            help="Dask scheduler address, or local:N for a local cluster of N workers.",
+        ),
     ] = None,
     set_: Sets = None,
     quiet: Quiet = False,
@@ -517,10 +590,15 @@ def sweep(
     cfg = load_config(config, set_ or [])
     path = output_path(cfg, output)
     with writing(path, "sweep", partial_path(path), resume, quiet) as resume, Clock() as clock:
-        summary, _ = execute(cfg, path, resume=resume, devices=devices, scheduler=scheduler, progress=not quiet)
+        summary, _ = execute(
+            cfg, path, resume=resume, devices=devices, scheduler=scheduler, progress=not quiet
+        )
     if not quiet:
         resumed = f", {summary.resumed_runs} resumed" if summary.resumed_runs else ""
-        print(f"wrote {shown(summary.path)}: {summary.runs} runs ({summary.ok} ok, {summary.failed} failed{resumed}); {clock.summary(f'{summary.runs:,} runs')}", file=sys.stderr)
+        print(
+            f"wrote {shown(summary.path)}: {summary.runs} runs ({summary.ok} ok, {summary.failed} failed{resumed}); {clock.summary(f'{summary.runs:,} runs')}",
+            file=sys.stderr,
+        )
         for line in summary.failure_lines():
             print(f"  {line}", file=sys.stderr)
 
@@ -528,11 +606,25 @@ def sweep(
 @app.command(cls=_Command)
 def run(
     config: Annotated[Path, typer.Argument(help="TOML config file.")],
-    output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Output HDF5 file.")] = None,
-    resume: Annotated[bool, typer.Option("--resume", help="Continue the unfinished run of the output file from its last checkpoint.")] = False,
+    output: Annotated[
+        Optional[Path], typer.Option("-o", "--output", help="Output HDF5 file.")
+    ] = None,
+    resume: Annotated[
+        bool,
+        typer.Option(
+            "--resume",
+            help="Continue the unfinished run of the output file from its last checkpoint.",
+        ),
+    ] = False,
     set_: Sets = None,
     quiet: Quiet = False,
-    xdmf: Annotated[bool, typer.Option("--xdmf", help="PDE runs: also write an XDMF sidecar (OUT.xdmf) for ParaView and VisIt ([output] xdmf).")] = False,
+    xdmf: Annotated[
+        bool,
+        typer.Option(
+            "--xdmf",
+            help="PDE runs: also write an XDMF sidecar (OUT.xdmf) for ParaView and VisIt ([output] xdmf).",
+        ),
+    ] = False,
 ) -> None:
     """Run the simulation CONFIG describes, streaming it to an HDF5 file chunk by chunk
     with checkpoints ([output] chunk, checkpoint_every); --resume continues a run that
@@ -548,34 +640,77 @@ def run(
     with writing(path, "run", partial_path(path), resume, quiet) as resume, Clock() as clock:
         done = run_config(cfg, progress=not quiet, output=path, resume=resume)
     if not quiet:
-        resumed = f", resumed from frame {done.resumed_from}" if done.resumed_from is not None else ""
+        resumed = (
+            f", resumed from frame {done.resumed_from}" if done.resumed_from is not None else ""
+        )
         steps = f"{done.stats.get('num_steps', 0):,} steps ({done.frames + 1 - (done.resumed_from or 0):,} frames written)"
         if done.stats.get("devices", 1) > 1:
             steps += f" on {done.stats['devices']} CPU devices, the particles split between them"
-        print(f"wrote {shown(done.path)}: {cfg.spec.model.name}{resumed}; {clock.summary(steps)}", file=sys.stderr)
+        print(
+            f"wrote {shown(done.path)}: {cfg.spec.model.name}{resumed}; {clock.summary(steps)}",
+            file=sys.stderr,
+        )
         if cfg.spec.output.xdmf:
             from ._xdmf import sidecar_path
 
-            print(f"wrote {shown(sidecar_path(done.path))} (XDMF, for ParaView and VisIt)", file=sys.stderr)
+            print(
+                f"wrote {shown(sidecar_path(done.path))} (XDMF, for ParaView and VisIt)",
+                file=sys.stderr,
+            )
 
 
 @app.command(cls=_Command)
 def fit(
     config: Annotated[Path, typer.Argument(help="TOML config with [data] and [fit] sections.")],
-    data: Annotated[Optional[Path], typer.Option("--data", help="HDF5 observations (replaces data.file).")] = None,
-    output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Output HDF5 fit file.")] = None,
-    resume: Annotated[bool, typer.Option("--resume", help="Continue the unfinished fit of the output file from its checkpoint.")] = False,
+    data: Annotated[
+        Optional[Path], typer.Option("--data", help="HDF5 observations (replaces data.file).")
+    ] = None,
+    output: Annotated[
+        Optional[Path], typer.Option("-o", "--output", help="Output HDF5 fit file.")
+    ] = None,
+    resume: Annotated[
+        bool,
+        typer.Option(
+            "--resume", help="Continue the unfinished fit of the output file from its checkpoint."
+        ),
+    ] = False,
     set_: Sets = None,
     quiet: Quiet = False,
-    evaluate: Annotated[bool, typer.Option("--evaluate", help="PEtab: only compute the objective at the nominal parameters.")] = False,
-    starts: Annotated[Optional[int], typer.Option("--starts", min=1, help="Number of starts (Latin hypercube within the bounds; for a config, [fit] starts).")] = None,
-    devices: Annotated[Optional[int], typer.Option("--devices", help="Spread the starts of a multistart fit over the first N local devices (default: all).")] = None,
+    evaluate: Annotated[
+        bool,
+        typer.Option(
+            "--evaluate", help="PEtab: only compute the objective at the nominal parameters."
+        ),
+    ] = False,
+    starts: Annotated[
+        Optional[int],
+        typer.Option(
+            "--starts",
+            min=1,
+            help="Number of starts (Latin hypercube within the bounds; for a config, [fit] starts).",
+        ),
+    ] = None,
+    devices: Annotated[
+        Optional[int],
+        typer.Option(
+            "--devices",
+            help="Spread the starts of a multistart fit over the first N local devices (default: all).",
+        ),
+    ] = None,
     scheduler: Annotated[
-        Optional[str], typer.Option("--scheduler", help="Spread the starts of a multistart fit over a Dask cluster: its scheduler address, or local:N for a local cluster of N workers.")
+        Optional[str],
+        typer.Option(
+            "--scheduler",
+            help="Spread the starts of a multistart fit over a Dask cluster: its scheduler address, or local:N for a local cluster of N workers.",
+        ),
     ] = None,
     checkpoint_every: Annotated[
         Optional[int],
-        typer.Option("--checkpoint-every", min=1, help="Checkpoint every N iterations (PEtab: rounds of evaluations); default at most every 30 s. For a config, [fit] checkpoint_every."),
+        typer.Option(
+            "--checkpoint-every",
+            min=1,
+            help="Checkpoint every N iterations (PEtab: rounds of evaluations); default at most every 30 s. For a config, [fit] checkpoint_every.",
+        ),
     ] = None,
     allow_outside: OutsideFolder = False,
 ) -> None:
@@ -592,18 +727,44 @@ def fit(
     from ._store import check_output_path
 
     if config.suffix in (".yaml", ".yml"):
-        _fit_petab(config, output, evaluate, starts or 1, quiet, devices, scheduler, resume, checkpoint_every, allow_outside)
+        _fit_petab(
+            config,
+            output,
+            evaluate,
+            starts or 1,
+            quiet,
+            devices,
+            scheduler,
+            resume,
+            checkpoint_every,
+            allow_outside,
+        )
         return
     if evaluate:
         raise InputError("--evaluate", str(config), "applies to a PEtab problem (.yaml)")
     _petab_only(allow_outside, config)
     # (--starts N and --checkpoint-every N on a config are [fit] starts = N and
     # [fit] checkpoint_every = N, after any --set)
-    given = [*([f"fit.starts={starts}"] if starts is not None else []), *([f"fit.checkpoint_every={checkpoint_every}"] if checkpoint_every is not None else [])]
+    given = [
+        *([f"fit.starts={starts}"] if starts is not None else []),
+        *([f"fit.checkpoint_every={checkpoint_every}"] if checkpoint_every is not None else []),
+    ]
     cfg = load_config(config, [*(set_ or []), *given])
-    path = check_output_path(output if output is not None else unasked(Path(cfg.path.stem + "_fit.h5")), "-o", inputs=[*cfg.input_files(), *([data] if data else [])])
+    path = check_output_path(
+        output if output is not None else unasked(Path(cfg.path.stem + "_fit.h5")),
+        "-o",
+        inputs=[*cfg.input_files(), *([data] if data else [])],
+    )
     with writing(path, "fit", checkpoint_path(path), resume, quiet) as resume, Clock() as clock:
-        result = fit_config(cfg, data, progress=not quiet, output=path, resume=resume, devices=devices, scheduler=scheduler)
+        result = fit_config(
+            cfg,
+            data,
+            progress=not quiet,
+            output=path,
+            resume=resume,
+            devices=devices,
+            scheduler=scheduler,
+        )
     table = Table("quantity", "estimate", "std. error", box=None)
     for name, value, err_ in result.table():
         table.add_row(name, f"{value:.6g}", f"{err_:.3g}")
@@ -611,14 +772,21 @@ def fit(
     if not quiet:
         status = "converged" if result.converged else f"did not converge: {result.message}"
         steps = len(result.loss_history) - 1
-        print(f"wrote {shown(path)}: {status}, final loss {result.loss_history[-1]:.6g}; {clock.summary(f'{steps:,} steps')}", file=sys.stderr)
+        print(
+            f"wrote {shown(path)}: {status}, final loss {result.loss_history[-1]:.6g}; {clock.summary(f'{steps:,} steps')}",
+            file=sys.stderr,
+        )
     _warn(result.warnings)
 
 
 def _petab_only(allow_outside: bool, config: Path) -> None:
     """--allow-outside-folder is refused for a config, which may name any path already."""
     if allow_outside:
-        raise InputError("--allow-outside-folder", str(config), "applies to a PEtab problem (.yaml); a config may name files anywhere")
+        raise InputError(
+            "--allow-outside-folder",
+            str(config),
+            "applies to a PEtab problem (.yaml); a config may name files anywhere",
+        )
 
 
 def _fit_petab(
@@ -638,29 +806,67 @@ def _fit_petab(
     from ._store import check_output_path
 
     problem = load_petab(problem_file, allow_outside=allow_outside)
-    path = check_output_path(output if output is not None else unasked(Path(problem_file.stem + "_fit.h5")), "-o", inputs=problem_files(problem_file))
+    path = check_output_path(
+        output if output is not None else unasked(Path(problem_file.stem + "_fit.h5")),
+        "-o",
+        inputs=problem_files(problem_file),
+    )
     start = time.perf_counter()
     with writing(path, "fit", checkpoint_path(path), resume, quiet) as resume:
-        report = None if quiet else (lambda k, f: print(f"start {k} of {starts} done: objective {f:.6g}", file=sys.stderr))
+        report = (
+            None
+            if quiet
+            else (
+                lambda k, f: print(
+                    f"start {k} of {starts} done: objective {f:.6g}", file=sys.stderr
+                )
+            )
+        )
         result = fit_petab(
-            problem, starts=starts, evaluate=evaluate, on_start=report, devices=devices, scheduler=scheduler, output=path, resume=resume, checkpoint_every=checkpoint_every
+            problem,
+            starts=starts,
+            evaluate=evaluate,
+            on_start=report,
+            devices=devices,
+            scheduler=scheduler,
+            output=path,
+            resume=resume,
+            checkpoint_every=checkpoint_every,
         )
     if not quiet:
         what = "objective at the nominal parameters" if evaluate else f"{result.message}, objective"
-        print(f"wrote {shown(path)}: {what} {result.objective:.10g} ({time.perf_counter() - start:.2f} s)", file=sys.stderr)
+        print(
+            f"wrote {shown(path)}: {what} {result.objective:.10g} ({time.perf_counter() - start:.2f} s)",
+            file=sys.stderr,
+        )
 
 
 @app.command(cls=_Command)
 def infer(
     config: Annotated[Path, typer.Argument(help="TOML config with [data] and [infer] sections.")],
-    data: Annotated[Optional[Path], typer.Option("--data", help="HDF5 observations (replaces data.file).")] = None,
-    output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Output HDF5 posterior file.")] = None,
-    chains: Annotated[Optional[int], typer.Option("--chains", min=1, help="Number of chains.")] = None,
-    warmup: Annotated[Optional[int], typer.Option("--warmup", min=1, help="Warmup iterations per chain.")] = None,
-    samples: Annotated[Optional[int], typer.Option("--samples", min=1, help="Draws per chain.")] = None,
+    data: Annotated[
+        Optional[Path], typer.Option("--data", help="HDF5 observations (replaces data.file).")
+    ] = None,
+    output: Annotated[
+        Optional[Path], typer.Option("-o", "--output", help="Output HDF5 posterior file.")
+    ] = None,
+    chains: Annotated[
+        Optional[int], typer.Option("--chains", min=1, help="Number of chains.")
+    ] = None,
+    warmup: Annotated[
+        Optional[int], typer.Option("--warmup", min=1, help="Warmup iterations per chain.")
+    ] = None,
+    samples: Annotated[
+        Optional[int], typer.Option("--samples", min=1, help="Draws per chain.")
+    ] = None,
     seed: Annotated[Optional[int], typer.Option("--seed", help="PRNG seed.")] = None,
-    init_from: Annotated[Optional[Path], typer.Option("--init-from", help="Start the chains at a fit file's estimates.")] = None,
-    arviz: Annotated[Optional[Path], typer.Option("--arviz", help="Also export ArviZ InferenceData (netCDF).")] = None,
+    init_from: Annotated[
+        Optional[Path],
+        typer.Option("--init-from", help="Start the chains at a fit file's estimates."),
+    ] = None,
+    arviz: Annotated[
+        Optional[Path], typer.Option("--arviz", help="Also export ArviZ InferenceData (netCDF).")
+    ] = None,
     set_: Sets = None,
     quiet: Quiet = False,
     allow_outside: OutsideFolder = False,
@@ -679,21 +885,41 @@ def infer(
     _petab_only(allow_outside, config)
     cfg = load_config(config, set_ or [])
     inputs = [*cfg.input_files(), *(p for p in (data, init_from) if p is not None)]
-    path = check_output_path(output if output is not None else unasked(Path(cfg.path.stem + "_posterior.h5")), "-o", inputs=inputs)
+    path = check_output_path(
+        output if output is not None else unasked(Path(cfg.path.stem + "_posterior.h5")),
+        "-o",
+        inputs=inputs,
+    )
     if arviz is not None:
         check_output_path(arviz, "--arviz", inputs=inputs)
-        if os.path.realpath(arviz) == os.path.realpath(path) or (arviz.exists() and path.exists() and os.path.samefile(arviz, path)):
-            raise InputError("--arviz", str(arviz), "is the -o posterior file; expected another path")
+        if os.path.realpath(arviz) == os.path.realpath(path) or (
+            arviz.exists() and path.exists() and os.path.samefile(arviz, path)
+        ):
+            raise InputError(
+                "--arviz", str(arviz), "is the -o posterior file; expected another path"
+            )
         try:
             import arviz as _  # noqa: F401
         except ImportError:
-            raise InputError("--arviz", str(arviz), "needs the arviz package (pip install arviz)") from None
+            raise InputError(
+                "--arviz", str(arviz), "needs the arviz package (pip install arviz)"
+            ) from None
     if init_from is not None and not init_from.is_file():
         raise InputError("--init-from", str(init_from), "no such fit file")
     with exclusive(path), contextlib.ExitStack() as stack, Clock() as clock:
         if arviz is not None:
             stack.enter_context(exclusive(arviz))
-        result = infer_config(cfg, data, chains=chains, warmup=warmup, samples=samples, seed=seed, init_from=init_from, progress=not quiet, log=None if quiet else _note)
+        result = infer_config(
+            cfg,
+            data,
+            chains=chains,
+            warmup=warmup,
+            samples=samples,
+            seed=seed,
+            init_from=init_from,
+            progress=not quiet,
+            log=None if quiet else _note,
+        )
         if arviz is None:
             result.save(path)
         else:  # (both files or neither: the export, under a temporary name, is kept once the posterior is written)
@@ -719,7 +945,12 @@ def _posterior_summary(result, path: Path, clock: Clock, quiet: bool) -> None:
 
     table = Table("quantity", "mean", "sd", "5%", "50%", "95%", "ess_bulk", "r_hat", box=None)
     for name, row in result.summary.items():
-        table.add_row(name, *(f"{row[k]:.4g}" for k in ("mean", "sd", "5%", "50%", "95%")), f"{row['ess_bulk']:.0f}", f"{row['r_hat']:.3f}")
+        table.add_row(
+            name,
+            *(f"{row[k]:.4g}" for k in ("mean", "sd", "5%", "50%", "95%")),
+            f"{row['ess_bulk']:.0f}",
+            f"{row['r_hat']:.3f}",
+        )
     out.print(table)
     out.print(f"divergences: {result.divergences}")
     if not quiet:
@@ -727,7 +958,16 @@ def _posterior_summary(result, path: Path, clock: Clock, quiet: bool) -> None:
     _warn(sampling_warnings(result.posterior, result.diverging, result.summary))
 
 
-def _infer_petab(problem_file: Path, output: Optional[Path], chains, warmup, samples, seed, quiet: bool, allow_outside: bool) -> None:
+def _infer_petab(
+    problem_file: Path,
+    output: Optional[Path],
+    chains,
+    warmup,
+    samples,
+    seed,
+    quiet: bool,
+    allow_outside: bool,
+) -> None:
     from inference import infer_petab, load_petab, problem_files
 
     from ._config import seed_problem
@@ -737,20 +977,49 @@ def _infer_petab(problem_file: Path, output: Optional[Path], chains, warmup, sam
     if seed is not None and seed_problem(seed):
         raise InputError("--seed", "", seed_problem(seed))
     problem = load_petab(problem_file, allow_outside=allow_outside)
-    path = check_output_path(output if output is not None else unasked(Path(problem_file.stem + "_posterior.h5")), "-o", inputs=problem_files(problem_file))
+    path = check_output_path(
+        output if output is not None else unasked(Path(problem_file.stem + "_posterior.h5")),
+        "-o",
+        inputs=problem_files(problem_file),
+    )
     with exclusive(path), resumable(path, "the sampling"), Clock() as clock:
-        result = infer_petab(problem, chains=chains or 4, warmup=warmup or 500, samples=samples or 500, seed=seed or 0, progress=not quiet, log=None if quiet else _note)
+        result = infer_petab(
+            problem,
+            chains=chains or 4,
+            warmup=warmup or 500,
+            samples=samples or 500,
+            seed=seed or 0,
+            progress=not quiet,
+            log=None if quiet else _note,
+        )
         result.save(path)
     _posterior_summary(result, path, clock, quiet)
 
 
 @app.command(cls=_Command)
 def profile(
-    config: Annotated[Path, typer.Argument(help="TOML config with [data] and [fit] sections, or a PEtab problem (.yaml).")],
-    param: Annotated[Optional[list[str]], typer.Option("--param", help="A parameter to profile (repeat for several; default: every free one).")] = None,
-    data: Annotated[Optional[Path], typer.Option("--data", help="HDF5 observations (replaces data.file).")] = None,
-    output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Output HDF5 profile file.")] = None,
-    starts: Annotated[int, typer.Option("--starts", min=1, help="PEtab: starts of the fit the profiles begin from.")] = 1,
+    config: Annotated[
+        Path,
+        typer.Argument(
+            help="TOML config with [data] and [fit] sections, or a PEtab problem (.yaml)."
+        ),
+    ],
+    param: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--param", help="A parameter to profile (repeat for several; default: every free one)."
+        ),
+    ] = None,
+    data: Annotated[
+        Optional[Path], typer.Option("--data", help="HDF5 observations (replaces data.file).")
+    ] = None,
+    output: Annotated[
+        Optional[Path], typer.Option("-o", "--output", help="Output HDF5 profile file.")
+    ] = None,
+    starts: Annotated[
+        int,
+        typer.Option("--starts", min=1, help="PEtab: starts of the fit the profiles begin from."),
+    ] = 1,
     set_: Sets = None,
     quiet: Quiet = False,
     allow_outside: OutsideFolder = False,
@@ -771,14 +1040,22 @@ def profile(
         from inference import load_petab, problem_files
 
         problem = load_petab(config, allow_outside=allow_outside)
-        path = check_output_path(output if output is not None else unasked(Path(config.stem + "_profile.h5")), "-o", inputs=problem_files(config))
+        path = check_output_path(
+            output if output is not None else unasked(Path(config.stem + "_profile.h5")),
+            "-o",
+            inputs=problem_files(config),
+        )
         with exclusive(path), resumable(path, "the profile"):
             result = profile_petab(problem, param, starts=starts)
             result.save(path)
     else:
         _petab_only(allow_outside, config)
         cfg = load_config(config, set_ or [])
-        path = check_output_path(output if output is not None else unasked(Path(cfg.path.stem + "_profile.h5")), "-o", inputs=[*cfg.input_files(), *([data] if data else [])])
+        path = check_output_path(
+            output if output is not None else unasked(Path(cfg.path.stem + "_profile.h5")),
+            "-o",
+            inputs=[*cfg.input_files(), *([data] if data else [])],
+        )
         with exclusive(path), resumable(path, "the profile"):
             result = profile_config(cfg, param, data)
             result.save(path)
@@ -786,19 +1063,50 @@ def profile(
 
     table = Table("quantity", "estimate", "95% lower", "95% upper", "", box=None)
     for name, value, lower, upper, verdict in result.table():
-        table.add_row(name, f"{value:.6g}", f"{lower:.6g}" if math.isfinite(lower) else "-", f"{upper:.6g}" if math.isfinite(upper) else "-", verdict)
+        table.add_row(
+            name,
+            f"{value:.6g}",
+            f"{lower:.6g}" if math.isfinite(lower) else "-",
+            f"{upper:.6g}" if math.isfinite(upper) else "-",
+            verdict,
+        )
     out.print(table)
     if not quiet:
-        print(f"wrote {shown(path)}: {len(result.profiles)} profile(s) in {time.perf_counter() - start:.1f} s", file=sys.stderr)
+        print(
+            f"wrote {shown(path)}: {len(result.profiles)} profile(s) in {time.perf_counter() - start:.1f} s",
+            file=sys.stderr,
+        )
 
 
 @app.command(cls=_Command)
 def plot(
-    file: Annotated[Path, typer.Argument(help="A run, sweep, fit or posterior HDF5 file (or H5MD).")],
-    output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Figure file (.png, .pdf, .svg), or a movie (.gif, .mp4) as with --movie; default FILE's name with .png.")] = None,
+    file: Annotated[
+        Path, typer.Argument(help="A run, sweep, fit or posterior HDF5 file (or H5MD).")
+    ],
+    output: Annotated[
+        Optional[Path],
+        typer.Option(
+            "-o",
+            "--output",
+            help="Figure file (.png, .pdf, .svg), or a movie (.gif, .mp4) as with --movie; default FILE's name with .png.",
+        ),
+    ] = None,
     quiet: Quiet = False,
-    movie: Annotated[Optional[Path], typer.Option("--movie", help="PDE and MD runs: animate the saved frames into OUT.gif (or OUT.mp4 where ffmpeg is installed).")] = None,
-    frames: Annotated[int, typer.Option("--frames", min=1, help="With --movie: show at most N frames, spread evenly over the run.")] = 200,
+    movie: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--movie",
+            help="PDE and MD runs: animate the saved frames into OUT.gif (or OUT.mp4 where ffmpeg is installed).",
+        ),
+    ] = None,
+    frames: Annotated[
+        int,
+        typer.Option(
+            "--frames",
+            min=1,
+            help="With --movie: show at most N frames, spread evenly over the run.",
+        ),
+    ] = 200,
 ) -> None:
     """Draw FILE: time series, fields, MD observables and g(r), sweeps, fits or posteriors;
     --movie animates the frames of a PDE or MD run."""
@@ -815,7 +1123,9 @@ def plot(
         option = "--movie"
     if movie is not None:
         if output is not None:
-            check_output_path(check_figure_path(output), "-o", inputs=[file, movie])  # (checked before the movie is made)
+            check_output_path(
+                check_figure_path(output), "-o", inputs=[file, movie]
+            )  # (checked before the movie is made)
         animate(file, movie, frames=frames, option=option)
         if not quiet:
             print(f"wrote {shown(movie)}", file=sys.stderr)
@@ -861,7 +1171,9 @@ def check_platform() -> None:
     except Exception as e:  # noqa: BLE001 - JAX raises RuntimeError or AssertionError
         reason = " ".join(str(e).split())[:160] or type(e).__name__
         raise InputError(
-            "JAX_PLATFORMS", wanted, f"no such device on this machine ({reason}); unset JAX_PLATFORMS, or install JAX for it (the cuda12 extra)"
+            "JAX_PLATFORMS",
+            wanted,
+            f"no such device on this machine ({reason}); unset JAX_PLATFORMS, or install JAX for it (the cuda12 extra)",
         ) from None
 
 
@@ -883,11 +1195,17 @@ def main(argv: list[str] | None = None) -> None:
     _argv = argv
     _entry_handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
     # Signal handlers can only be installed from the main thread.
-    guard = deferred() if threading.current_thread() is threading.main_thread() else contextlib.nullcontext()
+    guard = (
+        deferred()
+        if threading.current_thread() is threading.main_thread()
+        else contextlib.nullcontext()
+    )
     try:
         with guard, contextlib.ExitStack() as for_the_command:
             # (a JAX setting is per thread: entered and left in the main thread only)
-            _for_the_command = for_the_command if threading.current_thread() is threading.main_thread() else None
+            _for_the_command = (
+                for_the_command if threading.current_thread() is threading.main_thread() else None
+            )
             check_platform()
             code = app(args=argv or ["--help"], prog_name="sim", standalone_mode=False)
     except typer.Exit as e:
@@ -909,11 +1227,15 @@ def main(argv: list[str] | None = None) -> None:
     except InputError as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
-    except SimError as e:  # (a failed run's line may name its files: one line whatever they are called)
+    except (
+        SimError
+    ) as e:  # (a failed run's line may name its files: one line whatever they are called)
         print(f"error: {one_line(e)}", file=sys.stderr)
         sys.exit(1)
     except Interrupted as e:  # work that keeps nothing (infer, plot, models)
-        print(f"interrupted ({signal.Signals(e.signum).name}); nothing was written", file=sys.stderr)
+        print(
+            f"interrupted ({signal.Signals(e.signum).name}); nothing was written", file=sys.stderr
+        )
         sys.exit(e.exit_code)
     except KeyboardInterrupt as e:
         _model_code_error(e)

@@ -118,20 +118,44 @@ if TYPE_CHECKING:
     )
     from ._words import did_you_mean as did_you_mean
     from ._checks import checks_as_nan as checks_as_nan
-    from ._results import Result as Result, from_diffrax as from_diffrax, result_message as result_message
-    from ._batched_ode import BATCHED_METHODS as BATCHED_METHODS, solve_batch as solve_batch, supports as batched_ode_supports
-    from ._batch_shards import local_structures as local_structures, on_batch_shards as on_batch_shards
+    from ._results import (
+        Result as Result,
+        from_diffrax as from_diffrax,
+        result_message as result_message,
+    )
+    from ._batched_ode import (
+        BATCHED_METHODS as BATCHED_METHODS,
+        solve_batch as solve_batch,
+        supports as batched_ode_supports,
+    )
+    from ._batch_shards import (
+        local_structures as local_structures,
+        on_batch_shards as on_batch_shards,
+    )
     from ._events import OdeEvent as OdeEvent, solve_with_events as solve_with_events
-    from ._ode_loop import OdeLoop as OdeLoop, OdeLoopState as OdeLoopState, result_code as result_code
+    from ._ode_loop import (
+        OdeLoop as OdeLoop,
+        OdeLoopState as OdeLoopState,
+        result_code as result_code,
+    )
     from ._frame_loops import (
         EtdrkLoop as EtdrkLoop,
         EtdrkLoopState as EtdrkLoopState,
         integrate_frames as integrate_frames,
     )
-    from ._fd import FdGrid as FdGrid, FdSolution as FdSolution, MethodOfLines as MethodOfLines, stencil_weights as stencil_weights
+    from ._fd import (
+        FdGrid as FdGrid,
+        FdSolution as FdSolution,
+        MethodOfLines as MethodOfLines,
+        stencil_weights as stencil_weights,
+    )
     from ._rollout import advance as advance, rollout as rollout
     from ._sde import NOISE_KINDS as NOISE_KINDS, SdeSolution as SdeSolution, SdeSolver as SdeSolver
-    from ._sde_loop import SdeEnsemble as SdeEnsemble, SdeLoop as SdeLoop, SdeLoopState as SdeLoopState
+    from ._sde_loop import (
+        SdeEnsemble as SdeEnsemble,
+        SdeLoop as SdeLoop,
+        SdeLoopState as SdeLoopState,
+    )
     from ._spectral import (
         NONFINITE as NONFINITE,
         Etdrk as Etdrk,
@@ -156,9 +180,22 @@ if TYPE_CHECKING:
         shards_for as shards_for,
     )
     from ._neighbours import SHARD_AXIS as SHARD_AXIS
-    from ._neighbours import Neighbours as Neighbours, NeighbourList as NeighbourList, minimum_image as minimum_image
-    from ._barostat import BarostatState as BarostatState, COUPLINGS as COUPLINGS, StochasticCellRescaling as StochasticCellRescaling
-    from ._constraints import Constraints as Constraints, constraints_of as constraints_of, settle as settle, shake as shake
+    from ._neighbours import (
+        Neighbours as Neighbours,
+        NeighbourList as NeighbourList,
+        minimum_image as minimum_image,
+    )
+    from ._barostat import (
+        BarostatState as BarostatState,
+        COUPLINGS as COUPLINGS,
+        StochasticCellRescaling as StochasticCellRescaling,
+    )
+    from ._constraints import (
+        Constraints as Constraints,
+        constraints_of as constraints_of,
+        settle as settle,
+        shake as shake,
+    )
     from ._particles import (
         ChainState as ChainState,
         Fire as Fire,

@@ -124,14 +124,18 @@ class StochasticCellRescaling(ParticleIntegrator):
     conserves_momentum: ClassVar[bool] = False  # (the thermostat's degrees of freedom are used)
     changes_box: ClassVar[bool] = True
 
-    def __init__(self, thermostat, pressure, tau=1.0, compressibility=0.1, coupling: str = "isotropic"):
+    def __init__(
+        self, thermostat, pressure, tau=1.0, compressibility=0.1, coupling: str = "isotropic"
+    ):
         if not isinstance(thermostat, (LangevinBaoab, NoseHooverChain)):
             raise TypeError(
                 "a barostat needs a thermostat: LangevinBaoab or NoseHooverChain, got "
                 f"{type(thermostat).__name__} (stochastic cell rescaling samples the volume at a temperature)"
             )
         if coupling not in COUPLINGS:
-            raise ValueError(f"barostat coupling must be one of {', '.join(COUPLINGS)}, got {coupling!r}")
+            raise ValueError(
+                f"barostat coupling must be one of {', '.join(COUPLINGS)}, got {coupling!r}"
+            )
         self.thermostat = thermostat
         self.pressure = pressure
         self.tau = tau
@@ -167,9 +171,13 @@ class StochasticCellRescaling(ParticleIntegrator):
         """The diagonal of the pressure tensor the barostat drives [dim] (energy / volume),
         from a state and the atomic virial diagonal `virial` of `force` (a force
         function's output): molecular with rigid molecules."""
-        return (self._kinetic(velocity, mass) + self._virial(position, force, mass, virial)) / jnp.prod(box)
+        return (
+            self._kinetic(velocity, mass) + self._virial(position, force, mass, virial)
+        ) / jnp.prod(box)
 
-    def instantaneous_pressure(self, position, velocity, force, mass, box, virial) -> Float[Array, ""]:
+    def instantaneous_pressure(
+        self, position, velocity, force, mass, box, virial
+    ) -> Float[Array, ""]:
         """The scalar pressure the barostat drives (energy / volume): the mean of
         `pressure_tensor`, at a state equal to the pressure observable."""
         return jnp.mean(self.pressure_tensor(position, velocity, force, mass, box, virial))
@@ -197,11 +205,17 @@ class StochasticCellRescaling(ParticleIntegrator):
         if box is None:
             raise ValueError("a barostat needs the periodic box it starts from: pass box=edges")
         if key is None:
-            raise ValueError("StochasticCellRescaling needs a PRNG key: pass key=jax.random.key(seed)")
+            raise ValueError(
+                "StochasticCellRescaling needs a PRNG key: pass key=jax.random.key(seed)"
+            )
         box = jnp.asarray(box, position.dtype)
         force, virial, aux = force_fn(position, box, aux)
         virial = self._virial(position, force, mass, virial)
-        chain = self.thermostat._init_thermostat(position, None) if isinstance(self.thermostat, NoseHooverChain) else None
+        chain = (
+            self.thermostat._init_thermostat(position, None)
+            if isinstance(self.thermostat, NoseHooverChain)
+            else None
+        )
         barostat = BarostatState(box, virial, jnp.zeros((), position.dtype), key, chain)
         return ParticleState(position, velocity, force, mass, aux, barostat)
 
@@ -213,7 +227,9 @@ class StochasticCellRescaling(ParticleIntegrator):
         energy = jnp.asarray(self.pressure, dtype) * jnp.prod(b.box) + b.heat
         if b.chain is not None:
             n, dim = state.position.shape
-            energy = energy + self.thermostat.chain_energy(b.chain, self.degrees_of_freedom(n, dim), dtype)
+            energy = energy + self.thermostat.chain_energy(
+                b.chain, self.degrees_of_freedom(n, dim), dtype
+            )
         return energy
 
     def _thermostat_half(self, position, velocity, mass, chain, heat, key, dt):
@@ -222,7 +238,9 @@ class StochasticCellRescaling(ParticleIntegrator):
         (which keeps its own energy)."""
         if isinstance(self.thermostat, NoseHooverChain):
             n, dim = velocity.shape
-            chain, scale = self.thermostat._half_chain(chain, 2.0 * kinetic_energy(velocity, mass), self.degrees_of_freedom(n, dim), dt)
+            chain, scale = self.thermostat._half_chain(
+                chain, 2.0 * kinetic_energy(velocity, mass), self.degrees_of_freedom(n, dim), dt
+            )
             return scale * velocity, chain, heat
         dtype = velocity.dtype
         kt = jnp.asarray(self.thermostat.temperature, dtype)
@@ -241,7 +259,11 @@ class StochasticCellRescaling(ParticleIntegrator):
         internal = jnp.sum(self._kinetic(velocity, mass) + virial) / (dim * volume)
         kt = jnp.asarray(self.thermostat.temperature, dtype)
         lam = jnp.sqrt(volume)
-        return lam, -2.0 * lam * (jnp.asarray(self.pressure, dtype) - internal - 0.5 * kt / volume), volume
+        return (
+            lam,
+            -2.0 * lam * (jnp.asarray(self.pressure, dtype) - internal - 0.5 * kt / volume),
+            volume,
+        )
 
     def step(self, state: ParticleState, force_fn: BoxForceFn) -> ParticleState:
         b = state.thermostat
@@ -252,8 +274,12 @@ class StochasticCellRescaling(ParticleIntegrator):
         tau = jnp.asarray(self.tau, dtype)
         mass = state.mass
         key, first_key, cell_key, last_key = jax.random.split(b.key, 4)
-        velocity, chain, heat = self._thermostat_half(state.position, state.velocity, mass, b.chain, b.heat, first_key, dt)
-        velocity = _project(self.constraints, state.position, _half_kick(velocity, state.force, mass, dt), mass)
+        velocity, chain, heat = self._thermostat_half(
+            state.position, state.velocity, mass, b.chain, b.heat, first_key, dt
+        )
+        velocity = _project(
+            self.constraints, state.position, _half_kick(velocity, state.force, mass, dt), mass
+        )
         dim = b.box.shape[0]
         if self.coupling == "isotropic":
             diffusion = 0.25 * kt * beta / tau
@@ -261,11 +287,19 @@ class StochasticCellRescaling(ParticleIntegrator):
             noise = jax.random.normal(cell_key, (), dtype)
             dlam = diffusion / kt * force_on_lam * dt + jnp.sqrt(2.0 * diffusion * dt) * noise
             scale = jnp.exp(2.0 * jnp.log1p(dlam / lam) / dim)
-            heat = heat + 0.5 * dlam * force_on_lam - 0.25 * diffusion / kt * dt * force_on_lam**2 + 0.5 * kt * jnp.log(volume)
+            heat = (
+                heat
+                + 0.5 * dlam * force_on_lam
+                - 0.25 * diffusion / kt * dt * force_on_lam**2
+                + 0.5 * kt * jnp.log(volume)
+            )
         else:
             volume = jnp.prod(b.box)
             rate = beta / (dim * tau)
-            drift = rate * ((self._kinetic(velocity, mass) + b.virial) / volume - jnp.asarray(self.pressure, dtype))
+            drift = rate * (
+                (self._kinetic(velocity, mass) + b.virial) / volume
+                - jnp.asarray(self.pressure, dtype)
+            )
             noise = jax.random.normal(cell_key, (dim,), dtype)
             eps = drift * dt + jnp.sqrt(2.0 * kt * rate * dt / volume) * noise
             scale = jnp.exp(eps)
@@ -281,17 +315,37 @@ class StochasticCellRescaling(ParticleIntegrator):
             centre = self._centres(state.position, mass)
             centre_velocity = self._centres(velocity, mass)  # (the drift keeps it)
             position, velocity = _drift(self.constraints, state.position, velocity, mass, dt)
-            position = position + (scale - 1.0) * centre + ((0.5 * (scale + 1.0 / scale) - 1.0) * dt) * centre_velocity
+            position = (
+                position
+                + (scale - 1.0) * centre
+                + ((0.5 * (scale + 1.0 / scale) - 1.0) * dt) * centre_velocity
+            )
             velocity = velocity + (1.0 / scale - 1.0) * centre_velocity
         force, virial, aux = force_fn(position, box, state.aux)
         virial = self._virial(position, force, mass, virial)
         if self.coupling == "isotropic":
             _, force_after, volume = self._lambda_force(velocity, mass, box, virial)
-            heat = heat + 0.5 * dlam * force_after + 0.25 * diffusion / kt * dt * force_after**2 - 0.5 * kt * jnp.log(volume)
+            heat = (
+                heat
+                + 0.5 * dlam * force_after
+                + 0.25 * diffusion / kt * dt * force_after**2
+                - 0.5 * kt * jnp.log(volume)
+            )
         else:  # minus kT ln q(-eps | there): the backward half
             volume = jnp.prod(box)
-            back = rate * ((self._kinetic(velocity, mass) + virial) / volume - jnp.asarray(self.pressure, dtype))
-            heat = heat + jnp.sum((eps + back * dt) ** 2) * volume / (4.0 * rate * dt) - (0.5 * dim + 1.0) * kt * jnp.log(volume)
+            back = rate * (
+                (self._kinetic(velocity, mass) + virial) / volume
+                - jnp.asarray(self.pressure, dtype)
+            )
+            heat = (
+                heat
+                + jnp.sum((eps + back * dt) ** 2) * volume / (4.0 * rate * dt)
+                - (0.5 * dim + 1.0) * kt * jnp.log(volume)
+            )
         kicked = _project(self.constraints, position, _half_kick(velocity, force, mass, dt), mass)
-        velocity, chain, heat = self._thermostat_half(position, kicked, mass, chain, heat, last_key, dt)
-        return ParticleState(position, velocity, force, mass, aux, BarostatState(box, virial, heat, key, chain))
+        velocity, chain, heat = self._thermostat_half(
+            position, kicked, mass, chain, heat, last_key, dt
+        )
+        return ParticleState(
+            position, velocity, force, mass, aux, BarostatState(box, virial, heat, key, chain)
+        )

@@ -117,7 +117,9 @@ def on_batch_shards(f: Callable, mesh: Mesh, in_specs, out_specs) -> Callable:
         The jitted function; each call runs in `local_structures` (compiled on the first
         call for each shape, as `jax.jit` does).
     """
-    jitted = jax.jit(jax.shard_map(f, mesh=mesh, in_specs=in_specs, out_specs=out_specs, check_vma=False))
+    jitted = jax.jit(
+        jax.shard_map(f, mesh=mesh, in_specs=in_specs, out_specs=out_specs, check_vma=False)
+    )
 
     @functools.wraps(f)
     def call(*args):

@@ -27,7 +27,14 @@ import jax
 import jax.numpy as jnp
 import optimistix as optx
 
-from ._diffrax_private import FIRST_STEP, clip_floor, clip_to_end, error_order, linear_rescale, tsit5_dense_weights
+from ._diffrax_private import (
+    FIRST_STEP,
+    clip_floor,
+    clip_to_end,
+    error_order,
+    linear_rescale,
+    tsit5_dense_weights,
+)
 from ._ode import OdeSolver
 from ._results import Result
 
@@ -38,7 +45,11 @@ _SOLVERS = {"tsit5": diffrax.Tsit5}
 
 def supports(solver: Any) -> bool:
     """Whether `solve_batch` reproduces `OdeSolver.solve` for this solver."""
-    if not isinstance(solver, OdeSolver) or solver.method not in BATCHED_METHODS or not solver.adaptive:
+    if (
+        not isinstance(solver, OdeSolver)
+        or solver.method not in BATCHED_METHODS
+        or not solver.adaptive
+    ):
         return False
     if solver.steps_to_save_times:  # (save times filled from the dense output here)
         return False
@@ -119,7 +130,9 @@ def solve_batch(
     # The state is held as [n, B] (runs along the minor axis): each component of every
     # run is one contiguous row, so the vector field's arithmetic runs on whole rows.
     y0 = y0.T
-    field = jax.vmap(lambda t, y, p: vector_field(t, y, {**fixed, **p}), in_axes=(0, 1, 0), out_axes=1)
+    field = jax.vmap(
+        lambda t, y, p: vector_field(t, y, {**fixed, **p}), in_axes=(0, 1, 0), out_axes=1
+    )
 
     def f(t, y):
         return field(jnp.broadcast_to(t, (batch,)), y, swept)
@@ -158,7 +171,9 @@ def solve_batch(
         # The barrier keeps XLA from computing it again in each consumer's fusion.
         power = jax.lax.optimization_barrier(jnp.exp(coeff * jnp.log(1 / scaled_error)))
         factor = jnp.clip(
-            safety * power, min=jnp.where(keep, 1, factormin), max=jnp.where(keep, factormax, safety)
+            safety * power,
+            min=jnp.where(keep, 1, factormin),
+            max=jnp.where(keep, factormax, safety),
         )
         dt = (tnext - tprev) * factor
         new_prev = jnp.where(keep, tnext, tprev)
@@ -194,7 +209,9 @@ def solve_batch(
         for _ in range(SAVE_WINDOW):
             go = pending(index)
             value = interpolate(tprev, tnext, y, ks, ts[jnp.minimum(index, n_saves - 1)])
-            ys = ys.at[:, jnp.where(go, index.astype(jnp.int64) * batch + rows, n_saves * batch)].set(value, mode="drop")
+            ys = ys.at[
+                :, jnp.where(go, index.astype(jnp.int64) * batch + rows, n_saves * batch)
+            ].set(value, mode="drop")
             index = index + go.astype(index.dtype)
         moving = active & ~pending(index)
         accept = (saving & moving)[None]
@@ -211,7 +228,14 @@ def solve_batch(
     # Saved as [n, T * B] (column t * B + b): runs at the same save index write
     # neighbouring memory.
     ys = jnp.full((y0.shape[0], n_saves * batch), jnp.inf, dtype=y0.dtype)
-    state = (tprev, tnext, y0, f0, jnp.zeros(batch, dtype=jnp.int32), jnp.zeros(batch, dtype=jnp.int32))
+    state = (
+        tprev,
+        tnext,
+        y0,
+        f0,
+        jnp.zeros(batch, dtype=jnp.int32),
+        jnp.zeros(batch, dtype=jnp.int32),
+    )
     state, ys = jax.lax.while_loop(lambda carry: jnp.any(running(carry[0])), body, (state, ys))
     tprev, steps = state[0], state[5]
     unfinished = tprev < t1

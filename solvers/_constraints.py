@@ -83,12 +83,29 @@ class Constraints(eqx.Module):
         """`position` (after an unconstrained move from `reference`, which satisfies the
         constraints) put back on the constraints: SETTLE for the triangles, SHAKE with
         corrections along the reference bonds for the pairs."""
-        dtype = position.dtype  # (the lengths in the run's precision: float32 positions stay float32)
+        dtype = (
+            position.dtype
+        )  # (the lengths in the run's precision: float32 positions stay float32)
         if self.triangles.shape[0]:
-            position = settle(reference, position, mass, self.triangles, self.sides.astype(dtype), self.bases.astype(dtype))
+            position = settle(
+                reference,
+                position,
+                mass,
+                self.triangles,
+                self.sides.astype(dtype),
+                self.bases.astype(dtype),
+            )
         if self.pairs.shape[0]:
             pairs, lengths = self._blocks()
-            position = shake(reference, position, mass, pairs, lengths.astype(dtype), self.tolerance, self.max_iterations)
+            position = shake(
+                reference,
+                position,
+                mass,
+                pairs,
+                lengths.astype(dtype),
+                self.tolerance,
+                self.max_iterations,
+            )
         return position
 
     def _blocks(self) -> tuple[Int[Array, "b m 2"], Float[Array, "b m"]]:
@@ -104,13 +121,25 @@ class Constraints(eqx.Module):
 
     # ------------------------------------------------------------------ velocities and forces
 
-    def velocities(self, position: Positions, velocity: Float[Array, "n dim"], mass: Masses) -> Float[Array, "n dim"]:
+    def velocities(
+        self, position: Positions, velocity: Float[Array, "n dim"], mass: Masses
+    ) -> Float[Array, "n dim"]:
         """`velocity` without its components along the constrained bonds at `position`
         (RATTLE's second stage: d_k . (v_i - v_j) = 0 for every constraint)."""
         rates = [_relative(velocity, p) for p in self._groups()]
-        return velocity + self._correction(position, mass, [-(jnp.sum(d * r, axis=-1)) for d, r in zip(self._bonds(position), rates)])
+        return velocity + self._correction(
+            position,
+            mass,
+            [-(jnp.sum(d * r, axis=-1)) for d, r in zip(self._bonds(position), rates)],
+        )
 
-    def forces(self, position: Positions, velocity: Float[Array, "n dim"], force: Float[Array, "n dim"], mass: Masses) -> Float[Array, "n dim"]:
+    def forces(
+        self,
+        position: Positions,
+        velocity: Float[Array, "n dim"],
+        force: Float[Array, "n dim"],
+        mass: Masses,
+    ) -> Float[Array, "n dim"]:
         """The constraint forces at a state that satisfies the constraints: those that keep
         d_k . (v_i - v_j) at zero, d/dt [d_k . v_k] = |v_k|^2 + d_k . (a_i - a_j) = 0 with
         a = (force + constraint force) / m (centripetal and force-projection parts)."""
@@ -122,7 +151,9 @@ class Constraints(eqx.Module):
             rhs.append(-(jnp.sum(v * v, axis=-1) + jnp.sum(d * a, axis=-1)))
         return mass[:, None] * self._correction(position, mass, rhs)
 
-    def virial(self, position: Positions, constraint_force: Float[Array, "n dim"]) -> Float[Array, " dim"]:
+    def virial(
+        self, position: Positions, constraint_force: Float[Array, "n dim"]
+    ) -> Float[Array, " dim"]:
         """The diagonal of the virial tensor of constraint forces [dim]: sum_i x_i,a G_i,a
         (the forces of each constraint sum to zero, so the origin does not matter)."""
         return jnp.sum(position * constraint_force, axis=0)
@@ -141,7 +172,9 @@ class Constraints(eqx.Module):
         groups = []
         if self.triangles.shape[0]:
             t = self.triangles
-            groups.append(jnp.stack([t[:, [0, 1]], t[:, [0, 2]], t[:, [1, 2]]], axis=1))  # [w, 3, 2]
+            groups.append(
+                jnp.stack([t[:, [0, 1]], t[:, [0, 2]], t[:, [1, 2]]], axis=1)
+            )  # [w, 3, 2]
         if self.pairs.shape[0]:
             groups.append(self._blocks()[0])  # [b, m, 2]
         return groups
@@ -171,7 +204,9 @@ def _padding(pairs: Array) -> Array:
 def _padded(matrix: Array, pad: Array) -> Array:
     """`matrix` [..., m, m] with 1 on the diagonal of padding entries (whose rows and
     columns are 0: their bond is a particle with itself)."""
-    return matrix + jnp.eye(matrix.shape[-1], dtype=matrix.dtype) * pad[..., None].astype(matrix.dtype)
+    return matrix + jnp.eye(matrix.shape[-1], dtype=matrix.dtype) * pad[..., None].astype(
+        matrix.dtype
+    )
 
 
 def _solve(matrix: Array, rhs: Array) -> Array:
@@ -192,7 +227,9 @@ def _coupling(pairs: Array, inverse: Array) -> Array:
     multiplier of constraint l along its bond moves the bond of constraint k."""
     i, j = pairs[..., 0], pairs[..., 1]
     same = lambda a, b: (a[..., :, None] == b[..., None, :]).astype(inverse.dtype)  # noqa: E731
-    return inverse[i][..., :, None] * (same(i, i) - same(i, j)) - inverse[j][..., :, None] * (same(j, i) - same(j, j))
+    return inverse[i][..., :, None] * (same(i, i) - same(i, j)) - inverse[j][..., :, None] * (
+        same(j, i) - same(j, j)
+    )
 
 
 def _scatter(out: Array, pairs: Array, impulse: Array, inverse: Array) -> Array:
@@ -207,7 +244,15 @@ def _scatter(out: Array, pairs: Array, impulse: Array, inverse: Array) -> Array:
 # ----------------------------------------------------------------------------- SHAKE
 
 
-def shake(reference: Positions, position: Positions, mass: Masses, pairs: Array, lengths: Array, tolerance: float, max_iterations: int) -> Positions:
+def shake(
+    reference: Positions,
+    position: Positions,
+    mass: Masses,
+    pairs: Array,
+    lengths: Array,
+    tolerance: float,
+    max_iterations: int,
+) -> Positions:
     """SHAKE in matrix form: position + W A^T lambda with A the reference bond vectors,
     lambda by Newton's method on |d_k(lambda)|^2 = L_k^2 until every relative error is
     below `tolerance` (or `max_iterations`). The pairs [..., m, 2] and lengths [..., m]
@@ -255,7 +300,14 @@ def _dot(a, b):
     return jnp.sum(a * b, axis=-1)
 
 
-def settle(reference: Positions, position: Positions, mass: Masses, triangles: Array, sides: Array, bases: Array) -> Positions:
+def settle(
+    reference: Positions,
+    position: Positions,
+    mass: Masses,
+    triangles: Array,
+    sides: Array,
+    bases: Array,
+) -> Positions:
     """SETTLE (Miyamoto & Kollman 1992) for every rigid triangle (apex a, corners b, c):
     the positions that SHAKE with corrections along the reference bonds would give,
     in closed form. In the triangle's frame the apex sits ra from the centre of mass
@@ -315,7 +367,9 @@ def settle(reference: Positions, position: Positions, mass: Masses, triangles: A
 # ----------------------------------------------------------------------------- building
 
 
-def constraints_of(pairs, lengths, mass, *, settle_triangles: bool = True, tolerance: float = 1e-13) -> Constraints:
+def constraints_of(
+    pairs, lengths, mass, *, settle_triangles: bool = True, tolerance: float = 1e-13
+) -> Constraints:
     """Constraints for the pairs [c, 2] at distances [c] of particles of masses [n]
     (concrete arrays): each rigid triangle (three constraints among three particles, two
     equal sides from one apex, equal masses at the other corners) goes to SETTLE unless
@@ -332,7 +386,9 @@ def constraints_of(pairs, lengths, mass, *, settle_triangles: bool = True, toler
     if pairs.shape[0] != lengths.shape[0]:
         raise ValueError(f"constraints: {pairs.shape[0]} pairs but {lengths.shape[0]} lengths")
     if pairs.size and (pairs.min() < 0 or pairs.max() >= n):
-        raise ValueError(f"constraints: particle ids must be in 0..{n - 1}, got {pairs.min()}..{pairs.max()}")
+        raise ValueError(
+            f"constraints: particle ids must be in 0..{n - 1}, got {pairs.min()}..{pairs.max()}"
+        )
     if np.any(pairs[:, 0] == pairs[:, 1]):
         raise ValueError("constraints: a particle cannot be constrained to itself")
     keys = {tuple(sorted(p)) for p in pairs.tolist()}
@@ -401,13 +457,21 @@ def _triangle(k, pairs, lengths, mass, by_particle, used):
     if len(members) != 3:
         return None
     ks = set().union(*(by_particle[m] for m in members))
-    if len(ks) != 3 or any(used[q] for q in ks) or any(not {int(p) for p in pairs[q]} <= members for q in ks):
+    if (
+        len(ks) != 3
+        or any(used[q] for q in ks)
+        or any(not {int(p) for p in pairs[q]} <= members for q in ks)
+    ):
         return None  # (not three sides of three particles: a chain 0-1-2-3 has ks of 3 too)
     length = {frozenset(int(p) for p in pairs[q]): float(lengths[q]) for q in ks}
     for apex in members:
         b, c = sorted(members - {apex})
         side_b, side_c = length[frozenset((apex, b))], length[frozenset((apex, c))]
         base = length[frozenset((b, c))]
-        if math.isclose(side_b, side_c, rel_tol=1e-12) and math.isclose(mass[b], mass[c], rel_tol=1e-12) and base < 2 * side_b:
+        if (
+            math.isclose(side_b, side_c, rel_tol=1e-12)
+            and math.isclose(mass[b], mass[c], rel_tol=1e-12)
+            and base < 2 * side_b
+        ):
             return (apex, b, c), side_b, base, ks
     return None

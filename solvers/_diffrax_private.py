@@ -44,7 +44,9 @@ def clip_floor(t1: ArrayLike) -> Array:
     return floor
 
 
-def clip_to_end(tprev: ArrayLike, tnext: ArrayLike, t1: ArrayLike, floor: ArrayLike, keep_step: ArrayLike) -> Array:
+def clip_to_end(
+    tprev: ArrayLike, tnext: ArrayLike, t1: ArrayLike, floor: ArrayLike, keep_step: ArrayLike
+) -> Array:
     """The end of the next step as diffeqsolve clips it near t1 (a rejected step that
     would be clipped goes half way instead)."""
     tclip = jnp.where(keep_step, t1, tprev + 0.5 * (t1 - tprev))
@@ -62,7 +64,12 @@ def tsit5_dense_weights(theta: ArrayLike) -> list[Array]:
     """The weights of Tsit5's seven stage increments in its dense output at `theta` in
     [0, 1] (diffrax's Tsit5 interpolation: y(theta) = y0 + sum_j w_j k_j)."""
     t = theta
-    b1 = -1.0530884977290216 * t * (t - 1.3299890189751412) * (t**2 - 1.4364028541716351 * t + 0.7139816917074209)
+    b1 = (
+        -1.0530884977290216
+        * t
+        * (t - 1.3299890189751412)
+        * (t**2 - 1.4364028541716351 * t + 0.7139816917074209)
+    )
     b2 = 0.1017 * t**2 * (t**2 - 2.1966568338249754 * t + 1.2949852507374631)
     b3 = 2.490627285651252793 * t**2 * (t**2 - 2.38535645472061657 * t + 1.57803468208092486)
     b4 = -16.54810288924490272 * (t - 1.21712927295533244) * (t - 0.61620406037800089) * t**2
@@ -75,8 +82,9 @@ def tsit5_dense_weights(theta: ArrayLike) -> list[Array]:
 def error_order(controller, solver, term) -> int | float:
     """The order the PID controller uses for the solver's local error (the controller's
     own when set, else the solver's), as diffrax's controller chooses it."""
-    order = controller.error_order if controller.error_order is not None else solver.error_order(term)
+    order = (
+        controller.error_order if controller.error_order is not None else solver.error_order(term)
+    )
     if order is None:
         raise ValueError(f"{type(solver).__name__} declares no error order for step-size control")
     return order
-

@@ -62,7 +62,9 @@ class OdeEvent(eqx.Module):
     values_at_trigger: bool = eqx.field(static=True, default=False)
 
 
-def finite_trigger(trigger: Callable[[Any, Array, Any], Array]) -> Callable[[Any, Array, Any], Array]:
+def finite_trigger(
+    trigger: Callable[[Any, Array, Any], Array],
+) -> Callable[[Any, Array, Any], Array]:
     """`trigger` judged as a condition: NaN (undefined) counts as false, -1; an infinity
     by its sign, +-1; a finite value is kept, with its derivatives. Where the value is not
     finite the arguments are held constant (`stop_gradient`), so that no derivative
@@ -112,11 +114,20 @@ class BracketedNewton(optx.AbstractRootFinder):
 
     def init(self, fn, y, args, options, f_struct, aux_struct, tags):
         del f_struct, aux_struct, tags
-        lower, upper = jnp.asarray(options["lower"], y.dtype), jnp.asarray(options["upper"], y.dtype)
+        lower, upper = (
+            jnp.asarray(options["lower"], y.dtype),
+            jnp.asarray(options["upper"], y.dtype),
+        )
         upper_value, _ = _total(fn, upper, args)
-        return _BracketState(lower=lower, upper=upper, upper_value=upper_value, value=upper_value,
-                             diff=jnp.where(upper_value == 0, 0.0, jnp.inf).astype(y.dtype), last_diff=jnp.asarray(jnp.inf, y.dtype),
-                             bisected=jnp.asarray(False))
+        return _BracketState(
+            lower=lower,
+            upper=upper,
+            upper_value=upper_value,
+            value=upper_value,
+            diff=jnp.where(upper_value == 0, 0.0, jnp.inf).astype(y.dtype),
+            last_diff=jnp.asarray(jnp.inf, y.dtype),
+            bisected=jnp.asarray(False),
+        )
 
     def step(self, fn, y, args, options, state, tags):
         del options, tags
@@ -134,12 +145,22 @@ class BracketedNewton(optx.AbstractRootFinder):
         bisected = (h != 0) & jnp.logical_not(inside & fast)
         new_y = jnp.where(h == 0, y, jnp.where(bisected, 0.5 * (lower + upper), newton))
         diff = new_y - y
-        new_state = _BracketState(lower=lower, upper=upper, upper_value=state.upper_value, value=h, diff=diff, last_diff=state.diff, bisected=bisected)
+        new_state = _BracketState(
+            lower=lower,
+            upper=upper,
+            upper_value=state.upper_value,
+            value=h,
+            diff=diff,
+            last_diff=state.diff,
+            bisected=bisected,
+        )
         return new_y, new_state, aux
 
     def terminate(self, fn, y, args, options, state, tags):
         del fn, args, options, tags
-        return (jnp.abs(state.diff) <= self.atol + self.rtol * jnp.abs(y)) | (state.value == 0), optx.RESULTS.successful
+        return (jnp.abs(state.diff) <= self.atol + self.rtol * jnp.abs(y)) | (
+            state.value == 0
+        ), optx.RESULTS.successful
 
     def postprocess(self, fn, y, aux, args, options, state, tags, result):
         del options, tags, result
@@ -183,13 +204,17 @@ def solve_with_events(
     # would locate, of several crossing within one step, the first listed rather than
     # the earliest).
     terms = solver.terms(lambda t, y, packed: vector_field(t, y, packed[0]))
-    controller = solver._controller(ts=ts)  # (steps onto the save times where the dense output is short)
+    controller = solver._controller(
+        ts=ts
+    )  # (steps onto the save times where the dense output is short)
     adjoint = make_adjoint(solver.adjoint, dsolver)
     triggers = tuple(finite_trigger(e.trigger) for e in events)
 
     def conditions(t, y, a, flags):
         """Per event: g where armed, -g where not."""
-        return jnp.stack([jnp.where(flags[i], 1.0, -1.0) * g(t, y, a) for i, g in enumerate(triggers)])
+        return jnp.stack(
+            [jnp.where(flags[i], 1.0, -1.0) * g(t, y, a) for i, g in enumerate(triggers)]
+        )
 
     event = diffrax.Event(
         cond_fn=lambda t, y, args, **kw: jnp.max(conditions(t, y, *args)),
@@ -203,7 +228,9 @@ def solve_with_events(
         """Per event: armed unless its condition holds, or (at its boundary) is about to."""
         flags = []
         for trigger in triggers:
-            g, rate = jax.jvp(lambda tt, yy: trigger(tt, yy, a), (t, y), (jnp.ones_like(t), vector_field(t, y, a)))
+            g, rate = jax.jvp(
+                lambda tt, yy: trigger(tt, yy, a), (t, y), (jnp.ones_like(t), vector_field(t, y, a))
+            )
             scale = 1e-9 * (1.0 + jnp.abs(t))
             flags.append(jnp.where(jnp.abs(g) <= scale, rate <= 0, g < 0))
         return jax.lax.stop_gradient(jnp.stack(flags))
@@ -215,7 +242,9 @@ def solve_with_events(
     def becoming(i: int, t, y, a) -> Array:
         """Whether the condition holds, or is on its boundary and about to hold (a root
         of another event that the root finder stopped at first)."""
-        g, rate = jax.jvp(lambda tt, yy: triggers[i](tt, yy, a), (t, y), (jnp.ones_like(t), vector_field(t, y, a)))
+        g, rate = jax.jvp(
+            lambda tt, yy: triggers[i](tt, yy, a), (t, y), (jnp.ones_like(t), vector_field(t, y, a))
+        )
         scale = 1e-9 * (1.0 + jnp.abs(t))
         return jax.lax.stop_gradient(holds(i, t, y, a) | ((jnp.abs(g) <= scale) & (rate > 0)))
 
@@ -233,7 +262,9 @@ def solve_with_events(
         for i, (e, f) in enumerate(zip(events, fired)):
             if not e.persistent:
                 f = f & becoming(i, t, y, a)
-            applied_y, applied_a = e.apply(t, y, a, source=trigger_values) if e.values_at_trigger else e.apply(t, y, a)
+            applied_y, applied_a = (
+                e.apply(t, y, a, source=trigger_values) if e.values_at_trigger else e.apply(t, y, a)
+            )
             y, a = _select(f, applied_y, y), _select(f, applied_a, a)
             terminal = terminal | (f & e.terminal)
             now = jnp.stack([holds(k, t, y, a) for k in range(len(events))])
@@ -242,7 +273,12 @@ def solve_with_events(
         deep = jnp.any(changes >= 2)
         cascade = jnp.asarray(False)
         for i, e in enumerate(events):
-            f = flags[i] & jnp.logical_not(fired[i]) & becoming(i, t, y, a) & jnp.logical_not(terminal)
+            f = (
+                flags[i]
+                & jnp.logical_not(fired[i])
+                & becoming(i, t, y, a)
+                & jnp.logical_not(terminal)
+            )
             applied_y, applied_a = e.apply(t, y, a)
             y, a = _select(f, applied_y, y), _select(f, applied_a, a)
             terminal = terminal | (f & e.terminal)
@@ -254,10 +290,19 @@ def solve_with_events(
         start = jnp.where(finished, t_end, t0)
         flags = armed(start, y, a)
         sol = diffrax.diffeqsolve(
-            terms, dsolver, t0=start, t1=t_end, dt0=solver.dt0, y0=y, args=(a, flags),
+            terms,
+            dsolver,
+            t0=start,
+            t1=t_end,
+            dt0=solver.dt0,
+            y0=y,
+            args=(a, flags),
             saveat=diffrax.SaveAt(ts=jnp.clip(ts, start, t_end), t1=True),
-            stepsize_controller=controller, adjoint=adjoint, event=event,
-            max_steps=solver.max_steps, throw=False,
+            stepsize_controller=controller,
+            adjoint=adjoint,
+            event=event,
+            max_steps=solver.max_steps,
+            throw=False,
         )
         code = from_diffrax(sol.result)
         # diffrax stores the end of the solve (the event) right after the last save
@@ -270,17 +315,26 @@ def solve_with_events(
         # root finder meets one of several simultaneous roots); a disarmed event's stop
         # only re-arms it.
         first = jnp.argmax(jax.lax.stop_gradient(conditions(t_stop, y_stop, a, flags)))
-        fired = [flags[i] & any_stop & ((first == i) | becoming(i, t_stop, y_stop, a)) for i in range(len(events))]
+        fired = [
+            flags[i] & any_stop & ((first == i) | becoming(i, t_stop, y_stop, a))
+            for i in range(len(events))
+        ]
         any_fired = jnp.any(jnp.stack(fired))
         # The save times of this segment: from its start, up to (not at) where it stopped.
         covered = (ts >= start) & jnp.where(any_stop, ts < t_stop, True) & jnp.logical_not(finished)
         new_y, new_a, terminal, cascade, deep = execute(t_stop, y_stop, a, fired, flags)
         result = jnp.where((result == 0) & jnp.logical_not(finished), code, result)
-        result = jnp.where((result == 0) & jnp.logical_not(finished) & any_fired & deep, int(Result.event_cascade), result)
+        result = jnp.where(
+            (result == 0) & jnp.logical_not(finished) & any_fired & deep,
+            int(Result.event_cascade),
+            result,
+        )
         steps = steps + jnp.where(finished, 0, sol.stats["num_steps"])
         count = count + any_fired.astype(count.dtype) + cascade.astype(count.dtype)
         too_many = count > solver.max_events
-        ends = jnp.logical_not(finished) & (jnp.logical_not(any_stop) | terminal | (code != 0) | too_many | (result != 0))
+        ends = jnp.logical_not(finished) & (
+            jnp.logical_not(any_stop) | terminal | (code != 0) | too_many | (result != 0)
+        )
         result = jnp.where(ends & too_many & (result == 0), int(Result.too_many_events), result)
         frozen_from = jnp.where(ends & terminal, t_stop, frozen_from)
         frozen = _select(ends & terminal, new_y, frozen)
@@ -289,11 +343,27 @@ def solve_with_events(
 
     # Events whose condition holds at the start and that do not count it as having held
     # before fire there.
-    start_fired = [jnp.asarray(holds(i, ts[0], y0, args)) if not e.initial_value else jnp.asarray(False) for i, e in enumerate(events)]
-    y_start, a_start, _, _, deep_start = execute(ts[0], y0, args, start_fired, [jnp.asarray(False)] * len(events))
-    start_count = jnp.sum(jnp.stack(start_fired).astype(jnp.int32)) if events else jnp.asarray(0, jnp.int32)
-    init = (ts[0], y_start, a_start, jnp.asarray(False), start_count, jnp.where(deep_start, int(Result.event_cascade), 0).astype(jnp.int32),
-            jnp.asarray(0, jnp.int32), jnp.asarray(jnp.inf, ts.dtype), y_start)
+    start_fired = [
+        jnp.asarray(holds(i, ts[0], y0, args)) if not e.initial_value else jnp.asarray(False)
+        for i, e in enumerate(events)
+    ]
+    y_start, a_start, _, _, deep_start = execute(
+        ts[0], y0, args, start_fired, [jnp.asarray(False)] * len(events)
+    )
+    start_count = (
+        jnp.sum(jnp.stack(start_fired).astype(jnp.int32)) if events else jnp.asarray(0, jnp.int32)
+    )
+    init = (
+        ts[0],
+        y_start,
+        a_start,
+        jnp.asarray(False),
+        start_count,
+        jnp.where(deep_start, int(Result.event_cascade), 0).astype(jnp.int32),
+        jnp.asarray(0, jnp.int32),
+        jnp.asarray(jnp.inf, ts.dtype),
+        y_start,
+    )
     # Each event may need a second stop to re-arm it: twice as many segments as events.
     carry, (ys, covered) = jax.lax.scan(segment, init, None, length=2 * solver.max_events + 1)
     _, _, _, finished, count, result, steps, frozen_from, frozen = carry
@@ -302,9 +372,15 @@ def solve_with_events(
     saved = jnp.sum(jnp.where(weights, ys, 0.0), axis=0)
     after = (ts >= frozen_from).reshape((T,) + (1,) * (saved.ndim - 1))
     saved = jnp.where(after, frozen, saved)
-    result = jnp.where((result == 0) & jnp.logical_not(finished), int(Result.too_many_events), result)
+    result = jnp.where(
+        (result == 0) & jnp.logical_not(finished), int(Result.too_many_events), result
+    )
     failed = result != 0
     saved = jnp.where(failed, jnp.nan, saved)
     if solver.throw:
-        saved = eqx.error_if(saved, failed, "the solve with events failed (more than max_events events, or a failed step)")
+        saved = eqx.error_if(
+            saved,
+            failed,
+            "the solve with events failed (more than max_events events, or a failed step)",
+        )
     return OdeSolution(ys=saved, num_steps=steps, num_accepted_steps=steps, result=result), count

@@ -23,14 +23,23 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int, PyTree
 
-from ._ode import ADJOINTS, EXPLICIT_METHODS, IMEX_METHODS, IMPLICIT_METHODS, OdeSolver, did_you_mean
+from ._ode import (
+    ADJOINTS,
+    EXPLICIT_METHODS,
+    IMEX_METHODS,
+    IMPLICIT_METHODS,
+    OdeSolver,
+    did_you_mean,
+)
 from ._types import Times
 
 BOUNDARY_KINDS = ("dirichlet", "neumann", "periodic")
 ORDERS = (2, 4)
 
 
-def stencil_weights(offsets, derivative: int = 2, flux_at: float | None = None) -> tuple[np.ndarray, float]:
+def stencil_weights(
+    offsets, derivative: int = 2, flux_at: float | None = None
+) -> tuple[np.ndarray, float]:
     """Weights w (and w_flux) with u^(derivative)(0) h^derivative ~ sum_j w_j u(o_j h)
     + w_flux h u'(flux_at h), exact for polynomials of degree < number of unknowns.
 
@@ -164,10 +173,14 @@ class FdGrid(eqx.Module):
                         f"(kinds: {', '.join(BOUNDARY_KINDS)}).{did_you_mean(kind, BOUNDARY_KINDS)}"
                     )
             if (lo == "periodic") != (hi == "periodic"):
-                raise ValueError(f"boundary[{i}] = [{lo!r}, {hi!r}]: periodic must be on both sides of an axis")
+                raise ValueError(
+                    f"boundary[{i}] = [{lo!r}, {hi!r}]: periodic must be on both sides of an axis"
+                )
             minimum = 7 if self.order == 4 else 5
             if m < minimum:
-                raise ValueError(f"grid points[{i}] = {m}: order {self.order} needs at least {minimum} nodes per axis")
+                raise ValueError(
+                    f"grid points[{i}] = {m}: order {self.order} needs at least {minimum} nodes per axis"
+                )
 
     @property
     def ndim(self) -> int:
@@ -179,7 +192,8 @@ class FdGrid(eqx.Module):
     @property
     def spacing(self) -> tuple[float, ...]:
         return tuple(
-            (b - a) / (n if self.periodic(i) else n - 1) for i, ((a, b), n) in enumerate(zip(self.domain, self.points))
+            (b - a) / (n if self.periodic(i) else n - 1)
+            for i, ((a, b), n) in enumerate(zip(self.domain, self.points))
         )
 
     def coordinates(self) -> tuple[np.ndarray, ...]:
@@ -241,13 +255,21 @@ class FdGrid(eqx.Module):
         lo_value, hi_value = self.values[axis]
         # Both sides are written in inward coordinates; the datum there is the inward
         # derivative, i.e. minus the outward normal derivative.
-        low = [self._row(v, row, i, +1, -lo_value * h) for i, row in enumerate(_boundary_rows(lo_kind, self.order))]
-        high = [self._row(v, row, n - 1 - i, -1, -hi_value * h) for i, row in enumerate(_boundary_rows(hi_kind, self.order))]
+        low = [
+            self._row(v, row, i, +1, -lo_value * h)
+            for i, row in enumerate(_boundary_rows(lo_kind, self.order))
+        ]
+        high = [
+            self._row(v, row, n - 1 - i, -1, -hi_value * h)
+            for i, row in enumerate(_boundary_rows(hi_kind, self.order))
+        ]
         out = jnp.concatenate([jnp.stack(low), interior, jnp.stack(high[::-1])], axis=0)
         return jnp.moveaxis(out / h**2, 0, array_axis)
 
     @staticmethod
-    def _row(v: Array, row: _Row | None, node: int, direction: int, flux_datum: float | Array) -> Array:
+    def _row(
+        v: Array, row: _Row | None, node: int, direction: int, flux_datum: float | Array
+    ) -> Array:
         if row is None:
             return jnp.zeros_like(v[0])
         value = sum(w * v[node + direction * o] for o, w in zip(row.offsets, row.weights))
@@ -259,7 +281,13 @@ class FdGrid(eqx.Module):
         """The Laplacian of `u` (grid in the last axes) with the boundary conditions."""
         return sum(self.second_derivative(u, i) for i in range(self.ndim))
 
-    def derivative(self, u: Float[Array, "..."], axis: int, derivative: int, fluxes: tuple[Array | float | None, Array | float | None] = (None, None)) -> Float[Array, "..."]:
+    def derivative(
+        self,
+        u: Float[Array, "..."],
+        axis: int,
+        derivative: int,
+        fluxes: tuple[Array | float | None, Array | float | None] = (None, None),
+    ) -> Float[Array, "..."]:
         """The first or second derivative of `u` along `axis`, of the grid's order, with
         boundary data given by value (traced values welcome): per side, the outward
         normal derivative of `u` there (a number, or an array over that side's nodes), or
@@ -286,10 +314,14 @@ class FdGrid(eqx.Module):
         offsets = tuple(range(-r, r + 1))
         weights = stencil_weights(offsets, derivative=derivative)[0]
         if self.periodic(axis):
-            out = sum(float(w) * jnp.roll(v, -o, axis=0) for o, w in zip(offsets, weights) if w != 0.0)
+            out = sum(
+                float(w) * jnp.roll(v, -o, axis=0) for o, w in zip(offsets, weights) if w != 0.0
+            )
             return jnp.moveaxis(out / h**derivative, 0, array_axis)
         n = v.shape[0]
-        interior = sum(float(w) * v[r + o : n - r + o] for o, w in zip(offsets, weights) if w != 0.0)
+        interior = sum(
+            float(w) * v[r + o : n - r + o] for o, w in zip(offsets, weights) if w != 0.0
+        )
         sides = []
         for direction, node0, flux in ((+1, 0, fluxes[0]), (-1, n - 1, fluxes[1])):
             rows = []
@@ -312,7 +344,9 @@ class FdGrid(eqx.Module):
             if self.periodic(axis):
                 u = jnp.sum(u, axis=k) * h
             else:
-                u = (jnp.sum(u, axis=k) - 0.5 * (jnp.take(u, 0, axis=k) + jnp.take(u, -1, axis=k))) * h
+                u = (
+                    jnp.sum(u, axis=k) - 0.5 * (jnp.take(u, 0, axis=k) + jnp.take(u, -1, axis=k))
+                ) * h
         return u
 
     def spectral_radius(self) -> float:
@@ -346,7 +380,9 @@ _REAL_STABILITY = {
 }
 
 
-def jacobian_spectral_radius(field: Callable, t0: float, u0: Array, *, iterations: int = 40) -> float:
+def jacobian_spectral_radius(
+    field: Callable, t0: float, u0: Array, *, iterations: int = 40
+) -> float:
     """An estimate of the spectral radius of d field(t0, u, None) / du at u0: the largest
     |Ritz value| of `iterations` steps of Arnoldi's method on Jacobian-vector products
     (`jax.linearize`), from the grid's sawtooth (-1)^(i + j + ...) per channel plus a
@@ -382,7 +418,9 @@ def jacobian_spectral_radius(field: Callable, t0: float, u0: Array, *, iteration
                 hessenberg = hessenberg.at[:, j].add(c)
             norm = jnp.linalg.norm(w)
             hessenberg = hessenberg.at[j + 1, j].set(norm)
-            basis = basis.at[j + 1].set(jnp.where(norm > 0, w / jnp.where(norm > 0, norm, 1.0), 0.0))
+            basis = basis.at[j + 1].set(
+                jnp.where(norm > 0, w / jnp.where(norm > 0, norm, 1.0), 0.0)
+            )
             return basis, hessenberg
 
         return jax.lax.fori_loop(0, k, body, (basis, hessenberg))[1]
@@ -443,7 +481,9 @@ class MethodOfLines(eqx.Module):
         if self.order not in ORDERS:
             raise ValueError(f"finite-difference order must be 2 or 4, got {self.order!r}")
         if self.adjoint not in ADJOINTS:
-            raise ValueError(f"unknown adjoint {self.adjoint!r}; expected one of {', '.join(ADJOINTS)}.{did_you_mean(self.adjoint, ADJOINTS)}")
+            raise ValueError(
+                f"unknown adjoint {self.adjoint!r}; expected one of {', '.join(ADJOINTS)}.{did_you_mean(self.adjoint, ADJOINTS)}"
+            )
         if self.dtype not in ("float32", "float64"):
             raise ValueError(f"dtype must be 'float32' or 'float64', got {self.dtype!r}")
         if not self.adaptive and self.dt0 is None:
@@ -491,7 +531,9 @@ class MethodOfLines(eqx.Module):
         rho = jacobian_spectral_radius(field, t0, u0)
         return math.inf if rho == 0 else beta / rho
 
-    def problem(self, grid: FdGrid, diffusivities: Array, reaction: Callable[[Array], Array], u0: Array):
+    def problem(
+        self, grid: FdGrid, diffusivities: Array, reaction: Callable[[Array], Array], u0: Array
+    ):
         """The semi-discrete system of this method of lines on `grid`: the initial field
         (cast to the solver's dtype, Dirichlet nodes set), the diffusivities shaped to
         broadcast over the grid, and the right-hand side for `stepper` (for IMEX methods
@@ -502,7 +544,9 @@ class MethodOfLines(eqx.Module):
             ValueError: `u0` does not end in the grid's shape.
         """
         if tuple(u0.shape[-grid.ndim :]) != grid.points:
-            raise ValueError(f"initial field has shape {u0.shape}; expected trailing grid shape {grid.points}")
+            raise ValueError(
+                f"initial field has shape {u0.shape}; expected trailing grid shape {grid.points}"
+            )
         dtype = jnp.dtype(self.dtype)
         u0 = grid.apply_boundary(u0.astype(dtype))
         free = jnp.asarray(~grid.fixed_mask(), dtype=dtype)

@@ -67,7 +67,9 @@ class EtdrkLoop(eqx.Module):
     def init(self, u0: Array) -> EtdrkLoopState:
         """The state at the first save time (frame 0 not yet filled)."""
         if tuple(u0.shape[-self.grid.ndim :]) != self.grid.points:
-            raise ValueError(f"initial field has shape {u0.shape}; expected trailing grid shape {self.grid.points}")
+            raise ValueError(
+                f"initial field has shape {u0.shape}; expected trailing grid shape {self.grid.points}"
+            )
         u_hat = self.grid.rfft(u0.astype(self.solver.real_dtype))
         return EtdrkLoopState(u_hat=u_hat, frame=jnp.asarray(0, jnp.int32))
 
@@ -83,7 +85,9 @@ class EtdrkLoop(eqx.Module):
 
         return lambda u_hat: solver.step(self.coefficients, u_hat, n_eff)
 
-    def advance(self, state: EtdrkLoopState, frames: Int[Array, ""] | int, capacity: int) -> tuple[EtdrkLoopState, PyTree, Int[Array, ""]]:
+    def advance(
+        self, state: EtdrkLoopState, frames: Int[Array, ""] | int, capacity: int
+    ) -> tuple[EtdrkLoopState, PyTree, Int[Array, ""]]:
         """Fill the next `frames` frames (traced, at most `capacity`).
 
         Returns:
@@ -101,11 +105,15 @@ class EtdrkLoop(eqx.Module):
 
         def body(carry):
             st, buf = carry
-            u_hat = jax.lax.cond(st.frame > 0, lambda u: _advance(step, u, every, levels=1), lambda u: u, st.u_hat)
+            u_hat = jax.lax.cond(
+                st.frame > 0, lambda u: _advance(step, u, every, levels=1), lambda u: u, st.u_hat
+            )
             buf = _put(buf, st.frame - base, observe(grid.irfft(u_hat)))
             return EtdrkLoopState(u_hat=u_hat, frame=st.frame + 1), buf
 
-        state, buf = jax.lax.while_loop(lambda c: c[0].frame < target, body, (state, _buffer(struct, capacity)))
+        state, buf = jax.lax.while_loop(
+            lambda c: c[0].frame < target, body, (state, _buffer(struct, capacity))
+        )
         finite = jnp.all(jnp.isfinite(grid.irfft(state.u_hat)))
         return state, buf, jnp.where(finite, 0, NONFINITE).astype(jnp.int32)
 
@@ -150,7 +158,9 @@ def integrate_frames(
     """
     every = jnp.asarray(steps_per_save, jnp.int32)
     frames = jnp.asarray(frames, jnp.int32)
-    bad_fn = (lambda s: jnp.asarray(False)) if refuse is None else (lambda s: jnp.asarray(refuse(s)))
+    bad_fn = (
+        (lambda s: jnp.asarray(False)) if refuse is None else (lambda s: jnp.asarray(refuse(s)))
+    )
     struct = eqx.filter_eval_shape(observe, state)
     buf = _buffer(struct, capacity + 1)  # the last row takes the write of a refused frame
 

@@ -42,7 +42,9 @@ class GridThroughSaveTimes(AbstractStepSizeController[_State, Array]):
     def _next_save(self, t):
         """The first save time after t (t itself where none is)."""
         index = jnp.searchsorted(self.ts, t, side="right")
-        return jnp.where(index < self.ts.shape[0], self.ts[jnp.minimum(index, self.ts.shape[0] - 1)], t)
+        return jnp.where(
+            index < self.ts.shape[0], self.ts[jnp.minimum(index, self.ts.shape[0] - 1)], t
+        )
 
     def _step_end(self, t, k, n, t0, t1):
         """From t, having passed grid point k: the end of the next step and the grid
@@ -58,17 +60,26 @@ class GridThroughSaveTimes(AbstractStepSizeController[_State, Array]):
         to_save = (save > t + _SNAP * spacing) & (save < on_grid - _SNAP * spacing)
         return jnp.where(to_save, save, on_grid), k
 
-    def init(self, terms, t0, t1, y0, dt0, args, func: Callable, error_order) -> tuple[Array, _State]:
+    def init(
+        self, terms, t0, t1, y0, dt0, args, func: Callable, error_order
+    ) -> tuple[Array, _State]:
         del terms, y0, args, func, error_order
         if dt0 is None:
             raise ValueError("constant steps need dt0")
         dtype = jnp.result_type(t0, t1, dt0, float)
         t0, t1 = jnp.asarray(t0, dtype), jnp.asarray(t1, dtype)
-        n = jnp.maximum(jnp.astype(jnp.ceil((t1 - t0) / jnp.nextafter(jnp.asarray(dt0, dtype), jnp.inf)), jnp.int32), 1)
+        n = jnp.maximum(
+            jnp.astype(
+                jnp.ceil((t1 - t0) / jnp.nextafter(jnp.asarray(dt0, dtype), jnp.inf)), jnp.int32
+            ),
+            1,
+        )
         end, k = self._step_end(t0, jnp.asarray(0, jnp.int32), n, t0, t1)
         return end, (k, n, t0, t1)
 
-    def adapt_step_size(self, t0, t1, y0, y1_candidate, args, y_error, error_order, controller_state):
+    def adapt_step_size(
+        self, t0, t1, y0, y1_candidate, args, y_error, error_order, controller_state
+    ):
         del t0, y0, y1_candidate, args, y_error, error_order
         k, n, start, end = controller_state
         t_next, k = self._step_end(t1, k, n, start, end)

@@ -66,7 +66,13 @@ from jax.custom_derivatives import SymbolicZero
 from jax.flatten_util import ravel_pytree
 from jaxtyping import Array, Float, Int
 
-from ._diffrax_private import FIRST_STEP, clip_floor, clip_to_end, linear_rescale, tsit5_dense_weights
+from ._diffrax_private import (
+    FIRST_STEP,
+    clip_floor,
+    clip_to_end,
+    linear_rescale,
+    tsit5_dense_weights,
+)
 from ._results import Result
 
 LEAN_METHODS = ("tsit5", "dopri5")
@@ -104,7 +110,10 @@ def _tableau(cls: type, dense: str) -> _Tableau:
     )
 
 
-_TABLEAUS = {"tsit5": _tableau(diffrax.Tsit5, "tsit5"), "dopri5": _tableau(diffrax.Dopri5, "dopri5")}
+_TABLEAUS = {
+    "tsit5": _tableau(diffrax.Tsit5, "tsit5"),
+    "dopri5": _tableau(diffrax.Dopri5, "dopri5"),
+}
 _DOPRI5_MID = tuple(float(v) for v in diffrax.Dopri5.interpolation_cls.c_mid)
 
 
@@ -200,7 +209,9 @@ def _integrate(
     for ts[0]).
     """
     if method not in _TABLEAUS:
-        raise ValueError(f"lean solver method must be one of {', '.join(LEAN_METHODS)}, got {method!r}")
+        raise ValueError(
+            f"lean solver method must be one of {', '.join(LEAN_METHODS)}, got {method!r}"
+        )
     if max_steps < 1:
         raise ValueError(f"max_steps must be >= 1, got {max_steps}")
     tableau = _TABLEAUS[method]
@@ -240,7 +251,11 @@ def _integrate(
         # (a step that no longer advances the time would never advance again)
         stuck = ~keep & ~(new_next > new_t)
         result = jnp.where(
-            stuck, jnp.where(jnp.isfinite(scaled), int(Result.step_size_too_small), int(Result.nonfinite_state)), result
+            stuck,
+            jnp.where(
+                jnp.isfinite(scaled), int(Result.step_size_too_small), int(Result.nonfinite_state)
+            ),
+            result,
         ).astype(int32)
         evaluate = _dense(tableau, z, z1, ks)
         first = idx
@@ -263,10 +278,26 @@ def _integrate(
             # is overwritten by the step that follows it)
             starts, ends, states, save_step = log
             filled = (index >= first) & (index < idx)
-            log = (starts.at[accepted].set(t), ends.at[accepted].set(tnext), states.at[accepted].set(z), jnp.where(filled, accepted, save_step))
+            log = (
+                starts.at[accepted].set(t),
+                ends.at[accepted].set(tnext),
+                states.at[accepted].set(z),
+                jnp.where(filled, accepted, save_step),
+            )
         z = jnp.where(keep, z1, z)
         fz = jnp.where(keep, f1, fz)
-        return new_t, new_next, z, fz, saved, idx, steps + 1, accepted + keep.astype(int32), result, log
+        return (
+            new_t,
+            new_next,
+            z,
+            fz,
+            saved,
+            idx,
+            steps + 1,
+            accepted + keep.astype(int32),
+            result,
+            log,
+        )
 
     def running(carry):
         t, steps, result = carry[0], carry[6], carry[8]
@@ -278,10 +309,17 @@ def _integrate(
     zero = jnp.zeros((), int32)
     log = ()
     if record:
-        log = (jnp.zeros(max_steps, dtype), jnp.zeros(max_steps, dtype), jnp.zeros((max_steps, z0.size), dtype), jnp.full(n_saves, -1, int32))
+        log = (
+            jnp.zeros(max_steps, dtype),
+            jnp.zeros(max_steps, dtype),
+            jnp.zeros((max_steps, z0.size), dtype),
+            jnp.full(n_saves, -1, int32),
+        )
     carry = (t0, tnext, z0, fz, saved, jnp.ones((), int32), zero, zero, zero, log)
     t, _, _, _, saved, _, steps, accepted, result, log = jax.lax.while_loop(running, body, carry)
-    result = jnp.where((result == int(Result.successful)) & (t < t1), int(Result.max_steps_reached), result).astype(int32)
+    result = jnp.where(
+        (result == int(Result.successful)) & (t < t1), int(Result.max_steps_reached), result
+    ).astype(int32)
     if record:
         return saved, steps, accepted, result, log
     return saved, steps, accepted, result
@@ -319,7 +357,9 @@ def lean_solve(
         >>> ys, steps, accepted, result = lean_solve(lambda t, y, k: -k * y, jnp.linspace(0.0, 1.0, 5), jnp.ones(1), 2.0)
     """
     y0 = jnp.asarray(y0)
-    return _integrate(lambda t, y: vector_field(t, y, args), ts, y0, y0.size, method, rtol, atol, max_steps)
+    return _integrate(
+        lambda t, y: vector_field(t, y, args), ts, y0, y0.size, method, rtol, atol, max_steps
+    )
 
 
 def _sensitivity_rhs(vector_field, theta: Array, directions: Array, n: int):
@@ -341,7 +381,9 @@ def _sensitivity_rhs(vector_field, theta: Array, directions: Array, n: int):
     return rhs
 
 
-def _integrate_sensitivities(vector_field, ts, y0, theta, sensitivities0, directions, method, rtol, atol, max_steps):
+def _integrate_sensitivities(
+    vector_field, ts, y0, theta, sensitivities0, directions, method, rtol, atol, max_steps
+):
     """(ys [T, n], sensitivities [T, n, m], num_steps, result) of the packed variational system."""
     n, m = y0.shape[0], directions.shape[1]
     rhs = _sensitivity_rhs(vector_field, theta, directions, n)
@@ -380,7 +422,9 @@ def lean_solve_sensitivities(
     theta = jnp.asarray(theta)
     y0 = jnp.asarray(y0)
     directions = jnp.eye(theta.shape[0], dtype=theta.dtype)
-    return _integrate_sensitivities(vector_field, ts, y0, theta, sensitivities0, directions, method, rtol, atol, max_steps)
+    return _integrate_sensitivities(
+        vector_field, ts, y0, theta, sensitivities0, directions, method, rtol, atol, max_steps
+    )
 
 
 def lean_predict(
@@ -407,12 +451,23 @@ def lean_predict(
     flat, unravel = ravel_pytree(theta)
     flat_field = lambda t, y, p: vector_field(t, y, unravel(p))  # noqa: E731
     stop = jax.lax.stop_gradient
-    return _predict(flat_field, method, max_steps, stop(jnp.asarray(ts)), jnp.asarray(y0), flat, stop(jnp.asarray(rtol)), stop(jnp.asarray(atol)))
+    return _predict(
+        flat_field,
+        method,
+        max_steps,
+        stop(jnp.asarray(ts)),
+        jnp.asarray(y0),
+        flat,
+        stop(jnp.asarray(rtol)),
+        stop(jnp.asarray(atol)),
+    )
 
 
 @partial(jax.custom_jvp, nondiff_argnums=(0, 1, 2))
 def _predict(vector_field, method, max_steps, ts, y0, theta, rtol, atol):
-    ys, _, _, _ = _integrate(lambda t, y: vector_field(t, y, theta), ts, y0, y0.size, method, rtol, atol, max_steps)
+    ys, _, _, _ = _integrate(
+        lambda t, y: vector_field(t, y, theta), ts, y0, y0.size, method, rtol, atol, max_steps
+    )
     return ys
 
 
@@ -437,7 +492,16 @@ def _predict_jvp(vector_field, method, max_steps, primals, tangents):
         directions.append(jnp.eye(p, dtype=theta.dtype))
         tangent.append(dtheta)
     ys, sens, _, _ = _integrate_sensitivities(
-        vector_field, ts, y0, theta, jnp.concatenate(s0, axis=1), jnp.concatenate(directions, axis=1), method, rtol, atol, max_steps
+        vector_field,
+        ts,
+        y0,
+        theta,
+        jnp.concatenate(s0, axis=1),
+        jnp.concatenate(directions, axis=1),
+        method,
+        rtol,
+        atol,
+        max_steps,
     )
     return ys, sens @ jnp.concatenate(tangent)
 
@@ -446,6 +510,7 @@ _predict.defjvp(_predict_jvp, symbolic_zeros=True)
 
 
 # ----------------------------------------------------------------------------- reverse mode
+
 
 def lean_solve_differentiable(
     vector_field: Callable[[Any, Array, Any], Array],
@@ -482,13 +547,17 @@ def lean_solve_differentiable(
 @eqx.filter_custom_vjp
 def _reverse(vjp_arg, rtol, atol, *, method, max_steps):
     y0, field, args, ts = vjp_arg
-    return _integrate(lambda t, z: field(t, z, args), ts, y0, y0.size, method, rtol, atol, max_steps)
+    return _integrate(
+        lambda t, z: field(t, z, args), ts, y0, y0.size, method, rtol, atol, max_steps
+    )
 
 
 @_reverse.def_fwd
 def _reverse_fwd(perturbed, vjp_arg, rtol, atol, *, method, max_steps):
     y0, field, args, ts = vjp_arg
-    saved, steps, accepted, result, log = _integrate(lambda t, z: field(t, z, args), ts, y0, y0.size, method, rtol, atol, max_steps, record=True)
+    saved, steps, accepted, result, log = _integrate(
+        lambda t, z: field(t, z, args), ts, y0, y0.size, method, rtol, atol, max_steps, record=True
+    )
     return (saved, steps, accepted, result), (accepted, log)
 
 
@@ -521,7 +590,9 @@ def _reverse_bwd(residuals, grad_obj, perturbed, vjp_arg, rtol, atol, *, method,
         return k - 1, dz, jax.tree.map(jnp.add, total, dd)
 
     zero = jax.tree.map(jnp.zeros_like, diff)
-    _, a, total = jax.lax.while_loop(lambda c: c[0] >= 0, body, (accepted - 1, jnp.zeros_like(y0), zero))
+    _, a, total = jax.lax.while_loop(
+        lambda c: c[0] >= 0, body, (accepted - 1, jnp.zeros_like(y0), zero)
+    )
     # (ts[0] saves y0 itself)
     a = a + jnp.where(save_step[0] < 0, g[0], 0.0)
     d_field, d_args, d_ts = total

@@ -199,14 +199,21 @@ class NeighbourList(eqx.Module):
                 (a particle would meet its own image), or non-positive sizes.
         """
         # (numpy stays numpy: under jax.jit even stop_gradient of a constant is traced)
-        pos = np.asarray(position if isinstance(position, np.ndarray) else jax.lax.stop_gradient(position), dtype=float)
+        pos = np.asarray(
+            position if isinstance(position, np.ndarray) else jax.lax.stop_gradient(position),
+            dtype=float,
+        )
         n, dim = pos.shape
         radius = cutoff + skin
         periodic = box is not None
         if periodic:
-            edges = np.asarray(box if isinstance(box, np.ndarray) else jax.lax.stop_gradient(box), dtype=float)
+            edges = np.asarray(
+                box if isinstance(box, np.ndarray) else jax.lax.stop_gradient(box), dtype=float
+            )
             if edges.shape != (dim,):
-                raise ValueError(f"box must have shape ({dim},) for {dim}-D positions, got {edges.shape}")
+                raise ValueError(
+                    f"box must have shape ({dim},) for {dim}-D positions, got {edges.shape}"
+                )
             if np.any(edges < 2 * cutoff):
                 raise ValueError(
                     f"box edges {edges.tolist()} must be at least twice the cutoff ({2 * cutoff:g}): "
@@ -249,7 +256,10 @@ class NeighbourList(eqx.Module):
     def grown(self, nbrs: Neighbours, n: int) -> NeighbourList:
         """A larger list after `nbrs` overflowed: room for the most it saw, times the
         factor, and a coarser cell grid if a build met a box too small for the grid."""
-        capacity = max(_padded(int(nbrs.max_neighbours), CAPACITY_FACTOR, n - 1), min(self.capacity + 1, max(n - 1, 1)))
+        capacity = max(
+            _padded(int(nbrs.max_neighbours), CAPACITY_FACTOR, n - 1),
+            min(self.capacity + 1, max(n - 1, 1)),
+        )
         cell_capacity = self.cell_capacity
         if int(nbrs.max_occupancy) > self.cell_capacity:
             cell_capacity = min(_padded(int(nbrs.max_occupancy), CELL_FACTOR, n), n)
@@ -257,11 +267,15 @@ class NeighbourList(eqx.Module):
         if cells and nbrs.smallest_box is not None:
             smallest = np.asarray(nbrs.smallest_box, dtype=float)
             if not self.grid_fits(smallest):
-                coarse = tuple(int(c) for c in np.floor(smallest * (1.0 - BOX_MARGIN) / self.radius))
+                coarse = tuple(
+                    int(c) for c in np.floor(smallest * (1.0 - BOX_MARGIN) / self.radius)
+                )
                 cells = () if min(coarse) < 3 else coarse
                 grow = math.prod(self.cells) / (math.prod(cells) if cells else 1)
                 cell_capacity = min(int(math.ceil(cell_capacity * grow)), n)
-        return dataclasses.replace(self, capacity=capacity, cell_capacity=cell_capacity, cells=cells)
+        return dataclasses.replace(
+            self, capacity=capacity, cell_capacity=cell_capacity, cells=cells
+        )
 
     def grid_fits(self, box) -> bool | Bool[Array, ""]:
         """Whether every cell of the grid is at least cutoff + skin wide in `box` (always
@@ -270,7 +284,9 @@ class NeighbourList(eqx.Module):
             return True
         if isinstance(box, np.ndarray):
             return bool(np.all(box * (1.0 + 1e-12) >= np.asarray(self.cells) * self.radius))
-        return jnp.all(box * (1.0 + 1e-12) >= jnp.asarray(self.cells, dtype=box.dtype) * self.radius)
+        return jnp.all(
+            box * (1.0 + 1e-12) >= jnp.asarray(self.cells, dtype=box.dtype) * self.radius
+        )
 
     # ------------------------------------------------------------------ build / update
 
@@ -280,7 +296,9 @@ class NeighbourList(eqx.Module):
         if self.shards == 1:
             return jnp.arange(n, dtype=jnp.int32)
         block = n // self.shards
-        return jax.lax.axis_index(SHARD_AXIS).astype(jnp.int32) * block + jnp.arange(block, dtype=jnp.int32)
+        return jax.lax.axis_index(SHARD_AXIS).astype(jnp.int32) * block + jnp.arange(
+            block, dtype=jnp.int32
+        )
 
     def build(self, position: Positions, box: Box | None) -> Neighbours:
         """A fresh list for `position` (no gradient flows through the list)."""
@@ -317,7 +335,9 @@ class NeighbourList(eqx.Module):
             place=place,
         )
 
-    def needs_rebuild(self, nbrs: Neighbours, position: Positions, box: Box | None) -> Bool[Array, ""]:
+    def needs_rebuild(
+        self, nbrs: Neighbours, position: Positions, box: Box | None
+    ) -> Bool[Array, ""]:
         """True when some particle moved more than skin / 2 since the last build (in a
         box that changed: in scaled coordinates, against a threshold that shrinks with
         the box; see the module docstring)."""
@@ -354,7 +374,9 @@ class NeighbourList(eqx.Module):
                 max_occupancy=jnp.maximum(nbrs.max_occupancy, fresh.max_occupancy),
                 builds=nbrs.builds + 1,
                 reference_box=fresh.reference_box,
-                smallest_box=None if box is None else jnp.minimum(nbrs.smallest_box, fresh.smallest_box),
+                smallest_box=None
+                if box is None
+                else jnp.minimum(nbrs.smallest_box, fresh.smallest_box),
                 order=fresh.order,
                 place=fresh.place,
             )
@@ -364,7 +386,11 @@ class NeighbourList(eqx.Module):
     # ------------------------------------------------------------------ internals
 
     def _lists(
-        self, box: Box | None, candidates: tuple, ids: Int[Array, " rows"] | None = None, elements: int = 1 << 18
+        self,
+        box: Box | None,
+        candidates: tuple,
+        ids: Int[Array, " rows"] | None = None,
+        elements: int = 1 << 18,
     ) -> tuple[Int[Array, "rows capacity"], Int[Array, " rows"]]:
         """The rows `ids` (every particle: None) of the list from `_candidates`, and the
         number of neighbours each has (which may exceed the capacity).
@@ -376,9 +402,13 @@ class NeighbourList(eqx.Module):
         """
         at, candidate_ids, hood_x, group, own, _ = candidates
         n, m = at.shape[0], hood_x[0].shape[1]
-        words = by_row_blocks(lambda i: _packed(self._keep(at, box, hood_x, group, own, i)), n, m, elements, ids=ids)
+        words = by_row_blocks(
+            lambda i: _packed(self._keep(at, box, hood_x, group, own, i)), n, m, elements, ids=ids
+        )
         groups = group if ids is None else group[ids]
-        return _compact(words, m, lambda rows, column: candidate_ids(groups[rows], column), self.capacity, n)
+        return _compact(
+            words, m, lambda rows, column: candidate_ids(groups[rows], column), self.capacity, n
+        )
 
     def _cell_coords(self, position: Positions, box: Box | None) -> Int[Array, "n dim"]:
         """The cell of each particle; periodic positions must be wrapped into the box
@@ -399,13 +429,22 @@ class NeighbourList(eqx.Module):
         n = at.shape[0]
         strides = np.cumprod((1,) + self.cells[:-1]).astype(np.int32)
         group = self._cell_coords(at, box) @ jnp.asarray(strides)
-        if math.prod(self.cells) * n < 2**31:  # one int32 key (cell, id): sorted alone, 6x faster than argsort
+        if (
+            math.prod(self.cells) * n < 2**31
+        ):  # one int32 key (cell, id): sorted alone, 6x faster than argsort
             return jax.lax.sort(group * n + jnp.arange(n, dtype=jnp.int32)) % n
         return jnp.argsort(group, stable=True).astype(jnp.int32)
 
     def _candidates(
         self, position: Positions, box: Box | None, in_cell_order: bool = False
-    ) -> tuple[Positions, Callable, tuple[Float[Array, "g m"], ...], Int[Array, " n"], Int[Array, " n"], Int[Array, ""]]:
+    ) -> tuple[
+        Positions,
+        Callable,
+        tuple[Float[Array, "g m"], ...],
+        Int[Array, " n"],
+        Int[Array, " n"],
+        Int[Array, ""],
+    ]:
         """The candidate pairs, grouped by cell.
 
         Returns:
@@ -450,30 +489,44 @@ class NeighbourList(eqx.Module):
             group = coords @ jnp.asarray(strides)
             n_cells = math.prod(self.cells)
             order = jnp.arange(n, dtype=jnp.int32) if in_cell_order else self._cell_order(at, box)
-            starts = jnp.searchsorted(group[order], jnp.arange(n_cells + 1, dtype=jnp.int32)).astype(jnp.int32)
+            starts = jnp.searchsorted(
+                group[order], jnp.arange(n_cells + 1, dtype=jnp.int32)
+            ).astype(jnp.int32)
             counts = starts[1:] - starts[:-1]
             # the table of cells: rows of a width that is a multiple of 8, so that 28
             # stencil columns (the 27 cells and, where needed, the empty cell) make
             # whole 32-bit words of candidates for `_compact`, without copying to pad
             width = -(-self.cell_capacity // 8) * 8
             slot = jnp.arange(width, dtype=jnp.int32)
-            members = jnp.where(slot < counts[:, None], order[jnp.minimum(starts[:-1, None] + slot, n - 1)], n)
+            members = jnp.where(
+                slot < counts[:, None], order[jnp.minimum(starts[:-1, None] + slot, n - 1)], n
+            )
             # an extra empty cell: the neighbour of border cells off a free-space grid
             members = jnp.concatenate([members, jnp.full((1, width), n, jnp.int32)])
             stencil, images = _stencil(self.cells, self.periodic)
             if (stencil.shape[1] * width) % 32:
-                stencil = np.concatenate([stencil, np.full((n_cells, 1), n_cells, stencil.dtype)], axis=1)
+                stencil = np.concatenate(
+                    [stencil, np.full((n_cells, 1), n_cells, stencil.dtype)], axis=1
+                )
                 images = np.concatenate([images, np.zeros((n_cells, 1, dim), images.dtype)], axis=1)
             stencil_j = jnp.asarray(stencil)
 
-            if in_cell_order:  # a cell's members are a run of ids from its start: one lookup a slot, not two
+            if (
+                in_cell_order
+            ):  # a cell's members are a run of ids from its start: one lookup a slot, not two
                 first = starts[stencil_j]
 
                 def ids(group, column):
                     return first[group[:, None], column // width] + column % width
 
-            elif n_cells * stencil.shape[1] * width <= ID_TABLE_SIZE:  # each cell's candidates' ids as a row: one lookup a slot
-                table = _apart(lambda cells: members[stencil_j[cells]].reshape(cells.shape[0], -1), n_cells, stencil.shape[1] * width)
+            elif (
+                n_cells * stencil.shape[1] * width <= ID_TABLE_SIZE
+            ):  # each cell's candidates' ids as a row: one lookup a slot
+                table = _apart(
+                    lambda cells: members[stencil_j[cells]].reshape(cells.shape[0], -1),
+                    n_cells,
+                    stencil.shape[1] * width,
+                )
 
                 def ids(group, column):
                     return table[group[:, None], column]
@@ -491,7 +544,10 @@ class NeighbourList(eqx.Module):
             # whole rows of it, where fused it gathered twice per entry (a build at
             # 32,000 particles took 48 ms against 54 on one core)
             def coordinates(cells):
-                return tuple(jnp.where(members[cells] < n, at[:, axis][safe[cells]], jnp.inf) for axis in range(dim))
+                return tuple(
+                    jnp.where(members[cells] < n, at[:, axis][safe[cells]], jnp.inf)
+                    for axis in range(dim)
+                )
 
             tables = _apart(coordinates, n_cells + 1, width)
             hood_x = []
@@ -554,7 +610,9 @@ def _stencil(cells: tuple[int, ...], periodic: bool) -> tuple[np.ndarray, np.nda
             times the box edges (zero in free space).
     """
     dim = len(cells)
-    grid = np.stack(np.meshgrid(*[np.arange(c) for c in cells], indexing="ij"), axis=-1).reshape(-1, dim)
+    grid = np.stack(np.meshgrid(*[np.arange(c) for c in cells], indexing="ij"), axis=-1).reshape(
+        -1, dim
+    )
     strides = np.cumprod((1,) + cells[:-1])
     rows, shifts = [], []
     for offset in itertools.product((-1, 0, 1), repeat=dim):
@@ -583,15 +641,21 @@ def _packed(keep: Bool[Array, "rows m"]) -> UInt32[Array, "rows words"]:
     n_words = -(-m // 32)
     keep = jnp.pad(keep, ((0, 0), (0, 32 * n_words - m)))
     words = jnp.zeros((rows, n_words), jnp.uint32)
-    for bit in range(32):  # an OR of 32 slices: one loop over [rows, words] (a sum over an axis was 3x slower)
-        words = words | jnp.where(keep[:, bit * n_words : (bit + 1) * n_words], jnp.uint32(1 << bit), jnp.uint32(0))
+    for bit in range(
+        32
+    ):  # an OR of 32 slices: one loop over [rows, words] (a sum over an axis was 3x slower)
+        words = words | jnp.where(
+            keep[:, bit * n_words : (bit + 1) * n_words], jnp.uint32(1 << bit), jnp.uint32(0)
+        )
     return words
 
 
 def _compact(
     words: UInt32[Array, "rows words"],
     m: int,
-    ids_of: Callable[[Int[Array, " rows"], Int[Array, "rows capacity"]], Int[Array, "rows capacity"]],
+    ids_of: Callable[
+        [Int[Array, " rows"], Int[Array, "rows capacity"]], Int[Array, "rows capacity"]
+    ],
     capacity: int,
     n: int,
 ) -> tuple[Int[Array, "rows capacity"], Int[Array, " rows"]]:
@@ -619,7 +683,9 @@ def _compact(
     rows, n_words = words.shape
     per_word = jax.lax.population_count(words).astype(jnp.int32)
     triangle = jnp.asarray(np.triu(np.ones((n_words, n_words), np.float32)))
-    running = jnp.dot(per_word.astype(jnp.float32), triangle).astype(jnp.int32)  # kept up to and including each word
+    running = jnp.dot(per_word.astype(jnp.float32), triangle).astype(
+        jnp.int32
+    )  # kept up to and including each word
     before = running - per_word
     count = running[:, -1]
     slot = jnp.arange(capacity, dtype=jnp.int32)[None, :]
@@ -627,13 +693,17 @@ def _compact(
     # each word's first slot and its own number in one integer (two selects a step, not three)
     shift = max(n_words - 1, 1).bit_length()
     key = jnp.left_shift(before, shift) | jnp.arange(n_words, dtype=jnp.int32)
-    last = jnp.left_shift(slot, shift) | ((1 << shift) - 1)  # the largest key a word starting at `slot` has
+    last = jnp.left_shift(slot, shift) | (
+        (1 << shift) - 1
+    )  # the largest key a word starting at `slot` has
 
     def scan_word(v, found):
         key_here, word = found
         k = jax.lax.dynamic_index_in_dim(key, v, axis=1)
         here = k <= last
-        return jnp.where(here, k, key_here), jnp.where(here, jax.lax.dynamic_index_in_dim(words, v, axis=1), word)
+        return jnp.where(here, k, key_here), jnp.where(
+            here, jax.lax.dynamic_index_in_dim(words, v, axis=1), word
+        )
 
     found = (jnp.zeros((rows, capacity), jnp.int32), jnp.zeros((rows, capacity), jnp.uint32))
     if n_words <= 64:  # unrolled: one fused loop over the slots
@@ -649,7 +719,9 @@ def _compact(
     b = jnp.zeros((rows, capacity), jnp.uint32)
     for step in (16, 8, 4, 2, 1):
         trial = b + jnp.uint32(step)
-        lower = jax.lax.population_count(word & (jnp.left_shift(jnp.uint32(1), trial) - jnp.uint32(1)))
+        lower = jax.lax.population_count(
+            word & (jnp.left_shift(jnp.uint32(1), trial) - jnp.uint32(1))
+        )
         b = jnp.where(lower.astype(jnp.int32) <= rank, trial, b)
     column = jnp.minimum(b.astype(jnp.int32) * n_words + w, m - 1)
     column = jnp.where(slot < count[:, None], column, -1)
@@ -688,7 +760,13 @@ def _neighbour_counts(nl: NeighbourList, position: Positions, box: Box | None) -
     return jnp.max(by_row_blocks(rows, n, hood_x[0].shape[1]), initial=0)
 
 
-def by_row_blocks(fn: Callable, n: int, width: int, elements: int = 1 << 18, ids: Int[Array, " rows"] | None = None):
+def by_row_blocks(
+    fn: Callable,
+    n: int,
+    width: int,
+    elements: int = 1 << 18,
+    ids: Int[Array, " rows"] | None = None,
+):
     """`fn(ids)` for a function of particle ids whose work is [len(ids), width] (ids:
     `arange(n)` unless given), computed a block of rows at a time (`lax.map`) so that
     the [block, width] intermediates stay in cache; the outputs (arrays with a leading
@@ -710,7 +788,9 @@ def by_row_blocks(fn: Callable, n: int, width: int, elements: int = 1 << 18, ids
 def _inverse(order: Int[Array, " n"]) -> Int[Array, " n"]:
     """The inverse of a permutation: the place of each element in `order`."""
     n = order.shape[0]
-    return jnp.zeros(n, jnp.int32).at[order].set(jnp.arange(n, dtype=jnp.int32), unique_indices=True)
+    return (
+        jnp.zeros(n, jnp.int32).at[order].set(jnp.arange(n, dtype=jnp.int32), unique_indices=True)
+    )
 
 
 def _apart(fn: Callable, count: int, width: int):

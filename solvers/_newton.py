@@ -58,9 +58,19 @@ class StageNewton(optx.Newton):
         rate = state.diffsize / state.diffsize_prev
         factor = state.diffsize * rate / (1 - rate)
         resolution = 10 ** (2 - jnp.finfo(state.diffsize.dtype).precision)
-        converged = at_least_two & ((state.diffsize < resolution) | ((factor > 0) & (factor < self.kappa)))
-        diverged = at_least_two & jnp.invert(done | converged) & (jnp.invert(jnp.isfinite(rate)) | (rate > 2))
-        result = optx.RESULTS.where(diverged & (result == optx.RESULTS.successful), optx.RESULTS.nonlinear_divergence, result)
+        converged = at_least_two & (
+            (state.diffsize < resolution) | ((factor > 0) & (factor < self.kappa))
+        )
+        diverged = (
+            at_least_two
+            & jnp.invert(done | converged)
+            & (jnp.invert(jnp.isfinite(rate)) | (rate > 2))
+        )
+        result = optx.RESULTS.where(
+            diverged & (result == optx.RESULTS.successful),
+            optx.RESULTS.nonlinear_divergence,
+            result,
+        )
         return done | converged | diverged, result
 
 
@@ -70,7 +80,11 @@ class StageChord(diffrax.VeryChord):
 
     def terminate(self, fn, y, args, options, state, tags):
         done, result = super().terminate(fn, y, args, options, state, tags)
-        small = (state.step >= 1) & (state.diffsize < self.kappa) & (state.result == optx.RESULTS.successful)
+        small = (
+            (state.step >= 1)
+            & (state.diffsize < self.kappa)
+            & (state.result == optx.RESULTS.successful)
+        )
         result = optx.RESULTS.where(small, optx.RESULTS.successful, result)
         return done | small, result
 

@@ -20,6 +20,7 @@ from ._results import Result, from_diffrax, result_message
 from ._types import Times
 from ._words import did_you_mean
 
+
 def _with(cls: type, root_finder: Callable) -> Callable[[], diffrax.AbstractSolver]:
     return lambda: cls(root_finder=root_finder())
 
@@ -214,7 +215,12 @@ class OdeSolver(eqx.Module):
         """Whether solves of a flat state with forward sensitivities go through the lean
         core (`solvers._lean`: tsit5 and dopri5 with adaptive steps from diffrax's first
         step), which takes diffrax's steps without its per-step bookkeeping."""
-        return self.method in LEAN_METHODS and self.adaptive and self.dt0 is None and not self.steps_to_save_times
+        return (
+            self.method in LEAN_METHODS
+            and self.adaptive
+            and self.dt0 is None
+            and not self.steps_to_save_times
+        )
 
     def _lean_solve(self, vector_field, ts, y0, error_norm, observe, observe_at) -> bool:
         """Whether `solve` goes through the lean core: a lean method, one flat state of a
@@ -242,7 +248,9 @@ class OdeSolver(eqx.Module):
         if self.throw:
             leaves, treedef = jax.tree.flatten(tree)
             code = jax.lax.stop_gradient(result)  # (an integer: nothing to differentiate)
-            leaves[0] = eqx.branched_error_if(leaves[0], code != 0, code, [result_message(c) for c in Result])
+            leaves[0] = eqx.branched_error_if(
+                leaves[0], code != 0, code, [result_message(c) for c in Result]
+            )
             return jax.tree.unflatten(treedef, leaves)
         return _nan_where(result != 0, tree)
 
@@ -266,10 +274,14 @@ class OdeSolver(eqx.Module):
                 return jax.tree.map(jnp.add, nonstiff(t, y, args), stiff(t, y, args))
 
         elif self.kind == "imex":
-            raise TypeError(f"the IMEX method {self.method} needs the right-hand side as a pair (non-stiff part, stiff part)")
+            raise TypeError(
+                f"the IMEX method {self.method} needs the right-hand side as a pair (non-stiff part, stiff part)"
+            )
         return diffrax.ODETerm(vector_field)
 
-    def _controller(self, norm: Callable | None = None, ts: Times | None = None) -> diffrax.AbstractStepSizeController:
+    def _controller(
+        self, norm: Callable | None = None, ts: Times | None = None
+    ) -> diffrax.AbstractStepSizeController:
         """The step-size controller of a solve; given the save times `ts`, one whose steps
         land on them where the method's dense output cannot fill them
         (`steps_to_save_times`)."""
@@ -280,7 +292,9 @@ class OdeSolver(eqx.Module):
         norm = norm or optx.rms_norm
         if self.implicit:
             # PI control damps step-size oscillation on stiff problems (Hairer & Wanner IV.2).
-            controller = diffrax.PIDController(rtol=self.rtol, atol=self.atol, pcoeff=0.3, icoeff=0.4, norm=norm)
+            controller = diffrax.PIDController(
+                rtol=self.rtol, atol=self.atol, pcoeff=0.3, icoeff=0.4, norm=norm
+            )
         else:
             controller = diffrax.PIDController(rtol=self.rtol, atol=self.atol, norm=norm)
         if ts is None or not self.steps_to_save_times:
@@ -323,9 +337,21 @@ class OdeSolver(eqx.Module):
         """
         if self._lean_solve(vector_field, ts, y0, error_norm, observe, observe_at):
             ys, steps, accepted, result = lean_solve_differentiable(
-                vector_field, ts, y0, args, method=self.method, rtol=self.rtol, atol=self.atol, max_steps=self.max_steps
+                vector_field,
+                ts,
+                y0,
+                args,
+                method=self.method,
+                rtol=self.rtol,
+                atol=self.atol,
+                max_steps=self.max_steps,
             )
-            return OdeSolution(ys=self._failed(ys, result), num_steps=steps, num_accepted_steps=accepted, result=result)
+            return OdeSolution(
+                ys=self._failed(ys, result),
+                num_steps=steps,
+                num_accepted_steps=accepted,
+                result=result,
+            )
         solver = self.diffrax_solver()
         fn = None if observe is None else (lambda t, y, args: observe(y))
         if observe_at is not None:
@@ -354,7 +380,12 @@ class OdeSolver(eqx.Module):
             result=result,
         )
 
-    def steady_state(self, vector_field: Callable[[Any, Array, Any], Array], y0: Float[Array, " n"], args: Any = None) -> Float[Array, " n"]:
+    def steady_state(
+        self,
+        vector_field: Callable[[Any, Array, Any], Array],
+        y0: Float[Array, " n"],
+        args: Any = None,
+    ) -> Float[Array, " n"]:
         """The steady state reached from `y0`: dy/dt = f(t, y, args) integrated from t = 0
         until the time derivative is negligible against the tolerances (diffrax's
         steady-state event).
@@ -438,15 +469,29 @@ class OdeSolver(eqx.Module):
         # the sensitivities ride along on the steps the state needs.
         if self.lean:
             ys, sens, steps, result = lean_solve_sensitivities(
-                vector_field, ts, y0, theta, sensitivities0, method=self.method, rtol=self.rtol, atol=self.atol, max_steps=self.max_steps
+                vector_field,
+                ts,
+                y0,
+                theta,
+                sensitivities0,
+                method=self.method,
+                rtol=self.rtol,
+                atol=self.atol,
+                max_steps=self.max_steps,
             )
             ys, sens = self._failed((ys, sens), result)
             return SensitivitySolution(ys=ys, sensitivities=sens, num_steps=steps, result=result)
         sol = self.solve(
-            _sensitivity_field(vector_field), ts, (y0, sensitivities0), theta, error_norm=_state_norm
+            _sensitivity_field(vector_field),
+            ts,
+            (y0, sensitivities0),
+            theta,
+            error_norm=_state_norm,
         )
         ys, sens = sol.ys
-        return SensitivitySolution(ys=ys, sensitivities=sens, num_steps=sol.num_steps, result=sol.result)
+        return SensitivitySolution(
+            ys=ys, sensitivities=sens, num_steps=sol.num_steps, result=sol.result
+        )
 
 
 class SensitivitySolution(eqx.Module):
@@ -515,7 +560,9 @@ def _settled_tangent(vector_field, y, y0, args, dy0, dargs):
     u, s, _ = jnp.linalg.svd(jacobian)
     start = field(y0, args)
     along = jnp.abs(u.T @ start)
-    conserved = (s <= _CONSERVED * s[0]) & (along <= _ALONG * jnp.linalg.norm(start) + jnp.finfo(y.dtype).tiny)
+    conserved = (s <= _CONSERVED * s[0]) & (
+        along <= _ALONG * jnp.linalg.norm(start) + jnp.finfo(y.dtype).tiny
+    )
     laws = jnp.where(conserved[:, None], u.T, 0.0)
     stacked = jnp.concatenate([jacobian, laws])
     _, forcing = jax.jvp(lambda a: field(y_safe, a), (args,), (dargs,))

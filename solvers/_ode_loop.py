@@ -41,6 +41,7 @@ from ._ode import OdeSolver
 from ._diffrax_private import USE_STEPSIZE_TOL, WrapTerm, clip_floor, clip_to_end
 from ._results import from_diffrax
 
+
 class OdeLoopState(eqx.Module):
     """Everything an `OdeLoop` needs to continue exactly (every leaf an array).
 
@@ -175,7 +176,11 @@ class OdeLoop(eqx.Module):
         leaves = [self.ts] + ([] if self.dt0 is None else [self.dt0])
         return jnp.result_type(*leaves, float)
 
-    def _prepared(self) -> tuple[PyTree, diffrax.AbstractSolver, diffrax.AbstractStepSizeController, Array, Array, Any]:
+    def _prepared(
+        self,
+    ) -> tuple[
+        PyTree, diffrax.AbstractSolver, diffrax.AbstractStepSizeController, Array, Array, Any
+    ]:
         """(terms, solver with the controller's tolerances where it asks for them,
         controller, ts, t1, dt0) in the time dtype, as diffeqsolve prepares them for a
         solve forward in time."""
@@ -190,11 +195,17 @@ class OdeLoop(eqx.Module):
             terms = jax.tree.map(
                 lambda term: WrapTerm(term, direction),
                 terms,
-                is_leaf=lambda x: isinstance(x, diffrax.AbstractTerm) and not isinstance(x, diffrax.MultiTerm),
+                is_leaf=lambda x: (
+                    isinstance(x, diffrax.AbstractTerm) and not isinstance(x, diffrax.MultiTerm)
+                ),
             )
         solver = self.solver
         if isinstance(solver, diffrax.AbstractImplicitSolver):
-            attrs = [a for a in ("rtol", "atol", "norm") if getattr(solver.root_finder, a) is USE_STEPSIZE_TOL]
+            attrs = [
+                a
+                for a in ("rtol", "atol", "norm")
+                if getattr(solver.root_finder, a) is USE_STEPSIZE_TOL
+            ]
             if attrs:
                 if not isinstance(controller, diffrax.AbstractAdaptiveStepSizeController):
                     raise ValueError(
@@ -214,10 +225,14 @@ class OdeLoop(eqx.Module):
         y0 = _promote(y0, ts.dtype)
         t0 = ts[0]
         error_order = solver.error_order(terms)
-        tnext, controller_state = controller.init(terms, t0, t1, y0, dt0, self.args, solver.func, error_order)
+        tnext, controller_state = controller.init(
+            terms, t0, t1, y0, dt0, self.args, solver.func, error_order
+        )
         tnext = jnp.minimum(tnext, t1)
         solver_state = solver.init(terms, t0, tnext, y0, self.args)
-        _, _, dense_struct, _, _ = eqx.filter_eval_shape(solver.step, terms, t0, tnext, y0, self.args, solver_state, False)
+        _, _, dense_struct, _, _ = eqx.filter_eval_shape(
+            solver.step, terms, t0, tnext, y0, self.args, solver_state, False
+        )
         dense_info = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), dense_struct)
         as_array = lambda x: jnp.asarray(x)  # noqa: E731 - Python bools and numbers as arrays
         return OdeLoopState(
@@ -241,7 +256,9 @@ class OdeLoop(eqx.Module):
         fn = self.fn or (lambda t, y, args: y)
         return eqx.filter_eval_shape(fn, state.tprev, state.y, self.args)
 
-    def advance(self, state: OdeLoopState, frames: Int[Array, ""] | int, capacity: int) -> tuple[OdeLoopState, PyTree]:
+    def advance(
+        self, state: OdeLoopState, frames: Int[Array, ""] | int, capacity: int
+    ) -> tuple[OdeLoopState, PyTree]:
         """Fill the next `frames` save times (fewer at the end of ts, or after a failure).
 
         Arguments:
@@ -269,10 +286,14 @@ class OdeLoop(eqx.Module):
 
         def step(st: OdeLoopState, made_jump_arg) -> OdeLoopState:
             made_jump = made_jump_arg if made_jump_arg is not None else st.made_jump
-            y, y_error, dense_info, solver_state, solver_result = solver.step(terms, st.tprev, st.tnext, st.y, args, st.solver_state, made_jump)
+            y, y_error, dense_info, solver_state, solver_result = solver.step(
+                terms, st.tprev, st.tnext, st.y, args, st.solver_state, made_jump
+            )
             y_error = jax.tree.map(lambda x: jnp.where(jnp.isnan(x), jnp.inf, x), y_error)
-            keep_step, tprev, tnext, new_jump, controller_state, controller_result = controller.adapt_step_size(
-                st.tprev, st.tnext, st.y, y, args, y_error, error_order, st.controller_state
+            keep_step, tprev, tnext, new_jump, controller_state, controller_result = (
+                controller.adapt_step_size(
+                    st.tprev, st.tnext, st.y, y, args, y_error, error_order, st.controller_state
+                )
             )
             tprev = jnp.minimum(tprev, t1)
             tnext = clip_to_end(tprev, tnext, t1, t1_clip_floor, keep_step)
@@ -280,7 +301,9 @@ class OdeLoop(eqx.Module):
             y = jax.tree.map(keep, y, st.y)
             solver_state = jax.tree.map(keep, solver_state, st.solver_state)
             new_jump = jnp.where(keep_step, new_jump, st.made_jump)
-            solver_result = diffrax.RESULTS.where(keep_step, solver_result, diffrax.RESULTS.successful)
+            solver_result = diffrax.RESULTS.where(
+                keep_step, solver_result, diffrax.RESULTS.successful
+            )
             result = diffrax.RESULTS.where(diffrax.is_okay(st.result), solver_result, st.result)
             result = diffrax.RESULTS.where(diffrax.is_okay(result), controller_result, result)
             return OdeLoopState(
@@ -288,15 +311,22 @@ class OdeLoop(eqx.Module):
                 tprev=jnp.asarray(tprev, st.tprev.dtype),
                 tnext=jnp.asarray(tnext, st.tnext.dtype),
                 made_jump=jnp.asarray(new_jump, bool),
-                solver_state=jax.tree.map(lambda a, b: jnp.asarray(a, jnp.result_type(b)), solver_state, st.solver_state),
-                controller_state=jax.tree.map(lambda a, b: jnp.asarray(a, jnp.result_type(b)), controller_state, st.controller_state),
+                solver_state=jax.tree.map(
+                    lambda a, b: jnp.asarray(a, jnp.result_type(b)), solver_state, st.solver_state
+                ),
+                controller_state=jax.tree.map(
+                    lambda a, b: jnp.asarray(a, jnp.result_type(b)),
+                    controller_state,
+                    st.controller_state,
+                ),
                 dense_t0=st.tprev,
                 dense_t1=st.tnext,
                 dense_info=dense_info,
                 dense_valid=jnp.asarray(keep_step, bool),
                 frame=st.frame,
                 num_steps=st.num_steps + 1,
-                num_accepted_steps=st.num_accepted_steps + jnp.where(keep_step, 1, 0).astype(jnp.int32),
+                num_accepted_steps=st.num_accepted_steps
+                + jnp.where(keep_step, 1, 0).astype(jnp.int32),
                 result=result,
             )
 
@@ -306,7 +336,9 @@ class OdeLoop(eqx.Module):
         # state stands in for the step's new value and error, which have its structure,
         # so that the step is not traced once more for this)
         def adapted_jump(st):
-            return controller.adapt_step_size(st.tprev, st.tnext, st.y, st.y, args, st.y, error_order, st.controller_state)[3]
+            return controller.adapt_step_size(
+                st.tprev, st.tnext, st.y, st.y, args, st.y, error_order, st.controller_state
+            )[3]
 
         static_jump = isinstance(eqx.filter_eval_shape(adapted_jump, state), bool)
 
@@ -347,7 +379,9 @@ class OdeLoop(eqx.Module):
             return st, buf
 
         state, buffer = jax.lax.while_loop(more, body, (state, buffer))
-        exhausted = (state.frame < target) & diffrax.is_okay(state.result) & (state.num_steps >= budget)
+        exhausted = (
+            (state.frame < target) & diffrax.is_okay(state.result) & (state.num_steps >= budget)
+        )
         result = diffrax.RESULTS.where(exhausted, diffrax.RESULTS.max_steps_reached, state.result)
         return eqx.tree_at(lambda s: s.result, state, result), buffer
 
@@ -355,4 +389,3 @@ class OdeLoop(eqx.Module):
 def result_code(result: diffrax.RESULTS) -> Array:
     """The `Result` code of the loop's diffrax outcome (0 for success; see `result_message`)."""
     return from_diffrax(result)
-

@@ -67,7 +67,9 @@ def fixed_capacity(position: np.ndarray, box: np.ndarray | None, cutoff: float, 
     """The capacity of a list that cannot grow during its run: `FIXED_FACTOR` times what
     `NeighbourList.allocate` counts for `position`, at most n - 1 (and at least 1)."""
     n = int(np.shape(position)[0])
-    counted = NeighbourList.allocate(np.asarray(position), None if box is None else np.asarray(box), cutoff, skin)
+    counted = NeighbourList.allocate(
+        np.asarray(position), None if box is None else np.asarray(box), cutoff, skin
+    )
     return max(1, min(math.ceil(FIXED_FACTOR * counted.capacity), n - 1))
 
 
@@ -94,7 +96,11 @@ def redo_overflowed(values: dict, capacity: int, n: int, rerun: Callable[[int], 
         capacity = larger
         redo = jax.device_get(rerun(capacity))
         values = {
-            name: np.where(over.reshape(over.shape + (1,) * (np.ndim(v) - 1)), np.asarray(redo[name]), np.asarray(v))
+            name: np.where(
+                over.reshape(over.shape + (1,) * (np.ndim(v) - 1)),
+                np.asarray(redo[name]),
+                np.asarray(v),
+            )
             for name, v in values.items()
         }
 
@@ -192,7 +198,9 @@ class ParticleProblem(eqx.Module):
         index = None if state.aux is None else state.aux.index
         if self.shards > 1:  # observables are measured whole, on every device
             index = jax.lax.all_gather(index, SHARD_AXIS, tiled=True)
-        if state.aux is not None and state.aux.order is not None:  # (sums over particles: any order)
+        if (
+            state.aux is not None and state.aux.order is not None
+        ):  # (sums over particles: any order)
             system = system.permuted(state.aux.order)
         dof = self.integrator.degrees_of_freedom(system.n, system.dim)
         constraints = self.integrator.constraints
@@ -220,7 +228,11 @@ def _specs(tree: PyTree) -> PyTree:
 
     def one(node):
         if isinstance(node, Neighbours):
-            return eqx.tree_at(lambda nb: nb.index, jax.tree.map(lambda _: WHOLE, node), jax.sharding.PartitionSpec(SHARD_AXIS))
+            return eqx.tree_at(
+                lambda nb: nb.index,
+                jax.tree.map(lambda _: WHOLE, node),
+                jax.sharding.PartitionSpec(SHARD_AXIS),
+            )
         return WHOLE
 
     return jax.tree.map(one, tree, is_leaf=lambda x: isinstance(x, Neighbours))
@@ -238,7 +250,9 @@ def _on_shards(fn: Callable, problem: ParticleProblem, *args, out_specs: Callabl
         return fn(p, *a)
 
     mesh = jax.sharding.Mesh(np.asarray(jax.devices()[: problem.shards]), (SHARD_AXIS,))
-    return jax.shard_map(body, mesh=mesh, in_specs=(_specs(dynamic),), out_specs=out_specs(), check_vma=False)(dynamic)
+    return jax.shard_map(
+        body, mesh=mesh, in_specs=(_specs(dynamic),), out_specs=out_specs(), check_vma=False
+    )(dynamic)
 
 
 @eqx.filter_jit
@@ -248,7 +262,9 @@ def _start(problem: ParticleProblem, key) -> tuple[ParticleState, dict]:
         return state, problem.observe(state)
 
     def specs():  # (a state's structure, from the same problem on one device)
-        whole = dataclasses.replace(problem, neighbour_list=dataclasses.replace(problem.neighbour_list, shards=1))
+        whole = dataclasses.replace(
+            problem, neighbour_list=dataclasses.replace(problem.neighbour_list, shards=1)
+        )
         return _specs(jax.eval_shape(whole.init, key)), WHOLE
 
     return _on_shards(start, problem, key, out_specs=specs)
@@ -271,7 +287,13 @@ def _rebuilt(problem: ParticleProblem, state: ParticleState) -> ParticleState:
 def _chunk(problem: ParticleProblem, state: ParticleState, saves: int, every: int, levels: int):
     def chunk(problem, state):
         return integrate(
-            problem.integrator, state, problem.forces, saves=saves, steps_per_save=every, observe=problem.observe, levels=levels
+            problem.integrator,
+            state,
+            problem.forces,
+            saves=saves,
+            steps_per_save=every,
+            observe=problem.observe,
+            levels=levels,
         )
 
     return _on_shards(chunk, problem, state, out_specs=lambda: (_specs(state), WHOLE))
@@ -295,7 +317,14 @@ def _frames(problem: ParticleProblem, state: ParticleState, frames, every, capac
             refuse=refuse,
         )
 
-    return _on_shards(run, problem, state, frames, every, out_specs=lambda: (_specs(state), WHOLE, WHOLE, WHOLE, _specs(state)))
+    return _on_shards(
+        run,
+        problem,
+        state,
+        frames,
+        every,
+        out_specs=lambda: (_specs(state), WHOLE, WHOLE, WHOLE, _specs(state)),
+    )
 
 
 def _widened(problem: ParticleProblem, state: ParticleState) -> ParticleState:
@@ -324,7 +353,9 @@ def largest_divisor_at_most(n: int, limit: int) -> int:
     return max(d for d in range(1, min(n, max(limit, 1)) + 1) if n % d == 0)
 
 
-def neighbour_list(model, system, solver: ParticleSolver, *, growable: bool = True) -> NeighbourList | None:
+def neighbour_list(
+    model, system, solver: ParticleSolver, *, growable: bool = True
+) -> NeighbourList | None:
     """The neighbour list a run of `system` starts with (None: all pairs), sized from
     the concrete starting positions (`solver.capacity` if set), with a cell grid for a
     box `BOX_MARGIN` smaller when the integrator changes the box. A list that cannot
@@ -347,7 +378,15 @@ def neighbour_list(model, system, solver: ParticleSolver, *, growable: bool = Tr
         )
     margin = BOX_MARGIN if solver.integrator.changes_box else 0.0
     factor = CAPACITY_FACTOR if growable else TRACED_CAPACITY_FACTOR
-    nl = NeighbourList.allocate(position, edges, model.cutoff, solver.skin, capacity=solver.capacity, box_margin=margin, factor=factor)
+    nl = NeighbourList.allocate(
+        position,
+        edges,
+        model.cutoff,
+        solver.skin,
+        capacity=solver.capacity,
+        box_margin=margin,
+        factor=factor,
+    )
     ordered = len(position) >= ORDERED_FROM and system.bonds is None and system.topology is None
     return dataclasses.replace(nl, ordered=ordered and bool(nl.cells))
 
@@ -405,7 +444,9 @@ def _can_grow(params: PyTree) -> bool:
     while a program is traced (inside `jax.jit`, where an operation on constants gives
     a tracer), nor with parameters whose values are not known now (`jax.vmap` over
     them)."""
-    return not isinstance(jnp.zeros(()) + 0, jax.core.Tracer) and all(concrete(x) is not None for x in jax.tree.leaves(params))
+    return not isinstance(jnp.zeros(()) + 0, jax.core.Tracer) and all(
+        concrete(x) is not None for x in jax.tree.leaves(params)
+    )
 
 
 class ParticleFramesState(eqx.Module):
@@ -429,7 +470,9 @@ class ParticleFrames(eqx.Module):
     every: int = eqx.field(static=True)
 
     def init(self) -> ParticleFramesState:
-        state, first = _start(self.problem, self.key)  # (an initial build that overflowed is flagged by `advance`)
+        state, first = _start(
+            self.problem, self.key
+        )  # (an initial build that overflowed is flagged by `advance`)
         return ParticleFramesState(particles=state, first=first, frame=jnp.zeros((), jnp.int32))
 
     def advance(self, state: ParticleFramesState, frames, capacity: int):
@@ -439,8 +482,14 @@ class ParticleFrames(eqx.Module):
         wanted = jnp.asarray(frames, jnp.int32) - at_start.astype(jnp.int32)
         refuse = None if self.problem.neighbour_list is None else (lambda s: s.aux.overflow)
         particles, saved, filled, refused, _ = integrate_frames(
-            self.problem.integrator, state.particles, self.problem.forces, frames=wanted, steps_per_save=self.every,
-            observe=self.problem.observe, capacity=capacity, refuse=refuse,
+            self.problem.integrator,
+            state.particles,
+            self.problem.forces,
+            frames=wanted,
+            steps_per_save=self.every,
+            observe=self.problem.observe,
+            capacity=capacity,
+            refuse=refuse,
         )
 
         def rows(first, buf):
@@ -490,7 +539,17 @@ class ParticleRun:
             are traced.
     """
 
-    def __init__(self, model, params: PyTree, system, solver: ParticleSolver, *, times: np.ndarray, every: int, key: Array | None = None):
+    def __init__(
+        self,
+        model,
+        params: PyTree,
+        system,
+        solver: ParticleSolver,
+        *,
+        times: np.ndarray,
+        every: int,
+        key: Array | None = None,
+    ):
         growable = _can_grow(params)
         nl = neighbour_list(model, system, solver, growable=growable)
         if nl is not None and growable:
@@ -526,14 +585,18 @@ class ParticleRun:
         """`saves` save intervals from `state`: the new state, the observables of the
         saves, and the overflow flag (False, or None when traced under jit)."""
         while True:
-            new_state, obs = _chunk(self.problem, state, saves, self.every, self.solver.checkpoint_levels)
+            new_state, obs = _chunk(
+                self.problem, state, saves, self.every, self.solver.checkpoint_levels
+            )
             over = _overflowed(new_state)
             if not over:
                 return new_state, obs, over
             self._grow(new_state)
             state = _rebuilt(self.problem, state)
 
-    def advance(self, state: ParticleState, k: int, n: int) -> tuple[ParticleState, dict[str, np.ndarray]]:
+    def advance(
+        self, state: ParticleState, k: int, n: int
+    ) -> tuple[ParticleState, dict[str, np.ndarray]]:
         """The streamed-run interface: frames k+1..k+n (frame 0 first when k == 0) as
         numpy rows."""
         if not 1 <= n <= self.chunk:
@@ -542,7 +605,11 @@ class ParticleRun:
         remaining = n
         while True:
             state, saved, filled, refused, rejected = _frames(
-                self.problem, state, jnp.asarray(remaining, jnp.int32), jnp.asarray(self.every, jnp.int32), self.chunk
+                self.problem,
+                state,
+                jnp.asarray(remaining, jnp.int32),
+                jnp.asarray(self.every, jnp.int32),
+                self.chunk,
             )
             filled = int(filled)
             pieces.append({name: np.asarray(v)[:filled] for name, v in saved.items()})
@@ -556,20 +623,36 @@ class ParticleRun:
             raise RuntimeError(f"the particle chunk filled {n - remaining} of {n} frames")
         rows = {name: np.concatenate([p[name] for p in pieces]) for name in pieces[0]}
         if k == 0:
-            rows = {name: np.concatenate([np.asarray(self.first[name])[None], v]) for name, v in rows.items()}
+            rows = {
+                name: np.concatenate([np.asarray(self.first[name])[None], v])
+                for name, v in rows.items()
+            }
         return state, rows
 
     def meta(self) -> dict[str, Any]:
         """What a checkpoint keeps besides the state: the list's sizes."""
         nl = self.problem.neighbour_list
-        return {} if nl is None else {"capacity": nl.capacity, "cell_capacity": nl.cell_capacity, "cells": list(nl.cells)}
+        return (
+            {}
+            if nl is None
+            else {
+                "capacity": nl.capacity,
+                "cell_capacity": nl.cell_capacity,
+                "cells": list(nl.cells),
+            }
+        )
 
     def restore(self, meta: dict[str, Any]) -> ParticleState:
         """A template state for a checkpoint saved with `meta`."""
         nl = self.problem.neighbour_list
         if nl is not None and meta:
             cells = tuple(int(c) for c in meta.get("cells", nl.cells))
-            sized = dataclasses.replace(nl, capacity=int(meta["capacity"]), cell_capacity=int(meta["cell_capacity"]), cells=cells)
+            sized = dataclasses.replace(
+                nl,
+                capacity=int(meta["capacity"]),
+                cell_capacity=int(meta["cell_capacity"]),
+                cells=cells,
+            )
             self.problem = dataclasses.replace(self.problem, neighbour_list=sized)
         state, _ = _start(self.problem, self.key)
         return state
@@ -586,9 +669,13 @@ class ParticleRun:
 
     def stats(self, state: ParticleState) -> dict[str, int]:
         """The stats of a streamed run that ended (`run` gives the same as arrays)."""
-        return {name: int(value) for name, value in self._stats(state, int(Result.successful)).items()}
+        return {
+            name: int(value) for name, value in self._stats(state, int(Result.successful)).items()
+        }
 
-    def run(self, progress: Callable[[int], None] | None = None) -> tuple[dict[str, Array], ParticleState, dict[str, Array]]:
+    def run(
+        self, progress: Callable[[int], None] | None = None
+    ) -> tuple[dict[str, Array], ParticleState, dict[str, Array]]:
         """The whole run, chunk by chunk (differentiable; under `jax.jit` or `jax.vmap` an
         overflow makes `stats["result"]` `Result.neighbour_overflow` and the observables
         from the overflowed chunk on NaN).
@@ -606,11 +693,25 @@ class ParticleRun:
             if over is None:  # traced: flag the run, poison what followed the overflow
                 unresolved = unresolved | new_state.aux.overflow
                 obs = jax.tree.map(
-                    lambda a: jnp.where(unresolved, jnp.nan, a) if jnp.issubdtype(a.dtype, jnp.floating) else a, obs
+                    lambda a: (
+                        jnp.where(unresolved, jnp.nan, a)
+                        if jnp.issubdtype(a.dtype, jnp.floating)
+                        else a
+                    ),
+                    obs,
                 )
             pieces.append(obs)
             state = new_state
             if progress is not None:
                 progress(self.chunk * self.every)
-        observables = {name: jnp.concatenate([first[name][None]] + [p[name] for p in pieces], axis=0) for name in first}
-        return observables, state, self._stats(state, jnp.where(unresolved, int(Result.neighbour_overflow), int(Result.successful)))
+        observables = {
+            name: jnp.concatenate([first[name][None]] + [p[name] for p in pieces], axis=0)
+            for name in first
+        }
+        return (
+            observables,
+            state,
+            self._stats(
+                state, jnp.where(unresolved, int(Result.neighbour_overflow), int(Result.successful))
+            ),
+        )

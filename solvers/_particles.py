@@ -90,7 +90,9 @@ class ParticleIntegrator(eqx.Module):
             key: PRNG key (Langevin dynamics needs one).
         """
         force, aux = force_fn(position, aux)
-        return ParticleState(position, velocity, force, mass, aux, self._init_thermostat(position, key))
+        return ParticleState(
+            position, velocity, force, mass, aux, self._init_thermostat(position, key)
+        )
 
     def _init_thermostat(self, position: Positions, key: PRNGKeyArray | None) -> PyTree:
         return None
@@ -163,7 +165,9 @@ class VelocityVerlet(ParticleIntegrator):
         velocity = _half_kick(state.velocity, state.force, state.mass, dt)
         position, velocity = _drift(self.constraints, state.position, velocity, state.mass, dt)
         force, aux = force_fn(position, state.aux)
-        velocity = _project(self.constraints, position, _half_kick(velocity, force, state.mass, dt), state.mass)
+        velocity = _project(
+            self.constraints, position, _half_kick(velocity, force, state.mass, dt), state.mass
+        )
         return ParticleState(position, velocity, force, state.mass, aux, state.thermostat)
 
 
@@ -202,7 +206,9 @@ class LangevinBaoab(ParticleIntegrator):
         c1 = jnp.exp(-gamma * dt)
         c2 = jnp.sqrt(1.0 - c1 * c1)
         noise = jax.random.normal(noise_key, velocity.shape, dtype)
-        velocity = _project(constraints, position, c1 * velocity + c2 * jnp.sqrt(kt / mass)[:, None] * noise, mass)
+        velocity = _project(
+            constraints, position, c1 * velocity + c2 * jnp.sqrt(kt / mass)[:, None] * noise, mass
+        )
         position, velocity = _drift(constraints, position, velocity, mass, 0.5 * dt)
         force, aux = force_fn(position, state.aux)
         velocity = _project(constraints, position, _half_kick(velocity, force, mass, dt), mass)
@@ -261,7 +267,9 @@ class NoseHooverChain(ParticleIntegrator):
         q = jnp.full(self.chain_length, kt * tau * tau, dtype)
         return q.at[0].multiply(dof)
 
-    def _half_chain(self, chain: ChainState, kinetic2: Array, dof: int, dt: Array) -> tuple[ChainState, Array]:
+    def _half_chain(
+        self, chain: ChainState, kinetic2: Array, dof: int, dt: Array
+    ) -> tuple[ChainState, Array]:
         """Propagate the chain over dt / 2 given 2K; returns the chain and the factor the
         particle velocities are scaled by."""
         dtype = kinetic2.dtype
@@ -295,17 +303,23 @@ class NoseHooverChain(ParticleIntegrator):
         dt = jnp.asarray(self.dt, dtype)
         n, dim = state.position.shape
         dof = self.degrees_of_freedom(n, dim)
-        chain, scale = self._half_chain(state.thermostat, 2.0 * kinetic_energy(state.velocity, state.mass), dof, dt)
+        chain, scale = self._half_chain(
+            state.thermostat, 2.0 * kinetic_energy(state.velocity, state.mass), dof, dt
+        )
         velocity = _half_kick(scale * state.velocity, state.force, state.mass, dt)
         position, velocity = _drift(self.constraints, state.position, velocity, state.mass, dt)
         force, aux = force_fn(position, state.aux)
-        velocity = _project(self.constraints, position, _half_kick(velocity, force, state.mass, dt), state.mass)
+        velocity = _project(
+            self.constraints, position, _half_kick(velocity, force, state.mass, dt), state.mass
+        )
         chain, scale = self._half_chain(chain, 2.0 * kinetic_energy(velocity, state.mass), dof, dt)
         return ParticleState(position, scale * velocity, force, state.mass, aux, chain)
 
     def thermostat_energy(self, state: ParticleState) -> Float[Array, ""]:
         n, dim = state.position.shape
-        return self.chain_energy(state.thermostat, self.degrees_of_freedom(n, dim), state.position.dtype)
+        return self.chain_energy(
+            state.thermostat, self.degrees_of_freedom(n, dim), state.position.dtype
+        )
 
     def chain_energy(self, chain: ChainState, dof: int, dtype) -> Float[Array, ""]:
         """Energy stored in the chain: its kinetic energy plus kT (N_f xi_1 + sum of the other xi)."""
@@ -361,7 +375,9 @@ class Fire(eqx.Module):
     alpha_start: float = 0.1
     f_alpha: float = 0.99
 
-    def init(self, force_fn: ForceFn, position: Positions, mass: Masses | None = None, aux: PyTree = None) -> FireState:
+    def init(
+        self, force_fn: ForceFn, position: Positions, mass: Masses | None = None, aux: PyTree = None
+    ) -> FireState:
         """Start at rest at `position`."""
         dtype = position.dtype
         mass = jnp.ones(position.shape[0], dtype) if mass is None else mass
@@ -398,7 +414,9 @@ class Fire(eqx.Module):
             jnp.where(positive, dt, dt * jnp.asarray(self.f_dec, dtype)),
         )
         alpha_new = jnp.where(
-            grow, alpha * jnp.asarray(self.f_alpha, dtype), jnp.where(positive, alpha, jnp.asarray(self.alpha_start, dtype))
+            grow,
+            alpha * jnp.asarray(self.f_alpha, dtype),
+            jnp.where(positive, alpha, jnp.asarray(self.alpha_start, dtype)),
         )
         velocity = jnp.where(positive, mixed, jnp.zeros_like(mixed))
         count = jnp.where(positive, state.positive_steps + 1, 0)

@@ -43,8 +43,12 @@ class _Method(NamedTuple):
 # ShARK converge to the Stratonovich solution, which is the Ito solution for additive
 # noise only. tests/solvers/test_sde.py measures every declared order.
 _METHODS: dict[str, _Method] = {
-    "euler": _Method(diffrax.Euler, diffrax.BrownianIncrement, {"diagonal": 0.5, "additive": 1.0, "general": 0.5}),
-    "milstein": _Method(diffrax.ItoMilstein, diffrax.BrownianIncrement, {"diagonal": 1.0, "additive": 1.0}),
+    "euler": _Method(
+        diffrax.Euler, diffrax.BrownianIncrement, {"diagonal": 0.5, "additive": 1.0, "general": 0.5}
+    ),
+    "milstein": _Method(
+        diffrax.ItoMilstein, diffrax.BrownianIncrement, {"diagonal": 1.0, "additive": 1.0}
+    ),
     "heun": _Method(diffrax.Heun, diffrax.BrownianIncrement, {"additive": 1.0}),
     "sra1": _Method(diffrax.SRA1, diffrax.SpaceTimeLevyArea, {"additive": 1.5}),
     "shark": _Method(diffrax.ShARK, diffrax.SpaceTimeLevyArea, {"additive": 1.5}),
@@ -137,7 +141,11 @@ class SdeSolver(eqx.Module):
             raise ValueError(f"max_steps must be >= 1, got {self.max_steps}")
         if not isinstance(self.dt, jax.core.Tracer):
             dt = np.asarray(self.dt)
-            if dt.ndim != 0 or not np.issubdtype(dt.dtype, np.number) or not (np.isfinite(dt) and dt > 0):
+            if (
+                dt.ndim != 0
+                or not np.issubdtype(dt.dtype, np.number)
+                or not (np.isfinite(dt) and dt > 0)
+            ):
                 raise ValueError(f"dt must be a positive finite number (the step), got {self.dt!r}")
 
     @property
@@ -181,7 +189,15 @@ class SdeSolver(eqx.Module):
         )
 
     def interval(
-        self, drift: Drift, diffusion: Diffusion, ts: Times, args: Any, noise: str, bm, k: Array, y: Array
+        self,
+        drift: Drift,
+        diffusion: Diffusion,
+        ts: Times,
+        args: Any,
+        noise: str,
+        bm,
+        k: Array,
+        y: Array,
     ) -> tuple[Float[Array, " n"], Int[Array, ""], Int[Array, ""]]:
         """One path from save time k to k + 1, started from `y` there: (state at k + 1,
         steps taken, `Result` code). The building block of `solve` and of `SdeLoop`."""
@@ -190,9 +206,17 @@ class SdeSolver(eqx.Module):
         field = diffusion if noise == "general" else _Diagonal(diffusion)
         terms = diffrax.MultiTerm(diffrax.ODETerm(drift), diffrax.ControlTerm(field, bm))
         sol = diffrax.diffeqsolve(
-            terms, _METHODS[self.method].solver(), t0=t0, t1=t1, dt0=(t1 - t0) / steps[k], y0=y, args=args,
-            saveat=diffrax.SaveAt(t1=True), stepsize_controller=diffrax.ConstantStepSize(),
-            max_steps=self.max_steps, throw=False,
+            terms,
+            _METHODS[self.method].solver(),
+            t0=t0,
+            t1=t1,
+            dt0=(t1 - t0) / steps[k],
+            y0=y,
+            args=args,
+            saveat=diffrax.SaveAt(t1=True),
+            stepsize_controller=diffrax.ConstantStepSize(),
+            max_steps=self.max_steps,
+            throw=False,
         )
         code = from_diffrax(sol.result)
         over = jnp.cumsum(steps)[k] > self.max_steps  # the path's budget, known before stepping
@@ -308,9 +332,13 @@ class SdeSolver(eqx.Module):
         """Validate the problem at trace time; return the number of Brownian motions."""
         self._check_noise(noise)
         if jnp.ndim(ts) != 1 or jnp.shape(ts)[0] < 2:
-            raise ValueError(f"ts must be a vector of at least 2 save times, got shape {jnp.shape(ts)}")
+            raise ValueError(
+                f"ts must be a vector of at least 2 save times, got shape {jnp.shape(ts)}"
+            )
         if jnp.ndim(y0) != 1 or not jnp.issubdtype(jnp.result_type(y0), jnp.floating):
-            raise ValueError(f"y0 must be a float vector [n], got {jnp.result_type(y0)} of shape {jnp.shape(y0)}")
+            raise ValueError(
+                f"y0 must be a float vector [n], got {jnp.result_type(y0)} of shape {jnp.shape(y0)}"
+            )
         n = y0.shape[0]
         f = jax.eval_shape(drift, ts[0], y0, args)
         if f.shape != (n,):

@@ -34,7 +34,9 @@ class SdeEnsemble(eqx.Module):
     paths: int = eqx.field(static=True, default=1)
 
     def __check_init__(self):
-        if not (isinstance(self.paths, int) and not isinstance(self.paths, bool) and self.paths >= 1):
+        if not (
+            isinstance(self.paths, int) and not isinstance(self.paths, bool) and self.paths >= 1
+        ):
             raise ValueError(f"paths must be a whole number >= 1, got {self.paths!r}")
 
 
@@ -76,16 +78,24 @@ class SdeLoop(eqx.Module):
     noise: str = eqx.field(static=True, default="diagonal")
 
     def _dims(self, y0: Array) -> int:
-        return self.ensemble.solver._check(self.drift, self.diffusion, self.ts, y0, self.args, self.noise)
+        return self.ensemble.solver._check(
+            self.drift, self.diffusion, self.ts, y0, self.args, self.noise
+        )
 
     def _trees(self, dims: int, dtype) -> diffrax.VirtualBrownianTree:
         """The paths' Brownian motions, batched: path i's drawn from `fold_in(key, i)`."""
         paths = jnp.arange(self.ensemble.paths)
-        return jax.vmap(lambda i: self.ensemble.solver.brownian_motion(self.ts, jax.random.fold_in(self.key, i), dims, dtype))(paths)
+        return jax.vmap(
+            lambda i: self.ensemble.solver.brownian_motion(
+                self.ts, jax.random.fold_in(self.key, i), dims, dtype
+            )
+        )(paths)
 
     def _interval(self, bm, k: Array, y: Array) -> tuple[Array, Array, Array]:
         """One path from save time k to k + 1: (state, steps, result code)."""
-        return self.ensemble.solver.interval(self.drift, self.diffusion, self.ts, self.args, self.noise, bm, k, y)
+        return self.ensemble.solver.interval(
+            self.drift, self.diffusion, self.ts, self.args, self.noise, bm, k, y
+        )
 
     def init(self, y0: Float[Array, " n"]) -> SdeLoopState:
         """The state before the first save time is filled (every path at y0)."""
@@ -94,7 +104,9 @@ class SdeLoop(eqx.Module):
         zero = jnp.asarray(0, jnp.int32)
         return SdeLoopState(y=y, frame=zero, num_steps=zero, result=zero)
 
-    def advance(self, state: SdeLoopState, frames: Int[Array, ""] | int, capacity: int) -> tuple[SdeLoopState, Array]:
+    def advance(
+        self, state: SdeLoopState, frames: Int[Array, ""] | int, capacity: int
+    ) -> tuple[SdeLoopState, Array]:
         """Fill the next `frames` save times (traced; at most `capacity`, static).
 
         Returns:
@@ -127,8 +139,10 @@ class SdeLoop(eqx.Module):
             y = jnp.where(failed[:, None], jnp.nan, y)
             buf = buf.at[st.frame - base].set(y)
             new = SdeLoopState(
-                y=jnp.where(code == 0, y, st.y), frame=st.frame + 1,
-                num_steps=st.num_steps + jnp.sum(steps).astype(jnp.int32), result=code,
+                y=jnp.where(code == 0, y, st.y),
+                frame=st.frame + 1,
+                num_steps=st.num_steps + jnp.sum(steps).astype(jnp.int32),
+                result=code,
             )
             return new, buf
 
@@ -141,12 +155,18 @@ class SdeLoop(eqx.Module):
         state)."""
         solver = self.ensemble.solver
         trees = self._trees(self._dims(y0), y0.dtype)
-        sol = jax.vmap(lambda bm: solver._path(self.drift, self.diffusion, self.ts, y0, self.args, bm, self.noise))(trees)
+        sol = jax.vmap(
+            lambda bm: solver._path(
+                self.drift, self.diffusion, self.ts, y0, self.args, bm, self.noise
+            )
+        )(trees)
         # [T]: the rows a failed path left NaN (a path is NaN from its first failure on)
         failed = jnp.any(jnp.isnan(sol.ys).any(axis=2) & (sol.result != 0)[:, None], axis=0)
         ys = jnp.where(jnp.cumsum(failed)[None, :, None] > 0, jnp.nan, sol.ys)
         final = SdeLoopState(
-            y=ys[:, -1], frame=jnp.asarray(self.ts.shape[0], jnp.int32),
-            num_steps=jnp.sum(sol.num_steps).astype(jnp.int32), result=jnp.max(sol.result).astype(jnp.int32),
+            y=ys[:, -1],
+            frame=jnp.asarray(self.ts.shape[0], jnp.int32),
+            num_steps=jnp.sum(sol.num_steps).astype(jnp.int32),
+            result=jnp.max(sol.result).astype(jnp.int32),
         )
         return ys, final

@@ -94,7 +94,9 @@ class FourierGrid(eqx.Module):
     def mesh(self, dtype=None) -> tuple[Array, ...]:
         """Node coordinates broadcast to the grid shape, one array per axis ('ij' indexing)."""
         dtype = dtype or self.dtype
-        return tuple(jnp.asarray(c, dtype=dtype) for c in np.meshgrid(*self.coordinates(), indexing="ij"))
+        return tuple(
+            jnp.asarray(c, dtype=dtype) for c in np.meshgrid(*self.coordinates(), indexing="ij")
+        )
 
     def integer_wavenumbers(self) -> tuple[np.ndarray, ...]:
         """Signed integer mode numbers per axis, shaped to broadcast against `spectral_shape`."""
@@ -121,7 +123,9 @@ class FourierGrid(eqx.Module):
         """The symbol i k of d/dx_axis, with the Nyquist mode of an even axis set to zero
         (its derivative is not representable by a real field)."""
         dtype = dtype or self.dtype
-        k = np.asarray(2.0 * np.pi * self.integer_wavenumbers()[axis] / self.lengths[axis], dtype=float)
+        k = np.asarray(
+            2.0 * np.pi * self.integer_wavenumbers()[axis] / self.lengths[axis], dtype=float
+        )
         n = self.points[axis]
         k = np.where(np.abs(self.integer_wavenumbers()[axis]) == n // 2, 0.0, k)
         return jnp.asarray(1j * k, dtype=_complex_dtype(dtype))
@@ -129,7 +133,10 @@ class FourierGrid(eqx.Module):
     def laplacian(self, dtype=None) -> Array:
         """The symbol -|k|^2 of the Laplacian, shaped `spectral_shape`."""
         dtype = dtype or self.dtype
-        k2 = sum((2.0 * np.pi * m / length) ** 2 for m, length in zip(self.integer_wavenumbers(), self.lengths))
+        k2 = sum(
+            (2.0 * np.pi * m / length) ** 2
+            for m, length in zip(self.integer_wavenumbers(), self.lengths)
+        )
         return jnp.asarray(np.broadcast_to(-k2, self.spectral_shape), dtype=dtype)
 
     def dealias_mask(self, fraction: float = 2.0 / 3.0, dtype=None) -> Array:
@@ -172,7 +179,9 @@ def check_periodic_grid(points, domain) -> None:
         )
     for i, n in enumerate(points):
         if isinstance(n, bool) or not isinstance(n, int) or n < 4 or n % 2:
-            raise ValueError(f"grid points[{i}] = {n!r}: expected an even whole number >= 4 (a periodic Fourier axis)")
+            raise ValueError(
+                f"grid points[{i}] = {n!r}: expected an even whole number >= 4 (a periodic Fourier axis)"
+            )
     for i, pair in enumerate(domain):
         if len(pair) != 2:
             raise ValueError(f"grid domain[{i}] = {pair!r}: expected a [low, high] pair")
@@ -248,14 +257,22 @@ class Etdrk(eqx.Module):
     def __check_init__(self):
         if self.order not in self.orders:
             raise ValueError(f"ETDRK order must be one of 1, 2, 3, 4, got {self.order!r}")
-        if isinstance(self.steps_per_save, bool) or not isinstance(self.steps_per_save, int) or self.steps_per_save < 1:
-            raise ValueError(f"steps_per_save must be a whole number >= 1, got {self.steps_per_save!r}")
+        if (
+            isinstance(self.steps_per_save, bool)
+            or not isinstance(self.steps_per_save, int)
+            or self.steps_per_save < 1
+        ):
+            raise ValueError(
+                f"steps_per_save must be a whole number >= 1, got {self.steps_per_save!r}"
+            )
         if self.dtype not in DTYPES:
             raise ValueError(f"dtype must be 'float32' or 'float64', got {self.dtype!r}")
         if self.dealias is not None and not 0.0 < self.dealias <= 1.0:
             raise ValueError(f"dealias must be a fraction in (0, 1] or None, got {self.dealias!r}")
         if self.contour_points < 4 or self.contour_points % 2:
-            raise ValueError(f"contour_points must be an even number >= 4, got {self.contour_points}")
+            raise ValueError(
+                f"contour_points must be an even number >= 4, got {self.contour_points}"
+            )
         if self.checkpoint_levels < 1:
             raise ValueError(f"checkpoint_levels must be >= 1, got {self.checkpoint_levels}")
 
@@ -263,7 +280,9 @@ class Etdrk(eqx.Module):
     def real_dtype(self):
         return jnp.dtype(self.dtype)
 
-    def coefficients(self, linear: Inexact[Array, "..."], dt: Float[Array, ""] | float) -> EtdrkCoefficients:
+    def coefficients(
+        self, linear: Inexact[Array, "..."], dt: Float[Array, ""] | float
+    ) -> EtdrkCoefficients:
         """The scheme's coefficients for the symbol `linear` (any shape) and step `dt`.
 
         A real `linear` gives real coefficients (half the arithmetic per step); a complex
@@ -271,7 +290,11 @@ class Etdrk(eqx.Module):
         """
         is_real = not jnp.iscomplexobj(linear)
         # float64 runs build their coefficients in float64; float32 runs in float32.
-        wide = jnp.float64 if self.dtype == "float64" and jax.config.read("jax_enable_x64") else jnp.float32
+        wide = (
+            jnp.float64
+            if self.dtype == "float64" and jax.config.read("jax_enable_x64")
+            else jnp.float32
+        )
         cwide = _complex_dtype(wide)
         dt_w = jnp.asarray(dt).astype(cwide)
         z = jnp.asarray(linear).astype(cwide) * dt_w
@@ -316,7 +339,11 @@ class Etdrk(eqx.Module):
             return (x.real if is_real else x).astype(target)
 
         return EtdrkCoefficients(
-            exp=cast(exp), exp_half=cast(exp_half), q=cast(q), b=tuple(cast(x) for x in b), dt=jnp.asarray(dt)
+            exp=cast(exp),
+            exp_half=cast(exp_half),
+            q=cast(q),
+            b=tuple(cast(x) for x in b),
+            dt=jnp.asarray(dt),
         )
 
     def step(
@@ -394,13 +421,17 @@ class Etdrk(eqx.Module):
                 prebuilt coefficients for another step than (t[1] - t[0]) / steps_per_save.
         """
         if tuple(u0.shape[-grid.ndim :]) != grid.points:
-            raise ValueError(f"initial field has shape {u0.shape}; expected trailing grid shape {grid.points}")
+            raise ValueError(
+                f"initial field has shape {u0.shape}; expected trailing grid shape {grid.points}"
+            )
         dtype = self.real_dtype
         u0 = u0.astype(dtype)
         t = jnp.asarray(t)
         interval = t[1] - t[0]
         spacing_error = jnp.max(jnp.abs(jnp.diff(t) - interval))
-        t = eqx.error_if(t, ~(interval > 0), "save times must increase (the step dt must be positive)")
+        t = eqx.error_if(
+            t, ~(interval > 0), "save times must increase (the step dt must be positive)"
+        )
         t = eqx.error_if(
             t,
             spacing_error > 1e-9 * jnp.maximum(jnp.abs(t[-1]), interval),

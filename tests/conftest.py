@@ -16,7 +16,9 @@ os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 # One BLAS thread, as the `sim` command runs (see `_sim_entry._one_blas_thread`): for the
 # `sim` processes the tests start and the xdist workers (through the environment), and
 # for this process, whose NumPy may already be loaded (through threadpoolctl).
-if not any(v in os.environ for v in ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")):
+if not any(
+    v in os.environ for v in ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")
+):
     os.environ["OPENBLAS_NUM_THREADS"] = "1"
     from threadpoolctl import threadpool_limits
 
@@ -48,7 +50,10 @@ jax.config.update("jax_numpy_dtype_promotion", "strict")
 # compare programs compiled the same way. The `sim` processes the tests start inherit it;
 # JAX_DISABLE_MOST_OPTIMIZATIONS=0 tests the fully optimised programs.
 os.environ.setdefault("JAX_DISABLE_MOST_OPTIMIZATIONS", "1")
-jax.config.update("jax_disable_most_optimizations", os.environ["JAX_DISABLE_MOST_OPTIMIZATIONS"].lower() in ("1", "true"))
+jax.config.update(
+    "jax_disable_most_optimizations",
+    os.environ["JAX_DISABLE_MOST_OPTIMIZATIONS"].lower() in ("1", "true"),
+)
 
 # Run-time shape checks: every function and dataclass of a module that declares array types
 # (imports jaxtyping or a package's `_types` aliases) is wrapped by jaxtyping in beartype
@@ -66,11 +71,15 @@ _PACKAGES = ("sim", "solvers", "physics", "inference")
 def shaped_modules(root: Path = Path(__file__).resolve().parents[1]) -> list[str]:
     """The modules of the packages that import jaxtyping or a `_types` module of aliases."""
     out = []
-    imports = re.compile(r"^\s*(from\s+(jaxtyping|[\w.]*_types)\s+import|import\s+jaxtyping\b)", re.M)
+    imports = re.compile(
+        r"^\s*(from\s+(jaxtyping|[\w.]*_types)\s+import|import\s+jaxtyping\b)", re.M
+    )
     for package in _PACKAGES:
         for path in sorted((root / package).rglob("*.py")):
             if imports.search(path.read_text()):
-                out.append(".".join(path.relative_to(root).with_suffix("").parts).removesuffix(".__init__"))
+                out.append(
+                    ".".join(path.relative_to(root).with_suffix("").parts).removesuffix(".__init__")
+                )
     return out
 
 
@@ -93,12 +102,19 @@ def _inner_functions_without_types_left_alone() -> None:
 
     def typed(node) -> bool:
         a = node.args
-        names = [*a.posonlyargs, *a.args, *a.kwonlyargs, *(x for x in (a.vararg, a.kwarg) if x is not None)]
+        names = [
+            *a.posonlyargs,
+            *a.args,
+            *a.kwonlyargs,
+            *(x for x in (a.vararg, a.kwarg) if x is not None),
+        ]
         return node.returns is not None or any(x.annotation is not None for x in names)
 
     class Transformer(base):
         def visit_FunctionDef(self, node):
-            if typed(node) or not any(isinstance(p, (ast.FunctionDef, ast.AsyncFunctionDef)) for p in self._parents):
+            if typed(node) or not any(
+                isinstance(p, (ast.FunctionDef, ast.AsyncFunctionDef)) for p in self._parents
+            ):
                 return super().visit_FunctionDef(node)
             self._parents.append(node)
             self.generic_visit(node)

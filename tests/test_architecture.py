@@ -28,7 +28,12 @@ def imports(path: Path) -> list[tuple[int, str]]:
         elif isinstance(node, ast.ImportFrom):
             if node.level:  # relative: stays inside its own package unless it climbs out
                 depth = len(path.relative_to(ROOT).parts) - 1
-                out.append((node.lineno, package if node.level <= depth else (node.module or "").split(".")[0]))
+                out.append(
+                    (
+                        node.lineno,
+                        package if node.level <= depth else (node.module or "").split(".")[0],
+                    )
+                )
             else:
                 out.append((node.lineno, node.module.split(".")[0]))
     return out
@@ -44,7 +49,9 @@ def test_imports_point_one_way(package):
         f"{path.relative_to(ROOT)}:{line} imports {target}"
         for path in modules(package)
         for line, target in imports(path)
-        if target in PACKAGES and target != package and target not in ALLOWED[package]
+        if target in PACKAGES
+        and target != package
+        and target not in ALLOWED[package]
         and not (path.relative_to(ROOT).as_posix() == "sim/cli.py" and target == "inference")
     ]
     assert modules(package) and not wrong, wrong
@@ -117,8 +124,19 @@ def test_diffrax_internals_are_used_in_one_adapter():
 
 
 # The front door's generic modules: they reach a family only through `sim._family`.
-GENERIC = ("sim/_simulate.py", "sim/_run.py", "sim/_stream.py", "sim/_unfinished.py", "sim/_sweep.py", "sim/_sweep_spec.py",
-           "sim/_sweep_store.py", "sim/_config.py", "sim/_family.py", "sim/_registry.py", "sim/cli.py")
+GENERIC = (
+    "sim/_simulate.py",
+    "sim/_run.py",
+    "sim/_stream.py",
+    "sim/_unfinished.py",
+    "sim/_sweep.py",
+    "sim/_sweep_spec.py",
+    "sim/_sweep_store.py",
+    "sim/_config.py",
+    "sim/_family.py",
+    "sim/_registry.py",
+    "sim/cli.py",
+)
 
 
 def family_names() -> tuple[set[str], set[str]]:
@@ -144,19 +162,39 @@ def family_names() -> tuple[set[str], set[str]]:
 
 def test_generic_modules_name_no_family():
     classes, keys = family_names()
-    assert {"OdeModel", "LennardJones", "grid", "system", "steps", "save_every", "energy_drift"} <= classes | keys
+    assert {
+        "OdeModel",
+        "LennardJones",
+        "grid",
+        "system",
+        "steps",
+        "save_every",
+        "energy_drift",
+    } <= classes | keys
     wrong = []
     for name in GENERIC:
         tree = ast.parse((ROOT / name).read_text())
         for node in ast.walk(tree):
-            if isinstance(node, ast.Name) and node.id in classes:  # (a local variable may be called steps)
+            if (
+                isinstance(node, ast.Name) and node.id in classes
+            ):  # (a local variable may be called steps)
                 wrong.append(f"{name}:{node.lineno} {node.id}")
             elif isinstance(node, ast.Attribute) and node.attr in classes | keys:
                 wrong.append(f"{name}:{node.lineno} .{node.attr}")
-            elif isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and node.slice.value in keys:
+            elif (
+                isinstance(node, ast.Subscript)
+                and isinstance(node.slice, ast.Constant)
+                and node.slice.value in keys
+            ):
                 wrong.append(f"{name}:{node.lineno} [{node.slice.value!r}]")
-            elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get"
-                  and node.args and isinstance(node.args[0], ast.Constant) and node.args[0].value in keys):
+            elif (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "get"
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+                and node.args[0].value in keys
+            ):
                 wrong.append(f"{name}:{node.lineno} .get({node.args[0].value!r})")
     assert not wrong, wrong
 
@@ -165,11 +203,20 @@ def test_tomllib_is_imported_for_every_supported_python():
     # The package declares Python >= 3.10; tomllib is in the standard library from 3.11,
     # tomli (a declared dependency on 3.10) before: every import must choose.
     wrong = []
-    for path in [*(p for package in PACKAGES for p in modules(package)), *sorted((ROOT / "tests").rglob("*.py"))]:
+    for path in [
+        *(p for package in PACKAGES for p in modules(package)),
+        *sorted((ROOT / "tests").rglob("*.py")),
+    ]:
         tree = ast.parse(path.read_text())
-        guarded = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If) for n in ast.walk(node)}
+        guarded = {
+            id(n) for node in ast.walk(tree) if isinstance(node, ast.If) for n in ast.walk(node)
+        }
         for node in ast.walk(tree):
-            if isinstance(node, ast.Import) and any(a.name == "tomllib" for a in node.names) and id(node) not in guarded:
+            if (
+                isinstance(node, ast.Import)
+                and any(a.name == "tomllib" for a in node.names)
+                and id(node) not in guarded
+            ):
                 wrong.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert not wrong, wrong
 
@@ -187,7 +234,9 @@ def test_a_family_is_declared_when_sim_is_imported_and_its_numerics_when_used():
         "'physics.md._potentials', 'physics.sde._models', 'solvers._spectral', 'solvers._particles', 'solvers._sde') "
         "if m in sys.modules))"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
+    )
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
 
 
@@ -227,7 +276,12 @@ def test_the_tests_check_shapes_where_modules_declare_them():
     from .conftest import shaped_modules
 
     wrapped = set(shaped_modules())
-    assert {"physics.md._observables", "solvers._neighbours", "sim._trajectory", "inference._fit"} <= wrapped
+    assert {
+        "physics.md._observables",
+        "solvers._neighbours",
+        "sim._trajectory",
+        "inference._fit",
+    } <= wrapped
     assert "sim.cli" not in wrapped and "physics._expressions" not in wrapped
     with pytest.raises(jaxtyping.TypeCheckError):
         _observables.mean_squared_displacement(jnp.zeros((3, 4)))
@@ -239,7 +293,14 @@ def _clean_env() -> dict:
     """This process's environment less what the tests and JAX settings add."""
     import os
 
-    drop = ("XLA_FLAGS", "NPROC", "JAX_ENABLE_X64", "JAX_COMPILATION_CACHE_DIR", "EQX_ON_ERROR", "JAX_DISABLE_MOST_OPTIMIZATIONS")
+    drop = (
+        "XLA_FLAGS",
+        "NPROC",
+        "JAX_ENABLE_X64",
+        "JAX_COMPILATION_CACHE_DIR",
+        "EQX_ON_ERROR",
+        "JAX_DISABLE_MOST_OPTIMIZATIONS",
+    )
     return {k: v for k, v in os.environ.items() if k not in drop}
 
 
@@ -264,7 +325,9 @@ def test_importing_the_packages_changes_nothing_in_jax_xla_or_equinox():
         "print('ok')\n"
     )
     env = {**_clean_env(), "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env, timeout=300
+    )
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stdout + out.stderr
 
 
@@ -284,7 +347,23 @@ def test_configure_jax_after_the_import_gives_the_numbers_of_float64_from_the_st
     first = "import jax; jax.config.update('jax_enable_x64', True)\nimport sim\n" + run
     after = "import sim; sim.configure_jax(cache=False)\n" + run
     float32 = "import sim\n" + run
-    outs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=_clean_env(), timeout=600) for code in (first, after, float32)]
-    assert outs[0].returncode == 0 and outs[1].returncode == 0, outs[0].stderr[-2000:] + outs[1].stderr[-2000:]
+    outs = [
+        subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            env=_clean_env(),
+            timeout=600,
+        )
+        for code in (first, after, float32)
+    ]
+    assert outs[0].returncode == 0 and outs[1].returncode == 0, (
+        outs[0].stderr[-2000:] + outs[1].stderr[-2000:]
+    )
     assert outs[0].stdout == outs[1].stdout and len(outs[0].stdout.strip()) == 64
-    assert outs[2].returncode != 0 and "PrecisionWarning: sim.run runs in float32" in outs[2].stderr and "sim.configure_jax()" in outs[2].stderr, outs[2].stderr[-2000:]
+    assert (
+        outs[2].returncode != 0
+        and "PrecisionWarning: sim.run runs in float32" in outs[2].stderr
+        and "sim.configure_jax()" in outs[2].stderr
+    ), outs[2].stderr[-2000:]

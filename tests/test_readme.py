@@ -45,25 +45,64 @@ SMALL: dict[str, list[str]] = {
     "sim info": [],
     "sim run experiments/lorenz.toml -o lorenz.h5 --set params.rho=24.0 --set time.t1=10": [],
     "sim plot lorenz.h5 -o lorenz.png": [],
-    "sim run experiments/gray_scott.toml -o gray_scott.h5": ["--set", "grid.points=[32, 32]", "--set", "time.t1=40.0", "--set", "time.save=3"],
+    "sim run experiments/gray_scott.toml -o gray_scott.h5": [
+        "--set",
+        "grid.points=[32, 32]",
+        "--set",
+        "time.t1=40.0",
+        "--set",
+        "time.save=3",
+    ],
     "sim plot gray_scott.h5": [],
     "sim run experiments/lj_fluid.toml -o lj.h5": [
-        "--set", "system.cells=3", "--set", "params.cutoff=2.5", "--set", "params.tail_correction=false",
-        "--set", "time.steps=40", "--set", "time.save_every=4", "--set", "output.chunk=2",
+        "--set",
+        "system.cells=3",
+        "--set",
+        "params.cutoff=2.5",
+        "--set",
+        "params.tail_correction=false",
+        "--set",
+        "time.steps=40",
+        "--set",
+        "time.save_every=4",
+        "--set",
+        "output.chunk=2",
     ],
     "sim plot lj.h5": [],
     "sim run experiments/lj_fluid.toml -o lj.h5 --resume": "same as the run",
     "sim sweep experiments/lotka_volterra_sweep.toml -o lv_sweep.h5": [
-        "--set", "sweep.params.alpha={ linspace = [0.3, 0.8, 4] }", "--set", "sweep.params.beta={ logspace = [-2.0, -1.3, 3] }",
+        "--set",
+        "sweep.params.alpha={ linspace = [0.3, 0.8, 4] }",
+        "--set",
+        "sweep.params.beta={ logspace = [-2.0, -1.3, 3] }",
     ],
     "sim sweep experiments/lotka_volterra_sweep.toml -o lv_sweep.h5 --resume": "same as the sweep",
-    "sim sweep experiments/lotka_volterra_sobol.toml --scheduler local:2": ["--set", "sweep.samples=32", "--set", "sweep.chunk=16"],
+    "sim sweep experiments/lotka_volterra_sobol.toml --scheduler local:2": [
+        "--set",
+        "sweep.samples=32",
+        "--set",
+        "sweep.chunk=16",
+    ],
     "sim plot lv_sweep.h5 -o lv_sweep.png": [],
     "sim fit experiments/lynx_hare.toml -o lynx_hare_fit.h5": [],
     "sim plot lynx_hare_fit.h5": [],
     "sim fit experiments/heat_diffusivity_fit.toml -o heat_fit.h5": [],
-    "sim infer experiments/lynx_hare.toml -o lynx_hare_posterior.h5": ["--chains", "1", "--warmup", "30", "--samples", "30"],
-    "sim infer experiments/lynx_hare.toml --chains 2 --warmup 300 --samples 300": ["--chains", "1", "--warmup", "30", "--samples", "30"],
+    "sim infer experiments/lynx_hare.toml -o lynx_hare_posterior.h5": [
+        "--chains",
+        "1",
+        "--warmup",
+        "30",
+        "--samples",
+        "30",
+    ],
+    "sim infer experiments/lynx_hare.toml --chains 2 --warmup 300 --samples 300": [
+        "--chains",
+        "1",
+        "--warmup",
+        "30",
+        "--samples",
+        "30",
+    ],
     "sim plot lynx_hare_posterior.h5": [],
     "sim run experiments/sir_boarding_school.toml -o sir.h5": [],
     "sim sweep experiments/sir_boarding_school.toml -o sir_sweep.h5": [],
@@ -74,10 +113,20 @@ SMALL: dict[str, list[str]] = {
     "sim profile experiments/sir_boarding_school.toml -o sir_profile.h5": [],
     "sim plot sir_profile.h5": [],
     "sim fit experiments/petab/Boehm_JProteomeRes2014/Boehm_JProteomeRes2014.yaml --evaluate -o boehm_eval.h5": [],
-    "sim fit experiments/petab/Boehm_JProteomeRes2014/Boehm_JProteomeRes2014.yaml --starts 20 -o boehm_fit.h5": ["--starts", "2"],
+    "sim fit experiments/petab/Boehm_JProteomeRes2014/Boehm_JProteomeRes2014.yaml --starts 20 -o boehm_fit.h5": [
+        "--starts",
+        "2",
+    ],
     "sim plot boehm_fit.h5": [],
     "sim profile experiments/petab/Boehm_JProteomeRes2014/Boehm_JProteomeRes2014.yaml --param k_phos -o boehm_profile.h5": [],
-    "sim infer experiments/petab/Boehm_JProteomeRes2014/Boehm_JProteomeRes2014.yaml --chains 2 --warmup 300 --samples 300 -o boehm_posterior.h5": ["--chains", "1", "--warmup", "20", "--samples", "20"],
+    "sim infer experiments/petab/Boehm_JProteomeRes2014/Boehm_JProteomeRes2014.yaml --chains 2 --warmup 300 --samples 300 -o boehm_posterior.h5": [
+        "--chains",
+        "1",
+        "--warmup",
+        "20",
+        "--samples",
+        "20",
+    ],
 }
 # Run only with `-m slow` (each repeats what a default command covers: a Dask cluster
 # start and a second NUTS compilation).
@@ -164,7 +213,11 @@ def plotted_outputs(commands: list[str]) -> dict[str, str]:
     for command in commands:
         words = shlex.split(command)
         if words[:2] == ["sim", "plot"]:
-            out[words[2]] = words[words.index("-o") + 1] if "-o" in words else Path(words[2]).with_suffix(".png").name
+            out[words[2]] = (
+                words[words.index("-o") + 1]
+                if "-o" in words
+                else Path(words[2]).with_suffix(".png").name
+            )
     return out
 
 
@@ -178,16 +231,20 @@ def test_set_up_commands_are_what_ci_runs():
     # The README's test command line is the one .ci/run runs.
     test_line = next(line for line in shell_lines() if TEST_COMMAND in line)
     assert test_line.strip() in ci.splitlines(), test_line
-    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
     for command in commands:
         if command in SETUP:
-            for extra in re.findall(r'\.\[(\w+)\]', command):
+            for extra in re.findall(r"\.\[(\w+)\]", command):
                 assert extra in extras, command
 
 
 def test_every_readme_command_has_an_entry():
     commands = {runnable(c) for c in shell_commands() if c not in SETUP and c != TEST_COMMAND}
-    assert commands == set(SMALL), f"new: {sorted(commands - set(SMALL))}; gone: {sorted(set(SMALL) - commands)}"
+    assert commands == set(SMALL), (
+        f"new: {sorted(commands - set(SMALL))}; gone: {sorted(set(SMALL) - commands)}"
+    )
 
 
 def cli(argv):
@@ -242,7 +299,13 @@ def run_commands(folder: Path, slow: bool, capsys=None, outputs=None) -> list[st
             output.unlink(missing_ok=True)
             interrupt_after_first_chunk([a for a in argv if a != "--resume"] + extra + ["--quiet"])
             assert (_stream.checkpoint_path if argv[0] == "run" else partial_path)(output).exists()
-        code = cli([*argv, *extra, *(["--quiet"] if argv[0] in ("run", "sweep", "fit", "infer", "plot") else [])])
+        code = cli(
+            [
+                *argv,
+                *extra,
+                *(["--quiet"] if argv[0] in ("run", "sweep", "fit", "infer", "plot") else []),
+            ]
+        )
         assert code == 0, command
         ran.append(command)
         if capsys is not None:
@@ -252,7 +315,11 @@ def run_commands(folder: Path, slow: bool, capsys=None, outputs=None) -> list[st
 
 @pytest.fixture
 def checkout(tmp_path, monkeypatch):
-    shutil.copytree(REPO / "experiments", tmp_path / "experiments", ignore=shutil.ignore_patterns("benchmarks", "gallery"))
+    shutil.copytree(
+        REPO / "experiments",
+        tmp_path / "experiments",
+        ignore=shutil.ignore_patterns("benchmarks", "gallery"),
+    )
     monkeypatch.chdir(tmp_path)
     return tmp_path
 
@@ -267,7 +334,9 @@ def test_readme_commands_run(checkout, capsys):
     for name in ("lv.h5", "lorenz.h5", "gray_scott.h5", "lj.h5", "lv_sweep.h5", "lynx_hare_fit.h5"):
         assert (checkout / name).exists(), name
     figures = plotted_outputs(ran)
-    assert {"lorenz.png", "gray_scott.png", "lj.png", "lv_sweep.png", "lynx_hare_fit.png"} <= set(figures.values())
+    assert {"lorenz.png", "gray_scott.png", "lj.png", "lv_sweep.png", "lynx_hare_fit.png"} <= set(
+        figures.values()
+    )
     for figure in figures.values():
         check_png(checkout / figure)
     assert not list(checkout.glob(".*"))  # no partial or checkpoint left behind
@@ -283,8 +352,22 @@ def test_readme_commands_run(checkout, capsys):
     assert record.format == "simjax.fit"
     table = re.search(r"quantity\s+estimate\s+std\. error\n(.*?)```", README, re.S).group(1)
     rows = [line.split() for line in table.strip().splitlines()]
-    assert [r[0] for r in rows] == ["alpha", "beta", "gamma", "delta", "initial.prey", "initial.predator"]
-    reference = {"alpha": 0.55, "beta": 0.028, "gamma": 0.80, "delta": 0.024, "initial.prey": 33.9, "initial.predator": 5.9}
+    assert [r[0] for r in rows] == [
+        "alpha",
+        "beta",
+        "gamma",
+        "delta",
+        "initial.prey",
+        "initial.predator",
+    ]
+    reference = {
+        "alpha": 0.55,
+        "beta": 0.028,
+        "gamma": 0.80,
+        "delta": 0.024,
+        "initial.prey": 33.9,
+        "initial.predator": 5.9,
+    }
     for name, estimate, stderr in rows:
         assert f"{record.estimate[name]:.6g}" == estimate and estimate in out, name
         assert f"{record.stderr[name]:.3g}" == stderr and stderr in out, name
@@ -328,14 +411,19 @@ def test_gallery_page_shows_every_example_with_the_command_behind_its_figure():
     gallery = runpy.run_path(str(REPO / "experiments" / "make_gallery.py"))
     page = (REPO / "experiments" / "README.md").read_text()
     runs = gallery["RUNS"]
-    assert {p.stem for p in (REPO / "experiments").glob("*.toml")} <= {config for _, config, _ in runs.values()}
+    assert {p.stem for p in (REPO / "experiments").glob("*.toml")} <= {
+        config for _, config, _ in runs.values()
+    }
     for name in runs:
         assert f"`{gallery['command_line'](name)}`" in page, name
         assert f"(gallery/{name}.png)" in page, name
         figure = REPO / "experiments" / "gallery" / f"{name}.png"
         assert figure.exists() and figure.stat().st_size < gallery["MAX_BYTES"], name
     # (A model file that a config names as its `[model] source` is not a script.)
-    sources = {tomllib.loads(p.read_text()).get("model", {}).get("source", ":").split(":")[0] for p in (REPO / "experiments").glob("*.toml")}
+    sources = {
+        tomllib.loads(p.read_text()).get("model", {}).get("source", ":").split(":")[0]
+        for p in (REPO / "experiments").glob("*.toml")
+    }
     scripts = {p.name for p in (REPO / "experiments").glob("*.py")} - {"make_gallery.py"} - sources
     for script in scripts:
         assert f"`python experiments/{script}`" in page, script

@@ -49,7 +49,9 @@ import os
 # (before JAX starts: one CPU device per core, as `sim infer` has)
 _cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
-    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={_cores}".strip()
+    os.environ["XLA_FLAGS"] = (
+        f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={_cores}".strip()
+    )
 
 import argparse  # noqa: E402
 import platform  # noqa: E402
@@ -110,21 +112,34 @@ model = "lognormal"
 sigma = {{ dist = "lognormal", loc = -1.0, scale = 1.0 }}
 """
 
+
 # A point near the posterior mean (Carpenter 2018, as `sim infer` reproduces it).
-POINT = {"alpha": 0.55, "beta": 0.028, "gamma": 0.8, "delta": 0.024, "initial.prey": 34.0, "initial.predator": 6.0, "sigma": 0.25}
+POINT = {
+    "alpha": 0.55,
+    "beta": 0.028,
+    "gamma": 0.8,
+    "delta": 0.024,
+    "initial.prey": 34.0,
+    "initial.predator": 6.0,
+    "sigma": 0.25,
+}
 
 
 def lotka_volterra(z, t, theta):
     alpha, beta, gamma, delta = theta[0], theta[1], theta[2], theta[3]
     prey, predator = z[0], z[1]
-    return jnp.stack([alpha * prey - beta * prey * predator, delta * prey * predator - gamma * predator])
+    return jnp.stack(
+        [alpha * prey - beta * prey * predator, delta * prey * predator - gamma * predator]
+    )
 
 
 def _priors():
     z_init = numpyro.sample("z_init", dist.LogNormal(jnp.log(10.0), 1.0).expand([2]))
     theta = numpyro.sample(
         "theta",
-        dist.TruncatedNormal(loc=jnp.array([1.0, 0.05, 1.0, 0.05]), scale=jnp.array([0.5, 0.05, 0.5, 0.05]), low=0.0),
+        dist.TruncatedNormal(
+            loc=jnp.array([1.0, 0.05, 1.0, 0.05]), scale=jnp.array([0.5, 0.05, 0.5, 0.05]), low=0.0
+        ),
     )
     return z_init, theta
 
@@ -194,10 +209,22 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=500)
     parser.add_argument("--samples", type=int, default=500)
     parser.add_argument("--chains", type=int, default=4)
-    parser.add_argument("--seeds", type=int, default=4, help="runs per side: the first compiles, the others are timed")
-    parser.add_argument("--rtol", type=float, default=RTOL, help="every side's relative tolerance (the full `sim infer` config: 1e-8)")
+    parser.add_argument(
+        "--seeds",
+        type=int,
+        default=4,
+        help="runs per side: the first compiles, the others are timed",
+    )
+    parser.add_argument(
+        "--rtol",
+        type=float,
+        default=RTOL,
+        help="every side's relative tolerance (the full `sim infer` config: 1e-8)",
+    )
     parser.add_argument("--atol", type=float, default=ATOL)
-    parser.add_argument("--diffrax-nuts", action="store_true", help="also sample the NumPyro + diffrax model (slow)")
+    parser.add_argument(
+        "--diffrax-nuts", action="store_true", help="also sample the NumPyro + diffrax model (slow)"
+    )
     args = parser.parse_args()
     RTOL, ATOL = args.rtol, args.atol
     method, _, plan = chain_method(args.chains, False)
@@ -207,8 +234,16 @@ def main() -> None:
         path.write_text(config(RTOL, ATOL))
         model, obs, section = build_bayes_model(sim.load_config(path))
     years = jnp.asarray(obs.time)
-    observed = jnp.stack([jnp.asarray(obs.values["prey"]), jnp.asarray(obs.values["predator"])], axis=1)
-    settings = dict(num_warmup=args.warmup, num_samples=args.samples, num_chains=args.chains, chain_method=method, progress_bar=False)
+    observed = jnp.stack(
+        [jnp.asarray(obs.values["prey"]), jnp.asarray(obs.values["predator"])], axis=1
+    )
+    settings = dict(
+        num_warmup=args.warmup,
+        num_samples=args.samples,
+        num_chains=args.chains,
+        chain_method=method,
+        progress_bar=False,
+    )
     init = init_to_median(num_samples=15)
     sides = {
         "simjax": (nuts_kernel(model, section), (model.problem.observed,)),
@@ -217,7 +252,10 @@ def main() -> None:
     if args.diffrax_nuts:
         # (the checkpointed loop of diffrax's default adjoint is closure-converted with
         # another pytree than it is called with inside the chains' pmap and lax.map)
-        sides["NumPyro + diffrax"] = (NUTS(diffrax_model, init_strategy=init), (years, observed, diffrax.DirectAdjoint()))
+        sides["NumPyro + diffrax"] = (
+            NUTS(diffrax_model, init_strategy=init),
+            (years, observed, diffrax.DirectAdjoint()),
+        )
     runs: dict[str, list[tuple[float, float, int]]] = {name: [] for name in sides}
     fixed: dict[str, list[float]] = {name: [] for name in sides}
     load_before = os.getloadavg()
@@ -239,45 +277,76 @@ def main() -> None:
             # Every MCMC.run traces the sampler again (and compiles it, or loads it from
             # the compilation cache): timed by a run of one warmup step and one draw.
             fixed[name].append(run(name, seed, 1, 1)[0])
-            print(f"  seed {seed} {name}: {wall:.1f} s (of which {fixed[name][-1]:.1f} s each run pays before sampling), "
-                  f"min ESS {runs[name][-1][1]:.0f}, {divergences} divergences, {leapfrogs:.1f} leapfrog steps a draw", flush=True)
+            print(
+                f"  seed {seed} {name}: {wall:.1f} s (of which {fixed[name][-1]:.1f} s each run pays before sampling), "
+                f"min ESS {runs[name][-1][1]:.0f}, {divergences} divergences, {leapfrogs:.1f} leapfrog steps a draw",
+                flush=True,
+            )
     load_after = os.getloadavg()
 
-    ours = {"alpha": POINT["alpha"], "beta": POINT["beta"], "gamma": POINT["gamma"], "delta": POINT["delta"],
-            "initial.prey": POINT["initial.prey"], "initial.predator": POINT["initial.predator"],
-            "sigma.prey": POINT["sigma"], "sigma.predator": POINT["sigma"]}
-    theirs = {"theta": jnp.array([POINT[k] for k in ("alpha", "beta", "gamma", "delta")]),
-              "z_init": jnp.array([POINT["initial.prey"], POINT["initial.predator"]]), "sigma": jnp.full(2, POINT["sigma"])}
+    ours = {
+        "alpha": POINT["alpha"],
+        "beta": POINT["beta"],
+        "gamma": POINT["gamma"],
+        "delta": POINT["delta"],
+        "initial.prey": POINT["initial.prey"],
+        "initial.predator": POINT["initial.predator"],
+        "sigma.prey": POINT["sigma"],
+        "sigma.predator": POINT["sigma"],
+    }
+    theirs = {
+        "theta": jnp.array([POINT[k] for k in ("alpha", "beta", "gamma", "delta")]),
+        "z_init": jnp.array([POINT["initial.prey"], POINT["initial.predator"]]),
+        "sigma": jnp.full(2, POINT["sigma"]),
+    }
     costs = {
-        "simjax": gradient_cost(model, (model.problem.observed,), {k: jnp.asarray(v) for k, v in ours.items()}),
+        "simjax": gradient_cost(
+            model, (model.problem.observed,), {k: jnp.asarray(v) for k, v in ours.items()}
+        ),
         "NumPyro + odeint": gradient_cost(odeint_model, (years, observed), theirs),
         "NumPyro + diffrax": gradient_cost(diffrax_model, (years, observed), theirs),
     }
 
-    print(f"\nmachine: {platform.machine()}, {_cores} cores, jax {jax.__version__} on {jax.default_backend()} "
-          f"({jax.local_device_count()} devices), numpyro {numpyro.__version__}, diffrax {diffrax.__version__}")
+    print(
+        f"\nmachine: {platform.machine()}, {_cores} cores, jax {jax.__version__} on {jax.default_backend()} "
+        f"({jax.local_device_count()} devices), numpyro {numpyro.__version__}, diffrax {diffrax.__version__}"
+    )
     print(f"load average before {load_before[0]:.2f}, after {load_after[0]:.2f}")
     print(f"XLA_FLAGS (every side): {os.environ.get('XLA_FLAGS', '')}")
-    print(f"lynx-hare Lotka-Volterra, NUTS, {plan}, {args.warmup} warmup + {args.samples} samples per chain, rtol {RTOL}, atol {ATOL}")
-    print("ESS/s: minimum bulk ESS over the wall time of the whole MCMC.run; sampling ESS/s: over that time less what a")
-    print("run of one warmup step and one draw takes (tracing, compiling or loading the sampler, finding a start)")
-    print(f"{'':20} {'first run':>10} {'wall':>8} {'fixed':>7} {'min ESS':>8} {'ESS/s':>14} {'sampling ESS/s':>20} {'div.*':>5} {'gradient':>10}")
+    print(
+        f"lynx-hare Lotka-Volterra, NUTS, {plan}, {args.warmup} warmup + {args.samples} samples per chain, rtol {RTOL}, atol {ATOL}"
+    )
+    print(
+        "ESS/s: minimum bulk ESS over the wall time of the whole MCMC.run; sampling ESS/s: over that time less what a"
+    )
+    print(
+        "run of one warmup step and one draw takes (tracing, compiling or loading the sampler, finding a start)"
+    )
+    print(
+        f"{'':20} {'first run':>10} {'wall':>8} {'fixed':>7} {'min ESS':>8} {'ESS/s':>14} {'sampling ESS/s':>20} {'div.*':>5} {'gradient':>10}"
+    )
     rate, sampling = {}, {}
     if "NumPyro + diffrax" not in runs:
-        print(f"{'NumPyro + diffrax':20} {'(not sampled: --diffrax-nuts)':>86} {costs['NumPyro + diffrax']:8.0f}us")
+        print(
+            f"{'NumPyro + diffrax':20} {'(not sampled: --diffrax-nuts)':>86} {costs['NumPyro + diffrax']:8.0f}us"
+        )
     for name, results in runs.items():
         keep = slice(1, None) if len(results) > 1 else slice(None)
         timed, costs_fixed = results[keep], fixed[name][keep]
         rates = [ess / wall for wall, ess, _ in timed]
         net = [ess / max(wall - f, 1e-9) for (wall, ess, _), f in zip(timed, costs_fixed)]
         rate[name], sampling[name] = statistics.median(rates), statistics.median(net)
-        print(f"{name:20} {results[0][0]:9.1f}s {statistics.median(w for w, _, _ in timed):7.1f}s {statistics.median(costs_fixed):6.1f}s "
-              f"{statistics.median(e for _, e, _ in timed):8.0f} {rate[name]:5.1f} ({min(rates):.1f}-{max(rates):.1f}) "
-              f"{sampling[name]:9.1f} ({min(net):.1f}-{max(net):.1f}) {max(d for _, _, d in timed):5d} {costs[name]:8.0f}us")
+        print(
+            f"{name:20} {results[0][0]:9.1f}s {statistics.median(w for w, _, _ in timed):7.1f}s {statistics.median(costs_fixed):6.1f}s "
+            f"{statistics.median(e for _, e, _ in timed):8.0f} {rate[name]:5.1f} ({min(rates):.1f}-{max(rates):.1f}) "
+            f"{sampling[name]:9.1f} ({min(net):.1f}-{max(net):.1f}) {max(d for _, _, d in timed):5d} {costs[name]:8.0f}us"
+        )
     print("* divergences of the worst timed seed")
     for other in (n for n in runs if n != "simjax"):
-        print(f"simjax / {other}: ESS/s {rate['simjax'] / rate[other]:.2f}x, sampling ESS/s {sampling['simjax'] / sampling[other]:.2f}x, "
-              f"gradient cost {costs[other] / costs['simjax']:.2f}x")
+        print(
+            f"simjax / {other}: ESS/s {rate['simjax'] / rate[other]:.2f}x, sampling ESS/s {sampling['simjax'] / sampling[other]:.2f}x, "
+            f"gradient cost {costs[other] / costs['simjax']:.2f}x"
+        )
 
 
 if __name__ == "__main__":

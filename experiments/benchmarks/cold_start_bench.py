@@ -53,7 +53,9 @@ def sim_command() -> list[str]:
 def timed(command: list[str], env: dict[str, str]) -> tuple[float, float]:
     """Wall and CPU seconds (user + system) of one process; raises if it fails."""
     start = time.perf_counter()
-    process = subprocess.Popen(command, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    process = subprocess.Popen(
+        command, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
     _, status, usage = os.wait4(process.pid, 0)
     wall = time.perf_counter() - start
     stderr = process.stderr.read().decode(errors="replace")
@@ -73,7 +75,11 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="cold-start-") as tmp:
         tmp = Path(tmp)
         # (bytecode written as an installed package has it; no cache of JAX's own)
-        base_env = {k: v for k, v in os.environ.items() if k not in ("JAX_COMPILATION_CACHE_DIR", "PYTHONDONTWRITEBYTECODE")}
+        base_env = {
+            k: v
+            for k, v in os.environ.items()
+            if k not in ("JAX_COMPILATION_CACHE_DIR", "PYTHONDONTWRITEBYTECODE")
+        }
         warm_dir = tmp / "warm-cache"
         warm_dir.mkdir()
         warm_env = {**base_env, "SIMJAX_CACHE_DIR": str(warm_dir)}
@@ -88,8 +94,14 @@ def main() -> None:
             return {**base_env, "SIMJAX_CACHE_DIR": str(folder)}
 
         commands = {
-            "import jax, diffrax": lambda: ([sys.executable, "-c", "import jax, diffrax"], base_env),
-            "sim run, empty cache": lambda: ([*sim, "run", str(CONFIG), "-o", output()], cold_env()),
+            "import jax, diffrax": lambda: (
+                [sys.executable, "-c", "import jax, diffrax"],
+                base_env,
+            ),
+            "sim run, empty cache": lambda: (
+                [*sim, "run", str(CONFIG), "-o", output()],
+                cold_env(),
+            ),
             "sim run, warm cache": lambda: ([*sim, "run", str(CONFIG), "-o", output()], warm_env),
             "sim --help": lambda: ([*sim, "--help"], warm_env),
             "sim models": lambda: ([*sim, "models"], warm_env),
@@ -103,8 +115,10 @@ def main() -> None:
                 samples[name].append(timed(*make()))
     load_after = os.getloadavg()
 
-    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, {platform.processor() or platform.platform()}; "
-          f"Python {platform.python_version()}; load average before {load_before[0]:.2f}, after {load_after[0]:.2f}")
+    print(
+        f"machine: {platform.machine()}, {os.cpu_count()} cores, {platform.processor() or platform.platform()}; "
+        f"Python {platform.python_version()}; load average before {load_before[0]:.2f}, after {load_after[0]:.2f}"
+    )
     print(f"{args.rounds} interleaved rounds; seconds per process, minimum / median")
     print(f"{'command':24} {'wall min':>9} {'wall med':>9} {'cpu min':>9} {'cpu med':>9}")
     stats = {}
@@ -112,10 +126,14 @@ def main() -> None:
         wall = np.array([w for w, _ in values])
         cpu = np.array([c for _, c in values])
         stats[name] = (wall.min(), np.median(wall), cpu.min(), np.median(cpu))
-        print(f"{name:24} {wall.min():9.2f} {np.median(wall):9.2f} {cpu.min():9.2f} {np.median(cpu):9.2f}")
+        print(
+            f"{name:24} {wall.min():9.2f} {np.median(wall):9.2f} {cpu.min():9.2f} {np.median(cpu):9.2f}"
+        )
     floor, warm = stats["import jax, diffrax"], stats["sim run, warm cache"]
-    print(f"warm-cache sim run / import jax, diffrax: wall {warm[1] / floor[1]:.2f} (medians), {warm[0] / floor[0]:.2f} (minima); "
-          f"cpu {warm[3] / floor[3]:.2f} (medians), {warm[2] / floor[2]:.2f} (minima)")
+    print(
+        f"warm-cache sim run / import jax, diffrax: wall {warm[1] / floor[1]:.2f} (medians), {warm[0] / floor[0]:.2f} (minima); "
+        f"cpu {warm[3] / floor[3]:.2f} (medians), {warm[2] / floor[2]:.2f} (minima)"
+    )
 
 
 if __name__ == "__main__":

@@ -50,7 +50,9 @@ CORES = _early.parse_known_args()[0].cores if __name__ == "__main__" else 1
 if __name__ == "__main__" and os.environ.get("COULOMB_BENCH_CHILD") != "1":
     lib = str(Path(sys.prefix) / "lib")
     env = dict(os.environ, COULOMB_BENCH_CHILD="1", OMP_NUM_THREADS=str(CORES))
-    env["LD_LIBRARY_PATH"] = lib + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
+    env["LD_LIBRARY_PATH"] = lib + (
+        ":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else ""
+    )
     if CORES == 1:
         env["XLA_FLAGS"] = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
     else:  # (with GOMP's default, threads spinning at barriers, LAMMPS ran slower on two threads than on one here)
@@ -83,10 +85,14 @@ def reference_forces(system: md.System) -> np.ndarray:
     """Converged forces: Lennard-Jones at the cutoff plus the Ewald sum at accuracy 1e-12
     with the real-space cutoff at (just under) half the box."""
     lj = md.LennardJones(cutoff=CUTOFF, n_species=2)
-    coulomb = md.LennardJonesCoulomb(cutoff=0.499 * float(system.space.box[0]), electrostatics="ewald", ewald_accuracy=1e-12).for_system(system)
+    coulomb = md.LennardJonesCoulomb(
+        cutoff=0.499 * float(system.space.box[0]), electrostatics="ewald", ewald_accuracy=1e-12
+    ).for_system(system)
     params = coulomb.default_params()
     f_lj = lj.forces(system, lj.default_params())
-    f_coulomb = jax.jit(lambda s: coulomb.forces(s, {**params, "epsilon": jnp.asarray(0.0)}))(system)
+    f_coulomb = jax.jit(lambda s: coulomb.forces(s, {**params, "epsilon": jnp.asarray(0.0)}))(
+        system
+    )
     return np.asarray(f_lj + f_coulomb)
 
 
@@ -128,8 +134,19 @@ class Lammps:
             "run 0",
         ):
             lmp.command(line)
-        words = ("G vector", "grid =", "stencil order", "estimated absolute RMS force accuracy", "FFT", "OpenMP thread")
-        self.setup = [line.strip() for line in self.log.read_text().splitlines() if any(w in line for w in words)]
+        words = (
+            "G vector",
+            "grid =",
+            "stencil order",
+            "estimated absolute RMS force accuracy",
+            "FFT",
+            "OpenMP thread",
+        )
+        self.setup = [
+            line.strip()
+            for line in self.log.read_text().splitlines()
+            if any(w in line for w in words)
+        ]
 
     def forces(self) -> np.ndarray:
         local = self.lmp.extract_global("nlocal")
@@ -147,10 +164,16 @@ class Lammps:
 
 class Simjax:
     def __init__(self, system: md.System, accuracy: float, steps: int):
-        self.model = model = md.LennardJonesCoulomb(cutoff=CUTOFF, electrostatics="pme", ewald_accuracy=accuracy).for_system(system)
+        self.model = model = md.LennardJonesCoulomb(
+            cutoff=CUTOFF, electrostatics="pme", ewald_accuracy=accuracy
+        ).for_system(system)
         self.params = params = model.default_params()
         box = system.space.box
-        index = NeighbourList.allocate(system.position, box, CUTOFF, 0.3).build(system.position, box).index
+        index = (
+            NeighbourList.allocate(system.position, box, CUTOFF, 0.3)
+            .build(system.position, box)
+            .index
+        )
         self.system, self.index = system, index
         force = jax.jit(lambda s: model.forces(s, params, index))
 
@@ -163,7 +186,12 @@ class Simjax:
                 f = model.forces(system.at(r), params, index)
                 return r, v + 0.5 * DT * f, f
 
-            return jax.lax.fori_loop(0, steps, body, (position, velocity, model.forces(system.at(position), params, index)))
+            return jax.lax.fori_loop(
+                0,
+                steps,
+                body,
+                (position, velocity, model.forces(system.at(position), params, index)),
+            )
 
         self._force, self._run = force, run
         t = time.perf_counter()
@@ -185,10 +213,20 @@ def main(argv=None) -> None:
     parser.add_argument("--accuracy", type=float, default=1e-5)
     parser.add_argument("--steps", type=int, default=50)
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--cores", type=int, default=1, choices=(1, 2), help="1: pinned, single-threaded; 2: both cores, threads on both sides")
+    parser.add_argument(
+        "--cores",
+        type=int,
+        default=1,
+        choices=(1, 2),
+        help="1: pinned, single-threaded; 2: both cores, threads on both sides",
+    )
     args = parser.parse_args(argv)
-    setting = "one core (pinned)" if CORES == 1 else "two cores (XLA threads; LAMMPS OPENMP, 2 threads)"
-    print(f"load before: {os.getloadavg()[0]:.1f}; {setting}, N = {args.n}, accuracy {args.accuracy:g}, {args.steps} steps per round")
+    setting = (
+        "one core (pinned)" if CORES == 1 else "two cores (XLA threads; LAMMPS OPENMP, 2 threads)"
+    )
+    print(
+        f"load before: {os.getloadavg()[0]:.1f}; {setting}, N = {args.n}, accuracy {args.accuracy:g}, {args.steps} steps per round"
+    )
     system = ions(args.n)
     reference = reference_forces(system)
     scale = np.sqrt(np.mean(reference**2))
@@ -198,14 +236,19 @@ def main(argv=None) -> None:
 
     lammps = Lammps(system, args.accuracy)
     target = error(lammps)
-    print(f"LAMMPS pppm {args.accuracy:g}: RMS force error {target:.3g} (RMS force {scale:.3g}); " + "; ".join(lammps.setup))
+    print(
+        f"LAMMPS pppm {args.accuracy:g}: RMS force error {target:.3g} (RMS force {scale:.3g}); "
+        + "; ".join(lammps.setup)
+    )
     sides = {"LAMMPS pppm": lammps}
     # simjax at the same nominal accuracy, then tightened until its measured error is no larger than LAMMPS's
     accuracy = args.accuracy
     for _ in range(8):
         side = Simjax(system, accuracy, args.steps)
         reached = error(side)
-        print(f"simjax pme {accuracy:g}: RMS force error {reached:.3g}; mesh {side.model.pme_mesh}, alpha {side.model.alpha:.4f}, compiled in {side.compile:.1f} s")
+        print(
+            f"simjax pme {accuracy:g}: RMS force error {reached:.3g}; mesh {side.model.pme_mesh}, alpha {side.model.alpha:.4f}, compiled in {side.compile:.1f} s"
+        )
         sides[f"simjax pme {accuracy:g}"] = side
         if reached <= target:
             break
@@ -216,14 +259,20 @@ def main(argv=None) -> None:
     for _ in range(args.rounds):
         for name, side in sides.items():
             if name == "LAMMPS pppm" or name == matched or name == f"simjax pme {args.accuracy:g}":
-                times[name].append((side.run(args.steps) if name == "LAMMPS pppm" else side.run()) / args.steps)
+                times[name].append(
+                    (side.run(args.steps) if name == "LAMMPS pppm" else side.run()) / args.steps
+                )
     times = {name: values for name, values in times.items() if values}
     for name, values in times.items():
-        print(f"{name:20s} {1e3 * np.median(values):.2f} ms per step (min {1e3 * min(values):.2f}, max {1e3 * max(values):.2f})")
+        print(
+            f"{name:20s} {1e3 * np.median(values):.2f} ms per step (min {1e3 * min(values):.2f}, max {1e3 * max(values):.2f})"
+        )
     for name in times:
         if name != "LAMMPS pppm":
             ratios = [a / b for a, b in zip(times[name], times["LAMMPS pppm"])]
-            print(f"{name} / LAMMPS time per step: {np.median(times[name]) / np.median(times['LAMMPS pppm']):.2f} (per round {min(ratios):.2f}-{max(ratios):.2f})")
+            print(
+                f"{name} / LAMMPS time per step: {np.median(times[name]) / np.median(times['LAMMPS pppm']):.2f} (per round {min(ratios):.2f}-{max(ratios):.2f})"
+            )
     print(f"load after: {os.getloadavg()[0]:.1f}")
 
 

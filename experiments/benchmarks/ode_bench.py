@@ -51,7 +51,9 @@ from solvers import OdeSolver  # noqa: E402
 RTOL, ATOL = 1e-6, 1e-8
 
 
-def interleaved(fns: dict, repeats: int, inner: dict, cpu: dict | None = None) -> dict[str, np.ndarray]:
+def interleaved(
+    fns: dict, repeats: int, inner: dict, cpu: dict | None = None
+) -> dict[str, np.ndarray]:
     """Seconds per call of each function in each of `repeats` rounds; in a round the
     functions take turns, each timed over `inner[name]` calls. With `cpu`, the CPU
     seconds per call (of the whole process: the calling thread and XLA's) go there."""
@@ -108,14 +110,31 @@ def main() -> None:
     @jax.jit
     def diffrax_jit(p, y0):
         return diffrax.diffeqsolve(
-            term, tsit5, t[0], t[-1], None, y0, p, saveat=saveat, stepsize_controller=controller, max_steps=4096
+            term,
+            tsit5,
+            t[0],
+            t[-1],
+            None,
+            y0,
+            p,
+            saveat=saveat,
+            stepsize_controller=controller,
+            max_steps=4096,
         ).ys
 
     @jax.jit
     def diffrax_jit_t(p, y0, ts):
         """The same with the save times passed in (as `sim.simulate` takes them)."""
         return diffrax.diffeqsolve(
-            term, tsit5, ts[0], ts[-1], None, y0, p, saveat=diffrax.SaveAt(ts=ts), stepsize_controller=controller,
+            term,
+            tsit5,
+            ts[0],
+            ts[-1],
+            None,
+            y0,
+            p,
+            saveat=diffrax.SaveAt(ts=ts),
+            stepsize_controller=controller,
             max_steps=4096,
         ).ys
 
@@ -132,7 +151,10 @@ def main() -> None:
     p = {k: float(v) for k, v in params.items()}
 
     def lv_np(t, y):
-        return [p["alpha"] * y[0] - p["beta"] * y[0] * y[1], p["delta"] * y[0] * y[1] - p["gamma"] * y[1]]
+        return [
+            p["alpha"] * y[0] - p["beta"] * y[0] * y[1],
+            p["delta"] * y[0] * y[1] - p["gamma"] * y[1],
+        ]
 
     def lv_odeint(y, t):
         return lv_np(t, y)
@@ -143,16 +165,30 @@ def main() -> None:
         "diffrax_t": lambda: diffrax_jit_t(params, y0, t),
         "simjax": lambda: ours(params),
         "simjax_jit": lambda: ours_jit(params),
-        "LSODA": lambda: solve_ivp(lv_np, (0.0, 20.0), y0_np, method="LSODA", t_eval=t_np, rtol=RTOL, atol=ATOL),
-        "RK45": lambda: solve_ivp(lv_np, (0.0, 20.0), y0_np, method="RK45", t_eval=t_np, rtol=RTOL, atol=ATOL),
+        "LSODA": lambda: solve_ivp(
+            lv_np, (0.0, 20.0), y0_np, method="LSODA", t_eval=t_np, rtol=RTOL, atol=ATOL
+        ),
+        "RK45": lambda: solve_ivp(
+            lv_np, (0.0, 20.0), y0_np, method="RK45", t_eval=t_np, rtol=RTOL, atol=ATOL
+        ),
         "odeint": lambda: odeint(lv_odeint, y0_np, t_np, rtol=RTOL, atol=ATOL),
     }
-    inner = {"diffrax": 50, "diffrax_t": 50, "simjax": 50, "simjax_jit": 50, "LSODA": 5, "RK45": 5, "odeint": 20}
+    inner = {
+        "diffrax": 50,
+        "diffrax_t": 50,
+        "simjax": 50,
+        "simjax_jit": 50,
+        "LSODA": 5,
+        "RK45": 5,
+        "odeint": 20,
+    }
     cpu: dict[str, np.ndarray] = {}
     s = interleaved(fns, args.repeats, inner, cpu)
     med = {k: float(np.median(v)) for k, v in s.items()}
 
-    ref = solve_ivp(lv_np, (0.0, 20.0), y0_np, method="DOP853", t_eval=t_np, rtol=1e-12, atol=1e-12).y
+    ref = solve_ivp(
+        lv_np, (0.0, 20.0), y0_np, method="DOP853", t_eval=t_np, rtol=1e-12, atol=1e-12
+    ).y
     prey = np.asarray(ours(params)["prey"])
     err = float(np.max(np.abs(prey - ref[0]) / np.abs(ref[0])))
     raw_vs_ours = float(np.max(np.abs(np.asarray(diffrax_jit(params, y0))[:, 0] - prey)))
@@ -187,38 +223,68 @@ def main() -> None:
         cot = 2.0 * sol.ys  # d loss / d ys for loss = sum(ys ** 2)
         return jnp.einsum("tn,tnp->p", cot, sol.sensitivities)
 
-    np.testing.assert_allclose(sensitivity_grad(theta0), jnp.stack([backward(params)[n] for n in names]), rtol=1e-4)
+    np.testing.assert_allclose(
+        sensitivity_grad(theta0), jnp.stack([backward(params)[n] for n in names]), rtol=1e-4
+    )
     g = interleaved(
-        {"forward": lambda: forward(params), "reverse": lambda: backward(params), "sens": lambda: sensitivity_grad(theta0)},
+        {
+            "forward": lambda: forward(params),
+            "reverse": lambda: backward(params),
+            "sens": lambda: sensitivity_grad(theta0),
+        },
         args.repeats,
         {"forward": 50, "reverse": 10, "sens": 20},
     )
     gmed = {k: float(np.median(v)) for k, v in g.items()}
     load_after = os.getloadavg()
 
-    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, jax {jax.__version__} on {jax.default_backend()}, "
-          f"diffrax {diffrax.__version__}; load average before {load_before[0]:.2f}, after {load_after[0]:.2f}")
-    print("problem: Lotka-Volterra, t in [0, 20], 201 saves, tsit5, rtol 1e-6, atol 1e-8; "
-          f"max relative error vs DOP853 at 1e-12: simjax {err:.1e}, "
-          + ", ".join(f"{k} {v:.1e}" for k, v in errs.items())
-          + f"; max |simjax - jitted diffrax| {raw_vs_ours:.1e}")
+    print(
+        f"machine: {platform.machine()}, {os.cpu_count()} cores, jax {jax.__version__} on {jax.default_backend()}, "
+        f"diffrax {diffrax.__version__}; load average before {load_before[0]:.2f}, after {load_after[0]:.2f}"
+    )
+    print(
+        "problem: Lotka-Volterra, t in [0, 20], 201 saves, tsit5, rtol 1e-6, atol 1e-8; "
+        f"max relative error vs DOP853 at 1e-12: simjax {err:.1e}, "
+        + ", ".join(f"{k} {v:.1e}" for k, v in errs.items())
+        + f"; max |simjax - jitted diffrax| {raw_vs_ours:.1e}"
+    )
     print(f"{args.repeats} interleaved rounds; per solve, median (min-max) in us")
     d = med["diffrax"]
     print(f"{'diffrax, jax.jit, from Python':36} {show(s['diffrax'])}   1.000")
-    print(f"{'  the same, save times passed in':36} {show(s['diffrax_t'])}   {med['diffrax_t'] / d:.3f}")
-    print(f"{'simjax sim.simulate, from Python':36} {show(s['simjax'])}   {med['simjax'] / d:.3f} of jitted diffrax's time")
-    print(f"{'simjax inside the caller jax.jit':36} {show(s['simjax_jit'])}   {med['simjax_jit'] / d:.3f} of jitted diffrax's time")
+    print(
+        f"{'  the same, save times passed in':36} {show(s['diffrax_t'])}   {med['diffrax_t'] / d:.3f}"
+    )
+    print(
+        f"{'simjax sim.simulate, from Python':36} {show(s['simjax'])}   {med['simjax'] / d:.3f} of jitted diffrax's time"
+    )
+    print(
+        f"{'simjax inside the caller jax.jit':36} {show(s['simjax_jit'])}   {med['simjax_jit'] / d:.3f} of jitted diffrax's time"
+    )
     cmed = {k: float(np.median(v)) for k, v in cpu.items()}
     print("CPU time per solve (the process's, all threads), median (min-max) in us:")
-    for name, label in (("diffrax", "diffrax, jax.jit, from Python"), ("diffrax_t", "  the same, save times passed in"),
-                        ("simjax", "simjax sim.simulate, from Python"), ("simjax_jit", "simjax inside the caller jax.jit")):
+    for name, label in (
+        ("diffrax", "diffrax, jax.jit, from Python"),
+        ("diffrax_t", "  the same, save times passed in"),
+        ("simjax", "simjax sim.simulate, from Python"),
+        ("simjax_jit", "simjax inside the caller jax.jit"),
+    ):
         print(f"{label:36} {show(cpu[name])}   {cmed[name] / cmed['diffrax']:.3f}")
-    for name, label in (("LSODA", "scipy solve_ivp LSODA"), ("RK45", "scipy solve_ivp RK45"), ("odeint", "scipy odeint (LSODA)")):
-        print(f"{label:36} {show(s[name])}   simjax from Python {med[name] / med['simjax']:.2f}x faster "
-              f"(inside jit {med[name] / med['simjax_jit']:.2f}x)")
+    for name, label in (
+        ("LSODA", "scipy solve_ivp LSODA"),
+        ("RK45", "scipy solve_ivp RK45"),
+        ("odeint", "scipy odeint (LSODA)"),
+    ):
+        print(
+            f"{label:36} {show(s[name])}   simjax from Python {med[name] / med['simjax']:.2f}x faster "
+            f"(inside jit {med[name] / med['simjax_jit']:.2f}x)"
+        )
     print(f"{'forward (jitted loss)':36} {show(g['forward'])}")
-    print(f"{'gradient, reverse mode':36} {show(g['reverse'])}   / forward = {gmed['reverse'] / gmed['forward']:.2f}")
-    print(f"{'gradient, forward sensitivities':36} {show(g['sens'])}   / forward = {gmed['sens'] / gmed['forward']:.2f}")
+    print(
+        f"{'gradient, reverse mode':36} {show(g['reverse'])}   / forward = {gmed['reverse'] / gmed['forward']:.2f}"
+    )
+    print(
+        f"{'gradient, forward sensitivities':36} {show(g['sens'])}   / forward = {gmed['sens'] / gmed['forward']:.2f}"
+    )
     print(f"{'first call (trace + compile + run)':36} {compile_s:9.2f} s")
 
 

@@ -67,7 +67,13 @@ except ImportError as e:  # pragma: no cover
 # injection term is -gamma n cos(n y) on its vorticity, simjax's -A n cos(n y) on its own),
 # and its final field is negated before comparing.
 KOLMOGOROV_PARAMS = {"viscosity": 1e-3, "drag": 0.1, "forcing": 1.0}
-KOLMOGOROV = {"diffusivity": 1e-3, "drag": -0.1, "injection_mode": 4, "injection_scale": -1.0, "order": 4}
+KOLMOGOROV = {
+    "diffusivity": 1e-3,
+    "drag": -0.1,
+    "injection_mode": 4,
+    "injection_scale": -1.0,
+    "order": 4,
+}
 
 
 def to32(tree):
@@ -143,7 +149,9 @@ def simjax_runner(n_steps, batched):
 def case_ks(n_steps, repeats, batch=64):
     n, length, dt = 256, 32 * math.pi, 0.1
     model = sim.get_model("kuramoto_sivashinsky", points=[n], domain=[[0.0, length]])
-    u0 = np.stack([model.initial_field("random", seed=s, max_mode=8) for s in range(batch)]).astype(np.float32)
+    u0 = np.stack([model.initial_field("random", seed=s, max_mode=8) for s in range(batch)]).astype(
+        np.float32
+    )
     stepper = to32(ex.stepper.KuramotoSivashinskyConservative(1, length, n, dt, order=4))
     prepared = simjax_stepper(model, model.default_params(), dt, n_steps)
     (t_exp, t_sim), (u_exp, u_sim) = interleaved_times(
@@ -151,8 +159,13 @@ def case_ks(n_steps, repeats, batch=64):
         (simjax_runner(n_steps, True), prepared, jnp.asarray(u0)),
         repeats=repeats,
     )
-    return {"name": f"Kuramoto-Sivashinsky 1D N={n} batch {batch}", "steps": n_steps, "exponax": t_exp, "simjax": t_sim,
-            "difference": relative_difference(u_sim, u_exp)}
+    return {
+        "name": f"Kuramoto-Sivashinsky 1D N={n} batch {batch}",
+        "steps": n_steps,
+        "exponax": t_exp,
+        "simjax": t_sim,
+        "difference": relative_difference(u_sim, u_exp),
+    }
 
 
 def case_kolmogorov(n_steps, repeats):
@@ -166,8 +179,13 @@ def case_kolmogorov(n_steps, repeats):
         (simjax_runner(n_steps, False), prepared, jnp.asarray(w0)),
         repeats=repeats,
     )
-    return {"name": f"Kolmogorov flow 2D {n}x{n}", "steps": n_steps, "exponax": t_exp, "simjax": t_sim,
-            "difference": relative_difference(u_sim, -u_exp)}
+    return {
+        "name": f"Kolmogorov flow 2D {n}x{n}",
+        "steps": n_steps,
+        "exponax": t_exp,
+        "simjax": t_sim,
+        "difference": relative_difference(u_sim, -u_exp),
+    }
 
 
 def agreement(model, params, stepper, u0, dt, n_steps=100, sign=1.0):
@@ -176,8 +194,14 @@ def agreement(model, params, stepper, u0, dt, n_steps=100, sign=1.0):
     field is sign times simjax's (-1 for the vorticity, see KOLMOGOROV)."""
     u_exp = sign * exponax_runner(n_steps, False)(stepper, sign * jnp.asarray(u0))
     solver = Etdrk(order=4, steps_per_save=n_steps, contour_points=16)
-    u_sim = sim.simulate(model, params, jnp.asarray([0.0, n_steps * dt]), initial=u0, solver=solver).final_state
-    return relative_difference(u_sim, u_exp), float(jnp.max(jnp.abs(u_exp - u_sim))), float(jnp.max(jnp.abs(u_exp)))
+    u_sim = sim.simulate(
+        model, params, jnp.asarray([0.0, n_steps * dt]), initial=u0, solver=solver
+    ).final_state
+    return (
+        relative_difference(u_sim, u_exp),
+        float(jnp.max(jnp.abs(u_exp - u_sim))),
+        float(jnp.max(jnp.abs(u_exp))),
+    )
 
 
 def ks_agreement(n_steps=100):
@@ -191,7 +215,15 @@ def kolmogorov_agreement(n_steps=100):
     n, dt = 256, 5e-3
     model = sim.get_model("navier_stokes_2d", points=[n, n], forcing_mode=4)
     stepper = ex.stepper.KolmogorovFlowVorticity(2, 2 * math.pi, n, dt, **KOLMOGOROV)
-    return agreement(model, KOLMOGOROV_PARAMS, stepper, model.initial_field("random", seed=0, max_mode=6), dt, n_steps, -1.0)
+    return agreement(
+        model,
+        KOLMOGOROV_PARAMS,
+        stepper,
+        model.initial_field("random", seed=0, max_mode=6),
+        dt,
+        n_steps,
+        -1.0,
+    )
 
 
 def gradient_memory(steps, levels):
@@ -205,7 +237,10 @@ def gradient_memory(steps, levels):
         t = jnp.asarray([0.0, n * dt])
 
         def loss(nu):
-            return jnp.sum(sim.simulate(model, {"viscosity": nu}, t, initial=u0, solver=solver).final_state ** 2)
+            return jnp.sum(
+                sim.simulate(model, {"viscosity": nu}, t, initial=u0, solver=solver).final_state
+                ** 2
+            )
 
         compiled = jax.jit(jax.grad(loss)).lower(jnp.asarray(0.05)).compile()
         out.append(compiled.memory_analysis().temp_size_in_bytes)
@@ -220,7 +255,9 @@ def gradient_run(n_steps=10_000):
     t = jnp.asarray([0.0, n_steps * 1e-3])
 
     def loss(nu):
-        return jnp.sum(sim.simulate(model, {"viscosity": nu}, t, initial=u0, solver=solver).final_state ** 2)
+        return jnp.sum(
+            sim.simulate(model, {"viscosity": nu}, t, initial=u0, solver=solver).final_state ** 2
+        )
 
     grad = jax.jit(jax.grad(loss))
     start = time.perf_counter()
@@ -242,15 +279,22 @@ def main():
     args = parser.parse_args()
     ks_steps, kol_steps = (200, 20) if args.quick else (2000, 200)
     load_before = os.getloadavg()
-    print(f"jax {jax.__version__}, exponax {importlib.metadata.version('exponax')}, devices {jax.devices()}, "
-          f"{os.cpu_count()} cores; load average {load_before[0]:.2f}")
+    print(
+        f"jax {jax.__version__}, exponax {importlib.metadata.version('exponax')}, devices {jax.devices()}, "
+        f"{os.cpu_count()} cores; load average {load_before[0]:.2f}"
+    )
     for name, check in (("KS", ks_agreement), ("Kolmogorov", kolmogorov_agreement)):
         rel, abs_max, scale = check()
-        print(f"{name} agreement (float64, 100 steps): relative L2 difference {rel:.2e}, "
-              f"max |simjax - exponax| {abs_max:.2e} (max |u| {scale:.2f})", flush=True)
+        print(
+            f"{name} agreement (float64, 100 steps): relative L2 difference {rel:.2e}, "
+            f"max |simjax - exponax| {abs_max:.2e} (max |u| {scale:.2f})",
+            flush=True,
+        )
     for case in (case_ks(ks_steps, args.repeats), case_kolmogorov(kol_steps, args.repeats)):
         ratio = np.median(case["exponax"]) / np.median(case["simjax"])
-        paired = case["exponax"] / case["simjax"]  # the two calls of one round saw about the same load
+        paired = (
+            case["exponax"] / case["simjax"]
+        )  # the two calls of one round saw about the same load
         print(
             f"{case['name']}: {case['steps']} steps, {args.repeats} interleaved rounds; steps/s median (min-max): "
             f"simjax {show(case['simjax'], case['steps'])}, exponax {show(case['exponax'], case['steps'])}; "
@@ -269,10 +313,20 @@ def main():
     p_plain = np.polyfit(np.log(steps[:3]), np.log(plain), 1)[0]
     print("gradient temp memory (MiB), Burgers N=256 float64:")
     print("  steps        " + " ".join(f"{n:>8d}" for n in steps))
-    print("  checkpointed " + " ".join(f"{b / 2**20:8.2f}" for b in nested) + f"   exponent {p_nested:.2f}")
-    print("  plain scan   " + " ".join(f"{b / 2**20:8.2f}" for b in plain) + f"   exponent {p_plain:.2f}")
+    print(
+        "  checkpointed "
+        + " ".join(f"{b / 2**20:8.2f}" for b in nested)
+        + f"   exponent {p_nested:.2f}"
+    )
+    print(
+        "  plain scan   "
+        + " ".join(f"{b / 2**20:8.2f}" for b in plain)
+        + f"   exponent {p_plain:.2f}"
+    )
     g, elapsed, rss = gradient_run()
-    print(f"10,000-step gradient d(loss)/d(viscosity) = {g:.6g} in {elapsed:.1f} s (incl. compile), peak RSS {rss:.0f} MiB")
+    print(
+        f"10,000-step gradient d(loss)/d(viscosity) = {g:.6g} in {elapsed:.1f} s (incl. compile), peak RSS {rss:.0f} MiB"
+    )
 
 
 if __name__ == "__main__":

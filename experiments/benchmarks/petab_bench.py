@@ -80,7 +80,9 @@ RTOL, ATOL = 1e-8, 1e-10
 
 
 def evaluate(folders: list[Path]) -> None:
-    print(f"{'problem':<28} {'-objective':>16} {'reference llh':>16} {'difference':>11} {'first call':>11} {'compiled':>10}")
+    print(
+        f"{'problem':<28} {'-objective':>16} {'reference llh':>16} {'difference':>11} {'first call':>11} {'compiled':>10}"
+    )
     for folder in folders:
         name = folder.name
         start = time.perf_counter()
@@ -95,7 +97,10 @@ def evaluate(folders: list[Path]) -> None:
             jax.block_until_ready(objective(x))
             runs.append(time.perf_counter() - t)
         reference = REFERENCE_LLH.get(name, float("nan"))
-        print(f"{name:<28} {-value:16.8f} {reference:16.8f} {-value - reference:11.2e} {first:10.1f}s {min(runs) * 1e3:8.1f}ms", flush=True)
+        print(
+            f"{name:<28} {-value:16.8f} {reference:16.8f} {-value - reference:11.2e} {first:10.1f}s {min(runs) * 1e3:8.1f}ms",
+            flush=True,
+        )
 
 
 def roadrunner_comparison(repeats: int) -> None:
@@ -104,7 +109,10 @@ def roadrunner_comparison(repeats: int) -> None:
     problem = load_petab(BOEHM)
     model = problem.model
     nominal = {p.id: p.nominal for p in problem.parameters}
-    params = {**{k: float(v) for k, v in model.default_params().items()}, **{k: v for k, v in nominal.items() if k in model.parameter_names}}
+    params = {
+        **{k: float(v) for k, v in model.default_params().items()},
+        **{k: v for k, v in nominal.items() if k in model.parameter_names},
+    }
     times = np.array([0.0, 2.5, 5, 10, 15, 20, 30, 40, 50, 60, 80, 100, 120, 160, 200, 240])
     solver = OdeSolver(method="kvaerno5", rtol=RTOL, atol=ATOL, max_steps=100_000)
     solve = jax.jit(lambda p: sim.simulate(model, p, jnp.asarray(times), solver=solver).observables)
@@ -130,7 +138,10 @@ def roadrunner_comparison(repeats: int) -> None:
             if k in rr.model.getGlobalParameterIds():
                 rr.setValue(k, float(v))
         rr.reset()  # (initial assignments evaluated with the parameters just set)
-        rr.selections = ["time", *(f"[{s}]" for s in species)]  # (concentrations, as the observables)
+        rr.selections = [
+            "time",
+            *(f"[{s}]" for s in species),
+        ]  # (concentrations, as the observables)
         return rr.simulate(times=list(times))
 
     theirs = run_rr()
@@ -139,12 +150,24 @@ def roadrunner_comparison(repeats: int) -> None:
         t = time.perf_counter()
         run_rr()
         rr_times.append(time.perf_counter() - t)
-    difference = max(float(np.max(np.abs(np.asarray(ours[s]) - theirs[:, 1 + k]) / np.maximum(np.abs(theirs[:, 1 + k]), 1e-6))) for k, s in enumerate(species))
+    difference = max(
+        float(
+            np.max(
+                np.abs(np.asarray(ours[s]) - theirs[:, 1 + k])
+                / np.maximum(np.abs(theirs[:, 1 + k]), 1e-6)
+            )
+        )
+        for k, s in enumerate(species)
+    )
     a, b = statistics.median(simjax_times), statistics.median(rr_times)
-    print(f"forward simulation of Boehm_JProteomeRes2014 ({len(times)} times, rtol {RTOL}, atol {ATOL}), median of {repeats}:")
+    print(
+        f"forward simulation of Boehm_JProteomeRes2014 ({len(times)} times, rtol {RTOL}, atol {ATOL}), median of {repeats}:"
+    )
     print(f"  simjax (kvaerno5, compiled; compile {compile_time:.1f} s): {a * 1e3:.2f} ms")
     print(f"  libRoadRunner {roadrunner.__version__} (CVODE BDF):        {b * 1e3:.2f} ms")
-    print(f"  ratio simjax / libRoadRunner: {a / b:.2f}; largest relative species difference {difference:.1e}")
+    print(
+        f"  ratio simjax / libRoadRunner: {a / b:.2f}; largest relative species difference {difference:.1e}"
+    )
 
 
 def roadrunner_llh(folder: Path, rtol: float, atol: float) -> None:
@@ -167,7 +190,10 @@ def roadrunner_llh(folder: Path, rtol: float, atol: float) -> None:
         rr.integrator.absolute_tolerance = atol
         rr.integrator.maximum_num_steps = 10_000_000
         model = rr.model
-        parameters, compartments = set(model.getGlobalParameterIds()), set(model.getCompartmentIds())
+        parameters, compartments = (
+            set(model.getGlobalParameterIds()),
+            set(model.getCompartmentIds()),
+        )
         species = set(model.getFloatingSpeciesIds()) | set(model.getBoundarySpeciesIds())
         values = {k: float(v) for k, v in nominal.items() if k in parameters}
         for key, value in problem.condition_df.loc[condition].items():
@@ -181,7 +207,9 @@ def roadrunner_llh(folder: Path, rtol: float, atol: float) -> None:
             if key in parameters or key in compartments:
                 rr.setValue(key, value)
             elif key not in species:
-                raise SystemExit(f"{name}: condition {condition!r} sets {key!r}, no parameter, compartment or species")
+                raise SystemExit(
+                    f"{name}: condition {condition!r} sets {key!r}, no parameter, compartment or species"
+                )
         assert all(rr.getValue(k) == v for k, v in values.items())
         times = sorted({0.0, *group["time"].astype(float)})
         ids = sorted(species | parameters | compartments)
@@ -189,16 +217,31 @@ def roadrunner_llh(folder: Path, rtol: float, atol: float) -> None:
         result = np.asarray(rr.simulate(times=times))
         at = {t: dict(zip(ids, result[i, 1:])) for i, t in enumerate(times)}
         for _, row in group.iterrows():
-            formula = sympify_petab(problem.observable_df.loc[row["observableId"], "observableFormula"])
+            formula = sympify_petab(
+                problem.observable_df.loc[row["observableId"], "observableFormula"]
+            )
             known = {**{k: float(v) for k, v in nominal.items()}, **at[float(row["time"])]}
-            for i, value in enumerate(split_parameter_replacement_list(row.get("observableParameters", "")), start=1):
-                known[f"observableParameter{i}_{row['observableId']}"] = float(nominal[value]) if isinstance(value, str) else float(value)
-            rows.append({**row.to_dict(), "simulation": float(formula.subs({s: known[s.name] for s in formula.free_symbols}))})
+            for i, value in enumerate(
+                split_parameter_replacement_list(row.get("observableParameters", "")), start=1
+            ):
+                known[f"observableParameter{i}_{row['observableId']}"] = (
+                    float(nominal[value]) if isinstance(value, str) else float(value)
+                )
+            rows.append(
+                {
+                    **row.to_dict(),
+                    "simulation": float(
+                        formula.subs({s: known[s.name] for s in formula.free_symbols})
+                    ),
+                }
+            )
     simulations = pd.DataFrame(rows).drop(columns=["measurement"])
     llh = calculate_llh(measurements, simulations, problem.observable_df, problem.parameter_df)
     reference = REFERENCE_LLH.get(name, float("nan"))
-    print(f"{name}: libRoadRunner {roadrunner.__version__} (CVODE, rtol {rtol:g}, atol {atol:g}), {len(rows)} measurements, "
-          f"{time.perf_counter() - start:.0f} s: llh {llh:.6f}, AMICI's reference {reference:.6f} ({llh - reference:+.2e})")
+    print(
+        f"{name}: libRoadRunner {roadrunner.__version__} (CVODE, rtol {rtol:g}, atol {atol:g}), {len(rows)} measurements, "
+        f"{time.perf_counter() - start:.0f} s: llh {llh:.6f}, AMICI's reference {reference:.6f} ({llh - reference:+.2e})"
+    )
 
 
 def multistart(starts: int, seed: int) -> None:
@@ -209,9 +252,15 @@ def multistart(starts: int, seed: int) -> None:
     wall = time.perf_counter() - start
     objective = np.sort(result.starts_objective)
     near = int(np.sum(objective <= objective[0] + SAME_OPTIMUM))
-    print(f"multistart Boehm_JProteomeRes2014: {starts} starts (seed {seed}), wall time {wall:.0f} s ({wall / starts:.1f} s per start)")
-    print(f"  best objective {objective[0]:.6f} (nominal {nominal_objective:.6f}); {near}/{starts} starts within {SAME_OPTIMUM} of the best")
-    print(f"  converged {int(result.converged.sum())}/{starts}; sorted objectives: {np.array2string(objective[:12], precision=3)} ...")
+    print(
+        f"multistart Boehm_JProteomeRes2014: {starts} starts (seed {seed}), wall time {wall:.0f} s ({wall / starts:.1f} s per start)"
+    )
+    print(
+        f"  best objective {objective[0]:.6f} (nominal {nominal_objective:.6f}); {near}/{starts} starts within {SAME_OPTIMUM} of the best"
+    )
+    print(
+        f"  converged {int(result.converged.sum())}/{starts}; sorted objectives: {np.array2string(objective[:12], precision=3)} ..."
+    )
 
 
 def spread(repeats: int) -> None:
@@ -228,7 +277,10 @@ def spread(repeats: int) -> None:
     repo = Path(__file__).resolve().parents[2]
     ways = {
         "1 host device": (["--devices", "1"], {}),
-        "2 host devices": (["--devices", "2"], {"XLA_FLAGS": "--xla_force_host_platform_device_count=2"}),
+        "2 host devices": (
+            ["--devices", "2"],
+            {"XLA_FLAGS": "--xla_force_host_platform_device_count=2"},
+        ),
         "--scheduler local:2": (["--scheduler", "local:2"], {}),
     }
     with tempfile.TemporaryDirectory() as folder:
@@ -240,8 +292,22 @@ def spread(repeats: int) -> None:
                 out = Path(folder) / f"fit_{len(walls)}_{options[-1].replace(':', '')}.h5"
                 start = time.perf_counter()
                 done = subprocess.run(
-                    [sys.executable, "-m", "sim.cli", "fit", str(yaml), "--starts", "8", "-o", str(out), *options],
-                    env={**os.environ, "PYTHONPATH": str(repo), **env}, capture_output=True, text=True, check=True,
+                    [
+                        sys.executable,
+                        "-m",
+                        "sim.cli",
+                        "fit",
+                        str(yaml),
+                        "--starts",
+                        "8",
+                        "-o",
+                        str(out),
+                        *options,
+                    ],
+                    env={**os.environ, "PYTHONPATH": str(repo), **env},
+                    capture_output=True,
+                    text=True,
+                    check=True,
                 )
                 walls.append(time.perf_counter() - start)
                 fits.append(float(re.search(r"\(([0-9.]+) s\)", done.stderr).group(1)))
@@ -258,15 +324,26 @@ def spread(repeats: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--evaluate", nargs="*", type=Path, help="problem folders (default: tests/data/petab/*)")
+    parser.add_argument(
+        "--evaluate", nargs="*", type=Path, help="problem folders (default: tests/data/petab/*)"
+    )
     parser.add_argument("--roadrunner", action="store_true")
     parser.add_argument("--repeats", type=int, default=20)
-    parser.add_argument("--roadrunner-llh", nargs="+", metavar=("FOLDER", "RTOL ATOL"), help="a problem folder, then rtol and atol (default 1e-12 1e-14)")
+    parser.add_argument(
+        "--roadrunner-llh",
+        nargs="+",
+        metavar=("FOLDER", "RTOL ATOL"),
+        help="a problem folder, then rtol and atol (default 1e-12 1e-14)",
+    )
     parser.add_argument("--starts", type=int, default=0)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--spread", type=int, nargs="?", const=3, default=0, help="repeats of each way (default 3)")
+    parser.add_argument(
+        "--spread", type=int, nargs="?", const=3, default=0, help="repeats of each way (default 3)"
+    )
     args = parser.parse_args()
-    print(f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}; jax {jax.__version__}")
+    print(
+        f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}; jax {jax.__version__}"
+    )
     if args.evaluate is not None:
         evaluate(args.evaluate or sorted(p for p in DATA.iterdir() if p.is_dir()))
     if args.roadrunner:

@@ -38,7 +38,12 @@ EXPERIMENT = HERE.parent / "lj_rdf_fit.toml"
 def target(folder: Path, seed: int, steps: int) -> Path:
     path = folder / f"rdf_target_seed{seed}_{steps}.h5"
     if not path.exists():
-        truth = ["params.epsilon=1.0", "params.sigma=1.0", f"system.seed={seed}", f"time.steps={steps}"]
+        truth = [
+            "params.epsilon=1.0",
+            "params.sigma=1.0",
+            f"system.seed={seed}",
+            f"time.steps={steps}",
+        ]
         config = sim.load_config(EXPERIMENT, [*truth, f'data.file="{folder / "unused.h5"}"'])
         partial = path.with_suffix(f".{os.getpid()}.h5")
         sim.run(config).save(partial)
@@ -48,9 +53,16 @@ def target(folder: Path, seed: int, steps: int) -> Path:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--damping", nargs="+", default=["levenberg", "marquardt"], choices=["levenberg", "marquardt"])
+    parser.add_argument(
+        "--damping",
+        nargs="+",
+        default=["levenberg", "marquardt"],
+        choices=["levenberg", "marquardt"],
+    )
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--start", type=float, nargs=2, default=[0.85, 1.12], metavar=("EPSILON", "SIGMA"))
+    parser.add_argument(
+        "--start", type=float, nargs=2, default=[0.85, 1.12], metavar=("EPSILON", "SIGMA")
+    )
     parser.add_argument("--replicas", type=int, default=4)
     parser.add_argument("--target-steps", type=int, default=64000)
     parser.add_argument("--max-steps", type=int, default=20)
@@ -59,20 +71,35 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     data = target(args.out, args.seed, args.target_steps)
     levenberg = _fit_rdf._BlockSums.step
-    print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f}; target seed {args.seed}, "
-          f"{args.target_steps} steps; start epsilon {args.start[0]}, sigma {args.start[1]}; {args.replicas} runs per step")
+    print(
+        f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f}; target seed {args.seed}, "
+        f"{args.target_steps} steps; start epsilon {args.start[0]}, sigma {args.start[1]}; {args.replicas} runs per step"
+    )
     for damping in args.damping:
-        _fit_rdf._BlockSums.step = functools.partialmethod(levenberg, scaling="diagonal") if damping == "marquardt" else levenberg
-        sets = [f'data.file="{data}"', f"params.epsilon={args.start[0]}", f"params.sigma={args.start[1]}",
-                f"fit.replicas={args.replicas}", f"fit.max_steps={args.max_steps}"]
+        _fit_rdf._BlockSums.step = (
+            functools.partialmethod(levenberg, scaling="diagonal")
+            if damping == "marquardt"
+            else levenberg
+        )
+        sets = [
+            f'data.file="{data}"',
+            f"params.epsilon={args.start[0]}",
+            f"params.sigma={args.start[1]}",
+            f"fit.replicas={args.replicas}",
+            f"fit.max_steps={args.max_steps}",
+        ]
         began = time.perf_counter()
         result = fit(sim.load_config(EXPERIMENT, sets))
         wall = time.perf_counter() - began
-        print(f"\n{damping}: {len(result.loss_history)} runs, {'converged' if result.converged else 'not converged'}, "
-              f"estimate epsilon {result.estimate['epsilon']:.5f}, sigma {result.estimate['sigma']:.5f}, {wall:.0f} s")
+        print(
+            f"\n{damping}: {len(result.loss_history)} runs, {'converged' if result.converged else 'not converged'}, "
+            f"estimate epsilon {result.estimate['epsilon']:.5f}, sigma {result.estimate['sigma']:.5f}, {wall:.0f} s"
+        )
         for k, loss in enumerate(result.loss_history):
-            print(f"  run {k + 1:2d}: loss {loss:.4g} +- {result.loss_stderr[k]:.2g}, epsilon {result.path['epsilon'][k]:.4f}, "
-                  f"sigma {result.path['sigma'][k]:.4f} -> step to {result.aim['epsilon'][k]:.4f}, {result.aim['sigma'][k]:.4f}")
+            print(
+                f"  run {k + 1:2d}: loss {loss:.4g} +- {result.loss_stderr[k]:.2g}, epsilon {result.path['epsilon'][k]:.4f}, "
+                f"sigma {result.path['sigma'][k]:.4f} -> step to {result.aim['epsilon'][k]:.4f}, {result.aim['sigma'][k]:.4f}"
+            )
     _fit_rdf._BlockSums.step = levenberg
 
 

@@ -65,17 +65,25 @@ def peak_rss(config: str, sets: list[str], mode: str, folder: str) -> tuple[floa
 
 
 def main() -> None:
-    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
+    print(
+        f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+    )
     for name, (config, base, variants) in CASES.items():
         with tempfile.TemporaryDirectory() as folder:
             small = peak_rss(config, base + variants["small"], "stream", folder)
             large = peak_rss(config, base + variants["large"], "stream", folder)
             whole = peak_rss(config, base + variants["large"], "memory", folder)
         print(f"\n{name}")
-        print(f"  streamed, few frames:   peak {small[0]:7.0f} MiB  ({small[1]:5.1f} s, file {small[2]:6.1f} MiB)")
-        print(f"  streamed, 100x frames:  peak {large[0]:7.0f} MiB  ({large[1]:5.1f} s, file {large[2]:6.1f} MiB)")
+        print(
+            f"  streamed, few frames:   peak {small[0]:7.0f} MiB  ({small[1]:5.1f} s, file {small[2]:6.1f} MiB)"
+        )
+        print(
+            f"  streamed, 100x frames:  peak {large[0]:7.0f} MiB  ({large[1]:5.1f} s, file {large[2]:6.1f} MiB)"
+        )
         print(f"  in memory, 100x frames: peak {whole[0]:7.0f} MiB  ({whole[1]:5.1f} s)")
-        print(f"  growth with 100x frames: streamed {100 * (large[0] / small[0] - 1):+.1f}%, in memory {100 * (whole[0] / small[0] - 1):+.1f}%")
+        print(
+            f"  growth with 100x frames: streamed {100 * (large[0] / small[0] - 1):+.1f}%, in memory {100 * (whole[0] / small[0] - 1):+.1f}%"
+        )
 
 
 if __name__ == "__main__":

@@ -207,7 +207,9 @@ def scipy_runs_cpu(job: tuple[str, np.ndarray, np.ndarray]) -> tuple[np.ndarray,
     return out, time.process_time() - start
 
 
-def scipy_pool_runs(pool, method: str, alphas: np.ndarray, betas: np.ndarray, pieces: int = 4) -> tuple[np.ndarray, float]:
+def scipy_pool_runs(
+    pool, method: str, alphas: np.ndarray, betas: np.ndarray, pieces: int = 4
+) -> tuple[np.ndarray, float]:
     """The same loop split into `pieces` contiguous blocks mapped over the pool; the
     trajectories and the CPU seconds the workers spent."""
     blocks = np.array_split(np.arange(len(alphas)), pieces)
@@ -238,7 +240,15 @@ def raw_diffrax(alphas: np.ndarray, betas: np.ndarray):
 
     def one(alpha, beta):
         sol = diffrax.diffeqsolve(
-            term, solver, ts[0], ts[-1], None, y0, (alpha, beta), saveat=saveat, stepsize_controller=controller,
+            term,
+            solver,
+            ts[0],
+            ts[-1],
+            None,
+            y0,
+            (alpha, beta),
+            saveat=saveat,
+            stepsize_controller=controller,
             max_steps=MAX_STEPS,
         )
         return sol.ys
@@ -273,9 +283,20 @@ def interleave(sides: dict, rounds: int, cpu: dict | None = None) -> dict[str, l
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--rounds", type=int, default=None, help="interleaved rounds (default 7; --quick 3)")
-    parser.add_argument("--subset", type=int, default=None, help="runs the scipy sides time (default 200; --quick 50)")
-    parser.add_argument("--no-extras", action="store_true", help="only the comparison (no chunk sizes, devices, memory)")
+    parser.add_argument(
+        "--rounds", type=int, default=None, help="interleaved rounds (default 7; --quick 3)"
+    )
+    parser.add_argument(
+        "--subset",
+        type=int,
+        default=None,
+        help="runs the scipy sides time (default 200; --quick 50)",
+    )
+    parser.add_argument(
+        "--no-extras",
+        action="store_true",
+        help="only the comparison (no chunk sizes, devices, memory)",
+    )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--config", help=argparse.SUPPRESS)
     parser.add_argument("--repeats", type=int, default=3, help=argparse.SUPPRESS)
@@ -292,8 +313,11 @@ def main() -> None:
     repeats = 2 if args.quick else 5
     folder = Path(tempfile.mkdtemp(prefix="sweep_bench_"))
     load_before = os.getloadavg()
-    print(f"{runs} Lotka-Volterra runs, t in [0, 20], 201 saves, rtol {RTOL}, atol {ATOL}; "
-          f"{os.cpu_count()} cores, load average {load_before[0]:.2f}", flush=True)
+    print(
+        f"{runs} Lotka-Volterra runs, t in [0, 20], 201 saves, rtol {RTOL}, atol {ATOL}; "
+        f"{os.cpu_count()} cores, load average {load_before[0]:.2f}",
+        flush=True,
+    )
 
     # the pool first: its workers are started and import scipy before anything is timed
     pool = multiprocessing.get_context("spawn").Pool(2)
@@ -320,14 +344,18 @@ def main() -> None:
     worker_cpu = {}
     for m in methods:
         sides[m] = lambda m=m: scipy_runs((m, a_sub, b_sub))
-        sides[m + " pool"] = lambda m=m: worker_cpu.setdefault(m + " pool", []).append(scipy_pool_runs(pool, m, a_sub, b_sub)[1])
+        sides[m + " pool"] = lambda m=m: worker_cpu.setdefault(m + " pool", []).append(
+            scipy_pool_runs(pool, m, a_sub, b_sub)[1]
+        )
     cpu = {}
     times = interleave(sides, rounds, cpu)
     # how many cores each side got: CPU seconds (this process's threads, plus the pool's
     # workers) over wall seconds; on a machine shared with other work, less than 2
     for name, extra in worker_cpu.items():
         cpu[name] = [a + b for a, b in zip(cpu[name], extra)]
-    cores = {name: float(np.median(np.asarray(cpu[name]) / np.asarray(times[name]))) for name in sides}
+    cores = {
+        name: float(np.median(np.asarray(cpu[name]) / np.asarray(times[name]))) for name in sides
+    }
     for m in methods:  # scaled to all runs
         for name in (m, m + " pool"):
             times[name] = [t * runs / subset for t in times[name]]
@@ -347,50 +375,82 @@ def main() -> None:
         "odeint": "scipy odeint (Fortran LSODA), loop",
         "odeint pool": "scipy odeint (Fortran LSODA), 2-process pool",
     }
-    print(f"{rounds} interleaved rounds; scipy timed on {subset} evenly spaced runs and scaled to {runs}; "
-          f"load average before {load_before[0]:.2f}, after {load_after[0]:.2f}")
+    print(
+        f"{rounds} interleaved rounds; scipy timed on {subset} evenly spaced runs and scaled to {runs}; "
+        f"load average before {load_before[0]:.2f}, after {load_after[0]:.2f}"
+    )
     print(f"{'':50} {'median (min-max) for ' + str(runs) + ' runs':>36} {'per run':>10}  simjax is")
     for name, label in labels.items():
         ratio = "" if name == "simjax" else faster(med[name] / med["simjax"])
         print(f"{label:50} {spread(times[name]):>36} {med[name] / runs * 1e6:8.1f} us  {ratio}")
-    print(f"simjax first call (trace + compile + run): {sweep.first:.2f} s; {sweep.summary.failed} failed; "
-          f"raw diffrax compile: {diffrax_compile:.2f} s")
-    print(f"simjax time to results for the whole sweep from a cold start (first call): {sweep.first:.2f} s, "
-          + ", ".join(f"{faster(med[n] / sweep.first)} than {n}" for n in ("RK45 pool", "LSODA pool", "odeint pool")))
-    print("pool speed-up over the loop: " + ", ".join(f"{m} {med[m] / med[m + ' pool']:.2f}x" for m in methods))
-    print("cores each side got (CPU time of its threads and workers / wall time, median): "
-          + ", ".join(f"{name} {c:.2f}" for name, c in cores.items()))
+    print(
+        f"simjax first call (trace + compile + run): {sweep.first:.2f} s; {sweep.summary.failed} failed; "
+        f"raw diffrax compile: {diffrax_compile:.2f} s"
+    )
+    print(
+        f"simjax time to results for the whole sweep from a cold start (first call): {sweep.first:.2f} s, "
+        + ", ".join(
+            f"{faster(med[n] / sweep.first)} than {n}"
+            for n in ("RK45 pool", "LSODA pool", "odeint pool")
+        )
+    )
+    print(
+        "pool speed-up over the loop: "
+        + ", ".join(f"{m} {med[m] / med[m + ' pool']:.2f}x" for m in methods)
+    )
+    print(
+        "cores each side got (CPU time of its threads and workers / wall time, median): "
+        + ", ".join(f"{name} {c:.2f}" for name, c in cores.items())
+    )
     checks = [f"raw diffrax {rel(diffrax_prey, prey):.1e}"]
     for m in methods:
         checks.append(f"{m} {rel(scipy_runs((m, a_sub, b_sub)), prey[pick]):.1e}")
         checks.append(f"{m} pool {rel(scipy_pool_runs(pool, m, a_sub, b_sub)[0], prey[pick]):.1e}")
-    print("max relative difference of the prey trajectories from simjax's: " + ", ".join(checks), flush=True)
+    print(
+        "max relative difference of the prey trajectories from simjax's: " + ", ".join(checks),
+        flush=True,
+    )
     pool.close()
     pool.join()
     if args.no_extras:
         return
 
     # chunk size: how many runs one vmapped batch holds (one device), interleaved rounds
-    chunk_sweeps = {c: sweep if c == 256 else SimjaxSweep(write_config(folder, side, c)) for c in (64, 128, 256, 512, 1024)}
+    chunk_sweeps = {
+        c: sweep if c == 256 else SimjaxSweep(write_config(folder, side, c))
+        for c in (64, 128, 256, 512, 1024)
+    }
     chunk_times = interleave(chunk_sweeps, rounds)
-    print("chunk size (1 device), median (min-max) for the sweep: "
-          + "; ".join(f"{c}: {spread(t)}" for c, t in chunk_times.items()), flush=True)
+    print(
+        "chunk size (1 device), median (min-max) for the sweep: "
+        + "; ".join(f"{c}: {spread(t)}" for c, t in chunk_times.items()),
+        flush=True,
+    )
 
     # 1 vs 2 host devices, each in a fresh process with two host devices available
     for chunk in (256, 1024):
         path = write_config(folder, side, chunk)
         scaling = {d: run_child(path, repeats, d, host_devices=2) for d in (1, 2)}
         one, two = scaling[1]["median"], scaling[2]["median"]
-        print(f"chunk {chunk}, devices (median of {repeats}): 1 -> {one:.3f} s ({scaling[1]['min']:.3f}-{scaling[1]['max']:.3f}), "
-              f"2 -> {two:.3f} s ({scaling[2]['min']:.3f}-{scaling[2]['max']:.3f}): speed-up {one / two:.2f}x", flush=True)
+        print(
+            f"chunk {chunk}, devices (median of {repeats}): 1 -> {one:.3f} s ({scaling[1]['min']:.3f}-{scaling[1]['max']:.3f}), "
+            f"2 -> {two:.3f} s ({scaling[2]['min']:.3f}-{scaling[2]['max']:.3f}): speed-up {one / two:.2f}x",
+            flush=True,
+        )
 
     # peak memory: chunks of 256 vs one chunk of every run, fresh processes, one device
     one_chunk = write_config(folder, side, runs)
-    memory = {chunk: run_child(path, 1, None, host_devices=1) for chunk, path in ((256, config), (runs, one_chunk))}
+    memory = {
+        chunk: run_child(path, 1, None, host_devices=1)
+        for chunk, path in ((256, config), (runs, one_chunk))
+    }
     for chunk, m in memory.items():
-        print(f"chunk {chunk}: peak RSS while sweeping {m['peak_rss_mb']:.0f} MiB, {m['peak_rss_mb'] - m['base_rss_mb']:.0f} MiB "
-              f"over the {m['base_rss_mb']:.0f} MiB before (compiled); peak including compilation "
-              f"{m['first_peak_rss_mb']:.0f} MiB; {m['median']:.3f} s", flush=True)
+        print(
+            f"chunk {chunk}: peak RSS while sweeping {m['peak_rss_mb']:.0f} MiB, {m['peak_rss_mb'] - m['base_rss_mb']:.0f} MiB "
+            f"over the {m['base_rss_mb']:.0f} MiB before (compiled); peak including compilation "
+            f"{m['first_peak_rss_mb']:.0f} MiB; {m['median']:.3f} s",
+            flush=True,
+        )
     print(f"load average at the end {os.getloadavg()[0]:.2f}")
 
 

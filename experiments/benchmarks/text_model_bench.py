@@ -37,8 +37,15 @@ from solvers import OdeSolver
 
 jax.config.update("jax_enable_x64", True)
 
-LV = {"prey": "alpha * prey - beta * prey * predator", "predator": "delta * prey * predator - gamma * predator"}
-ROBERTSON = {"y1": "-k1 * y1 + k3 * y2 * y3", "y2": "k1 * y1 - k3 * y2 * y3 - k2 * y2 ** 2", "y3": "k2 * y2 ** 2"}
+LV = {
+    "prey": "alpha * prey - beta * prey * predator",
+    "predator": "delta * prey * predator - gamma * predator",
+}
+ROBERTSON = {
+    "y1": "-k1 * y1 + k3 * y2 * y3",
+    "y2": "k1 * y1 - k3 * y2 * y3 - k2 * y2 ** 2",
+    "y3": "k2 * y2 ** 2",
+}
 
 
 def best(fn, *args, repeats: int) -> float:
@@ -61,12 +68,39 @@ def main() -> None:
     solver = OdeSolver(method="tsit5", rtol=1e-8, atol=1e-8)
     initial = {"prey": 30.0, "predator": 4.0}
     alphas = jnp.linspace(0.4, 0.7, 1000)
-    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}")
+    print(
+        f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}"
+    )
     print(f"{'work':<28}{'python (us)':>14}{'text (us)':>14}{'ratio':>8}")
     for label, make in [
-        ("one solve", lambda m: jax.jit(lambda a: sim.simulate(m, {**m.default_params(), "alpha": a}, t, initial=initial, solver=solver).observables["prey"])),
-        ("1,000 solves (vmap)", lambda m: jax.jit(jax.vmap(lambda a: sim.simulate(m, {**m.default_params(), "alpha": a}, t, initial=initial, solver=solver).observables["prey"]))),
-        ("gradient of one solve", lambda m: jax.jit(jax.grad(lambda a: sim.simulate(m, {**m.default_params(), "alpha": a}, t, initial=initial, solver=solver).observables["prey"][-1]))),
+        (
+            "one solve",
+            lambda m: jax.jit(
+                lambda a: sim.simulate(
+                    m, {**m.default_params(), "alpha": a}, t, initial=initial, solver=solver
+                ).observables["prey"]
+            ),
+        ),
+        (
+            "1,000 solves (vmap)",
+            lambda m: jax.jit(
+                jax.vmap(
+                    lambda a: sim.simulate(
+                        m, {**m.default_params(), "alpha": a}, t, initial=initial, solver=solver
+                    ).observables["prey"]
+                )
+            ),
+        ),
+        (
+            "gradient of one solve",
+            lambda m: jax.jit(
+                jax.grad(
+                    lambda a: sim.simulate(
+                        m, {**m.default_params(), "alpha": a}, t, initial=initial, solver=solver
+                    ).observables["prey"][-1]
+                )
+            ),
+        ),
     ]:
         x = alphas if "vmap" in label else jnp.asarray(0.55)
         fp, ft = make(python), make(text)
@@ -102,7 +136,10 @@ def stiff(repeats: int) -> None:
     print(f"{'work':<28}{'autodiff (ms)':>14}{'symbolic (ms)':>14}{'ratio':>8}")
     for label, make in [
         ("one solve", lambda m: jax.jit(lambda k1: solve(m, k1).observables["y3"])),
-        ("gradient of one solve", lambda m: jax.jit(jax.grad(lambda k1: solve(m, k1).observables["y3"][-1]))),
+        (
+            "gradient of one solve",
+            lambda m: jax.jit(jax.grad(lambda k1: solve(m, k1).observables["y3"][-1])),
+        ),
     ]:
         x = jnp.asarray(0.04)
         fa, fs = make(autodiff), make(symbolic)

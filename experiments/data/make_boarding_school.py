@@ -22,7 +22,9 @@ IN_BED = [3, 8, 26, 76, 225, 298, 258, 233, 189, 128, 68, 29, 14, 4]
 
 def main() -> None:
     with h5py.File(HERE / "boarding_school.h5", "w") as f:
-        f.attrs["source"] = "Influenza in a boarding school, BMJ 1978;1:587; 763 boys, one index case on day 0"
+        f.attrs["source"] = (
+            "Influenza in a boarding school, BMJ 1978;1:587; 763 boys, one index case on day 0"
+        )
         f.attrs["units"] = "boys confined to bed; days since the first case"
         f.create_dataset("day", data=np.arange(1.0, len(IN_BED) + 1.0))
         f.create_dataset("in_bed", data=np.asarray(IN_BED, dtype=float))

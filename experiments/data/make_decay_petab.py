@@ -37,11 +37,19 @@ def write(folder: Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "decay.xml").write_text(SBML)
     (folder / "conditions.tsv").write_text("conditionId\nc0\n")
-    (folder / "observables.tsv").write_text("observableId\tobservableFormula\tnoiseFormula\nobs_A\tA\t0.05\n")
+    (folder / "observables.tsv").write_text(
+        "observableId\tobservableFormula\tnoiseFormula\nobs_A\tA\t0.05\n"
+    )
     t = np.linspace(0.0, 5.0, 11)
-    y = TRUTH["A0"] * np.exp(-TRUTH["k"] * t) * (1 + 0.025 * np.random.default_rng(0).standard_normal(t.size))
+    y = (
+        TRUTH["A0"]
+        * np.exp(-TRUTH["k"] * t)
+        * (1 + 0.025 * np.random.default_rng(0).standard_normal(t.size))
+    )
     rows = "".join(f"obs_A\tc0\t{float(a)!r}\t{float(b)!r}\n" for a, b in zip(t, y))
-    (folder / "measurements.tsv").write_text("observableId\tsimulationConditionId\ttime\tmeasurement\n" + rows)
+    (folder / "measurements.tsv").write_text(
+        "observableId\tsimulationConditionId\ttime\tmeasurement\n" + rows
+    )
     (folder / "parameters.tsv").write_text(
         "parameterId\tparameterScale\tlowerBound\tupperBound\tnominalValue\testimate\nk\tlog10\t0.01\t10\t0.5\t1\nA0\tlog10\t0.1\t10\t1\t1\n"
     )

@@ -27,7 +27,9 @@ def main() -> None:
     rng = np.random.default_rng(0)
     noisy = u + NOISE * np.abs(u).max() * rng.standard_normal(u.shape)
     with h5py.File(HERE / "heat_snapshots.h5", "w") as f:
-        f.attrs["source"] = f"sim run of {CONFIG.name} with diffusivity = {TRUTH}, {NOISE:.0%} Gaussian noise, seed 0"
+        f.attrs["source"] = (
+            f"sim run of {CONFIG.name} with diffusivity = {TRUTH}, {NOISE:.0%} Gaussian noise, seed 0"
+        )
         f.attrs["diffusivity"] = TRUTH
         f.create_dataset("t", data=run.time)
         f.create_dataset("x", data=run.groups["grid"]["x"])

@@ -24,7 +24,14 @@ SETTINGS = ["system.seed=1", "time.steps=64000"]
 
 
 def write(path: Path = HERE / "lj_rdf_target.h5", truth=TRUTH) -> Path:
-    config = sim.load_config(CONFIG, [*(f"params.{k}={v}" for k, v in truth.items()), *SETTINGS, f'data.file="{HERE / "unused.h5"}"'])
+    config = sim.load_config(
+        CONFIG,
+        [
+            *(f"params.{k}={v}" for k, v in truth.items()),
+            *SETTINGS,
+            f'data.file="{HERE / "unused.h5"}"',
+        ],
+    )
     record = sim.run(config).to_record()
     with h5py.File(path, "w") as f:
         f["observables/rdf/value"] = np.asarray(record["observables/rdf/value"])[-1]

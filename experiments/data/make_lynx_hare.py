@@ -15,9 +15,13 @@ HERE = Path(__file__).resolve().parent
 
 
 def main() -> None:
-    table = np.genfromtxt(HERE / "hudson-bay-lynx-hare.csv", delimiter=",", names=True, skip_header=1)
+    table = np.genfromtxt(
+        HERE / "hudson-bay-lynx-hare.csv", delimiter=",", names=True, skip_header=1
+    )
     with h5py.File(HERE / "lynx_hare.h5", "w") as f:
-        f.attrs["source"] = "Hudson's Bay Company pelts (Howard 2009, via the Stan Lotka-Volterra case study)"
+        f.attrs["source"] = (
+            "Hudson's Bay Company pelts (Howard 2009, via the Stan Lotka-Volterra case study)"
+        )
         f.attrs["units"] = "thousands of pelts; year"
         f.create_dataset("year", data=table["year"].astype(float))
         f.create_dataset("hare", data=table["hare"].astype(float))

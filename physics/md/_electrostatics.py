@@ -39,7 +39,14 @@ from jax.scipy.special import erf, erfc
 from jaxtyping import Array, Float, PyTree
 
 from .._base import Parameter
-from ._potentials import PairModel, _check_options, _check_species, _lj, lj_tail_energy, lj_tail_pressure
+from ._potentials import (
+    PairModel,
+    _check_options,
+    _check_species,
+    _lj,
+    lj_tail_energy,
+    lj_tail_pressure,
+)
 from ._types import Edges, Forces, NeighbourIndex, Positions, Scalar
 from ._units import REAL
 from .base import System
@@ -81,7 +88,9 @@ def ewald_kmax(edges, alpha: float, accuracy: float) -> tuple[int, ...]:
     falls to `accuracy` at n_a = alpha L_a sqrt(-ln accuracy) / pi."""
     reach = alpha * math.sqrt(-math.log(accuracy)) / math.pi
     # (at most MAX_POINTS per axis, which the caller refuses: a huge alpha gives infinity)
-    return tuple(max(1, math.ceil(min(reach * float(edge), MAX_POINTS))) for edge in np.asarray(edges))
+    return tuple(
+        max(1, math.ceil(min(reach * float(edge), MAX_POINTS))) for edge in np.asarray(edges)
+    )
 
 
 def _smooth_sizes(start: int) -> int:
@@ -107,7 +116,9 @@ def pme_mesh(edges, alpha: float, accuracy: float, order: int) -> tuple[int, ...
     by the Gaussian screening of that frequency.
     """
     out = []
-    for edge in np.asarray(edges, dtype=float).tolist():  # (Python floats: a huge alpha makes inf, not a warning)
+    for edge in np.asarray(
+        edges, dtype=float
+    ).tolist():  # (Python floats: a huge alpha makes inf, not a warning)
         size = _smooth_sizes(max(2 * order, 8))
         while size**3 <= MAX_POINTS:  # (beyond: refused by the caller)
             n = np.arange(1, size // 2 + 1, dtype=float)
@@ -129,7 +140,9 @@ def real_space_pair(r2: Array, qq: Array, alpha: float) -> Array:
     return qq * erfc(alpha * r) / r
 
 
-def excluded_energy(position: Positions, charges: Charges, edges: Edges, pairs: Array, alpha: float) -> Scalar:
+def excluded_energy(
+    position: Positions, charges: Charges, edges: Edges, pairs: Array, alpha: float
+) -> Scalar:
     """-sum over excluded pairs of q_i q_j erf(alpha r) / r: what the reciprocal sum
     counts of the pairs within one molecule, which the real-space sum leaves out, so
     that such pairs do not interact at all (minimum image)."""
@@ -149,7 +162,9 @@ def _complex(dtype):
     return jnp.complex64 if dtype == jnp.float32 else jnp.complex128
 
 
-def ewald_reciprocal_energy(position: Positions, charges: Charges, edges: Edges, alpha: float, kmax: tuple[int, ...]) -> Scalar:
+def ewald_reciprocal_energy(
+    position: Positions, charges: Charges, edges: Edges, alpha: float, kmax: tuple[int, ...]
+) -> Scalar:
     """U_recip of the Ewald sum over k = 2 pi (n_x / L_x, n_y / L_y, n_z / L_z) with
     |n_a| <= kmax[a], k != 0 (3-D orthorhombic box).
 
@@ -202,7 +217,9 @@ def bspline_moduli(size: int, order: int) -> np.ndarray:
     return np.where(power > 1e-10, 1.0 / np.maximum(power, 1e-300), 0.0)
 
 
-def spread_charges(position: Positions, charges: Charges, edges: Edges, mesh: tuple[int, ...], order: int) -> Array:
+def spread_charges(
+    position: Positions, charges: Charges, edges: Edges, mesh: tuple[int, ...], order: int
+) -> Array:
     """The SPME charge array Q [K_x, K_y, K_z]: each charge spread over p^3 mesh points by
     products of B-spline weights of its scaled fractional coordinates (periodic)."""
     dtype = position.dtype
@@ -211,15 +228,29 @@ def spread_charges(position: Positions, charges: Charges, edges: Edges, mesh: tu
     base = jnp.floor(u)
     w = bspline_weights(u - base, order)  # [n, 3, p]
     j = jnp.arange(order, dtype=jnp.int32)
-    points = jnp.mod(base.astype(jnp.int32)[:, :, None] - j, jnp.asarray(sizes, jnp.int32)[None, :, None])  # [n, 3, p]
-    weight = charges[:, None, None, None] * w[:, 0, :, None, None] * w[:, 1, None, :, None] * w[:, 2, None, None, :]
-    flat = (points[:, 0, :, None, None] * mesh[1] + points[:, 1, None, :, None]) * mesh[2] + points[:, 2, None, None, :]
+    points = jnp.mod(
+        base.astype(jnp.int32)[:, :, None] - j, jnp.asarray(sizes, jnp.int32)[None, :, None]
+    )  # [n, 3, p]
+    weight = (
+        charges[:, None, None, None]
+        * w[:, 0, :, None, None]
+        * w[:, 1, None, :, None]
+        * w[:, 2, None, None, :]
+    )
+    flat = (points[:, 0, :, None, None] * mesh[1] + points[:, 1, None, :, None]) * mesh[2] + points[
+        :, 2, None, None, :
+    ]
     grid = jnp.zeros(int(np.prod(sizes)), dtype).at[flat.reshape(-1)].add(weight.reshape(-1))
     return grid.reshape(mesh)
 
 
 def pme_reciprocal_energy(
-    position: Positions, charges: Charges, edges: Edges, alpha: float, mesh: tuple[int, ...], order: int
+    position: Positions,
+    charges: Charges,
+    edges: Edges,
+    alpha: float,
+    mesh: tuple[int, ...],
+    order: int,
 ) -> Scalar:
     """U_recip by smooth particle-mesh Ewald (3-D orthorhombic box): the charges spread on
     the mesh (`spread_charges`), one real FFT, and
@@ -300,35 +331,85 @@ class LennardJonesCoulomb(PairModel):
     n_species: int = eqx.field(static=True, default=2)
 
     name: ClassVar[str] = "lj_coulomb"
-    description: ClassVar[str] = "Lennard-Jones plus point charges per species, Coulomb by Ewald or particle-mesh Ewald"
+    description: ClassVar[str] = (
+        "Lennard-Jones plus point charges per species, Coulomb by Ewald or particle-mesh Ewald"
+    )
     parameters: ClassVar[tuple[Parameter, ...]] = (
-        Parameter("epsilon", 1.0, "reduced", "depth of the Lennard-Jones well (0: charges only)", "nonnegative"),
-        Parameter("sigma", 1.0, "reduced", "particle diameter (where the Lennard-Jones phi = 0)", "positive"),
-        Parameter("charges", (1.0, -1.0), "reduced", "charge of each species, q / sqrt(4 pi eps0 sigma epsilon) (n_species values)"),
+        Parameter(
+            "epsilon",
+            1.0,
+            "reduced",
+            "depth of the Lennard-Jones well (0: charges only)",
+            "nonnegative",
+        ),
+        Parameter(
+            "sigma",
+            1.0,
+            "reduced",
+            "particle diameter (where the Lennard-Jones phi = 0)",
+            "positive",
+        ),
+        Parameter(
+            "charges",
+            (1.0, -1.0),
+            "reduced",
+            "charge of each species, q / sqrt(4 pi eps0 sigma epsilon) (n_species values)",
+        ),
     )
     pair_parameters: ClassVar[tuple[str, ...]] = ("epsilon", "sigma")
 
     def __check_init__(self):
         _check_options(self)
         if self.electrostatics not in METHODS:
-            raise ValueError(f"lj_coulomb: electrostatics = {self.electrostatics!r} is not a method; expected one of: {', '.join(METHODS)}")
-        if not (isinstance(self.ewald_accuracy, (int, float)) and 0 < self.ewald_accuracy <= MAX_ACCURACY):
-            raise ValueError(f"lj_coulomb: ewald_accuracy = {self.ewald_accuracy!r}; expected a number above 0 and at most {MAX_ACCURACY:g} (such as 1e-5)")
-        if not (isinstance(self.ewald_alpha, (int, float)) and self.ewald_alpha >= 0 and math.isfinite(self.ewald_alpha)):
-            raise ValueError(f"lj_coulomb: ewald_alpha = {self.ewald_alpha!r}; expected a positive number (0: from ewald_accuracy)")
-        if isinstance(self.pme_order, bool) or not isinstance(self.pme_order, int) or not 3 <= self.pme_order <= 8:
-            raise ValueError(f"lj_coulomb: pme_order = {self.pme_order!r}; expected a whole number from 3 to 8")
+            raise ValueError(
+                f"lj_coulomb: electrostatics = {self.electrostatics!r} is not a method; expected one of: {', '.join(METHODS)}"
+            )
+        if not (
+            isinstance(self.ewald_accuracy, (int, float))
+            and 0 < self.ewald_accuracy <= MAX_ACCURACY
+        ):
+            raise ValueError(
+                f"lj_coulomb: ewald_accuracy = {self.ewald_accuracy!r}; expected a number above 0 and at most {MAX_ACCURACY:g} (such as 1e-5)"
+            )
+        if not (
+            isinstance(self.ewald_alpha, (int, float))
+            and self.ewald_alpha >= 0
+            and math.isfinite(self.ewald_alpha)
+        ):
+            raise ValueError(
+                f"lj_coulomb: ewald_alpha = {self.ewald_alpha!r}; expected a positive number (0: from ewald_accuracy)"
+            )
+        if (
+            isinstance(self.pme_order, bool)
+            or not isinstance(self.pme_order, int)
+            or not 3 <= self.pme_order <= 8
+        ):
+            raise ValueError(
+                f"lj_coulomb: pme_order = {self.pme_order!r}; expected a whole number from 3 to 8"
+            )
         for key, low in (("ewald_kmax", 1), ("pme_mesh", self.pme_order)):
             value = getattr(self, key)
-            if value != () and (not isinstance(value, tuple) or len(value) != 3 or not all(isinstance(v, int) and not isinstance(v, bool) and v >= low for v in value)):
+            if value != () and (
+                not isinstance(value, tuple)
+                or len(value) != 3
+                or not all(
+                    isinstance(v, int) and not isinstance(v, bool) and v >= low for v in value
+                )
+            ):
                 shown = list(value) if isinstance(value, tuple) else value
-                raise ValueError(f"lj_coulomb: {key} = {shown!r}; expected three whole numbers >= {low}, one per axis (or none: from ewald_accuracy)")
+                raise ValueError(
+                    f"lj_coulomb: {key} = {shown!r}; expected three whole numbers >= {low}, one per axis (or none: from ewald_accuracy)"
+                )
             if value and _points(key, value) > MAX_POINTS:
-                raise ValueError(f"lj_coulomb: {key} = {list(value)!r} gives more than {MAX_POINTS:,} k-vectors or mesh points")
+                raise ValueError(
+                    f"lj_coulomb: {key} = {list(value)!r} gives more than {MAX_POINTS:,} k-vectors or mesh points"
+                )
         defaults = {f.name: f.default for f in dataclasses.fields(self)}
         for key in other_method_options(self.electrostatics):
             if getattr(self, key) != defaults[key]:
-                raise ValueError(f"lj_coulomb: {key} = {getattr(self, key)!r} does not apply to electrostatics = {self.electrostatics!r}; leave it out, or choose the other method")
+                raise ValueError(
+                    f"lj_coulomb: {key} = {getattr(self, key)!r} does not apply to electrostatics = {self.electrostatics!r}; leave it out, or choose the other method"
+                )
 
     @property
     def alpha(self) -> float:
@@ -347,18 +428,27 @@ class LennardJonesCoulomb(PairModel):
     def for_system(self, system: System) -> LennardJonesCoulomb:
         """The model with alpha and the k-vectors (ewald) or the mesh (pme) fixed for the
         system's box, which must be concrete (not traced)."""
-        if self.ewald_alpha and (self.ewald_kmax if self.electrostatics == "ewald" else self.pme_mesh):
+        if self.ewald_alpha and (
+            self.ewald_kmax if self.electrostatics == "ewald" else self.pme_mesh
+        ):
             return self
         edges = _concrete_edges(system)
         alpha = self.alpha
         if self.electrostatics == "ewald":
             sizes = {"ewald_kmax": self.ewald_kmax or ewald_kmax(edges, alpha, self.ewald_accuracy)}
         else:
-            sizes = {"pme_mesh": self.pme_mesh or pme_mesh(edges, alpha, self.ewald_accuracy, self.pme_order)}
-        (key, value), = sizes.items()
+            sizes = {
+                "pme_mesh": self.pme_mesh
+                or pme_mesh(edges, alpha, self.ewald_accuracy, self.pme_order)
+            }
+        ((key, value),) = sizes.items()
         if _points(key, value) > MAX_POINTS:
             given = f"ewald_alpha = {self.ewald_alpha:g} with " if self.ewald_alpha else ""
-            cure = "lower ewald_alpha or loosen ewald_accuracy" if self.ewald_alpha else "loosen ewald_accuracy or raise the cutoff"
+            cure = (
+                "lower ewald_alpha or loosen ewald_accuracy"
+                if self.ewald_alpha
+                else "loosen ewald_accuracy or raise the cutoff"
+            )
             raise ValueError(
                 f"lj_coulomb: {given}ewald_accuracy = {self.ewald_accuracy:g} asks for {key} = {list(value)} in this box, more than "
                 f"{MAX_POINTS:,} k-vectors or mesh points; {cure}"
@@ -384,13 +474,19 @@ class LennardJonesCoulomb(PairModel):
     def reciprocal_energy(self, system: System, params: PyTree) -> Scalar:
         """U_recip of the configuration (the model must be sized: `for_system`), less
         the share of the pairs within one molecule (`excluded_energy`)."""
-        return self._reciprocal(system.position, system.space.box, _charges(self, system, params), _excluded(system))
+        return self._reciprocal(
+            system.position, system.space.box, _charges(self, system, params), _excluded(system)
+        )
 
-    def _reciprocal(self, position: Positions, edges: Edges, charges: Charges, excluded: Array | None) -> Scalar:
+    def _reciprocal(
+        self, position: Positions, edges: Edges, charges: Charges, excluded: Array | None
+    ) -> Scalar:
         if self.electrostatics == "ewald":
             energy = ewald_reciprocal_energy(position, charges, edges, self.alpha, self.ewald_kmax)
         else:
-            energy = pme_reciprocal_energy(position, charges, edges, self.alpha, self.pme_mesh, self.pme_order)
+            energy = pme_reciprocal_energy(
+                position, charges, edges, self.alpha, self.pme_mesh, self.pme_order
+            )
         if excluded is not None:
             energy = energy + excluded_energy(position, charges, edges, excluded, self.alpha)
         return energy
@@ -404,12 +500,20 @@ class LennardJonesCoulomb(PairModel):
     def coulomb_self_energy(self, system: System, params: PyTree) -> Scalar:
         return self_energy(_charges(self, system, params), self.alpha)
 
-    def interaction_energy(self, system: System, params: PyTree, neighbours: NeighbourIndex | None = None) -> Scalar:
+    def interaction_energy(
+        self, system: System, params: PyTree, neighbours: NeighbourIndex | None = None
+    ) -> Scalar:
         sized = self.for_system(system)
         pairs = PairModel.interaction_energy(sized, system, params, neighbours)
-        return pairs + sized.reciprocal_energy(system, params) + sized.coulomb_self_energy(system, params)
+        return (
+            pairs
+            + sized.reciprocal_energy(system, params)
+            + sized.coulomb_self_energy(system, params)
+        )
 
-    def forces_and_virial(self, system: System, params: PyTree, neighbours: NeighbourIndex | None = None) -> tuple[Forces, Edges]:
+    def forces_and_virial(
+        self, system: System, params: PyTree, neighbours: NeighbourIndex | None = None
+    ) -> tuple[Forces, Edges]:
         """Forces [n, dim] and the diagonal of the virial tensor [dim]: the pairs' from one
         pass over the list, U_recip's from one reverse pass through it (with respect to
         the positions and to a stretch x_a -> lambda_a x_a, L_a -> lambda_a L_a of each axis)."""
@@ -422,16 +526,22 @@ class LennardJonesCoulomb(PairModel):
         d_position, d_stretch = jax.grad(reciprocal, argnums=(0, 1))(system.position, ones)
         return force - d_position, virial - d_stretch
 
-    def forces(self, system: System, params: PyTree, neighbours: NeighbourIndex | None = None) -> Forces:
+    def forces(
+        self, system: System, params: PyTree, neighbours: NeighbourIndex | None = None
+    ) -> Forces:
         return self.forces_and_virial(system, params, neighbours)[0]
 
-    def virial(self, system: System, params: PyTree, neighbours: NeighbourIndex | None = None) -> Scalar:
+    def virial(
+        self, system: System, params: PyTree, neighbours: NeighbourIndex | None = None
+    ) -> Scalar:
         return jnp.sum(self.forces_and_virial(system, params, neighbours)[1])
 
     def check_params(self, system: System, params: PyTree) -> None:
         _check_species(self, system, params)
         if not system.space.periodic or system.dim != 3:
-            raise ValueError(f"lj_coulomb: Ewald sums need a 3-D periodic box, got a {'periodic' if system.space.periodic else 'free'} {system.dim}-D space")
+            raise ValueError(
+                f"lj_coulomb: Ewald sums need a 3-D periodic box, got a {'periodic' if system.space.periodic else 'free'} {system.dim}-D space"
+            )
         charges = np.asarray(params["charges"], dtype=float)
         if charges.shape != (self.n_species,):
             raise ValueError(

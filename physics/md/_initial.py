@@ -57,7 +57,9 @@ def lattice(kind: str, cells: int | tuple[int, int, int], density: float, *, dty
         >>> system = lattice("fcc", 5, density=0.8442)       # 500 particles
     """
     if kind not in _BASIS:
-        raise ValueError(f"unknown lattice {kind!r}; expected one of {', '.join(LATTICES)}.{_did_you_mean(kind, LATTICES)}")
+        raise ValueError(
+            f"unknown lattice {kind!r}; expected one of {', '.join(LATTICES)}.{_did_you_mean(kind, LATTICES)}"
+        )
     counts = (cells,) * 3 if isinstance(cells, (int, np.integer)) else tuple(int(c) for c in cells)
     if len(counts) != 3 or min(counts) < 1:
         raise ValueError(f"cells must be a positive integer or three of them, got {cells!r}")
@@ -91,7 +93,9 @@ def _at_rest(position: np.ndarray, space: Space, dtype, bonds=None) -> System:
 
 def _box_for(n: int, density: float, dim: int) -> float:
     if not (n >= 1 and density > 0 and math.isfinite(density)):
-        raise ValueError(f"need n >= 1 particles and a positive density, got n={n}, density={density!r}")
+        raise ValueError(
+            f"need n >= 1 particles and a positive density, got n={n}, density={density!r}"
+        )
     return (n / density) ** (1.0 / dim)
 
 
@@ -116,7 +120,11 @@ def random_packing(
     space = Periodic(jnp.full(dim, edge, dtype))
     position, ok = _sequential_addition(key, n, dim, edge, min_distance, tries, dtype, None, 0.0)
     if not bool(ok):
-        fraction = math.pi / 6 * density * min_distance**3 if dim == 3 else math.pi / 4 * density * min_distance**2
+        fraction = (
+            math.pi / 6 * density * min_distance**3
+            if dim == 3
+            else math.pi / 4 * density * min_distance**2
+        )
         raise ValueError(
             f"random_packing could not place {n} particles {min_distance} apart at density {density} "
             f"(covered fraction {fraction:.2f}); lower the density or min_distance, or start from a lattice"
@@ -146,12 +154,18 @@ def chains(
         raise ValueError(f"need n_chains >= 1 and length >= 1, got {n_chains}, {length}")
     n = n_chains * length
     edge = _box_for(n, density, 3)
-    position, ok = _sequential_addition(key, n, 3, edge, min_distance, tries, dtype, length, bond_length)
+    position, ok = _sequential_addition(
+        key, n, 3, edge, min_distance, tries, dtype, length, bond_length
+    )
     if not bool(ok):
-        raise ValueError(f"chains: could not grow {n_chains} chains of {length} beads at density {density}; lower it")
+        raise ValueError(
+            f"chains: could not grow {n_chains} chains of {length} beads at density {density}; lower it"
+        )
     first = np.arange(n).reshape(n_chains, length)
     bonds = np.stack([first[:, :-1].ravel(), first[:, 1:].ravel()], axis=1).astype(np.int32)
-    return _at_rest(np.asarray(position), Periodic(jnp.full(3, edge, dtype)), dtype, jnp.asarray(bonds))
+    return _at_rest(
+        np.asarray(position), Periodic(jnp.full(3, edge, dtype)), dtype, jnp.asarray(bonds)
+    )
 
 
 def _sequential_addition(key, n, dim, edge, min_distance, tries, dtype, chain_length, bond_length):
@@ -215,7 +229,9 @@ def maxwell_boltzmann(
 
 def thermalize(system: System, key: PRNGKeyArray, temperature: float | Array) -> System:
     """`system` with Maxwell-Boltzmann velocities at `temperature` (zero total momentum)."""
-    return system.at(system.position, maxwell_boltzmann(key, system.mass, temperature, dim=system.dim))
+    return system.at(
+        system.position, maxwell_boltzmann(key, system.mass, temperature, dim=system.dim)
+    )
 
 
 QUANTITIES = {"position": "length", "velocity": "velocity", "mass": "mass"}
@@ -223,7 +239,13 @@ QUANTITIES = {"position": "length", "velocity": "velocity", "mass": "mass"}
 
 
 def read_h5md(
-    path: str | Path, *, group: str = "all", frame: int = -1, dtype=float, max_bytes: int | None = None, units: Units | None = None
+    path: str | Path,
+    *,
+    group: str = "all",
+    frame: int = -1,
+    dtype=float,
+    max_bytes: int | None = None,
+    units: Units | None = None,
 ) -> System:
     """A system from an H5MD file: the positions (and velocities, species, masses when
     present) of `frame` of `/particles/<group>` and its box.
@@ -255,15 +277,20 @@ def read_h5md(
         f = h5py.File(path, "r")
     except OSError as e:
         raise ValueError(f"{path}: not a readable HDF5 file ({str(e).splitlines()[0]})") from None
+
     def read(node, where, frame=None):
         """The values of the dataset `node` (of one frame of it), checked first against
         `max_bytes` and the frames it holds."""
         if frame is not None:
             if not node.shape:
-                raise ValueError(f"{path}: {where}/value is not a dataset of frames; expected an H5MD time-dependent element")
+                raise ValueError(
+                    f"{path}: {where}/value is not a dataset of frames; expected an H5MD time-dependent element"
+                )
             frames = node.shape[0]
             if not -frames <= frame < frames:
-                raise ValueError(f"{path}: {where} has {frames} frames; frame {frame} is not one of them (0..{frames - 1}, or -1 for the last)")
+                raise ValueError(
+                    f"{path}: {where} has {frames} frames; frame {frame} is not one of them (0..{frames - 1}, or -1 for the last)"
+                )
         shape = node.shape if frame is None else node.shape[1:]
         size = 8 * math.prod(shape)
         if max_bytes is not None and size > max_bytes:
@@ -286,17 +313,23 @@ def read_h5md(
         def element(name, required):
             if name not in g:
                 if required:
-                    raise ValueError(f"{path}: /{base}/{name} is missing; expected an H5MD particle group")
+                    raise ValueError(
+                        f"{path}: /{base}/{name} is missing; expected an H5MD particle group"
+                    )
                 return None
             node = g[name]
             if isinstance(node, h5py.Group):
                 if not isinstance(node.get("value"), h5py.Dataset) or node["value"].ndim < 1:
-                    raise ValueError(f"{path}: /{base}/{name}/value is missing or not a dataset of frames; expected an H5MD time-dependent element")
+                    raise ValueError(
+                        f"{path}: /{base}/{name}/value is missing or not a dataset of frames; expected an H5MD time-dependent element"
+                    )
                 node = node["value"]
                 value = read(node, f"/{base}/{name}", frame)
             else:
                 value = read(node, f"/{base}/{name}")
-            value = _numbers(value, f"/{base}/{name}", integer=name in ("species", "id", "molecule"))
+            value = _numbers(
+                value, f"/{base}/{name}", integer=name in ("species", "id", "molecule")
+            )
             return converted(node, value, QUANTITIES.get(name))
 
         def converted(node, value, quantity):
@@ -314,14 +347,18 @@ def read_h5md(
 
         def _numbers(value, where, integer=False):
             if value.dtype.kind not in ("iu" if integer else "iuf"):
-                raise ValueError(f"{path}: {where} holds {value.dtype} values; expected {'integers' if integer else 'numbers'}")
+                raise ValueError(
+                    f"{path}: {where} holds {value.dtype} values; expected {'integers' if integer else 'numbers'}"
+                )
             if not integer and not np.all(np.isfinite(value)):
                 raise ValueError(f"{path}: {where} holds NaN or infinity; expected finite numbers")
             return value
 
         position = element("position", True)
         if position.ndim != 2 or position.shape[0] < 1 or position.shape[1] not in (1, 2, 3):
-            raise ValueError(f"{path}: /{base}/position/value must be [time, n, dim] with dim 1, 2 or 3, got a frame of shape {position.shape}")
+            raise ValueError(
+                f"{path}: /{base}/position/value must be [time, n, dim] with dim 1, 2 or 3, got a frame of shape {position.shape}"
+            )
         n, dim = position.shape
         velocity = element("velocity", False)
         species = element("species", False)
@@ -329,18 +366,28 @@ def read_h5md(
         shapes = {"velocity": [(n, dim)], "species": [(n,)], "mass": [(n,), ()]}
         for name, value in (("velocity", velocity), ("species", species), ("mass", mass)):
             if value is not None and value.shape not in shapes[name]:
-                raise ValueError(f"{path}: /{base}/{name} has shape {value.shape}, which does not fit {n} particles in {dim} dimensions")
+                raise ValueError(
+                    f"{path}: /{base}/{name} has shape {value.shape}, which does not fit {n} particles in {dim} dimensions"
+                )
         if mass is not None and np.any(mass <= 0):
             raise ValueError(f"{path}: /{base}/mass holds masses <= 0; expected positive masses")
         if velocity is not None:
             with np.errstate(over="ignore", invalid="ignore"):
-                energy = np.sum((1.0 if mass is None else np.broadcast_to(mass, (n,))[:, None]) * velocity.astype(float) ** 2)
+                energy = np.sum(
+                    (1.0 if mass is None else np.broadcast_to(mass, (n,))[:, None])
+                    * velocity.astype(float) ** 2
+                )
             if not np.isfinite(energy):
-                raise ValueError(f"{path}: /{base}/velocity is too large for a finite kinetic energy")
+                raise ValueError(
+                    f"{path}: /{base}/velocity is too large for a finite kinetic energy"
+                )
         if "box" not in g:
             raise ValueError(f"{path}: /{base}/box is missing; expected an H5MD particle group")
         box = g["box"]
-        boundary = [b.decode() if isinstance(b, bytes) else str(b) for b in np.atleast_1d(box.attrs.get("boundary", ["none"] * dim))]
+        boundary = [
+            b.decode() if isinstance(b, bytes) else str(b)
+            for b in np.atleast_1d(box.attrs.get("boundary", ["none"] * dim))
+        ]
         periodic = all(b == "periodic" for b in boundary)
         space: Space
         if periodic:
@@ -353,15 +400,24 @@ def read_h5md(
             edges = converted(edges, _numbers(value, f"/{base}/box/edges"), "length")
             if edges.ndim == 0:  # a cube
                 edges = np.full(dim, edges)
-            if edges.ndim == 2 and edges.shape == (dim, dim):  # a full box matrix: orthorhombic only
+            if edges.ndim == 2 and edges.shape == (
+                dim,
+                dim,
+            ):  # a full box matrix: orthorhombic only
                 if np.any(np.abs(edges - np.diag(np.diag(edges))) > 0):
-                    raise ValueError(f"{path}: only orthorhombic boxes are supported, got a triclinic box")
+                    raise ValueError(
+                        f"{path}: only orthorhombic boxes are supported, got a triclinic box"
+                    )
                 edges = np.diag(edges)
             if edges.shape != (dim,) or np.any(edges <= 0):
-                raise ValueError(f"{path}: /{base}/box/edges must be {dim} positive lengths, got {np.round(edges, 6).tolist()}")
+                raise ValueError(
+                    f"{path}: /{base}/box/edges must be {dim} positive lengths, got {np.round(edges, 6).tolist()}"
+                )
             # Unwrapped positions may lie some boxes away; a million boxes is not a start.
             if np.any(np.abs(position) > 1e6 * np.max(edges)):
-                raise ValueError(f"{path}: /{base}/position lies more than a million box lengths from the box")
+                raise ValueError(
+                    f"{path}: /{base}/position lies more than a million box lengths from the box"
+                )
             space = Periodic(jnp.asarray(edges, dtype))
         else:
             if np.any(np.abs(position) > 1e100):
@@ -369,11 +425,15 @@ def read_h5md(
             space = Free(ndim=dim)
         ids = element("id", False)
         if ids is not None and (ids.shape != (n,) or np.unique(ids).shape[0] != n):
-            raise ValueError(f"{path}: /{base}/id must hold {n} distinct particle ids, got shape {ids.shape}")
+            raise ValueError(
+                f"{path}: /{base}/id must hold {n} distinct particle ids, got shape {ids.shape}"
+            )
         bonds = _connectivity(f, path, group, n, ids, read)
         molecule = element("molecule", False)
         if molecule is not None and molecule.shape != (n,):
-            raise ValueError(f"{path}: /{base}/molecule has shape {molecule.shape}; expected one molecule id per particle ({n})")
+            raise ValueError(
+                f"{path}: /{base}/molecule has shape {molecule.shape}; expected one molecule id per particle ({n})"
+            )
     topology = None
     if molecule is not None:
         none = jnp.zeros((0, 2), jnp.int32)
@@ -401,10 +461,22 @@ def _connectivity(f, path: Path, group: str, n: int, ids, read) -> np.ndarray | 
     found = []
     if group in top:
         node = top[group]
-        found = [node] if isinstance(node, h5py.Dataset) else [d for d in node.values() if isinstance(d, h5py.Dataset) and d.ndim == 2 and d.shape[1] == 2]
+        found = (
+            [node]
+            if isinstance(node, h5py.Dataset)
+            else [
+                d
+                for d in node.values()
+                if isinstance(d, h5py.Dataset) and d.ndim == 2 and d.shape[1] == 2
+            ]
+        )
     target = f[f"particles/{group}"]
     for node in top.values():
-        ref = node.attrs.get("particles_group") if isinstance(node, h5py.Dataset) and node.ndim == 2 and node.shape[1] == 2 else None
+        ref = (
+            node.attrs.get("particles_group")
+            if isinstance(node, h5py.Dataset) and node.ndim == 2 and node.shape[1] == 2
+            else None
+        )
         if isinstance(ref, h5py.Reference) and ref and f[ref] == target and node not in found:
             found.append(node)
     if not found:
@@ -413,17 +485,23 @@ def _connectivity(f, path: Path, group: str, n: int, ids, read) -> np.ndarray | 
     for node in found:
         value = read(node, node.name)
         if value.dtype.kind not in "iu" or value.ndim != 2 or value.shape[1] != 2:
-            raise ValueError(f"{path}: {node.name} must be [b, 2] integer particle ids (pairs), got {value.dtype} of shape {value.shape}")
+            raise ValueError(
+                f"{path}: {node.name} must be [b, 2] integer particle ids (pairs), got {value.dtype} of shape {value.shape}"
+            )
         if ids is not None:
             order = np.argsort(ids)
             at = np.clip(np.searchsorted(ids, value, sorter=order), 0, n - 1)
             known = ids[order[at]] == value
             if not np.all(known):
-                raise ValueError(f"{path}: {node.name} names particle id {value[~known][0]}, which /particles/{group}/id does not hold")
+                raise ValueError(
+                    f"{path}: {node.name} names particle id {value[~known][0]}, which /particles/{group}/id does not hold"
+                )
             value = order[at]
         elif value.size and (value.min() < 0 or value.max() >= n):
             bad = value[(value < 0) | (value >= n)][0]
-            raise ValueError(f"{path}: {node.name} holds particle index {bad}; expected indices 0..{n - 1} of the {n} particles of /particles/{group}")
+            raise ValueError(
+                f"{path}: {node.name} holds particle index {bad}; expected indices 0..{n - 1} of the {n} particles of /particles/{group}"
+            )
         pairs.append(value.astype(np.int64))
     return np.concatenate(pairs)
 

@@ -76,7 +76,15 @@ def radial_distribution(
     half = 0.5 * jnp.min(space.box)
     r_max = half if r_max is None else jnp.minimum(r_max, half)
     edges = jnp.broadcast_to(space.box, (frames.shape[0], frames.shape[2]))
-    centres, g = radial_distribution_frames(frames, edges, r_max=r_max, bins=bins, smoothing=smoothing, species=species, n_species=n_species)
+    centres, g = radial_distribution_frames(
+        frames,
+        edges,
+        r_max=r_max,
+        bins=bins,
+        smoothing=smoothing,
+        species=species,
+        n_species=n_species,
+    )
     g = jnp.mean(g, axis=0)
     return centres, g[0] if n_species == 1 else g
 
@@ -137,7 +145,9 @@ def radial_distribution_frames(
             d = frame[None, :, :] - frame[partner]
             d = d - box * jnp.round(d / box)
             r = jnp.sqrt(jnp.sum(d * d, axis=-1))  # [block, n]
-            weight = jnp.where(m > shifts, 0.0, jnp.where(2 * m == n, 0.5, 1.0)).astype(dtype)[:, None]
+            weight = jnp.where(m > shifts, 0.0, jnp.where(2 * m == n, 0.5, 1.0)).astype(dtype)[
+                :, None
+            ]
             j0 = jnp.floor(jax.lax.stop_gradient(r) / width).astype(offsets.dtype)
             j = j0[..., None] + offsets
             if reach:
@@ -151,7 +161,9 @@ def radial_distribution_frames(
                 for o in range(1, reach + 1):
                     up.append(up[-1] * q)
                     down.append(down[-1] / q)
-                terms = [down[-o] * near[-o] for o in range(-reach, 0)] + [up[o] * near[o] for o in range(reach + 1)]
+                terms = [down[-o] * near[-o] for o in range(-reach, 0)] + [
+                    up[o] * near[o] for o in range(reach + 1)
+                ]
                 kernel = jnp.stack(terms, axis=-1)
                 mass = kernel / jnp.sum(kernel, axis=-1, keepdims=True)
             else:
@@ -159,18 +171,32 @@ def radial_distribution_frames(
             ok = (j >= 0) & (j < bins) & (weight[..., None] > 0)
             slot = kind[species[None, :], species[partner]][..., None] * bins + j
             values = jnp.where(ok, mass * weight[..., None], 0.0)
-            return jnp.zeros(last + 1, dtype).at[jnp.where(ok, slot, last).ravel()].add(values.ravel())[:last]
+            return (
+                jnp.zeros(last + 1, dtype)
+                .at[jnp.where(ok, slot, last).ravel()]
+                .add(values.ravel())[:last]
+            )
 
-        return jnp.sum(jax.lax.map(block_counts, jnp.arange(blocks)), axis=0).reshape(len(pairs), bins)
+        return jnp.sum(jax.lax.map(block_counts, jnp.arange(blocks)), axis=0).reshape(
+            len(pairs), bins
+        )
 
-    counts = jax.lax.map(lambda a: frame_counts(*a), (positions, edges.astype(dtype)))  # [T, pairs, bins]
+    counts = jax.lax.map(
+        lambda a: frame_counts(*a), (positions, edges.astype(dtype))
+    )  # [T, pairs, bins]
     bounds = jnp.arange(bins + 1, dtype=dtype) * width
     shell = _shell_volume(bounds, dim)
     number = jnp.bincount(species, length=n_species).astype(dtype)
     a, b = (np.array([p[k] for p in pairs]) for k in (0, 1))
-    ordered = np.where(a == b, 2.0, 1.0)  # unordered pairs of one species count twice as ordered pairs
+    ordered = np.where(
+        a == b, 2.0, 1.0
+    )  # unordered pairs of one species count twice as ordered pairs
     volume = jnp.prod(edges.astype(dtype), axis=1)
-    ideal = (number[a] * (number[b] - jnp.asarray(a == b, dtype)))[None, :, None] / volume[:, None, None] * shell[None, None, :]
+    ideal = (
+        (number[a] * (number[b] - jnp.asarray(a == b, dtype)))[None, :, None]
+        / volume[:, None, None]
+        * shell[None, None, :]
+    )
     centres = 0.5 * (bounds[1:] + bounds[:-1])
     return centres, jnp.asarray(ordered, dtype)[None, :, None] * counts / ideal
 
@@ -212,7 +238,9 @@ def _autocorrelation(x: Float[Array, "T ..."]) -> Float[Array, "T ..."]:
     return jnp.fft.irfft(f * jnp.conj(f), n=size, axis=0)[:t]
 
 
-def velocity_autocorrelation(velocities: Float[Array, "T n dim"], *, normalize: bool = False) -> Float[Array, " T"]:
+def velocity_autocorrelation(
+    velocities: Float[Array, "T n dim"], *, normalize: bool = False
+) -> Float[Array, " T"]:
     """VACF(t) = <v_i(t) . v_i(0)>, averaged over particles and time origins [T]
     (divided by its value at lag 0 when `normalize`)."""
     t = velocities.shape[0]
@@ -258,5 +286,3 @@ def block_average(values: Float[Array, " T"] | np.ndarray, blocks: int = 10) -> 
         raise ValueError(f"need at least {blocks} samples for {blocks} blocks, got {len(v)}")
     means = v[: size * blocks].reshape(blocks, size).mean(axis=1)
     return float(means.mean()), float(means.std(ddof=1) / math.sqrt(blocks))
-
-

@@ -61,7 +61,14 @@ class PairModel(ParticleModel):
                 out[name] = value[s[i][:, None], s[j]]
         return out
 
-    def _pass(self, system: System, params: PyTree, neighbours: NeighbourIndex | None, with_forces: bool, rows: Array | None = None):
+    def _pass(
+        self,
+        system: System,
+        params: PyTree,
+        neighbours: NeighbourIndex | None,
+        with_forces: bool,
+        rows: Array | None = None,
+    ):
         """Energy, and with_forces also forces and virial, of the pair interactions.
 
         Works per Cartesian component ([rows, k] arrays for x, y, z rather than one
@@ -99,7 +106,11 @@ class PairModel(ParticleModel):
             safe = jnp.where(inside, r2, rc2)
             p = self._pair_values(system, params, i, j)
             if not with_forces:
-                return jnp.sum(jnp.where(inside, self.pair_energy(safe, p), 0.0), axis=1), None, None
+                return (
+                    jnp.sum(jnp.where(inside, self.pair_energy(safe, p), 0.0), axis=1),
+                    None,
+                    None,
+                )
             e, de = jax.jvp(lambda x: self.pair_energy(x, p), (safe,), (jnp.ones_like(safe),))
             e = jnp.where(inside, e, 0.0)
             de = jnp.where(inside, de, 0.0)
@@ -108,14 +119,24 @@ class PairModel(ParticleModel):
             return jnp.sum(e, axis=1), force, virial
 
         width = n if neighbours is None else neighbours.shape[1]
-        energy, force, virial = _by_row_blocks(block, n if rows is None else rows.shape[0], width, neighbours)
+        energy, force, virial = _by_row_blocks(
+            block, n if rows is None else rows.shape[0], width, neighbours
+        )
         return 0.5 * jnp.sum(energy), force, None if virial is None else jnp.sum(virial, axis=0)
 
-    def interaction_energy(self, system: System, params: PyTree, neighbours: NeighbourIndex | None = None) -> Scalar:
+    def interaction_energy(
+        self, system: System, params: PyTree, neighbours: NeighbourIndex | None = None
+    ) -> Scalar:
         energy, _, _ = self._pass(system, params, neighbours, with_forces=False)
         return energy + self.bond_energy(system, params)
 
-    def forces(self, system: System, params: PyTree, neighbours: NeighbourIndex | None = None, rows: Array | None = None) -> Forces:
+    def forces(
+        self,
+        system: System,
+        params: PyTree,
+        neighbours: NeighbourIndex | None = None,
+        rows: Array | None = None,
+    ) -> Forces:
         """Minus the gradient of the energy [n, dim]; with `rows` (particle ids, and
         `neighbours` holding their rows), the forces on those particles only."""
         _, force, _ = self._pass(system, params, neighbours, with_forces=True, rows=rows)
@@ -124,12 +145,18 @@ class PairModel(ParticleModel):
             force = force - (bonded if rows is None else bonded[rows])
         return force
 
-    def virial(self, system: System, params: PyTree, neighbours: NeighbourIndex | None = None) -> Scalar:
+    def virial(
+        self, system: System, params: PyTree, neighbours: NeighbourIndex | None = None
+    ) -> Scalar:
         _, virial = self.pair_forces_and_virial(system, params, neighbours)
         return jnp.sum(virial)
 
     def pair_forces_and_virial(
-        self, system: System, params: PyTree, neighbours: NeighbourIndex | None = None, rows: Array | None = None
+        self,
+        system: System,
+        params: PyTree,
+        neighbours: NeighbourIndex | None = None,
+        rows: Array | None = None,
     ) -> tuple[Forces, Array]:
         """Forces [n, dim] and the diagonal of the virial tensor [dim] of the pair
         interactions and bonds, in one pass: what `forces_and_virial` is for the pair
@@ -146,7 +173,9 @@ class PairModel(ParticleModel):
             force = force - (bonded if rows is None else bonded[rows])
             ones = jnp.ones(system.dim, system.position.dtype)
             bond_virial = jax.grad(lambda s: self.bond_energy(system.scaled(s), params))(ones)
-            virial = virial - (bond_virial if rows is None else jnp.where(rows[0] == 0, bond_virial, 0.0))
+            virial = virial - (
+                bond_virial if rows is None else jnp.where(rows[0] == 0, bond_virial, 0.0)
+            )
         return force, virial
 
     def _range_check(self, params: PyTree, name: str, factor: float, what: str) -> None:
@@ -186,7 +215,11 @@ def _by_row_blocks(fn, n: int, width: int, table: Array | None, elements: int = 
 def _row_table(position: Array) -> Array:
     """The positions as a table for `_neighbour_coordinates`: padded to 4 columns in 3-D.
     The primal gathers rows of its first `dim` columns; the tangent reads it per axis."""
-    return jnp.pad(position, ((0, 0), (0, 4 - position.shape[1]))) if position.shape[1] == 3 else position
+    return (
+        jnp.pad(position, ((0, 0), (0, 4 - position.shape[1])))
+        if position.shape[1] == 3
+        else position
+    )
 
 
 @functools.partial(jax.custom_jvp, nondiff_argnums=(2,))
@@ -209,8 +242,12 @@ def _neighbour_coordinates(table: Array, j: Array, dim: int) -> tuple[Array, ...
     scatter-add of rows, made a gradient through the pass 1.5x slower. The same tangent
     taken from the positions themselves, unpadded, made the gradient of F.w through the
     pass 2.7x slower at 4,000 particles."""
-    numbers = jax.lax.GatherDimensionNumbers(offset_dims=(0,), collapsed_slice_dims=(0,), start_index_map=(0,))
-    planes = jax.lax.gather(table[:, :dim], j[..., None], numbers, slice_sizes=(1, dim), mode="promise_in_bounds")
+    numbers = jax.lax.GatherDimensionNumbers(
+        offset_dims=(0,), collapsed_slice_dims=(0,), start_index_map=(0,)
+    )
+    planes = jax.lax.gather(
+        table[:, :dim], j[..., None], numbers, slice_sizes=(1, dim), mode="promise_in_bounds"
+    )
     return tuple(planes[axis] for axis in range(dim))
 
 
@@ -297,7 +334,9 @@ class LennardJones(PairModel):
     def check_params(self, system: System, params: PyTree) -> None:
         _check_species(self, system, params)
         if self.tail_correction and system.dim != 3:
-            raise ValueError(f"lennard_jones: tail_correction is for 3-D systems, this one is {system.dim}-D")
+            raise ValueError(
+                f"lennard_jones: tail_correction is for 3-D systems, this one is {system.dim}-D"
+            )
 
 
 class Wca(PairModel):
@@ -452,7 +491,9 @@ class BeadSpring(PairModel):
         _check_species(self, system, params)
         self._range_check(params, "sigma", TWO_SIXTH, "the WCA range 2^(1/6) sigma =")
         if system.bonds is None:
-            raise ValueError("bead_spring needs bonds: start from physics.md.chains(...) or a system with bonds")
+            raise ValueError(
+                "bead_spring needs bonds: start from physics.md.chains(...) or a system with bonds"
+            )
 
 
 def _lj_tail_sum(model: PairModel, system: System, params: PyTree, nine: float) -> Array:
@@ -473,7 +514,12 @@ def lj_tail_energy(model: PairModel, system: System, params: PyTree) -> Scalar:
     space): see `LennardJones`."""
     if not (model.tail_correction and system.space.periodic):
         return jnp.zeros((), system.position.dtype)
-    return 8.0 * math.pi / (3.0 * system.space.volume()) * _lj_tail_sum(model, system, params, 1.0 / 3.0)
+    return (
+        8.0
+        * math.pi
+        / (3.0 * system.space.volume())
+        * _lj_tail_sum(model, system, params, 1.0 / 3.0)
+    )
 
 
 def lj_tail_pressure(model: PairModel, system: System, params: PyTree) -> Scalar:

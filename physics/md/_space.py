@@ -95,7 +95,9 @@ class Periodic(Space):
     def __init__(self, edges):
         edges = jnp.asarray(edges)
         if edges.ndim != 1 or edges.shape[0] not in (1, 2, 3):
-            raise ValueError(f"box edges must be a vector of 1 to 3 lengths, got shape {edges.shape}")
+            raise ValueError(
+                f"box edges must be a vector of 1 to 3 lengths, got shape {edges.shape}"
+            )
         if not jnp.issubdtype(edges.dtype, jnp.floating):
             edges = edges.astype(float)
         self.edges = edges

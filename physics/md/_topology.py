@@ -95,8 +95,18 @@ class WaterModel:
 
     def molecule(self) -> Molecule:
         half = math.radians(self.angle) / 2.0
-        sites = ((0.0, 0.0, 0.0), (self.oh * math.sin(half), self.oh * math.cos(half), 0.0), (-self.oh * math.sin(half), self.oh * math.cos(half), 0.0))
-        return Molecule(self.name, (0, 1, 1), (OXYGEN_MASS, HYDROGEN_MASS, HYDROGEN_MASS), sites, ((0, 1), (0, 2), (1, 2)))
+        sites = (
+            (0.0, 0.0, 0.0),
+            (self.oh * math.sin(half), self.oh * math.cos(half), 0.0),
+            (-self.oh * math.sin(half), self.oh * math.cos(half), 0.0),
+        )
+        return Molecule(
+            self.name,
+            (0, 1, 1),
+            (OXYGEN_MASS, HYDROGEN_MASS, HYDROGEN_MASS),
+            sites,
+            ((0, 1), (0, 2), (1, 2)),
+        )
 
     def params(self) -> dict[str, np.ndarray]:
         """The `lj_coulomb` parameters of the model (species 0: O, 1: H): epsilon only
@@ -107,7 +117,9 @@ class WaterModel:
             "charges": np.array([self.oxygen_charge, -0.5 * self.oxygen_charge]),
         }
 
-    def waters(self, position, species, topology: Topology, *, tolerance: float = 1e-3) -> tuple[Topology, np.ndarray]:
+    def waters(
+        self, position, species, topology: Topology, *, tolerance: float = 1e-3
+    ) -> tuple[Topology, np.ndarray]:
         """`topology` (of molecules read from a file) as waters of this model: every
         molecule three sites, an oxygen (species 0) and two hydrogens (species 1), held
         at the model's O-H distance and H-H distance (from its angle).
@@ -145,7 +157,9 @@ class WaterModel:
                 f"the model's is {target[k]:.6g} (O-H {self.oh:g}, H-O-H {self.angle:g} degrees; tolerance {tolerance:g} relative)"
             )
         mass = np.where(species == 0, OXYGEN_MASS, HYDROGEN_MASS)
-        return Topology(topology.molecule, topology.pairs, topology.constraints, jnp.asarray(target)), mass
+        return Topology(
+            topology.molecule, topology.pairs, topology.constraints, jnp.asarray(target)
+        ), mass
 
 
 WATER_MODELS = {
@@ -156,7 +170,9 @@ WATER_MODELS = {
     # r_OH 0.9572 A, HOH 104.52 deg, q_H = 0.417 e, A = 582.0e3 kcal A^12/mol and
     # C = 595.0 kcal A^6/mol, so sigma = (A/C)^(1/6) = 3.15061 A, epsilon = C^2/(4A)
     # = 0.152 kcal/mol = 0.6364 kJ/mol.
-    "tip3p": WaterModel("tip3p", 0.09572, 104.52, -0.834, 0.6364, 0.315061, "Jorgensen et al. 1983"),
+    "tip3p": WaterModel(
+        "tip3p", 0.09572, 104.52, -0.834, 0.6364, 0.315061, "Jorgensen et al. 1983"
+    ),
 }
 
 
@@ -173,7 +189,12 @@ def topology_of_molecules(molecule, constraints, lengths) -> Topology:
     molecule = np.asarray(molecule, dtype=np.int64)
     order = np.argsort(molecule, kind="stable")
     cuts = np.flatnonzero(np.diff(molecule[order])) + 1
-    pairs = [(int(a), int(b)) for members in np.split(order, cuts) for k, a in enumerate(members) for b in members[k + 1 :]]
+    pairs = [
+        (int(a), int(b))
+        for members in np.split(order, cuts)
+        for k, a in enumerate(members)
+        for b in members[k + 1 :]
+    ]
     return Topology(
         molecule=jnp.asarray(molecule, jnp.int32),
         pairs=jnp.asarray(np.asarray(pairs, dtype=np.int64).reshape(-1, 2), jnp.int32),
@@ -235,8 +256,10 @@ def dependent_constraints(sites, pairs) -> str | None:
             (apex,) = shared
             if third is not None and _on_a_line(sites[apex], sites[ends[0]], sites[ends[1]]):
                 trio = sorted((apex, *ends))
-                return (f"sites {trio[0]}, {trio[1]} and {trio[2]} lie on a line and are constrained as a triangle: the third "
-                        "distance follows from the other two, so the constraints cannot hold the sites; constrain two of the distances")
+                return (
+                    f"sites {trio[0]}, {trio[1]} and {trio[2]} lie on a line and are constrained as a triangle: the third "
+                    "distance follows from the other two, so the constraints cannot hold the sites; constrain two of the distances"
+                )
     # (in general: the gradients of the squared distances, one row per constraint)
     gradient = np.zeros((pairs.shape[0], sites.size))
     d = sites.shape[1]
@@ -249,7 +272,9 @@ def dependent_constraints(sites, pairs) -> str | None:
     return None
 
 
-def bonded_molecules(position, species, mass, bonds, edges=None, *, claimed=None, spread: float = LENGTH_SPREAD):
+def bonded_molecules(
+    position, species, mass, bonds, edges=None, *, claimed=None, spread: float = LENGTH_SPREAD
+):
     """Rigid molecules from a list of bonds (an H5MD file's connectivity): each connected
     group of bonded particles is one molecule, each bond a constraint, and a three-site
     molecule whose two bonds share a site is closed into a rigid triangle (the third side
@@ -285,7 +310,9 @@ def bonded_molecules(position, species, mass, bonds, edges=None, *, claimed=None
     bonds = np.asarray(bonds, dtype=np.int64).reshape(-1, 2)
     if bonds.size and (bonds.min() < 0 or bonds.max() >= n):
         k = int(np.argmax(np.any((bonds < 0) | (bonds >= n), axis=1)))
-        raise ValueError(f"bond {k} joins particles {bonds[k, 0]} and {bonds[k, 1]}; expected particle ids in 0..{n - 1}")
+        raise ValueError(
+            f"bond {k} joins particles {bonds[k, 0]} and {bonds[k, 1]}; expected particle ids in 0..{n - 1}"
+        )
     if np.any(bonds[:, 0] == bonds[:, 1]):
         k = int(np.argmax(bonds[:, 0] == bonds[:, 1]))
         raise ValueError(f"bond {k} joins particle {bonds[k, 0]} to itself")
@@ -312,7 +339,9 @@ def bonded_molecules(position, species, mass, bonds, edges=None, *, claimed=None
         ids = np.unique(own)
         problem = dependent_constraints(position[ids], np.searchsorted(ids, own))
         if problem is not None:
-            raise ValueError(f"molecule {m} (particles {', '.join(map(str, ids.tolist()))}): {problem}")
+            raise ValueError(
+                f"molecule {m} (particles {', '.join(map(str, ids.tolist()))}): {problem}"
+            )
     length = np.linalg.norm(position[constraints[:, 0]] - position[constraints[:, 1]], axis=-1)
     if edges is not None and constraints.shape[0]:
         half = 0.5 * float(np.min(edges))
@@ -330,12 +359,16 @@ def bonded_molecules(position, species, mass, bonds, edges=None, *, claimed=None
 def _check_claimed(claimed: np.ndarray, molecule: np.ndarray, bonds: np.ndarray) -> None:
     """Each molecule id a file claims is one connected group of its bonds."""
     if claimed.shape != molecule.shape:
-        raise ValueError(f"molecule ids: expected one per particle ({molecule.shape[0]}), got shape {claimed.shape}")
+        raise ValueError(
+            f"molecule ids: expected one per particle ({molecule.shape[0]}), got shape {claimed.shape}"
+        )
     across = claimed[bonds[:, 0]] != claimed[bonds[:, 1]]
     if np.any(across):
         k = int(np.argmax(across))
         i, j = bonds[k]
-        raise ValueError(f"the bond between particles {i} and {j} joins molecules {claimed[i]} and {claimed[j]}; a bond lies within one molecule")
+        raise ValueError(
+            f"the bond between particles {i} and {j} joins molecules {claimed[i]} and {claimed[j]}; a bond lies within one molecule"
+        )
     for c in np.unique(claimed).tolist():
         members = np.flatnonzero(claimed == c)
         if np.unique(molecule[members]).shape[0] > 1:
@@ -383,7 +416,10 @@ def _kind_lengths(constraints, length, molecule, species, mass, spread) -> np.nd
     pairs_of: dict[int, list[tuple[int, int]]] = {}
     for i, j in constraints.tolist():
         pairs_of.setdefault(int(molecule[i]), []).append((int(local[i]), int(local[j])))
-    kinds = {m: (tuple(species[members[m]].tolist()), tuple(sorted(pairs))) for m, pairs in pairs_of.items()}
+    kinds = {
+        m: (tuple(species[members[m]].tolist()), tuple(sorted(pairs)))
+        for m, pairs in pairs_of.items()
+    }
 
     def slot_of(i, j):
         m = int(molecule[i])
@@ -427,7 +463,15 @@ def _rotation(q: np.ndarray) -> np.ndarray:
     )
 
 
-def molecular_box(key: PRNGKeyArray, molecule: Molecule, count: int, mass_density: float, *, min_distance: float, tries: int = 200):
+def molecular_box(
+    key: PRNGKeyArray,
+    molecule: Molecule,
+    count: int,
+    mass_density: float,
+    *,
+    min_distance: float,
+    tries: int = 200,
+):
     """`count` copies of a rigid `molecule` in a cubic periodic box of the given mass
     density (mass / length^3), at rest: centres of mass on a simple cubic grid, each
     molecule turned at random (uniform rotations) until its sites are at least
@@ -450,7 +494,10 @@ def molecular_box(key: PRNGKeyArray, molecule: Molecule, count: int, mass_densit
     spacing = edge / per_side
     k_site, k_turn = jax.random.split(key)
     cells = np.asarray(jax.random.permutation(k_site, per_side**3))[:count]
-    grid = np.stack(np.unravel_index(np.sort(cells), (per_side,) * 3), axis=1) * spacing + 0.5 * spacing
+    grid = (
+        np.stack(np.unravel_index(np.sort(cells), (per_side,) * 3), axis=1) * spacing
+        + 0.5 * spacing
+    )
     turns = np.array(jax.random.normal(k_turn, (count, tries, 4)))
     turns /= np.linalg.norm(turns, axis=-1, keepdims=True)
     template = molecule.centred()

@@ -67,7 +67,16 @@ UNITS = {"reduced": REDUCED, "real": REAL}
 
 # Units an H5MD file may give its lengths, times and masses in (H5MD 1.1, units module:
 # a unit and powers, "nm ps-1"), as multiples of the real system's nm, ps and u.
-LENGTH_UNITS = {"nm": 1.0, "Angstrom": 0.1, "angstrom": 0.1, "A": 0.1, "\u00c5": 0.1, "pm": 1e-3, "um": 1e3, "m": 1e9}
+LENGTH_UNITS = {
+    "nm": 1.0,
+    "Angstrom": 0.1,
+    "angstrom": 0.1,
+    "A": 0.1,
+    "\u00c5": 0.1,
+    "pm": 1e-3,
+    "um": 1e3,
+    "m": 1e9,
+}
 TIME_UNITS = {"ps": 1.0, "fs": 1e-3, "ns": 1e3, "s": 1e12}
 MASS_UNITS = {"u": 1.0, "amu": 1.0, "Da": 1.0, "g mol-1": 1.0}
 
@@ -81,7 +90,9 @@ def unit_factor(units: Units, quantity: str, unit: str) -> float:
             reduced units (whose numbers carry none).
     """
     if not units.labels:
-        raise ValueError(f"is in {unit!r}, but the run is in reduced units, which carry no units (set [system] units = \"real\" for a file in nm)")
+        raise ValueError(
+            f'is in {unit!r}, but the run is in reduced units, which carry no units (set [system] units = "real" for a file in nm)'
+        )
     unit = " ".join(unit.split())
     factor = None
     if quantity == "length":
@@ -97,8 +108,14 @@ def unit_factor(units: Units, quantity: str, unit: str) -> float:
         if length in LENGTH_UNITS and time in TIME_UNITS:
             factor = LENGTH_UNITS[length] / TIME_UNITS[time]
     if factor is None:
-        known = {"length": LENGTH_UNITS, "mass": MASS_UNITS, "velocity": {"nm ps-1": 1, "Angstrom fs-1": 1, "nm/ps": 1}}[quantity]
-        raise ValueError(f"is in {unit!r}, which is not a {quantity} unit this reads (for example: {', '.join(known)})")
+        known = {
+            "length": LENGTH_UNITS,
+            "mass": MASS_UNITS,
+            "velocity": {"nm ps-1": 1, "Angstrom fs-1": 1, "nm/ps": 1},
+        }[quantity]
+        raise ValueError(
+            f"is in {unit!r}, which is not a {quantity} unit this reads (for example: {', '.join(known)})"
+        )
     return factor
 
 
@@ -111,4 +128,6 @@ def unit_system(name: object) -> Units:
     try:
         return UNITS[name]
     except (KeyError, TypeError):
-        raise ValueError(f"unknown unit system {name!r}; expected one of: {', '.join(UNITS)}") from None
+        raise ValueError(
+            f"unknown unit system {name!r}; expected one of: {', '.join(UNITS)}"
+        ) from None

@@ -15,10 +15,29 @@ from ._observables import kinetic_energy, number_density, pressure
 from ._space import Periodic, Space
 from ._topology import Topology
 from ._units import Units, unit_system
-from ._types import Bonds, Edges, Forces, Masses, NeighbourIndex, Positions, Scalar, ScalarLike, Species, Velocities
+from ._types import (
+    Bonds,
+    Edges,
+    Forces,
+    Masses,
+    NeighbourIndex,
+    Positions,
+    Scalar,
+    ScalarLike,
+    Species,
+    Velocities,
+)
 
 
-OBSERVABLES = ("potential_energy", "kinetic_energy", "total_energy", "temperature", "pressure", "volume", "density")
+OBSERVABLES = (
+    "potential_energy",
+    "kinetic_energy",
+    "total_energy",
+    "temperature",
+    "pressure",
+    "volume",
+    "density",
+)
 
 
 class System(eqx.Module):
@@ -47,7 +66,9 @@ class System(eqx.Module):
     def __check_init__(self):
         n, dim = self.position.shape
         if self.velocity.shape != (n, dim):
-            raise ValueError(f"velocity must have shape {(n, dim)} like position, got {self.velocity.shape}")
+            raise ValueError(
+                f"velocity must have shape {(n, dim)} like position, got {self.velocity.shape}"
+            )
         if self.mass.shape != (n,) or self.species.shape != (n,):
             raise ValueError(
                 f"mass and species must have shape ({n},), got {self.mass.shape} and {self.species.shape}"
@@ -57,7 +78,9 @@ class System(eqx.Module):
         if self.bonds is not None and (self.bonds.ndim != 2 or self.bonds.shape[1] != 2):
             raise ValueError(f"bonds must have shape (b, 2), got {self.bonds.shape}")
         if self.topology is not None and self.topology.molecule.shape != (n,):
-            raise ValueError(f"topology.molecule must have shape ({n},), got {self.topology.molecule.shape}")
+            raise ValueError(
+                f"topology.molecule must have shape ({n},), got {self.topology.molecule.shape}"
+            )
 
     @property
     def n(self) -> int:
@@ -70,7 +93,9 @@ class System(eqx.Module):
     def at(self, position: Positions, velocity: Velocities | None = None) -> System:
         """The same system with new positions (and velocities)."""
         velocity = self.velocity if velocity is None else velocity
-        return System(position, velocity, self.mass, self.species, self.space, self.bonds, self.topology)
+        return System(
+            position, velocity, self.mass, self.species, self.space, self.bonds, self.topology
+        )
 
     def permuted(self, order: Int[Array, " n"]) -> System:
         """The same particles numbered anew: particle order[k] becomes particle k. Only
@@ -78,24 +103,56 @@ class System(eqx.Module):
         renumbering too)."""
         if self.bonds is not None or self.topology is not None:
             raise ValueError("a system with bonds or molecules cannot be renumbered")
-        return System(self.position[order], self.velocity[order], self.mass[order], self.species[order], self.space)
+        return System(
+            self.position[order],
+            self.velocity[order],
+            self.mass[order],
+            self.species[order],
+            self.space,
+        )
 
     def scaled(self, factor: ScalarLike | Edges) -> System:
         """Positions and box lengths multiplied by `factor`, a number or one per axis [dim]
         (for the virial)."""
-        return System(self.position * factor, self.velocity, self.mass, self.species, self.space.scaled(factor), self.bonds, self.topology)
+        return System(
+            self.position * factor,
+            self.velocity,
+            self.mass,
+            self.species,
+            self.space.scaled(factor),
+            self.bonds,
+            self.topology,
+        )
 
     def with_box(self, edges: Edges) -> System:
         """The same particles in a periodic box of edge lengths `edges` [dim] (a box that
         a barostat changes during a run)."""
-        return System(self.position, self.velocity, self.mass, self.species, Periodic(edges), self.bonds, self.topology)
+        return System(
+            self.position,
+            self.velocity,
+            self.mass,
+            self.species,
+            Periodic(edges),
+            self.bonds,
+            self.topology,
+        )
 
     def astype(self, dtype) -> System:
         """Floating-point arrays (positions, velocities, masses, box) cast to `dtype`."""
-        space = Periodic(self.space.edges.astype(dtype)) if isinstance(self.space, Periodic) else self.space
+        space = (
+            Periodic(self.space.edges.astype(dtype))
+            if isinstance(self.space, Periodic)
+            else self.space
+        )
         topology = None if self.topology is None else self.topology.astype(dtype)
         return System(
-            self.position.astype(dtype), self.velocity.astype(dtype), self.mass.astype(dtype), self.species, space, self.bonds, topology
+            self.position.astype(dtype),
+            self.velocity.astype(dtype),
+            self.mass.astype(dtype),
+            self.species,
+            space,
+            self.bonds,
+            topology,
         )
 
 
@@ -145,7 +202,9 @@ class ParticleModel(Model):
         return OBSERVABLES + (("mass_density",) if self.unit_system.mass_density else ())
 
     @abc.abstractmethod
-    def interaction_energy(self, system: System, params: PyTree, neighbours: NeighbourIndex | None = None) -> Scalar:
+    def interaction_energy(
+        self, system: System, params: PyTree, neighbours: NeighbourIndex | None = None
+    ) -> Scalar:
         """Potential energy of the configuration (without tail corrections).
 
         Arguments:
@@ -163,30 +222,50 @@ class ParticleModel(Model):
         """Analytic pressure correction for interactions beyond the cutoff."""
         return jnp.zeros((), system.position.dtype)
 
-    def energy(self, system: System, params: PyTree, neighbours: NeighbourIndex | None = None) -> Scalar:
+    def energy(
+        self, system: System, params: PyTree, neighbours: NeighbourIndex | None = None
+    ) -> Scalar:
         """Total potential energy: interactions plus tail correction."""
-        return self.interaction_energy(system, params, neighbours) + self.tail_energy(system, params)
+        return self.interaction_energy(system, params, neighbours) + self.tail_energy(
+            system, params
+        )
 
-    def forces(self, system: System, params: PyTree, neighbours: NeighbourIndex | None = None) -> Forces:
+    def forces(
+        self, system: System, params: PyTree, neighbours: NeighbourIndex | None = None
+    ) -> Forces:
         """Minus the gradient of the energy with respect to positions [n, dim]."""
-        return -jax.grad(lambda r: self.interaction_energy(system.at(r), params, neighbours))(system.position)
+        return -jax.grad(lambda r: self.interaction_energy(system.at(r), params, neighbours))(
+            system.position
+        )
 
-    def virial(self, system: System, params: PyTree, neighbours: NeighbourIndex | None = None) -> Scalar:
+    def virial(
+        self, system: System, params: PyTree, neighbours: NeighbourIndex | None = None
+    ) -> Scalar:
         """W = sum over pairs of r_ij . f_ij = -dU/d(lambda) under r -> lambda r, L -> lambda L."""
         one = jnp.ones((), system.position.dtype)
-        return -jax.grad(lambda s: self.interaction_energy(system.scaled(s), params, neighbours))(one)
+        return -jax.grad(lambda s: self.interaction_energy(system.scaled(s), params, neighbours))(
+            one
+        )
 
-    def virial_diagonal(self, system: System, params: PyTree, neighbours: NeighbourIndex | None = None) -> Edges:
+    def virial_diagonal(
+        self, system: System, params: PyTree, neighbours: NeighbourIndex | None = None
+    ) -> Edges:
         """The diagonal of the virial tensor [dim], W_aa = sum over pairs of x_ij,a f_ij,a
         = -dU/d(lambda_a) under x_a -> lambda_a x_a, L_a -> lambda_a L_a (it sums to `virial`)."""
         ones = jnp.ones(system.dim, system.position.dtype)
-        return -jax.grad(lambda s: self.interaction_energy(system.scaled(s), params, neighbours))(ones)
+        return -jax.grad(lambda s: self.interaction_energy(system.scaled(s), params, neighbours))(
+            ones
+        )
 
-    def forces_and_virial(self, system: System, params: PyTree, neighbours: NeighbourIndex | None = None) -> tuple[Forces, Edges]:
+    def forces_and_virial(
+        self, system: System, params: PyTree, neighbours: NeighbourIndex | None = None
+    ) -> tuple[Forces, Edges]:
         """Forces [n, dim] and the diagonal of the virial tensor [dim] (without the tail
         correction): what a barostat needs at every step. Models that get both from one
         pass override it."""
-        return self.forces(system, params, neighbours), self.virial_diagonal(system, params, neighbours)
+        return self.forces(system, params, neighbours), self.virial_diagonal(
+            system, params, neighbours
+        )
 
     def check_params(self, system: System, params: PyTree) -> None:
         """Raise ValueError for parameters that cannot work with this model or system
@@ -219,11 +298,13 @@ class ParticleModel(Model):
             "kinetic_energy": kinetic,
             "total_energy": potential + kinetic,
             "temperature": 2.0 * kinetic / (degrees_of_freedom * units.boltzmann),
-            "pressure": (pressure(kinetic, virial, system.space) + self.tail_pressure(system, params)) / units.pressure,
+            "pressure": (
+                pressure(kinetic, virial, system.space) + self.tail_pressure(system, params)
+            )
+            / units.pressure,
             "volume": volume,
             "density": number_density(system.n, volume),
         }
         if units.mass_density:
             out["mass_density"] = jnp.sum(system.mass) / volume / units.mass_density
         return out
-

@@ -50,7 +50,20 @@ if TYPE_CHECKING:
         VanDerPol as VanDerPol,
     )
     from .base import OdeModel as OdeModel
-    from ._neural import HybridLotkaVolterra as HybridLotkaVolterra, Mlp as Mlp, NeuralOde as NeuralOde
+    from ._neural import (
+        HybridLotkaVolterra as HybridLotkaVolterra,
+        Mlp as Mlp,
+        NeuralOde as NeuralOde,
+    )
     from ._text import TextOdeModel as TextOdeModel, ode_model as ode_model
-    from ._sbml import SbmlError as SbmlError, SbmlOdeModel as SbmlOdeModel, sbml_model as sbml_model
-    from ._events import Event as Event, relation as relation, text_events as text_events, with_events as with_events
+    from ._sbml import (
+        SbmlError as SbmlError,
+        SbmlOdeModel as SbmlOdeModel,
+        sbml_model as sbml_model,
+    )
+    from ._events import (
+        Event as Event,
+        relation as relation,
+        text_events as text_events,
+        with_events as with_events,
+    )

@@ -31,7 +31,9 @@ class LotkaVolterra(OdeModel):
         Parameter("alpha", 0.55, "1/year", "prey birth rate", "positive"),
         Parameter("beta", 0.028, "1/(year*thousand)", "predation rate", "positive"),
         Parameter("gamma", 0.80, "1/year", "predator death rate", "positive"),
-        Parameter("delta", 0.024, "1/(year*thousand)", "predator growth per prey eaten", "positive"),
+        Parameter(
+            "delta", 0.024, "1/(year*thousand)", "predator growth per prey eaten", "positive"
+        ),
     )
     state_names: ClassVar[tuple[str, ...]] = ("prey", "predator")
     initial_defaults: ClassVar[dict[str, float]] = {"prey": 30.0, "predator": 4.0}

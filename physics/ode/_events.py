@@ -49,7 +49,9 @@ class Event(eqx.Module):
 _COMPARISONS = {ast.Lt: -1.0, ast.LtE: -1.0, ast.Gt: 1.0, ast.GtE: 1.0}
 
 
-def relation(sign: float, left: Callable[[Any], Any], right: Callable[[Any], Any]) -> Callable[[Any], Any]:
+def relation(
+    sign: float, left: Callable[[Any], Any], right: Callable[[Any], Any]
+) -> Callable[[Any], Any]:
     """The root function of one relation between two functions of the values: sign *
     (left - right), positive where `left > right` (sign 1) or `left < right` (sign -1)
     holds, made finite as the comparison judges it: where a side is NaN the relation is
@@ -59,12 +61,16 @@ def relation(sign: float, left: Callable[[Any], Any], right: Callable[[Any], Any
     an undefined side reaches a gradient through 0 * NaN)."""
 
     def difference(values):
-        return sign * (jnp.asarray(left(values), dtype=float) - jnp.asarray(right(values), dtype=float))
+        return sign * (
+            jnp.asarray(left(values), dtype=float) - jnp.asarray(right(values), dtype=float)
+        )
 
     def g(values):
         d = jax.lax.stop_gradient(difference(values))
         finite = jnp.isfinite(d)
-        return jnp.where(finite, difference(_Held(values, finite)), jnp.where(jnp.isnan(d), -1.0, jnp.sign(d)))
+        return jnp.where(
+            finite, difference(_Held(values, finite)), jnp.where(jnp.isnan(d), -1.0, jnp.sign(d))
+        )
 
     return g
 
@@ -101,7 +107,9 @@ def condition_root(tree: ast.expr, symbols: set[str]) -> Callable[[Any], Any]:
         ExpressionError: a part that is none of these (`==`, `!=`, a number, a function).
     """
     if isinstance(tree, ast.Compare) and len(tree.ops) == 1 and type(tree.ops[0]) in _COMPARISONS:
-        left, right = (parse(ast.unparse(side), symbols) for side in (tree.left, tree.comparators[0]))
+        left, right = (
+            parse(ast.unparse(side), symbols) for side in (tree.left, tree.comparators[0])
+        )
         return relation(_COMPARISONS[type(tree.ops[0])], left, right)
     if isinstance(tree, ast.BoolOp):
         parts = [condition_root(value, symbols) for value in tree.values]
@@ -148,7 +156,9 @@ def text_events(model: OdeModel, specs: list[dict[str, Any]]) -> tuple[Event, ..
 
 
 @remembered
-def _text_events(state: tuple[str, ...], parameters: tuple[str, ...], specs: list[dict[str, Any]]) -> tuple[Event, ...]:
+def _text_events(
+    state: tuple[str, ...], parameters: tuple[str, ...], specs: list[dict[str, Any]]
+) -> tuple[Event, ...]:
     symbols = set(state) | set(parameters) | {"t"}
     events: list[Event] = []
     for i, spec in enumerate(specs):
@@ -156,7 +166,9 @@ def _text_events(state: tuple[str, ...], parameters: tuple[str, ...], specs: lis
         assignments = []
         for name, value in (spec.get("set") or {}).items():
             if name not in state and name not in parameters:
-                raise ValueError(f"{where}.set.{name}: is no state or parameter of the model (state: {', '.join(state)}; parameters: {', '.join(parameters) or 'none'})")
+                raise ValueError(
+                    f"{where}.set.{name}: is no state or parameter of the model (state: {', '.join(state)}; parameters: {', '.join(parameters) or 'none'})"
+                )
             try:
                 expression = parse(value if isinstance(value, str) else repr(float(value)), symbols)
             except ExpressionError as e:
@@ -164,7 +176,9 @@ def _text_events(state: tuple[str, ...], parameters: tuple[str, ...], specs: lis
             assignments.append((name, expression))
 
         def apply(t, y, params, _assignments=tuple(assignments)):
-            values = _values(state, t, y, params)  # every assignment reads the values before the event
+            values = _values(
+                state, t, y, params
+            )  # every assignment reads the values before the event
             new = {name: jnp.asarray(e(values), dtype=y.dtype) for name, e in _assignments}
             y = jnp.stack([new.get(n, y[k]) for k, n in enumerate(state)]) if state else y
             params = {k: new.get(k, v) for k, v in params.items()}
@@ -176,10 +190,19 @@ def _text_events(state: tuple[str, ...], parameters: tuple[str, ...], specs: lis
                 trigger = _trigger(spec["when"], symbols, state)
             except ExpressionError as e:
                 raise ValueError(f"{where}.when: {e}") from None
-            events.append(Event(trigger=trigger, apply=apply, terminal=terminal, label=spec["when"]))
+            events.append(
+                Event(trigger=trigger, apply=apply, terminal=terminal, label=spec["when"])
+            )
         else:
             for time in spec["at"]:
-                events.append(Event(trigger=lambda t, y, p, _s=float(time): t - _s, apply=apply, terminal=terminal, label=f"t = {time:g}"))
+                events.append(
+                    Event(
+                        trigger=lambda t, y, p, _s=float(time): t - _s,
+                        apply=apply,
+                        terminal=terminal,
+                        label=f"t = {time:g}",
+                    )
+                )
     return tuple(events)
 
 
@@ -187,7 +210,12 @@ def _text_events(state: tuple[str, ...], parameters: tuple[str, ...], specs: lis
 def _with_events_class(cls: type) -> type:
     """The subclass of `cls` that holds events: one per class, so that two models with
     equal events are equal (and share their compiled programs)."""
-    namespace = {"__annotations__": {"event_list": tuple}, "event_list": eqx.field(static=True, default=()), "__module__": cls.__module__, "__doc__": cls.__doc__}
+    namespace = {
+        "__annotations__": {"event_list": tuple},
+        "event_list": eqx.field(static=True, default=()),
+        "__module__": cls.__module__,
+        "__doc__": cls.__doc__,
+    }
     return type(cls.__name__, (cls,), namespace)
 
 

@@ -110,13 +110,19 @@ class Mlp(eqx.Module):
             scale = final_scale if i == len(sizes) - 2 else 1.0
             layers.append(
                 {
-                    "weight": scale * jax.random.uniform(kw, (n_out, n_in), minval=-bound, maxval=bound, dtype=float),
-                    "bias": scale * jax.random.uniform(kb, (n_out,), minval=-bound, maxval=bound, dtype=float),
+                    "weight": scale
+                    * jax.random.uniform(
+                        kw, (n_out, n_in), minval=-bound, maxval=bound, dtype=float
+                    ),
+                    "bias": scale
+                    * jax.random.uniform(kb, (n_out,), minval=-bound, maxval=bound, dtype=float),
                 }
             )
         return tuple(layers)
 
-    def __call__(self, weights: MlpWeights, x: Float[Array, " in_size"]) -> Float[Array, " out_size"]:
+    def __call__(
+        self, weights: MlpWeights, x: Float[Array, " in_size"]
+    ) -> Float[Array, " out_size"]:
         """The network's output for one input vector."""
         if len(weights) != self.depth + 1:
             raise ValueError(
@@ -168,7 +174,9 @@ class NeuralOde(OdeModel):
 
     def __check_init__(self):
         if len(self.state_names) < 1 or not all(isinstance(n, str) and n for n in self.state_names):
-            raise ValueError(f"state_names must be one or more non-empty strings, got {self.state_names!r}")
+            raise ValueError(
+                f"state_names must be one or more non-empty strings, got {self.state_names!r}"
+            )
         if len(set(self.state_names)) != len(self.state_names):
             raise ValueError(f"state_names must be distinct, got {self.state_names!r}")
         _check_choice("features", self.features, FEATURES)

@@ -116,13 +116,15 @@ def _relation(op, parts: list[Compiled]) -> Compiled:
 
 
 def _unary(fn: Callable) -> Callable[[Compiled], Compiled]:
-    return lambda a: (lambda v: fn(_num(a(v))))
+    return lambda a: lambda v: fn(_num(a(v)))
 
 
 class _Compiler:
     """SBML math (a libsbml ASTNode) to a function of a dict of values by id."""
 
-    def __init__(self, libsbml, functions: dict[str, Any], where: str, incomplete: list | None = None):
+    def __init__(
+        self, libsbml, functions: dict[str, Any], where: str, incomplete: list | None = None
+    ):
         self.sbml = libsbml
         self.functions = functions  # id -> FunctionDefinition
         self.where = where
@@ -134,24 +136,44 @@ class _Compiler:
         csc = lambda x: 1.0 / jnp.sin(x)  # noqa: E731
         cot = lambda x: 1.0 / jnp.tan(x)  # noqa: E731
         self.unary = {
-            s.AST_FUNCTION_ABS: jnp.abs, s.AST_FUNCTION_EXP: jnp.exp, s.AST_FUNCTION_LN: jnp.log,
-            s.AST_FUNCTION_FLOOR: jnp.floor, s.AST_FUNCTION_CEILING: jnp.ceil,
-            s.AST_FUNCTION_SIN: jnp.sin, s.AST_FUNCTION_COS: jnp.cos, s.AST_FUNCTION_TAN: jnp.tan,
-            s.AST_FUNCTION_SEC: sec, s.AST_FUNCTION_CSC: csc, s.AST_FUNCTION_COT: cot,
-            s.AST_FUNCTION_SINH: jnp.sinh, s.AST_FUNCTION_COSH: jnp.cosh, s.AST_FUNCTION_TANH: jnp.tanh,
-            s.AST_FUNCTION_SECH: lambda x: 1.0 / jnp.cosh(x), s.AST_FUNCTION_CSCH: lambda x: 1.0 / jnp.sinh(x),
+            s.AST_FUNCTION_ABS: jnp.abs,
+            s.AST_FUNCTION_EXP: jnp.exp,
+            s.AST_FUNCTION_LN: jnp.log,
+            s.AST_FUNCTION_FLOOR: jnp.floor,
+            s.AST_FUNCTION_CEILING: jnp.ceil,
+            s.AST_FUNCTION_SIN: jnp.sin,
+            s.AST_FUNCTION_COS: jnp.cos,
+            s.AST_FUNCTION_TAN: jnp.tan,
+            s.AST_FUNCTION_SEC: sec,
+            s.AST_FUNCTION_CSC: csc,
+            s.AST_FUNCTION_COT: cot,
+            s.AST_FUNCTION_SINH: jnp.sinh,
+            s.AST_FUNCTION_COSH: jnp.cosh,
+            s.AST_FUNCTION_TANH: jnp.tanh,
+            s.AST_FUNCTION_SECH: lambda x: 1.0 / jnp.cosh(x),
+            s.AST_FUNCTION_CSCH: lambda x: 1.0 / jnp.sinh(x),
             s.AST_FUNCTION_COTH: lambda x: 1.0 / jnp.tanh(x),
-            s.AST_FUNCTION_ARCSIN: jnp.arcsin, s.AST_FUNCTION_ARCCOS: jnp.arccos, s.AST_FUNCTION_ARCTAN: jnp.arctan,
-            s.AST_FUNCTION_ARCSEC: lambda x: jnp.arccos(1.0 / x), s.AST_FUNCTION_ARCCSC: lambda x: jnp.arcsin(1.0 / x),
+            s.AST_FUNCTION_ARCSIN: jnp.arcsin,
+            s.AST_FUNCTION_ARCCOS: jnp.arccos,
+            s.AST_FUNCTION_ARCTAN: jnp.arctan,
+            s.AST_FUNCTION_ARCSEC: lambda x: jnp.arccos(1.0 / x),
+            s.AST_FUNCTION_ARCCSC: lambda x: jnp.arcsin(1.0 / x),
             s.AST_FUNCTION_ARCCOT: lambda x: jnp.arctan(1.0 / x),
-            s.AST_FUNCTION_ARCSINH: jnp.arcsinh, s.AST_FUNCTION_ARCCOSH: jnp.arccosh, s.AST_FUNCTION_ARCTANH: jnp.arctanh,
-            s.AST_FUNCTION_ARCSECH: lambda x: jnp.arccosh(1.0 / x), s.AST_FUNCTION_ARCCSCH: lambda x: jnp.arcsinh(1.0 / x),
+            s.AST_FUNCTION_ARCSINH: jnp.arcsinh,
+            s.AST_FUNCTION_ARCCOSH: jnp.arccosh,
+            s.AST_FUNCTION_ARCTANH: jnp.arctanh,
+            s.AST_FUNCTION_ARCSECH: lambda x: jnp.arccosh(1.0 / x),
+            s.AST_FUNCTION_ARCCSCH: lambda x: jnp.arcsinh(1.0 / x),
             s.AST_FUNCTION_ARCCOTH: lambda x: jnp.arctanh(1.0 / x),
             s.AST_FUNCTION_FACTORIAL: lambda x: jsp.gamma(x + 1.0),
         }
         self.relations = {
-            s.AST_RELATIONAL_EQ: jnp.equal, s.AST_RELATIONAL_NEQ: jnp.not_equal, s.AST_RELATIONAL_LT: jnp.less,
-            s.AST_RELATIONAL_LEQ: jnp.less_equal, s.AST_RELATIONAL_GT: jnp.greater, s.AST_RELATIONAL_GEQ: jnp.greater_equal,
+            s.AST_RELATIONAL_EQ: jnp.equal,
+            s.AST_RELATIONAL_NEQ: jnp.not_equal,
+            s.AST_RELATIONAL_LT: jnp.less,
+            s.AST_RELATIONAL_LEQ: jnp.less_equal,
+            s.AST_RELATIONAL_GT: jnp.greater,
+            s.AST_RELATIONAL_GEQ: jnp.greater_equal,
         }
 
     def refuse(self, what: str) -> SbmlError:
@@ -165,7 +187,11 @@ class _Compiler:
             return True
         if node.getType() == self.sbml.AST_FUNCTION:
             definition = self.functions.get(node.getName())
-            if definition is not None and definition.getMath() is not None and self.reads_time(definition.getMath()):
+            if (
+                definition is not None
+                and definition.getMath() is not None
+                and self.reads_time(definition.getMath())
+            ):
                 return True
         return any(self.reads_time(node.getChild(i)) for i in range(node.getNumChildren()))
 
@@ -182,7 +208,9 @@ class _Compiler:
             definition = self.functions.get(node.getName())
             if definition is not None and definition.getMath() is not None:
                 body = definition.getMath()
-                args = frozenset(body.getChild(i).getName() for i in range(body.getNumChildren() - 1))
+                args = frozenset(
+                    body.getChild(i).getName() for i in range(body.getNumChildren() - 1)
+                )
                 out |= self.names(body.getChild(body.getNumChildren() - 1), args)
         for i in range(node.getNumChildren()):
             out |= self.names(node.getChild(i), bound)
@@ -213,13 +241,26 @@ class _Compiler:
             return lambda v: 1.0
         if kind == s.AST_CONSTANT_FALSE:
             return lambda v: -1.0
-        if kind in (s.AST_INTEGER, s.AST_REAL, s.AST_REAL_E, s.AST_RATIONAL):  # (a number as a boolean: true unless 0)
+        if kind in (
+            s.AST_INTEGER,
+            s.AST_REAL,
+            s.AST_REAL_E,
+            s.AST_RATIONAL,
+        ):  # (a number as a boolean: true unless 0)
             return (lambda v: 1.0) if float(node.getValue()) != 0 else (lambda v: -1.0)
-        signs = {s.AST_RELATIONAL_LT: -1.0, s.AST_RELATIONAL_LEQ: -1.0, s.AST_RELATIONAL_GT: 1.0, s.AST_RELATIONAL_GEQ: 1.0}
+        signs = {
+            s.AST_RELATIONAL_LT: -1.0,
+            s.AST_RELATIONAL_LEQ: -1.0,
+            s.AST_RELATIONAL_GT: 1.0,
+            s.AST_RELATIONAL_GEQ: 1.0,
+        }
         if kind in signs and len(kids) >= 2:
             sign = signs[kind]
             sides = [self.compile(k, scope, depth + 1) for k in kids]
-            pairs = [relation(sign, lambda v, _a=a: _num(_a(v)), lambda v, _b=b: _num(_b(v))) for a, b in zip(sides, sides[1:])]
+            pairs = [
+                relation(sign, lambda v, _a=a: _num(_a(v)), lambda v, _b=b: _num(_b(v)))
+                for a, b in zip(sides, sides[1:])
+            ]
             return _fold(jnp.minimum, pairs, math.inf) if len(pairs) > 1 else pairs[0]
         if kind in (s.AST_LOGICAL_AND, s.AST_LOGICAL_OR) and kids:
             parts = [self.root(k, scope, depth + 1) for k in kids]
@@ -234,7 +275,9 @@ class _Compiler:
                 if len(params) == len(kids):
                     args = {p: self.compile(k, scope, depth + 1) for p, k in zip(params, kids)}
                     return self.root(body.getChild(body.getNumChildren() - 1), args, depth + 1)
-        raise self.refuse(f"the trigger uses {node.getName() or 'an element'!r}, whose becoming true cannot be located by root finding (relations <, <=, >, >= joined by and, or, not can)")
+        raise self.refuse(
+            f"the trigger uses {node.getName() or 'an element'!r}, whose becoming true cannot be located by root finding (relations <, <=, >, >= joined by and, or, not can)"
+        )
 
     def compile(self, node, scope: dict[str, Compiled] | None = None, depth: int = 0) -> Compiled:
         s = self.sbml
@@ -285,7 +328,9 @@ class _Compiler:
             return lambda v: jnp.log(_num(x(v))) / jnp.log(_num(base(v)))
         if kind in self.unary:
             if len(kids) != 1:
-                raise self.refuse(f"{node.getName() or 'a function'} takes one argument, got {len(kids)}")
+                raise self.refuse(
+                    f"{node.getName() or 'a function'} takes one argument, got {len(kids)}"
+                )
             return _unary(self.unary[kind])(sub(kids[0]))
         if kind == s.AST_FUNCTION_MAX:
             return _fold(jnp.maximum, [sub(k) for k in kids], -math.inf)
@@ -323,7 +368,12 @@ class _Compiler:
                 return out
 
             if not len(parts) % 2:
-                self.incomplete.append((self.where, lambda v: _fold_bool(jnp.logical_or, [c for _, c in pieces], False)(v)))
+                self.incomplete.append(
+                    (
+                        self.where,
+                        lambda v: _fold_bool(jnp.logical_or, [c for _, c in pieces], False)(v),
+                    )
+                )
             return piecewise
         if kind == s.AST_FUNCTION:
             name = node.getName()
@@ -333,11 +383,17 @@ class _Compiler:
             body = definition.getMath()
             params = [body.getChild(i).getName() for i in range(body.getNumChildren() - 1)]
             if len(params) != len(kids):
-                raise self.refuse(f"calls {name}() with {len(kids)} arguments; it takes {len(params)}")
+                raise self.refuse(
+                    f"calls {name}() with {len(kids)} arguments; it takes {len(params)}"
+                )
             args = [sub(k) for k in kids]
             # A function body sees its arguments only (and time, constants), never the
             # model's ids: a new scope of the arguments' values.
-            inner = self.compile(body.getChild(body.getNumChildren() - 1), {p: a for p, a in zip(params, args)}, depth + 1)
+            inner = self.compile(
+                body.getChild(body.getNumChildren() - 1),
+                {p: a for p, a in zip(params, args)},
+                depth + 1,
+            )
             return inner
         if kind == s.AST_FUNCTION_DELAY:
             raise self.refuse("uses delay(), which is not supported")
@@ -345,7 +401,9 @@ class _Compiler:
             raise self.refuse("uses rateOf(), which is not supported")
         if kind == s.AST_LAMBDA:
             raise self.refuse("has a lambda outside a function definition")
-        raise self.refuse(f"uses the MathML element {node.getName() or kind!r}, which is not supported")
+        raise self.refuse(
+            f"uses the MathML element {node.getName() or kind!r}, which is not supported"
+        )
 
 
 class SbmlOdeModel(OdeModel):
@@ -358,11 +416,15 @@ class SbmlOdeModel(OdeModel):
     amount_species: ClassVar[frozenset[str]]
     program: Any = eqx.field(static=True)
 
-    def initial_state(self, initial: dict[str, Array] | None = None, params: PyTree | None = None) -> State:
+    def initial_state(
+        self, initial: dict[str, Array] | None = None, params: PyTree | None = None
+    ) -> State:
         """The initial state vector [n]: the values in `initial` by name (a species by
         amount), the others as the model's initial assignments compute them from
         `params` (default: the default parameters)."""
-        return self.program.initial_state(self.default_params() if params is None else params, dict(initial or {}))
+        return self.program.initial_state(
+            self.default_params() if params is None else params, dict(initial or {})
+        )
 
     def vector_field(self, t: Scalar, y: State, params: PyTree) -> State:
         return self.program.vector_field(t, y, params)
@@ -372,7 +434,10 @@ class SbmlOdeModel(OdeModel):
 
     def observables(self, t: Scalar, y: State, params: PyTree) -> dict[str, Array]:
         values = self.program.values(t, y, params)
-        return {name: jnp.broadcast_to(jnp.asarray(_num(fn(values)), y.dtype), ()) for name, fn in self.program.observed}
+        return {
+            name: jnp.broadcast_to(jnp.asarray(_num(fn(values)), y.dtype), ())
+            for name, fn in self.program.observed
+        }
 
     @property
     def observable_names(self) -> tuple[str, ...]:
@@ -394,8 +459,15 @@ class _Program:
     """What an imported model computes from (t, y, params): the values of every id in
     dependency order, the state's rates and the observables."""
 
-    def __init__(self, state: list[str], derived: list[tuple[str, Compiled]], fixed: dict[str, float], rates: list[Compiled], observed: list[tuple[str, Compiled]],
-                 vector: VectorRates | None = None):
+    def __init__(
+        self,
+        state: list[str],
+        derived: list[tuple[str, Compiled]],
+        fixed: dict[str, float],
+        rates: list[Compiled],
+        observed: list[tuple[str, Compiled]],
+        vector: VectorRates | None = None,
+    ):
         self.state = state  # keys of the state components (a species changed by reactions: its amount, as "@amount:ID")
         self.derived = derived  # (id, function of the values so far), in dependency order
         # (with `vector`: the reactions it groups and the values of the species in the
@@ -411,17 +483,23 @@ class _Program:
         self.start: dict[str, Compiled] = {}
         self.start_deps: dict[str, set[str]] = {}
         self.start_order: list[str] = []
-        self.concentration_of: dict[str, str] = {}  # state species read by concentration -> compartment
+        self.concentration_of: dict[
+            str, str
+        ] = {}  # state species read by concentration -> compartment
         # Constants of the run whose value an initial assignment computes from the
         # parameters (a parameter k2 = 2 * k1 at the start): recomputed from the
         # parameters of each run, in this order (their dependencies included).
         self.from_params: list[str] = []
 
-    def start_values(self, params, order: list[str] | None = None, start: dict[str, Compiled] | None = None) -> dict[str, Any]:
+    def start_values(
+        self, params, order: list[str] | None = None, start: dict[str, Compiled] | None = None
+    ) -> dict[str, Any]:
         """The values at t = 0 of the ids in `order` (default: all), the free parameters
         read from `params`."""
         start = self.start if start is None else start
-        values: dict[str, Any] = {TIME: jnp.asarray(0.0)}  # (initial assignments that read time see 0)
+        values: dict[str, Any] = {
+            TIME: jnp.asarray(0.0)
+        }  # (initial assignments that read time see 0)
         for sid in self.start_order if order is None else order:
             values[sid] = params[sid] if sid in params else _num(start[sid](values))
         return values
@@ -440,7 +518,10 @@ class _Program:
                 if compartment is None:
                     start[name], deps[name] = (lambda v, _x=value: _x), set()
                 else:  # (the override is an amount; the species' symbol its concentration)
-                    start[name], deps[name] = (lambda v, _x=value, _c=compartment: _x / v[_c]), {compartment}
+                    start[name], deps[name] = (
+                        (lambda v, _x=value, _c=compartment: _x / v[_c]),
+                        {compartment},
+                    )
             order = _toposort(deps, "initial values")
         values = self.start_values(params, order, start)
         out = []
@@ -448,7 +529,9 @@ class _Program:
             if name in given:
                 out.append(jnp.asarray(given[name], dtype=float))
             elif name in self.concentration_of:
-                out.append(jnp.asarray(values[name] * values[self.concentration_of[name]], dtype=float))
+                out.append(
+                    jnp.asarray(values[name] * values[self.concentration_of[name]], dtype=float)
+                )
             else:
                 out.append(jnp.asarray(values[name], dtype=float))
         return jnp.stack(out) if out else jnp.zeros((0,), dtype=float)
@@ -530,18 +613,35 @@ class _Values(dict):
         return value
 
 
-def _vector_rates(libsbml, compiler, reactions: list, state: list[str], species: dict, amount_valued, derived_fns: dict[str, Compiled],
-                  derived_deps: dict[str, set[str]], stoichiometry, conversion: dict[str, str], changing: set[str]) -> VectorRates | None:
+def _vector_rates(
+    libsbml,
+    compiler,
+    reactions: list,
+    state: list[str],
+    species: dict,
+    amount_valued,
+    derived_fns: dict[str, Compiled],
+    derived_deps: dict[str, set[str]],
+    stoichiometry,
+    conversion: dict[str, str],
+    changing: set[str],
+) -> VectorRates | None:
     """The model's reactions grouped by the form of their kinetic laws, and its species'
     rates as a sum over the stoichiometry (see `_sbml_vector`), or None when no two
     kinetic laws share a form. A reaction whose rate another formula of the right-hand
     side reads stays on its own (its rate must exist before that formula runs).
     `changing`: the species whose amount reactions change (the others' terms are none)."""
     row_of = {key: i for i, key in enumerate(state)}
-    species_rows = [(row_of[f"@amount:{sid}"], sid) for sid in species if f"@amount:{sid}" in row_of]
-    compartments = sorted({species[sid].getCompartment() for _, sid in species_rows if not amount_valued(sid)})
+    species_rows = [
+        (row_of[f"@amount:{sid}"], sid) for sid in species if f"@amount:{sid}" in row_of
+    ]
+    compartments = sorted(
+        {species[sid].getCompartment() for _, sid in species_rows if not amount_valued(sid)}
+    )
     if any(c in derived_fns for c in compartments):
-        return None  # (a compartment an assignment rule sizes is computed among the species' values)
+        return (
+            None  # (a compartment an assignment rule sizes is computed among the species' values)
+        )
     read_by_formulas = set().union(*derived_deps.values()) if derived_deps else set()
     shapes: dict[tuple, list[tuple[str, Any, list[str]]]] = {}
     for reaction in reactions:
@@ -567,19 +667,27 @@ def _vector_rates(libsbml, compiler, reactions: list, state: list[str], species:
     for group in members:
         rid, node, names = group[0]
         law = compiler(f"kinetic law of {rid!r}").compile(slot_names(libsbml, node))
-        reads = tuple(np.asarray([where[g_names[k]] for _, _, g_names in group]) for k in range(len(names)))
+        reads = tuple(
+            np.asarray([where[g_names[k]] for _, _, g_names in group]) for k in range(len(names))
+        )
         groups.append(Group(law, reads, len(group)))
     grouped = tuple(rid for group in members for rid, _, _ in group)
     single = tuple(r.getId() for r in reactions if r.getId() not in set(grouped))
     rate_position = {rid: j for j, rid in enumerate(grouped + single)}
     rows, positions, coefficients, variable = [], [], [], []
     for reaction in reactions:
-        for sign, refs in ((-1.0, reaction.getListOfReactants()), (1.0, reaction.getListOfProducts())):
+        for sign, refs in (
+            (-1.0, reaction.getListOfReactants()),
+            (1.0, reaction.getListOfProducts()),
+        ):
             for ref in refs:
                 key = f"@amount:{ref.getSpecies()}"
                 if ref.getSpecies() not in changing:
                     continue
-                fixed = not (ref.isSetId() and ref.getId()) and not (ref.isSetStoichiometryMath() and ref.getStoichiometryMath().getMath() is not None)
+                fixed = not (ref.isSetId() and ref.getId()) and not (
+                    ref.isSetStoichiometryMath()
+                    and ref.getStoichiometryMath().getMath() is not None
+                )
                 if fixed:
                     coefficients.append(sign * float(_num(stoichiometry(ref)({}))))
                 else:
@@ -587,14 +695,30 @@ def _vector_rates(libsbml, compiler, reactions: list, state: list[str], species:
                     coefficients.append(0.0)
                 rows.append(row_of[key])
                 positions.append(rate_position[reaction.getId()])
-    factors = tuple(conversion.get(key.removeprefix("@amount:"), "") if key.startswith("@amount:") else "" for key in state)
+    factors = tuple(
+        conversion.get(key.removeprefix("@amount:"), "") if key.startswith("@amount:") else ""
+        for key in state
+    )
     return VectorRates(
-        groups=tuple(groups), grouped=grouped, single=single,
-        species_rows=np.asarray([r for r, _ in species_rows], dtype=int), species_ids=species_ids,
-        per_size=np.asarray([-1 if amount_valued(sid) else compartments.index(species[sid].getCompartment()) for sid in species_ids], dtype=int),
-        compartments=tuple(compartments), others=tuple(others),
-        term_rows=np.asarray(rows, dtype=int), term_rates=np.asarray(positions, dtype=int), term_coefficients=np.asarray(coefficients, dtype=float),
-        variable_terms=tuple(variable), factors=factors if any(factors) else (),
+        groups=tuple(groups),
+        grouped=grouped,
+        single=single,
+        species_rows=np.asarray([r for r, _ in species_rows], dtype=int),
+        species_ids=species_ids,
+        per_size=np.asarray(
+            [
+                -1 if amount_valued(sid) else compartments.index(species[sid].getCompartment())
+                for sid in species_ids
+            ],
+            dtype=int,
+        ),
+        compartments=tuple(compartments),
+        others=tuple(others),
+        term_rows=np.asarray(rows, dtype=int),
+        term_rates=np.asarray(positions, dtype=int),
+        term_coefficients=np.asarray(coefficients, dtype=float),
+        variable_terms=tuple(variable),
+        factors=factors if any(factors) else (),
     )
 
 
@@ -609,7 +733,7 @@ def _toposort(nodes: dict[str, set[str]], what: str) -> list[str]:
         if mark == 2:
             return
         if mark == 1:
-            loop = path[path.index(name):] + [name]
+            loop = path[path.index(name) :] + [name]
             raise SbmlError(f"{what} depend on each other in a loop ({' -> '.join(loop)})")
         state[name] = 1
         for dep in sorted(nodes[name]):
@@ -643,13 +767,19 @@ def _read(path: Path):
     if model is None:
         raise SbmlError(f"{path}: holds no SBML model")
     if document.getLevel() < 2:
-        raise SbmlError(f"{path}: SBML Level {document.getLevel()} is not supported (Level 2 and 3 are); convert it to Level 3")
+        raise SbmlError(
+            f"{path}: SBML Level {document.getLevel()} is not supported (Level 2 and 3 are); convert it to Level 3"
+        )
     for i in range(document.getNumPlugins()):
         package = document.getPlugin(i).getPackageName()
         # (libsbml represents Level 3 Version 2's own math as a package of its own; the
         # layout and render packages only draw the model, they change nothing it computes)
-        if package not in ("l3v2extendedmath", "layout", "render") and document.isPackageEnabled(package):
-            raise SbmlError(f"{path}: uses the SBML package {package!r}, which is not supported (SBML core only)")
+        if package not in ("l3v2extendedmath", "layout", "render") and document.isPackageEnabled(
+            package
+        ):
+            raise SbmlError(
+                f"{path}: uses the SBML package {package!r}, which is not supported (SBML core only)"
+            )
     properties = libsbml.ConversionProperties()
     properties.addOption("promoteLocalParameters", True)
     if document.convert(properties) != libsbml.LIBSBML_OPERATION_SUCCESS:
@@ -693,8 +823,16 @@ def sbml_model(path: str | Path, vectorise: bool | None = None) -> SbmlOdeModel:
     return _IMPORTED[key]
 
 
-def _events(name: str, events: list, program: _Program, compiler: Callable[[str], _Compiler], ids: set[str], species: dict, amount_valued,
-            rules: dict[str, set[str]]) -> tuple:
+def _events(
+    name: str,
+    events: list,
+    program: _Program,
+    compiler: Callable[[str], _Compiler],
+    ids: set[str],
+    species: dict,
+    amount_valued,
+    rules: dict[str, set[str]],
+) -> tuple:
     """The model's events as `physics.ode.Event`s, in decreasing priority (document order
     among equals): the trigger as a root function and as a condition, the assignments
     (all computed from the values before the event; a species' value is its
@@ -711,15 +849,23 @@ def _events(name: str, events: list, program: _Program, compiler: Callable[[str]
         math_node = trigger.getMath()
         for dep in c.names(math_node):
             if dep not in ids:
-                raise SbmlError(f"{name}: trigger of {where} reads {dep!r}, which is no id of the model")
+                raise SbmlError(
+                    f"{name}: trigger of {where} reads {dep!r}, which is no id of the model"
+                )
         root, condition = c.root(math_node), c.compile(math_node)
         priority = 0.0
-        if event.isSetPriority() and event.getPriority() is not None and event.getPriority().isSetMath():
+        if (
+            event.isSetPriority()
+            and event.getPriority() is not None
+            and event.getPriority().isSetMath()
+        ):
             pc = compiler(f"priority of {where}")
             node = pc.names(event.getPriority().getMath())
             if node or pc.reads_time(event.getPriority().getMath()):
                 read = sorted(node)[0] if node else "time"
-                raise SbmlError(f"{name}: priority of {where} reads {read!r}: only constant priorities are supported")
+                raise SbmlError(
+                    f"{name}: priority of {where} reads {read!r}: only constant priorities are supported"
+                )
             priority = float(_num(pc.compile(event.getPriority().getMath())({TIME: 0.0})))
             explicit.append((priority, label, event, c))
         assignments = []
@@ -730,7 +876,9 @@ def _events(name: str, events: list, program: _Program, compiler: Callable[[str]
             ac = compiler(f"assignment of {where} to {target!r}")
             for dep in ac.names(assignment.getMath()):
                 if dep not in ids:
-                    raise SbmlError(f"{name}: assignment of {where} to {target!r} reads {dep!r}, which is no id of the model")
+                    raise SbmlError(
+                        f"{name}: assignment of {where} to {target!r} reads {dep!r}, which is no id of the model"
+                    )
             assignments.append((target, ac.compile(assignment.getMath())))
 
         # (what the assignments need of the SBML document, read now: the document is
@@ -748,8 +896,11 @@ def _events(name: str, events: list, program: _Program, compiler: Callable[[str]
         # the event resizes its compartment: the concentration (an assigned one being of
         # the size before the event) scales by old / new size.
         assigned = {target for target, _ in assignments}
-        rescaled = tuple((index[sid], species[sid].getCompartment()) for sid in species
-                         if sid in index and not amount_valued(sid) and species[sid].getCompartment() in assigned)
+        rescaled = tuple(
+            (index[sid], species[sid].getCompartment())
+            for sid in species
+            if sid in index and not amount_valued(sid) and species[sid].getCompartment() in assigned
+        )
 
         def apply(t, y, params, source=None, _targets=tuple(targets), _rescaled=rescaled):
             values = program.values(t, *(source if source is not None else (y, params)))
@@ -760,7 +911,9 @@ def _events(name: str, events: list, program: _Program, compiler: Callable[[str]
                 value = new[target] if compartment is None else new[target] * now[compartment]
                 y = y.at[i].set(jnp.asarray(value, y.dtype))
             for i, compartment in _rescaled:
-                y = y.at[i].set(jnp.asarray(y[i] * _num(now[compartment]) / new[compartment], y.dtype))
+                y = y.at[i].set(
+                    jnp.asarray(y[i] * _num(now[compartment]) / new[compartment], y.dtype)
+                )
             return y, params
 
         def trigger_fn(t, y, params, _root=root):
@@ -769,12 +922,25 @@ def _events(name: str, events: list, program: _Program, compiler: Callable[[str]
         def holds(t, y, params, _condition=condition):
             return _bool(_condition(program.values(t, y, params)))
 
-        out.append((-priority, len(out), Event(
-            trigger=trigger_fn, apply=apply, label=label, holds=holds,
-            initial_value=trigger.getInitialValue() if trigger.isSetInitialValue() else True,
-            persistent=trigger.getPersistent() if trigger.isSetPersistent() else True,
-            values_at_trigger=event.getUseValuesFromTriggerTime() if event.isSetUseValuesFromTriggerTime() else True,
-        )))
+        out.append(
+            (
+                -priority,
+                len(out),
+                Event(
+                    trigger=trigger_fn,
+                    apply=apply,
+                    label=label,
+                    holds=holds,
+                    initial_value=trigger.getInitialValue()
+                    if trigger.isSetInitialValue()
+                    else True,
+                    persistent=trigger.getPersistent() if trigger.isSetPersistent() else True,
+                    values_at_trigger=event.getUseValuesFromTriggerTime()
+                    if event.isSetUseValuesFromTriggerTime()
+                    else True,
+                ),
+            )
+        )
     _refuse_random_order(name, explicit, rules)
     return tuple(e for _, _, e in sorted(out, key=lambda item: item[:2]))
 
@@ -801,16 +967,20 @@ def _refuse_random_order(name: str, explicit: list, rules: dict) -> None:
         for a in event.getListOfEventAssignments():
             if a.isSetMath():
                 reads |= c.names(a.getMath())
-        if not (event.getTrigger().getPersistent() if event.getTrigger().isSetPersistent() else True):
+        if not (
+            event.getTrigger().getPersistent() if event.getTrigger().isSetPersistent() else True
+        ):
             reads |= c.names(event.getTrigger().getMath())
         return targets, closure(reads)
 
     seen = [(priority, label, *profile(event, c)) for priority, label, event, c in explicit]
     for i, (p1, l1, t1, r1) in enumerate(seen):
-        for p2, l2, t2, r2 in seen[i + 1:]:
+        for p2, l2, t2, r2 in seen[i + 1 :]:
             if p1 == p2 and (t1 & (r2 | t2) or t2 & r1):
-                raise SbmlError(f"{name}: events {l1!r} and {l2!r} have the same priority and change what the other reads: "
-                                "their order at one instant is random in SBML, which is not supported")
+                raise SbmlError(
+                    f"{name}: events {l1!r} and {l2!r} have the same priority and change what the other reads: "
+                    "their order at one instant is random in SBML, which is not supported"
+                )
 
 
 def _import(path: Path, vectorise: bool | None = None) -> SbmlOdeModel:
@@ -832,9 +1002,14 @@ def _import(path: Path, vectorise: bool | None = None) -> SbmlOdeModel:
     for i in range(model.getNumReactions()):
         reaction = model.getReaction(i)
         if reaction.isSetFast() and reaction.getFast():
-            raise SbmlError(f"{name}: reaction {reaction.getId()!r}: fast reactions are not supported")
+            raise SbmlError(
+                f"{name}: reaction {reaction.getId()!r}: fast reactions are not supported"
+            )
 
-    functions = {model.getFunctionDefinition(i).getId(): model.getFunctionDefinition(i) for i in range(model.getNumFunctionDefinitions())}
+    functions = {
+        model.getFunctionDefinition(i).getId(): model.getFunctionDefinition(i)
+        for i in range(model.getNumFunctionDefinitions())
+    }
 
     incomplete: list = []
 
@@ -862,7 +1037,9 @@ def _import(path: Path, vectorise: bool | None = None) -> SbmlOdeModel:
             rate_rules[target] = rule
         elif rule.isAssignment():
             assignment_rules[target] = rule
-    initial_assignments = {a.getSymbol(): a for a in model.getListOfInitialAssignments() if a.isSetMath()}
+    initial_assignments = {
+        a.getSymbol(): a for a in model.getListOfInitialAssignments() if a.isSetMath()
+    }
     event_targets: list[str] = []  # (in document order)
     for label, event in events:
         for assignment in event.getListOfEventAssignments():
@@ -870,9 +1047,18 @@ def _import(path: Path, vectorise: bool | None = None) -> SbmlOdeModel:
             if not assignment.isSetMath():
                 continue
             if target in assignment_rules:
-                raise SbmlError(f"{name}: event {label!r} assigns {target!r}, which an assignment rule sets")
-            if target not in species and target not in compartments and target not in parameters and target not in references:
-                raise SbmlError(f"{name}: event {label!r} assigns {target!r}, which is no species, compartment, parameter or stoichiometry")
+                raise SbmlError(
+                    f"{name}: event {label!r} assigns {target!r}, which an assignment rule sets"
+                )
+            if (
+                target not in species
+                and target not in compartments
+                and target not in parameters
+                and target not in references
+            ):
+                raise SbmlError(
+                    f"{name}: event {label!r} assigns {target!r}, which is no species, compartment, parameter or stoichiometry"
+                )
             if target not in event_targets:
                 event_targets.append(target)
 
@@ -883,7 +1069,9 @@ def _import(path: Path, vectorise: bool | None = None) -> SbmlOdeModel:
         # (a Level 3 compartment may leave its dimensions unset, which libsbml reports as
         # 0: only dimensions set to 0 make a compartment without size)
         return s.getHasOnlySubstanceUnits() or (
-            compartment is not None and compartment.isSetSpatialDimensions() and compartment.getSpatialDimensionsAsDouble() == 0
+            compartment is not None
+            and compartment.isSetSpatialDimensions()
+            and compartment.getSpatialDimensionsAsDouble() == 0
         )
 
     changed_by_reactions: set[str] = set()
@@ -891,21 +1079,40 @@ def _import(path: Path, vectorise: bool | None = None) -> SbmlOdeModel:
         for ref in list(reaction.getListOfReactants()) + list(reaction.getListOfProducts()):
             s = species.get(ref.getSpecies())
             if s is None:
-                raise SbmlError(f"{name}: reaction {reaction.getId()!r} names no species {ref.getSpecies()!r}")
+                raise SbmlError(
+                    f"{name}: reaction {reaction.getId()!r} names no species {ref.getSpecies()!r}"
+                )
             if not s.getBoundaryCondition() and not s.getConstant():
                 changed_by_reactions.add(s.getId())
     for sid in changed_by_reactions & (set(rate_rules) | set(assignment_rules)):
-        raise SbmlError(f"{name}: species {sid!r} is changed by reactions and set by a rule (it must be a boundary species)")
+        raise SbmlError(
+            f"{name}: species {sid!r} is changed by reactions and set by a rule (it must be a boundary species)"
+        )
 
     # The state: reaction species by amount (under "@amount:ID"), rate-rule targets by
     # value, and what events assign (species by amount, the rest by value; constant
     # between events).
-    event_species = {t for t in event_targets if t in species and t not in changed_by_reactions and t not in rate_rules}
+    event_species = {
+        t
+        for t in event_targets
+        if t in species and t not in changed_by_reactions and t not in rate_rules
+    }
     event_values = [t for t in event_targets if t not in species and t not in rate_rules]
-    state = [f"@amount:{sid}" for sid in species if sid in changed_by_reactions or sid in event_species] + list(rate_rules) + event_values
+    state = (
+        [f"@amount:{sid}" for sid in species if sid in changed_by_reactions or sid in event_species]
+        + list(rate_rules)
+        + event_values
+    )
     for target in rate_rules:
-        if target not in species and target not in compartments and target not in parameters and target not in references:
-            raise SbmlError(f"{name}: rate rule for {target!r}, which is no species, compartment, parameter or stoichiometry")
+        if (
+            target not in species
+            and target not in compartments
+            and target not in parameters
+            and target not in references
+        ):
+            raise SbmlError(
+                f"{name}: rate rule for {target!r}, which is no species, compartment, parameter or stoichiometry"
+            )
 
     # Model parameters: global parameters and constant compartments that no rule sets,
     # and the species nothing changes whose value is a number of their own (read as
@@ -915,14 +1122,25 @@ def _import(path: Path, vectorise: bool | None = None) -> SbmlOdeModel:
 
     def constant_species(sid: str) -> bool:
         s = species[sid]
-        unchanged = sid not in changed_by_reactions and sid not in event_species and sid not in ruled and sid not in initial_assignments
-        read_as_given = (
-            (s.isSetInitialAmount() and amount_valued(sid)) or (s.isSetInitialConcentration() and not amount_valued(sid) and s.getCompartment() not in ruled)
+        unchanged = (
+            sid not in changed_by_reactions
+            and sid not in event_species
+            and sid not in ruled
+            and sid not in initial_assignments
+        )
+        read_as_given = (s.isSetInitialAmount() and amount_valued(sid)) or (
+            s.isSetInitialConcentration()
+            and not amount_valued(sid)
+            and s.getCompartment() not in ruled
         )
         return unchanged and read_as_given
 
     settable_species = [sid for sid in species if constant_species(sid)]
-    parameter_ids = [p for p in parameters if p not in ruled] + [c for c in compartments if c not in ruled] + settable_species
+    parameter_ids = (
+        [p for p in parameters if p not in ruled]
+        + [c for c in compartments if c not in ruled]
+        + settable_species
+    )
 
     # --- Initial values: attributes, then initial assignments and assignment rules in
     # dependency order (species from their amount or concentration and compartment).
@@ -937,9 +1155,16 @@ def _import(path: Path, vectorise: bool | None = None) -> SbmlOdeModel:
     for pid, p in parameters.items():
         constant_start(pid, p.getValue() if p.isSetValue() else None)
     for cid, c in compartments.items():
-        constant_start(cid, c.getSize() if c.isSetSize() else (1.0 if document.getLevel() == 2 else None))
+        constant_start(
+            cid, c.getSize() if c.isSetSize() else (1.0 if document.getLevel() == 2 else None)
+        )
     for rid, ref in references.items():
-        constant_start(rid, ref.getStoichiometry() if ref.isSetStoichiometry() or document.getLevel() == 2 else None)
+        constant_start(
+            rid,
+            ref.getStoichiometry()
+            if ref.isSetStoichiometry() or document.getLevel() == 2
+            else None,
+        )
     for sid, s in species.items():
         cid = s.getCompartment()
         if s.isSetInitialAmount():
@@ -960,7 +1185,9 @@ def _import(path: Path, vectorise: bool | None = None) -> SbmlOdeModel:
             start_deps[sid] = {cid}
     for sid, assignment in initial_assignments.items():
         if sid in assignment_rules:
-            raise SbmlError(f"{name}: {sid!r} has both an initial assignment and an assignment rule")
+            raise SbmlError(
+                f"{name}: {sid!r} has both an initial assignment and an assignment rule"
+            )
         c = compiler(f"initial assignment to {sid!r}")
         start[sid] = c.compile(assignment.getMath())
         start_deps[sid] = c.names(assignment.getMath())
@@ -968,6 +1195,7 @@ def _import(path: Path, vectorise: bool | None = None) -> SbmlOdeModel:
         c = compiler(f"assignment rule for {sid!r}")
         start[sid] = c.compile(rule.getMath())
         start_deps[sid] = c.names(rule.getMath())
+
     def what(sid: str) -> str:
         """The element that defines `sid`'s value, for a message."""
         if sid in rate_deps:
@@ -997,13 +1225,22 @@ def _import(path: Path, vectorise: bool | None = None) -> SbmlOdeModel:
     # start ("@amount0:ID"), a constant of the run (the concentration follows the size
     # of a compartment that changes).
     for sid, s in species.items():
-        if sid not in changed_by_reactions and sid not in event_species and sid not in rate_rules and sid not in assignment_rules and not amount_valued(sid) and sid not in settable_species:
+        if (
+            sid not in changed_by_reactions
+            and sid not in event_species
+            and sid not in rate_rules
+            and sid not in assignment_rules
+            and not amount_valued(sid)
+            and sid not in settable_species
+        ):
             cid = s.getCompartment()
             start[f"@amount0:{sid}"] = lambda v, _s=sid, _c=cid: v[_s] * v[_c]
             start_deps[f"@amount0:{sid}"] = {sid, cid}
     # A parameter or compartment that an initial assignment computes from other ids is
     # no free parameter: its value follows theirs in every run.
-    parameter_ids = [pid for pid in parameter_ids if pid not in initial_assignments or not start_deps[pid]]
+    parameter_ids = [
+        pid for pid in parameter_ids if pid not in initial_assignments or not start_deps[pid]
+    ]
     start_order = _toposort(start_deps, "initial values")
     initial: dict[str, Any] = {TIME: jnp.asarray(0.0)}  # (initial assignments that read time see 0)
     for sid in start_order:
@@ -1018,12 +1255,18 @@ def _import(path: Path, vectorise: bool | None = None) -> SbmlOdeModel:
             if amount_valued(sid):
                 derived_fns[sid], derived_deps[sid] = (lambda v, _k=key: v[_k]), set()
             else:
-                derived_fns[sid], derived_deps[sid] = (lambda v, _k=key, _c=cid: v[_k] / v[_c]), {cid}
+                derived_fns[sid], derived_deps[sid] = (
+                    (lambda v, _k=key, _c=cid: v[_k] / v[_c]),
+                    {cid},
+                )
         elif f"@amount0:{sid}" in start:
             # Nothing changes its amount: in a compartment that changes size, its
             # concentration follows the size.
             cid = species[sid].getCompartment()
-            derived_fns[sid], derived_deps[sid] = (lambda v, _a=f"@amount0:{sid}", _c=cid: v[_a] / v[_c]), {cid}
+            derived_fns[sid], derived_deps[sid] = (
+                (lambda v, _a=f"@amount0:{sid}", _c=cid: v[_a] / v[_c]),
+                {cid},
+            )
     for sid, rule in assignment_rules.items():
         c = compiler(f"assignment rule for {sid!r}")
         derived_fns[sid], derived_deps[sid] = c.compile(rule.getMath()), c.names(rule.getMath())
@@ -1035,7 +1278,11 @@ def _import(path: Path, vectorise: bool | None = None) -> SbmlOdeModel:
     order = _toposort(derived_deps, "assignment rules")
     derived = [(sid, derived_fns[sid]) for sid in order]
 
-    known = set(state) | set(derived_fns) | {pid for pid in parameter_ids if math.isfinite(float(initial[pid]))}
+    known = (
+        set(state)
+        | set(derived_fns)
+        | {pid for pid in parameter_ids if math.isfinite(float(initial[pid]))}
+    )
     fixed = {sid: float(initial[sid]) for sid in initial if sid != TIME and sid not in known}
     all_ids = known | set(fixed)
     for sid, deps in derived_deps.items():
@@ -1049,20 +1296,33 @@ def _import(path: Path, vectorise: bool | None = None) -> SbmlOdeModel:
             return lambda v, _r=rid: v[_r]
         if ref.isSetStoichiometryMath() and ref.getStoichiometryMath().getMath() is not None:
             return compiler("stoichiometry").compile(ref.getStoichiometryMath().getMath())
-        value = ref.getStoichiometry() if ref.isSetStoichiometry() or document.getLevel() == 2 else 1.0
+        value = (
+            ref.getStoichiometry() if ref.isSetStoichiometry() or document.getLevel() == 2 else 1.0
+        )
         return lambda v, _x=float(value): _x
 
-    terms: dict[str, list[tuple[float, Compiled, Compiled]]] = {sid: [] for sid in changed_by_reactions}
+    terms: dict[str, list[tuple[float, Compiled, Compiled]]] = {
+        sid: [] for sid in changed_by_reactions
+    }
     for reaction in reactions:
         rid = reaction.getId()
-        for sign, refs in ((-1.0, reaction.getListOfReactants()), (1.0, reaction.getListOfProducts())):
+        for sign, refs in (
+            (-1.0, reaction.getListOfReactants()),
+            (1.0, reaction.getListOfProducts()),
+        ):
             for ref in refs:
                 if ref.getSpecies() in terms:
-                    terms[ref.getSpecies()].append((sign, stoichiometry(ref), lambda v, _r=rid: v[_r]))
+                    terms[ref.getSpecies()].append(
+                        (sign, stoichiometry(ref), lambda v, _r=rid: v[_r])
+                    )
 
     def species_rate(sid: str) -> Compiled:
         s = species[sid]
-        factor_id = s.getConversionFactor() if s.isSetConversionFactor() else (model.getConversionFactor() if model.isSetConversionFactor() else "")
+        factor_id = (
+            s.getConversionFactor()
+            if s.isSetConversionFactor()
+            else (model.getConversionFactor() if model.isSetConversionFactor() else "")
+        )
         parts = terms.get(sid, [])  # (none for a species only events change)
 
         def rate(v):
@@ -1084,7 +1344,9 @@ def _import(path: Path, vectorise: bool | None = None) -> SbmlOdeModel:
             rates.append(c.compile(rate_rules[key].getMath()))
             for dep in c.names(rate_rules[key].getMath()):
                 if dep not in all_ids:
-                    raise SbmlError(f"{name}: rate rule for {key!r} reads {dep!r}, which is no id of the model")
+                    raise SbmlError(
+                        f"{name}: rate rule for {key!r} reads {dep!r}, which is no id of the model"
+                    )
 
     observed: list[tuple[str, Compiled]] = []
     for sid in list(species) + list(compartments) + list(parameters):
@@ -1095,10 +1357,31 @@ def _import(path: Path, vectorise: bool | None = None) -> SbmlOdeModel:
         vectorise = len(reactions) >= VECTORISE_FROM
     vector = None
     if vectorise:
-        conversion = {sid: species[sid].getConversionFactor() if species[sid].isSetConversionFactor() else (model.getConversionFactor() if model.isSetConversionFactor() else "") for sid in species}
-        vector = _vector_rates(libsbml, compiler, reactions, state, species, amount_valued, derived_fns, derived_deps, stoichiometry, conversion, changed_by_reactions)
+        conversion = {
+            sid: species[sid].getConversionFactor()
+            if species[sid].isSetConversionFactor()
+            else (model.getConversionFactor() if model.isSetConversionFactor() else "")
+            for sid in species
+        }
+        vector = _vector_rates(
+            libsbml,
+            compiler,
+            reactions,
+            state,
+            species,
+            amount_valued,
+            derived_fns,
+            derived_deps,
+            stoichiometry,
+            conversion,
+            changed_by_reactions,
+        )
     if vector is not None:
-        derived = [(sid, fn) for sid, fn in derived if sid not in set(vector.grouped) | set(vector.species_ids)]
+        derived = [
+            (sid, fn)
+            for sid, fn in derived
+            if sid not in set(vector.grouped) | set(vector.species_ids)
+        ]
     program = _Program(state, derived, fixed, rates, observed, vector)
     program.incomplete = tuple(incomplete)
     # (what the start of a run computes from the free parameters)
@@ -1125,14 +1408,24 @@ def _import(path: Path, vectorise: bool | None = None) -> SbmlOdeModel:
         for key in state
         if key.startswith("@amount:") and not amount_valued(key.removeprefix("@amount:"))
     }
-    rule_reads = {target: compiler(f"rule for {target!r}").names(rule.getMath()) for target, rule in assignment_rules.items() if rule.isSetMath()}
-    program.events = _events(name, events, program, compiler, all_ids, species, amount_valued, rule_reads)
+    rule_reads = {
+        target: compiler(f"rule for {target!r}").names(rule.getMath())
+        for target, rule in assignment_rules.items()
+        if rule.isSetMath()
+    }
+    program.events = _events(
+        name, events, program, compiler, all_ids, species, amount_valued, rule_reads
+    )
 
     def initial_of(key: str) -> float:
         if key.startswith("@amount:"):
             sid = key.removeprefix("@amount:")
             value = float(initial[sid])
-            return value if amount_valued(sid) else value * float(initial[species[sid].getCompartment()])
+            return (
+                value
+                if amount_valued(sid)
+                else value * float(initial[species[sid].getCompartment()])
+            )
         return float(initial[key])
 
     state_names = tuple(k.removeprefix("@amount:") for k in state)
@@ -1140,13 +1433,22 @@ def _import(path: Path, vectorise: bool | None = None) -> SbmlOdeModel:
     # (a parameter or compartment with no value is no parameter to set: NaN wherever read)
     parameter_ids = [pid for pid in parameter_ids if math.isfinite(float(initial[pid]))]
     if missing:
-        raise SbmlError(f"{name}: {missing[0]!r} has no initial value (no value attribute, initial assignment or rule gives one)")
+        raise SbmlError(
+            f"{name}: {missing[0]!r} has no initial value (no value attribute, initial assignment or rule gives one)"
+        )
     label = model.getId() or path.stem
     declared = tuple(
         Parameter(
             pid,
             float(initial[pid]),
-            (parameters[pid].getUnits() if pid in parameters else compartments[pid].getUnits() if pid in compartments else species[pid].getSubstanceUnits()) or "1",
+            (
+                parameters[pid].getUnits()
+                if pid in parameters
+                else compartments[pid].getUnits()
+                if pid in compartments
+                else species[pid].getSubstanceUnits()
+            )
+            or "1",
             (
                 parameters[pid].getName()
                 if pid in parameters
@@ -1164,7 +1466,10 @@ def _import(path: Path, vectorise: bool | None = None) -> SbmlOdeModel:
         "state_names": state_names,
         "initial_defaults": {n: initial_of(k) for n, k in zip(state_names, state)},
         "parameter_dependent_initial": frozenset(
-            n for n, k in zip(state_names, state) if k.removeprefix("@amount:") in reads_params or program.concentration_of.get(n) in reads_params
+            n
+            for n, k in zip(state_names, state)
+            if k.removeprefix("@amount:") in reads_params
+            or program.concentration_of.get(n) in reads_params
         ),
         "species_compartments": {sid: s.getCompartment() for sid, s in species.items()},
         "amount_species": frozenset(sid for sid in species if amount_valued(sid)),

@@ -84,7 +84,12 @@ class Group:
     def rates(self, read, time_key: str, t) -> jax.Array:
         values = {time_key: t, **{slot(k): read[index] for k, index in enumerate(self.reads)}}
         out = self.law(values)
-        return jnp.broadcast_to(jnp.asarray(jnp.where(out, 1.0, 0.0) if getattr(out, "dtype", None) == jnp.bool_ else out, float), (self.size,))
+        return jnp.broadcast_to(
+            jnp.asarray(
+                jnp.where(out, 1.0, 0.0) if getattr(out, "dtype", None) == jnp.bool_ else out, float
+            ),
+            (self.size,),
+        )
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -133,7 +138,9 @@ class VectorRates:
         amounts = y[self.species_rows]
         if not self.compartments:
             return amounts
-        sizes = jnp.stack([*(jnp.asarray(values[c], y.dtype) for c in self.compartments), jnp.ones((), y.dtype)])
+        sizes = jnp.stack(
+            [*(jnp.asarray(values[c], y.dtype) for c in self.compartments), jnp.ones((), y.dtype)]
+        )
         divide = np.where(self.per_size < 0, len(self.compartments), self.per_size)
         return jnp.where(self.per_size < 0, amounts, amounts / sizes[divide])
 
@@ -141,7 +148,9 @@ class VectorRates:
         """The vector of every reaction's rate: the groups', then the single ones'."""
         read = species
         if self.others:
-            read = jnp.concatenate([species, jnp.stack([jnp.asarray(values[i], species.dtype) for i in self.others])])
+            read = jnp.concatenate(
+                [species, jnp.stack([jnp.asarray(values[i], species.dtype) for i in self.others])]
+            )
         parts = [g.rates(read, time_key, t) for g in self.groups]
         if self.single:
             parts.append(jnp.stack([jnp.asarray(values[r], species.dtype) for r in self.single]))
@@ -154,9 +163,18 @@ class VectorRates:
         coefficients = jnp.asarray(self.term_coefficients, rates.dtype)
         if self.variable_terms:
             where = np.asarray([k for k, _, _ in self.variable_terms])
-            computed = jnp.stack([jnp.asarray(sign * stoichiometry(values), rates.dtype) for _, sign, stoichiometry in self.variable_terms])
+            computed = jnp.stack(
+                [
+                    jnp.asarray(sign * stoichiometry(values), rates.dtype)
+                    for _, sign, stoichiometry in self.variable_terms
+                ]
+            )
             coefficients = coefficients.at[where].set(computed)
-        out = jax.ops.segment_sum(coefficients * rates[self.term_rates], self.term_rows, num_segments=n)
+        out = jax.ops.segment_sum(
+            coefficients * rates[self.term_rates], self.term_rows, num_segments=n
+        )
         if self.factors:
-            out = out * jnp.stack([jnp.asarray(values[f] if f else 1.0, rates.dtype) for f in self.factors])
+            out = out * jnp.stack(
+                [jnp.asarray(values[f] if f else 1.0, rates.dtype) for f in self.factors]
+            )
         return out

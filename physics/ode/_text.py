@@ -8,7 +8,17 @@ import equinox as eqx
 from jaxtyping import Array, Float, PyTree
 
 from .._expressions import Expression
-from .._text import Partials, class_name, declare, differentiate, evaluate, evaluate_symbolic, remembered, state_jacobian, values_at
+from .._text import (
+    Partials,
+    class_name,
+    declare,
+    differentiate,
+    evaluate,
+    evaluate_symbolic,
+    remembered,
+    state_jacobian,
+    values_at,
+)
 from .._types import Scalar, State
 from .base import OdeModel
 
@@ -40,15 +50,31 @@ class TextOdeModel(OdeModel):
             >>> model.jacobian(0.0, jnp.array([2.0]), model.default_params())
             Array([[-2.]], dtype=float64)
         """
-        return state_jacobian(self.state_names, self.partials, values_at(self.state_names, t, y, params), y.dtype)
+        return state_jacobian(
+            self.state_names, self.partials, values_at(self.state_names, t, y, params), y.dtype
+        )
 
     def extra_observables(self, t: Scalar, y: State, params: PyTree) -> dict[str, Array]:
         values = values_at(self.state_names, t, y, params)
-        return dict(zip([n for n, _ in self.extras], evaluate([e for _, e in self.extras], values, y.dtype))) if self.extras else {}
+        return (
+            dict(
+                zip(
+                    [n for n, _ in self.extras],
+                    evaluate([e for _, e in self.extras], values, y.dtype),
+                )
+            )
+            if self.extras
+            else {}
+        )
 
 
 @remembered
-def ode_model(label: str, states: dict[str, Any], parameters: dict[str, Any] | None = None, observables: dict[str, str] | None = None) -> TextOdeModel:
+def ode_model(
+    label: str,
+    states: dict[str, Any],
+    parameters: dict[str, Any] | None = None,
+    observables: dict[str, str] | None = None,
+) -> TextOdeModel:
     """An `OdeModel` from text: `states` maps each state to the right-hand side of its
     time derivative (text, or a table with `rate` and `positive`: every state or none
     declared positive), `parameters` each parameter to a default (a number, or a table
@@ -65,4 +91,8 @@ def ode_model(label: str, states: dict[str, Any], parameters: dict[str, Any] | N
     namespace, rates, extras, _ = declare("ODE", label, states, parameters, observables)
     cls = type(class_name(label), (TextOdeModel,), {**namespace, "__module__": __name__})
     expressions = tuple(e for _, e in rates)
-    return cls(rates=expressions, extras=tuple(extras), partials=differentiate(expressions, namespace["state_names"]))
+    return cls(
+        rates=expressions,
+        extras=tuple(extras),
+        partials=differentiate(expressions, namespace["state_names"]),
+    )

@@ -43,8 +43,15 @@ if TYPE_CHECKING:
     from ._fluids import NavierStokes2d as NavierStokes2d
     from ._initial import GENERATORS as GENERATORS
     from ._reaction import AllenCahn as AllenCahn, GrayScott as GrayScott
-    from ._transport import AdvectionDiffusion as AdvectionDiffusion, Burgers as Burgers, Heat as Heat
-    from ._waves import KortewegDeVries as KortewegDeVries, KuramotoSivashinsky as KuramotoSivashinsky
+    from ._transport import (
+        AdvectionDiffusion as AdvectionDiffusion,
+        Burgers as Burgers,
+        Heat as Heat,
+    )
+    from ._waves import (
+        KortewegDeVries as KortewegDeVries,
+        KuramotoSivashinsky as KuramotoSivashinsky,
+    )
     from .base import (
         BOUNDARY_KINDS as BOUNDARY_KINDS,
         GridPdeModel as GridPdeModel,

@@ -35,12 +35,16 @@ class HeatFd(GridPdeModel):
     """
 
     points: tuple[int, ...] = eqx.field(static=True, default=(65,), converter=as_points)
-    domain: tuple[tuple[float, float], ...] | None = eqx.field(static=True, default=None, converter=as_domain)
+    domain: tuple[tuple[float, float], ...] | None = eqx.field(
+        static=True, default=None, converter=as_domain
+    )
     boundary: Any = eqx.field(static=True, default="dirichlet", converter=freeze)
     boundary_value: Any = eqx.field(static=True, default=0.0, converter=freeze)
 
     name: ClassVar[str] = "heat_fd"
-    description: ClassVar[str] = "diffusion on a bounded box (Dirichlet/Neumann/periodic), finite differences"
+    description: ClassVar[str] = (
+        "diffusion on a bounded box (Dirichlet/Neumann/periodic), finite differences"
+    )
     parameters: ClassVar[tuple[Parameter, ...]] = (
         Parameter("diffusivity", 0.1, "length^2/time", "diffusion coefficient D", "positive"),
     )
@@ -75,7 +79,9 @@ class FisherKpp(GridPdeModel):
     """
 
     points: tuple[int, ...] = eqx.field(static=True, default=(201,), converter=as_points)
-    domain: tuple[tuple[float, float], ...] | None = eqx.field(static=True, default=None, converter=as_domain)
+    domain: tuple[tuple[float, float], ...] | None = eqx.field(
+        static=True, default=None, converter=as_domain
+    )
     boundary: Any = eqx.field(static=True, default="neumann", converter=freeze)
     boundary_value: Any = eqx.field(static=True, default=0.0, converter=freeze)
 

@@ -32,15 +32,21 @@ class NavierStokes2d(SpectralPdeModel):
     """
 
     points: tuple[int, ...] = eqx.field(static=True, default=(64, 64), converter=as_points)
-    domain: tuple[tuple[float, float], ...] | None = eqx.field(static=True, default=None, converter=as_domain)
+    domain: tuple[tuple[float, float], ...] | None = eqx.field(
+        static=True, default=None, converter=as_domain
+    )
     forcing_mode: int = eqx.field(static=True, default=4)
 
     name: ClassVar[str] = "navier_stokes_2d"
-    description: ClassVar[str] = "2D incompressible Navier-Stokes (vorticity), Kolmogorov forcing, drag; Fourier spectral"
+    description: ClassVar[str] = (
+        "2D incompressible Navier-Stokes (vorticity), Kolmogorov forcing, drag; Fourier spectral"
+    )
     parameters: ClassVar[tuple[Parameter, ...]] = (
         Parameter("viscosity", 1e-3, "length^2/time", "kinematic viscosity nu", "nonnegative"),
         Parameter("drag", 0.0, "1/time", "linear drag mu", "nonnegative"),
-        Parameter("forcing", 0.0, "length/time^2", "amplitude A of the Kolmogorov body force", "real"),
+        Parameter(
+            "forcing", 0.0, "length/time^2", "amplitude A of the Kolmogorov body force", "real"
+        ),
     )
     field_names: ClassVar[tuple[str, ...]] = ("vorticity",)
     dims: ClassVar[tuple[int, ...]] = (2,)
@@ -48,9 +54,19 @@ class NavierStokes2d(SpectralPdeModel):
     extra_observable_names: ClassVar[tuple[str, ...]] = ("energy", "enstrophy")
 
     def __check_init__(self):
-        if isinstance(self.forcing_mode, bool) or not isinstance(self.forcing_mode, int) or self.forcing_mode < 1:
-            raise ValueError(f"model {self.name!r}: forcing_mode = {self.forcing_mode!r}: expected a whole number >= 1")
-        if isinstance(self.points, tuple) and len(self.points) == 2 and isinstance(self.points[1], int):
+        if (
+            isinstance(self.forcing_mode, bool)
+            or not isinstance(self.forcing_mode, int)
+            or self.forcing_mode < 1
+        ):
+            raise ValueError(
+                f"model {self.name!r}: forcing_mode = {self.forcing_mode!r}: expected a whole number >= 1"
+            )
+        if (
+            isinstance(self.points, tuple)
+            and len(self.points) == 2
+            and isinstance(self.points[1], int)
+        ):
             if self.forcing_mode >= self.points[1] // 3:
                 raise ValueError(
                     f"model {self.name!r}: forcing_mode = {self.forcing_mode} is not resolved by "
@@ -72,12 +88,18 @@ class NavierStokes2d(SpectralPdeModel):
         (_, _), (ay, by) = self.domain
         k = 2 * math.pi * n / (by - ay)
         mask = np.zeros(grid.spectral_shape)
-        mask[0, n] = -k * math.prod(self.points) / 2  # rfft of cos(n' y) is prod(points) / 2 at (0, n)
+        mask[0, n] = (
+            -k * math.prod(self.points) / 2
+        )  # rfft of cos(n' y) is prod(points) / 2 at (0, n)
         # nodes start at ay: cos(n' y) = Re(e^{i n' ay} e^{i n' (y - ay)}), hence the phase
-        spectrum = jnp.asarray(mask * np.exp(1j * k * ay), dtype=jnp.result_type(grid.derivative(0)))
+        spectrum = jnp.asarray(
+            mask * np.exp(1j * k * ay), dtype=jnp.result_type(grid.derivative(0))
+        )
         return params["forcing"].astype(spectrum.dtype) * spectrum
 
-    def nonlinear(self, u_hat: Inexact[Array, "C ..."], params: PyTree, grid: Any) -> Inexact[Array, "C ..."]:
+    def nonlinear(
+        self, u_hat: Inexact[Array, "C ..."], params: PyTree, grid: Any
+    ) -> Inexact[Array, "C ..."]:
         w_hat = u_hat[0]
         vx_hat, vy_hat = self._velocity_hat(w_hat, grid)
         # Four separate inverse transforms: on CPU, XLA runs them faster than one batched
@@ -99,7 +121,9 @@ class NavierStokes2d(SpectralPdeModel):
         return {"taylor_green": taylor_green_vorticity}
 
 
-def taylor_green_vorticity(model: Any, params: PyTree, *, amplitude: float = 1.0, modes: Any = 1) -> np.ndarray:
+def taylor_green_vorticity(
+    model: Any, params: PyTree, *, amplitude: float = 1.0, modes: Any = 1
+) -> np.ndarray:
     """The Taylor-Green vortex (Taylor and Green 1937): streamfunction
     psi = A sin(kx x) sin(ky y), vorticity w = (kx^2 + ky^2) psi, k = 2 pi m / L per axis.
     An exact steady shape: it decays as exp(-(nu |k|^2 + mu) t) without forcing."""

@@ -28,11 +28,15 @@ def did_you_mean(word: Any, choices) -> str:
 def _per_axis(name: str, value: Any, ndim: int) -> tuple[float, ...]:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return (float(value),) * ndim
-    if isinstance(value, Sequence) and len(value) == ndim and all(
-        isinstance(v, (int, float)) and not isinstance(v, bool) for v in value
+    if (
+        isinstance(value, Sequence)
+        and len(value) == ndim
+        and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value)
     ):
         return tuple(float(v) for v in value)
-    raise ValueError(f"initial option {name} = {value!r}: expected a number or a list of {ndim} numbers (one per axis)")
+    raise ValueError(
+        f"initial option {name} = {value!r}: expected a number or a list of {ndim} numbers (one per axis)"
+    )
 
 
 def constant(mesh: Mesh, domain: Domain, *, value: float = 0.0) -> np.ndarray:
@@ -40,7 +44,9 @@ def constant(mesh: Mesh, domain: Domain, *, value: float = 0.0) -> np.ndarray:
     return np.full(mesh[0].shape, float(value))
 
 
-def sine(mesh: Mesh, domain: Domain, *, modes: Any = 1, amplitude: float = 1.0, offset: float = 0.0) -> np.ndarray:
+def sine(
+    mesh: Mesh, domain: Domain, *, modes: Any = 1, amplitude: float = 1.0, offset: float = 0.0
+) -> np.ndarray:
     """u = offset + amplitude * prod_i sin(2 pi m_i (x_i - low_i) / L_i), m_i = `modes`
     (one number for every axis, or one per axis; 0 makes that axis's factor 1)."""
     m = _per_axis("modes", modes, len(mesh))
@@ -51,7 +57,9 @@ def sine(mesh: Mesh, domain: Domain, *, modes: Any = 1, amplitude: float = 1.0, 
     return offset + amplitude * u
 
 
-def cosine(mesh: Mesh, domain: Domain, *, modes: Any = 1, amplitude: float = 1.0, offset: float = 0.0) -> np.ndarray:
+def cosine(
+    mesh: Mesh, domain: Domain, *, modes: Any = 1, amplitude: float = 1.0, offset: float = 0.0
+) -> np.ndarray:
     """u = offset + amplitude * prod_i cos(2 pi m_i (x_i - low_i) / L_i)."""
     m = _per_axis("modes", modes, len(mesh))
     u = np.ones(mesh[0].shape)
@@ -61,12 +69,22 @@ def cosine(mesh: Mesh, domain: Domain, *, modes: Any = 1, amplitude: float = 1.0
 
 
 def gaussian(
-    mesh: Mesh, domain: Domain, *, center: Any = None, width: Any = 0.1, amplitude: float = 1.0, offset: float = 0.0
+    mesh: Mesh,
+    domain: Domain,
+    *,
+    center: Any = None,
+    width: Any = 0.1,
+    amplitude: float = 1.0,
+    offset: float = 0.0,
 ) -> np.ndarray:
     """u = offset + amplitude * exp(-sum_i (x_i - c_i)^2 / (2 w_i^2)); `center` defaults to
     the middle of the box and `width` (w, absolute length) to 0.1."""
     ndim = len(mesh)
-    c = tuple((a + b) / 2 for a, b in domain) if center is None else _per_axis("center", center, ndim)
+    c = (
+        tuple((a + b) / 2 for a, b in domain)
+        if center is None
+        else _per_axis("center", center, ndim)
+    )
     w = _per_axis("width", width, ndim)
     if any(wi <= 0 for wi in w):
         raise ValueError(f"initial option width = {width!r}: expected positive lengths")
@@ -110,7 +128,14 @@ def random(
 
 
 def tanh_front(
-    mesh: Mesh, domain: Domain, *, position: float | None = None, width: float = 0.1, low: float = 1.0, high: float = 0.0, axis: int = 0
+    mesh: Mesh,
+    domain: Domain,
+    *,
+    position: float | None = None,
+    width: float = 0.1,
+    low: float = 1.0,
+    high: float = 0.0,
+    axis: int = 0,
 ) -> np.ndarray:
     """A front along `axis`: u = low + (high - low) (1 + tanh((x - position) / width)) / 2,
     u -> `low` on the low side of `position` (default: the middle) and -> `high` beyond."""

@@ -26,12 +26,20 @@ class AllenCahn(SpectralPdeModel):
     """
 
     points: tuple[int, ...] = eqx.field(static=True, default=(128,), converter=as_points)
-    domain: tuple[tuple[float, float], ...] | None = eqx.field(static=True, default=None, converter=as_domain)
+    domain: tuple[tuple[float, float], ...] | None = eqx.field(
+        static=True, default=None, converter=as_domain
+    )
 
     name: ClassVar[str] = "allen_cahn"
     description: ClassVar[str] = "Allen-Cahn phase separation on a periodic box, Fourier spectral"
     parameters: ClassVar[tuple[Parameter, ...]] = (
-        Parameter("diffusivity", 0.01, "length^2/time", "interface energy coefficient D (epsilon^2)", "positive"),
+        Parameter(
+            "diffusivity",
+            0.01,
+            "length^2/time",
+            "interface energy coefficient D (epsilon^2)",
+            "positive",
+        ),
         Parameter("rate", 1.0, "1/time", "reaction rate r", "positive"),
     )
     field_names: ClassVar[tuple[str, ...]] = ("u",)
@@ -43,7 +51,9 @@ class AllenCahn(SpectralPdeModel):
     def linear(self, params: PyTree, grid: Any) -> Inexact[Array, "..."]:
         return params["diffusivity"] * grid.laplacian() + params["rate"]
 
-    def nonlinear(self, u_hat: Inexact[Array, "C ..."], params: PyTree, grid: Any) -> Inexact[Array, "C ..."]:
+    def nonlinear(
+        self, u_hat: Inexact[Array, "C ..."], params: PyTree, grid: Any
+    ) -> Inexact[Array, "C ..."]:
         u = grid.irfft(u_hat)
         return grid.rfft(-params["rate"] * u * u * u)
 
@@ -69,10 +79,14 @@ class GrayScott(SpectralPdeModel):
     """
 
     points: tuple[int, ...] = eqx.field(static=True, default=(128, 128), converter=as_points)
-    domain: tuple[tuple[float, float], ...] | None = eqx.field(static=True, default=None, converter=as_domain)
+    domain: tuple[tuple[float, float], ...] | None = eqx.field(
+        static=True, default=None, converter=as_domain
+    )
 
     name: ClassVar[str] = "gray_scott"
-    description: ClassVar[str] = "Gray-Scott reaction-diffusion patterns (Pearson 1993), Fourier spectral"
+    description: ClassVar[str] = (
+        "Gray-Scott reaction-diffusion patterns (Pearson 1993), Fourier spectral"
+    )
     parameters: ClassVar[tuple[Parameter, ...]] = (
         Parameter("feed", 0.035, "1/time", "feed rate F of u", "nonnegative"),
         Parameter("kill", 0.065, "1/time", "removal rate k of v", "nonnegative"),
@@ -90,7 +104,9 @@ class GrayScott(SpectralPdeModel):
         lv = params["diffusivity_v"] * lap - (params["feed"] + params["kill"])
         return jnp.stack([lu, lv])
 
-    def nonlinear(self, u_hat: Inexact[Array, "C ..."], params: PyTree, grid: Any) -> Inexact[Array, "C ..."]:
+    def nonlinear(
+        self, u_hat: Inexact[Array, "C ..."], params: PyTree, grid: Any
+    ) -> Inexact[Array, "C ..."]:
         u, v = grid.irfft(u_hat)
         uvv = u * v * v
         return grid.rfft(jnp.stack([params["feed"] - uvv, uvv]))
@@ -99,12 +115,16 @@ class GrayScott(SpectralPdeModel):
         return {"pearson": pearson_square}
 
 
-def pearson_square(model: Any, params: PyTree, *, size: float = 0.078125, noise: float = 0.01, seed: int = 0) -> np.ndarray:
+def pearson_square(
+    model: Any, params: PyTree, *, size: float = 0.078125, noise: float = 0.01, seed: int = 0
+) -> np.ndarray:
     """Pearson's (1993) start: u = 1, v = 0, except a central box of side `size` (a
     fraction of the domain; 20/256 by default) where u = 1/2, v = 1/4; then every value
     is perturbed by a relative uniform noise of +- `noise`."""
     if not 0 < size < 1:
-        raise ValueError(f"initial option size = {size!r}: expected a fraction of the domain in (0, 1)")
+        raise ValueError(
+            f"initial option size = {size!r}: expected a fraction of the domain in (0, 1)"
+        )
     rng = np.random.default_rng(seed)
     mesh = model.mesh()
     inside = np.ones(mesh[0].shape, dtype=bool)

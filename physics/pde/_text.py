@@ -90,9 +90,15 @@ def _expand(node: ast.expr, limit: int) -> list[_Term]:
         left, right = _expand(node.left, limit), _expand(node.right, limit)
         if len(left) * len(right) > limit:
             return [_Term(1.0, [node], [])]
-        return [_Term(a.sign * b.sign, a.factors + b.factors, a.divisors + b.divisors) for a in left for b in right]
+        return [
+            _Term(a.sign * b.sign, a.factors + b.factors, a.divisors + b.divisors)
+            for a in left
+            for b in right
+        ]
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
-        return [_Term(t.sign, t.factors, t.divisors + [node.right]) for t in _expand(node.left, limit)]
+        return [
+            _Term(t.sign, t.factors, t.divisors + [node.right]) for t in _expand(node.left, limit)
+        ]
     return [_Term(1.0, [node], [])]
 
 
@@ -102,7 +108,12 @@ def _distribute(node: ast.expr, constant) -> ast.expr:
     coefficients): laplace(D * u) is D * laplace(u), div(c * grad(u) + v) is
     c * div(grad(u)) + div(v), so that a linear term reaches the symbol however it is
     written. `constant(node)`: whether a subtree is a constant coefficient."""
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in OPERATORS and len(node.args) == 1:
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id in OPERATORS
+        and len(node.args) == 1
+    ):
         terms = _expand(_distribute(node.args[0], constant), MAX_TERMS)
         out: ast.expr | None = None
         for term in terms:
@@ -115,14 +126,22 @@ def _distribute(node: ast.expr, constant) -> ast.expr:
                 product = varying[0]
                 for f in varying[1:]:
                     product = ast.BinOp(product, ast.Mult(), f)
-                piece = _Term(term.sign, [*coefficients, ast.Call(ast.Name(node.func.id, ast.Load()), [product], [])], term.divisors).node()
+                piece = _Term(
+                    term.sign,
+                    [*coefficients, ast.Call(ast.Name(node.func.id, ast.Load()), [product], [])],
+                    term.divisors,
+                ).node()
             out = piece if out is None else ast.BinOp(out, ast.Add(), piece)
         return out if out is not None else node
     for name, value in ast.iter_fields(node):
         if isinstance(value, ast.expr):
             setattr(node, name, _distribute(value, constant))
         elif isinstance(value, list):
-            setattr(node, name, [_distribute(v, constant) if isinstance(v, ast.expr) else v for v in value])
+            setattr(
+                node,
+                name,
+                [_distribute(v, constant) if isinstance(v, ast.expr) else v for v in value],
+            )
     return node
 
 
@@ -131,14 +150,23 @@ def _names(node: ast.AST) -> set[str]:
 
 
 def _calls(node: ast.AST) -> set[str]:
-    return {n.func.id for n in ast.walk(node) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+    return {
+        n.func.id
+        for n in ast.walk(node)
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+    }
 
 
 def _op_chain(node: ast.expr, operators: tuple[str, ...] = ()) -> tuple[tuple[str, ...], ast.expr]:
     """The derivative operators applied at the top of `node`, and what they apply to."""
     operators = operators or OPERATORS
     ops: list[str] = []
-    while isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in operators and len(node.args) == 1:
+    while (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id in operators
+        and len(node.args) == 1
+    ):
         ops.append(node.func.id)
         node = node.args[0]
     return tuple(ops), node
@@ -148,11 +176,15 @@ def _vector(v: Any, grid: Any) -> Array:
     """`v` if it is a vector field (one component per axis), else a ValueError."""
     v = jnp.asarray(v)
     if v.ndim != grid.ndim + 1 or v.shape[0] != grid.ndim:
-        raise ValueError(f"div() takes a vector (such as grad(u) or a coefficient times it), got an array of shape {v.shape}")
+        raise ValueError(
+            f"div() takes a vector (such as grad(u) or a coefficient times it), got an array of shape {v.shape}"
+        )
     return v
 
 
-def parse_observables(observables: dict[str, str], symbols: set[str], operators: tuple[str, ...]) -> list[tuple[str, Any]]:
+def parse_observables(
+    observables: dict[str, str], symbols: set[str], operators: tuple[str, ...]
+) -> list[tuple[str, Any]]:
     """[(name, Expression)] of a PDE's observables.
 
     Raises:
@@ -211,8 +243,12 @@ def split(field: str, text: str, fields: tuple[str, ...], parameters: tuple[str,
     parse(text, symbols, OPERATORS)  # every check of the language, with columns
     tree = ast.parse(text.strip(), mode="eval").body
     if "t" in _names(tree):
-        raise ExpressionError("t is not available in a PDE's right-hand side (its terms do not depend on time)")
-    constant = lambda n: _names(n) <= set(parameters) | set(CONSTANTS) and not (_calls(n) & set(OPERATORS))  # noqa: E731
+        raise ExpressionError(
+            "t is not available in a PDE's right-hand side (its terms do not depend on time)"
+        )
+    constant = lambda n: (
+        _names(n) <= set(parameters) | set(CONSTANTS) and not (_calls(n) & set(OPERATORS))
+    )  # noqa: E731
     tree = _distribute(tree, constant)
     linear, spectral, physical = [], [], []
     for term in _expand(tree, MAX_TERMS):
@@ -231,7 +267,13 @@ def split(field: str, text: str, fields: tuple[str, ...], parameters: tuple[str,
                 linear.append((parse(coefficient, parameters), ops))
                 continue
             if ops:
-                spectral.append((parse(coefficient, parameters), ops, parse(ast.unparse(inner), symbols, OPERATORS)))
+                spectral.append(
+                    (
+                        parse(coefficient, parameters),
+                        ops,
+                        parse(ast.unparse(inner), symbols, OPERATORS),
+                    )
+                )
                 continue
         physical.append(term.node())
     rest = None
@@ -247,7 +289,9 @@ class TextSpectralModel(SpectralPdeModel):
     """A periodic PDE built by `pde_model` from text (see the module)."""
 
     points: tuple[int, ...] = eqx.field(static=True, default=(64,), converter=as_points)
-    domain: tuple[tuple[float, float], ...] | None = eqx.field(static=True, default=None, converter=as_domain)
+    domain: tuple[tuple[float, float], ...] | None = eqx.field(
+        static=True, default=None, converter=as_domain
+    )
     program: Any = eqx.field(static=True, default=None)
 
     dims: ClassVar[tuple[int, ...]] = (1, 2, 3)
@@ -260,8 +304,12 @@ class TextSpectralModel(SpectralPdeModel):
         values.update({COORDINATES[i]: mesh[i] for i in range(grid.ndim)})
         for op in OPERATORS:
             if op not in VECTOR_OPERATORS:
-                values[f"@{op}"] = lambda f, _op=op: grid.irfft(_times_symbol(_chain((_op,), grid), grid.rfft(jnp.broadcast_to(f, grid.points))))
-        derivative = lambda f, axis: grid.irfft(_times_symbol(grid.derivative(axis), grid.rfft(jnp.broadcast_to(f, grid.points))))  # noqa: E731
+                values[f"@{op}"] = lambda f, _op=op: grid.irfft(
+                    _times_symbol(_chain((_op,), grid), grid.rfft(jnp.broadcast_to(f, grid.points)))
+                )
+        derivative = lambda f, axis: grid.irfft(
+            _times_symbol(grid.derivative(axis), grid.rfft(jnp.broadcast_to(f, grid.points)))
+        )  # noqa: E731
         values["@grad"] = lambda f: jnp.stack([derivative(f, i) for i in range(grid.ndim)])
         values["@div"] = lambda v: sum(derivative(_vector(v, grid)[i], i) for i in range(grid.ndim))
         values["@integral"] = lambda f: grid.integral(jnp.broadcast_to(f, grid.points))
@@ -271,12 +319,19 @@ class TextSpectralModel(SpectralPdeModel):
     def linear(self, params: PyTree, grid: Any) -> Inexact[Array, "..."]:
         shape = grid.spectral_shape
         real = jnp.dtype(grid.dtype)
-        symbols = [[(coefficient(params), jnp.asarray(_chain(ops, grid))) for coefficient, ops in terms] for terms in self.program.linear]
+        symbols = [
+            [(coefficient(params), jnp.asarray(_chain(ops, grid))) for coefficient, ops in terms]
+            for terms in self.program.linear
+        ]
         # A first derivative makes the symbol complex (and every channel with it).
         complex_ = any(jnp.iscomplexobj(symbol) for terms in symbols for _, symbol in terms)
         # (the complex type of the grid's precision, named: promoting real with complex64
         # is refused under strict dtype promotion)
-        dtype = jnp.dtype(jnp.complex128 if real == jnp.float64 else jnp.complex64) if complex_ else real
+        dtype = (
+            jnp.dtype(jnp.complex128 if real == jnp.float64 else jnp.complex64)
+            if complex_
+            else real
+        )
         channels = []
         for terms in symbols:
             total = jnp.zeros(shape, dtype)
@@ -285,7 +340,9 @@ class TextSpectralModel(SpectralPdeModel):
             channels.append(total)
         return jnp.stack(channels)
 
-    def nonlinear(self, u_hat: Inexact[Array, "C ..."], params: PyTree, grid: Any) -> Inexact[Array, "C ..."]:
+    def nonlinear(
+        self, u_hat: Inexact[Array, "C ..."], params: PyTree, grid: Any
+    ) -> Inexact[Array, "C ..."]:
         u = grid.irfft(u_hat)
         values = self._values(u, params, grid)
         out = []
@@ -295,7 +352,9 @@ class TextSpectralModel(SpectralPdeModel):
             if rest is not None:
                 total = total + grid.rfft(jnp.broadcast_to(rest(values), grid.points))
             for coefficient, ops, inner in self.program.spectral[c]:
-                factor = jnp.asarray(coefficient(params), total.dtype) * jnp.asarray(_chain(ops, grid)).astype(total.dtype)
+                factor = jnp.asarray(coefficient(params), total.dtype) * jnp.asarray(
+                    _chain(ops, grid)
+                ).astype(total.dtype)
                 total = total + factor * grid.rfft(jnp.broadcast_to(inner(values), grid.points))
             out.append(total)
         return jnp.stack(out)
@@ -339,7 +398,11 @@ def pde_model(
     if not fields:
         raise ValueError("fields: expected at least one field = its right-hand side")
     reserved = set(OPERATORS) | set(REDUCTIONS) | set(COORDINATES)
-    for group, names in (("fields", fields), ("parameters", parameters), ("observables", observables)):
+    for group, names in (
+        ("fields", fields),
+        ("parameters", parameters),
+        ("observables", observables),
+    ):
         for name in names:
             _identifier(group, name)
             if name in reserved:
@@ -349,7 +412,9 @@ def pde_model(
             raise ValueError(f"parameters.{name}: is also a field")
     for name in observables:
         if name in fields or name in parameters:
-            raise ValueError(f"observables.{name}: is also a {'field' if name in fields else 'parameter'}")
+            raise ValueError(
+                f"observables.{name}: is also a {'field' if name in fields else 'parameter'}"
+            )
     declared = tuple(_parameter(name, spec) for name, spec in parameters.items())
     names = tuple(fields)
     ndim = len(as_points(points)) if isinstance(as_points(points), tuple) else 1
@@ -363,13 +428,25 @@ def pde_model(
             for axis, (op, coordinate) in enumerate((("dx", "x"), ("dy", "y"), ("dz", "z"))):
                 if axis >= ndim and (op in used or coordinate in used):
                     what = f"{op}()" if op in used else f"the coordinate {coordinate}"
-                    raise ValueError(f"{group}.{name}: uses {what}, but the grid has {ndim} dimension{'s' if ndim > 1 else ''}")
+                    raise ValueError(
+                        f"{group}.{name}: uses {what}, but the grid has {ndim} dimension{'s' if ndim > 1 else ''}"
+                    )
     if boundary is not None:
         from ._text_grid import boundary_program, grid_model
 
         _, periodic = boundary_program(names, boundary, boundary_value, ndim, tuple(parameters))
         if not all(periodic):
-            return grid_model(label, fields, parameters, observables, declared, points, domain, boundary, boundary_value)
+            return grid_model(
+                label,
+                fields,
+                parameters,
+                observables,
+                declared,
+                points,
+                domain,
+                boundary,
+                boundary_value,
+            )
         if boundary_value is not None:
             raise ValueError("boundary_value: a periodic box has no boundary values")
     linear, spectral, physical = [], [], []
@@ -383,7 +460,9 @@ def pde_model(
         linear.append(lin)
         spectral.append(spec)
         physical.append(rest)
-    parsed = parse_observables(observables, set(names) | set(parameters) | set(COORDINATES), OPERATORS + REDUCTIONS)
+    parsed = parse_observables(
+        observables, set(names) | set(parameters) | set(COORDINATES), OPERATORS + REDUCTIONS
+    )
     namespace = {
         "name": label,
         "description": f"a PDE written in its config ({len(names)} field{'s' if len(names) > 1 else ''}), Fourier spectral",
@@ -393,6 +472,11 @@ def pde_model(
         "__doc__": f"The PDE model {label!r} written as text.",
         "__module__": __name__,
     }
-    cls = type(f"TextPde_{label}" if label.isidentifier() else "TextPde", (TextSpectralModel,), namespace)
-    return cls(points=points, domain=domain, program=TextSpectralProgram(linear, spectral, physical, parsed))
-
+    cls = type(
+        f"TextPde_{label}" if label.isidentifier() else "TextPde", (TextSpectralModel,), namespace
+    )
+    return cls(
+        points=points,
+        domain=domain,
+        program=TextSpectralProgram(linear, spectral, physical, parsed),
+    )

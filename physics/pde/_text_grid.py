@@ -50,7 +50,9 @@ class Side(eqx.Module):
     kind: str = eqx.field(static=True)
     value: Expression | None = eqx.field(static=True, default=None)
     coefficient: Expression | None = eqx.field(static=True, default=None)
-    key: str = eqx.field(static=True, default="")  # where the config gives it ("boundary_value[0].low")
+    key: str = eqx.field(
+        static=True, default=""
+    )  # where the config gives it ("boundary_value[0].low")
 
 
 class TextGridProgram:
@@ -59,8 +61,17 @@ class TextGridProgram:
     step limit) and the sides; the observables."""
 
     def __init__(self, implicit, explicit, laplace_coefficients, sides, observables, periodic):
-        expressions = [e for e in (*implicit, *explicit) if e is not None] + [e for _, e in observables]
-        expressions += [e for axes in sides for pair in axes for side in pair for e in (side.value, side.coefficient) if e is not None]
+        expressions = [e for e in (*implicit, *explicit) if e is not None] + [
+            e for _, e in observables
+        ]
+        expressions += [
+            e
+            for axes in sides
+            for pair in axes
+            for side in pair
+            for e in (side.value, side.coefficient)
+            if e is not None
+        ]
         self.coordinates = frozenset().union(*(e.names for e in expressions)) & set(COORDINATES)
         self.implicit = implicit  # per field: Expression or None
         self.explicit = explicit  # per field: Expression or None
@@ -90,24 +101,37 @@ def _per_side(key: str, value: Any, ndim: int, scalar) -> list[tuple[Any, Any]]:
                 elif isinstance(v, list) and len(v) == 2 and all(scalar(s) for s in v):
                     out.append((v[0], v[1]))
                 else:
-                    raise ValueError(f"{key}[{i}]: expected one entry for both sides or a [low, high] pair, got {v!r}")
+                    raise ValueError(
+                        f"{key}[{i}]: expected one entry for both sides or a [low, high] pair, got {v!r}"
+                    )
             return out
-    raise ValueError(f"{key}: expected one entry for every side, or one per axis ({ndim}) as an entry or a [low, high] pair, got {value!r}")
+    raise ValueError(
+        f"{key}: expected one entry for every side, or one per axis ({ndim}) as an entry or a [low, high] pair, got {value!r}"
+    )
 
 
 def _per_field(key: str, value: Any, fields: tuple[str, ...]) -> dict[str, Any]:
     """The spec of each field: a table keyed by field names, or one spec for all."""
-    if isinstance(value, dict) and value and set(value) <= set(fields) and not set(value) <= {"value", "coefficient"}:
+    if (
+        isinstance(value, dict)
+        and value
+        and set(value) <= set(fields)
+        and not set(value) <= {"value", "coefficient"}
+    ):
         missing = [f for f in fields if f not in value]
         if missing:
-            raise ValueError(f"{key}: gives fields {', '.join(value)} but not {', '.join(missing)} (give every field, or one entry for all)")
+            raise ValueError(
+                f"{key}: gives fields {', '.join(value)} but not {', '.join(missing)} (give every field, or one entry for all)"
+            )
         return {f: value[f] for f in fields}
     return {f: value for f in fields}
 
 
 def _side_expression(key: str, value: Any, symbols: set[str]) -> Expression:
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise ValueError(f"{key}: expected a number or an expression of t, the parameters and the coordinates, got {value!r}")
+        raise ValueError(
+            f"{key}: expected a number or an expression of t, the parameters and the coordinates, got {value!r}"
+        )
     if not isinstance(value, str) and not np.isfinite(value):
         raise ValueError(f"{key}: expected a finite number, got {value!r}")
     text = value if isinstance(value, str) else repr(float(value))
@@ -117,7 +141,13 @@ def _side_expression(key: str, value: Any, symbols: set[str]) -> Expression:
         raise ValueError(f"{key}: {e}") from None
 
 
-def boundary_program(fields: tuple[str, ...], boundary: Any, boundary_value: Any, ndim: int, parameters: tuple[str, ...]):
+def boundary_program(
+    fields: tuple[str, ...],
+    boundary: Any,
+    boundary_value: Any,
+    ndim: int,
+    parameters: tuple[str, ...],
+):
     """Per field, per axis, the (low, high) `Side`s, and per axis whether it is periodic.
 
     Raises:
@@ -130,24 +160,42 @@ def boundary_program(fields: tuple[str, ...], boundary: Any, boundary_value: Any
     for name in fields:
         where = "boundary" if not isinstance(boundary, dict) else f"boundary.{name}"
         per_axis = _per_side(where, kinds[name], ndim, lambda v: isinstance(v, str))
-        vwhere = "boundary_value" if not isinstance(boundary_value, dict) or set(boundary_value) <= {"value", "coefficient"} else f"boundary_value.{name}"
+        vwhere = (
+            "boundary_value"
+            if not isinstance(boundary_value, dict)
+            or set(boundary_value) <= {"value", "coefficient"}
+            else f"boundary_value.{name}"
+        )
         per_axis_values = _per_side(vwhere, values[name], ndim, _is_scalar_spec)
         axes = []
         for i, ((lo, hi), (vlo, vhi)) in enumerate(zip(per_axis, per_axis_values)):
             sides = []
             for side, kind, value in (("low", lo, vlo), ("high", hi, vhi)):
                 if kind not in KINDS:
-                    raise ValueError(f"{where}[{i}]: {side} side {kind!r} is no boundary kind (kinds: {', '.join(KINDS)}).{_initial.did_you_mean(kind, KINDS)}")
+                    raise ValueError(
+                        f"{where}[{i}]: {side} side {kind!r} is no boundary kind (kinds: {', '.join(KINDS)}).{_initial.did_you_mean(kind, KINDS)}"
+                    )
                 vkey = f"{vwhere}[{i}].{side}"
                 if kind == "periodic":
                     sides.append(Side("periodic"))
                 elif kind == "robin":
                     if not isinstance(value, dict) or set(value) != {"coefficient", "value"}:
-                        raise ValueError(f"{vkey}: a robin side (du/dn + coefficient * u = value) needs a table {{ coefficient = ..., value = ... }}, got {value!r}")
-                    sides.append(Side("robin", _side_expression(f"{vkey}.value", value["value"], symbols), _side_expression(f"{vkey}.coefficient", value["coefficient"], symbols), vkey))
+                        raise ValueError(
+                            f"{vkey}: a robin side (du/dn + coefficient * u = value) needs a table {{ coefficient = ..., value = ... }}, got {value!r}"
+                        )
+                    sides.append(
+                        Side(
+                            "robin",
+                            _side_expression(f"{vkey}.value", value["value"], symbols),
+                            _side_expression(f"{vkey}.coefficient", value["coefficient"], symbols),
+                            vkey,
+                        )
+                    )
                 else:
                     if isinstance(value, dict):
-                        raise ValueError(f"{vkey}: a table is for robin sides; a {kind} side takes a number or an expression")
+                        raise ValueError(
+                            f"{vkey}: a table is for robin sides; a {kind} side takes a number or an expression"
+                        )
                     sides.append(Side(kind, _side_expression(vkey, value, symbols), key=vkey))
             if (sides[0].kind == "periodic") != (sides[1].kind == "periodic"):
                 raise ValueError(f"{where}[{i}]: periodic must be on both sides of an axis")
@@ -167,7 +215,9 @@ def partition(field: str, text: str, fields: tuple[str, ...], parameters: tuple[
     symbols = set(fields) | set(parameters) | set(COORDINATES) | {"t"}
     parse(text, symbols, OPERATORS)  # every check of the language, with columns
     tree = ast.parse(text.strip(), mode="eval").body
-    constant = lambda n: _names(n) <= set(parameters) | set(CONSTANTS) and not (_calls(n) & set(OPERATORS))  # noqa: E731
+    constant = lambda n: (
+        _names(n) <= set(parameters) | set(CONSTANTS) and not (_calls(n) & set(OPERATORS))
+    )  # noqa: E731
     implicit, explicit, laplace = [], [], []
     for term in _expand(tree, MAX_TERMS):
         if all(constant(d) for d in term.divisors):
@@ -177,7 +227,9 @@ def partition(field: str, text: str, fields: tuple[str, ...], parameters: tuple[
                 if ops and isinstance(inner, ast.Name) and inner.id == field:
                     implicit.append(term.node())
                     if ops in (("laplace",), ("div", "grad")):
-                        laplace.append(parse(ast.unparse(term.node(without=varying[0])), parameters))
+                        laplace.append(
+                            parse(ast.unparse(term.node(without=varying[0])), parameters)
+                        )
                     continue
         explicit.append(term.node())
 
@@ -196,7 +248,9 @@ class TextGridModel(GridPdeModel):
     """A PDE on a bounded box built by `pde_model` from text (see the module)."""
 
     points: tuple[int, ...] = eqx.field(static=True, default=(65,), converter=as_points)
-    domain: tuple[tuple[float, float], ...] | None = eqx.field(static=True, default=None, converter=as_domain)
+    domain: tuple[tuple[float, float], ...] | None = eqx.field(
+        static=True, default=None, converter=as_domain
+    )
     program: Any = eqx.field(static=True, default=None)
     boundary: Any = eqx.field(static=True, default="neumann")  # (the program holds the sides)
     boundary_value: Any = eqx.field(static=True, default=0.0)
@@ -207,7 +261,9 @@ class TextGridModel(GridPdeModel):
     @property
     def boundary_kinds(self) -> tuple[tuple[str, str], ...]:
         # The grid's own kinds: periodic or not (each field's conditions are the program's).
-        return tuple(("periodic", "periodic") if p else ("neumann", "neumann") for p in self.program.periodic)
+        return tuple(
+            ("periodic", "periodic") if p else ("neumann", "neumann") for p in self.program.periodic
+        )
 
     @property
     def boundary_values(self) -> tuple[tuple[float, float], ...]:
@@ -216,13 +272,20 @@ class TextGridModel(GridPdeModel):
     def diffusivities(self, params: PyTree) -> Float[Array, " C"]:
         """Per field, the sum of |coefficient| of its Laplacian terms (for the step limit
         of explicit methods)."""
-        out = [sum((jnp.abs(jnp.asarray(c(params), float)) for c in coefficients), jnp.asarray(0.0)) for coefficients in self.program.laplace_coefficients]
+        out = [
+            sum((jnp.abs(jnp.asarray(c(params), float)) for c in coefficients), jnp.asarray(0.0))
+            for coefficients in self.program.laplace_coefficients
+        ]
         return jnp.stack(out)
 
     def reaction(self, u: Field, params: PyTree) -> Field:
-        raise TypeError("a PDE written as text gives its whole right-hand side through method_of_lines")
+        raise TypeError(
+            "a PDE written as text gives its whole right-hand side through method_of_lines"
+        )
 
-    def side_problem(self, params: PyTree, grid: Any, times: Any, dtype: Any) -> tuple[str, str] | None:
+    def side_problem(
+        self, params: PyTree, grid: Any, times: Any, dtype: Any
+    ) -> tuple[str, str] | None:
         """The first boundary datum (a side's value, or a Robin side's coefficient) that
         is not a finite number of `dtype` at one of `times` and one node of its side:
         (its key in the config, what it gives and where), or None when every one is.
@@ -236,22 +299,41 @@ class TextGridModel(GridPdeModel):
                     mesh = {}
                     for i, c in enumerate(nodes):
                         c = c[[index]] if i == axis else c
-                        mesh[COORDINATES[i]] = c.reshape([1] * (i + 1) + [c.size] + [1] * (self.ndim - i - 1))
-                    values = {**{k: np.asarray(v, dtype=float) for k, v in params.items()}, "t": tt, **mesh}
+                        mesh[COORDINATES[i]] = c.reshape(
+                            [1] * (i + 1) + [c.size] + [1] * (self.ndim - i - 1)
+                        )
+                    values = {
+                        **{k: np.asarray(v, dtype=float) for k, v in params.items()},
+                        "t": tt,
+                        **mesh,
+                    }
                     data = [("value", side.value), ("coefficient", side.coefficient)]
                     for part, expression in data:
                         if expression is None:
                             continue
                         with np.errstate(all="ignore"):
-                            shape = (tt.shape[0], *(1 if i == axis else len(c) for i, c in enumerate(nodes)))
-                            out = np.broadcast_to(np.asarray(jnp.asarray(expression(values), dtype=float).astype(dtype)), shape)
+                            shape = (
+                                tt.shape[0],
+                                *(1 if i == axis else len(c) for i, c in enumerate(nodes)),
+                            )
+                            out = np.broadcast_to(
+                                np.asarray(
+                                    jnp.asarray(expression(values), dtype=float).astype(dtype)
+                                ),
+                                shape,
+                            )
                         bad = np.argwhere(~np.isfinite(out))
                         if bad.size:
                             at = bad[0]
-                            where = ", ".join(f"{COORDINATES[i]} = {nodes[i][index] if i == axis else nodes[i][at[i + 1]]:.6g}" for i in range(self.ndim))
+                            where = ", ".join(
+                                f"{COORDINATES[i]} = {nodes[i][index] if i == axis else nodes[i][at[i + 1]]:.6g}"
+                                for i in range(self.ndim)
+                            )
                             key = f"{side.key}.{part}" if side.kind == "robin" else side.key
-                            return key, (f"{expression.text!r} is {out[tuple(at)]} at t = {float(tt.flat[at[0]]):.6g}, {where}; "
-                                         f"expected a finite number ({np.dtype(dtype).name}) at every save time and node of the side")
+                            return key, (
+                                f"{expression.text!r} is {out[tuple(at)]} at t = {float(tt.flat[at[0]]):.6g}, {where}; "
+                                f"expected a finite number ({np.dtype(dtype).name}) at every save time and node of the side"
+                            )
         return None
 
     # ------------------------------------------------------------------ the discretisation
@@ -293,7 +375,11 @@ class TextGridModel(GridPdeModel):
                     if side.kind == "neumann":
                         data.append(jnp.take(full(side.value), index, axis=axis))
                     elif side.kind == "robin":
-                        data.append(jnp.take(full(side.value) - full(side.coefficient) * uc, index, axis=axis))
+                        data.append(
+                            jnp.take(
+                                full(side.value) - full(side.coefficient) * uc, index, axis=axis
+                            )
+                        )
                     else:
                         data.append(None)
                 per_axis.append(tuple(data))
@@ -313,13 +399,17 @@ class TextGridModel(GridPdeModel):
 
         def d(f, axis, order, data=(None, None)):
             if axis >= ndim:
-                raise ValueError(f"a derivative along axis {axis + 1} on a grid of {ndim} dimension{'s' if ndim > 1 else ''}")
+                raise ValueError(
+                    f"a derivative along axis {axis + 1} on a grid of {ndim} dimension{'s' if ndim > 1 else ''}"
+                )
             return grid.derivative(whole(f), axis, order, data)
 
         def div(vector):
             vector = jnp.asarray(vector)
             if vector.ndim != ndim + 1 or vector.shape[0] != ndim:
-                raise ValueError(f"div() takes a vector (such as grad(u) or a coefficient times it), got an array of shape {vector.shape}")
+                raise ValueError(
+                    f"div() takes a vector (such as grad(u) or a coefficient times it), got an array of shape {vector.shape}"
+                )
             return sum(d(vector[i], i, 1) for i in range(ndim))
 
         values["@laplace"] = lambda f: sum(d(f, i, 2) for i in range(ndim))
@@ -328,12 +418,18 @@ class TextGridModel(GridPdeModel):
         for axis, op in enumerate(("dx", "dy", "dz")):
             values[f"@{op}"] = lambda f, _a=axis: d(f, _a, 1)
         values["@integral"] = lambda f: grid.integral(whole(f))
-        values["@mean"] = lambda f: grid.integral(whole(f)) / float(np.prod([b - a for a, b in self.domain]))
+        values["@mean"] = lambda f: (
+            grid.integral(whole(f)) / float(np.prod([b - a for a, b in self.domain]))
+        )
         for c, name in enumerate(self.field_names):
             values[name] = u[c]
             data = fluxes[c]
-            values[f"@laplace:{name}"] = lambda _u=u[c], _f=data: sum(d(_u, i, 2, _f[i]) for i in range(ndim))
-            values[f"@grad:{name}"] = lambda _u=u[c], _f=data: jnp.stack([d(_u, i, 1, _f[i]) for i in range(ndim)])
+            values[f"@laplace:{name}"] = lambda _u=u[c], _f=data: sum(
+                d(_u, i, 2, _f[i]) for i in range(ndim)
+            )
+            values[f"@grad:{name}"] = lambda _u=u[c], _f=data: jnp.stack(
+                [d(_u, i, 1, _f[i]) for i in range(ndim)]
+            )
             for axis, op in enumerate(("dx", "dy", "dz")):
                 if axis < ndim:
                     values[f"@{op}:{name}"] = lambda _u=u[c], _f=data, _a=axis: d(_u, _a, 1, _f[_a])
@@ -364,7 +460,11 @@ class TextGridModel(GridPdeModel):
                 values = self._values(t, u, fluxes, params, grid)
                 out = []
                 for expression in which:
-                    out.append(jnp.zeros(shape, u.dtype) if expression is None else jnp.broadcast_to(jnp.asarray(expression(values), u.dtype), shape))
+                    out.append(
+                        jnp.zeros(shape, u.dtype)
+                        if expression is None
+                        else jnp.broadcast_to(jnp.asarray(expression(values), u.dtype), shape)
+                    )
                 return free * jnp.stack(out)
 
             return f
@@ -386,7 +486,9 @@ class TextGridModel(GridPdeModel):
         return start, ((explicit, implicit) if imex else full), observe
 
     def extra_observables(self, u: Field, params: PyTree, grid: Any) -> dict[str, Array]:
-        raise TypeError("the observables of a PDE written as text on a bounded grid come from method_of_lines (they may read t)")
+        raise TypeError(
+            "the observables of a PDE written as text on a bounded grid come from method_of_lines (they may read t)"
+        )
 
 
 def _set_side(u: Array, axis: int, index: int, value: Array) -> Array:
@@ -395,7 +497,17 @@ def _set_side(u: Array, axis: int, index: int, value: Array) -> Array:
     return u.at[tuple(sl)].set(value[tuple(sl)])
 
 
-def grid_model(label: str, fields: dict[str, str], parameters: dict[str, Any], observables: dict[str, str], declared, points, domain, boundary, boundary_value) -> TextGridModel:
+def grid_model(
+    label: str,
+    fields: dict[str, str],
+    parameters: dict[str, Any],
+    observables: dict[str, str],
+    declared,
+    points,
+    domain,
+    boundary,
+    boundary_value,
+) -> TextGridModel:
     """The bounded-box model of `pde_model` (its arguments checked there)."""
     names = tuple(fields)
     pnames = tuple(parameters)
@@ -413,11 +525,15 @@ def grid_model(label: str, fields: dict[str, str], parameters: dict[str, Any], o
         implicit.append(i)
         explicit.append(e)
         laplace.append(lap)
-    parsed = parse_observables(observables, set(names) | set(pnames) | set(COORDINATES) | {"t"}, OPERATORS + REDUCTIONS)
+    parsed = parse_observables(
+        observables, set(names) | set(pnames) | set(COORDINATES) | {"t"}, OPERATORS + REDUCTIONS
+    )
     for group, table in (("fields", fields), ("observables", observables)):
         for name, text in table.items():
             if "biharmonic" in _calls(ast.parse(text.strip(), mode="eval")) and not all(periodic):
-                raise ValueError(f"{group}.{name}: biharmonic() needs two conditions per side; on a bounded axis it is not supported")
+                raise ValueError(
+                    f"{group}.{name}: biharmonic() needs two conditions per side; on a bounded axis it is not supported"
+                )
     namespace = {
         "name": label,
         "description": f"a PDE written in its config ({len(names)} field{'s' if len(names) > 1 else ''}), finite differences with boundary conditions",
@@ -427,7 +543,9 @@ def grid_model(label: str, fields: dict[str, str], parameters: dict[str, Any], o
         "__doc__": f"The PDE model {label!r} written as text, on a bounded grid.",
         "__module__": __name__,
     }
-    cls = type(f"TextPde_{label}" if label.isidentifier() else "TextPde", (TextGridModel,), namespace)
+    cls = type(
+        f"TextPde_{label}" if label.isidentifier() else "TextPde", (TextGridModel,), namespace
+    )
     program = TextGridProgram(implicit, explicit, laplace, sides, parsed, periodic)
     model = cls(points=points, domain=domain, program=program)
     _check_shapes(model, fields, observables)
@@ -452,7 +570,9 @@ class _ShapeGrid:
         return jnp.sum(u, axis=tuple(range(u.ndim - self.ndim, u.ndim)))
 
 
-def _check_shapes(model: TextGridModel, fields: dict[str, str], observables: dict[str, str]) -> None:
+def _check_shapes(
+    model: TextGridModel, fields: dict[str, str], observables: dict[str, str]
+) -> None:
     """Every right-hand side is a field and every observable a field or a number (a `grad`
     left without `div` is refused here, before any run)."""
     grid = _ShapeGrid(model)
@@ -469,7 +589,12 @@ def _check_shapes(model: TextGridModel, fields: dict[str, str], observables: dic
 
         return tuple(jax.eval_shape(evaluate, field).shape)
 
-    checks = [("fields", name, e) for name, pair in zip(fields, zip(program.explicit, program.implicit)) for e in pair if e is not None]
+    checks = [
+        ("fields", name, e)
+        for name, pair in zip(fields, zip(program.explicit, program.implicit))
+        for e in pair
+        if e is not None
+    ]
     checks += [("observables", name, e) for name, e in program.observables]
     for group, name, expression in checks:
         try:
@@ -477,4 +602,6 @@ def _check_shapes(model: TextGridModel, fields: dict[str, str], observables: dic
         except (ValueError, TypeError) as err:
             raise ValueError(f"{group}.{name}: {str(err).splitlines()[0]}") from None
         if shape not in ((), points):
-            raise ValueError(f"{group}.{name}: evaluates to an array of shape {shape} (a vector such as grad(u) needs div() around it)")
+            raise ValueError(
+                f"{group}.{name}: evaluates to an array of shape {shape} (a vector such as grad(u) needs div() around it)"
+            )

@@ -19,7 +19,10 @@ def complex_dtype(grid: Any):
 
 def as_direction(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
-        return tuple(float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v for v in value)
+        return tuple(
+            float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v
+            for v in value
+        )
     return value
 
 
@@ -38,7 +41,9 @@ class Heat(SpectralPdeModel):
     """
 
     points: tuple[int, ...] = eqx.field(static=True, default=(64,), converter=as_points)
-    domain: tuple[tuple[float, float], ...] | None = eqx.field(static=True, default=None, converter=as_domain)
+    domain: tuple[tuple[float, float], ...] | None = eqx.field(
+        static=True, default=None, converter=as_domain
+    )
 
     name: ClassVar[str] = "heat"
     description: ClassVar[str] = "diffusion (heat equation) on a periodic box, Fourier spectral"
@@ -53,7 +58,9 @@ class Heat(SpectralPdeModel):
     def linear(self, params: PyTree, grid: Any) -> Inexact[Array, "..."]:
         return params["diffusivity"] * grid.laplacian()
 
-    def nonlinear(self, u_hat: Inexact[Array, "C ..."], params: PyTree, grid: Any) -> Inexact[Array, "C ..."]:
+    def nonlinear(
+        self, u_hat: Inexact[Array, "C ..."], params: PyTree, grid: Any
+    ) -> Inexact[Array, "C ..."]:
         return jnp.zeros_like(u_hat)
 
     def extra_observables(self, u: Field, params: PyTree, grid: Any) -> dict[str, Array]:
@@ -74,11 +81,17 @@ class AdvectionDiffusion(SpectralPdeModel):
     """
 
     points: tuple[int, ...] = eqx.field(static=True, default=(64,), converter=as_points)
-    domain: tuple[tuple[float, float], ...] | None = eqx.field(static=True, default=None, converter=as_domain)
-    direction: tuple[float, ...] | None = eqx.field(static=True, default=None, converter=as_direction)
+    domain: tuple[tuple[float, float], ...] | None = eqx.field(
+        static=True, default=None, converter=as_domain
+    )
+    direction: tuple[float, ...] | None = eqx.field(
+        static=True, default=None, converter=as_direction
+    )
 
     name: ClassVar[str] = "advection_diffusion"
-    description: ClassVar[str] = "advection-diffusion at constant velocity on a periodic box, Fourier spectral"
+    description: ClassVar[str] = (
+        "advection-diffusion at constant velocity on a periodic box, Fourier spectral"
+    )
     parameters: ClassVar[tuple[Parameter, ...]] = (
         Parameter("velocity", 1.0, "length/time", "transport speed along `direction`", "real"),
         Parameter("diffusivity", 0.01, "length^2/time", "diffusion coefficient D", "nonnegative"),
@@ -110,12 +123,16 @@ class AdvectionDiffusion(SpectralPdeModel):
 
     def linear(self, params: PyTree, grid: Any) -> Inexact[Array, "..."]:
         cdtype = complex_dtype(grid)
-        advect = sum(di * grid.derivative(i) for i, di in enumerate(self.unit_direction) if di != 0.0)
+        advect = sum(
+            di * grid.derivative(i) for i, di in enumerate(self.unit_direction) if di != 0.0
+        )
         velocity = params["velocity"].astype(cdtype)
         diffusion = (params["diffusivity"] * grid.laplacian()).astype(cdtype)
         return diffusion - velocity * advect
 
-    def nonlinear(self, u_hat: Inexact[Array, "C ..."], params: PyTree, grid: Any) -> Inexact[Array, "C ..."]:
+    def nonlinear(
+        self, u_hat: Inexact[Array, "C ..."], params: PyTree, grid: Any
+    ) -> Inexact[Array, "C ..."]:
         return jnp.zeros_like(u_hat)
 
     def extra_observables(self, u: Field, params: PyTree, grid: Any) -> dict[str, Array]:
@@ -137,10 +154,14 @@ class Burgers(SpectralPdeModel):
     """
 
     points: tuple[int, ...] = eqx.field(static=True, default=(128,), converter=as_points)
-    domain: tuple[tuple[float, float], ...] | None = eqx.field(static=True, default=None, converter=as_domain)
+    domain: tuple[tuple[float, float], ...] | None = eqx.field(
+        static=True, default=None, converter=as_domain
+    )
 
     name: ClassVar[str] = "burgers"
-    description: ClassVar[str] = "viscous Burgers (1D scalar, 2D vector) on a periodic box, Fourier spectral"
+    description: ClassVar[str] = (
+        "viscous Burgers (1D scalar, 2D vector) on a periodic box, Fourier spectral"
+    )
     parameters: ClassVar[tuple[Parameter, ...]] = (
         Parameter("viscosity", 0.01, "length^2/time", "kinematic viscosity nu", "nonnegative"),
     )
@@ -158,7 +179,9 @@ class Burgers(SpectralPdeModel):
     def linear(self, params: PyTree, grid: Any) -> Inexact[Array, "..."]:
         return params["viscosity"] * grid.laplacian()
 
-    def nonlinear(self, u_hat: Inexact[Array, "C ..."], params: PyTree, grid: Any) -> Inexact[Array, "C ..."]:
+    def nonlinear(
+        self, u_hat: Inexact[Array, "C ..."], params: PyTree, grid: Any
+    ) -> Inexact[Array, "C ..."]:
         if grid.ndim == 1:
             u = grid.irfft(u_hat)
             return -0.5 * grid.derivative(0) * grid.rfft(u * u)
@@ -177,7 +200,9 @@ class Burgers(SpectralPdeModel):
         return {"taylor_green": taylor_green_velocity} if len(self.points) == 2 else {}
 
 
-def taylor_green_velocity(model: Any, params: PyTree, *, amplitude: float = 1.0, modes: Any = 1) -> Any:
+def taylor_green_velocity(
+    model: Any, params: PyTree, *, amplitude: float = 1.0, modes: Any = 1
+) -> Any:
     """The Taylor-Green velocity u = A sin(kx x) cos(ky y), v = -A (kx / ky) cos(kx x) sin(ky y)
     (divergence free), with k = 2 pi m / L per axis."""
     import numpy as np

@@ -29,10 +29,14 @@ class KortewegDeVries(SpectralPdeModel):
     """
 
     points: tuple[int, ...] = eqx.field(static=True, default=(256,), converter=as_points)
-    domain: tuple[tuple[float, float], ...] | None = eqx.field(static=True, default=None, converter=as_domain)
+    domain: tuple[tuple[float, float], ...] | None = eqx.field(
+        static=True, default=None, converter=as_domain
+    )
 
     name: ClassVar[str] = "kdv"
-    description: ClassVar[str] = "Korteweg-de Vries solitary waves on a periodic interval, Fourier spectral"
+    description: ClassVar[str] = (
+        "Korteweg-de Vries solitary waves on a periodic interval, Fourier spectral"
+    )
     parameters: ClassVar[tuple[Parameter, ...]] = (
         Parameter("nonlinearity", 6.0, "1", "coefficient a of u u_x", "real"),
         Parameter("dispersion", 1.0, "length^3/time", "coefficient b of u_xxx", "positive"),
@@ -47,7 +51,9 @@ class KortewegDeVries(SpectralPdeModel):
         d = grid.derivative(0)
         return -params["dispersion"].astype(complex_dtype(grid)) * d * d * d
 
-    def nonlinear(self, u_hat: Inexact[Array, "C ..."], params: PyTree, grid: Any) -> Inexact[Array, "C ..."]:
+    def nonlinear(
+        self, u_hat: Inexact[Array, "C ..."], params: PyTree, grid: Any
+    ) -> Inexact[Array, "C ..."]:
         u = grid.irfft(u_hat)
         a = params["nonlinearity"].astype(complex_dtype(grid))
         return -0.5 * a * grid.derivative(0) * grid.rfft(u * u)
@@ -65,7 +71,9 @@ class KortewegDeVries(SpectralPdeModel):
         return {"soliton": soliton}
 
 
-def soliton(model: Any, params: PyTree, *, speed: float = 1.0, position: float | None = None) -> np.ndarray:
+def soliton(
+    model: Any, params: PyTree, *, speed: float = 1.0, position: float | None = None
+) -> np.ndarray:
     """The KdV soliton of speed c centred at `position` (default: a quarter of the way
     into the domain): u = (3 c / a) sech^2(sqrt(c / b) (x - position) / 2), summed over
     the periodic images that matter."""
@@ -73,7 +81,7 @@ def soliton(model: Any, params: PyTree, *, speed: float = 1.0, position: float |
         raise ValueError(f"initial option speed = {speed!r}: expected a positive soliton speed")
     a = float(params["nonlinearity"])
     b = float(params["dispersion"])
-    (low, high), = model.domain
+    ((low, high),) = model.domain
     length = high - low
     x0 = low + 0.25 * length if position is None else float(position)
     (x,) = model.mesh()
@@ -98,14 +106,30 @@ class KuramotoSivashinsky(SpectralPdeModel):
     """
 
     points: tuple[int, ...] = eqx.field(static=True, default=(128,), converter=as_points)
-    domain: tuple[tuple[float, float], ...] | None = eqx.field(static=True, default=None, converter=as_domain)
+    domain: tuple[tuple[float, float], ...] | None = eqx.field(
+        static=True, default=None, converter=as_domain
+    )
 
     name: ClassVar[str] = "kuramoto_sivashinsky"
-    description: ClassVar[str] = "Kuramoto-Sivashinsky spatio-temporal chaos on a periodic interval, Fourier spectral"
+    description: ClassVar[str] = (
+        "Kuramoto-Sivashinsky spatio-temporal chaos on a periodic interval, Fourier spectral"
+    )
     parameters: ClassVar[tuple[Parameter, ...]] = (
         Parameter("nonlinearity", 1.0, "1", "coefficient a of (u^2)_x / 2", "real"),
-        Parameter("anti_diffusivity", 1.0, "length^2/time", "coefficient p of u_xx (destabilising)", "real"),
-        Parameter("hyper_diffusivity", 1.0, "length^4/time", "coefficient q of u_xxxx (stabilising)", "positive"),
+        Parameter(
+            "anti_diffusivity",
+            1.0,
+            "length^2/time",
+            "coefficient p of u_xx (destabilising)",
+            "real",
+        ),
+        Parameter(
+            "hyper_diffusivity",
+            1.0,
+            "length^4/time",
+            "coefficient q of u_xxxx (stabilising)",
+            "positive",
+        ),
     )
     field_names: ClassVar[tuple[str, ...]] = ("u",)
     dims: ClassVar[tuple[int, ...]] = (1,)
@@ -117,7 +141,9 @@ class KuramotoSivashinsky(SpectralPdeModel):
         lap = grid.laplacian()
         return -params["anti_diffusivity"] * lap - params["hyper_diffusivity"] * lap * lap
 
-    def nonlinear(self, u_hat: Inexact[Array, "C ..."], params: PyTree, grid: Any) -> Inexact[Array, "C ..."]:
+    def nonlinear(
+        self, u_hat: Inexact[Array, "C ..."], params: PyTree, grid: Any
+    ) -> Inexact[Array, "C ..."]:
         u = grid.irfft(u_hat)
         a = params["nonlinearity"].astype(complex_dtype(grid))
         return -0.5 * a * grid.derivative(0) * grid.rfft(u * u)
@@ -133,6 +159,6 @@ def kassam_trefethen(model: Any, params: PyTree) -> np.ndarray:
     """u0 = cos(2 pi x / L) (1 + sin(2 pi x / L)): Kassam and Trefethen's (2005) initial
     condition cos(x / 16) (1 + sin(x / 16)) on [0, 32 pi], rescaled to the domain."""
     (x,) = model.mesh()
-    (low, high), = model.domain
+    ((low, high),) = model.domain
     s = 2 * np.pi * (x - low) / (high - low)
     return (np.cos(s) * (1 + np.sin(s)))[None]

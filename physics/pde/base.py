@@ -39,7 +39,10 @@ def as_points(value: Any) -> tuple[int, ...]:
     if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
         return (int(value),)
     if isinstance(value, (list, tuple)):
-        return tuple(int(v) if isinstance(v, (int, np.integer)) and not isinstance(v, bool) else v for v in value)
+        return tuple(
+            int(v) if isinstance(v, (int, np.integer)) and not isinstance(v, bool) else v
+            for v in value
+        )
     return value
 
 
@@ -60,7 +63,9 @@ def as_domain(value: Any) -> Any:
     return value
 
 
-def check_grid_options(name: str, points: Any, domain: Any, dims: tuple[int, ...], *, even: bool, minimum: int) -> None:
+def check_grid_options(
+    name: str, points: Any, domain: Any, dims: tuple[int, ...], *, even: bool, minimum: int
+) -> None:
     """Raise ValueError naming the option unless `points` and `domain` form a grid of one
     of the dimensions `dims`."""
     dims_text = " or ".join(str(d) for d in dims)
@@ -78,18 +83,30 @@ def check_grid_options(name: str, points: Any, domain: Any, dims: tuple[int, ...
             f"({len(points)} for points = {list(points)}), e.g. domain = {[[0.0, 1.0]] * len(points)}"
         )
     for i, pair in enumerate(domain):
-        if not isinstance(pair, tuple) or len(pair) != 2 or not all(isinstance(v, float) for v in pair):
-            raise ValueError(f"model {name!r}: domain[{i}] = {pair!r}: expected a [low, high] pair of numbers")
+        if (
+            not isinstance(pair, tuple)
+            or len(pair) != 2
+            or not all(isinstance(v, float) for v in pair)
+        ):
+            raise ValueError(
+                f"model {name!r}: domain[{i}] = {pair!r}: expected a [low, high] pair of numbers"
+            )
         low, high = pair
         if not (math.isfinite(low) and math.isfinite(high)) or not high > low:
-            raise ValueError(f"model {name!r}: domain[{i}] = [{low}, {high}]: expected finite low < high")
+            raise ValueError(
+                f"model {name!r}: domain[{i}] = [{low}, {high}]: expected finite low < high"
+            )
         # Differences of the grid divide by the spacing squared (and a spectral grid's
         # wavenumbers square 2 pi / spacing): a square beyond the float range, or below
         # its normal numbers (where compiled code may flush it to 0), gives no number.
         # (both spacings of the axis, periodic or bounded: width / points, / (points - 1))
         width, n = high - low, points[i]
         fine, coarse = width / n, width / (n - 1)
-        if not (math.isfinite(width) and coarse * coarse < math.inf and fine * fine >= np.finfo(float).tiny):
+        if not (
+            math.isfinite(width)
+            and coarse * coarse < math.inf
+            and fine * fine >= np.finfo(float).tiny
+        ):
             raise ValueError(
                 f"model {name!r}: domain[{i}] = [{low!r}, {high!r}]: the grid spacing ({fine:.3g} over {n} points) squared is outside "
                 f"the range of normal floats; expected a width whose spacing lies between about 1e-154 and 1e154"
@@ -159,7 +176,9 @@ class PdeModel(Model):
         """Model-specific initial fields: kind -> function(model, params, **options) -> [C, *points]."""
         return {}
 
-    def initial_field(self, kind: str | None = None, params: PyTree | None = None, **options: Any) -> np.ndarray:
+    def initial_field(
+        self, kind: str | None = None, params: PyTree | None = None, **options: Any
+    ) -> np.ndarray:
         """A named initial field [C, *points] (float64 numpy).
 
         Arguments:
@@ -191,7 +210,9 @@ class PdeModel(Model):
             for c in range(len(self.field_names)):
                 opts = dict(options)
                 seed = opts.get("seed")
-                if isinstance(seed, int) and not isinstance(seed, bool):  # (the generator refuses anything else)
+                if isinstance(seed, int) and not isinstance(
+                    seed, bool
+                ):  # (the generator refuses anything else)
                     opts["seed"] = seed + c
                 channels.append(generator(self.mesh(), self.domain, **opts))
             field = np.stack(channels)
@@ -201,7 +222,9 @@ class PdeModel(Model):
                 f"model {self.name!r} has no initial field kind {kind!r} (kinds: {', '.join(kinds)}).{_initial.did_you_mean(kind, kinds)}"
             )
         if field.shape != self.field_shape:
-            raise ValueError(f"initial field {kind!r} has shape {field.shape}; expected {self.field_shape}")
+            raise ValueError(
+                f"initial field {kind!r} has shape {field.shape}; expected {self.field_shape}"
+            )
         return field
 
     def observables(self, u: Field, params: PyTree, grid: Any) -> dict[str, Array]:
@@ -242,7 +265,9 @@ class SpectralPdeModel(PdeModel):
         dissipative, complex when it disperses or advects."""
 
     @abc.abstractmethod
-    def nonlinear(self, u_hat: Inexact[Array, "C ..."], params: PyTree, grid: Any) -> Inexact[Array, "C ..."]:
+    def nonlinear(
+        self, u_hat: Inexact[Array, "C ..."], params: PyTree, grid: Any
+    ) -> Inexact[Array, "C ..."]:
         """N(u) in Fourier space, [C, *spectral_shape], for the state `u_hat` (same shape)."""
 
 
@@ -314,7 +339,9 @@ class GridPdeModel(PdeModel):
         """The local (non-stiff) part of the right-hand side, [C, *points]."""
 
 
-def _per_axis(model: str, key: str, value: Any, ndim: int, kind: type) -> tuple[tuple[Any, Any], ...]:
+def _per_axis(
+    model: str, key: str, value: Any, ndim: int, kind: type
+) -> tuple[tuple[Any, Any], ...]:
     def scalar(v):
         if kind is float:
             return isinstance(v, (int, float, np.number)) and not isinstance(v, bool)
@@ -330,7 +357,9 @@ def _per_axis(model: str, key: str, value: Any, ndim: int, kind: type) -> tuple[
         for item in value:
             if scalar(item):
                 out.append((convert(item), convert(item)))
-            elif isinstance(item, (list, tuple)) and len(item) == 2 and all(scalar(v) for v in item):
+            elif (
+                isinstance(item, (list, tuple)) and len(item) == 2 and all(scalar(v) for v in item)
+            ):
                 out.append((convert(item[0]), convert(item[1])))
             else:
                 break

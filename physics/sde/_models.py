@@ -22,7 +22,9 @@ class OrnsteinUhlenbeck(SdeModel):
     """
 
     name: ClassVar[str] = "ornstein_uhlenbeck"
-    description: ClassVar[str] = "Ornstein-Uhlenbeck mean-reverting process (Uhlenbeck & Ornstein 1930)"
+    description: ClassVar[str] = (
+        "Ornstein-Uhlenbeck mean-reverting process (Uhlenbeck & Ornstein 1930)"
+    )
     parameters: ClassVar[tuple[Parameter, ...]] = (
         Parameter("theta", 1.0, "1/s", "rate of reversion to the mean", "positive"),
         Parameter("mu", 0.0, "1", "long-term mean", "real"),
@@ -87,8 +89,20 @@ class StochasticLotkaVolterra(SdeModel):
     name: ClassVar[str] = "stochastic_lotka_volterra"
     description: ClassVar[str] = "predator-prey populations with environmental noise"
     parameters: ClassVar[tuple[Parameter, ...]] = LotkaVolterra.parameters + (
-        Parameter("sigma_prey", 0.1, "1/sqrt(year)", "noise amplitude of the prey growth rate", "nonnegative"),
-        Parameter("sigma_predator", 0.1, "1/sqrt(year)", "noise amplitude of the predator growth rate", "nonnegative"),
+        Parameter(
+            "sigma_prey",
+            0.1,
+            "1/sqrt(year)",
+            "noise amplitude of the prey growth rate",
+            "nonnegative",
+        ),
+        Parameter(
+            "sigma_predator",
+            0.1,
+            "1/sqrt(year)",
+            "noise amplitude of the predator growth rate",
+            "nonnegative",
+        ),
     )
     state_names: ClassVar[tuple[str, ...]] = LotkaVolterra.state_names
     initial_defaults: ClassVar[dict[str, float]] = dict(LotkaVolterra.initial_defaults)

@@ -32,12 +32,25 @@ class TextSdeModel(SdeModel):
 
     def extra_observables(self, t: Scalar, y: State, params: PyTree) -> dict[str, Array]:
         values = values_at(self.state_names, t, y, params)
-        return dict(zip([n for n, _ in self.extras], evaluate([e for _, e in self.extras], values, y.dtype))) if self.extras else {}
+        return (
+            dict(
+                zip(
+                    [n for n, _ in self.extras],
+                    evaluate([e for _, e in self.extras], values, y.dtype),
+                )
+            )
+            if self.extras
+            else {}
+        )
 
 
 @remembered
 def sde_model(
-    label: str, states: dict[str, Any], noise: dict[str, str], parameters: dict[str, Any] | None = None, observables: dict[str, str] | None = None
+    label: str,
+    states: dict[str, Any],
+    noise: dict[str, str],
+    parameters: dict[str, Any] | None = None,
+    observables: dict[str, str] | None = None,
 ) -> TextSdeModel:
     """An `SdeModel` from text: `states` maps each state to its drift, `noise` (some of
     the states) to its diffusion, each state driven by its own Brownian motion;
@@ -51,8 +64,16 @@ def sde_model(
     """
     if not noise:
         raise ValueError("noise: expected at least one state = its diffusion")
-    namespace, drifts, extras, parsed = declare("SDE", label, states, parameters, observables, noise=noise)
+    namespace, drifts, extras, parsed = declare(
+        "SDE", label, states, parameters, observables, noise=noise
+    )
     by_state = dict(parsed["noise"])
     kind = "diagonal" if any(e.names & set(states) for e in by_state.values()) else "additive"
-    cls = type(class_name(label), (TextSdeModel,), {**namespace, "noise": kind, "__module__": __name__})
-    return cls(drifts=tuple(e for _, e in drifts), diffusions=tuple(by_state.get(name) for name in states), extras=tuple(extras))
+    cls = type(
+        class_name(label), (TextSdeModel,), {**namespace, "noise": kind, "__module__": __name__}
+    )
+    return cls(
+        drifts=tuple(e for _, e in drifts),
+        diffusions=tuple(by_state.get(name) for name in states),
+        extras=tuple(extras),
+    )

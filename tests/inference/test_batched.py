@@ -26,7 +26,9 @@ def starts(n, seed=0):
 
 
 def test_every_start_reaches_the_exact_minimum():
-    ends, values, success = _petab.minimize_batched(quadratic, starts(4), -5 * np.ones(3), 5 * np.ones(3), max_steps=100)
+    ends, values, success = _petab.minimize_batched(
+        quadratic, starts(4), -5 * np.ones(3), 5 * np.ones(3), max_steps=100
+    )
     # (scipy stops at a projected gradient of 1e-5: within 1e-5 / 0.5, the smallest
     # curvature, of the centre)
     np.testing.assert_allclose(ends, np.broadcast_to(CENTRE, (4, 3)), atol=2e-5)
@@ -37,7 +39,9 @@ def test_every_start_reaches_the_exact_minimum():
 def test_a_start_within_bounds_that_exclude_the_minimum_stops_on_the_bound():
     # (x2 held within [-5, 1]: the minimum along it is the bound, 1, the others free)
     upper = np.array([5.0, 5.0, 1.0])
-    ends, values, _ = _petab.minimize_batched(quadratic, starts(3), -5 * np.ones(3), upper, max_steps=100)
+    ends, values, _ = _petab.minimize_batched(
+        quadratic, starts(3), -5 * np.ones(3), upper, max_steps=100
+    )
     np.testing.assert_allclose(ends, np.broadcast_to([0.3, -1.2, 1.0], (3, 3)), atol=2e-5)
     np.testing.assert_allclose(values, 0.25 * 1.0**2, rtol=1e-8)
 

@@ -63,10 +63,15 @@ def write_obs(path, prey, predator):
 def draw_data_set(model, rng):
     """Parameters and noise scale drawn from the priors, then noisy observations."""
     key = jax.random.PRNGKey(int(rng.integers(2**31)))
-    truth = {name: float(prior.sample(jax.random.fold_in(key, i))) for i, (name, prior) in enumerate(model.priors.items())}
+    truth = {
+        name: float(prior.sample(jax.random.fold_in(key, i)))
+        for i, (name, prior) in enumerate(model.priors.items())
+    }
     sigma = float(model.sigma_prior.sample(jax.random.fold_in(key, 99)))
     pred = model.problem._predict({k: jnp.asarray(v) for k, v in truth.items()})
-    noisy = {k: np.asarray(v) * np.exp(sigma * rng.standard_normal(v.shape)) for k, v in pred.items()}
+    noisy = {
+        k: np.asarray(v) * np.exp(sigma * rng.standard_normal(v.shape)) for k, v in pred.items()
+    }
     return truth, noisy
 
 
@@ -77,7 +82,12 @@ def coverage(tmp_path, n_sets, seed=0, iterations=70):
     model, _, section = build_bayes_model(sim.load_config(tmp_path / "c.toml"))
     # The data are arguments of the compiled sampler: one compilation serves every data set.
     mcmc = MCMC(
-        nuts_kernel(model, section), num_warmup=iterations, num_samples=iterations, num_chains=1, progress_bar=False, jit_model_args=True
+        nuts_kernel(model, section),
+        num_warmup=iterations,
+        num_samples=iterations,
+        num_chains=1,
+        progress_bar=False,
+        jit_model_args=True,
     )
     hits, total = 0, 0
     for i in range(n_sets):
@@ -112,12 +122,18 @@ def test_credible_interval_coverage_over_twenty_data_sets(tmp_path):
 
 
 def test_forward_sensitivity_gradient_matches_finite_differences():
-    config = sim.load_config(EXPERIMENTS / "lynx_hare.toml", ["solver.rtol=1e-12", "solver.atol=1e-12"])
+    config = sim.load_config(
+        EXPERIMENTS / "lynx_hare.toml", ["solver.rtol=1e-12", "solver.atol=1e-12"]
+    )
     free = ["alpha", "beta", "gamma", "delta", "initial.prey", "initial.predator"]
-    problem, start, _ = make_problem(config, None, free, free_key="x", gradient="forward_sensitivity")
+    problem, start, _ = make_problem(
+        config, None, free, free_key="x", gradient="forward_sensitivity"
+    )
 
     # one compiled function for both (the finite differences use its value)
-    value_and_grad = jax.jit(jax.value_and_grad(lambda x: jnp.sum(jnp.log(problem.predict(x)["prey"]) ** 2)))
+    value_and_grad = jax.jit(
+        jax.value_and_grad(lambda x: jnp.sum(jnp.log(problem.predict(x)["prey"]) ** 2))
+    )
 
     def f(x):
         return value_and_grad(x)[0]
@@ -156,7 +172,9 @@ def exact_heat_fit_and_posterior(config):
 
     def field(d, derivative=False):
         decay = np.exp(-np.multiply.outer(d, k**2 * t[:, None]))
-        return np.fft.irfft(modes * decay * (-(k**2) * t[:, None] if derivative else 1.0), n=len(u0))
+        return np.fft.irfft(
+            modes * decay * (-(k**2) * t[:, None] if derivative else 1.0), n=len(u0)
+        )
 
     def rss(d):
         return np.sum((y - field(d)) ** 2, axis=(-2, -1))
@@ -170,7 +188,9 @@ def exact_heat_fit_and_posterior(config):
     assert (d_prior["dist"], s_prior["dist"]) == ("lognormal", "halfnormal")
     d = np.linspace(d_hat - 10 * stderr, d_hat + 10 * stderr, 2001)
     s_hat = np.sqrt(rss(d_hat) / n)
-    sigma = np.linspace(0.6 * s_hat, 1.6 * s_hat, 1001)[:, None]  # posterior sd of sigma: ~5% of s_hat
+    sigma = np.linspace(0.6 * s_hat, 1.6 * s_hat, 1001)[
+        :, None
+    ]  # posterior sd of sigma: ~5% of s_hat
     log_post = (
         stats.lognorm.logpdf(d, d_prior["scale"], scale=np.exp(d_prior["loc"]))
         + stats.halfnorm.logpdf(sigma, scale=s_prior["scale"])
@@ -178,13 +198,17 @@ def exact_heat_fit_and_posterior(config):
         - rss(d) / (2 * sigma**2)
     )
     weight = np.exp(log_post - log_post.max())
-    assert max(weight[[0, -1]].max(), weight[:, [0, -1]].max()) < 1e-9  # the grid holds the posterior
+    assert (
+        max(weight[[0, -1]].max(), weight[:, [0, -1]].max()) < 1e-9
+    )  # the grid holds the posterior
     marginal = weight.sum(axis=0) / weight.sum()
     mean = np.sum(marginal * d)
     return d_hat, stderr, rss(d_hat) / (2 * n), mean, np.sqrt(np.sum(marginal * (d - mean) ** 2))
 
 
-def test_sim_fit_then_sim_infer_from_it_match_the_exact_heat_posterior(tmp_cwd, capsys, monkeypatch):
+def test_sim_fit_then_sim_infer_from_it_match_the_exact_heat_posterior(
+    tmp_cwd, capsys, monkeypatch
+):
     # `sim fit` with loss = "mse", then `sim infer --init-from` its fit file (two chains of
     # 400 draws), on the heat-equation problem of tests/inference/test_fit_pde.py (16
     # points, ETDRK2: NUTS compiles in seconds; noisy snapshots of a run at diffusivity
@@ -197,7 +221,9 @@ def test_sim_fit_then_sim_infer_from_it_match_the_exact_heat_posterior(tmp_cwd, 
 
     from .test_fit_pde import SMALL, noisy_snapshots
 
-    config = noisy_snapshots(tmp_cwd, "heat", "diffusivity", 0.35, 0.2, "gaussian", seed=0, size=SMALL)  # c.toml, snap.h5
+    config = noisy_snapshots(
+        tmp_cwd, "heat", "diffusivity", 0.35, 0.2, "gaussian", seed=0, size=SMALL
+    )  # c.toml, snap.h5
     d_hat, stderr, mse, mean, sd = exact_heat_fit_and_posterior(config)
     with pytest.raises(SystemExit) as info:
         main(["fit", "c.toml", "-o", "fit.h5", "--set", 'fit.loss="mse"', "--quiet"])
@@ -213,10 +239,31 @@ def test_sim_fit_then_sim_infer_from_it_match_the_exact_heat_posterior(tmp_cwd, 
 
     starts, posteriors = [], []
     recorder, sampler = _bayes.init_to_value, inference.infer
-    monkeypatch.setattr(_bayes, "init_to_value", lambda *, values: starts.append(values) or recorder(values=values))
-    monkeypatch.setattr(inference, "infer", lambda *args, **kwargs: posteriors.append(sampler(*args, **kwargs)) or posteriors[-1])
+    monkeypatch.setattr(
+        _bayes, "init_to_value", lambda *, values: starts.append(values) or recorder(values=values)
+    )
+    monkeypatch.setattr(
+        inference,
+        "infer",
+        lambda *args, **kwargs: posteriors.append(sampler(*args, **kwargs)) or posteriors[-1],
+    )
     with pytest.raises(SystemExit) as info:
-        main(["infer", "c.toml", "-o", "post.h5", "--chains", "2", "--samples", "400", "--init-from", "fit.h5", "--arviz", "post.nc"])
+        main(
+            [
+                "infer",
+                "c.toml",
+                "-o",
+                "post.h5",
+                "--chains",
+                "2",
+                "--samples",
+                "400",
+                "--init-from",
+                "fit.h5",
+                "--arviz",
+                "post.nc",
+            ]
+        )
         raise SystemExit(0)
     out, err = capsys.readouterr()
     assert info.value.code == 0, err
@@ -225,11 +272,22 @@ def test_sim_fit_then_sim_infer_from_it_match_the_exact_heat_posterior(tmp_cwd, 
     lines = err.strip().splitlines()
     assert lines[0] == "2 chains on one CPU device, one after another", lines
     progress = [line for line in lines if line.startswith(("warmup: ", "sampling: "))]
-    assert [line.split("(")[1].split(")")[0] for line in progress] == [f"{10 * k}%" for k in range(1, 11)], lines
-    assert progress[0].startswith("warmup: ") and progress[-1].startswith("sampling: ") and progress[-1].endswith("done"), lines
-    assert any(line.startswith("wrote post.h5; compiled in ") and ", sampling in " in line for line in lines), lines
+    assert [line.split("(")[1].split(")")[0] for line in progress] == [
+        f"{10 * k}%" for k in range(1, 11)
+    ], lines
+    assert (
+        progress[0].startswith("warmup: ")
+        and progress[-1].startswith("sampling: ")
+        and progress[-1].endswith("done")
+    ), lines
+    assert any(
+        line.startswith("wrote post.h5; compiled in ") and ", sampling in " in line
+        for line in lines
+    ), lines
     # The chains start at the fit's estimate (sigma, not in a fit file, as by default).
-    assert [{k: float(v) for k, v in s.items()} for s in starts] == [{"diffusivity": fitted.estimate["diffusivity"]}]
+    assert [{k: float(v) for k, v in s.items()} for s in starts] == [
+        {"diffusivity": fitted.estimate["diffusivity"]}
+    ]
     for word in ("diffusivity", "sigma.u", "ess_bulk", "r_hat", "divergences"):
         assert word in out
     with h5py.File("post.h5") as f:
@@ -244,9 +302,16 @@ def test_sim_fit_then_sim_infer_from_it_match_the_exact_heat_posterior(tmp_cwd, 
         for stat in ("mean", "sd", "5%", "50%", "95%", "ess_bulk", "r_hat"):
             assert f[f"summary/{stat}"].shape == (len(names),)
         lo, mid, hi = (f[f"predictive/u/{q}"][()] for q in ("5%", "50%", "95%"))
-        assert np.all(lo <= mid) and np.all(mid <= hi) and lo.shape == (*f["predictive/time"].shape, 16)
+        assert (
+            np.all(lo <= mid)
+            and np.all(mid <= hi)
+            and lo.shape == (*f["predictive/time"].shape, 16)
+        )
         # (the bands of noisy draws are bands: the median apart from both ends almost everywhere)
-        assert np.mean(lo < mid) > 0.9 and np.mean(mid < hi) > 0.9, (np.mean(lo < mid), np.mean(mid < hi))
+        assert np.mean(lo < mid) > 0.9 and np.mean(mid < hi) > 0.9, (
+            np.mean(lo < mid),
+            np.mean(mid < hi),
+        )
         diffusivity = f["posterior/diffusivity"][()]
     lo, hi = np.quantile(diffusivity, [0.05, 0.95])
     assert lo < 0.35 < hi, (lo, hi)
@@ -288,7 +353,23 @@ def test_sim_infer_cli_on_lynx_hare(tmp_cwd, capsys):
     # its posterior.
     code = None
     with pytest.raises(SystemExit) as info:
-        main(["infer", str(EXPERIMENTS / "lynx_hare.toml"), "-o", "post.h5", "--chains", "2", "--warmup", "40", "--samples", "20", "--quiet", "--arviz", "post.nc"])
+        main(
+            [
+                "infer",
+                str(EXPERIMENTS / "lynx_hare.toml"),
+                "-o",
+                "post.h5",
+                "--chains",
+                "2",
+                "--warmup",
+                "40",
+                "--samples",
+                "20",
+                "--quiet",
+                "--arviz",
+                "post.nc",
+            ]
+        )
         raise SystemExit(0)
     code = info.value.code
     out = capsys.readouterr().out
@@ -353,8 +434,16 @@ def test_poisson_noise_and_exponential_gamma_beta_priors_give_the_log_density(tm
 
     x = {"alpha": 0.6, "beta": 0.03, "gamma": 0.75, "delta": 0.025}
     ref = integrate.solve_ivp(
-        lambda t, y: [x["alpha"] * y[0] - x["beta"] * y[0] * y[1], x["delta"] * y[0] * y[1] - x["gamma"] * y[1]],
-        (0.0, 20.0), [33.0, 6.0], method="DOP853", t_eval=YEARS, rtol=1e-12, atol=1e-12,
+        lambda t, y: [
+            x["alpha"] * y[0] - x["beta"] * y[0] * y[1],
+            x["delta"] * y[0] * y[1] - x["gamma"] * y[1],
+        ],
+        (0.0, 20.0),
+        [33.0, 6.0],
+        method="DOP853",
+        t_eval=YEARS,
+        rtol=1e-12,
+        atol=1e-12,
     ).y
     rng = np.random.default_rng(5)
     prey, predator = rng.poisson(ref[0]).astype(float), rng.poisson(ref[1]).astype(float)
@@ -363,7 +452,9 @@ def test_poisson_noise_and_exponential_gamma_beta_priors_give_the_log_density(tm
     (tmp_cwd / "c.toml").write_text(POISSON)
     model, _, _ = build_bayes_model(sim.load_config("c.toml"))
     with jax.numpy_dtype_promotion("standard"):  # compiled whole: quicker than op by op
-        value = jax.jit(lambda point: log_density(model, (), {}, point)[0])({k: jnp.asarray(v) for k, v in x.items()})
+        value = jax.jit(lambda point: log_density(model, (), {}, point)[0])(
+            {k: jnp.asarray(v) for k, v in x.items()}
+        )
     seen = np.isfinite(prey)
     expected = (
         stats.expon.logpdf(x["alpha"], scale=1 / 2.0)
@@ -430,10 +521,22 @@ def test_cauchy_halfcauchy_and_student_t_priors_give_scipy_s_log_density(tmp_cwd
     model, _, _ = build_bayes_model(sim.load_config("c.toml"))
     density = jax.jit(lambda point: log_density(model, (), {}, point)[0])
     # (far into the tails too: a Gaussian prior would be off there by orders of magnitude)
-    points = [(0.7, 0.25, 1.1, 0.05), (0.05, -3.0, 9.0, 0.2), (12.0, 40.0, -6.0, 0.01), (2.0, 0.3, 1.2, 1.5)]
+    points = [
+        (0.7, 0.25, 1.1, 0.05),
+        (0.05, -3.0, 9.0, 0.2),
+        (12.0, 40.0, -6.0, 0.01),
+        (2.0, 0.3, 1.2, 1.5),
+    ]
     for k, c, y0, sigma in points:
         with jax.numpy_dtype_promotion("standard"):
-            value = density({"k": jnp.asarray(k), "c": jnp.asarray(c), "initial.y": jnp.asarray(y0), "sigma.y": jnp.asarray(sigma)})
+            value = density(
+                {
+                    "k": jnp.asarray(k),
+                    "c": jnp.asarray(c),
+                    "initial.y": jnp.asarray(y0),
+                    "sigma.y": jnp.asarray(sigma),
+                }
+            )
         expected = (
             stats.halfcauchy.logpdf(k, scale=0.8)
             + stats.cauchy.logpdf(c, loc=0.3, scale=0.5)
@@ -450,7 +553,10 @@ def test_sim_infer_samples_heavy_tailed_priors(tmp_cwd, capsys):
     # support and sit near the values the data were made with.
     rng = np.random.default_rng(4)
     with h5py.File(tmp_cwd / "obs.h5", "w") as f:
-        f["t"], f["y"] = RELAX_T, relaxation(0.7, 0.25, 1.1) + 0.01 * rng.standard_normal(RELAX_T.size)
+        f["t"], f["y"] = (
+            RELAX_T,
+            relaxation(0.7, 0.25, 1.1) + 0.01 * rng.standard_normal(RELAX_T.size),
+        )
     (tmp_cwd / "c.toml").write_text(HEAVY_TAILS)
     with pytest.raises(SystemExit) as info:
         main(["infer", "c.toml", "-o", "post.h5", "--quiet"])
@@ -460,26 +566,69 @@ def test_sim_infer_samples_heavy_tailed_priors(tmp_cwd, capsys):
         k, c, y0, sigma = (f[f"posterior/{n}"][()] for n in ("k", "c", "initial.y", "sigma.y"))
     assert k.shape == c.shape == y0.shape == sigma.shape == (1, 30)
     assert np.all(k > 0) and np.all(sigma > 0)
-    assert abs(np.median(k) - 0.7) < 0.2 and abs(np.median(c) - 0.25) < 0.1 and abs(np.median(y0) - 1.1) < 0.1
+    assert (
+        abs(np.median(k) - 0.7) < 0.2
+        and abs(np.median(c) - 0.25) < 0.1
+        and abs(np.median(y0) - 1.1) < 0.1
+    )
 
 
 BAD_PRIORS = {
-    "unknown_parameter": ('alfa = { dist = "normal", loc = 0.5, scale = 0.1 }', "Perhaps you meant 'alpha'"),
-    "unknown_distribution": ('alpha = { dist = "lognormale", loc = 0.5, scale = 0.1 }', "Perhaps you meant 'lognormal'"),
-    "negative_scale": ('alpha = { dist = "lognormal", loc = 0.5, scale = -0.1 }', "infer.priors.alpha.scale"),
+    "unknown_parameter": (
+        'alfa = { dist = "normal", loc = 0.5, scale = 0.1 }',
+        "Perhaps you meant 'alpha'",
+    ),
+    "unknown_distribution": (
+        'alpha = { dist = "lognormale", loc = 0.5, scale = 0.1 }',
+        "Perhaps you meant 'lognormal'",
+    ),
+    "negative_scale": (
+        'alpha = { dist = "lognormal", loc = 0.5, scale = -0.1 }',
+        "infer.priors.alpha.scale",
+    ),
     "missing_argument": ('alpha = { dist = "lognormal", loc = 0.5 }', "infer.priors.alpha.scale"),
-    "unknown_argument": ('alpha = { dist = "lognormal", loc = 0.5, scale = 0.1, sd = 1.0 }', "infer.priors.alpha.sd"),
-    "not_a_number": ('alpha = { dist = "lognormal", loc = "half", scale = 0.1 }', "infer.priors.alpha.loc"),
+    "unknown_argument": (
+        'alpha = { dist = "lognormal", loc = 0.5, scale = 0.1, sd = 1.0 }',
+        "infer.priors.alpha.sd",
+    ),
+    "not_a_number": (
+        'alpha = { dist = "lognormal", loc = "half", scale = 0.1 }',
+        "infer.priors.alpha.loc",
+    ),
     "missing_dist": ("alpha = { loc = 0.5, scale = 0.1 }", "infer.priors.alpha.dist"),
     "negative_support": ('alpha = { dist = "normal", loc = 0.5, scale = 0.1 }', "must be positive"),
-    "uniform_reversed": ('alpha = { dist = "uniform", low = 1.0, high = 0.5 }', "infer.priors.alpha.high"),
-    "unknown_initial": ('"initial.pray" = { dist = "lognormal", loc = 3.0, scale = 1.0 }', "Perhaps you meant 'prey'"),
-    "cauchy_zero_scale": ('alpha = { dist = "cauchy", loc = 0.5, scale = 0.0 }', "infer.priors.alpha.scale: expected a positive number"),
-    "halfcauchy_negative_scale": ('alpha = { dist = "halfcauchy", scale = -1.0 }', "infer.priors.alpha.scale: expected a positive number"),
-    "student_t_zero_df": ('alpha = { dist = "student_t", df = 0.0, loc = 0.5, scale = 0.1 }', "infer.priors.alpha.df: expected a positive number"),
-    "student_t_no_df": ('alpha = { dist = "student_t", loc = 0.5, scale = 0.1 }', "infer.priors.alpha.df"),
-    "student_t_infinite_loc": ('alpha = { dist = "student_t", df = 2.0, loc = inf, scale = 0.1 }', "infer.priors.alpha.loc"),
-    "cauchy_on_a_positive_parameter": ('alpha = { dist = "cauchy", loc = 0.5, scale = 0.1 }', "must be positive"),
+    "uniform_reversed": (
+        'alpha = { dist = "uniform", low = 1.0, high = 0.5 }',
+        "infer.priors.alpha.high",
+    ),
+    "unknown_initial": (
+        '"initial.pray" = { dist = "lognormal", loc = 3.0, scale = 1.0 }',
+        "Perhaps you meant 'prey'",
+    ),
+    "cauchy_zero_scale": (
+        'alpha = { dist = "cauchy", loc = 0.5, scale = 0.0 }',
+        "infer.priors.alpha.scale: expected a positive number",
+    ),
+    "halfcauchy_negative_scale": (
+        'alpha = { dist = "halfcauchy", scale = -1.0 }',
+        "infer.priors.alpha.scale: expected a positive number",
+    ),
+    "student_t_zero_df": (
+        'alpha = { dist = "student_t", df = 0.0, loc = 0.5, scale = 0.1 }',
+        "infer.priors.alpha.df: expected a positive number",
+    ),
+    "student_t_no_df": (
+        'alpha = { dist = "student_t", loc = 0.5, scale = 0.1 }',
+        "infer.priors.alpha.df",
+    ),
+    "student_t_infinite_loc": (
+        'alpha = { dist = "student_t", df = 2.0, loc = inf, scale = 0.1 }',
+        "infer.priors.alpha.loc",
+    ),
+    "cauchy_on_a_positive_parameter": (
+        'alpha = { dist = "cauchy", loc = 0.5, scale = 0.1 }',
+        "must be positive",
+    ),
 }
 
 
@@ -504,9 +653,18 @@ def test_bad_priors_one_line_exit_2(case, tmp_cwd, capsys):
     [
         ('model = "poisson"\nsigma = { dist = "halfnormal", scale = 1.0 }', "no sigma"),
         ('model = "gaussian"', "infer.noise.model"),
-        ('model = "normal"\nsigma = { dist = "normal", loc = 0.0, scale = 1.0 }', "must be positive"),
-        ('model = "normal"\nsigma = { dist = "student_t", df = 3.0, loc = 0.0, scale = 1.0 }', "must be positive"),
-        ('model = "normal"\nsigma = { dist = "halfcauchy", scale = 0.0 }', "infer.noise.sigma.scale"),
+        (
+            'model = "normal"\nsigma = { dist = "normal", loc = 0.0, scale = 1.0 }',
+            "must be positive",
+        ),
+        (
+            'model = "normal"\nsigma = { dist = "student_t", df = 3.0, loc = 0.0, scale = 1.0 }',
+            "must be positive",
+        ),
+        (
+            'model = "normal"\nsigma = { dist = "halfcauchy", scale = 0.0 }',
+            "infer.noise.sigma.scale",
+        ),
     ],
 )
 def test_bad_noise_models(noise, fragment, tmp_cwd, capsys):
@@ -525,7 +683,9 @@ def test_init_from_must_be_a_fit_file(tmp_cwd, capsys):
     with pytest.raises(SystemExit) as info:
         main(["infer", "c.toml", "--quiet", "--init-from", "obs.h5"])
     err = capsys.readouterr().err
-    assert info.value.code == 2 and "expected a fit file" in err and len(err.strip().splitlines()) == 1
+    assert (
+        info.value.code == 2 and "expected a fit file" in err and len(err.strip().splitlines()) == 1
+    )
     with pytest.raises(SystemExit) as info:
         main(["infer", "c.toml", "--quiet", "--init-from", "missing.h5"])
     assert info.value.code == 2 and "--init-from" in capsys.readouterr().err
@@ -538,7 +698,9 @@ SHORT_CHAINS = (
 )
 
 
-def test_chains_that_start_where_the_solve_fails_are_not_blamed_on_the_prior_s_reach(tmp_cwd, capsys):
+def test_chains_that_start_where_the_solve_fails_are_not_blamed_on_the_prior_s_reach(
+    tmp_cwd, capsys
+):
     # k has bounds [0, 5], which a lognormal prior reaches beyond; its median (1) lies
     # inside them, where y' = k y^2 blows up before the last observation. The error said
     # the median fell where k may not be, and told to move the prior's probability into
@@ -548,7 +710,11 @@ def test_chains_that_start_where_the_solve_fails_are_not_blamed_on_the_prior_s_r
         main(["infer", "c.toml", "-o", "post.h5", "--quiet"])
     err = capsys.readouterr().err
     assert info.value.code == 2 and len(err.strip().splitlines()) == 1, err
-    assert "no valid start" in err and "the solve fails" in err and "beyond the allowed range" not in err, err
+    assert (
+        "no valid start" in err
+        and "the solve fails" in err
+        and "beyond the allowed range" not in err
+    ), err
     assert not (tmp_cwd / "post.h5").exists()
 
 
@@ -561,11 +727,33 @@ def test_the_full_lynx_hare_posterior_is_the_stan_case_study_s(tmp_path):
     # (33.9, 5.9), sigma = (0.25, 0.25): each within 0.3 posterior sd, no divergences,
     # every r_hat <= 1.01.
     done = subprocess.run(
-        [sys.executable, "-m", "_sim_entry", "infer", str(EXPERIMENTS / "lynx_hare.toml"), "-o", "post.h5", "--quiet"],
-        cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(EXPERIMENTS.parent)}, capture_output=True, text=True, timeout=3600,
+        [
+            sys.executable,
+            "-m",
+            "_sim_entry",
+            "infer",
+            str(EXPERIMENTS / "lynx_hare.toml"),
+            "-o",
+            "post.h5",
+            "--quiet",
+        ],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(EXPERIMENTS.parent)},
+        capture_output=True,
+        text=True,
+        timeout=3600,
     )
     assert done.returncode == 0, done.stderr
-    stan = {"alpha": 0.55, "beta": 0.028, "gamma": 0.80, "delta": 0.024, "initial.prey": 33.9, "initial.predator": 5.9, "sigma.prey": 0.25, "sigma.predator": 0.25}
+    stan = {
+        "alpha": 0.55,
+        "beta": 0.028,
+        "gamma": 0.80,
+        "delta": 0.024,
+        "initial.prey": 33.9,
+        "initial.predator": 5.9,
+        "sigma.prey": 0.25,
+        "sigma.predator": 0.25,
+    }
     with h5py.File(tmp_path / "post.h5") as f:
         assert not np.any(f["sample_stats/diverging"][()])
         for name, value in stan.items():

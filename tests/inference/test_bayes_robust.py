@@ -53,8 +53,26 @@ sigma = {{ dist = "lognormal", loc = -1.0, scale = 1.0 }}
 
 # Carpenter (2018), "Predator-Prey Population Dynamics: the Lotka-Volterra model in
 # Stan": posterior means and sds of theta, z_init and sigma.
-STAN_MEAN = {"alpha": 0.55, "beta": 0.028, "gamma": 0.80, "delta": 0.024, "initial.prey": 33.9, "initial.predator": 5.9, "sigma.prey": 0.25, "sigma.predator": 0.25}
-STAN_SD = {"alpha": 0.065, "beta": 0.004, "gamma": 0.091, "delta": 0.0036, "initial.prey": 0.56, "initial.predator": 0.53, "sigma.prey": 0.045, "sigma.predator": 0.044}
+STAN_MEAN = {
+    "alpha": 0.55,
+    "beta": 0.028,
+    "gamma": 0.80,
+    "delta": 0.024,
+    "initial.prey": 33.9,
+    "initial.predator": 5.9,
+    "sigma.prey": 0.25,
+    "sigma.predator": 0.25,
+}
+STAN_SD = {
+    "alpha": 0.065,
+    "beta": 0.004,
+    "gamma": 0.091,
+    "delta": 0.0036,
+    "initial.prey": 0.56,
+    "initial.predator": 0.53,
+    "sigma.prey": 0.045,
+    "sigma.predator": 0.044,
+}
 
 
 @pytest.mark.slow  # compiles the start search and NUTS's start on lynx-hare (26 s)
@@ -70,7 +88,11 @@ def test_chains_start_past_the_local_mode_that_held_them(tmp_path):
     model, _, section = build_bayes_model(sim.load_config(tmp_path / "c.toml"))
     kernel = nuts_kernel(model, section)
     with jax.numpy_dtype_promotion("standard"):
-        state = jax.jit(lambda key: kernel.init(key, 10, None, model_args=(model.problem.observed,), model_kwargs={}))(jax.random.PRNGKey(0))
+        state = jax.jit(
+            lambda key: kernel.init(
+                key, 10, None, model_args=(model.problem.observed,), model_kwargs={}
+            )
+        )(jax.random.PRNGKey(0))
         start = kernel.postprocess_fn((model.problem.observed,), {})(state.z)
     for name, mean in STAN_MEAN.items():
         assert abs(float(start[name]) - mean) < 2 * STAN_SD[name], (name, float(start[name]))
@@ -88,7 +110,14 @@ def test_no_chain_sticks_on_the_seeds_that_stuck(tmp_path):
     model, _, section = build_bayes_model(sim.load_config(tmp_path / "c.toml"))
     method, _, _ = chain_method(4, False)
     for seed in (0, 3):
-        mcmc = MCMC(nuts_kernel(model, section), num_warmup=500, num_samples=500, num_chains=4, chain_method=method, progress_bar=False)
+        mcmc = MCMC(
+            nuts_kernel(model, section),
+            num_warmup=500,
+            num_samples=500,
+            num_chains=4,
+            chain_method=method,
+            progress_bar=False,
+        )
         with jax.numpy_dtype_promotion("standard"):
             mcmc.run(jax.random.PRNGKey(seed), model.problem.observed, extra_fields=("diverging",))
         assert int(np.sum(mcmc.get_extra_fields()["diverging"])) == 0, seed
@@ -135,20 +164,45 @@ def test_sim_infer_draws_the_same_chains_on_one_two_and_four_devices(tmp_path):
     # same program wherever it runs: the posteriors are equal to the bit.
     t = np.linspace(0.0, 4.0, 9)
     with h5py.File(tmp_path / "obs.h5", "w") as f:
-        f["t"], f["y"] = t, 0.4 + 0.6 * np.exp(-0.7 * t) + 0.02 * np.random.default_rng(0).standard_normal(t.size)
+        f["t"], f["y"] = (
+            t,
+            0.4 + 0.6 * np.exp(-0.7 * t) + 0.02 * np.random.default_rng(0).standard_normal(t.size),
+        )
     (tmp_path / "c.toml").write_text(RELAXATION)
     posteriors = {}
     for devices in (1, 2, 4):
         out = tmp_path / f"post{devices}.h5"
-        env = {**os.environ, "XLA_FLAGS": host_devices(devices), "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(ROOT)}
+        env = {
+            **os.environ,
+            "XLA_FLAGS": host_devices(devices),
+            "JAX_PLATFORMS": "cpu",
+            "PYTHONPATH": str(ROOT),
+        }
         proc = subprocess.run(
-            [sys.executable, "-m", "_sim_entry", "infer", str(tmp_path / "c.toml"), "-o", str(out), "--quiet"],
-            env=env, capture_output=True, text=True, timeout=900, cwd=ROOT,
+            [
+                sys.executable,
+                "-m",
+                "_sim_entry",
+                "infer",
+                str(tmp_path / "c.toml"),
+                "-o",
+                str(out),
+                "--quiet",
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=900,
+            cwd=ROOT,
         )
         assert proc.returncode == 0, proc.stderr[-3000:]
         with h5py.File(out) as f:
-            posteriors[devices] = {name: f[f"posterior/{name}"][()] for name in f["posterior"]} | {"diverging": f["sample_stats/diverging"][()]}
+            posteriors[devices] = {name: f[f"posterior/{name}"][()] for name in f["posterior"]} | {
+                "diverging": f["sample_stats/diverging"][()]
+            }
     assert posteriors[1]["k"].shape == (4, 30)
     for devices in (2, 4):
         for name, draws in posteriors[1].items():
-            np.testing.assert_array_equal(posteriors[devices][name], draws, err_msg=f"{devices} devices: {name}")
+            np.testing.assert_array_equal(
+                posteriors[devices][name], draws, err_msg=f"{devices} devices: {name}"
+            )

@@ -58,17 +58,47 @@ CASES = {
     "shape_mismatch": ({"prey": PREY[:-2]}, "", "", "", "does not match the 11 observation times"),
     "unsorted_times": ({"t": unsorted()}, "", "", "", "unsorted"),
     "duplicate_times": ({"t": np.r_[YEARS[:5], YEARS[4], YEARS[6:]]}, "", "", "", "duplicate time"),
-    "non_finite_times": ({"t": np.r_[YEARS[:3], np.nan, YEARS[4:]]}, "", "", "", "expected finite times"),
+    "non_finite_times": (
+        {"t": np.r_[YEARS[:3], np.nan, YEARS[4:]]},
+        "",
+        "",
+        "",
+        "expected finite times",
+    ),
     "infinite_values": ({"prey": np.r_[PREY[:3], np.inf, PREY[4:]]}, "", "", "", "infinity"),
     # (a value whose square overflows: the fit's loss was infinite, exit 0 with mse)
-    "huge_values": ({"prey": np.r_[PREY[:3], 1e308, PREY[4:]]}, "", "", "", "magnitude at most 1e150"),
+    "huge_values": (
+        {"prey": np.r_[PREY[:3], 1e308, PREY[4:]]},
+        "",
+        "",
+        "",
+        "magnitude at most 1e150",
+    ),
     "times_after_span": ({}, "t1 = 5.0", "", "", "after the simulated end"),
     "times_before_span": ({}, "", "time_offset = 2.0", "", "before the simulated start"),
     "text_dataset": ({"prey": np.array([b"a"] * 11)}, "", "", "", "expected numbers"),
     "two_dim_times": ({"t": np.ones((11, 2))}, "", "", "", "1-D array of times"),
-    "nonpositive_lognormal": ({"prey": np.r_[PREY[:3], -1.0, PREY[4:]]}, "", "", 'loss = "lognormal"', "positive observations"),
-    "all_missing": ({"prey": np.full(11, np.nan), "predator": np.full(11, np.nan)}, "", "", "", "every observation is missing"),
-    "bad_sigma": ({"sp": np.zeros(11)}, "", '[data.sigma]\nprey = "/sp"', "", "positive standard deviations"),
+    "nonpositive_lognormal": (
+        {"prey": np.r_[PREY[:3], -1.0, PREY[4:]]},
+        "",
+        "",
+        'loss = "lognormal"',
+        "positive observations",
+    ),
+    "all_missing": (
+        {"prey": np.full(11, np.nan), "predator": np.full(11, np.nan)},
+        "",
+        "",
+        "",
+        "every observation is missing",
+    ),
+    "bad_sigma": (
+        {"sp": np.zeros(11)},
+        "",
+        '[data.sigma]\nprey = "/sp"',
+        "",
+        "positive standard deviations",
+    ),
     "unknown_observable": ({}, "", "", "", None),
     "unknown_free": ({}, "", "", "", None),
     "unknown_loss": ({}, "", "", 'loss = "cauchy"', "fit.loss"),
@@ -88,10 +118,16 @@ def test_bad_data_and_fit_sections(case, tmp_cwd, capsys):
         text = text.replace('predator = "/predator"', 'predatr = "/predator"')
         fragment = "Perhaps you meant 'predator'"
     if case == "unknown_free":
-        text = text.replace('free = ["alpha", "initial.prey"]\n', 'free = ["alpha", "initial.prey", "initial.pray"]\n', 1)
+        text = text.replace(
+            'free = ["alpha", "initial.prey"]\n',
+            'free = ["alpha", "initial.prey", "initial.pray"]\n',
+            1,
+        )
         fragment = "Perhaps you meant 'prey'"
     if case == "times_before_span":
-        text = text.replace('time = "/t"', 'time = "/t"\ntime_offset = 2.0').replace("time_offset = 2.0\n[fit]", "[fit]")
+        text = text.replace('time = "/t"', 'time = "/t"\ntime_offset = 2.0').replace(
+            "time_offset = 2.0\n[fit]", "[fit]"
+        )
     (tmp_cwd / "fit.toml").write_text(text)
     (tmp_cwd / "keep.h5").write_bytes(b"precious")
     before = sorted(os.listdir(tmp_cwd))
@@ -111,7 +147,11 @@ def test_times_that_the_time_offset_makes_equal_are_refused(tmp_cwd, capsys):
     # 5 and 5 + 1e-15 are distinct, but both are -999995.0 after subtracting 1e6: the
     # observations were fitted as if taken at one time.
     write_obs(tmp_cwd / "obs.h5", t=np.r_[5.0, 5.0 + 1e-15, 6.0 + YEARS[2:]])
-    text = CONFIG.format(time_extra="", data_extra="", fit_extra="").replace('time = "/t"', 'time = "/t"\ntime_offset = 1e6').replace("t0 = 0.0", "t0 = -999995.0")
+    text = (
+        CONFIG.format(time_extra="", data_extra="", fit_extra="")
+        .replace('time = "/t"', 'time = "/t"\ntime_offset = 1e6')
+        .replace("t0 = 0.0", "t0 = -999995.0")
+    )
     (tmp_cwd / "fit.toml").write_text(text)
     with pytest.raises(SystemExit) as info:
         main(["fit", "fit.toml", "-o", "out.h5", "--quiet"])

@@ -47,9 +47,15 @@ def test_a_neighbour_list_fit_computes_the_all_pairs_residuals_and_jacobian():
 
     out = []
     for flag in ("false", "true"):
-        problem, start, _, _ = build_problem(sim.load_config(CONFIG, [f"solver.neighbour_list={flag}"]))
+        problem, start, _, _ = build_problem(
+            sim.load_config(CONFIG, [f"solver.neighbour_list={flag}"])
+        )
         u = problem.unconstrained(start)
-        out.append(jax.jit(lambda v, p=problem: (p.residuals(v)[0], jax.jacfwd(lambda w: p.residuals(w)[0])(v)))(u))
+        out.append(
+            jax.jit(
+                lambda v, p=problem: (p.residuals(v)[0], jax.jacfwd(lambda w: p.residuals(w)[0])(v))
+            )(u)
+        )
     (r_all, j_all), (r_nl, j_nl) = out
     assert float(np.sum(np.asarray(r_all) ** 2)) > 100  # the start is far from the data
     np.testing.assert_allclose(r_nl, r_all, rtol=1e-9, atol=1e-9)
@@ -68,7 +74,10 @@ def test_md_standard_errors_match_the_spread_over_noisy_data_sets(tmp_path):
         errors.append([result.stderr[n] for n in TRUTH])
     spread = np.std(estimates, axis=0, ddof=1)
     reported = np.mean(errors, axis=0)
-    assert np.all(reported / spread > 1 / 1.8) and np.all(reported / spread < 1.8), (reported, spread)
+    assert np.all(reported / spread > 1 / 1.8) and np.all(reported / spread < 1.8), (
+        reported,
+        spread,
+    )
 
 
 @pytest.mark.parametrize(

@@ -69,7 +69,10 @@ def noisy_snapshots(tmp_path, model, param, truth, start, kind, seed, size):
     return sim.load_config(path)
 
 
-CASES = [("heat", "diffusivity", 0.35, 0.2, "gaussian"), ("burgers", "viscosity", 0.05, 0.1, "sine")]
+CASES = [
+    ("heat", "diffusivity", 0.35, 0.2, "gaussian"),
+    ("burgers", "viscosity", 0.05, 0.1, "sine"),
+]
 
 
 def check_recovery(tmp_path, model, param, truth, start, kind, size):
@@ -82,7 +85,9 @@ def check_recovery(tmp_path, model, param, truth, start, kind, size):
 
 
 @pytest.mark.parametrize("model, param, truth, start, kind", CASES)
-def test_recovers_pde_coefficient_within_two_standard_errors(tmp_path, model, param, truth, start, kind):
+def test_recovers_pde_coefficient_within_two_standard_errors(
+    tmp_path, model, param, truth, start, kind
+):
     check_recovery(tmp_path, model, param, truth, start, kind, HEAT if model == "heat" else SMALL)
 
 
@@ -94,7 +99,9 @@ def test_recovers_pde_coefficient_on_the_full_grid(tmp_path, model, param, truth
 
 def check_posterior(tmp_path, size):
     # Snapshots at seed 0, as in the fit tests; one chain.
-    config = noisy_snapshots(tmp_path, "heat", "diffusivity", 0.35, 0.2, "gaussian", seed=0, size=size)
+    config = noisy_snapshots(
+        tmp_path, "heat", "diffusivity", 0.35, 0.2, "gaussian", seed=0, size=size
+    )
     with jax.numpy_dtype_promotion("standard"):
         posterior = infer(config)
     draws = posterior.posterior["diffusivity"]
@@ -124,7 +131,9 @@ def test_heat_standard_errors_match_the_spread_over_noisy_data_sets(tmp_path):
     for seed in range(12):
         folder = tmp_path / str(seed)
         folder.mkdir()
-        config = noisy_snapshots(folder, "heat", "diffusivity", 0.35, 0.2, "gaussian", seed=100 + seed, size=HEAT)
+        config = noisy_snapshots(
+            folder, "heat", "diffusivity", 0.35, 0.2, "gaussian", seed=100 + seed, size=HEAT
+        )
         result = fit(config)
         estimates.append(result.estimate["diffusivity"])
         errors.append(result.stderr["diffusivity"])

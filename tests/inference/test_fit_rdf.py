@@ -27,7 +27,16 @@ SHORT = ["system.cells=3", "time.steps=580", "rdf.start=1.0"]
 
 def _target(folder: Path, overrides=(), name="target.h5") -> Path:
     """The g(r) of `sim run` of the experiment at epsilon = sigma = 1."""
-    config = sim.load_config(EXPERIMENT, [*SHORT, *overrides, "params.epsilon=1.0", "params.sigma=1.0", f'data.file="{folder / "unused.h5"}"'])
+    config = sim.load_config(
+        EXPERIMENT,
+        [
+            *SHORT,
+            *overrides,
+            "params.epsilon=1.0",
+            "params.sigma=1.0",
+            f'data.file="{folder / "unused.h5"}"',
+        ],
+    )
     return sim.run(config).save(folder / name)
 
 
@@ -43,7 +52,9 @@ def pooled(short):
     of 20 frames at the start, pooled (the tests of the ensemble share its runs, and
     the short fit below starts from them)."""
     _, target = short
-    problem = rdf_problem(sim.load_config(EXPERIMENT, [*SHORT, f'data.file="{target}"', "fit.replicas=2"]))
+    problem = rdf_problem(
+        sim.load_config(EXPERIMENT, [*SHORT, f'data.file="{target}"', "fit.replicas=2"])
+    )
     return problem, problem.run(problem.start)
 
 
@@ -67,7 +78,9 @@ def test_the_reweighted_gradient_is_the_covariance_and_the_finite_difference(poo
     residual = g.mean(axis=0) - np.asarray(target).ravel()
     expected = []
     for j in range(2):
-        du = (np.asarray(energies(u0.at[j].add(h))) - np.asarray(energies(u0.at[j].add(-h)))) / (2 * h)
+        du = (np.asarray(energies(u0.at[j].add(h))) - np.asarray(energies(u0.at[j].add(-h)))) / (
+            2 * h
+        )
         dg = -((g * du[:, None]).mean(axis=0) - g.mean(axis=0) * du.mean()) / problem.kt
         expected.append(float(residual @ dg))
     np.testing.assert_allclose(grad, expected, rtol=1e-6)
@@ -88,20 +101,40 @@ def test_replicas_are_the_separate_runs_pooled(pooled):
     params = ensemble.params
     separate = []
     for r in range(2):
-        traj = sim.simulate(s.model, params, s.t, initial=s.initial.at(s.initial.position, velocities[r]), solver=s.solver, key=keys[r])
+        traj = sim.simulate(
+            s.model,
+            params,
+            s.t,
+            initial=s.initial.at(s.initial.position, velocities[r]),
+            solver=s.solver,
+            key=keys[r],
+        )
         positions = np.asarray(traj.observables["position"])[problem.first :]
-        np.testing.assert_allclose(ensemble.positions[r * frames : (r + 1) * frames], positions, rtol=0, atol=1e-9)
+        np.testing.assert_allclose(
+            ensemble.positions[r * frames : (r + 1) * frames], positions, rtol=0, atol=1e-9
+        )
         separate.append(positions)
     assert np.max(np.abs(separate[0] - separate[1])) > 0.5  # independent copies (sigma = 1)
     # (and with a third copy, the two drawn ones start apart: each its own velocities and key)
     more_velocities, more_keys = dataclasses.replace(problem, replicas=3).replica_starts()
-    more_keys, keys = np.asarray(jax.random.key_data(more_keys)), np.asarray(jax.random.key_data(keys))
+    more_keys, keys = (
+        np.asarray(jax.random.key_data(more_keys)),
+        np.asarray(jax.random.key_data(keys)),
+    )
     assert np.array_equal(more_velocities[:2], velocities) and np.array_equal(more_keys[:2], keys)
-    assert np.max(np.abs(more_velocities[2] - more_velocities[1])) > 0.5 and not np.array_equal(more_keys[2], more_keys[1])
+    assert np.max(np.abs(more_velocities[2] - more_velocities[1])) > 0.5 and not np.array_equal(
+        more_keys[2], more_keys[1]
+    )
     box = np.broadcast_to(np.asarray(s.initial.space.box), (frames, 3))
-    means = [problem.spec.frames(x, box, np.asarray(s.initial.species)).mean(axis=0) for x in separate]
-    np.testing.assert_allclose(ensemble.average(jnp.asarray(problem.start)), np.mean(means, axis=0), rtol=1e-9, atol=1e-12)
-    np.testing.assert_allclose(ensemble.weights(jnp.asarray(problem.start)), 1.0 / (2 * frames), rtol=1e-12)
+    means = [
+        problem.spec.frames(x, box, np.asarray(s.initial.species)).mean(axis=0) for x in separate
+    ]
+    np.testing.assert_allclose(
+        ensemble.average(jnp.asarray(problem.start)), np.mean(means, axis=0), rtol=1e-9, atol=1e-12
+    )
+    np.testing.assert_allclose(
+        ensemble.weights(jnp.asarray(problem.start)), 1.0 / (2 * frames), rtol=1e-12
+    )
 
 
 def test_the_noise_of_a_run_is_the_jackknife_over_blocks_of_its_frames(pooled):
@@ -115,7 +148,9 @@ def test_the_noise_of_a_run_is_the_jackknife_over_blocks_of_its_frames(pooled):
     u0, t = jnp.asarray(problem.start), jnp.asarray(problem.target)
     sums = _BlockSums.of(ensemble, problem.start, t, labels, problem.kt)
     r, j = sums._pieces(None)
-    np.testing.assert_allclose(r, np.asarray(ensemble.average(u0) - t).ravel(), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(
+        r, np.asarray(ensemble.average(u0) - t).ravel(), rtol=1e-12, atol=1e-12
+    )
     autodiff = np.asarray(jax.jacfwd(lambda u: ensemble.average(u).ravel())(u0))
     np.testing.assert_allclose(j, autodiff, rtol=1e-8, atol=1e-9 * np.max(np.abs(autodiff)))
     g = np.asarray(ensemble.g).reshape(8, 5, -1).mean(axis=1)  # the block means [blocks, bins]
@@ -199,12 +234,16 @@ def test_a_step_from_frames_with_nan_is_nan():
     assert np.all(np.isnan(step)) and np.all(np.isnan(newton)) and np.all(np.isnan(se))
     # (parameters g does not depend on: a Jacobian of zeros, a step of zeros, which ends
     # the fit as converged, not as failed)
-    flat = dataclasses.replace(sums, g=np.full_like(sums.g, 10.0), gdu=np.zeros_like(sums.gdu), du=np.zeros_like(sums.du))
+    flat = dataclasses.replace(
+        sums, g=np.full_like(sums.g, 10.0), gdu=np.zeros_like(sums.gdu), du=np.zeros_like(sums.du)
+    )
     step, newton, _ = flat.step(MAX_LOG_STEP)
     assert np.array_equal(step, [0.0, 0.0]) and np.array_equal(newton, [0.0, 0.0])
 
 
-def test_a_run_whose_step_is_not_finite_ends_the_fit_with_the_estimate_of_the_runs_before(pooled, monkeypatch):
+def test_a_run_whose_step_is_not_finite_ends_the_fit_with_the_estimate_of_the_runs_before(
+    pooled, monkeypatch
+):
     # (as if the second run's frames held a NaN: its step is NaN; every run gives the
     # frames of the first, the runs at the start that the fixture made, which is all the
     # fit's bookkeeping needs)
@@ -225,7 +264,11 @@ def test_a_run_whose_step_is_not_finite_ends_the_fit_with_the_estimate_of_the_ru
 
     monkeypatch.setattr(_fit_rdf._BlockSums, "step", step)
     monkeypatch.setattr(_fit_rdf.RdfProblem, "run", run)
-    result = _fit_rdf.fit_rdf(sim.load_config(EXPERIMENT, [*SHORT, f'data.file="{problem.path}"', "fit.replicas=2", "fit.max_steps=4"]))
+    result = _fit_rdf.fit_rdf(
+        sim.load_config(
+            EXPERIMENT, [*SHORT, f'data.file="{problem.path}"', "fit.replicas=2", "fit.max_steps=4"]
+        )
+    )
     np.testing.assert_array_equal(runs[0], problem.start)  # (the first run: the fixture's)
     assert len(calls) == 2 and len(result.loss_history) == 2 and not result.converged
     assert "not finite" in result.message and result.warnings
@@ -234,7 +277,9 @@ def test_a_run_whose_step_is_not_finite_ends_the_fit_with_the_estimate_of_the_ru
         assert result.estimate[name] == pytest.approx(result.path[name][1], rel=1e-12)
 
 
-def test_a_worse_run_shortens_the_next_step_a_better_one_lengthens_it_and_a_small_step_ends(pooled, monkeypatch):
+def test_a_worse_run_shortens_the_next_step_a_better_one_lengthens_it_and_a_small_step_ends(
+    pooled, monkeypatch
+):
     # The fit's trust region on scripted runs (each run the fixture's frames, each loss
     # and step given): run 1 is significantly worse than run 0, its base, so the next
     # step from run 0 is held to a quarter of how far run 1 went; run 2 is significantly
@@ -259,16 +304,27 @@ def test_a_worse_run_shortens_the_next_step_a_better_one_lengthens_it_and_a_smal
     monkeypatch.setattr(_fit_rdf._BlockSums, "loss", lambda self: next(losses))
     monkeypatch.setattr(_fit_rdf._BlockSums, "step", step)
     monkeypatch.setattr(_fit_rdf.RdfProblem, "run", run)
-    result = _fit_rdf.fit_rdf(sim.load_config(EXPERIMENT, [*SHORT, f'data.file="{problem.path}"', "fit.replicas=2", "fit.max_steps=6"]))
-    assert len(runs) == 3 and result.converged and len(result.loss_history) == 3, (len(runs), result.message)
+    result = _fit_rdf.fit_rdf(
+        sim.load_config(
+            EXPERIMENT, [*SHORT, f'data.file="{problem.path}"', "fit.replicas=2", "fit.max_steps=6"]
+        )
+    )
+    assert len(runs) == 3 and result.converged and len(result.loss_history) == 3, (
+        len(runs),
+        result.message,
+    )
     np.testing.assert_allclose(runs[1], runs[0] + [0.2, -0.1], rtol=0, atol=1e-15)
-    np.testing.assert_allclose(runs[2], runs[0] + [-0.03, 0.04], rtol=0, atol=1e-15)  # (from the base, run 0)
+    np.testing.assert_allclose(
+        runs[2], runs[0] + [-0.03, 0.04], rtol=0, atol=1e-15
+    )  # (from the base, run 0)
     assert radii[0] == MAX_LOG_STEP
     assert radii[1] == pytest.approx(0.2 / 4, rel=1e-12)
     assert radii[2] == pytest.approx(2 * 0.2 / 4, rel=1e-12)
 
 
-def test_a_short_fit_moves_toward_the_target_and_writes_its_file(short, pooled, capsys, monkeypatch):
+def test_a_short_fit_moves_toward_the_target_and_writes_its_file(
+    short, pooled, capsys, monkeypatch
+):
     # Three steps of two pooled runs from 12% and 10% off: the loss of the runs' own g(r)
     # falls (the whole way to the target: the slow test below), and `sim plot` draws the
     # fit file. Its first run, at the start, is the fixture's: the same config, copies
@@ -296,7 +352,9 @@ def test_a_short_fit_moves_toward_the_target_and_writes_its_file(short, pooled, 
     with h5py.File(out) as f:
         loss, loss_se = f["loss_history"][()], f["path/loss_stderr"][()]
         epsilon, sigma = f["aim/epsilon"][()], f["aim/sigma"][()]
-        assert np.array_equal(f["aim/epsilon"][:-1], f["path/epsilon"][1:])  # (where each step led: the next run)
+        assert np.array_equal(
+            f["aim/epsilon"][:-1], f["path/epsilon"][1:]
+        )  # (where each step led: the next run)
         assert f.attrs["format"] == "simjax.fit" and f.attrs["method"] == "reweighting"
         assert f["rdf/target"].shape == f["rdf/fitted"].shape == (60,)
         assert f.attrs["frames"] == 2 * 20  # two runs of 20 frames pooled per step
@@ -311,8 +369,12 @@ def test_a_short_fit_moves_toward_the_target_and_writes_its_file(short, pooled, 
     assert np.all(loss_se > 0) and np.all(loss_se < loss)
     low = np.argmin(loss)
     settled = (loss <= 1.5 * loss[low]) | (loss <= loss[low] + 2 * np.hypot(loss_se, loss_se[low]))
-    assert estimate["epsilon"] == pytest.approx(float(np.exp(np.mean(np.log(epsilon[settled])))), rel=1e-12)
-    assert estimate["sigma"] == pytest.approx(float(np.exp(np.mean(np.log(sigma[settled])))), rel=1e-12)
+    assert estimate["epsilon"] == pytest.approx(
+        float(np.exp(np.mean(np.log(epsilon[settled])))), rel=1e-12
+    )
+    assert estimate["sigma"] == pytest.approx(
+        float(np.exp(np.mean(np.log(sigma[settled])))), rel=1e-12
+    )
     code, err = cli(["plot", str(out), "-o", str(folder / "fit.png")], capsys)
     assert code == 0, err
     assert len(sim.plot(sim.read(out)).axes) == 3  # g(r), the loss, the parameters
@@ -336,10 +398,17 @@ TARGETS = [(3, 0.88, 0.90), (5, 1.15, 1.10), (7, 0.85, 1.12)]
 
 @pytest.mark.slow
 @pytest.mark.parametrize("seed, epsilon, sigma", TARGETS)
-def test_the_fit_recovers_the_epsilon_and_sigma_that_made_the_target(tmp_path, seed, epsilon, sigma):
+def test_the_fit_recovers_the_epsilon_and_sigma_that_made_the_target(
+    tmp_path, seed, epsilon, sigma
+):
     from inference import fit
 
-    truth = ["params.epsilon=1.0", "params.sigma=1.0", f"system.seed={seed}", f"time.steps={TARGET_STEPS}"]
+    truth = [
+        "params.epsilon=1.0",
+        "params.sigma=1.0",
+        f"system.seed={seed}",
+        f"time.steps={TARGET_STEPS}",
+    ]
     config = sim.load_config(EXPERIMENT, [*truth, f'data.file="{tmp_path / "unused.h5"}"'])
     starts = [f"params.epsilon={epsilon}", f"params.sigma={sigma}", f"fit.replicas={REPLICAS}"]
     # (about a million steps in all: compiled with LLVM's optimisations, as the times
@@ -348,10 +417,14 @@ def test_the_fit_recovers_the_epsilon_and_sigma_that_made_the_target(tmp_path, s
     with optimised():
         target = sim.run(config).save(tmp_path / "target.h5")
         result = fit(sim.load_config(EXPERIMENT, [f'data.file="{target}"', *starts]), progress=True)
-    print(f"seed {seed}: epsilon {result.estimate['epsilon']:.5f}, sigma {result.estimate['sigma']:.5f}, {len(result.loss_history)} steps")
+    print(
+        f"seed {seed}: epsilon {result.estimate['epsilon']:.5f}, sigma {result.estimate['sigma']:.5f}, {len(result.loss_history)} steps"
+    )
     for k, loss in enumerate(result.loss_history):  # (the path, for a fit that does not get there)
-        print(f"  run {k + 1}: loss {loss:.6g} +- {result.loss_stderr[k]:.2g}, epsilon {result.path['epsilon'][k]:.5f}, sigma {result.path['sigma'][k]:.5f}, "
-              f"step to {result.aim['epsilon'][k]:.5f}, {result.aim['sigma'][k]:.5f}, ESS {result.ess[k]:.0f}")
+        print(
+            f"  run {k + 1}: loss {loss:.6g} +- {result.loss_stderr[k]:.2g}, epsilon {result.path['epsilon'][k]:.5f}, sigma {result.path['sigma'][k]:.5f}, "
+            f"step to {result.aim['epsilon'][k]:.5f}, {result.aim['sigma'][k]:.5f}, ESS {result.ess[k]:.0f}"
+        )
     assert result.converged, result.message
     for name in ("epsilon", "sigma"):
         assert result.estimate[name] == pytest.approx(1.0, rel=0.02), (name, result.estimate)
@@ -362,10 +435,22 @@ def test_the_fit_recovers_the_epsilon_and_sigma_that_made_the_target(tmp_path, s
     [
         (['data.file="missing.h5"'], "missing.h5", "no such file"),
         (["rdf.bins=40"], "/observables/rdf/r", "r grid"),
-        (["rdf.width=0.01"], "/observables/rdf/value", "kernel width"),  # (bins compared with other smoothing: a biased fit)
+        (
+            ["rdf.width=0.01"],
+            "/observables/rdf/value",
+            "kernel width",
+        ),  # (bins compared with other smoothing: a biased fit)
         (["rdf.r_max=3.6"], "rdf.r_max", "half the shortest box edge"),
-        (['data.rdf="/observables/temperature/value"', 'data.r="/observables/rdf/r"'], "/observables/temperature/value", "expected g(r) of shape"),
-        (['data.rdf="/observables/temperature/value"'], "/observables/temperature/r", "no such dataset"),
+        (
+            ['data.rdf="/observables/temperature/value"', 'data.r="/observables/rdf/r"'],
+            "/observables/temperature/value",
+            "expected g(r) of shape",
+        ),
+        (
+            ['data.rdf="/observables/temperature/value"'],
+            "/observables/temperature/r",
+            "no such dataset",
+        ),
         (['fit.loss="mse"'], "fit.loss", "does not apply to a g(r) fit"),
         (['fit.free=["epsilon", "cutoff"]'], "fit.free", "the model's parameters"),
         (["solver.barostat={pressure=1.0}"], "solver.barostat", "canonical ensemble"),
@@ -377,7 +462,9 @@ def test_the_fit_recovers_the_epsilon_and_sigma_that_made_the_target(tmp_path, s
         (["fit.replicas=100000"], "fit.replicas", "expected a whole number from 1 to 256"),
     ],
 )
-def test_bad_g_r_fits_are_one_line_and_exit_2_with_nothing_written(short, tmp_path, capsys, sets, key, expected):
+def test_bad_g_r_fits_are_one_line_and_exit_2_with_nothing_written(
+    short, tmp_path, capsys, sets, key, expected
+):
     _, target = short
     before = sorted(tmp_path.iterdir())
     args = [x for s in [*SHORT, f'data.file="{target}"', *sets] for x in ("--set", s)]
@@ -408,7 +495,9 @@ def _no_rows(g):
     ],
     ids=["declared, not stored", "no rows", "width not a number", "negative", "1e300"],
 )
-def test_hostile_targets_are_one_line_and_exit_2_with_nothing_written(short, tmp_path, capsys, change, expected):
+def test_hostile_targets_are_one_line_and_exit_2_with_nothing_written(
+    short, tmp_path, capsys, change, expected
+):
     _, target = short
     bad = tmp_path / "bad.h5"
     shutil.copy(target, bad)
@@ -417,7 +506,13 @@ def test_hostile_targets_are_one_line_and_exit_2_with_nothing_written(short, tmp
     before = {p: p.read_bytes() for p in tmp_path.iterdir()}
     args = [x for s in [*SHORT, f'data.file="{bad}"'] for x in ("--set", s)]
     code, err = cli(["fit", str(EXPERIMENT), "-o", str(tmp_path / "fit.h5"), *args], capsys)
-    assert code == 2 and err.count("\n") == 1 and "bad.h5" in err and "/observables/rdf/value" in err and expected in err, err
+    assert (
+        code == 2
+        and err.count("\n") == 1
+        and "bad.h5" in err
+        and "/observables/rdf/value" in err
+        and expected in err
+    ), err
     assert {p: p.read_bytes() for p in tmp_path.iterdir()} == before
 
 
@@ -432,7 +527,13 @@ def test_a_signal_ends_a_g_r_fit_at_once_with_nothing_written(short, tmp_path):
     _, target = short
     sets = [x for s in [*SHORT, f'data.file="{target}"', "fit.max_steps=50"] for x in ("--set", s)]
     sim_command = Path(sys.executable).parent / "sim"
-    proc = subprocess.Popen([str(sim_command), "fit", str(EXPERIMENT), "-o", "fit.h5", *sets], cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [str(sim_command), "fit", str(EXPERIMENT), "-o", "fit.h5", *sets],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     for line in proc.stderr:  # the fit's first line: its runs begin
         if "reweighted" in line:
             break

@@ -52,25 +52,46 @@ def lv(tmp_path):
         # from a real SIGKILL by default, below).
         ({}, ["fit.checkpoint_every=1"], 3),
         pytest.param(
-            {"optimizer": "bfgs"}, ['fit.free=["alpha", "gamma"]', "fit.checkpoint_every=2", *at_truth("alpha", "gamma")], 2, marks=pytest.mark.slow
+            {"optimizer": "bfgs"},
+            ['fit.free=["alpha", "gamma"]', "fit.checkpoint_every=2", *at_truth("alpha", "gamma")],
+            2,
+            marks=pytest.mark.slow,
         ),
         pytest.param(
-            {"optimizer": "adam", "max_steps": 60, "learning_rate": 0.02}, ['fit.free=["alpha", "gamma"]', "fit.checkpoint_every=7", *at_truth("alpha", "gamma")], 3, marks=pytest.mark.slow
+            {"optimizer": "adam", "max_steps": 60, "learning_rate": 0.02},
+            ['fit.free=["alpha", "gamma"]', "fit.checkpoint_every=7", *at_truth("alpha", "gamma")],
+            3,
+            marks=pytest.mark.slow,
         ),
         # Several starts run as one batch, checkpointed round by round: stopped within
         # the batch, resumed from its round.
         pytest.param(
-            {"starts": 2, "max_steps": 40}, ['fit.free=["alpha", "gamma"]', "fit.checkpoint_every=3", *at_truth("alpha", "gamma")], 2, marks=pytest.mark.slow
+            {"starts": 2, "max_steps": 40},
+            ['fit.free=["alpha", "gamma"]', "fit.checkpoint_every=3", *at_truth("alpha", "gamma")],
+            2,
+            marks=pytest.mark.slow,
         ),
         pytest.param(
-            {"starts": 3, "optimizer": "bfgs"}, ['fit.free=["alpha", "gamma"]', "fit.checkpoint_every=2", *at_truth("alpha", "gamma")], 2, marks=pytest.mark.slow
+            {"starts": 3, "optimizer": "bfgs"},
+            ['fit.free=["alpha", "gamma"]', "fit.checkpoint_every=2", *at_truth("alpha", "gamma")],
+            2,
+            marks=pytest.mark.slow,
         ),
         pytest.param(
-            {"starts": 3, "optimizer": "adam", "max_steps": 60, "learning_rate": 0.02}, ['fit.free=["alpha", "gamma"]', "fit.checkpoint_every=7", *at_truth("alpha", "gamma")], 3,
+            {"starts": 3, "optimizer": "adam", "max_steps": 60, "learning_rate": 0.02},
+            ['fit.free=["alpha", "gamma"]', "fit.checkpoint_every=7", *at_truth("alpha", "gamma")],
+            3,
             marks=pytest.mark.slow,
         ),
     ],
-    ids=["levenberg_marquardt", "bfgs", "adam", "two_starts", "three_starts_bfgs", "three_starts_adam"],
+    ids=[
+        "levenberg_marquardt",
+        "bfgs",
+        "adam",
+        "two_starts",
+        "three_starts_bfgs",
+        "three_starts_adam",
+    ],
 )
 def test_interrupted_fit_resumes_to_the_same_estimate(lv, fit_options, overrides, stop):
     folder, data = lv
@@ -93,7 +114,9 @@ def test_interrupted_fit_resumes_to_the_same_estimate(lv, fit_options, overrides
         np.testing.assert_array_equal(resumed.starts_objective, whole.starts_objective)
         for name, values in whole.starts_estimate.items():
             np.testing.assert_array_equal(resumed.starts_estimate[name], values)
-    assert (folder / "out.h5").exists() and not _checkpoint.checkpoint_path(folder / "out.h5").exists()
+    assert (folder / "out.h5").exists() and not _checkpoint.checkpoint_path(
+        folder / "out.h5"
+    ).exists()
 
 
 def test_sigkilled_fit_resumes_to_the_same_estimate(lv, capsys):
@@ -102,9 +125,17 @@ def test_sigkilled_fit_resumes_to_the_same_estimate(lv, capsys):
     folder, data = lv
     config = lv_config(folder, data, optimizer="adam", max_steps=600, learning_rate=0.01)
     sets = ['fit.free=["alpha", "gamma"]', "fit.checkpoint_every=5", *at_truth("alpha", "gamma")]
-    args = ["fit", str(config.path), "-o", str(folder / "out.h5"), "--quiet"] + [x for s in sets for x in ("--set", s)]
+    args = ["fit", str(config.path), "-o", str(folder / "out.h5"), "--quiet"] + [
+        x for s in sets for x in ("--set", s)
+    ]
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen([sys.executable, "-m", "sim.cli", *args], cwd=folder, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sim.cli", *args],
+        cwd=folder,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     checkpoint = _checkpoint.checkpoint_path(folder / "out.h5")
     deadline = time.monotonic() + 300
     while not checkpoint.exists() and proc.poll() is None and time.monotonic() < deadline:
@@ -130,7 +161,15 @@ def digest(path):
 def test_fit_resume_refusals_leave_the_files_untouched(lv, capsys):
     folder, data = lv
     config = lv_config(folder, data).with_overrides(["fit.checkpoint_every=1"])
-    args = ["fit", str(config.path), "-o", str(folder / "out.h5"), "--quiet", "--set", "fit.checkpoint_every=1"]
+    args = [
+        "fit",
+        str(config.path),
+        "-o",
+        str(folder / "out.h5"),
+        "--quiet",
+        "--set",
+        "fit.checkpoint_every=1",
+    ]
     with pytest.MonkeyPatch.context() as patch:
         stop_after(patch, 2)
         with pytest.raises(Stop):
@@ -138,11 +177,19 @@ def test_fit_resume_refusals_leave_the_files_untouched(lv, capsys):
     checkpoint = _checkpoint.checkpoint_path(folder / "out.h5")
     before = digest(checkpoint)
     for argv, expected in [
-        (args + ["--resume", "--set", "params.alpha=0.6"], "another optimisation: a different config (params.alpha: stored "),
+        (
+            args + ["--resume", "--set", "params.alpha=0.6"],
+            "another optimisation: a different config (params.alpha: stored ",
+        ),
         (args, "pass --resume"),
     ]:
         code, err = cli(argv, capsys)
-        assert code == 2 and expected in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+        assert (
+            code == 2
+            and expected in err
+            and len(err.strip().splitlines()) == 1
+            and "Traceback" not in err
+        ), err
         assert digest(checkpoint) == before and not (folder / "out.h5").exists()
     checkpoint.write_bytes(checkpoint.read_bytes()[:100])
     damaged = digest(checkpoint)
@@ -161,7 +208,19 @@ def test_a_fit_resumes_with_another_checkpoint_interval(lv, capsys):
         with pytest.raises(Stop):
             fit(config.with_overrides(["fit.checkpoint_every=1"]), output=folder / "out.h5")
     assert _checkpoint.checkpoint_path(folder / "out.h5").exists()
-    code, err = cli(["fit", str(config.path), "-o", str(folder / "out.h5"), "--quiet", "--resume", "--set", "fit.checkpoint_every=4"], capsys)
+    code, err = cli(
+        [
+            "fit",
+            str(config.path),
+            "-o",
+            str(folder / "out.h5"),
+            "--quiet",
+            "--resume",
+            "--set",
+            "fit.checkpoint_every=4",
+        ],
+        capsys,
+    )
     assert code == 0, err
     whole = fit(config, output=folder / "whole.h5")
     import sim
@@ -171,7 +230,9 @@ def test_a_fit_resumes_with_another_checkpoint_interval(lv, capsys):
         assert float(resumed.estimate[name]) == value
 
 
-def test_a_stop_after_the_optimiser_is_honoured_at_once_and_resumes_from_its_end(lv, capsys, monkeypatch):
+def test_a_stop_after_the_optimiser_is_honoured_at_once_and_resumes_from_its_end(
+    lv, capsys, monkeypatch
+):
     # What follows Levenberg-Marquardt (the Gauss-Newton polish, the likelihood, the
     # standard errors, the fitted curves) compiles programs of its own, which for a model
     # with events took a minute, and had no safe point: a SIGTERM there was ignored until
@@ -198,8 +259,14 @@ def test_a_stop_after_the_optimiser_is_honoured_at_once_and_resumes_from_its_end
     waited = time.monotonic() - sent[0]
     assert code == 143 and waited < 2.0, (code, waited, err)
     lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("interrupted (SIGTERM): the fit so far is checkpointed in ") and lines[0].endswith("--resume"), err
-    assert not (folder / "out.h5").exists() and _checkpoint.checkpoint_path(folder / "out.h5").exists()
+    assert (
+        len(lines) == 1
+        and lines[0].startswith("interrupted (SIGTERM): the fit so far is checkpointed in ")
+        and lines[0].endswith("--resume")
+    ), err
+    assert (
+        not (folder / "out.h5").exists() and _checkpoint.checkpoint_path(folder / "out.h5").exists()
+    )
 
     def optimised(*args, **kwargs):
         raise AssertionError("the resumed fit ran the optimiser again")

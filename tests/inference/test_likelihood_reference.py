@@ -29,21 +29,49 @@ from inference._priors import check_prior, make_distribution
 # (spec, the SciPy distribution of the same density, points to evaluate it at)
 CONFIG_PRIORS = [
     ({"dist": "normal", "loc": -0.3, "scale": 1.7}, stats.norm(-0.3, 1.7), [-4.0, -0.3, 0.2, 5.0]),
-    ({"dist": "lognormal", "loc": 0.4, "scale": 0.6}, stats.lognorm(0.6, scale=math.exp(0.4)), [0.05, 1.0, 1.49, 7.0]),
-    ({"dist": "truncated_normal", "loc": 1.0, "scale": 2.0, "low": 0.0}, stats.truncnorm(-0.5, np.inf, 1.0, 2.0), [0.01, 1.0, 3.0, 9.0]),
-    ({"dist": "truncated_normal", "loc": 0.0, "scale": 1.0, "low": -1.0, "high": 2.0}, stats.truncnorm(-1.0, 2.0, 0.0, 1.0), [-0.9, 0.0, 1.9]),
+    (
+        {"dist": "lognormal", "loc": 0.4, "scale": 0.6},
+        stats.lognorm(0.6, scale=math.exp(0.4)),
+        [0.05, 1.0, 1.49, 7.0],
+    ),
+    (
+        {"dist": "truncated_normal", "loc": 1.0, "scale": 2.0, "low": 0.0},
+        stats.truncnorm(-0.5, np.inf, 1.0, 2.0),
+        [0.01, 1.0, 3.0, 9.0],
+    ),
+    (
+        {"dist": "truncated_normal", "loc": 0.0, "scale": 1.0, "low": -1.0, "high": 2.0},
+        stats.truncnorm(-1.0, 2.0, 0.0, 1.0),
+        [-0.9, 0.0, 1.9],
+    ),
     ({"dist": "halfnormal", "scale": 0.8}, stats.halfnorm(scale=0.8), [0.01, 0.5, 3.0]),
     ({"dist": "uniform", "low": -1.5, "high": 2.5}, stats.uniform(-1.5, 4.0), [-1.4, 0.0, 2.4]),
     ({"dist": "exponential", "rate": 2.5}, stats.expon(scale=1 / 2.5), [0.01, 0.4, 3.0]),
-    ({"dist": "gamma", "concentration": 3.0, "rate": 1.5}, stats.gamma(3.0, scale=1 / 1.5), [0.1, 2.0, 6.0]),
-    ({"dist": "beta", "concentration1": 2.0, "concentration0": 5.0}, stats.beta(2.0, 5.0), [0.05, 0.3, 0.9]),
+    (
+        {"dist": "gamma", "concentration": 3.0, "rate": 1.5},
+        stats.gamma(3.0, scale=1 / 1.5),
+        [0.1, 2.0, 6.0],
+    ),
+    (
+        {"dist": "beta", "concentration1": 2.0, "concentration0": 5.0},
+        stats.beta(2.0, 5.0),
+        [0.05, 0.3, 0.9],
+    ),
     ({"dist": "cauchy", "loc": 1.0, "scale": 0.5}, stats.cauchy(1.0, 0.5), [-20.0, 1.0, 1.7]),
     ({"dist": "halfcauchy", "scale": 2.0}, stats.halfcauchy(scale=2.0), [0.01, 2.0, 40.0]),
-    ({"dist": "student_t", "df": 3.0, "loc": -1.0, "scale": 0.7}, stats.t(3.0, -1.0, 0.7), [-8.0, -1.0, 0.5]),
+    (
+        {"dist": "student_t", "df": 3.0, "loc": -1.0, "scale": 0.7},
+        stats.t(3.0, -1.0, 0.7),
+        [-8.0, -1.0, 0.5],
+    ),
 ]
 
 
-@pytest.mark.parametrize("spec, reference, points", CONFIG_PRIORS, ids=[f"{s['dist']}{i}" for i, (s, _, _) in enumerate(CONFIG_PRIORS)])
+@pytest.mark.parametrize(
+    "spec, reference, points",
+    CONFIG_PRIORS,
+    ids=[f"{s['dist']}{i}" for i, (s, _, _) in enumerate(CONFIG_PRIORS)],
+)
 def test_every_config_prior_is_scipy_s_density_at_every_point(spec, reference, points):
     # make_distribution(check_prior(spec)).log_prob against scipy.stats' logpdf of the same
     # parameterisation: a swapped argument, a rate read as a scale, a lost log fails.
@@ -106,14 +134,25 @@ def test_infer_noise_models_give_scipy_s_log_density_and_its_change_of_variables
         ("normal", lambda h: stats.norm.logpdf(Y, h, sigma)),
         ("lognormal", lambda h: stats.lognorm.logpdf(Y, sigma, scale=h)),
     ):
-        rest = priors + f'[infer.noise]\nmodel = "{noise}"\nsigma = {{ dist = "halfnormal", scale = 0.5 }}\n'
+        rest = (
+            priors
+            + f'[infer.noise]\nmodel = "{noise}"\nsigma = {{ dist = "halfnormal", scale = 0.5 }}\n'
+        )
         model, _, _ = build_bayes_model(_config(tmp_path, '[data.observables]\nx = "/x"', rest))
-        expected = stats.gamma.logpdf(K, 2.0, scale=1 / 3.0) + stats.halfnorm.logpdf(sigma, scale=0.5) + density(_ramp()).sum()
+        expected = (
+            stats.gamma.logpdf(K, 2.0, scale=1 / 3.0)
+            + stats.halfnorm.logpdf(sigma, scale=0.5)
+            + density(_ramp()).sum()
+        )
         with jax.numpy_dtype_promotion("standard"):
-            got, _ = log_density(model, (), {}, {"k": jnp.asarray(K), "sigma.x": jnp.asarray(sigma)})
+            got, _ = log_density(
+                model, (), {}, {"k": jnp.asarray(K), "sigma.x": jnp.asarray(sigma)}
+            )
             energy = potential_energy(model, (), {}, {"k": jnp.log(K), "sigma.x": jnp.log(sigma)})
         assert float(got) == pytest.approx(expected, rel=1e-10, abs=1e-10), noise
-        assert float(energy) == pytest.approx(-(expected + math.log(K) + math.log(sigma)), rel=1e-10, abs=1e-10), noise
+        assert float(energy) == pytest.approx(
+            -(expected + math.log(K) + math.log(sigma)), rel=1e-10, abs=1e-10
+        ), noise
 
 
 def test_observation_models_give_the_fit_s_nll_and_the_posterior_s_density(tmp_path):
@@ -129,35 +168,52 @@ def test_observation_models_give_the_fit_s_nll_and_the_posterior_s_density(tmp_p
         'c = { path = "/x", formula = "x", noise = "log10-normal", sigma = 0.05 }\n'
     )
     h = _ramp()
-    nll = np.stack([
-        -stats.norm.logpdf(Y, h, 0.2),
-        -stats.laplace.logpdf(Y, h, 0.3),
-        -stats.lognorm.logpdf(Y, 0.15, scale=h),
-        -(stats.norm.logpdf(np.log10(Y), np.log10(h), 0.05) - np.log(Y * np.log(10.0))),
-    ]).ravel()
-    config = _config(tmp_path, obs, '[fit]\nfree = ["k"]\n[infer.priors]\nk = { dist = "lognormal", loc = -1.0, scale = 0.5 }\n')
+    nll = np.stack(
+        [
+            -stats.norm.logpdf(Y, h, 0.2),
+            -stats.laplace.logpdf(Y, h, 0.3),
+            -stats.lognorm.logpdf(Y, 0.15, scale=h),
+            -(stats.norm.logpdf(np.log10(Y), np.log10(h), 0.05) - np.log(Y * np.log(10.0))),
+        ]
+    ).ravel()
+    config = _config(
+        tmp_path,
+        obs,
+        '[fit]\nfree = ["k"]\n[infer.priors]\nk = { dist = "lognormal", loc = -1.0, scale = 0.5 }\n',
+    )
     problem, _, _, _ = build_problem(config)
-    terms, loss = problem.residuals_at({"k": jnp.asarray(K)})  # (Laplace: no least squares, the terms)
+    terms, loss = problem.residuals_at(
+        {"k": jnp.asarray(K)}
+    )  # (Laplace: no least squares, the terms)
     np.testing.assert_allclose(np.asarray(terms), nll, rtol=1e-10)
     assert float(loss) == pytest.approx(nll.sum(), rel=1e-10)
     model, _, _ = build_bayes_model(config)
     with jax.numpy_dtype_promotion("standard"):
         got, _ = log_density(model, (), {}, {"k": jnp.asarray(K)})
-    assert float(got) == pytest.approx(stats.lognorm.logpdf(K, 0.5, scale=math.exp(-1.0)) - nll.sum(), rel=1e-10)
+    assert float(got) == pytest.approx(
+        stats.lognorm.logpdf(K, 0.5, scale=math.exp(-1.0)) - nll.sum(), rel=1e-10
+    )
 
 
 # ----------------------------------------------------------------------------- weights
+
 
 @pytest.mark.parametrize("loss", ["normal", "lognormal", "mse"])
 def test_weights_scale_the_squared_residuals_of_each_loss(tmp_path, loss):
     # [fit] weights = { x = 4 } and the sigma dataset: the residual vector is
     # sqrt(4) (y - h) / sigma (on logarithms for lognormal; / sqrt(n) for mse) and the
     # loss half the sum of 4 (...)^2, against the hand-computed ramp residuals.
-    config = _config(tmp_path, PLAIN, f'[fit]\nfree = ["k"]\nloss = "{loss}"\nweights = {{ x = 4.0 }}\n')
+    config = _config(
+        tmp_path, PLAIN, f'[fit]\nfree = ["k"]\nloss = "{loss}"\nweights = {{ x = 4.0 }}\n'
+    )
     problem, _, _, _ = build_problem(config)
     r, value = problem.residuals_at({"k": jnp.asarray(K)})
     h = _ramp()
-    base = {"normal": (Y - h) / SIGMA, "lognormal": (np.log(Y) - np.log(h)) / SIGMA, "mse": (Y - h) / math.sqrt(Y.size)}[loss]
+    base = {
+        "normal": (Y - h) / SIGMA,
+        "lognormal": (np.log(Y) - np.log(h)) / SIGMA,
+        "mse": (Y - h) / math.sqrt(Y.size),
+    }[loss]
     np.testing.assert_allclose(np.asarray(r), 2.0 * base, rtol=1e-10)
     assert float(value) == pytest.approx(0.5 * np.sum(4.0 * base**2), rel=1e-10)
 
@@ -167,16 +223,24 @@ def test_weights_scale_the_residuals_and_the_nll_of_observation_models(tmp_path)
     # loss half the sum of w (...)^2; Laplace noise: each term w times the Laplace
     # -logpdf, loss their sum. A weight applied squared, or not at all, fails.
     normal = '[data.observables]\nx = { path = "/x", noise = "normal", sigma = 0.2 }'
-    problem, _, _, _ = build_problem(_config(tmp_path, normal, '[fit]\nfree = ["k"]\nweights = { x = 4.0 }\n'))
+    problem, _, _, _ = build_problem(
+        _config(tmp_path, normal, '[fit]\nfree = ["k"]\nweights = { x = 4.0 }\n')
+    )
     assert problem.least_squares
     r, value = problem.residuals_at({"k": jnp.asarray(K)})
     np.testing.assert_allclose(np.asarray(r), 2.0 * (Y - _ramp()) / 0.2, rtol=1e-10)
     assert float(value) == pytest.approx(0.5 * np.sum(4.0 * ((Y - _ramp()) / 0.2) ** 2), rel=1e-10)
     laplace = '[data.observables]\nx = { path = "/x", noise = "laplace", sigma = 0.3 }'
-    problem, _, _, _ = build_problem(_config(tmp_path, laplace, '[fit]\nfree = ["k"]\nweights = { x = 3.0 }\n'))
+    problem, _, _, _ = build_problem(
+        _config(tmp_path, laplace, '[fit]\nfree = ["k"]\nweights = { x = 3.0 }\n')
+    )
     terms, value = problem.residuals_at({"k": jnp.asarray(K)})
-    np.testing.assert_allclose(np.asarray(terms), -3.0 * stats.laplace.logpdf(Y, _ramp(), 0.3), rtol=1e-10)
-    assert float(value) == pytest.approx(-3.0 * stats.laplace.logpdf(Y, _ramp(), 0.3).sum(), rel=1e-10)
+    np.testing.assert_allclose(
+        np.asarray(terms), -3.0 * stats.laplace.logpdf(Y, _ramp(), 0.3), rtol=1e-10
+    )
+    assert float(value) == pytest.approx(
+        -3.0 * stats.laplace.logpdf(Y, _ramp(), 0.3).sum(), rel=1e-10
+    )
 
 
 # ----------------------------------------------------------------------------- PEtab priors
@@ -206,8 +270,14 @@ def _petab_reference(kind, a, b, v, x):
 
 
 PETAB_PRIORS = {
-    "normal": (1.5, 0.8), "laplace": (2.0, 0.5), "uniform": (0.5, 4.0), "logNormal": (0.3, 0.7), "logLaplace": (0.6, 0.4),
-    "parameterScaleNormal": (0.2, 0.6), "parameterScaleLaplace": (-0.1, 0.3), "parameterScaleUniform": (-1.0, 1.0),
+    "normal": (1.5, 0.8),
+    "laplace": (2.0, 0.5),
+    "uniform": (0.5, 4.0),
+    "logNormal": (0.3, 0.7),
+    "logLaplace": (0.6, 0.4),
+    "parameterScaleNormal": (0.2, 0.6),
+    "parameterScaleLaplace": (-0.1, 0.3),
+    "parameterScaleUniform": (-1.0, 1.0),
 }
 VALUES = [0.6, 1.3, 2.7]  # (linear values, inside every uniform prior above)
 
@@ -224,7 +294,11 @@ def test_every_petab_prior_on_every_scale_is_scipy_s_density(kind, scale):
         if kind == "parameterScaleUniform" and not a <= x <= b:
             continue
         got = float(_negative_log_prior(jnp.asarray(x), p))
-        assert got == pytest.approx(-_petab_reference(kind, a, b, v, x), rel=1e-10, abs=1e-12), (kind, scale, v)
+        assert got == pytest.approx(-_petab_reference(kind, a, b, v, x), rel=1e-10, abs=1e-12), (
+            kind,
+            scale,
+            v,
+        )
     if kind.endswith("niform"):  # (outside the uniform's interval: no density)
         outside = b + 1.0 if kind.startswith("parameterScale") else float(SCALE_OF[scale](b + 1.0))
         assert float(_negative_log_prior(jnp.asarray(outside), p)) == math.inf
@@ -251,8 +325,12 @@ SBML = """<?xml version="1.0" encoding="UTF-8"?>
 """
 # observable -> (transformation, distribution, sigma)
 PETAB_NOISE = {
-    "o_lin_n": ("lin", "normal", 0.2), "o_log_n": ("log", "normal", 0.1), "o_l10_n": ("log10", "normal", 0.05),
-    "o_lin_l": ("lin", "laplace", 0.3), "o_log_l": ("log", "laplace", 0.15), "o_l10_l": ("log10", "laplace", 0.07),
+    "o_lin_n": ("lin", "normal", 0.2),
+    "o_log_n": ("log", "normal", 0.1),
+    "o_l10_n": ("log10", "normal", 0.05),
+    "o_lin_l": ("lin", "laplace", 0.3),
+    "o_log_l": ("log", "laplace", 0.15),
+    "o_l10_l": ("log10", "laplace", 0.07),
 }
 PETAB_T = np.array([0.0, 1.0, 2.5])
 PETAB_Y = np.array([2.1, 2.8, 3.9])
@@ -266,9 +344,18 @@ def ramp_petab(tmp_path_factory):
     (folder / "model.xml").write_text(SBML)
     (folder / "conditions.tsv").write_text("conditionId\nc0\n")
     rows = "".join(f"{o}\tA\t{s}\t{tr}\t{d}\n" for o, (tr, d, s) in PETAB_NOISE.items())
-    (folder / "observables.tsv").write_text("observableId\tobservableFormula\tnoiseFormula\tobservableTransformation\tnoiseDistribution\n" + rows)
-    rows = "".join(f"{o}\tc0\t{t!r}\t{y!r}\n" for o in PETAB_NOISE for t, y in zip(PETAB_T.tolist(), PETAB_Y.tolist()))
-    (folder / "measurements.tsv").write_text("observableId\tsimulationConditionId\ttime\tmeasurement\n" + rows)
+    (folder / "observables.tsv").write_text(
+        "observableId\tobservableFormula\tnoiseFormula\tobservableTransformation\tnoiseDistribution\n"
+        + rows
+    )
+    rows = "".join(
+        f"{o}\tc0\t{t!r}\t{y!r}\n"
+        for o in PETAB_NOISE
+        for t, y in zip(PETAB_T.tolist(), PETAB_Y.tolist())
+    )
+    (folder / "measurements.tsv").write_text(
+        "observableId\tsimulationConditionId\ttime\tmeasurement\n" + rows
+    )
     (folder / "parameters.tsv").write_text(
         "parameterId\tparameterScale\tlowerBound\tupperBound\tnominalValue\testimate\tobjectivePriorType\tobjectivePriorParameters\n"
         "k\tlog10\t0.01\t10\t0.5\t1\tlogNormal\t-0.5;0.8\nA0\tlog\t0.1\t10\t2\t1\tparameterScaleNormal\t0.5;0.3\n"
@@ -288,7 +375,9 @@ def _petab_nll(k, a0):
     for transformation, distribution, s in PETAB_NOISE.values():
         ref = stats.norm if distribution == "normal" else stats.laplace
         t = SCALE_OF[transformation]
-        jacobian = {"lin": 0.0, "log": np.log(PETAB_Y), "log10": np.log(PETAB_Y * np.log(10.0))}[transformation]
+        jacobian = {"lin": 0.0, "log": np.log(PETAB_Y), "log10": np.log(PETAB_Y * np.log(10.0))}[
+            transformation
+        ]
         out.append(-(ref.logpdf(t(PETAB_Y), t(h), s) - jacobian))
     return np.concatenate(out)
 
@@ -303,7 +392,9 @@ def test_petab_noise_models_priors_and_posterior_are_scipy_s(ramp_petab):
     x = jnp.asarray([math.log10(k), math.log(a0)])
     nll = _petab_nll(k, a0)
 
-    terms_of = jax.jit(problem.residual_terms)  # (compiled once; NumPyro's model calls the objective)
+    terms_of = jax.jit(
+        problem.residual_terms
+    )  # (compiled once; NumPyro's model calls the objective)
     terms = terms_of(x)
     fast = copy.copy(problem)
     fast.objective = lambda x, solver=None: jnp.sum(terms_of(x))
@@ -314,7 +405,9 @@ def test_petab_noise_models_priors_and_posterior_are_scipy_s(ramp_petab):
     log_prior_k = stats.lognorm.logpdf(k, 0.8, scale=math.exp(-0.5))
     log_prior_a0 = stats.norm.logpdf(math.log(a0), 0.5, 0.3)
     assert float(prior) == pytest.approx(-(log_prior_k + log_prior_a0), rel=1e-10)
-    box = -math.log(math.log10(10) - math.log10(0.01)) - math.log(math.log(10) - math.log(0.1))  # (the bounds' uniform)
+    box = -math.log(math.log10(10) - math.log10(0.01)) - math.log(
+        math.log(10) - math.log(0.1)
+    )  # (the bounds' uniform)
     expected = -nll.sum() + log_prior_k + math.log(k * math.log(10.0)) + log_prior_a0 + box
     assert float(density) == pytest.approx(expected, rel=1e-9)
 
@@ -335,7 +428,9 @@ def test_r_hat_and_bulk_ess_are_arviz_s_and_need_four_draws_a_chain():
         draws = rng.standard_normal(shape).cumsum(axis=1) * 0.1 + rng.standard_normal(shape)
         assert r_hat(draws) == pytest.approx(float(az.rhat(draws, method="rank")), rel=1e-12), shape
         if shape[1] >= 17:
-            assert ess_bulk(draws) == pytest.approx(float(az.ess(draws, method="bulk")), rel=1e-12), shape
+            assert ess_bulk(draws) == pytest.approx(
+                float(az.ess(draws, method="bulk")), rel=1e-12
+            ), shape
     short = rng.standard_normal((4, 3))
     assert np.isnan(r_hat(short)) and np.isnan(ess_bulk(short))
 
@@ -345,8 +440,20 @@ def test_petab_prior_parameters_out_of_their_range_are_refused():
     # prior a positive scale; the rest are accepted as written.
     from inference._petab import PetabError, _prior_of
 
-    for kind, text in (("uniform", "2;1"), ("parameterScaleUniform", "1;1"), ("normal", "0;0"), ("laplace", "0;-1"), ("logNormal", "1;-0.5")):
+    for kind, text in (
+        ("uniform", "2;1"),
+        ("parameterScaleUniform", "1;1"),
+        ("normal", "0;0"),
+        ("laplace", "0;-1"),
+        ("logNormal", "1;-0.5"),
+    ):
         with pytest.raises(PetabError, match="objectivePriorParameters"):
-            _prior_of({"objectivePriorType": kind, "objectivePriorParameters": text}, "p.tsv, row 1", "lin")
+            _prior_of(
+                {"objectivePriorType": kind, "objectivePriorParameters": text},
+                "p.tsv, row 1",
+                "lin",
+            )
     for kind, text, expected in (("uniform", "1;2", (1.0, 2.0)), ("normal", "-3;0.5", (-3.0, 0.5))):
-        assert _prior_of({"objectivePriorType": kind, "objectivePriorParameters": text}, "p.tsv, row 1", "lin") == (kind, expected)
+        assert _prior_of(
+            {"objectivePriorType": kind, "objectivePriorParameters": text}, "p.tsv, row 1", "lin"
+        ) == (kind, expected)

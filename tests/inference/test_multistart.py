@@ -36,7 +36,9 @@ TSIT5 = OdeSolver(method="tsit5", rtol=1e-10, atol=1e-12, max_steps=100_000, thr
 def threads():
     """A Dask cluster of two single-threaded workers in this process (no worker
     processes to start: the tasks run on the cluster, the programs compile here)."""
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster:
+    with LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None
+    ) as cluster:
         yield cluster
 
 
@@ -57,18 +59,31 @@ def test_petab_starts_run_in_blocks_on_a_dask_cluster(tmp_path, threads):
     yaml = decay_problem(tmp_path / "decay")
     problem = load_petab(yaml, TSIT5)
     reported = []
-    fitted = fit_petab(problem, starts=4, scheduler=threads.scheduler_address, on_start=lambda k, f: reported.append(k))
+    fitted = fit_petab(
+        problem,
+        starts=4,
+        scheduler=threads.scheduler_address,
+        on_start=lambda k, f: reported.append(k),
+    )
     assert reported == [1, 2, 3, 4]
     lower, upper = problem.bounds()
     points = qmc.scale(qmc.LatinHypercube(d=2, seed=0).random(4), lower, upper)
     points[0] = problem.nominal()
     digest = _petab.files_digest(yaml.resolve())
-    ends = np.concatenate([_petab.fit_block(str(yaml.resolve()), digest, TSIT5, points[b], 1000)[0] for b in (slice(0, 2), slice(2, 4))])
+    ends = np.concatenate(
+        [
+            _petab.fit_block(str(yaml.resolve()), digest, TSIT5, points[b], 1000)[0]
+            for b in (slice(0, 2), slice(2, 4))
+        ]
+    )
     for j, name in enumerate(("k", "A0")):
         np.testing.assert_array_equal(fitted.starts_estimate[name], 10.0 ** ends[:, j])
     assert np.ptp(fitted.starts_objective) < 1e-6, fitted.starts_objective
     # (the data: 2 exp(-0.7 t) with 2.5% noise)
-    assert abs(fitted.estimate["k"] - TRUTH["k"]) < 0.02 and abs(fitted.estimate["A0"] - TRUTH["A0"]) < 0.05, fitted.estimate
+    assert (
+        abs(fitted.estimate["k"] - TRUTH["k"]) < 0.02
+        and abs(fitted.estimate["A0"] - TRUTH["A0"]) < 0.05
+    ), fitted.estimate
 
 
 @pytest.mark.slow
@@ -77,15 +92,37 @@ def test_petab_starts_agree_on_one_device_two_devices_and_local_2(tmp_cwd, capsy
     # batch split over two host devices (a process of its own: XLA_FLAGS is read when
     # JAX starts), and two blocks of four on a local Dask cluster of two processes.
     yaml = decay_problem(tmp_cwd / "decay")
-    code, err = cli(["fit", str(yaml), "--starts", "8", "--devices", "1", "-o", "one.h5", "--quiet"], capsys)
+    code, err = cli(
+        ["fit", str(yaml), "--starts", "8", "--devices", "1", "-o", "one.h5", "--quiet"], capsys
+    )
     assert code == 0, err
     env = {**os.environ, "PYTHONPATH": str(REPO), "XLA_FLAGS": host_devices(2)}
     done = subprocess.run(
-        [sys.executable, "-m", "sim.cli", "fit", str(yaml), "--starts", "8", "--devices", "2", "-o", "two.h5", "--quiet"],
-        cwd=tmp_cwd, env=env, capture_output=True, text=True, timeout=900,
+        [
+            sys.executable,
+            "-m",
+            "sim.cli",
+            "fit",
+            str(yaml),
+            "--starts",
+            "8",
+            "--devices",
+            "2",
+            "-o",
+            "two.h5",
+            "--quiet",
+        ],
+        cwd=tmp_cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
     assert done.returncode == 0, done.stderr
-    code, err = cli(["fit", str(yaml), "--starts", "8", "--scheduler", "local:2", "-o", "dask.h5", "--quiet"], capsys)
+    code, err = cli(
+        ["fit", str(yaml), "--starts", "8", "--scheduler", "local:2", "-o", "dask.h5", "--quiet"],
+        capsys,
+    )
     assert code == 0, err
     with h5py.File("one.h5") as one:
         objective = one["starts/objective"][()]
@@ -93,9 +130,13 @@ def test_petab_starts_agree_on_one_device_two_devices_and_local_2(tmp_cwd, capsy
     assert objective.shape == (8,) and np.all(np.isfinite(objective))
     for name in ("two.h5", "dask.h5"):
         with h5py.File(name) as f:
-            np.testing.assert_allclose(f["starts/objective"][()], objective, rtol=1e-8, atol=0, err_msg=name)
+            np.testing.assert_allclose(
+                f["starts/objective"][()], objective, rtol=1e-8, atol=0, err_msg=name
+            )
             for n, values in estimate.items():
-                np.testing.assert_allclose(f[f"starts/estimate/{n}"][()], values, rtol=1e-6, err_msg=name)
+                np.testing.assert_allclose(
+                    f[f"starts/estimate/{n}"][()], values, rtol=1e-6, err_msg=name
+                )
 
 
 @pytest.mark.slow
@@ -112,18 +153,43 @@ def test_config_multistart_agrees_on_one_device_two_devices_and_a_dask_cluster(t
     env = {**os.environ, "PYTHONPATH": str(REPO), "XLA_FLAGS": host_devices(2)}
     done = subprocess.run(
         # (--starts sets [fit] starts, over what --set says)
-        [sys.executable, "-m", "sim.cli", "fit", str(config.path), "--set", "fit.starts=1", "--starts", "3", "--devices", "2", "-o", "two.h5", "--quiet"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900,
+        [
+            sys.executable,
+            "-m",
+            "sim.cli",
+            "fit",
+            str(config.path),
+            "--set",
+            "fit.starts=1",
+            "--starts",
+            "3",
+            "--devices",
+            "2",
+            "-o",
+            "two.h5",
+            "--quiet",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
     assert done.returncode == 0, done.stderr
     two = sim.read(tmp_path / "two.h5")
     for name, objective, estimate in [
         ("dask", dask.starts_objective, dask.starts_estimate),
-        ("two devices", np.asarray(two["starts/objective"]), {n: np.asarray(two[f"starts/estimate/{n}"]) for n in one.names}),
+        (
+            "two devices",
+            np.asarray(two["starts/objective"]),
+            {n: np.asarray(two[f"starts/estimate/{n}"]) for n in one.names},
+        ),
     ]:
         np.testing.assert_allclose(objective, one.starts_objective, rtol=1e-8, atol=0, err_msg=name)
         for n in one.names:
-            np.testing.assert_allclose(estimate[n], one.starts_estimate[n], rtol=1e-6, err_msg=f"{name}: {n}")
+            np.testing.assert_allclose(
+                estimate[n], one.starts_estimate[n], rtol=1e-6, err_msg=f"{name}: {n}"
+            )
     assert dask.estimate == pytest.approx(one.estimate, rel=1e-8)
 
 
@@ -138,14 +204,18 @@ def test_a_config_fit_on_a_cluster_resumes_after_its_finished_blocks(tmp_path, t
     from .test_fit_resume import Stop, stop_after
 
     data = write_data(tmp_path / "d.h5", *noisy(np.random.default_rng(3)))
-    config = lv_config(tmp_path, data, starts=3, optimizer="bfgs").with_overrides(['fit.free=["alpha", "gamma"]', *at_truth("alpha", "gamma")])
+    config = lv_config(tmp_path, data, starts=3, optimizer="bfgs").with_overrides(
+        ['fit.free=["alpha", "gamma"]', *at_truth("alpha", "gamma")]
+    )
     whole = _fit.fit(config, output=tmp_path / "whole.h5", scheduler=threads.scheduler_address)
     with pytest.MonkeyPatch.context() as patch:
         written = stop_after(patch, 1)
         with pytest.raises(Stop):
             _fit.fit(config, output=tmp_path / "out.h5", scheduler=threads.scheduler_address)
     assert written == [(2, 0)] and not (tmp_path / "out.h5").exists()
-    resumed = _fit.fit(config, output=tmp_path / "out.h5", resume=True, scheduler=threads.scheduler_address)
+    resumed = _fit.fit(
+        config, output=tmp_path / "out.h5", resume=True, scheduler=threads.scheduler_address
+    )
     assert resumed.estimate == whole.estimate
     np.testing.assert_array_equal(resumed.starts_objective, whole.starts_objective)
     np.testing.assert_array_equal(resumed.loss_history, whole.loss_history)
@@ -193,7 +263,10 @@ starts = {starts}
 def refused(argv, capsys, names: str, code: int = 2) -> str:
     done, err = cli(argv, capsys)
     lines = err.strip().splitlines()
-    assert done == code and len(lines) == 1 and names in lines[0] and "Traceback" not in err, (done, err)
+    assert done == code and len(lines) == 1 and names in lines[0] and "Traceback" not in err, (
+        done,
+        err,
+    )
     return lines[0]
 
 
@@ -223,24 +296,36 @@ def test_bad_device_counts_and_schedulers_are_one_line(inputs, capsys, monkeypat
     monkeypatch.setattr(sim._distributed, "CONNECT_SECONDS", 0.5)  # (10 s by default)
     line = refused(command + ["--scheduler", "tcp://127.0.0.1:1"], capsys, "--scheduler")
     assert "cannot reach the Dask scheduler" in line, line
-    with LocalCluster(n_workers=0, processes=False, dashboard_address=None) as empty:  # (its tasks would wait for ever)
+    with LocalCluster(
+        n_workers=0, processes=False, dashboard_address=None
+    ) as empty:  # (its tasks would wait for ever)
         line = refused(command + ["--scheduler", empty.scheduler_address], capsys, "--scheduler")
     assert "the Dask cluster has no workers" in line, line
     assert only(inputs) == before  # nothing written, no lock or checkpoint left
 
 
-@pytest.mark.parametrize("command", [["fit", "decay/decay.yaml", "-o", "out.h5"], ["fit", "decay/decay.toml", "-o", "out.h5"]], ids=["petab", "config"])
+@pytest.mark.parametrize(
+    "command",
+    [["fit", "decay/decay.yaml", "-o", "out.h5"], ["fit", "decay/decay.toml", "-o", "out.h5"]],
+    ids=["petab", "config"],
+)
 def test_a_fit_of_one_start_refuses_a_scheduler(inputs, capsys, command):
     # One start has nothing to spread: refused rather than run in this process while
     # the user believes it runs on the cluster.
     before = only(inputs)
     line = refused(command + ["--scheduler", "local:2"], capsys, "--scheduler")
     assert "this fit has one start" in line, line
-    refused(["fit", "decay/decay.yaml", "--evaluate", "-o", "out.h5", "--scheduler", "local:2"], capsys, "one start")
+    refused(
+        ["fit", "decay/decay.yaml", "--evaluate", "-o", "out.h5", "--scheduler", "local:2"],
+        capsys,
+        "one start",
+    )
     assert only(inputs) == before
 
 
-def test_a_worker_that_fails_fails_the_fit_with_nothing_written(inputs, capsys, monkeypatch, threads):
+def test_a_worker_that_fails_fails_the_fit_with_nothing_written(
+    inputs, capsys, monkeypatch, threads
+):
     def broken(*args):
         raise RuntimeError("the worker ran out of memory")
 
@@ -248,7 +333,12 @@ def test_a_worker_that_fails_fails_the_fit_with_nothing_written(inputs, capsys, 
     monkeypatch.setattr(_fit, "worker_starts", broken)
     before = only(inputs)
     for command in (PETAB, CONFIG):
-        line = refused(command + ["--scheduler", threads.scheduler_address], capsys, "RuntimeError: the worker ran out of memory", code=1)
+        line = refused(
+            command + ["--scheduler", threads.scheduler_address],
+            capsys,
+            "RuntimeError: the worker ran out of memory",
+            code=1,
+        )
         assert line.startswith("error: "), line
         assert only(inputs) == before
 
@@ -261,20 +351,32 @@ def test_a_worker_that_reads_other_files_refuses_its_block(inputs):
         _petab.fit_block(str(yaml), "0" * 64, TSIT5, np.zeros((1, 2)), 10)
     config = sim.load_config(inputs / "decay.toml")
     with pytest.raises(sim.DataError, match="differ from those the fit was started with"):
-        _fit.worker_starts(config.to_toml(), str(config.path), None, "0" * 64, {"k": np.zeros(1), "initial.A": np.zeros(1)})
+        _fit.worker_starts(
+            config.to_toml(),
+            str(config.path),
+            None,
+            "0" * 64,
+            {"k": np.zeros(1), "initial.A": np.zeros(1)},
+        )
 
 
 def test_the_fit_is_the_first_start_of_the_lowest_final_loss(tmp_path):
     # Five starts of the decay config stopped after two Levenberg-Marquardt steps end at
     # different losses, none of them the first start's first loss: the fit's estimate and
     # objective are those of the first start of the lowest final loss, to the bit.
-    config = sim.load_config(decay_config(tmp_path, 5)).with_overrides(["fit.max_steps=2", "fit.seed=1"])
+    config = sim.load_config(decay_config(tmp_path, 5)).with_overrides(
+        ["fit.max_steps=2", "fit.seed=1"]
+    )
     fitted = _fit.fit(config)
     ends = fitted.starts_objective
     k = int(np.argmin(ends))
     assert np.unique(ends).size == ends.size, ends  # (otherwise the choice would not show)
     assert fitted.objective == ends[k], (k, ends, fitted.objective)
-    assert all(fitted.estimate[n] == fitted.starts_estimate[n][k] for n in fitted.estimate), (k, fitted.estimate, fitted.starts_estimate)
+    assert all(fitted.estimate[n] == fitted.starts_estimate[n][k] for n in fitted.estimate), (
+        k,
+        fitted.estimate,
+        fitted.starts_estimate,
+    )
 
 
 @pytest.mark.parametrize("optimizer", ["levenberg_marquardt", "adam"])
@@ -284,7 +386,9 @@ def test_the_progress_of_a_multistart_names_each_round_from_one(optimizer, tmp_p
     # the starts done of five.
     seen = []
     monkeypatch.setattr(_fit.Progress, "describe", lambda self, text: seen.append(text))
-    config = sim.load_config(decay_config(tmp_path, 5)).with_overrides(["fit.max_steps=2", "fit.seed=1", f'fit.optimizer="{optimizer}"'])
+    config = sim.load_config(decay_config(tmp_path, 5)).with_overrides(
+        ["fit.max_steps=2", "fit.seed=1", f'fit.optimizer="{optimizer}"']
+    )
     _fit.fit(config, progress=True)
     rounds = [text for text in seen if "starts done" in text]
     steps = [int(text.split("step ")[1].split(",")[0]) for text in rounds]

@@ -49,7 +49,9 @@ def test_chunk_length_cuts_the_run_into_about_ten_equal_chunks():
     assert chunk_length(37) == 3  # 13 chunks, 2 steps padded (5 would pad 3)
 
 
-_SAME_DRAWS = SCHOOLS + """
+_SAME_DRAWS = (
+    SCHOOLS
+    + """
 import sys
 import jax
 from numpyro.infer import MCMC, NUTS
@@ -75,6 +77,7 @@ for chains in (int(a) for a in sys.argv[1:] if a.isdigit()):
 assert divergent > 0, "no divergent transition to compare"
 print("ok", divergent)
 """
+)
 
 
 _LAYOUTS = {
@@ -96,15 +99,28 @@ def test_chunked_chains_draw_what_mcmc_run_draws_on_every_layout(chains):
     # default code generator, which emits the same arithmetic in both programs; the tests'
     # faster-compiling one, tests/conftest.py, contracts their sums differently, and the
     # trajectories amplify the last bits.)
-    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2", "JAX_PLATFORMS": "cpu"}
-    proc = subprocess.run([sys.executable, "-c", _SAME_DRAWS, *map(str, chains)], env=env, capture_output=True, text=True, timeout=900, cwd=ROOT)
+    env = {
+        **os.environ,
+        "XLA_FLAGS": "--xla_force_host_platform_device_count=2",
+        "JAX_PLATFORMS": "cpu",
+    }
+    proc = subprocess.run(
+        [sys.executable, "-c", _SAME_DRAWS, *map(str, chains)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=ROOT,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = proc.stdout.splitlines()
     assert lines[: len(chains)] == [_LAYOUTS[c] for c in chains], lines
     assert lines[-1].startswith("ok"), lines
 
 
-_ANY_DEVICES = SCHOOLS + """
+_ANY_DEVICES = (
+    SCHOOLS
+    + """
 import jax
 from numpyro.infer import MCMC, NUTS
 jax.config.update("jax_enable_x64", True)
@@ -124,6 +140,7 @@ for count, run in runs.items():
     np.testing.assert_array_equal(run.diverging, np.asarray(mcmc.get_extra_fields(group_by_chain=True)["diverging"]))
 print("ok", int(run.diverging.sum()))
 """
+)
 
 
 def test_the_same_key_draws_the_same_chains_on_one_two_or_four_devices():
@@ -135,7 +152,14 @@ def test_the_same_key_draws_the_same_chains_on_one_two_or_four_devices():
     # jax.pmap, whose programs over two or more devices XLA optimises otherwise than
     # over one.)
     env = {**os.environ, "XLA_FLAGS": host_devices(4), "JAX_PLATFORMS": "cpu"}
-    proc = subprocess.run([sys.executable, "-c", _ANY_DEVICES], env=env, capture_output=True, text=True, timeout=900, cwd=ROOT)
+    proc = subprocess.run(
+        [sys.executable, "-c", _ANY_DEVICES],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=ROOT,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     last = proc.stdout.splitlines()[-1]
     assert last.startswith("ok") and int(last.split()[1]) > 0, proc.stdout
@@ -143,7 +167,17 @@ def test_the_same_key_draws_the_same_chains_on_one_two_or_four_devices():
 
 def _run(progress=False, started=None, chains=2, method="vectorized"):
     with jax.numpy_dtype_promotion("standard"):
-        return run_chains(NUTS(schools), (Y, SIGMA), chains=chains, warmup=30, samples=20, key=jax.random.PRNGKey(0), method=method, progress=progress, started=started)
+        return run_chains(
+            NUTS(schools),
+            (Y, SIGMA),
+            chains=chains,
+            warmup=30,
+            samples=20,
+            key=jax.random.PRNGKey(0),
+            method=method,
+            progress=progress,
+            started=started,
+        )
 
 
 # (by default the cache test below shows it of the one-chain-per-device programs: a
@@ -155,11 +189,17 @@ def test_the_chunk_program_holds_no_host_callback():
     with jax.numpy_dtype_promotion("standard"):
         # (one chain per device, as `sim infer` runs chains; vectorised, as for implicit solvers)
         keys = jax.random.PRNGKey(0)[None]
-        init, chunk = chain_programs(NUTS(schools), (Y, SIGMA), warmup=30, length=5, method=_OnDevices(1))
+        init, chunk = chain_programs(
+            NUTS(schools), (Y, SIGMA), warmup=30, length=5, method=_OnDevices(1)
+        )
         programs["init, parallel"] = init.program.lower(keys[0]).as_text()
-        programs["chunk, parallel"] = chunk.program.lower(jax.tree.map(lambda x: x[0], init(keys))).as_text()
+        programs["chunk, parallel"] = chunk.program.lower(
+            jax.tree.map(lambda x: x[0], init(keys))
+        ).as_text()
         keys = jax.random.split(jax.random.PRNGKey(0), 2)
-        init, chunk = chain_programs(NUTS(schools), (Y, SIGMA), warmup=30, length=5, method="vectorized")
+        init, chunk = chain_programs(
+            NUTS(schools), (Y, SIGMA), warmup=30, length=5, method="vectorized"
+        )
         programs["chunk, vectorized"] = chunk.lower(init(keys)).as_text()
     for name, text in programs.items():
         assert "callback" not in text, name
@@ -191,7 +231,12 @@ def test_a_second_run_loads_both_programs_from_the_persistent_cache(fresh_cache)
         recording[0] = True
         runs.append(_run(chains=1, method=_OnDevices(1)))
         recording[0] = False
-        counts.append({kind: events.count(f"/jax/compilation_cache/{kind}") for kind in ("cache_hits", "cache_misses")})
+        counts.append(
+            {
+                kind: events.count(f"/jax/compilation_cache/{kind}")
+                for kind in ("cache_hits", "cache_misses")
+            }
+        )
     assert counts[0]["cache_misses"] >= 2 and len(list(fresh_cache.iterdir())) >= 2, counts
     assert counts[1]["cache_misses"] == 0 and counts[1]["cache_hits"] >= 2, counts
     for name, draws in runs[0].samples.items():
@@ -222,7 +267,16 @@ def test_chains_without_a_valid_start_are_refused_before_any_step():
 
     started = []
     with pytest.raises(NoValidStart), jax.numpy_dtype_promotion("standard"):
-        run_chains(NUTS(nowhere), (), chains=2, warmup=4, samples=4, key=jax.random.PRNGKey(0), method="vectorized", started=lambda: started.append(1))
+        run_chains(
+            NUTS(nowhere),
+            (),
+            chains=2,
+            warmup=4,
+            samples=4,
+            key=jax.random.PRNGKey(0),
+            method="vectorized",
+            started=lambda: started.append(1),
+        )
     assert not started
 
 
@@ -240,15 +294,38 @@ def test_models_solved_by_an_implicit_method_keep_their_chains_on_one_device(tmp
     assert not spreads([OdeSolver(method="tsit5"), OdeSolver(method="kvaerno5")])
     import runpy
 
-    problem = runpy.run_path(str(ROOT / "experiments" / "data" / "make_decay_petab.py"))["write"](tmp_path / "decay")
+    problem = runpy.run_path(str(ROOT / "experiments" / "data" / "make_decay_petab.py"))["write"](
+        tmp_path / "decay"
+    )
     env = {**os.environ, "XLA_FLAGS": host_devices(2), "JAX_PLATFORMS": "cpu"}
     out = tmp_path / "posterior.h5"
     proc = subprocess.run(
-        [sys.executable, "-m", "_sim_entry", "infer", str(problem), "--chains", "2", "--warmup", "10", "--samples", "10", "-o", str(out)],
-        env=env, capture_output=True, text=True, timeout=900, cwd=ROOT,
+        [
+            sys.executable,
+            "-m",
+            "_sim_entry",
+            "infer",
+            str(problem),
+            "--chains",
+            "2",
+            "--warmup",
+            "10",
+            "--samples",
+            "10",
+            "-o",
+            str(out),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=ROOT,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "2 chains vectorised on one CPU device (an implicit solver's Newton iterations do not trace in a one-chain program)" in proc.stdout + proc.stderr
+    assert (
+        "2 chains vectorised on one CPU device (an implicit solver's Newton iterations do not trace in a one-chain program)"
+        in proc.stdout + proc.stderr
+    )
     import h5py
 
     with h5py.File(out) as f:
@@ -263,12 +340,24 @@ def test_sim_infer_and_run_ask_xla_for_one_cpu_device_per_core_they_may_use(monk
 
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 2, 5}, raising=False)
     cases = [
-        (["infer", "lv.toml"], "--xla_cpu_use_thunk_runtime=true", "--xla_cpu_use_thunk_runtime=true --xla_force_host_platform_device_count=3"),
+        (
+            ["infer", "lv.toml"],
+            "--xla_cpu_use_thunk_runtime=true",
+            "--xla_cpu_use_thunk_runtime=true --xla_force_host_platform_device_count=3",
+        ),
         (["--no-cache", "infer", "lv.toml"], None, "--xla_force_host_platform_device_count=3"),
         (["run", "lv.toml"], None, "--xla_force_host_platform_device_count=3"),
         (["sweep", "lv.toml"], None, None),
-        (["fit", "lv.toml"], "--xla_cpu_use_thunk_runtime=true", "--xla_cpu_use_thunk_runtime=true"),
-        (["infer", "lv.toml"], "--xla_force_host_platform_device_count=1", "--xla_force_host_platform_device_count=1"),
+        (
+            ["fit", "lv.toml"],
+            "--xla_cpu_use_thunk_runtime=true",
+            "--xla_cpu_use_thunk_runtime=true",
+        ),
+        (
+            ["infer", "lv.toml"],
+            "--xla_force_host_platform_device_count=1",
+            "--xla_force_host_platform_device_count=1",
+        ),
     ]
     for args, flags, expected in cases:
         if flags is None:

@@ -82,14 +82,24 @@ def test_the_noise_models_are_the_densities_of_the_data():
     for transformation in ("lin", "log", "log10"):
         for distribution in ("normal", "laplace"):
             h, sigma = 2.0, 0.3 if transformation != "lin" else 0.7
-            density = lambda y: float(np.exp(-negative_log_likelihood(y, h, sigma, transformation, distribution)))  # noqa: E731
+            density = lambda y: float(
+                np.exp(-negative_log_likelihood(y, h, sigma, transformation, distribution))
+            )  # noqa: E731
             # (pieces a decade wide for the transformed ones, whose tails reach far)
-            edges = [-10.0, h, 30.0] if transformation == "lin" else [1e-12, *np.geomspace(1e-9, 1e9, 19)]
+            edges = (
+                [-10.0, h, 30.0]
+                if transformation == "lin"
+                else [1e-12, *np.geomspace(1e-9, 1e9, 19)]
+            )
             total = sum(quad(density, a, b, limit=400)[0] for a, b in zip(edges[:-1], edges[1:]))
             assert abs(total - 1.0) < 1e-6, (transformation, distribution, total)
             # (a sigma that is not positive has no density: NaN, not that of |sigma|)
             for bad in (-sigma, 0.0):
-                assert np.isnan(negative_log_likelihood(h, h, bad, transformation, distribution)), (transformation, distribution, bad)
+                assert np.isnan(negative_log_likelihood(h, h, bad, transformation, distribution)), (
+                    transformation,
+                    distribution,
+                    bad,
+                )
 
 
 # Crauste is left out: its objective is too ill-conditioned for finite differences at the
@@ -98,10 +108,16 @@ def test_the_noise_models_are_the_densities_of_the_data():
 # the objective, take hours; and Chen, whose one evaluation at rtol 1e-8 takes 30 minutes
 # of CPU here (1,810 s: the tests compile without LLVM's optimisations; 840 s in `sim`).
 FD_STEP = {"Fujita_SciSignal2010": 2e-3}  # (the step h of the differences, where not 2e-5)
-GRADIENT_CHECKED = [n for n in REFERENCE_LLH if n not in ("Crauste_CellSystems2017", "Smith_BMCSystBiol2013", "Chen_MSB2009")]
+GRADIENT_CHECKED = [
+    n
+    for n in REFERENCE_LLH
+    if n not in ("Crauste_CellSystems2017", "Smith_BMCSystBiol2013", "Chen_MSB2009")
+]
 
 
-@pytest.mark.parametrize("name", ["decay", *(pytest.param(n, marks=pytest.mark.slow) for n in GRADIENT_CHECKED)])
+@pytest.mark.parametrize(
+    "name", ["decay", *(pytest.param(n, marks=pytest.mark.slow) for n in GRADIENT_CHECKED)]
+)
 def test_the_gradient_of_the_objective_matches_finite_differences(name, tmp_path):
     """The gradient a fit uses (`value_and_grad`: forward sensitivities for a few
     parameters, reverse mode for many) and the reverse-mode one, against central
@@ -110,27 +126,40 @@ def test_the_gradient_of_the_objective_matches_finite_differences(name, tmp_path
     1e-8 the solver's own error, divided by the step, would swamp the differences."""
     from solvers import OdeSolver
 
-    if name == "decay":  # (a small problem: k and A0 on log10 scales, experiments/data/make_decay_petab.py)
+    if (
+        name == "decay"
+    ):  # (a small problem: k and A0 on log10 scales, experiments/data/make_decay_petab.py)
         import runpy
 
-        path = runpy.run_path(str(Path(__file__).resolve().parents[2] / "experiments" / "data" / "make_decay_petab.py"))["write"](tmp_path / "decay")
+        path = runpy.run_path(
+            str(
+                Path(__file__).resolve().parents[2] / "experiments" / "data" / "make_decay_petab.py"
+            )
+        )["write"](tmp_path / "decay")
     else:
         path = problem_file(name)
-    problem = load_petab(path, OdeSolver(method="kvaerno5", rtol=1e-12, atol=1e-14, max_steps=200_000, throw=False))
+    problem = load_petab(
+        path, OdeSolver(method="kvaerno5", rtol=1e-12, atol=1e-14, max_steps=200_000, throw=False)
+    )
     # (the reverse-mode program gives the objective too: the differences take its values,
     # one compilation fewer than a program of the objective alone)
     value_and_reverse = jax.jit(jax.value_and_grad(problem.objective))
     objective = lambda x: value_and_reverse(x)[0]  # noqa: E731
     x = problem.nominal()
     value, gradient = jax.jit(problem.value_and_grad())(x)
-    assert np.isfinite(float(value)), f"{name}: the objective is not finite at the nominal parameters (a solve at rtol 1e-12 failed)"
+    assert np.isfinite(float(value)), (
+        f"{name}: the objective is not finite at the nominal parameters (a solve at rtol 1e-12 failed)"
+    )
     gradient = np.asarray(gradient)
     reverse = np.asarray(value_and_reverse(x)[1])
     rng = np.random.default_rng(0)
     n = len(x)
     # (the default run checks three parameters of its problem; `-m slow` all of them)
     axes = np.eye(n) if n <= 12 else np.eye(n)[rng.choice(n, 6, replace=False)]
-    directions = [*axes, *(d / np.linalg.norm(d) for d in rng.normal(size=(0 if n <= 12 else 2, n)))]
+    directions = [
+        *axes,
+        *(d / np.linalg.norm(d) for d in rng.normal(size=(0 if n <= 12 else 2, n))),
+    ]
 
     def difference(d, h):
         return (float(objective(x + h * d)) - float(objective(x - h * d))) / (2 * h)
@@ -156,8 +185,19 @@ def test_the_gradient_of_the_objective_matches_finite_differences(name, tmp_path
 # both ways (the right-hand side and its Jacobians by the state and the parameters, which
 # are all the solver and its sensitivities read), here the solves that follow from them.
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["Boehm_JProteomeRes2014", "Fujita_SciSignal2010", "Weber_BMC2015", "Crauste_CellSystems2017", "Bachmann_MSB2011"])
-def test_the_objective_and_gradient_are_the_same_with_kinetic_laws_grouped_by_form(name, monkeypatch, request):
+@pytest.mark.parametrize(
+    "name",
+    [
+        "Boehm_JProteomeRes2014",
+        "Fujita_SciSignal2010",
+        "Weber_BMC2015",
+        "Crauste_CellSystems2017",
+        "Bachmann_MSB2011",
+    ],
+)
+def test_the_objective_and_gradient_are_the_same_with_kinetic_laws_grouped_by_form(
+    name, monkeypatch, request
+):
     """The SBML model imported one expression per reaction and with its kinetic laws
     evaluated as arrays by form (what models of 50 reactions or more get) give the same
     objective to 1e-11, relative (Boehm: 1.0e-12; right-hand sides equal to rounding,
@@ -180,16 +220,25 @@ def test_the_objective_and_gradient_are_the_same_with_kinetic_laws_grouped_by_fo
             assert problem.model.program.vector is None
             results.append(value)
             continue
-        monkeypatch.setattr(petab_module, "sbml_model", functools.partial(sbml_model, vectorise=vectorise))
+        monkeypatch.setattr(
+            petab_module, "sbml_model", functools.partial(sbml_model, vectorise=vectorise)
+        )
         problem = load_petab(problem_file(name))
         assert (problem.model.program.vector is not None) == vectorise
         results.append(float(jax.jit(problem.objective)(problem.nominal())))
         if with_gradient:
-            tight = load_petab(problem_file(name), OdeSolver(method="kvaerno5", rtol=1e-12, atol=1e-14, max_steps=200_000, throw=False))
+            tight = load_petab(
+                problem_file(name),
+                OdeSolver(
+                    method="kvaerno5", rtol=1e-12, atol=1e-14, max_steps=200_000, throw=False
+                ),
+            )
             results.append(np.asarray(jax.jit(tight.value_and_grad())(tight.nominal())[1]))
     assert abs(results[len(results) // 2] - results[0]) <= 1e-11 * abs(results[0]), results
     if with_gradient:
-        np.testing.assert_allclose(results[3], results[1], rtol=1e-7, atol=1e-9 * np.max(np.abs(results[1])))
+        np.testing.assert_allclose(
+            results[3], results[1], rtol=1e-7, atol=1e-9 * np.max(np.abs(results[1]))
+        )
 
 
 def test_sim_fit_evaluate_writes_the_objective(tmp_cwd, capsys, monkeypatch, boehm):
@@ -202,13 +251,33 @@ def test_sim_fit_evaluate_writes_the_objective(tmp_cwd, capsys, monkeypatch, boe
     # `sim fit` is handed the module's problem for Boehm's file, and so its compiled
     # objective (loading from the file is what the bad-table tests check, through the CLI)
     problem, load = boehm[0], petab_module.load_petab
-    monkeypatch.setattr(petab_module, "load_petab", lambda path, solver=None, allow_outside=False: problem if Path(path) == problem.path and solver is None else load(path, solver, allow_outside=allow_outside))
-    code, err = cli(["fit", str(problem_file("Boehm_JProteomeRes2014")), "--evaluate", "-o", "eval.h5", "--quiet"], capsys)
+    monkeypatch.setattr(
+        petab_module,
+        "load_petab",
+        lambda path, solver=None, allow_outside=False: (
+            problem
+            if Path(path) == problem.path and solver is None
+            else load(path, solver, allow_outside=allow_outside)
+        ),
+    )
+    code, err = cli(
+        [
+            "fit",
+            str(problem_file("Boehm_JProteomeRes2014")),
+            "--evaluate",
+            "-o",
+            "eval.h5",
+            "--quiet",
+        ],
+        capsys,
+    )
     assert code == 0, err
     with h5py.File(tmp_cwd / "eval.h5") as f:
         assert f.attrs["format"] == "simjax.fit"
         assert abs(-f["objective"][()] - REFERENCE_LLH["Boehm_JProteomeRes2014"]) < 1e-3
-        assert abs(f["estimate/k_phos"][()] - 15766.5070195731) < 1e-6  # (the nominal value, linear scale)
+        assert (
+            abs(f["estimate/k_phos"][()] - 15766.5070195731) < 1e-6
+        )  # (the nominal value, linear scale)
 
 
 def test_the_posterior_density_is_likelihood_times_priors_within_the_bounds(boehm):
@@ -237,8 +306,11 @@ def test_the_posterior_density_is_likelihood_times_priors_within_the_bounds(boeh
     k_phos = problem.estimated.index("k_phos")
     sd = problem.estimated.index("sd_pSTAT5A_rel")
     problem.parameters = [
-        dataclasses.replace(p, prior="normal", prior_parameters=(15000.0, 3000.0)) if p.id == "k_phos"
-        else dataclasses.replace(p, prior="parameterScaleNormal", prior_parameters=(0.5, 0.2)) if p.id == "sd_pSTAT5A_rel" else p
+        dataclasses.replace(p, prior="normal", prior_parameters=(15000.0, 3000.0))
+        if p.id == "k_phos"
+        else dataclasses.replace(p, prior="parameterScaleNormal", prior_parameters=(0.5, 0.2))
+        if p.id == "sd_pSTAT5A_rel"
+        else p
         for p in problem.parameters
     ]
     assert isinstance(problem, PetabProblem)
@@ -251,7 +323,8 @@ def test_the_posterior_density_is_likelihood_times_priors_within_the_bounds(boeh
     v = 10.0 ** x[k_phos]
     expected = (
         -float(problem.objective(x))
-        + norm.logpdf(v, 15000.0, 3000.0) + np.log(v * np.log(10.0))  # density of the value, as one of x = log10(value)
+        + norm.logpdf(v, 15000.0, 3000.0)
+        + np.log(v * np.log(10.0))  # density of the value, as one of x = log10(value)
         + norm.logpdf(x[sd], 0.5, 0.2)
         - sum(np.log(upper[k] - lower[k]) for k in range(len(x)))
     )
@@ -265,7 +338,9 @@ def test_the_posterior_density_is_likelihood_times_priors_within_the_bounds(boeh
 
 
 @pytest.mark.parametrize("with_gradient", [False, pytest.param(True, marks=pytest.mark.slow)])
-def test_conditions_simulated_in_a_loop_give_the_batched_objective_and_gradient(with_gradient, tmp_path, monkeypatch):
+def test_conditions_simulated_in_a_loop_give_the_batched_objective_and_gradient(
+    with_gradient, tmp_path, monkeypatch
+):
     """Models of `LOOPED_FROM` states or more simulate their conditions one after the
     other (lax.map) instead of as a batch (vmap); forced on a small problem of two
     conditions, one preequilibrated, the objective (and with `-m slow` its gradient) is
@@ -276,7 +351,9 @@ def test_conditions_simulated_in_a_loop_give_the_batched_objective_and_gradient(
     from solvers import OdeSolver
 
     folder = tmp_path / "decay"
-    runpy.run_path(str(Path(__file__).resolve().parents[2] / "experiments" / "data" / "make_decay_petab.py"))["write"](folder)
+    runpy.run_path(
+        str(Path(__file__).resolve().parents[2] / "experiments" / "data" / "make_decay_petab.py")
+    )["write"](folder)
     (folder / "conditions.tsv").write_text("conditionId\tA\nc0\t1.5\nc1\t0.7\n")
     rows = (folder / "measurements.tsv").read_text().splitlines()
     extra = [r.replace("\tc0\t", "\tc1\t") for r in rows[1:]]
@@ -289,13 +366,17 @@ def test_conditions_simulated_in_a_loop_give_the_batched_objective_and_gradient(
     for looped_from in (10**9, 0):
         monkeypatch.setattr(petab_module, "LOOPED_FROM", looped_from)
         # (explicit steps: the decay is not stiff, and they compile in a fraction of the time)
-        problem = load_petab(folder / "decay.yaml", OdeSolver(method="tsit5", rtol=1e-10, atol=1e-12, throw=False))
+        problem = load_petab(
+            folder / "decay.yaml", OdeSolver(method="tsit5", rtol=1e-10, atol=1e-12, throw=False)
+        )
         if with_gradient:
             results.append(jax.jit(problem.value_and_grad())(problem.nominal()))
         else:
             results.append((jax.jit(problem.objective)(problem.nominal()), np.zeros(0)))
     (batched, batched_grad), (looped, looped_grad) = results
-    assert np.isfinite(float(batched)) and abs(float(looped) - float(batched)) <= 1e-12 * abs(float(batched))
+    assert np.isfinite(float(batched)) and abs(float(looped) - float(batched)) <= 1e-12 * abs(
+        float(batched)
+    )
     np.testing.assert_allclose(np.asarray(looped_grad), np.asarray(batched_grad), rtol=1e-10)
 
 
@@ -305,7 +386,14 @@ def _cli(args, cwd):
     import sys
 
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
-    return subprocess.run([sys.executable, "-m", "sim.cli", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "sim.cli", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def _broken(tmp_path, table: str, old: str, new: str) -> Path:
@@ -324,12 +412,42 @@ def _broken(tmp_path, table: str, old: str, new: str) -> Path:
 @pytest.mark.parametrize(
     "table, old, new, says",
     [
-        ("measurementData", "pSTAT5A_rel\t\tmodel1_data1\t7.90107299873911", "pSTAT5X\t\tmodel1_data1\t7.90107299873911", "row 1, column observableId: no observable 'pSTAT5X'"),
-        ("measurementData", "7.90107299873911", "seven", "row 1, column measurement: expected a number"),
-        ("measurementData", "7.90107299873911\t0.0\t\tsd_pSTAT5A_rel", "7.90107299873911\t0.0\t\t-2", "row 1, column noiseParameters: a noise parameter that is sigma itself must be positive"),
-        ("measurementData", "7.90107299873911\t0.0\t\tsd_pSTAT5A_rel", "7.90107299873911\t0.0\t\tsd_nothing", "row 1, column noiseParameters: 'sd_nothing' is neither a number nor a parameter"),
-        ("measurementData", "\tmodel1_data1\t7.90107299873911", "\tmodel9\t7.90107299873911", "column simulationConditionId: no condition 'model9'"),
-        ("observables", "noiseParameter1_pSTAT5A_rel\tlin", "noiseParameter1_pSTAT5A_rel + kk\tlin", "column noiseFormula: 'kk' is no id of the model"),
+        (
+            "measurementData",
+            "pSTAT5A_rel\t\tmodel1_data1\t7.90107299873911",
+            "pSTAT5X\t\tmodel1_data1\t7.90107299873911",
+            "row 1, column observableId: no observable 'pSTAT5X'",
+        ),
+        (
+            "measurementData",
+            "7.90107299873911",
+            "seven",
+            "row 1, column measurement: expected a number",
+        ),
+        (
+            "measurementData",
+            "7.90107299873911\t0.0\t\tsd_pSTAT5A_rel",
+            "7.90107299873911\t0.0\t\t-2",
+            "row 1, column noiseParameters: a noise parameter that is sigma itself must be positive",
+        ),
+        (
+            "measurementData",
+            "7.90107299873911\t0.0\t\tsd_pSTAT5A_rel",
+            "7.90107299873911\t0.0\t\tsd_nothing",
+            "row 1, column noiseParameters: 'sd_nothing' is neither a number nor a parameter",
+        ),
+        (
+            "measurementData",
+            "\tmodel1_data1\t7.90107299873911",
+            "\tmodel9\t7.90107299873911",
+            "column simulationConditionId: no condition 'model9'",
+        ),
+        (
+            "observables",
+            "noiseParameter1_pSTAT5A_rel\tlin",
+            "noiseParameter1_pSTAT5A_rel + kk\tlin",
+            "column noiseFormula: 'kk' is no id of the model",
+        ),
     ],
 )
 def test_bad_petab_tables_are_one_line_naming_table_row_and_column(tmp_path, table, old, new, says):
@@ -345,7 +463,12 @@ def test_bad_petab_tables_are_one_line_naming_table_row_and_column(tmp_path, tab
 def test_a_parameter_nothing_uses_is_refused(tmp_path):
     from inference._petab import PetabError, load_petab
 
-    problem = _broken(tmp_path, "parameters", "specC17\tspecC17\tlin\t-5\t5\t0.107\t0", "specC17\tspecC17\tlin\t-5\t5\t0.107\t0\nzzz\tzzz\tlog10\t1E-05\t100000\t1.0\t1")
+    problem = _broken(
+        tmp_path,
+        "parameters",
+        "specC17\tspecC17\tlin\t-5\t5\t0.107\t0",
+        "specC17\tspecC17\tlin\t-5\t5\t0.107\t0\nzzz\tzzz\tlog10\t1E-05\t100000\t1.0\t1",
+    )
     with pytest.raises(PetabError, match="parameter table, row 'zzz': no parameter of the model"):
         load_petab(problem)
 
@@ -356,12 +479,18 @@ def test_a_bad_petab_problem_exits_2_with_one_line_and_no_output(tmp_cwd, capsys
     problem = _broken(tmp_cwd, "measurementData", "7.90107299873911", "seven")
     code, err = cli(["fit", str(problem), "--evaluate", "-o", "out.h5"], capsys)
     assert code == 2, err
-    assert len(err.strip().splitlines()) == 1 and "column measurement: expected a number" in err, err
+    assert len(err.strip().splitlines()) == 1 and "column measurement: expected a number" in err, (
+        err
+    )
     assert "Traceback" not in err
     assert not (tmp_cwd / "out.h5").exists()
 
 
-@pytest.mark.parametrize("args", [["--evaluate"], pytest.param(["--starts", "2"], marks=pytest.mark.slow)], ids=["evaluate", "starts"])
+@pytest.mark.parametrize(
+    "args",
+    [["--evaluate"], pytest.param(["--starts", "2"], marks=pytest.mark.slow)],
+    ids=["evaluate", "starts"],
+)
 def test_an_objective_that_is_not_finite_exits_1_and_writes_nothing(args, tmp_cwd, capsys):
     # A noise formula that is negative at the early measurements (1 - 2 A, A from 1.6 to
     # 0.3) gives the data there no density: --evaluate and a fit stop with one line, no file
@@ -369,7 +498,9 @@ def test_an_objective_that_is_not_finite_exits_1_and_writes_nothing(args, tmp_cw
     from tests.helpers import cli
 
     problem = _decay_problem(tmp_cwd / "decay")
-    (problem.parent / "observables.tsv").write_text("observableId\tobservableFormula\tnoiseFormula\nobs_A\tA\t1 - 2 * A\n")
+    (problem.parent / "observables.tsv").write_text(
+        "observableId\tobservableFormula\tnoiseFormula\nobs_A\tA\t1 - 2 * A\n"
+    )
     code, err = cli(["fit", str(problem), *args, "-o", "out.h5", "--quiet"], capsys)
     assert code == 1 and len(err.strip().splitlines()) == 1, err
     assert "objective is not finite" in err and "Traceback" not in err, err
@@ -402,11 +533,16 @@ def _decay_problem(folder: Path) -> Path:
     t = np.linspace(0.5, 4.0, 8)
     y = 2.0 * np.exp(-0.5 * t) + 0.1 * np.random.default_rng(7).standard_normal(t.size)
     (folder / "conditions.tsv").write_text("conditionId\nc0\n")
-    (folder / "observables.tsv").write_text("observableId\tobservableFormula\tnoiseFormula\nobs_A\tA\t0.1\n")
-    (folder / "measurements.tsv").write_text(
-        "observableId\tsimulationConditionId\ttime\tmeasurement\n" + "".join(f"obs_A\tc0\t{ti}\t{yi}\n" for ti, yi in zip(t, y))
+    (folder / "observables.tsv").write_text(
+        "observableId\tobservableFormula\tnoiseFormula\nobs_A\tA\t0.1\n"
     )
-    (folder / "parameters.tsv").write_text("parameterId\tparameterScale\tlowerBound\tupperBound\tnominalValue\testimate\nk\tlog10\t0.01\t10\t0.5\t1\n")
+    (folder / "measurements.tsv").write_text(
+        "observableId\tsimulationConditionId\ttime\tmeasurement\n"
+        + "".join(f"obs_A\tc0\t{ti}\t{yi}\n" for ti, yi in zip(t, y))
+    )
+    (folder / "parameters.tsv").write_text(
+        "parameterId\tparameterScale\tlowerBound\tupperBound\tnominalValue\testimate\nk\tlog10\t0.01\t10\t0.5\t1\n"
+    )
     (folder / "decay.yaml").write_text(
         "format_version: 1\nparameter_file: parameters.tsv\nproblems:\n- sbml_files: [model.xml]\n  condition_files: [conditions.tsv]\n"
         "  measurement_files: [measurements.tsv]\n  observable_files: [observables.tsv]\n"
@@ -430,7 +566,24 @@ def test_sim_infer_of_a_petab_problem_samples_its_posterior(tmp_path):
     k = 10.0**grid
     mean = trapezoid(weight * k, grid) / trapezoid(weight, grid)
     sd = np.sqrt(trapezoid(weight * (k - mean) ** 2, grid) / trapezoid(weight, grid))
-    done = _cli(["infer", str(problem_path), "--chains", "1", "--warmup", "300", "--samples", "1000", "--seed", "3", "-o", "post.h5", "--quiet"], tmp_path)
+    done = _cli(
+        [
+            "infer",
+            str(problem_path),
+            "--chains",
+            "1",
+            "--warmup",
+            "300",
+            "--samples",
+            "1000",
+            "--seed",
+            "3",
+            "-o",
+            "post.h5",
+            "--quiet",
+        ],
+        tmp_path,
+    )
     assert done.returncode == 0, done.stderr
     with h5py.File(tmp_path / "post.h5") as f:
         assert f.attrs["format"] == "simjax.posterior"
@@ -448,24 +601,44 @@ _SIGMA_SD = "observableId\tobservableFormula\tnoiseFormula\nobs_A\tA\tnoiseParam
     "tables, says",
     [
         # (no measurement at all: a one-line error, not an internal error)
-        ({"measurements.tsv": "observableId\tsimulationConditionId\ttime\tmeasurement\n"}, "measurement table: no measurements"),
-        # (a sigma that is zero or negative: no objective of NaN written as if evaluated)
-        ({"observables.tsv": "observableId\tobservableFormula\tnoiseFormula\nobs_A\tA\t0\n"}, "column noiseFormula: a sigma that is a number must be a positive"),
-        ({"observables.tsv": "observableId\tobservableFormula\tnoiseFormula\nobs_A\tA\t-0.1\n"}, "column noiseFormula: a sigma that is a number must be a positive"),
         (
-            {"observables.tsv": _SIGMA_SD, "parameters.tsv": "parameterId\tparameterScale\tlowerBound\tupperBound\tnominalValue\testimate\nk\tlog10\t0.01\t10\t0.5\t1\nsd\tlin\t0\t1\t0\t0\n"},
+            {"measurements.tsv": "observableId\tsimulationConditionId\ttime\tmeasurement\n"},
+            "measurement table: no measurements",
+        ),
+        # (a sigma that is zero or negative: no objective of NaN written as if evaluated)
+        (
+            {"observables.tsv": "observableId\tobservableFormula\tnoiseFormula\nobs_A\tA\t0\n"},
+            "column noiseFormula: a sigma that is a number must be a positive",
+        ),
+        (
+            {"observables.tsv": "observableId\tobservableFormula\tnoiseFormula\nobs_A\tA\t-0.1\n"},
+            "column noiseFormula: a sigma that is a number must be a positive",
+        ),
+        (
+            {
+                "observables.tsv": _SIGMA_SD,
+                "parameters.tsv": "parameterId\tparameterScale\tlowerBound\tupperBound\tnominalValue\testimate\nk\tlog10\t0.01\t10\t0.5\t1\nsd\tlin\t0\t1\t0\t0\n",
+            },
             "the fixed parameter 'sd' has the nominal value 0.0",
         ),
-        ({"decay.yaml": "name: hello\n"}, "not a readable PEtab problem: the keys 'parameter_file', 'problems' are missing"),
+        (
+            {"decay.yaml": "name: hello\n"},
+            "not a readable PEtab problem: the keys 'parameter_file', 'problems' are missing",
+        ),
     ],
 )
-def test_a_problem_without_measurements_or_with_a_sigma_not_positive_is_refused(tmp_path, tables, says):
+def test_a_problem_without_measurements_or_with_a_sigma_not_positive_is_refused(
+    tmp_path, tables, says
+):
     problem = _decay_problem(tmp_path / "decay")
     for table, text in tables.items():
         (problem.parent / table).write_text(text)
     if "parameters.tsv" in tables:  # (sd is every measurement's sigma)
         lines = (problem.parent / "measurements.tsv").read_text().splitlines()
-        (problem.parent / "measurements.tsv").write_text("\n".join([lines[0] + "\tnoiseParameters", *(line + "\tsd" for line in lines[1:])]) + "\n")
+        (problem.parent / "measurements.tsv").write_text(
+            "\n".join([lines[0] + "\tnoiseParameters", *(line + "\tsd" for line in lines[1:])])
+            + "\n"
+        )
     with pytest.raises(PetabError) as raised:
         load_petab(problem)
     message = str(raised.value)
@@ -495,7 +668,11 @@ def test_an_interrupted_multistart_exits_with_its_code_and_writes_nothing(tmp_pa
     problem = _decay_problem(tmp_path / "decay")
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     child = subprocess.Popen(
-        [sys.executable, "-m", "sim.cli", "fit", str(problem), "--starts", "50", "-o", "out.h5"], cwd=tmp_path, stderr=subprocess.PIPE, text=True, env=env
+        [sys.executable, "-m", "sim.cli", "fit", str(problem), "--starts", "50", "-o", "out.h5"],
+        cwd=tmp_path,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
     )
     first = child.stderr.readline()
     assert "start" in first, first
@@ -538,10 +715,16 @@ def _feed_problem(folder: Path, conditions: str, dims: str = 'spatialDimensions=
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "feed.xml").write_text(_FEED_SBML.replace("DIMS", dims))
     (folder / "conditions.tsv").write_text(conditions)
-    (folder / "observables.tsv").write_text("observableId\tobservableFormula\tnoiseFormula\nobs_S\tS\t1\n")
+    (folder / "observables.tsv").write_text(
+        "observableId\tobservableFormula\tnoiseFormula\nobs_S\tS\t1\n"
+    )
     rows = "".join(f"obs_S\t{c}\t2.0\t0.0\n" for c in ("low", "high"))
-    (folder / "measurements.tsv").write_text("observableId\tsimulationConditionId\ttime\tmeasurement\n" + rows)
-    (folder / "parameters.tsv").write_text("parameterId\tparameterScale\tlowerBound\tupperBound\tnominalValue\testimate\nk\tlin\t0\t10\t0.5\t1\n")
+    (folder / "measurements.tsv").write_text(
+        "observableId\tsimulationConditionId\ttime\tmeasurement\n" + rows
+    )
+    (folder / "parameters.tsv").write_text(
+        "parameterId\tparameterScale\tlowerBound\tupperBound\tnominalValue\testimate\nk\tlin\t0\t10\t0.5\t1\n"
+    )
     (folder / "feed.yaml").write_text(
         "format_version: 1\nparameter_file: parameters.tsv\nproblems:\n- sbml_files: [feed.xml]\n  condition_files: [conditions.tsv]\n"
         "  measurement_files: [measurements.tsv]\n  observable_files: [observables.tsv]\n"
@@ -550,16 +733,26 @@ def _feed_problem(folder: Path, conditions: str, dims: str = 'spatialDimensions=
 
 
 # (by default a compartment without spatialDimensions; with -m slow one of three dimensions too)
-@pytest.mark.parametrize("dims", [pytest.param('spatialDimensions="3"', marks=pytest.mark.slow), ""])
+@pytest.mark.parametrize(
+    "dims", [pytest.param('spatialDimensions="3"', marks=pytest.mark.slow), ""]
+)
 def test_a_condition_sets_a_species_that_nothing_changes(tmp_path, dims):
     # S(2) = k F G 2 with k = 0.5: F = 3 and G = 1.5 give 4.5, F = 10 and G = 0.25 give 2.5;
     # each term is log(sqrt(2 pi)) + S(2)^2 / 2 (data 0, sigma 1). Before constant species
     # were settable, both conditions silently simulated F = 0. G is a concentration also
     # where the compartment leaves its dimensions unset (Level 3 allows it).
-    problem = load_petab(_feed_problem(tmp_path / "feed", "conditionId\tF\tG\nlow\t3\t1.5\nhigh\t10\t0.25\n", dims))
-    terms = np.asarray(jax.jit(problem.residual_terms)(problem.nominal()))  # (compiled whole: op by op took longer)
-    np.testing.assert_allclose(terms, 0.5 * np.log(2 * np.pi) + 0.5 * np.array([4.5, 2.5]) ** 2, rtol=1e-7)
+    problem = load_petab(
+        _feed_problem(tmp_path / "feed", "conditionId\tF\tG\nlow\t3\t1.5\nhigh\t10\t0.25\n", dims)
+    )
+    terms = np.asarray(
+        jax.jit(problem.residual_terms)(problem.nominal())
+    )  # (compiled whole: op by op took longer)
+    np.testing.assert_allclose(
+        terms, 0.5 * np.log(2 * np.pi) + 0.5 * np.array([4.5, 2.5]) ** 2, rtol=1e-7
+    )
     # A species an assignment rule computes cannot be set by a condition: refused in one
     # line naming the table and the column.
-    with pytest.raises(PetabError, match=r"feed.yaml: condition table, column 'H': .* computes this species"):
+    with pytest.raises(
+        PetabError, match=r"feed.yaml: condition table, column 'H': .* computes this species"
+    ):
         load_petab(_feed_problem(tmp_path / "ruled", "conditionId\tH\nlow\t3\nhigh\t4\n"))

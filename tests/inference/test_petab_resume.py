@@ -97,26 +97,48 @@ def work(decay, tmp_cwd, monkeypatch):
     there; `sim fit` in this process is handed the module's problem (and so its
     compiled batch) for the problem's file."""
     problem, whole, rounds = decay
-    handed = lambda path, solver=None, allow_outside=False: problem if Path(path) == problem.path else load_petab(path, solver, allow_outside=allow_outside)  # noqa: E731
+    handed = lambda path, solver=None, allow_outside=False: (
+        problem
+        if Path(path) == problem.path
+        else load_petab(path, solver, allow_outside=allow_outside)
+    )  # noqa: E731
     # (`sim fit` takes the package's name, which keeps what it first found in _petab:
     # both are replaced)
     monkeypatch.setattr(_petab, "load_petab", handed)
     monkeypatch.setattr(inference, "load_petab", handed)
-    return tmp_cwd, problem, ["fit", str(problem.path), "--starts", str(STARTS), "-o", "out.h5"], (whole, rounds)
+    return (
+        tmp_cwd,
+        problem,
+        ["fit", str(problem.path), "--starts", str(STARTS), "-o", "out.h5"],
+        (whole, rounds),
+    )
 
 
 def starts_of(path) -> dict[str, bytes]:
     """Every start's objective and estimates, and the best estimate, as bytes."""
     with h5py.File(path, "r") as f:
-        out = {"objective": f["starts/objective"][()].tobytes(), "estimate": b"".join(f["estimate"][n][()].tobytes() for n in sorted(f["estimate"]))}
-        out.update({f"starts/{n}": f["starts/estimate"][n][()].tobytes() for n in sorted(f["starts/estimate"])})
+        out = {
+            "objective": f["starts/objective"][()].tobytes(),
+            "estimate": b"".join(f["estimate"][n][()].tobytes() for n in sorted(f["estimate"])),
+        }
+        out.update(
+            {
+                f"starts/{n}": f["starts/estimate"][n][()].tobytes()
+                for n in sorted(f["starts/estimate"])
+            }
+        )
     return out
 
 
 def saved_starts(problem, folder: Path) -> _petab.StartLog:
     """The starts the checkpoint of out.h5 holds (read as a resume reads them)."""
     text = _petab._fit_description(problem, STARTS, 0, 1000)
-    ck = _checkpoint.Checkpointer(_checkpoint.checkpoint_path(folder / "out.h5"), _checkpoint.fingerprint(text), config=text, resume=True)
+    ck = _checkpoint.Checkpointer(
+        _checkpoint.checkpoint_path(folder / "out.h5"),
+        _checkpoint.fingerprint(text),
+        config=text,
+        resume=True,
+    )
     return _petab.StartLog(STARTS, len(problem.estimated), ck)
 
 
@@ -129,7 +151,11 @@ def test_an_interrupted_petab_fit_resumes_to_the_same_starts(work, signum, capsy
     folder, problem, args, (whole, rounds) = work
     proc = subprocess.Popen(
         [sys.executable, "-c", RUNNER, *args, "--checkpoint-every", "1"],
-        cwd=folder, env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        cwd=folder,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     lines = []
     for line in proc.stderr:  # "start k of 5 done: ..." as each start ends
@@ -143,11 +169,19 @@ def test_an_interrupted_petab_fit_resumes_to_the_same_starts(work, signum, capsy
     err = "".join(lines)
     assert code == 128 + signum, err
     stops = [line for line in lines if line.startswith("interrupted")]
-    assert len(stops) == 1 and f"({signum.name})" in stops[0] and "the fit so far is checkpointed in .out.h5.checkpoint" in stops[0], err
+    assert (
+        len(stops) == 1
+        and f"({signum.name})" in stops[0]
+        and "the fit so far is checkpointed in .out.h5.checkpoint" in stops[0]
+    ), err
     assert all(line.startswith(("start ", "interrupted")) for line in lines), err
-    assert sorted(p.name for p in folder.iterdir()) == [".out.h5.checkpoint"]  # no output, nothing partial, no lock
+    assert sorted(p.name for p in folder.iterdir()) == [
+        ".out.h5.checkpoint"
+    ]  # no output, nothing partial, no lock
     saved = saved_starts(problem, folder)
-    assert 1 <= saved.done.sum() < STARTS, saved.done  # stopped with starts finished and starts running
+    assert 1 <= saved.done.sum() < STARTS, (
+        saved.done
+    )  # stopped with starts finished and starts running
     assert all(len(saved.log[k]) > 0 for k in np.flatnonzero(~saved.done))
     resume = shlex.split(stops[0].split("resume with: ", 1)[1])
     assert resume == ["sim", *args, "--checkpoint-every", "1", "--resume"], resume
@@ -156,7 +190,11 @@ def test_an_interrupted_petab_fit_resumes_to_the_same_starts(work, signum, capsy
     assert code == 0, err
     # The resumed fit evaluated only the rounds the checkpoint had not (its finished
     # starts kept, the others' evaluations replayed), and ended as the whole fit did.
-    assert saved.rounds > 0 and len(resumed) + saved.rounds == rounds, (len(resumed), saved.rounds, rounds)
+    assert saved.rounds > 0 and len(resumed) + saved.rounds == rounds, (
+        len(resumed),
+        saved.rounds,
+        rounds,
+    )
     assert sorted(p.name for p in folder.iterdir()) == ["out.h5"]
     whole.save(folder / "whole.h5")
     assert starts_of(folder / "out.h5") == starts_of(folder / "whole.h5")
@@ -169,7 +207,12 @@ def digest(path) -> str:
 def refused(argv, capsys, *names) -> None:
     code, err = cli(argv, capsys)
     lines = err.strip().splitlines()
-    assert code == 2 and len(lines) == 1 and all(n in lines[0] for n in names) and "Traceback" not in err, (code, err)
+    assert (
+        code == 2
+        and len(lines) == 1
+        and all(n in lines[0] for n in names)
+        and "Traceback" not in err
+    ), (code, err)
 
 
 def test_a_checkpoint_of_other_work_is_refused_and_left_as_it_was(work, capsys, monkeypatch):
@@ -195,12 +238,19 @@ def test_a_checkpoint_of_other_work_is_refused_and_left_as_it_was(work, capsys, 
     before = digest(checkpoint)
 
     def unchanged():
-        assert digest(checkpoint) == before and sorted(p.name for p in folder.iterdir()) == [".out.h5.checkpoint"]
+        assert digest(checkpoint) == before and sorted(p.name for p in folder.iterdir()) == [
+            ".out.h5.checkpoint"
+        ]
 
     refused(args, capsys, "an unfinished optimisation of this output is here; pass --resume")
     unchanged()
     # Another number of starts, another seed (in Python), other problem files.
-    refused([*args[:3], "4", *args[4:], "--resume"], capsys, "another optimisation", "(starts: stored 5, now 4)")
+    refused(
+        [*args[:3], "4", *args[4:], "--resume"],
+        capsys,
+        "another optimisation",
+        "(starts: stored 5, now 4)",
+    )
     unchanged()
     with pytest.raises(_petab.InputError, match=r"\(seed: stored 0, now 1\)"):
         fit_petab(problem, starts=STARTS, seed=1, output="out.h5", resume=True)
@@ -215,9 +265,20 @@ def test_a_checkpoint_of_other_work_is_refused_and_left_as_it_was(work, capsys, 
     unchanged()
     # Edited attributes, an edited state, a damaged file: each refused, the file as edited.
     edits = [
-        (lambda f: f.attrs.__setitem__("config", f.attrs["config"].replace("starts = 5", "starts = 6")), "(starts: stored 6, now 5)"),
-        (lambda f: f.attrs.__setitem__("identity", "0" * 64), "another optimisation (its data or arguments differ)"),
-        (lambda f: f.attrs.__setitem__("format", "simjax.run"), "is not a simjax optimisation checkpoint"),
+        (
+            lambda f: f.attrs.__setitem__(
+                "config", f.attrs["config"].replace("starts = 5", "starts = 6")
+            ),
+            "(starts: stored 6, now 5)",
+        ),
+        (
+            lambda f: f.attrs.__setitem__("identity", "0" * 64),
+            "another optimisation (its data or arguments differ)",
+        ),
+        (
+            lambda f: f.attrs.__setitem__("format", "simjax.run"),
+            "is not a simjax optimisation checkpoint",
+        ),
         (lambda f: f["state/0003"].__setitem__(0, 1000), "do not add up"),
         (lambda f: f.__delitem__("state/0002"), "damaged"),
     ]
@@ -243,13 +304,27 @@ def test_a_checkpoint_of_other_work_is_refused_and_left_as_it_was(work, capsys, 
 def test_a_second_writer_of_a_petab_fit_is_refused(work, capsys):
     folder, _, args, _ = work
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys\nfrom sim._lock import exclusive\nwith exclusive('out.h5'):\n    print('holding', flush=True)\n    sys.stdin.read()\n"],
-        cwd=folder, env={**os.environ, "PYTHONPATH": str(REPO)}, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-c",
+            "import sys\nfrom sim._lock import exclusive\nwith exclusive('out.h5'):\n    print('holding', flush=True)\n    sys.stdin.read()\n",
+        ],
+        cwd=folder,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         assert holder.stdout.readline().strip() == "holding"
         for extra in ([], ["--resume"]):
-            refused(args + extra, capsys, "out.h5", "another writer has this output open", f"process {holder.pid}")
+            refused(
+                args + extra,
+                capsys,
+                "out.h5",
+                "another writer has this output open",
+                f"process {holder.pid}",
+            )
         assert sorted(p.name for p in folder.iterdir()) == [".out.h5.lock"]
     finally:
         holder.communicate("", timeout=60)
@@ -270,8 +345,12 @@ def test_a_petab_fit_on_a_cluster_resumes_after_its_finished_blocks(tmp_path):
         pass
 
     problem = load_petab(decay_problem(tmp_path / "decay"), TSIT5)
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster:
-        whole = fit_petab(problem, starts=4, scheduler=cluster.scheduler_address, output=tmp_path / "whole.h5")
+    with LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None
+    ) as cluster:
+        whole = fit_petab(
+            problem, starts=4, scheduler=cluster.scheduler_address, output=tmp_path / "whole.h5"
+        )
         write, written = _checkpoint.Checkpointer.write, []
 
         def stop(self, *args, **kwargs):
@@ -282,10 +361,22 @@ def test_a_petab_fit_on_a_cluster_resumes_after_its_finished_blocks(tmp_path):
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr(_checkpoint.Checkpointer, "write", stop)
             with pytest.raises(Stop):
-                fit_petab(problem, starts=4, scheduler=cluster.scheduler_address, output=tmp_path / "out.h5")
+                fit_petab(
+                    problem,
+                    starts=4,
+                    scheduler=cluster.scheduler_address,
+                    output=tmp_path / "out.h5",
+                )
         assert [list(done) for done in written] == [[True, True, False, False]]
         reported = []
-        resumed = fit_petab(problem, starts=4, scheduler=cluster.scheduler_address, output=tmp_path / "out.h5", resume=True, on_start=lambda k, f: reported.append(k))
+        resumed = fit_petab(
+            problem,
+            starts=4,
+            scheduler=cluster.scheduler_address,
+            output=tmp_path / "out.h5",
+            resume=True,
+            on_start=lambda k, f: reported.append(k),
+        )
     assert reported == [1, 2, 3, 4]
     assert resumed.starts_objective.tobytes() == whole.starts_objective.tobytes()
     for name, values in whole.starts_estimate.items():

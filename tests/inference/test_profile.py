@@ -27,23 +27,31 @@ def test_profiles_of_a_gaussian_likelihood_give_the_exact_intervals():
     f = lambda x: 0.5 * (x - mu) @ jnp.asarray(h) @ (x - mu)  # noqa: E731
     names = ["a", "b", "c"]
     lower, upper = np.full(3, -10.0), np.full(3, 10.0)
-    profiles = profile(jax.value_and_grad(f), mu, 0.0, lower, upper, names, names, lambda x: np.asarray(x))
+    profiles = profile(
+        jax.value_and_grad(f), mu, 0.0, lower, upper, names, names, lambda x: np.asarray(x)
+    )
     z = np.sqrt(2 * THRESHOLD)  # 1.95996...
     for i, name in enumerate(names):
         p = profiles[name]
         half = z * np.sqrt(sigma[i, i])
         # (the crossing is interpolated linearly between profile points: a small bias)
-        np.testing.assert_allclose([p["lower"], p["upper"]], [mu[i] - half, mu[i] + half], rtol=0, atol=0.01 * half)
+        np.testing.assert_allclose(
+            [p["lower"], p["upper"]], [mu[i] - half, mu[i] + half], rtol=0, atol=0.01 * half
+        )
         assert p["stop_lower"] == p["stop_upper"] == "threshold"
         # every point of the profile is the minimum over the others: the parabola
-        np.testing.assert_allclose(p["objective"], 0.5 * (p["value"] - mu[i]) ** 2 / sigma[i, i], atol=1e-6)
+        np.testing.assert_allclose(
+            p["objective"], 0.5 * (p["value"] - mu[i]) ** 2 / sigma[i, i], atol=1e-6
+        )
         assert np.all(np.diff(p["value"]) > 0)
         # and the others along it are the conditional mean mu_j + Sigma_ji / Sigma_ii (x_i - mu_i)
         assert sorted(p["estimate"]) == [n for n in names if n != name]
         for j, other in enumerate(names):
             if j != i:
                 expected = mu[j] + sigma[j, i] / sigma[i, i] * (p["value"] - mu[i])
-                np.testing.assert_allclose(p["estimate"][other], expected, atol=1e-4, err_msg=f"{name}: {other}")
+                np.testing.assert_allclose(
+                    p["estimate"][other], expected, atol=1e-4, err_msg=f"{name}: {other}"
+                )
 
 
 def test_a_parameter_the_data_cannot_determine_has_a_flat_open_profile():
@@ -51,14 +59,31 @@ def test_a_parameter_the_data_cannot_determine_has_a_flat_open_profile():
     f = lambda x: 0.5 * ((x[0] + x[1] - 1.0) / 0.1) ** 2 + 0.5 * ((x[2] - 2.0) / 0.2) ** 2  # noqa: E731
     names = ["a", "b", "c"]
     lower, upper = np.array([-3.0, -10.0, -3.0]), np.array([3.0, 10.0, 3.0])
-    profiles = profile(jax.value_and_grad(f), np.array([0.5, 0.5, 2.0]), 0.0, lower, upper, names, ["a", "c"], lambda x: np.asarray(x))
+    profiles = profile(
+        jax.value_and_grad(f),
+        np.array([0.5, 0.5, 2.0]),
+        0.0,
+        lower,
+        upper,
+        names,
+        ["a", "c"],
+        lambda x: np.asarray(x),
+    )
     flat = profiles["a"]
     assert np.isnan(flat["lower"]) and np.isnan(flat["upper"])
     assert flat["stop_lower"] == flat["stop_upper"] == "bound"
-    assert flat["value"][0] == -3.0 + 0.0 and flat["value"][-1] == 3.0 and np.max(flat["objective"]) < 1e-8
+    assert (
+        flat["value"][0] == -3.0 + 0.0
+        and flat["value"][-1] == 3.0
+        and np.max(flat["objective"]) < 1e-8
+    )
     # (x1 takes up what x0 leaves)
     np.testing.assert_allclose(flat["estimate"]["b"], 1.0 - flat["value"], atol=1e-5)
-    np.testing.assert_allclose([profiles["c"]["lower"], profiles["c"]["upper"]], [2.0 - 1.96 * 0.2, 2.0 + 1.96 * 0.2], atol=0.01 * 0.4)
+    np.testing.assert_allclose(
+        [profiles["c"]["lower"], profiles["c"]["upper"]],
+        [2.0 - 1.96 * 0.2, 2.0 + 1.96 * 0.2],
+        atol=0.01 * 0.4,
+    )
 
 
 DECAY = """
@@ -104,7 +129,9 @@ def test_sim_profile_of_a_config_reports_intervals_and_a_product_it_cannot_split
 
     _decay_data(tmp_cwd)
     Path("decay.toml").write_text(DECAY.format(free='["k", "a", "b"]'))
-    main(["profile", "decay.toml", "--param", "k", "--param", "a", "-o", "profile.h5", "--quiet"])  # (returns: exit 0)
+    main(
+        ["profile", "decay.toml", "--param", "k", "--param", "a", "-o", "profile.h5", "--quiet"]
+    )  # (returns: exit 0)
     with h5py.File("profile.h5") as f:
         assert f.attrs["format"] == "simjax.profile"
         assert f["profile/a"]["identifiable"][()].decode() == "not identifiable"
@@ -136,7 +163,11 @@ def test_the_profile_interval_of_a_nearly_linear_model_is_the_gauss_newton_one(t
 
     Path("decay2.toml").write_text(DECAY.format(free='["k", "a"]'))
     gn = fit(sim.load_config("decay2.toml"))
-    np.testing.assert_allclose([lo, hi], [gn.estimate["k"] - 1.96 * gn.stderr["k"], gn.estimate["k"] + 1.96 * gn.stderr["k"]], rtol=0.03)
+    np.testing.assert_allclose(
+        [lo, hi],
+        [gn.estimate["k"] - 1.96 * gn.stderr["k"], gn.estimate["k"] + 1.96 * gn.stderr["k"]],
+        rtol=0.03,
+    )
     # the fit's /objective: the negative log-likelihood with its constants (scipy's)
     from scipy.stats import norm
 
@@ -155,7 +186,12 @@ def test_sim_profile_names_an_unknown_parameter_in_one_line(tmp_cwd, capsys):
     with pytest.raises(SystemExit) as done:
         main(["profile", "decay.toml", "--param", "kk", "-o", "profile.h5"])
     err = capsys.readouterr().err
-    assert done.value.code == 2 and len(err.strip().splitlines()) == 1 and "--param kk" in err and "'k'" in err, err
+    assert (
+        done.value.code == 2
+        and len(err.strip().splitlines()) == 1
+        and "--param kk" in err
+        and "'k'" in err
+    ), err
     assert not Path("profile.h5").exists()
 
 
@@ -165,12 +201,34 @@ def test_sim_profile_of_a_petab_problem(tmp_cwd):
     -30%/+55% of the estimate (a chi-square quantity), k_phos closed on both sides."""
     from sim.cli import main
 
-    problem = Path(__file__).resolve().parents[1] / "data" / "petab" / "Boehm_JProteomeRes2014" / "Boehm_JProteomeRes2014.yaml"
-    main(["profile", str(problem), "--param", "k_phos", "--param", "sd_pSTAT5A_rel", "-o", "profile.h5", "--quiet"])
+    problem = (
+        Path(__file__).resolve().parents[1]
+        / "data"
+        / "petab"
+        / "Boehm_JProteomeRes2014"
+        / "Boehm_JProteomeRes2014.yaml"
+    )
+    main(
+        [
+            "profile",
+            str(problem),
+            "--param",
+            "k_phos",
+            "--param",
+            "sd_pSTAT5A_rel",
+            "-o",
+            "profile.h5",
+            "--quiet",
+        ]
+    )
     with h5py.File("profile.h5") as f:
         assert abs(f["objective"][()] - 138.22198) < 1e-3
         for name in ("k_phos", "sd_pSTAT5A_rel"):
             assert f[f"profile/{name}"]["identifiable"][()].decode() == "identifiable"
             assert np.min(f[f"profile/{name}/objective"][()]) >= f["objective"][()] - 1e-6
-        sd, lo, hi = f["optimum/sd_pSTAT5A_rel"][()], f["profile/sd_pSTAT5A_rel/lower"][()], f["profile/sd_pSTAT5A_rel/upper"][()]
+        sd, lo, hi = (
+            f["optimum/sd_pSTAT5A_rel"][()],
+            f["profile/sd_pSTAT5A_rel/lower"][()],
+            f["profile/sd_pSTAT5A_rel/upper"][()],
+        )
     assert 0.6 < lo / sd < 0.75 and 1.45 < hi / sd < 1.7

@@ -85,13 +85,33 @@ T = np.linspace(0.0, 1.0, 5)
     "time, observables, key, match",
     [
         (T, {"a": T}, "/observables/b", "no such dataset .found: a"),
-        (T, {"a": T, "bb": T}, "/observables/b", r"no such dataset \(found: a, bb\)\. Perhaps you meant 'bb'\?"),
+        (
+            T,
+            {"a": T, "bb": T},
+            "/observables/b",
+            r"no such dataset \(found: a, bb\)\. Perhaps you meant 'bb'\?",
+        ),
         (None, {"a": T, "b": T}, "/time", "no such dataset"),
         (T, {"a": T, "b": T[:4]}, "/observables/b", r"expected shape \[B, 5\] or \[5\]"),
-        (T, {"a": np.ones((2, 5)), "b": np.ones((3, 5))}, "/observables/b", "has 3 trajectories but /observables/a has 2"),
+        (
+            T,
+            {"a": np.ones((2, 5)), "b": np.ones((3, 5))},
+            "/observables/b",
+            "has 3 trajectories but /observables/a has 2",
+        ),
         (np.array([0.0, 1.0, np.nan, 3.0, 4.0]), {"a": T, "b": T}, "/time", "must be finite"),
-        (np.array([0.0, 2.0, 1.0, 3.0, 4.0]), {"a": T, "b": T}, "/time", "strictly increasing; entries 1 and 2"),
-        (T, {"a": np.array([0.0, 1.0, np.inf, 3.0, 4.0]), "b": T}, "/observables/a", "time index 2 is inf"),
+        (
+            np.array([0.0, 2.0, 1.0, 3.0, 4.0]),
+            {"a": T, "b": T},
+            "/time",
+            "strictly increasing; entries 1 and 2",
+        ),
+        (
+            T,
+            {"a": np.array([0.0, 1.0, np.inf, 3.0, 4.0]), "b": T},
+            "/observables/a",
+            "time index 2 is inf",
+        ),
         (T[:1], {"a": T[:1], "b": T[:1]}, "/time", "T >= 2"),
     ],
 )
@@ -143,7 +163,12 @@ def test_training_loss_gradient_matches_finite_differences():
         return value_and_grad(p)[0]
 
     eps = 1e-6
-    for layer, name, index in [(0, "weight", (3, 1)), (0, "bias", (5,)), (1, "weight", (1, 7)), (1, "bias", (0,))]:
+    for layer, name, index in [
+        (0, "weight", (3, 1)),
+        (0, "bias", (5,)),
+        (1, "weight", (1, 7)),
+        (1, "bias", (0,)),
+    ]:
 
         def shifted(h):
             net = list(params["net"])
@@ -178,20 +203,39 @@ def test_a_minibatch_solved_as_one_system_has_the_exact_loss_and_the_gradient_of
     system = Trainer(model, solver=solver, window=window, batch_size=batch, batch="system")
     windows = Trainer(model, solver=solver, window=window, batch_size=batch)
     params = {"a": jnp.asarray(1.3), "k": jnp.asarray(0.7)}
-    starts = np.asarray(jax.random.randint(jax.random.split(key)[1], (batch,), 0, len(t) - window + 1))
+    starts = np.asarray(
+        jax.random.randint(jax.random.split(key)[1], (batch,), 0, len(t) - window + 1)
+    )
     assert len(set(starts.tolist())) > 3  # windows at different times
-    exact = np.mean([
-        (_forced(t[s : s + window], values[0, 0, s], t[s], 1.3, 0.7) - np.asarray(values[0, 0, s : s + window])) ** 2
-        for s in starts
-    ])
+    exact = np.mean(
+        [
+            (
+                _forced(t[s : s + window], values[0, 0, s], t[s], 1.3, 0.7)
+                - np.asarray(values[0, 0, s : s + window])
+            )
+            ** 2
+            for s in starts
+        ]
+    )
     assert exact > 1e-3  # wrong parameters: a loss far from zero
-    loss = eqx.filter_jit(lambda p, tr, ts: jax.value_and_grad(lambda q: tr.loss(q, ts, values, key))(p))
-    (l_system, g_system), (l_windows, g_windows) = loss(params, system, time), loss(params, windows, time)
+    loss = eqx.filter_jit(
+        lambda p, tr, ts: jax.value_and_grad(lambda q: tr.loss(q, ts, values, key))(p)
+    )
+    (l_system, g_system), (l_windows, g_windows) = (
+        loss(params, system, time),
+        loss(params, windows, time),
+    )
     assert float(l_system) == pytest.approx(exact, rel=1e-8)
     assert float(l_windows) == pytest.approx(exact, rel=1e-8)
     # the continuous adjoint (diffrax's backsolve: the windows' start times are
     # arguments of the vector field, not closed over)
-    adjoint = Trainer(model, solver=dataclasses.replace(solver, adjoint="backsolve"), window=window, batch_size=batch, batch="system")
+    adjoint = Trainer(
+        model,
+        solver=dataclasses.replace(solver, adjoint="backsolve"),
+        window=window,
+        batch_size=batch,
+        batch="system",
+    )
     l_adjoint, g_adjoint = loss(params, adjoint, time)
     assert float(l_adjoint) == pytest.approx(exact, rel=1e-8)
     for name in params:
@@ -217,7 +261,16 @@ def test_spiral_loss_falls_and_free_parameters_alone_move():
     data = spiral(250, 10.0)
     model = NeuralOde(features="cubic", width=50, depth=1)
     solver = OdeSolver(method="dopri5", rtol=jnp.asarray(1e-6), atol=jnp.asarray(1e-8))
-    result = train(model, None, data, steps=150, optimizer=optax.adam(1e-2), solver=solver, window=10, batch_size=20)
+    result = train(
+        model,
+        None,
+        data,
+        steps=150,
+        optimizer=optax.adam(1e-2),
+        solver=solver,
+        window=10,
+        batch_size=20,
+    )
     h = result.loss_history
     assert h.shape == (150,) and np.all(np.isfinite(h))
     assert np.mean(h[-20:]) < np.mean(h[:10]) / 20
@@ -230,7 +283,9 @@ def test_spiral_loss_falls_and_free_parameters_alone_move():
 # even save points of spiral(200, 10.0) with short windows (SHORT). The stage objects are
 # shared with tests/inference/test_train_resume.py: equal trainers reuse one compiled step.
 SPIRAL_MODEL = NeuralOde(features="cubic", depth=0)
-PERTURBED = {"net": ({"weight": jnp.array([[-0.1, -1.8], [2.2, -0.1]]), "bias": jnp.array([0.01, -0.01])},)}
+PERTURBED = {
+    "net": ({"weight": jnp.array([[-0.1, -1.8], [2.2, -0.1]]), "bias": jnp.array([0.01, -0.01])},)
+}
 SHORT = Stage(50, window=5, batch_size=16, optimizer=optax.adam(1e-2))
 WHOLE = Stage(50, window=None, batch_size=1, optimizer=optax.adam(1e-3))
 
@@ -249,7 +304,11 @@ def test_a_whole_trajectory_stage_removes_the_drift_short_windows_leave():
     model, start, short, whole = SPIRAL_MODEL, PERTURBED, SHORT, WHOLE
 
     def held_out(params):
-        pred = np.asarray(simulate_states(model, params, jnp.asarray(data.time), jnp.asarray(data.initial()), SOLVER))
+        pred = np.asarray(
+            simulate_states(
+                model, params, jnp.asarray(data.time), jnp.asarray(data.initial()), SOLVER
+            )
+        )
         return float(np.mean((pred - data.values)[:, :, 1::2] ** 2))
 
     first = train_stages(model, start, training, [short], solver=SOLVER)
@@ -275,7 +334,12 @@ def lotka_volterra_data() -> tuple[Trajectories, Trajectories]:
         return [0.55 * y[0] - 0.028 * y[0] * y[1], 0.024 * y[0] * y[1] - 0.8 * y[1]]
 
     t = np.linspace(0.0, 20.0, 201)
-    ys = [solve_ivp(rates, (0.0, 20.0), [prey, 6.0], method="DOP853", t_eval=t, rtol=1e-10, atol=1e-10).y for prey in np.linspace(15.0, 50.0, 24)]
+    ys = [
+        solve_ivp(
+            rates, (0.0, 20.0), [prey, 6.0], method="DOP853", t_eval=t, rtol=1e-10, atol=1e-10
+        ).y
+        for prey in np.linspace(15.0, 50.0, 24)
+    ]
     data = Trajectories(None, ("prey", "predator"), t, np.stack(ys))
     return data.subset(trajectories=slice(0, None, 2)), data.subset(trajectories=slice(1, None, 2))
 
@@ -287,7 +351,9 @@ def interaction_error(model, params, data: Trajectories) -> np.ndarray:
 
     truth = LotkaVolterra().default_params()
     states = data.values.transpose(0, 2, 1).reshape(-1, 2)
-    learned = np.asarray(jax.jit(jax.vmap(model.correction, in_axes=(0, None)))(jnp.asarray(states), params))
+    learned = np.asarray(
+        jax.jit(jax.vmap(model.correction, in_axes=(0, None)))(jnp.asarray(states), params)
+    )
     x, y = states[:, 0], states[:, 1]
     true = np.stack([-float(truth["beta"]) * x * y, float(truth["delta"]) * x * y], axis=1)
     return np.sqrt(np.mean((learned - true) ** 2, axis=0) / np.mean(true**2, axis=0))
@@ -302,9 +368,21 @@ def test_hybrid_learns_the_interaction_and_fixed_parameters_stay_fixed():
     params = {**model.default_params(), "alpha": jnp.asarray(0.55), "gamma": jnp.asarray(0.8)}
     solver = OdeSolver(method="heun", dt0=0.05, adaptive=False, adjoint="direct")
     optimizer = optax.adam(optax.cosine_decay_schedule(3e-2, 400, alpha=1e-2))
-    result = train(model, params, training, steps=400, optimizer=optimizer, window=5, batch_size=16, free=["net"], solver=solver)
+    result = train(
+        model,
+        params,
+        training,
+        steps=400,
+        optimizer=optimizer,
+        window=5,
+        batch_size=16,
+        free=["net"],
+        solver=solver,
+    )
     assert float(result.params["alpha"]) == 0.55 and float(result.params["gamma"]) == 0.8
-    assert np.all(interaction_error(model, params, held_out) > 0.99)  # untrained: ~0 (weights 1e-2 of usual)
+    assert np.all(
+        interaction_error(model, params, held_out) > 0.99
+    )  # untrained: ~0 (weights 1e-2 of usual)
     # Measured: relative RMS error 0.061 (0.047 to 0.067 over network seeds 0-2 and
     # minibatch seeds 0-3); the bound is about twice the largest.
     error = interaction_error(model, result.params, held_out)
@@ -316,11 +394,15 @@ def test_hybrid_learns_the_interaction_and_fixed_parameters_stay_fixed():
 def test_fixed_parameters_stay_fixed():
     model = HybridLotkaVolterra(width=4, depth=1)
     t = np.linspace(0.0, 2.0, 11)
-    data = Trajectories(None, model.state_names, t, np.stack([np.full(11, 30.0), np.full(11, 4.0)])[None])
+    data = Trajectories(
+        None, model.state_names, t, np.stack([np.full(11, 30.0), np.full(11, 4.0)])[None]
+    )
     params = model.default_params()
     # (fixed Heun steps, differentiated directly: a training step that compiles quickly)
     solver = OdeSolver(method="heun", dt0=0.05, adaptive=False, adjoint="direct")
-    result = train(model, params, data, steps=3, window=4, batch_size=2, free=["net"], solver=solver)
+    result = train(
+        model, params, data, steps=3, window=4, batch_size=2, free=["net"], solver=solver
+    )
     assert float(result.params["alpha"]) == float(params["alpha"])
     assert float(result.params["gamma"]) == float(params["gamma"])
     assert not np.array_equal(result.params["net"][0]["weight"], params["net"][0]["weight"])
@@ -332,15 +414,27 @@ def test_fixed_parameters_stay_fixed():
 @pytest.mark.parametrize(
     "model",
     [
-        NeuralOde(state_names=("u", "v"), width=7, depth=2, activation="softplus", features="cubic", initial=(1.0, 0.5), seed=3),
+        NeuralOde(
+            state_names=("u", "v"),
+            width=7,
+            depth=2,
+            activation="softplus",
+            features="cubic",
+            initial=(1.0, 0.5),
+            seed=3,
+        ),
         HybridLotkaVolterra(width=5, depth=1, scale=15.0),
     ],
 )
 def test_saved_models_reload_bit_for_bit(tmp_path, model):
     key = jax.random.key(7)
     # weights unlike any default, so a reload that fell back on defaults would show
-    params = jax.tree.map(lambda x: x + 0.1 * jax.random.normal(key, x.shape), model.default_params())
-    path = save_trained(tmp_path / "trained.h5", model, params, loss_history=np.array([3.0, 2.0, 1.0]))
+    params = jax.tree.map(
+        lambda x: x + 0.1 * jax.random.normal(key, x.shape), model.default_params()
+    )
+    path = save_trained(
+        tmp_path / "trained.h5", model, params, loss_history=np.array([3.0, 2.0, 1.0])
+    )
     model2, params2 = load_trained(path)
     assert model2 == model
     for a, b in zip(jax.tree.leaves(params), jax.tree.leaves(params2)):
@@ -386,17 +480,39 @@ def test_spiral_held_out_mse_from_y0_after_500_adam_steps():
     data = spiral()
     model = NeuralOde(features="cubic", width=50, depth=1)
     stages = [
-        Stage(250, window=10, batch_size=64, optimizer=optax.adam(optax.cosine_decay_schedule(3e-2, 250, alpha=1e-2))),
-        Stage(250, window=None, batch_size=1, optimizer=optax.adam(optax.warmup_cosine_decay_schedule(0.0, 3e-3, 25, 250, 3e-5))),
+        Stage(
+            250,
+            window=10,
+            batch_size=64,
+            optimizer=optax.adam(optax.cosine_decay_schedule(3e-2, 250, alpha=1e-2)),
+        ),
+        Stage(
+            250,
+            window=None,
+            batch_size=1,
+            optimizer=optax.adam(optax.warmup_cosine_decay_schedule(0.0, 3e-3, 25, 250, 3e-5)),
+        ),
     ]
     result = train_stages(model, None, data.subset(times=slice(0, None, 2)), stages, solver=SOLVER)
     assert result.loss_history.shape == (500,)
-    pred = np.asarray(simulate_states(model, result.params, jnp.asarray(data.time), jnp.asarray(data.initial()), SOLVER))
+    pred = np.asarray(
+        simulate_states(
+            model, result.params, jnp.asarray(data.time), jnp.asarray(data.initial()), SOLVER
+        )
+    )
     assert np.mean((pred - data.values)[:, :, 1::2] ** 2) < 1e-2  # measured 7.8e-3
     # and on segments of 5 time units (200 save points) solved from observed states
     points = 200
     starts = np.arange(0, 1000 - points + 1, points)
-    pred = np.asarray(simulate_states(model, result.params, jnp.asarray(data.time[:points]), jnp.asarray(data.values[0][:, starts].T), SOLVER))
+    pred = np.asarray(
+        simulate_states(
+            model,
+            result.params,
+            jnp.asarray(data.time[:points]),
+            jnp.asarray(data.values[0][:, starts].T),
+            SOLVER,
+        )
+    )
     true = np.stack([data.values[0][:, s : s + points] for s in starts])
     assert np.mean((pred - true)[:, :, 1::2] ** 2) < 1e-2
 
@@ -409,7 +525,16 @@ def test_hybrid_recovers_the_interaction_on_held_out_states():
     model = HybridLotkaVolterra(width=32, depth=2, scale=20.0)
     params = {**model.default_params(), "alpha": jnp.asarray(0.55), "gamma": jnp.asarray(0.8)}
     optimizer = optax.adam(optax.cosine_decay_schedule(1e-2, 500, alpha=1e-2))
-    result = train(model, params, training, steps=500, optimizer=optimizer, window=10, batch_size=32, free=["net"])
+    result = train(
+        model,
+        params,
+        training,
+        steps=500,
+        optimizer=optimizer,
+        window=10,
+        batch_size=32,
+        free=["net"],
+    )
     # relative RMS error of each learned interaction term below 10 %
     rel = interaction_error(model, result.params, held_out)
     assert np.all(rel < 0.1), rel
@@ -423,11 +548,21 @@ def test_hybrid_recovers_the_interaction_on_held_out_states():
 @pytest.mark.parametrize(
     "script, files, lines",
     [
-        ("spiral_neural_ode.py", ("spiral.h5", "spiral_trained.h5"), ("trained 2 steps", "held-out MSE, whole horizon", "segments of 5.0 time units")),
-        ("hybrid_lotka_volterra.py", ("lotka_volterra.h5", "hybrid_trained.h5"), ("trained 2 steps", "relative RMS error", "held-out whole-trajectory MSE")),
+        (
+            "spiral_neural_ode.py",
+            ("spiral.h5", "spiral_trained.h5"),
+            ("trained 2 steps", "held-out MSE, whole horizon", "segments of 5.0 time units"),
+        ),
+        (
+            "hybrid_lotka_volterra.py",
+            ("lotka_volterra.h5", "hybrid_trained.h5"),
+            ("trained 2 steps", "relative RMS error", "held-out whole-trajectory MSE"),
+        ),
     ],
 )
-def test_training_example_scripts_run_at_a_tiny_size(script, files, lines, tmp_path, monkeypatch, capsys):
+def test_training_example_scripts_run_at_a_tiny_size(
+    script, files, lines, tmp_path, monkeypatch, capsys
+):
     import runpy
     import sys
     from pathlib import Path

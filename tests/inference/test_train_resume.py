@@ -21,8 +21,18 @@ def run(tmp_path, **kwargs):
     # one compiled training step.
     _, training = spiral_training_data()
     return train(
-        SPIRAL_MODEL, PERTURBED, training, steps=24, optimizer=SHORT.optimizer, solver=SOLVER, window=SHORT.window,
-        batch_size=SHORT.batch_size, seed=3, checkpoint=tmp_path / "train.ckpt", checkpoint_every=5, **kwargs,
+        SPIRAL_MODEL,
+        PERTURBED,
+        training,
+        steps=24,
+        optimizer=SHORT.optimizer,
+        solver=SOLVER,
+        window=SHORT.window,
+        batch_size=SHORT.batch_size,
+        seed=3,
+        checkpoint=tmp_path / "train.ckpt",
+        checkpoint_every=5,
+        **kwargs,
     )
 
 

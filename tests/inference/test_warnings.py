@@ -38,8 +38,18 @@ def test_each_warning_says_what_to_try():
     posterior = {"apart": apart, "sticky": sticky}
     lines = sampling_warnings(posterior, diverging, summarise(posterior))
     assert len(lines) == 3 and all(line.startswith("warning: ") for line in lines)
-    assert "r_hat" in lines[0] and "apart" in lines[0] and "--warmup" in lines[0] and "reparametrise" in lines[0]
-    assert "ESS" in lines[1] and "sticky" in lines[1] and "400 for 4 chains" in lines[1] and "--samples" in lines[1]
+    assert (
+        "r_hat" in lines[0]
+        and "apart" in lines[0]
+        and "--warmup" in lines[0]
+        and "reparametrise" in lines[0]
+    )
+    assert (
+        "ESS" in lines[1]
+        and "sticky" in lines[1]
+        and "400 for 4 chains" in lines[1]
+        and "--samples" in lines[1]
+    )
     assert "3 divergent transitions" in lines[2] and "target_accept" in lines[2]
 
 
@@ -53,10 +63,16 @@ def test_tail_ess_against_arviz():
 
 
 def test_fit_warnings_for_a_bound_and_a_singular_covariance():
-    free = [Free(name="k", kind="params", key="k", transform="logistic", low=0.1, high=0.5), Free(name="y0", kind="initial", key="y", transform="log")]
+    free = [
+        Free(name="k", kind="params", key="k", transform="logistic", low=0.1, high=0.5),
+        Free(name="y0", kind="initial", key="y", transform="log"),
+    ]
     assert fit_warnings(free, {"k": 0.3, "y0": 2.0}, np.array([[1e-4, 0.0], [0.0, 1e-2]])) == []
     (line,) = fit_warnings(free, {"k": 0.5 - 1e-9, "y0": 2.0}, np.array([[1e-4, 0.0], [0.0, 1e-2]]))
-    assert line.startswith("warning: at a bound: k = 0.5 in [0.1, 0.5]") and "widen [fit] bounds" in line
+    assert (
+        line.startswith("warning: at a bound: k = 0.5 in [0.1, 0.5]")
+        and "widen [fit] bounds" in line
+    )
     singular = np.array([[1.0, 2.0], [2.0, 4.0]])  # y0 = 2 k exactly
     (line,) = fit_warnings(free, {"k": 0.3, "y0": 2.0}, singular)
     assert "singular" in line and "k, y0" in line and "sim profile" in line
@@ -100,16 +116,25 @@ def write_decay(folder, rate=0.7):
     t = np.linspace(0.0, 4.0, 9)
     with h5py.File(folder / "obs.h5", "w") as f:
         f["t"] = t
-        f["y"] = 2.0 * np.exp(-rate * t) * np.exp(0.05 * np.random.default_rng(0).standard_normal(t.size))
+        f["y"] = (
+            2.0
+            * np.exp(-rate * t)
+            * np.exp(0.05 * np.random.default_rng(0).standard_normal(t.size))
+        )
 
 
 def test_sim_fit_warns_of_a_parameter_at_its_bound(tmp_cwd, capsys):
     # The data decay at rate 0.7; k1 is held in [0.01, 0.2] (warnings show with --quiet).
     write_decay(tmp_cwd)
-    (tmp_cwd / "b.toml").write_text(DECAY + '[params]\nk1 = 0.1\n[fit]\nfree = ["k1"]\nloss = "lognormal"\nbounds = { k1 = [0.01, 0.2] }\n')
+    (tmp_cwd / "b.toml").write_text(
+        DECAY
+        + '[params]\nk1 = 0.1\n[fit]\nfree = ["k1"]\nloss = "lognormal"\nbounds = { k1 = [0.01, 0.2] }\n'
+    )
     code, _, err = cli(["fit", "b.toml", "-o", "b.h5", "--quiet"], capsys)
     assert code == 0, err
-    assert err.splitlines() == [next(line for line in err.splitlines() if line.startswith("warning: at a bound: k1 = 0.19"))], err
+    assert err.splitlines() == [
+        next(line for line in err.splitlines() if line.startswith("warning: at a bound: k1 = 0.19"))
+    ], err
 
 
 @pytest.mark.slow
@@ -119,7 +144,10 @@ def test_sim_fit_warns_of_a_singular_covariance(tmp_cwd, capsys):
     (tmp_cwd / "c.toml").write_text(DECAY + '[fit]\nfree = ["k1", "k2"]\nloss = "lognormal"\n')
     code, _, err = cli(["fit", "c.toml", "-o", "f.h5"], capsys)
     assert code == 0, err
-    assert any(line.startswith("warning: the covariance of the estimates is singular") for line in err.splitlines()), err
+    assert any(
+        line.startswith("warning: the covariance of the estimates is singular")
+        for line in err.splitlines()
+    ), err
     assert "\r" not in err
 
 
@@ -134,7 +162,11 @@ def test_sim_infer_of_a_bad_run_ends_with_warnings_in_its_log(tmp_path):
     )
     with open(tmp_path / "log.txt", "w") as log:
         proc = subprocess.run(
-            [sys.executable, "-m", "_sim_entry", "infer", "c.toml", "-o", "p.h5"], cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT, timeout=600,
+            [sys.executable, "-m", "_sim_entry", "infer", "c.toml", "-o", "p.h5"],
+            cwd=tmp_path,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            timeout=600,
             env={**os.environ, "XLA_FLAGS": host_devices(2)},
         )
     text = (tmp_path / "log.txt").read_text()
@@ -142,5 +174,8 @@ def test_sim_infer_of_a_bad_run_ends_with_warnings_in_its_log(tmp_path):
     assert "\r" not in text
     lines = text.splitlines()
     assert any(line.startswith("warning: r_hat above 1.01") for line in lines), text
-    assert any(line.startswith("warning: bulk/tail ESS below 100 per chain (200 for 2 chains)") for line in lines), text
+    assert any(
+        line.startswith("warning: bulk/tail ESS below 100 per chain (200 for 2 chains)")
+        for line in lines
+    ), text
     assert any(line.startswith("wrote p.h5; compiled in ") for line in lines), text

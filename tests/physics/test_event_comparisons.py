@@ -25,7 +25,9 @@ OPS = {"<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equa
     c=st.floats(-10, 10),
     swapped=st.booleans(),
 )
-def test_the_trigger_of_each_comparison_is_positive_exactly_where_the_comparison_holds(op, x, c, swapped):
+def test_the_trigger_of_each_comparison_is_positive_exactly_where_the_comparison_holds(
+    op, x, c, swapped
+):
     # The root function of `x OP c` (or `c OP x`) against NumPy's comparison of the same
     # numbers: positive where it holds, negative where it does not. A sign taken the
     # wrong way for one operator (e.g. `>` as `<`) makes the event fire where the
@@ -39,23 +41,35 @@ def test_the_trigger_of_each_comparison_is_positive_exactly_where_the_comparison
         assert g == 0.0
     else:
         assert (g > 0) == bool(holds), (text, x, c, g)
-        assert abs(g) == pytest.approx(abs(x - c), rel=1e-12)  # (the difference itself: what root finding locates)
-
+        assert abs(g) == pytest.approx(
+            abs(x - c), rel=1e-12
+        )  # (the difference itself: what root finding locates)
 
 
 @settings(deadline=None, max_examples=60)
-@given(x=st.floats(-10, 10), c=st.floats(-10, 10), d=st.floats(-10, 10), op=st.sampled_from(sorted(OPS)))
+@given(
+    x=st.floats(-10, 10),
+    c=st.floats(-10, 10),
+    d=st.floats(-10, 10),
+    op=st.sampled_from(sorted(OPS)),
+)
 def test_and_or_not_of_comparisons_are_positive_exactly_where_they_hold(x, c, d, op):
     # Joined conditions against Python's own `and`, `or`, `not` of the same comparisons
     # (a sign taken the wrong way for a join makes an event fire where it becomes false).
     model = SimpleNamespace(state_names=("x",), parameter_names=("c", "d"))
     values = {"x": x, "c": c, "d": d}
-    for text in (f"not (x {op} c)", f"x {op} c and x < d", f"x {op} c or x > d", f"not (x {op} c or x > d)"):
+    for text in (
+        f"not (x {op} c)",
+        f"x {op} c and x < d",
+        f"x {op} c or x > d",
+        f"not (x {op} c or x > d)",
+    ):
         (event,) = text_events(model, [{"when": text, "set": {"c": "0"}}])
         g = float(event.trigger(0.0, jnp.asarray([x]), {"c": jnp.asarray(c), "d": jnp.asarray(d)}))
         holds = eval(text, {}, values)  # (the same text as Python evaluates it)
         if g != 0.0:  # (0: on the boundary of one of the relations)
             assert (g > 0) == holds, (text, values, g)
+
 
 # Conditions and the exact time each first becomes true on x = t, y = 1 - t (x' = 1 from
 # 0, y' = -1 from 1) and cos t, over 0 <= t <= 6; None: the condition never becomes true
@@ -88,14 +102,18 @@ def _fired(conditions: dict, tmp: Path) -> list[float]:
     state of its own, from one compiled solve."""
     states = 'x = "1"\ny = "-1"\n' + "".join(f'h{i} = "0"\n' for i in range(len(conditions)))
     initial = "x = 0.0\ny = 1.0\n" + "".join(f"h{i} = -1.0\n" for i in range(len(conditions)))
-    events = "".join(f'[[events]]\nwhen = "{w}"\nset = {{ h{i} = "t" }}\n' for i, w in enumerate(conditions))
+    events = "".join(
+        f'[[events]]\nwhen = "{w}"\nset = {{ h{i} = "t" }}\n' for i, w in enumerate(conditions)
+    )
     config = tmp / "compare.toml"
     config.write_text(
         f'[model]\nname = "compare"\n[model.states]\n{states}[initial]\n{initial}'
         f"[time]\nt1 = 6.0\nsave = 2\n[solver]\nrtol = 1e-10\natol = 1e-12\nmax_events = 16\n{events}"
     )
     s = sim.setup(sim.load_config(config))
-    observables = sim.simulate(s.model, s.params, jnp.linspace(0.0, 6.0, 2), initial=s.initial, solver=s.solver).observables
+    observables = sim.simulate(
+        s.model, s.params, jnp.linspace(0.0, 6.0, 2), initial=s.initial, solver=s.solver
+    ).observables
     return [float(observables[f"h{i}"][-1]) for i in range(len(conditions))]
 
 

@@ -73,7 +73,9 @@ def test_gradients_flow_through_event_times(tmp_cwd):
     t = jnp.linspace(0.0, 2.0, 3)
 
     def height(e, h):
-        return sim.simulate(s.model, {**s.params, "restitution": e}, t, initial={"x": h, "v": 0.0}, solver=solver).observables["x"][-1]
+        return sim.simulate(
+            s.model, {**s.params, "restitution": e}, t, initial={"x": h, "v": 0.0}, solver=solver
+        ).observables["x"][-1]
 
     np.testing.assert_allclose(height(E, H), ball_height(2.0), rtol=1e-10)
     de, dh = jax.grad(height, argnums=(0, 1))(E, H)
@@ -123,7 +125,9 @@ def test_a_dosing_schedule_is_the_sum_of_its_doses_and_differentiates(tmp_cwd):
     s = sim.setup(sim.load_config(_write("pk.toml", DOSING)))
 
     def c_end(k):
-        c = sim.simulate(s.model, {**s.params, "k": k}, s.t, initial=s.initial, solver=s.solver).observables["c"]
+        c = sim.simulate(
+            s.model, {**s.params, "k": k}, s.t, initial=s.initial, solver=s.solver
+        ).observables["c"]
         return c[-1], c
 
     value_and_grad = jax.jit(jax.value_and_grad(c_end, has_aux=True))
@@ -139,7 +143,9 @@ def test_a_dosing_schedule_is_the_sum_of_its_doses_and_differentiates(tmp_cwd):
 
 @pytest.mark.slow  # (each run with events compiles its own scan of solves)
 def test_a_terminal_event_ends_the_run(tmp_cwd, capsys):
-    terminal = BALL.replace('set = { x = "0", v = "-restitution * v" }', 'set = { v = "0" }\nterminal = true')
+    terminal = BALL.replace(
+        'set = { x = "0", v = "-restitution * v" }', 'set = { v = "0" }\nterminal = true'
+    )
     Path("stop.toml").write_text(terminal)
     code, err = cli(["run", "stop.toml", "-o", "stop.h5", "--quiet"], capsys)
     assert code == 0, err
@@ -157,7 +163,9 @@ def test_a_sweep_runs_events(tmp_cwd, capsys):
     assert code == 0, err
     swept = np.asarray(sim.read("sweep.h5").observables["x"])
     for i, e in enumerate((0.8, 0.85)):
-        np.testing.assert_allclose(swept[i], [ball_height(float(t), e=e) for t in np.linspace(0.0, 3.0, 31)], atol=1e-9)
+        np.testing.assert_allclose(
+            swept[i], [ball_height(float(t), e=e) for t in np.linspace(0.0, 3.0, 31)], atol=1e-9
+        )
 
 
 @pytest.mark.slow  # (as the terminal event)
@@ -227,14 +235,30 @@ def test_conditions_with_undefined_sides_fire_at_their_exact_times(tmp_cwd):
     """Each condition of UNDEFINED records the time it fires in a state of its own: `and`,
     `or` and `not` of relations with a NaN side judge that relation false, as the
     condition itself does; the times against the exact ones."""
-    states = "".join(f"h{i} = \"0\"\n" for i in range(len(UNDEFINED)))
+    states = "".join(f'h{i} = "0"\n' for i in range(len(UNDEFINED)))
     initial = "".join(f"h{i} = -1.0\n" for i in range(len(UNDEFINED)))
-    events = "".join(f'[[events]]\nwhen = "{w}"\nset = {{ h{i} = "t" }}\n' for i, w in enumerate(UNDEFINED))
-    text = FALL.split("[[events]]")[0].replace('hit = "0"\n', states).replace("hit = -1.0\n", initial) + events
-    s = sim.setup(sim.load_config(_write("fall.toml", text.replace("atol = 1e-12\n", "atol = 1e-12\nmax_events = 8\n"))))
-    observables = sim.simulate(s.model, s.params, jnp.linspace(0.0, 2.0, 3), initial=s.initial, solver=s.solver).observables
+    events = "".join(
+        f'[[events]]\nwhen = "{w}"\nset = {{ h{i} = "t" }}\n' for i, w in enumerate(UNDEFINED)
+    )
+    text = (
+        FALL.split("[[events]]")[0].replace('hit = "0"\n', states).replace("hit = -1.0\n", initial)
+        + events
+    )
+    s = sim.setup(
+        sim.load_config(
+            _write("fall.toml", text.replace("atol = 1e-12\n", "atol = 1e-12\nmax_events = 8\n"))
+        )
+    )
+    observables = sim.simulate(
+        s.model, s.params, jnp.linspace(0.0, 2.0, 3), initial=s.initial, solver=s.solver
+    ).observables
     # Measured: 1e-16 where the condition is finite; 6e-13 at the jump (bisected to the tolerance).
-    np.testing.assert_allclose([observables[f"h{i}"][-1] for i in range(len(UNDEFINED))], list(UNDEFINED.values()), rtol=0, atol=1e-9)
+    np.testing.assert_allclose(
+        [observables[f"h{i}"][-1] for i in range(len(UNDEFINED))],
+        list(UNDEFINED.values()),
+        rtol=0,
+        atol=1e-9,
+    )
 
 
 @pytest.mark.slow  # (reverse mode through the scan of solves: about 15 s to compile)
@@ -246,7 +270,13 @@ def test_an_event_time_next_to_an_undefined_side_differentiates(tmp_cwd):
     s = sim.setup(sim.load_config(_write("fall.toml", FALL)))
 
     def fired(rate):
-        return sim.simulate(s.model, {**s.params, "rate": rate}, jnp.linspace(0.0, 2.0, 3), initial=s.initial, solver=s.solver).observables["hit"][-1]
+        return sim.simulate(
+            s.model,
+            {**s.params, "rate": rate},
+            jnp.linspace(0.0, 2.0, 3),
+            initial=s.initial,
+            solver=s.solver,
+        ).observables["hit"][-1]
 
     value_and_grad = jax.jit(jax.value_and_grad(fired))
     value, gradient = value_and_grad(jnp.asarray(0.5))
@@ -271,12 +301,16 @@ def test_an_event_time_next_to_an_undefined_side_differentiates(tmp_cwd):
 def test_bad_events_are_one_line_errors(events, key, tmp_cwd, capsys):
     Path("ball.toml").write_text(BALL.split("[[events]]")[0] + events + "\n")
     code, err = cli(["run", "ball.toml", "-o", "out.h5"], capsys)
-    assert code == 2 and len(err.strip().splitlines()) == 1 and key in err and "Traceback" not in err, err
+    assert (
+        code == 2 and len(err.strip().splitlines()) == 1 and key in err and "Traceback" not in err
+    ), err
     assert not Path("out.h5").exists()
 
 
 def test_events_are_for_ode_models(tmp_cwd, capsys):
-    Path("heat.toml").write_text('[model]\nname = "heat"\n[grid]\npoints = [16]\n[time]\nt1 = 1.0\nsave = 3\ndt = 0.1\n[[events]]\nat = [0.5]\nterminal = true\n')
+    Path("heat.toml").write_text(
+        '[model]\nname = "heat"\n[grid]\npoints = [16]\n[time]\nt1 = 1.0\nsave = 3\ndt = 0.1\n[[events]]\nat = [0.5]\nterminal = true\n'
+    )
     code, err = cli(["run", "heat.toml", "-o", "out.h5"], capsys)
     assert code == 2 and "events: events are for ODE models" in err, err
 

@@ -18,7 +18,11 @@ from physics._expressions import FUNCTIONS, parse
 NAMES = ("x", "y", "k")
 SYMBOLS = {name: sp.Symbol(name, real=True) for name in NAMES}
 # Points where every function of the table is defined and away from its kinks.
-AT = {"x": np.array([0.3, 0.55, 0.8]), "y": np.array([0.7, -0.45, 0.25]), "k": np.array([1.5, 0.2, -0.6])}
+AT = {
+    "x": np.array([0.3, 0.55, 0.8]),
+    "y": np.array([0.7, -0.45, 0.25]),
+    "k": np.array([1.5, 0.2, -0.6]),
+}
 
 
 def _close(got, want, rtol: float = 1e-12, atol: float = 1e-12) -> np.ndarray:
@@ -26,7 +30,11 @@ def _close(got, want, rtol: float = 1e-12, atol: float = 1e-12) -> np.ndarray:
     got, want = np.broadcast_arrays(np.asarray(got, dtype=float), np.asarray(want, dtype=float))
     with np.errstate(all="ignore"):
         near = np.abs(got - want) <= atol + rtol * np.abs(want)
-    return (np.isnan(got) & np.isnan(want)) | (np.isinf(want) & (got == want)) | (np.isfinite(want) & np.isfinite(got) & near)
+    return (
+        (np.isnan(got) & np.isnan(want))
+        | (np.isinf(want) & (got == want))
+        | (np.isfinite(want) & np.isfinite(got) & near)
+    )
 
 
 # ----------------------------------------------------------------------------- one case each
@@ -105,7 +113,11 @@ def test_each_operator_comparison_and_boolean_word_evaluates_as_numpy_does(text)
     # operator (and/or swapped, a comparison turned round, ...) fails its own case.
     got = np.asarray(parse(text, NAMES)(AT))
     want = OPERATOR_CASES[text](**AT)
-    assert got.shape == want.shape and _close(got, want, rtol=1e-15, atol=0).all(), (text, got, want)
+    assert got.shape == want.shape and _close(got, want, rtol=1e-15, atol=0).all(), (
+        text,
+        got,
+        want,
+    )
 
 
 @pytest.mark.parametrize("function", sorted(FUNCTION_CASES))
@@ -126,11 +138,16 @@ NUMBERS = (0.5, 1, 2, 3, 0.25, 1.5, 10)
 UNARY_FUNCTIONS = tuple(f for f, (_, arity) in FUNCTIONS.items() if arity == 1)
 COMPARISONS = ("<", "<=", ">", ">=", "==", "!=")
 # No truth of a number in conditions that SymPy differentiates (its And/Or take relations).
-_CONDITION_KINDS = {True: ("compare", "boolean", "not", "truth"), False: ("compare", "boolean", "not")}
+_CONDITION_KINDS = {
+    True: ("compare", "boolean", "not", "truth"),
+    False: ("compare", "boolean", "not"),
+}
 
 
 @st.composite
-def numbers(draw, depth: int = 3, functions: tuple[str, ...] = tuple(FUNCTIONS), truth: bool = True):
+def numbers(
+    draw, depth: int = 3, functions: tuple[str, ...] = tuple(FUNCTIONS), truth: bool = True
+):
     if depth == 0 or draw(st.integers(0, 4)) == 0:
         kind = draw(st.sampled_from(("name", "name", "number", "constant")))
         if kind == "name":
@@ -141,20 +158,31 @@ def numbers(draw, depth: int = 3, functions: tuple[str, ...] = tuple(FUNCTIONS),
     below = numbers(depth - 1, functions, truth)
     kind = draw(st.sampled_from(("binary", "binary", "unary", "call", "call", "ifexp")))
     if kind == "binary":
-        return ("binary", draw(st.sampled_from(("+", "-", "*", "/", "**"))), draw(below), draw(below))
+        return (
+            "binary",
+            draw(st.sampled_from(("+", "-", "*", "/", "**"))),
+            draw(below),
+            draw(below),
+        )
     if kind == "unary":
         return ("unary", draw(st.sampled_from(("-", "+"))), draw(below))
     if kind == "ifexp":
         return ("ifexp", draw(conditions(depth - 1, functions, truth)), draw(below), draw(below))
     function = draw(st.sampled_from(functions))
     if function in ("where", "piecewise"):
-        return ("call", function, [draw(conditions(depth - 1, functions, truth)), draw(below), draw(below)])
+        return (
+            "call",
+            function,
+            [draw(conditions(depth - 1, functions, truth)), draw(below), draw(below)],
+        )
     return ("call", function, [draw(below) for _ in range(FUNCTIONS[function][1])])
 
 
 @st.composite
 def conditions(draw, depth: int, functions: tuple[str, ...], truth: bool):
-    kind = draw(st.sampled_from(_CONDITION_KINDS[truth] if depth > 0 else ("compare", "truth")[: 1 + truth]))
+    kind = draw(
+        st.sampled_from(_CONDITION_KINDS[truth] if depth > 0 else ("compare", "truth")[: 1 + truth])
+    )
     below = numbers(max(depth - 1, 0), functions, truth)
     if kind == "compare":
         return ("compare", draw(st.sampled_from(COMPARISONS)), draw(below), draw(below))
@@ -191,7 +219,14 @@ def text_of(tree) -> str:
 
 
 _NUMPY_BINARY = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.divide, "**": np.power}
-_NUMPY_COMPARE = {"<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal, "==": np.equal, "!=": np.not_equal}
+_NUMPY_COMPARE = {
+    "<": np.less,
+    "<=": np.less_equal,
+    ">": np.greater,
+    ">=": np.greater_equal,
+    "==": np.equal,
+    "!=": np.not_equal,
+}
 _NUMPY_FUNCTIONS = {
     "exp": np.exp, "log": np.log, "log10": np.log10, "sqrt": np.sqrt, "sin": np.sin, "cos": np.cos, "tan": np.tan,
     "arcsin": np.arcsin, "arccos": np.arccos, "arctan": np.arctan, "sinh": np.sinh, "cosh": np.cosh, "tanh": np.tanh,
@@ -236,8 +271,12 @@ def points(size: int = 6):
     # comparisons, min and max meet their ties); none tiny (XLA on CPU flushes subnormal
     # numbers to zero, NumPy keeps them: log of 1e-313 is -inf in one and -720 in the other).
     magnitude = st.floats(1e-3, 3)
-    value = st.one_of(st.sampled_from((0.0, 1.0, -1.0, 0.5, 2.0)), magnitude, magnitude.map(lambda v: -v))
-    return st.fixed_dictionaries({n: st.lists(value, min_size=size, max_size=size).map(np.array) for n in NAMES})
+    value = st.one_of(
+        st.sampled_from((0.0, 1.0, -1.0, 0.5, 2.0)), magnitude, magnitude.map(lambda v: -v)
+    )
+    return st.fixed_dictionaries(
+        {n: st.lists(value, min_size=size, max_size=size).map(np.array) for n in NAMES}
+    )
 
 
 @settings(max_examples=150, deadline=None)
@@ -261,7 +300,13 @@ def _piecewise(condition, yes, no):
     return sp.Piecewise((yes, condition), (no, True))
 
 
-_SYMPY_BINARY = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b, "/": lambda a, b: a / b, "**": sp.Pow}
+_SYMPY_BINARY = {
+    "+": lambda a, b: a + b,
+    "-": lambda a, b: a - b,
+    "*": lambda a, b: a * b,
+    "/": lambda a, b: a / b,
+    "**": sp.Pow,
+}
 _SYMPY_COMPARE = {"<": sp.Lt, "<=": sp.Le, ">": sp.Gt, ">=": sp.Ge, "==": sp.Eq, "!=": sp.Ne}
 _SYMPY_FUNCTIONS = {
     "exp": sp.exp, "log": sp.log, "log10": lambda u: sp.log(u, 10), "sqrt": sp.sqrt, "sin": sp.sin, "cos": sp.cos,
@@ -300,7 +345,9 @@ def sympy_derivative(expression: sp.Expr, name: str):
     """SymPy's derivative as a NumPy function of the names; sign, floor and ceil have the
     derivative 0 (SymPy's DiracDelta, or an unevaluated Derivative, away from their jumps)."""
     d = sp.diff(expression, SYMBOLS[name])
-    d = d.replace(lambda e: isinstance(e, (sp.Derivative, sp.Subs, sp.DiracDelta)), lambda e: sp.S.Zero)
+    d = d.replace(
+        lambda e: isinstance(e, (sp.Derivative, sp.Subs, sp.DiracDelta)), lambda e: sp.S.Zero
+    )
     return sp.lambdify([SYMBOLS[n] for n in NAMES], d, "numpy")
 
 
@@ -315,16 +362,31 @@ def _sympy_values(f, at: dict[str, np.ndarray], size: int) -> np.ndarray:
 # signs in sums and differences.
 X, Y, K = (SYMBOLS[n] for n in NAMES)
 DERIVATIVE_CASES = [
-    *((f"{f}(0.5 * x + 0.1 * y)", "x", _SYMPY_FUNCTIONS[f](X / 2 + Y / 10)) for f in UNARY_FUNCTIONS),
+    *(
+        (f"{f}(0.5 * x + 0.1 * y)", "x", _SYMPY_FUNCTIONS[f](X / 2 + Y / 10))
+        for f in UNARY_FUNCTIONS
+    ),
     ("x * y + x / y - y / x", "x", X * Y + X / Y - Y / X),
     ("x * y + x / y - y / x", "y", X * Y + X / Y - Y / X),
     ("x / 4 + 3 / y - x / -2", "x", X / 4 + 3 / Y + X / 2),  # (numbers folded: 1 / 4 + 1 / 2)
     ("x ** 3 + pow(x, y) + x ** x", "x", X**3 + X**Y + X**X),
     ("x ** 3 + pow(x, y) + k ** x", "y", X**3 + X**Y + K**X),
     ("pow(2, x) + x ** -1.5 + e ** x + pi", "x", 2**X + X ** sp.Rational(-3, 2) + sp.E**X + sp.pi),
-    ("min(x, y) + max(x, y) * x", "x", _SYMPY_FUNCTIONS["min"](X, Y) + _SYMPY_FUNCTIONS["max"](X, Y) * X),
-    ("min(x, y) + max(x, y) * x", "y", _SYMPY_FUNCTIONS["min"](X, Y) + _SYMPY_FUNCTIONS["max"](X, Y) * X),
-    ("where(y > 0, x ** 2, -x) + piecewise(k > 0, sin(x), x)", "x", _piecewise(Y > 0, X**2, -X) + _piecewise(K > 0, sp.sin(X), X)),
+    (
+        "min(x, y) + max(x, y) * x",
+        "x",
+        _SYMPY_FUNCTIONS["min"](X, Y) + _SYMPY_FUNCTIONS["max"](X, Y) * X,
+    ),
+    (
+        "min(x, y) + max(x, y) * x",
+        "y",
+        _SYMPY_FUNCTIONS["min"](X, Y) + _SYMPY_FUNCTIONS["max"](X, Y) * X,
+    ),
+    (
+        "where(y > 0, x ** 2, -x) + piecewise(k > 0, sin(x), x)",
+        "x",
+        _piecewise(Y > 0, X**2, -X) + _piecewise(K > 0, sp.sin(X), X),
+    ),
     ("x ** 2 if y > 0 and k > 0 else -x", "x", _piecewise(sp.And(Y > 0, K > 0), X**2, -X)),
     ("x ** 2 if y > 0 or k > 0 else -x", "x", _piecewise(sp.Or(Y > 0, K > 0), X**2, -X)),
     ("x ** 2 if not y > 0 else -x", "x", _piecewise(sp.Not(Y > 0), X**2, -X)),
@@ -340,7 +402,9 @@ DERIVATIVE_CASES = [
 ]
 
 
-@pytest.mark.parametrize("text, name, expression", DERIVATIVE_CASES, ids=[f"d/d{n} {t}" for t, n, _ in DERIVATIVE_CASES])
+@pytest.mark.parametrize(
+    "text, name, expression", DERIVATIVE_CASES, ids=[f"d/d{n} {t}" for t, n, _ in DERIVATIVE_CASES]
+)
 def test_each_derivative_rule_agrees_with_sympy(text, name, expression):
     # The derivative's value, and the value of its text read back, against SymPy's
     # derivative of the same expression built with SymPy.
@@ -354,14 +418,24 @@ def test_each_derivative_rule_agrees_with_sympy(text, name, expression):
 def _names_in(tree) -> list[str]:
     if tree[0] == "name":
         return [tree[1]]
-    parts = [p for p in tree[1:] if isinstance(p, tuple)] + [p for q in tree[1:] if isinstance(q, list) for p in q]
+    parts = [p for p in tree[1:] if isinstance(p, tuple)] + [
+        p for q in tree[1:] if isinstance(q, list) for p in q
+    ]
     return sorted({n for p in parts for n in _names_in(p)})
 
 
 @settings(max_examples=100, deadline=None)
-@given(tree=numbers(depth=3, truth=False).filter(lambda tree: tree[0] not in ("name", "number", "constant")), at=points(), data=st.data())
+@given(
+    tree=numbers(depth=3, truth=False).filter(
+        lambda tree: tree[0] not in ("name", "number", "constant")
+    ),
+    at=points(),
+    data=st.data(),
+)
 def test_derivatives_of_random_expressions_agree_with_sympy(tree, at, data):
-    name = data.draw(st.sampled_from(_names_in(tree) or ["x"]), label="name")  # (a name the tree reads)
+    name = data.draw(
+        st.sampled_from(_names_in(tree) or ["x"]), label="name"
+    )  # (a name the tree reads)
     # The derivative's value (and its text's, read back) against SymPy's diff of the same
     # tree, at the points where both are finite: SymPy simplifies as it builds (sqrt(x) ** 2
     # is x, exp(log(x)) is x), which defines values where the language's NaN stays.
@@ -372,7 +446,14 @@ def test_derivatives_of_random_expressions_agree_with_sympy(tree, at, data):
         again = np.broadcast_to(np.asarray(parse(d.text, NAMES)(at), dtype=float), (6,))
     both = np.isfinite(got) & np.isfinite(want)
     error = np.abs(np.where(both, got, 0.0) - np.where(both, want, 0.0))
-    assert (error <= 1e-7 * (1 + np.abs(want)))[both].all(), (text_of(tree), name, d.text, at, got, want)
+    assert (error <= 1e-7 * (1 + np.abs(want)))[both].all(), (
+        text_of(tree),
+        name,
+        d.text,
+        at,
+        got,
+        want,
+    )
     assert _close(again, got, rtol=1e-12, atol=1e-12).all(), (d.text, again, got)
 
 
@@ -386,4 +467,6 @@ def test_a_call_with_the_wrong_number_of_arguments_says_how_many_its_function_ta
         with pytest.raises(ExpressionError) as raised:
             parse(f"{name}({args})", ["x"])
         noun = "argument" if arity == 1 else "arguments"
-        assert str(raised.value).endswith(f"{name}() takes {arity} {noun}, got {arity + 1}"), str(raised.value)
+        assert str(raised.value).endswith(f"{name}() takes {arity} {noun}, got {arity + 1}"), str(
+            raised.value
+        )

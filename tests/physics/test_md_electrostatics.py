@@ -18,7 +18,11 @@ from solvers import NeighbourList
 # Madelung constants referred to the nearest-neighbour distance (Kittel, Introduction to
 # Solid State Physics, 8th ed., Table 3.9 context; Johnson & Templeton, J. Chem. Phys.
 # 34, 2004 (1961)): the energy per ion pair is -M q^2 / r_nn.
-MADELUNG = {"rocksalt": (1.747565, 0.5), "caesium_chloride": (1.762675, math.sqrt(3) / 2), "zincblende": (1.638055, math.sqrt(3) / 4)}
+MADELUNG = {
+    "rocksalt": (1.747565, 0.5),
+    "caesium_chloride": (1.762675, math.sqrt(3) / 2),
+    "zincblende": (1.638055, math.sqrt(3) / 4),
+}
 
 
 def charges_only(**options):
@@ -57,12 +61,16 @@ def ions(n=96, density=0.4, seed=0):
 
 def stretched(system, factors):
     """Positions and box edges multiplied by `factors` [3], axis by axis."""
-    return dataclasses.replace(system, position=system.position * factors, space=md.Periodic(system.space.box * factors))
+    return dataclasses.replace(
+        system, position=system.position * factors, space=md.Periodic(system.space.box * factors)
+    )
 
 
 def energy_and_forces(model, system, params, neighbours=None):
     """Energy and forces in one compiled call (faster than op by op)."""
-    return jax.jit(lambda s: (model.energy(s, params, neighbours), model.forces(s, params, neighbours)))(system)
+    return jax.jit(
+        lambda s: (model.energy(s, params, neighbours), model.forces(s, params, neighbours))
+    )(system)
 
 
 def relative_rms(a, b):
@@ -73,8 +81,16 @@ def test_pme_agrees_with_ewald_on_random_ions():
     system = ions(n=64)
     cutoff = 0.49 * float(system.space.box[0])
     params = md.LennardJonesCoulomb().default_params()
-    ewald = md.LennardJonesCoulomb(cutoff=cutoff, electrostatics="ewald", ewald_accuracy=1e-9).for_system(system)
-    pme = md.LennardJonesCoulomb(cutoff=cutoff, electrostatics="pme", ewald_accuracy=1e-6, pme_order=6, ewald_alpha=ewald.alpha).for_system(system)
+    ewald = md.LennardJonesCoulomb(
+        cutoff=cutoff, electrostatics="ewald", ewald_accuracy=1e-9
+    ).for_system(system)
+    pme = md.LennardJonesCoulomb(
+        cutoff=cutoff,
+        electrostatics="pme",
+        ewald_accuracy=1e-6,
+        pme_order=6,
+        ewald_alpha=ewald.alpha,
+    ).for_system(system)
     assert pme.pme_mesh[0] >= 2 * pme.pme_order  # a real mesh, not a degenerate one
     e_ewald, f_ewald = energy_and_forces(ewald, system, params)
     e_pme, f_pme = energy_and_forces(pme, system, params)
@@ -82,7 +98,9 @@ def test_pme_agrees_with_ewald_on_random_ions():
     assert relative_rms(f_pme, f_ewald) < 1e-5
     # and particle by particle: no force misses by more than 1e-5 of the largest
     # (measured 1.8e-7; the RMS 2.6e-7)
-    worst = jnp.max(jnp.linalg.norm(f_pme - f_ewald, axis=1)) / jnp.max(jnp.linalg.norm(f_ewald, axis=1))
+    worst = jnp.max(jnp.linalg.norm(f_pme - f_ewald, axis=1)) / jnp.max(
+        jnp.linalg.norm(f_ewald, axis=1)
+    )
     assert float(worst) < 1e-5
     # and the accuracy is what decides it: a coarse mesh misses by far more
     coarse = dataclasses.replace(pme, pme_mesh=(12, 12, 12))
@@ -92,14 +110,29 @@ def test_pme_agrees_with_ewald_on_random_ions():
 @pytest.mark.parametrize("method", ["ewald", "pme"])
 def test_forces_and_virial_are_derivatives_of_the_energy(method):
     system = ions(n=64, density=0.3, seed=3)
-    model = md.LennardJonesCoulomb(cutoff=2.5, electrostatics=method, ewald_accuracy=1e-5).for_system(system)
-    params = {**model.default_params(), "epsilon": jnp.asarray(0.3), "charges": jnp.asarray([0.8, -0.8])}
+    model = md.LennardJonesCoulomb(
+        cutoff=2.5, electrostatics=method, ewald_accuracy=1e-5
+    ).for_system(system)
+    params = {
+        **model.default_params(),
+        "epsilon": jnp.asarray(0.3),
+        "charges": jnp.asarray([0.8, -0.8]),
+    }
     energy = jax.jit(lambda s: model.energy(s, params))
     # (one compiled program: `virial` op by op took four times as long as all three)
     grad, (forces, virial), total = jax.jit(
-        lambda s: (jax.grad(lambda r: model.energy(s.at(r), params))(s.position), model.forces_and_virial(s, params), model.virial(s, params))
+        lambda s: (
+            jax.grad(lambda r: model.energy(s.at(r), params))(s.position),
+            model.forces_and_virial(s, params),
+            model.virial(s, params),
+        )
     )(system)
-    np.testing.assert_allclose(np.asarray(forces), -np.asarray(grad), rtol=1e-11, atol=1e-11 * float(jnp.max(jnp.abs(grad))))
+    np.testing.assert_allclose(
+        np.asarray(forces),
+        -np.asarray(grad),
+        rtol=1e-11,
+        atol=1e-11 * float(jnp.max(jnp.abs(grad))),
+    )
     # W_aa = -dU/d(lambda_a) under the stretch of axis a, by central differences
     for axis in range(3):
         h = 1e-6
@@ -125,8 +158,13 @@ def test_neighbour_list_gives_the_all_pairs_energy_and_forces():
     params = model.default_params()
     box = system.space.box
     neighbours = NeighbourList.allocate(system.position, box, model.cutoff, 0.3)
-    index = jax.jit(lambda r: neighbours.build(r, box).index)(system.position)  # (compiled whole: an eighth of the time op by op)
-    (e_list, f_list), (e_all, f_all) = energy_and_forces(model, system, params, index), energy_and_forces(model, system, params)
+    index = jax.jit(lambda r: neighbours.build(r, box).index)(
+        system.position
+    )  # (compiled whole: an eighth of the time op by op)
+    (e_list, f_list), (e_all, f_all) = (
+        energy_and_forces(model, system, params, index),
+        energy_and_forces(model, system, params),
+    )
     assert float(e_list) == pytest.approx(float(e_all), rel=1e-12)
     np.testing.assert_allclose(np.asarray(f_list), np.asarray(f_all), rtol=1e-10, atol=1e-10)
 
@@ -138,13 +176,23 @@ def test_the_ewald_energy_does_not_depend_on_alpha():
     energies = []
     for alpha_rc in (5.5, 6.0, 6.5):
         alpha = alpha_rc / cutoff
-        model = md.LennardJonesCoulomb(cutoff=cutoff, electrostatics="ewald", ewald_accuracy=1e-14, ewald_alpha=alpha).for_system(system)
-        energies.append(float(jax.jit(lambda s, model=model: model.energy(s, params))(system)))  # (compiled whole)
+        model = md.LennardJonesCoulomb(
+            cutoff=cutoff, electrostatics="ewald", ewald_accuracy=1e-14, ewald_alpha=alpha
+        ).for_system(system)
+        energies.append(
+            float(jax.jit(lambda s, model=model: model.energy(s, params))(system))
+        )  # (compiled whole)
     assert max(energies) - min(energies) < 1e-8 * abs(energies[0])
     # while each of its three parts changes by far more
-    low = md.LennardJonesCoulomb(cutoff=cutoff, electrostatics="ewald", ewald_alpha=5.5 / cutoff).for_system(system)
-    high = md.LennardJonesCoulomb(cutoff=cutoff, electrostatics="ewald", ewald_alpha=6.5 / cutoff).for_system(system)
-    assert abs(float(low.coulomb_self_energy(system, params) - high.coulomb_self_energy(system, params))) > 1e-2 * abs(energies[0])
+    low = md.LennardJonesCoulomb(
+        cutoff=cutoff, electrostatics="ewald", ewald_alpha=5.5 / cutoff
+    ).for_system(system)
+    high = md.LennardJonesCoulomb(
+        cutoff=cutoff, electrostatics="ewald", ewald_alpha=6.5 / cutoff
+    ).for_system(system)
+    assert abs(
+        float(low.coulomb_self_energy(system, params) - high.coulomb_self_energy(system, params))
+    ) > 1e-2 * abs(energies[0])
 
 
 def test_gradients_with_respect_to_charges_and_lennard_jones_parameters():
@@ -166,25 +214,33 @@ def test_gradients_with_respect_to_charges_and_lennard_jones_parameters():
     # the Coulomb energy is a quadratic form in the charges: q . dU/dq = 2 U (Euler)
     coulomb, only = charges_only(cutoff=2.5, electrostatics="pme")
     coulomb = coulomb.for_system(system)
-    u, dq = jax.jit(jax.value_and_grad(lambda q: coulomb.energy(system, {**only, "charges": q})))(params["charges"])
+    u, dq = jax.jit(jax.value_and_grad(lambda q: coulomb.energy(system, {**only, "charges": q})))(
+        params["charges"]
+    )
     assert float(jnp.dot(params["charges"], dq)) == pytest.approx(2 * float(u), rel=1e-10)
 
 
 def test_bspline_weights_are_a_partition_of_unity_and_match_the_closed_form():
     f = jnp.linspace(0.0, 0.999, 7)
     for order in range(3, 9):
-        np.testing.assert_allclose(np.asarray(jnp.sum(bspline_weights(f, order), axis=-1)), 1.0, rtol=1e-14)
+        np.testing.assert_allclose(
+            np.asarray(jnp.sum(bspline_weights(f, order), axis=-1)), 1.0, rtol=1e-14
+        )
     # M_4 (cubic): M_4(x) = x^3 / 6 on [0, 1]; M_4(f + 3) = (1 - f)^3 / 6
     w = bspline_weights(f, 4)
     np.testing.assert_allclose(np.asarray(w[:, 0]), np.asarray(f**3 / 6), rtol=1e-13)
-    np.testing.assert_allclose(np.asarray(w[:, 3]), np.asarray((1 - f) ** 3 / 6), rtol=1e-13, atol=1e-16)
+    np.testing.assert_allclose(
+        np.asarray(w[:, 3]), np.asarray((1 - f) ** 3 / 6), rtol=1e-13, atol=1e-16
+    )
 
 
 def test_a_tighter_accuracy_chooses_more_k_vectors_and_a_finer_mesh():
     system = ions()
     loose = md.LennardJonesCoulomb(electrostatics="ewald", ewald_accuracy=1e-3).for_system(system)
     tight = md.LennardJonesCoulomb(electrostatics="ewald", ewald_accuracy=1e-7).for_system(system)
-    assert tight.alpha > loose.alpha and all(t > s for t, s in zip(tight.ewald_kmax, loose.ewald_kmax))
+    assert tight.alpha > loose.alpha and all(
+        t > s for t, s in zip(tight.ewald_kmax, loose.ewald_kmax)
+    )
     edges = system.space.box
     assert pme_mesh(edges, 1.4, 1e-7, 5)[0] > pme_mesh(edges, 1.4, 1e-3, 5)[0]
 
@@ -210,10 +266,19 @@ def test_ionic_lattices_are_neutral_with_their_nearest_neighbours_of_the_other_s
         ({"ewald_accuracy": 2.0}, "ewald_accuracy = 2.0"),
         ({"pme_order": 2}, "pme_order = 2"),
         ({"pme_mesh": (16, 16)}, "pme_mesh = [16, 16]"),
-        ({"ewald_kmax": 5, "electrostatics": "ewald"}, "ewald_kmax = 5; expected three whole numbers"),
+        (
+            {"ewald_kmax": 5, "electrostatics": "ewald"},
+            "ewald_kmax = 5; expected three whole numbers",
+        ),
         ({"ewald_accuracy": 0.5}, "at most 0.01"),
-        ({"electrostatics": "ewald", "pme_mesh": (16, 16, 16)}, "pme_mesh = (16, 16, 16) does not apply to electrostatics = 'ewald'"),
-        ({"electrostatics": "pme", "ewald_kmax": (4, 4, 4)}, "ewald_kmax = (4, 4, 4) does not apply to electrostatics = 'pme'"),
+        (
+            {"electrostatics": "ewald", "pme_mesh": (16, 16, 16)},
+            "pme_mesh = (16, 16, 16) does not apply to electrostatics = 'ewald'",
+        ),
+        (
+            {"electrostatics": "pme", "ewald_kmax": (4, 4, 4)},
+            "ewald_kmax = (4, 4, 4) does not apply to electrostatics = 'pme'",
+        ),
     ],
 )
 def test_bad_options_are_refused(options, words):
@@ -225,24 +290,38 @@ def test_bad_options_are_refused(options, words):
 @pytest.mark.parametrize("method", ["ewald", "pme"])
 def test_an_accuracy_beyond_memory_is_refused(method):
     system = ions(n=64)
-    with pytest.raises(ValueError, match=r"ewald_accuracy = 1e-300 asks for .* loosen ewald_accuracy"):
+    with pytest.raises(
+        ValueError, match=r"ewald_accuracy = 1e-300 asks for .* loosen ewald_accuracy"
+    ):
         md.LennardJonesCoulomb(electrostatics=method, ewald_accuracy=1e-300).for_system(system)
     with pytest.raises(ValueError, match=r"pme_mesh = \[1024, 1024, 1024\] gives more than"):
         md.LennardJonesCoulomb(pme_mesh=(1024, 1024, 1024))
     # a splitting parameter too large for any k-space sum (its k-vectors overflowed)
-    with pytest.raises(ValueError, match=r"ewald_alpha = 1e\+308 with ewald_accuracy = 1e-05 asks for .* lower ewald_alpha"):
+    with pytest.raises(
+        ValueError,
+        match=r"ewald_alpha = 1e\+308 with ewald_accuracy = 1e-05 asks for .* lower ewald_alpha",
+    ):
         md.LennardJonesCoulomb(electrostatics=method, ewald_alpha=1e308).for_system(system)
 
 
 def test_a_charged_system_and_wrong_charges_are_refused():
     system = ions(n=64)
     model = md.LennardJonesCoulomb()
-    with pytest.raises(ValueError, match=r"params.charges up to 1e\+200 give Coulomb energies beyond the float range"):
-        model.check_params(system, {**model.default_params(), "charges": jnp.asarray([1e200, -1e200])})
+    with pytest.raises(
+        ValueError,
+        match=r"params.charges up to 1e\+200 give Coulomb energies beyond the float range",
+    ):
+        model.check_params(
+            system, {**model.default_params(), "charges": jnp.asarray([1e200, -1e200])}
+        )
     with pytest.raises(ValueError, match=r"net charge is 16 .*neutral system"):
         model.check_params(system, {**model.default_params(), "charges": jnp.asarray([1.0, -0.5])})
-    with pytest.raises(ValueError, match=r"params.charges must hold one charge per species \(2 values"):
-        model.check_params(system, {**model.default_params(), "charges": jnp.asarray([1.0, -1.0, 0.0])})
+    with pytest.raises(
+        ValueError, match=r"params.charges must hold one charge per species \(2 values"
+    ):
+        model.check_params(
+            system, {**model.default_params(), "charges": jnp.asarray([1.0, -1.0, 0.0])}
+        )
     with pytest.raises(ValueError, match="3-D periodic box"):
         model.check_params(dataclasses.replace(system, space=md.Free()), model.default_params())
 
@@ -256,4 +335,6 @@ def test_a_traced_box_needs_the_sizes_fixed_first():
     sized = model.for_system(system)
     # (the unsized model with the concrete box closed over: compiled whole, as op by op it
     # compiled some 100 small programs)
-    assert float(jax.jit(lambda s: sized.energy(s, params))(system)) == pytest.approx(float(jax.jit(lambda: model.energy(system, params))()), rel=1e-12)
+    assert float(jax.jit(lambda s: sized.energy(s, params))(system)) == pytest.approx(
+        float(jax.jit(lambda: model.energy(system, params))()), rel=1e-12
+    )

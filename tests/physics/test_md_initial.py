@@ -50,7 +50,9 @@ def test_lattice_is_a_crystal_in_a_box_of_whole_cells(kind):
     np.testing.assert_allclose(edges, np.asarray(cells) * a, rtol=1e-14)
     assert system.n / float(system.space.volume()) == pytest.approx(density, rel=1e-14)
     r = np.asarray(system.position)
-    assert np.all(r >= -1e-12) and np.all(r < edges - 1e-9)  # inside the box, no particle on its far face
+    assert np.all(r >= -1e-12) and np.all(
+        r < edges - 1e-9
+    )  # inside the box, no particle on its far face
     d = pair_distances(r, edges)
     # every particle has the coordination number of its crystal at the nearest distance
     assert d.min() == pytest.approx(nearest * a, rel=1e-12)
@@ -64,8 +66,14 @@ def test_lattice_is_a_crystal_in_a_box_of_whole_cells(kind):
 
 @pytest.mark.parametrize(
     "args, match",
-    [(("fcc", 0, 0.8), "cells must be"), (("fcc", (2, 0, 2), 0.8), "cells must be"), (("sc", 3, 0.0), "density must be"),
-     (("sc", 3, -1.0), "density must be"), (("sc", 3, math.nan), "density must be"), (("hcp", 3, 0.8), "expected one of")],
+    [
+        (("fcc", 0, 0.8), "cells must be"),
+        (("fcc", (2, 0, 2), 0.8), "cells must be"),
+        (("sc", 3, 0.0), "density must be"),
+        (("sc", 3, -1.0), "density must be"),
+        (("sc", 3, math.nan), "density must be"),
+        (("hcp", 3, 0.8), "expected one of"),
+    ],
 )
 def test_lattice_refuses_what_is_not_a_lattice(args, match):
     with pytest.raises(ValueError, match=match):
@@ -108,15 +116,22 @@ def test_random_packing_too_dense_reports_the_covered_fraction(dim, density):
 
 def test_chains_are_random_walks_of_bond_length_steps():
     n_chains, length, density, bond, d_min = 5, 8, 0.3, 0.95, 0.85
-    system = md.chains(jax.random.key(3), n_chains, length, density, bond_length=bond, min_distance=d_min)
+    system = md.chains(
+        jax.random.key(3), n_chains, length, density, bond_length=bond, min_distance=d_min
+    )
     n = n_chains * length
     edges = np.asarray(system.space.box)
     assert system.n == n
     assert n / float(system.space.volume()) == pytest.approx(density, rel=1e-14)
     # bonds join consecutive beads of each chain, and nothing else
-    expected = {(c * length + k, c * length + k + 1) for c in range(n_chains) for k in range(length - 1)}
+    expected = {
+        (c * length + k, c * length + k + 1) for c in range(n_chains) for k in range(length - 1)
+    }
     bonds = np.asarray(system.bonds)
-    assert bonds.shape == (n_chains * (length - 1), 2) and {tuple(b) for b in bonds.tolist()} == expected
+    assert (
+        bonds.shape == (n_chains * (length - 1), 2)
+        and {tuple(b) for b in bonds.tolist()} == expected
+    )
     d = pair_distances(system.position, edges)
     # every bonded pair is one step of the walk apart; no two beads closer than min_distance
     np.testing.assert_allclose(d[bonds[:, 0], bonds[:, 1]], bond, rtol=1e-12)
@@ -147,7 +162,9 @@ def test_maxwell_boltzmann_velocities_at_an_exact_temperature(dim):
     # zero total momentum leaves dim (n - 1) degrees of freedom: 2K / (dim (n - 1)) = kT
     assert (m[:, None] * v**2).sum() / (dim * (n - 1)) == pytest.approx(kt, rel=1e-13)
     # a key gives one draw
-    np.testing.assert_array_equal(np.asarray(md.maxwell_boltzmann(jax.random.key(dim), mass, kt, dim=dim)), v)
+    np.testing.assert_array_equal(
+        np.asarray(md.maxwell_boltzmann(jax.random.key(dim), mass, kt, dim=dim)), v
+    )
 
 
 def test_maxwell_boltzmann_at_zero_temperature_is_at_rest():
@@ -165,7 +182,9 @@ def test_maxwell_boltzmann_equipartition_between_masses():
     m = np.asarray(mass)[:, None]
     assert float(np.mean((m * v * v)[:10000])) == pytest.approx(1.3, rel=0.04)
     assert float(np.mean((m * v * v)[10000:])) == pytest.approx(1.3, rel=0.04)
-    assert float(np.std(v[:10000])) == pytest.approx(6 * float(np.std(v[10000:])), rel=0.04)  # sqrt(9 / 0.25)
+    assert float(np.std(v[:10000])) == pytest.approx(
+        6 * float(np.std(v[10000:])), rel=0.04
+    )  # sqrt(9 / 0.25)
 
 
 def test_thermalize_keeps_the_positions():
@@ -179,7 +198,17 @@ def test_thermalize_keeps_the_positions():
 # ---------------------------------------------------------------- H5MD start files
 
 
-def write_h5md(path, position, *, edges=None, boundary="periodic", velocity=None, mass=None, species=None, bonds=None):
+def write_h5md(
+    path,
+    position,
+    *,
+    edges=None,
+    boundary="periodic",
+    velocity=None,
+    mass=None,
+    species=None,
+    bonds=None,
+):
     """An H5MD file with one particle group `all`: `position` [T, n, dim] as a time
     series, `edges` as given (a number, a vector, a matrix, or a dict holding a time
     series under "value"), the rest as fixed datasets."""
@@ -225,7 +254,9 @@ def test_h5md_small_boxes_masses_species_and_bonds(tmp_path):
     mass = np.array([0.5, 0.25, 2.0, 1.0])
     species = np.array([0, 1, 1, 0])
     bonds = [[0, 1], [2, 3]]
-    path = write_h5md(tmp_path / "small.h5", x, edges=edges, mass=mass, species=species, bonds=bonds)
+    path = write_h5md(
+        tmp_path / "small.h5", x, edges=edges, mass=mass, species=species, bonds=bonds
+    )
     system = md.read_h5md(path)
     np.testing.assert_array_equal(np.asarray(system.space.box), edges)
     np.testing.assert_array_equal(np.asarray(system.mass), mass)
@@ -267,8 +298,12 @@ def test_h5md_unwrapped_positions_up_to_a_million_boxes(tmp_path):
 
 @pytest.mark.parametrize(
     "edges, match",
-    [([2.0, 0.0, 2.0], "positive lengths"), ([2.0, -1.0, 2.0], "positive lengths"), ([2.0, 2.0], "positive lengths"),
-     ([[2.0, 0.1, 0.0], [0.0, 2.0, 0.0], [0.0, 0.0, 2.0]], "triclinic")],
+    [
+        ([2.0, 0.0, 2.0], "positive lengths"),
+        ([2.0, -1.0, 2.0], "positive lengths"),
+        ([2.0, 2.0], "positive lengths"),
+        ([[2.0, 0.1, 0.0], [0.0, 2.0, 0.0], [0.0, 0.0, 2.0]], "triclinic"),
+    ],
 )
 def test_h5md_refuses_boxes_that_are_not_orthorhombic_boxes(tmp_path, edges, match):
     with pytest.raises(ValueError, match=match):
@@ -277,9 +312,12 @@ def test_h5md_refuses_boxes_that_are_not_orthorhombic_boxes(tmp_path, edges, mat
 
 @pytest.mark.parametrize(
     "extra, match",
-    [({"mass": np.array([1.0, 0.0, 1.0, 1.0, 1.0])}, "masses <= 0"), ({"mass": np.ones(4)}, "does not fit 5 particles"),
-     ({"species": np.array([0.0, 1.0, 0.0, 0.0, 0.0])}, "expected integers"),
-     ({"velocity": np.full((5, 3), np.nan)}, "NaN or infinity")],
+    [
+        ({"mass": np.array([1.0, 0.0, 1.0, 1.0, 1.0])}, "masses <= 0"),
+        ({"mass": np.ones(4)}, "does not fit 5 particles"),
+        ({"species": np.array([0.0, 1.0, 0.0, 0.0, 0.0])}, "expected integers"),
+        ({"velocity": np.full((5, 3), np.nan)}, "NaN or infinity"),
+    ],
 )
 def test_h5md_refuses_particle_data_that_does_not_fit(tmp_path, extra, match):
     with pytest.raises(ValueError, match=match):

@@ -43,13 +43,17 @@ def random_liquid(seed, edges, n):
         close = r2 < 0.85**2
         if not close.any():
             break
-        x = x + 0.05 * np.sum(np.where(close[:, :, None], dr / np.sqrt(r2)[:, :, None], 0.0), axis=1)
+        x = x + 0.05 * np.sum(
+            np.where(close[:, :, None], dr / np.sqrt(r2)[:, :, None], 0.0), axis=1
+        )
     x = x + edges * rng.integers(-3, 4, (n, 3))
     return x
 
 
 @pytest.mark.parametrize(
-    "edges", [(8.5, 10.3, 12.1), pytest.param((9.0, 9.0, 9.0), marks=pytest.mark.slow)], ids=["orthorhombic", "cube"]
+    "edges",
+    [(8.5, 10.3, 12.1), pytest.param((9.0, 9.0, 9.0), marks=pytest.mark.slow)],
+    ids=["orthorhombic", "cube"],
 )
 def test_listed_forces_and_energy_equal_the_all_pairs_sums(edges):
     edges = np.asarray(edges)
@@ -61,7 +65,9 @@ def test_listed_forces_and_energy_equal_the_all_pairs_sums(edges):
     x[2] = x[2] + 1000.0 * edges
     position = jnp.asarray(x)
     box = jnp.asarray(edges)
-    system = md.System(position, jnp.zeros_like(position), jnp.ones(n), jnp.zeros(n, jnp.int32), md.Periodic(box))
+    system = md.System(
+        position, jnp.zeros_like(position), jnp.ones(n), jnp.zeros(n, jnp.int32), md.Periodic(box)
+    )
     model = md.LennardJones(cutoff=CUTOFF)
     params = model.default_params()
     nl = NeighbourList.allocate(position, box, CUTOFF, SKIN)
@@ -69,7 +75,9 @@ def test_listed_forces_and_energy_equal_the_all_pairs_sums(edges):
     nbrs = jax.jit(nl.build)(position, box)
     assert not bool(nbrs.overflow)
     energy, force = brute_lj(x, edges, CUTOFF)
-    listed_energy, listed_force = jax.jit(lambda s: (model.energy(s, params, nbrs.index), model.forces(s, params, nbrs.index)))(system)
+    listed_energy, listed_force = jax.jit(
+        lambda s: (model.energy(s, params, nbrs.index), model.forces(s, params, nbrs.index))
+    )(system)
     listed_energy, listed_force = float(listed_energy), np.asarray(listed_force)
     assert abs(listed_energy - energy) <= 1e-12 * abs(energy)
     np.testing.assert_allclose(listed_force, force, rtol=0, atol=1e-12 * np.max(np.abs(force)))

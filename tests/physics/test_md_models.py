@@ -37,7 +37,9 @@ def test_forces_are_minus_the_energy_gradient(name):
 
     @jax.jit  # one compilation instead of op-by-op dispatch
     def both(r):
-        return model.forces(system.at(r), params), jax.grad(lambda x: model.energy(system.at(x), params))(r)
+        return model.forces(system.at(r), params), jax.grad(
+            lambda x: model.energy(system.at(x), params)
+        )(r)
 
     forces, grad = both(system.position)
     np.testing.assert_allclose(np.asarray(forces), -np.asarray(grad), atol=1e-10, rtol=1e-10)
@@ -49,7 +51,13 @@ def test_forces_are_minus_the_energy_gradient(name):
 # most listed pairs lie beyond the cutoff and must be left out); Morse and the soft
 # spheres repeat it with `-m slow`.
 @pytest.mark.parametrize(
-    "name", ["lennard_jones", "wca", pytest.param("morse", marks=pytest.mark.slow), pytest.param("soft_sphere", marks=pytest.mark.slow)]
+    "name",
+    [
+        "lennard_jones",
+        "wca",
+        pytest.param("morse", marks=pytest.mark.slow),
+        pytest.param("soft_sphere", marks=pytest.mark.slow),
+    ],
 )
 def test_neighbour_list_gives_the_all_pairs_forces(name):
     model, extra = MODELS[name]
@@ -61,7 +69,11 @@ def test_neighbour_list_gives_the_all_pairs_forces(name):
 
     @jax.jit
     def evaluate(index):  # one compilation per layout instead of op-by-op dispatch
-        return model.forces(system, params, index), model.energy(system, params, index), model.virial(system, params, index)
+        return (
+            model.forces(system, params, index),
+            model.energy(system, params, index),
+            model.virial(system, params, index),
+        )
 
     (f_list, e_list, w_list), (f_all, e_all, w_all) = evaluate(index), evaluate(None)
     assert float(jnp.max(jnp.abs(f_list - f_all))) < 1e-12
@@ -76,9 +88,13 @@ def test_virial_is_the_volume_derivative_of_the_energy():
     params = model.default_params()
     system = liquid()
     h = 1e-6
-    energy = jax.jit(lambda s: model.interaction_energy(system.scaled(s), params))  # one compilation for both points
+    energy = jax.jit(
+        lambda s: model.interaction_energy(system.scaled(s), params)
+    )  # one compilation for both points
     fd = -(energy(1 + h) - energy(1 - h)) / (2 * h)
-    assert float(jax.jit(lambda s: model.virial(s, params))(system)) == pytest.approx(float(fd), rel=1e-7)
+    assert float(jax.jit(lambda s: model.virial(s, params))(system)) == pytest.approx(
+        float(fd), rel=1e-7
+    )
 
 
 def test_lennard_jones_tail_correction_matches_the_integral():
@@ -97,8 +113,12 @@ def test_lennard_jones_tail_correction_matches_the_integral():
 
     e_int = scipy.integrate.quad(lambda r: phi(r) * r * r, 2.5, np.inf)[0]
     p_int = scipy.integrate.quad(lambda r: r**3 * dphi(r), 2.5, np.inf)[0]
-    assert float(model.tail_energy(system, params)) / n == pytest.approx(2 * math.pi * rho * e_int, rel=1e-6)
-    assert float(model.tail_pressure(system, params)) == pytest.approx(-2 * math.pi / 3 * rho**2 * p_int, rel=1e-6)
+    assert float(model.tail_energy(system, params)) / n == pytest.approx(
+        2 * math.pi * rho * e_int, rel=1e-6
+    )
+    assert float(model.tail_pressure(system, params)) == pytest.approx(
+        -2 * math.pi / 3 * rho**2 * p_int, rel=1e-6
+    )
 
 
 def test_two_species_use_per_pair_parameters():
@@ -162,7 +182,9 @@ def test_bead_spring_bonds_are_harmonic():
 
 def test_wca_range_must_fit_in_the_cutoff():
     with pytest.raises(ValueError, match="raise the model option cutoff"):
-        md.Wca(cutoff=1.2).check_params(md.lattice("fcc", 3, 0.5), {"epsilon": jnp.asarray(1.0), "sigma": jnp.asarray(1.2)})
+        md.Wca(cutoff=1.2).check_params(
+            md.lattice("fcc", 3, 0.5), {"epsilon": jnp.asarray(1.0), "sigma": jnp.asarray(1.2)}
+        )
 
 
 @pytest.mark.parametrize("kind, per_cell", [("fcc", 4), ("bcc", 2), ("sc", 1)])
@@ -211,7 +233,9 @@ def test_random_packing_keeps_the_minimum_distance():
 def test_radial_distribution_of_an_ideal_gas_is_one():
     rng = np.random.default_rng(0)
     frames = jnp.asarray(rng.uniform(0, 10, (20, 400, 3)))
-    r, g = jax.jit(lambda f: md.radial_distribution(f, md.Periodic(jnp.full(3, 10.0)), bins=20))(frames)
+    r, g = jax.jit(lambda f: md.radial_distribution(f, md.Periodic(jnp.full(3, 10.0)), bins=20))(
+        frames
+    )
     assert float(r[-1]) < 5.0
     np.testing.assert_allclose(np.asarray(g[4:]), 1.0, atol=0.08)
 
@@ -235,7 +259,9 @@ def test_msd_vacf_and_diffusion_of_a_random_walk():
     assert float(md.green_kubo_diffusion(vacf[:5], dt)) == pytest.approx(d_true, rel=0.05)
     assert float(vacf[0]) == pytest.approx(3 * 2 * d_true / dt, rel=0.02)
     assert abs(float(vacf[5])) < 0.05 * float(vacf[0])
-    assert float(autocorrelation(jnp.asarray(v[:50]), normalize=True)[0]) == pytest.approx(1.0, rel=1e-14)
+    assert float(autocorrelation(jnp.asarray(v[:50]), normalize=True)[0]) == pytest.approx(
+        1.0, rel=1e-14
+    )
 
 
 def test_h5md_start_round_trips(tmp_path):
@@ -278,7 +304,9 @@ def test_green_kubo_integral_of_an_exponential_vacf(dim):
     trapezoid = h * c0 / dim * ((1 - q**n) / (1 - q) - (1 + q ** (n - 1)) / 2)
     assert d == pytest.approx(trapezoid, rel=1e-12)  # measured 2e-15
     exact = c0 * tau / dim
-    assert d == pytest.approx(exact * (1 + (h / tau) ** 2 / 12), rel=1e-8)  # measured 2.2e-10 (the next term, h^4)
+    assert d == pytest.approx(
+        exact * (1 + (h / tau) ** 2 / 12), rel=1e-8
+    )  # measured 2.2e-10 (the next term, h^4)
     assert d == pytest.approx(exact, rel=4e-5)  # measured 3.3e-5
 
 
@@ -293,20 +321,33 @@ CLOSED_FORMS = {
     "lennard_jones": (
         md.LennardJones(cutoff=2.5),
         {"epsilon": _E, "sigma": _S},
-        [(_S, 0.0, 24 * _E / _S), (2 ** (1 / 6) * _S, -_E, 0.0), (2 * _S, -63 * _E / 1024, 4 * _E * (12 / 4096 - 6 / 64) / (2 * _S))],
+        [
+            (_S, 0.0, 24 * _E / _S),
+            (2 ** (1 / 6) * _S, -_E, 0.0),
+            (2 * _S, -63 * _E / 1024, 4 * _E * (12 / 4096 - 6 / 64) / (2 * _S)),
+        ],
     ),
     # WCA (Weeks, Chandler & Andersen 1971): LJ + eps inside 2^(1/6) sigma, zero beyond.
     "wca": (
         md.Wca(cutoff=1.5),
         {"epsilon": _E, "sigma": _S},
-        [(_S / 2, 16129 * _E, 4 * _E * (12 * 4096 - 6 * 64) / (_S / 2)), (_S, _E, 24 * _E / _S), (2 ** (1 / 6) * _S, 0.0, 0.0), (1.2, 0.0, 0.0)],
+        [
+            (_S / 2, 16129 * _E, 4 * _E * (12 * 4096 - 6 * 64) / (_S / 2)),
+            (_S, _E, 24 * _E / _S),
+            (2 ** (1 / 6) * _S, 0.0, 0.0),
+            (1.2, 0.0, 0.0),
+        ],
     ),
     # Morse (1929): phi = eps [(1 - q)^2 - 1], q = e^{-a (r - r0)}, -phi' = -2 eps a q (1 - q);
     # -eps at r0 (no force), 0 at r0 - ln 2 / a (q = 2), -3 eps / 4 at r0 + ln 2 / a (q = 1/2).
     "morse": (
         md.Morse(cutoff=2.5),
         {"epsilon": _E, "alpha": _A, "r0": _R0},
-        [(_R0, -_E, 0.0), (_R0 - math.log(2) / _A, 0.0, 4 * _E * _A), (_R0 + math.log(2) / _A, -0.75 * _E, -0.5 * _E * _A)],
+        [
+            (_R0, -_E, 0.0),
+            (_R0 - math.log(2) / _A, 0.0, 4 * _E * _A),
+            (_R0 + math.log(2) / _A, -0.75 * _E, -0.5 * _E * _A),
+        ],
     ),
     # Soft spheres (O'Hern, Silbert, Liu & Nagel, Phys. Rev. E 68, 011306, 2003):
     # phi = eps / alpha (1 - r / sigma)^alpha inside sigma, -phi' = (eps / sigma) (1 - r /
@@ -326,7 +367,9 @@ def test_pair_energy_and_force_match_their_closed_forms(name):
     r = np.array([row[0] for row in table])
     direction = np.array([0.48, -0.6, 0.64])  # a unit vector
     positions = np.stack([np.zeros((len(r), 3)), r[:, None] * direction], axis=1)  # [cases, 2, 3]
-    system = md.System(jnp.zeros((2, 3)), jnp.zeros((2, 3)), jnp.ones(2), jnp.zeros(2, jnp.int32), md.Free(ndim=3))
+    system = md.System(
+        jnp.zeros((2, 3)), jnp.zeros((2, 3)), jnp.ones(2), jnp.zeros(2, jnp.int32), md.Free(ndim=3)
+    )
 
     @jax.jit  # one compilation for all distances
     def evaluate(positions):
@@ -337,12 +380,18 @@ def test_pair_energy_and_force_match_their_closed_forms(name):
         return jax.vmap(one)(positions)
 
     energy, forces = evaluate(jnp.asarray(positions))
-    repulsion = np.asarray(forces)[:, 1] @ direction  # the force on particle 1 along the axis from 0 to 1
+    repulsion = (
+        np.asarray(forces)[:, 1] @ direction
+    )  # the force on particle 1 along the axis from 0 to 1
     # measured: energies exact, forces within 2.1e-16 relative (1.6e-14 absolute at the LJ
     # minimum, where terms of size 50 cancel); bound 1e-12 relative plus 1e-12 absolute
-    np.testing.assert_allclose(np.asarray(energy), [row[1] for row in table], rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(
+        np.asarray(energy), [row[1] for row in table], rtol=1e-12, atol=1e-12
+    )
     np.testing.assert_allclose(repulsion, [row[2] for row in table], rtol=1e-12, atol=1e-12)
-    np.testing.assert_allclose(np.asarray(forces)[:, 0], -np.asarray(forces)[:, 1], rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(
+        np.asarray(forces)[:, 0], -np.asarray(forces)[:, 1], rtol=1e-12, atol=1e-12
+    )
 
 
 def test_all_pairs_in_row_blocks_match_the_pair_sums():
@@ -356,7 +405,11 @@ def test_all_pairs_in_row_blocks_match_the_pair_sums():
 
     @jax.jit  # one compilation instead of op-by-op dispatch
     def evaluate(system):
-        return model.energy(system, params), model.forces(system, params), model.virial(system, params)
+        return (
+            model.energy(system, params),
+            model.forces(system, params),
+            model.virial(system, params),
+        )
 
     energy, forces, virial = evaluate(system)
     r = np.asarray(system.position)
@@ -368,9 +421,16 @@ def test_all_pairs_in_row_blocks_match_the_pair_sums():
     s6 = np.where(inside, (0.95 / dist) ** 6, 0.0)
     s6c = (0.95 / 2.5) ** 6
     phi = np.where(inside, 4 * 1.1 * (s6 * s6 - s6) - 4 * 1.1 * (s6c * s6c - s6c), 0.0)
-    minus_dphi_over_r = np.where(inside, 4 * 1.1 * (12 * s6 * s6 - 6 * s6) / dist**2, 0.0)  # -phi'(r) / r
+    minus_dphi_over_r = np.where(
+        inside, 4 * 1.1 * (12 * s6 * s6 - 6 * s6) / dist**2, 0.0
+    )  # -phi'(r) / r
     assert float(energy) == pytest.approx(0.5 * phi.sum(), rel=1e-12)
-    np.testing.assert_allclose(np.asarray(forces), np.sum(minus_dphi_over_r[:, :, None] * d, axis=1), rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(
+        np.asarray(forces),
+        np.sum(minus_dphi_over_r[:, :, None] * d, axis=1),
+        rtol=1e-10,
+        atol=1e-10,
+    )
     assert float(virial) == pytest.approx(0.5 * np.sum(minus_dphi_over_r * dist**2), rel=1e-12)
 
 
@@ -378,20 +438,30 @@ def test_scalar_parameters_do_not_stop_the_matrix_checks():
     model = md.LennardJones(cutoff=2.5, n_species=2)
     system = md.lattice("sc", 2, 0.5)
     with pytest.raises(ValueError, match="sigma matrix must be symmetric"):
-        model.check_params(system, {"epsilon": jnp.asarray(1.0), "sigma": jnp.array([[1.0, 0.9], [0.8, 1.0]])})
+        model.check_params(
+            system, {"epsilon": jnp.asarray(1.0), "sigma": jnp.array([[1.0, 0.9], [0.8, 1.0]])}
+        )
     with pytest.raises(ValueError, match=r"sigma must be a scalar or a \[2, 2\] matrix"):
         model.check_params(system, {"epsilon": jnp.asarray(1.0), "sigma": jnp.ones(2)})
     with pytest.raises(ValueError, match=r"species must be in 0..1"):
-        model.check_params(md.System(system.position, system.velocity, system.mass, system.species + 2, system.space), model.default_params())
+        model.check_params(
+            md.System(
+                system.position, system.velocity, system.mass, system.species + 2, system.space
+            ),
+            model.default_params(),
+        )
 
 
 @pytest.mark.parametrize(
-    "model, sigma, reach", [(md.Wca(cutoff=1.2), 1.2, 2 ** (1 / 6) * 1.2), (md.SoftSphere(cutoff=1.5), 2.0, 2.0)]
+    "model, sigma, reach",
+    [(md.Wca(cutoff=1.2), 1.2, 2 ** (1 / 6) * 1.2), (md.SoftSphere(cutoff=1.5), 2.0, 2.0)],
 )
 def test_range_check_reports_the_range(model, sigma, reach):
     # WCA reaches 2^(1/6) sigma, soft spheres sigma: the message names that distance
     params = {**model.default_params(), "sigma": jnp.asarray(sigma)}
-    with pytest.raises(ValueError, match=rf"= {reach:g} \(from sigma = {sigma:g}\) exceeds the model's cutoff"):
+    with pytest.raises(
+        ValueError, match=rf"= {reach:g} \(from sigma = {sigma:g}\) exceeds the model's cutoff"
+    ):
         model.check_params(md.lattice("sc", 3, 0.5), params)
 
 
@@ -405,7 +475,9 @@ def test_two_species_tail_correction_matches_the_integrals():
     params = {"epsilon": jnp.asarray(eps), "sigma": jnp.asarray(sig)}
     base = md.lattice("sc", 4, 0.6)
     species = np.asarray([0, 1, 1] * 21 + [1])  # 22 of species 0, 42 of species 1
-    system = md.System(base.position, base.velocity, base.mass, jnp.asarray(species, jnp.int32), base.space)
+    system = md.System(
+        base.position, base.velocity, base.mass, jnp.asarray(species, jnp.int32), base.space
+    )
     volume = float(system.space.volume())
     counts = np.bincount(species)
     energy = pressure = 0.0
@@ -414,15 +486,37 @@ def test_two_species_tail_correction_matches_the_integrals():
             e, s = eps[a, b], sig[a, b]
             phi = lambda r: 4 * e * ((s / r) ** 12 - (s / r) ** 6)  # noqa: E731
             dphi = lambda r: 4 * e * (-12 * s**12 / r**13 + 6 * s**6 / r**7)  # noqa: E731
-            energy += 2 * math.pi / volume * counts[a] * counts[b] * scipy.integrate.quad(lambda r: phi(r) * r * r, rc, np.inf)[0]
-            pressure -= 2 * math.pi / (3 * volume**2) * counts[a] * counts[b] * scipy.integrate.quad(lambda r: r**3 * dphi(r), rc, np.inf)[0]
+            energy += (
+                2
+                * math.pi
+                / volume
+                * counts[a]
+                * counts[b]
+                * scipy.integrate.quad(lambda r: phi(r) * r * r, rc, np.inf)[0]
+            )
+            pressure -= (
+                2
+                * math.pi
+                / (3 * volume**2)
+                * counts[a]
+                * counts[b]
+                * scipy.integrate.quad(lambda r: r**3 * dphi(r), rc, np.inf)[0]
+            )
     assert float(model.tail_energy(system, params)) == pytest.approx(energy, rel=1e-9)
     assert float(model.tail_pressure(system, params)) == pytest.approx(pressure, rel=1e-9)
     # no correction without the option, nor in free space
     plain = md.LennardJones(cutoff=rc, n_species=2)
-    assert float(plain.tail_energy(system, params)) == 0.0 and float(plain.tail_pressure(system, params)) == 0.0
-    free = md.System(base.position, base.velocity, base.mass, jnp.asarray(species, jnp.int32), md.Free(ndim=3))
-    assert float(model.tail_energy(free, params)) == 0.0 and float(model.tail_pressure(free, params)) == 0.0
+    assert (
+        float(plain.tail_energy(system, params)) == 0.0
+        and float(plain.tail_pressure(system, params)) == 0.0
+    )
+    free = md.System(
+        base.position, base.velocity, base.mass, jnp.asarray(species, jnp.int32), md.Free(ndim=3)
+    )
+    assert (
+        float(model.tail_energy(free, params)) == 0.0
+        and float(model.tail_pressure(free, params)) == 0.0
+    )
 
 
 # ---------------------------------------------------------------- space and system helpers
@@ -439,7 +533,9 @@ def test_periodic_space_minimum_image_wrap_volume_and_scaling():
     shift = (raw - d) / edges
     np.testing.assert_allclose(shift, np.round(shift), atol=1e-12)
     for axis in range(3):
-        np.testing.assert_array_equal(np.asarray(space.displacement_component(jnp.asarray(raw[:, axis]), axis)), d[:, axis])
+        np.testing.assert_array_equal(
+            np.asarray(space.displacement_component(jnp.asarray(raw[:, axis]), axis)), d[:, axis]
+        )
     wrapped = np.asarray(space.wrap(jnp.asarray(raw)))
     assert np.all(wrapped >= 0) and np.all(wrapped < edges)
     shift = (raw - wrapped) / edges
@@ -464,10 +560,21 @@ def test_free_space_has_no_box():
 
 def test_system_scaling_and_shape_checks(monkeypatch):
     base = md.lattice("sc", 2, 0.5)
-    system = md.System(base.position, base.velocity, base.mass, base.species, base.space, jnp.asarray([[0, 1], [1, 3]], jnp.int32))
+    system = md.System(
+        base.position,
+        base.velocity,
+        base.mass,
+        base.species,
+        base.space,
+        jnp.asarray([[0, 1], [1, 3]], jnp.int32),
+    )
     scaled = system.scaled(1.25)
-    np.testing.assert_allclose(np.asarray(scaled.position), 1.25 * np.asarray(system.position), rtol=1e-15)
-    np.testing.assert_allclose(np.asarray(scaled.space.box), 1.25 * np.asarray(system.space.box), rtol=1e-15)
+    np.testing.assert_allclose(
+        np.asarray(scaled.position), 1.25 * np.asarray(system.position), rtol=1e-15
+    )
+    np.testing.assert_allclose(
+        np.asarray(scaled.space.box), 1.25 * np.asarray(system.space.box), rtol=1e-15
+    )
     np.testing.assert_array_equal(np.asarray(scaled.velocity), np.asarray(system.velocity))
     np.testing.assert_array_equal(np.asarray(scaled.bonds), np.asarray(system.bonds))
     # The system checks its own shapes, also where runtime type checking is off (as it is
@@ -476,7 +583,11 @@ def test_system_scaling_and_shape_checks(monkeypatch):
 
     monkeypatch.setattr(jaxtyping.config, "jaxtyping_disable", True)
     r, v, m, s, space = system.position, system.velocity, system.mass, system.species, system.space
-    for bonds in (jnp.zeros((3, 1), jnp.int32), jnp.zeros((3, 3), jnp.int32), jnp.zeros(4, jnp.int32)):
+    for bonds in (
+        jnp.zeros((3, 1), jnp.int32),
+        jnp.zeros((3, 3), jnp.int32),
+        jnp.zeros(4, jnp.int32),
+    ):
         with pytest.raises(ValueError, match=r"bonds must have shape \(b, 2\)"):
             md.System(r, v, m, s, space, bonds)
     with pytest.raises(ValueError, match="velocity must have shape"):

@@ -29,16 +29,27 @@ def test_kinetic_energy_and_temperature_are_their_sums():
     rng = np.random.default_rng(0)
     m, v = rng.uniform(0.5, 3.0, 7), rng.normal(size=(7, 2))
     kinetic = 0.5 * sum(m[i] * (v[i, 0] ** 2 + v[i, 1] ** 2) for i in range(7))
-    assert float(md.kinetic_energy(jnp.asarray(v), jnp.asarray(m))) == pytest.approx(kinetic, rel=1e-14)
+    assert float(md.kinetic_energy(jnp.asarray(v), jnp.asarray(m))) == pytest.approx(
+        kinetic, rel=1e-14
+    )
     # 2K / N_f with N_f = dim (n - 1) = 12
-    assert float(md.temperature(jnp.asarray(v), jnp.asarray(m), 12)) == pytest.approx(kinetic / 6, rel=1e-14)
+    assert float(md.temperature(jnp.asarray(v), jnp.asarray(m), 12)) == pytest.approx(
+        kinetic / 6, rel=1e-14
+    )
 
 
 def test_pressure_is_the_virial_pressure_and_undefined_in_free_space():
     box = md.Periodic(jnp.asarray([2.0, 3.0, 5.0]))
     # P = (2K + W) / (dim V): (2 * 4.5 + 6.0) / (3 * 30)
-    assert float(md.pressure(jnp.asarray(4.5), jnp.asarray(6.0), box)) == pytest.approx(15.0 / 90.0, rel=1e-14)
-    assert float(md.pressure(jnp.asarray(1.0), jnp.asarray(-2.0), md.Periodic(jnp.asarray([2.0, 4.0])))) == 0.0
+    assert float(md.pressure(jnp.asarray(4.5), jnp.asarray(6.0), box)) == pytest.approx(
+        15.0 / 90.0, rel=1e-14
+    )
+    assert (
+        float(
+            md.pressure(jnp.asarray(1.0), jnp.asarray(-2.0), md.Periodic(jnp.asarray([2.0, 4.0])))
+        )
+        == 0.0
+    )
     assert math.isnan(float(md.pressure(jnp.asarray(1.0), jnp.asarray(0.0), md.Free(ndim=3))))
 
 
@@ -50,7 +61,9 @@ def test_ideal_gas_pressure_is_n_t_over_v():
     v = md.maxwell_boltzmann(jax.random.key(2), system.mass, 1.4, exact=False)
     system = system.at(system.position, v)
     n, volume = system.n, float(system.space.volume())
-    measure = jax.jit(lambda s: model.measure(s, model.default_params(), None, 3 * n))  # one compilation
+    measure = jax.jit(
+        lambda s: model.measure(s, model.default_params(), None, 3 * n)
+    )  # one compilation
     out = {k: float(x) for k, x in measure(system).items()}
     kinetic = 0.5 * float(np.sum(np.asarray(v) ** 2))
     assert out["potential_energy"] == 0.0
@@ -100,12 +113,18 @@ def test_measured_observables_of_a_two_species_lennard_jones_mixture(tail):
     model = md.LennardJones(cutoff=rc, shift=True, tail_correction=tail, n_species=2)
     params = {"epsilon": jnp.asarray(eps), "sigma": jnp.asarray(sig)}
     system = md.System(
-        jnp.asarray(position), jnp.asarray(velocity), jnp.asarray(mass), jnp.asarray(species, jnp.int32),
+        jnp.asarray(position),
+        jnp.asarray(velocity),
+        jnp.asarray(mass),
+        jnp.asarray(species, jnp.int32),
         md.Periodic(jnp.full(3, edge)),
     )
     model.check_params(system, params)
     dof = 3 * (n - 1)
-    out = {k: float(v) for k, v in jax.jit(lambda s: model.measure(s, params, None, dof))(system).items()}
+    out = {
+        k: float(v)
+        for k, v in jax.jit(lambda s: model.measure(s, params, None, dof))(system).items()
+    }
 
     i, j = np.triu_indices(n, 1)
     d = position[i] - position[j]
@@ -134,7 +153,9 @@ def test_measured_observables_of_a_two_species_lennard_jones_mixture(tail):
     assert out["kinetic_energy"] == pytest.approx(kinetic, rel=1e-12)
     assert out["total_energy"] == pytest.approx(pair_energy + e_tail + kinetic, rel=1e-10)
     assert out["temperature"] == pytest.approx(2 * kinetic / dof, rel=1e-12)
-    assert out["pressure"] == pytest.approx((2 * kinetic + virial) / (3 * volume) + p_tail, rel=1e-10)
+    assert out["pressure"] == pytest.approx(
+        (2 * kinetic + virial) / (3 * volume) + p_tail, rel=1e-10
+    )
 
 
 # ---------------------------------------------------------------- radial distribution function
@@ -144,7 +165,9 @@ def lattice_shells(dim: int, edges: np.ndarray) -> np.ndarray:
     """Neighbours per particle of a unit simple cubic (square) lattice in each bin with
     the given edges: the integer vectors whose length falls in the bin."""
     span = int(np.ceil(edges[-1]))
-    grid = np.stack(np.meshgrid(*[np.arange(-span, span + 1)] * dim, indexing="ij"), -1).reshape(-1, dim)
+    grid = np.stack(np.meshgrid(*[np.arange(-span, span + 1)] * dim, indexing="ij"), -1).reshape(
+        -1, dim
+    )
     length = np.sqrt(np.sum(grid * grid, axis=1))
     return np.histogram(length[length > 0], bins=edges)[0]
 
@@ -157,18 +180,26 @@ def test_radial_distribution_of_a_perfect_lattice(dim):
     # frames, the second translated: the average is the same.
     cells = 7 if dim == 2 else 6
     r_max, bins = (3.3, 22) if dim == 2 else (2.9, 20)  # no shell on a bin edge
-    grid = np.stack(np.meshgrid(*[np.arange(cells)] * dim, indexing="ij"), -1).reshape(-1, dim).astype(float)
+    grid = (
+        np.stack(np.meshgrid(*[np.arange(cells)] * dim, indexing="ij"), -1)
+        .reshape(-1, dim)
+        .astype(float)
+    )
     space = md.Periodic(jnp.full(dim, float(cells)))
     frames = jnp.asarray(np.stack([grid, np.mod(grid + 0.37, cells)]))
     centres, g = jax.jit(lambda f: md.radial_distribution(f, space, bins=bins, r_max=r_max))(frames)
     edges = np.linspace(0.0, r_max, bins + 1)
     shell = math.pi * np.diff(edges**2) if dim == 2 else 4 / 3 * math.pi * np.diff(edges**3)
     n = len(grid)
-    expected = lattice_shells(dim, edges) / ((n - 1) / n * shell)  # the others' density (n - 1) / V, V = n
+    expected = lattice_shells(dim, edges) / (
+        (n - 1) / n * shell
+    )  # the others' density (n - 1) / V, V = n
     np.testing.assert_allclose(np.asarray(centres), 0.5 * (edges[1:] + edges[:-1]), rtol=1e-14)
     np.testing.assert_allclose(np.asarray(g), expected, rtol=1e-12, atol=1e-12)
     # normalisation: sum of g rho' dV over the bins counts the neighbours within r_max
-    assert float(np.sum((n - 1) / n * np.asarray(g) * shell)) == pytest.approx(lattice_shells(dim, np.array([0.0, r_max]))[0], rel=1e-12)
+    assert float(np.sum((n - 1) / n * np.asarray(g) * shell)) == pytest.approx(
+        lattice_shells(dim, np.array([0.0, r_max]))[0], rel=1e-12
+    )
 
 
 def test_radial_distribution_defaults_and_refusals():
@@ -176,9 +207,12 @@ def test_radial_distribution_defaults_and_refusals():
     rng = np.random.default_rng(1)
     space = md.Periodic(jnp.asarray([6.0, 7.0, 8.0]))
     x = jnp.asarray(rng.uniform(0, 6, (30, 3)))
+
     @jax.jit  # one compilation instead of op-by-op dispatch
     def both(x):
-        return md.radial_distribution(x, space), md.radial_distribution(x, space, bins=10, r_max=10.0)[0]
+        return md.radial_distribution(x, space), md.radial_distribution(
+            x, space, bins=10, r_max=10.0
+        )[0]
 
     (centres, g), wide = both(x)
     assert centres.shape == g.shape == (100,)
@@ -196,12 +230,21 @@ def test_msd_and_vacf_are_averages_over_every_time_origin():
     t, n = 17, 4
     v = rng.normal(size=(t, n, 3))
     x = np.cumsum(v, axis=0) + rng.uniform(0, 5, (n, 3))
-    msd = np.array([np.mean([np.sum((x[s + m] - x[s]) ** 2, axis=-1) for s in range(t - m)]) for m in range(t)])
-    vacf = np.array([np.mean([np.sum(v[s + m] * v[s], axis=-1) for s in range(t - m)]) for m in range(t)])
+    msd = np.array(
+        [np.mean([np.sum((x[s + m] - x[s]) ** 2, axis=-1) for s in range(t - m)]) for m in range(t)]
+    )
+    vacf = np.array(
+        [np.mean([np.sum(v[s + m] * v[s], axis=-1) for s in range(t - m)]) for m in range(t)]
+    )
+
     # bound 1e-11: FFT rounding is of order 1e-15 relative
     @jax.jit  # one compilation instead of op-by-op dispatch
     def observe(x, v):
-        return md.mean_squared_displacement(x), md.velocity_autocorrelation(v), md.velocity_autocorrelation(v, normalize=True)
+        return (
+            md.mean_squared_displacement(x),
+            md.velocity_autocorrelation(v),
+            md.velocity_autocorrelation(v, normalize=True),
+        )
 
     got_msd, got_vacf, normalized = observe(jnp.asarray(x), jnp.asarray(v))
     np.testing.assert_allclose(np.asarray(got_msd), msd, rtol=1e-11, atol=1e-11)
@@ -219,16 +262,22 @@ def test_diffusion_coefficient_is_the_einstein_slope(dim):
     msd = 2 * dim * d_true * lag + 0.2
     msd[:20] = 0.2 + 40.0 * lag[:20] ** 2
     msd[81:] = msd[80]
-    assert float(md.diffusion_coefficient(jnp.asarray(msd), dt, dim=dim)) == pytest.approx(d_true, rel=1e-12)
+    assert float(md.diffusion_coefficient(jnp.asarray(msd), dt, dim=dim)) == pytest.approx(
+        d_true, rel=1e-12
+    )
     # a line with a small zig-zag on it: the fit over the 60 lags averages it away
     zigzag = 2 * dim * d_true * lag + 0.01 * (-1.0) ** np.arange(t)
-    assert float(md.diffusion_coefficient(jnp.asarray(zigzag), dt, dim=dim)) == pytest.approx(d_true, rel=0.01)
+    assert float(md.diffusion_coefficient(jnp.asarray(zigzag), dt, dim=dim)) == pytest.approx(
+        d_true, rel=0.01
+    )
 
 
 def test_diffusion_coefficient_of_a_short_trajectory():
     # four frames: still a line through two lags at least, exact for an exact line
     msd = 6 * 0.8 * np.arange(4) * 0.5
-    assert float(md.diffusion_coefficient(jnp.asarray(msd), 0.5, start=0.5)) == pytest.approx(0.8, rel=1e-12)
+    assert float(md.diffusion_coefficient(jnp.asarray(msd), 0.5, start=0.5)) == pytest.approx(
+        0.8, rel=1e-12
+    )
 
 
 def test_block_average_of_known_blocks():

@@ -27,7 +27,9 @@ def test_an_ideal_gas_gives_one_within_its_statistical_error(smoothing):
     n, frames, box, bins = 200, 24, 8.0, 16
     x = jnp.asarray(rng.uniform(0.0, box, (frames, n, 3)))
     edges = jnp.full((frames, 3), box)
-    _, g = jax.jit(lambda x: radial_distribution_frames(x, edges, r_max=4.0, bins=bins, smoothing=smoothing))(x)
+    _, g = jax.jit(
+        lambda x: radial_distribution_frames(x, edges, r_max=4.0, bins=bins, smoothing=smoothing)
+    )(x)
     g = np.asarray(g)[:, 0, 4:]  # (the first bins hold few pairs)
     mean, error = g.mean(axis=0), g.std(axis=0, ddof=1) / math.sqrt(frames)
     z = (mean - 1.0) / error
@@ -47,12 +49,16 @@ def test_a_perfect_fcc_lattice_has_its_neighbour_shells(smoothing):
     a = 4 ** (1 / 3)  # (4 particles per cube of volume a^3 at density 1)
     r_max, bins = 0.5 * 4 * a, 200
     space = system.space
-    centres, g = md.radial_distribution(system.position, space, bins=bins, r_max=r_max, smoothing=smoothing)
+    centres, g = md.radial_distribution(
+        system.position, space, bins=bins, r_max=r_max, smoothing=smoothing
+    )
     centres, g = np.asarray(centres), np.asarray(g)
     counts = (system.n - 1) / system.n * g * _shells(r_max, bins)  # (rho = 1)
     radii = a * np.array([1 / math.sqrt(2), 1.0, math.sqrt(1.5), math.sqrt(2.0)])
     beyond = a * math.sqrt(2.5)  # the next shell (24 at a sqrt(5/2))
-    cuts = np.concatenate([[0.5 * radii[0]], 0.5 * (radii[1:] + radii[:-1]), [0.5 * (radii[-1] + beyond)]])
+    cuts = np.concatenate(
+        [[0.5 * radii[0]], 0.5 * (radii[1:] + radii[:-1]), [0.5 * (radii[-1] + beyond)]]
+    )
     for k, expected in enumerate([12, 6, 24, 12]):
         inside = (centres > cuts[k]) & (centres < cuts[k + 1])
         assert float(np.sum(counts[inside])) == pytest.approx(expected, abs=1e-6)
@@ -68,7 +74,15 @@ def test_rock_salt_pairs_of_species():
     system = md.lattice("rocksalt", 3, 1.0)
     a = 8 ** (1 / 3)
     r_max, bins = 0.5 * 3 * a, 150
-    centres, g = md.radial_distribution(system.position, system.space, bins=bins, r_max=r_max, smoothing=0.5, species=system.species, n_species=2)
+    centres, g = md.radial_distribution(
+        system.position,
+        system.space,
+        bins=bins,
+        r_max=r_max,
+        smoothing=0.5,
+        species=system.species,
+        n_species=2,
+    )
     assert rdf_pairs(2) == ((0, 0), (0, 1), (1, 1))
     centres, g = np.asarray(centres), np.asarray(g)
     assert g.shape == (3, bins)
@@ -76,7 +90,9 @@ def test_rock_salt_pairs_of_species():
     rho_other, rho_same = n / system.n, (n - 1) / system.n  # (N / V = 1)
     shells = _shells(r_max, bins)
     first = centres < 0.5 * (0.5 * a + a / math.sqrt(2))
-    second = (centres > 0.5 * (0.5 * a + a / math.sqrt(2))) & (centres < 0.5 * (a / math.sqrt(2) + a * math.sqrt(3) / 2))
+    second = (centres > 0.5 * (0.5 * a + a / math.sqrt(2))) & (
+        centres < 0.5 * (a / math.sqrt(2) + a * math.sqrt(3) / 2)
+    )
     assert float(np.sum(rho_other * g[1] * shells * first)) == pytest.approx(6.0, abs=1e-9)
     assert float(np.sum(rho_other * g[1] * shells * second)) == pytest.approx(0.0, abs=1e-9)
     for same in (0, 2):
@@ -94,7 +110,9 @@ def test_the_smooth_g_is_differentiable_in_the_positions():
     r_max = float(0.5 * np.min(np.asarray(space.box)))
 
     def f(x):
-        return jnp.sum(weights * md.radial_distribution(x, space, bins=30, r_max=r_max, smoothing=1.0)[1])
+        return jnp.sum(
+            weights * md.radial_distribution(x, space, bins=30, r_max=r_max, smoothing=1.0)[1]
+        )
 
     x = system.position
     grad = np.asarray(jax.jit(jax.grad(f))(x))
@@ -118,5 +136,7 @@ def test_each_frame_in_its_own_box():
     frames = jnp.stack([x, 1.1 * x])
     edges = jnp.stack([box, 1.1 * box])
     _, g = radial_distribution_frames(frames, edges, r_max=1.0, bins=20, smoothing=0.0)
-    _, g_scaled = radial_distribution_frames(frames[1:], edges[1:], r_max=1.1, bins=20, smoothing=0.0)
+    _, g_scaled = radial_distribution_frames(
+        frames[1:], edges[1:], r_max=1.1, bins=20, smoothing=0.0
+    )
     np.testing.assert_allclose(np.asarray(g[0]), np.asarray(g_scaled[0]), rtol=1e-12)

@@ -50,7 +50,14 @@ DEFAULTS = {
         "options": {},
     },
     "stochastic_lotka_volterra": {
-        "params": {"alpha": 0.55, "beta": 0.028, "gamma": 0.80, "delta": 0.024, "sigma_prey": 0.1, "sigma_predator": 0.1},
+        "params": {
+            "alpha": 0.55,
+            "beta": 0.028,
+            "gamma": 0.80,
+            "delta": 0.024,
+            "sigma_prey": 0.1,
+            "sigma_predator": 0.1,
+        },
         "initial": {"prey": 30.0, "predator": 4.0},
         "options": {},
     },
@@ -93,8 +100,15 @@ DEFAULTS = {
     "neural_ode": {
         "params": {"net": NET},
         "initial": {"y1": 0.0, "y2": 0.0},
-        "options": {"state_names": ("y1", "y2"), "width": 64, "depth": 2, "activation": "tanh",
-                    "features": "identity", "initial": None, "seed": 0},
+        "options": {
+            "state_names": ("y1", "y2"),
+            "width": 64,
+            "depth": 2,
+            "activation": "tanh",
+            "features": "identity",
+            "initial": None,
+            "seed": 0,
+        },
     },
     "hybrid_lotka_volterra": {
         "params": {"alpha": 0.55, "gamma": 0.80, "net": NET},
@@ -131,7 +145,10 @@ DEFAULTS = {
     },
     "allen_cahn": {
         "params": {"diffusivity": 0.01, "rate": 1.0},
-        "initial": ("random", {"seed": 0, "max_mode": 8, "amplitude": 0.5, "offset": 0.0, "zero_mean": True}),
+        "initial": (
+            "random",
+            {"seed": 0, "max_mode": 8, "amplitude": 0.5, "offset": 0.0, "zero_mean": True},
+        ),
         "options": {"points": (128,), "domain": ((0.0, TWO_PI),)},
     },
     "gray_scott": {
@@ -144,26 +161,50 @@ DEFAULTS = {
     "navier_stokes_2d": {
         "params": {"viscosity": 1e-3, "drag": 0.0, "forcing": 0.0},
         "initial": ("taylor_green", {"amplitude": 1.0, "modes": 1}),
-        "options": {"points": (64, 64), "domain": ((0.0, TWO_PI), (0.0, TWO_PI)), "forcing_mode": 4},
+        "options": {
+            "points": (64, 64),
+            "domain": ((0.0, TWO_PI), (0.0, TWO_PI)),
+            "forcing_mode": 4,
+        },
     },
     # ---------------------------------------------------------------- PDE, bounded
     "heat_fd": {
         # half a sine: zero on the default Dirichlet sides
         "params": {"diffusivity": 0.1},
         "initial": ("sine", {"modes": 0.5, "amplitude": 1.0, "offset": 0.0}),
-        "options": {"points": (65,), "domain": ((0.0, 1.0),), "boundary": "dirichlet", "boundary_value": 0.0},
+        "options": {
+            "points": (65,),
+            "domain": ((0.0, 1.0),),
+            "boundary": "dirichlet",
+            "boundary_value": 0.0,
+        },
     },
     "fisher_kpp": {
         # u = 1 (invaded) left of x = 0.1, 0 beyond, behind a no-flux box
         "params": {"diffusivity": 1e-3, "rate": 1.0},
-        "initial": ("tanh_front", {"position": 0.1, "width": 0.02, "low": 1.0, "high": 0.0, "axis": 0}),
-        "options": {"points": (201,), "domain": ((0.0, 1.0),), "boundary": "neumann", "boundary_value": 0.0},
+        "initial": (
+            "tanh_front",
+            {"position": 0.1, "width": 0.02, "low": 1.0, "high": 0.0, "axis": 0},
+        ),
+        "options": {
+            "points": (201,),
+            "domain": ((0.0, 1.0),),
+            "boundary": "neumann",
+            "boundary_value": 0.0,
+        },
     },
     # ---------------------------------------------------------------- MD (reduced units)
     "lennard_jones": {
         "params": {"epsilon": 1.0, "sigma": 1.0},
         "initial": {"lattice": "fcc", "particles": 256, "density": 0.8442, "temperature": 1.0},
-        "options": {"cutoff": 2.5, "shift": False, "force_shift": False, "tail_correction": False, "n_species": 1, "units": "reduced"},
+        "options": {
+            "cutoff": 2.5,
+            "shift": False,
+            "force_shift": False,
+            "tail_correction": False,
+            "n_species": 1,
+            "units": "reduced",
+        },
     },
     "wca": {
         "params": {"epsilon": 1.0, "sigma": 1.0},
@@ -184,8 +225,17 @@ DEFAULTS = {
         "params": {"epsilon": 1.0, "sigma": 1.0, "charges": (1.0, -1.0)},
         "initial": {"lattice": "rocksalt", "particles": 216, "density": 0.8442, "temperature": 1.0},
         "options": {
-            "cutoff": 2.5, "shift": False, "tail_correction": False, "electrostatics": "pme", "ewald_accuracy": 1e-5, "ewald_alpha": 0.0,
-            "ewald_kmax": (), "pme_mesh": (), "pme_order": 5, "n_species": 2, "units": "reduced",
+            "cutoff": 2.5,
+            "shift": False,
+            "tail_correction": False,
+            "electrostatics": "pme",
+            "ewald_accuracy": 1e-5,
+            "ewald_alpha": 0.0,
+            "ewald_kmax": (),
+            "pme_mesh": (),
+            "pme_order": 5,
+            "n_species": 2,
+            "units": "reduced",
         },
     },
     "bead_spring": {
@@ -238,13 +288,18 @@ def options_of(function) -> list[str]:
     return list(inspect.signature(function).parameters)[2:]
 
 
-@pytest.mark.parametrize("name", sorted(n for n in DEFAULTS if issubclass(sim.model_class(n), (OdeModel, SdeModel, PdeModel))))
+@pytest.mark.parametrize(
+    "name",
+    sorted(n for n in DEFAULTS if issubclass(sim.model_class(n), (OdeModel, SdeModel, PdeModel))),
+)
 def test_default_initial_state(name):
     model = sim.get_model(name)
     expected = DEFAULTS[name]["initial"]
     if isinstance(model, (OdeModel, SdeModel)):
         assert {k: float(v) for k, v in model.default_initial().items()} == expected
-        np.testing.assert_array_equal(model.initial_state(), [expected[k] for k in model.state_names])
+        np.testing.assert_array_equal(
+            model.initial_state(), [expected[k] for k in model.state_names]
+        )
         return
     kind, options = expected
     assert model.initial_kind == kind
@@ -272,11 +327,7 @@ def test_default_options_of_the_other_model_kinds(name, ndim, kind):
 
 @pytest.mark.parametrize(
     "name",
-    [
-        n
-        for n in sorted(DEFAULTS)
-        if issubclass(sim.model_class(n), ParticleModel)
-    ],
+    [n for n in sorted(DEFAULTS) if issubclass(sim.model_class(n), ParticleModel)],
 )
 def test_default_particles(name):
     # The particles `sim.simulate` starts an MD model from when none are given.
@@ -285,11 +336,15 @@ def test_default_particles(name):
     expected = DEFAULTS[name]["initial"]
     system = default_system(sim.get_model(name))
     n = system.n
-    position, velocity, mass = (np.asarray(a) for a in (system.position, system.velocity, system.mass))
+    position, velocity, mass = (
+        np.asarray(a) for a in (system.position, system.velocity, system.mass)
+    )
     edges = np.asarray(system.space.edges)
     assert float(n / np.prod(edges)) == pytest.approx(expected["density"], rel=1e-12)
     # kinetic temperature 2K / (dim (n - 1)) (zero total momentum), exactly as drawn
-    assert float((mass[:, None] * velocity**2).sum() / (3 * (n - 1))) == pytest.approx(expected["temperature"], rel=1e-12)
+    assert float((mass[:, None] * velocity**2).sum() / (3 * (n - 1))) == pytest.approx(
+        expected["temperature"], rel=1e-12
+    )
     np.testing.assert_allclose((mass[:, None] * velocity).sum(axis=0), 0.0, atol=1e-12)
     np.testing.assert_array_equal(mass, 1.0)
     if expected.get("lattice") == "rocksalt":
@@ -301,7 +356,9 @@ def test_default_particles(name):
         half = (8 / expected["density"]) ** (1 / 3) / 2
         nearest = np.abs(r - half) < 1e-9 * half
         species = np.asarray(system.species)
-        assert np.all(nearest.sum(axis=1) == 6) and np.all(species[:, None] != species[None, :], where=nearest)
+        assert np.all(nearest.sum(axis=1) == 6) and np.all(
+            species[:, None] != species[None, :], where=nearest
+        )
     elif "lattice" in expected:
         assert n == expected["particles"] and system.bonds is None
         # fcc: 12 nearest neighbours of every particle at a / sqrt(2), a = (4 / density)^(1/3)
@@ -318,7 +375,11 @@ def test_default_particles(name):
         bonds = np.asarray(system.bonds)
         first = np.arange(n).reshape(chains, beads)
         expected_bonds = set(zip(first[:, :-1].ravel().tolist(), first[:, 1:].ravel().tolist()))
-        assert {tuple(sorted(b)) for b in bonds.tolist()} == expected_bonds and len(bonds) == len(expected_bonds)
+        assert {tuple(sorted(b)) for b in bonds.tolist()} == expected_bonds and len(bonds) == len(
+            expected_bonds
+        )
         d = position[bonds[:, 0]] - position[bonds[:, 1]]
         d -= edges * np.round(d / edges)
-        np.testing.assert_allclose(np.sqrt((d**2).sum(-1)), DEFAULTS[name]["params"]["bond_length"], rtol=1e-12)
+        np.testing.assert_allclose(
+            np.sqrt((d**2).sum(-1)), DEFAULTS[name]["params"]["bond_length"], rtol=1e-12
+        )

@@ -129,7 +129,15 @@ def test_simulate_the_spiral_against_scipy():
     traj = sim.simulate(model, params, jnp.asarray(t), solver=solver)
     y = np.stack([traj.observables["y1"], traj.observables["y2"]])
     A = np.asarray(SPIRAL_A)
-    ref = solve_ivp(lambda _, v: (v**3) @ A, (0.0, 5.0), [2.0, 0.0], t_eval=t, method="DOP853", rtol=1e-12, atol=1e-14)
+    ref = solve_ivp(
+        lambda _, v: (v**3) @ A,
+        (0.0, 5.0),
+        [2.0, 0.0],
+        t_eval=t,
+        method="DOP853",
+        rtol=1e-12,
+        atol=1e-14,
+    )
     np.testing.assert_allclose(y, ref.y, rtol=0, atol=1e-7)
     assert np.all(np.diff(y[0] ** 4 + y[1] ** 4) < 0)
 
@@ -159,7 +167,9 @@ def test_hybrid_is_lotka_volterra_when_the_correction_is_the_interaction():
     params = model.default_params()
     y = jnp.array([30.0, 4.0])
     np.testing.assert_allclose(
-        model.vector_field(0.0, y, params), model.known(y, params) + model.correction(y, params), rtol=1e-14
+        model.vector_field(0.0, y, params),
+        model.known(y, params) + model.correction(y, params),
+        rtol=1e-14,
     )
     np.testing.assert_allclose(model.known(y, params), [0.55 * 30.0, -0.8 * 4.0], rtol=1e-14)
     # the untrained correction is small beside the interaction terms (about 3 here)
@@ -173,7 +183,9 @@ def test_simulate_fills_the_network_from_the_model_when_missing():
     model = HybridLotkaVolterra(width=8, depth=1)
     t = jnp.linspace(0.0, 1.0, 3)
     partial = sim.simulate(model, {"alpha": 0.6}, t).observables["prey"]
-    full = sim.simulate(model, {**model.default_params(), "alpha": jnp.asarray(0.6)}, t).observables["prey"]
+    full = sim.simulate(
+        model, {**model.default_params(), "alpha": jnp.asarray(0.6)}, t
+    ).observables["prey"]
     np.testing.assert_array_equal(partial, full)
     with pytest.raises(ValueError, match="has no parameter 'beta'"):
         sim.simulate(model, {"beta": 0.1}, t)

@@ -69,9 +69,18 @@ def test_lorenz_matches_scipy_over_short_horizon():
 
     model = sim.get_model("lorenz")
     t = np.linspace(0.0, 2.0, 21)
-    traj = sim.simulate(model, None, jnp.asarray(t), solver=OdeSolver(method="dopri8", rtol=1e-12, atol=1e-12))
-    ref = solve_ivp(lambda t, y: [10 * (y[1] - y[0]), y[0] * (28 - y[2]) - y[1], y[0] * y[1] - 8 / 3 * y[2]],
-                    (0, 2), [1.0, 1.0, 1.0], method="DOP853", t_eval=t, rtol=1e-12, atol=1e-12)
+    traj = sim.simulate(
+        model, None, jnp.asarray(t), solver=OdeSolver(method="dopri8", rtol=1e-12, atol=1e-12)
+    )
+    ref = solve_ivp(
+        lambda t, y: [10 * (y[1] - y[0]), y[0] * (28 - y[2]) - y[1], y[0] * y[1] - 8 / 3 * y[2]],
+        (0, 2),
+        [1.0, 1.0, 1.0],
+        method="DOP853",
+        t_eval=t,
+        rtol=1e-12,
+        atol=1e-12,
+    )
     np.testing.assert_allclose(traj.observables["x"], ref.y[0], rtol=1e-7, atol=1e-8)
 
 
@@ -81,7 +90,11 @@ def test_limit_cycles_are_periodic(name):
     # after the transient, the state returns close to where it was one period earlier.
     model = sim.get_model(name)
     t = jnp.linspace(0.0, 300.0, 30001)
-    x = np.asarray(sim.simulate(model, None, t, solver=OdeSolver(rtol=1e-10, atol=1e-10, max_steps=100_000)).observables[model.state_names[0]])
+    x = np.asarray(
+        sim.simulate(
+            model, None, t, solver=OdeSolver(rtol=1e-10, atol=1e-10, max_steps=100_000)
+        ).observables[model.state_names[0]]
+    )
     tail = x[15000:]
     crossings = np.where((tail[:-1] < 0) & (tail[1:] >= 0))[0]
     periods = np.diff(crossings) * 0.01
@@ -108,7 +121,15 @@ def test_van_der_pol_limit_cycle_has_the_published_period():
         return y[1]
 
     crossing.direction = -1
-    sol = solve_ivp(lambda t, y: np.asarray(f(jnp.asarray(y))), (0.0, 1.5 * T), [A, 0.0], method="DOP853", rtol=1e-13, atol=1e-13, events=crossing)
+    sol = solve_ivp(
+        lambda t, y: np.asarray(f(jnp.asarray(y))),
+        (0.0, 1.5 * T),
+        [A, 0.0],
+        method="DOP853",
+        rtol=1e-13,
+        atol=1e-13,
+        events=crossing,
+    )
     later = sol.t_events[0] > 1.0  # the start is a crossing too
     (period,), (state,) = sol.t_events[0][later], sol.y_events[0][later]
     # measured: period 2.4e-14 from T, x 1.4e-14 from A; bound 1e-11. With mu halved the
@@ -126,13 +147,21 @@ def test_derived_observables_match_their_formulas():
         s, i, r = rng.uniform(1.0, 100.0, 3)
         beta, gamma = rng.uniform(0.1, 2.0, 2)
         model = sim.get_model("sir")
-        got = model.extra_observables(0.0, jnp.array([s, i, r]), {"beta": jnp.asarray(beta), "gamma": jnp.asarray(gamma)})
-        assert float(got["reproduction_number"]) == pytest.approx(beta / gamma * s / (s + i + r), rel=1e-14)
+        got = model.extra_observables(
+            0.0, jnp.array([s, i, r]), {"beta": jnp.asarray(beta), "gamma": jnp.asarray(gamma)}
+        )
+        assert float(got["reproduction_number"]) == pytest.approx(
+            beta / gamma * s / (s + i + r), rel=1e-14
+        )
 
         theta, omega = rng.uniform(-3.0, 3.0, 2)
         g, length, damping = rng.uniform(1.0, 20.0), rng.uniform(0.2, 3.0), rng.uniform(0.0, 1.0)
         model = sim.get_model("damped_pendulum")
-        params = {"g": jnp.asarray(g), "length": jnp.asarray(length), "damping": jnp.asarray(damping)}
+        params = {
+            "g": jnp.asarray(g),
+            "length": jnp.asarray(length),
+            "damping": jnp.asarray(damping),
+        }
         got = model.extra_observables(0.0, jnp.array([theta, omega]), params)
         expected = 0.5 * length**2 * omega**2 + g * length * (1 - np.cos(theta))
         assert float(got["energy"]) == pytest.approx(expected, rel=1e-13)
@@ -147,7 +176,12 @@ PUBLISHED_DEFAULTS = {
     "fitzhugh_nagumo": {"a": 0.7, "b": 0.8, "tau": 12.5},
     # Robertson (1966), as in Hairer & Wanner, Solving ODEs II, section IV.10, with
     # y(0) = (1, 0, 0).
-    "robertson": {"k1": 0.04, "k2": 3.0e7, "k3": 1.0e4, "initial": {"y1": 1.0, "y2": 0.0, "y3": 0.0}},
+    "robertson": {
+        "k1": 0.04,
+        "k2": 3.0e7,
+        "k3": 1.0e4,
+        "initial": {"y1": 1.0, "y2": 0.0, "y3": 0.0},
+    },
     # Carpenter, "Predator-Prey Population Dynamics: the Lotka-Volterra model in Stan"
     # (2018): posterior means of the lynx-hare fit (theta = 0.55, 0.028, 0.80, 0.024).
     "lotka_volterra": {"alpha": 0.55, "beta": 0.028, "gamma": 0.80, "delta": 0.024},

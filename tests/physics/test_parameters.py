@@ -6,19 +6,38 @@ import pytest
 
 from physics import Parameter
 
-TINY = 2.2250738585072014e-308  # the smallest normal float64 (XLA on CPU flushes subnormals to zero)
+TINY = (
+    2.2250738585072014e-308  # the smallest normal float64 (XLA on CPU flushes subnormals to zero)
+)
 
 
 @pytest.mark.parametrize(
     "constraint, accepted, refused, reason",
     [
         ("real", [-1e308, -1.0, 0.0, 2.5, 1e308], [], ""),
-        ("positive", [TINY, 1.0, 1e308, [1.0, 2.0]], [0.0, -0.0, -TINY, -1.0, [1.0, 0.0]], "a positive number"),
-        ("nonnegative", [0.0, -0.0, TINY, 3.0, [0.0, 1.0]], [-TINY, -1.0, [1.0, -1.0]], "a number >= 0"),
-        ("unit_interval", [0.0, 0.5, 1.0, [0.0, 1.0]], [-TINY, np.nextafter(1.0, 2.0), 2.0, [0.5, 1.5]], "a number in [0, 1]"),
+        (
+            "positive",
+            [TINY, 1.0, 1e308, [1.0, 2.0]],
+            [0.0, -0.0, -TINY, -1.0, [1.0, 0.0]],
+            "a positive number",
+        ),
+        (
+            "nonnegative",
+            [0.0, -0.0, TINY, 3.0, [0.0, 1.0]],
+            [-TINY, -1.0, [1.0, -1.0]],
+            "a number >= 0",
+        ),
+        (
+            "unit_interval",
+            [0.0, 0.5, 1.0, [0.0, 1.0]],
+            [-TINY, np.nextafter(1.0, 2.0), 2.0, [0.5, 1.5]],
+            "a number in [0, 1]",
+        ),
     ],
 )
-def test_each_constraint_accepts_and_refuses_exactly_its_values(constraint, accepted, refused, reason):
+def test_each_constraint_accepts_and_refuses_exactly_its_values(
+    constraint, accepted, refused, reason
+):
     p = Parameter("k", 1.0, "1", "a rate", constraint)
     for value in accepted:
         assert p.violation(value) is None, (constraint, value)

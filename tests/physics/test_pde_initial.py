@@ -27,7 +27,9 @@ DOMAIN_2D = [[-1.0, 2.0], [0.5, 4.5]]
 
 def periodic_nodes(domain, points) -> list[np.ndarray]:
     """low + j L / n, j = 0..n-1 per axis, broadcast ('ij'), as the spectral family documents."""
-    return np.meshgrid(*(a + (b - a) * np.arange(n) / n for (a, b), n in zip(domain, points)), indexing="ij")
+    return np.meshgrid(
+        *(a + (b - a) * np.arange(n) / n for (a, b), n in zip(domain, points)), indexing="ij"
+    )
 
 
 def bounded_nodes(domain, points) -> list[np.ndarray]:
@@ -105,7 +107,9 @@ def test_a_gaussian_has_its_centre_and_width_as_moments():
     np.testing.assert_allclose(u, offset + amplitude * np.exp(-r2), rtol=0, atol=1e-14)
     weight = (u - offset) / amplitude
     total = weight.sum()
-    assert total * (3.0 / 48) * (4.0 / 64) == pytest.approx(2 * np.pi * width[0] * width[1], rel=1e-6)
+    assert total * (3.0 / 48) * (4.0 / 64) == pytest.approx(
+        2 * np.pi * width[0] * width[1], rel=1e-6
+    )
     for coordinate, c, w in ((x, centre[0], width[0]), (y, centre[1], width[1])):
         mean = (coordinate * weight).sum() / total
         variance = ((coordinate - mean) ** 2 * weight).sum() / total
@@ -113,7 +117,9 @@ def test_a_gaussian_has_its_centre_and_width_as_moments():
         assert variance == pytest.approx(w**2, rel=1e-6)
     # An explicit centre, and one width for every axis.
     u = model.initial_field("gaussian", center=[0.0, 1.0], width=0.3)[0]
-    np.testing.assert_allclose(u, np.exp(-(x**2 + (y - 1.0) ** 2) / (2 * 0.3**2)), rtol=0, atol=1e-15)
+    np.testing.assert_allclose(
+        u, np.exp(-(x**2 + (y - 1.0) ** 2) / (2 * 0.3**2)), rtol=0, atol=1e-15
+    )
 
 
 @pytest.mark.parametrize("width", [0.0, -0.1, [0.1, -0.2]])
@@ -136,7 +142,9 @@ def test_a_random_field_is_a_band_limited_periodic_series():
     # max |u - offset| = amplitude.
     points, max_mode, amplitude, offset = [16, 20], 3, 0.8, 0.25
     model = sim.get_model("heat", points=points, domain=DOMAIN_2D)
-    u = model.initial_field("random", seed=5, max_mode=max_mode, amplitude=amplitude, offset=offset)[0]
+    u = model.initial_field(
+        "random", seed=5, max_mode=max_mode, amplitude=amplitude, offset=offset
+    )[0]
     assert np.max(np.abs(u - offset)) == pytest.approx(amplitude, rel=1e-14)
     assert abs(u.mean() - offset) < 1e-14
     c = np.abs(np.fft.fft2(u - offset)) / u.size
@@ -151,8 +159,23 @@ def test_a_random_field_is_a_band_limited_periodic_series():
     v = model.initial_field("random", seed=5, max_mode=max_mode, zero_mean=False)[0]
     assert abs(v.mean()) > 1e-3 and np.max(np.abs(v)) == pytest.approx(1.0, rel=1e-14)
     # Reproducible from the seed, and another seed is another field.
-    np.testing.assert_array_equal(u, model.initial_field("random", seed=5, max_mode=max_mode, amplitude=amplitude, offset=offset)[0])
-    assert np.max(np.abs(u - model.initial_field("random", seed=6, max_mode=max_mode, amplitude=amplitude, offset=offset)[0])) > 0.1
+    np.testing.assert_array_equal(
+        u,
+        model.initial_field(
+            "random", seed=5, max_mode=max_mode, amplitude=amplitude, offset=offset
+        )[0],
+    )
+    assert (
+        np.max(
+            np.abs(
+                u
+                - model.initial_field(
+                    "random", seed=6, max_mode=max_mode, amplitude=amplitude, offset=offset
+                )[0]
+            )
+        )
+        > 0.1
+    )
 
 
 def test_a_random_field_damps_its_modes_as_a_gaussian():
@@ -165,10 +188,20 @@ def test_a_random_field_damps_its_modes_as_a_gaussian():
     model = sim.get_model("heat", points=points, domain=DOMAIN_2D)
     mx, my = np.meshgrid(*(np.fft.fftfreq(n, 1.0 / n) for n in points), indexing="ij")
     band = (np.abs(mx) <= max_mode) & (np.abs(my) <= max_mode) & ((mx != 0) | (my != 0))
-    logs = np.mean([
-        np.log(np.abs(np.fft.fft2(model.initial_field("random", seed=seed, max_mode=max_mode)[0])[band]) ** 2)
-        for seed in range(100)
-    ], axis=0)
+    logs = np.mean(
+        [
+            np.log(
+                np.abs(
+                    np.fft.fft2(model.initial_field("random", seed=seed, max_mode=max_mode)[0])[
+                        band
+                    ]
+                )
+                ** 2
+            )
+            for seed in range(100)
+        ],
+        axis=0,
+    )
     slope = np.polyfit((mx**2 + my**2)[band], logs, 1)[0]
     # measured -0.219 against -2 / 9 = -0.222 (other sets of 100 seeds: -0.213 to -0.230);
     # bound 10%. A weight exp(-|m|^2 / M) would give -2 / 3.
@@ -178,7 +211,9 @@ def test_a_random_field_damps_its_modes_as_a_gaussian():
 def test_a_random_field_needs_at_least_one_mode():
     model = sim.get_model("heat", points=[8])
     for max_mode in (0, -2):
-        with pytest.raises(ValueError, match=f"max_mode = {max_mode}: expected a whole number >= 1"):
+        with pytest.raises(
+            ValueError, match=f"max_mode = {max_mode}: expected a whole number >= 1"
+        ):
             model.initial_field("random", max_mode=max_mode)
 
 
@@ -198,7 +233,9 @@ def test_a_tanh_front_goes_from_low_to_high_along_its_axis():
     model = sim.get_model("heat_fd", points=points, domain=DOMAIN_2D)
     x, y = bounded_nodes(DOMAIN_2D, points)
     u = model.initial_field("tanh_front", axis=1, position=2.0, width=0.3, low=0.2, high=1.4)[0]
-    np.testing.assert_allclose(u, 0.2 + 1.2 * 0.5 * (1 + np.tanh((y - 2.0) / 0.3)), rtol=0, atol=1e-15)
+    np.testing.assert_allclose(
+        u, 0.2 + 1.2 * 0.5 * (1 + np.tanh((y - 2.0) / 0.3)), rtol=0, atol=1e-15
+    )
     # By default the front sits in the middle of its axis (y = 2.5, node 20), from 1 on
     # the low side to 0 on the high side.
     u = model.initial_field("tanh_front", axis=1)[0]
@@ -240,7 +277,12 @@ def test_the_taylor_green_velocity_is_divergence_free_with_the_stated_curl():
     x, y = periodic_nodes(DOMAIN_2D, points)
     kx, ky = 2 * np.pi * 2 / 3.0, 2 * np.pi * 3 / 4.0
     u, v = model.initial_field("taylor_green", amplitude=amplitude, modes=[2, 3])
-    sx, sy, cx, cy = np.sin(kx * (x + 1.0)), np.sin(ky * (y - 0.5)), np.cos(kx * (x + 1.0)), np.cos(ky * (y - 0.5))
+    sx, sy, cx, cy = (
+        np.sin(kx * (x + 1.0)),
+        np.sin(ky * (y - 0.5)),
+        np.cos(kx * (x + 1.0)),
+        np.cos(ky * (y - 0.5)),
+    )
     np.testing.assert_allclose(u, amplitude * sx * cy, rtol=0, atol=1e-14)
     np.testing.assert_allclose(v, -amplitude * kx / ky * cx * sy, rtol=0, atol=1e-14)
     scale = amplitude * kx
@@ -280,8 +322,13 @@ def test_pearsons_square_has_its_size_values_and_noise():
         assert abs(r.mean()) < 0.2 * noise
     assert np.all(v[~inside] == 0.0)
     assert np.max(np.abs(ru[inside] - rv)) > 0.1 * noise  # u and v are drawn independently
-    np.testing.assert_array_equal(np.stack([u, v]), model.initial_field("pearson", size=size, noise=noise, seed=3))
-    assert np.max(np.abs(u - model.initial_field("pearson", size=size, noise=noise, seed=4)[0])) > 0.5 * noise
+    np.testing.assert_array_equal(
+        np.stack([u, v]), model.initial_field("pearson", size=size, noise=noise, seed=3)
+    )
+    assert (
+        np.max(np.abs(u - model.initial_field("pearson", size=size, noise=noise, seed=4)[0]))
+        > 0.5 * noise
+    )
     with pytest.raises(ValueError, match="size = 1.5"):
         model.initial_field("pearson", size=1.5)
 
@@ -329,7 +376,10 @@ def test_the_kdv_soliton_is_periodic_on_the_interval():
         u = model.initial_field("soliton", params=params, speed=c, position=position)[0]
         full = sum(3 * c / a / np.cosh(kappa * (x - x0 - j * 40.0)) ** 2 for j in range(-30, 31))
         error = np.max(np.abs(u - full)) / (3 * c / a)
-        assert error < 1.1 * 4 * math.exp(-2 * kappa * distance), (position, error)  # the farther images add < 1%
+        assert error < 1.1 * 4 * math.exp(-2 * kappa * distance), (
+            position,
+            error,
+        )  # the farther images add < 1%
     with pytest.raises(ValueError, match="speed = -1"):
         model.initial_field("soliton", speed=-1.0)
 
@@ -340,8 +390,12 @@ def test_the_kuramoto_sivashinsky_start_is_kassam_and_trefethens():
     # shape, rescaled to it.
     model = sim.get_model("kuramoto_sivashinsky")
     (x,) = periodic_nodes([[0.0, 32 * np.pi]], model.points)
-    np.testing.assert_allclose(model.initial_field()[0], np.cos(x / 16) * (1 + np.sin(x / 16)), rtol=0, atol=1e-15)
+    np.testing.assert_allclose(
+        model.initial_field()[0], np.cos(x / 16) * (1 + np.sin(x / 16)), rtol=0, atol=1e-15
+    )
     model = sim.get_model("kuramoto_sivashinsky", points=[64], domain=[[-3.0, 47.0]])
     (x,) = periodic_nodes(model.domain, model.points)
     s = 2 * np.pi * (x + 3.0) / 50.0
-    np.testing.assert_allclose(model.initial_field()[0], np.cos(s) * (1 + np.sin(s)), rtol=0, atol=1e-15)
+    np.testing.assert_allclose(
+        model.initial_field()[0], np.cos(s) * (1 + np.sin(s)), rtol=0, atol=1e-15
+    )

@@ -10,8 +10,18 @@ PDE_MODELS = [n for n in sim.model_names() if issubclass(sim.model_class(n), Pde
 
 
 def test_the_pde_models_are_registered():
-    expected = {"heat", "advection_diffusion", "burgers", "kdv", "kuramoto_sivashinsky", "allen_cahn",
-                "gray_scott", "navier_stokes_2d", "heat_fd", "fisher_kpp"}
+    expected = {
+        "heat",
+        "advection_diffusion",
+        "burgers",
+        "kdv",
+        "kuramoto_sivashinsky",
+        "allen_cahn",
+        "gray_scott",
+        "navier_stokes_2d",
+        "heat_fd",
+        "fisher_kpp",
+    }
     assert expected <= set(PDE_MODELS)
 
 
@@ -30,17 +40,28 @@ def test_every_pde_model_declares_itself(name):
     "name, options, match",
     [
         ("heat", {"points": [63]}, r"points\[0\] = 63: expected an even whole number"),
-        ("heat", {"points": [64], "domain": [[0.0, 1.0], [0.0, 1.0]]}, "expected one \\[low, high\\] pair per axis"),
+        (
+            "heat",
+            {"points": [64], "domain": [[0.0, 1.0], [0.0, 1.0]]},
+            "expected one \\[low, high\\] pair per axis",
+        ),
         ("heat", {"points": [64], "domain": [[1.0, 0.0]]}, "expected finite low < high"),
-        ("heat", {"points": [64], "domain": [0.0, 1.0]}, "expected one \\[low, high\\] pair per axis"),
+        (
+            "heat",
+            {"points": [64], "domain": [0.0, 1.0]},
+            "expected one \\[low, high\\] pair per axis",
+        ),
         ("navier_stokes_2d", {"points": [32, 32, 32]}, "expected a list of 2 whole numbers"),
         ("kdv", {"points": [64, 64]}, "expected a list of 1 whole numbers"),
         ("heat_fd", {"boundary": "robin"}, "unknown boundary kind"),
         ("heat_fd", {"boundary": "dirichlet", "boundary_value": [1.0, 2.0, 3.0]}, "boundary_value"),
         ("navier_stokes_2d", {"points": [16, 16], "forcing_mode": 8}, "not resolved"),
         # the forcing acts along y: mode 4 needs points[1] // 3 > 4 whatever points[0] is
-        ("navier_stokes_2d", {"points": [32, 12], "forcing_mode": 4},
-         r"forcing_mode = 4 is not resolved by points\[1\] = 12 \(dealiased modes < 4\)"),
+        (
+            "navier_stokes_2d",
+            {"points": [32, 12], "forcing_mode": 4},
+            r"forcing_mode = 4 is not resolved by points\[1\] = 12 \(dealiased modes < 4\)",
+        ),
         ("navier_stokes_2d", {"points": [32, 8, 32]}, "expected a list of 2 whole numbers"),
     ],
 )
@@ -84,14 +105,25 @@ def test_grid_helpers_follow_the_options():
     assert model.periodic_axes == (True, True)
     x, y = model.mesh()
     assert x.shape == y.shape == (12, 8)
-    np.testing.assert_array_equal(x, np.broadcast_to((-1.0 + 3.0 * np.arange(12) / 12)[:, None], (12, 8)))
-    np.testing.assert_array_equal(y, np.broadcast_to((0.5 + 4.0 * np.arange(8) / 8)[None, :], (12, 8)))
+    np.testing.assert_array_equal(
+        x, np.broadcast_to((-1.0 + 3.0 * np.arange(12) / 12)[:, None], (12, 8))
+    )
+    np.testing.assert_array_equal(
+        y, np.broadcast_to((0.5 + 4.0 * np.arange(8) / 8)[None, :], (12, 8))
+    )
     # one whole number is one axis; the default domain on every axis
     heat = sim.get_model("heat", points=np.int64(16))
-    assert heat.points == (16,) and heat.domain == ((0.0, 2 * np.pi),) and heat.lengths == (2 * np.pi,)
+    assert (
+        heat.points == (16,) and heat.domain == ((0.0, 2 * np.pi),) and heat.lengths == (2 * np.pi,)
+    )
     # a bounded model: end nodes on bounded axes, low + j L / n on periodic ones
-    model = sim.get_model("heat_fd", points=[5, 6], domain=[[1.0, 3.0], [-2.0, 1.0]],
-                          boundary=[["dirichlet", "neumann"], "periodic"], boundary_value=[[1.5, -0.5], 0.0])
+    model = sim.get_model(
+        "heat_fd",
+        points=[5, 6],
+        domain=[[1.0, 3.0], [-2.0, 1.0]],
+        boundary=[["dirichlet", "neumann"], "periodic"],
+        boundary_value=[[1.5, -0.5], 0.0],
+    )
     assert model.periodic_axes == (False, True) and model.lengths == (2.0, 3.0)
     assert model.boundary_kinds == (("dirichlet", "neumann"), ("periodic", "periodic"))
     assert model.boundary_values == ((1.5, -0.5), (0.0, 0.0))

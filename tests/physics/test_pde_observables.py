@@ -32,6 +32,7 @@ from physics.pde import SpectralPdeModel
 from solvers import FdGrid, FourierGrid
 
 from .test_pde_initial import DOMAIN_2D, derivative
+
 # Measured (float64): largest relative error 7e-16 (observables and balance laws alike,
 # the rates relative to the size of the terms that cancel); bound 1e-11, far below a
 # wrong coefficient, sign or term (O(1)).
@@ -73,8 +74,12 @@ def _evaluate(model, params, u):
     def rhs(v):
         if isinstance(model, SpectralPdeModel):
             v_hat = grid.rfft(v)
-            with jax.numpy_dtype_promotion("standard"):  # a real symbol times a complex field, as the solver does
-                return grid.irfft(model.linear(params, grid) * v_hat + model.nonlinear(v_hat, params, grid))
+            with jax.numpy_dtype_promotion(
+                "standard"
+            ):  # a real symbol times a complex field, as the solver does
+                return grid.irfft(
+                    model.linear(params, grid) * v_hat + model.nonlinear(v_hat, params, grid)
+                )
         d = model.diffusivities(params).reshape((-1,) + (1,) * model.ndim)
         return d * grid.laplacian(v) + model.reaction(v, params)
 
@@ -135,7 +140,9 @@ def test_burgers_1d_mass_and_energy_and_their_balance():
         assert_close(got["energy"], 0.5 * (u**2).sum() * dv, 0.5 * (u**2).sum() * dv, "energy")
         ux = derivative(u[0], 0, 5.0)
         rate = rates(model, u, params)
-        scale = (np.abs(u) ** 3).sum() * dv + (ux**2).sum() * dv  # size of the advective and viscous terms
+        scale = (np.abs(u) ** 3).sum() * dv + (
+            ux**2
+        ).sum() * dv  # size of the advective and viscous terms
         assert abs(rate["mass"]) < RTOL * scale
         assert_close(rate["energy"], -nu * (ux**2).sum() * dv, scale, ("energy rate", nu))
 
@@ -155,7 +162,9 @@ def test_burgers_2d_energy_of_a_taylor_green_flow():
     energy = 0.5 * (w**2).sum() * cell_volume(model)
     assert_close(observe(model, w, p(viscosity=0.1))["energy"], energy, energy, "energy")
     square = sim.get_model("burgers", points=[16, 16], domain=[[0.5, 2.5], [-1.0, 1.0]])
-    got = observe(square, square.initial_field("taylor_green", amplitude=1.5), p(viscosity=0.1))["energy"]
+    got = observe(square, square.initial_field("taylor_green", amplitude=1.5), p(viscosity=0.1))[
+        "energy"
+    ]
     assert_close(got, 1.5**2 * 4.0 / 4, 1.0, "square taylor-green energy")
 
 
@@ -173,14 +182,21 @@ def test_kdv_invariants_are_their_integrals_and_are_conserved():
         "momentum": 0.5 * (u**2).sum() * dv,
         "energy": (0.5 * b * ux**2 - a / 6 * u[0] ** 3).sum() * dv,
     }
-    scales = {"mass": np.abs(u).sum() * dv, "momentum": expected["momentum"],
-              "energy": (0.5 * b * ux**2 + a / 6 * np.abs(u[0]) ** 3).sum() * dv}
+    scales = {
+        "mass": np.abs(u).sum() * dv,
+        "momentum": expected["momentum"],
+        "energy": (0.5 * b * ux**2 + a / 6 * np.abs(u[0]) ** 3).sum() * dv,
+    }
     got = observe(model, u, params)
     for k in expected:
         assert_close(got[k], expected[k], scales[k], k)
     # d/dt: each term of the rate is at most about |u_t| |dQ/du| integrated
     ut = -a * u[0] * ux - b * derivative(u[0], 0, 20.0, 3)
-    gradients = {"mass": 1.0, "momentum": np.abs(u[0]), "energy": b * np.abs(derivative(u[0], 0, 20.0, 2)) + a / 2 * u[0] ** 2}
+    gradients = {
+        "mass": 1.0,
+        "momentum": np.abs(u[0]),
+        "energy": b * np.abs(derivative(u[0], 0, 20.0, 2)) + a / 2 * u[0] ** 2,
+    }
     for k, rate in rates(model, u, params).items():
         assert abs(rate) < RTOL * (np.abs(ut) * gradients[k]).sum() * dv, (k, rate)
 
@@ -217,12 +233,16 @@ def test_allen_cahn_free_energy_and_its_gradient_flow():
     lap = derivative(u[0], 0, 3.0, 2) + derivative(u[0], 1, 4.0, 2)
     ut = D * lap + r * (u[0] - u[0] ** 3)
     dissipation = (ut**2).sum() * dv
-    assert_close(rates(model, u, params)["free_energy"], -dissipation, dissipation, "free energy rate")
+    assert_close(
+        rates(model, u, params)["free_energy"], -dissipation, dissipation, "free energy rate"
+    )
 
 
 def navier_stokes_velocity(w: np.ndarray, lengths) -> tuple[np.ndarray, np.ndarray]:
     """(psi_y, -psi_x) with -Lap psi = w (psi of zero mean), by FFT."""
-    kx, ky = (2 * np.pi * np.fft.fftfreq(n, 1.0 / n) / length for n, length in zip(w.shape, lengths))
+    kx, ky = (
+        2 * np.pi * np.fft.fftfreq(n, 1.0 / n) / length for n, length in zip(w.shape, lengths)
+    )
     k2 = kx[:, None] ** 2 + ky[None, :] ** 2
     psi_hat = np.fft.fft2(w) / np.where(k2 == 0, 1.0, k2) * (k2 != 0)
     psi = np.real(np.fft.ifft2(psi_hat))
@@ -249,8 +269,18 @@ def test_navier_stokes_energy_and_enstrophy_and_their_balance():
         assert_close(got["energy"], energy, energy, "energy")
         assert_close(got["enstrophy"], enstrophy, enstrophy, "enstrophy")
         rate = rates(model, w, params)
-        assert_close(rate["energy"], -nu * 2 * enstrophy - 2 * mu * energy, advection + energy, ("energy rate", nu))
-        assert_close(rate["enstrophy"], -nu * grad2 - 2 * mu * enstrophy, advection + grad2, ("enstrophy rate", nu))
+        assert_close(
+            rate["energy"],
+            -nu * 2 * enstrophy - 2 * mu * energy,
+            advection + energy,
+            ("energy rate", nu),
+        )
+        assert_close(
+            rate["enstrophy"],
+            -nu * grad2 - 2 * mu * enstrophy,
+            advection + grad2,
+            ("enstrophy rate", nu),
+        )
 
 
 def test_navier_stokes_energy_and_enstrophy_of_a_taylor_green_vortex():
@@ -260,9 +290,20 @@ def test_navier_stokes_energy_and_enstrophy_of_a_taylor_green_vortex():
     model = sim.get_model("navier_stokes_2d", points=[24, 16], domain=DOMAIN_2D, forcing_mode=2)
     amplitude, kx, ky = 1.3, 2 * np.pi * 2 / 3.0, 2 * np.pi * 3 / 4.0
     k2, area = kx**2 + ky**2, 12.0
-    got = observe(model, model.initial_field("taylor_green", amplitude=amplitude, modes=[2, 3]), model.default_params())
-    assert_close(got["energy"], amplitude**2 * k2 * area / 8, amplitude**2 * k2 * area / 8, "energy")
-    assert_close(got["enstrophy"], amplitude**2 * k2**2 * area / 8, amplitude**2 * k2**2 * area / 8, "enstrophy")
+    got = observe(
+        model,
+        model.initial_field("taylor_green", amplitude=amplitude, modes=[2, 3]),
+        model.default_params(),
+    )
+    assert_close(
+        got["energy"], amplitude**2 * k2 * area / 8, amplitude**2 * k2 * area / 8, "energy"
+    )
+    assert_close(
+        got["enstrophy"],
+        amplitude**2 * k2**2 * area / 8,
+        amplitude**2 * k2**2 * area / 8,
+        "enstrophy",
+    )
 
 
 def test_gray_scott_observes_its_two_fields():
@@ -280,7 +321,7 @@ def test_gray_scott_observes_its_two_fields():
 def trapezoid_weights(model) -> np.ndarray:
     """Cell volume per node: h on periodic axes, h with half weight at both ends on bounded ones."""
     weights = []
-    for ((a, b), n, periodic) in zip(model.domain, model.points, model.periodic_axes):
+    for (a, b), n, periodic in zip(model.domain, model.points, model.periodic_axes):
         if periodic:
             weights.append(np.full(n, (b - a) / n))
         else:
@@ -290,10 +331,15 @@ def trapezoid_weights(model) -> np.ndarray:
     return math.prod(np.meshgrid(*weights, indexing="ij"))
 
 
-@pytest.mark.parametrize("boundary", ["dirichlet", "neumann", [["dirichlet", "neumann"], "periodic"]])
+@pytest.mark.parametrize(
+    "boundary", ["dirichlet", "neumann", [["dirichlet", "neumann"], "periodic"]]
+)
 def test_mass_of_the_bounded_models_is_the_trapezoidal_integral(boundary):
     rng = np.random.default_rng(9)
-    for name, params in (("heat_fd", p(diffusivity=0.3)), ("fisher_kpp", p(diffusivity=0.02, rate=1.4))):
+    for name, params in (
+        ("heat_fd", p(diffusivity=0.3)),
+        ("fisher_kpp", p(diffusivity=0.02, rate=1.4)),
+    ):
         model = sim.get_model(name, points=[11, 9], domain=DOMAIN_2D, boundary=boundary)
         u = rng.uniform(0.0, 1.0, model.field_shape)
         mass = (u[0] * trapezoid_weights(model)).sum()
@@ -305,7 +351,10 @@ def test_bounded_mass_balance_on_a_periodic_box():
     # of heat_fd is conserved and that of Fisher-KPP grows at int r u (1 - u).
     rng = np.random.default_rng(10)
     r = 1.4
-    for name, params in (("heat_fd", p(diffusivity=0.3)), ("fisher_kpp", p(diffusivity=0.02, rate=r))):
+    for name, params in (
+        ("heat_fd", p(diffusivity=0.3)),
+        ("fisher_kpp", p(diffusivity=0.02, rate=r)),
+    ):
         model = sim.get_model(name, points=[11, 9], domain=DOMAIN_2D, boundary="periodic")
         u = rng.uniform(0.0, 1.0, model.field_shape)
         weights = trapezoid_weights(model)

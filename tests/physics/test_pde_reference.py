@@ -26,15 +26,22 @@ def spectral_rhs(model, params):
     @jax.jit
     def rhs(u):
         u_hat = grid.rfft(u)
-        with jax.numpy_dtype_promotion("standard"):  # a real symbol times a complex field, as the solver does
-            return grid.irfft(model.linear(params, grid) * u_hat + model.nonlinear(u_hat, params, grid))
+        with jax.numpy_dtype_promotion(
+            "standard"
+        ):  # a real symbol times a complex field, as the solver does
+            return grid.irfft(
+                model.linear(params, grid) * u_hat + model.nonlinear(u_hat, params, grid)
+            )
 
     return grid, rhs
 
 
 def nodes(model) -> list[np.ndarray]:
     """The nodes low + j L / n, j = 0..n-1, per axis ('ij'), as the spectral family documents."""
-    return np.meshgrid(*(a + (b - a) * np.arange(n) / n for (a, b), n in zip(model.domain, model.points)), indexing="ij")
+    return np.meshgrid(
+        *(a + (b - a) * np.arange(n) / n for (a, b), n in zip(model.domain, model.points)),
+        indexing="ij",
+    )
 
 
 def wavevector(model) -> tuple[list[np.ndarray], np.ndarray]:
@@ -57,27 +64,61 @@ def p(**values):
 def _rates(name):
     if name == "heat":  # u_t = D Lap u
         D = 0.37
-        return {"points": [12, 16], "domain": [[-1.0, 2.0], [0.5, 4.5]]}, p(diffusivity=D), [0.7], lambda k: [-D * k2(k)]
+        return (
+            {"points": [12, 16], "domain": [[-1.0, 2.0], [0.5, 4.5]]},
+            p(diffusivity=D),
+            [0.7],
+            lambda k: [-D * k2(k)],
+        )
     if name == "advection_diffusion":  # u_t = -c d.grad u + D Lap u
         c, D, d = -1.3, 0.21, np.array([1.0, 2.0]) / math.sqrt(5.0)
         options = {"points": [12, 16], "domain": [[-1.0, 2.0], [0.5, 4.5]], "direction": [1.0, 2.0]}
-        return options, p(velocity=c, diffusivity=D), [0.0], lambda k: [-1j * c * (d[0] * k[0] + d[1] * k[1]) - D * k2(k)]
+        return (
+            options,
+            p(velocity=c, diffusivity=D),
+            [0.0],
+            lambda k: [-1j * c * (d[0] * k[0] + d[1] * k[1]) - D * k2(k)],
+        )
     if name == "burgers":  # u_t = -(u . grad) u + nu Lap u, about a uniform flow (U, V)
         nu, U, V = 0.05, 0.8, -0.3
         options = {"points": [12, 16], "domain": [[-1.0, 2.0], [0.5, 4.5]]}
-        return options, p(viscosity=nu), [U, V], lambda k: [-1j * (U * k[0] + V * k[1]) - nu * k2(k)] * 2
+        return (
+            options,
+            p(viscosity=nu),
+            [U, V],
+            lambda k: [-1j * (U * k[0] + V * k[1]) - nu * k2(k)] * 2,
+        )
     if name == "kdv":  # u_t = -a u u_x - b u_xxx, about u = U: sigma = -i a U k + i b k^3
         a, b, U = 6.0, 0.4, 0.25
-        return {"points": [64], "domain": [[-10.0, 10.0]]}, p(nonlinearity=a, dispersion=b), [U], lambda k: [-1j * a * U * k[0] + 1j * b * k[0] ** 3]
+        return (
+            {"points": [64], "domain": [[-10.0, 10.0]]},
+            p(nonlinearity=a, dispersion=b),
+            [U],
+            lambda k: [-1j * a * U * k[0] + 1j * b * k[0] ** 3],
+        )
     if name == "kuramoto_sivashinsky":  # defaults (p = q = 1): sigma = k^2 - k^4
         return {"points": [128]}, None, [0.0], lambda k: [k[0] ** 2 - k[0] ** 4]
-    if name == "allen_cahn":  # u_t = D Lap u + r (u - u^3), about u = U: sigma = r (1 - 3 U^2) - D k^2
+    if (
+        name == "allen_cahn"
+    ):  # u_t = D Lap u + r (u - u^3), about u = U: sigma = r (1 - 3 U^2) - D k^2
         D, r, U = 0.03, 1.7, 0.6
-        return {"points": [16, 12]}, p(diffusivity=D, rate=r), [U], lambda k: [r * (1 - 3 * U**2) - D * k2(k)]
-    if name == "gray_scott":  # about the trivial state u = 1, v = 0: uncoupled, damped by F and F + k
+        return (
+            {"points": [16, 12]},
+            p(diffusivity=D, rate=r),
+            [U],
+            lambda k: [r * (1 - 3 * U**2) - D * k2(k)],
+        )
+    if (
+        name == "gray_scott"
+    ):  # about the trivial state u = 1, v = 0: uncoupled, damped by F and F + k
         F, kill, du, dv = 0.03, 0.06, 2e-3, 7e-3
         params = p(feed=F, kill=kill, diffusivity_u=du, diffusivity_v=dv)
-        return {"points": [16, 12], "domain": [[0.0, 0.5], [0.0, 0.4]]}, params, [1.0, 0.0], lambda k: [-F - du * k2(k), -(F + kill) - dv * k2(k)]
+        return (
+            {"points": [16, 12], "domain": [[0.0, 0.5], [0.0, 0.4]]},
+            params,
+            [1.0, 0.0],
+            lambda k: [-F - du * k2(k), -(F + kill) - dv * k2(k)],
+        )
     if name == "navier_stokes_2d":  # about rest: sigma = -(nu |k|^2 + mu)
         nu, mu = 0.02, 0.15
         options = {"points": [16, 12], "domain": [[-1.0, 2.0], [0.5, 4.5]], "forcing_mode": 2}
@@ -95,7 +136,9 @@ def test_fourier_modes_grow_at_the_linearised_rate(name):
     # J exp(i k . x) = sigma(k) exp(i k . x). A random perturbation carries every mode,
     # so one Jacobian-vector product measures sigma at every wavenumber of the grid.
     case = _rates(name)
-    assert case is not None, f"spectral model {name!r} has no dispersion relation in {__file__}: add one"
+    assert case is not None, (
+        f"spectral model {name!r} has no dispersion relation in {__file__}: add one"
+    )
     options, params, base, sigma = case
     model = sim.get_model(name, **options)
     params = model.default_params() if params is None else params
@@ -153,7 +196,9 @@ def test_navier_stokes_laminar_kolmogorov_flow_is_steady(drag):
     # whose vorticity w = -u_y = -A n' cos(n' y) / (nu n'^2 + mu) is not advected
     # (u . grad w = 0). Its energy is (1/2) |u|^2 integrated: A^2 L_x L_y / (4 (nu n'^2 + mu)^2).
     n, (ay, by) = 3, (0.7, 4.7)
-    model = sim.get_model("navier_stokes_2d", points=[24, 20], domain=[[-0.5, 2.5], [ay, by]], forcing_mode=n)
+    model = sim.get_model(
+        "navier_stokes_2d", points=[24, 20], domain=[[-0.5, 2.5], [ay, by]], forcing_mode=n
+    )
     nu, A = 0.04, 1.3
     params = p(viscosity=nu, drag=drag, forcing=A)
     grid, rhs = spectral_rhs(model, params)
@@ -165,7 +210,9 @@ def test_navier_stokes_laminar_kolmogorov_flow_is_steady(drag):
     # rhs = 0 up to round-off of the terms that cancel (each of size A n' = 6.1); measured
     # 6e-15 A n', bound 1e-12 A n'. A flipped forcing sign leaves 2 A n' cos(n' y).
     assert np.max(np.abs(got)) < 1e-12 * A * k, np.max(np.abs(got))
-    energy = float(jax.jit(lambda u: model.extra_observables(u, params, grid)["energy"])(jnp.asarray(w[None])))
+    energy = float(
+        jax.jit(lambda u: model.extra_observables(u, params, grid)["energy"])(jnp.asarray(w[None]))
+    )
     assert energy == pytest.approx(A**2 * 3.0 * 4.0 / (4 * damping**2), rel=1e-12)
 
 
@@ -183,8 +230,14 @@ def test_fisher_kpp_right_hand_side_on_the_ablowitz_zeppetella_front():
         u, u_t = (1 + e) ** -2, 5 * r / 3 * e * (1 + e) ** -3
         grid = FdGrid(model.points, model.domain, model.boundary_kinds, model.boundary_values)
         params = p(diffusivity=D, rate=r)
-        rhs = jax.jit(lambda u: model.diffusivities(params)[:, None] * grid.laplacian(u) + model.reaction(u, params))
-        errors.append(np.max(np.abs(np.asarray(rhs(jnp.asarray(u[None])))[0] - u_t)[1:-1]) / np.max(u_t))
+        rhs = jax.jit(
+            lambda u: (
+                model.diffusivities(params)[:, None] * grid.laplacian(u) + model.reaction(u, params)
+            )
+        )
+        errors.append(
+            np.max(np.abs(np.asarray(rhs(jnp.asarray(u[None])))[0] - u_t)[1:-1]) / np.max(u_t)
+        )
     # (interior nodes: the Neumann rows are the solver's, tested in tests/solvers.)
     # Measured 5.3e-4 and 1.3e-4 relative to max u_t (ratio 4.0: second order); bounds
     # 5e-4 at 401 nodes and a ratio > 3.5. The wrong reaction r u (1 - u^2) is off by 0.6.

@@ -77,7 +77,9 @@ def full_params(model, **values) -> dict:
         f"the reference of {model.name!r} sets {sorted(values)}, the model has {sorted(model.parameter_names)}: "
         "update the reference"
     )
-    return {k: v if isinstance(v, tuple) else jnp.asarray(v, dtype=float) for k, v in values.items()}
+    return {
+        k: v if isinstance(v, tuple) else jnp.asarray(v, dtype=float) for k, v in values.items()
+    }
 
 
 # ----------------------------------------------------------------------------- ODE models
@@ -95,11 +97,18 @@ def ode_cases(model, params, states: np.ndarray, want: np.ndarray) -> list[Case]
 @reference("lotka_volterra")
 def _(rng, variant):
     # dx/dt = alpha x - beta x y, dy/dt = delta x y - gamma y
-    a, b, g, d = rng.uniform(0.3, 1.0), rng.uniform(0.01, 0.05), rng.uniform(0.5, 1.2), rng.uniform(0.01, 0.04)
+    a, b, g, d = (
+        rng.uniform(0.3, 1.0),
+        rng.uniform(0.01, 0.05),
+        rng.uniform(0.5, 1.2),
+        rng.uniform(0.01, 0.04),
+    )
     model = sim.get_model("lotka_volterra")
     params = full_params(model, alpha=a, beta=b, gamma=g, delta=d)
     x, y = rng.uniform(0.5, 60.0, (2, 16))
-    return ode_cases(model, params, np.stack([x, y], 1), np.stack([a * x - b * x * y, d * x * y - g * y], 1))
+    return ode_cases(
+        model, params, np.stack([x, y], 1), np.stack([a * x - b * x * y, d * x * y - g * y], 1)
+    )
 
 
 @reference("lorenz")
@@ -149,7 +158,12 @@ def _(rng, variant):
 @reference("fitzhugh_nagumo")
 def _(rng, variant):
     # v' = v - v^3 / 3 - w + current, w' = (v + a - b w) / tau
-    a, b, tau, current = rng.uniform(-1, 1), rng.uniform(0.2, 1.5), rng.uniform(2, 20), rng.uniform(-1, 1)
+    a, b, tau, current = (
+        rng.uniform(-1, 1),
+        rng.uniform(0.2, 1.5),
+        rng.uniform(2, 20),
+        rng.uniform(-1, 1),
+    )
     model = sim.get_model("fitzhugh_nagumo")
     params = full_params(model, a=a, b=b, tau=tau, current=current)
     v, w = rng.normal(0, 1.5, (2, 16))
@@ -182,7 +196,10 @@ NUMPY_ACTIVATIONS = {
 
 def random_mlp(rng, sizes) -> tuple[dict, ...]:
     return tuple(
-        {"weight": rng.normal(0, 1 / math.sqrt(n_in), (n_out, n_in)), "bias": rng.normal(0, 0.5, n_out)}
+        {
+            "weight": rng.normal(0, 1 / math.sqrt(n_in), (n_out, n_in)),
+            "bias": rng.normal(0, 0.5, n_out),
+        }
         for n_in, n_out in zip(sizes[:-1], sizes[1:])
     )
 
@@ -205,23 +222,36 @@ def _(rng, activation):
     n, width, depth = 1 + i % 3, 3 + i, 1 + i % 2
     features = ("identity", "cubic")[i % 2]
     names = tuple(f"y{j}" for j in range(n))
-    model = sim.get_model("neural_ode", state_names=names, width=width, depth=depth, activation=activation, features=features)
+    model = sim.get_model(
+        "neural_ode",
+        state_names=names,
+        width=width,
+        depth=depth,
+        activation=activation,
+        features=features,
+    )
     weights = random_mlp(rng, (n,) + (width,) * depth + (n,))
     params = full_params(model, net=as_jax(weights))
     y = rng.normal(0, 1.5, (16, n))
     want = numpy_mlp(weights, activation, y if features == "identity" else y**3)
-    return [(f"{features}: {what}", got, ref) for what, got, ref in ode_cases(model, params, y, want)]
+    return [
+        (f"{features}: {what}", got, ref) for what, got, ref in ode_cases(model, params, y, want)
+    ]
 
 
 @reference("hybrid_lotka_volterra")
 def _(rng, variant):
     # dx/dt = alpha x + c_x, dy/dt = -gamma y + c_y, (c_x, c_y) = scale MLP((x, y) / scale)
     scale, a, g = 13.0, rng.uniform(0.3, 1.0), rng.uniform(0.5, 1.2)
-    model = sim.get_model("hybrid_lotka_volterra", width=5, depth=2, activation="softplus", scale=scale)
+    model = sim.get_model(
+        "hybrid_lotka_volterra", width=5, depth=2, activation="softplus", scale=scale
+    )
     weights = random_mlp(rng, (2, 5, 5, 2))
     params = full_params(model, alpha=a, gamma=g, net=as_jax(weights))
     y = rng.uniform(0.5, 60.0, (16, 2))
-    want = np.stack([a * y[:, 0], -g * y[:, 1]], 1) + scale * numpy_mlp(weights, "softplus", y / scale)
+    want = np.stack([a * y[:, 0], -g * y[:, 1]], 1) + scale * numpy_mlp(
+        weights, "softplus", y / scale
+    )
     return ode_cases(model, params, y, want)
 
 
@@ -239,10 +269,20 @@ class FourierSeries:
     mean: float = 0.0
 
     @classmethod
-    def random(cls, rng, domain, band: int, *, mean: float = 0.0, amplitude: float = 1.0) -> FourierSeries:
+    def random(
+        cls, rng, domain, band: int, *, mean: float = 0.0, amplitude: float = 1.0
+    ) -> FourierSeries:
         """Random c_m on every mode vector of one half space with |m_i| <= band."""
-        modes = [m for m in itertools.product(range(-band, band + 1), repeat=len(domain)) if any(m) and next(v for v in m if v) > 0]
-        c = amplitude * (rng.normal(size=len(modes)) + 1j * rng.normal(size=len(modes))) / math.sqrt(len(modes))
+        modes = [
+            m
+            for m in itertools.product(range(-band, band + 1), repeat=len(domain))
+            if any(m) and next(v for v in m if v) > 0
+        ]
+        c = (
+            amplitude
+            * (rng.normal(size=len(modes)) + 1j * rng.normal(size=len(modes)))
+            / math.sqrt(len(modes))
+        )
         return cls(np.array([b - a for a, b in domain]), np.array(modes, dtype=float), c, mean)
 
     @property
@@ -252,10 +292,14 @@ class FourierSeries:
     def d(self, *orders: int) -> FourierSeries:
         """The partial derivative of order orders[i] along axis i."""
         factor = np.prod((1j * self.wavevectors) ** np.array(orders), axis=1)
-        return dataclasses.replace(self, coefficients=self.coefficients * factor, mean=0.0 if any(orders) else self.mean)
+        return dataclasses.replace(
+            self, coefficients=self.coefficients * factor, mean=0.0 if any(orders) else self.mean
+        )
 
     def laplacian(self) -> FourierSeries:
-        return dataclasses.replace(self, coefficients=-np.sum(self.wavevectors**2, axis=1) * self.coefficients, mean=0.0)
+        return dataclasses.replace(
+            self, coefficients=-np.sum(self.wavevectors**2, axis=1) * self.coefficients, mean=0.0
+        )
 
     def __call__(self, mesh) -> np.ndarray:
         phase = sum(k[:, None] * x.reshape(1, -1) for k, x in zip(self.wavevectors.T, mesh))
@@ -265,7 +309,10 @@ class FourierSeries:
 
 def periodic_mesh(model) -> list[np.ndarray]:
     """The nodes low + j L / n, j = 0..n-1, per axis ('ij'), as the spectral family documents."""
-    return np.meshgrid(*(a + (b - a) * np.arange(n) / n for (a, b), n in zip(model.domain, model.points)), indexing="ij")
+    return np.meshgrid(
+        *(a + (b - a) * np.arange(n) / n for (a, b), n in zip(model.domain, model.points)),
+        indexing="ij",
+    )
 
 
 def spectral_rhs(model, params, u) -> np.ndarray:
@@ -275,7 +322,9 @@ def spectral_rhs(model, params, u) -> np.ndarray:
     @jax.jit  # one compilation instead of op-by-op dispatch
     def rhs(params, u):
         u_hat = grid.rfft(u)
-        with jax.numpy_dtype_promotion("standard"):  # a real symbol times a complex field, as the solver does
+        with jax.numpy_dtype_promotion(
+            "standard"
+        ):  # a real symbol times a complex field, as the solver does
             rhs_hat = model.linear(params, grid) * u_hat + model.nonlinear(u_hat, params, grid)
         return grid.irfft(rhs_hat)
 
@@ -289,7 +338,9 @@ def pde_cases(label, model, params, u, want) -> list[Case]:
 
 def grid_of(rng, points):
     """A random domain per axis, not starting at 0 (phase errors show)."""
-    return [[float(a), float(a + rng.uniform(1.0, 7.0))] for a in rng.uniform(-3.0, 3.0, len(points))]
+    return [
+        [float(a), float(a + rng.uniform(1.0, 7.0))] for a in rng.uniform(-3.0, 3.0, len(points))
+    ]
 
 
 # (points, band) per dimension; the band is below a sixth of every axis's points, so that
@@ -305,7 +356,13 @@ def _(rng, dims):
     D = rng.uniform(0.05, 2.0)
     series = FourierSeries.random(rng, model.domain, band, mean=rng.normal())
     mesh = periodic_mesh(model)
-    return pde_cases(dims, model, full_params(model, diffusivity=D), [series(mesh)], [D * series.laplacian()(mesh)])
+    return pde_cases(
+        dims,
+        model,
+        full_params(model, diffusivity=D),
+        [series(mesh)],
+        [D * series.laplacian()(mesh)],
+    )
 
 
 @reference("advection_diffusion", tuple(GRIDS))
@@ -314,14 +371,18 @@ def _(rng, dims):
     # the first axis)
     points, band = GRIDS[dims]
     direction = {"1d": None, "2d": (1.0, -2.0), "3d": (0.3, 0.0, 1.0)}[dims]
-    model = sim.get_model("advection_diffusion", points=points, domain=grid_of(rng, points), direction=direction)
+    model = sim.get_model(
+        "advection_diffusion", points=points, domain=grid_of(rng, points), direction=direction
+    )
     c, D = rng.uniform(-3.0, 3.0), rng.uniform(0.01, 1.0)
     n = np.array(direction or (1.0,)) / np.linalg.norm(direction or (1.0,))
     series = FourierSeries.random(rng, model.domain, band, mean=rng.normal())
     mesh = periodic_mesh(model)
     grad = [series.d(*np.eye(len(points), dtype=int)[i])(mesh) for i in range(len(points))]
     want = -c * sum(ni * gi for ni, gi in zip(n, grad)) + D * series.laplacian()(mesh)
-    return pde_cases(dims, model, full_params(model, velocity=c, diffusivity=D), [series(mesh)], [want])
+    return pde_cases(
+        dims, model, full_params(model, velocity=c, diffusivity=D), [series(mesh)], [want]
+    )
 
 
 @reference("burgers", ("1d", "2d"))
@@ -333,7 +394,9 @@ def _(rng, dims):
     mesh = periodic_mesh(model)
     if dims == "1d":
         u = FourierSeries.random(rng, model.domain, band, mean=rng.normal())
-        return pde_cases(dims, model, params, [u(mesh)], [-u(mesh) * u.d(1)(mesh) + nu * u.d(2)(mesh)])
+        return pde_cases(
+            dims, model, params, [u(mesh)], [-u(mesh) * u.d(1)(mesh) + nu * u.d(2)(mesh)]
+        )
     u, v = (FourierSeries.random(rng, model.domain, band, mean=rng.normal()) for _ in range(2))
     advect = lambda f: u(mesh) * f.d(1, 0)(mesh) + v(mesh) * f.d(0, 1)(mesh)  # noqa: E731
     want = [-advect(u) + nu * u.laplacian()(mesh), -advect(v) + nu * v.laplacian()(mesh)]
@@ -348,7 +411,9 @@ def _(rng, variant):
     u = FourierSeries.random(rng, model.domain, 7, mean=rng.normal())
     mesh = periodic_mesh(model)
     want = -a * u(mesh) * u.d(1)(mesh) - b * u.d(3)(mesh)
-    return pde_cases("1d", model, full_params(model, nonlinearity=a, dispersion=b), [u(mesh)], [want])
+    return pde_cases(
+        "1d", model, full_params(model, nonlinearity=a, dispersion=b), [u(mesh)], [want]
+    )
 
 
 @reference("kuramoto_sivashinsky")
@@ -386,7 +451,10 @@ def _(rng, dims):
     v = FourierSeries.random(rng, model.domain, band, mean=0.25, amplitude=0.1)
     mesh = periodic_mesh(model)
     uvv = u(mesh) * v(mesh) ** 2
-    want = [du * u.laplacian()(mesh) - uvv + F * (1 - u(mesh)), dv * v.laplacian()(mesh) + uvv - (F + k) * v(mesh)]
+    want = [
+        du * u.laplacian()(mesh) - uvv + F * (1 - u(mesh)),
+        dv * v.laplacian()(mesh) + uvv - (F + k) * v(mesh),
+    ]
     params = full_params(model, feed=F, kill=k, diffusivity_u=du, diffusivity_v=dv)
     return pde_cases(dims, model, params, [u(mesh), v(mesh)], want)
 
@@ -400,13 +468,19 @@ def _(rng, variant):
     n = 3
     model = sim.get_model("navier_stokes_2d", points=points, domain=domain, forcing_mode=n)
     nu, mu, A = rng.uniform(1e-3, 0.1), rng.uniform(0.05, 0.5), rng.uniform(-2.0, 2.0)
-    w = FourierSeries.random(rng, domain, 4)  # zero mean: the circulation around a periodic box vanishes
+    w = FourierSeries.random(
+        rng, domain, 4
+    )  # zero mean: the circulation around a periodic box vanishes
     mesh = periodic_mesh(model)
-    psi = dataclasses.replace(w, coefficients=w.coefficients / np.sum(w.wavevectors**2, axis=1))  # Laplacian(psi) = -w
+    psi = dataclasses.replace(
+        w, coefficients=w.coefficients / np.sum(w.wavevectors**2, axis=1)
+    )  # Laplacian(psi) = -w
     vx, vy = psi.d(0, 1)(mesh), -psi.d(1, 0)(mesh)
     k = 2 * np.pi * n / (domain[1][1] - domain[1][0])
     f = -A * k * np.cos(k * mesh[1])
-    want = -(vx * w.d(1, 0)(mesh) + vy * w.d(0, 1)(mesh)) + nu * w.laplacian()(mesh) - mu * w(mesh) + f
+    want = (
+        -(vx * w.d(1, 0)(mesh) + vy * w.d(0, 1)(mesh)) + nu * w.laplacian()(mesh) - mu * w(mesh) + f
+    )
     params = full_params(model, viscosity=nu, drag=mu, forcing=A)
     return pde_cases("2d", model, params, [w(mesh)], [want])
 
@@ -428,7 +502,9 @@ def fd_cases(label, model, params, u, reaction) -> list[Case]:
     d = np.asarray(model.diffusivities(params)).reshape((-1,) + (1,) * len(model.points))
     lap = np.zeros_like(u)
     keep = np.ones(u.shape, dtype=bool)
-    for axis, ((a, b), n, (kind, _)) in enumerate(zip(model.domain, model.points, model.boundary_kinds)):
+    for axis, ((a, b), n, (kind, _)) in enumerate(
+        zip(model.domain, model.points, model.boundary_kinds)
+    ):
         h = (b - a) / n if kind == "periodic" else (b - a) / (n - 1)
         ax = axis + 1  # channel axis first
         lap += (np.roll(u, 1, ax) - 2 * u + np.roll(u, -1, ax)) / h**2
@@ -437,7 +513,10 @@ def fd_cases(label, model, params, u, reaction) -> list[Case]:
             index[ax] = [0, -1]
             keep[tuple(index)] = False
     want = d * lap + reaction(u)
-    return [(f"{label} {name}_t", got[c][keep[c]], want[c][keep[c]]) for c, name in enumerate(model.field_names)]
+    return [
+        (f"{label} {name}_t", got[c][keep[c]], want[c][keep[c]])
+        for c, name in enumerate(model.field_names)
+    ]
 
 
 FD_LAYOUTS = {
@@ -463,10 +542,14 @@ def _(rng, layout):
 def _(rng, layout):
     # u_t = D Laplacian(u) + r u (1 - u)
     points, boundary = FD_LAYOUTS[layout]
-    model = sim.get_model("fisher_kpp", points=points, domain=grid_of(rng, points), boundary=boundary)
+    model = sim.get_model(
+        "fisher_kpp", points=points, domain=grid_of(rng, points), boundary=boundary
+    )
     D, r = rng.uniform(1e-3, 1.0), rng.uniform(0.2, 3.0)
     u = rng.uniform(-0.5, 1.5, size=(1, *points))
-    return fd_cases(layout, model, full_params(model, diffusivity=D, rate=r), u, lambda u: r * u * (1 - u))
+    return fd_cases(
+        layout, model, full_params(model, diffusivity=D, rate=r), u, lambda u: r * u * (1 - u)
+    )
 
 
 # -------------------------------------------------------------------------- pair models
@@ -525,7 +608,9 @@ def pair_sums(position, species, box, cutoff, values, phi, dphi, bonds=(), bond=
 GEOMETRIES = ("periodic-3d", "free-2d")
 
 
-def pair_cases(rng, geometry, model, values, phi, dphi, *, min_distance=0.75, bonds=None, bond=None) -> list[Case]:
+def pair_cases(
+    rng, geometry, model, values, phi, dphi, *, min_distance=0.75, bonds=None, bond=None
+) -> list[Case]:
     """Energy, forces and virial of the model against `pair_sums`, for two species in a
     periodic 3-D box or in free 2-D space."""
     periodic = geometry == "periodic-3d"
@@ -536,7 +621,11 @@ def pair_cases(rng, geometry, model, values, phi, dphi, *, min_distance=0.75, bo
     space = md.Periodic(jnp.full(dim, box)) if periodic else md.Free(ndim=dim)
     bond_pairs = np.zeros((0, 2), int) if bonds is None else bonds(n)
     system = md.System(
-        jnp.asarray(position), jnp.zeros((n, dim)), jnp.ones(n), jnp.asarray(species, jnp.int32), space,
+        jnp.asarray(position),
+        jnp.zeros((n, dim)),
+        jnp.ones(n),
+        jnp.asarray(species, jnp.int32),
+        space,
         None if bonds is None else jnp.asarray(bond_pairs, jnp.int32),
     )
     params = full_params(model, **values)
@@ -544,13 +633,31 @@ def pair_cases(rng, geometry, model, values, phi, dphi, *, min_distance=0.75, bo
 
     @jax.jit  # one compilation instead of op-by-op dispatch
     def evaluate(system, params):
-        return model.interaction_energy(system, params), model.forces(system, params), model.virial(system, params)
+        return (
+            model.interaction_energy(system, params),
+            model.forces(system, params),
+            model.virial(system, params),
+        )
 
     energy, forces, virial = evaluate(system, params)
     pair_values = {k: np.broadcast_to(values[k], (2, 2)) for k in model.pair_parameters}
-    e, f, w, inside = pair_sums(position, species, box if periodic else None, model.cutoff, pair_values, phi, dphi, bond_pairs, bond)
+    e, f, w, inside = pair_sums(
+        position,
+        species,
+        box if periodic else None,
+        model.cutoff,
+        pair_values,
+        phi,
+        dphi,
+        bond_pairs,
+        bond,
+    )
     assert inside >= 10, f"only {inside} interacting pairs: the configuration tests too little"
-    return [(f"{geometry} energy", energy, e), (f"{geometry} forces", forces, f), (f"{geometry} virial", virial, w)]
+    return [
+        (f"{geometry} energy", energy, e),
+        (f"{geometry} forces", forces, f),
+        (f"{geometry} virial", virial, w),
+    ]
 
 
 def lj(r, p):
@@ -608,7 +715,11 @@ def _(rng, variant):
     kind, geometry = variant.split("-", 1)
     rc = rng.uniform(1.8, 2.4)
     model = sim.get_model("morse", cutoff=rc, shift=kind == "shifted", n_species=2)
-    values = {"epsilon": symmetric(rng, 0.5, 2.0), "alpha": symmetric(rng, 2.0, 6.0), "r0": symmetric(rng, 0.9, 1.3)}
+    values = {
+        "epsilon": symmetric(rng, 0.5, 2.0),
+        "alpha": symmetric(rng, 2.0, 6.0),
+        "r0": symmetric(rng, 0.9, 1.3),
+    }
 
     def morse(r, p):
         return p["epsilon"] * ((1 - np.exp(-p["alpha"] * (r - p["r0"]))) ** 2 - 1)
@@ -627,13 +738,25 @@ def _(rng, variant):
 def _(rng, geometry):
     # phi(r) = eps / alpha (1 - r / sigma)^alpha for r < sigma, else 0
     def phi(r, p):
-        return np.where(r < p["sigma"], p["epsilon"] / p["alpha"] * np.abs(1 - r / p["sigma"]) ** p["alpha"], 0.0)
+        return np.where(
+            r < p["sigma"],
+            p["epsilon"] / p["alpha"] * np.abs(1 - r / p["sigma"]) ** p["alpha"],
+            0.0,
+        )
 
     def dphi(r, p):
-        return np.where(r < p["sigma"], -p["epsilon"] / p["sigma"] * np.abs(1 - r / p["sigma"]) ** (p["alpha"] - 1), 0.0)
+        return np.where(
+            r < p["sigma"],
+            -p["epsilon"] / p["sigma"] * np.abs(1 - r / p["sigma"]) ** (p["alpha"] - 1),
+            0.0,
+        )
 
     model = sim.get_model("soft_sphere", cutoff=1.5, n_species=2)
-    values = {"epsilon": symmetric(rng, 0.5, 2.0), "sigma": symmetric(rng, 1.0, 1.45), "alpha": symmetric(rng, 1.5, 3.0)}
+    values = {
+        "epsilon": symmetric(rng, 0.5, 2.0),
+        "sigma": symmetric(rng, 1.0, 1.45),
+        "alpha": symmetric(rng, 1.5, 3.0),
+    }
     return pair_cases(rng, geometry, model, values, phi, dphi, min_distance=0.5)
 
 
@@ -650,19 +773,35 @@ def _(rng, variant):
     n, rc, kmax = 24, rng.uniform(2.0, 2.3), (4, 5, 4)
     box = 2 * rc + 0.3
     alpha = rng.uniform(0.9, 1.3)
-    model = sim.get_model("lj_coulomb", cutoff=rc, electrostatics="ewald", ewald_alpha=alpha, ewald_kmax=kmax)
+    model = sim.get_model(
+        "lj_coulomb", cutoff=rc, electrostatics="ewald", ewald_alpha=alpha, ewald_kmax=kmax
+    )
     q = rng.uniform(0.5, 1.5)
-    values = {"epsilon": symmetric(rng, 0.5, 2.0), "sigma": symmetric(rng, 0.8, 1.2), "charges": np.array([q, -q])}
+    values = {
+        "epsilon": symmetric(rng, 0.5, 2.0),
+        "sigma": symmetric(rng, 0.8, 1.2),
+        "charges": np.array([q, -q]),
+    }
     position = scatter(rng, n, 3, box, 0.8, True)
     species = rng.permutation(np.repeat([0, 1], n // 2))  # neutral
     charge = values["charges"][species]
-    system = md.System(jnp.asarray(position), jnp.zeros((n, 3)), jnp.ones(n), jnp.asarray(species, jnp.int32), md.Periodic(jnp.full(3, box)))
+    system = md.System(
+        jnp.asarray(position),
+        jnp.zeros((n, 3)),
+        jnp.ones(n),
+        jnp.asarray(species, jnp.int32),
+        md.Periodic(jnp.full(3, box)),
+    )
     params = full_params(model, **{k: v for k, v in values.items()})
     model.check_params(system, params)
 
     @jax.jit
     def evaluate(system, params):
-        return model.interaction_energy(system, params), model.forces(system, params), model.virial(system, params)
+        return (
+            model.interaction_energy(system, params),
+            model.forces(system, params),
+            model.virial(system, params),
+        )
 
     energy, forces, virial = evaluate(system, params)
 
@@ -670,9 +809,15 @@ def _(rng, variant):
         return lj(r, p) + p["qq"] * erfc(alpha * r) / r
 
     def dphi(r, p):
-        return dlj(r, p) - p["qq"] * (erfc(alpha * r) / r**2 + 2 * alpha / np.sqrt(np.pi) * np.exp(-((alpha * r) ** 2)) / r)
+        return dlj(r, p) - p["qq"] * (
+            erfc(alpha * r) / r**2 + 2 * alpha / np.sqrt(np.pi) * np.exp(-((alpha * r) ** 2)) / r
+        )
 
-    pair_values = {"epsilon": values["epsilon"], "sigma": values["sigma"], "qq": np.outer(values["charges"], values["charges"])}
+    pair_values = {
+        "epsilon": values["epsilon"],
+        "sigma": values["sigma"],
+        "qq": np.outer(values["charges"], values["charges"]),
+    }
     e, f, w, inside = pair_sums(position, species, box, rc, pair_values, phi, dphi)
     assert inside >= 10, f"only {inside} interacting pairs: the configuration tests too little"
     volume = box**3
@@ -688,7 +833,11 @@ def _(rng, variant):
         f += (2 * a * charge * np.imag(np.conj(structure) * phase))[:, None] * k
         w += a * abs(structure) ** 2 * (1 - k2 / (2 * alpha**2))
     e -= alpha / np.sqrt(np.pi) * np.sum(charge**2)
-    return [("periodic-3d energy", energy, e), ("periodic-3d forces", forces, f), ("periodic-3d virial", virial, w)]
+    return [
+        ("periodic-3d energy", energy, e),
+        ("periodic-3d forces", forces, f),
+        ("periodic-3d virial", virial, w),
+    ]
 
 
 @reference("bead_spring", GEOMETRIES)
@@ -696,7 +845,12 @@ def _(rng, geometry):
     # WCA between all beads plus (1/2) bond_k (r - bond_length)^2 per bond
     k, length = rng.uniform(20.0, 200.0), rng.uniform(0.8, 1.2)
     model = sim.get_model("bead_spring", cutoff=1.45, n_species=2)
-    values = {"epsilon": symmetric(rng, 0.5, 2.0), "sigma": symmetric(rng, 0.85, 1.25), "bond_k": k, "bond_length": length}
+    values = {
+        "epsilon": symmetric(rng, 0.5, 2.0),
+        "sigma": symmetric(rng, 0.85, 1.25),
+        "bond_k": k,
+        "bond_length": length,
+    }
 
     def chains(n):  # chains of 4 beads: 0-1-2-3, 4-5-6-7, ...
         return np.array([(i, i + 1) for i in range(n - 1) if (i + 1) % 4])
@@ -704,7 +858,9 @@ def _(rng, geometry):
     def bond(r):
         return 0.5 * k * (r - length) ** 2, k * (r - length)
 
-    return pair_cases(rng, geometry, model, values, wca, dwca, min_distance=0.7, bonds=chains, bond=bond)
+    return pair_cases(
+        rng, geometry, model, values, wca, dwca, min_distance=0.7, bonds=chains, bond=bond
+    )
 
 
 # ---------------------------------------------------------------------------------- SDE
@@ -720,7 +876,11 @@ def sde_cases(rng, name: str, equations) -> list[Case]:
     for i in range(3):
         p = {k: rng.uniform(-2.0, 2.0) for k in model.parameter_names}
         y = rng.uniform(-3.0, 3.0, len(model.state_names))
-        t, jp, jy = jnp.asarray(rng.uniform(0.0, 10.0)), {k: jnp.asarray(v) for k, v in p.items()}, jnp.asarray(y)
+        t, jp, jy = (
+            jnp.asarray(rng.uniform(0.0, 10.0)),
+            {k: jnp.asarray(v) for k, v in p.items()},
+            jnp.asarray(y),
+        )
         drift, diffusion = equations(y, p)
         got_drift, got_diffusion = terms(t, jy, jp)
         cases += [(f"drift {i}", got_drift, drift), (f"diffusion {i}", got_diffusion, diffusion)]
@@ -730,7 +890,9 @@ def sde_cases(rng, name: str, equations) -> list[Case]:
 @reference("ornstein_uhlenbeck")
 def _(rng, variant):
     # dx = theta (mu - x) dt + sigma dW
-    return sde_cases(rng, "ornstein_uhlenbeck", lambda y, p: (p["theta"] * (p["mu"] - y), np.full(1, p["sigma"])))
+    return sde_cases(
+        rng, "ornstein_uhlenbeck", lambda y, p: (p["theta"] * (p["mu"] - y), np.full(1, p["sigma"]))
+    )
 
 
 @reference("geometric_brownian_motion")
@@ -744,7 +906,10 @@ def _(rng, variant):
     # Lotka-Volterra drift; d prey += sigma_prey prey dW1, d predator += sigma_predator predator dW2
     def equations(y, p):
         prey, predator = y
-        drift = [p["alpha"] * prey - p["beta"] * prey * predator, p["delta"] * prey * predator - p["gamma"] * predator]
+        drift = [
+            p["alpha"] * prey - p["beta"] * prey * predator,
+            p["delta"] * prey * predator - p["gamma"] * predator,
+        ]
         return np.array(drift), np.array([p["sigma_prey"] * prey, p["sigma_predator"] * predator])
 
     return sde_cases(rng, "stochastic_lotka_volterra", equations)
@@ -753,7 +918,11 @@ def _(rng, variant):
 # ---------------------------------------------------------------------------------- tests
 
 
-CASES = [pytest.param(name, variant, id=f"{name}-{variant}" if variant else name) for name, (_, variants) in sorted(REFERENCES.items()) for variant in variants]
+CASES = [
+    pytest.param(name, variant, id=f"{name}-{variant}" if variant else name)
+    for name, (_, variants) in sorted(REFERENCES.items())
+    for variant in variants
+]
 
 
 @pytest.mark.parametrize("name, variant", CASES)
@@ -762,7 +931,9 @@ def test_right_hand_side_matches_the_numpy_reference(name, variant):
     fn, _ = REFERENCES[name]
     errors = {what: relative_error(got, want) for what, got, want in fn(rng, variant)}
     worst = max(errors, key=errors.get)
-    assert errors[worst] < RTOL, f"{name} [{variant}] {worst}: relative error {errors[worst]:.2e} (all: {errors})"
+    assert errors[worst] < RTOL, (
+        f"{name} [{variant}] {worst}: relative error {errors[worst]:.2e} (all: {errors})"
+    )
 
 
 @pytest.mark.parametrize("name", sim.model_names())

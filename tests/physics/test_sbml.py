@@ -62,7 +62,9 @@ def supported(components: list[str], tests: list[str]) -> bool:
     """Whether a case's tags lie within what the importer supports (no SBML package:
     `comp:`, `fbc:` tags)."""
     package = lambda t: t.partition(":")[0] in ("comp", "fbc")  # noqa: E731
-    return not any(t in UNSUPPORTED_COMPONENTS or package(t) for t in components) and not any(t in UNSUPPORTED_TESTS or package(t) for t in tests)
+    return not any(t in UNSUPPORTED_COMPONENTS or package(t) for t in components) and not any(
+        t in UNSUPPORTED_TESTS or package(t) for t in tests
+    )
 
 
 def settings(folder: Path) -> dict[str, str]:
@@ -83,11 +85,15 @@ def expected(folder: Path) -> tuple[list[str], np.ndarray]:
 def case_file(folder: Path) -> Path:
     """The case's SBML file of the newest level and version the suite gives (a few
     cases exist only in Level 2: constructs Level 3 dropped)."""
-    files = sorted(folder.glob(f"{folder.name}-sbml-l*v*.xml"), key=lambda p: p.stem.rpartition("-")[2])
+    files = sorted(
+        folder.glob(f"{folder.name}-sbml-l*v*.xml"), key=lambda p: p.stem.rpartition("-")[2]
+    )
     return files[-1]
 
 
-def run_case(folder: Path, capsys, method: str = "tsit5", rtol: float = 1e-10, atol: float = 1e-14) -> tuple[int, str]:
+def run_case(
+    folder: Path, capsys, method: str = "tsit5", rtol: float = 1e-10, atol: float = 1e-14
+) -> tuple[int, str]:
     """`sim run` of a suite case from a config: (exit code, stderr)."""
     s = settings(folder)
     start, duration, steps = float(s["start"]), float(s["duration"]), int(s["steps"])
@@ -110,7 +116,9 @@ def compare(folder: Path) -> str | None:
     header, values = expected(folder)
     record = sim.read(f"{folder.name}.h5")
     model = sbml_model(case_file(folder))
-    np.testing.assert_allclose(record.time, values[:, 0], rtol=1e-6, atol=1e-9)  # (the suite's times are rounded to 7 digits)
+    np.testing.assert_allclose(
+        record.time, values[:, 0], rtol=1e-6, atol=1e-9
+    )  # (the suite's times are rounded to 7 digits)
     for j, name in enumerate(header[1:], start=1):
         if name not in record.observables:
             return f"no observable {name}"
@@ -123,7 +131,11 @@ def compare(folder: Path) -> str | None:
                 got = got / size
         want = values[:, j]
         with np.errstate(invalid="ignore"):  # (inf - inf: an infinite value expected and found)
-            close = (np.abs(got - want) <= absolute + relative * np.abs(want)) | (np.isnan(got) & np.isnan(want)) | (got == want)
+            close = (
+                (np.abs(got - want) <= absolute + relative * np.abs(want))
+                | (np.isnan(got) & np.isnan(want))
+                | (got == want)
+            )
         if not close.all():
             i = int(np.argmin(close))
             return f"{name} at t = {values[i, 0]:g}: {got[i]!r}, expected {want[i]!r}"
@@ -137,7 +149,11 @@ def check_case(folder: Path, capsys) -> str:
     if kind != "TimeCourse":
         return "other"
     code, err = run_case(folder, capsys)
-    limit = len(err.strip().splitlines()) == 1 and "Traceback" not in err and any(code == c and text in err for c, text in LIMITS)
+    limit = (
+        len(err.strip().splitlines()) == 1
+        and "Traceback" not in err
+        and any(code == c and text in err for c, text in LIMITS)
+    )
     if limit:
         assert not Path(f"{folder.name}.h5").exists()
         return "limit"
@@ -161,7 +177,12 @@ def check_case(folder: Path, capsys) -> str:
         why = compare(folder)
         assert why is None, (folder.name, why)
         return "pass"
-    assert code == 2 and len(err.strip().splitlines()) == 1 and "model.sbml" in err and "Traceback" not in err, (folder.name, code, err)
+    assert (
+        code == 2
+        and len(err.strip().splitlines()) == 1
+        and "model.sbml" in err
+        and "Traceback" not in err
+    ), (folder.name, code, err)
     assert not Path(f"{folder.name}.h5").exists()
     return "refused"
 
@@ -174,7 +195,19 @@ SAMPLE_CASES = sorted(p.name for p in SAMPLE.iterdir()) if SAMPLE.exists() else 
 # compartment; 01504: rate rules of a species and of its compartment, both reset by an
 # event; 00928: an event whose trigger is true at t = 0 with initialValue false, so it
 # fires there (EventT0Firing).
-DEFAULT_CASES = ("00743", "00926", "00928", "00948", "00935", "01168", "01219", "01504", "01635", "01667", "01811")
+DEFAULT_CASES = (
+    "00743",
+    "00926",
+    "00928",
+    "00948",
+    "00935",
+    "01168",
+    "01219",
+    "01504",
+    "01635",
+    "01667",
+    "01811",
+)
 
 
 @pytest.mark.parametrize("case", [c for c in SAMPLE_CASES if c in DEFAULT_CASES])
@@ -195,10 +228,29 @@ def test_the_sample_covers_what_the_importer_supports_and_refuses():
         components, tests, _ = tags(SAMPLE / case)
         covered.update(components + tests)
         outcomes[supported(components, tests)] += 1
-    for tag in ("AssignmentRule", "RateRule", "InitialAssignment", "FunctionDefinition", "LocalParameters", "NonUnityStoichiometry",
-                "BoundaryCondition", "ConstantSpecies", "ConversionFactors", "HasOnlySubstanceUnits", "NonConstantCompartment",
-                "0D-Compartment", "SpeciesReferenceInMath", "CSymbolTime", "CSymbolAvogadro", "L3v2MathML",
-                "NoMathML", "EventNoDelay", "AlgebraicRule", "CSymbolDelay", "CSymbolRateOf"):
+    for tag in (
+        "AssignmentRule",
+        "RateRule",
+        "InitialAssignment",
+        "FunctionDefinition",
+        "LocalParameters",
+        "NonUnityStoichiometry",
+        "BoundaryCondition",
+        "ConstantSpecies",
+        "ConversionFactors",
+        "HasOnlySubstanceUnits",
+        "NonConstantCompartment",
+        "0D-Compartment",
+        "SpeciesReferenceInMath",
+        "CSymbolTime",
+        "CSymbolAvogadro",
+        "L3v2MathML",
+        "NoMathML",
+        "EventNoDelay",
+        "AlgebraicRule",
+        "CSymbolDelay",
+        "CSymbolRateOf",
+    ):
         assert covered[tag] >= 1, tag
     # Events with what they assign: species (by amount and by concentration, in
     # compartments not of unit size), parameters and compartments, next to rules and
@@ -207,13 +259,38 @@ def test_the_sample_covers_what_the_importer_supports_and_refuses():
     for case in SAMPLE_CASES:
         components, tests, _ = tags(SAMPLE / case)
         if "EventNoDelay" in components and supported(components, tests):
-            events.update(t for t in components + tests if t in ("AssignmentRule", "RateRule", "InitialAssignment", "NonUnityCompartment", "Concentration", "Amount"))
-    assert all(events[t] >= 2 for t in ("AssignmentRule", "RateRule", "InitialAssignment", "NonUnityCompartment", "Concentration", "Amount")), events
+            events.update(
+                t
+                for t in components + tests
+                if t
+                in (
+                    "AssignmentRule",
+                    "RateRule",
+                    "InitialAssignment",
+                    "NonUnityCompartment",
+                    "Concentration",
+                    "Amount",
+                )
+            )
+    assert all(
+        events[t] >= 2
+        for t in (
+            "AssignmentRule",
+            "RateRule",
+            "InitialAssignment",
+            "NonUnityCompartment",
+            "Concentration",
+            "Amount",
+        )
+    ), events
     assert outcomes[True] >= 30 and outcomes[False] >= 6, outcomes
 
 
 @pytest.mark.slow
-@pytest.mark.skipif("SBML_TEST_SUITE" not in os.environ, reason="set SBML_TEST_SUITE to the suite's cases/semantic folder")
+@pytest.mark.skipif(
+    "SBML_TEST_SUITE" not in os.environ,
+    reason="set SBML_TEST_SUITE to the suite's cases/semantic folder",
+)
 def test_the_whole_sbml_test_suite(tmp_path, monkeypatch, capsys):
     """Every time-course case (its newest SBML level); prints the passes and refusals by
     tag (the closing numbers of the importer)."""
@@ -236,13 +313,22 @@ def test_the_whole_sbml_test_suite(tmp_path, monkeypatch, capsys):
     with capsys.disabled():
         print()
         for tag, counts in sorted(by_tag.items(), key=lambda kv: -sum(kv[1].values())):
-            print(f"{tag:32s} pass {counts['pass']:5d}  refused {counts['refused']:5d}  limit {counts['limit']:5d}  failed {counts['failed']:5d}")
+            print(
+                f"{tag:32s} pass {counts['pass']:5d}  refused {counts['refused']:5d}  limit {counts['limit']:5d}  failed {counts['failed']:5d}"
+            )
         for line in failures:
             print("failed", line)
     assert not failures, f"{len(failures)} cases failed; first: {failures[0]}"
 
 
-def _decay_sbml(path: Path, *, event: str | None = None, algebraic: bool = False, unknown: str | None = None, fast: bool = False) -> Path:
+def _decay_sbml(
+    path: Path,
+    *,
+    event: str | None = None,
+    algebraic: bool = False,
+    unknown: str | None = None,
+    fast: bool = False,
+) -> Path:
     """A small SBML Level 3 model written by libsbml: S1 -> S2 at rate k1 * S1 * cell
     (in substance per time: first-order decay of the amount), with one of the constructs
     under test (a fast reaction in Level 3 Version 1, which still has them). The event
@@ -257,7 +343,12 @@ def _decay_sbml(path: Path, *, event: str | None = None, algebraic: bool = False
     cell.setId("cell"), cell.setSize(2.0), cell.setConstant(True), cell.setSpatialDimensions(3)
     for sid, amount in (("S1", 1.0), ("S2", 0.0)):
         s = model.createSpecies()
-        s.setId(sid), s.setCompartment("cell"), s.setInitialAmount(amount), s.setHasOnlySubstanceUnits(False)
+        (
+            s.setId(sid),
+            s.setCompartment("cell"),
+            s.setInitialAmount(amount),
+            s.setHasOnlySubstanceUnits(False),
+        )
         s.setBoundaryCondition(False), s.setConstant(False)
     k1 = model.createParameter()
     k1.setId("k1"), k1.setValue(0.7), k1.setConstant(True)
@@ -268,14 +359,20 @@ def _decay_sbml(path: Path, *, event: str | None = None, algebraic: bool = False
     reactant, product = reaction.createReactant(), reaction.createProduct()
     reactant.setSpecies("S1"), reactant.setStoichiometry(1.0), reactant.setConstant(True)
     product.setSpecies("S2"), product.setStoichiometry(1.0), product.setConstant(True)
-    reaction.createKineticLaw().setMath(libsbml.parseL3Formula(f"k1 * S1 * cell{' * ' + unknown if unknown else ''}"))
+    reaction.createKineticLaw().setMath(
+        libsbml.parseL3Formula(f"k1 * S1 * cell{' * ' + unknown if unknown else ''}")
+    )
     if event:
         e = model.createEvent()
         e.setId("reset"), e.setUseValuesFromTriggerTime(True)
         if event == "delay":
             e.createDelay().setMath(libsbml.parseL3Formula("1"))
         trigger = e.createTrigger()
-        trigger.setMath(libsbml.parseL3Formula("S1 < 0.1")), trigger.setInitialValue(False), trigger.setPersistent(True)
+        (
+            trigger.setMath(libsbml.parseL3Formula("S1 < 0.1")),
+            trigger.setInitialValue(False),
+            trigger.setPersistent(True),
+        )
         assignment = e.createEventAssignment()
         assignment.setVariable("S1"), assignment.setMath(libsbml.parseL3Formula("1"))
     if algebraic:
@@ -309,13 +406,17 @@ def test_an_sbml_model_is_differentiated_and_addressed_by_its_ids(tmp_cwd, capsy
     tight = OdeSolver(rtol=1e-11, atol=1e-13)
     run = lambda k: sim.simulate(model, {**params, "k1": k}, t, solver=tight).observables  # noqa: E731
     # (one compiled program: the run's observables and the derivative of S1)
-    observables, gradient = jax.jit(lambda k: (run(k), jax.jacrev(lambda k: run(k)["S1"])(k)))(params["k1"])
+    observables, gradient = jax.jit(lambda k: (run(k), jax.jacrev(lambda k: run(k)["S1"])(k)))(
+        params["k1"]
+    )
     exact = 0.5 * np.exp(-0.7 * np.asarray(t))
     np.testing.assert_allclose(observables["S1"], exact, rtol=1e-9)
     np.testing.assert_allclose(gradient, -np.asarray(t) * exact, rtol=1e-7, atol=1e-12)
     # The amount of S2 (a species observable is a concentration) and the reaction's rate.
     np.testing.assert_allclose(observables["S2"] * 2.0 + observables["S1"] * 2.0, 1.0, rtol=1e-10)
-    np.testing.assert_allclose(observables["decay_of_S1"], 0.7 * observables["S1"] * 2.0, rtol=1e-12)
+    np.testing.assert_allclose(
+        observables["decay_of_S1"], 0.7 * observables["S1"] * 2.0, rtol=1e-12
+    )
 
 
 @pytest.mark.slow  # (a sweep compiles the model once more, batched)
@@ -327,7 +428,9 @@ def test_a_sweep_addresses_sbml_parameters_by_id(tmp_cwd, capsys):
     assert code == 0, err
     swept = sim.read("sweep.h5")
     for i, k in enumerate((0.2, 0.7, 1.5)):
-        np.testing.assert_allclose(np.asarray(swept.observables["S1"])[i], 0.5 * np.exp(-k * t), rtol=1e-8)
+        np.testing.assert_allclose(
+            np.asarray(swept.observables["S1"])[i], 0.5 * np.exp(-k * t), rtol=1e-8
+        )
 
 
 # (gradients through event times are checked by default on a dosing schedule in
@@ -343,7 +446,9 @@ def test_an_sbml_event_time_is_differentiated(tmp_cwd):
     assert len(model.events()) == 1
     tight = OdeSolver(rtol=1e-11, atol=1e-13, max_events=4)
     t = jnp.asarray([0.0, 2.0, 4.0])
-    s1 = lambda k: sim.simulate(model, {**model.default_params(), "k1": k}, t, solver=tight).observables["S1"][-1]  # noqa: E731
+    s1 = lambda k: sim.simulate(
+        model, {**model.default_params(), "k1": k}, t, solver=tight
+    ).observables["S1"][-1]  # noqa: E731
     k = 0.7
     np.testing.assert_allclose(s1(k), 5 * np.exp(-4 * k), rtol=1e-9)
     gradient = jax.grad(s1)(k)
@@ -354,7 +459,10 @@ def test_an_sbml_event_time_is_differentiated(tmp_cwd):
 @pytest.mark.parametrize(
     "construct, says",
     [
-        ({"event": "delay"}, "model.sbml: decay.xml: event 'reset': events with a delay are not supported"),
+        (
+            {"event": "delay"},
+            "model.sbml: decay.xml: event 'reset': events with a delay are not supported",
+        ),
         ({"algebraic": True}, "algebraic rule 1: algebraic rules are not supported"),
         ({"fast": True}, "reaction 'decay_of_S1': fast reactions are not supported"),
         ({"unknown": "kk"}, "kinetic law of 'decay_of_S1' reads 'kk', which is no id of the model"),
@@ -365,7 +473,9 @@ def test_what_the_importer_does_not_support_is_one_line_naming_it(construct, say
     _decay_sbml(Path("decay.xml"), **construct)
     Path("decay.toml").write_text(DECAY)
     code, err = cli(["run", "decay.toml", "-o", "out.h5"], capsys)
-    assert code == 2 and len(err.strip().splitlines()) == 1 and says in err and "Traceback" not in err, err
+    assert (
+        code == 2 and len(err.strip().splitlines()) == 1 and says in err and "Traceback" not in err
+    ), err
     assert not Path("out.h5").exists()
 
 
@@ -384,7 +494,12 @@ def test_a_file_that_is_not_sbml_is_one_line(content, says, tmp_cwd, capsys):
         Path("decay.xml").write_text(content)
     Path("decay.toml").write_text(DECAY)
     code, err = cli(["run", "decay.toml", "-o", "out.h5"], capsys)
-    assert code == 2 and len(err.strip().splitlines()) == 1 and says in err and "decay.toml: model.sbml" in err, err
+    assert (
+        code == 2
+        and len(err.strip().splitlines()) == 1
+        and says in err
+        and "decay.toml: model.sbml" in err
+    ), err
     assert not Path("out.h5").exists()
 
 
@@ -395,9 +510,14 @@ def test_the_sbml_file_is_an_input_no_command_writes_over(tmp_cwd, capsys):
     code, err = cli(["run", "decay.toml", "-o", "decay.xml"], capsys)
     assert code == 2 and "decay.xml" in err, err
     assert Path("decay.xml").read_bytes() == before
-    Path("decay.toml").write_text(DECAY.replace('sbml = "decay.xml"', 'sbml = "decay.xml"\npoints = 3'))
+    Path("decay.toml").write_text(
+        DECAY.replace('sbml = "decay.xml"', 'sbml = "decay.xml"\npoints = 3')
+    )
     code, err = cli(["run", "decay.toml", "-o", "out.h5"], capsys)
-    assert code == 2 and "model.points: is not a key of an SBML model's [model] (keys: name, sbml)" in err, err
+    assert (
+        code == 2
+        and "model.points: is not a key of an SBML model's [model] (keys: name, sbml)" in err
+    ), err
 
 
 def _initial_assignment_sbml(path: Path) -> Path:
@@ -425,18 +545,31 @@ def test_initial_assignments_follow_the_parameters_of_each_run(tmp_cwd, capsys):
     derivative in k1 includes the start's: exp(-k1 t / 2) (2 - k1 t)."""
     model = sbml_model(_initial_assignment_sbml(Path("decay.xml")))
     # (k2 is computed, not set: no parameter of the model)
-    assert model.parameter_names == ("k1", "cell") and model.parameter_dependent_initial == {"S1", "S2"}
+    assert model.parameter_names == ("k1", "cell") and model.parameter_dependent_initial == {
+        "S1",
+        "S2",
+    }
     t = jnp.linspace(0.0, 2.0, 5)
     tight = OdeSolver(rtol=1e-11, atol=1e-13)
-    s1 = lambda k: sim.simulate(model, {**model.default_params(), "k1": k}, t, solver=tight).observables["S1"]  # noqa: E731
+    s1 = lambda k: sim.simulate(
+        model, {**model.default_params(), "k1": k}, t, solver=tight
+    ).observables["S1"]  # noqa: E731
     k = 1.3
     exact = 2 * k * np.exp(-k * np.asarray(t) / 2)
-    value, gradient = jax.jit(lambda k: (s1(k), jax.jacrev(s1)(k)))(jnp.asarray(k))  # (one compiled program)
+    value, gradient = jax.jit(lambda k: (s1(k), jax.jacrev(s1)(k)))(
+        jnp.asarray(k)
+    )  # (one compiled program)
     np.testing.assert_allclose(value, exact, rtol=1e-9)
-    np.testing.assert_allclose(gradient, np.exp(-k * np.asarray(t) / 2) * (2 - k * np.asarray(t)), rtol=1e-7)
+    np.testing.assert_allclose(
+        gradient, np.exp(-k * np.asarray(t) / 2) * (2 - k * np.asarray(t)), rtol=1e-7
+    )
     # A given initial value replaces the computed one, and what is computed from it
     # follows (S2 = S1 / 4 by concentration; the state holds amounts in 2 litres).
-    np.testing.assert_allclose(model.initial_state({"S1": jnp.asarray(3.0)}, model.default_params()), [3.0, 0.75], rtol=1e-15)
+    np.testing.assert_allclose(
+        model.initial_state({"S1": jnp.asarray(3.0)}, model.default_params()),
+        [3.0, 0.75],
+        rtol=1e-15,
+    )
     np.testing.assert_allclose(model.initial_state(), [2.8, 0.7], rtol=1e-15)
     # The command line: a run of another k1 starts where that k1 puts it.
     Path("decay.toml").write_text(DECAY + "[params]\nk1 = 1.3\n")
@@ -454,7 +587,9 @@ def test_sweeps_and_fits_start_each_run_from_its_own_parameters(tmp_cwd, capsys)
     assert code == 0, err
     swept = sim.read("sweep.h5")
     for i, k in enumerate((0.2, 0.7, 1.5)):
-        np.testing.assert_allclose(np.asarray(swept.observables["S1"])[i], 2 * k * np.exp(-k * t / 2), rtol=1e-8)
+        np.testing.assert_allclose(
+            np.asarray(swept.observables["S1"])[i], 2 * k * np.exp(-k * t / 2), rtol=1e-8
+        )
     # Fitting k1 to data made with k1 = 1.1 from the default 0.7: only a start that
     # moves with k1 fits the data exactly.
     import h5py
@@ -463,7 +598,8 @@ def test_sweeps_and_fits_start_each_run_from_its_own_parameters(tmp_cwd, capsys)
         f["t"] = t
         f["S1"] = 2 * 1.1 * np.exp(-1.1 * t / 2)
     Path("fit.toml").write_text(
-        DECAY + '[data]\nfile = "data.h5"\ntime = "t"\nobservables = { S1 = "S1" }\n[fit]\nfree = ["k1"]\n'
+        DECAY
+        + '[data]\nfile = "data.h5"\ntime = "t"\nobservables = { S1 = "S1" }\n[fit]\nfree = ["k1"]\n'
     )
     code, err = cli(["fit", "fit.toml", "-o", "fit.h5", "--quiet"], capsys)
     assert code == 0, err
@@ -493,13 +629,21 @@ def _both_paths_agree(path: Path) -> int:
     def program(m):
         """The observables, the Jacobians by the state and by the parameters, and the
         right-hand side of `m`: one compiled program per import, for both states."""
-        return jax.jit(lambda t, y, p: (m.observables(t, y, p), jax.jacfwd(m.vector_field, argnums=1)(t, y, p),
-                                        jax.jacfwd(m.vector_field, argnums=2)(t, y, p), m.vector_field(t, y, p)))
+        return jax.jit(
+            lambda t, y, p: (
+                m.observables(t, y, p),
+                jax.jacfwd(m.vector_field, argnums=1)(t, y, p),
+                jax.jacfwd(m.vector_field, argnums=2)(t, y, p),
+                m.vector_field(t, y, p),
+            )
+        )
 
     def same(a, b, scale=0.0):
         """Values of the two imports, compared; the single one's."""
         if scale is None:  # (a Jacobian: the size of its largest entry)
-            scale = max(float(np.max(np.abs(np.asarray(u)), initial=0.0)) for u in jax.tree.leaves(a))
+            scale = max(
+                float(np.max(np.abs(np.asarray(u)), initial=0.0)) for u in jax.tree.leaves(a)
+            )
         for u, w in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
             u, w = np.asarray(u), np.asarray(w)
             bound = 1e-12 * np.abs(u) + np.maximum(1e-20, 1e-13 * scale)
@@ -517,7 +661,9 @@ def _both_paths_agree(path: Path) -> int:
         # over the species (a term that is a product of powers of states and parameters,
         # times its order; over all species, since a species whose terms cancel exactly,
         # as a conserved total's, has a Jacobian row that cancels too).
-        terms = np.abs(by_state) @ np.abs(np.asarray(y)) + sum(np.abs(np.asarray(by_param[k])) * np.abs(np.asarray(params[k])) for k in by_param)
+        terms = np.abs(by_state) @ np.abs(np.asarray(y)) + sum(
+            np.abs(np.asarray(by_param[k])) * np.abs(np.asarray(params[k])) for k in by_param
+        )
         same(a[3], b[3], float(np.max(terms)))
     return 0 if vector.program.vector is None else len(vector.program.vector.grouped)
 
@@ -536,15 +682,35 @@ def _grouped_sbml(path: Path) -> Path:
         c = model.createCompartment()
         c.setId(cid), c.setSize(size), c.setConstant(constant), c.setSpatialDimensions(3)
     for sid, cid, value, amount_only, boundary in (
-        ("A", "cell", 1.0, False, False), ("B", "cell", 2.0, False, False), ("C", "cell", 0.5, False, False), ("D", "nuc", 0.3, False, False),
-        ("E", "cell", 4.0, True, False), ("F", "cell", 0.8, False, True), ("G", "cell", 0.1, False, False),
+        ("A", "cell", 1.0, False, False),
+        ("B", "cell", 2.0, False, False),
+        ("C", "cell", 0.5, False, False),
+        ("D", "nuc", 0.3, False, False),
+        ("E", "cell", 4.0, True, False),
+        ("F", "cell", 0.8, False, True),
+        ("G", "cell", 0.1, False, False),
     ):
         sp = model.createSpecies()
-        sp.setId(sid), sp.setCompartment(cid), sp.setInitialConcentration(value), sp.setHasOnlySubstanceUnits(amount_only)
+        (
+            sp.setId(sid),
+            sp.setCompartment(cid),
+            sp.setInitialConcentration(value),
+            sp.setHasOnlySubstanceUnits(amount_only),
+        )
         sp.setBoundaryCondition(boundary), sp.setConstant(False)
     model.getSpecies("G").setConversionFactor("cf")
-    for pid, value, constant in (("k1", 0.7, True), ("k2", 0.4, True), ("k3", 0.2, True), ("k4", 0.3, True), ("k5", 0.9, True), ("V", 1.2, True),
-                                 ("Km", 0.6, True), ("cf", 2.0, True), ("total", 0.0, False), ("growth", 0.05, True)):
+    for pid, value, constant in (
+        ("k1", 0.7, True),
+        ("k2", 0.4, True),
+        ("k3", 0.2, True),
+        ("k4", 0.3, True),
+        ("k5", 0.9, True),
+        ("V", 1.2, True),
+        ("Km", 0.6, True),
+        ("cf", 2.0, True),
+        ("total", 0.0, False),
+        ("growth", 0.05, True),
+    ):
         q = model.createParameter()
         q.setId(pid), q.setValue(value), q.setConstant(constant)
 
@@ -576,7 +742,11 @@ def _grouped_sbml(path: Path) -> Path:
     e = model.createEvent()
     e.setId("pulse"), e.setUseValuesFromTriggerTime(True)
     trigger = e.createTrigger()
-    trigger.setMath(libsbml.parseL3Formula("time > 0.5")), trigger.setInitialValue(False), trigger.setPersistent(True)
+    (
+        trigger.setMath(libsbml.parseL3Formula("time > 0.5")),
+        trigger.setInitialValue(False),
+        trigger.setPersistent(True),
+    )
     assignment = e.createEventAssignment()
     assignment.setVariable("A"), assignment.setMath(libsbml.parseL3Formula("A + 1.5"))
     libsbml.writeSBMLToFile(document, str(path))
@@ -591,18 +761,41 @@ def test_the_vectorised_right_hand_side_is_the_per_reaction_one(tmp_path):
     grouped = _both_paths_agree(path)
     vector = sbml_model(path, vectorise=True).program.vector
     # (r5 has r4's form, left alone once r4 is read by the rule)
-    assert sorted(vector.single) == ["r1", "r4", "r5"] and sorted(vector.grouped) == ["r2", "r3", "r6", "r7"], (vector.single, vector.grouped)
+    assert sorted(vector.single) == ["r1", "r4", "r5"] and sorted(vector.grouped) == [
+        "r2",
+        "r3",
+        "r6",
+        "r7",
+    ], (vector.single, vector.grouped)
     assert grouped == 4 and len(vector.variable_terms) == 1 and vector.factors
     t = jnp.linspace(0.0, 1.0, 6)
     solver = OdeSolver(method="tsit5", rtol=1e-12, atol=1e-14)
     a = sim.simulate(sbml_model(path, vectorise=False), None, t, solver=solver).observables
     b = sim.simulate(sbml_model(path, vectorise=True), None, t, solver=solver).observables
     for name in a:
-        np.testing.assert_allclose(np.asarray(b[name]), np.asarray(a[name]), rtol=1e-12, atol=1e-14, err_msg=name)
-    assert abs(float(a["A"][-1]) - float(a["A"][2])) > 1.0  # (the event fired between t = 0.4 and 0.6)
+        np.testing.assert_allclose(
+            np.asarray(b[name]), np.asarray(a[name]), rtol=1e-12, atol=1e-14, err_msg=name
+        )
+    assert (
+        abs(float(a["A"][-1]) - float(a["A"][2])) > 1.0
+    )  # (the event fired between t = 0.4 and 0.6)
+
 
 @pytest.mark.parametrize(
-    "name", ["Boehm_JProteomeRes2014", *(pytest.param(n, marks=pytest.mark.slow) for n in ("Bachmann_MSB2011", "Crauste_CellSystems2017", "Fujita_SciSignal2010", "Weber_BMC2015", "Schwen_PONE2014"))]
+    "name",
+    [
+        "Boehm_JProteomeRes2014",
+        *(
+            pytest.param(n, marks=pytest.mark.slow)
+            for n in (
+                "Bachmann_MSB2011",
+                "Crauste_CellSystems2017",
+                "Fujita_SciSignal2010",
+                "Weber_BMC2015",
+                "Schwen_PONE2014",
+            )
+        ),
+    ],
 )
 def test_the_vectorised_right_hand_side_is_the_per_reaction_one_on_petab_models(name):
     grouped = _both_paths_agree(PETAB / name / f"model_{name}.xml")

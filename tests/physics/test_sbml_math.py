@@ -81,7 +81,9 @@ def test_each_sbml_math_function_evaluates_as_its_definition(formula, x, expecte
     node = libsbml.parseL3Formula(formula)
     assert node is not None, libsbml.getLastParseL3Error()
     compiled = _Compiler(libsbml, {}, "test").compile(node)
-    with jax.numpy_dtype_promotion("standard"):  # (relations are booleans, as the reader's values mix them)
+    with jax.numpy_dtype_promotion(
+        "standard"
+    ):  # (relations are booleans, as the reader's values mix them)
         value = float(np.asarray(compiled({"x": np.float64(x)}), dtype=float))
     assert value == pytest.approx(expected, rel=1e-13, abs=1e-15), formula
 
@@ -127,7 +129,10 @@ def test_rules_that_read_each_other_in_a_loop_are_refused_naming_the_loop(tmp_pa
         rule.setVariable(pid), rule.setMath(libsbml.parseL3Formula(formula))
     path = tmp_path / "loop.xml"
     libsbml.writeSBMLToFile(document, str(path))
-    with pytest.raises(SbmlError, match=r"depend on each other in a loop \((a -> b -> c -> a|b -> c -> a -> b|c -> a -> b -> c)\)"):
+    with pytest.raises(
+        SbmlError,
+        match=r"depend on each other in a loop \((a -> b -> c -> a|b -> c -> a -> b|c -> a -> b -> c)\)",
+    ):
         sbml_model(path)
 
 
@@ -172,7 +177,14 @@ def test_a_rule_reads_the_ids_a_called_function_reads_before_it_is_computed(tmp_
     c = model.createCompartment()
     c.setId("cell"), c.setSize(1.0), c.setConstant(True)
     s = model.createSpecies()
-    s.setId("S"), s.setCompartment("cell"), s.setInitialAmount(1.0), s.setConstant(False), s.setBoundaryCondition(False), s.setHasOnlySubstanceUnits(False)
+    (
+        s.setId("S"),
+        s.setCompartment("cell"),
+        s.setInitialAmount(1.0),
+        s.setConstant(False),
+        s.setBoundaryCondition(False),
+        s.setHasOnlySubstanceUnits(False),
+    )
     out = _simulated(document, tmp_path, "calls")
     np.testing.assert_allclose(out["a"], 10.0, rtol=1e-12)
 
@@ -188,7 +200,14 @@ def test_species_in_compartments_of_zero_and_one_dimensions(tmp_path):
             c.setSize(size)
     for sid, cid in (("P", "point"), ("L", "line")):
         s = model.createSpecies()
-        s.setId(sid), s.setCompartment(cid), s.setInitialAmount(3.0), s.setConstant(False), s.setBoundaryCondition(False), s.setHasOnlySubstanceUnits(False)
+        (
+            s.setId(sid),
+            s.setCompartment(cid),
+            s.setInitialAmount(3.0),
+            s.setConstant(False),
+            s.setBoundaryCondition(False),
+            s.setHasOnlySubstanceUnits(False),
+        )
     out = _simulated(document, tmp_path, "dims")
     np.testing.assert_allclose(out["P"], 3.0, rtol=1e-12)
     np.testing.assert_allclose(out["L"], 1.5, rtol=1e-12)
@@ -211,8 +230,18 @@ def test_math_nested_past_the_readers_bound_is_refused_in_one_line():
 
     assert MAX_DEPTH == 150
     assert float(_Compiler(libsbml, {}, "test").root(nested(149))({"x": np.float64(2.0)})) < 0
-    assert float(_Compiler(libsbml, {}, "test").compile(nested(149, libsbml.AST_MINUS, "x"))({"x": np.float64(2.0)})) == -2.0
-    for levels, how, kind, leaf in ((151, "root", libsbml.AST_LOGICAL_NOT, "x > 1"), (151, "compile", libsbml.AST_MINUS, "x")):
+    assert (
+        float(
+            _Compiler(libsbml, {}, "test").compile(nested(149, libsbml.AST_MINUS, "x"))(
+                {"x": np.float64(2.0)}
+            )
+        )
+        == -2.0
+    )
+    for levels, how, kind, leaf in (
+        (151, "root", libsbml.AST_LOGICAL_NOT, "x > 1"),
+        (151, "compile", libsbml.AST_MINUS, "x"),
+    ):
         with pytest.raises(SbmlError, match="math nested more than 150 levels deep"):
             getattr(_Compiler(libsbml, {}, "test"), how)(nested(levels, kind, leaf))
 
@@ -242,7 +271,14 @@ def test_a_rule_that_reads_the_time_through_a_function_follows_the_time(tmp_path
     c = model.createCompartment()
     c.setId("cell"), c.setSize(1.0), c.setConstant(True)
     s = model.createSpecies()
-    s.setId("S"), s.setCompartment("cell"), s.setInitialAmount(1.0), s.setConstant(False), s.setBoundaryCondition(False), s.setHasOnlySubstanceUnits(False)
+    (
+        s.setId("S"),
+        s.setCompartment("cell"),
+        s.setInitialAmount(1.0),
+        s.setConstant(False),
+        s.setBoundaryCondition(False),
+        s.setHasOnlySubstanceUnits(False),
+    )
     t = np.array([0.0, 0.5, 1.5])
     out = _simulated(document, tmp_path, "time", t=tuple(t))
     np.testing.assert_allclose(out["a"], 2 * t, rtol=1e-12)
@@ -258,17 +294,30 @@ def test_an_event_priority_that_reads_the_time_through_a_function_is_refused(tmp
     c = model.createCompartment()
     c.setId("cell"), c.setSize(1.0), c.setConstant(True)
     s = model.createSpecies()
-    s.setId("S"), s.setCompartment("cell"), s.setInitialAmount(1.0), s.setConstant(False), s.setBoundaryCondition(False), s.setHasOnlySubstanceUnits(False)
+    (
+        s.setId("S"),
+        s.setCompartment("cell"),
+        s.setInitialAmount(1.0),
+        s.setConstant(False),
+        s.setBoundaryCondition(False),
+        s.setHasOnlySubstanceUnits(False),
+    )
     event = model.createEvent()
     event.setId("e"), event.setUseValuesFromTriggerTime(True)
     trigger = event.createTrigger()
-    trigger.setMath(libsbml.parseL3Formula("time > 0.5")), trigger.setInitialValue(False), trigger.setPersistent(True)
+    (
+        trigger.setMath(libsbml.parseL3Formula("time > 0.5")),
+        trigger.setInitialValue(False),
+        trigger.setPersistent(True),
+    )
     event.createPriority().setMath(libsbml.parseL3Formula("f(1)"))
     assignment = event.createEventAssignment()
     assignment.setVariable("S"), assignment.setMath(libsbml.parseL3Formula("2"))
     path = tmp_path / "priority.xml"
     libsbml.writeSBMLToFile(document, str(path))
-    with pytest.raises(SbmlError, match="priority of .* reads 'time': only constant priorities are supported"):
+    with pytest.raises(
+        SbmlError, match="priority of .* reads 'time': only constant priorities are supported"
+    ):
         sbml_model(path)
 
 
@@ -282,7 +331,14 @@ def test_the_parameters_of_species_nothing_changes_are_described_by_name_or_id(t
     c.setId("cell"), c.setSize(2.0), c.setConstant(True)
     for sid, name in (("A", "glucose"), ("B", "")):
         s = model.createSpecies()
-        s.setId(sid), s.setCompartment("cell"), s.setInitialConcentration(1.0), s.setConstant(True), s.setBoundaryCondition(False), s.setHasOnlySubstanceUnits(False)
+        (
+            s.setId(sid),
+            s.setCompartment("cell"),
+            s.setInitialConcentration(1.0),
+            s.setConstant(True),
+            s.setBoundaryCondition(False),
+            s.setHasOnlySubstanceUnits(False),
+        )
         if name:
             s.setName(name)
     path = tmp_path / "described.xml"

@@ -8,7 +8,13 @@ import pytest
 
 from physics import CONSTRAINTS, Parameter
 from physics.ode import LotkaVolterra
-from physics.sde import NOISE_KINDS, GeometricBrownianMotion, OrnsteinUhlenbeck, SdeModel, StochasticLotkaVolterra
+from physics.sde import (
+    NOISE_KINDS,
+    GeometricBrownianMotion,
+    OrnsteinUhlenbeck,
+    SdeModel,
+    StochasticLotkaVolterra,
+)
 
 SDE_MODELS = [OrnsteinUhlenbeck, GeometricBrownianMotion, StochasticLotkaVolterra]
 
@@ -20,13 +26,17 @@ def test_additive_noise_does_not_depend_on_the_state():
     assert all(bool(jnp.all(gi == g[0])) for gi in g)
 
 
-@pytest.mark.parametrize("cls", [GeometricBrownianMotion, StochasticLotkaVolterra], ids=lambda c: c.name)
+@pytest.mark.parametrize(
+    "cls", [GeometricBrownianMotion, StochasticLotkaVolterra], ids=lambda c: c.name
+)
 def test_diagonal_noise_is_commutative(cls):
     # Milstein's method needs commutative noise; for diagonal noise that means each g_i
     # depends on y_i alone: the Jacobian of the diffusion is diagonal.
     model = cls()
     y = jnp.arange(2.0, 2.0 + len(model.state_names))
-    jac = np.asarray(jax.jacfwd(lambda x: model.diffusion(jnp.asarray(0.0), x, model.default_params()))(y))
+    jac = np.asarray(
+        jax.jacfwd(lambda x: model.diffusion(jnp.asarray(0.0), x, model.default_params()))(y)
+    )
     assert np.all(jac[~np.eye(len(y), dtype=bool)] == 0.0) and np.all(np.diag(jac) != 0.0)
 
 
@@ -47,7 +57,12 @@ def test_every_sde_model_declares_itself(cls):
     assert set(model.default_initial()) == set(model.state_names)
     for name, value in model.default_initial().items():
         # the default initial values satisfy the declared initial constraint
-        assert Parameter(name, float(value), "1", "initial value", model.initial_constraint).violation(value) is None
+        assert (
+            Parameter(name, float(value), "1", "initial value", model.initial_constraint).violation(
+                value
+            )
+            is None
+        )
     f = model.drift(jnp.zeros(()), y0, params)
     g = model.diffusion(jnp.zeros(()), y0, params)
     assert f.shape == y0.shape and g.shape == model.diffusion_shape
@@ -106,7 +121,9 @@ def test_observables_are_the_named_state(cls):
         assert float(obs[name]) == float(y[i])
     named = model.initial_state({model.state_names[0]: jnp.asarray(3.25)})
     assert float(named[0]) == 3.25
-    assert [float(v) for v in named[1:]] == [model.initial_defaults[n] for n in model.state_names[1:]]
+    assert [float(v) for v in named[1:]] == [
+        model.initial_defaults[n] for n in model.state_names[1:]
+    ]
 
 
 def toy_model(kind, dims=None):

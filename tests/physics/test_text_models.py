@@ -25,7 +25,11 @@ def test_expressions_evaluate_as_numpy_does():
     x, k = 1.7, 0.3
     cases = {
         "-k * x ** 2 + 3 / x - (x - 1)": -k * x**2 + 3 / x - (x - 1),
-        "exp(-k * t) * sin(2 * pi * x) + log(x) - sqrt(x) + tanh(k)": np.exp(-k * 2.0) * np.sin(2 * np.pi * x) + np.log(x) - np.sqrt(x) + np.tanh(k),
+        "exp(-k * t) * sin(2 * pi * x) + log(x) - sqrt(x) + tanh(k)": np.exp(-k * 2.0)
+        * np.sin(2 * np.pi * x)
+        + np.log(x)
+        - np.sqrt(x)
+        + np.tanh(k),
         "max(x, 2) + min(x, 2) + abs(-x) + pow(x, 3) + log10(100) + e": 2 + x + x + x**3 + 2 + np.e,
         "where(x > 1 and k < 1, x, -x) + piecewise(not (x > 2), 1, 0)": x + 1,
         "x if x < 1 or k > 1 else 2 * x": 2 * x,
@@ -33,7 +37,9 @@ def test_expressions_evaluate_as_numpy_does():
     }
     for text, want in cases.items():
         e = parse(text, ["x", "k", "t"])
-        np.testing.assert_allclose(float(e({"x": x, "k": k, "t": 2.0})), want, rtol=1e-14, err_msg=text)
+        np.testing.assert_allclose(
+            float(e({"x": x, "k": k, "t": 2.0})), want, rtol=1e-14, err_msg=text
+        )
     assert parse("k * x + 1", ["x", "k", "t"]).names == {"k", "x"}
 
 
@@ -54,7 +60,10 @@ def test_expressions_evaluate_as_numpy_does():
         ("lambda: x", "Lambda is not in the expression language"),
         ("", "empty"),
         ("1e400 * x", "column 1: expected a finite number, got '1e400'"),
-        ("x" + " + x" * 450, "nested"),  # (by the parser or by the depth limit, as the stack allows)
+        (
+            "x" + " + x" * 450,
+            "nested",
+        ),  # (by the parser or by the depth limit, as the stack allows)
         ("-" * 5000 + "x", "nested too deeply"),
         ("(" * 300 + "x" + ")" * 300, "too many nested parentheses"),
         ("x" * 200_000, "at most 100,000 characters"),
@@ -69,14 +78,36 @@ def test_what_the_language_does_not_have_is_refused_with_its_column(text, says):
 
 # Every operator and function of the language, conditions and branches included.
 DERIVATIVE_CASES = [
-    "x + y", "x - y", "x * y", "x / y", "-x * y + +k", "x ** 3", "x ** y", "pow(y, x)", "2 ** x * x ** -1.5",
-    "exp(x * y)", "log(x * y)", "log10(x + y)", "sqrt(x * y)",
-    "sin(x * y)", "cos(x / y)", "tan(x + y)", "arcsin(x * y)", "arccos(x * y)", "arctan(x / y)",
-    "sinh(x - y)", "cosh(x * y)", "tanh(x * y)",
-    "abs(x - y) * k", "sign(x - y) * x + floor(3 * x) * y + ceil(2 * y) * x",
-    "min(x, y) * x", "max(x ** 2, y) + max(k, 2)",
-    "where(x > y, x ** 2, y * x)", "piecewise(x < 0.5 and y > 0.3, sin(x), y * t)",
-    "x * y if not x > y or k > 1 else x / y", "pi * x + e * y ** 2 - exp(-k * t) * x",
+    "x + y",
+    "x - y",
+    "x * y",
+    "x / y",
+    "-x * y + +k",
+    "x ** 3",
+    "x ** y",
+    "pow(y, x)",
+    "2 ** x * x ** -1.5",
+    "exp(x * y)",
+    "log(x * y)",
+    "log10(x + y)",
+    "sqrt(x * y)",
+    "sin(x * y)",
+    "cos(x / y)",
+    "tan(x + y)",
+    "arcsin(x * y)",
+    "arccos(x * y)",
+    "arctan(x / y)",
+    "sinh(x - y)",
+    "cosh(x * y)",
+    "tanh(x * y)",
+    "abs(x - y) * k",
+    "sign(x - y) * x + floor(3 * x) * y + ceil(2 * y) * x",
+    "min(x, y) * x",
+    "max(x ** 2, y) + max(k, 2)",
+    "where(x > y, x ** 2, y * x)",
+    "piecewise(x < 0.5 and y > 0.3, sin(x), y * t)",
+    "x * y if not x > y or k > 1 else x / y",
+    "pi * x + e * y ** 2 - exp(-k * t) * x",
 ]
 SYMBOLS = ["x", "y", "k", "t"]
 
@@ -94,13 +125,23 @@ def test_symbolic_derivatives_equal_jax_grad_and_their_text_reads_back():
     def evaluate(values):
         at = lambda e: jnp.broadcast_to(e(values), (16,))  # noqa: E731
         grads = [jax.grad(lambda v, e=e: jnp.sum(e(v)))(values) for e in expressions]
-        return grads, [[at(d) for d in row] for row in derivatives], [[at(d) for d in row] for row in read_back]
+        return (
+            grads,
+            [[at(d) for d in row] for row in derivatives],
+            [[at(d) for d in row] for row in read_back],
+        )
 
     grads, symbolic, again = evaluate(values)
     for i, text in enumerate(DERIVATIVE_CASES):
         for j, name in enumerate(SYMBOLS):
             d = derivatives[i][j]
-            np.testing.assert_allclose(symbolic[i][j], grads[i][name], rtol=1e-12, atol=0, err_msg=f"d({text})/d{name} = {d.text}")
+            np.testing.assert_allclose(
+                symbolic[i][j],
+                grads[i][name],
+                rtol=1e-12,
+                atol=0,
+                err_msg=f"d({text})/d{name} = {d.text}",
+            )
             np.testing.assert_array_equal(again[i][j], symbolic[i][j], err_msg=d.text)
             assert d.is_zero or name in expressions[i].names, (text, name)
 
@@ -115,7 +156,11 @@ def test_symbolic_derivatives_equal_jax_grad_and_their_text_reads_back():
         ("x ** y", "y", "x ** y * log(x)"),
         ("1 / x", "x", "-1 / x ** 2"),
         ("min(x, y) + abs(x)", "x", "where(x <= y, 1, 0) + sign(x)"),
-        ("where(x > 1, x ** 2, -x) if t < 2 else k", "x", "where(x > 1, 2 * x, -1) if t < 2 else 0"),
+        (
+            "where(x > 1, x ** 2, -x) if t < 2 else k",
+            "x",
+            "where(x > 1, 2 * x, -1) if t < 2 else 0",
+        ),
         ("0 * x + k + x - x", "x", "0"),  # (1 - 1, folded)
         ("sign(x) + floor(x) + ceil(x) + (x > 1)", "x", "0"),
         ("k * t", "x", "0"),
@@ -145,19 +190,41 @@ def test_deep_and_hostile_expressions_are_differentiated_without_recursion():
 
 
 SIR = {"S": "-beta * S * I / N", "I": "beta * S * I / N - gamma * I", "R": "gamma * I"}
-LV = {"prey": "alpha * prey - beta * prey * predator", "predator": "delta * prey * predator - gamma * predator"}
+LV = {
+    "prey": "alpha * prey - beta * prey * predator",
+    "predator": "delta * prey * predator - gamma * predator",
+}
 BRUSSELATOR = {"x": "a + x ** 2 * y - (b + 1) * x", "y": "b * x - x ** 2 * y"}
 
 
 @pytest.mark.parametrize(
     "states, params, initial, rhs, t1",
     [
-        (SIR, {"beta": 0.3, "gamma": 0.1, "N": 1000.0}, {"S": 990.0, "I": 10.0, "R": 0.0},
-         lambda t, y: [-0.3 * y[0] * y[1] / 1000, 0.3 * y[0] * y[1] / 1000 - 0.1 * y[1], 0.1 * y[1]], 100.0),
-        (LV, {"alpha": 0.55, "beta": 0.028, "gamma": 0.8, "delta": 0.024}, {"prey": 30.0, "predator": 4.0},
-         lambda t, y: [0.55 * y[0] - 0.028 * y[0] * y[1], 0.024 * y[0] * y[1] - 0.8 * y[1]], 20.0),
-        (BRUSSELATOR, {"a": 1.0, "b": 3.0}, {"x": 1.5, "y": 3.0},
-         lambda t, y: [1 + y[0] ** 2 * y[1] - 4 * y[0], 3 * y[0] - y[0] ** 2 * y[1]], 20.0),
+        (
+            SIR,
+            {"beta": 0.3, "gamma": 0.1, "N": 1000.0},
+            {"S": 990.0, "I": 10.0, "R": 0.0},
+            lambda t, y: [
+                -0.3 * y[0] * y[1] / 1000,
+                0.3 * y[0] * y[1] / 1000 - 0.1 * y[1],
+                0.1 * y[1],
+            ],
+            100.0,
+        ),
+        (
+            LV,
+            {"alpha": 0.55, "beta": 0.028, "gamma": 0.8, "delta": 0.024},
+            {"prey": 30.0, "predator": 4.0},
+            lambda t, y: [0.55 * y[0] - 0.028 * y[0] * y[1], 0.024 * y[0] * y[1] - 0.8 * y[1]],
+            20.0,
+        ),
+        (
+            BRUSSELATOR,
+            {"a": 1.0, "b": 3.0},
+            {"x": 1.5, "y": 3.0},
+            lambda t, y: [1 + y[0] ** 2 * y[1] - 4 * y[0], 3 * y[0] - y[0] ** 2 * y[1]],
+            20.0,
+        ),
     ],
     ids=["sir", "lotka_volterra", "brusselator"],
 )
@@ -165,14 +232,25 @@ def test_text_models_match_solve_ivp(states, params, initial, rhs, t1):
     model = ode_model("m", states, params)
     t = np.linspace(0.0, t1, 11)
     solver = OdeSolver(method="dopri5", rtol=1e-10, atol=1e-10, max_steps=100_000)
-    traj = sim.simulate(model, model.default_params(), jnp.asarray(t), initial=initial, solver=solver)
+    traj = sim.simulate(
+        model, model.default_params(), jnp.asarray(t), initial=initial, solver=solver
+    )
     y0 = [initial[name] for name in states]
     ref = solve_ivp(rhs, (0.0, t1), y0, t_eval=t, method="DOP853", rtol=1e-12, atol=1e-12)
     for i, name in enumerate(states):
-        np.testing.assert_allclose(np.asarray(traj.observables[name]), ref.y[i], rtol=1e-7, atol=1e-7 * np.max(np.abs(ref.y[i])))
+        np.testing.assert_allclose(
+            np.asarray(traj.observables[name]),
+            ref.y[i],
+            rtol=1e-7,
+            atol=1e-7 * np.max(np.abs(ref.y[i])),
+        )
 
 
-ROBERTSON = {"y1": "-k1 * y1 + k3 * y2 * y3", "y2": "k1 * y1 - k3 * y2 * y3 - k2 * y2 ** 2", "y3": "k2 * y2 ** 2"}
+ROBERTSON = {
+    "y1": "-k1 * y1 + k3 * y2 * y3",
+    "y2": "k1 * y1 - k3 * y2 * y3 - k2 * y2 ** 2",
+    "y3": "k2 * y2 ** 2",
+}
 ROBERTSON_RATES = {"k1": 0.04, "k2": 3e7, "k3": 1e4}
 FORCED = {"x": "-k * x + A * sin(omega * t) * y", "y": "x - y ** 3 / 3"}  # (reads t)
 
@@ -203,20 +281,29 @@ def test_the_symbolic_jacobian_equals_autodiff_and_finite_differences(states, pa
         # each state.
         h = 1e-6 * jnp.maximum(jnp.abs(y), 1e-3)
         step = lambda j, s: model.vector_field(t, y.at[j].add(s * h[j]), params)  # noqa: E731
-        differences = jnp.stack([(step(j, 1) - step(j, -1)) / (2 * h[j]) for j in range(len(y))], axis=1)
+        differences = jnp.stack(
+            [(step(j, 1) - step(j, -1)) / (2 * h[j]) for j in range(len(y))], axis=1
+        )
         jvps = {  # every JVP of the vector field, forward and reverse, symbolic and by autodiff
-            (jac_of.__name__, m.symbolic_jacobian): jac_of(m.vector_field, argnums=every)(t, y, params)
-            for jac_of in (jax.jacfwd, jax.jacrev) for m in (model, autodiff(model))
+            (jac_of.__name__, m.symbolic_jacobian): jac_of(m.vector_field, argnums=every)(
+                t, y, params
+            )
+            for jac_of in (jax.jacfwd, jax.jacrev)
+            for m in (model, autodiff(model))
         }
         return model.jacobian(t, y, params), differences, jvps
 
     jac, differences, jvps = derivatives(t, y, params)
     np.testing.assert_allclose(jac, jvps["jacfwd", False][1], rtol=1e-12, atol=0)
-    np.testing.assert_allclose(jac, differences, rtol=1e-6, atol=1e-9 * float(jnp.max(jnp.abs(jac))))
+    np.testing.assert_allclose(
+        jac, differences, rtol=1e-6, atol=1e-9 * float(jnp.max(jnp.abs(jac)))
+    )
     for mode in ("jacfwd", "jacrev"):
         want = jvps[mode, False]
         for got in (jvps[mode, True], jvps["jacfwd", False]):
-            assert jax.tree.all(jax.tree.map(lambda a, b: np.allclose(a, b, rtol=1e-12, atol=0), got, want)), mode
+            assert jax.tree.all(
+                jax.tree.map(lambda a, b: np.allclose(a, b, rtol=1e-12, atol=0), got, want)
+            ), mode
 
 
 def counting_symbolic_tangents(monkeypatch) -> list:
@@ -249,10 +336,14 @@ def test_newton_iterations_and_batched_gradients_use_the_symbolic_jvp(monkeypatc
     @jax.jit
     def sensitivity(params):
         traces.append(1)
-        return jax.vmap(jax.grad(lambda k1: model.vector_field(0.0, y, {**params, "k1": k1})[1]))(params["k1"] * jnp.arange(1.0, 4.0))
+        return jax.vmap(jax.grad(lambda k1: model.vector_field(0.0, y, {**params, "k1": k1})[1]))(
+            params["k1"] * jnp.arange(1.0, 4.0)
+        )
 
     np.testing.assert_allclose(sensitivity(params), [y[0]] * 3, rtol=1e-15)
-    np.testing.assert_allclose(sensitivity({k: 1.5 * v for k, v in params.items()}), [y[0]] * 3, rtol=1e-15)
+    np.testing.assert_allclose(
+        sensitivity({k: 1.5 * v for k, v in params.items()}), [y[0]] * 3, rtol=1e-15
+    )
     assert len(traces) == 1
     odd = {**params, "k3": 10_000, "note": "not read"}
 
@@ -266,13 +357,23 @@ def test_newton_iterations_and_batched_gradients_use_the_symbolic_jvp(monkeypatc
 
     residual, jacobian_difference, gradient_difference = checks(y)
     np.testing.assert_allclose(residual, 0.0, atol=1e-12 * float(jnp.max(jnp.abs(y))))
-    np.testing.assert_allclose(jacobian_difference, 0.0, atol=1e-15 * float(jnp.max(jnp.abs(model.jacobian(0.0, y, params)))))
+    np.testing.assert_allclose(
+        jacobian_difference,
+        0.0,
+        atol=1e-15 * float(jnp.max(jnp.abs(model.jacobian(0.0, y, params)))),
+    )
     assert gradient_difference == 0.0
 
 
 def robertson_reference(t, k1=0.04):
-    rhs = lambda _, y: [-k1 * y[0] + 1e4 * y[1] * y[2], k1 * y[0] - 1e4 * y[1] * y[2] - 3e7 * y[1] ** 2, 3e7 * y[1] ** 2]  # noqa: E731
-    return solve_ivp(rhs, (t[0], t[-1]), [1.0, 0.0, 0.0], t_eval=t, method="Radau", rtol=1e-10, atol=1e-14).y
+    rhs = lambda _, y: [
+        -k1 * y[0] + 1e4 * y[1] * y[2],
+        k1 * y[0] - 1e4 * y[1] * y[2] - 3e7 * y[1] ** 2,
+        3e7 * y[1] ** 2,
+    ]  # noqa: E731
+    return solve_ivp(
+        rhs, (t[0], t[-1]), [1.0, 0.0, 0.0], t_eval=t, method="Radau", rtol=1e-10, atol=1e-14
+    ).y
 
 
 @pytest.mark.slow  # (tracing and compiling a Kvaerno solve takes about 10 s, its gradient 40 s)
@@ -284,7 +385,13 @@ def test_an_implicit_solve_of_text_robertson_uses_the_symbolic_jacobian(monkeypa
     initial = {"y1": 1.0, "y2": 0.0, "y3": 0.0}
 
     def solve(k1):
-        traj = sim.simulate(model, {**model.default_params(), "k1": k1}, jnp.asarray(t), initial=initial, solver=solver)
+        traj = sim.simulate(
+            model,
+            {**model.default_params(), "k1": k1},
+            jnp.asarray(t),
+            initial=initial,
+            solver=solver,
+        )
         return jnp.stack([traj.observables[name] for name in ROBERTSON])
 
     ys = solve(jnp.asarray(0.04))
@@ -299,7 +406,9 @@ def test_an_implicit_solve_of_text_robertson_uses_the_symbolic_jacobian(monkeypa
     # error of order rtol / (h / k1) = 1e-5 at most; measured 1.4e-7.
     grad = float(jax.grad(lambda k1: solve(k1)[2, -1])(jnp.asarray(0.04)))
     h = 0.04 * 1e-3
-    fd = (float(solve(jnp.asarray(0.04 + h))[2, -1]) - float(solve(jnp.asarray(0.04 - h))[2, -1])) / (2 * h)
+    fd = (
+        float(solve(jnp.asarray(0.04 + h))[2, -1]) - float(solve(jnp.asarray(0.04 - h))[2, -1])
+    ) / (2 * h)
     np.testing.assert_allclose(grad, fd, rtol=1e-5)
 
 
@@ -310,13 +419,18 @@ def test_text_model_gradient_matches_finite_differences():
 
     def final_prey(alpha):
         params = {**model.default_params(), "alpha": alpha}
-        return sim.simulate(model, params, t, initial={"prey": 30.0, "predator": 4.0}, solver=solver).observables["prey"][-1]
+        return sim.simulate(
+            model, params, t, initial={"prey": 30.0, "predator": 4.0}, solver=solver
+        ).observables["prey"][-1]
 
     # (one compiled program gives the gradient and the values the difference takes)
     value_and_grad = jax.jit(jax.value_and_grad(final_prey))
     grad = float(value_and_grad(jnp.asarray(0.55))[1])
     h = 1e-5
-    fd = (float(value_and_grad(jnp.asarray(0.55 + h))[0]) - float(value_and_grad(jnp.asarray(0.55 - h))[0])) / (2 * h)
+    fd = (
+        float(value_and_grad(jnp.asarray(0.55 + h))[0])
+        - float(value_and_grad(jnp.asarray(0.55 - h))[0])
+    ) / (2 * h)
     np.testing.assert_allclose(grad, fd, rtol=1e-6)
 
 
@@ -347,7 +461,10 @@ alpha = { linspace = [0.4, 0.7, 5] }
 
 def test_a_config_defined_model_runs_and_sweeps_as_the_built_in_one(tmp_cwd, capsys):
     Path("text.toml").write_text(TEXT_LV)
-    built_in = '[model]\nname = "lotka_volterra"\n[params]\nalpha = 0.55\nbeta = 0.028\ngamma = 0.8\ndelta = 0.024\n[initial]' + TEXT_LV.split("[initial]")[1]
+    built_in = (
+        '[model]\nname = "lotka_volterra"\n[params]\nalpha = 0.55\nbeta = 0.028\ngamma = 0.8\ndelta = 0.024\n[initial]'
+        + TEXT_LV.split("[initial]")[1]
+    )
     Path("built_in.toml").write_text(built_in)
     for name in ("text", "built_in"):
         code, err = cli(["sweep", f"{name}.toml", "-o", f"{name}_sweep.h5", "--quiet"], capsys)
@@ -358,8 +475,12 @@ def test_a_config_defined_model_runs_and_sweeps_as_the_built_in_one(tmp_cwd, cap
     for name in ("prey", "predator"):
         np.testing.assert_allclose(a.observables[name], b.observables[name], rtol=1e-10, atol=1e-12)
     run = sim.read("text_run.h5")
-    np.testing.assert_allclose(run.observables["total"], run.observables["prey"] + run.observables["predator"], rtol=1e-15)
-    np.testing.assert_allclose(run.observables["prey"], sim.read("built_in_run.h5").observables["prey"], rtol=1e-10)
+    np.testing.assert_allclose(
+        run.observables["total"], run.observables["prey"] + run.observables["predator"], rtol=1e-15
+    )
+    np.testing.assert_allclose(
+        run.observables["prey"], sim.read("built_in_run.h5").observables["prey"], rtol=1e-10
+    )
 
 
 @pytest.mark.parametrize(
@@ -367,13 +488,22 @@ def test_a_config_defined_model_runs_and_sweeps_as_the_built_in_one(tmp_cwd, cap
     [
         ('model.states.prey="alpha * prey - beta * prey * predatr"', "model.states.prey"),
         ('model.states.prey="alpha * (prey"', "model.states.prey"),
-        ('model.parameters.alpha={ value = 0.5, bound = [0, 1] }', "model.parameters.alpha"),
-        ('model.parameters.alpha={ value = 1.5, bounds = [0, 1] }', "model.parameters.alpha"),
-        ('model.parameters.alpha={ value = 0.5, bounds = [1, 0] }', "model.parameters.alpha.bounds"),
-        (('model.parameters.alpha={ value = 0.5, bounds = [0, 1] }', "params.alpha=2.0"), "params.alpha"),
-        ('model.parameters.prey=1.0', "model.parameters.prey"),
+        ("model.parameters.alpha={ value = 0.5, bound = [0, 1] }", "model.parameters.alpha"),
+        ("model.parameters.alpha={ value = 1.5, bounds = [0, 1] }", "model.parameters.alpha"),
+        (
+            "model.parameters.alpha={ value = 0.5, bounds = [1, 0] }",
+            "model.parameters.alpha.bounds",
+        ),
+        (
+            ("model.parameters.alpha={ value = 0.5, bounds = [0, 1] }", "params.alpha=2.0"),
+            "params.alpha",
+        ),
+        ("model.parameters.prey=1.0", "model.parameters.prey"),
         ('model.noise={ hare = "0.1" }', "model.noise.hare"),
-        ('model.states.prey={ rate = "alpha * prey", positive = true }', "model.states.prey.positive"),
+        (
+            'model.states.prey={ rate = "alpha * prey", positive = true }',
+            "model.states.prey.positive",
+        ),
         ("model.parameters.beta=nan", "model.parameters.beta"),
         ("model.parameters.alpha={ value = -0.5, positive = true }", "model.parameters.alpha"),
         # A mathematical italic x reads as x in an expression: it would read another state.
@@ -384,8 +514,12 @@ def test_a_config_defined_model_runs_and_sweeps_as_the_built_in_one(tmp_cwd, cap
 def test_bad_text_models_are_one_line_errors(override, key, tmp_cwd, capsys):
     Path("text.toml").write_text(TEXT_LV)
     overrides = [override] if isinstance(override, str) else list(override)
-    code, err = cli(["run", "text.toml", "-o", "out.h5", *[a for o in overrides for a in ("--set", o)]], capsys)
-    assert code == 2 and len(err.strip().splitlines()) == 1 and key in err and "Traceback" not in err, err
+    code, err = cli(
+        ["run", "text.toml", "-o", "out.h5", *[a for o in overrides for a in ("--set", o)]], capsys
+    )
+    assert (
+        code == 2 and len(err.strip().splitlines()) == 1 and key in err and "Traceback" not in err
+    ), err
     assert not Path("out.h5").exists()
 
 
@@ -412,14 +546,33 @@ seed = 7
     [
         # additive noise (-m slow: a second SDE compilation; the noise kind is checked by
         # default below)
-        pytest.param("ornstein_uhlenbeck", "theta * (mu - x)", "sigma", "theta = 1.5\nmu = 0.4\nsigma = 0.7", "sra1", marks=pytest.mark.slow),
-        ("geometric_brownian_motion", "mu * x", "sigma * x", "mu = 0.05\nsigma = 0.2", "milstein"),  # diagonal noise
+        pytest.param(
+            "ornstein_uhlenbeck",
+            "theta * (mu - x)",
+            "sigma",
+            "theta = 1.5\nmu = 0.4\nsigma = 0.7",
+            "sra1",
+            marks=pytest.mark.slow,
+        ),
+        (
+            "geometric_brownian_motion",
+            "mu * x",
+            "sigma * x",
+            "mu = 0.05\nsigma = 0.2",
+            "milstein",
+        ),  # diagonal noise
     ],
 )
-def test_an_sde_written_in_its_config_draws_the_paths_of_the_built_in_model(built_in, drift, noise, params, method, tmp_cwd, capsys):
-    text = f'[model.states]\nx = "{drift}"\n[model.noise]\nx = "{noise}"\n[model.parameters]\n{params}'
+def test_an_sde_written_in_its_config_draws_the_paths_of_the_built_in_model(
+    built_in, drift, noise, params, method, tmp_cwd, capsys
+):
+    text = (
+        f'[model.states]\nx = "{drift}"\n[model.noise]\nx = "{noise}"\n[model.parameters]\n{params}'
+    )
     Path("text.toml").write_text(SDE.format(name="mine", model=text, method=method))
-    Path("built_in.toml").write_text(SDE.format(name=built_in, model=f"[params]\n{params}", method=method))
+    Path("built_in.toml").write_text(
+        SDE.format(name=built_in, model=f"[params]\n{params}", method=method)
+    )
     for name in ("text", "built_in"):
         code, err = cli(["run", f"{name}.toml", "-o", f"{name}.h5", "--quiet"], capsys)
         assert code == 0, err
@@ -429,7 +582,10 @@ def test_an_sde_written_in_its_config_draws_the_paths_of_the_built_in_model(buil
     assert sim.setup(sim.load_config("text.toml")).model.noise == expected
 
 
-@pytest.mark.parametrize("noise, expected", [("sigma", "additive"), ("sigma * exp(-t)", "additive"), ("sigma * x", "diagonal")])
+@pytest.mark.parametrize(
+    "noise, expected",
+    [("sigma", "additive"), ("sigma * exp(-t)", "additive"), ("sigma * x", "diagonal")],
+)
 def test_the_noise_of_a_text_sde_is_additive_unless_it_reads_the_state(noise, expected, tmp_cwd):
     text = f'[model.states]\nx = "theta * (mu - x)"\n[model.noise]\nx = "{noise}"\n[model.parameters]\ntheta = 1.5\nmu = 0.4\nsigma = 0.7'
     Path("text.toml").write_text(SDE.format(name="mine", model=text, method="euler"))
@@ -442,7 +598,9 @@ def test_a_fit_of_the_text_lotka_volterra_gives_the_built_in_estimates(tmp_cwd, 
     # (parameters and states declared positive, as the built-in model declares them).
     repo = Path(__file__).resolve().parents[2]
     (tmp_cwd / "data").mkdir()
-    (tmp_cwd / "data" / "lynx_hare.h5").write_bytes((repo / "experiments" / "data" / "lynx_hare.h5").read_bytes())
+    (tmp_cwd / "data" / "lynx_hare.h5").write_bytes(
+        (repo / "experiments" / "data" / "lynx_hare.h5").read_bytes()
+    )
     built_in = (repo / "experiments" / "lynx_hare.toml").read_text()
     text = built_in.replace(
         '[model]\nname = "lotka_volterra"\n',
@@ -450,7 +608,10 @@ def test_a_fit_of_the_text_lotka_volterra_gives_the_built_in_estimates(tmp_cwd, 
         'prey = { rate = "alpha * prey - beta * prey * predator", positive = true }\n'
         'predator = { rate = "delta * prey * predator - gamma * predator", positive = true }\n'
         "[model.parameters]\n"
-        + "".join(f"{p} = {{ value = {v}, positive = true }}\n" for p, v in [("alpha", 0.55), ("beta", 0.028), ("gamma", 0.8), ("delta", 0.024)]),
+        + "".join(
+            f"{p} = {{ value = {v}, positive = true }}\n"
+            for p, v in [("alpha", 0.55), ("beta", 0.028), ("gamma", 0.8), ("delta", 0.024)]
+        ),
     )
     assert text != built_in
     Path("built_in.toml").write_text(built_in)
@@ -459,7 +620,11 @@ def test_a_fit_of_the_text_lotka_volterra_gives_the_built_in_estimates(tmp_cwd, 
         code, err = cli(["fit", f"{name}.toml", "-o", f"{name}.h5", "--quiet"], capsys)
         assert code == 0, err
     a, b = sim.read("text.h5"), sim.read("built_in.h5")
-    assert set(a.estimate) == set(b.estimate) == {"alpha", "beta", "gamma", "delta", "initial.prey", "initial.predator"}
+    assert (
+        set(a.estimate)
+        == set(b.estimate)
+        == {"alpha", "beta", "gamma", "delta", "initial.prey", "initial.predator"}
+    )
     # The text model's sensitivities come from its symbolic Jacobian, rounded otherwise
     # than autodiff through the built-in's code; the Gauss-Newton polish after
     # Levenberg-Marquardt takes both to the same minimum. Measured: 5.1e-12 on the
@@ -485,7 +650,11 @@ def test_a_text_model_built_again_is_the_same_model_and_is_not_traced_again():
 
     states = {"x": "-k * x + a", "v": {"rate": "x - v", "positive": False}}
     first = ode_model("decay", states, {"k": 0.5, "a": {"value": 1.0, "positive": True}})
-    again = ode_model("decay", {"x": "-k * x + a", "v": {"rate": "x - v", "positive": False}}, {"k": 0.5, "a": {"value": 1.0, "positive": True}})
+    again = ode_model(
+        "decay",
+        {"x": "-k * x + a", "v": {"rate": "x - v", "positive": False}},
+        {"k": 0.5, "a": {"value": 1.0, "positive": True}},
+    )
     assert again is first
     y = jnp.array([2.0, 1.0])
     np.testing.assert_allclose(rate(first, y), [0.0, 1.0])
@@ -493,13 +662,27 @@ def test_a_text_model_built_again_is_the_same_model_and_is_not_traced_again():
     assert len(traces) == 1
     for other in (
         ode_model("decay", states, {"k": 0.25, "a": {"value": 1.0, "positive": True}}),
-        ode_model("decay", {"x": "-k * x - a", "v": {"rate": "x - v", "positive": False}}, {"k": 0.5, "a": {"value": 1.0, "positive": True}}),
-        ode_model("decay", {"v": {"rate": "x - v", "positive": False}, "x": "-k * x + a"}, {"k": 0.5, "a": {"value": 1.0, "positive": True}}),
+        ode_model(
+            "decay",
+            {"x": "-k * x - a", "v": {"rate": "x - v", "positive": False}},
+            {"k": 0.5, "a": {"value": 1.0, "positive": True}},
+        ),
+        ode_model(
+            "decay",
+            {"v": {"rate": "x - v", "positive": False}, "x": "-k * x + a"},
+            {"k": 0.5, "a": {"value": 1.0, "positive": True}},
+        ),
     ):
         assert other is not first
-    np.testing.assert_allclose(rate(ode_model("decay", states, {"k": 0.25, "a": {"value": 1.0, "positive": True}}), y), [0.5, 1.0])
+    np.testing.assert_allclose(
+        rate(ode_model("decay", states, {"k": 0.25, "a": {"value": 1.0, "positive": True}}), y),
+        [0.5, 1.0],
+    )
 
-    spec = [{"when": "x < 0.1", "set": {"x": 1.0}, "terminal": False}, {"at": [1.0, 2.0], "set": {"a": "2 * a"}}]
+    spec = [
+        {"when": "x < 0.1", "set": {"x": 1.0}, "terminal": False},
+        {"at": [1.0, 2.0], "set": {"a": "2 * a"}},
+    ]
     bounced = with_events(first, text_events(first, spec))
     rebuilt = with_events(again, text_events(again, [dict(e) for e in spec]))
     assert type(rebuilt) is type(bounced) and rebuilt == bounced
@@ -522,9 +705,15 @@ def test_remembered_models_are_the_latest_few_and_one_for_concurrent_builds():
     again = ode_model("kept", {"x": "-k * x"}, {"k": 0.0})
     assert again is not first  # (the oldest was let go: built anew, the same rates)
     y = jnp.array([2.0])
-    np.testing.assert_array_equal(again.vector_field(0.0, y, {"k": 0.5}), first.vector_field(0.0, y, {"k": 0.5}))
+    np.testing.assert_array_equal(
+        again.vector_field(0.0, y, {"k": 0.5}), first.vector_field(0.0, y, {"k": 0.5})
+    )
     with ThreadPoolExecutor(8) as pool:
-        built = list(pool.map(lambda _: ode_model("threads", {"x": "-k * x + sin(t)"}, {"k": 0.5}), range(32)))
+        built = list(
+            pool.map(
+                lambda _: ode_model("threads", {"x": "-k * x + sin(t)"}, {"k": 0.5}), range(32)
+            )
+        )
     assert all(m is built[0] for m in built)
 
 
@@ -535,5 +724,9 @@ def test_a_fit_keeps_to_the_bounds_a_text_model_declares(tmp_cwd, capsys):
 
     config = Path(__file__).resolve().parents[2] / "experiments" / "sir_boarding_school.toml"
     code, err = cli(["fit", str(config), "-o", "fit.h5", "--set", "params.beta=5.0"], capsys)
-    assert code == 2 and "params.beta: start value 5 must lie strictly inside the allowed range of beta ((0, 5))" in err, err
+    assert (
+        code == 2
+        and "params.beta: start value 5 must lie strictly inside the allowed range of beta ((0, 5))"
+        in err
+    ), err
     assert not Path("fit.h5").exists()

@@ -30,24 +30,32 @@ CASES = {
     "heat_2d": (
         'name = "heat"\n[params]\ndiffusivity = 0.3',
         'name = "diffusion"\n[model.fields]\nu = "D * laplace(u)"\n[model.parameters]\nD = 0.3',
-        "points = [16, 16]", 1.0, 0.05,
+        "points = [16, 16]",
+        1.0,
+        0.05,
     ),
     "burgers": (
         'name = "burgers"\n[params]\nviscosity = 0.05',
         'name = "burgers_text"\n[model.fields]\nu = "nu * laplace(u) - 0.5 * dx(u * u)"\n[model.parameters]\nnu = 0.05',
-        "points = [64]", 1.0, 0.01,
+        "points = [64]",
+        1.0,
+        0.01,
     ),
     "kuramoto_sivashinsky": (
         'name = "kuramoto_sivashinsky"',
         'name = "ks"\n[model.fields]\nu = "-p * laplace(u) - q * biharmonic(u) - a / 2 * dx(u ** 2)"\n'
         "[model.parameters]\np = 1.0\nq = 1.0\na = 1.0",
-        "points = [64]\ndomain = [[0.0, 100.53096491487338]]", 10.0, 0.25,
+        "points = [64]\ndomain = [[0.0, 100.53096491487338]]",
+        10.0,
+        0.25,
     ),
     "gray_scott": (
         'name = "gray_scott"\n[params]\nfeed = 0.03\nkill = 0.062\ndiffusivity_u = 2e-5\ndiffusivity_v = 1e-5',
         'name = "gs"\n[model.fields]\nu = "Du * laplace(u) - u * v * v + F * (1 - u)"\nv = "Dv * laplace(v) + u * v * v - (F + k) * v"\n'
         "[model.parameters]\nF = 0.03\nk = 0.062\nDu = 2e-5\nDv = 1e-5",
-        "points = [16, 16]\ndomain = [[0.0, 2.5], [0.0, 2.5]]", 20.0, 1.0,
+        "points = [16, 16]\ndomain = [[0.0, 2.5], [0.0, 2.5]]",
+        20.0,
+        1.0,
     ),
 }
 
@@ -66,7 +74,13 @@ def _write(path: str, text: str) -> Path:
 # Kuramoto-Sivashinsky (fourth-order symbol, conservative nonlinearity) and Gray-Scott
 # (two fields, linear terms inside products) by default; heat and Burgers with -m slow.
 @pytest.mark.parametrize(
-    "case", [c if c in ("kuramoto_sivashinsky", "gray_scott") else pytest.param(c, marks=pytest.mark.slow) for c in sorted(CASES)]
+    "case",
+    [
+        c
+        if c in ("kuramoto_sivashinsky", "gray_scott")
+        else pytest.param(c, marks=pytest.mark.slow)
+        for c in sorted(CASES)
+    ],
 )
 def test_a_pde_written_in_its_config_reproduces_the_built_in_model(case, tmp_cwd):
     built_in, text, grid, t1, dt = CASES[case]
@@ -77,20 +91,33 @@ def test_a_pde_written_in_its_config_reproduces_the_built_in_model(case, tmp_cwd
     for name in model_b.field_names:
         scale = np.max(np.abs(fields_b[name]))
         assert scale > 0 and np.all(np.isfinite(fields_t[name]))
-        np.testing.assert_allclose(fields_t[name], fields_b[name], rtol=0, atol=1e-10 * scale, err_msg=name)
+        np.testing.assert_allclose(
+            fields_t[name], fields_b[name], rtol=0, atol=1e-10 * scale, err_msg=name
+        )
 
 
 def test_the_split_puts_constant_coefficient_derivatives_of_a_field_in_its_symbol():
     model = pde_model(
-        "gs", {"u": "Du * laplace(u) - u * v * v + F * (1 - u)", "v": "Dv * laplace(v) + u * v * v - (F + k) * v"},
-        {"F": 0.03, "k": 0.06, "Du": 2e-5, "Dv": 1e-5}, points=(8, 8),
+        "gs",
+        {
+            "u": "Du * laplace(u) - u * v * v + F * (1 - u)",
+            "v": "Dv * laplace(v) + u * v * v - (F + k) * v",
+        },
+        {"F": 0.03, "k": 0.06, "Du": 2e-5, "Dv": 1e-5},
+        points=(8, 8),
     )
     program = model.program
     # u: Du laplace(u) and -F u are linear; -u v v and F are not.
     assert sorted(ops for _, ops in program.linear[0]) == [(), ("laplace",)]
-    assert sorted(ops for _, ops in program.linear[1]) == [(), (), ("laplace",)]  # -(F + k) v: two terms
+    assert sorted(ops for _, ops in program.linear[1]) == [
+        (),
+        (),
+        ("laplace",),
+    ]  # -(F + k) v: two terms
     assert program.physical[0] is not None and program.spectral[0] == []
-    burgers = pde_model("b", {"u": "nu * laplace(u) - 0.5 * dx(u * u)"}, {"nu": 0.1}, points=(8,)).program
+    burgers = pde_model(
+        "b", {"u": "nu * laplace(u) - 0.5 * dx(u * u)"}, {"nu": 0.1}, points=(8,)
+    ).program
     assert [ops for _, ops in burgers.linear[0]] == [("laplace",)]
     assert [ops for _, ops, _ in burgers.spectral[0]] == [("dx",)] and burgers.physical[0] is None
 
@@ -101,7 +128,8 @@ def test_observables_of_a_text_pde_integrate_over_the_box(tmp_cwd, capsys):
     text = (
         '[model]\nname = "diffusion"\n[model.fields]\nu = "D * laplace(u)"\n[model.parameters]\nD = 0.2\n'
         '[model.observables]\nmass = "integral(u)"\nsquare = "mean(u ** 2)"\n'
-        + COMMON.format(t1=1.0, dt=0.05) + "[grid]\npoints = [32]\n"
+        + COMMON.format(t1=1.0, dt=0.05)
+        + "[grid]\npoints = [32]\n"
     )
     _write("text.toml", text)
     code, err = cli(["run", "text.toml", "-o", "text.h5", "--quiet"], capsys)
@@ -131,10 +159,16 @@ def test_observables_of_a_text_pde_integrate_over_the_box(tmp_cwd, capsys):
     ],
 )
 def test_bad_text_pdes_are_one_line_errors(override, key, tmp_cwd, capsys):
-    text = '[model]\nname = "diffusion"\n[model.fields]\nu = "D * laplace(u)"\n[model.parameters]\nD = 0.2\n' + COMMON.format(t1=1.0, dt=0.05) + "[grid]\npoints = [32]\n"
+    text = (
+        '[model]\nname = "diffusion"\n[model.fields]\nu = "D * laplace(u)"\n[model.parameters]\nD = 0.2\n'
+        + COMMON.format(t1=1.0, dt=0.05)
+        + "[grid]\npoints = [32]\n"
+    )
     _write("text.toml", text)
     code, err = cli(["run", "text.toml", "-o", "out.h5", "--set", override], capsys)
-    assert code == 2 and len(err.strip().splitlines()) == 1 and key in err and "Traceback" not in err, err
+    assert (
+        code == 2 and len(err.strip().splitlines()) == 1 and key in err and "Traceback" not in err
+    ), err
     assert not Path("out.h5").exists()
 
 
@@ -147,9 +181,13 @@ def test_a_text_pde_is_differentiable_in_its_parameters():
     model = pde_model("diffusion", {"u": "D * laplace(u)"}, {"D": 0.3}, points=(16,))
     t = jnp.linspace(0.0, 1.0, 3)
     u0 = np.sin(np.asarray(model.mesh()[0]))[None]
-    amplitude = lambda d: sim.simulate(model, {"D": d}, t, initial=u0, solver=Etdrk(order=4, steps_per_save=5)).observables["u"][-1, 4]  # noqa: E731
+    amplitude = lambda d: sim.simulate(
+        model, {"D": d}, t, initial=u0, solver=Etdrk(order=4, steps_per_save=5)
+    ).observables["u"][-1, 4]  # noqa: E731
     x4 = 2 * np.pi * 4 / 16
-    value, gradient = jax.jit(jax.value_and_grad(amplitude))(jnp.asarray(0.3))  # (one compiled program)
+    value, gradient = jax.jit(jax.value_and_grad(amplitude))(
+        jnp.asarray(0.3)
+    )  # (one compiled program)
     np.testing.assert_allclose(value, np.sin(x4) * np.exp(-0.3), rtol=1e-12)
     np.testing.assert_allclose(gradient, -np.sin(x4) * np.exp(-0.3), rtol=1e-10)
 
@@ -186,7 +224,11 @@ def _bounded_errors(order: int, points: tuple[int, ...], method: str = "tsit5") 
     # thousand steps its stability limit asks for on these grids take milliseconds)
     errors = []
     for n in points:
-        s = sim.setup(sim.load_config(_write(f"bounded_{n}.toml", BOUNDED.format(n=n, order=order, method=method))))
+        s = sim.setup(
+            sim.load_config(
+                _write(f"bounded_{n}.toml", BOUNDED.format(n=n, order=order, method=method))
+            )
+        )
         traj = sim.simulate(s.model, s.params, s.t, initial=s.initial, solver=s.solver)
         x = np.linspace(0.0, 1.0, n)
         t = np.asarray(s.t)[:, None]
@@ -202,7 +244,9 @@ def _bounded_errors(order: int, points: tuple[int, ...], method: str = "tsit5") 
 def test_a_bounded_heat_equation_with_time_dependent_sides_converges_at_its_order(order, tmp_cwd):
     """Finite differences with a time-dependent Dirichlet side and a Robin side: the error
     against the exact solution falls as h^order (fitted over three grids)."""
-    points = (17, 33, 65) if order == 2 else (33, 65, 129)  # (fourth order: past its pre-asymptotic range)
+    points = (
+        (17, 33, 65) if order == 2 else (33, 65, 129)
+    )  # (fourth order: past its pre-asymptotic range)
     errors = _bounded_errors(order, points)
     slope = np.polyfit(np.log([1.0 / (n - 1) for n in points]), np.log(errors), 1)[0]
     assert order - 0.2 < slope < order + 0.6, (errors, slope)
@@ -215,7 +259,10 @@ def test_a_bounded_text_pde_reproduces_the_built_in_finite_difference_heat(tmp_c
     common = '[grid]\npoints = [9, 11]\nboundary = [["dirichlet", "neumann"], "dirichlet"]\nboundary_value = [[1.0, -0.5], 0.25]\n'
     common += '[initial]\nkind = "gaussian"\n[time]\nt1 = 0.2\nsave = 3\n[solver]\nmethod = "tsit5"\nrtol = 1e-9\natol = 1e-11\n'
     built_in = '[model]\nname = "heat_fd"\n[params]\ndiffusivity = 0.3\n' + common
-    text = '[model]\nname = "h"\n[model.fields]\nu = "D * laplace(u)"\n[model.parameters]\nD = 0.3\n' + common
+    text = (
+        '[model]\nname = "h"\n[model.fields]\nu = "D * laplace(u)"\n[model.parameters]\nD = 0.3\n'
+        + common
+    )
     _, b = _fields(built_in, "built_in.toml")
     _, t = _fields(text, "text.toml")
     assert np.max(np.abs(b["u"][-1] - b["u"][0])) > 0.01  # (it moved)
@@ -228,9 +275,13 @@ def test_a_bounded_text_pde_is_differentiable_through_its_sides(tmp_cwd):
     the exact derivative -k^2 t u of the exact solution (to the grid's error)."""
     import jax
 
-    s = sim.setup(sim.load_config(_write("bounded.toml", BOUNDED.format(n=65, order=4, method="kvaerno5"))))
+    s = sim.setup(
+        sim.load_config(_write("bounded.toml", BOUNDED.format(n=65, order=4, method="kvaerno5")))
+    )
     node = 20
-    value = lambda d: sim.simulate(s.model, {"D": d}, s.t, initial=s.initial, solver=s.solver).observables["u"][-1, node]  # noqa: E731
+    value = lambda d: sim.simulate(
+        s.model, {"D": d}, s.t, initial=s.initial, solver=s.solver
+    ).observables["u"][-1, node]  # noqa: E731
     x = node / 64
     exact = -4 * 0.5 * np.exp(-2.0 * 0.5) * np.sin(2 * x + 0.5)
     np.testing.assert_allclose(jax.grad(value)(0.5), exact, rtol=1e-6)
@@ -252,17 +303,33 @@ def test_a_bounded_text_pde_is_differentiable_through_its_sides(tmp_cwd):
 def test_bad_bounded_text_pdes_are_one_line_errors(override, key, tmp_cwd, capsys):
     _write("text.toml", BOUNDED.format(n=17, order=2, method="kvaerno5"))
     code, err = cli(["run", "text.toml", "-o", "out.h5", "--set", override], capsys)
-    assert code == 2 and len(err.strip().splitlines()) == 1 and key in err and "Traceback" not in err, err
+    assert (
+        code == 2 and len(err.strip().splitlines()) == 1 and key in err and "Traceback" not in err
+    ), err
     assert not Path("out.h5").exists()
 
 
 def test_a_bounded_text_model_of_any_size_is_checked_without_memory_for_its_fields():
     # The expressions' shapes are checked abstractly: a grid of 10^12 points (8 TB a
     # field) builds its model at once, and the run's own memory checks refuse it.
-    model = pde_model("huge", {"u": "D * laplace(u) + x * v", "v": "dx(u) - v"}, {"D": 0.5}, {"total": "integral(u)"}, points=(10**12,), boundary="dirichlet", boundary_value=0.0)
+    model = pde_model(
+        "huge",
+        {"u": "D * laplace(u) + x * v", "v": "dx(u) - v"},
+        {"D": 0.5},
+        {"total": "integral(u)"},
+        points=(10**12,),
+        boundary="dirichlet",
+        boundary_value=0.0,
+    )
     assert tuple(model.points) == (10**12,)
     with pytest.raises(ValueError, match="fields.v"):
-        pde_model("huge", {"u": "laplace(u)", "v": "grad(u)"}, points=(10**12,), boundary="dirichlet", boundary_value=0.0)
+        pde_model(
+            "huge",
+            {"u": "laplace(u)", "v": "grad(u)"},
+            points=(10**12,),
+            boundary="dirichlet",
+            boundary_value=0.0,
+        )
 
 
 def test_div_of_grad_is_the_laplacian_in_the_symbol():
@@ -283,19 +350,36 @@ def test_div_of_grad_is_the_laplacian_in_the_symbol():
     np.testing.assert_allclose(out, gradient_squared - 5 * u * u, atol=1e-12)
 
 
-@pytest.mark.parametrize("form", ["D * laplace(u)", "laplace(D * u)", "laplace(u) * D", "0.5 * laplace(2 * D * u)", "div(D * grad(u))", "-div(-D * grad(u)) + laplace(0 * u)"])
+@pytest.mark.parametrize(
+    "form",
+    [
+        "D * laplace(u)",
+        "laplace(D * u)",
+        "laplace(u) * D",
+        "0.5 * laplace(2 * D * u)",
+        "div(D * grad(u))",
+        "-div(-D * grad(u)) + laplace(0 * u)",
+    ],
+)
 def test_a_linear_term_is_in_the_symbol_however_it_is_written(form):
     """Derivatives are linear: a constant inside them comes out, and their sums split, so
     every way of writing D u_xx gives the symbol -D k^2 (k = 0, 1, ..., N / 2 on [0, 2 pi)),
     integrated exactly by ETDRK, and nothing explicit. laplace(D * u) was evaluated as an
     explicit term, and etdrk1 at dt = 0.025 blew up on it."""
     program = pde_model("heat", {"u": form}, {"D": 0.3}, points=(16,)).program
-    assert program.spectral[0] == [] and program.physical[0] is None, (program.spectral, program.physical)
+    assert program.spectral[0] == [] and program.physical[0] is None, (
+        program.spectral,
+        program.physical,
+    )
     model = pde_model("heat", {"u": form}, {"D": 0.3}, points=(16,))
     from solvers import FourierGrid
 
-    symbol = np.asarray(model.linear({"D": jnp.asarray(0.3)}, FourierGrid(model.points, model.domain)))
-    np.testing.assert_allclose(symbol.reshape(-1), -0.3 * np.arange(9.0) ** 2, rtol=1e-14, atol=1e-14)
+    symbol = np.asarray(
+        model.linear({"D": jnp.asarray(0.3)}, FourierGrid(model.points, model.domain))
+    )
+    np.testing.assert_allclose(
+        symbol.reshape(-1), -0.3 * np.arange(9.0) ** 2, rtol=1e-14, atol=1e-14
+    )
 
 
 def test_heat_written_as_laplace_of_d_u_runs_exactly_at_a_large_step(tmp_cwd, capsys):
@@ -313,5 +397,7 @@ def test_heat_written_as_laplace_of_d_u_runs_exactly_at_a_large_step(tmp_cwd, ca
     assert code == 0, err
     record = sim.read("heat.h5")
     x, t = np.asarray(record.grid["x"]), float(record.time[-1])
-    exact = np.sin(2 * np.pi * x) * np.exp(-0.5 * (2 * np.pi) ** 2 * t) + 0.01 * np.sin(12 * np.pi * x) * np.exp(-0.5 * (12 * np.pi) ** 2 * t)
+    exact = np.sin(2 * np.pi * x) * np.exp(-0.5 * (2 * np.pi) ** 2 * t) + 0.01 * np.sin(
+        12 * np.pi * x
+    ) * np.exp(-0.5 * (12 * np.pi) ** 2 * t)
     np.testing.assert_allclose(record.observables["u"][-1], exact, rtol=0, atol=1e-12)

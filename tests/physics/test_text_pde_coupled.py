@@ -12,8 +12,16 @@ from physics.pde import pde_model
 from solvers import Etdrk, FourierGrid
 
 
-def _run(model, params: dict, initial: np.ndarray, t: np.ndarray, steps_per_save: int) -> dict[str, np.ndarray]:
-    traj = sim.simulate(model, params, jnp.asarray(t), initial=jnp.asarray(initial), solver=Etdrk(order=4, steps_per_save=steps_per_save))
+def _run(
+    model, params: dict, initial: np.ndarray, t: np.ndarray, steps_per_save: int
+) -> dict[str, np.ndarray]:
+    traj = sim.simulate(
+        model,
+        params,
+        jnp.asarray(t),
+        initial=jnp.asarray(initial),
+        solver=Etdrk(order=4, steps_per_save=steps_per_save),
+    )
     return {name: np.asarray(traj.observables[name]) for name in model.field_names}
 
 
@@ -30,7 +38,9 @@ def test_the_wave_equation_as_two_fields_follows_its_standing_wave():
     np.testing.assert_array_equal(np.asarray(model.linear({"c": jnp.asarray(c)}, grid)), 0.0)
     x = np.asarray(model.mesh()[0])
     t = np.linspace(0.0, 1.5, 4)
-    fields = _run(model, {"c": c}, np.stack([np.sin(k * x), np.zeros_like(x)]), t, steps_per_save=60)
+    fields = _run(
+        model, {"c": c}, np.stack([np.sin(k * x), np.zeros_like(x)]), t, steps_per_save=60
+    )
     omega = c * k
     u = np.sin(k * x) * np.cos(omega * t)[:, None]
     v = -omega * np.sin(k * x) * np.sin(omega * t)[:, None]
@@ -46,9 +56,16 @@ def test_a_field_driven_by_the_derivative_of_another_keeps_only_its_own_symbol()
     # (nothing of dx(w): i q would make it complex), w's -nu q^2.
     a, D, nu, k = 0.5, 0.1, 0.05, 3
     params = {"a": a, "D": D, "nu": nu}
-    model = pde_model("driven", {"u": "-a * u + D * laplace(u) + dx(w)", "w": "nu * laplace(w)"}, params, points=(32,))
+    model = pde_model(
+        "driven",
+        {"u": "-a * u + D * laplace(u) + dx(w)", "w": "nu * laplace(w)"},
+        params,
+        points=(32,),
+    )
     program = model.program
-    assert sorted(ops for _, ops in program.linear[0]) == [(), ("laplace",)] and [ops for _, ops in program.linear[1]] == [("laplace",)]
+    assert sorted(ops for _, ops in program.linear[0]) == [(), ("laplace",)] and [
+        ops for _, ops in program.linear[1]
+    ] == [("laplace",)]
     assert [ops for _, ops, _ in program.spectral[0]] == [("dx",)] and program.physical[0] is None
     grid = FourierGrid(model.points, model.domain)
     symbol = np.asarray(model.linear({n: jnp.asarray(v) for n, v in params.items()}, grid))
@@ -75,20 +92,36 @@ def test_linear_terms_written_in_several_ways_give_the_exact_symbol_and_solution
     # u = -(k^2 / 2) sin(k x) (exp(lambda(k) t) - exp(-t / T)) / (lambda(k) + 1 / T).
     D, q, T, k = 0.1, 0.05, 2.0, 1
     params = {"D": D, "q": q, "T": T}
-    model = pde_model("several", {"u": "D * laplace(u) - q * biharmonic(u) + dx(dx(u)) / 4 + laplace(w - u) / 2", "w": "-w / T"}, params, points=(32,))
+    model = pde_model(
+        "several",
+        {
+            "u": "D * laplace(u) - q * biharmonic(u) + dx(dx(u)) / 4 + laplace(w - u) / 2",
+            "w": "-w / T",
+        },
+        params,
+        points=(32,),
+    )
     grid = FourierGrid(model.points, model.domain)
     # (dx makes the symbol complex: of the grid's precision, under the tests' strict promotion too)
     symbol = np.asarray(model.linear({n: jnp.asarray(v) for n, v in params.items()}, grid))
     p = np.arange(16.0)  # (at the Nyquist wavenumber 16 a first derivative's symbol is 0)
-    np.testing.assert_allclose(symbol[0, :16], -(D - 0.25) * p**2 - q * p**4, rtol=1e-14, atol=1e-12)
+    np.testing.assert_allclose(
+        symbol[0, :16], -(D - 0.25) * p**2 - q * p**4, rtol=1e-14, atol=1e-12
+    )
     np.testing.assert_allclose(symbol[1], -1 / T, rtol=1e-14)
 
     x = np.asarray(model.mesh()[0])
     t = np.linspace(0.0, 2.0, 3)
     fields = _run(model, params, np.stack([np.zeros_like(x), np.sin(k * x)]), t, steps_per_save=20)
     lam, beta = -(D - 0.25) * k**2 - q * k**4, 1 / T
-    u = -(k**2 / 2) * np.sin(k * x) * ((np.exp(lam * t) - np.exp(-beta * t)) / (lam + beta))[:, None]
-    np.testing.assert_allclose(fields["w"], np.sin(k * x) * np.exp(-beta * t)[:, None], rtol=0, atol=1e-12)
+    u = (
+        -(k**2 / 2)
+        * np.sin(k * x)
+        * ((np.exp(lam * t) - np.exp(-beta * t)) / (lam + beta))[:, None]
+    )
+    np.testing.assert_allclose(
+        fields["w"], np.sin(k * x) * np.exp(-beta * t)[:, None], rtol=0, atol=1e-12
+    )
     np.testing.assert_allclose(fields["u"], u, rtol=0, atol=1e-7)
 
 
@@ -99,7 +132,9 @@ def test_on_a_bounded_grid_only_a_fields_own_laplacian_counts_as_its_diffusion()
     from physics.pde._text_grid import partition
 
     for other, this in (("u", "v"), ("w", "v")):
-        implicit, explicit, laplace = partition(this, f"c**2 * laplace({other}) + 3*laplace({this})", (other, this), ("c",))
+        implicit, explicit, laplace = partition(
+            this, f"c**2 * laplace({other}) + 3*laplace({this})", (other, this), ("c",)
+        )
         assert [float(c({})) for c in laplace] == [3.0], (other, this)
         assert f"laplace({other})" in explicit.text and f"laplace({other})" not in implicit.text
         assert f"laplace({this})" in implicit.text
@@ -115,7 +150,9 @@ def test_derivatives_of_nonlinear_terms_are_taken_spectrally_and_exactly():
     x = np.asarray(model.mesh()[0])
     u_hat = grid.rfft(jnp.asarray(np.sin(x)))[None]
     out = np.asarray(grid.irfft(model.nonlinear(u_hat, {}, grid)[0]))
-    np.testing.assert_allclose(out, 2 * np.sin(x) * np.cos(2 * x) + 1.5 * np.sin(x) ** 2 * np.cos(x), rtol=0, atol=1e-12)
+    np.testing.assert_allclose(
+        out, 2 * np.sin(x) * np.cos(2 * x) + 1.5 * np.sin(x) ** 2 * np.cos(x), rtol=0, atol=1e-12
+    )
 
 
 def test_every_pair_of_side_kinds_is_accepted_unless_one_side_alone_is_periodic():
@@ -134,7 +171,9 @@ def test_every_pair_of_side_kinds_is_accepted_unless_one_side_alone_is_periodic(
                     boundary_program(("u",), [[low, high]], values, 1, ())
             else:
                 sides, periodic = boundary_program(("u",), [[low, high]], values, 1, ())
-                assert [s.kind for s in sides[0][0]] == [low, high] and periodic == (low == "periodic",)
+                assert [s.kind for s in sides[0][0]] == [low, high] and periodic == (
+                    low == "periodic",
+                )
 
 
 def test_a_product_is_multiplied_out_up_to_max_terms_and_kept_whole_beyond():
@@ -148,7 +187,10 @@ def test_a_product_is_multiplied_out_up_to_max_terms_and_kept_whole_beyond():
     params = {f"p{i}": 1.0 + i for i in range(17)}
     cases = {
         "small": ("p0 + p1", "laplace(u) + p2 * u"),
-        "large": (" + ".join(f"p{i}" for i in range(17)), "laplace(u) + " + " + ".join(f"p{i} * u" for i in range(16))),
+        "large": (
+            " + ".join(f"p{i}" for i in range(17)),
+            "laplace(u) + " + " + ".join(f"p{i} * u" for i in range(16)),
+        ),
     }
     q = np.arange(9.0)
     for name, (left, right) in cases.items():
@@ -160,6 +202,12 @@ def test_a_product_is_multiplied_out_up_to_max_terms_and_kept_whole_beyond():
         else:
             np.testing.assert_array_equal(symbol, 0.0)
             x = np.asarray(model.mesh()[0])
-            out = np.asarray(grid.irfft(model.nonlinear(grid.rfft(jnp.asarray(np.sin(x)))[None], params, grid)[0]))
-            expected = sum(params.values()) * (-np.sin(x) + sum(1.0 + i for i in range(16)) * np.sin(x))
+            out = np.asarray(
+                grid.irfft(
+                    model.nonlinear(grid.rfft(jnp.asarray(np.sin(x)))[None], params, grid)[0]
+                )
+            )
+            expected = sum(params.values()) * (
+                -np.sin(x) + sum(1.0 + i for i in range(16)) * np.sin(x)
+            )
             np.testing.assert_allclose(out, expected, rtol=1e-12, atol=1e-10)

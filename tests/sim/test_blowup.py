@@ -25,7 +25,13 @@ BURGERS = EXPERIMENTS / "burgers_shock.toml"
 LORENZ = EXPERIMENTS / "lorenz.toml"
 BURGERS_BLOWS_UP = ["time.dt=0.75", "time.save=5"]  # frames at t = 0, 0.75, ..., 3
 # The MD example at the size the other tests run it (108 particles, 200 steps).
-LJ_SMALL = ["system.cells=3", "params.cutoff=2.5", "params.tail_correction=false", "time.steps=200", "time.save_every=20"]
+LJ_SMALL = [
+    "system.cells=3",
+    "params.cutoff=2.5",
+    "params.tail_correction=false",
+    "time.steps=200",
+    "time.save_every=20",
+]
 
 
 def sets(items):
@@ -46,7 +52,10 @@ def test_lj_with_a_ten_times_longer_step_stops_with_one_line(tmp_cwd, capsys):
     # Which check trips first at that frame depends on the last bits of a diverging run
     # (how the compiler contracts multiply-adds): the temperature bound, or non-finite
     # energies when they overflowed before it was read.
-    assert re.search(r"lj_fluid\.toml: the run blew up at step 40 \(t = 2\): (temperature reached .*checks\.max_temperature_factor = 100|total_energy became non-finite)", line), line
+    assert re.search(
+        r"lj_fluid\.toml: the run blew up at step 40 \(t = 2\): (temperature reached .*checks\.max_temperature_factor = 100|total_energy became non-finite)",
+        line,
+    ), line
     assert "lower time.dt" in line
     # It blew up in the first chunk: nothing was kept (no file, no partial, no checkpoint).
     assert sorted(p.name for p in tmp_cwd.iterdir()) == []
@@ -56,12 +65,18 @@ def test_burgers_far_past_its_stable_step_stops_with_one_line(tmp_cwd, capsys):
     # One frame per chunk, a checkpoint after every good frame (1 to 3); the field passes
     # 1000 times its start at frame 4 (t = 3).
     every_frame = ["--set", "output.chunk=1", "--set", "output.checkpoint_every=1"]
-    code, err = cli(["run", str(BURGERS), *sets(BURGERS_BLOWS_UP), *every_frame, "-o", "b.h5", "--quiet"], capsys)  # (--quiet: no progress lines before it)
+    code, err = cli(
+        ["run", str(BURGERS), *sets(BURGERS_BLOWS_UP), *every_frame, "-o", "b.h5", "--quiet"],
+        capsys,
+    )  # (--quiet: no progress lines before it)
     lines = err.strip().splitlines()
     assert code == 1, err
     assert len(lines) == 1, err
     line = lines[0]
-    assert "burgers_shock.toml: the run blew up at step 4 (t = 3): the root mean square of u grew to" in line, line
+    assert (
+        "burgers_shock.toml: the run blew up at step 4 (t = 3): the root mean square of u grew to"
+        in line
+    ), line
     assert "checks.max_growth = 1000" in line and "lower time.dt" in line
     out = tmp_cwd / "b.h5"
     assert not out.exists()
@@ -73,18 +88,46 @@ def test_burgers_far_past_its_stable_step_stops_with_one_line(tmp_cwd, capsys):
             assert int(f.attrs["frame"]) == 3
             assert "checks" in f.attrs["config"]
         # A loosened bound resumes it from there to the end.
-        code, err = cli(["run", str(BURGERS), *sets(BURGERS_BLOWS_UP), *every_frame, "-o", "b.h5", "--resume", "--quiet", "--set", "checks.max_growth=1e300"], capsys)
+        code, err = cli(
+            [
+                "run",
+                str(BURGERS),
+                *sets(BURGERS_BLOWS_UP),
+                *every_frame,
+                "-o",
+                "b.h5",
+                "--resume",
+                "--quiet",
+                "--set",
+                "checks.max_growth=1e300",
+            ],
+            capsys,
+        )
         assert code == 0, err
         assert np.max(np.abs(sim.read(out).observables["u"][-1])) > 1e30
 
 
 def test_in_memory_runs_stop_the_same(tmp_path):
-    with pytest.raises(SimulationError, match=r"blew up at step 4 \(t = 3\): the root mean square of u"):
+    with pytest.raises(
+        SimulationError, match=r"blew up at step 4 \(t = 3\): the root mean square of u"
+    ):
         sim.run(sim.load_config(BURGERS, BURGERS_BLOWS_UP))
 
 
 def test_loosened_bound_lets_the_same_run_complete(tmp_cwd, capsys):
-    code, err = cli(["run", str(BURGERS), *sets(BURGERS_BLOWS_UP), "--set", "checks.max_growth=1e300", "-o", "b.h5", "--quiet"], capsys)
+    code, err = cli(
+        [
+            "run",
+            str(BURGERS),
+            *sets(BURGERS_BLOWS_UP),
+            "--set",
+            "checks.max_growth=1e300",
+            "-o",
+            "b.h5",
+            "--quiet",
+        ],
+        capsys,
+    )
     assert code == 0, err
     u = sim.read("b.h5").observables["u"]
     peak = np.max(np.abs(u), axis=1)
@@ -122,7 +165,10 @@ def test_md_energy_drift_bound_stops_a_run_and_loosened_lets_it_complete(tmp_cwd
     with pytest.raises(SimulationError) as info:
         sim.run(sim.load_config("nh.toml", ["checks.energy_drift=0.01"]))
     message = str(info.value)
-    assert "the run blew up at step 300 (t = 7.5): conserved energy drifted by 1.11% of its initial scale" in message
+    assert (
+        "the run blew up at step 300 (t = 7.5): conserved energy drifted by 1.11% of its initial scale"
+        in message
+    )
     assert "(limit checks.energy_drift = 1%)" in message
     result = sim.run(sim.load_config("nh.toml", ["checks.energy_drift=0.05"]))
     energy = result.observables["conserved_energy"]
@@ -136,7 +182,14 @@ def test_md_energy_drift_bound_stops_a_run_and_loosened_lets_it_complete(tmp_cwd
 def test_lj_sweep_flags_the_run_that_blows_up(tmp_cwd):
     # epsilon 25 at dt 0.02 is the LJ fluid at a step of 0.1 in its own time unit.
     config = sim.load_config(
-        LJ, [*LJ_SMALL, "time.dt=0.02", 'sweep.mode="zip"', 'sweep.save="final"', "sweep.params.epsilon={ values = [1.0, 25.0] }"]
+        LJ,
+        [
+            *LJ_SMALL,
+            "time.dt=0.02",
+            'sweep.mode="zip"',
+            'sweep.save="final"',
+            "sweep.params.epsilon={ values = [1.0, 25.0] }",
+        ],
     )
     result = sim.sweep(config, "lj_sweep.h5")
     np.testing.assert_array_equal(result.status, [1, 2])
@@ -148,7 +201,15 @@ def test_lj_sweep_flags_the_run_that_blows_up(tmp_cwd):
 
 def test_burgers_sweep_flags_the_run_that_blows_up(tmp_cwd):
     # At viscosity 2 the same step is stable (the field decays).
-    config = sim.load_config(BURGERS, [*BURGERS_BLOWS_UP, 'sweep.mode="zip"', 'sweep.save="summary"', "sweep.params.viscosity={ values = [0.02, 2.0] }"])
+    config = sim.load_config(
+        BURGERS,
+        [
+            *BURGERS_BLOWS_UP,
+            'sweep.mode="zip"',
+            'sweep.save="summary"',
+            "sweep.params.viscosity={ values = [0.02, 2.0] }",
+        ],
+    )
     result = sim.sweep(config, "b_sweep.h5")
     np.testing.assert_array_equal(result.status, [2, 1])
     for name, stats in result.observables.items():
@@ -192,13 +253,25 @@ def test_md_example_stays_within_the_default_bounds():
 @pytest.mark.parametrize(
     "config, item, message",
     [
-        (BURGERS, "checks.energy_drift=0.2", "checks.energy_drift: is not a check of PDE runs (keys: max_growth, growth_floor)"),
+        (
+            BURGERS,
+            "checks.energy_drift=0.2",
+            "checks.energy_drift: is not a check of PDE runs (keys: max_growth, growth_floor)",
+        ),
         (LJ, "checks.max_growth=10.0", "checks.max_growth: is not a check of"),
         (LJ, "checks.energy_drift=0.2", "checks.energy_drift: is not a check of Langevin MD runs"),
-        (LORENZ, "checks.max_growth=10.0", "checks.max_growth: is not a check of ODE runs (they only check that values stay finite) (no keys)"),
+        (
+            LORENZ,
+            "checks.max_growth=10.0",
+            "checks.max_growth: is not a check of ODE runs (they only check that values stay finite) (no keys)",
+        ),
         (BURGERS, "checks.max_growth=0", "checks.max_growth: expected a number > 0"),
         (BURGERS, "checks.max_growth=inf", "checks.max_growth: expected a finite number"),
-        (BURGERS, "checks.max_growht=10.0", "checks.max_growht: unknown key (expected one of: max_growth, growth_floor, energy_drift, max_temperature_factor)"),
+        (
+            BURGERS,
+            "checks.max_growht=10.0",
+            "checks.max_growht: unknown key (expected one of: max_growth, growth_floor, energy_drift, max_temperature_factor)",
+        ),
         (BURGERS, 'checks.max_growth="big"', "checks.max_growth: expected a number"),
     ],
 )
@@ -218,7 +291,9 @@ def test_image_counters_never_wrap_around():
 
     system = lattice("fcc", 2, 0.8)
     edges = np.asarray(system.space.box)
-    limits = MdLimits(energy=None, energy_drift=np.inf, temperature_factor=100.0, target=1.0, dof=93, edges=edges)
+    limits = MdLimits(
+        energy=None, energy_drift=np.inf, temperature_factor=100.0, target=1.0, dof=93, edges=edges
+    )
     position = np.stack([np.asarray(system.position)] * 3)
     position[2, 5, 0] = 3e9 * edges[0]  # finite, but beyond int32 box counts
     rows = {

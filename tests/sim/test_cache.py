@@ -22,8 +22,22 @@ def sim_run(tmp_path, name, cache, *options):
     env = {**os.environ, "SIMJAX_CACHE_DIR": str(cache)}
     out = tmp_path / f"{name}.h5"
     proc = subprocess.run(
-        [sys.executable, "-m", "_sim_entry", *options, "run", str(CONFIG), "-o", str(out), "--quiet"],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "_sim_entry",
+            *options,
+            "run",
+            str(CONFIG),
+            "-o",
+            str(out),
+            "--quiet",
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stderr
     with h5py.File(out) as f:
@@ -34,7 +48,9 @@ def entries(folder):
     return sorted(p for p in Path(folder).glob("*.simjax")) if Path(folder).is_dir() else []
 
 
-def test_a_second_process_loads_every_program_and_damaged_or_blocked_entries_cost_only_a_compile(tmp_path):
+def test_a_second_process_loads_every_program_and_damaged_or_blocked_entries_cost_only_a_compile(
+    tmp_path,
+):
     cache = tmp_path / "cache"
     first, _ = sim_run(tmp_path, "first", cache)
     saved = entries(cache)
@@ -69,7 +85,9 @@ def test_a_second_process_loads_every_program_and_damaged_or_blocked_entries_cos
     # Each damaged entry was replaced by a good one.
     checked = _cache.CheckedCache(cache)
     assert all(checked.get(p.name.removesuffix(".simjax")) is not None for p in saved)
-    assert checked.get("stray") is None and not (cache / "stray.simjax").exists()  # (removed when read)
+    assert (
+        checked.get("stray") is None and not (cache / "stray.simjax").exists()
+    )  # (removed when read)
 
     # Every entry's name taken by a folder: each load and each store fails (reading and
     # writing a folder as a file; as root, permissions would not stop a write, so this
@@ -97,11 +115,22 @@ def test_sim_run_and_sweep_from_python_are_compiled_by_the_first_process_only(tm
         "swept = sim.sweep(config)\n"
         "print(repr(float(np.sum(run.observables['prey']))), repr(float(np.nansum(swept.observables['prey']))))\n"
     )
-    env = {**os.environ, "SIMJAX_CACHE_DIR": str(tmp_path / "cache"), "JAX_EXPLAIN_CACHE_MISSES": "true"}
+    env = {
+        **os.environ,
+        "SIMJAX_CACHE_DIR": str(tmp_path / "cache"),
+        "JAX_EXPLAIN_CACHE_MISSES": "true",
+    }
     env.pop("EQX_ON_ERROR", None)
 
     def python():
-        proc = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+        proc = subprocess.run(
+            [sys.executable, "-c", script],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert proc.returncode == 0, proc.stderr
         return proc.stdout, proc.stderr
 
@@ -121,15 +150,25 @@ def test_a_petab_objective_is_compiled_by_the_first_process_only(tmp_path):
     measurement times) is stored, and a second process compiles nothing."""
     import runpy
 
-    problem = runpy.run_path(str(REPO / "experiments" / "data" / "make_decay_petab.py"))["write"](tmp_path / "decay")
-    env = {**os.environ, "SIMJAX_CACHE_DIR": str(tmp_path / "cache"), "JAX_EXPLAIN_CACHE_MISSES": "true"}
+    problem = runpy.run_path(str(REPO / "experiments" / "data" / "make_decay_petab.py"))["write"](
+        tmp_path / "decay"
+    )
+    env = {
+        **os.environ,
+        "SIMJAX_CACHE_DIR": str(tmp_path / "cache"),
+        "JAX_EXPLAIN_CACHE_MISSES": "true",
+    }
     env.pop("EQX_ON_ERROR", None)
 
     def evaluate(name):
         out = tmp_path / f"{name}.h5"
         proc = subprocess.run(
             [sys.executable, "-m", "_sim_entry", "fit", str(problem), "--evaluate", "-o", str(out)],
-            cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
         )
         assert proc.returncode == 0, proc.stderr
         with h5py.File(out) as f:
@@ -193,7 +232,9 @@ def test_a_cache_folder_deleted_again_and_again_during_a_sim_run_changes_nothing
 def test_a_cache_folder_deleted_mid_run_is_made_again(tmp_path):
     from jax._src import compilation_cache
 
-    before = Path(jax.config.jax_compilation_cache_dir) if jax.config.jax_compilation_cache_dir else None
+    before = (
+        Path(jax.config.jax_compilation_cache_dir) if jax.config.jax_compilation_cache_dir else None
+    )
     folder = tmp_path / "cache"
     try:
         _cache.enable(folder)
@@ -229,7 +270,11 @@ def test_configure_jax_turns_the_cache_on_in_a_fresh_process(tmp_path):
     # What a script gets from `import sim; sim.configure_jax()` (no command): the checked
     # cache in the user's cache folder, where a sim.* call then stores its programs.
     # (`import sim` alone leaves JAX's cache as it was: tests/test_architecture.py)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("JAX_COMPILATION_CACHE") and k != "SIMJAX_CACHE_DIR"}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("JAX_COMPILATION_CACHE") and k != "SIMJAX_CACHE_DIR"
+    }
     env["XDG_CACHE_HOME"] = str(tmp_path / "home_cache")
     script = (
         "import jax, sim\n"
@@ -239,7 +284,14 @@ def test_configure_jax_turns_the_cache_on_in_a_fresh_process(tmp_path):
         "sim.run(sim.load_config(%r))\n"
         "print(type(cc._cache).__name__)\n" % str(CONFIG)
     )
-    proc = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     folder, kind = proc.stdout.split()
     expected = tmp_path / "home_cache" / "simjax" / "jax"

@@ -43,7 +43,15 @@ def test_run_uses_output_file_from_config_relative_to_its_folder(tmp_cwd, capsys
 def test_models_and_info(capsys):
     code, out, _ = cli(["models"], capsys)
     assert code == 0
-    for name in ("lotka_volterra", "lorenz", "van_der_pol", "sir", "damped_pendulum", "fitzhugh_nagumo", "robertson"):
+    for name in (
+        "lotka_volterra",
+        "lorenz",
+        "van_der_pol",
+        "sir",
+        "damped_pendulum",
+        "fitzhugh_nagumo",
+        "robertson",
+    ):
         assert name in out
     code, out, _ = cli(["models", "lotka_volterra"], capsys)
     assert code == 0 and "alpha" in out and "1/year" in out and "predator" in out
@@ -54,25 +62,65 @@ def test_models_and_info(capsys):
 BAD_CASES = {
     "malformed_toml": ("[model\nname = 'x'\n", [], "malformed TOML"),
     "unknown_model": ('[model]\nname = "lotka_voltera"\n[time]\nt1 = 1.0\n', [], "model.name"),
-    "unknown_param": ('[model]\nname = "lorenz"\n[params]\nrh = 1.0\n[time]\nt1 = 1.0\n', [], "params.rh"),
-    "wrong_type": ('[model]\nname = "lorenz"\n[params]\nrho = "high"\n[time]\nt1 = 1.0\n', [], "params.rho"),
+    "unknown_param": (
+        '[model]\nname = "lorenz"\n[params]\nrh = 1.0\n[time]\nt1 = 1.0\n',
+        [],
+        "params.rh",
+    ),
+    "wrong_type": (
+        '[model]\nname = "lorenz"\n[params]\nrho = "high"\n[time]\nt1 = 1.0\n',
+        [],
+        "params.rho",
+    ),
     "t1_before_t0": ('[model]\nname = "lorenz"\n[time]\nt0 = 2.0\nt1 = 1.0\n', [], "time.t1"),
-    "negative_tolerance": ('[model]\nname = "lorenz"\n[time]\nt1 = 1.0\n[solver]\nrtol = -1e-6\n', [], "solver.rtol"),
-    "unknown_method": ('[model]\nname = "lorenz"\n[time]\nt1 = 1.0\n[solver]\nmethod = "rk4"\n', [], "solver.method"),
+    "negative_tolerance": (
+        '[model]\nname = "lorenz"\n[time]\nt1 = 1.0\n[solver]\nrtol = -1e-6\n',
+        [],
+        "solver.rtol",
+    ),
+    "unknown_method": (
+        '[model]\nname = "lorenz"\n[time]\nt1 = 1.0\n[solver]\nmethod = "rk4"\n',
+        [],
+        "solver.method",
+    ),
     "unknown_section": (GOOD + "[tiem]\nt1 = 1.0\n", [], "tiem"),
-    "violated_constraint": ('[model]\nname = "lorenz"\n[params]\nsigma = -10.0\n[time]\nt1 = 1.0\n', [], "params.sigma"),
-    "nan_param": ('[model]\nname = "lorenz"\n[params]\nsigma = nan\n[time]\nt1 = 1.0\n', [], "params.sigma"),
+    "violated_constraint": (
+        '[model]\nname = "lorenz"\n[params]\nsigma = -10.0\n[time]\nt1 = 1.0\n',
+        [],
+        "params.sigma",
+    ),
+    "nan_param": (
+        '[model]\nname = "lorenz"\n[params]\nsigma = nan\n[time]\nt1 = 1.0\n',
+        [],
+        "params.sigma",
+    ),
     "too_few_saves": ('[model]\nname = "lorenz"\n[time]\nt1 = 1.0\nsave = 1\n', [], "time.save"),
-    "unsorted_save_at": ('[model]\nname = "lorenz"\n[time]\nt1 = 1.0\nsave_at = [0.0, 0.5, 0.2]\n', [], "time.save_at"),
-    "float32_ode": ('[model]\nname = "lorenz"\n[time]\nt1 = 1.0\n[solver]\ndtype = "float32"\n', [], "solver.dtype"),
-    "unknown_initial": ('[model]\nname = "lorenz"\n[initial]\nq = 1.0\n[time]\nt1 = 1.0\n', [], "initial.q"),
+    "unsorted_save_at": (
+        '[model]\nname = "lorenz"\n[time]\nt1 = 1.0\nsave_at = [0.0, 0.5, 0.2]\n',
+        [],
+        "time.save_at",
+    ),
+    "float32_ode": (
+        '[model]\nname = "lorenz"\n[time]\nt1 = 1.0\n[solver]\ndtype = "float32"\n',
+        [],
+        "solver.dtype",
+    ),
+    "unknown_initial": (
+        '[model]\nname = "lorenz"\n[initial]\nq = 1.0\n[time]\nt1 = 1.0\n',
+        [],
+        "initial.q",
+    ),
     "set_without_equals": (GOOD, ["--set", "params.alpha"], "KEY=VALUE"),
     "set_unknown_section": (GOOD, ["--set", "parms.alpha=1"], "parms"),
     "set_through_value": (GOOD, ["--set", "model.name.x=1"], "model.name"),
     "unwritable_output": (GOOD, ["-o", "no/such/folder/out.h5"], "does not exist"),
     "output_is_folder": (GOOD, ["-o", "afolder"], "is a folder"),
     "missing_t1": ('[model]\nname = "lorenz"\n', [], "time.t1"),
-    "bad_adjoint": ('[model]\nname = "lorenz"\n[time]\nt1 = 1.0\n[solver]\nadjoint = "backsolv"\n', [], "Perhaps you meant 'backsolve'"),
+    "bad_adjoint": (
+        '[model]\nname = "lorenz"\n[time]\nt1 = 1.0\n[solver]\nadjoint = "backsolv"\n',
+        [],
+        "Perhaps you meant 'backsolve'",
+    ),
 }
 
 
@@ -132,7 +180,9 @@ def test_solver_failure_exits_1_without_output(tmp_cwd, capsys):
 
 
 def test_installed_console_script_bad_input_has_no_traceback(tmp_cwd):
-    (tmp_cwd / "c.toml").write_text('[model]\nname = "lotka_volterra"\n[params]\nalpha = "x"\n[time]\nt1 = 1.0\n')
+    (tmp_cwd / "c.toml").write_text(
+        '[model]\nname = "lotka_volterra"\n[params]\nalpha = "x"\n[time]\nt1 = 1.0\n'
+    )
     exe = Path(sys.executable).with_name("sim")
     proc = subprocess.run([str(exe), "run", "c.toml"], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2

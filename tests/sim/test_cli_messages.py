@@ -43,14 +43,20 @@ def test_help_names_values_plainly_and_whole(capsys):
     assert code == 0
     commands = out.split("Commands:")[1]
     assert "..." not in commands
-    assert "Run every point of CONFIG's [sweep], batched and sharded, into one" in commands  # (wrapped, whole)
+    assert (
+        "Run every point of CONFIG's [sweep], batched and sharded, into one" in commands
+    )  # (wrapped, whole)
     for command in ("run", "sweep", "fit", "infer", "profile", "plot", "models"):
         code, out, _ = cli([command, "--help"], capsys)
         assert code == 0
         assert not re.search(r"\{\w+\}|<[\w\[\] ]+>", out), out  # no {config}, <path>, <list[str]>
     assert "Usage: sim models [OPTIONS] [NAME]" in out
     code, out, _ = cli(["run", "--help"], capsys)
-    assert "Usage: sim run [OPTIONS] CONFIG" in out and "--set KEY=VALUE" in out and "-o, --output FILE" in out
+    assert (
+        "Usage: sim run [OPTIONS] CONFIG" in out
+        and "--set KEY=VALUE" in out
+        and "-o, --output FILE" in out
+    )
 
 
 def test_progress_off_a_terminal_is_a_line_per_tenth():
@@ -61,7 +67,10 @@ def test_progress_off_a_terminal_is_a_line_per_tenth():
             bar.advance()
     lines = stream.getvalue().splitlines()
     assert "\r" not in stream.getvalue()
-    assert [int(re.match(r"work: ([\d,]+) of 1,000 \((\d+)%\)", line).group(1).replace(",", "")) for line in lines] == list(range(100, 1001, 100))
+    assert [
+        int(re.match(r"work: ([\d,]+) of 1,000 \((\d+)%\)", line).group(1).replace(",", ""))
+        for line in lines
+    ] == list(range(100, 1001, 100))
     assert all(re.search(r", [\d,.]+/s, .+ elapsed, ETA .+$", line) for line in lines[:-1])
     assert lines[-1].endswith("done")
     silent = io.StringIO()
@@ -86,7 +95,9 @@ def test_clock_leaves_compiling_out_of_the_loop():
     assert 0.2 <= clock.looping < 0.2 + 0.1  # the sleep, without the compiling before it
     assert clock.compiling + clock.looping <= clock.total
     summary = clock.summary("2 steps")
-    assert re.fullmatch(r"compiled in [\d.]+ m?s, 2 steps in [\d.]+ ms, [\d.]+ m?s in all", summary), summary
+    assert re.fullmatch(
+        r"compiled in [\d.]+ m?s, 2 steps in [\d.]+ ms, [\d.]+ m?s in all", summary
+    ), summary
 
 
 def test_sim_run_log_has_plain_progress_and_split_times(tmp_cwd, capsys):
@@ -95,6 +106,11 @@ def test_sim_run_log_has_plain_progress_and_split_times(tmp_cwd, capsys):
     assert code == 0, err
     assert "\r" not in err
     lines = err.strip().splitlines()
-    assert 1 <= len(lines) - 1 <= 10 and all(re.match(r"lotka_volterra: [\d,]+ of 200 \(\d+%\)", line) for line in lines[:-1]), err
+    assert 1 <= len(lines) - 1 <= 10 and all(
+        re.match(r"lotka_volterra: [\d,]+ of 200 \(\d+%\)", line) for line in lines[:-1]
+    ), err
     assert lines[-2].startswith("lotka_volterra: 200 of 200 (100%)")
-    assert re.fullmatch(r"wrote lv.h5: lotka_volterra; compiled in .+, 68 steps \(201 frames written\) in .+, .+ in all", lines[-1]), err
+    assert re.fullmatch(
+        r"wrote lv.h5: lotka_volterra; compiled in .+, 68 steps \(201 frames written\) in .+, .+ in all",
+        lines[-1],
+    ), err

@@ -16,7 +16,9 @@ def write(tmp_path, text, name="c.toml"):
 
 
 def test_example_configs_load_and_overrides_apply():
-    config = sim.load_config(EXPERIMENTS / "lotka_volterra.toml", ["params.alpha=0.6", "time.save=11"])
+    config = sim.load_config(
+        EXPERIMENTS / "lotka_volterra.toml", ["params.alpha=0.6", "time.save=11"]
+    )
     assert config.spec.params["alpha"] == 0.6
     assert config.spec.time.save == 11
     result = sim.run(config)
@@ -45,7 +47,9 @@ def test_defaults_fill_params_and_initial(tmp_path):
 
 
 def test_fixed_step_from_time_dt(tmp_path):
-    path = write(tmp_path, '[model]\nname = "lotka_volterra"\n[time]\nt1 = 2.0\nsave = 3\ndt = 0.01\n')
+    path = write(
+        tmp_path, '[model]\nname = "lotka_volterra"\n[time]\nt1 = 2.0\nsave = 3\ndt = 0.01\n'
+    )
     result = sim.run(sim.load_config(path))
     assert result.stats["num_steps"] == 200
 
@@ -58,15 +62,47 @@ def test_relative_paths_resolve_against_config_folder(tmp_path):
 @pytest.mark.parametrize(
     "text, key, fragment",
     [
-        ('[model]\nname = "lotka_voltera"\n[time]\nt1 = 1.0\n', "model.name", "Perhaps you meant 'lotka_volterra'"),
-        ('[model]\nname = "lorenz"\n[params]\nsgma = 1.0\n[time]\nt1 = 1.0\n', "params.sgma", "Perhaps you meant 'sigma'"),
-        ('[model]\nname = "lorenz"\n[params]\nsigma = -1.0\n[time]\nt1 = 1.0\n', "params.sigma", "positive"),
-        ('[model]\nname = "lorenz"\n[params]\nsigma = "ten"\n[time]\nt1 = 1.0\n', "params.sigma", "expected a number"),
-        ('[model]\nname = "lorenz"\n[initial]\nw = 1.0\n[time]\nt1 = 1.0\n', "initial.w", "no state component"),
-        ('[model]\nname = "lorenz"\n[time]\nt1 = 1.0\n[solver]\nmethod = "rk45"\n', "solver.method", "unknown ODE method"),
-        ('[model]\nname = "lorenz"\n[time]\nt1 = 1.0\n[solver]\nrtl = 1e-3\n', "solver.rtl", "Perhaps you meant 'rtol'"),
+        (
+            '[model]\nname = "lotka_voltera"\n[time]\nt1 = 1.0\n',
+            "model.name",
+            "Perhaps you meant 'lotka_volterra'",
+        ),
+        (
+            '[model]\nname = "lorenz"\n[params]\nsgma = 1.0\n[time]\nt1 = 1.0\n',
+            "params.sgma",
+            "Perhaps you meant 'sigma'",
+        ),
+        (
+            '[model]\nname = "lorenz"\n[params]\nsigma = -1.0\n[time]\nt1 = 1.0\n',
+            "params.sigma",
+            "positive",
+        ),
+        (
+            '[model]\nname = "lorenz"\n[params]\nsigma = "ten"\n[time]\nt1 = 1.0\n',
+            "params.sigma",
+            "expected a number",
+        ),
+        (
+            '[model]\nname = "lorenz"\n[initial]\nw = 1.0\n[time]\nt1 = 1.0\n',
+            "initial.w",
+            "no state component",
+        ),
+        (
+            '[model]\nname = "lorenz"\n[time]\nt1 = 1.0\n[solver]\nmethod = "rk45"\n',
+            "solver.method",
+            "unknown ODE method",
+        ),
+        (
+            '[model]\nname = "lorenz"\n[time]\nt1 = 1.0\n[solver]\nrtl = 1e-3\n',
+            "solver.rtl",
+            "Perhaps you meant 'rtol'",
+        ),
         ('[model]\nname = "lorenz"\n[time]\nt0 = 1.0\n', "time.t1", "required"),
-        ('[model]\nname = "lorenz"\ncolour = "red"\n[time]\nt1 = 1.0\n', "model.colour", "no option"),
+        (
+            '[model]\nname = "lorenz"\ncolour = "red"\n[time]\nt1 = 1.0\n',
+            "model.colour",
+            "no option",
+        ),
     ],
 )
 def test_resolution_errors_name_the_key(tmp_path, text, key, fragment):

@@ -16,30 +16,109 @@ from hypothesis import strategies as st
 import sim
 import sim._limits
 
-SECTIONS = ("model", "params", "initial", "grid", "system", "time", "solver", "output", "sweep", "data", "fit", "infer", "bogus")
-KEYS = (
-    "name", "alpha", "beta", "prey", "predator", "sigma", "rho", "diffusivity", "viscosity", "points", "domain",
-    "kind", "t0", "t1", "save", "save_at", "dt", "steps", "save_every", "method", "rtol", "atol", "max_steps",
-    "adjoint", "dtype", "file", "dataset", "chunk", "checkpoint_every", "lattice", "cells", "density", "temperature",
-    "mode", "samples", "params", "linspace", "values", "uniform", "chains", "priors", "dist", "loc", "scale",
-    "observables", "free", "x", "\u00e9", "\u202e", "\U0001f600", "a.b", "",
+SECTIONS = (
+    "model",
+    "params",
+    "initial",
+    "grid",
+    "system",
+    "time",
+    "solver",
+    "output",
+    "sweep",
+    "data",
+    "fit",
+    "infer",
+    "bogus",
 )
-MODELS = ("lotka_volterra", "lorenz", "robertson", "heat", "burgers", "heat_fd", "lennard_jones", "no_such_model", "")
+KEYS = (
+    "name",
+    "alpha",
+    "beta",
+    "prey",
+    "predator",
+    "sigma",
+    "rho",
+    "diffusivity",
+    "viscosity",
+    "points",
+    "domain",
+    "kind",
+    "t0",
+    "t1",
+    "save",
+    "save_at",
+    "dt",
+    "steps",
+    "save_every",
+    "method",
+    "rtol",
+    "atol",
+    "max_steps",
+    "adjoint",
+    "dtype",
+    "file",
+    "dataset",
+    "chunk",
+    "checkpoint_every",
+    "lattice",
+    "cells",
+    "density",
+    "temperature",
+    "mode",
+    "samples",
+    "params",
+    "linspace",
+    "values",
+    "uniform",
+    "chains",
+    "priors",
+    "dist",
+    "loc",
+    "scale",
+    "observables",
+    "free",
+    "x",
+    "\u00e9",
+    "\u202e",
+    "\U0001f600",
+    "a.b",
+    "",
+)
+MODELS = (
+    "lotka_volterra",
+    "lorenz",
+    "robertson",
+    "heat",
+    "burgers",
+    "heat_fd",
+    "lennard_jones",
+    "no_such_model",
+    "",
+)
 
 scalars = st.one_of(
     st.booleans(),
     st.integers(min_value=-(2**63), max_value=2**63 - 1),
-    st.integers(min_value=-(10**40), max_value=10**40),  # beyond 64 bits: Python's tomllib reads them
+    st.integers(
+        min_value=-(10**40), max_value=10**40
+    ),  # beyond 64 bits: Python's tomllib reads them
     st.floats(allow_nan=True, allow_infinity=True),
     st.text(max_size=12),
     st.sampled_from(MODELS),
 )
 values = st.recursive(
     scalars,
-    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.sampled_from(KEYS), inner, max_size=3)),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.dictionaries(st.sampled_from(KEYS), inner, max_size=3)
+    ),
     max_leaves=8,
 )
-sections = st.one_of(st.dictionaries(st.sampled_from(KEYS), values, max_size=5), scalars, st.lists(scalars, max_size=2))
+sections = st.one_of(
+    st.dictionaries(st.sampled_from(KEYS), values, max_size=5),
+    scalars,
+    st.lists(scalars, max_size=2),
+)
 documents = st.dictionaries(st.sampled_from(SECTIONS), sections, max_size=6)
 
 
@@ -112,8 +191,19 @@ save = 3
 
 @FUZZ
 @given(
-    key=st.one_of(st.sampled_from([f"{s}.{k}" for s in SECTIONS for k in KEYS[:12]]), st.text(max_size=20)),
-    value=st.one_of(st.text(max_size=20), values.map(lambda v: tomli_w.dumps({"v": v})[4:].strip() if not isinstance(v, float) or math.isfinite(v) else str(v))),
+    key=st.one_of(
+        st.sampled_from([f"{s}.{k}" for s in SECTIONS for k in KEYS[:12]]), st.text(max_size=20)
+    ),
+    value=st.one_of(
+        st.text(max_size=20),
+        values.map(
+            lambda v: (
+                tomli_w.dumps({"v": v})[4:].strip()
+                if not isinstance(v, float) or math.isfinite(v)
+                else str(v)
+            )
+        ),
+    ),
     separator=st.sampled_from(["=", "", "==", " = ", "\n"]),
 )
 def test_any_set_override_applies_or_fails_with_an_input_error(key, value, separator):
@@ -144,30 +234,85 @@ def test_any_set_text_applies_or_fails_with_an_input_error(item):
 
 
 numbers = st.one_of(
-    st.floats(allow_nan=True, allow_infinity=True), st.integers(min_value=-5, max_value=10**6), st.floats(min_value=1e-3, max_value=50.0)
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.integers(min_value=-5, max_value=10**6),
+    st.floats(min_value=1e-3, max_value=50.0),
 )
 positive = st.floats(min_value=1e-3, max_value=50.0)
 anything = st.one_of(numbers, st.text(max_size=6), st.booleans(), st.lists(numbers, max_size=3))
 near_valid = st.fixed_dictionaries(
     {
-        "model": st.fixed_dictionaries({"name": st.sampled_from(["lotka_volterra", "lorenz", "robertson", "heat", "burgers", "heat_fd", "kdv", "lennard_jones"])}),
+        "model": st.fixed_dictionaries(
+            {
+                "name": st.sampled_from(
+                    [
+                        "lotka_volterra",
+                        "lorenz",
+                        "robertson",
+                        "heat",
+                        "burgers",
+                        "heat_fd",
+                        "kdv",
+                        "lennard_jones",
+                    ]
+                )
+            }
+        ),
         "time": st.fixed_dictionaries(
             # Mostly sensible times, so that validation reaches the model, grid and solver.
             {"t1": st.one_of(positive, positive, positive, numbers)},
-            optional={"t0": numbers, "save": st.one_of(st.integers(min_value=2, max_value=50), st.integers(min_value=-2, max_value=10**5)), "dt": st.one_of(positive, numbers)},
+            optional={
+                "t0": numbers,
+                "save": st.one_of(
+                    st.integers(min_value=2, max_value=50),
+                    st.integers(min_value=-2, max_value=10**5),
+                ),
+                "dt": st.one_of(positive, numbers),
+            },
         ),
     },
     optional={
-        "params": st.dictionaries(st.sampled_from(["alpha", "beta", "gamma", "delta", "sigma", "rho", "diffusivity", "viscosity", "k1", "x"]), anything, max_size=3),
+        "params": st.dictionaries(
+            st.sampled_from(
+                [
+                    "alpha",
+                    "beta",
+                    "gamma",
+                    "delta",
+                    "sigma",
+                    "rho",
+                    "diffusivity",
+                    "viscosity",
+                    "k1",
+                    "x",
+                ]
+            ),
+            anything,
+            max_size=3,
+        ),
         "initial": st.one_of(
-            st.dictionaries(st.sampled_from(["prey", "predator", "x", "y", "z", "kind"]), anything, max_size=3),
-            st.fixed_dictionaries({"kind": st.one_of(st.sampled_from(["sine", "gaussian", "random", "nope"]), st.text(max_size=5))}),
+            st.dictionaries(
+                st.sampled_from(["prey", "predator", "x", "y", "z", "kind"]), anything, max_size=3
+            ),
+            st.fixed_dictionaries(
+                {
+                    "kind": st.one_of(
+                        st.sampled_from(["sine", "gaussian", "random", "nope"]), st.text(max_size=5)
+                    )
+                }
+            ),
         ),
         "solver": st.fixed_dictionaries(
             {},
             optional={
-                "method": st.one_of(st.sampled_from(["tsit5", "kvaerno5", "etdrk4", "etdrk2", "dopri8", "euler"]), st.text(max_size=5)),
-                "rtol": numbers, "atol": numbers, "max_steps": st.integers(min_value=-3, max_value=10**12), "dtype": st.sampled_from(["float32", "float64", "float16"]),
+                "method": st.one_of(
+                    st.sampled_from(["tsit5", "kvaerno5", "etdrk4", "etdrk2", "dopri8", "euler"]),
+                    st.text(max_size=5),
+                ),
+                "rtol": numbers,
+                "atol": numbers,
+                "max_steps": st.integers(min_value=-3, max_value=10**12),
+                "dtype": st.sampled_from(["float32", "float64", "float16"]),
                 "order": anything,
             },
         ),
@@ -175,7 +320,12 @@ near_valid = st.fixed_dictionaries(
             {},
             optional={
                 # Small grids, and now and then sizes no machine holds (refused before allocating).
-                "points": st.lists(st.one_of(st.integers(min_value=-2, max_value=2**10), st.sampled_from([10**9, 2**40])), max_size=3),
+                "points": st.lists(
+                    st.one_of(
+                        st.integers(min_value=-2, max_value=2**10), st.sampled_from([10**9, 2**40])
+                    ),
+                    max_size=3,
+                ),
                 "domain": st.lists(st.lists(numbers, max_size=3), max_size=3),
             },
         ),
@@ -183,7 +333,10 @@ near_valid = st.fixed_dictionaries(
             {},
             optional={
                 "lattice": st.sampled_from(["fcc", "bcc", "sc", "random", "hcp"]),
-                "cells": st.one_of(st.integers(min_value=-1, max_value=4), st.sampled_from([10**5, [2, 2, 3], [1, 10**6, 1], 2.5])),
+                "cells": st.one_of(
+                    st.integers(min_value=-1, max_value=4),
+                    st.sampled_from([10**5, [2, 2, 3], [1, 10**6, 1], 2.5]),
+                ),
                 "particles": st.one_of(st.integers(min_value=-1, max_value=64), st.just(10**12)),
                 "density": st.one_of(positive, numbers),
                 "temperature": numbers,

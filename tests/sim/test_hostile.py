@@ -131,7 +131,12 @@ def write_h5md(path, **replace):
     """A small H5MD start file (108 particles on an fcc lattice); `replace` swaps in
     other content for position, velocity, mass or edges."""
     position, edges = fcc()
-    content = {"position": position[None], "velocity": 0.1 * np.cos(position)[None], "mass": np.ones(len(position)), "edges": edges}
+    content = {
+        "position": position[None],
+        "velocity": 0.1 * np.cos(position)[None],
+        "mass": np.ones(len(position)),
+        "edges": edges,
+    }
     content.update(replace)
     with h5py.File(path, "w") as f:
         f.create_group("h5md").attrs["version"] = [1, 1]
@@ -188,7 +193,14 @@ def write_sweep(path):
 def write_run_checkpoint(path):
     # Of another config: intact, it is refused for that.
     with h5py.File(path, "w") as f:
-        f.attrs.update(format="simjax.checkpoint", config=LV_RUN.replace("5.0", "6.0"), frame=1, frames=5, meta="{}", leaves=0)
+        f.attrs.update(
+            format="simjax.checkpoint",
+            config=LV_RUN.replace("5.0", "6.0"),
+            frame=1,
+            frames=5,
+            meta="{}",
+            leaves=0,
+        )
         f.create_group("state")
 
 
@@ -207,7 +219,9 @@ def write_unfinished_run(path):
 def write_fit_checkpoint(path):
     # Of another optimisation: intact, it is refused for that.
     with h5py.File(path, "w") as f:
-        f.attrs.update(format="simjax.optimizer_checkpoint", identity="another", start=0, iteration=1)
+        f.attrs.update(
+            format="simjax.optimizer_checkpoint", identity="another", start=0, iteration=1
+        )
         f["history"] = np.ones(2)
         f["state"] = np.ones(3)
 
@@ -215,7 +229,13 @@ def write_fit_checkpoint(path):
 @pytest.fixture
 def folder(tmp_cwd, monkeypatch):
     monkeypatch.setattr(sim._limits, "physical_memory", lambda: MEMORY)
-    for name, text in [("lv_fit.toml", LV_FIT), ("heat.toml", HEAT), ("lj.toml", LJ), ("sweep.toml", LV_SWEEP), ("lv.toml", LV_RUN)]:
+    for name, text in [
+        ("lv_fit.toml", LV_FIT),
+        ("heat.toml", HEAT),
+        ("lj.toml", LJ),
+        ("sweep.toml", LV_SWEEP),
+        ("lv.toml", LV_RUN),
+    ]:
         Path(name).write_text(text)
     write_observations("obs.h5")
     write_initial_field("u0.h5")
@@ -236,7 +256,9 @@ def check(folder, argv, capsys, named, *, code=2):
     assert "Traceback" not in err and "internal error" not in err, err
     assert named in lines[0], (named, err)
     after = {p.name: (p.read_bytes() if p.is_file() else None) for p in folder.iterdir()}
-    assert after == before, sorted(set(after) ^ set(before)) or [k for k in after if after[k] != before[k]]
+    assert after == before, sorted(set(after) ^ set(before)) or [
+        k for k in after if after[k] != before[k]
+    ]
     return lines[0]
 
 
@@ -273,17 +295,49 @@ def damage(path: Path, how: str, good: bytes, offset: int | None = None) -> None
 # fit estimate lies outside its prior's support), so
 # that any damage, wherever it lands, must end in a one-line error about that file.
 READERS = {
-    "fit [data] file": (["fit", "lv_fit.toml", "-o", "out.h5", "--set", "time.t1=5.0", "--set", "time.save=6"], "obs.h5", write_observations),
-    "fit --data": (["fit", "lv_fit.toml", "--data", "bad.h5", "-o", "out.h5", "--set", "time.t1=5.0"], "bad.h5", write_observations),
-    "infer --data": (["infer", "lv_fit.toml", "--data", "bad.h5", "-o", "out.h5", "--set", "time.t1=5.0"], "bad.h5", write_observations),
-    "infer --init-from": (["infer", "lv_fit.toml", "--init-from", "bad.h5", "-o", "out.h5"], "bad.h5", lambda path: write_fit(path, -1.0)),
+    "fit [data] file": (
+        ["fit", "lv_fit.toml", "-o", "out.h5", "--set", "time.t1=5.0", "--set", "time.save=6"],
+        "obs.h5",
+        write_observations,
+    ),
+    "fit --data": (
+        ["fit", "lv_fit.toml", "--data", "bad.h5", "-o", "out.h5", "--set", "time.t1=5.0"],
+        "bad.h5",
+        write_observations,
+    ),
+    "infer --data": (
+        ["infer", "lv_fit.toml", "--data", "bad.h5", "-o", "out.h5", "--set", "time.t1=5.0"],
+        "bad.h5",
+        write_observations,
+    ),
+    "infer --init-from": (
+        ["infer", "lv_fit.toml", "--init-from", "bad.h5", "-o", "out.h5"],
+        "bad.h5",
+        lambda path: write_fit(path, -1.0),
+    ),
     "PDE [initial] file": (["run", "heat.toml", "-o", "out.h5"], "u0.h5", write_initial_field),
     "MD [system] file": (["run", "lj.toml", "-o", "out.h5"], "start.h5", write_h5md),
     "plot": (["plot", "bad.h5", "-o", "out.png"], "bad.h5", write_run),
-    "run --resume": (["run", "lv.toml", "-o", "out.h5", "--resume", "--set", "params.alpha=0.6"], ".out.h5.partial", write_run),
-    "sweep --resume": (["sweep", "sweep.toml", "-o", "out.h5", "--resume", "--set", "time.t1=4.0"], ".out.h5.partial", write_sweep),
-    "run --resume checkpoint": (["run", "lv.toml", "-o", "out.h5", "--resume"], ".out.h5.checkpoint", write_run_checkpoint),
-    "fit --resume checkpoint": (["fit", "lv_fit.toml", "-o", "out.h5", "--resume"], ".out.h5.checkpoint", write_fit_checkpoint),
+    "run --resume": (
+        ["run", "lv.toml", "-o", "out.h5", "--resume", "--set", "params.alpha=0.6"],
+        ".out.h5.partial",
+        write_run,
+    ),
+    "sweep --resume": (
+        ["sweep", "sweep.toml", "-o", "out.h5", "--resume", "--set", "time.t1=4.0"],
+        ".out.h5.partial",
+        write_sweep,
+    ),
+    "run --resume checkpoint": (
+        ["run", "lv.toml", "-o", "out.h5", "--resume"],
+        ".out.h5.checkpoint",
+        write_run_checkpoint,
+    ),
+    "fit --resume checkpoint": (
+        ["fit", "lv_fit.toml", "-o", "out.h5", "--resume"],
+        ".out.h5.checkpoint",
+        write_fit_checkpoint,
+    ),
 }
 # Where a reader may still succeed after damage that only hit raw values (no reason to
 # fail): the plot of garbled numbers, a garbled but finite initial field or MD start.
@@ -327,7 +381,12 @@ def test_bytes_flipped_anywhere(reader, folder, capsys, tmp_path_factory):
         assert "Traceback" not in err and "internal error" not in err, (offset, err)
         if status == 0 and reader in MAY_SUCCEED:
             continue
-        if status == 1 and reader == "MD [system] file" and ("diverged" in err or "blew up" in err) and len(lines) == 1:
+        if (
+            status == 1
+            and reader == "MD [system] file"
+            and ("diverged" in err or "blew up" in err)
+            and len(lines) == 1
+        ):
             continue  # garbled but finite velocities: the run itself fails, nothing written
         assert status == 2 and len(lines) == 1 and file.lstrip(".") in lines[0], (offset, err)
         after = {p.name: (p.read_bytes() if p.is_file() else None) for p in folder.iterdir()}
@@ -350,14 +409,30 @@ COMPOUND = np.zeros(21, dtype=[("a", "f8"), ("b", "i4")])
 STRINGS = np.array([b"1900"] * 21)
 BAD_DATA = {
     "string times": ({"t": STRINGS, "prey": np.ones(21), "predator": np.ones(21)}, "/t"),
-    "variable-length strings": ({"t": YEARS, "prey": np.array(["x"] * 21, dtype=h5py.string_dtype()), "predator": np.ones(21)}, "/prey"),
+    "variable-length strings": (
+        {
+            "t": YEARS,
+            "prey": np.array(["x"] * 21, dtype=h5py.string_dtype()),
+            "predator": np.ones(21),
+        },
+        "/prey",
+    ),
     "compound values": ({"t": YEARS, "prey": COMPOUND, "predator": np.ones(21)}, "/prey"),
     "group for a dataset": ({"t": YEARS, "prey": "group", "predator": np.ones(21)}, "/prey"),
     "2-D times": ({"t": np.ones((21, 2)), "prey": np.ones(21), "predator": np.ones(21)}, "/t"),
     "scalar times": ({"t": 3.0, "prey": np.ones(21), "predator": np.ones(21)}, "/t"),
-    "NaN time": ({"t": np.where(YEARS == 3, np.nan, YEARS), "prey": np.ones(21), "predator": np.ones(21)}, "/t"),
-    "infinite time": ({"t": np.where(YEARS == 20, np.inf, YEARS), "prey": np.ones(21), "predator": np.ones(21)}, "/t"),
-    "infinite value": ({"t": YEARS, "prey": np.where(YEARS == 2, np.inf, 1.0), "predator": np.ones(21)}, "/prey"),
+    "NaN time": (
+        {"t": np.where(YEARS == 3, np.nan, YEARS), "prey": np.ones(21), "predator": np.ones(21)},
+        "/t",
+    ),
+    "infinite time": (
+        {"t": np.where(YEARS == 20, np.inf, YEARS), "prey": np.ones(21), "predator": np.ones(21)},
+        "/t",
+    ),
+    "infinite value": (
+        {"t": YEARS, "prey": np.where(YEARS == 2, np.inf, 1.0), "predator": np.ones(21)},
+        "/prey",
+    ),
     "empty datasets": ({"t": np.zeros(0), "prey": np.zeros(0), "predator": np.zeros(0)}, "/t"),
 }
 
@@ -374,7 +449,9 @@ def test_integer_observations_are_numbers(folder, capsys, monkeypatch):
     # Integers where floats are expected are fine: the data reader takes them as numbers
     # (the fit itself is not run here: the span ends before the last observation).
     h5("obs.h5", t=np.arange(21), prey=np.arange(21) + 30, predator=np.arange(21) + 5)
-    line = check(folder, ["fit", "lv_fit.toml", "-o", "out.h5", "--set", "time.t1=5.0"], capsys, "obs.h5")
+    line = check(
+        folder, ["fit", "lv_fit.toml", "-o", "out.h5", "--set", "time.t1=5.0"], capsys, "obs.h5"
+    )
     assert "after the simulated end" in line
 
 
@@ -402,13 +479,17 @@ def test_an_integer_initial_field_is_fine(folder, capsys):
     h5("u0.h5", u=np.arange(16) % 3)
     status, err = cli(["run", "heat.toml", "-o", "field.h5", "--quiet"], capsys)
     assert status == 0, err
-    np.testing.assert_allclose(h5py.File("field.h5", "r")["observables/u"][0], np.arange(16) % 3, atol=1e-12)
+    np.testing.assert_allclose(
+        h5py.File("field.h5", "r")["observables/u"][0], np.arange(16) % 3, atol=1e-12
+    )
 
 
 POSITION, EDGES = fcc()
 BAD_STARTS = {
     "string positions": {"position": np.array([[[b"a", b"b", b"c"]] * 108])},
-    "compound positions": {"position": np.zeros((1, 108), dtype=[("x", "f8"), ("y", "f8"), ("z", "f8")])},
+    "compound positions": {
+        "position": np.zeros((1, 108), dtype=[("x", "f8"), ("y", "f8"), ("z", "f8")])
+    },
     "positions a group": {"position": "group"},
     "1-D positions": {"position": POSITION[None, :, 0]},
     "4-D space": {"position": np.ones((1, 108, 4))},
@@ -446,7 +527,9 @@ def test_bad_md_start_files(case, folder, capsys):
 )
 def test_bad_fit_files_for_init_from(estimate, key, folder, capsys):
     write_fit("fit.h5", estimate)
-    line = check(folder, ["infer", "lv_fit.toml", "--init-from", "fit.h5", "-o", "out.h5"], capsys, "fit.h5")
+    line = check(
+        folder, ["infer", "lv_fit.toml", "--init-from", "fit.h5", "-o", "out.h5"], capsys, "fit.h5"
+    )
     assert key in line, line
 
 
@@ -511,9 +594,25 @@ def test_nan_and_inf_in_a_sweep(override, key, folder, capsys):
     check(folder, ["sweep", "sweep.toml", "-o", "out.h5", "--set", override], capsys, key)
 
 
-@pytest.mark.parametrize("override", ["sweep.params.alpha={ uniform = [0.1, inf] }", "sweep.params.alpha={ uniform = [nan, 0.5] }", "sweep.samples=inf"])
+@pytest.mark.parametrize(
+    "override",
+    [
+        "sweep.params.alpha={ uniform = [0.1, inf] }",
+        "sweep.params.alpha={ uniform = [nan, 0.5] }",
+        "sweep.samples=inf",
+    ],
+)
 def test_nan_and_inf_in_a_sampled_sweep(override, folder, capsys):
-    argv = ["sweep", "sweep.toml", "-o", "out.h5", "--set", 'sweep.mode="random"', "--set", "sweep.samples=4"]
+    argv = [
+        "sweep",
+        "sweep.toml",
+        "-o",
+        "out.h5",
+        "--set",
+        'sweep.mode="random"',
+        "--set",
+        "sweep.samples=4",
+    ]
     if not override.startswith("sweep.samples"):
         argv += ["--set", override]
     else:
@@ -526,7 +625,10 @@ def test_nan_and_inf_in_a_sampled_sweep(override, folder, capsys):
     [
         ('infer.priors.alpha={ dist = "lognormal", loc = nan, scale = 0.5 }', "infer.priors.alpha"),
         ('infer.priors.alpha={ dist = "lognormal", loc = 0.0, scale = inf }', "infer.priors.alpha"),
-        ('infer.priors.alpha={ dist = "truncated_normal", loc = 0.5, scale = 0.1, low = nan }', "infer.priors.alpha"),
+        (
+            'infer.priors.alpha={ dist = "truncated_normal", loc = 0.5, scale = 0.1, low = nan }',
+            "infer.priors.alpha",
+        ),
         ('infer.priors.alpha={ dist = "uniform", low = 0.0, high = inf }', "infer.priors.alpha"),
         ('infer.noise.sigma={ dist = "lognormal", loc = nan, scale = 1.0 }', "infer.noise.sigma"),
         ("infer.target_accept=nan", "infer.target_accept"),
@@ -538,7 +640,13 @@ def test_nan_and_inf_in_priors_and_data(override, key, folder, capsys):
     check(folder, ["infer", "lv_fit.toml", "-o", "out.h5", "--set", override], capsys, key)
 
 
-@pytest.mark.parametrize("override, key", [("fit.bounds={ alpha = [0.0, nan] }", "fit.bounds.alpha"), ("data.time_offset=inf", "data.time_offset")])
+@pytest.mark.parametrize(
+    "override, key",
+    [
+        ("fit.bounds={ alpha = [0.0, nan] }", "fit.bounds.alpha"),
+        ("data.time_offset=inf", "data.time_offset"),
+    ],
+)
 def test_nan_and_inf_in_a_fit(override, key, folder, capsys):
     check(folder, ["fit", "lv_fit.toml", "-o", "out.h5", "--set", override], capsys, key)
 
@@ -546,22 +654,75 @@ def test_nan_and_inf_in_a_fit(override, key, folder, capsys):
 # ----------------------------------------------------------------------------- huge sizes
 
 HUGE = {
-    "grid.points=[1000000000]": (["run", "heat.toml", "--set", 'initial={ kind = "sine" }'], "grid.points"),
-    "grid.points=[100000, 100000]": (["run", "heat.toml", "--set", 'initial={ kind = "sine" }', "--set", "grid.domain=[[0.0, 1.0], [0.0, 1.0]]"], "grid.points"),
+    "grid.points=[1000000000]": (
+        ["run", "heat.toml", "--set", 'initial={ kind = "sine" }'],
+        "grid.points",
+    ),
+    "grid.points=[100000, 100000]": (
+        [
+            "run",
+            "heat.toml",
+            "--set",
+            'initial={ kind = "sine" }',
+            "--set",
+            "grid.domain=[[0.0, 1.0], [0.0, 1.0]]",
+        ],
+        "grid.points",
+    ),
     "time.save=1000000000000": (["run", "lv.toml"], "time.save"),
-    "solver.max_steps=1000000000000": (["fit", "lv_fit.toml", "--set", 'solver.adjoint="direct"'], "solver.max_steps"),
+    "solver.max_steps=1000000000000": (
+        ["fit", "lv_fit.toml", "--set", 'solver.adjoint="direct"'],
+        "solver.max_steps",
+    ),
     "time.save=1000000000000 (PDE)": (["run", "heat.toml"], "time.save"),
     "output.chunk=1000000000": (
-        ["run", "heat.toml", "--set", 'initial={ kind = "sine" }', "--set", "grid.points=[2048, 2048]", "--set", "grid.domain=[[0.0, 1.0], [0.0, 1.0]]", "--set", "time.save=1001", "--set", "time.t1=100.0", "--set", "time.dt=0.1"],
+        [
+            "run",
+            "heat.toml",
+            "--set",
+            'initial={ kind = "sine" }',
+            "--set",
+            "grid.points=[2048, 2048]",
+            "--set",
+            "grid.domain=[[0.0, 1.0], [0.0, 1.0]]",
+            "--set",
+            "time.save=1001",
+            "--set",
+            "time.t1=100.0",
+            "--set",
+            "time.dt=0.1",
+        ],
         "output.chunk",
     ),
     "system.cells=100000": (["run", "lj_lattice.toml"], "system.cells"),
     "system.cells=[100000, 100000, 1]": (["run", "lj_lattice.toml"], "system.cells"),
-    'system={ lattice = "random", particles = 1000000000000, density = 0.5 }': (["run", "lj.toml"], "system.particles"),
-    "time.steps=1000000000000": (["run", "lj_lattice.toml", "--set", "time.save_every=1"], "time.steps"),
-    "sweep.samples=1000000000000": (["sweep", "sweep.toml", "--set", 'sweep.mode="random"', "--set", "sweep.params.alpha={ uniform = [0.1, 0.5] }"], "sweep.samples"),
-    "sweep.params.alpha={ linspace = [0.3, 0.8, 1000000000] }": (["sweep", "sweep.toml"], "sweep.params.alpha"),
-    "sweep.params.alpha={ linspace = [0.3, 0.8, 1000000000000] }": (["sweep", "sweep.toml"], "sweep.params.alpha"),
+    'system={ lattice = "random", particles = 1000000000000, density = 0.5 }': (
+        ["run", "lj.toml"],
+        "system.particles",
+    ),
+    "time.steps=1000000000000": (
+        ["run", "lj_lattice.toml", "--set", "time.save_every=1"],
+        "time.steps",
+    ),
+    "sweep.samples=1000000000000": (
+        [
+            "sweep",
+            "sweep.toml",
+            "--set",
+            'sweep.mode="random"',
+            "--set",
+            "sweep.params.alpha={ uniform = [0.1, 0.5] }",
+        ],
+        "sweep.samples",
+    ),
+    "sweep.params.alpha={ linspace = [0.3, 0.8, 1000000000] }": (
+        ["sweep", "sweep.toml"],
+        "sweep.params.alpha",
+    ),
+    "sweep.params.alpha={ linspace = [0.3, 0.8, 1000000000000] }": (
+        ["sweep", "sweep.toml"],
+        "sweep.params.alpha",
+    ),
     "infer.chains=1000000000": (["infer", "lv_fit.toml"], "infer.chains"),
     "infer.samples=1000000000": (["infer", "lv_fit.toml"], "infer.samples"),
     # (4e8 draws of 3 sampled quantities, 2 priors and 1 noise scale, 16 bytes each:
@@ -575,7 +736,9 @@ HUGE = {
 def test_sizes_beyond_the_machine_fail_before_allocating(override, folder, capsys, monkeypatch):
     command, key = HUGE[override]
     # (a size the bound lets through must fail here, not run for hours)
-    monkeypatch.setattr(inference._bayes, "run_chains", lambda *a, **k: pytest.fail("the sampler was started"))
+    monkeypatch.setattr(
+        inference._bayes, "run_chains", lambda *a, **k: pytest.fail("the sampler was started")
+    )
     Path("lj_lattice.toml").write_text(LJ_LATTICE)
     line = check(folder, [*command, "-o", "out.h5", "--set", override.split(" (")[0]], capsys, key)
     assert "memory" in line or "disk" in line, line
@@ -583,7 +746,12 @@ def test_sizes_beyond_the_machine_fail_before_allocating(override, folder, capsy
 
 @pytest.mark.parametrize("option", ["--chains", "--samples"])
 def test_huge_sampler_options(option, folder, capsys):
-    line = check(folder, ["infer", "lv_fit.toml", "-o", "out.h5", option, "1000000000"], capsys, "infer." + option[2:])
+    line = check(
+        folder,
+        ["infer", "lv_fit.toml", "-o", "out.h5", option, "1000000000"],
+        capsys,
+        "infer." + option[2:],
+    )
     assert "memory" in line, line
 
 
@@ -591,7 +759,21 @@ def test_a_sweep_beyond_the_free_disk_fails_before_writing(folder, capsys, monke
     # 2 million runs of 12 saved values fit in memory, but not on a nearly full disk.
     usage = shutil.disk_usage(".")
     monkeypatch.setattr(sim._limits.shutil, "disk_usage", lambda p: usage._replace(free=10 * 2**20))
-    line = check(folder, ["sweep", "sweep.toml", "-o", "out.h5", "--set", "sweep.params.alpha={ linspace = [0.3, 0.8, 2000000] }", "--set", "sweep.chunk=4"], capsys, "sweep.params")
+    line = check(
+        folder,
+        [
+            "sweep",
+            "sweep.toml",
+            "-o",
+            "out.h5",
+            "--set",
+            "sweep.params.alpha={ linspace = [0.3, 0.8, 2000000] }",
+            "--set",
+            "sweep.chunk=4",
+        ],
+        capsys,
+        "sweep.params",
+    )
     assert "disk" in line, line
 
 
@@ -599,7 +781,10 @@ def test_a_huge_max_steps_is_a_bound_not_an_allocation(folder, capsys):
     # max_steps only bounds the adaptive solver (diffrax keeps log(max_steps)
     # checkpoints; only adjoint = "direct" keeps them all, refused above): the run takes
     # the steps it needs and succeeds.
-    status, err = cli(["run", "lv.toml", "-o", "big.h5", "--quiet", "--set", "solver.max_steps=1000000000000"], capsys)
+    status, err = cli(
+        ["run", "lv.toml", "-o", "big.h5", "--quiet", "--set", "solver.max_steps=1000000000000"],
+        capsys,
+    )
     assert status == 0, err
     assert h5py.File("big.h5", "r")["time"].shape == (6,)
 
@@ -655,7 +840,10 @@ MALFORMED = {
     "number for a section": (LV + b"time = 3\n", "time"),
     "list for a section": (LV + b"params = [1, 2]\n", "params"),
     "huge integer": (LV + b"[time]\nt1 = 1.0\nsave = 99999999999999999999999999\n", "time.save"),
-    "deeply nested": (LV + b"[params]\nalpha = " + b"[" * 20000 + b"]" * 20000 + b"\n", "nested too deeply"),
+    "deeply nested": (
+        LV + b"[params]\nalpha = " + b"[" * 20000 + b"]" * 20000 + b"\n",
+        "nested too deeply",
+    ),
     "unicode key": (LV + '[params]\n"\u03b1\u0301\u202e" = 1.0\n'.encode(), "params"),
     "unicode bare key": (LV + "[params]\n\u03b1 = 1.0\n".encode(), "line 4"),
 }
@@ -706,7 +894,9 @@ def test_keys_of_the_wrong_type(command, override, key, folder, capsys):
 WRITE_ONLY = Path("/proc/sys/vm/drop_caches")
 
 
-@pytest.mark.skipif(os.geteuid() == 0 and not WRITE_ONLY.exists(), reason="no file that root cannot read")
+@pytest.mark.skipif(
+    os.geteuid() == 0 and not WRITE_ONLY.exists(), reason="no file that root cannot read"
+)
 def test_unreadable_config(folder, capsys):
     # In a folder of its own: `check` reads every file of `folder` before and after.
     Path("configs").mkdir()
@@ -742,7 +932,16 @@ def test_config_is_a_broken_link(folder, capsys):
         ("params.alpha=" + "[" * 5000, "--set"),
         ("params.alpha=1\n[time]\nt1=2", "params.alpha"),
     ],
-    ids=["no-value", "no-key", "empty-part", "unknown-section", "through-a-value", "deep", "deep-unclosed", "line-breaks"],
+    ids=[
+        "no-value",
+        "no-key",
+        "empty-part",
+        "unknown-section",
+        "through-a-value",
+        "deep",
+        "deep-unclosed",
+        "line-breaks",
+    ],
 )
 def test_hostile_set_overrides(item, named, folder, capsys):
     check(folder, ["run", "lv.toml", "-o", "out.h5", "--set", item], capsys, named)
@@ -760,10 +959,31 @@ def test_no_eval_exec_or_pickle_of_user_input():
     # Nothing a user hands in is evaluated or unpickled: no eval/exec, no pickle, no numpy
     # object loading, no unsafe YAML anywhere in the packages.
     root = Path(__file__).resolve().parents[2]
-    banned = ("eval(", "exec(", "pickle", "allow_pickle=True", "yaml.load(", "np.load(", "numpy.load(", "marshal", "shelve", "dill", "__import__(")
-    sources = [path for package in ("sim", "solvers", "physics", "inference") for path in (root / package).rglob("*.py")]
+    banned = (
+        "eval(",
+        "exec(",
+        "pickle",
+        "allow_pickle=True",
+        "yaml.load(",
+        "np.load(",
+        "numpy.load(",
+        "marshal",
+        "shelve",
+        "dill",
+        "__import__(",
+    )
+    sources = [
+        path
+        for package in ("sim", "solvers", "physics", "inference")
+        for path in (root / package).rglob("*.py")
+    ]
     assert len(sources) > 20
     for path in sources:
-        text = path.read_text().replace("jax.eval_shape(", "").replace("eqx.filter_eval_shape(", "").replace("jax.ensure_compile_time_eval(", "")
+        text = (
+            path.read_text()
+            .replace("jax.eval_shape(", "")
+            .replace("eqx.filter_eval_shape(", "")
+            .replace("jax.ensure_compile_time_eval(", "")
+        )
         for word in banned:
             assert word not in text, (path, word)

@@ -25,7 +25,7 @@ from tests.sim.test_hostile import HEAT, check, cli, folder  # noqa: F401 - (fix
 # A user's model file: two decaying states, `vector_field` returning BODY. The lines of
 # the file are counted from 1 as Python counts them.
 MODEL = textwrap.dedent(
-    '''\
+    """\
     from typing import ClassVar
 
     import jax.numpy as jnp
@@ -44,7 +44,7 @@ MODEL = textwrap.dedent(
         def vector_field(self, t, y, params):
             rate = params["k"]
             return BODY
-    '''
+    """
 )
 RETURN_LINE = MODEL.splitlines().index("        return BODY") + 1
 
@@ -52,16 +52,24 @@ MODEL_RUN = '[model]\nsource = "model.py:Decay"\n[time]\nt1 = 1.0\nsave = 3\n'
 
 
 def write_model(body: str, extra: str = "") -> None:
-    Path("model.py").write_text(MODEL.replace("BODY", body) + textwrap.indent(textwrap.dedent(extra), "    "))
+    Path("model.py").write_text(
+        MODEL.replace("BODY", body) + textwrap.indent(textwrap.dedent(extra), "    ")
+    )
     Path("m.toml").write_text(MODEL_RUN)
 
 
 @pytest.mark.parametrize(
     "body, says",
     [
-        ("jnp.stack([-rate * y[0], -rate * y[1], y[0]])", "vector_field returned shape (3,) for a state of shape (2,)"),
+        (
+            "jnp.stack([-rate * y[0], -rate * y[1], y[0]])",
+            "vector_field returned shape (3,) for a state of shape (2,)",
+        ),
         ("jnp.zeros((2, 3))", "vector_field returned shape (2, 3) for a state of shape (2,)"),
-        ("[-rate * y[0], -rate * y[1]]", "vector_field returned a list of 2 values; expected one array of shape (2,)"),
+        (
+            "[-rate * y[0], -rate * y[1]]",
+            "vector_field returned a list of 2 values; expected one array of shape (2,)",
+        ),
         ("jnp.asarray(y, dtype=jnp.complex128)", "vector_field returned complex values"),
         ("undefined_name * y", "NameError: name 'undefined_name' is not defined"),
         ("jnp.stack([float(y[0]), y[1]])", "float() of a traced value"),
@@ -69,7 +77,9 @@ def write_model(body: str, extra: str = "") -> None:
 )
 def test_an_error_in_a_model_files_vector_field_names_its_line(body, says, folder, capsys):
     write_model(body)
-    line = check(folder, ["run", "m.toml", "-o", "new.h5"], capsys, f"model.py: line {RETURN_LINE}: ")
+    line = check(
+        folder, ["run", "m.toml", "-o", "new.h5"], capsys, f"model.py: line {RETURN_LINE}: "
+    )
     assert line.startswith("error: m.toml: model.source: model.py:"), line
     assert says in line, line
 
@@ -78,19 +88,32 @@ def test_an_error_in_other_code_of_a_model_file_names_its_line(folder, capsys):
     """Code the front door does not trace in a check of its own (here the observables,
     asked for while the config is read) fails inside JAX or Python: the line is still
     the file's."""
-    write_model("-rate * y", "\ndef extra_observables(self, t, y, params):\n    return {'total': y[0] + missing}\n")
+    write_model(
+        "-rate * y",
+        "\ndef extra_observables(self, t, y, params):\n    return {'total': y[0] + missing}\n",
+    )
     line = MODEL.replace("BODY", "").count("\n") + 2 + 1
-    check(folder, ["run", "m.toml", "-o", "new.h5"], capsys, f"model.py: line {line}: NameError: name 'missing' is not defined")
+    check(
+        folder,
+        ["run", "m.toml", "-o", "new.h5"],
+        capsys,
+        f"model.py: line {line}: NameError: name 'missing' is not defined",
+    )
 
 
 def test_a_sweep_of_a_broken_model_file_is_refused_before_any_run(folder, capsys):
     write_model("jnp.zeros(3)")
     Path("m.toml").write_text(MODEL_RUN + "[sweep.params]\nk = { values = [0.1, 0.2] }\n")
-    check(folder, ["sweep", "m.toml", "-o", "new.h5"], capsys, f"model.py: line {RETURN_LINE}: vector_field returned shape (3,)")
+    check(
+        folder,
+        ["sweep", "m.toml", "-o", "new.h5"],
+        capsys,
+        f"model.py: line {RETURN_LINE}: vector_field returned shape (3,)",
+    )
 
 
 SDE_MODEL = textwrap.dedent(
-    '''\
+    """\
     from typing import ClassVar
 
     import jax.numpy as jnp
@@ -112,15 +135,22 @@ SDE_MODEL = textwrap.dedent(
 
         def diffusion(self, t, y, params):
             return 0.1 * y[0]
-    '''
+    """
 )
 
 
 def test_an_sde_diffusion_of_the_wrong_shape_names_its_line(folder, capsys):
     Path("noisy.py").write_text(SDE_MODEL)
-    Path("n.toml").write_text('[model]\nsource = "noisy.py:Noisy"\n[time]\nt1 = 1.0\nsave = 3\n[solver]\ndt = 0.1\n')
+    Path("n.toml").write_text(
+        '[model]\nsource = "noisy.py:Noisy"\n[time]\nt1 = 1.0\nsave = 3\n[solver]\ndt = 0.1\n'
+    )
     line = SDE_MODEL.splitlines().index("        return 0.1 * y[0]") + 1
-    check(folder, ["run", "n.toml", "-o", "new.h5"], capsys, f"noisy.py: line {line}: diffusion returned shape () for a state of shape (2,) (diagonal noise)")
+    check(
+        folder,
+        ["run", "n.toml", "-o", "new.h5"],
+        capsys,
+        f"noisy.py: line {line}: diffusion returned shape () for a state of shape (2,) (diagonal noise)",
+    )
 
 
 # ----------------------------------------------------------------------------- interrupts raised by code
@@ -132,13 +162,25 @@ def test_a_model_file_raising_keyboard_interrupt_when_run_is_its_own_error(folde
     the command ended with 130 and not a word."""
     Path("model.py").write_text("import math\nraise KeyboardInterrupt\n")
     Path("m.toml").write_text(MODEL_RUN)
-    check(folder, ["run", "m.toml", "-o", "new.h5"], capsys, "model.py: line 2: the file raised KeyboardInterrupt when run")
+    check(
+        folder,
+        ["run", "m.toml", "-o", "new.h5"],
+        capsys,
+        "model.py: line 2: the file raised KeyboardInterrupt when run",
+    )
 
 
 def test_a_model_raising_keyboard_interrupt_while_traced_is_its_own_error(folder, capsys):
-    write_model("-rate * y", "\ndef extra_observables(self, t, y, params):\n    raise KeyboardInterrupt\n")
+    write_model(
+        "-rate * y", "\ndef extra_observables(self, t, y, params):\n    raise KeyboardInterrupt\n"
+    )
     line = MODEL.replace("BODY", "").count("\n") + 2 + 1
-    check(folder, ["run", "m.toml", "-o", "new.h5"], capsys, f"model.py: line {line}: KeyboardInterrupt raised by the file's code")
+    check(
+        folder,
+        ["run", "m.toml", "-o", "new.h5"],
+        capsys,
+        f"model.py: line {line}: KeyboardInterrupt raised by the file's code",
+    )
 
 
 def test_in_a_python_session_keyboard_interrupt_in_a_model_file_stops_as_ctrl_c(tmp_cwd):
@@ -175,8 +217,15 @@ def test_a_soft_keyword_is_a_name_an_expression_can_read(word):
 
 
 def test_a_keyword_state_in_a_config_is_one_line(folder, capsys):
-    Path("kw.toml").write_text('[model]\nname = "kw"\n[model.states]\n"if" = "-1.0"\n[time]\nt1 = 1.0\nsave = 3\n')
-    check(folder, ["run", "kw.toml", "-o", "new.h5"], capsys, "kw.toml: model.states.if: is a Python keyword")
+    Path("kw.toml").write_text(
+        '[model]\nname = "kw"\n[model.states]\n"if" = "-1.0"\n[time]\nt1 = 1.0\nsave = 3\n'
+    )
+    check(
+        folder,
+        ["run", "kw.toml", "-o", "new.h5"],
+        capsys,
+        "kw.toml: model.states.if: is a Python keyword",
+    )
 
 
 TEXT_HEAT = """
@@ -221,18 +270,33 @@ save = 3
 def test_grid_points_of_a_text_pde_are_named_grid_points(text, folder, capsys):
     """The grid's check named the key "model.model 'heat_periodic': points[0]"."""
     Path("p.toml").write_text(text)
-    line = check(folder, ["run", "p.toml", "-o", "new.h5", "--set", "grid.points=[0]"], capsys, "p.toml: grid.points: ")
+    line = check(
+        folder,
+        ["run", "p.toml", "-o", "new.h5", "--set", "grid.points=[0]"],
+        capsys,
+        "p.toml: grid.points: ",
+    )
     assert "points[0] = 0: expected" in line and "model.model" not in line, line
 
 
-@pytest.mark.parametrize("text", [TEXT_HEAT, TEXT_WALLS, HEAT], ids=["periodic", "walls", "built-in"])
-@pytest.mark.parametrize("domain", ["[[-0.0, 1e-320]]", "[[0, 1e308]]", "[[-1e308, 1e308]]", "[[0.0, 1e-160]]", "[[0.0, 1e160]]"])
+@pytest.mark.parametrize(
+    "text", [TEXT_HEAT, TEXT_WALLS, HEAT], ids=["periodic", "walls", "built-in"]
+)
+@pytest.mark.parametrize(
+    "domain",
+    ["[[-0.0, 1e-320]]", "[[0, 1e308]]", "[[-1e308, 1e308]]", "[[0.0, 1e-160]]", "[[0.0, 1e160]]"],
+)
 def test_a_domain_whose_spacing_squared_leaves_the_floats_is_refused(text, domain, folder, capsys):
     """A width of 1e-320 (subnormal: computed as 0) or 1e308 (its points overflow) ran
     into "maximum solver steps" or a blow-up; the differences divide by the spacing
     squared, so that square must be a normal float."""
     Path("p.toml").write_text(text)
-    line = check(folder, ["run", "p.toml", "-o", "new.h5", "--set", f"grid.domain={domain}"], capsys, "p.toml: grid.domain: ")
+    line = check(
+        folder,
+        ["run", "p.toml", "-o", "new.h5", "--set", f"grid.domain={domain}"],
+        capsys,
+        "p.toml: grid.domain: ",
+    )
     assert "squared is outside the range of normal floats" in line, line
 
 
@@ -241,8 +305,23 @@ def test_the_widest_and_narrowest_domains_the_check_allows_still_run(folder, cap
     1e-150 or 1e150 (spacing squared about 1e-302 or 1e298) is solved, and scaling x
     by L scales the decay rate of sin(2 pi x / L) by 1 / L^2: the field stays finite."""
     for width in ("1e-150", "1e150"):
-        Path("w.toml").write_text(TEXT_WALLS.replace("[[0.0, 1.0]]", f"[[0.0, {width}]]").replace("sin(3.141592653589793 * x)", f"sin(3.141592653589793 * x / {width})"))
-        code, err = cli(["run", "w.toml", "-o", f"w{width}.h5", "--quiet", "--set", f"model.parameters.D={float(width) ** 2 * 0.5!r}"], capsys)
+        Path("w.toml").write_text(
+            TEXT_WALLS.replace("[[0.0, 1.0]]", f"[[0.0, {width}]]").replace(
+                "sin(3.141592653589793 * x)", f"sin(3.141592653589793 * x / {width})"
+            )
+        )
+        code, err = cli(
+            [
+                "run",
+                "w.toml",
+                "-o",
+                f"w{width}.h5",
+                "--quiet",
+                "--set",
+                f"model.parameters.D={float(width) ** 2 * 0.5!r}",
+            ],
+            capsys,
+        )
         assert code == 0, err
         # u = sin(pi x / L) exp(-D pi^2 t / L^2) = ... exp(-pi^2 t / 2); 9 points: the
         # discrete Laplacian's eigenvalue is 1.3% below pi^2 / L^2
@@ -253,14 +332,41 @@ def test_the_widest_and_narrowest_domains_the_check_allows_still_run(folder, cap
 @pytest.mark.parametrize(
     "sets, key, says",
     [
-        (['grid.boundary_value="log(-1)"'], "grid.boundary_value[0].low", "'log(-1)' is nan at t = 0, x = 0"),
-        (['grid.boundary_value="1/t"'], "grid.boundary_value[0].low", "'1/t' is inf at t = 0, x = 0"),
-        (['grid.boundary_value="1e308*(1+x)*10"'], "grid.boundary_value[0].low", "is inf at t = 0, x = 0"),
+        (
+            ['grid.boundary_value="log(-1)"'],
+            "grid.boundary_value[0].low",
+            "'log(-1)' is nan at t = 0, x = 0",
+        ),
+        (
+            ['grid.boundary_value="1/t"'],
+            "grid.boundary_value[0].low",
+            "'1/t' is inf at t = 0, x = 0",
+        ),
+        (
+            ['grid.boundary_value="1e308*(1+x)*10"'],
+            "grid.boundary_value[0].low",
+            "is inf at t = 0, x = 0",
+        ),
         # finite until t = 0.05: the save time t = 0.1 sees it
-        (['grid.boundary_value=[0.0, "sqrt(0.05 - t)"]'], "grid.boundary_value[0].high", "is nan at t = 0.1, x = 1"),
-        (['grid.boundary=["dirichlet", "robin"]', 'grid.boundary_value=[0.0, { coefficient = "log(x - 2)", value = 0.0 }]'], "grid.boundary_value[0].high.coefficient", "is nan at t = 0, x = 1"),
+        (
+            ['grid.boundary_value=[0.0, "sqrt(0.05 - t)"]'],
+            "grid.boundary_value[0].high",
+            "is nan at t = 0.1, x = 1",
+        ),
+        (
+            [
+                'grid.boundary=["dirichlet", "robin"]',
+                'grid.boundary_value=[0.0, { coefficient = "log(x - 2)", value = 0.0 }]',
+            ],
+            "grid.boundary_value[0].high.coefficient",
+            "is nan at t = 0, x = 1",
+        ),
         # finite in float64, not in the float32 a run asks for
-        (['grid.boundary_value="1e300"', 'solver.dtype="float32"'], "grid.boundary_value[0].low", "expected a finite number (float32)"),
+        (
+            ['grid.boundary_value="1e300"', 'solver.dtype="float32"'],
+            "grid.boundary_value[0].low",
+            "expected a finite number (float32)",
+        ),
     ],
 )
 def test_a_boundary_value_that_is_no_number_names_its_side(sets, key, says, folder, capsys):
@@ -278,29 +384,60 @@ def test_a_boundary_value_that_is_no_number_names_its_side(sets, key, says, fold
 @pytest.mark.parametrize(
     "spec, key, says",
     [
-        ("linspace = [1e-320, 0.5, 2]", "sweep.params.alpha.linspace", "1e-320 is below the smallest normal float"),
-        ("values = [0.5, -1e-310]", "sweep.params.alpha.values", "-1e-310 is below the smallest normal float"),
-        ("uniform = [1e-320, 1.0]", "sweep.params.alpha.uniform", "1e-320 is below the smallest normal float"),
+        (
+            "linspace = [1e-320, 0.5, 2]",
+            "sweep.params.alpha.linspace",
+            "1e-320 is below the smallest normal float",
+        ),
+        (
+            "values = [0.5, -1e-310]",
+            "sweep.params.alpha.values",
+            "-1e-310 is below the smallest normal float",
+        ),
+        (
+            "uniform = [1e-320, 1.0]",
+            "sweep.params.alpha.uniform",
+            "1e-320 is below the smallest normal float",
+        ),
         # ranges of normal numbers whose points are not
-        ("linspace = [0.0, 1e-305, 1001]", "sweep.params.alpha", "gives 1e-308, below the smallest normal float"),
-        ("logspace = [-320, -1, 3]", "sweep.params.alpha", "gives 1e-320, below the smallest normal float"),
+        (
+            "linspace = [0.0, 1e-305, 1001]",
+            "sweep.params.alpha",
+            "gives 1e-308, below the smallest normal float",
+        ),
+        (
+            "logspace = [-320, -1, 3]",
+            "sweep.params.alpha",
+            "gives 1e-320, below the smallest normal float",
+        ),
     ],
 )
-def test_a_sweep_value_below_the_normal_floats_is_refused_as_a_run_refuses_it(spec, key, says, folder, capsys):
+def test_a_sweep_value_below_the_normal_floats_is_refused_as_a_run_refuses_it(
+    spec, key, says, folder, capsys
+):
     """A sweep from 1e-320 recorded 1e-320 in its file and computed with 0; `sim run
     --set params.alpha=1e-320` refuses that value."""
     mode = '[sweep]\nmode = "random"\nsamples = 4\n' if spec.startswith("uniform") else ""
-    Path("s.toml").write_text(f'[model]\nname = "lotka_volterra"\n[time]\nt1 = 5.0\nsave = 6\n{mode}[sweep.params]\nalpha = {{ {spec} }}\n')
+    Path("s.toml").write_text(
+        f'[model]\nname = "lotka_volterra"\n[time]\nt1 = 5.0\nsave = 6\n{mode}[sweep.params]\nalpha = {{ {spec} }}\n'
+    )
     line = check(folder, ["sweep", "s.toml", "-o", "new.h5"], capsys, f"s.toml: {key}: ")
     assert says in line, line
-    run = check(folder, ["run", "s.toml", "-o", "new.h5", "--set", "params.alpha=1e-320"], capsys, "s.toml: params.alpha: ")
+    run = check(
+        folder,
+        ["run", "s.toml", "-o", "new.h5", "--set", "params.alpha=1e-320"],
+        capsys,
+        "s.toml: params.alpha: ",
+    )
     assert "below the smallest normal float" in run, run
 
 
 # ----------------------------------------------------------------------------- what a stop says
 
 
-def test_a_second_signal_before_the_safe_point_names_the_checkpoint_it_kept(folder, capsys, monkeypatch):
+def test_a_second_signal_before_the_safe_point_names_the_checkpoint_it_kept(
+    folder, capsys, monkeypatch
+):
     """Two SIGINTs close together: the second stops the run at once, before a safe
     point; the checkpoint written at an earlier chunk is kept, and the line said
     "nothing was saved yet". The signals are sent from inside the run, after its second
@@ -320,12 +457,16 @@ def test_a_second_signal_before_the_safe_point_names_the_checkpoint_it_kept(fold
 
     monkeypatch.setattr(_stream.ChunkSizer, "took", twice)
     monkeypatch.setattr(_stream.ChunkSizer, "next", lambda self, remaining: min(2, remaining))
-    code, err = cli(["run", "lv.toml", "-o", "lv_out.h5", "--set", "output.checkpoint_every=1"], capsys)
+    code, err = cli(
+        ["run", "lv.toml", "-o", "lv_out.h5", "--set", "output.checkpoint_every=1"], capsys
+    )
     assert code == 130, err
     line = err.strip().splitlines()[-1]
     assert "nothing was saved" not in line, line
     assert "kept in .lv_out.h5.partial" in line and "--resume" in line, line
-    assert Path(".lv_out.h5.partial").exists() and _stream.checkpoint_path(Path("lv_out.h5")).exists()
+    assert (
+        Path(".lv_out.h5.partial").exists() and _stream.checkpoint_path(Path("lv_out.h5")).exists()
+    )
 
 
 @pytest.mark.parametrize("name", ["new\nline.h5", "tab\tand 'quote'.h5", "plain.h5"])
@@ -335,11 +476,15 @@ def test_an_output_name_that_breaks_a_line_is_printed_as_a_shell_reads_it(name, 
     back (checked by bash itself)."""
     code, err = cli(["run", "lv.toml", "-o", name], capsys)
     assert code == 0, err
-    lines = [line for line in err.strip().splitlines() if not line.startswith("lotka_volterra: ")]  # (progress)
+    lines = [
+        line for line in err.strip().splitlines() if not line.startswith("lotka_volterra: ")
+    ]  # (progress)
     assert len(lines) == 1 and lines[0].startswith("wrote "), err
     word = lines[0].removeprefix("wrote ").split(": lotka_volterra")[0]
     assert "\n" not in word and "\t" not in word
-    back = subprocess.run(["bash", "-c", f"printf %s {word}"], capture_output=True, text=True, check=True).stdout
+    back = subprocess.run(
+        ["bash", "-c", f"printf %s {word}"], capture_output=True, text=True, check=True
+    ).stdout
     assert back == name and Path(name).is_file()
 
 
@@ -355,7 +500,9 @@ def test_a_resume_command_with_a_line_break_in_an_argument_is_one_line(folder, c
     lines = err.strip().splitlines()
     assert code == 130 and len(lines) == 1, err
     command = lines[0].split("resume with: ")[1]
-    args = subprocess.run(["bash", "-c", f"printf '%s\\0' {command}"], capture_output=True, text=True, check=True).stdout.split("\0")[:-1]
+    args = subprocess.run(
+        ["bash", "-c", f"printf '%s\\0' {command}"], capture_output=True, text=True, check=True
+    ).stdout.split("\0")[:-1]
     assert args == ["sim", "run", "lv.toml", "-o", "a\nb.h5", "--quiet", "--resume"]
     assert "$'.a\\nb.h5.checkpoint'" in lines[0], lines[0]
 
@@ -392,7 +539,9 @@ def test_three_collinear_sites_constrained_as_a_triangle_are_refused(folder, cap
     """The third side of a straight molecule follows from the other two: SETTLE's
     triangle is degenerate, and the run "blew up at step 0"."""
     Path("c.toml").write_text(COLLINEAR.format(constraints="[[0, 1], [1, 2], [0, 2]]"))
-    line = check(folder, ["run", "c.toml", "-o", "new.h5"], capsys, "c.toml: system.molecule.constraints: ")
+    line = check(
+        folder, ["run", "c.toml", "-o", "new.h5"], capsys, "c.toml: system.molecule.constraints: "
+    )
     assert "sites 0, 1 and 2 lie on a line" in line, line
 
 
@@ -415,8 +564,22 @@ def test_dependent_constraints_are_told_from_independent_ones():
 def test_a_straight_molecule_from_a_file_keeps_its_two_bonds():
     """A three-site molecule with two bonds from one site is closed into a triangle for
     SETTLE, unless its sites lie on a line: then its two bonds are its constraints."""
-    position = np.array([[0.0, 0.0, 0.0], [0.116, 0.0, 0.0], [0.232, 0.0, 0.0], [1.0, 1.0, 1.0], [1.1, 1.0, 1.0], [1.0, 1.1, 1.0]])
-    _, topology = md.bonded_molecules(position, [0, 1, 0, 0, 1, 1], [16.0, 12.0, 16.0, 16.0, 1.0, 1.0], [[0, 1], [1, 2], [3, 4], [3, 5]])
+    position = np.array(
+        [
+            [0.0, 0.0, 0.0],
+            [0.116, 0.0, 0.0],
+            [0.232, 0.0, 0.0],
+            [1.0, 1.0, 1.0],
+            [1.1, 1.0, 1.0],
+            [1.0, 1.1, 1.0],
+        ]
+    )
+    _, topology = md.bonded_molecules(
+        position,
+        [0, 1, 0, 0, 1, 1],
+        [16.0, 12.0, 16.0, 16.0, 1.0, 1.0],
+        [[0, 1], [1, 2], [3, 4], [3, 5]],
+    )
     held = sorted(map(tuple, np.asarray(topology.constraints).tolist()))
     assert held == [(0, 1), (1, 2), (3, 4), (3, 5), (4, 5)]
     with pytest.raises(ValueError, match="lie on a line"):
@@ -436,7 +599,14 @@ def _decay_sbml(path: Path, law: str) -> None:
     cell = model.createCompartment()
     cell.setId("cell"), cell.setSize(1.0), cell.setConstant(True), cell.setSpatialDimensions(3)
     s = model.createSpecies()
-    s.setId("S1"), s.setCompartment("cell"), s.setInitialAmount(1.0), s.setHasOnlySubstanceUnits(False), s.setBoundaryCondition(False), s.setConstant(False)
+    (
+        s.setId("S1"),
+        s.setCompartment("cell"),
+        s.setInitialAmount(1.0),
+        s.setHasOnlySubstanceUnits(False),
+        s.setBoundaryCondition(False),
+        s.setConstant(False),
+    )
     reaction = model.createReaction()
     reaction.setId("decay"), reaction.setReversible(False)
     reactant = reaction.createReactant()
@@ -445,7 +615,9 @@ def _decay_sbml(path: Path, law: str) -> None:
     libsbml.writeSBMLToFile(document, str(path))
 
 
-SBML_RUN = '[model]\nsbml = "pw.xml"\n[time]\nt1 = 1.0\nsave = 3\n[solver]\nrtol = 1e-10\natol = 1e-12\n'
+SBML_RUN = (
+    '[model]\nsbml = "pw.xml"\n[time]\nt1 = 1.0\nsave = 3\n[solver]\nrtol = 1e-10\natol = 1e-12\n'
+)
 
 
 def test_an_sbml_piecewise_with_no_piece_that_applies_names_its_element(folder, capsys):
@@ -453,8 +625,15 @@ def test_an_sbml_piecewise_with_no_piece_that_applies_names_its_element(folder, 
     the run ended in "maximum solver steps"; the line names the kinetic law and the time."""
     _decay_sbml(Path("pw.xml"), "piecewise(S1, time < 0.5)")
     Path("pw.toml").write_text(SBML_RUN)
-    line = check(folder, ["run", "pw.toml", "-o", "new.h5"], capsys, "pw.toml: model.sbml: pw.xml: kinetic law of 'decay': ")
-    assert "a piecewise with no otherwise, and none of its pieces applies from t = 0.5 on" in line, line
+    line = check(
+        folder,
+        ["run", "pw.toml", "-o", "new.h5"],
+        capsys,
+        "pw.toml: model.sbml: pw.xml: kinetic law of 'decay': ",
+    )
+    assert (
+        "a piecewise with no otherwise, and none of its pieces applies from t = 0.5 on" in line
+    ), line
 
 
 def test_an_sbml_piecewise_with_an_otherwise_runs_to_its_exact_value(folder, capsys):
@@ -463,4 +642,6 @@ def test_an_sbml_piecewise_with_an_otherwise_runs_to_its_exact_value(folder, cap
     Path("pw.toml").write_text(SBML_RUN)
     code, err = cli(["run", "pw.toml", "-o", "pw.h5", "--quiet"], capsys)
     assert code == 0, err
-    np.testing.assert_allclose(sim.read("pw.h5").observables["S1"], [1.0, np.exp(-0.5), np.exp(-0.5)], rtol=1e-6)
+    np.testing.assert_allclose(
+        sim.read("pw.h5").observables["S1"], [1.0, np.exp(-0.5), np.exp(-0.5)], rtol=1e-6
+    )

@@ -32,7 +32,9 @@ def test_trajectory_and_run_result():
     assert f"prey: float64[6] {prey.min():.4g} .. {prey.max():.4g}" in text(cells["observables"])
     assert text(cells["stats"]) == f"num_steps: {int(traj.stats['num_steps'])}result: 0"
 
-    result = sim.run(sim.load_config(Path(__file__).resolve().parents[2] / "experiments" / "lotka_volterra.toml"))
+    result = sim.run(
+        sim.load_config(Path(__file__).resolve().parents[2] / "experiments" / "lotka_volterra.toml")
+    )
     table = ET.fromstring(result._repr_html_())
     assert table.find("caption").text == "RunResult: lotka_volterra"
     cells = rows(result)
@@ -41,24 +43,58 @@ def test_trajectory_and_run_result():
 
 
 def test_fit_and_posterior():
-    obs = Observations(path=Path("obs.h5"), time=np.arange(3.0), values={"y": np.array([1.0, np.nan, 2.0])}, sigma={})
+    obs = Observations(
+        path=Path("obs.h5"),
+        time=np.arange(3.0),
+        values={"y": np.array([1.0, np.nan, 2.0])},
+        sigma={},
+    )
     fit = FitResult(
-        model="decay", config="[model]\nname = 'decay'\n", names=["k"], estimate={"k": 0.5}, stderr={"k": 0.01},
-        covariance=np.array([[1e-4]]), loss_history=np.array([3.0, 1.0]), converged=True, message="",
-        time=np.arange(3.0), prediction={"y": np.ones(3)}, observations=obs, warnings=["warning: at a bound: k"],
+        model="decay",
+        config="[model]\nname = 'decay'\n",
+        names=["k"],
+        estimate={"k": 0.5},
+        stderr={"k": 0.01},
+        covariance=np.array([[1e-4]]),
+        loss_history=np.array([3.0, 1.0]),
+        converged=True,
+        message="",
+        time=np.arange(3.0),
+        prediction={"y": np.ones(3)},
+        observations=obs,
+        warnings=["warning: at a bound: k"],
     )
     cells = rows(fit)
     assert text(cells["estimate"]) == "k: 0.5" and text(cells["stderr"]) == "k: 0.01"
-    assert text(cells["covariance"]) == "float64[1, 1] [0.0001]" and "warning: at a bound" in text(cells["warnings"])
+    assert text(cells["covariance"]) == "float64[1, 1] [0.0001]" and "warning: at a bound" in text(
+        cells["warnings"]
+    )
     assert "observations" in cells
 
     rng = np.random.default_rng(0)
     posterior = {"k": rng.normal(0.5, 0.1, (2, 50))}
     post = PosteriorResult(
-        model="decay", config="", seed=0, posterior=posterior, diverging=np.zeros((2, 50), bool), summary=summarise(posterior),
-        time=np.arange(3.0), predictive={}, observations=obs,
+        model="decay",
+        config="",
+        seed=0,
+        posterior=posterior,
+        diverging=np.zeros((2, 50), bool),
+        summary=summarise(posterior),
+        time=np.arange(3.0),
+        predictive={},
+        observations=obs,
     )
     table = rows(post)["summary"].find("table")
     header, row = table.findall("tr")
-    assert [th.text for th in header.findall("th")][1:] == ["mean", "sd", "5%", "50%", "95%", "ess_bulk", "r_hat"]
-    assert row.find("th").text == "k" and float(row.findall("td")[0].text) == float(f"{posterior['k'].mean():.6g}")
+    assert [th.text for th in header.findall("th")][1:] == [
+        "mean",
+        "sd",
+        "5%",
+        "50%",
+        "95%",
+        "ess_bulk",
+        "r_hat",
+    ]
+    assert row.find("th").text == "k" and float(row.findall("td")[0].text) == float(
+        f"{posterior['k'].mean():.6g}"
+    )

@@ -52,7 +52,10 @@ def stop_after_chunks(patch, m):
 
 
 def digests(*paths):
-    return [hashlib.sha256(Path(p).read_bytes()).hexdigest() if Path(p).exists() else None for p in paths]
+    return [
+        hashlib.sha256(Path(p).read_bytes()).hexdigest() if Path(p).exists() else None
+        for p in paths
+    ]
 
 
 def scale_dataset(path, name, factor):
@@ -74,17 +77,31 @@ RUNS = {
         lambda: Path("predation.py").write_text(PREDATION),
         "predation.py",
         # a rate in the vector field, not a default: the resolved config stays the same
-        lambda: Path("predation.py").write_text(PREDATION.replace('params["a"] * x', '1.02 * params["a"] * x')),
+        lambda: Path("predation.py").write_text(
+            PREDATION.replace('params["a"] * x', '1.02 * params["a"] * x')
+        ),
     ),
     "model.sbml": (
         DECAY,
         lambda: _decay_sbml(Path("decay.xml")),
         "decay.xml",
         # the kinetic law k1 * S1 * cell -> k1 * S1 * S1 * cell
-        lambda: Path("decay.xml").write_text(Path("decay.xml").read_text().replace("<ci> S1 </ci>", "<ci> S1 </ci><ci> S1 </ci>", 1)),
+        lambda: Path("decay.xml").write_text(
+            Path("decay.xml").read_text().replace("<ci> S1 </ci>", "<ci> S1 </ci><ci> S1 </ci>", 1)
+        ),
     ),
-    "initial.file": (HEAT, lambda: write_u0("u0.h5"), "u0.h5", lambda: scale_dataset("u0.h5", "u", 1.02)),
-    "system.file": (LJ, lambda: write_h5md("start.h5"), "start.h5", lambda: scale_dataset("start.h5", "particles/all/velocity/value", 1.02)),
+    "initial.file": (
+        HEAT,
+        lambda: write_u0("u0.h5"),
+        "u0.h5",
+        lambda: scale_dataset("u0.h5", "u", 1.02),
+    ),
+    "system.file": (
+        LJ,
+        lambda: write_h5md("start.h5"),
+        "start.h5",
+        lambda: scale_dataset("start.h5", "particles/all/velocity/value", 1.02),
+    ),
 }
 
 
@@ -105,7 +122,19 @@ def test_a_run_resumed_after_an_input_changed_is_refused_naming_the_file(key, tm
     original = Path(name).read_bytes()
     edit()
     assert Path(name).read_bytes() != original
-    code, err = cli(["run", "c.toml", "-o", "out.h5", "--resume", "--quiet", "--set", "output.checkpoint_every=1"], capsys)
+    code, err = cli(
+        [
+            "run",
+            "c.toml",
+            "-o",
+            "out.h5",
+            "--resume",
+            "--quiet",
+            "--set",
+            "output.checkpoint_every=1",
+        ],
+        capsys,
+    )
     assert code == 2 and len(err.strip().splitlines()) == 1, err
     assert f"{name}: {key}: has changed since the unfinished run" in err, err
     assert digests(*kept) == before and not Path("out.h5").exists()
@@ -137,7 +166,9 @@ def test_a_partial_run_whose_versions_were_edited_is_refused(tmp_cwd, capsys):
 
 def test_a_sweep_of_a_model_file_edited_between_a_stop_and_a_resume_is_refused(tmp_cwd, capsys):
     Path("predation.py").write_text(PREDATION)
-    Path("s.toml").write_text(PREDATION_RUN + "[sweep]\nchunk = 1\n[sweep.params]\na = { values = [0.5, 0.6, 0.7] }\n")
+    Path("s.toml").write_text(
+        PREDATION_RUN + "[sweep]\nchunk = 1\n[sweep.params]\na = { values = [0.5, 0.6, 0.7] }\n"
+    )
     original = _sweep_store.FileSink.write
     with pytest.MonkeyPatch.context() as patch:
 
@@ -159,7 +190,9 @@ def test_a_sweep_of_a_model_file_edited_between_a_stop_and_a_resume_is_refused(t
     code, err = cli(["sweep", "s.toml", "-o", "out.h5", "--resume", "--quiet"], capsys)
     assert code == 0, err
     whole = sim.sweep(sim.load_config("s.toml"))
-    np.testing.assert_array_equal(sim.read("out.h5")["observables/hare"], np.asarray(whole.observables["hare"]))
+    np.testing.assert_array_equal(
+        sim.read("out.h5")["observables/hare"], np.asarray(whole.observables["hare"])
+    )
 
 
 def test_a_fit_whose_data_file_changed_is_refused_and_resumes_with_the_same_bytes(tmp_cwd, capsys):
@@ -173,11 +206,35 @@ def test_a_fit_whose_data_file_changed_is_refused_and_resumes_with_the_same_byte
     original = Path(data).read_bytes()
     with h5py.File(data, "r+") as f:  # one observation moved by 1%: the data arrays differ
         f["prey"][3] = f["prey"][3] * 1.01
-    code, err = cli(["fit", str(config), "-o", "fit.h5", "--resume", "--quiet", "--set", "fit.checkpoint_every=1"], capsys)
+    code, err = cli(
+        [
+            "fit",
+            str(config),
+            "-o",
+            "fit.h5",
+            "--resume",
+            "--quiet",
+            "--set",
+            "fit.checkpoint_every=1",
+        ],
+        capsys,
+    )
     assert code == 2 and len(err.strip().splitlines()) == 1, err
     assert "d.h5: data.file: has changed since the unfinished fit" in err, err
     Path(data).write_bytes(original)
-    code, err = cli(["fit", str(config), "-o", "fit.h5", "--resume", "--quiet", "--set", "fit.checkpoint_every=1"], capsys)
+    code, err = cli(
+        [
+            "fit",
+            str(config),
+            "-o",
+            "fit.h5",
+            "--resume",
+            "--quiet",
+            "--set",
+            "fit.checkpoint_every=1",
+        ],
+        capsys,
+    )
     assert code == 0, err
     with h5py.File("fit.h5") as f:
         assert json.loads(f.attrs["inputs"]) == {"data.file": hashlib.sha256(original).hexdigest()}
@@ -211,13 +268,17 @@ def _edit(path: Path, edit) -> bool:
     return new != data
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(
     contents=st.lists(st.binary(min_size=0, max_size=64), min_size=1, max_size=4),
     which=st.integers(0, 3),
     edit=EDITS,
 )
-def test_any_change_of_any_input_file_is_refused_and_the_same_bytes_pass(contents, which, edit, tmp_path):
+def test_any_change_of_any_input_file_is_refused_and_the_same_bytes_pass(
+    contents, which, edit, tmp_path
+):
     keys = ["model.source", "data.file", "initial.file", "--data"][: len(contents)]
     files = {key: tmp_path / f"input{i}.bin" for i, key in enumerate(keys)}
     for key, content in zip(keys, contents):
@@ -233,7 +294,9 @@ def test_any_change_of_any_input_file_is_refused_and_the_same_bytes_pass(content
     with pytest.raises(sim.InputError) as info:
         now.check(stored, "out.partial", "run")
     line = str(info.value)
-    assert "\n" not in line and line.startswith(f"{files[key]}: {key}: has changed since the unfinished run in out.partial"), line
+    assert "\n" not in line and line.startswith(
+        f"{files[key]}: {key}: has changed since the unfinished run in out.partial"
+    ), line
 
 
 def test_a_file_named_now_that_was_not_read_then_and_the_other_way_round(tmp_path):
@@ -244,7 +307,10 @@ def test_a_file_named_now_that_was_not_read_then_and_the_other_way_round(tmp_pat
     InputIdentity.of({"data.file": a}).write(stored)
     with pytest.raises(sim.InputError, match=r"b.h5: --data: was not read by the unfinished fit"):
         InputIdentity.of({"data.file": a, "--data": b}).check(stored, "x", "fit")
-    with pytest.raises(sim.InputError, match=r"x: data.file: the unfinished fit read a file named by data.file, which is not named now"):
+    with pytest.raises(
+        sim.InputError,
+        match=r"x: data.file: the unfinished fit read a file named by data.file, which is not named now",
+    ):
         InputIdentity.of({}).check(stored, "x", "fit")
     a.unlink()
     with pytest.raises(sim.InputError, match=r"a.h5: data.file: cannot be read"):

@@ -30,10 +30,14 @@ def compressed():
     rescaling."""
     model = md.LennardJones(cutoff=2.5, shift=True)
     system = fcc(4, 1.2, 1.0)
-    npt = StochasticCellRescaling(NoseHooverChain(0.005, 1.0, tau=0.25), pressure=1.0, tau=0.5, compressibility=0.1)
+    npt = StochasticCellRescaling(
+        NoseHooverChain(0.005, 1.0, tau=0.25), pressure=1.0, tau=0.5, compressibility=0.1
+    )
     t = jnp.linspace(0.0, 10.0, 101)  # 2,000 steps
     with optimised():  # (compiled with LLVM's optimisations: they run in less time)
-        return system, sim.simulate(model, None, t, initial=system, solver=npt, key=jax.random.key(1))
+        return system, sim.simulate(
+            model, None, t, initial=system, solver=npt, key=jax.random.key(1)
+        )
 
 
 def test_npt_relaxes_a_compressed_box_to_the_target_pressure(compressed):
@@ -71,7 +75,9 @@ def test_effective_energy_is_conserved(compressed):
     system, traj = compressed
     half = len(traj.time) // 2
     h = np.asarray(traj.observables["conserved_energy"])[half:] / system.n
-    e = (np.asarray(traj.observables["total_energy"]) + np.asarray(traj.observables["volume"]))[half:] / system.n
+    e = (np.asarray(traj.observables["total_energy"]) + np.asarray(traj.observables["volume"]))[
+        half:
+    ] / system.n
     drift = np.max(np.abs(h - h[0]))
     assert drift < 2e-3, drift
     assert np.ptp(e) > 20 * drift, (np.ptp(e), drift)
@@ -84,10 +90,14 @@ def test_the_barostat_drives_the_pressure_observable_tail_correction_included():
     system = fcc(4, 0.9, 1.0)
     npt = StochasticCellRescaling(LangevinBaoab(0.005, 1.0), pressure=1.0)
     problem = ParticleProblem(model, model.default_params(), system, npt, None)
-    state = eqx.filter_jit(problem.init)(jax.random.key(0))  # (compiled: a fraction of the time op by op)
+    state = eqx.filter_jit(problem.init)(
+        jax.random.key(0)
+    )  # (compiled: a fraction of the time op by op)
     observed = eqx.filter_jit(problem.observe)(state)
     volume = float(np.prod(system.space.box))
-    internal = (2 * float(observed["kinetic_energy"]) + float(jnp.sum(state.thermostat.virial))) / (3 * volume)
+    internal = (2 * float(observed["kinetic_energy"]) + float(jnp.sum(state.thermostat.virial))) / (
+        3 * volume
+    )
     assert internal == pytest.approx(float(observed["pressure"]), rel=1e-12)
     tail = float(model.tail_pressure(system, model.default_params()))
     assert tail < -0.1  # (so the agreement above includes it)
@@ -100,23 +110,39 @@ def test_neighbour_list_follows_a_shrinking_box():
     # its grid and coarsen it; all pairs give the same trajectory
     model = md.Wca()
     system = fcc(4, 0.6, 1.0)
-    npt = StochasticCellRescaling(LangevinBaoab(0.004, 1.0, 5.0), pressure=20.0, tau=0.2, compressibility=0.02)
+    npt = StochasticCellRescaling(
+        LangevinBaoab(0.004, 1.0, 5.0), pressure=20.0, tau=0.2, compressibility=0.02
+    )
     t = jnp.linspace(0.0, 1.6, 9)
     key = jax.random.key(2)
-    listed = sim.simulate(model, None, t, initial=system, solver=ParticleSolver(npt, chunk_steps=100), key=key)
-    pairs = sim.simulate(model, None, t, initial=system, solver=ParticleSolver(npt, neighbour_list=False), key=key)
+    listed = sim.simulate(
+        model, None, t, initial=system, solver=ParticleSolver(npt, chunk_steps=100), key=key
+    )
+    pairs = sim.simulate(
+        model, None, t, initial=system, solver=ParticleSolver(npt, neighbour_list=False), key=key
+    )
     assert int(listed.stats["result"]) == 0
     volume = np.asarray(listed.observables["volume"])
     assert volume[-1] < 0.8 * volume[0]  # more than the 10% per edge the grid was sized for
-    np.testing.assert_allclose(np.asarray(listed.observables["position"]), np.asarray(pairs.observables["position"]), atol=1e-9)
-    np.testing.assert_allclose(np.asarray(listed.observables["box"]), np.asarray(pairs.observables["box"]), rtol=1e-12)
+    np.testing.assert_allclose(
+        np.asarray(listed.observables["position"]),
+        np.asarray(pairs.observables["position"]),
+        atol=1e-9,
+    )
+    np.testing.assert_allclose(
+        np.asarray(listed.observables["box"]), np.asarray(pairs.observables["box"]), rtol=1e-12
+    )
 
 
 def test_anisotropic_coupling_moves_each_edge_on_its_own():
     model = md.LennardJones(cutoff=2.5, shift=True)
     system = fcc(4, 0.95, 1.0)
-    npt = StochasticCellRescaling(LangevinBaoab(0.005, 1.0, 2.0), pressure=1.0, tau=0.5, coupling="anisotropic")
-    traj = sim.simulate(model, None, jnp.linspace(0.0, 2.0, 5), initial=system, solver=npt, key=jax.random.key(4))
+    npt = StochasticCellRescaling(
+        LangevinBaoab(0.005, 1.0, 2.0), pressure=1.0, tau=0.5, coupling="anisotropic"
+    )
+    traj = sim.simulate(
+        model, None, jnp.linspace(0.0, 2.0, 5), initial=system, solver=npt, key=jax.random.key(4)
+    )
     box = np.asarray(traj.observables["box"])
     assert np.all(box[-1] > box[0])  # expanded from the compressed start
     assert np.ptp(box[-1]) > 1e-4  # no longer cubic
@@ -135,9 +161,24 @@ def test_the_anisotropic_effective_energy_converges_with_the_time_step():
     system = fcc(3, 1.0, 1.0)
     excursion = []
     for dt in (0.004, 0.001):
-        npt = StochasticCellRescaling(NoseHooverChain(dt, 1.0, tau=0.25), pressure=1.0, tau=0.5, compressibility=0.1, coupling="anisotropic")
-        with optimised():  # (1,000 and 4,000 steps: compiled with LLVM's optimisations, they run in less time)
-            traj = sim.simulate(model, None, jnp.linspace(0.0, 4.0, 41), initial=system, solver=npt, key=jax.random.key(1))
+        npt = StochasticCellRescaling(
+            NoseHooverChain(dt, 1.0, tau=0.25),
+            pressure=1.0,
+            tau=0.5,
+            compressibility=0.1,
+            coupling="anisotropic",
+        )
+        with (
+            optimised()
+        ):  # (1,000 and 4,000 steps: compiled with LLVM's optimisations, they run in less time)
+            traj = sim.simulate(
+                model,
+                None,
+                jnp.linspace(0.0, 4.0, 41),
+                initial=system,
+                solver=npt,
+                key=jax.random.key(1),
+            )
         h = np.asarray(traj.observables["conserved_energy"]) / system.n
         e = np.asarray(traj.observables["total_energy"] + traj.observables["volume"]) / system.n
         excursion.append(np.max(np.abs(h - h[0])))
@@ -167,7 +208,9 @@ def test_gradients_through_an_npt_run_match_finite_differences():
     grad = jax.jit(jax.grad(loss))(params)
     for name in ("epsilon", "sigma"):
         h = 1e-5
-        fd = (loss({**params, name: params[name] + h}) - loss({**params, name: params[name] - h})) / (2 * h)
+        fd = (
+            loss({**params, name: params[name] + h}) - loss({**params, name: params[name] - h})
+        ) / (2 * h)
         assert abs(float(fd)) > 1e-4  # the density does depend on it
         assert float(grad[name]) == pytest.approx(float(fd), rel=1e-5), name
 
@@ -218,7 +261,9 @@ def test_run_file_holds_the_box_of_every_frame(tmp_path):
     np.testing.assert_allclose(density, 256 / volume, rtol=1e-12)
     # every frame wrapped into its own box, and unwrapping gives the run's positions
     assert np.all(wrapped >= 0) and np.all(wrapped < edges[:, None, :])
-    np.testing.assert_allclose(wrapped + image * edges[:, None, :], result.observables["position"], atol=1e-9)
+    np.testing.assert_allclose(
+        wrapped + image * edges[:, None, :], result.observables["position"], atol=1e-9
+    )
     assert "barostat" in result.config and "conserved_energy" in result.observables
 
 
@@ -228,19 +273,41 @@ def test_run_file_holds_the_box_of_every_frame(tmp_path):
         ("langevin", "{ pressure = -1.0 }", "solver.barostat.pressure", "non-negative"),
         ("langevin", "{ pressure = 1.0, tau = -0.5 }", "solver.barostat.tau", "positive"),
         ("langevin", "{ pressure = 1.0, tau = 0.0 }", "solver.barostat.tau", "positive"),
-        ("langevin", "{ pressure = 1.0, tau = 1e-300 }", "solver.barostat.tau", "at least one step"),
-        ("langevin", "{ pressure = 1.0, compressibility = -1 }", "solver.barostat.compressibility", "positive"),
-        ("langevin", '{ pressure = 1.0, coupling = "diagonal" }', "solver.barostat.coupling", "anisotropic"),
+        (
+            "langevin",
+            "{ pressure = 1.0, tau = 1e-300 }",
+            "solver.barostat.tau",
+            "at least one step",
+        ),
+        (
+            "langevin",
+            "{ pressure = 1.0, compressibility = -1 }",
+            "solver.barostat.compressibility",
+            "positive",
+        ),
+        (
+            "langevin",
+            '{ pressure = 1.0, coupling = "diagonal" }',
+            "solver.barostat.coupling",
+            "anisotropic",
+        ),
         ("langevin", "{ presure = 1.0 }", "solver.barostat.presure", "pressure"),
         ("langevin", "{ tau = 1.0 }", "solver.barostat.pressure", "missing"),
         ("langevin", "1.0", "solver.barostat", "table"),
         ("langevin", '{ pressure = "high" }', "solver.barostat.pressure", "number"),
         ("langevin", "{ pressure = 1e400 }", "solver.barostat.pressure", "number"),
-        ("langevin", "{ pressure = 1e308 }", "solver.barostat.pressure", "float64 range"),  # (P V overflowed: a drift of nan%)
+        (
+            "langevin",
+            "{ pressure = 1e308 }",
+            "solver.barostat.pressure",
+            "float64 range",
+        ),  # (P V overflowed: a drift of nan%)
         ("verlet", "{ pressure = 1.0 }", "solver", "thermostat"),
     ],
 )
-def test_bad_barostat_settings_are_refused_in_one_line(tmp_path, capsys, method, barostat, key, expected):
+def test_bad_barostat_settings_are_refused_in_one_line(
+    tmp_path, capsys, method, barostat, key, expected
+):
     config = write(tmp_path, method, barostat)
     if method == "verlet":  # (a temperature would be refused first: it is a thermostat setting)
         config.write_text(config.read_text().replace("temperature = 1.0\nbarostat", "barostat"))
@@ -260,12 +327,17 @@ def test_a_box_shrunk_below_twice_the_cutoff_is_named_as_the_cause_of_the_stop(t
     # NaN (minimum images would be wrong). The line named a diverged run and advised a
     # shorter time step, which does not help; it names the box and the cutoff.
     config = write(tmp_path)
-    config.write_text(config.read_text().replace("cells = 4\ndensity = 0.95", "cells = 3\ndensity = 0.8"))
+    config.write_text(
+        config.read_text().replace("cells = 4\ndensity = 0.95", "cells = 3\ndensity = 0.8")
+    )
     with pytest.raises(SystemExit) as exit_info:
         main(["run", str(config), "-o", str(tmp_path / "npt.h5"), "--quiet"])
     stderr = capsys.readouterr().err
     assert exit_info.value.code == 1 and len(stderr.strip().splitlines()) == 1, stderr
-    assert "the barostat shrank the box to an edge of 4.9" in stderr and "twice the cutoff (5)" in stderr, stderr
+    assert (
+        "the barostat shrank the box to an edge of 4.9" in stderr
+        and "twice the cutoff (5)" in stderr
+    ), stderr
     assert "time.dt" not in stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["npt.toml"]
 
@@ -323,7 +395,11 @@ def jzg_pressure(rho, t):
         x[30] / t**2 + x[31] / t**3 + x[32] / t**4,
     )
     gaussian = np.exp(-3.0 * rho * rho)
-    return rho * t + sum(ai * rho ** (i + 2) for i, ai in enumerate(a)) + gaussian * sum(bi * rho ** (2 * i + 3) for i, bi in enumerate(b))
+    return (
+        rho * t
+        + sum(ai * rho ** (i + 2) for i, ai in enumerate(a))
+        + gaussian * sum(bi * rho ** (2 * i + 3) for i, bi in enumerate(b))
+    )
 
 
 def test_the_equation_of_state_gives_nist_s_pressures():
@@ -341,7 +417,9 @@ def test_lennard_jones_density_and_compressibility_at_the_nist_state_point():
     Langevin thermostat, 40,000 steps after 4,000 of equilibration: the density of NIST."""
     model = md.LennardJones(cutoff=3.0, tail_correction=True)
     system = fcc(5, 0.776, 0.85, seed=1)
-    npt = StochasticCellRescaling(LangevinBaoab(0.005, 0.85, 1.0), pressure=MD_P, tau=1.0, compressibility=0.1)
+    npt = StochasticCellRescaling(
+        LangevinBaoab(0.005, 0.85, 1.0), pressure=MD_P, tau=1.0, compressibility=0.1
+    )
     steps, every = 44000, 20
     t = jnp.linspace(0.0, steps * 0.005, steps // every + 1)
     traj = sim.simulate(model, None, t, initial=system, solver=npt, key=jax.random.key(11))
@@ -364,8 +442,16 @@ def test_lennard_jones_density_and_compressibility_at_the_nist_state_point():
     leave_one_out = np.array([kappa(np.delete(blocks, k, axis=0).ravel()) for k in range(10)])
     spread = np.sqrt(9 / 10 * np.sum((leave_one_out - leave_one_out.mean()) ** 2))
     h = 1e-5
-    reference = 1.0 / (NIST_RHO * (jzg_pressure(NIST_RHO + h, 0.85) - jzg_pressure(NIST_RHO - h, 0.85)) / (2 * h))
-    print(f"density {mean:.5f} +- {err:.5f}; kappa_T {kappa(volume):.4f} +- {spread:.4f}, equation of state {reference:.4f}")
-    assert abs(kappa(volume) - reference) < np.hypot(3 * spread, 0.05 * reference), (kappa(volume), spread, reference)
+    reference = 1.0 / (
+        NIST_RHO * (jzg_pressure(NIST_RHO + h, 0.85) - jzg_pressure(NIST_RHO - h, 0.85)) / (2 * h)
+    )
+    print(
+        f"density {mean:.5f} +- {err:.5f}; kappa_T {kappa(volume):.4f} +- {spread:.4f}, equation of state {reference:.4f}"
+    )
+    assert abs(kappa(volume) - reference) < np.hypot(3 * spread, 0.05 * reference), (
+        kappa(volume),
+        spread,
+        reference,
+    )
     # (a run long enough for the check to say something: 0.030, 23%, in the run of 2026-11-27)
     assert spread < 0.4 * reference

@@ -65,14 +65,18 @@ def test_the_run_file_holds_the_time_averaged_g_as_inter_rdf_computes_it(liquid)
     # exclusion_block), normalised by N_a N_b / V, frames from t = 2 on.
     u = mda.Universe.empty(108, trajectory=True)
     u.load_new(str(out), format="H5MD", convert_units=False)
-    rdf = InterRDF(u.atoms, u.atoms, nbins=50, range=(0.0, 2.5), exclusion_block=(1, 1)).run(start=first)
+    rdf = InterRDF(u.atoms, u.atoms, nbins=50, range=(0.0, 2.5), exclusion_block=(1, 1)).run(
+        start=first
+    )
     np.testing.assert_allclose(rdf.results.bins, r, rtol=1e-6)
     # (MDAnalysis measures in float32: a pair within 1e-6 of a bin edge may fall on the
     # other side; measured: 1.6e-4 apart at most)
     np.testing.assert_allclose(value[-1], rdf.results.rdf, rtol=0, atol=1e-3)
     assert float(np.max(value[-1])) > 2.5  # a liquid's first peak, not a gas
     # the running average: row k is the mean over frames first .. k
-    half = InterRDF(u.atoms, u.atoms, nbins=50, range=(0.0, 2.5), exclusion_block=(1, 1)).run(start=first, stop=first + 10)
+    half = InterRDF(u.atoms, u.atoms, nbins=50, range=(0.0, 2.5), exclusion_block=(1, 1)).run(
+        start=first, stop=first + 10
+    )
     np.testing.assert_allclose(value[first + 9], half.results.rdf, rtol=0, atol=1e-3)
 
 
@@ -82,7 +86,11 @@ def test_the_smooth_g_keeps_the_first_peak(liquid):
     # at r = 1.125), and the number of neighbours in the first shell.
     out, _, smooth = liquid
     with h5py.File(out) as f, h5py.File(smooth) as g:
-        plain, soft, r = f["observables/rdf/value"][-1], g["observables/rdf/value"][-1], f["observables/rdf/r"][()]
+        plain, soft, r = (
+            f["observables/rdf/value"][-1],
+            g["observables/rdf/value"][-1],
+            f["observables/rdf/r"][()],
+        )
     assert abs(r[np.argmax(soft)] - r[np.argmax(plain)]) <= 0.05 + 1e-12
     assert 1.05 <= r[np.argmax(soft)] <= 1.15  # about 2^(1/6) sigma, the potential's minimum
     assert np.max(soft) == pytest.approx(np.max(plain), rel=0.03)
@@ -91,7 +99,9 @@ def test_the_smooth_g_keeps_the_first_peak(liquid):
     shells = 4 / 3 * np.pi * np.diff(np.linspace(0.0, 2.5, 51) ** 3)
     rho = 0.84
     inside = r < 1.5  # the first shell, to its minimum
-    assert np.sum(rho * soft * shells * inside) == pytest.approx(np.sum(rho * plain * shells * inside), rel=0.01)
+    assert np.sum(rho * soft * shells * inside) == pytest.approx(
+        np.sum(rho * plain * shells * inside), rel=0.01
+    )
 
 
 def test_a_box_that_shrinks_below_twice_r_max_leaves_out_the_bins_it_cannot_measure(tmp_path):
@@ -109,15 +119,24 @@ def test_a_box_that_shrinks_below_twice_r_max_leaves_out_the_bins_it_cannot_meas
     with h5py.File(tmp_path / "gas.h5", "w") as f:
         particles = f.create_group("particles/all")
         particles["position/value"] = rng.uniform(size=(frames, n, 3)) * edge[:, None, None]
-        particles["position/time"], particles["position/step"] = np.arange(frames, dtype=float), np.arange(frames)
+        particles["position/time"], particles["position/step"] = (
+            np.arange(frames, dtype=float),
+            np.arange(frames),
+        )
         particles["box/edges/value"] = np.repeat(edge[:, None], 3, axis=1)
         # (averaged from t = 4, where the box's edge is 10.2: bins beyond 5.1 are measured by no frame)
-        write_rdf(f, RdfSpec(r_max=6.0, bins=30, width=0.0, start=4.0, n_species=1), np.zeros(n, dtype=np.int32))
+        write_rdf(
+            f,
+            RdfSpec(r_max=6.0, bins=30, width=0.0, start=4.0, n_species=1),
+            np.zeros(n, dtype=np.int32),
+        )
         g, r = f["observables/rdf/value"][-1], f["observables/rdf/r"][()]
     upper = r + 0.1
     np.testing.assert_array_equal(np.isnan(g), upper > 0.5 * edge[4] * (1 + 1e-12))
     measured = ~np.isnan(g)
-    assert measured.sum() == 25 and np.sum(measured & (upper > 0.5 * edge[-1])) == 8  # (8 bins measured by some frames only)
+    assert (
+        measured.sum() == 25 and np.sum(measured & (upper > 0.5 * edge[-1])) == 8
+    )  # (8 bins measured by some frames only)
     assert np.all(np.abs(g[measured & (r > 1.0)] - 1.0) < 0.05), g
 
 
@@ -137,7 +156,7 @@ def test_sim_plot_draws_the_stored_g(liquid, capsys, tmp_path):
         ("start = 100.0", "rdf.start", "last save time"),
         ("start = -1.0", "rdf.start", "from the first save time 0"),
         ("bin = 20", "rdf.bin", "Perhaps you meant"),
-        ("r_max = \"far\"", "rdf.r_max", "expected a number"),
+        ('r_max = "far"', "rdf.r_max", "expected a number"),
     ],
 )
 def test_bad_rdf_tables_are_one_line_and_exit_2(tmp_path, capsys, rdf, key, expected):
@@ -151,7 +170,10 @@ def test_bad_rdf_tables_are_one_line_and_exit_2(tmp_path, capsys, rdf, key, expe
 
 def test_an_md_sweep_refuses_the_rdf_table(tmp_path, capsys):
     config = tmp_path / "sweep.toml"
-    config.write_text(LIQUID.format(rdf="r_max = 2.0") + "[sweep]\nmode = \"grid\"\n[sweep.params]\nepsilon = { values = [1.0, 1.1] }\n")
+    config.write_text(
+        LIQUID.format(rdf="r_max = 2.0")
+        + '[sweep]\nmode = "grid"\n[sweep.params]\nepsilon = { values = [1.0, 1.1] }\n'
+    )
     code, err = cli(["sweep", str(config), "-o", str(tmp_path / "out.h5"), "--quiet"], capsys)
     assert code == 2 and "rdf" in err and err.count("\n") == 1, err
     assert list(tmp_path.iterdir()) == [config]

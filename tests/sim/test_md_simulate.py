@@ -51,7 +51,13 @@ def test_nve_energy_is_conserved_short(small_run):
     # run reaches (it starts with 73): grown along the way, it compiled the run's chunk
     # once more (the growth is tested below).
     model, system, _, _ = small_run
-    traj = sim.simulate(model, None, jnp.linspace(0.0, 10.0, 11), initial=system, solver=ParticleSolver(VelocityVerlet(0.005), capacity=96))
+    traj = sim.simulate(
+        model,
+        None,
+        jnp.linspace(0.0, 10.0, 11),
+        initial=system,
+        solver=ParticleSolver(VelocityVerlet(0.005), capacity=96),
+    )
     assert int(traj.stats["result"]) == 0
     drift = relative_drift(traj.observables["total_energy"])
     assert drift < 1e-4, drift
@@ -60,18 +66,38 @@ def test_nve_energy_is_conserved_short(small_run):
 
 def test_neighbour_list_and_all_pairs_give_the_same_trajectory(small_run):
     model, system, t, with_list = small_run
-    without = sim.simulate(model, None, t, initial=system, solver=ParticleSolver(VelocityVerlet(0.005), neighbour_list=False))
-    np.testing.assert_allclose(np.asarray(with_list.observables["position"]), np.asarray(without.observables["position"]), atol=1e-10)
+    without = sim.simulate(
+        model,
+        None,
+        t,
+        initial=system,
+        solver=ParticleSolver(VelocityVerlet(0.005), neighbour_list=False),
+    )
+    np.testing.assert_allclose(
+        np.asarray(with_list.observables["position"]),
+        np.asarray(without.observables["position"]),
+        atol=1e-10,
+    )
 
 
 def test_overflow_is_handled_by_the_engine(small_run):
     # start with room for 4 neighbours: the engine must grow the list and redo the chunk,
     # giving exactly the run a large enough list gives
     model, system, t, roomy = small_run
-    small = sim.simulate(model, None, t, initial=system, solver=ParticleSolver(VelocityVerlet(0.005), capacity=4, chunk_steps=40))
+    small = sim.simulate(
+        model,
+        None,
+        t,
+        initial=system,
+        solver=ParticleSolver(VelocityVerlet(0.005), capacity=4, chunk_steps=40),
+    )
     assert int(small.stats["result"]) == 0
     assert int(small.stats["capacity"]) > 4
-    np.testing.assert_allclose(np.asarray(small.observables["total_energy"]), np.asarray(roomy.observables["total_energy"]), rtol=1e-12)
+    np.testing.assert_allclose(
+        np.asarray(small.observables["total_energy"]),
+        np.asarray(roomy.observables["total_energy"]),
+        rtol=1e-12,
+    )
 
 
 def canonical_check(traj, dof, target):
@@ -96,8 +122,12 @@ def thermostat_run(thermostat, cells, saves, friction):
         integrator = NoseHooverChain(dt=0.005, temperature=target, tau=0.25)
         dof = 3 * system.n - 3
     t = jnp.linspace(0.0, 0.05 * saves, saves + 1)  # save every 10 steps
-    with optimised():  # (4,000 steps or more: compiled with LLVM's optimisations, they run in less time)
-        traj = sim.simulate(model, None, t, initial=system, solver=integrator, key=jax.random.key(1))
+    with (
+        optimised()
+    ):  # (4,000 steps or more: compiled with LLVM's optimisations, they run in less time)
+        traj = sim.simulate(
+            model, None, t, initial=system, solver=integrator, key=jax.random.key(1)
+        )
     canonical_check(traj, dof, target)
     if thermostat == "nose_hoover":
         h = np.asarray(traj.observables["conserved_energy"])
@@ -107,7 +137,9 @@ def thermostat_run(thermostat, cells, saves, friction):
 # Nose-Hoover by default; Langevin with `-m slow` (by default the NIST state point below
 # checks Langevin sampling of the canonical ensemble, and tests/solvers/test_particles.py
 # its exact Boltzmann statistics on harmonic springs).
-@pytest.mark.parametrize("thermostat", [pytest.param("langevin", marks=pytest.mark.slow), "nose_hoover"])
+@pytest.mark.parametrize(
+    "thermostat", [pytest.param("langevin", marks=pytest.mark.slow), "nose_hoover"]
+)
 def test_thermostats_hold_the_temperature_with_canonical_fluctuations(thermostat):
     # strong friction decorrelates the kinetic energy within ~10 steps, so a short run
     # pins the mean temperature well below 1%
@@ -134,9 +166,18 @@ def state_point(steps, seed):
     system = lj_liquid(5, 0.776, 0.85, seed)
     t = jnp.linspace(0.0, steps * 0.005, steps // 20 + 1)
     with optimised():  # (2,000 steps or more: see thermostat_run)
-        traj = sim.simulate(model, None, t, initial=system, solver=LangevinBaoab(dt=0.005, temperature=0.85, friction=1.0), key=jax.random.key(seed))
+        traj = sim.simulate(
+            model,
+            None,
+            t,
+            initial=system,
+            solver=LangevinBaoab(dt=0.005, temperature=0.85, friction=1.0),
+            key=jax.random.key(seed),
+        )
     skip = len(t) // 5
-    return np.asarray(traj.observables["potential_energy"])[skip:] / system.n, np.asarray(traj.observables["pressure"])[skip:]
+    return np.asarray(traj.observables["potential_energy"])[skip:] / system.n, np.asarray(
+        traj.observables["pressure"]
+    )[skip:]
 
 
 def test_lennard_jones_state_point_short():
@@ -188,7 +229,10 @@ def test_lennard_jones_state_point_long():
     # one run's series scatters from run to run nearly as much as the estimate itself)
     assert abs(u.mean() - NIST_U) < 3 * LAMMPS_U_SD, u.mean()
     assert abs(p.mean() - LAMMPS_P) < 3 * np.hypot(LAMMPS_P_SD, LAMMPS_P_SE), p.mean()
-    assert abs(control - LAMMPS_CONTROL) < 3 * np.hypot(LAMMPS_CONTROL_SD, LAMMPS_CONTROL_SE), (control, slope)
+    assert abs(control - LAMMPS_CONTROL) < 3 * np.hypot(LAMMPS_CONTROL_SD, LAMMPS_CONTROL_SE), (
+        control,
+        slope,
+    )
 
 
 def test_a_run_inside_jit_starts_with_a_roomier_list_as_it_cannot_grow():
@@ -204,15 +248,40 @@ def test_a_run_inside_jit_starts_with_a_roomier_list_as_it_cannot_grow():
     times = np.linspace(0.0, 0.1, 3)
     probe = NeighbourList.allocate(system.position, system.space.box, 2.5, solver.skin)
     most = int(_max_count(probe, system.position, system.space.box))
-    outside = ParticleRun(model, model.default_params(), system, solver, times=times, every=10).problem.neighbour_list.capacity
+    outside = ParticleRun(
+        model, model.default_params(), system, solver, times=times, every=10
+    ).problem.neighbour_list.capacity
     inside = []
-    jax.jit(lambda x: inside.append(ParticleRun(model, model.default_params(), system, solver, times=times, every=10).problem.neighbour_list.capacity) or x)(0.0)
+    jax.jit(
+        lambda x: (
+            inside.append(
+                ParticleRun(
+                    model, model.default_params(), system, solver, times=times, every=10
+                ).problem.neighbour_list.capacity
+            )
+            or x
+        )
+    )(0.0)
     assert outside == max(int(np.ceil(CAPACITY_FACTOR * most)), most + 2)
     assert inside == [max(int(np.ceil(TRACED_CAPACITY_FACTOR * most)), most + 2)]
     assert inside[0] > outside
     # vmapped over its parameters, a run cannot read its flag either
     batched = []
-    jax.vmap(lambda e: batched.append(ParticleRun(model, {**model.default_params(), "epsilon": e}, system, solver, times=times, every=10).problem.neighbour_list.capacity) or e)(jnp.ones(2))
+    jax.vmap(
+        lambda e: (
+            batched.append(
+                ParticleRun(
+                    model,
+                    {**model.default_params(), "epsilon": e},
+                    system,
+                    solver,
+                    times=times,
+                    every=10,
+                ).problem.neighbour_list.capacity
+            )
+            or e
+        )
+    )(jnp.ones(2))
     assert batched == inside
 
 
@@ -230,7 +299,9 @@ def test_gradients_match_finite_differences():
     @jax.jit
     def loss_and_result(params):
         traj = sim.simulate(model, params, t, initial=system)
-        loss = jnp.mean(traj.observables["potential_energy"][1:]) + jnp.mean(traj.observables["pressure"][1:])
+        loss = jnp.mean(traj.observables["potential_energy"][1:]) + jnp.mean(
+            traj.observables["pressure"][1:]
+        )
         return loss, traj.stats["result"]
 
     def loss(params):
@@ -262,5 +333,7 @@ def test_bad_input_is_refused_with_a_clear_message():
         sim.simulate(model, {"epsilom": 1.0}, t, initial=system)
     with pytest.raises(TypeError, match="particle integrator"):
         sim.simulate(model, None, t, initial=system, solver=sim.get_model("lorenz"))
-    with pytest.raises(ValueError, match="unknown model 'lenard_jones'.*Perhaps you meant 'lennard_jones'"):
+    with pytest.raises(
+        ValueError, match="unknown model 'lenard_jones'.*Perhaps you meant 'lennard_jones'"
+    ):
         sim.get_model("lenard_jones")

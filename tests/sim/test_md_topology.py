@@ -41,26 +41,45 @@ save_every = 5
 method = "verlet"
 """
 # the constraints of the box's waters (O, H, H in order) and their lengths
-TRIANGLES = np.array([[3 * m + a, 3 * m + b] for m in range(8) for a, b in ((0, 1), (0, 2), (1, 2))])
+TRIANGLES = np.array(
+    [[3 * m + a, 3 * m + b] for m in range(8) for a, b in ((0, 1), (0, 2), (1, 2))]
+)
 LENGTHS = np.tile([SPCE.oh, SPCE.oh, HH], 8)
 BOX = 'molecule = "spce"\nmolecules = 8\ndensity = 0.997\ntemperature = 300.0\nseed = 2'
 
 
-def write_config(folder: Path, system: str = BOX, steps: int = 40, name: str = "water.toml", extra: str = "", params: str = "") -> Path:
+def write_config(
+    folder: Path,
+    system: str = BOX,
+    steps: int = 40,
+    name: str = "water.toml",
+    extra: str = "",
+    params: str = "",
+) -> Path:
     path = folder / name
-    path.write_text(CONFIG.format(system=system, steps=steps).replace("shift = true\n", f"shift = true\n{params}") + extra)
+    path.write_text(
+        CONFIG.format(system=system, steps=steps).replace(
+            "shift = true\n", f"shift = true\n{params}"
+        )
+        + extra
+    )
     return path
 
 
 def absolute(f, frame=-1) -> np.ndarray:
     """Unwrapped positions of a frame of an H5MD run (position + image * edges)."""
     p = f["particles/all"]
-    return p["position/value"][frame] + p["image/value"][frame] * p["box/edges/value"][frame][..., None, :]
+    return (
+        p["position/value"][frame]
+        + p["image/value"][frame] * p["box/edges/value"][frame][..., None, :]
+    )
 
 
 def deviation(position, constraints, lengths) -> float:
     """The largest | |r_i - r_j| - L | over the constraints of positions [..., n, 3]."""
-    d = np.linalg.norm(position[..., constraints[:, 0], :] - position[..., constraints[:, 1], :], axis=-1)
+    d = np.linalg.norm(
+        position[..., constraints[:, 0], :] - position[..., constraints[:, 1], :], axis=-1
+    )
     return float(np.max(np.abs(d - lengths)))
 
 
@@ -90,7 +109,9 @@ def test_a_water_run_writes_its_bonds_and_molecules(water_run):
 
     with h5py.File(water_run) as f:
         bonds = f["connectivity/all/bonds"]
-        assert f[bonds.attrs["particles_group"]] == f["particles/all"]  # H5MD 1.1: the group it indexes
+        assert (
+            f[bonds.attrs["particles_group"]] == f["particles/all"]
+        )  # H5MD 1.1: the group it indexes
         bonds = bonds[()]
         molecule = f["particles/all/molecule"][()]
         species = f["particles/all/species"][()]
@@ -126,9 +147,23 @@ def test_a_run_continued_from_the_output_is_the_uninterrupted_run(water_run, tmp
     # which made a program of its own.)
     start = tmp_path / "start.h5"
     shutil.copy(water_run, start)
-    later = sim.run(sim.load_config(write_config(tmp_path, 'file = "start.h5"\nframe = 6\nmolecule = "spce"', name="next.toml", extra=CHUNKS)))
-    whole = sim.run(sim.load_config(write_config(tmp_path, steps=70, name="whole.toml", extra=CHUNKS)))
-    assert np.shape(later.observables["position"])[0] == 9 and np.shape(whole.observables["position"])[0] == 15
+    later = sim.run(
+        sim.load_config(
+            write_config(
+                tmp_path,
+                'file = "start.h5"\nframe = 6\nmolecule = "spce"',
+                name="next.toml",
+                extra=CHUNKS,
+            )
+        )
+    )
+    whole = sim.run(
+        sim.load_config(write_config(tmp_path, steps=70, name="whole.toml", extra=CHUNKS))
+    )
+    assert (
+        np.shape(later.observables["position"])[0] == 9
+        and np.shape(whole.observables["position"])[0] == 15
+    )
     rows = lambda c: sorted(map(tuple, np.asarray(c).tolist()))  # noqa: E731
     assert rows(later.system.topology.constraints) == rows(whole.system.topology.constraints)
     np.testing.assert_array_equal(later.params["charges"], whole.params["charges"])
@@ -139,7 +174,9 @@ def test_a_run_continued_from_the_output_is_the_uninterrupted_run(water_run, tmp
         if name == "position":  # the file's molecules start whole, perhaps one box away
             diff -= edges * np.round(diff / edges)
         assert np.max(np.abs(diff)) < tolerance, name
-    np.testing.assert_allclose(later.observables["total_energy"], whole.observables["total_energy"][6:], rtol=1e-11)
+    np.testing.assert_allclose(
+        later.observables["total_energy"], whole.observables["total_energy"][6:], rtol=1e-11
+    )
 
 
 def another_programs_file(path: Path, run: Path, *, dtype=np.float32):
@@ -177,28 +214,55 @@ def test_another_programs_water_file_makes_settle_waters(water_run, tmp_path):
     order = another_programs_file(tmp_path / "other.h5", water_run)
     with h5py.File(tmp_path / "other.h5") as f:
         x, bonds = f["particles/water/position/value"][0], f["connectivity/bonds"][()]
-        assert np.max(np.abs(x[bonds[:, 0]] - x[bonds[:, 1]])) > 0.3  # molecules split by the box's faces
+        assert (
+            np.max(np.abs(x[bonds[:, 0]] - x[bonds[:, 1]])) > 0.3
+        )  # molecules split by the box's faces
     water = "charges = [-0.8476, 0.4238]\nsigma = 0.2\n"  # neutral; no water model named, so no water parameters
-    config = sim.load_config(write_config(tmp_path, 'file = "other.h5"\ngroup = "water"', name="other.toml", params=water))
+    config = sim.load_config(
+        write_config(
+            tmp_path, 'file = "other.h5"\ngroup = "water"', name="other.toml", params=water
+        )
+    )
     s = sim.setup(config)
     system, constraints = s.initial, s.solver.integrator.constraints
     # eight rigid triangles (the H-H sides closed from the geometry) for SETTLE, no SHAKE
     assert constraints.triangles.shape == (8, 3) and constraints.pairs.shape == (0, 2)
     np.testing.assert_allclose(constraints.sides, SPCE.oh, rtol=1e-6)  # from float32 geometry
     np.testing.assert_allclose(constraints.bases, HH, rtol=1e-6)
-    assert np.ptp(np.asarray(constraints.sides)) == 0 and np.ptp(np.asarray(constraints.bases)) == 0  # one kind, one shape
+    assert (
+        np.ptp(np.asarray(constraints.sides)) == 0 and np.ptp(np.asarray(constraints.bases)) == 0
+    )  # one kind, one shape
     # every molecule whole and exactly on its constraints; velocities along no bond
     topology = system.topology
     position, velocity = np.asarray(system.position), np.asarray(system.velocity)
-    assert deviation(position, np.asarray(topology.constraints), np.asarray(topology.lengths)) < 1e-15
+    assert (
+        deviation(position, np.asarray(topology.constraints), np.asarray(topology.lengths)) < 1e-15
+    )
     c = np.asarray(topology.constraints)
-    assert np.max(np.abs(np.sum((position[c[:, 0]] - position[c[:, 1]]) * (velocity[c[:, 0]] - velocity[c[:, 1]]), axis=1))) < 1e-13
+    assert (
+        np.max(
+            np.abs(
+                np.sum(
+                    (position[c[:, 0]] - position[c[:, 1]])
+                    * (velocity[c[:, 0]] - velocity[c[:, 1]]),
+                    axis=1,
+                )
+            )
+        )
+        < 1e-13
+    )
     molecule = np.asarray(topology.molecule)
     np.testing.assert_array_equal(molecule[np.argsort(order)], np.repeat(np.arange(8), 3))
     # without masses in the file every site weighs 1; with the water model named, its
     # masses, and the model's own lengths
     assert np.all(np.asarray(system.mass) == 1.0)
-    s = sim.setup(sim.load_config(write_config(tmp_path, 'file = "other.h5"\ngroup = "water"\nmolecule = "spce"', name="spce.toml")))
+    s = sim.setup(
+        sim.load_config(
+            write_config(
+                tmp_path, 'file = "other.h5"\ngroup = "water"\nmolecule = "spce"', name="spce.toml"
+            )
+        )
+    )
     np.testing.assert_array_equal(np.unique(np.asarray(s.initial.mass)), [1.008, 15.9994])
     assert float(s.solver.integrator.constraints.sides[0]) == SPCE.oh
     assert float(s.solver.integrator.constraints.bases[0]) == pytest.approx(HH, rel=1e-15)
@@ -211,15 +275,25 @@ def test_a_start_file_in_other_units_is_converted_or_refused(water_run, tmp_path
     shutil.copy(water_run, tmp_path / "angstrom.h5")
     with h5py.File(tmp_path / "angstrom.h5", "r+") as f:
         p = f["particles/all"]
-        for name, factor, unit in (("position/value", 10.0, "Angstrom"), ("box/edges/value", 10.0, "Angstrom"), ("velocity/value", 0.01, "Angstrom fs-1")):
+        for name, factor, unit in (
+            ("position/value", 10.0, "Angstrom"),
+            ("box/edges/value", 10.0, "Angstrom"),
+            ("velocity/value", 0.01, "Angstrom fs-1"),
+        ):
             p[name][...] = p[name][()] * factor
             p[name].attrs["unit"] = unit
     starts = [
-        sim.setup(sim.load_config(write_config(tmp_path, f'file = "{name}"\nmolecule = "spce"', name=f"{name}.toml"))).initial
+        sim.setup(
+            sim.load_config(
+                write_config(tmp_path, f'file = "{name}"\nmolecule = "spce"', name=f"{name}.toml")
+            )
+        ).initial
         for name in ("nm.h5", "angstrom.h5")
     ]
     for get in (lambda s: s.position, lambda s: s.velocity, lambda s: s.space.box):
-        np.testing.assert_allclose(np.asarray(get(starts[1])), np.asarray(get(starts[0])), rtol=1e-12)
+        np.testing.assert_allclose(
+            np.asarray(get(starts[1])), np.asarray(get(starts[0])), rtol=1e-12
+        )
     # a unit that is not a length, and a file in nm started in reduced units: one line
     with h5py.File(tmp_path / "angstrom.h5", "r+") as f:
         f["particles/all/position/value"].attrs["unit"] = "ps"
@@ -233,7 +307,9 @@ def test_a_start_file_in_other_units_is_converted_or_refused(water_run, tmp_path
             config.write_text(config.read_text().replace('units = "real"', 'units = "reduced"'))
         code, err = cli(["run", str(config), "-o", str(tmp_path / "out.h5"), "--quiet"], capsys)
         lines = err.strip().splitlines()
-        assert code == 2 and len(lines) == 1 and "system.file" in lines[0] and expected in lines[0], err
+        assert (
+            code == 2 and len(lines) == 1 and "system.file" in lines[0] and expected in lines[0]
+        ), err
         assert not (tmp_path / "out.h5").exists()
 
 
@@ -260,7 +336,12 @@ def identical(a, b):
     ca, cb = contents(a), contents(b)
     for c in (ca, cb):
         dtype, shape, value, attrs = c["connectivity/all/bonds"]
-        c["connectivity/all/bonds"] = (dtype, shape, value, {k: v for k, v in attrs.items() if k != "particles_group"})
+        c["connectivity/all/bonds"] = (
+            dtype,
+            shape,
+            value,
+            {k: v for k, v in attrs.items() if k != "particles_group"},
+        )
     assert sorted(ca) == sorted(cb)
     for key in ca:
         assert ca[key] == cb[key], key
@@ -287,7 +368,9 @@ def test_sigint_mid_run_resumes_to_the_uninterrupted_water_run(tmp_cwd):
 @pytest.mark.slow
 def test_a_water_sweep_varies_sigma_and_refuses_what_it_cannot_vary(tmp_cwd, capsys):
     sweep = '[sweep]\nmode = "grid"\nsave = "full"\n[sweep.params]\n'
-    write_config(tmp_cwd, steps=20, name="s.toml", extra=sweep + "sigma = { values = [0.31, 0.3166] }\n")
+    write_config(
+        tmp_cwd, steps=20, name="s.toml", extra=sweep + "sigma = { values = [0.31, 0.3166] }\n"
+    )
     code, err = cli(["sweep", "s.toml", "-o", "s.h5", "--quiet"], capsys)
     assert code == 0, err
     record = sim.read("s.h5")
@@ -296,17 +379,26 @@ def test_a_water_sweep_varies_sigma_and_refuses_what_it_cannot_vary(tmp_cwd, cap
     assert position.shape == (2, 5, 24, 3) and deviation(position, TRIANGLES, LENGTHS) < 1e-12
     energy = np.asarray(record.observables["total_energy"])
     assert not np.allclose(energy[0], energy[1])  # sigma changed the runs
-    assert np.max(np.abs(energy - energy[:, :1])) < 0.05 * np.max(np.abs(np.asarray(record.observables["kinetic_energy"])))
+    assert np.max(np.abs(energy - energy[:, :1])) < 0.05 * np.max(
+        np.abs(np.asarray(record.observables["kinetic_energy"]))
+    )
     # What a sweep cannot vary: one line naming it, exit 2, nothing written
     for name, value, expected in (
         ("temperature", "[280.0, 300.0]", "[system] or [solver] key"),
         ("charges", "[-0.8, -0.85]", "not a scalar"),
         ("epsilon", "[0.6, 0.65]", "not a scalar"),
     ):
-        write_config(tmp_cwd, steps=20, name="bad.toml", extra=sweep + f"{name} = {{ values = {value} }}\n")
+        write_config(
+            tmp_cwd, steps=20, name="bad.toml", extra=sweep + f"{name} = {{ values = {value} }}\n"
+        )
         code, err = cli(["sweep", "bad.toml", "-o", "bad.h5", "--quiet"], capsys)
         lines = err.strip().splitlines()
-        assert code == 2 and len(lines) == 1 and f"sweep.params.{name}" in lines[0] and expected in lines[0], err
+        assert (
+            code == 2
+            and len(lines) == 1
+            and f"sweep.params.{name}" in lines[0]
+            and expected in lines[0]
+        ), err
         assert not Path("bad.h5").exists()
 
 
@@ -366,23 +458,65 @@ def _huge_bonds(f):
 
 HOSTILE = {
     "molecules overlapping": (_on_top, 'molecule = "spce"', "system.file", "molecules 0 and 1"),
-    "index out of range": (lambda f: f["connectivity/all/bonds"].__setitem__(0, [0, 24]), "", "system.file", "particle index 24"),
+    "index out of range": (
+        lambda f: f["connectivity/all/bonds"].__setitem__(0, [0, 24]),
+        "",
+        "system.file",
+        "particle index 24",
+    ),
     "bond longer than half the box": (_far_bond, "", "system.file", "half the box"),
     "molecule not connected": (
-        lambda f: f["connectivity/all/bonds"].__setitem__(1, [0, 1]),  # molecule 0 loses its bond to particle 2
+        lambda f: f["connectivity/all/bonds"].__setitem__(
+            1, [0, 1]
+        ),  # molecule 0 loses its bond to particle 2
         "",
         "system.file",
         "molecule 0 (particles 0, 1, 2) is not connected",
     ),
-    "bond across two molecules": (lambda f: f["connectivity/all/bonds"].__setitem__(1, [0, 4]), "", "system.file", "joins molecules 0 and 1"),
+    "bond across two molecules": (
+        lambda f: f["connectivity/all/bonds"].__setitem__(1, [0, 4]),
+        "",
+        "system.file",
+        "joins molecules 0 and 1",
+    ),
     "bond not its kind's": (_stretched, "", "system.file", "particles 0 and 1 is 0.11"),
-    "box missing": (lambda f: f["particles/all"].__delitem__("box"), "", "system.file", "/particles/all/box is missing"),
+    "box missing": (
+        lambda f: f["particles/all"].__delitem__("box"),
+        "",
+        "system.file",
+        "/particles/all/box is missing",
+    ),
     "frame beyond the file": (lambda f: None, "frame = 9", "system.file", "frame 9"),
-    "box of fewer frames than the positions": (_one_box, "frame = 3", "system.file", "/particles/all/box/edges has 1 frames; frame 3"),
-    "bonds declared beyond memory": (_huge_bonds, "", "system.file", "/connectivity/all/bonds declares 34,359,738,368 values"),
-    "wrong water": (lambda f: None, 'molecule = "tip3p"', "system.molecule", "is not a tip3p water: its O-H distance"),
-    "not water": (lambda f: f["particles/all/species"].__setitem__(0, 1), 'molecule = "spce"', "system.molecule", "is not a spce water"),
-    "bonds without water": (lambda f: f.__delitem__("connectivity"), 'molecule = "spce"', "system.molecule", "no bonds"),
+    "box of fewer frames than the positions": (
+        _one_box,
+        "frame = 3",
+        "system.file",
+        "/particles/all/box/edges has 1 frames; frame 3",
+    ),
+    "bonds declared beyond memory": (
+        _huge_bonds,
+        "",
+        "system.file",
+        "/connectivity/all/bonds declares 34,359,738,368 values",
+    ),
+    "wrong water": (
+        lambda f: None,
+        'molecule = "tip3p"',
+        "system.molecule",
+        "is not a tip3p water: its O-H distance",
+    ),
+    "not water": (
+        lambda f: f["particles/all/species"].__setitem__(0, 1),
+        'molecule = "spce"',
+        "system.molecule",
+        "is not a spce water",
+    ),
+    "bonds without water": (
+        lambda f: f.__delitem__("connectivity"),
+        'molecule = "spce"',
+        "system.molecule",
+        "no bonds",
+    ),
     "molecules beside a file": (lambda f: None, "molecules = 8", "system.molecules", "either file"),
 }
 
@@ -422,23 +556,49 @@ def test_bonded_molecules_find_kinds_close_triangles_and_make_molecules_whole():
     # by the box's face, and an ion with no bonds.
     edges = np.array([2.0, 2.0, 2.0])
     water = np.array([[0.0, 0.0, 0.0], [0.08, 0.06, 0.0], [-0.08, 0.06, 0.0]])  # O-H 0.1, H-H 0.16
-    position = np.concatenate([
-        water[:1] + 0.5, water[:1] + 1.2,  # 0, 1: oxygens
-        water[1:] + 0.5, water[1:] + 1.2,  # 2, 3 and 4, 5: hydrogens
-        [[0.3, 1.5, 0.2], [0.4, 1.5, 0.2]],  # 6, 7: diatomic, 0.100
-        [[1.5, 0.3, 0.2], [1.5, 0.402, 0.2]],  # 8, 9: diatomic, 0.102
-        [[1.95, 1.0, 1.0], [0.05, 1.0, 1.0], [0.15, 1.0, 1.0], [0.25, 1.0, 1.0]],  # 10-13: a chain across x = 0
-        [[1.0, 1.0, 1.8]],  # 14: an ion
-    ])
+    position = np.concatenate(
+        [
+            water[:1] + 0.5,
+            water[:1] + 1.2,  # 0, 1: oxygens
+            water[1:] + 0.5,
+            water[1:] + 1.2,  # 2, 3 and 4, 5: hydrogens
+            [[0.3, 1.5, 0.2], [0.4, 1.5, 0.2]],  # 6, 7: diatomic, 0.100
+            [[1.5, 0.3, 0.2], [1.5, 0.402, 0.2]],  # 8, 9: diatomic, 0.102
+            [
+                [1.95, 1.0, 1.0],
+                [0.05, 1.0, 1.0],
+                [0.15, 1.0, 1.0],
+                [0.25, 1.0, 1.0],
+            ],  # 10-13: a chain across x = 0
+            [[1.0, 1.0, 1.8]],  # 14: an ion
+        ]
+    )
     species = np.array([0, 0, 1, 1, 1, 1, 2, 3, 2, 3, 4, 4, 4, 4, 5])
     mass = np.where(species == 0, 16.0, np.where(species == 1, 1.0, 12.0))
     bonds = [[0, 2], [3, 0], [1, 4], [1, 5], [7, 6], [8, 9], [10, 11], [11, 12], [12, 13]]
     whole, topology = md.bonded_molecules(position, species, mass, bonds, edges)
     molecule = np.asarray(topology.molecule)
     np.testing.assert_array_equal(molecule, [0, 1, 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 4, 4, 5])
-    pairs = {tuple(p): float(length) for p, length in zip(np.asarray(topology.constraints).tolist(), np.asarray(topology.lengths))}
+    pairs = {
+        tuple(p): float(length)
+        for p, length in zip(
+            np.asarray(topology.constraints).tolist(), np.asarray(topology.lengths)
+        )
+    }
     # waters closed into triangles (H-H added), the chain's three bonds alone
-    assert set(pairs) == {(0, 2), (0, 3), (2, 3), (1, 4), (1, 5), (4, 5), (6, 7), (8, 9), (10, 11), (11, 12), (12, 13)}
+    assert set(pairs) == {
+        (0, 2),
+        (0, 3),
+        (2, 3),
+        (1, 4),
+        (1, 5),
+        (4, 5),
+        (6, 7),
+        (8, 9),
+        (10, 11),
+        (11, 12),
+        (12, 13),
+    }
     assert pairs[(0, 2)] == pairs[(0, 3)] == pairs[(1, 4)] == pytest.approx(0.1, rel=1e-12)
     assert pairs[(2, 3)] == pytest.approx(0.16, rel=1e-12)
     assert pairs[(6, 7)] == pairs[(8, 9)] == pytest.approx(0.101, rel=1e-12)  # the kind's mean
@@ -450,7 +610,10 @@ def test_bonded_molecules_find_kinds_close_triangles_and_make_molecules_whole():
     # the same chain as a claimed molecule of two parts is refused
     claimed = molecule.copy()
     claimed[14] = 4
-    with pytest.raises(ValueError, match=r"molecule 4 \(particles 10, 11, 12, 13, 14\) is not connected by its bonds: particle 14"):
+    with pytest.raises(
+        ValueError,
+        match=r"molecule 4 \(particles 10, 11, 12, 13, 14\) is not connected by its bonds: particle 14",
+    ):
         md.bonded_molecules(position, species, mass, bonds, edges, claimed=claimed)
 
 
@@ -485,24 +648,62 @@ def test_read_h5md_takes_every_h5md_form_of_bonds(tmp_path):
         "connectivity/pairs": ([[4, 5]], "all"),  # H5MD 1.1: a reference names the group
         "connectivity/elsewhere": ([[1, 2]], "other"),  # another group's
     }
-    system = md.read_h5md(write_file(tmp_path / "a.h5", x, [1.0, 1.0, 1.0], np.zeros(6, int), forms))
+    system = md.read_h5md(
+        write_file(tmp_path / "a.h5", x, [1.0, 1.0, 1.0], np.zeros(6, int), forms)
+    )
     assert sorted(map(tuple, np.asarray(system.bonds).tolist())) == [(0, 1), (2, 3), (4, 5)]
     # with /particles/all/id, bonds name particles by id
     ids = [10, 11, 15, 13, 14, 12]
-    system = md.read_h5md(write_file(tmp_path / "b.h5", x, [1.0] * 3, np.zeros(6, int), {"connectivity/all/bonds": ([[10, 15], [12, 13]], None)}, ids=ids))
+    system = md.read_h5md(
+        write_file(
+            tmp_path / "b.h5",
+            x,
+            [1.0] * 3,
+            np.zeros(6, int),
+            {"connectivity/all/bonds": ([[10, 15], [12, 13]], None)},
+            ids=ids,
+        )
+    )
     np.testing.assert_array_equal(system.bonds, [[0, 2], [5, 3]])
-    with pytest.raises(ValueError, match="names particle id 16, which /particles/all/id does not hold"):
-        md.read_h5md(write_file(tmp_path / "c.h5", x, [1.0] * 3, np.zeros(6, int), {"connectivity/all/bonds": ([[10, 16]], None)}, ids=ids))
+    with pytest.raises(
+        ValueError, match="names particle id 16, which /particles/all/id does not hold"
+    ):
+        md.read_h5md(
+            write_file(
+                tmp_path / "c.h5",
+                x,
+                [1.0] * 3,
+                np.zeros(6, int),
+                {"connectivity/all/bonds": ([[10, 16]], None)},
+                ids=ids,
+            )
+        )
     with pytest.raises(ValueError, match=r"/connectivity/all/bonds must be \[b, 2\] integer"):
-        md.read_h5md(write_file(tmp_path / "d.h5", x, [1.0] * 3, np.zeros(6, int), {"connectivity/all/bonds": ([[0.0, 1.5]], None)}))
+        md.read_h5md(
+            write_file(
+                tmp_path / "d.h5",
+                x,
+                [1.0] * 3,
+                np.zeros(6, int),
+                {"connectivity/all/bonds": ([[0.0, 1.5]], None)},
+            )
+        )
 
 
 def test_a_file_of_diatomics_runs_shake_and_bead_spring_keeps_its_bonds(tmp_path):
     # 27 diatomics on a lattice (bond 0.6 in a box of 6.0, reduced units): SHAKE pairs,
     # no triangles; the same file under bead_spring keeps its bonds as springs.
-    grid = (np.stack(np.meshgrid(*[np.arange(3)] * 3, indexing="ij"), -1).reshape(-1, 3) + 0.5) * 2.0
+    grid = (
+        np.stack(np.meshgrid(*[np.arange(3)] * 3, indexing="ij"), -1).reshape(-1, 3) + 0.5
+    ) * 2.0
     x = np.concatenate([grid, grid + [0.6, 0.0, 0.0]])
-    write_file(tmp_path / "di.h5", x, [6.0] * 3, np.zeros(54, int), {"connectivity/all/bonds": ([[i, 27 + i] for i in range(27)], None)})
+    write_file(
+        tmp_path / "di.h5",
+        x,
+        [6.0] * 3,
+        np.zeros(54, int),
+        {"connectivity/all/bonds": ([[i, 27 + i] for i in range(27)], None)},
+    )
     text = '[model]\nname = "{model}"\n[params]\ncutoff = 1.5\n[system]\nfile = "di.h5"\ntemperature = 1.0\n[time]\ndt = 0.002\nsteps = 10\nsave_every = 5\n[solver]\nmethod = "verlet"\n'
     (tmp_path / "di.toml").write_text(text.format(model="lennard_jones"))
     s = sim.setup(sim.load_config(tmp_path / "di.toml"))
@@ -520,12 +721,18 @@ def test_a_file_of_diatomics_runs_shake_and_bead_spring_keeps_its_bonds(tmp_path
     np.testing.assert_array_equal(s.initial.bonds, [[i, 27 + i] for i in range(27)])
     # A model of the user's own with bond terms says so (`bonded`): its bonds stay bonds.
     (tmp_path / "springs.py").write_text(SPRINGS)
-    (tmp_path / "own.toml").write_text(text.format(model="lennard_jones").replace('name = "lennard_jones"', 'source = "springs.py:Springs"').replace("cutoff = 1.5", "cutoff = 1.5\nbond_k = 50.0"))
+    (tmp_path / "own.toml").write_text(
+        text.format(model="lennard_jones")
+        .replace('name = "lennard_jones"', 'source = "springs.py:Springs"')
+        .replace("cutoff = 1.5", "cutoff = 1.5\nbond_k = 50.0")
+    )
     s = sim.setup(sim.load_config(tmp_path / "own.toml"))
     assert s.initial.topology is None and s.solver.integrator.constraints is None
     np.testing.assert_array_equal(s.initial.bonds, [[i, 27 + i] for i in range(27)])
     stretched = s.initial.at(s.initial.position.at[27:, 0].add(0.1))  # (every bond 0.1 longer)
-    spring = s.model.energy(stretched, s.params) - md.LennardJones(cutoff=1.5).energy(stretched, s.params)
+    spring = s.model.energy(stretched, s.params) - md.LennardJones(cutoff=1.5).energy(
+        stretched, s.params
+    )
     assert float(spring) == pytest.approx(27 * 0.5 * 50.0 * 0.1**2, rel=1e-9)
 
 
@@ -554,10 +761,16 @@ class Springs(LennardJones):
         ('file = "start.h5"\nframe = "last"', "system.frame", "whole number"),
         ('file = "start.h5"\ngroup = "/particles/all"', "system.group", "name of a group"),
         ('file = "start.h5"\ngroup = "solvent"', "system.file", "/particles/solvent is missing"),
-        ('file = "start.h5"\nmolecule = { species = [0], mass = [1.0], sites = [[0, 0, 0]], constraints = [] }', "system.molecule", "names the water model"),
+        (
+            'file = "start.h5"\nmolecule = { species = [0], mass = [1.0], sites = [[0, 0, 0]], constraints = [] }',
+            "system.molecule",
+            "names the water model",
+        ),
     ],
 )
-def test_bad_start_file_settings_are_refused_in_one_line(system, key, expected, water_run, tmp_path, capsys):
+def test_bad_start_file_settings_are_refused_in_one_line(
+    system, key, expected, water_run, tmp_path, capsys
+):
     shutil.copy(water_run, tmp_path / "start.h5")
     config = write_config(tmp_path, system)
     code, err = cli(["run", str(config), "-o", str(tmp_path / "out.h5"), "--quiet"], capsys)
@@ -575,7 +788,13 @@ def test_ctrl_c_to_sim_run_of_water_resumes_to_the_uninterrupted_file(tmp_path, 
 
     write_config(tmp_path, steps=400, extra="[output]\nchunk = 2\ncheckpoint_every = 1\n")
     args = ["run", "water.toml", "-o", "out.h5", "--quiet"]
-    proc = subprocess.Popen([str(Path(sys.executable).parent / "sim"), *args], cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [str(Path(sys.executable).parent / "sim"), *args],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     checkpoint = _stream.checkpoint_path(tmp_path / "out.h5")
     deadline = time.monotonic() + 300
     while not checkpoint.exists() and proc.poll() is None and time.monotonic() < deadline:

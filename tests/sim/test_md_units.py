@@ -58,11 +58,18 @@ def test_factors_of_the_real_units_follow_from_the_si_constants():
     assert real.pressure == pytest.approx(si.bar * 1e-27 * si.N_A / 1e3, rel=1e-14)  # kJ/mol/nm^3
     assert real.pressure == pytest.approx(0.0602214076, rel=1e-12)
     grams_per_cm3 = si.atomic_mass * 1e3 / 1e-21  # one amu per nm^3
-    assert 1.0 / real.mass_density == pytest.approx(grams_per_cm3, rel=1e-8)  # (CODATA 2018 and 2022 differ by 1.4e-9)
+    assert 1.0 / real.mass_density == pytest.approx(
+        grams_per_cm3, rel=1e-8
+    )  # (CODATA 2018 and 2022 differ by 1.4e-9)
     # the time unit nm sqrt(amu / (kJ/mol)) is one picosecond
     assert 1e-9 * np.sqrt(si.atomic_mass / (1e3 / si.N_A)) == pytest.approx(1e-12, rel=1e-9)
     reduced = md.unit_system("reduced")
-    assert (reduced.boltzmann, reduced.coulomb, reduced.pressure, reduced.labels) == (1.0, 1.0, 1.0, {})
+    assert (reduced.boltzmann, reduced.coulomb, reduced.pressure, reduced.labels) == (
+        1.0,
+        1.0,
+        1.0,
+        {},
+    )
 
 
 @pytest.mark.slow  # two NPT runs compiled; the unit factors themselves are checked by default
@@ -71,32 +78,74 @@ def test_a_real_units_run_is_the_reduced_run_with_converted_targets(tmp_path):
     in reduced units give the same trajectory, and the observables differ by k_B and
     the bar."""
     real = md.unit_system("real")
-    a = sim.run(sim.load_config(write(
-        tmp_path, "real", units='units = "real"', temperature=T_KELVIN, pressure=P_BAR, compressibility=BETA_PER_BAR
-    )))
-    b = sim.run(sim.load_config(write(
-        tmp_path, "reduced", units="", temperature=repr(real.boltzmann * T_KELVIN),
-        pressure=repr(P_BAR * real.pressure), compressibility=repr(BETA_PER_BAR / real.pressure),
-    )))
-    np.testing.assert_allclose(a.observables["position"], b.observables["position"], rtol=0, atol=1e-12)
+    a = sim.run(
+        sim.load_config(
+            write(
+                tmp_path,
+                "real",
+                units='units = "real"',
+                temperature=T_KELVIN,
+                pressure=P_BAR,
+                compressibility=BETA_PER_BAR,
+            )
+        )
+    )
+    b = sim.run(
+        sim.load_config(
+            write(
+                tmp_path,
+                "reduced",
+                units="",
+                temperature=repr(real.boltzmann * T_KELVIN),
+                pressure=repr(P_BAR * real.pressure),
+                compressibility=repr(BETA_PER_BAR / real.pressure),
+            )
+        )
+    )
+    np.testing.assert_allclose(
+        a.observables["position"], b.observables["position"], rtol=0, atol=1e-12
+    )
     np.testing.assert_allclose(a.observables["box"], b.observables["box"], rtol=0, atol=1e-12)
-    np.testing.assert_allclose(a.observables["temperature"] * real.boltzmann, b.observables["temperature"], rtol=1e-12)
-    np.testing.assert_allclose(a.observables["pressure"] * real.pressure, b.observables["pressure"], rtol=1e-10)
-    assert a.observables["temperature"][0] == pytest.approx(T_KELVIN, rel=1e-12)  # Maxwell-Boltzmann at 90 K
+    np.testing.assert_allclose(
+        a.observables["temperature"] * real.boltzmann, b.observables["temperature"], rtol=1e-12
+    )
+    np.testing.assert_allclose(
+        a.observables["pressure"] * real.pressure, b.observables["pressure"], rtol=1e-10
+    )
+    assert a.observables["temperature"][0] == pytest.approx(
+        T_KELVIN, rel=1e-12
+    )  # Maxwell-Boltzmann at 90 K
     mass = np.sum(np.asarray(a.system.mass)) * si.atomic_mass * 1e3  # grams
-    np.testing.assert_allclose(a.observables["mass_density"], mass / (a.observables["volume"] * 1e-21), rtol=1e-8)
+    np.testing.assert_allclose(
+        a.observables["mass_density"], mass / (a.observables["volume"] * 1e-21), rtol=1e-8
+    )
     assert "mass_density" not in b.observables
 
 
 def test_h5md_unit_attributes_let_mdanalysis_convert(tmp_path):
     from MDAnalysis.coordinates.H5MD import H5MDReader
 
-    config = write(tmp_path, "real", units='units = "real"', temperature=T_KELVIN, pressure=P_BAR, compressibility=BETA_PER_BAR)
+    config = write(
+        tmp_path,
+        "real",
+        units='units = "real"',
+        temperature=T_KELVIN,
+        pressure=P_BAR,
+        compressibility=BETA_PER_BAR,
+    )
     out = tmp_path / "real.h5"
     assert main(["run", str(config), "-o", str(out), "--quiet"]) in (0, None)
     with h5py.File(out) as f:
-        units = {name: f[f"observables/{name}/value"].attrs["unit"] for name in ("temperature", "pressure", "total_energy", "mass_density")}
-        assert units == {"temperature": "K", "pressure": "bar", "total_energy": "kJ mol-1", "mass_density": "g cm-3"}
+        units = {
+            name: f[f"observables/{name}/value"].attrs["unit"]
+            for name in ("temperature", "pressure", "total_energy", "mass_density")
+        }
+        assert units == {
+            "temperature": "K",
+            "pressure": "bar",
+            "total_energy": "kJ mol-1",
+            "mass_density": "g cm-3",
+        }
         assert f["particles/all/position/value"].attrs["unit"] == "nm"
         assert f["particles/all/velocity/value"].attrs["unit"] == "nm ps-1"
         assert f["particles/all/box/edges/value"].attrs["unit"] == "nm"
@@ -115,7 +164,9 @@ def test_h5md_unit_attributes_let_mdanalysis_convert(tmp_path):
 
 
 def test_reduced_units_stay_the_default_without_unit_attributes(tmp_path):
-    config = write(tmp_path, "reduced", units="", temperature=0.75, pressure=0.1, compressibility=0.1)
+    config = write(
+        tmp_path, "reduced", units="", temperature=0.75, pressure=0.1, compressibility=0.1
+    )
     out = sim.run(sim.load_config(config)).save(tmp_path / "reduced.h5")
     with h5py.File(out) as f:
         assert "unit" not in f["particles/all/position/value"].attrs
@@ -127,19 +178,35 @@ def test_reduced_units_stay_the_default_without_unit_attributes(tmp_path):
 def test_coulomb_energy_carries_the_coulomb_constant_in_real_units():
     system = md.lattice("rocksalt", 2, 0.5)
     reduced = md.LennardJonesCoulomb(cutoff=1.5, electrostatics="ewald").for_system(system)
-    real = md.LennardJonesCoulomb(cutoff=1.5, electrostatics="ewald", units="real").for_system(system)
+    real = md.LennardJonesCoulomb(cutoff=1.5, electrostatics="ewald", units="real").for_system(
+        system
+    )
     params = reduced.default_params() | {"epsilon": np.asarray(0.0)}
-    energies = jax.jit(lambda s: (real.energy(s, params), reduced.energy(s, params)))(system)  # (compiled: op by op took longer)
+    energies = jax.jit(lambda s: (real.energy(s, params), reduced.energy(s, params)))(
+        system
+    )  # (compiled: op by op took longer)
     ratio = float(energies[0]) / float(energies[1])
     assert ratio == pytest.approx(138.935458, rel=1e-12)
 
 
 @pytest.mark.parametrize("units", ['"si"', '"Real"', "3"])
 def test_an_unknown_unit_system_is_refused_in_one_line(tmp_path, capsys, units):
-    config = write(tmp_path, "bad", units=f"units = {units}", temperature=T_KELVIN, pressure=P_BAR, compressibility=BETA_PER_BAR)
+    config = write(
+        tmp_path,
+        "bad",
+        units=f"units = {units}",
+        temperature=T_KELVIN,
+        pressure=P_BAR,
+        compressibility=BETA_PER_BAR,
+    )
     with pytest.raises(SystemExit) as exit_info:
         main(["run", str(config), "-o", str(tmp_path / "bad.h5"), "--quiet"])
     assert exit_info.value.code == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "system.units" in err and "reduced, real" in err and str(config) in err
+    assert (
+        len(err.splitlines()) == 1
+        and "system.units" in err
+        and "reduced, real" in err
+        and str(config) in err
+    )
     assert not (tmp_path / "bad.h5").exists()

@@ -17,7 +17,14 @@ import pytest
 import sim
 from physics import md
 from sim.cli import main
-from solvers import LangevinBaoab, NoseHooverChain, ParticleSolver, StochasticCellRescaling, VelocityVerlet, constraints_of
+from solvers import (
+    LangevinBaoab,
+    NoseHooverChain,
+    ParticleSolver,
+    StochasticCellRescaling,
+    VelocityVerlet,
+    constraints_of,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 SPCE = md.WATER_MODELS["spce"]
@@ -32,7 +39,9 @@ def bond_deviation(position, topology) -> float:
 
 def water_box(count, seed=0, density=0.997, model=SPCE):
     """`count` waters (real units) at `density` g/cm^3, at rest."""
-    return md.molecular_box(jax.random.key(seed), model.molecule(), count, density / 1.66053906660e-3, min_distance=0.17)
+    return md.molecular_box(
+        jax.random.key(seed), model.molecule(), count, density / 1.66053906660e-3, min_distance=0.17
+    )
 
 
 def params_of(model=SPCE):
@@ -46,11 +55,17 @@ def test_settle_is_iterated_shake_to_rounding():
     system = water_box(27, seed=3)
     topology = system.topology
     rng = np.random.default_rng(0)
-    moved = system.position + 0.004 * rng.normal(size=system.position.shape)  # a drift of 2 fs at 2 nm/ps
+    moved = system.position + 0.004 * rng.normal(
+        size=system.position.shape
+    )  # a drift of 2 fs at 2 nm/ps
     settle = constraints_of(topology.constraints, topology.lengths, system.mass)
-    shake = constraints_of(topology.constraints, topology.lengths, system.mass, settle_triangles=False)
+    shake = constraints_of(
+        topology.constraints, topology.lengths, system.mass, settle_triangles=False
+    )
     assert (settle.triangles.shape[0], settle.pairs.shape[0], shake.pairs.shape[0]) == (27, 0, 81)
-    a = np.asarray(jax.jit(lambda *x: settle.positions(*x))(system.position, moved, system.mass))  # (compiled whole: a third of the time op by op)
+    a = np.asarray(
+        jax.jit(lambda *x: settle.positions(*x))(system.position, moved, system.mass)
+    )  # (compiled whole: a third of the time op by op)
     b = np.asarray(jax.jit(lambda *x: shake.positions(*x))(system.position, moved, system.mass))
     assert bond_deviation(a, topology) < 1e-15 and bond_deviation(b, topology) < 1e-15
     np.testing.assert_allclose(a, b, rtol=0, atol=1e-14)
@@ -62,7 +77,13 @@ def test_settle_is_iterated_shake_to_rounding():
 
 def shake_cases(constraints, reference, moved, velocity, force, mass):
     """Positions, RATTLE's velocities and constraint forces of `constraints`, compiled."""
-    return jax.jit(lambda r, x, v, f, m: (constraints.positions(r, x, m), constraints.velocities(r, v, m), constraints.forces(r, v, f, m)))(reference, moved, velocity, force, mass)
+    return jax.jit(
+        lambda r, x, v, f, m: (
+            constraints.positions(r, x, m),
+            constraints.velocities(r, v, m),
+            constraints.forces(r, v, f, m),
+        )
+    )(reference, moved, velocity, force, mass)
 
 
 def test_shake_by_molecule_blocks_is_shake_of_all_constraints_at_once():
@@ -75,13 +96,27 @@ def test_shake_by_molecule_blocks_is_shake_of_all_constraints_at_once():
     moved = system.position + 0.004 * rng.normal(size=system.position.shape)
     velocity = jnp.asarray(rng.normal(size=system.position.shape))
     force = jnp.asarray(100.0 * rng.normal(size=system.position.shape))
-    blocks = constraints_of(topology.constraints, topology.lengths, system.mass, settle_triangles=False)
+    blocks = constraints_of(
+        topology.constraints, topology.lengths, system.mass, settle_triangles=False
+    )
     whole = dataclasses.replace(blocks, slots=None)
-    assert blocks.slots.shape == (27, 3) and np.all(np.asarray(blocks.slots) >= 0) and whole._blocks()[0].shape == (1, 81, 2)
+    assert (
+        blocks.slots.shape == (27, 3)
+        and np.all(np.asarray(blocks.slots) >= 0)
+        and whole._blocks()[0].shape == (1, 81, 2)
+    )
     # each block holds the three constraints of one molecule
-    assert np.all(np.ptp(np.asarray(blocks.molecules)[np.asarray(blocks._blocks()[0])[..., 0]], axis=1) == 0)
-    a, b = (shake_cases(c, system.position, moved, velocity, force, system.mass) for c in (blocks, whole))
-    assert bond_deviation(np.asarray(a[0]), topology) < 1e-15 and bond_deviation(np.asarray(b[0]), topology) < 1e-15
+    assert np.all(
+        np.ptp(np.asarray(blocks.molecules)[np.asarray(blocks._blocks()[0])[..., 0]], axis=1) == 0
+    )
+    a, b = (
+        shake_cases(c, system.position, moved, velocity, force, system.mass)
+        for c in (blocks, whole)
+    )
+    assert (
+        bond_deviation(np.asarray(a[0]), topology) < 1e-15
+        and bond_deviation(np.asarray(b[0]), topology) < 1e-15
+    )
     for x, y in zip(a, b):
         np.testing.assert_allclose(x, y, rtol=0, atol=1e-12 * float(np.max(np.abs(y))))
 
@@ -110,11 +145,21 @@ def test_shake_blocks_of_molecules_with_fewer_constraints_are_padded():
     force = jnp.asarray(10.0 * rng.normal(size=position.shape))
     a, b = (shake_cases(c, position, moved, velocity, force, mass) for c in (padded, whole))
     ids = np.asarray(pairs)
-    assert np.max(np.abs(np.linalg.norm(np.asarray(a[0])[ids[:, 0]] - np.asarray(a[0])[ids[:, 1]], axis=-1) - 1.0)) < 1e-14
+    assert (
+        np.max(
+            np.abs(
+                np.linalg.norm(np.asarray(a[0])[ids[:, 0]] - np.asarray(a[0])[ids[:, 1]], axis=-1)
+                - 1.0
+            )
+        )
+        < 1e-14
+    )
     for x, y in zip(a, b):
         np.testing.assert_allclose(x, y, rtol=0, atol=1e-12 * float(np.max(np.abs(y))))
     # one molecule of many constraints among small ones: one matrix of all
-    lopsided = constraints_of([*pairs, *[[40 + b, 41 + b] for b in range(30)]], np.ones(len(pairs) + 30), np.ones(80))
+    lopsided = constraints_of(
+        [*pairs, *[[40 + b, 41 + b] for b in range(30)]], np.ones(len(pairs) + 30), np.ones(80)
+    )
     assert lopsided.slots is None
     # a chain of four: three constraints on four particles, not a triangle for SETTLE
     # (this raised a KeyError while looking for one)
@@ -131,13 +176,19 @@ def test_rattle_and_constraint_forces_of_a_spinning_rotor():
     centre = (m2 * length) / (m1 + m2)
     spin = jnp.array([[0.0, -omega * centre, 0.0], [0.0, omega * (length - centre), 0.0]])
     c = constraints_of([[0, 1]], [length], mass)
-    kicked = spin + jnp.array([[0.3, 0.1, -0.2], [-0.4, 0.0, 0.5]])  # with components along the bond
+    kicked = spin + jnp.array(
+        [[0.3, 0.1, -0.2], [-0.4, 0.0, 0.5]]
+    )  # with components along the bond
     v = c.velocities(position, kicked, mass)
     assert abs(float(jnp.dot(v[0] - v[1], position[0] - position[1]))) < 1e-15
-    np.testing.assert_allclose(jnp.sum(mass[:, None] * v, axis=0), jnp.sum(mass[:, None] * kicked, axis=0), atol=1e-15)
+    np.testing.assert_allclose(
+        jnp.sum(mass[:, None] * v, axis=0), jnp.sum(mass[:, None] * kicked, axis=0), atol=1e-15
+    )
     g = c.forces(position, spin, jnp.zeros_like(position), mass)
     mu = m1 * m2 / (m1 + m2)
-    np.testing.assert_allclose(g, [[mu * omega**2 * length, 0, 0], [-mu * omega**2 * length, 0, 0]], rtol=1e-13, atol=1e-13)
+    np.testing.assert_allclose(
+        g, [[mu * omega**2 * length, 0, 0], [-mu * omega**2 * length, 0, 0]], rtol=1e-13, atol=1e-13
+    )
     assert c.virial(position, g)[0] == pytest.approx(-mu * omega**2 * length**2, rel=1e-13)
 
 
@@ -153,7 +204,11 @@ def test_one_water_in_a_periodic_box_interacts_only_with_its_images():
     edge = 2.0
     sites = mol.centred() + edge / 2
     system = md.System(
-        jnp.asarray(sites), jnp.zeros((3, 3)), jnp.asarray(mol.mass), jnp.asarray([0, 1, 1]), md.Periodic(jnp.full(3, edge)),
+        jnp.asarray(sites),
+        jnp.zeros((3, 3)),
+        jnp.asarray(mol.mass),
+        jnp.asarray([0, 1, 1]),
+        md.Periodic(jnp.full(3, edge)),
         topology=md.topology_of([3], mol.constraints, mol.lengths()),
     )
     q = np.asarray(SPCE.params()["charges"])[[0, 1, 1]]
@@ -161,15 +216,31 @@ def test_one_water_in_a_periodic_box_interacts_only_with_its_images():
     n = np.arange(-40, 41)
     images = np.stack(np.meshgrid(n, n, n, indexing="ij"), -1).reshape(-1, 3)
     images = images[(np.sum(images**2, axis=1) <= 40**2) & np.any(images != 0, axis=1)] * edge
-    shells = sum(0.5 * k * q[i] * q[j] * np.sum(1.0 / np.linalg.norm(sites[i] - sites[j] + images, axis=1)) for i in range(3) for j in range(3))
+    shells = sum(
+        0.5 * k * q[i] * q[j] * np.sum(1.0 / np.linalg.norm(sites[i] - sites[j] + images, axis=1))
+        for i in range(3)
+        for j in range(3)
+    )
     dipole = q @ sites
     expected = shells - 2 * np.pi * k * dipole @ dipole / (3 * edge**3)
     for method, tolerance in (("ewald", 1e-9), ("pme", 1e-6)):
-        model = md.LennardJonesCoulomb(cutoff=0.9, electrostatics=method, units="real", ewald_accuracy=1e-8)
+        model = md.LennardJonesCoulomb(
+            cutoff=0.9, electrostatics=method, units="real", ewald_accuracy=1e-8
+        )
         assert float(model.energy(system, params_of())) == pytest.approx(expected, abs=tolerance)
     # without the exclusions the molecule's own charges would count: hundreds of kJ/mol
     bare = md.LennardJonesCoulomb(cutoff=0.9, electrostatics="ewald", units="real")
-    assert float(bare.energy(md.System(system.position, system.velocity, system.mass, system.species, system.space), params_of())) < -100
+    assert (
+        float(
+            bare.energy(
+                md.System(
+                    system.position, system.velocity, system.mass, system.species, system.space
+                ),
+                params_of(),
+            )
+        )
+        < -100
+    )
 
 
 @pytest.mark.slow  # compiles the energy and its gradient for two molecules on both sums
@@ -178,19 +249,33 @@ def test_two_far_apart_waters_add_up_and_forces_are_the_energy_gradient():
     edge = 5.0
     a = mol.centred() + 1.0
     b = mol.centred() @ np.diag([-1.0, 1.0, -1.0]) + 3.5
-    topo = lambda count: md.topology_of([3] * count, np.concatenate([np.asarray(mol.constraints) + 3 * i for i in range(count)]), np.tile(mol.lengths(), count))  # noqa: E731
+    topo = lambda count: md.topology_of(
+        [3] * count,
+        np.concatenate([np.asarray(mol.constraints) + 3 * i for i in range(count)]),
+        np.tile(mol.lengths(), count),
+    )  # noqa: E731
 
     def energy(*molecules):
         position = np.concatenate(molecules)
         n = len(position)
-        system = md.System(jnp.asarray(position), jnp.zeros((n, 3)), jnp.asarray(np.tile(mol.mass, n // 3)), jnp.asarray(np.tile([0, 1, 1], n // 3)),
-                           md.Periodic(jnp.full(3, edge)), topology=topo(n // 3))
-        model = md.LennardJonesCoulomb(cutoff=2.0, electrostatics="pme", units="real", ewald_accuracy=1e-7).for_system(system)
+        system = md.System(
+            jnp.asarray(position),
+            jnp.zeros((n, 3)),
+            jnp.asarray(np.tile(mol.mass, n // 3)),
+            jnp.asarray(np.tile([0, 1, 1], n // 3)),
+            md.Periodic(jnp.full(3, edge)),
+            topology=topo(n // 3),
+        )
+        model = md.LennardJonesCoulomb(
+            cutoff=2.0, electrostatics="pme", units="real", ewald_accuracy=1e-7
+        ).for_system(system)
         return system, model, float(model.energy(system, params_of()))
 
     system, model, both = energy(a, b)
     alone = energy(a)[2] + energy(b)[2]
-    assert abs(energy(a)[2]) < 0.01 and abs(energy(b)[2]) < 0.01  # each molecule alone: its images only
+    assert (
+        abs(energy(a)[2]) < 0.01 and abs(energy(b)[2]) < 0.01
+    )  # each molecule alone: its images only
     assert abs(both - alone) < 0.05  # 2.6 nm apart: dipoles of 2.35 D interact by a few 0.01 kJ/mol
     force, _ = model.forces_and_virial(system, params_of())
     gradient = -jax.grad(lambda r: model.energy(system.at(r), params_of()))(system.position)
@@ -208,17 +293,23 @@ def small_run(integrator, steps, dt, *, seed=1, temperature=300.0):
     from sim._md_molecules import thermalized
 
     system = thermalized(system, jax.random.key(seed), kt)
-    model = md.LennardJonesCoulomb(cutoff=SMALL["cutoff"], shift=True, electrostatics="pme", units="real")
+    model = md.LennardJonesCoulomb(
+        cutoff=SMALL["cutoff"], shift=True, electrostatics="pme", units="real"
+    )
     t = jnp.asarray(np.arange(0, steps + 1, steps // 10) * dt)
     solver = ParticleSolver(integrator, skin=0.05)
-    return system, sim.simulate(model, params_of(), t, initial=system, solver=solver, key=jax.random.key(seed))
+    return system, sim.simulate(
+        model, params_of(), t, initial=system, solver=solver, key=jax.random.key(seed)
+    )
 
 
 @pytest.fixture(scope="module")
 def nve(tmp_path_factory):
     """27 TIP3P waters from a config (PME, SETTLE), 600 steps of 1 fs in NVE: one
     compiled run serves the config, conservation and pressure checks."""
-    text = CONFIG.format(molecule='"tip3p"', molecules=27, density=0.997).replace("dt = 0.002\nsteps = 20\nsave_every = 10", "dt = 0.001\nsteps = 600\nsave_every = 60")
+    text = CONFIG.format(molecule='"tip3p"', molecules=27, density=0.997).replace(
+        "dt = 0.002\nsteps = 20\nsave_every = 10", "dt = 0.001\nsteps = 600\nsave_every = 60"
+    )
     return sim.run(sim.load_config(write(tmp_path_factory.mktemp("nve"), text=text)))
 
 
@@ -242,7 +333,12 @@ def test_thermostats_and_barostat_hold_the_bonds(kind):
     if kind == "langevin":
         integrator = LangevinBaoab(dt, kt, friction=5.0)
     else:
-        integrator = StochasticCellRescaling(NoseHooverChain(dt, kt, tau=0.1), pressure=1.0 * 0.0602214076, tau=0.5, compressibility=4.5e-5 / 0.0602214076)
+        integrator = StochasticCellRescaling(
+            NoseHooverChain(dt, kt, tau=0.1),
+            pressure=1.0 * 0.0602214076,
+            tau=0.5,
+            compressibility=4.5e-5 / 0.0602214076,
+        )
     system, traj = small_run(integrator, 400, dt)
     position = np.asarray(traj.observables["position"])
     assert bond_deviation(position, system.topology) < 1e-12
@@ -259,20 +355,36 @@ def test_the_pressure_includes_the_constraint_virial(nve):
     2 K_rot + sum (r_i - R) . (F_i + G_i) = 0 at every instant, so the two agree state
     by state, not only on average."""
     system, params = nve.system, {k: jnp.asarray(v) for k, v in nve.params.items()}
-    model = md.LennardJonesCoulomb(cutoff=SMALL["cutoff"], shift=True, electrostatics="pme", units="real").for_system(system)
+    model = md.LennardJonesCoulomb(
+        cutoff=SMALL["cutoff"], shift=True, electrostatics="pme", units="real"
+    ).for_system(system)
     final = [jnp.asarray(nve.observables[name][-1]) for name in ("position", "velocity")]
     current = system.at(*final)
-    force, total_virial = jax.jit(model.forces_and_virial)(current, params)  # (one program: this test compiles nothing else)
-    force, total_virial = np.asarray(force).reshape(-1, 3, 3), float(jnp.sum(total_virial))  # (the diagonal of the tensor: its trace)
-    position, velocity = np.asarray(final[0]).reshape(-1, 3, 3), np.asarray(final[1]).reshape(-1, 3, 3)
+    force, total_virial = jax.jit(model.forces_and_virial)(
+        current, params
+    )  # (one program: this test compiles nothing else)
+    force, total_virial = (
+        np.asarray(force).reshape(-1, 3, 3),
+        float(jnp.sum(total_virial)),
+    )  # (the diagonal of the tensor: its trace)
+    position, velocity = (
+        np.asarray(final[0]).reshape(-1, 3, 3),
+        np.asarray(final[1]).reshape(-1, 3, 3),
+    )
     m = np.asarray(system.mass).reshape(-1, 3, 1)
     centre = np.sum(m * position, axis=1) / m.sum(axis=1)
     momentum = np.sum(m * velocity, axis=1)
     internal = float(np.sum((position - centre[:, None, :]) * force))
     virial = total_virial - internal
     volume = float(np.prod(np.asarray(system.space.box)))
-    molecular = (np.sum(momentum**2 / m.sum(axis=1)) + virial) / (3 * volume) / md.unit_system("real").pressure
-    without = (np.sum(m * velocity**2) + total_virial) / (3 * volume) / md.unit_system("real").pressure
+    molecular = (
+        (np.sum(momentum**2 / m.sum(axis=1)) + virial)
+        / (3 * volume)
+        / md.unit_system("real").pressure
+    )
+    without = (
+        (np.sum(m * velocity**2) + total_virial) / (3 * volume) / md.unit_system("real").pressure
+    )
     assert abs(without - molecular) > 100.0  # bar: the bond forces matter
     assert float(nve.observables["pressure"][-1]) == pytest.approx(molecular, rel=1e-9, abs=1e-6)
 
@@ -303,7 +415,11 @@ method = "verlet"
 
 def write(tmp_path, molecule='"spce"', molecules=27, density=0.997, text=None):
     path = tmp_path / "water.toml"
-    path.write_text(text if text is not None else CONFIG.format(molecule=molecule, molecules=molecules, density=density))
+    path.write_text(
+        text
+        if text is not None
+        else CONFIG.format(molecule=molecule, molecules=molecules, density=density)
+    )
     return path
 
 
@@ -330,24 +446,51 @@ def test_a_water_config_runs_with_the_water_models_parameters(nve):
         ('"spc"', 27, 0.997, "system.molecule", "spce"),
         ('"spce"', 1, 0.997, "system.molecules", ">= 2"),
         ('"spce"', 27, -1.0, "system.density", "positive"),
-        ("{ species = [0, 1], mass = [1.0, 1.0], sites = [[0, 0, 0], [0.1, 0, 0]], constraints = [[0, 2]] }", 27, 0.5, "system.molecule.constraints", "0..1"),
-        ("{ species = [0, 1], mass = [1.0], sites = [[0, 0, 0], [0.1, 0, 0]], constraints = [[0, 1]] }", 27, 0.5, "system.molecule.mass", "2 masses"),
-        ("{ species = [0, 1], mass = [1.0, 1.0], sites = [[0, 0, 0], [0, 0, 0]], constraints = [[0, 1]] }", 27, 0.5, "system.molecule.sites", "same place"),
+        (
+            "{ species = [0, 1], mass = [1.0, 1.0], sites = [[0, 0, 0], [0.1, 0, 0]], constraints = [[0, 2]] }",
+            27,
+            0.5,
+            "system.molecule.constraints",
+            "0..1",
+        ),
+        (
+            "{ species = [0, 1], mass = [1.0], sites = [[0, 0, 0], [0.1, 0, 0]], constraints = [[0, 1]] }",
+            27,
+            0.5,
+            "system.molecule.mass",
+            "2 masses",
+        ),
+        (
+            "{ species = [0, 1], mass = [1.0, 1.0], sites = [[0, 0, 0], [0, 0, 0]], constraints = [[0, 1]] }",
+            27,
+            0.5,
+            "system.molecule.sites",
+            "same place",
+        ),
     ],
 )
-def test_bad_molecules_are_refused_in_one_line(tmp_path, capsys, molecule, molecules, density, key, expected):
+def test_bad_molecules_are_refused_in_one_line(
+    tmp_path, capsys, molecule, molecules, density, key, expected
+):
     config = write(tmp_path, molecule, molecules, density)
     before = config.read_text()
     with pytest.raises(SystemExit) as exit_info:
         main(["run", str(config), "-o", str(tmp_path / "bad.h5"), "--quiet"])
     assert exit_info.value.code == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and key in err and expected in err and "Traceback" not in err, err
+    assert (
+        len(err.splitlines()) == 1 and key in err and expected in err and "Traceback" not in err
+    ), err
     assert not (tmp_path / "bad.h5").exists() and config.read_text() == before
 
 
 def test_water_needs_real_units(tmp_path, capsys):
-    config = write(tmp_path, text=CONFIG.format(molecule='"spce"', molecules=27, density=0.997).replace('units = "real"\n', ""))
+    config = write(
+        tmp_path,
+        text=CONFIG.format(molecule='"spce"', molecules=27, density=0.997).replace(
+            'units = "real"\n', ""
+        ),
+    )
     with pytest.raises(SystemExit) as exit_info:
         main(["run", str(config), "-o", str(tmp_path / "bad.h5"), "--quiet"])
     err = capsys.readouterr().err.strip()
@@ -361,7 +504,13 @@ def test_overlapping_molecules_at_the_start_are_refused():
     crowded = system.at(jnp.asarray(position))
     model = md.LennardJonesCoulomb(cutoff=0.45, units="real")
     with pytest.raises(ValueError, match=r"molecules 0 and 1.*overlap"):
-        sim.simulate(model, params_of(), jnp.linspace(0.0, 0.01, 3), initial=crowded, solver=VelocityVerlet(dt=0.005))
+        sim.simulate(
+            model,
+            params_of(),
+            jnp.linspace(0.0, 0.01, 3),
+            initial=crowded,
+            solver=VelocityVerlet(dt=0.005),
+        )
 
 
 # ----------------------------------------------------------------------------- slow
@@ -379,7 +528,9 @@ BLOCKS = 8
 @pytest.mark.slow
 def test_spce_water_density_at_298_kelvin_and_one_bar():
     # (from 0.96 g/cm^3, 3.5% below: the density the run ends at is the barostat's doing)
-    config = sim.load_config(ROOT / "experiments" / "benchmarks" / "spce_water.toml", [f"system.density={START}"])
+    config = sim.load_config(
+        ROOT / "experiments" / "benchmarks" / "spce_water.toml", [f"system.density={START}"]
+    )
     load = os.getloadavg()
     start = time.perf_counter()
     result = sim.run(config)
@@ -402,7 +553,11 @@ def test_spce_water_density_at_298_kelvin_and_one_bar():
         f"largest bond deviation {deviation:.2e} nm"
     )
     assert density[0] == pytest.approx(START, rel=1e-9)
-    assert deviation < 1e-13  # (float64 resolves a bond of 0.1 nm to about 1e-17 nm; RESULTS: 1.3e-15)
+    assert (
+        deviation < 1e-13
+    )  # (float64 resolves a bond of 0.1 nm to about 1e-17 nm; RESULTS: 1.3e-15)
     assert PUBLISHED[0] * 0.99 <= mean <= PUBLISHED[1] * 1.01
-    assert abs(pressure_blocks.mean() - 1.0) < 3 * pressure_error  # the barostat's target, within the noise
+    assert (
+        abs(pressure_blocks.mean() - 1.0) < 3 * pressure_error
+    )  # the barostat's target, within the noise
     assert abs(temperature - 298.0) < 3.0

@@ -63,15 +63,21 @@ def test_a_model_file_runs_and_sweeps_as_the_built_in_model(tmp_cwd, capsys):
     Path("built_in.toml").write_text(BUILT_IN)
     for name in ("file", "built_in"):
         for command in ("run", "sweep"):
-            code, err = cli([command, f"{name}.toml", "-o", f"{name}_{command}.h5", "--quiet"], capsys)
+            code, err = cli(
+                [command, f"{name}.toml", "-o", f"{name}_{command}.h5", "--quiet"], capsys
+            )
             assert code == 0, err
     for command in ("run", "sweep"):
         mine, theirs = sim.read(f"file_{command}.h5"), sim.read(f"built_in_{command}.h5")
         np.testing.assert_allclose(mine.observables["hare"], theirs.observables["prey"], rtol=1e-12)
-        np.testing.assert_allclose(mine.observables["lynx"], theirs.observables["predator"], rtol=1e-12)
+        np.testing.assert_allclose(
+            mine.observables["lynx"], theirs.observables["predator"], rtol=1e-12
+        )
     assert sim.read("file_run.h5").attrs["model"] == "predation"
     # The file is run once per process and version: a second config reuses its classes.
-    assert _sources.file_models(Path("predation.py"))["Predation"] is _sources.source_class("predation.py", Path.cwd())
+    assert _sources.file_models(Path("predation.py"))["Predation"] is _sources.source_class(
+        "predation.py", Path.cwd()
+    )
 
 
 def test_sim_models_lists_and_describes_a_model_file(tmp_cwd, capsys):
@@ -81,23 +87,59 @@ def test_sim_models_lists_and_describes_a_model_file(tmp_cwd, capsys):
     assert "predation.py:Predation" in out and "OdeModel" in out and "hares and lynxes" in out
     code, out, err = cli_out(["models", "predation.py:Predation"], capsys)
     assert code == 0, err
-    assert "lynx growth per hare eaten" in out and " hare   30 " in out and "1/(year*thousand)" in out  # (the state table: name, initial value)
+    assert (
+        "lynx growth per hare eaten" in out and " hare   30 " in out and "1/(year*thousand)" in out
+    )  # (the state table: name, initial value)
 
 
 @pytest.mark.parametrize(
     "source, text, says",
     [
         ("missing.py:Predation", None, "model.source: missing.py: no such file"),
-        ("predation.py:Predaton", PREDATION, "defines no class 'Predaton' (model classes: Predation). Perhaps you meant 'Predation'?"),
-        ("predation.py:Predation", PREDATION.replace("def vector_field", "def vector_fieldd"), "Predation is abstract; it does not define vector_field"),
-        ("predation.py:Predation", PREDATION + "\nx = (1,\n", f"predation.py: line {PREDATION.count(chr(10)) + 2}: SyntaxError"),
-        ("predation.py:Predation", PREDATION + "\nraise RuntimeError('no licence server')\n", f"line {PREDATION.count(chr(10)) + 2}: RuntimeError: no licence server"),
-        ("predation.py:Predation", PREDATION + "\nimport sys\nsys.exit(3)\n", "the file called exit(3)"),
+        (
+            "predation.py:Predaton",
+            PREDATION,
+            "defines no class 'Predaton' (model classes: Predation). Perhaps you meant 'Predation'?",
+        ),
+        (
+            "predation.py:Predation",
+            PREDATION.replace("def vector_field", "def vector_fieldd"),
+            "Predation is abstract; it does not define vector_field",
+        ),
+        (
+            "predation.py:Predation",
+            PREDATION + "\nx = (1,\n",
+            f"predation.py: line {PREDATION.count(chr(10)) + 2}: SyntaxError",
+        ),
+        (
+            "predation.py:Predation",
+            PREDATION + "\nraise RuntimeError('no licence server')\n",
+            f"line {PREDATION.count(chr(10)) + 2}: RuntimeError: no licence server",
+        ),
+        (
+            "predation.py:Predation",
+            PREDATION + "\nimport sys\nsys.exit(3)\n",
+            "the file called exit(3)",
+        ),
         ("predation.py:Parameter", PREDATION, "Parameter is not a model class"),
-        ("predation.py", PREDATION + "\nclass Other(Predation):\n    name = 'other'\n", "expected predation.py:CLASS naming one model class (it defines Predation, Other)"),
+        (
+            "predation.py",
+            PREDATION + "\nclass Other(Predation):\n    name = 'other'\n",
+            "expected predation.py:CLASS naming one model class (it defines Predation, Other)",
+        ),
         ("config.toml:Predation", PREDATION, "expected a Python file (.py)"),
     ],
-    ids=["missing", "typo", "abstract", "syntax", "raises", "exits", "not-a-model", "two-models", "not-python"],
+    ids=[
+        "missing",
+        "typo",
+        "abstract",
+        "syntax",
+        "raises",
+        "exits",
+        "not-a-model",
+        "two-models",
+        "not-python",
+    ],
 )
 def test_a_broken_model_file_is_one_line_naming_it(source, text, says, tmp_cwd, capsys):
     if text is not None:
@@ -154,7 +196,11 @@ def test_an_installed_plugin_is_listed_and_runs_by_name(site, tmp_cwd, capsys):
     for name in ("plugin", "built_in"):
         code, err = cli(["run", f"{name}.toml", "-o", f"{name}.h5", "--quiet"], capsys)
         assert code == 0, err
-    np.testing.assert_allclose(sim.read("plugin.h5").observables["lynx"], sim.read("built_in.h5").observables["predator"], rtol=1e-12)
+    np.testing.assert_allclose(
+        sim.read("plugin.h5").observables["lynx"],
+        sim.read("built_in.h5").observables["predator"],
+        rtol=1e-12,
+    )
 
 
 @pytest.mark.parametrize(
@@ -173,7 +219,12 @@ def test_a_broken_plugin_is_listed_with_why_and_refused_by_name(entry, says, sit
     assert "lotka_volterra" in out and name in out
     Path("plugin.toml").write_text(CONFIG.format(model=f'name = "{name}"', a="a"))
     code, err = cli(["run", "plugin.toml", "-o", "out.h5"], capsys)
-    assert code == 2 and len(err.strip().splitlines()) == 1 and says in err and "predation-models 1.0" in err, err
+    assert (
+        code == 2
+        and len(err.strip().splitlines()) == 1
+        and says in err
+        and "predation-models 1.0" in err
+    ), err
     assert not Path("out.h5").exists()
 
 
@@ -185,7 +236,20 @@ def test_the_example_model_file_matches_solve_ivp(tmp_cwd, capsys):
 
     from .test_examples import EXPERIMENTS, plot
 
-    code, err = cli(["run", str(EXPERIMENTS / "predation.toml"), "-o", "predation.h5", "--quiet", "--set", "time.t1=50.0", "--set", "time.save=101"], capsys)
+    code, err = cli(
+        [
+            "run",
+            str(EXPERIMENTS / "predation.toml"),
+            "-o",
+            "predation.h5",
+            "--quiet",
+            "--set",
+            "time.t1=50.0",
+            "--set",
+            "time.save=101",
+        ],
+        capsys,
+    )
     assert code == 0, err
     plot("predation.h5", capsys)
     record = sim.read("predation.h5")
@@ -195,7 +259,9 @@ def test_the_example_model_file_matches_solve_ivp(tmp_cwd, capsys):
         intake = a * y[0] / (1 + a * h * y[0])
         return [r * y[0] * (1 - y[0] / K) - intake * y[1], c * intake * y[1] - m * y[1]]
 
-    reference = solve_ivp(rates, (0.0, 50.0), [1.0, 0.5], t_eval=record.time, method="DOP853", rtol=1e-12, atol=1e-12)
+    reference = solve_ivp(
+        rates, (0.0, 50.0), [1.0, 0.5], t_eval=record.time, method="DOP853", rtol=1e-12, atol=1e-12
+    )
     # Measured: largest difference 9.4e-10 (the run's rtol is 1e-10 over 50 years of cycles).
     np.testing.assert_allclose(record.observables["prey"], reference.y[0], rtol=0, atol=5e-9)
     np.testing.assert_allclose(record.observables["predator"], reference.y[1], rtol=0, atol=5e-9)

@@ -22,7 +22,9 @@ def frames_of(path):
     """The decoded frames of a GIF as RGB arrays."""
     with Image.open(path) as image:
         assert image.format == "GIF"
-        return [np.asarray(frame.convert("RGB"), dtype=int) for frame in ImageSequence.Iterator(image)]
+        return [
+            np.asarray(frame.convert("RGB"), dtype=int) for frame in ImageSequence.Iterator(image)
+        ]
 
 
 def below_title(frame, rows=40):
@@ -68,7 +70,9 @@ def test_only_frames_whose_field_changes_differ(tmp_cwd):
     # 1D: the field holds still for the first three frames, then moves; the drawn line
     # must do the same (the value axis is fixed over the movie).
     x = np.linspace(0.0, 1.0, 40)
-    u = np.array([np.sin(2 * np.pi * x)] * 3 + [np.sin(2 * np.pi * (x - 0.2)), 0.5 * np.sin(2 * np.pi * x)])
+    u = np.array(
+        [np.sin(2 * np.pi * x)] * 3 + [np.sin(2 * np.pi * (x - 0.2)), 0.5 * np.sin(2 * np.pi * x)]
+    )
     run_file("still.h5", np.arange(5.0), {"u": u}, {"x": x})
     frames = [below_title(f) for f in frames_of(sim.movie("still.h5", "still.gif"))]
     assert changed(frames[0], frames[1]) == changed(frames[1], frames[2]) == 0
@@ -99,14 +103,19 @@ def test_md_movie(tmp_cwd, capsys):
     assert Path("lj.png").exists()  # the figure too, when -o names one
     frames = frames_of("lj.gif")
     assert len(frames) == 5
-    assert all(changed(below_title(a), below_title(b)) > 20 for a, b in zip(frames, frames[1:]))  # the particles move
+    assert all(
+        changed(below_title(a), below_title(b)) > 20 for a, b in zip(frames, frames[1:])
+    )  # the particles move
 
 
 def h5md_file(path, position, species, edges):
     with h5py.File(path, "w") as f:
         f.create_group("h5md").attrs["version"] = np.array([1, 1], dtype=np.int32)
         frames = len(position)
-        for name, value in (("position", position), ("box/edges", np.broadcast_to(edges, (frames, len(edges))))):
+        for name, value in (
+            ("position", position),
+            ("box/edges", np.broadcast_to(edges, (frames, len(edges)))),
+        ):
             group = f.create_group(f"particles/all/{name}")
             group["value"] = value
             group["time"] = np.arange(frames, dtype=float)
@@ -117,11 +126,15 @@ def h5md_file(path, position, species, edges):
 def test_md_particles_coloured_by_species_in_their_box(tmp_cwd):
     # Particles of two species at rest in a 4 x 4 periodic box: the first frame and the
     # second are the same picture; the third, where one particle moved, differs.
-    position = np.array([[[1.0, 1.0], [3.0, 3.0], [1.0, 3.0]]] * 2 + [[[1.0, 1.0], [3.0, 3.0], [2.0, 2.0]]])
+    position = np.array(
+        [[[1.0, 1.0], [3.0, 3.0], [1.0, 3.0]]] * 2 + [[[1.0, 1.0], [3.0, 3.0], [2.0, 2.0]]]
+    )
     h5md_file("md.h5", position, [0, 1, 1], np.array([4.0, 4.0]))
     frames = [below_title(f) for f in frames_of(sim.movie("md.h5", "md.gif"))]
     assert changed(frames[0], frames[1]) == 0 and changed(frames[1], frames[2]) > 20
-    colours = {tuple(c) for c in frames[0].reshape(-1, 3) if max(c) - min(c) > 60}  # saturated: the markers
+    colours = {
+        tuple(c) for c in frames[0].reshape(-1, 3) if max(c) - min(c) > 60
+    }  # saturated: the markers
     hues = {int(np.argmax(c)) for c in colours}
     assert len(hues) >= 2, colours  # tab10 blue and orange
 
@@ -161,16 +174,28 @@ def files(tmp_cwd):
 @pytest.mark.parametrize(
     "argv, expect",
     [
-        (["ode.h5", "--movie", "out.gif"], "ode.h5: /grid: missing: this run has no fields on a grid or particle frames to animate"),
+        (
+            ["ode.h5", "--movie", "out.gif"],
+            "ode.h5: /grid: missing: this run has no fields on a grid or particle frames to animate",
+        ),
         (["sweep.h5", "--movie", "out.gif"], "sweep.h5: format: a sweep file: a movie shows"),
         (["nan.h5", "--movie", "out.gif"], "/observables/u: has no finite values"),
         (["missing.h5", "--movie", "out.gif"], "missing.h5: no such file"),
-        (["huge.h5", "--movie", "out.gif"], "/observables/u: has values of magnitude 1.7e+308, beyond what can be drawn"),
-        (["far.h5", "--movie", "out.gif"], "/particles/all/box/edges: has values of magnitude 1e+308"),
+        (
+            ["huge.h5", "--movie", "out.gif"],
+            "/observables/u: has values of magnitude 1.7e+308, beyond what can be drawn",
+        ),
+        (
+            ["far.h5", "--movie", "out.gif"],
+            "/particles/all/box/edges: has values of magnitude 1e+308",
+        ),
         (["pde.h5", "--movie", "out.avi"], "--movie: out.avi: unknown movie type '.avi'"),
         (["pde.h5", "--movie", "pde.h5"], "unknown movie type '.h5'"),
         (["pde.h5", "--movie", "nowhere/out.gif"], "folder 'nowhere' does not exist"),
-        (["pde.h5", "--movie", "out.gif", "-o", "out.gif"], "-o: out.gif: unknown figure type '.gif'"),
+        (
+            ["pde.h5", "--movie", "out.gif", "-o", "out.gif"],
+            "-o: out.gif: unknown figure type '.gif'",
+        ),
         (["pde.h5", "--movie", "out.gif", "--frames", "0"], "--frames"),
         (["ode.h5", "--movie", "old.gif"], "/grid: missing"),
     ],
@@ -193,7 +218,9 @@ def test_output_pointing_at_the_input(files, capsys):
 
 def test_mp4_needs_ffmpeg(files, capsys):
     if shutil.which("ffmpeg") is None:
-        one_line_exit_2(["plot", "pde.h5", "--movie", "out.mp4"], capsys, "needs the ffmpeg program")
+        one_line_exit_2(
+            ["plot", "pde.h5", "--movie", "out.mp4"], capsys, "needs the ffmpeg program"
+        )
         assert not Path("out.mp4").exists()
     else:
         code, err = cli(["plot", "pde.h5", "--movie", "out.mp4", "-q"], capsys)

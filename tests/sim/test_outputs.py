@@ -49,7 +49,9 @@ def lynx_hare(tmp_path):
 
 def start_writer(args, folder, marker):
     """A `sim` process that holds its output's lock once `marker` exists."""
-    proc = subprocess.Popen([str(SIM), *args], cwd=folder, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [str(SIM), *args], cwd=folder, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
     deadline = time.monotonic() + 300
     while not marker.exists() and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.01)
@@ -84,7 +86,9 @@ def test_an_output_that_is_a_symbolic_link_is_refused(tmp_path, capsys):
     # by its own name, a writer through a link would not stop one naming its target.
     (tmp_path / "link.h5").symlink_to("out.h5")
     args = ["run", str(EXPERIMENTS / "lorenz.toml"), "--quiet"]
-    first = start_writer([*args, *LONG_RUN, "-o", "out.h5"], tmp_path, _stream.partial_path(tmp_path / "out.h5"))
+    first = start_writer(
+        [*args, *LONG_RUN, "-o", "out.h5"], tmp_path, _stream.partial_path(tmp_path / "out.h5")
+    )
     first.send_signal(signal.SIGSTOP)
     os.chdir(tmp_path)
     code, err = cli([*args, "-o", "link.h5"], capsys)
@@ -100,8 +104,15 @@ def test_an_output_that_is_a_symbolic_link_is_refused(tmp_path, capsys):
 
 def test_a_running_sweep_is_not_resumed_by_another_process(tmp_path, capsys):
     args = [
-        "sweep", str(EXPERIMENTS / "lotka_volterra_sweep.toml"), "-o", "s.h5", "--quiet",
-        "--set", "sweep.chunk=4", "--set", 'sweep.params.alpha={ linspace = [0.3, 0.8, 64] }',
+        "sweep",
+        str(EXPERIMENTS / "lotka_volterra_sweep.toml"),
+        "-o",
+        "s.h5",
+        "--quiet",
+        "--set",
+        "sweep.chunk=4",
+        "--set",
+        "sweep.params.alpha={ linspace = [0.3, 0.8, 64] }",
     ]
     first = start_writer(args, tmp_path, _sweep_store.partial_path(tmp_path / "s.h5"))
     os.chdir(tmp_path)
@@ -125,8 +136,13 @@ def test_lock_is_reentrant_in_a_process_and_removed_after(tmp_path):
         assert _lock.lock_path(out).exists()
         # Another process cannot take it.
         probe = subprocess.run(
-            [sys.executable, "-c", f"from sim._lock import exclusive\nwith exclusive({str(out)!r}): pass"],
-            capture_output=True, text=True,
+            [
+                sys.executable,
+                "-c",
+                f"from sim._lock import exclusive\nwith exclusive({str(out)!r}): pass",
+            ],
+            capture_output=True,
+            text=True,
         )
         assert probe.returncode != 0 and "another writer" in probe.stderr
     assert not _lock.lock_path(out).exists()
@@ -158,7 +174,14 @@ def test_outputs_that_are_inputs_are_refused(lynx_hare, tmp_path, capsys, monkey
         code, err = cli([*args, "--quiet"], capsys)
         one_line_error(code, err, words)
     assert {p: digest(p) for p in before} == before
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["data", "figure.png", "hardlink.h5", "lynx_hare.toml", "p.nc", "symlink.toml"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "data",
+        "figure.png",
+        "hardlink.h5",
+        "lynx_hare.toml",
+        "p.nc",
+        "symlink.toml",
+    ]
 
 
 def test_working_files_of_another_output_are_refused(tmp_path, capsys, monkeypatch):
@@ -167,7 +190,12 @@ def test_working_files_of_another_output_are_refused(tmp_path, capsys, monkeypat
     monkeypatch.chdir(tmp_path)
     config = str(EXPERIMENTS / "lotka_volterra.toml")
     out = tmp_path / "out.h5"
-    for working in (_stream.partial_path(out), _stream.checkpoint_path(out), _lock.lock_path(out), tmp_path / ".out.h5.x1y2.tmp"):
+    for working in (
+        _stream.partial_path(out),
+        _stream.checkpoint_path(out),
+        _lock.lock_path(out),
+        tmp_path / ".out.h5.x1y2.tmp",
+    ):
         code, err = cli(["run", config, "-o", working.name, "--quiet"], capsys)
         one_line_error(code, err, "working file of another output")
     assert list(tmp_path.iterdir()) == []
@@ -184,7 +212,12 @@ def test_output_from_an_initial_file_is_refused(tmp_path, capsys, monkeypatch):
         f["u"] = np.sin(np.linspace(0, 2 * np.pi, points, endpoint=False))
     (tmp_path / "ks.toml").write_text((EXPERIMENTS / "kuramoto_sivashinsky.toml").read_text())
     before = digest("u0.h5")
-    sets = ["--set", f"grid.points=[{points}]", "--set", 'initial={ file = "u0.h5", dataset = "/u" }']
+    sets = [
+        "--set",
+        f"grid.points=[{points}]",
+        "--set",
+        'initial={ file = "u0.h5", dataset = "/u" }',
+    ]
     code, err = cli(["run", "ks.toml", "-o", "u0.h5", *sets], capsys)
     one_line_error(code, err, "input file", "u0.h5")
     assert digest("u0.h5") == before

@@ -63,7 +63,9 @@ def test_initial_field_from_hdf5(tmp_cwd, capsys):
     assert code == 0, err
     record = sim.read("h.h5")
     # cos(2x) decays as exp(-4 D t) (Fourier mode of the heat equation).
-    np.testing.assert_allclose(record.observables["u"][-1], np.exp(-4 * 0.5 * 0.5) * np.cos(2 * x), atol=1e-12)
+    np.testing.assert_allclose(
+        record.observables["u"][-1], np.exp(-4 * 0.5 * 0.5) * np.cos(2 * x), atol=1e-12
+    )
 
 
 BASE = '[model]\nname = "heat"\n[grid]\npoints = [32]\ndomain = [[0.0, 6.283185307179586]]\n[initial]\nkind = "sine"\n[time]\nt1 = 0.5\nsave = 3\ndt = 0.05\n'
@@ -80,7 +82,11 @@ BAD = {
     "dt_not_dividing": (BASE, ["time.dt=0.07"], "c.toml: time.dt"),
     "negative_dt": (BASE, ["time.dt=-0.05"], "c.toml: time.dt"),
     "zero_dt": (BOUNDED, ["time.dt=0.0"], "c.toml: time.dt"),
-    "unstable_explicit_dt": (BOUNDED, ["time.dt=0.05"], "c.toml: time.dt: 0.05 is beyond the stability limit"),
+    "unstable_explicit_dt": (
+        BOUNDED,
+        ["time.dt=0.05"],
+        "c.toml: time.dt: 0.05 is beyond the stability limit",
+    ),
     "unknown_boundary_kind": (BOUNDED, ["grid.boundary=neuman"], "Perhaps you meant 'neumann'"),
     "unknown_kind": (BASE, ["initial.kind=gausian"], "Perhaps you meant 'gaussian'"),
     "unknown_method": (BASE, ["solver.method=etdrk5"], "c.toml: solver.method"),
@@ -89,7 +95,11 @@ BAD = {
     "unknown_solver_key": (BASE, ["solver.rtol=1e-6"], "c.toml: solver.rtol"),
     "missing_initial_file": (FROM_FILE.replace("u0.h5", "none.h5"), [], "none.h5"),
     "missing_initial_dataset": (FROM_FILE, ["initial.dataset=/v"], "u0.h5: /v: no such dataset"),
-    "initial_shape_mismatch": (FROM_FILE, ["grid.points=[64]"], "u0.h5: /u: shape (32,) does not match the grid (64,)"),
+    "initial_shape_mismatch": (
+        FROM_FILE,
+        ["grid.points=[64]"],
+        "u0.h5: /u: shape (32,) does not match the grid (64,)",
+    ),
 }
 
 
@@ -148,7 +158,11 @@ def test_the_explicit_step_limit_is_the_operators_however_it_is_written(form, tm
     unstable step through (the limit was read from the coefficient of laplace(u))."""
     Path("c.toml").write_text(HEAT_TEXT.format(form=form, D=0.515))
     code, err = cli(["run", "c.toml", "-o", "out.h5", "--quiet"], capsys)
-    assert code == 2 and len(err.strip().splitlines()) == 1 and "c.toml: time.dt: 0.0025 is beyond the stability limit" in err, err
+    assert (
+        code == 2
+        and len(err.strip().splitlines()) == 1
+        and "c.toml: time.dt: 0.0025 is beyond the stability limit" in err
+    ), err
     assert not Path("out.h5").exists()
     # The limit it names: 0.0025 * 0.503097 / 0.515 (measured to 4 digits).
     assert "0.002442" in err, err

@@ -34,7 +34,9 @@ def test_heat_fourier_modes_decay_exactly(points, domain):
     traj = sim.simulate(model, {"diffusivity": D}, t, initial=u0, solver=Etdrk(steps_per_save=3))
     k2 = sum(k * k for k in ks)
     for i, ti in enumerate(np.asarray(t)):
-        exact = np.exp(-D * k2 * ti) * np.sin(phase) + 0.3 * np.exp(-4 * D * k2 * ti) * np.cos(2 * phase)
+        exact = np.exp(-D * k2 * ti) * np.sin(phase) + 0.3 * np.exp(-4 * D * k2 * ti) * np.cos(
+            2 * phase
+        )
         np.testing.assert_allclose(traj.observables["u"][i], exact, atol=1e-12)
     np.testing.assert_allclose(traj.observables["mass"], 0.0, atol=1e-12)
 
@@ -46,7 +48,9 @@ def test_advection_diffusion_translates_and_damps_each_mode():
     c, D = 1.5, 0.02
     t = jnp.linspace(0.0, 1.0, 3)
     u0 = np.sin(x + 2 * y)
-    traj = sim.simulate(model, {"velocity": c, "diffusivity": D}, t, initial=u0, solver=Etdrk(steps_per_save=2))
+    traj = sim.simulate(
+        model, {"velocity": c, "diffusivity": D}, t, initial=u0, solver=Etdrk(steps_per_save=2)
+    )
     shift = c * (0.6 * 1 + 0.8 * 2) * 1.0
     exact = np.sin(x + 2 * y - shift) * np.exp(-D * 5 * 1.0)
     np.testing.assert_allclose(traj.observables["u"][-1], exact, atol=1e-12)
@@ -64,16 +68,24 @@ def test_taylor_green_vortex_decays_exactly(modes, lengths):
     # Taylor and Green (1937): w = (kx^2 + ky^2) A sin(kx x) sin(ky y) exp(-(nu |k|^2 + mu) t)
     # is an exact solution of 2D Navier-Stokes (the advection term vanishes identically),
     # also for kx != ky.
-    model = sim.get_model("navier_stokes_2d", points=[32, 32], domain=[[0.0, lengths[0]], [0.0, lengths[1]]])
+    model = sim.get_model(
+        "navier_stokes_2d", points=[32, 32], domain=[[0.0, lengths[0]], [0.0, lengths[1]]]
+    )
     nu, mu = 0.01, 0.05
     w0 = model.initial_field("taylor_green", modes=list(modes))
     t = jnp.asarray([0.0, 1.0])
-    traj = sim.simulate(model, {"viscosity": nu, "drag": mu}, t, initial=w0, solver=Etdrk(steps_per_save=100))
+    traj = sim.simulate(
+        model, {"viscosity": nu, "drag": mu}, t, initial=w0, solver=Etdrk(steps_per_save=100)
+    )
     k2 = sum((TWO_PI * m / length) ** 2 for m, length in zip(modes, lengths))
     exact = w0[0] * math.exp(-(nu * k2 + mu) * 1.0)
     assert int(traj.stats["num_steps"]) == 100
     np.testing.assert_allclose(traj.observables["vorticity"][-1], exact, atol=1e-10)
-    np.testing.assert_allclose(traj.observables["enstrophy"][-1], 0.5 * np.sum(exact**2) * math.prod(lengths) / 1024, rtol=1e-10)
+    np.testing.assert_allclose(
+        traj.observables["enstrophy"][-1],
+        0.5 * np.sum(exact**2) * math.prod(lengths) / 1024,
+        rtol=1e-10,
+    )
 
 
 def _cole_hopf_1d(x, t, nu):
@@ -89,13 +101,21 @@ def test_burgers_matches_the_cole_hopf_solution():
     (x,) = model.coordinates()
     nu = 0.1
     t = jnp.linspace(0.0, 2.0, 5)
-    traj = sim.simulate(model, {"viscosity": nu}, t, initial=_cole_hopf_1d(x, 0.0, nu), solver=Etdrk(steps_per_save=50))
+    traj = sim.simulate(
+        model,
+        {"viscosity": nu},
+        t,
+        initial=_cole_hopf_1d(x, 0.0, nu),
+        solver=Etdrk(steps_per_save=50),
+    )
     for i, ti in enumerate(np.asarray(t)):
         np.testing.assert_allclose(traj.observables["u"][i], _cole_hopf_1d(x, ti, nu), atol=1e-6)
     np.testing.assert_allclose(traj.observables["mass"], traj.observables["mass"][0], atol=1e-12)
 
 
-@pytest.mark.parametrize("order", [pytest.param(o, marks=pytest.mark.slow) for o in (1, 2, 3)] + [4])
+@pytest.mark.parametrize(
+    "order", [pytest.param(o, marks=pytest.mark.slow) for o in (1, 2, 3)] + [4]
+)
 def test_etdrk_orders_on_burgers(order):
     model = sim.get_model("burgers", points=[64])
     (x,) = model.coordinates()
@@ -103,7 +123,13 @@ def test_etdrk_orders_on_burgers(order):
     steps = [10, 20, 40]
     errors = []
     for n in steps:
-        traj = sim.simulate(model, {"viscosity": nu}, jnp.asarray([0.0, 1.0]), initial=_cole_hopf_1d(x, 0.0, nu), solver=Etdrk(order=order, steps_per_save=n))
+        traj = sim.simulate(
+            model,
+            {"viscosity": nu},
+            jnp.asarray([0.0, 1.0]),
+            initial=_cole_hopf_1d(x, 0.0, nu),
+            solver=Etdrk(order=order, steps_per_save=n),
+        )
         errors.append(np.max(np.abs(traj.observables["u"][-1] - _cole_hopf_1d(x, 1.0, nu))))
     assert abs(fitted_order([1 / n for n in steps], errors) - order) < 0.3
 
@@ -122,7 +148,13 @@ def test_two_dimensional_burgers_matches_cole_hopf():
         return -2 * nu * px / phi, -2 * nu * py / phi
 
     u0, v0 = exact(0.0)
-    traj = sim.simulate(model, {"viscosity": nu}, jnp.asarray([0.0, 1.0]), initial={"u": u0, "v": v0}, solver=Etdrk(steps_per_save=20))
+    traj = sim.simulate(
+        model,
+        {"viscosity": nu},
+        jnp.asarray([0.0, 1.0]),
+        initial={"u": u0, "v": v0},
+        solver=Etdrk(steps_per_save=20),
+    )
     u1, v1 = exact(1.0)
     np.testing.assert_allclose(traj.observables["u"][-1], u1, atol=1e-6)
     np.testing.assert_allclose(traj.observables["v"][-1], v1, atol=1e-6)
@@ -135,7 +167,9 @@ def test_kdv_soliton_keeps_its_speed_and_shape_over_one_transit():
     c = 1.0
     u0 = model.initial_field("soliton", speed=c, position=0.0)
     period = 40.0 / c
-    traj = sim.simulate(model, None, jnp.linspace(0.0, period, 5), initial=u0, solver=Etdrk(steps_per_save=1000))
+    traj = sim.simulate(
+        model, None, jnp.linspace(0.0, period, 5), initial=u0, solver=Etdrk(steps_per_save=1000)
+    )
     u = np.asarray(traj.observables["u"])
     (x,) = model.coordinates()
     assert abs(u[-1].max() - c / 2) / (c / 2) < 0.01
@@ -151,7 +185,13 @@ def test_kdv_soliton_keeps_its_speed_and_shape_over_one_transit():
 def test_inviscid_navier_stokes_conserves_energy_and_enstrophy():
     ns = sim.get_model("navier_stokes_2d", points=[32, 32])
     w0 = ns.initial_field("random", seed=3, max_mode=5)
-    traj = sim.simulate(ns, {"viscosity": 0.0}, jnp.linspace(0.0, 1.0, 3), initial=w0, solver=Etdrk(steps_per_save=50))
+    traj = sim.simulate(
+        ns,
+        {"viscosity": 0.0},
+        jnp.linspace(0.0, 1.0, 3),
+        initial=w0,
+        solver=Etdrk(steps_per_save=50),
+    )
     for name in ("energy", "enstrophy"):
         np.testing.assert_allclose(traj.observables[name], traj.observables[name][0], rtol=1e-8)
 
@@ -161,7 +201,13 @@ def test_inviscid_burgers_conserves_energy():
     # space; only ETDRK4's time error (~1e-10 here) remains.
     burgers = sim.get_model("burgers", points=[64])
     (x,) = burgers.coordinates()
-    traj = sim.simulate(burgers, {"viscosity": 0.0}, jnp.linspace(0.0, 0.5, 3), initial=0.5 * np.sin(x) + 0.2, solver=Etdrk(steps_per_save=100))
+    traj = sim.simulate(
+        burgers,
+        {"viscosity": 0.0},
+        jnp.linspace(0.0, 0.5, 3),
+        initial=0.5 * np.sin(x) + 0.2,
+        solver=Etdrk(steps_per_save=100),
+    )
     np.testing.assert_allclose(traj.observables["energy"], traj.observables["energy"][0], rtol=1e-8)
 
 
@@ -176,9 +222,17 @@ def test_allen_cahn_uniform_state_follows_its_ode_and_free_energy_decreases():
     # Uniform u: u' = r (u - u^3), solved by u = u0 e^{rt} / sqrt(1 + u0^2 (e^{2rt} - 1)).
     model = sim.get_model("allen_cahn", points=[64])
     u0, r = 0.2, 1.5
-    traj = sim.simulate(model, {"rate": r}, jnp.asarray([0.0, 2.0]), initial=np.full(64, u0), solver=Etdrk(steps_per_save=1000))
+    traj = sim.simulate(
+        model,
+        {"rate": r},
+        jnp.asarray([0.0, 2.0]),
+        initial=np.full(64, u0),
+        solver=Etdrk(steps_per_save=1000),
+    )
     e = math.exp(r * 2.0)
-    np.testing.assert_allclose(traj.observables["u"][-1], u0 * e / math.sqrt(1 + u0**2 * (e * e - 1)), rtol=1e-10)
+    np.testing.assert_allclose(
+        traj.observables["u"][-1], u0 * e / math.sqrt(1 + u0**2 * (e * e - 1)), rtol=1e-10
+    )
     traj = sim.simulate(model, None, jnp.linspace(0.0, 5.0, 11), solver=Etdrk(steps_per_save=20))
     assert np.all(np.diff(np.asarray(traj.observables["free_energy"])) < 0)
 
@@ -189,13 +243,28 @@ def test_gray_scott_uniform_state_follows_its_kinetics():
     params = {"feed": 0.04, "kill": 0.06}
     u0, v0 = 0.6, 0.3
     t1 = 20.0
-    traj = sim.simulate(model, params, jnp.asarray([0.0, t1]), initial={"u": np.full((8, 8), u0), "v": np.full((8, 8), v0)}, solver=Etdrk(steps_per_save=400))
+    traj = sim.simulate(
+        model,
+        params,
+        jnp.asarray([0.0, t1]),
+        initial={"u": np.full((8, 8), u0), "v": np.full((8, 8), v0)},
+        solver=Etdrk(steps_per_save=400),
+    )
 
     def kinetics(t, y, args):
         u, v = y[0], y[1]
         return jnp.stack([-u * v * v + 0.04 * (1 - u), u * v * v - 0.1 * v])
 
-    ref = diffrax.diffeqsolve(diffrax.ODETerm(kinetics), diffrax.Tsit5(), 0.0, t1, 0.01, jnp.asarray([u0, v0]), stepsize_controller=diffrax.PIDController(rtol=1e-12, atol=1e-12), max_steps=100000).ys[-1]
+    ref = diffrax.diffeqsolve(
+        diffrax.ODETerm(kinetics),
+        diffrax.Tsit5(),
+        0.0,
+        t1,
+        0.01,
+        jnp.asarray([u0, v0]),
+        stepsize_controller=diffrax.PIDController(rtol=1e-12, atol=1e-12),
+        max_steps=100000,
+    ).ys[-1]
     np.testing.assert_allclose(traj.observables["u"][-1], ref[0], rtol=1e-9)
     np.testing.assert_allclose(traj.observables["v"][-1], ref[1], rtol=1e-9)
 
@@ -205,17 +274,31 @@ def _heat_fd_error(boundary, order, n):
     (x,) = model.coordinates()
     D, T = 0.1, 0.5
     mode = np.sin if boundary == "dirichlet" else np.cos
-    traj = sim.simulate(model, {"diffusivity": D}, jnp.asarray([0.0, T]), initial=mode(np.pi * x), solver=MethodOfLines(method="kvaerno5", order=order, rtol=1e-12, atol=1e-14))
-    return np.max(np.abs(traj.observables["u"][-1] - mode(np.pi * x) * np.exp(-np.pi**2 * D * T)))
+    traj = sim.simulate(
+        model,
+        {"diffusivity": D},
+        jnp.asarray([0.0, T]),
+        initial=mode(np.pi * x),
+        solver=MethodOfLines(method="kvaerno5", order=order, rtol=1e-12, atol=1e-14),
+    )
+    return np.max(np.abs(traj.observables["u"][-1] - mode(np.pi * x) * np.exp(-(np.pi**2) * D * T)))
 
 
 def test_bounded_heat_decays_like_its_first_mode():
     # sin(pi x) decays as exp(-pi^2 D t) on [0, 1] with u = 0 at both ends.
     model = sim.get_model("heat_fd", points=[41])
     (x,) = model.coordinates()
-    traj = sim.simulate(model, {"diffusivity": 0.1}, jnp.asarray([0.0, 0.5]), initial=np.sin(np.pi * x), solver=MethodOfLines(method="tsit5", rtol=1e-10, atol=1e-12))
+    traj = sim.simulate(
+        model,
+        {"diffusivity": 0.1},
+        jnp.asarray([0.0, 0.5]),
+        initial=np.sin(np.pi * x),
+        solver=MethodOfLines(method="tsit5", rtol=1e-10, atol=1e-12),
+    )
     # Second-order truncation: pi^2 h^2 / 12 relative, h = 1/40.
-    np.testing.assert_allclose(traj.observables["u"][-1], np.sin(np.pi * x) * np.exp(-np.pi**2 * 0.05), atol=5e-4)
+    np.testing.assert_allclose(
+        traj.observables["u"][-1], np.sin(np.pi * x) * np.exp(-(np.pi**2) * 0.05), atol=5e-4
+    )
 
 
 @pytest.mark.slow
@@ -244,7 +327,13 @@ def test_fisher_kpp_front_matches_ablowitz_zeppetella(order):
     for n in ns:
         model = sim.get_model("fisher_kpp", points=[n], domain=[[-60.0, 90.0]])
         (x,) = model.coordinates()
-        traj = sim.simulate(model, {"diffusivity": D, "rate": r}, jnp.asarray([0.0, 5.0]), initial=exact(x, 0.0), solver=MethodOfLines(method="kvaerno5", order=order, rtol=1e-11, atol=1e-13))
+        traj = sim.simulate(
+            model,
+            {"diffusivity": D, "rate": r},
+            jnp.asarray([0.0, 5.0]),
+            initial=exact(x, 0.0),
+            solver=MethodOfLines(method="kvaerno5", order=order, rtol=1e-11, atol=1e-13),
+        )
         errors.append(np.max(np.abs(traj.observables["u"][-1] - exact(x, 5.0))))
     assert errors[-1] < (1e-4 if order == 2 else 1e-7)
     assert abs(fitted_order([1 / (n - 1) for n in ns], errors) - order) < 0.35

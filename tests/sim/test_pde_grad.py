@@ -79,4 +79,6 @@ def test_simulate_vmaps_over_parameters_and_jits():
 
     batch = jax.vmap(final)(ds)
     assert batch.shape == (3, 16)
-    np.testing.assert_allclose(batch, np.exp(-np.asarray(ds))[:, None] * np.sin(x)[None], atol=1e-12)
+    np.testing.assert_allclose(
+        batch, np.exp(-np.asarray(ds))[:, None] * np.sin(x)[None], atol=1e-12
+    )

@@ -31,17 +31,28 @@ def check_png(path, min_colours=20):
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     with Image.open(path) as image:
         pixels = pil_to_array(image)
-    assert pixels.dtype == np.uint8 and pixels.ndim == 3 and pixels.shape[0] > 200 and pixels.shape[1] > 200
+    assert (
+        pixels.dtype == np.uint8
+        and pixels.ndim == 3
+        and pixels.shape[0] > 200
+        and pixels.shape[1] > 200
+    )
     # The statistics of the pixels are taken over their distinct colours, each weighted
     # by its number of pixels: the same numbers, from a few thousand colours rather than
     # a million pixels.
-    packed = (pixels[..., 0].astype(np.uint32) << 16) | (pixels[..., 1].astype(np.uint32) << 8) | pixels[..., 2]
+    packed = (
+        (pixels[..., 0].astype(np.uint32) << 16)
+        | (pixels[..., 1].astype(np.uint32) << 8)
+        | pixels[..., 2]
+    )
     colours, counts = np.unique(packed, return_counts=True)
     assert len(colours) > min_colours, len(colours)  # lines, labels, colour maps
     rgb = np.stack([colours >> 16, (colours >> 8) & 255, colours & 255], axis=1) / 255.0
     share = counts / counts.sum()
     mean = share @ rgb.mean(axis=1)
-    assert np.sqrt(share @ ((rgb - mean) ** 2).mean(axis=1)) > 0.05  # the standard deviation of every channel of every pixel
+    assert (
+        np.sqrt(share @ ((rgb - mean) ** 2).mean(axis=1)) > 0.05
+    )  # the standard deviation of every channel of every pixel
     # Not a blank canvas with a title: a good share of the pixels are not background.
     assert share @ np.any(rgb < 0.95, axis=1) > 0.01
 
@@ -103,40 +114,205 @@ def fit_tree(**changes):
 # Files that draw: name -> (attrs, tree).
 DRAWABLE = {
     "ode_three_phase": (RUN, {"time": T, "observables": {"a": np.sin(T), "b": np.cos(T), "c": T}}),
-    "ode_vector_observable": (RUN, {"time": T, "observables": {"a": np.stack([np.sin(T), np.cos(T), T], 1)}}),
+    "ode_vector_observable": (
+        RUN,
+        {"time": T, "observables": {"a": np.stack([np.sin(T), np.cos(T), T], 1)}},
+    ),
     "ode_one_save": (RUN, {"time": T[:1], "observables": {"a": np.sin(T[:1])}}),
-    "ode_failed_run_nan": (RUN, {"time": T, "observables": {"a": np.where(T < 0.5, T, np.nan), "b": np.full(11, np.nan)}}),
-    "ode_log_time": (RUN, {"time": np.concatenate([[0.0], np.logspace(-4, 4, 10)]), "observables": {"a": np.arange(11.0)}}),
-    "pde_1d": (RUN, {"time": T, "grid": {"x": X}, "observables": {"u": np.sin(np.add.outer(T, X) * 6), "energy": T}}),
-    "pde_1d_all_nan": (RUN, {"time": T, "grid": {"x": X}, "observables": {"u": np.full((11, 16), np.nan), "energy": T}}),
-    "pde_1d_one_point": (RUN, {"time": T, "grid": {"x": X[:1]}, "observables": {"u": T[:, None], "energy": T}}),
-    "pde_1d_one_save": (RUN, {"time": T[:1], "grid": {"x": X}, "observables": {"u": np.sin(6 * X)[None]}}),
-    "pde_2d": (RUN, {"time": T, "grid": {"x": X, "y": X}, "observables": {"u": RNG.random((11, 16, 16))}}),
-    "pde_3d": (RUN, {"time": T, "grid": {"x": X, "y": X, "z": X[:4]}, "observables": {"u": RNG.random((11, 16, 16, 4))}}),
-    "md": (MD, {"h5md": {"version": np.array([1, 1])}, "particles": {"all": {"position": {"value": POSITIONS}, "box": BOX}},
-                "observables": {"potential_energy": {"time": T[:3], "value": T[:3]}, "temperature": {"time": T[:3], "value": T[:3]}, "pressure": {"value": T[:3]}}}),
+    "ode_failed_run_nan": (
+        RUN,
+        {"time": T, "observables": {"a": np.where(T < 0.5, T, np.nan), "b": np.full(11, np.nan)}},
+    ),
+    "ode_log_time": (
+        RUN,
+        {
+            "time": np.concatenate([[0.0], np.logspace(-4, 4, 10)]),
+            "observables": {"a": np.arange(11.0)},
+        },
+    ),
+    "pde_1d": (
+        RUN,
+        {
+            "time": T,
+            "grid": {"x": X},
+            "observables": {"u": np.sin(np.add.outer(T, X) * 6), "energy": T},
+        },
+    ),
+    "pde_1d_all_nan": (
+        RUN,
+        {"time": T, "grid": {"x": X}, "observables": {"u": np.full((11, 16), np.nan), "energy": T}},
+    ),
+    "pde_1d_one_point": (
+        RUN,
+        {"time": T, "grid": {"x": X[:1]}, "observables": {"u": T[:, None], "energy": T}},
+    ),
+    "pde_1d_one_save": (
+        RUN,
+        {"time": T[:1], "grid": {"x": X}, "observables": {"u": np.sin(6 * X)[None]}},
+    ),
+    "pde_2d": (
+        RUN,
+        {"time": T, "grid": {"x": X, "y": X}, "observables": {"u": RNG.random((11, 16, 16))}},
+    ),
+    "pde_3d": (
+        RUN,
+        {
+            "time": T,
+            "grid": {"x": X, "y": X, "z": X[:4]},
+            "observables": {"u": RNG.random((11, 16, 16, 4))},
+        },
+    ),
+    "md": (
+        MD,
+        {
+            "h5md": {"version": np.array([1, 1])},
+            "particles": {"all": {"position": {"value": POSITIONS}, "box": BOX}},
+            "observables": {
+                "potential_energy": {"time": T[:3], "value": T[:3]},
+                "temperature": {"time": T[:3], "value": T[:3]},
+                "pressure": {"value": T[:3]},
+            },
+        },
+    ),
     # an H5MD file of another program (no format, no model): drawn by the family that recognises its layout
-    "md_of_another_program": ({}, {"h5md": {"version": np.array([1, 1])}, "particles": {"all": {"position": {"value": POSITIONS}, "box": BOX}}}),
-    "md_positions_only": (MD, {"h5md": {"version": np.array([1, 1])}, "particles": {"all": {"position": {"value": POSITIONS}, "box": BOX}}, "observables": {}}),
-    "md_no_periodic_box": (MD, {"h5md": {"version": np.array([1, 1])}, "particles": {"all": {"position": {"value": POSITIONS}, "box": {"dimension": 3}}},
-                                "observables": {"potential_energy": {"time": T[:3], "value": T[:3]}}}),
-    "sweep_lines": (SWEEP, {"status": np.ones(5), "time": T, "params": {"alpha": ALPHA}, "observables": {"p": np.outer(ALPHA, T)}}),
-    "sweep_some_failed": (SWEEP, {"status": np.array([1.0, 2, 1, 2, 1]), "time": T, "params": {"alpha": ALPHA}, "observables": {"p": np.outer(ALPHA, T)}}),
-    "sweep_all_failed": (SWEEP, {"status": np.full(5, 2.0), "time": T, "params": {"alpha": ALPHA}, "observables": {"p": np.full((5, 11), np.nan)}}),
-    "sweep_field": (SWEEP, {"status": np.ones(5), "time": T, "params": {"alpha": ALPHA}, "observables": {"u": RNG.random((5, 11, 16))}}),
-    "sweep_initial": ({**SWEEP, "swept": '["initial.prey"]'}, {"status": np.ones(5), "time": T, "initial": {"prey": ALPHA}, "observables": {"p": np.outer(ALPHA, T)}}),
-    "sweep_log_spaced": (SWEEP, {"status": np.ones(5), "time": T, "params": {"alpha": np.logspace(-3, 3, 5)}, "observables": {"p": RNG.random((5, 11))}}),
-    "sweep_grid_all_failed": (SWEEP2, {"status": np.full(15, 2.0), "time": T, "params": {"alpha": A, "beta": B}, "observables": {"p": np.full((15, 11), np.nan)}}),
-    "sweep_grid_bad_shape": ({**SWEEP2, "grid_shape": "[-5, -3]"}, {"status": np.ones(15), "time": T, "params": {"alpha": A, "beta": B}, "observables": {"p": np.outer(A * B, T)}}),
-    "sweep_scattered": ({**SWEEP2, "grid_shape": "null"}, {"status": np.ones(15), "time": T, "params": {"alpha": A, "beta": B}, "observables": {"p": np.outer(A * B, T)}}),
-    "sweep_summary": ({**SWEEP, "save": "summary"}, {"status": np.ones(5), "params": {"alpha": ALPHA}, "observables": {"p": {"min": ALPHA, "max": ALPHA, "mean": ALPHA, "final": ALPHA}}}),
+    "md_of_another_program": (
+        {},
+        {
+            "h5md": {"version": np.array([1, 1])},
+            "particles": {"all": {"position": {"value": POSITIONS}, "box": BOX}},
+        },
+    ),
+    "md_positions_only": (
+        MD,
+        {
+            "h5md": {"version": np.array([1, 1])},
+            "particles": {"all": {"position": {"value": POSITIONS}, "box": BOX}},
+            "observables": {},
+        },
+    ),
+    "md_no_periodic_box": (
+        MD,
+        {
+            "h5md": {"version": np.array([1, 1])},
+            "particles": {"all": {"position": {"value": POSITIONS}, "box": {"dimension": 3}}},
+            "observables": {"potential_energy": {"time": T[:3], "value": T[:3]}},
+        },
+    ),
+    "sweep_lines": (
+        SWEEP,
+        {
+            "status": np.ones(5),
+            "time": T,
+            "params": {"alpha": ALPHA},
+            "observables": {"p": np.outer(ALPHA, T)},
+        },
+    ),
+    "sweep_some_failed": (
+        SWEEP,
+        {
+            "status": np.array([1.0, 2, 1, 2, 1]),
+            "time": T,
+            "params": {"alpha": ALPHA},
+            "observables": {"p": np.outer(ALPHA, T)},
+        },
+    ),
+    "sweep_all_failed": (
+        SWEEP,
+        {
+            "status": np.full(5, 2.0),
+            "time": T,
+            "params": {"alpha": ALPHA},
+            "observables": {"p": np.full((5, 11), np.nan)},
+        },
+    ),
+    "sweep_field": (
+        SWEEP,
+        {
+            "status": np.ones(5),
+            "time": T,
+            "params": {"alpha": ALPHA},
+            "observables": {"u": RNG.random((5, 11, 16))},
+        },
+    ),
+    "sweep_initial": (
+        {**SWEEP, "swept": '["initial.prey"]'},
+        {
+            "status": np.ones(5),
+            "time": T,
+            "initial": {"prey": ALPHA},
+            "observables": {"p": np.outer(ALPHA, T)},
+        },
+    ),
+    "sweep_log_spaced": (
+        SWEEP,
+        {
+            "status": np.ones(5),
+            "time": T,
+            "params": {"alpha": np.logspace(-3, 3, 5)},
+            "observables": {"p": RNG.random((5, 11))},
+        },
+    ),
+    "sweep_grid_all_failed": (
+        SWEEP2,
+        {
+            "status": np.full(15, 2.0),
+            "time": T,
+            "params": {"alpha": A, "beta": B},
+            "observables": {"p": np.full((15, 11), np.nan)},
+        },
+    ),
+    "sweep_grid_bad_shape": (
+        {**SWEEP2, "grid_shape": "[-5, -3]"},
+        {
+            "status": np.ones(15),
+            "time": T,
+            "params": {"alpha": A, "beta": B},
+            "observables": {"p": np.outer(A * B, T)},
+        },
+    ),
+    "sweep_scattered": (
+        {**SWEEP2, "grid_shape": "null"},
+        {
+            "status": np.ones(15),
+            "time": T,
+            "params": {"alpha": A, "beta": B},
+            "observables": {"p": np.outer(A * B, T)},
+        },
+    ),
+    "sweep_summary": (
+        {**SWEEP, "save": "summary"},
+        {
+            "status": np.ones(5),
+            "params": {"alpha": ALPHA},
+            "observables": {"p": {"min": ALPHA, "max": ALPHA, "mean": ALPHA, "final": ALPHA}},
+        },
+    ),
     "fit": (FIT, fit_tree()),
     "fit_no_stderr": (FIT, {k: v for k, v in fit_tree().items() if k != "stderr"}),
     "fit_nan_loss": (FIT, fit_tree(loss_history=np.array([np.nan, np.nan]))),
-    "fit_field": (FIT, fit_tree(data={"time": T, "observables": {"u": RNG.random((11, 16))}}, prediction={"u": RNG.random((11, 16))})),
-    "posterior": (POSTERIOR, {"posterior": {"a": DRAWS, "b": DRAWS**2}, "sample_stats": {"diverging": np.zeros((2, 50), bool)},
-                              "predictive": {"time": T, "a": {"5%": T - 1, "50%": T, "95%": T + 1}}, "data": {"time": T, "observables": {"a": T}}}),
-    "posterior_divergent_one_draw": (POSTERIOR, {"posterior": {"a": DRAWS[:, :1], "b": DRAWS[:, :1]}, "sample_stats": {"diverging": np.ones((2, 1), bool)}}),
+    "fit_field": (
+        FIT,
+        fit_tree(
+            data={"time": T, "observables": {"u": RNG.random((11, 16))}},
+            prediction={"u": RNG.random((11, 16))},
+        ),
+    ),
+    "posterior": (
+        POSTERIOR,
+        {
+            "posterior": {"a": DRAWS, "b": DRAWS**2},
+            "sample_stats": {"diverging": np.zeros((2, 50), bool)},
+            "predictive": {"time": T, "a": {"5%": T - 1, "50%": T, "95%": T + 1}},
+            "data": {"time": T, "observables": {"a": T}},
+        },
+    ),
+    "posterior_divergent_one_draw": (
+        POSTERIOR,
+        {
+            "posterior": {"a": DRAWS[:, :1], "b": DRAWS[:, :1]},
+            "sample_stats": {"diverging": np.ones((2, 1), bool)},
+        },
+    ),
     "posterior_all_nan": (POSTERIOR, {"posterior": {"a": DRAWS * np.nan, "b": DRAWS}}),
 }
 
@@ -150,25 +326,95 @@ def test_every_layout_draws(name, tmp_cwd, capsys):
 # Files that cannot be drawn: name -> (attrs, tree, what the one stderr line says).
 UNDRAWABLE = {
     "no_format": ({}, {"x": T}, "not a simjax result"),
-    "unknown_format": ({"format": "simjax.banana"}, {"x": T}, "unknown file format 'simjax.banana'"),
-    "ode_text_values": (RUN, {"time": T, "observables": {"a": np.array([b"x"] * 11)}}, "/observables/a: expected numbers"),
+    "unknown_format": (
+        {"format": "simjax.banana"},
+        {"x": T},
+        "unknown file format 'simjax.banana'",
+    ),
+    "ode_text_values": (
+        RUN,
+        {"time": T, "observables": {"a": np.array([b"x"] * 11)}},
+        "/observables/a: expected numbers",
+    ),
     "ode_no_observables": (RUN, {"time": T}, "/observables: missing"),
-    "ode_empty_observables": (RUN, {"time": T, "observables": {}}, "/observables: expected a group of datasets"),
+    "ode_empty_observables": (
+        RUN,
+        {"time": T, "observables": {}},
+        "/observables: expected a group of datasets",
+    ),
     "ode_time_is_a_group": (RUN, {"time": {"t": T}, "observables": {"a": T}}, "/time: is a group"),
-    "ode_short_observable": (RUN, {"time": T, "observables": {"a": T[:5]}}, "/observables/a: has 5 entries"),
-    "pde_field_off_grid": (RUN, {"time": T, "grid": {"x": X}, "observables": {"u": np.ones((11, 7))}}, "/observables/u: expected shape"),
-    "pde_no_coordinates": (RUN, {"time": T, "grid": {"q": X}, "observables": {"u": np.ones((11, 16))}}, "/grid: expected datasets x"),
-    "sweep_swept_malformed": ({**SWEEP, "swept": "[alpha"}, {"status": np.ones(5), "params": {"alpha": ALPHA}, "observables": {"p": ALPHA}}, "swept: missing or malformed"),
-    "sweep_summary_empty": ({**SWEEP, "save": "summary"}, {"status": np.ones(5), "params": {"alpha": ALPHA}, "observables": {"p": {}}}, "/observables/p: is an empty group"),
-    "sweep_missing_values": (SWEEP, {"status": np.ones(5), "observables": {"p": ALPHA}}, "/params/alpha: missing"),
-    "fit_no_estimate": (FIT, {k: v for k, v in fit_tree().items() if k != "estimate"}, "/estimate: missing"),
-    "fit_other_observable": (FIT, fit_tree(prediction={"b": T}), "/prediction: no prediction for the observed a"),
-    "posterior_shapes_differ": (POSTERIOR, {"posterior": {"a": DRAWS, "b": DRAWS[:, :5]}}, "/posterior/b: expected shape (2, 50)"),
-    "posterior_band_not_a_group": (POSTERIOR, {"posterior": {"a": DRAWS}, "predictive": {"time": T, "a": T}, "data": {"time": T, "observables": {"a": T}}},
-                                   "/predictive/a/5%: missing"),
-    "md_zero_box_edge": (MD, {"h5md": {"version": np.array([1, 1])}, "particles": {"all": {"position": {"value": POSITIONS}, "box": {"edges": np.array([0.0, 5.0, 5.0])}}}},
-                         "/particles/all/box/edges: expected 3 positive box lengths"),
-    "md_nothing_to_draw": (MD, {"h5md": {"version": np.array([1, 1])}}, "no scalar observables and no particle positions"),
+    "ode_short_observable": (
+        RUN,
+        {"time": T, "observables": {"a": T[:5]}},
+        "/observables/a: has 5 entries",
+    ),
+    "pde_field_off_grid": (
+        RUN,
+        {"time": T, "grid": {"x": X}, "observables": {"u": np.ones((11, 7))}},
+        "/observables/u: expected shape",
+    ),
+    "pde_no_coordinates": (
+        RUN,
+        {"time": T, "grid": {"q": X}, "observables": {"u": np.ones((11, 16))}},
+        "/grid: expected datasets x",
+    ),
+    "sweep_swept_malformed": (
+        {**SWEEP, "swept": "[alpha"},
+        {"status": np.ones(5), "params": {"alpha": ALPHA}, "observables": {"p": ALPHA}},
+        "swept: missing or malformed",
+    ),
+    "sweep_summary_empty": (
+        {**SWEEP, "save": "summary"},
+        {"status": np.ones(5), "params": {"alpha": ALPHA}, "observables": {"p": {}}},
+        "/observables/p: is an empty group",
+    ),
+    "sweep_missing_values": (
+        SWEEP,
+        {"status": np.ones(5), "observables": {"p": ALPHA}},
+        "/params/alpha: missing",
+    ),
+    "fit_no_estimate": (
+        FIT,
+        {k: v for k, v in fit_tree().items() if k != "estimate"},
+        "/estimate: missing",
+    ),
+    "fit_other_observable": (
+        FIT,
+        fit_tree(prediction={"b": T}),
+        "/prediction: no prediction for the observed a",
+    ),
+    "posterior_shapes_differ": (
+        POSTERIOR,
+        {"posterior": {"a": DRAWS, "b": DRAWS[:, :5]}},
+        "/posterior/b: expected shape (2, 50)",
+    ),
+    "posterior_band_not_a_group": (
+        POSTERIOR,
+        {
+            "posterior": {"a": DRAWS},
+            "predictive": {"time": T, "a": T},
+            "data": {"time": T, "observables": {"a": T}},
+        },
+        "/predictive/a/5%: missing",
+    ),
+    "md_zero_box_edge": (
+        MD,
+        {
+            "h5md": {"version": np.array([1, 1])},
+            "particles": {
+                "all": {
+                    "position": {"value": POSITIONS},
+                    "box": {"edges": np.array([0.0, 5.0, 5.0])},
+                }
+            },
+        },
+        "/particles/all/box/edges: expected 3 positive box lengths",
+    ),
+    "md_nothing_to_draw": (
+        MD,
+        {"h5md": {"version": np.array([1, 1])}},
+        "no scalar observables and no particle positions",
+    ),
 }
 
 
@@ -195,9 +441,18 @@ def lv_result():
 
 def same_tree(a, b) -> bool:
     if isinstance(a, dict) or isinstance(b, dict):
-        return isinstance(a, dict) and isinstance(b, dict) and a.keys() == b.keys() and all(same_tree(a[k], b[k]) for k in a)
+        return (
+            isinstance(a, dict)
+            and isinstance(b, dict)
+            and a.keys() == b.keys()
+            and all(same_tree(a[k], b[k]) for k in a)
+        )
     a, b = np.asarray(a), np.asarray(b)
-    return a.dtype == b.dtype and a.shape == b.shape and (np.array_equal(a, b, equal_nan=a.dtype.kind in "fc"))
+    return (
+        a.dtype == b.dtype
+        and a.shape == b.shape
+        and (np.array_equal(a, b, equal_nan=a.dtype.kind in "fc"))
+    )
 
 
 def assert_record_is_the_file(result, path):
@@ -215,9 +470,13 @@ def test_sim_plot_of_a_run_result_record_path_and_trajectory(lv_result, tmp_cwd)
     opened = []
     original = h5py.File
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(h5py, "File", lambda name, *a, **k: opened.append(name) or original(name, *a, **k))
+        patch.setattr(
+            h5py, "File", lambda name, *a, **k: opened.append(name) or original(name, *a, **k)
+        )
         fig = sim.plot(lv_result)
-    assert opened and not any(isinstance(name, (str, Path)) for name in opened)  # drawn from memory: no file written
+    assert opened and not any(
+        isinstance(name, (str, Path)) for name in opened
+    )  # drawn from memory: no file written
     assert isinstance(fig, Figure) and len(fig.axes) == 3  # prey, predator, phase portrait
     assert fig._suptitle.get_text() == "lotka_volterra run, default parameters · RunResult"
     lv_result.save("lv.h5")
@@ -243,12 +502,18 @@ def test_sim_plot_of_a_run_result_record_path_and_trajectory(lv_result, tmp_cwd)
 def test_sim_plot_refuses_what_it_cannot_draw(lv_result, tmp_cwd):
     from sim import DataError, InputError
 
-    with pytest.raises(TypeError, match="sim.plot draws a file path, a sim.Record or a simjax result; got dict"):
+    with pytest.raises(
+        TypeError, match="sim.plot draws a file path, a sim.Record or a simjax result; got dict"
+    ):
         sim.plot({"time": [0.0, 1.0]})
     with pytest.raises(DataError, match="missing.h5"):
         sim.plot("missing.h5")
     Path("folder").mkdir()
-    for output, message in [("folder", "is a folder"), ("lv.bmp", "unknown figure type '.bmp'"), ("no/lv.png", "folder 'no' does not exist")]:
+    for output, message in [
+        ("folder", "is a folder"),
+        ("lv.bmp", "unknown figure type '.bmp'"),
+        ("no/lv.png", "folder 'no' does not exist"),
+    ]:
         with pytest.raises(InputError, match=message):
             sim.plot(lv_result, output)
     assert sorted(p.name for p in tmp_cwd.iterdir()) == ["folder"]
@@ -300,10 +565,18 @@ def plot_inputs(lv_result, tmp_cwd):
 
 # Bad FILEs once with `-o existing.png`, once with the default figure name (FILE's name
 # with .png in the working folder) already taken.
-CASES = [(case, default) for case, (argv, _) in sorted(BAD.items()) for default in ([False, True] if "-o" not in argv else [False])]
+CASES = [
+    (case, default)
+    for case, (argv, _) in sorted(BAD.items())
+    for default in ([False, True] if "-o" not in argv else [False])
+]
 
 
-@pytest.mark.parametrize(("case", "default_output"), CASES, ids=[f"{c}{' (default figure)' if d else ''}" for c, d in CASES])
+@pytest.mark.parametrize(
+    ("case", "default_output"),
+    CASES,
+    ids=[f"{c}{' (default figure)' if d else ''}" for c, d in CASES],
+)
 def test_bad_plot_input_one_line_exit_2_nothing_written(case, default_output, plot_inputs, capsys):
     argv, named = BAD[case]
     if default_output:
@@ -314,8 +587,15 @@ def test_bad_plot_input_one_line_exit_2_nothing_written(case, default_output, pl
     code, err = cli(argv, capsys)
     assert code == 2, err
     lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: ") and named in lines[0] and "Traceback" not in err, err
-    assert {p.name: p.read_bytes() if p.is_file() else None for p in plot_inputs.iterdir()} == before
+    assert (
+        len(lines) == 1
+        and lines[0].startswith("error: ")
+        and named in lines[0]
+        and "Traceback" not in err
+    ), err
+    assert {
+        p.name: p.read_bytes() if p.is_file() else None for p in plot_inputs.iterdir()
+    } == before
 
 
 def test_plot_writes_beside_the_working_folder_and_reports(lv_result, tmp_cwd, capsys):
@@ -331,10 +611,20 @@ def test_plot_writes_beside_the_working_folder_and_reports(lv_result, tmp_cwd, c
 
 def test_md_sweep_heatmaps_leave_out_particle_arrays(tmp_cwd):
     positions = RNG.random((15, 11, 4, 3))
-    write("s.h5", SWEEP2, {"status": np.ones(15), "time": T, "params": {"alpha": A, "beta": B},
-                           "observables": {"position": positions, "temperature": np.outer(A, T)}})
+    write(
+        "s.h5",
+        SWEEP2,
+        {
+            "status": np.ones(15),
+            "time": T,
+            "params": {"alpha": A, "beta": B},
+            "observables": {"position": positions, "temperature": np.outer(A, T)},
+        },
+    )
     labels = [ax.get_ylabel() for ax in sim.plot("s.h5").axes]
-    assert "time mean of temperature" in labels and not any("position" in label for label in labels), labels
+    assert "time mean of temperature" in labels and not any(
+        "position" in label for label in labels
+    ), labels
 
 
 def test_run_results_as_xarray(lv_result):
@@ -346,9 +636,21 @@ def test_run_results_as_xarray(lv_result):
     assert ds.attrs["model"] == "lotka_volterra" and ds.attrs["config"] == lv_result.config
     # a PDE field on its grid, a field with components, an ensemble of paths
     u, v, paths = RNG.random((11, 16)), RNG.random((11, 2, 16)), RNG.random((11, 5))
-    run = sim.RunResult(model="m", config="", time=T, observables={"u": u, "v": v, "p": paths}, params={}, initial={}, groups={"grid": {"x": X}})
+    run = sim.RunResult(
+        model="m",
+        config="",
+        time=T,
+        observables={"u": u, "v": v, "p": paths},
+        params={},
+        initial={},
+        groups={"grid": {"x": X}},
+    )
     ds = run.to_xarray()
-    assert ds["u"].dims == ("time", "x") and ds["v"].dims == ("time", "v_axis_0", "x") and ds["p"].dims == ("time", "p_axis_0")
+    assert (
+        ds["u"].dims == ("time", "x")
+        and ds["v"].dims == ("time", "v_axis_0", "x")
+        and ds["p"].dims == ("time", "p_axis_0")
+    )
     np.testing.assert_array_equal(ds["x"], X)
     np.testing.assert_array_equal(ds["v"], v)
     np.testing.assert_array_equal(ds["u"].sel(x=X[3]), u[:, 3])
@@ -359,18 +661,27 @@ def test_an_sde_sweep_is_drawn_as_the_mean_of_its_paths(tmp_cwd):
     # (what the SDE family asks for), not an rms over paths and time.
     x = RNG.normal(size=(5, 11, 4)) + ALPHA[:, None, None]
     attrs = {**SWEEP, "model": "ornstein_uhlenbeck"}
-    write("sde.h5", attrs, {"status": np.ones(5), "time": T, "params": {"alpha": ALPHA}, "observables": {"x": x}})
+    write(
+        "sde.h5",
+        attrs,
+        {"status": np.ones(5), "time": T, "params": {"alpha": ALPHA}, "observables": {"x": x}},
+    )
     fig = sim.plot("sde.h5")
     lines, summary = fig.axes[0], fig.axes[-1]
     drawn = np.array([line.get_ydata() for line in lines.get_lines()])
     np.testing.assert_allclose(drawn, x.mean(axis=2))
-    assert summary.get_ylabel() == "time mean of x (mean of 4 paths)" and lines.get_ylabel() == "x (mean of 4 paths)"
+    assert (
+        summary.get_ylabel() == "time mean of x (mean of 4 paths)"
+        and lines.get_ylabel() == "x (mean of 4 paths)"
+    )
     np.testing.assert_allclose(summary.get_lines()[0].get_ydata(), x.mean(axis=(1, 2)))
 
 
 # ----------------------------------------------------------------------------- what figures say
 
-PLOTS = Path(__file__).resolve().parents[1] / "data" / "plots"  # small stored runs (make_plot_data.py)
+PLOTS = (
+    Path(__file__).resolve().parents[1] / "data" / "plots"
+)  # small stored runs (make_plot_data.py)
 
 
 def tick_texts(ax, which="x"):
@@ -386,19 +697,31 @@ def test_spacing_decides_log_axes_not_the_ratio():
     assert log_time(np.array([0.0, 4e-4, 4e-3, 4e-2, 0.4, 4.0, 40.0, 400.0, 4e3, 4e4]))  # Robertson
     assert log_spaced(np.logspace(-2.0, -1.3, 32))  # a ratio of 5 only, but geometric steps
     assert not log_spaced(np.linspace(0.3, 0.8, 32)) and not log_spaced(np.linspace(1.0, 1e4, 50))
-    assert log_spaced(np.array([1e-3, 1e-2, 0.1, 0.2, 1.0, 10.0]))  # neither even: steps more alike in log
+    assert log_spaced(
+        np.array([1e-3, 1e-2, 0.1, 0.2, 1.0, 10.0])
+    )  # neither even: steps more alike in log
     assert not log_spaced(np.array([-1.0, 1.0, 10.0, 100.0]))
 
 
 def test_lorenz_time_is_linear_and_lotka_volterra_speaks_in_years_and_thousands(tmp_cwd):
     t = np.linspace(0.0, 40.0, 4001)
-    write("lorenz.h5", {"format": "simjax.run", "model": "lorenz"}, {"time": t, "observables": {k: np.sin(t * (i + 1)) for i, k in enumerate("xyz")}})
+    write(
+        "lorenz.h5",
+        {"format": "simjax.run", "model": "lorenz"},
+        {"time": t, "observables": {k: np.sin(t * (i + 1)) for i, k in enumerate("xyz")}},
+    )
     fig = sim.plot("lorenz.h5")
     assert all(ax.get_xscale() == "linear" for ax in fig.axes[:3])
     fig = sim.plot(PLOTS / "ode_phase.h5")
-    assert sorted(ax.get_ylabel() for ax in fig.axes[:2]) == ["predator (thousand)", "prey (thousand)"]
+    assert sorted(ax.get_ylabel() for ax in fig.axes[:2]) == [
+        "predator (thousand)",
+        "prey (thousand)",
+    ]
     assert fig.axes[1].get_xlabel() == "time (year)" and fig.axes[2].get_title() == "phase portrait"
-    assert {fig.axes[2].get_xlabel(), fig.axes[2].get_ylabel()} == {"predator (thousand)", "prey (thousand)"}
+    assert {fig.axes[2].get_xlabel(), fig.axes[2].get_ylabel()} == {
+        "predator (thousand)",
+        "prey (thousand)",
+    }
     assert fig._suptitle.get_text() == "lotka_volterra run, default parameters · ode_phase.h5"
 
 
@@ -414,12 +737,22 @@ def test_log_time_axis_for_log_spaced_saves_and_no_phase_portrait_from_ten_point
 
 
 def test_a_title_names_the_parameters_that_differ_from_the_defaults(tmp_cwd):
-    write("lv.h5", {**RUN, "model": "lotka_volterra", "config": f"[model]\nname = \"lotka_volterra\"\n[params]\nalpha = 0.6\nbeta = 0.028\n"}, {"time": T, "observables": {"prey": T}})
+    write(
+        "lv.h5",
+        {
+            **RUN,
+            "model": "lotka_volterra",
+            "config": f'[model]\nname = "lotka_volterra"\n[params]\nalpha = 0.6\nbeta = 0.028\n',
+        },
+        {"time": T, "observables": {"prey": T}},
+    )
     assert sim.plot("lv.h5")._suptitle.get_text() == "lotka_volterra run: alpha = 0.6 · lv.h5"
 
 
 def test_fit_in_calendar_years_with_the_datas_names(tmp_cwd):
-    fig = sim.plot(PLOTS / "fit.h5")  # lynx-hare: time_offset = 1900, prey = "/hare", predator = "/lynx"
+    fig = sim.plot(
+        PLOTS / "fit.h5"
+    )  # lynx-hare: time_offset = 1900, prey = "/hare", predator = "/lynx"
     panels = [ax for ax in fig.axes if ax.get_xlabel() == "year"]
     assert sorted(ax.get_ylabel() for ax in panels) == ["hare (thousand)", "lynx (thousand)"]
     for ax in panels:
@@ -441,7 +774,9 @@ def test_no_mantissa_times_ten_to_the_zero_on_log_axes():
         ax.plot([0, 1], [low, high])
         log_axis(ax, "y")
         labels = tick_texts(ax, "y")
-        assert labels and not any("10^{0}" in t or "times10" in t and "^{0}" in t for t in labels), labels
+        assert labels and not any(
+            "10^{0}" in t or "times10" in t and "^{0}" in t for t in labels
+        ), labels
         assert len(labels) <= 8
 
 
@@ -449,13 +784,17 @@ def test_posterior_pair_plot_holds_every_quantity_or_says_which_it_leaves_out(tm
     fig = sim.plot(PLOTS / "posterior.h5")
     names = list(sim.read(PLOTS / "posterior.h5")["posterior"])
     labels = {ax.get_xlabel() for ax in fig.axes}
-    assert len(names) == 8 and {"alpha", "initial prey", "sigma hare", "sigma lynx"} <= labels, labels
+    assert len(names) == 8 and {"alpha", "initial prey", "sigma hare", "sigma lynx"} <= labels, (
+        labels
+    )
     assert not any("not drawn" in t.get_text() for t in fig.texts)
     draws = {f"q{i}": DRAWS + i for i in range(12)}
     draws["field"] = RNG.normal(size=(2, 50, 3))
     write("many.h5", POSTERIOR, {"posterior": draws})
     note = " ".join(t.get_text() for t in sim.plot("many.h5").texts)
-    assert "not drawn: field (shape (3,) per draw); q8, q9 (only the first 10 fit a pair plot)" in note  # (the file orders q0, q1, q10, ...)
+    assert (
+        "not drawn: field (shape (3,) per draw); q8, q9 (only the first 10 fit a pair plot)" in note
+    )  # (the file orders q0, q1, q10, ...)
 
 
 def test_md_energies_per_particle_in_reduced_units():
@@ -465,8 +804,12 @@ def test_md_energies_per_particle_in_reduced_units():
     energy = next(ax for ax in fig.axes if ax.get_ylabel().startswith("energy"))
     assert energy.get_ylabel() == "energy per particle (ε)" and energy.get_xlabel() == "time (τ)"
     potential = next(line for line in energy.get_lines() if line.get_label() == "potential")
-    np.testing.assert_allclose(potential.get_ydata(), record["observables/potential_energy/value"] / n)
-    assert "reduced units" in fig._suptitle.get_text() and f"{n} particles" in fig._suptitle.get_text()
+    np.testing.assert_allclose(
+        potential.get_ydata(), record["observables/potential_energy/value"] / n
+    )
+    assert (
+        "reduced units" in fig._suptitle.get_text() and f"{n} particles" in fig._suptitle.get_text()
+    )
     assert {"temperature (ε/$k_B$)", "pressure (ε/σ³)"} <= {ax.get_ylabel() for ax in fig.axes}
 
 
@@ -498,7 +841,9 @@ def test_sweep_axes_log_where_drawn_log_spaced_with_units():
 
 
 @pytest.mark.parametrize("kind", ["simjax.run", "simjax.sweep"])
-def test_a_file_declaring_more_values_than_memory_is_refused_before_reading(kind, tmp_cwd, capsys, monkeypatch):
+def test_a_file_declaring_more_values_than_memory_is_refused_before_reading(
+    kind, tmp_cwd, capsys, monkeypatch
+):
     # (a MemoryError: "Unable to allocate 745 GiB" for a /time of 1e11 values stored in 7 kB)
     import sim._limits
 
@@ -511,7 +856,9 @@ def test_a_file_declaring_more_values_than_memory_is_refused_before_reading(kind
     code, err = cli(["plot", "huge.h5", "-o", "fig.png"], capsys)
     lines = err.strip().splitlines()
     assert code == 2 and len(lines) == 1 and "Traceback" not in err, err
-    assert "huge.h5" in lines[0] and "100,000,000,000 values" in lines[0] and "memory" in lines[0], lines[0]
+    assert (
+        "huge.h5" in lines[0] and "100,000,000,000 values" in lines[0] and "memory" in lines[0]
+    ), lines[0]
     assert not Path("fig.png").exists()
     with pytest.raises(sim.DataError, match="memory"):
         sim.read("huge.h5")

@@ -89,7 +89,9 @@ def scores(a: np.ndarray, b: np.ndarray, block: int = 24) -> tuple[float, float]
         return 0.0, 0.0
     m = _ssim_map(a, b)
     h, w = (m.shape[0] // block) * block, (m.shape[1] // block) * block
-    return float(m.mean()), float(m[:h, :w].reshape(h // block, block, w // block, block).mean(axis=(1, 3)).min())
+    return float(m.mean()), float(
+        m[:h, :w].reshape(h // block, block, w // block, block).mean(axis=(1, 3)).min()
+    )
 
 
 def similarity(a: np.ndarray, b: np.ndarray) -> float:
@@ -128,9 +130,13 @@ def test_every_gallery_figure_has_a_stored_file_and_reference():
 @pytest.mark.parametrize("kind", KINDS)
 def test_figure_looks_like_its_reference(kind):
     drawn, reference = figure_pixels(DATA / f"{kind}.h5"), reference_pixels(kind)
-    assert drawn.shape == reference.shape, f"{kind}: size {drawn.shape} against {reference.shape}; `python tests/data/plots/make_plot_data.py --figures` redraws the references"
+    assert drawn.shape == reference.shape, (
+        f"{kind}: size {drawn.shape} against {reference.shape}; `python tests/data/plots/make_plot_data.py --figures` redraws the references"
+    )
     score, local = scores(drawn, reference)
-    assert score >= SIMILAR and local >= LOCAL, f"{kind}: structural similarity {score:.4f} (at least {SIMILAR}), worst region {local:.4f} (at least {LOCAL})"
+    assert score >= SIMILAR and local >= LOCAL, (
+        f"{kind}: structural similarity {score:.4f} (at least {SIMILAR}), worst region {local:.4f} (at least {LOCAL})"
+    )
 
 
 def _altered(kind: str, change, tmp_path) -> Path:

@@ -25,16 +25,30 @@ from solvers import OdeLoop, OdeSolver
 
 from tests.helpers import signal_after_chunks
 
-from .test_run_resume import EXPERIMENTS, REPO, assert_identical, cli, contents, digest, kill_after_first_checkpoint
+from .test_run_resume import (
+    EXPERIMENTS,
+    REPO,
+    assert_identical,
+    cli,
+    contents,
+    digest,
+    kill_after_first_checkpoint,
+)
 
 # Small runs (a few seconds each, compilation included).
 FAMILIES = {
     "ode": ("lorenz.toml", ["time.t1=4.0", "time.save=41"]),  # dopri8, adaptive
-    "ode_fixed": ("lorenz.toml", ["time.t1=2.0", "time.save=41", "time.dt=0.01", "solver.method=tsit5"]),
+    "ode_fixed": (
+        "lorenz.toml",
+        ["time.t1=2.0", "time.save=41", "time.dt=0.01", "solver.method=tsit5"],
+    ),
     "spectral": ("kuramoto_sivashinsky.toml", ["grid.points=[32]", "time.t1=6.0", "time.save=25"]),
     # kvaerno5, adaptive; several save times per step (filled from its interpolation)
     "fd": ("heat_dirichlet.toml", ["grid.points=[17]", "time.t1=0.5", "time.save=41"]),
-    "md": ("lj_fluid.toml", ["system.cells=4", "params.cutoff=2.5", "time.steps=200", "time.save_every=10"]),
+    "md": (
+        "lj_fluid.toml",
+        ["system.cells=4", "params.cutoff=2.5", "time.steps=200", "time.save_every=10"],
+    ),
 }
 CHUNKS = (3, 8)  # `[output] chunk` values the cases draw from (each one compiles once)
 
@@ -50,7 +64,11 @@ class Stop(BaseException):
 
 def random_chunks(monkeypatch, rng):
     """Chunks of random lengths (1 to the engine's limit) instead of the timed ones."""
-    monkeypatch.setattr(_stream.ChunkSizer, "next", lambda self, remaining: rng.randint(1, min(self.limit, remaining)))
+    monkeypatch.setattr(
+        _stream.ChunkSizer,
+        "next",
+        lambda self, remaining: rng.randint(1, min(self.limit, remaining)),
+    )
 
 
 def stop_after_chunk(monkeypatch, m):
@@ -95,7 +113,9 @@ def identical(a, b, what=""):
     and checkpoint settings the run was started with)."""
     ca, cb = contents(a), contents(b)
     config_a, config_b = ca["/"].pop("config"), cb["/"].pop("config")
-    assert _unfinished._comparable(config_a, _unfinished.RUN_BOUNDS) == _unfinished._comparable(config_b, _unfinished.RUN_BOUNDS), what
+    assert _unfinished._comparable(config_a, _unfinished.RUN_BOUNDS) == _unfinished._comparable(
+        config_b, _unfinished.RUN_BOUNDS
+    ), what
     assert sorted(ca) == sorted(cb), what
     for key in ca:
         assert ca[key] == cb[key], (what, key)
@@ -112,8 +132,26 @@ def kill_and_resume(family, tmp_path, rng, case, chunks=CHUNKS):
     another chunk limit, interval and chunk lengths. Returns the file and the case
     (None when the run had no checkpoint before it ended)."""
     out = tmp_path / f"case{case}.h5"
-    first = [f"output.chunk={rng.choice(chunks)}", rng.choice(["output.checkpoint_every=1", "output.checkpoint_every=3", "output.checkpoint_seconds=1e-9"])]
-    then = [f"output.chunk={rng.choice(chunks)}", rng.choice(["output.checkpoint_every=1", "output.checkpoint_seconds=1000.0", "output.checkpoint_every=2"])]
+    first = [
+        f"output.chunk={rng.choice(chunks)}",
+        rng.choice(
+            [
+                "output.checkpoint_every=1",
+                "output.checkpoint_every=3",
+                "output.checkpoint_seconds=1e-9",
+            ]
+        ),
+    ]
+    then = [
+        f"output.chunk={rng.choice(chunks)}",
+        rng.choice(
+            [
+                "output.checkpoint_every=1",
+                "output.checkpoint_seconds=1000.0",
+                "output.checkpoint_every=2",
+            ]
+        ),
+    ]
     cfg = family_config(family, *first)
     frames = len(plan_run(cfg).engine.times) - 1
     stop = rng.randint(1, frames - 1)
@@ -151,8 +189,12 @@ def references(tmp_path_factory):
     return get
 
 
-@pytest.mark.parametrize("family, cases", [("ode", 2), ("ode_fixed", 1), ("spectral", 2), ("md", 1)])
-def test_stopped_anywhere_resumed_with_other_chunks_is_bit_identical(family, cases, references, tmp_path):
+@pytest.mark.parametrize(
+    "family, cases", [("ode", 2), ("ode_fixed", 1), ("spectral", 2), ("md", 1)]
+)
+def test_stopped_anywhere_resumed_with_other_chunks_is_bit_identical(
+    family, cases, references, tmp_path
+):
     whole = references(family)
     rng = random.Random(f"{family}-1")
     for case in range(cases):
@@ -183,12 +225,21 @@ def test_md_neighbour_list_growth_does_not_depend_on_chunks():
 
     from solvers._neighbours import _max_count
 
-    cfg = family_config("md", "time.steps=600", "time.save_every=30", "system.temperature=2.0", "solver.temperature=2.0", "output.chunk=20")
+    cfg = family_config(
+        "md",
+        "time.steps=600",
+        "time.save_every=30",
+        "system.temperature=2.0",
+        "solver.temperature=2.0",
+        "output.chunk=20",
+    )
 
     def run(chunks):
         engine = plan_run(cfg).engine
         nl = engine.problem.neighbour_list
-        tight = dataclasses.replace(nl, capacity=_max_count(nl, engine.system.position, engine.system.space.box))
+        tight = dataclasses.replace(
+            nl, capacity=_max_count(nl, engine.system.position, engine.system.space.box)
+        )
         engine.problem = dataclasses.replace(engine.problem, neighbour_list=tight)
         state, k, pieces, capacities = engine.start(), 0, [], []
         for n in chunks:
@@ -238,22 +289,38 @@ def test_issue_repro_resume_with_another_chunk(tmp_cwd):
 
 def test_changes_of_the_computation_are_refused(tmp_cwd, capsys):
     name, sets = FAMILIES["ode"]
-    base = ["run", str(EXPERIMENTS / name), "-o", "out.h5", "--quiet"] + [x for s in sets for x in ("--set", s)]
+    base = ["run", str(EXPERIMENTS / name), "-o", "out.h5", "--quiet"] + [
+        x for s in sets for x in ("--set", s)
+    ]
     with pytest.MonkeyPatch.context() as patch:
         stop_after_chunk(patch, 3)
         with pytest.raises(Stop):
-            sim.run(family_config("ode", "output.checkpoint_every=1", "output.chunk=3"), output="out.h5")
+            sim.run(
+                family_config("ode", "output.checkpoint_every=1", "output.chunk=3"), output="out.h5"
+            )
     files = [Path("out.h5"), _stream.partial_path("out.h5"), _stream.checkpoint_path("out.h5")]
     before = digest(*files)
-    for change in ("time.save=21", "solver.rtol=1e-9", "params.rho=27.0", "initial.x=1.5", "solver.method=tsit5"):
+    for change in (
+        "time.save=21",
+        "solver.rtol=1e-9",
+        "params.rho=27.0",
+        "initial.x=1.5",
+        "solver.method=tsit5",
+    ):
         code, err = cli([*base, "--resume", "--set", change], capsys)
-        assert code == 2 and "different config" in err and len(err.strip().splitlines()) == 1, (change, err)
+        assert code == 2 and "different config" in err and len(err.strip().splitlines()) == 1, (
+            change,
+            err,
+        )
         assert digest(*files) == before, change
         with pytest.raises(sim.InputError, match="different config"):
             sim.run(family_config("ode", change), output="out.h5", resume=True)
         assert digest(*files) == before, change
     # What does not change the numbers is accepted.
-    code, err = cli([*base, "--resume", "--set", "output.chunk=7", "--set", "output.checkpoint_seconds=0.5"], capsys)
+    code, err = cli(
+        [*base, "--resume", "--set", "output.chunk=7", "--set", "output.checkpoint_seconds=0.5"],
+        capsys,
+    )
     assert code == 0, err
 
 
@@ -265,9 +332,17 @@ def test_output_and_checks_are_not_part_of_the_comparison():
     b = '[model]\nname = "heat"\n[output]\nchunk = 5\ncheckpoint_seconds = 2.0\n[checks]\nmax_growth = 1e6\n[fit]\ncheckpoint_every = 9\n'
     assert _unfinished.config_difference(a, b, _unfinished.RUN_BOUNDS) == ""
     assert _unfinished.config_difference(a, b) == "checks.max_growth: stored 10.0, now 1000000.0"
-    assert _unfinished.config_difference(a, b.replace("max_growth = 1e6", "max_growth = 10.0")) == ""
-    assert _unfinished.config_difference(a, b.replace('"heat"', '"burgers"'), _unfinished.RUN_BOUNDS) == "model.name: stored 'heat', now 'burgers'"
-    assert _unfinished.config_difference(a, a + "[params]\nrate = 2.0\n") == "params: stored no value, now {'rate': 2.0}"
+    assert (
+        _unfinished.config_difference(a, b.replace("max_growth = 1e6", "max_growth = 10.0")) == ""
+    )
+    assert (
+        _unfinished.config_difference(a, b.replace('"heat"', '"burgers"'), _unfinished.RUN_BOUNDS)
+        == "model.name: stored 'heat', now 'burgers'"
+    )
+    assert (
+        _unfinished.config_difference(a, a + "[params]\nrate = 2.0\n")
+        == "params: stored no value, now {'rate': 2.0}"
+    )
 
 
 # ----------------------------------------------------------------------------- the ODE loop
@@ -275,19 +350,25 @@ def test_output_and_checks_are_not_part_of_the_comparison():
 
 @eqx.filter_jit
 def _loop_init(model, params, ts, solver):
-    return OdeLoop.from_ode_solver(solver, model.vector_field, ts, params).init(model.initial_state(None))
+    return OdeLoop.from_ode_solver(solver, model.vector_field, ts, params).init(
+        model.initial_state(None)
+    )
 
 
 @eqx.filter_jit
 def _loop_advance(model, params, ts, solver, state, n, capacity):
-    return OdeLoop.from_ode_solver(solver, model.vector_field, ts, params).advance(state, n, capacity)
+    return OdeLoop.from_ode_solver(solver, model.vector_field, ts, params).advance(
+        state, n, capacity
+    )
 
 
 def _loop_run(model, params, ts, solver, chunks, capacity):
     state = _loop_init(model, params, ts, solver)
     pieces = []
     for n in chunks:
-        state, saved = _loop_advance(model, params, ts, solver, state, jnp.asarray(n, jnp.int32), capacity)
+        state, saved = _loop_advance(
+            model, params, ts, solver, state, jnp.asarray(n, jnp.int32), capacity
+        )
         pieces.append(np.asarray(saved)[:n])
     return state, np.concatenate(pieces)
 
@@ -329,7 +410,10 @@ def test_ode_loop_matches_diffeqsolve_and_ignores_chunks(method, name, ts, capac
 # (solvers._grid_steps), 3 save times off the grid adding 3 steps to its 100.
 @pytest.mark.parametrize(
     "method, ts, steps",
-    [("heun", np.linspace(0.0, 1.0, 11), 100), ("dopri8", np.array([0.0, 0.037, 0.1, 0.3333, 0.5, 0.915, 0.99, 1.0]), 103)],
+    [
+        ("heun", np.linspace(0.0, 1.0, 11), 100),
+        ("dopri8", np.array([0.0, 0.037, 0.1, 0.3333, 0.5, 0.915, 0.99, 1.0]), 103),
+    ],
 )
 def test_ode_loop_fixed_step(method, ts, steps):
     model = sim.get_model("lorenz")
@@ -369,7 +453,9 @@ def test_a_run_stopped_by_max_steps_resumes_with_a_larger_bound(tmp_cwd):
     # The message says to raise solver.max_steps and that the checkpoint is kept: resuming
     # with a larger bound is allowed and ends as a run started with it.
     def config(max_steps):
-        return family_config("ode", f"solver.max_steps={max_steps}", "output.chunk=4", "output.checkpoint_every=4")
+        return family_config(
+            "ode", f"solver.max_steps={max_steps}", "output.chunk=4", "output.checkpoint_every=4"
+        )
 
     with pytest.raises(sim.SimulationError, match="last good checkpoint"):
         sim.run(config(60), output="a.h5")
@@ -378,7 +464,9 @@ def test_a_run_stopped_by_max_steps_resumes_with_a_larger_bound(tmp_cwd):
     sim.run(config(100_000), output="b.h5")
     with h5py.File("a.h5") as a, h5py.File("b.h5") as b:
         for name in b["observables"]:
-            np.testing.assert_array_equal(a[f"observables/{name}"][()], b[f"observables/{name}"][()])
+            np.testing.assert_array_equal(
+                a[f"observables/{name}"][()], b[f"observables/{name}"][()]
+            )
 
 
 # ----------------------------------------------------------------------------- chunks in time
@@ -415,7 +503,11 @@ def test_checkpoint_seconds_writes_checkpoints_mid_run(tmp_cwd):
         original = _stream.write_checkpoint
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr(_stream, "_now", lambda: float(next(clock)))
-            patch.setattr(_stream, "write_checkpoint", lambda path, **kw: (written.append(kw["frame"]), original(path, **kw)))
+            patch.setattr(
+                _stream,
+                "write_checkpoint",
+                lambda path, **kw: (written.append(kw["frame"]), original(path, **kw)),
+            )
             if seconds is not None:
                 patch.setattr(_stream, "CHECKPOINT_SECONDS", seconds)
             sim.run(family_config("spectral", "output.chunk=2", *sets), output="out.h5")
@@ -432,10 +524,28 @@ def test_checkpoint_seconds_in_a_subprocess(tmp_path):
     # A real `sim run` with a tiny checkpoint_seconds: the checkpoint appears while it runs.
     name, sets = FAMILIES["spectral"]
     out = tmp_path / "out.h5"
-    args = [sys.executable, "-m", "sim.cli", "run", str(EXPERIMENTS / name), "-o", str(out), "--quiet"]
-    for item in [*sets, "grid.points=[128]", "time.t1=300.0", "time.save=1201", "output.chunk=4", "output.checkpoint_seconds=0.001"]:
+    args = [
+        sys.executable,
+        "-m",
+        "sim.cli",
+        "run",
+        str(EXPERIMENTS / name),
+        "-o",
+        str(out),
+        "--quiet",
+    ]
+    for item in [
+        *sets,
+        "grid.points=[128]",
+        "time.t1=300.0",
+        "time.save=1201",
+        "output.chunk=4",
+        "output.checkpoint_seconds=0.001",
+    ]:
         args += ["--set", item]
-    proc = subprocess.Popen(args, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)}, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        args, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)}, stderr=subprocess.PIPE
+    )
     seen = False
     while proc.poll() is None:
         seen = seen or _stream.checkpoint_path(out).exists()
@@ -454,7 +564,10 @@ def test_interrupt_writes_a_checkpoint_and_resumes_exactly(references, tmp_cwd):
         with _interrupt.deferred(), pytest.raises(_interrupt.Interrupted) as info:
             sim.run(family_config("spectral"), output="out.h5")
     assert info.value.exit_code == 128 + signal.SIGTERM
-    assert info.value.checkpoint == _stream.checkpoint_path("out.h5") and info.value.checkpoint.exists()
+    assert (
+        info.value.checkpoint == _stream.checkpoint_path("out.h5")
+        and info.value.checkpoint.exists()
+    )
     assert checkpoint_frame("out.h5") == sum(count)
     assert _stream.partial_path("out.h5").exists() and not Path("out.h5").exists()
     sim.run(family_config("spectral", "output.chunk=5"), output="out.h5", resume=True)
@@ -500,7 +613,10 @@ def test_a_blow_up_keeps_the_last_good_checkpoint(tmp_cwd):
     message = str(info.value)
     frame = checkpoint_frame("out.h5")
     assert "blew up at frame 15" in message and "\n" not in message
-    assert f"last good checkpoint (frame {frame} of 24)" in message and str(_stream.checkpoint_path("out.h5")) in message
+    assert (
+        f"last good checkpoint (frame {frame} of 24)" in message
+        and str(_stream.checkpoint_path("out.h5")) in message
+    )
     # The failing chunk was checked before anything of it was written or checkpointed.
     first, _ = seen[-1]
     assert frame == first - 1
@@ -543,7 +659,13 @@ def _kill(tmp_path, name, sets, delay):
         pytest.param(
             "fd",
             "heat_dirichlet.toml",
-            ["grid.points=[17]", "time.t1=2.0", "time.save=2001", "output.chunk=4", "output.checkpoint_every=4"],
+            [
+                "grid.points=[17]",
+                "time.t1=2.0",
+                "time.save=2001",
+                "output.chunk=4",
+                "output.checkpoint_every=4",
+            ],
             ["output.chunk=7", "output.checkpoint_seconds=0.01"],
             marks=pytest.mark.slow,
         ),

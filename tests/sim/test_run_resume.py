@@ -22,15 +22,40 @@ REPO = EXPERIMENTS.parent
 # Small runs of several chunks each (at most `output.chunk` frames per chunk), with a
 # checkpoint after every chunk.
 CASES = {
-    "ode": ("lorenz.toml", ["time.t1=4.0", "time.save=41", "output.chunk=8", "output.checkpoint_every=1"]),
+    "ode": (
+        "lorenz.toml",
+        ["time.t1=4.0", "time.save=41", "output.chunk=8", "output.checkpoint_every=1"],
+    ),
     "spectral": (
         "kuramoto_sivashinsky.toml",
-        ["grid.points=[32]", "time.t1=6.0", "time.save=13", "output.chunk=3", "output.checkpoint_every=1"],
+        [
+            "grid.points=[32]",
+            "time.t1=6.0",
+            "time.save=13",
+            "output.chunk=3",
+            "output.checkpoint_every=1",
+        ],
     ),
-    "fd": ("heat_dirichlet.toml", ["grid.points=[17]", "time.t1=0.1", "time.save=11", "output.chunk=3", "output.checkpoint_every=1"]),
+    "fd": (
+        "heat_dirichlet.toml",
+        [
+            "grid.points=[17]",
+            "time.t1=0.1",
+            "time.save=11",
+            "output.chunk=3",
+            "output.checkpoint_every=1",
+        ],
+    ),
     "md": (
         "lj_fluid.toml",
-        ["system.cells=4", "params.cutoff=2.5", "time.steps=120", "time.save_every=10", "output.chunk=3", "output.checkpoint_every=1"],
+        [
+            "system.cells=4",
+            "params.cutoff=2.5",
+            "time.steps=120",
+            "time.save_every=10",
+            "output.chunk=3",
+            "output.checkpoint_every=1",
+        ],
     ),
 }
 
@@ -50,7 +75,12 @@ def contents(path):
             attrs = {k: np.asarray(v).tobytes() for k, v in node.attrs.items()}
             if isinstance(node, h5py.Dataset):
                 value = node[()]
-                out[name] = (np.asarray(value).dtype.str, np.asarray(value).shape, np.asarray(value).tobytes(), attrs)
+                out[name] = (
+                    np.asarray(value).dtype.str,
+                    np.asarray(value).shape,
+                    np.asarray(value).tobytes(),
+                    attrs,
+                )
             else:
                 out[name] = attrs
 
@@ -66,7 +96,10 @@ def assert_identical(a, b):
 
 
 def digest(*paths):
-    return [hashlib.sha256(Path(p).read_bytes()).hexdigest() if Path(p).exists() else None for p in paths]
+    return [
+        hashlib.sha256(Path(p).read_bytes()).hexdigest() if Path(p).exists() else None
+        for p in paths
+    ]
 
 
 class Stop(Exception):
@@ -112,7 +145,9 @@ def test_interrupted_run_resumes_to_the_uninterrupted_file(case, tmp_cwd):
     in_memory = sim.run(cfg)
     record = sim.read("whole.h5")
     if case == "md":
-        np.testing.assert_array_equal(record["observables/total_energy/value"], in_memory.observables["total_energy"])
+        np.testing.assert_array_equal(
+            record["observables/total_energy/value"], in_memory.observables["total_energy"]
+        )
     else:
         for name, values in in_memory.observables.items():
             np.testing.assert_array_equal(record.observables[name], values)
@@ -133,11 +168,22 @@ def kill_after_first_checkpoint(tmp_path, name, sets, delay=0.0):
     """Start `sim run` of experiments/NAME with `sets` in a process of its own and SIGKILL
     it `delay` seconds after its first checkpoint exists; returns the output path."""
     out = tmp_path / "out.h5"
-    args = [sys.executable, "-m", "sim.cli", "run", str(EXPERIMENTS / name), "-o", str(out), "--quiet"]
+    args = [
+        sys.executable,
+        "-m",
+        "sim.cli",
+        "run",
+        str(EXPERIMENTS / name),
+        "-o",
+        str(out),
+        "--quiet",
+    ]
     for item in sets:
         args += ["--set", item]
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen(args, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        args, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
     checkpoint = _stream.checkpoint_path(out)
     deadline = time.monotonic() + 300
     while not checkpoint.exists() and proc.poll() is None and time.monotonic() < deadline:
@@ -159,7 +205,11 @@ def _kill_mid_run(case, tmp_path, sets):
     "case, sets",
     [
         # (MD resumes are checked by default in-process: test_resume_property.py, and below)
-        pytest.param("md", ["time.steps=1500", "time.save_every=10", "output.chunk=5"], marks=pytest.mark.slow),
+        pytest.param(
+            "md",
+            ["time.steps=1500", "time.save_every=10", "output.chunk=5"],
+            marks=pytest.mark.slow,
+        ),
         ("spectral", ["grid.points=[128]", "time.t1=300.0", "time.save=1201", "output.chunk=10"]),
     ],
 )
@@ -178,7 +228,9 @@ def test_sigkilled_run_resumes_bitwise(case, sets, tmp_path):
 def unfinished(tmp_cwd):
     """A PDE run stopped after its first checkpoint: (CLI arguments, output path)."""
     name, sets = CASES["spectral"]
-    args = ["run", str(EXPERIMENTS / name), "-o", "out.h5", "--quiet"] + [x for s in sets for x in ("--set", s)]
+    args = ["run", str(EXPERIMENTS / name), "-o", "out.h5", "--quiet"] + [
+        x for s in sets for x in ("--set", s)
+    ]
     with pytest.MonkeyPatch.context() as patch:
         interrupt_after(patch, 1)
         with pytest.raises(Stop):
@@ -194,20 +246,31 @@ def test_resume_refusals_leave_the_files_untouched(unfinished, capsys):
     args, out = unfinished
     before = _files(out)
     cases = {
-        "another config": (args + ["--resume", "--set", "params.hyper_diffusivity=2.0"], "different config"),
+        "another config": (
+            args + ["--resume", "--set", "params.hyper_diffusivity=2.0"],
+            "different config",
+        ),
         "no --resume": (args, "pass --resume"),
     }
     for what, (argv, expected) in cases.items():
         code, err = cli(argv, capsys)
         assert code == 2, (what, err)
-        assert len(err.strip().splitlines()) == 1 and expected in err and "Traceback" not in err, (what, err)
+        assert len(err.strip().splitlines()) == 1 and expected in err and "Traceback" not in err, (
+            what,
+            err,
+        )
         assert _files(out) == before, what
 
     checkpoint = _stream.checkpoint_path(out)
     checkpoint.write_bytes(checkpoint.read_bytes()[:200])  # corrupt
     damaged = _files(out)
     code, err = cli(args + ["--resume"], capsys)
-    assert code == 2 and "checkpoint" in err and "damaged" in err and len(err.strip().splitlines()) == 1, err
+    assert (
+        code == 2
+        and "checkpoint" in err
+        and "damaged" in err
+        and len(err.strip().splitlines()) == 1
+    ), err
     assert _files(out) == damaged
 
     # An unfinished run without a checkpoint (killed before its first one) holds nothing
@@ -220,13 +283,17 @@ def test_resume_refusals_leave_the_files_untouched(unfinished, capsys):
         assert out.exists() and not _stream.partial_path(out).exists() and not checkpoint.exists()
         with h5py.File(out) as f:
             assert f.attrs["format"] == "simjax.run"
-            assert all(np.all(np.isfinite(f[f"observables/{name}"][()])) for name in f["observables"])
+            assert all(
+                np.all(np.isfinite(f[f"observables/{name}"][()])) for name in f["observables"]
+            )
         out.rename(_stream.partial_path(out))  # as if killed before its first checkpoint
 
 
 def test_resume_of_a_finished_or_missing_run_is_refused(tmp_cwd, capsys):
     name, sets = CASES["ode"]
-    args = ["run", str(EXPERIMENTS / name), "-o", "out.h5", "--quiet"] + [x for s in sets for x in ("--set", s)]
+    args = ["run", str(EXPERIMENTS / name), "-o", "out.h5", "--quiet"] + [
+        x for s in sets for x in ("--set", s)
+    ]
     # The library refuses to resume what is not there; the command line starts the run
     # afresh instead (a job script may always pass --resume).
     with pytest.raises(sim.InputError, match="no unfinished run"):
@@ -253,11 +320,16 @@ def test_full_disk_mid_run_keeps_the_last_checkpoint(tmp_cwd, capsys):
         calls.append(k)
         if len(calls) == 3:
             # as HDF5 words it: its text spans lines
-            raise OSError(28, "Unable to synchronously write (file write failed: time = now\n, errno = 28, error message = 'No space left on device')")
+            raise OSError(
+                28,
+                "Unable to synchronously write (file write failed: time = now\n, errno = 28, error message = 'No space left on device')",
+            )
         return original(self, f, k, rows)
 
     name, sets = CASES["spectral"]
-    args = ["run", str(EXPERIMENTS / name), "-o", "out.h5", "--quiet"] + [x for s in sets for x in ("--set", s)]
+    args = ["run", str(EXPERIMENTS / name), "-o", "out.h5", "--quiet"] + [
+        x for s in sets for x in ("--set", s)
+    ]
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(sim._result.RunSink, "write", write)
         chunks = record_chunks(patch)

@@ -16,7 +16,10 @@ RNG = np.random.default_rng(3)
 
 
 def test_ode_run_file(tmp_cwd):
-    sim.run(sim.load_config(EXPERIMENTS / "lotka_volterra.toml", ["time.save=11", "time.t1=5.0"]), output="lv.h5")
+    sim.run(
+        sim.load_config(EXPERIMENTS / "lotka_volterra.toml", ["time.save=11", "time.t1=5.0"]),
+        output="lv.h5",
+    )
     ds = sim.read("lv.h5").to_xarray()
     with h5py.File("lv.h5", "r") as f:
         np.testing.assert_array_equal(ds["time"], f["time"][()])
@@ -45,7 +48,9 @@ def test_pde_run_file(tmp_cwd):
             assert ds[name].dims == ("time",)
             np.testing.assert_array_equal(ds[name], f[f"observables/{name}"][()])
     # the built-in PDEs are in abstract units (length^2/time): no units attribute invented
-    assert ds["time"].attrs == {"long_name": "time"} and ds["x"].attrs == {"long_name": "x coordinate"}
+    assert ds["time"].attrs == {"long_name": "time"} and ds["x"].attrs == {
+        "long_name": "x coordinate"
+    }
 
 
 TEXT_PDE = """
@@ -69,7 +74,9 @@ def test_2d_field_with_declared_units_and_sde_ensemble(tmp_cwd):
     ds = sim.read("heat.h5").to_xarray()
     assert ds["u"].dims == ("time", "x", "y")
     np.testing.assert_array_equal(ds["u"], u)
-    assert ds["time"].attrs["units"] == "s" and ds["x"].attrs["units"] == ds["y"].attrs["units"] == "m"
+    assert (
+        ds["time"].attrs["units"] == "s" and ds["x"].attrs["units"] == ds["y"].attrs["units"] == "m"
+    )
     # an SDE ensemble: [T, paths]; its model's rates are per second
     paths = RNG.normal(size=(3, 5))
     with h5py.File("ou.h5", "w") as f:
@@ -93,7 +100,12 @@ def test_md_run_file_unwraps_positions(tmp_cwd):
     with h5py.File("md.h5", "w") as f:
         f.attrs.update(format="simjax.run", model="lennard_jones", config="")
         f.create_group("h5md").attrs["version"] = np.array([1, 1], dtype=np.int32)
-        for name, value in (("position", wrapped), ("image", image), ("velocity", -wrapped), ("box/edges", np.broadcast_to(edges, (frames, 2)))):
+        for name, value in (
+            ("position", wrapped),
+            ("image", image),
+            ("velocity", -wrapped),
+            ("box/edges", np.broadcast_to(edges, (frames, 2))),
+        ):
             f[f"particles/all/{name}/value"] = value
             f[f"particles/all/{name}/time"] = np.arange(frames) * 0.5
             f[f"particles/all/{name}/step"] = np.arange(frames) * 100
@@ -107,8 +119,12 @@ def test_md_run_file_unwraps_positions(tmp_cwd):
     np.testing.assert_array_equal(ds["potential_energy"], energy)
     np.testing.assert_array_equal(ds["step"], np.arange(frames) * 100)
     np.testing.assert_array_equal(ds["species"], [0, 0, 1, 1, 1])
-    assert ds["position"].dims == ("time", "particle", "spatial") and list(ds["spatial"].values) == ["x", "y"]
-    assert ds["time"].attrs["units"] == "τ" and ds["position"].attrs["units"] == "σ"  # reduced LJ units
+    assert ds["position"].dims == ("time", "particle", "spatial") and list(
+        ds["spatial"].values
+    ) == ["x", "y"]
+    assert (
+        ds["time"].attrs["units"] == "τ" and ds["position"].attrs["units"] == "σ"
+    )  # reduced LJ units
 
 
 def test_sweep_file(tmp_cwd):
@@ -116,7 +132,15 @@ def test_sweep_file(tmp_cwd):
     t = np.linspace(0, 1, 3)
     prey = RNG.random((4, 3))
     with h5py.File("sweep.h5", "w") as f:
-        f.attrs.update(format="simjax.sweep", model="lotka_volterra", config="", mode="grid", save="full", swept=json.dumps(["alpha"]), runs=4)
+        f.attrs.update(
+            format="simjax.sweep",
+            model="lotka_volterra",
+            config="",
+            mode="grid",
+            save="full",
+            swept=json.dumps(["alpha"]),
+            runs=4,
+        )
         f["time"] = t
         f["params/alpha"] = alpha
         f["observables/prey"] = prey

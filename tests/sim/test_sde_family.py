@@ -54,14 +54,20 @@ def test_ensemble_moments_match_the_exact_process(tmp_path, method):
     np.testing.assert_array_equal(x[0], x0)
     for i in range(1, len(t)):
         assert abs(x[i].mean() - mean[i]) < 4 * np.sqrt(var[i] / n), (i, x[i].mean(), mean[i])
-        assert abs(x[i].var(ddof=1) - var[i]) < 4 * np.sqrt(2 / (n - 1)) * var[i] + 0.02 * var[i], (i, x[i].var(), var[i])
+        assert abs(x[i].var(ddof=1) - var[i]) < 4 * np.sqrt(2 / (n - 1)) * var[i] + 0.02 * var[i], (
+            i,
+            x[i].var(),
+            var[i],
+        )
 
 
 def test_run_file_layout_and_bit_identical_chunks(tmp_cwd, capsys):
     path = config(tmp_cwd, paths=5)
     code, err = cli(["run", str(path), "-o", "whole.h5", "--quiet"], capsys)
     assert code == 0, err
-    code, err = cli(["run", str(path), "-o", "chunked.h5", "--quiet", "--set", "output.chunk=3"], capsys)
+    code, err = cli(
+        ["run", str(path), "-o", "chunked.h5", "--quiet", "--set", "output.chunk=3"], capsys
+    )
     assert code == 0, err
     with h5py.File("whole.h5") as a, h5py.File("chunked.h5") as b:
         assert a["observables/x"].shape == (11, 5)
@@ -69,18 +75,31 @@ def test_run_file_layout_and_bit_identical_chunks(tmp_cwd, capsys):
         assert a.attrs["seed"] == 7
     # the run equals simulate with the same key (a scan there, a resumable loop here)
     setup = sim.setup(sim.load_config(path))
-    traj = sim.simulate(setup.model, setup.params, setup.t, initial=setup.initial, solver=setup.solver, key=setup.key)
-    np.testing.assert_allclose(np.asarray(traj.observables["x"]), sim.read("whole.h5").observables["x"], rtol=1e-13)
+    traj = sim.simulate(
+        setup.model,
+        setup.params,
+        setup.t,
+        initial=setup.initial,
+        solver=setup.solver,
+        key=setup.key,
+    )
+    np.testing.assert_allclose(
+        np.asarray(traj.observables["x"]), sim.read("whole.h5").observables["x"], rtol=1e-13
+    )
     # drawn as paths, their mean and the 5-95% band
     from sim._plot import draw
 
     ax = draw(sim.read("whole.h5")).axes[0]
     labels = [line.get_label() for line in ax.get_lines()]
     assert "mean of 5 paths" in labels and labels.count("paths") == 1 and len(ax.collections) == 1
-    mean = next(line for line in ax.get_lines() if line.get_label() == "mean of 5 paths").get_ydata()
+    mean = next(
+        line for line in ax.get_lines() if line.get_label() == "mean of 5 paths"
+    ).get_ydata()
     np.testing.assert_allclose(mean, sim.read("whole.h5").observables["x"].mean(axis=1))
     # one path is [T]
-    code, err = cli(["run", str(path), "-o", "one.h5", "--quiet", "--set", "ensemble.paths=1"], capsys)
+    code, err = cli(
+        ["run", str(path), "-o", "one.h5", "--quiet", "--set", "ensemble.paths=1"], capsys
+    )
     assert code == 0, err
     with h5py.File("one.h5") as f:
         assert f["observables/x"].shape == (11,)
@@ -91,7 +110,9 @@ def test_same_seed_same_bytes_and_paths_do_not_depend_on_their_number(tmp_path):
     model = sim.get_model("geometric_brownian_motion")
     t = jnp.linspace(0.0, 1.0, 6)
     solver = SdeSolver(method="milstein", dt=0.05)
-    run = lambda paths, seed: sim.simulate(model, None, t, solver=SdeEnsemble(solver, paths), key=jax.random.key(seed)).observables["x"]  # noqa: E731
+    run = lambda paths, seed: sim.simulate(
+        model, None, t, solver=SdeEnsemble(solver, paths), key=jax.random.key(seed)
+    ).observables["x"]  # noqa: E731
     a, b = np.asarray(run(4, 1)), np.asarray(run(4, 1))
     assert a.tobytes() == b.tobytes()
     assert not np.allclose(a[1:], np.asarray(run(4, 2))[1:])
@@ -109,11 +130,15 @@ def test_gradient_of_the_ensemble_mean_matches_finite_differences():
 
     def mean_at_end(theta):
         params = {**model.default_params(), "theta": theta}
-        return jnp.mean(sim.simulate(model, params, t, solver=ensemble, key=key).observables["x"][-1])
+        return jnp.mean(
+            sim.simulate(model, params, t, solver=ensemble, key=key).observables["x"][-1]
+        )
 
     grad = float(jax.grad(mean_at_end)(jnp.asarray(1.2)))
     h = 1e-5
-    fd = (float(mean_at_end(jnp.asarray(1.2 + h))) - float(mean_at_end(jnp.asarray(1.2 - h)))) / (2 * h)
+    fd = (float(mean_at_end(jnp.asarray(1.2 + h))) - float(mean_at_end(jnp.asarray(1.2 - h)))) / (
+        2 * h
+    )
     assert grad == pytest.approx(fd, rel=1e-6)
     # against the exact derivative of the mean, -t (x0 - mu) e^{-theta t}, within the sampling error
     assert grad == pytest.approx(-1.0 * (1.0 - 0.0) * np.exp(-1.2), abs=0.1)
@@ -121,25 +146,43 @@ def test_gradient_of_the_ensemble_mean_matches_finite_differences():
 
 def test_sweep_runs_each_with_its_own_key(tmp_path):
     # (five paths, as the run above: the single runs below reuse its compiled `simulate`)
-    path = config(tmp_path, paths=5, extra="[sweep]\nchunk = 2\n[sweep.params]\ntheta = { values = [0.5, 1.0, 2.0] }\n")
+    path = config(
+        tmp_path,
+        paths=5,
+        extra="[sweep]\nchunk = 2\n[sweep.params]\ntheta = { values = [0.5, 1.0, 2.0] }\n",
+    )
     result = sim.sweep(sim.load_config(path))
     assert result.observables["x"].shape == (3, 11, 5) and np.all(result.status == 1)
     setup = sim.setup(sim.load_config(path))
     for i, theta in enumerate(result.params["theta"]):
         params = {**setup.params, "theta": jnp.asarray(theta)}
         key = jax.random.fold_in(setup.key, i)
-        traj = sim.simulate(setup.model, params, setup.t, initial=setup.initial, solver=setup.solver, key=key)
+        traj = sim.simulate(
+            setup.model, params, setup.t, initial=setup.initial, solver=setup.solver, key=key
+        )
         np.testing.assert_allclose(result.observables["x"][i], traj.observables["x"], rtol=1e-12)
 
 
 BAD = {
-    "missing dt": ('dt = 0.02\n', "", "solver.dt: required key is missing"),
-    "negative dt": ('dt = 0.02\n', "dt = -1.0\n", "solver.dt: expected a number > 0"),
-    "additive-only method on multiplicative noise": ('name = "ornstein_uhlenbeck"\n[params]\ntheta = 1.5\nmu = 0.4\n', 'name = "geometric_brownian_motion"\n[params]\n', "solver.method: SDE method 'sra1' does not apply to diagonal noise"),
+    "missing dt": ("dt = 0.02\n", "", "solver.dt: required key is missing"),
+    "negative dt": ("dt = 0.02\n", "dt = -1.0\n", "solver.dt: expected a number > 0"),
+    "additive-only method on multiplicative noise": (
+        'name = "ornstein_uhlenbeck"\n[params]\ntheta = 1.5\nmu = 0.4\n',
+        'name = "geometric_brownian_motion"\n[params]\n',
+        "solver.method: SDE method 'sra1' does not apply to diagonal noise",
+    ),
     "zero paths": ("paths = 2000", "paths = 0", "ensemble.paths"),
     "unknown ensemble key": ("seed = 7", "seed = 7\nwalkers = 3", "ensemble.walkers"),
-    "time.dt": ("[time]\n", "[time]\ndt = 0.1\n", "time.dt: SDE runs take their step as [solver] dt"),
-    "more steps than max_steps": ("dt = 0.02\n", "dt = 1e-7\n", "solver.dt: 1e-07 takes 10,000,000 steps from t0 to t1, beyond solver.max_steps = 16,384"),
+    "time.dt": (
+        "[time]\n",
+        "[time]\ndt = 0.1\n",
+        "time.dt: SDE runs take their step as [solver] dt",
+    ),
+    "more steps than max_steps": (
+        "dt = 0.02\n",
+        "dt = 1e-7\n",
+        "solver.dt: 1e-07 takes 10,000,000 steps from t0 to t1, beyond solver.max_steps = 16,384",
+    ),
 }
 
 
@@ -154,6 +197,11 @@ def test_bad_input_is_one_line_and_writes_nothing(case, tmp_cwd, capsys):
 
 
 def test_an_ensemble_in_an_ode_config_is_refused(tmp_cwd, capsys):
-    (tmp_cwd / "lv.toml").write_text('[model]\nname = "lotka_volterra"\n[time]\nt1 = 1.0\n[ensemble]\npaths = 3\n')
+    (tmp_cwd / "lv.toml").write_text(
+        '[model]\nname = "lotka_volterra"\n[time]\nt1 = 1.0\n[ensemble]\npaths = 3\n'
+    )
     code, err = cli(["run", "lv.toml", "-o", "out.h5"], capsys)
-    assert code == 2 and "ensemble: is for SDE models; model 'lotka_volterra' is one of the ODE models" in err, err
+    assert (
+        code == 2
+        and "ensemble: is for SDE models; model 'lotka_volterra' is one of the ODE models" in err
+    ), err

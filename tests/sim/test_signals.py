@@ -36,13 +36,19 @@ COMMANDS = {
     ),
     "sweep": (
         ["sweep", str(EXPERIMENTS / "lotka_volterra_sweep.toml")],
-        ["sweep.chunk=4", 'sweep.params.alpha={ linspace = [0.3, 0.8, 8] }', 'sweep.params.beta={ values = [0.02, 0.03] }'],
+        [
+            "sweep.chunk=4",
+            "sweep.params.alpha={ linspace = [0.3, 0.8, 8] }",
+            "sweep.params.beta={ values = [0.02, 0.03] }",
+        ],
     ),
 }
 # A run interrupted before it computes (while it imports or compiles) needs no length:
 # a tenth of the work for the command that resumes it and the uninterrupted one (the
 # long run's 600 chunks took 2 s each time).
-BEFORE_THE_WORK = {"run": ["time.t1=6.0", "time.save=301", "output.chunk=5", "output.checkpoint_every=1000000"]}
+BEFORE_THE_WORK = {
+    "run": ["time.t1=6.0", "time.save=301", "output.chunk=5", "output.checkpoint_every=1000000"]
+}
 
 
 def fit_command(folder: Path) -> tuple[list[str], list[str]]:
@@ -77,7 +83,14 @@ def interrupt(command: str, moment: str, signum: int, folder: Path):
     """Start `sim COMMAND`, send `signum` at `moment`; return (exit code, stderr)."""
     args = argv(command, folder, "out.h5", moment)
     env = {**os.environ, "JAX_LOG_COMPILES": "1"} if moment == "compile" else dict(os.environ)
-    proc = subprocess.Popen([str(SIM), *args], cwd=folder, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [str(SIM), *args],
+        cwd=folder,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     lines = []
     deadline = time.monotonic() + 300
     if moment == "import":
@@ -91,7 +104,9 @@ def interrupt(command: str, moment: str, signum: int, folder: Path):
         marker = unfinished(command, folder / "out.h5")
         while not marker.exists() and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.01)
-    assert proc.poll() is None, "the command ended before it was interrupted: " + "".join(lines) + proc.stderr.read()
+    assert proc.poll() is None, (
+        "the command ended before it was interrupted: " + "".join(lines) + proc.stderr.read()
+    )
     proc.send_signal(signum)
     rest = proc.stderr.read()
     proc.wait(timeout=300)
@@ -111,7 +126,13 @@ def compare(command: str, a: Path, b: Path) -> None:
 
 
 CASES = [
-    pytest.param(command, moment, signum, marks=() if default else pytest.mark.slow, id=f"{command}-{moment}-{signum.name}")
+    pytest.param(
+        command,
+        moment,
+        signum,
+        marks=() if default else pytest.mark.slow,
+        id=f"{command}-{moment}-{signum.name}",
+    )
     for command in ("run", "sweep", "fit")
     for moment in ("import", "compile", "mid-run")
     for signum in (signal.SIGINT, signal.SIGTERM)
@@ -120,7 +141,11 @@ CASES = [
         # By default each command, each moment and each signal once; the run interrupted
         # mid-run by SIGINT is also the README's test (tests/test_readme.py) and the
         # in-process interrupt of tests/sim/test_resume_property.py.
-        in {("fit", "mid-run", signal.SIGTERM), ("run", "import", signal.SIGTERM), ("sweep", "compile", signal.SIGINT)}
+        in {
+            ("fit", "mid-run", signal.SIGTERM),
+            ("run", "import", signal.SIGTERM),
+            ("sweep", "compile", signal.SIGINT),
+        }
     ]
 ]
 
@@ -134,7 +159,9 @@ def test_interrupt_exits_with_one_line_and_resumes(command, moment, signum, tmp_
     assert len(lines) == 1 and f"({signum.name})" in lines[0], err
     # Besides JAX's compilation log (asked for by the test), nothing else is printed.
     log = ("Finished ", "Compiling ", "Persistent compilation")
-    assert [line for line in err.splitlines() if line.strip() and not line.startswith(log)] == lines, err
+    assert [
+        line for line in err.splitlines() if line.strip() and not line.startswith(log)
+    ] == lines, err
     assert not (tmp_path / "out.h5").exists()
     if moment == "mid-run":
         assert "checkpointed in" in lines[0], lines[0]
@@ -150,7 +177,9 @@ def test_interrupt_exits_with_one_line_and_resumes(command, moment, signum, tmp_
     finally:
         os.chdir(cwd)
     assert exit_info.value.code in (0, None), capsys.readouterr().err
-    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == [], "leftover companion files"
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == [], (
+        "leftover companion files"
+    )
     os.chdir(tmp_path)
     try:
         with pytest.raises(SystemExit) as exit_info:
@@ -227,13 +256,23 @@ def test_work_that_keeps_nothing_stops_at_once_even_inside_a_long_call(tmp_path)
         "    time.sleep(60)\n"
         "sys.exit(0)\n"
     )
-    proc = subprocess.Popen([sys.executable, "-c", script], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     assert proc.stdout.readline().strip() == "ready", proc.stderr.read()
     start = time.monotonic()
     proc.send_signal(signal.SIGTERM)
     code = proc.wait(timeout=30)
     assert time.monotonic() - start < 5
-    assert code == 143 and proc.stderr.read().strip() == "interrupted (SIGTERM) while sampling; nothing was written"
+    assert (
+        code == 143
+        and proc.stderr.read().strip()
+        == "interrupted (SIGTERM) while sampling; nothing was written"
+    )
 
 
 @pytest.mark.slow
@@ -241,9 +280,27 @@ def test_ctrl_c_to_the_process_group_of_a_dask_sweep(tmp_path):
     # A terminal's Ctrl-C reaches every process of the group, the local cluster's workers
     # included: the sweep must still stop at its next chunk with one line and exit 130
     # (it used to hang with the workers gone), and resume to completion.
-    args = [str(Path(sys.executable).with_name("sim")), "sweep", str(EXPERIMENTS / "lotka_volterra_sobol.toml"), "-o", "s.h5",
-            "--scheduler", "local:2", "--set", "sweep.chunk=64", "--set", "sweep.samples=65536"]
-    proc = subprocess.Popen(args, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    args = [
+        str(Path(sys.executable).with_name("sim")),
+        "sweep",
+        str(EXPERIMENTS / "lotka_volterra_sobol.toml"),
+        "-o",
+        "s.h5",
+        "--scheduler",
+        "local:2",
+        "--set",
+        "sweep.chunk=64",
+        "--set",
+        "sweep.samples=65536",
+    ]
+    proc = subprocess.Popen(
+        args,
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     partial = tmp_path / ".s.h5.partial"
     deadline = time.monotonic() + 300
     while not partial.exists() and time.monotonic() < deadline and proc.poll() is None:
@@ -253,7 +310,9 @@ def test_ctrl_c_to_the_process_group_of_a_dask_sweep(tmp_path):
     code = proc.wait(timeout=120)
     lines = proc.stderr.read().strip().splitlines()
     assert code == 130 and len(lines) == 1 and "resume with: sim sweep" in lines[0], lines
-    resumed = subprocess.run([*args, "--resume", "--quiet"], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    resumed = subprocess.run(
+        [*args, "--resume", "--quiet"], cwd=tmp_path, capture_output=True, text=True, timeout=600
+    )
     assert resumed.returncode == 0, resumed.stderr
     with h5py.File(tmp_path / "s.h5") as f:
         assert np.all(f["status"][()] == 1)

@@ -48,7 +48,9 @@ def test_vmap_over_a_thousand_parameter_sets():
     assert bool(jnp.all(batch.ok))
     for i in (0, 517, 999):
         single = sim.simulate(MODEL, {**params, "alpha": alphas[i]}, T)
-        np.testing.assert_allclose(batch.observables["prey"][i], single.observables["prey"], rtol=1e-9)
+        np.testing.assert_allclose(
+            batch.observables["prey"][i], single.observables["prey"], rtol=1e-9
+        )
 
 
 @pytest.fixture(scope="module")
@@ -98,7 +100,9 @@ def test_failed_solve_is_flagged_per_batch_member():
     model = sim.get_model("robertson")
     solver = OdeSolver(method="tsit5", max_steps=50, throw=False)
     k1 = jnp.array([0.04, 0.05])
-    batch = jax.vmap(lambda k: sim.simulate(model, {"k1": k}, jnp.array([0.0, 40.0]), solver=solver))(k1)
+    batch = jax.vmap(
+        lambda k: sim.simulate(model, {"k1": k}, jnp.array([0.0, 40.0]), solver=solver)
+    )(k1)
     assert not bool(jnp.any(batch.ok))
     assert bool(jnp.all(jnp.isnan(batch.observables["y1"][:, -1])))
 
@@ -135,20 +139,35 @@ def test_call_from_python_gives_the_general_paths_bits_and_does_not_recompile_on
     params = MODEL.default_params()
     solver = OdeSolver(rtol=1e-7, atol=1e-9)
     initial = {"prey": jnp.asarray(20.0)}
-    _bits(sim.simulate(MODEL, params, T, initial=initial, solver=solver), _general(MODEL, params, T, initial=initial, solver=solver))
+    _bits(
+        sim.simulate(MODEL, params, T, initial=initial, solver=solver),
+        _general(MODEL, params, T, initial=initial, solver=solver),
+    )
     # Python numbers, numpy save times, an initial array, defaults filled in
-    _bits(sim.simulate(MODEL, {"alpha": 0.6}, np.asarray(T), initial={"prey": 20}), _general(MODEL, {"alpha": 0.6}, np.asarray(T), initial={"prey": 20}))
-    _bits(sim.simulate(MODEL, None, T, initial=jnp.array([3.0, 4.0])), _general(MODEL, None, T, initial=jnp.array([3.0, 4.0])))
+    _bits(
+        sim.simulate(MODEL, {"alpha": 0.6}, np.asarray(T), initial={"prey": 20}),
+        _general(MODEL, {"alpha": 0.6}, np.asarray(T), initial={"prey": 20}),
+    )
+    _bits(
+        sim.simulate(MODEL, None, T, initial=jnp.array([3.0, 4.0])),
+        _general(MODEL, None, T, initial=jnp.array([3.0, 4.0])),
+    )
     compiled = {id(p): p._cache_size() for p in _simulate._PROGRAMS.values()}
     # the same model and solver again: the remembered layout of the arguments
     for i in range(2):
         p = {**params, "alpha": params["alpha"] * (1.0 + 0.1 * i)}
-        _bits(sim.simulate(MODEL, p, T, initial=initial, solver=solver), _general(MODEL, p, T, initial=initial, solver=solver))
+        _bits(
+            sim.simulate(MODEL, p, T, initial=initial, solver=solver),
+            _general(MODEL, p, T, initial=initial, solver=solver),
+        )
     for i in range(3):
         p = {**params, "alpha": params["alpha"] * (1.0 + 0.1 * i)}
         s = OdeSolver(rtol=1e-7 * (i + 1), atol=1e-9 / (i + 1))
         t = T * (1.0 + 0.1 * i)
-        _bits(sim.simulate(MODEL, p, t, initial=initial, solver=s), _general(MODEL, p, t, initial=initial, solver=s))
+        _bits(
+            sim.simulate(MODEL, p, t, initial=initial, solver=s),
+            _general(MODEL, p, t, initial=initial, solver=s),
+        )
     assert {id(p): p._cache_size() for p in _simulate._PROGRAMS.values()} == compiled
 
 

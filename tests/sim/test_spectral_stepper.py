@@ -23,7 +23,9 @@ def test_stepper_runs_equal_simulate(burgers):
     run = eqx.filter_jit(lambda s, u0: s.simulate(T, initial=u0).final_state)
     (x,) = burgers.coordinates()
     for u0 in (np.sin(x), np.cos(2 * x) + 0.3):
-        expected = sim.simulate(burgers, {"viscosity": 0.07}, T, initial=u0, solver=solver).final_state
+        expected = sim.simulate(
+            burgers, {"viscosity": 0.07}, T, initial=u0, solver=solver
+        ).final_state
         # Equal to rounding: dt = 0.02 given vs (t[1] - t[0]) / 5 computed, separate compilations.
         np.testing.assert_allclose(run(stepper, jnp.asarray(u0)), expected, rtol=0, atol=1e-14)
 
@@ -45,7 +47,9 @@ def test_gradient_through_a_stepper_built_from_the_parameters(burgers):
         return jnp.sum(stepper.simulate(T, initial=u0).final_state ** 2)
 
     def via_simulate(nu):
-        return jnp.sum(sim.simulate(burgers, {"viscosity": nu}, T, initial=u0, solver=solver).final_state ** 2)
+        return jnp.sum(
+            sim.simulate(burgers, {"viscosity": nu}, T, initial=u0, solver=solver).final_state ** 2
+        )
 
     g1, g2 = jax.jit(jax.grad(via_stepper))(0.07), jax.jit(jax.grad(via_simulate))(0.07)
     assert float(g1) != 0.0

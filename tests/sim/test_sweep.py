@@ -45,7 +45,9 @@ def config(text: str, tmp_path, name: str = "sweep.toml") -> sim.Config:
 
 def single(alpha, predator, solver, t):
     params = {**MODEL.default_params(), "alpha": jnp.asarray(alpha)}
-    return sim.simulate(MODEL, params, t, initial={"prey": 30.0, "predator": predator}, solver=solver)
+    return sim.simulate(
+        MODEL, params, t, initial={"prey": 30.0, "predator": predator}, solver=solver
+    )
 
 
 @pytest.fixture(scope="module")
@@ -81,7 +83,9 @@ def test_grid_matches_single_runs_and_flags_the_diverging_region(grid):
             # Same steps (num_steps above); batched arithmetic may round differently in
             # the last bits, far below the solver's tolerance of 1e-6.
             for name in ("prey", "predator"):
-                np.testing.assert_allclose(result.observables[name][i], traj.observables[name], rtol=1e-11, atol=0)
+                np.testing.assert_allclose(
+                    result.observables[name][i], traj.observables[name], rtol=1e-11, atol=0
+                )
     assert result.ok.sum() == 6
 
 
@@ -133,10 +137,14 @@ def test_file_equals_memory_and_has_the_sweep_layout(grid, tmp_path):
     assert_record_is_the_file(memory, tmp_path / "saved.h5")
     saved = sim.SweepResult.read(tmp_path / "saved.h5")
     assert saved.observables["prey"].tobytes() == memory.observables["prey"].tobytes()
-    assert saved.swept == memory.swept and saved.grid_shape == (3, 3) and saved.config == result.config
+    assert (
+        saved.swept == memory.swept and saved.grid_shape == (3, 3) and saved.config == result.config
+    )
 
 
-def test_a_chunk_longer_than_a_runs_checkpoint_interval_is_pointed_out_once(tmp_path, monkeypatch, capsys):
+def test_a_chunk_longer_than_a_runs_checkpoint_interval_is_pointed_out_once(
+    tmp_path, monkeypatch, capsys
+):
     # A sweep is saved chunk by chunk: when one chunk takes longer than a run waits
     # between checkpoints (five minutes; here every chunk does), one line says so, and
     # how to save more often. Not after the last chunk, which loses nothing.
@@ -147,7 +155,9 @@ def test_a_chunk_longer_than_a_runs_checkpoint_interval_is_pointed_out_once(tmp_
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("note: a chunk of 4 runs took "), lines
     assert "a smaller [sweep] chunk saves more often" in lines[0]
-    sim.sweep(config(GRID.replace("chunk = 4", "chunk = 9"), tmp_path, "one.toml"), tmp_path / "one.h5")
+    sim.sweep(
+        config(GRID.replace("chunk = 4", "chunk = 9"), tmp_path, "one.toml"), tmp_path / "one.h5"
+    )
     assert capsys.readouterr().err == ""
 
 
@@ -164,7 +174,9 @@ def test_xarray_view_unstacks_a_grid(grid):
 def test_fixed_step_summary_flags_non_finite_runs(tmp_path):
     # With constant steps nothing stops the blow-up: the solver reports success and the
     # values overflow, which the sweep flags from the observables themselves.
-    text = GRID.replace("t1 = 10.0", "t1 = 10.0\ndt = 0.05").replace("chunk = 4", 'chunk = 4\nsave = "summary"')
+    text = GRID.replace("t1 = 10.0", "t1 = 10.0\ndt = 0.05").replace(
+        "chunk = 4", 'chunk = 4\nsave = "summary"'
+    )
     result = sim.sweep(config(text, tmp_path))
     t = jnp.linspace(0.0, 10.0, 11)
     solver = OdeSolver(dt0=0.05, adaptive=False, throw=False)
@@ -216,7 +228,9 @@ def test_sampled_designs_are_seeded_and_within_their_ranges(mode, tmp_path):
     np.testing.assert_array_equal(alpha, again.params["alpha"])
     assert not np.array_equal(alpha, other.params["alpha"])
     # the unit-cube coordinate of each column
-    unit = np.stack([(alpha - 0.3) / 0.5, np.log(beta / 0.01) / np.log(5.0), (prey - 10.0) / 40.0], axis=1)
+    unit = np.stack(
+        [(alpha - 0.3) / 0.5, np.log(beta / 0.01) / np.log(5.0), (prey - 10.0) / 40.0], axis=1
+    )
     if mode != "random":
         # Latin hypercube, and Sobol at a power of 2: every one of the 64 strata of each
         # axis holds exactly one point.
@@ -230,7 +244,9 @@ def test_zip_pairs_lists(tmp_path):
     np.testing.assert_array_equal(plan.params["alpha"], [0.4, 0.5, 0.6])
     np.testing.assert_array_equal(plan.initial["predator"], [-1.0, 2.0, 4.0])
     logspace = GRID.replace("linspace = [0.4, 0.6, 3]", "logspace = [-1, 0, 3]")
-    np.testing.assert_allclose(np.unique(prepare(config(logspace, tmp_path)).plan.params["alpha"]), [0.1, 10**-0.5, 1.0])
+    np.testing.assert_allclose(
+        np.unique(prepare(config(logspace, tmp_path)).plan.params["alpha"]), [0.1, 10**-0.5, 1.0]
+    )
 
 
 # ----------------------------------------------------------------------------- bad input
@@ -238,33 +254,120 @@ def test_zip_pairs_lists(tmp_path):
 BASE = '[model]\nname = "lotka_volterra"\n[time]\nt1 = 1.0\n'
 BAD = {
     "no_sweep_section": (BASE, [], "sweep"),
-    "unknown_parameter": (BASE + "[sweep.params]\nalpa = { linspace = [0.1, 0.2, 2] }\n", [], "sweep.params.alpa: model 'lotka_volterra' has no parameter 'alpa'"),
-    "unknown_state": (BASE + '[sweep.params]\n"initial.prey2" = { values = [1.0] }\n', [], "sweep.params.initial.prey2"),
-    "empty_linspace": (BASE + "[sweep.params]\nalpha = { linspace = [0.1, 0.2, 0] }\n", [], "empty range"),
-    "empty_values": (BASE + "[sweep.params]\nalpha = { values = [] }\n", [], "sweep.params.alpha.values: empty range"),
-    "empty_uniform": (BASE + '[sweep]\nmode = "random"\nsamples = 4\n[sweep.params]\nalpha = { uniform = [0.5, 0.5] }\n', [], "expected low < high"),
-    "sobol_without_samples": (BASE + '[sweep]\nmode = "sobol"\n[sweep.params]\nalpha = { uniform = [0.1, 0.5] }\n', [], "sweep.samples: required for mode 'sobol'"),
-    "samples_in_grid": (BASE + "[sweep]\nsamples = 8\n[sweep.params]\nalpha = { values = [0.1] }\n", [], "sweep.samples"),
-    "uniform_in_grid": (BASE + "[sweep.params]\nalpha = { uniform = [0.1, 0.5] }\n", [], "sweep.params.alpha"),
-    "linspace_in_sobol": (BASE + '[sweep]\nmode = "sobol"\nsamples = 8\n[sweep.params]\nalpha = { linspace = [0.1, 0.5, 3] }\n', [], "sweep.params.alpha"),
-    "unknown_mode": (BASE + '[sweep]\nmode = "sobel"\n[sweep.params]\nalpha = { values = [0.1] }\n', [], "Perhaps you meant 'sobol'"),
-    "unknown_save": (BASE + '[sweep]\nsave = "last"\n[sweep.params]\nalpha = { values = [0.1] }\n', [], "sweep.save"),
-    "unknown_key": (BASE + "[sweep]\nchunks = 4\n[sweep.params]\nalpha = { values = [0.1] }\n", [], "Perhaps you meant 'chunk'"),
-    "unknown_spec": (BASE + "[sweep.params]\nalpha = { linspase = [0.1, 0.2, 2] }\n", [], "sweep.params.alpha.linspase"),
-    "bare_number": (BASE + "[sweep.params]\nalpha = 0.5\n", [], "sweep.params.alpha: expected a table"),
-    "zip_lengths": (BASE + '[sweep]\nmode = "zip"\n[sweep.params]\nalpha = { values = [0.1, 0.2] }\nbeta = { values = [0.1] }\n', [], "zip mode needs equal lengths"),
-    "constraint": (BASE + "[sweep.params]\nalpha = { linspace = [-0.1, 0.5, 3] }\n", [], "expected a positive number"),
-    "zero_chunk": (BASE + "[sweep]\nchunk = 0\n[sweep.params]\nalpha = { values = [0.1] }\n", [], "sweep.chunk"),
+    "unknown_parameter": (
+        BASE + "[sweep.params]\nalpa = { linspace = [0.1, 0.2, 2] }\n",
+        [],
+        "sweep.params.alpa: model 'lotka_volterra' has no parameter 'alpa'",
+    ),
+    "unknown_state": (
+        BASE + '[sweep.params]\n"initial.prey2" = { values = [1.0] }\n',
+        [],
+        "sweep.params.initial.prey2",
+    ),
+    "empty_linspace": (
+        BASE + "[sweep.params]\nalpha = { linspace = [0.1, 0.2, 0] }\n",
+        [],
+        "empty range",
+    ),
+    "empty_values": (
+        BASE + "[sweep.params]\nalpha = { values = [] }\n",
+        [],
+        "sweep.params.alpha.values: empty range",
+    ),
+    "empty_uniform": (
+        BASE
+        + '[sweep]\nmode = "random"\nsamples = 4\n[sweep.params]\nalpha = { uniform = [0.5, 0.5] }\n',
+        [],
+        "expected low < high",
+    ),
+    "sobol_without_samples": (
+        BASE + '[sweep]\nmode = "sobol"\n[sweep.params]\nalpha = { uniform = [0.1, 0.5] }\n',
+        [],
+        "sweep.samples: required for mode 'sobol'",
+    ),
+    "samples_in_grid": (
+        BASE + "[sweep]\nsamples = 8\n[sweep.params]\nalpha = { values = [0.1] }\n",
+        [],
+        "sweep.samples",
+    ),
+    "uniform_in_grid": (
+        BASE + "[sweep.params]\nalpha = { uniform = [0.1, 0.5] }\n",
+        [],
+        "sweep.params.alpha",
+    ),
+    "linspace_in_sobol": (
+        BASE
+        + '[sweep]\nmode = "sobol"\nsamples = 8\n[sweep.params]\nalpha = { linspace = [0.1, 0.5, 3] }\n',
+        [],
+        "sweep.params.alpha",
+    ),
+    "unknown_mode": (
+        BASE + '[sweep]\nmode = "sobel"\n[sweep.params]\nalpha = { values = [0.1] }\n',
+        [],
+        "Perhaps you meant 'sobol'",
+    ),
+    "unknown_save": (
+        BASE + '[sweep]\nsave = "last"\n[sweep.params]\nalpha = { values = [0.1] }\n',
+        [],
+        "sweep.save",
+    ),
+    "unknown_key": (
+        BASE + "[sweep]\nchunks = 4\n[sweep.params]\nalpha = { values = [0.1] }\n",
+        [],
+        "Perhaps you meant 'chunk'",
+    ),
+    "unknown_spec": (
+        BASE + "[sweep.params]\nalpha = { linspase = [0.1, 0.2, 2] }\n",
+        [],
+        "sweep.params.alpha.linspase",
+    ),
+    "bare_number": (
+        BASE + "[sweep.params]\nalpha = 0.5\n",
+        [],
+        "sweep.params.alpha: expected a table",
+    ),
+    "zip_lengths": (
+        BASE
+        + '[sweep]\nmode = "zip"\n[sweep.params]\nalpha = { values = [0.1, 0.2] }\nbeta = { values = [0.1] }\n',
+        [],
+        "zip mode needs equal lengths",
+    ),
+    "constraint": (
+        BASE + "[sweep.params]\nalpha = { linspace = [-0.1, 0.5, 3] }\n",
+        [],
+        "expected a positive number",
+    ),
+    "zero_chunk": (
+        BASE + "[sweep]\nchunk = 0\n[sweep.params]\nalpha = { values = [0.1] }\n",
+        [],
+        "sweep.chunk",
+    ),
     "no_params": (BASE + "[sweep]\nchunk = 2\n", [], "sweep.params: required key is missing"),
-    "dotted_not_initial": (BASE + '[sweep.params]\n"solver.rtol" = { values = [1e-6] }\n', [], "initial.<state>"),
+    "dotted_not_initial": (
+        BASE + '[sweep.params]\n"solver.rtol" = { values = [1e-6] }\n',
+        [],
+        "initial.<state>",
+    ),
     "md_initial": (
         '[model]\nname = "lennard_jones"\n[system]\ncells = 4\ndensity = 0.8\n[time]\nsteps = 10\n[sweep.params]\n"initial.x" = { values = [1.0] }\n',
         [],
         "MD sweeps vary [params] only",
     ),
-    "too_many_devices": (BASE + "[sweep.params]\nalpha = { values = [0.1] }\n", ["--devices", "64"], "--devices"),
-    "bad_local_scheduler": (BASE + "[sweep.params]\nalpha = { values = [0.1] }\n", ["--scheduler", "local:x"], "--scheduler"),
-    "set_bad_mode": (BASE + "[sweep.params]\nalpha = { values = [0.1] }\n", ["--set", "sweep.mode=lhs"], "sweep.mode"),
+    "too_many_devices": (
+        BASE + "[sweep.params]\nalpha = { values = [0.1] }\n",
+        ["--devices", "64"],
+        "--devices",
+    ),
+    "bad_local_scheduler": (
+        BASE + "[sweep.params]\nalpha = { values = [0.1] }\n",
+        ["--scheduler", "local:x"],
+        "--scheduler",
+    ),
+    "set_bad_mode": (
+        BASE + "[sweep.params]\nalpha = { values = [0.1] }\n",
+        ["--set", "sweep.mode=lhs"],
+        "sweep.mode",
+    ),
 }
 
 
@@ -297,7 +400,9 @@ class Bare(Model):
 def test_a_family_without_set_up_cannot_be_swept(tmp_path, monkeypatch):
     monkeypatch.setattr(sim._sweep, "build_model", lambda config: Bare())
     text = '[model]\nname = "bare"\n[sweep.params]\nk = { values = [1.0, 2.0] }\n'
-    with pytest.raises(sim.ConfigError, match=r"model.name: model 'bare' \(Model\) cannot be swept"):
+    with pytest.raises(
+        sim.ConfigError, match=r"model.name: model 'bare' \(Model\) cannot be swept"
+    ):
         prepare(config(text, tmp_path))
 
 
@@ -325,7 +430,13 @@ def test_a_spectral_pde_batches_in_a_chunk():
     model = pde.Heat(points=(32,))
     x = np.linspace(0.0, 2 * np.pi, 32, endpoint=False)
     t = jnp.linspace(0.0, 1.0, 11)
-    setup = sim.Setup(model=model, params=model.default_params(), initial=jnp.asarray(np.sin(x)), t=t, solver=Etdrk())
+    setup = sim.Setup(
+        model=model,
+        params=model.default_params(),
+        initial=jnp.asarray(np.sin(x)),
+        t=t,
+        solver=Etdrk(),
+    )
     diffusivity = np.array([0.05, 0.1, 0.2, 0.4])
     inputs = {"index": np.arange(4), "params": {"diffusivity": diffusivity}, "initial": {}}
     out = FramedRunner(setup, family_of(model), "final", None, 1, inputs)(inputs)

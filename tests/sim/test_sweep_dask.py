@@ -47,7 +47,9 @@ def test_dask_equals_local(cluster, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["dask.h5", "local.h5", "sweep.toml"]
     with h5py.File(tmp_path / "dask.h5") as a, h5py.File(tmp_path / "local.h5") as b:
         names = []
-        a.visititems(lambda name, item: names.append(name) if isinstance(item, h5py.Dataset) else None)
+        a.visititems(
+            lambda name, item: names.append(name) if isinstance(item, h5py.Dataset) else None
+        )
         assert "observables/prey" in names and "status" in names
         for name in names:
             assert a[name][()].tobytes() == b[name][()].tobytes(), name

@@ -151,7 +151,9 @@ for name in json.loads(sys.argv[2]):
 def flat(tree, prefix="") -> dict[str, np.ndarray]:
     """A nested dict of arrays as one dict, keys joined by dots."""
     if isinstance(tree, dict):
-        return {k: v for name, sub in tree.items() for k, v in flat(sub, f"{prefix}{name}.").items()}
+        return {
+            k: v for name, sub in tree.items() for k, v in flat(sub, f"{prefix}{name}.").items()
+        }
     return {prefix.rstrip("."): np.asarray(tree)}
 
 
@@ -174,11 +176,16 @@ def test_every_family_on_several_devices_gives_the_values_of_one(tmp_cwd, device
     try:
         done = subprocess.run(
             [sys.executable, "-c", SWEEP_ALL, str(devices), json.dumps(list(CONFIGS))],
-            env=env, capture_output=True, text=True, timeout=240,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=240,
         )
     except subprocess.TimeoutExpired:
         finished = [name for name in CONFIGS if (tmp_cwd / f"{name}.npz").exists()]
-        pytest.fail(f"the sweeps on {devices} devices did not end within 240 s (finished: {finished})")
+        pytest.fail(
+            f"the sweeps on {devices} devices did not end within 240 s (finished: {finished})"
+        )
     assert done.returncode == 0, done.stderr[-3000:]
     print(f"{devices} devices: {time.monotonic() - began:.1f} s for every family")
     for name in CONFIGS:
@@ -189,7 +196,9 @@ def test_every_family_on_several_devices_gives_the_values_of_one(tmp_cwd, device
         assert np.all(one["status"] == 1), name
         for key, value in one.items():
             # (each device's batch has another size: XLA may round the last bits otherwise)
-            np.testing.assert_allclose(several[key], value, rtol=1e-12, atol=0, err_msg=f"{name}: {key}")
+            np.testing.assert_allclose(
+                several[key], value, rtol=1e-12, atol=0, err_msg=f"{name}: {key}"
+            )
 
 
 def test_the_finite_difference_sweep_that_hung_on_two_devices_ends_with_the_values_of_one(tmp_cwd):
@@ -198,7 +207,16 @@ def test_the_finite_difference_sweep_that_hung_on_two_devices_ends_with_the_valu
     (tmp_cwd / "fd.toml").write_text(CONFIGS["pde_fd"])
     env = {**os.environ, "XLA_FLAGS": host_devices(2)}
     env.pop("NPROC", None)
-    command = [sys.executable, "-c", "from _sim_entry import main; main()", "sweep", "fd.toml", "-o", "two.h5", "--quiet"]
+    command = [
+        sys.executable,
+        "-c",
+        "from _sim_entry import main; main()",
+        "sweep",
+        "fd.toml",
+        "-o",
+        "two.h5",
+        "--quiet",
+    ]
     try:
         done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
     except subprocess.TimeoutExpired:
@@ -276,8 +294,19 @@ def hanging_sweep(folder, devices: int, **variables) -> subprocess.Popen:
     (folder / "c.toml").write_text(HANG_CONFIG)
     env = {**os.environ, "XLA_FLAGS": host_devices(devices), "SIM_TEST_HANG": "1", **variables}
     env.pop("NPROC", None)
-    command = [sys.executable, "-c", "from _sim_entry import main; main()", "sweep", "c.toml", "-o", "out.h5", "--quiet"]
-    return subprocess.Popen(command, env=env, cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    command = [
+        sys.executable,
+        "-c",
+        "from _sim_entry import main; main()",
+        "sweep",
+        "c.toml",
+        "-o",
+        "out.h5",
+        "--quiet",
+    ]
+    return subprocess.Popen(
+        command, env=env, cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
 
 
 def test_a_chunk_that_makes_no_progress_ends_the_sweep_in_one_line_and_resumes(tmp_cwd, capsys):
@@ -291,7 +320,10 @@ def test_a_chunk_that_makes_no_progress_ends_the_sweep_in_one_line_and_resumes(t
         process.kill()
     took = time.monotonic() - began
     assert process.returncode == 1 and len(err.strip().splitlines()) == 1, err
-    assert "made no progress for 3 s on 2 devices" in err and "resume with: sim sweep c.toml -o out.h5 --quiet --resume" in err, err
+    assert (
+        "made no progress for 3 s on 2 devices" in err
+        and "resume with: sim sweep c.toml -o out.h5 --quiet --resume" in err
+    ), err
     print(f"a planted hang on 2 devices ended after {took:.1f} s")
     assert written_runs(tmp_cwd / ".out.h5.partial") == 2  # the first chunk, kept
     # Resumed without the hang: the second chunk is computed, the first kept.
@@ -310,8 +342,12 @@ def test_sigterm_during_a_chunk_that_waits_ends_the_sweep_at_once(tmp_cwd):
     process = hanging_sweep(tmp_cwd, 2, SIMJAX_STALL_SECONDS="600")
     try:
         deadline = time.monotonic() + 60
-        while written_runs(tmp_cwd / ".out.h5.partial") < 2:  # the first chunk written, the second waits
-            assert process.poll() is None and time.monotonic() < deadline, process.stderr.read() if process.poll() is not None else "no chunk within 60 s"
+        while (
+            written_runs(tmp_cwd / ".out.h5.partial") < 2
+        ):  # the first chunk written, the second waits
+            assert process.poll() is None and time.monotonic() < deadline, (
+                process.stderr.read() if process.poll() is not None else "no chunk within 60 s"
+            )
             time.sleep(0.2)
         sent = time.monotonic()
         process.send_signal(signal.SIGTERM)
@@ -320,13 +356,17 @@ def test_sigterm_during_a_chunk_that_waits_ends_the_sweep_at_once(tmp_cwd):
     finally:
         process.kill()
     assert process.returncode == 143 and len(err.strip().splitlines()) == 1, err
-    assert err.startswith("interrupted (SIGTERM): the sweep so far is kept in .out.h5.partial; resume with:"), err
+    assert err.startswith(
+        "interrupted (SIGTERM): the sweep so far is kept in .out.h5.partial; resume with:"
+    ), err
     assert took < SIGNAL_GRACE_SECONDS + 10, took
     assert written_runs(tmp_cwd / ".out.h5.partial") == 2
 
 
 @pytest.mark.parametrize("value", ["abc", "0", "-5", "inf", "nan"])
-def test_a_stall_bound_that_is_no_positive_number_is_refused_in_one_line(tmp_cwd, capsys, monkeypatch, value):
+def test_a_stall_bound_that_is_no_positive_number_is_refused_in_one_line(
+    tmp_cwd, capsys, monkeypatch, value
+):
     from sim.cli import main
 
     (tmp_cwd / "c.toml").write_text(CONFIGS["ode_explicit"])

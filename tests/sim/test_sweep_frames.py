@@ -115,7 +115,11 @@ class Fixed:
 def datasets(path) -> tuple[dict[str, np.ndarray], dict]:
     out = {}
     with h5py.File(path, "r", locking=False) as f:
-        f.visititems(lambda name, item: out.__setitem__(name, item[()]) if isinstance(item, h5py.Dataset) else None)
+        f.visititems(
+            lambda name, item: (
+                out.__setitem__(name, item[()]) if isinstance(item, h5py.Dataset) else None
+            )
+        )
         attrs = {k: v for k, v in f.attrs.items() if k != "created"}
     return out, attrs
 
@@ -130,11 +134,15 @@ def assert_same_bytes(got_path, want_path):
     assert got_attrs == want_attrs
 
 
-@pytest.mark.parametrize("text", [SPECTRAL, FD, SDE], ids=["spectral-summary", "finite_differences-full", "sde-final"])
+@pytest.mark.parametrize(
+    "text", [SPECTRAL, FD, SDE], ids=["spectral-summary", "finite_differences-full", "sde-final"]
+)
 def test_a_chunk_gives_the_same_bytes_however_its_frames_are_cut(text, tmp_cwd, monkeypatch):
     Path("s.toml").write_text(text)
     config = sim.load_config("s.toml")
-    assert sweep_module.framed(sweep_module.prepare(config).setup, sweep_module.prepare(config).plan.section.save)
+    assert sweep_module.framed(
+        sweep_module.prepare(config).setup, sweep_module.prepare(config).plan.section.save
+    )
     sim.sweep(config, "whole.h5")  # the default sizer: one frame, then the rest
     for n in (1, 2):
         monkeypatch.setattr(frames_module, "ChunkSizer", lambda limit, n=n: Fixed(n))
@@ -147,7 +155,11 @@ def test_a_chunk_gives_the_same_bytes_however_its_frames_are_cut(text, tmp_cwd, 
 def test_chunks_are_checkpointed_within_every_five_minutes_by_default(tmp_cwd, monkeypatch):
     written = []
     original = sweep_module._write_chunk_checkpoint
-    monkeypatch.setattr(sweep_module, "_write_chunk_checkpoint", lambda *a: written.append((a[5], a[6])) or original(*a))
+    monkeypatch.setattr(
+        sweep_module,
+        "_write_chunk_checkpoint",
+        lambda *a: written.append((a[5], a[6])) or original(*a),
+    )
     monkeypatch.setattr(frames_module, "ChunkSizer", lambda limit: Fixed(1))
     Path("s.toml").write_text(SPECTRAL)
     sim.sweep(sim.load_config("s.toml"), "quick.h5")
@@ -165,12 +177,26 @@ def test_chunks_are_checkpointed_within_every_five_minutes_by_default(tmp_cwd, m
 
 def sweep_process(*extra) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-c", "from sim.cli import main; main()", "sweep", "md.toml", "-o", "out.h5", "--quiet", *extra],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-c",
+            "from sim.cli import main; main()",
+            "sweep",
+            "md.toml",
+            "-o",
+            "out.h5",
+            "--quiet",
+            *extra,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
 
 
-def stop_after_checkpoint(process: subprocess.Popen, checkpoint: Path, sig: int, newer_than: float = 0.0) -> None:
+def stop_after_checkpoint(
+    process: subprocess.Popen, checkpoint: Path, sig: int, newer_than: float = 0.0
+) -> None:
     deadline = time.monotonic() + 240
     try:
         while not (checkpoint.exists() and checkpoint.stat().st_mtime_ns > newer_than):
@@ -195,16 +221,24 @@ def test_a_sweep_stopped_mid_chunk_resumes_to_the_bytes_of_an_uninterrupted_one(
     err = first.stderr.read()
     assert first.returncode == 128 + signal.SIGTERM, err
     lines = err.strip().splitlines()
-    assert len(lines) == 1 and "SIGTERM" in lines[0] and "resume with: sim sweep md.toml -o out.h5 --quiet --resume" in lines[0], err
+    assert (
+        len(lines) == 1
+        and "SIGTERM" in lines[0]
+        and "resume with: sim sweep md.toml -o out.h5 --quiet --resume" in lines[0]
+    ), err
     assert checkpoint.exists() and partial.exists() and not (tmp_cwd / "out.h5").exists()
     with h5py.File(checkpoint, "r") as f:
         stopped_at = int(f.attrs["frame"])
     with h5py.File(partial, "r") as f:
-        assert np.all(f["status"][()] == 0)  # nothing of the chunk in the file yet: it is all in the checkpoint
+        assert np.all(
+            f["status"][()] == 0
+        )  # nothing of the chunk in the file yet: it is all in the checkpoint
 
     # Resumed, then SIGKILLed after a later checkpoint.
     second = sweep_process("--resume")
-    stop_after_checkpoint(second, checkpoint, signal.SIGKILL, newer_than=checkpoint.stat().st_mtime_ns)
+    stop_after_checkpoint(
+        second, checkpoint, signal.SIGKILL, newer_than=checkpoint.stat().st_mtime_ns
+    )
     assert second.returncode == -signal.SIGKILL
     with h5py.File(checkpoint, "r") as f:
         assert int(f.attrs["frame"]) > stopped_at
@@ -214,13 +248,19 @@ def test_a_sweep_stopped_mid_chunk_resumes_to_the_bytes_of_an_uninterrupted_one(
     checkpoint.write_bytes(b"not a checkpoint")
 
     def files():  # (the lock and a checkpoint's temporary file the kill left behind are cleared away)
-        return {p.name: p.read_bytes() for p in tmp_cwd.iterdir() if p.is_file() and not p.name.endswith((".tmp", ".lock"))}
+        return {
+            p.name: p.read_bytes()
+            for p in tmp_cwd.iterdir()
+            if p.is_file() and not p.name.endswith((".tmp", ".lock"))
+        }
 
     before = files()
     with pytest.raises(SystemExit) as info:
         main(["sweep", "md.toml", "-o", "out.h5", "--resume", "--quiet"])
     err = capsys.readouterr().err
-    assert info.value.code == 2 and len(err.strip().splitlines()) == 1 and ".out.h5.checkpoint" in err, err
+    assert (
+        info.value.code == 2 and len(err.strip().splitlines()) == 1 and ".out.h5.checkpoint" in err
+    ), err
     assert files() == before
     shutil.move("saved", checkpoint)
 
@@ -239,14 +279,30 @@ def test_a_framed_chunk_split_over_several_devices_gives_the_values_of_one(tmp_c
     Path("s.toml").write_text(SPECTRAL)
     env = {**os.environ, "XLA_FLAGS": host_devices(devices)}
     done = subprocess.run(
-        [sys.executable, "-c", "from sim.cli import main; main()", "sweep", "s.toml", "-o", "two.h5", "--quiet", "--devices", str(devices)],
-        env=env, capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-c",
+            "from sim.cli import main; main()",
+            "sweep",
+            "s.toml",
+            "-o",
+            "two.h5",
+            "--quiet",
+            "--devices",
+            str(devices),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert done.returncode == 0, done.stderr
     sim.sweep(sim.load_config("s.toml"), "one.h5")
     two, one = datasets("two.h5")[0], datasets("one.h5")[0]
     assert sorted(two) == sorted(one) and np.all(one["status"] == 1)
-    for name in one:  # (each device's batch has another size: XLA may round the last bits differently)
+    for (
+        name
+    ) in one:  # (each device's batch has another size: XLA may round the last bits differently)
         np.testing.assert_allclose(two[name], one[name], rtol=1e-13, atol=0, err_msg=name)
 
 
@@ -268,7 +324,11 @@ def test_a_full_sweep_stopped_mid_chunk_keeps_its_frames_and_resumes(tmp_cwd, mo
     with pytest.raises(SystemExit) as info:
         main(["sweep", "s.toml", "-o", "out.h5", "--quiet"])
     err = capsys.readouterr().err
-    assert info.value.code == 130 and len(err.strip().splitlines()) == 1 and "interrupted (SIGINT)" in err, err
+    assert (
+        info.value.code == 130
+        and len(err.strip().splitlines()) == 1
+        and "interrupted (SIGINT)" in err
+    ), err
     with h5py.File(".out.h5.checkpoint", "r") as f:
         assert (int(f.attrs["chunk"]), int(f.attrs["frame"])) == (0, 3)
         assert f["frames/u"].shape == (3, 4, 17)  # 3 runs, frames 0 to 3, 17 points
@@ -286,7 +346,10 @@ def test_a_full_sweep_stopped_mid_chunk_keeps_its_frames_and_resumes(tmp_cwd, mo
         with h5py.File(".out.h5.checkpoint", "r+") as f:
             f.attrs[key] = value
         code, err = resume()
-        assert code == 2 and len(err.strip().splitlines()) == 1 and ".out.h5.checkpoint" in err, (key, err)
+        assert code == 2 and len(err.strip().splitlines()) == 1 and ".out.h5.checkpoint" in err, (
+            key,
+            err,
+        )
         shutil.copy("saved", ".out.h5.checkpoint")
     Path("saved").unlink()
     code, err = resume()

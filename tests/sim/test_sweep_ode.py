@@ -56,7 +56,11 @@ def run(cfg, fast: bool, monkeypatch):
 
 
 def single(setup, result, i):
-    params = {**setup.params, "alpha": jnp.asarray(result.params["alpha"][i]), "beta": jnp.asarray(result.params["beta"][i])}
+    params = {
+        **setup.params,
+        "alpha": jnp.asarray(result.params["alpha"][i]),
+        "beta": jnp.asarray(result.params["beta"][i]),
+    }
     initial = {**setup.initial, "prey": jnp.asarray(result.initial["prey"][i])}
     return sim.simulate(setup.model, params, setup.t, initial=initial, solver=setup.solver)
 
@@ -86,14 +90,18 @@ def test_runs_take_the_steps_of_single_runs(default_sweep):
     for i in range(len(result.status)):
         traj = single(setup, result, i)
         for name in ("prey", "predator"):
-            np.testing.assert_allclose(result.observables[name][i], np.asarray(traj.observables[name]), rtol=1e-11, atol=0)
+            np.testing.assert_allclose(
+                result.observables[name][i], np.asarray(traj.observables[name]), rtol=1e-11, atol=0
+            )
         counts.append(int(traj.stats["num_steps"]))
         assert int(steps[i]) == counts[-1]
     assert min(counts) < max(counts)  # the batch mixes finished and running runs
 
 
 @pytest.mark.parametrize("save", ["full", "summary"])
-def test_batched_loop_equals_vmap_of_simulate_with_failures(save, default_sweep, tmp_path, monkeypatch):
+def test_batched_loop_equals_vmap_of_simulate_with_failures(
+    save, default_sweep, tmp_path, monkeypatch
+):
     # max_steps between the fewest and the most steps: some runs stop and fail.
     _, probe = default_sweep
     cfg = load(tmp_path, max_steps=int(np.median(probe.stats["num_steps"])), save=save)

@@ -101,4 +101,10 @@ def test_pde_sweep_summary_equals_numpy_of_single_runs(tmp_cwd, capsys):
             assert stats["final"][i].shape == value.shape[1:]
             np.testing.assert_allclose(stats["final"][i], value[-1], rtol=1e-9, atol=1e-12)
             for stat, reduce in (("min", np.min), ("max", np.max), ("mean", np.mean)):
-                np.testing.assert_allclose(stats[stat][i], reduce(value), rtol=1e-9, atol=1e-12, err_msg=f"{name} {stat} run {i}")
+                np.testing.assert_allclose(
+                    stats[stat][i],
+                    reduce(value),
+                    rtol=1e-9,
+                    atol=1e-12,
+                    err_msg=f"{name} {stat} run {i}",
+                )

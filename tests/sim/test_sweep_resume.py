@@ -51,7 +51,11 @@ sim.sweep(sim.load_config("sweep.toml"), "reference.h5")
 def datasets(path) -> dict[str, np.ndarray]:
     out = {}
     with h5py.File(path, "r", locking=False) as f:
-        f.visititems(lambda name, item: out.__setitem__(name, item[()]) if isinstance(item, h5py.Dataset) else None)
+        f.visititems(
+            lambda name, item: (
+                out.__setitem__(name, item[()]) if isinstance(item, h5py.Dataset) else None
+            )
+        )
         attrs = {k: v for k, v in f.attrs.items() if k != "created"}
     return out, attrs
 
@@ -72,7 +76,9 @@ def test_sigkill_then_resume_equals_uninterrupted(tmp_cwd, capsys):
     (tmp_cwd / "sweep.toml").write_text(CONFIG)
     killed = subprocess.Popen(
         sim_command("sweep", "sweep.toml", "-o", "out.h5", "--quiet", "--devices", "2"),
-        env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        env=ENV,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
     partial = tmp_cwd / ".out.h5.partial"
     deadline = time.monotonic() + 240
@@ -98,7 +104,11 @@ def test_sigkill_then_resume_equals_uninterrupted(tmp_cwd, capsys):
 
     # Resume in a fresh process; then, in that process, the same sweep uninterrupted.
     resumed = subprocess.run(
-        [sys.executable, "-c", RESUME_THEN_REFERENCE], env=ENV, capture_output=True, text=True, timeout=300
+        [sys.executable, "-c", RESUME_THEN_REFERENCE],
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert resumed.returncode == 0, resumed.stderr
     assert f"{done} resumed" in resumed.stderr

@@ -27,7 +27,9 @@ def test_a_state_comes_back_bit_for_bit_with_its_keys_numbers_and_markers(tmp_pa
         write_tree(f.create_group("state"), state)
     with h5py.File(tmp_path / "s.h5", "r") as f:
         leaves = read_leaves(f["state"])
-    template = jax.tree.map(lambda x: x, {**state, "step": 0, "scale": 0.0, "flag": False, "key": jax.random.key(0)})
+    template = jax.tree.map(
+        lambda x: x, {**state, "step": 0, "scale": 0.0, "flag": False, "key": jax.random.key(0)}
+    )
     back = tree_from_leaves(leaves, template, tmp_path / "s.h5", "state")
     assert np.asarray(back["y"]).tobytes() == np.asarray(state["y"]).tobytes()
     assert back["count"].dtype == jnp.int32 and int(back["count"]) == 7
@@ -50,11 +52,20 @@ def test_a_state_of_another_shape_is_refused_naming_the_leaf(tmp_path):
     with h5py.File(tmp_path / "s.h5", "r") as f:
         leaves = read_leaves(f["state"])
     with pytest.raises(DataError, match=r"state/0001.*shape \(2, 2\).*needs \(2, 3\)"):
-        tree_from_leaves(leaves, {"a": jnp.zeros(3), "b": jnp.zeros((2, 3))}, tmp_path / "s.h5", "state")
+        tree_from_leaves(
+            leaves, {"a": jnp.zeros(3), "b": jnp.zeros((2, 3))}, tmp_path / "s.h5", "state"
+        )
     with pytest.raises(DataError, match="holds 2 arrays; this state has 3"):
-        tree_from_leaves(leaves, {"a": jnp.zeros(3), "b": jnp.zeros((2, 2)), "c": jnp.zeros(1)}, tmp_path / "s.h5", "state")
+        tree_from_leaves(
+            leaves,
+            {"a": jnp.zeros(3), "b": jnp.zeros((2, 2)), "c": jnp.zeros(1)},
+            tmp_path / "s.h5",
+            "state",
+        )
     with pytest.raises(DataError, match="expected a PRNG key"):
-        tree_from_leaves(leaves, {"a": jax.random.key(0), "b": jnp.zeros((2, 2))}, tmp_path / "s.h5", "state")
+        tree_from_leaves(
+            leaves, {"a": jax.random.key(0), "b": jnp.zeros((2, 2))}, tmp_path / "s.h5", "state"
+        )
 
 
 def test_runs_sweeps_and_fits_name_their_files_alike(tmp_path):
@@ -62,5 +73,15 @@ def test_runs_sweeps_and_fits_name_their_files_alike(tmp_path):
     from sim import _stream, _sweep_store
 
     out = tmp_path / "out.h5"
-    assert partial_path(out) == tmp_path / ".out.h5.partial" == _stream.partial_path(out) == _sweep_store.partial_path(out)
-    assert checkpoint_path(out) == tmp_path / ".out.h5.checkpoint" == _stream.checkpoint_path(out) == _checkpoint.checkpoint_path(out)
+    assert (
+        partial_path(out)
+        == tmp_path / ".out.h5.partial"
+        == _stream.partial_path(out)
+        == _sweep_store.partial_path(out)
+    )
+    assert (
+        checkpoint_path(out)
+        == tmp_path / ".out.h5.checkpoint"
+        == _stream.checkpoint_path(out)
+        == _checkpoint.checkpoint_path(out)
+    )

@@ -20,7 +20,12 @@ from tests.helpers import cli
 EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
 
 KS = ["grid.points=[16]", "time.t1=2.0", "time.save=5"]  # a 1D spectral run, 5 frames
-GS = ["grid.points=[12, 8]", "grid.domain=[[0.0, 2.5], [0.0, 1.0]]", "time.t1=4.0", "time.save=3"]  # 2D, two fields
+GS = [
+    "grid.points=[12, 8]",
+    "grid.domain=[[0.0, 2.5], [0.0, 1.0]]",
+    "time.t1=4.0",
+    "time.save=3",
+]  # 2D, two fields
 
 
 def ks(*extra):
@@ -94,7 +99,9 @@ def check_sidecar(h5, sidecar):
             assert mesh == (1,) * (3 - len(points)) + points
             geometry = grid.find("Geometry")
             assert geometry.get("GeometryType") == "VXVYVZ"
-            vx, vy, vz = (evaluate(sidecar, item, f).ravel() for item in geometry.findall("DataItem"))
+            vx, vy, vz = (
+                evaluate(sidecar, item, f).ravel() for item in geometry.findall("DataItem")
+            )
             assert (len(vz), len(vy), len(vx)) == mesh  # VX runs along the fastest axis
             # XDMF's X, Y, Z are the file's axes from the last: the sidecar says which is which.
             letter = dict(zip(reversed(axes), "XYZ"))
@@ -104,23 +111,51 @@ def check_sidecar(h5, sidecar):
             assert sorted(attributes) == sorted(fields + scalars)
             for name in fields:
                 attribute = attributes[name]
-                assert (attribute.get("Center"), attribute.get("AttributeType")) == ("Node", "Scalar")
+                assert (attribute.get("Center"), attribute.get("AttributeType")) == (
+                    "Node",
+                    "Scalar",
+                )
                 values = evaluate(sidecar, attribute.find("DataItem"), f)
                 field = f["observables"][name][k]
                 # Node (K, J, I) of the mesh sits at (VZ[K], VY[J], VX[I]): it holds the field's
                 # value at the grid point with those coordinates.
-                for node in {(0, 0, 0), tuple(n - 1 for n in mesh), tuple(n // 2 for n in mesh), tuple(min(1, n - 1) for n in mesh)}:
+                for node in {
+                    (0, 0, 0),
+                    tuple(n - 1 for n in mesh),
+                    tuple(n // 2 for n in mesh),
+                    tuple(min(1, n - 1) for n in mesh),
+                }:
                     at = dict(zip("ZYX", node))
-                    point = tuple(int(np.flatnonzero(f["grid"][a][()] == coordinate[letter[a]][at[letter[a]]])[0]) for a in axes)
+                    point = tuple(
+                        int(
+                            np.flatnonzero(
+                                f["grid"][a][()] == coordinate[letter[a]][at[letter[a]]]
+                            )[0]
+                        )
+                        for a in axes
+                    )
                     assert values[node] == field[point]
                 np.testing.assert_array_equal(values.reshape(points), field)
             for name in scalars:
                 assert attributes[name].get("Center") == "Grid"
-                assert evaluate(sidecar, attributes[name].find("DataItem"), f).item() == f["observables"][name][k]
+                assert (
+                    evaluate(sidecar, attributes[name].find("DataItem"), f).item()
+                    == f["observables"][name][k]
+                )
 
 
 def test_sidecar_of_a_1d_run(tmp_cwd, capsys):
-    code, err = cli(["run", str(EXPERIMENTS / "kuramoto_sivashinsky.toml"), "-o", "ks.h5", "--xdmf", *sum((["--set", s] for s in KS), [])], capsys)
+    code, err = cli(
+        [
+            "run",
+            str(EXPERIMENTS / "kuramoto_sivashinsky.toml"),
+            "-o",
+            "ks.h5",
+            "--xdmf",
+            *sum((["--set", s] for s in KS), []),
+        ],
+        capsys,
+    )
     assert code == 0, err
     assert err.strip().splitlines()[-1] == "wrote ks.xdmf (XDMF, for ParaView and VisIt)", err
     check_sidecar("ks.h5", "ks.xdmf")
@@ -141,7 +176,10 @@ def test_sidecar_of_a_2d_run_from_the_config_and_from_python(tmp_cwd):
     Path("gs.xdmf").unlink()
     assert sim.write_xdmf("gs.h5") == Path("gs.xdmf")
     assert Path("gs.xdmf").read_bytes() == first
-    assert sorted(p.name for p in tmp_cwd.iterdir()) == ["gs.h5", "gs.xdmf"]  # no temporary file left
+    assert sorted(p.name for p in tmp_cwd.iterdir()) == [
+        "gs.h5",
+        "gs.xdmf",
+    ]  # no temporary file left
 
 
 def test_a_3d_file_and_float32_fields(tmp_cwd):
@@ -200,7 +238,9 @@ def test_a_failed_run_keeps_the_previous_pair(tmp_cwd):
     before = Path("ks.h5").read_bytes(), Path("ks.xdmf").read_bytes()
     # a strongly anti-diffusive run blows up and stops
     with pytest.raises(sim.SimulationError):
-        sim.run(ks("output.xdmf=true", "params.anti_diffusivity=1e4", "time.t1=50.0"), output="ks.h5")
+        sim.run(
+            ks("output.xdmf=true", "params.anti_diffusivity=1e4", "time.t1=50.0"), output="ks.h5"
+        )
     assert (Path("ks.h5").read_bytes(), Path("ks.xdmf").read_bytes()) == before
 
 
@@ -215,26 +255,69 @@ def one_line_exit_2(argv, capsys, expect):
 @pytest.mark.parametrize(
     "config, sets, output, expect",
     [
-        ("lorenz.toml", ["time.save=5"], "lorenz.h5", "output.xdmf: an XDMF sidecar holds fields on a grid"),
+        (
+            "lorenz.toml",
+            ["time.save=5"],
+            "lorenz.h5",
+            "output.xdmf: an XDMF sidecar holds fields on a grid",
+        ),
         ("kuramoto_sivashinsky.toml", KS, "run.xdmf", "the name of its own sidecar"),
         ("kuramoto_sivashinsky.toml", KS, "a:b.h5", "has a ':'"),
-        ("kuramoto_sivashinsky.toml", KS, "folder.h5", "folder.xdmf"),  # the sidecar's path is a folder
+        (
+            "kuramoto_sivashinsky.toml",
+            KS,
+            "folder.h5",
+            "folder.xdmf",
+        ),  # the sidecar's path is a folder
     ],
 )
 def test_bad_requests_are_refused_before_any_work(config, sets, output, expect, tmp_cwd, capsys):
     os.mkdir("folder.xdmf")
-    one_line_exit_2(["run", str(EXPERIMENTS / config), "-o", output, "--xdmf", *sum((["--set", s] for s in sets), [])], capsys, expect)
+    one_line_exit_2(
+        [
+            "run",
+            str(EXPERIMENTS / config),
+            "-o",
+            output,
+            "--xdmf",
+            *sum((["--set", s] for s in sets), []),
+        ],
+        capsys,
+        expect,
+    )
     assert sorted(p.name for p in tmp_cwd.iterdir()) == ["folder.xdmf"]  # nothing written
 
 
 def test_xdmf_key_takes_a_boolean(tmp_cwd, capsys):
-    one_line_exit_2(["run", str(EXPERIMENTS / "kuramoto_sivashinsky.toml"), "--set", 'output.xdmf="yes"', "-o", "ks.h5"], capsys, "output.xdmf")
+    one_line_exit_2(
+        [
+            "run",
+            str(EXPERIMENTS / "kuramoto_sivashinsky.toml"),
+            "--set",
+            'output.xdmf="yes"',
+            "-o",
+            "ks.h5",
+        ],
+        capsys,
+        "output.xdmf",
+    )
     assert not list(tmp_cwd.iterdir())
 
 
 def test_a_sweep_asking_for_a_sidecar_is_refused(tmp_cwd, capsys):
     # (a sweep file holds many runs; the key was once ignored without a word)
-    one_line_exit_2(["sweep", str(EXPERIMENTS / "lotka_volterra_sweep.toml"), "--set", "output.xdmf=true", "-o", "s.h5"], capsys, "output.xdmf: an XDMF sidecar describes one PDE run file")
+    one_line_exit_2(
+        [
+            "sweep",
+            str(EXPERIMENTS / "lotka_volterra_sweep.toml"),
+            "--set",
+            "output.xdmf=true",
+            "-o",
+            "s.h5",
+        ],
+        capsys,
+        "output.xdmf: an XDMF sidecar describes one PDE run file",
+    )
     assert not list(tmp_cwd.iterdir())
 
 

@@ -40,7 +40,9 @@ def test_a_small_ode_solve_is_compiled_whole_and_a_large_loop_is_not():
     p = jnp.array([0.55, 0.028, 0.8, 0.024])
 
     def solve(p):
-        return solver.solve_sensitivities(_lotka_volterra, ts, jnp.array([34.0, 6.0]), p, jnp.zeros((2, 4)))
+        return solver.solve_sensitivities(
+            _lotka_volterra, ts, jnp.array([34.0, 6.0]), p, jnp.zeros((2, 4))
+        )
 
     assert _loop_compiled_whole(solve, p)
     ys = solve(p)
@@ -55,12 +57,20 @@ def test_a_small_ode_solve_is_compiled_whole_and_a_large_loop_is_not():
 
 def test_a_user_s_own_backend_options_stand(monkeypatch):
     monkeypatch.setattr(_xla_flags, "_jax_started", lambda: False)
-    monkeypatch.setenv("XLA_FLAGS", "--xla_backend_extra_options=xla_cpu_small_while_loop_byte_threshold=1024")
+    monkeypatch.setenv(
+        "XLA_FLAGS", "--xla_backend_extra_options=xla_cpu_small_while_loop_byte_threshold=1024"
+    )
     _xla_flags.small_loops_whole()
-    assert os.environ["XLA_FLAGS"] == "--xla_backend_extra_options=xla_cpu_small_while_loop_byte_threshold=1024"
+    assert (
+        os.environ["XLA_FLAGS"]
+        == "--xla_backend_extra_options=xla_cpu_small_while_loop_byte_threshold=1024"
+    )
     monkeypatch.setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=2")
     _xla_flags.small_loops_whole()
-    assert os.environ["XLA_FLAGS"] == f"--xla_force_host_platform_device_count=2 --xla_backend_extra_options={OPTION}"
+    assert (
+        os.environ["XLA_FLAGS"]
+        == f"--xla_force_host_platform_device_count=2 --xla_backend_extra_options={OPTION}"
+    )
     _xla_flags.small_loops_whole()  # (once only)
     assert os.environ["XLA_FLAGS"].count("xla_backend_extra_options") == 1
 
@@ -78,7 +88,9 @@ def test_the_sim_command_sets_it_before_jax_starts():
     # (the entry point sets it before the command, here `sim info`, starts JAX)
     code = "import os, sys, _sim_entry; sys.argv = ['sim', 'info']\ntry:\n    _sim_entry.main()\nexcept SystemExit:\n    pass\nprint('FLAGS=' + os.environ.get('XLA_FLAGS', ''))"
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300
+    )
     flags = [line for line in out.stdout.splitlines() if line.startswith("FLAGS=")]
     assert flags and OPTION in flags[0], out.stdout + out.stderr
 
@@ -86,7 +98,10 @@ def test_the_sim_command_sets_it_before_jax_starts():
 def test_xla_s_older_emitters_keep_xla_s_own_threshold(monkeypatch):
     # (with them, loops compiled whole computed a wrong gradient: sim._xla_flags)
     monkeypatch.setattr(_xla_flags, "_jax_started", lambda: False)
-    for flags in ("--xla_cpu_use_fusion_emitters=false", "--xla_cpu_multi_thread_eigen=false --xla_cpu_use_fusion_emitters=false"):
+    for flags in (
+        "--xla_cpu_use_fusion_emitters=false",
+        "--xla_cpu_multi_thread_eigen=false --xla_cpu_use_fusion_emitters=false",
+    ):
         monkeypatch.setenv("XLA_FLAGS", flags)
         _xla_flags.small_loops_whole()
         assert os.environ["XLA_FLAGS"] == flags
@@ -103,7 +118,10 @@ def test_several_cpu_devices_get_a_thread_pool_with_threads_to_spare(monkeypatch
     monkeypatch.setattr(_xla_flags, "_jax_started", lambda: False)
     monkeypatch.delenv("NPROC", raising=False)
     monkeypatch.delenv("JAX_NUM_CPU_DEVICES", raising=False)
-    monkeypatch.setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=3 --xla_force_host_platform_device_count=4")
+    monkeypatch.setenv(
+        "XLA_FLAGS",
+        "--xla_force_host_platform_device_count=3 --xla_force_host_platform_device_count=4",
+    )
     _xla_flags.threads_for_devices()
     assert os.environ["NPROC"] == str(cores + 4)  # (the last count given is XLA's)
     monkeypatch.setenv("NPROC", "7")

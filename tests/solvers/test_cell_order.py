@@ -30,7 +30,9 @@ def _shuffled_liquid(n_cells: int = 6, seed: int = 0):
     system = md.lattice("fcc", n_cells, 0.8442)
     rng = np.random.default_rng(seed)
     shuffled = rng.permutation(system.n)
-    position = np.asarray(system.position)[shuffled] + rng.uniform(-0.15, 0.15, size=system.position.shape)
+    position = np.asarray(system.position)[shuffled] + rng.uniform(
+        -0.15, 0.15, size=system.position.shape
+    )
     velocity = rng.normal(0.0, 1.2, size=system.position.shape)
     return system.at(jnp.asarray(position), jnp.asarray(velocity - velocity.mean(0)))
 
@@ -41,30 +43,47 @@ def test_a_list_in_cell_order_is_the_particles_list_renumbered(periodic):
     box = system.space.box if periodic else None
     plain = NeighbourList.allocate(system.position, box, 2.5, 0.3)
     assert plain.cells  # (a grid: what the order is made from)
-    ordered = jax.jit(NeighbourList.build)(dataclasses.replace(plain, ordered=True), system.position, box)
+    ordered = jax.jit(NeighbourList.build)(
+        dataclasses.replace(plain, ordered=True), system.position, box
+    )
     own = jax.jit(NeighbourList.build)(plain, system.position, box)
     n = system.n
     order, place = np.asarray(ordered.order), np.asarray(ordered.place)
     assert sorted(order.tolist()) == list(range(n))
     np.testing.assert_array_equal(order[place], np.arange(n))
     # the particles of each row are sorted by cell: the cells of order[0], order[1], ... never decrease
-    cell = np.asarray(plain._cell_coords(plain._wrapped(system.position, box), box)) @ np.cumprod((1,) + plain.cells[:-1])
+    cell = np.asarray(plain._cell_coords(plain._wrapped(system.position, box), box)) @ np.cumprod(
+        (1,) + plain.cells[:-1]
+    )
     assert np.all(np.diff(cell[order]) >= 0) and np.any(order != np.arange(n))
     # row place[i] is particle i's row, its entries rows too: renumbered, the same ids
     # in the same slots (padding n stays n)
-    renumbered = np.where(np.asarray(ordered.index) < n, order[np.minimum(np.asarray(ordered.index), n - 1)], n)[place]
+    renumbered = np.where(
+        np.asarray(ordered.index) < n, order[np.minimum(np.asarray(ordered.index), n - 1)], n
+    )[place]
     np.testing.assert_array_equal(renumbered, np.asarray(own.index))
     assert own.order is None and own.place is None
-    np.testing.assert_array_equal(np.asarray(ordered.reference), np.asarray(system.position))  # (the particles' order)
+    np.testing.assert_array_equal(
+        np.asarray(ordered.reference), np.asarray(system.position)
+    )  # (the particles' order)
 
 
 def _binary(system):
     """`system` as a mixture of two species (at random), the second twice as heavy."""
     species = jnp.asarray(np.random.default_rng(5).integers(0, 2, system.n))
-    return md.System(system.position, system.velocity, 1.0 + species.astype(system.mass.dtype), species, system.space)
+    return md.System(
+        system.position,
+        system.velocity,
+        1.0 + species.astype(system.mass.dtype),
+        species,
+        system.space,
+    )
 
 
-MIXTURE = {"epsilon": np.array([[1.0, 1.2], [1.2, 0.8]]), "sigma": np.array([[1.0, 0.95], [0.95, 0.9]])}
+MIXTURE = {
+    "epsilon": np.array([[1.0, 1.2], [1.2, 0.8]]),
+    "sigma": np.array([[1.0, 0.95], [0.95, 0.9]]),
+}
 
 
 def _run(system, ordered_from, monkeypatch, frames=6):
@@ -72,7 +91,14 @@ def _run(system, ordered_from, monkeypatch, frames=6):
     model = md.LennardJones(cutoff=2.5, n_species=2)
     # a capacity of 72 holds the lattice's neighbours and overflows as it melts: the
     # list grows and frames are redone, in cell order as in the particles'
-    run = ParticleRun(model, MIXTURE, system, ParticleSolver(VelocityVerlet(dt=0.005), capacity=72), times=np.linspace(0.0, 0.1 * frames, frames + 1), every=20)
+    run = ParticleRun(
+        model,
+        MIXTURE,
+        system,
+        ParticleSolver(VelocityVerlet(dt=0.005), capacity=72),
+        times=np.linspace(0.0, 0.1 * frames, frames + 1),
+        every=20,
+    )
     state = run.start()
     state, rows = run.advance(state, 0, frames)
     return run, state, rows
@@ -84,8 +110,12 @@ def test_a_run_on_a_list_in_cell_order_is_the_same_run(monkeypatch):
     plain_run, plain_state, plain = _run(system, 10**9, monkeypatch)
     run, state, rows = _run(system, 1, monkeypatch)
     assert run.problem.neighbour_list.ordered and not plain_run.problem.neighbour_list.ordered
-    assert state.aux.order is not None and np.any(np.asarray(state.aux.order) != np.arange(system.n))
-    assert run.problem.neighbour_list.capacity == plain_run.problem.neighbour_list.capacity > 72  # grown alike
+    assert state.aux.order is not None and np.any(
+        np.asarray(state.aux.order) != np.arange(system.n)
+    )
+    assert (
+        run.problem.neighbour_list.capacity == plain_run.problem.neighbour_list.capacity > 72
+    )  # grown alike
     assert int(state.aux.builds) == int(plain_state.aux.builds) > 2
     for name in ("position", "velocity"):
         np.testing.assert_array_equal(rows[name], plain[name])
@@ -102,17 +132,29 @@ def test_charges_on_a_list_in_cell_order_give_the_same_forces(monkeypatch):
     # of particle-mesh Ewald then sums the charges in another order, so the forces agree
     # to rounding rather than to the bit.
     system = _shuffled_liquid()
-    system = md.System(system.position, system.velocity, system.mass, jnp.arange(system.n) % 2, system.space)
-    model = md.LennardJonesCoulomb(cutoff=2.5, electrostatics="pme", ewald_accuracy=1e-4).for_system(system)
+    system = md.System(
+        system.position, system.velocity, system.mass, jnp.arange(system.n) % 2, system.space
+    )
+    model = md.LennardJonesCoulomb(
+        cutoff=2.5, electrostatics="pme", ewald_accuracy=1e-4
+    ).for_system(system)
     params = model.default_params()
     solver = ParticleSolver(VelocityVerlet(dt=0.005))
     forces = {}
     for ordered_from in (10**9, 1):
         monkeypatch.setattr(particle_run, "ORDERED_FROM", ordered_from)
-        problem = particle_run.ParticleProblem(model, params, system, solver.integrator, particle_run.neighbour_list(model, system, solver))
+        problem = particle_run.ParticleProblem(
+            model,
+            params,
+            system,
+            solver.integrator,
+            particle_run.neighbour_list(model, system, solver),
+        )
         assert problem.neighbour_list.ordered == (ordered_from == 1)
         nbrs = problem.neighbour_list.build(system.position, system.space.box)
-        forces[ordered_from] = np.asarray(jax.jit(lambda x, nb, p=problem: p.force_fn(x, nb)[0])(system.position, nbrs))
+        forces[ordered_from] = np.asarray(
+            jax.jit(lambda x, nb, p=problem: p.force_fn(x, nb)[0])(system.position, nbrs)
+        )
     scale = np.max(np.abs(forces[1]))
     assert scale > 1.0
     np.testing.assert_allclose(forces[1], forces[10**9], rtol=0, atol=1e-12 * scale)
@@ -121,10 +163,14 @@ def test_charges_on_a_list_in_cell_order_give_the_same_forces(monkeypatch):
 def test_runs_of_bonded_or_few_particles_keep_their_own_order(monkeypatch):
     model = md.LennardJones(cutoff=2.5)
     solver = ParticleSolver(VelocityVerlet(dt=0.005))
-    assert not particle_run.neighbour_list(model, _shuffled_liquid(), solver).ordered  # 864 < ORDERED_FROM
+    assert not particle_run.neighbour_list(
+        model, _shuffled_liquid(), solver
+    ).ordered  # 864 < ORDERED_FROM
     chains = md.chains(jax.random.key(0), 9, 20, density=0.5)
     monkeypatch.setattr(particle_run, "ORDERED_FROM", 1)
-    assert not particle_run.neighbour_list(md.BeadSpring(), chains, solver).ordered  # bonds name particle ids
+    assert not particle_run.neighbour_list(
+        md.BeadSpring(), chains, solver
+    ).ordered  # bonds name particle ids
     assert particle_run.neighbour_list(model, _shuffled_liquid(), solver).ordered
     with pytest.raises(ValueError, match="bonds or molecules"):
         chains.permuted(jnp.arange(chains.n))
@@ -178,9 +224,20 @@ def test_runs_split_over_two_devices_on_a_list_in_cell_order_are_the_same_runs(t
     # the second frame (measured: 2e-15 of the largest; the same bits with them on);
     # the box, which follows the summed virial, stays the same bits.
     env = {**os.environ, "XLA_FLAGS": host_devices(2)}
-    proc = subprocess.run([sys.executable, "-c", _TWO_DEVICES], env=env, capture_output=True, text=True, timeout=900, cwd=ROOT)
+    proc = subprocess.run(
+        [sys.executable, "-c", _TWO_DEVICES],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=ROOT,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    out = json.loads(next(line for line in proc.stdout.splitlines() if line.startswith("RESULT "))[len("RESULT ") :])
+    out = json.loads(
+        next(line for line in proc.stdout.splitlines() if line.startswith("RESULT "))[
+            len("RESULT ") :
+        ]
+    )
     for name in ("nve", "npt"):
         leg = out[name]
         assert leg["ordered"] == [False, True] and leg["devices"] == [2, 2], leg

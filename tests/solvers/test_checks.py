@@ -82,9 +82,13 @@ def test_a_check_traced_as_nan_does_not_walk_the_python_stack(monkeypatch):
 
     seen = []
     original = traceback_util.include_frame
-    monkeypatch.setattr(traceback_util, "include_frame", lambda frame: seen.append(frame) or original(frame))
+    monkeypatch.setattr(
+        traceback_util, "include_frame", lambda frame: seen.append(frame) or original(frame)
+    )
     with checks_as_nan():
-        program = jax.jit(lambda x: eqx.error_if(x * 2.0, x < 0, "negative, as NaN, without a stack"))
+        program = jax.jit(
+            lambda x: eqx.error_if(x * 2.0, x < 0, "negative, as NaN, without a stack")
+        )
         assert float(program(1.5)) == 3.0
         assert np.isnan(float(program(-1.5)))
     assert seen == []
@@ -110,7 +114,8 @@ def run():
         return prey_at_end(jnp.array([0.5, 0.025, 0.7, 0.025]), jnp.linspace(0.0, 10.0, 11))
 """
 
-SECOND_PROCESS = """
+SECOND_PROCESS = (
+    """
 import sys, jax, jax.numpy as jnp
 from jax._src import monitoring
 events = []  # (a cache hit is reported inside the compile event of its program, before it)
@@ -119,11 +124,14 @@ monitoring.register_event_duration_secs_listener(
     lambda event, seconds, fun_name="", **kw: events.append(fun_name) if event.endswith("backend_compile_duration") else None)
 import sim
 sim.configure_jax()
-""" + PROGRAM + """
+"""
+    + PROGRAM
+    + """
 prey = run()
 compiled = [name for before, name in zip(["", *events], events) if name != "hit" and before != "hit"]
 print(float(prey), int("jit(prey_at_end)" in compiled))
 """
+)
 
 
 def test_a_program_traced_inside_is_compiled_by_the_first_process_only(tmp_path):
@@ -146,10 +154,19 @@ def test_a_program_traced_inside_is_compiled_by_the_first_process_only(tmp_path)
         else:
             _cache.disable()
     # XLA compiled the solve here, into the empty folder ...
-    assert len(list(cache.glob("jit_prey_at_end-*.simjax"))) == 1, sorted(p.name for p in cache.iterdir())
+    assert len(list(cache.glob("jit_prey_at_end-*.simjax"))) == 1, sorted(
+        p.name for p in cache.iterdir()
+    )
     env = {**os.environ, "SIMJAX_CACHE_DIR": str(cache)}
     env.pop("EQX_ON_ERROR", None)
-    proc = subprocess.run([sys.executable, "-c", SECOND_PROCESS], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", SECOND_PROCESS],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     prey2, compiled2 = (float(v) for v in proc.stdout.split())
     assert prey1 == prey2

@@ -40,14 +40,27 @@ def test_linear_rescale_and_the_end_clip():
 def test_the_first_step_of_diffeqsolve_without_dt0():
     # diffeqsolve wraps its terms, so the PID controller starts with the fixed step.
     sol = diffrax.diffeqsolve(
-        diffrax.ODETerm(lambda t, y, a: -y), diffrax.Tsit5(), 0.0, 1.0, None, jnp.array([1.0]),
+        diffrax.ODETerm(lambda t, y, a: -y),
+        diffrax.Tsit5(),
+        0.0,
+        1.0,
+        None,
+        jnp.array([1.0]),
         stepsize_controller=diffrax.PIDController(rtol=1e-6, atol=1e-8),
-        saveat=diffrax.SaveAt(steps=True), max_steps=64,
+        saveat=diffrax.SaveAt(steps=True),
+        max_steps=64,
     )
     assert float(sol.ts[0]) == private.FIRST_STEP
 
 
 def test_error_order_is_the_controllers_choice():
     term = diffrax.ODETerm(lambda t, y, a: -y)
-    assert private.error_order(diffrax.PIDController(rtol=1e-6, atol=1e-8), diffrax.Tsit5(), term) == 5
-    assert private.error_order(diffrax.PIDController(rtol=1e-6, atol=1e-8, error_order=3), diffrax.Tsit5(), term) == 3
+    assert (
+        private.error_order(diffrax.PIDController(rtol=1e-6, atol=1e-8), diffrax.Tsit5(), term) == 5
+    )
+    assert (
+        private.error_order(
+            diffrax.PIDController(rtol=1e-6, atol=1e-8, error_order=3), diffrax.Tsit5(), term
+        )
+        == 3
+    )

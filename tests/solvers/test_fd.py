@@ -48,9 +48,15 @@ def test_laplacian_converges_at_its_order(kind, order):
             lap = np.exp(x) * ((1 - np.pi**2) * np.sin(np.pi * x) + 2 * np.pi * np.cos(np.pi * x))
         elif kind == "neumann":
             u = np.cos(np.pi * x) + 0.3 * x**2 * (1 - x) ** 2
-            lap = -np.pi**2 * np.cos(np.pi * x) + 0.3 * (2 - 12 * x + 12 * x**2)
+            lap = -(np.pi**2) * np.cos(np.pi * x) + 0.3 * (2 - 12 * x + 12 * x**2)
         else:
-            u, lap = np.exp(np.sin(2 * np.pi * x)), np.exp(np.sin(2 * np.pi * x)) * 4 * np.pi**2 * (np.cos(2 * np.pi * x) ** 2 - np.sin(2 * np.pi * x))
+            u, lap = (
+                np.exp(np.sin(2 * np.pi * x)),
+                np.exp(np.sin(2 * np.pi * x))
+                * 4
+                * np.pi**2
+                * (np.cos(2 * np.pi * x) ** 2 - np.sin(2 * np.pi * x)),
+            )
         approx = np.asarray(grid.laplacian(jnp.asarray(u)))
         free = ~grid.fixed_mask()
         errors.append(np.max(np.abs(approx - lap)[free]))
@@ -64,8 +70,12 @@ def test_nonzero_boundary_data_are_exact_on_a_linear_steady_state(order):
     # -3 on the left, +3 on the right.
     x = np.linspace(0.0, 1.0, 21)
     u = jnp.asarray(2 + 3 * x)
-    dirichlet = FdGrid((21,), ((0.0, 1.0),), (("dirichlet", "dirichlet"),), ((2.0, 5.0),), order=order)
-    np.testing.assert_allclose(dirichlet.apply_boundary(jnp.zeros(21))[jnp.asarray([0, -1])], [2.0, 5.0])
+    dirichlet = FdGrid(
+        (21,), ((0.0, 1.0),), (("dirichlet", "dirichlet"),), ((2.0, 5.0),), order=order
+    )
+    np.testing.assert_allclose(
+        dirichlet.apply_boundary(jnp.zeros(21))[jnp.asarray([0, -1])], [2.0, 5.0]
+    )
     np.testing.assert_allclose(dirichlet.laplacian(u), 0.0, atol=1e-9)
     neumann = FdGrid((21,), ((0.0, 1.0),), (("neumann", "neumann"),), ((-3.0, 3.0),), order=order)
     np.testing.assert_allclose(neumann.laplacian(u), 0.0, atol=1e-9)
@@ -85,7 +95,12 @@ def test_the_discrete_laplacian_is_dissipative(kind, order):
 
 
 def test_two_dimensional_laplacian_mixes_boundary_kinds():
-    grid = FdGrid((33, 32), ((0.0, 1.0), (0.0, 2 * math.pi)), (("dirichlet", "dirichlet"), ("periodic", "periodic")), ((0.0, 0.0), (0.0, 0.0)))
+    grid = FdGrid(
+        (33, 32),
+        ((0.0, 1.0), (0.0, 2 * math.pi)),
+        (("dirichlet", "dirichlet"), ("periodic", "periodic")),
+        ((0.0, 0.0), (0.0, 0.0)),
+    )
     x, y = np.meshgrid(*grid.coordinates(), indexing="ij")
     u = np.sin(np.pi * x) * np.cos(y)
     lap = np.asarray(grid.laplacian(jnp.asarray(u)))
@@ -110,7 +125,12 @@ def test_trapezoidal_integral():
     ],
 )
 def test_bad_grids_are_rejected(kwargs, match):
-    base = dict(points=(21,), domain=((0.0, 1.0),), boundaries=(("dirichlet", "dirichlet"),), values=((0.0, 0.0),))
+    base = dict(
+        points=(21,),
+        domain=((0.0, 1.0),),
+        boundaries=(("dirichlet", "dirichlet"),),
+        values=((0.0, 0.0),),
+    )
     base.update(kwargs)
     with pytest.raises(ValueError, match=match):
         FdGrid(**base)
@@ -149,8 +169,12 @@ def test_imex_methods_take_few_steps_on_stiff_diffusion():
     u0 = (0.5 * jnp.sin(jnp.pi * x))[None]
     t = jnp.linspace(0.0, 0.5, 3)
     logistic = lambda u: u * (1 - u)  # noqa: E731
-    imex = MethodOfLines(method="kencarp4", rtol=1e-8, atol=1e-10).solve(grid, jnp.asarray([0.5]), logistic, u0, t)
-    whole = MethodOfLines(method="tsit5", rtol=1e-10, atol=1e-12).solve(grid, jnp.asarray([0.5]), logistic, u0, t)
+    imex = MethodOfLines(method="kencarp4", rtol=1e-8, atol=1e-10).solve(
+        grid, jnp.asarray([0.5]), logistic, u0, t
+    )
+    whole = MethodOfLines(method="tsit5", rtol=1e-10, atol=1e-12).solve(
+        grid, jnp.asarray([0.5]), logistic, u0, t
+    )
     np.testing.assert_allclose(imex.saved, whole.saved, atol=1e-6)
     assert int(imex.result) == 0 and int(imex.num_steps) < 200, int(imex.num_steps)
 
@@ -166,5 +190,10 @@ def test_the_jacobian_spectral_radius_is_the_laplacians_largest_eigenvalue(n):
     h = grid.spacing[0]
     free = jnp.asarray(~grid.fixed_mask(), float)
     exact = 4 / h**2 * np.cos(np.pi / (2 * (n - 1))) ** 2
-    for field in (lambda t, u, a: free * 0.3 * grid.laplacian(u), lambda t, u, a: free * grid.laplacian(0.3 * u)):
-        np.testing.assert_allclose(euler.stable_step(field, 0.0, jnp.zeros((1, n))), 2 / (0.3 * exact), rtol=1e-10)
+    for field in (
+        lambda t, u, a: free * 0.3 * grid.laplacian(u),
+        lambda t, u, a: free * grid.laplacian(0.3 * u),
+    ):
+        np.testing.assert_allclose(
+            euler.stable_step(field, 0.0, jnp.zeros((1, n))), 2 / (0.3 * exact), rtol=1e-10
+        )

@@ -61,7 +61,9 @@ def test_free_space_particles_outside_the_grid_are_still_found():
     nl = NeighbourList.allocate(position, None, cutoff=1.5, skin=0.3)
     moved = position.at[:20].add(-6.0)  # far below the grid's lower corner
     grown = nl.grown(jax.jit(nl.build)(moved, None), 200)
-    assert listed_pairs(jax.jit(grown.build)(moved, None).index, 200) == brute_pairs(moved, None, 1.8)
+    assert listed_pairs(jax.jit(grown.build)(moved, None).index, 200) == brute_pairs(
+        moved, None, 1.8
+    )
 
 
 def test_rebuilds_only_after_half_the_skin():

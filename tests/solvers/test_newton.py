@@ -26,17 +26,30 @@ def test_a_stiff_solve_with_states_of_1e8_reaches_the_exact_solution(method):
     its residual test does below); `StageNewton` ends them by the contraction rate."""
     ts = jnp.linspace(0.0, 10.0, 11)
     rtol = 1e-8 if method == "kvaerno5" else 1e-4
-    sol = OdeSolver(method=method, rtol=rtol, atol=1e-10, max_steps=200_000).solve(_large_states, ts, jnp.array([SCALE]))
+    sol = OdeSolver(method=method, rtol=rtol, atol=1e-10, max_steps=200_000).solve(
+        _large_states, ts, jnp.array([SCALE])
+    )
     exact = SCALE * (1 + 0.5 * np.sin(np.asarray(ts)))
     error = np.max(np.abs(np.asarray(sol.ys[:, 0]) - exact) / exact)
     assert error < 100 * rtol, error
-    assert int(sol.result) == 0 and int(sol.num_steps) < (1_000 if method == "kvaerno5" else 100_000), int(sol.num_steps)
+    assert int(sol.result) == 0 and int(sol.num_steps) < (
+        1_000 if method == "kvaerno5" else 100_000
+    ), int(sol.num_steps)
 
     # the same solve with the residual test alone does not finish: the check can fail
-    residual_only = diffrax.Kvaerno5(root_finder=diffrax.with_stepsize_controller_tols(optx.Newton)())
+    residual_only = diffrax.Kvaerno5(
+        root_finder=diffrax.with_stepsize_controller_tols(optx.Newton)()
+    )
     failed = diffrax.diffeqsolve(
-        diffrax.ODETerm(_large_states), residual_only, 0.0, 10.0, None, jnp.array([SCALE]),
-        stepsize_controller=diffrax.PIDController(rtol=1e-8, atol=1e-10), max_steps=1_000, throw=False,
+        diffrax.ODETerm(_large_states),
+        residual_only,
+        0.0,
+        10.0,
+        None,
+        jnp.array([SCALE]),
+        stepsize_controller=diffrax.PIDController(rtol=1e-8, atol=1e-10),
+        max_steps=1_000,
+        throw=False,
     )
     assert failed.result == diffrax.RESULTS.max_steps_reached
 
@@ -46,21 +59,37 @@ def test_stage_newton_reads_the_iteration_state_of_the_installed_optimistix():
     `diffsize_prev`, `result`): a root find through it converges to the root, ends by
     the rate test where the residual test cannot, and reports divergence."""
     # x^3 = 8 with a residual test at atol 0: only the rate test can end it
-    solution = optx.root_find(lambda x, _: x**3 - 8.0, StageNewton(rtol=1e-10, atol=0.0), jnp.asarray(3.0), max_steps=50, throw=False)
+    solution = optx.root_find(
+        lambda x, _: x**3 - 8.0,
+        StageNewton(rtol=1e-10, atol=0.0),
+        jnp.asarray(3.0),
+        max_steps=50,
+        throw=False,
+    )
     assert solution.result == optx.RESULTS.successful and abs(float(solution.value) - 2.0) < 1e-12
     assert int(solution.stats["num_steps"]) < 20
     # x^(1/5) = 0: each Newton step maps x to -4x, corrections (in units of atol) grow
     # by 4 each time: diverged
-    diverging = optx.root_find(lambda x, _: jnp.sign(x) * jnp.abs(x) ** 0.2, StageNewton(rtol=0.0, atol=1e-10), jnp.asarray(1.0), max_steps=50, throw=False)
+    diverging = optx.root_find(
+        lambda x, _: jnp.sign(x) * jnp.abs(x) ** 0.2,
+        StageNewton(rtol=0.0, atol=1e-10),
+        jnp.asarray(1.0),
+        max_steps=50,
+        throw=False,
+    )
     assert diverging.result == optx.RESULTS.nonlinear_divergence
     assert int(diverging.stats["num_steps"]) <= 3
 
 
 def test_implicit_methods_solve_small_states_by_newton_and_large_ones_by_chords():
     for method in ("kvaerno3", "kvaerno4", "kvaerno5", "implicit_euler"):
-        assert isinstance(OdeSolver(method=method).diffrax_solver().root_finder, StageRootFinder), method
+        assert isinstance(OdeSolver(method=method).diffrax_solver().root_finder, StageRootFinder), (
+            method
+        )
     for method in ("kencarp3", "kencarp4", "kencarp5"):  # (Newton at every size)
-        assert isinstance(OdeSolver(method=method).diffrax_solver().root_finder, StageNewton), method
+        assert isinstance(OdeSolver(method=method).diffrax_solver().root_finder, StageNewton), (
+            method
+        )
     finder = StageRootFinder(rtol=1e-8, atol=1e-10)  # (as diffeqsolve fills in the tolerances)
     assert isinstance(finder.inner(jnp.zeros(NEWTON_MAX_STATES)), StageNewton)
     assert isinstance(finder.inner({"a": jnp.zeros((8, 8)), "b": jnp.zeros(1)}), StageChord)

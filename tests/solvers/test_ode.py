@@ -35,11 +35,19 @@ def test_tsit5_observed_order_is_five():
 # against diffrax below, dopri8 against SciPy and an invariant in
 # tests/physics/test_ode_reference.py; they repeat this check with `-m slow`.
 @pytest.mark.parametrize(
-    "method", ["tsit5", pytest.param("dopri5", marks=pytest.mark.slow), pytest.param("dopri8", marks=pytest.mark.slow), "kvaerno5"]
+    "method",
+    [
+        "tsit5",
+        pytest.param("dopri5", marks=pytest.mark.slow),
+        pytest.param("dopri8", marks=pytest.mark.slow),
+        "kvaerno5",
+    ],
 )
 def test_adaptive_methods_meet_tolerance(method):
     ts = jnp.linspace(0.0, 10.0, 11)
-    sol = OdeSolver(method=method, rtol=1e-10, atol=1e-12).solve(oscillator, ts, jnp.array([1.0, 0.0]), jnp.asarray(1.0))
+    sol = OdeSolver(method=method, rtol=1e-10, atol=1e-12).solve(
+        oscillator, ts, jnp.array([1.0, 0.0]), jnp.asarray(1.0)
+    )
     assert int(sol.result) == 0
     np.testing.assert_allclose(sol.ys[:, 0], np.cos(np.asarray(ts)), atol=1e-8)
 
@@ -67,7 +75,9 @@ def test_failure_is_reported_not_silent():
     assert "max_steps" in result_message(int(sol.result))
     assert bool(jnp.all(jnp.isnan(sol.ys)))
     with pytest.raises(Exception, match="maximum number of solver steps"):
-        OdeSolver(max_steps=4).solve(oscillator, ts, jnp.array([1.0, 0.0]), jnp.asarray(1.0)).ys.block_until_ready()
+        OdeSolver(max_steps=4).solve(
+            oscillator, ts, jnp.array([1.0, 0.0]), jnp.asarray(1.0)
+        ).ys.block_until_ready()
 
 
 def test_bad_solver_options_name_the_problem():
@@ -95,9 +105,18 @@ def exact_squares_gradient(k: float) -> float:
     return float(np.sum(np.sin(w * t) ** 2 + (k - 1.0) * t * np.sin(2 * w * t) / (2 * w)))
 
 
-@pytest.mark.parametrize("adjoint", [pytest.param("backsolve", marks=pytest.mark.slow), "direct", pytest.param("recursive_checkpoint", marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+    "adjoint",
+    [
+        pytest.param("backsolve", marks=pytest.mark.slow),
+        "direct",
+        pytest.param("recursive_checkpoint", marks=pytest.mark.slow),
+    ],
+)
 def test_adjoints_give_the_exact_gradient(adjoint):
-    gradient = squares_gradient(jnp.asarray(2.0), OdeSolver(rtol=1e-10, atol=1e-12, adjoint=adjoint))
+    gradient = squares_gradient(
+        jnp.asarray(2.0), OdeSolver(rtol=1e-10, atol=1e-12, adjoint=adjoint)
+    )
     np.testing.assert_allclose(gradient, exact_squares_gradient(2.0), rtol=1e-6)
 
 
@@ -105,7 +124,9 @@ def test_forward_mode_adjoint_gives_jacobian():
     ts = jnp.linspace(0.0, 2.0, 3)
     y0 = jnp.array([1.0, 0.0])
     solver = OdeSolver(rtol=1e-10, atol=1e-12, adjoint="forward")
-    jac = jax.jit(jax.jacfwd(lambda k: solver.solve(oscillator, ts, y0, k).ys[-1, 0]))(jnp.asarray(1.0))  # (compiled whole: op by op took longer)
+    jac = jax.jit(jax.jacfwd(lambda k: solver.solve(oscillator, ts, y0, k).ys[-1, 0]))(
+        jnp.asarray(1.0)
+    )  # (compiled whole: op by op took longer)
     # y = cos(sqrt(k) t): dy/dk = -sin(sqrt(k) t) t / (2 sqrt(k)); at k = 1, t = 2.
     np.testing.assert_allclose(jac, -np.sin(2.0) * 2.0 / 2.0, rtol=1e-7)
 
@@ -116,10 +137,19 @@ def test_matches_raw_diffrax():
     # their multiplications and additions differently (measured: 4e-15 apart).
     ts = jnp.linspace(0.0, 5.0, 11)
     y0 = jnp.array([1.0, 0.0])
-    ours = OdeSolver(method="dopri5", rtol=1e-7, atol=1e-9).solve(oscillator, ts, y0, jnp.asarray(1.5))
+    ours = OdeSolver(method="dopri5", rtol=1e-7, atol=1e-9).solve(
+        oscillator, ts, y0, jnp.asarray(1.5)
+    )
     raw = diffrax.diffeqsolve(
-        diffrax.ODETerm(oscillator), diffrax.Dopri5(), ts[0], ts[-1], None, y0, jnp.asarray(1.5),
-        saveat=diffrax.SaveAt(ts=ts), stepsize_controller=diffrax.PIDController(rtol=1e-7, atol=1e-9),
+        diffrax.ODETerm(oscillator),
+        diffrax.Dopri5(),
+        ts[0],
+        ts[-1],
+        None,
+        y0,
+        jnp.asarray(1.5),
+        saveat=diffrax.SaveAt(ts=ts),
+        stepsize_controller=diffrax.PIDController(rtol=1e-7, atol=1e-9),
         max_steps=4096,
     )
     assert int(ours.num_accepted_steps) == int(raw.stats["num_accepted_steps"])
@@ -139,7 +169,9 @@ def test_imex_methods_take_the_right_hand_side_in_two_parts():
 
     ts = jnp.linspace(0.0, 2.0, 5)
     for method in ("kencarp3", "tsit5"):
-        sol = OdeSolver(method=method, rtol=1e-8, atol=1e-10).solve((forcing, stiff), ts, jnp.array(1.0))
+        sol = OdeSolver(method=method, rtol=1e-8, atol=1e-10).solve(
+            (forcing, stiff), ts, jnp.array(1.0)
+        )
         np.testing.assert_allclose(sol.ys, np.cos(ts), atol=1e-6, err_msg=method)
     with pytest.raises(TypeError, match="kencarp3 needs the right-hand side as a pair"):
         OdeSolver(method="kencarp3").solve(stiff, ts, jnp.array(1.0))

@@ -6,7 +6,14 @@ import math
 import numpy as np
 import pytest
 
-from solvers import ALL_PAIRS, FIXED_FACTOR, Result, fixed_capacity, larger_capacity, redo_overflowed
+from solvers import (
+    ALL_PAIRS,
+    FIXED_FACTOR,
+    Result,
+    fixed_capacity,
+    larger_capacity,
+    redo_overflowed,
+)
 from solvers._neighbours import CAPACITY_FACTOR
 
 
@@ -30,7 +37,9 @@ def test_a_fixed_list_has_room_for_twice_the_neighbours_counted(periodic):
     assert FIXED_FACTOR * most <= capacity <= 119, (most, capacity)
     # the growable start counts the same neighbours with CAPACITY_FACTOR to spare (at
     # least 2 more)
-    assert capacity == min(math.ceil(FIXED_FACTOR * max(math.ceil(CAPACITY_FACTOR * most), most + 2)), 119)
+    assert capacity == min(
+        math.ceil(FIXED_FACTOR * max(math.ceil(CAPACITY_FACTOR * most), most + 2)), 119
+    )
 
 
 def test_a_fixed_list_never_exceeds_all_other_particles():
@@ -48,26 +57,38 @@ def test_larger_capacities_double_then_take_all_pairs():
 
 def test_overflowed_runs_are_redone_and_the_others_kept():
     over = int(Result.neighbour_overflow)
-    values = {"stats/result": np.array([0, over, 0, over]), "x": np.array([[1.0, 1.0], [np.nan, np.nan], [3.0, 3.0], [np.nan, np.nan]])}
+    values = {
+        "stats/result": np.array([0, over, 0, over]),
+        "x": np.array([[1.0, 1.0], [np.nan, np.nan], [3.0, 3.0], [np.nan, np.nan]]),
+    }
     tried = []
 
     def rerun(capacity):  # run 1 fits 20 neighbours, run 3 needs all pairs
         tried.append(capacity)
-        fits = np.array([True, capacity == ALL_PAIRS or capacity >= 20, True, capacity == ALL_PAIRS])
-        return {"stats/result": np.where(fits, 0, over), "x": np.where(fits[:, None], 10.0 * capacity, np.nan) * np.ones((4, 2))}
+        fits = np.array(
+            [True, capacity == ALL_PAIRS or capacity >= 20, True, capacity == ALL_PAIRS]
+        )
+        return {
+            "stats/result": np.where(fits, 0, over),
+            "x": np.where(fits[:, None], 10.0 * capacity, np.nan) * np.ones((4, 2)),
+        }
 
     out = redo_overflowed(values, 10, 30, rerun)
     assert tried == [20, 29, ALL_PAIRS]
     np.testing.assert_array_equal(out["stats/result"], [0, 0, 0, 0])
     # run 1 keeps its first good rerun only until a later rerun replaces every run still
     # marked: it was fixed at 20 and not marked again
-    np.testing.assert_array_equal(out["x"], [[1.0, 1.0], [200.0, 200.0], [3.0, 3.0], [-10.0, -10.0]])
+    np.testing.assert_array_equal(
+        out["x"], [[1.0, 1.0], [200.0, 200.0], [3.0, 3.0], [-10.0, -10.0]]
+    )
 
 
 def test_runs_that_still_overflow_with_all_pairs_stay_marked():
     over = int(Result.neighbour_overflow)
     values = {"stats/result": np.array([over]), "x": np.array([np.nan])}
-    out = redo_overflowed(values, ALL_PAIRS, 10, lambda c: pytest.fail("nothing larger than all pairs"))
+    out = redo_overflowed(
+        values, ALL_PAIRS, 10, lambda c: pytest.fail("nothing larger than all pairs")
+    )
     assert out["stats/result"].tolist() == [over]
 
 
@@ -91,10 +112,19 @@ def test_a_run_grows_a_small_list_and_equals_the_all_pairs_run():
         return ParticleRun(model, params, system, solver, times=times, every=10).run()
 
     grown_obs, grown_state, grown = run(capacity=2)
-    streamed = ParticleRun(model, params, system, ParticleSolver(VelocityVerlet(dt=0.005), chunk_steps=10), times=times, every=10)
+    streamed = ParticleRun(
+        model,
+        params,
+        system,
+        ParticleSolver(VelocityVerlet(dt=0.005), chunk_steps=10),
+        times=times,
+        every=10,
+    )
     start = streamed.start()
     for n in (0, streamed.chunk + 1):  # a streamed chunk holds 1 to `chunk` frames
-        with pytest.raises(ValueError, match=f"a chunk of {n} frames; this run takes 1 to {streamed.chunk}"):
+        with pytest.raises(
+            ValueError, match=f"a chunk of {n} frames; this run takes 1 to {streamed.chunk}"
+        ):
             streamed.advance(start, 0, n)
     pairs_obs, pairs_state, pairs = run(neighbour_list=False)
     assert int(grown["capacity"]) > 2 and int(grown["neighbour_builds"]) >= 1, grown
@@ -102,4 +132,6 @@ def test_a_run_grows_a_small_list_and_equals_the_all_pairs_run():
     assert int(grown["result"]) == int(pairs["result"]) == int(Result.successful)
     assert int(grown["num_steps"]) == 20
     np.testing.assert_allclose(grown_obs["position"], pairs_obs["position"], rtol=0, atol=1e-12)
-    np.testing.assert_allclose(grown_obs["potential_energy"], pairs_obs["potential_energy"], rtol=1e-12)
+    np.testing.assert_allclose(
+        grown_obs["potential_energy"], pairs_obs["potential_energy"], rtol=1e-12
+    )

@@ -36,7 +36,9 @@ def test_the_rows_of_two_blocks_give_the_forces_and_virial_of_the_whole(name):
     # bead-spring chains' bonds cross the blocks' boundary).
     if name == "bead_spring":
         model = md.BeadSpring()
-        system = md.chains(jax.random.key(0), 9, 20, density=0.5)  # bonds 89-90 and 99-100 cross the halves
+        system = md.chains(
+            jax.random.key(0), 9, 20, density=0.5
+        )  # bonds 89-90 and 99-100 cross the halves
     else:
         model = md.LennardJones(cutoff=2.5)
         system = _liquid()
@@ -53,8 +55,15 @@ def test_the_rows_of_two_blocks_give_the_forces_and_virial_of_the_whole(name):
         return model.forces_and_virial(system, params, index), parts, alone
 
     (force, virial), parts, alone = evaluate(system)
-    np.testing.assert_allclose(np.concatenate([np.asarray(f) for f, _ in parts]), np.asarray(force), rtol=0, atol=1e-12 * float(jnp.max(jnp.abs(force))))
-    np.testing.assert_allclose(np.asarray(parts[0][1] + parts[1][1]), np.asarray(virial), rtol=1e-12)
+    np.testing.assert_allclose(
+        np.concatenate([np.asarray(f) for f, _ in parts]),
+        np.asarray(force),
+        rtol=0,
+        atol=1e-12 * float(jnp.max(jnp.abs(force))),
+    )
+    np.testing.assert_allclose(
+        np.asarray(parts[0][1] + parts[1][1]), np.asarray(virial), rtol=1e-12
+    )
     # `forces` alone agrees with the forces of `forces_and_virial`
     np.testing.assert_array_equal(np.asarray(alone), np.asarray(parts[1][0]))
 
@@ -70,7 +79,9 @@ def test_a_list_of_some_rows_is_those_rows_of_the_whole_list():
         ids = jnp.arange(100, 180, dtype=jnp.int32)
         # blocks small enough that the ids are taken several at a time (lax.map), the
         # last block padded
-        return nl.build(position, box).index, nl._lists(box, candidates, ids, elements=32 * width)[0]
+        return nl.build(position, box).index, nl._lists(box, candidates, ids, elements=32 * width)[
+            0
+        ]
 
     whole, some = lists(system.position, system.space.box)
     np.testing.assert_array_equal(np.asarray(some), np.asarray(whole[100:180]))
@@ -176,9 +187,20 @@ print("RESULT " + json.dumps(out))
 
 def two_device_run(tmp_path, *legs: str) -> dict:
     env = {**os.environ, "XLA_FLAGS": host_devices(2)}
-    proc = subprocess.run([sys.executable, "-c", _TWO_DEVICES, str(tmp_path), *legs], env=env, capture_output=True, text=True, timeout=900, cwd=ROOT)
+    proc = subprocess.run(
+        [sys.executable, "-c", _TWO_DEVICES, str(tmp_path), *legs],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=ROOT,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(next(line for line in proc.stdout.splitlines() if line.startswith("RESULT "))[len("RESULT ") :])
+    return json.loads(
+        next(line for line in proc.stdout.splitlines() if line.startswith("RESULT "))[
+            len("RESULT ") :
+        ]
+    )
 
 
 def test_a_run_split_over_two_devices_is_the_run_on_one(tmp_path):
@@ -197,7 +219,9 @@ def test_a_run_split_over_two_devices_is_the_run_on_one(tmp_path):
     assert nve["builds"][0] == nve["builds"][1] > 1, nve
     assert nve["index_equal"] and nve["index_sharded"] == "P('particles',)", nve
     assert nve["position"] == nve["total_energy"] == nve["pressure"] == 0.0, nve
-    assert nve["drift"] < 1e-2, nve  # (a real run: energy kept, up to the jumps of the unshifted cutoff)
+    assert nve["drift"] < 1e-2, (
+        nve
+    )  # (a real run: energy kept, up to the jumps of the unshifted cutoff)
     assert out["resume_same_bits"]
 
 

@@ -17,7 +17,14 @@ def harmonic(position, aux):
 
 
 def run(integrator, state, steps, every=1):
-    return integrate(integrator, state, harmonic, saves=steps // every, steps_per_save=every, observe=lambda s: (s.position, s.velocity))
+    return integrate(
+        integrator,
+        state,
+        harmonic,
+        saves=steps // every,
+        steps_per_save=every,
+        observe=lambda s: (s.position, s.velocity),
+    )
 
 
 def test_velocity_verlet_is_second_order():
@@ -42,7 +49,9 @@ def test_velocity_verlet_conserves_a_modified_energy():
     vv = VelocityVerlet(dt=0.05)
     state = vv.init(harmonic, x0, jnp.zeros((3, 3)), jnp.ones(3))
     _, (x, v) = run(vv, state, 4000, every=10)
-    energy = 0.5 * jnp.sum(v**2, axis=(1, 2)) + 0.5 * jnp.sum(K_SPRING[None, :, None] * x**2, axis=(1, 2))
+    energy = 0.5 * jnp.sum(v**2, axis=(1, 2)) + 0.5 * jnp.sum(
+        K_SPRING[None, :, None] * x**2, axis=(1, 2)
+    )
     e0 = 0.5 * float(jnp.sum(K_SPRING))
     # bounded oscillation of size O(dt^2), no drift
     assert float(jnp.max(jnp.abs(energy - e0))) / e0 < 0.002
@@ -61,8 +70,17 @@ def test_langevin_baoab_samples_the_harmonic_boltzmann_distribution():
 
     kt = 1.5
     baoab = LangevinBaoab(dt=0.1, temperature=kt, friction=2.0)
-    state = baoab.init(springs, jnp.zeros((n, 3)), jnp.zeros((n, 3)), jnp.ones(n), key=jax.random.key(0))
-    _, (x, v) = integrate(baoab, state, springs, saves=400, steps_per_save=10, observe=lambda s: (s.position, s.velocity))
+    state = baoab.init(
+        springs, jnp.zeros((n, 3)), jnp.zeros((n, 3)), jnp.ones(n), key=jax.random.key(0)
+    )
+    _, (x, v) = integrate(
+        baoab,
+        state,
+        springs,
+        saves=400,
+        steps_per_save=10,
+        observe=lambda s: (s.position, s.velocity),
+    )
     x, v = x[50:], v[50:]
     potential = jnp.mean(0.5 * k[None, :, None] * x**2) * 2  # <k x^2> per degree of freedom
     kinetic = jnp.mean(v**2)
@@ -73,7 +91,9 @@ def test_langevin_baoab_samples_the_harmonic_boltzmann_distribution():
 
 def test_langevin_needs_a_key():
     with pytest.raises(ValueError, match="PRNG key"):
-        LangevinBaoab(dt=0.1, temperature=1.0).init(harmonic, jnp.zeros((3, 3)), jnp.zeros((3, 3)), jnp.ones(3))
+        LangevinBaoab(dt=0.1, temperature=1.0).init(
+            harmonic, jnp.zeros((3, 3)), jnp.zeros((3, 3)), jnp.ones(3)
+        )
 
 
 def test_nose_hoover_chain_conserves_its_extended_energy():
@@ -117,8 +137,12 @@ def test_fire_finds_the_lj13_icosahedron():
         for b in (-1, 1):
             verts += [(0, a, b * phi), (a, b * phi, 0), (b * phi, 0, a)]
     verts = np.asarray(verts) / np.linalg.norm(verts[0]) * 1.1
-    start = np.vstack([np.zeros(3), verts]) + np.random.default_rng(0).normal(scale=0.05, size=(13, 3))
-    state = Fire(dt_start=0.005, dt_max=0.02).minimize(lj_cluster_forces, jnp.asarray(start), force_tolerance=1e-8, max_steps=20000)
+    start = np.vstack([np.zeros(3), verts]) + np.random.default_rng(0).normal(
+        scale=0.05, size=(13, 3)
+    )
+    state = Fire(dt_start=0.005, dt_max=0.02).minimize(
+        lj_cluster_forces, jnp.asarray(start), force_tolerance=1e-8, max_steps=20000
+    )
     r = state.particles.position
     dr = r[:, None, :] - r[None, :, :]
     iu = np.triu_indices(13, 1)

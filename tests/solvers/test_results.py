@@ -59,12 +59,16 @@ EXPECTED = {
 
 def test_every_diffrax_outcome_maps_to_its_code():
     known = list(diffrax.RESULTS._name_to_item)  # the outcomes of the installed diffrax
-    assert sorted(known) == sorted(EXPECTED), "diffrax's outcomes changed: update solvers/_results.py"
+    assert sorted(known) == sorted(EXPECTED), (
+        "diffrax's outcomes changed: update solvers/_results.py"
+    )
     assert {name for name, _ in _FROM_DIFFRAX} == set(EXPECTED) - {"internal_error"}
     for name in known:
         assert int(from_diffrax(getattr(diffrax.RESULTS, name))) == EXPECTED[name], name
     # batched, under jit
-    outcome = lambda failed: from_diffrax(diffrax.RESULTS.where(failed, diffrax.RESULTS.dt_min_reached, diffrax.RESULTS.successful))
+    outcome = lambda failed: from_diffrax(
+        diffrax.RESULTS.where(failed, diffrax.RESULTS.dt_min_reached, diffrax.RESULTS.successful)
+    )
     codes = jax.jit(jax.vmap(outcome))(jnp.array([True, False]))
     assert codes.tolist() == [Result.step_size_too_small, Result.successful]
 
@@ -74,14 +78,18 @@ def oscillator(t, y, args):
 
 
 def test_ode_solver_reports_max_steps():
-    sol = OdeSolver(max_steps=4, throw=False).solve(oscillator, jnp.linspace(0.0, 100.0, 3), jnp.array([1.0, 0.0]), 1.0)
+    sol = OdeSolver(max_steps=4, throw=False).solve(
+        oscillator, jnp.linspace(0.0, 100.0, 3), jnp.array([1.0, 0.0]), 1.0
+    )
     assert int(sol.result) == Result.max_steps_reached
 
 
 def test_a_finite_time_blow_up_is_reported_with_its_likely_cause():
     # dy/dt = y^2, y(0) = 1 blows up at t = 1: with no minimum step the controller shrinks
     # the step towards t = 1 until the step budget is spent.
-    sol = OdeSolver(throw=False, max_steps=2000).solve(lambda t, y, a: y**2, jnp.array([0.0, 2.0]), jnp.array([1.0]))
+    sol = OdeSolver(throw=False, max_steps=2000).solve(
+        lambda t, y, a: y**2, jnp.array([0.0, 2.0]), jnp.array([1.0])
+    )
     assert int(sol.result) == Result.max_steps_reached
     assert "blow up" in result_message(int(sol.result))
 
@@ -90,5 +98,7 @@ def test_etdrk_reports_a_non_finite_field():
     grid = FourierGrid((16,), ((0.0, 2 * np.pi),))
     linear = jnp.zeros(grid.spectral_shape)
     growth = lambda u_hat: grid.rfft(grid.irfft(u_hat) ** 2)  # u' = u^2 blows up at t = 1/5
-    sol = Etdrk(order=1, steps_per_save=10, dealias=None).solve(grid, linear, growth, jnp.full((16,), 5.0), jnp.linspace(0.0, 2.0, 3))
+    sol = Etdrk(order=1, steps_per_save=10, dealias=None).solve(
+        grid, linear, growth, jnp.full((16,), 5.0), jnp.linspace(0.0, 2.0, 3)
+    )
     assert int(sol.result) == Result.nonfinite_state

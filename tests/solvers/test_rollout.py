@@ -29,7 +29,9 @@ def test_advance_matches_a_python_loop(levels, n):
 
 def test_rollout_saves_every_interval_and_the_initial_state():
     u0 = jnp.linspace(0.1, 0.9, 5)
-    final, saved = rollout(_step, u0, 12, save_every=4, observe=lambda u: {"sum": jnp.sum(u), "u": u})
+    final, saved = rollout(
+        _step, u0, 12, save_every=4, observe=lambda u: {"sum": jnp.sum(u), "u": u}
+    )
     assert saved["u"].shape == (4, 5) and saved["sum"].shape == (4,)
     for i in range(4):
         np.testing.assert_allclose(saved["u"][i], _loop(u0, 4 * i), rtol=1e-14)

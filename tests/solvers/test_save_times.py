@@ -29,7 +29,9 @@ ALL = [m if m in DEFAULT else pytest.param(m, marks=pytest.mark.slow) for m in M
 def test_declared_orders_are_diffrax_orders():
     for name, method in METHODS.items():
         solver = method.make()
-        terms = OdeSolver(method=name).terms((_one, _square) if method.kind == "imex" else _logistic)
+        terms = OdeSolver(method=name).terms(
+            (_one, _square) if method.kind == "imex" else _logistic
+        )
         assert solver.order(terms) == method.order, name
         assert 1 <= method.dense_order <= method.order, name
 
@@ -46,8 +48,14 @@ def test_steps_land_on_save_times_where_the_dense_output_is_short():
     # Constant steps of the same methods keep their grid and add the save times to it;
     # the lean core and the batched loop (tsit5, dopri5) interpolate, as their methods'
     # dense outputs allow.
-    assert isinstance(OdeSolver(method="dopri8", adaptive=False, dt0=0.1)._controller(None, ts), GridThroughSaveTimes)
-    assert isinstance(OdeSolver(method="tsit5", adaptive=False, dt0=0.1)._controller(None, ts), diffrax.ConstantStepSize)
+    assert isinstance(
+        OdeSolver(method="dopri8", adaptive=False, dt0=0.1)._controller(None, ts),
+        GridThroughSaveTimes,
+    )
+    assert isinstance(
+        OdeSolver(method="tsit5", adaptive=False, dt0=0.1)._controller(None, ts),
+        diffrax.ConstantStepSize,
+    )
     assert OdeSolver(method="tsit5").lean and OdeSolver(method="dopri5").lean
 
 
@@ -56,7 +64,9 @@ def _saved_errors(method, step_sizes, ts):
     step counts."""
     errors, steps = [], []
     for dt in step_sizes:
-        sol = OdeSolver(method=method, adaptive=False, dt0=dt).solve(_logistic, jnp.asarray(ts), jnp.array(0.1))
+        sol = OdeSolver(method=method, adaptive=False, dt0=dt).solve(
+            _logistic, jnp.asarray(ts), jnp.array(0.1)
+        )
         errors.append(np.max(np.abs(np.asarray(sol.ys) - _exact("explicit", np.asarray(ts)))))
         steps.append(int(sol.num_steps))
     return errors, steps
@@ -88,7 +98,9 @@ def test_the_constant_grid_through_save_times_takes_no_sliver_steps():
     assert int(sol.num_steps) == 10
     sol = solver.solve(_logistic, jnp.asarray([0.0, 0.3 + 1e-7, 1.0]), jnp.array(0.1))
     assert int(sol.num_steps) == 11
-    np.testing.assert_allclose(np.asarray(sol.ys), _exact("explicit", np.array([0.0, 0.3 + 1e-7, 1.0])), rtol=1e-12)
+    np.testing.assert_allclose(
+        np.asarray(sol.ys), _exact("explicit", np.array([0.0, 0.3 + 1e-7, 1.0])), rtol=1e-12
+    )
 
 
 # ----------------------------------------------------------------------------- dense order
@@ -124,7 +136,11 @@ def test_declared_dense_order_is_measured(name):
     solver = method.make()
     if isinstance(solver, diffrax.AbstractImplicitSolver):
         # (the stage equations solved to rounding: no step-size controller lends its tolerances)
-        solver = eqx.tree_at(lambda s: (s.root_finder.rtol, s.root_finder.atol, s.root_finder.norm), solver, (1e-14, 1e-14, optx.rms_norm))
+        solver = eqx.tree_at(
+            lambda s: (s.root_finder.rtol, s.root_finder.atol, s.root_finder.norm),
+            solver,
+            (1e-14, 1e-14, optx.rms_norm),
+        )
     terms = OdeSolver(method=name).terms((_one, _square) if method.kind == "imex" else _logistic)
 
     @jax.jit
@@ -174,7 +190,16 @@ def _reference(mu, t_end, n):
     def jacobian(t, y):
         return [[0.0, 1.0], [-2.0 * mu * y[0] * y[1] - 1.0, mu * (1.0 - y[0] ** 2)]]
 
-    sol = solve_ivp(f, (0.0, t_end), [2.0, 0.0], method="Radau", rtol=1e-13, atol=1e-13, jac=jacobian, t_eval=np.linspace(0.0, t_end, n))
+    sol = solve_ivp(
+        f,
+        (0.0, t_end),
+        [2.0, 0.0],
+        method="Radau",
+        rtol=1e-13,
+        atol=1e-13,
+        jac=jacobian,
+        t_eval=np.linspace(0.0, t_end, n),
+    )
     assert sol.success
     return sol.y.T
 
@@ -237,7 +262,9 @@ def test_a_solve_with_events_saves_the_ends_of_its_steps_too():
     solver = OdeSolver(method="kvaerno5", rtol=_TOL, atol=_TOL, max_steps=20_000)
     never = OdeEvent(trigger=lambda t, y, args: y[0] - 10.0, apply=lambda t, y, args: (y, args))
     ts = jnp.linspace(0.0, t_end, n)
-    sol, fired = jax.jit(lambda ts: solve_with_events(solver, _van_der_pol, ts, jnp.array([2.0, 0.0]), mu, (never,)))(ts)
+    sol, fired = jax.jit(
+        lambda ts: solve_with_events(solver, _van_der_pol, ts, jnp.array([2.0, 0.0]), mu, (never,))
+    )(ts)
     plain = jax.jit(lambda ts: solver.solve(_van_der_pol, ts, jnp.array([2.0, 0.0]), mu).ys)(ts)
     assert int(fired) == 0
     with_events = np.max(np.abs(np.asarray(sol.ys) - reference) / scale)
@@ -251,7 +278,9 @@ def test_a_solve_with_events_saves_the_ends_of_its_steps_too():
     length=st.floats(0.05, 5.0),
     fractions=st.lists(st.floats(0.0, 1.0), min_size=0, max_size=6),
 )
-def test_constant_grid_through_save_times_steps_on_every_grid_point_and_save_time(dt, length, fractions):
+def test_constant_grid_through_save_times_steps_on_every_grid_point_and_save_time(
+    dt, length, fractions
+):
     # The controller's own loop, as diffeqsolve drives it: the step ends are the grid's
     # points (t0 + k length / n, n = ceil(length / dt)) and the save times between them,
     # increasing, the last one the end, and none closer than rounding to the one before.
@@ -262,7 +291,9 @@ def test_constant_grid_through_save_times_steps_on_every_grid_point_and_save_tim
     ends, start = [t0], t0
     while start < t1 and len(ends) < 10_000:
         ends.append(float(end))
-        _, start, end, _, state, _ = controller.adapt_step_size(start, end, None, None, None, None, None, state)
+        _, start, end, _, state, _ = controller.adapt_step_size(
+            start, end, None, None, None, None, None, state
+        )
         start = float(start)
     n = int(np.ceil(length / np.nextafter(dt, np.inf)))
     grid = t0 + length * np.arange(1, n + 1) / n

@@ -36,7 +36,19 @@ def linear(a=0.0, b=0.0, c=0.0, d=0.0):
 
 
 # Nine save times on [0, T] unless told; at most 256 steps; NaN rows on failure.
-def ensemble(method, t_end, x0, args, key, paths, dt, noise="diagonal", max_steps=256, drift=linear_drift, saves=9):
+def ensemble(
+    method,
+    t_end,
+    x0,
+    args,
+    key,
+    paths,
+    dt,
+    noise="diagonal",
+    max_steps=256,
+    drift=linear_drift,
+    saves=9,
+):
     solver = SdeSolver(method=method, dt=jnp.asarray(dt), max_steps=max_steps, throw=False)
     ts = jnp.linspace(0.0, t_end, saves)
     diffusion = additive_diffusion if noise == "additive" else linear_diffusion
@@ -59,7 +71,9 @@ def ou_args(theta=THETA):
 
 
 def ou_paths(method="euler", args=None, key=OU_KEY, paths=1000, noise="diagonal"):
-    return ensemble(method, OU_T, OU_X0, ou_args() if args is None else args, key, paths, 2.0**-6, noise)
+    return ensemble(
+        method, OU_T, OU_X0, ou_args() if args is None else args, key, paths, 2.0**-6, noise
+    )
 
 
 @pytest.fixture(scope="module")
@@ -70,8 +84,13 @@ def ou_euler():
 # Euler-Maruyama and SRA1 by default; the other additive-noise methods with `-m slow`.
 @pytest.mark.parametrize(
     "method",
-    ["euler", pytest.param("sra1", marks=pytest.mark.slow), pytest.param("shark", marks=pytest.mark.slow), pytest.param("heun", marks=pytest.mark.slow),
-     pytest.param("milstein", marks=pytest.mark.slow)],
+    [
+        "euler",
+        pytest.param("sra1", marks=pytest.mark.slow),
+        pytest.param("shark", marks=pytest.mark.slow),
+        pytest.param("heun", marks=pytest.mark.slow),
+        pytest.param("milstein", marks=pytest.mark.slow),
+    ],
 )
 def test_ornstein_uhlenbeck_moments_are_exact(method, ou_euler):
     # The OU process is Gaussian with mean mu + (x0 - mu) exp(-theta t) and variance
@@ -149,12 +168,28 @@ def test_strong_order_for_additive_noise(method):
     args, key, paths = linear(c=1.0), jax.random.key(11), 200
     levy = method in ("sra1", "shark")
     reference_method, steps = ("sra1", 1024) if levy else ("heun", 4096)
-    reference = ensemble(reference_method, 1.0, 1.5, args, key, paths, 1.0 / steps, "additive", steps, sine_drift, saves=2)
+    reference = ensemble(
+        reference_method,
+        1.0,
+        1.5,
+        args,
+        key,
+        paths,
+        1.0 / steps,
+        "additive",
+        steps,
+        sine_drift,
+        saves=2,
+    )
     reference = np.asarray(reference.ys[:, -1, 0])
     dts = [2.0**-k for k in range(2, 6)]
     errors = []
     for dt in dts:
-        x = np.asarray(ensemble(method, 1.0, 1.5, args, key, paths, dt, "additive", drift=sine_drift, saves=2).ys[:, -1, 0])
+        x = np.asarray(
+            ensemble(
+                method, 1.0, 1.5, args, key, paths, dt, "additive", drift=sine_drift, saves=2
+            ).ys[:, -1, 0]
+        )
         errors.append(float(np.mean(np.abs(x - reference))))
     order = fitted_order(dts, errors)
     declared = SdeSolver(method=method, dt=0.1).strong_order("additive")
@@ -171,7 +206,9 @@ def test_gradient_of_the_ensemble_mean_matches_finite_differences():
 
     theta, h = 1.0, 1e-4
     grad = float(jax.jit(jax.grad(mean_at_end))(jnp.asarray(theta)))
-    fd = (float(mean_at_end(jnp.asarray(theta + h))) - float(mean_at_end(jnp.asarray(theta - h)))) / (2 * h)
+    fd = (
+        float(mean_at_end(jnp.asarray(theta + h))) - float(mean_at_end(jnp.asarray(theta - h)))
+    ) / (2 * h)
     assert grad == pytest.approx(fd, rel=1e-7)
     # The continuous-time value -(x0 - mu) T exp(-theta T) = -0.271, within 4 standard
     # errors (the noise term's derivative has standard deviation
@@ -211,7 +248,9 @@ def test_too_many_steps_raises_when_throwing():
     solver = SdeSolver(dt=0.01, max_steps=10)
     ts, args = jnp.array([0.0, 1.0]), linear(b=1.0, d=1.0)
     with pytest.raises(Exception, match="maximum number of solver steps"):
-        solver.solve(linear_drift, linear_diffusion, ts, jnp.array([1.0]), args, jax.random.key(0)).ys.block_until_ready()
+        solver.solve(
+            linear_drift, linear_diffusion, ts, jnp.array([1.0]), args, jax.random.key(0)
+        ).ys.block_until_ready()
 
 
 # With general noise, a zero drift and a constant 3 x 2 diffusion matrix G,
@@ -221,18 +260,30 @@ def test_general_noise_multiplies_the_increment_by_the_matrix():
     g = jnp.array([[1.0, 0.0], [0.5, -2.0], [0.0, 3.0]])
     ts, y0, key = jnp.linspace(0.0, 1.0, 5), jnp.array([1.0, 2.0, 3.0]), jax.random.key(3)
     solver = SdeSolver(dt=0.125)
-    sol = solver.solve(lambda t, y, a: jnp.zeros_like(y), lambda t, y, a: a, ts, y0, g, key, noise="general")
+    sol = solver.solve(
+        lambda t, y, a: jnp.zeros_like(y), lambda t, y, a: a, ts, y0, g, key, noise="general"
+    )
     bm = solver.brownian_motion(ts, key, 2)
     w = np.stack([np.asarray(bm.evaluate(ts[0], t)) for t in ts[1:]])
-    np.testing.assert_allclose(np.asarray(sol.ys[1:]), np.asarray(y0) + w @ np.asarray(g).T, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(
+        np.asarray(sol.ys[1:]), np.asarray(y0) + w @ np.asarray(g).T, rtol=1e-12, atol=1e-12
+    )
     assert int(sol.num_steps) == 8 and int(sol.result) == 0
 
 
 def test_a_method_that_does_not_fit_the_noise_is_refused():
     # Refused at trace time, before anything is compiled.
-    ts, y0, key, args = jnp.array([0.0, 1.0]), jnp.array([1.0]), jax.random.key(0), linear(b=2.0, d=1.0)
+    ts, y0, key, args = (
+        jnp.array([0.0, 1.0]),
+        jnp.array([1.0]),
+        jax.random.key(0),
+        linear(b=2.0, d=1.0),
+    )
     solve = SdeSolver(method="sra1", dt=0.1).solve
-    with pytest.raises(ValueError, match="SDE method 'sra1' does not apply to diagonal noise.*Methods for diagonal noise: euler, milstein"):
+    with pytest.raises(
+        ValueError,
+        match="SDE method 'sra1' does not apply to diagonal noise.*Methods for diagonal noise: euler, milstein",
+    ):
         solve(linear_drift, linear_diffusion, ts, y0, args, key, noise="diagonal")
     with pytest.raises(ValueError, match="SDE method 'milstein' does not apply to general noise"):
         SdeSolver(method="milstein", dt=0.1).strong_order("general")
@@ -249,18 +300,40 @@ def test_a_method_that_does_not_fit_the_noise_is_refused():
     with pytest.raises(ValueError, match=r"drift returned shape \(2,\); expected \(1,\)"):
         SdeSolver(dt=0.1).solve(lambda t, y, a: jnp.ones(2), linear_diffusion, ts, y0, args, key)
     for shape in ((2, 1), (1, 0)):  # general noise: n rows and at least one Brownian motion
-        with pytest.raises(ValueError, match=r"general noise expects a matrix \(n, m\) with n = 1 and m >= 1"):
-            SdeSolver(dt=0.1).solve(linear_drift, lambda t, y, a, s=shape: jnp.ones(s), ts, y0, args, key, noise="general")
+        with pytest.raises(
+            ValueError, match=r"general noise expects a matrix \(n, m\) with n = 1 and m >= 1"
+        ):
+            SdeSolver(dt=0.1).solve(
+                linear_drift,
+                lambda t, y, a, s=shape: jnp.ones(s),
+                ts,
+                y0,
+                args,
+                key,
+                noise="general",
+            )
     # ... and a matrix (n, m) with n rows and m >= 1 is what general noise takes (traced only)
-    general = jax.eval_shape(lambda: SdeSolver(dt=0.1).solve(linear_drift, lambda t, y, a: jnp.ones((1, 2)), ts, y0, args, key, noise="general"))
+    general = jax.eval_shape(
+        lambda: SdeSolver(dt=0.1).solve(
+            linear_drift, lambda t, y, a: jnp.ones((1, 2)), ts, y0, args, key, noise="general"
+        )
+    )
     assert general.ys.shape == (2, 1)
-    with pytest.raises(ValueError, match="noise='additive' needs a diffusion that does not depend on y"):
-        SdeSolver(method="heun", dt=0.1).solve(linear_drift, linear_diffusion, ts, y0, args, key, noise="additive")
+    with pytest.raises(
+        ValueError, match="noise='additive' needs a diffusion that does not depend on y"
+    ):
+        SdeSolver(method="heun", dt=0.1).solve(
+            linear_drift, linear_diffusion, ts, y0, args, key, noise="additive"
+        )
     with pytest.raises(ValueError, match="paths must be an int >= 1"):
         SdeSolver(dt=0.1).solve_ensemble(linear_drift, linear_diffusion, ts, y0, args, key, 0)
 
 
-@pytest.mark.parametrize("model", [OrnsteinUhlenbeck(), GeometricBrownianMotion(), StochasticLotkaVolterra()], ids=lambda m: m.name)
+@pytest.mark.parametrize(
+    "model",
+    [OrnsteinUhlenbeck(), GeometricBrownianMotion(), StochasticLotkaVolterra()],
+    ids=lambda m: m.name,
+)
 def test_every_sde_model_traces_with_the_best_method_for_its_noise(model):
     # The whole solve is traced (shapes, the noise-kind checks, diffrax's own check that
     # additive noise does not depend on y), not compiled.
@@ -268,7 +341,9 @@ def test_every_sde_model_traces_with_the_best_method_for_its_noise(model):
     solver = SdeSolver(method=method, dt=0.01)
     ts, y0 = jnp.linspace(0.0, 1.0, 5), model.initial_state()
     out = jax.eval_shape(
-        lambda p, k: solver.solve_ensemble(model.drift, model.diffusion, ts, y0, p, k, 3, noise=model.noise),
+        lambda p, k: solver.solve_ensemble(
+            model.drift, model.diffusion, ts, y0, p, k, 3, noise=model.noise
+        ),
         model.default_params(),
         jax.random.key(0),
     )
@@ -291,7 +366,10 @@ def test_an_ensembles_brownian_trees_resolve_half_its_smallest_step():
     np.testing.assert_allclose(float(tree.tol) * 0.95, 0.65 / 7 / 2, rtol=1e-12)
 
 
-@pytest.mark.parametrize(("save", "dt", "steps"), [(11, 0.01, 10), (101, 0.01, 1), (41, 0.001, 25), (21, 0.05, 1), (4, 0.1, 4)])
+@pytest.mark.parametrize(
+    ("save", "dt", "steps"),
+    [(11, 0.01, 10), (101, 0.01, 1), (41, 0.001, 25), (21, 0.05, 1), (4, 0.1, 4)],
+)
 def test_a_save_spacing_of_whole_steps_takes_exactly_those_steps(save, dt, steps):
     # linspace(0, 1, save) spacings divided by dt compute as, say, 10.000000000000002 or
     # 9.999999999999998: the count must not jump to the next integer on rounding; a
@@ -313,17 +391,30 @@ def test_the_loop_cut_anywhere_gives_the_same_bytes():
     ts, y0 = jnp.asarray([0.0, 0.3, 0.45, 0.95, 1.2]), jnp.array([1.0])
 
     def chunked(args, pattern):
-        loop = SdeLoop(SdeEnsemble(SdeSolver(dt=0.07, throw=False), 3), linear_drift, linear_diffusion, ts, args, jax.random.key(11))
+        loop = SdeLoop(
+            SdeEnsemble(SdeSolver(dt=0.07, throw=False), 3),
+            linear_drift,
+            linear_diffusion,
+            ts,
+            args,
+            jax.random.key(11),
+        )
         state, rows = loop.init(y0), []
         for frames in pattern:
-            state, saved = advance_two(loop, state, jnp.asarray(frames, jnp.int32))  # (traced: one program for every cut)
+            state, saved = advance_two(
+                loop, state, jnp.asarray(frames, jnp.int32)
+            )  # (traced: one program for every cut)
             rows.append(np.asarray(saved[:frames]))
         return np.concatenate(rows).transpose(1, 0, 2), state
 
     noisy = linear(b=-1.0, d=0.5)
     first, state = chunked(noisy, (2, 1, 2))
     # One compiled chunk program: any cut gives the same bytes, and the steps counted.
-    assert chunked(noisy, (1, 2, 2))[0].tobytes() == chunked(noisy, (1, 1, 1, 1, 1))[0].tobytes() == first.tobytes()
+    assert (
+        chunked(noisy, (1, 2, 2))[0].tobytes()
+        == chunked(noisy, (1, 1, 1, 1, 1))[0].tobytes()
+        == first.tobytes()
+    )
     assert int(state.num_steps) == 3 * (5 + 3 + 8 + 4)
     # Without noise (the same program, other values) Euler-Maruyama is Euler's method:
     # interval i multiplies the state by (1 + b h_i)^n_i with h_i = its length / n_i.
@@ -341,6 +432,8 @@ def test_max_steps_bounds_the_whole_path_and_fails_from_the_interval_beyond_it()
     # interval would end at step 15, so the path fails there and is NaN from then on.
     solver = SdeSolver(dt=0.05, max_steps=12, throw=False)
     ts, y0 = jnp.linspace(0.0, 1.0, 5), jnp.array([1.0])
-    sol = eqx.filter_jit(solver.solve)(linear_drift, linear_diffusion, ts, y0, linear(b=-1.0, d=0.5), jax.random.key(0))  # (compiled whole)
+    sol = eqx.filter_jit(solver.solve)(
+        linear_drift, linear_diffusion, ts, y0, linear(b=-1.0, d=0.5), jax.random.key(0)
+    )  # (compiled whole)
     assert int(sol.result) == Result.max_steps_reached
     assert np.all(np.isfinite(np.asarray(sol.ys[:3]))) and np.all(np.isnan(np.asarray(sol.ys[3:])))

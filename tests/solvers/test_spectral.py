@@ -23,11 +23,17 @@ def test_derivatives_of_trigonometric_fields_are_exact(points):
     u_hat = grid.rfft(u)
     np.testing.assert_allclose(grid.irfft(u_hat), u, atol=1e-14)
     dx = grid.irfft(grid.derivative(0) * u_hat)
-    expected = k[0] * jnp.cos(k[0] * mesh[0]) * math.prod(jnp.sin(ki * x) for ki, x in zip(k[1:], mesh[1:]))
+    expected = (
+        k[0]
+        * jnp.cos(k[0] * mesh[0])
+        * math.prod(jnp.sin(ki * x) for ki, x in zip(k[1:], mesh[1:]))
+    )
     np.testing.assert_allclose(dx, expected, atol=1e-13)
     lap = grid.irfft(grid.laplacian().astype(u_hat.dtype) * u_hat)
     np.testing.assert_allclose(lap, -sum(ki**2 for ki in k) * u, atol=1e-12)
-    np.testing.assert_allclose(grid.integral(u**2), math.prod(b - a for a, b in domain) / 2**len(points), rtol=1e-13)
+    np.testing.assert_allclose(
+        grid.integral(u**2), math.prod(b - a for a, b in domain) / 2 ** len(points), rtol=1e-13
+    )
 
 
 def test_two_thirds_rule_keeps_modes_below_a_third_of_the_points():
@@ -52,7 +58,9 @@ def test_the_two_thirds_rule_removes_every_alias_of_a_quadratic_product():
     u_fine = fine.irfft(jnp.pad(jnp.asarray(u_hat), (0, 97 - 25)) * 4)
     exact = fine.rfft(u_fine**2)[:25] / 4
     mask = np.asarray(mask)
-    np.testing.assert_allclose(mask * np.asarray(grid.rfft(u**2)), mask * np.asarray(exact), atol=1e-11)
+    np.testing.assert_allclose(
+        mask * np.asarray(grid.rfft(u**2)), mask * np.asarray(exact), atol=1e-11
+    )
 
 
 @pytest.mark.parametrize(
@@ -180,6 +188,8 @@ def test_a_diverging_run_reports_a_nonfinite_result():
         u = grid.irfft(u_hat)
         return grid.rfft(u * u * u)
 
-    sol = Etdrk(order=1, steps_per_save=20).solve(grid, linear, nonlinear, jnp.full((1, 8), 10.0), jnp.asarray([0.0, 10.0]))
+    sol = Etdrk(order=1, steps_per_save=20).solve(
+        grid, linear, nonlinear, jnp.full((1, 8), 10.0), jnp.asarray([0.0, 10.0])
+    )
     assert int(sol.result) != 0
     jax.block_until_ready(sol.final)

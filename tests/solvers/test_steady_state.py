@@ -61,7 +61,9 @@ def test_a_conserved_total_follows_the_start():
     rates, y0 = jnp.array([0.7, 0.3]), jnp.array([2.0, 1.0])
     k1, k2, total = 0.7, 0.3, 3.0
     steady = lambda r, y: SOLVER.steady_state(exchange, y, r)  # noqa: E731
-    np.testing.assert_allclose(steady(rates, y0), [total * k2 / (k1 + k2), total * k1 / (k1 + k2)], rtol=1e-9)
+    np.testing.assert_allclose(
+        steady(rates, y0), [total * k2 / (k1 + k2), total * k1 / (k1 + k2)], rtol=1e-9
+    )
     d_a_d_rates = [-total * k2 / (k1 + k2) ** 2, total * k1 / (k1 + k2) ** 2]
     for jac in (jax.jacfwd, jax.jacrev):
         d_rates, d_y0 = jax.jit(jac(steady, argnums=(0, 1)))(rates, y0)
@@ -79,7 +81,9 @@ def test_a_slow_direction_that_is_not_conserved_is_not_taken_for_one():
     c, y0 = jnp.array([1.0, 2.0]), jnp.array([0.0, 0.0])
 
     def steady(c, y):  # (the steady state twice: to differentiate, and as it is)
-        value = OdeSolver(method="kvaerno5", rtol=1e-10, atol=1e-12, max_steps=100_000).steady_state(field, y, c)
+        value = OdeSolver(
+            method="kvaerno5", rtol=1e-10, atol=1e-12, max_steps=100_000
+        ).steady_state(field, y, c)
         return value, value
 
     # (one trace of the implicit solve gives the steady state and its derivative)
@@ -95,6 +99,8 @@ def test_a_failed_solve_has_a_nan_derivative():
     def runaway(t, y, k):
         return k * y  # grows without end: no steady state, the step budget runs out
 
-    steady = lambda k: OdeSolver(method="tsit5", max_steps=50).steady_state(runaway, jnp.array([1.0]), k)  # noqa: E731
+    steady = lambda k: OdeSolver(method="tsit5", max_steps=50).steady_state(
+        runaway, jnp.array([1.0]), k
+    )  # noqa: E731
     assert np.isnan(steady(jnp.asarray(1.0))).all()
     assert np.isnan(jax.jacfwd(steady)(jnp.asarray(1.0))).all()

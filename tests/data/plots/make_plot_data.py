@@ -23,12 +23,46 @@ EXPERIMENTS = REPO / "experiments"
 # name -> (command, config, extra arguments): one file per gallery figure (or its kind).
 RUNS: dict[str, tuple[str, str, list[str]]] = {
     "ode_phase": ("run", "lotka_volterra", ["--set", "time.save=81"]),
-    "ode_log_time": ("run", "robertson", ["--set", "time.t1=40000.0", "--set", "time.save_at=[0.0, 0.0004, 0.004, 0.04, 0.4, 4.0, 40.0, 400.0, 4000.0, 40000.0]", "--set", "solver.max_steps=100000"]),
+    "ode_log_time": (
+        "run",
+        "robertson",
+        [
+            "--set",
+            "time.t1=40000.0",
+            "--set",
+            "time.save_at=[0.0, 0.0004, 0.004, 0.04, 0.4, 4.0, 40.0, 400.0, 4000.0, 40000.0]",
+            "--set",
+            "solver.max_steps=100000",
+        ],
+    ),
     "pde_1d": ("run", "kuramoto_sivashinsky", ["--set", "time.save=31"]),
-    "pde_2d": ("run", "gray_scott", ["--set", "grid.points=[32, 32]", "--set", "time.t1=1200.0", "--set", "time.save=4"]),
-    "md": ("run", "lj_fluid", ["--set", "time.steps=2000"]),  # the gallery's run, trimmed (see `trim_md`)
-    "sweep_grid": ("sweep", "lotka_volterra_sweep", ["--set", "sweep.params.alpha={linspace = [0.3, 0.8, 6]}", "--set", "sweep.params.beta={logspace = [-2.0, -1.3, 5]}", "--set", "time.save=21"]),
-    "sweep_lines": ("sweep", "sir_boarding_school", ["--set", "sweep.params.beta={linspace = [1.0, 3.0, 5]}", "--set", "time.save=15"]),
+    "pde_2d": (
+        "run",
+        "gray_scott",
+        ["--set", "grid.points=[32, 32]", "--set", "time.t1=1200.0", "--set", "time.save=4"],
+    ),
+    "md": (
+        "run",
+        "lj_fluid",
+        ["--set", "time.steps=2000"],
+    ),  # the gallery's run, trimmed (see `trim_md`)
+    "sweep_grid": (
+        "sweep",
+        "lotka_volterra_sweep",
+        [
+            "--set",
+            "sweep.params.alpha={linspace = [0.3, 0.8, 6]}",
+            "--set",
+            "sweep.params.beta={logspace = [-2.0, -1.3, 5]}",
+            "--set",
+            "time.save=21",
+        ],
+    ),
+    "sweep_lines": (
+        "sweep",
+        "sir_boarding_school",
+        ["--set", "sweep.params.beta={linspace = [1.0, 3.0, 5]}", "--set", "time.save=15"],
+    ),
     "sweep_summary": ("sweep", "lotka_volterra_sobol", ["--set", "sweep.samples=64"]),
     "fit": ("fit", "lynx_hare", []),
     "fit_field": ("fit", "heat_diffusivity_fit", []),
@@ -40,7 +74,11 @@ RUNS: dict[str, tuple[str, str, list[str]]] = {
     "kdv_soliton": ("run", "kdv_soliton", ["--set", "time.save=11"]),
     "burgers_shock": ("run", "burgers_shock", ["--set", "time.save=11"]),
     "heat_dirichlet": ("run", "heat_dirichlet", []),
-    "kolmogorov_flow": ("run", "kolmogorov_flow", ["--set", "grid.points=[32, 32]", "--set", "time.save=5"]),
+    "kolmogorov_flow": (
+        "run",
+        "kolmogorov_flow",
+        ["--set", "grid.points=[32, 32]", "--set", "time.save=5"],
+    ),
     "lj_sweep": ("sweep", "lj_sweep", ["--set", "time.save_every=250"]),
     "sir_boarding_school": ("fit", "sir_boarding_school", []),
     "lj_calibration": ("fit", "lj_calibration", []),
