@@ -23,7 +23,6 @@ import shlex
 import signal
 import sys
 
-
 # Commands that continue interrupted work with --resume (which starts afresh when there
 # is nothing to continue).
 RESUMABLE = ("run", "sweep", "fit")

@@ -6,13 +6,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import warnings
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, Literal
 
+import h5py
 import jax
 import jax.numpy as jnp
-import h5py
 import numpy as np
 import numpyro
 import numpyro.distributions as dist
@@ -26,12 +26,12 @@ from scipy import stats
 import sim
 from sim import Config, DataError, InputError
 from sim.core import (
-    warn_if_float32,
     Result,
     immediate,
     memory_problem,
     resolved_toml,
     seed_problem,
+    warn_if_float32,
     write_group,
     write_root_attrs,
 )
@@ -46,9 +46,9 @@ from ._priors import (
     flatten_priors,
     make_distribution,
     outside_allowed,
+    support as prior_support,
     support_conflict,
 )
-from ._priors import support as prior_support
 
 NOISE_MODELS = ("normal", "lognormal", "poisson")
 QUANTILES = (0.05, 0.5, 0.95)
@@ -150,7 +150,10 @@ class BayesModel:
     def parts(self) -> list[tuple[str, Problem]]:
         """(site prefix, problem) of each experiment ('' for a config's one `[data]`)."""
         if isinstance(self.problem, Experiments):
-            return [(f"{name}.", p) for name, p in zip(self.problem.names, self.problem.problems)]
+            return [
+                (f"{name}.", p)
+                for name, p in zip(self.problem.names, self.problem.problems, strict=False)
+            ]
         return [("", self.problem)]
 
     def sample_sigma(self) -> dict[str, jax.Array]:
@@ -178,7 +181,7 @@ class BayesModel:
         sigma = self.sample_sigma()
         observed = self.problem.observed if observed is None else observed
         for (prefix, problem), data in zip(
-            self.parts, observed if isinstance(observed, tuple) else (observed,)
+            self.parts, observed if isinstance(observed, tuple) else (observed,), strict=False
         ):
             if problem.observation is not None:
                 # (a failed solve, or a prediction outside a noise model's support: zero likelihood)
@@ -250,7 +253,7 @@ def build_bayes_model(
             gradient="forward_sensitivity",
             free_key="infer.priors",
         )
-        parts = list(zip(problem.problems, obs))
+        parts = list(zip(problem.problems, obs, strict=False))
     else:
         problem, _, obs = make_problem(config, data, list(priors), free_key="infer.priors")
         parts = [(problem, obs)]
@@ -672,7 +675,7 @@ def infer(
         last_state=run.last_state,
         experiments={
             name: (*pred, o)
-            for name, pred, o in zip(model.problem.names, predictions, observations)
+            for name, pred, o in zip(model.problem.names, predictions, observations, strict=False)
         }
         if isinstance(model.problem, Experiments)
         else None,
@@ -928,7 +931,7 @@ def run_chains(
         for begin in range(0, total, length):
             safe_point()
             # (every round is dispatched before any is waited for)
-            states, outs = zip(*(chunk(state) for state in states))
+            states, outs = zip(*(chunk(state) for state in states), strict=False)
             keep = slice(max(warmup - begin, 0), min(total - begin, length))
             if keep.start < keep.stop:
                 z, diverging = jax.tree.map(
@@ -1014,7 +1017,7 @@ class SearchedNUTS(NUTS):
         super().__init__(model, init_strategy=init_to_median(num_samples=15), **settings)
         self.candidates = candidates
 
-    def init(self, rng_key, num_warmup, init_params=None, model_args=(), model_kwargs={}):
+    def init(self, rng_key, num_warmup, init_params=None, model_args=(), model_kwargs={}):  # noqa: B006 (numpyro's signature; not mutated)
         if init_params is None and self.candidates > 1:
             search = lambda key: _searched_start(
                 self.model, key, self.candidates, model_args, model_kwargs

@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 import equinox as eqx
+import h5py
 import jax
 import jax.numpy as jnp
-import h5py
 import numpy as np
 import optax
 import optimistix as optx
@@ -26,7 +26,6 @@ import sim
 from physics import Model
 from sim import Config, DataError
 from sim.core import (
-    warn_if_float32,
     SEED_MAX,
     InputError,
     Progress,
@@ -39,6 +38,7 @@ from sim.core import (
     family_of,
     memory_problem,
     resolved_toml,
+    warn_if_float32,
     write_group,
     write_root_attrs,
 )
@@ -1772,13 +1772,15 @@ def _fit(
     def likelihood(x, predicted=None):
         return sum(
             negative_log_likelihood(p, x, set(o.sigma), pr)
-            for p, o, pr in zip(problems, observations, predicted or [None] * len(problems))
+            for p, o, pr in zip(
+                problems, observations, predicted or [None] * len(problems), strict=False
+            )
         )
 
     def solved(x, predicted=None):
         return all(
             np.all(np.isfinite(np.asarray(v)))
-            for p, pr in zip(problems, predicted or [p.predict(x) for p in problems])
+            for p, pr in zip(problems, predicted or [p.predict(x) for p in problems], strict=False)
             for v in pr.values()
         )
 
@@ -1791,7 +1793,7 @@ def _fit(
         for p in problems
     ]
     at_estimate = []
-    for p, t in zip(problems, fine):
+    for p, t in zip(problems, fine, strict=False):
         at_estimate.append(p.predict_and_curves(x, t))
         safe()
     predicted = [a for a, _ in at_estimate]
@@ -1832,7 +1834,7 @@ def _fit(
                     if no_likelihood
                     else np.isfinite(f)
                 )
-                for e, f in zip(ends, starts_objective)
+                for e, f in zip(ends, starts_objective, strict=False)
             ]
         )
         if section.starts > 1
@@ -1849,7 +1851,7 @@ def _fit(
 
     runs = [
         (t, {k: np.asarray(v) for k, v in curves.items()})
-        for t, (_, curves) in zip(fine, at_estimate)
+        for t, (_, curves) in zip(fine, at_estimate, strict=False)
     ]
     t_fine, prediction = runs[0]
     problem_0 = problems[0]
@@ -1896,7 +1898,8 @@ def _fit(
         else None,
         starts_converged=starts_converged,
         experiments={
-            name: (t, pred, o) for name, (t, pred), o in zip(problem.names, runs, observations)
+            name: (t, pred, o)
+            for name, (t, pred), o in zip(problem.names, runs, observations, strict=False)
         }
         if several
         else None,
@@ -2118,7 +2121,7 @@ def _optimistix_starts(
         )
         lanes.record(np.asarray(loss))
         for k in np.flatnonzero(np.asarray(done) & running).tolist():
-            one = jax.tree.map(lambda a: a[k], result)
+            one = jax.tree.map(lambda a: a[k], result)  # noqa: B023 (called in the loop)
             ok = bool(one == optx.RESULTS.successful)
             lanes.finish(k, ok, "converged" if ok else _optimiser_failure(one))
         on_round(i + 1, int(running.sum()), lanes)

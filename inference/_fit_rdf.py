@@ -451,7 +451,7 @@ class RdfProblem:
         s = self.setup
         velocities, keys = self.replica_starts()
         runs = []
-        for velocity, key in zip(velocities, keys):
+        for velocity, key in zip(velocities, keys, strict=False):
             traj = sim.simulate(
                 s.model,
                 params,
@@ -656,7 +656,7 @@ def fit_rdf(
         path={n: np.asarray([row[i] for row in trail]) for i, n in enumerate(names)},
         aim={
             n: np.asarray([float(f.to_natural(jnp.asarray(a[i]))) for a in aims])
-            for i, (n, f) in enumerate(zip(names, free))
+            for i, (n, f) in enumerate(zip(names, free, strict=False))
         },
         ess=np.asarray(ess_trail),
         r=spec.centres(),

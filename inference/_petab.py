@@ -30,7 +30,6 @@ import numpy as np
 import sim
 from physics.ode import SbmlError, sbml_model
 from sim.core import (
-    warn_if_float32,
     DataError,
     InputError,
     Result,
@@ -39,6 +38,7 @@ from sim.core import (
     exclusive,
     memory_problem,
     safe_point,
+    warn_if_float32,
     write_group,
     write_root_attrs,
 )
@@ -47,8 +47,14 @@ from solvers import OdeSolver, checks_as_nan
 from ._checkpoint import Checkpointer, checkpoint_path, fingerprint
 from ._multistart import block_size, blocks, in_order, padded, spread, spread_check
 from ._observation import negative_log_likelihood
-from ._petab_files import PetabError as PetabError
-from ._petab_files import check_headers, confined, lint, named_files, read_spec
+from ._petab_files import (
+    PetabError as PetabError,
+    check_headers,
+    confined,
+    lint,
+    named_files,
+    read_spec,
+)
 
 SCALES = ("lin", "log", "log10")
 # Gradients by forward-mode sensitivities up to this many estimated parameters (Boehm, 9
@@ -655,7 +661,7 @@ def load_petab(
                     raise PetabError(
                         f"{path.name}: measurement table, row {i + 1}, column {table_column}: observable {oid!r} needs {len(wanted)} value(s) ({', '.join(wanted) or 'none'}), got {len(values)}"
                     )
-                for name, value in zip(wanted, values):
+                for name, value in zip(wanted, values, strict=False):
                     cell_where = (
                         f"{path.name}: measurement table, row {i + 1}, column {table_column}"
                     )
@@ -1021,7 +1027,7 @@ def _fit_petab(
     names = problem.estimated
     scales = [p.scale for p in problem.parameters if p.estimate]
     linear = lambda x: {
-        n: float(to_linear(np.float64(v), sc)) for n, v, sc in zip(names, x, scales)
+        n: float(to_linear(np.float64(v), sc)) for n, v, sc in zip(names, x, scales, strict=False)
     }  # noqa: E731
     if evaluate:
         x = problem.nominal()
@@ -1137,7 +1143,7 @@ def _fit_blocks(
             for b in parts
         ],
     ):
-        for j, end, value, ok in zip(parts[k], block_ends, values, block_success):
+        for j, end, value, ok in zip(parts[k], block_ends, values, block_success, strict=False):
             log.finish(j, end, float(value), bool(ok))
             if on_start is not None:
                 on_start(j + 1, float(value))
@@ -1376,7 +1382,7 @@ def _lbfgsb(
             z,
             jac=True,
             method="L-BFGS-B",
-            bounds=list(zip(box_lo, box_hi)),
+            bounds=list(zip(box_lo, box_hi, strict=False)),
             options={"maxiter": steps},
         )
         moved = result.x

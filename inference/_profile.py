@@ -112,7 +112,7 @@ def crossing(
     """Where a walk (ordered from the optimum outwards) first rises past the threshold,
     linearly interpolated; NaN if it never does."""
     previous_v, previous_f = value_opt, f_opt
-    for v, f in zip(values, objective):
+    for v, f in zip(values, objective, strict=False):
         if f - f_opt > threshold:
             w = (f_opt + threshold - previous_f) / (f - previous_f)
             return float(previous_v + w * (v - previous_v))
@@ -288,7 +288,10 @@ def profile_petab(
     fitted = fit_petab(problem, starts=starts, seed=seed)
     scales = [p.scale for p in problem.parameters if p.estimate]
     x_opt = np.array(
-        [float(to_scale(np.float64(fitted.estimate[n]), sc)) for n, sc in zip(names, scales)]
+        [
+            float(to_scale(np.float64(fitted.estimate[n]), sc))
+            for n, sc in zip(names, scales, strict=False)
+        ]
     )
     value_and_grad = problem.value_and_grad(with_priors=True)
     f_opt = float(value_and_grad(jnp.asarray(x_opt))[0])
@@ -296,7 +299,7 @@ def profile_petab(
     to_natural = lambda x: np.array(
         [
             float(10.0**v if sc == "log10" else (np.exp(v) if sc == "log" else v))
-            for v, sc in zip(x, scales)
+            for v, sc in zip(x, scales, strict=False)
         ]
     )  # noqa: E731
     profiles = profile(
@@ -306,7 +309,7 @@ def profile_petab(
         str(problem.path),
         problem.model.name,
         names,
-        dict(zip(names, to_natural(x_opt))),
+        dict(zip(names, to_natural(x_opt), strict=False)),
         f_opt,
         profiles,
     )
@@ -395,7 +398,7 @@ def profile_config(
         str(config.path),
         problem.model.name,
         names,
-        dict(zip(names, to_natural(x_opt))),
+        dict(zip(names, to_natural(x_opt), strict=False)),
         f_opt,
         profiles,
     )

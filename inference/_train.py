@@ -43,7 +43,6 @@ from sim import DataError
 from sim.core import (
     Progress,
     atomic_h5,
-    model_class,
     model_options,
     warn_if_float32,
     write_root_attrs,

@@ -23,7 +23,9 @@ def unstored(dataset) -> str | None:
     plist = dataset.id.get_create_plist()
     layout = plist.get_layout()
     if layout == h5py.h5d.CHUNKED:
-        expected = math.prod(-(-s // c) for s, c in zip(dataset.shape, dataset.chunks))
+        expected = math.prod(
+            -(-s // c) for s, c in zip(dataset.shape, dataset.chunks, strict=False)
+        )
         stored = dataset.id.get_num_chunks()
         if stored < expected:
             return (

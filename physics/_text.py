@@ -364,7 +364,7 @@ def _states(states: dict[str, Any]) -> tuple[dict[str, str], str]:
             texts[name] = spec
             positive.append(False)
     if any(positive) and not all(positive):
-        declared = [name for name, p in zip(states, positive) if p]
+        declared = [name for name, p in zip(states, positive, strict=False) if p]
         raise ValueError(
             f"states.{declared[0]}.positive: declare every state positive or none (the initial values share one constraint)"
         )

@@ -5,7 +5,10 @@ text models and the observation formulas of `inference` are written in it."""
 
 from __future__ import annotations
 
-from ._expressions import Expression as Expression, ExpressionError as ExpressionError
-from ._expressions import parse as parse
+from ._expressions import (
+    Expression as Expression,
+    ExpressionError as ExpressionError,
+    parse as parse,
+)
 
 __all__ = ["Expression", "ExpressionError", "parse"]

@@ -111,7 +111,7 @@ class TimeSection(_Section):
         if self.save_at is not None:
             if len(self.save_at) < 2:
                 raise _KeyedError("save_at", "expected at least 2 save times")
-            if any(b <= a for a, b in zip(self.save_at, self.save_at[1:])):
+            if any(b <= a for a, b in zip(self.save_at, self.save_at[1:], strict=False)):
                 raise _KeyedError("save_at", "expected strictly increasing times")
             if not math.isfinite(self.save_at[-1] - self.save_at[0]):
                 raise _KeyedError(
@@ -201,7 +201,7 @@ class EventSection(_Section):
         if self.at is not None:
             if not self.at:
                 raise _KeyedError("at", "expected at least one time")
-            if any(b <= a for a, b in zip(self.at, self.at[1:])):
+            if any(b <= a for a, b in zip(self.at, self.at[1:], strict=False)):
                 raise _KeyedError("at", f"expected increasing times, got {self.at}")
         if not self.set and not self.terminal:
             raise _KeyedError(

@@ -21,13 +21,13 @@ from physics import float_array
 from physics.md import (
     LATTICES,
     UNITS,
-    Units,
     BeadSpring,
     LennardJonesCoulomb,
     Morse,
     ParticleModel,
     SoftSphere,
     System,
+    Units,
     chains,
     lattice,
     other_method_options,
@@ -71,9 +71,9 @@ from ._md_molecules import (
 from ._md_rdf import RdfSpec, rdf_spec, write_rdf
 from ._registry import model_options
 from ._run import RunPlan, Setup, number, resolve_params, resolved_toml
-from ._sweep_spec import sweep_section
-from ._stream import chunk_frames
 from ._store import Result, package_versions, write_root_attrs
+from ._stream import chunk_frames
+from ._sweep_spec import sweep_section
 from ._trajectory import Trajectory
 
 DEFAULT_DT = 0.005

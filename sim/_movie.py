@@ -442,7 +442,7 @@ class _MdScene(_Scene):
             np.zeros(self.n), np.zeros(self.n), s=size, c=colour, edgecolors="none"
         )
         if len(kinds) > 1:
-            for kind, c in zip(kinds, colours):
+            for kind, c in zip(kinds, colours, strict=False):
                 ax.scatter([], [], s=20, color=c, label=f"species {kind}")
             ax.legend(fontsize=7, loc="upper right", framealpha=0.8)
         box = None

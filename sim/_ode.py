@@ -26,10 +26,10 @@ from solvers import (
     Result,
     batched_ode_supports,
     did_you_mean,
-    solve_with_events,
     result_code,
     result_message,
     solve_batch,
+    solve_with_events,
 )
 
 from ._config import Config
@@ -49,8 +49,8 @@ from ._run import (
     save_times,
     sink_result,
 )
-from ._stream import RunPlan
 from ._sources import check_returns, model_key
+from ._stream import RunPlan
 from ._trajectory import Trajectory
 
 # Explicit adaptive ODE sweeps run in the batched loop of `solvers.solve_batch` (False:

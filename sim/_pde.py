@@ -48,6 +48,7 @@ from solvers import (
 from ._config import Config
 from ._errors import DataError, SimulationError
 from ._limits import WORK_ARRAYS, memory_problem
+from ._pde_family import PDE, PdeFamily
 from ._result import RunSink
 from ._run import (
     LoopEngine,
@@ -60,7 +61,6 @@ from ._run import (
     save_times,
     sink_result,
 )
-from ._pde_family import PDE, PdeFamily
 from ._simulate import complete_params
 from ._store import DAMAGED_FILE_ERRORS, error_reason, numeric_dataset
 from ._trajectory import Trajectory
@@ -292,7 +292,7 @@ def simulate_grid(model: GridPdeModel, params, t, initial, solver) -> Trajectory
 
 def grid_coordinates(model: PdeModel) -> dict[str, np.ndarray]:
     """The run file's `/grid` group: x (and y, z) node coordinates."""
-    return {name: c for name, c in zip(("x", "y", "z"), model.coordinates())}
+    return {name: c for name, c in zip(("x", "y", "z"), model.coordinates(), strict=False)}
 
 
 # ----------------------------------------------------------------------------- configs and runs (`sim run`)
@@ -389,7 +389,7 @@ def _initial_expressions(config: Config, model: PdeModel, spec: dict, params: di
             "required key is missing (an initial field written as expressions gives one per field)",
         )
     values: dict[str, Any] = {k: float(v) for k, v in params.items()}
-    values.update({c: m for c, m in zip(coordinates, model.mesh())})
+    values.update({c: m for c, m in zip(coordinates, model.mesh(), strict=False)})
     channels = []
     for name in model.field_names:
         text = spec[name]

@@ -279,8 +279,7 @@ def _family(record: Record):
 
 def draw(record: Record, *, title: str | None = None):
     """The figure of one record, chosen by its `format` (H5MD for MD runs)."""
-    from . import _plot_inference as inference_plots
-    from . import _plot_run as run_plots
+    from . import _plot_inference as inference_plots, _plot_run as run_plots
 
     source = Source(record)
     fmt = record.format

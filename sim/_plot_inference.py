@@ -598,7 +598,9 @@ def _data_and_curve(ax, meta, name, data_t, observed, t, predicted, band=None) -
     obs = observed.reshape(len(data_t), -1)
     pred = predicted.reshape(len(t), -1)
     grid, axis = _grid_of(meta, obs.shape[1])
-    for color, i in zip(_colors(len(snapshot_indices(len(data_t)))), snapshot_indices(len(data_t))):
+    for color, i in zip(
+        _colors(len(snapshot_indices(len(data_t)))), snapshot_indices(len(data_t)), strict=False
+    ):
         j = int(np.argmin(np.abs(t - data_t[i])))
         if band is not None:
             lo, hi = (b.reshape(len(t), -1)[j] for b in band)
@@ -722,7 +724,7 @@ def _predictive(src: Source) -> dict:
 
 def _traces(subfig, draws, names, meta) -> None:
     axes = subfig.subplots(len(names), 1, sharex=True, squeeze=False)[:, 0]
-    for ax, name in zip(axes, names):
+    for ax, name in zip(axes, names, strict=False):
         for c, chain in enumerate(draws[name]):
             ax.plot(chain, lw=0.6, alpha=0.8, label=f"chain {c}")
         ax.set_ylabel(_quantity(meta, name).replace(" (", "\n("), fontsize=8)

@@ -242,7 +242,7 @@ def _field_1d(fig, gs, row, name, t, x, value, meta):
     ax.set_title(f"{pretty(name)}(x, t)", fontsize=9)
     ax = fig.add_subplot(gs[row, 1])
     colors = _colors(len(snapshot_indices(len(t))))
-    for color, i in zip(colors, snapshot_indices(len(t))):
+    for color, i in zip(colors, snapshot_indices(len(t)), strict=False):
         ax.plot(x, value[i], color=color, lw=1.2, label=f"t = {t[i]:.4g}")
     ax.set_xlabel("x")
     ax.set_ylabel(meta.label(name))
@@ -261,7 +261,7 @@ def _field_nd(fig, gs, row, name, t, coords, value, meta):
         else None
     )
     axes = []
-    for col, (i, frame) in enumerate(zip(indices, frames)):
+    for col, (i, frame) in enumerate(zip(indices, frames, strict=False)):
         ax = fig.add_subplot(gs[row, col])
         image = ax.imshow(
             np.ma.masked_invalid(frame.T), origin="lower", extent=extent, cmap=cmap, norm=norm
@@ -416,7 +416,7 @@ def _stored_rdf(src: Source):
     if src.has("observables/rdf/time") and np.any(averaged):
         t = src.array("observables/rdf/time", ndim=1)
         since = f" from t = {float(t[int(np.argmax(averaged))]):g}" if len(t) == len(value) else ""
-    return r, list(zip(labels, rows)), f"radial distribution, time average{since}"
+    return r, list(zip(labels, rows, strict=False)), f"radial distribution, time average{since}"
 
 
 def _rdf(src: Source):

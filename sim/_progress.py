@@ -152,11 +152,11 @@ class Progress:
             from rich.progress import (
                 BarColumn,
                 MofNCompleteColumn,
+                Progress as _RichProgress,
                 TextColumn,
                 TimeElapsedColumn,
                 TimeRemainingColumn,
             )
-            from rich.progress import Progress as _RichProgress
 
             self._bar = _RichProgress(
                 TextColumn("{task.description}"),

@@ -17,17 +17,17 @@ import numpy as np
 from physics import Model, NamedStateModel, float_array
 from solvers import did_you_mean
 
-from ._jax_config import warn_if_float32
 from ._config import Config
 from ._errors import ConfigError, InputError, SimulationError
 from ._family import families, family_of
 from ._identity import config_inputs
+from ._jax_config import warn_if_float32
 from ._limits import memory_problem
 from ._lock import exclusive
 from ._progress import Progress
 from ._registry import model_class, model_names, model_options
-from ._sources import SourceError, source_class
 from ._result import RunResult, RunSink
+from ._sources import SourceError, source_class
 from ._store import check_output_path
 from ._stream import RunPlan, chunk_frames, collect, stream
 from ._xdmf import check_request, settle

@@ -21,8 +21,8 @@ from jaxtyping import Array, PyTree
 from physics import Model
 from solvers import did_you_mean
 
-from ._jax_config import warn_if_float32
 from ._family import Family, family_of
+from ._jax_config import warn_if_float32
 from ._trajectory import Trajectory
 
 
@@ -168,7 +168,7 @@ def _program(family: Family, params_tree, trees: tuple, statics: tuple):
         it = iter(dynamic[count + 1 :])
         model, initial, key, solver = (
             jax.tree.unflatten(tree, [next(it) if s is _DYNAMIC else s for s in static])
-            for tree, static in zip(trees, statics)
+            for tree, static in zip(trees, statics, strict=False)
         )
         traj = family.simulate(model, params, t, initial, solver, key)
         if isinstance(traj, Trajectory) and traj.time is t:
@@ -200,7 +200,7 @@ class _Call:
     def arguments(self, params, t, initial, key) -> list | None:
         """The program's arguments; None when a value is not an array."""
         args = []
-        for name, fill in zip(self.names, self.fills):
+        for name, fill in zip(self.names, self.fills, strict=False):
             value = params[name] if fill is None else fill
             if fill is None and not _concrete(value):
                 return None

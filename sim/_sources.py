@@ -25,8 +25,8 @@ from physics import Model
 
 from ._config import Config, split_source
 from ._errors import one_line
-from ._interrupt import active as interrupts_deferred
 from ._family import family_of
+from ._interrupt import active as interrupts_deferred
 
 PLUGIN_GROUP = "simjax.models"
 

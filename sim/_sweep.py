@@ -34,23 +34,22 @@ import numpy as np
 from physics import Model
 from solvers import result_message
 
-from ._jax_config import configure_jax
 from ._config import Config
 from ._distributed import batch_sharding, dask_client, device_count, worker_threads
 from ._errors import DataError, InputError
+from ._family import Family, family_of
 from ._identity import InputIdentity, config_inputs, file_digest
 from ._interrupt import safe_point
-from ._stream import CHECKPOINT_SECONDS
-from ._lock import exclusive
+from ._jax_config import configure_jax
 from ._limits import disk_problem, memory_problem, readable
+from ._lock import exclusive
 from ._progress import Progress
-from ._watchdog import computed, kept_line, outside, resume_line, watching
-from ._family import Family, family_of
 from ._run import Setup, build_model, resolved_toml
+from ._store import DAMAGED_FILE_ERRORS, atomic_h5, error_reason
+from ._stream import CHECKPOINT_SECONDS
 from ._sweep_frames import FramedRunner, nan_unless
 from ._sweep_spec import SUMMARY_STATS, SweepPlan, is_scalar, plan_sweep, sweep_section
 from ._sweep_store import FAILED, OK, FileSink, Layout, MemorySink, SweepResult, root_attrs
-from ._store import DAMAGED_FILE_ERRORS, atomic_h5, error_reason
 from ._unfinished import (
     as_text,
     checkpoint_path,
@@ -61,6 +60,7 @@ from ._unfinished import (
     tree_from_leaves,
     write_tree,
 )
+from ._watchdog import computed, kept_line, outside, resume_line, watching
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -781,7 +781,7 @@ def _long_chunk_note(prep: Prepared, seconds: float) -> str:
 def _failures(status: np.ndarray, codes: np.ndarray) -> dict[int, int]:
     """Failed runs counted by result code (0: the solver succeeded, the checks did not)."""
     kinds, counts = np.unique(codes[status == FAILED], return_counts=True)
-    return {int(k): int(n) for k, n in zip(kinds, counts)}
+    return {int(k): int(n) for k, n in zip(kinds, counts, strict=False)}
 
 
 def sweep(

@@ -36,9 +36,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from solvers import did_you_mean
 
-from ._limits import memory_problem
 from ._config import SEED_MAX, Config
 from ._errors import ConfigError
+from ._limits import memory_problem
 
 MODES = ("grid", "zip", "random", "sobol", "latin_hypercube")
 SAVES = ("full", "final", "summary")
@@ -331,7 +331,7 @@ def plan_sweep(
     if section.mode == "grid":
         axes = [spec.points() for spec in specs.values()]
         mesh = np.meshgrid(*axes, indexing="ij")
-        columns = {name: m.reshape(-1) for name, m in zip(specs, mesh)}
+        columns = {name: m.reshape(-1) for name, m in zip(specs, mesh, strict=False)}
         grid_shape = tuple(len(a) for a in axes)
     elif section.mode == "zip":
         columns = {name: spec.points() for name, spec in specs.items()}

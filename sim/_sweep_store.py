@@ -189,7 +189,7 @@ class FileSink:
                 partial, "", f"cannot be read ({error_reason(e)}); delete it to start over"
             ) from None
         try:
-            for name, (shape, dtype) in layout.rows.items():
+            for name, (shape, dtype) in layout.rows.items():  # noqa: B007 (shape checked)
                 try:
                     found = f.get(name)
                     shape_found = found.shape if isinstance(found, h5py.Dataset) else None

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import equinox as eqx
-import jax.numpy as jnp
 from jaxtyping import Array, Float, Int, PyTree
 
 

@@ -166,7 +166,7 @@ def tree_from_leaves(
     if len(stored) != len(leaves):
         raise DataError(source, key, f"holds {len(leaves)} arrays; this state has {len(stored)}")
     out = list(like_leaves)
-    for n, (i, (data, impl)) in enumerate(zip(stored, leaves)):
+    for n, (i, (data, impl)) in enumerate(zip(stored, leaves, strict=False)):
         like, where = like_leaves[i], f"{key}/{n:04d}"
         if isinstance(like, (jax.Array, jax.ShapeDtypeStruct)) and jnp.issubdtype(
             like.dtype, jax.dtypes.prng_key

@@ -247,7 +247,9 @@ def _xml(file: str, *, times, coords, points, fields, scalars, model: str) -> st
         domain,
         "Information",
         Name="axes",
-        Value=", ".join(f"{xdmf} = file {ours}" for xdmf, ours in zip("XYZ", reversed_axes)),
+        Value=", ".join(
+            f"{xdmf} = file {ours}" for xdmf, ours in zip("XYZ", reversed_axes, strict=False)
+        ),
     )
     series = ET.SubElement(
         domain, "Grid", Name=model or "run", GridType="Collection", CollectionType="Temporal"

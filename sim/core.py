@@ -79,10 +79,10 @@ if TYPE_CHECKING:
         worker_threads as worker_threads,
     )
     from ._errors import DataError as DataError, InputError as InputError
-    from ._jax_config import warn_if_float32 as warn_if_float32
     from ._family import family_of as family_of
     from ._identity import InputIdentity as InputIdentity, config_inputs as config_inputs
     from ._interrupt import immediate as immediate, safe_point as safe_point
+    from ._jax_config import warn_if_float32 as warn_if_float32
     from ._limits import memory_problem as memory_problem
     from ._lock import exclusive as exclusive
     from ._md_rdf import RdfSpec as RdfSpec

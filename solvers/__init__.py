@@ -126,7 +126,7 @@ if TYPE_CHECKING:
     from ._batched_ode import (
         BATCHED_METHODS as BATCHED_METHODS,
         solve_batch as solve_batch,
-        supports as batched_ode_supports,
+        supports as batched_ode_supports,  # noqa: F401 (a lazy name, see _NAMES)
     )
     from ._batch_shards import (
         local_structures as local_structures,

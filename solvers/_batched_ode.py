@@ -152,12 +152,12 @@ def solve_batch(
         fs = [f0]
         yi = y
         for i, row in enumerate(a_lower):
-            increment = sum(a * fj for a, fj in zip(row, fs) if a != 0)
+            increment = sum(a * fj for a, fj in zip(row, fs, strict=False) if a != 0)
             yi = jax.lax.optimization_barrier(y + increment * dt)
             ti = tnext if c[i] == 1 else tprev + c[i] * (tnext - tprev)
             fs.append(jax.lax.optimization_barrier(f(ti, yi)))
         ks = [fj * dt for fj in fs]
-        y_error = sum(b * k for b, k in zip(b_error, ks) if b != 0)
+        y_error = sum(b * k for b, k in zip(b_error, ks, strict=False) if b != 0)
         return yi, y_error, ks, fs[-1]
 
     def adapt(tprev, tnext, y, y1, y_error):

@@ -130,7 +130,10 @@ class Constraints(eqx.Module):
         return velocity + self._correction(
             position,
             mass,
-            [-(jnp.sum(d * r, axis=-1)) for d, r in zip(self._bonds(position), rates)],
+            [
+                -(jnp.sum(d * r, axis=-1))
+                for d, r in zip(self._bonds(position), rates, strict=False)
+            ],
         )
 
     def forces(
@@ -145,7 +148,7 @@ class Constraints(eqx.Module):
         a = (force + constraint force) / m (centripetal and force-projection parts)."""
         acceleration = force / mass[:, None]
         rhs = []
-        for d, group in zip(self._bonds(position), self._groups()):
+        for d, group in zip(self._bonds(position), self._groups(), strict=False):
             v = _relative(velocity, group)
             a = _relative(acceleration, group)
             rhs.append(-(jnp.sum(v * v, axis=-1) + jnp.sum(d * a, axis=-1)))
@@ -188,7 +191,7 @@ class Constraints(eqx.Module):
         constraints through shared particles and inverse masses."""
         out = jnp.zeros_like(position)
         inverse = 1.0 / mass
-        for d, group, b in zip(self._bonds(position), self._groups(), rhs):
+        for d, group, b in zip(self._bonds(position), self._groups(), rhs, strict=False):
             coupling = _coupling(group, inverse)  # [..., m, m]
             matrix = _padded(coupling * jnp.einsum("...ka,...la->...kl", d, d), _padding(group))
             mu = _solve(matrix, b)  # (0 on padding: its bond and right-hand side are 0)
@@ -403,7 +406,7 @@ def constraints_of(
         for k, (i, j) in enumerate(pairs.tolist()):
             by_particle.setdefault(i, []).append(k)
             by_particle.setdefault(j, []).append(k)
-        for k, (i, j) in enumerate(pairs.tolist()):
+        for k, (i, j) in enumerate(pairs.tolist()):  # noqa: B007
             if used[k]:
                 continue
             found = _triangle(k, pairs, lengths, mass, by_particle, used)
@@ -432,7 +435,7 @@ def constraints_of(
     slots = None
     if counts.size and counts.size * counts.max() ** 3 <= shaken.size**3:
         slots = np.full((counts.size, counts.max()), -1)
-        for b, (start, size) in enumerate(zip(first, counts)):
+        for b, (start, size) in enumerate(zip(first, counts, strict=False)):
             slots[b, :size] = np.arange(start, start + size)
     return Constraints(
         pairs=jnp.asarray(pairs[shaken].reshape(-1, 2), jnp.int32),

@@ -259,7 +259,7 @@ def solve_with_events(
         before = jnp.stack([holds(k, t, y, a) for k in range(len(events))])
         changes = jnp.zeros(len(events), jnp.int32)
         trigger_values = (y, a)
-        for i, (e, f) in enumerate(zip(events, fired)):
+        for i, (e, f) in enumerate(zip(events, fired, strict=False)):
             if not e.persistent:
                 f = f & becoming(i, t, y, a)
             applied_y, applied_a = (

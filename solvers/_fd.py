@@ -163,7 +163,9 @@ class FdGrid(eqx.Module):
             raise ValueError("grid domain, boundaries and values need one entry per axis of points")
         if self.order not in ORDERS:
             raise ValueError(f"finite-difference order must be 2 or 4, got {self.order!r}")
-        for i, ((a, b), (lo, hi), m) in enumerate(zip(self.domain, self.boundaries, self.points)):
+        for i, ((a, b), (lo, hi), m) in enumerate(
+            zip(self.domain, self.boundaries, self.points, strict=False)
+        ):
             if not b > a:
                 raise ValueError(f"grid domain[{i}] = [{a}, {b}]: expected low < high")
             for side, kind in (("low", lo), ("high", hi)):
@@ -193,13 +195,14 @@ class FdGrid(eqx.Module):
     def spacing(self) -> tuple[float, ...]:
         return tuple(
             (b - a) / (n if self.periodic(i) else n - 1)
-            for i, ((a, b), n) in enumerate(zip(self.domain, self.points))
+            for i, ((a, b), n) in enumerate(zip(self.domain, self.points, strict=False))
         )
 
     def coordinates(self) -> tuple[np.ndarray, ...]:
         """Node coordinates per axis (float64 numpy)."""
         return tuple(
-            a + h * np.arange(n) for (a, _), h, n in zip(self.domain, self.spacing, self.points)
+            a + h * np.arange(n)
+            for (a, _), h, n in zip(self.domain, self.spacing, self.points, strict=False)
         )
 
     def fixed_mask(self) -> np.ndarray:
@@ -219,7 +222,7 @@ class FdGrid(eqx.Module):
         """The Dirichlet values on Dirichlet nodes (0 elsewhere), grid-shaped. Where two
         Dirichlet sides meet at a corner, the later axis's value wins."""
         out = np.zeros(self.points)
-        for i, ((lo, hi), (vlo, vhi)) in enumerate(zip(self.boundaries, self.values)):
+        for i, ((lo, hi), (vlo, vhi)) in enumerate(zip(self.boundaries, self.values, strict=False)):
             index = [slice(None)] * self.ndim
             if lo == "dirichlet":
                 index[i] = 0
@@ -246,11 +249,15 @@ class FdGrid(eqx.Module):
         v = jnp.moveaxis(u, array_axis, 0)
         offsets, weights = _centered(self.order)
         if self.periodic(axis):
-            out = sum(float(w) * jnp.roll(v, -o, axis=0) for o, w in zip(offsets, weights))
+            out = sum(
+                float(w) * jnp.roll(v, -o, axis=0) for o, w in zip(offsets, weights, strict=False)
+            )
             return jnp.moveaxis(out / h**2, 0, array_axis)
         n = v.shape[0]
         r = self.order // 2
-        interior = sum(float(w) * v[r + o : n - r + o] for o, w in zip(offsets, weights))
+        interior = sum(
+            float(w) * v[r + o : n - r + o] for o, w in zip(offsets, weights, strict=False)
+        )
         lo_kind, hi_kind = self.boundaries[axis]
         lo_value, hi_value = self.values[axis]
         # Both sides are written in inward coordinates; the datum there is the inward
@@ -272,7 +279,9 @@ class FdGrid(eqx.Module):
     ) -> Array:
         if row is None:
             return jnp.zeros_like(v[0])
-        value = sum(w * v[node + direction * o] for o, w in zip(row.offsets, row.weights))
+        value = sum(
+            w * v[node + direction * o] for o, w in zip(row.offsets, row.weights, strict=False)
+        )
         if row.flux_weight != 0.0:
             value = value + row.flux_weight * flux_datum
         return value
@@ -315,12 +324,16 @@ class FdGrid(eqx.Module):
         weights = stencil_weights(offsets, derivative=derivative)[0]
         if self.periodic(axis):
             out = sum(
-                float(w) * jnp.roll(v, -o, axis=0) for o, w in zip(offsets, weights) if w != 0.0
+                float(w) * jnp.roll(v, -o, axis=0)
+                for o, w in zip(offsets, weights, strict=False)
+                if w != 0.0
             )
             return jnp.moveaxis(out / h**derivative, 0, array_axis)
         n = v.shape[0]
         interior = sum(
-            float(w) * v[r + o : n - r + o] for o, w in zip(offsets, weights) if w != 0.0
+            float(w) * v[r + o : n - r + o]
+            for o, w in zip(offsets, weights, strict=False)
+            if w != 0.0
         )
         sides = []
         for direction, node0, flux in ((+1, 0, fluxes[0]), (-1, n - 1, fluxes[1])):

@@ -121,7 +121,7 @@ def _combine(base, coefficients, ks):
     """base + sum_j coefficients[j] * ks[j], summed in order, zero coefficients skipped
     (diffrax's tensordot over the stages adds them as exact zeros)."""
     out = None
-    for a, k in zip(coefficients, ks):
+    for a, k in zip(coefficients, ks, strict=False):
         if a != 0:
             out = a * k if out is None else out + a * k
     if base is None:
@@ -149,7 +149,7 @@ def _dense(tableau: _Tableau, z0: Array, z1: Array, ks: list[Array]):
 
         def evaluate(theta):
             total = None
-            for w, k in zip(tsit5_dense_weights(theta), ks):
+            for w, k in zip(tsit5_dense_weights(theta), ks, strict=False):
                 term = _expand(w, z0) * k
                 total = term if total is None else total + term
             return z0 + total
@@ -181,7 +181,7 @@ def _stages(tableau: _Tableau, rhs, t, tnext, z, fz):
     h = tnext - t
     ks = [fz * h]
     fs, zi = fz, z
-    for row, c in zip(tableau.a, tableau.c):
+    for row, c in zip(tableau.a, tableau.c, strict=False):
         zi = _combine(z, row, ks)
         fs = rhs(tnext if c == 1 else t + c * h, zi)
         ks.append(fs * h)

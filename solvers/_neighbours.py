@@ -221,13 +221,13 @@ class NeighbourList(eqx.Module):
                 )
             cells = tuple(int(c) for c in np.floor(edges * (1.0 - box_margin) / radius))
             lower = (0.0,) * dim
-            size = tuple(float(e / c) for e, c in zip(edges, cells))
+            size = tuple(float(e / c) for e, c in zip(edges, cells, strict=False))
         else:
             lo, hi = pos.min(axis=0), pos.max(axis=0)
             extent = np.maximum(hi - lo, radius)
             cells = tuple(int(max(1, c)) for c in np.floor(extent / radius))
             lower = tuple(float(v) for v in lo)
-            size = tuple(float(e / c) for e, c in zip(extent, cells))
+            size = tuple(float(e / c) for e, c in zip(extent, cells, strict=False))
         if min(cells) < 3:
             cells = ()
         probe = NeighbourList(

@@ -36,9 +36,9 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Bool, Int, PyTree
 
+from ._diffrax_private import USE_STEPSIZE_TOL, WrapTerm, clip_floor, clip_to_end
 from ._fd import FdGrid, MethodOfLines
 from ._ode import OdeSolver
-from ._diffrax_private import USE_STEPSIZE_TOL, WrapTerm, clip_floor, clip_to_end
 from ._results import from_diffrax
 
 

@@ -38,7 +38,7 @@ import numpy as np
 from jaxtyping import Array, PyTree
 
 from ._frame_loops import integrate_frames
-from ._neighbours import BOX_MARGIN, CAPACITY_FACTOR, SHARD_AXIS, Neighbours, NeighbourList
+from ._neighbours import BOX_MARGIN, CAPACITY_FACTOR, SHARD_AXIS, NeighbourList, Neighbours
 from ._particles import ParticleIntegrator, ParticleSolver, ParticleState, integrate
 from ._results import Result
 
@@ -694,7 +694,7 @@ class ParticleRun:
                 unresolved = unresolved | new_state.aux.overflow
                 obs = jax.tree.map(
                     lambda a: (
-                        jnp.where(unresolved, jnp.nan, a)
+                        jnp.where(unresolved, jnp.nan, a)  # noqa: B023 (called in the loop)
                         if jnp.issubdtype(a.dtype, jnp.floating)
                         else a
                     ),

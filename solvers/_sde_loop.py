@@ -11,6 +11,7 @@ run needs, and a run cut into any chunks gives the same numbers as one call.
 from __future__ import annotations
 
 from collections.abc import Callable
+
 import diffrax
 import equinox as eqx
 import jax

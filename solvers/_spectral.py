@@ -76,7 +76,7 @@ class FourierGrid(eqx.Module):
 
     @property
     def spacing(self) -> tuple[float, ...]:
-        return tuple(length / n for length, n in zip(self.lengths, self.points))
+        return tuple(length / n for length, n in zip(self.lengths, self.points, strict=False))
 
     @property
     def spectral_shape(self) -> tuple[int, ...]:
@@ -89,7 +89,10 @@ class FourierGrid(eqx.Module):
 
     def coordinates(self) -> tuple[np.ndarray, ...]:
         """Node coordinates per axis (float64 numpy arrays [points[i]])."""
-        return tuple(a + (b - a) * np.arange(n) / n for (a, b), n in zip(self.domain, self.points))
+        return tuple(
+            a + (b - a) * np.arange(n) / n
+            for (a, b), n in zip(self.domain, self.points, strict=False)
+        )
 
     def mesh(self, dtype=None) -> tuple[Array, ...]:
         """Node coordinates broadcast to the grid shape, one array per axis ('ij' indexing)."""
@@ -116,7 +119,7 @@ class FourierGrid(eqx.Module):
         dtype = dtype or self.dtype
         return tuple(
             jnp.asarray(2.0 * np.pi * m / length, dtype=dtype)
-            for m, length in zip(self.integer_wavenumbers(), self.lengths)
+            for m, length in zip(self.integer_wavenumbers(), self.lengths, strict=False)
         )
 
     def derivative(self, axis: int, dtype=None) -> Array:
@@ -135,7 +138,7 @@ class FourierGrid(eqx.Module):
         dtype = dtype or self.dtype
         k2 = sum(
             (2.0 * np.pi * m / length) ** 2
-            for m, length in zip(self.integer_wavenumbers(), self.lengths)
+            for m, length in zip(self.integer_wavenumbers(), self.lengths, strict=False)
         )
         return jnp.asarray(np.broadcast_to(-k2, self.spectral_shape), dtype=dtype)
 
@@ -147,7 +150,7 @@ class FourierGrid(eqx.Module):
         """
         dtype = dtype or self.dtype
         keep = np.ones(self.spectral_shape, dtype=bool)
-        for m, n in zip(self.integer_wavenumbers(), self.points):
+        for m, n in zip(self.integer_wavenumbers(), self.points, strict=False):
             keep = keep & (np.abs(m) < fraction * n / 2)
         return jnp.asarray(keep, dtype=dtype)
 

@@ -39,7 +39,7 @@ gc.set_threshold(50_000, 10, 10)
 # computed a wrong gradient (`sim._xla_flags` gives the case).
 
 import jax  # noqa: E402
-import pytest
+import pytest  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
 jax.config.update("jax_numpy_dtype_promotion", "strict")
@@ -68,7 +68,7 @@ import jaxtyping  # noqa: E402
 _PACKAGES = ("sim", "solvers", "physics", "inference")
 
 
-def shaped_modules(root: Path = Path(__file__).resolve().parents[1]) -> list[str]:
+def shaped_modules(root: Path = Path(__file__).resolve().parents[1]) -> list[str]:  # noqa: B008
     """The modules of the packages that import jaxtyping or a `_types` module of aliases."""
     out = []
     imports = re.compile(

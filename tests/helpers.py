@@ -71,7 +71,9 @@ def tree_allclose(a, b, *, rtol=1e-10, atol=0.0) -> bool:
     leaves_b, tree_b = jax.tree.flatten(b)
     if tree_a != tree_b:
         return False
-    return all(np.allclose(x, y, rtol=rtol, atol=atol) for x, y in zip(leaves_a, leaves_b))
+    return all(
+        np.allclose(x, y, rtol=rtol, atol=atol) for x, y in zip(leaves_a, leaves_b, strict=False)
+    )
 
 
 def fitted_order(step_sizes, errors) -> float:

@@ -334,7 +334,9 @@ def main() -> None:
         keep = slice(1, None) if len(results) > 1 else slice(None)
         timed, costs_fixed = results[keep], fixed[name][keep]
         rates = [ess / wall for wall, ess, _ in timed]
-        net = [ess / max(wall - f, 1e-9) for (wall, ess, _), f in zip(timed, costs_fixed)]
+        net = [
+            ess / max(wall - f, 1e-9) for (wall, ess, _), f in zip(timed, costs_fixed, strict=False)
+        ]
         rate[name], sampling[name] = statistics.median(rates), statistics.median(net)
         print(
             f"{name:20} {results[0][0]:9.1f}s {statistics.median(w for w, _, _ in timed):7.1f}s {statistics.median(costs_fixed):6.1f}s "

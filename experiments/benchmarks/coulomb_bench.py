@@ -42,7 +42,6 @@ import tempfile
 import time
 from pathlib import Path
 
-
 # `--cores` is read before JAX and LAMMPS start (it sets their threads), again by `main`
 _early = argparse.ArgumentParser(add_help=False)
 _early.add_argument("--cores", type=int, default=1, choices=(1, 2))
@@ -269,7 +268,7 @@ def main(argv=None) -> None:
         )
     for name in times:
         if name != "LAMMPS pppm":
-            ratios = [a / b for a, b in zip(times[name], times["LAMMPS pppm"])]
+            ratios = [a / b for a, b in zip(times[name], times["LAMMPS pppm"], strict=False)]
             print(
                 f"{name} / LAMMPS time per step: {np.median(times[name]) / np.median(times['LAMMPS pppm']):.2f} (per round {min(ratios):.2f}-{max(ratios):.2f})"
             )

@@ -638,8 +638,8 @@ def report(n: int, setting: str, res: dict) -> list[str]:
         )
     for s in [k for k in per_step if k.startswith("simjax")]:
         for r in rivals:
-            rounds = [a / b for a, b in zip(per_step[s], per_step[r])]
-            cpu_rounds = [a / b for a, b in zip(cpu_step[s], cpu_step[r])]
+            rounds = [a / b for a, b in zip(per_step[s], per_step[r], strict=False)]
+            cpu_rounds = [a / b for a, b in zip(cpu_step[s], cpu_step[r], strict=False)]
             out.append(
                 f"  {s} / {r} (time per step): {med[s] / med[r]:.2f}x (per round {spread(rounds)})"
                 + (" -> simjax slower" if med[s] > med[r] else " -> simjax faster")
@@ -775,7 +775,7 @@ def main(argv=None) -> None:
         ]
         print("\n".join(header), file=sys.stderr)
         lines = list(header)
-        for n, steps, jsteps in zip(args.sizes, args.steps, args.jaxmd_steps):
+        for n, steps, jsteps in zip(args.sizes, args.steps, args.jaxmd_steps, strict=False):
             cells = round((n / 4) ** (1 / 3))
             if 4 * cells**3 != n:
                 raise SystemExit(

@@ -198,7 +198,9 @@ class TorchSide:
 
     def reset(self, weights=None):
         with self.torch.no_grad():
-            for p, w in zip(self.func.parameters(), self.weights if weights is None else weights):
+            for p, w in zip(
+                self.func.parameters(), self.weights if weights is None else weights, strict=False
+            ):
                 p.copy_(self.torch.tensor(w))
         self.optimizer = self.torch.optim.Adam(self.func.parameters(), lr=LR)
 

@@ -212,7 +212,7 @@ def main() -> None:
     names = list(params)
 
     def field(t, y, theta):
-        return model.vector_field(t, y, dict(zip(names, theta)))
+        return model.vector_field(t, y, dict(zip(names, theta, strict=False)))
 
     theta0 = jnp.stack([params[n] for n in names])
     sens0 = jnp.zeros((2, len(names)))

@@ -215,7 +215,7 @@ def roadrunner_llh(folder: Path, rtol: float, atol: float) -> None:
         ids = sorted(species | parameters | compartments)
         rr.selections = ["time", *ids]
         result = np.asarray(rr.simulate(times=times))
-        at = {t: dict(zip(ids, result[i, 1:])) for i, t in enumerate(times)}
+        at = {t: dict(zip(ids, result[i, 1:], strict=False)) for i, t in enumerate(times)}
         for _, row in group.iterrows():
             formula = sympify_petab(
                 problem.observable_df.loc[row["observableId"], "observableFormula"]

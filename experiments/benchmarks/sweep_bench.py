@@ -180,7 +180,7 @@ def scipy_runs(job: tuple[str, np.ndarray, np.ndarray]) -> np.ndarray:
 
     method, alphas, betas = job
     out = []
-    for alpha, beta in zip(alphas, betas):
+    for alpha, beta in zip(alphas, betas, strict=False):
         alpha, beta = float(alpha), float(beta)
         if method == "odeint":
 
@@ -352,7 +352,7 @@ def main() -> None:
     # how many cores each side got: CPU seconds (this process's threads, plus the pool's
     # workers) over wall seconds; on a machine shared with other work, less than 2
     for name, extra in worker_cpu.items():
-        cpu[name] = [a + b for a, b in zip(cpu[name], extra)]
+        cpu[name] = [a + b for a, b in zip(cpu[name], extra, strict=False)]
     cores = {
         name: float(np.median(np.asarray(cpu[name]) / np.asarray(times[name]))) for name in sides
     }

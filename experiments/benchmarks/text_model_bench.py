@@ -115,7 +115,7 @@ def best_alternating(fa, fb, *args, repeats: int) -> tuple[float, float]:
     machine's load between them weighs on both)."""
     times: tuple[list[float], list[float]] = ([], [])
     for _ in range(repeats):
-        for fn, out in zip((fa, fb), times):
+        for fn, out in zip((fa, fb), times, strict=False):
             start = time.perf_counter()
             jax.block_until_ready(fn(*args))
             out.append(time.perf_counter() - start)

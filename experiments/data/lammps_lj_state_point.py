@@ -23,7 +23,6 @@ from pathlib import Path
 
 import numpy as np
 
-
 NIST_U = -5.5121  # U*/N at T* = 0.85, rho* = 0.776 (the NIST Monte Carlo value)
 
 
@@ -84,7 +83,7 @@ def main() -> None:
                 f"seed {seed:3d}: p = {p:+.5f}  u = {u:.5f}  p - b (u - U) = {c:+.5f}", flush=True
             )
     n = len(results)
-    for name, x in zip(("p", "u", "p - b (u - U)"), np.asarray(results).T):
+    for name, x in zip(("p", "u", "p - b (u - U)"), np.asarray(results).T, strict=False):
         print(
             f"{name}: mean of {n} runs {x.mean():+.5f} +- {x.std(ddof=1) / np.sqrt(n):.5f}, standard deviation of a run {x.std(ddof=1):.5f}"
         )

@@ -46,7 +46,7 @@ def write(folder: Path) -> Path:
         * np.exp(-TRUTH["k"] * t)
         * (1 + 0.025 * np.random.default_rng(0).standard_normal(t.size))
     )
-    rows = "".join(f"obs_A\tc0\t{float(a)!r}\t{float(b)!r}\n" for a, b in zip(t, y))
+    rows = "".join(f"obs_A\tc0\t{float(a)!r}\t{float(b)!r}\n" for a, b in zip(t, y, strict=False))
     (folder / "measurements.tsv").write_text(
         "observableId\tsimulationConditionId\ttime\tmeasurement\n" + rows
     )

@@ -9,7 +9,6 @@ import math
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.scipy.special import ndtr
 from jaxtyping import Array, Float, Int
 
 from ._space import Space
@@ -158,7 +157,7 @@ def radial_distribution_frames(
                 base = jnp.exp(-0.5 * u * u)
                 q = jnp.exp(u / smoothing)
                 up, down = [base], [base]
-                for o in range(1, reach + 1):
+                for o in range(1, reach + 1):  # noqa: B007 (a count)
                     up.append(up[-1] * q)
                     down.append(down[-1] / q)
                 terms = [down[-o] * near[-o] for o in range(-reach, 0)] + [

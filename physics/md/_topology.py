@@ -247,7 +247,7 @@ def dependent_constraints(sites, pairs) -> str | None:
     if not pairs.size:
         return None
     for a, (i, j) in enumerate(pairs.tolist()):
-        for b, (k, m) in enumerate(pairs.tolist()[a + 1 :], a + 1):
+        for b, (k, m) in enumerate(pairs.tolist()[a + 1 :], a + 1):  # noqa: B007
             shared = {i, j} & {k, m}
             if len(shared) != 1:
                 continue

@@ -14,7 +14,6 @@ from .._base import Model
 from ._observables import kinetic_energy, number_density, pressure
 from ._space import Periodic, Space
 from ._topology import Topology
-from ._units import Units, unit_system
 from ._types import (
     Bonds,
     Edges,
@@ -27,7 +26,7 @@ from ._types import (
     Species,
     Velocities,
 )
-
+from ._units import Units, unit_system
 
 OBSERVABLES = (
     "potential_energy",

@@ -104,7 +104,7 @@ class Mlp(eqx.Module):
         sizes = self.sizes
         keys = jax.random.split(key, len(sizes) - 1)
         layers = []
-        for i, (k, n_in, n_out) in enumerate(zip(keys, sizes[:-1], sizes[1:])):
+        for i, (k, n_in, n_out) in enumerate(zip(keys, sizes[:-1], sizes[1:], strict=False)):
             kw, kb = jax.random.split(k)
             bound = 1.0 / n_in**0.5
             scale = final_scale if i == len(sizes) - 2 else 1.0
@@ -196,7 +196,7 @@ class NeuralOde(OdeModel):
     @property
     def initial_defaults(self) -> dict[str, float]:
         values = self.initial if self.initial is not None else (0.0,) * len(self.state_names)
-        return {name: float(v) for name, v in zip(self.state_names, values)}
+        return {name: float(v) for name, v in zip(self.state_names, values, strict=False)}
 
     def default_params(self) -> dict[str, PyTree]:
         """Random initial weights from `seed`: {"net": MlpWeights}."""

@@ -33,8 +33,8 @@ from typing import Any, ClassVar
 
 import equinox as eqx
 import jax.numpy as jnp
-import numpy as np
 import jax.scipy.special as jsp
+import numpy as np
 from jaxtyping import Array, PyTree
 
 from .._base import Parameter
@@ -108,7 +108,7 @@ def _relation(op, parts: list[Compiled]) -> Compiled:
     def related(v):
         values = [_num(p(v)) for p in parts]
         out = jnp.asarray(True)
-        for a, b in zip(values, values[1:]):
+        for a, b in zip(values, values[1:], strict=False):
             out = jnp.logical_and(out, op(a, b))
         return out
 
@@ -259,7 +259,7 @@ class _Compiler:
             sides = [self.compile(k, scope, depth + 1) for k in kids]
             pairs = [
                 relation(sign, lambda v, _a=a: _num(_a(v)), lambda v, _b=b: _num(_b(v)))
-                for a, b in zip(sides, sides[1:])
+                for a, b in zip(sides, sides[1:], strict=False)
             ]
             return _fold(jnp.minimum, pairs, math.inf) if len(pairs) > 1 else pairs[0]
         if kind in (s.AST_LOGICAL_AND, s.AST_LOGICAL_OR) and kids:
@@ -273,7 +273,10 @@ class _Compiler:
             if body is not None:
                 params = [body.getChild(i).getName() for i in range(body.getNumChildren() - 1)]
                 if len(params) == len(kids):
-                    args = {p: self.compile(k, scope, depth + 1) for p, k in zip(params, kids)}
+                    args = {
+                        p: self.compile(k, scope, depth + 1)
+                        for p, k in zip(params, kids, strict=False)
+                    }
                     return self.root(body.getChild(body.getNumChildren() - 1), args, depth + 1)
         raise self.refuse(
             f"the trigger uses {node.getName() or 'an element'!r}, whose becoming true cannot be located by root finding (relations <, <=, >, >= joined by and, or, not can)"
@@ -359,7 +362,9 @@ class _Compiler:
         if kind == s.AST_FUNCTION_PIECEWISE:
             parts = [sub(k) for k in kids]
             otherwise = parts[-1] if len(parts) % 2 else (lambda v: math.nan)
-            pieces = list(zip(parts[0:-1:2] if len(parts) % 2 else parts[0::2], parts[1::2]))
+            pieces = list(
+                zip(parts[0:-1:2] if len(parts) % 2 else parts[0::2], parts[1::2], strict=False)
+            )
 
             def piecewise(v):
                 out = _num(otherwise(v))
@@ -391,7 +396,7 @@ class _Compiler:
             # model's ids: a new scope of the arguments' values.
             inner = self.compile(
                 body.getChild(body.getNumChildren() - 1),
-                {p: a for p, a in zip(params, args)},
+                {p: a for p, a in zip(params, args, strict=False)},
                 depth + 1,
             )
             return inner
@@ -525,7 +530,7 @@ class _Program:
             order = _toposort(deps, "initial values")
         values = self.start_values(params, order, start)
         out = []
-        for key, name in zip(self.state, names):
+        for key, name in zip(self.state, names, strict=False):  # noqa: B007
             if name in given:
                 out.append(jnp.asarray(given[name], dtype=float))
             elif name in self.concentration_of:
@@ -1149,7 +1154,7 @@ def _import(path: Path, vectorise: bool | None = None) -> SbmlOdeModel:
 
     def constant_start(sid: str, value: float | None) -> None:
         # (no value: NaN, refused below if the model needs it)
-        start[sid] = lambda v, _x=math.nan if value is None else float(value): _x
+        start[sid] = lambda v, _x=math.nan if value is None else float(value): _x  # noqa: E701 (a lambda)
         start_deps[sid] = set()
 
     for pid, p in parameters.items():
@@ -1429,7 +1434,9 @@ def _import(path: Path, vectorise: bool | None = None) -> SbmlOdeModel:
         return float(initial[key])
 
     state_names = tuple(k.removeprefix("@amount:") for k in state)
-    missing = [n for n, k in zip(state_names, state) if not math.isfinite(initial_of(k))]
+    missing = [
+        n for n, k in zip(state_names, state, strict=False) if not math.isfinite(initial_of(k))
+    ]
     # (a parameter or compartment with no value is no parameter to set: NaN wherever read)
     parameter_ids = [pid for pid in parameter_ids if math.isfinite(float(initial[pid]))]
     if missing:
@@ -1464,10 +1471,10 @@ def _import(path: Path, vectorise: bool | None = None) -> SbmlOdeModel:
         "description": f"imported from the SBML file {name} ({len(species)} species, {len(reactions)} reaction{'' if len(reactions) == 1 else 's'})",
         "parameters": declared,
         "state_names": state_names,
-        "initial_defaults": {n: initial_of(k) for n, k in zip(state_names, state)},
+        "initial_defaults": {n: initial_of(k) for n, k in zip(state_names, state, strict=False)},
         "parameter_dependent_initial": frozenset(
             n
-            for n, k in zip(state_names, state)
+            for n, k in zip(state_names, state, strict=False)
             if k.removeprefix("@amount:") in reads_params
             or program.concentration_of.get(n) in reads_params
         ),

@@ -61,6 +61,7 @@ class TextOdeModel(OdeModel):
                 zip(
                     [n for n, _ in self.extras],
                     evaluate([e for _, e in self.extras], values, y.dtype),
+                    strict=False,
                 )
             )
             if self.extras

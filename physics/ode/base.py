@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import abc
+
 from jaxtyping import PyTree
 
 from .._base import NamedStateModel

@@ -51,7 +51,7 @@ def sine(
     (one number for every axis, or one per axis; 0 makes that axis's factor 1)."""
     m = _per_axis("modes", modes, len(mesh))
     u = np.ones(mesh[0].shape)
-    for x, (a, b), mi in zip(mesh, domain, m):
+    for x, (a, b), mi in zip(mesh, domain, m, strict=False):
         if mi != 0:
             u = u * np.sin(2 * np.pi * mi * (x - a) / (b - a))
     return offset + amplitude * u
@@ -63,7 +63,7 @@ def cosine(
     """u = offset + amplitude * prod_i cos(2 pi m_i (x_i - low_i) / L_i)."""
     m = _per_axis("modes", modes, len(mesh))
     u = np.ones(mesh[0].shape)
-    for x, (a, b), mi in zip(mesh, domain, m):
+    for x, (a, b), mi in zip(mesh, domain, m, strict=False):
         u = u * np.cos(2 * np.pi * mi * (x - a) / (b - a))
     return offset + amplitude * u
 
@@ -88,7 +88,7 @@ def gaussian(
     w = _per_axis("width", width, ndim)
     if any(wi <= 0 for wi in w):
         raise ValueError(f"initial option width = {width!r}: expected positive lengths")
-    r2 = sum((x - ci) ** 2 / (2 * wi**2) for x, ci, wi in zip(mesh, c, w))
+    r2 = sum((x - ci) ** 2 / (2 * wi**2) for x, ci, wi in zip(mesh, c, w, strict=False))
     return offset + amplitude * np.exp(-r2)
 
 
@@ -114,12 +114,12 @@ def random(
     ndim = len(shape)
     u = np.zeros(shape)
     ranges = [range(-max_mode, max_mode + 1)] * ndim
-    phases = [2 * np.pi * (x - a) / (b - a) for x, (a, b) in zip(mesh, domain)]
+    phases = [2 * np.pi * (x - a) / (b - a) for x, (a, b) in zip(mesh, domain, strict=False)]
     for m in np.array(np.meshgrid(*ranges, indexing="ij")).reshape(ndim, -1).T:
         if zero_mean and not np.any(m):
             continue
         weight = math.exp(-float(np.sum(m**2)) / max_mode**2)
-        arg = sum(mi * p for mi, p in zip(m, phases))
+        arg = sum(mi * p for mi, p in zip(m, phases, strict=False))
         u = u + weight * (rng.normal() * np.cos(arg) + rng.normal() * np.sin(arg))
     scale = np.max(np.abs(u))
     if scale > 0:

@@ -128,7 +128,7 @@ def pearson_square(
     rng = np.random.default_rng(seed)
     mesh = model.mesh()
     inside = np.ones(mesh[0].shape, dtype=bool)
-    for x, (a, b) in zip(mesh, model.domain):
+    for x, (a, b) in zip(mesh, model.domain, strict=False):
         centre, half = (a + b) / 2, size * (b - a) / 2
         inside &= np.abs(x - centre) <= half
     u = np.where(inside, 0.5, 1.0)

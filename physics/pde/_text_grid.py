@@ -34,8 +34,8 @@ import numpy as np
 from jaxtyping import Array, Float, PyTree
 
 from .._expressions import CONSTANTS, Expression, ExpressionError, parse
-from ._text import COORDINATES, MAX_TERMS, _calls, _expand, _names, _op_chain, parse_observables
 from . import _initial
+from ._text import COORDINATES, MAX_TERMS, _calls, _expand, _names, _op_chain, parse_observables
 from .base import Field, GridPdeModel, as_domain, as_points
 
 KINDS = ("dirichlet", "neumann", "robin", "periodic")
@@ -168,7 +168,7 @@ def boundary_program(
         )
         per_axis_values = _per_side(vwhere, values[name], ndim, _is_scalar_spec)
         axes = []
-        for i, ((lo, hi), (vlo, vhi)) in enumerate(zip(per_axis, per_axis_values)):
+        for i, ((lo, hi), (vlo, vhi)) in enumerate(zip(per_axis, per_axis_values, strict=False)):
             sides = []
             for side, kind, value in (("low", lo, vlo), ("high", hi, vhi)):
                 if kind not in KINDS:
@@ -294,7 +294,7 @@ class TextGridModel(GridPdeModel):
         tt = np.asarray(times, dtype=float).reshape((-1,) + (1,) * self.ndim)
         for axes in self.program.sides:
             for axis, sides in enumerate(axes):
-                for index, side in zip((0, -1), sides):
+                for index, side in zip((0, -1), sides, strict=False):
                     # (the side alone: its coordinate at the wall, the others along it)
                     mesh = {}
                     for i, c in enumerate(nodes):
@@ -365,13 +365,13 @@ class TextGridModel(GridPdeModel):
         for c, axes in enumerate(self.program.sides):
             uc = u[c]
             for axis, sides in enumerate(axes):
-                for index, side in zip((0, -1), sides):
+                for index, side in zip((0, -1), sides, strict=False):
                     if side.kind == "dirichlet":
                         uc = _set_side(uc, axis, index, full(side.value))
             per_axis = []
             for axis, sides in enumerate(axes):
                 data = []
-                for index, side in zip((0, -1), sides):
+                for index, side in zip((0, -1), sides, strict=False):
                     if side.kind == "neumann":
                         data.append(jnp.take(full(side.value), index, axis=axis))
                     elif side.kind == "robin":
@@ -440,7 +440,7 @@ class TextGridModel(GridPdeModel):
         out = np.zeros((len(self.field_names), *self.points), dtype=bool)
         for c, axes in enumerate(self.program.sides):
             for axis, sides in enumerate(axes):
-                for index, side in zip((0, -1), sides):
+                for index, side in zip((0, -1), sides, strict=False):
                     if side.kind == "dirichlet":
                         sl = [c] + [slice(None)] * self.ndim
                         sl[1 + axis] = index
@@ -591,7 +591,9 @@ def _check_shapes(
 
     checks = [
         ("fields", name, e)
-        for name, pair in zip(fields, zip(program.explicit, program.implicit))
+        for name, pair in zip(
+            fields, zip(program.explicit, program.implicit, strict=False), strict=False
+        )
         for e in pair
         if e is not None
     ]

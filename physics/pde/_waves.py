@@ -6,7 +6,6 @@ import math
 from typing import Any, ClassVar
 
 import equinox as eqx
-import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Inexact, PyTree
 

@@ -257,7 +257,10 @@ class SpectralPdeModel(PdeModel):
         check_grid_options(self.name, self.points, self.domain, self.dims, even=True, minimum=4)
 
     def coordinates(self) -> tuple[np.ndarray, ...]:
-        return tuple(a + (b - a) * np.arange(n) / n for (a, b), n in zip(self.domain, self.points))
+        return tuple(
+            a + (b - a) * np.arange(n) / n
+            for (a, b), n in zip(self.domain, self.points, strict=False)
+        )
 
     @abc.abstractmethod
     def linear(self, params: PyTree, grid: Any) -> Inexact[Array, "..."]:
@@ -326,7 +329,7 @@ class GridPdeModel(PdeModel):
 
     def coordinates(self) -> tuple[np.ndarray, ...]:
         out = []
-        for (a, b), n, periodic in zip(self.domain, self.points, self.periodic_axes):
+        for (a, b), n, periodic in zip(self.domain, self.points, self.periodic_axes, strict=False):
             out.append(a + (b - a) * np.arange(n) / n if periodic else np.linspace(a, b, n))
         return tuple(out)
 

@@ -37,6 +37,7 @@ class TextSdeModel(SdeModel):
                 zip(
                     [n for n, _ in self.extras],
                     evaluate([e for _, e in self.extras], values, y.dtype),
+                    strict=False,
                 )
             )
             if self.extras

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import h5py
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 

@@ -1,7 +1,6 @@
 """Bad observation files and fit sections: one clear line, exit code 2, nothing written."""
 
 import os
-from pathlib import Path
 
 import h5py
 import numpy as np

@@ -152,7 +152,7 @@ def test_experiments_share_the_free_parameters_and_add_their_likelihoods(fitted,
         from scipy.integrate import solve_ivp
 
         model = solve_ivp(
-            lambda _, y: [a * y[0] - b * y[0] * y[1], d * y[0] * y[1] - g * y[1]],
+            lambda _, y: [a * y[0] - b * y[0] * y[1], d * y[0] * y[1] - g * y[1]],  # noqa: B023
             (0, 15),
             y0,
             t_eval=TIMES,

@@ -1,7 +1,5 @@
 """Calibrating PDE parameters from noisy field snapshots stored in HDF5."""
 
-from pathlib import Path
-
 import h5py
 import jax
 import numpy as np

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from inference import _checkpoint, fit
+from tests.helpers import cli
 
 from .test_fit import at_truth, lv_config, noisy, write_data
-from tests.helpers import cli
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -351,7 +351,7 @@ def ramp_petab(tmp_path_factory):
     rows = "".join(
         f"{o}\tc0\t{t!r}\t{y!r}\n"
         for o in PETAB_NOISE
-        for t, y in zip(PETAB_T.tolist(), PETAB_Y.tolist())
+        for t, y in zip(PETAB_T.tolist(), PETAB_Y.tolist(), strict=False)
     )
     (folder / "measurements.tsv").write_text(
         "observableId\tsimulationConditionId\ttime\tmeasurement\n" + rows

@@ -19,14 +19,12 @@ from inference import _fit, _petab
 from inference._multistart import blocks
 from inference._petab import fit_petab, load_petab
 from solvers import OdeSolver
-
 from tests.helpers import cli, host_devices
 
 REPO = Path(__file__).resolve().parents[2]
 EXPERIMENTS = REPO / "experiments"
 sys.path.insert(0, str(EXPERIMENTS / "data"))
 from make_decay_petab import TRUTH, write as decay_problem  # noqa: E402  (A' = -k A: two parameters)
-
 
 # (explicit steps: the decay is not stiff)
 TSIT5 = OdeSolver(method="tsit5", rtol=1e-10, atol=1e-12, max_steps=100_000, throw=False)

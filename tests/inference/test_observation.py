@@ -13,8 +13,8 @@ from scipy import stats
 from scipy.integrate import solve_ivp
 
 import sim
-from tests.helpers import cli
 from inference._observation import build_observation, observable_specs
+from tests.helpers import cli
 
 CHAIN = """
 [model]

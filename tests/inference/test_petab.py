@@ -91,7 +91,10 @@ def test_the_noise_models_are_the_densities_of_the_data():
                 if transformation == "lin"
                 else [1e-12, *np.geomspace(1e-9, 1e9, 19)]
             )
-            total = sum(quad(density, a, b, limit=400)[0] for a, b in zip(edges[:-1], edges[1:]))
+            total = sum(
+                quad(density, a, b, limit=400)[0]
+                for a, b in zip(edges[:-1], edges[1:], strict=False)
+            )
             assert abs(total - 1.0) < 1e-6, (transformation, distribution, total)
             # (a sigma that is not positive has no density: NaN, not that of |sigma|)
             for bad in (-sigma, 0.0):
@@ -538,7 +541,7 @@ def _decay_problem(folder: Path) -> Path:
     )
     (folder / "measurements.tsv").write_text(
         "observableId\tsimulationConditionId\ttime\tmeasurement\n"
-        + "".join(f"obs_A\tc0\t{ti}\t{yi}\n" for ti, yi in zip(t, y))
+        + "".join(f"obs_A\tc0\t{ti}\t{yi}\n" for ti, yi in zip(t, y, strict=False))
     )
     (folder / "parameters.tsv").write_text(
         "parameterId\tparameterScale\tlowerBound\tupperBound\tnominalValue\testimate\nk\tlog10\t0.01\t10\t0.5\t1\n"

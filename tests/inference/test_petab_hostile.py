@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import sim._limits
-from inference._petab import PetabError, fit_block, files_digest, load_petab
+from inference._petab import PetabError, files_digest, fit_block, load_petab
 from tests.helpers import cli
 from tests.sim.test_hostile import LV_FIT, write_observations
 

@@ -20,7 +20,6 @@ import shlex
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import h5py
@@ -30,9 +29,9 @@ import pytest
 import inference
 from inference import _checkpoint, _petab
 from inference._petab import fit_petab, load_petab
+from tests.helpers import cli
 
 from .test_multistart import TSIT5, decay_problem
-from tests.helpers import cli
 
 REPO = Path(__file__).resolve().parents[2]
 STARTS = 5

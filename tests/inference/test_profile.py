@@ -157,9 +157,8 @@ def test_the_profile_interval_of_a_nearly_linear_model_is_the_gauss_newton_one(t
     with h5py.File("profile.h5") as f:
         lo, hi = f["profile/k/lower"][()], f["profile/k/upper"][()]
     # against the Gauss-Newton interval of the identifiable model (free k and a only)
-    from inference import fit
-
     import sim
+    from inference import fit
 
     Path("decay2.toml").write_text(DECAY.format(free='["k", "a"]'))
     gn = fit(sim.load_config("decay2.toml"))

@@ -172,7 +172,7 @@ def test_training_loss_gradient_matches_finite_differences():
 
         def shifted(h):
             net = list(params["net"])
-            net[layer] = {**net[layer], name: net[layer][name].at[index].add(h)}
+            net[layer] = {**net[layer], name: net[layer][name].at[index].add(h)}  # noqa: B023
             return loss({"net": tuple(net)})
 
         fd = (shifted(eps) - shifted(-eps)) / (2 * eps)
@@ -437,7 +437,7 @@ def test_saved_models_reload_bit_for_bit(tmp_path, model):
     )
     model2, params2 = load_trained(path)
     assert model2 == model
-    for a, b in zip(jax.tree.leaves(params), jax.tree.leaves(params2)):
+    for a, b in zip(jax.tree.leaves(params), jax.tree.leaves(params2), strict=False):
         np.testing.assert_array_equal(a, b)
     # The reloaded model computes the same vector field, bit for bit (compiled: one
     # compilation instead of op-by-op dispatch; a model with other options compiles anew).

@@ -121,7 +121,7 @@ def _check(conditions: dict, tmp: Path) -> None:
     want = [-1.0 if t is None else t for t in conditions.values()]
     got = _fired(conditions, tmp)
     # Measured: 2e-16 (the times are located by Newton's method to well below 1e-9).
-    for text, g, w in zip(conditions, got, want):
+    for text, g, w in zip(conditions, got, want, strict=False):
         assert abs(g - w) <= 1e-9, f"{text!r} fired at {g!r}, expected {w!r} (-1: never)"
 
 

@@ -10,8 +10,7 @@ import jax
 import numpy as np
 import pytest
 import sympy as sp
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from physics._expressions import FUNCTIONS, parse
 

@@ -484,15 +484,15 @@ def test_two_species_tail_correction_matches_the_integrals():
     for a in range(2):
         for b in range(2):
             e, s = eps[a, b], sig[a, b]
-            phi = lambda r: 4 * e * ((s / r) ** 12 - (s / r) ** 6)  # noqa: E731
-            dphi = lambda r: 4 * e * (-12 * s**12 / r**13 + 6 * s**6 / r**7)  # noqa: E731
+            phi = lambda r: 4 * e * ((s / r) ** 12 - (s / r) ** 6)  # noqa: E731, B023
+            dphi = lambda r: 4 * e * (-12 * s**12 / r**13 + 6 * s**6 / r**7)  # noqa: E731, B023
             energy += (
                 2
                 * math.pi
                 / volume
                 * counts[a]
                 * counts[b]
-                * scipy.integrate.quad(lambda r: phi(r) * r * r, rc, np.inf)[0]
+                * scipy.integrate.quad(lambda r: phi(r) * r * r, rc, np.inf)[0]  # noqa: B023
             )
             pressure -= (
                 2
@@ -500,7 +500,7 @@ def test_two_species_tail_correction_matches_the_integrals():
                 / (3 * volume**2)
                 * counts[a]
                 * counts[b]
-                * scipy.integrate.quad(lambda r: r**3 * dphi(r), rc, np.inf)[0]
+                * scipy.integrate.quad(lambda r: r**3 * dphi(r), rc, np.inf)[0]  # noqa: B023
             )
     assert float(model.tail_energy(system, params)) == pytest.approx(energy, rel=1e-9)
     assert float(model.tail_pressure(system, params)) == pytest.approx(pressure, rel=1e-9)

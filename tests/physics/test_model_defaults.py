@@ -374,7 +374,9 @@ def test_default_particles(name):
         # consecutive beads of each chain are bonded, at the default bond length
         bonds = np.asarray(system.bonds)
         first = np.arange(n).reshape(chains, beads)
-        expected_bonds = set(zip(first[:, :-1].ravel().tolist(), first[:, 1:].ravel().tolist()))
+        expected_bonds = set(
+            zip(first[:, :-1].ravel().tolist(), first[:, 1:].ravel().tolist(), strict=False)
+        )
         assert {tuple(sorted(b)) for b in bonds.tolist()} == expected_bonds and len(bonds) == len(
             expected_bonds
         )

@@ -94,7 +94,9 @@ def test_default_weights_follow_the_seed():
     a = NeuralOde(seed=0).default_params()
     b = NeuralOde(seed=0).default_params()
     c = NeuralOde(seed=1).default_params()
-    assert all(np.array_equal(x, y) for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)))
+    assert all(
+        np.array_equal(x, y) for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=False)
+    )
     assert not np.array_equal(jax.tree.leaves(a)[1], jax.tree.leaves(c)[1])
 
 
@@ -156,7 +158,7 @@ def test_simulate_vmaps_over_weights():
     assert out.shape == (3, 5)
     single = jax.jit(y1)
     for i in range(3):
-        one = jax.tree.map(lambda x: x[i], batch)
+        one = jax.tree.map(lambda x: x[i], batch)  # noqa: B023 (called in the loop)
         np.testing.assert_allclose(out[i], single(one), rtol=1e-12)
 
 

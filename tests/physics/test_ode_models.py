@@ -4,7 +4,6 @@ import pytest
 import sim
 from physics.ode import OdeModel
 
-
 ODE_MODELS = [n for n in sim.model_names() if issubclass(sim.model_class(n), OdeModel)]
 
 

@@ -28,13 +28,16 @@ DOMAIN_2D = [[-1.0, 2.0], [0.5, 4.5]]
 def periodic_nodes(domain, points) -> list[np.ndarray]:
     """low + j L / n, j = 0..n-1 per axis, broadcast ('ij'), as the spectral family documents."""
     return np.meshgrid(
-        *(a + (b - a) * np.arange(n) / n for (a, b), n in zip(domain, points)), indexing="ij"
+        *(a + (b - a) * np.arange(n) / n for (a, b), n in zip(domain, points, strict=False)),
+        indexing="ij",
     )
 
 
 def bounded_nodes(domain, points) -> list[np.ndarray]:
     """low + j L / (n - 1), j = 0..n-1 per axis (both ends), as the grid family documents."""
-    return np.meshgrid(*(np.linspace(a, b, n) for (a, b), n in zip(domain, points)), indexing="ij")
+    return np.meshgrid(
+        *(np.linspace(a, b, n) for (a, b), n in zip(domain, points, strict=False)), indexing="ij"
+    )
 
 
 def derivative(u: np.ndarray, axis: int, length: float, order: int = 1) -> np.ndarray:
@@ -65,7 +68,8 @@ def test_sine_and_cosine_are_products_of_one_mode_per_axis(points, domain):
     modes, amplitude, offset = [2, 3, 1][: len(points)], 1.7, -0.4
     for kind, f in (("sine", np.sin), ("cosine", np.cos)):
         expected = offset + amplitude * math.prod(
-            f(2 * np.pi * m * (x - a) / (b - a)) for x, (a, b), m in zip(mesh, domain, modes)
+            f(2 * np.pi * m * (x - a) / (b - a))
+            for x, (a, b), m in zip(mesh, domain, modes, strict=False)
         )
         got = model.initial_field(kind, modes=modes, amplitude=amplitude, offset=offset)[0]
         np.testing.assert_allclose(got, expected, rtol=0, atol=1e-13, err_msg=kind)
@@ -75,7 +79,9 @@ def test_sine_and_cosine_are_products_of_one_mode_per_axis(points, domain):
     got = model.initial_field("sine", modes=[1] + [0] * (len(points) - 1))[0]
     np.testing.assert_allclose(got, np.sin(2 * np.pi * (x - a) / (b - a)), rtol=0, atol=1e-13)
     got = model.initial_field("cosine", modes=2)[0]
-    expected = math.prod(np.cos(4 * np.pi * (x - a) / (b - a)) for x, (a, b) in zip(mesh, domain))
+    expected = math.prod(
+        np.cos(4 * np.pi * (x - a) / (b - a)) for x, (a, b) in zip(mesh, domain, strict=False)
+    )
     np.testing.assert_allclose(got, expected, rtol=0, atol=1e-13)
 
 

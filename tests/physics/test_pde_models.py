@@ -33,7 +33,7 @@ def test_every_pde_model_declares_itself(name):
     u0 = model.initial_field()
     assert u0.shape == model.field_shape and np.isfinite(u0).all()
     assert set(model.field_names) <= set(model.observable_names)
-    assert all(len(c) == n for c, n in zip(model.coordinates(), model.points))
+    assert all(len(c) == n for c, n in zip(model.coordinates(), model.points, strict=False))
 
 
 @pytest.mark.parametrize(

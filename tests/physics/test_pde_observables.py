@@ -93,14 +93,14 @@ def band_limited(rng, points, channels: int = 1) -> np.ndarray:
     for _ in range(channels):
         c = rng.normal(size=points) + 1j * rng.normal(size=points)
         ms = np.meshgrid(*(np.fft.fftfreq(n, 1.0 / n) for n in points), indexing="ij")
-        keep = np.all([np.abs(m) < n / 4 for m, n in zip(ms, points)], axis=0)
+        keep = np.all([np.abs(m) < n / 4 for m, n in zip(ms, points, strict=False)], axis=0)
         u = np.real(np.fft.ifftn(c * keep))
         out.append(0.3 + u / np.max(np.abs(u)))
     return np.stack(out)
 
 
 def cell_volume(model) -> float:
-    return math.prod((b - a) / n for (a, b), n in zip(model.domain, model.points))
+    return math.prod((b - a) / n for (a, b), n in zip(model.domain, model.points, strict=False))
 
 
 def assert_close(got, expected, scale, what):
@@ -241,7 +241,8 @@ def test_allen_cahn_free_energy_and_its_gradient_flow():
 def navier_stokes_velocity(w: np.ndarray, lengths) -> tuple[np.ndarray, np.ndarray]:
     """(psi_y, -psi_x) with -Lap psi = w (psi of zero mean), by FFT."""
     kx, ky = (
-        2 * np.pi * np.fft.fftfreq(n, 1.0 / n) / length for n, length in zip(w.shape, lengths)
+        2 * np.pi * np.fft.fftfreq(n, 1.0 / n) / length
+        for n, length in zip(w.shape, lengths, strict=False)
     )
     k2 = kx[:, None] ** 2 + ky[None, :] ** 2
     psi_hat = np.fft.fft2(w) / np.where(k2 == 0, 1.0, k2) * (k2 != 0)
@@ -321,7 +322,7 @@ def test_gray_scott_observes_its_two_fields():
 def trapezoid_weights(model) -> np.ndarray:
     """Cell volume per node: h on periodic axes, h with half weight at both ends on bounded ones."""
     weights = []
-    for (a, b), n, periodic in zip(model.domain, model.points, model.periodic_axes):
+    for (a, b), n, periodic in zip(model.domain, model.points, model.periodic_axes, strict=False):
         if periodic:
             weights.append(np.full(n, (b - a) / n))
         else:

@@ -39,7 +39,10 @@ def spectral_rhs(model, params):
 def nodes(model) -> list[np.ndarray]:
     """The nodes low + j L / n, j = 0..n-1, per axis ('ij'), as the spectral family documents."""
     return np.meshgrid(
-        *(a + (b - a) * np.arange(n) / n for (a, b), n in zip(model.domain, model.points)),
+        *(
+            a + (b - a) * np.arange(n) / n
+            for (a, b), n in zip(model.domain, model.points, strict=False)
+        ),
         indexing="ij",
     )
 
@@ -50,8 +53,8 @@ def wavevector(model) -> tuple[list[np.ndarray], np.ndarray]:
     points, lengths = model.points, [b - a for a, b in model.domain]
     ms = [np.fft.fftfreq(n, 1 / n) for n in points[:-1]] + [np.arange(points[-1] // 2 + 1)]
     mesh = np.meshgrid(*ms, indexing="ij")
-    keep = np.all([np.abs(m) != n // 2 for m, n in zip(mesh, points)], axis=0)
-    return [2 * np.pi * m / length for m, length in zip(mesh, lengths)], keep
+    keep = np.all([np.abs(m) != n // 2 for m, n in zip(mesh, points, strict=False)], axis=0)
+    return [2 * np.pi * m / length for m, length in zip(mesh, lengths, strict=False)], keep
 
 
 def p(**values):

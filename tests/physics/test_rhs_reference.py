@@ -200,7 +200,7 @@ def random_mlp(rng, sizes) -> tuple[dict, ...]:
             "weight": rng.normal(0, 1 / math.sqrt(n_in), (n_out, n_in)),
             "bias": rng.normal(0, 0.5, n_out),
         }
-        for n_in, n_out in zip(sizes[:-1], sizes[1:])
+        for n_in, n_out in zip(sizes[:-1], sizes[1:], strict=False)
     )
 
 
@@ -302,7 +302,9 @@ class FourierSeries:
         )
 
     def __call__(self, mesh) -> np.ndarray:
-        phase = sum(k[:, None] * x.reshape(1, -1) for k, x in zip(self.wavevectors.T, mesh))
+        phase = sum(
+            k[:, None] * x.reshape(1, -1) for k, x in zip(self.wavevectors.T, mesh, strict=False)
+        )
         values = self.mean + np.real(self.coefficients @ np.exp(1j * phase))
         return values.reshape(mesh[0].shape)
 
@@ -310,7 +312,10 @@ class FourierSeries:
 def periodic_mesh(model) -> list[np.ndarray]:
     """The nodes low + j L / n, j = 0..n-1, per axis ('ij'), as the spectral family documents."""
     return np.meshgrid(
-        *(a + (b - a) * np.arange(n) / n for (a, b), n in zip(model.domain, model.points)),
+        *(
+            a + (b - a) * np.arange(n) / n
+            for (a, b), n in zip(model.domain, model.points, strict=False)
+        ),
         indexing="ij",
     )
 
@@ -379,7 +384,7 @@ def _(rng, dims):
     series = FourierSeries.random(rng, model.domain, band, mean=rng.normal())
     mesh = periodic_mesh(model)
     grad = [series.d(*np.eye(len(points), dtype=int)[i])(mesh) for i in range(len(points))]
-    want = -c * sum(ni * gi for ni, gi in zip(n, grad)) + D * series.laplacian()(mesh)
+    want = -c * sum(ni * gi for ni, gi in zip(n, grad, strict=False)) + D * series.laplacian()(mesh)
     return pde_cases(
         dims, model, full_params(model, velocity=c, diffusivity=D), [series(mesh)], [want]
     )
@@ -503,7 +508,7 @@ def fd_cases(label, model, params, u, reaction) -> list[Case]:
     lap = np.zeros_like(u)
     keep = np.ones(u.shape, dtype=bool)
     for axis, ((a, b), n, (kind, _)) in enumerate(
-        zip(model.domain, model.points, model.boundary_kinds)
+        zip(model.domain, model.points, model.boundary_kinds, strict=False)
     ):
         h = (b - a) / n if kind == "periodic" else (b - a) / (n - 1)
         ax = axis + 1  # channel axis first
@@ -599,7 +604,7 @@ def pair_sums(position, species, box, cutoff, values, phi, dphi, bonds=(), bond=
             dr -= box * np.round(dr / box)
         if np.linalg.norm(dr) < cutoff:
             p = {k: v[species[i], species[j]] for k, v in values.items()}
-            inside += add(i, j, lambda r: phi(r, p), lambda r: dphi(r, p))
+            inside += add(i, j, lambda r: phi(r, p), lambda r: dphi(r, p))  # noqa: B023
     for i, j in bonds:
         add(i, j, lambda r: bond(r)[0], lambda r: bond(r)[1])
     return energy, forces, virial, inside

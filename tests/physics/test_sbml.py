@@ -644,7 +644,7 @@ def _both_paths_agree(path: Path) -> int:
             scale = max(
                 float(np.max(np.abs(np.asarray(u)), initial=0.0)) for u in jax.tree.leaves(a)
             )
-        for u, w in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
+        for u, w in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=False):
             u, w = np.asarray(u), np.asarray(w)
             bound = 1e-12 * np.abs(u) + np.maximum(1e-20, 1e-13 * scale)
             assert np.all(np.abs(w - u) <= bound), (path.name, u, w, bound)

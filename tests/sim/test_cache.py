@@ -277,7 +277,7 @@ def test_configure_jax_turns_the_cache_on_in_a_fresh_process(tmp_path):
     }
     env["XDG_CACHE_HOME"] = str(tmp_path / "home_cache")
     script = (
-        "import jax, sim\n"
+        "import jax, sim\n"  # noqa: UP031 (script text)
         "sim.configure_jax()\n"
         "from jax._src import compilation_cache as cc\n"
         "print(jax.config.jax_compilation_cache_dir)\n"

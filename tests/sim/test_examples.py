@@ -180,8 +180,9 @@ def test_examples_run_elsewhere_are_still_there():
 
 
 def run_and_plot(name, runs, capsys, monkeypatch):
-    import inference
     from matplotlib.figure import Figure
+
+    import inference
 
     # The result objects behind `sim fit` and `sim infer`, for `sim.plot(result)`.
     results = {}

@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 
 from inference._bayes import ess_bulk, summarise
-from sim._config import SEED_MAX, seed_problem
 from inference._priors import outside_allowed, support_conflict
+from sim._config import SEED_MAX, seed_problem
 from sim._errors import DataError
 from sim._store import error_reason, numeric_dataset
 from tests.sim.test_hostile import HEAT, LJ_LATTICE, YEARS, check, cli, folder, h5  # noqa: F401  (folder: a fixture)

@@ -15,10 +15,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import sim
 from physics import md
 from physics.ode import ode_model
 from physics.pde import pde_model
-import sim
 from sim import _sources
 from tests.sim.test_hostile import HEAT, check, cli, folder  # noqa: F401 - (fixture)
 

@@ -12,8 +12,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 import sim
 from inference import fit
@@ -22,8 +21,7 @@ from sim._identity import InputIdentity
 from sim._unfinished import checkpoint_path, partial_path
 from tests.helpers import cli
 from tests.inference.test_fit import lv_config, noisy, write_data
-from tests.inference.test_fit_resume import Stop as FitStop
-from tests.inference.test_fit_resume import stop_after
+from tests.inference.test_fit_resume import Stop as FitStop, stop_after
 from tests.physics.test_sbml import DECAY, _decay_sbml
 from tests.sim.test_hostile import HEAT, LJ, write_h5md
 from tests.sim.test_model_sources import PREDATION
@@ -281,7 +279,7 @@ def test_any_change_of_any_input_file_is_refused_and_the_same_bytes_pass(
 ):
     keys = ["model.source", "data.file", "initial.file", "--data"][: len(contents)]
     files = {key: tmp_path / f"input{i}.bin" for i, key in enumerate(keys)}
-    for key, content in zip(keys, contents):
+    for key, content in zip(keys, contents, strict=False):
         files[key].write_bytes(content)
     stored: dict = {}
     InputIdentity.of(files).write(stored)

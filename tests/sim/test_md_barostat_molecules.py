@@ -154,7 +154,7 @@ def test_the_molecular_virial_is_the_derivative_of_the_energy_under_a_scaling_of
     energy = jax.jit(lambda r, edges: model.energy(system.at(r).with_box(edges), params_of()))
     h = 1e-5
     for a in range(3):
-        scale = lambda x: jnp.ones(3).at[a].set(x)  # noqa: E731
+        scale = lambda x: jnp.ones(3).at[a].set(x)  # noqa: E731, B023
         up, down = (
             energy(position + (scale(1 + s) - 1) * centre, box * scale(1 + s)) for s in (h, -h)
         )

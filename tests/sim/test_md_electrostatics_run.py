@@ -289,5 +289,5 @@ def test_gradients_through_a_trajectory_match_finite_differences():
         (loss(q + h, epsilon) - loss(q - h, epsilon)) / (2 * h),
         (loss(q, epsilon + h) - loss(q, epsilon - h)) / (2 * h),
     )
-    for value, expected in zip(grad, numeric):
+    for value, expected in zip(grad, numeric, strict=False):
         assert float(value) == pytest.approx(float(expected), rel=1e-5)

@@ -3,8 +3,6 @@ effective energy, neighbour lists in a changing box, gradients, run files with t
 per frame, bad barostat settings, and (slow) the density and compressibility of the
 Lennard-Jones fluid at a published state point."""
 
-from pathlib import Path
-
 import equinox as eqx
 import h5py
 import jax

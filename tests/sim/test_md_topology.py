@@ -582,7 +582,7 @@ def test_bonded_molecules_find_kinds_close_triangles_and_make_molecules_whole():
     pairs = {
         tuple(p): float(length)
         for p, length in zip(
-            np.asarray(topology.constraints).tolist(), np.asarray(topology.lengths)
+            np.asarray(topology.constraints).tolist(), np.asarray(topology.lengths), strict=False
         )
     }
     # waters closed into triangles (H-H added), the chain's three bonds alone

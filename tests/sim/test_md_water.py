@@ -117,7 +117,7 @@ def test_shake_by_molecule_blocks_is_shake_of_all_constraints_at_once():
         bond_deviation(np.asarray(a[0]), topology) < 1e-15
         and bond_deviation(np.asarray(b[0]), topology) < 1e-15
     )
-    for x, y in zip(a, b):
+    for x, y in zip(a, b, strict=False):
         np.testing.assert_allclose(x, y, rtol=0, atol=1e-12 * float(np.max(np.abs(y))))
 
 
@@ -154,7 +154,7 @@ def test_shake_blocks_of_molecules_with_fewer_constraints_are_padded():
         )
         < 1e-14
     )
-    for x, y in zip(a, b):
+    for x, y in zip(a, b, strict=False):
         np.testing.assert_allclose(x, y, rtol=0, atol=1e-12 * float(np.max(np.abs(y))))
     # one molecule of many constraints among small ones: one matrix of all
     lopsided = constraints_of(

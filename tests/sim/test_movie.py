@@ -59,7 +59,10 @@ def test_gif_of_a_pde_run(tmp_cwd, capsys):
     height, width, _ = frames[0].shape
     assert width % 2 == 0 and height % 2 == 0 and width >= 400
     # the field changes from frame to frame: so does every picture of it
-    assert all(changed(below_title(a), below_title(b)) > 100 for a, b in zip(frames, frames[1:]))
+    assert all(
+        changed(below_title(a), below_title(b)) > 100
+        for a, b in zip(frames, frames[1:], strict=False)
+    )
     # at most --frames frames, spread over the run
     code, err = cli(["plot", "ks.h5", "-o", "few.gif", "--frames", "3", "-q"], capsys)
     assert code == 0 and err == "", err
@@ -104,7 +107,8 @@ def test_md_movie(tmp_cwd, capsys):
     frames = frames_of("lj.gif")
     assert len(frames) == 5
     assert all(
-        changed(below_title(a), below_title(b)) > 20 for a, b in zip(frames, frames[1:])
+        changed(below_title(a), below_title(b)) > 20
+        for a, b in zip(frames, frames[1:], strict=False)
     )  # the particles move
 
 

@@ -27,7 +27,7 @@ def test_heat_fourier_modes_decay_exactly(points, domain):
     model = sim.get_model("heat", points=list(points), domain=[list(d) for d in domain])
     mesh = model.mesh()
     ks = [TWO_PI * (i + 1) / (b - a) for i, (a, b) in enumerate(domain)]
-    phase = sum(k * (x - a) for k, x, (a, _) in zip(ks, mesh, domain))
+    phase = sum(k * (x - a) for k, x, (a, _) in zip(ks, mesh, domain, strict=False))
     u0 = np.sin(phase) + 0.3 * np.cos(2 * phase)
     D = 0.05
     t = jnp.linspace(0.0, 2.0, 5)
@@ -77,7 +77,7 @@ def test_taylor_green_vortex_decays_exactly(modes, lengths):
     traj = sim.simulate(
         model, {"viscosity": nu, "drag": mu}, t, initial=w0, solver=Etdrk(steps_per_save=100)
     )
-    k2 = sum((TWO_PI * m / length) ** 2 for m, length in zip(modes, lengths))
+    k2 = sum((TWO_PI * m / length) ** 2 for m, length in zip(modes, lengths, strict=False))
     exact = w0[0] * math.exp(-(nu * k2 + mu) * 1.0)
     assert int(traj.stats["num_steps"]) == 100
     np.testing.assert_allclose(traj.observables["vorticity"][-1], exact, atol=1e-10)

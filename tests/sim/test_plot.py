@@ -733,7 +733,7 @@ def test_log_time_axis_for_log_spaced_saves_and_no_phase_portrait_from_ten_point
     assert fig.axes[2].get_xlabel() == "time (s)"
     # The ticks do not overlap: their boxes on the drawn canvas are disjoint.
     boxes = [t.get_window_extent() for t in fig.axes[2].xaxis.get_ticklabels() if t.get_text()]
-    assert all(a.x1 < b.x0 for a, b in zip(boxes, boxes[1:]))
+    assert all(a.x1 < b.x0 for a, b in zip(boxes, boxes[1:], strict=False))
 
 
 def test_a_title_names_the_parameters_that_differ_from_the_defaults(tmp_cwd):
@@ -742,7 +742,7 @@ def test_a_title_names_the_parameters_that_differ_from_the_defaults(tmp_cwd):
         {
             **RUN,
             "model": "lotka_volterra",
-            "config": f'[model]\nname = "lotka_volterra"\n[params]\nalpha = 0.6\nbeta = 0.028\n',
+            "config": '[model]\nname = "lotka_volterra"\n[params]\nalpha = 0.6\nbeta = 0.028\n',
         },
         {"time": T, "observables": {"prey": T}},
     )

@@ -22,7 +22,6 @@ import sim
 from sim import _interrupt, _lock, _stream, _unfinished
 from sim._run import plan_run
 from solvers import OdeLoop, OdeSolver
-
 from tests.helpers import signal_after_chunks
 
 from .test_run_resume import (

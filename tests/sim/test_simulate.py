@@ -128,7 +128,7 @@ def _general(model, params, t, **kwargs):
 
 def _bits(a, b):
     assert jax.tree.structure(a) == jax.tree.structure(b)
-    for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
+    for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=False):
         assert (x.dtype, x.shape, x.weak_type) == (y.dtype, y.shape, y.weak_type)
         np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
 

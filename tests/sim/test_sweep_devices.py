@@ -157,7 +157,7 @@ def flat(tree, prefix="") -> dict[str, np.ndarray]:
     return {prefix.rstrip("."): np.asarray(tree)}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def sweep_here(name: str) -> dict[str, np.ndarray]:
     """The sweep of `name`.toml here, on one device (computed once for every device count)."""
     result = sim.sweep(sim.load_config(f"{name}.toml"))

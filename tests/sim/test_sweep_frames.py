@@ -20,9 +20,9 @@ import sim
 import sim._sweep as sweep_module
 import sim._sweep_frames as frames_module
 from sim.cli import main
+from tests.helpers import host_devices
 
 from . import test_sweep_pde
-from tests.helpers import host_devices
 
 SPECTRAL = """
 [model]

@@ -112,7 +112,9 @@ def test_md_sweep_summary_and_bad_keys(tmp_cwd, capsys):
     # it, to a size of its own, and compiled its chunk again for each size; the growth is
     # checked against sweeps by the planted-overflow test with -m slow)
     solver = _fixed_list(setup)
-    for i, (eps, sig) in enumerate(zip(record.params["epsilon"], record.params["sigma"])):
+    for i, (eps, sig) in enumerate(
+        zip(record.params["epsilon"], record.params["sigma"], strict=False)
+    ):
         params = {**setup.params, "epsilon": jnp.asarray(eps), "sigma": jnp.asarray(sig)}
         single = sim.simulate(
             setup.model,

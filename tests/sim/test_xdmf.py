@@ -69,7 +69,7 @@ def evaluate(sidecar, item, f):
         selection, source = item.findall("DataItem")
         start, stride, count = np.array(selection.text.split(), dtype=int).reshape(dims(selection))
         dataset = resolve(sidecar, source, f)
-        index = tuple(slice(b, b + s * c, s) for b, s, c in zip(start, stride, count))
+        index = tuple(slice(b, b + s * c, s) for b, s, c in zip(start, stride, count, strict=False))
         values = dataset[index]
         assert values.size == np.prod(dims(item))
         return values.reshape(dims(item))
@@ -104,7 +104,7 @@ def check_sidecar(h5, sidecar):
             )
             assert (len(vz), len(vy), len(vx)) == mesh  # VX runs along the fastest axis
             # XDMF's X, Y, Z are the file's axes from the last: the sidecar says which is which.
-            letter = dict(zip(reversed(axes), "XYZ"))
+            letter = dict(zip(reversed(axes), "XYZ", strict=False))
             assert info["axes"] == ", ".join(f"{letter[a]} = file {a}" for a in reversed(axes))
             coordinate = {"X": vx, "Y": vy, "Z": vz}
             attributes = {a.get("Name"): a for a in grid.findall("Attribute")}
@@ -125,7 +125,7 @@ def check_sidecar(h5, sidecar):
                     tuple(n // 2 for n in mesh),
                     tuple(min(1, n - 1) for n in mesh),
                 }:
-                    at = dict(zip("ZYX", node))
+                    at = dict(zip("ZYX", node, strict=False))
                     point = tuple(
                         int(
                             np.flatnonzero(

@@ -11,8 +11,7 @@ import numpy as np
 import pytest
 from jax.sharding import Mesh, PartitionSpec as P
 
-from solvers import local_structures, on_batch_shards
-from solvers import _batch_shards
+from solvers import _batch_shards, local_structures, on_batch_shards
 
 MESH = Mesh(np.asarray(jax.devices()[:1]), ("batch",))
 SPEC = P("batch")

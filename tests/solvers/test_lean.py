@@ -359,7 +359,7 @@ def test_reverse_mode_through_the_lean_core_is_backpropagation_through_diffrax_s
 
     got = jax.jit(jax.grad(ours, argnums=(0, 1, 2)))(y0, p, ts)
     want = jax.jit(jax.grad(theirs, argnums=(0, 1, 2)))(y0, p, ts)
-    for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
+    for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(want), strict=False):
         np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-10 * float(jnp.max(jnp.abs(b))))
 
 

@@ -5,7 +5,6 @@ import diffrax
 import jax
 import jax.numpy as jnp
 import numpy as np
-import pytest
 
 from solvers import Etdrk, FourierGrid, OdeSolver, Result, from_diffrax, result_message
 from solvers._results import _FROM_DIFFRAX

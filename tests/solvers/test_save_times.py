@@ -10,8 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import optimistix as optx
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 from scipy.integrate import solve_ivp
 
 from solvers import OdeSolver

@@ -12,8 +12,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from physics.sde import NOISE_KINDS as MODEL_NOISE_KINDS
-from physics.sde import GeometricBrownianMotion, OrnsteinUhlenbeck, StochasticLotkaVolterra
+from physics.sde import (
+    NOISE_KINDS as MODEL_NOISE_KINDS,
+    GeometricBrownianMotion,
+    OrnsteinUhlenbeck,
+    StochasticLotkaVolterra,
+)
 from solvers import NOISE_KINDS, Result, SdeSolver, result_message
 from tests.helpers import fitted_order
 

@@ -19,14 +19,14 @@ def test_derivatives_of_trigonometric_fields_are_exact(points):
     grid = FourierGrid(points, domain)
     mesh = grid.mesh()
     k = [TWO_PI / (b - a) for a, b in domain]
-    u = math.prod(jnp.sin(ki * x) for ki, x in zip(k, mesh))
+    u = math.prod(jnp.sin(ki * x) for ki, x in zip(k, mesh, strict=False))
     u_hat = grid.rfft(u)
     np.testing.assert_allclose(grid.irfft(u_hat), u, atol=1e-14)
     dx = grid.irfft(grid.derivative(0) * u_hat)
     expected = (
         k[0]
         * jnp.cos(k[0] * mesh[0])
-        * math.prod(jnp.sin(ki * x) for ki, x in zip(k[1:], mesh[1:]))
+        * math.prod(jnp.sin(ki * x) for ki, x in zip(k[1:], mesh[1:], strict=False))
     )
     np.testing.assert_allclose(dx, expected, atol=1e-13)
     lap = grid.irfft(grid.laplacian().astype(u_hat.dtype) * u_hat)
