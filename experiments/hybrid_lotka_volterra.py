@@ -104,20 +104,24 @@ def main() -> None:
         progress=True,
     )
     print(
-        f"trained {args.steps} steps in {time.perf_counter() - start:.1f} s; minibatch loss {result.loss_history[:10].mean():.2e} -> {result.loss_history[-20:].mean():.2e}"
+        f"trained {args.steps} steps in {time.perf_counter() - start:.1f} s; minibatch loss "
+        f"{result.loss_history[:10].mean():.2e} -> {result.loss_history[-20:].mean():.2e}"
     )
     path = result.save(out / "hybrid_trained.h5")
     model, params = load_trained(path)
     print(f"saved and reloaded {path}")
     rel, worst, size = correction_error(model, params, held_out)
     print(
-        f"learned interaction vs truth on {held_out.values.shape[0] * held_out.values.shape[2]} held-out states:"
+        f"learned interaction vs truth on {held_out.values.shape[0] * held_out.values.shape[2]} "
+        "held-out states:"
     )
     print(
-        f"  prey     (-beta x y):  relative RMS error {rel[0]:.3f}, largest error {worst[0]:.2f} (values up to {size[0]:.1f})"
+        f"  prey     (-beta x y):  relative RMS error {rel[0]:.3f}, largest error {worst[0]:.2f} "
+        f"(values up to {size[0]:.1f})"
     )
     print(
-        f"  predator (+delta x y): relative RMS error {rel[1]:.3f}, largest error {worst[1]:.2f} (values up to {size[1]:.1f})"
+        f"  predator (+delta x y): relative RMS error {rel[1]:.3f}, largest error {worst[1]:.2f} "
+        f"(values up to {size[1]:.1f})"
     )
     mse = trajectory_mse(model, params, held_out)
     print(f"held-out whole-trajectory MSE {mse:.3g} (data variance {held_out.values.var():.3g})")

@@ -124,7 +124,8 @@ def main_(patterns: list[str]) -> None:
             size = figure.stat().st_size
             warning = f"  (over {MAX_BYTES // 1000} kB)" if size > MAX_BYTES else ""
             print(
-                f"{figure.relative_to(HERE)}: {size / 1000:.0f} kB, {time.perf_counter() - began:.0f} s{warning}",
+                f"{figure.relative_to(HERE)}: {size / 1000:.0f} kB, "
+                f"{time.perf_counter() - began:.0f} s{warning}",
                 flush=True,
             )
     print(f"done in {time.perf_counter() - start:.0f} s")

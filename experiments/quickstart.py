@@ -32,7 +32,8 @@ sweep(alphas).block_until_ready()
 start = time.perf_counter()
 peaks = sweep(alphas).block_until_ready()
 print(
-    f"1,000 runs in {1e3 * (time.perf_counter() - start):.1f} ms: peak prey from {float(peaks.min()):.1f} to {float(peaks.max()):.1f}"
+    f"1,000 runs in {1e3 * (time.perf_counter() - start):.1f} ms: peak prey from "
+    f"{float(peaks.min()):.1f} to {float(peaks.max()):.1f}"
 )
 
 

@@ -116,19 +116,22 @@ def main() -> None:
     result = train_stages(model, None, training, stages, solver=SOLVER, progress=True)
     h = result.loss_history
     print(
-        f"trained {args.steps} steps in {time.perf_counter() - start:.1f} s; window loss {h[:10].mean():.2e} -> {h[local - 20 : local].mean():.2e}, "
+        f"trained {args.steps} steps in {time.perf_counter() - start:.1f} s; window loss "
+        f"{h[:10].mean():.2e} -> {h[local - 20 : local].mean():.2e}, "
         f"whole-trajectory loss {h[local : local + 10].mean():.2e} -> {h[-20:].mean():.2e}"
     )
     path = result.save(out / "spiral_trained.h5")
     model, params = load_trained(path)
     print(f"saved and reloaded {path}")
     print(
-        f"held-out MSE, whole horizon [0, 25] from y0 alone:            {held_out_mse(model, params, data, len(data.time)):.2e}"
+        "held-out MSE, whole horizon [0, 25] from y0 alone:            "
+        f"{held_out_mse(model, params, data, len(data.time)):.2e}"
     )
     for points in (40, 100, 200):
         span = data.time[points - 1] - data.time[0]
         print(
-            f"held-out MSE, segments of {span:.1f} time units from observed states: {held_out_mse(model, params, data, points):.2e}"
+            f"held-out MSE, segments of {span:.1f} time units from observed states: "
+            f"{held_out_mse(model, params, data, points):.2e}"
         )
 
 

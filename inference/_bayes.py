@@ -94,7 +94,10 @@ def infer_section(config: Config, overrides: dict[str, Any] | None = None) -> In
             fields = (
                 InferSection.model_fields if len(err["loc"]) == 1 else NoiseSection.model_fields
             )
-            msg = f"unknown key (expected one of: {', '.join(fields)}).{did_you_mean(err['loc'][-1], fields)}"
+            msg = (
+                "unknown key (expected one of: "
+                f"{', '.join(fields)}).{did_you_mean(err['loc'][-1], fields)}"
+            )
         elif kind == "literal_error":
             msg = f"expected one of {err['ctx']['expected']}, got {err['input']!r}"
         elif kind == "too_short":
@@ -243,7 +246,8 @@ def build_bayes_model(
         if prior_support(sigma_spec)[0] < 0:
             raise config.error(
                 "infer.noise.sigma.dist",
-                "a noise scale must be positive: use halfnormal, halfcauchy, lognormal, exponential, gamma or a truncated_normal with low >= 0",
+                "a noise scale must be positive: use halfnormal, halfcauchy, lognormal, "
+                "exponential, gamma or a truncated_normal with low >= 0",
             )
     if config.spec.experiments is not None:
         problem, _, obs = experiment_problems(
@@ -261,7 +265,8 @@ def build_bayes_model(
     if not legacy and "noise" in (config.spec.infer or {}):
         raise config.error(
             "infer.noise",
-            f"the observables name their own noise models ({', '.join(OBSERVATION_NOISE)}) and sigmas; remove [infer.noise]",
+            f"the observables name their own noise models ({', '.join(OBSERVATION_NOISE)}) and "
+            "sigmas; remove [infer.noise]",
         )
     for o in legacy:
         if noise.model == "lognormal":
@@ -284,7 +289,9 @@ def build_bayes_model(
         if model_constraint == "log" and support is dist.constraints.real:
             raise config.error(
                 f"infer.priors.{f.name}.dist",
-                f"{f.name} must be positive but a {priors[f.name]['dist']} prior allows negative values; use lognormal, halfnormal, halfcauchy, gamma, exponential or truncated_normal with low = 0",
+                f"{f.name} must be positive but a {priors[f.name]['dist']} prior allows negative "
+                "values; use lognormal, halfnormal, halfcauchy, gamma, exponential or "
+                "truncated_normal with low = 0",
             )
         # A prior with no probability where the quantity is allowed leaves the chains no
         # valid start (and would sample values the model does not take).
@@ -384,8 +391,10 @@ def sampling_warnings(
     mixing = [f"{n} {s['r_hat']:.3f}" for n, s in summary.items() if not s["r_hat"] <= 1.01]
     if mixing:
         out.append(
-            f"warning: r_hat above 1.01 (or not estimable) for {_listed(mixing)}: the chains have not mixed; "
-            "run a longer warmup and more samples (--warmup, --samples), or reparametrise (priors on the scale the data inform, e.g. log)"
+            f"warning: r_hat above 1.01 (or not estimable) for {_listed(mixing)}: the chains have "
+            "not mixed; "
+            "run a longer warmup and more samples (--warmup, --samples), or reparametrise (priors "
+            "on the scale the data inform, e.g. log)"
         )
     need = 100 * chains
     thin = []
@@ -395,14 +404,18 @@ def sampling_warnings(
             thin.append(f"{n} {s['ess_bulk']:.0f}/{tail:.0f}")
     if thin:
         out.append(
-            f"warning: bulk/tail ESS below 100 per chain ({need} for {chains} chain{'s' if chains > 1 else ''}) for {_listed(thin)}: "
-            "means and 5%/95% quantiles are unreliable; run more samples (--samples) and warmup (--warmup), or reparametrise"
+            f"warning: bulk/tail ESS below 100 per chain ({need} for {chains} "
+            f"chain{'s' if chains > 1 else ''}) for {_listed(thin)}: "
+            "means and 5%/95% quantiles are unreliable; run more samples (--samples) and warmup "
+            "(--warmup), or reparametrise"
         )
     count = int(np.sum(diverging))
     if count:
         out.append(
-            f"warning: {count} divergent transition{'s' if count > 1 else ''} ({100 * count / max(np.size(diverging), 1):.2g}% of draws): "
-            "the sampler missed part of the posterior; raise [infer] target_accept (e.g. 0.95, --set infer.target_accept=0.95) or reparametrise"
+            f"warning: {count} divergent transition{'s' if count > 1 else ''} "
+            f"({100 * count / max(np.size(diverging), 1):.2g}% of draws): "
+            "the sampler missed part of the posterior; raise [infer] target_accept (e.g. 0.95, "
+            "--set infer.target_accept=0.95) or reparametrise"
         )
     return out
 
@@ -596,7 +609,8 @@ def infer(
         # derivatives through event times are forward mode only)
         raise config.error(
             "events" if "events" in config.raw else "model",
-            "sim infer does not sample models with events yet: NUTS needs reverse-mode gradients, which the event solver does not give; fit them with sim fit (levenberg_marquardt)",
+            "sim infer does not sample models with events yet: NUTS needs reverse-mode gradients, "
+            "which the event solver does not give; fit them with sim fit (levenberg_marquardt)",
         )
     stored = (
         section.chains
@@ -621,7 +635,8 @@ def infer(
                 raise DataError(
                     init_from,
                     f"/estimate/{name}",
-                    f"{value:g} is outside the support of its prior (infer.priors.{name}); the chains cannot start there",
+                    f"{value:g} is outside the support of its prior (infer.priors.{name}); the "
+                    "chains cannot start there",
                 )
         # (typed float64: a weakly typed start, from a Python float, gave the chains' state
         # other types after the first chunk than before it, and the chunk program was
@@ -689,7 +704,8 @@ def _no_valid_start(config: Config, model: BayesModel, init_from: str | Path | N
         return DataError(
             init_from,
             "/estimate",
-            "the chains cannot start at these estimates: the posterior density there is zero or not finite (the solve fails, or the noise model rules the predictions out)",
+            "the chains cannot start at these estimates: the posterior density there is zero or "
+            "not finite (the solve fails, or the noise model rules the predictions out)",
         )
     # (the chains start near each prior's median: a prior that reaches beyond the allowed
     # range is to blame only where its median lies outside that range)
@@ -702,13 +718,17 @@ def _no_valid_start(config: Config, model: BayesModel, init_from: str | Path | N
         names = ", ".join(reaching)
         return config.error(
             f"infer.priors.{reaching[0]}",
-            f"the chains found no valid start: they start at the median of a few prior draws, which fell where {names} may not be "
-            "(the prior reaches beyond the allowed range); give a prior with most of its probability in the allowed range",
+            "the chains found no valid start: they start at the median of a few prior draws, "
+            f"which fell where {names} may not be "
+            "(the prior reaches beyond the allowed range); give a prior with most of its "
+            "probability in the allowed range",
         )
     return config.error(
         "infer.priors",
-        "the chains found no valid start: at the median of a few prior draws the posterior density is zero or not finite "
-        "(the solve fails, or the noise model rules the predictions out); move the priors or start from a fit with --init-from",
+        "the chains found no valid start: at the median of a few prior draws the posterior density "
+        "is zero or not finite "
+        "(the solve fails, or the noise model rules the predictions out); move the priors or start "
+        "from a fit with --init-from",
     )
 
 

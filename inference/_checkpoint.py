@@ -149,7 +149,8 @@ class Checkpointer:
             raise InputError(
                 path,
                 "",
-                "an unfinished optimisation of this output is here; pass --resume to continue it, or delete it to start over",
+                "an unfinished optimisation of this output is here; pass --resume to continue it, "
+                "or delete it to start over",
             )
 
     def _read(self) -> Saved:
@@ -170,7 +171,8 @@ class Checkpointer:
                     raise DataError(
                         source,
                         "state",
-                        "was written by an earlier version of simjax; delete the checkpoint to start over",
+                        "was written by an earlier version of simjax; delete the checkpoint to "
+                        "start over",
                     )
                 identity = str(f.attrs["identity"])
                 config = f.attrs.get("config", "")
@@ -211,7 +213,8 @@ class Checkpointer:
             raise InputError(
                 source,
                 "config",
-                f"the checkpoint belongs to another optimisation: a different config ({difference}); resume with the same {self.same}, or delete it to start over",
+                "the checkpoint belongs to another optimisation: a different config "
+                f"({difference}); resume with the same {self.same}, or delete it to start over",
             )
         if self.inputs is not None:
             self.inputs.check(attrs, source, "fit")
@@ -219,7 +222,8 @@ class Checkpointer:
             raise InputError(
                 source,
                 "config",
-                "the checkpoint belongs to another optimisation (its data or arguments differ); resume with the same ones, or delete it to start over",
+                "the checkpoint belongs to another optimisation (its data or arguments differ); "
+                "resume with the same ones, or delete it to start over",
             )
         return saved
 

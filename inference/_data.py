@@ -115,7 +115,8 @@ def load_observations(
                 )
                 raise config.error(
                     key,
-                    f"the model has no observable {name!r} (observables: {', '.join(observable_names)}).{did_you_mean(name, observable_names)}",
+                    f"the model has no observable {name!r} (observables: "
+                    f"{', '.join(observable_names)}).{did_you_mean(name, observable_names)}",
                 )
     for name in section.sigma:
         if name not in section.observables:
@@ -140,8 +141,10 @@ def load_observations(
             raise DataError(
                 path,
                 section.time,
-                f"times {float(raw_time[i - 1])!r} and {float(raw_time[i])!r} (index {i}) are the same time {float(time[i])!r} after subtracting "
-                f"data.time_offset = {section.time_offset:g}; expected times that stay apart (a smaller offset)",
+                f"times {float(raw_time[i - 1])!r} and {float(raw_time[i])!r} (index {i}) are the "
+                f"same time {float(time[i])!r} after subtracting "
+                f"data.time_offset = {section.time_offset:g}; expected times that stay apart (a "
+                "smaller offset)",
             )
         values = {}
         for name, dataset in section.observables.items():
@@ -160,7 +163,8 @@ def load_observations(
                 raise DataError(
                     path,
                     dataset,
-                    f"expected values of magnitude at most 1e150, got {float(values[name][huge][0])!r}",
+                    "expected values of magnitude at most 1e150, got "
+                    f"{float(values[name][huge][0])!r}",
                 )
         sigma = {}
         for name, dataset in section.sigma.items():
@@ -177,7 +181,8 @@ def load_observations(
                 raise DataError(
                     path,
                     dataset,
-                    f"shape {s.shape} does not match {section.observables[name]} {values[name].shape}",
+                    f"shape {s.shape} does not match {section.observables[name]} "
+                    f"{values[name].shape}",
                 )
             if np.any(s <= 0):
                 raise DataError(path, dataset, "expected positive standard deviations")
@@ -187,7 +192,8 @@ def load_observations(
                 raise DataError(
                     path,
                     dataset,
-                    f"expected standard deviations between 1e-150 and 1e150, got {s.flat[int(np.argmax(~((square > 0) & np.isfinite(square))))]!r}",
+                    "expected standard deviations between 1e-150 and 1e150, got "
+                    f"{s.flat[int(np.argmax(~((square > 0) & np.isfinite(square))))]!r}",
                 )
             sigma[name] = s
     if not any(np.any(np.isfinite(v)) for v in values.values()):
@@ -253,7 +259,8 @@ def _values(
         raise DataError(
             path,
             name,
-            f"expected shape {(n, *shape)} ({each} per observation time, named by {key}), got shape {v.shape}",
+            f"expected shape {(n, *shape)} ({each} per observation time, named by {key}), got "
+            f"shape {v.shape}",
         )
     if np.any(np.isinf(v)):
         raise DataError(path, name, "expected finite values or NaN for missing ones, got infinity")

@@ -56,13 +56,16 @@ def split_params(
         if key not in parameters:
             raise config.error(
                 f"{where}.{key}",
-                f"the model has no parameter {key!r} (parameters: {', '.join(parameters)}).{did_you_mean(key, parameters)}",
+                f"the model has no parameter {key!r} (parameters: "
+                f"{', '.join(parameters)}).{did_you_mean(key, parameters)}",
             )
         if isinstance(value, str):
             if value not in free:
                 raise config.error(
                     f"{where}.{key}",
-                    f"{value!r} is not a free quantity ({free_key}: {', '.join(free)}); a condition-specific parameter must be listed there.{did_you_mean(value, free)}",
+                    f"{value!r} is not a free quantity ({free_key}: {', '.join(free)}); a "
+                    "condition-specific parameter must be listed "
+                    f"there.{did_you_mean(value, free)}",
                 )
             aliases[key] = value
         else:
@@ -168,7 +171,8 @@ def preequilibration(
         if key not in PREEQUILIBRATION_KEYS:
             raise config.error(
                 f"{where}.{key}",
-                f"unknown key (a preequilibration has {', '.join(PREEQUILIBRATION_KEYS)}).{did_you_mean(key, PREEQUILIBRATION_KEYS)}",
+                "unknown key (a preequilibration has "
+                f"{', '.join(PREEQUILIBRATION_KEYS)}).{did_you_mean(key, PREEQUILIBRATION_KEYS)}",
             )
         if not isinstance(table[key], dict):
             raise config.error(f"{where}.{key}", "expected a table (name = value)")
@@ -179,19 +183,22 @@ def preequilibration(
     ):
         raise config.error(
             where,
-            f"a preequilibration runs an ODE model to steady state; {model.name!r} is not one (or [solver] is not an ODE method of one field)",
+            f"a preequilibration runs an ODE model to steady state; {model.name!r} is not one (or "
+            "[solver] is not an ODE method of one field)",
         )
     if getattr(model, "events", tuple)():
         raise config.error(
             where,
-            "a preequilibration of a model with events is not supported (the steady state ignores them)",
+            "a preequilibration of a model with events is not supported (the steady state ignores "
+            "them)",
         )
     states = list(model.state_names)
     for key, value in table.get("initial", {}).items():
         if key not in states:
             raise config.error(
                 f"{where}.initial.{key}",
-                f"the model has no state {key!r} (states: {', '.join(states)}).{did_you_mean(key, states)}",
+                f"the model has no state {key!r} (states: "
+                f"{', '.join(states)}).{did_you_mean(key, states)}",
             )
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise config.error(f"{where}.initial.{key}", f"expected a number, got {value!r}")
@@ -207,7 +214,8 @@ def preequilibration(
         if key in free:
             raise config.error(
                 f"{where}.params.{key}",
-                f"{key} is free ({free_key}): a preequilibration cannot also fix it; give a free quantity of its own by name",
+                f"{key} is free ({free_key}): a preequilibration cannot also fix it; give a free "
+                "quantity of its own by name",
             )
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise config.error(

@@ -105,7 +105,10 @@ def fit_section(config: Config, without: tuple[str, ...] = ()) -> FitSection:
         key = "fit." + ".".join(str(p) for p in err["loc"] if not str(p).startswith("literal"))
         kind = err["type"]
         if kind == "extra_forbidden":
-            msg = f"unknown key (expected one of: {', '.join(FitSection.model_fields)}).{did_you_mean(err['loc'][-1], FitSection.model_fields)}"
+            msg = (
+                "unknown key (expected one of: "
+                f"{', '.join(FitSection.model_fields)}).{did_you_mean(err['loc'][-1], FitSection.model_fields)}"
+            )
         elif kind == "literal_error":
             msg = f"expected one of {err['ctx']['expected']}, got {err['input']!r}"
         elif kind == "too_short":
@@ -548,7 +551,8 @@ def build_problem(
         if "optimizer" in (config.spec.fit or {}):
             raise config.error(
                 "fit.optimizer",
-                "levenberg_marquardt needs least squares: normal noise with sigmas that no free quantity changes; use bfgs or adam with these noise models",
+                "levenberg_marquardt needs least squares: normal noise with sigmas that no free "
+                "quantity changes; use bfgs or adam with these noise models",
             )
         section = section.model_copy(update={"optimizer": "bfgs"})
         problem = _replace(problem, forward_sensitivity=True)
@@ -558,8 +562,10 @@ def build_problem(
         key = "fit.optimizer" if "optimizer" in (config.spec.fit or {}) else "data.observables"
         raise config.error(
             key,
-            "a model with events is fitted by levenberg_marquardt (normal noise with given sigmas); "
-            "gradients through its event times are forward mode, and bfgs and adam need reverse mode",
+            "a model with events is fitted by levenberg_marquardt (normal noise with given "
+            "sigmas); "
+            "gradients through its event times are forward mode, and bfgs and adam need reverse "
+            "mode",
         )
     return problem, start, obs, section
 
@@ -680,7 +686,8 @@ def make_problem(
             if key not in names:
                 raise config.error(
                     free_key,
-                    f"{name!r}: the model has no initial value {key!r} (initial values: {', '.join(names)}).{did_you_mean(key, names)}",
+                    f"{name!r}: the model has no initial value {key!r} (initial values: "
+                    f"{', '.join(names)}).{did_you_mean(key, names)}",
                 )
             constraint = getattr(model, "initial_constraint", "real")
             value = (
@@ -694,7 +701,8 @@ def make_problem(
             if key not in setup.params:
                 raise config.error(
                     free_key,
-                    f"{name!r}: the model has no parameter {key!r} (parameters: {', '.join(setup.params)}).{did_you_mean(key, setup.params)}",
+                    f"{name!r}: the model has no parameter {key!r} (parameters: "
+                    f"{', '.join(setup.params)}).{did_you_mean(key, setup.params)}",
                 )
             constraint = model.parameter(key).constraint
             value = setup.params[key]
@@ -716,7 +724,8 @@ def make_problem(
             if declared is not None and not declared[0] <= low < high <= declared[1]:
                 raise config.error(
                     f"fit.bounds.{name}",
-                    f"expected bounds within the model's bounds of {name}, [{declared[0]:g}, {declared[1]:g}]; got {pair}",
+                    f"expected bounds within the model's bounds of {name}, [{declared[0]:g}, "
+                    f"{declared[1]:g}]; got {pair}",
                 )
         elif declared is not None:  # the model's own bounds of the parameter
             low, high = declared
@@ -732,7 +741,8 @@ def make_problem(
             allowed = f"({low:g}, {high:g})" if transform == "logistic" else constraint
             raise config.error(
                 where,
-                f"start value {value:g} must lie strictly inside the allowed range of {name} ({allowed})",
+                f"start value {value:g} must lie strictly inside the allowed range of {name} "
+                f"({allowed})",
             )
         free.append(Free(name=name, kind=kind, key=key, transform=transform, low=low, high=high))
         start[name] = jnp.asarray(value, dtype=float)
@@ -753,7 +763,8 @@ def make_problem(
         if loss == "mse":
             raise config.error(
                 "fit.loss",
-                'mse is no likelihood: observables with noise models need loss = "normal" or "lognormal" (the noise model of those that name none)',
+                'mse is no likelihood: observables with noise models need loss = "normal" or '
+                '"lognormal" (the noise model of those that name none)',
             )
         varying = (
             {f.key for f in free if f.kind == "params"}
@@ -934,7 +945,8 @@ def experiment_problems(
         raise InputError(
             "--data",
             str(data),
-            "a config with [[experiments]] names each experiment's file; --data cannot replace them",
+            "a config with [[experiments]] names each experiment's file; --data cannot replace "
+            "them",
         )
     if not experiments:
         raise config.error("experiments", "expected at least one [[experiments]] table")
@@ -968,7 +980,9 @@ def experiment_problems(
             if name in free:
                 raise config.error(
                     f"{where}.params.{name}",
-                    f'{name} is free ({where_free}): an experiment cannot also fix it; name a free quantity of its own (params = {{ {name} = "{name}_{k}" }}) to make it condition-specific',
+                    f"{name} is free ({where_free}): an experiment cannot also fix it; name a free "
+                    f'quantity of its own (params = {{ {name} = "{name}_{k}" }}) to make it '
+                    "condition-specific",
                 )
         pre = experiment.get("preequilibrate")
         pre_condition = {}
@@ -1215,7 +1229,8 @@ def _adam(
         u,
         history,
         False,
-        f"max_steps ({max_steps}) Adam steps taken before the loss and the step came within fit.rtol and fit.atol",
+        f"max_steps ({max_steps}) Adam steps taken before the loss and the step came within "
+        "fit.rtol and fit.atol",
     )
 
 
@@ -1490,7 +1505,8 @@ def fit_warnings(free: list[Free], estimate: dict[str, float], covariance: np.nd
                 at_bound.append(f"{f.name} = {value:.6g} in [{f.low:g}, {f.high:g}]")
     if at_bound:
         out.append(
-            f"warning: at a bound: {', '.join(at_bound)}; the best fit may lie beyond it: widen [fit] bounds if the model allows, "
+            f"warning: at a bound: {', '.join(at_bound)}; the best fit may lie beyond it: widen "
+            "[fit] bounds if the model allows, "
             "or fix the quantity; its standard error assumes an interior optimum"
         )
     names = [f.name for f in free]
@@ -1501,7 +1517,8 @@ def fit_warnings(free: list[Free], estimate: dict[str, float], covariance: np.nd
     if cov.size and (not np.all(np.isfinite(cov)) or not np.all(variance > 0)):
         why = "not finite" if not np.all(np.isfinite(cov)) else "a variance that is not positive"
         out.append(
-            f"warning: the covariance of the estimates is singular ({why}): the data do not determine every free quantity; "
+            f"warning: the covariance of the estimates is singular ({why}): the data do not "
+            "determine every free quantity; "
             "fix some, add data, or look at their profiles (sim profile)"
         )
     elif cov.size:
@@ -1511,8 +1528,10 @@ def fit_warnings(free: list[Free], estimate: dict[str, float], covariance: np.nd
             weights = np.abs(vectors[:, 0])
             involved = [names[i] for i in np.argsort(-weights) if weights[i] > 0.1]
             out.append(
-                f"warning: the covariance of the estimates is singular: the data do not determine a combination of {', '.join(involved)} "
-                "(their standard errors mean nothing); fix one of them, add data, or look at their profiles (sim profile)"
+                "warning: the covariance of the estimates is singular: the data do not determine "
+                f"a combination of {', '.join(involved)} "
+                "(their standard errors mean nothing); fix one of them, add data, or look at their "
+                "profiles (sim profile)"
             )
     return out
 
@@ -1808,15 +1827,19 @@ def _fit(
     if (no_likelihood or not np.isfinite(objective)) and not solved(x, predicted):
         at = ", ".join(f"{n} = {float(v):.6g}" for n, v in x.items())
         raise sim.SimulationError(
-            f"{config.path}: the model's solve fails where the fit ended ({at}): its prediction at the observation times is "
-            "not finite; start the fit where the model can be solved ([params], [initial]), or narrow [fit] bounds; nothing written"
+            f"{config.path}: the model's solve fails where the fit ended ({at}): its prediction at "
+            "the observation times is "
+            "not finite; start the fit where the model can be solved ([params], [initial]), or "
+            "narrow [fit] bounds; nothing written"
         )
     safe()
     if not (no_likelihood or np.isfinite(objective)):
         # (the optimiser only saw a large stand-in residual where the likelihood has none)
         raise sim.SimulationError(
-            f"{config.path}: the fit ended where the negative log-likelihood is not finite ({objective}): a sigma that is not "
-            "positive at some observation, or a prediction that its noise model cannot take (a log of a value <= 0); nothing written"
+            f"{config.path}: the fit ended where the negative log-likelihood is not finite "
+            f"({objective}): a sigma that is not "
+            "positive at some observation, or a prediction that its noise model cannot take (a log "
+            "of a value <= 0); nothing written"
         )
     starts_objective = (
         np.array([likelihood({n: jnp.asarray(v) for n, v in e[2].items()}) for e in ends])
@@ -2152,7 +2175,10 @@ def _adam_starts(
     max_steps = section.max_steps or 1000
     opt = optax.adam(section.learning_rate)
     opt_state = jax.vmap(opt.init)(u)
-    stopped = f"max_steps ({max_steps}) Adam steps taken before the loss and the step came within fit.rtol and fit.atol"
+    stopped = (
+        f"max_steps ({max_steps}) Adam steps taken before the loss and the step came within "
+        "fit.rtol and fit.atol"
+    )
     lanes = Lanes(len(u[next(iter(u))]), max_steps + 1, ("converged", stopped))
     done_rounds, (u, opt_state, saved) = _restored_round(
         ck, first, count, (u, opt_state, lanes.state())
@@ -2210,7 +2236,8 @@ def _worker_problem(
         raise DataError(
             where,
             "",
-            "the observations the Dask worker reads differ from those the fit was started with (every worker must see the same files)",
+            "the observations the Dask worker reads differ from those the fit was started with "
+            "(every worker must see the same files)",
         )
     return problem, section
 

@@ -242,7 +242,8 @@ def _read_target(config: Config, data: str | Path | None, spec: RdfSpec) -> tupl
         if key not in DATA_KEYS:
             raise config.error(
                 f"data.{key}",
-                f"is not a key of a g(r) fit's [data] (keys: {', '.join(DATA_KEYS)}; a fit to time series names data.time)",
+                f"is not a key of a g(r) fit's [data] (keys: {', '.join(DATA_KEYS)}; a fit to time "
+                "series names data.time)",
             )
     for key in DATA_KEYS:
         if key in section and not isinstance(section[key], str):
@@ -286,8 +287,10 @@ def _read_target(config: Config, data: str | Path | None, spec: RdfSpec) -> tupl
         raise DataError(
             path,
             r_name,
-            f"the target's r grid ({r.size} values, {np.min(r) if r.size else float('nan'):.6g} .. {np.max(r) if r.size else float('nan'):.6g}) "
-            f"differs from the bin centres of [rdf] ({spec.bins} bins up to r_max = {spec.r_max:g}); give the same r_max and bins",
+            f"the target's r grid ({r.size} values, {np.min(r) if r.size else float('nan'):.6g} .. "
+            f"{np.max(r) if r.size else float('nan'):.6g}) "
+            f"differs from the bin centres of [rdf] ({spec.bins} bins up to r_max = "
+            f"{spec.r_max:g}); give the same r_max and bins",
         )
     if width is not None:
         try:
@@ -296,13 +299,15 @@ def _read_target(config: Config, data: str | Path | None, spec: RdfSpec) -> tupl
             raise DataError(
                 path,
                 name,
-                f"its width attribute is {width!r}; expected a number (the kernel width `sim run` writes)",
+                f"its width attribute is {width!r}; expected a number (the kernel width `sim run` "
+                "writes)",
             ) from None
     if width is not None and not np.isclose(width, spec.width, rtol=1e-9, atol=1e-12 * spec.r_max):
         raise DataError(
             path,
             name,
-            f"the target g(r) was smoothed with a kernel width of {width:.6g}, [rdf] width is {spec.width:.6g}; "
+            f"the target g(r) was smoothed with a kernel width of {width:.6g}, [rdf] width is "
+            f"{spec.width:.6g}; "
             "give the same width (a g(r) smoothed otherwise is not comparable bin by bin)",
         )
     pairs = len(spec.pairs)
@@ -321,7 +326,8 @@ def _read_target(config: Config, data: str | Path | None, spec: RdfSpec) -> tupl
         raise DataError(
             path,
             name,
-            f"expected g(r) of shape {shape} (or one row per frame of it, {('T', *shape)}), got {g.shape}",
+            f"expected g(r) of shape {shape} (or one row per frame of it, {('T', *shape)}), got "
+            f"{g.shape}",
         )
     if not np.all(np.isfinite(g)):
         raise DataError(path, name, "the target g(r) has NaN or infinite values")
@@ -329,14 +335,16 @@ def _read_target(config: Config, data: str | Path | None, spec: RdfSpec) -> tupl
         raise DataError(
             path,
             name,
-            f"the target g(r) has negative values (down to {np.min(g):.6g}); a g(r) is a ratio of densities, >= 0",
+            f"the target g(r) has negative values (down to {np.min(g):.6g}); a g(r) is a ratio of "
+            "densities, >= 0",
         )
     with np.errstate(over="ignore"):
         if not np.isfinite(np.sum(np.square(g))):
             raise DataError(
                 path,
                 name,
-                f"the target g(r) has values up to {np.max(g):.6g}, too large for the fit's sum of squared differences",
+                f"the target g(r) has values up to {np.max(g):.6g}, too large for the fit's sum of "
+                "squared differences",
             )
     return path, g.reshape(pairs, spec.bins)
 
@@ -483,7 +491,8 @@ def rdf_problem(config: Config, data: str | Path | None = None) -> RdfProblem:
     ):
         raise config.error(
             "fit.replicas",
-            f"expected a whole number from 1 to {MAX_REPLICAS} (copies of the system run per step), got {replicas!r}",
+            f"expected a whole number from 1 to {MAX_REPLICAS} (copies of the system run per "
+            f"step), got {replicas!r}",
         )
     section = fit_section(config, without=("replicas",))
     s = sim.setup(config)
@@ -492,7 +501,8 @@ def rdf_problem(config: Config, data: str | Path | None = None) -> RdfProblem:
         key = "solver.barostat" if "barostat" in solver else "solver.method"
         raise config.error(
             key,
-            'a g(r) fit reweights frames of the canonical ensemble: use method = "langevin" or "nose_hoover" without a barostat',
+            'a g(r) fit reweights frames of the canonical ensemble: use method = "langevin" or '
+            '"nose_hoover" without a barostat',
         )
     spec = RdfSpec(**s.resolved["rdf"], n_species=s.model.n_species)
     path, target = _read_target(config, data, spec)
@@ -543,8 +553,10 @@ def fit_rdf(
     if progress:
         copies = f" ({problem.replicas} runs pooled)" if problem.replicas > 1 else ""
         print(
-            f"g(r) fit of {', '.join(f.name for f in free)}: each step's {frames} frames{copies} reweighted "
-            "(Boltzmann weights at trial parameters) for the gradient, not differentiated through the trajectory",
+            f"g(r) fit of {', '.join(f.name for f in free)}: each step's {frames} frames{copies} "
+            "reweighted "
+            "(Boltzmann weights at trial parameters) for the gradient, not differentiated through "
+            "the trajectory",
             file=sys.stderr,
         )
     run = problem.run
@@ -589,25 +601,31 @@ def fit_rdf(
                 aims.append(np.full(len(u), np.nan))
                 ess_trail.append(float("nan"))
                 bar.advance()
-                message = f"stopped at run {k + 1}: its g(r) or its energies are not finite; the estimate is from the runs before it"
+                message = (
+                    f"stopped at run {k + 1}: its g(r) or its energies are not finite; the "
+                    "estimate is from the runs before it"
+                )
                 break
             aims.append(np.asarray(base[0] + step, dtype=float))
             ess_trail.append(float(_residuals(base[4], jnp.asarray(base[0] + step), target_j)[1]))
             change = float(np.max(np.abs(newton)))
             bar.advance()
             bar.describe(
-                f"fit g(r): run {k + 1}, loss {loss:.6g} +- {loss_se:.2g}, step {float(np.max(np.abs(step))):.3g}"
+                f"fit g(r): run {k + 1}, loss {loss:.6g} +- {loss_se:.2g}, step "
+                f"{float(np.max(np.abs(step))):.3g}"
             )
             if change <= rtol:
                 converged, message = (
                     True,
-                    f"converged: the Gauss-Newton step from the base run changes no parameter by more than {rtol:g} (relative)",
+                    "converged: the Gauss-Newton step from the base run changes no parameter by "
+                    f"more than {rtol:g} (relative)",
                 )
                 break
             if np.all(np.abs(newton) <= SIGNIFICANT * newton_se):
                 converged, message = (
                     True,
-                    f"converged: the Gauss-Newton step from the base run is within {SIGNIFICANT:g} standard errors of its noise for every parameter",
+                    f"converged: the Gauss-Newton step from the base run is within {SIGNIFICANT:g} "
+                    "standard errors of its noise for every parameter",
                 )
                 break
             u = base[0] + step
@@ -669,7 +687,8 @@ def fit_rdf(
         warnings=[]
         if converged
         else [
-            f"warning: the g(r) fit {message}; raise fit.max_steps, or run longer for a less noisy average"
+            f"warning: the g(r) fit {message}; raise fit.max_steps, or run longer for a less noisy "
+            "average"
         ],
     )
     if progress:

@@ -49,13 +49,15 @@ def spread_check(starts: int, devices: int | None, scheduler: str | None) -> int
             raise InputError(
                 "--scheduler",
                 scheduler,
-                "spreads the starts of a multistart fit over a cluster, and this fit has one start (ask for more: [fit] starts = N, or --starts N for a PEtab problem)",
+                "spreads the starts of a multistart fit over a cluster, and this fit has one start "
+                "(ask for more: [fit] starts = N, or --starts N for a PEtab problem)",
             )
         if devices is not None and devices > 1:
             raise InputError(
                 "--devices",
                 str(devices),
-                "spreads the starts of a multistart fit over devices, and this fit has one start (ask for more: [fit] starts = N, or --starts N for a PEtab problem)",
+                "spreads the starts of a multistart fit over devices, and this fit has one start "
+                "(ask for more: [fit] starts = N, or --starts N for a PEtab problem)",
             )
         return 1
     return count

@@ -127,7 +127,8 @@ def observable_specs(
             if k not in OBSERVABLE_KEYS:
                 raise config.error(
                     f"{key}.{k}",
-                    f"unknown key (an observable has {', '.join(OBSERVABLE_KEYS)}).{did_you_mean(k, OBSERVABLE_KEYS)}",
+                    "unknown key (an observable has "
+                    f"{', '.join(OBSERVABLE_KEYS)}).{did_you_mean(k, OBSERVABLE_KEYS)}",
                 )
         if not isinstance(entry.get("path"), str):
             raise config.error(f"{key}.path", 'required: the dataset of the observed values ("/y")')
@@ -140,7 +141,8 @@ def observable_specs(
         if noise is not None and noise not in NOISE_MODELS:
             raise config.error(
                 f"{key}.noise",
-                f"unknown noise model {noise!r} (noise models: {', '.join(NOISE_MODELS)}).{did_you_mean(noise, NOISE_MODELS)}",
+                f"unknown noise model {noise!r} (noise models: "
+                f"{', '.join(NOISE_MODELS)}).{did_you_mean(noise, NOISE_MODELS)}",
             )
         sigma, sigma_key = entry.get("sigma"), f"{key}.sigma"
         if name in sigmas:
@@ -152,7 +154,8 @@ def observable_specs(
         if isinstance(sigma, bool) or not (sigma is None or isinstance(sigma, (str, int, float))):
             raise config.error(
                 sigma_key,
-                f'expected a dataset path ("/sigma"), a number, a formula or the name of a free quantity, got {sigma!r}',
+                'expected a dataset path ("/sigma"), a number, a formula or the name of a free '
+                f"quantity, got {sigma!r}",
             )
         if isinstance(sigma, (int, float)):
             if not (math.isfinite(sigma) and sigma > 0):
@@ -217,7 +220,8 @@ def formula_names(
             if _NAME.match(text) and text not in known:
                 raise config.error(
                     f"{spec.key}.sigma",
-                    f"{text!r} is neither a free quantity ({free_key}: {', '.join(free)}) nor a parameter or observable of the model; "
+                    f"{text!r} is neither a free quantity ({free_key}: {', '.join(free)}) nor a "
+                    "parameter or observable of the model; "
                     f"list it in {free_key} to estimate it.{did_you_mean(text, known)}",
                 )
             used["sigma"] |= _parse(config, f"{spec.key}.sigma", text, known).names
@@ -313,7 +317,8 @@ class Observation(eqx.Module):
                 ).ravel()[i]
                 raise config.error(
                     f"{o.key}.sigma",
-                    f"the noise formula {o.sigma_formula.text!r} must be positive at every observation, but is {value:g} at t = {t:g} "
+                    f"the noise formula {o.sigma_formula.text!r} must be positive at every "
+                    f"observation, but is {value:g} at t = {t:g} "
                     f"(observation {i}) {where}",
                 )
 
@@ -400,14 +405,16 @@ def build_observation(
             if spec.name not in model_observables:
                 raise config.error(
                     spec.key,
-                    f"the model has no observable {spec.name!r} (observables: {', '.join(model_observables)}); give a formula to observe something else."
+                    f"the model has no observable {spec.name!r} (observables: "
+                    f"{', '.join(model_observables)}); give a formula to observe something else."
                     f"{did_you_mean(spec.name, model_observables)}",
                 )
             outputs.append(spec.name)
         if spec.sigma is None:
             raise config.error(
                 f"{spec.key}.sigma",
-                'required with observation models: a dataset ("/sigma"), a number, a formula or a free quantity',
+                'required with observation models: a dataset ("/sigma"), a number, a formula or a '
+                "free quantity",
             )
         sigma_formula, sigma = None, None
         if isinstance(spec.sigma, float):

@@ -237,7 +237,8 @@ class _Sources:
             except ValueError:
                 if text not in self.index:
                     raise PetabError(
-                        f"{where}: {text!r} is neither a number nor a parameter of the parameter table"
+                        f"{where}: {text!r} is neither a number nor a parameter of the parameter "
+                        "table"
                     ) from None
                 self.used.add(text)
                 return self.index[text]
@@ -374,15 +375,18 @@ def _prior_of(row, where: str, scale: str) -> tuple[str, tuple[float, ...]]:
         a, b = (float(v) for v in str(text).split(";"))
     except (TypeError, ValueError):
         raise PetabError(
-            f"{where}, column objectivePriorParameters: expected two numbers separated by ';', got {text!r}"
+            f"{where}, column objectivePriorParameters: expected two numbers separated by ';', got "
+            f"{text!r}"
         ) from None
     if kind != "uniform" and kind != "parameterScaleUniform" and not b > 0:
         raise PetabError(
-            f"{where}, column objectivePriorParameters: the scale of a {kind} prior must be positive, got {b!r}"
+            f"{where}, column objectivePriorParameters: the scale of a {kind} prior must be "
+            f"positive, got {b!r}"
         )
     if kind.endswith("niform") and not b > a:
         raise PetabError(
-            f"{where}, column objectivePriorParameters: a uniform prior needs lower < upper, got {text!r}"
+            f"{where}, column objectivePriorParameters: a uniform prior needs lower < upper, got "
+            f"{text!r}"
         )
     return kind, (a, b)
 
@@ -442,7 +446,8 @@ def load_petab(
         scale = str(row.get("parameterScale", "lin"))
         if scale not in SCALES:
             raise PetabError(
-                f"{where}, column parameterScale: expected one of {', '.join(SCALES)}, got {scale!r}"
+                f"{where}, column parameterScale: expected one of {', '.join(SCALES)}, got "
+                f"{scale!r}"
             )
         values = {}
         for column in ("lowerBound", "upperBound", "nominalValue"):
@@ -488,13 +493,16 @@ def load_petab(
             and column not in model.species_compartments
         ):
             raise PetabError(
-                f"{path.name}: condition table, column {column!r}: no parameter, compartment or species of the model {model.name!r}"
+                f"{path.name}: condition table, column {column!r}: no parameter, compartment or "
+                f"species of the model {model.name!r}"
             )
         if column not in model_params and column not in states:
             # (a species the model computes from others at the start: setting it would
             # change nothing, silently)
             raise PetabError(
-                f"{path.name}: condition table, column {column!r}: the model {model.name!r} computes this species from other values and keeps it constant; a condition cannot set it"
+                f"{path.name}: condition table, column {column!r}: the model {model.name!r} "
+                "computes this species from other values and keeps it constant; a condition "
+                "cannot set it"
             )
 
     def condition(cid: str, role: str, row_where: str) -> tuple[dict[str, int], dict[str, int]]:
@@ -553,11 +561,13 @@ def load_petab(
                 raise PetabError(f"{where}, column {column}: {what}, got {row[column]!r}")
         if times[i] < 0:
             raise PetabError(
-                f"{where}, column time: expected a time >= 0 (simulations start at 0), got {times[i]!r}"
+                f"{where}, column time: expected a time >= 0 (simulations start at 0), got "
+                f"{times[i]!r}"
             )
         if str(row["observableId"]) not in problem.observable_df.index:
             raise PetabError(
-                f"{where}, column observableId: no observable {row['observableId']!r} in the observable table"
+                f"{where}, column observableId: no observable {row['observableId']!r} in the "
+                "observable table"
             )
 
     groups = len(keys)
@@ -616,11 +626,13 @@ def load_petab(
         )
         if transformation not in TRANSFORMATIONS:
             raise PetabError(
-                f"{where}, column observableTransformation: expected one of {', '.join(TRANSFORMATIONS)}, got {transformation!r}"
+                f"{where}, column observableTransformation: expected one of "
+                f"{', '.join(TRANSFORMATIONS)}, got {transformation!r}"
             )
         if distribution not in DISTRIBUTIONS:
             raise PetabError(
-                f"{where}, column noiseDistribution: expected one of {', '.join(DISTRIBUTIONS)}, got {distribution!r}"
+                f"{where}, column noiseDistribution: expected one of {', '.join(DISTRIBUTIONS)}, "
+                f"got {distribution!r}"
             )
         fns = {}
         placeholders: dict[str, np.ndarray] = {}
@@ -633,7 +645,8 @@ def load_petab(
                 expr = sympify_petab(text) if isinstance(text, str) else sp.Float(float(text))
             except Exception as e:
                 raise PetabError(
-                    f"{where}, column {column}: cannot be read: {str(e).splitlines()[0] if str(e) else type(e).__name__}"
+                    f"{where}, column {column}: cannot be read: "
+                    f"{str(e).splitlines()[0] if str(e) else type(e).__name__}"
                 ) from None
             if (
                 column == "noiseFormula"
@@ -641,7 +654,8 @@ def load_petab(
                 and not (expr.is_real and math.isfinite(float(expr)) and float(expr) > 0)
             ):
                 raise PetabError(
-                    f"{where}, column noiseFormula: a sigma that is a number must be a positive finite standard deviation, got {text!r}"
+                    f"{where}, column noiseFormula: a sigma that is a number must be a positive "
+                    f"finite standard deviation, got {text!r}"
                 )
             fn, names = _compile(expr, f"{where}, column {column}")
             fns[column] = fn
@@ -650,7 +664,8 @@ def load_petab(
             for name in names:
                 if name not in model_ids and name not in sources.index and name not in wanted:
                     raise PetabError(
-                        f"{where}, column {column}: {name!r} is no id of the model, parameter of the parameter table or {prefix} of {oid!r}"
+                        f"{where}, column {column}: {name!r} is no id of the model, parameter of "
+                        f"the parameter table or {prefix} of {oid!r}"
                     )
             for name in wanted:
                 placeholders[name] = np.zeros(rows.size, dtype=int)
@@ -659,7 +674,9 @@ def load_petab(
                 values = [] if _missing(cell) else str(cell).split(";")
                 if len(values) != len(wanted):
                     raise PetabError(
-                        f"{path.name}: measurement table, row {i + 1}, column {table_column}: observable {oid!r} needs {len(wanted)} value(s) ({', '.join(wanted) or 'none'}), got {len(values)}"
+                        f"{path.name}: measurement table, row {i + 1}, column {table_column}: "
+                        f"observable {oid!r} needs {len(wanted)} value(s) "
+                        f"({', '.join(wanted) or 'none'}), got {len(values)}"
                     )
                 for name, value in zip(wanted, values, strict=False):
                     cell_where = (
@@ -676,7 +693,8 @@ def load_petab(
                         and not sources.constants[placeholders[name][k] - len(sources.index)] > 0
                     ):
                         raise PetabError(
-                            f"{cell_where}: a noise parameter that is sigma itself must be positive, got {value!r}"
+                            f"{cell_where}: a noise parameter that is sigma itself must be "
+                            f"positive, got {value!r}"
                         )
                     fixed = (
                         parameters[placeholders[name][k]]
@@ -691,7 +709,9 @@ def load_petab(
                         and not fixed.nominal > 0
                     ):
                         raise PetabError(
-                            f"{cell_where}: a noise parameter that is sigma itself must be positive; the fixed parameter {fixed.id!r} has the nominal value {fixed.nominal!r}"
+                            f"{cell_where}: a noise parameter that is sigma itself must be "
+                            f"positive; the fixed parameter {fixed.id!r} has the nominal value "
+                            f"{fixed.nominal!r}"
                         )
         observables.append(
             _Observable(
@@ -707,13 +727,16 @@ def load_petab(
         if transformation != "lin" and np.any(measured[rows] <= 0):
             i = rows[np.argmax(measured[rows] <= 0)]
             raise PetabError(
-                f"{path.name}: measurement table, row {i + 1}, column measurement: a {transformation}-transformed observable needs a positive measurement, got {measured[i]!r}"
+                f"{path.name}: measurement table, row {i + 1}, column measurement: a "
+                f"{transformation}-transformed observable needs a positive measurement, got "
+                f"{measured[i]!r}"
             )
 
     for p in parameters:
         if p.id not in model_params and p.id not in sources.used:
             raise PetabError(
-                f"{path.name}: parameter table, row {p.id!r}: no parameter of the model {model.name!r}, and no condition, formula or measurement uses it"
+                f"{path.name}: parameter table, row {p.id!r}: no parameter of the model "
+                f"{model.name!r}, and no condition, formula or measurement uses it"
             )
     lint(path, problem, files)  # (the library's own checks, after ours: they name rows and columns)
 
@@ -945,7 +968,8 @@ def fit_petab(
         raise InputError(
             "--resume",
             "",
-            "an evaluation (--evaluate) keeps no checkpoint: there is nothing to resume; run it without --resume",
+            "an evaluation (--evaluate) keeps no checkpoint: there is nothing to resume; run it "
+            "without --resume",
         )
     output = check_output_path(output, inputs=problem_files(problem.path))
     with exclusive(output):
@@ -981,7 +1005,8 @@ def _check_starts_memory(problem: PetabProblem, starts: int) -> None:
     measurements = sum(o.rows.size for o in problem.observables)
     problem_text = memory_problem(
         8 * starts * (4 * len(problem.estimated) + 1 + measurements),
-        f"{starts:,} starts of {len(problem.estimated)} parameters and {measurements:,} measurements",
+        f"{starts:,} starts of {len(problem.estimated)} parameters and {measurements:,} "
+        "measurements",
     )
     if problem_text:
         raise InputError("--starts", "", f"{problem_text}; expected fewer starts")
@@ -1049,7 +1074,8 @@ def _fit_petab(
     if not (np.all(np.isfinite(lower)) and np.all(np.isfinite(upper))):
         bad = names[int(np.argmax(~(np.isfinite(lower) & np.isfinite(upper))))]
         raise PetabError(
-            f"{problem.path.name}: parameter table, row {bad!r}: an estimated parameter needs finite bounds (on its scale) to be fitted"
+            f"{problem.path.name}: parameter table, row {bad!r}: an estimated parameter needs "
+            "finite bounds (on its scale) to be fitted"
         )
     points = (
         qmc.scale(qmc.LatinHypercube(d=len(names), seed=seed).random(max(starts, 1)), lower, upper)
@@ -1084,7 +1110,10 @@ def _fit_petab(
     )
     estimates = {n: np.array([linear(x)[n] for x in ends]) for n in names}
     reached = int(np.sum(objectives <= objectives[best] + SAME_OPTIMUM))
-    message = f"best of {len(points)} start(s) ({reached} within {SAME_OPTIMUM} of it): {'converged' if success[best] else 'stopped before convergence'}"
+    message = (
+        f"best of {len(points)} start(s) ({reached} within {SAME_OPTIMUM} of it): "
+        f"{'converged' if success[best] else 'stopped before convergence'}"
+    )
     return PetabFit(
         str(problem.path),
         problem.model.name,
@@ -1103,8 +1132,10 @@ def _finite(problem: PetabProblem, objective: float, where: str) -> float:
     claims a result that is not one."""
     if not math.isfinite(objective):
         raise sim.SimulationError(
-            f"{problem.path.name}: the objective is not finite {where} ({objective}): a simulation failed, a noise formula "
-            "is not positive, or a prediction is one its noise model cannot take (a log of a value <= 0); nothing written"
+            f"{problem.path.name}: the objective is not finite {where} ({objective}): a simulation "
+            "failed, a noise formula "
+            "is not positive, or a prediction is one its noise model cannot take (a log of a value "
+            "<= 0); nothing written"
         )
     return objective
 
@@ -1204,7 +1235,8 @@ def fit_block(
     """
     if files_digest(path, allow_outside) != digest:
         raise PetabError(
-            f"{path}: the problem's files on the Dask worker differ from those the fit was started with (every worker must see the same files)"
+            f"{path}: the problem's files on the Dask worker differ from those the fit was started "
+            "with (every worker must see the same files)"
         )
     problem, value_and_grad = _worker_problem(path, digest, solver, allow_outside)
     lower, upper = problem.bounds()
@@ -1527,7 +1559,8 @@ class StartLog:
             raise DataError(
                 self.ck.path,
                 "state",
-                "holds evaluations that do not add up to its starts'; the checkpoint is damaged: delete it to start over",
+                "holds evaluations that do not add up to its starts'; the checkpoint is damaged: "
+                "delete it to start over",
             )
         self.done, self.ends, self.values, self.success = (
             done.copy(),

@@ -72,9 +72,16 @@ class Heartbeat:
         if self.running and count and now - self.last >= self.every:
             self.last = now
             each = (now - self.start) / max(count, 1)
-            line = f"NUTS: {count:,} evaluations of the likelihood and its gradient per chain in {now - self.start:.0f} s ({each:.2g} s each; a step takes 1 to 1023)"
+            line = (
+                f"NUTS: {count:,} evaluations of the likelihood and its gradient per chain in "
+                f"{now - self.start:.0f} s ({each:.2g} s each; a step takes 1 to 1023)"
+            )
             if self.steps:
-                line += f"; at this rate the {self.steps:,} steps take {_duration(7 * self.steps * each)} to {_duration(63 * self.steps * each)} at 7 to 63 evaluations a step"
+                line += (
+                    f"; at this rate the {self.steps:,} steps take "
+                    f"{_duration(7 * self.steps * each)} to {_duration(63 * self.steps * each)} at "
+                    "7 to 63 evaluations a step"
+                )
             self.log(line)
 
 

@@ -92,12 +92,14 @@ def read_spec(path: Path) -> dict:
         ) from None
     if not isinstance(spec, dict):
         raise PetabError(
-            f"{path}: not a readable PEtab problem: expected a YAML mapping with format_version, parameter_file and problems, got {type(spec).__name__}"
+            f"{path}: not a readable PEtab problem: expected a YAML mapping with format_version, "
+            f"parameter_file and problems, got {type(spec).__name__}"
         )
     spec = {"format_version": 1, **spec}  # (files without one have been read as version 1)
     if str(spec["format_version"]).split(".")[0] != "1":
         raise PetabError(
-            f"{path}: format_version {spec['format_version']!r}: only PEtab format version 1 is supported"
+            f"{path}: format_version {spec['format_version']!r}: only PEtab format version 1 is "
+            "supported"
         )
     _check_schema(path, spec)
     problems = spec["problems"]
@@ -126,7 +128,9 @@ def _check_schema(path: Path, spec: dict) -> None:
             names = ", ".join(repr(_key_path([*e.absolute_path, k])) for k in missing)
             meant = "; ".join(f"{k}: {KEYS[k]}" for k in missing if k in KEYS)
             raise PetabError(
-                f"{path}: not a readable PEtab problem: the key{'s' if len(missing) > 1 else ''} {names} {'are' if len(missing) > 1 else 'is'} missing ({meant or 'the format requires it'})"
+                f"{path}: not a readable PEtab problem: the key{'s' if len(missing) > 1 else ''} "
+                f"{names} {'are' if len(missing) > 1 else 'is'} missing "
+                f"({meant or 'the format requires it'})"
             ) from None
         raise PetabError(f"{path}: {key or 'the file'}: {e.message}") from None
 
@@ -183,8 +187,10 @@ def confined(path: Path, spec: dict, allow_outside: bool = False) -> list[tuple[
         if not target.is_relative_to(folder):
             name = file.relative_to(path.parent) if file.is_relative_to(path.parent) else file
             raise PetabError(
-                f"{path}: {key}: {str(name)!r} lies outside the problem's folder {str(folder)!r} (at {str(target)!r}); "
-                f"a PEtab problem may only name files inside its own folder: pass {OUTSIDE_FLAG} to read it anyway"
+                f"{path}: {key}: {str(name)!r} lies outside the problem's folder {str(folder)!r} "
+                f"(at {str(target)!r}); "
+                f"a PEtab problem may only name files inside its own folder: pass {OUTSIDE_FLAG} "
+                "to read it anyway"
             )
     return files
 
@@ -205,7 +211,8 @@ def check_headers(path: Path, files: list[tuple[str, str, Path]]) -> None:
         if not file.is_file():
             what = "is a folder" if file.is_dir() else "no such file"
             raise PetabError(
-                f"{path}: {key_path}: {str(file)!r}: {what}; expected a {tables[key][0] + ' table' if key in tables else 'SBML model'}"
+                f"{path}: {key_path}: {str(file)!r}: {what}; expected a "
+                f"{tables[key][0] + ' table' if key in tables else 'SBML model'}"
             )
         if key not in tables:
             continue
@@ -215,12 +222,14 @@ def check_headers(path: Path, files: list[tuple[str, str, Path]]) -> None:
         except Exception as e:  # (pandas reports an unreadable table in many ways)
             reason = str(e).splitlines()[0] if str(e) else type(e).__name__
             raise PetabError(
-                f"{file}: not a readable PEtab {kind} table (tab-separated, a header of column names): {reason}"
+                f"{file}: not a readable PEtab {kind} table (tab-separated, a header of column "
+                f"names): {reason}"
             ) from None
         for column in required:
             if column not in columns:
                 raise PetabError(
-                    f"{file}: column {column!r} missing (a PEtab {kind} table needs the columns {', '.join(required)}){_meant(column, columns, known)}"
+                    f"{file}: column {column!r} missing (a PEtab {kind} table needs the columns "
+                    f"{', '.join(required)}){_meant(column, columns, known)}"
                 )
 
 

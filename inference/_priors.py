@@ -43,7 +43,8 @@ def check_prior(config: Config, key: str, spec: Any) -> dict[str, Any]:
     if name not in _SPECS:
         raise config.error(
             f"{key}.dist",
-            f"unknown distribution {name!r} (distributions: {', '.join(DISTRIBUTIONS)}).{did_you_mean(name, DISTRIBUTIONS)}",
+            f"unknown distribution {name!r} (distributions: "
+            f"{', '.join(DISTRIBUTIONS)}).{did_you_mean(name, DISTRIBUTIONS)}",
         )
     required, optional, positive = _SPECS[name]
     allowed = required + tuple(optional)
@@ -125,7 +126,8 @@ def support_conflict(
     if max(s_low, a_low) < min(s_high, a_high):
         return None
     return (
-        f"a {spec['dist']} prior on [{s_low:g}, {s_high:g}] leaves no valid value: {name} must be {what}, "
+        f"a {spec['dist']} prior on [{s_low:g}, {s_high:g}] leaves no valid value: {name} must be "
+        f"{what}, "
         "so the chains have no valid start; give a prior whose support overlaps that range"
     )
 

@@ -149,14 +149,16 @@ def load_trajectories(
             raise DataError(
                 path,
                 time,
-                f"save times must be finite; entry {int(np.argmin(np.isfinite(t)))} is {t[~np.isfinite(t)][0]}",
+                f"save times must be finite; entry {int(np.argmin(np.isfinite(t)))} is "
+                f"{t[~np.isfinite(t)][0]}",
             )
         if not np.all(np.diff(t) > 0):
             i = int(np.argmin(np.diff(t) > 0))
             raise DataError(
                 path,
                 time,
-                f"save times must be strictly increasing; entries {i} and {i + 1} are {t[i]} and {t[i + 1]}",
+                f"save times must be strictly increasing; entries {i} and {i + 1} are {t[i]} and "
+                f"{t[i + 1]}",
             )
         columns = []
         batch = None
@@ -169,7 +171,8 @@ def load_trajectories(
                 raise DataError(
                     path,
                     key,
-                    f"expected shape [B, {t.shape[0]}] or [{t.shape[0]}] (one value per save time in {time}), got {v.shape[-2:] if v.ndim > 2 else v.shape}",
+                    f"expected shape [B, {t.shape[0]}] or [{t.shape[0]}] (one value per save time "
+                    f"in {time}), got {v.shape[-2:] if v.ndim > 2 else v.shape}",
                 )
             if batch is not None and v.shape[0] != batch[1]:
                 raise DataError(
@@ -180,7 +183,8 @@ def load_trajectories(
                 raise DataError(
                     path,
                     key,
-                    f"values must be finite (every state is needed to start a window); trajectory {b}, time index {j} is {v[b, j]}",
+                    "values must be finite (every state is needed to start a window); trajectory "
+                    f"{b}, time index {j} is {v[b, j]}",
                 )
             batch = batch or (key, v.shape[0])
             columns.append(v)
@@ -348,17 +352,20 @@ class Trainer(eqx.Module):
                 if name not in model.parameter_names:
                     raise ValueError(
                         f"free: model {model.name!r} has no parameter {name!r} "
-                        f"(parameters: {', '.join(model.parameter_names)}).{did_you_mean(name, model.parameter_names)}"
+                        "(parameters: "
+                        f"{', '.join(model.parameter_names)}).{did_you_mean(name, model.parameter_names)}"
                     )
             if not free:
                 raise ValueError("free is empty: name at least one parameter to train")
         if batch not in BATCHES:
             raise ValueError(
-                f"batch must be one of {', '.join(map(repr, BATCHES))} (how a minibatch of windows is solved), got {batch!r}"
+                f"batch must be one of {', '.join(map(repr, BATCHES))} (how a minibatch of windows "
+                f"is solved), got {batch!r}"
             )
         if batch == "system" and model.events():
             raise ValueError(
-                f"batch = 'system' solves the windows with shared steps, which events of model {model.name!r} would break; use batch = 'windows'"
+                "batch = 'system' solves the windows with shared steps, which events of model "
+                f"{model.name!r} would break; use batch = 'windows'"
             )
         self.model = model
         self.batch = batch
@@ -560,7 +567,8 @@ def train(
         and not bool(evenly_spaced(jnp.asarray(data.time, dtype=float)))
     ):
         raise ValueError(
-            "batch = 'system' needs evenly spaced save times (every window on the same grid); these are not: use batch = 'windows'"
+            "batch = 'system' needs evenly spaced save times (every window on the same grid); "
+            "these are not: use batch = 'windows'"
         )
     state = trainer.init(params, jax.random.key(seed))
     time = jnp.asarray(data.time, dtype=float)
@@ -738,7 +746,8 @@ def save_trained(
     like = model.default_params()
     if jax.tree.structure(like) != jax.tree.structure(params):
         raise ValueError(
-            f"params do not have the structure of {model.name!r}'s parameters ({jax.tree.structure(like)})"
+            f"params do not have the structure of {model.name!r}'s parameters "
+            f"({jax.tree.structure(like)})"
         )
     buffer = io.BytesIO()
     eqx.tree_serialise_leaves(buffer, params)

@@ -49,13 +49,15 @@ class Parameter(eqx.Module):
     def __check_init__(self):
         if self.constraint not in CONSTRAINTS:
             raise ValueError(
-                f"Parameter {self.name!r}: constraint {self.constraint!r} is not one of {CONSTRAINTS}"
+                f"Parameter {self.name!r}: constraint {self.constraint!r} is not one of "
+                f"{CONSTRAINTS}"
             )
         if self.bounds is not None and not (
             len(self.bounds) == 2 and self.bounds[0] < self.bounds[1]
         ):
             raise ValueError(
-                f"Parameter {self.name!r}: bounds {self.bounds!r} are not (low, high) with low < high"
+                f"Parameter {self.name!r}: bounds {self.bounds!r} are not (low, high) with low < "
+                "high"
             )
 
     def violation(self, value) -> str | None:

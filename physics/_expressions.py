@@ -119,7 +119,8 @@ class Expression:
         if self._text is None:
             if self._length() > MAX_LENGTH:
                 raise ExpressionError(
-                    f"the text would have {self._length():,} characters, more than the {MAX_LENGTH:,} an expression may have"
+                    f"the text would have {self._length():,} characters, more than the "
+                    f"{MAX_LENGTH:,} an expression may have"
                 )
             self._text = unparse(self.tree)
         return self._text
@@ -197,7 +198,8 @@ def parse(text: str, symbols: Collection[str], operators: Collection[str] = ()) 
     def check(node: ast.AST, depth: int = 0) -> None:
         if depth > MAX_DEPTH:  # (the check recurses as deep as the tree)
             raise ExpressionError(
-                f"nested more than {MAX_DEPTH} levels deep; split it into observables or shorter terms"
+                f"nested more than {MAX_DEPTH} levels deep; split it into observables or shorter "
+                "terms"
             )
         if isinstance(node, ast.Constant):
             value = node.value
@@ -210,7 +212,8 @@ def parse(text: str, symbols: Collection[str], operators: Collection[str] = ()) 
             if not math.isfinite(number):
                 raise fail(
                     node,
-                    f"expected a finite number, got {ast.get_source_segment(source, node) or value!r}",
+                    "expected a finite number, got "
+                    f"{ast.get_source_segment(source, node) or value!r}",
                 )
             return
         if isinstance(node, ast.Name):
@@ -258,7 +261,8 @@ def parse(text: str, symbols: Collection[str], operators: Collection[str] = ()) 
                 name = node.func.id if isinstance(node.func, ast.Name) else ast.unparse(node.func)
                 raise fail(
                     node,
-                    f"unknown function {name!r}{_did_you_mean(name, set(FUNCTIONS) | set(operators))}",
+                    "unknown function "
+                    f"{name!r}{_did_you_mean(name, set(FUNCTIONS) | set(operators))}",
                 )
             arity = FUNCTIONS[node.func.id][1]
             if node.keywords or any(isinstance(a, ast.Starred) for a in node.args):
@@ -266,7 +270,8 @@ def parse(text: str, symbols: Collection[str], operators: Collection[str] = ()) 
             if len(node.args) != arity:
                 raise fail(
                     node,
-                    f"{node.func.id}() takes {arity} argument{'s' if arity > 1 else ''}, got {len(node.args)}",
+                    f"{node.func.id}() takes {arity} argument{'s' if arity > 1 else ''}, got "
+                    f"{len(node.args)}",
                 )
         elif not isinstance(node, (ast.BoolOp, ast.IfExp)):
             raise fail(node, f"{type(node).__name__} is not in the expression language")

@@ -29,7 +29,8 @@ def unstored(dataset) -> str | None:
         stored = dataset.id.get_num_chunks()
         if stored < expected:
             return (
-                f"declares {size:,} values (shape {dataset.shape}) in {expected:,} chunks but stores only {stored:,} "
+                f"declares {size:,} values (shape {dataset.shape}) in {expected:,} chunks but "
+                f"stores only {stored:,} "
                 "of them; the values never written would read as its fill value (zeros by default)"
             )
         return None
@@ -38,5 +39,8 @@ def unstored(dataset) -> str | None:
         and plist.get_external_count() == 0
         and dataset.id.get_storage_size() == 0
     ):
-        return f"declares {size:,} values (shape {dataset.shape}) but stores none; they would read as its fill value (zeros by default)"
+        return (
+            f"declares {size:,} values (shape {dataset.shape}) but stores none; they would "
+            "read as its fill value (zeros by default)"
+        )
     return None

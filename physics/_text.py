@@ -208,7 +208,8 @@ def _parameter(name: str, spec: Any) -> Parameter:
         unknown = [k for k in spec if k not in _PARAMETER_KEYS]
         if unknown:
             raise ValueError(
-                f"parameters.{name}: unknown key {unknown[0]!r} (keys: {', '.join(_PARAMETER_KEYS)})"
+                f"parameters.{name}: unknown key {unknown[0]!r} (keys: "
+                f"{', '.join(_PARAMETER_KEYS)})"
             )
         if "value" not in spec:
             raise ValueError(f"parameters.{name}: expected a value = ... in its table")
@@ -232,7 +233,8 @@ def _parameter(name: str, spec: Any) -> Parameter:
                 and bounds[0] < bounds[1]
             ):
                 raise ValueError(
-                    f"parameters.{name}.bounds: expected [low, high], finite numbers with low < high, got {bounds!r}"
+                    f"parameters.{name}.bounds: expected [low, high], finite numbers with low < "
+                    f"high, got {bounds!r}"
                 )
             bounds = (float(bounds[0]), float(bounds[1]))
     else:
@@ -245,7 +247,8 @@ def _parameter(name: str, spec: Any) -> Parameter:
         )
     if bounds is not None and not bounds[0] <= value <= bounds[1]:
         raise ValueError(
-            f"parameters.{name}: expected a value within its bounds [{bounds[0]:g}, {bounds[1]:g}], got {value!r}"
+            f"parameters.{name}: expected a value within its bounds [{bounds[0]:g}, "
+            f"{bounds[1]:g}], got {value!r}"
         )
     if positive and bounds is not None and bounds[1] <= 0:
         raise ValueError(
@@ -263,13 +266,15 @@ def _identifier(kind: str, name: str) -> None:
         # (soft keywords, match or type, are names to Python's parser wherever an
         # expression can hold them)
         raise ValueError(
-            f"{kind}.{name}: is a Python keyword, which no expression can read as a name; expected another name"
+            f"{kind}.{name}: is a Python keyword, which no expression can read as a name; expected "
+            "another name"
         )
     if unicodedata.normalize("NFKC", name) != name:
         # Python's parser reads such a name as its normal form (a mathematical italic x
         # as x): an expression would read another quantity than the one written.
         raise ValueError(
-            f"{kind}.{name}: expected a name in its normal Unicode form ({unicodedata.normalize('NFKC', name)!r} reads the same in an expression)"
+            f"{kind}.{name}: expected a name in its normal Unicode form "
+            f"({unicodedata.normalize('NFKC', name)!r} reads the same in an expression)"
         )
 
 
@@ -352,7 +357,8 @@ def _states(states: dict[str, Any]) -> tuple[dict[str, str], str]:
             unknown = [k for k in spec if k not in ("rate", "positive")]
             if unknown or "rate" not in spec:
                 raise ValueError(
-                    f'states.{name}: expected text, or a table with rate = "..." and positive = true or false'
+                    f'states.{name}: expected text, or a table with rate = "..." and positive = '
+                    "true or false"
                 )
             if not isinstance(spec.get("positive", False), bool):
                 raise ValueError(
@@ -366,7 +372,8 @@ def _states(states: dict[str, Any]) -> tuple[dict[str, str], str]:
     if any(positive) and not all(positive):
         declared = [name for name, p in zip(states, positive, strict=False) if p]
         raise ValueError(
-            f"states.{declared[0]}.positive: declare every state positive or none (the initial values share one constraint)"
+            f"states.{declared[0]}.positive: declare every state positive or none (the initial "
+            "values share one constraint)"
         )
     return texts, "positive" if all(positive) else "real"
 

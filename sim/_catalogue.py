@@ -27,7 +27,8 @@ SYSTEM_KEYS: tuple[tuple[str, str, str, str], ...] = (
         "lattice",
         "fcc",
         "",
-        "the crystal the particles start on: sc, bcc, fcc, rocksalt, caesium_chloride, zincblende, or random",
+        "the crystal the particles start on: sc, bcc, fcc, rocksalt, caesium_chloride, zincblende, "
+        "or random",
     ),
     (
         "cells",
@@ -54,7 +55,8 @@ SYSTEM_KEYS: tuple[tuple[str, str, str, str], ...] = (
         "file",
         "none",
         "",
-        "an H5MD file to start from (positions, velocities, box; its /connectivity bonds make rigid molecules) instead of a lattice",
+        "an H5MD file to start from (positions, velocities, box; its /connectivity bonds make "
+        "rigid molecules) instead of a lattice",
     ),
     ("frame", "-1 (the last)", "", "file: the frame of the file to start from"),
     ("group", "all", "", "file: the group of /particles to read"),
@@ -68,13 +70,15 @@ SYSTEM_KEYS: tuple[tuple[str, str, str, str], ...] = (
         "molecule",
         "none",
         "",
-        "rigid molecules instead of a lattice: a water model (spce, tip3p; real units) or a table of species, mass, sites, constraints; with file, the water model of the file's molecules",
+        "rigid molecules instead of a lattice: a water model (spce, tip3p; real units) or a table "
+        "of species, mass, sites, constraints; with file, the water model of the file's molecules",
     ),
     (
         "molecules",
         "required with molecule",
         "",
-        "the number of molecules, on a cubic grid, turned at random; density is then the mass density (g/cm^3 in real units)",
+        "the number of molecules, on a cubic grid, turned at random; density is then the mass "
+        "density (g/cm^3 in real units)",
     ),
 )
 

@@ -61,7 +61,8 @@ class ModelSection(BaseModel):
                 return self
         raise _KeyedError(
             "name",
-            'required key is missing (a model\'s name, or source = "file.py:Class" or sbml = "model.xml")',
+            'required key is missing (a model\'s name, or source = "file.py:Class" or sbml = '
+            '"model.xml")',
         )
 
     @property
@@ -73,7 +74,10 @@ def _subnormal(value: float | None) -> str | None:
     """Why a time, step or tolerance is unusable: nonzero but below the smallest normal float."""
     tiny = sys.float_info.min
     if value is not None and value != 0 and abs(value) < tiny:
-        return f"{value!r} is below the smallest normal float ({tiny!r}); expected 0 or a magnitude of at least that"
+        return (
+            f"{value!r} is below the smallest normal float ({tiny!r}); expected 0 or a "
+            "magnitude of at least that"
+        )
     return None
 
 
@@ -104,7 +108,8 @@ class TimeSection(_Section):
         if self.t1 is not None and not math.isfinite(self.t1 - self.t0):
             raise _KeyedError(
                 "t1",
-                f"the span t1 - t0 = {self.t1!r} - ({self.t0!r}) overflows to infinity; expected a span below {sys.float_info.max:.4g}",
+                f"the span t1 - t0 = {self.t1!r} - ({self.t0!r}) overflows to infinity; expected a "
+                f"span below {sys.float_info.max:.4g}",
             )
         if self.save is not None and self.save_at is not None:
             raise _KeyedError("save_at", "give either save or save_at, not both")
@@ -116,7 +121,8 @@ class TimeSection(_Section):
             if not math.isfinite(self.save_at[-1] - self.save_at[0]):
                 raise _KeyedError(
                     "save_at",
-                    f"the span {self.save_at[-1]!r} - ({self.save_at[0]!r}) overflows to infinity; expected a span below {sys.float_info.max:.4g}",
+                    f"the span {self.save_at[-1]!r} - ({self.save_at[0]!r}) overflows to infinity; "
+                    f"expected a span below {sys.float_info.max:.4g}",
                 )
             if self.save_at[0] < self.t0 or (self.t1 is not None and self.save_at[-1] > self.t1):
                 raise _KeyedError(
@@ -206,7 +212,8 @@ class EventSection(_Section):
         if not self.set and not self.terminal:
             raise _KeyedError(
                 "set",
-                "an event that sets nothing and does not end the run does nothing: give set = { ... } or terminal = true",
+                "an event that sets nothing and does not end the run does nothing: give set = { "
+                "... } or terminal = true",
             )
         return self
 
@@ -266,7 +273,10 @@ def seed_problem(seed: object) -> str | None:
         return f"expected a whole number from 0 to 2**63 - 1, got {seed!r}"
     if not 0 <= seed <= SEED_MAX:
         shown = f"{seed}" if seed.bit_length() <= 256 else f"an integer of {seed.bit_length()} bits"
-        return f"expected a whole number from 0 to 2**63 - 1 = {SEED_MAX} (what the PRNG takes), got {shown}"
+        return (
+            f"expected a whole number from 0 to 2**63 - 1 = {SEED_MAX} (what the PRNG takes), "
+            f"got {shown}"
+        )
     return None
 
 
@@ -469,7 +479,8 @@ def apply_override(raw: dict[str, Any], item: str) -> None:
         raise ConfigError(
             "--set",
             key,
-            f"unknown section {parts[0]!r} (sections: {', '.join(sections)}).{did_you_mean(parts[0], sections)}",
+            f"unknown section {parts[0]!r} (sections: "
+            f"{', '.join(sections)}).{did_you_mean(parts[0], sections)}",
         )
     node = raw
     for i, part in enumerate(parts[:-1]):

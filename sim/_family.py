@@ -104,7 +104,8 @@ class Family:
                 listed = f"keys: {', '.join(keys)}" if keys else "no keys"
                 raise config.error(
                     f"checks.{key}",
-                    f"is not a check of {what or self.describes} ({listed}).{did_you_mean(key, keys)}",
+                    f"is not a check of {what or self.describes} "
+                    f"({listed}).{did_you_mean(key, keys)}",
                 )
         return {key: given.get(key, self.checks[key][0]) for key in keys}
 

@@ -34,9 +34,13 @@ def summary_html(result: Any) -> str:
         ):
             continue
         rows.append(
-            f'<tr><th style="vertical-align:top;padding-right:1em">{escape(field.name)}</th><td>{_cell(value)}</td></tr>'
+            "<tr><th "
+            f'style="vertical-align:top;padding-right:1em">{escape(field.name)}</th><td>{_cell(value)}</td></tr>'
         )
-    return f'<table style="{STYLE}"><caption style="text-align:left;font-weight:bold">{escape(title)}</caption>{"".join(rows)}</table>'
+    return (
+        f'<table style="{STYLE}"><caption '
+        f'style="text-align:left;font-weight:bold">{escape(title)}</caption>{"".join(rows)}</table>'
+    )
 
 
 def _cell(value: Any) -> str:

@@ -116,7 +116,8 @@ class InputIdentity:
             raise InputError(
                 source,
                 "",
-                f"records no digests of the files the unfinished {what} read (written by an earlier version of simjax), so it cannot be checked; {delete}",
+                f"records no digests of the files the unfinished {what} read (written by an "
+                f"earlier version of simjax), so it cannot be checked; {delete}",
             )
         try:
             inputs = json.loads(_text(stored_inputs))
@@ -137,25 +138,29 @@ class InputIdentity:
                 raise InputError(
                     source,
                     key,
-                    f"the unfinished {what} read a file named by {key}, which is not named now; resume with the inputs it was started with, or {delete}",
+                    f"the unfinished {what} read a file named by {key}, which is not named now; "
+                    f"resume with the inputs it was started with, or {delete}",
                 )
             if then is None:
                 raise InputError(
                     now[0],
                     key,
-                    f"was not read by the unfinished {what} in {source}; resume with the inputs it was started with, or {delete}",
+                    f"was not read by the unfinished {what} in {source}; resume with the inputs it "
+                    f"was started with, or {delete}",
                 )
             if not now[1]:
                 raise InputError(
                     now[0],
                     key,
-                    f"cannot be read, so it cannot be checked against the unfinished {what} in {source}; restore it, or {delete}",
+                    f"cannot be read, so it cannot be checked against the unfinished {what} in "
+                    f"{source}; restore it, or {delete}",
                 )
             if now[1] != then:
                 raise InputError(
                     now[0],
                     key,
-                    f"has changed since the unfinished {what} in {source} was started (its bytes differ); restore it, or {delete}",
+                    f"has changed since the unfinished {what} in {source} was started (its bytes "
+                    f"differ); restore it, or {delete}",
                 )
         for package in [*self.versions, *(p for p in versions if p not in self.versions)]:
             now_v, then_v = (
@@ -166,7 +171,8 @@ class InputIdentity:
                 raise InputError(
                     source,
                     VERSIONS,
-                    f"the unfinished {what} was computed with {package} {then_v}, this is {package} {now_v}: its rest would not be the same computation; "
+                    f"the unfinished {what} was computed with {package} {then_v}, this is "
+                    f"{package} {now_v}: its rest would not be the same computation; "
                     f"install {package} {then_v} to resume, or {delete}",
                 )
 

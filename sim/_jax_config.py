@@ -68,7 +68,8 @@ def warn_if_float32(what: str) -> None:
 
     if not jax.config.jax_enable_x64:
         warnings.warn(
-            f"{what} runs in float32: JAX's jax_enable_x64 is off; call sim.configure_jax() after `import sim` "
+            f"{what} runs in float32: JAX's jax_enable_x64 is off; call sim.configure_jax() after "
+            "`import sim` "
             "(or jax.config.update('jax_enable_x64', True)) before computing",
             PrecisionWarning,
             stacklevel=3,

@@ -39,7 +39,10 @@ def memory_problem(nbytes: int | float, what: str) -> str | None:
     """A message when `nbytes` cannot fit in this machine's memory, else None."""
     total = physical_memory()
     if nbytes > total:
-        return f"{what} would need at least {readable(nbytes)} of memory, more than this machine has ({readable(total)})"
+        return (
+            f"{what} would need at least {readable(nbytes)} of memory, more than this machine "
+            f"has ({readable(total)})"
+        )
     return None
 
 
@@ -51,5 +54,8 @@ def disk_problem(folder: str | Path, nbytes: int | float, what: str) -> str | No
     except OSError:
         return None
     if nbytes > free:
-        return f"{what} would need {readable(nbytes)} on disk, more than the {readable(free)} free in {str(folder)!r}"
+        return (
+            f"{what} would need {readable(nbytes)} on disk, more than the {readable(free)} "
+            f"free in {str(folder)!r}"
+        )
     return None

@@ -48,7 +48,10 @@ def _holder(fd: int) -> str:
         info = {}
     if not info:
         return "another process"
-    return f"process {info.get('pid', '?')} (`{info.get('command', '?')}`, since {info.get('since', '?')})"
+    return (
+        f"process {info.get('pid', '?')} (`{info.get('command', '?')}`, since "
+        f"{info.get('since', '?')})"
+    )
 
 
 def _acquire(lock: Path, output: Path) -> int:
@@ -59,7 +62,8 @@ def _acquire(lock: Path, output: Path) -> int:
             raise InputError(
                 output,
                 "",
-                f"cannot create a file beside it ({e.strerror}); expected an output in a folder of ordinary files",
+                f"cannot create a file beside it ({e.strerror}); expected an output in a folder of "
+                "ordinary files",
             ) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

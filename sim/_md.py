@@ -112,7 +112,8 @@ def as_solver(solver) -> ParticleSolver:
     if isinstance(solver, ParticleSolver):
         return solver
     raise TypeError(
-        "a particle model needs a particle integrator (VelocityVerlet, LangevinBaoab, NoseHooverChain) "
+        "a particle model needs a particle integrator (VelocityVerlet, LangevinBaoab, "
+        "NoseHooverChain) "
         f"or a ParticleSolver, got {type(solver).__name__}"
     )
 
@@ -127,7 +128,8 @@ def steps_per_save(t, dt) -> int:
     step = concrete(dt)
     if times is None or step is None:
         raise ValueError(
-            "MD save times and the time step must be concrete numbers (the number of steps is fixed "
+            "MD save times and the time step must be concrete numbers (the number of steps is "
+            "fixed "
             "before compiling); pass them from outside jax.jit"
         )
     step = float(step)
@@ -160,7 +162,8 @@ def check_system(model: ParticleModel, system: System, params: PyTree) -> None:
         edges = concrete(system.space.box)
         if edges is not None and np.any(edges < 2 * model.cutoff):
             raise ValueError(
-                f"the box {np.round(edges, 6).tolist()} is shorter than twice the cutoff {model.cutoff:g} "
+                f"the box {np.round(edges, 6).tolist()} is shorter than twice the cutoff "
+                f"{model.cutoff:g} "
                 f"in some direction: use more particles (a larger box) or a shorter cutoff"
             )
     else:
@@ -389,7 +392,8 @@ def _md_model(config: Config, model: ParticleModel) -> ParticleModel:
         if key in given and given[key] != value:
             raise config.error(
                 f"params.{key}",
-                f"[model] {key} = {given[key]!r} and [params] {key} = {value!r} disagree; give it once",
+                f"[model] {key} = {given[key]!r} and [params] {key} = {value!r} disagree; give it "
+                "once",
             )
     method = getattr(model, "electrostatics", None)
     if method is not None:  # an option of the other method, even at its default, is a mistake
@@ -398,7 +402,8 @@ def _md_model(config: Config, model: ParticleModel) -> ParticleModel:
                 if key in keys:
                     raise config.error(
                         f"{section}.{key}",
-                        f"applies to electrostatics = {'pme' if method == 'ewald' else 'ewald'!r}, not {method!r}; leave it out",
+                        f"applies to electrostatics = {'pme' if method == 'ewald' else 'ewald'!r}, "
+                        f"not {method!r}; leave it out",
                     )
     return model
 
@@ -414,7 +419,8 @@ def _md_params(config: Config, model: ParticleModel) -> dict[str, Array]:
             if not isinstance(value, list) or len(value) != count:
                 raise config.error(
                     f"params.{key}",
-                    f"expected a list of {count} numbers, one per species (n_species = {count}), got {value!r}",
+                    f"expected a list of {count} numbers, one per species (n_species = {count}), "
+                    f"got {value!r}",
                 )
             per_species[key] = float_array([number(config, f"params.{key}", v) for v in value])
     raw = dict(config.raw)
@@ -451,7 +457,8 @@ def _md_system(
         if key not in _SYSTEM_KEYS:
             raise config.error(
                 f"system.{key}",
-                f"unknown key (expected one of: {', '.join(_SYSTEM_KEYS)}).{did_you_mean(key, _SYSTEM_KEYS)}",
+                "unknown key (expected one of: "
+                f"{', '.join(_SYSTEM_KEYS)}).{did_you_mean(key, _SYSTEM_KEYS)}",
             )
     seed = section.get("seed", 0)
     problem = seed_problem(seed)
@@ -520,14 +527,16 @@ def _md_system(
         if "molecule" in section:
             raise config.error(
                 "system.molecule",
-                f"{path} has no bonds in /connectivity for /particles/{group}: the molecules of a file are its bonded groups",
+                f"{path} has no bonds in /connectivity for /particles/{group}: the molecules of a "
+                "file are its bonded groups",
             )
     else:
         kind = section.get("lattice", "fcc")
         if kind not in LATTICES + ("random",):
             raise config.error(
                 "system.lattice",
-                f"unknown lattice {kind!r} (expected one of: {', '.join(LATTICES + ('random',))}).{did_you_mean(kind, LATTICES + ('random',))}",
+                f"unknown lattice {kind!r} (expected one of: "
+                f"{', '.join(LATTICES + ('random',))}).{did_you_mean(kind, LATTICES + ('random',))}",
             )
         if "density" not in section:
             raise config.error(
@@ -574,7 +583,8 @@ def _md_system(
         if temperature > 0 and system.n < 2:
             raise config.error(
                 "system.temperature",
-                "one particle has no thermal velocity to draw (the total momentum is removed); give no temperature, or more particles",
+                "one particle has no thermal velocity to draw (the total momentum is removed); "
+                "give no temperature, or more particles",
             )
         system = thermalize(system, key, units.boltzmann * temperature)
         if not bool(jnp.all(jnp.isfinite(system.velocity))) or (
@@ -582,7 +592,8 @@ def _md_system(
         ):
             raise config.error(
                 "system.temperature",
-                f"{temperature!r} gives velocities beyond the float range; expected a temperature the run can represent",
+                f"{temperature!r} gives velocities beyond the float range; expected a temperature "
+                "the run can represent",
             )
     return system.astype(dtype), seed
 
@@ -624,7 +635,8 @@ def _md_time(config: Config) -> tuple[float, np.ndarray]:
             if steps % saves or steps < saves:
                 raise config.error(
                     "time.save",
-                    f"{steps} steps cannot be split into {saves} equal save intervals; pick save so that save - 1 divides {steps}",
+                    f"{steps} steps cannot be split into {saves} equal save intervals; pick save "
+                    f"so that save - 1 divides {steps}",
                 )
             every = steps // saves
     else:
@@ -643,7 +655,8 @@ def _md_time(config: Config) -> tuple[float, np.ndarray]:
     if not (np.all(np.isfinite(times)) and np.all(np.diff(times) > 0)):
         raise config.error(
             "time.dt",
-            f"{steps:,} steps of dt = {dt:g} from t0 = {time.t0:g} end at t = {end:g}: save times beyond the float range or too close to tell apart",
+            f"{steps:,} steps of dt = {dt:g} from t0 = {time.t0:g} end at t = {end:g}: save times "
+            "beyond the float range or too close to tell apart",
         )
     return dt, times
 
@@ -663,13 +676,15 @@ def _md_solver(config: Config, dt: float, units: Units) -> tuple[ParticleSolver,
         if key not in _MD_SOLVER_KEYS:
             raise config.error(
                 f"solver.{key}",
-                f"unknown key for MD solvers (expected one of: {', '.join(_MD_SOLVER_KEYS)}).{did_you_mean(key, _MD_SOLVER_KEYS)}",
+                "unknown key for MD solvers (expected one of: "
+                f"{', '.join(_MD_SOLVER_KEYS)}).{did_you_mean(key, _MD_SOLVER_KEYS)}",
             )
     method = spec.method or "verlet"
     if method not in _MD_METHODS:
         raise config.error(
             "solver.method",
-            f"unknown MD method {method!r} (methods: {', '.join(_MD_METHODS)}).{did_you_mean(method, _MD_METHODS)}",
+            f"unknown MD method {method!r} (methods: "
+            f"{', '.join(_MD_METHODS)}).{did_you_mean(method, _MD_METHODS)}",
         )
     resolved: dict = {"method": method}
     if method == "verlet":
@@ -677,7 +692,8 @@ def _md_solver(config: Config, dt: float, units: Units) -> tuple[ParticleSolver,
             if key in extras:
                 raise config.error(
                     f"solver.{key}",
-                    "is a thermostat setting; method = 'verlet' is NVE (use langevin or nose_hoover)",
+                    "is a thermostat setting; method = 'verlet' is NVE (use langevin or "
+                    "nose_hoover)",
                 )
         integrator = VelocityVerlet(dt=dt)
     else:
@@ -745,17 +761,20 @@ def _barostat(
         if key not in _BAROSTAT_KEYS:
             raise config.error(
                 f"solver.barostat.{key}",
-                f"unknown key (expected one of: {', '.join(_BAROSTAT_KEYS)}).{did_you_mean(key, _BAROSTAT_KEYS)}",
+                "unknown key (expected one of: "
+                f"{', '.join(_BAROSTAT_KEYS)}).{did_you_mean(key, _BAROSTAT_KEYS)}",
             )
     if method == "verlet":
         raise config.error(
             "solver.barostat",
-            "a barostat needs a thermostat: method = 'langevin' or 'nose_hoover' (stochastic cell rescaling samples the volume at a temperature)",
+            "a barostat needs a thermostat: method = 'langevin' or 'nose_hoover' (stochastic cell "
+            "rescaling samples the volume at a temperature)",
         )
     if "pressure" not in table:
         raise config.error(
             "solver.barostat.pressure",
-            f"required key is missing (the target pressure, {units.labels.get('pressure', 'reduced units')})",
+            "required key is missing (the target pressure, "
+            f"{units.labels.get('pressure', 'reduced units')})",
         )
     pressure = _positive(config, "solver.barostat.pressure", table["pressure"], allow_zero=True)
     tau = _positive(config, "solver.barostat.tau", table.get("tau", 200 * dt))
@@ -775,7 +794,8 @@ def _barostat(
     if coupling not in COUPLINGS:
         raise config.error(
             "solver.barostat.coupling",
-            f"unknown coupling {coupling!r} (expected one of: {', '.join(COUPLINGS)}).{did_you_mean(str(coupling), COUPLINGS)}",
+            f"unknown coupling {coupling!r} (expected one of: "
+            f"{', '.join(COUPLINGS)}).{did_you_mean(str(coupling), COUPLINGS)}",
         )
     resolved["barostat"] = {
         "pressure": pressure,
@@ -830,7 +850,8 @@ def _setup(model: ParticleModel, config: Config) -> Setup:
         if not work * 1e6 < np.finfo(dtype).max:
             raise config.error(
                 "solver.barostat.pressure",
-                f"{solver_section['barostat']['pressure']!r} times the box's volume ({work:.3g}) is beyond the {dtype} range; expected a pressure the run can represent",
+                f"{solver_section['barostat']['pressure']!r} times the box's volume ({work:.3g}) "
+                f"is beyond the {dtype} range; expected a pressure the run can represent",
             )
     try:
         check_system(model, system, params)
@@ -988,8 +1009,10 @@ class MdSink:
             ):  # NaN included: never a wrapped-around counter
                 frame = k + int(np.argmin(np.all(np.abs(image) <= IMAGE_LIMIT, axis=(1, 2))))
                 raise SimulationError(
-                    f"{self.model}: the run blew up at step {int(self.step[frame])} (t = {float(self.time[frame]):g}): "
-                    f"a particle is beyond the int32 image counters of the output (limit {IMAGE_LIMIT} box lengths)"
+                    f"{self.model}: the run blew up at step {int(self.step[frame])} (t = "
+                    f"{float(self.time[frame]):g}): "
+                    "a particle is beyond the int32 image counters of the output (limit "
+                    f"{IMAGE_LIMIT} box lengths)"
                 )
             image = image.astype(np.int32)
             particles["position/value"][k:end] = position - image * edges
@@ -1092,7 +1115,10 @@ class MdRunResult(Result):
 
     def __repr__(self) -> str:
         n = self.observables["position"].shape[1]
-        return f"MdRunResult(model={self.model!r}, n={n}, T={len(self.time)}, steps={int(self.step[-1])})"
+        return (
+            f"MdRunResult(model={self.model!r}, n={n}, T={len(self.time)}, "
+            f"steps={int(self.step[-1])})"
+        )
 
 
 def write_h5md(f, result: MdRunResult) -> None:
@@ -1234,26 +1260,36 @@ class MdLimits:
             shortest = float(np.min(rows["box"][i])) if self.cutoff is not None else math.inf
             if shortest < 2 * (self.cutoff or 0.0):
                 return (
-                    f"{name} became non-finite: the barostat shrank the box to an edge of {shortest:.4g}, shorter than twice "
-                    f"the cutoff ({2 * self.cutoff:g}); use more particles (a larger box) or a shorter cutoff"
+                    f"{name} became non-finite: the barostat shrank the box to an edge of "
+                    f"{shortest:.4g}, shorter than twice "
+                    f"the cutoff ({2 * self.cutoff:g}); use more particles (a larger box) or a "
+                    "shorter cutoff"
                 )
-            return f"{name} became non-finite (the run diverged); lower time.dt or start from a relaxed configuration"
+            return (
+                f"{name} became non-finite (the run diverged); lower time.dt or start from a "
+                "relaxed configuration"
+            )
         if check == "drift":
             label = "conserved energy" if self.energy == "conserved_energy" else "total energy"
             drift = abs(float(rows[self.energy][i]) - float(ref["e0"])) / float(ref["scale"])
             return (
-                f"{label} drifted by {_percent(drift)} of its initial scale max(|E0|, K0) = {float(ref['scale']):.4g} "
-                f"(limit checks.energy_drift = {_percent(self.energy_drift)}); lower time.dt or loosen the bound"
+                f"{label} drifted by {_percent(drift)} of its initial scale max(|E0|, K0) = "
+                f"{float(ref['scale']):.4g} "
+                f"(limit checks.energy_drift = {_percent(self.energy_drift)}); lower time.dt or "
+                "loosen the bound"
             )
         if check == "temperature":
             t = float(rows["temperature"][i])
             return (
-                f"temperature reached {t:.3g}, {t / float(ref['t_ref']):.3g} times the reference {float(ref['t_ref']):.3g} "
-                f"(limit checks.max_temperature_factor = {self.temperature_factor:g}); lower time.dt or loosen the bound"
+                f"temperature reached {t:.3g}, {t / float(ref['t_ref']):.3g} times the reference "
+                f"{float(ref['t_ref']):.3g} "
+                f"(limit checks.max_temperature_factor = {self.temperature_factor:g}); lower "
+                "time.dt or loosen the bound"
             )
         far = float(excess["image"][i]) * IMAGE_LIMIT
         return (
-            f"a particle is {far:.3g} box lengths from the box, beyond the int32 image counters of the output "
+            f"a particle is {far:.3g} box lengths from the box, beyond the int32 image counters of "
+            "the output "
             f"(limit {IMAGE_LIMIT}); lower time.dt"
         )
 
@@ -1304,7 +1340,8 @@ def _plan(model: ParticleModel, config: Config) -> RunPlan:
             i, what = failure
             frame = i + (k if k == 0 else k + 1)
             raise SimulationError(
-                f"{config.source}: the run blew up at step {int(sink.step[frame])} (t = {float(times[frame]):g}): {what}"
+                f"{config.source}: the run blew up at step {int(sink.step[frame])} (t = "
+                f"{float(times[frame]):g}): {what}"
             )
 
     def result(rows: dict[str, np.ndarray], stats: dict[str, int]) -> MdRunResult:
@@ -1358,7 +1395,8 @@ def sweep_setup(config: Config, s: Setup) -> Setup:
             )
             raise config.error(
                 f"sweep.params.{name}",
-                f"MD sweeps vary [params] only (such as epsilon and sigma); {what} cannot be swept: every run starts from the same [system] with the same [solver]",
+                f"MD sweeps vary [params] only (such as epsilon and sigma); {what} cannot be "
+                "swept: every run starts from the same [system] with the same [solver]",
             )
     return dataclasses.replace(s, solver=_fixed_list(s))
 

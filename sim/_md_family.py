@@ -26,11 +26,15 @@ class MdFamily(Family):
     checks = {
         "energy_drift": (
             0.1,
-            "the largest |E(t) - E(0)| allowed (verlet, nose_hoover and barostats), as a fraction of the initial energy scale max(|E(0)|, K(0)); E is the total energy (the conserved energy of a Nose-Hoover chain or a barostat), K the kinetic energy",
+            "the largest |E(t) - E(0)| allowed (verlet, nose_hoover and barostats), as a fraction "
+            "of the initial energy scale max(|E(0)|, K(0)); E is the total energy (the conserved "
+            "energy of a Nose-Hoover chain or a barostat), K the kinetic energy",
         ),
         "max_temperature_factor": (
             100.0,
-            "the largest temperature allowed, as a multiple of the reference max(thermostat temperature, 2 max(|E(0)|, K(0)) / degrees of freedom), at least the initial temperature",
+            "the largest temperature allowed, as a multiple of the reference max(thermostat "
+            "temperature, 2 max(|E(0)|, K(0)) / degrees of freedom), at least the initial "
+            "temperature",
         ),
     }
     static_runs = True

@@ -59,24 +59,28 @@ def molecule_of(config: Config, units: Units) -> Molecule:
         if value not in WATER_MODELS:
             raise config.error(
                 "system.molecule",
-                f"unknown molecule {value!r} (built in: {', '.join(WATER_MODELS)}; or a table of species, mass, sites, constraints).{did_you_mean(value, tuple(WATER_MODELS))}",
+                f"unknown molecule {value!r} (built in: {', '.join(WATER_MODELS)}; or a table of "
+                f"species, mass, sites, constraints).{did_you_mean(value, tuple(WATER_MODELS))}",
             )
         if units.name != "real":
             raise config.error(
                 "system.molecule",
-                f'the {value} water model is in real units (nm, kJ/mol, e): set [system] units = "real"',
+                f"the {value} water model is in real units (nm, kJ/mol, e): set [system] units = "
+                '"real"',
             )
         return WATER_MODELS[value].molecule()
     if not isinstance(value, dict):
         raise config.error(
             "system.molecule",
-            f"expected a water model name or a table of species, mass, sites, constraints, got {value!r}",
+            "expected a water model name or a table of species, mass, sites, constraints, got "
+            f"{value!r}",
         )
     for key in value:
         if key not in MOLECULE_KEYS:
             raise config.error(
                 f"system.molecule.{key}",
-                f"unknown key (expected one of: {', '.join(MOLECULE_KEYS)}).{did_you_mean(key, MOLECULE_KEYS)}",
+                "unknown key (expected one of: "
+                f"{', '.join(MOLECULE_KEYS)}).{did_you_mean(key, MOLECULE_KEYS)}",
             )
     missing = [key for key in MOLECULE_KEYS if key not in value]
     if missing:
@@ -143,7 +147,8 @@ def molecular_system(config: Config, units: Units, key, temperature: float | Non
         if key_name not in MOLECULE_SYSTEM_KEYS:
             raise config.error(
                 f"system.{key_name}",
-                f"is not a key of a system of molecules (expected one of: {', '.join(MOLECULE_SYSTEM_KEYS)}).{did_you_mean(key_name, MOLECULE_SYSTEM_KEYS)}",
+                "is not a key of a system of molecules (expected one of: "
+                f"{', '.join(MOLECULE_SYSTEM_KEYS)}).{did_you_mean(key_name, MOLECULE_SYSTEM_KEYS)}",
             )
     molecule = molecule_of(config, units)
     count = section.get("molecules")
@@ -157,7 +162,8 @@ def molecular_system(config: Config, units: Units, key, temperature: float | Non
     if "density" not in section:
         raise config.error(
             "system.density",
-            f"required key is missing (the mass density, {'g/cm^3' if units.name == 'real' else 'mass / length^3'})",
+            "required key is missing (the mass density, "
+            f"{'g/cm^3' if units.name == 'real' else 'mass / length^3'})",
         )
     density = number(config, "system.density", section["density"])
     if not density > 0:
@@ -199,13 +205,15 @@ def file_molecules(
         if water is None:
             raise config.error(
                 "system.molecule",
-                f"with a file, molecule names the water model of the file's molecules ({', '.join(WATER_MODELS)}); got {value!r}"
+                "with a file, molecule names the water model of the file's molecules "
+                f"({', '.join(WATER_MODELS)}); got {value!r}"
                 f"{did_you_mean(str(value), tuple(WATER_MODELS)) if isinstance(value, str) else ''}",
             )
         if units.name != "real":
             raise config.error(
                 "system.molecule",
-                f'the {value} water model is in real units (nm, kJ/mol, e): set [system] units = "real"',
+                f"the {value} water model is in real units (nm, kJ/mol, e): set [system] units = "
+                '"real"',
             )
     edges = np.asarray(system.space.box, dtype=float) if system.space.periodic else None
     claimed = None if system.topology is None else np.asarray(system.topology.molecule)

@@ -123,7 +123,8 @@ def rdf_spec(
         if key not in RDF_KEYS:
             raise config.error(
                 f"rdf.{key}",
-                f"unknown key (expected one of: {', '.join(RDF_KEYS)}).{did_you_mean(key, RDF_KEYS)}",
+                "unknown key (expected one of: "
+                f"{', '.join(RDF_KEYS)}).{did_you_mean(key, RDF_KEYS)}",
             )
     if edges is None:
         raise config.error(
@@ -135,7 +136,8 @@ def rdf_spec(
     if not 0 < r_max <= half * (1 + 1e-12):
         raise config.error(
             "rdf.r_max",
-            f"expected a distance in (0, {half:.6g}], at most half the shortest box edge (minimum image), got {table['r_max']!r}",
+            f"expected a distance in (0, {half:.6g}], at most half the shortest box edge (minimum "
+            f"image), got {table['r_max']!r}",
         )
     bins = table.get("bins", 100)
     if isinstance(bins, bool) or not isinstance(bins, int) or not 2 <= bins <= _MAX_BINS:
@@ -147,14 +149,16 @@ def rdf_spec(
     if not 0 <= width <= _MAX_SMOOTHING * spacing:
         raise config.error(
             "rdf.width",
-            f"expected a kernel width in [0, {_MAX_SMOOTHING:g} bin widths = {_MAX_SMOOTHING * spacing:.6g}] (0: a plain histogram), got {table['width']!r}",
+            f"expected a kernel width in [0, {_MAX_SMOOTHING:g} bin widths = "
+            f"{_MAX_SMOOTHING * spacing:.6g}] (0: a plain histogram), got {table['width']!r}",
         )
     first, last = float(times[0]), float(times[-1])
     start = number(config, "rdf.start", table["start"]) if "start" in table else first
     if not first <= start <= last:
         raise config.error(
             "rdf.start",
-            f"expected a time from the first save time {first:g} to the last save time {last:g} (frames from it are averaged), got {table['start']!r}",
+            f"expected a time from the first save time {first:g} to the last save time {last:g} "
+            f"(frames from it are averaged), got {table['start']!r}",
         )
     return RdfSpec(
         r_max=float(r_max),

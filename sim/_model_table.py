@@ -35,7 +35,8 @@ MODELS = {
         "family": "pde",
         "kind": "SpectralPdeModel",
         "description": "Allen-Cahn phase separation on a periodic box, Fourier spectral",
-        "summary": "Allen-Cahn phase separation u_t = D Laplacian(u) + r (u - u^3) on a periodic box "
+        "summary": "Allen-Cahn phase separation u_t = D Laplacian(u) + r (u - u^3) on a periodic "
+        "box "
         "(Allen and Cahn, Acta Metall. 27, 1979).",
         "parameters": [
             [
@@ -63,7 +64,8 @@ MODELS = {
         "family": "md",
         "kind": "PairModel",
         "description": "bead-spring polymer chains: WCA beads and harmonic bonds",
-        "summary": "Bead-spring polymers: WCA between all beads plus harmonic bonds (1/2) bond_k (r "
+        "summary": "Bead-spring polymers: WCA between all beads plus harmonic bonds (1/2) bond_k "
+        "(r "
         "- bond_length)^2 between the bonded pairs of `System.bonds` (a "
         "Kremer-Grest-like chain model with harmonic instead of FENE springs).",
         "parameters": [
@@ -200,7 +202,8 @@ MODELS = {
         "family": "pde",
         "kind": "SpectralPdeModel",
         "description": "Gray-Scott reaction-diffusion patterns (Pearson 1993), Fourier spectral",
-        "summary": "Gray-Scott reaction-diffusion (Gray and Scott 1984; Pearson, Science 261, 1993):",
+        "summary": "Gray-Scott reaction-diffusion (Gray and Scott 1984; Pearson, Science 261, "
+        "1993):",
         "parameters": [
             ["feed", "0.035", "1/time", "nonnegative", "feed rate F of u"],
             ["kill", "0.065", "1/time", "nonnegative", "removal rate k of v"],
@@ -247,8 +250,10 @@ MODELS = {
     "heat_fd": {
         "family": "pde",
         "kind": "GridPdeModel",
-        "description": "diffusion on a bounded box (Dirichlet/Neumann/periodic), finite differences",
-        "summary": "Diffusion u_t = D Laplacian(u) on a box with Dirichlet, Neumann or periodic sides, "
+        "description": "diffusion on a bounded box (Dirichlet/Neumann/periodic), finite "
+        "differences",
+        "summary": "Diffusion u_t = D Laplacian(u) on a box with Dirichlet, Neumann or periodic "
+        "sides, "
         "by finite differences (1 or 2 dimensions).",
         "parameters": [
             ["diffusivity", "0.1", "length^2/time", "positive", "diffusion coefficient D"]
@@ -323,7 +328,8 @@ MODELS = {
         "family": "pde",
         "kind": "SpectralPdeModel",
         "description": "Korteweg-de Vries solitary waves on a periodic interval, Fourier spectral",
-        "summary": "u_t + a u u_x + b u_xxx = 0 on a periodic interval (Korteweg and de Vries, 1895).",
+        "summary": "u_t + a u u_x + b u_xxx = 0 on a periodic interval (Korteweg and de Vries, "
+        "1895).",
         "parameters": [
             ["nonlinearity", "6", "1", "real", "coefficient a of u u_x"],
             ["dispersion", "1", "length^3/time", "positive", "coefficient b of u_xxx"],
@@ -430,7 +436,8 @@ MODELS = {
         "kind": "PairModel",
         "description": "Lennard-Jones plus point charges per species, Coulomb by Ewald or "
         "particle-mesh Ewald",
-        "summary": "Lennard-Jones particles with point charges per species, the Coulomb sum by Ewald "
+        "summary": "Lennard-Jones particles with point charges per species, the Coulomb sum by "
+        "Ewald "
         "summation or smooth particle-mesh Ewald (3-D periodic boxes, neutral systems).",
         "parameters": [
             [
@@ -555,7 +562,8 @@ MODELS = {
         "family": "md",
         "kind": "PairModel",
         "description": "Morse pair potential, truncated (and shifted) at a cutoff",
-        "summary": "Morse potential phi(r) = epsilon [(1 - exp(-alpha (r - r0)))^2 - 1], truncated at "
+        "summary": "Morse potential phi(r) = epsilon [(1 - exp(-alpha (r - r0)))^2 - 1], truncated "
+        "at "
         "`cutoff` (and shifted to zero there with `shift`).",
         "parameters": [
             ["epsilon", "1", "reduced", "positive", "well depth"],
@@ -700,7 +708,8 @@ MODELS = {
         "family": "ode",
         "kind": "OdeModel",
         "description": "SIR epidemic, Kermack-McKendrick (1927)",
-        "summary": "SIR epidemic (Kermack-McKendrick 1927): S' = -beta S I / N, I' = beta S I / N - gamma "
+        "summary": "SIR epidemic (Kermack-McKendrick 1927): S' = -beta S I / N, I' = beta S I / N "
+        "- gamma "
         "I.",
         "parameters": [
             ["beta", "0.3", "1/day", "positive", "transmission rate"],
@@ -790,7 +799,8 @@ MODELS = {
         "family": "md",
         "kind": "PairModel",
         "description": "Weeks-Chandler-Andersen purely repulsive Lennard-Jones",
-        "summary": "Weeks-Chandler-Andersen: the repulsive part of Lennard-Jones, truncated at its minimum "
+        "summary": "Weeks-Chandler-Andersen: the repulsive part of Lennard-Jones, truncated at its "
+        "minimum "
         "2^(1/6) sigma and shifted up by epsilon (purely repulsive, smooth to first order).",
         "parameters": [
             ["epsilon", "1", "reduced", "positive", "depth of the potential well"],

@@ -112,7 +112,8 @@ def _writer(out: Path, option: str, fps: float | int):
             raise InputError(
                 option,
                 str(out),
-                "writing an .mp4 needs the ffmpeg program, which is not on PATH; install it or write a .gif",
+                "writing an .mp4 needs the ffmpeg program, which is not on PATH; install it or "
+                "write a .gif",
             )
         return animation.FFMpegWriter(fps=fps, codec="h264", extra_args=["-pix_fmt", "yuv420p"])
     raise InputError(
@@ -157,7 +158,8 @@ def _frames_of(source: Any):
         source = source.to_record()
     if not isinstance(source, Record):
         raise TypeError(
-            f"sim.movie animates a file path, a sim.Record or a run result; got {type(source).__name__}"
+            "sim.movie animates a file path, a sim.Record or a run result; got "
+            f"{type(source).__name__}"
         )
     yield _scene(_Node(source), dict(source.attrs), source.path)
 
@@ -185,13 +187,15 @@ def _scene(node: _Node, attrs: dict, path: Path) -> _Scene:
         raise DataError(
             path,
             "format",
-            f"{what}: a movie shows the saved frames of a PDE run (fields on a grid) or an MD run (particles); `sim plot` draws this file",
+            f"{what}: a movie shows the saved frames of a PDE run (fields on a grid) or an MD run "
+            "(particles); `sim plot` draws this file",
         )
     if node.get("grid") is None:
         raise DataError(
             path,
             "/grid",
-            "missing: this run has no fields on a grid or particle frames to animate (an ODE or SDE run); `sim plot` draws its time series",
+            "missing: this run has no fields on a grid or particle frames to animate (an ODE or "
+            "SDE run); `sim plot` draws its time series",
         )
     return _FieldScene(node, attrs, path)
 
@@ -210,7 +214,8 @@ def _array(node: _Node, path: Path, key: str, ndim: int | None = None):
         raise DataError(
             path,
             f"/{key}",
-            f"expected {ndim if ndim is not None else 'some'} dimension(s) of numbers, found shape {shape} of {dtype}",
+            f"expected {ndim if ndim is not None else 'some'} dimension(s) of numbers, found shape "
+            f"{shape} of {dtype}",
         )
     return item
 
@@ -252,7 +257,8 @@ def _check_drawable(magnitude: float, path: Path, key: str) -> None:
         raise DataError(
             path,
             f"/{key}",
-            f"has values of magnitude {magnitude:.3g}, beyond what can be drawn ({LARGEST:g}; a blown-up run?)",
+            f"has values of magnitude {magnitude:.3g}, beyond what can be drawn ({LARGEST:g}; a "
+            "blown-up run?)",
         )
 
 
@@ -311,7 +317,8 @@ class _FieldScene(_Scene):
             raise DataError(
                 path,
                 "/observables",
-                f"no field of shape [{len(self.time)}, {', '.join(map(str, shape))}] (time by grid) to animate",
+                f"no field of shape [{len(self.time)}, {', '.join(map(str, shape))}] (time by "
+                "grid) to animate",
             )
         self.count = len(self.time)
         one_d = len(shape) == 1
@@ -370,7 +377,8 @@ class _FieldScene(_Scene):
                 else:
                     artist.set_data(frame[(slice(None), slice(None), *middle)].T)
             title.set_text(
-                f"{self.meta.model or 'run'}: {time_label} = {self.time[k]:.4g}  (frame {k + 1} of {self.count})"
+                f"{self.meta.model or 'run'}: {time_label} = {self.time[k]:.4g}  (frame {k + 1} of "
+                f"{self.count})"
             )
 
         return draw
@@ -417,7 +425,8 @@ class _MdScene(_Scene):
                 raise DataError(
                     path,
                     "/particles/all/box/edges",
-                    f"expected {dim} positive box lengths (per frame or constant), found shape {value.shape}",
+                    f"expected {dim} positive box lengths (per frame or constant), found shape "
+                    f"{value.shape}",
                 )
             _check_drawable(float(value.max()), path, "particles/all/box/edges")
             self.edges = value

@@ -114,19 +114,22 @@ def ode_solver(config: Config) -> OdeSolver:
     for key in extras:
         raise config.error(
             f"solver.{key}",
-            f"unknown key for ODE solvers (expected one of: {', '.join(_ODE_SOLVER_KEYS)}).{did_you_mean(key, _ODE_SOLVER_KEYS)}",
+            "unknown key for ODE solvers (expected one of: "
+            f"{', '.join(_ODE_SOLVER_KEYS)}).{did_you_mean(key, _ODE_SOLVER_KEYS)}",
         )
     method = spec.method or "tsit5"
     if method not in ONE_FIELD_METHODS:
         raise config.error(
             "solver.method",
-            f"unknown ODE method {method!r} (methods: {', '.join(ONE_FIELD_METHODS)}).{did_you_mean(method, ONE_FIELD_METHODS)}",
+            f"unknown ODE method {method!r} (methods: "
+            f"{', '.join(ONE_FIELD_METHODS)}).{did_you_mean(method, ONE_FIELD_METHODS)}",
         )
     adjoint = spec.adjoint or "recursive_checkpoint"
     if adjoint not in ADJOINTS:
         raise config.error(
             "solver.adjoint",
-            f"unknown adjoint {adjoint!r} (adjoints: {', '.join(ADJOINTS)}).{did_you_mean(adjoint, ADJOINTS)}",
+            f"unknown adjoint {adjoint!r} (adjoints: "
+            f"{', '.join(ADJOINTS)}).{did_you_mean(adjoint, ADJOINTS)}",
         )
     if spec.dtype == "float32":
         raise config.error("solver.dtype", "ODE runs are float64; expected 'float64' or no dtype")
@@ -135,7 +138,8 @@ def ode_solver(config: Config) -> OdeSolver:
     if time.dt is not None and method in IMPLICIT_METHODS:
         raise config.error(
             "time.dt",
-            f"the implicit method {method} takes adaptive steps (its Newton iterations use rtol/atol): remove time.dt, or use an explicit method",
+            f"the implicit method {method} takes adaptive steps (its Newton iterations use "
+            "rtol/atol): remove time.dt, or use an explicit method",
         )
     if adjoint == "direct" and spec.max_steps is not None:
         # Differentiating through diffrax's DirectAdjoint keeps every possible step.
@@ -206,7 +210,10 @@ def _plan(model: OdeModel, config: Config) -> RunPlan:
         ):
             # (the step-limit hint only where steps were what ran out; the other codes'
             # messages say what to change)
-            message += " (raise solver.max_steps, loosen rtol/atol, or use an implicit method such as kvaerno5 for stiff problems)"
+            message += (
+                " (raise solver.max_steps, loosen rtol/atol, or use an implicit method "
+                "such as kvaerno5 for stiff problems)"
+            )
         return message
 
     def explain(state: Any) -> None:
@@ -225,7 +232,8 @@ def _plan(model: OdeModel, config: Config) -> RunPlan:
             if why is not None:
                 raise config.error(
                     model_key(config),
-                    f"{why} from t = {t:.6g} on; the solve cannot pass it (give the piecewise an otherwise)",
+                    f"{why} from t = {t:.6g} on; the solve cannot pass it (give the piecewise an "
+                    "otherwise)",
                 )
 
     problem_class = EventRunProblem if model.events() else OdeProblem

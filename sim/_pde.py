@@ -95,19 +95,22 @@ def initial_field(model: PdeModel, initial: Any, params: PyTree | None = None) -
         for name in initial:
             if name not in names:
                 raise ValueError(
-                    f"model {model.name!r} has no field {name!r} (fields: {', '.join(names)}).{did_you_mean(name, names)}"
+                    f"model {model.name!r} has no field {name!r} (fields: "
+                    f"{', '.join(names)}).{did_you_mean(name, names)}"
                 )
         missing = [n for n in names if n not in initial]
         if missing:
             raise ValueError(
-                f"initial fields of {model.name!r} are missing {', '.join(missing)} (give every field)"
+                f"initial fields of {model.name!r} are missing {', '.join(missing)} (give every "
+                "field)"
             )
         channels = []
         for name in names:
             value = jnp.asarray(initial[name])
             if value.shape != tuple(model.points):
                 raise ValueError(
-                    f"initial field {name!r} of {model.name!r} has shape {value.shape}; expected the grid shape {tuple(model.points)}"
+                    f"initial field {name!r} of {model.name!r} has shape {value.shape}; expected "
+                    f"the grid shape {tuple(model.points)}"
                 )
             channels.append(value)
         return jnp.stack(channels)
@@ -144,7 +147,8 @@ def _etdrk(solver: Etdrk | None) -> Etdrk:
         return Etdrk()
     if not isinstance(solver, Etdrk):
         raise TypeError(
-            f"a periodic spectral PDE model needs a solvers.Etdrk solver, got {type(solver).__name__}"
+            "a periodic spectral PDE model needs a solvers.Etdrk solver, got "
+            f"{type(solver).__name__}"
         )
     return solver
 
@@ -261,7 +265,8 @@ def simulate_grid(model: GridPdeModel, params, t, initial, solver) -> Trajectory
         solver = default_method_of_lines(model)
     if not isinstance(solver, MethodOfLines):
         raise TypeError(
-            f"a finite-difference PDE model needs a solvers.MethodOfLines solver, got {type(solver).__name__}"
+            "a finite-difference PDE model needs a solvers.MethodOfLines solver, got "
+            f"{type(solver).__name__}"
         )
     dtype = jnp.dtype(solver.dtype)
     grid = fd_grid(model, solver.order)
@@ -324,12 +329,14 @@ def _initial(config: Config, model: PdeModel, params: dict) -> jnp.ndarray:
             if datasets is None:
                 raise config.error(
                     "initial.dataset",
-                    f'model {model.name!r} has fields {", ".join(model.field_names)}: give a table field = "/dataset"',
+                    f"model {model.name!r} has fields {', '.join(model.field_names)}: give a table "
+                    'field = "/dataset"',
                 )
         if not isinstance(datasets, dict) or not all(isinstance(v, str) for v in datasets.values()):
             raise config.error(
                 "initial.dataset",
-                f'expected a dataset path like "/u" (or a table field = "/dataset"), got {datasets!r}',
+                'expected a dataset path like "/u" (or a table field = "/dataset"), got '
+                f"{datasets!r}",
             )
         if not path.is_file():
             raise DataError(path, "", "no such file; expected an HDF5 file with the initial field")
@@ -360,7 +367,8 @@ def _initial(config: Config, model: PdeModel, params: dict) -> jnp.ndarray:
     if kind is not None and kind not in model.initial_kinds:
         raise config.error(
             "initial.kind",
-            f"unknown initial field {kind!r} (kinds: {', '.join(model.initial_kinds)}).{did_you_mean(kind, model.initial_kinds)}",
+            f"unknown initial field {kind!r} (kinds: "
+            f"{', '.join(model.initial_kinds)}).{did_you_mean(kind, model.initial_kinds)}",
         )
     try:
         return jnp.asarray(
@@ -380,7 +388,8 @@ def _initial_expressions(config: Config, model: PdeModel, spec: dict, params: di
         if key not in model.field_names:
             raise config.error(
                 f"initial.{key}",
-                f"is no field of model {model.name!r} (fields: {', '.join(model.field_names)}); an initial field written as expressions gives one per field",
+                f"is no field of model {model.name!r} (fields: {', '.join(model.field_names)}); an "
+                "initial field written as expressions gives one per field",
             )
     missing = [name for name in model.field_names if name not in spec]
     if missing:
@@ -396,7 +405,8 @@ def _initial_expressions(config: Config, model: PdeModel, spec: dict, params: di
         if isinstance(text, bool) or not isinstance(text, (int, float, str)):
             raise config.error(
                 f"initial.{name}",
-                f"expected a number or an expression of {', '.join(coordinates)} and the parameters, got {text!r}",
+                f"expected a number or an expression of {', '.join(coordinates)} and the "
+                f"parameters, got {text!r}",
             )
         try:
             expression = parse(text if isinstance(text, str) else repr(float(text)), set(values))
@@ -437,13 +447,15 @@ def _steps_per_save(config: Config, t: np.ndarray) -> int:
         raise config.error(
             "time.dt",
             f"{dt:g} would take {count} steps over the run (save interval {spacing[0]:g}; {span}): "
-            f"more than a run can count (at most {_MAX_STEPS:,}); expected a larger dt or a shorter span",
+            f"more than a run can count (at most {_MAX_STEPS:,}); expected a larger dt or a "
+            "shorter span",
         )
     steps = int(round(ratio))
     if steps < 1 or not math.isclose(ratio, steps, rel_tol=1e-9):
         raise config.error(
             "time.dt",
-            f"expected a step that divides the save interval {spacing[0]:g} a whole number of times, got {dt:g}",
+            f"expected a step that divides the save interval {spacing[0]:g} a whole number of "
+            f"times, got {dt:g}",
         )
     return steps
 
@@ -461,7 +473,8 @@ def _extras(config: Config, allowed: tuple[str, ...], family: str) -> None:
         if key not in allowed:
             raise config.error(
                 f"solver.{key}",
-                f"unknown key for {family} solvers (expected one of: {', '.join(allowed)}).{did_you_mean(key, allowed)}",
+                f"unknown key for {family} solvers (expected one of: "
+                f"{', '.join(allowed)}).{did_you_mean(key, allowed)}",
             )
 
 
@@ -474,7 +487,8 @@ def _setup_spectral(model: SpectralPdeModel, config: Config) -> Setup:
     if method not in ETDRK_METHODS:
         raise config.error(
             "solver.method",
-            f"unknown spectral method {method!r} (methods: {', '.join(ETDRK_METHODS)}).{did_you_mean(method, ETDRK_METHODS)}",
+            f"unknown spectral method {method!r} (methods: "
+            f"{', '.join(ETDRK_METHODS)}).{did_you_mean(method, ETDRK_METHODS)}",
         )
     extras = config.spec.solver.extras
     options = {"dealias": extras["dealias"]} if "dealias" in extras else {}
@@ -523,8 +537,10 @@ def _check_explicit_step(
     if limit is not None and dt > limit:
         raise config.error(
             "time.dt",
-            f"{dt:g} is beyond the stability limit {limit:.4g} of the explicit method {solver.method} for this equation "
-            "on this grid (the spectral radius of its linearised right-hand side); take a smaller step, or an implicit "
+            f"{dt:g} is beyond the stability limit {limit:.4g} of the explicit method "
+            f"{solver.method} for this equation "
+            "on this grid (the spectral radius of its linearised right-hand side); take a smaller "
+            "step, or an implicit "
             "(kvaerno5) or IMEX (kencarp4) method",
         )
 
@@ -768,8 +784,10 @@ def growth_check(config: Config, s: Setup):
                 f"{where(offset + i)}: {what} became non-finite (the solution diverged); {hint}"
             )
         raise SimulationError(
-            f"{where(offset + i)}: the root mean square of {', '.join(limits.names)} grew to {norm[i]:.3g}, "
-            f"{norm[i] / reference:.3g} times max(its start {norm0:.3g}, checks.growth_floor = {limits.floor:g}) "
+            f"{where(offset + i)}: the root mean square of {', '.join(limits.names)} grew to "
+            f"{norm[i]:.3g}, "
+            f"{norm[i] / reference:.3g} times max(its start {norm0:.3g}, checks.growth_floor = "
+            f"{limits.floor:g}) "
             f"(limit checks.max_growth = {limits.max_growth:g}); {hint}"
         )
 
@@ -865,18 +883,21 @@ class PdeMethods(PdeFamily):
             if key not in _TEXT_GRID_KEYS:
                 raise config.error(
                     f"grid.{key}",
-                    f"is not a key of the grid of a PDE written as text (keys: {', '.join(_TEXT_GRID_KEYS)})",
+                    "is not a key of the grid of a PDE written as text (keys: "
+                    f"{', '.join(_TEXT_GRID_KEYS)})",
                 )
         if "points" not in grid:
             raise config.error(
                 "grid.points",
-                "required key is missing (a PDE written as text needs its grid: points = [64] or [64, 64])",
+                "required key is missing (a PDE written as text needs its grid: points = [64] or "
+                "[64, 64])",
             )
         _check_points(config, "grid.points", grid["points"])
         if "boundary_value" in grid and "boundary" not in grid:
             raise config.error(
                 "grid.boundary_value",
-                "given without grid.boundary (the kind of each side: dirichlet, neumann, robin or periodic)",
+                "given without grid.boundary (the kind of each side: dirichlet, neumann, robin or "
+                "periodic)",
             )
         try:
             return pde.pde_model(

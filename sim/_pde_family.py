@@ -22,11 +22,13 @@ class PdeFamily(Family):
     checks = {
         "max_growth": (
             1000.0,
-            "the largest root-mean-square of the fields (all of them, over the grid) allowed, as a multiple of max(its initial value, growth_floor)",
+            "the largest root-mean-square of the fields (all of them, over the grid) allowed, as a "
+            "multiple of max(its initial value, growth_floor)",
         ),
         "growth_floor": (
             1.0,
-            "the floor of that reference, so that a field starting at or near zero may grow to max_growth * growth_floor (in the field's units)",
+            "the floor of that reference, so that a field starting at or near zero may grow to "
+            "max_growth * growth_floor (in the field's units)",
         ),
     }
 

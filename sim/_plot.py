@@ -155,7 +155,8 @@ def check_figure_path(path: str | Path, source: str = "-o") -> Path:
         raise InputError(
             source,
             str(path),
-            f"unknown figure type {path.suffix or '(no suffix)'!r}; expected .png, .pdf, .svg or .jpg",
+            f"unknown figure type {path.suffix or '(no suffix)'!r}; expected .png, .pdf, .svg or "
+            ".jpg",
         )
     folder = path.parent if str(path.parent) else Path(".")
     if not folder.is_dir():

@@ -168,7 +168,8 @@ def pde(src: Source):
             raise DataError(
                 src.path,
                 f"/observables/{name}",
-                f"expected shape [{len(t)}] or [{len(t)}, {', '.join(map(str, shape))}], found {value.shape}",
+                f"expected shape [{len(t)}] or [{len(t)}, {', '.join(map(str, shape))}], found "
+                f"{value.shape}",
             )
     if not fields and not scalars:
         raise DataError(src.path, "/observables", "no field or scalar observables to draw")
@@ -401,7 +402,8 @@ def _stored_rdf(src: Source):
         raise DataError(
             src.path,
             "/observables/rdf/value",
-            f"expected {len(r)} bins (one per entry of /observables/rdf/r), found {value.shape[-1]}",
+            f"expected {len(r)} bins (one per entry of /observables/rdf/r), found "
+            f"{value.shape[-1]}",
         )
     rows = value[-1].reshape(-1, len(r))
     # (pairs of species in the order (0, 0), (0, 1), ..., (1, 1), ...: S (S + 1) / 2 rows)

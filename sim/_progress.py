@@ -212,7 +212,8 @@ class Progress:
         eta = "done" if self._done >= self._total else f"ETA {seconds(left)}"
         per = "-" if rate == float("inf") else f"{rate:,.0f}/s" if rate >= 100 else f"{rate:.3g}/s"
         print(
-            f"{self.description}: {self._done:,} of {self._total:,} ({100 * self._done // self._total}%), {per}, {seconds(elapsed)} elapsed, {eta}",
+            f"{self.description}: {self._done:,} of {self._total:,} "
+            f"({100 * self._done // self._total}%), {per}, {seconds(elapsed)} elapsed, {eta}",
             file=self.stream,
             flush=True,
         )

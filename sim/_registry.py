@@ -105,6 +105,7 @@ def get_model(name: str, **options) -> Model:
         if key not in allowed:
             expected = ", ".join(allowed) if allowed else "none"
             raise ValueError(
-                f"model {name!r} has no option {key!r} (options: {expected}).{did_you_mean(key, allowed)}"
+                f"model {name!r} has no option {key!r} (options: "
+                f"{expected}).{did_you_mean(key, allowed)}"
             )
     return cls(**options)

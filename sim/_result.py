@@ -220,7 +220,8 @@ def record_to_xarray(record: Record):
     raise DataError(
         record.path,
         "format",
-        f"{fmt or 'no simjax format'!r}: to_xarray reads run and sweep files (a fit has FitResult.to_xarray, a posterior to_arviz)",
+        f"{fmt or 'no simjax format'!r}: to_xarray reads run and sweep files (a fit has "
+        "FitResult.to_xarray, a posterior to_arviz)",
     )
 
 

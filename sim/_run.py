@@ -47,7 +47,8 @@ def _text_model(config: Config) -> Model:
         if key not in _TEXT_MODEL_KEYS:
             raise config.error(
                 f"model.{key}",
-                f"is not a key of a model written in its config (keys: name, {', '.join(_TEXT_MODEL_KEYS)})",
+                "is not a key of a model written in its config (keys: name, "
+                f"{', '.join(_TEXT_MODEL_KEYS)})",
             )
     for key in _TEXT_MODEL_KEYS:
         if key in options and not isinstance(options[key], dict):
@@ -66,7 +67,8 @@ def _text_model(config: Config) -> Model:
         raise config.error(f"model.{where}", why) from None
     raise config.error(
         "model",
-        "a model written in its config needs [model.states] (an ODE or SDE) or [model.fields] (a PDE)",
+        "a model written in its config needs [model.states] (an ODE or SDE) or [model.fields] (a "
+        "PDE)",
     )
 
 
@@ -110,7 +112,8 @@ def _model_class(config: Config) -> tuple[type[Model], dict[str, Any]]:
     except ValueError:
         raise config.error(
             "model.name",
-            f"unknown model {spec.name!r}; `sim models` lists them.{did_you_mean(spec.name, model_names())}",
+            f"unknown model {spec.name!r}; `sim models` lists "
+            f"them.{did_you_mean(spec.name, model_names())}",
         ) from None
 
 
@@ -148,7 +151,8 @@ def _build_model(config: Config) -> Model:
             listed = ", ".join(allowed) if allowed else "none"
             raise config.error(
                 f"model.{key}",
-                f"model {label} has no option {key!r} (options: {listed}).{did_you_mean(key, allowed)}",
+                f"model {label} has no option {key!r} (options: "
+                f"{listed}).{did_you_mean(key, allowed)}",
             )
     try:
         family = family_of(cls)
@@ -183,7 +187,8 @@ def number(config: Config, key: str, value: Any) -> float:
     except OverflowError:  # an integer beyond the float range
         raise config.error(
             key,
-            f"expected a finite number, got an integer of {value.bit_length()} bits, beyond the float range",
+            f"expected a finite number, got an integer of {value.bit_length()} bits, beyond the "
+            "float range",
         ) from None
     if not math.isfinite(v):
         raise config.error(key, f"expected a finite number, got {value!r}")
@@ -191,7 +196,8 @@ def number(config: Config, key: str, value: Any) -> float:
     if v != 0 and abs(v) < tiny:
         raise config.error(
             key,
-            f"{value!r} is below the smallest normal float ({tiny!r}); expected 0 or a magnitude of at least that",
+            f"{value!r} is below the smallest normal float ({tiny!r}); expected 0 or a magnitude "
+            "of at least that",
         )
     return v
 
@@ -204,7 +210,8 @@ def resolve_params(config: Config, model: Model) -> dict[str, jax.Array]:
         if key not in params:
             raise config.error(
                 f"params.{key}",
-                f"model {model.name!r} has no parameter {key!r} (parameters: {', '.join(params)}).{did_you_mean(key, params)}",
+                f"model {model.name!r} has no parameter {key!r} (parameters: "
+                f"{', '.join(params)}).{did_you_mean(key, params)}",
             )
         declared = model.parameter(key)
         v = number(config, f"params.{key}", value)
@@ -230,7 +237,8 @@ def named_initial(config: Config, model: NamedStateModel) -> dict[str, jax.Array
         if key not in model.state_names:
             raise config.error(
                 f"initial.{key}",
-                f"model {model.name!r} has no state component {key!r} (state: {', '.join(model.state_names)}).{did_you_mean(key, model.state_names)}",
+                f"model {model.name!r} has no state component {key!r} (state: "
+                f"{', '.join(model.state_names)}).{did_you_mean(key, model.state_names)}",
             )
         initial[key] = float_array(number(config, f"initial.{key}", value))
     return initial
@@ -245,13 +253,15 @@ def initial_vector(model: NamedStateModel, initial, params=None) -> jax.Array:
             if name not in model.state_names:
                 raise ValueError(
                     f"model {model.name!r} has no state component {name!r} "
-                    f"(state: {', '.join(model.state_names)}).{did_you_mean(name, model.state_names)}"
+                    "(state: "
+                    f"{', '.join(model.state_names)}).{did_you_mean(name, model.state_names)}"
                 )
         return model.initial_state(initial, params)
     y0 = jnp.asarray(initial, dtype=float)
     if y0.shape != (len(model.state_names),):
         raise ValueError(
-            f"initial state of {model.name!r} must have shape ({len(model.state_names)},), got {y0.shape}"
+            f"initial state of {model.name!r} must have shape ({len(model.state_names)},), got "
+            f"{y0.shape}"
         )
     return y0
 
@@ -278,7 +288,8 @@ def save_times(config: Config) -> np.ndarray:
     if not (np.all(np.isfinite(t)) and np.all(np.isfinite(spacing))):
         raise config.error(
             "time.t1" if time.save_at is None else key,
-            f"the save times from t0 = {time.t0!r} to t1 = {time.t1!r} span a range beyond the float range; expected a finite span",
+            f"the save times from t0 = {time.t0!r} to t1 = {time.t1!r} span a range beyond the "
+            "float range; expected a finite span",
         )
     # Save times float64 cannot tell apart (or spaced by less than the smallest normal
     # float) would give a run with repeated or flushed-to-zero intervals.
@@ -287,7 +298,8 @@ def save_times(config: Config) -> np.ndarray:
         i = int(np.argmin(spacing))
         raise config.error(
             key,
-            f"save times {t[i]!r} and {t[i + 1]!r} are not distinct in float64 (spacing {spacing[i]!r}); expected fewer save times or a wider span",
+            f"save times {t[i]!r} and {t[i + 1]!r} are not distinct in float64 (spacing "
+            f"{spacing[i]!r}); expected fewer save times or a wider span",
         )
     return t
 
@@ -509,7 +521,8 @@ def check_finite(
                     f" at t = {times[first]:g}" if times is not None and first < len(times) else ""
                 )
                 raise SimulationError(
-                    f"{config.source}: observable {name!r} became non-finite{when}; the solution diverged{hint}"
+                    f"{config.source}: observable {name!r} became non-finite{when}; the solution "
+                    f"diverged{hint}"
                 )
 
     return check
@@ -538,7 +551,8 @@ def check_fixed_steps(config: Config, dt: float, max_steps: int) -> None:
         steps = f"{math.ceil(ratio * (1 - 1e-12)):,}" if math.isfinite(ratio) else "more than 1e308"
         raise config.error(
             "time.dt",
-            f"{dt:g} takes {steps} steps from t0 to t1, beyond solver.max_steps = {max_steps:,}; take a larger step or raise solver.max_steps",
+            f"{dt:g} takes {steps} steps from t0 to t1, beyond solver.max_steps = {max_steps:,}; "
+            "take a larger step or raise solver.max_steps",
         )
 
 

@@ -52,7 +52,8 @@ def _ensemble(solver: Any) -> tuple[SdeEnsemble, bool]:
     if isinstance(solver, SdeSolver):
         return SdeEnsemble(solver, 1), True
     raise TypeError(
-        f"an SDE model needs an SdeSolver (with its step dt) or an SdeEnsemble, got {type(solver).__name__}"
+        "an SDE model needs an SdeSolver (with its step dt) or an SdeEnsemble, got "
+        f"{type(solver).__name__}"
     )
 
 
@@ -69,7 +70,8 @@ def _loop(model: SdeModel, params, ts, ensemble: SdeEnsemble, key) -> SdeLoop:
 def _simulate(model: SdeModel, params, t, initial, solver, key) -> Trajectory:
     if key is None:
         raise ValueError(
-            f"simulating the SDE model {model.name!r} needs a key (jax.random.key(seed)): it draws the Brownian motions"
+            f"simulating the SDE model {model.name!r} needs a key (jax.random.key(seed)): it draws "
+            "the Brownian motions"
         )
     ensemble, single = _ensemble(solver)
     ys, state = _loop(model, params, t, ensemble, key).solve(
@@ -99,7 +101,8 @@ def _solver(config: Config, model: SdeModel) -> tuple[SdeEnsemble, dict[str, Any
         if key != "dt":
             raise config.error(
                 f"solver.{key}",
-                f"unknown key for SDE solvers (expected one of: {', '.join(_SOLVER_KEYS)}).{did_you_mean(key, _SOLVER_KEYS)}",
+                "unknown key for SDE solvers (expected one of: "
+                f"{', '.join(_SOLVER_KEYS)}).{did_you_mean(key, _SOLVER_KEYS)}",
             )
     if config.spec.time.dt is not None:
         raise config.error("time.dt", "SDE runs take their step as [solver] dt")
@@ -114,7 +117,8 @@ def _solver(config: Config, model: SdeModel) -> tuple[SdeEnsemble, dict[str, Any
     if method not in SdeSolver.methods:
         raise config.error(
             "solver.method",
-            f"unknown SDE method {method!r} (methods: {', '.join(SdeSolver.methods)}).{did_you_mean(method, SdeSolver.methods)}",
+            f"unknown SDE method {method!r} (methods: "
+            f"{', '.join(SdeSolver.methods)}).{did_you_mean(method, SdeSolver.methods)}",
         )
     options = {"max_steps": spec.max_steps} if spec.max_steps is not None else {}
     solver = SdeSolver(method=method, dt=dt, **options)
@@ -127,7 +131,8 @@ def _solver(config: Config, model: SdeModel) -> tuple[SdeEnsemble, dict[str, Any
         taken = f"{steps:,.0f}" if np.isfinite(steps) else "more than 1e308"
         raise config.error(
             "solver.dt",
-            f"{dt:g} takes {taken} steps from t0 to t1, beyond solver.max_steps = {solver.max_steps:,}; take a larger step or raise solver.max_steps",
+            f"{dt:g} takes {taken} steps from t0 to t1, beyond solver.max_steps = "
+            f"{solver.max_steps:,}; take a larger step or raise solver.max_steps",
         )
     section = config.spec.ensemble or EnsembleSection()
     resolved = {"method": method, "dt": dt, "max_steps": solver.max_steps}
@@ -210,7 +215,10 @@ def _plan(model: SdeModel, config: Config) -> RunPlan:
     method = s.solver.solver.method
 
     def failure(code: int) -> str:
-        return f"{config.source}: the {method} solve failed: {result_message(code)} (raise solver.max_steps or take a smaller solver.dt)"
+        return (
+            f"{config.source}: the {method} solve failed: {result_message(code)} (raise "
+            "solver.max_steps or take a smaller solver.dt)"
+        )
 
     problem = SdeProblem(
         model=model,

@@ -99,7 +99,8 @@ def _what_failed(error: BaseException) -> str:
             else "a traced value used as a Python number or truth value"
         )
         return (
-            f"{type(error).__name__}: {how}; a model's functions are traced by JAX: compute with jax.numpy "
+            f"{type(error).__name__}: {how}; a model's functions are traced by JAX: compute with "
+            "jax.numpy "
             "(jnp.where to choose) instead of float(), int(), bool() or if on a value"
         )
     if isinstance(error, KeyboardInterrupt):
@@ -152,13 +153,19 @@ def _returned(out: Any, shape: tuple[int, ...], of: str) -> str | None:
     if out is None:
         return f"returned None; expected an array of shape {shape} (is a return statement missing?)"
     if isinstance(out, (list, tuple)):
-        return f"returned a {type(out).__name__} of {len(out)} values; expected one array of shape {shape} (jnp.stack the values)"
+        return (
+            f"returned a {type(out).__name__} of {len(out)} values; expected one array of "
+            f"shape {shape} (jnp.stack the values)"
+        )
     if not isinstance(out, jax.ShapeDtypeStruct):
         return f"returned a {type(out).__name__}; expected an array of shape {shape}"
     if out.shape != shape:
         return f"returned shape {out.shape} for {of}"
     if np.issubdtype(out.dtype, np.complexfloating):
-        return f"returned complex values ({out.dtype}); expected real values (take jnp.real or jnp.abs)"
+        return (
+            f"returned complex values ({out.dtype}); expected real values (take jnp.real or "
+            "jnp.abs)"
+        )
     return None
 
 
@@ -331,7 +338,8 @@ def source_class(source: str, base: Path) -> type[Model]:
         from solvers import did_you_mean
 
         raise SourceError(
-            f"{file}: defines no class {name!r} (model classes: {listed}).{did_you_mean(name, models)}"
+            f"{file}: defines no class {name!r} (model classes: "
+            f"{listed}).{did_you_mean(name, models)}"
         )
     if isinstance(obj, type) and issubclass(obj, Model) and inspect.isabstract(obj):
         missing = ", ".join(sorted(obj.__abstractmethods__))
@@ -347,7 +355,8 @@ def source_class(source: str, base: Path) -> type[Model]:
             f"{file}: {name} sets no name (a class attribute name: ClassVar[str] = ...)"
         )
     raise SourceError(
-        f"{file}: {name} is not a model class (expected a subclass of OdeModel, SdeModel, SpectralPdeModel, GridPdeModel or ParticleModel)"
+        f"{file}: {name} is not a model class (expected a subclass of OdeModel, SdeModel, "
+        "SpectralPdeModel, GridPdeModel or ParticleModel)"
     )
 
 
@@ -387,10 +396,12 @@ def plugin_class(name: str) -> type[Model]:
         raise SourceError(f"{where}: cannot be loaded ({_first_line(e)})") from None
     if not _is_model_class(cls):
         raise SourceError(
-            f"{where}: is not a model class of a family (OdeModel, SdeModel, SpectralPdeModel, GridPdeModel or ParticleModel)"
+            f"{where}: is not a model class of a family (OdeModel, SdeModel, SpectralPdeModel, "
+            "GridPdeModel or ParticleModel)"
         )
     if cls.name != name:
         raise SourceError(
-            f"{where}: the class is named {cls.name!r}; the entry point's name must be the model's name"
+            f"{where}: the class is named {cls.name!r}; the entry point's name must be the model's "
+            "name"
         )
     return cls

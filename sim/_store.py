@@ -128,7 +128,8 @@ def check_output_path(
         raise InputError(
             source,
             key or str(path),
-            f"{what} is {kind}; expected a regular file path (outputs are written under a temporary name and renamed)",
+            f"{what} is {kind}; expected a regular file path (outputs are written under a "
+            "temporary name and renamed)",
         )
     for given in inputs:
         # (the real path too: a symlink to an input that does not exist yet would be
@@ -137,19 +138,22 @@ def check_output_path(
             raise InputError(
                 source,
                 key or str(path),
-                f"{what} is the input file {str(given)!r} of this command; choose another output path",
+                f"{what} is the input file {str(given)!r} of this command; choose another output "
+                "path",
             )
     if path.is_symlink():
         raise InputError(
             source,
             key or str(path),
-            f"{what} is a symbolic link (to {os.readlink(path)!r}); give the path of the file itself, or another output path",
+            f"{what} is a symbolic link (to {os.readlink(path)!r}); give the path of the file "
+            "itself, or another output path",
         )
     if is_companion(path):
         raise InputError(
             source,
             key or str(path),
-            f"{what} is a working file of another output (its unfinished run, checkpoint, lock or temporary file); choose another output path",
+            f"{what} is a working file of another output (its unfinished run, checkpoint, lock or "
+            "temporary file); choose another output path",
         )
     folder = path.parent if str(path.parent) else Path(".")
     if not folder.is_dir():

@@ -299,7 +299,8 @@ def read_checkpoint(
         raise DataError(
             source,
             "",
-            f"missing: the unfinished run {partial_path(path)} has no checkpoint to resume from; delete it to start over",
+            f"missing: the unfinished run {partial_path(path)} has no checkpoint to resume from; "
+            "delete it to start over",
         )
     try:
         with h5py.File(source, "r") as f:
@@ -323,7 +324,8 @@ def read_checkpoint(
         raise DataError(
             source,
             "",
-            f"cannot be read ({detail}); the checkpoint is damaged: delete it and the partial run to start over",
+            f"cannot be read ({detail}); the checkpoint is damaged: delete it and the partial run "
+            "to start over",
         ) from None
     difference = config_difference(stored, config, RUN_BOUNDS)
     if difference:
@@ -379,7 +381,8 @@ def check_start(path: Path, config: str, resume: bool, inputs: InputIdentity | N
             raise InputError(
                 partial,
                 "",
-                "an unfinished run of this file is here; pass --resume to continue it, or delete it to start over",
+                "an unfinished run of this file is here; pass --resume to continue it, or delete "
+                "it to start over",
             )
         return
     if not partial.exists():
@@ -387,7 +390,8 @@ def check_start(path: Path, config: str, resume: bool, inputs: InputIdentity | N
             raise InputError(
                 path,
                 "",
-                "is a finished run; there is nothing to resume (run without --resume to overwrite it)",
+                "is a finished run; there is nothing to resume (run without --resume to overwrite "
+                "it)",
             )
         raise InputError(
             partial, "", "no unfinished run to resume (run without --resume to start one)"
@@ -410,7 +414,8 @@ def check_start(path: Path, config: str, resume: bool, inputs: InputIdentity | N
         raise InputError(
             partial,
             "config",
-            f"the unfinished run was started from a different config ({difference}); resume with the same config and --set values, or delete it to start over",
+            f"the unfinished run was started from a different config ({difference}); resume with "
+            "the same config and --set values, or delete it to start over",
         )
     (inputs if inputs is not None else InputIdentity.of({})).check(attrs, partial, "run")
 
@@ -558,7 +563,8 @@ def _stream(
         _close(f)
         if checkpoint_path(path).exists():
             raise SimulationError(
-                f"{e}; the last good checkpoint (frame {last_checkpoint} of {frames}) is kept in {checkpoint_path(path)}, "
+                f"{e}; the last good checkpoint (frame {last_checkpoint} of {frames}) is kept in "
+                f"{checkpoint_path(path)}, "
                 f"the frames up to it in {partial}"
             ) from None
         if created:
@@ -570,7 +576,8 @@ def _stream(
         reason = " ".join((e.strerror or str(e)).split())  # (HDF5 texts span lines)
         if checkpoint_path(path).exists():
             raise StorageError(
-                f"{path}: cannot write the run ({reason}); the frames up to the last checkpoint are kept in {partial}: "
+                f"{path}: cannot write the run ({reason}); the frames up to the last checkpoint "
+                f"are kept in {partial}: "
                 "fix the cause and continue with --resume"
             ) from None
         if created:

@@ -299,7 +299,8 @@ def prepare(config: Config) -> Prepared:
     if family is None or type(family).setup is Family.setup:
         raise config.error(
             "model.name",
-            f"model {model.name!r} ({_family(model)}) cannot be swept: no family sets it up from a config",
+            f"model {model.name!r} ({_family(model)}) cannot be swept: no family sets it up from a "
+            "config",
         )
     if (
         type(family).sweep_problem is Family.sweep_problem
@@ -307,7 +308,8 @@ def prepare(config: Config) -> Prepared:
     ):
         raise config.error(
             "model.name",
-            f"model {model.name!r} ({_family(model)}) cannot be swept: its family describes no run of a batch",
+            f"model {model.name!r} ({_family(model)}) cannot be swept: its family describes no run "
+            "of a batch",
         )
     s = family.sweep_setup(config, family.setup(model, config))
     plan = plan_sweep(config, section, s.params, s.initial, model)
@@ -458,7 +460,8 @@ def _read_chunk_checkpoint(
         raise InputError(
             source,
             "padded",
-            f"was written for chunks of {stored_padded} runs, this sweep computes {padded}: resume with the --devices it was started with",
+            f"was written for chunks of {stored_padded} runs, this sweep computes {padded}: resume "
+            "with the --devices it was started with",
         )
     frames = runner.frames
     if not (0 <= k < prep.chunks and 0 < done < frames) or digest != _digest(
@@ -467,7 +470,8 @@ def _read_chunk_checkpoint(
         raise DataError(
             source,
             "chunk",
-            f"does not hold frame {done} of chunk {k} of this sweep ({prep.chunks} chunks of {frames} frames); delete it to compute the chunk again",
+            f"does not hold frame {done} of chunk {k} of this sweep ({prep.chunks} chunks of "
+            f"{frames} frames); delete it to compute the chunk again",
         )
     wanted = (
         {name: ((padded, done + 1, *r.shape), np.dtype(r.dtype)) for name, r in runner.rows.items()}
@@ -483,7 +487,8 @@ def _read_chunk_checkpoint(
             raise DataError(
                 source,
                 f"frames/{name}",
-                f"has shape {kept[name].shape} and dtype {kept[name].dtype}; this sweep needs {shape} {dtype}",
+                f"has shape {kept[name].shape} and dtype {kept[name].dtype}; this sweep needs "
+                f"{shape} {dtype}",
             )
     return ChunkCheckpoint(chunk=k, frame=done, leaves=leaves, frames=kept)
 
@@ -536,7 +541,8 @@ def _run_framed(
                 raise DataError(
                     checkpoint_path(output),
                     "frame",
-                    f"says frame {restored.frame}, its runs hold another; delete it to compute the chunk again",
+                    f"says frame {restored.frame}, its runs hold another; delete it to compute the "
+                    "chunk again",
                 )
             last["frame"] = restored.frame
             values = runner.run(inputs, carry, restored.frame, restored.frames, between)
@@ -628,7 +634,8 @@ def execute(
     if config.spec.output.xdmf:
         raise config.error(
             "output.xdmf",
-            "an XDMF sidecar describes one PDE run file (sim run); a sweep file holds many runs: set it false",
+            "an XDMF sidecar describes one PDE run file (sim run); a sweep file holds many runs: "
+            "set it false",
         )
     prep = prepare(config)
     n_devices = device_count(devices)
@@ -762,7 +769,8 @@ def _watched(output, devices: int, local: bool):
     def stalled(seconds: float) -> str:
         where = f"on {devices} device{'s' if devices > 1 else ''}"
         return (
-            f"error: a chunk of the sweep made no progress for {seconds:.0f} s {where} (nothing computed: "
+            f"error: a chunk of the sweep made no progress for {seconds:.0f} s {where} (nothing "
+            "computed: "
             f"the process waits on itself); {kept_line(kept)}; resume with: {resume_line(output)}"
         )
 
@@ -773,7 +781,8 @@ def _long_chunk_note(prep: Prepared, seconds: float) -> str:
     """One line: a sweep is checkpointed chunk by chunk, and one chunk took longer than
     a run waits between checkpoints."""
     return (
-        f"note: a chunk of {prep.chunk} runs took {seconds / 60:.1f} min; the sweep is saved after each chunk, "
+        f"note: a chunk of {prep.chunk} runs took {seconds / 60:.1f} min; the sweep is saved after "
+        "each chunk, "
         f"so an interrupt loses up to one chunk: a smaller [sweep] chunk saves more often"
     )
 

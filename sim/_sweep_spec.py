@@ -98,7 +98,8 @@ class ParamSpec(BaseModel):
         if subnormal is not None:
             raise _SpecError(
                 kind,
-                f"{subnormal!r} is below the smallest normal float ({_TINY!r}); expected 0 or a magnitude of at least that",
+                f"{subnormal!r} is below the smallest normal float ({_TINY!r}); expected 0 or a "
+                "magnitude of at least that",
             )
         if kind in ("linspace", "logspace"):
             if len(spec) != 3 or spec[2] != int(spec[2]):
@@ -180,12 +181,14 @@ class SweepSection(BaseModel):
             if value not in choices:
                 raise _SpecError(
                     key,
-                    f"expected one of {', '.join(choices)}, got {value!r}.{did_you_mean(value, choices)}",
+                    f"expected one of {', '.join(choices)}, got "
+                    f"{value!r}.{did_you_mean(value, choices)}",
                 )
         if not self.params:
             raise _SpecError(
                 "params",
-                "expected at least one quantity to sweep, e.g. alpha = { linspace = [0.3, 0.8, 32] }",
+                "expected at least one quantity to sweep, e.g. alpha = { linspace = [0.3, 0.8, 32] "
+                "}",
             )
         for name, spec in self.params.items():
             try:
@@ -200,7 +203,8 @@ class SweepSection(BaseModel):
         if not sampled and self.samples is not None:
             raise _SpecError(
                 "samples",
-                f"is for modes {', '.join(_SAMPLED)}; mode {self.mode!r} takes its size from sweep.params",
+                f"is for modes {', '.join(_SAMPLED)}; mode {self.mode!r} takes its size from "
+                "sweep.params",
             )
         allowed = _RANGES if sampled else _LISTED
         for name, spec in self.params.items():
@@ -221,7 +225,8 @@ class SweepSection(BaseModel):
                 if self.params[name].size() != first:
                     raise _SpecError(
                         f"params.{name}",
-                        f"has {self.params[name].size()} points but params.{names[0]} has {first}; zip mode needs equal lengths",
+                        f"has {self.params[name].size()} points but params.{names[0]} has {first}; "
+                        "zip mode needs equal lengths",
                     )
         return self
 
@@ -351,7 +356,8 @@ def plan_sweep(
         if subnormal.size:
             raise config.error(
                 key,
-                f"{where} gives {float(subnormal[0])!r}, below the smallest normal float ({_TINY!r}); expected values of 0 or a magnitude of at least that",
+                f"{where} gives {float(subnormal[0])!r}, below the smallest normal float "
+                f"({_TINY!r}); expected values of 0 or a magnitude of at least that",
             )
         head, _, rest = name.partition(".")
         if rest:
@@ -362,13 +368,15 @@ def plan_sweep(
             if not isinstance(initial, dict) or not all(is_scalar(v) for v in initial.values()):
                 raise config.error(
                     key,
-                    f"initial values can be swept for models whose initial state has named values (ODE models); {model.name!r} has none",
+                    "initial values can be swept for models whose initial state has named values "
+                    f"(ODE models); {model.name!r} has none",
                 )
             if rest not in initial:
                 names = list(initial)
                 raise config.error(
                     key,
-                    f"model {model.name!r} has no state component {rest!r} (state: {', '.join(names)}).{did_you_mean(rest, names)}",
+                    f"model {model.name!r} has no state component {rest!r} (state: "
+                    f"{', '.join(names)}).{did_you_mean(rest, names)}",
                 )
             swept_initial[rest] = values
             continue
@@ -376,7 +384,8 @@ def plan_sweep(
             names = list(params)
             raise config.error(
                 key,
-                f"model {model.name!r} has no parameter {name!r} (parameters: {', '.join(names)}).{did_you_mean(name, names)}",
+                f"model {model.name!r} has no parameter {name!r} (parameters: "
+                f"{', '.join(names)}).{did_you_mean(name, names)}",
             )
         if not is_scalar(params[name]):
             raise config.error(key, f"parameter {name!r} is not a scalar and cannot be swept")
@@ -385,7 +394,8 @@ def plan_sweep(
         if problem is not None:
             raise config.error(
                 key,
-                f"expected {problem} ({declared.doc}), got values from {values.min():g} to {values.max():g} ({where})",
+                f"expected {problem} ({declared.doc}), got values from {values.min():g} to "
+                f"{values.max():g} ({where})",
             )
         swept_params[name] = values
     return SweepPlan(

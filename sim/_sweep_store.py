@@ -90,14 +90,16 @@ class FileSink:
                 raise InputError(
                     path,
                     "",
-                    "is a finished sweep; there is nothing to resume (run without --resume to overwrite it)",
+                    "is a finished sweep; there is nothing to resume (run without --resume to "
+                    "overwrite it)",
                 )
             return
         if not resume:
             raise InputError(
                 partial,
                 "",
-                "an unfinished sweep is here; pass --resume to continue it, or delete it to start over",
+                "an unfinished sweep is here; pass --resume to continue it, or delete it to start "
+                "over",
             )
         try:
             with h5py.File(partial, "r") as f:
@@ -137,7 +139,8 @@ class FileSink:
             raise InputError(
                 partial,
                 "",
-                "an unfinished sweep is here; pass --resume to continue it, or delete it to start over",
+                "an unfinished sweep is here; pass --resume to continue it, or delete it to start "
+                "over",
             )
         tmp = partial.with_name(partial.name + ".new")
         try:
@@ -415,7 +418,10 @@ class SweepResult(Result):
 
     def __repr__(self) -> str:
         failed = int(np.sum(self.status == FAILED))
-        return f"SweepResult(model={self.model!r}, mode={self.mode!r}, runs={self.runs}, failed={failed}, swept={list(self.swept)})"
+        return (
+            f"SweepResult(model={self.model!r}, mode={self.mode!r}, runs={self.runs}, "
+            f"failed={failed}, swept={list(self.swept)})"
+        )
 
 
 def _flat_observables(observables: dict[str, Any], sep: str = "_") -> dict[str, np.ndarray]:

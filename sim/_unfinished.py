@@ -185,7 +185,8 @@ def tree_from_leaves(
             raise DataError(
                 source,
                 where,
-                f"has shape {data.shape} and dtype {data.dtype}; this state needs {tuple(shape)} {dtype}",
+                f"has shape {data.shape} and dtype {data.dtype}; this state needs {tuple(shape)} "
+                f"{dtype}",
             )
         out[i] = type(like)(data.item()) if python else _typed_like(like, data)
     return jax.tree.unflatten(treedef, out)

@@ -87,7 +87,8 @@ def check_sidecar(
         raise InputError(
             source,
             key,
-            f"the run file's name {path.name!r} has a ':', which XDMF reads as the end of a file name; choose another name",
+            f"the run file's name {path.name!r} has a ':', which XDMF reads as the end of a file "
+            "name; choose another name",
         )
     if target.name == path.name:
         raise InputError(
@@ -107,7 +108,8 @@ def check_request(config: Any, plan: Any, output: Path) -> None:
     if "grid" not in getattr(plan.sink, "groups", {}):
         raise config.error(
             "output.xdmf",
-            "an XDMF sidecar holds fields on a grid: it applies to PDE runs, not to this model's; set it false",
+            "an XDMF sidecar holds fields on a grid: it applies to PDE runs, not to this model's; "
+            "set it false",
         )
     check_sidecar(output, str(config.source), "output.xdmf", tuple(config.input_files()))
 
@@ -157,7 +159,8 @@ def _layout(f: h5py.File, path: Path) -> dict[str, Any]:
         raise DataError(
             path,
             "format",
-            f"is {fmt or 'not a simjax file'!r}{' (an MD run)' if 'h5md' in f else ''}; an XDMF sidecar describes a PDE run file (simjax.run with /grid)",
+            f"is {fmt or 'not a simjax file'!r}{' (an MD run)' if 'h5md' in f else ''}; an XDMF "
+            "sidecar describes a PDE run file (simjax.run with /grid)",
         )
     time = _dataset(f, path, "time", ndim=1)
     grid = f.get("grid")
@@ -165,7 +168,8 @@ def _layout(f: h5py.File, path: Path) -> dict[str, Any]:
         raise DataError(
             path,
             "/grid",
-            "missing; an XDMF sidecar describes the fields of a PDE run on its grid (an ODE or SDE run has none)",
+            "missing; an XDMF sidecar describes the fields of a PDE run on its grid (an ODE or SDE "
+            "run has none)",
         )
     axes = [a for a in AXES if a in grid]
     if not axes or axes != list(AXES[: len(axes)]):
@@ -190,7 +194,8 @@ def _layout(f: h5py.File, path: Path) -> dict[str, Any]:
         raise DataError(
             path,
             "/observables",
-            f"no field of shape [{frames}, {', '.join(map(str, points))}] (time by grid) to describe",
+            f"no field of shape [{frames}, {', '.join(map(str, points))}] (time by grid) to "
+            "describe",
         )
     return {
         "times": [float(t) for t in time[()]],

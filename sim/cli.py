@@ -125,7 +125,8 @@ def _options(
         bool,
         typer.Option(
             "--no-cache",
-            help="Compile every program afresh: neither load nor save compiled programs (the cache is in the user's cache folder, or SIMJAX_CACHE_DIR).",
+            help="Compile every program afresh: neither load nor save compiled programs (the cache "
+            "is in the user's cache folder, or SIMJAX_CACHE_DIR).",
         ),
     ] = False,
 ) -> None:
@@ -259,7 +260,8 @@ OutsideFolder = Annotated[
     bool,
     typer.Option(
         "--allow-outside-folder",
-        help="PEtab: let the problem's YAML file name tables and models outside its own folder (by default every file it names must lie inside it, links resolved).",
+        help="PEtab: let the problem's YAML file name tables and models outside its own folder (by "
+        "default every file it names must lie inside it, links resolved).",
     ),
 ]
 
@@ -311,7 +313,8 @@ def unasked(path: Path, named_by: str = "") -> Path:
         raise InputError(
             path,
             "",
-            f"exists already{where}; without -o no command replaces a file: pass -o {shown(path)} to replace it, or -o with another name",
+            f"exists already{where}; without -o no command replaces a file: pass -o {shown(path)} "
+            "to replace it, or -o with another name",
         )
     return path
 
@@ -340,7 +343,10 @@ def resumable(output: Path, what: str, unfinished: Path | None = None):
         if e.checkpoint is not None:
             kept = f"{what} so far is checkpointed in {shown(e.checkpoint)}"
         elif unfinished is not None and unfinished.exists():
-            kept = f"stopped before a checkpoint; {what} up to its last checkpoint is kept in {shown(unfinished)}"
+            kept = (
+                f"stopped before a checkpoint; {what} up to its last checkpoint is kept in "
+                f"{shown(unfinished)}"
+            )
         else:
             kept = "nothing was saved yet"
         print(
@@ -442,7 +448,8 @@ def _describe_model(label: str, e: dict) -> None:
 
         sections.append(
             (
-                "the starting system, in [system] (reduced units: lengths in sigma, energies in epsilon)",
+                "the starting system, in [system] (reduced units: lengths in sigma, energies in "
+                "epsilon)",
                 ("key", "default", "unit", "meaning"),
                 SYSTEM_KEYS,
             )
@@ -487,7 +494,8 @@ def _file_models(name: str) -> None:
             found = file_models(Path(file))
             if not found:
                 raise SourceError(
-                    f"{file}: defines no model class (a subclass of OdeModel, SdeModel, SpectralPdeModel, GridPdeModel or ParticleModel)"
+                    f"{file}: defines no model class (a subclass of OdeModel, SdeModel, "
+                    "SpectralPdeModel, GridPdeModel or ParticleModel)"
                 )
             table = Table("model", "family", "description", "name in files", box=None)
             for n, cls in found.items():
@@ -596,7 +604,8 @@ def sweep(
     if not quiet:
         resumed = f", {summary.resumed_runs} resumed" if summary.resumed_runs else ""
         print(
-            f"wrote {shown(summary.path)}: {summary.runs} runs ({summary.ok} ok, {summary.failed} failed{resumed}); {clock.summary(f'{summary.runs:,} runs')}",
+            f"wrote {shown(summary.path)}: {summary.runs} runs ({summary.ok} ok, {summary.failed} "
+            f"failed{resumed}); {clock.summary(f'{summary.runs:,} runs')}",
             file=sys.stderr,
         )
         for line in summary.failure_lines():
@@ -622,7 +631,8 @@ def run(
         bool,
         typer.Option(
             "--xdmf",
-            help="PDE runs: also write an XDMF sidecar (OUT.xdmf) for ParaView and VisIt ([output] xdmf).",
+            help="PDE runs: also write an XDMF sidecar (OUT.xdmf) for ParaView and VisIt ([output] "
+            "xdmf).",
         ),
     ] = False,
 ) -> None:
@@ -643,7 +653,10 @@ def run(
         resumed = (
             f", resumed from frame {done.resumed_from}" if done.resumed_from is not None else ""
         )
-        steps = f"{done.stats.get('num_steps', 0):,} steps ({done.frames + 1 - (done.resumed_from or 0):,} frames written)"
+        steps = (
+            f"{done.stats.get('num_steps', 0):,} steps "
+            f"({done.frames + 1 - (done.resumed_from or 0):,} frames written)"
+        )
         if done.stats.get("devices", 1) > 1:
             steps += f" on {done.stats['devices']} CPU devices, the particles split between them"
         print(
@@ -687,21 +700,24 @@ def fit(
         typer.Option(
             "--starts",
             min=1,
-            help="Number of starts (Latin hypercube within the bounds; for a config, [fit] starts).",
+            help="Number of starts (Latin hypercube within the bounds; for a config, [fit] "
+            "starts).",
         ),
     ] = None,
     devices: Annotated[
         Optional[int],
         typer.Option(
             "--devices",
-            help="Spread the starts of a multistart fit over the first N local devices (default: all).",
+            help="Spread the starts of a multistart fit over the first N local devices (default: "
+            "all).",
         ),
     ] = None,
     scheduler: Annotated[
         Optional[str],
         typer.Option(
             "--scheduler",
-            help="Spread the starts of a multistart fit over a Dask cluster: its scheduler address, or local:N for a local cluster of N workers.",
+            help="Spread the starts of a multistart fit over a Dask cluster: its scheduler "
+            "address, or local:N for a local cluster of N workers.",
         ),
     ] = None,
     checkpoint_every: Annotated[
@@ -709,7 +725,8 @@ def fit(
         typer.Option(
             "--checkpoint-every",
             min=1,
-            help="Checkpoint every N iterations (PEtab: rounds of evaluations); default at most every 30 s. For a config, [fit] checkpoint_every.",
+            help="Checkpoint every N iterations (PEtab: rounds of evaluations); default at most "
+            "every 30 s. For a config, [fit] checkpoint_every.",
         ),
     ] = None,
     allow_outside: OutsideFolder = False,
@@ -773,7 +790,8 @@ def fit(
         status = "converged" if result.converged else f"did not converge: {result.message}"
         steps = len(result.loss_history) - 1
         print(
-            f"wrote {shown(path)}: {status}, final loss {result.loss_history[-1]:.6g}; {clock.summary(f'{steps:,} steps')}",
+            f"wrote {shown(path)}: {status}, final loss {result.loss_history[-1]:.6g}; "
+            f"{clock.summary(f'{steps:,} steps')}",
             file=sys.stderr,
         )
     _warn(result.warnings)
@@ -836,7 +854,8 @@ def _fit_petab(
     if not quiet:
         what = "objective at the nominal parameters" if evaluate else f"{result.message}, objective"
         print(
-            f"wrote {shown(path)}: {what} {result.objective:.10g} ({time.perf_counter() - start:.2f} s)",
+            f"wrote {shown(path)}: {what} {result.objective:.10g} "
+            f"({time.perf_counter() - start:.2f} s)",
             file=sys.stderr,
         )
 
@@ -1073,7 +1092,8 @@ def profile(
     out.print(table)
     if not quiet:
         print(
-            f"wrote {shown(path)}: {len(result.profiles)} profile(s) in {time.perf_counter() - start:.1f} s",
+            f"wrote {shown(path)}: {len(result.profiles)} profile(s) in "
+            f"{time.perf_counter() - start:.1f} s",
             file=sys.stderr,
         )
 
@@ -1088,7 +1108,8 @@ def plot(
         typer.Option(
             "-o",
             "--output",
-            help="Figure file (.png, .pdf, .svg), or a movie (.gif, .mp4) as with --movie; default FILE's name with .png.",
+            help="Figure file (.png, .pdf, .svg), or a movie (.gif, .mp4) as with --movie; default "
+            "FILE's name with .png.",
         ),
     ] = None,
     quiet: Quiet = False,
@@ -1096,7 +1117,8 @@ def plot(
         Optional[Path],
         typer.Option(
             "--movie",
-            help="PDE and MD runs: animate the saved frames into OUT.gif (or OUT.mp4 where ffmpeg is installed).",
+            help="PDE and MD runs: animate the saved frames into OUT.gif (or OUT.mp4 where ffmpeg "
+            "is installed).",
         ),
     ] = None,
     frames: Annotated[
@@ -1173,7 +1195,8 @@ def check_platform() -> None:
         raise InputError(
             "JAX_PLATFORMS",
             wanted,
-            f"no such device on this machine ({reason}); unset JAX_PLATFORMS, or install JAX for it (the cuda12 extra)",
+            f"no such device on this machine ({reason}); unset JAX_PLATFORMS, or install JAX for "
+            "it (the cuda12 extra)",
         ) from None
 
 

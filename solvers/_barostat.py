@@ -130,7 +130,8 @@ class StochasticCellRescaling(ParticleIntegrator):
         if not isinstance(thermostat, (LangevinBaoab, NoseHooverChain)):
             raise TypeError(
                 "a barostat needs a thermostat: LangevinBaoab or NoseHooverChain, got "
-                f"{type(thermostat).__name__} (stochastic cell rescaling samples the volume at a temperature)"
+                f"{type(thermostat).__name__} (stochastic cell rescaling samples the volume at a "
+                "temperature)"
             )
         if coupling not in COUPLINGS:
             raise ValueError(

@@ -181,7 +181,8 @@ class FdGrid(eqx.Module):
             minimum = 7 if self.order == 4 else 5
             if m < minimum:
                 raise ValueError(
-                    f"grid points[{i}] = {m}: order {self.order} needs at least {minimum} nodes per axis"
+                    f"grid points[{i}] = {m}: order {self.order} needs at least {minimum} nodes "
+                    "per axis"
                 )
 
     @property
@@ -488,14 +489,15 @@ class MethodOfLines(eqx.Module):
     def __check_init__(self):
         if self.method not in self.methods:
             raise ValueError(
-                f"unknown method-of-lines method {self.method!r}; expected one of {', '.join(self.methods)}."
-                + did_you_mean(self.method, self.methods)
+                f"unknown method-of-lines method {self.method!r}; expected one of "
+                f"{', '.join(self.methods)}." + did_you_mean(self.method, self.methods)
             )
         if self.order not in ORDERS:
             raise ValueError(f"finite-difference order must be 2 or 4, got {self.order!r}")
         if self.adjoint not in ADJOINTS:
             raise ValueError(
-                f"unknown adjoint {self.adjoint!r}; expected one of {', '.join(ADJOINTS)}.{did_you_mean(self.adjoint, ADJOINTS)}"
+                f"unknown adjoint {self.adjoint!r}; expected one of "
+                f"{', '.join(ADJOINTS)}.{did_you_mean(self.adjoint, ADJOINTS)}"
             )
         if self.dtype not in ("float32", "float64"):
             raise ValueError(f"dtype must be 'float32' or 'float64', got {self.dtype!r}")
@@ -612,8 +614,10 @@ class MethodOfLines(eqx.Module):
                 u0 = eqx.error_if(
                     u0,
                     self.dt0 > limit,
-                    f"the fixed step dt0 is beyond the diffusive stability limit of the explicit method "
-                    f"{self.method} (dt <= {beta} / (D * {grid.spectral_radius():.4g})); take a smaller step or "
+                    "the fixed step dt0 is beyond the diffusive stability limit of the explicit "
+                    "method "
+                    f"{self.method} (dt <= {beta} / (D * {grid.spectral_radius():.4g})); take a "
+                    "smaller step or "
                     "an implicit (kvaerno5) or IMEX (kencarp4) method",
                 )
         sol = self.stepper.solve(field, t, u0, observe=observe)

@@ -68,7 +68,8 @@ class EtdrkLoop(eqx.Module):
         """The state at the first save time (frame 0 not yet filled)."""
         if tuple(u0.shape[-self.grid.ndim :]) != self.grid.points:
             raise ValueError(
-                f"initial field has shape {u0.shape}; expected trailing grid shape {self.grid.points}"
+                f"initial field has shape {u0.shape}; expected trailing grid shape "
+                f"{self.grid.points}"
             )
         u_hat = self.grid.rfft(u0.astype(self.solver.real_dtype))
         return EtdrkLoopState(u_hat=u_hat, frame=jnp.asarray(0, jnp.int32))

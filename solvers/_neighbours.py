@@ -216,7 +216,8 @@ class NeighbourList(eqx.Module):
                 )
             if np.any(edges < 2 * cutoff):
                 raise ValueError(
-                    f"box edges {edges.tolist()} must be at least twice the cutoff ({2 * cutoff:g}): "
+                    f"box edges {edges.tolist()} must be at least twice the cutoff "
+                    f"({2 * cutoff:g}): "
                     "use more particles or a shorter cutoff"
                 )
             cells = tuple(int(c) for c in np.floor(edges * (1.0 - box_margin) / radius))

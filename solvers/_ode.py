@@ -275,7 +275,8 @@ class OdeSolver(eqx.Module):
 
         elif self.kind == "imex":
             raise TypeError(
-                f"the IMEX method {self.method} needs the right-hand side as a pair (non-stiff part, stiff part)"
+                f"the IMEX method {self.method} needs the right-hand side as a pair (non-stiff "
+                "part, stiff part)"
             )
         return diffrax.ODETerm(vector_field)
 

@@ -209,7 +209,8 @@ class OdeLoop(eqx.Module):
             if attrs:
                 if not isinstance(controller, diffrax.AbstractAdaptiveStepSizeController):
                     raise ValueError(
-                        "an implicit method with a fixed step needs the tolerances of its root finder; "
+                        "an implicit method with a fixed step needs the tolerances of its root "
+                        "finder; "
                         "use an adaptive step (no dt) for implicit methods"
                     )
                 solver = eqx.tree_at(

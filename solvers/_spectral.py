@@ -183,7 +183,8 @@ def check_periodic_grid(points, domain) -> None:
     for i, n in enumerate(points):
         if isinstance(n, bool) or not isinstance(n, int) or n < 4 or n % 2:
             raise ValueError(
-                f"grid points[{i}] = {n!r}: expected an even whole number >= 4 (a periodic Fourier axis)"
+                f"grid points[{i}] = {n!r}: expected an even whole number >= 4 (a periodic Fourier "
+                "axis)"
             )
     for i, pair in enumerate(domain):
         if len(pair) != 2:
@@ -450,7 +451,8 @@ class Etdrk(eqx.Module):
             dt = eqx.error_if(
                 dt,
                 jnp.abs(built - dt) > 1e-5 * jnp.abs(dt),
-                "the prebuilt ETDRK coefficients are for another step than (t[1] - t[0]) / steps_per_save",
+                "the prebuilt ETDRK coefficients are for another step than (t[1] - t[0]) / "
+                "steps_per_save",
             )
 
         if self.dealias is None:

@@ -22,8 +22,10 @@ def write_blowup(folder: Path, k: float, *, scale: float = 1.0, sections: str = 
         f["t"], f["y"] = t, scale / (1.0 - 0.3 * t)
     path = folder / "c.toml"
     path.write_text(
-        f'[model]\nname = "blowup"\n[model.states]\ny = "k * y**2 / {scale!r}"\n[model.parameters]\nk = {{ value = {k!r}, bounds = [0.0, 5.0] }}\n'
-        f'[initial]\ny = {scale!r}\n[data]\nfile = "d.h5"\ntime = "/t"\nobservables = {{ y = "/y" }}\n{sections}'
+        '[model]\nname = "blowup"\n[model.states]\ny = "k * y**2 / '
+        f'{scale!r}"\n[model.parameters]\nk = {{ value = {k!r}, bounds = [0.0, 5.0] }}\n'
+        f'[initial]\ny = {scale!r}\n[data]\nfile = "d.h5"\ntime = "/t"\nobservables = {{ y = "/y" '
+        f"}}\n{sections}"
     )
     return path
 

@@ -230,8 +230,10 @@ def test_a_family_is_declared_when_sim_is_imported_and_its_numerics_when_used():
 
     code = (
         "import sys, sim; "
-        "print(sorted(m for m in ('sim._ode', 'diffrax', 'solvers._ode', 'sim._pde', 'sim._md', 'sim._sde', 'sim._sweep', 'physics.pde._transport', "
-        "'physics.md._potentials', 'physics.sde._models', 'solvers._spectral', 'solvers._particles', 'solvers._sde') "
+        "print(sorted(m for m in ('sim._ode', 'diffrax', 'solvers._ode', 'sim._pde', 'sim._md', "
+        "'sim._sde', 'sim._sweep', 'physics.pde._transport', "
+        "'physics.md._potentials', 'physics.sde._models', 'solvers._spectral', "
+        "'solvers._particles', 'solvers._sde') "
         "if m in sys.modules))"
     )
     out = subprocess.run(
@@ -314,14 +316,17 @@ def test_importing_the_packages_changes_nothing_in_jax_xla_or_equinox():
     code = (
         "import os, jax, equinox._errors as e\n"
         "from jax._src import compilation_cache as cc\n"
-        "def state(): return (jax.config.jax_enable_x64, os.environ.get('XLA_FLAGS'), os.environ.get('NPROC'),\n"
-        "    jax.config.jax_compilation_cache_dir, jax.config.jax_enable_compilation_cache, cc._cache, e.branched_error_if_impl)\n"
+        "def state(): return (jax.config.jax_enable_x64, os.environ.get('XLA_FLAGS'), "
+        "os.environ.get('NPROC'),\n"
+        "    jax.config.jax_compilation_cache_dir, jax.config.jax_enable_compilation_cache, "
+        "cc._cache, e.branched_error_if_impl)\n"
         "before = state()\n"
         "import sim, inference, solvers, physics, sim.cli\n"
         "from solvers import checks_as_nan\n"
         "assert state() == before, (before, state())\n"
         "sim.configure_jax(cache=False)\n"
-        "assert jax.config.jax_enable_x64 and 'xla_cpu_small_while_loop_byte_threshold' in os.environ['XLA_FLAGS']\n"
+        "assert jax.config.jax_enable_x64 and 'xla_cpu_small_while_loop_byte_threshold' in "
+        "os.environ['XLA_FLAGS']\n"
         "print('ok')\n"
     )
     env = {**_clean_env(), "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
@@ -342,7 +347,8 @@ def test_configure_jax_after_the_import_gives_the_numbers_of_float64_from_the_st
         "import hashlib, warnings, numpy as np\n"
         "warnings.simplefilter('error', sim.PrecisionWarning)\n"
         "result = sim.run(sim.load_config('experiments/lotka_volterra.toml'))\n"
-        "print(hashlib.sha256(b''.join(np.asarray(v).tobytes() for _, v in sorted(result.observables.items()))).hexdigest())\n"
+        "print(hashlib.sha256(b''.join(np.asarray(v).tobytes() for _, v in "
+        "sorted(result.observables.items()))).hexdigest())\n"
     )
     first = "import jax; jax.config.update('jax_enable_x64', True)\nimport sim\n" + run
     after = "import sim; sim.configure_jax(cache=False)\n" + run

@@ -112,14 +112,18 @@ SMALL: dict[str, list[str]] = {
     "sim run experiments/predation.toml -o predation.h5": [],
     "sim profile experiments/sir_boarding_school.toml -o sir_profile.h5": [],
     "sim plot sir_profile.h5": [],
-    "sim fit experiments/petab/Boehm_JProteomeRes2014/Boehm_JProteomeRes2014.yaml --evaluate -o boehm_eval.h5": [],
-    "sim fit experiments/petab/Boehm_JProteomeRes2014/Boehm_JProteomeRes2014.yaml --starts 20 -o boehm_fit.h5": [
+    "sim fit experiments/petab/Boehm_JProteomeRes2014/Boehm_JProteomeRes2014.yaml --evaluate -o "
+    "boehm_eval.h5": [],
+    "sim fit experiments/petab/Boehm_JProteomeRes2014/Boehm_JProteomeRes2014.yaml --starts 20 -o "
+    "boehm_fit.h5": [
         "--starts",
         "2",
     ],
     "sim plot boehm_fit.h5": [],
-    "sim profile experiments/petab/Boehm_JProteomeRes2014/Boehm_JProteomeRes2014.yaml --param k_phos -o boehm_profile.h5": [],
-    "sim infer experiments/petab/Boehm_JProteomeRes2014/Boehm_JProteomeRes2014.yaml --chains 2 --warmup 300 --samples 300 -o boehm_posterior.h5": [
+    "sim profile experiments/petab/Boehm_JProteomeRes2014/Boehm_JProteomeRes2014.yaml --param "
+    "k_phos -o boehm_profile.h5": [],
+    "sim infer experiments/petab/Boehm_JProteomeRes2014/Boehm_JProteomeRes2014.yaml --chains 2 "
+    "--warmup 300 --samples 300 -o boehm_posterior.h5": [
         "--chains",
         "1",
         "--warmup",
@@ -156,11 +160,15 @@ SLOW = {
     # tests/inference/test_petab.py evaluates the same problem through `sim fit
     # --evaluate` and checks the gradient of its objective; `sim infer` and `sim profile`
     # of PEtab problems run with `-m slow` there and in tests/inference/test_profile.py.
-    "sim fit experiments/petab/Boehm_JProteomeRes2014/Boehm_JProteomeRes2014.yaml --evaluate -o boehm_eval.h5",
-    "sim fit experiments/petab/Boehm_JProteomeRes2014/Boehm_JProteomeRes2014.yaml --starts 20 -o boehm_fit.h5",
+    "sim fit experiments/petab/Boehm_JProteomeRes2014/Boehm_JProteomeRes2014.yaml --evaluate -o "
+    "boehm_eval.h5",
+    "sim fit experiments/petab/Boehm_JProteomeRes2014/Boehm_JProteomeRes2014.yaml --starts 20 -o "
+    "boehm_fit.h5",
     "sim plot boehm_fit.h5",
-    "sim profile experiments/petab/Boehm_JProteomeRes2014/Boehm_JProteomeRes2014.yaml --param k_phos -o boehm_profile.h5",
-    "sim infer experiments/petab/Boehm_JProteomeRes2014/Boehm_JProteomeRes2014.yaml --chains 2 --warmup 300 --samples 300 -o boehm_posterior.h5",
+    "sim profile experiments/petab/Boehm_JProteomeRes2014/Boehm_JProteomeRes2014.yaml --param "
+    "k_phos -o boehm_profile.h5",
+    "sim infer experiments/petab/Boehm_JProteomeRes2014/Boehm_JProteomeRes2014.yaml --chains 2 "
+    "--warmup 300 --samples 300 -o boehm_posterior.h5",
 }
 # The quick start's set-up: checked, not run.
 SETUP = {

@@ -278,8 +278,10 @@ def main() -> None:
             # the compilation cache): timed by a run of one warmup step and one draw.
             fixed[name].append(run(name, seed, 1, 1)[0])
             print(
-                f"  seed {seed} {name}: {wall:.1f} s (of which {fixed[name][-1]:.1f} s each run pays before sampling), "
-                f"min ESS {runs[name][-1][1]:.0f}, {divergences} divergences, {leapfrogs:.1f} leapfrog steps a draw",
+                f"  seed {seed} {name}: {wall:.1f} s (of which {fixed[name][-1]:.1f} s each run "
+                "pays before sampling), "
+                f"min ESS {runs[name][-1][1]:.0f}, {divergences} divergences, {leapfrogs:.1f} "
+                "leapfrog steps a draw",
                 flush=True,
             )
     load_after = os.getloadavg()
@@ -308,27 +310,34 @@ def main() -> None:
     }
 
     print(
-        f"\nmachine: {platform.machine()}, {_cores} cores, jax {jax.__version__} on {jax.default_backend()} "
-        f"({jax.local_device_count()} devices), numpyro {numpyro.__version__}, diffrax {diffrax.__version__}"
+        f"\nmachine: {platform.machine()}, {_cores} cores, jax {jax.__version__} on "
+        f"{jax.default_backend()} "
+        f"({jax.local_device_count()} devices), numpyro {numpyro.__version__}, diffrax "
+        f"{diffrax.__version__}"
     )
     print(f"load average before {load_before[0]:.2f}, after {load_after[0]:.2f}")
     print(f"XLA_FLAGS (every side): {os.environ.get('XLA_FLAGS', '')}")
     print(
-        f"lynx-hare Lotka-Volterra, NUTS, {plan}, {args.warmup} warmup + {args.samples} samples per chain, rtol {RTOL}, atol {ATOL}"
+        f"lynx-hare Lotka-Volterra, NUTS, {plan}, {args.warmup} warmup + {args.samples} samples "
+        f"per chain, rtol {RTOL}, atol {ATOL}"
     )
     print(
-        "ESS/s: minimum bulk ESS over the wall time of the whole MCMC.run; sampling ESS/s: over that time less what a"
+        "ESS/s: minimum bulk ESS over the wall time of the whole MCMC.run; sampling ESS/s: over "
+        "that time less what a"
     )
     print(
-        "run of one warmup step and one draw takes (tracing, compiling or loading the sampler, finding a start)"
+        "run of one warmup step and one draw takes (tracing, compiling or loading the sampler, "
+        "finding a start)"
     )
     print(
-        f"{'':20} {'first run':>10} {'wall':>8} {'fixed':>7} {'min ESS':>8} {'ESS/s':>14} {'sampling ESS/s':>20} {'div.*':>5} {'gradient':>10}"
+        f"{'':20} {'first run':>10} {'wall':>8} {'fixed':>7} {'min ESS':>8} {'ESS/s':>14} "
+        f"{'sampling ESS/s':>20} {'div.*':>5} {'gradient':>10}"
     )
     rate, sampling = {}, {}
     if "NumPyro + diffrax" not in runs:
         print(
-            f"{'NumPyro + diffrax':20} {'(not sampled: --diffrax-nuts)':>86} {costs['NumPyro + diffrax']:8.0f}us"
+            f"{'NumPyro + diffrax':20} {'(not sampled: --diffrax-nuts)':>86} "
+            f"{costs['NumPyro + diffrax']:8.0f}us"
         )
     for name, results in runs.items():
         keep = slice(1, None) if len(results) > 1 else slice(None)
@@ -339,14 +348,18 @@ def main() -> None:
         ]
         rate[name], sampling[name] = statistics.median(rates), statistics.median(net)
         print(
-            f"{name:20} {results[0][0]:9.1f}s {statistics.median(w for w, _, _ in timed):7.1f}s {statistics.median(costs_fixed):6.1f}s "
-            f"{statistics.median(e for _, e, _ in timed):8.0f} {rate[name]:5.1f} ({min(rates):.1f}-{max(rates):.1f}) "
-            f"{sampling[name]:9.1f} ({min(net):.1f}-{max(net):.1f}) {max(d for _, _, d in timed):5d} {costs[name]:8.0f}us"
+            f"{name:20} {results[0][0]:9.1f}s {statistics.median(w for w, _, _ in timed):7.1f}s "
+            f"{statistics.median(costs_fixed):6.1f}s "
+            f"{statistics.median(e for _, e, _ in timed):8.0f} {rate[name]:5.1f} "
+            f"({min(rates):.1f}-{max(rates):.1f}) "
+            f"{sampling[name]:9.1f} ({min(net):.1f}-{max(net):.1f}) "
+            f"{max(d for _, _, d in timed):5d} {costs[name]:8.0f}us"
         )
     print("* divergences of the worst timed seed")
     for other in (n for n in runs if n != "simjax"):
         print(
-            f"simjax / {other}: ESS/s {rate['simjax'] / rate[other]:.2f}x, sampling ESS/s {sampling['simjax'] / sampling[other]:.2f}x, "
+            f"simjax / {other}: ESS/s {rate['simjax'] / rate[other]:.2f}x, sampling ESS/s "
+            f"{sampling['simjax'] / sampling[other]:.2f}x, "
             f"gradient cost {costs[other] / costs['simjax']:.2f}x"
         )
 

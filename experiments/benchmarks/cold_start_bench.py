@@ -116,8 +116,10 @@ def main() -> None:
     load_after = os.getloadavg()
 
     print(
-        f"machine: {platform.machine()}, {os.cpu_count()} cores, {platform.processor() or platform.platform()}; "
-        f"Python {platform.python_version()}; load average before {load_before[0]:.2f}, after {load_after[0]:.2f}"
+        f"machine: {platform.machine()}, {os.cpu_count()} cores, "
+        f"{platform.processor() or platform.platform()}; "
+        f"Python {platform.python_version()}; load average before {load_before[0]:.2f}, after "
+        f"{load_after[0]:.2f}"
     )
     print(f"{args.rounds} interleaved rounds; seconds per process, minimum / median")
     print(f"{'command':24} {'wall min':>9} {'wall med':>9} {'cpu min':>9} {'cpu med':>9}")
@@ -127,11 +129,13 @@ def main() -> None:
         cpu = np.array([c for _, c in values])
         stats[name] = (wall.min(), np.median(wall), cpu.min(), np.median(cpu))
         print(
-            f"{name:24} {wall.min():9.2f} {np.median(wall):9.2f} {cpu.min():9.2f} {np.median(cpu):9.2f}"
+            f"{name:24} {wall.min():9.2f} {np.median(wall):9.2f} {cpu.min():9.2f} "
+            f"{np.median(cpu):9.2f}"
         )
     floor, warm = stats["import jax, diffrax"], stats["sim run, warm cache"]
     print(
-        f"warm-cache sim run / import jax, diffrax: wall {warm[1] / floor[1]:.2f} (medians), {warm[0] / floor[0]:.2f} (minima); "
+        f"warm-cache sim run / import jax, diffrax: wall {warm[1] / floor[1]:.2f} (medians), "
+        f"{warm[0] / floor[0]:.2f} (minima); "
         f"cpu {warm[3] / floor[3]:.2f} (medians), {warm[2] / floor[2]:.2f} (minima)"
     )
 

@@ -224,7 +224,8 @@ def main(argv=None) -> None:
         "one core (pinned)" if CORES == 1 else "two cores (XLA threads; LAMMPS OPENMP, 2 threads)"
     )
     print(
-        f"load before: {os.getloadavg()[0]:.1f}; {setting}, N = {args.n}, accuracy {args.accuracy:g}, {args.steps} steps per round"
+        f"load before: {os.getloadavg()[0]:.1f}; {setting}, N = {args.n}, accuracy "
+        f"{args.accuracy:g}, {args.steps} steps per round"
     )
     system = ions(args.n)
     reference = reference_forces(system)
@@ -246,7 +247,8 @@ def main(argv=None) -> None:
         side = Simjax(system, accuracy, args.steps)
         reached = error(side)
         print(
-            f"simjax pme {accuracy:g}: RMS force error {reached:.3g}; mesh {side.model.pme_mesh}, alpha {side.model.alpha:.4f}, compiled in {side.compile:.1f} s"
+            f"simjax pme {accuracy:g}: RMS force error {reached:.3g}; mesh {side.model.pme_mesh}, "
+            f"alpha {side.model.alpha:.4f}, compiled in {side.compile:.1f} s"
         )
         sides[f"simjax pme {accuracy:g}"] = side
         if reached <= target:
@@ -264,13 +266,16 @@ def main(argv=None) -> None:
     times = {name: values for name, values in times.items() if values}
     for name, values in times.items():
         print(
-            f"{name:20s} {1e3 * np.median(values):.2f} ms per step (min {1e3 * min(values):.2f}, max {1e3 * max(values):.2f})"
+            f"{name:20s} {1e3 * np.median(values):.2f} ms per step (min {1e3 * min(values):.2f}, "
+            f"max {1e3 * max(values):.2f})"
         )
     for name in times:
         if name != "LAMMPS pppm":
             ratios = [a / b for a, b in zip(times[name], times["LAMMPS pppm"], strict=False)]
             print(
-                f"{name} / LAMMPS time per step: {np.median(times[name]) / np.median(times['LAMMPS pppm']):.2f} (per round {min(ratios):.2f}-{max(ratios):.2f})"
+                f"{name} / LAMMPS time per step: "
+                f"{np.median(times[name]) / np.median(times['LAMMPS pppm']):.2f} (per round "
+                f"{min(ratios):.2f}-{max(ratios):.2f})"
             )
     print(f"load after: {os.getloadavg()[0]:.1f}")
 

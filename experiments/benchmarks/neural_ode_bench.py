@@ -285,8 +285,10 @@ def main() -> None:
     if not args.no_adjoint:
         pairs.append(("continuous adjoint", "backsolve", True))
     print(
-        f"jax {jax.__version__}, torch {torch.__version__}, torchdiffeq {torchdiffeq.__version__}, float64; "
-        f"{os.cpu_count()} cores; time per step: {args.rounds} interleaved rounds of {args.steps} steps; "
+        f"jax {jax.__version__}, torch {torch.__version__}, torchdiffeq {torchdiffeq.__version__}, "
+        "float64; "
+        f"{os.cpu_count()} cores; time per step: {args.rounds} interleaved rounds of {args.steps} "
+        "steps; "
         f"time to a trained model: {args.train_steps} steps",
         flush=True,
     )
@@ -311,11 +313,13 @@ def main() -> None:
         load_after = os.getloadavg()
         mt = np.median([r[0] for r in rt])
         print(
-            f"\n{label}: simjax {adjoint} vs torchdiffeq {torch_name}; load average before {load_before[0]:.2f}, "
+            f"\n{label}: simjax {adjoint} vs torchdiffeq {torch_name}; load average before "
+            f"{load_before[0]:.2f}, "
             f"after {load_after[0]:.2f}"
         )
         print(
-            f"  per step     torchdiffeq {spread([r[0] for r in rt])}  ({np.mean([r[2] for r in rt]):.0f} "
+            f"  per step     torchdiffeq {spread([r[0] for r in rt])}  "
+            f"({np.mean([r[2] for r in rt]):.0f} "
             f"evaluations per step, forward and backward; the batch as one system)"
         )
         for batch in BATCHES:
@@ -324,7 +328,8 @@ def main() -> None:
             what = "the batch as one system" if batch == "system" else "the slowest window"
             print(f"  batch = {batch!r}:")
             print(
-                f"    per step   simjax      {spread([r[0] for r in rj])}  (~{np.mean([r[2] for r in rj]):.0f} "
+                f"    per step   simjax      {spread([r[0] for r in rj])}  "
+                f"(~{np.mean([r[2] for r in rj]):.0f} "
                 f"evaluations per forward solve, {what})"
             )
             ratio = mt / mj
@@ -334,13 +339,16 @@ def main() -> None:
                 else f"               simjax {1 / ratio:.1f}x slower per step"
             )
             print(
-                f"    simjax first step (trace + compile + one step) {jt['first']:.1f} s; compile about "
+                f"    simjax first step (trace + compile + one step) {jt['first']:.1f} s; compile "
+                "about "
                 f"{jt['first'] - mj:.1f} s (first step minus a median step)"
             )
             steady = mj * (args.train_steps - 1)
             print(
-                f"    time to a trained model ({args.train_steps} steps from a fresh start): simjax {jt['total']:.1f} s "
-                f"(of which first step {jt['first']:.1f} s, the other steps {jt['total'] - jt['first']:.1f} s; "
+                f"    time to a trained model ({args.train_steps} steps from a fresh start): "
+                f"simjax {jt['total']:.1f} s "
+                f"(of which first step {jt['first']:.1f} s, the other steps "
+                f"{jt['total'] - jt['first']:.1f} s; "
                 f"{steady:.1f} s at the median step time), torchdiffeq {tt['total']:.1f} s; "
                 + (
                     f"simjax {tt['total'] / jt['total']:.1f}x faster"
@@ -353,8 +361,10 @@ def main() -> None:
                 f"    break-even: simjax's compile is paid back after about {breakeven:.0f} steps"
             )
             print(
-                f"    trained models' MSE on 99 fixed windows (torchdiffeq odeint solves): simjax {scores[batch]:.2e}, "
-                f"torchdiffeq {t_score:.2e} (starting weights {start_score:.2e}); mean minibatch loss of the last "
+                "    trained models' MSE on 99 fixed windows (torchdiffeq odeint solves): simjax "
+                f"{scores[batch]:.2e}, "
+                f"torchdiffeq {t_score:.2e} (starting weights {start_score:.2e}); mean minibatch "
+                "loss of the last "
                 f"10 steps: simjax {jt['last_loss']:.2e}, torchdiffeq {tt['last_loss']:.2e}",
                 flush=True,
             )

@@ -239,8 +239,10 @@ def main() -> None:
     load_after = os.getloadavg()
 
     print(
-        f"machine: {platform.machine()}, {os.cpu_count()} cores, jax {jax.__version__} on {jax.default_backend()}, "
-        f"diffrax {diffrax.__version__}; load average before {load_before[0]:.2f}, after {load_after[0]:.2f}"
+        f"machine: {platform.machine()}, {os.cpu_count()} cores, jax {jax.__version__} on "
+        f"{jax.default_backend()}, "
+        f"diffrax {diffrax.__version__}; load average before {load_before[0]:.2f}, after "
+        f"{load_after[0]:.2f}"
     )
     print(
         "problem: Lotka-Volterra, t in [0, 20], 201 saves, tsit5, rtol 1e-6, atol 1e-8; "
@@ -252,13 +254,16 @@ def main() -> None:
     d = med["diffrax"]
     print(f"{'diffrax, jax.jit, from Python':36} {show(s['diffrax'])}   1.000")
     print(
-        f"{'  the same, save times passed in':36} {show(s['diffrax_t'])}   {med['diffrax_t'] / d:.3f}"
+        f"{'  the same, save times passed in':36} {show(s['diffrax_t'])}   "
+        f"{med['diffrax_t'] / d:.3f}"
     )
     print(
-        f"{'simjax sim.simulate, from Python':36} {show(s['simjax'])}   {med['simjax'] / d:.3f} of jitted diffrax's time"
+        f"{'simjax sim.simulate, from Python':36} {show(s['simjax'])}   {med['simjax'] / d:.3f} of "
+        "jitted diffrax's time"
     )
     print(
-        f"{'simjax inside the caller jax.jit':36} {show(s['simjax_jit'])}   {med['simjax_jit'] / d:.3f} of jitted diffrax's time"
+        f"{'simjax inside the caller jax.jit':36} {show(s['simjax_jit'])}   "
+        f"{med['simjax_jit'] / d:.3f} of jitted diffrax's time"
     )
     cmed = {k: float(np.median(v)) for k, v in cpu.items()}
     print("CPU time per solve (the process's, all threads), median (min-max) in us:")
@@ -275,15 +280,18 @@ def main() -> None:
         ("odeint", "scipy odeint (LSODA)"),
     ):
         print(
-            f"{label:36} {show(s[name])}   simjax from Python {med[name] / med['simjax']:.2f}x faster "
+            f"{label:36} {show(s[name])}   simjax from Python {med[name] / med['simjax']:.2f}x "
+            "faster "
             f"(inside jit {med[name] / med['simjax_jit']:.2f}x)"
         )
     print(f"{'forward (jitted loss)':36} {show(g['forward'])}")
     print(
-        f"{'gradient, reverse mode':36} {show(g['reverse'])}   / forward = {gmed['reverse'] / gmed['forward']:.2f}"
+        f"{'gradient, reverse mode':36} {show(g['reverse'])}   / forward = "
+        f"{gmed['reverse'] / gmed['forward']:.2f}"
     )
     print(
-        f"{'gradient, forward sensitivities':36} {show(g['sens'])}   / forward = {gmed['sens'] / gmed['forward']:.2f}"
+        f"{'gradient, forward sensitivities':36} {show(g['sens'])}   / forward = "
+        f"{gmed['sens'] / gmed['forward']:.2f}"
     )
     print(f"{'first call (trace + compile + run)':36} {compile_s:9.2f} s")
 

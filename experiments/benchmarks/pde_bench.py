@@ -280,7 +280,8 @@ def main():
     ks_steps, kol_steps = (200, 20) if args.quick else (2000, 200)
     load_before = os.getloadavg()
     print(
-        f"jax {jax.__version__}, exponax {importlib.metadata.version('exponax')}, devices {jax.devices()}, "
+        f"jax {jax.__version__}, exponax {importlib.metadata.version('exponax')}, devices "
+        f"{jax.devices()}, "
         f"{os.cpu_count()} cores; load average {load_before[0]:.2f}"
     )
     for name, check in (("KS", ks_agreement), ("Kolmogorov", kolmogorov_agreement)):
@@ -296,11 +297,15 @@ def main():
             case["exponax"] / case["simjax"]
         )  # the two calls of one round saw about the same load
         print(
-            f"{case['name']}: {case['steps']} steps, {args.repeats} interleaved rounds; steps/s median (min-max): "
-            f"simjax {show(case['simjax'], case['steps'])}, exponax {show(case['exponax'], case['steps'])}; "
+            f"{case['name']}: {case['steps']} steps, {args.repeats} interleaved rounds; steps/s "
+            "median (min-max): "
+            f"simjax {show(case['simjax'], case['steps'])}, exponax "
+            f"{show(case['exponax'], case['steps'])}; "
             f"simjax/exponax speed ratio {ratio:.2f} (of the medians), {np.median(paired):.2f} "
-            f"({paired.min():.2f}-{paired.max():.2f}) per round, {case['exponax'].min() / case['simjax'].min():.2f} "
-            f"(fastest rounds); final fields' relative difference (float32) {case['difference']:.1e}",
+            f"({paired.min():.2f}-{paired.max():.2f}) per round, "
+            f"{case['exponax'].min() / case['simjax'].min():.2f} "
+            "(fastest rounds); final fields' relative difference (float32) "
+            f"{case['difference']:.1e}",
             flush=True,
         )
     print(f"load average after the timed cases {os.getloadavg()[0]:.2f}", flush=True)
@@ -325,7 +330,8 @@ def main():
     )
     g, elapsed, rss = gradient_run()
     print(
-        f"10,000-step gradient d(loss)/d(viscosity) = {g:.6g} in {elapsed:.1f} s (incl. compile), peak RSS {rss:.0f} MiB"
+        f"10,000-step gradient d(loss)/d(viscosity) = {g:.6g} in {elapsed:.1f} s (incl. compile), "
+        f"peak RSS {rss:.0f} MiB"
     )
 
 

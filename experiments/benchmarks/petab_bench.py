@@ -81,7 +81,8 @@ RTOL, ATOL = 1e-8, 1e-10
 
 def evaluate(folders: list[Path]) -> None:
     print(
-        f"{'problem':<28} {'-objective':>16} {'reference llh':>16} {'difference':>11} {'first call':>11} {'compiled':>10}"
+        f"{'problem':<28} {'-objective':>16} {'reference llh':>16} {'difference':>11} "
+        f"{'first call':>11} {'compiled':>10}"
     )
     for folder in folders:
         name = folder.name
@@ -98,7 +99,8 @@ def evaluate(folders: list[Path]) -> None:
             runs.append(time.perf_counter() - t)
         reference = REFERENCE_LLH.get(name, float("nan"))
         print(
-            f"{name:<28} {-value:16.8f} {reference:16.8f} {-value - reference:11.2e} {first:10.1f}s {min(runs) * 1e3:8.1f}ms",
+            f"{name:<28} {-value:16.8f} {reference:16.8f} {-value - reference:11.2e} "
+            f"{first:10.1f}s {min(runs) * 1e3:8.1f}ms",
             flush=True,
         )
 
@@ -161,12 +163,14 @@ def roadrunner_comparison(repeats: int) -> None:
     )
     a, b = statistics.median(simjax_times), statistics.median(rr_times)
     print(
-        f"forward simulation of Boehm_JProteomeRes2014 ({len(times)} times, rtol {RTOL}, atol {ATOL}), median of {repeats}:"
+        f"forward simulation of Boehm_JProteomeRes2014 ({len(times)} times, rtol {RTOL}, atol "
+        f"{ATOL}), median of {repeats}:"
     )
     print(f"  simjax (kvaerno5, compiled; compile {compile_time:.1f} s): {a * 1e3:.2f} ms")
     print(f"  libRoadRunner {roadrunner.__version__} (CVODE BDF):        {b * 1e3:.2f} ms")
     print(
-        f"  ratio simjax / libRoadRunner: {a / b:.2f}; largest relative species difference {difference:.1e}"
+        f"  ratio simjax / libRoadRunner: {a / b:.2f}; largest relative species difference "
+        f"{difference:.1e}"
     )
 
 
@@ -208,7 +212,8 @@ def roadrunner_llh(folder: Path, rtol: float, atol: float) -> None:
                 rr.setValue(key, value)
             elif key not in species:
                 raise SystemExit(
-                    f"{name}: condition {condition!r} sets {key!r}, no parameter, compartment or species"
+                    f"{name}: condition {condition!r} sets {key!r}, no parameter, compartment or "
+                    "species"
                 )
         assert all(rr.getValue(k) == v for k, v in values.items())
         times = sorted({0.0, *group["time"].astype(float)})
@@ -239,8 +244,10 @@ def roadrunner_llh(folder: Path, rtol: float, atol: float) -> None:
     llh = calculate_llh(measurements, simulations, problem.observable_df, problem.parameter_df)
     reference = REFERENCE_LLH.get(name, float("nan"))
     print(
-        f"{name}: libRoadRunner {roadrunner.__version__} (CVODE, rtol {rtol:g}, atol {atol:g}), {len(rows)} measurements, "
-        f"{time.perf_counter() - start:.0f} s: llh {llh:.6f}, AMICI's reference {reference:.6f} ({llh - reference:+.2e})"
+        f"{name}: libRoadRunner {roadrunner.__version__} (CVODE, rtol {rtol:g}, atol {atol:g}), "
+        f"{len(rows)} measurements, "
+        f"{time.perf_counter() - start:.0f} s: llh {llh:.6f}, AMICI's reference {reference:.6f} "
+        f"({llh - reference:+.2e})"
     )
 
 
@@ -253,13 +260,16 @@ def multistart(starts: int, seed: int) -> None:
     objective = np.sort(result.starts_objective)
     near = int(np.sum(objective <= objective[0] + SAME_OPTIMUM))
     print(
-        f"multistart Boehm_JProteomeRes2014: {starts} starts (seed {seed}), wall time {wall:.0f} s ({wall / starts:.1f} s per start)"
+        f"multistart Boehm_JProteomeRes2014: {starts} starts (seed {seed}), wall time {wall:.0f} s "
+        f"({wall / starts:.1f} s per start)"
     )
     print(
-        f"  best objective {objective[0]:.6f} (nominal {nominal_objective:.6f}); {near}/{starts} starts within {SAME_OPTIMUM} of the best"
+        f"  best objective {objective[0]:.6f} (nominal {nominal_objective:.6f}); {near}/{starts} "
+        f"starts within {SAME_OPTIMUM} of the best"
     )
     print(
-        f"  converged {int(result.converged.sum())}/{starts}; sorted objectives: {np.array2string(objective[:12], precision=3)} ..."
+        f"  converged {int(result.converged.sum())}/{starts}; sorted objectives: "
+        f"{np.array2string(objective[:12], precision=3)} ..."
     )
 
 
@@ -316,8 +326,10 @@ def spread(repeats: int) -> None:
                 reference = objective if reference is None else reference
             difference = float(np.max(np.abs(objective / reference - 1)))
             print(
-                f"8 starts, {name:<20}: process {statistics.median(walls):6.1f} s, fit {statistics.median(fits):6.1f} s "
-                f"(median of {repeats}; load now {os.getloadavg()[0]:.2f}); objectives differ from the first by {difference:.1e}",
+                f"8 starts, {name:<20}: process {statistics.median(walls):6.1f} s, fit "
+                f"{statistics.median(fits):6.1f} s "
+                f"(median of {repeats}; load now {os.getloadavg()[0]:.2f}); objectives differ from "
+                f"the first by {difference:.1e}",
                 flush=True,
             )
 
@@ -342,7 +354,8 @@ def main() -> None:
     )
     args = parser.parse_args()
     print(
-        f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}; jax {jax.__version__}"
+        f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, load "
+        f"{os.getloadavg()[0]:.2f}; jax {jax.__version__}"
     )
     if args.evaluate is not None:
         evaluate(args.evaluate or sorted(p for p in DATA.iterdir() if p.is_dir()))

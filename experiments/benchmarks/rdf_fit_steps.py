@@ -72,8 +72,10 @@ def main() -> None:
     data = target(args.out, args.seed, args.target_steps)
     levenberg = _fit_rdf._BlockSums.step
     print(
-        f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f}; target seed {args.seed}, "
-        f"{args.target_steps} steps; start epsilon {args.start[0]}, sigma {args.start[1]}; {args.replicas} runs per step"
+        f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f}; target seed "
+        f"{args.seed}, "
+        f"{args.target_steps} steps; start epsilon {args.start[0]}, sigma {args.start[1]}; "
+        f"{args.replicas} runs per step"
     )
     for damping in args.damping:
         _fit_rdf._BlockSums.step = (
@@ -92,13 +94,17 @@ def main() -> None:
         result = fit(sim.load_config(EXPERIMENT, sets))
         wall = time.perf_counter() - began
         print(
-            f"\n{damping}: {len(result.loss_history)} runs, {'converged' if result.converged else 'not converged'}, "
-            f"estimate epsilon {result.estimate['epsilon']:.5f}, sigma {result.estimate['sigma']:.5f}, {wall:.0f} s"
+            f"\n{damping}: {len(result.loss_history)} runs, "
+            f"{'converged' if result.converged else 'not converged'}, "
+            f"estimate epsilon {result.estimate['epsilon']:.5f}, sigma "
+            f"{result.estimate['sigma']:.5f}, {wall:.0f} s"
         )
         for k, loss in enumerate(result.loss_history):
             print(
-                f"  run {k + 1:2d}: loss {loss:.4g} +- {result.loss_stderr[k]:.2g}, epsilon {result.path['epsilon'][k]:.4f}, "
-                f"sigma {result.path['sigma'][k]:.4f} -> step to {result.aim['epsilon'][k]:.4f}, {result.aim['sigma'][k]:.4f}"
+                f"  run {k + 1:2d}: loss {loss:.4g} +- {result.loss_stderr[k]:.2g}, epsilon "
+                f"{result.path['epsilon'][k]:.4f}, "
+                f"sigma {result.path['sigma'][k]:.4f} -> step to {result.aim['epsilon'][k]:.4f}, "
+                f"{result.aim['sigma'][k]:.4f}"
             )
     _fit_rdf._BlockSums.step = levenberg
 

@@ -75,14 +75,17 @@ def main() -> None:
             whole = peak_rss(config, base + variants["large"], "memory", folder)
         print(f"\n{name}")
         print(
-            f"  streamed, few frames:   peak {small[0]:7.0f} MiB  ({small[1]:5.1f} s, file {small[2]:6.1f} MiB)"
+            f"  streamed, few frames:   peak {small[0]:7.0f} MiB  ({small[1]:5.1f} s, file "
+            f"{small[2]:6.1f} MiB)"
         )
         print(
-            f"  streamed, 100x frames:  peak {large[0]:7.0f} MiB  ({large[1]:5.1f} s, file {large[2]:6.1f} MiB)"
+            f"  streamed, 100x frames:  peak {large[0]:7.0f} MiB  ({large[1]:5.1f} s, file "
+            f"{large[2]:6.1f} MiB)"
         )
         print(f"  in memory, 100x frames: peak {whole[0]:7.0f} MiB  ({whole[1]:5.1f} s)")
         print(
-            f"  growth with 100x frames: streamed {100 * (large[0] / small[0] - 1):+.1f}%, in memory {100 * (whole[0] / small[0] - 1):+.1f}%"
+            f"  growth with 100x frames: streamed {100 * (large[0] / small[0] - 1):+.1f}%, in "
+            f"memory {100 * (whole[0] / small[0] - 1):+.1f}%"
         )
 
 

@@ -376,7 +376,8 @@ def main() -> None:
         "odeint pool": "scipy odeint (Fortran LSODA), 2-process pool",
     }
     print(
-        f"{rounds} interleaved rounds; scipy timed on {subset} evenly spaced runs and scaled to {runs}; "
+        f"{rounds} interleaved rounds; scipy timed on {subset} evenly spaced runs and scaled to "
+        f"{runs}; "
         f"load average before {load_before[0]:.2f}, after {load_after[0]:.2f}"
     )
     print(f"{'':50} {'median (min-max) for ' + str(runs) + ' runs':>36} {'per run':>10}  simjax is")
@@ -384,11 +385,13 @@ def main() -> None:
         ratio = "" if name == "simjax" else faster(med[name] / med["simjax"])
         print(f"{label:50} {spread(times[name]):>36} {med[name] / runs * 1e6:8.1f} us  {ratio}")
     print(
-        f"simjax first call (trace + compile + run): {sweep.first:.2f} s; {sweep.summary.failed} failed; "
+        f"simjax first call (trace + compile + run): {sweep.first:.2f} s; {sweep.summary.failed} "
+        "failed; "
         f"raw diffrax compile: {diffrax_compile:.2f} s"
     )
     print(
-        f"simjax time to results for the whole sweep from a cold start (first call): {sweep.first:.2f} s, "
+        "simjax time to results for the whole sweep from a cold start (first call): "
+        f"{sweep.first:.2f} s, "
         + ", ".join(
             f"{faster(med[n] / sweep.first)} than {n}"
             for n in ("RK45 pool", "LSODA pool", "odeint pool")
@@ -433,8 +436,10 @@ def main() -> None:
         scaling = {d: run_child(path, repeats, d, host_devices=2) for d in (1, 2)}
         one, two = scaling[1]["median"], scaling[2]["median"]
         print(
-            f"chunk {chunk}, devices (median of {repeats}): 1 -> {one:.3f} s ({scaling[1]['min']:.3f}-{scaling[1]['max']:.3f}), "
-            f"2 -> {two:.3f} s ({scaling[2]['min']:.3f}-{scaling[2]['max']:.3f}): speed-up {one / two:.2f}x",
+            f"chunk {chunk}, devices (median of {repeats}): 1 -> {one:.3f} s "
+            f"({scaling[1]['min']:.3f}-{scaling[1]['max']:.3f}), "
+            f"2 -> {two:.3f} s ({scaling[2]['min']:.3f}-{scaling[2]['max']:.3f}): speed-up "
+            f"{one / two:.2f}x",
             flush=True,
         )
 
@@ -446,7 +451,8 @@ def main() -> None:
     }
     for chunk, m in memory.items():
         print(
-            f"chunk {chunk}: peak RSS while sweeping {m['peak_rss_mb']:.0f} MiB, {m['peak_rss_mb'] - m['base_rss_mb']:.0f} MiB "
+            f"chunk {chunk}: peak RSS while sweeping {m['peak_rss_mb']:.0f} MiB, "
+            f"{m['peak_rss_mb'] - m['base_rss_mb']:.0f} MiB "
             f"over the {m['base_rss_mb']:.0f} MiB before (compiled); peak including compilation "
             f"{m['first_peak_rss_mb']:.0f} MiB; {m['median']:.3f} s",
             flush=True,

@@ -69,7 +69,8 @@ def main() -> None:
     initial = {"prey": 30.0, "predator": 4.0}
     alphas = jnp.linspace(0.4, 0.7, 1000)
     print(
-        f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}"
+        f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, load "
+        f"{os.getloadavg()[0]:.2f}"
     )
     print(f"{'work':<28}{'python (us)':>14}{'text (us)':>14}{'ratio':>8}")
     for label, make in [

@@ -85,7 +85,8 @@ def main() -> None:
     n = len(results)
     for name, x in zip(("p", "u", "p - b (u - U)"), np.asarray(results).T, strict=False):
         print(
-            f"{name}: mean of {n} runs {x.mean():+.5f} +- {x.std(ddof=1) / np.sqrt(n):.5f}, standard deviation of a run {x.std(ddof=1):.5f}"
+            f"{name}: mean of {n} runs {x.mean():+.5f} +- {x.std(ddof=1) / np.sqrt(n):.5f}, "
+            f"standard deviation of a run {x.std(ddof=1):.5f}"
         )
 
 

@@ -54,7 +54,8 @@ def write(folder: Path) -> Path:
         "parameterId\tparameterScale\tlowerBound\tupperBound\tnominalValue\testimate\nk\tlog10\t0.01\t10\t0.5\t1\nA0\tlog10\t0.1\t10\t1\t1\n"
     )
     (folder / "decay.yaml").write_text(
-        "format_version: 1\nparameter_file: parameters.tsv\nproblems:\n- sbml_files: [decay.xml]\n  condition_files: [conditions.tsv]\n"
+        "format_version: 1\nparameter_file: parameters.tsv\nproblems:\n- sbml_files: [decay.xml]\n "
+        " condition_files: [conditions.tsv]\n"
         "  measurement_files: [measurements.tsv]\n  observable_files: [observables.tsv]\n"
     )
     return folder / "decay.yaml"

@@ -28,7 +28,8 @@ def main() -> None:
     noisy = u + NOISE * np.abs(u).max() * rng.standard_normal(u.shape)
     with h5py.File(HERE / "heat_snapshots.h5", "w") as f:
         f.attrs["source"] = (
-            f"sim run of {CONFIG.name} with diffusivity = {TRUTH}, {NOISE:.0%} Gaussian noise, seed 0"
+            f"sim run of {CONFIG.name} with diffusivity = {TRUTH}, {NOISE:.0%} Gaussian noise, "
+            "seed 0"
         )
         f.attrs["diffusivity"] = TRUTH
         f.create_dataset("t", data=run.time)

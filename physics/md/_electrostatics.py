@@ -362,14 +362,16 @@ class LennardJonesCoulomb(PairModel):
         _check_options(self)
         if self.electrostatics not in METHODS:
             raise ValueError(
-                f"lj_coulomb: electrostatics = {self.electrostatics!r} is not a method; expected one of: {', '.join(METHODS)}"
+                f"lj_coulomb: electrostatics = {self.electrostatics!r} is not a method; expected "
+                f"one of: {', '.join(METHODS)}"
             )
         if not (
             isinstance(self.ewald_accuracy, (int, float))
             and 0 < self.ewald_accuracy <= MAX_ACCURACY
         ):
             raise ValueError(
-                f"lj_coulomb: ewald_accuracy = {self.ewald_accuracy!r}; expected a number above 0 and at most {MAX_ACCURACY:g} (such as 1e-5)"
+                f"lj_coulomb: ewald_accuracy = {self.ewald_accuracy!r}; expected a number above 0 "
+                f"and at most {MAX_ACCURACY:g} (such as 1e-5)"
             )
         if not (
             isinstance(self.ewald_alpha, (int, float))
@@ -377,7 +379,8 @@ class LennardJonesCoulomb(PairModel):
             and math.isfinite(self.ewald_alpha)
         ):
             raise ValueError(
-                f"lj_coulomb: ewald_alpha = {self.ewald_alpha!r}; expected a positive number (0: from ewald_accuracy)"
+                f"lj_coulomb: ewald_alpha = {self.ewald_alpha!r}; expected a positive number (0: "
+                "from ewald_accuracy)"
             )
         if (
             isinstance(self.pme_order, bool)
@@ -398,17 +401,20 @@ class LennardJonesCoulomb(PairModel):
             ):
                 shown = list(value) if isinstance(value, tuple) else value
                 raise ValueError(
-                    f"lj_coulomb: {key} = {shown!r}; expected three whole numbers >= {low}, one per axis (or none: from ewald_accuracy)"
+                    f"lj_coulomb: {key} = {shown!r}; expected three whole numbers >= {low}, one "
+                    "per axis (or none: from ewald_accuracy)"
                 )
             if value and _points(key, value) > MAX_POINTS:
                 raise ValueError(
-                    f"lj_coulomb: {key} = {list(value)!r} gives more than {MAX_POINTS:,} k-vectors or mesh points"
+                    f"lj_coulomb: {key} = {list(value)!r} gives more than {MAX_POINTS:,} k-vectors "
+                    "or mesh points"
                 )
         defaults = {f.name: f.default for f in dataclasses.fields(self)}
         for key in other_method_options(self.electrostatics):
             if getattr(self, key) != defaults[key]:
                 raise ValueError(
-                    f"lj_coulomb: {key} = {getattr(self, key)!r} does not apply to electrostatics = {self.electrostatics!r}; leave it out, or choose the other method"
+                    f"lj_coulomb: {key} = {getattr(self, key)!r} does not apply to electrostatics "
+                    f"= {self.electrostatics!r}; leave it out, or choose the other method"
                 )
 
     @property
@@ -450,7 +456,8 @@ class LennardJonesCoulomb(PairModel):
                 else "loosen ewald_accuracy or raise the cutoff"
             )
             raise ValueError(
-                f"lj_coulomb: {given}ewald_accuracy = {self.ewald_accuracy:g} asks for {key} = {list(value)} in this box, more than "
+                f"lj_coulomb: {given}ewald_accuracy = {self.ewald_accuracy:g} asks for {key} = "
+                f"{list(value)} in this box, more than "
                 f"{MAX_POINTS:,} k-vectors or mesh points; {cure}"
             )
         return dataclasses.replace(self, ewald_alpha=alpha, **sizes)
@@ -540,12 +547,14 @@ class LennardJonesCoulomb(PairModel):
         _check_species(self, system, params)
         if not system.space.periodic or system.dim != 3:
             raise ValueError(
-                f"lj_coulomb: Ewald sums need a 3-D periodic box, got a {'periodic' if system.space.periodic else 'free'} {system.dim}-D space"
+                "lj_coulomb: Ewald sums need a 3-D periodic box, got a "
+                f"{'periodic' if system.space.periodic else 'free'} {system.dim}-D space"
             )
         charges = np.asarray(params["charges"], dtype=float)
         if charges.shape != (self.n_species,):
             raise ValueError(
-                f"lj_coulomb: params.charges must hold one charge per species ({self.n_species} values, n_species = {self.n_species}), "
+                f"lj_coulomb: params.charges must hold one charge per species ({self.n_species} "
+                f"values, n_species = {self.n_species}), "
                 f"got shape {charges.shape}"
             )
         largest = float(np.max(np.abs(charges))) if charges.size else 0.0
@@ -554,15 +563,18 @@ class LennardJonesCoulomb(PairModel):
             scale = np.sum(np.square(charges[np.asarray(system.species)])) * REAL.coulomb * 1e3
         if not np.isfinite(scale):
             raise ValueError(
-                f"lj_coulomb: params.charges up to {largest:g} give Coulomb energies beyond the float range; expected charges a run can represent"
+                f"lj_coulomb: params.charges up to {largest:g} give Coulomb energies beyond the "
+                "float range; expected charges a run can represent"
             )
         q = charges[np.asarray(system.species)]
         net = float(np.sum(q))
         if abs(net) > 1e-10 * max(float(np.sum(np.abs(q))), 1e-300):
             counts = np.bincount(np.asarray(system.species), minlength=self.n_species)
             raise ValueError(
-                f"lj_coulomb: the system's net charge is {net:g} (params.charges = {charges.tolist()} for "
-                f"{' + '.join(str(c) for c in counts)} particles per species); Ewald sums need a neutral system"
+                f"lj_coulomb: the system's net charge is {net:g} (params.charges = "
+                f"{charges.tolist()} for "
+                f"{' + '.join(str(c) for c in counts)} particles per species); Ewald sums need a "
+                "neutral system"
             )
 
 
@@ -593,5 +605,6 @@ def _concrete_edges(system: System) -> np.ndarray:
     except (jax.errors.TracerArrayConversionError, jax.errors.ConcretizationTypeError):
         raise ValueError(
             "lj_coulomb: the box is traced, so the k-vectors or the mesh cannot be chosen from it; "
-            "fix them first with model.for_system(system) (or give ewald_alpha with ewald_kmax or pme_mesh)"
+            "fix them first with model.for_system(system) (or give ewald_alpha with ewald_kmax or "
+            "pme_mesh)"
         ) from None

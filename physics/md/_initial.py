@@ -58,7 +58,8 @@ def lattice(kind: str, cells: int | tuple[int, int, int], density: float, *, dty
     """
     if kind not in _BASIS:
         raise ValueError(
-            f"unknown lattice {kind!r}; expected one of {', '.join(LATTICES)}.{_did_you_mean(kind, LATTICES)}"
+            f"unknown lattice {kind!r}; expected one of "
+            f"{', '.join(LATTICES)}.{_did_you_mean(kind, LATTICES)}"
         )
     counts = (cells,) * 3 if isinstance(cells, (int, np.integer)) else tuple(int(c) for c in cells)
     if len(counts) != 3 or min(counts) < 1:
@@ -126,8 +127,10 @@ def random_packing(
             else math.pi / 4 * density * min_distance**2
         )
         raise ValueError(
-            f"random_packing could not place {n} particles {min_distance} apart at density {density} "
-            f"(covered fraction {fraction:.2f}); lower the density or min_distance, or start from a lattice"
+            f"random_packing could not place {n} particles {min_distance} apart at density "
+            f"{density} "
+            f"(covered fraction {fraction:.2f}); lower the density or min_distance, or start from "
+            "a lattice"
         )
     return _at_rest(np.asarray(position), space, dtype)
 
@@ -159,7 +162,8 @@ def chains(
     )
     if not bool(ok):
         raise ValueError(
-            f"chains: could not grow {n_chains} chains of {length} beads at density {density}; lower it"
+            f"chains: could not grow {n_chains} chains of {length} beads at density {density}; "
+            "lower it"
         )
     first = np.arange(n).reshape(n_chains, length)
     bonds = np.stack([first[:, :-1].ravel(), first[:, 1:].ravel()], axis=1).astype(np.int32)
@@ -284,18 +288,21 @@ def read_h5md(
         if frame is not None:
             if not node.shape:
                 raise ValueError(
-                    f"{path}: {where}/value is not a dataset of frames; expected an H5MD time-dependent element"
+                    f"{path}: {where}/value is not a dataset of frames; expected an H5MD "
+                    "time-dependent element"
                 )
             frames = node.shape[0]
             if not -frames <= frame < frames:
                 raise ValueError(
-                    f"{path}: {where} has {frames} frames; frame {frame} is not one of them (0..{frames - 1}, or -1 for the last)"
+                    f"{path}: {where} has {frames} frames; frame {frame} is not one of them "
+                    f"(0..{frames - 1}, or -1 for the last)"
                 )
         shape = node.shape if frame is None else node.shape[1:]
         size = 8 * math.prod(shape)
         if max_bytes is not None and size > max_bytes:
             raise ValueError(
-                f"{path}: {where} declares {math.prod(shape):,} values (shape {shape}{' per frame' if frame is not None else ''}), "
+                f"{path}: {where} declares {math.prod(shape):,} values (shape "
+                f"{shape}{' per frame' if frame is not None else ''}), "
                 f"more than this machine's memory holds"
             )
         missing = unstored(node)
@@ -321,7 +328,8 @@ def read_h5md(
             if isinstance(node, h5py.Group):
                 if not isinstance(node.get("value"), h5py.Dataset) or node["value"].ndim < 1:
                     raise ValueError(
-                        f"{path}: /{base}/{name}/value is missing or not a dataset of frames; expected an H5MD time-dependent element"
+                        f"{path}: /{base}/{name}/value is missing or not a dataset of frames; "
+                        "expected an H5MD time-dependent element"
                     )
                 node = node["value"]
                 value = read(node, f"/{base}/{name}", frame)
@@ -348,7 +356,8 @@ def read_h5md(
         def _numbers(value, where, integer=False):
             if value.dtype.kind not in ("iu" if integer else "iuf"):
                 raise ValueError(
-                    f"{path}: {where} holds {value.dtype} values; expected {'integers' if integer else 'numbers'}"
+                    f"{path}: {where} holds {value.dtype} values; expected "
+                    f"{'integers' if integer else 'numbers'}"
                 )
             if not integer and not np.all(np.isfinite(value)):
                 raise ValueError(f"{path}: {where} holds NaN or infinity; expected finite numbers")
@@ -357,7 +366,8 @@ def read_h5md(
         position = element("position", True)
         if position.ndim != 2 or position.shape[0] < 1 or position.shape[1] not in (1, 2, 3):
             raise ValueError(
-                f"{path}: /{base}/position/value must be [time, n, dim] with dim 1, 2 or 3, got a frame of shape {position.shape}"
+                f"{path}: /{base}/position/value must be [time, n, dim] with dim 1, 2 or 3, got a "
+                f"frame of shape {position.shape}"
             )
         n, dim = position.shape
         velocity = element("velocity", False)
@@ -367,7 +377,8 @@ def read_h5md(
         for name, value in (("velocity", velocity), ("species", species), ("mass", mass)):
             if value is not None and value.shape not in shapes[name]:
                 raise ValueError(
-                    f"{path}: /{base}/{name} has shape {value.shape}, which does not fit {n} particles in {dim} dimensions"
+                    f"{path}: /{base}/{name} has shape {value.shape}, which does not fit {n} "
+                    f"particles in {dim} dimensions"
                 )
         if mass is not None and np.any(mass <= 0):
             raise ValueError(f"{path}: /{base}/mass holds masses <= 0; expected positive masses")
@@ -411,7 +422,8 @@ def read_h5md(
                 edges = np.diag(edges)
             if edges.shape != (dim,) or np.any(edges <= 0):
                 raise ValueError(
-                    f"{path}: /{base}/box/edges must be {dim} positive lengths, got {np.round(edges, 6).tolist()}"
+                    f"{path}: /{base}/box/edges must be {dim} positive lengths, got "
+                    f"{np.round(edges, 6).tolist()}"
                 )
             # Unwrapped positions may lie some boxes away; a million boxes is not a start.
             if np.any(np.abs(position) > 1e6 * np.max(edges)):
@@ -432,7 +444,8 @@ def read_h5md(
         molecule = element("molecule", False)
         if molecule is not None and molecule.shape != (n,):
             raise ValueError(
-                f"{path}: /{base}/molecule has shape {molecule.shape}; expected one molecule id per particle ({n})"
+                f"{path}: /{base}/molecule has shape {molecule.shape}; expected one molecule id "
+                f"per particle ({n})"
             )
     topology = None
     if molecule is not None:
@@ -486,7 +499,8 @@ def _connectivity(f, path: Path, group: str, n: int, ids, read) -> np.ndarray | 
         value = read(node, node.name)
         if value.dtype.kind not in "iu" or value.ndim != 2 or value.shape[1] != 2:
             raise ValueError(
-                f"{path}: {node.name} must be [b, 2] integer particle ids (pairs), got {value.dtype} of shape {value.shape}"
+                f"{path}: {node.name} must be [b, 2] integer particle ids (pairs), got "
+                f"{value.dtype} of shape {value.shape}"
             )
         if ids is not None:
             order = np.argsort(ids)
@@ -494,13 +508,15 @@ def _connectivity(f, path: Path, group: str, n: int, ids, read) -> np.ndarray | 
             known = ids[order[at]] == value
             if not np.all(known):
                 raise ValueError(
-                    f"{path}: {node.name} names particle id {value[~known][0]}, which /particles/{group}/id does not hold"
+                    f"{path}: {node.name} names particle id {value[~known][0]}, which "
+                    f"/particles/{group}/id does not hold"
                 )
             value = order[at]
         elif value.size and (value.min() < 0 or value.max() >= n):
             bad = value[(value < 0) | (value >= n)][0]
             raise ValueError(
-                f"{path}: {node.name} holds particle index {bad}; expected indices 0..{n - 1} of the {n} particles of /particles/{group}"
+                f"{path}: {node.name} holds particle index {bad}; expected indices 0..{n - 1} of "
+                f"the {n} particles of /particles/{group}"
             )
         pairs.append(value.astype(np.int64))
     return np.concatenate(pairs)

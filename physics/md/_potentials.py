@@ -182,7 +182,8 @@ class PairModel(ParticleModel):
         largest = float(jnp.max(jnp.asarray(params[name])))
         if factor * largest > self.cutoff + 1e-12:
             raise ValueError(
-                f"{self.name}: {what} {factor * largest:g} (from {name} = {largest:g}) exceeds the model's "
+                f"{self.name}: {what} {factor * largest:g} (from {name} = {largest:g}) exceeds the "
+                "model's "
                 f"cutoff {self.cutoff:g}; raise the model option cutoff"
             )
 
@@ -564,7 +565,8 @@ def _check_species(model: PairModel, system: System, params: PyTree) -> None:
             continue
         if value.shape != (s, s):
             raise ValueError(
-                f"{model.name}: parameter {name} must be a scalar or a [{s}, {s}] matrix (n_species = {s}), "
+                f"{model.name}: parameter {name} must be a scalar or a [{s}, {s}] matrix "
+                f"(n_species = {s}), "
                 f"got shape {value.shape}"
             )
         if not bool(jnp.allclose(value, value.T)):

@@ -140,8 +140,10 @@ class WaterModel:
             ids = np.flatnonzero(molecule == m)
             if ids.shape[0] != 3 or sorted(species[ids].tolist()) != [0, 1, 1]:
                 raise ValueError(
-                    f"molecule {m} (particles {', '.join(map(str, ids[:6].tolist()))}{', ...' if ids.shape[0] > 6 else ''}, species "
-                    f"{species[ids[:6]].tolist()}) is not a {self.name} water: expected three sites, an oxygen of species 0 and two hydrogens of species 1"
+                    f"molecule {m} (particles "
+                    f"{', '.join(map(str, ids[:6].tolist()))}{', ...' if ids.shape[0] > 6 else ''}, species "
+                    f"{species[ids[:6]].tolist()}) is not a {self.name} water: expected three "
+                    "sites, an oxygen of species 0 and two hydrogens of species 1"
                 )
         position = np.asarray(position, dtype=float)
         length = np.linalg.norm(position[constraints[:, 0]] - position[constraints[:, 1]], axis=-1)
@@ -153,8 +155,10 @@ class WaterModel:
             i, j = constraints[k]
             what = "H-H" if hydrogens[k] else "O-H"
             raise ValueError(
-                f"molecule {molecule[i]} is not a {self.name} water: its {what} distance (particles {i}, {j}) is {length[k]:.6g}, "
-                f"the model's is {target[k]:.6g} (O-H {self.oh:g}, H-O-H {self.angle:g} degrees; tolerance {tolerance:g} relative)"
+                f"molecule {molecule[i]} is not a {self.name} water: its {what} distance "
+                f"(particles {i}, {j}) is {length[k]:.6g}, "
+                f"the model's is {target[k]:.6g} (O-H {self.oh:g}, H-O-H {self.angle:g} degrees; "
+                f"tolerance {tolerance:g} relative)"
             )
         mass = np.where(species == 0, OXYGEN_MASS, HYDROGEN_MASS)
         return Topology(
@@ -257,8 +261,10 @@ def dependent_constraints(sites, pairs) -> str | None:
             if third is not None and _on_a_line(sites[apex], sites[ends[0]], sites[ends[1]]):
                 trio = sorted((apex, *ends))
                 return (
-                    f"sites {trio[0]}, {trio[1]} and {trio[2]} lie on a line and are constrained as a triangle: the third "
-                    "distance follows from the other two, so the constraints cannot hold the sites; constrain two of the distances"
+                    f"sites {trio[0]}, {trio[1]} and {trio[2]} lie on a line and are constrained "
+                    "as a triangle: the third "
+                    "distance follows from the other two, so the constraints cannot hold the "
+                    "sites; constrain two of the distances"
                 )
     # (in general: the gradients of the squared distances, one row per constraint)
     gradient = np.zeros((pairs.shape[0], sites.size))
@@ -268,7 +274,10 @@ def dependent_constraints(sites, pairs) -> str | None:
         gradient[row, d * i : d * i + d], gradient[row, d * j : d * j + d] = r, -r
     values = np.linalg.svd(gradient, compute_uv=False)
     if pairs.shape[0] > sites.size or values[-1] <= DEPENDENT * values[0]:
-        return f"the {pairs.shape[0]} constraints are not independent at these sites (more than the sites' positions can satisfy apart); remove the redundant ones"
+        return (
+            f"the {pairs.shape[0]} constraints are not independent at these sites (more than "
+            "the sites' positions can satisfy apart); remove the redundant ones"
+        )
     return None
 
 
@@ -311,7 +320,8 @@ def bonded_molecules(
     if bonds.size and (bonds.min() < 0 or bonds.max() >= n):
         k = int(np.argmax(np.any((bonds < 0) | (bonds >= n), axis=1)))
         raise ValueError(
-            f"bond {k} joins particles {bonds[k, 0]} and {bonds[k, 1]}; expected particle ids in 0..{n - 1}"
+            f"bond {k} joins particles {bonds[k, 0]} and {bonds[k, 1]}; expected particle ids in "
+            f"0..{n - 1}"
         )
     if np.any(bonds[:, 0] == bonds[:, 1]):
         k = int(np.argmax(bonds[:, 0] == bonds[:, 1]))
@@ -349,7 +359,8 @@ def bonded_molecules(
         if np.any(far):
             k = int(np.argmax(far))
             raise ValueError(
-                f"the bond between particles {bonds[k, 0]} and {bonds[k, 1]} is {length[k]:.6g} long, not shorter than half the "
+                f"the bond between particles {bonds[k, 0]} and {bonds[k, 1]} is {length[k]:.6g} "
+                "long, not shorter than half the "
                 f"box's shortest edge ({half:.6g}): a bond cannot be told from its periodic images"
             )
     lengths = _kind_lengths(constraints, length, molecule, species, mass, spread)
@@ -360,22 +371,26 @@ def _check_claimed(claimed: np.ndarray, molecule: np.ndarray, bonds: np.ndarray)
     """Each molecule id a file claims is one connected group of its bonds."""
     if claimed.shape != molecule.shape:
         raise ValueError(
-            f"molecule ids: expected one per particle ({molecule.shape[0]}), got shape {claimed.shape}"
+            f"molecule ids: expected one per particle ({molecule.shape[0]}), got shape "
+            f"{claimed.shape}"
         )
     across = claimed[bonds[:, 0]] != claimed[bonds[:, 1]]
     if np.any(across):
         k = int(np.argmax(across))
         i, j = bonds[k]
         raise ValueError(
-            f"the bond between particles {i} and {j} joins molecules {claimed[i]} and {claimed[j]}; a bond lies within one molecule"
+            f"the bond between particles {i} and {j} joins molecules {claimed[i]} and "
+            f"{claimed[j]}; a bond lies within one molecule"
         )
     for c in np.unique(claimed).tolist():
         members = np.flatnonzero(claimed == c)
         if np.unique(molecule[members]).shape[0] > 1:
             apart = members[molecule[members] != molecule[members[0]]]
             raise ValueError(
-                f"molecule {c} (particles {', '.join(map(str, members[:8].tolist()))}{', ...' if members.shape[0] > 8 else ''}) is not "
-                f"connected by its bonds: particle {apart[0]} is joined to particle {members[0]} by no chain of bonds"
+                f"molecule {c} (particles "
+                f"{', '.join(map(str, members[:8].tolist()))}{', ...' if members.shape[0] > 8 else ''}) is not "
+                f"connected by its bonds: particle {apart[0]} is joined to particle {members[0]} "
+                "by no chain of bonds"
             )
 
 
@@ -444,8 +459,10 @@ def _kind_lengths(constraints, length, molecule, species, mass, spread) -> np.nd
         k = int(np.argmax(off))
         i, j = constraints[k]
         raise ValueError(
-            f"the bond between particles {i} and {j} is {length[k]:.6g} long, {abs(length[k] / mean[index[k]] - 1):.1%} from the "
-            f"{mean[index[k]]:.6g} of the same bond in the other molecules of its kind (at most {spread:.0%}): the molecules "
+            f"the bond between particles {i} and {j} is {length[k]:.6g} long, "
+            f"{abs(length[k] / mean[index[k]] - 1):.1%} from the "
+            f"{mean[index[k]]:.6g} of the same bond in the other molecules of its kind (at most "
+            f"{spread:.0%}): the molecules "
             f"of a kind are copies of one rigid molecule"
         )
     return mean[index]
@@ -514,7 +531,8 @@ def molecular_box(
                 break
         else:
             raise ValueError(
-                f"cannot place {molecule.name} molecule {m} of {count} at least {min_distance:g} from the others in "
+                f"cannot place {molecule.name} molecule {m} of {count} at least {min_distance:g} "
+                "from the others in "
                 f"{tries} orientations: the density is too high; lower it"
             )
         positions.append(sites)

@@ -91,7 +91,8 @@ def unit_factor(units: Units, quantity: str, unit: str) -> float:
     """
     if not units.labels:
         raise ValueError(
-            f'is in {unit!r}, but the run is in reduced units, which carry no units (set [system] units = "real" for a file in nm)'
+            f"is in {unit!r}, but the run is in reduced units, which carry no units (set [system] "
+            'units = "real" for a file in nm)'
         )
     unit = " ".join(unit.split())
     factor = None
@@ -114,7 +115,8 @@ def unit_factor(units: Units, quantity: str, unit: str) -> float:
             "velocity": {"nm ps-1": 1, "Angstrom fs-1": 1, "nm/ps": 1},
         }[quantity]
         raise ValueError(
-            f"is in {unit!r}, which is not a {quantity} unit this reads (for example: {', '.join(known)})"
+            f"is in {unit!r}, which is not a {quantity} unit this reads (for example: "
+            f"{', '.join(known)})"
         )
     return factor
 

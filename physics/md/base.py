@@ -70,7 +70,8 @@ class System(eqx.Module):
             )
         if self.mass.shape != (n,) or self.species.shape != (n,):
             raise ValueError(
-                f"mass and species must have shape ({n},), got {self.mass.shape} and {self.species.shape}"
+                f"mass and species must have shape ({n},), got {self.mass.shape} and "
+                f"{self.species.shape}"
             )
         if dim != self.space.dim:
             raise ValueError(f"positions are {dim}-D but the space is {self.space.dim}-D")

@@ -119,7 +119,8 @@ def condition_root(tree: ast.expr, symbols: set[str]) -> Callable[[Any], Any]:
         inner = condition_root(tree.operand, symbols)
         return lambda values: -inner(values)
     raise ExpressionError(
-        "expected comparisons (<, <=, >, >=) joined by and, or, not, such as x < 0 or t > 5 and v < 0 "
+        "expected comparisons (<, <=, >, >=) joined by and, or, not, such as x < 0 or t > 5 and v "
+        "< 0 "
         f"(the event fires when the condition becomes true), got {ast.unparse(tree)!r}"
     )
 
@@ -167,7 +168,8 @@ def _text_events(
         for name, value in (spec.get("set") or {}).items():
             if name not in state and name not in parameters:
                 raise ValueError(
-                    f"{where}.set.{name}: is no state or parameter of the model (state: {', '.join(state)}; parameters: {', '.join(parameters) or 'none'})"
+                    f"{where}.set.{name}: is no state or parameter of the model (state: "
+                    f"{', '.join(state)}; parameters: {', '.join(parameters) or 'none'})"
                 )
             try:
                 expression = parse(value if isinstance(value, str) else repr(float(value)), symbols)

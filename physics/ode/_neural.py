@@ -50,7 +50,8 @@ def _did_you_mean(word: str, choices) -> str:
 def _check_choice(what: str, value: str, choices) -> None:
     if value not in choices:
         raise ValueError(
-            f"unknown {what} {value!r}; expected one of {', '.join(choices)}.{_did_you_mean(value, choices)}"
+            f"unknown {what} {value!r}; expected one of "
+            f"{', '.join(choices)}.{_did_you_mean(value, choices)}"
         )
 
 
@@ -126,7 +127,8 @@ class Mlp(eqx.Module):
         """The network's output for one input vector."""
         if len(weights) != self.depth + 1:
             raise ValueError(
-                f"weights have {len(weights)} layers; this Mlp (depth {self.depth}) expects {self.depth + 1}"
+                f"weights have {len(weights)} layers; this Mlp (depth {self.depth}) expects "
+                f"{self.depth + 1}"
             )
         act = ACTIVATIONS[self.activation]
         for layer in weights[:-1]:

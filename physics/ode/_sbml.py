@@ -279,7 +279,8 @@ class _Compiler:
                     }
                     return self.root(body.getChild(body.getNumChildren() - 1), args, depth + 1)
         raise self.refuse(
-            f"the trigger uses {node.getName() or 'an element'!r}, whose becoming true cannot be located by root finding (relations <, <=, >, >= joined by and, or, not can)"
+            f"the trigger uses {node.getName() or 'an element'!r}, whose becoming true cannot be "
+            "located by root finding (relations <, <=, >, >= joined by and, or, not can)"
         )
 
     def compile(self, node, scope: dict[str, Compiled] | None = None, depth: int = 0) -> Compiled:
@@ -773,7 +774,8 @@ def _read(path: Path):
         raise SbmlError(f"{path}: holds no SBML model")
     if document.getLevel() < 2:
         raise SbmlError(
-            f"{path}: SBML Level {document.getLevel()} is not supported (Level 2 and 3 are); convert it to Level 3"
+            f"{path}: SBML Level {document.getLevel()} is not supported (Level 2 and 3 are); "
+            "convert it to Level 3"
         )
     for i in range(document.getNumPlugins()):
         package = document.getPlugin(i).getPackageName()
@@ -783,7 +785,8 @@ def _read(path: Path):
             package
         ):
             raise SbmlError(
-                f"{path}: uses the SBML package {package!r}, which is not supported (SBML core only)"
+                f"{path}: uses the SBML package {package!r}, which is not supported (SBML core "
+                "only)"
             )
     properties = libsbml.ConversionProperties()
     properties.addOption("promoteLocalParameters", True)
@@ -869,7 +872,8 @@ def _events(
             if node or pc.reads_time(event.getPriority().getMath()):
                 read = sorted(node)[0] if node else "time"
                 raise SbmlError(
-                    f"{name}: priority of {where} reads {read!r}: only constant priorities are supported"
+                    f"{name}: priority of {where} reads {read!r}: only constant priorities are "
+                    "supported"
                 )
             priority = float(_num(pc.compile(event.getPriority().getMath())({TIME: 0.0})))
             explicit.append((priority, label, event, c))
@@ -882,7 +886,8 @@ def _events(
             for dep in ac.names(assignment.getMath()):
                 if dep not in ids:
                     raise SbmlError(
-                        f"{name}: assignment of {where} to {target!r} reads {dep!r}, which is no id of the model"
+                        f"{name}: assignment of {where} to {target!r} reads {dep!r}, which is no "
+                        "id of the model"
                     )
             assignments.append((target, ac.compile(assignment.getMath())))
 
@@ -983,7 +988,8 @@ def _refuse_random_order(name: str, explicit: list, rules: dict) -> None:
         for p2, l2, t2, r2 in seen[i + 1 :]:
             if p1 == p2 and (t1 & (r2 | t2) or t2 & r1):
                 raise SbmlError(
-                    f"{name}: events {l1!r} and {l2!r} have the same priority and change what the other reads: "
+                    f"{name}: events {l1!r} and {l2!r} have the same priority and change what the "
+                    "other reads: "
                     "their order at one instant is random in SBML, which is not supported"
                 )
 
@@ -1062,7 +1068,8 @@ def _import(path: Path, vectorise: bool | None = None) -> SbmlOdeModel:
                 and target not in references
             ):
                 raise SbmlError(
-                    f"{name}: event {label!r} assigns {target!r}, which is no species, compartment, parameter or stoichiometry"
+                    f"{name}: event {label!r} assigns {target!r}, which is no species, "
+                    "compartment, parameter or stoichiometry"
                 )
             if target not in event_targets:
                 event_targets.append(target)
@@ -1091,7 +1098,8 @@ def _import(path: Path, vectorise: bool | None = None) -> SbmlOdeModel:
                 changed_by_reactions.add(s.getId())
     for sid in changed_by_reactions & (set(rate_rules) | set(assignment_rules)):
         raise SbmlError(
-            f"{name}: species {sid!r} is changed by reactions and set by a rule (it must be a boundary species)"
+            f"{name}: species {sid!r} is changed by reactions and set by a rule (it must be a "
+            "boundary species)"
         )
 
     # The state: reaction species by amount (under "@amount:ID"), rate-rule targets by
@@ -1116,7 +1124,8 @@ def _import(path: Path, vectorise: bool | None = None) -> SbmlOdeModel:
             and target not in references
         ):
             raise SbmlError(
-                f"{name}: rate rule for {target!r}, which is no species, compartment, parameter or stoichiometry"
+                f"{name}: rate rule for {target!r}, which is no species, compartment, parameter or "
+                "stoichiometry"
             )
 
     # Model parameters: global parameters and constant compartments that no rule sets,
@@ -1441,7 +1450,8 @@ def _import(path: Path, vectorise: bool | None = None) -> SbmlOdeModel:
     parameter_ids = [pid for pid in parameter_ids if math.isfinite(float(initial[pid]))]
     if missing:
         raise SbmlError(
-            f"{name}: {missing[0]!r} has no initial value (no value attribute, initial assignment or rule gives one)"
+            f"{name}: {missing[0]!r} has no initial value (no value attribute, initial assignment "
+            "or rule gives one)"
         )
     label = model.getId() or path.stem
     declared = tuple(
@@ -1461,14 +1471,16 @@ def _import(path: Path, vectorise: bool | None = None) -> SbmlOdeModel:
                 if pid in parameters
                 else f"size of compartment {compartments[pid].getName() or pid}"
                 if pid in compartments
-                else f"{'amount' if amount_valued(pid) else 'concentration'} of species {species[pid].getName() or pid}, which nothing changes"
+                else f"{'amount' if amount_valued(pid) else 'concentration'} of species "
+                f"{species[pid].getName() or pid}, which nothing changes"
             ),
         )
         for pid in parameter_ids
     )
     namespace = {
         "name": label,
-        "description": f"imported from the SBML file {name} ({len(species)} species, {len(reactions)} reaction{'' if len(reactions) == 1 else 's'})",
+        "description": f"imported from the SBML file {name} ({len(species)} species, "
+        f"{len(reactions)} reaction{'' if len(reactions) == 1 else 's'})",
         "parameters": declared,
         "state_names": state_names,
         "initial_defaults": {n: initial_of(k) for n, k in zip(state_names, state, strict=False)},

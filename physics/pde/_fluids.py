@@ -60,7 +60,8 @@ class NavierStokes2d(SpectralPdeModel):
             or self.forcing_mode < 1
         ):
             raise ValueError(
-                f"model {self.name!r}: forcing_mode = {self.forcing_mode!r}: expected a whole number >= 1"
+                f"model {self.name!r}: forcing_mode = {self.forcing_mode!r}: expected a whole "
+                "number >= 1"
             )
         if (
             isinstance(self.points, tuple)

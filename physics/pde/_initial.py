@@ -35,7 +35,8 @@ def _per_axis(name: str, value: Any, ndim: int) -> tuple[float, ...]:
     ):
         return tuple(float(v) for v in value)
     raise ValueError(
-        f"initial option {name} = {value!r}: expected a number or a list of {ndim} numbers (one per axis)"
+        f"initial option {name} = {value!r}: expected a number or a list of {ndim} numbers (one "
+        "per axis)"
     )
 
 
@@ -165,5 +166,6 @@ def check_options(kind: str, function: Callable, options: dict[str, Any], skip: 
         if key not in names:
             listed = ", ".join(names) if names else "none"
             raise ValueError(
-                f"initial field {kind!r} has no option {key!r} (options: {listed}).{did_you_mean(key, names)}"
+                f"initial field {kind!r} has no option {key!r} (options: "
+                f"{listed}).{did_you_mean(key, names)}"
             )

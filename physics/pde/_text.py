@@ -177,7 +177,8 @@ def _vector(v: Any, grid: Any) -> Array:
     v = jnp.asarray(v)
     if v.ndim != grid.ndim + 1 or v.shape[0] != grid.ndim:
         raise ValueError(
-            f"div() takes a vector (such as grad(u) or a coefficient times it), got an array of shape {v.shape}"
+            "div() takes a vector (such as grad(u) or a coefficient times it), got an array of "
+            f"shape {v.shape}"
         )
     return v
 
@@ -429,7 +430,8 @@ def pde_model(
                 if axis >= ndim and (op in used or coordinate in used):
                     what = f"{op}()" if op in used else f"the coordinate {coordinate}"
                     raise ValueError(
-                        f"{group}.{name}: uses {what}, but the grid has {ndim} dimension{'s' if ndim > 1 else ''}"
+                        f"{group}.{name}: uses {what}, but the grid has {ndim} "
+                        f"dimension{'s' if ndim > 1 else ''}"
                     )
     if boundary is not None:
         from ._text_grid import boundary_program, grid_model
@@ -465,7 +467,8 @@ def pde_model(
     )
     namespace = {
         "name": label,
-        "description": f"a PDE written in its config ({len(names)} field{'s' if len(names) > 1 else ''}), Fourier spectral",
+        "description": f"a PDE written in its config ({len(names)} "
+        f"field{'s' if len(names) > 1 else ''}), Fourier spectral",
         "parameters": declared,
         "field_names": names,
         "extra_observable_names": tuple(observables),

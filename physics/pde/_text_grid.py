@@ -102,11 +102,13 @@ def _per_side(key: str, value: Any, ndim: int, scalar) -> list[tuple[Any, Any]]:
                     out.append((v[0], v[1]))
                 else:
                     raise ValueError(
-                        f"{key}[{i}]: expected one entry for both sides or a [low, high] pair, got {v!r}"
+                        f"{key}[{i}]: expected one entry for both sides or a [low, high] pair, got "
+                        f"{v!r}"
                     )
             return out
     raise ValueError(
-        f"{key}: expected one entry for every side, or one per axis ({ndim}) as an entry or a [low, high] pair, got {value!r}"
+        f"{key}: expected one entry for every side, or one per axis ({ndim}) as an entry or a "
+        f"[low, high] pair, got {value!r}"
     )
 
 
@@ -121,7 +123,8 @@ def _per_field(key: str, value: Any, fields: tuple[str, ...]) -> dict[str, Any]:
         missing = [f for f in fields if f not in value]
         if missing:
             raise ValueError(
-                f"{key}: gives fields {', '.join(value)} but not {', '.join(missing)} (give every field, or one entry for all)"
+                f"{key}: gives fields {', '.join(value)} but not {', '.join(missing)} (give every "
+                "field, or one entry for all)"
             )
         return {f: value[f] for f in fields}
     return {f: value for f in fields}
@@ -130,7 +133,8 @@ def _per_field(key: str, value: Any, fields: tuple[str, ...]) -> dict[str, Any]:
 def _side_expression(key: str, value: Any, symbols: set[str]) -> Expression:
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         raise ValueError(
-            f"{key}: expected a number or an expression of t, the parameters and the coordinates, got {value!r}"
+            f"{key}: expected a number or an expression of t, the parameters and the coordinates, "
+            f"got {value!r}"
         )
     if not isinstance(value, str) and not np.isfinite(value):
         raise ValueError(f"{key}: expected a finite number, got {value!r}")
@@ -173,7 +177,8 @@ def boundary_program(
             for side, kind, value in (("low", lo, vlo), ("high", hi, vhi)):
                 if kind not in KINDS:
                     raise ValueError(
-                        f"{where}[{i}]: {side} side {kind!r} is no boundary kind (kinds: {', '.join(KINDS)}).{_initial.did_you_mean(kind, KINDS)}"
+                        f"{where}[{i}]: {side} side {kind!r} is no boundary kind (kinds: "
+                        f"{', '.join(KINDS)}).{_initial.did_you_mean(kind, KINDS)}"
                     )
                 vkey = f"{vwhere}[{i}].{side}"
                 if kind == "periodic":
@@ -181,7 +186,8 @@ def boundary_program(
                 elif kind == "robin":
                     if not isinstance(value, dict) or set(value) != {"coefficient", "value"}:
                         raise ValueError(
-                            f"{vkey}: a robin side (du/dn + coefficient * u = value) needs a table {{ coefficient = ..., value = ... }}, got {value!r}"
+                            f"{vkey}: a robin side (du/dn + coefficient * u = value) needs a table "
+                            f"{{ coefficient = ..., value = ... }}, got {value!r}"
                         )
                     sides.append(
                         Side(
@@ -194,7 +200,8 @@ def boundary_program(
                 else:
                     if isinstance(value, dict):
                         raise ValueError(
-                            f"{vkey}: a table is for robin sides; a {kind} side takes a number or an expression"
+                            f"{vkey}: a table is for robin sides; a {kind} side takes a number or "
+                            "an expression"
                         )
                     sides.append(Side(kind, _side_expression(vkey, value, symbols), key=vkey))
             if (sides[0].kind == "periodic") != (sides[1].kind == "periodic"):
@@ -326,13 +333,16 @@ class TextGridModel(GridPdeModel):
                         if bad.size:
                             at = bad[0]
                             where = ", ".join(
-                                f"{COORDINATES[i]} = {nodes[i][index] if i == axis else nodes[i][at[i + 1]]:.6g}"
+                                f"{COORDINATES[i]} = "
+                                f"{nodes[i][index] if i == axis else nodes[i][at[i + 1]]:.6g}"
                                 for i in range(self.ndim)
                             )
                             key = f"{side.key}.{part}" if side.kind == "robin" else side.key
                             return key, (
-                                f"{expression.text!r} is {out[tuple(at)]} at t = {float(tt.flat[at[0]]):.6g}, {where}; "
-                                f"expected a finite number ({np.dtype(dtype).name}) at every save time and node of the side"
+                                f"{expression.text!r} is {out[tuple(at)]} at t = "
+                                f"{float(tt.flat[at[0]]):.6g}, {where}; "
+                                f"expected a finite number ({np.dtype(dtype).name}) at every save "
+                                "time and node of the side"
                             )
         return None
 
@@ -400,7 +410,8 @@ class TextGridModel(GridPdeModel):
         def d(f, axis, order, data=(None, None)):
             if axis >= ndim:
                 raise ValueError(
-                    f"a derivative along axis {axis + 1} on a grid of {ndim} dimension{'s' if ndim > 1 else ''}"
+                    f"a derivative along axis {axis + 1} on a grid of {ndim} "
+                    f"dimension{'s' if ndim > 1 else ''}"
                 )
             return grid.derivative(whole(f), axis, order, data)
 
@@ -408,7 +419,8 @@ class TextGridModel(GridPdeModel):
             vector = jnp.asarray(vector)
             if vector.ndim != ndim + 1 or vector.shape[0] != ndim:
                 raise ValueError(
-                    f"div() takes a vector (such as grad(u) or a coefficient times it), got an array of shape {vector.shape}"
+                    "div() takes a vector (such as grad(u) or a coefficient times it), got an "
+                    f"array of shape {vector.shape}"
                 )
             return sum(d(vector[i], i, 1) for i in range(ndim))
 
@@ -487,7 +499,8 @@ class TextGridModel(GridPdeModel):
 
     def extra_observables(self, u: Field, params: PyTree, grid: Any) -> dict[str, Array]:
         raise TypeError(
-            "the observables of a PDE written as text on a bounded grid come from method_of_lines (they may read t)"
+            "the observables of a PDE written as text on a bounded grid come from method_of_lines "
+            "(they may read t)"
         )
 
 
@@ -532,11 +545,13 @@ def grid_model(
         for name, text in table.items():
             if "biharmonic" in _calls(ast.parse(text.strip(), mode="eval")) and not all(periodic):
                 raise ValueError(
-                    f"{group}.{name}: biharmonic() needs two conditions per side; on a bounded axis it is not supported"
+                    f"{group}.{name}: biharmonic() needs two conditions per side; on a bounded "
+                    "axis it is not supported"
                 )
     namespace = {
         "name": label,
-        "description": f"a PDE written in its config ({len(names)} field{'s' if len(names) > 1 else ''}), finite differences with boundary conditions",
+        "description": f"a PDE written in its config ({len(names)} "
+        f"field{'s' if len(names) > 1 else ''}), finite differences with boundary conditions",
         "parameters": declared,
         "field_names": names,
         "extra_observable_names": tuple(observables),
@@ -605,5 +620,6 @@ def _check_shapes(
             raise ValueError(f"{group}.{name}: {str(err).splitlines()[0]}") from None
         if shape not in ((), points):
             raise ValueError(
-                f"{group}.{name}: evaluates to an array of shape {shape} (a vector such as grad(u) needs div() around it)"
+                f"{group}.{name}: evaluates to an array of shape {shape} (a vector such as grad(u) "
+                "needs div() around it)"
             )

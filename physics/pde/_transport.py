@@ -112,7 +112,8 @@ class AdvectionDiffusion(SpectralPdeModel):
                 or not any(d)
             ):
                 raise ValueError(
-                    f"model {self.name!r}: direction = {d!r}: expected {len(self.points)} finite numbers, not all zero"
+                    f"model {self.name!r}: direction = {d!r}: expected {len(self.points)} finite "
+                    "numbers, not all zero"
                 )
 
     @property

@@ -71,7 +71,8 @@ def check_grid_options(
     dims_text = " or ".join(str(d) for d in dims)
     if not isinstance(points, tuple) or len(points) not in dims:
         raise ValueError(
-            f"model {name!r}: points = {points!r}: expected a list of {dims_text} whole numbers (one per axis)"
+            f"model {name!r}: points = {points!r}: expected a list of {dims_text} whole numbers "
+            "(one per axis)"
         )
     for i, n in enumerate(points):
         if not isinstance(n, int) or n < minimum or (even and n % 2):
@@ -80,7 +81,8 @@ def check_grid_options(
     if not isinstance(domain, tuple) or len(domain) != len(points):
         raise ValueError(
             f"model {name!r}: domain = {domain!r}: expected one [low, high] pair per axis "
-            f"({len(points)} for points = {list(points)}), e.g. domain = {[[0.0, 1.0]] * len(points)}"
+            f"({len(points)} for points = {list(points)}), e.g. domain = "
+            f"{[[0.0, 1.0]] * len(points)}"
         )
     for i, pair in enumerate(domain):
         if (
@@ -108,8 +110,10 @@ def check_grid_options(
             and fine * fine >= np.finfo(float).tiny
         ):
             raise ValueError(
-                f"model {name!r}: domain[{i}] = [{low!r}, {high!r}]: the grid spacing ({fine:.3g} over {n} points) squared is outside "
-                f"the range of normal floats; expected a width whose spacing lies between about 1e-154 and 1e154"
+                f"model {name!r}: domain[{i}] = [{low!r}, {high!r}]: the grid spacing ({fine:.3g} "
+                f"over {n} points) squared is outside "
+                "the range of normal floats; expected a width whose spacing lies between about "
+                "1e-154 and 1e154"
             )
 
 
@@ -219,7 +223,8 @@ class PdeModel(Model):
         else:
             kinds = self.initial_kinds
             raise ValueError(
-                f"model {self.name!r} has no initial field kind {kind!r} (kinds: {', '.join(kinds)}).{_initial.did_you_mean(kind, kinds)}"
+                f"model {self.name!r} has no initial field kind {kind!r} (kinds: "
+                f"{', '.join(kinds)}).{_initial.did_you_mean(kind, kinds)}"
             )
         if field.shape != self.field_shape:
             raise ValueError(
@@ -309,12 +314,15 @@ class GridPdeModel(PdeModel):
             for side, kind in (("low", low), ("high", high)):
                 if kind not in BOUNDARY_KINDS:
                     raise ValueError(
-                        f"model {self.name!r}: boundary[{i}] {side} side = {kind!r}: unknown boundary kind "
-                        f"(kinds: {', '.join(BOUNDARY_KINDS)}).{_initial.did_you_mean(kind, BOUNDARY_KINDS)}"
+                        f"model {self.name!r}: boundary[{i}] {side} side = {kind!r}: unknown "
+                        "boundary kind "
+                        "(kinds: "
+                        f"{', '.join(BOUNDARY_KINDS)}).{_initial.did_you_mean(kind, BOUNDARY_KINDS)}"
                     )
             if (low == "periodic") != (high == "periodic"):
                 raise ValueError(
-                    f"model {self.name!r}: boundary[{i}] = [{low!r}, {high!r}]: periodic must be on both sides of an axis"
+                    f"model {self.name!r}: boundary[{i}] = [{low!r}, {high!r}]: periodic must be "
+                    "on both sides of an axis"
                 )
         return per_axis
 

@@ -693,7 +693,8 @@ def test_init_from_must_be_a_fit_file(tmp_cwd, capsys):
 
 # One chain of a few steps on `write_blowup`'s model, k's prior lognormal around exp(loc).
 SHORT_CHAINS = (
-    '[infer]\nchains = 1\nwarmup = 5\nsamples = 5\n[infer.priors]\nk = {{ dist = "lognormal", loc = {loc}, scale = 0.1 }}\n'
+    '[infer]\nchains = 1\nwarmup = 5\nsamples = 5\n[infer.priors]\nk = {{ dist = "lognormal", loc '
+    "= {loc}, scale = 0.1 }}\n"
     '[infer.noise]\nsigma = {{ dist = "halfnormal", scale = 0.1 }}\n'
 )
 

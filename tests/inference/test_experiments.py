@@ -225,34 +225,41 @@ def test_two_experiments_determine_the_rates_better_than_one(tmp_path):
     "change, key",
     [
         (
-            '[[experiments]]\nname = "c"\nfile = "a.h5"\ntime = "/t"\nobservables = { prey = "/prey" }\nwhen = 3\n',
+            '[[experiments]]\nname = "c"\nfile = "a.h5"\ntime = "/t"\nobservables = { prey = '
+            '"/prey" }\nwhen = 3\n',
             "experiments.2.when",
         ),
         (
-            '[[experiments]]\nname = "c"\nfile = "a.h5"\ntime = "/t"\nobservables = { hare = "/prey" }\n',
+            '[[experiments]]\nname = "c"\nfile = "a.h5"\ntime = "/t"\nobservables = { hare = '
+            '"/prey" }\n',
             "experiments.2.observables.hare",
         ),
         (
-            '[[experiments]]\nname = "c"\nfile = "missing.h5"\ntime = "/t"\nobservables = { prey = "/prey" }\n',
+            '[[experiments]]\nname = "c"\nfile = "missing.h5"\ntime = "/t"\nobservables = { prey = '
+            '"/prey" }\n',
             "missing.h5",
         ),
         (
-            '[[experiments]]\nname = "a"\nfile = "a.h5"\ntime = "/t"\nobservables = { prey = "/prey" }\n',
+            '[[experiments]]\nname = "a"\nfile = "a.h5"\ntime = "/t"\nobservables = { prey = '
+            '"/prey" }\n',
             "experiments.2.name",
         ),
         ('[data]\nfile = "a.h5"\ntime = "/t"\nobservables = { prey = "/prey" }\n', "data"),
         (
-            '[[experiments]]\nname = "c"\nfile = "a.h5"\ntime = "/t"\nobservables = { prey = "/prey" }\nparams = { alpha = 0.3 }\n',
+            '[[experiments]]\nname = "c"\nfile = "a.h5"\ntime = "/t"\nobservables = { prey = '
+            '"/prey" }\nparams = { alpha = 0.3 }\n',
             "experiments.2.params.alpha",
         ),
         # (a name is the experiment's group /experiments/<name> of the fit file: an empty
         # name wrote its data into /experiments itself, one with a slash nested groups)
         (
-            '[[experiments]]\nname = ""\nfile = "a.h5"\ntime = "/t"\nobservables = { prey = "/prey" }\n',
+            '[[experiments]]\nname = ""\nfile = "a.h5"\ntime = "/t"\nobservables = { prey = '
+            '"/prey" }\n',
             "experiments.2.name",
         ),
         (
-            '[[experiments]]\nname = "a/c"\nfile = "a.h5"\ntime = "/t"\nobservables = { prey = "/prey" }\n',
+            '[[experiments]]\nname = "a/c"\nfile = "a.h5"\ntime = "/t"\nobservables = { prey = '
+            '"/prey" }\n',
             "experiments.2.name",
         ),
     ],
@@ -319,7 +326,8 @@ def _petab(folder: Path, data: dict[str, np.ndarray]) -> Path:
         + "".join(f"{k}\tlog10\t0.001\t10\t{v}\t1\n" for k, v in start.items())
     )
     (folder / "lv.yaml").write_text(
-        "format_version: 1\nparameter_file: parameters.tsv\nproblems:\n- sbml_files: [lv.xml]\n  condition_files: [conditions.tsv]\n"
+        "format_version: 1\nparameter_file: parameters.tsv\nproblems:\n- sbml_files: [lv.xml]\n  "
+        "condition_files: [conditions.tsv]\n"
         "  measurement_files: [measurements.tsv]\n  observable_files: [observables.tsv]\n"
     )
     return folder / "lv.yaml"
@@ -391,7 +399,8 @@ def _chain_experiments(
         with h5py.File(folder / f"{name}.h5", "w") as f:
             f["t"], f["x"], f["y"] = CHAIN_TIMES, x, y
         tables.append(
-            f'[[experiments]]\nname = "{name}"\nfile = "{name}.h5"\ntime = "/t"\nobservables = {{ x = "/x", y = "/y" }}\ninitial = {{ x = {x0}, y = {y0} }}\n{extra.format(name=name)}'
+            f'[[experiments]]\nname = "{name}"\nfile = "{name}.h5"\ntime = "/t"\nobservables = {{ '
+            f'x = "/x", y = "/y" }}\ninitial = {{ x = {x0}, y = {y0} }}\n{extra.format(name=name)}'
         )
     return "".join(tables)
 
@@ -655,14 +664,18 @@ def test_formula_observables_and_noise_models_give_the_petab_objective(tmp_path)
     for name, d in data.items():
         with h5py.File(tmp_path / f"{name}.h5", "a") as f:
             f["total"] = d[0] + d[1]
-    observables = '{ total = { path = "/total", formula = "prey + predator", noise = "laplace", sigma = 2.0 }, predator = { path = "/predator", noise = "log10-normal", sigma = "s" } }'
+    observables = (
+        '{ total = { path = "/total", formula = "prey + predator", noise = "laplace", '
+        'sigma = 2.0 }, predator = { path = "/predator", noise = "log10-normal", sigma = "s" } }'
+    )
     text = CONFIG.format(
         experiments="".join(
             EXPERIMENT.format(name=n, prey=STARTS[n][0], predator=STARTS[n][1]) for n in STARTS
         )
     )
     text = text.replace(
-        'observables = { prey = "/prey", predator = "/predator" }\nsigma = { prey = "/sigma", predator = "/sigma" }',
+        'observables = { prey = "/prey", predator = "/predator" }\nsigma = { prey = "/sigma", '
+        'predator = "/sigma" }',
         f"observables = {observables}",
     )
     text = text.replace(
@@ -713,7 +726,8 @@ def test_a_sigma_formula_that_is_not_positive_is_refused_before_the_fit(tmp_cwd,
     table = _chain_experiments(tmp_cwd, {"a": (0.7, 0.3), "b": (0.7, 0.3)}, sd=0.05)
     table = table.replace(
         'observables = { x = "/x", y = "/y" }',
-        'observables = { x = { path = "/x", sigma = "0.5 - 0.1 * t" }, y = { path = "/y", sigma = 0.05 } }',
+        'observables = { x = { path = "/x", sigma = "0.5 - 0.1 * t" }, y = { path = "/y", sigma = '
+        "0.05 } }",
     )
     (tmp_cwd / "c.toml").write_text(CHAIN + table + '[fit]\nfree = ["k", "m"]\n')
     from sim.cli import main

@@ -313,7 +313,8 @@ def test_a_model_with_events_fits_with_every_optimiser_or_is_refused_in_one_line
     )
     (tmp_cwd / "ball.toml").write_text(
         text
-        + f'\n[data]\nfile = "ball.h5"\ntime = "/t"\n[data.observables]\nx = {{ path = "/x", sigma = 0.01 }}\n'
+        + f'\n[data]\nfile = "ball.h5"\ntime = "/t"\n[data.observables]\nx = {{ path = "/x", sigma '
+        f"= 0.01 }}\n"
         f'[fit]\nfree = ["g"]\noptimizer = "{optimizer}"\nmax_steps = 20\n'
     )
     code, err = cli(["fit", "ball.toml", "-o", "fit.h5", "--quiet"], capsys)

@@ -418,12 +418,15 @@ def test_the_fit_recovers_the_epsilon_and_sigma_that_made_the_target(
         target = sim.run(config).save(tmp_path / "target.h5")
         result = fit(sim.load_config(EXPERIMENT, [f'data.file="{target}"', *starts]), progress=True)
     print(
-        f"seed {seed}: epsilon {result.estimate['epsilon']:.5f}, sigma {result.estimate['sigma']:.5f}, {len(result.loss_history)} steps"
+        f"seed {seed}: epsilon {result.estimate['epsilon']:.5f}, sigma "
+        f"{result.estimate['sigma']:.5f}, {len(result.loss_history)} steps"
     )
     for k, loss in enumerate(result.loss_history):  # (the path, for a fit that does not get there)
         print(
-            f"  run {k + 1}: loss {loss:.6g} +- {result.loss_stderr[k]:.2g}, epsilon {result.path['epsilon'][k]:.5f}, sigma {result.path['sigma'][k]:.5f}, "
-            f"step to {result.aim['epsilon'][k]:.5f}, {result.aim['sigma'][k]:.5f}, ESS {result.ess[k]:.0f}"
+            f"  run {k + 1}: loss {loss:.6g} +- {result.loss_stderr[k]:.2g}, epsilon "
+            f"{result.path['epsilon'][k]:.5f}, sigma {result.path['sigma'][k]:.5f}, "
+            f"step to {result.aim['epsilon'][k]:.5f}, {result.aim['sigma'][k]:.5f}, ESS "
+            f"{result.ess[k]:.0f}"
         )
     assert result.converged, result.message
     for name in ("epsilon", "sigma"):

@@ -179,7 +179,8 @@ def test_observation_models_give_the_fit_s_nll_and_the_posterior_s_density(tmp_p
     config = _config(
         tmp_path,
         obs,
-        '[fit]\nfree = ["k"]\n[infer.priors]\nk = { dist = "lognormal", loc = -1.0, scale = 0.5 }\n',
+        '[fit]\nfree = ["k"]\n[infer.priors]\nk = { dist = "lognormal", loc = -1.0, scale = 0.5 '
+        "}\n",
     )
     problem, _, _, _ = build_problem(config)
     terms, loss = problem.residuals_at(
@@ -361,7 +362,8 @@ def ramp_petab(tmp_path_factory):
         "k\tlog10\t0.01\t10\t0.5\t1\tlogNormal\t-0.5;0.8\nA0\tlog\t0.1\t10\t2\t1\tparameterScaleNormal\t0.5;0.3\n"
     )
     (folder / "ramp.yaml").write_text(
-        "format_version: 1\nparameter_file: parameters.tsv\nproblems:\n- sbml_files: [model.xml]\n  condition_files: [conditions.tsv]\n"
+        "format_version: 1\nparameter_file: parameters.tsv\nproblems:\n- sbml_files: [model.xml]\n "
+        " condition_files: [conditions.tsv]\n"
         "  measurement_files: [measurements.tsv]\n  observable_files: [observables.tsv]\n"
     )
     return load_petab(folder / "ramp.yaml")

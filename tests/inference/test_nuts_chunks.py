@@ -323,8 +323,8 @@ def test_models_solved_by_an_implicit_method_keep_their_chains_on_one_device(tmp
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert (
-        "2 chains vectorised on one CPU device (an implicit solver's Newton iterations do not trace in a one-chain program)"
-        in proc.stdout + proc.stderr
+        "2 chains vectorised on one CPU device (an implicit solver's Newton iterations do not "
+        "trace in a one-chain program)" in proc.stdout + proc.stderr
     )
     import h5py
 

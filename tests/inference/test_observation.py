@@ -175,8 +175,8 @@ def test_bad_observation_models_are_one_line_errors(case, tmp_cwd, capsys):
     entry, key, fragment = BAD[case]
     _write(tmp_cwd / "obs.h5", t=TIMES, total=np.ones(TIMES.size))
     (tmp_cwd / "c.toml").write_text(
-        CHAIN
-        + f'[data]\nfile = "obs.h5"\ntime = "/t"\n[data.observables]\n{entry}\n[fit]\nfree = ["k"]\n'
+        CHAIN + f'[data]\nfile = "obs.h5"\ntime = "/t"\n[data.observables]\n{entry}\n[fit]\nfree = '
+        '["k"]\n'
     )
     code, err = cli(["fit", "c.toml", "-o", "out.h5"], capsys)
     assert code == 2 and len(err.strip().splitlines()) == 1, err
@@ -186,7 +186,10 @@ def test_bad_observation_models_are_one_line_errors(case, tmp_cwd, capsys):
 
 def test_an_experiment_s_bad_formula_is_named_by_its_experiment(tmp_cwd, capsys):
     _write(tmp_cwd / "a.h5", t=TIMES, total=np.ones(TIMES.size))
-    experiment = '[[experiments]]\nname = "a"\nfile = "a.h5"\ntime = "/t"\nobservables = { total = { path = "/total", formula = "x +* y", sigma = 0.1 } }\n'
+    experiment = (
+        '[[experiments]]\nname = "a"\nfile = "a.h5"\ntime = "/t"\nobservables = { total '
+        '= { path = "/total", formula = "x +* y", sigma = 0.1 } }\n'
+    )
     (tmp_cwd / "c.toml").write_text(CHAIN + experiment + '[fit]\nfree = ["k"]\n')
     code, err = cli(["fit", "c.toml", "-o", "out.h5"], capsys)
     assert code == 2 and "experiments.0.observables.total.formula" in err and "column" in err, err
@@ -204,7 +207,8 @@ def test_an_experiment_s_bad_formula_is_named_by_its_experiment(tmp_cwd, capsys)
     (tmp_cwd / "c.toml").write_text(
         CHAIN
         + experiment.replace("x +* y", "x + y")
-        + '[infer.priors]\nk = { dist = "lognormal", loc = 0.0, scale = 1.0 }\n[infer.noise]\nmodel = "normal"\n'
+        + '[infer.priors]\nk = { dist = "lognormal", loc = 0.0, scale = 1.0 '
+        '}\n[infer.noise]\nmodel = "normal"\n'
     )
     code, err = cli(["infer", "c.toml", "-o", "out.h5"], capsys)
     assert code == 2 and "infer.noise" in err, err
@@ -224,7 +228,10 @@ def test_a_formula_observable_is_its_formula_of_the_states_and_a_free_sigma_is_e
     total = x + y + sd * rng.standard_normal(times.size)
     x_obs = x * np.exp(0.1 * rng.standard_normal(times.size))
     _write(tmp_cwd / "obs.h5", t=times, total=total, x=x_obs)
-    data = '[data]\nfile = "obs.h5"\ntime = "/t"\n[data.observables]\ntotal = { path = "/total", formula = "x + y", sigma = "s" }\nx = { path = "/x", noise = "lognormal", sigma = 0.1 }\n'
+    data = (
+        '[data]\nfile = "obs.h5"\ntime = "/t"\n[data.observables]\ntotal = { path = "/total", '
+        'formula = "x + y", sigma = "s" }\nx = { path = "/x", noise = "lognormal", sigma = 0.1 }\n'
+    )
     (tmp_cwd / "c.toml").write_text(CHAIN + data + '[fit]\nfree = ["k", "m", "s"]\n')
     config = sim.load_config("c.toml")
     problem, _, _, section = build_problem(config)
@@ -256,7 +263,8 @@ def test_a_sigma_dataset_whose_square_overflows_is_refused(tmp_cwd, capsys):
     _write(tmp_cwd / "obs.h5", t=TIMES, total=np.ones(TIMES.size), sigma=np.full(TIMES.size, 1e300))
     (tmp_cwd / "c.toml").write_text(
         CHAIN
-        + '[data]\nfile = "obs.h5"\ntime = "/t"\n[data.observables]\ntotal = { path = "/total", formula = "x + y", sigma = "/sigma" }\n[fit]\nfree = ["k"]\n'
+        + '[data]\nfile = "obs.h5"\ntime = "/t"\n[data.observables]\ntotal = { path = "/total", '
+        'formula = "x + y", sigma = "/sigma" }\n[fit]\nfree = ["k"]\n'
     )
     code, err = cli(["fit", "c.toml", "-o", "out.h5"], capsys)
     assert code == 2 and len(err.strip().splitlines()) == 1, err

@@ -151,7 +151,8 @@ def test_the_gradient_of_the_objective_matches_finite_differences(name, tmp_path
     x = problem.nominal()
     value, gradient = jax.jit(problem.value_and_grad())(x)
     assert np.isfinite(float(value)), (
-        f"{name}: the objective is not finite at the nominal parameters (a solve at rtol 1e-12 failed)"
+        f"{name}: the objective is not finite at the nominal parameters (a solve at rtol 1e-12 "
+        "failed)"
     )
     gradient = np.asarray(gradient)
     reverse = np.asarray(value_and_reverse(x)[1])
@@ -431,7 +432,8 @@ def _broken(tmp_path, table: str, old: str, new: str) -> Path:
             "measurementData",
             "7.90107299873911\t0.0\t\tsd_pSTAT5A_rel",
             "7.90107299873911\t0.0\t\t-2",
-            "row 1, column noiseParameters: a noise parameter that is sigma itself must be positive",
+            "row 1, column noiseParameters: a noise parameter that is sigma itself must be "
+            "positive",
         ),
         (
             "measurementData",
@@ -547,7 +549,8 @@ def _decay_problem(folder: Path) -> Path:
         "parameterId\tparameterScale\tlowerBound\tupperBound\tnominalValue\testimate\nk\tlog10\t0.01\t10\t0.5\t1\n"
     )
     (folder / "decay.yaml").write_text(
-        "format_version: 1\nparameter_file: parameters.tsv\nproblems:\n- sbml_files: [model.xml]\n  condition_files: [conditions.tsv]\n"
+        "format_version: 1\nparameter_file: parameters.tsv\nproblems:\n- sbml_files: [model.xml]\n "
+        " condition_files: [conditions.tsv]\n"
         "  measurement_files: [measurements.tsv]\n  observable_files: [observables.tsv]\n"
     )
     return folder / "decay.yaml"
@@ -729,7 +732,8 @@ def _feed_problem(folder: Path, conditions: str, dims: str = 'spatialDimensions=
         "parameterId\tparameterScale\tlowerBound\tupperBound\tnominalValue\testimate\nk\tlin\t0\t10\t0.5\t1\n"
     )
     (folder / "feed.yaml").write_text(
-        "format_version: 1\nparameter_file: parameters.tsv\nproblems:\n- sbml_files: [feed.xml]\n  condition_files: [conditions.tsv]\n"
+        "format_version: 1\nparameter_file: parameters.tsv\nproblems:\n- sbml_files: [feed.xml]\n  "
+        "condition_files: [conditions.tsv]\n"
         "  measurement_files: [measurements.tsv]\n  observable_files: [observables.tsv]\n"
     )
     return folder / "feed.yaml"

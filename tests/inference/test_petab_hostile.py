@@ -295,8 +295,10 @@ def test_the_heartbeat_counts_each_chains_evaluations_and_says_how_long_each_too
         clock[0] += 0.5
         beat(0.0)
     assert lines == [
-        "NUTS: 10 evaluations of the likelihood and its gradient per chain in 10 s (1 s each; a step takes 1 to 1023)",
-        "NUTS: 20 evaluations of the likelihood and its gradient per chain in 20 s (1 s each; a step takes 1 to 1023)",
+        "NUTS: 10 evaluations of the likelihood and its gradient per chain in 10 s (1 s each; a "
+        "step takes 1 to 1023)",
+        "NUTS: 20 evaluations of the likelihood and its gradient per chain in 20 s (1 s each; a "
+        "step takes 1 to 1023)",
     ]
     # Given the run's steps (Boehm's README run: 300 + 300), the whole run's cost at that
     # rate: 600 steps of 7 and of 63 one-second evaluations.
@@ -307,7 +309,9 @@ def test_the_heartbeat_counts_each_chains_evaluations_and_says_how_long_each_too
         clock[0] += 0.5
         beat(0.0)
     assert lines == [
-        "NUTS: 10 evaluations of the likelihood and its gradient per chain in 10 s (1 s each; a step takes 1 to 1023); at this rate the 600 steps take 70 min to 10.5 h at 7 to 63 evaluations a step"
+        "NUTS: 10 evaluations of the likelihood and its gradient per chain in 10 s (1 s each; a "
+        "step takes 1 to 1023); at this rate the 600 steps take 70 min to 10.5 h at 7 to 63 "
+        "evaluations a step"
     ]
     assert [_petab_bayes._duration(s) for s in (40, 719, 12_600, 181_440)] == [
         "40 s",

@@ -306,7 +306,8 @@ def test_a_second_writer_of_a_petab_fit_is_refused(work, capsys):
         [
             sys.executable,
             "-c",
-            "import sys\nfrom sim._lock import exclusive\nwith exclusive('out.h5'):\n    print('holding', flush=True)\n    sys.stdin.read()\n",
+            "import sys\nfrom sim._lock import exclusive\nwith exclusive('out.h5'):\n    "
+            "print('holding', flush=True)\n    sys.stdin.read()\n",
         ],
         cwd=folder,
         env={**os.environ, "PYTHONPATH": str(REPO)},

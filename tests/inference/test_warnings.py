@@ -128,7 +128,8 @@ def test_sim_fit_warns_of_a_parameter_at_its_bound(tmp_cwd, capsys):
     write_decay(tmp_cwd)
     (tmp_cwd / "b.toml").write_text(
         DECAY
-        + '[params]\nk1 = 0.1\n[fit]\nfree = ["k1"]\nloss = "lognormal"\nbounds = { k1 = [0.01, 0.2] }\n'
+        + '[params]\nk1 = 0.1\n[fit]\nfree = ["k1"]\nloss = "lognormal"\nbounds = { k1 = [0.01, '
+        "0.2] }\n"
     )
     code, _, err = cli(["fit", "b.toml", "-o", "b.h5", "--quiet"], capsys)
     assert code == 0, err
@@ -158,7 +159,8 @@ def test_sim_infer_of_a_bad_run_ends_with_warnings_in_its_log(tmp_path):
     (tmp_path / "c.toml").write_text(
         DECAY.replace("k1 + k2", "k1") + "[infer]\nchains = 2\nwarmup = 5\nsamples = 20\n"
         '[infer.priors]\nk1 = { dist = "lognormal", loc = 0.0, scale = 1.0 }\n'
-        '[infer.noise]\nmodel = "lognormal"\nsigma = { dist = "lognormal", loc = -2.0, scale = 0.5 }\n'
+        '[infer.noise]\nmodel = "lognormal"\nsigma = { dist = "lognormal", loc = -2.0, scale = 0.5 '
+        "}\n"
     )
     with open(tmp_path / "log.txt", "w") as log:
         proc = subprocess.run(

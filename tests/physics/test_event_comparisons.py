@@ -108,7 +108,8 @@ def _fired(conditions: dict, tmp: Path) -> list[float]:
     config = tmp / "compare.toml"
     config.write_text(
         f'[model]\nname = "compare"\n[model.states]\n{states}[initial]\n{initial}'
-        f"[time]\nt1 = 6.0\nsave = 2\n[solver]\nrtol = 1e-10\natol = 1e-12\nmax_events = 16\n{events}"
+        "[time]\nt1 = 6.0\nsave = 2\n[solver]\nrtol = 1e-10\natol = 1e-12\nmax_events = "
+        f"16\n{events}"
     )
     s = sim.setup(sim.load_config(config))
     observables = sim.simulate(

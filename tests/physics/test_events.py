@@ -309,7 +309,8 @@ def test_bad_events_are_one_line_errors(events, key, tmp_cwd, capsys):
 
 def test_events_are_for_ode_models(tmp_cwd, capsys):
     Path("heat.toml").write_text(
-        '[model]\nname = "heat"\n[grid]\npoints = [16]\n[time]\nt1 = 1.0\nsave = 3\ndt = 0.1\n[[events]]\nat = [0.5]\nterminal = true\n'
+        '[model]\nname = "heat"\n[grid]\npoints = [16]\n[time]\nt1 = 1.0\nsave = 3\ndt = '
+        "0.1\n[[events]]\nat = [0.5]\nterminal = true\n"
     )
     code, err = cli(["run", "heat.toml", "-o", "out.h5"], capsys)
     assert code == 2 and "events: events are for ODE models" in err, err

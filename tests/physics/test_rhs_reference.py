@@ -74,7 +74,8 @@ def relative_error(got, want) -> float:
 def full_params(model, **values) -> dict:
     """The parameter dict of `values`, which must name every parameter of `model`."""
     assert set(values) == set(model.parameter_names), (
-        f"the reference of {model.name!r} sets {sorted(values)}, the model has {sorted(model.parameter_names)}: "
+        f"the reference of {model.name!r} sets {sorted(values)}, the model has "
+        f"{sorted(model.parameter_names)}: "
         "update the reference"
     )
     return {

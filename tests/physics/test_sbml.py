@@ -314,7 +314,8 @@ def test_the_whole_sbml_test_suite(tmp_path, monkeypatch, capsys):
         print()
         for tag, counts in sorted(by_tag.items(), key=lambda kv: -sum(kv[1].values())):
             print(
-                f"{tag:32s} pass {counts['pass']:5d}  refused {counts['refused']:5d}  limit {counts['limit']:5d}  failed {counts['failed']:5d}"
+                f"{tag:32s} pass {counts['pass']:5d}  refused {counts['refused']:5d}  limit "
+                f"{counts['limit']:5d}  failed {counts['failed']:5d}"
             )
         for line in failures:
             print("failed", line)
@@ -598,8 +599,8 @@ def test_sweeps_and_fits_start_each_run_from_its_own_parameters(tmp_cwd, capsys)
         f["t"] = t
         f["S1"] = 2 * 1.1 * np.exp(-1.1 * t / 2)
     Path("fit.toml").write_text(
-        DECAY
-        + '[data]\nfile = "data.h5"\ntime = "t"\nobservables = { S1 = "S1" }\n[fit]\nfree = ["k1"]\n'
+        DECAY + '[data]\nfile = "data.h5"\ntime = "t"\nobservables = { S1 = "S1" }\n[fit]\nfree = '
+        '["k1"]\n'
     )
     code, err = cli(["fit", "fit.toml", "-o", "fit.h5", "--quiet"], capsys)
     assert code == 0, err

@@ -131,7 +131,8 @@ def test_rules_that_read_each_other_in_a_loop_are_refused_naming_the_loop(tmp_pa
     libsbml.writeSBMLToFile(document, str(path))
     with pytest.raises(
         SbmlError,
-        match=r"depend on each other in a loop \((a -> b -> c -> a|b -> c -> a -> b|c -> a -> b -> c)\)",
+        match=r"depend on each other in a loop \((a -> b -> c -> a|b -> c -> a -> b|c -> a -> b -> "
+        r"c)\)",
     ):
         sbml_model(path)
 

@@ -462,8 +462,8 @@ alpha = { linspace = [0.4, 0.7, 5] }
 def test_a_config_defined_model_runs_and_sweeps_as_the_built_in_one(tmp_cwd, capsys):
     Path("text.toml").write_text(TEXT_LV)
     built_in = (
-        '[model]\nname = "lotka_volterra"\n[params]\nalpha = 0.55\nbeta = 0.028\ngamma = 0.8\ndelta = 0.024\n[initial]'
-        + TEXT_LV.split("[initial]")[1]
+        '[model]\nname = "lotka_volterra"\n[params]\nalpha = 0.55\nbeta = 0.028\ngamma = '
+        "0.8\ndelta = 0.024\n[initial]" + TEXT_LV.split("[initial]")[1]
     )
     Path("built_in.toml").write_text(built_in)
     for name in ("text", "built_in"):
@@ -587,7 +587,10 @@ def test_an_sde_written_in_its_config_draws_the_paths_of_the_built_in_model(
     [("sigma", "additive"), ("sigma * exp(-t)", "additive"), ("sigma * x", "diagonal")],
 )
 def test_the_noise_of_a_text_sde_is_additive_unless_it_reads_the_state(noise, expected, tmp_cwd):
-    text = f'[model.states]\nx = "theta * (mu - x)"\n[model.noise]\nx = "{noise}"\n[model.parameters]\ntheta = 1.5\nmu = 0.4\nsigma = 0.7'
+    text = (
+        '[model.states]\nx = "theta * (mu - x)"\n[model.noise]\nx = '
+        f'"{noise}"\n[model.parameters]\ntheta = 1.5\nmu = 0.4\nsigma = 0.7'
+    )
     Path("text.toml").write_text(SDE.format(name="mine", model=text, method="euler"))
     assert sim.setup(sim.load_config("text.toml")).model.noise == expected
 

@@ -36,22 +36,26 @@ CASES = {
     ),
     "burgers": (
         'name = "burgers"\n[params]\nviscosity = 0.05',
-        'name = "burgers_text"\n[model.fields]\nu = "nu * laplace(u) - 0.5 * dx(u * u)"\n[model.parameters]\nnu = 0.05',
+        'name = "burgers_text"\n[model.fields]\nu = "nu * laplace(u) - 0.5 * dx(u * '
+        'u)"\n[model.parameters]\nnu = 0.05',
         "points = [64]",
         1.0,
         0.01,
     ),
     "kuramoto_sivashinsky": (
         'name = "kuramoto_sivashinsky"',
-        'name = "ks"\n[model.fields]\nu = "-p * laplace(u) - q * biharmonic(u) - a / 2 * dx(u ** 2)"\n'
+        'name = "ks"\n[model.fields]\nu = "-p * laplace(u) - q * biharmonic(u) - a / 2 * dx(u ** '
+        '2)"\n'
         "[model.parameters]\np = 1.0\nq = 1.0\na = 1.0",
         "points = [64]\ndomain = [[0.0, 100.53096491487338]]",
         10.0,
         0.25,
     ),
     "gray_scott": (
-        'name = "gray_scott"\n[params]\nfeed = 0.03\nkill = 0.062\ndiffusivity_u = 2e-5\ndiffusivity_v = 1e-5',
-        'name = "gs"\n[model.fields]\nu = "Du * laplace(u) - u * v * v + F * (1 - u)"\nv = "Dv * laplace(v) + u * v * v - (F + k) * v"\n'
+        'name = "gray_scott"\n[params]\nfeed = 0.03\nkill = 0.062\ndiffusivity_u = '
+        "2e-5\ndiffusivity_v = 1e-5",
+        'name = "gs"\n[model.fields]\nu = "Du * laplace(u) - u * v * v + F * (1 - u)"\nv = "Dv * '
+        'laplace(v) + u * v * v - (F + k) * v"\n'
         "[model.parameters]\nF = 0.03\nk = 0.062\nDu = 2e-5\nDv = 1e-5",
         "points = [16, 16]\ndomain = [[0.0, 2.5], [0.0, 2.5]]",
         20.0,
@@ -126,7 +130,8 @@ def test_observables_of_a_text_pde_integrate_over_the_box(tmp_cwd, capsys):
     """The mass of a heat equation (integral of u) is conserved, and its text observable
     equals the built-in's `mass`."""
     text = (
-        '[model]\nname = "diffusion"\n[model.fields]\nu = "D * laplace(u)"\n[model.parameters]\nD = 0.2\n'
+        '[model]\nname = "diffusion"\n[model.fields]\nu = "D * laplace(u)"\n[model.parameters]\nD '
+        "= 0.2\n"
         '[model.observables]\nmass = "integral(u)"\nsquare = "mean(u ** 2)"\n'
         + COMMON.format(t1=1.0, dt=0.05)
         + "[grid]\npoints = [32]\n"
@@ -160,9 +165,8 @@ def test_observables_of_a_text_pde_integrate_over_the_box(tmp_cwd, capsys):
 )
 def test_bad_text_pdes_are_one_line_errors(override, key, tmp_cwd, capsys):
     text = (
-        '[model]\nname = "diffusion"\n[model.fields]\nu = "D * laplace(u)"\n[model.parameters]\nD = 0.2\n'
-        + COMMON.format(t1=1.0, dt=0.05)
-        + "[grid]\npoints = [32]\n"
+        '[model]\nname = "diffusion"\n[model.fields]\nu = "D * laplace(u)"\n[model.parameters]\nD '
+        "= 0.2\n" + COMMON.format(t1=1.0, dt=0.05) + "[grid]\npoints = [32]\n"
     )
     _write("text.toml", text)
     code, err = cli(["run", "text.toml", "-o", "out.h5", "--set", override], capsys)
@@ -256,8 +260,14 @@ def test_a_bounded_heat_equation_with_time_dependent_sides_converges_at_its_orde
 def test_a_bounded_text_pde_reproduces_the_built_in_finite_difference_heat(tmp_cwd):
     """The text `D * laplace(u)` with constant Dirichlet and Neumann sides in 2D is the
     built-in `heat_fd` (the same stencils, the same steps) to rounding."""
-    common = '[grid]\npoints = [9, 11]\nboundary = [["dirichlet", "neumann"], "dirichlet"]\nboundary_value = [[1.0, -0.5], 0.25]\n'
-    common += '[initial]\nkind = "gaussian"\n[time]\nt1 = 0.2\nsave = 3\n[solver]\nmethod = "tsit5"\nrtol = 1e-9\natol = 1e-11\n'
+    common = (
+        '[grid]\npoints = [9, 11]\nboundary = [["dirichlet", "neumann"], '
+        '"dirichlet"]\nboundary_value = [[1.0, -0.5], 0.25]\n'
+    )
+    common += (
+        '[initial]\nkind = "gaussian"\n[time]\nt1 = 0.2\nsave = 3\n[solver]\nmethod = '
+        '"tsit5"\nrtol = 1e-9\natol = 1e-11\n'
+    )
     built_in = '[model]\nname = "heat_fd"\n[params]\ndiffusivity = 0.3\n' + common
     text = (
         '[model]\nname = "h"\n[model.fields]\nu = "D * laplace(u)"\n[model.parameters]\nD = 0.3\n'
@@ -388,8 +398,10 @@ def test_heat_written_as_laplace_of_d_u_runs_exactly_at_a_large_step(tmp_cwd, ca
     exactly, so each mode decays as exp(-D k^2 t) (the run blew up, exit 1, while the
     term was explicit)."""
     text = (
-        '[model]\nname = "heat_text"\n[model.fields]\nu = "laplace(D * u)"\n[model.parameters]\nD = 0.5\n'
-        '[grid]\npoints = [20]\ndomain = [[0.0, 1.0]]\n[initial]\nu = "sin(2 * pi * x) + 0.01 * sin(12 * pi * x)"\n'
+        '[model]\nname = "heat_text"\n[model.fields]\nu = "laplace(D * u)"\n[model.parameters]\nD '
+        "= 0.5\n"
+        '[grid]\npoints = [20]\ndomain = [[0.0, 1.0]]\n[initial]\nu = "sin(2 * pi * x) + 0.01 * '
+        'sin(12 * pi * x)"\n'
         '[time]\nt1 = 0.5\nsave = 3\ndt = 0.025\n[solver]\nmethod = "etdrk1"\n'
     )
     _write("heat.toml", text)

@@ -53,7 +53,8 @@ def test_lj_with_a_ten_times_longer_step_stops_with_one_line(tmp_cwd, capsys):
     # (how the compiler contracts multiply-adds): the temperature bound, or non-finite
     # energies when they overflowed before it was read.
     assert re.search(
-        r"lj_fluid\.toml: the run blew up at step 40 \(t = 2\): (temperature reached .*checks\.max_temperature_factor = 100|total_energy became non-finite)",
+        r"lj_fluid\.toml: the run blew up at step 40 \(t = 2\): (temperature reached "
+        r".*checks\.max_temperature_factor = 100|total_energy became non-finite)",
         line,
     ), line
     assert "lower time.dt" in line
@@ -166,8 +167,8 @@ def test_md_energy_drift_bound_stops_a_run_and_loosened_lets_it_complete(tmp_cwd
         sim.run(sim.load_config("nh.toml", ["checks.energy_drift=0.01"]))
     message = str(info.value)
     assert (
-        "the run blew up at step 300 (t = 7.5): conserved energy drifted by 1.11% of its initial scale"
-        in message
+        "the run blew up at step 300 (t = 7.5): conserved energy drifted by 1.11% of its initial "
+        "scale" in message
     )
     assert "(limit checks.energy_drift = 1%)" in message
     result = sim.run(sim.load_config("nh.toml", ["checks.energy_drift=0.05"]))
@@ -263,14 +264,16 @@ def test_md_example_stays_within_the_default_bounds():
         (
             LORENZ,
             "checks.max_growth=10.0",
-            "checks.max_growth: is not a check of ODE runs (they only check that values stay finite) (no keys)",
+            "checks.max_growth: is not a check of ODE runs (they only check that values stay "
+            "finite) (no keys)",
         ),
         (BURGERS, "checks.max_growth=0", "checks.max_growth: expected a number > 0"),
         (BURGERS, "checks.max_growth=inf", "checks.max_growth: expected a finite number"),
         (
             BURGERS,
             "checks.max_growht=10.0",
-            "checks.max_growht: unknown key (expected one of: max_growth, growth_floor, energy_drift, max_temperature_factor)",
+            "checks.max_growht: unknown key (expected one of: max_growth, growth_floor, "
+            "energy_drift, max_temperature_factor)",
         ),
         (BURGERS, 'checks.max_growth="big"', "checks.max_growth: expected a number"),
     ],

@@ -111,9 +111,12 @@ def test_sim_run_and_sweep_from_python_are_compiled_by_the_first_process_only(tm
         "import sim, numpy as np\n"
         "sim.configure_jax()\n"
         f"run = sim.run(sim.load_config({str(CONFIG)!r}))\n"
-        f"config = sim.load_config({str(REPO / 'experiments' / 'lotka_volterra_sweep.toml')!r}, overrides=['sweep.params.alpha.linspace=[0.3, 0.8, 4]', 'sweep.params.beta.logspace=[-2.0, -1.3, 2]'])\n"
+        f"config = sim.load_config({str(REPO / 'experiments' / 'lotka_volterra_sweep.toml')!r}, "
+        "overrides=['sweep.params.alpha.linspace=[0.3, 0.8, 4]', "
+        "'sweep.params.beta.logspace=[-2.0, -1.3, 2]'])\n"
         "swept = sim.sweep(config)\n"
-        "print(repr(float(np.sum(run.observables['prey']))), repr(float(np.nansum(swept.observables['prey']))))\n"
+        "print(repr(float(np.sum(run.observables['prey']))), "
+        "repr(float(np.nansum(swept.observables['prey']))))\n"
     )
     env = {
         **os.environ,

@@ -25,11 +25,14 @@ def test_system_keys_are_the_md_familys():
 
 def test_system_defaults_are_what_a_config_without_them_gets(tmp_path):
     # Written out (lattice fcc, cells 4, seed 0) or left to their defaults: the same system.
-    base = '[model]\nname = "lennard_jones"\n[time]\ndt = 0.005\nsteps = 2\n[system]\ndensity = 0.8\ntemperature = 1.0\n'
+    base = (
+        '[model]\nname = "lennard_jones"\n[time]\ndt = 0.005\nsteps = 2\n[system]\ndensity = '
+        "0.8\ntemperature = 1.0\n"
+    )
     defaults = {k: v for k, v, *_ in _catalogue.SYSTEM_KEYS if k in ("lattice", "cells", "seed")}
     explicit = (
-        base
-        + f'lattice = "{defaults["lattice"]}"\ncells = {defaults["cells"]}\nseed = {defaults["seed"]}\n'
+        base + f'lattice = "{defaults["lattice"]}"\ncells = {defaults["cells"]}\nseed = '
+        f"{defaults['seed']}\n"
     )
     systems = []
     for i, text in enumerate((base, explicit)):
@@ -125,11 +128,13 @@ def test_a_command_that_computes_starts_the_package(tmp_path):
         "import sys, _sim_entry\n"
         "sys.argv = ['sim', 'run', 'c.toml', '-o', 'o.h5', '--quiet']\n"
         "try:\n    _sim_entry.main()\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
-        "import jax, sim\nassert jax.config.jax_enable_x64 and hasattr(sim, 'simulate') and not hasattr(sim, 'start_package')\n"
+        "import jax, sim\nassert jax.config.jax_enable_x64 and hasattr(sim, 'simulate') and not "
+        "hasattr(sim, 'start_package')\n"
         # LAPACK runs on one thread (OpenBLAS's threads spin against XLA's on shared
         # cores) unless the user set a thread count, which stands.
         "import scipy.linalg, threadpoolctl\n"
-        "print(sorted({p['num_threads'] for p in threadpoolctl.threadpool_info() if p['internal_api'] == 'openblas'}))\n"
+        "print(sorted({p['num_threads'] for p in threadpoolctl.threadpool_info() if "
+        "p['internal_api'] == 'openblas'}))\n"
     )
     env = {
         k: v

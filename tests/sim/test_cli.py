@@ -169,7 +169,8 @@ def test_unknown_option_is_usage_error(capsys):
 
 def test_solver_failure_exits_1_without_output(tmp_cwd, capsys):
     (tmp_cwd / "c.toml").write_text(
-        '[model]\nname = "robertson"\n[time]\nt1 = 40.0\n[solver]\nmethod = "tsit5"\nmax_steps = 100\n'
+        '[model]\nname = "robertson"\n[time]\nt1 = 40.0\n[solver]\nmethod = "tsit5"\nmax_steps = '
+        "100\n"
     )
     code, _, err = cli(["run", "c.toml", "-o", "r.h5"], capsys)
     assert code == 1

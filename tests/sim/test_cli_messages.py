@@ -111,6 +111,7 @@ def test_sim_run_log_has_plain_progress_and_split_times(tmp_cwd, capsys):
     ), err
     assert lines[-2].startswith("lotka_volterra: 200 of 200 (100%)")
     assert re.fullmatch(
-        r"wrote lv.h5: lotka_volterra; compiled in .+, 68 steps \(201 frames written\) in .+, .+ in all",
+        r"wrote lv.h5: lotka_volterra; compiled in .+, 68 steps \(201 frames written\) in .+, .+ "
+        r"in all",
         lines[-1],
     ), err

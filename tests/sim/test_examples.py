@@ -139,7 +139,8 @@ def test_every_example_config_has_a_test():
     examples = {p.name for p in EXPERIMENTS.glob("*.toml")}
     covered = set(COMMANDS) | set(ELSEWHERE) | set(PDE_SMALL)
     assert examples == covered, (
-        f"add small-size entries for {sorted(examples - covered)}; drop {sorted(covered - examples)}"
+        f"add small-size entries for {sorted(examples - covered)}; drop "
+        f"{sorted(covered - examples)}"
     )
     for name in sorted(examples):
         default = (

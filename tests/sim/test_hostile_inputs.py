@@ -597,7 +597,8 @@ def test_a_tiny_sampler_run_prints_no_negative_ess(folder, capsys):
 def test_hdf5_error_texts_are_quoted_as_one_line(tmp_cwd, monkeypatch):
     def damaged(self, name, default=None):  # a lookup failing with a multi-line HDF5 error text
         raise OSError(
-            "Unable to synchronously open object (bad object header)\n  HDF5-DIAG: Error detected in HDF5 (1.14.2)\n    #000: H5O.c line 1 in H5Oopen()"
+            "Unable to synchronously open object (bad object header)\n  HDF5-DIAG: Error detected "
+            "in HDF5 (1.14.2)\n    #000: H5O.c line 1 in H5Oopen()"
         )
 
     h5("obs.h5", prey=np.ones(3))

@@ -149,7 +149,8 @@ def test_an_sde_diffusion_of_the_wrong_shape_names_its_line(folder, capsys):
         folder,
         ["run", "n.toml", "-o", "new.h5"],
         capsys,
-        f"noisy.py: line {line}: diffusion returned shape () for a state of shape (2,) (diagonal noise)",
+        f"noisy.py: line {line}: diffusion returned shape () for a state of shape (2,) (diagonal "
+        "noise)",
     )
 
 
@@ -419,7 +420,8 @@ def test_a_sweep_value_below_the_normal_floats_is_refused_as_a_run_refuses_it(
     --set params.alpha=1e-320` refuses that value."""
     mode = '[sweep]\nmode = "random"\nsamples = 4\n' if spec.startswith("uniform") else ""
     Path("s.toml").write_text(
-        f'[model]\nname = "lotka_volterra"\n[time]\nt1 = 5.0\nsave = 6\n{mode}[sweep.params]\nalpha = {{ {spec} }}\n'
+        '[model]\nname = "lotka_volterra"\n[time]\nt1 = 5.0\nsave = '
+        f"6\n{mode}[sweep.params]\nalpha = {{ {spec} }}\n"
     )
     line = check(folder, ["sweep", "s.toml", "-o", "new.h5"], capsys, f"s.toml: {key}: ")
     assert says in line, line

@@ -307,7 +307,8 @@ def test_a_file_named_now_that_was_not_read_then_and_the_other_way_round(tmp_pat
         InputIdentity.of({"data.file": a, "--data": b}).check(stored, "x", "fit")
     with pytest.raises(
         sim.InputError,
-        match=r"x: data.file: the unfinished fit read a file named by data.file, which is not named now",
+        match=r"x: data.file: the unfinished fit read a file named by data.file, which is not "
+        r"named now",
     ):
         InputIdentity.of({}).check(stored, "x", "fit")
     a.unlink()

@@ -444,7 +444,8 @@ def test_lennard_jones_density_and_compressibility_at_the_nist_state_point():
         NIST_RHO * (jzg_pressure(NIST_RHO + h, 0.85) - jzg_pressure(NIST_RHO - h, 0.85)) / (2 * h)
     )
     print(
-        f"density {mean:.5f} +- {err:.5f}; kappa_T {kappa(volume):.4f} +- {spread:.4f}, equation of state {reference:.4f}"
+        f"density {mean:.5f} +- {err:.5f}; kappa_T {kappa(volume):.4f} +- {spread:.4f}, equation "
+        f"of state {reference:.4f}"
     )
     assert abs(kappa(volume) - reference) < np.hypot(3 * spread, 0.05 * reference), (
         kappa(volume),

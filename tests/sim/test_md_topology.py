@@ -612,7 +612,8 @@ def test_bonded_molecules_find_kinds_close_triangles_and_make_molecules_whole():
     claimed[14] = 4
     with pytest.raises(
         ValueError,
-        match=r"molecule 4 \(particles 10, 11, 12, 13, 14\) is not connected by its bonds: particle 14",
+        match=r"molecule 4 \(particles 10, 11, 12, 13, 14\) is not connected by its bonds: "
+        r"particle 14",
     ):
         md.bonded_molecules(position, species, mass, bonds, edges, claimed=claimed)
 
@@ -704,7 +705,11 @@ def test_a_file_of_diatomics_runs_shake_and_bead_spring_keeps_its_bonds(tmp_path
         np.zeros(54, int),
         {"connectivity/all/bonds": ([[i, 27 + i] for i in range(27)], None)},
     )
-    text = '[model]\nname = "{model}"\n[params]\ncutoff = 1.5\n[system]\nfile = "di.h5"\ntemperature = 1.0\n[time]\ndt = 0.002\nsteps = 10\nsave_every = 5\n[solver]\nmethod = "verlet"\n'
+    text = (
+        '[model]\nname = "{model}"\n[params]\ncutoff = 1.5\n[system]\nfile = '
+        '"di.h5"\ntemperature = 1.0\n[time]\ndt = 0.002\nsteps = 10\nsave_every = '
+        '5\n[solver]\nmethod = "verlet"\n'
+    )
     (tmp_path / "di.toml").write_text(text.format(model="lennard_jones"))
     s = sim.setup(sim.load_config(tmp_path / "di.toml"))
     constraints = s.solver.integrator.constraints
@@ -762,7 +767,8 @@ class Springs(LennardJones):
         ('file = "start.h5"\ngroup = "/particles/all"', "system.group", "name of a group"),
         ('file = "start.h5"\ngroup = "solvent"', "system.file", "/particles/solvent is missing"),
         (
-            'file = "start.h5"\nmolecule = { species = [0], mass = [1.0], sites = [[0, 0, 0]], constraints = [] }',
+            'file = "start.h5"\nmolecule = { species = [0], mass = [1.0], sites = [[0, 0, 0]], '
+            "constraints = [] }",
             "system.molecule",
             "names the water model",
         ),

@@ -447,21 +447,24 @@ def test_a_water_config_runs_with_the_water_models_parameters(nve):
         ('"spce"', 1, 0.997, "system.molecules", ">= 2"),
         ('"spce"', 27, -1.0, "system.density", "positive"),
         (
-            "{ species = [0, 1], mass = [1.0, 1.0], sites = [[0, 0, 0], [0.1, 0, 0]], constraints = [[0, 2]] }",
+            "{ species = [0, 1], mass = [1.0, 1.0], sites = [[0, 0, 0], [0.1, 0, 0]], constraints "
+            "= [[0, 2]] }",
             27,
             0.5,
             "system.molecule.constraints",
             "0..1",
         ),
         (
-            "{ species = [0, 1], mass = [1.0], sites = [[0, 0, 0], [0.1, 0, 0]], constraints = [[0, 1]] }",
+            "{ species = [0, 1], mass = [1.0], sites = [[0, 0, 0], [0.1, 0, 0]], constraints = "
+            "[[0, 1]] }",
             27,
             0.5,
             "system.molecule.mass",
             "2 masses",
         ),
         (
-            "{ species = [0, 1], mass = [1.0, 1.0], sites = [[0, 0, 0], [0, 0, 0]], constraints = [[0, 1]] }",
+            "{ species = [0, 1], mass = [1.0, 1.0], sites = [[0, 0, 0], [0, 0, 0]], constraints = "
+            "[[0, 1]] }",
             27,
             0.5,
             "system.molecule.sites",
@@ -546,10 +549,14 @@ def test_spce_water_density_at_298_kelvin_and_one_bar():
     pressure_blocks = pressure[: len(pressure) // BLOCKS * BLOCKS].reshape(BLOCKS, -1).mean(axis=1)
     pressure_error = float(pressure_blocks.std(ddof=1) / math.sqrt(BLOCKS))
     print(
-        f"\nSPC/E: {result.system.n // 3} molecules, {int(result.step[-1])} steps of {1e3 * float(t[1] - t[0]) / int(result.step[1]):g} fs, "
-        f"wall {wall:.0f} s, load {load[0]:.1f}-{os.getloadavg()[0]:.1f}; density over {t[-1] - EQUILIBRATION:g} ps "
-        f"in {BLOCKS} blocks {mean:.4f} +- {error:.4f} g/cm^3 (blocks {np.round(blocks, 4).tolist()}); "
-        f"T {temperature:.1f} K; P {pressure_blocks.mean():.0f} +- {pressure_error:.0f} bar ({BLOCKS} blocks); "
+        f"\nSPC/E: {result.system.n // 3} molecules, {int(result.step[-1])} steps of "
+        f"{1e3 * float(t[1] - t[0]) / int(result.step[1]):g} fs, "
+        f"wall {wall:.0f} s, load {load[0]:.1f}-{os.getloadavg()[0]:.1f}; density over "
+        f"{t[-1] - EQUILIBRATION:g} ps "
+        f"in {BLOCKS} blocks {mean:.4f} +- {error:.4f} g/cm^3 (blocks "
+        f"{np.round(blocks, 4).tolist()}); "
+        f"T {temperature:.1f} K; P {pressure_blocks.mean():.0f} +- {pressure_error:.0f} bar "
+        f"({BLOCKS} blocks); "
         f"largest bond deviation {deviation:.2e} nm"
     )
     assert density[0] == pytest.approx(START, rel=1e-9)

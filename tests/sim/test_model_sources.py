@@ -99,7 +99,8 @@ def test_sim_models_lists_and_describes_a_model_file(tmp_cwd, capsys):
         (
             "predation.py:Predaton",
             PREDATION,
-            "defines no class 'Predaton' (model classes: Predation). Perhaps you meant 'Predation'?",
+            "defines no class 'Predaton' (model classes: Predation). Perhaps you meant "
+            "'Predation'?",
         ),
         (
             "predation.py:Predation",

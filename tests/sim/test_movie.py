@@ -180,7 +180,8 @@ def files(tmp_cwd):
     [
         (
             ["ode.h5", "--movie", "out.gif"],
-            "ode.h5: /grid: missing: this run has no fields on a grid or particle frames to animate",
+            "ode.h5: /grid: missing: this run has no fields on a grid or particle frames to "
+            "animate",
         ),
         (["sweep.h5", "--movie", "out.gif"], "sweep.h5: format: a sweep file: a movie shows"),
         (["nan.h5", "--movie", "out.gif"], "/observables/u: has no finite values"),

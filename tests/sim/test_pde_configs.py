@@ -57,7 +57,8 @@ def test_initial_field_from_hdf5(tmp_cwd, capsys):
         f["u"] = np.cos(2 * x)
     Path("c.toml").write_text(
         '[model]\nname = "heat"\n[grid]\npoints = [32]\ndomain = [[0.0, 6.283185307179586]]\n'
-        '[params]\ndiffusivity = 0.5\n[initial]\nfile = "u0.h5"\ndataset = "/u"\n[time]\nt1 = 0.5\nsave = 2\ndt = 0.05\n'
+        '[params]\ndiffusivity = 0.5\n[initial]\nfile = "u0.h5"\ndataset = "/u"\n[time]\nt1 = '
+        "0.5\nsave = 2\ndt = 0.05\n"
     )
     code, err = cli(["run", "c.toml", "-o", "h.h5", "--quiet"], capsys)
     assert code == 0, err
@@ -68,9 +69,15 @@ def test_initial_field_from_hdf5(tmp_cwd, capsys):
     )
 
 
-BASE = '[model]\nname = "heat"\n[grid]\npoints = [32]\ndomain = [[0.0, 6.283185307179586]]\n[initial]\nkind = "sine"\n[time]\nt1 = 0.5\nsave = 3\ndt = 0.05\n'
+BASE = (
+    '[model]\nname = "heat"\n[grid]\npoints = [32]\ndomain = [[0.0, '
+    '6.283185307179586]]\n[initial]\nkind = "sine"\n[time]\nt1 = 0.5\nsave = 3\ndt = 0.05\n'
+)
 FROM_FILE = BASE.replace('kind = "sine"\n', 'file = "u0.h5"\ndataset = "/u"\n')
-BOUNDED = '[model]\nname = "heat_fd"\n[grid]\npoints = [33]\ndomain = [[0.0, 1.0]]\n[initial]\nkind = "sine"\n[time]\nt1 = 0.2\nsave = 3\n[solver]\nmethod = "tsit5"\n'
+BOUNDED = (
+    '[model]\nname = "heat_fd"\n[grid]\npoints = [33]\ndomain = [[0.0, '
+    '1.0]]\n[initial]\nkind = "sine"\n[time]\nt1 = 0.2\nsave = 3\n[solver]\nmethod = "tsit5"\n'
+)
 # case: (config text, --set overrides, what the one stderr line must contain)
 BAD = {
     "odd_points": (BASE, ["grid.points=[31]"], "c.toml: grid.points"),

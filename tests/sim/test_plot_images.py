@@ -131,11 +131,13 @@ def test_every_gallery_figure_has_a_stored_file_and_reference():
 def test_figure_looks_like_its_reference(kind):
     drawn, reference = figure_pixels(DATA / f"{kind}.h5"), reference_pixels(kind)
     assert drawn.shape == reference.shape, (
-        f"{kind}: size {drawn.shape} against {reference.shape}; `python tests/data/plots/make_plot_data.py --figures` redraws the references"
+        f"{kind}: size {drawn.shape} against {reference.shape}; `python "
+        "tests/data/plots/make_plot_data.py --figures` redraws the references"
     )
     score, local = scores(drawn, reference)
     assert score >= SIMILAR and local >= LOCAL, (
-        f"{kind}: structural similarity {score:.4f} (at least {SIMILAR}), worst region {local:.4f} (at least {LOCAL})"
+        f"{kind}: structural similarity {score:.4f} (at least {SIMILAR}), worst region {local:.4f} "
+        f"(at least {LOCAL})"
     )
 
 

@@ -327,8 +327,14 @@ def test_output_and_checks_are_not_part_of_the_comparison():
     # the one rule of sim._unfinished: where and how often results are written never
     # count; the bounds that can only stop a run count for sweeps (they decide each run's
     # recorded status) but not for runs
-    a = '[model]\nname = "heat"\n[output]\nchunk = 3\n[checks]\nmax_growth = 10.0\n[fit]\ncheckpoint_every = 2\n'
-    b = '[model]\nname = "heat"\n[output]\nchunk = 5\ncheckpoint_seconds = 2.0\n[checks]\nmax_growth = 1e6\n[fit]\ncheckpoint_every = 9\n'
+    a = (
+        '[model]\nname = "heat"\n[output]\nchunk = 3\n[checks]\nmax_growth = '
+        "10.0\n[fit]\ncheckpoint_every = 2\n"
+    )
+    b = (
+        '[model]\nname = "heat"\n[output]\nchunk = 5\ncheckpoint_seconds = '
+        "2.0\n[checks]\nmax_growth = 1e6\n[fit]\ncheckpoint_every = 9\n"
+    )
     assert _unfinished.config_difference(a, b, _unfinished.RUN_BOUNDS) == ""
     assert _unfinished.config_difference(a, b) == "checks.max_growth: stored 10.0, now 1000000.0"
     assert (

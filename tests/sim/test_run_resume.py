@@ -322,7 +322,8 @@ def test_full_disk_mid_run_keeps_the_last_checkpoint(tmp_cwd, capsys):
             # as HDF5 words it: its text spans lines
             raise OSError(
                 28,
-                "Unable to synchronously write (file write failed: time = now\n, errno = 28, error message = 'No space left on device')",
+                "Unable to synchronously write (file write failed: time = now\n, errno = 28, error "
+                "message = 'No space left on device')",
             )
         return original(self, f, k, rows)
 

@@ -276,7 +276,8 @@ BAD = {
     ),
     "empty_uniform": (
         BASE
-        + '[sweep]\nmode = "random"\nsamples = 4\n[sweep.params]\nalpha = { uniform = [0.5, 0.5] }\n',
+        + '[sweep]\nmode = "random"\nsamples = 4\n[sweep.params]\nalpha = { uniform = [0.5, 0.5] '
+        "}\n",
         [],
         "expected low < high",
     ),
@@ -297,7 +298,8 @@ BAD = {
     ),
     "linspace_in_sobol": (
         BASE
-        + '[sweep]\nmode = "sobol"\nsamples = 8\n[sweep.params]\nalpha = { linspace = [0.1, 0.5, 3] }\n',
+        + '[sweep]\nmode = "sobol"\nsamples = 8\n[sweep.params]\nalpha = { linspace = [0.1, 0.5, '
+        "3] }\n",
         [],
         "sweep.params.alpha",
     ),
@@ -328,7 +330,8 @@ BAD = {
     ),
     "zip_lengths": (
         BASE
-        + '[sweep]\nmode = "zip"\n[sweep.params]\nalpha = { values = [0.1, 0.2] }\nbeta = { values = [0.1] }\n',
+        + '[sweep]\nmode = "zip"\n[sweep.params]\nalpha = { values = [0.1, 0.2] }\nbeta = { values '
+        "= [0.1] }\n",
         [],
         "zip mode needs equal lengths",
     ),
@@ -349,7 +352,8 @@ BAD = {
         "initial.<state>",
     ),
     "md_initial": (
-        '[model]\nname = "lennard_jones"\n[system]\ncells = 4\ndensity = 0.8\n[time]\nsteps = 10\n[sweep.params]\n"initial.x" = { values = [1.0] }\n',
+        '[model]\nname = "lennard_jones"\n[system]\ncells = 4\ndensity = 0.8\n[time]\nsteps = '
+        '10\n[sweep.params]\n"initial.x" = { values = [1.0] }\n',
         [],
         "MD sweeps vary [params] only",
     ),

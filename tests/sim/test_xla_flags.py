@@ -86,7 +86,11 @@ def test_it_is_not_set_once_jax_has_started(monkeypatch):
 
 def test_the_sim_command_sets_it_before_jax_starts():
     # (the entry point sets it before the command, here `sim info`, starts JAX)
-    code = "import os, sys, _sim_entry; sys.argv = ['sim', 'info']\ntry:\n    _sim_entry.main()\nexcept SystemExit:\n    pass\nprint('FLAGS=' + os.environ.get('XLA_FLAGS', ''))"
+    code = (
+        "import os, sys, _sim_entry; sys.argv = ['sim', 'info']\ntry:\n    "
+        "_sim_entry.main()\nexcept SystemExit:\n    pass\nprint('FLAGS=' + "
+        "os.environ.get('XLA_FLAGS', ''))"
+    )
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
     out = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300

@@ -286,7 +286,8 @@ def test_a_method_that_does_not_fit_the_noise_is_refused():
     solve = SdeSolver(method="sra1", dt=0.1).solve
     with pytest.raises(
         ValueError,
-        match="SDE method 'sra1' does not apply to diagonal noise.*Methods for diagonal noise: euler, milstein",
+        match="SDE method 'sra1' does not apply to diagonal noise.*Methods for diagonal noise: "
+        "euler, milstein",
     ):
         solve(linear_drift, linear_diffusion, ts, y0, args, key, noise="diagonal")
     with pytest.raises(ValueError, match="SDE method 'milstein' does not apply to general noise"):
