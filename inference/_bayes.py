@@ -747,9 +747,9 @@ def chain_method(chains: int, progress: bool, *, spread: bool = True) -> tuple[A
     whether NumPyro's progress bar can follow it, a sentence for the log).
 
     The draws depend neither on the layout nor on the process's device count. Every
-    chain is the same one-chain program (`_OnDevices`): the chains run in rounds over as many devices as divide
-    their number (at most the device count; on one device, one chain after another),
-    each on its own device, so a chain waits for no deeper tree of another and does
+    chain is the same one-chain program (`_OnDevices`): the chains run in rounds over as many
+    devices as divide their number (at most the device count; on one device, one chain after
+    another), each on its own device, so a chain waits for no deeper tree of another and does
     the same arithmetic on one device as on four. `spread=False` (models solved by an
     implicit method, `spreads`) keeps every chain on one device, vectorised, whatever
     the device count. `sim infer` starts with one CPU device per core."""
@@ -1037,7 +1037,14 @@ class SearchedNUTS(NUTS):
         super().__init__(model, init_strategy=init_to_median(num_samples=15), **settings)
         self.candidates = candidates
 
-    def init(self, rng_key, num_warmup, init_params=None, model_args=(), model_kwargs={}):  # noqa: B006 (numpyro's signature; not mutated)
+    def init(
+        self,
+        rng_key,
+        num_warmup,
+        init_params=None,
+        model_args=(),
+        model_kwargs={},  # noqa: B006 (numpyro's signature; not mutated)
+    ):
         if init_params is None and self.candidates > 1:
             search = lambda key: _searched_start(
                 self.model, key, self.candidates, model_args, model_kwargs

@@ -107,7 +107,8 @@ def fit_section(config: Config, without: tuple[str, ...] = ()) -> FitSection:
         if kind == "extra_forbidden":
             msg = (
                 "unknown key (expected one of: "
-                f"{', '.join(FitSection.model_fields)}).{did_you_mean(err['loc'][-1], FitSection.model_fields)}"
+                f"{', '.join(FitSection.model_fields)})."
+                f"{did_you_mean(err['loc'][-1], FitSection.model_fields)}"
             )
         elif kind == "literal_error":
             msg = f"expected one of {err['ctx']['expected']}, got {err['input']!r}"

@@ -353,7 +353,8 @@ class Trainer(eqx.Module):
                     raise ValueError(
                         f"free: model {model.name!r} has no parameter {name!r} "
                         "(parameters: "
-                        f"{', '.join(model.parameter_names)}).{did_you_mean(name, model.parameter_names)}"
+                        f"{', '.join(model.parameter_names)})."
+                        f"{did_you_mean(name, model.parameter_names)}"
                     )
             if not free:
                 raise ValueError("free is empty: name at least one parameter to train")

@@ -4,8 +4,8 @@
 
 Killed over run mutants; mutants listed as equivalent (lines `FILE:LINE OPERATOR OCCURRENCE reason`
 in mutation/equivalent.txt) leave the denominator, as do mutants run again after the code
-they mutated was removed (cosmic-ray finds nothing to mutate: "gone"). The interval is Wilson's score
-interval for a binomial proportion: with a random sample it bounds the score of the
+they mutated was removed (cosmic-ray finds nothing to mutate: "gone"). The interval is Wilson's
+score interval for a binomial proportion: with a random sample it bounds the score of the
 whole population of mutants.
 """
 

@@ -2,8 +2,8 @@
 
 cosmic-ray mutates one file of the scratch worktree in place; `git diff` names it. The
 test files that import that module by name (`inference._train`) or are named after it
-(`test_train*.py`) run first, with -x: most mutants fail there within seconds; a mutant that passes them runs
-the rest of the target's tests as well, so the verdict is that of the whole list.
+(`test_train*.py`) run first, with -x: most mutants fail there within seconds; a mutant that passes
+them runs the rest of the target's tests as well, so the verdict is that of the whole list.
 
     python mutation/tests_first.py tests/inference/test_a.py tests/inference/test_b.py ...
 """

@@ -566,7 +566,8 @@ def _power(
     d_base: ast.expr | None,
     d_exponent: ast.expr | None,
 ) -> ast.expr | None:
-    """d(base ** exponent) = exponent * base ** (exponent - 1) * d_base + base ** exponent * log(base) * d_exponent."""
+    """d(base ** exponent) = exponent * base ** (exponent - 1) * d_base + base ** exponent *
+    log(base) * d_exponent."""
     power_rule = (
         None
         if d_base is None

@@ -35,7 +35,8 @@ def summary_html(result: Any) -> str:
             continue
         rows.append(
             "<tr><th "
-            f'style="vertical-align:top;padding-right:1em">{escape(field.name)}</th><td>{_cell(value)}</td></tr>'
+            f'style="vertical-align:top;padding-right:1em">{escape(field.name)}</th><td>'
+            f"{_cell(value)}</td></tr>"
         )
     return (
         f'<table style="{STYLE}"><caption '

@@ -121,7 +121,8 @@ def immediate(what: str) -> Iterator[None]:
         _lock.abandon()
         os.write(
             2,
-            f"interrupted ({signal.Signals(signum).name}) while {what}; nothing was written\n".encode(),
+            f"interrupted ({signal.Signals(signum).name}) while {what}; "
+            "nothing was written\n".encode(),
         )
         os._exit(128 + signum)
 

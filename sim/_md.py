@@ -536,7 +536,8 @@ def _md_system(
             raise config.error(
                 "system.lattice",
                 f"unknown lattice {kind!r} (expected one of: "
-                f"{', '.join(LATTICES + ('random',))}).{did_you_mean(kind, LATTICES + ('random',))}",
+                f"{', '.join(LATTICES + ('random',))})."
+                f"{did_you_mean(kind, LATTICES + ('random',))}",
             )
         if "density" not in section:
             raise config.error(
@@ -841,7 +842,8 @@ def _setup(model: ParticleModel, config: Config) -> Setup:
             "a barostat needs a periodic box; the [system] file starts in free space",
         )
     if solver.integrator.changes_box:
-        # (P V is a term of the conserved energy: it must be a number of the run's dtype, with room to grow)
+        # (P V is a term of the conserved energy: it must be a number of the run's dtype, with room
+        # to grow)
         work = (
             solver_section["barostat"]["pressure"]
             * units.pressure

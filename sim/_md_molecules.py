@@ -148,7 +148,8 @@ def molecular_system(config: Config, units: Units, key, temperature: float | Non
             raise config.error(
                 f"system.{key_name}",
                 "is not a key of a system of molecules (expected one of: "
-                f"{', '.join(MOLECULE_SYSTEM_KEYS)}).{did_you_mean(key_name, MOLECULE_SYSTEM_KEYS)}",
+                f"{', '.join(MOLECULE_SYSTEM_KEYS)})."
+                f"{did_you_mean(key_name, MOLECULE_SYSTEM_KEYS)}",
             )
     molecule = molecule_of(config, units)
     count = section.get("molecules")
@@ -207,7 +208,9 @@ def file_molecules(
                 "system.molecule",
                 "with a file, molecule names the water model of the file's molecules "
                 f"({', '.join(WATER_MODELS)}); got {value!r}"
-                f"{did_you_mean(str(value), tuple(WATER_MODELS)) if isinstance(value, str) else ''}",
+                f"""{
+                    did_you_mean(str(value), tuple(WATER_MODELS)) if isinstance(value, str) else ""
+                }""",
             )
         if units.name != "real":
             raise config.error(

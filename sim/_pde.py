@@ -300,7 +300,7 @@ def grid_coordinates(model: PdeModel) -> dict[str, np.ndarray]:
     return {name: c for name, c in zip(("x", "y", "z"), model.coordinates(), strict=False)}
 
 
-# ----------------------------------------------------------------------------- configs and runs (`sim run`)
+# --------------------------------------------------------------------- configs and runs (`sim run`)
 
 ETDRK_METHODS = ("etdrk1", "etdrk2", "etdrk3", "etdrk4")
 _SPECTRAL_KEYS = ("method", "dtype", "dealias")

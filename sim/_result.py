@@ -14,8 +14,8 @@ from ._store import Record, Result, write_group, write_root_attrs
 
 @dataclasses.dataclass
 class RunSink:
-    """The run layout (docs/architecture.md, File layouts) (ODE and PDE), written frame by frame: `/time`,
-    `/observables/<name>` [T, ...], `/params`, `/initial`, further groups (`/grid`),
+    """The run layout (docs/architecture.md, File layouts) (ODE and PDE), written frame by frame:
+    `/time`, `/observables/<name>` [T, ...], `/params`, `/initial`, further groups (`/grid`),
     `/stats` (attributes)."""
 
     model: str

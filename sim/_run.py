@@ -462,7 +462,8 @@ class LoopEngine:
         self.times = np.asarray(times)
         self.chunk = chunk
         self.failure = failure
-        self.explain = explain  # the loop state of a failed chunk -> raises an InputError when the input is the cause
+        # the loop state of a failed chunk -> raises an InputError when the input is the cause
+        self.explain = explain
 
     def start(self) -> Any:
         return _loop_init(self.problem)

@@ -220,7 +220,9 @@ def write_root_attrs(
     f.attrs["format_version"] = FORMAT_VERSION
     f.attrs["model"] = model
     f.attrs["config"] = config
-    f.attrs["created"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")  # noqa: UP017 (3.10)
+    f.attrs["created"] = datetime.datetime.now(
+        datetime.timezone.utc  # noqa: UP017 (datetime.UTC is Python 3.11+)
+    ).isoformat(timespec="seconds")
     f.attrs["versions"] = json.dumps(package_versions())
     if seed is not None:
         f.attrs["seed"] = int(seed)

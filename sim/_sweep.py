@@ -356,7 +356,7 @@ def _run_local(
     with larger lists."""
 
     def settled(k: int, result) -> tuple[int, dict]:
-        rerun = lambda size: _compiled_runner(prep, devices, padded, size)(prep.inputs(k, padded))  # noqa: E731
+        rerun = lambda size: _compiled_runner(prep, devices, padded, size)(prep.inputs(k, padded))
         return k, family_of(prep.setup.model).settle(prep.setup, jax.device_get(result), rerun)
 
     inflight: tuple[int, Any] | None = None
@@ -548,7 +548,7 @@ def _run_framed(
             values = runner.run(inputs, carry, restored.frame, restored.frames, between)
         else:
             values = runner.run(inputs, between=between)
-        rerun = lambda size, inputs=inputs: _compiled_runner(prep, devices, padded, size)(inputs)  # noqa: E731
+        rerun = lambda size, inputs=inputs: _compiled_runner(prep, devices, padded, size)(inputs)
         yield k, family.settle(prep.setup, values, rerun)
 
 
@@ -559,7 +559,7 @@ def worker_chunk(config_text: str, config_path: str | None, inputs: dict) -> dic
     padded = len(inputs["index"])
     devices = math.gcd(padded, len(jax.devices()))
     runner = _runner(config_text, config_path, devices, padded)
-    rerun = lambda size: _runner(config_text, config_path, devices, padded, size)(inputs)  # noqa: E731
+    rerun = lambda size: _runner(config_text, config_path, devices, padded, size)(inputs)
     return family_of(runner.setup.model).settle(runner.setup, jax.device_get(runner(inputs)), rerun)
 
 

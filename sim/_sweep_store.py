@@ -1,8 +1,8 @@
 """Where sweep results go: the HDF5 sweep layout written chunk by chunk (crash-safe,
 resumable), or arrays in memory; and `SweepResult`, the sweep read back.
 
-The layout (docs/architecture.md, File layouts): `/time` [T]; `/params/<name>` [B] for every scalar parameter
-and `/initial/<name>` [B] for every named initial value (swept or not); per-run results
+The layout (docs/architecture.md, File layouts): `/time` [T]; `/params/<name>` [B] for every scalar
+parameter and `/initial/<name>` [B] for every named initial value (swept or not); per-run results
 `/observables/<name>` [B, T, ...] (save = "full"), [B, ...] (save = "final"), or for
 save = "summary" a group `/observables/<name>/{min,max,mean,final}` (min, max and mean
 over all save times and every axis of the observable, so [B]; final [B, ...]);
@@ -309,7 +309,9 @@ class SweepResult(Result):
     model: str
     config: str
     mode: str
-    save: str = dataclasses.field()  # the save mode; field() keeps the inherited method Result.save from being taken as its default (this result is written with save_to)
+    # the save mode; field() keeps the inherited method Result.save from being taken as its default
+    # (this result is written with save_to)
+    save: str = dataclasses.field()
     swept: tuple[str, ...]
     time: np.ndarray
     params: dict[str, np.ndarray]

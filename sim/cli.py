@@ -941,7 +941,9 @@ def infer(
         )
         if arviz is None:
             result.save(path)
-        else:  # (both files or neither: the export, under a temporary name, is kept once the posterior is written)
+        else:
+            # (both files or neither: the export, under a temporary name, is kept once the posterior
+            # is written)
             with atomic_file(arviz, suffix=".nc") as tmp:
                 result.to_arviz().to_netcdf(str(tmp))
                 result.save(path)

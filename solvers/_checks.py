@@ -114,7 +114,8 @@ def _as_nan(errors, impl):
                 if not bool(pred):
                     return x
                 if not isinstance(index, jax.core.Tracer):
-                    # (failed while tracing: equinox's function warns and gives NaN, before its walk)
+                    # (failed while tracing: equinox's function warns and gives NaN, before its
+                    # walk)
                     return impl(x, pred, index, msgs, on_error="nan")
         dynamic, static = partition(x, is_array)
         if not jax.tree.leaves(dynamic):

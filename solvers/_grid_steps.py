@@ -51,7 +51,7 @@ class GridThroughSaveTimes(AbstractStepSizeController[_State, Array]):
         points passed then."""
         dtype = jnp.result_type(t0, t1)
         spacing = (t1 - t0) / n.astype(dtype)
-        grid = lambda j: jnp.where(j >= n, t1, t0 + (t1 - t0) * (j.astype(dtype) / n.astype(dtype)))  # noqa: E731
+        grid = lambda j: jnp.where(j >= n, t1, t0 + (t1 - t0) * (j.astype(dtype) / n.astype(dtype)))
         # (the next grid point may be t itself, or just past it, where t is a save time)
         k = jnp.where(grid(k + 1) <= t + _SNAP * spacing, k + 1, k)
         # (a save time just past t, within rounding, is filled from the next step)

@@ -24,8 +24,8 @@ norm=optx.rms_norm)` (the settings of `OdeSolver.solve` for explicit methods),
 diffeqsolve starts with a step of 0.01 (`_diffrax_private.FIRST_STEP`), computes the
 local error from the method's embedded pair (NaN read as infinite), scales it by
 atol + rtol * max(|y0|, |y1|) (by |y0| alone when y1 has a NaN), takes its RMS norm,
-accepts a step whose norm is below 1, multiplies the step by 0.9 * norm^(-1/q) (q the error order diffrax
-declares for the method) clipped
+accepts a step whose norm is below 1, multiplies the step by 0.9 * norm^(-1/q) (q the error order
+diffrax declares for the method) clipped
 to [1, 10] after an accepted step and to [0.2, 0.9] after a rejected one, never ends a
 step past t1, and stretches a step that would end within 100 ULPs of t1 to end on it (a
 rejected one goes half way instead). The same rules and the same arithmetic are done
@@ -354,7 +354,9 @@ def lean_solve(
         0 on success; after a failure the save times not reached are NaN.
 
     Example:
-        >>> ys, steps, accepted, result = lean_solve(lambda t, y, k: -k * y, jnp.linspace(0.0, 1.0, 5), jnp.ones(1), 2.0)
+        >>> ys, steps, accepted, result = lean_solve(
+        ...     lambda t, y, k: -k * y, jnp.linspace(0.0, 1.0, 5), jnp.ones(1), 2.0
+        ... )
     """
     y0 = jnp.asarray(y0)
     return _integrate(

@@ -322,7 +322,8 @@ class NoseHooverChain(ParticleIntegrator):
         )
 
     def chain_energy(self, chain: ChainState, dof: int, dtype) -> Float[Array, ""]:
-        """Energy stored in the chain: its kinetic energy plus kT (N_f xi_1 + sum of the other xi)."""
+        """Energy stored in the chain: its kinetic energy plus kT (N_f xi_1 + sum of the other
+        xi)."""
         kt = jnp.asarray(self.temperature, dtype)
         q = self._masses(dof, dtype)
         return 0.5 * jnp.sum(q * chain.v_xi**2) + kt * (dof * chain.xi[0] + jnp.sum(chain.xi[1:]))

@@ -119,7 +119,8 @@ class SdeSolver(eqx.Module):
         >>> import jax, jax.numpy as jnp
         >>> solver = SdeSolver(method="euler", dt=0.01)
         >>> sol = solver.solve_ensemble(lambda t, y, a: -y, lambda t, y, a: 0.5 * jnp.ones_like(y),
-        ...     jnp.linspace(0.0, 1.0, 11), jnp.array([1.0]), None, jax.random.key(0), 100, noise="additive")
+        ...     jnp.linspace(0.0, 1.0, 11), jnp.array([1.0]), None, jax.random.key(0), 100,
+        ...     noise="additive")
         >>> sol.ys.shape
         (100, 11, 1)
     """

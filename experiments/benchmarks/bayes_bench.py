@@ -24,8 +24,8 @@ compilation cache), so a run of one warmup step and one draw is timed after each
 what a run pays before it samples. Printed per side: the median over the other seeds of
 the wall time, of that fixed part, of the minimum bulk ESS over the sampled quantities,
 of ESS/s over the whole run and over the run less its fixed part (sampling ESS/s), with
-their spreads (min-max), and divergences; then the ratios of the medians. A second table gives the cost of one
-log-density gradient at the posterior mean inside a compiled loop (what NUTS pays per
+their spreads (min-max), and divergences; then the ratios of the medians. A second table gives the
+cost of one log-density gradient at the posterior mean inside a compiled loop (what NUTS pays per
 leapfrog step), in CPU time.
 
 XLA settings: importing `sim` raises XLA's threshold for compiling a small loop whole

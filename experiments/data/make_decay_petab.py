@@ -51,7 +51,8 @@ def write(folder: Path) -> Path:
         "observableId\tsimulationConditionId\ttime\tmeasurement\n" + rows
     )
     (folder / "parameters.tsv").write_text(
-        "parameterId\tparameterScale\tlowerBound\tupperBound\tnominalValue\testimate\nk\tlog10\t0.01\t10\t0.5\t1\nA0\tlog10\t0.1\t10\t1\t1\n"
+        "parameterId\tparameterScale\tlowerBound\tupperBound\tnominalValue\testimate\nk\tlog10\t"
+        "0.01\t10\t0.5\t1\nA0\tlog10\t0.1\t10\t1\t1\n"
     )
     (folder / "decay.yaml").write_text(
         "format_version: 1\nparameter_file: parameters.tsv\nproblems:\n- sbml_files: [decay.xml]\n "

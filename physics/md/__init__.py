@@ -1,6 +1,7 @@
 """Molecular dynamics models: particles in free or periodic space with pair potentials
-and point charges (Ewald and particle-mesh Ewald sums), starting states and observables. Solver-agnostic: integrators and neighbour lists live
-in `solvers`, and `sim.simulate` pairs the two.
+and point charges (Ewald and particle-mesh Ewald sums), starting states and observables.
+Solver-agnostic: integrators and neighbour lists live in `solvers`, and `sim.simulate` pairs the
+two.
 
 Its names are loaded from their modules when first used, so that importing one
 model family (or the base class of this one) does not import every model."""

@@ -529,7 +529,7 @@ class LennardJonesCoulomb(PairModel):
         ones = jnp.ones(system.dim, system.position.dtype)
         q = _charges(sized, system, params)
         excluded = _excluded(system)
-        reciprocal = lambda r, s: sized._reciprocal(r * s, system.space.box * s, q, excluded)  # noqa: E731
+        reciprocal = lambda r, s: sized._reciprocal(r * s, system.space.box * s, q, excluded)
         d_position, d_stretch = jax.grad(reciprocal, argnums=(0, 1))(system.position, ones)
         return force - d_position, virial - d_stretch
 

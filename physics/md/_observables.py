@@ -26,7 +26,8 @@ def temperature(velocity: Velocities, mass: Masses, degrees_of_freedom: int) -> 
 
 
 def pressure(kinetic: Scalar, virial: Scalar, space: Space) -> Scalar:
-    """Virial pressure P = (2 K + W) / (dim V), W = sum over pairs of r_ij . f_ij (NaN in free space)."""
+    """Virial pressure P = (2 K + W) / (dim V), W = sum over pairs of r_ij . f_ij (NaN in free
+    space)."""
     return (2.0 * kinetic + virial) / (space.dim * space.volume())
 
 
@@ -105,8 +106,8 @@ def radial_distribution_frames(
     at r, taken at the bin centres within about six standard deviations (all of it in
     its own bin when `smoothing` is 0); weight that falls beyond the last bin is lost.
     Bin k of the pair (a, b) is then divided by what an ideal gas gives, N_a N_b / V
-    (N_a (N_a - 1) / V for a = b) times the volume of the shell. Pairs are walked a block at a time (about 2^16 pair
-    and bin entries), so memory stays small for any n.
+    (N_a (N_a - 1) / V for a = b) times the volume of the shell. Pairs are walked a block at a time
+    (about 2^16 pair and bin entries), so memory stays small for any n.
 
     Arguments:
         positions: frames [T, n, dim] (wrapped or not).

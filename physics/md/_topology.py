@@ -141,7 +141,8 @@ class WaterModel:
             if ids.shape[0] != 3 or sorted(species[ids].tolist()) != [0, 1, 1]:
                 raise ValueError(
                     f"molecule {m} (particles "
-                    f"{', '.join(map(str, ids[:6].tolist()))}{', ...' if ids.shape[0] > 6 else ''}, species "
+                    f"{', '.join(map(str, ids[:6].tolist()))}{', ...' if ids.shape[0] > 6 else ''}"
+                    ", species "
                     f"{species[ids[:6]].tolist()}) is not a {self.name} water: expected three "
                     "sites, an oxygen of species 0 and two hydrogens of species 1"
                 )
@@ -388,7 +389,8 @@ def _check_claimed(claimed: np.ndarray, molecule: np.ndarray, bonds: np.ndarray)
             apart = members[molecule[members] != molecule[members[0]]]
             raise ValueError(
                 f"molecule {c} (particles "
-                f"{', '.join(map(str, members[:8].tolist()))}{', ...' if members.shape[0] > 8 else ''}) is not "
+                f"{', '.join(map(str, members[:8].tolist()))}"
+                f"{', ...' if members.shape[0] > 8 else ''}) is not "
                 f"connected by its bonds: particle {apart[0]} is joined to particle {members[0]} "
                 "by no chain of bonds"
             )

@@ -474,7 +474,8 @@ class _Program:
         observed: list[tuple[str, Compiled]],
         vector: VectorRates | None = None,
     ):
-        self.state = state  # keys of the state components (a species changed by reactions: its amount, as "@amount:ID")
+        # keys of the state components (a species changed by reactions: its amount, as "@amount:ID")
+        self.state = state
         self.derived = derived  # (id, function of the values so far), in dependency order
         # (with `vector`: the reactions it groups and the values of the species in the
         # state are computed as arrays, and `derived` leaves them out)
@@ -1163,7 +1164,9 @@ def _import(path: Path, vectorise: bool | None = None) -> SbmlOdeModel:
 
     def constant_start(sid: str, value: float | None) -> None:
         # (no value: NaN, refused below if the model needs it)
-        start[sid] = lambda v, _x=math.nan if value is None else float(value): _x  # noqa: E701 (a lambda)
+        start[sid] = (
+            lambda v, _x=math.nan if value is None else float(value): _x  # noqa: E701 (a lambda)
+        )
         start_deps[sid] = set()
 
     for pid, p in parameters.items():

@@ -16,8 +16,8 @@ class OdeModel(NamedStateModel):
     Concrete classes set `state_names` (one per component of the state vector, in
     order), `initial_defaults` (a default initial value per component) and implement
     `vector_field`; `initial_constraint` (one of physics.CONSTRAINTS) says which initial
-    values make sense, which fitting uses to choose a transform. Observables default to the state components by name; a model adds
-    derived ones by overriding `extra_observables`.
+    values make sense, which fitting uses to choose a transform. Observables default to the state
+    components by name; a model adds derived ones by overriding `extra_observables`.
 
     The state is a flat float vector `y` of shape [n]; neural models may hold networks
     as fields and read their weights from `params` (any pytree).

@@ -16,8 +16,8 @@ transform times the symbol, the rest in physical space and transformed once.
 
 Operators: `laplace`, `biharmonic` (laplace of laplace), `dx`, `dy`, `dz` (the
 derivative along the first, second, third axis), `grad` (a vector, one component per
-axis) and `div` (of such a vector; `div(grad(.))` is `laplace`). The coordinates `x`, `y`, `z` may appear
-in nonlinear terms (a forcing). Observables may also use `integral(...)` and `mean(...)`
+axis) and `div` (of such a vector; `div(grad(.))` is `laplace`). The coordinates `x`, `y`, `z` may
+appear in nonlinear terms (a forcing). Observables may also use `integral(...)` and `mean(...)`
 over the box.
 """
 

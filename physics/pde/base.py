@@ -177,7 +177,8 @@ class PdeModel(Model):
         return tuple(_initial.GENERATORS) + tuple(self.special_initial_kinds())
 
     def special_initial_kinds(self) -> dict[str, Any]:
-        """Model-specific initial fields: kind -> function(model, params, **options) -> [C, *points]."""
+        """Model-specific initial fields: kind -> function(model, params, **options) ->
+        [C, *points]."""
         return {}
 
     def initial_field(
@@ -317,7 +318,8 @@ class GridPdeModel(PdeModel):
                         f"model {self.name!r}: boundary[{i}] {side} side = {kind!r}: unknown "
                         "boundary kind "
                         "(kinds: "
-                        f"{', '.join(BOUNDARY_KINDS)}).{_initial.did_you_mean(kind, BOUNDARY_KINDS)}"
+                        f"{', '.join(BOUNDARY_KINDS)})."
+                        f"{_initial.did_you_mean(kind, BOUNDARY_KINDS)}"
                     )
             if (low == "periodic") != (high == "periodic"):
                 raise ValueError(

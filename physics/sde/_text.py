@@ -58,7 +58,9 @@ def sde_model(
     `parameters` and `observables` as for `physics.ode.ode_model`.
 
     Example:
-        >>> model = sde_model("ou", {"x": "-theta * x"}, {"x": "sigma"}, {"theta": 1.0, "sigma": 0.5})
+        >>> model = sde_model(
+        ...     "ou", {"x": "-theta * x"}, {"x": "sigma"}, {"theta": 1.0, "sigma": 0.5}
+        ... )
 
     Raises:
         ValueError: naming the entry and, for an expression, the column.

@@ -309,7 +309,8 @@ def _petab(folder: Path, data: dict[str, np.ndarray]) -> Path:
         + "".join(f"{n}\t{p}\t{q}\n" for n, (p, q) in STARTS.items())
     )
     (folder / "observables.tsv").write_text(
-        f"observableId\tobservableFormula\tnoiseFormula\nobs_prey\tprey\t{SIGMA}\nobs_predator\tpredator\t{SIGMA}\n"
+        f"observableId\tobservableFormula\tnoiseFormula\nobs_prey\tprey\t{SIGMA}\nobs_predator\t"
+        f"predator\t{SIGMA}\n"
     )
     rows = "".join(
         f"obs_{what}\t{n}\t{float(t)!r}\t{float(data[n][k][i])!r}\n"
@@ -692,7 +693,8 @@ def test_formula_observables_and_noise_models_give_the_petab_objective(tmp_path)
 
     _petab(tmp_path, data)
     (tmp_path / "observables.tsv").write_text(
-        "observableId\tobservableFormula\tnoiseFormula\tobservableTransformation\tnoiseDistribution\n"
+        "observableId\tobservableFormula\tnoiseFormula\tobservableTransformation\t"
+        "noiseDistribution\n"
         "obs_total\tprey + predator\t2.0\tlin\tlaplace\nobs_predator\tpredator\ts\tlog10\tnormal\n"
     )
     rows = "".join(

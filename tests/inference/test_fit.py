@@ -389,7 +389,8 @@ def test_a_fit_that_starts_where_the_model_cannot_be_solved_fails_in_one_line_fo
     # (from a start the model solves, these fits reach the truth: the next two tests)
 
 
-@pytest.mark.slow  # (by default the first start of the multistart fit below is this one, with the mse loss)
+# (by default the first start of the multistart fit below is this one, with the mse loss)
+@pytest.mark.slow
 def test_a_fit_in_the_data_s_units_does_not_step_where_the_model_cannot_be_solved(tmp_path):
     # Without sigma the residuals are in the data's units (here 1e4 to 2.5e4), and a
     # failed solve (y' = k y^2 / 1e4 blows up before t = 2 for k > 0.5) counted as a

@@ -109,7 +109,8 @@ def check_posterior(tmp_path, size):
 
 
 # By default the same posterior (two chains, through `sim infer`) is checked by
-# tests/inference/test_bayes.py (test_sim_fit_then_sim_infer_from_it_match_the_exact_heat_posterior).
+# tests/inference/test_bayes.py
+# (test_sim_fit_then_sim_infer_from_it_match_the_exact_heat_posterior).
 @pytest.mark.slow
 def test_heat_diffusivity_posterior_covers_the_truth(tmp_path):
     check_posterior(tmp_path, SMALL)

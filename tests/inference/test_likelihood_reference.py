@@ -346,8 +346,8 @@ def ramp_petab(tmp_path_factory):
     (folder / "conditions.tsv").write_text("conditionId\nc0\n")
     rows = "".join(f"{o}\tA\t{s}\t{tr}\t{d}\n" for o, (tr, d, s) in PETAB_NOISE.items())
     (folder / "observables.tsv").write_text(
-        "observableId\tobservableFormula\tnoiseFormula\tobservableTransformation\tnoiseDistribution\n"
-        + rows
+        "observableId\tobservableFormula\tnoiseFormula\tobservableTransformation\t"
+        "noiseDistribution\n" + rows
     )
     rows = "".join(
         f"{o}\tc0\t{t!r}\t{y!r}\n"
@@ -358,8 +358,10 @@ def ramp_petab(tmp_path_factory):
         "observableId\tsimulationConditionId\ttime\tmeasurement\n" + rows
     )
     (folder / "parameters.tsv").write_text(
-        "parameterId\tparameterScale\tlowerBound\tupperBound\tnominalValue\testimate\tobjectivePriorType\tobjectivePriorParameters\n"
-        "k\tlog10\t0.01\t10\t0.5\t1\tlogNormal\t-0.5;0.8\nA0\tlog\t0.1\t10\t2\t1\tparameterScaleNormal\t0.5;0.3\n"
+        "parameterId\tparameterScale\tlowerBound\tupperBound\tnominalValue\testimate\t"
+        "objectivePriorType\tobjectivePriorParameters\n"
+        "k\tlog10\t0.01\t10\t0.5\t1\tlogNormal\t-0.5;0.8\nA0\tlog\t0.1\t10\t2\t1\t"
+        "parameterScaleNormal\t0.5;0.3\n"
     )
     (folder / "ramp.yaml").write_text(
         "format_version: 1\nparameter_file: parameters.tsv\nproblems:\n- sbml_files: [model.xml]\n "

@@ -24,7 +24,8 @@ from tests.helpers import cli, host_devices
 REPO = Path(__file__).resolve().parents[2]
 EXPERIMENTS = REPO / "experiments"
 sys.path.insert(0, str(EXPERIMENTS / "data"))
-from make_decay_petab import TRUTH, write as decay_problem  # noqa: E402  (A' = -k A: two parameters)
+# (A' = -k A: two parameters)
+from make_decay_petab import TRUTH, write as decay_problem  # noqa: E402
 
 # (explicit steps: the decay is not stiff)
 TSIT5 = OdeSolver(method="tsit5", rtol=1e-10, atol=1e-12, max_steps=100_000, throw=False)

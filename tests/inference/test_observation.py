@@ -141,7 +141,8 @@ BAD = {
         "data.observables.total.sigma",
         "positive standard deviation",
     ),
-    # (a sigma whose square overflows: the objective would be infinite, and a fit "converged" at its start)
+    # (a sigma whose square overflows: the objective would be infinite, and a fit "converged" at its
+    # start)
     "huge_sigma": (
         'total = { path = "/total", formula = "x + y", sigma = 1e308 }',
         "data.observables.total.sigma",

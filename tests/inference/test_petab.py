@@ -207,9 +207,9 @@ def test_the_objective_and_gradient_are_the_same_with_kinetic_laws_grouped_by_fo
     objective to 1e-11, relative (Boehm: 1.0e-12; right-hand sides equal to rounding,
     their difference carried through 135 steps and the Newton iterations), and (but on
     Boehm) the same gradient through the solver's sensitivities: preequilibration (Weber),
-    several conditions (Fujita, Bachmann). The gradients are compared at rtol 1e-12: at 1e-8 right-hand sides equal
-    to rounding (1e-16) take different steps, and the gradients, small near the optimum,
-    differ by the solver's error (1e-9 of 0.02 on Boehm)."""
+    several conditions (Fujita, Bachmann). The gradients are compared at rtol 1e-12: at 1e-8
+    right-hand sides equal to rounding (1e-16) take different steps, and the gradients, small near
+    the optimum, differ by the solver's error (1e-9 of 0.02 on Boehm)."""
     import functools
 
     import inference._petab as petab_module
@@ -546,7 +546,8 @@ def _decay_problem(folder: Path) -> Path:
         + "".join(f"obs_A\tc0\t{ti}\t{yi}\n" for ti, yi in zip(t, y, strict=False))
     )
     (folder / "parameters.tsv").write_text(
-        "parameterId\tparameterScale\tlowerBound\tupperBound\tnominalValue\testimate\nk\tlog10\t0.01\t10\t0.5\t1\n"
+        "parameterId\tparameterScale\tlowerBound\tupperBound\tnominalValue\testimate\nk\tlog10\t"
+        "0.01\t10\t0.5\t1\n"
     )
     (folder / "decay.yaml").write_text(
         "format_version: 1\nparameter_file: parameters.tsv\nproblems:\n- sbml_files: [model.xml]\n "
@@ -623,7 +624,8 @@ _SIGMA_SD = "observableId\tobservableFormula\tnoiseFormula\nobs_A\tA\tnoiseParam
         (
             {
                 "observables.tsv": _SIGMA_SD,
-                "parameters.tsv": "parameterId\tparameterScale\tlowerBound\tupperBound\tnominalValue\testimate\nk\tlog10\t0.01\t10\t0.5\t1\nsd\tlin\t0\t1\t0\t0\n",
+                "parameters.tsv": "parameterId\tparameterScale\tlowerBound\tupperBound\t"
+                "nominalValue\testimate\nk\tlog10\t0.01\t10\t0.5\t1\nsd\tlin\t0\t1\t0\t0\n",
             },
             "the fixed parameter 'sd' has the nominal value 0.0",
         ),
@@ -729,7 +731,8 @@ def _feed_problem(folder: Path, conditions: str, dims: str = 'spatialDimensions=
         "observableId\tsimulationConditionId\ttime\tmeasurement\n" + rows
     )
     (folder / "parameters.tsv").write_text(
-        "parameterId\tparameterScale\tlowerBound\tupperBound\tnominalValue\testimate\nk\tlin\t0\t10\t0.5\t1\n"
+        "parameterId\tparameterScale\tlowerBound\tupperBound\tnominalValue\testimate\nk\tlin\t0\t"
+        "10\t0.5\t1\n"
     )
     (folder / "feed.yaml").write_text(
         "format_version: 1\nparameter_file: parameters.tsv\nproblems:\n- sbml_files: [feed.xml]\n  "

@@ -17,7 +17,8 @@ from tests.sim.test_hostile import LV_FIT, write_observations
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "experiments" / "data"))
-from make_decay_petab import write as decay_problem  # noqa: E402  (A' = -k A: two parameters, eleven measurements)
+# (A' = -k A: two parameters, eleven measurements)
+from make_decay_petab import write as decay_problem  # noqa: E402
 
 SECRET = "TOPSECRET_CELL"
 

@@ -24,7 +24,7 @@ def test_profiles_of_a_gaussian_likelihood_give_the_exact_intervals():
     a = np.array([[1.0, 0.6, 0.1], [0.0, 1.5, -0.4], [0.0, 0.0, 0.8]])
     h = a.T @ a * 4.0
     sigma = np.linalg.inv(h)
-    f = lambda x: 0.5 * (x - mu) @ jnp.asarray(h) @ (x - mu)  # noqa: E731
+    f = lambda x: 0.5 * (x - mu) @ jnp.asarray(h) @ (x - mu)
     names = ["a", "b", "c"]
     lower, upper = np.full(3, -10.0), np.full(3, 10.0)
     profiles = profile(
@@ -56,7 +56,7 @@ def test_profiles_of_a_gaussian_likelihood_give_the_exact_intervals():
 
 def test_a_parameter_the_data_cannot_determine_has_a_flat_open_profile():
     """f depends on x0 + x1 only: any x0 is as good as another (x1 compensates)."""
-    f = lambda x: 0.5 * ((x[0] + x[1] - 1.0) / 0.1) ** 2 + 0.5 * ((x[2] - 2.0) / 0.2) ** 2  # noqa: E731
+    f = lambda x: 0.5 * ((x[0] + x[1] - 1.0) / 0.1) ** 2 + 0.5 * ((x[2] - 2.0) / 0.2) ** 2
     names = ["a", "b", "c"]
     lower, upper = np.array([-3.0, -10.0, -3.0]), np.array([3.0, 10.0, 3.0])
     profiles = profile(

@@ -152,7 +152,8 @@ def test_sim_fit_warns_of_a_singular_covariance(tmp_cwd, capsys):
     assert "\r" not in err
 
 
-@pytest.mark.slow  # (a `sim infer` process; the warnings themselves are checked in this process above)
+# (a `sim infer` process; the warnings themselves are checked in this process above)
+@pytest.mark.slow
 def test_sim_infer_of_a_bad_run_ends_with_warnings_in_its_log(tmp_path):
     # Two chains of 20 draws after 5 warmup steps: neither mixed nor long enough.
     write_decay(tmp_path)

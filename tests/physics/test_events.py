@@ -63,7 +63,9 @@ def test_a_bouncing_ball_from_its_config_follows_the_exact_flight(tmp_cwd, capsy
     np.testing.assert_allclose(record.observables["x"], exact, rtol=0, atol=1e-9)
 
 
-@pytest.mark.slow  # (reverse mode through the scan of solves: about 10 s to compile; the dosing test checks a gradient by default)
+# (reverse mode through the scan of solves: about 10 s to compile; the dosing test checks a gradient
+# by default)
+@pytest.mark.slow
 def test_gradients_flow_through_event_times(tmp_cwd):
     """d x(2)/d restitution and d x(2)/d x(0) against central finite differences: x(2)
     lies after three bounces, so both depend on the located event times."""
@@ -226,7 +228,8 @@ UNDEFINED = {
     "not (sqrt(x - 0.7) >= 0.1)": 0.58,  # true at x = 0.71, and where NaN
     "log(0.7 - x) > -3 or x < 0.2": 2 * (0.3 + np.exp(-3.0)),  # NaN or false, then the log side
     "x <= 0.5 and sqrt(0.9 - x) > 0.6": 1.0,  # NaN and false, false, then true at x = 0.5
-    "t > 1.5 or sqrt(x - 0.9) > 0.2": 1.5,  # true at the start, false from x = 0.94 (then NaN), true again at t = 1.5
+    # true at the start, false from x = 0.94 (then NaN), true again at t = 1.5
+    "t > 1.5 or sqrt(x - 0.9) > 0.2": 1.5,
 }
 
 

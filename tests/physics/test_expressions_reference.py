@@ -227,9 +227,12 @@ _NUMPY_COMPARE = {
     "!=": np.not_equal,
 }
 _NUMPY_FUNCTIONS = {
-    "exp": np.exp, "log": np.log, "log10": np.log10, "sqrt": np.sqrt, "sin": np.sin, "cos": np.cos, "tan": np.tan,
-    "arcsin": np.arcsin, "arccos": np.arccos, "arctan": np.arctan, "sinh": np.sinh, "cosh": np.cosh, "tanh": np.tanh,
-    "abs": np.abs, "sign": np.sign, "floor": np.floor, "ceil": np.ceil, "min": np.minimum, "max": np.maximum,
+    "exp": np.exp, "log": np.log, "log10": np.log10, "sqrt": np.sqrt, "sin": np.sin, "cos": np.cos,
+    "tan": np.tan,
+    "arcsin": np.arcsin, "arccos": np.arccos, "arctan": np.arctan, "sinh": np.sinh, "cosh": np.cosh,
+    "tanh": np.tanh,
+    "abs": np.abs, "sign": np.sign, "floor": np.floor, "ceil": np.ceil, "min": np.minimum,
+    "max": np.maximum,
     "pow": np.power, "where": np.where, "piecewise": np.where,
 }  # fmt: skip
 
@@ -308,8 +311,10 @@ _SYMPY_BINARY = {
 }
 _SYMPY_COMPARE = {"<": sp.Lt, "<=": sp.Le, ">": sp.Gt, ">=": sp.Ge, "==": sp.Eq, "!=": sp.Ne}
 _SYMPY_FUNCTIONS = {
-    "exp": sp.exp, "log": sp.log, "log10": lambda u: sp.log(u, 10), "sqrt": sp.sqrt, "sin": sp.sin, "cos": sp.cos,
-    "tan": sp.tan, "arcsin": sp.asin, "arccos": sp.acos, "arctan": sp.atan, "sinh": sp.sinh, "cosh": sp.cosh,
+    "exp": sp.exp, "log": sp.log, "log10": lambda u: sp.log(u, 10), "sqrt": sp.sqrt, "sin": sp.sin,
+    "cos": sp.cos,
+    "tan": sp.tan, "arcsin": sp.asin, "arccos": sp.acos, "arctan": sp.atan, "sinh": sp.sinh,
+    "cosh": sp.cosh,
     "tanh": sp.tanh, "abs": sp.Abs, "sign": sp.sign, "floor": sp.floor, "ceil": sp.ceiling,
     # min and max choose their first argument at a tie, as the language's derivative does
     "min": lambda a, b: _piecewise(a <= b, a, b), "max": lambda a, b: _piecewise(a >= b, a, b),

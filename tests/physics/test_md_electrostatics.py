@@ -136,7 +136,7 @@ def test_forces_and_virial_are_derivatives_of_the_energy(method):
     # W_aa = -dU/d(lambda_a) under the stretch of axis a, by central differences
     for axis in range(3):
         h = 1e-6
-        stretch = lambda s: float(energy(stretched(system, jnp.ones(3).at[axis].set(s))))  # noqa: E731
+        stretch = lambda s: float(energy(stretched(system, jnp.ones(3).at[axis].set(s))))
         numeric = -(stretch(1 + h) - stretch(1 - h)) / (2 * h)
         assert float(virial[axis]) == pytest.approx(numeric, rel=1e-6)
     assert float(total) == pytest.approx(float(jnp.sum(virial)), rel=1e-12)

@@ -115,7 +115,9 @@ def test_a_trajectory_on_lists_is_the_trajectory_over_all_pairs():
         b = jax.lax.fori_loop(0, 200, lambda i, s: vv.step(s, all_pairs), b)
         return a, b
 
-    with optimised():  # (200 steps of 477 particles, over all pairs too: compiled with LLVM's optimisations, they run in less than half the time)
+    # (200 steps of 477 particles, over all pairs too: compiled with LLVM's optimisations, they run
+    # in less than half the time)
+    with optimised():
         a, b = run()
     assert not bool(a.aux.overflow)
     assert int(a.aux.builds) >= 3

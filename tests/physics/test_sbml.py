@@ -54,14 +54,14 @@ def tags(folder: Path) -> tuple[list[str], list[str], str]:
     def field(key: str) -> str:
         return re.search(rf"{key}:\s*(.*)", header).group(1).strip()
 
-    split = lambda text: [t for t in text.replace(" ", "").split(",") if t]  # noqa: E731
+    split = lambda text: [t for t in text.replace(" ", "").split(",") if t]
     return split(field("componentTags")), split(field("testTags")), field("testType")
 
 
 def supported(components: list[str], tests: list[str]) -> bool:
     """Whether a case's tags lie within what the importer supports (no SBML package:
     `comp:`, `fbc:` tags)."""
-    package = lambda t: t.partition(":")[0] in ("comp", "fbc")  # noqa: E731
+    package = lambda t: t.partition(":")[0] in ("comp", "fbc")
     return not any(t in UNSUPPORTED_COMPONENTS or package(t) for t in components) and not any(
         t in UNSUPPORTED_TESTS or package(t) for t in tests
     )
@@ -405,7 +405,7 @@ def test_an_sbml_model_is_differentiated_and_addressed_by_its_ids(tmp_cwd, capsy
     t = jnp.linspace(0.0, 2.0, 5)
     params = model.default_params()
     tight = OdeSolver(rtol=1e-11, atol=1e-13)
-    run = lambda k: sim.simulate(model, {**params, "k1": k}, t, solver=tight).observables  # noqa: E731
+    run = lambda k: sim.simulate(model, {**params, "k1": k}, t, solver=tight).observables
     # (one compiled program: the run's observables and the derivative of S1)
     observables, gradient = jax.jit(lambda k: (run(k), jax.jacrev(lambda k: run(k)["S1"])(k)))(
         params["k1"]
@@ -449,7 +449,7 @@ def test_an_sbml_event_time_is_differentiated(tmp_cwd):
     t = jnp.asarray([0.0, 2.0, 4.0])
     s1 = lambda k: sim.simulate(
         model, {**model.default_params(), "k1": k}, t, solver=tight
-    ).observables["S1"][-1]  # noqa: E731
+    ).observables["S1"][-1]
     k = 0.7
     np.testing.assert_allclose(s1(k), 5 * np.exp(-4 * k), rtol=1e-9)
     gradient = jax.grad(s1)(k)
@@ -554,7 +554,7 @@ def test_initial_assignments_follow_the_parameters_of_each_run(tmp_cwd, capsys):
     tight = OdeSolver(rtol=1e-11, atol=1e-13)
     s1 = lambda k: sim.simulate(
         model, {**model.default_params(), "k1": k}, t, solver=tight
-    ).observables["S1"]  # noqa: E731
+    ).observables["S1"]
     k = 1.3
     exact = 2 * k * np.exp(-k * np.asarray(t) / 2)
     value, gradient = jax.jit(lambda k: (s1(k), jax.jacrev(s1)(k)))(

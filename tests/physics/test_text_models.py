@@ -595,7 +595,8 @@ def test_the_noise_of_a_text_sde_is_additive_unless_it_reads_the_state(noise, ex
     assert sim.setup(sim.load_config("text.toml")).model.noise == expected
 
 
-@pytest.mark.slow  # (two full fits; by default a text model's run and sweep are checked against the built-in's)
+# (two full fits; by default a text model's run and sweep are checked against the built-in's)
+@pytest.mark.slow
 def test_a_fit_of_the_text_lotka_volterra_gives_the_built_in_estimates(tmp_cwd, capsys):
     # The lynx-hare fit of experiments/lynx_hare.toml, with the model written as text
     # (parameters and states declared positive, as the built-in model declares them).

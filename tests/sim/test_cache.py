@@ -102,7 +102,8 @@ def test_a_second_process_loads_every_program_and_damaged_or_blocked_entries_cos
     assert all(p.is_dir() for p in saved)
 
 
-@pytest.mark.slow  # (two Python processes; the command's second process is checked by default above)
+# (two Python processes; the command's second process is checked by default above)
+@pytest.mark.slow
 def test_sim_run_and_sweep_from_python_are_compiled_by_the_first_process_only(tmp_path):
     """`sim.run` and `sim.sweep` called from Python compile once, as the `sim` command
     does: their loops report failures through result codes, not through host callbacks
@@ -145,7 +146,9 @@ def test_sim_run_and_sweep_from_python_are_compiled_by_the_first_process_only(tm
     assert "to persistent compilation cache" not in err, err
 
 
-@pytest.mark.slow  # (two `sim fit` processes of a PEtab problem; the cache of a second process is checked by default above)
+# (two `sim fit` processes of a PEtab problem; the cache of a second process is checked by default
+# above)
+@pytest.mark.slow
 def test_a_petab_objective_is_compiled_by_the_first_process_only(tmp_path):
     """diffrax checks the save times of a solve through a host callback, and JAX keeps no
     program that holds one: the `sim` command turns such checks into NaN (EQX_ON_ERROR),
@@ -195,7 +198,8 @@ def test_an_unwritable_or_disabled_cache_leaves_the_run_as_it_was(tmp_path):
     result, err = sim_run(tmp_path, "blocked", blocked / "jax")
     np.testing.assert_array_equal(result, reference)
     assert err == ""
-    # (SIMJAX_CACHE_DIR="" gives no folder, as --no-cache: test_the_cache_folder_defaults_to_the_users_cache)
+    # (SIMJAX_CACHE_DIR="" gives no folder, as --no-cache:
+    # test_the_cache_folder_defaults_to_the_users_cache)
     unused = tmp_path / "unused"
     result, _ = sim_run(tmp_path, "no_cache", unused, "--no-cache")
     np.testing.assert_array_equal(result, reference)

@@ -22,7 +22,9 @@ from inference._priors import outside_allowed, support_conflict
 from sim._config import SEED_MAX, seed_problem
 from sim._errors import DataError
 from sim._store import error_reason, numeric_dataset
-from tests.sim.test_hostile import HEAT, LJ_LATTICE, YEARS, check, cli, folder, h5  # noqa: F401  (folder: a fixture)
+
+# (folder: a fixture)
+from tests.sim.test_hostile import HEAT, LJ_LATTICE, YEARS, check, cli, folder, h5  # noqa: F401
 
 TRILLION = 10**12
 
@@ -591,7 +593,7 @@ def test_a_tiny_sampler_run_prints_no_negative_ess(folder, capsys):
     assert not np.any(ess <= 0), ess
 
 
-# ----------------------------------------------------------------------------- 8. one-line HDF5 errors
+# -------------------------------------------------------------------------- 8. one-line HDF5 errors
 
 
 def test_hdf5_error_texts_are_quoted_as_one_line(tmp_cwd, monkeypatch):
@@ -675,7 +677,7 @@ def test_the_largest_seed_is_one_the_prng_takes():
         jax.random.key(SEED_MAX + 1)
 
 
-# ----------------------------------------------------------------------------- found by attacking the safety net
+# ---------------------------------------------------------------- found by attacking the safety net
 
 
 def test_a_temperature_whose_velocities_overflow_is_refused(folder, capsys):

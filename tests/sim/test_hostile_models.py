@@ -154,7 +154,7 @@ def test_an_sde_diffusion_of_the_wrong_shape_names_its_line(folder, capsys):
     )
 
 
-# ----------------------------------------------------------------------------- interrupts raised by code
+# ------------------------------------------------------------------------ interrupts raised by code
 
 
 def test_a_model_file_raising_keyboard_interrupt_when_run_is_its_own_error(folder, capsys):

@@ -275,9 +275,9 @@ def test_atomic_groups_of_particles_without_constraints_are_their_own_molecules(
 @pytest.mark.slow  # 64 waters for 44 ps: 6 min at load 13-17
 def test_the_mean_pressure_observable_of_water_is_the_target():
     """64 SPC/E waters (PME, Lennard-Jones cut at 0.55 nm with long-range corrections)
-    at 298 K and 1 bar, Langevin thermostat, barostat tau 0.2 ps: after 4 ps, the mean pressure observable over
-    40 ps lies within three standard errors (10 blocks) of 1 bar. (The barostat before
-    the molecular pressure read 323 bar, then 19 bar, above the observable.)"""
+    at 298 K and 1 bar, Langevin thermostat, barostat tau 0.2 ps: after 4 ps, the mean pressure
+    observable over 40 ps lies within three standard errors (10 blocks) of 1 bar. (The barostat
+    before the molecular pressure read 323 bar, then 19 bar, above the observable.)"""
     system = water(64, seed=0)
     model = md.LennardJonesCoulomb(
         cutoff=0.55, electrostatics="pme", units="real", tail_correction=True

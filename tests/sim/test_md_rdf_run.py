@@ -124,7 +124,8 @@ def test_a_box_that_shrinks_below_twice_r_max_leaves_out_the_bins_it_cannot_meas
             np.arange(frames),
         )
         particles["box/edges/value"] = np.repeat(edge[:, None], 3, axis=1)
-        # (averaged from t = 4, where the box's edge is 10.2: bins beyond 5.1 are measured by no frame)
+        # (averaged from t = 4, where the box's edge is 10.2: bins beyond 5.1 are measured by no
+        # frame)
         write_rdf(
             f,
             RdfSpec(r_max=6.0, bins=30, width=0.0, start=4.0, n_species=1),

@@ -217,7 +217,8 @@ def test_another_programs_water_file_makes_settle_waters(water_run, tmp_path):
         assert (
             np.max(np.abs(x[bonds[:, 0]] - x[bonds[:, 1]])) > 0.3
         )  # molecules split by the box's faces
-    water = "charges = [-0.8476, 0.4238]\nsigma = 0.2\n"  # neutral; no water model named, so no water parameters
+    # neutral; no water model named, so no water parameters
+    water = "charges = [-0.8476, 0.4238]\nsigma = 0.2\n"
     config = sim.load_config(
         write_config(
             tmp_path, 'file = "other.h5"\ngroup = "water"', name="other.toml", params=water
@@ -785,7 +786,8 @@ def test_bad_start_file_settings_are_refused_in_one_line(
     assert not (tmp_path / "out.h5").exists()
 
 
-@pytest.mark.slow  # three compilations of the water run in two processes; the default run interrupts in-process
+# three compilations of the water run in two processes; the default run interrupts in-process
+@pytest.mark.slow
 def test_ctrl_c_to_sim_run_of_water_resumes_to_the_uninterrupted_file(tmp_path, capsys):
     import shlex
     import subprocess

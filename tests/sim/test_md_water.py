@@ -71,7 +71,7 @@ def test_settle_is_iterated_shake_to_rounding():
     np.testing.assert_allclose(a, b, rtol=0, atol=1e-14)
     # both move each molecule's centre of mass as the unconstrained move did
     mass = np.asarray(system.mass).reshape(27, 3, 1)
-    centre = lambda x: np.sum(mass * np.asarray(x).reshape(27, 3, 3), axis=1) / mass.sum(axis=1)  # noqa: E731
+    centre = lambda x: np.sum(mass * np.asarray(x).reshape(27, 3, 3), axis=1) / mass.sum(axis=1)
     np.testing.assert_allclose(centre(a), centre(moved), rtol=0, atol=1e-14)
 
 
@@ -125,7 +125,7 @@ def test_shake_blocks_of_molecules_with_fewer_constraints_are_padded():
     # 8 rigid diatomics and 8 chains of three beads (two bonds, a free angle): blocks of
     # two, the diatomics' padded, against one matrix of all 24 constraints
     rng = np.random.default_rng(2)
-    unit = lambda: (lambda u: u / np.linalg.norm(u))(rng.normal(size=3))  # noqa: E731
+    unit = lambda: (lambda u: u / np.linalg.norm(u))(rng.normal(size=3))
     position, pairs = [], []
     for k in range(16):
         start = np.array([3.0 * (k % 4), 3.0 * (k // 4), 0.0])
@@ -195,7 +195,8 @@ def test_rattle_and_constraint_forces_of_a_spinning_rotor():
 # ----------------------------------------------------------------------------- exclusions
 
 
-@pytest.mark.slow  # compiles Ewald and PME for one molecule; the default run keeps SETTLE, NVE and the pressure
+# compiles Ewald and PME for one molecule; the default run keeps SETTLE, NVE and the pressure
+@pytest.mark.slow
 def test_one_water_in_a_periodic_box_interacts_only_with_its_images():
     """Ewald and PME with the molecule's own pairs left out equal the image sum taken
     by spherical shells (40 boxes out) less the surface term 2 pi M^2 / 3V of tin-foil
@@ -253,7 +254,7 @@ def test_two_far_apart_waters_add_up_and_forces_are_the_energy_gradient():
         [3] * count,
         np.concatenate([np.asarray(mol.constraints) + 3 * i for i in range(count)]),
         np.tile(mol.lengths(), count),
-    )  # noqa: E731
+    )
 
     def energy(*molecules):
         position = np.concatenate(molecules)

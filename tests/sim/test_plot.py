@@ -174,7 +174,8 @@ DRAWABLE = {
             },
         },
     ),
-    # an H5MD file of another program (no format, no model): drawn by the family that recognises its layout
+    # an H5MD file of another program (no format, no model): drawn by the family that recognises its
+    # layout
     "md_of_another_program": (
         {},
         {

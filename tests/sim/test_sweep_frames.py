@@ -247,7 +247,8 @@ def test_a_sweep_stopped_mid_chunk_resumes_to_the_bytes_of_an_uninterrupted_one(
     shutil.copy(checkpoint, "saved")
     checkpoint.write_bytes(b"not a checkpoint")
 
-    def files():  # (the lock and a checkpoint's temporary file the kill left behind are cleared away)
+    # (the lock and a checkpoint's temporary file the kill left behind are cleared away)
+    def files():
         return {
             p.name: p.read_bytes()
             for p in tmp_cwd.iterdir()

@@ -70,7 +70,9 @@ def test_md_sweep_runs_equal_single_runs(method, extra, tmp_cwd, capsys):
                     "s.toml", [f"params.epsilon={float(eps[i])}", f"params.sigma={float(sig[i])}"]
                 )
             )
-        else:  # simulate with those values; a Langevin run i draws its noise from the config's key folded with i
+        else:
+            # simulate with those values; a Langevin run i draws its noise from the config's key
+            # folded with i
             params = {**setup.params, "epsilon": jnp.asarray(eps[i]), "sigma": jnp.asarray(sig[i])}
             key = None if method == "verlet" else jax.random.fold_in(setup.key, i)
             single = sim.simulate(

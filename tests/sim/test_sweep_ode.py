@@ -1,6 +1,6 @@
-"""The batched ODE loop of sweeps (`solvers.solve_batch`, used by the ODE family in `sim/_ode.py`): every run takes the steps a
-single `simulate` takes (the step counts are equal) and gives its values to rounding,
-runs that stop at max_steps fail as single runs do, and the loop gives what `jax.vmap`
+"""The batched ODE loop of sweeps (`solvers.solve_batch`, used by the ODE family in `sim/_ode.py`):
+every run takes the steps a single `simulate` takes (the step counts are equal) and gives its values
+to rounding, runs that stop at max_steps fail as single runs do, and the loop gives what `jax.vmap`
 of `simulate` gives in every save mode."""
 
 import jax.numpy as jnp

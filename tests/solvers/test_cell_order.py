@@ -51,7 +51,8 @@ def test_a_list_in_cell_order_is_the_particles_list_renumbered(periodic):
     order, place = np.asarray(ordered.order), np.asarray(ordered.place)
     assert sorted(order.tolist()) == list(range(n))
     np.testing.assert_array_equal(order[place], np.arange(n))
-    # the particles of each row are sorted by cell: the cells of order[0], order[1], ... never decrease
+    # the particles of each row are sorted by cell: the cells of order[0], order[1], ... never
+    # decrease
     cell = np.asarray(plain._cell_coords(plain._wrapped(system.position, box), box)) @ np.cumprod(
         (1,) + plain.cells[:-1]
     )

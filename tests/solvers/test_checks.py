@@ -28,7 +28,8 @@ def decay(y0, ts):
     # diffrax checks traced save times (in order, within [t0, t1]) with equinox's error_if
     return diffrax.diffeqsolve(
         diffrax.ODETerm(lambda t, y, a: -y), diffrax.Tsit5(), ts[0], ts[-1], None, y0,
-        saveat=diffrax.SaveAt(ts=ts), stepsize_controller=diffrax.PIDController(rtol=1e-8, atol=1e-10), throw=False,
+        saveat=diffrax.SaveAt(ts=ts),
+        stepsize_controller=diffrax.PIDController(rtol=1e-8, atol=1e-10), throw=False,
     ).ys  # fmt: skip
 
 

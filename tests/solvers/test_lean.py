@@ -342,7 +342,8 @@ FORCED_P = {
 }
 
 
-@pytest.mark.slow  # (compiles diffrax's backpropagation; finite differences check the same by default below)
+# (compiles diffrax's backpropagation; finite differences check the same by default below)
+@pytest.mark.slow
 def test_reverse_mode_through_the_lean_core_is_backpropagation_through_diffrax_s_steps():
     # jax.grad of a solve with respect to y0, the parameters and every save time (t0 and
     # t1 included): the derivative of the same discrete solution diffrax's

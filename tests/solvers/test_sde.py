@@ -127,7 +127,8 @@ GBM_PATHS = 500
 
 @eqx.filter_jit
 def brownian_at_end(solver, ts, key, paths):
-    """W(ts[-1]) - W(ts[0]) of each path of `solver.solve_ensemble(..., key, paths)` (one component)."""
+    """W(ts[-1]) - W(ts[0]) of each path of `solver.solve_ensemble(..., key, paths)` (one
+    component)."""
     keys = jax.vmap(lambda i: jax.random.fold_in(key, i))(jnp.arange(paths))
     return jax.lax.map(lambda k: solver.brownian_motion(ts, k, 1).evaluate(ts[0], ts[-1])[0], keys)
 
@@ -164,8 +165,8 @@ def sine_drift(t, y, args):
 # resolution). A key's path depends on the Levy area the method reads, so the reference
 # is Heun (dt = 1/4096) for the methods that read increments and SRA1 (dt = 1/1024) for
 # those that read Levy areas. Only the end is saved (a step never spans a save time, and
-# the largest step here is longer than 1/8). Measured slopes over dt = 1/4 ... 1/32: euler and milstein
-# 1.01 (the same scheme for additive noise), heun 0.93, sra1 1.63, shark 1.64.
+# the largest step here is longer than 1/8). Measured slopes over dt = 1/4 ... 1/32: euler and
+# milstein 1.01 (the same scheme for additive noise), heun 0.93, sra1 1.63, shark 1.64.
 @pytest.mark.slow
 @pytest.mark.parametrize("method", SdeSolver.methods)
 def test_strong_order_for_additive_noise(method):

@@ -47,8 +47,10 @@ def test_the_derivative_of_a_solve_stopped_at_the_steady_state_is_not_that_of_th
 
     def stopped(c):
         return diffrax.diffeqsolve(
-            diffrax.ODETerm(lambda t, y, c: relax(t, y, (2.0, c))), diffrax.Tsit5(), 0.0, jnp.inf, None, y0, c,
-            saveat=diffrax.SaveAt(t1=True), stepsize_controller=diffrax.PIDController(rtol=1e-10, atol=1e-12),
+            diffrax.ODETerm(lambda t, y, c: relax(t, y, (2.0, c))), diffrax.Tsit5(), 0.0, jnp.inf,
+            None, y0, c,
+            saveat=diffrax.SaveAt(t1=True),
+            stepsize_controller=diffrax.PIDController(rtol=1e-10, atol=1e-12),
             event=diffrax.Event(diffrax.steady_state_event()),
         )  # fmt: skip
 

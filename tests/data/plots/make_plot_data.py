@@ -121,7 +121,8 @@ def make_data(names) -> None:
 
 def trim_md(path: Path, frames: int = 3) -> None:
     """Keep of an H5MD run the observables, the box, masses, species and the last `frames`
-    frames of the positions (what the figure's g(r) reads), so that a 500-particle run stays small."""
+    frames of the positions (what the figure's g(r) reads), so that a 500-particle run stays
+    small."""
     import h5py
 
     with h5py.File(path, "r+") as f:
