@@ -192,21 +192,21 @@ class FileSink:
                 partial, "", f"cannot be read ({error_reason(e)}); delete it to start over"
             ) from None
         try:
-            for name, (shape, dtype) in layout.rows.items():  # noqa: B007 (shape checked)
+            for name, (shape, dtype) in layout.rows.items():
                 try:
                     found = f.get(name)
-                    shape_found = found.shape if isinstance(found, h5py.Dataset) else None
+                    kind = (found.shape, found.dtype) if isinstance(found, h5py.Dataset) else None
                 except DAMAGED_FILE_ERRORS as e:
                     raise DataError(
                         partial,
                         name,
                         f"cannot be read ({error_reason(e)}); delete the file to start over",
                     ) from None
-                if shape_found != (layout.runs, *shape):
+                if kind != ((layout.runs, *shape), np.dtype(dtype)):
                     raise DataError(
                         partial,
                         name,
-                        "is missing or has another shape; delete the file to start over",
+                        "is missing or has another shape or type; delete the file to start over",
                     )
             try:
                 return cls(Path(path), f)
