@@ -10,7 +10,7 @@ import jax
 import numpy as np
 import pytest
 import sympy as sp
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, reject, settings, strategies as st
 
 from physics._expressions import FUNCTIONS, parse
 
@@ -281,13 +281,33 @@ def points(size: int = 6):
     )
 
 
-@settings(max_examples=150, deadline=None)
+def _periodic_of_a_huge_argument(tree, at) -> bool:
+    """Whether the tree takes sin, cos or tan of a value beyond 1e6 in size: there one ulp
+    of the argument (exp(exp(pi)) is 1.1e10; XLA's exp and NumPy's may differ by one) moves
+    the result by more than any tolerance, and no two libraries need agree."""
+    if not isinstance(tree, tuple):
+        return False
+    if tree[0] == "call" and tree[1] in ("sin", "cos", "tan"):
+        with np.errstate(all="ignore"):
+            argument = np.asarray(numpy_of(tree[2][0], at), dtype=float)
+        if np.any(np.abs(argument) > 1e6):
+            return True
+    parts = [p for p in tree[1:] if isinstance(p, tuple)]
+    parts += [p for q in tree[1:] if isinstance(q, list) for p in q]
+    return any(_periodic_of_a_huge_argument(p, at) for p in parts)
+
+
+# (derandomized, as every run of CI must judge the same code the same way: the examples are
+# those of a fixed seed; derandomize=False explores others, as seeds 1 to 16 did)
+@settings(max_examples=150, deadline=None, derandomize=True)
 @given(tree=numbers(), at=points())
 def test_random_expressions_evaluate_as_numpy_does(tree, at):
     # Each tree written as text for the parser and evaluated independently with NumPy;
     # NaN where NumPy has NaN (log of a negative number, 0 / 0, ...), the same infinities.
     # (Standard promotion, as the solvers evaluate: a number as a condition next to a
     # comparison is a float and a bool, which the tests' strict promotion refuses.)
+    if _periodic_of_a_huge_argument(tree, at):
+        reject()
     text = text_of(tree)
     with np.errstate(all="ignore"), jax.numpy_dtype_promotion("standard"):
         want = np.broadcast_to(numpy_of(tree, at), (6,))
@@ -428,7 +448,7 @@ def _names_in(tree) -> list[str]:
     return sorted({n for p in parts for n in _names_in(p)})
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=100, deadline=None, derandomize=True)
 @given(
     tree=numbers(depth=3, truth=False).filter(
         lambda tree: tree[0] not in ("name", "number", "constant")
@@ -441,14 +461,24 @@ def test_derivatives_of_random_expressions_agree_with_sympy(tree, at, data):
         st.sampled_from(_names_in(tree) or ["x"]), label="name"
     )  # (a name the tree reads)
     # The derivative's value (and its text's, read back) against SymPy's diff of the same
-    # tree, at the points where both are finite: SymPy simplifies as it builds (sqrt(x) ** 2
-    # is x, exp(log(x)) is x), which defines values where the language's NaN stays.
+    # tree, at the points where both are finite and so is SymPy's value of the function
+    # itself: SymPy simplifies as it builds (sqrt(x) ** 2 is x, exp(log(x)) is x, log(x - x)
+    # is a constant infinity of derivative 0), which defines values where the language's
+    # NaN stays. A tree SymPy cannot build (min of a complex constant, log(-0.5)) or builds
+    # as infinite or undefined (tan(arcsin(cos(pi)))) is not a case.
     d = parse(text_of(tree), NAMES).derivative(name)
-    want = _sympy_values(sympy_derivative(sympy_of(tree), name), at, 6)
+    try:
+        expression = sympy_of(tree)
+    except TypeError:
+        reject()
+    if expression.has(sp.zoo, sp.oo, sp.nan):  # (infinite or undefined as SymPy builds it)
+        reject()
+    want = _sympy_values(sympy_derivative(expression, name), at, 6)
+    value = _sympy_values(sp.lambdify([SYMBOLS[n] for n in NAMES], expression, "numpy"), at, 6)
     with np.errstate(all="ignore"):
         got = np.broadcast_to(np.asarray(d(at), dtype=float), (6,))
         again = np.broadcast_to(np.asarray(parse(d.text, NAMES)(at), dtype=float), (6,))
-    both = np.isfinite(got) & np.isfinite(want)
+    both = np.isfinite(got) & np.isfinite(want) & np.isfinite(value)
     error = np.abs(np.where(both, got, 0.0) - np.where(both, want, 0.0))
     assert (error <= 1e-7 * (1 + np.abs(want)))[both].all(), (
         text_of(tree),
