@@ -1286,8 +1286,7 @@ def run_batched(
     last = np.full((padded(n, devices), dim), np.nan)  # (lanes beyond n: padding)
     done = [False] * n
     outcome: list = [None] * n
-
-    stopped = []  # (set when the rounds end early: a waiting task is stopped, not left)
+    stopped = False  # (set when the rounds end: a task still waiting is stopped, not left)
 
     def ask(k, x):
         with lock:
@@ -1353,7 +1352,7 @@ def run_batched(
         # (an exception, an interrupt or a stop at a checkpoint ends the rounds early:
         # every task still waiting is stopped and joined, none left blocked behind)
         with lock:
-            stopped.append(True)
+            stopped = True
             lock.notify_all()
         for thread in threads:
             thread.join()
