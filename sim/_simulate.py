@@ -5,7 +5,9 @@ model structure, solver settings that shape the program, and parameter names
 (`_compiled_call`); a call flattens its inputs once and passes the arrays to that
 program. Inside a `jax.jit`, `jax.vmap` or `jax.grad` it traces the family's
 `simulate` through `eqx.filter_jit`, as does a call the compiled path declines
-(anything unusual, and every call that fails, so that errors are raised by one path)."""
+(anything unusual: the general path then says what is wrong). A run-time check that fails
+raises `eqx.EquinoxRuntimeError` with its message on either path, and the run is not
+repeated."""
 
 from __future__ import annotations
 
@@ -75,6 +77,7 @@ def _simulate_driver(model, params, t, initial, solver, key) -> Trajectory:
 with jax.ensure_compile_time_eval():
     _EVAL_TRACE = type(find_top_trace(None))  # the trace of eager evaluation
 _ARRAYS = (jax.Array, np.ndarray, np.generic)  # what eqx.filter_jit passes as arguments
+_NUMBERS = (bool, int, float, complex, np.generic)  # parameter values that become arrays
 _Tracer = jax.core.Tracer
 _CONCRETE: set[type] = {np.ndarray}  # array types met that are no tracers
 _DYNAMIC = object()  # marks an argument among the static leaves
@@ -88,7 +91,7 @@ _CALLBACK_LOG = logging.getLogger("jax._src.callback")
 
 class _QuietFailedCallback(logging.Filter):
     """Drops JAX's log line of a run-time check that failed in the compiled path (the
-    call is then repeated by the general path, whose error the caller gets)."""
+    caller gets the check's own error instead, as from eqx.filter_jit)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         return not (
@@ -244,8 +247,8 @@ def _compiled_call(model, params, t, initial, solver, key) -> Trajectory | None:
     """`simulate` called from Python with arrays: the inputs flattened once and passed to
     the program compiled for their structure (`eqx.filter_jit`'s static/dynamic split,
     with the solver's Python floats as arguments where the family traces them anyway).
-    None when a trace may be under way or the inputs are unusual, and when the call
-    fails: the general path then runs (and raises)."""
+    None when a trace may be under way or the inputs are unusual: the general path then
+    runs (and raises what is wrong with them). A run that fails raises here, once."""
     if type(find_top_trace(None)) is not _EVAL_TRACE or jax.config.jax_disable_jit:
         return None
     if isinstance(t, np.ndarray):
@@ -271,12 +274,7 @@ def _compiled_call(model, params, t, initial, solver, key) -> Trajectory | None:
         program = call.program
         args = call.arguments(params, t, initial, key)
     if args is None:
-        try:
-            found = _general_call(model, params, t, initial, solver, key, layout)
-        except (
-            Exception
-        ):  # (an unhashable static leaf, a value that is no number: the general path says)
-            return None
+        found = _general_call(model, params, t, initial, solver, key, layout)
         if found is None:
             return None
         program, args = found
@@ -288,8 +286,8 @@ def _compiled_call(model, params, t, initial, solver, key) -> Trajectory | None:
         # the purpose, as eqx.filter_jit makes, is a constant XLA writes beside the solve:
         # about 40 us a call.)
         jax.block_until_ready(_one_output(traj))
-    except Exception:
-        return None
+    except jax.errors.JaxRuntimeError as error:
+        raise _check_failed(error) from None
     finally:
         _CALLBACK_LOG.removeFilter(_QUIET)
     if traj.time is None:  # (the save times, which the program did not copy: see `_program`)
@@ -297,6 +295,30 @@ def _compiled_call(model, params, t, initial, solver, key) -> Trajectory | None:
         # in place (eqx.tree_at would take longer than the copy it saves).
         object.__setattr__(traj, "time", t if isinstance(t, jax.Array) else jax.device_put(t))
     return traj
+
+
+def _hashable(value) -> bool:
+    """Whether `value` can key a dict (static leaves key the compiled programs)."""
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True
+
+
+_EQX_CHECK = "EquinoxRuntimeError: "  # how a failed `eqx.error_if` names itself in XLA's error
+
+
+def _check_failed(error: Exception) -> Exception:
+    """What a failed run of the compiled program raises: for a run-time check
+    (`eqx.error_if`: the solver's step limit, a blow-up), the `eqx.EquinoxRuntimeError`
+    of its message, as `eqx.filter_jit` raises it; any other error as it came."""
+    text = str(error)
+    at = text.rfind(_EQX_CHECK)
+    if at < 0:
+        return error
+    message = text[at + len(_EQX_CHECK) :].split("\n\n\n", 1)[0].strip()
+    return eqx.EquinoxRuntimeError(message)
 
 
 def _general_call(model, params, t, initial, solver, key, layout):
@@ -312,10 +334,10 @@ def _general_call(model, params, t, initial, solver, key, layout):
     params, fill = completed
     p_leaves, p_tree = jax.tree.flatten(params)
     for i, leaf in enumerate(p_leaves):
-        if not isinstance(leaf, (jax.Array, np.ndarray)):
+        if isinstance(leaf, _NUMBERS):
             p_leaves[i] = jnp.asarray(leaf, dtype=float)
-        elif isinstance(leaf, _Tracer):
-            return None
+        elif not isinstance(leaf, (jax.Array, np.ndarray)) or isinstance(leaf, _Tracer):
+            return None  # (a value that is no number: the general path says what it is)
     if isinstance(initial, dict):
         initial = {k: _as_array(v) for k, v in initial.items()}
     args = [*p_leaves, t]
@@ -335,6 +357,8 @@ def _general_call(model, params, t, initial, solver, key, layout):
         statics.append(static)
         counts.append((before, len(args)))
     signature = (p_tree, *trees, *statics)
+    if not _hashable(signature):
+        return None  # (a static leaf that eqx.filter_jit refuses, and says why)
     program = _PROGRAMS.get(signature)
     if program is None:
         if len(_PROGRAMS) >= _MAX_PROGRAMS:

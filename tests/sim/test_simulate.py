@@ -181,6 +181,46 @@ def test_call_from_python_raises_the_errors_of_the_general_path():
         sim.simulate(MODEL, None, T, solver=SdeSolver(dt=0.1))
 
 
+@pytest.mark.raising_checks
+def test_a_failed_check_raises_its_own_message_once_without_running_the_general_path(monkeypatch):
+    from sim import _simulate
+
+    model = sim.get_model("robertson")
+    solver = OdeSolver(method="tsit5", max_steps=20)
+    t = jnp.array([0.0, 40.0])
+    with pytest.raises(eqx.EquinoxRuntimeError) as general:
+        _general(model, None, t, solver=solver)
+    runs = []
+    program = _simulate._program
+
+    def counted(*args):
+        compiled = program(*args)
+        return lambda *a: (runs.append(1), compiled(*a))[1]
+
+    def refused(*args):
+        raise AssertionError("the general path ran")
+
+    monkeypatch.setattr(_simulate, "_program", counted)
+    monkeypatch.setattr(_simulate, "_PROGRAMS", {})
+    monkeypatch.setattr(_simulate, "_CALLS", {})
+    monkeypatch.setattr(_simulate, "_simulate_driver", refused)
+    with pytest.raises(eqx.EquinoxRuntimeError) as compiled:
+        sim.simulate(model, None, t, solver=solver)
+    assert runs == [1]
+    message = str(compiled.value)
+    assert message.startswith("the maximum number of solver steps was reached")
+    assert message in str(general.value)
+    assert "XLA" not in message and "pure_callback" not in message
+
+
+def test_a_parameter_that_is_no_number_is_refused_by_the_general_path():
+    with pytest.raises((TypeError, ValueError)) as compiled:
+        sim.simulate(MODEL, {"alpha": "fast"}, T)
+    with pytest.raises(type(compiled.value)) as general:
+        _general(MODEL, {"alpha": "fast"}, T)
+    assert str(compiled.value) == str(general.value)
+
+
 def test_transformed_calls_take_the_general_path():
     from sim import _simulate
 
