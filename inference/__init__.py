@@ -37,9 +37,9 @@ from ._checkpoint import checkpoint_path as checkpoint_path
 from physics import lazy_names  # noqa: E402
 
 _NAMES: dict[str, tuple[str, str]] = {
-    "fit_petab": ("._petab", "fit_petab"),
+    "fit_petab": ("._petab_fit", "fit_petab"),
     "load_petab": ("._petab", "load_petab"),
-    "problem_files": ("._petab", "problem_files"),
+    "problem_files": ("._petab_files", "problem_files"),
     "infer_petab": ("._petab_bayes", "infer_petab"),
     "profile_config": ("._profile", "profile_config"),
     "profile_petab": ("._profile", "profile_petab"),

@@ -26,7 +26,7 @@ from sim.core import Result, immediate, write_group, write_root_attrs
 from solvers import checks_as_nan
 
 from ._bayes import chain_method, run_chains, sampled_on, spreads, summarise
-from ._petab import PetabProblem, _negative_log_prior, to_linear
+from ._petab_problem import PetabProblem, _negative_log_prior, to_linear
 
 
 def _log_jacobian(x, scale: str):
