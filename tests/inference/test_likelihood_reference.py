@@ -423,7 +423,7 @@ def test_r_hat_and_bulk_ess_are_arviz_s_and_need_four_draws_a_chain():
     # chain neither is estimable (NaN), from 4 on both are.
     import arviz as az
 
-    from inference._bayes import ess_bulk, r_hat
+    from inference._diagnostics import ess_bulk, r_hat
 
     # (odd draw counts too: the chains are split before they are ranked, so the middle
     # draw takes no part. On 4 draws a chain the two ESS estimators' treatments of so
