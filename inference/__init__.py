@@ -22,14 +22,10 @@ from ._train import (
     train_stages as train_stages,
     trajectory_mse as trajectory_mse,
 )
-from ._bayes import (
-    BayesModel as BayesModel,
-    PosteriorResult as PosteriorResult,
-    build_bayes_model as build_bayes_model,
-    infer as infer,
-)
+from ._bayes_model import BayesModel as BayesModel, build_bayes_model as build_bayes_model
+from ._bayes import PosteriorResult as PosteriorResult, infer as infer
 from ._fit import make_problem as make_problem
-from ._bayes import sampling_warnings as sampling_warnings
+from ._diagnostics import sampling_warnings as sampling_warnings
 from ._checkpoint import checkpoint_path as checkpoint_path
 
 # PEtab problems and their profiles, loaded when first used (`import inference` does not
@@ -37,9 +33,9 @@ from ._checkpoint import checkpoint_path as checkpoint_path
 from physics import lazy_names  # noqa: E402
 
 _NAMES: dict[str, tuple[str, str]] = {
-    "fit_petab": ("._petab", "fit_petab"),
+    "fit_petab": ("._petab_fit", "fit_petab"),
     "load_petab": ("._petab", "load_petab"),
-    "problem_files": ("._petab", "problem_files"),
+    "problem_files": ("._petab_files", "problem_files"),
     "infer_petab": ("._petab_bayes", "infer_petab"),
     "profile_config": ("._profile", "profile_config"),
     "profile_petab": ("._profile", "profile_petab"),

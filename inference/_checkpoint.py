@@ -1,7 +1,7 @@
 """Checkpoints of iterative optimisation (`sim fit` of a config or a PEtab problem,
 neural ODE training): the iteration, the parameters and the optimiser state, the loss
 history, and what earlier starts of a multi-start fit found (a PEtab fit: its starts'
-ends and evaluations, `inference._petab.StartLog`), kept the way runs and sweeps keep
+ends and evaluations, `inference._lbfgsb.StartLog`), kept the way runs and sweeps keep
 theirs (`sim._unfinished`): one
 small HDF5 file beside the output, `.<name>.checkpoint`, replaced atomically (a kill at
 any moment leaves the previous one whole), states stored leaf by leaf, and a resume

@@ -1,12 +1,12 @@
 """Multistart: many optimisations of one objective from different start points, run
-together. What config fits (`inference._fit`) and PEtab fits (`inference._petab`) share:
+together. What config fits (`inference._fit`) and PEtab fits (`inference._petab_fit`) share:
 
 - the batch: the starts of one block are optimised in lockstep, one compiled call per
   round for all of them (`jax.vmap`), the batch padded to a multiple of the number of
   devices and split over them along its leading axis (`spread`); `Lanes` keeps each
   start's loss history and how it ended (a config fit's optimiser runs every lane
   until it stops; PEtab's L-BFGS-B asks for the batched evaluations through
-  `inference._petab.run_batched`);
+  `inference._lbfgsb.run_batched`);
 - the blocks: with a Dask scheduler the starts are cut into consecutive blocks
   (`blocks`), one task per block; each worker rebuilds the problem from its files and
   runs its block's batch on its own devices, and the results come back in start order

@@ -8,7 +8,7 @@ the data and the prediction alike (PEtab's noise models), with a sigma that is a
 of the observation file, a number, or a formula (a bare name of a free quantity being
 the simplest). The negative log-likelihood keeps every normalising constant, the
 Jacobian of the log transformations included (the PEtab convention), and
-`inference._petab` uses the same density.
+`inference._petab_objective` uses the same density.
 
 A config writes observation models in `[data.observables]` or an experiment's
 `observables` as tables:

@@ -25,8 +25,9 @@ import numpy as np
 from sim.core import Result, immediate, write_group, write_root_attrs
 from solvers import checks_as_nan
 
-from ._bayes import chain_method, run_chains, sampled_on, spreads, summarise
-from ._petab import PetabProblem, _negative_log_prior, to_linear
+from ._chains import chain_method, run_chains, sampled_on, spreads
+from ._diagnostics import summarise
+from ._petab_problem import PetabProblem, _negative_log_prior, to_linear
 
 
 def _log_jacobian(x, scale: str):

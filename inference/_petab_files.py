@@ -272,3 +272,39 @@ def lint(path: Path, problem: Any, files: list[tuple[str, str, Path]]) -> None:
             tables = ", ".join(str(f) for _, k, f in files if k == key)
             reason = (str(e).splitlines()[0] if str(e) else type(e).__name__).strip()
             raise PetabError(f"{tables or path}: {_tables()[key][0]} table: {reason}") from None
+
+
+def files_digest(path: str | Path, allow_outside: bool = False) -> str:
+    """A digest of a PEtab problem's files (the YAML file, its tables and its model),
+    each named file inside the YAML file's folder unless `allow_outside` (as
+    `load_petab`: a file outside is refused before it is read).
+
+    Raises:
+        PetabError: a file outside the folder.
+    """
+    import hashlib
+
+    path = Path(path)
+    digest = hashlib.sha256()
+    digest.update(path.name.encode())
+    digest.update(path.read_bytes() if path.is_file() else b"")
+    for _, _, file in confined(path, read_spec(path), allow_outside):
+        digest.update(str(file.name).encode())
+        digest.update(file.read_bytes() if file.is_file() else b"")
+    return digest.hexdigest()
+
+
+def problem_files(path: str | Path) -> list[Path]:
+    """The YAML file of a PEtab problem and every table and model it names (inputs an
+    output must not overwrite); none is opened."""
+    import yaml
+
+    path = Path(path)
+    try:
+        spec = yaml.safe_load(path.read_text())
+    except Exception:  # (an unreadable problem is reported when it is loaded)
+        return [path]
+    return [
+        path,
+        *(file for _, _, file in named_files(path, spec if isinstance(spec, dict) else {})),
+    ]

@@ -25,7 +25,7 @@ from scipy.stats import chi2
 from sim.core import Result, write_group, write_root_attrs
 from solvers import checks_as_nan
 
-from ._petab import _lbfgsb, run_batched
+from ._lbfgsb import _lbfgsb, run_batched
 
 THRESHOLD = float(chi2.ppf(0.95, 1) / 2)  # 1.9207...
 # A config's free quantities have no bounds on their unconstrained scale: profiles are
@@ -281,7 +281,8 @@ def profile_petab(
     the table's objective priors, if any), the grid the parameters' own scales."""
     import jax.numpy as jnp
 
-    from ._petab import fit_petab, to_scale
+    from ._petab_fit import fit_petab
+    from ._petab_problem import to_scale
 
     names = problem.estimated
     chosen = _chosen(names, params, str(problem.path), "estimated parameters")

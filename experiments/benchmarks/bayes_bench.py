@@ -17,7 +17,7 @@ Three sides sample the same posterior (data, priors, lognormal noise, tolerances
 Every side runs its chains the same way: one per CPU device (the device count is set
 to the number of cores before JAX starts, as `sim infer` does), several chains one
 after another on each device when there are more chains than devices
-(`inference._bayes.chain_method`). For each seed the whole `MCMC.run` is timed (warmup
+(`inference._chains.chain_method`). For each seed the whole `MCMC.run` is timed (warmup
 and sampling); the first seed of each side includes compilation and is reported apart.
 Each `MCMC.run` traces its sampler anew (and compiles it or loads it from the
 compilation cache), so a run of one warmup step and one draw is timed after each as
@@ -39,7 +39,7 @@ Run: python experiments/benchmarks/bayes_bench.py [--chains 4 --warmup 500 --sam
 40 nats below the main one) whose basin holds the prior median; a chain started there by
 `init_to_median`, as the hand-written models start, can stay in it through 500 warmup
 steps (its minimum ESS then falls to about 10). `sim infer`'s chains start at the best of
-8 optimised points (`inference._bayes.SearchedNUTS`), inside the timed `MCMC.run`.
+8 optimised points (`inference._nuts.SearchedNUTS`), inside the timed `MCMC.run`.
 """
 
 from __future__ import annotations
@@ -75,7 +75,9 @@ import sim  # noqa: E402
 
 sim.configure_jax()  # float64, the compilation cache, XLA's options (as the `sim` command)
 from inference import build_bayes_model  # noqa: E402
-from inference._bayes import chain_method, ess_bulk, nuts_kernel  # noqa: E402
+from inference._chains import chain_method  # noqa: E402
+from inference._diagnostics import ess_bulk  # noqa: E402
+from inference._nuts import nuts_kernel  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "lynx_hare.h5"
 RTOL, ATOL = 1e-6, 1e-5

@@ -48,7 +48,8 @@ jax.config.update("jax_enable_x64", True)
 import sim  # noqa: E402
 
 sim.configure_jax()  # float64, the compilation cache, XLA's options (as the `sim` command)
-from inference._petab import SAME_OPTIMUM, fit_petab, load_petab  # noqa: E402
+from inference._petab import load_petab  # noqa: E402
+from inference._petab_fit import SAME_OPTIMUM, fit_petab  # noqa: E402
 from solvers import OdeSolver  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[2] / "tests" / "data" / "petab"

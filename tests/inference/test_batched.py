@@ -1,4 +1,4 @@
-"""`inference._petab.run_batched`, the loop under every PEtab multistart: each start is a
+"""`inference._lbfgsb.run_batched`, the loop under every PEtab multistart: each start is a
 thread running scipy's L-BFGS-B, the points they ask for evaluated together by one
 vmapped call. The minima are checked against the exact minimum of a quadratic; the
 early ends (a start that raises, an interrupt between rounds) against the threads left
@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from inference import _petab
+from inference import _lbfgsb
 
 CENTRE = np.array([0.3, -1.2, 2.0])
 SCALE = np.array([1.0, 4.0, 0.25])
@@ -26,7 +26,7 @@ def starts(n, seed=0):
 
 
 def test_every_start_reaches_the_exact_minimum():
-    ends, values, success = _petab.minimize_batched(
+    ends, values, success = _lbfgsb.minimize_batched(
         quadratic, starts(4), -5 * np.ones(3), 5 * np.ones(3), max_steps=100
     )
     # (scipy stops at a projected gradient of 1e-5: within 1e-5 / 0.5, the smallest
@@ -39,7 +39,7 @@ def test_every_start_reaches_the_exact_minimum():
 def test_a_start_within_bounds_that_exclude_the_minimum_stops_on_the_bound():
     # (x2 held within [-5, 1]: the minimum along it is the bound, 1, the others free)
     upper = np.array([5.0, 5.0, 1.0])
-    ends, values, _ = _petab.minimize_batched(
+    ends, values, _ = _lbfgsb.minimize_batched(
         quadratic, starts(3), -5 * np.ones(3), upper, max_steps=100
     )
     np.testing.assert_allclose(ends, np.broadcast_to([0.3, -1.2, 1.0], (3, 3)), atol=2e-5)
@@ -58,7 +58,7 @@ def lbfgsb_tasks(points, *, fail_at=None, asks=None):
                     raise ValueError("the model failed")
                 return ask(x)
 
-            return _petab._lbfgsb(counted, points[k], -5 * np.ones(3), 5 * np.ones(3), 100)
+            return _lbfgsb._lbfgsb(counted, points[k], -5 * np.ones(3), 5 * np.ones(3), 100)
 
         return run
 
@@ -69,7 +69,7 @@ def test_a_start_that_raises_ends_the_run_and_leaves_no_thread():
     before = threading.active_count()
     asks = [0] * 4
     with pytest.raises(ValueError, match="the model failed"):
-        _petab.run_batched(quadratic, lbfgsb_tasks(starts(4), fail_at=1, asks=asks), 3)
+        _lbfgsb.run_batched(quadratic, lbfgsb_tasks(starts(4), fail_at=1, asks=asks), 3)
     assert threading.active_count() == before
     # (the others were stopped where they waited: no start ran on to its minimum alone)
     assert asks == [3, 3, 3, 3], asks
@@ -84,6 +84,6 @@ def test_an_interrupt_between_rounds_leaves_no_thread():
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        _petab.run_batched(quadratic, lbfgsb_tasks(starts(3), asks=asks), 3, between=between)
+        _lbfgsb.run_batched(quadratic, lbfgsb_tasks(starts(3), asks=asks), 3, between=between)
     assert threading.active_count() == before
     assert asks == [3, 3, 3]

@@ -15,7 +15,8 @@ from numpyro.infer import MCMC
 
 import sim
 from inference import build_bayes_model, make_problem
-from inference._bayes import ess_bulk, nuts_kernel, r_hat
+from inference._diagnostics import ess_bulk, r_hat
+from inference._nuts import nuts_kernel
 from sim.cli import main
 
 from ..helpers import write_blowup
@@ -268,7 +269,7 @@ def test_sim_fit_then_sim_infer_from_it_match_the_exact_heat_posterior(
     out, err = capsys.readouterr()
     assert info.value.code == 0, err
     # Off a terminal: the chains' plan, then a line per tenth of warmup + samples (the
-    # sampling runs in chunks, `inference._bayes.run_chains`), then the time it took.
+    # sampling runs in chunks, `inference._chains.run_chains`), then the time it took.
     lines = err.strip().splitlines()
     assert lines[0] == "2 chains on one CPU device, one after another", lines
     progress = [line for line in lines if line.startswith(("warmup: ", "sampling: "))]

@@ -13,7 +13,7 @@ import pytest
 
 import sim
 from inference import build_bayes_model
-from inference._bayes import nuts_kernel
+from inference._nuts import nuts_kernel
 from tests.helpers import host_devices
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -103,7 +103,8 @@ def test_no_chain_sticks_on_the_seeds_that_stuck(tmp_path):
     # no divergence, the minimum bulk ESS above 300 (the odeint model's 358-551).
     from numpyro.infer import MCMC
 
-    from inference._bayes import chain_method, ess_bulk
+    from inference._chains import chain_method
+    from inference._diagnostics import ess_bulk
 
     (tmp_path / "c.toml").write_text(LOOSE_LYNX_HARE)
     model, _, section = build_bayes_model(sim.load_config(tmp_path / "c.toml"))

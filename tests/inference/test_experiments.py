@@ -336,7 +336,8 @@ def _petab(folder: Path, data: dict[str, np.ndarray]) -> Path:
 
 @pytest.mark.slow
 def test_the_same_problem_as_experiments_and_as_petab_gives_the_same_estimates(tmp_path):
-    from inference._petab import fit_petab, load_petab
+    from inference._petab import load_petab
+    from inference._petab_fit import fit_petab
     from solvers import OdeSolver
 
     data = _data(tmp_path)

@@ -20,8 +20,9 @@ from scipy import stats
 
 import sim
 from inference import build_bayes_model, build_problem
-from inference._petab import PetabParameter, _negative_log_prior, load_petab
+from inference._petab import load_petab
 from inference._petab_bayes import numpyro_model
+from inference._petab_problem import PetabParameter, _negative_log_prior
 from inference._priors import check_prior, make_distribution
 
 # ----------------------------------------------------------------------------- config priors
@@ -422,7 +423,7 @@ def test_r_hat_and_bulk_ess_are_arviz_s_and_need_four_draws_a_chain():
     # chain neither is estimable (NaN), from 4 on both are.
     import arviz as az
 
-    from inference._bayes import ess_bulk, r_hat
+    from inference._diagnostics import ess_bulk, r_hat
 
     # (odd draw counts too: the chains are split before they are ranked, so the middle
     # draw takes no part. On 4 draws a chain the two ESS estimators' treatments of so
@@ -442,7 +443,8 @@ def test_r_hat_and_bulk_ess_are_arviz_s_and_need_four_draws_a_chain():
 def test_petab_prior_parameters_out_of_their_range_are_refused():
     # A uniform prior needs lower < upper (equal bounds too are no interval); every other
     # prior a positive scale; the rest are accepted as written.
-    from inference._petab import PetabError, _prior_of
+    from inference._petab import PetabError
+    from inference._petab_problem import _prior_of
 
     for kind, text in (
         ("uniform", "2;1"),

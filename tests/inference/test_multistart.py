@@ -15,9 +15,10 @@ from distributed import LocalCluster
 
 import sim
 import sim._distributed
-from inference import _fit, _petab
+from inference import _fit, _petab, _petab_files, _petab_fit
 from inference._multistart import blocks
-from inference._petab import fit_petab, load_petab
+from inference._petab import load_petab
+from inference._petab_fit import fit_petab
 from solvers import OdeSolver
 from tests.helpers import cli, host_devices
 
@@ -68,10 +69,10 @@ def test_petab_starts_run_in_blocks_on_a_dask_cluster(tmp_path, threads):
     lower, upper = problem.bounds()
     points = qmc.scale(qmc.LatinHypercube(d=2, seed=0).random(4), lower, upper)
     points[0] = problem.nominal()
-    digest = _petab.files_digest(yaml.resolve())
+    digest = _petab_files.files_digest(yaml.resolve())
     ends = np.concatenate(
         [
-            _petab.fit_block(str(yaml.resolve()), digest, TSIT5, points[b], 1000)[0]
+            _petab_fit.fit_block(str(yaml.resolve()), digest, TSIT5, points[b], 1000)[0]
             for b in (slice(0, 2), slice(2, 4))
         ]
     )
@@ -328,7 +329,7 @@ def test_a_worker_that_fails_fails_the_fit_with_nothing_written(
     def broken(*args):
         raise RuntimeError("the worker ran out of memory")
 
-    monkeypatch.setattr(_petab, "fit_block", broken)
+    monkeypatch.setattr(_petab_fit, "fit_block", broken)
     monkeypatch.setattr(_fit, "worker_starts", broken)
     before = only(inputs)
     for command in (PETAB, CONFIG):
@@ -347,7 +348,7 @@ def test_a_worker_that_reads_other_files_refuses_its_block(inputs):
     # workers see another copy): one line naming the file.
     yaml = inputs / "decay" / "decay.yaml"
     with pytest.raises(_petab.PetabError, match="differ from those the fit was started with"):
-        _petab.fit_block(str(yaml), "0" * 64, TSIT5, np.zeros((1, 2)), 10)
+        _petab_fit.fit_block(str(yaml), "0" * 64, TSIT5, np.zeros((1, 2)), 10)
     config = sim.load_config(inputs / "decay.toml")
     with pytest.raises(sim.DataError, match="differ from those the fit was started with"):
         _fit.worker_starts(

@@ -1,4 +1,4 @@
-"""NUTS in chunks (`inference._bayes.run_chains`): the draws of NumPyro's MCMC.run, two
+"""NUTS in chunks (`inference._chains.run_chains`): the draws of NumPyro's MCMC.run, two
 programs without host callbacks that the persistent cache keeps, progress and a safe
 point between chunks, and a chain without a valid start."""
 
@@ -15,7 +15,7 @@ import numpyro.distributions as dist
 import pytest
 from numpyro.infer import NUTS
 
-from inference._bayes import NoValidStart, _OnDevices, chain_programs, chunk_length, run_chains
+from inference._chains import NoValidStart, _OnDevices, chain_programs, chunk_length, run_chains
 from sim import _cache, _interrupt
 from tests.helpers import host_devices
 
@@ -56,7 +56,7 @@ import sys
 import jax
 from numpyro.infer import MCMC, NUTS
 jax.config.update("jax_enable_x64", True)
-from inference._bayes import chain_method, run_chains
+from inference._chains import chain_method, run_chains
 
 divergent = 0
 for chains in (int(a) for a in sys.argv[1:] if a.isdigit()):
@@ -124,7 +124,7 @@ _ANY_DEVICES = (
 import jax
 from numpyro.infer import MCMC, NUTS
 jax.config.update("jax_enable_x64", True)
-from inference._bayes import _OnDevices, run_chains
+from inference._chains import _OnDevices, run_chains
 
 assert jax.local_device_count() == 4
 # (NumPyro's chains one after another: started op by op, their draws part from a compiled
@@ -287,7 +287,7 @@ def test_models_solved_by_an_implicit_method_keep_their_chains_on_one_device(tmp
     # nor in a chain's start compiled by jax.jit (a tracer escapes the kernel's init):
     # sim infer of a PEtab problem (Kvaerno5 by default) on two CPU devices ended in an
     # internal error. Its chains now run vectorised on one device.
-    from inference._bayes import spreads
+    from inference._chains import spreads
     from solvers import OdeSolver
 
     assert spreads([OdeSolver(method="tsit5"), OdeSolver(method="dopri5")])

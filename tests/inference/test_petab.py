@@ -293,8 +293,8 @@ def test_the_posterior_density_is_likelihood_times_priors_within_the_bounds(boeh
 
     from numpyro.infer.util import log_density
 
-    from inference._petab import PetabProblem
     from inference._petab_bayes import numpyro_model
+    from inference._petab_problem import PetabProblem
 
     problem = copy.copy(boehm[0])
 
@@ -351,7 +351,7 @@ def test_conditions_simulated_in_a_loop_give_the_batched_objective_and_gradient(
     the batch's."""
     import runpy
 
-    import inference._petab as petab_module
+    import inference._petab_objective as petab_module
     from solvers import OdeSolver
 
     folder = tmp_path / "decay"

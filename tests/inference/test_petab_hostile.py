@@ -11,7 +11,9 @@ import numpy as np
 import pytest
 
 import sim._limits
-from inference._petab import PetabError, files_digest, fit_block, load_petab
+from inference._petab import PetabError, load_petab
+from inference._petab_files import files_digest
+from inference._petab_fit import fit_block
 from tests.helpers import cli
 from tests.sim.test_hostile import LV_FIT, write_observations
 

@@ -1,4 +1,4 @@
-"""PEtab multistart fits keep a checkpoint (`inference._petab.StartLog`): SIGINT or
+"""PEtab multistart fits keep a checkpoint (`inference._lbfgsb.StartLog`): SIGINT or
 SIGTERM stops `sim fit PROBLEM.yaml --starts N` with one line, the exit code of the
 signal and no output, and `--resume` ends with the per-start objectives and estimates of
 an uninterrupted fit, bit for bit; a checkpoint of other work, or a damaged one, is
@@ -27,8 +27,9 @@ import numpy as np
 import pytest
 
 import inference
-from inference import _checkpoint, _petab
-from inference._petab import fit_petab, load_petab
+from inference import _checkpoint, _lbfgsb, _petab, _petab_fit
+from inference._petab import load_petab
+from inference._petab_fit import fit_petab
 from tests.helpers import cli
 
 from .test_multistart import TSIT5, decay_problem
@@ -67,7 +68,7 @@ def counting(problem):
     """The rounds of batched evaluations of `problem`'s fits within the block (a list
     that grows by one per round)."""
     rounds = []
-    original, target = _petab._batched, problem.value_and_grad(with_priors=True)
+    original, target = _lbfgsb._batched, problem.value_and_grad(with_priors=True)
 
     def batched(fn):
         compiled = original(fn)
@@ -76,7 +77,7 @@ def counting(problem):
         return lambda x: (rounds.append(1), compiled(x))[1]
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(_petab, "_batched", batched)
+        patch.setattr(_lbfgsb, "_batched", batched)
         yield rounds
 
 
@@ -129,16 +130,16 @@ def starts_of(path) -> dict[str, bytes]:
     return out
 
 
-def saved_starts(problem, folder: Path) -> _petab.StartLog:
+def saved_starts(problem, folder: Path) -> _lbfgsb.StartLog:
     """The starts the checkpoint of out.h5 holds (read as a resume reads them)."""
-    text = _petab._fit_description(problem, STARTS, 0, 1000)
+    text = _petab_fit._fit_description(problem, STARTS, 0, 1000)
     ck = _checkpoint.Checkpointer(
         _checkpoint.checkpoint_path(folder / "out.h5"),
         _checkpoint.fingerprint(text),
         config=text,
         resume=True,
     )
-    return _petab.StartLog(STARTS, len(problem.estimated), ck)
+    return _lbfgsb.StartLog(STARTS, len(problem.estimated), ck)
 
 
 # With -m slow (a fit process signalled, then resumed: 12 s): by default a `sim fit`
@@ -251,7 +252,7 @@ def test_a_checkpoint_of_other_work_is_refused_and_left_as_it_was(work, capsys, 
         "(starts: stored 5, now 4)",
     )
     unchanged()
-    with pytest.raises(_petab.InputError, match=r"\(seed: stored 0, now 1\)"):
+    with pytest.raises(_petab_fit.InputError, match=r"\(seed: stored 0, now 1\)"):
         fit_petab(problem, starts=STARTS, seed=1, output="out.h5", resume=True)
     unchanged()
     measurements = problem.path.parent / "measurements.tsv"
@@ -389,7 +390,7 @@ def test_a_resumed_start_is_handed_its_stored_evaluations_then_live_ones():
     # Replay: the stored (value, gradient) of each point the start asks for again, without
     # an evaluation; a point past the log, or one that differs from the stored one, is
     # evaluated live and logged (the rest of the log dropped).
-    starts = _petab.StartLog(2, 2)
+    starts = _lbfgsb.StartLog(2, 2)
     x0, x1, x2 = np.array([0.1, 0.2]), np.array([0.3, 0.4]), np.array([0.5, 0.6])
     stored = [(x0, 1.5, np.array([0.25, -0.5])), (x1, 0.75, np.array([0.125, 0.0625]))]
     calls = []

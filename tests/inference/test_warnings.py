@@ -9,7 +9,7 @@ import h5py
 import numpy as np
 import pytest
 
-from inference._bayes import ess_tail, sampling_warnings, summarise
+from inference._diagnostics import ess_tail, sampling_warnings, summarise
 from inference._fit import Free, fit_warnings
 from tests.helpers import cli_out as cli, host_devices
 

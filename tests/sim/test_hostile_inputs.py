@@ -17,7 +17,7 @@ import jax
 import numpy as np
 import pytest
 
-from inference._bayes import ess_bulk, summarise
+from inference._diagnostics import ess_bulk, summarise
 from inference._priors import outside_allowed, support_conflict
 from sim._config import SEED_MAX, seed_problem
 from sim._errors import DataError

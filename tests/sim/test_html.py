@@ -8,8 +8,9 @@ import jax.numpy as jnp
 import numpy as np
 
 import sim
-from inference._bayes import PosteriorResult, summarise
+from inference._bayes import PosteriorResult
 from inference._data import Observations
+from inference._diagnostics import summarise
 from inference._fit import FitResult
 
 
