@@ -130,6 +130,7 @@ GENERIC = (
     "sim/_stream.py",
     "sim/_unfinished.py",
     "sim/_sweep.py",
+    "sim/_sweep_checkpoint.py",
     "sim/_sweep_spec.py",
     "sim/_sweep_store.py",
     "sim/_config.py",
