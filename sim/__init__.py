@@ -45,8 +45,8 @@ from ._xdmf import write_xdmf as write_xdmf  # noqa: E402
 
 # Imported when first used: sweeps, and the PDE family's stepper.
 _DEFERRED = {
-    "SpectralStepper": "._pde",
-    "spectral_stepper": "._pde",
+    "SpectralStepper": "._pde_solve",
+    "spectral_stepper": "._pde_solve",
     "SweepResult": "._sweep",
     "sweep": "._sweep",
 }

@@ -1,8 +1,9 @@
 """What `sim models` tells of a model: its family, parameters, options, state or
 configuration defaults and observables, as plain text in a dict (`entry`).
 
-The built-in models' entries are kept in `sim/_model_table.py`, written from the models
-themselves by `python -m sim._catalogue`, so that `sim models` and `sim models NAME`
+The built-in models' entries are kept in `sim/_model_table.py` (one module of entries per
+family beside it, `sim/_model_table_ode.py`, ...), written from the models themselves by
+`python -m sim._catalogue`, so that `sim models` and `sim models NAME`
 answer without importing JAX or the models. The models stay the one source of truth:
 `tests/sim/test_catalogue.py` checks that the table equals what `entry` makes of every
 built-in model. This module imports nothing heavy; `entry` reads a model it is handed.
@@ -21,7 +22,7 @@ TABLE = Path(__file__).with_name("_model_table.py")
 
 # The `[system]` keys of a particle (MD) config, with their defaults, units and meaning
 # (reduced units: lengths in sigma, energies in epsilon). The MD family reads them
-# (`sim._md`); tests/sim/test_catalogue.py checks the keys and the defaults against it.
+# (`sim._md_config`); tests/sim/test_catalogue.py checks the keys and the defaults against it.
 SYSTEM_KEYS: tuple[tuple[str, str, str, str], ...] = (
     (
         "lattice",
@@ -215,14 +216,35 @@ def built_in() -> dict[str, dict[str, Any]]:
     return out
 
 
+# How the module of each family's entries names the family.
+_FAMILY_NAMES = {"md": "molecular dynamics (MD)"}
+
+
 def write_table(path: Path = TABLE) -> None:
-    """Write the built-in models' entries to `path` (a Python module holding `MODELS`)."""
-    text = (
-        '"""The built-in models as `sim models` shows them, written by `python -m sim._catalogue`\n'
-        'from the models themselves (do not edit; tests/sim/test_catalogue.py checks it)."""\n\n'
-        f"MODELS = {pprint.pformat(built_in(), width=110, sort_dicts=False)}\n"
+    """Write the built-in models' entries to `path` (a Python module holding `MODELS`,
+    by name) and, beside it, one module of entries per family (`_model_table_ode.py`,
+    ...) that it gathers."""
+    models = built_in()
+    families = sorted({e["family"] for e in models.values()})
+    for family in families:
+        entries = {name: e for name, e in models.items() if e["family"] == family}
+        what = _FAMILY_NAMES.get(family, family.upper())
+        path.with_name(f"{path.stem}_{family}.py").write_text(
+            f'"""The built-in {what} models as `sim models` shows them, written by\n'
+            "`python -m sim._catalogue` from the models themselves (do not edit;\n"
+            'tests/sim/test_catalogue.py checks it)."""\n\n'
+            f"MODELS = {pprint.pformat(entries, width=110, sort_dicts=False)}\n"
+        )
+    imports = "".join(
+        f"from .{path.stem}_{family} import MODELS as _{family.upper()}\n" for family in families
     )
-    path.write_text(text)
+    gathered = ", ".join(f"**_{family.upper()}" for family in families)
+    path.write_text(
+        '"""The built-in models as `sim models` shows them, by name: the entries of each '
+        "family's\nmodule, written by `python -m sim._catalogue` from the models themselves "
+        '(do not edit;\ntests/sim/test_catalogue.py checks it)."""\n\n'
+        f"{imports}\nMODELS = dict(sorted({{{gathered}}}.items()))\n"
+    )
 
 
 if __name__ == "__main__":

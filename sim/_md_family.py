@@ -1,7 +1,7 @@
 """The MD family's declaration: its name, its `[system]` section, `[time]` keys and
-`[checks]`, and its built-in models by name. Its numerics (`sim._md`: systems,
-simulate, configs, runs, sweeps) are imported by the first MD work
-(`sim._family.deferred`)."""
+`[checks]`, and its built-in models by name. Its numerics (`sim._md` and the
+`sim._md_*` modules it imports: systems, simulate, configs, runs, sweeps) are imported by
+the first MD work (`sim._family.deferred`)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """The PDE family's declaration: its name, its `[grid]` section, its `[checks]` and its
-built-in models by name. Its numerics (`sim._pde`: simulate, configs, runs, sweeps) are
-imported by the first PDE work (`sim._family.deferred`)."""
+built-in models by name. Its numerics (`sim._pde` and the `sim._pde_*` modules it imports:
+simulate, configs, runs, sweeps) are imported by the first PDE work
+(`sim._family.deferred`)."""
 
 from __future__ import annotations
 

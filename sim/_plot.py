@@ -280,7 +280,11 @@ def _family(record: Record):
 
 def draw(record: Record, *, title: str | None = None):
     """The figure of one record, chosen by its `format` (H5MD for MD runs)."""
-    from . import _plot_inference as inference_plots, _plot_run as run_plots
+    from . import (
+        _plot_inference as inference_plots,
+        _plot_run as run_plots,
+        _plot_sweep as sweep_plots,
+    )
 
     source = Source(record)
     fmt = record.format
@@ -288,7 +292,7 @@ def draw(record: Record, *, title: str | None = None):
         family = _family(record)
         fig = run_plots.ode(source) if family is None else family.draw_run(source)
     elif fmt == "simjax.sweep":
-        fig = inference_plots.sweep(source)
+        fig = sweep_plots.sweep(source)
     elif fmt == "simjax.fit":
         fig = inference_plots.fit(source)
     elif fmt == "simjax.posterior":

@@ -300,33 +300,7 @@ def md(src: Source):
         "length": "",
         "time": "",
     }
-    # An H5MD file may hold positions only (an empty or absent /observables).
-    observables = src.lookup("observables") if src.has("observables") else {}
-    observables = dict(observables) if isinstance(observables, dict) else {}
-    particles = (
-        src.lookup("particles/all/position/value").shape[1]
-        if src.has("particles/all/position/value")
-        and np.ndim(src.lookup("particles/all/position/value")) == 3
-        else None
-    )
-    series = {}
-    for name, node in observables.items():
-        if not isinstance(node, dict) or "value" not in node or name == "rdf":
-            continue
-        value = src.values(node["value"], f"observables/{name}/value", min_ndim=1)
-        if value.ndim != 1:
-            continue
-        time = (
-            src.values(node["time"], f"observables/{name}/time", ndim=1)
-            if "time" in node
-            else np.arange(len(value), dtype=float)
-        )
-        src.check_length(
-            f"observables/{name}/value", value, len(time), "one value per entry of its time"
-        )
-        if name in _ENERGIES and particles:
-            value = value / particles
-        series[name] = (time, value)
+    series, particles = _md_series(src)
     rdf = _stored_rdf(src) or _rdf(src)
     panels = [
         p
@@ -390,6 +364,39 @@ def md(src: Source):
         ax.set_ylabel("g(r)")
         ax.set_title(title, fontsize=9)
     return fig
+
+
+def _md_series(src: Source) -> tuple[dict, int | None]:
+    """The scalar observables of an MD run file, each (time, value) (energies per
+    particle), and the number of particles (None: no positions)."""
+    # An H5MD file may hold positions only (an empty or absent /observables).
+    observables = src.lookup("observables") if src.has("observables") else {}
+    observables = dict(observables) if isinstance(observables, dict) else {}
+    particles = (
+        src.lookup("particles/all/position/value").shape[1]
+        if src.has("particles/all/position/value")
+        and np.ndim(src.lookup("particles/all/position/value")) == 3
+        else None
+    )
+    series = {}
+    for name, node in observables.items():
+        if not isinstance(node, dict) or "value" not in node or name == "rdf":
+            continue
+        value = src.values(node["value"], f"observables/{name}/value", min_ndim=1)
+        if value.ndim != 1:
+            continue
+        time = (
+            src.values(node["time"], f"observables/{name}/time", ndim=1)
+            if "time" in node
+            else np.arange(len(value), dtype=float)
+        )
+        src.check_length(
+            f"observables/{name}/value", value, len(time), "one value per entry of its time"
+        )
+        if name in _ENERGIES and particles:
+            value = value / particles
+        series[name] = (time, value)
+    return series, particles
 
 
 def _stored_rdf(src: Source):

@@ -45,7 +45,7 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import h5py
 import numpy as np
@@ -460,11 +460,20 @@ def stream(
         return _stream(plan, path, resume, checkpoint_every, checkpoint_seconds, progress)
 
 
-def _stream(
-    plan: RunPlan, path: Path, resume: bool, checkpoint_every, checkpoint_seconds, progress
-) -> Streamed:
+class _Start(NamedTuple):
+    """Where a streamed run starts: afresh (frame 0) or from its last checkpoint."""
+
+    resume: bool
+    identity: InputIdentity
+    state: PyTree
+    frame: int
+    resumed_from: int | None
+
+
+def _start(plan: RunPlan, path: Path, resume: bool, frames: int) -> _Start:
+    """The engine's state to stream from, after the output's unfinished files are checked
+    (`check_start`): the checkpoint's with `resume`, else the engine's first."""
     engine = plan.engine
-    frames = len(engine.times) - 1
     partial = partial_path(path)
     if not checkpoint_path(path).exists() and _unfinished_run(partial):
         # Stopped before its first checkpoint (killed, or the machine went down): it holds
@@ -475,18 +484,34 @@ def _stream(
         resume = False
     identity = plan.identity()
     check_start(path, plan.config, resume, identity)
-    resumed_from = None
     if resume:
         checkpoint = read_checkpoint(path, plan.config, frames, identity)
         template = engine.restore(checkpoint.meta)
         state = checkpoint.state(template, checkpoint_path(path))
-        k0 = checkpoint.frame
-        resumed_from = k0
-    else:
-        with contextlib.suppress(FileNotFoundError):
-            checkpoint_path(path).unlink()  # of an earlier run whose partial file is gone
-        state = engine.start()
-        k0 = 0
+        return _Start(resume, identity, state, checkpoint.frame, checkpoint.frame)
+    with contextlib.suppress(FileNotFoundError):
+        checkpoint_path(path).unlink()  # of an earlier run whose partial file is gone
+    return _Start(resume, identity, engine.start(), 0, None)
+
+
+def _check_disk(path: Path, rows: dict, frames: int) -> None:
+    """Raise InputError when the output of `frames` + 1 frames like the first chunk's
+    `rows` would not fit on the disk of `path`."""
+    per_frame = sum(np.asarray(v).nbytes / max(np.asarray(v).shape[0], 1) for v in rows.values())
+    problem = disk_problem(
+        path.parent, per_frame * (frames + 1), f"the output of {frames + 1:,} frames"
+    )
+    if problem:
+        raise InputError(path, "", problem)
+
+
+def _stream(
+    plan: RunPlan, path: Path, resume: bool, checkpoint_every, checkpoint_seconds, progress
+) -> Streamed:
+    engine = plan.engine
+    frames = len(engine.times) - 1
+    partial = partial_path(path)
+    resume, identity, state, k0, resumed_from = _start(plan, path, resume, frames)
     every = None if checkpoint_every is None else max(1, int(checkpoint_every))
     seconds = (
         checkpoint_seconds
@@ -528,14 +553,7 @@ def _stream(
             state, rows = engine.advance(state, k, n)
             plan.check(rows, k)  # before the chunk is written or checkpointed
             if f is None:
-                per_frame = sum(
-                    np.asarray(v).nbytes / max(np.asarray(v).shape[0], 1) for v in rows.values()
-                )
-                problem = disk_problem(
-                    path.parent, per_frame * (frames + 1), f"the output of {frames + 1:,} frames"
-                )
-                if problem:
-                    raise InputError(path, "", problem)
+                _check_disk(path, rows, frames)
                 f = h5py.File(partial, "w")
                 created = True
                 plan.sink.create(f, rows)
@@ -573,17 +591,7 @@ def _stream(
         raise
     except OSError as e:
         _close(f)
-        reason = " ".join((e.strerror or str(e)).split())  # (HDF5 texts span lines)
-        if checkpoint_path(path).exists():
-            raise StorageError(
-                f"{path}: cannot write the run ({reason}); the frames up to the last checkpoint "
-                f"are kept in {partial}: "
-                "fix the cause and continue with --resume"
-            ) from None
-        if created:
-            with contextlib.suppress(FileNotFoundError):
-                partial.unlink()
-        raise StorageError(f"{path}: cannot write the run ({reason}); nothing was kept") from None
+        raise _storage_error(e, path, partial, created) from None
     except BaseException:
         _close(f)
         if created and not checkpoint_path(path).exists():
@@ -594,6 +602,23 @@ def _stream(
         checkpoint_path(path).unlink()
     _remove_stale(path)
     return Streamed(path=path, frames=frames, resumed_from=resumed_from, stats=stats)
+
+
+def _storage_error(e: OSError, path: Path, partial: Path, created: bool) -> StorageError:
+    """The error of a run whose output could not be written: the partial file is kept
+    for --resume where a checkpoint is, and removed (if this run created it) where none
+    is."""
+    reason = " ".join((e.strerror or str(e)).split())  # (HDF5 texts span lines)
+    if checkpoint_path(path).exists():
+        return StorageError(
+            f"{path}: cannot write the run ({reason}); the frames up to the last checkpoint "
+            f"are kept in {partial}: "
+            "fix the cause and continue with --resume"
+        )
+    if created:
+        with contextlib.suppress(FileNotFoundError):
+            partial.unlink()
+    return StorageError(f"{path}: cannot write the run ({reason}); nothing was kept")
 
 
 def _close(f) -> None:

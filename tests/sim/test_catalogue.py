@@ -9,7 +9,7 @@ import sys
 import pytest
 
 import sim
-from sim import _catalogue, _md
+from sim import _catalogue, _md_config
 from sim._model_table import MODELS
 from tests.helpers import cli_out as cli
 
@@ -20,7 +20,7 @@ def test_table_equals_what_the_models_declare():
 
 
 def test_system_keys_are_the_md_familys():
-    assert set(k for k, *_ in _catalogue.SYSTEM_KEYS) == set(_md._SYSTEM_KEYS)
+    assert set(k for k, *_ in _catalogue.SYSTEM_KEYS) == set(_md_config._SYSTEM_KEYS)
 
 
 def test_system_defaults_are_what_a_config_without_them_gets(tmp_path):
@@ -37,7 +37,7 @@ def test_system_defaults_are_what_a_config_without_them_gets(tmp_path):
     systems = []
     for i, text in enumerate((base, explicit)):
         (tmp_path / f"c{i}.toml").write_text(text)
-        system, seed = _md._md_system(sim.load_config(tmp_path / f"c{i}.toml"), float)
+        system, seed = _md_config._md_system(sim.load_config(tmp_path / f"c{i}.toml"), float)
         systems.append(
             (
                 system.position.shape,

@@ -1,0 +1,122 @@
+"""The commands that simulate: `sim sweep` (every point of a [sweep]) and `sim run` (one
+run streamed to its file)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from .._errors import shown
+from .._progress import Clock
+from ._app import Quiet, Sets, _Command, app
+from ._engine import engine
+from ._outputs import output_path, writing
+
+
+@app.command(cls=_Command)
+def sweep(
+    config: Annotated[Path, typer.Argument(help="TOML config with a [sweep] section.")],
+    output: Annotated[
+        Optional[Path], typer.Option("-o", "--output", help="Output HDF5 sweep file.")
+    ] = None,
+    resume: Annotated[
+        bool, typer.Option("--resume", help="Continue the unfinished sweep of the output file.")
+    ] = False,
+    devices: Annotated[
+        Optional[int],
+        typer.Option("--devices", help="Use the first N local devices (default: all)."),
+    ] = None,
+    scheduler: Annotated[
+        Optional[str],
+        typer.Option(
+            "--scheduler",
+            help="Dask scheduler address, or local:N for a local cluster of N workers.",
+        ),
+    ] = None,
+    set_: Sets = None,
+    quiet: Quiet = False,
+) -> None:
+    """Run every point of CONFIG's [sweep], batched and sharded, into one HDF5 file."""
+    engine()
+    from .._config import load_config
+    from .._sweep import execute
+    from .._sweep_store import partial_path
+
+    cfg = load_config(config, set_ or [])
+    path = output_path(cfg, output)
+    with writing(path, "sweep", partial_path(path), resume, quiet) as resume, Clock() as clock:
+        summary, _ = execute(
+            cfg, path, resume=resume, devices=devices, scheduler=scheduler, progress=not quiet
+        )
+    if not quiet:
+        resumed = f", {summary.resumed_runs} resumed" if summary.resumed_runs else ""
+        print(
+            f"wrote {shown(summary.path)}: {summary.runs} runs ({summary.ok} ok, {summary.failed} "
+            f"failed{resumed}); {clock.summary(f'{summary.runs:,} runs')}",
+            file=sys.stderr,
+        )
+        for line in summary.failure_lines():
+            print(f"  {line}", file=sys.stderr)
+
+
+@app.command(cls=_Command)
+def run(
+    config: Annotated[Path, typer.Argument(help="TOML config file.")],
+    output: Annotated[
+        Optional[Path], typer.Option("-o", "--output", help="Output HDF5 file.")
+    ] = None,
+    resume: Annotated[
+        bool,
+        typer.Option(
+            "--resume",
+            help="Continue the unfinished run of the output file from its last checkpoint.",
+        ),
+    ] = False,
+    set_: Sets = None,
+    quiet: Quiet = False,
+    xdmf: Annotated[
+        bool,
+        typer.Option(
+            "--xdmf",
+            help="PDE runs: also write an XDMF sidecar (OUT.xdmf) for ParaView and VisIt ([output] "
+            "xdmf).",
+        ),
+    ] = False,
+) -> None:
+    """Run the simulation CONFIG describes, streaming it to an HDF5 file chunk by chunk
+    with checkpoints ([output] chunk, checkpoint_every); --resume continues a run that
+    was stopped."""
+    engine()
+    from .._config import load_config
+    from .._run import run as run_config
+    from .._stream import partial_path
+
+    # (--xdmf is [output] xdmf = true, after any --set)
+    cfg = load_config(config, [*(set_ or []), *(["output.xdmf=true"] if xdmf else [])])
+    path = output_path(cfg, output)
+    with writing(path, "run", partial_path(path), resume, quiet) as resume, Clock() as clock:
+        done = run_config(cfg, progress=not quiet, output=path, resume=resume)
+    if not quiet:
+        resumed = (
+            f", resumed from frame {done.resumed_from}" if done.resumed_from is not None else ""
+        )
+        steps = (
+            f"{done.stats.get('num_steps', 0):,} steps "
+            f"({done.frames + 1 - (done.resumed_from or 0):,} frames written)"
+        )
+        if done.stats.get("devices", 1) > 1:
+            steps += f" on {done.stats['devices']} CPU devices, the particles split between them"
+        print(
+            f"wrote {shown(done.path)}: {cfg.spec.model.name}{resumed}; {clock.summary(steps)}",
+            file=sys.stderr,
+        )
+        if cfg.spec.output.xdmf:
+            from .._xdmf import sidecar_path
+
+            print(
+                f"wrote {shown(sidecar_path(done.path))} (XDMF, for ParaView and VisIt)",
+                file=sys.stderr,
+            )
