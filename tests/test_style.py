@@ -1,7 +1,9 @@
 """The repository's style, checked: ruff's formatting and lint rules (pyproject.toml,
 [tool.ruff]) pass, and no line of a tracked .py file is over 100 characters (files given
-an E501 exception in pyproject.toml only inside multi-line strings, text kept as it is)."""
+an E501 exception in pyproject.toml only inside multi-line strings, text kept as it is), and
+no module of the packages is over 800 lines, no function over 100."""
 
+import ast
 import importlib.util
 import io
 import shutil
@@ -91,3 +93,43 @@ def test_no_line_is_over_100_characters():
             rows = [i for i in rows if i not in inside]
         too_long += [f"{name}:{i}" for i in rows]
     assert not too_long, f"lines over {LIMIT} characters: {too_long}"
+
+
+PACKAGES = ("sim", "solvers", "physics", "inference")
+MODULE_LIMIT = 800
+FUNCTION_LIMIT = 100
+
+
+def package_modules() -> list[Path]:
+    return [p for p in python_files() if p.is_file() and p.relative_to(ROOT).parts[0] in PACKAGES]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="inference/_fit.py and the SBML importer are still over the limits; so are five solver kernels' functions",
+)
+def test_no_module_of_the_packages_is_over_800_lines():
+    too_long = {}
+    for path in package_modules():
+        lines = path.read_text(encoding="utf-8").count("\n")
+        if lines > MODULE_LIMIT:
+            too_long[path.relative_to(ROOT).as_posix()] = lines
+    assert not too_long, f"modules over {MODULE_LIMIT} lines: {too_long}"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="inference/_fit.py and the SBML importer are still over the limits; so are five solver kernels' functions",
+)
+def test_no_function_of_the_packages_is_over_100_lines():
+    """Every def, nested ones on their own, from its first line to its last."""
+    too_long = []
+    for path in package_modules():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                length = node.end_lineno - node.lineno + 1
+                if length > FUNCTION_LIMIT:
+                    name = path.relative_to(ROOT).as_posix()
+                    too_long.append(f"{name}:{node.lineno} {node.name} ({length} lines)")
+    assert not too_long, f"functions over {FUNCTION_LIMIT} lines: {too_long}"
