@@ -221,7 +221,11 @@ def _setup_spectral(model: SpectralPdeModel, config: Config) -> Setup:
     except (TypeError, ValueError) as e:
         raise config.error("solver", str(e).splitlines()[0]) from None
     u0 = _initial(config, model, params)
-    resolved_solver = {"method": method, "dtype": solver.dtype}
+    return _setup(config, model, params, u0, t, solver, {"method": method, "dtype": solver.dtype})
+
+
+def _setup(config: Config, model, params: dict, u0, t, solver, resolved_solver: dict) -> Setup:
+    """The set-up of a PDE run, with the solver keys it resolved and its `[checks]`."""
     checks = PDE.resolve_checks(config, what="PDE runs")
     return Setup(
         model=model,
@@ -320,15 +324,7 @@ def _setup_grid(model: GridPdeModel, config: Config) -> Setup:
     if not solver.adaptive:
         _check_explicit_step(config, model, params, solver, u0)
     resolved_solver = {k: v for k, v in options.items() if k not in ("dt0", "adaptive")}
-    checks = PDE.resolve_checks(config, what="PDE runs")
-    return Setup(
-        model=model,
-        params=params,
-        initial=u0,
-        t=jnp.asarray(t),
-        solver=solver,
-        resolved={"params": params, "solver": resolved_solver, "checks": checks},
-    )
+    return _setup(config, model, params, u0, t, solver, resolved_solver)
 
 
 _TEXT_GRID_KEYS = ("points", "domain", "boundary", "boundary_value")
