@@ -169,8 +169,14 @@ def differences(old: dict[str, dict], new: dict[str, dict], rtol: float) -> list
 
 def cli(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("action", choices=["record", "check"])
-    parser.add_argument("digests", type=Path)
+    parser.add_argument("action", nargs="?", default="check", choices=["record", "check"])
+    parser.add_argument(
+        "digests",
+        nargs="?",
+        type=Path,
+        default=HERE / "example_digests.json",
+        help="the digests file (default: experiments/example_digests.json)",
+    )
     parser.add_argument("only", nargs="*", help="run only the examples whose name contains one")
     parser.add_argument(
         "--rtol",

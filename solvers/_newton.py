@@ -40,7 +40,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optimistix as optx
-from jaxtyping import PyTree, Scalar
+from jaxtyping import PyTree, Scalar, ScalarLike
 
 #: The largest state (in numbers) whose stages are solved by Newton's method; Bachmann_MSB2011
 #: (25 species) is solved 2.8x faster by Newton than by the chord method, Chen_MSB2009 (500)
@@ -51,6 +51,11 @@ NEWTON_MAX_STATES = 64
 class StageNewton(optx.Newton):
     """optimistix's Newton with its residual test (`cauchy_termination=True`) and the
     contraction-rate test of `kappa` both able to end the iterations."""
+
+    # (diffrax fills the tolerances in from the step controller's, which are traced
+    # when a compiled simulation takes them as arguments)
+    rtol: ScalarLike
+    atol: ScalarLike
 
     def terminate(self, fn, y, args, options, state, tags):
         done, result = super().terminate(fn, y, args, options, state, tags)
@@ -78,6 +83,9 @@ class StageChord(diffrax.VeryChord):
     """diffrax's chord method, also ended once a correction is below `kappa` times the
     tolerances (where the rate test stalls at rounding)."""
 
+    rtol: ScalarLike
+    atol: ScalarLike
+
     def terminate(self, fn, y, args, options, state, tags):
         done, result = super().terminate(fn, y, args, options, state, tags)
         small = (
@@ -92,8 +100,8 @@ class StageChord(diffrax.VeryChord):
 class StageRootFinder(optx.AbstractRootFinder):
     """`StageNewton` for states of up to `max_newton` numbers, `StageChord` above."""
 
-    rtol: float
-    atol: float
+    rtol: ScalarLike
+    atol: ScalarLike
     norm: Callable[[PyTree], Scalar] = optx.rms_norm
     kappa: float = 1e-2
     max_newton: int = eqx.field(static=True, default=NEWTON_MAX_STATES)
