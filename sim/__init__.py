@@ -32,21 +32,17 @@ from ._store import Record as Record, read as read  # noqa: E402
 from ._simulate import complete_params as complete_params, simulate as simulate  # noqa: E402
 from ._trajectory import Trajectory as Trajectory  # noqa: E402
 
-# The model families, one registration each (their models are registered with them), in
-# the order messages list the families and their keys. Each family is declared here and
-# its numerics imported by its first work (`sim._family.deferred`).
-from . import _ode_family as _ode_family  # noqa: E402,F401
-from . import _pde_family as _pde_family  # noqa: E402,F401
-from . import _md_family as _md_family  # noqa: E402,F401
-from . import _sde_family as _sde_family  # noqa: E402,F401
+# The model families (their models are registered with them); each family's numerics are
+# imported by its first work.
+from . import families as families  # noqa: E402
 from ._plot import plot as plot  # noqa: E402  (matplotlib is imported when a figure is drawn)
 from ._movie import movie as movie  # noqa: E402  (matplotlib likewise, when a movie is made)
 from ._xdmf import write_xdmf as write_xdmf  # noqa: E402
 
 # Imported when first used: sweeps, and the PDE family's stepper.
 _DEFERRED = {
-    "SpectralStepper": "._pde_solve",
-    "spectral_stepper": "._pde_solve",
+    "SpectralStepper": ".families.pde._solve",
+    "spectral_stepper": ".families.pde._solve",
     "SweepResult": "._sweep",
     "sweep": "._sweep",
 }

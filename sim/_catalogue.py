@@ -22,7 +22,8 @@ TABLE = Path(__file__).with_name("_model_table.py")
 
 # The `[system]` keys of a particle (MD) config, with their defaults, units and meaning
 # (reduced units: lengths in sigma, energies in epsilon). The MD family reads them
-# (`sim._md_config`); tests/sim/test_catalogue.py checks the keys and the defaults against it.
+# (`sim.families.md._config`); tests/sim/test_catalogue.py checks the keys and the defaults
+# against it.
 SYSTEM_KEYS: tuple[tuple[str, str, str, str], ...] = (
     (
         "lattice",

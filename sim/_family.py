@@ -1,15 +1,18 @@
 """Model families: what the front door knows about one kind of model, in one object.
 
-A family (ODE, PDE, MD, ...) is a `Family` subclass registered once with
-`register_family`. `simulate`, `run`, the streaming writer, `sweep`, fits and `plot` find the family
-of a model with `family_of(model)` and call its methods; they hold no family's keys and
-test no model's class. A family overrides what it supports; the defaults say what a
-family without it cannot do. See docs/architecture.md ("Families") for the recipe.
+A family (ODE, PDE, MD, ...) is a package of `sim.families` whose `Family` subclass is
+registered once with `register_family`. `simulate`, `run`, the streaming writer,
+`sweep`, fits and `plot` find the family of a model with `family_of(model)` and call its
+methods; they hold no family's keys and test no model's class. Every family sets up,
+simulates and plans runs (`Family`'s abstract methods); what only some can do is a
+capability, an abstract class the family also derives from and generic code asks for
+with `isinstance`: `TextModels`, `Events`, `Driven`, `Sweepable`, `Fittable`, `Drawable`.
+See docs/architecture.md ("Families") for the recipe.
 """
 
 from __future__ import annotations
 
-import importlib
+import abc
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from physics import Model
@@ -17,13 +20,15 @@ from solvers import did_you_mean
 
 if TYPE_CHECKING:
     from ._config import Config
+    from ._errors import ConfigError
     from ._run import Setup
     from ._stream import RunPlan
     from ._trajectory import Trajectory
 
 
-class Family:
-    """One kind of model and how the front door runs it.
+class Family(abc.ABC):
+    """One kind of model and how the front door runs it: its configs, `simulate`'s
+    body and the plan of a run from a config.
 
     Class attributes:
         name: short name ("ode", "pde", "md"), used in messages.
@@ -36,40 +41,51 @@ class Family:
         time_keys: keys the family adds to the shared `[time]` section, name ->
             (type, pydantic `Field`).
         checks: the family's `[checks]` bounds, name -> (default, meaning).
+        traced_solver_floats: `simulate` from Python: whether the Python floats among
+            the solver's fields (ODE: rtol, atol, dt0) are arguments of its compiled
+            call, so that a new value does not recompile (the family's solver takes
+            them as traced values).
     """
 
     name: ClassVar[str]
     model_base: ClassVar[type[Model]]
     describes: ClassVar[str]
     sections: ClassVar[dict[str, Any]] = {}
-    #: Fits: whether a run's solver, initial state and save times are compile-time
-    #: constants (MD: the system and its neighbour list shape the program).
-    static_runs: ClassVar[bool] = False
-    #: Fits: why initial values cannot be free (None: they can).
-    no_free_initial: ClassVar[str | None] = None
-    #: `simulate` from Python: whether the Python floats among the solver's fields
-    #: (ODE: rtol, atol, dt0) are arguments of its compiled call, so that a new value
-    #: does not recompile (the family's solver takes them as traced values).
     traced_solver_floats: ClassVar[bool] = False
     time_keys: ClassVar[dict[str, tuple[Any, Any]]] = {}
     checks: ClassVar[dict[str, tuple[float, str]]] = {}
+
+    @abc.abstractmethod
+    def simulate(self, model, params, t, initial, solver, key) -> Trajectory:
+        """The traced body of `sim.simulate` for a model of this family.
+
+        Arguments:
+            model: a model of the family.
+            params: its parameters, complete (name -> value).
+            t: the save times, an array [T].
+            initial: the initial values as the family takes them (arrays).
+            solver: the family's solver.
+            key: a PRNG key, or None for a deterministic family.
+
+        Returns:
+            The `Trajectory` at the save times.
+        """
+
+    @abc.abstractmethod
+    def setup(self, model, config: Config) -> Setup:
+        """Validate a config against the model and build the arguments of `simulate`.
+
+        Raises `ConfigError` naming the key of the first problem."""
+
+    @abc.abstractmethod
+    def plan(self, model, config: Config) -> RunPlan:
+        """The validated run of a config (engine, file layout, result) for `sim run`."""
 
     # -------------------------------------------------------------- configs
     def model_options(self, config: Config) -> dict[str, tuple[str, Any]]:
         """Model options given by the family's own sections (PDE: `[grid]`), option ->
         (config key, value); checked and passed to the model's constructor."""
         return {}
-
-    def text_model(self, config: Config) -> Model | None:
-        """The model a config writes as text in its `[model]` tables, when those tables
-        are this family's (ODE: `states`; SDE: `states` and `noise`; PDE: `fields`);
-        None otherwise. Raises ValueError naming the entry (`states.S`, ...)."""
-        return None
-
-    def with_events(self, model: Model, config: Config) -> Model:
-        """`model` with the config's `[[events]]`; only families whose solvers locate
-        events take them."""
-        raise config.error("events", f"events are for ODE models; {self._ours(config)}")
 
     def refuse_foreign(self, config: Config) -> None:
         """Refuse what belongs to another family: its sections, `[time]` keys and
@@ -88,6 +104,11 @@ class Family:
                     raise config.error(
                         f"time.{key}", f"is for {other.describes}; {self._ours(config)}"
                     )
+
+    def refuse_events(self, config: Config) -> ConfigError:
+        """The error of a config with `[[events]]` for a family that takes none."""
+        takers = " and ".join(f.describes for f in _FAMILIES if isinstance(f, Events))
+        return config.error("events", f"events are for {takers}; {self._ours(config)}")
 
     def _ours(self, config: Config) -> str:
         return f"model {config.spec.model.name!r} is one of the {self.describes}"
@@ -109,38 +130,51 @@ class Family:
                 )
         return {key: given.get(key, self.checks[key][0]) for key in keys}
 
-    # -------------------------------------------------------------- simulate
-    def simulate(self, model, params, t, initial, solver, key) -> Trajectory:
-        """The traced body of `sim.simulate` for a model of this family (params complete,
-        times and initial values already arrays)."""
-        raise TypeError(f"simulate does not know how to run a {type(model).__name__}")
-
-    def drive(self, model, params, t, initial, solver, key) -> Trajectory | None:
-        """How `simulate` runs a model outside jit: None for one compiled call of
-        `simulate` (the default); a family whose buffers may have to grow during a run
-        (MD neighbour lists) compiles chunks itself and returns the trajectory."""
-        return None
-
-    # -------------------------------------------------------------- configs and runs
-    def setup(self, model, config: Config) -> Setup:
-        """Validate a config against the model and build the arguments of `simulate`."""
-        raise config.error("model.name", f"model {model.name!r} cannot be set up from a config")
-
-    def plan(self, model, config: Config) -> RunPlan:
-        """The validated run of a config (engine, file layout, result)."""
-        raise config.error("model.name", f"model {model.name!r} cannot be run from a config")
-
-    # -------------------------------------------------------------- fits
-    def fit_solver(self, s: Setup):
-        """The solver of a compiled fit's runs (MD: a neighbour list sized up front,
-        as it cannot grow inside the compiled loss)."""
-        return s.solver
-
     def observable_shapes(self, model) -> dict[str, tuple[int, ...]]:
         """The shape of each observable at one time (data files give [T, *shape])."""
         return {name: () for name in model.observable_names}
 
-    # -------------------------------------------------------------- sweeps
+
+class TextModels(Family):
+    """A family whose models a config may write as text in its `[model]` tables."""
+
+    @abc.abstractmethod
+    def text_model(self, config: Config) -> Model | None:
+        """The model a config writes as text in its `[model]` tables, when those tables
+        are this family's (ODE: `states`; SDE: `states` and `noise`; PDE: `fields`);
+        None otherwise. Raises ValueError naming the entry (`states.S`, ...)."""
+
+
+class Events(Family):
+    """A family whose solvers locate events: its configs may have `[[events]]`."""
+
+    @abc.abstractmethod
+    def with_events(self, model: Model, config: Config) -> Model:
+        """`model` with the config's `[[events]]`."""
+
+
+class Driven(Family):
+    """A family that runs a simulation from Python itself rather than as one compiled
+    call of `simulate` (MD: its neighbour lists may have to grow during a run, so it
+    compiles chunks and grows them between)."""
+
+    @abc.abstractmethod
+    def drive(self, model, params, t, initial, solver, key) -> Trajectory:
+        """`sim.simulate` outside jit, with `simulate`'s arguments; the trajectory."""
+
+
+class Sweepable(Family):
+    """A family whose runs `sim sweep` batches: one run of a sweep is an engine problem
+    (`sweep_problem`), or a chunk of runs one batched function (`batched`)."""
+
+    @abc.abstractmethod
+    def sweep_problem(self, s: Setup, params: dict, initial: Any, key):
+        """One run of a sweep (`params` and `initial` complete, `key` folded for the run)
+        as an engine problem: `init()`, `advance(state, frames, capacity)` and
+        `num_steps(state)`, as `sim._run.LoopEngine` drives them, traceable in `params`,
+        `initial` and `key`. A sweep chunk advances its runs a few saved frames at a
+        time, checkpointed and interruptible between calls (`sim._sweep_frames`)."""
+
     def sweep_setup(self, config: Config, s: Setup) -> Setup:
         """The set-up as a sweep runs it (failures reported in the result code instead
         of raised; batch-friendly settings); the family may refuse swept keys here."""
@@ -151,18 +185,10 @@ class Family:
         bounds), or None when the family has no bounds beyond finite values."""
         return None
 
-    def sweep_problem(self, s: Setup, params: dict, initial: Any, key):
-        """One run of a sweep (`params` and `initial` complete, `key` folded for the run)
-        as an engine problem: `init()`, `advance(state, frames, capacity)` and
-        `num_steps(state)`, as `sim._run.LoopEngine` drives them, traceable in `params`,
-        `initial` and `key`. A sweep chunk advances its runs a few saved frames at a
-        time, checkpointed and interruptible between calls (`sim._sweep_frames`). A
-        family that can be swept overrides this or `batched`."""
-        return None
-
     def batched(self, s: Setup, save: str):
         """A chunk function that computes a batch of runs at once, faster than
-        advancing `sweep_problem`s (ODE: `solvers.solve_batch`), or None."""
+        advancing `sweep_problem`s (ODE: `solvers.solve_batch`), or None when this
+        set-up has none."""
         return None
 
     def resized(self, s: Setup, size: int) -> Setup:
@@ -176,42 +202,41 @@ class Family:
         neighbour list overflowed, rerun with larger lists)."""
         return values
 
-    # -------------------------------------------------------------- figures
-    def draw_run(self, source):
-        """The figure of a run file of this family (`sim.plot`, `sim plot`; `source` is a
-        `sim._plot.Source`). By default the observables over time."""
-        from ._plot_run import ode
-
-        return ode(source)
-
     def sweep_values(self, value, save: str, label: str):
         """What a sweep figure shows of one observable of every run, from what the file
         holds ([runs, T, ...] for save = "full", [runs, ...] for "final") and its label;
         by default what is stored."""
         return value, label
 
+
+class Fittable(Family):
+    """A family whose runs `sim fit`, `sim infer` and `sim profile` calibrate."""
+
+    #: Whether a run's solver, initial state and save times are compile-time constants
+    #: (MD: the system and its neighbour list shape the program).
+    static_runs: ClassVar[bool] = False
+    #: Why initial values cannot be free (None: they can).
+    no_free_initial: ClassVar[str | None] = None
+
+    def fit_solver(self, s: Setup):
+        """The solver of a compiled fit's runs (MD: a neighbour list sized up front,
+        as it cannot grow inside the compiled loss)."""
+        return s.solver
+
+
+class Drawable(Family):
+    """A family with its own figure of a run file (without it, `sim plot` draws the
+    observables over time)."""
+
+    @abc.abstractmethod
+    def draw_run(self, source):
+        """The figure of a run file of this family (`sim.plot`, `sim plot`; `source` is a
+        `sim._plot.Source`)."""
+
     def recognises(self, record) -> bool:
         """Whether a run file whose model is not registered (an H5MD file of another
         program) has this family's layout, so that `draw_run` can draw it."""
         return False
-
-
-def deferred(module: str, implementation: str, method: str):
-    """A method of a family's declaration that calls `method` of its implementation class
-    (`implementation` in `module`, a subclass of the declaration), importing the module
-    at the first call: a family's name, sections, keys and checks are known as soon as
-    `sim` is imported, its numerics (and their models and solvers) are imported by the
-    first work of that family."""
-
-    def call(self, *args, **kwargs):
-        return getattr(getattr(importlib.import_module(module), implementation), method)(
-            self, *args, **kwargs
-        )
-
-    call.__name__ = call.__qualname__ = method
-    call.__doc__ = f"`{implementation}.{method}` of `{module}`."
-    call.deferred_to = (module, implementation)
-    return call
 
 
 _FAMILIES: list[Family] = []

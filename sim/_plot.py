@@ -269,13 +269,14 @@ def _as_record(result: Any) -> Record:
 def _family(record: Record):
     """The family that draws a run record: the family of the model it names when that
     model is registered, else the first that recognises its layout (None: neither)."""
-    from ._family import families, family_of
+    from ._family import Drawable, families, family_of
     from ._registry import model_class
 
     try:
         return family_of(model_class(str(record.attrs.get("model", ""))))
     except (TypeError, ValueError):
-        return next((f for f in families() if f.recognises(record)), None)
+        drawers = (f for f in families() if isinstance(f, Drawable))
+        return next((f for f in drawers if f.recognises(record)), None)
 
 
 def draw(record: Record, *, title: str | None = None):
@@ -285,12 +286,13 @@ def draw(record: Record, *, title: str | None = None):
         _plot_run as run_plots,
         _plot_sweep as sweep_plots,
     )
+    from ._family import Drawable
 
     source = Source(record)
     fmt = record.format
     if fmt == "simjax.run" or (not fmt and "h5md" in record):
         family = _family(record)
-        fig = run_plots.ode(source) if family is None else family.draw_run(source)
+        fig = family.draw_run(source) if isinstance(family, Drawable) else run_plots.ode(source)
     elif fmt == "simjax.sweep":
         fig = sweep_plots.sweep(source)
     elif fmt == "simjax.fit":

@@ -400,7 +400,7 @@ def _md_series(src: Source) -> tuple[dict, int | None]:
 
 
 def _stored_rdf(src: Source):
-    """The run's time-averaged g(r) (`/observables/rdf`, `sim._md_rdf`), or None."""
+    """The run's time-averaged g(r) (`/observables/rdf`, `sim.families.md._rdf`), or None."""
     if not (src.has("observables/rdf/r") and src.has("observables/rdf/value")):
         return None
     r = src.array("observables/rdf/r", ndim=1)

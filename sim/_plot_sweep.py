@@ -8,6 +8,7 @@ import json
 import numpy as np
 
 from ._errors import DataError
+from ._family import Sweepable
 from ._plot import Source, _family, log_axis, log_spaced, new_figure, pretty
 
 _MAX_PANELS = 6
@@ -143,7 +144,7 @@ def _sweep_summaries(src: Source, t: np.ndarray | None, status: np.ndarray):
             label = f"{'final value' if stat == 'final' else 'time ' + stat} of {meta.label(name)}"
         else:
             value, label = src.values(node, key, min_ndim=1), meta.label(name)
-            if family is not None:
+            if isinstance(family, Sweepable):
                 value, label = family.sweep_values(value, save, label)
             if save == "full" and t is not None and value.ndim >= 2 and value.shape[1] == len(t):
                 if value.ndim == 2:

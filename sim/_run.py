@@ -19,7 +19,7 @@ from solvers import did_you_mean
 
 from ._config import Config
 from ._errors import ConfigError, InputError, SimulationError
-from ._family import families, family_of
+from ._family import Events, TextModels, families, family_of
 from ._identity import config_inputs
 from ._jax_config import warn_if_float32
 from ._limits import memory_problem
@@ -40,7 +40,7 @@ _TEXT_MODEL_KEYS = ("states", "noise", "fields", "parameters", "observables")
 
 def _text_model(config: Config) -> Model:
     """The model a config writes as text in its `[model]` tables: the family whose tables
-    they are builds it (`Family.text_model`)."""
+    they are builds it (`TextModels.text_model`)."""
     spec = config.spec.model
     options = spec.options
     for key in options:
@@ -57,6 +57,8 @@ def _text_model(config: Config) -> Model:
             )
     try:
         for family in families():
+            if not isinstance(family, TextModels):
+                continue
             model = family.text_model(config)
             if model is not None:
                 return model
@@ -129,6 +131,8 @@ def build_model(config: Config) -> Model:
             raise config.error(
                 "events", f"model {config.spec.model.name!r} belongs to no family that takes events"
             ) from None
+        if not isinstance(family, Events):
+            raise family.refuse_events(config)
         model = family.with_events(model, config)
     return model
 
@@ -329,7 +333,7 @@ class Setup:
 
     Sweeps batch `simulate(setup.model, params, setup.t, initial=..., solver=setup.solver,
     key=setup.key)` over changed `params` and `initial` values, so every family that
-    can be swept provides `Family.setup`.
+    sets up runs provides `Family.setup`.
 
     Attributes:
         model, params, initial, t, solver, key: the arguments of `simulate`.

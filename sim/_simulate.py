@@ -23,7 +23,7 @@ from jaxtyping import Array, PyTree
 from physics import Model
 from solvers import did_you_mean
 
-from ._family import Family, family_of
+from ._family import Driven, Family, family_of
 from ._jax_config import warn_if_float32
 from ._trajectory import Trajectory
 
@@ -68,8 +68,10 @@ def _simulate_jit(model, params, t, initial, solver, key):
 def _simulate_driver(model, params, t, initial, solver, key) -> Trajectory:
     """How `simulate` runs a model: as its family drives it (MD compiles chunks and
     regrows its neighbour lists), else one compiled call."""
-    traj = family_of(model).drive(model, params, t, initial, solver, key)
-    return _simulate_jit(model, params, t, initial, solver, key) if traj is None else traj
+    family = family_of(model)
+    if isinstance(family, Driven):
+        return family.drive(model, params, t, initial, solver, key)
+    return _simulate_jit(model, params, t, initial, solver, key)
 
 
 # ----------------------------------------------------------------------------- the call from Python
@@ -326,7 +328,7 @@ def _general_call(model, params, t, initial, solver, key, layout):
     (and the call remembered when a call like it may skip this); None when the general
     path must run."""
     family = family_of(model)
-    if type(family).drive is not Family.drive:
+    if isinstance(family, Driven):
         return None
     completed = _completed(model, params)
     if completed is None:

@@ -35,7 +35,7 @@ from solvers import result_message
 from ._config import Config
 from ._distributed import batch_sharding, dask_client, device_count, worker_threads
 from ._errors import DataError, InputError
-from ._family import Family, family_of
+from ._family import Sweepable, family_of
 from ._identity import InputIdentity, config_inputs, file_digest
 from ._interrupt import safe_point
 from ._jax_config import configure_jax
@@ -157,10 +157,7 @@ class ChunkRunner:
 def framed(s: Setup, save: str) -> bool:
     """Whether a sweep of `s` advances its chunks frame by frame (`FramedRunner`): its
     family describes a run as an engine problem and has no faster batched chunk."""
-    family = family_of(s.model)
-    return (
-        type(family).sweep_problem is not Family.sweep_problem and family.batched(s, save) is None
-    )
+    return family_of(s.model).batched(s, save) is None
 
 
 def _sources(config_text: str, config_path: str | None) -> tuple:
@@ -181,7 +178,7 @@ def _runner(
     config_text: str, config_path: str | None, devices: int, padded: int, size: int | None = None
 ) -> ChunkRunner | FramedRunner:
     """The chunk function of a config (traced and compiled once per process, config,
-    the files it reads, shape and family-specific size: `Family.resized`, for MD the
+    the files it reads, shape and family-specific size: `Sweepable.resized`, for MD the
     neighbour-list capacity)."""
     return _cached_runner(
         config_text, config_path, _sources(config_text, config_path), devices, padded, size
@@ -285,16 +282,13 @@ def prepare(config: Config) -> Prepared:
         family = family_of(model)
     except TypeError:
         family = None
-    if family is None or type(family).setup is Family.setup:
+    if family is None:
         raise config.error(
             "model.name",
             f"model {model.name!r} ({_family(model)}) cannot be swept: no family sets it up from a "
             "config",
         )
-    if (
-        type(family).sweep_problem is Family.sweep_problem
-        and type(family).batched is Family.batched
-    ):
+    if not isinstance(family, Sweepable):
         raise config.error(
             "model.name",
             f"model {model.name!r} ({_family(model)}) cannot be swept: its family describes no run "

@@ -5,8 +5,8 @@ Errors a user can act on; a run's identity (its resolved config and the files it
 the one store of unfinished work (checkpoints, resume, stale files); the exclusive lock of
 an output; progress bars; interrupts and their safe points; devices, batch sharding and the
 Dask cluster; checks of input and output files; `Result`, the interface of every result,
-and its HDF5 storage; seeds; memory limits; the models by name; and the MD family's `[rdf]`
-section, which a fit of g(r) reads.
+and its HDF5 storage; seeds; memory limits; the models by name; the model families and
+their capabilities; and the MD family's `[rdf]` section, which a fit of g(r) reads.
 
 The names are loaded from their modules when first used, as `solvers` does, so that
 `import sim.core` imports nothing beyond `sim` itself."""
@@ -28,7 +28,17 @@ _NAMES: dict[str, tuple[str, str]] = {
     "seed_problem": ("sim._config", "seed_problem"),
     "build_model": ("sim._run", "build_model"),
     "resolved_toml": ("sim._run", "resolved_toml"),
+    # model families and their capabilities
     "family_of": ("sim._family", "family_of"),
+    "families": ("sim._family", "families"),
+    "register_family": ("sim._family", "register_family"),
+    "Family": ("sim._family", "Family"),
+    "Drawable": ("sim._family", "Drawable"),
+    "Driven": ("sim._family", "Driven"),
+    "Events": ("sim._family", "Events"),
+    "Fittable": ("sim._family", "Fittable"),
+    "Sweepable": ("sim._family", "Sweepable"),
+    "TextModels": ("sim._family", "TextModels"),
     "model_class": ("sim._registry", "model_class"),
     "model_options": ("sim._registry", "model_options"),
     # run identity
@@ -63,7 +73,7 @@ _NAMES: dict[str, tuple[str, str]] = {
     "write_group": ("sim._store", "write_group"),
     "write_root_attrs": ("sim._store", "write_root_attrs"),
     # the MD family's `[rdf]` section
-    "RdfSpec": ("sim._md_rdf", "RdfSpec"),
+    "RdfSpec": ("sim.families.md._rdf", "RdfSpec"),
 }
 
 
@@ -79,13 +89,23 @@ if TYPE_CHECKING:
         worker_threads as worker_threads,
     )
     from ._errors import DataError as DataError, InputError as InputError
-    from ._family import family_of as family_of
+    from ._family import (
+        Drawable as Drawable,
+        Driven as Driven,
+        Events as Events,
+        Family as Family,
+        Fittable as Fittable,
+        Sweepable as Sweepable,
+        TextModels as TextModels,
+        families as families,
+        family_of as family_of,
+        register_family as register_family,
+    )
     from ._identity import InputIdentity as InputIdentity, config_inputs as config_inputs
     from ._interrupt import immediate as immediate, safe_point as safe_point
     from ._jax_config import warn_if_float32 as warn_if_float32
     from ._limits import memory_problem as memory_problem
     from ._lock import exclusive as exclusive
-    from ._md_rdf import RdfSpec as RdfSpec
     from ._progress import Progress as Progress
     from ._registry import model_class as model_class, model_options as model_options
     from ._run import build_model as build_model, resolved_toml as resolved_toml
@@ -107,3 +127,4 @@ if TYPE_CHECKING:
         tree_from_leaves as tree_from_leaves,
         write_tree as write_tree,
     )
+    from .families.md._rdf import RdfSpec as RdfSpec

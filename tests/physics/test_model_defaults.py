@@ -35,7 +35,7 @@ NET = "random (from the model's seed)"  # a network's weights: drawn from the op
 # name -> params, initial and options.
 # - params: the declared default of every parameter.
 # - initial: ODE and SDE: the value of every state component; PDE: (kind, every option of that
-#   kind); MD: the particles `sim` starts from (sim._md_runs.default_system).
+#   kind); MD: the particles `sim` starts from (sim.families.md._runs.default_system).
 # - options: every constructor field (a PDE's `domain` as it resolves, never None).
 DEFAULTS = {
     # ---------------------------------------------------------------- SDE
@@ -331,7 +331,7 @@ def test_default_options_of_the_other_model_kinds(name, ndim, kind):
 )
 def test_default_particles(name):
     # The particles `sim.simulate` starts an MD model from when none are given.
-    from sim._md_runs import default_system
+    from sim.families.md._runs import default_system
 
     expected = DEFAULTS[name]["initial"]
     system = default_system(sim.get_model(name))

@@ -290,8 +290,8 @@ def test_bad_checks_are_one_line_config_errors(config, item, message, tmp_cwd, c
 
 def test_image_counters_never_wrap_around():
     from physics.md import lattice
-    from sim._md_h5md import IMAGE_LIMIT, MdSink
-    from sim._md_limits import MdLimits
+    from sim.families.md._h5md import IMAGE_LIMIT, MdSink
+    from sim.families.md._limits import MdLimits
 
     system = lattice("fcc", 2, 0.8)
     edges = np.asarray(system.space.box)

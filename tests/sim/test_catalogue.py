@@ -9,8 +9,9 @@ import sys
 import pytest
 
 import sim
-from sim import _catalogue, _md_config
+from sim import _catalogue
 from sim._model_table import MODELS
+from sim.families.md import _config as _md_config
 from tests.helpers import cli_out as cli
 
 

@@ -14,7 +14,7 @@ import pytest
 
 import sim
 from physics import md
-from sim._md_molecules import thermalized
+from sim.families.md._molecules import thermalized
 from solvers import (
     LangevinBaoab,
     NoseHooverChain,

@@ -111,7 +111,7 @@ def test_a_box_that_shrinks_below_twice_r_max_leaves_out_the_bins_it_cannot_meas
     # compressed LJ gas: 0.02 at r = 6.7). Frames of an ideal gas (uniform positions: g
     # is 1 at every r) in a cube shrinking from 12 to 7: each bin is averaged over the
     # frames that measure it, and a bin no frame measures is NaN.
-    from sim._md_rdf import RdfSpec, write_rdf
+    from sim.families.md._rdf import RdfSpec, write_rdf
 
     rng = np.random.default_rng(0)
     frames, n = 12, 400

@@ -291,7 +291,7 @@ SMALL = dict(count=27, cutoff=0.45)
 def small_run(integrator, steps, dt, *, seed=1, temperature=300.0):
     system = water_box(SMALL["count"], seed=seed)
     kt = md.unit_system("real").boltzmann * temperature
-    from sim._md_molecules import thermalized
+    from sim.families.md._molecules import thermalized
 
     system = thermalized(system, jax.random.key(seed), kt)
     model = md.LennardJonesCoulomb(

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import sim
-from sim._md import _fixed_list
+from sim.families.md._numerics import _fixed_list
 from solvers import Result
 from tests.helpers import cli
 
@@ -180,8 +180,8 @@ def test_md_sweep_with_too_small_neighbour_list_equals_single_runs(tmp_cwd, caps
     """Planted: the sweep's list starts with 60% of the neighbours counted (12 of 19), so
     the runs overflow it in their first build; the sweep must rerun each chunk with a
     larger list (doubled, to 24) and lose no run."""
-    import sim._md as md_family
     import sim._sweep as sweep_module
+    import sim.families.md._numerics as md_family
     import solvers._particle_run as policy
 
     monkeypatch.setattr(policy, "FIXED_FACTOR", 0.6)

@@ -9,7 +9,7 @@ import pytest
 
 import sim
 import sim._sweep as sweep_module
-from sim import _ode as ode_family
+from sim.families.ode import _numerics as ode_family
 
 MODEL = sim.get_model("lotka_volterra")
 

@@ -1,4 +1,4 @@
-"""The ODE family's numerics (its declaration: `sim._ode_family`): models dy/dt = f(t, y;
+"""The ODE family's numerics (its declaration: `sim.families.ode`): models dy/dt = f(t, y;
 params) solved by `solvers.OdeSolver`; configs with `[initial]` values per state component and
 `[solver]` keys of an `OdeSolver`; runs advanced by the resumable `solvers.OdeLoop`;
 sweeps in the batched loop of `solvers.solve_batch` where it reproduces single runs."""
@@ -32,11 +32,10 @@ from solvers import (
     solve_with_events,
 )
 
-from ._config import Config
-from ._limits import WORK_ARRAYS, memory_problem
-from ._ode_family import ODE, OdeFamily
-from ._result import RunSink
-from ._run import (
+from ..._config import Config
+from ..._limits import WORK_ARRAYS, memory_problem
+from ..._result import RunSink
+from ..._run import (
     LoopEngine,
     Setup,
     check_finite,
@@ -49,9 +48,10 @@ from ._run import (
     save_times,
     sink_result,
 )
-from ._sources import check_returns, model_key
-from ._stream import RunPlan
-from ._trajectory import Trajectory
+from ..._sources import check_returns, model_key
+from ..._stream import RunPlan
+from ..._trajectory import Trajectory
+from . import ODE
 
 # Explicit adaptive ODE sweeps run in the batched loop of `solvers.solve_batch` (False:
 # `jax.vmap` of `simulate`, as every other family).
@@ -61,7 +61,7 @@ FAST_SWEEPS = True
 # ----------------------------------------------------------------------------- simulate
 
 
-def _simulate(model: OdeModel, params, t, initial, solver) -> Trajectory:
+def simulate(model: OdeModel, params, t, initial, solver) -> Trajectory:
     if solver is None:
         solver = OdeSolver()
     if not isinstance(solver, OdeSolver):
@@ -168,7 +168,7 @@ def ode_solver(config: Config) -> OdeSolver:
     )
 
 
-def _setup(model: OdeModel, config: Config) -> Setup:
+def setup(model: OdeModel, config: Config) -> Setup:
     ODE.resolve_checks(config, what="ODE runs (they only check that values stay finite)")
     params = resolve_params(config, model)
     initial = named_initial(config, model)
@@ -195,8 +195,8 @@ def _setup(model: OdeModel, config: Config) -> Setup:
     )
 
 
-def _plan(model: OdeModel, config: Config) -> RunPlan:
-    s = _setup(model, config)
+def plan(model: OdeModel, config: Config) -> RunPlan:
+    s = setup(model, config)
     y0 = model.initial_state(s.initial, s.params)
     frames = len(s.t) - 1
     method = s.solver.method
@@ -317,7 +317,7 @@ class EventRunProblem(eqx.Module):
     y0: jax.Array
 
     def init(self) -> EventRunState:
-        traj = _simulate(self.model, self.params, self.ts, self.y0, self.solver)
+        traj = simulate(self.model, self.params, self.ts, self.y0, self.solver)
         return EventRunState(
             frame=jnp.asarray(0, jnp.int32),
             observables=traj.observables,
@@ -376,65 +376,59 @@ def chunk_trajectories(
     return observables, steps, result
 
 
-class OdeMethods(OdeFamily):
-    """The ODE family's methods that need its numerics (`sim._ode_family.OdeFamily` calls
-    them)."""
+def with_events(model, config: Config):
+    """`model` with the events of the config's `[[events]]` added to its own."""
+    try:
+        events = ode.text_events(model, [e.model_dump() for e in config.spec.events])
+    except ValueError as e:
+        where, _, why = str(e).partition(": ")
+        raise config.error(where, why) from None
+    t0 = config.spec.time.t0 or 0.0
+    for i, e in enumerate(config.spec.events):
+        if e.at is not None and e.at[0] <= t0:
+            raise config.error(
+                f"events.{i}.at", f"expected times after the start t0 = {t0:g}, got {e.at[0]:g}"
+            )
+    return ode.with_events(model, model.events() + events)
 
-    def simulate(self, model, params, t, initial, solver, key) -> Trajectory:
-        return _simulate(model, params, t, initial, solver)
 
-    def with_events(self, model, config: Config):
-        try:
-            events = ode.text_events(model, [e.model_dump() for e in config.spec.events])
-        except ValueError as e:
-            where, _, why = str(e).partition(": ")
-            raise config.error(where, why) from None
-        t0 = config.spec.time.t0 or 0.0
-        for i, e in enumerate(config.spec.events):
-            if e.at is not None and e.at[0] <= t0:
-                raise config.error(
-                    f"events.{i}.at", f"expected times after the start t0 = {t0:g}, got {e.at[0]:g}"
-                )
-        return ode.with_events(model, model.events() + events)
+def sweep_setup(config: Config, s: Setup) -> Setup:
+    """The set-up as a sweep runs it."""
+    # Failures flagged per run instead of raised; nothing is differentiated, so no
+    # reverse-mode bookkeeping (same steps, same values).
+    return dataclasses.replace(
+        s, solver=dataclasses.replace(s.solver, throw=False, adjoint="forward")
+    )
 
-    def setup(self, model, config: Config) -> Setup:
-        return _setup(model, config)
 
-    def plan(self, model, config: Config) -> RunPlan:
-        return _plan(model, config)
+def sweep_problem(s: Setup, params: dict, initial, key):
+    """One run of a sweep as an engine problem (with events when the model has any)."""
+    problem_class = EventRunProblem if s.model.events() else OdeProblem
+    return problem_class(
+        model=s.model,
+        params=params,
+        solver=s.solver,
+        ts=jnp.asarray(s.t),
+        y0=jnp.asarray(s.model.initial_state(initial, params)),
+    )
 
-    def sweep_setup(self, config: Config, s: Setup) -> Setup:
-        # Failures flagged per run instead of raised; nothing is differentiated, so no
-        # reverse-mode bookkeeping (same steps, same values).
-        return dataclasses.replace(
-            s, solver=dataclasses.replace(s.solver, throw=False, adjoint="forward")
-        )
 
-    def sweep_problem(self, s: Setup, params: dict, initial, key):
-        problem_class = EventRunProblem if s.model.events() else OdeProblem
-        return problem_class(
-            model=s.model,
-            params=params,
-            solver=s.solver,
-            ts=jnp.asarray(s.t),
-            y0=jnp.asarray(s.model.initial_state(initial, params)),
-        )
+def batched(s: Setup, save: str):
+    """The chunk function of `solvers.solve_batch` for a set-up it supports, or None."""
+    if not (FAST_SWEEPS and batched_supports(s.model, s.solver, s.initial)):
+        return None
+    from ..._sweep import _outputs
 
-    def batched(self, s: Setup, save: str):
-        if not (FAST_SWEEPS and batched_supports(s.model, s.solver, s.initial)):
-            return None
-        from ._sweep import _outputs
+    def chunk(x: dict) -> dict[str, jax.Array]:
+        batch = x["index"].shape[0]
+        swept = {name: jnp.asarray(v, dtype=float) for name, v in x["params"].items()}
+        fixed = {name: v for name, v in s.params.items() if name not in swept}
+        initial = {
+            name: jnp.broadcast_to(jnp.asarray(v, dtype=float), (batch,))
+            for name, v in (s.initial or {}).items()
+        }
+        initial.update({name: jnp.asarray(v, dtype=float) for name, v in x["initial"].items()})
+        obs, steps, result = chunk_trajectories(s.model, s.solver, s.t, swept, fixed, initial)
+        return _outputs(obs, steps, result, save)
 
-        def chunk(x: dict) -> dict[str, jax.Array]:
-            batch = x["index"].shape[0]
-            swept = {name: jnp.asarray(v, dtype=float) for name, v in x["params"].items()}
-            fixed = {name: v for name, v in s.params.items() if name not in swept}
-            initial = {
-                name: jnp.broadcast_to(jnp.asarray(v, dtype=float), (batch,))
-                for name, v in (s.initial or {}).items()
-            }
-            initial.update({name: jnp.asarray(v, dtype=float) for name, v in x["initial"].items()})
-            obs, steps, result = chunk_trajectories(s.model, s.solver, s.t, swept, fixed, initial)
-            return _outputs(obs, steps, result, save)
-
-        return chunk
+    return chunk

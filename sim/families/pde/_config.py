@@ -13,13 +13,13 @@ import numpy as np
 from physics.pde import GridPdeModel, PdeModel, SpectralPdeModel, TextGridModel
 from solvers import Etdrk, MethodOfLines, did_you_mean
 
-from ._config import Config
-from ._errors import DataError
-from ._limits import WORK_ARRAYS, memory_problem
-from ._pde_family import PDE
-from ._pde_solve import _cast, fd_grid, initial_field
-from ._run import Setup, check_fixed_steps, resolve_params, save_times
-from ._store import DAMAGED_FILE_ERRORS, error_reason, numeric_dataset
+from ..._config import Config
+from ..._errors import DataError
+from ..._limits import WORK_ARRAYS, memory_problem
+from ..._run import Setup, check_fixed_steps, resolve_params, save_times
+from ..._store import DAMAGED_FILE_ERRORS, error_reason, numeric_dataset
+from . import PDE
+from ._solve import _cast, fd_grid, initial_field
 
 ETDRK_METHODS = ("etdrk1", "etdrk2", "etdrk3", "etdrk4")
 _SPECTRAL_KEYS = ("method", "dtype", "dealias")

@@ -25,9 +25,9 @@ from physics.md import (
 )
 from solvers import ParticleSolver, StochasticCellRescaling, constraints_of, did_you_mean
 
-from ._config import Config
-from ._limits import memory_problem
-from ._run import number
+from ..._config import Config
+from ..._limits import memory_problem
+from ..._run import number
 
 MOLECULE_KEYS = ("species", "mass", "sites", "constraints")
 MOLECULE_SYSTEM_KEYS = (

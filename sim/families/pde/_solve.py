@@ -15,8 +15,8 @@ from jaxtyping import Array, PyTree
 from physics.pde import GridPdeModel, PdeModel, SpectralPdeModel, TextGridModel
 from solvers import Etdrk, EtdrkCoefficients, FdGrid, FourierGrid, MethodOfLines, did_you_mean
 
-from ._simulate import complete_params
-from ._trajectory import Trajectory
+from ..._simulate import complete_params
+from ..._trajectory import Trajectory
 
 
 def initial_field(model: PdeModel, initial: Any, params: PyTree | None = None) -> Array:

@@ -10,10 +10,10 @@ import numpy as np
 
 from physics.md import System, unit_system
 
-from ._errors import SimulationError
-from ._md_molecules import written_bonds
-from ._md_rdf import RdfSpec, write_rdf
-from ._store import Result, package_versions, write_root_attrs
+from ..._errors import SimulationError
+from ..._store import Result, package_versions, write_root_attrs
+from ._molecules import written_bonds
+from ._rdf import RdfSpec, write_rdf
 
 # H5MD image counters (`/particles/all/image`) are int32: a particle farther than this
 # many box lengths from the box cannot be written, and is a blown-up run.

@@ -1,18 +1,17 @@
-"""The PDE family's declaration: its name, its `[grid]` section, its `[checks]` and its
-built-in models by name. Its numerics (`sim._pde` and the `sim._pde_*` modules it imports:
-simulate, configs, runs, sweeps) are imported by the first PDE work
-(`sim._family.deferred`)."""
+"""The PDE family: its name, its `[grid]` section, its `[checks]` and its built-in
+models by name. Its numerics (`._numerics`, `._config`, `._solve`: simulate, configs, runs,
+sweeps) are imported by the first PDE work."""
 
 from __future__ import annotations
 
 from physics.pde.base import PdeModel
 
-from ._config import Value
-from ._family import Family, deferred, register_family
-from ._registry import register_models_of
+from ..._config import Value
+from ..._family import Drawable, Fittable, Sweepable, TextModels
+from ..._registry import register_models_of
 
 
-class PdeFamily(Family):
+class PdeFamily(TextModels, Sweepable, Fittable, Drawable):
     """Fields on a grid: periodic spectral models (`SpectralPdeModel`, ETDRK) and
     finite-difference models on bounded domains (`GridPdeModel`, method of lines)."""
 
@@ -37,10 +36,12 @@ class PdeFamily(Family):
         options = config.spec.model.options
         if "fields" not in options or "states" in options or "noise" in options:
             return None
-        return deferred("sim._pde", "PdeMethods", "text_model")(self, config)
+        from ._numerics import text_model
+
+        return text_model(config)
 
     def draw_run(self, source):
-        from ._plot_run import pde
+        from ..._plot_run import pde
 
         return pde(source)
 
@@ -51,13 +52,40 @@ class PdeFamily(Family):
         grid = tuple(int(n) for n in model.points)
         return {name: grid if name in model.field_names else () for name in model.observable_names}
 
-    model_options = deferred("sim._pde", "PdeMethods", "model_options")
-    simulate = deferred("sim._pde", "PdeMethods", "simulate")
-    setup = deferred("sim._pde", "PdeMethods", "setup")
-    plan = deferred("sim._pde", "PdeMethods", "plan")
-    sweep_setup = deferred("sim._pde", "PdeMethods", "sweep_setup")
-    run_bounds = deferred("sim._pde", "PdeMethods", "run_bounds")
-    sweep_problem = deferred("sim._pde", "PdeMethods", "sweep_problem")
+    def model_options(self, config):
+        from ._numerics import model_options
+
+        return model_options(config)
+
+    def simulate(self, model, params, t, initial, solver, key):
+        from ._numerics import simulate
+
+        return simulate(model, params, t, initial, solver, key)
+
+    def setup(self, model, config):
+        from ._numerics import setup
+
+        return setup(model, config)
+
+    def plan(self, model, config):
+        from ._numerics import plan
+
+        return plan(model, config)
+
+    def sweep_setup(self, config, s):
+        from ._numerics import sweep_setup
+
+        return sweep_setup(config, s)
+
+    def run_bounds(self, s):
+        from ._numerics import run_bounds
+
+        return run_bounds(s)
+
+    def sweep_problem(self, s, params, initial, key):
+        from ._numerics import sweep_problem
+
+        return sweep_problem(s, params, initial, key)
 
 
 register_models_of(
@@ -75,4 +103,4 @@ register_models_of(
         "fisher_kpp": "FisherKpp",
     },
 )
-PDE = register_family(PdeFamily())
+PDE = PdeFamily()

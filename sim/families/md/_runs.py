@@ -34,9 +34,9 @@ from solvers import (
     neighbour_list,
 )
 
-from ._md_molecules import with_constraints
-from ._run import Setup
-from ._trajectory import Trajectory
+from ..._run import Setup
+from ..._trajectory import Trajectory
+from ._molecules import with_constraints
 
 DEFAULT_DT = 0.005
 

@@ -1,7 +1,7 @@
-"""The ODE family's declaration: its name, its models and what a config of it may say.
-Its numerics (`sim._ode`: the solver from a config, runs, sweeps) are imported by the
-first ODE work (`sim._family.deferred`), so that `import sim`, `sim plot` and the runs of
-other families do not import diffrax."""
+"""The ODE family: its name, its models and what a config of it may say. Its numerics
+(`._numerics`: the solver from a config, runs, sweeps) are imported by the first ODE
+work, so that `import sim`, `sim plot` and the runs of other families do not import
+diffrax."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import jax.numpy as jnp
 from physics import ode
 from physics.ode import OdeModel
 
-from ._family import Family, deferred, register_family
-from ._registry import register_model, register_models_of
+from ..._family import Events, Fittable, Sweepable, TextModels
+from ..._registry import register_model, register_models_of
 
 MODELS = (
     ode.LotkaVolterra,
@@ -25,7 +25,7 @@ MODELS = (
 )
 
 
-class OdeFamily(Family):
+class OdeFamily(TextModels, Events, Sweepable, Fittable):
     """Models dy/dt = f(t, y; params) (`physics.ode.OdeModel`), solved by
     `solvers.OdeSolver`."""
 
@@ -52,13 +52,40 @@ class OdeFamily(Family):
         found = jax.eval_shape(lambda: model.observables(jnp.zeros(()), y, model.default_params()))
         return {name: tuple(value.shape) for name, value in found.items()}
 
-    simulate = deferred("sim._ode", "OdeMethods", "simulate")
-    with_events = deferred("sim._ode", "OdeMethods", "with_events")
-    setup = deferred("sim._ode", "OdeMethods", "setup")
-    plan = deferred("sim._ode", "OdeMethods", "plan")
-    sweep_setup = deferred("sim._ode", "OdeMethods", "sweep_setup")
-    sweep_problem = deferred("sim._ode", "OdeMethods", "sweep_problem")
-    batched = deferred("sim._ode", "OdeMethods", "batched")
+    def simulate(self, model, params, t, initial, solver, key):
+        from ._numerics import simulate
+
+        return simulate(model, params, t, initial, solver)
+
+    def with_events(self, model, config):
+        from ._numerics import with_events
+
+        return with_events(model, config)
+
+    def setup(self, model, config):
+        from ._numerics import setup
+
+        return setup(model, config)
+
+    def plan(self, model, config):
+        from ._numerics import plan
+
+        return plan(model, config)
+
+    def sweep_setup(self, config, s):
+        from ._numerics import sweep_setup
+
+        return sweep_setup(config, s)
+
+    def sweep_problem(self, s, params, initial, key):
+        from ._numerics import sweep_problem
+
+        return sweep_problem(s, params, initial, key)
+
+    def batched(self, s, save):
+        from ._numerics import batched
+
+        return batched(s, save)
 
 
 for _cls in MODELS:
@@ -67,4 +94,4 @@ for _cls in MODELS:
 register_models_of(
     "physics.ode", {"neural_ode": "NeuralOde", "hybrid_lotka_volterra": "HybridLotkaVolterra"}
 )
-ODE = register_family(OdeFamily())
+ODE = OdeFamily()

@@ -1,10 +1,8 @@
-"""The MD family's methods (`MdMethods`): the plan of a `sim run` (its H5MD sink and
-blow-up checks) and how sweeps and fits size neighbour lists. The run itself, compiled
-chunks with neighbour lists that grow when they overflow, is `solvers.ParticleRun`
-(`sim._md_runs`); a config is read by `sim._md_config`, its file written by
-`sim._md_h5md`, its bounds checked by `sim._md_limits`. The family's declaration (name,
-sections, keys, checks, models) is `sim._md_family`; this module, its numerics, is
-imported by the first MD work."""
+"""The MD family's numerics: the plan of a `sim run` (its H5MD sink and blow-up
+checks) and how sweeps and fits size neighbour lists. The run itself, compiled chunks with
+neighbour lists that grow when they overflow, is `solvers.ParticleRun` (`._runs`); a
+config is read by `._config`, its file written by `._h5md`, its bounds checked by
+`._limits`."""
 
 from __future__ import annotations
 
@@ -15,22 +13,20 @@ import numpy as np
 from physics.md import ParticleModel
 from solvers import ALL_PAIRS, fixed_capacity, largest_divisor_at_most, redo_overflowed
 
-from ._config import Config
-from ._errors import SimulationError
-from ._md_config import _setup
-from ._md_family import MdFamily
-from ._md_h5md import MdRunResult, MdSink
-from ._md_limits import MdLimits
-from ._md_rdf import RdfSpec
-from ._md_runs import particle_run, run_md, sweep_problem
-from ._run import RunPlan, Setup, resolved_toml
-from ._stream import chunk_frames
-from ._sweep_spec import sweep_section
-from ._trajectory import Trajectory
+from ..._config import Config
+from ..._errors import SimulationError
+from ..._run import RunPlan, Setup, resolved_toml
+from ..._stream import chunk_frames
+from ..._sweep_spec import sweep_section
+from ._config import setup
+from ._h5md import MdRunResult, MdSink
+from ._limits import MdLimits
+from ._rdf import RdfSpec
+from ._runs import particle_run
 
 
-def _plan(model: ParticleModel, config: Config) -> RunPlan:
-    s = _setup(model, config)
+def plan(model: ParticleModel, config: Config) -> RunPlan:
+    s = setup(model, config)
     engine = particle_run(s.model, s.params, s.t, initial=s.initial, solver=s.solver, key=s.key)
     frames = engine.n_saves
     frame_bytes = 8 * 2 * int(np.prod(s.initial.position.shape)) + 64
@@ -183,39 +179,3 @@ def settle_overflows(s: Setup, values: dict, rerun) -> dict:
     if not solver.neighbour_list:
         return values
     return redo_overflowed(values, solver.capacity, s.initial.n, rerun)
-
-
-class MdMethods(MdFamily):
-    """The MD family's methods that need its numerics (`sim._md_family.MdFamily` calls
-    them)."""
-
-    def simulate(self, model, params, t, initial, solver, key) -> Trajectory:
-        return run_md(model, params, t, initial=initial, solver=solver, key=key)
-
-    def drive(self, model, params, t, initial, solver, key) -> Trajectory:
-        return run_md(model, params, t, initial=initial, solver=solver, key=key)
-
-    def setup(self, model, config: Config) -> Setup:
-        return _setup(model, config)
-
-    def plan(self, model, config: Config) -> RunPlan:
-        return _plan(model, config)
-
-    def fit_solver(self, s: Setup):
-        # The list cannot grow inside a compiled fit (an overflow makes the run NaN, never wrong).
-        return _fixed_list(s)
-
-    def sweep_setup(self, config: Config, s: Setup) -> Setup:
-        return sweep_setup(config, s)
-
-    def run_bounds(self, s: Setup):
-        return MdLimits.of(s).within
-
-    def resized(self, s: Setup, size: int) -> Setup:
-        return with_capacity(s, size)
-
-    def settle(self, s: Setup, values: dict, rerun) -> dict:
-        return settle_overflows(s, values, rerun)
-
-    def sweep_problem(self, s: Setup, params: dict, initial, key):
-        return sweep_problem(s, params, key)

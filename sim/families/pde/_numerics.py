@@ -11,11 +11,9 @@ with /grid).
 `initial` for a PDE is None (the model's default field), a kind name (`"gaussian"`), a
 dict of arrays per field name, or an array [*points] (one field) or [C, *points].
 
-This module holds the family's methods (`PdeMethods`), the runs of `sim run` and sweeps
-(`SpectralProblem`, `FdProblem`) and their blow-up checks; `simulate`'s solves are
-`sim._pde_solve`, a config's sections are read by `sim._pde_config`. The family's
-declaration (name, sections, checks, models) is `sim._pde_family`; this module, its
-numerics, is imported by the first PDE work.
+This module holds what the family's methods call, the runs of `sim run` and sweeps
+(`SpectralProblem`, `FdProblem`) and their blow-up checks; `simulate`'s solves are in
+`._solve`, a config's sections are read by `._config`.
 """
 
 from __future__ import annotations
@@ -43,11 +41,14 @@ from solvers import (
     result_message,
 )
 
-from ._config import Config
-from ._errors import SimulationError
-from ._pde_config import _TEXT_GRID_KEYS, _check_points, _setup_grid, _setup_spectral
-from ._pde_family import PDE, PdeFamily
-from ._pde_solve import (
+from ..._config import Config
+from ..._errors import SimulationError
+from ..._result import RunSink
+from ..._run import LoopEngine, RunPlan, Setup, frames_per_chunk, resolved_toml, sink_result
+from ..._trajectory import Trajectory
+from . import PDE
+from ._config import _TEXT_GRID_KEYS, _check_points, _setup_grid, _setup_spectral
+from ._solve import (
     _cast,
     fd_grid,
     grid_coordinates,
@@ -55,9 +56,6 @@ from ._pde_solve import (
     simulate_grid,
     simulate_spectral,
 )
-from ._result import RunSink
-from ._run import LoopEngine, RunPlan, Setup, frames_per_chunk, resolved_toml, sink_result
-from ._trajectory import Trajectory
 
 MODELS = (
     pde.Heat,
@@ -255,7 +253,7 @@ def growth_check(config: Config, s: Setup):
     return check
 
 
-def _plan(model: PdeModel, config: Config) -> RunPlan:
+def plan(model: PdeModel, config: Config) -> RunPlan:
     s = PDE.setup(model, config)
     u0 = np.asarray(s.initial)
     frames = len(s.t) - 1
@@ -299,95 +297,98 @@ def _plan(model: PdeModel, config: Config) -> RunPlan:
     )
 
 
-class PdeMethods(PdeFamily):
-    """The PDE family's methods that need its numerics (`sim._pde_family.PdeFamily`
-    calls them)."""
+def model_options(config: Config) -> dict[str, tuple[str, Any]]:
+    """The model options of `[grid]` (points, domain, boundary, ...), checked."""
+    options = {key: (f"grid.{key}", value) for key, value in (config.spec.grid or {}).items()}
+    where, points = options.get("points", ("model.points", config.spec.model.options.get("points")))
+    _check_points(config, where, points)
+    return options
 
-    def model_options(self, config: Config) -> dict[str, tuple[str, Any]]:
-        # [grid] (points, domain, boundary, ...) holds options of the model.
-        options = {key: (f"grid.{key}", value) for key, value in (config.spec.grid or {}).items()}
-        where, points = options.get(
-            "points", ("model.points", config.spec.model.options.get("points"))
+
+def text_model(config: Config):
+    """The model of a config's `[model.fields]` on its `[grid]`, or None without fields."""
+    options = config.spec.model.options
+    if "fields" not in options or "states" in options or "noise" in options:
+        return None
+    grid = dict(config.spec.grid or {})
+    for key in grid:
+        if key not in _TEXT_GRID_KEYS:
+            raise config.error(
+                f"grid.{key}",
+                "is not a key of the grid of a PDE written as text (keys: "
+                f"{', '.join(_TEXT_GRID_KEYS)})",
+            )
+    if "points" not in grid:
+        raise config.error(
+            "grid.points",
+            "required key is missing (a PDE written as text needs its grid: points = [64] or "
+            "[64, 64])",
         )
-        _check_points(config, where, points)
-        return options
+    _check_points(config, "grid.points", grid["points"])
+    if "boundary_value" in grid and "boundary" not in grid:
+        raise config.error(
+            "grid.boundary_value",
+            "given without grid.boundary (the kind of each side: dirichlet, neumann, robin or "
+            "periodic)",
+        )
+    try:
+        return pde.pde_model(
+            config.spec.model.name,
+            options["fields"],
+            options.get("parameters"),
+            options.get("observables"),
+            points=grid["points"],
+            domain=grid.get("domain"),
+            boundary=grid.get("boundary"),
+            boundary_value=grid.get("boundary_value"),
+        )
+    except ValueError as e:
+        text = str(e)
+        # (the grid's own check, shared with the built-in models, names the model first)
+        named = f"model {config.spec.model.name!r}: "
+        rest = text.removeprefix(named)
+        key = rest.split("[")[0].split(" ")[0]
+        if rest != text and key in ("points", "domain"):
+            raise config.error(f"grid.{key}", rest) from None
+        where, _, why = text.partition(": ")
+        if where.split(".")[0].split("[")[0] in ("boundary", "boundary_value"):
+            raise config.error(f"grid.{where}", why) from None
+        raise
 
-    def text_model(self, config: Config):
-        options = config.spec.model.options
-        if "fields" not in options or "states" in options or "noise" in options:
-            return None
-        grid = dict(config.spec.grid or {})
-        for key in grid:
-            if key not in _TEXT_GRID_KEYS:
-                raise config.error(
-                    f"grid.{key}",
-                    "is not a key of the grid of a PDE written as text (keys: "
-                    f"{', '.join(_TEXT_GRID_KEYS)})",
-                )
-        if "points" not in grid:
-            raise config.error(
-                "grid.points",
-                "required key is missing (a PDE written as text needs its grid: points = [64] or "
-                "[64, 64])",
-            )
-        _check_points(config, "grid.points", grid["points"])
-        if "boundary_value" in grid and "boundary" not in grid:
-            raise config.error(
-                "grid.boundary_value",
-                "given without grid.boundary (the kind of each side: dirichlet, neumann, robin or "
-                "periodic)",
-            )
-        try:
-            return pde.pde_model(
-                config.spec.model.name,
-                options["fields"],
-                options.get("parameters"),
-                options.get("observables"),
-                points=grid["points"],
-                domain=grid.get("domain"),
-                boundary=grid.get("boundary"),
-                boundary_value=grid.get("boundary_value"),
-            )
-        except ValueError as e:
-            text = str(e)
-            # (the grid's own check, shared with the built-in models, names the model first)
-            named = f"model {config.spec.model.name!r}: "
-            rest = text.removeprefix(named)
-            key = rest.split("[")[0].split(" ")[0]
-            if rest != text and key in ("points", "domain"):
-                raise config.error(f"grid.{key}", rest) from None
-            where, _, why = text.partition(": ")
-            if where.split(".")[0].split("[")[0] in ("boundary", "boundary_value"):
-                raise config.error(f"grid.{where}", why) from None
-            raise
 
-    def simulate(self, model, params, t, initial, solver, key) -> Trajectory:
-        if isinstance(model, SpectralPdeModel):
-            return simulate_spectral(model, params, t, initial, solver)
-        return simulate_grid(model, params, t, initial, solver)
+def simulate(model, params, t, initial, solver, key) -> Trajectory:
+    """`sim.simulate`'s body: ETDRK for a spectral model, the method of lines otherwise."""
+    if isinstance(model, SpectralPdeModel):
+        return simulate_spectral(model, params, t, initial, solver)
+    return simulate_grid(model, params, t, initial, solver)
 
-    def setup(self, model, config: Config) -> Setup:
-        if isinstance(model, SpectralPdeModel):
-            return _setup_spectral(model, config)
-        return _setup_grid(model, config)
 
-    def plan(self, model, config: Config) -> RunPlan:
-        return _plan(model, config)
+def setup(model, config: Config) -> Setup:
+    """The set-up of a spectral or a finite-difference model's config."""
+    if isinstance(model, SpectralPdeModel):
+        return _setup_spectral(model, config)
+    return _setup_grid(model, config)
 
-    def sweep_setup(self, config: Config, s: Setup) -> Setup:
-        if isinstance(s.solver, MethodOfLines):  # failures flagged per run, not raised
-            return dataclasses.replace(s, solver=dataclasses.replace(s.solver, throw=False))
-        return s
 
-    def run_bounds(self, s: Setup):
-        return PdeLimits(s.model, s.resolved["checks"]).within
+def sweep_setup(config: Config, s: Setup) -> Setup:
+    """The set-up as a sweep runs it (method-of-lines failures flagged per run)."""
+    if isinstance(s.solver, MethodOfLines):  # failures flagged per run, not raised
+        return dataclasses.replace(s, solver=dataclasses.replace(s.solver, throw=False))
+    return s
 
-    def sweep_problem(self, s: Setup, params: dict, initial, key):
-        model, t = s.model, jnp.asarray(s.t)
-        u0 = initial_field(model, initial, params)
-        if isinstance(model, SpectralPdeModel):
-            coefficients = _spectral_coefficients(model, params, s.solver, t)
-            return SpectralProblem(
-                model=model, params=params, solver=s.solver, u0=u0, coefficients=coefficients
-            )
-        return FdProblem(model=model, params=params, solver=s.solver, ts=t, u0=u0)
+
+def run_bounds(s: Setup):
+    """The traceable growth bound of one run's fields."""
+    return PdeLimits(s.model, s.resolved["checks"]).within
+
+
+def sweep_problem(s: Setup, params: dict, initial, key):
+    """One run of a sweep as an engine problem."""
+    model, t = s.model, jnp.asarray(s.t)
+    u0 = initial_field(model, initial, params)
+    if isinstance(model, SpectralPdeModel):
+        coefficients = _spectral_coefficients(model, params, s.solver, t)
+        return SpectralProblem(
+            model=model, params=params, solver=s.solver, u0=u0, coefficients=coefficients
+        )
+    return FdProblem(model=model, params=params, solver=s.solver, ts=t, u0=u0)

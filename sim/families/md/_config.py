@@ -38,14 +38,14 @@ from solvers import (
     did_you_mean,
 )
 
-from ._config import Config, seed_problem
-from ._limits import memory_problem, physical_memory
-from ._md_family import MD
-from ._md_molecules import file_molecules, molecular_system, water_params, with_constraints
-from ._md_rdf import rdf_spec
-from ._md_runs import DEFAULT_DT, check_system
-from ._registry import model_options
-from ._run import Setup, number, resolve_params
+from ..._config import Config, seed_problem
+from ..._limits import memory_problem, physical_memory
+from ..._registry import model_options
+from ..._run import Setup, number, resolve_params
+from . import MD
+from ._molecules import file_molecules, molecular_system, water_params, with_constraints
+from ._rdf import rdf_spec
+from ._runs import DEFAULT_DT, check_system
 
 DEFAULT_SKIN = {"reduced": 0.3, "real": 0.1}
 """The neighbour-list skin by unit system: 0.3 sigma, 0.1 nm."""
@@ -204,7 +204,7 @@ def _md_system(
     config: Config, dtype, units: Units = UNITS["reduced"], *, bonded: bool = False
 ) -> tuple[System, int]:
     """The `[system]` of a config and its seed. A start file's bonds are the molecules'
-    constraints (`sim._md_molecules.file_molecules`) unless the model is `bonded` (its
+    constraints (`sim.families.md._molecules.file_molecules`) unless the model is `bonded` (its
     energy has bond terms: bead-spring chains), which keeps them as `System.bonds`."""
     section = dict(config.spec.system or {})
     for key in section:
@@ -587,7 +587,7 @@ def _barostat(
     )
 
 
-def _setup(model: ParticleModel, config: Config) -> Setup:
+def setup(model: ParticleModel, config: Config) -> Setup:
     model = _md_model(config, model)
     units = _md_units(config, model)
     model = dataclasses.replace(model, units=units.name)

@@ -29,8 +29,8 @@ import numpy as np
 from physics.md import radial_distribution_frames, rdf_pairs
 from solvers import did_you_mean
 
-from ._config import Config
-from ._run import number
+from ..._config import Config
+from ..._run import number
 
 RDF_KEYS = ("r_max", "bins", "width", "start")
 _MAX_BINS = 100_000

@@ -2,7 +2,7 @@
 paths solved by `solvers.SdeLoop`; configs are those of ODE models plus `[solver] dt`
 (the largest step) and `[ensemble] paths, seed`; a run writes each observable as
 `/observables/<name>` [T, paths] ([T] for one path). The family's declaration (name,
-section, models) is `sim._sde_family`; this module, its numerics, is imported by the
+section, models) is `sim.families.sde`; this module, its numerics, is imported by the
 first SDE work."""
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from physics import float_array, sde
 from physics.sde import SdeModel
 from solvers import SdeEnsemble, SdeLoop, SdeLoopState, SdeSolver, did_you_mean, result_message
 
-from ._config import Config
-from ._result import RunSink
-from ._run import (
+from ..._config import Config
+from ..._result import RunSink
+from ..._run import (
     LoopEngine,
     Setup,
     check_finite,
@@ -33,10 +33,10 @@ from ._run import (
     save_times,
     sink_result,
 )
-from ._sde_family import SDE, EnsembleSection, SdeFamily
-from ._sources import check_returns
-from ._stream import RunPlan
-from ._trajectory import Trajectory
+from ..._sources import check_returns
+from ..._stream import RunPlan
+from ..._trajectory import Trajectory
+from . import SDE, EnsembleSection
 
 MODELS = (sde.OrnsteinUhlenbeck, sde.GeometricBrownianMotion, sde.StochasticLotkaVolterra)
 _SOLVER_KEYS = ("method", "dt", "max_steps")
@@ -67,7 +67,7 @@ def _loop(model: SdeModel, params, ts, ensemble: SdeEnsemble, key) -> SdeLoop:
     return SdeLoop(ensemble, model.drift, model.diffusion, ts, params, key, noise=model.noise)
 
 
-def _simulate(model: SdeModel, params, t, initial, solver, key) -> Trajectory:
+def simulate(model: SdeModel, params, t, initial, solver, key) -> Trajectory:
     if key is None:
         raise ValueError(
             f"simulating the SDE model {model.name!r} needs a key (jax.random.key(seed)): it draws "
@@ -139,7 +139,7 @@ def _solver(config: Config, model: SdeModel) -> tuple[SdeEnsemble, dict[str, Any
     return SdeEnsemble(solver, section.paths), resolved
 
 
-def _setup(model: SdeModel, config: Config) -> Setup:
+def setup(model: SdeModel, config: Config) -> Setup:
     SDE.resolve_checks(config, what="SDE runs (they only check that values stay finite)")
     params = resolve_params(config, model)
     initial = named_initial(config, model)
@@ -208,8 +208,8 @@ class SdeProblem(eqx.Module):
         return state.num_steps
 
 
-def _plan(model: SdeModel, config: Config) -> RunPlan:
-    s = _setup(model, config)
+def plan(model: SdeModel, config: Config) -> RunPlan:
+    s = setup(model, config)
     y0 = model.initial_state(s.initial, s.params)
     frames = len(s.t) - 1
     method = s.solver.solver.method
@@ -252,41 +252,29 @@ def _plan(model: SdeModel, config: Config) -> RunPlan:
     )
 
 
-class SdeMethods(SdeFamily):
-    """The SDE family's methods that need its numerics (`sim._sde_family.SdeFamily`
-    calls them)."""
-
-    def simulate(self, model, params, t, initial, solver, key) -> Trajectory:
-        return _simulate(model, params, t, initial, solver, key)
-
-    def text_model(self, config: Config):
-        options = config.spec.model.options
-        if "noise" not in options:
-            return None
-        if "fields" in options:
-            raise ValueError(
-                "noise: is for models with [model.states]; a PDE written as text has none"
-            )
-        if "states" not in options:
-            raise ValueError(
-                "noise: is the diffusion of [model.states], which the config does not write"
-            )
-        return sde.sde_model(
-            config.spec.model.name,
-            options["states"],
-            options["noise"],
-            options.get("parameters"),
-            options.get("observables"),
+def text_model(config: Config):
+    """The model of a config's `[model.states]` and `[model.noise]`, or None without noise."""
+    options = config.spec.model.options
+    if "noise" not in options:
+        return None
+    if "fields" in options:
+        raise ValueError("noise: is for models with [model.states]; a PDE written as text has none")
+    if "states" not in options:
+        raise ValueError(
+            "noise: is the diffusion of [model.states], which the config does not write"
         )
+    return sde.sde_model(
+        config.spec.model.name,
+        options["states"],
+        options["noise"],
+        options.get("parameters"),
+        options.get("observables"),
+    )
 
-    def setup(self, model, config: Config) -> Setup:
-        return _setup(model, config)
 
-    def plan(self, model, config: Config) -> RunPlan:
-        return _plan(model, config)
-
-    def sweep_problem(self, s, params: dict, initial, key):
-        y0 = jnp.asarray(initial_vector(s.model, initial, params))
-        return SdeProblem(
-            model=s.model, params=params, ensemble=s.solver, ts=jnp.asarray(s.t), y0=y0, key=key
-        )
+def sweep_problem(s, params: dict, initial, key):
+    """One run of a sweep as an engine problem: its ensemble of paths."""
+    y0 = jnp.asarray(initial_vector(s.model, initial, params))
+    return SdeProblem(
+        model=s.model, params=params, ensemble=s.solver, ts=jnp.asarray(s.t), y0=y0, key=key
+    )

@@ -10,8 +10,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._md_h5md import IMAGE_LIMIT
-from ._run import Setup
+from ..._run import Setup
+from ._h5md import IMAGE_LIMIT
 
 
 @dataclasses.dataclass(frozen=True)

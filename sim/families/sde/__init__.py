@@ -1,6 +1,6 @@
-"""The SDE family's declaration: its name, its `[ensemble]` section and its built-in
-models by name. Its numerics (`sim._sde`: simulate, configs, runs, sweeps) are imported
-by the first SDE work (`sim._family.deferred`)."""
+"""The SDE family: its name, its `[ensemble]` section and its built-in models by name.
+Its numerics (`._numerics`: simulate, configs, runs, sweeps) are imported by the first
+SDE work."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import pydantic
 
 from physics.sde.base import SdeModel
 
-from ._config import SEED_MAX
-from ._family import Family, deferred, register_family
-from ._registry import register_models_of
+from ..._config import SEED_MAX
+from ..._family import Drawable, Fittable, Sweepable, TextModels
+from ..._registry import register_models_of
 
 
 class EnsembleSection(pydantic.BaseModel):
@@ -23,7 +23,7 @@ class EnsembleSection(pydantic.BaseModel):
     seed: int = pydantic.Field(default=0, ge=0, le=SEED_MAX)
 
 
-class SdeFamily(Family):
+class SdeFamily(TextModels, Sweepable, Fittable, Drawable):
     name = "sde"
     model_base = SdeModel
     describes = "SDE models"
@@ -33,7 +33,9 @@ class SdeFamily(Family):
         options = config.spec.model.options
         if "noise" not in options:
             return None
-        return deferred("sim._sde", "SdeMethods", "text_model")(self, config)
+        from ._numerics import text_model
+
+        return text_model(config)
 
     def sweep_values(self, value, save: str, label: str):
         # An ensemble's trailing axis is its paths: a sweep figure shows their mean.
@@ -42,14 +44,29 @@ class SdeFamily(Family):
         return value, label
 
     def draw_run(self, source):
-        from ._plot_run import ensemble
+        from ..._plot_run import ensemble
 
         return ensemble(source)
 
-    simulate = deferred("sim._sde", "SdeMethods", "simulate")
-    setup = deferred("sim._sde", "SdeMethods", "setup")
-    plan = deferred("sim._sde", "SdeMethods", "plan")
-    sweep_problem = deferred("sim._sde", "SdeMethods", "sweep_problem")
+    def simulate(self, model, params, t, initial, solver, key):
+        from ._numerics import simulate
+
+        return simulate(model, params, t, initial, solver, key)
+
+    def setup(self, model, config):
+        from ._numerics import setup
+
+        return setup(model, config)
+
+    def plan(self, model, config):
+        from ._numerics import plan
+
+        return plan(model, config)
+
+    def sweep_problem(self, s, params, initial, key):
+        from ._numerics import sweep_problem
+
+        return sweep_problem(s, params, initial, key)
 
 
 register_models_of(
@@ -60,4 +77,4 @@ register_models_of(
         "stochastic_lotka_volterra": "StochasticLotkaVolterra",
     },
 )
-SDE = register_family(SdeFamily())
+SDE = SdeFamily()
