@@ -14,6 +14,8 @@ _NAMES: dict[str, tuple[str, str]] = {
     "ADJOINTS": ("._ode", "ADJOINTS"),
     "IMPLICIT_METHODS": ("._ode", "IMPLICIT_METHODS"),
     "ONE_FIELD_METHODS": ("._ode", "ONE_FIELD_METHODS"),
+    "ODE_METHODS": ("._ode", "METHODS"),
+    "OdeMethod": ("._ode", "OdeMethod"),
     "OdeSolution": ("._ode", "OdeSolution"),
     "OdeSolver": ("._ode", "OdeSolver"),
     "SensitivitySolution": ("._ode", "SensitivitySolution"),
@@ -111,7 +113,9 @@ if TYPE_CHECKING:
     from ._ode import (
         ADJOINTS as ADJOINTS,
         IMPLICIT_METHODS as IMPLICIT_METHODS,
+        METHODS as ODE_METHODS,  # noqa: F401
         ONE_FIELD_METHODS as ONE_FIELD_METHODS,
+        OdeMethod as OdeMethod,
         OdeSolution as OdeSolution,
         OdeSolver as OdeSolver,
         SensitivitySolution as SensitivitySolution,

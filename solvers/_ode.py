@@ -37,12 +37,15 @@ class OdeMethod(NamedTuple):
             times a step passes over are filled from it), measured: the error of the
             output at a point inside one step from an exact start falls as
             h^(dense_order + 1) (tests/solvers/test_save_times.py fits it for every method).
+        adaptive: whether a step estimates its error, so that the step-size controller
+            can choose the steps (Euler's does not: it takes constant steps only).
     """
 
     make: Callable[[], diffrax.AbstractSolver]
     kind: str
     order: int
     dense_order: int
+    adaptive: bool = True
 
     @property
     def steps_to_save_times(self) -> bool:
@@ -82,7 +85,7 @@ class OdeMethod(NamedTuple):
 # rejected most steps of a diffusion problem (a 17-node heat equation to rtol 1e-5:
 # 13,618 steps of which 8,013 rejected, against 8 and 0).
 METHODS: dict[str, OdeMethod] = {
-    "euler": OdeMethod(diffrax.Euler, "explicit", 1, 1),
+    "euler": OdeMethod(diffrax.Euler, "explicit", 1, 1, adaptive=False),
     "heun": OdeMethod(diffrax.Heun, "explicit", 2, 2),
     "midpoint": OdeMethod(diffrax.Midpoint, "explicit", 2, 1),
     "ralston": OdeMethod(diffrax.Ralston, "explicit", 2, 1),
@@ -189,6 +192,11 @@ class OdeSolver(eqx.Module):
             )
         if not self.adaptive and self.dt0 is None:
             raise ValueError("a fixed-step OdeSolver (adaptive=False) needs dt0")
+        if self.adaptive and not METHODS[self.method].adaptive:
+            raise ValueError(
+                f"method {self.method!r} estimates no error, so it takes constant steps only: "
+                "give adaptive=False and dt0, or an adaptive method"
+            )
         if self.max_steps < 1:
             raise ValueError(f"max_steps must be >= 1, got {self.max_steps}")
 

@@ -83,6 +83,11 @@ BAD_CASES = {
         [],
         "solver.method",
     ),
+    "euler_without_dt": (
+        '[model]\nname = "lorenz"\n[time]\nt1 = 1.0\n[solver]\nmethod = "euler"\n',
+        [],
+        "solver.method: euler estimates no error",
+    ),
     "unknown_section": (GOOD + "[tiem]\nt1 = 1.0\n", [], "tiem"),
     "violated_constraint": (
         '[model]\nname = "lorenz"\n[params]\nsigma = -10.0\n[time]\nt1 = 1.0\n',

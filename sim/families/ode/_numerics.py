@@ -18,6 +18,7 @@ from physics.ode import OdeModel
 from solvers import (
     ADJOINTS,
     IMPLICIT_METHODS,
+    ODE_METHODS,
     ONE_FIELD_METHODS,
     OdeEvent,
     OdeLoop,
@@ -135,6 +136,12 @@ def ode_solver(config: Config) -> OdeSolver:
         raise config.error("solver.dtype", "ODE runs are float64; expected 'float64' or no dtype")
     time = config.spec.time
     default = OdeSolver()
+    if time.dt is None and not ODE_METHODS[method].adaptive:
+        raise config.error(
+            "solver.method",
+            f"{method} estimates no error, so it takes constant steps only: give [time] dt, or "
+            "use an adaptive method",
+        )
     if time.dt is not None and method in IMPLICIT_METHODS:
         raise config.error(
             "time.dt",
