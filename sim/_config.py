@@ -132,29 +132,34 @@ class TimeSection(_Section):
 
 
 class SolverSection(BaseModel):
-    """`[solver]`: method and its settings; family-specific keys are checked by the family."""
+    """`[solver]`: the method, the dtype and the keys the families declare
+    (`Family.solver_keys`, typed here); other keys are extras, which the family of the
+    run reads, and each family refuses the keys it does not take
+    (`Family.check_solver_keys`)."""
 
     model_config = ConfigDict(extra="allow", strict=True, allow_inf_nan=False)
     method: str | None = None
-    rtol: float | None = Field(default=None, gt=0)
-    atol: float | None = Field(default=None, gt=0)
-    dt0: float | None = Field(default=None, gt=0)
-    max_steps: int | None = Field(default=None, ge=1)
-    adjoint: str | None = None
     dtype: Literal["float32", "float64"] | None = None
 
     @pydantic.model_validator(mode="after")
     def _normal(self):
         # A tolerance or first step of 1e-320 is 0 where the hardware flushes subnormals.
-        for key in ("rtol", "atol", "dt0"):
-            problem = _subnormal(getattr(self, key))
+        for key in type(self).model_fields:
+            value = getattr(self, key)
+            problem = _subnormal(value) if isinstance(value, float) else None
             if problem:
                 raise _KeyedError(key, problem)
         return self
 
     @property
     def extras(self) -> dict[str, Any]:
+        """The keys given that no family declares, key -> value."""
         return dict(self.model_extra or {})
+
+    def given(self) -> list[str]:
+        """Every key the section gives, declared or extra."""
+        declared = [key for key in type(self).model_fields if getattr(self, key) is not None]
+        return declared + list(self.extras)
 
 
 class OutputSection(_Section):
@@ -241,7 +246,7 @@ _SPEC_CLASSES: dict[tuple[int, ...], type[ConfigSpec]] = {}
 
 def spec_class() -> type[ConfigSpec]:
     """The schema of a config: the shared sections with what the registered families
-    add (their own sections, `[time]` keys and `[checks]`)."""
+    add (their own sections, `[time]` and `[solver]` keys and `[checks]`)."""
     from ._family import families
 
     known = families()
@@ -250,12 +255,15 @@ def spec_class() -> type[ConfigSpec]:
         time_keys = {k: v for f in known for k, v in f.time_keys.items()}
         checks = {k: (float | None, Field(default=None, gt=0)) for f in known for k in f.checks}
         sections = {name: (kind | None, None) for f in known for name, kind in f.sections.items()}
+        solver_keys = {k: v for f in known for k, v in f.solver_keys.items()}
         time = pydantic.create_model("TimeSection", __base__=TimeSection, **time_keys)
+        solver = pydantic.create_model("SolverSection", __base__=SolverSection, **solver_keys)
         checks_section = pydantic.create_model("ChecksSection", __base__=ChecksSection, **checks)
         _SPEC_CLASSES[signature] = pydantic.create_model(
             "ConfigSpec",
             __base__=ConfigSpec,
             time=(time, time()),
+            solver=(solver, solver()),
             checks=(checks_section, checks_section()),
             **sections,
         )

@@ -40,6 +40,10 @@ class Family(abc.ABC):
             checks itself). A section of another family in a config is an error.
         time_keys: keys the family adds to the shared `[time]` section, name ->
             (type, pydantic `Field`).
+        solver_keys: typed keys the family adds to the shared `[solver]` section (which
+            has `method` and `dtype`), name -> (type, pydantic `Field`); a key two
+            families declare has one meaning. A family reads untyped keys of its own as
+            the section's extras, and refuses every other with `check_solver_keys`.
         checks: the family's `[checks]` bounds, name -> (default, meaning).
         traced_solver_floats: `simulate` from Python: whether the Python floats among
             the solver's fields (ODE: rtol, atol, dt0) are arguments of its compiled
@@ -53,6 +57,7 @@ class Family(abc.ABC):
     sections: ClassVar[dict[str, Any]] = {}
     traced_solver_floats: ClassVar[bool] = False
     time_keys: ClassVar[dict[str, tuple[Any, Any]]] = {}
+    solver_keys: ClassVar[dict[str, tuple[Any, Any]]] = {}
     checks: ClassVar[dict[str, tuple[float, str]]] = {}
 
     @abc.abstractmethod
@@ -104,6 +109,19 @@ class Family(abc.ABC):
                     raise config.error(
                         f"time.{key}", f"is for {other.describes}; {self._ours(config)}"
                     )
+
+    def check_solver_keys(
+        self, config: Config, keys: tuple[str, ...], what: str | None = None
+    ) -> None:
+        """Refuse a `[solver]` key that is not one of `keys`, those the run's solver
+        takes (one line naming it and listing them)."""
+        for key in config.spec.solver.given():
+            if key not in keys:
+                raise config.error(
+                    f"solver.{key}",
+                    f"unknown key for {what or self.name.upper()} solvers (expected one of: "
+                    f"{', '.join(keys)}).{did_you_mean(key, keys)}",
+                )
 
     def refuse_events(self, config: Config) -> ConfigError:
         """The error of a config with `[[events]]` for a family that takes none."""

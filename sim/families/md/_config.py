@@ -440,20 +440,8 @@ def _md_solver(config: Config, dt: float, units: Units) -> tuple[ParticleSolver,
     """`[solver]` of an MD config: the integrator (temperatures in the config's units,
     handed to the integrator as kT) and the neighbour-list settings; the resolved section."""
     spec = config.spec.solver
-    for key in ("rtol", "atol", "dt0", "max_steps", "adjoint"):
-        if getattr(spec, key) is not None:
-            raise config.error(
-                f"solver.{key}",
-                f"is not an MD solver setting (MD keys: {', '.join(_MD_SOLVER_KEYS)})",
-            )
+    MD.check_solver_keys(config, _MD_SOLVER_KEYS)
     extras = spec.extras
-    for key in extras:
-        if key not in _MD_SOLVER_KEYS:
-            raise config.error(
-                f"solver.{key}",
-                "unknown key for MD solvers (expected one of: "
-                f"{', '.join(_MD_SOLVER_KEYS)}).{did_you_mean(key, _MD_SOLVER_KEYS)}",
-            )
     method = spec.method or "verlet"
     if method not in _MD_METHODS:
         raise config.error(

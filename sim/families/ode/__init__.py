@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import pydantic
 
 from physics import ode
 from physics.ode import OdeModel
@@ -33,6 +34,13 @@ class OdeFamily(TextModels, Events, Sweepable, Fittable):
     model_base = OdeModel
     describes = "ODE models"
     traced_solver_floats = True
+    solver_keys = {
+        "rtol": (float | None, pydantic.Field(default=None, gt=0)),
+        "atol": (float | None, pydantic.Field(default=None, gt=0)),
+        "dt0": (float | None, pydantic.Field(default=None, gt=0)),
+        "max_steps": (int | None, pydantic.Field(default=None, ge=1)),
+        "adjoint": (str | None, None),
+    }
 
     def text_model(self, config):
         options = config.spec.model.options

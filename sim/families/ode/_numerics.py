@@ -112,12 +112,7 @@ def ode_solver(config: Config) -> OdeSolver:
         raise config.error(
             "solver.max_events", f"expected a whole number from 1 to 100,000, got {max_events!r}"
         )
-    for key in extras:
-        raise config.error(
-            f"solver.{key}",
-            "unknown key for ODE solvers (expected one of: "
-            f"{', '.join(_ODE_SOLVER_KEYS)}).{did_you_mean(key, _ODE_SOLVER_KEYS)}",
-        )
+    ODE.check_solver_keys(config, _ODE_SOLVER_KEYS)
     method = spec.method or "tsit5"
     if method not in ONE_FIELD_METHODS:
         raise config.error(

@@ -4,6 +4,8 @@ sweeps) are imported by the first PDE work."""
 
 from __future__ import annotations
 
+import pydantic
+
 from physics.pde.base import PdeModel
 
 from ..._config import Value
@@ -19,6 +21,12 @@ class PdeFamily(TextModels, Sweepable, Fittable, Drawable):
     model_base = PdeModel
     describes = "PDE models"
     sections = {"grid": dict[str, Value]}
+    solver_keys = {  # (of the method of lines; spectral solvers take none of them)
+        "rtol": (float | None, pydantic.Field(default=None, gt=0)),
+        "atol": (float | None, pydantic.Field(default=None, gt=0)),
+        "max_steps": (int | None, pydantic.Field(default=None, ge=1)),
+        "adjoint": (str | None, None),
+    }
     checks = {
         "max_growth": (
             1000.0,

@@ -183,22 +183,8 @@ def _steps_per_save(config: Config, t: np.ndarray) -> int:
 _MAX_STEPS = 2**63 - 1
 
 
-def _extras(config: Config, allowed: tuple[str, ...], family: str) -> None:
-    spec = config.spec.solver
-    given = [
-        k for k in ("rtol", "atol", "dt0", "max_steps", "adjoint") if getattr(spec, k) is not None
-    ] + list(spec.extras)
-    for key in given:
-        if key not in allowed:
-            raise config.error(
-                f"solver.{key}",
-                f"unknown key for {family} solvers (expected one of: "
-                f"{', '.join(allowed)}).{did_you_mean(key, allowed)}",
-            )
-
-
 def _setup_spectral(model: SpectralPdeModel, config: Config) -> Setup:
-    _extras(config, _SPECTRAL_KEYS, "spectral PDE")
+    PDE.check_solver_keys(config, _SPECTRAL_KEYS, "spectral PDE")
     params = resolve_params(config, model)
     t = save_times(config)
     steps = _steps_per_save(config, t)
@@ -285,7 +271,7 @@ def _check_sides(
 
 
 def _setup_grid(model: GridPdeModel, config: Config) -> Setup:
-    _extras(config, _FD_KEYS, "finite-difference PDE")
+    PDE.check_solver_keys(config, _FD_KEYS, "finite-difference PDE")
     params = resolve_params(config, model)
     t = save_times(config)
     spec = config.spec.solver

@@ -28,6 +28,7 @@ class SdeFamily(TextModels, Sweepable, Fittable, Drawable):
     model_base = SdeModel
     describes = "SDE models"
     sections = {"ensemble": EnsembleSection}
+    solver_keys = {"max_steps": (int | None, pydantic.Field(default=None, ge=1))}
 
     def text_model(self, config):
         options = config.spec.model.options

@@ -92,18 +92,7 @@ def simulate(model: SdeModel, params, t, initial, solver, key) -> Trajectory:
 
 def _solver(config: Config, model: SdeModel) -> tuple[SdeEnsemble, dict[str, Any]]:
     spec = config.spec.solver
-    for key in ("rtol", "atol", "dt0", "adjoint", "dtype"):
-        if getattr(spec, key) is not None:
-            raise config.error(
-                f"solver.{key}", f"is not a key of SDE solvers (keys: {', '.join(_SOLVER_KEYS)})"
-            )
-    for key in spec.extras:
-        if key != "dt":
-            raise config.error(
-                f"solver.{key}",
-                "unknown key for SDE solvers (expected one of: "
-                f"{', '.join(_SOLVER_KEYS)}).{did_you_mean(key, _SOLVER_KEYS)}",
-            )
+    SDE.check_solver_keys(config, _SOLVER_KEYS)
     if config.spec.time.dt is not None:
         raise config.error("time.dt", "SDE runs take their step as [solver] dt")
     if "dt" not in spec.extras:
