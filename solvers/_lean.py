@@ -53,6 +53,7 @@ vector-Jacobian product at a time.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from functools import partial
@@ -188,6 +189,139 @@ def _stages(tableau: _Tableau, rhs, t, tnext, z, fz):
     return zi, ks, fs
 
 
+@dataclasses.dataclass(frozen=True, eq=False)  # (hashed by identity: `lax.while_loop` hashes it)
+class _Loop:
+    """The while loop of `_integrate` over the steps of dz/dt = rhs(t, z), its carry
+    (t, tnext, z, f at z, saved [T, m], the next save index, steps, accepted steps, the
+    result code, the record of accepted steps: () unless `record`)."""
+
+    rhs: Callable[[Array, Array], Array]
+    tableau: _Tableau
+    ts: Array
+    n_error: int  # the entries of z whose local error controls the step
+    rtol: Array
+    atol: Array
+    max_steps: int
+    record: bool
+    t1: Array
+    floor: Array  # diffrax's clip of a step that ends just short of t1
+    index: Array  # arange(T)
+    masked: bool  # whether the save times are filled by one masked evaluation a step
+
+    def start(self, t0: Array, z0: Array) -> tuple:
+        """The carry at ts[0], which saves z0; the first step of diffrax's choice."""
+        dtype, n_saves, max_steps = z0.dtype, self.ts.shape[0], self.max_steps
+        saved = jnp.full((n_saves, z0.size), jnp.nan, dtype).at[0].set(z0)
+        tnext = jnp.minimum(t0 + FIRST_STEP, self.t1)
+        fz = jnp.asarray(self.rhs(t0, z0), dtype)
+        zero = jnp.zeros((), jnp.int32)
+        log = ()
+        if self.record:
+            log = (
+                jnp.zeros(max_steps, dtype),
+                jnp.zeros(max_steps, dtype),
+                jnp.zeros((max_steps, z0.size), dtype),
+                jnp.full(n_saves, -1, jnp.int32),
+            )
+        return (t0, tnext, z0, fz, saved, jnp.ones((), jnp.int32), zero, zero, zero, log)
+
+    def running(self, carry: tuple) -> Array:
+        """Whether the solve goes on: before t1, within max_steps, no failure."""
+        t, steps, result = carry[0], carry[6], carry[8]
+        return (t < self.t1) & (steps < self.max_steps) & (result == int(Result.successful))
+
+    def control(self, t, tnext, z, z1, ks, result):
+        """(whether the step is accepted, the next step's start and end, the result code:
+        a failure where a rejected step no longer advances the time)."""
+        n_error, controlled = self.n_error, self.n_error == z.size
+        error = _combine(
+            None, self.tableau.b_error, ks if controlled else [k[:n_error] for k in ks]
+        )
+        y, y1 = (z, z1) if controlled else (z[:n_error], z1[:n_error])
+        error = jnp.where(jnp.isnan(error), jnp.inf, error)
+        y1_scale = jnp.where(jnp.any(jnp.isnan(y1)), y, y1)
+        scaled = _rms_norm(
+            error / (self.atol + jnp.maximum(jnp.abs(y), jnp.abs(y1_scale)) * self.rtol)
+        )
+        keep = scaled < 1
+        inverse = jax.lax.stop_gradient(1 / scaled)
+        factor = jnp.clip(
+            _SAFETY * inverse ** (1 / self.tableau.error_order),
+            min=jnp.where(keep, 1, _FACTORMIN),
+            max=jnp.where(keep, _FACTORMAX, _SAFETY),
+        )
+        new_t = jnp.where(keep, tnext, t)
+        new_next = new_t + (tnext - t) * jax.lax.stop_gradient(factor)
+        new_t = jnp.minimum(new_t, self.t1)
+        new_next = clip_to_end(new_t, new_next, self.t1, self.floor, keep)
+        # (a step that no longer advances the time would never advance again)
+        stuck = ~keep & ~(new_next > new_t)
+        result = jnp.where(
+            stuck,
+            jnp.where(
+                jnp.isfinite(scaled), int(Result.step_size_too_small), int(Result.nonfinite_state)
+            ),
+            result,
+        ).astype(jnp.int32)
+        return keep, new_t, new_next, result
+
+    def save(self, keep, t, tnext, evaluate, saved, idx):
+        """(saved, the next save index) with every save time an accepted step from t to
+        tnext passed over filled from its dense output `evaluate`."""
+        ts, index, n_saves = self.ts, self.index, self.ts.shape[0]
+        if self.masked:
+            hit = keep & (index >= idx) & (ts <= tnext)
+            saved = jnp.where(hit[:, None], evaluate(linear_rescale(t, ts, tnext)), saved)
+            return saved, idx + jnp.sum(hit, dtype=jnp.int32)
+
+        def pending(c):
+            return keep & (c[1] < n_saves) & (ts[jnp.minimum(c[1], n_saves - 1)] <= tnext)
+
+        def save_one(c):
+            buffer, i = c
+            return buffer.at[i].set(evaluate(linear_rescale(t, ts[i], tnext))), i + 1
+
+        return jax.lax.while_loop(pending, save_one, (saved, idx))
+
+    def logged(self, log, first, idx, accepted, t, tnext, z):
+        """The record after a step from t to tnext that filled save times first..idx-1
+        (written at the index of the next accepted step: a rejected step's entry is
+        overwritten by the step that follows it)."""
+        starts, ends, states, save_step = log
+        filled = (self.index >= first) & (self.index < idx)
+        return (
+            starts.at[accepted].set(t),
+            ends.at[accepted].set(tnext),
+            states.at[accepted].set(z),
+            jnp.where(filled, accepted, save_step),
+        )
+
+    def body(self, carry: tuple) -> tuple:
+        """The carry after one step (accepted or rejected)."""
+        t, tnext, z, fz, saved, idx, steps, accepted, result, log = carry
+        z1, ks, f1 = _stages(self.tableau, self.rhs, t, tnext, z, fz)
+        keep, new_t, new_next, result = self.control(t, tnext, z, z1, ks, result)
+        evaluate = _dense(self.tableau, z, z1, ks)
+        first = idx
+        saved, idx = self.save(keep, t, tnext, evaluate, saved, idx)
+        if self.record:
+            log = self.logged(log, first, idx, accepted, t, tnext, z)
+        z = jnp.where(keep, z1, z)
+        fz = jnp.where(keep, f1, fz)
+        return (
+            new_t,
+            new_next,
+            z,
+            fz,
+            saved,
+            idx,
+            steps + 1,
+            accepted + keep.astype(jnp.int32),
+            result,
+            log,
+        )
+
+
 def _integrate(
     rhs: Callable[[Array, Array], Array],
     ts: Array,
@@ -214,8 +348,6 @@ def _integrate(
         )
     if max_steps < 1:
         raise ValueError(f"max_steps must be >= 1, got {max_steps}")
-    tableau = _TABLEAUS[method]
-    coeff = 1 / tableau.error_order
     dtype = jnp.result_type(z0, ts, float)
     z0 = jnp.asarray(z0, dtype)
     ts = jnp.asarray(ts, dtype)
@@ -223,103 +355,25 @@ def _integrate(
     atol = jnp.asarray(atol, dtype)
     n_saves = ts.shape[0]
     t0, t1 = ts[0], ts[-1]
-    floor = clip_floor(t1)
-    index = jnp.arange(n_saves, dtype=jnp.int32)
-    masked = n_saves * z0.size <= _MASKED_SAVE_LIMIT
-    controlled = n_error == z0.size
-    int32 = jnp.int32
-
-    def body(carry):
-        t, tnext, z, fz, saved, idx, steps, accepted, result, log = carry
-        z1, ks, f1 = _stages(tableau, rhs, t, tnext, z, fz)
-        error = _combine(None, tableau.b_error, ks if controlled else [k[:n_error] for k in ks])
-        y, y1 = (z, z1) if controlled else (z[:n_error], z1[:n_error])
-        error = jnp.where(jnp.isnan(error), jnp.inf, error)
-        y1_scale = jnp.where(jnp.any(jnp.isnan(y1)), y, y1)
-        scaled = _rms_norm(error / (atol + jnp.maximum(jnp.abs(y), jnp.abs(y1_scale)) * rtol))
-        keep = scaled < 1
-        inverse = jax.lax.stop_gradient(1 / scaled)
-        factor = jnp.clip(
-            _SAFETY * inverse**coeff,
-            min=jnp.where(keep, 1, _FACTORMIN),
-            max=jnp.where(keep, _FACTORMAX, _SAFETY),
-        )
-        new_t = jnp.where(keep, tnext, t)
-        new_next = new_t + (tnext - t) * jax.lax.stop_gradient(factor)
-        new_t = jnp.minimum(new_t, t1)
-        new_next = clip_to_end(new_t, new_next, t1, floor, keep)
-        # (a step that no longer advances the time would never advance again)
-        stuck = ~keep & ~(new_next > new_t)
-        result = jnp.where(
-            stuck,
-            jnp.where(
-                jnp.isfinite(scaled), int(Result.step_size_too_small), int(Result.nonfinite_state)
-            ),
-            result,
-        ).astype(int32)
-        evaluate = _dense(tableau, z, z1, ks)
-        first = idx
-        if masked:
-            hit = keep & (index >= idx) & (ts <= tnext)
-            saved = jnp.where(hit[:, None], evaluate(linear_rescale(t, ts, tnext)), saved)
-            idx = idx + jnp.sum(hit, dtype=int32)
-        else:
-
-            def pending(c):
-                return keep & (c[1] < n_saves) & (ts[jnp.minimum(c[1], n_saves - 1)] <= tnext)
-
-            def save_one(c):
-                buffer, i = c
-                return buffer.at[i].set(evaluate(linear_rescale(t, ts[i], tnext))), i + 1
-
-            saved, idx = jax.lax.while_loop(pending, save_one, (saved, idx))
-        if record:
-            # (written at the index of the next accepted step: a rejected step's entry
-            # is overwritten by the step that follows it)
-            starts, ends, states, save_step = log
-            filled = (index >= first) & (index < idx)
-            log = (
-                starts.at[accepted].set(t),
-                ends.at[accepted].set(tnext),
-                states.at[accepted].set(z),
-                jnp.where(filled, accepted, save_step),
-            )
-        z = jnp.where(keep, z1, z)
-        fz = jnp.where(keep, f1, fz)
-        return (
-            new_t,
-            new_next,
-            z,
-            fz,
-            saved,
-            idx,
-            steps + 1,
-            accepted + keep.astype(int32),
-            result,
-            log,
-        )
-
-    def running(carry):
-        t, steps, result = carry[0], carry[6], carry[8]
-        return (t < t1) & (steps < max_steps) & (result == int(Result.successful))
-
-    saved = jnp.full((n_saves, z0.size), jnp.nan, dtype).at[0].set(z0)
-    tnext = jnp.minimum(t0 + FIRST_STEP, t1)
-    fz = jnp.asarray(rhs(t0, z0), dtype)
-    zero = jnp.zeros((), int32)
-    log = ()
-    if record:
-        log = (
-            jnp.zeros(max_steps, dtype),
-            jnp.zeros(max_steps, dtype),
-            jnp.zeros((max_steps, z0.size), dtype),
-            jnp.full(n_saves, -1, int32),
-        )
-    carry = (t0, tnext, z0, fz, saved, jnp.ones((), int32), zero, zero, zero, log)
-    t, _, _, _, saved, _, steps, accepted, result, log = jax.lax.while_loop(running, body, carry)
+    loop = _Loop(
+        rhs=rhs,
+        tableau=_TABLEAUS[method],
+        ts=ts,
+        n_error=n_error,
+        rtol=rtol,
+        atol=atol,
+        max_steps=max_steps,
+        record=record,
+        t1=t1,
+        floor=clip_floor(t1),
+        index=jnp.arange(n_saves, dtype=jnp.int32),
+        masked=n_saves * z0.size <= _MASKED_SAVE_LIMIT,
+    )
+    carry = jax.lax.while_loop(loop.running, loop.body, loop.start(t0, z0))
+    t, _, _, _, saved, _, steps, accepted, result, log = carry
     result = jnp.where(
         (result == int(Result.successful)) & (t < t1), int(Result.max_steps_reached), result
-    ).astype(int32)
+    ).astype(jnp.int32)
     if record:
         return saved, steps, accepted, result, log
     return saved, steps, accepted, result

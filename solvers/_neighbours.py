@@ -35,7 +35,9 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, Bool, Float, Int, UInt32
+from jaxtyping import Array, Bool, Float, Int
+
+from ._neighbour_slots import _apart, _compact, _packed, by_row_blocks
 
 Positions = Float[Array, "n dim"]
 """Particle positions, one row per particle."""
@@ -436,6 +438,37 @@ class NeighbourList(eqx.Module):
             return jax.lax.sort(group * n + jnp.arange(n, dtype=jnp.int32)) % n
         return jnp.argsort(group, stable=True).astype(jnp.int32)
 
+    def _cell_members(
+        self, at: Positions, box: Box | None, in_cell_order: bool
+    ) -> tuple[Array, Array, Array, Array, Array]:
+        """(the cell of each particle [n], the particles sorted by cell [n], each cell's
+        start in that order [n_cells + 1], its count [n_cells], the table of cells: each
+        cell's members [n_cells + 1, width], padded with n) from positions `at` wrapped
+        into the box. The table's last row is an empty cell: the neighbour of border
+        cells off a free-space grid.
+
+        Its rows have a width that is a multiple of 8, so that 28 stencil columns (the
+        27 cells and, where needed, the empty cell) make whole 32-bit words of
+        candidates for `_compact`, without copying to pad.
+        """
+        n = at.shape[0]
+        coords = self._cell_coords(at, box)
+        strides = np.cumprod((1,) + self.cells[:-1]).astype(np.int32)
+        group = coords @ jnp.asarray(strides)
+        n_cells = math.prod(self.cells)
+        order = jnp.arange(n, dtype=jnp.int32) if in_cell_order else self._cell_order(at, box)
+        starts = jnp.searchsorted(group[order], jnp.arange(n_cells + 1, dtype=jnp.int32)).astype(
+            jnp.int32
+        )
+        counts = starts[1:] - starts[:-1]
+        width = -(-self.cell_capacity // 8) * 8
+        slot = jnp.arange(width, dtype=jnp.int32)
+        members = jnp.where(
+            slot < counts[:, None], order[jnp.minimum(starts[:-1, None] + slot, n - 1)], n
+        )
+        members = jnp.concatenate([members, jnp.full((1, width), n, jnp.int32)])
+        return group, order, starts, counts, members
+
     def _candidates(
         self, position: Positions, box: Box | None, in_cell_order: bool = False
     ) -> tuple[
@@ -472,92 +505,16 @@ class NeighbourList(eqx.Module):
         run of the sorted order, found with `searchsorted` (no scatter); particles
         `in_cell_order` are sorted already.
         """
-        n, dim = position.shape
+        dim = position.shape[1]
         if not self.cells:
-
-            def ids(group, column):
-                return jnp.where(column < n, column, n)
-
-            group = jnp.zeros(n, jnp.int32)
-            occupancy = jnp.asarray(0, jnp.int32)
-            hood_x = tuple(position[None, :, axis] for axis in range(dim))
-            own = jnp.arange(n, dtype=jnp.int32)
-            at = position
+            at, ids, hood_x, group, own, occupancy = _all_pairs(position)
         else:
             at = self._wrapped(position, box)
-            coords = self._cell_coords(at, box)
-            strides = np.cumprod((1,) + self.cells[:-1]).astype(np.int32)
-            group = coords @ jnp.asarray(strides)
-            n_cells = math.prod(self.cells)
-            order = jnp.arange(n, dtype=jnp.int32) if in_cell_order else self._cell_order(at, box)
-            starts = jnp.searchsorted(
-                group[order], jnp.arange(n_cells + 1, dtype=jnp.int32)
-            ).astype(jnp.int32)
-            counts = starts[1:] - starts[:-1]
-            # the table of cells: rows of a width that is a multiple of 8, so that 28
-            # stencil columns (the 27 cells and, where needed, the empty cell) make
-            # whole 32-bit words of candidates for `_compact`, without copying to pad
-            width = -(-self.cell_capacity // 8) * 8
-            slot = jnp.arange(width, dtype=jnp.int32)
-            members = jnp.where(
-                slot < counts[:, None], order[jnp.minimum(starts[:-1, None] + slot, n - 1)], n
-            )
-            # an extra empty cell: the neighbour of border cells off a free-space grid
-            members = jnp.concatenate([members, jnp.full((1, width), n, jnp.int32)])
-            stencil, images = _stencil(self.cells, self.periodic)
-            if (stencil.shape[1] * width) % 32:
-                stencil = np.concatenate(
-                    [stencil, np.full((n_cells, 1), n_cells, stencil.dtype)], axis=1
-                )
-                images = np.concatenate([images, np.zeros((n_cells, 1, dim), images.dtype)], axis=1)
-            stencil_j = jnp.asarray(stencil)
-
-            if (
-                in_cell_order
-            ):  # a cell's members are a run of ids from its start: one lookup a slot, not two
-                first = starts[stencil_j]
-
-                def ids(group, column):
-                    return first[group[:, None], column // width] + column % width
-
-            elif (
-                n_cells * stencil.shape[1] * width <= ID_TABLE_SIZE
-            ):  # each cell's candidates' ids as a row: one lookup a slot
-                table = _apart(
-                    lambda cells: members[stencil_j[cells]].reshape(cells.shape[0], -1),
-                    n_cells,
-                    stencil.shape[1] * width,
-                )
-
-                def ids(group, column):
-                    return table[group[:, None], column]
-
-            else:
-
-                def ids(group, column):
-                    cell = stencil_j[group[:, None], column // width]
-                    return members[cell, column % width]
-
-            safe = jnp.minimum(members, n - 1)
-
-            # each cell's members' coordinates, made in a loop of two halves of the cells
-            # so that they are a table of their own: the stencil's gather then copies
-            # whole rows of it, where fused it gathered twice per entry (a build at
-            # 32,000 particles took 48 ms against 54 on one core)
-            def coordinates(cells):
-                return tuple(
-                    jnp.where(members[cells] < n, at[:, axis][safe[cells]], jnp.inf)
-                    for axis in range(dim)
-                )
-
-            tables = _apart(coordinates, n_cells + 1, width)
-            hood_x = []
-            for axis in range(dim):
-                x = tables[axis][stencil]  # [n_cells, columns, width]
-                if self.periodic:
-                    x = x + (jnp.asarray(images[:, :, axis], at.dtype) * box[axis])[:, :, None]
-                hood_x.append(x.reshape(n_cells, -1))
-            hood_x = tuple(hood_x)
+            group, order, starts, counts, members = self._cell_members(at, box, in_cell_order)
+            width = members.shape[1]
+            stencil, images = _stencil_in_words(self.cells, self.periodic, width)
+            ids = _candidate_ids(members, starts, stencil, in_cell_order)
+            hood_x = _hood_coordinates(at, box, members, stencil, images, self.periodic)
             # a particle's own cell is the middle of its 3^dim stencil; its rank in the
             # cell is its place in the sorted order after the cell's start
             rank = order if in_cell_order else _inverse(order)
@@ -633,106 +590,103 @@ def _stencil(cells: tuple[int, ...], periodic: bool) -> tuple[np.ndarray, np.nda
     return stencil, images
 
 
-def _packed(keep: Bool[Array, "rows m"]) -> UInt32[Array, "rows words"]:
-    """The mask `keep` padded to a multiple of 32 columns and packed into 32-bit words, in
-    one pass over it: bit b of word w is column b * (m / 32) + w, so that the packing ORs
-    32 whole slices of words, which vectorises and fuses with the candidate test (packing
-    32 neighbouring columns into a word was 10x slower)."""
-    rows, m = keep.shape
-    n_words = -(-m // 32)
-    keep = jnp.pad(keep, ((0, 0), (0, 32 * n_words - m)))
-    words = jnp.zeros((rows, n_words), jnp.uint32)
-    for bit in range(
-        32
-    ):  # an OR of 32 slices: one loop over [rows, words] (a sum over an axis was 3x slower)
-        words = words | jnp.where(
-            keep[:, bit * n_words : (bit + 1) * n_words], jnp.uint32(1 << bit), jnp.uint32(0)
+def _stencil_in_words(
+    cells: tuple[int, ...], periodic: bool, width: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """`_stencil`, with a column of the empty cell (id n_cells) added where its 3^dim
+    columns of cell table rows `width` wide would not make whole 32-bit words."""
+    stencil, images = _stencil(cells, periodic)
+    n_cells, dim = stencil.shape[0], len(cells)
+    if (stencil.shape[1] * width) % 32:
+        stencil = np.concatenate([stencil, np.full((n_cells, 1), n_cells, stencil.dtype)], axis=1)
+        images = np.concatenate([images, np.zeros((n_cells, 1, dim), images.dtype)], axis=1)
+    return stencil, images
+
+
+def _all_pairs(position: Positions) -> tuple:
+    """`NeighbourList._candidates` without a cell list: one group holding every particle."""
+    n, dim = position.shape
+
+    def ids(group, column):
+        return jnp.where(column < n, column, n)
+
+    group = jnp.zeros(n, jnp.int32)
+    occupancy = jnp.asarray(0, jnp.int32)
+    hood_x = tuple(position[None, :, axis] for axis in range(dim))
+    own = jnp.arange(n, dtype=jnp.int32)
+    return position, ids, hood_x, group, own, occupancy
+
+
+def _candidate_ids(
+    members: Array, starts: Array, stencil: np.ndarray, in_cell_order: bool
+) -> Callable[[Array, Array], Array]:
+    """`ids(group, column)`: the ids of the candidates in columns [b, k] of cells
+    `group` [b], from the table of cells `members` and each cell's `stencil`. Particles
+    `in_cell_order`: a cell's members are a run of ids from its start, one lookup a slot
+    (not two); else, when it fits `ID_TABLE_SIZE`, each cell's candidates' ids as a row
+    of a table, one lookup a slot; else through the cell and its member."""
+    n_cells, width = stencil.shape[0], members.shape[1]
+    stencil_j = jnp.asarray(stencil)
+    if in_cell_order:
+        first = starts[stencil_j]
+
+        def ids(group, column):
+            return first[group[:, None], column // width] + column % width
+
+        return ids
+    if n_cells * stencil.shape[1] * width <= ID_TABLE_SIZE:
+        table = _apart(
+            lambda cells: members[stencil_j[cells]].reshape(cells.shape[0], -1),
+            n_cells,
+            stencil.shape[1] * width,
         )
-    return words
+
+        def ids(group, column):
+            return table[group[:, None], column]
+
+        return ids
+
+    def ids(group, column):
+        cell = stencil_j[group[:, None], column // width]
+        return members[cell, column % width]
+
+    return ids
 
 
-def _compact(
-    words: UInt32[Array, "rows words"],
-    m: int,
-    ids_of: Callable[
-        [Int[Array, " rows"], Int[Array, "rows capacity"]], Int[Array, "rows capacity"]
-    ],
-    capacity: int,
-    n: int,
-) -> tuple[Int[Array, "rows capacity"], Int[Array, " rows"]]:
-    """The kept candidates of every row, in candidate order, as a [rows, capacity] array
-    padded with n, from the mask of m candidates packed by `_packed`
-    (`ids_of(rows, columns)`: the ids of the candidates in those columns of those rows);
-    also the full count per row (which may exceed capacity).
+def _hood_coordinates(
+    at: Positions,
+    box: Box | None,
+    members: Array,
+    stencil: np.ndarray,
+    images: np.ndarray,
+    periodic: bool,
+) -> tuple[Array, ...]:
+    """The coordinates of every cell's candidates, one [n_cells, m] array per axis
+    (padding at infinity), from the table of cells `members` and the `stencil`; in a
+    periodic box each the image nearest to the cell (`images` times the box edges).
 
-    Slot s of a row is in the last word whose kept candidates before it number at most
-    s: one pass over the words, each a select on [rows, capacity] arrays, all fused into
-    one loop (a binary search over the words with gathers took 4x longer), and its bit is
-    found by a binary search within the word using `population_count`. Everything works
-    on [rows, m / 32] and [rows, capacity] arrays, so no prefix sum, sort or scatter runs
-    over all candidates. The slots follow the words, not the columns: the order of a row
-    is fixed by the candidates, whatever the capacity.
-
-    The ids are looked up apart from the search, in a loop of two halves (whose boundary
-    XLA does not fuse across): fused into the elementwise search, the gathers kept XLA on
-    CPU from vectorising it (on one core at 32,000 particles, a build took 157-164 ms with
-    the lookup fused into a search done a block of rows at a time, 67-72 ms so). The running
-    count of kept candidates is a product with a triangular matrix of ones, exact in
-    float32 up to 2^24 candidates a row (XLA's cumulative sum, a reduce-window on CPU,
-    made the build 4-5 ms longer of 55).
+    Each cell's members' coordinates are made first, in a loop of two halves of the
+    cells, so that they are a table of their own: the stencil's gather then copies whole
+    rows of it, where fused it gathered twice per entry (a build at 32,000 particles took
+    48 ms against 54 on one core).
     """
-    rows, n_words = words.shape
-    per_word = jax.lax.population_count(words).astype(jnp.int32)
-    triangle = jnp.asarray(np.triu(np.ones((n_words, n_words), np.float32)))
-    running = jnp.dot(per_word.astype(jnp.float32), triangle).astype(
-        jnp.int32
-    )  # kept up to and including each word
-    before = running - per_word
-    count = running[:, -1]
-    slot = jnp.arange(capacity, dtype=jnp.int32)[None, :]
+    n, dim = at.shape
+    n_cells, width = stencil.shape[0], members.shape[1]
+    safe = jnp.minimum(members, n - 1)
 
-    # each word's first slot and its own number in one integer (two selects a step, not three)
-    shift = max(n_words - 1, 1).bit_length()
-    key = jnp.left_shift(before, shift) | jnp.arange(n_words, dtype=jnp.int32)
-    last = jnp.left_shift(slot, shift) | (
-        (1 << shift) - 1
-    )  # the largest key a word starting at `slot` has
-
-    def scan_word(v, found):
-        key_here, word = found
-        k = jax.lax.dynamic_index_in_dim(key, v, axis=1)
-        here = k <= last
-        return jnp.where(here, k, key_here), jnp.where(
-            here, jax.lax.dynamic_index_in_dim(words, v, axis=1), word
+    def coordinates(cells):
+        return tuple(
+            jnp.where(members[cells] < n, at[:, axis][safe[cells]], jnp.inf) for axis in range(dim)
         )
 
-    found = (jnp.zeros((rows, capacity), jnp.int32), jnp.zeros((rows, capacity), jnp.uint32))
-    if n_words <= 64:  # unrolled: one fused loop over the slots
-        for v in range(n_words):
-            found = scan_word(v, found)
-    else:
-        found = jax.lax.fori_loop(0, n_words, scan_word, found)
-    key_here, word = found
-    w = key_here & ((1 << shift) - 1)
-    base = jnp.right_shift(key_here, shift)
-    rank = slot - base
-    # b = the largest bit position with at most `rank` kept bits below it: the slot's bit
-    b = jnp.zeros((rows, capacity), jnp.uint32)
-    for step in (16, 8, 4, 2, 1):
-        trial = b + jnp.uint32(step)
-        lower = jax.lax.population_count(
-            word & (jnp.left_shift(jnp.uint32(1), trial) - jnp.uint32(1))
-        )
-        b = jnp.where(lower.astype(jnp.int32) <= rank, trial, b)
-    column = jnp.minimum(b.astype(jnp.int32) * n_words + w, m - 1)
-    column = jnp.where(slot < count[:, None], column, -1)
-
-    def lookup(r):
-        c = column[r]
-        return jnp.where(c >= 0, ids_of(r, jnp.maximum(c, 0)), n).astype(jnp.int32)
-
-    index = _apart(lookup, rows, capacity)
-    return index, count
+    tables = _apart(coordinates, n_cells + 1, width)
+    hood_x = []
+    for axis in range(dim):
+        x = tables[axis][stencil]  # [n_cells, columns, width]
+        if periodic:
+            x = x + (jnp.asarray(images[:, :, axis], at.dtype) * box[axis])[:, :, None]
+        hood_x.append(x.reshape(n_cells, -1))
+    return tuple(hood_x)
 
 
 def _occupancy(nl: NeighbourList, position: Positions, box: Box | None) -> int:
@@ -761,45 +715,12 @@ def _neighbour_counts(nl: NeighbourList, position: Positions, box: Box | None) -
     return jnp.max(by_row_blocks(rows, n, hood_x[0].shape[1]), initial=0)
 
 
-def by_row_blocks(
-    fn: Callable,
-    n: int,
-    width: int,
-    elements: int = 1 << 18,
-    ids: Int[Array, " rows"] | None = None,
-):
-    """`fn(ids)` for a function of particle ids whose work is [len(ids), width] (ids:
-    `arange(n)` unless given), computed a block of rows at a time (`lax.map`) so that
-    the [block, width] intermediates stay in cache; the outputs (arrays with a leading
-    axis of rows) are concatenated. Blocks hold at most about `elements` entries; one
-    block when everything fits, else blocks of equal size (padding at most one row a
-    block, where blocks of the largest size would pad the last one by up to a block).
-    """
-    count = n if ids is None else ids.shape[0]
-    most = max(8, elements // max(width, 1))
-    if most >= count:
-        return fn(jnp.arange(n, dtype=jnp.int32) if ids is None else ids)
-    blocks = -(-count // most)
-    block = -(-count // blocks)
-    at = jnp.minimum(jnp.arange(blocks * block, dtype=jnp.int32), count - 1).reshape(blocks, block)
-    out = jax.lax.map(fn, at if ids is None else ids[at])
-    return jax.tree.map(lambda a: a.reshape((blocks * block,) + a.shape[2:])[:count], out)
-
-
 def _inverse(order: Int[Array, " n"]) -> Int[Array, " n"]:
     """The inverse of a permutation: the place of each element in `order`."""
     n = order.shape[0]
     return (
         jnp.zeros(n, jnp.int32).at[order].set(jnp.arange(n, dtype=jnp.int32), unique_indices=True)
     )
-
-
-def _apart(fn: Callable, count: int, width: int):
-    """`by_row_blocks` of `fn` in two blocks of rows: the loop's boundary keeps what `fn`
-    computes out of the fusions around it. XLA on CPU runs a gather as a scalar loop and
-    fuses it into the elementwise work that produces its indices or consumes its values,
-    which is then not vectorised either; apart, that work is."""
-    return by_row_blocks(fn, count, width, elements=width * -(-count // 2))
 
 
 def _padded(count: int, factor: float, limit: int) -> int:

@@ -27,6 +27,7 @@ Python callable), with `OdeLoop.from_ode_solver` or `OdeLoop.from_method_of_line
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -277,114 +278,195 @@ class OdeLoop(eqx.Module):
         terms, solver, controller, ts, t1, _ = self._prepared()
         fn = self.fn or (lambda t, y, args: y)
         args = self.args
-        count = ts.shape[0]
         t1_clip_floor = clip_floor(t1)
         error_order = solver.error_order(terms)
         base = state.frame
-        target = jnp.minimum(base + jnp.asarray(frames, jnp.int32), count)
+        target = jnp.minimum(base + jnp.asarray(frames, jnp.int32), ts.shape[0])
         struct = self._saved_struct(state)
         buffer = jax.tree.map(lambda s: jnp.zeros((capacity + 1,) + s.shape, s.dtype), struct)
-
-        def step(st: OdeLoopState, made_jump_arg) -> OdeLoopState:
-            made_jump = made_jump_arg if made_jump_arg is not None else st.made_jump
-            y, y_error, dense_info, solver_state, solver_result = solver.step(
-                terms, st.tprev, st.tnext, st.y, args, st.solver_state, made_jump
-            )
-            y_error = jax.tree.map(lambda x: jnp.where(jnp.isnan(x), jnp.inf, x), y_error)
-            keep_step, tprev, tnext, new_jump, controller_state, controller_result = (
-                controller.adapt_step_size(
-                    st.tprev, st.tnext, st.y, y, args, y_error, error_order, st.controller_state
-                )
-            )
-            tprev = jnp.minimum(tprev, t1)
-            tnext = clip_to_end(tprev, tnext, t1, t1_clip_floor, keep_step)
-            keep = lambda a, b: jnp.where(keep_step, a, b)  # noqa: E731
-            y = jax.tree.map(keep, y, st.y)
-            solver_state = jax.tree.map(keep, solver_state, st.solver_state)
-            new_jump = jnp.where(keep_step, new_jump, st.made_jump)
-            solver_result = diffrax.RESULTS.where(
-                keep_step, solver_result, diffrax.RESULTS.successful
-            )
-            result = diffrax.RESULTS.where(diffrax.is_okay(st.result), solver_result, st.result)
-            result = diffrax.RESULTS.where(diffrax.is_okay(result), controller_result, result)
-            return OdeLoopState(
-                y=y,
-                tprev=jnp.asarray(tprev, st.tprev.dtype),
-                tnext=jnp.asarray(tnext, st.tnext.dtype),
-                made_jump=jnp.asarray(new_jump, bool),
-                solver_state=jax.tree.map(
-                    lambda a, b: jnp.asarray(a, jnp.result_type(b)), solver_state, st.solver_state
-                ),
-                controller_state=jax.tree.map(
-                    lambda a, b: jnp.asarray(a, jnp.result_type(b)),
-                    controller_state,
-                    st.controller_state,
-                ),
-                dense_t0=st.tprev,
-                dense_t1=st.tnext,
-                dense_info=dense_info,
-                dense_valid=jnp.asarray(keep_step, bool),
-                frame=st.frame,
-                num_steps=st.num_steps + 1,
-                num_accepted_steps=st.num_accepted_steps
-                + jnp.where(keep_step, 1, 0).astype(jnp.int32),
-                result=result,
-            )
-
         # As diffeqsolve: a made_jump that the controller never sets stays the static
         # False, so that FSAL solvers reuse their last stage without a select.
-        # (whether the controller sets it depends on the controller, not on the step: the
-        # state stands in for the step's new value and error, which have its structure,
-        # so that the step is not traced once more for this)
-        def adapted_jump(st):
-            return controller.adapt_step_size(
-                st.tprev, st.tnext, st.y, st.y, args, st.y, error_order, st.controller_state
-            )[3]
-
-        static_jump = isinstance(eqx.filter_eval_shape(adapted_jump, state), bool)
-
-        def take_step(st: OdeLoopState) -> OdeLoopState:
-            return step(st, False if static_jump else None)
-
-        zeros = jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), struct)
-
-        def pending(st: OdeLoopState):
-            index = jnp.minimum(st.frame, count - 1)
-            return st.dense_valid & (st.frame < target) & (ts[index] <= st.dense_t1)
-
-        def save_one(st: OdeLoopState):
-            t = ts[jnp.minimum(st.frame, count - 1)]
-            interpolator = solver.interpolation_cls(t0=st.dense_t0, t1=st.dense_t1, **st.dense_info)
-            value = fn(t, interpolator.evaluate(t), args)
-            return eqx.tree_at(lambda s: s.frame, st, st.frame + 1), st.frame - base, value
-
-        def step_one(st: OdeLoopState):
-            return take_step(st), jnp.asarray(capacity, jnp.int32), zeros
-
-        budget = min(self.max_steps, _INT32_MAX)  # step counts are int32
-
-        def more(carry):
-            st, _ = carry
-            can_step = st.num_steps < budget
-            return (st.frame < target) & diffrax.is_okay(st.result) & (pending(st) | can_step)
-
-        # One iteration either fills the next save time from the last step's
-        # interpolation (while one is pending) or takes a step: a single compiled
-        # instance of each, whatever the chunk, so that a save time is computed with the
-        # same rounding wherever chunks fall. The buffer is written outside the branch
-        # (a step writes zeros into the spare last row), so it is never copied.
-        def body(carry):
-            st, buf = carry
-            st, row, value = jax.lax.cond(pending(st), save_one, step_one, st)
-            buf = jax.tree.map(lambda b, v: b.at[row].set(v.astype(b.dtype)), buf, value)
-            return st, buf
-
-        state, buffer = jax.lax.while_loop(more, body, (state, buffer))
+        static_jump = _jump_is_static(controller, args, error_order, state)
+        chunk = _Chunk(
+            terms=terms,
+            solver=solver,
+            controller=controller,
+            ts=ts,
+            t1=t1,
+            t1_clip_floor=t1_clip_floor,
+            args=args,
+            fn=fn,
+            error_order=error_order,
+            made_jump=False if static_jump else None,
+            base=base,
+            target=target,
+            capacity=capacity,
+            zeros=jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), struct),
+            budget=min(self.max_steps, _INT32_MAX),  # step counts are int32
+        )
+        state, buffer = jax.lax.while_loop(chunk.more, chunk.body, (state, buffer))
         exhausted = (
-            (state.frame < target) & diffrax.is_okay(state.result) & (state.num_steps >= budget)
+            (state.frame < target)
+            & diffrax.is_okay(state.result)
+            & (state.num_steps >= chunk.budget)
         )
         result = diffrax.RESULTS.where(exhausted, diffrax.RESULTS.max_steps_reached, state.result)
         return eqx.tree_at(lambda s: s.result, state, result), buffer
+
+
+def _jump_is_static(controller, args, error_order, state: OdeLoopState) -> bool:
+    """Whether the controller's made_jump is a Python bool (never set), whatever the step.
+
+    (whether the controller sets it depends on the controller, not on the step: the
+    state stands in for the step's new value and error, which have its structure, so
+    that the step is not traced once more for this)"""
+
+    def adapted_jump(st):
+        return controller.adapt_step_size(
+            st.tprev, st.tnext, st.y, st.y, args, st.y, error_order, st.controller_state
+        )[3]
+
+    return isinstance(eqx.filter_eval_shape(adapted_jump, state), bool)
+
+
+def _as_dtypes_of(new: PyTree, old: PyTree) -> PyTree:
+    """`new` with the dtypes of `old`, leaf by leaf."""
+    return jax.tree.map(lambda a, b: jnp.asarray(a, jnp.result_type(b)), new, old)
+
+
+def _stepped(
+    st: OdeLoopState,
+    keep_step,
+    y: PyTree,
+    tprev,
+    tnext,
+    made_jump,
+    solver_state: PyTree,
+    controller_state: PyTree,
+    dense_info: PyTree,
+    result: diffrax.RESULTS,
+) -> OdeLoopState:
+    """The state after a step from `st` (accepted where keep_step), in the dtypes of `st`;
+    the step's interval and interpolation are the dense output until the next step."""
+    return OdeLoopState(
+        y=y,
+        tprev=jnp.asarray(tprev, st.tprev.dtype),
+        tnext=jnp.asarray(tnext, st.tnext.dtype),
+        made_jump=jnp.asarray(made_jump, bool),
+        solver_state=_as_dtypes_of(solver_state, st.solver_state),
+        controller_state=_as_dtypes_of(controller_state, st.controller_state),
+        dense_t0=st.tprev,
+        dense_t1=st.tnext,
+        dense_info=dense_info,
+        dense_valid=jnp.asarray(keep_step, bool),
+        frame=st.frame,
+        num_steps=st.num_steps + 1,
+        num_accepted_steps=st.num_accepted_steps + jnp.where(keep_step, 1, 0).astype(jnp.int32),
+        result=result,
+    )
+
+
+@dataclasses.dataclass(frozen=True, eq=False)  # (hashed by identity: `lax.while_loop` hashes it)
+class _Chunk:
+    """The while loop of one `OdeLoop.advance`, over (state, buffer).
+
+    One iteration either fills the next save time from the last step's interpolation
+    (while one is pending) or takes a step: a single compiled instance of each, whatever
+    the chunk, so that a save time is computed with the same rounding wherever chunks
+    fall. The buffer is written outside the branch (a step writes zeros into the spare
+    last row), so it is never copied.
+    """
+
+    terms: PyTree
+    solver: diffrax.AbstractSolver
+    controller: diffrax.AbstractStepSizeController
+    ts: Array
+    t1: Array
+    t1_clip_floor: Array
+    args: PyTree
+    fn: Callable[[Any, PyTree, Any], PyTree]
+    error_order: Any
+    made_jump: bool | None  # the static made_jump of every step (None: the state's)
+    base: Array  # the frame of the chunk's first save time
+    target: Array  # the frame to stop before
+    capacity: int
+    zeros: PyTree  # what a step writes into the buffer's spare row
+    budget: int  # steps of the whole solve
+
+    def take_step(self, st: OdeLoopState) -> OdeLoopState:
+        """The state after one step (accepted or rejected) from `st`, clipped to land on
+        t1 as diffeqsolve clips it."""
+        made_jump = self.made_jump if self.made_jump is not None else st.made_jump
+        y, y_error, dense_info, solver_state, solver_result = self.solver.step(
+            self.terms, st.tprev, st.tnext, st.y, self.args, st.solver_state, made_jump
+        )
+        y_error = jax.tree.map(lambda x: jnp.where(jnp.isnan(x), jnp.inf, x), y_error)
+        keep_step, tprev, tnext, new_jump, controller_state, controller_result = (
+            self.controller.adapt_step_size(
+                st.tprev,
+                st.tnext,
+                st.y,
+                y,
+                self.args,
+                y_error,
+                self.error_order,
+                st.controller_state,
+            )
+        )
+        tprev = jnp.minimum(tprev, self.t1)
+        tnext = clip_to_end(tprev, tnext, self.t1, self.t1_clip_floor, keep_step)
+        keep = lambda a, b: jnp.where(keep_step, a, b)  # noqa: E731
+        y = jax.tree.map(keep, y, st.y)
+        solver_state = jax.tree.map(keep, solver_state, st.solver_state)
+        new_jump = jnp.where(keep_step, new_jump, st.made_jump)
+        solver_result = diffrax.RESULTS.where(keep_step, solver_result, diffrax.RESULTS.successful)
+        result = diffrax.RESULTS.where(diffrax.is_okay(st.result), solver_result, st.result)
+        result = diffrax.RESULTS.where(diffrax.is_okay(result), controller_result, result)
+        return _stepped(
+            st,
+            keep_step,
+            y,
+            tprev,
+            tnext,
+            new_jump,
+            solver_state,
+            controller_state,
+            dense_info,
+            result,
+        )
+
+    def pending(self, st: OdeLoopState):
+        """Whether the next save time of the chunk lies in the last accepted step."""
+        count = self.ts.shape[0]
+        index = jnp.minimum(st.frame, count - 1)
+        return st.dense_valid & (st.frame < self.target) & (self.ts[index] <= st.dense_t1)
+
+    def save_one(self, st: OdeLoopState):
+        """(the state with the next save time filled, its buffer row, its value)."""
+        t = self.ts[jnp.minimum(st.frame, self.ts.shape[0] - 1)]
+        interpolator = self.solver.interpolation_cls(
+            t0=st.dense_t0, t1=st.dense_t1, **st.dense_info
+        )
+        value = self.fn(t, interpolator.evaluate(t), self.args)
+        return eqx.tree_at(lambda s: s.frame, st, st.frame + 1), st.frame - self.base, value
+
+    def step_one(self, st: OdeLoopState):
+        """(the state after a step, the buffer's spare row, zeros)."""
+        return self.take_step(st), jnp.asarray(self.capacity, jnp.int32), self.zeros
+
+    def more(self, carry) -> Array:
+        """Whether the chunk goes on: save times left, no failure, and a save pending or
+        a step within the budget."""
+        st, _ = carry
+        can_step = st.num_steps < self.budget
+        return (st.frame < self.target) & diffrax.is_okay(st.result) & (self.pending(st) | can_step)
+
+    def body(self, carry):
+        """(state, buffer) after filling a save time or taking a step."""
+        st, buf = carry
+        st, row, value = jax.lax.cond(self.pending(st), self.save_one, self.step_one, st)
+        buf = jax.tree.map(lambda b, v: b.at[row].set(v.astype(b.dtype)), buf, value)
+        return st, buf
 
 
 def result_code(result: diffrax.RESULTS) -> Array:
