@@ -90,7 +90,8 @@ from sim.core import (
     write_root_attrs,
 )
 
-from ._fit import _TRANSFORMS, Free, fit_section
+from ._fit_problem import _TRANSFORMS, Free
+from ._fit_section import fit_section
 
 MAX_REPLICAS = 256  # (a larger batch is a typo more likely than a wish)
 
