@@ -95,12 +95,42 @@ def load_observations(
             values beyond 1e150, non-positive sigma; names file and dataset.
     """
     section = data_section(config)
+    path = _data_file(config, section, data)
+    _check_names(config, section, observable_names)
+    if path.is_dir():
+        raise DataError(path, "", "is a folder; expected an HDF5 file of observations")
+    if not path.exists():
+        raise DataError(path, "", "no such file; expected an HDF5 file of observations")
+    shapes = observable_shapes(config) if observable_names is not None else {}
+    try:
+        f = h5py.File(path, "r")
+    except DAMAGED_FILE_ERRORS as e:
+        raise DataError(path, "", f"not a readable HDF5 file ({error_reason(e)})") from None
+    with f:
+        time = _read_time(f, path, section)
+        values = _read_values(f, path, section, len(time), shapes)
+        sigma = _read_sigma(f, path, section, len(time), shapes, values)
+    if not any(np.any(np.isfinite(v)) for v in values.values()):
+        raise DataError(path, "", "every observation is missing (NaN)")
+    return Observations(
+        path=path, time=time, values=values, sigma=sigma, time_offset=section.time_offset
+    )
+
+
+def _data_file(config: Config, section: DataSection, data: str | Path | None) -> Path:
+    """The file of the observations: `data` (`--data`), else `data.file`."""
     if data is not None:
         path = Path(data)
     elif section.file is not None:
         path = config.resolve_path(section.file)
     else:
         raise config.error("data.file", "required key is missing (or give --data FILE.h5)")
+    return path
+
+
+def _check_names(config: Config, section: DataSection, observable_names) -> None:
+    """Refuse a `[data]` without observables, one the model does not have (with
+    `observable_names`), or a sigma of an observable it does not list."""
     if not section.observables:
         raise config.error("data.observables", "expected at least one observable = dataset entry")
     if observable_names is not None:
@@ -123,84 +153,92 @@ def load_observations(
             raise config.error(
                 f"data.sigma.{name}", f"{name!r} has a sigma but is not listed in data.observables"
             )
-    if path.is_dir():
-        raise DataError(path, "", "is a folder; expected an HDF5 file of observations")
-    if not path.exists():
-        raise DataError(path, "", "no such file; expected an HDF5 file of observations")
-    shapes = observable_shapes(config) if observable_names is not None else {}
-    try:
-        f = h5py.File(path, "r")
-    except DAMAGED_FILE_ERRORS as e:
-        raise DataError(path, "", f"not a readable HDF5 file ({error_reason(e)})") from None
-    with f:
-        raw_time = _dataset(f, path, section.time, "data.time")
-        time = _check_times(path, section.time, raw_time) - section.time_offset
-        same = np.flatnonzero(np.diff(time) <= 0)
-        if same.size:  # (times closer than the rounding of the offset's magnitude)
-            i = int(same[0]) + 1
+
+
+def _read_time(f: h5py.File, path: Path, section: DataSection) -> np.ndarray:
+    """The observation times in model time (data time - time_offset), checked."""
+    raw_time = _dataset(f, path, section.time, "data.time")
+    time = _check_times(path, section.time, raw_time) - section.time_offset
+    same = np.flatnonzero(np.diff(time) <= 0)
+    if same.size:  # (times closer than the rounding of the offset's magnitude)
+        i = int(same[0]) + 1
+        raise DataError(
+            path,
+            section.time,
+            f"times {float(raw_time[i - 1])!r} and {float(raw_time[i])!r} (index {i}) are the "
+            f"same time {float(time[i])!r} after subtracting "
+            f"data.time_offset = {section.time_offset:g}; expected times that stay apart (a "
+            "smaller offset)",
+        )
+    return time
+
+
+def _read_values(
+    f: h5py.File, path: Path, section: DataSection, n: int, shapes: dict
+) -> dict[str, np.ndarray]:
+    """The observed values of each observable [n, ...] (NaN: missing), checked."""
+    values = {}
+    for name, dataset in section.observables.items():
+        values[name] = _values(
+            f,
+            path,
+            dataset,
+            f"data.observables.{name}",
+            n,
+            allow_nan=True,
+            shape=shapes.get(name),
+        )
+        with np.errstate(invalid="ignore"):
+            huge = np.abs(values[name]) > 1e150
+        if np.any(huge):  # (the losses and likelihoods square residuals of the values)
             raise DataError(
                 path,
-                section.time,
-                f"times {float(raw_time[i - 1])!r} and {float(raw_time[i])!r} (index {i}) are the "
-                f"same time {float(time[i])!r} after subtracting "
-                f"data.time_offset = {section.time_offset:g}; expected times that stay apart (a "
-                "smaller offset)",
+                dataset,
+                f"expected values of magnitude at most 1e150, got {float(values[name][huge][0])!r}",
             )
-        values = {}
-        for name, dataset in section.observables.items():
-            values[name] = _values(
-                f,
+    return values
+
+
+def _read_sigma(
+    f: h5py.File,
+    path: Path,
+    section: DataSection,
+    n: int,
+    shapes: dict,
+    values: dict[str, np.ndarray],
+) -> dict[str, np.ndarray]:
+    """The standard deviations of the observables that have a sigma dataset, checked
+    against their values."""
+    sigma = {}
+    for name, dataset in section.sigma.items():
+        s = _values(
+            f,
+            path,
+            dataset,
+            f"data.sigma.{name}",
+            n,
+            allow_nan=False,
+            shape=shapes.get(name),
+        )
+        if s.shape != values[name].shape:
+            raise DataError(
                 path,
                 dataset,
-                f"data.observables.{name}",
-                len(time),
-                allow_nan=True,
-                shape=shapes.get(name),
+                f"shape {s.shape} does not match {section.observables[name]} {values[name].shape}",
             )
-            with np.errstate(invalid="ignore"):
-                huge = np.abs(values[name]) > 1e150
-            if np.any(huge):  # (the losses and likelihoods square residuals of the values)
-                raise DataError(
-                    path,
-                    dataset,
-                    "expected values of magnitude at most 1e150, got "
-                    f"{float(values[name][huge][0])!r}",
-                )
-        sigma = {}
-        for name, dataset in section.sigma.items():
-            s = _values(
-                f,
+        if np.any(s <= 0):
+            raise DataError(path, dataset, "expected positive standard deviations")
+        with np.errstate(over="ignore", under="ignore"):
+            square = s.astype(float) ** 2
+        if not np.all((square > 0) & np.isfinite(square)):  # (the density reads sigma squared)
+            raise DataError(
                 path,
                 dataset,
-                f"data.sigma.{name}",
-                len(time),
-                allow_nan=False,
-                shape=shapes.get(name),
+                "expected standard deviations between 1e-150 and 1e150, got "
+                f"{s.flat[int(np.argmax(~((square > 0) & np.isfinite(square))))]!r}",
             )
-            if s.shape != values[name].shape:
-                raise DataError(
-                    path,
-                    dataset,
-                    f"shape {s.shape} does not match {section.observables[name]} "
-                    f"{values[name].shape}",
-                )
-            if np.any(s <= 0):
-                raise DataError(path, dataset, "expected positive standard deviations")
-            with np.errstate(over="ignore", under="ignore"):
-                square = s.astype(float) ** 2
-            if not np.all((square > 0) & np.isfinite(square)):  # (the density reads sigma squared)
-                raise DataError(
-                    path,
-                    dataset,
-                    "expected standard deviations between 1e-150 and 1e150, got "
-                    f"{s.flat[int(np.argmax(~((square > 0) & np.isfinite(square))))]!r}",
-                )
-            sigma[name] = s
-    if not any(np.any(np.isfinite(v)) for v in values.values()):
-        raise DataError(path, "", "every observation is missing (NaN)")
-    return Observations(
-        path=path, time=time, values=values, sigma=sigma, time_offset=section.time_offset
-    )
+        sigma[name] = s
+    return sigma
 
 
 def _dataset(f: h5py.File, path: Path, name: str, key: str) -> np.ndarray:

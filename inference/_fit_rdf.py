@@ -65,8 +65,8 @@ import dataclasses
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
-import equinox as eqx
 import h5py
 import jax
 import jax.numpy as jnp
@@ -74,29 +74,27 @@ import numpy as np
 from jaxtyping import Array
 
 import sim
-from sim import Config, DataError
+from sim import Config
 from sim.core import (
-    DAMAGED_FILE_ERRORS,
     Progress,
     RdfSpec,
     Result,
     check_output_path,
-    error_reason,
     exclusive,
     immediate,
-    numeric_dataset,
     resolved_toml,
     write_group,
     write_root_attrs,
 )
 
-from ._fit import _TRANSFORMS, Free, fit_section
+from ._fit_problem import _TRANSFORMS, Free
+from ._fit_section import fit_section
+from ._rdf_reweighting import Ensemble, _BlockSums, _energies, _residuals
+from ._rdf_target import _read_target
 
 MAX_REPLICAS = 256  # (a larger batch is a typo more likely than a wish)
 
-DATA_KEYS = ("file", "rdf", "r")
 FIT_KEYS = ("free", "max_steps", "rtol", "replicas")
-DEFAULT_DATASET = "/observables/rdf/value"
 DEFAULT_STEPS = 20
 DEFAULT_RTOL = 1e-3
 SETTLED = 1.5  # runs with a loss within this factor of the lowest make the estimate
@@ -109,57 +107,6 @@ def is_rdf_fit(config: Config) -> bool:
     """Whether a config fits g(r): an `[rdf]` section and a `[data]` without `time`."""
     data = config.raw.get("data")
     return isinstance(data, dict) and "time" not in data and isinstance(config.raw.get("rdf"), dict)
-
-
-class Ensemble(eqx.Module):
-    """The frames of one run at reference parameters and what reweighting needs of them.
-
-    Attributes:
-        model: the particle model; system: the starting system (box, species, masses).
-        params: every parameter at the reference point.
-        positions: the frames averaged [F, n, dim]; g: their g(r) [F, pairs, bins].
-        energy: the potential energy of each frame at the reference parameters [F].
-        kt: Boltzmann's constant times the thermostat's temperature.
-        free: the free quantities (their transforms).
-    """
-
-    model: object
-    system: object
-    params: dict[str, Array]
-    positions: Array
-    g: Array
-    energy: Array
-    kt: Array
-    free: tuple[Free, ...] = eqx.field(static=True)
-
-    def parameters(self, u: Array) -> dict[str, Array]:
-        """The model's parameters at unconstrained free values `u` [p]."""
-        return {**self.params, **{f.key: f.to_natural(u[k]) for k, f in enumerate(self.free)}}
-
-    def energies(self, params: dict[str, Array]) -> Array:
-        """The potential energy of every frame [F] (all pairs within the cutoff)."""
-        return jax.lax.map(lambda x: self.model.energy(self.system.at(x), params), self.positions)
-
-    def weights(self, u: Array) -> Array:
-        """Boltzmann weights of the frames at `u` [F] (uniform at the reference point)."""
-        return jax.nn.softmax(-(self.energies(self.parameters(u)) - self.energy) / self.kt)
-
-    def average(self, u: Array) -> Array:
-        """The reweighted time average of g at `u` [pairs, bins]."""
-        return jnp.einsum("f,fpb->pb", self.weights(u), self.g)
-
-
-@eqx.filter_jit
-def _residuals(ensemble: Ensemble, u: Array, target: Array) -> tuple[Array, Array]:
-    """(residuals [pairs x bins], effective sample size) of the reweighted g at `u`."""
-    w = ensemble.weights(u)
-    return (jnp.einsum("f,fpb->pb", w, ensemble.g) - target).ravel(), 1.0 / jnp.sum(w * w)
-
-
-def reweighted_loss(ensemble: Ensemble, u: Array, target: Array) -> Array:
-    """Half the sum of squared differences of the reweighted g at `u` from `target`
-    (differentiable: `jax.grad` of it is the gradient the fit steps on)."""
-    return 0.5 * jnp.sum((ensemble.average(u) - target) ** 2)
 
 
 @dataclasses.dataclass
@@ -233,120 +180,6 @@ class RdfFitResult(Result):
     def table(self) -> list[tuple[str, float, float]]:
         """(name, estimate, standard error) rows."""
         return [(n, self.estimate[n], self.stderr[n]) for n in self.names]
-
-
-def _read_target(config: Config, data: str | Path | None, spec: RdfSpec) -> tuple[Path, np.ndarray]:
-    """The target g [pairs, bins] named by `[data]`, its r grid checked against `spec`."""
-    section = config.raw["data"]
-    for key in section:
-        if key not in DATA_KEYS:
-            raise config.error(
-                f"data.{key}",
-                f"is not a key of a g(r) fit's [data] (keys: {', '.join(DATA_KEYS)}; a fit to time "
-                "series names data.time)",
-            )
-    for key in DATA_KEYS:
-        if key in section and not isinstance(section[key], str):
-            raise config.error(
-                f"data.{key}", f"expected a text (a file or dataset path), got {section[key]!r}"
-            )
-    if data is None and "file" not in section:
-        raise config.error(
-            "data.file", "required key is missing (the HDF5 file of the target g(r))"
-        )
-    path = Path(data) if data is not None else config.resolve_path(section["file"])
-    named = "--data" if data is not None else "data.file"
-    name = section.get("rdf", DEFAULT_DATASET)
-    if "r" in section:
-        r_name = section["r"]
-    elif name.endswith("/value"):
-        r_name = name[: -len("value")] + "r"
-    else:
-        raise config.error(
-            "data.r", f"required key is missing (the dataset of the bin centres of {name})"
-        )
-    if not path.is_file():
-        raise DataError(
-            path, "", f"no such file (named by {named}); expected the HDF5 file of the target g(r)"
-        )
-    try:
-        with h5py.File(path, "r") as f:
-            g = numeric_dataset(f, path, name, "data.rdf")
-            r = numeric_dataset(f, path, r_name, "data.r")
-            width = f[name].attrs.get("width")  # (a g(r) that `sim run` wrote: its kernel width)
-    except DataError:
-        raise
-    except DAMAGED_FILE_ERRORS as e:
-        raise DataError(
-            path,
-            "",
-            f"cannot be read ({error_reason(e)}); expected an HDF5 file (named by {named})",
-        ) from None
-    centres = spec.centres()
-    if r.shape != centres.shape or not np.allclose(r, centres, rtol=1e-9, atol=1e-12 * spec.r_max):
-        raise DataError(
-            path,
-            r_name,
-            f"the target's r grid ({r.size} values, {np.min(r) if r.size else float('nan'):.6g} .. "
-            f"{np.max(r) if r.size else float('nan'):.6g}) "
-            f"differs from the bin centres of [rdf] ({spec.bins} bins up to r_max = "
-            f"{spec.r_max:g}); give the same r_max and bins",
-        )
-    if width is not None:
-        try:
-            width = float(np.asarray(width))
-        except (TypeError, ValueError):
-            raise DataError(
-                path,
-                name,
-                f"its width attribute is {width!r}; expected a number (the kernel width `sim run` "
-                "writes)",
-            ) from None
-    if width is not None and not np.isclose(width, spec.width, rtol=1e-9, atol=1e-12 * spec.r_max):
-        raise DataError(
-            path,
-            name,
-            f"the target g(r) was smoothed with a kernel width of {width:.6g}, [rdf] width is "
-            f"{spec.width:.6g}; "
-            "give the same width (a g(r) smoothed otherwise is not comparable bin by bin)",
-        )
-    pairs = len(spec.pairs)
-    shape = (pairs, spec.bins) if pairs > 1 else (spec.bins,)
-    if (
-        g.shape[1:] == shape and g.ndim == len(shape) + 1
-    ):  # a run's element: its last row is the whole average
-        if not g.shape[0]:
-            raise DataError(
-                path,
-                name,
-                f"holds no rows (shape {g.shape}); expected g(r) of shape {shape} or rows of it",
-            )
-        g = g[-1]
-    if g.shape != shape:
-        raise DataError(
-            path,
-            name,
-            f"expected g(r) of shape {shape} (or one row per frame of it, {('T', *shape)}), got "
-            f"{g.shape}",
-        )
-    if not np.all(np.isfinite(g)):
-        raise DataError(path, name, "the target g(r) has NaN or infinite values")
-    if np.any(g < 0):
-        raise DataError(
-            path,
-            name,
-            f"the target g(r) has negative values (down to {np.min(g):.6g}); a g(r) is a ratio of "
-            "densities, >= 0",
-        )
-    with np.errstate(over="ignore"):
-        if not np.isfinite(np.sum(np.square(g))):
-            raise DataError(
-                path,
-                name,
-                f"the target g(r) has values up to {np.max(g):.6g}, too large for the fit's sum of "
-                "squared differences",
-            )
-    return path, g.reshape(pairs, spec.bins)
 
 
 def _free(config: Config, section, model, params) -> tuple[tuple[Free, ...], np.ndarray]:
@@ -540,160 +373,26 @@ def fit_rdf(
     problem = rdf_problem(config, data)
     if output is not None:
         output = check_output_path(output)
-    s, spec, free, steps, rtol = (
-        problem.setup,
-        problem.spec,
-        problem.free,
-        problem.steps,
-        problem.rtol,
-    )
-    u = problem.start
-    target_j = jnp.asarray(problem.target)
-    frames = (len(s.t) - problem.first) * problem.replicas
+    frames = (len(problem.setup.t) - problem.first) * problem.replicas
     if progress:
         copies = f" ({problem.replicas} runs pooled)" if problem.replicas > 1 else ""
         print(
-            f"g(r) fit of {', '.join(f.name for f in free)}: each step's {frames} frames{copies} "
-            "reweighted "
+            f"g(r) fit of {', '.join(f.name for f in problem.free)}: each step's {frames} "
+            f"frames{copies} reweighted "
             "(Boltzmann weights at trial parameters) for the gradient, not differentiated through "
             "the trajectory",
             file=sys.stderr,
         )
-    run = problem.run
-
-    history, noise, trail, ess_trail, aims = [], [], [], [], []
-    start_g = None
-    base = (
-        None  # (u, loss, its standard error, block sums, ensemble) of the run the steps start from
-    )
-    lowest = None  # (loss, g) of the run with the lowest loss
-    radius = MAX_LOG_STEP  # the longest step (in every unconstrained value) the next may take
-    own = []  # whether each run became the base of its step (its aim is from its own frames)
-    converged, message = False, f"stopped after fit.max_steps = {steps} runs"
     began = time.perf_counter()
     # (no checkpoint: a signal ends the fit at once, with nothing written)
     with immediate("fitting g(r)"), Progress(enabled=progress, description="fit g(r)") as bar:
-        bar.start(total=steps)
-        for k in range(steps):
-            ensemble = run(u)
-            sums = _BlockSums.of(ensemble, u, target_j, problem.blocks(), problem.kt)
-            loss, loss_se = sums.loss()
-            g_now = np.asarray(jnp.mean(ensemble.g, axis=0))
-            start_g = g_now if start_g is None else start_g
-            history.append(loss)
-            noise.append(loss_se)
-            trail.append([float(f.to_natural(jnp.asarray(u[i]))) for i, f in enumerate(free)])
-            if lowest is None or loss < lowest[0]:
-                lowest = (loss, g_now)
-            worse = False
-            if base is not None:
-                difference, se = loss - base[1], float(np.hypot(loss_se, base[2]))
-                worse = difference > SIGNIFICANT * se
-                if worse:  # a shorter step from the base
-                    radius = float(np.max(np.abs(u - base[0]))) / 4
-                elif difference < -SIGNIFICANT * se:
-                    radius = min(MAX_LOG_STEP, 2 * radius)
-            if not worse:
-                base = (u, loss, loss_se, sums, ensemble)
-            own.append(not worse)
-            step, newton, newton_se = base[3].step(radius)
-            if not (np.all(np.isfinite(step)) and np.all(np.isfinite(newton))):
-                aims.append(np.full(len(u), np.nan))
-                ess_trail.append(float("nan"))
-                bar.advance()
-                message = (
-                    f"stopped at run {k + 1}: its g(r) or its energies are not finite; the "
-                    "estimate is from the runs before it"
-                )
-                break
-            aims.append(np.asarray(base[0] + step, dtype=float))
-            ess_trail.append(float(_residuals(base[4], jnp.asarray(base[0] + step), target_j)[1]))
-            change = float(np.max(np.abs(newton)))
-            bar.advance()
-            bar.describe(
-                f"fit g(r): run {k + 1}, loss {loss:.6g} +- {loss_se:.2g}, step "
-                f"{float(np.max(np.abs(step))):.3g}"
-            )
-            if change <= rtol:
-                converged, message = (
-                    True,
-                    "converged: the Gauss-Newton step from the base run changes no parameter by "
-                    f"more than {rtol:g} (relative)",
-                )
-                break
-            if np.all(np.abs(newton) <= SIGNIFICANT * newton_se):
-                converged, message = (
-                    True,
-                    f"converged: the Gauss-Newton step from the base run is within {SIGNIFICANT:g} "
-                    "standard errors of its noise for every parameter",
-                )
-                break
-            u = base[0] + step
-    # The estimate: the mean (of the unconstrained values) over the runs whose loss is
-    # within the noise of the lowest (or SETTLED times it) of where their steps lead,
-    # which differ by the noise of a run's average rather than by the approach
-    # (Polyak-Ruppert averaging of the last iterates). Where the steps lead, not where
-    # the runs were: a fit that ends because its last step is within the noise would
-    # otherwise keep up to that step's length of its approach.
-    losses, errors, points = np.asarray(history), np.asarray(noise), np.asarray(aims)
-    # (a run worse than its base took the base's step, shorter: not its own)
-    usable = (
-        np.asarray(own)
-        & np.isfinite(losses)
-        & np.isfinite(errors)
-        & np.all(np.isfinite(points), axis=1)
-    )
-    if np.any(usable):
-        low = int(np.argmin(np.where(usable, losses, np.inf)))
-        settled = usable & (
-            losses
-            <= np.maximum(
-                SETTLED * losses[low], losses[low] + SIGNIFICANT * np.hypot(errors, errors[low])
-            )
-        )
-        u = points[settled].mean(axis=0)
-    else:
-        u = np.full(len(free), np.nan)
-    fitted_g = lowest[1]
-    names = [f.name for f in free]
-    estimate = {f.name: float(f.to_natural(jnp.asarray(u[i]))) for i, f in enumerate(free)}
-    text = resolved_toml(
-        config,
-        params={**{k: _plain(v) for k, v in s.params.items()}, **estimate},
-        fit={"free": names, "max_steps": steps, "rtol": rtol, "replicas": problem.replicas},
-        data={"file": str(problem.path)},
-    )
-    result = RdfFitResult(
-        model=s.model.name,
-        config=text,
-        names=names,
-        estimate=estimate,
-        stderr={n: float("nan") for n in names},
-        loss_history=np.asarray(history),
-        loss_stderr=np.asarray(noise),
-        path={n: np.asarray([row[i] for row in trail]) for i, n in enumerate(names)},
-        aim={
-            n: np.asarray([float(f.to_natural(jnp.asarray(a[i]))) for a in aims])
-            for i, (n, f) in enumerate(zip(names, free, strict=False))
-        },
-        ess=np.asarray(ess_trail),
-        r=spec.centres(),
-        target=problem.target if len(spec.pairs) > 1 else problem.target[0],
-        start=start_g if len(spec.pairs) > 1 else start_g[0],
-        fitted=fitted_g if len(spec.pairs) > 1 else fitted_g[0],
-        converged=converged,
-        message=message,
-        frames=frames,
-        warnings=[]
-        if converged
-        else [
-            f"warning: the g(r) fit {message}; raise fit.max_steps, or run longer for a less noisy "
-            "average"
-        ],
-    )
+        bar.start(total=problem.steps)
+        runs = _runs(problem, bar)
+    result = _rdf_result(config, problem, runs, frames)
     if progress:
         print(
-            f"g(r) fit: {len(history)} runs in {time.perf_counter() - began:.1f} s", file=sys.stderr
+            f"g(r) fit: {len(runs.history)} runs in {time.perf_counter() - began:.1f} s",
+            file=sys.stderr,
         )
     if output is not None:
         with exclusive(output):
@@ -701,113 +400,176 @@ def fit_rdf(
     return result
 
 
+@dataclasses.dataclass
+class _Runs:
+    """What the runs of a g(r) fit leave: for each run its loss, the loss's standard
+    error, its parameters (natural), where the step taken after it leads (unconstrained),
+    that step's effective sample size and whether the run became the base of its step;
+    the average g of the first run and the (loss, g) of the lowest; how the fit ended."""
+
+    history: list = dataclasses.field(default_factory=list)
+    noise: list = dataclasses.field(default_factory=list)
+    trail: list = dataclasses.field(default_factory=list)
+    aims: list = dataclasses.field(default_factory=list)
+    ess: list = dataclasses.field(default_factory=list)
+    own: list = dataclasses.field(default_factory=list)
+    start_g: Any = None
+    lowest: Any = None
+    converged: bool = False
+    message: str = ""
+
+    def record(self, u: np.ndarray, loss: float, loss_se: float, g: np.ndarray, free) -> None:
+        """A run at `u` with its loss, the loss's standard error and its average g."""
+        self.start_g = g if self.start_g is None else self.start_g
+        self.history.append(loss)
+        self.noise.append(loss_se)
+        self.trail.append([float(f.to_natural(jnp.asarray(u[i]))) for i, f in enumerate(free)])
+        if self.lowest is None or loss < self.lowest[0]:
+            self.lowest = (loss, g)
+
+
+def _runs(problem: RdfProblem, bar: Progress) -> _Runs:
+    """The runs of a g(r) fit, each stepping from its base run (see the module
+    docstring), until the step from the base is within `fit.rtol` or the noise, a run
+    is not finite, or `fit.max_steps` runs are done."""
+    free, steps, rtol = problem.free, problem.steps, problem.rtol
+    u = problem.start
+    target_j = jnp.asarray(problem.target)
+    runs = _Runs(message=f"stopped after fit.max_steps = {steps} runs")
+    base = (
+        None  # (u, loss, its standard error, block sums, ensemble) of the run the steps start from
+    )
+    radius = MAX_LOG_STEP  # the longest step (in every unconstrained value) the next may take
+    for k in range(steps):
+        ensemble = problem.run(u)
+        sums = _BlockSums.of(ensemble, u, target_j, problem.blocks(), problem.kt)
+        loss, loss_se = sums.loss()
+        runs.record(u, loss, loss_se, np.asarray(jnp.mean(ensemble.g, axis=0)), free)
+        worse = False
+        if base is not None:
+            difference, se = loss - base[1], float(np.hypot(loss_se, base[2]))
+            worse = difference > SIGNIFICANT * se
+            if worse:  # a shorter step from the base
+                radius = float(np.max(np.abs(u - base[0]))) / 4
+            elif difference < -SIGNIFICANT * se:
+                radius = min(MAX_LOG_STEP, 2 * radius)
+        if not worse:
+            base = (u, loss, loss_se, sums, ensemble)
+        runs.own.append(not worse)
+        step, newton, newton_se = base[3].step(radius)
+        if not (np.all(np.isfinite(step)) and np.all(np.isfinite(newton))):
+            runs.aims.append(np.full(len(u), np.nan))
+            runs.ess.append(float("nan"))
+            bar.advance()
+            runs.message = (
+                f"stopped at run {k + 1}: its g(r) or its energies are not finite; the "
+                "estimate is from the runs before it"
+            )
+            break
+        runs.aims.append(np.asarray(base[0] + step, dtype=float))
+        runs.ess.append(float(_residuals(base[4], jnp.asarray(base[0] + step), target_j)[1]))
+        change = float(np.max(np.abs(newton)))
+        bar.advance()
+        bar.describe(
+            f"fit g(r): run {k + 1}, loss {loss:.6g} +- {loss_se:.2g}, step "
+            f"{float(np.max(np.abs(step))):.3g}"
+        )
+        if change <= rtol:
+            runs.converged, runs.message = (
+                True,
+                "converged: the Gauss-Newton step from the base run changes no parameter by "
+                f"more than {rtol:g} (relative)",
+            )
+            break
+        if np.all(np.abs(newton) <= SIGNIFICANT * newton_se):
+            runs.converged, runs.message = (
+                True,
+                f"converged: the Gauss-Newton step from the base run is within {SIGNIFICANT:g} "
+                "standard errors of its noise for every parameter",
+            )
+            break
+        u = base[0] + step
+    return runs
+
+
+def _estimate(runs: _Runs, count: int) -> np.ndarray:
+    """The estimate (unconstrained) [p]: the mean over the runs whose loss is within the
+    noise of the lowest (or SETTLED times it) of where their steps lead; NaN when no run
+    is usable."""
+    # The mean (of the unconstrained values) over the runs whose loss is within the
+    # noise of the lowest (or SETTLED times it) of where their steps lead, which differ
+    # by the noise of a run's average rather than by the approach (Polyak-Ruppert
+    # averaging of the last iterates). Where the steps lead, not where the runs were: a
+    # fit that ends because its last step is within the noise would otherwise keep up
+    # to that step's length of its approach.
+    losses, errors, points = np.asarray(runs.history), np.asarray(runs.noise), np.asarray(runs.aims)
+    # (a run worse than its base took the base's step, shorter: not its own)
+    usable = (
+        np.asarray(runs.own)
+        & np.isfinite(losses)
+        & np.isfinite(errors)
+        & np.all(np.isfinite(points), axis=1)
+    )
+    if not np.any(usable):
+        return np.full(count, np.nan)
+    low = int(np.argmin(np.where(usable, losses, np.inf)))
+    settled = usable & (
+        losses
+        <= np.maximum(
+            SETTLED * losses[low], losses[low] + SIGNIFICANT * np.hypot(errors, errors[low])
+        )
+    )
+    return points[settled].mean(axis=0)
+
+
+def _rdf_result(config: Config, problem: RdfProblem, runs: _Runs, frames: int) -> RdfFitResult:
+    """The `RdfFitResult` of the runs of a g(r) fit of `frames` frames per step."""
+    s, spec, free = problem.setup, problem.spec, problem.free
+    u = _estimate(runs, len(free))
+    start_g, fitted_g = runs.start_g, runs.lowest[1]
+    names = [f.name for f in free]
+    estimate = {f.name: float(f.to_natural(jnp.asarray(u[i]))) for i, f in enumerate(free)}
+    text = resolved_toml(
+        config,
+        params={**{k: _plain(v) for k, v in s.params.items()}, **estimate},
+        fit={
+            "free": names,
+            "max_steps": problem.steps,
+            "rtol": problem.rtol,
+            "replicas": problem.replicas,
+        },
+        data={"file": str(problem.path)},
+    )
+    return RdfFitResult(
+        model=s.model.name,
+        config=text,
+        names=names,
+        estimate=estimate,
+        stderr={n: float("nan") for n in names},
+        loss_history=np.asarray(runs.history),
+        loss_stderr=np.asarray(runs.noise),
+        path={n: np.asarray([row[i] for row in runs.trail]) for i, n in enumerate(names)},
+        aim={
+            n: np.asarray([float(f.to_natural(jnp.asarray(a[i]))) for a in runs.aims])
+            for i, (n, f) in enumerate(zip(names, free, strict=False))
+        },
+        ess=np.asarray(runs.ess),
+        r=spec.centres(),
+        target=problem.target if len(spec.pairs) > 1 else problem.target[0],
+        start=start_g if len(spec.pairs) > 1 else start_g[0],
+        fitted=fitted_g if len(spec.pairs) > 1 else fitted_g[0],
+        converged=runs.converged,
+        message=runs.message,
+        frames=frames,
+        warnings=[]
+        if runs.converged
+        else [
+            f"warning: the g(r) fit {runs.message}; raise fit.max_steps, or run longer for a less "
+            "noisy average"
+        ],
+    )
+
+
 def _plain(value):
     array = np.asarray(value)
     return array.item() if array.ndim == 0 else array.tolist()
-
-
-@eqx.filter_jit
-def _energies(ensemble: Ensemble, params: dict[str, Array]) -> Array:
-    return ensemble.energies(params)
-
-
-@dataclasses.dataclass(frozen=True)
-class _BlockSums:
-    """Sums over blocks of a run's frames of what the reweighted average and its
-    derivative at the run's own parameters are made of: g [M] and dU/du [p] of each
-    frame, and their products. The full average leaves no block out; the jackknife
-    leaves out one block at a time.
-
-    Attributes:
-        count: frames [blocks]; g: sums of g [blocks, M]; du: sums of dU/du
-            [blocks, p]; gdu: sums of g dU/du^T [blocks, M, p]; target [M]; kt.
-    """
-
-    count: np.ndarray
-    g: np.ndarray
-    du: np.ndarray
-    gdu: np.ndarray
-    target: np.ndarray
-    kt: float
-
-    @classmethod
-    def of(
-        cls, ensemble: Ensemble, u: np.ndarray, target: Array, labels: np.ndarray, kt: float
-    ) -> "_BlockSums":
-        g = np.asarray(ensemble.g, dtype=float).reshape(len(labels), -1)
-        du = np.asarray(_energy_derivatives(ensemble, jnp.asarray(u)), dtype=float)
-        blocks = int(labels.max()) + 1
-        count = np.bincount(labels, minlength=blocks).astype(float)
-        sum_g = np.stack([g[labels == b].sum(axis=0) for b in range(blocks)])
-        sum_du = np.stack([du[labels == b].sum(axis=0) for b in range(blocks)])
-        sum_gdu = np.stack([g[labels == b].T @ du[labels == b] for b in range(blocks)])
-        return cls(count, sum_g, sum_du, sum_gdu, np.asarray(target, dtype=float).ravel(), kt)
-
-    def _pieces(self, leave: int | None) -> tuple[np.ndarray, np.ndarray]:
-        """The residuals [M] and the Jacobian [M, p] of the average without block `leave`."""
-        keep = np.ones(len(self.count), bool)
-        if leave is not None:
-            keep[leave] = False
-        n = self.count[keep].sum()
-        g, du, gdu = (
-            self.g[keep].sum(axis=0) / n,
-            self.du[keep].sum(axis=0) / n,
-            self.gdu[keep].sum(axis=0) / n,
-        )
-        return g - self.target, -(gdu - np.outer(g, du)) / self.kt
-
-    def _jackknife(self, value) -> tuple[np.ndarray, np.ndarray]:
-        """A quantity of the (residuals, Jacobian) of all frames, and its jackknife
-        standard error over the blocks."""
-        full = np.asarray(value(*self._pieces(None)))
-        left = np.stack([np.asarray(value(*self._pieces(b))) for b in range(len(self.count))])
-        n = len(self.count)
-        return full, np.asarray(
-            np.sqrt((n - 1) / n * np.sum((left - left.mean(axis=0)) ** 2, axis=0))
-        )
-
-    def loss(self) -> tuple[float, float]:
-        """Half the sum of squared residuals of the run's average, and its standard error."""
-        value, se = self._jackknife(lambda r, j: 0.5 * r @ r)
-        return float(value), float(se)
-
-    def step(
-        self, radius: float, scaling: str = "identity"
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The step from the run [p] that no unconstrained value takes further than
-        `radius`: the Gauss-Newton step if it stays within, else the Levenberg step
-        (J^T J + lambda I) s = -J^T r with lambda, doubled from 1e-3 times the largest
-        diagonal element of J^T J, the first that keeps it within. Also the Gauss-Newton
-        step [p] and its standard errors [p] (the jackknife): what convergence is judged
-        by. NaN where the residuals or the Jacobian are not finite. (`scaling =
-        "diagonal"` damps by lambda diag(J^T J) instead, Marquardt's: what
-        experiments/benchmarks/rdf_fit_steps.py compares the fit's step with.)"""
-        r, j = self._pieces(None)
-        jtj = j.T @ j
-        if not (np.all(np.isfinite(r)) and np.all(np.isfinite(jtj))):
-            nan = np.full(jtj.shape[0], np.nan)
-            return nan, nan, nan
-        top = max(float(np.max(np.diag(jtj))), 1e-300)  # (a Jacobian of zeros: a step of zeros)
-        scale = {
-            "identity": top * np.eye(len(jtj)),
-            "diagonal": np.diag(np.maximum(np.diag(jtj), 1e-300)),
-        }[scaling]
-
-        def solve(r, j, damping=1e-12):
-            return -np.linalg.solve(j.T @ j + damping * scale, j.T @ r)
-
-        newton = solve(r, j)
-        _, se = self._jackknife(solve)
-        step, damping = newton, 1e-3
-        while float(np.max(np.abs(step))) > radius and damping < 1e12:
-            step = solve(r, j, damping)
-            damping *= 2
-        return step, newton, se
-
-
-@eqx.filter_jit
-def _energy_derivatives(ensemble: Ensemble, u: Array) -> Array:
-    """dU/du of every frame [F, p]: the energy's derivatives by the free values."""
-    return jax.jacfwd(lambda v: ensemble.energies(ensemble.parameters(v)), argnums=0)(u).reshape(
-        -1, len(u)
-    )

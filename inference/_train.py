@@ -1,36 +1,22 @@
-"""Training ODE models (neural, hybrid or classic) on trajectories from an HDF5 file.
+"""Training ODE models (neural, hybrid or classic) on trajectories
+(`inference._trajectories`).
 
 Training is calibration of a pytree of parameters: minibatches of trajectory segments
 (random windows of `window` consecutive save points, each started from its observed
 first state), a mean squared error between `sim.simulate` and the data, gradients through
-the solver, an optax optimiser, one compiled training step.
-
-Trajectory files (what `load_trajectories` reads, what `save_trajectories` writes):
-    /time                  [T] save times, finite and strictly increasing
-    /observables/<name>    [B, T] (B trajectories) or [T] (one), one per state component
-
-This is the layout of a `sim run` file (one trajectory) and of a full-save sweep over
-initial states (B trajectories).
-
-Trained models (what `save_trained` writes, what `load_trained` reads): root attributes
-`format = "simjax.trained"`, `model` (registry name), `model_options` (JSON of the
-model's static options) and the common ones; `/params` holds the parameters serialised
-by `equinox.tree_serialise_leaves` (uint8 bytes), `/param_names` their top-level names,
-`/loss_history` the training loss per step.
+the solver, an optax optimiser, one compiled training step. A trained model is written
+by `save_trained` (`inference._trained`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import io
 import json
 import time as _time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import equinox as eqx
-import h5py
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -39,189 +25,16 @@ from jaxtyping import Array, Float, Int, PRNGKeyArray, PyTree
 
 import sim
 from physics.ode import OdeModel
-from sim import DataError
-from sim.core import (
-    Progress,
-    atomic_h5,
-    model_options,
-    warn_if_float32,
-    write_root_attrs,
-)
+from sim.core import Progress, warn_if_float32
 from solvers import OdeSolver, did_you_mean
 
 from ._checkpoint import Checkpointer, fingerprint
-
-TRAINED_FORMAT = "simjax.trained"
-TRAJECTORIES_FORMAT = "simjax.trajectories"
-
-Values = Float[np.ndarray, "B n T"]
-
-
-@dataclasses.dataclass(frozen=True)
-class Trajectories:
-    """Observed trajectories of every state component at shared save times.
-
-    Attributes:
-        path: the file they came from (None when built in memory).
-        names: state component names, in the order of `values`' second axis.
-        time: save times [T], strictly increasing.
-        values: the observed states [B, n, T] (B trajectories, n components).
-    """
-
-    path: Path | None
-    names: tuple[str, ...]
-    time: np.ndarray
-    values: np.ndarray
-
-    def __post_init__(self):
-        b_n_t = np.shape(self.values)
-        if len(b_n_t) != 3 or b_n_t[1] != len(self.names) or b_n_t[2] != len(self.time):
-            raise ValueError(
-                f"values must have shape [B, {len(self.names)}, {len(self.time)}] "
-                f"(trajectories, components {', '.join(self.names)}, times); got {b_n_t}"
-            )
-
-    @property
-    def count(self) -> int:
-        """Number of trajectories B."""
-        return int(self.values.shape[0])
-
-    def initial(self) -> np.ndarray:
-        """The first observed state of every trajectory [B, n]."""
-        return self.values[:, :, 0]
-
-    def subset(self, trajectories=None, times=None) -> Trajectories:
-        """Some of the trajectories and/or save times (numpy indices, slices or masks)."""
-        values, time = self.values, self.time
-        if trajectories is not None:
-            values = values[np.arange(self.count)[trajectories]]
-        if times is not None:
-            index = np.arange(len(time))[times]
-            values, time = values[:, :, index], time[index]
-        return Trajectories(self.path, self.names, np.asarray(time), np.asarray(values))
-
-
-def load_trajectories(
-    path: str | Path,
-    names: Sequence[str],
-    *,
-    time: str = "/time",
-    group: str = "/observables",
-) -> Trajectories:
-    """Read trajectories of the state components `names` from an HDF5 file.
-
-    Arguments:
-        path: the file (layout in this module's docstring).
-        names: the state component names (`model.state_names`); each must be a dataset
-            `<group>/<name>`.
-        time: dataset of the save times [T].
-        group: group holding one dataset per component, [B, T] or [T].
-
-    Returns:
-        `Trajectories` with values [B, n, T] as float64.
-
-    Raises:
-        DataError: a missing file or dataset, non-finite or unsorted times, a dataset
-            whose shape does not match the times or the other components, or non-finite
-            values; it names the file and the dataset.
-
-    Example:
-        >>> data = load_trajectories("spiral.h5", ("y1", "y2"))
-        >>> data.values.shape        # [B, 2, T]
-    """
-    path = Path(path)
-    names = tuple(names)
-    if path.is_dir():
-        raise DataError(path, "", "is a folder; expected an HDF5 file of trajectories")
-    if not path.exists():
-        raise DataError(path, "", "no such file; expected an HDF5 file of trajectories")
-    try:
-        f = h5py.File(path, "r")
-    except OSError:
-        raise DataError(path, "", "not a readable HDF5 file") from None
-    with f:
-        t = _read(f, path, time)
-        if t.ndim != 1 or t.shape[0] < 2:
-            raise DataError(
-                path, time, f"expected save times of shape [T] with T >= 2, got shape {t.shape}"
-            )
-        if not np.all(np.isfinite(t)):
-            raise DataError(
-                path,
-                time,
-                f"save times must be finite; entry {int(np.argmin(np.isfinite(t)))} is "
-                f"{t[~np.isfinite(t)][0]}",
-            )
-        if not np.all(np.diff(t) > 0):
-            i = int(np.argmin(np.diff(t) > 0))
-            raise DataError(
-                path,
-                time,
-                f"save times must be strictly increasing; entries {i} and {i + 1} are {t[i]} and "
-                f"{t[i + 1]}",
-            )
-        columns = []
-        batch = None
-        for name in names:
-            key = f"{group.rstrip('/')}/{name}"
-            v = _read(f, path, key)
-            if v.ndim == 1:
-                v = v[None, :]
-            if v.ndim != 2 or v.shape[1] != t.shape[0]:
-                raise DataError(
-                    path,
-                    key,
-                    f"expected shape [B, {t.shape[0]}] or [{t.shape[0]}] (one value per save time "
-                    f"in {time}), got {v.shape[-2:] if v.ndim > 2 else v.shape}",
-                )
-            if batch is not None and v.shape[0] != batch[1]:
-                raise DataError(
-                    path, key, f"has {v.shape[0]} trajectories but {batch[0]} has {batch[1]}"
-                )
-            if not np.all(np.isfinite(v)):
-                b, j = np.argwhere(~np.isfinite(v))[0]
-                raise DataError(
-                    path,
-                    key,
-                    "values must be finite (every state is needed to start a window); trajectory "
-                    f"{b}, time index {j} is {v[b, j]}",
-                )
-            batch = batch or (key, v.shape[0])
-            columns.append(v)
-    return Trajectories(path, names, t, np.stack(columns, axis=1))
-
-
-def _read(f: h5py.File, path: Path, key: str) -> np.ndarray:
-    item = f.get(key)
-    if not isinstance(item, h5py.Dataset):
-        here = f.get(key.rsplit("/", 1)[0] or "/")
-        listed = sorted(here.keys()) if isinstance(here, h5py.Group) else []
-        hint = f" (found: {', '.join(listed)})" if listed else ""
-        raise DataError(
-            path,
-            key,
-            f"no such dataset{hint}.{did_you_mean(key.rsplit('/', 1)[-1], listed)}".rstrip("."),
-        )
-    value = item[()]
-    if not np.issubdtype(np.asarray(value).dtype, np.number):
-        raise DataError(path, key, f"expected numbers, got {np.asarray(value).dtype}")
-    return np.asarray(value, dtype=np.float64)
-
-
-def save_trajectories(path: str | Path, data: Trajectories, *, model: str = "") -> Path:
-    """Write trajectories in the layout `load_trajectories` reads (atomically).
-
-    Example:
-        >>> save_trajectories("spiral.h5", Trajectories(None, ("y1", "y2"), t, values))
-    """
-    path = Path(path)
-    with atomic_h5(path) as f:
-        write_root_attrs(f, format=TRAJECTORIES_FORMAT, model=model, config="")
-        f.create_dataset("time", data=np.asarray(data.time))
-        group = f.create_group("observables")
-        for i, name in enumerate(data.names):
-            group.create_dataset(name, data=np.asarray(data.values[:, i, :]))
-    return path
+from ._trained import _options, load_trained as load_trained, save_trained
+from ._trajectories import (
+    Trajectories,
+    load_trajectories as load_trajectories,
+    save_trajectories as save_trajectories,
+)
 
 
 def simulate_states(
@@ -543,11 +356,62 @@ def train(
 
     Example:
         >>> model = NeuralOde(features="cubic")
+        >>> model = NeuralOde(features="cubic")
         >>> data = load_trajectories("spiral.h5", model.state_names)
         >>> result = train(model, None, data, steps=500, window=10, batch_size=20)
         >>> result.save("spiral_trained.h5")
     """
     warn_if_float32("inference.train")
+    trainer = _trainer(
+        model,
+        data,
+        steps,
+        optimizer,
+        solver=solver,
+        window=window,
+        batch_size=batch_size,
+        free=free,
+        batch=batch,
+    )
+    state = trainer.init(params, jax.random.key(seed))
+    time = jnp.asarray(data.time, dtype=float)
+    values = jnp.asarray(data.values, dtype=float)
+    ck = Checkpointer(
+        None if checkpoint is None else Path(checkpoint),
+        _identity(trainer, data, state, steps, window, batch_size, seed, free, batch),
+        resume=resume,
+        every=checkpoint_every,
+    )
+    first, state, losses = _restored(ck, state)
+    start = _time.perf_counter()
+    with Progress(enabled=progress, description="train") as bar:
+        bar.start(steps)
+        bar.advance(first)
+        for i in range(first, steps):
+            state, loss = trainer.step(state, time, values)
+            losses.append(loss)
+            bar.advance()
+            if i + 1 < steps and ck.due(i + 1):
+                ck.write(0, i + 1, _storable(state), [float(v) for v in losses])
+    history = np.asarray(jnp.stack(losses)) if losses else np.zeros(0)
+    jax.block_until_ready(state.params)
+    ck.finish()
+    return TrainResult(model, state.params, history, _time.perf_counter() - start)
+
+
+def _trainer(
+    model: OdeModel,
+    data: Trajectories,
+    steps: int,
+    optimizer: optax.GradientTransformation | None,
+    *,
+    solver: OdeSolver | None,
+    window: int,
+    batch_size: int,
+    free: Sequence[str] | None,
+    batch: str,
+) -> Trainer:
+    """The `Trainer` of a `train` call, its arguments checked against the data."""
     _check_names(model, data)
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
         raise ValueError(f"steps must be an integer >= 0, got {steps!r}")
@@ -571,10 +435,24 @@ def train(
             "batch = 'system' needs evenly spaced save times (every window on the same grid); "
             "these are not: use batch = 'windows'"
         )
-    state = trainer.init(params, jax.random.key(seed))
-    time = jnp.asarray(data.time, dtype=float)
-    values = jnp.asarray(data.values, dtype=float)
-    identity = fingerprint(
+    return trainer
+
+
+def _identity(
+    trainer: Trainer,
+    data: Trajectories,
+    state: TrainState,
+    steps: int,
+    window: int,
+    batch_size: int,
+    seed: int,
+    free: Sequence[str] | None,
+    batch: str,
+) -> str:
+    """The digest of what a training depends on besides its optimiser: the model and its
+    options, the data, the arguments, the solver and the initial parameters."""
+    model = trainer.model
+    return fingerprint(
         model.name,
         json.dumps(_options(model), sort_keys=True, default=str),
         data.time,
@@ -588,12 +466,11 @@ def train(
         repr(trainer.solver),
         [np.asarray(x) for x in jax.tree.leaves(state.params)],
     )
-    ck = Checkpointer(
-        None if checkpoint is None else Path(checkpoint),
-        identity,
-        resume=resume,
-        every=checkpoint_every,
-    )
+
+
+def _restored(ck: Checkpointer, state: TrainState) -> tuple[int, TrainState, list]:
+    """(steps done, state, minibatch losses) from the checkpoint, or (0, `state`, [])
+    when there is none."""
     losses = []
     first = 0
     restored = ck.restore(0, _storable(state))
@@ -601,20 +478,7 @@ def train(
         first, saved, history = restored
         state = eqx.tree_at(lambda s: s.key, saved, jax.random.wrap_key_data(saved.key))
         losses = [jnp.asarray(v, dtype=float) for v in history]
-    start = _time.perf_counter()
-    with Progress(enabled=progress, description="train") as bar:
-        bar.start(steps)
-        bar.advance(first)
-        for i in range(first, steps):
-            state, loss = trainer.step(state, time, values)
-            losses.append(loss)
-            bar.advance()
-            if i + 1 < steps and ck.due(i + 1):
-                ck.write(0, i + 1, _storable(state), [float(v) for v in losses])
-    history = np.asarray(jnp.stack(losses)) if losses else np.zeros(0)
-    jax.block_until_ready(state.params)
-    ck.finish()
-    return TrainResult(model, state.params, history, _time.perf_counter() - start)
+    return first, state, losses
 
 
 @dataclasses.dataclass(frozen=True)
@@ -710,99 +574,3 @@ def train_stages(
 def _storable(state: TrainState) -> TrainState:
     """`state` with its PRNG key as raw key data (what equinox serialises)."""
     return eqx.tree_at(lambda s: s.key, state, jax.random.key_data(state.key))
-
-
-def _options(model: OdeModel) -> dict[str, Any]:
-    out = {}
-    for name in model_options(type(model)):
-        value = getattr(model, name)
-        out[name] = list(value) if isinstance(value, tuple) else value
-    return out
-
-
-def save_trained(
-    path: str | Path,
-    model: OdeModel,
-    params: PyTree,
-    *,
-    loss_history: np.ndarray | None = None,
-) -> Path:
-    """Write a trained model: its registry name and static options, and its parameters
-    (`equinox.tree_serialise_leaves`), atomically (layout in this module's docstring).
-
-    Raises:
-        ValueError: a model that is not registered (`sim.register_model`), or params
-            whose structure is not the model's.
-
-    Example:
-        >>> save_trained("spiral_trained.h5", model, params)
-        >>> model, params = load_trained("spiral_trained.h5")
-    """
-    path = Path(path)
-    if sim.model_class(model.name) is not type(model):
-        raise ValueError(
-            f"model {model.name!r} is not the registered class; register it with sim.register_model"
-        )
-    params = sim.complete_params(model, params)
-    like = model.default_params()
-    if jax.tree.structure(like) != jax.tree.structure(params):
-        raise ValueError(
-            f"params do not have the structure of {model.name!r}'s parameters "
-            f"({jax.tree.structure(like)})"
-        )
-    buffer = io.BytesIO()
-    eqx.tree_serialise_leaves(buffer, params)
-    options = _options(model)
-    with atomic_h5(path) as f:
-        write_root_attrs(f, format=TRAINED_FORMAT, model=model.name, config="")
-        f.attrs["model_options"] = json.dumps(options)
-        f.create_dataset("params", data=np.frombuffer(buffer.getvalue(), dtype=np.uint8))
-        f.create_dataset("param_names", data=np.array(list(params), dtype=h5py.string_dtype()))
-        if loss_history is not None:
-            f.create_dataset("loss_history", data=np.asarray(loss_history, dtype=float))
-    return path
-
-
-def load_trained(path: str | Path) -> tuple[OdeModel, PyTree]:
-    """Read a model written by `save_trained`: the model rebuilt from its name and
-    options, and its parameters, bit for bit.
-
-    Raises:
-        DataError: a missing or unreadable file, a file of another format, an unknown
-            model or option, or parameters that do not fit the model.
-    """
-    path = Path(path)
-    if path.is_dir():
-        raise DataError(path, "", "is a folder; expected a trained-model HDF5 file")
-    if not path.exists():
-        raise DataError(path, "", "no such file; expected a trained-model HDF5 file")
-    try:
-        f = h5py.File(path, "r")
-    except OSError:
-        raise DataError(path, "", "not a readable HDF5 file") from None
-    with f:
-        fmt = f.attrs.get("format", "")
-        fmt = fmt.decode() if isinstance(fmt, bytes) else str(fmt)
-        if fmt != TRAINED_FORMAT:
-            raise DataError(
-                path,
-                "format",
-                f"expected a {TRAINED_FORMAT!r} file (written by save_trained), got format {fmt!r}",
-            )
-        name = str(f.attrs.get("model", ""))
-        try:
-            options = json.loads(f.attrs.get("model_options", "{}"))
-            model = sim.get_model(name, **options)
-        except (ValueError, TypeError) as e:
-            raise DataError(path, "model_options", str(e)) from None
-        if "params" not in f:
-            raise DataError(path, "params", "no such dataset (the serialised parameters)")
-        raw = np.asarray(f["params"][()], dtype=np.uint8).tobytes()
-    like = model.default_params()
-    try:
-        params = eqx.tree_deserialise_leaves(io.BytesIO(raw), like)
-    except Exception as e:  # a truncated or foreign byte stream
-        raise DataError(
-            path, "params", f"parameters do not fit model {name!r} with these options ({e})"
-        ) from None
-    return model, params

@@ -657,7 +657,7 @@ def test_formula_observables_and_noise_models_give_the_petab_objective(tmp_path)
     import jax.numpy as jnp
 
     from inference import build_problem
-    from inference._fit import negative_log_likelihood
+    from inference._fit_estimates import negative_log_likelihood
     from inference._petab import load_petab
     from solvers import OdeSolver
 

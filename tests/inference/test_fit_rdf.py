@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 import sim
-from inference._fit_rdf import MAX_LOG_STEP, _BlockSums, _energies, rdf_problem, reweighted_loss
+from inference._fit_rdf import MAX_LOG_STEP, rdf_problem
+from inference._rdf_reweighting import _BlockSums, _energies, reweighted_loss
 
 from ..helpers import cli, optimised
 

@@ -15,7 +15,7 @@ from distributed import LocalCluster
 
 import sim
 import sim._distributed
-from inference import _fit, _petab, _petab_files, _petab_fit
+from inference import _fit, _fit_multistart, _petab, _petab_files, _petab_fit
 from inference._multistart import blocks
 from inference._petab import load_petab
 from inference._petab_fit import fit_petab
@@ -330,7 +330,7 @@ def test_a_worker_that_fails_fails_the_fit_with_nothing_written(
         raise RuntimeError("the worker ran out of memory")
 
     monkeypatch.setattr(_petab_fit, "fit_block", broken)
-    monkeypatch.setattr(_fit, "worker_starts", broken)
+    monkeypatch.setattr(_fit_multistart, "worker_starts", broken)
     before = only(inputs)
     for command in (PETAB, CONFIG):
         line = refused(
@@ -351,7 +351,7 @@ def test_a_worker_that_reads_other_files_refuses_its_block(inputs):
         _petab_fit.fit_block(str(yaml), "0" * 64, TSIT5, np.zeros((1, 2)), 10)
     config = sim.load_config(inputs / "decay.toml")
     with pytest.raises(sim.DataError, match="differ from those the fit was started with"):
-        _fit.worker_starts(
+        _fit_multistart.worker_starts(
             config.to_toml(),
             str(config.path),
             None,

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from inference._diagnostics import ess_tail, sampling_warnings, summarise
-from inference._fit import Free, fit_warnings
+from inference._fit_estimates import fit_warnings
+from inference._fit_problem import Free
 from tests.helpers import cli_out as cli, host_devices
 
 
