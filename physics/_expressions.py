@@ -14,7 +14,8 @@ traces, compiles and differentiates like hand-written model code.
 of the same nodes, folding constants so that structural zeros are known (an expression
 that does not read the symbol has the derivative 0). The checked tree is at most
 `MAX_DEPTH` deep; a derivative may be deeper, so everything done to trees after the
-check (differentiation, evaluation, printing) walks them with an explicit stack.
+check (differentiation, evaluation, printing) walks them with an explicit stack (the
+walking and the printing are `physics._expression_trees`).
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from functools import reduce
 from typing import Any
 
 import jax.numpy as jnp
+
+from ._expression_trees import _children, _postorder, _symbols, _text_length, unparse
 
 # name -> (function, number of arguments)
 FUNCTIONS: dict[str, tuple[Callable[..., Any], int]] = {
@@ -172,6 +175,21 @@ def parse(text: str, symbols: Collection[str], operators: Collection[str] = ()) 
         ExpressionError: a syntax error, or a construct or name the language does not
             have (with its column, counted from 1).
     """
+    source = _source(text)
+    tree = _syntax_tree(source)
+    checker = _Checker(source, set(symbols), operators)
+    try:
+        checker.check(tree.body)
+    except RecursionError:
+        raise ExpressionError(
+            "nested too deeply to read; split it into observables or shorter terms"
+        ) from None
+    return Expression(source, frozenset(checker.used), tree.body, frozenset(operators))
+
+
+def _source(text: str) -> str:
+    """The text of an expression without its surrounding blanks, refused when it is no
+    text, empty or too long."""
     if not isinstance(text, str):
         raise ExpressionError(f"expected an expression as text, got {text!r}")
     source = text.strip()
@@ -181,153 +199,142 @@ def parse(text: str, symbols: Collection[str], operators: Collection[str] = ()) 
         raise ExpressionError(
             f"expected an expression of at most {MAX_LENGTH:,} characters, got {len(source):,}"
         )
+    return source
+
+
+def _syntax_tree(source: str) -> ast.Expression:
+    """Python's syntax tree of the text, its syntax errors as `ExpressionError`s."""
     try:
-        tree = ast.parse(source, mode="eval")
+        return ast.parse(source, mode="eval")
     except SyntaxError as e:
         raise ExpressionError(f"column {e.offset or 1}: syntax error ({e.msg})") from None
     except (RecursionError, MemoryError):
         raise ExpressionError(
             "nested too deeply to read; split it into observables or shorter terms"
         ) from None
-    known = set(symbols)
-    used: set[str] = set()
 
-    def fail(node: ast.AST, why: str) -> ExpressionError:
+
+class _Checker:
+    """Checks a syntax tree against the language node by node, refusing what it does not
+    have, and gathers the symbols the tree reads (`used`)."""
+
+    def __init__(self, source: str, known: set[str], operators: Collection[str]):
+        self.source = source
+        self.known = known
+        self.operators = operators
+        self.used: set[str] = set()
+
+    def fail(self, node: ast.AST, why: str) -> ExpressionError:
+        """The refusal of `node`, with its column."""
         return ExpressionError(f"column {getattr(node, 'col_offset', 0) + 1}: {why}")
 
-    def check(node: ast.AST, depth: int = 0) -> None:
+    def check(self, node: ast.AST, depth: int = 0) -> None:
+        """Checks `node` and, below it, its operands."""
         if depth > MAX_DEPTH:  # (the check recurses as deep as the tree)
             raise ExpressionError(
                 f"nested more than {MAX_DEPTH} levels deep; split it into observables or shorter "
                 "terms"
             )
         if isinstance(node, ast.Constant):
-            value = node.value
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise fail(node, f"expected a number, got {value!r}")
-            try:
-                number = float(value)
-            except OverflowError:
-                number = math.inf
-            if not math.isfinite(number):
-                raise fail(
-                    node,
-                    "expected a finite number, got "
-                    f"{ast.get_source_segment(source, node) or value!r}",
-                )
+            self._number(node)
             return
         if isinstance(node, ast.Name):
-            name = node.id
-            if name in known:
-                used.add(name)
-                return
-            if name in CONSTANTS:
-                return
-            if name in FUNCTIONS or name in operators:
-                raise fail(node, f"{name!r} is a function: call it, as {name}(...)")
-            raise fail(node, f"unknown name {name!r}{_did_you_mean(name, known | set(CONSTANTS))}")
+            self._name(node)
+            return
+        if isinstance(node, ast.Call):
+            self._call(node)
+        else:
+            self._operation(node)
+        for child in _children(node):
+            self.check(child, depth + 1)
+
+    def _number(self, node: ast.Constant) -> None:
+        """Checks that a constant is a finite number."""
+        value = node.value
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise self.fail(node, f"expected a number, got {value!r}")
+        try:
+            number = float(value)
+        except OverflowError:
+            number = math.inf
+        if not math.isfinite(number):
+            raise self.fail(
+                node,
+                "expected a finite number, got "
+                f"{ast.get_source_segment(self.source, node) or value!r}",
+            )
+
+    def _name(self, node: ast.Name) -> None:
+        """Checks that a name is a symbol (noting it as used) or a constant."""
+        name = node.id
+        if name in self.known:
+            self.used.add(name)
+            return
+        if name in CONSTANTS:
+            return
+        if name in FUNCTIONS or name in self.operators:
+            raise self.fail(node, f"{name!r} is a function: call it, as {name}(...)")
+        raise self.fail(
+            node, f"unknown name {name!r}{_did_you_mean(name, self.known | set(CONSTANTS))}"
+        )
+
+    def _operation(self, node: ast.AST) -> None:
+        """Checks that an operator, comparison, `and`/`or` or conditional expression is
+        one of the language."""
         if isinstance(node, ast.BinOp):
             if isinstance(node.op, ast.BitXor):
-                raise fail(node, "^ is not a power here: write x ** 2")
+                raise self.fail(node, "^ is not a power here: write x ** 2")
             if type(node.op) not in _BINARY:
-                raise fail(
+                raise self.fail(
                     node,
                     f"the operator {type(node.op).__name__} is not in the language (+ - * / **)",
                 )
         elif isinstance(node, ast.UnaryOp):
             if not isinstance(node.op, (ast.USub, ast.UAdd, ast.Not)):
-                raise fail(node, f"the operator {type(node.op).__name__} is not in the language")
+                raise self.fail(
+                    node, f"the operator {type(node.op).__name__} is not in the language"
+                )
         elif isinstance(node, ast.Compare):
             if len(node.ops) != 1:
-                raise fail(
+                raise self.fail(
                     node, "chained comparisons are not in the language: join them with `and`"
                 )
             if type(node.ops[0]) not in _COMPARE:
-                raise fail(
+                raise self.fail(
                     node, f"the comparison {type(node.ops[0]).__name__} is not in the language"
                 )
-        elif (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Name)
-            and node.func.id in operators
-        ):
+        elif not isinstance(node, (ast.BoolOp, ast.IfExp)):
+            raise self.fail(node, f"{type(node).__name__} is not in the expression language")
+
+    def _call(self, node: ast.Call) -> None:
+        """Checks that a call is of an operator the values supply, with one argument, or
+        of a function of the language, with its number of plain arguments."""
+        if isinstance(node.func, ast.Name) and node.func.id in self.operators:
             if node.keywords or len(node.args) != 1 or isinstance(node.args[0], ast.Starred):
-                raise fail(
+                raise self.fail(
                     node,
                     f"{node.func.id}() takes 1 argument, got {len(node.args) + len(node.keywords)}",
                 )
-        elif isinstance(node, ast.Call):
-            if not isinstance(node.func, ast.Name) or node.func.id not in FUNCTIONS:
-                name = node.func.id if isinstance(node.func, ast.Name) else ast.unparse(node.func)
-                raise fail(
-                    node,
-                    "unknown function "
-                    f"{name!r}{_did_you_mean(name, set(FUNCTIONS) | set(operators))}",
-                )
-            arity = FUNCTIONS[node.func.id][1]
-            if node.keywords or any(isinstance(a, ast.Starred) for a in node.args):
-                raise fail(node, f"{node.func.id}() takes plain arguments, no keywords")
-            if len(node.args) != arity:
-                raise fail(
-                    node,
-                    f"{node.func.id}() takes {arity} argument{'s' if arity > 1 else ''}, got "
-                    f"{len(node.args)}",
-                )
-        elif not isinstance(node, (ast.BoolOp, ast.IfExp)):
-            raise fail(node, f"{type(node).__name__} is not in the expression language")
-        for child in _children(node):
-            check(child, depth + 1)
-
-    try:
-        check(tree.body)
-    except RecursionError:
-        raise ExpressionError(
-            "nested too deeply to read; split it into observables or shorter terms"
-        ) from None
-    return Expression(source, frozenset(used), tree.body, frozenset(operators))
+            return
+        if not isinstance(node.func, ast.Name) or node.func.id not in FUNCTIONS:
+            name = node.func.id if isinstance(node.func, ast.Name) else ast.unparse(node.func)
+            raise self.fail(
+                node,
+                "unknown function "
+                f"{name!r}{_did_you_mean(name, set(FUNCTIONS) | set(self.operators))}",
+            )
+        arity = FUNCTIONS[node.func.id][1]
+        if node.keywords or any(isinstance(a, ast.Starred) for a in node.args):
+            raise self.fail(node, f"{node.func.id}() takes plain arguments, no keywords")
+        if len(node.args) != arity:
+            raise self.fail(
+                node,
+                f"{node.func.id}() takes {arity} argument{'s' if arity > 1 else ''}, got "
+                f"{len(node.args)}",
+            )
 
 
-# ----------------------------------------------------------------------------- walking trees
-
-
-def _children(node: ast.AST) -> list[ast.expr]:
-    """The operands of a checked node (a call's arguments, never the function's name)."""
-    if isinstance(node, ast.BinOp):
-        return [node.left, node.right]
-    if isinstance(node, ast.UnaryOp):
-        return [node.operand]
-    if isinstance(node, ast.Compare):
-        return [node.left, *node.comparators]
-    if isinstance(node, ast.BoolOp):
-        return list(node.values)
-    if isinstance(node, ast.IfExp):
-        return [node.test, node.body, node.orelse]
-    if isinstance(node, ast.Call):
-        return list(node.args)
-    return []
-
-
-def _postorder(
-    tree: ast.expr, children: Callable[[ast.AST], list[ast.expr]] = _children
-) -> list[ast.expr]:
-    """Each node of `tree` once (a subtree shared by several parents too), every node
-    after its `children`: without recursion, so at any depth."""
-    order: list[ast.expr] = []
-    seen: set[int] = set()
-    stack: list[tuple[ast.expr, bool]] = [(tree, False)]
-    while stack:
-        node, expanded = stack.pop()
-        if expanded:
-            order.append(node)
-        elif id(node) not in seen:
-            seen.add(id(node))
-            stack.append((node, True))
-            stack.extend((child, False) for child in reversed(children(node)))
-    return order
-
-
-def _symbols(tree: ast.expr) -> set[str]:
-    return {node.id for node in _postorder(tree) if isinstance(node, ast.Name)}
+# -------------------------------------------------------------------------- evaluating trees
 
 
 def _compile(
@@ -684,111 +691,3 @@ def _rule(
 
 
 _ZERO = Expression("0", frozenset(), ast.Constant(0))
-
-
-# ----------------------------------------------------------------------------- printing
-
-# Python's binding strengths, from the conditional expression (weakest) to a call.
-_IFEXP, _OR, _AND, _NOT, _COMPARISON, _SUM, _PRODUCT, _UNARY, _POWER, _ATOM = range(1, 11)
-_SYMBOL = {
-    ast.Add: "+",
-    ast.Sub: "-",
-    ast.Mult: "*",
-    ast.Div: "/",
-    ast.Pow: "**",
-    ast.USub: "-",
-    ast.UAdd: "+",
-}
-_COMPARISON_SYMBOL = {
-    ast.Lt: "<",
-    ast.LtE: "<=",
-    ast.Gt: ">",
-    ast.GtE: ">=",
-    ast.Eq: "==",
-    ast.NotEq: "!=",
-}
-
-
-def _strength(node: ast.expr) -> int:
-    if isinstance(node, ast.BinOp):
-        return (
-            _POWER
-            if isinstance(node.op, ast.Pow)
-            else _SUM
-            if isinstance(node.op, (ast.Add, ast.Sub))
-            else _PRODUCT
-        )
-    if isinstance(node, ast.UnaryOp):
-        return _NOT if isinstance(node.op, ast.Not) else _UNARY
-    if isinstance(node, ast.Compare):
-        return _COMPARISON
-    if isinstance(node, ast.BoolOp):
-        return _AND if isinstance(node.op, ast.And) else _OR
-    return _IFEXP if isinstance(node, ast.IfExp) else _ATOM
-
-
-def _pieces(node: ast.expr) -> list[str | tuple[ast.expr, int]]:
-    """A node's text: words, and operands with the least strength each must bind with
-    (weaker ones are put in parentheses)."""
-    if isinstance(node, ast.Constant):
-        return [repr(node.value)]
-    if isinstance(node, ast.Name):
-        return [node.id]
-    if isinstance(node, ast.BinOp) and isinstance(
-        node.op, ast.Pow
-    ):  # right-associative; -x ** 2 is -(x ** 2)
-        return [(node.left, _ATOM), " ** ", (node.right, _UNARY)]
-    if isinstance(node, ast.BinOp):
-        strength = _strength(node)
-        return [(node.left, strength), f" {_SYMBOL[type(node.op)]} ", (node.right, strength + 1)]
-    if isinstance(node, ast.UnaryOp):
-        if isinstance(node.op, ast.Not):
-            return ["not ", (node.operand, _NOT)]
-        return [_SYMBOL[type(node.op)], (node.operand, _UNARY)]
-    if isinstance(node, ast.Compare):
-        return [
-            (node.left, _SUM),
-            f" {_COMPARISON_SYMBOL[type(node.ops[0])]} ",
-            (node.comparators[0], _SUM),
-        ]
-    if isinstance(node, ast.BoolOp):
-        word, strength = (" and ", _AND) if isinstance(node.op, ast.And) else (" or ", _OR)
-        pieces: list[str | tuple[ast.expr, int]] = [(node.values[0], strength + 1)]
-        for value in node.values[1:]:
-            pieces += [word, (value, strength + 1)]
-        return pieces
-    if isinstance(node, ast.IfExp):
-        return [(node.body, _OR), " if ", (node.test, _OR), " else ", (node.orelse, _IFEXP)]
-    assert isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-    pieces = [f"{node.func.id}("]
-    for i, arg in enumerate(node.args):
-        pieces += [", "] * (i > 0) + [(arg, _IFEXP)]
-    return [*pieces, ")"]
-
-
-def _text_length(tree: ast.expr) -> int:
-    """The number of characters `unparse` writes (a shared subtree is written each time
-    it occurs, so a derivative's text may be far longer than its tree is large)."""
-    length: dict[int, int] = {}
-    for node in _postorder(tree):
-        length[id(node)] = sum(
-            len(p) if isinstance(p, str) else length[id(p[0])] + 2 * (_strength(p[0]) < p[1])
-            for p in _pieces(node)
-        )
-    return length[id(tree)]
-
-
-def unparse(tree: ast.expr) -> str:
-    """The text of a checked tree with the parentheses it needs, as `ast.unparse` writes
-    it but at any depth."""
-    out: list[str] = []
-    stack: list[str | tuple[ast.expr, int]] = [(tree, _IFEXP)]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            out.append(item)
-            continue
-        node, least = item
-        pieces = _pieces(node)
-        stack.extend(reversed(pieces if _strength(node) >= least else ["(", *pieces, ")"]))
-    return "".join(out)

@@ -282,9 +282,55 @@ def read_h5md(
     except OSError as e:
         raise ValueError(f"{path}: not a readable HDF5 file ({str(e).splitlines()[0]})") from None
 
-    def read(node, where, frame=None):
+    with f:
+        base = f"particles/{group}"
+        if base not in f:
+            have = ", ".join(f["particles"]) if "particles" in f else "no /particles group"
+            raise ValueError(f"{path}: /{base} is missing (found: {have}); expected an H5MD file")
+        reader = _H5mdGroup(path, f[base], base, frame, max_bytes, units)
+        position, velocity, species, mass = _particles(reader)
+        n = position.shape[0]
+        space = _space(reader, position, dtype)
+        ids = reader.element("id", False)
+        if ids is not None and (ids.shape != (n,) or np.unique(ids).shape[0] != n):
+            raise ValueError(
+                f"{path}: /{base}/id must hold {n} distinct particle ids, got shape {ids.shape}"
+            )
+        bonds = _connectivity(f, path, group, n, ids, reader.read)
+        molecule = reader.element("molecule", False)
+        if molecule is not None and molecule.shape != (n,):
+            raise ValueError(
+                f"{path}: /{base}/molecule has shape {molecule.shape}; expected one molecule id "
+                f"per particle ({n})"
+            )
+    topology = None
+    if molecule is not None:
+        none = jnp.zeros((0, 2), jnp.int32)
+        topology = Topology(jnp.asarray(molecule, jnp.int32), none, none, jnp.zeros(0, dtype))
+    return System(
+        position=jnp.asarray(position, dtype),
+        velocity=jnp.asarray(velocity if velocity is not None else np.zeros_like(position), dtype),
+        mass=jnp.asarray(np.broadcast_to(mass, (n,)) if mass is not None else np.ones(n), dtype),
+        species=jnp.asarray(species if species is not None else np.zeros(n), jnp.int32),
+        space=space,
+        bonds=None if bonds is None else jnp.asarray(bonds, jnp.int32),
+        topology=topology,
+    )
+
+
+class _H5mdGroup:
+    """One particle group of an open H5MD file (`g`, at `base`), whose datasets are read
+    checked: against `max_bytes` and the frames they hold, for the numbers they hold,
+    and converted into `units`."""
+
+    def __init__(self, path: Path, g, base: str, frame: int, max_bytes, units):
+        self.path, self.g, self.base, self.frame = path, g, base, frame
+        self.max_bytes, self.units = max_bytes, units
+
+    def read(self, node, where, frame=None):
         """The values of the dataset `node` (of one frame of it), checked first against
         `max_bytes` and the frames it holds."""
+        path, max_bytes = self.path, self.max_bytes
         if frame is not None:
             if not node.shape:
                 raise ValueError(
@@ -310,156 +356,149 @@ def read_h5md(
             raise ValueError(f"{path}: {node.name} {missing}")
         return np.asarray(node[()] if frame is None else node[frame])
 
-    with f:
-        base = f"particles/{group}"
-        if base not in f:
-            have = ", ".join(f["particles"]) if "particles" in f else "no /particles group"
-            raise ValueError(f"{path}: /{base} is missing (found: {have}); expected an H5MD file")
-        g = f[base]
+    def element(self, name, required):
+        """The values of the group's element `name` (of the frame, when it is
+        time-dependent) in `units`, or None when it is missing and not `required`."""
+        import h5py
 
-        def element(name, required):
-            if name not in g:
-                if required:
-                    raise ValueError(
-                        f"{path}: /{base}/{name} is missing; expected an H5MD particle group"
-                    )
-                return None
-            node = g[name]
-            if isinstance(node, h5py.Group):
-                if not isinstance(node.get("value"), h5py.Dataset) or node["value"].ndim < 1:
-                    raise ValueError(
-                        f"{path}: /{base}/{name}/value is missing or not a dataset of frames; "
-                        "expected an H5MD time-dependent element"
-                    )
-                node = node["value"]
-                value = read(node, f"/{base}/{name}", frame)
-            else:
-                value = read(node, f"/{base}/{name}")
-            value = _numbers(
-                value, f"/{base}/{name}", integer=name in ("species", "id", "molecule")
-            )
-            return converted(node, value, QUANTITIES.get(name))
-
-        def converted(node, value, quantity):
-            """`value`, read from `node`, in `units` (unchanged without them, or for
-            what has no unit attribute)."""
-            unit = node.attrs.get("unit") if units is not None and quantity is not None else None
-            if unit is None:
-                return value
-            unit = unit.decode() if isinstance(unit, bytes) else str(unit)
-            try:
-                factor = unit_factor(units, quantity, unit)
-            except ValueError as e:
-                raise ValueError(f"{path}: {node.name} {e}") from None
-            return value if factor == 1.0 else value * factor
-
-        def _numbers(value, where, integer=False):
-            if value.dtype.kind not in ("iu" if integer else "iuf"):
+        path, base, g = self.path, self.base, self.g
+        if name not in g:
+            if required:
                 raise ValueError(
-                    f"{path}: {where} holds {value.dtype} values; expected "
-                    f"{'integers' if integer else 'numbers'}"
+                    f"{path}: /{base}/{name} is missing; expected an H5MD particle group"
                 )
-            if not integer and not np.all(np.isfinite(value)):
-                raise ValueError(f"{path}: {where} holds NaN or infinity; expected finite numbers")
-            return value
-
-        position = element("position", True)
-        if position.ndim != 2 or position.shape[0] < 1 or position.shape[1] not in (1, 2, 3):
-            raise ValueError(
-                f"{path}: /{base}/position/value must be [time, n, dim] with dim 1, 2 or 3, got a "
-                f"frame of shape {position.shape}"
-            )
-        n, dim = position.shape
-        velocity = element("velocity", False)
-        species = element("species", False)
-        mass = element("mass", False)
-        shapes = {"velocity": [(n, dim)], "species": [(n,)], "mass": [(n,), ()]}
-        for name, value in (("velocity", velocity), ("species", species), ("mass", mass)):
-            if value is not None and value.shape not in shapes[name]:
+            return None
+        node = g[name]
+        if isinstance(node, h5py.Group):
+            if not isinstance(node.get("value"), h5py.Dataset) or node["value"].ndim < 1:
                 raise ValueError(
-                    f"{path}: /{base}/{name} has shape {value.shape}, which does not fit {n} "
-                    f"particles in {dim} dimensions"
+                    f"{path}: /{base}/{name}/value is missing or not a dataset of frames; "
+                    "expected an H5MD time-dependent element"
                 )
-        if mass is not None and np.any(mass <= 0):
-            raise ValueError(f"{path}: /{base}/mass holds masses <= 0; expected positive masses")
-        if velocity is not None:
-            with np.errstate(over="ignore", invalid="ignore"):
-                energy = np.sum(
-                    (1.0 if mass is None else np.broadcast_to(mass, (n,))[:, None])
-                    * velocity.astype(float) ** 2
-                )
-            if not np.isfinite(energy):
-                raise ValueError(
-                    f"{path}: /{base}/velocity is too large for a finite kinetic energy"
-                )
-        if "box" not in g:
-            raise ValueError(f"{path}: /{base}/box is missing; expected an H5MD particle group")
-        box = g["box"]
-        boundary = [
-            b.decode() if isinstance(b, bytes) else str(b)
-            for b in np.atleast_1d(box.attrs.get("boundary", ["none"] * dim))
-        ]
-        periodic = all(b == "periodic" for b in boundary)
-        space: Space
-        if periodic:
-            edges = box["edges"]
-            if isinstance(edges, h5py.Group):
-                edges = edges["value"]
-                value = read(edges, f"/{base}/box/edges", frame)
-            else:
-                value = read(edges, f"/{base}/box/edges")
-            edges = converted(edges, _numbers(value, f"/{base}/box/edges"), "length")
-            if edges.ndim == 0:  # a cube
-                edges = np.full(dim, edges)
-            if edges.ndim == 2 and edges.shape == (
-                dim,
-                dim,
-            ):  # a full box matrix: orthorhombic only
-                if np.any(np.abs(edges - np.diag(np.diag(edges))) > 0):
-                    raise ValueError(
-                        f"{path}: only orthorhombic boxes are supported, got a triclinic box"
-                    )
-                edges = np.diag(edges)
-            if edges.shape != (dim,) or np.any(edges <= 0):
-                raise ValueError(
-                    f"{path}: /{base}/box/edges must be {dim} positive lengths, got "
-                    f"{np.round(edges, 6).tolist()}"
-                )
-            # Unwrapped positions may lie some boxes away; a million boxes is not a start.
-            if np.any(np.abs(position) > 1e6 * np.max(edges)):
-                raise ValueError(
-                    f"{path}: /{base}/position lies more than a million box lengths from the box"
-                )
-            space = Periodic(jnp.asarray(edges, dtype))
+            node = node["value"]
+            value = self.read(node, f"/{base}/{name}", self.frame)
         else:
-            if np.any(np.abs(position) > 1e100):
-                raise ValueError(f"{path}: /{base}/position holds coordinates beyond 1e100")
-            space = Free(ndim=dim)
-        ids = element("id", False)
-        if ids is not None and (ids.shape != (n,) or np.unique(ids).shape[0] != n):
+            value = self.read(node, f"/{base}/{name}")
+        value = self.numbers(
+            value, f"/{base}/{name}", integer=name in ("species", "id", "molecule")
+        )
+        return self.converted(node, value, QUANTITIES.get(name))
+
+    def converted(self, node, value, quantity):
+        """`value`, read from `node`, in `units` (unchanged without them, or for
+        what has no unit attribute)."""
+        units = self.units
+        unit = node.attrs.get("unit") if units is not None and quantity is not None else None
+        if unit is None:
+            return value
+        unit = unit.decode() if isinstance(unit, bytes) else str(unit)
+        try:
+            factor = unit_factor(units, quantity, unit)
+        except ValueError as e:
+            raise ValueError(f"{self.path}: {node.name} {e}") from None
+        return value if factor == 1.0 else value * factor
+
+    def numbers(self, value, where, integer=False):
+        """`value`, refused unless it holds integers (`integer`) or finite numbers."""
+        if value.dtype.kind not in ("iu" if integer else "iuf"):
             raise ValueError(
-                f"{path}: /{base}/id must hold {n} distinct particle ids, got shape {ids.shape}"
+                f"{self.path}: {where} holds {value.dtype} values; expected "
+                f"{'integers' if integer else 'numbers'}"
             )
-        bonds = _connectivity(f, path, group, n, ids, read)
-        molecule = element("molecule", False)
-        if molecule is not None and molecule.shape != (n,):
+        if not integer and not np.all(np.isfinite(value)):
+            raise ValueError(f"{self.path}: {where} holds NaN or infinity; expected finite numbers")
+        return value
+
+
+def _particles(reader: _H5mdGroup) -> tuple:
+    """(position, velocity, species, mass) of the group's frame, the last three None when
+    missing, checked against each other: shapes that fit the positions, positive
+    masses, a finite kinetic energy."""
+    path, base = reader.path, reader.base
+    position = reader.element("position", True)
+    if position.ndim != 2 or position.shape[0] < 1 or position.shape[1] not in (1, 2, 3):
+        raise ValueError(
+            f"{path}: /{base}/position/value must be [time, n, dim] with dim 1, 2 or 3, got a "
+            f"frame of shape {position.shape}"
+        )
+    n, dim = position.shape
+    velocity = reader.element("velocity", False)
+    species = reader.element("species", False)
+    mass = reader.element("mass", False)
+    shapes = {"velocity": [(n, dim)], "species": [(n,)], "mass": [(n,), ()]}
+    for name, value in (("velocity", velocity), ("species", species), ("mass", mass)):
+        if value is not None and value.shape not in shapes[name]:
             raise ValueError(
-                f"{path}: /{base}/molecule has shape {molecule.shape}; expected one molecule id "
-                f"per particle ({n})"
+                f"{path}: /{base}/{name} has shape {value.shape}, which does not fit {n} "
+                f"particles in {dim} dimensions"
             )
-    topology = None
-    if molecule is not None:
-        none = jnp.zeros((0, 2), jnp.int32)
-        topology = Topology(jnp.asarray(molecule, jnp.int32), none, none, jnp.zeros(0, dtype))
-    return System(
-        position=jnp.asarray(position, dtype),
-        velocity=jnp.asarray(velocity if velocity is not None else np.zeros_like(position), dtype),
-        mass=jnp.asarray(np.broadcast_to(mass, (n,)) if mass is not None else np.ones(n), dtype),
-        species=jnp.asarray(species if species is not None else np.zeros(n), jnp.int32),
-        space=space,
-        bonds=None if bonds is None else jnp.asarray(bonds, jnp.int32),
-        topology=topology,
-    )
+    if mass is not None and np.any(mass <= 0):
+        raise ValueError(f"{path}: /{base}/mass holds masses <= 0; expected positive masses")
+    if velocity is not None:
+        with np.errstate(over="ignore", invalid="ignore"):
+            energy = np.sum(
+                (1.0 if mass is None else np.broadcast_to(mass, (n,))[:, None])
+                * velocity.astype(float) ** 2
+            )
+        if not np.isfinite(energy):
+            raise ValueError(f"{path}: /{base}/velocity is too large for a finite kinetic energy")
+    return position, velocity, species, mass
+
+
+def _space(reader: _H5mdGroup, position, dtype) -> Space:
+    """The group's box: `Periodic` with its edges when every side is periodic, else
+    `Free`; positions too far from it are refused."""
+    path, base, g = reader.path, reader.base, reader.g
+    dim = position.shape[1]
+    if "box" not in g:
+        raise ValueError(f"{path}: /{base}/box is missing; expected an H5MD particle group")
+    box = g["box"]
+    boundary = [
+        b.decode() if isinstance(b, bytes) else str(b)
+        for b in np.atleast_1d(box.attrs.get("boundary", ["none"] * dim))
+    ]
+    periodic = all(b == "periodic" for b in boundary)
+    if not periodic:
+        if np.any(np.abs(position) > 1e100):
+            raise ValueError(f"{path}: /{base}/position holds coordinates beyond 1e100")
+        return Free(ndim=dim)
+    edges = _edges(reader, box, dim)
+    # Unwrapped positions may lie some boxes away; a million boxes is not a start.
+    if np.any(np.abs(position) > 1e6 * np.max(edges)):
+        raise ValueError(
+            f"{path}: /{base}/position lies more than a million box lengths from the box"
+        )
+    return Periodic(jnp.asarray(edges, dtype))
+
+
+def _edges(reader: _H5mdGroup, box, dim: int):
+    """The `dim` positive edge lengths of a periodic box (of the frame, when they are
+    time-dependent), from one length, `dim` lengths or an orthorhombic box matrix."""
+    import h5py
+
+    path, base = reader.path, reader.base
+    edges = box["edges"]
+    if isinstance(edges, h5py.Group):
+        edges = edges["value"]
+        value = reader.read(edges, f"/{base}/box/edges", reader.frame)
+    else:
+        value = reader.read(edges, f"/{base}/box/edges")
+    edges = reader.converted(edges, reader.numbers(value, f"/{base}/box/edges"), "length")
+    if edges.ndim == 0:  # a cube
+        edges = np.full(dim, edges)
+    if edges.ndim == 2 and edges.shape == (
+        dim,
+        dim,
+    ):  # a full box matrix: orthorhombic only
+        if np.any(np.abs(edges - np.diag(np.diag(edges))) > 0):
+            raise ValueError(f"{path}: only orthorhombic boxes are supported, got a triclinic box")
+        edges = np.diag(edges)
+    if edges.shape != (dim,) or np.any(edges <= 0):
+        raise ValueError(
+            f"{path}: /{base}/box/edges must be {dim} positive lengths, got "
+            f"{np.round(edges, 6).tolist()}"
+        )
+    return edges
 
 
 def _connectivity(f, path: Path, group: str, n: int, ids, read) -> np.ndarray | None:

@@ -151,21 +151,7 @@ def radial_distribution_frames(
             j0 = jnp.floor(jax.lax.stop_gradient(r) / width).astype(offsets.dtype)
             j = j0[..., None] + offsets
             if reach:
-                # exp(-(o a - u)^2 / 2) for the offsets o, a = 1 / smoothing, u the
-                # distance from the centre of bin j0 in kernel widths: two exponentials
-                # and products per pair, e^{-u^2/2} q^o e^{-o^2 a^2 / 2} with q = e^{a u}.
-                u = (r - (j0.astype(dtype) + 0.5) * width) / (smoothing * width)
-                base = jnp.exp(-0.5 * u * u)
-                q = jnp.exp(u / smoothing)
-                up, down = [base], [base]
-                for o in range(1, reach + 1):  # noqa: B007 (a count)
-                    up.append(up[-1] * q)
-                    down.append(down[-1] / q)
-                terms = [down[-o] * near[-o] for o in range(-reach, 0)] + [
-                    up[o] * near[o] for o in range(reach + 1)
-                ]
-                kernel = jnp.stack(terms, axis=-1)
-                mass = kernel / jnp.sum(kernel, axis=-1, keepdims=True)
+                mass = _spread(r, j0, width, smoothing, reach, near, dtype)
             else:
                 mass = jnp.ones(j.shape, dtype)
             ok = (j >= 0) & (j < bins) & (weight[..., None] > 0)
@@ -184,6 +170,33 @@ def radial_distribution_frames(
     counts = jax.lax.map(
         lambda a: frame_counts(*a), (positions, edges.astype(dtype))
     )  # [T, pairs, bins]
+    return _normalised(counts, edges, species, pairs, width, bins, n_species, dim, dtype)
+
+
+def _spread(r, j0, width, smoothing: float, reach: int, near: list[float], dtype):
+    """Each pair's unit weight over the bins j0 - reach .. j0 + reach around its own: a
+    Gaussian of `smoothing` bin widths centred at its distance `r` (`near`: the
+    Gaussian's factor e^{-o^2 a^2 / 2} of each offset o), normalised to sum to 1."""
+    # exp(-(o a - u)^2 / 2) for the offsets o, a = 1 / smoothing, u the
+    # distance from the centre of bin j0 in kernel widths: two exponentials
+    # and products per pair, e^{-u^2/2} q^o e^{-o^2 a^2 / 2} with q = e^{a u}.
+    u = (r - (j0.astype(dtype) + 0.5) * width) / (smoothing * width)
+    base = jnp.exp(-0.5 * u * u)
+    q = jnp.exp(u / smoothing)
+    up, down = [base], [base]
+    for o in range(1, reach + 1):  # noqa: B007 (a count)
+        up.append(up[-1] * q)
+        down.append(down[-1] / q)
+    terms = [down[-o] * near[-o] for o in range(-reach, 0)] + [
+        up[o] * near[o] for o in range(reach + 1)
+    ]
+    kernel = jnp.stack(terms, axis=-1)
+    return kernel / jnp.sum(kernel, axis=-1, keepdims=True)
+
+
+def _normalised(counts, edges, species, pairs, width, bins: int, n_species: int, dim: int, dtype):
+    """Bin centres [bins] and g [T, pairs, bins]: each frame's pair counts over what an
+    ideal gas of its density gives in each shell."""
     bounds = jnp.arange(bins + 1, dtype=dtype) * width
     shell = _shell_volume(bounds, dim)
     number = jnp.bincount(species, length=n_species).astype(dtype)

@@ -396,43 +396,11 @@ def pde_model(
     """
     parameters = dict(parameters or {})
     observables = dict(observables or {})
-    if not fields:
-        raise ValueError("fields: expected at least one field = its right-hand side")
-    reserved = set(OPERATORS) | set(REDUCTIONS) | set(COORDINATES)
-    for group, names in (
-        ("fields", fields),
-        ("parameters", parameters),
-        ("observables", observables),
-    ):
-        for name in names:
-            _identifier(group, name)
-            if name in reserved:
-                raise ValueError(f"{group}.{name}: is the name of an operator or a coordinate")
-    for name in parameters:
-        if name in fields:
-            raise ValueError(f"parameters.{name}: is also a field")
-    for name in observables:
-        if name in fields or name in parameters:
-            raise ValueError(
-                f"observables.{name}: is also a {'field' if name in fields else 'parameter'}"
-            )
+    _check_names(fields, parameters, observables)
     declared = tuple(_parameter(name, spec) for name, spec in parameters.items())
     names = tuple(fields)
     ndim = len(as_points(points)) if isinstance(as_points(points), tuple) else 1
-    for group, table in (("fields", fields), ("observables", observables)):
-        for name, text in table.items():
-            try:
-                tree = ast.parse(text.strip(), mode="eval") if isinstance(text, str) else None
-            except SyntaxError:
-                continue  # (reported with its column below)
-            used = (_calls(tree) | _names(tree)) if tree is not None else set()
-            for axis, (op, coordinate) in enumerate((("dx", "x"), ("dy", "y"), ("dz", "z"))):
-                if axis >= ndim and (op in used or coordinate in used):
-                    what = f"{op}()" if op in used else f"the coordinate {coordinate}"
-                    raise ValueError(
-                        f"{group}.{name}: uses {what}, but the grid has {ndim} "
-                        f"dimension{'s' if ndim > 1 else ''}"
-                    )
+    _check_dimensions(fields, observables, ndim)
     if boundary is not None:
         from ._text_grid import boundary_program, grid_model
 
@@ -451,17 +419,7 @@ def pde_model(
             )
         if boundary_value is not None:
             raise ValueError("boundary_value: a periodic box has no boundary values")
-    linear, spectral, physical = [], [], []
-    for name, text in fields.items():
-        if not isinstance(text, str):
-            raise ValueError(f"fields.{name}: expected the right-hand side as text, got {text!r}")
-        try:
-            lin, spec, rest = split(name, text, names, tuple(parameters))
-        except ExpressionError as e:
-            raise ValueError(f"fields.{name}: {e}") from None
-        linear.append(lin)
-        spectral.append(spec)
-        physical.append(rest)
+    linear, spectral, physical = _split_fields(fields, names, tuple(parameters))
     parsed = parse_observables(
         observables, set(names) | set(parameters) | set(COORDINATES), OPERATORS + REDUCTIONS
     )
@@ -483,3 +441,66 @@ def pde_model(
         domain=domain,
         program=TextSpectralProgram(linear, spectral, physical, parsed),
     )
+
+
+def _check_names(fields: dict[str, str], parameters: dict[str, Any], observables: dict) -> None:
+    """Refuses no field, a name that is no identifier or is an operator's or a
+    coordinate's, and a name given to two of fields, parameters and observables."""
+    if not fields:
+        raise ValueError("fields: expected at least one field = its right-hand side")
+    reserved = set(OPERATORS) | set(REDUCTIONS) | set(COORDINATES)
+    for group, names in (
+        ("fields", fields),
+        ("parameters", parameters),
+        ("observables", observables),
+    ):
+        for name in names:
+            _identifier(group, name)
+            if name in reserved:
+                raise ValueError(f"{group}.{name}: is the name of an operator or a coordinate")
+    for name in parameters:
+        if name in fields:
+            raise ValueError(f"parameters.{name}: is also a field")
+    for name in observables:
+        if name in fields or name in parameters:
+            raise ValueError(
+                f"observables.{name}: is also a {'field' if name in fields else 'parameter'}"
+            )
+
+
+def _check_dimensions(fields: dict[str, str], observables: dict[str, str], ndim: int) -> None:
+    """Refuses a right-hand side or observable that uses a derivative or a coordinate along
+    an axis the grid does not have (a text that does not parse is left to `split`)."""
+    for group, table in (("fields", fields), ("observables", observables)):
+        for name, text in table.items():
+            try:
+                tree = ast.parse(text.strip(), mode="eval") if isinstance(text, str) else None
+            except SyntaxError:
+                continue  # (reported with its column below)
+            used = (_calls(tree) | _names(tree)) if tree is not None else set()
+            for axis, (op, coordinate) in enumerate((("dx", "x"), ("dy", "y"), ("dz", "z"))):
+                if axis >= ndim and (op in used or coordinate in used):
+                    what = f"{op}()" if op in used else f"the coordinate {coordinate}"
+                    raise ValueError(
+                        f"{group}.{name}: uses {what}, but the grid has {ndim} "
+                        f"dimension{'s' if ndim > 1 else ''}"
+                    )
+
+
+def _split_fields(
+    fields: dict[str, str], names: tuple[str, ...], parameters: tuple[str, ...]
+) -> tuple[list, list, list]:
+    """The linear, spectral and physical parts (`split`) of each field's right-hand side,
+    an expression error named by its field."""
+    linear, spectral, physical = [], [], []
+    for name, text in fields.items():
+        if not isinstance(text, str):
+            raise ValueError(f"fields.{name}: expected the right-hand side as text, got {text!r}")
+        try:
+            lin, spec, rest = split(name, text, names, parameters)
+        except ExpressionError as e:
+            raise ValueError(f"fields.{name}: {e}") from None
+        linear.append(lin)
+        spectral.append(spec)
+        physical.append(rest)
+    return linear, spectral, physical

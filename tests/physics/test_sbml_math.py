@@ -10,7 +10,7 @@ import libsbml
 import numpy as np
 import pytest
 
-from physics.ode._sbml import _Compiler
+from physics.ode._sbml_math import _Compiler
 
 # (formula, point x, the value by an independent formula)
 CASES = [
@@ -219,7 +219,7 @@ def test_math_nested_past_the_readers_bound_is_refused_in_one_line():
     # relation: false, so its root function is negative), and minus 149 times to x,
     # compile; one level more than the bound is refused by it, not by Python's recursion
     # limit (at a bound of 400, math of 399 levels raised RecursionError).
-    from physics.ode._sbml import MAX_DEPTH, SbmlError
+    from physics.ode._sbml_math import MAX_DEPTH, SbmlError
 
     def nested(levels, kind=libsbml.AST_LOGICAL_NOT, leaf="x > 1"):
         node = libsbml.parseL3Formula(leaf)
