@@ -100,18 +100,10 @@ MODULE_LIMIT = 800
 FUNCTION_LIMIT = 100
 
 
-OVER_LIMITS = pytest.mark.xfail(
-    strict=True,
-    reason="inference/_fit.py and the SBML importer are still over the limits, "
-    "and so are five solver kernels' functions",
-)
-
-
 def package_modules() -> list[Path]:
     return [p for p in python_files() if p.is_file() and p.relative_to(ROOT).parts[0] in PACKAGES]
 
 
-@OVER_LIMITS
 def test_no_module_of_the_packages_is_over_800_lines():
     too_long = {}
     for path in package_modules():
@@ -121,7 +113,6 @@ def test_no_module_of_the_packages_is_over_800_lines():
     assert not too_long, f"modules over {MODULE_LIMIT} lines: {too_long}"
 
 
-@OVER_LIMITS
 def test_no_function_of_the_packages_is_over_100_lines():
     """Every def, nested ones on their own, from its first line to its last."""
     too_long = []
