@@ -205,7 +205,7 @@ def infer(
     _check_memory(config, section, model, obs)
     init = None if init_from is None else _start_at_fit(init_from, model)
     method, _, plan = chain_method(
-        section.chains, progress, spread=spreads(p.solver for _, p in model.parts)
+        section.chains, progress, spread=spreads((p.model, p.solver) for _, p in model.parts)
     )
     key = jax.random.PRNGKey(section.seed)
     try:

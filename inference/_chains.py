@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from solvers import OdeSolver
+from sim.core import Fittable, family_of
 
 
 def chain_method(chains: int, progress: bool, *, spread: bool = True) -> tuple[Any, bool, str]:
@@ -50,13 +50,12 @@ def chain_method(chains: int, progress: bool, *, spread: bool = True) -> tuple[A
     return _OnDevices(1), False, f"{chains} chains on one {kind} device, one after another"
 
 
-def spreads(solvers) -> bool:
-    """Whether chains whose log density runs these solvers can be laid over several
-    devices (`_OnDevices`): not with an implicit or IMEX ODE method, whose Newton
-    iterations (optimistix's root find inside diffrax's steps) do not trace in a
-    chain's start compiled alone with this jax, equinox and diffrax (a tracer escapes
-    NumPyro's `init`; under `jax.pmap`, "pytree does not match out_structure")."""
-    return not any(isinstance(s, OdeSolver) and s.kind != "explicit" for s in solvers)
+def spreads(runs) -> bool:
+    """Whether chains whose log density runs these (model, solver) pairs can be laid
+    over several devices (`_OnDevices`): as each model's family says of its solver
+    (not an implicit or IMEX ODE method)."""
+    families = [(family_of(model), solver) for model, solver in runs]
+    return all(isinstance(f, Fittable) and f.chains_spread(solver) for f, solver in families)
 
 
 def sampled_on() -> str:

@@ -19,6 +19,7 @@ import jax.numpy as jnp
 from jaxtyping import Array
 
 from sim import Config
+from sim.core import Fittable, family_of
 from solvers import OdeSolver, did_you_mean
 
 from ._observation import ObservableSpec, formula_names
@@ -176,11 +177,8 @@ def preequilibration(
             )
         if not isinstance(table[key], dict):
             raise config.error(f"{where}.{key}", "expected a table (name = value)")
-    if (
-        not hasattr(model, "vector_field")
-        or not isinstance(solver, OdeSolver)
-        or solver.kind == "imex"
-    ):
+    family = family_of(model)
+    if not (isinstance(family, Fittable) and family.preequilibrates(model, solver)):
         raise config.error(
             where,
             f"a preequilibration runs an ODE model to steady state; {model.name!r} is not one (or "

@@ -17,8 +17,7 @@ from jaxtyping import Array
 import sim
 from physics import Model
 from sim import Config, DataError
-from sim.core import InputError, build_model, family_of
-from solvers import OdeSolver
+from sim.core import Fittable, InputError, build_model, family_of
 
 from ._data import Observations, check_span, load_observations
 from ._experiments import Extra, free_extras, preequilibration, split_params
@@ -150,7 +149,10 @@ def make_problem(
             [specs] if specs else [],
             [aliases],
         )
-    solver, forward_sensitivity = _fit_solver(setup.solver, model, gradient)
+    family = family_of(model)
+    if not isinstance(family, Fittable):
+        raise config.error("model.name", f"{family.describes} cannot be fitted")
+    solver, forward_sensitivity = family.fit_solver(setup, gradient)
     free, start = free_quantities(config, free_names, free_key, model, setup, extras, bounds)
     for name in weights:
         if name not in obs.values:
@@ -226,22 +228,6 @@ def _spanned(config: Config, obs: Observations, model: Model, t0: float) -> Conf
     if overrides:
         config = config.with_overrides(overrides)
     return config
-
-
-def _fit_solver(solver: Any, model: Model, gradient: str) -> tuple[Any, bool]:
-    """(solver, forward_sensitivity) of a fit: an ODE solver whose failed trial solves
-    become large residuals, not errors, with the adjoint `gradient` asks for."""
-    forward_sensitivity = False
-    if isinstance(solver, OdeSolver):
-        # Failed trial solves become large residuals, not errors.
-        adjoint = solver.adjoint if gradient == "reverse" else "forward"
-        solver = dataclasses.replace(solver, throw=False, adjoint=adjoint)
-        # (the sensitivity equations do not jump at events: a model with events is
-        # differentiated through its solve)
-        forward_sensitivity = (
-            gradient == "forward_sensitivity" and not getattr(model, "events", tuple)()
-        )
-    return solver, forward_sensitivity
 
 
 def _observation(
@@ -325,7 +311,6 @@ def _problem(
         t1 = config.spec.time.t1
         t_sim, end = jnp.asarray([t0, t1 if t1 is not None and t1 > t0 else t0 + 1.0]), 1
     md = family_of(model).static_runs  # (solver, initial state and times fixed at compile time)
-    solver = family_of(model).fit_solver(dataclasses.replace(setup, solver=solver))
     problem = Problem(
         model=model,
         solver=None if md else solver,

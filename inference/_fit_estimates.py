@@ -5,7 +5,6 @@ tell when estimates or their standard errors are doubtful."""
 
 from __future__ import annotations
 
-import dataclasses
 import math
 
 import equinox as eqx
@@ -14,9 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array
 
-from solvers import OdeSolver
-
-from ._fit_problem import Experiments, Free, Problem, _replace, observation_models
+from ._fit_problem import Experiments, Free, Problem, _fittable, _replace, observation_models
 
 
 @eqx.filter_jit
@@ -36,8 +33,8 @@ def _whitened_jacobian(
 def _sensitivity_problem(problem: Problem | Experiments) -> Problem | Experiments:
     """`problem` with its ODE solver switched to forward sensitivities, for Jacobians of
     the residuals by forward mode."""
-    if isinstance(problem.solver, OdeSolver):
-        solver = dataclasses.replace(problem.solver, adjoint="forward")
+    if problem.solver is not None:
+        solver = _fittable(problem).forward_mode(problem.solver)
         problem = _replace(problem, solver=solver, forward_sensitivity=False)
     return problem
 

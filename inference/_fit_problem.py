@@ -18,7 +18,7 @@ from jaxtyping import Array
 
 import sim
 from physics import Model
-from solvers import OdeSolver
+from sim.core import Fittable, family_of
 
 # A residual that cannot be computed (a failed solve, a negative prediction under a
 # lognormal loss) counts as at least this many standard deviations: optimisers step away
@@ -59,26 +59,30 @@ class Free(eqx.Module):
         return x
 
 
+def _fittable(problem) -> Fittable:
+    """The family of a problem's model, which says how its runs are differentiated."""
+    family = family_of(problem.model)
+    if not isinstance(family, Fittable):
+        raise TypeError(f"the {family.name} family's runs cannot be fitted")
+    return family
+
+
 @eqx.filter_custom_vjp
 def _predict_by_forward_sensitivity(x, problem):
     # (The primal is never differentiated, its derivatives are the rule's below: an ODE
     # solve takes an adjoint that the lean core accepts, so the value needs no diffrax
     # solve, whose run-time checks of traced save times keep a program out of the
     # persistent compilation cache.)
-    if (
-        isinstance(problem.solver, OdeSolver)
-        and problem.static_solver is None
-        and problem.solver.adjoint == "forward"
-    ):
-        problem = _replace(problem, solver=dataclasses.replace(problem.solver, adjoint="direct"))
+    if problem.static_solver is None:
+        problem = _replace(problem, solver=_fittable(problem).primal_solver(problem.solver))
     return _values(problem, x)
 
 
 @_predict_by_forward_sensitivity.def_fwd
 def _(perturbed, x, problem):
-    # A model with a vector field solved by a solver that integrates the sensitivity
-    # equations (ODE models and `solvers.OdeSolver`); anything else: forward mode.
-    if hasattr(problem.model, "vector_field") and hasattr(problem.solver, "solve_sensitivities"):
+    # A solver that integrates the sensitivity equations of its model (ODE models and
+    # `solvers.OdeSolver`); anything else: forward mode.
+    if _fittable(problem).sensitivities(problem.model, problem.solver):
         out, jacobian = _sensitivities(problem, x)
         return out, jacobian
 
@@ -342,7 +346,7 @@ class Problem(eqx.Module):
         each value is the one a solve of its own times gives (to rounding; tested),
         and a fit's end compiles one program where the two took two. Other families
         (fixed save times, frames on a step grid) solve twice."""
-        if self.fixed_times is not None or not isinstance(self.solver, OdeSolver):
+        if self.fixed_times is not None or not _fittable(self).dense_saves(self.solver):
             return self._predict(x), self.curves(x, t)
         data_times = np.asarray(self.t_sim)
         times, where = np.unique(

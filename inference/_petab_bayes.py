@@ -196,7 +196,9 @@ def infer_petab(
         Heartbeat(log, chains, steps=warmup + samples) if progress and log is not None else None
     )
     kernel = NUTS(numpyro_model(problem, heartbeat), init_strategy=init)
-    method, _, plan = chain_method(chains, progress, spread=spreads([problem.solver]))
+    method, _, plan = chain_method(
+        chains, progress, spread=spreads([(problem.model, problem.solver)])
+    )
 
     def started() -> None:
         log(plan)

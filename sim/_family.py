@@ -236,10 +236,51 @@ class Fittable(Family):
     #: Why initial values cannot be free (None: they can).
     no_free_initial: ClassVar[str | None] = None
 
-    def fit_solver(self, s: Setup):
-        """The solver of a compiled fit's runs (MD: a neighbour list sized up front,
-        as it cannot grow inside the compiled loss)."""
-        return s.solver
+    def fit_solver(self, s: Setup, gradient: str) -> tuple[Any, bool]:
+        """The solver of a compiled fit's runs, and whether the fit's reverse-mode
+        gradients come from forward sensitivities (`sensitivities`).
+
+        Arguments:
+            s: the set-up of the fit's config.
+            gradient: how the fit differentiates its runs: "reverse", "forward" (forward
+                mode, for Jacobians) or "forward_sensitivity" (forward mode inside,
+                usable by reverse-mode callers).
+
+        Returns:
+            (solver, forward_sensitivity); by default the set-up's solver and False.
+        """
+        return s.solver, False
+
+    def sensitivities(self, model, solver) -> bool:
+        """Whether `solver` integrates the sensitivity equations of `model` along its
+        solve (`solve_sensitivities`), which forward-sensitivity gradients use; without
+        them forward mode differentiates the solve."""
+        return False
+
+    def forward_mode(self, solver):
+        """`solver` set to be differentiated in forward mode (Jacobians of residuals)."""
+        return solver
+
+    def primal_solver(self, solver):
+        """The solver of a prediction whose derivatives come from sensitivities, so that
+        the value alone is computed (no derivative is taken of it)."""
+        return solver
+
+    def dense_saves(self, solver) -> bool:
+        """Whether one run saved at the union of two sets of times gives each value as
+        a run saved at its own times would (to rounding), so that a fit's end computes
+        the predictions at the data and on a fine grid in one run."""
+        return False
+
+    def chains_spread(self, solver) -> bool:
+        """Whether NUTS chains whose log density runs `solver` can be laid over several
+        devices."""
+        return True
+
+    def preequilibrates(self, model, solver) -> bool:
+        """Whether runs of `model` by `solver` can start from a steady state (a PEtab
+        preequilibration)."""
+        return False
 
 
 class Drawable(Family):

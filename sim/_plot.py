@@ -252,7 +252,9 @@ def _as_record(result: Any) -> Record:
         return result
     if isinstance(result, (str, os.PathLike)):
         return read(result)
-    if hasattr(result, "final_state") and hasattr(result, "observables"):  # a Trajectory
+    from ._trajectory import Trajectory
+
+    if isinstance(result, Trajectory):
         observables = {k: np.asarray(v) for k, v in result.observables.items()}
         return Record(
             Path("trajectory"),

@@ -71,11 +71,11 @@ class MdFamily(Driven, Sweepable, Fittable, Drawable):
 
         return plan(model, config)
 
-    def fit_solver(self, s):
+    def fit_solver(self, s, gradient):
         # The list cannot grow inside a compiled fit (an overflow makes the run NaN, never wrong).
         from ._numerics import _fixed_list
 
-        return _fixed_list(s)
+        return _fixed_list(s), False
 
     def sweep_setup(self, config, s):
         from ._numerics import sweep_setup

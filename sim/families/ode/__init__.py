@@ -5,6 +5,8 @@ diffrax."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import pydantic
@@ -59,6 +61,42 @@ class OdeFamily(TextModels, Events, Sweepable, Fittable):
         y = jnp.zeros(len(model.state_names))
         found = jax.eval_shape(lambda: model.observables(jnp.zeros(()), y, model.default_params()))
         return {name: tuple(value.shape) for name, value in found.items()}
+
+    def fit_solver(self, s, gradient):
+        # Failed trial solves become large residuals, not errors; the sensitivity
+        # equations do not jump at events, so a model with events is differentiated
+        # through its solve.
+        adjoint = s.solver.adjoint if gradient == "reverse" else "forward"
+        solver = dataclasses.replace(s.solver, throw=False, adjoint=adjoint)
+        return solver, gradient == "forward_sensitivity" and not s.model.events()
+
+    def sensitivities(self, model, solver):
+        return True
+
+    def forward_mode(self, solver):
+        return dataclasses.replace(solver, adjoint="forward")
+
+    def primal_solver(self, solver):
+        # (an adjoint the lean core accepts: a diffrax solve's run-time checks of traced
+        # save times keep a program out of the persistent compilation cache)
+        return (
+            dataclasses.replace(solver, adjoint="direct") if solver.adjoint == "forward" else solver
+        )
+
+    def dense_saves(self, solver):
+        # (an ODE solve takes the same steps whatever its save times and fills them
+        # from its dense output)
+        return True
+
+    def chains_spread(self, solver):
+        # An implicit or IMEX method's Newton iterations (optimistix's root find inside
+        # diffrax's steps) do not trace in a chain's start compiled alone with this jax,
+        # equinox and diffrax (a tracer escapes NumPyro's `init`; under `jax.pmap`,
+        # "pytree does not match out_structure").
+        return solver.kind == "explicit"
+
+    def preequilibrates(self, model, solver):
+        return solver.kind != "imex"
 
     def simulate(self, model, params, t, initial, solver, key):
         from ._numerics import simulate
