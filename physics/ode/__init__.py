@@ -31,6 +31,7 @@ _NAMES: dict[str, tuple[str, str]] = {
     "relation": ("._events", "relation"),
     "text_events": ("._events", "text_events"),
     "with_events": ("._events", "with_events"),
+    "ModelWithEvents": ("._events", "ModelWithEvents"),
 }
 
 
@@ -65,5 +66,6 @@ if TYPE_CHECKING:
         Event as Event,
         relation as relation,
         text_events as text_events,
+        ModelWithEvents as ModelWithEvents,
         with_events as with_events,
     )
