@@ -116,8 +116,8 @@ def _concrete(x) -> bool:
 
 def _completed(model: Model, params) -> tuple[dict, dict | None] | None:
     """`complete_params` for a call from Python, and the defaults it added when they may
-    be kept (per declaration of the parameters and given names); None for an unknown name (the general
-    path raises)."""
+    be kept (per declaration of the parameters and given names); None for an unknown
+    name (the general path raises)."""
     if params is None:
         full = model.default_params()
         plain = type(model).default_params is Model.default_params
