@@ -150,10 +150,10 @@ class OdeSolver(eqx.Module):
 
     Arguments:
         method: `tsit5` (default), `dopri5`, `dopri8`, `bosh3`, `heun`, `euler`,
-            `midpoint`, `ralston`, `reversible_heun`; implicit for stiff problems: `kvaerno3`, `kvaerno4`,
-            `kvaerno5`, `implicit_euler`; IMEX (implicit-explicit) for a right-hand side
-            given as a pair (non-stiff part, stiff part): `kencarp3`, `kencarp4`,
-            `kencarp5`.
+            `midpoint`, `ralston`, `reversible_heun`; implicit for stiff problems:
+            `kvaerno3`, `kvaerno4`, `kvaerno5`, `implicit_euler`; IMEX (implicit-explicit)
+            for a right-hand side given as a pair (non-stiff part, stiff part):
+            `kencarp3`, `kencarp4`, `kencarp5`.
         rtol, atol: relative and absolute tolerances of the PID step-size controller.
             They are traced: changing them does not recompile.
         dt0: first step (None: chosen automatically). With `adaptive=False` it is the
