@@ -13,6 +13,7 @@ from .._lazy import lazy_names
 _NAMES: dict[str, tuple[str, str]] = {
     "DampedPendulum": ("._classic", "DampedPendulum"),
     "FitzHughNagumo": ("._classic", "FitzHughNagumo"),
+    "Brusselator": ("._classic", "Brusselator"),
     "Lorenz": ("._classic", "Lorenz"),
     "LotkaVolterra": ("._classic", "LotkaVolterra"),
     "Robertson": ("._classic", "Robertson"),
@@ -43,6 +44,7 @@ __all__ = sorted(_NAMES)
 if TYPE_CHECKING:
     from ._classic import (
         DampedPendulum as DampedPendulum,
+        Brusselator as Brusselator,
         FitzHughNagumo as FitzHughNagumo,
         Lorenz as Lorenz,
         LotkaVolterra as LotkaVolterra,

@@ -22,6 +22,7 @@ MODELS = (
     ode.Sir,
     ode.DampedPendulum,
     ode.FitzHughNagumo,
+    ode.Brusselator,
     ode.Robertson,
 )
 
