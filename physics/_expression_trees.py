@@ -49,6 +49,34 @@ def _postorder(
     return order
 
 
+def _own(node: ast.AST) -> tuple:
+    """What a node says besides its operands: its kind, operator, name or value."""
+    if isinstance(node, (ast.BinOp, ast.UnaryOp, ast.BoolOp)):
+        return (type(node).__name__, type(node.op).__name__)
+    if isinstance(node, ast.Compare):
+        return ("Compare", *(type(op).__name__ for op in node.ops))
+    if isinstance(node, ast.Name):
+        return ("Name", node.id)
+    if isinstance(node, ast.Constant):
+        return ("Constant", type(node.value).__name__, repr(node.value))
+    if isinstance(node, ast.Call):
+        return ("Call", ast.unparse(node.func))
+    return (type(node).__name__,)
+
+
+def tree_key(tree: ast.expr) -> tuple:
+    """A value equal for equal trees (whatever subtrees they share) and for no others:
+    each distinct subtree once, as its own part and the positions of its operands among
+    those before it, in the order `_postorder` meets them. Without recursion, and as long
+    as the number of distinct subtrees, where a text would repeat every shared one."""
+    index: dict[tuple, int] = {}
+    of_node: dict[int, int] = {}
+    for node in _postorder(tree):
+        part = (*_own(node), tuple(of_node[id(child)] for child in _children(node)))
+        of_node[id(node)] = index.setdefault(part, len(index))
+    return tuple(index)
+
+
 def _symbols(tree: ast.expr) -> set[str]:
     return {node.id for node in _postorder(tree) if isinstance(node, ast.Name)}
 

@@ -29,7 +29,7 @@ from typing import Any
 
 import jax.numpy as jnp
 
-from ._expression_trees import _children, _postorder, _symbols, _text_length, unparse
+from ._expression_trees import _children, _postorder, _symbols, _text_length, tree_key, unparse
 
 # name -> (function, number of arguments)
 FUNCTIONS: dict[str, tuple[Callable[..., Any], int]] = {
@@ -89,7 +89,11 @@ def _did_you_mean(name: str, known: Collection[str]) -> str:
 class Expression:
     """A checked expression: its `text`, the symbol `names` it reads and its syntax
     `tree`. `__call__(values)` evaluates it with a dict holding (at least) those names;
-    `derivative(name)` is the expression of its derivative with respect to a symbol."""
+    `derivative(name)` is the expression of its derivative with respect to a symbol.
+
+    Two expressions of the same tree over the same names are equal (and hash alike), so
+    that models holding them as static fields compare as values: equal texts give equal
+    models, which share their compiled programs."""
 
     def __init__(
         self,
@@ -104,6 +108,27 @@ class Expression:
         self.tree = tree
         self._operators = operators
         self._steps = _compile(tree, names, operators)
+        self._identity: tuple | None = None
+        self._hash: int | None = None
+
+    def _key(self) -> tuple:
+        """What two equal expressions share: the syntax tree (`tree_key`), the names and
+        the operators."""
+        if self._identity is None:
+            self._identity = (tree_key(self.tree), self.names, self._operators)
+        return self._identity
+
+    def __eq__(self, other: object) -> bool:
+        if self is other:
+            return True
+        if not isinstance(other, Expression):
+            return NotImplemented
+        return self._key() == other._key()
+
+    def __hash__(self) -> int:
+        if self._hash is None:
+            self._hash = hash(self._key())
+        return self._hash
 
     def __call__(self, values: dict[str, Any]) -> Any:
         slots: list[Any] = []

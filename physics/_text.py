@@ -1,17 +1,14 @@
 """What models written as text share (a config's `[model.states]`, `[model.noise]`,
 `[model.parameters]`, `[model.observables]`): declarations checked and expressions parsed
-into a class namespace, the evaluation of expressions at (t, y, params), and their
+into model fields, the evaluation of expressions at (t, y, params), and their
 evaluation with symbolic derivatives (`differentiate`, `evaluate_symbolic`, `state_jacobian`)."""
 
 from __future__ import annotations
 
-import collections
-import functools
 import keyword
 import math
-import threading
 import unicodedata
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Collection, Sequence
 from functools import partial, reduce
 from typing import Any
 
@@ -27,56 +24,41 @@ from ._types import Scalar, State
 
 _PARAMETER_KEYS = ("value", "unit", "doc", "positive", "bounds")
 
-# How many text models `remembered` keeps (a sweep or a notebook rebuilds a few, not
-# hundreds).
-REMEMBERED = 64
+
+def frozen(value: Any) -> Any:
+    """`value` with every list (at any depth) a tuple: hashable, comparable by content."""
+    if isinstance(value, (list, tuple)):
+        return tuple(frozen(v) for v in value)
+    return value
 
 
-class _Unkeyed(Exception):
-    """An argument `_key` cannot turn into a key."""
+class Program:
+    """What a text model computes, held by the model as a static field: equal (and
+    hashed alike) when the parts it was made of are, so that two models of equal text are
+    equal. A subclass says what its parts are in `_parts`, made hashable with `frozen`;
+    the parts are never changed once the program is made."""
 
+    def _parts(self) -> tuple:
+        raise NotImplementedError
 
-def _key(x: Any) -> Any:
-    """A hashable key equal for equal config values (tables, lists, text, numbers, booleans;
-    1, 1.0 and True apart, and tables in their order)."""
-    if isinstance(x, dict):
-        return ("{", tuple((_key(k), _key(v)) for k, v in x.items()))
-    if isinstance(x, (list, tuple)):
-        return ("[", tuple(_key(v) for v in x))
-    if x is None or isinstance(x, (str, bool, int, float)):
-        return (type(x).__name__, repr(x))
-    raise _Unkeyed
+    def _key(self) -> tuple:
+        key = self.__dict__.get("_frozen_parts")
+        if key is None:
+            key = self.__dict__["_frozen_parts"] = self._parts()
+        return key
 
+    def __eq__(self, other: object) -> bool:
+        if self is other:
+            return True
+        if type(other) is not type(self):
+            return NotImplemented
+        return self._key() == other._key()
 
-def remembered(build: Callable[..., Any]) -> Callable[..., Any]:
-    """`build` (a text model's constructor) that returns the model it built before for
-    equal arguments: a model is a new class with its own parsed expressions, so two builds
-    of one config would not share a compiled program (`jax.jit` tells programs apart by
-    the model's class and static fields); one object per text keeps a fit, a sweep's
-    chunks or a notebook's rebuilds on the programs already compiled. Arguments that are
-    not config values (tables, lists, text, numbers) build anew."""
-    memo: collections.OrderedDict[Any, Any] = collections.OrderedDict()
-    lock = threading.Lock()  # (threads of one process may build models at once)
-
-    @functools.wraps(build)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            key = _key((args, kwargs))
-        except _Unkeyed:
-            return build(*args, **kwargs)
-        with lock:
-            if key in memo:
-                memo.move_to_end(key)
-                return memo[key]
-        model = build(*args, **kwargs)
-        with lock:
-            model = memo.setdefault(key, model)  # (the first of two concurrent builds wins)
-            memo.move_to_end(key)
-            if len(memo) > REMEMBERED:
-                memo.popitem(last=False)
-        return model
-
-    return wrapper
+    def __hash__(self) -> int:
+        cached = self.__dict__.get("_hash")
+        if cached is None:
+            cached = self.__dict__["_hash"] = hash((type(self).__name__, self._key()))
+        return cached
 
 
 def values_at(state_names: tuple[str, ...], t: Scalar, y: State, params: PyTree) -> dict[str, Any]:
@@ -291,9 +273,10 @@ def declare(
     list[tuple[str, Expression]],
     dict[str, list[tuple[str, Expression]]],
 ]:
-    """Check a text model's declarations and parse its expressions: (the class namespace,
-    the parsed states, the parsed observables, the parsed `tables` by name, such as the
-    noise).
+    """Check a text model's declarations and parse its expressions: (the declarations,
+    the fields every text model has: name, description, parameters, state names and the
+    initial values' constraint; the parsed states, the parsed observables, the parsed
+    `tables` by name, such as the noise).
 
     Raises:
         ValueError: naming the entry (`states.S`, `parameters.beta`, ...) and, for an
@@ -334,17 +317,15 @@ def declare(
                 raise ValueError(f"{group}.{name}: {e}") from None
         return out
 
-    namespace = {
+    declared = {
         "name": label,
         "description": f"an {kind} model written in its config ({len(states)} states)",
         "parameters": tuple(_parameter(name, spec) for name, spec in parameters.items()),
         "state_names": tuple(states),
-        "initial_defaults": {name: 0.0 for name in states},
         "initial_constraint": constraint,
-        "__doc__": f"The {kind} model {label!r} written as text.",
     }
     parsed = {group: compile_all(group, table) for group, table in tables.items()}
-    return namespace, compile_all("states", states), compile_all("observables", observables), parsed
+    return declared, compile_all("states", states), compile_all("observables", observables), parsed
 
 
 def _states(states: dict[str, Any]) -> tuple[dict[str, str], str]:
@@ -376,7 +357,3 @@ def _states(states: dict[str, Any]) -> tuple[dict[str, str], str]:
             "values share one constraint)"
         )
     return texts, "positive" if all(positive) else "real"
-
-
-def class_name(label: str) -> str:
-    return f"Text_{label}" if label.isidentifier() else "TextModel"

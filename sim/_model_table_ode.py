@@ -3,6 +3,22 @@
 tests/sim/test_catalogue.py checks it)."""
 
 MODELS = {
+    "brusselator": {
+        "family": "ode",
+        "kind": "OdeModel",
+        "description": "Prigogine-Lefever (1968) autocatalytic chemical oscillator",
+        "summary": "The Brusselator (Prigogine & Lefever 1968), an autocatalytic chemical "
+        "oscillator: x' = A + x^2 y - (B + 1) x, y' = B x - x^2 y. Its one fixed point "
+        "(A, B / A) is stable for B < 1 + A^2; above, the concentrations settle on a "
+        "limit cycle (a Hopf bifurcation at B = 1 + A^2).",
+        "parameters": [
+            ["A", "1", "1", "positive", "feed concentration of the first reactant"],
+            ["B", "3", "1", "positive", "feed concentration of the second reactant"],
+        ],
+        "options": [],
+        "observables": ["x", "y"],
+        "state": [["x", "1"], ["y", "1"]],
+    },
     "damped_pendulum": {
         "family": "ode",
         "kind": "OdeModel",

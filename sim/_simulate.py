@@ -85,7 +85,7 @@ _CONCRETE: set[type] = {np.ndarray}  # array types met that are no tracers
 _DYNAMIC = object()  # marks an argument among the static leaves
 _UNUSUAL = object()  # the layout of inputs that no remembered call takes
 _PROGRAMS: dict = {}  # (tree structures, static leaves) -> jitted program
-_FILLS: dict = {}  # (model class, given parameter names) -> default values to add
+_FILLS: dict = {}  # (model class, its declarations, given names) -> (declarations, defaults to add)
 _CALLS: dict = {}  # (model, solver, argument layout) -> _Call
 _MAX_PROGRAMS, _MAX_CALLS = 256, 32
 _CALLBACK_LOG = logging.getLogger("jax._src.callback")
@@ -116,8 +116,8 @@ def _concrete(x) -> bool:
 
 def _completed(model: Model, params) -> tuple[dict, dict | None] | None:
     """`complete_params` for a call from Python, and the defaults it added when they may
-    be kept (per model class and given names); None for an unknown name (the general
-    path raises)."""
+    be kept (per declaration of the parameters and given names); None for an unknown
+    name (the general path raises)."""
     if params is None:
         full = model.default_params()
         plain = type(model).default_params is Model.default_params
@@ -128,8 +128,12 @@ def _completed(model: Model, params) -> tuple[dict, dict | None] | None:
         )
     if type(params) is not dict:
         return None
-    key = (type(model), tuple(params), jax.config.jax_enable_x64)
-    fill = _FILLS.get(key)
+    # (per declaration of the parameters: a class's, or a text model's own; the
+    # declaration is kept with the fill, so that its id names no other while it is)
+    declared = model.parameters
+    key = (type(model), id(declared), tuple(params), jax.config.jax_enable_x64)
+    kept = _FILLS.get(key)
+    fill = kept[1] if kept is not None and kept[0] is declared else None
     if fill is None:
         if any(name not in model.parameter_names for name in params):
             return None
@@ -139,7 +143,7 @@ def _completed(model: Model, params) -> tuple[dict, dict | None] | None:
             return full, None  # (defaults the model instance builds: not kept)
         if len(_FILLS) >= _MAX_PROGRAMS:
             _FILLS.clear()
-        _FILLS[key] = fill
+        _FILLS[key] = (declared, fill)
     return ({**params, **fill} if fill else params), fill
 
 

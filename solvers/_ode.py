@@ -70,7 +70,9 @@ class OdeMethod(NamedTuple):
 # methods interpolate by a cubic Hermite polynomial from the values at a step's ends and
 # the derivatives of its first and last stages, of order 3 at most, and of order 2 for
 # Heun and 1 for Midpoint and Ralston, whose last stage is not at the step's end value;
-# Euler and the implicit Euler method interpolate linearly; Tsit5 and Dopri5 have their
+# Euler, the implicit Euler method and the reversible Heun method (algebraically
+# reversible: its steps can be undone exactly, as a backsolve adjoint wants) interpolate
+# linearly; Tsit5 and Dopri5 have their
 # methods' fourth-order dense output; Dopri8's degree-7 polynomial in the
 # fourteen stages is of order 5 (its error at theta = 0.5 falls as h^6); the KenCarp
 # methods' dense outputs (Kennedy & Carpenter, Appl. Numer. Math. 44, 2003) are of order
@@ -93,6 +95,7 @@ METHODS: dict[str, OdeMethod] = {
     "tsit5": OdeMethod(diffrax.Tsit5, "explicit", 5, 4),
     "dopri5": OdeMethod(diffrax.Dopri5, "explicit", 5, 4),
     "dopri8": OdeMethod(diffrax.Dopri8, "explicit", 8, 5),
+    "reversible_heun": OdeMethod(diffrax.ReversibleHeun, "explicit", 2, 1),
     "implicit_euler": OdeMethod(_with(diffrax.ImplicitEuler, stage_root_finder), "implicit", 1, 1),
     "kvaerno3": OdeMethod(_with(diffrax.Kvaerno3, stage_root_finder), "implicit", 3, 3),
     "kvaerno4": OdeMethod(_with(diffrax.Kvaerno4, stage_root_finder), "implicit", 4, 3),
@@ -147,10 +150,10 @@ class OdeSolver(eqx.Module):
 
     Arguments:
         method: `tsit5` (default), `dopri5`, `dopri8`, `bosh3`, `heun`, `euler`,
-            `midpoint`, `ralston`; implicit for stiff problems: `kvaerno3`, `kvaerno4`,
-            `kvaerno5`, `implicit_euler`; IMEX (implicit-explicit) for a right-hand side
-            given as a pair (non-stiff part, stiff part): `kencarp3`, `kencarp4`,
-            `kencarp5`.
+            `midpoint`, `ralston`, `reversible_heun`; implicit for stiff problems:
+            `kvaerno3`, `kvaerno4`, `kvaerno5`, `implicit_euler`; IMEX (implicit-explicit)
+            for a right-hand side given as a pair (non-stiff part, stiff part):
+            `kencarp3`, `kencarp4`, `kencarp5`.
         rtol, atol: relative and absolute tolerances of the PID step-size controller.
             They are traced: changing them does not recompile.
         dt0: first step (None: chosen automatically). With `adaptive=False` it is the

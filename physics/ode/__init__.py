@@ -13,6 +13,7 @@ from .._lazy import lazy_names
 _NAMES: dict[str, tuple[str, str]] = {
     "DampedPendulum": ("._classic", "DampedPendulum"),
     "FitzHughNagumo": ("._classic", "FitzHughNagumo"),
+    "Brusselator": ("._classic", "Brusselator"),
     "Lorenz": ("._classic", "Lorenz"),
     "LotkaVolterra": ("._classic", "LotkaVolterra"),
     "Robertson": ("._classic", "Robertson"),
@@ -31,6 +32,7 @@ _NAMES: dict[str, tuple[str, str]] = {
     "relation": ("._events", "relation"),
     "text_events": ("._events", "text_events"),
     "with_events": ("._events", "with_events"),
+    "ModelWithEvents": ("._events", "ModelWithEvents"),
 }
 
 
@@ -42,6 +44,7 @@ __all__ = sorted(_NAMES)
 if TYPE_CHECKING:
     from ._classic import (
         DampedPendulum as DampedPendulum,
+        Brusselator as Brusselator,
         FitzHughNagumo as FitzHughNagumo,
         Lorenz as Lorenz,
         LotkaVolterra as LotkaVolterra,
@@ -65,5 +68,6 @@ if TYPE_CHECKING:
         Event as Event,
         relation as relation,
         text_events as text_events,
+        ModelWithEvents as ModelWithEvents,
         with_events as with_events,
     )

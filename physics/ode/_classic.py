@@ -1,4 +1,5 @@
-"""Classic ODE models: predator-prey, chaos, oscillators, epidemics, neurons, stiff kinetics."""
+"""Classic ODE models: predator-prey, chaos, oscillators, epidemics, neurons, chemical
+oscillators, stiff kinetics."""
 
 from __future__ import annotations
 
@@ -160,6 +161,30 @@ class FitzHughNagumo(OdeModel):
         dv = v - v**3 / 3.0 - w + params["current"]
         dw = (v + params["a"] - params["b"] * w) / params["tau"]
         return jnp.stack([dv, dw])
+
+
+class Brusselator(OdeModel):
+    """The Brusselator (Prigogine & Lefever 1968), an autocatalytic chemical oscillator:
+    x' = A + x^2 y - (B + 1) x, y' = B x - x^2 y. Its one fixed point (A, B / A) is stable
+    for B < 1 + A^2; above, the concentrations settle on a limit cycle (a Hopf
+    bifurcation at B = 1 + A^2)."""
+
+    name: ClassVar[str] = "brusselator"
+    description: ClassVar[str] = "Prigogine-Lefever (1968) autocatalytic chemical oscillator"
+    parameters: ClassVar[tuple[Parameter, ...]] = (
+        Parameter("A", 1.0, "1", "feed concentration of the first reactant", "positive"),
+        Parameter("B", 3.0, "1", "feed concentration of the second reactant", "positive"),
+    )
+    state_names: ClassVar[tuple[str, ...]] = ("x", "y")
+    initial_defaults: ClassVar[dict[str, float]] = {"x": 1.0, "y": 1.0}
+    initial_constraint: ClassVar[str] = "nonnegative"
+
+    def vector_field(self, t: Scalar, y: State, params: PyTree) -> State:
+        u, v = y[0], y[1]
+        autocatalysis = u**2 * v
+        return jnp.stack(
+            [params["A"] + autocatalysis - (params["B"] + 1.0) * u, params["B"] * u - autocatalysis]
+        )
 
 
 class Robertson(OdeModel):

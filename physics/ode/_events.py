@@ -4,14 +4,13 @@ times), as a model declares it.
 An `Event` holds a trigger g(t, y, params), whose upward zero crossing fires it, the
 assignments as a function (t, y, params) -> (y, params), and whether the run ends there.
 `with_events` gives any ODE model (built in, from a file or written as text) the events
-a config's `[[events]]` writes, as a subclass whose `events()` returns them; solving with
-them is the solvers' business (`solvers.solve_with_events`).
+a config's `[[events]]` writes, by wrapping it (`ModelWithEvents`); solving with them is
+the solvers' business (`solvers.solve_with_events`).
 """
 
 from __future__ import annotations
 
 import ast
-import dataclasses
 import functools
 from collections.abc import Callable
 from typing import Any
@@ -20,8 +19,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from .._expressions import ExpressionError, parse
-from .._text import remembered
+from .._expressions import Expression, ExpressionError, parse
 from .base import OdeModel
 
 
@@ -125,16 +123,42 @@ def condition_root(tree: ast.expr, symbols: set[str]) -> Callable[[Any], Any]:
     )
 
 
-def _trigger(text: str, symbols: set[str], state: tuple[str, ...]) -> Callable:
-    """g(t, y, params) of a condition (`condition_root`): it rises through zero where the
-    condition becomes true."""
-    parse(text, symbols)  # every check of the language, with its column
-    root = condition_root(ast.parse(text.strip(), mode="eval").body, symbols)
+class _Condition(eqx.Module):
+    """g(t, y, params) of a condition written as text (`condition_root`): it rises
+    through zero where the condition becomes true. A value: equal texts over equal
+    names are equal triggers."""
 
-    def g(t, y, params):
-        return root(_values(state, t, y, params))
+    text: str = eqx.field(static=True)
+    symbols: frozenset[str] = eqx.field(static=True)
+    state: tuple[str, ...] = eqx.field(static=True)
 
-    return g
+    def __call__(self, t, y, params):
+        root = condition_root(ast.parse(self.text.strip(), mode="eval").body, set(self.symbols))
+        return root(_values(self.state, t, y, params))
+
+
+class _At(eqx.Module):
+    """g(t, y, params) = t - time: it rises through zero at `time`."""
+
+    time: float = eqx.field(static=True)
+
+    def __call__(self, t, y, params):
+        return t - self.time
+
+
+class _Assignments(eqx.Module):
+    """An event's assignments written as text, (t, y, params) -> (y, params): every
+    assignment reads the values before the event."""
+
+    state: tuple[str, ...] = eqx.field(static=True)
+    assignments: tuple[tuple[str, Expression], ...] = eqx.field(static=True)
+
+    def __call__(self, t, y, params):
+        values = _values(self.state, t, y, params)
+        new = {name: jnp.asarray(e(values), dtype=y.dtype) for name, e in self.assignments}
+        y = jnp.stack([new.get(n, y[k]) for k, n in enumerate(self.state)]) if self.state else y
+        params = {k: new.get(k, v) for k, v in params.items()}
+        return y, params
 
 
 def _values(state: tuple[str, ...], t, y, params) -> dict[str, Any]:
@@ -145,22 +169,16 @@ def _values(state: tuple[str, ...], t, y, params) -> dict[str, Any]:
 
 
 def text_events(model: OdeModel, specs: list[dict[str, Any]]) -> tuple[Event, ...]:
-    """The events of `specs` (each with `when` or `at`, `set`, `terminal`) for `model`
-    (the same `Event`s for the same specs and the same names of states and parameters, so
-    that a model rebuilt with them compiles to the programs it compiled before).
+    """The events of `specs` (each with `when` or `at`, `set`, `terminal`) for `model`:
+    values, equal for equal specs and equal names of states and parameters, so that a
+    model rebuilt with them compiles to the programs it compiled before.
 
     Raises:
         ValueError: naming the entry (`events.0.when`, `events.1.set.v`, ...) and, for an
             expression, the column.
     """
-    return _text_events(tuple(model.state_names), tuple(model.parameter_names), specs)
-
-
-@remembered
-def _text_events(
-    state: tuple[str, ...], parameters: tuple[str, ...], specs: list[dict[str, Any]]
-) -> tuple[Event, ...]:
-    symbols = set(state) | set(parameters) | {"t"}
+    state, parameters = tuple(model.state_names), tuple(model.parameter_names)
+    symbols = frozenset(state) | frozenset(parameters) | {"t"}
     events: list[Event] = []
     for i, spec in enumerate(specs):
         where = f"events.{i}"
@@ -176,30 +194,22 @@ def _text_events(
             except ExpressionError as e:
                 raise ValueError(f"{where}.set.{name}: {e}") from None
             assignments.append((name, expression))
-
-        def apply(t, y, params, _assignments=tuple(assignments)):
-            values = _values(
-                state, t, y, params
-            )  # every assignment reads the values before the event
-            new = {name: jnp.asarray(e(values), dtype=y.dtype) for name, e in _assignments}
-            y = jnp.stack([new.get(n, y[k]) for k, n in enumerate(state)]) if state else y
-            params = {k: new.get(k, v) for k, v in params.items()}
-            return y, params
-
+        apply = _Assignments(state=state, assignments=tuple(assignments))
         terminal = bool(spec.get("terminal", False))
         if spec.get("when") is not None:
+            text = spec["when"]
             try:
-                trigger = _trigger(spec["when"], symbols, state)
+                parse(text, symbols)  # every check of the language, with its column
+                condition_root(ast.parse(text.strip(), mode="eval").body, set(symbols))
             except ExpressionError as e:
                 raise ValueError(f"{where}.when: {e}") from None
-            events.append(
-                Event(trigger=trigger, apply=apply, terminal=terminal, label=spec["when"])
-            )
+            trigger = _Condition(text=text, symbols=symbols, state=state)
+            events.append(Event(trigger=trigger, apply=apply, terminal=terminal, label=text))
         else:
             for time in spec["at"]:
                 events.append(
                     Event(
-                        trigger=lambda t, y, p, _s=float(time): t - _s,
+                        trigger=_At(time=float(time)),
                         apply=apply,
                         terminal=terminal,
                         label=f"t = {time:g}",
@@ -208,23 +218,87 @@ def _text_events(
     return tuple(events)
 
 
-@functools.cache
-def _with_events_class(cls: type) -> type:
-    """The subclass of `cls` that holds events: one per class, so that two models with
-    equal events are equal (and share their compiled programs)."""
-    namespace = {
-        "__annotations__": {"event_list": tuple},
-        "event_list": eqx.field(static=True, default=()),
-        "__module__": cls.__module__,
-        "__doc__": cls.__doc__,
-    }
-    return type(cls.__name__, (cls,), namespace)
+class ModelWithEvents(OdeModel):
+    """An ODE model with events added to its own (`with_events`): it wraps `model`,
+    whose equations, declarations and attributes it answers with, and holds the events
+    as static fields, so that two models with equal events are equal and share their
+    compiled programs."""
+
+    model: OdeModel
+    added: tuple[Event, ...] = eqx.field(static=True)
+
+    @property
+    def name(self) -> str:
+        return self.model.name
+
+    @property
+    def description(self) -> str:
+        return self.model.description
+
+    @property
+    def parameters(self):
+        return self.model.parameters
+
+    @property
+    def state_names(self) -> tuple[str, ...]:
+        return self.model.state_names
+
+    @property
+    def initial_defaults(self) -> dict[str, float]:
+        return self.model.initial_defaults
+
+    @property
+    def initial_units(self) -> str:
+        return self.model.initial_units
+
+    @property
+    def initial_constraint(self) -> str:
+        return self.model.initial_constraint
+
+    @property
+    def parameter_dependent_initial(self) -> frozenset[str]:
+        return self.model.parameter_dependent_initial
+
+    @property
+    def observable_names(self) -> tuple[str, ...]:
+        return self.model.observable_names
+
+    def __getattr__(self, name: str):
+        # What else the wrapped model has (an imported model's program, a network).
+        if name == "model" or name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self.model, name)
+
+    def vector_field(self, t, y, params):
+        return self.model.vector_field(t, y, params)
+
+    def undefined(self, t, y, params):
+        return self.model.undefined(t, y, params)
+
+    def default_params(self):
+        return self.model.default_params()
+
+    def initial_state(self, initial=None, params=None):
+        return self.model.initial_state(initial, params)
+
+    def default_initial(self, params=None):
+        return self.model.default_initial(params)
+
+    def extra_observables(self, t, y, params):
+        return self.model.extra_observables(t, y, params)
+
+    def observables(self, t, y, params):
+        return self.model.observables(t, y, params)
+
+    def events(self) -> tuple:
+        return self.model.events() + self.added
 
 
 def with_events(model: OdeModel, events: tuple[Event, ...]) -> OdeModel:
-    """`model` with `events` (a subclass of its class whose `events()` returns them)."""
+    """`model` with `events` after its own (a `ModelWithEvents`; the model itself when
+    there are none)."""
     if not events:
         return model
-    sub = _with_events_class(type(model))
-    options = {f.name: getattr(model, f.name) for f in dataclasses.fields(model) if f.init}
-    return sub(**options, event_list=tuple(events))
+    if isinstance(model, ModelWithEvents):
+        return ModelWithEvents(model=model.model, added=model.added + tuple(events))
+    return ModelWithEvents(model=model, added=tuple(events))

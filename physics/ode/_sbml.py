@@ -33,9 +33,10 @@ computes at run time is a `_Program` (`_sbml_program`).
 
 from __future__ import annotations
 
+import hashlib
 import math
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import equinox as eqx
 import jax.numpy as jnp
@@ -59,13 +60,31 @@ VECTORISE_FROM = 50
 
 class SbmlOdeModel(OdeModel):
     """An ODE model imported from SBML by `sbml_model`. Its observables are the SBML
-    quantities by id (species, compartments, parameters, reaction rates)."""
+    quantities by id (species, compartments, parameters, reaction rates).
 
-    # Class attributes set per import: state_names, initial_defaults, parameters, name,
-    # description; and what the compiled program needs.
-    species_compartments: ClassVar[dict[str, str]]
-    amount_species: ClassVar[frozenset[str]]
+    A value: its declarations and its compiled program are static fields, and the
+    program is equal for every import of the same bytes (its `source`), so two imports
+    of one file are equal models that share their compiled programs."""
+
+    name: str = eqx.field(static=True)
+    description: str = eqx.field(static=True)
+    parameters: tuple[Parameter, ...] = eqx.field(static=True)
+    state_names: tuple[str, ...] = eqx.field(static=True)
+    initial_values: tuple[float, ...] = eqx.field(static=True)
+    parameter_dependent_initial: frozenset[str] = eqx.field(static=True)
+    compartment_of: tuple[tuple[str, str], ...] = eqx.field(static=True)
+    amount_species: frozenset[str] = eqx.field(static=True)
     program: Any = eqx.field(static=True)
+
+    @property
+    def initial_defaults(self) -> dict[str, float]:
+        """The initial value of each state component, as the file gives it."""
+        return dict(zip(self.state_names, self.initial_values, strict=True))
+
+    @property
+    def species_compartments(self) -> dict[str, str]:
+        """The compartment of each species, by id."""
+        return dict(self.compartment_of)
 
     def initial_state(
         self, initial: dict[str, Array] | None = None, params: PyTree | None = None
@@ -96,7 +115,7 @@ class SbmlOdeModel(OdeModel):
 
     def events(self) -> tuple:
         """The SBML events, in the order simultaneous ones execute (decreasing priority)."""
-        return self.program.events + tuple(getattr(self, "event_list", ()))
+        return self.program.events
 
     @property
     def checked_observables(self) -> tuple[str, ...]:
@@ -107,8 +126,8 @@ class SbmlOdeModel(OdeModel):
 
 
 # Models already imported, by (resolved path, modification time, size): a config built
-# several times in one process (a run, a sweep's chunks, a fit) gives one class, compiled
-# once.
+# several times in one process (a run, a sweep's chunks, a fit) is read once (equal
+# imports of one file's bytes are equal models in any case).
 _IMPORTED: dict[tuple[str, int, int], SbmlOdeModel] = {}
 
 
@@ -155,8 +174,8 @@ def _import(path: Path, vectorise: bool | None = None) -> SbmlOdeModel:
     # (what the start of a run computes from the free parameters)
     reads_params = start.from_parameters()
     program = _program(doc, layout.state, start, formulas, rates, vector, reads_params)
-    cls = _model_class(doc, path, layout.state, start, program, reads_params)
-    return cls(program=program)
+    program.source = (hashlib.sha256(path.read_bytes()).hexdigest(), vectorise)
+    return _model(doc, path, layout.state, start, program, reads_params)
 
 
 def _program(
@@ -196,16 +215,16 @@ def _program(
     return program
 
 
-def _model_class(
+def _model(
     doc: SbmlDocument,
     path: Path,
     state: list[str],
     start: Start,
     program: _Program,
     reads_params: set[str],
-) -> type[SbmlOdeModel]:
-    """The `SbmlOdeModel` subclass of the model: its name, parameters, state names and
-    initial values as class attributes.
+) -> SbmlOdeModel:
+    """The `SbmlOdeModel` of the file: its name, parameters, state names and initial
+    values, and its program.
 
     Raises:
         SbmlError: a state component with no initial value.
@@ -224,29 +243,22 @@ def _model_class(
             f"{name}: {missing[0]!r} has no initial value (no value attribute, initial assignment "
             "or rule gives one)"
         )
-    label = doc.model.getId() or path.stem
-    namespace = {
-        "name": label,
-        "description": f"imported from the SBML file {name} ({len(species)} species, "
+    return SbmlOdeModel(
+        name=doc.model.getId() or path.stem,
+        description=f"imported from the SBML file {name} ({len(species)} species, "
         f"{len(reactions)} reaction{'' if len(reactions) == 1 else 's'})",
-        "parameters": _declared_parameters(doc, parameter_ids, start.initial),
-        "state_names": state_names,
-        "initial_defaults": {
-            n: _initial_of(doc, start.initial, k) for n, k in zip(state_names, state, strict=False)
-        },
-        "parameter_dependent_initial": frozenset(
+        parameters=_declared_parameters(doc, parameter_ids, start.initial),
+        state_names=state_names,
+        initial_values=tuple(_initial_of(doc, start.initial, k) for k in state),
+        parameter_dependent_initial=frozenset(
             n
             for n, k in zip(state_names, state, strict=False)
             if k.removeprefix("@amount:") in reads_params
             or program.concentration_of.get(n) in reads_params
         ),
-        "species_compartments": {sid: s.getCompartment() for sid, s in species.items()},
-        "amount_species": frozenset(sid for sid in species if doc.amount_valued(sid)),
-        "__doc__": f"The SBML model {label!r} of {name}.",
-        "__module__": __name__,
-    }
-    return type(
-        f"Sbml_{label}" if label.isidentifier() else "SbmlModel", (SbmlOdeModel,), namespace
+        compartment_of=tuple((sid, s.getCompartment()) for sid, s in species.items()),
+        amount_species=frozenset(sid for sid in species if doc.amount_valued(sid)),
+        program=program,
     )
 
 

@@ -41,6 +41,9 @@ class _Program:
         self.rates = rates
         self.observed = observed
         self.events: tuple = ()  # physics.ode.Event, set once the program exists
+        # What the program is made from (the file's SHA-256 and how it was compiled):
+        # two programs of the same source are equal, so their models are.
+        self.source: tuple | None = None
         self.incomplete: tuple = ()  # (where, applies) of each piecewise without an otherwise
         # The values at the start (attributes, initial assignments, assignment rules),
         # set once the program exists: functions and dependencies by id, an order.
@@ -160,6 +163,16 @@ class _Program:
         if others:
             out = out.at[np.asarray(others)].set(jnp.stack([scalar(self.rates[i]) for i in others]))
         return out
+
+    def __eq__(self, other: object) -> bool:
+        if self is other:
+            return True
+        if not isinstance(other, _Program):
+            return NotImplemented
+        return self.source is not None and self.source == other.source
+
+    def __hash__(self) -> int:
+        return hash(self.source) if self.source is not None else id(self)
 
 
 class _Values(dict):

@@ -7,15 +7,14 @@ from typing import Any
 import equinox as eqx
 from jaxtyping import Array, Float, PyTree
 
+from .._base import Parameter
 from .._expressions import Expression
 from .._text import (
     Partials,
-    class_name,
     declare,
     differentiate,
     evaluate,
     evaluate_symbolic,
-    remembered,
     state_jacobian,
     values_at,
 )
@@ -29,12 +28,25 @@ class TextOdeModel(OdeModel):
     rates' symbolic derivatives (`physics._text.differentiate`): every JVP of the vector
     field (the Jacobians of implicit solvers' Newton iterations, sensitivities, gradients)
     is computed from them, with `symbolic_jacobian=True`; False lets JAX differentiate the
-    evaluation of the rates instead (the same values to rounding)."""
+    evaluation of the rates instead (the same values to rounding).
 
+    A text model is a value: its declarations and parsed expressions are static fields,
+    so two models of equal text are equal and share their compiled programs."""
+
+    name: str = eqx.field(static=True)
+    description: str = eqx.field(static=True)
+    parameters: tuple[Parameter, ...] = eqx.field(static=True)
+    state_names: tuple[str, ...] = eqx.field(static=True)
+    initial_constraint: str = eqx.field(static=True)
     rates: tuple[Expression, ...] = eqx.field(static=True)
     extras: tuple[tuple[str, Expression], ...] = eqx.field(static=True)
     partials: tuple[Partials, ...] = eqx.field(static=True)
     symbolic_jacobian: bool = eqx.field(static=True, default=True)
+
+    @property
+    def initial_defaults(self) -> dict[str, float]:
+        """Every state starts at 0 unless a config's `[initial]` says otherwise."""
+        return dict.fromkeys(self.state_names, 0.0)
 
     def vector_field(self, t: Scalar, y: State, params: PyTree) -> State:
         if self.symbolic_jacobian:
@@ -69,7 +81,6 @@ class TextOdeModel(OdeModel):
         )
 
 
-@remembered
 def ode_model(
     label: str,
     states: dict[str, Any],
@@ -89,11 +100,11 @@ def ode_model(
         ValueError: naming the entry (`states.S`, `parameters.beta`, ...) and, for an
             expression, the column.
     """
-    namespace, rates, extras, _ = declare("ODE", label, states, parameters, observables)
-    cls = type(class_name(label), (TextOdeModel,), {**namespace, "__module__": __name__})
+    declared, rates, extras, _ = declare("ODE", label, states, parameters, observables)
     expressions = tuple(e for _, e in rates)
-    return cls(
+    return TextOdeModel(
+        **declared,
         rates=expressions,
         extras=tuple(extras),
-        partials=differentiate(expressions, namespace["state_names"]),
+        partials=differentiate(expressions, declared["state_names"]),
     )

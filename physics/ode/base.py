@@ -37,4 +37,4 @@ class OdeModel(NamedStateModel):
     def events(self) -> tuple:
         """The model's events (`physics.ode.Event`: trigger, assignments, terminal), none
         by default; `physics.ode.with_events` adds those a config writes."""
-        return tuple(getattr(self, "event_list", ()))
+        return ()

@@ -30,8 +30,9 @@ import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, Inexact, PyTree
 
+from .._base import Parameter
 from .._expressions import CONSTANTS, ExpressionError, parse
-from .._text import _identifier, _parameter, remembered
+from .._text import Program, _identifier, _parameter, frozen
 from .base import Field, GridPdeModel, SpectralPdeModel, as_domain, as_points
 
 OPERATORS = ("laplace", "biharmonic", "dx", "dy", "dz", "grad", "div")
@@ -223,7 +224,7 @@ def _scalar_chain(ops: tuple[str, ...]) -> tuple[str, ...] | None:
     return tuple(out)
 
 
-class TextSpectralProgram:
+class TextSpectralProgram(Program):
     """What a text PDE computes: per field, its linear terms (coefficient, operators),
     its spectral terms (coefficient, operators, expression) and its physical-space rest."""
 
@@ -232,6 +233,9 @@ class TextSpectralProgram:
         self.spectral = spectral  # per field: [(coefficient Expression, ops, Expression)]
         self.physical = physical  # per field: Expression or None
         self.observables = observables  # [(name, Expression)]
+
+    def _parts(self) -> tuple:
+        return frozen((self.linear, self.spectral, self.physical, self.observables))
 
 
 def split(field: str, text: str, fields: tuple[str, ...], parameters: tuple[str, ...]):
@@ -287,8 +291,14 @@ def split(field: str, text: str, fields: tuple[str, ...], parameters: tuple[str,
 
 
 class TextSpectralModel(SpectralPdeModel):
-    """A periodic PDE built by `pde_model` from text (see the module)."""
+    """A periodic PDE built by `pde_model` from text (see the module): a value, whose
+    declarations and program are static fields (equal texts give equal models)."""
 
+    name: str = eqx.field(static=True, default="text_pde")
+    description: str = eqx.field(static=True, default="a PDE written as text")
+    parameters: tuple[Parameter, ...] = eqx.field(static=True, default=())
+    field_names: tuple[str, ...] = eqx.field(static=True, default=("u",))
+    extra_observable_names: tuple[str, ...] = eqx.field(static=True, default=())
     points: tuple[int, ...] = eqx.field(static=True, default=(64,), converter=as_points)
     domain: tuple[tuple[float, float], ...] | None = eqx.field(
         static=True, default=None, converter=as_domain
@@ -365,7 +375,6 @@ class TextSpectralModel(SpectralPdeModel):
         return {name: e(values) for name, e in self.program.observables}
 
 
-@remembered
 def pde_model(
     label: str,
     fields: dict[str, str],
@@ -423,20 +432,13 @@ def pde_model(
     parsed = parse_observables(
         observables, set(names) | set(parameters) | set(COORDINATES), OPERATORS + REDUCTIONS
     )
-    namespace = {
-        "name": label,
-        "description": f"a PDE written in its config ({len(names)} "
+    return TextSpectralModel(
+        name=label,
+        description=f"a PDE written in its config ({len(names)} "
         f"field{'s' if len(names) > 1 else ''}), Fourier spectral",
-        "parameters": declared,
-        "field_names": names,
-        "extra_observable_names": tuple(observables),
-        "__doc__": f"The PDE model {label!r} written as text.",
-        "__module__": __name__,
-    }
-    cls = type(
-        f"TextPde_{label}" if label.isidentifier() else "TextPde", (TextSpectralModel,), namespace
-    )
-    return cls(
+        parameters=declared,
+        field_names=names,
+        extra_observable_names=tuple(observables),
         points=points,
         domain=domain,
         program=TextSpectralProgram(linear, spectral, physical, parsed),

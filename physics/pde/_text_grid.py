@@ -33,7 +33,9 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, PyTree
 
+from .._base import Parameter
 from .._expressions import CONSTANTS, Expression, ExpressionError, parse
+from .._text import Program, frozen
 from . import _initial
 from ._text import COORDINATES, MAX_TERMS, _calls, _expand, _names, _op_chain, parse_observables
 from .base import Field, GridPdeModel, as_domain, as_points
@@ -55,7 +57,7 @@ class Side(eqx.Module):
     )  # where the config gives it ("boundary_value[0].low")
 
 
-class TextGridProgram:
+class TextGridProgram(Program):
     """What a bounded text PDE computes: per field, the implicit (stiff linear) and
     explicit parts of its right-hand side, the Laplacian coefficients (for the explicit
     step limit) and the sides; the observables."""
@@ -79,6 +81,18 @@ class TextGridProgram:
         self.sides = sides  # per field: per axis (low Side, high Side)
         self.observables = observables  # [(name, Expression)]
         self.periodic = periodic  # per axis
+
+    def _parts(self) -> tuple:
+        return frozen(
+            (
+                self.implicit,
+                self.explicit,
+                self.laplace_coefficients,
+                self.sides,
+                self.observables,
+                self.periodic,
+            )
+        )
 
 
 def _is_scalar_spec(value: Any) -> bool:
@@ -252,8 +266,14 @@ def partition(field: str, text: str, fields: tuple[str, ...], parameters: tuple[
 
 
 class TextGridModel(GridPdeModel):
-    """A PDE on a bounded box built by `pde_model` from text (see the module)."""
+    """A PDE on a bounded box built by `pde_model` from text (see the module): a value,
+    whose declarations and program are static fields (equal texts give equal models)."""
 
+    name: str = eqx.field(static=True, default="text_pde")
+    description: str = eqx.field(static=True, default="a PDE written as text")
+    parameters: tuple[Parameter, ...] = eqx.field(static=True, default=())
+    field_names: tuple[str, ...] = eqx.field(static=True, default=("u",))
+    extra_observable_names: tuple[str, ...] = eqx.field(static=True, default=())
     points: tuple[int, ...] = eqx.field(static=True, default=(65,), converter=as_points)
     domain: tuple[tuple[float, float], ...] | None = eqx.field(
         static=True, default=None, converter=as_domain
@@ -548,21 +568,18 @@ def grid_model(
                     f"{group}.{name}: biharmonic() needs two conditions per side; on a bounded "
                     "axis it is not supported"
                 )
-    namespace = {
-        "name": label,
-        "description": f"a PDE written in its config ({len(names)} "
-        f"field{'s' if len(names) > 1 else ''}), finite differences with boundary conditions",
-        "parameters": declared,
-        "field_names": names,
-        "extra_observable_names": tuple(observables),
-        "__doc__": f"The PDE model {label!r} written as text, on a bounded grid.",
-        "__module__": __name__,
-    }
-    cls = type(
-        f"TextPde_{label}" if label.isidentifier() else "TextPde", (TextGridModel,), namespace
-    )
     program = TextGridProgram(implicit, explicit, laplace, sides, parsed, periodic)
-    model = cls(points=points, domain=domain, program=program)
+    model = TextGridModel(
+        name=label,
+        description=f"a PDE written in its config ({len(names)} "
+        f"field{'s' if len(names) > 1 else ''}), finite differences with boundary conditions",
+        parameters=declared,
+        field_names=names,
+        extra_observable_names=tuple(observables),
+        points=points,
+        domain=domain,
+        program=program,
+    )
     _check_shapes(model, fields, observables)
     return model
 

@@ -8,19 +8,32 @@ from typing import Any
 import equinox as eqx
 from jaxtyping import Array, PyTree
 
+from .._base import Parameter
 from .._expressions import Expression
-from .._text import class_name, declare, evaluate, remembered, values_at
+from .._text import declare, evaluate, values_at
 from .._types import Scalar, State
 from .base import SdeModel
 
 
 class TextSdeModel(SdeModel):
     """An SDE model built by `sde_model`: dy_i = drifts[i] dt + diffusions[i] dW_i (Ito,
-    diagonal noise; additive when no diffusion reads a state)."""
+    diagonal noise; additive when no diffusion reads a state). A value, as
+    `physics.ode.TextOdeModel` is: equal texts give equal models."""
 
+    name: str = eqx.field(static=True)
+    description: str = eqx.field(static=True)
+    parameters: tuple[Parameter, ...] = eqx.field(static=True)
+    state_names: tuple[str, ...] = eqx.field(static=True)
+    initial_constraint: str = eqx.field(static=True)
+    noise: str = eqx.field(static=True)
     drifts: tuple[Expression, ...] = eqx.field(static=True)
     diffusions: tuple[Expression | None, ...] = eqx.field(static=True)
     extras: tuple[tuple[str, Expression], ...] = eqx.field(static=True)
+
+    @property
+    def initial_defaults(self) -> dict[str, float]:
+        """Every state starts at 0 unless a config's `[initial]` says otherwise."""
+        return dict.fromkeys(self.state_names, 0.0)
 
     def drift(self, t: Scalar, y: State, params: PyTree) -> State:
         return evaluate(self.drifts, values_at(self.state_names, t, y, params), y.dtype)
@@ -45,7 +58,6 @@ class TextSdeModel(SdeModel):
         )
 
 
-@remembered
 def sde_model(
     label: str,
     states: dict[str, Any],
@@ -67,15 +79,14 @@ def sde_model(
     """
     if not noise:
         raise ValueError("noise: expected at least one state = its diffusion")
-    namespace, drifts, extras, parsed = declare(
+    declared, drifts, extras, parsed = declare(
         "SDE", label, states, parameters, observables, noise=noise
     )
     by_state = dict(parsed["noise"])
     kind = "diagonal" if any(e.names & set(states) for e in by_state.values()) else "additive"
-    cls = type(
-        class_name(label), (TextSdeModel,), {**namespace, "noise": kind, "__module__": __name__}
-    )
-    return cls(
+    return TextSdeModel(
+        **declared,
+        noise=kind,
         drifts=tuple(e for _, e in drifts),
         diffusions=tuple(by_state.get(name) for name in states),
         extras=tuple(extras),

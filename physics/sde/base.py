@@ -56,7 +56,7 @@ class SdeModel(NamedStateModel):
     brownian_dims: ClassVar[int | None] = None
 
     def __check_init__(self):
-        noise = getattr(type(self), "noise", None)
+        noise = getattr(self, "noise", None)
         if noise not in NOISE_KINDS:
             raise ValueError(
                 f"model {self.name!r}: noise = {noise!r} is not one of {', '.join(NOISE_KINDS)}"

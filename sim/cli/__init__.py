@@ -19,6 +19,7 @@ from ._outputs import (
 
 # The commands, registered with `app` in the order `sim --help` lists them.
 from . import _model_commands as _model_commands  # noqa: F401
+from . import _methods_command as _methods_command  # noqa: F401
 from . import _run_commands as _run_commands  # noqa: F401
 from . import _inference_commands as _inference_commands  # noqa: F401
 from . import _plot_info as _plot_info  # noqa: F401

@@ -92,6 +92,11 @@ DEFAULTS = {
         "initial": {"v": -1.0, "w": 1.0},
         "options": {},
     },
+    "brusselator": {
+        "params": {"A": 1.0, "B": 3.0},
+        "initial": {"x": 1.0, "y": 1.0},
+        "options": {},
+    },
     "robertson": {
         "params": {"k1": 0.04, "k2": 3.0e7, "k3": 1.0e4},
         "initial": {"y1": 1.0, "y2": 0.0, "y3": 0.0},

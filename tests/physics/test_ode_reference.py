@@ -199,3 +199,17 @@ def test_defaults_are_the_published_values(name):
     if initial is not None:
         got = model.default_initial()
         assert {k: float(v) for k, v in got.items()} == initial
+
+
+def test_brusselator_settles_at_its_fixed_point_below_the_hopf_bifurcation():
+    # x' = A + x^2 y - (B + 1) x, y' = B x - x^2 y has one fixed point, (A, B / A), whose
+    # Jacobian [[B - 1, A^2], [-B, -A^2]] has trace B - 1 - A^2 and determinant A^2 > 0:
+    # stable for B < 1 + A^2 (Prigogine & Lefever 1968), where every run ends there; at
+    # B > 1 + A^2 a run keeps its distance from it (a limit cycle).
+    model = sim.get_model("brusselator")
+    t = jnp.linspace(0.0, 200.0, 3)
+    solver = OdeSolver(rtol=1e-10, atol=1e-12, max_steps=100_000)
+    settled = sim.simulate(model, {"A": 1.0, "B": 1.5}, t, solver=solver).final_state
+    np.testing.assert_allclose(settled, [1.0, 1.5], atol=1e-8)
+    cycling = sim.simulate(model, {"A": 1.0, "B": 3.0}, t, solver=solver).final_state
+    assert np.hypot(cycling[0] - 1.0, cycling[1] - 3.0) > 0.5

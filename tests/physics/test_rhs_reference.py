@@ -172,6 +172,17 @@ def _(rng, variant):
     return ode_cases(model, params, np.stack([v, w], 1), want)
 
 
+@reference("brusselator")
+def _(rng, variant):
+    # x' = A + x^2 y - (B + 1) x, y' = B x - x^2 y
+    a, b = rng.uniform(0.5, 2), rng.uniform(1, 4)
+    model = sim.get_model("brusselator")
+    params = full_params(model, A=a, B=b)
+    x, y = rng.uniform(0, 4, (2, 16))
+    want = np.stack([a + x**2 * y - (b + 1) * x, b * x - x**2 * y], 1)
+    return ode_cases(model, params, np.stack([x, y], 1), want)
+
+
 @reference("robertson")
 def _(rng, variant):
     # y1' = -k1 y1 + k3 y2 y3, y2' = k1 y1 - k2 y2^2 - k3 y2 y3, y3' = k2 y2^2

@@ -639,8 +639,8 @@ def test_a_fit_of_the_text_lotka_volterra_gives_the_built_in_estimates(tmp_cwd, 
     np.testing.assert_allclose(float(a.objective), float(b.objective), rtol=1e-12)
 
 
-def test_a_text_model_built_again_is_the_same_model_and_is_not_traced_again():
-    """A config built twice (a fit after a run, a notebook's second cell) gives the same
+def test_a_text_model_built_again_is_an_equal_model_and_is_not_traced_again():
+    """A config built twice (a fit after a run, a notebook's second cell) gives an equal
     model, with and without events, so a jitted function of it is traced once; other text
     or other defaults give another model."""
     from physics.ode import text_events, with_events
@@ -659,7 +659,7 @@ def test_a_text_model_built_again_is_the_same_model_and_is_not_traced_again():
         {"x": "-k * x + a", "v": {"rate": "x - v", "positive": False}},
         {"k": 0.5, "a": {"value": 1.0, "positive": True}},
     )
-    assert again is first
+    assert again == first and hash(again) == hash(first) and again is not first
     y = jnp.array([2.0, 1.0])
     np.testing.assert_allclose(rate(first, y), [0.0, 1.0])
     np.testing.assert_allclose(rate(again, y), [0.0, 1.0])
@@ -677,7 +677,7 @@ def test_a_text_model_built_again_is_the_same_model_and_is_not_traced_again():
             {"k": 0.5, "a": {"value": 1.0, "positive": True}},
         ),
     ):
-        assert other is not first
+        assert other != first
     np.testing.assert_allclose(
         rate(ode_model("decay", states, {"k": 0.25, "a": {"value": 1.0, "positive": True}}), y),
         [0.5, 1.0],
@@ -698,27 +698,37 @@ def test_a_text_model_built_again_is_the_same_model_and_is_not_traced_again():
     assert moved != bounced
 
 
-def test_remembered_models_are_the_latest_few_and_one_for_concurrent_builds():
+def test_text_models_are_values_of_one_class():
+    # Every text model is a TextOdeModel whose declarations and parsed expressions are
+    # its fields: models compare by content (not by a cache of classes), however many are
+    # built, from threads too, and a jitted function is traced once for all equal ones.
     from concurrent.futures import ThreadPoolExecutor
 
-    first = ode_model("kept", {"x": "-k * x"}, {"k": 0.0})
-    for i in range(1, physics._text.REMEMBERED + 1):
-        ode_model("kept", {"x": "-k * x"}, {"k": float(i)})
-    latest = ode_model("kept", {"x": "-k * x"}, {"k": float(physics._text.REMEMBERED)})
-    assert latest is ode_model("kept", {"x": "-k * x"}, {"k": float(physics._text.REMEMBERED)})
-    again = ode_model("kept", {"x": "-k * x"}, {"k": 0.0})
-    assert again is not first  # (the oldest was let go: built anew, the same rates)
+    traces = []
+
+    @jax.jit
+    def rate(model, y):
+        traces.append(1)
+        return model.vector_field(0.0, y, model.default_params())
+
     y = jnp.array([2.0])
-    np.testing.assert_array_equal(
-        again.vector_field(0.0, y, {"k": 0.5}), first.vector_field(0.0, y, {"k": 0.5})
-    )
+    built = [ode_model("kept", {"x": "-k * x"}, {"k": float(i % 3)}) for i in range(200)]
+    assert {type(m) for m in built} == {physics.ode.TextOdeModel}
+    assert len(set(built)) == 3 and built[0] == built[3] and built[0] != built[1]
+    for model in built:
+        rate(model, y)
+    assert len(traces) == 3
     with ThreadPoolExecutor(8) as pool:
-        built = list(
+        threaded = list(
             pool.map(
                 lambda _: ode_model("threads", {"x": "-k * x + sin(t)"}, {"k": 0.5}), range(32)
             )
         )
-    assert all(m is built[0] for m in built)
+    assert all(m == threaded[0] for m in threaded)
+    # (two texts of one meaning written differently are different models)
+    assert ode_model("a", {"x": "-k * x"}, {"k": 1.0}) != ode_model(
+        "a", {"x": "-(k * x)"}, {"k": 1.0}
+    )
 
 
 def test_a_fit_keeps_to_the_bounds_a_text_model_declares(tmp_cwd, capsys):

@@ -194,3 +194,25 @@ def test_installed_console_script_bad_input_has_no_traceback(tmp_cwd):
     assert proc.returncode == 2
     assert proc.stderr.strip() == "error: c.toml: params.alpha: expected a number, got 'x'"
     assert not list(tmp_cwd.glob("*.h5"))
+
+
+def test_methods_lists_each_ode_method_with_the_order_diffrax_gives_it(capsys):
+    # Every method a config may name, once, with the order of its diffrax solver and
+    # adaptive steps exactly where diffrax's solver estimates its error.
+    import diffrax
+
+    from solvers import ODE_METHODS, OdeSolver
+
+    code, out, err = cli(["methods"], capsys)
+    assert code == 0, err
+    rows = {line.split()[0]: line.split() for line in out.strip().splitlines()[1:]}
+    assert set(rows) == set(ODE_METHODS)
+    for name, row in rows.items():
+        solver = ODE_METHODS[name].make()
+        kind = ODE_METHODS[name].kind
+        terms = OdeSolver(method=name, adaptive=False, dt0=0.1).terms(
+            (lambda t, y, a: y, lambda t, y, a: y) if kind == "imex" else (lambda t, y, a: y)
+        )
+        assert row[1] == kind and int(row[2]) == solver.order(terms), row
+        adaptive = isinstance(solver, diffrax.AbstractAdaptiveSolver)
+        assert row[4] == ("yes" if adaptive else "no"), row

@@ -171,6 +171,23 @@ def test_call_from_python_gives_the_general_paths_bits_and_does_not_recompile_on
     assert {id(p): p._cache_size() for p in _simulate._PROGRAMS.values()} == compiled
 
 
+def test_calls_from_python_fill_each_text_models_own_defaults():
+    # Text models are one class: the defaults a call from Python adds belong to each
+    # model's own declarations. dx/dt = -k x has x(t) = x0 exp(-k t); dx/dt = -k x + c
+    # has x(t) = c/k + (x0 - c/k) exp(-k t), with its default c = 2.
+    from physics.ode import ode_model
+
+    t = jnp.linspace(0.0, 1.0, 5)
+    solver = OdeSolver(rtol=1e-10, atol=1e-12)
+    decay = ode_model("m", {"x": "-k * x"}, {"k": 1.0})
+    driven = ode_model("m", {"x": "-k * x + c"}, {"k": 1.0, "c": 2.0})
+    for _ in range(2):  # (the second time, each from what the first call kept)
+        a = sim.simulate(decay, {"k": 0.5}, t, initial={"x": 1.0}, solver=solver)
+        b = sim.simulate(driven, {"k": 0.5}, t, initial={"x": 1.0}, solver=solver)
+        np.testing.assert_allclose(a.observables["x"], np.exp(-0.5 * t), rtol=1e-8)
+        np.testing.assert_allclose(b.observables["x"], 4.0 - 3.0 * np.exp(-0.5 * t), rtol=1e-8)
+
+
 @pytest.mark.raising_checks
 def test_call_from_python_raises_the_errors_of_the_general_path():
     model = sim.get_model("robertson")

@@ -24,6 +24,7 @@ MODELS = (
     ode.Sir,
     ode.DampedPendulum,
     ode.FitzHughNagumo,
+    ode.Brusselator,
     ode.Robertson,
 )
 

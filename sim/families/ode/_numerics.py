@@ -391,7 +391,7 @@ def with_events(model, config: Config):
             raise config.error(
                 f"events.{i}.at", f"expected times after the start t0 = {t0:g}, got {e.at[0]:g}"
             )
-    return ode.with_events(model, model.events() + events)
+    return ode.with_events(model, events)
 
 
 def sweep_setup(config: Config, s: Setup) -> Setup:
