@@ -7,10 +7,11 @@ A new family is a package here and one line below.
 """
 
 from .._family import register_family
+from .maps import MAP
 from .md import MD
 from .ode import ODE
 from .pde import PDE
 from .sde import SDE
 
-for _family in (ODE, PDE, MD, SDE):
+for _family in (ODE, PDE, MD, SDE, MAP):
     register_family(_family)

@@ -97,6 +97,9 @@ DEFAULTS = {
         "initial": {"x": 1.0, "y": 1.0},
         "options": {},
     },
+    # ---------------------------------------------------------------- maps
+    "logistic_map": {"params": {"r": 3.7}, "initial": {"x": 0.2}, "options": {}},
+    "henon_map": {"params": {"a": 1.4, "b": 0.3}, "initial": {"x": 0.0, "y": 0.0}, "options": {}},
     "robertson": {
         "params": {"k1": 0.04, "k2": 3.0e7, "k3": 1.0e4},
         "initial": {"y1": 1.0, "y2": 0.0, "y3": 0.0},

@@ -183,6 +183,34 @@ def _(rng, variant):
     return ode_cases(model, params, np.stack([x, y], 1), want)
 
 
+def map_cases(model, params, states: np.ndarray, want: np.ndarray) -> list[Case]:
+    """The map's step at each row of `states` against `want`, per component."""
+    step = jax.jit(jax.vmap(model.step, in_axes=(None, 0, None)))
+    got = np.asarray(step(jnp.asarray(3), jnp.asarray(states), params))
+    return [(f"{name}_next", got[:, i], want[:, i]) for i, name in enumerate(model.state_names)]
+
+
+@reference("logistic_map")
+def _(rng, variant):
+    # x_{n+1} = r x_n (1 - x_n)
+    r = rng.uniform(0, 4)
+    model = sim.get_model("logistic_map")
+    params = full_params(model, r=r)
+    x = rng.uniform(0, 1, (16, 1))
+    return map_cases(model, params, x, r * x * (1 - x))
+
+
+@reference("henon_map")
+def _(rng, variant):
+    # x_{n+1} = 1 - a x_n^2 + y_n, y_{n+1} = b x_n
+    a, b = rng.uniform(0.5, 1.5), rng.uniform(-0.5, 0.5)
+    model = sim.get_model("henon_map")
+    params = full_params(model, a=a, b=b)
+    x, y = rng.uniform(-1.5, 1.5, (2, 16))
+    want = np.stack([1 - a * x**2 + y, b * x], 1)
+    return map_cases(model, params, np.stack([x, y], 1), want)
+
+
 @reference("robertson")
 def _(rng, variant):
     # y1' = -k1 y1 + k3 y2 y3, y2' = k1 y1 - k2 y2^2 - k3 y2 y3, y3' = k2 y2^2
