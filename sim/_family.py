@@ -290,7 +290,7 @@ class Drawable(Family):
     @abc.abstractmethod
     def draw_run(self, source):
         """The figure of a run file of this family (`sim.plot`, `sim plot`; `source` is a
-        `sim._plot.Source`)."""
+        `sim._figure.Source`)."""
 
     def recognises(self, record) -> bool:
         """Whether a run file whose model is not registered (an H5MD file of another

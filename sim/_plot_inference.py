@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._errors import DataError
-from ._plot import Source, calendar_axis, log_axis, new_figure
+from ._figure import Source, calendar_axis, log_axis, new_figure
 from ._plot_meta import with_unit
 from ._plot_run import _colors, snapshot_indices
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._errors import DataError
-from ._plot import Source, calendar_axis, log_axis, log_time, new_figure, pretty, shared_norm
+from ._figure import Source, calendar_axis, log_axis, log_time, new_figure, pretty, shared_norm
 from ._plot_meta import with_unit
 
 _SNAPSHOTS = 4

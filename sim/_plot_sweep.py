@@ -9,7 +9,7 @@ import numpy as np
 
 from ._errors import DataError
 from ._family import Sweepable
-from ._plot import Source, _family, log_axis, log_spaced, new_figure, pretty
+from ._figure import Source, _family, log_axis, log_spaced, new_figure, pretty
 
 _MAX_PANELS = 6
 _MAX_LINES = 64
@@ -249,7 +249,7 @@ def _edges(centres: np.ndarray, logarithmic: bool) -> np.ndarray:
 
 def _log_swept(meta, name: str, values: np.ndarray) -> bool:
     """Whether a swept quantity goes on a log axis: as the config drew it (`logspace`,
-    `loguniform`), else by the spacing of its values (`sim._plot.log_spaced`)."""
+    `loguniform`), else by the spacing of its values (`sim._figure.log_spaced`)."""
     specs = (
         meta.config.get("sweep", {}).get("params", {})
         if isinstance(meta.config.get("sweep"), dict)

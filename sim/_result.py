@@ -9,7 +9,7 @@ import h5py
 import numpy as np
 
 from ._errors import DataError
-from ._store import Record, Result, write_group, write_root_attrs
+from ._store import Record, Result, write_group, write_root_attrs, xarray_view
 
 
 @dataclasses.dataclass
@@ -200,31 +200,21 @@ class _Attributes:
         return False
 
 
-def record_to_xarray(record: Record):
-    """The `xarray.Dataset` of a `sim.read` record: run files of every family (an MD run's
-    H5MD as `MdRunResult.to_xarray`), sweeps as `SweepResult.to_xarray`.
-
-    Raises:
-        DataError: another kind of file (fits and posteriors have their own views:
-            `inference.FitResult.to_xarray`, `PosteriorResult.to_arviz`).
-    """
-    fmt = record.format
-    if "h5md" in record:
-        return _h5md_dataset(record)
-    if fmt == "simjax.run":
-        return RunResult.from_record(record).to_xarray()
-    if fmt == "simjax.sweep":
-        from ._sweep_store import SweepResult
-
-        return SweepResult.from_tree(record.attrs, dict(record)).to_xarray()
-    raise DataError(
-        record.path,
-        "format",
-        f"{fmt or 'no simjax format'!r}: to_xarray reads run and sweep files (a fit has "
-        "FitResult.to_xarray, a posterior to_arviz)",
-    )
+@xarray_view("simjax.run")
+def _run_dataset(record: Record):
+    """A run file of the ODE, SDE or PDE families as `RunResult.to_xarray` gives it."""
+    return RunResult.from_record(record).to_xarray()
 
 
+@xarray_view("simjax.sweep")
+def _sweep_dataset(record: Record):
+    """A sweep file as `SweepResult.to_xarray` gives it."""
+    from ._sweep_store import SweepResult
+
+    return SweepResult.from_tree(record.attrs, dict(record)).to_xarray()
+
+
+@xarray_view("h5md")
 def _h5md_dataset(record: Record):
     """An H5MD run (simjax's or another program's) as `MdRunResult.to_xarray` gives it:
     positions unwrapped by the image counters where the file has them."""

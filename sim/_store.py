@@ -12,7 +12,7 @@ import json
 import os
 import stat
 import tempfile
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -235,6 +235,22 @@ def write_group(f: h5py.File | h5py.Group, name: str, values: Mapping[str, Any])
         group.create_dataset(key, data=np.asarray(value))
 
 
+# The xarray view of each kind of file, by format ("h5md" for an H5MD file), registered
+# with `xarray_view` by the modules of the results (`sim._result`, imported with `sim`).
+_XARRAY_VIEWS: dict[str, Callable[[Record], Any]] = {}
+
+
+def xarray_view(kind: str) -> Callable:
+    """Register the decorated function as what `Record.to_xarray` gives for a file of
+    format `kind` (`"h5md"`: an H5MD file)."""
+
+    def register(view: Callable[[Record], Any]) -> Callable[[Record], Any]:
+        _XARRAY_VIEWS[kind] = view
+        return view
+
+    return register
+
+
 class Record(Mapping):
     """The content of a simjax HDF5 file: root `attrs` and nested groups of numpy arrays.
 
@@ -282,9 +298,15 @@ class Record(Mapping):
             DataError: another kind of file, or a run file missing its datasets.
             ImportError: xarray is not installed.
         """
-        from ._result import record_to_xarray
-
-        return record_to_xarray(self)
+        view = _XARRAY_VIEWS.get("h5md" if "h5md" in self else self.format)
+        if view is None:
+            raise DataError(
+                self.path,
+                "format",
+                f"{self.format or 'no simjax format'!r}: to_xarray reads run and sweep files (a "
+                "fit has FitResult.to_xarray, a posterior to_arviz)",
+            )
+        return view(self)
 
     def __repr__(self) -> str:
         return f"Record({str(self.path)!r}, format={self.format!r}, groups={list(self._tree)})"

@@ -109,6 +109,96 @@ def test_no_package_imports_another_packages_private_names():
     assert not wrong, "\n".join(wrong)
 
 
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _internal_imports(package: str) -> dict[str, set[str]]:
+    """Module -> the modules of the same package it imports (inside functions too, not
+    under TYPE_CHECKING), `from . import _x` counted as an import of `_x`."""
+    paths = {_module_name(p): p for p in modules(package) if "__pycache__" not in p.parts}
+    graph: dict[str, set[str]] = {name: set() for name in paths}
+    for name, path in paths.items():
+        tree = ast.parse(path.read_text())
+        typing_only = {
+            id(inner)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+            for inner in ast.walk(node)
+        }
+        here = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+        for node in ast.walk(tree):
+            if id(node) in typing_only:
+                continue
+            if isinstance(node, ast.ImportFrom):
+                base = here[: len(here) - node.level + 1] if node.level else []
+                target = ".".join(base + ([node.module] if node.module else []))
+                for alias in node.names:
+                    module = f"{target}.{alias.name}"
+                    graph[name].add(module if module in paths else target)
+            elif isinstance(node, ast.Import):
+                graph[name].update(alias.name for alias in node.names)
+        graph[name] = {t for t in graph[name] if t in paths and t != name}
+    return graph
+
+
+def _circles(graph: dict[str, set[str]]) -> list[set[str]]:
+    """The strongly connected parts of more than one module (Tarjan's algorithm, with an
+    explicit stack)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found = []
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, rest = work[-1]
+            child = next(rest, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                part = set()
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    part.add(member)
+                    if member == node:
+                        break
+                if len(part) > 1:
+                    found.append(part)
+    return found
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_no_import_circle_of_more_than_three_modules(package):
+    # Imports inside functions count: a circle broken by importing late is still one. A
+    # family's declaration and its numerics may import each other (the declaration's
+    # methods import the numerics, which read the declared instance), three modules at most.
+    circles = [sorted(c) for c in _circles(_internal_imports(package)) if len(c) > 3]
+    assert not circles, circles
+
+
+def test_the_circle_check_finds_a_circle():
+    assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": set()}) == [{"a", "b", "c"}]
+
+
 def test_diffrax_internals_are_used_in_one_adapter():
     # `diffrax._...` modules and the private result tables; tests may pin them.
     markers = ("diffrax._", "_index_to_message", "_name_to_item", "equinox.internal")

@@ -692,7 +692,7 @@ def tick_texts(ax, which="x"):
 
 
 def test_spacing_decides_log_axes_not_the_ratio():
-    from sim._plot import log_spaced, log_time
+    from sim._figure import log_spaced, log_time
 
     assert not log_time(np.linspace(0.0, 40.0, 4001))  # Lorenz: t[-1] / t[1] = 4000, evenly spaced
     assert log_time(np.array([0.0, 4e-4, 4e-3, 4e-2, 0.4, 4.0, 40.0, 400.0, 4e3, 4e4]))  # Robertson
@@ -768,7 +768,7 @@ def test_fit_in_calendar_years_with_the_datas_names(tmp_cwd):
 def test_no_mantissa_times_ten_to_the_zero_on_log_axes():
     from matplotlib.figure import Figure
 
-    from sim._plot import log_axis
+    from sim._figure import log_axis
 
     for low, high in [(1.0, 5.5), (0.02, 0.05), (1e-6, 1e3)]:
         ax = Figure().add_subplot()
