@@ -12,7 +12,7 @@ import pydantic
 from pydantic import BaseModel, ConfigDict
 
 from sim import Config, DataError
-from sim.core import DAMAGED_FILE_ERRORS, error_reason, numeric_dataset
+from sim.core import numeric_dataset, open_hdf5
 
 
 class DataSection(BaseModel):
@@ -97,16 +97,8 @@ def load_observations(
     section = data_section(config)
     path = _data_file(config, section, data)
     _check_names(config, section, observable_names)
-    if path.is_dir():
-        raise DataError(path, "", "is a folder; expected an HDF5 file of observations")
-    if not path.exists():
-        raise DataError(path, "", "no such file; expected an HDF5 file of observations")
-    shapes = observable_shapes(config) if observable_names is not None else {}
-    try:
-        f = h5py.File(path, "r")
-    except DAMAGED_FILE_ERRORS as e:
-        raise DataError(path, "", f"not a readable HDF5 file ({error_reason(e)})") from None
-    with f:
+    with open_hdf5(path, "an HDF5 file of observations") as f:
+        shapes = observable_shapes(config) if observable_names is not None else {}
         time = _read_time(f, path, section)
         values = _read_values(f, path, section, len(time), shapes)
         sigma = _read_sigma(f, path, section, len(time), shapes, values)

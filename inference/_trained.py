@@ -21,7 +21,7 @@ from jaxtyping import PyTree
 import sim
 from physics.ode import OdeModel
 from sim import DataError
-from sim.core import atomic_h5, model_options, write_root_attrs
+from sim.core import atomic_h5, model_options, open_hdf5, write_root_attrs
 
 TRAINED_FORMAT = "simjax.trained"
 
@@ -87,15 +87,7 @@ def load_trained(path: str | Path) -> tuple[OdeModel, PyTree]:
             model or option, or parameters that do not fit the model.
     """
     path = Path(path)
-    if path.is_dir():
-        raise DataError(path, "", "is a folder; expected a trained-model HDF5 file")
-    if not path.exists():
-        raise DataError(path, "", "no such file; expected a trained-model HDF5 file")
-    try:
-        f = h5py.File(path, "r")
-    except OSError:
-        raise DataError(path, "", "not a readable HDF5 file") from None
-    with f:
+    with open_hdf5(path, "a trained-model HDF5 file") as f:
         fmt = f.attrs.get("format", "")
         fmt = fmt.decode() if isinstance(fmt, bytes) else str(fmt)
         if fmt != TRAINED_FORMAT:

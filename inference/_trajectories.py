@@ -19,7 +19,7 @@ import numpy as np
 from jaxtyping import Float
 
 from sim import DataError
-from sim.core import atomic_h5, write_root_attrs
+from sim.core import atomic_h5, open_hdf5, write_root_attrs
 from solvers import did_you_mean
 
 TRAJECTORIES_FORMAT = "simjax.trajectories"
@@ -101,15 +101,7 @@ def load_trajectories(
     """
     path = Path(path)
     names = tuple(names)
-    if path.is_dir():
-        raise DataError(path, "", "is a folder; expected an HDF5 file of trajectories")
-    if not path.exists():
-        raise DataError(path, "", "no such file; expected an HDF5 file of trajectories")
-    try:
-        f = h5py.File(path, "r")
-    except OSError:
-        raise DataError(path, "", "not a readable HDF5 file") from None
-    with f:
+    with open_hdf5(path, "an HDF5 file of trajectories") as f:
         t = _read(f, path, time)
         if t.ndim != 1 or t.shape[0] < 2:
             raise DataError(

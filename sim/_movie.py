@@ -27,12 +27,11 @@ import numpy as np
 from ._errors import DataError, InputError
 from ._lock import exclusive
 from ._store import (
-    DAMAGED_FILE_ERRORS,
     Record,
     Result,
     atomic_file,
     check_output_path,
-    error_reason,
+    open_hdf5,
 )
 from ._unfinished import as_text
 
@@ -143,15 +142,7 @@ def _frames_of(source: Any):
     result (in memory)."""
     if isinstance(source, (str, os.PathLike)):
         path = Path(source)
-        if path.is_dir():
-            raise DataError(path, "", "is a folder; expected a PDE or MD run file")
-        if not path.exists():
-            raise DataError(path, "", "no such file; expected a PDE or MD run file")
-        try:
-            f = h5py.File(path, "r")
-        except DAMAGED_FILE_ERRORS as e:
-            raise DataError(path, "", f"not a readable HDF5 file ({error_reason(e)})") from None
-        with f:
+        with open_hdf5(path, "a PDE or MD run file") as f:
             yield _scene(_Node(f), dict(f.attrs), path)
         return
     if isinstance(source, Result):

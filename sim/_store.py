@@ -366,6 +366,32 @@ class Result:
         return Record(Path(type(self).__name__), attrs, tree)
 
 
+def open_hdf5(path: str | Path, expected: str = "an HDF5 file") -> h5py.File:
+    """An input HDF5 file opened for reading, or the one-line error of why it cannot be.
+
+    Arguments:
+        path: the file.
+        expected: what the file should be, for the messages ("an HDF5 file of
+            observations").
+
+    Returns:
+        The open `h5py.File` (use it in a `with` block).
+
+    Raises:
+        DataError: the path is a folder, does not exist, or is not a readable HDF5 file
+            (naming the reason).
+    """
+    path = Path(path)
+    if path.is_dir():
+        raise DataError(path, "", f"is a folder; expected {expected}")
+    if not path.exists():
+        raise DataError(path, "", f"no such file; expected {expected}")
+    try:
+        return h5py.File(path, "r")
+    except DAMAGED_FILE_ERRORS as e:
+        raise DataError(path, "", f"not a readable HDF5 file ({error_reason(e)})") from None
+
+
 def read(path: str | Path) -> Record:
     """Load a simjax HDF5 file (run, sweep, fit or posterior) into memory.
 
@@ -377,12 +403,8 @@ def read(path: str | Path) -> Record:
         >>> record.observables["prey"].shape
     """
     path = Path(path)
-    if path.is_dir():
-        raise DataError(path, "", "is a folder; expected an HDF5 file")
-    if not path.exists():
-        raise DataError(path, "", "no such file; expected an HDF5 file")
     try:
-        with h5py.File(path, "r") as f:
+        with open_hdf5(path) as f:
             attrs = {k: _attr(v) for k, v in f.attrs.items()}
             _check_declared_size(path, f)
             tree = _load(f)

@@ -70,6 +70,7 @@ _NAMES: dict[str, tuple[str, str]] = {
     "check_output_path": ("sim._store", "check_output_path"),
     "error_reason": ("sim._store", "error_reason"),
     "numeric_dataset": ("sim._store", "numeric_dataset"),
+    "open_hdf5": ("sim._store", "open_hdf5"),
     "write_group": ("sim._store", "write_group"),
     "write_root_attrs": ("sim._store", "write_root_attrs"),
     # the MD family's `[rdf]` section
@@ -116,6 +117,7 @@ if TYPE_CHECKING:
         check_output_path as check_output_path,
         error_reason as error_reason,
         numeric_dataset as numeric_dataset,
+        open_hdf5 as open_hdf5,
         write_group as write_group,
         write_root_attrs as write_root_attrs,
     )

@@ -6,7 +6,6 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import h5py
 import jax.numpy as jnp
 import numpy as np
 
@@ -17,7 +16,7 @@ from ..._config import Config
 from ..._errors import DataError
 from ..._limits import WORK_ARRAYS, memory_problem
 from ..._run import Setup, check_fixed_steps, resolve_params, save_times
-from ..._store import DAMAGED_FILE_ERRORS, error_reason, numeric_dataset
+from ..._store import error_reason, numeric_dataset, open_hdf5
 from . import PDE
 from ._solve import _cast, fd_grid, initial_field
 
@@ -57,14 +56,8 @@ def _initial(config: Config, model: PdeModel, params: dict) -> jnp.ndarray:
                 'expected a dataset path like "/u" (or a table field = "/dataset"), got '
                 f"{datasets!r}",
             )
-        if not path.is_file():
-            raise DataError(path, "", "no such file; expected an HDF5 file with the initial field")
         fields = {}
-        try:
-            f = h5py.File(path, "r")
-        except DAMAGED_FILE_ERRORS as e:
-            raise DataError(path, "", f"not a readable HDF5 file ({error_reason(e)})") from None
-        with f:
+        with open_hdf5(path, "an HDF5 file with the initial field") as f:
             for name, dataset in datasets.items():
                 value = numeric_dataset(f, path, dataset, "initial.dataset")
                 if value.shape != tuple(model.points):
