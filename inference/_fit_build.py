@@ -52,8 +52,8 @@ def build_problem(
         (problem, start values in natural units, observations, fit section): a `Problem`
         for `[data]` or `Experiments` for `[[experiments]]`; the start values by free
         quantity; one `Observations` or a list of them with `[[experiments]]`; the
-        validated `[fit]` section (its optimizer bfgs where levenberg_marquardt was the
-        default and the likelihood is no sum of squares).
+        validated `[fit]` section (its optimizer bfgs where the config names none and the
+        likelihood is no sum of squares).
 
     Raises:
         ConfigError: a weight that is not positive, levenberg_marquardt asked for where

@@ -331,7 +331,7 @@ def settle(
     along the bisector, the corners rb behind it and rc = |b - c| / 2 to either side.
 
     Arguments:
-        reference: positions [n, dim] (dim 3) that give each triangle's reference plane
+        reference: positions [n, 3] that give each triangle's reference shape and plane
             (where the drift started).
         position: the unconstrained positions [n, 3].
         mass: masses [n]; the two corners b, c of a triangle have equal masses.
