@@ -207,7 +207,27 @@ def build_bayes_model(
     config: Config, data: str | Path | None = None, section: InferSection | None = None
 ) -> tuple[BayesModel, Observations | list[Observations], InferSection]:
     """Validate `[data]` (or `[[experiments]]`) and `[infer]` against the model; build
-    the NumPyro model. The observations are a list with `[[experiments]]`."""
+    the NumPyro model. The observations are a list with `[[experiments]]`.
+
+    Arguments:
+        config: with `[infer]` and `[data]` or `[[experiments]]`.
+        data: a file that replaces `data.file`, or None.
+        section: the `[infer]` section, validated; None reads it from `config`.
+
+    Returns:
+        (the `BayesModel`, the observations (one `Observations`, or a list of them with
+        `[[experiments]]`), the `[infer]` section).
+
+    Raises:
+        ConfigError: a prior or noise model that does not fit (a prior of negative values
+            for a positive parameter, one with no probability where the parameter is
+            allowed, a sigma for poisson noise, a noise scale that may be negative,
+            `[infer.noise]` where the observables name their own noise), or any other
+            problem of the config's model, data or priors.
+        DataError: observations that the noise model cannot take (not positive for
+            lognormal noise, not whole numbers >= 0 for poisson noise), or a data file
+            that cannot be read.
+    """
     section = section or infer_section(config)
     priors_raw = flatten_priors(section.priors)
     priors = {}

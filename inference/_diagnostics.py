@@ -81,7 +81,19 @@ def sampling_warnings(
 ) -> list[str]:
     """Lines that tell when the draws cannot be trusted, each with what to try: an r_hat
     above 1.01, a bulk or tail ESS below 100 per chain (the thresholds of Vehtari et al.
-    2021, Bayesian Analysis 16(2)), any divergent transition. Empty when all is well."""
+    2021, Bayesian Analysis 16(2)), any divergent transition. Empty when all is well.
+
+    Arguments:
+        posterior: quantity -> draws [chain, draw, ...]; the first one's leading axis
+            gives the number of chains.
+        diverging: whether each transition diverged [chain, draw].
+        summary: quantity -> statistics with at least `r_hat` and `ess_bulk` (as
+            `summarise` gives them); the tail ESS is computed from `posterior`.
+
+    Returns:
+        A list of at most three warning lines (mixing, effective sample size,
+        divergences), each starting "warning: ".
+    """
     chains = next(iter(posterior.values())).shape[0] if posterior else 1
     out = []
     mixing = [f"{n} {s['r_hat']:.3f}" for n, s in summary.items() if not s["r_hat"] <= 1.01]

@@ -44,8 +44,22 @@ def build_problem(
 ) -> tuple[Problem | Experiments, dict[str, Array], Observations | list[Observations], FitSection]:
     """Validate a config's `[data]` and `[fit]` against its model and build the problem.
 
+    Arguments:
+        config: with `[fit]` and `[data]` or `[[experiments]]`.
+        data: a file that replaces `data.file`, or None.
+
     Returns:
-        (problem, start values in natural units, observations, fit section).
+        (problem, start values in natural units, observations, fit section): a `Problem`
+        for `[data]` or `Experiments` for `[[experiments]]`; the start values by free
+        quantity; one `Observations` or a list of them with `[[experiments]]`; the
+        validated `[fit]` section (its optimizer bfgs where the config names none and the
+        likelihood is no sum of squares).
+
+    Raises:
+        ConfigError: a weight that is not positive, levenberg_marquardt asked for where
+            the likelihood is no sum of squares, another optimizer for a model with
+            events, or any other problem of the config's model, data or free quantities.
+        DataError: a data file that cannot be read or does not fit.
     """
     section = fit_section(config)
     for name, w in section.weights.items():

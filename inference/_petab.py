@@ -47,6 +47,17 @@ def load_petab(
     (`inference._petab_files`); every file it names must lie inside its folder (after
     resolving links) unless `allow_outside`, and one that does not is never opened.
 
+    Arguments:
+        path: the problem's YAML file.
+        solver: the ODE solver of its simulations; None for kvaerno5 with rtol 1e-8,
+            atol 1e-10 and at most 100,000 steps, a failed solve giving NaN.
+        allow_outside: allow the files the YAML names to lie outside its folder.
+
+    Returns:
+        A `PetabProblem`: the imported SBML model, the parameter table, the solver, the
+        simulations (one per simulation condition with its preequilibration) and the
+        objective's terms.
+
     Raises:
         PetabError: the problem cannot be read or uses what is not supported (one line
             naming the file, the table, the row and the column, or the YAML key).

@@ -181,7 +181,26 @@ def infer_petab(
 ) -> PetabPosterior:
     """Sample a PEtab problem's posterior with NUTS; the chains start at the nominal
     parameters (where they lie within the bounds). With `progress` and `log`, a
-    `Heartbeat` line every 10 s between the chunks' progress."""
+    `Heartbeat` line every 10 s between the chunks' progress.
+
+    Arguments:
+        problem: the PEtab problem (`load_petab`).
+        chains: the number of chains.
+        warmup: warmup (adaptation) steps per chain.
+        samples: draws kept per chain.
+        seed: the seed of the chains' PRNG key.
+        progress: show the chains' progress.
+        log: called with lines for the log (how the chains are laid out on the devices,
+            and with `progress` the heartbeat); None for none.
+
+    Returns:
+        A `PetabPosterior`: the draws of every estimated parameter [chains, samples]
+        (linear scale), the divergences [chains, samples] and the summary statistics.
+
+    Raises:
+        NoValidStart: a chain starts where the posterior density or its gradient is not
+            finite.
+    """
     from numpyro.infer import NUTS, init_to_median, init_to_value
 
     lower, upper = problem.bounds()

@@ -115,6 +115,27 @@ def fit_petab(
     SIGINT or SIGTERM (`sim._interrupt`). `resume` continues from it: on the same
     devices, the starts end bit for bit as in an uninterrupted fit.
 
+    Arguments:
+        problem: the PEtab problem (`load_petab`).
+        starts: the number of starts (at least 1 is run).
+        seed: the seed of the Latin hypercube of start points.
+        evaluate: only evaluate the objective at the nominal parameters (no fit, no
+            checkpoint).
+        max_steps: L-BFGS-B iterations per start at most.
+        on_start: called as on_start(k, objective) when start k (from 1) ends; None for
+            no reports.
+        devices: the number of local devices the starts are split over (None: all).
+        scheduler: a Dask scheduler's address, or `local:N`; None runs in this process.
+        output: the HDF5 file the result is written to (and its checkpoint beside it);
+            None writes nothing.
+        resume: continue the fit from the checkpoint beside `output`.
+        checkpoint_every: rounds of batched evaluations between checkpoints; None for
+            at most one every 30 s.
+
+    Returns:
+        A `PetabFit`: the best start's estimate (linear scale) and objective, and every
+        start's end, objective and convergence flag (none for an evaluation).
+
     Raises:
         PetabError: an estimated parameter without finite bounds.
         InputError: a bad `devices` or `scheduler`, or either asked to spread a fit of
@@ -124,6 +145,8 @@ def fit_petab(
             seed, `max_steps` or solver (the files left as they were); `resume` with
             `evaluate`, which keeps no checkpoint.
         DataError: a damaged checkpoint.
+        SimulationError: the objective is not finite at the nominal parameters (an
+            evaluation) or at the end of every start; nothing is written.
     """
     if not evaluate:
         _check_starts_memory(problem, starts)

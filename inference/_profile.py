@@ -278,7 +278,24 @@ def profile_petab(
 ) -> ProfileResult:
     """Profile likelihoods of a PEtab problem's estimated parameters (all, or `params`)
     around the best of `starts` fits; the profiled function is the fit's (objective plus
-    the table's objective priors, if any), the grid the parameters' own scales."""
+    the table's objective priors, if any), the grid the parameters' own scales.
+
+    Arguments:
+        problem: the PEtab problem (`load_petab`).
+        params: the estimated parameters to profile; None for all.
+        starts: the number of starts of the fit the profiles start from (`fit_petab`).
+        seed: the seed of that fit's start points.
+        max_points: points per side of each profile at most.
+
+    Returns:
+        A `ProfileResult`: the optimum (linear scale), the objective there, and for each
+        profiled parameter its profile and its 95% interval.
+
+    Raises:
+        InputError: a name in `params` that is not an estimated parameter.
+        PetabError, SimulationError: as `fit_petab` (an estimated parameter without
+            finite bounds, an objective that is not finite at any start's end).
+    """
     import jax.numpy as jnp
 
     from ._petab_fit import fit_petab
@@ -326,7 +343,23 @@ def profile_config(
     unknown it is the likelihood with the common noise scale profiled out,
     (n / 2) log(sum of squared residuals). The grid is the free quantities' own
     unconstrained scale (log for positive ones), traced at most `REACH` from the
-    optimum."""
+    optimum.
+
+    Arguments:
+        config: with `[fit]` and `[data]` or `[[experiments]]`.
+        params: the free quantities to profile; None for all.
+        data: a file that replaces `data.file`, or None.
+        max_points: points per side of each profile at most.
+
+    Returns:
+        A `ProfileResult`: the optimum (natural scale), the objective there, and for each
+        profiled quantity its profile and its 95% interval.
+
+    Raises:
+        InputError: a name in `params` that is not a free quantity.
+        ConfigError: `loss = "mse"` (no likelihood), or a problem of the config (as
+            `build_problem`).
+    """
     import jax
     import jax.numpy as jnp
 

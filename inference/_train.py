@@ -47,6 +47,17 @@ def simulate_states(
     """The model's state trajectories [B, n, T] from initial states y0 [B, n], saved at t.
 
     Pure and traceable; the B solves are batched with `jax.vmap`.
+
+    Arguments:
+        model: the ODE model.
+        params: its parameters (missing ones take their defaults).
+        t: the save times [T], increasing; the first is the initial time.
+        y0: the initial states [B, n], n the model's state components in the order of
+            `model.state_names`.
+        solver: the ODE solver; None for `sim.simulate`'s default.
+
+    Returns:
+        The states [B, n, T], components in the order of `model.state_names`.
     """
 
     def one(y):
@@ -60,7 +71,22 @@ def trajectory_mse(
     model: OdeModel, params: PyTree, data: Trajectories, solver: OdeSolver | None = None
 ) -> float:
     """Mean squared error of whole trajectories, each solved from its first observed state
-    over all of `data.time` (a held-out score: no window restarts from the data)."""
+    over all of `data.time` (a held-out score: no window restarts from the data).
+
+    Arguments:
+        model: the ODE model.
+        params: its parameters (missing ones take their defaults).
+        data: the observed trajectories, with the model's state components in the order
+            of `model.state_names`.
+        solver: the ODE solver; None for `sim.simulate`'s default.
+
+    Returns:
+        The mean of the squared differences over every trajectory, component and save
+        time (square of the state's units), a Python float.
+
+    Raises:
+        ValueError: the data's components are not the model's state, in its order.
+    """
     _check_names(model, data)
     pred = simulate_states(
         model, params, jnp.asarray(data.time), jnp.asarray(data.initial()), solver

@@ -45,6 +45,17 @@ def save_trained(
     """Write a trained model: its registry name and static options, and its parameters
     (`equinox.tree_serialise_leaves`), atomically (layout in this module's docstring).
 
+    Arguments:
+        path: the HDF5 file to write (replaced if it exists).
+        model: the model, of a registered class.
+        params: its parameters; missing ones are filled by their defaults
+            (`sim.complete_params`).
+        loss_history: the training loss per step [steps], written as `/loss_history`;
+            None writes none.
+
+    Returns:
+        `path` as a `Path`.
+
     Raises:
         ValueError: a model that is not registered (`sim.register_model`), or params
             whose structure is not the model's.

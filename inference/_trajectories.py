@@ -173,6 +173,15 @@ def _read(f: h5py.File, path: Path, key: str) -> np.ndarray:
 def save_trajectories(path: str | Path, data: Trajectories, *, model: str = "") -> Path:
     """Write trajectories in the layout `load_trajectories` reads (atomically).
 
+    Arguments:
+        path: the HDF5 file to write (replaced if it exists).
+        data: the trajectories: `/time` [T] and one `/observables/<name>` [B, T] per
+            component.
+        model: the model's name, written as the root attribute `model`.
+
+    Returns:
+        `path` as a `Path`.
+
     Example:
         >>> save_trajectories("spiral.h5", Trajectories(None, ("y1", "y2"), t, values))
     """

@@ -12,7 +12,19 @@ def lazy_names(
 ) -> tuple[Callable, Callable]:
     """The module-level `__getattr__` and `__dir__` of `package`, whose `names` map each
     public name to (module relative to the package, name in that module); a name loaded
-    once is kept in the package's `namespace` (its globals)."""
+    once is kept in the package's `namespace` (its globals).
+
+    Arguments:
+        package: the package's full name (`__name__`), to which the modules are relative.
+        names: public name -> (module, attribute): the module relative to `package`
+            (such as "._text") and the name the value has there.
+        namespace: the package's globals (`globals()`), where loaded names are kept.
+
+    Returns:
+        (`__getattr__`, `__dir__`): the first loads a name of `names` on first use and
+        raises AttributeError for any other; the second lists the names in `namespace`
+        and `names`, sorted.
+    """
 
     def __getattr__(name: str):
         try:

@@ -184,7 +184,17 @@ def _text(value: Any) -> str:
 def config_inputs(config, extra: Mapping[str, str | Path | None] | None = None) -> InputIdentity:
     """The identity of the files a config's work reads: `Config.named_inputs` and the
     files given beside it on the command line (`extra`: `{"--data": path}`; a `--data`
-    file replaces `data.file`, which is then not read)."""
+    file replaces `data.file`, which is then not read).
+
+    Arguments:
+        config: the loaded `Config`.
+        extra: option -> path of the files given on the command line; None entries are
+            left out.
+
+    Returns:
+        An `InputIdentity`: each file's path and SHA-256 digest by the key or option that
+        names it, and the package versions.
+    """
     named: dict[str, str | Path | None] = dict(config.named_inputs())
     extra = {key: path for key, path in (extra or {}).items() if path is not None}
     if "--data" in extra:

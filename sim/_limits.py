@@ -36,7 +36,16 @@ def readable(n: int | float) -> str:
 
 
 def memory_problem(nbytes: int | float, what: str) -> str | None:
-    """A message when `nbytes` cannot fit in this machine's memory, else None."""
+    """A message when `nbytes` cannot fit in this machine's memory, else None.
+
+    Arguments:
+        nbytes: the bytes needed (a lower bound).
+        what: what needs them, the message's start ("reading its 1,000 values").
+
+    Returns:
+        "<what> would need at least <size> of memory, more than this machine has (<size>)"
+        when `nbytes` exceeds the physical memory, else None.
+    """
     total = physical_memory()
     if nbytes > total:
         return (

@@ -309,7 +309,17 @@ def save_times(config: Config) -> np.ndarray:
 
 
 def resolved_toml(config: Config, **sections: dict[str, Any]) -> str:
-    """The config's TOML with the given sections' defaults filled in."""
+    """The config's TOML with the given sections' defaults filled in.
+
+    Arguments:
+        config: the loaded `Config`.
+        sections: section name -> {key: value}: the resolved values of that section,
+            written over the config's own (arrays and numpy numbers as TOML lists and
+            numbers); the config's other keys are kept.
+
+    Returns:
+        The TOML text of the config with those sections merged in.
+    """
     raw = {
         key: dict(value) if isinstance(value, dict) else value for key, value in config.raw.items()
     }

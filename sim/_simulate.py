@@ -31,6 +31,16 @@ from ._trajectory import Trajectory
 def complete_params(model: Model, params: PyTree | None) -> dict:
     """`params` with every missing declared parameter filled by its default.
 
+    Arguments:
+        model: the model whose declared parameters are filled in.
+        params: parameter name -> value, a subset of the model's parameters; None for all
+            defaults.
+
+    Returns:
+        A new dict of every declared parameter: the given values as they are, the others
+        their defaults (float arrays; a parameter whose default is a description, such
+        as network weights, as `model.default_params()` builds it).
+
     Raises:
         ValueError: a key that the model does not declare (at trace time).
     """

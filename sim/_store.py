@@ -108,7 +108,18 @@ def check_output_path(
     it is none of the command's `inputs` (compared as files, not as spellings), and it is
     not a symbolic link: the result, written under a temporary name and renamed, would
     replace the link, and its lock would not be the lock of the file the link names (a
-    second writer naming that file would not be stopped).
+    second writer naming that file would not be stopped). Nor may it be a working file
+    of another output (its unfinished run, checkpoint, lock or temporary file), and an
+    existing file there must be writable.
+
+    Arguments:
+        path: the output file to be written.
+        source: what named the path in an error (the option or config file).
+        key: the config key that holds the path ('' for an option).
+        inputs: the paths of the command's input files.
+
+    Returns:
+        `path` as a `Path`.
 
     Raises:
         InputError: naming `source` (the option or config file) and `key`.
@@ -215,7 +226,17 @@ def _umask() -> int:
 def write_root_attrs(
     f: h5py.File, *, format: str, model: str, config: str, seed: int | None = None
 ) -> None:
-    """The root attributes every simjax file carries (docs/architecture.md, File layouts)."""
+    """The root attributes every simjax file carries (docs/architecture.md, File layouts):
+    the four below, and `format_version`, `created` (UTC, ISO 8601 to the second) and
+    `versions` (the package versions as JSON).
+
+    Arguments:
+        f: the file open for writing.
+        format: the kind of file (attribute `format`).
+        model: the model's name (attribute `model`).
+        config: the config text (attribute `config`).
+        seed: the random seed (attribute `seed`, an int), or None to write none.
+    """
     f.attrs["format"] = format
     f.attrs["format_version"] = FORMAT_VERSION
     f.attrs["model"] = model
@@ -229,7 +250,13 @@ def write_root_attrs(
 
 
 def write_group(f: h5py.File | h5py.Group, name: str, values: Mapping[str, Any]) -> None:
-    """Write `values` (name -> array) as datasets of group `name`."""
+    """Write `values` (name -> array) as datasets of group `name`.
+
+    Arguments:
+        f: the open file or group to write in.
+        name: the group's path, created if missing (an existing group is reused).
+        values: dataset name -> array-like, each written as `np.asarray(value)`.
+    """
     group = f.require_group(name)
     for key, value in values.items():
         group.create_dataset(key, data=np.asarray(value))
@@ -440,6 +467,15 @@ def _check_declared_size(path: Path, f: h5py.File) -> None:
 
 def numeric_dataset(f: h5py.File, path: str | Path, name: str, key: str) -> np.ndarray:
     """The dataset `name` of an open file handed in, as a float array.
+
+    Arguments:
+        f: the open HDF5 file.
+        path: the file's path, named in errors.
+        name: the dataset's path inside the file.
+        key: the config key that names the dataset, named in errors.
+
+    Returns:
+        The dataset's values as a float64 array of the dataset's shape.
 
     Raises:
         DataError: naming the file and the dataset (and the config `key` that names it):

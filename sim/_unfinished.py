@@ -109,7 +109,19 @@ def _first_change(a: dict, b: dict, prefix: str = "") -> str:
 def config_difference(stored: str, current: str, ignore: tuple[str, ...] = ()) -> str:
     """'' when two resolved configs describe the same work, else the first difference
     ("solver.rtol: stored 1e-06, now 1e-08"). Keys in `WRITING` and in `ignore` (dotted:
-    `solver.max_steps`, or a whole section) are left out."""
+    `solver.max_steps`, or a whole section) are left out.
+
+    Arguments:
+        stored: the resolved config TOML the work was started from (str, or the bytes of
+            an HDF5 attribute).
+        current: the resolved config TOML of the work now asked for (str or bytes).
+        ignore: further dotted keys or sections to leave out of the comparison.
+
+    Returns:
+        "" when the two agree on every key compared, else "KEY: stored X, now Y" for the
+        first key that differs ("no value" for a missing one), or "the configs differ"
+        (text that is not TOML is compared whole).
+    """
     a, b = _comparable(as_text(stored), ignore), _comparable(as_text(current), ignore)
     if a == b:
         return ""
@@ -130,7 +142,13 @@ def _stored(leaf) -> bool:
 def write_tree(group: h5py.Group, tree: PyTree) -> None:
     """Store the array and number leaves of `tree` in `group` as datasets 0000, 0001, ...
     (PRNG keys as their data with a `key_impl` attribute); `group.attrs["leaves"]`
-    counts them."""
+    counts them.
+
+    Arguments:
+        group: the HDF5 group to write in.
+        tree: the pytree to store; leaves that are not arrays or numbers (functions,
+            markers) are skipped.
+    """
     leaves = [leaf for leaf in jax.tree.leaves(tree) if _stored(leaf)]
     group.attrs["leaves"] = len(leaves)
     for i, leaf in enumerate(leaves):
@@ -143,7 +161,17 @@ def write_tree(group: h5py.Group, tree: PyTree) -> None:
 
 def read_leaves(group: h5py.Group, count: int | None = None) -> list[tuple[np.ndarray, str]]:
     """The leaves `write_tree` stored in `group`: (data, key implementation or ''). `count`
-    overrides the group's own count."""
+    overrides the group's own count.
+
+    Arguments:
+        group: the HDF5 group `write_tree` wrote.
+        count: how many leaves to read (datasets 0000 up to count - 1); None for
+            `group.attrs["leaves"]`.
+
+    Returns:
+        A list of (the leaf's data as a numpy array, its PRNG key implementation or ''),
+        in the order of the tree's leaves.
+    """
     count = int(group.attrs["leaves"] if count is None else count)
     out = []
     for i in range(count):
@@ -157,6 +185,18 @@ def tree_from_leaves(
 ) -> PyTree:
     """The stored `leaves` in the structure of `template` (arrays, Python numbers, or the
     `jax.ShapeDtypeStruct`s of `jax.eval_shape`); a Python number comes back as one.
+
+    Arguments:
+        leaves: the stored leaves, as `read_leaves` gives them.
+        template: a pytree of the structure, shapes and dtypes the state has; its leaves
+            that are not arrays or numbers are taken as they are.
+        source: the file the leaves were read from, named in errors.
+        key: the group's path in the file, named in errors (with the leaf's dataset).
+
+    Returns:
+        A pytree of the structure of `template`: PRNG keys rebuilt with their
+        implementation, arrays as JAX arrays of the template's dtype (weakly typed where
+        the template's scalar is), Python numbers of the template's type.
 
     Raises:
         DataError: naming `source` and `key`: the stored leaves do not fit the template.

@@ -261,7 +261,21 @@ def shake(
     below `tolerance` (or `max_iterations`). The pairs [..., m, 2] and lengths [..., m]
     may come in blocks along leading axes, no constraint coupled to one of another block:
     each Newton step then solves one m x m system per block. A pair of a particle with
-    itself is padding, which holds nothing (its residual and multiplier are 0)."""
+    itself is padding, which holds nothing (its residual and multiplier are 0).
+
+    Arguments:
+        reference: positions [n, dim] whose bond vectors give the directions of the
+            corrections (where the drift started).
+        position: the unconstrained positions [n, dim].
+        mass: masses [n].
+        pairs: particle ids [..., m, 2] of the constraints.
+        lengths: their distances [..., m] (length unit of the positions).
+        tolerance: the largest relative error |r^2 - L^2| / L^2 accepted.
+        max_iterations: Newton iterations at most.
+
+    Returns:
+        The constrained positions [n, dim].
+    """
     inverse = 1.0 / mass
     pad = _padding(pairs)
     s = _relative(reference, pairs)  # directions of the corrections [..., m, dim]
@@ -314,7 +328,21 @@ def settle(
     """SETTLE (Miyamoto & Kollman 1992) for every rigid triangle (apex a, corners b, c):
     the positions that SHAKE with corrections along the reference bonds would give,
     in closed form. In the triangle's frame the apex sits ra from the centre of mass
-    along the bisector, the corners rb behind it and rc = |b - c| / 2 to either side."""
+    along the bisector, the corners rb behind it and rc = |b - c| / 2 to either side.
+
+    Arguments:
+        reference: positions [n, 3] that give each triangle's reference shape and plane
+            (where the drift started).
+        position: the unconstrained positions [n, 3].
+        mass: masses [n]; the two corners b, c of a triangle have equal masses.
+        triangles: particle ids [w, 3] (apex, b, c).
+        sides: the two equal sides |apex - b| = |apex - c| [w].
+        bases: the bases |b - c| [w].
+
+    Returns:
+        The positions [n, 3] with every triangle's particles placed on its constraints
+        (the others as in `position`).
+    """
     a, b, c = triangles[:, 0], triangles[:, 1], triangles[:, 2]
     ma, mb = mass[a][:, None], mass[b][:, None]
     total = ma + 2.0 * mb
@@ -378,9 +406,22 @@ def constraints_of(
     equal sides from one apex, equal masses at the other corners) goes to SETTLE unless
     `settle_triangles` is False, the rest to SHAKE.
 
+    Arguments:
+        pairs: particle ids [c, 2] (any shape that reshapes to it).
+        lengths: the distances of the pairs [c] (length unit of the positions).
+        mass: the masses of all particles [n].
+        settle_triangles: give the rigid triangles to SETTLE (False: all to SHAKE).
+        tolerance: the largest relative error |r^2 - L^2| / L^2 that SHAKE accepts.
+
+    Returns:
+        A `Constraints` holding the triangles, the other pairs, each particle's rigid
+        group and SHAKE's pairs in one block per molecule (`slots`; None where one
+        matrix of all of them costs less to solve).
+
     Raises:
-        ValueError: a pair of a particle with itself, a repeated pair, a particle id out
-            of range, or a length that is not positive and finite.
+        ValueError: a different number of pairs and lengths, a pair of a particle with
+            itself, a repeated pair, a particle id out of range, or a length that is not
+            positive and finite.
     """
     pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
     lengths = np.asarray(lengths, dtype=float).reshape(-1)

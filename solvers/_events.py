@@ -437,10 +437,23 @@ def solve_with_events(
 ) -> tuple[OdeSolution, Array]:
     """Integrate from ts[0] to ts[-1] with `events`, saving the state at every `ts`.
 
+    Arguments:
+        solver: the `OdeSolver` (its method, step control, adjoint, `max_events` and
+            `throw`).
+        vector_field: (t, y, args) -> dy/dt, one function (not an IMEX pair).
+        ts: the save times [T] (the time unit of the model).
+        y0: the state at ts[0].
+        args: the arguments passed to `vector_field` and to the events, which may assign
+            to them.
+        events: the `OdeEvent`s to watch for.
+
     Returns:
         (an `OdeSolution` as `OdeSolver.solve` gives, the number of events that fired).
         More than `solver.max_events` events before the end is the failure
         `Result.too_many_events` (NaN states).
+
+    Raises:
+        TypeError: `vector_field` is a tuple (an IMEX pair).
     """
     if isinstance(vector_field, tuple):
         raise TypeError("a solve with events takes one vector field (not an IMEX pair)")

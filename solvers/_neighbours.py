@@ -101,7 +101,15 @@ class Neighbours(eqx.Module):
 
 
 def minimum_image(dr: Float[Array, "*batch dim"], box: Box | None) -> Float[Array, "*batch dim"]:
-    """Displacements `dr` mapped to their nearest periodic image (unchanged when box is None)."""
+    """Displacements `dr` mapped to their nearest periodic image (unchanged when box is None).
+
+    Arguments:
+        dr: displacements [..., dim].
+        box: periodic box edges [dim], or None for free space.
+
+    Returns:
+        dr - box * round(dr / box) [..., dim]: each component in [-box / 2, box / 2].
+    """
     if box is None:
         return dr
     return dr - box * jnp.round(dr / box)

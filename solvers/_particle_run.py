@@ -65,7 +65,21 @@ def concrete(x) -> np.ndarray | None:
 
 def fixed_capacity(position: np.ndarray, box: np.ndarray | None, cutoff: float, skin: float) -> int:
     """The capacity of a list that cannot grow during its run: `FIXED_FACTOR` times what
-    `NeighbourList.allocate` counts for `position`, at most n - 1 (and at least 1)."""
+    `NeighbourList.allocate` counts for `position`, at most n - 1 (and at least 1).
+
+    Arguments:
+        position: a representative configuration [n, dim] (concrete values).
+        box: periodic box edges [dim], or None for free space.
+        cutoff: interaction range (length unit of the positions).
+        skin: extra shell of the list (length unit of the positions).
+
+    Returns:
+        Neighbours per particle, an int in 1..max(1, n - 1).
+
+    Raises:
+        ValueError: as `NeighbourList.allocate` (a periodic box shorter than
+            2 (cutoff + skin) in some direction, or non-positive sizes).
+    """
     n = int(np.shape(position)[0])
     counted = NeighbourList.allocate(
         np.asarray(position), None if box is None else np.asarray(box), cutoff, skin
@@ -75,7 +89,16 @@ def fixed_capacity(position: np.ndarray, box: np.ndarray | None, cutoff: float, 
 
 def larger_capacity(current: int, n: int) -> int | None:
     """The capacity to try after `current` overflowed in a run that cannot grow its list:
-    doubled up to n - 1, then `ALL_PAIRS`; None when there is nothing larger."""
+    doubled up to n - 1, then `ALL_PAIRS`; None when there is nothing larger.
+
+    Arguments:
+        current: the capacity that overflowed (neighbours per particle, or `ALL_PAIRS`).
+        n: the number of particles.
+
+    Returns:
+        min(2 current, n - 1) while current < n - 1, `ALL_PAIRS` (-1) from n - 1 on, and
+        None after `ALL_PAIRS`.
+    """
     if current == ALL_PAIRS:
         return None
     return ALL_PAIRS if current >= n - 1 else min(2 * current, n - 1)
@@ -85,7 +108,21 @@ def redo_overflowed(values: dict, capacity: int, n: int, rerun: Callable[[int], 
     """A batch's results with every run whose list overflowed (`values["stats/result"]`
     is `Result.neighbour_overflow`) replaced by `rerun(capacity)` at larger capacities
     until none overflows or nothing larger is left. Deterministic: every batch starts
-    from the same `capacity`, so a batch gives the same numbers whoever computes it."""
+    from the same `capacity`, so a batch gives the same numbers whoever computes it.
+
+    Arguments:
+        values: the batch's results, name -> array with the runs along the leading axis
+            [runs, ...]; must hold "stats/result" [runs].
+        capacity: the capacity the batch ran with (neighbours per particle).
+        n: the number of particles of each run.
+        rerun: capacity -> the whole batch's results at that capacity, with the same
+            names and shapes as `values`.
+
+    Returns:
+        `values` with the rows of the runs that overflowed taken from the rerun at the
+        first larger capacity at which they did not (from the last rerun, still flagged,
+        when nothing larger was left).
+    """
     while True:
         over = np.asarray(values["stats/result"]) == Result.neighbour_overflow
         if not over.any():
@@ -349,7 +386,15 @@ def _overflowed(state: ParticleState) -> bool | None:
 
 
 def largest_divisor_at_most(n: int, limit: int) -> int:
-    """The largest divisor of n that is at most `limit` (at least 1)."""
+    """The largest divisor of n that is at most `limit` (at least 1).
+
+    Arguments:
+        n: a positive integer.
+        limit: the largest divisor allowed (a limit below 1 counts as 1).
+
+    Returns:
+        The largest d in 1..min(n, limit) that divides n.
+    """
     return max(d for d in range(1, min(n, max(limit, 1)) + 1) if n % d == 0)
 
 
@@ -362,8 +407,23 @@ def neighbour_list(
     grow (`growable` False: a run inside the caller's `jax.jit` or `jax.vmap`) gets the room of
     `TRACED_CAPACITY_FACTOR`, one that can that of `CAPACITY_FACTOR`.
 
+    Arguments:
+        model: the particle model; its `cutoff` is the interaction range.
+        system: the starting system (`position` [n, dim] and `space.box` [dim] or None,
+            concrete); a system of at least `ORDERED_FROM` particles without `bonds` or
+            `topology` gets a list in cell order.
+        solver: the `ParticleSolver` (`neighbour_list`, `skin`, `capacity`, and its
+            integrator's `changes_box`).
+        growable: whether the run can grow the list when it overflows.
+
+    Returns:
+        A `NeighbourList` sized for the starting positions, or None when
+        `solver.neighbour_list` is False.
+
     Raises:
-        ValueError: the starting positions are traced.
+        ValueError: the starting positions (or the box) are traced; or, from
+            `NeighbourList.allocate`, a periodic box shorter than 2 (cutoff + skin) in some
+            direction, or non-positive sizes.
     """
     if not solver.neighbour_list:
         return None
@@ -422,7 +482,16 @@ def shards_for(model, n: int, wanted: int | None) -> int:
     before JAX starts) in blocks of at least `PARTICLES_PER_SHARD`, and only on CPU (a
     split over accelerators is what `wanted` asks for, untested); always a divisor of n,
     at most the device count, and 1 for a model whose forces cannot be computed a block
-    of rows at a time (`rows_apart`)."""
+    of rows at a time (`rows_apart`).
+
+    Arguments:
+        model: the particle model (its `rows_apart` attribute, False when absent).
+        n: the number of particles.
+        wanted: the number of devices asked for, or None to choose as above.
+
+    Returns:
+        The number of shards, an int >= 1 that divides n.
+    """
     if not getattr(model, "rows_apart", False):
         return 1
     if wanted is None:

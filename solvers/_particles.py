@@ -51,7 +51,15 @@ class ParticleState(eqx.Module):
 
 
 def kinetic_energy(velocity: Velocities, mass: Masses) -> Float[Array, ""]:
-    """Sum of m v^2 / 2."""
+    """Sum of m v^2 / 2.
+
+    Arguments:
+        velocity: velocities [n, dim].
+        mass: masses [n].
+
+    Returns:
+        The total kinetic energy, a scalar (mass times velocity squared).
+    """
     return 0.5 * jnp.sum(mass[:, None] * velocity * velocity)
 
 
@@ -507,8 +515,17 @@ def integrate(
     Runs on `solvers.rollout`: reverse-mode differentiation stores the state at save
     points and at checkpoint blocks only, recomputing the steps in between.
 
+    Arguments:
+        integrator: the particle integrator whose `step` is taken.
+        state: the state to start from (from `integrator.init`).
+        force_fn: (position, aux) -> (force, aux), as the integrator takes it.
+        saves: the number of observations.
+        steps_per_save: integrator steps between observations.
+        observe: state -> a pytree of observables.
+        levels: checkpoint nesting depth inside each save interval (`solvers.rollout`).
+
     Returns:
-        The final state and the observations stacked along a leading axis [saves, ...].
+        (the final state, the observations stacked along a leading axis [saves, ...]).
     """
     return rollout(
         lambda s: integrator.step(s, force_fn),

@@ -170,6 +170,16 @@ def ewald_reciprocal_energy(
 
     The structure factor is a product of per-axis phases: S(n) = sum_j q_j e_x[j, n_x]
     e_y[j, n_y] e_z[j, n_z] with e_a[j, n] = exp(2 pi i n x_ja / L_a), one contraction.
+
+    Arguments:
+        position: positions [n, 3] (wrapped into the box or not).
+        charges: one charge per particle [n].
+        edges: the box edges [3] (length).
+        alpha: the Ewald splitting parameter (1 / length).
+        kmax: the largest |n_a| per axis, three ints.
+
+    Returns:
+        U_recip, a scalar (charge^2 / length: Coulomb's constant 1).
     """
     dtype = position.dtype
     phases = []
@@ -255,7 +265,19 @@ def pme_reciprocal_energy(
     """U_recip by smooth particle-mesh Ewald (3-D orthorhombic box): the charges spread on
     the mesh (`spread_charges`), one real FFT, and
     U = 1 / (2 pi V) sum_{m != 0} exp(-pi^2 m^2 / alpha^2) / m^2 B(m) |F(Q)(m)|^2,
-    m = (n_x / L_x, n_y / L_y, n_z / L_z), B the product of `bspline_moduli`."""
+    m = (n_x / L_x, n_y / L_y, n_z / L_z), B the product of `bspline_moduli`.
+
+    Arguments:
+        position: positions [n, 3] (wrapped into the box or not).
+        charges: one charge per particle [n].
+        edges: the box edges [3] (length).
+        alpha: the Ewald splitting parameter (1 / length).
+        mesh: mesh points per axis (K_x, K_y, K_z).
+        order: the B-spline order p of the charge spreading.
+
+    Returns:
+        U_recip, a scalar (charge^2 / length: Coulomb's constant 1).
+    """
     dtype = position.dtype
     transform = jnp.fft.rfftn(spread_charges(position, charges, edges, mesh, order))
     power = jnp.real(transform) ** 2 + jnp.imag(transform) ** 2

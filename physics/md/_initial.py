@@ -113,9 +113,22 @@ def random_packing(
     """n particles placed one by one at random in a periodic cubic box, each at least
     `min_distance` from all earlier ones (random sequential addition).
 
+    Arguments:
+        key: the PRNG key of the placements.
+        n: the number of particles (>= 1).
+        density: number density n / V (> 0); the box edge is (n / density)^(1 / dim).
+        min_distance: the smallest distance between two particles (minimum image).
+        dim: the dimension of space.
+        tries: random candidate spots per particle.
+        dtype: the floating-point type of the arrays.
+
+    Returns:
+        A `System` of n particles at rest, unit masses, species 0, in a `Periodic` cube.
+
     Raises:
         ValueError: when some particle finds no free spot in `tries` attempts (the
-            density is too high for `min_distance`; lower either).
+            density is too high for `min_distance`; lower either); n < 1 or a density
+            that is not a positive number.
     """
     edge = _box_for(n, density, dim)
     space = Periodic(jnp.full(dim, edge, dtype))
@@ -150,8 +163,25 @@ def chains(
     cubic box, every bead at least `min_distance` from all earlier beads; bonds join
     consecutive beads of a chain.
 
+    Arguments:
+        key: the PRNG key of the walks.
+        n_chains: the number of chains (>= 1).
+        length: beads per chain (>= 1).
+        density: number density of the beads (> 0); the box edge is
+            (n_chains length / density)^(1 / 3).
+        bond_length: the distance between consecutive beads of a chain.
+        min_distance: the smallest distance between two beads (minimum image).
+        tries: random candidate spots per bead.
+        dtype: the floating-point type of the arrays.
+
+    Returns:
+        A 3-D `System` of n_chains length beads at rest, unit masses, species 0, in a
+        `Periodic` cube, chain c holding beads c length .. (c + 1) length - 1, with
+        `bonds` [n_chains (length - 1), 2].
+
     Raises:
-        ValueError: a bead found no free spot (lower the density).
+        ValueError: a bead found no free spot (lower the density); n_chains or length
+            below 1, or a density that is not a positive number.
     """
     if length < 1 or n_chains < 1:
         raise ValueError(f"need n_chains >= 1 and length >= 1, got {n_chains}, {length}")
@@ -214,6 +244,16 @@ def maxwell_boltzmann(
     with zero total momentum; with `exact`, rescaled so the kinetic temperature
     2K / (dim (n - 1)) equals `temperature` exactly.
 
+    Arguments:
+        key: the PRNG key of the draws.
+        mass: masses [n].
+        temperature: the temperature (an energy, k_B = 1), >= 0.
+        dim: the dimension of space.
+        exact: rescale to the exact kinetic temperature (for n > 1).
+
+    Returns:
+        Velocities [n, dim] of the dtype of `mass`.
+
     Raises:
         ValueError: a negative temperature (concrete values only).
     """
@@ -232,7 +272,20 @@ def maxwell_boltzmann(
 
 
 def thermalize(system: System, key: PRNGKeyArray, temperature: float | Array) -> System:
-    """`system` with Maxwell-Boltzmann velocities at `temperature` (zero total momentum)."""
+    """`system` with Maxwell-Boltzmann velocities at `temperature` (zero total momentum).
+
+    Arguments:
+        system: the system whose positions and masses are kept.
+        key: the PRNG key of the draws.
+        temperature: the temperature (an energy, k_B = 1), >= 0; the velocities are
+            rescaled to it exactly (`maxwell_boltzmann` with `exact`).
+
+    Returns:
+        The `System` with the new velocities [n, dim].
+
+    Raises:
+        ValueError: a negative temperature (concrete values only).
+    """
     return system.at(
         system.position, maxwell_boltzmann(key, system.mass, temperature, dim=system.dim)
     )
@@ -265,6 +318,20 @@ def read_h5md(
     of values without storing any. With `units`, the positions, velocities, box edges and
     masses that carry an H5MD `unit` attribute are converted into them (`unit_factor`:
     Angstrom and fs to nm and ps, say); without, the attributes are not read.
+
+    Arguments:
+        path: the H5MD file.
+        group: the particle group, `/particles/<group>`.
+        frame: the frame of the time-dependent elements (-1: the last).
+        dtype: the floating-point type of positions, velocities, masses and the box.
+        max_bytes: the most bytes a dataset may declare (8 per value); None for no check.
+        units: the run's `Units` to convert into; None to take the numbers as they are.
+
+    Returns:
+        A `System`: positions [n, dim], velocities (0 when absent), masses (1 when
+        absent), species (0 when absent), a `Periodic` box when every side is periodic
+        (else `Free`), the bonds (None when there are none) and the molecules' `Topology`
+        (None without `/particles/<group>/molecule`).
 
     Raises:
         ValueError: missing file or group, or a layout that is not H5MD (naming the

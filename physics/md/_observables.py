@@ -16,18 +16,44 @@ from ._types import Masses, Positions, Scalar, ScalarLike, Velocities
 
 
 def kinetic_energy(velocity: Velocities, mass: Masses) -> Scalar:
-    """Total kinetic energy sum m v^2 / 2."""
+    """Total kinetic energy sum m v^2 / 2.
+
+    Arguments:
+        velocity: velocities [n, dim].
+        mass: masses [n].
+
+    Returns:
+        The kinetic energy K, a scalar (energy units: mass times velocity squared).
+    """
     return 0.5 * jnp.sum(mass[:, None] * velocity * velocity)
 
 
 def temperature(velocity: Velocities, mass: Masses, degrees_of_freedom: int) -> Scalar:
-    """Kinetic temperature 2 K / N_f (N_f = dim n, less dim when momentum is conserved)."""
+    """Kinetic temperature 2 K / N_f (N_f = dim n, less dim when momentum is conserved).
+
+    Arguments:
+        velocity: velocities [n, dim].
+        mass: masses [n].
+        degrees_of_freedom: N_f.
+
+    Returns:
+        The temperature, a scalar (an energy: k_B = 1).
+    """
     return 2.0 * kinetic_energy(velocity, mass) / degrees_of_freedom
 
 
 def pressure(kinetic: Scalar, virial: Scalar, space: Space) -> Scalar:
     """Virial pressure P = (2 K + W) / (dim V), W = sum over pairs of r_ij . f_ij (NaN in free
-    space)."""
+    space).
+
+    Arguments:
+        kinetic: the kinetic energy K.
+        virial: the virial W (an energy).
+        space: the simulation space (its dimension and volume V).
+
+    Returns:
+        The pressure, a scalar (energy per unit volume; per unit area in 2-D).
+    """
     return (2.0 * kinetic + virial) / (space.dim * space.volume())
 
 
@@ -255,7 +281,16 @@ def velocity_autocorrelation(
     velocities: Float[Array, "T n dim"], *, normalize: bool = False
 ) -> Float[Array, " T"]:
     """VACF(t) = <v_i(t) . v_i(0)>, averaged over particles and time origins [T]
-    (divided by its value at lag 0 when `normalize`)."""
+    (divided by its value at lag 0 when `normalize`).
+
+    Arguments:
+        velocities: velocities at equally spaced times [T, n, dim].
+        normalize: divide by the value at lag 0, so that VACF(0) = 1.
+
+    Returns:
+        The VACF at lags 0 .. T-1 [T] (velocity squared, or dimensionless when
+        `normalize`).
+    """
     t = velocities.shape[0]
     counts = (t - jnp.arange(t)).astype(velocities.dtype)
     c = jnp.mean(jnp.sum(_autocorrelation(velocities), axis=-1), axis=1) / counts
@@ -287,12 +322,33 @@ def diffusion_coefficient(
 
 
 def green_kubo_diffusion(vacf: Float[Array, " T"], dt: float, *, dim: int = 3) -> Scalar:
-    """Self-diffusion coefficient D = (1/dim) integral of the VACF (trapezoidal rule)."""
+    """Self-diffusion coefficient D = (1/dim) integral of the VACF (trapezoidal rule).
+
+    Arguments:
+        vacf: the unnormalised VACF at lags 0 .. T-1 [T] (`velocity_autocorrelation`).
+        dt: the time between frames.
+        dim: the dimension of space.
+
+    Returns:
+        D, a scalar (length squared per unit time).
+    """
     return (jnp.sum(vacf) - 0.5 * (vacf[0] + vacf[-1])) * dt / dim
 
 
 def block_average(values: Float[Array, " T"] | np.ndarray, blocks: int = 10) -> tuple[float, float]:
-    """Mean and its standard error from `blocks` block means (for correlated samples)."""
+    """Mean and its standard error from `blocks` block means (for correlated samples).
+
+    Arguments:
+        values: the samples [T], in order; the last T mod `blocks` are left out.
+        blocks: the number of blocks of T // blocks consecutive samples.
+
+    Returns:
+        (mean of the block means, their standard deviation over sqrt(blocks)), as
+        Python floats in the units of `values`.
+
+    Raises:
+        ValueError: fewer samples than blocks.
+    """
     v = np.asarray(values, dtype=float)
     size = len(v) // blocks
     if size < 1:

@@ -532,7 +532,17 @@ def lj_tail_pressure(model: PairModel, system: System, params: PyTree) -> Scalar
 
 
 def harmonic_bond_energy(system: System, k: Array | float, length: Array | float) -> Scalar:
-    """Sum over `system.bonds` of (1/2) k (r - length)^2 (0 without bonds)."""
+    """Sum over `system.bonds` of (1/2) k (r - length)^2 (0 without bonds).
+
+    Arguments:
+        system: the system; its `bonds` [b, 2] are the bonded pairs, r their distances
+            (minimum image in a periodic box).
+        k: the spring constant (energy / length^2), a scalar or one per bond [b].
+        length: the rest length, a scalar or one per bond [b].
+
+    Returns:
+        The bond energy, a scalar of the positions' dtype.
+    """
     if system.bonds is None:
         return jnp.zeros((), system.position.dtype)
     dtype = system.position.dtype

@@ -183,14 +183,35 @@ WATER_MODELS = {
 
 def topology_of(molecule_sizes, constraints, lengths) -> Topology:
     """A `Topology` from the number of particles of each molecule, in order, and the
-    constrained pairs [c, 2] with their distances [c] (particle ids)."""
+    constrained pairs [c, 2] with their distances [c] (particle ids).
+
+    Arguments:
+        molecule_sizes: particles per molecule [m], the molecules' particles consecutive
+            in molecule order (n = their sum).
+        constraints: the constrained pairs of particle ids [c, 2].
+        lengths: their distances [c] (length unit of the positions).
+
+    Returns:
+        A `Topology`: each particle's molecule [n], every intramolecular pair, and the
+        constraints with their lengths.
+    """
     sizes = np.asarray(molecule_sizes, dtype=np.int64)
     return topology_of_molecules(np.repeat(np.arange(len(sizes)), sizes), constraints, lengths)
 
 
 def topology_of_molecules(molecule, constraints, lengths) -> Topology:
     """A `Topology` from the molecule id of each particle [n] (a molecule's particles
-    need not be consecutive) and the constrained pairs [c, 2] with their distances [c]."""
+    need not be consecutive) and the constrained pairs [c, 2] with their distances [c].
+
+    Arguments:
+        molecule: each particle's molecule id [n].
+        constraints: the constrained pairs of particle ids [c, 2].
+        lengths: their distances [c] (length unit of the positions).
+
+    Returns:
+        A `Topology`: `molecule`, every pair (i < j) of particles of one molecule, and the
+        constraints with their lengths.
+    """
     molecule = np.asarray(molecule, dtype=np.int64)
     order = np.argsort(molecule, kind="stable")
     cuts = np.flatnonzero(np.diff(molecule[order])) + 1
@@ -211,7 +232,15 @@ def topology_of_molecules(molecule, constraints, lengths) -> Topology:
 def molecules_of(n: int, bonds) -> np.ndarray:
     """The molecule of each of `n` particles [n]: the connected components of the graph
     of `bonds` [b, 2], numbered in the order of their first particles (a particle without
-    bonds is a molecule of its own)."""
+    bonds is a molecule of its own).
+
+    Arguments:
+        n: the number of particles.
+        bonds: the bonded pairs of particle ids [b, 2] (ids in 0..n - 1).
+
+    Returns:
+        The molecule id of each particle [n] (int64), 0 .. molecules - 1.
+    """
     from scipy.sparse import coo_matrix
     from scipy.sparse.csgraph import connected_components
 
@@ -246,7 +275,16 @@ def dependent_constraints(sites, pairs) -> str | None:
     independent, or None when they are: constraints that do not fix independent
     directions (three sites on a line constrained as a triangle, whose third side
     follows from the other two) give SHAKE and SETTLE a singular system, and the first
-    step blows up."""
+    step blows up.
+
+    Arguments:
+        sites: the sites' positions [k, dim].
+        pairs: the constrained pairs of site ids [c, 2].
+
+    Returns:
+        A sentence saying which constraints are dependent (three sites on a line held as
+        a triangle, or constraints that are not independent at these sites), or None.
+    """
     sites = np.asarray(sites, dtype=float)
     pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
     if not pairs.size:
@@ -495,6 +533,16 @@ def molecular_box(
     density (mass / length^3), at rest: centres of mass on a simple cubic grid, each
     molecule turned at random (uniform rotations) until its sites are at least
     `min_distance` from those of the molecules already placed.
+
+    Arguments:
+        key: the PRNG key of the grid cells and the rotations.
+        molecule: the rigid molecule to copy.
+        count: the number of molecules (>= 1).
+        mass_density: mass per unit volume, in the units of the molecule's masses and
+            sites; the box edge is (count total mass / mass_density)^(1 / 3).
+        min_distance: the smallest distance between sites of different molecules
+            (minimum image).
+        tries: random orientations per molecule.
 
     Returns:
         A `physics.md.System` with a `Topology` (molecule ids, intramolecular pairs, the

@@ -56,7 +56,18 @@ def relation(
     false (-1), and an infinite difference counts by its sign (+-1). Where the difference
     is finite it is the difference itself, and so is its derivative; elsewhere the
     derivative is zero (the values it reads are held constant there, so that no NaN of
-    an undefined side reaches a gradient through 0 * NaN)."""
+    an undefined side reaches a gradient through 0 * NaN).
+
+    Arguments:
+        sign: 1.0 for `left > right` (or >=), -1.0 for `left < right` (or <=).
+        left: values -> the left side (the values a mapping of names, as the model's
+            states, parameters and `t`).
+        right: values -> the right side.
+
+    Returns:
+        values -> the root function g, a float scalar: sign * (left - right) where that
+        is finite, -1 where it is NaN, +-1 where it is infinite.
+    """
 
     def difference(values):
         return sign * (
@@ -172,6 +183,17 @@ def text_events(model: OdeModel, specs: list[dict[str, Any]]) -> tuple[Event, ..
     """The events of `specs` (each with `when` or `at`, `set`, `terminal`) for `model`:
     values, equal for equal specs and equal names of states and parameters, so that a
     model rebuilt with them compiles to the programs it compiled before.
+
+    Arguments:
+        model: the ODE model whose states and parameters the events read and set.
+        specs: the events as a config's `[[events]]` writes them: `when` (a condition
+            of the states, the parameters and `t`) or `at` (a list of times), `set`
+            (state or parameter -> expression or number, every one read before the
+            event; optional) and `terminal` (optional, default False).
+
+    Returns:
+        The `Event`s in the order of `specs`: one per spec with `when`, one per time of
+        a spec with `at`.
 
     Raises:
         ValueError: naming the entry (`events.0.when`, `events.1.set.v`, ...) and, for an
@@ -296,7 +318,15 @@ class ModelWithEvents(OdeModel):
 
 def with_events(model: OdeModel, events: tuple[Event, ...]) -> OdeModel:
     """`model` with `events` after its own (a `ModelWithEvents`; the model itself when
-    there are none)."""
+    there are none).
+
+    Arguments:
+        model: an ODE model (a `ModelWithEvents` gets the events added to its list).
+        events: the events to add, fired after the model's own.
+
+    Returns:
+        A `ModelWithEvents` wrapping the model, or `model` itself when `events` is empty.
+    """
     if not events:
         return model
     if isinstance(model, ModelWithEvents):

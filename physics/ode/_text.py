@@ -93,6 +93,17 @@ def ode_model(
     with value, unit, doc, positive), `observables` derived quantities to expressions.
     Each rate is differentiated symbolically by every state, parameter and `t` it reads.
 
+    Arguments:
+        label: the model's name.
+        states: state name -> its rate dS/dt (an expression of the states, the parameters
+            and `t`), or a table {rate = ..., positive = ...}; at least one state.
+        parameters: parameter name -> its default (a number, or a table with `value`,
+            `unit`, `doc`, `positive`); None for none.
+        observables: observable name -> its expression; None for none.
+
+    Returns:
+        A `TextOdeModel`; every state starts at 0 unless its initial value is given.
+
     Example:
         >>> model = ode_model("decay", {"x": "-k * x"}, {"k": 0.5})
 

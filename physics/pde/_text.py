@@ -394,6 +394,28 @@ def pde_model(
     (`dirichlet`, `neumann`, `robin`, `periodic`) and `boundary_value` its value, and the
     model is a finite-difference `GridPdeModel` (see `physics.pde._text_grid`).
 
+    Arguments:
+        label: the model's name.
+        fields: field name -> the right-hand side of its time derivative (an expression
+            of the fields, their derivatives such as `laplace(u)`, the parameters, `t`
+            and the coordinates); at least one field.
+        parameters: parameter name -> its default (a number, or a table with `value`,
+            `unit`, `doc`, `positive`, `bounds`); None for none.
+        observables: observable name -> its expression; None for none.
+        points: grid nodes per axis (an int for one axis); the number of axes is the
+            dimension.
+        domain: (low, high) per axis; None for (0, 2 pi) on every axis of a periodic
+            box, (0, 1) of a bounded one.
+        boundary: each side's kind: one kind for every side, or per axis a kind or a
+            [low, high] pair, or a table of these by field; None for a periodic box.
+        boundary_value: each side's value (Dirichlet value, Neumann outward derivative,
+            or a Robin table of `coefficient` and `value`; numbers or expressions of `t`,
+            the parameters and the coordinates), laid out as `boundary`; None for 0.
+
+    Returns:
+        A `TextSpectralModel` (a `SpectralPdeModel`) for a periodic box, else a
+        `TextGridModel` (a `GridPdeModel` of finite differences).
+
     Example:
         >>> model = pde_model("heat", {"u": "D * laplace(u)"}, {"D": 0.1}, points=(64,))
         >>> bounded = pde_model("heat", {"u": "D * laplace(u)"}, {"D": 0.1}, points=(65,),
@@ -401,7 +423,7 @@ def pde_model(
 
     Raises:
         ValueError: naming the entry (`fields.u`, `parameters.D`, ...) and, for an
-            expression, the column.
+            expression, the column; `boundary_value` given for a periodic box.
     """
     parameters = dict(parameters or {})
     observables = dict(observables or {})

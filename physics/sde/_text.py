@@ -69,6 +69,20 @@ def sde_model(
     the states) to its diffusion, each state driven by its own Brownian motion;
     `parameters` and `observables` as for `physics.ode.ode_model`.
 
+    Arguments:
+        label: the model's name.
+        states: state name -> its drift (an expression of the states, the parameters
+            and `t`), or a table {rate = ..., positive = ...}; at least one state.
+        noise: state name -> its diffusion (an expression), for at least one of the
+            states; the others have none.
+        parameters: parameter name -> its default (a number, or a table with `value`,
+            `unit`, `doc`, `positive`); None for none.
+        observables: observable name -> its expression; None for none.
+
+    Returns:
+        A `TextSdeModel` (Ito, diagonal noise; "additive" when no diffusion reads a
+        state); every state starts at 0 unless its initial value is given.
+
     Example:
         >>> model = sde_model(
         ...     "ou", {"x": "-theta * x"}, {"x": "sigma"}, {"theta": 1.0, "sigma": 0.5}
