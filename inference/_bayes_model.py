@@ -203,11 +203,30 @@ class BayesModel:
                 )
 
 
+def _noise_scale_prior(config: Config, noise):
+    """The checked prior of `[infer.noise] sigma` (lognormal(-1, 1) by default); None
+    for poisson noise, which has no scale."""
+    if noise.model == "poisson":
+        if noise.sigma is not None:
+            raise config.error("infer.noise.sigma", "the poisson noise model has no sigma")
+        return None
+    spec = check_prior(
+        config, "infer.noise.sigma", noise.sigma or {"dist": "lognormal", "loc": -1.0, "scale": 1.0}
+    )
+    if prior_support(spec)[0] < 0:
+        raise config.error(
+            "infer.noise.sigma.dist",
+            "a noise scale must be positive: use halfnormal, halfcauchy, lognormal, "
+            "exponential, gamma or a truncated_normal with low >= 0",
+        )
+    return spec
+
+
 def build_bayes_model(
     config: Config, data: str | Path | None = None, section: InferSection | None = None
 ) -> tuple[BayesModel, Observations | list[Observations], InferSection]:
     """Validate `[data]` (or `[[experiments]]`) and `[infer]` against the model; build
-    the NumPyro model. The observations are a list with `[[experiments]]`.
+    the NumPyro model.
 
     Arguments:
         config: with `[infer]` and `[data]` or `[[experiments]]`.
@@ -215,18 +234,13 @@ def build_bayes_model(
         section: the `[infer]` section, validated; None reads it from `config`.
 
     Returns:
-        (the `BayesModel`, the observations (one `Observations`, or a list of them with
-        `[[experiments]]`), the `[infer]` section).
+        (`BayesModel`, observations (a list with `[[experiments]]`), `[infer]` section).
 
     Raises:
-        ConfigError: a prior or noise model that does not fit (a prior of negative values
-            for a positive parameter, one with no probability where the parameter is
-            allowed, a sigma for poisson noise, a noise scale that may be negative,
-            `[infer.noise]` where the observables name their own noise), or any other
-            problem of the config's model, data or priors.
-        DataError: observations that the noise model cannot take (not positive for
-            lognormal noise, not whole numbers >= 0 for poisson noise), or a data file
-            that cannot be read.
+        ConfigError: a prior or noise model that does not fit (negative values for a
+            positive parameter, a sigma for poisson noise), or another problem.
+        DataError: observations the noise model cannot take (lognormal: not positive;
+            poisson: not whole numbers >= 0), or a data file that cannot be read.
     """
     section = section or infer_section(config)
     priors_raw = flatten_priors(section.priors)
@@ -234,22 +248,7 @@ def build_bayes_model(
     for name, spec in priors_raw.items():
         priors[name] = check_prior(config, f"infer.priors.{name}", spec)
     noise = section.noise
-    sigma_spec = None
-    if noise.model == "poisson":
-        if noise.sigma is not None:
-            raise config.error("infer.noise.sigma", "the poisson noise model has no sigma")
-    else:
-        sigma_spec = check_prior(
-            config,
-            "infer.noise.sigma",
-            noise.sigma or {"dist": "lognormal", "loc": -1.0, "scale": 1.0},
-        )
-        if prior_support(sigma_spec)[0] < 0:
-            raise config.error(
-                "infer.noise.sigma.dist",
-                "a noise scale must be positive: use halfnormal, halfcauchy, lognormal, "
-                "exponential, gamma or a truncated_normal with low >= 0",
-            )
+    sigma_spec = _noise_scale_prior(config, noise)
     if config.spec.experiments is not None:
         problem, _, obs = experiment_problems(
             config,

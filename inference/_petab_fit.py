@@ -92,28 +92,22 @@ def fit_petab(
     checkpoint_every: int | None = None,
 ) -> PetabFit:
     """Evaluate the objective at the nominal parameters, or minimise it (plus the
-    objective priors, if the table gives any) within the parameter table's bounds on the
-    parameters' scales from `starts` points: the first the nominal values (where finite
-    and within the bounds), the others drawn by Latin hypercube sampling within the
-    bounds. Every start runs L-BFGS-B (scipy) on the objective and its gradient through
-    the solver; the starts run together, one batched evaluation for all of them at each
-    round (`minimize_batched`), split over the first `devices` local devices (default:
-    all).
+    objective priors, if any) within the parameter table's bounds on the parameters'
+    scales from `starts` points: the nominal values (where finite and within the bounds)
+    and Latin hypercube draws. Every start runs L-BFGS-B (scipy) on the objective and its
+    gradient through the solver, all starts in one batched evaluation a round
+    (`minimize_batched`), split over the first `devices` local devices.
 
-    With a Dask `scheduler` (an address, or `local:N` for a local cluster of N worker
-    processes), the starts are cut into one block per worker thread; each block's
-    batched L-BFGS-B runs on a worker, which loads the problem from its files
-    (`fit_block`), and the blocks' ends are gathered in start order. Each start's end
-    is the same however the starts were split (to rounding); `on_start(k, objective)`
-    reports start k (from 1) as it ends, or as its block comes back.
+    With a Dask `scheduler` (an address, or `local:N`), the starts are cut into one block
+    per worker thread, run on the workers (`fit_block`, which loads the problem from its
+    files) and gathered in start order; each start ends the same however the starts
+    were split (to rounding).
 
-    With `output`, the result is written there (its lock held meanwhile), and a fit
-    keeps its starts in a checkpoint beside it, `.<name>.checkpoint` (`StartLog`: the
-    ends of the finished starts, and the evaluations of the others), written every
-    `checkpoint_every` rounds of batched evaluations (default: at most every 30 s of
-    wall time) and after each block that comes back from a cluster, and at a stop by
-    SIGINT or SIGTERM (`sim._interrupt`). `resume` continues from it: on the same
-    devices, the starts end bit for bit as in an uninterrupted fit.
+    With `output`, the result is written there (its lock held meanwhile) and the starts
+    are kept in a checkpoint beside it, `.<name>.checkpoint` (`StartLog`), written every
+    `checkpoint_every` rounds (default: at most every 30 s), after each block from a
+    cluster and at SIGINT or SIGTERM; `resume` continues from it, bit for bit on the
+    same devices.
 
     Arguments:
         problem: the PEtab problem (`load_petab`).

@@ -338,11 +338,9 @@ def profile_config(
     config, params: list[str] | None = None, data=None, *, max_points: int = 40
 ) -> ProfileResult:
     """Profile likelihoods of a config's free quantities (all, or `params`) around its
-    fit (`sim fit` first, as configured). With every sigma given the profiled function
-    is the fit's loss (the negative log-likelihood up to a constant); with sigma
-    unknown it is the likelihood with the common noise scale profiled out,
-    (n / 2) log(sum of squared residuals). The grid is the free quantities' own
-    unconstrained scale (log for positive ones), traced at most `REACH` from the
+    fit (`sim fit` first, as configured): the fit's loss with every sigma given, else
+    (n / 2) log(sum of squared residuals), the common noise scale profiled out; on the
+    quantities' unconstrained scale (log for positive ones), at most `REACH` from the
     optimum.
 
     Arguments:

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -71,7 +73,6 @@ _SYSTEM_KEYS = (
     "molecules",
 )
 
-_MD_METHODS = ("verlet", "langevin", "nose_hoover")
 _MD_SOLVER_KEYS = (
     "method",
     "temperature",
@@ -436,6 +437,73 @@ def _md_time(config: Config) -> tuple[float, np.ndarray]:
     return dt, times
 
 
+def _temperature(config: Config, extras: dict, method: str, units: Units, resolved: dict):
+    """kT of a thermostat's `[solver] temperature` (required), in the integrator's units."""
+    if "temperature" not in extras:
+        raise config.error(
+            "solver.temperature", f"required key is missing (the target temperature of {method})"
+        )
+    temperature = _positive(config, "solver.temperature", extras["temperature"])
+    resolved["temperature"] = temperature
+    return units.boltzmann * temperature
+
+
+def _verlet(config: Config, extras: dict, dt: float, units: Units, resolved: dict):
+    return VelocityVerlet(dt=dt)
+
+
+def _langevin(config: Config, extras: dict, dt: float, units: Units, resolved: dict):
+    kt = _temperature(config, extras, "langevin", units, resolved)
+    friction = _positive(config, "solver.friction", extras.get("friction", 1.0))
+    resolved["friction"] = friction
+    return LangevinBaoab(dt=dt, temperature=kt, friction=friction)
+
+
+def _nose_hoover(config: Config, extras: dict, dt: float, units: Units, resolved: dict):
+    kt = _temperature(config, extras, "nose_hoover", units, resolved)
+    tau = _positive(config, "solver.tau", extras.get("tau", 100 * dt))
+    chain = extras.get("chain_length", 3)
+    if isinstance(chain, bool) or not isinstance(chain, int) or chain < 1:
+        raise config.error("solver.chain_length", f"expected a whole number >= 1, got {chain!r}")
+    resolved.update(tau=tau, chain_length=chain)
+    return NoseHooverChain(dt=dt, temperature=kt, tau=tau, chain_length=chain)
+
+
+@dataclasses.dataclass(frozen=True)
+class Integrator:
+    """What an MD `[solver] method` is, in one place: its ensemble's name in messages, the
+    `[solver]` settings it takes (a thermostat's), and how it is built from them
+    (config, extras, dt, units, the resolved section it adds to) -> the integrator of
+    `solvers`."""
+
+    label: str
+    keys: tuple[str, ...]
+    build: Callable[[Config, dict, float, Units, dict], Any]
+
+    @property
+    def thermostat(self) -> bool:
+        """Whether it holds a temperature (a barostat needs one)."""
+        return "temperature" in self.keys
+
+
+INTEGRATORS = {
+    "verlet": Integrator("NVE", (), _verlet),
+    "langevin": Integrator("Langevin", ("temperature", "friction"), _langevin),
+    "nose_hoover": Integrator("Nose-Hoover", ("temperature", "tau", "chain_length"), _nose_hoover),
+}
+_THERMOSTAT_KEYS = tuple(dict.fromkeys(k for i in INTEGRATORS.values() for k in i.keys))
+
+
+def _not_a_setting_of(method: str, key: str) -> str:
+    """Why `[solver] key` is refused with `method`: whose setting it is."""
+    chosen = INTEGRATORS[method]
+    if not chosen.thermostat:
+        takers = " or ".join(n for n, i in INTEGRATORS.items() if i.thermostat)
+        return f"is a thermostat setting; method = {method!r} is {chosen.label} (use {takers})"
+    owner = next(i.label for i in INTEGRATORS.values() if key in i.keys)
+    return f"is a {owner} setting; {method} takes {', '.join(chosen.keys)}"
+
+
 def _md_solver(config: Config, dt: float, units: Units) -> tuple[ParticleSolver, str, dict]:
     """`[solver]` of an MD config: the integrator (temperatures in the config's units,
     handed to the integrator as kT) and the neighbour-list settings; the resolved section."""
@@ -443,55 +511,18 @@ def _md_solver(config: Config, dt: float, units: Units) -> tuple[ParticleSolver,
     MD.check_solver_keys(config, _MD_SOLVER_KEYS)
     extras = spec.extras
     method = spec.method or "verlet"
-    if method not in _MD_METHODS:
+    if method not in INTEGRATORS:
         raise config.error(
             "solver.method",
             f"unknown MD method {method!r} (methods: "
-            f"{', '.join(_MD_METHODS)}).{did_you_mean(method, _MD_METHODS)}",
+            f"{', '.join(INTEGRATORS)}).{did_you_mean(method, INTEGRATORS)}",
         )
+    chosen = INTEGRATORS[method]
+    for key in _THERMOSTAT_KEYS:
+        if key in extras and key not in chosen.keys:
+            raise config.error(f"solver.{key}", _not_a_setting_of(method, key))
     resolved: dict = {"method": method}
-    if method == "verlet":
-        for key in ("temperature", "friction", "tau", "chain_length"):
-            if key in extras:
-                raise config.error(
-                    f"solver.{key}",
-                    "is a thermostat setting; method = 'verlet' is NVE (use langevin or "
-                    "nose_hoover)",
-                )
-        integrator = VelocityVerlet(dt=dt)
-    else:
-        if "temperature" not in extras:
-            raise config.error(
-                "solver.temperature",
-                f"required key is missing (the target temperature of {method})",
-            )
-        temperature = _positive(config, "solver.temperature", extras["temperature"])
-        resolved["temperature"] = temperature
-        kt = units.boltzmann * temperature
-        if method == "langevin":
-            for key in ("tau", "chain_length"):
-                if key in extras:
-                    raise config.error(
-                        f"solver.{key}",
-                        "is a Nose-Hoover setting; langevin takes temperature and friction",
-                    )
-            friction = _positive(config, "solver.friction", extras.get("friction", 1.0))
-            resolved["friction"] = friction
-            integrator = LangevinBaoab(dt=dt, temperature=kt, friction=friction)
-        else:
-            if "friction" in extras:
-                raise config.error(
-                    "solver.friction",
-                    "is a Langevin setting; nose_hoover takes temperature and tau",
-                )
-            tau = _positive(config, "solver.tau", extras.get("tau", 100 * dt))
-            chain = extras.get("chain_length", 3)
-            if isinstance(chain, bool) or not isinstance(chain, int) or chain < 1:
-                raise config.error(
-                    "solver.chain_length", f"expected a whole number >= 1, got {chain!r}"
-                )
-            resolved.update(tau=tau, chain_length=chain)
-            integrator = NoseHooverChain(dt=dt, temperature=kt, tau=tau, chain_length=chain)
+    integrator = chosen.build(config, extras, dt, units, resolved)
     if "barostat" in extras:
         integrator = _barostat(config, extras["barostat"], method, integrator, dt, resolved, units)
     skin = _positive(
@@ -527,7 +558,7 @@ def _barostat(
                 "unknown key (expected one of: "
                 f"{', '.join(_BAROSTAT_KEYS)}).{did_you_mean(key, _BAROSTAT_KEYS)}",
             )
-    if method == "verlet":
+    if not INTEGRATORS[method].thermostat:
         raise config.error(
             "solver.barostat",
             "a barostat needs a thermostat: method = 'langevin' or 'nose_hoover' (stochastic cell "
