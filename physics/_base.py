@@ -159,6 +159,12 @@ class NamedStateModel(Model):
             return {n: y0[i] for i, n in enumerate(self.state_names)}
         return {n: float_array(v) for n, v in self.initial_defaults.items()}
 
+    @property
+    def checked_observables(self) -> tuple[str, ...] | None:
+        """The observables a run checks for a blow-up (values that stop being finite);
+        None, the default, for all of them."""
+        return None
+
     def extra_observables(self, t: Scalar, y: State, params: PyTree) -> dict[str, Array]:
         """Derived observables beyond the state components (none by default)."""
         return {}

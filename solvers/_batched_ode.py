@@ -36,10 +36,10 @@ from ._diffrax_private import (
     linear_rescale,
     tsit5_dense_weights,
 )
-from ._ode import OdeSolver
+from ._ode import METHODS, OdeSolver
 from ._results import Result
 
-BATCHED_METHODS = ("tsit5",)
+BATCHED_METHODS = tuple(name for name, method in METHODS.items() if method.batched)
 SAVE_WINDOW = 3  # save times written per run and pass of the loop
 _SOLVERS = {"tsit5": diffrax.Tsit5}
 

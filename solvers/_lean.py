@@ -76,8 +76,6 @@ from ._diffrax_private import (
 )
 from ._results import Result
 
-LEAN_METHODS = ("tsit5", "dopri5")
-
 # The PIDController defaults that OdeSolver uses for explicit methods (pcoeff = dcoeff
 # = 0, icoeff = 1: the step factor depends on the last error only).
 _SAFETY, _FACTORMIN, _FACTORMAX = 0.9, 0.2, 10.0
@@ -344,7 +342,7 @@ def _integrate(
     """
     if method not in _TABLEAUS:
         raise ValueError(
-            f"lean solver method must be one of {', '.join(LEAN_METHODS)}, got {method!r}"
+            f"lean solver method must be one of {', '.join(_TABLEAUS)}, got {method!r}"
         )
     if max_steps < 1:
         raise ValueError(f"max_steps must be >= 1, got {max_steps}")

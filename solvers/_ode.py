@@ -14,7 +14,7 @@ import optimistix as optx
 from jaxtyping import Array, Float, Int, PyTree
 
 from ._grid_steps import GridThroughSaveTimes
-from ._lean import LEAN_METHODS, lean_solve_differentiable, lean_solve_sensitivities
+from ._lean import lean_solve_differentiable, lean_solve_sensitivities
 from ._newton import stage_newton, stage_root_finder
 from ._results import Result, from_diffrax, result_message
 from ._types import Times
@@ -39,6 +39,9 @@ class OdeMethod(NamedTuple):
             h^(dense_order + 1) (tests/solvers/test_save_times.py fits it for every method).
         adaptive: whether a step estimates its error, so that the step-size controller
             can choose the steps (Euler's does not: it takes constant steps only).
+        lean: whether the lean core (`solvers._lean`: one `while_loop` over a flat state,
+            for small explicit solves) reproduces its solve.
+        batched: whether `solve_batch` (the batched sweep loop) reproduces its solve.
     """
 
     make: Callable[[], diffrax.AbstractSolver]
@@ -46,6 +49,8 @@ class OdeMethod(NamedTuple):
     order: int
     dense_order: int
     adaptive: bool = True
+    lean: bool = False
+    batched: bool = False
 
     @property
     def steps_to_save_times(self) -> bool:
@@ -92,8 +97,8 @@ METHODS: dict[str, OdeMethod] = {
     "midpoint": OdeMethod(diffrax.Midpoint, "explicit", 2, 1),
     "ralston": OdeMethod(diffrax.Ralston, "explicit", 2, 1),
     "bosh3": OdeMethod(diffrax.Bosh3, "explicit", 3, 3),
-    "tsit5": OdeMethod(diffrax.Tsit5, "explicit", 5, 4),
-    "dopri5": OdeMethod(diffrax.Dopri5, "explicit", 5, 4),
+    "tsit5": OdeMethod(diffrax.Tsit5, "explicit", 5, 4, lean=True, batched=True),
+    "dopri5": OdeMethod(diffrax.Dopri5, "explicit", 5, 4, lean=True),
     "dopri8": OdeMethod(diffrax.Dopri8, "explicit", 8, 5),
     "reversible_heun": OdeMethod(diffrax.ReversibleHeun, "explicit", 2, 1),
     "implicit_euler": OdeMethod(_with(diffrax.ImplicitEuler, stage_root_finder), "implicit", 1, 1),
@@ -227,7 +232,7 @@ class OdeSolver(eqx.Module):
         core (`solvers._lean`: tsit5 and dopri5 with adaptive steps from diffrax's first
         step), which takes diffrax's steps without its per-step bookkeeping."""
         return (
-            self.method in LEAN_METHODS
+            METHODS[self.method].lean
             and self.adaptive
             and self.dt0 is None
             and not self.steps_to_save_times

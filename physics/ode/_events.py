@@ -285,6 +285,10 @@ class ModelWithEvents(OdeModel):
     def observable_names(self) -> tuple[str, ...]:
         return self.model.observable_names
 
+    @property
+    def checked_observables(self) -> tuple[str, ...] | None:
+        return self.model.checked_observables
+
     def __getattr__(self, name: str):
         # What else the wrapped model has (an imported model's program, a network).
         if name == "model" or name.startswith("__"):

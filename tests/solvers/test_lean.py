@@ -423,3 +423,14 @@ def test_which_solves_the_lean_core_takes():
     # a large state is still solved, by diffrax, with the same values
     big = jnp.linspace(1.0, 2.0, 2_000)
     np.testing.assert_allclose(lean.solve(field, ts, big).ys[-1], big * np.exp(-1.0), rtol=1e-6)
+
+
+def test_the_methods_that_declare_a_faster_loop_are_the_ones_it_runs():
+    # An ODE method declares in its entry of the table whether the lean core and the
+    # batched sweep loop reproduce its solve; each loop has the tableau of exactly those.
+    from solvers._batched_ode import _SOLVERS
+    from solvers._lean import _TABLEAUS
+    from solvers._ode import METHODS
+
+    assert {name for name, m in METHODS.items() if m.lean} == set(_TABLEAUS)
+    assert {name for name, m in METHODS.items() if m.batched} == set(_SOLVERS)

@@ -260,7 +260,7 @@ def plan(model: OdeModel, config: Config) -> RunPlan:
         engine=engine,
         sink=sink,
         config=sink.config,
-        check=check_finite(config, "", getattr(model, "checked_observables", None)),
+        check=check_finite(config, "", model.checked_observables),
         result=sink_result(sink),
         description=model.name,
     )
