@@ -571,6 +571,30 @@ def check_fixed_steps(config: Config, dt: float, max_steps: int) -> None:
         )
 
 
+def named_state_plan(
+    config: Config, model: Model, s: Setup, engine: Any, check: Callable, seed: int | None = None
+) -> RunPlan:
+    """The plan of a run of a named-state model (ODE, SDE, map) in the run layout: `engine`
+    advances it, `check` judges each chunk, the file holds the resolved config, the save
+    times, the parameters and initial values of `s` (and `seed`)."""
+    sink = RunSink(
+        model=model.name,
+        config=resolved_toml(config, **s.resolved),
+        time=np.asarray(s.t),
+        params={k: np.asarray(v) for k, v in s.params.items()},
+        initial={k: np.asarray(v) for k, v in s.initial.items()},
+        seed=seed,
+    )
+    return RunPlan(
+        engine=engine,
+        sink=sink,
+        config=sink.config,
+        check=check,
+        result=sink_result(sink),
+        description=model.name,
+    )
+
+
 def sink_result(sink: RunSink) -> Callable[[dict[str, np.ndarray], dict[str, int]], RunResult]:
     """The in-memory `RunResult` of a run written by `sink`."""
 

@@ -14,7 +14,6 @@ from physics import float_array
 from physics.maps import MapModel
 
 from ..._config import Config
-from ..._result import RunSink
 from ..._run import (
     LoopEngine,
     RunPlan,
@@ -22,10 +21,9 @@ from ..._run import (
     check_finite,
     frames_per_chunk,
     named_initial,
+    named_state_plan,
     resolve_params,
-    resolved_toml,
     save_times,
-    sink_result,
 )
 from ..._trajectory import Trajectory
 from . import MAP
@@ -132,18 +130,4 @@ def plan(model: MapModel, config: Config) -> RunPlan:
         frames_per_chunk(config, int(np.size(y0)), frames),
         lambda code: f"{config.source}: the map run failed (result {code})",
     )
-    sink = RunSink(
-        model=model.name,
-        config=resolved_toml(config, **s.resolved),
-        time=np.asarray(s.t),
-        params={k: np.asarray(v) for k, v in s.params.items()},
-        initial={k: np.asarray(v) for k, v in s.initial.items()},
-    )
-    return RunPlan(
-        engine=engine,
-        sink=sink,
-        config=sink.config,
-        check=check_finite(config, ""),
-        result=sink_result(sink),
-        description=model.name,
-    )
+    return named_state_plan(config, model, s, engine, check_finite(config, ""))

@@ -35,7 +35,6 @@ from solvers import (
 
 from ..._config import Config
 from ..._limits import WORK_ARRAYS, memory_problem
-from ..._result import RunSink
 from ..._run import (
     LoopEngine,
     Setup,
@@ -44,10 +43,9 @@ from ..._run import (
     frames_per_chunk,
     initial_vector,
     named_initial,
+    named_state_plan,
     resolve_params,
-    resolved_toml,
     save_times,
-    sink_result,
 )
 from ..._sources import check_returns, model_key
 from ..._stream import RunPlan
@@ -249,20 +247,8 @@ def plan(model: OdeModel, config: Config) -> RunPlan:
         failure,
         explain if problem_class is OdeProblem else None,
     )
-    sink = RunSink(
-        model=model.name,
-        config=resolved_toml(config, **s.resolved),
-        time=np.asarray(s.t),
-        params={k: np.asarray(v) for k, v in s.params.items()},
-        initial={k: np.asarray(v) for k, v in s.initial.items()},
-    )
-    return RunPlan(
-        engine=engine,
-        sink=sink,
-        config=sink.config,
-        check=check_finite(config, "", model.checked_observables),
-        result=sink_result(sink),
-        description=model.name,
+    return named_state_plan(
+        config, model, s, engine, check_finite(config, "", model.checked_observables)
     )
 
 

@@ -19,7 +19,6 @@ from physics.sde import SdeModel
 from solvers import SdeEnsemble, SdeLoop, SdeLoopState, SdeSolver, did_you_mean, result_message
 
 from ..._config import Config
-from ..._result import RunSink
 from ..._run import (
     LoopEngine,
     Setup,
@@ -27,11 +26,10 @@ from ..._run import (
     frames_per_chunk,
     initial_vector,
     named_initial,
+    named_state_plan,
     number,
     resolve_params,
-    resolved_toml,
     save_times,
-    sink_result,
 )
 from ..._sources import check_returns
 from ..._stream import RunPlan
@@ -223,21 +221,8 @@ def plan(model: SdeModel, config: Config) -> RunPlan:
         frames_per_chunk(config, int(np.size(y0)) * s.solver.paths, frames),
         failure,
     )
-    sink = RunSink(
-        model=model.name,
-        config=resolved_toml(config, **s.resolved),
-        time=np.asarray(s.t),
-        params={k: np.asarray(v) for k, v in s.params.items()},
-        initial={k: np.asarray(v) for k, v in s.initial.items()},
-        seed=int(s.resolved["ensemble"]["seed"]),
-    )
-    return RunPlan(
-        engine=engine,
-        sink=sink,
-        config=sink.config,
-        check=check_finite(config, ""),
-        result=sink_result(sink),
-        description=model.name,
+    return named_state_plan(
+        config, model, s, engine, check_finite(config, ""), seed=int(s.resolved["ensemble"]["seed"])
     )
 
 
