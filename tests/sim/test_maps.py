@@ -88,3 +88,16 @@ def test_what_a_map_cannot_do_is_refused(tmp_cwd, capsys):
     (tmp_cwd / "e.toml").write_text(base + "[[events]]\nat = [5.0]\nset = { x = 0.5 }\n")
     code, _, err = cli(["run", "e.toml", "-o", "e.h5"], capsys)
     assert code == 2 and "events are for ODE models" in err, err
+
+
+def test_a_map_run_is_drawn_as_points_over_the_iteration_count(tmp_cwd, capsys):
+    (tmp_cwd / "h.toml").write_text(
+        '[model]\nname = "henon_map"\n[time]\nt0 = 0\nt1 = 20\nsave = 11\n'
+    )
+    assert cli(["run", "h.toml", "-o", "h.h5", "-q"], capsys)[0] == 0
+    from sim._plot import draw
+
+    fig = draw(sim.read(tmp_cwd / "h.h5"))
+    assert fig.axes[-1].get_xlabel() == "iteration n"
+    lines = [line for ax in fig.axes for line in ax.get_lines()]
+    assert lines and all(line.get_linestyle() == "None" for line in lines)

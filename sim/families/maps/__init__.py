@@ -6,17 +6,30 @@ from __future__ import annotations
 
 from physics.maps.base import MapModel
 
-from ..._family import Family
+from ..._family import Drawable
 from ..._registry import register_models_of
 
 
-class MapFamily(Family):
+class MapFamily(Drawable):
     """Maps y_{n+1} = f(n, y_n; params) iterated from the first save time; save times
     are iteration counts (whole numbers)."""
 
     name = "map"
     model_base = MapModel
     describes = "discrete maps"
+
+    def draw_run(self, source):
+        # The observables at each saved iterate, as points over the iteration count: a
+        # map has no values between iterates, so no line joins them.
+        from ..._plot_run import ode
+
+        fig = ode(source)
+        for ax in fig.axes:
+            for line in ax.get_lines():
+                line.set_linestyle("none")
+            if ax.get_xlabel() == "time":
+                ax.set_xlabel("iteration n")
+        return fig
 
     def simulate(self, model, params, t, initial, solver, key):
         from ._numerics import simulate
