@@ -263,20 +263,9 @@ def plan(model: PdeModel, config: Config) -> RunPlan:
     def failure(code: int) -> str:
         return f"{config.source}: the PDE solve failed: {result_message(code)}"
 
-    t = jnp.asarray(s.t)
-    if isinstance(model, SpectralPdeModel):
-        coefficients = _spectral_coefficients(model, s.params, s.solver, t)
-        problem = SpectralProblem(
-            model=model,
-            params=s.params,
-            solver=s.solver,
-            u0=jnp.asarray(s.initial),
-            coefficients=coefficients,
-        )
-    else:
-        problem = FdProblem(
-            model=model, params=s.params, solver=s.solver, ts=t, u0=jnp.asarray(s.initial)
-        )
+    problem = discretisation(model).problem(
+        model, s.params, s.solver, jnp.asarray(s.t), jnp.asarray(s.initial)
+    )
     engine = LoopEngine(problem, np.asarray(s.t), chunk, failure)
     sink = RunSink(
         model=model.name,
@@ -356,18 +345,45 @@ def text_model(config: Config):
         raise
 
 
+class _Spectral:
+    """A periodic spectral model: ETDRK on `solvers.FourierGrid`."""
+
+    simulate = staticmethod(simulate_spectral)
+    setup = staticmethod(_setup_spectral)
+
+    @staticmethod
+    def problem(model, params, solver, t, u0) -> SpectralProblem:
+        coefficients = _spectral_coefficients(model, params, solver, t)
+        return SpectralProblem(
+            model=model, params=params, solver=solver, u0=u0, coefficients=coefficients
+        )
+
+
+class _FiniteDifference:
+    """A finite-difference model on a bounded grid: the method of lines."""
+
+    simulate = staticmethod(simulate_grid)
+    setup = staticmethod(_setup_grid)
+
+    @staticmethod
+    def problem(model, params, solver, t, u0) -> FdProblem:
+        return FdProblem(model=model, params=params, solver=solver, ts=t, u0=u0)
+
+
+def discretisation(model: PdeModel) -> type[_Spectral] | type[_FiniteDifference]:
+    """How a PDE model is discretised: the one place the two kinds of model part ways
+    (its simulate, its config's set-up and its engine problem)."""
+    return _Spectral if isinstance(model, SpectralPdeModel) else _FiniteDifference
+
+
 def simulate(model, params, t, initial, solver, key) -> Trajectory:
     """`sim.simulate`'s body: ETDRK for a spectral model, the method of lines otherwise."""
-    if isinstance(model, SpectralPdeModel):
-        return simulate_spectral(model, params, t, initial, solver)
-    return simulate_grid(model, params, t, initial, solver)
+    return discretisation(model).simulate(model, params, t, initial, solver)
 
 
 def setup(model, config: Config) -> Setup:
     """The set-up of a spectral or a finite-difference model's config."""
-    if isinstance(model, SpectralPdeModel):
-        return _setup_spectral(model, config)
-    return _setup_grid(model, config)
+    return discretisation(model).setup(model, config)
 
 
 def sweep_setup(config: Config, s: Setup) -> Setup:
@@ -386,9 +402,4 @@ def sweep_problem(s: Setup, params: dict, initial, key):
     """One run of a sweep as an engine problem."""
     model, t = s.model, jnp.asarray(s.t)
     u0 = initial_field(model, initial, params)
-    if isinstance(model, SpectralPdeModel):
-        coefficients = _spectral_coefficients(model, params, s.solver, t)
-        return SpectralProblem(
-            model=model, params=params, solver=s.solver, u0=u0, coefficients=coefficients
-        )
-    return FdProblem(model=model, params=params, solver=s.solver, ts=t, u0=u0)
+    return discretisation(model).problem(model, params, s.solver, t, u0)
