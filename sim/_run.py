@@ -571,18 +571,28 @@ def check_fixed_steps(config: Config, dt: float, max_steps: int) -> None:
         )
 
 
-def named_state_plan(
-    config: Config, model: Model, s: Setup, engine: Any, check: Callable, seed: int | None = None
+def run_plan(
+    config: Config,
+    model: Model,
+    s: Setup,
+    engine: Any,
+    check: Callable,
+    seed: int | None = None,
+    *,
+    initial: dict[str, Any] | None = None,
+    groups: dict[str, dict[str, Any]] | None = None,
 ) -> RunPlan:
-    """The plan of a run of a named-state model (ODE, SDE, map) in the run layout: `engine`
-    advances it, `check` judges each chunk, the file holds the resolved config, the save
-    times, the parameters and initial values of `s` (and `seed`)."""
+    """The plan of a run in the run layout: `engine` advances it, `check` judges each
+    chunk, the file holds the resolved config, the save times and the parameters of `s`,
+    the initial values (`initial`; by default the named states of `s.initial`), further
+    groups (`groups`, such as a PDE's grid) and `seed`."""
     sink = RunSink(
         model=model.name,
         config=resolved_toml(config, **s.resolved),
         time=np.asarray(s.t),
         params={k: np.asarray(v) for k, v in s.params.items()},
-        initial={k: np.asarray(v) for k, v in s.initial.items()},
+        initial=({k: np.asarray(v) for k, v in s.initial.items()} if initial is None else initial),
+        groups=groups or {},
         seed=seed,
     )
     return RunPlan(

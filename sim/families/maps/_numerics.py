@@ -21,8 +21,8 @@ from ..._run import (
     check_finite,
     frames_per_chunk,
     named_initial,
-    named_state_plan,
     resolve_params,
+    run_plan,
     save_times,
 )
 from ..._trajectory import Trajectory
@@ -130,4 +130,4 @@ def plan(model: MapModel, config: Config) -> RunPlan:
         frames_per_chunk(config, int(np.size(y0)), frames),
         lambda code: f"{config.source}: the map run failed (result {code})",
     )
-    return named_state_plan(config, model, s, engine, check_finite(config, ""))
+    return run_plan(config, model, s, engine, check_finite(config, ""))

@@ -43,8 +43,8 @@ from ..._run import (
     frames_per_chunk,
     initial_vector,
     named_initial,
-    named_state_plan,
     resolve_params,
+    run_plan,
     save_times,
 )
 from ..._sources import check_returns, model_key
@@ -247,9 +247,7 @@ def plan(model: OdeModel, config: Config) -> RunPlan:
         failure,
         explain if problem_class is OdeProblem else None,
     )
-    return named_state_plan(
-        config, model, s, engine, check_finite(config, "", model.checked_observables)
-    )
+    return run_plan(config, model, s, engine, check_finite(config, "", model.checked_observables))
 
 
 class OdeProblem(eqx.Module):

@@ -43,8 +43,7 @@ from solvers import (
 
 from ..._config import Config
 from ..._errors import SimulationError
-from ..._result import RunSink
-from ..._run import LoopEngine, RunPlan, Setup, frames_per_chunk, resolved_toml, sink_result
+from ..._run import LoopEngine, RunPlan, Setup, frames_per_chunk, run_plan
 from ..._trajectory import Trajectory
 from . import PDE
 from ._config import _TEXT_GRID_KEYS, _check_points, _setup_grid, _setup_spectral
@@ -267,22 +266,14 @@ def plan(model: PdeModel, config: Config) -> RunPlan:
         model, s.params, s.solver, jnp.asarray(s.t), jnp.asarray(s.initial)
     )
     engine = LoopEngine(problem, np.asarray(s.t), chunk, failure)
-    sink = RunSink(
-        model=model.name,
-        config=resolved_toml(config, **s.resolved),
-        time=np.asarray(s.t),
-        params={k: np.asarray(v) for k, v in s.params.items()},
+    return run_plan(
+        config,
+        model,
+        s,
+        engine,
+        growth_check(config, s),
         initial={name: u0[i] for i, name in enumerate(model.field_names)},
         groups={"grid": grid_coordinates(model)},
-    )
-    check = growth_check(config, s)
-    return RunPlan(
-        engine=engine,
-        sink=sink,
-        config=sink.config,
-        check=check,
-        result=sink_result(sink),
-        description=model.name,
     )
 
 

@@ -26,9 +26,9 @@ from ..._run import (
     frames_per_chunk,
     initial_vector,
     named_initial,
-    named_state_plan,
     number,
     resolve_params,
+    run_plan,
     save_times,
 )
 from ..._sources import check_returns
@@ -221,7 +221,7 @@ def plan(model: SdeModel, config: Config) -> RunPlan:
         frames_per_chunk(config, int(np.size(y0)) * s.solver.paths, frames),
         failure,
     )
-    return named_state_plan(
+    return run_plan(
         config, model, s, engine, check_finite(config, ""), seed=int(s.resolved["ensemble"]["seed"])
     )
 
