@@ -11,7 +11,8 @@ save = "full"          # full | final | summary
 [sweep.params]
 alpha = { linspace = [0.3, 0.8, 32] }      # grid / zip: linspace, logspace, values
 beta = { logspace = [-3, -1, 32] }         #   (logspace: exponents of 10, as numpy)
-gamma = { values = [0.7, 0.8, 0.9] }
+gamma = { values = [0.7, 0.8, 0.9] }         #   a plain list is the values form:
+eps = [0.1, 0.2, 0.3]                      #   eps = { values = [0.1, 0.2, 0.3] }
 delta = { uniform = [0.01, 0.05] }         # random / sobol / latin_hypercube: uniform,
 "initial.prey" = { loguniform = [1, 100] } #   loguniform; initial values by dotted key
 ```
@@ -48,6 +49,13 @@ _LISTED = ("linspace", "logspace", "values")
 _RANGES = ("uniform", "loguniform")
 _SAMPLED = ("random", "sobol", "latin_hypercube")
 SUMMARY_STATS = ("min", "max", "mean", "final")
+# Every form a swept quantity may take, named in each refusal of one.
+FORMS = (
+    "a list of values such as [0.1, 0.2, 0.3], or a table with one of values = [...], "
+    "linspace = [start, stop, count], logspace = [start_exponent, stop_exponent, count] "
+    "(grid and zip modes), uniform = [low, high], loguniform = [low, high] (random, sobol and "
+    "latin_hypercube modes)"
+)
 
 
 class _SpecError(ValueError):
@@ -83,7 +91,9 @@ class ParamSpec(BaseModel):
         given = [k for k in KINDS if getattr(self, k) is not None]
         if len(given) != 1:
             raise _SpecError(
-                "", f"expected exactly one of {', '.join(KINDS)}, got {', '.join(given) or 'none'}"
+                "",
+                f"expected exactly one of {', '.join(KINDS)}, got {', '.join(given) or 'none'} "
+                f"(accepted forms: {FORMS})",
             )
         kind, spec = given[0], getattr(self, given[0])
         if not all(math.isfinite(v) for v in spec):
@@ -158,20 +168,19 @@ class SweepSection(BaseModel):
     def _flatten_initial(cls, value: Any) -> Any:
         """Accept `[sweep.params.initial] prey = {...}` as `"initial.prey" = {...}` (and
         any other table of tables by dotted key, so that a key the model does not take,
-        such as `system.density`, is refused by its name)."""
+        such as `system.density`, is refused by its name), and a plain list of numbers as
+        the values form."""
         if not isinstance(value, dict):
             return value
         out = {}
         for key, spec in value.items():
             nested = isinstance(spec, dict) and spec and not any(k in KINDS for k in spec)
-            if nested and (key == "initial" or all(isinstance(v, dict) for v in spec.values())):
-                out.update({f"{key}.{k}": v for k, v in spec.items()})
-            elif not isinstance(spec, dict):
-                raise _SpecError(
-                    key, f"expected a table like {{ linspace = [0.3, 0.8, 32] }}, got {spec!r}"
-                )
+            if nested and (
+                key == "initial" or all(isinstance(v, (dict, list)) for v in spec.values())
+            ):
+                out.update({f"{key}.{k}": _entry(f"{key}.{k}", v) for k, v in spec.items()})
             else:
-                out[key] = spec
+                out[key] = _entry(key, spec)
         return out
 
     @pydantic.model_validator(mode="after")
@@ -211,7 +220,9 @@ class SweepSection(BaseModel):
             if spec.kind not in allowed:
                 raise _SpecError(
                     f"params.{name}",
-                    f"mode {self.mode!r} expects {' or '.join(allowed)}, got {spec.kind}"
+                    f"mode {self.mode!r} expects {' or '.join(allowed)}"
+                    + ("" if sampled else " (or a plain list of values)")
+                    + f", got {spec.kind}"
                     + (
                         " (uniform and loguniform are for random, sobol and latin_hypercube)"
                         if not sampled
@@ -237,6 +248,23 @@ class SweepSection(BaseModel):
             out.update(samples=self.samples, seed=self.seed)
         out["params"] = {name: {spec.kind: _plain(spec)} for name, spec in self.params.items()}
         return out
+
+
+def _entry(key: str, spec: Any) -> Any:
+    """One swept quantity as written: a table is left to `ParamSpec`; a list of numbers is
+    the values form; anything else is refused naming every accepted form."""
+    if isinstance(spec, dict):
+        return spec
+    if not isinstance(spec, list):
+        raise _SpecError(key, f"expected {FORMS}; got {spec!r}")
+    if not spec:
+        raise _SpecError(key, f"empty list: expected at least one value ({FORMS})")
+    for v in spec:
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise _SpecError(key, f"expected a list of numbers, got {v!r} in {spec!r} ({FORMS})")
+        if not math.isfinite(v):
+            raise _SpecError(key, f"expected finite numbers, got {v!r} in {spec!r} ({FORMS})")
+    return {"values": spec}
 
 
 def _plain(spec: ParamSpec) -> list[float | int]:
@@ -421,6 +449,9 @@ _EXPECTED = {
 }
 
 
+_SECTION_KEYS = list(SweepSection.model_fields)
+
+
 def _to_config_error(exc: pydantic.ValidationError, source: str) -> ConfigError:
     err = exc.errors()[0]
     loc = [str(p) for p in err["loc"]]
@@ -432,14 +463,14 @@ def _to_config_error(exc: pydantic.ValidationError, source: str) -> ConfigError:
     kind = err["type"]
     if kind == "extra_forbidden":
         allowed = (
-            list(ParamSpec.model_fields)
-            if len(loc) == 3 and loc[0] == "params"
-            else list(SweepSection.model_fields)
+            list(ParamSpec.model_fields) if len(loc) == 3 and loc[0] == "params" else _SECTION_KEYS
         )
+        forms = f" Accepted forms: {FORMS}." if allowed is not _SECTION_KEYS else ""
         return ConfigError(
             source,
             key,
-            f"unknown key (expected one of: {', '.join(allowed)}).{did_you_mean(loc[-1], allowed)}",
+            f"unknown key (expected one of: {', '.join(allowed)}).{did_you_mean(loc[-1], allowed)}"
+            + forms,
         )
     if kind == "missing":
         hint = (

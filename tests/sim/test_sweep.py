@@ -1,7 +1,11 @@
 """Sweeps: values against single `simulate` calls, flagged diverging runs, the file
 layout, save modes, seeded sampling designs, and bad specs as one line with exit 2."""
 
+import contextlib
+import io
+import math
 import os
+import tempfile
 from pathlib import Path
 from typing import ClassVar
 
@@ -9,11 +13,14 @@ import h5py
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import tomli_w
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 import sim
 import sim._sweep
 from physics import Model, Parameter
 from sim._sweep import prepare
+from sim._sweep_spec import FORMS, KINDS
 from sim.cli import main
 from solvers import OdeSolver, Result, result_message
 from tests.helpers import cli_out as cli
@@ -326,7 +333,27 @@ BAD = {
     "bare_number": (
         BASE + "[sweep.params]\nalpha = 0.5\n",
         [],
-        "sweep.params.alpha: expected a table",
+        f"sweep.params.alpha: expected {FORMS}; got 0.5",
+    ),
+    "empty_list": (
+        BASE + "[sweep.params]\nalpha = []\n",
+        [],
+        "sweep.params.alpha: empty list",
+    ),
+    "nan_in_list": (
+        BASE + "[sweep.params]\nalpha = [0.1, nan]\n",
+        [],
+        "sweep.params.alpha: expected finite numbers",
+    ),
+    "string_in_list": (
+        BASE + '[sweep.params]\nalpha = [0.1, "0.2"]\n',
+        [],
+        "sweep.params.alpha: expected a list of numbers, got '0.2'",
+    ),
+    "list_in_sobol": (
+        BASE + '[sweep]\nmode = "sobol"\nsamples = 8\n[sweep.params]\nalpha = [0.1, 0.2]\n',
+        [],
+        "sweep.params.alpha: mode 'sobol' expects uniform or loguniform, got values",
     ),
     "zip_lengths": (
         BASE
@@ -387,6 +414,92 @@ def test_bad_sweep_one_line_exit_2_nothing_written(case, tmp_cwd, capsys):
     assert fragment in lines[0]
     assert "c.toml" in lines[0] or extra[0] in lines[0]
     assert sorted(os.listdir(tmp_cwd)) == before
+
+
+# ------------------------------------------------------------ a plain list as the values form
+
+# A model whose parameter takes any real number, so that every finite list is a valid sweep.
+FREE = """
+[model]
+name = "decay"
+[model.states]
+x = "-k * x"
+[model.parameters]
+k = 0.5
+[time]
+t1 = 1.0
+save = 2
+"""
+PROPERTY = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+finite = st.floats(allow_nan=False, allow_infinity=False, allow_subnormal=False)
+
+
+@PROPERTY
+@given(values=st.lists(finite, min_size=1, max_size=12), nested=st.booleans())
+def test_a_plain_list_sweeps_exactly_those_values_in_that_order(values, nested):
+    sweep = {"initial": {"x": values}} if nested else {"k": values}
+    text = FREE + tomli_w.dumps({"sweep": {"params": sweep}})
+    with tempfile.TemporaryDirectory() as folder:
+        plan = prepare(config(text, Path(folder))).plan
+    swept = plan.initial["x"] if nested else plan.params["k"]
+    # bit for bit, -0.0 included: the list written is the list run
+    assert [v.hex() for v in swept.tolist()] == [float(v).hex() for v in values]
+    assert plan.runs == len(values) and plan.grid_shape == (len(values),)
+
+
+def refused(entry: str) -> tuple[int, str, list[str], list[str], str]:
+    """`sim sweep` of a config whose alpha entry is ENTRY: (exit code, stderr, folder
+    before, folder after, config path)."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "c.toml"
+        path.write_text(BASE + f"[sweep.params]\nalpha = {entry}\n")
+        before = sorted(os.listdir(folder))
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+            with pytest.raises(SystemExit) as info:
+                main(["sweep", str(path), "-o", str(Path(folder) / "out.h5"), "--quiet"])
+        return info.value.code, err.getvalue(), before, sorted(os.listdir(folder)), str(path)
+
+
+def test_the_forms_named_in_refusals_are_every_form_the_parser_takes():
+    assert "[0.1, 0.2, 0.3]" in FORMS
+    assert all(f"{kind} = [" in FORMS for kind in KINDS)
+
+
+def toml_value(v) -> str:
+    if isinstance(v, float) and not math.isfinite(v):
+        return "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")
+    return tomli_w.dumps({"v": v})[4:].strip()
+
+
+bad_lists = st.one_of(
+    st.just([]),
+    # a list with at least one NaN or infinity among finite numbers
+    st.tuples(
+        st.lists(finite, max_size=4),
+        st.sampled_from([math.nan, math.inf, -math.inf]),
+        st.lists(finite, max_size=4),
+    ).map(lambda t: [*t[0], t[1], *t[2]]),
+    # a list with at least one string or boolean among numbers
+    st.tuples(
+        st.lists(finite, max_size=4),
+        st.one_of(st.text(max_size=8), st.booleans()),
+        st.lists(finite, max_size=4),
+    ).map(lambda t: [*t[0], t[1], *t[2]]),
+)
+
+
+@PROPERTY
+@given(values=bad_lists)
+def test_a_bad_plain_list_is_refused_in_one_line_naming_the_file_and_key(values):
+    entry = "[" + ", ".join(toml_value(v) for v in values) + "]"
+    code, err, before, after, path = refused(entry)
+    assert code == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert path in lines[0] and "sweep.params.alpha:" in lines[0], err
+    assert FORMS in lines[0], err
+    assert after == before
 
 
 class Bare(Model):
