@@ -28,6 +28,8 @@ _NAMES: dict[str, tuple[str, str]] = {
     "SbmlError": ("._sbml", "SbmlError"),
     "SbmlOdeModel": ("._sbml", "SbmlOdeModel"),
     "sbml_model": ("._sbml", "sbml_model"),
+    "SbmlDeclarations": ("._sbml_declared", "SbmlDeclarations"),
+    "sbml_declarations": ("._sbml_declared", "sbml_declarations"),
     "Event": ("._events", "Event"),
     "relation": ("._events", "relation"),
     "text_events": ("._events", "text_events"),
@@ -63,6 +65,10 @@ if TYPE_CHECKING:
         SbmlError as SbmlError,
         SbmlOdeModel as SbmlOdeModel,
         sbml_model as sbml_model,
+    )
+    from ._sbml_declared import (
+        SbmlDeclarations as SbmlDeclarations,
+        sbml_declarations as sbml_declarations,
     )
     from ._events import (
         Event as Event,

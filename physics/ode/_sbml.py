@@ -290,8 +290,7 @@ def _declared_parameters(
                 else compartments[pid].getUnits()
                 if pid in compartments
                 else species[pid].getSubstanceUnits()
-            )
-            or "1",
+            ),  # ("" where the file declares none: no unit is claimed for it)
             (
                 parameters[pid].getName()
                 if pid in parameters

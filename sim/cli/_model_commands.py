@@ -111,6 +111,82 @@ def _describe(label: str, model) -> None:
     _describe_model(label, entry(model, family_of(model).name))
 
 
+_NONE = "none declared"
+
+
+def _counted(n: int, what: str, plural: str | None = None) -> str:
+    return f"{n} {what if n == 1 else plural or what + 's'}"
+
+
+def _describe_sbml(label: str, model, d) -> None:
+    """`sim models FILE.xml`: what the SBML file declares (`physics.ode.SbmlDeclarations`)
+    and what a config sets of the model it imports to."""
+    text = lambda line: out.print(line, markup=False, highlight=False)  # noqa: E731
+    title = f" {d.model_name!r}" if d.model_name and d.model_name != d.model_id else ""
+    text(f"{label} ({model.name}): SBML Level {d.level} Version {d.version} model{title}")
+    counts = [
+        _counted(len(d.species), "species", "species"),
+        _counted(len(d.compartments), "compartment"),
+        _counted(len(d.parameters), "parameter"),
+        _counted(d.local_parameters, "local parameter"),
+        _counted(d.reactions, "reaction"),
+        _counted(d.assignment_rules, "assignment rule"),
+        _counted(d.rate_rules, "rate rule"),
+        _counted(d.initial_assignments, "initial assignment"),
+        _counted(d.events, "event"),
+        _counted(d.function_definitions, "function definition"),
+    ]
+    text("declares " + ", ".join(counts))
+    if not d.units_declared:
+        text("units: none declared")
+    else:
+        text(
+            "model-wide units: "
+            + (", ".join(f"{q} = {u}" for q, u in d.model_units) if d.model_units else _NONE)
+        )
+        if d.unit_definitions:
+            text("unit definitions: " + ", ".join(f"{i} = {t}" for i, t in d.unit_definitions))
+    unit = lambda u: u or _NONE  # noqa: E731
+    sections = []
+    if d.species:
+        sections.append(
+            (
+                "species (initial values in [initial] by id)",
+                ("species", "compartment", "initial", "substance unit", "observed as"),
+                [(i, c, v or "by assignment or rule", unit(u), k) for i, c, v, u, k in d.species],
+            )
+        )
+    if d.compartments:
+        sections.append(
+            (
+                "compartments",
+                ("compartment", "size", "unit", "dimensions"),
+                [
+                    (i, v or "by assignment or rule", unit(u), n or "3")
+                    for i, v, u, n in d.compartments
+                ],
+            )
+        )
+    sections.append(
+        (
+            "parameters, in [params]",
+            ("parameter", "default", "unit", "meaning"),
+            [(p.name, f"{p.default:g}", unit(p.unit), p.doc) for p in model.parameters],
+        )
+    )
+    sections.append(
+        (
+            "state, initial values in [initial] (a species as its amount)",
+            ("state", "default"),
+            [(s, f"{v:g}") for s, v in model.initial_defaults.items()],
+        )
+    )
+    for title, columns, rows in sections:
+        text(f"\n{title}:")
+        out.print(_plain_table(columns, rows))
+    text(f"\nobservables: {', '.join(model.observable_names)}")
+
+
 def _file_models(name: str) -> None:
     """`sim models FILE.py[:CLASS]`: the model classes a Python file defines, or one."""
     from .._config import split_source
@@ -173,13 +249,13 @@ def models(
         _file_models(name)
         return
     if name.endswith(".xml") or name.endswith(".sbml"):
-        from physics.ode import SbmlError, sbml_model
+        from physics.ode import SbmlError, sbml_declarations, sbml_model
 
         try:
             model = sbml_model(Path(name))
         except SbmlError as e:
             raise InputError("argument NAME", name, str(e).partition(": ")[2]) from None
-        _describe(f"{name} ({model.name})", model)
+        _describe_sbml(name, model, sbml_declarations(Path(name)))
         return
     if name not in model_names():
         raise InputError(

@@ -25,7 +25,7 @@ import pytest
 import sim
 from physics.ode import sbml_model
 from solvers import OdeSolver
-from tests.helpers import cli
+from tests.helpers import cli, cli_out
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "sbml"
 SAMPLE = DATA / "cases"
@@ -801,3 +801,97 @@ def test_the_vectorised_right_hand_side_is_the_per_reaction_one(tmp_path):
 def test_the_vectorised_right_hand_side_is_the_per_reaction_one_on_petab_models(name):
     grouped = _both_paths_agree(PETAB / name / f"model_{name}.xml")
     assert grouped >= 8, grouped
+
+
+# ------------------------------------------------------- what `sim models FILE.xml` shows
+
+ROOT = Path(__file__).resolve().parents[2]
+SBML_FILES = sorted(
+    str(p.relative_to(ROOT)) for p in [*PETAB.glob("*/*.xml"), *SAMPLE.glob("*/*-sbml-l3v2.xml")]
+)
+
+
+def _declared_by_xml(path: Path) -> dict:
+    """What the file declares, read with the standard library's XML parser (not libsbml)."""
+    import xml.etree.ElementTree as ET
+
+    model = next(e for e in ET.parse(path).getroot() if e.tag.endswith("}model"))
+    ns = model.tag.partition("}")[0] + "}"
+
+    def listed(of: str, tag: str, under=model) -> list:
+        return [e for lst in under.iter(f"{ns}listOf{of}") for e in lst if e.tag == ns + tag]
+
+    rules = [e for lst in model.iter(f"{ns}listOfRules") for e in lst]
+    laws = [e for r in listed("Reactions", "reaction") for e in r if e.tag == ns + "kineticLaw"]
+    return {
+        "species": [
+            (e.get("id"), e.get("substanceUnits") or "") for e in listed("Species", "species")
+        ],
+        "compartments": [
+            (e.get("id"), e.get("units") or "") for e in listed("Compartments", "compartment")
+        ],
+        "parameters": [
+            (e.get("id"), e.get("units") or "")
+            for e in model.find(f"{ns}listOfParameters") or []
+            if e.tag == ns + "parameter"
+        ],
+        "local": sum(
+            len(listed("Parameters", "parameter", law))
+            + len(listed("LocalParameters", "localParameter", law))
+            for law in laws
+        ),
+        "reactions": len(listed("Reactions", "reaction")),
+        "assignment": sum(e.tag == ns + "assignmentRule" for e in rules),
+        "rate": sum(e.tag == ns + "rateRule" for e in rules),
+        "events": len(listed("Events", "event")),
+        "units": sorted(e.get("id") for e in listed("UnitDefinitions", "unitDefinition")),
+    }
+
+
+@pytest.mark.parametrize("name", SBML_FILES)
+def test_the_declarations_are_what_the_file_says(name):
+    from physics.ode import sbml_declarations
+
+    d, xml = sbml_declarations(ROOT / name), _declared_by_xml(ROOT / name)
+    assert [(s[0], s[3]) for s in d.species] == xml["species"]
+    assert [(c[0], c[2]) for c in d.compartments] == xml["compartments"]
+    assert [(p[0], p[2]) for p in d.parameters] == xml["parameters"]
+    assert (d.local_parameters, d.reactions, d.assignment_rules, d.rate_rules, d.events) == (
+        xml["local"],
+        xml["reactions"],
+        xml["assignment"],
+        xml["rate"],
+        xml["events"],
+    )
+    assert sorted(i for i, _ in d.unit_definitions) == xml["units"]
+
+
+def test_sim_models_shows_what_an_sbml_file_declares(tmp_cwd, capsys):
+    boehm = ROOT / "tests/data/petab/Boehm_JProteomeRes2014/model_Boehm_JProteomeRes2014.xml"
+    code, out, err = cli_out(["models", str(boehm)], capsys)
+    assert code == 0, err
+    assert "object at 0x" not in out and "_Program" not in out
+    flat = " ".join(out.split())
+    assert "SBML Level 2 Version 4" in flat
+    assert (
+        "declares 8 species, 2 compartments, 9 parameters, 0 local parameters, 9 reactions, "
+        "1 assignment rule, 0 rate rules, 2 initial assignments, 0 events" in flat
+    )
+    # (its one unit definition redefines the time unit as 60 s: minutes)
+    assert "unit definitions: time = (60 second)" in flat
+    assert " cyt 1.4 none declared 3 " in flat  # compartment, size, unit, dimensions
+    assert " k_phos 15766.8 none declared " in flat  # a parameter without a unit claims none
+    assert " 1 " not in flat.split("parameters, in [params]:")[1].split("state")[0]
+
+    case = SAMPLE / "00028/00028-sbml-l3v2.xml"  # units on its species and compartment
+    code, out, err = cli_out(["models", str(case)], capsys)
+    assert code == 0, err
+    flat = " ".join(out.split())
+    assert "model-wide units: time = time" in flat
+    assert " S1 compartment amount 1 substance concentration " in flat
+    assert " compartment 1 volume size of compartment compartment " in flat
+
+    bare = SAMPLE / "01197/01197-sbml-l3v2.xml"  # no unit anywhere
+    code, out, err = cli_out(["models", str(bare)], capsys)
+    assert code == 0, err
+    assert "units: none declared" in out
