@@ -38,6 +38,7 @@ from ._diagnostics import QUANTILES, summarise
 from ._fit import Experiments, Problem
 from ._nuts import nuts_kernel
 from ._priors import flatten_priors
+from ._result_text import summary_repr
 
 
 @dataclasses.dataclass
@@ -73,6 +74,11 @@ class PosteriorResult(Result):
     @property
     def divergences(self) -> int:
         return int(np.sum(self.diverging))
+
+    def __repr__(self) -> str:
+        return summary_repr(
+            "PosteriorResult", [f"model={self.model!r}"], self.summary, self.diverging
+        )
 
     def write(self, f: h5py.File) -> None:
         """The posterior layout (docs/architecture.md, File layouts) in `f`."""

@@ -91,6 +91,7 @@ from ._fit_problem import _TRANSFORMS, Free
 from ._fit_section import fit_section
 from ._rdf_reweighting import Ensemble, _BlockSums, _energies, _residuals
 from ._rdf_target import _read_target
+from ._result_text import number, short_repr
 
 MAX_REPLICAS = 256  # (a larger batch is a typo more likely than a wish)
 
@@ -155,6 +156,15 @@ class RdfFitResult(Result):
     message: str
     frames: int
     warnings: list[str] = dataclasses.field(default_factory=list)
+
+    def __repr__(self) -> str:
+        loss = number(self.loss_history[-1]) if len(self.loss_history) else "nan"
+        return short_repr(
+            "RdfFitResult",
+            [f"model={self.model!r}"],
+            {n: number(self.estimate[n]) for n in self.names},
+            [f"loss={loss}", f"converged={bool(self.converged)}"],
+        )
 
     def write(self, f: h5py.File) -> None:
         """The fit layout with the g(r) of the target, the start and the fit."""

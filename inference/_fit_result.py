@@ -18,6 +18,7 @@ from ._data import Observations, jsonable
 from ._fit_estimates import fit_warnings
 from ._fit_problem import Experiments, Problem
 from ._fit_section import FitSection
+from ._result_text import number, short_repr
 
 
 @dataclasses.dataclass
@@ -59,6 +60,16 @@ class FitResult(Result):
     warnings: list[str] = dataclasses.field(default_factory=list)
     # the digests of the files the fit read (`sim._identity`, JSON); "" when unknown
     inputs: str = ""
+
+    def __repr__(self) -> str:
+        starts = [] if self.starts_objective is None else [f"starts={len(self.starts_objective)}"]
+        loss = number(self.loss_history[-1]) if len(self.loss_history) else "nan"
+        return short_repr(
+            "FitResult",
+            [f"model={self.model!r}"],
+            {n: number(self.estimate[n]) for n in self.names},
+            [f"loss={loss}", f"converged={bool(self.converged)}", *starts],
+        )
 
     def to_xarray(self):
         """An `xarray.Dataset`: `estimate`, `stderr` and `covariance` over `parameter`

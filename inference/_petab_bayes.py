@@ -28,6 +28,7 @@ from solvers import checks_as_nan
 from ._chains import chain_method, run_chains, sampled_on, spreads
 from ._diagnostics import summarise
 from ._petab_problem import PetabProblem, _negative_log_prior, to_linear
+from ._result_text import summary_repr
 
 
 def _log_jacobian(x, scale: str):
@@ -153,6 +154,10 @@ class PetabPosterior(Result):
     @property
     def divergences(self) -> int:
         return int(np.sum(self.diverging))
+
+    def __repr__(self) -> str:
+        head = [f"problem={self.problem!r}", f"model={self.model!r}"]
+        return summary_repr("PetabPosterior", head, self.summary, self.diverging)
 
     def write(self, f) -> None:
         write_root_attrs(

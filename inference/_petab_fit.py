@@ -33,6 +33,7 @@ from ._multistart import block_size, blocks, in_order, spread_check
 from ._petab import load_petab
 from ._petab_files import PetabError, files_digest, problem_files
 from ._petab_problem import PetabProblem, to_linear
+from ._result_text import number, short_repr
 
 
 @dataclasses.dataclass
@@ -58,6 +59,18 @@ class PetabFit(Result):
     starts_estimate: dict[str, np.ndarray]
     converged: np.ndarray
     message: str
+
+    def __repr__(self) -> str:
+        starts = len(self.starts_objective)
+        tail = [f"objective={number(self.objective)}"]
+        if starts:
+            tail += [f"starts={starts}", f"converged={int(np.sum(self.converged))}/{starts}"]
+        return short_repr(
+            "PetabFit",
+            [f"problem={self.problem!r}"],
+            {n: number(self.estimate[n]) for n in self.names},
+            tail,
+        )
 
     def write(self, f) -> None:
         write_root_attrs(f, format="simjax.fit", model=self.model, config=self.problem)

@@ -26,6 +26,7 @@ from sim.core import Result, write_group, write_root_attrs
 from solvers import checks_as_nan
 
 from ._lbfgsb import _lbfgsb, run_batched
+from ._result_text import number, short_repr
 
 THRESHOLD = float(chi2.ppf(0.95, 1) / 2)  # 1.9207...
 # A config's free quantities have no bounds on their unconstrained scale: profiles are
@@ -143,6 +144,20 @@ class ProfileResult(Result):
     objective: float
     profiles: dict[str, dict[str, Any]]
     threshold: float = THRESHOLD
+
+    def __repr__(self) -> str:
+        def bound(value) -> str:
+            return number(value) if np.isfinite(value) else "open"
+
+        return short_repr(
+            "ProfileResult",
+            [f"model={self.model!r}", f"objective={number(self.objective)}"],
+            {
+                n: f"{number(self.optimum[n])} in [{bound(p['lower'])}, {bound(p['upper'])}]"
+                for n, p in self.profiles.items()
+            },
+            [],
+        )
 
     def identifiable(self, name: str) -> str:
         p = self.profiles[name]

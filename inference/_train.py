@@ -29,6 +29,7 @@ from sim.core import Progress, warn_if_float32
 from solvers import OdeSolver, did_you_mean
 
 from ._checkpoint import Checkpointer, fingerprint
+from ._result_text import number
 from ._trained import _options, load_trained as load_trained, save_trained
 from ._trajectories import (
     Trajectories,
@@ -324,6 +325,15 @@ class TrainResult:
     params: PyTree
     loss_history: np.ndarray
     seconds: float
+
+    def __repr__(self) -> str:
+        # (the model and its parameters are whole networks: their size, not their weights)
+        size = sum(int(np.size(leaf)) for leaf in jax.tree.leaves(self.params))
+        loss = number(self.loss_history[-1]) if len(self.loss_history) else "nan"
+        return (
+            f"TrainResult(model={self.model.name!r}, parameters={size}, "
+            f"steps={len(self.loss_history)}, loss={loss}, seconds={self.seconds:.3g})"
+        )
 
     def save(self, path: str | Path) -> Path:
         """Write the trained model (`save_trained`)."""
