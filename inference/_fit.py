@@ -25,6 +25,7 @@ from sim.core import (
     config_inputs,
     dask_client,
     exclusive,
+    family_of,
     memory_problem,
     warn_if_float32,
 )
@@ -201,7 +202,9 @@ def _fit(
     # (a checkpoint as of every start: written after the optimiser had ended)
     if best is None or ck.first_start() < section.starts:
         remote = None if client is None else (client, config, data, identity)
-        best = _optimised(problem, starts, section, progress, ck, best, devices, remote)
+        model = (problem.problems[0] if isinstance(problem, Experiments) else problem).model
+        notes = family_of(model).solver_notes(model, config)
+        best = _optimised(problem, starts, section, progress, ck, best, devices, remote, notes)
     u, history, ok, message, ends = best
 
     def safe() -> None:
@@ -262,12 +265,16 @@ def _optimised(
     best,
     devices: int,
     remote,
+    notes: tuple[str, ...] = (),
 ) -> tuple:
     """The optimiser's end: (u, loss history, ok, message) of the best start and every
-    start's (final loss, ok, natural values), with a progress bar of its steps; one
-    start by the single-start optimiser, several by `_fit_starts`."""
+    start's (final loss, ok, natural values), with a progress bar of its steps (and
+    `notes`, `Family.solver_notes`, once it has ended); one start by the single-start
+    optimiser, several by `_fit_starts`."""
     run = _adam if section.optimizer == "adam" else _optimistix
     with Progress(enabled=progress, description=f"fit {section.optimizer}") as bar:
+        for line in notes:
+            bar.note(line)
         bar.start(
             total=(section.max_steps or (1000 if section.optimizer == "adam" else 200))
             * section.starts

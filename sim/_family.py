@@ -87,6 +87,12 @@ class Family(abc.ABC):
         """The validated run of a config (engine, file layout, result) for `sim run`."""
 
     # -------------------------------------------------------------- configs
+    def solver_notes(self, model, config: Config) -> tuple[str, ...]:
+        """Lines a command prints once it has run a config, telling what the family
+        chose that the config does not say (the ODE family: the implicit method of a
+        stiff model); none by default."""
+        return ()
+
     def model_options(self, config: Config) -> dict[str, tuple[str, Any]]:
         """Model options given by the family's own sections (PDE: `[grid]`), option ->
         (config key, value); checked and passed to the model's constructor."""

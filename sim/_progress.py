@@ -144,6 +144,7 @@ class Progress:
         self._done = 0
         self._next_line = 1
         self._began = 0.0
+        self._notes: list[str] = []
 
     def __enter__(self) -> Progress:
         if self.bar:
@@ -179,6 +180,11 @@ class Progress:
         self._began = time.perf_counter()
         if self._bar is not None:
             self._task = self._bar.add_task(self.description, total=total)
+
+    def note(self, line: str) -> None:
+        """A line of how the work was done, printed (when enabled) once it has ended
+        without an error: a failure stays the one line that says why."""
+        self._notes.append(line)
 
     def describe(self, description: str) -> None:
         self.description = description
@@ -221,3 +227,6 @@ class Progress:
     def __exit__(self, *exc) -> None:
         if self._bar is not None:
             self._bar.__exit__(*exc)
+        if self.enabled and exc[0] is None:
+            for line in self._notes:
+                print(line, file=self.stream, flush=True)

@@ -369,8 +369,11 @@ def setup(config: Config) -> Setup:
 def plan_run(config: Config) -> RunPlan:
     """The validated, not yet executed run a config describes."""
     model = build_model(config)
-    plan = family_of(model).plan(model, config)
-    return dataclasses.replace(plan, inputs=config_inputs(config))
+    family = family_of(model)
+    plan = family.plan(model, config)
+    return dataclasses.replace(
+        plan, inputs=config_inputs(config), notes=family.solver_notes(model, config)
+    )
 
 
 def run(
@@ -420,6 +423,8 @@ def run(
     warn_if_float32("sim.run")
     plan = plan_run(config)
     with Progress(enabled=progress, description=plan.description) as bar:
+        for line in plan.notes:
+            bar.note(line)
         if output is None:
             if resume:
                 raise InputError(

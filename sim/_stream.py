@@ -144,6 +144,7 @@ class RunPlan:
             diverged.
         result: all rows, stats -> the in-memory result (`RunResult`, `MdRunResult`).
         description: what the progress bar shows.
+        notes: lines the run prints once it has ended (`Family.solver_notes`).
         inputs: the files the run reads and the package versions (`sim._identity`):
             with `config`, the run's identity, stored in the partial file and the
             checkpoint and compared on resume (`sim._run.plan_run` fills it in; None
@@ -157,6 +158,7 @@ class RunPlan:
     result: Callable[[dict[str, np.ndarray], dict[str, int]], Any]
     description: str = ""
     inputs: InputIdentity | None = None
+    notes: tuple[str, ...] = ()
 
     def identity(self) -> InputIdentity:
         """The run's input files and versions (none for a plan made without a config)."""

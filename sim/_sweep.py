@@ -217,6 +217,7 @@ class Prepared:
     plan: SweepPlan
     text: str
     chunk: int
+    notes: tuple[str, ...] = ()  # (`Family.solver_notes`, printed once the sweep has ended)
 
     @property
     def runs(self) -> int:
@@ -298,7 +299,12 @@ def prepare(config: Config) -> Prepared:
     plan = plan_sweep(config, section, s.params, s.initial, model)
     text = resolved_toml(config, **s.resolved, sweep=section.resolved())
     return Prepared(
-        config=config, setup=s, plan=plan, text=text, chunk=min(section.chunk, plan.runs)
+        config=config,
+        setup=s,
+        plan=plan,
+        text=text,
+        chunk=min(section.chunk, plan.runs),
+        notes=family.solver_notes(model, config),
     )
 
 
@@ -562,6 +568,8 @@ def _execute(
                 missing_ok=True
             )  # of a chunk since written, or of another kind of sweep
         with Progress(enabled=progress, description=f"sweep {prep.setup.model.name}") as bar:
+            for line in prep.notes:
+                bar.note(line)
             bar.start(total=prep.runs)
             bar.advance(resumed)
             if client is not None:

@@ -196,6 +196,7 @@ class Robertson(OdeModel):
 
     name: ClassVar[str] = "robertson"
     description: ClassVar[str] = "Robertson (1966) stiff chemical kinetics"
+    stiff: ClassVar[bool] = True
     parameters: ClassVar[tuple[Parameter, ...]] = (
         Parameter("k1", 0.04, "1/s", "rate of A -> B", "positive"),
         Parameter("k2", 3.0e7, "1/s", "rate of 2B -> B + C", "positive"),

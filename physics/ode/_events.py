@@ -289,6 +289,10 @@ class ModelWithEvents(OdeModel):
     def checked_observables(self) -> tuple[str, ...] | None:
         return self.model.checked_observables
 
+    @property
+    def stiff(self) -> bool:
+        return self.model.stiff
+
     def __getattr__(self, name: str):
         # What else the wrapped model has (an imported model's program, a network).
         if name == "model" or name.startswith("__"):

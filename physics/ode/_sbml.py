@@ -36,7 +36,7 @@ from __future__ import annotations
 import hashlib
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import equinox as eqx
 import jax.numpy as jnp
@@ -64,8 +64,12 @@ class SbmlOdeModel(OdeModel):
 
     A value: its declarations and its compiled program are static fields, and the
     program is equal for every import of the same bytes (its `source`), so two imports
-    of one file are equal models that share their compiled programs."""
+    of one file are equal models that share their compiled programs.
 
+    Declared stiff: the rates of a biochemical network typically span orders of
+    magnitude, where an explicit method's steps run out."""
+
+    stiff: ClassVar[bool] = True
     name: str = eqx.field(static=True)
     description: str = eqx.field(static=True)
     parameters: tuple[Parameter, ...] = eqx.field(static=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import abc
+from typing import ClassVar
 
 from jaxtyping import PyTree
 
@@ -21,7 +22,13 @@ class OdeModel(NamedStateModel):
 
     The state is a flat float vector `y` of shape [n]; neural models may hold networks
     as fields and read their weights from `params` (any pytree).
+
+    A model whose equations are stiff (rates that differ by orders of magnitude, as in
+    most biochemical networks) sets `stiff = True`: a config that names no
+    `[solver] method` then solves it with an implicit method.
     """
+
+    stiff: ClassVar[bool] = False
 
     @abc.abstractmethod
     def vector_field(self, t: Scalar, y: State, params: PyTree) -> State:

@@ -14,6 +14,8 @@ whole suite and prints the count of passes by tag.
 import csv
 import os
 import re
+import shutil
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -21,6 +23,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
 
 import sim
 from physics.ode import sbml_model
@@ -895,3 +902,56 @@ def test_sim_models_shows_what_an_sbml_file_declares(tmp_cwd, capsys):
     code, out, err = cli_out(["models", str(bare)], capsys)
     assert code == 0, err
     assert "units: none declared" in out
+
+
+# ------------------------------------------------------------------ the stiff default
+
+BOEHM = PETAB / "Boehm_JProteomeRes2014/model_Boehm_JProteomeRes2014.xml"
+STIFF_NOTE = "SBML model: using stiff solver kvaerno5 (set [solver] method to choose)"
+
+
+def test_an_sbml_model_is_solved_by_a_stiff_method_unless_the_config_names_one(tmp_cwd, capsys):
+    """Boehm et al. 2014 over its 240 minutes: tsit5 runs out of steps, the stiff default
+    (kvaerno5) matches SciPy's BDF, and the run says once which method it chose."""
+    from scipy.integrate import solve_ivp
+
+    shutil.copy(BOEHM, "boehm.xml")
+    base = '[model]\nsbml = "boehm.xml"\n[time]\nt1 = 240.0\nsave = 9\n'
+    Path("boehm.toml").write_text(base)
+    code, err = cli(["run", "boehm.toml", "-o", "boehm.h5"], capsys)
+    assert code == 0, err
+    assert err.count(STIFF_NOTE) == 1, err
+    record = sim.read("boehm.h5")
+    assert tomllib.loads(record.attrs["config"])["solver"]["method"] == "kvaerno5"
+
+    model = sbml_model("boehm.xml")
+    params = model.default_params()
+    # (its Epo input decays in time: the right-hand side reads t)
+    field = jax.jit(lambda t, y: model.vector_field(t, y, params))
+    jac = jax.jit(jax.jacfwd(lambda t, y: model.vector_field(t, y, params), argnums=1))
+    y0 = np.asarray(model.initial_state(None, params))
+    ref = solve_ivp(
+        lambda t, y: np.asarray(field(jnp.asarray(t), jnp.asarray(y))),
+        (0.0, 240.0),
+        y0,
+        method="BDF",
+        t_eval=np.asarray(record.time),
+        jac=lambda t, y: np.asarray(jac(jnp.asarray(t), jnp.asarray(y))),
+        rtol=1e-10,
+        atol=1e-12,
+    )
+    assert ref.success
+    observables = jax.vmap(lambda t, y: model.observables(t, y, params))(ref.t, ref.y.T)
+    for name in model.state_names:
+        np.testing.assert_allclose(
+            record.observables[name], observables[name], rtol=1e-4, atol=1e-6, err_msg=name
+        )
+
+    Path("tsit5.toml").write_text(base + '[solver]\nmethod = "tsit5"\nmax_steps = 2000\n')
+    code, err = cli(["run", "tsit5.toml", "-o", "tsit5.h5"], capsys)
+    assert code == 1 and "the tsit5 solve failed" in err and STIFF_NOTE not in err, err
+    # (the Python default is the family's too)
+    t = jnp.asarray(record.time)
+    traj = sim.simulate(model, params, t)
+    assert int(traj.stats["result"]) == 0
+    np.testing.assert_allclose(traj.observables["STAT5A"], record.observables["STAT5A"])

@@ -7,7 +7,13 @@ import sys
 from pathlib import Path
 
 import h5py
+import numpy as np
 import pytest
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
 
 import sim
 from tests.helpers import cli_out as cli
@@ -216,3 +222,36 @@ def test_methods_lists_each_ode_method_with_the_order_diffrax_gives_it(capsys):
         assert row[1] == kind and int(row[2]) == solver.order(terms), row
         adaptive = isinstance(solver, diffrax.AbstractAdaptiveSolver)
         assert row[4] == ("yes" if adaptive else "no"), row
+
+
+STIFF_NOTE = "using stiff solver kvaerno5 (set [solver] method to choose)"
+
+
+def test_a_model_declared_stiff_is_solved_by_an_implicit_method_unless_one_is_named(
+    tmp_cwd, capsys
+):
+    # Robertson's kinetics to t = 40: tsit5 runs out of its default 16,384 steps (the
+    # explicit-method run above), the stiff default takes tens of steps.
+    base = '[model]\nname = "robertson"\n[time]\nt1 = 40.0\nsave = 3\n'
+    (tmp_cwd / "c.toml").write_text(base + "[solver]\nrtol = 1e-8\natol = 1e-10\n")
+    code, _, err = cli(["run", "c.toml", "-o", "r.h5"], capsys)
+    assert code == 0, err
+    assert err.count(STIFF_NOTE) == 1 and "model 'robertson' is declared stiff" in err
+    record = sim.read("r.h5")
+    assert tomllib.loads(record.attrs["config"])["solver"]["method"] == "kvaerno5"
+    # Hairer & Wanner, Solving ODEs II (2nd ed., 1996), section IV.10: y(40)
+    y = [float(record.observables[n][-1]) for n in ("y1", "y2", "y3")]
+    np.testing.assert_allclose(y, [0.7158270687, 0.9185534764e-5, 0.2841637457], rtol=1e-6)
+    # --quiet silences the line; a sweep says it once
+    code, _, err = cli(["run", "c.toml", "-o", "q.h5", "--quiet"], capsys)
+    assert code == 0 and STIFF_NOTE not in err, err
+    (tmp_cwd / "s.toml").write_text(base + "[sweep.params]\nk1 = [0.04, 0.05]\n")
+    code, _, err = cli(["sweep", "s.toml", "-o", "s.h5"], capsys)
+    assert code == 0 and err.count(STIFF_NOTE) == 1, err
+    # A named method is kept (and then no line), as are constant steps (explicit ones)
+    (tmp_cwd / "t.toml").write_text(base + '[solver]\nmethod = "tsit5"\nmax_steps = 100\n')
+    code, _, err = cli(["run", "t.toml", "-o", "t.h5"], capsys)
+    assert code == 1 and "the tsit5 solve failed" in err and STIFF_NOTE not in err, err
+    (tmp_cwd / "d.toml").write_text(base.replace("save = 3", "save = 3\ndt = 0.01"))
+    config = sim.load_config(tmp_cwd / "d.toml")
+    assert sim.setup(config).solver.method == "tsit5"

@@ -114,6 +114,11 @@ class OdeFamily(TextModels, Events, Sweepable, Fittable):
 
         return setup(model, config)
 
+    def solver_notes(self, model, config):
+        from ._numerics import solver_notes
+
+        return solver_notes(model, config)
+
     def plan(self, model, config):
         from ._numerics import plan
 

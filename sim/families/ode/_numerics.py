@@ -52,6 +52,10 @@ from ..._stream import RunPlan
 from ..._trajectory import Trajectory
 from . import ODE
 
+# The method of a model declared stiff (`OdeModel.stiff`: SBML models among them) when
+# nothing names one; every other model's is OdeSolver's default.
+STIFF_METHOD = "kvaerno5"
+
 # Explicit adaptive ODE sweeps run in the batched loop of `solvers.solve_batch` (False:
 # `jax.vmap` of `simulate`, as every other family).
 FAST_SWEEPS = True
@@ -60,9 +64,28 @@ FAST_SWEEPS = True
 # ----------------------------------------------------------------------------- simulate
 
 
+def default_method(model: OdeModel) -> str:
+    """The method that solves `model` when none is named: `STIFF_METHOD` for a model
+    declared stiff, else `OdeSolver`'s default (tsit5)."""
+    return STIFF_METHOD if model.stiff else OdeSolver().method
+
+
+def solver_notes(model: OdeModel, config: Config) -> tuple[str, ...]:
+    """The line a run prints when it solves a stiff model with the stiff default."""
+    spec = config.spec
+    if spec.solver.method is not None or spec.time.dt is not None or not model.stiff:
+        return ()
+    what = (
+        "SBML model"
+        if "sbml" in config.spec.model.options
+        else f"model {model.name!r} is declared stiff"
+    )
+    return (f"{what}: using stiff solver {STIFF_METHOD} (set [solver] method to choose)",)
+
+
 def simulate(model: OdeModel, params, t, initial, solver) -> Trajectory:
     if solver is None:
-        solver = OdeSolver()
+        solver = OdeSolver(method=default_method(model))
     if not isinstance(solver, OdeSolver):
         raise TypeError(f"an ODE model needs an OdeSolver, got {type(solver).__name__}")
     y0 = initial_vector(model, initial, params)
@@ -97,8 +120,9 @@ def simulate(model: OdeModel, params, t, initial, solver) -> Trajectory:
 _ODE_SOLVER_KEYS = ("method", "rtol", "atol", "dt0", "max_steps", "adjoint", "dtype", "max_events")
 
 
-def ode_solver(config: Config) -> OdeSolver:
-    """The `OdeSolver` a config's `[solver]` (and `[time] dt`) describe."""
+def ode_solver(config: Config, model: OdeModel) -> OdeSolver:
+    """The `OdeSolver` a config's `[solver]` (and `[time] dt`) describe; without a
+    method, `default_method(model)`."""
     spec = config.spec.solver
     extras = dict(spec.extras)
     max_events = extras.pop("max_events", 64)
@@ -111,7 +135,9 @@ def ode_solver(config: Config) -> OdeSolver:
             "solver.max_events", f"expected a whole number from 1 to 100,000, got {max_events!r}"
         )
     ODE.check_solver_keys(config, _ODE_SOLVER_KEYS)
-    method = spec.method or "tsit5"
+    time = config.spec.time
+    # (constant steps, [time] dt, are for explicit methods: the default one then)
+    method = spec.method or (default_method(model) if time.dt is None else OdeSolver().method)
     if method not in ONE_FIELD_METHODS:
         raise config.error(
             "solver.method",
@@ -127,7 +153,6 @@ def ode_solver(config: Config) -> OdeSolver:
         )
     if spec.dtype == "float32":
         raise config.error("solver.dtype", "ODE runs are float64; expected 'float64' or no dtype")
-    time = config.spec.time
     default = OdeSolver()
     if time.dt is None and not ODE_METHODS[method].adaptive:
         raise config.error(
@@ -172,7 +197,7 @@ def setup(model: OdeModel, config: Config) -> Setup:
     ODE.resolve_checks(config, what="ODE runs (they only check that values stay finite)")
     params = resolve_params(config, model)
     initial = named_initial(config, model)
-    solver = ode_solver(config)
+    solver = ode_solver(config, model)
     t = float_array(save_times(config))
     y0 = model.initial_state(initial, params)
     check_returns(
