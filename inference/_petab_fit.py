@@ -48,6 +48,8 @@ class PetabFit(Result):
         starts_objective [S], starts_estimate: name -> [S] (linear scale), every start's
             end (S = 0 for an evaluation).
         converged [S], message: how each start ended.
+        reached_best: how many starts ended within `SAME_OPTIMUM` of the best objective
+            (the best's own start included; 0 for an evaluation).
     """
 
     problem: str
@@ -59,12 +61,33 @@ class PetabFit(Result):
     starts_estimate: dict[str, np.ndarray]
     converged: np.ndarray
     message: str
+    reached_best: int = 0
+
+    @property
+    def warnings(self) -> list[str]:
+        """A line when a multistart fit's best objective was reached by fewer than
+        `FEW_REACHED` starts or fewer than `FEW_REACHED_SHARE` of them: too few to
+        trust that no better optimum was missed."""
+        starts = len(self.starts_objective)
+        if starts < 2 or (
+            self.reached_best >= FEW_REACHED and self.reached_best >= FEW_REACHED_SHARE * starts
+        ):
+            return []
+        return [
+            f"warning: only {self.reached_best} of {starts} starts reached the best objective "
+            f"(within {SAME_OPTIMUM}): a better optimum may have been missed; run more starts "
+            "(--starts)"
+        ]
 
     def __repr__(self) -> str:
         starts = len(self.starts_objective)
         tail = [f"objective={number(self.objective)}"]
         if starts:
-            tail += [f"starts={starts}", f"converged={int(np.sum(self.converged))}/{starts}"]
+            tail += [
+                f"starts={starts}",
+                f"converged={int(np.sum(self.converged))}/{starts}",
+                f"reached_best={self.reached_best}/{starts}",
+            ]
         return short_repr(
             "PetabFit",
             [f"problem={self.problem!r}"],
@@ -81,6 +104,8 @@ class PetabFit(Result):
         write_group(f, "estimate", self.estimate)
         f["objective"] = self.objective
         if self.starts_objective.size:
+            f.attrs["reached_best"] = int(self.reached_best)
+            f.attrs["reached_best_within"] = SAME_OPTIMUM
             write_group(
                 f,
                 "starts",
@@ -309,8 +334,9 @@ def _fit_petab(
     estimates = {n: np.array([linear(x)[n] for x in ends]) for n in names}
     reached = int(np.sum(objectives <= objectives[best] + SAME_OPTIMUM))
     message = (
-        f"best of {len(points)} start(s) ({reached} within {SAME_OPTIMUM} of it): "
-        f"{'converged' if success[best] else 'stopped before convergence'}"
+        f"best of {len(points)} start(s): "
+        f"{'converged' if success[best] else 'stopped before convergence'}; {reached} of "
+        f"{len(points)} reached the best objective (within {SAME_OPTIMUM})"
     )
     return PetabFit(
         str(problem.path),
@@ -322,6 +348,7 @@ def _fit_petab(
         estimates,
         np.asarray(success),
         message,
+        reached,
     )
 
 
@@ -341,6 +368,9 @@ def _finite(problem: PetabProblem, objective: float, where: str) -> float:
 # Two starts whose objectives differ by less than this reached the same optimum (a
 # difference in negative log-likelihood far below any statistical threshold).
 SAME_OPTIMUM = 0.1
+# A multistart fit whose best objective fewer starts than these reached is warned of.
+FEW_REACHED = 3
+FEW_REACHED_SHARE = 0.1
 
 
 def _fit_blocks(

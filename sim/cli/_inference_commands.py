@@ -215,6 +215,7 @@ def _fit_petab(
             f"({time.perf_counter() - start:.2f} s)",
             file=sys.stderr,
         )
+    _warn(result.warnings)
 
 
 @app.command(cls=_Command)

@@ -394,3 +394,60 @@ def test_the_progress_of_a_multistart_names_each_round_from_one(optimizer, tmp_p
     steps = [int(text.split("step ")[1].split(",")[0]) for text in rounds]
     assert steps == [1, 2], rounds
     assert all(text.endswith(" of 5 starts done") for text in rounds), rounds
+
+
+# ------------------------------------------------- how many starts reached the best
+
+
+def _petab_fit_of(objectives: list[float]) -> "_petab_fit.PetabFit":
+    objective = np.asarray(objectives, dtype=float)
+    best = float(np.min(objective))
+    return _petab_fit.PetabFit(
+        "p.yaml",
+        "m",
+        ["k"],
+        {"k": 1.0},
+        best,
+        objective,
+        {"k": np.ones(len(objective))},
+        np.ones(len(objective), bool),
+        "",
+        int(np.sum(objective <= best + 0.1)),
+    )
+
+
+@pytest.mark.parametrize(
+    "reached, starts, warned",
+    [(1, 1, False), (2, 2, True), (2, 20, True), (3, 20, False), (9, 100, True), (10, 100, False)],
+)
+def test_a_multistart_whose_best_few_starts_reached_is_warned_of(reached, starts, warned):
+    # (fewer than 3 starts, or fewer than 10% of them, at the best: a fit of one start
+    # asked for no search)
+    fit = _petab_fit_of([-5.0] * reached + [3.0] * (starts - reached))
+    assert fit.reached_best == reached
+    lines = fit.warnings
+    assert bool(lines) == warned and len(lines) <= 1
+    if warned:
+        assert f"only {reached} of {starts} starts reached the best objective" in lines[0]
+
+
+def test_sim_fit_reports_how_many_starts_reached_the_best(tmp_cwd, capsys, monkeypatch):
+    # Starts cut to 2 L-BFGS-B iterations end apart: the count is the file's objectives
+    # within 0.1 of their minimum, in the result, the file and the printed lines.
+    import functools
+
+    import inference
+
+    yaml = decay_problem(tmp_cwd / "decay")
+    monkeypatch.setattr(inference, "fit_petab", functools.partial(fit_petab, max_steps=2))
+    code, err = cli(["fit", str(yaml), "--starts", "8", "-o", "fit.h5"], capsys)
+    assert code == 0, err
+    with h5py.File("fit.h5") as f:
+        objective = f["starts/objective"][()]
+        reached = int(np.sum(objective <= np.min(objective) + 0.1))
+        assert f.attrs["reached_best"] == reached and f.attrs["reached_best_within"] == 0.1
+    assert 1 <= reached < 8, objective
+    assert f"{reached} of 8 reached the best objective (within 0.1)" in err, err
+    warned = reached < 3 or reached < 0.1 * 8
+    assert (f"warning: only {reached} of 8 starts reached the best objective" in err) == warned
+    assert sim.read("fit.h5").attrs["reached_best"] == reached

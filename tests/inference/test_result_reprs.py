@@ -66,11 +66,12 @@ def test_a_fit_of_many_parameters_names_the_first_and_counts_the_rest():
         starts_estimate={n: np.zeros(3) for n in names},
         converged=np.array([True, True, False]),
         message="",
+        reached_best=2,
     )
     text = repr(result)
     short(text)
     assert text.startswith("PetabFit(problem='problem.yaml', k0=0, k1=1, ")
-    assert "k11=11, +28 more, objective=-12.75, starts=3, converged=2/3" in text
+    assert "k11=11, +28 more, objective=-12.75, starts=3, converged=2/3, reached_best=2/3)" in text
     assert "k12" not in text
 
 
