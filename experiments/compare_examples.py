@@ -48,6 +48,7 @@ RUNS: dict[str, tuple[str, str, list[str]]] = {
     "predation": ("run", "predation.toml", []),
     "bouncing_ball": ("run", "bouncing_ball.toml", []),
     "gray_scott": ("run", "gray_scott.toml", ["--set", "time.t1=200.0"]),
+    "gray_scott_text": ("run", "gray_scott_text.toml", ["--set", "time.t1=200.0"]),
     "kuramoto_sivashinsky": ("run", "kuramoto_sivashinsky.toml", []),
     "kolmogorov_flow": ("run", "kolmogorov_flow.toml", []),
     "kdv_soliton": ("run", "kdv_soliton.toml", []),

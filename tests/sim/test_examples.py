@@ -88,6 +88,7 @@ ELSEWHERE = {
     "lj_rdf_fit.toml": [("fit", "tests/inference/test_fit_rdf.py")],
     "sir_boarding_school.toml": [("sweep", "README")],
     "predation.toml": [("run", "tests/sim/test_model_sources.py")],
+    "gray_scott_text.toml": [("run", "tests/sim/test_pde_configs.py")],
 }
 # config -> [(command, extra arguments)] run here with `-m slow`: NUTS (seconds of compiling
 # per model), and the runs made elsewhere by default, so that this file alone covers every
@@ -116,6 +117,7 @@ SLOW = {
     ],
     "sir_boarding_school.toml": [("sweep", []), ("fit", [])],
     "predation.toml": [("run", [])],
+    "gray_scott_text.toml": [("run", ["--set", "time.t1=200.0", "--set", "time.save=3"])],
 }
 FORMATS = {
     "run": "simjax.run",
