@@ -218,16 +218,18 @@ class SweepSection(BaseModel):
         allowed = _RANGES if sampled else _LISTED
         for name, spec in self.params.items():
             if spec.kind not in allowed:
-                raise _SpecError(
-                    f"params.{name}",
-                    f"mode {self.mode!r} expects {' or '.join(allowed)}"
-                    + ("" if sampled else " (or a plain list of values)")
-                    + f", got {spec.kind}"
-                    + (
-                        " (uniform and loguniform are for random, sobol and latin_hypercube)"
-                        if not sampled
+                if not sampled:
+                    expects = f"{' or '.join(allowed)} (or a plain list of values)"
+                    hint = " (uniform and loguniform are for random, sobol and latin_hypercube)"
+                else:
+                    expects = " or ".join(allowed)
+                    hint = (
+                        " (a plain list is the values form; a range is { uniform = [low, high] })"
+                        if spec.kind == "values"
                         else ""
-                    ),
+                    )
+                raise _SpecError(
+                    f"params.{name}", f"mode {self.mode!r} expects {expects}, got {spec.kind}{hint}"
                 )
         if self.mode == "zip":
             names = list(self.params)

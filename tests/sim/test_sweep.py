@@ -353,7 +353,8 @@ BAD = {
     "list_in_sobol": (
         BASE + '[sweep]\nmode = "sobol"\nsamples = 8\n[sweep.params]\nalpha = [0.1, 0.2]\n',
         [],
-        "sweep.params.alpha: mode 'sobol' expects uniform or loguniform, got values",
+        "sweep.params.alpha: mode 'sobol' expects uniform or loguniform, got values (a plain "
+        "list is the values form; a range is { uniform = [low, high] })",
     ),
     "zip_lengths": (
         BASE
