@@ -21,6 +21,7 @@ import sim
 from sim import Config, DataError, InputError
 from sim.core import (
     Result,
+    family_of,
     immediate,
     memory_problem,
     resolved_toml,
@@ -214,6 +215,7 @@ def infer(
         section.chains, progress, spread=spreads((p.model, p.solver) for _, p in model.parts)
     )
     key = jax.random.PRNGKey(section.seed)
+    solved = model.parts[0][1].model
     try:
         with jax.numpy_dtype_promotion("standard"), immediate("sampling"):
             run = run_chains(
@@ -226,6 +228,7 @@ def infer(
                 method=method,
                 progress=progress,
                 started=None if log is None else lambda: log(plan),
+                notes=family_of(solved).solver_notes(solved, config),
             )
     except NoValidStart:
         raise _no_valid_start(config, model, init_from) from None

@@ -169,6 +169,7 @@ def run_chains(
     method,
     progress: bool = False,
     started: Callable[[], None] | None = None,
+    notes: tuple[str, ...] = (),
 ) -> ChainRun:
     """Run `chains` chains of an MCMC kernel (NUTS) for `warmup` + `samples` steps, in
     chunks: the draws NumPyro's `MCMC.run` gives for the same key, settings and
@@ -192,6 +193,8 @@ def run_chains(
         progress: a bar on a terminal, a line every tenth of the steps elsewhere.
         started: called once every chain has a valid start, before the first chunk
             (a failed start prints nothing but its error).
+        notes: lines printed with the progress once the chains have ended
+            (`Family.solver_notes`).
 
     Raises:
         NoValidStart: a chain starts where the log density or its gradient is not
@@ -206,6 +209,8 @@ def run_chains(
     rounds = _rounds(keys, method.count) if isinstance(method, _OnDevices) else [keys]
     parts, flags = [], []
     with Progress(enabled=progress, description="warmup") as bar:
+        for line in notes:
+            bar.note(line)
         bar.start(total)
         try:
             states = [init(k) for k in rounds]

@@ -18,6 +18,7 @@ from ._data import Observations, jsonable
 from ._fit_estimates import fit_warnings
 from ._fit_problem import Experiments, Problem
 from ._fit_section import FitSection
+from ._multistart import SAME_OPTIMUM, few_reached, starts_at_best
 from ._result_text import number, short_repr
 
 
@@ -35,7 +36,11 @@ class FitResult(Result):
         time, prediction: the fitted model on a fine grid over the simulated span.
         observations: the data that was fitted.
         warnings: lines telling what makes the estimates or their errors doubtful
-            (`fit_warnings`), each with what to try.
+            (`fit_warnings`, and a multistart's best reached by too few starts), each with
+            what to try.
+        reached_best: with several starts, how many ended within `SAME_OPTIMUM` of the
+            best negative log-likelihood (`inference._multistart.starts_at_best`; None
+            without a likelihood, as an mse fit).
     """
 
     model: str
@@ -60,9 +65,23 @@ class FitResult(Result):
     warnings: list[str] = dataclasses.field(default_factory=list)
     # the digests of the files the fit read (`sim._identity`, JSON); "" when unknown
     inputs: str = ""
+    reached_best: int | None = None
+
+    @property
+    def starts_summary(self) -> str:
+        """How many of a multistart fit's starts reached the best objective, as a line
+        ("" for a fit of one start, or without a likelihood)."""
+        if self.starts_objective is None or self.reached_best is None:
+            return ""
+        return (
+            f"{self.reached_best} of {len(self.starts_objective)} starts reached the best "
+            f"objective (within {SAME_OPTIMUM})"
+        )
 
     def __repr__(self) -> str:
         starts = [] if self.starts_objective is None else [f"starts={len(self.starts_objective)}"]
+        if starts and self.reached_best is not None:
+            starts.append(f"reached_best={self.reached_best}/{len(self.starts_objective)}")
         loss = number(self.loss_history[-1]) if len(self.loss_history) else "nan"
         return short_repr(
             "FitResult",
@@ -143,6 +162,9 @@ class FitResult(Result):
                 },
             )
             write_group(f["starts"], "estimate", self.starts_estimate)
+            if self.reached_best is not None:
+                f.attrs["reached_best"] = int(self.reached_best)
+                f.attrs["reached_best_within"] = SAME_OPTIMUM
         cov = f.create_dataset("covariance", data=self.covariance)
         cov.attrs["names"] = self.names
         data = f.create_group("data")
@@ -184,6 +206,7 @@ def fit_result(
         for i, n in enumerate(names)
     }
 
+    reached = None if starts_objective is None else starts_at_best(starts_objective)
     runs = [(t, {k: np.asarray(v) for k, v in curve.items()}) for t, curve in curves]
     t_fine, prediction = runs[0]
     estimate = {n: float(x[n]) for n in names}
@@ -213,8 +236,12 @@ def fit_result(
         }
         if several
         else None,
-        warnings=fit_warnings(list(problem.free), estimate, cov),
+        warnings=[
+            *fit_warnings(list(problem.free), estimate, cov),
+            *few_reached(reached, section.starts),
+        ],
         inputs=inputs,
+        reached_best=reached,
     )
 
 

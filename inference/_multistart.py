@@ -7,6 +7,8 @@ together. What config fits (`inference._fit`) and PEtab fits (`inference._petab_
   start's loss history and how it ended (a config fit's optimiser runs every lane
   until it stops; PEtab's L-BFGS-B asks for the batched evaluations through
   `inference._lbfgsb.run_batched`);
+- the verdict: how many starts ended at the best objective (`starts_at_best`, within
+  `SAME_OPTIMUM`), and the warning when too few did (`few_reached`);
 - the blocks: with a Dask scheduler the starts are cut into consecutive blocks
   (`blocks`), one task per block; each worker rebuilds the problem from its files and
   runs its block's batch on its own devices, and the results come back in start order
@@ -31,6 +33,37 @@ import numpy as np
 from jaxtyping import PyTree
 
 from sim.core import InputError, batch_sharding, device_count, worker_threads
+
+# Two starts whose objectives differ by less than this reached the same optimum (a
+# difference in negative log-likelihood far below any statistical threshold).
+SAME_OPTIMUM = 0.1
+# A multistart fit whose best objective fewer starts than these reached is warned of.
+FEW_REACHED = 3
+FEW_REACHED_SHARE = 0.1
+
+
+def starts_at_best(objectives: np.ndarray) -> int | None:
+    """How many starts ended within `SAME_OPTIMUM` of the lowest finite objective (the
+    negative log-likelihood), the best's own start included; None when no start has a
+    finite one (an mse fit has no likelihood)."""
+    objectives = np.asarray(objectives, dtype=float)
+    finite = objectives[np.isfinite(objectives)]
+    if not finite.size:
+        return None
+    return int(np.sum(finite <= np.min(finite) + SAME_OPTIMUM))
+
+
+def few_reached(reached: int | None, starts: int) -> list[str]:
+    """The warning of a multistart fit whose best objective fewer than `FEW_REACHED`
+    starts, or fewer than `FEW_REACHED_SHARE` of them, reached (none for one start)."""
+    if reached is None or starts < 2:
+        return []
+    if reached >= FEW_REACHED and reached >= FEW_REACHED_SHARE * starts:
+        return []
+    return [
+        f"warning: only {reached} of {starts} starts reached the best objective (within "
+        f"{SAME_OPTIMUM}): a better optimum may have been missed; run more starts (--starts)"
+    ]
 
 
 def spread_check(starts: int, devices: int | None, scheduler: str | None) -> int:

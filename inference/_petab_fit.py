@@ -29,7 +29,15 @@ from solvers import OdeSolver, checks_as_nan
 
 from ._checkpoint import Checkpointer, checkpoint_path, fingerprint
 from ._lbfgsb import StartLog, _batched, minimize_batched
-from ._multistart import block_size, blocks, in_order, spread_check
+from ._multistart import (
+    SAME_OPTIMUM,
+    block_size,
+    blocks,
+    few_reached,
+    in_order,
+    spread_check,
+    starts_at_best,
+)
 from ._petab import load_petab
 from ._petab_files import PetabError, files_digest, problem_files
 from ._petab_problem import PetabProblem, to_linear
@@ -65,19 +73,9 @@ class PetabFit(Result):
 
     @property
     def warnings(self) -> list[str]:
-        """A line when a multistart fit's best objective was reached by fewer than
-        `FEW_REACHED` starts or fewer than `FEW_REACHED_SHARE` of them: too few to
-        trust that no better optimum was missed."""
-        starts = len(self.starts_objective)
-        if starts < 2 or (
-            self.reached_best >= FEW_REACHED and self.reached_best >= FEW_REACHED_SHARE * starts
-        ):
-            return []
-        return [
-            f"warning: only {self.reached_best} of {starts} starts reached the best objective "
-            f"(within {SAME_OPTIMUM}): a better optimum may have been missed; run more starts "
-            "(--starts)"
-        ]
+        """A line when too few starts reached the best objective to trust that no better
+        optimum was missed (`inference._multistart.few_reached`)."""
+        return few_reached(self.reached_best, len(self.starts_objective))
 
     def __repr__(self) -> str:
         starts = len(self.starts_objective)
@@ -332,7 +330,7 @@ def _fit_petab(
         problem, float(objectives[best]), f"at the end of every one of the {len(points)} start(s)"
     )
     estimates = {n: np.array([linear(x)[n] for x in ends]) for n in names}
-    reached = int(np.sum(objectives <= objectives[best] + SAME_OPTIMUM))
+    reached = starts_at_best(objectives)
     message = (
         f"best of {len(points)} start(s): "
         f"{'converged' if success[best] else 'stopped before convergence'}; {reached} of "
@@ -363,14 +361,6 @@ def _finite(problem: PetabProblem, objective: float, where: str) -> float:
             "<= 0); nothing written"
         )
     return objective
-
-
-# Two starts whose objectives differ by less than this reached the same optimum (a
-# difference in negative log-likelihood far below any statistical threshold).
-SAME_OPTIMUM = 0.1
-# A multistart fit whose best objective fewer starts than these reached is warned of.
-FEW_REACHED = 3
-FEW_REACHED_SHARE = 0.1
 
 
 def _fit_blocks(

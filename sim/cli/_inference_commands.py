@@ -161,6 +161,10 @@ def _fit_summary(result, path: Path, clock: Clock, quiet: bool) -> None:
             f"{clock.summary(f'{steps:,} steps')}",
             file=sys.stderr,
         )
+        from inference import FitResult
+
+        if isinstance(result, FitResult) and result.starts_summary:
+            print(result.starts_summary, file=sys.stderr)
     _warn(result.warnings)
 
 

@@ -226,6 +226,13 @@ def test_multistart_escapes_a_local_minimum(tmp_path):
     assert set(three.starts_estimate) == set(best.estimate)
     record = sim.read(three.save(tmp_path / "three.h5"))
     np.testing.assert_array_equal(record["starts/objective"], three.starts_objective)
+    # how many reached the best (within 0.1 in negative log-likelihood): fewer than 3 is
+    # said, in the result, the file and a warning
+    reached = int(np.sum(three.starts_objective <= three.objective + 0.1))
+    assert three.reached_best == reached < 3 and record.attrs["reached_best"] == reached
+    assert three.starts_summary == f"{reached} of 3 starts reached the best objective (within 0.1)"
+    assert [w for w in three.warnings if f"only {reached} of 3 starts reached" in w]
+    assert best.reached_best is None and best.starts_summary == ""
 
 
 def test_fit_file_layout_and_time_offset(tmp_path):
