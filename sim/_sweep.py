@@ -693,6 +693,7 @@ def sweep(
         ConfigError: a bad `[sweep]` or config (naming the key path).
         InputError: an unfinished sweep exists and `resume` is False; a resumed file
             that was started from another config; a bad device count or scheduler.
+        MissingExtra: a scheduler, and Dask's distributed not installed (the 'dask' extra).
 
     Example:
         >>> result = sim.sweep(sim.load_config("experiments/lotka_volterra_sweep.toml"))
