@@ -32,7 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import PyTree
 
-from sim.core import InputError, batch_sharding, device_count, worker_threads
+from sim.core import InputError, batch_sharding, device_count, needs_dask, worker_threads
 
 # Two starts whose objectives differ by less than this reached the same optimum (a
 # difference in negative log-likelihood far below any statistical threshold).
@@ -75,8 +75,10 @@ def spread_check(starts: int, devices: int | None, scheduler: str | None) -> int
     Raises:
         InputError: `devices` below 1 or above the devices there are; more than one
             device, or a scheduler, for a fit of one start.
+        MissingExtra: a scheduler, and Dask's distributed not installed (the 'dask' extra).
     """
     count = device_count(devices)
+    needs_dask(scheduler)
     if starts == 1:
         if scheduler is not None:
             raise InputError(

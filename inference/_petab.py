@@ -25,7 +25,14 @@ from physics.ode import SbmlError, sbml_model
 from sim.core import warn_if_float32
 from solvers import OdeSolver
 
-from ._petab_files import PetabError as PetabError, check_headers, confined, lint, read_spec
+from ._petab_files import (
+    PetabError as PetabError,
+    check_headers,
+    confined,
+    lint,
+    petab_library,
+    read_spec,
+)
 from ._petab_objective import Layout, residual_terms
 from ._petab_problem import PetabProblem, _Sources
 from ._petab_tables import (
@@ -61,6 +68,7 @@ def load_petab(
     Raises:
         PetabError: the problem cannot be read or uses what is not supported (one line
             naming the file, the table, the row and the column, or the YAML key).
+        MissingExtra: the 'petab' extra is not installed.
     """
     warn_if_float32("inference.load_petab")
     path = Path(path)
@@ -130,8 +138,7 @@ def load_petab(
 def _read(path: Path, allow_outside: bool):
     """(the `petab.Problem`, its YAML spec, the files it names) of a PEtab problem, its
     YAML file and the headers of its tables checked first."""
-    import petab.v1 as petab
-
+    petab = petab_library(path)
     if not path.is_file():
         raise PetabError(f"{path}: no such file; expected a PEtab problem (YAML)")
     spec = read_spec(path)

@@ -17,7 +17,7 @@ import difflib
 from pathlib import Path
 from typing import Any
 
-from sim.core import InputError
+from sim.core import InputError, optional_module
 
 # The YAML keys that name files: the parameter table(s) at the top, and per problem the
 # model, the tables and the optional visualisation and mapping tables.
@@ -72,6 +72,19 @@ def _tables() -> dict[str, tuple[str, list[str], list[str]]]:
     }
 
 
+def petab_library(path: str | Path):
+    """The `petab.v1` library, which reads a problem's tables, with python-libsbml, which
+    reads its model: the 'petab' extra (which brings what they import: pandas, sympy,
+    PyYAML, jsonschema).
+
+    Raises:
+        MissingExtra: (naming the problem's file) either is not installed.
+    """
+    petab = optional_module("petab.v1", "petab", "PEtab problems", path)
+    optional_module("libsbml", "petab", "PEtab problems", path)
+    return petab
+
+
 def read_spec(path: Path) -> dict:
     """The YAML file of a PEtab problem, checked against the format's schema (the
     `petab` library's), with one problem of one SBML model.
@@ -80,7 +93,9 @@ def read_spec(path: Path) -> dict:
         PetabError: naming the YAML file and the key: not YAML, not a mapping, another
             format version, a key missing or of the wrong type, several problems or
             models.
+        MissingExtra: the 'petab' extra is not installed.
     """
+    petab_library(path)
     import yaml
 
     try:
@@ -296,7 +311,12 @@ def files_digest(path: str | Path, allow_outside: bool = False) -> str:
 
 def problem_files(path: str | Path) -> list[Path]:
     """The YAML file of a PEtab problem and every table and model it names (inputs an
-    output must not overwrite); none is opened."""
+    output must not overwrite); none is opened.
+
+    Raises:
+        MissingExtra: the 'petab' extra is not installed.
+    """
+    petab_library(path)
     import yaml
 
     path = Path(path)

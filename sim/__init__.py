@@ -15,6 +15,7 @@ from ._errors import (
     ConfigError as ConfigError,
     DataError as DataError,
     InputError as InputError,
+    MissingExtra as MissingExtra,
     SimError as SimError,
     SimulationError as SimulationError,
 )

@@ -18,7 +18,7 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from ._errors import InputError
+from ._errors import InputError, optional_module
 
 AXIS = "batch"
 # How long `connect` waits for a scheduler address to answer.
@@ -52,6 +52,17 @@ def batch_sharding(devices: int) -> tuple[NamedSharding, NamedSharding]:
     return NamedSharding(mesh, PartitionSpec(AXIS)), NamedSharding(mesh, PartitionSpec())
 
 
+def needs_dask(scheduler: str | None) -> None:
+    """Check, before any work, that a Dask cluster asked for (`scheduler` not None) can be
+    reached with what is installed: Dask's distributed comes with the 'dask' extra.
+
+    Raises:
+        MissingExtra: (`--scheduler`) distributed is not installed.
+    """
+    if scheduler is not None:
+        optional_module("distributed", "dask", "Dask clusters", "--scheduler", scheduler)
+
+
 def connect(scheduler: str):
     """(client, cluster): a `distributed.Client` for a scheduler address (cluster None),
     or for `local:N` a new LocalCluster of N single-threaded worker processes on the
@@ -60,7 +71,9 @@ def connect(scheduler: str):
     Raises:
         InputError: (`--scheduler`) a malformed `local:N`, more workers than cores, or an
             address that does not answer within `CONNECT_SECONDS`.
+        MissingExtra: (`--scheduler`) distributed is not installed.
     """
+    needs_dask(scheduler)
     from distributed import Client, LocalCluster
 
     if scheduler.startswith("local:"):

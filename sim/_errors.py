@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib
 import shlex
+from types import ModuleType
 
 
 class SimError(Exception):
@@ -70,6 +72,56 @@ class ConfigError(InputError):
 
 class DataError(InputError):
     """A problem in an HDF5 file handed in (observations, initial fields, results)."""
+
+
+class MissingExtra(InputError, ImportError):
+    """Work that needs an optional dependency of simjax that is not installed: exit code 2,
+    one line naming the extra that installs it (`pip install 'simjax[EXTRA]'`). An
+    `ImportError` too, for a program that catches that.
+
+    Arguments:
+        needed_by: what needs the extra, as the subject of "need" ("SBML models").
+        extra: the extra of simjax that installs it ("sbml").
+        source, key: where the work was asked for (a file and its key, an option and its
+            value), named before the message; '' when nothing in particular.
+        reason: the import's own error, added when it is not the module asked for that is
+            missing (a broken install of the extra).
+    """
+
+    def __init__(
+        self, needed_by: str, extra: str, source: object = "", key: str = "", reason: str = ""
+    ):
+        self.extra = extra
+        message = f"{needed_by} need the {extra!r} extra: pip install 'simjax[{extra}]'"
+        if reason:
+            message += f" ({reason})"
+        InputError.__init__(self, source, key, message)
+        if not self.source:  # (the message alone, without a leading ": ")
+            Exception.__init__(self, self.message)
+
+
+def optional_module(
+    name: str, extra: str, needed_by: str, source: object = "", key: str = ""
+) -> ModuleType:
+    """The module `name` of an optional dependency, imported, or `MissingExtra` naming the
+    extra of simjax that installs it: what every use of sbml, petab, dask and plot calls
+    before its first import of them.
+
+    Arguments:
+        name: the module ("libsbml", "petab.v1", "distributed", "matplotlib").
+        extra: the extra that installs it ("sbml", "petab", "dask", "plot").
+        needed_by: what needs it, as the subject of "need" ("SBML models").
+        source, key: where the work was asked for, as `InputError` names them.
+
+    Raises:
+        MissingExtra: the module (or one it imports) is not installed.
+    """
+    try:
+        return importlib.import_module(name)
+    except ImportError as e:
+        missing = (e.name or "").split(".")[0]
+        reason = "" if missing == name.split(".")[0] else one_line(e)
+        raise MissingExtra(needed_by, extra, source, key, reason) from None
 
 
 class SimulationError(SimError):

@@ -24,7 +24,7 @@ from typing import Any
 import h5py
 import numpy as np
 
-from ._errors import DataError, InputError
+from ._errors import DataError, InputError, optional_module
 from ._lock import exclusive
 from ._store import (
     Record,
@@ -73,10 +73,12 @@ def movie(
             read-only folder; .mp4 without ffmpeg; `frames` or `fps` not positive.
         DataError: the file is missing or unreadable, or has no frames to animate (an ODE
             or SDE run, a sweep, a fit: `sim plot` draws those), naming the dataset.
+        MissingExtra: matplotlib is not installed (the 'plot' extra).
 
     Example:
         >>> sim.movie("gray_scott.h5", "gray_scott.gif")
     """
+    optional_module("matplotlib", "plot", "movies")
     out = Path(out)
     writer = _writer(out, option, fps)
     if isinstance(frames, bool) or not isinstance(frames, (int, np.integer)) or frames < 1:

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ._errors import DataError, InputError
+from ._errors import DataError, InputError, optional_module
 from ._figure import Source, _family
 from ._store import Record, Result, companion_path, read
 
@@ -46,10 +46,12 @@ def plot(result: Any, output: str | Path | None = None, *, title: str | None = N
     Raises:
         DataError: the file is missing, not HDF5, or not a layout simjax can draw.
         InputError: `output` is a folder, in a missing folder, or of an unknown type.
+        MissingExtra: matplotlib is not installed (the 'plot' extra).
 
     Example:
         >>> fig = sim.plot("lv.h5", "lv.png")
     """
+    optional_module("matplotlib", "plot", "figures")
     if output is not None:
         output = check_figure_path(output)
     record = _as_record(result)

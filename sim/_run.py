@@ -18,7 +18,7 @@ from physics import Model, NamedStateModel, float_array
 from solvers import did_you_mean
 
 from ._config import Config
-from ._errors import ConfigError, InputError, SimulationError
+from ._errors import ConfigError, InputError, SimulationError, optional_module
 from ._family import Events, TextModels, families, family_of
 from ._identity import config_inputs
 from ._jax_config import warn_if_float32
@@ -84,6 +84,7 @@ def _sbml_model(config: Config) -> Model:
         )
     if not isinstance(source, str) or not source:
         raise config.error("model.sbml", f'expected an SBML file like "model.xml", got {source!r}')
+    optional_module("libsbml", "sbml", "SBML models", config.source, "model.sbml")
     from physics.ode import SbmlError, sbml_model  # (the SBML importer: for SBML configs only)
 
     try:

@@ -33,7 +33,13 @@ from physics import Model
 from solvers import result_message
 
 from ._config import Config
-from ._distributed import batch_sharding, dask_client, device_count, worker_threads
+from ._distributed import (
+    batch_sharding,
+    dask_client,
+    device_count,
+    needs_dask,
+    worker_threads,
+)
 from ._errors import DataError, InputError
 from ._family import Sweepable, family_of
 from ._identity import InputIdentity, config_inputs, file_digest
@@ -496,6 +502,7 @@ def execute(
     """Run a sweep into `output` (the sweep layout) or into memory (output None).
     What `sim sweep` and `sim.sweep` do; see `sweep` for the arguments."""
     start = _time.perf_counter()
+    needs_dask(scheduler)
     if config.spec.output.xdmf:
         raise config.error(
             "output.xdmf",
@@ -694,6 +701,7 @@ def sweep(
         ConfigError: a bad `[sweep]` or config (naming the key path).
         InputError: an unfinished sweep exists and `resume` is False; a resumed file
             that was started from another config; a bad device count or scheduler.
+        MissingExtra: a scheduler, and Dask's distributed not installed (the 'dask' extra).
 
     Example:
         >>> result = sim.sweep(sim.load_config("experiments/lotka_volterra_sweep.toml"))

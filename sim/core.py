@@ -1,7 +1,8 @@
 """The public core of `sim`: what `inference`, the command line and the model families
 build on besides `sim.run` and friends.
 
-Errors a user can act on; a run's identity (its resolved config and the files it reads);
+Errors a user can act on, and the import of an optional dependency that names the
+extra installing it; a run's identity (its resolved config and the files it reads);
 the one store of unfinished work (checkpoints, resume, stale files); the exclusive lock of
 an output; progress bars; interrupts and their safe points; devices, batch sharding and the
 Dask cluster; checks of input and output files; `Result`, the interface of every result,
@@ -23,6 +24,9 @@ _NAMES: dict[str, tuple[str, str]] = {
     "DataError": ("sim._errors", "DataError"),
     "warn_if_float32": ("sim._jax_config", "warn_if_float32"),
     "InputError": ("sim._errors", "InputError"),
+    # optional dependencies (the extras sbml, petab, dask, plot)
+    "MissingExtra": ("sim._errors", "MissingExtra"),
+    "optional_module": ("sim._errors", "optional_module"),
     # configs: seeds, the model they name
     "SEED_MAX": ("sim._config", "SEED_MAX"),
     "seed_problem": ("sim._config", "seed_problem"),
@@ -59,6 +63,7 @@ _NAMES: dict[str, tuple[str, str]] = {
     # devices and Dask
     "batch_sharding": ("sim._distributed", "batch_sharding"),
     "dask_client": ("sim._distributed", "dask_client"),
+    "needs_dask": ("sim._distributed", "needs_dask"),
     "device_count": ("sim._distributed", "device_count"),
     "worker_threads": ("sim._distributed", "worker_threads"),
     # memory limits
@@ -87,9 +92,15 @@ if TYPE_CHECKING:
         batch_sharding as batch_sharding,
         dask_client as dask_client,
         device_count as device_count,
+        needs_dask as needs_dask,
         worker_threads as worker_threads,
     )
-    from ._errors import DataError as DataError, InputError as InputError
+    from ._errors import (
+        DataError as DataError,
+        InputError as InputError,
+        MissingExtra as MissingExtra,
+        optional_module as optional_module,
+    )
     from ._family import (
         Drawable as Drawable,
         Driven as Driven,

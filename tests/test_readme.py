@@ -174,7 +174,7 @@ SLOW = {
 SETUP = {
     "python3 -m venv .venv",
     '.venv/bin/pip install "uv>=0.5"',
-    ".venv/bin/uv pip install -p .venv -e .",
+    '.venv/bin/uv pip install -p .venv -e ".[all]"',
     '.venv/bin/uv pip install -p .venv -e ".[dev]"',
     '.venv/bin/uv pip install -p .venv -e ".[cuda12]"',
 }

@@ -129,7 +129,7 @@ def _read(path: Path):
     try:
         import libsbml
     except ImportError:  # pragma: no cover
-        raise SbmlError("reading SBML needs python-libsbml (pip install python-libsbml)") from None
+        raise SbmlError("reading SBML needs the 'sbml' extra: pip install 'simjax[sbml]'") from None
     if not path.is_file():
         raise SbmlError(f"{path}: no such file")
     document = libsbml.readSBMLFromFile(str(path))

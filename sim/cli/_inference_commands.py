@@ -88,6 +88,9 @@ def fit(
     engine()
     from inference import checkpoint_path, fit as fit_config
 
+    from .._distributed import needs_dask
+
+    needs_dask(scheduler)
     if config.suffix in (".yaml", ".yml"):
         _fit_petab(
             config,

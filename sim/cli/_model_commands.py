@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from .._errors import InputError
+from .._errors import InputError, optional_module
 from ._app import _Command, app
 from ._console import Table, _plain_table, out
 from ._engine import _started, engine
@@ -249,6 +249,7 @@ def models(
         _file_models(name)
         return
     if name.endswith(".xml") or name.endswith(".sbml"):
+        optional_module("libsbml", "sbml", "SBML models", "argument NAME", name)
         from physics.ode import SbmlError, sbml_declarations, sbml_model
 
         try:

@@ -42,9 +42,11 @@ def sweep(
     """Run every point of CONFIG's [sweep], batched and sharded, into one HDF5 file."""
     engine()
     from .._config import load_config
+    from .._distributed import needs_dask
     from .._sweep import execute
     from .._sweep_store import partial_path
 
+    needs_dask(scheduler)
     cfg = load_config(config, set_ or [])
     path = output_path(cfg, output)
     with writing(path, "sweep", partial_path(path), resume, quiet) as resume, Clock() as clock:
