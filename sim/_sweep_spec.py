@@ -266,6 +266,12 @@ def _entry(key: str, spec: Any) -> Any:
             raise _SpecError(key, f"expected a list of numbers, got {v!r} in {spec!r} ({FORMS})")
         if not math.isfinite(v):
             raise _SpecError(key, f"expected finite numbers, got {v!r} in {spec!r} ({FORMS})")
+        if v != 0 and abs(v) < _TINY:
+            raise _SpecError(
+                key,
+                f"{v!r} is below the smallest normal float ({_TINY!r}); expected 0 or a "
+                "magnitude of at least that",
+            )
     return {"values": spec}
 
 

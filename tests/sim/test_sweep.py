@@ -345,6 +345,11 @@ BAD = {
         [],
         "sweep.params.alpha: expected finite numbers",
     ),
+    "subnormal_in_list": (
+        BASE + "[sweep.params]\nalpha = [0.1, 1e-320]\n",
+        [],
+        "sweep.params.alpha: 1e-320 is below the smallest normal float",
+    ),
     "string_in_list": (
         BASE + '[sweep.params]\nalpha = [0.1, "0.2"]\n',
         [],
