@@ -25,6 +25,16 @@ def snapshot_indices(count: int, n: int = _SNAPSHOTS) -> list[int]:
 _PHASE_MIN_SAVES = 50
 
 
+def model_order(names, meta) -> list[str]:
+    """`names` in the model's declared order of its states: a file that iterates them
+    alphabetically (written before the run layout kept the order) is put back in it."""
+    names = list(names)
+    declared = [n for n in meta.state_names if n in names]
+    if not declared or names != sorted(names):
+        return names
+    return declared + [n for n in names if n not in declared]
+
+
 def ode(src: Source):
     """Each observable over time in its own panel (in the model's units), and beside them
     the phase portrait of two or three scalar observables when there are enough saves to
@@ -33,7 +43,8 @@ def ode(src: Source):
     t = src.array("time", ndim=1)
     observables = src.group("observables")
     series = {}
-    for name, node in observables.items():
+    for name in model_order(observables, meta):
+        node = observables[name]
         value = src.values(node, f"observables/{name}", min_ndim=1)
         src.check_length(f"observables/{name}", value, len(t), "one value per save time")
         series[name] = value.reshape(len(t), -1)
@@ -103,8 +114,8 @@ def ensemble(src: Source):
     fig = new_figure(8, min(2.0 + 1.8 * rows, 12))
     first = None
     shown_t = t + meta.time_offset
-    for i, (name, node) in enumerate(observables.items()):
-        value = src.values(node, f"observables/{name}", min_ndim=1)
+    for i, name in enumerate(model_order(observables, meta)):
+        value = src.values(observables[name], f"observables/{name}", min_ndim=1)
         src.check_length(f"observables/{name}", value, len(t), "one value per save time")
         value = value.reshape(len(t), -1)
         ax = fig.add_subplot(rows, 1, i + 1, sharex=first)

@@ -726,6 +726,53 @@ def test_lorenz_time_is_linear_and_lotka_volterra_speaks_in_years_and_thousands(
     assert fig._suptitle.get_text() == "lotka_volterra run, default parameters · ode_phase.h5"
 
 
+SEIR = """
+[model]
+name = "seir"
+[model.states]
+S = "-beta * S * I"
+E = "beta * S * I - sigma * E"
+I = "sigma * E - gamma * I"
+R = "gamma * I"
+[model.parameters]
+beta = 0.5
+sigma = 0.3
+gamma = 0.2
+[initial]
+S = 0.99
+E = 0.0
+I = 0.01
+R = 0.0
+[time]
+t1 = 20.0
+save = 21
+"""
+
+
+def test_states_keep_the_models_order_through_the_file_and_the_figure(tmp_cwd, capsys):
+    Path("seir.toml").write_text(SEIR)
+    code, err = cli(["run", "seir.toml", "-o", "seir.h5", "--quiet"], capsys)
+    assert code == 0, err
+    with h5py.File("seir.h5") as f:  # (any reader: HDF5 keeps the creation order)
+        assert list(f["observables"]) == ["S", "E", "I", "R"]
+    record = sim.read("seir.h5")
+    assert list(record["observables"]) == ["S", "E", "I", "R"]
+    assert [ax.get_ylabel() for ax in sim.plot(record).axes] == ["S", "E", "I", "R"]
+    # A file that iterates alphabetically (written without the order) is drawn in the
+    # order the registered model declares: prey above predator, prey on the x axis.
+    write(
+        "lv.h5",
+        {**RUN, "model": "lotka_volterra"},
+        {
+            "time": np.linspace(0, 10, 60),
+            "observables": {"predator": 2 + np.cos(np.arange(60.0)), "prey": np.arange(60.0)},
+        },
+    )
+    fig = sim.plot("lv.h5")
+    assert [ax.get_ylabel() for ax in fig.axes[:2]] == ["prey (thousand)", "predator (thousand)"]
+    assert fig.axes[2].get_xlabel() == "prey (thousand)"
+
+
 def test_log_time_axis_for_log_spaced_saves_and_no_phase_portrait_from_ten_points():
     fig = sim.plot(PLOTS / "ode_log_time.h5")  # Robertson at 10 decade-spaced times
     assert len(fig.axes) == 3 and fig.axes[0].get_xscale() == "symlog"
