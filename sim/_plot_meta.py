@@ -26,7 +26,7 @@ _TEXT_TABLES = ("states", "noise", "fields")
 # A unit's factors: names, optionally under sqrt(...) or raised to a power.
 _FACTOR = re.compile(r"[A-Za-z_]+")
 # Units that say nothing on a label.
-_SILENT = ("", "1", "reduced", "none", "dimensionless")
+SILENT = ("", "1", "reduced", "none", "dimensionless")
 # Reduced Lennard-Jones units (k_B = 1) and the molecular "real" units (nm, ps, kJ/mol,
 # K, bar), per quantity.
 MD_UNITS = {
@@ -49,7 +49,7 @@ MD_UNITS = {
 
 def with_unit(label: str, unit: str) -> str:
     """`prey`, `thousand` -> `prey (thousand)`; no parentheses for a silent unit."""
-    return label if unit.strip() in _SILENT else f"{label} ({unit.replace('*', '·')})"
+    return label if unit.strip() in SILENT else f"{label} ({unit.replace('*', '·')})"
 
 
 def time_unit_of(units: list[str]) -> str:
@@ -194,7 +194,7 @@ class Meta:
             if head == "initial" and rest
             else self.parameters.get(name, (None, "", ""))[1]
         )
-        return "" if unit.strip() in _SILENT else unit
+        return "" if unit.strip() in SILENT else unit
 
     def parameter_label(self, name: str) -> str:
         """A parameter (or `initial.<state>`) with its unit, for sweep and posterior axes."""

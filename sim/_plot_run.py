@@ -6,7 +6,7 @@ import numpy as np
 
 from ._errors import DataError
 from ._figure import Source, calendar_axis, log_axis, log_time, new_figure, pretty, shared_norm
-from ._plot_meta import with_unit
+from ._plot_meta import SILENT, with_unit
 
 _SNAPSHOTS = 4
 _RDF_FRAMES = 5
@@ -35,10 +35,77 @@ def model_order(names, meta) -> list[str]:
     return declared + [n for n in names if n not in declared]
 
 
+# At most this many panels of observables over time; with more observables that vary,
+# they share panels (at most `_CURVES` each, of like sizes, with a legend).
+_PANELS = 6
+_CURVES = 8
+
+
+def constant(value: np.ndarray) -> bool:
+    """Whether an observable takes one value all the time (to 1e-9 of its size): a
+    parameter or compartment size an imported model reports, a state that never moves."""
+    finite = value[np.isfinite(value)]
+    return bool(
+        len(finite) > 1 and np.ptp(finite) <= 1e-9 * max(float(np.max(np.abs(finite))), 1e-300)
+    )
+
+
+def panel_groups(series: dict[str, np.ndarray]) -> tuple[list[list[str]], list[str]]:
+    """The observables of each panel, and those left out: one panel each when there are
+    at most `_PANELS`, else at most `_PANELS` panels of at most `_CURVES` observables of
+    like size each (by the decade of their largest magnitude: the split into runs of the
+    observables sorted by size whose spans of decades add up to the least), each panel in
+    the model's order, the largest first."""
+    names = list(series)
+    if len(names) <= _PANELS:
+        return [[n] for n in names], []
+    order = {n: k for k, n in enumerate(names)}
+
+    def decade(v):
+        peak = np.nanmax(np.abs(v)) if np.isfinite(v).any() else 0.0
+        return float(np.log10(peak)) if peak > 0 else -300.0
+
+    size = {n: decade(v) for n, v in series.items()}
+    by_size = sorted(names, key=lambda n: (-size[n], order[n]))
+    kept, left_out = by_size[: _PANELS * _CURVES], by_size[_PANELS * _CURVES :]
+    s = [size[n] for n in kept]
+    n = len(kept)
+    # best[p][k]: the least total span of the first k observables in p panels, and where
+    # the last panel starts
+    best = [[(np.inf, 0)] * (n + 1) for _ in range(_PANELS + 1)]
+    best[0][0] = (0.0, 0)
+    for p in range(1, _PANELS + 1):
+        for k in range(1, n + 1):
+            for start in range(max(0, k - _CURVES), k):
+                cost = best[p - 1][start][0] + (s[start] - s[k - 1]) * (k - start)
+                if cost < best[p][k][0] - 1e-12:
+                    best[p][k] = (cost, start)
+    panels = min(range(1, _PANELS + 1), key=lambda p: (best[p][n][0], -p))
+    groups, k = [], n
+    for p in range(panels, 0, -1):
+        start = best[p][k][1]
+        groups.append(kept[start:k])
+        k = start
+    return [sorted(g, key=order.get) for g in reversed(groups)], sorted(left_out, key=order.get)
+
+
+def _note(fig, text: str) -> None:
+    """A line under the panels, wrapped to the figure's width."""
+    import textwrap
+
+    width = max(40, int(fig.get_figwidth() * 72 / (8 * 0.6)))
+    fig.supxlabel(
+        textwrap.fill(text, width, break_on_hyphens=False), fontsize=8, color="0.35", ha="center"
+    )
+
+
 def ode(src: Source):
-    """Each observable over time in its own panel (in the model's units), and beside them
-    the phase portrait of two or three scalar observables when there are enough saves to
-    draw a curve and the times are not log-spaced."""
+    """The observables over time in the model's order (in the model's units): each in its
+    own panel, or, with more than `_PANELS` of them, several of like size to a panel;
+    observables that stay constant (an imported model's parameters and compartments) are
+    named under the panels, not drawn. Beside them, the phase portrait of two or three
+    scalar observables when there are enough saves to draw a curve and the times are not
+    log-spaced."""
     meta = src.meta
     t = src.array("time", ndim=1)
     observables = src.group("observables")
@@ -48,6 +115,12 @@ def ode(src: Source):
         value = src.values(node, f"observables/{name}", min_ndim=1)
         src.check_length(f"observables/{name}", value, len(t), "one value per save time")
         series[name] = value.reshape(len(t), -1)
+    fixed = {n: float(v[np.isfinite(v)][0]) for n, v in series.items() if constant(v)}
+    if len(fixed) < len(series):
+        series = {n: v for n, v in series.items() if n not in fixed}
+    else:
+        fixed = {}  # (nothing varies: draw it all)
+    groups, left_out = panel_groups(series)
     logarithmic = log_time(t)
     scalars = [n for n, v in series.items() if v.shape[1] == 1]
     phase = (
@@ -58,33 +131,52 @@ def ode(src: Source):
         and not logarithmic
         else []
     )
-    rows = len(series)
-    fig = new_figure(11 if phase else 8, min(2.0 + 1.6 * rows, 12))
+    rows = len(groups)
+    shared = any(len(g) > 1 for g in groups)
+    fig = new_figure(11 if phase else 9 if shared else 8, min(2.0 + 1.6 * rows, 12))
     grid = fig.add_gridspec(rows, 2 if phase else 1, width_ratios=[1.4, 1] if phase else None)
     shown_t = t + meta.time_offset
     first = None
-    for i, (name, value) in enumerate(series.items()):
+    for i, names in enumerate(groups):
         ax = fig.add_subplot(grid[i, 0], sharex=first)
         first = first or ax
-        for j in range(value.shape[1]):
-            label = name if value.shape[1] == 1 else f"{name}[{j}]"
-            ax.plot(
-                shown_t,
-                value[:, j],
-                marker="o" if len(t) <= 12 else None,
-                ms=3.5,
-                lw=1.2,
-                label=label,
-            )
-        ax.set_ylabel(meta.label(name))
-        if value.shape[1] > 1 and value.shape[1] <= 8:
-            ax.legend(fontsize=7, loc="best")
+        for name in names:
+            value = series[name]
+            for j in range(value.shape[1]):
+                # (in a legend, by the name the file gives it: an imported model's ids)
+                label = with_unit(name, meta.unit_of(name)) if len(names) > 1 else name
+                ax.plot(
+                    shown_t,
+                    value[:, j],
+                    marker="o" if len(t) <= 12 else None,
+                    ms=3.5,
+                    lw=1.2,
+                    label=label if value.shape[1] == 1 else f"{label}[{j}]",
+                )
+        if len(names) > 1:
+            units = {meta.unit_of(n) for n in names}  # (the legend names the curves)
+            unit = units.pop() if len(units) == 1 else ""
+            ax.set_ylabel("" if unit.strip() in SILENT else unit.replace("*", "·"))
+            ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+        else:
+            ax.set_ylabel(meta.label(names[0]))
+            if 1 < series[names[0]].shape[1] <= 8:
+                ax.legend(fontsize=7, loc="best")
         if i < rows - 1:
             ax.tick_params(labelbottom=False)
     if logarithmic:
         log_axis(first, "x", symlog_threshold=float(t[t > 0][0]) if t[0] <= 0 else None)
     fig.axes[rows - 1].set_xlabel(meta.time_label())
     calendar_axis(first, meta)
+    notes = []
+    if fixed:
+        notes.append(
+            "constant, not drawn: " + ", ".join(f"{n} = {v:.4g}" for n, v in fixed.items())
+        )
+    if left_out:
+        notes.append(f"not drawn ({_PANELS} panels of {_CURVES} at most): " + ", ".join(left_out))
+    if notes:
+        _note(fig, "; ".join(notes))
     if phase:
         if len(phase) == 3:
             ax = fig.add_subplot(grid[:, 1], projection="3d")

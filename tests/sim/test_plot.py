@@ -773,6 +773,37 @@ def test_states_keep_the_models_order_through_the_file_and_the_figure(tmp_cwd, c
     assert fig.axes[2].get_xlabel() == "prey (thousand)"
 
 
+BOEHM = Path(__file__).resolve().parents[1] / "data" / "petab" / "Boehm_JProteomeRes2014"
+
+
+def test_an_imported_models_run_draws_what_varies_in_six_panels_at_most(tmp_cwd, capsys):
+    # STAT5 dimerisation (SBML): 8 species, 9 reaction rates and 10 constant parameters
+    # and compartment sizes, all reported as observables.
+    Path("boehm.toml").write_text(
+        f'[model]\nsbml = "{BOEHM / "model_Boehm_JProteomeRes2014.xml"}"\n'
+        '[time]\nt1 = 240.0\nsave = 25\n[solver]\nmethod = "kvaerno5"\n'
+    )
+    code, err = cli(["run", "boehm.toml", "-o", "boehm.h5", "--quiet"], capsys)
+    assert code == 0, err
+    record = sim.read("boehm.h5")
+    observables = {k: np.asarray(v) for k, v in record["observables"].items()}
+    fixed = {k for k, v in observables.items() if np.ptp(v) == 0}
+    assert len(observables) == 28 and {"cyt", "nuc", "k_phos", "ratio"} <= fixed
+    fig = sim.plot(record)
+    assert len(fig.axes) <= 6
+    drawn = [line.get_label() for ax in fig.axes for line in ax.get_lines()]
+    assert sorted(drawn) == sorted(set(observables) - fixed)  # each that varies, once
+    curves = [line.get_ydata() for ax in fig.axes for line in ax.get_lines()]
+    for name in fixed:
+        assert not any(np.array_equal(c, observables[name]) for c in curves), name
+    note = fig._supxlabel.get_text().replace("\n", " ")
+    assert note.startswith("constant, not drawn:") and all(f"{n} = " in note for n in fixed)
+    # The title stays inside the figure.
+    fig.canvas.draw()
+    box, page = fig._suptitle.get_window_extent(), fig.bbox
+    assert page.x0 <= box.x0 and box.x1 <= page.x1, (box, page)
+
+
 def test_log_time_axis_for_log_spaced_saves_and_no_phase_portrait_from_ten_points():
     fig = sim.plot(PLOTS / "ode_log_time.h5")  # Robertson at 10 decade-spaced times
     assert len(fig.axes) == 3 and fig.axes[0].get_xscale() == "symlog"
