@@ -27,6 +27,8 @@ _TEXT_TABLES = ("states", "noise", "fields")
 _FACTOR = re.compile(r"[A-Za-z_]+")
 # Units that say nothing on a label.
 SILENT = ("", "1", "reduced", "none", "dimensionless")
+# Parameters a run's title names at most.
+_TITLE_PARAMETERS = 6
 # Reduced Lennard-Jones units (k_B = 1) and the molecular "real" units (nm, ps, kJ/mol,
 # K, bar), per quantity.
 MD_UNITS = {
@@ -238,6 +240,25 @@ class Meta:
             out.append(f"{name} = {_fmt(value)}")
         return out
 
+    def run_parameters(self) -> list[str]:
+        """What a run's title says of its parameters: `name = value` for each the config
+        sets when there are at most `_TITLE_PARAMETERS` (equal to the defaults or not: the
+        file's config is resolved, so which the user wrote is not known), else those that
+        differ from the model's defaults, the first `_TITLE_PARAMETERS` of them and how
+        many more."""
+        params = self.config.get("params", {})
+        given = [
+            f"{name} = {_fmt(_number(value))}"
+            for name, value in (params.items() if isinstance(params, dict) else ())
+            if _number(value) is not None
+        ]
+        if len(given) <= _TITLE_PARAMETERS:
+            return given
+        changed = self.changed_parameters()
+        if len(changed) <= _TITLE_PARAMETERS:
+            return changed
+        return [*changed[:_TITLE_PARAMETERS], f"and {len(changed) - _TITLE_PARAMETERS} more"]
+
     def title(self, kind: str, record) -> str:
         """What was run: the model, what was done, and the parameters that differ."""
         model = self.model or "model"
@@ -258,14 +279,8 @@ class Meta:
                         extra.append(f"{key} {_fmt(float(self.md_system[key]))}")
                 if solver.get("method"):
                     extra.append(str(solver["method"]))
-            changed = self.changed_parameters()
-            text = head + (
-                ": " + ", ".join(changed)
-                if changed
-                else ", default parameters"
-                if self.parameters
-                else ""
-            )
+            shown = self.run_parameters()
+            text = head + (": " + ", ".join(shown) if shown else "")
             return text + ("\n" + ", ".join(extra) if extra else "")
         if kind == "sweep":
             swept = _swept(record)

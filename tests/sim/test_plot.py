@@ -479,7 +479,9 @@ def test_sim_plot_of_a_run_result_record_path_and_trajectory(lv_result, tmp_cwd)
         isinstance(name, (str, Path)) for name in opened
     )  # drawn from memory: no file written
     assert isinstance(fig, Figure) and len(fig.axes) == 3  # prey, predator, phase portrait
-    assert fig._suptitle.get_text() == "lotka_volterra run, default parameters · RunResult"
+    assert fig._suptitle.get_text() == (
+        "lotka_volterra run: alpha = 0.55, beta = 0.028, gamma = 0.8, delta = 0.024 · RunResult"
+    )
     lv_result.save("lv.h5")
     assert_record_is_the_file(lv_result, "lv.h5")
     record = sim.read("lv.h5")
@@ -723,7 +725,12 @@ def test_lorenz_time_is_linear_and_lotka_volterra_speaks_in_years_and_thousands(
         "predator (thousand)",
         "prey (thousand)",
     }
-    assert fig._suptitle.get_text() == "lotka_volterra run, default parameters · ode_phase.h5"
+    # (the config sets all four, to the defaults: the title says what they were)
+    assert (
+        fig._suptitle.get_text()
+        == "lotka_volterra run: alpha = 0.55, beta = 0.028, gamma = 0.8, delta = 0.024 · "
+        "ode_phase.h5"
+    )
 
 
 SEIR = """
@@ -815,17 +822,30 @@ def test_log_time_axis_for_log_spaced_saves_and_no_phase_portrait_from_ten_point
     assert all(a.x1 < b.x0 for a, b in zip(boxes, boxes[1:], strict=False))
 
 
-def test_a_title_names_the_parameters_that_differ_from_the_defaults(tmp_cwd):
-    write(
-        "lv.h5",
-        {
-            **RUN,
-            "model": "lotka_volterra",
-            "config": '[model]\nname = "lotka_volterra"\n[params]\nalpha = 0.6\nbeta = 0.028\n',
-        },
-        {"time": T, "observables": {"prey": T}},
+def test_a_title_names_the_parameters_the_config_sets(tmp_cwd):
+    def title(params, model="lotka_volterra"):
+        config = f'[model]\nname = "{model}"\n[params]\n' + "".join(
+            f"{k} = {v}\n" for k, v in params.items()
+        )
+        write(
+            "lv.h5",
+            {**RUN, "model": model, "config": config},
+            {"time": T, "observables": {"prey": T}},
+        )
+        return sim.plot("lv.h5")._suptitle.get_text()
+
+    assert (
+        title({"alpha": 0.6, "beta": 0.028})
+        == "lotka_volterra run: alpha = 0.6, beta = 0.028 · lv.h5"
     )
-    assert sim.plot("lv.h5")._suptitle.get_text() == "lotka_volterra run: alpha = 0.6 · lv.h5"
+    assert title({}) == "lotka_volterra run · lv.h5"  # (nothing set: nothing said)
+    # More than six: those that differ from the defaults (all, for a model of unknown
+    # defaults), six at most and how many more.
+    many = {f"k{i}": float(i) for i in range(9)}
+    assert title(many, "m") == (
+        "m run: k0 = 0, k1 = 1, k2 = 2, k3 = 3, k4 = 4, k5 = 5, and 3 more · lv.h5"
+    )
+    assert "default parameters" not in title({"alpha": 0.55})
 
 
 def test_fit_in_calendar_years_with_the_datas_names(tmp_cwd):
