@@ -99,13 +99,17 @@ def _note(fig, text: str) -> None:
     )
 
 
-def ode(src: Source):
+def ode(src: Source, *, discrete: bool = False):
     """The observables over time in the model's order (in the model's units): each in its
     own panel, or, with more than `_PANELS` of them, several of like size to a panel;
     observables that stay constant (an imported model's parameters and compartments) are
     named under the panels, not drawn. Beside them, the phase portrait of two or three
     scalar observables when there are enough saves to draw a curve and the times are not
-    log-spaced."""
+    log-spaced.
+
+    `discrete` (a map's iterates): each saved step a point, joined by a thin line over
+    the step count for the eye, and the phase portrait the points alone (a map has no
+    path between its iterates)."""
     meta = src.meta
     t = src.array("time", ndim=1)
     observables = src.group("observables")
@@ -148,9 +152,9 @@ def ode(src: Source):
                 ax.plot(
                     shown_t,
                     value[:, j],
-                    marker="o" if len(t) <= 12 else None,
-                    ms=3.5,
-                    lw=1.2,
+                    marker="o" if len(t) <= 12 or discrete else None,
+                    ms=(3.5 if len(t) <= 100 else 2.0) if discrete else 3.5,
+                    lw=0.5 if discrete else 1.2,
                     label=label if value.shape[1] == 1 else f"{label}[{j}]",
                 )
         if len(names) > 1:
@@ -166,7 +170,11 @@ def ode(src: Source):
             ax.tick_params(labelbottom=False)
     if logarithmic:
         log_axis(first, "x", symlog_threshold=float(t[t > 0][0]) if t[0] <= 0 else None)
-    fig.axes[rows - 1].set_xlabel(meta.time_label())
+    fig.axes[rows - 1].set_xlabel("step" if discrete else meta.time_label())
+    if discrete:
+        from matplotlib.ticker import MaxNLocator
+
+        first.xaxis.set_major_locator(MaxNLocator(integer=True))
     calendar_axis(first, meta)
     notes = []
     if fixed:
@@ -178,16 +186,17 @@ def ode(src: Source):
     if notes:
         _note(fig, "; ".join(notes))
     if phase:
+        style = {"ls": "none", "marker": "o", "ms": 1.5} if discrete else {"lw": 0.6}
         if len(phase) == 3:
             ax = fig.add_subplot(grid[:, 1], projection="3d")
-            ax.plot(*(series[n][:, 0] for n in phase), lw=0.6)
+            ax.plot(*(series[n][:, 0] for n in phase), **style)
             ax.set_xlabel(meta.label(phase[0]))
             ax.set_ylabel(meta.label(phase[1]))
             ax.set_zlabel(meta.label(phase[2]))
         else:
             ax = fig.add_subplot(grid[:, 1])
             x, y = (series[n][:, 0] for n in phase)
-            ax.plot(x, y, lw=1.0)
+            ax.plot(x, y, **(style if discrete else {"lw": 1.0}))
             ax.plot(x[:1], y[:1], "o", color="k", ms=4, label="start")
             ax.set_xlabel(meta.label(phase[0]))
             ax.set_ylabel(meta.label(phase[1]))
