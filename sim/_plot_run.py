@@ -349,10 +349,12 @@ def _field_1d(fig, gs, row, name, t, x, value, meta):
         norm=norm,
         interpolation="nearest",
     )
-    fig.colorbar(image, ax=ax, label=meta.label(name))
+    # (the title names the field and its unit; the snapshots' axis beside the colour bar
+    # names it again, so the bar carries no label of its own)
+    fig.colorbar(image, ax=ax)
     ax.set_xlabel("x")
     ax.set_ylabel(meta.time_label())
-    ax.set_title(f"{pretty(name)}(x, t)", fontsize=9)
+    ax.set_title(with_unit(f"{pretty(name)}(x, t)", meta.unit_of(name)), fontsize=9)
     ax = fig.add_subplot(gs[row, 1])
     colors = _colors(len(snapshot_indices(len(t))))
     for color, i in zip(colors, snapshot_indices(len(t)), strict=False):

@@ -931,6 +931,14 @@ def test_pde_scalars_in_their_own_labelled_panels_conserved_ones_flat():
     assert not any(t.get_text().startswith("conserved") for t in energy.texts)
 
 
+def test_a_1d_field_is_named_once_beside_its_colour_bar():
+    fig = sim.plot(PLOTS / "pde_1d.h5")  # Kuramoto-Sivashinsky u(x, t)
+    image = next(ax for ax in fig.axes if ax.get_images())
+    bar = image.get_images()[0].colorbar.ax
+    assert image.get_title() == "u(x, t)" and bar.get_ylabel() == ""
+    assert [ax.get_ylabel() for ax in fig.axes].count("u") == 1  # the snapshots' axis
+
+
 def test_sweep_axes_log_where_drawn_log_spaced_with_units():
     fig = sim.plot(PLOTS / "sweep_grid.h5")  # alpha linspace, beta logspace over 0.7 decades
     ax = fig.axes[0]
