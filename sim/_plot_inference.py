@@ -520,9 +520,6 @@ def _pairs(subfig, draws, names, diverging, meta) -> None:
 
 
 def _quantity(meta, name: str, unit: bool = True) -> str:
-    """A sampled quantity's label: a noise scale by the data's name for its observable,
-    a parameter or initial value (with its unit)."""
-    head, _, rest = name.partition(".")
-    if head == "sigma" and rest:
-        return f"sigma {meta.data_names.get(rest, rest)}"
-    return meta.parameter_label(name) if unit else name.replace(".", " ").replace("_", " ")
+    """A sampled quantity's label: its name as the file and the summary table give it
+    (`sigma.predator`, `initial.prey`), with the unit of a parameter or initial value."""
+    return with_unit(name, meta.parameter_unit(name)) if unit else name

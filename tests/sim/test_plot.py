@@ -883,9 +883,13 @@ def test_posterior_pair_plot_holds_every_quantity_or_says_which_it_leaves_out(tm
     fig = sim.plot(PLOTS / "posterior.h5")
     names = list(sim.read(PLOTS / "posterior.h5")["posterior"])
     labels = {ax.get_xlabel() for ax in fig.axes}
-    assert len(names) == 8 and {"alpha", "initial prey", "sigma hare", "sigma lynx"} <= labels, (
-        labels
-    )
+    # (by the names of the file and of its summary table)
+    assert set(names) == set(sim.read(PLOTS / "posterior.h5")["summary"]["quantity"].astype(str))
+    assert (
+        len(names) == 8 and {"alpha", "initial.prey", "sigma.prey", "sigma.predator"} <= labels
+    ), labels
+    ylabels = {ax.get_ylabel() for ax in fig.axes}
+    assert {"alpha\n(1/year)", "initial.prey\n(thousand)", "sigma.predator"} <= ylabels, ylabels
     assert not any("not drawn" in t.get_text() for t in fig.texts)
     draws = {f"q{i}": DRAWS + i for i in range(12)}
     draws["field"] = RNG.normal(size=(2, 50, 3))
