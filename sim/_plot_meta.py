@@ -38,6 +38,9 @@ MD_UNITS = {
         "temperature": "ε/$k_B$",
         "pressure": "ε/σ³",
         "length": "σ",
+        "volume": "σ³",
+        "density": "σ⁻³",
+        "mass_density": "m/σ³",
     },
     "real": {
         "energy": "kJ/mol",
@@ -45,6 +48,9 @@ MD_UNITS = {
         "temperature": "K",
         "pressure": "bar",
         "length": "nm",
+        "volume": "nm³",
+        "density": "nm⁻³",
+        "mass_density": "g/cm³",
     },
 }
 

@@ -422,7 +422,12 @@ def md(src: Source):
         if (p == "energy" and any(n in series for n in _ENERGIES)) or p in series
     ]
     others = [n for n in series if n not in _ENERGIES and n not in ("temperature", "pressure")]
-    panels += others
+    # (a quantity the run holds fixed, such as the volume and density at constant volume,
+    # is named under the panels rather than drawn as a flat line)
+    fixed = [n for n in others if constant(series[n][1])]
+    panels += [n for n in others if n not in fixed]
+    dim = _dimension(src)
+    units = {**units, **_per_dimension(units, dim)}
     if not panels and rdf is None:
         raise DataError(
             src.path, "/observables", "no scalar observables and no particle positions to draw"
@@ -477,7 +482,30 @@ def md(src: Source):
         ax.set_xlabel(with_unit("r", units["length"]))
         ax.set_ylabel("g(r)")
         ax.set_title(title, fontsize=9)
+    if fixed:
+        values = (f"{pretty(n)} = {series[n][1][0]:.4g} {units.get(n, '')}".strip() for n in fixed)
+        _note(fig, "constant in this run, not drawn: " + ", ".join(values))
     return fig
+
+
+def _dimension(src: Source) -> int:
+    """The number of space dimensions of an MD file (3 unless its positions say)."""
+    if src.has("particles/all/position/value"):
+        shape = np.shape(src.lookup("particles/all/position/value"))
+        if len(shape) == 3:
+            return int(shape[2])
+    return 3
+
+
+def _per_dimension(units: dict, dim: int) -> dict:
+    """Volume and number density in a space of `dim` dimensions: length^dim and its
+    inverse (an area in 2D)."""
+    length = units.get("length", "")
+    if not length or dim == 3:
+        return {}
+    power = {1: "", 2: "²"}.get(dim, f"^{dim}")
+    inverse = {1: "⁻¹", 2: "⁻²"}.get(dim, f"^-{dim}")
+    return {"volume": f"{length}{power}", "density": f"{length}{inverse}"}
 
 
 def _md_series(src: Source) -> tuple[dict, int | None]:

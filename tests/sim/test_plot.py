@@ -916,6 +916,26 @@ def test_md_energies_per_particle_in_reduced_units():
     assert {"temperature (ε/$k_B$)", "pressure (ε/σ³)"} <= {ax.get_ylabel() for ax in fig.axes}
 
 
+def test_md_panels_have_units_and_quantities_the_run_holds_fixed_are_not_drawn():
+    record = sim.read(PLOTS / "md.h5")  # NVT: the box, so volume and density, never change
+    time = record["observables/pressure/time"]
+    n = record["particles/all/position/value"].shape[1]
+    volume = float(np.prod(record["particles/all/box/edges/value"][-1]))
+    record["observables"]["volume"] = {"time": time, "value": np.full(len(time), volume)}
+    record["observables"]["density"] = {"time": time, "value": np.full(len(time), n / volume)}
+    fig = sim.plot(record)
+    labels = [ax.get_ylabel() for ax in fig.axes]
+    assert not any(label.startswith(("volume", "density")) for label in labels), labels
+    note = fig._supxlabel.get_text().replace("\n", " ")
+    assert f"volume = {volume:.4g} σ³" in note and f"density = {n / volume:.4g} σ⁻³" in note
+    assert all("(" in label for label in labels if label and label != "g(r)"), labels
+    # Under a barostat they change: drawn, in units.
+    record["observables"]["volume"]["value"] = volume * (1 + 0.01 * np.sin(time))
+    record["observables"]["density"]["value"] = n / record["observables"]["volume"]["value"]
+    labels = {ax.get_ylabel() for ax in sim.plot(record).axes}
+    assert {"volume (σ³)", "density (σ⁻³)"} <= labels, labels
+
+
 def test_2d_fields_share_one_labelled_colour_scale():
     fig = sim.plot(PLOTS / "pde_2d.h5")  # Gray-Scott u and v, 4 snapshots each
     images = [ax.get_images()[0] for ax in fig.axes if ax.get_images()]
