@@ -963,6 +963,47 @@ def test_a_1d_field_is_named_once_beside_its_colour_bar():
     assert [ax.get_ylabel() for ax in fig.axes].count("u") == 1  # the snapshots' axis
 
 
+def test_profiles_in_units_with_their_points_and_a_waterfall_of_whole_starts(tmp_cwd):
+    alpha = np.array([0.42, 0.46, 0.49, 0.54, 0.60, 0.63, 0.66, 0.68])
+    write(
+        "profile.h5",
+        {
+            "format": "simjax.profile",
+            "model": "lotka_volterra",
+            "config": '[model]\nname = "lotka_volterra"\n',
+            "threshold": 1.92,
+        },
+        {
+            "objective": 10.0,
+            "optimum": {"alpha": 0.54},
+            "profile": {
+                "alpha": {
+                    "value": alpha,
+                    "objective": 10.0 + 120 * (alpha - 0.54) ** 2,
+                    "lower": 0.44,
+                    "upper": 0.66,
+                    "identifiable": "identifiable",
+                }
+            },
+        },
+    )
+    ax = sim.plot("profile.h5").axes[0]
+    assert ax.get_xlabel() == "alpha (1/year)"
+    assert ax.get_title() == "alpha: identifiable, 3 + 4 points"
+    write(
+        "fit.h5",
+        FIT,
+        {
+            "objective": 5.0,
+            "starts": {"objective": np.array([5.0, 5.05, 9.0])},
+            "estimate": {"k": 1.0},
+        },
+    )
+    ax = sim.plot("fit.h5").axes[0]
+    assert ax.get_xlim() == (0.5, 3.5) and ax.get_ylim()[1] <= 12.0
+    assert [t for t in ax.get_xticks() if 0.5 <= t <= 3.5] == [1.0, 2.0, 3.0]  # whole starts
+
+
 def test_sweep_axes_log_where_drawn_log_spaced_with_units():
     fig = sim.plot(PLOTS / "sweep_grid.h5")  # alpha linspace, beta logspace over 0.7 decades
     ax = fig.axes[0]
