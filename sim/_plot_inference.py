@@ -220,6 +220,8 @@ def _problem_fit(src: Source):
 def _waterfall(ax, src: Source, best: float) -> None:
     """Every start's final objective, sorted (offset by the best, plus 1, on a log axis:
     the pyPESTO convention); the starts within `_SAME_OPTIMUM` of the best in blue."""
+    from matplotlib.ticker import MaxNLocator
+
     objective = np.sort(np.ravel(src.array("starts/objective")))
     finite = np.isfinite(objective)
     rank = np.arange(1, len(objective) + 1)
@@ -258,8 +260,6 @@ def _waterfall(ax, src: Source, best: float) -> None:
     top = float(np.nanmax(shown)) if finite.any() else 10.0
     ax.set_ylim(0.7, max(3.0, 2.0 * top))
     log_axis(ax, "y")
-    from matplotlib.ticker import MaxNLocator
-
     # (starts are counted: whole-number ticks, and no more room than half a start a side)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))
     ax.set_xlim(0.5, len(objective) + 0.5)

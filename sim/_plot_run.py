@@ -53,9 +53,10 @@ def constant(value: np.ndarray) -> bool:
 def panel_groups(series: dict[str, np.ndarray]) -> tuple[list[list[str]], list[str]]:
     """The observables of each panel, and those left out: one panel each when there are
     at most `_PANELS`, else at most `_PANELS` panels of at most `_CURVES` observables of
-    like size each (by the decade of their largest magnitude: the split into runs of the
-    observables sorted by size whose spans of decades add up to the least), each panel in
-    the model's order, the largest first."""
+    like size each (by the decade of their largest magnitude: of the splits into runs of
+    the observables sorted by size, the one whose panels' spans of decades, each times
+    its number of curves, add up to the least), each panel in the model's order, the
+    largest first."""
     names = list(series)
     if len(names) <= _PANELS:
         return [[n] for n in names], []
@@ -70,8 +71,8 @@ def panel_groups(series: dict[str, np.ndarray]) -> tuple[list[list[str]], list[s
     kept, left_out = by_size[: _PANELS * _CURVES], by_size[_PANELS * _CURVES :]
     s = [size[n] for n in kept]
     n = len(kept)
-    # best[p][k]: the least total span of the first k observables in p panels, and where
-    # the last panel starts
+    # best[p][k]: the least cost of the first k observables in p panels, and where the
+    # last panel starts
     best = [[(np.inf, 0)] * (n + 1) for _ in range(_PANELS + 1)]
     best[0][0] = (0.0, 0)
     for p in range(1, _PANELS + 1):
