@@ -5,7 +5,16 @@ from __future__ import annotations
 import numpy as np
 
 from ._errors import DataError
-from ._figure import Source, calendar_axis, log_axis, log_time, new_figure, pretty, shared_norm
+from ._figure import (
+    Source,
+    calendar_axis,
+    log_axis,
+    log_time,
+    model_order,
+    new_figure,
+    pretty,
+    shared_norm,
+)
 from ._plot_meta import SILENT, with_unit
 
 _SNAPSHOTS = 4
@@ -23,16 +32,6 @@ def snapshot_indices(count: int, n: int = _SNAPSHOTS) -> list[int]:
 
 # A phase portrait needs a curve: with fewer saves it would join a handful of points.
 _PHASE_MIN_SAVES = 50
-
-
-def model_order(names, meta) -> list[str]:
-    """`names` in the model's declared order of its states: a file that iterates them
-    alphabetically (written before the run layout kept the order) is put back in it."""
-    names = list(names)
-    declared = [n for n in meta.state_names if n in names]
-    if not declared or names != sorted(names):
-        return names
-    return declared + [n for n in names if n not in declared]
 
 
 # At most this many panels of observables over time; with more observables that vary,

@@ -778,6 +778,10 @@ def test_states_keep_the_models_order_through_the_file_and_the_figure(tmp_cwd, c
     fig = sim.plot("lv.h5")
     assert [ax.get_ylabel() for ax in fig.axes[:2]] == ["prey (thousand)", "predator (thousand)"]
     assert fig.axes[2].get_xlabel() == "prey (thousand)"
+    # So is a sweep's (its file iterates I, R, S, prevalence).
+    assert list(sim.read(PLOTS / "sweep_lines.h5")["observables"]) == ["I", "R", "S", "prevalence"]
+    labels = [ax.get_ylabel() for ax in sim.plot(PLOTS / "sweep_lines.h5").axes]
+    assert labels[::3] == ["S", "I", "R", "prevalence"], labels
 
 
 BOEHM = Path(__file__).resolve().parents[1] / "data" / "petab" / "Boehm_JProteomeRes2014"
