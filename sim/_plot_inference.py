@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._errors import DataError
-from ._figure import Source, calendar_axis, log_axis, new_figure
+from ._figure import Source, calendar_axis, log_axis, model_order, new_figure
 from ._plot_meta import with_unit
 from ._plot_run import _colors, snapshot_indices
 
@@ -28,7 +28,7 @@ def fit(src: Source):
     data = src.group("data/observables")
     t = src.array("time", ndim=1)
     prediction = src.group("prediction")
-    names = [n for n in data if n in prediction][:_MAX_PANELS]
+    names = [n for n in model_order(data, src.meta) if n in prediction][:_MAX_PANELS]
     if not names:
         raise DataError(
             src.path,
@@ -456,7 +456,9 @@ def _predictive(src: Source) -> dict:
     t = src.array("predictive/time", ndim=1)
     data_t = src.array("data/time", ndim=1)
     out = {}
-    for name, node in src.group("data/observables").items():
+    observed = src.group("data/observables")
+    for name in model_order(observed, src.meta):
+        node = observed[name]
         if not src.has(f"predictive/{name}"):
             continue
         obs = src.values(node, f"data/observables/{name}", min_ndim=1)
