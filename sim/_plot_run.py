@@ -94,9 +94,9 @@ def _note(fig, text: str) -> None:
     import textwrap
 
     width = max(40, int(fig.get_figwidth() * 72 / (8 * 0.6)))
-    fig.supxlabel(
-        textwrap.fill(text, width, break_on_hyphens=False), fontsize=8, color="0.35", ha="center"
-    )
+    # ("name = value" stays on one line: its spaces are NUL while wrapping)
+    wrapped = textwrap.fill(text.replace(" = ", "\0=\0"), width, break_on_hyphens=False)
+    fig.supxlabel(wrapped.replace("\0", " "), fontsize=8, color="0.35", ha="center")
 
 
 def ode(src: Source, *, discrete: bool = False):
@@ -162,8 +162,10 @@ def ode(src: Source, *, discrete: bool = False):
             unit = units.pop() if len(units) == 1 else ""
             ax.set_ylabel("" if unit.strip() in SILENT else unit.replace("*", "·"))
             ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
-        else:
-            ax.set_ylabel(meta.label(names[0]))
+        else:  # (beside legends of the file's names, by the same name)
+            ax.set_ylabel(
+                with_unit(names[0], meta.unit_of(names[0])) if shared else meta.label(names[0])
+            )
             if 1 < series[names[0]].shape[1] <= 8:
                 ax.legend(fontsize=7, loc="best")
         if i < rows - 1:
