@@ -259,7 +259,7 @@ def write_group(f: h5py.File | h5py.Group, name: str, values: Mapping[str, Any])
             this order (a new group tracks the order its datasets were created in, which
             `read` keeps).
     """
-    group = f[name] if name in f else f.create_group(name, track_order=True)
+    group = f.require_group(name) if name in f else f.create_group(name, track_order=True)
     for key, value in values.items():
         group.create_dataset(key, data=np.asarray(value))
 
