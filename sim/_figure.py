@@ -112,6 +112,16 @@ def _family(record: Record):
         return next((f for f in drawers if f.recognises(record)), None)
 
 
+def model_order(names, meta) -> list[str]:
+    """`names` in the model's declared order of its states: a file that iterates them
+    alphabetically (written before the run layout kept the order) is put back in it."""
+    names = list(names)
+    declared = [n for n in meta.state_names if n in names]
+    if not declared or names != sorted(names):
+        return names
+    return declared + [n for n in names if n not in declared]
+
+
 def new_figure(width: float | int, height: float | int):
     """A matplotlib figure on the Agg canvas (no pyplot state, no display)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg

@@ -224,5 +224,38 @@ def draw(record: Record, *, title: str | None = None):
             "simjax.profile": "profile",
         }.get(fmt, "run")
         title = f"{source.meta.title(kind, record)} · {record.path.name}"
-    fig.suptitle(title, fontsize=11)
+    fit_title(fig.suptitle(title, fontsize=11), fig)
     return fig
+
+
+# Lines a title wraps to at most (the last one ends in "…" when it had more to say).
+_TITLE_LINES = 3
+
+
+def fit_title(text, fig) -> None:
+    """Wrap the title `text` (a matplotlib Text of `fig`) between words, into the
+    fewest lines that fit the figure's width as drawn, at most `_TITLE_LINES` of them;
+    its own line breaks are kept."""
+    import re
+    import textwrap
+
+    renderer = fig.canvas.get_renderer()
+    room = 0.98 * fig.bbox.width
+    title = text.get_text()
+    if text.get_window_extent(renderer).width <= room:
+        return
+    # ("name = value" and "and N more" stay on one line: their spaces are NUL while wrapping)
+    keep = re.sub(r" = | (?=more\b)|(?<=\band) (?=\d)", lambda m: m[0].replace(" ", "\0"), title)
+    for width in range(max(map(len, title.split("\n"))) - 1, 19, -1):
+        lines = [
+            w.replace("\0", " ")
+            for line in keep.split("\n")
+            for w in textwrap.wrap(line, width) or [""]
+        ]
+        if len(lines) > _TITLE_LINES:
+            lines = lines[: _TITLE_LINES - 1] + [
+                textwrap.shorten(" ".join(lines[_TITLE_LINES - 1 :]), width, placeholder=" …")
+            ]
+        text.set_text("\n".join(lines))
+        if text.get_window_extent(renderer).width <= room:
+            return

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._errors import DataError
-from ._figure import Source, calendar_axis, log_axis, new_figure
+from ._figure import Source, calendar_axis, log_axis, model_order, new_figure
 from ._plot_meta import with_unit
 from ._plot_run import _colors, snapshot_indices
 
@@ -28,7 +28,7 @@ def fit(src: Source):
     data = src.group("data/observables")
     t = src.array("time", ndim=1)
     prediction = src.group("prediction")
-    names = [n for n in data if n in prediction][:_MAX_PANELS]
+    names = [n for n in model_order(data, src.meta) if n in prediction][:_MAX_PANELS]
     if not names:
         raise DataError(
             src.path,
@@ -197,9 +197,11 @@ def _problem_fit(src: Source):
     ax = fig.add_subplot(gs[0, 1])
     ax.set_axis_off()
     estimate = src.group("estimate")
+    shown = list(estimate.items())[:30]
+    width = max((len(name) for name, _ in shown), default=1)
     rows = [
-        f"{name:<24} {float(np.ravel(src.values(node, f'estimate/{name}'))[0]):11.5g}"
-        for name, node in list(estimate.items())[:30]
+        f"{name:<{width}} {float(np.ravel(src.values(node, f'estimate/{name}'))[0]):11.5g}"
+        for name, node in shown
     ]
     more = f"\n... and {len(estimate) - 30} more" if len(estimate) > 30 else ""
     ax.text(
@@ -218,6 +220,8 @@ def _problem_fit(src: Source):
 def _waterfall(ax, src: Source, best: float) -> None:
     """Every start's final objective, sorted (offset by the best, plus 1, on a log axis:
     the pyPESTO convention); the starts within `_SAME_OPTIMUM` of the best in blue."""
+    from matplotlib.ticker import MaxNLocator
+
     objective = np.sort(np.ravel(src.array("starts/objective")))
     finite = np.isfinite(objective)
     rank = np.arange(1, len(objective) + 1)
@@ -251,10 +255,14 @@ def _waterfall(ax, src: Source, best: float) -> None:
             transform=ax.transAxes,
             fontsize=8,
         )
-    ax.set_yscale("log")
-    # (at least a decade: starts that all agree would otherwise fill the axis with noise)
+    # (up to 3 at least: starts that all agree would otherwise fill the axis with noise,
+    # and no more, so that they do not sit under an empty decade)
     top = float(np.nanmax(shown)) if finite.any() else 10.0
-    ax.set_ylim(0.7, max(10.0, 2.0 * top))
+    ax.set_ylim(0.7, max(3.0, 2.0 * top))
+    log_axis(ax, "y")
+    # (starts are counted: whole-number ticks, and no more room than half a start a side)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))
+    ax.set_xlim(0.5, len(objective) + 0.5)
     ax.set_xlabel("start, sorted by final objective")
     ax.set_ylabel(f"objective - best + 1 (best {best:.6g})")
     ax.set_title(f"waterfall: {len(objective)} starts", fontsize=9)
@@ -263,7 +271,10 @@ def _waterfall(ax, src: Source, best: float) -> None:
 
 def profile(src: Source):
     """Profile likelihoods: the objective's rise over its optimum along each profiled
-    parameter, the 95% threshold and the interval it bounds."""
+    parameter (in its unit; the number of points on each side of the optimum in the
+    panel's title), the 95% threshold and the interval it bounds."""
+    from matplotlib.ticker import MaxNLocator
+
     threshold = float(src.record.attrs.get("threshold", 1.92))
     best = float(src.array("objective"))
     names = list(src.group("profile"))
@@ -288,8 +299,18 @@ def profile(src: Source):
         if np.all(value > 0) and value.max() / value.min() > 20:
             ax.set_xscale("log")
         verdict = str(group.get("identifiable", ""))
-        ax.set_title(f"{name}: {verdict}" if verdict else name, fontsize=9)
-        ax.set_xlabel(name)
+        # (the walk's steps are adaptive, a few points a side: said, so that the straight
+        # segments between them are not read as the profile's shape)
+        optimum = (
+            float(np.ravel(src.array(f"optimum/{name}"))[0])
+            if src.has(f"optimum/{name}")
+            else float(value[np.nanargmin(rise)])
+        )
+        sides = f"{int(np.sum(value < optimum))} + {int(np.sum(value > optimum))} points"
+        ax.set_title(f"{name}: {verdict}, {sides}" if verdict else f"{name}: {sides}", fontsize=9)
+        ax.set_xlabel(with_unit(name, src.meta.parameter_unit(name)))
+        if ax.get_xscale() == "linear":
+            ax.xaxis.set_major_locator(MaxNLocator(nbins=4))
         ax.set_ylabel("objective rise")
         ax.set_ylim(
             bottom=min(-0.1, float(np.nanmin(rise)) - 0.1),
@@ -435,7 +456,9 @@ def _predictive(src: Source) -> dict:
     t = src.array("predictive/time", ndim=1)
     data_t = src.array("data/time", ndim=1)
     out = {}
-    for name, node in src.group("data/observables").items():
+    observed = src.group("data/observables")
+    for name in model_order(observed, src.meta):
+        node = observed[name]
         if not src.has(f"predictive/{name}"):
             continue
         obs = src.values(node, f"data/observables/{name}", min_ndim=1)
@@ -520,9 +543,6 @@ def _pairs(subfig, draws, names, diverging, meta) -> None:
 
 
 def _quantity(meta, name: str, unit: bool = True) -> str:
-    """A sampled quantity's label: a noise scale by the data's name for its observable,
-    a parameter or initial value (with its unit)."""
-    head, _, rest = name.partition(".")
-    if head == "sigma" and rest:
-        return f"sigma {meta.data_names.get(rest, rest)}"
-    return meta.parameter_label(name) if unit else name.replace(".", " ").replace("_", " ")
+    """A sampled quantity's label: its name as the file and the summary table give it
+    (`sigma.predator`, `initial.prey`), with the unit of a parameter or initial value."""
+    return with_unit(name, meta.parameter_unit(name)) if unit else name

@@ -26,7 +26,9 @@ _TEXT_TABLES = ("states", "noise", "fields")
 # A unit's factors: names, optionally under sqrt(...) or raised to a power.
 _FACTOR = re.compile(r"[A-Za-z_]+")
 # Units that say nothing on a label.
-_SILENT = ("", "1", "reduced", "none", "dimensionless")
+SILENT = ("", "1", "reduced", "none", "dimensionless")
+# Parameters a run's title names at most.
+_TITLE_PARAMETERS = 6
 # Reduced Lennard-Jones units (k_B = 1) and the molecular "real" units (nm, ps, kJ/mol,
 # K, bar), per quantity.
 MD_UNITS = {
@@ -36,6 +38,9 @@ MD_UNITS = {
         "temperature": "ε/$k_B$",
         "pressure": "ε/σ³",
         "length": "σ",
+        "volume": "σ³",
+        "density": "σ⁻³",
+        "mass_density": "m/σ³",
     },
     "real": {
         "energy": "kJ/mol",
@@ -43,13 +48,16 @@ MD_UNITS = {
         "temperature": "K",
         "pressure": "bar",
         "length": "nm",
+        "volume": "nm³",
+        "density": "nm⁻³",
+        "mass_density": "g/cm³",
     },
 }
 
 
 def with_unit(label: str, unit: str) -> str:
     """`prey`, `thousand` -> `prey (thousand)`; no parentheses for a silent unit."""
-    return label if unit.strip() in _SILENT else f"{label} ({unit.replace('*', '·')})"
+    return label if unit.strip() in SILENT else f"{label} ({unit.replace('*', '·')})"
 
 
 def time_unit_of(units: list[str]) -> str:
@@ -194,7 +202,7 @@ class Meta:
             if head == "initial" and rest
             else self.parameters.get(name, (None, "", ""))[1]
         )
-        return "" if unit.strip() in _SILENT else unit
+        return "" if unit.strip() in SILENT else unit
 
     def parameter_label(self, name: str) -> str:
         """A parameter (or `initial.<state>`) with its unit, for sweep and posterior axes."""
@@ -238,6 +246,25 @@ class Meta:
             out.append(f"{name} = {_fmt(value)}")
         return out
 
+    def run_parameters(self) -> list[str]:
+        """What a run's title says of its parameters: `name = value` for each the config
+        sets when there are at most `_TITLE_PARAMETERS` (equal to the defaults or not: the
+        file's config is resolved, so which the user wrote is not known), else those that
+        differ from the model's defaults, the first `_TITLE_PARAMETERS` of them and how
+        many more."""
+        params = self.config.get("params", {})
+        given = [
+            f"{name} = {_fmt(_number(value))}"
+            for name, value in (params.items() if isinstance(params, dict) else ())
+            if _number(value) is not None
+        ]
+        if len(given) <= _TITLE_PARAMETERS:
+            return given
+        changed = self.changed_parameters()
+        if len(changed) <= _TITLE_PARAMETERS:
+            return changed
+        return [*changed[:_TITLE_PARAMETERS], f"and {len(changed) - _TITLE_PARAMETERS} more"]
+
     def title(self, kind: str, record) -> str:
         """What was run: the model, what was done, and the parameters that differ."""
         model = self.model or "model"
@@ -258,14 +285,8 @@ class Meta:
                         extra.append(f"{key} {_fmt(float(self.md_system[key]))}")
                 if solver.get("method"):
                     extra.append(str(solver["method"]))
-            changed = self.changed_parameters()
-            text = head + (
-                ": " + ", ".join(changed)
-                if changed
-                else ", default parameters"
-                if self.parameters
-                else ""
-            )
+            shown = self.run_parameters()
+            text = head + (": " + ", ".join(shown) if shown else "")
             return text + ("\n" + ", ".join(extra) if extra else "")
         if kind == "sweep":
             swept = _swept(record)

@@ -5,8 +5,17 @@ from __future__ import annotations
 import numpy as np
 
 from ._errors import DataError
-from ._figure import Source, calendar_axis, log_axis, log_time, new_figure, pretty, shared_norm
-from ._plot_meta import with_unit
+from ._figure import (
+    Source,
+    calendar_axis,
+    log_axis,
+    log_time,
+    model_order,
+    new_figure,
+    pretty,
+    shared_norm,
+)
+from ._plot_meta import SILENT, with_unit
 
 _SNAPSHOTS = 4
 _RDF_FRAMES = 5
@@ -25,18 +34,97 @@ def snapshot_indices(count: int, n: int = _SNAPSHOTS) -> list[int]:
 _PHASE_MIN_SAVES = 50
 
 
-def ode(src: Source):
-    """Each observable over time in its own panel (in the model's units), and beside them
-    the phase portrait of two or three scalar observables when there are enough saves to
-    draw a curve and the times are not log-spaced."""
+# At most this many panels of observables over time; with more observables that vary,
+# they share panels (at most `_CURVES` each, of like sizes, with a legend).
+_PANELS = 6
+_CURVES = 8
+
+
+def constant(value: np.ndarray) -> bool:
+    """Whether an observable takes one value all the time (to 1e-9 of its size): a
+    parameter or compartment size an imported model reports, a state that never moves."""
+    finite = value[np.isfinite(value)]
+    return bool(
+        len(finite) > 1 and np.ptp(finite) <= 1e-9 * max(float(np.max(np.abs(finite))), 1e-300)
+    )
+
+
+def panel_groups(series: dict[str, np.ndarray]) -> tuple[list[list[str]], list[str]]:
+    """The observables of each panel, and those left out: one panel each when there are
+    at most `_PANELS`, else at most `_PANELS` panels of at most `_CURVES` observables of
+    like size each (by the decade of their largest magnitude: of the splits into runs of
+    the observables sorted by size, the one whose panels' spans of decades, each times
+    its number of curves, add up to the least), each panel in the model's order, the
+    largest first."""
+    names = list(series)
+    if len(names) <= _PANELS:
+        return [[n] for n in names], []
+    order = {n: k for k, n in enumerate(names)}
+
+    def decade(v):
+        peak = np.nanmax(np.abs(v)) if np.isfinite(v).any() else 0.0
+        return float(np.log10(peak)) if peak > 0 else -300.0
+
+    size = {n: decade(v) for n, v in series.items()}
+    by_size = sorted(names, key=lambda n: (-size[n], order[n]))
+    kept, left_out = by_size[: _PANELS * _CURVES], by_size[_PANELS * _CURVES :]
+    s = [size[n] for n in kept]
+    n = len(kept)
+    # best[p][k]: the least cost of the first k observables in p panels, and where the
+    # last panel starts
+    best = [[(np.inf, 0)] * (n + 1) for _ in range(_PANELS + 1)]
+    best[0][0] = (0.0, 0)
+    for p in range(1, _PANELS + 1):
+        for k in range(1, n + 1):
+            for start in range(max(0, k - _CURVES), k):
+                cost = best[p - 1][start][0] + (s[start] - s[k - 1]) * (k - start)
+                if cost < best[p][k][0] - 1e-12:
+                    best[p][k] = (cost, start)
+    panels = min(range(1, _PANELS + 1), key=lambda p: (best[p][n][0], -p))
+    groups, k = [], n
+    for p in range(panels, 0, -1):
+        start = best[p][k][1]
+        groups.append(kept[start:k])
+        k = start
+    return [sorted(g, key=order.get) for g in reversed(groups)], sorted(left_out, key=order.get)
+
+
+def _note(fig, text: str) -> None:
+    """A line under the panels, wrapped to the figure's width."""
+    import textwrap
+
+    width = max(40, int(fig.get_figwidth() * 72 / (8 * 0.6)))
+    # ("name = value" stays on one line: its spaces are NUL while wrapping)
+    wrapped = textwrap.fill(text.replace(" = ", "\0=\0"), width, break_on_hyphens=False)
+    fig.supxlabel(wrapped.replace("\0", " "), fontsize=8, color="0.35", ha="center")
+
+
+def ode(src: Source, *, discrete: bool = False):
+    """The observables over time in the model's order (in the model's units): each in its
+    own panel, or, with more than `_PANELS` of them, several of like size to a panel;
+    observables that stay constant (an imported model's parameters and compartments) are
+    named under the panels, not drawn. Beside them, the phase portrait of two or three
+    scalar observables when there are enough saves to draw a curve and the times are not
+    log-spaced.
+
+    `discrete` (a map's iterates): each saved step a point, joined by a thin line over
+    the step count for the eye, and the phase portrait the points alone (a map has no
+    path between its iterates)."""
     meta = src.meta
     t = src.array("time", ndim=1)
     observables = src.group("observables")
     series = {}
-    for name, node in observables.items():
+    for name in model_order(observables, meta):
+        node = observables[name]
         value = src.values(node, f"observables/{name}", min_ndim=1)
         src.check_length(f"observables/{name}", value, len(t), "one value per save time")
         series[name] = value.reshape(len(t), -1)
+    fixed = {n: float(v[np.isfinite(v)][0]) for n, v in series.items() if constant(v)}
+    if len(fixed) < len(series):
+        series = {n: v for n, v in series.items() if n not in fixed}
+    else:
+        fixed = {}  # (nothing varies: draw it all)
+    groups, left_out = panel_groups(series)
     logarithmic = log_time(t)
     scalars = [n for n, v in series.items() if v.shape[1] == 1]
     phase = (
@@ -47,44 +135,70 @@ def ode(src: Source):
         and not logarithmic
         else []
     )
-    rows = len(series)
-    fig = new_figure(11 if phase else 8, min(2.0 + 1.6 * rows, 12))
+    rows = len(groups)
+    shared = any(len(g) > 1 for g in groups)
+    fig = new_figure(11 if phase else 9 if shared else 8, min(2.0 + 1.6 * rows, 12))
     grid = fig.add_gridspec(rows, 2 if phase else 1, width_ratios=[1.4, 1] if phase else None)
     shown_t = t + meta.time_offset
     first = None
-    for i, (name, value) in enumerate(series.items()):
+    for i, names in enumerate(groups):
         ax = fig.add_subplot(grid[i, 0], sharex=first)
         first = first or ax
-        for j in range(value.shape[1]):
-            label = name if value.shape[1] == 1 else f"{name}[{j}]"
-            ax.plot(
-                shown_t,
-                value[:, j],
-                marker="o" if len(t) <= 12 else None,
-                ms=3.5,
-                lw=1.2,
-                label=label,
+        for name in names:
+            value = series[name]
+            for j in range(value.shape[1]):
+                # (in a legend, by the name the file gives it: an imported model's ids)
+                label = with_unit(name, meta.unit_of(name)) if len(names) > 1 else name
+                ax.plot(
+                    shown_t,
+                    value[:, j],
+                    marker="o" if len(t) <= 12 or discrete else None,
+                    ms=(3.5 if len(t) <= 100 else 2.0) if discrete else 3.5,
+                    lw=0.5 if discrete else 1.2,
+                    label=label if value.shape[1] == 1 else f"{label}[{j}]",
+                )
+        if len(names) > 1:
+            units = {meta.unit_of(n) for n in names}  # (the legend names the curves)
+            unit = units.pop() if len(units) == 1 else ""
+            ax.set_ylabel("" if unit.strip() in SILENT else unit.replace("*", "·"))
+            ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+        else:  # (beside legends of the file's names, by the same name)
+            ax.set_ylabel(
+                with_unit(names[0], meta.unit_of(names[0])) if shared else meta.label(names[0])
             )
-        ax.set_ylabel(meta.label(name))
-        if value.shape[1] > 1 and value.shape[1] <= 8:
-            ax.legend(fontsize=7, loc="best")
+            if 1 < series[names[0]].shape[1] <= 8:
+                ax.legend(fontsize=7, loc="best")
         if i < rows - 1:
             ax.tick_params(labelbottom=False)
     if logarithmic:
         log_axis(first, "x", symlog_threshold=float(t[t > 0][0]) if t[0] <= 0 else None)
-    fig.axes[rows - 1].set_xlabel(meta.time_label())
+    fig.axes[rows - 1].set_xlabel("step" if discrete else meta.time_label())
+    if discrete:
+        from matplotlib.ticker import MaxNLocator
+
+        first.xaxis.set_major_locator(MaxNLocator(integer=True))
     calendar_axis(first, meta)
+    notes = []
+    if fixed:
+        notes.append(
+            "constant, not drawn: " + ", ".join(f"{n} = {v:.4g}" for n, v in fixed.items())
+        )
+    if left_out:
+        notes.append(f"not drawn ({_PANELS} panels of {_CURVES} at most): " + ", ".join(left_out))
+    if notes:
+        _note(fig, "; ".join(notes))
     if phase:
+        style = {"ls": "none", "marker": "o", "ms": 1.5} if discrete else {"lw": 0.6}
         if len(phase) == 3:
             ax = fig.add_subplot(grid[:, 1], projection="3d")
-            ax.plot(*(series[n][:, 0] for n in phase), lw=0.6)
+            ax.plot(*(series[n][:, 0] for n in phase), **style)
             ax.set_xlabel(meta.label(phase[0]))
             ax.set_ylabel(meta.label(phase[1]))
             ax.set_zlabel(meta.label(phase[2]))
         else:
             ax = fig.add_subplot(grid[:, 1])
             x, y = (series[n][:, 0] for n in phase)
-            ax.plot(x, y, lw=1.0)
+            ax.plot(x, y, **(style if discrete else {"lw": 1.0}))
             ax.plot(x[:1], y[:1], "o", color="k", ms=4, label="start")
             ax.set_xlabel(meta.label(phase[0]))
             ax.set_ylabel(meta.label(phase[1]))
@@ -103,8 +217,8 @@ def ensemble(src: Source):
     fig = new_figure(8, min(2.0 + 1.8 * rows, 12))
     first = None
     shown_t = t + meta.time_offset
-    for i, (name, node) in enumerate(observables.items()):
-        value = src.values(node, f"observables/{name}", min_ndim=1)
+    for i, name in enumerate(model_order(observables, meta)):
+        value = src.values(observables[name], f"observables/{name}", min_ndim=1)
         src.check_length(f"observables/{name}", value, len(t), "one value per save time")
         value = value.reshape(len(t), -1)
         ax = fig.add_subplot(rows, 1, i + 1, sharex=first)
@@ -237,10 +351,12 @@ def _field_1d(fig, gs, row, name, t, x, value, meta):
         norm=norm,
         interpolation="nearest",
     )
-    fig.colorbar(image, ax=ax, label=meta.label(name))
+    # (the title names the field and its unit; the snapshots' axis beside the colour bar
+    # names it again, so the bar carries no label of its own)
+    fig.colorbar(image, ax=ax)
     ax.set_xlabel("x")
     ax.set_ylabel(meta.time_label())
-    ax.set_title(f"{pretty(name)}(x, t)", fontsize=9)
+    ax.set_title(with_unit(f"{pretty(name)}(x, t)", meta.unit_of(name)), fontsize=9)
     ax = fig.add_subplot(gs[row, 1])
     colors = _colors(len(snapshot_indices(len(t))))
     for color, i in zip(colors, snapshot_indices(len(t)), strict=False):
@@ -308,7 +424,12 @@ def md(src: Source):
         if (p == "energy" and any(n in series for n in _ENERGIES)) or p in series
     ]
     others = [n for n in series if n not in _ENERGIES and n not in ("temperature", "pressure")]
-    panels += others
+    # (a quantity the run holds fixed, such as the volume and density at constant volume,
+    # is named under the panels rather than drawn as a flat line)
+    fixed = [n for n in others if constant(series[n][1])]
+    panels += [n for n in others if n not in fixed]
+    dim = _dimension(src)
+    units = {**units, **_per_dimension(units, dim)}
     if not panels and rdf is None:
         raise DataError(
             src.path, "/observables", "no scalar observables and no particle positions to draw"
@@ -363,7 +484,30 @@ def md(src: Source):
         ax.set_xlabel(with_unit("r", units["length"]))
         ax.set_ylabel("g(r)")
         ax.set_title(title, fontsize=9)
+    if fixed:
+        values = (f"{pretty(n)} = {series[n][1][0]:.4g} {units.get(n, '')}".strip() for n in fixed)
+        _note(fig, "constant in this run, not drawn: " + ", ".join(values))
     return fig
+
+
+def _dimension(src: Source) -> int:
+    """The number of space dimensions of an MD file (3 unless its positions say)."""
+    if src.has("particles/all/position/value"):
+        shape = np.shape(src.lookup("particles/all/position/value"))
+        if len(shape) == 3:
+            return int(shape[2])
+    return 3
+
+
+def _per_dimension(units: dict, dim: int) -> dict:
+    """Volume and number density in a space of `dim` dimensions: length^dim and its
+    inverse (an area in 2D)."""
+    length = units.get("length", "")
+    if not length or dim == 3:
+        return {}
+    power = {1: "", 2: "²"}.get(dim, f"^{dim}")
+    inverse = {1: "⁻¹", 2: "⁻²"}.get(dim, f"^-{dim}")
+    return {"volume": f"{length}{power}", "density": f"{length}{inverse}"}
 
 
 def _md_series(src: Source) -> tuple[dict, int | None]:

@@ -9,7 +9,7 @@ import numpy as np
 
 from ._errors import DataError
 from ._family import Sweepable
-from ._figure import Source, _family, log_axis, log_spaced, new_figure, pretty
+from ._figure import Source, _family, log_axis, log_spaced, model_order, new_figure, pretty
 
 _MAX_PANELS = 6
 _MAX_LINES = 64
@@ -129,7 +129,9 @@ def _sweep_summaries(src: Source, t: np.ndarray | None, status: np.ndarray):
     particles = meta.particle_count(src.record)
     # Per-particle arrays of MD sweeps (positions, velocities) have no one number per run
     # worth a heatmap; the energies, temperature and pressure beside them do.
-    drawn = [n for n in observables if n not in _PARTICLE_ARRAYS] or list(observables)
+    drawn = model_order(
+        [n for n in observables if n not in _PARTICLE_ARRAYS] or list(observables), meta
+    )
     for name, node in [(n, observables[n]) for n in drawn][:_MAX_PANELS]:
         key = f"observables/{name}"
         if isinstance(node, dict):  # save = "summary": {min, max, mean, final}

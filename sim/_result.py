@@ -25,15 +25,26 @@ class RunSink:
     initial: dict[str, Any]
     groups: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
     seed: int | None = None
+    # The model's declared order of its states (or fields): the observables are written
+    # in it, the others after them (empty: the rows' own order).
+    order: tuple[str, ...] = ()
+
+    def ordered(self, rows: dict[str, Any]) -> dict[str, Any]:
+        """`rows` with the declared names first, in their order (a run's rows arrive
+        sorted by name, as JAX flattens a dict), then the others as they came."""
+        first = [n for n in self.order if n in rows]
+        return {n: rows[n] for n in (*first, *(n for n in rows if n not in first))}
 
     def create(self, f: h5py.File, rows: dict[str, np.ndarray]) -> None:
         write_root_attrs(
             f, format="simjax.run", model=self.model, config=self.config, seed=self.seed
         )
         f.create_dataset("time", data=np.asarray(self.time))
-        group = f.create_group("observables")
+        # (creation order tracked: a reader iterates the observables in the model's order,
+        # not alphabetically, and `sim.read` keeps it)
+        group = f.create_group("observables", track_order=True)
         frames = len(self.time)
-        for name, values in rows.items():
+        for name, values in self.ordered(rows).items():
             values = np.asarray(values)
             group.create_dataset(
                 name,

@@ -600,6 +600,7 @@ def run_plan(
         initial=({k: np.asarray(v) for k, v in s.initial.items()} if initial is None else initial),
         groups=groups or {},
         seed=seed,
+        order=declared_order(model),
     )
     return RunPlan(
         engine=engine,
@@ -611,6 +612,14 @@ def run_plan(
     )
 
 
+def declared_order(model: Model) -> tuple[str, ...]:
+    """The names of a model's states (a PDE's fields) in the order it declares them."""
+    names = getattr(model, "state_names", None)
+    if names is None:
+        names = getattr(model, "field_names", ())
+    return tuple(str(n) for n in names or ())
+
+
 def sink_result(sink: RunSink) -> Callable[[dict[str, np.ndarray], dict[str, int]], RunResult]:
     """The in-memory `RunResult` of a run written by `sink`."""
 
@@ -619,7 +628,7 @@ def sink_result(sink: RunSink) -> Callable[[dict[str, np.ndarray], dict[str, int
             model=sink.model,
             config=sink.config,
             time=sink.time,
-            observables=rows,
+            observables=sink.ordered(rows),
             params=sink.params,
             initial=sink.initial,
             groups=sink.groups,

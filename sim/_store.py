@@ -255,9 +255,11 @@ def write_group(f: h5py.File | h5py.Group, name: str, values: Mapping[str, Any])
     Arguments:
         f: the open file or group to write in.
         name: the group's path, created if missing (an existing group is reused).
-        values: dataset name -> array-like, each written as `np.asarray(value)`.
+        values: dataset name -> array-like, each written as `np.asarray(value)`, in
+            this order (a new group tracks the order its datasets were created in, which
+            `read` keeps).
     """
-    group = f.require_group(name)
+    group = f.require_group(name) if name in f else f.create_group(name, track_order=True)
     for key, value in values.items():
         group.create_dataset(key, data=np.asarray(value))
 

@@ -90,14 +90,21 @@ def test_what_a_map_cannot_do_is_refused(tmp_cwd, capsys):
     assert code == 2 and "events are for ODE models" in err, err
 
 
-def test_a_map_run_is_drawn_as_points_over_the_iteration_count(tmp_cwd, capsys):
+def test_a_map_run_is_drawn_as_points_joined_by_thin_lines_over_the_step(tmp_cwd, capsys):
     (tmp_cwd / "h.toml").write_text(
-        '[model]\nname = "henon_map"\n[time]\nt0 = 0\nt1 = 20\nsave = 11\n'
+        '[model]\nname = "henon_map"\n[time]\nt0 = 0\nt1 = 60\nsave = 61\n'
     )
     assert cli(["run", "h.toml", "-o", "h.h5", "-q"], capsys)[0] == 0
     from sim._plot import draw
 
-    fig = draw(sim.read(tmp_cwd / "h.h5"))
-    assert fig.axes[-1].get_xlabel() == "iteration n"
-    lines = [line for ax in fig.axes for line in ax.get_lines()]
-    assert lines and all(line.get_linestyle() == "None" for line in lines)
+    record = sim.read(tmp_cwd / "h.h5")
+    fig = draw(record)
+    assert fig.axes[1].get_xlabel() == "step" and fig.axes[2].get_title() == "phase portrait"
+    for ax, name in zip(fig.axes[:2], ["x", "y"], strict=True):
+        (line,) = ax.get_lines()  # every iterate a point, joined by a thin line
+        assert line.get_marker() == "o" and line.get_linestyle() == "-" and line.get_lw() <= 0.5
+        np.testing.assert_array_equal(line.get_ydata(), record["observables"][name])
+        np.testing.assert_array_equal(line.get_xdata(), np.arange(61.0))
+    # the phase portrait: the iterates alone (no path between them)
+    iterates = fig.axes[2].get_lines()[0]
+    assert iterates.get_linestyle() == "None" and iterates.get_marker() == "o"

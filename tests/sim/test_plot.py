@@ -479,7 +479,9 @@ def test_sim_plot_of_a_run_result_record_path_and_trajectory(lv_result, tmp_cwd)
         isinstance(name, (str, Path)) for name in opened
     )  # drawn from memory: no file written
     assert isinstance(fig, Figure) and len(fig.axes) == 3  # prey, predator, phase portrait
-    assert fig._suptitle.get_text() == "lotka_volterra run, default parameters · RunResult"
+    assert fig._suptitle.get_text() == (
+        "lotka_volterra run: alpha = 0.55, beta = 0.028, gamma = 0.8, delta = 0.024 · RunResult"
+    )
     lv_result.save("lv.h5")
     assert_record_is_the_file(lv_result, "lv.h5")
     record = sim.read("lv.h5")
@@ -723,7 +725,94 @@ def test_lorenz_time_is_linear_and_lotka_volterra_speaks_in_years_and_thousands(
         "predator (thousand)",
         "prey (thousand)",
     }
-    assert fig._suptitle.get_text() == "lotka_volterra run, default parameters · ode_phase.h5"
+    # (the config sets all four, to the defaults: the title says what they were)
+    assert (
+        fig._suptitle.get_text()
+        == "lotka_volterra run: alpha = 0.55, beta = 0.028, gamma = 0.8, delta = 0.024 · "
+        "ode_phase.h5"
+    )
+
+
+SEIR = """
+[model]
+name = "seir"
+[model.states]
+S = "-beta * S * I"
+E = "beta * S * I - sigma * E"
+I = "sigma * E - gamma * I"
+R = "gamma * I"
+[model.parameters]
+beta = 0.5
+sigma = 0.3
+gamma = 0.2
+[initial]
+S = 0.99
+E = 0.0
+I = 0.01
+R = 0.0
+[time]
+t1 = 20.0
+save = 21
+"""
+
+
+def test_states_keep_the_models_order_through_the_file_and_the_figure(tmp_cwd, capsys):
+    Path("seir.toml").write_text(SEIR)
+    code, err = cli(["run", "seir.toml", "-o", "seir.h5", "--quiet"], capsys)
+    assert code == 0, err
+    with h5py.File("seir.h5") as f:  # (any reader: HDF5 keeps the creation order)
+        assert list(f["observables"]) == ["S", "E", "I", "R"]
+    record = sim.read("seir.h5")
+    assert list(record["observables"]) == ["S", "E", "I", "R"]
+    assert [ax.get_ylabel() for ax in sim.plot(record).axes] == ["S", "E", "I", "R"]
+    # A file that iterates alphabetically (written without the order) is drawn in the
+    # order the registered model declares: prey above predator, prey on the x axis.
+    write(
+        "lv.h5",
+        {**RUN, "model": "lotka_volterra"},
+        {
+            "time": np.linspace(0, 10, 60),
+            "observables": {"predator": 2 + np.cos(np.arange(60.0)), "prey": np.arange(60.0)},
+        },
+    )
+    fig = sim.plot("lv.h5")
+    assert [ax.get_ylabel() for ax in fig.axes[:2]] == ["prey (thousand)", "predator (thousand)"]
+    assert fig.axes[2].get_xlabel() == "prey (thousand)"
+    # So is a sweep's (its file iterates I, R, S, prevalence).
+    assert list(sim.read(PLOTS / "sweep_lines.h5")["observables"]) == ["I", "R", "S", "prevalence"]
+    labels = [ax.get_ylabel() for ax in sim.plot(PLOTS / "sweep_lines.h5").axes]
+    assert labels[::3] == ["S", "I", "R", "prevalence"], labels
+
+
+BOEHM = Path(__file__).resolve().parents[1] / "data" / "petab" / "Boehm_JProteomeRes2014"
+
+
+def test_an_imported_models_run_draws_what_varies_in_six_panels_at_most(tmp_cwd, capsys):
+    # STAT5 dimerisation (SBML): 8 species, 9 reaction rates and 10 constant parameters
+    # and compartment sizes, all reported as observables.
+    Path("boehm.toml").write_text(
+        f'[model]\nsbml = "{BOEHM / "model_Boehm_JProteomeRes2014.xml"}"\n'
+        '[time]\nt1 = 240.0\nsave = 25\n[solver]\nmethod = "kvaerno5"\n'
+    )
+    code, err = cli(["run", "boehm.toml", "-o", "boehm.h5", "--quiet"], capsys)
+    assert code == 0, err
+    record = sim.read("boehm.h5")
+    observables = {k: np.asarray(v) for k, v in record["observables"].items()}
+    fixed = {k for k, v in observables.items() if np.ptp(v) == 0}
+    assert len(observables) == 28 and {"cyt", "nuc", "k_phos", "ratio"} <= fixed
+    fig = sim.plot(record)
+    assert len(fig.axes) <= 6
+    drawn = [line.get_label() for ax in fig.axes for line in ax.get_lines()]
+    assert sorted(drawn) == sorted(set(observables) - fixed)  # each that varies, once
+    curves = [line.get_ydata() for ax in fig.axes for line in ax.get_lines()]
+    for name in fixed:
+        assert not any(np.array_equal(c, observables[name]) for c in curves), name
+    note = fig._supxlabel.get_text().replace("\n", " ")
+    assert note.startswith("constant, not drawn:") and all(f"{n} = " in note for n in fixed)
+    # The title stays inside the figure.
+    fig.canvas.draw()
+    box, page = fig._suptitle.get_window_extent(), fig.bbox
+    assert page.x0 <= box.x0 and box.x1 <= page.x1, (box, page)
 
 
 def test_log_time_axis_for_log_spaced_saves_and_no_phase_portrait_from_ten_points():
@@ -737,17 +826,30 @@ def test_log_time_axis_for_log_spaced_saves_and_no_phase_portrait_from_ten_point
     assert all(a.x1 < b.x0 for a, b in zip(boxes, boxes[1:], strict=False))
 
 
-def test_a_title_names_the_parameters_that_differ_from_the_defaults(tmp_cwd):
-    write(
-        "lv.h5",
-        {
-            **RUN,
-            "model": "lotka_volterra",
-            "config": '[model]\nname = "lotka_volterra"\n[params]\nalpha = 0.6\nbeta = 0.028\n',
-        },
-        {"time": T, "observables": {"prey": T}},
+def test_a_title_names_the_parameters_the_config_sets(tmp_cwd):
+    def title(params, model="lotka_volterra"):
+        config = f'[model]\nname = "{model}"\n[params]\n' + "".join(
+            f"{k} = {v}\n" for k, v in params.items()
+        )
+        write(
+            "lv.h5",
+            {**RUN, "model": model, "config": config},
+            {"time": T, "observables": {"prey": T}},
+        )
+        return sim.plot("lv.h5")._suptitle.get_text()
+
+    assert (
+        title({"alpha": 0.6, "beta": 0.028})
+        == "lotka_volterra run: alpha = 0.6, beta = 0.028 · lv.h5"
     )
-    assert sim.plot("lv.h5")._suptitle.get_text() == "lotka_volterra run: alpha = 0.6 · lv.h5"
+    assert title({}) == "lotka_volterra run · lv.h5"  # (nothing set: nothing said)
+    # More than six: those that differ from the defaults (all, for a model of unknown
+    # defaults), six at most and how many more.
+    many = {f"k{i}": float(i) for i in range(9)}
+    assert title(many, "m") == (
+        "m run: k0 = 0, k1 = 1, k2 = 2, k3 = 3, k4 = 4, k5 = 5, and 3 more · lv.h5"
+    )
+    assert "default parameters" not in title({"alpha": 0.55})
 
 
 def test_fit_in_calendar_years_with_the_datas_names(tmp_cwd):
@@ -785,9 +887,13 @@ def test_posterior_pair_plot_holds_every_quantity_or_says_which_it_leaves_out(tm
     fig = sim.plot(PLOTS / "posterior.h5")
     names = list(sim.read(PLOTS / "posterior.h5")["posterior"])
     labels = {ax.get_xlabel() for ax in fig.axes}
-    assert len(names) == 8 and {"alpha", "initial prey", "sigma hare", "sigma lynx"} <= labels, (
-        labels
-    )
+    # (by the names of the file and of its summary table)
+    assert set(names) == set(sim.read(PLOTS / "posterior.h5")["summary"]["quantity"].astype(str))
+    assert (
+        len(names) == 8 and {"alpha", "initial.prey", "sigma.prey", "sigma.predator"} <= labels
+    ), labels
+    ylabels = {ax.get_ylabel() for ax in fig.axes}
+    assert {"alpha\n(1/year)", "initial.prey\n(thousand)", "sigma.predator"} <= ylabels, ylabels
     assert not any("not drawn" in t.get_text() for t in fig.texts)
     draws = {f"q{i}": DRAWS + i for i in range(12)}
     draws["field"] = RNG.normal(size=(2, 50, 3))
@@ -814,6 +920,26 @@ def test_md_energies_per_particle_in_reduced_units():
     assert {"temperature (ε/$k_B$)", "pressure (ε/σ³)"} <= {ax.get_ylabel() for ax in fig.axes}
 
 
+def test_md_panels_have_units_and_quantities_the_run_holds_fixed_are_not_drawn():
+    record = sim.read(PLOTS / "md.h5")  # NVT: the box, so volume and density, never change
+    time = record["observables/pressure/time"]
+    n = record["particles/all/position/value"].shape[1]
+    volume = float(np.prod(record["particles/all/box/edges/value"][-1]))
+    record["observables"]["volume"] = {"time": time, "value": np.full(len(time), volume)}
+    record["observables"]["density"] = {"time": time, "value": np.full(len(time), n / volume)}
+    fig = sim.plot(record)
+    labels = [ax.get_ylabel() for ax in fig.axes]
+    assert not any(label.startswith(("volume", "density")) for label in labels), labels
+    note = fig._supxlabel.get_text().replace("\n", " ")
+    assert f"volume = {volume:.4g} σ³" in note and f"density = {n / volume:.4g} σ⁻³" in note
+    assert all("(" in label for label in labels if label and label != "g(r)"), labels
+    # Under a barostat they change: drawn, in units.
+    record["observables"]["volume"]["value"] = volume * (1 + 0.01 * np.sin(time))
+    record["observables"]["density"]["value"] = n / record["observables"]["volume"]["value"]
+    labels = {ax.get_ylabel() for ax in sim.plot(record).axes}
+    assert {"volume (σ³)", "density (σ⁻³)"} <= labels, labels
+
+
 def test_2d_fields_share_one_labelled_colour_scale():
     fig = sim.plot(PLOTS / "pde_2d.h5")  # Gray-Scott u and v, 4 snapshots each
     images = [ax.get_images()[0] for ax in fig.axes if ax.get_images()]
@@ -831,6 +957,55 @@ def test_pde_scalars_in_their_own_labelled_panels_conserved_ones_flat():
     assert mass is not energy and energy.get_xlabel() == "time"
     assert any(t.get_text().startswith("conserved: varies by") for t in mass.texts)
     assert not any(t.get_text().startswith("conserved") for t in energy.texts)
+
+
+def test_a_1d_field_is_named_once_beside_its_colour_bar():
+    fig = sim.plot(PLOTS / "pde_1d.h5")  # Kuramoto-Sivashinsky u(x, t)
+    image = next(ax for ax in fig.axes if ax.get_images())
+    bar = image.get_images()[0].colorbar.ax
+    assert image.get_title() == "u(x, t)" and bar.get_ylabel() == ""
+    assert [ax.get_ylabel() for ax in fig.axes].count("u") == 1  # the snapshots' axis
+
+
+def test_profiles_in_units_with_their_points_and_a_waterfall_of_whole_starts(tmp_cwd):
+    alpha = np.array([0.42, 0.46, 0.49, 0.54, 0.60, 0.63, 0.66, 0.68])
+    write(
+        "profile.h5",
+        {
+            "format": "simjax.profile",
+            "model": "lotka_volterra",
+            "config": '[model]\nname = "lotka_volterra"\n',
+            "threshold": 1.92,
+        },
+        {
+            "objective": 10.0,
+            "optimum": {"alpha": 0.54},
+            "profile": {
+                "alpha": {
+                    "value": alpha,
+                    "objective": 10.0 + 120 * (alpha - 0.54) ** 2,
+                    "lower": 0.44,
+                    "upper": 0.66,
+                    "identifiable": "identifiable",
+                }
+            },
+        },
+    )
+    ax = sim.plot("profile.h5").axes[0]
+    assert ax.get_xlabel() == "alpha (1/year)"
+    assert ax.get_title() == "alpha: identifiable, 3 + 4 points"
+    write(
+        "fit.h5",
+        FIT,
+        {
+            "objective": 5.0,
+            "starts": {"objective": np.array([5.0, 5.05, 9.0])},
+            "estimate": {"k": 1.0},
+        },
+    )
+    ax = sim.plot("fit.h5").axes[0]
+    assert ax.get_xlim() == (0.5, 3.5) and ax.get_ylim()[1] <= 12.0
+    assert [t for t in ax.get_xticks() if 0.5 <= t <= 3.5] == [1.0, 2.0, 3.0]  # whole starts
 
 
 def test_sweep_axes_log_where_drawn_log_spaced_with_units():

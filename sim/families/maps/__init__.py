@@ -19,17 +19,10 @@ class MapFamily(Drawable):
     describes = "discrete maps"
 
     def draw_run(self, source):
-        # The observables at each saved iterate, as points over the iteration count: a
-        # map has no values between iterates, so no line joins them.
+        # Each saved iterate a point over the step count (`ode(discrete=True)`).
         from ..._plot_run import ode
 
-        fig = ode(source)
-        for ax in fig.axes:
-            for line in ax.get_lines():
-                line.set_linestyle("none")
-            if ax.get_xlabel() == "time":
-                ax.set_xlabel("iteration n")
-        return fig
+        return ode(source, discrete=True)
 
     def simulate(self, model, params, t, initial, solver, key):
         from ._numerics import simulate
