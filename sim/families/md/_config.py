@@ -8,11 +8,12 @@ import dataclasses
 import math
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pydantic
 from jaxtyping import Array
 
 from physics import float_array
@@ -57,34 +58,117 @@ DEFAULT_COMPRESSIBILITY = {"reduced": 0.1, "real": 4.5e-5}
 # neighbour list of some tens of ids.
 PARTICLE_BYTES = 1024
 
-_SYSTEM_KEYS = (
-    "lattice",
-    "cells",
-    "density",
-    "temperature",
-    "seed",
-    "file",
-    "frame",
-    "group",
-    "particles",
-    "min_distance",
-    "units",
-    "molecule",
-    "molecules",
-)
 
-_MD_SOLVER_KEYS = (
-    "method",
-    "temperature",
-    "friction",
-    "tau",
-    "chain_length",
-    "barostat",
-    "skin",
-    "neighbour_list",
-    "dtype",
-)
-_BAROSTAT_KEYS = ("pressure", "tau", "compressibility", "coupling")
+class SystemTable(pydantic.BaseModel):
+    """`[system]`: the particles an MD run starts from, generated (a lattice,
+    a random packing, rigid molecules) or read from an H5MD file. The keys this family
+    accepts are these fields; each is checked where it is read."""
+
+    lattice: Literal[LATTICES + ("random",)] = pydantic.Field(
+        "fcc", description='the crystal the particles start on, or "random" (a packing)'
+    )
+    cells: int | list[int] = pydantic.Field(
+        4, description="unit cells per box edge (or three counts, one per axis)"
+    )
+    density: float | None = pydantic.Field(
+        None,
+        description="number density (particles per volume; with molecules, the mass density)",
+        json_schema_extra={"unit": "1/length^3; g/cm^3 with molecules", "required": True},
+    )
+    temperature: float | None = pydantic.Field(
+        None,
+        description="Maxwell-Boltzmann velocities at this temperature (none: at rest, or the "
+        "file's velocities)",
+        json_schema_extra={"unit": "temperature (K in real units)"},
+    )
+    seed: int = pydantic.Field(0, description="seed of the velocities and of a random packing")
+    file: str | None = pydantic.Field(
+        None, description="an H5MD start file (relative to the config's folder)"
+    )
+    frame: int = pydantic.Field(-1, description="the frame of the start file (-1: the last)")
+    group: str = pydantic.Field("all", description="the group of /particles in the start file")
+    particles: int | None = pydantic.Field(
+        None, description='number of particles of lattice = "random"'
+    )
+    min_distance: float = pydantic.Field(
+        0.8,
+        description="least distance between particles of a random packing (molecules: 0.5, "
+        "or 0.17 nm in real units, between sites)",
+        json_schema_extra={"unit": "length"},
+    )
+    units: Literal[tuple(UNITS)] = pydantic.Field(
+        "reduced", description="reduced Lennard-Jones units, or real (nm, ps, kJ/mol, amu, K, bar)"
+    )
+    molecule: str | dict[str, Any] | None = pydantic.Field(
+        None,
+        description='a rigid water model ("spce", "tip3p") or a table of species, mass, sites '
+        "and constraints",
+    )
+    molecules: int | None = pydantic.Field(None, description="number of rigid molecules")
+
+
+class MdSolverExtras(pydantic.BaseModel):
+    """The `[solver]` keys of MD runs beyond `method` and `dtype` (`method`: verlet,
+    langevin or nose_hoover; a thermostat's keys go with its method)."""
+
+    temperature: float | None = pydantic.Field(
+        None,
+        description="the thermostat's temperature (langevin, nose_hoover; required there)",
+        json_schema_extra={"unit": "temperature (K in real units)"},
+    )
+    friction: float = pydantic.Field(
+        1.0, description="Langevin friction coefficient", json_schema_extra={"unit": "1/time"}
+    )
+    tau: float | None = pydantic.Field(
+        None,
+        description="Nose-Hoover coupling time",
+        json_schema_extra={"unit": "time", "default": "100 * dt"},
+    )
+    chain_length: int = pydantic.Field(3, description="thermostats in the Nose-Hoover chain")
+    barostat: dict[str, Any] | None = pydantic.Field(
+        None,
+        description="stochastic cell rescaling at a pressure: a table of the keys below "
+        "(solver.barostat.*)",
+    )
+    skin: float | None = pydantic.Field(
+        None,
+        description="neighbour-list skin beyond the cut-off",
+        json_schema_extra={"unit": "length", "default": "0.3 (reduced), 0.1 nm (real)"},
+    )
+    neighbour_list: bool = pydantic.Field(
+        True, description="use a neighbour list (false: every pair, each step)"
+    )
+
+
+class BarostatTable(pydantic.BaseModel):
+    """`[solver] barostat = { ... }` of an MD run with a thermostat."""
+
+    pressure: float | None = pydantic.Field(
+        None,
+        description="the target pressure (required)",
+        json_schema_extra={"unit": "pressure (bar in real units)", "required": True},
+    )
+    tau: float | None = pydantic.Field(
+        None,
+        description="the barostat's relaxation time (at least one step)",
+        json_schema_extra={"unit": "time", "default": "200 * dt"},
+    )
+    compressibility: float | None = pydantic.Field(
+        None,
+        description="the compressibility estimate the box moves by",
+        json_schema_extra={
+            "unit": "1/pressure (1/bar in real units)",
+            "default": "0.1 (reduced), 4.5e-5 1/bar (real: water's)",
+        },
+    )
+    coupling: Literal[COUPLINGS] = pydantic.Field(
+        "isotropic", description="one scale for the three edges, or one per edge"
+    )
+
+
+_SYSTEM_KEYS = tuple(SystemTable.model_fields)
+_MD_SOLVER_KEYS = ("method", *MdSolverExtras.model_fields, "dtype")
+_BAROSTAT_KEYS = tuple(BarostatTable.model_fields)
 _MODEL_OPTION_PARAMS = (
     "cutoff",
     "shift",
