@@ -35,7 +35,7 @@ class Table:
     """One table of the page: the keys of `schema` under the dotted `prefix`."""
 
     prefix: str
-    schema: type[pydantic.BaseModel]
+    schema: type[pydantic.BaseModel] | tuple[tuple[str, str, str, str], ...]
     commands: str
     title: str = ""
 
@@ -51,9 +51,10 @@ def tables() -> list[tuple[str, str, list[Table]]]:
     from inference._fit_section import FitSection
     from inference._observation import ObservableTable
     from inference._rdf_target import RdfDataTable
+    from sim._catalogue import SYSTEM_KEYS
     from sim._config import ConfigSpec, EventSection, ModelSection, spec_class
     from sim._sweep_spec import ParamSpec, SweepSection
-    from sim.families.md._config import BarostatTable, MdSolverExtras, SystemTable
+    from sim.families.md._config import BarostatTable, MdSolverExtras
     from sim.families.md._rdf import RdfTable
     from sim.families.ode._numerics import OdeSolverExtras
     from sim.families.pde._config import GridTable, PdeSolverExtras
@@ -101,7 +102,13 @@ def tables() -> list[tuple[str, str, list[Table]]]:
         ("events", fields["events"].description, [Table("events[]", EventSection, RUNS)]),
         ("ensemble", _doc(EnsembleSection), [Table("ensemble", EnsembleSection, RUNS)]),
         ("grid", _doc(GridTable), [Table("grid", GridTable, RUNS)]),
-        ("system", _doc(SystemTable), [Table("system", SystemTable, RUNS)]),
+        (
+            "system",
+            "The particles an MD run starts from: generated (a lattice, a random packing, rigid "
+            "molecules) or read from an H5MD file (reduced units: lengths in sigma, energies in "
+            "epsilon).",
+            [Table("system", SYSTEM_KEYS, RUNS)],
+        ),
         ("rdf", _doc(RdfTable), [Table("rdf", RdfTable, "run, sweep, fit")]),
         (
             "sweep",
@@ -248,6 +255,8 @@ def _cell(text: str) -> str:
 
 def rows(table: Table) -> list[tuple[str, str, str, str, str]]:
     """(key, type, default, unit, meaning) of each field of a table."""
+    if isinstance(table.schema, tuple):  # (key, default, unit, meaning): `sim models`' table
+        return [(f"{table.prefix}.{k}", "", d, u, m) for k, d, u, m in table.schema]
     out = []
     checks = _checks() if table.prefix == "checks" else {}
     for name, field in table.schema.model_fields.items():

@@ -41,6 +41,7 @@ from solvers import (
     did_you_mean,
 )
 
+from ..._catalogue import SYSTEM_KEYS
 from ..._config import Config, seed_problem
 from ..._limits import memory_problem, physical_memory
 from ..._registry import model_options
@@ -57,54 +58,6 @@ DEFAULT_COMPRESSIBILITY = {"reduced": 0.1, "real": 4.5e-5}
 # Memory per particle at least: positions, velocities, forces and their copies, and a
 # neighbour list of some tens of ids.
 PARTICLE_BYTES = 1024
-
-
-class SystemTable(pydantic.BaseModel):
-    """`[system]`: the particles an MD run starts from, generated (a lattice,
-    a random packing, rigid molecules) or read from an H5MD file. The keys this family
-    accepts are these fields; each is checked where it is read."""
-
-    lattice: Literal[LATTICES + ("random",)] = pydantic.Field(
-        "fcc", description='the crystal the particles start on, or "random" (a packing)'
-    )
-    cells: int | list[int] = pydantic.Field(
-        4, description="unit cells per box edge (or three counts, one per axis)"
-    )
-    density: float | None = pydantic.Field(
-        None,
-        description="number density (particles per volume; with molecules, the mass density)",
-        json_schema_extra={"unit": "1/length^3; g/cm^3 with molecules", "required": True},
-    )
-    temperature: float | None = pydantic.Field(
-        None,
-        description="Maxwell-Boltzmann velocities at this temperature (none: at rest, or the "
-        "file's velocities)",
-        json_schema_extra={"unit": "temperature (K in real units)"},
-    )
-    seed: int = pydantic.Field(0, description="seed of the velocities and of a random packing")
-    file: str | None = pydantic.Field(
-        None, description="an H5MD start file (relative to the config's folder)"
-    )
-    frame: int = pydantic.Field(-1, description="the frame of the start file (-1: the last)")
-    group: str = pydantic.Field("all", description="the group of /particles in the start file")
-    particles: int | None = pydantic.Field(
-        None, description='number of particles of lattice = "random"'
-    )
-    min_distance: float = pydantic.Field(
-        0.8,
-        description="least distance between particles of a random packing (molecules: 0.5, "
-        "or 0.17 nm in real units, between sites)",
-        json_schema_extra={"unit": "length"},
-    )
-    units: Literal[tuple(UNITS)] = pydantic.Field(
-        "reduced", description="reduced Lennard-Jones units, or real (nm, ps, kJ/mol, amu, K, bar)"
-    )
-    molecule: str | dict[str, Any] | None = pydantic.Field(
-        None,
-        description='a rigid water model ("spce", "tip3p") or a table of species, mass, sites '
-        "and constraints",
-    )
-    molecules: int | None = pydantic.Field(None, description="number of rigid molecules")
 
 
 class MdSolverExtras(pydantic.BaseModel):
@@ -166,7 +119,8 @@ class BarostatTable(pydantic.BaseModel):
     )
 
 
-_SYSTEM_KEYS = tuple(SystemTable.model_fields)
+# (their defaults, units and meanings: `sim._catalogue.SYSTEM_KEYS`, which `sim models` shows)
+_SYSTEM_KEYS = tuple(key for key, *_ in SYSTEM_KEYS)
 _MD_SOLVER_KEYS = ("method", *MdSolverExtras.model_fields, "dtype")
 _BAROSTAT_KEYS = tuple(BarostatTable.model_fields)
 _MODEL_OPTION_PARAMS = (
