@@ -89,17 +89,17 @@ class TimeSection(_Section):
     """`[time]`: the span, the save points and, for fixed-step families, the step
     (families may add keys: `Family.time_keys`)."""
 
-    t0: float = 0.0
+    t0: float = Field(default=0.0, json_schema_extra={"unit": "time"})
     """the start time"""
-    t1: float | None = None
+    t1: float | None = Field(default=None, json_schema_extra={"unit": "time"})
     """the end time (MD: `steps` instead)"""
     save: int | None = Field(default=None, ge=2)
     """equally spaced save times from t0 to t1, both included"""
-    save_at: list[float] | None = None
+    save_at: list[float] | None = Field(default=None, json_schema_extra={"unit": "time"})
     """the save times, increasing, within [t0, t1] (instead of `save`)"""
-    dt: float | None = Field(default=None, gt=0)
+    dt: float | None = Field(default=None, gt=0, json_schema_extra={"unit": "time"})
     """a fixed step (ODE: fixed steps instead of adaptive ones; PDE spectral and MD: the
-    step; SDE: `[solver] dt`)"""
+    step, MD default 0.005; SDE: `[solver] dt`)"""
 
     @pydantic.model_validator(mode="after")
     def _consistent(self):
@@ -194,7 +194,9 @@ class OutputSection(_Section):
     """the most saved frames held in memory and written at once (none: 16 MiB of them)"""
     checkpoint_every: int | None = Field(default=None, ge=1)
     """checkpoint every this many saved frames"""
-    checkpoint_seconds: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    checkpoint_seconds: float | None = Field(
+        default=None, gt=0, allow_inf_nan=False, json_schema_extra={"unit": "s"}
+    )
     """checkpoint every this many seconds of wall time (with neither key: every 300 s)"""
     xdmf: bool = False
     """PDE runs: also write an XDMF file beside the output, for ParaView and VisIt"""
@@ -223,7 +225,7 @@ class EventSection(_Section):
     when: str | None = None
     """a condition (`x < 0`, comparisons joined by and, or, not): the event fires when it
     becomes true"""
-    at: list[float] | None = None
+    at: list[float] | None = Field(default=None, json_schema_extra={"unit": "time"})
     """increasing times at which the event fires (instead of `when`)"""
     set: dict[str, str | float | int] = {}
     """state or parameter = expression or number, evaluated just before the event"""
