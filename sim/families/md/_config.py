@@ -41,7 +41,6 @@ from solvers import (
     did_you_mean,
 )
 
-from ..._catalogue import SYSTEM_KEYS
 from ..._config import Config, seed_problem
 from ..._limits import memory_problem, physical_memory
 from ..._registry import model_options
@@ -119,8 +118,23 @@ class BarostatTable(pydantic.BaseModel):
     )
 
 
-# (their defaults, units and meanings: `sim._catalogue.SYSTEM_KEYS`, which `sim models` shows)
-_SYSTEM_KEYS = tuple(key for key, *_ in SYSTEM_KEYS)
+# (their defaults, units and meanings: `sim._catalogue.SYSTEM_KEYS`, which `sim models` and
+# the config reference show; tests/sim/test_catalogue.py checks that the keys are these)
+_SYSTEM_KEYS = (
+    "lattice",
+    "cells",
+    "density",
+    "temperature",
+    "seed",
+    "file",
+    "frame",
+    "group",
+    "particles",
+    "min_distance",
+    "units",
+    "molecule",
+    "molecules",
+)
 _MD_SOLVER_KEYS = ("method", *MdSolverExtras.model_fields, "dtype")
 _BAROSTAT_KEYS = tuple(BarostatTable.model_fields)
 _MODEL_OPTION_PARAMS = (
