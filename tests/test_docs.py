@@ -308,3 +308,25 @@ def test_gray_scott_written_as_text_keeps_a_pattern(checkout):
     spots = [ndimage.label(frame > 0.2)[1] for frame in v]
     assert spots == [1, 4, 4], spots
     assert v[-1].max() > 0.3
+
+
+def test_the_sweep_sections_of_the_guide_are_valid():
+    # The [sweep] tables the sweep page shows (whole or in part), checked as `sim sweep`
+    # checks them, against the model of the config they are merged into.
+    from sim._sweep_spec import plan_sweep, sweep_section
+
+    base = (REPO / "experiments" / "lotka_volterra.toml").read_text()
+    blocks = [b for b in code_blocks("toml", DOCUMENTS["docs/sweeps.md"]) if "[sweep" in b]
+    assert len(blocks) >= 3
+    for block in blocks:
+        raw = tomllib.loads(base)
+        table = tomllib.loads(block)
+        raw["sweep"] = {**raw.get("sweep", {}), **table["sweep"]}
+        raw["sweep"].setdefault("params", {})
+        if not raw["sweep"]["params"]:
+            continue
+        config = sim.Config(raw, REPO / "experiments" / "lotka_volterra.toml")
+        section = sweep_section(config)
+        s = sim.setup(config)
+        plan = plan_sweep(config, section, s.params, s.initial, s.model)
+        assert plan.runs >= 1
