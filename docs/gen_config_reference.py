@@ -57,7 +57,7 @@ def tables() -> list[tuple[str, str, list[Table]]]:
     from sim.families.md._config import BarostatTable, MdSolverExtras
     from sim.families.md._rdf import RdfTable
     from sim.families.ode._numerics import OdeSolverExtras
-    from sim.families.pde._config import GridTable, PdeSolverExtras
+    from sim.families.pde._config import GridTable, PdeInitialTable, PdeSolverExtras
     from sim.families.sde import EnsembleSection
     from sim.families.sde._numerics import SdeSolverExtras
 
@@ -75,7 +75,11 @@ def tables() -> list[tuple[str, str, list[Table]]]:
             ],
         ),
         ("params", fields["params"].description, []),
-        ("initial", fields["initial"].description, []),
+        (
+            "initial",
+            fields["initial"].description,
+            [Table("initial", PdeInitialTable, RUNS, "PDE runs")],
+        ),
         ("time", fields["time"].description, [Table("time", section("time"), RUNS)]),
         (
             "solver",
@@ -312,7 +316,7 @@ def page() -> str:
     for section, about, group in tables():
         about = _cell(about or "")
         lines += [f"## `[{section}]`", "", about[:1].upper() + about[1:].rstrip(".") + ".", ""]
-        if section in ("params", "initial"):
+        if section == "params":
             lines += [
                 f"Read by {_commands(RUNS)}.",
                 "",

@@ -43,6 +43,26 @@ _SPECTRAL_KEYS = ("method", "dtype", "dealias")
 _FD_KEYS = ("method", "dtype", "order", "rtol", "atol", "max_steps", "adjoint")
 
 
+class PdeInitialTable(pydantic.BaseModel):
+    """`[initial]` of a PDE run: one of the model's initial fields (`kind`, with the kind's
+    own options beside it), an expression of the coordinates per field (`u = "sin(x)"`),
+    or a field read from a file."""
+
+    kind: str | None = pydantic.Field(
+        None,
+        description="the initial field (`sim models NAME` lists a model's kinds and options)",
+        json_schema_extra={"default": "the model's default kind"},
+    )
+    file: str | None = pydantic.Field(
+        None, description="an HDF5 file with the initial field, relative to the config's folder"
+    )
+    dataset: str | dict[str, str] | None = pydantic.Field(
+        None,
+        description='with file: the dataset ("/u"), or a table field = "/dataset" for several '
+        "fields, one value per grid point",
+    )
+
+
 def _initial(config: Config, model: PdeModel, params: dict) -> jnp.ndarray:
     """The initial field from `[initial]`: `kind = "..."` with the kind's options, or
     `file = "u0.h5"` with `dataset = "/u"` (one dataset per field: a table
