@@ -197,7 +197,7 @@ def infer(
         InputError: a `seed` outside 0 to 2**63 - 1 (named `--seed`, the option that
             hands it in); ConfigError and DataError for the config and data.
 
-    Example:
+    Examples:
         >>> posterior = infer(sim.load_config("experiments/lynx_hare.toml"), chains=2)
         >>> posterior.summary["alpha"]["mean"]
     """

@@ -36,26 +36,42 @@ NOISE_MODELS = ("normal", "lognormal", "poisson")
 
 
 class NoiseSection(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
+    """`[infer.noise]`: the noise model of observables without their own, and the prior
+    of its sigma (one sigma per observable)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, use_attribute_docstrings=True)
     model: Literal["normal", "lognormal", "poisson"] = "normal"
+    """the noise model"""
     sigma: dict[str, Any] | None = None
+    """the prior of each observable's sigma, a table like a prior's"""
 
 
 class InferSection(BaseModel):
     """`[infer]`: sampler settings, priors (their keys are the free quantities), noise."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, use_attribute_docstrings=True)
     chains: int = Field(default=4, ge=1)
+    """the number of chains"""
     warmup: int = Field(default=1000, ge=1)
+    """warmup steps per chain"""
     samples: int = Field(default=1000, ge=1)
+    """draws kept per chain"""
     seed: int = 0
+    """seed of the sampler"""
     dense_mass: bool = False
+    """a dense mass matrix (false: diagonal)"""
     target_accept: float = Field(default=0.8, gt=0, lt=1)
+    """NUTS's target acceptance probability"""
     max_tree_depth: int = Field(default=10, ge=1, le=20)
+    """the deepest NUTS tree (at most 2**depth - 1 steps)"""
     predictive_draws: int = Field(default=200, ge=1)
+    """posterior draws simulated for the predictive bands"""
     start_candidates: int = Field(default=8, ge=1, le=64)
+    """short optimisations each chain's start is chosen from (1: the prior median)"""
     priors: dict[str, Any] = Field(min_length=1)
+    """free quantity = { dist = "...", ... }: the free quantities and their priors"""
     noise: NoiseSection = NoiseSection()
+    """the noise model (`[infer.noise]`)"""
 
 
 def infer_section(config: Config, overrides: dict[str, Any] | None = None) -> InferSection:

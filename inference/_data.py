@@ -18,12 +18,17 @@ from sim.core import numeric_dataset, open_hdf5
 class DataSection(BaseModel):
     """`[data]`: the file, its time dataset and the dataset of each observed observable."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, use_attribute_docstrings=True)
     file: str | None = None
+    """the HDF5 file, relative to the config's folder (`--data` replaces it)"""
     time: str
+    """the dataset of the observation times"""
     time_offset: float = 0.0
+    """model time = data time - time_offset"""
     observables: dict[str, str]
+    """model observable = dataset path, or a table of path, formula, noise and sigma"""
     sigma: dict[str, str] = {}
+    """observable = the dataset of its standard deviations"""
 
 
 @dataclasses.dataclass(frozen=True)

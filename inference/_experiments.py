@@ -16,6 +16,7 @@ from typing import Any
 
 import equinox as eqx
 import jax.numpy as jnp
+import pydantic
 from jaxtyping import Array
 
 from sim import Config
@@ -24,7 +25,20 @@ from solvers import OdeSolver, did_you_mean
 
 from ._observation import ObservableSpec, formula_names
 
-PREEQUILIBRATION_KEYS = ("params", "initial")
+
+class PreequilibrationTable(pydantic.BaseModel):
+    """An experiment's `preequilibrate = { ... }`: the values of a run to steady state
+    (ODE models) that the experiment starts from."""
+
+    params: dict[str, float | str] = pydantic.Field(
+        {}, description="parameter values of the steady-state run"
+    )
+    initial: dict[str, float] = pydantic.Field(
+        {}, description="its initial values (the others: the config's [initial])"
+    )
+
+
+PREEQUILIBRATION_KEYS = tuple(PreequilibrationTable.model_fields)
 
 
 @dataclasses.dataclass(frozen=True)

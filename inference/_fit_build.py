@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 import jax.numpy as jnp
 import numpy as np
+import pydantic
 from jaxtyping import Array
 
 import sim
@@ -26,17 +27,44 @@ from ._fit_problem import Experiments, Free, Problem, _Constant, _replace
 from ._fit_section import FitSection, fit_section
 from ._observation import ObservableSpec, build_observation, loader_section, observable_specs
 
-EXPERIMENT_KEYS = (
-    "name",
-    "file",
-    "time",
-    "time_offset",
-    "observables",
-    "sigma",
-    "initial",
-    "params",
-    "preequilibrate",
-)
+
+class ExperimentTable(pydantic.BaseModel):
+    """One `[[experiments]]` table: an experiment's data, start and parameter values; the
+    free quantities of `[fit]` are shared by all of them."""
+
+    name: str | None = pydantic.Field(
+        None,
+        description="its name (the fit file's /experiments/<name>/)",
+        json_schema_extra={"default": "its position"},
+    )
+    file: str = pydantic.Field(
+        description="its HDF5 file, relative to the config's folder",
+        json_schema_extra={"required": True},
+    )
+    time: str = pydantic.Field(
+        description="the dataset of its times", json_schema_extra={"required": True}
+    )
+    time_offset: float = pydantic.Field(0.0, description="model time = data time - time_offset")
+    observables: dict[str, Any] = pydantic.Field(
+        description="observable = dataset path, or a table of path, formula, noise and sigma",
+        json_schema_extra={"required": True},
+    )
+    sigma: dict[str, str] = pydantic.Field(
+        {}, description="observable = the dataset of its standard deviations"
+    )
+    initial: dict[str, float] = pydantic.Field(
+        {}, description="its initial values (the others: the config's [initial])"
+    )
+    params: dict[str, float | str] = pydantic.Field(
+        {},
+        description="parameter = a value it holds fixed, or the name of a free quantity of its own",
+    )
+    preequilibrate: dict[str, Any] | None = pydantic.Field(
+        None, description="a run to steady state it starts from: { params, initial }"
+    )
+
+
+EXPERIMENT_KEYS = tuple(ExperimentTable.model_fields)
 
 
 def build_problem(

@@ -71,6 +71,7 @@ import h5py
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pydantic
 from jaxtyping import Array
 
 import sim
@@ -95,9 +96,26 @@ from ._result_text import number, short_repr
 
 MAX_REPLICAS = 256  # (a larger batch is a typo more likely than a wish)
 
-FIT_KEYS = ("free", "max_steps", "rtol", "replicas")
 DEFAULT_STEPS = 20
 DEFAULT_RTOL = 1e-3
+
+
+class RdfFitTable(pydantic.BaseModel):
+    """`[fit]` of a g(r) fit: the keys it takes (the others of `[fit]` do not apply)."""
+
+    free: list[str] = pydantic.Field(
+        description="the pair parameters fitted", json_schema_extra={"required": True}
+    )
+    max_steps: int = pydantic.Field(DEFAULT_STEPS, description="the most fit steps")
+    rtol: float = pydantic.Field(
+        DEFAULT_RTOL, description="relative change of the loss that stops the fit"
+    )
+    replicas: int = pydantic.Field(
+        1, description=f"independent runs per step, their frames pooled (1 to {MAX_REPLICAS})"
+    )
+
+
+FIT_KEYS = tuple(RdfFitTable.model_fields)
 SETTLED = 1.5  # runs with a loss within this factor of the lowest make the estimate
 SIGNIFICANT = 2.0  # standard errors that make a difference of losses or a step real
 BLOCKS = 8  # the fewest blocks of frames the jackknife estimates the noise from

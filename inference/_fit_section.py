@@ -19,19 +19,32 @@ OPTIMIZERS = ("levenberg_marquardt", "bfgs", "adam")
 class FitSection(BaseModel):
     """`[fit]`: what is free, the loss, the optimiser and its settings."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, use_attribute_docstrings=True)
     free: list[str] = Field(min_length=1)
+    """the quantities fitted: parameters, `initial.<state>`, an experiment's own parameters
+    and the observation models' sigmas"""
     loss: Literal["normal", "lognormal", "mse"] = "normal"
+    """the noise model of observables that name none"""
     optimizer: Literal["levenberg_marquardt", "bfgs", "adam"] = "levenberg_marquardt"
+    """the optimiser (a likelihood that is no least-squares problem takes bfgs)"""
     max_steps: int | None = Field(default=None, ge=1)
+    """the optimiser's step budget (none: its own default)"""
     rtol: float = Field(default=1e-8, gt=0)
+    """relative tolerance of the optimiser's stop"""
     atol: float = Field(default=1e-8, gt=0)
+    """absolute tolerance of the optimiser's stop"""
     learning_rate: float = Field(default=0.01, gt=0)
+    """adam's learning rate"""
     starts: int = Field(default=1, ge=1)
+    """the number of starts (the config's values, then a Latin hypercube)"""
     seed: int = Field(default=0, ge=0, le=SEED_MAX)
+    """seed of the starts after the first"""
     checkpoint_every: int | None = Field(default=None, ge=1)
+    """checkpoint every this many iterations (none: at most every 30 s)"""
     weights: dict[str, float] = {}
+    """observable = the weight of its residuals"""
     bounds: dict[str, list[float]] = {}
+    """free quantity = [low, high], within the parameter's own bounds"""
 
 
 def fit_section(config: Config, without: tuple[str, ...] = ()) -> FitSection:

@@ -32,6 +32,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pydantic
 from jaxtyping import Array
 
 from physics.expressions import Expression, ExpressionError, parse
@@ -45,7 +46,32 @@ NOISE_MODELS: dict[str, tuple[str, str]] = {
     "lognormal": ("normal", "log"),
     "log10-normal": ("normal", "log10"),
 }
-OBSERVABLE_KEYS = ("path", "formula", "noise", "sigma")
+
+
+class ObservableTable(pydantic.BaseModel):
+    """An observed quantity as a table (in `[data.observables]` or an experiment's
+    `observables`): its dataset, what the model predicts for it, its noise."""
+
+    path: str = pydantic.Field(
+        description="the dataset of the observations", json_schema_extra={"required": True}
+    )
+    formula: str | None = pydantic.Field(
+        None,
+        description="the prediction, an expression of the states, observables, parameters and t",
+        json_schema_extra={"default": "the observable of the table's name"},
+    )
+    noise: str | None = pydantic.Field(
+        None,
+        description="normal, laplace, lognormal or log10-normal",
+        json_schema_extra={"default": "[fit] loss"},
+    )
+    sigma: float | str | None = pydantic.Field(
+        None,
+        description="a number, a dataset path, a formula, or a free quantity's name",
+    )
+
+
+OBSERVABLE_KEYS = tuple(ObservableTable.model_fields)
 # Fisher information of log sigma per observation (normal: 2, Laplace: 1); that of the
 # location is 1 / sigma^2 for both.
 _SCALE_INFORMATION = {"normal": 2.0, "laplace": 1.0}

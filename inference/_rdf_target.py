@@ -9,12 +9,30 @@ from typing import Any
 
 import h5py
 import numpy as np
+import pydantic
 
 from sim import Config, DataError
 from sim.core import DAMAGED_FILE_ERRORS, RdfSpec, error_reason, numeric_dataset
 
-DATA_KEYS = ("file", "rdf", "r")
 DEFAULT_DATASET = "/observables/rdf/value"
+
+
+class RdfDataTable(pydantic.BaseModel):
+    """`[data]` of a g(r) fit (an MD config with `[rdf]` and no data time)."""
+
+    file: str = pydantic.Field(
+        description="the HDF5 file of the target g(r), relative to the config's folder",
+        json_schema_extra={"required": True},
+    )
+    rdf: str = pydantic.Field(DEFAULT_DATASET, description="the dataset of g(r), [pairs, bins]")
+    r: str | None = pydantic.Field(
+        None,
+        description="the dataset of the bins' centres",
+        json_schema_extra={"default": "beside rdf: .../r"},
+    )
+
+
+DATA_KEYS = tuple(RdfDataTable.model_fields)
 
 
 def _read_target(config: Config, data: str | Path | None, spec: RdfSpec) -> tuple[Path, np.ndarray]:

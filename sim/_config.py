@@ -30,7 +30,9 @@ import tomli_w
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+    model_config = ConfigDict(
+        extra="forbid", strict=True, allow_inf_nan=False, use_attribute_docstrings=True
+    )
 
 
 def split_source(source: str) -> tuple[str, str | None]:
@@ -45,8 +47,10 @@ class ModelSection(BaseModel):
     With `source` (a Python file's model) or `sbml` (an SBML file), `name` is a label that
     defaults to the class name or the file's stem."""
 
-    model_config = ConfigDict(extra="allow", strict=True)
+    model_config = ConfigDict(extra="allow", strict=True, use_attribute_docstrings=True)
     name: str = ""
+    """the model: a registered name (`sim models`), or a label of a model the config
+    defines or names by file"""
 
     @pydantic.model_validator(mode="after")
     def _label(self):
@@ -85,11 +89,17 @@ class TimeSection(_Section):
     """`[time]`: the span, the save points and, for fixed-step families, the step
     (families may add keys: `Family.time_keys`)."""
 
-    t0: float = 0.0
-    t1: float | None = None
+    t0: float = Field(default=0.0, json_schema_extra={"unit": "time"})
+    """the start time"""
+    t1: float | None = Field(default=None, json_schema_extra={"unit": "time"})
+    """the end time (MD: `steps` instead)"""
     save: int | None = Field(default=None, ge=2)
-    save_at: list[float] | None = None
-    dt: float | None = Field(default=None, gt=0)
+    """equally spaced save times from t0 to t1, both included"""
+    save_at: list[float] | None = Field(default=None, json_schema_extra={"unit": "time"})
+    """the save times, increasing, within [t0, t1] (instead of `save`)"""
+    dt: float | None = Field(default=None, gt=0, json_schema_extra={"unit": "time"})
+    """a fixed step (ODE: fixed steps instead of adaptive ones; PDE spectral and MD: the
+    step, MD default 0.005; SDE: `[solver] dt`)"""
 
     @pydantic.model_validator(mode="after")
     def _consistent(self):
@@ -137,9 +147,15 @@ class SolverSection(BaseModel):
     run reads, and each family refuses the keys it does not take
     (`Family.check_solver_keys`)."""
 
-    model_config = ConfigDict(extra="allow", strict=True, allow_inf_nan=False)
+    model_config = ConfigDict(
+        extra="allow", strict=True, allow_inf_nan=False, use_attribute_docstrings=True
+    )
     method: str | None = None
+    """the integrator (ODE: tsit5 ... `sim methods`; SDE: euler, milstein, heun, sra1, shark;
+    PDE: etdrk1-4 on a periodic box, an ODE method on a bounded one; MD: verlet, langevin,
+    nose_hoover)"""
     dtype: Literal["float32", "float64"] | None = None
+    """the precision of the run (float64 by default; PDE and MD may take float32)"""
 
     @pydantic.model_validator(mode="after")
     def _normal(self):
@@ -172,10 +188,18 @@ class OutputSection(_Section):
     None of these changes the numbers a run computes: a run may be resumed with others."""
 
     file: str | None = None
+    """the output file, relative to the config's folder (`-o` replaces it); none: the
+    config's name with .h5 in the working folder"""
     chunk: int | None = Field(default=None, ge=1)
+    """the most saved frames held in memory and written at once (none: 16 MiB of them)"""
     checkpoint_every: int | None = Field(default=None, ge=1)
-    checkpoint_seconds: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    """checkpoint every this many saved frames"""
+    checkpoint_seconds: float | None = Field(
+        default=None, gt=0, allow_inf_nan=False, json_schema_extra={"unit": "s"}
+    )
+    """checkpoint every this many seconds of wall time (with neither key: every 300 s)"""
     xdmf: bool = False
+    """PDE runs: also write an XDMF file beside the output, for ParaView and VisIt"""
 
 
 class ChecksSection(_Section):
@@ -199,9 +223,14 @@ class EventSection(_Section):
     and whether the run ends there (`terminal`)."""
 
     when: str | None = None
-    at: list[float] | None = None
+    """a condition (`x < 0`, comparisons joined by and, or, not): the event fires when it
+    becomes true"""
+    at: list[float] | None = Field(default=None, json_schema_extra={"unit": "time"})
+    """increasing times at which the event fires (instead of `when`)"""
     set: dict[str, str | float | int] = {}
+    """state or parameter = expression or number, evaluated just before the event"""
     terminal: bool = False
+    """whether the run ends at the event"""
 
     @pydantic.model_validator(mode="after")
     def _one_trigger(self):
@@ -227,18 +256,34 @@ class ConfigSpec(_Section):
     """The sections every config may have; `spec_class` adds the families' own."""
 
     model: ModelSection
+    """the model and its options"""
     params: dict[str, Value] = {}
+    """parameter values by name (`sim models NAME` lists them); missing ones take the
+    model's defaults, unknown ones are an error"""
     initial: dict[str, Value] = {}
+    """the initial state: a value per state (ODE, SDE); a field's `kind` and its options,
+    an expression per field, or `file` and `dataset` (PDE)"""
     time: TimeSection = TimeSection()
+    """the span, the save times and the step"""
     solver: SolverSection = SolverSection()
+    """the method and its settings"""
     data: dict[str, Value] | None = None
+    """the observations a fit, profile or posterior is computed from"""
     fit: dict[str, Value] | None = None
+    """the free quantities, the loss and the optimiser"""
     infer: dict[str, Value] | None = None
+    """priors, noise model and NUTS settings"""
     sweep: dict[str, Value] | None = None
+    """the swept quantities and how their values are laid out"""
     events: list[EventSection] | None = None
+    """events of an ODE run, one `[[events]]` table each"""
     experiments: list[dict[str, Value]] | None = None
+    """several experiments fitted together, one `[[experiments]]` table each (instead of
+    `[data]`)"""
     output: OutputSection = OutputSection()
+    """where a run is written, its chunks and checkpoints"""
     checks: ChecksSection = ChecksSection()
+    """the bounds beyond which a run counts as blown up"""
 
 
 _SPEC_CLASSES: dict[tuple[int, ...], type[ConfigSpec]] = {}

@@ -15,6 +15,8 @@ from __future__ import annotations
 import abc
 from typing import TYPE_CHECKING, Any, ClassVar
 
+import pydantic
+
 from physics import Model
 from solvers import did_you_mean
 
@@ -24,6 +26,37 @@ if TYPE_CHECKING:
     from ._run import Setup
     from ._stream import RunPlan
     from ._trajectory import Trajectory
+
+
+# The `[solver]` keys of adaptive step control, one meaning for every family that declares
+# them (`Family.solver_keys`).
+STEP_CONTROL_KEYS: dict[str, tuple[Any, Any]] = {
+    "rtol": (
+        float | None,
+        pydantic.Field(default=None, gt=0, description="relative tolerance (default 1e-6)"),
+    ),
+    "atol": (
+        float | None,
+        pydantic.Field(default=None, gt=0, description="absolute tolerance (default 1e-8)"),
+    ),
+    "max_steps": (
+        int | None,
+        pydantic.Field(
+            default=None,
+            ge=1,
+            description="the step budget of a run (ODE 4096, SDE 16384, finite-difference PDE "
+            "65536 by default)",
+        ),
+    ),
+    "adjoint": (
+        str | None,
+        pydantic.Field(
+            default=None,
+            description="how gradients flow: recursive_checkpoint (default), backsolve, "
+            "forward, direct",
+        ),
+    ),
+}
 
 
 class Family(abc.ABC):

@@ -72,12 +72,18 @@ class ParamSpec(BaseModel):
     `logspace = [start_exponent, stop_exponent, count]`, `values = [...]`,
     `uniform = [low, high]`, `loguniform = [low, high]`."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, use_attribute_docstrings=True)
     linspace: list[float] | None = None
+    """grid, zip: [start, stop, count], evenly spaced, both ends included"""
     logspace: list[float] | None = None
+    """grid, zip: [start_exponent, stop_exponent, count], powers of 10 evenly spaced in the
+    exponent"""
     values: list[float] | None = None
+    """grid, zip: the values themselves"""
     uniform: list[float] | None = None
+    """random, sobol, latin_hypercube: [low, high], uniform"""
     loguniform: list[float] | None = None
+    """random, sobol, latin_hypercube: [low, high] with 0 < low, uniform in the logarithm"""
 
     @property
     def kind(self) -> str:
@@ -155,13 +161,20 @@ class ParamSpec(BaseModel):
 class SweepSection(BaseModel):
     """`[sweep]`: mode, size, chunking, what to save, and the swept quantities."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, use_attribute_docstrings=True)
     mode: str = "grid"
+    """how the runs' values are laid out: grid, zip, random, sobol, latin_hypercube"""
     samples: int | None = Field(default=None, ge=1)
+    """random, sobol, latin_hypercube: the number of runs (required there)"""
     seed: int = Field(default=0, ge=0, le=SEED_MAX)
+    """random, sobol, latin_hypercube: seed of the sample points"""
     chunk: int = Field(default=256, ge=1)
+    """runs per batched (vmapped) call, and per write"""
     save: str = "full"
+    """full (every save time), final (the last), summary (min, max, mean and final of
+    each observable)"""
     params: dict[str, ParamSpec]
+    """swept quantity (a parameter, or `initial.<state>`) = one range table"""
 
     @pydantic.field_validator("params", mode="before")
     @classmethod

@@ -1,15 +1,17 @@
-"""Every command in README.md runs.
+"""Every command in README.md and in the guide (the pages of docs/) runs.
 
-The shell commands of the README's ```bash, ```sh and ```console blocks (after a `$ `
-prompt) run in order, in one folder holding a copy of experiments/ (as from the repository
-root): `sim ...` in-process through the
-command line's entry point, example scripts with runpy. Long ones get small-size options
-appended (the table below, keyed by the command as written); a README command missing from
-the table fails the test, so a new command cannot go untested. The set-up commands (venv,
-pip) are checked against .ci/run and pyproject.toml rather than run. Every ```python block
-is executed, and every complete ```toml config (one with a [model]) is validated. The
-figure of every `sim plot` is checked (a PNG, not uniform), and experiments/README.md is
-checked against experiments/make_gallery.py (a line, the command and a figure per example).
+The shell commands of the documents' ```bash, ```sh and ```console blocks (after a `$ `
+prompt) run in order (README.md, then the guide's pages in the order of mkdocs.yml; a
+command written on several pages runs once), in one folder holding a copy of experiments/
+(as from the repository root): `sim ...` in-process through the command line's entry
+point, example scripts with runpy. Long ones get small-size options appended (the table
+below, keyed by the command as written); a command missing from the table fails the test,
+so a new command cannot go untested. The set-up commands (venv, pip) are checked against
+.ci/run and pyproject.toml rather than run. README.md's ```python block is executed here
+(the guide's, page by page, in tests/test_docs.py), and every complete ```toml config (one
+with a [model]) of every document is validated. The figure of every `sim plot` is checked
+(a PNG, not uniform), and experiments/README.md is checked against
+experiments/make_gallery.py (a line, the command and a figure per example).
 """
 
 import re
@@ -37,11 +39,30 @@ from sim.cli import main
 REPO = Path(__file__).resolve().parents[1]
 README = (REPO / "README.md").read_text()
 
+
+def guide_pages() -> list[str]:
+    """The guide's pages (paths under docs/) in the order of mkdocs.yml's nav, but for the
+    generated reference and the page on how the code is built (whose blocks are code
+    layouts, not commands)."""
+    nav = re.findall(r"^\s*- (?:[^:\n]+: )?(\S+\.md)$", (REPO / "mkdocs.yml").read_text(), re.M)
+    return [page for page in nav if not page.startswith("reference/") and page != "architecture.md"]
+
+
+# Document (README.md, docs/PAGE) -> its text, in the order the commands run.
+DOCUMENTS: dict[str, str] = {
+    "README.md": README,
+    **{f"docs/{page}": (REPO / "docs" / page).read_text() for page in guide_pages()},
+}
+ALL = "\n".join(DOCUMENTS.values())
+
 # Commands as written in the README -> options appended in the test (small sizes).
 SMALL: dict[str, list[str]] = {
     "sim run experiments/lotka_volterra.toml -o lv.h5": [],
+    "sim run experiments/robertson.toml -o robertson.h5": [],
     "python experiments/quickstart.py": [],
     "sim models lotka_volterra": [],
+    "sim models gray_scott": [],
+    "sim methods": [],
     "sim info": [],
     "sim run experiments/lorenz.toml -o lorenz.h5 --set params.rho=24.0 --set time.t1=10": [],
     "sim plot lorenz.h5 -o lorenz.png": [],
@@ -148,6 +169,9 @@ SLOW = {
     # The same SIR fit runs (and is checked against SciPy's least squares and the table
     # above) with `-m slow` in tests/sim/test_examples.py.
     "sim fit experiments/sir_boarding_school.toml -o sir_fit.h5",
+    # By default in tests/sim/test_examples.py (and checked against Hairer and Wanner's
+    # values there).
+    "sim run experiments/robertson.toml -o robertson.h5",
     # By default in tests/sim/test_model_sources.py (against SciPy's solve_ivp).
     "sim run experiments/predation.toml -o predation.h5",
     # The same config's sweep (and its figure) runs by default.
@@ -184,11 +208,22 @@ TEST_COMMAND = ".venv/bin/python -m pytest"
 SHELLS = ("bash", "sh", "shell", "console")
 
 
-def code_blocks(language: str, text: str = README) -> list[str]:
-    return re.findall(rf"```{language}\n(.*?)```", text, re.S)
+# An HTML comment on the line before a block marks one that is not meant to run (a sketch).
+NOT_RUN = "<!-- not run -->"
 
 
-def shell_lines(text: str = README) -> list[str]:
+def code_blocks(language: str, text: str = ALL) -> list[str]:
+    """The blocks of one language, in order, but for those marked `NOT_RUN`."""
+    return [
+        m.group(2)
+        for m in re.finditer(
+            rf"(^{re.escape(NOT_RUN)}\n)?```{language}\n(.*?)```", text, re.S | re.M
+        )
+        if not m.group(1)
+    ]
+
+
+def shell_lines(text: str = ALL) -> list[str]:
     """The command lines of the shell blocks (```bash, ```sh, ```shell; in ```console
     blocks the lines after a `$ ` prompt), in the order they appear."""
     lines = []
@@ -205,14 +240,15 @@ def shell_lines(text: str = README) -> list[str]:
     return lines
 
 
-def shell_commands(text: str = README) -> list[str]:
-    """The README's shell commands in order: comments dropped, `&&` chains split."""
+def shell_commands(text: str = ALL) -> list[str]:
+    """The documents' shell commands in order, each once: comments dropped, `&&` chains
+    split."""
     out = []
     for line in shell_lines(text):
         line = re.sub(r"\s+#.*$", "", line).strip()
         if line and not line.startswith("#"):
             out.extend(part.strip() for part in line.split("&&"))
-    return out
+    return list(dict.fromkeys(out))
 
 
 def plotted_outputs(commands: list[str]) -> dict[str, str]:
@@ -290,8 +326,8 @@ def run_commands(folder: Path, slow: bool, capsys=None, outputs=None) -> list[st
         if command in SETUP or command == TEST_COMMAND:
             continue
         command = runnable(command)
-        if (command in SLOW) != slow:
-            continue
+        if (command in SLOW) != slow or command in ran:
+            continue  # (another run's, or one written twice: `.venv/bin/sim ...` and `sim ...`)
         words = shlex.split(command)
         extra = SMALL[command]
         if words[0] == "python":
@@ -358,7 +394,8 @@ def test_readme_commands_run(checkout, capsys):
     out = outputs["sim fit experiments/lynx_hare.toml -o lynx_hare_fit.h5"]
     record = sim.read("lynx_hare_fit.h5")
     assert record.format == "simjax.fit"
-    table = re.search(r"quantity\s+estimate\s+std\. error\n(.*?)```", README, re.S).group(1)
+    fitting = DOCUMENTS["docs/fitting.md"]
+    table = re.search(r"quantity\s+estimate\s+std\. error\n(.*?)```", fitting, re.S).group(1)
     rows = [line.split() for line in table.strip().splitlines()]
     assert [r[0] for r in rows] == [
         "alpha",
@@ -395,20 +432,25 @@ def test_readme_slow_commands_run(checkout):
 
 
 def test_readme_python_blocks_run(checkout):
-    # In order, in one folder (a block may read a file an earlier one wrote).
-    namespaces = []
-    for block in code_blocks("python"):
-        namespaces.append({})
-        exec(compile(block, "README.md", "exec"), namespaces[-1])
-    python, files = namespaces
+    (block,) = code_blocks("python", README)
+    python: dict = {}
+    exec(compile(block, "README.md", "exec"), python)
     assert python["traj"].observables["prey"].shape == (201,)
-    assert python["field"].observables["u"].shape == (11, 128)
-    assert files["prey"].shape == (201,)
+    assert python["batch"].observables["prey"].shape == (64, 201)
+    # The gradient of sum(prey^2) by alpha, against a central difference of the same sum.
+    import jax.numpy as jnp
+
+    t, params = python["t"], python["params"]
+    h = 1e-5
+    up, down = ({**params, "alpha": params["alpha"] + s * h} for s in (1, -1))
+    difference = (python["loss"](up) - python["loss"](down)) / (2 * h)
+    np.testing.assert_allclose(python["grad"]["alpha"], difference, rtol=1e-4)
+    assert t.shape == (201,) and jnp.isfinite(python["grad"]["beta"])
 
 
 def test_readme_configs_are_valid(tmp_path):
     complete = [block for block in code_blocks("toml") if re.search(r"^\[model\]", block, re.M)]
-    assert complete
+    assert len(complete) >= 8
     for i, block in enumerate(complete):
         path = tmp_path / f"c{i}.toml"
         path.write_text(block)
@@ -435,7 +477,12 @@ def test_gallery_page_shows_every_example_with_the_command_behind_its_figure():
     scripts = {p.name for p in (REPO / "experiments").glob("*.py")} - {"make_gallery.py"} - sources
     for script in scripts:
         assert f"`python experiments/{script}`" in page, script
-    # Every figure either page shows exists.
-    for folder, text in ((REPO, README), (REPO / "experiments", page)):
+    # Every figure a page shows exists (the guide's gallery/NAME.png: experiments/gallery's,
+    # which docs/hooks.py puts in the site).
+    pages = [(REPO, README), (REPO / "experiments", page)]
+    pages += [
+        (REPO / "experiments", text) for name, text in DOCUMENTS.items() if name != "README.md"
+    ]
+    for folder, text in pages:
         for image in re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text):
             assert (folder / image).exists(), image

@@ -3,7 +3,7 @@ command that fits it (`run`; `sweep` for a [sweep]; `fit` and `infer` for [fit] 
 [infer]), and `sim plot` draws each output: a non-empty PNG whose pixels are not uniform.
 
 Each run is made once in the default test suite. The PDE examples run in
-tests/sim/test_pde_configs.py; those that README.md shows run (and are drawn) in
+tests/sim/test_pde_configs.py; those that README.md and the guide show run (and are drawn) in
 tests/test_readme.py; the rest here. `ELSEWHERE` names where, and a test checks that
 they are still there. A new config in experiments/ without an entry fails.
 """
@@ -264,11 +264,12 @@ def check_robertson(path):
 
 def check_sir_fit(path):
     """The SIR fit of experiments/sir_boarding_school.toml is the least-squares fit that
-    SciPy finds (`least_squares` on `solve_ivp` at rtol 1e-11), and README.md shows it."""
+    SciPy finds (`least_squares` on `solve_ivp` at rtol 1e-11), and the guide shows it
+    (docs/own-model.md)."""
     from scipy.integrate import solve_ivp
     from scipy.optimize import least_squares
 
-    from ..test_readme import README
+    from ..test_readme import DOCUMENTS
 
     record = sim.read(path)
     day, in_bed = record.data["time"], record.data["observables"]["I"]
@@ -298,7 +299,9 @@ def check_sir_fit(path):
     )
     for name in ("beta", "gamma"):
         assert re.search(
-            rf"^ {name}\s+{record.estimate[name]:.6g}\s+{record.stderr[name]:.3g}$", README, re.M
+            rf"^ {name}\s+{record.estimate[name]:.6g}\s+{record.stderr[name]:.3g}$",
+            DOCUMENTS["docs/own-model.md"],
+            re.M,
         ), name
 
 

@@ -23,8 +23,14 @@ class MdFamily(Driven, Sweepable, Fittable, Drawable):
     describes = "MD models"
     sections = {"system": dict[str, Value], "rdf": dict[str, Value]}
     time_keys = {
-        "steps": (int | None, pydantic.Field(default=None, ge=1)),
-        "save_every": (int | None, pydantic.Field(default=None, ge=1)),
+        "steps": (
+            int | None,
+            pydantic.Field(default=None, ge=1, description="MD: the number of steps of dt"),
+        ),
+        "save_every": (
+            int | None,
+            pydantic.Field(default=None, ge=1, description="MD: a frame every this many steps"),
+        ),
     }
     checks = {
         "energy_drift": (

@@ -8,11 +8,12 @@ import dataclasses
 import math
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pydantic
 from jaxtyping import Array
 
 from physics import float_array
@@ -57,6 +58,68 @@ DEFAULT_COMPRESSIBILITY = {"reduced": 0.1, "real": 4.5e-5}
 # neighbour list of some tens of ids.
 PARTICLE_BYTES = 1024
 
+
+class MdSolverExtras(pydantic.BaseModel):
+    """The `[solver]` keys of MD runs beyond `method` and `dtype` (`method`: verlet,
+    langevin or nose_hoover; a thermostat's keys go with its method)."""
+
+    temperature: float | None = pydantic.Field(
+        None,
+        description="the thermostat's temperature (langevin, nose_hoover; required there)",
+        json_schema_extra={"unit": "temperature (K in real units)"},
+    )
+    friction: float = pydantic.Field(
+        1.0, description="Langevin friction coefficient", json_schema_extra={"unit": "1/time"}
+    )
+    tau: float | None = pydantic.Field(
+        None,
+        description="Nose-Hoover coupling time",
+        json_schema_extra={"unit": "time", "default": "100 * dt"},
+    )
+    chain_length: int = pydantic.Field(3, description="thermostats in the Nose-Hoover chain")
+    barostat: dict[str, Any] | None = pydantic.Field(
+        None,
+        description="stochastic cell rescaling at a pressure: a table of the keys below "
+        "(solver.barostat.*)",
+    )
+    skin: float | None = pydantic.Field(
+        None,
+        description="neighbour-list skin beyond the cut-off",
+        json_schema_extra={"unit": "length", "default": "0.3 (reduced), 0.1 nm (real)"},
+    )
+    neighbour_list: bool = pydantic.Field(
+        True, description="use a neighbour list (false: every pair, each step)"
+    )
+
+
+class BarostatTable(pydantic.BaseModel):
+    """`[solver] barostat = { ... }` of an MD run with a thermostat."""
+
+    pressure: float | None = pydantic.Field(
+        None,
+        description="the target pressure (required)",
+        json_schema_extra={"unit": "pressure (bar in real units)", "required": True},
+    )
+    tau: float | None = pydantic.Field(
+        None,
+        description="the barostat's relaxation time (at least one step)",
+        json_schema_extra={"unit": "time", "default": "200 * dt"},
+    )
+    compressibility: float | None = pydantic.Field(
+        None,
+        description="the compressibility estimate the box moves by",
+        json_schema_extra={
+            "unit": "1/pressure (1/bar in real units)",
+            "default": "0.1 (reduced), 4.5e-5 1/bar (real: water's)",
+        },
+    )
+    coupling: Literal[COUPLINGS] = pydantic.Field(
+        "isotropic", description="one scale for the three edges, or one per edge"
+    )
+
+
+# (their defaults, units and meanings: `sim._catalogue.SYSTEM_KEYS`, which `sim models` and
+# the config reference show; tests/sim/test_catalogue.py checks that the keys are these)
 _SYSTEM_KEYS = (
     "lattice",
     "cells",
@@ -72,19 +135,8 @@ _SYSTEM_KEYS = (
     "molecule",
     "molecules",
 )
-
-_MD_SOLVER_KEYS = (
-    "method",
-    "temperature",
-    "friction",
-    "tau",
-    "chain_length",
-    "barostat",
-    "skin",
-    "neighbour_list",
-    "dtype",
-)
-_BAROSTAT_KEYS = ("pressure", "tau", "compressibility", "coupling")
+_MD_SOLVER_KEYS = ("method", *MdSolverExtras.model_fields, "dtype")
+_BAROSTAT_KEYS = tuple(BarostatTable.model_fields)
 _MODEL_OPTION_PARAMS = (
     "cutoff",
     "shift",

@@ -25,6 +25,7 @@ import functools
 
 import jax
 import numpy as np
+import pydantic
 
 from physics.md import radial_distribution_frames, rdf_pairs
 from solvers import did_you_mean
@@ -32,7 +33,29 @@ from solvers import did_you_mean
 from ..._config import Config
 from ..._run import number
 
-RDF_KEYS = ("r_max", "bins", "width", "start")
+
+class RdfTable(pydantic.BaseModel):
+    """`[rdf]`: each MD run also writes its time-averaged g(r)."""
+
+    r_max: float | None = pydantic.Field(
+        None,
+        description="the largest distance (at most half the shortest box edge)",
+        json_schema_extra={"unit": "length", "default": "half the shortest box edge"},
+    )
+    bins: int = pydantic.Field(100, description="bins of width r_max / bins")
+    width: float | None = pydantic.Field(
+        None,
+        description="standard deviation of the Gaussian kernel (0: a plain histogram)",
+        json_schema_extra={"unit": "length", "default": "half a bin"},
+    )
+    start: float | None = pydantic.Field(
+        None,
+        description="frames from this time on are averaged",
+        json_schema_extra={"unit": "time", "default": "the first saved frame"},
+    )
+
+
+RDF_KEYS = tuple(RdfTable.model_fields)
 _MAX_BINS = 100_000
 _MAX_SMOOTHING = 10.0  # kernel widths beyond this many bins: the bins would mean nothing
 _FRAMES_PER_CALL = 16  # frames of one compiled call (the last call padded)

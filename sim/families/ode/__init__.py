@@ -14,7 +14,7 @@ import pydantic
 from physics import ode
 from physics.ode import OdeModel
 
-from ..._family import Events, Fittable, Sweepable, TextModels
+from ..._family import STEP_CONTROL_KEYS, Events, Fittable, Sweepable, TextModels
 from ..._registry import register_model, register_models_of
 
 MODELS = (
@@ -38,11 +38,14 @@ class OdeFamily(TextModels, Events, Sweepable, Fittable):
     describes = "ODE models"
     traced_solver_floats = True
     solver_keys = {
-        "rtol": (float | None, pydantic.Field(default=None, gt=0)),
-        "atol": (float | None, pydantic.Field(default=None, gt=0)),
-        "dt0": (float | None, pydantic.Field(default=None, gt=0)),
-        "max_steps": (int | None, pydantic.Field(default=None, ge=1)),
-        "adjoint": (str | None, None),
+        "rtol": STEP_CONTROL_KEYS["rtol"],
+        "atol": STEP_CONTROL_KEYS["atol"],
+        "dt0": (
+            float | None,
+            pydantic.Field(default=None, gt=0, description="the first step (none: chosen)"),
+        ),
+        "max_steps": STEP_CONTROL_KEYS["max_steps"],
+        "adjoint": STEP_CONTROL_KEYS["adjoint"],
     }
 
     def text_model(self, config):

@@ -12,6 +12,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pydantic
 
 from physics import float_array, ode
 from physics.ode import OdeModel
@@ -117,7 +118,25 @@ def simulate(model: OdeModel, params, t, initial, solver) -> Trajectory:
 
 # ----------------------------------------------------------------------------- configs and runs
 
-_ODE_SOLVER_KEYS = ("method", "rtol", "atol", "dt0", "max_steps", "adjoint", "dtype", "max_events")
+
+class OdeSolverExtras(pydantic.BaseModel):
+    """The `[solver]` key of ODE runs beyond the typed ones."""
+
+    max_events: int = pydantic.Field(
+        64, description="the most events a run may meet (1 to 100,000); more stop it"
+    )
+
+
+_ODE_SOLVER_KEYS = (
+    "method",
+    "rtol",
+    "atol",
+    "dt0",
+    "max_steps",
+    "adjoint",
+    "dtype",
+    *OdeSolverExtras.model_fields,
+)
 
 
 def ode_solver(config: Config, model: OdeModel) -> OdeSolver:

@@ -4,12 +4,11 @@ sweeps) are imported by the first PDE work."""
 
 from __future__ import annotations
 
-import pydantic
 
 from physics.pde.base import PdeModel
 
 from ..._config import Value
-from ..._family import Drawable, Fittable, Sweepable, TextModels
+from ..._family import STEP_CONTROL_KEYS, Drawable, Fittable, Sweepable, TextModels
 from ..._registry import register_models_of
 
 
@@ -21,12 +20,8 @@ class PdeFamily(TextModels, Sweepable, Fittable, Drawable):
     model_base = PdeModel
     describes = "PDE models"
     sections = {"grid": dict[str, Value]}
-    solver_keys = {  # (of the method of lines; spectral solvers take none of them)
-        "rtol": (float | None, pydantic.Field(default=None, gt=0)),
-        "atol": (float | None, pydantic.Field(default=None, gt=0)),
-        "max_steps": (int | None, pydantic.Field(default=None, ge=1)),
-        "adjoint": (str | None, None),
-    }
+    # (of the method of lines; spectral solvers take none of them)
+    solver_keys = STEP_CONTROL_KEYS
     checks = {
         "max_growth": (
             1000.0,

@@ -8,6 +8,7 @@ from typing import Any
 
 import jax.numpy as jnp
 import numpy as np
+import pydantic
 
 from physics.pde import GridPdeModel, PdeModel, SpectralPdeModel, TextGridModel
 from solvers import Etdrk, MethodOfLines, did_you_mean
@@ -21,8 +22,45 @@ from . import PDE
 from ._solve import _cast, fd_grid, initial_field
 
 ETDRK_METHODS = ("etdrk1", "etdrk2", "etdrk3", "etdrk4")
+
+
+class PdeSolverExtras(pydantic.BaseModel):
+    """The `[solver]` keys of PDE runs beyond the typed ones (`method`, `dtype`, and of the
+    method of lines `rtol`, `atol`, `max_steps`, `adjoint`)."""
+
+    dealias: float | None = pydantic.Field(
+        2.0 / 3.0,
+        description="spectral models: fraction of modes kept for the nonlinear term (Orszag's "
+        "rule)",
+        json_schema_extra={"default": "2/3"},
+    )
+    order: int = pydantic.Field(
+        2, description="finite-difference models: order of the differences, 2 or 4"
+    )
+
+
 _SPECTRAL_KEYS = ("method", "dtype", "dealias")
 _FD_KEYS = ("method", "dtype", "order", "rtol", "atol", "max_steps", "adjoint")
+
+
+class PdeInitialTable(pydantic.BaseModel):
+    """`[initial]` of a PDE run: one of the model's initial fields (`kind`, with the kind's
+    own options beside it), an expression of the coordinates per field (`u = "sin(x)"`),
+    or a field read from a file."""
+
+    kind: str | None = pydantic.Field(
+        None,
+        description="the initial field (`sim models NAME` lists a model's kinds and options)",
+        json_schema_extra={"default": "the model's default kind"},
+    )
+    file: str | None = pydantic.Field(
+        None, description="an HDF5 file with the initial field, relative to the config's folder"
+    )
+    dataset: str | dict[str, str] | None = pydantic.Field(
+        None,
+        description='with file: the dataset ("/u"), or a table field = "/dataset" for several '
+        "fields, one value per grid point",
+    )
 
 
 def _initial(config: Config, model: PdeModel, params: dict) -> jnp.ndarray:
@@ -306,7 +344,30 @@ def _setup_grid(model: GridPdeModel, config: Config) -> Setup:
     return _setup(config, model, params, u0, t, solver, resolved_solver)
 
 
-_TEXT_GRID_KEYS = ("points", "domain", "boundary", "boundary_value")
+class GridTable(pydantic.BaseModel):
+    """`[grid]`: the box of a PDE model written in the config (a built-in
+    model takes its own options here, such as `points` and `domain`: `sim models NAME`)."""
+
+    points: list[int] = pydantic.Field(
+        description="grid points per axis (1 to 3 axes)", json_schema_extra={"required": True}
+    )
+    domain: list[list[float]] = pydantic.Field(
+        description="[low, high] per axis", json_schema_extra={"unit": "length", "required": True}
+    )
+    boundary: str | list[Any] | dict[str, Any] | None = pydantic.Field(
+        None,
+        description="per axis: periodic, dirichlet, neumann or robin (or [low, high]); a table "
+        "per field; none: periodic (spectral)",
+    )
+    boundary_value: float | str | list[Any] | dict[str, Any] | None = pydantic.Field(
+        None,
+        description="per side: a number or an expression of t, the parameters and the "
+        "coordinates (robin: { coefficient, value })",
+        json_schema_extra={"default": "0"},
+    )
+
+
+_TEXT_GRID_KEYS = tuple(GridTable.model_fields)
 
 
 def _check_points(config: Config, where: str, points: Any) -> None:

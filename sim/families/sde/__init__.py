@@ -10,7 +10,7 @@ import pydantic
 from physics.sde.base import SdeModel
 
 from ..._config import SEED_MAX
-from ..._family import Drawable, Fittable, Sweepable, TextModels
+from ..._family import STEP_CONTROL_KEYS, Drawable, Fittable, Sweepable, TextModels
 from ..._registry import register_models_of
 
 
@@ -19,8 +19,10 @@ class EnsembleSection(pydantic.BaseModel):
     (path i of a run uses `fold_in(key(seed), i)`)."""
 
     model_config = pydantic.ConfigDict(extra="forbid", strict=True)
-    paths: int = pydantic.Field(default=1, ge=1, le=10**7)
-    seed: int = pydantic.Field(default=0, ge=0, le=SEED_MAX)
+    paths: int = pydantic.Field(default=1, ge=1, le=10**7, description="paths per run")
+    seed: int = pydantic.Field(
+        default=0, ge=0, le=SEED_MAX, description="seed of the paths' Brownian motions"
+    )
 
 
 class SdeFamily(TextModels, Sweepable, Fittable, Drawable):
@@ -28,7 +30,7 @@ class SdeFamily(TextModels, Sweepable, Fittable, Drawable):
     model_base = SdeModel
     describes = "SDE models"
     sections = {"ensemble": EnsembleSection}
-    solver_keys = {"max_steps": (int | None, pydantic.Field(default=None, ge=1))}
+    solver_keys = {"max_steps": STEP_CONTROL_KEYS["max_steps"]}
 
     def text_model(self, config):
         options = config.spec.model.options

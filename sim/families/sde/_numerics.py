@@ -13,6 +13,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pydantic
 
 from physics import float_array, sde
 from physics.sde import SdeModel
@@ -37,7 +38,18 @@ from ..._trajectory import Trajectory
 from . import SDE, EnsembleSection
 
 MODELS = (sde.OrnsteinUhlenbeck, sde.GeometricBrownianMotion, sde.StochasticLotkaVolterra)
-_SOLVER_KEYS = ("method", "dt", "max_steps")
+
+
+class SdeSolverExtras(pydantic.BaseModel):
+    """The `[solver]` key of SDE runs beyond `method` and `max_steps`."""
+
+    dt: float = pydantic.Field(
+        description="the fixed step (required)",
+        json_schema_extra={"unit": "time", "required": True},
+    )
+
+
+_SOLVER_KEYS = ("method", *SdeSolverExtras.model_fields, "max_steps")
 
 
 # ----------------------------------------------------------------------------- simulate
