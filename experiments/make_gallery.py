@@ -49,6 +49,7 @@ RUNS: dict[str, tuple[str, str, list[str]]] = {
     ),
     "lj_fluid": ("run", "lj_fluid", ["--set", "time.steps=2000"]),
     "gray_scott": ("run", "gray_scott", []),
+    "gray_scott_text": ("run", "gray_scott_text", []),
     "kuramoto_sivashinsky": ("run", "kuramoto_sivashinsky", []),
     "kolmogorov_flow": ("run", "kolmogorov_flow", []),
     "kdv_soliton": ("run", "kdv_soliton", []),

@@ -178,6 +178,35 @@ def ode(src: Source, *, discrete: bool = False):
 
         first.xaxis.set_major_locator(MaxNLocator(integer=True))
     calendar_axis(first, meta)
+    _left_out_note(fig, fixed, left_out)
+    if phase:
+        _phase_portrait(fig, grid, series, phase, meta, discrete)
+    return fig
+
+
+def _phase_portrait(fig, grid, series: dict, phase: list[str], meta, discrete: bool) -> None:
+    """The phase portrait of two or three scalar observables in the right column of `grid`
+    (a map's iterates as points alone)."""
+    style = {"ls": "none", "marker": "o", "ms": 1.5} if discrete else {"lw": 0.6}
+    if len(phase) == 3:
+        ax = fig.add_subplot(grid[:, 1], projection="3d")
+        ax.plot(*(series[n][:, 0] for n in phase), **style)
+        ax.set_xlabel(meta.label(phase[0]))
+        ax.set_ylabel(meta.label(phase[1]))
+        ax.set_zlabel(meta.label(phase[2]))
+    else:
+        ax = fig.add_subplot(grid[:, 1])
+        x, y = (series[n][:, 0] for n in phase)
+        ax.plot(x, y, **(style if discrete else {"lw": 1.0}))
+        ax.plot(x[:1], y[:1], "o", color="k", ms=4, label="start")
+        ax.set_xlabel(meta.label(phase[0]))
+        ax.set_ylabel(meta.label(phase[1]))
+        ax.legend(fontsize=7)
+    ax.set_title("phase portrait", fontsize=9)
+
+
+def _left_out_note(fig, fixed: dict[str, float], left_out: list[str]) -> None:
+    """Name under the panels the constant observables and those beyond the panels."""
     notes = []
     if fixed:
         notes.append(
@@ -187,24 +216,6 @@ def ode(src: Source, *, discrete: bool = False):
         notes.append(f"not drawn ({_PANELS} panels of {_CURVES} at most): " + ", ".join(left_out))
     if notes:
         _note(fig, "; ".join(notes))
-    if phase:
-        style = {"ls": "none", "marker": "o", "ms": 1.5} if discrete else {"lw": 0.6}
-        if len(phase) == 3:
-            ax = fig.add_subplot(grid[:, 1], projection="3d")
-            ax.plot(*(series[n][:, 0] for n in phase), **style)
-            ax.set_xlabel(meta.label(phase[0]))
-            ax.set_ylabel(meta.label(phase[1]))
-            ax.set_zlabel(meta.label(phase[2]))
-        else:
-            ax = fig.add_subplot(grid[:, 1])
-            x, y = (series[n][:, 0] for n in phase)
-            ax.plot(x, y, **(style if discrete else {"lw": 1.0}))
-            ax.plot(x[:1], y[:1], "o", color="k", ms=4, label="start")
-            ax.set_xlabel(meta.label(phase[0]))
-            ax.set_ylabel(meta.label(phase[1]))
-            ax.legend(fontsize=7)
-        ax.set_title("phase portrait", fontsize=9)
-    return fig
 
 
 def ensemble(src: Source):

@@ -41,6 +41,13 @@ RUNS: dict[str, tuple[str, str, list[str]]] = {
         "gray_scott",
         ["--set", "grid.points=[32, 32]", "--set", "time.t1=1200.0", "--set", "time.save=4"],
     ),
+    # (a check of the drawing, small: on 48 points the seed fades, where the gallery's 128
+    # points grow spots)
+    "pde_2d_text": (
+        "run",
+        "gray_scott_text",
+        ["--set", "grid.points=[48, 48]", "--set", "time.t1=400.0", "--set", "time.save=5"],
+    ),
     "md": (
         "run",
         "lj_fluid",
@@ -92,6 +99,7 @@ COVERS = {
     "robertson": "ode_log_time",
     "lj_fluid": "md",
     "gray_scott": "pde_2d",
+    "gray_scott_text": "pde_2d_text",
     "kuramoto_sivashinsky": "pde_1d",
     "lotka_volterra_sweep": "sweep_grid",
     "sir_boarding_school_sweep": "sweep_lines",
