@@ -235,3 +235,29 @@ def pytest_unconfigure(config):
     a heap of thousands of traced programs that the process is about to drop (2-3.5 s
     each in a worker of the default run, which xdist then interrupts)."""
     gc.freeze()
+
+
+# A worker keeps every program it compiles in memory, and over the whole run that grows
+# to about 8 GB a worker. Few programs are used again by a later test file, so when a file
+# ends with the worker above this many bytes, JAX's in-memory programs and traces are
+# released (a later use loads its program from the persistent cache). Releasing after every
+# file would cost tracing and loading time again and again; this bound costs a few releases
+# per run and keeps two workers within 8 GB in all.
+_RELEASE_ABOVE = 3 * 1024**3
+
+
+def _resident_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def pytest_runtest_teardown(item, nextitem):
+    if nextitem is not None and nextitem.module is item.module:
+        return
+    try:
+        resident = _resident_bytes()
+    except OSError:  # no /proc (not Linux): leave memory to the process
+        return
+    if resident > _RELEASE_ABOVE:
+        jax.clear_caches()
+        gc.collect()
