@@ -12,7 +12,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from .._errors import InputError, shown
+from .._errors import InputError, optional_module, shown
 from .._progress import Clock
 from ._app import OutsideFolder, Quiet, Sets, _Command, _petab_only, app
 from ._console import Table, _note, _warn, out
@@ -282,12 +282,9 @@ def infer(
             raise InputError(
                 "--arviz", str(arviz), "is the -o posterior file; expected another path"
             )
-        try:
-            import arviz as _  # noqa: F401
-        except ImportError:
-            raise InputError(
-                "--arviz", str(arviz), "needs the arviz package (pip install arviz)"
-            ) from None
+        # (arviz writes its netCDF file with h5netcdf)
+        for module in ("arviz", "h5netcdf"):
+            optional_module(module, "arviz", "ArviZ exports", "--arviz", str(arviz))
     if init_from is not None and not init_from.is_file():
         raise InputError("--init-from", str(init_from), "no such fit file")
     with exclusive(path), contextlib.ExitStack() as stack, Clock() as clock:
