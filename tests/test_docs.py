@@ -137,6 +137,7 @@ def test_every_key_the_example_configs_use_is_in_the_reference():
             "fields",
             "parameters",
             "observables",
+            "stiff",
         }
         for path in _flat(config):
             named = _NAMED.match(path)
