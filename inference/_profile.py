@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 from scipy.stats import chi2
 
-from sim.core import Result, write_group, write_root_attrs
+from sim.core import Result, family_of, write_group, write_root_attrs
 from solvers import checks_as_nan
 
 from ._lbfgsb import _lbfgsb, run_batched
@@ -350,7 +350,12 @@ def profile_petab(
 
 @checks_as_nan()
 def profile_config(
-    config, params: list[str] | None = None, data=None, *, max_points: int = 40
+    config,
+    params: list[str] | None = None,
+    data=None,
+    *,
+    max_points: int = 40,
+    log: Callable[[str], None] | None = None,
 ) -> ProfileResult:
     """Profile likelihoods of a config's free quantities (all, or `params`) around its
     fit (`sim fit` first, as configured): the fit's loss with every sigma given, else
@@ -363,6 +368,9 @@ def profile_config(
         params: the free quantities to profile; None for all.
         data: a file that replaces `data.file`, or None.
         max_points: points per side of each profile at most.
+        log: called once the profiles have ended with each line of how they were solved
+            that the config does not say (`Family.solver_notes`: a model declared stiff
+            solved with the stiff default), as `sim fit` prints them; None for none.
 
     Returns:
         A `ProfileResult`: the optimum (natural scale), the objective there, and for each
@@ -441,6 +449,9 @@ def profile_config(
         max_points=max_points,
         reach=REACH,
     )
+    if log is not None:
+        for line in family_of(problem.model).solver_notes(problem.model, config):
+            log(line)
     return ProfileResult(
         str(config.path),
         problem.model.name,

@@ -409,6 +409,7 @@ def profile(
     from .._store import check_output_path
 
     start = time.perf_counter()
+    notes: list[str] = []  # (printed once the profile file is written, as `sim fit` does)
     if config.suffix in (".yaml", ".yml"):
         from inference import load_petab, problem_files
 
@@ -430,8 +431,11 @@ def profile(
             inputs=[*cfg.input_files(), *([data] if data else [])],
         )
         with exclusive(path), resumable(path, "the profile"):
-            result = profile_config(cfg, param, data)
+            result = profile_config(cfg, param, data, log=notes.append)
             result.save(path)
+    if not quiet:
+        for line in notes:
+            _note(line)
     import math
 
     table = Table("quantity", "estimate", "95% lower", "95% upper", "", box=None)
