@@ -349,6 +349,28 @@ def profile_petab(
 
 
 @checks_as_nan()
+def _profiled_problem(config, data):
+    """The fit problem of a config whose profiles are taken, with its observations and
+    `[fit]` section: differentiated by forward sensitivities, whatever the fit's optimiser."""
+    from ._fit import build_problem, experiment_problems, make_problem
+
+    _, _, obs, section = build_problem(config, data)
+    if config.spec.experiments is not None:
+        problem, _, _ = experiment_problems(config, data, section, gradient="forward_sensitivity")
+    else:
+        problem, _, _ = make_problem(
+            config,
+            data,
+            section.free,
+            free_key="fit.free",
+            loss=section.loss,
+            weights=section.weights,
+            bounds=section.bounds,
+            gradient="forward_sensitivity",
+        )
+    return problem, obs, section
+
+
 def profile_config(
     config,
     params: list[str] | None = None,
@@ -384,23 +406,9 @@ def profile_config(
     import jax
     import jax.numpy as jnp
 
-    from ._fit import build_problem, experiment_problems, fit, make_problem, observation_models
+    from ._fit import fit, observation_models
 
-    _, _, obs, section = build_problem(config, data)
-    # (reverse-mode gradients, whatever the fit's optimiser)
-    if config.spec.experiments is not None:
-        problem, _, _ = experiment_problems(config, data, section, gradient="forward_sensitivity")
-    else:
-        problem, _, _ = make_problem(
-            config,
-            data,
-            section.free,
-            free_key="fit.free",
-            loss=section.loss,
-            weights=section.weights,
-            bounds=section.bounds,
-            gradient="forward_sensitivity",
-        )
+    problem, obs, section = _profiled_problem(config, data)
     names = [f.name for f in problem.free]
     chosen = _chosen(names, params, str(config.path), "free quantities")
     if section.loss == "mse":
