@@ -193,6 +193,11 @@ class ModelKeys(pydantic.BaseModel):
     observables: dict[str, Any] | None = pydantic.Field(
         None, description="a text model's observables: name = expression"
     )
+    stiff: bool = pydantic.Field(
+        False,
+        description="an ODE written as text is stiff: with no [solver] method it is solved "
+        "with kvaerno5",
+    )
 
 
 def _doc(schema: type) -> str:

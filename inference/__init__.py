@@ -1,5 +1,7 @@
 """Calibration and Bayesian inference over simjax simulators (built on `sim`)."""
 
+from typing import TYPE_CHECKING
+
 from ._data import Observations as Observations, load_observations as load_observations
 from ._fit import (
     FitResult as FitResult,
@@ -43,3 +45,47 @@ _NAMES: dict[str, tuple[str, str]] = {
 
 
 __getattr__, __dir__ = lazy_names(__name__, _NAMES, globals())
+
+
+# The public names
+__all__ = [
+    "BayesModel",
+    "FitResult",
+    "Observations",
+    "PosteriorResult",
+    "Problem",
+    "Stage",
+    "TrainResult",
+    "TrainState",
+    "Trainer",
+    "Trajectories",
+    "build_bayes_model",
+    "build_problem",
+    "checkpoint_path",
+    "fit",
+    "fit_petab",
+    "infer",
+    "infer_petab",
+    "load_observations",
+    "load_petab",
+    "load_trained",
+    "load_trajectories",
+    "make_problem",
+    "problem_files",
+    "profile_config",
+    "profile_petab",
+    "sampling_warnings",
+    "save_trained",
+    "save_trajectories",
+    "simulate_states",
+    "train",
+    "train_stages",
+    "trajectory_mse",
+]
+
+if TYPE_CHECKING:
+    from ._petab import load_petab as load_petab
+    from ._petab_bayes import infer_petab as infer_petab
+    from ._petab_files import problem_files as problem_files
+    from ._petab_fit import fit_petab as fit_petab
+    from ._profile import profile_config as profile_config, profile_petab as profile_petab

@@ -24,6 +24,7 @@ from sim.core import (
     family_of,
     immediate,
     memory_problem,
+    optional_module,
     resolved_toml,
     seed_problem,
     warn_if_float32,
@@ -110,8 +111,12 @@ class PosteriorResult(Result):
             write_group(group["data"], "observables", obs.values)
 
     def to_arviz(self):
-        """The posterior as ArviZ InferenceData (needs arviz)."""
-        import arviz as az
+        """The posterior as ArviZ InferenceData (the `arviz` extra).
+
+        Raises:
+            MissingExtra: arviz is not installed (an `ImportError`).
+        """
+        az = optional_module("arviz", "arviz", "ArviZ exports")
 
         groups = {"posterior": dict(self.posterior), "sample_stats": {"diverging": self.diverging}}
         if int(az.__version__.split(".")[0]) >= 1:

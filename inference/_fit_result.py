@@ -12,7 +12,7 @@ import numpy as np
 from jaxtyping import Array
 
 from sim import Config
-from sim.core import Result, resolved_toml, write_group, write_root_attrs
+from sim.core import Result, optional_module, resolved_toml, write_group, write_root_attrs
 
 from ._data import Observations, jsonable
 from ._fit_estimates import fit_warnings
@@ -96,9 +96,9 @@ class FitResult(Result):
         data `data_<name>` over `data_time` (model time), `loss_history` over `iteration`.
 
         Raises:
-            ImportError: xarray is not installed.
+            MissingExtra: xarray is not installed (an `ImportError`).
         """
-        import xarray as xr
+        xr = optional_module("xarray", "xarray", "xarray Datasets")
 
         def trailing(name: str, value: np.ndarray) -> list[str]:
             return [f"{name}_axis_{i}" for i in range(value.ndim - 1)]

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 from scipy.stats import chi2
 
-from sim.core import Result, write_group, write_root_attrs
+from sim.core import Result, family_of, write_group, write_root_attrs
 from solvers import checks_as_nan
 
 from ._lbfgsb import _lbfgsb, run_batched
@@ -349,37 +349,12 @@ def profile_petab(
 
 
 @checks_as_nan()
-def profile_config(
-    config, params: list[str] | None = None, data=None, *, max_points: int = 40
-) -> ProfileResult:
-    """Profile likelihoods of a config's free quantities (all, or `params`) around its
-    fit (`sim fit` first, as configured): the fit's loss with every sigma given, else
-    (n / 2) log(sum of squared residuals), the common noise scale profiled out; on the
-    quantities' unconstrained scale (log for positive ones), at most `REACH` from the
-    optimum.
-
-    Arguments:
-        config: with `[fit]` and `[data]` or `[[experiments]]`.
-        params: the free quantities to profile; None for all.
-        data: a file that replaces `data.file`, or None.
-        max_points: points per side of each profile at most.
-
-    Returns:
-        A `ProfileResult`: the optimum (natural scale), the objective there, and for each
-        profiled quantity its profile and its 95% interval.
-
-    Raises:
-        InputError: a name in `params` that is not a free quantity.
-        ConfigError: `loss = "mse"` (no likelihood), or a problem of the config (as
-            `build_problem`).
-    """
-    import jax
-    import jax.numpy as jnp
-
-    from ._fit import build_problem, experiment_problems, fit, make_problem, observation_models
+def _profiled_problem(config, data):
+    """The fit problem of a config whose profiles are taken, with its observations and
+    `[fit]` section: differentiated by forward sensitivities, whatever the fit's optimiser."""
+    from ._fit import build_problem, experiment_problems, make_problem
 
     _, _, obs, section = build_problem(config, data)
-    # (reverse-mode gradients, whatever the fit's optimiser)
     if config.spec.experiments is not None:
         problem, _, _ = experiment_problems(config, data, section, gradient="forward_sensitivity")
     else:
@@ -393,6 +368,47 @@ def profile_config(
             bounds=section.bounds,
             gradient="forward_sensitivity",
         )
+    return problem, obs, section
+
+
+def profile_config(
+    config,
+    params: list[str] | None = None,
+    data=None,
+    *,
+    max_points: int = 40,
+    log: Callable[[str], None] | None = None,
+) -> ProfileResult:
+    """Profile likelihoods of a config's free quantities (all, or `params`) around its
+    fit (`sim fit` first, as configured): the fit's loss with every sigma given, else
+    (n / 2) log(sum of squared residuals), the common noise scale profiled out; on the
+    quantities' unconstrained scale (log for positive ones), at most `REACH` from the
+    optimum.
+
+    Arguments:
+        config: with `[fit]` and `[data]` or `[[experiments]]`.
+        params: the free quantities to profile; None for all.
+        data: a file that replaces `data.file`, or None.
+        max_points: points per side of each profile at most.
+        log: called once the profiles have ended with each line of how they were solved
+            that the config does not say (`Family.solver_notes`: a model declared stiff
+            solved with the stiff default), as `sim fit` prints them; None for none.
+
+    Returns:
+        A `ProfileResult`: the optimum (natural scale), the objective there, and for each
+        profiled quantity its profile and its 95% interval.
+
+    Raises:
+        InputError: a name in `params` that is not a free quantity.
+        ConfigError: `loss = "mse"` (no likelihood), or a problem of the config (as
+            `build_problem`).
+    """
+    import jax
+    import jax.numpy as jnp
+
+    from ._fit import fit, observation_models
+
+    problem, obs, section = _profiled_problem(config, data)
     names = [f.name for f in problem.free]
     chosen = _chosen(names, params, str(config.path), "free quantities")
     if section.loss == "mse":
@@ -441,6 +457,9 @@ def profile_config(
         max_points=max_points,
         reach=REACH,
     )
+    if log is not None:
+        for line in family_of(problem.model).solver_notes(problem.model, config):
+            log(line)
     return ProfileResult(
         str(config.path),
         problem.model.name,

@@ -28,3 +28,16 @@ def __getattr__(name: str):
 
 def __dir__() -> list[str]:
     return sorted({*globals(), *_FAMILIES})
+
+
+# The public names (the families' packages `ode`, `sde`, `pde`, `md` and `maps` have their
+# own)
+__all__ = [
+    "CONSTRAINTS",
+    "Model",
+    "NamedStateModel",
+    "Parameter",
+    "float_array",
+    "lazy_names",
+    "unstored",
+]

@@ -10,6 +10,8 @@ compiled by one process is loaded by the next), and XLA's small loops compiled w
 (`PrecisionWarning`).
 """
 
+from typing import TYPE_CHECKING
+
 from ._jax_config import PrecisionWarning as PrecisionWarning, configure_jax as configure_jax
 from ._errors import (
     ConfigError as ConfigError,
@@ -61,3 +63,48 @@ def __getattr__(name: str):
 
 def __dir__() -> list[str]:
     return sorted({*globals(), *_DEFERRED})
+
+
+# The public names (`sim.families` and `sim.core`, for the authors of model families, are
+# modules of their own)
+__all__ = [
+    "Config",
+    "ConfigError",
+    "DataError",
+    "InputError",
+    "MissingExtra",
+    "PrecisionWarning",
+    "Record",
+    "RunResult",
+    "Setup",
+    "SimError",
+    "SimulationError",
+    "SpectralStepper",
+    "StorageError",
+    "Streamed",
+    "SweepResult",
+    "Trajectory",
+    "complete_params",
+    "configure_jax",
+    "get_model",
+    "load_config",
+    "model_class",
+    "model_names",
+    "movie",
+    "plot",
+    "read",
+    "register_model",
+    "run",
+    "setup",
+    "simulate",
+    "spectral_stepper",
+    "sweep",
+    "write_xdmf",
+]
+
+if TYPE_CHECKING:
+    from ._sweep import SweepResult as SweepResult, sweep as sweep
+    from .families.pde._solve import (
+        SpectralStepper as SpectralStepper,
+        spectral_stepper as spectral_stepper,
+    )

@@ -193,7 +193,12 @@ class Family(abc.ABC):
 
 
 class TextModels(Family):
-    """A family whose models a config may write as text in its `[model]` tables."""
+    """A family whose models a config may write as text in its `[model]` tables.
+
+    `text_flags` are the keys of `[model]` other than its tables that the family's text
+    models take (ODE: `stiff`); a config that gives another family's flag is refused."""
+
+    text_flags: ClassVar[tuple[str, ...]] = ()
 
     @abc.abstractmethod
     def text_model(self, config: Config) -> Model | None:

@@ -171,7 +171,8 @@ def _as_record(result: Any) -> Record:
     from ._trajectory import Trajectory
 
     if isinstance(result, Trajectory):
-        observables = {k: np.asarray(v) for k, v in result.observables.items()}
+        # (in the model's order, as a run file's figure draws them)
+        observables = {k: np.asarray(v) for k, v in result.ordered_observables().items()}
         return Record(
             Path("trajectory"),
             {"format": "simjax.run", "model": ""},

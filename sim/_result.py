@@ -8,7 +8,7 @@ from typing import Any
 import h5py
 import numpy as np
 
-from ._errors import DataError
+from ._errors import DataError, optional_module
 from ._store import Record, Result, write_group, write_root_attrs, xarray_view
 
 
@@ -130,9 +130,9 @@ class RunResult(Result):
         use; the grid's where its parameters name one).
 
         Raises:
-            ImportError: xarray is not installed.
+            MissingExtra: xarray is not installed (an `ImportError`).
         """
-        import xarray as xr
+        xr = optional_module("xarray", "xarray", "xarray Datasets")
 
         grid = {name: np.asarray(value) for name, value in self.groups.get("grid", {}).items()}
         grid_shape = tuple(len(v) for v in grid.values())
@@ -229,7 +229,7 @@ def _sweep_dataset(record: Record):
 def _h5md_dataset(record: Record):
     """An H5MD run (simjax's or another program's) as `MdRunResult.to_xarray` gives it:
     positions unwrapped by the image counters where the file has them."""
-    import xarray as xr
+    xr = optional_module("xarray", "xarray", "xarray Datasets")
 
     def node(key: str):
         try:

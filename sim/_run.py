@@ -43,12 +43,14 @@ def _text_model(config: Config) -> Model:
     they are builds it (`TextModels.text_model`)."""
     spec = config.spec.model
     options = spec.options
+    text_families = [family for family in families() if isinstance(family, TextModels)]
+    flags = list(dict.fromkeys(f for family in text_families for f in family.text_flags))
     for key in options:
-        if key not in _TEXT_MODEL_KEYS:
+        if key not in _TEXT_MODEL_KEYS and key not in flags:
             raise config.error(
                 f"model.{key}",
                 "is not a key of a model written in its config (keys: name, "
-                f"{', '.join(_TEXT_MODEL_KEYS)})",
+                f"{', '.join([*_TEXT_MODEL_KEYS, *flags])})",
             )
     for key in _TEXT_MODEL_KEYS:
         if key in options and not isinstance(options[key], dict):
@@ -56,12 +58,19 @@ def _text_model(config: Config) -> Model:
                 f"model.{key}", f"expected a table, like [model.{key}], got {options[key]!r}"
             )
     try:
-        for family in families():
-            if not isinstance(family, TextModels):
-                continue
+        for family in text_families:
             model = family.text_model(config)
-            if model is not None:
-                return model
+            if model is None:
+                continue
+            for key in options:
+                if key in flags and key not in family.text_flags:
+                    takes = [f.describes for f in text_families if key in f.text_flags]
+                    raise config.error(
+                        f"model.{key}",
+                        f"is not a key of {family.describes} written in their config ({key} is "
+                        f"for {', '.join(takes)})",
+                    )
+            return model
     except ConfigError:
         raise
     except ValueError as e:

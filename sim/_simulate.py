@@ -11,6 +11,7 @@ repeated."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 import equinox as eqx
@@ -70,9 +71,20 @@ def _as_array(x):
     return x if isinstance(x, (jax.Array, np.ndarray)) else jnp.asarray(x, dtype=float)
 
 
+def _in_model_order(traj, model):
+    """`traj` with the names of its observables in the model's order recorded
+    (`Trajectory.observable_names`): its dict of arrays, once through a compiled program,
+    is ordered by name. (Evaluated when a program is traced, not at each call.)"""
+    if not isinstance(traj, Trajectory):
+        return traj
+    declared = [n for n in model.observable_names if n in traj.observables]
+    names = (*declared, *(n for n in traj.observables if n not in declared))
+    return dataclasses.replace(traj, observable_names=names)
+
+
 @eqx.filter_jit
 def _simulate_jit(model, params, t, initial, solver, key):
-    return family_of(model).simulate(model, params, t, initial, solver, key)
+    return _in_model_order(family_of(model).simulate(model, params, t, initial, solver, key), model)
 
 
 def _simulate_driver(model, params, t, initial, solver, key) -> Trajectory:
@@ -80,7 +92,7 @@ def _simulate_driver(model, params, t, initial, solver, key) -> Trajectory:
     regrows its neighbour lists), else one compiled call."""
     family = family_of(model)
     if isinstance(family, Driven):
-        return family.drive(model, params, t, initial, solver, key)
+        return _in_model_order(family.drive(model, params, t, initial, solver, key), model)
     return _simulate_jit(model, params, t, initial, solver, key)
 
 
@@ -189,7 +201,7 @@ def _program(family: Family, params_tree, trees: tuple, statics: tuple):
             jax.tree.unflatten(tree, [next(it) if s is _DYNAMIC else s for s in static])
             for tree, static in zip(trees, statics, strict=False)
         )
-        traj = family.simulate(model, params, t, initial, solver, key)
+        traj = _in_model_order(family.simulate(model, params, t, initial, solver, key), model)
         if isinstance(traj, Trajectory) and traj.time is t:
             # The save times as they came in are handed back by the caller (`_compiled_call`):
             # as an output of the program they are a copy that XLA runs beside the solve,

@@ -325,7 +325,7 @@ class Record(Mapping):
 
         Raises:
             DataError: another kind of file, or a run file missing its datasets.
-            ImportError: xarray is not installed.
+            MissingExtra: xarray is not installed (an `ImportError`).
         """
         view = _XARRAY_VIEWS.get("h5md" if "h5md" in self else self.format)
         if view is None:

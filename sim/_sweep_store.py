@@ -29,7 +29,7 @@ from typing import Any
 import h5py
 import numpy as np
 
-from ._errors import DataError, InputError
+from ._errors import DataError, InputError, optional_module
 from ._identity import InputIdentity
 from ._store import DAMAGED_FILE_ERRORS, Result, error_reason, write_root_attrs
 from ._unfinished import config_difference, partial_path
@@ -378,9 +378,9 @@ class SweepResult(Result):
         .unstack("run")` gives one dimension per swept quantity.
 
         Raises:
-            ImportError: xarray is not installed.
+            MissingExtra: xarray is not installed (an `ImportError`).
         """
-        import xarray as xr
+        xr = optional_module("xarray", "xarray", "xarray Datasets")
 
         data = {}
         for name, value in _flat_observables(self.observables).items():

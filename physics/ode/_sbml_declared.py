@@ -33,8 +33,8 @@ class SbmlDeclarations:
         compartments: (id, size as written, units, spatial dimensions) of each.
         parameters: (id, value as written, units, constant) of each global parameter.
         local_parameters: the number of reactions' local parameters.
-        reactions, assignment_rules, rate_rules, initial_assignments, events,
-        function_definitions: how many of each the file declares.
+        reactions, assignment_rules, rate_rules: how many of each the file declares.
+        initial_assignments, events, function_definitions: how many of each, likewise.
         model_units: (quantity, unit id) of the model-wide default units it sets.
         unit_definitions: (id, definition as text, such as "(60 second)") of each.
     """
@@ -71,7 +71,7 @@ def sbml_declarations(path: str | Path) -> SbmlDeclarations:
     Raises:
         SbmlError: the file is missing, not valid SBML, or holds no model.
 
-    Example:
+    Examples:
         >>> sbml_declarations("tests/data/sbml/cases/00028/00028-sbml-l3v2.xml").species[0][0]
         'S1'
     """

@@ -28,7 +28,9 @@ class TextOdeModel(OdeModel):
     rates' symbolic derivatives (`physics._text.differentiate`): every JVP of the vector
     field (the Jacobians of implicit solvers' Newton iterations, sensitivities, gradients)
     is computed from them, with `symbolic_jacobian=True`; False lets JAX differentiate the
-    evaluation of the rates instead (the same values to rounding).
+    evaluation of the rates instead (the same values to rounding). `stiff` is what the
+    text declares (`OdeModel.stiff`): True has a config that names no method solved by an
+    implicit one.
 
     A text model is a value: its declarations and parsed expressions are static fields,
     so two models of equal text are equal and share their compiled programs."""
@@ -42,6 +44,8 @@ class TextOdeModel(OdeModel):
     extras: tuple[tuple[str, Expression], ...] = eqx.field(static=True)
     partials: tuple[Partials, ...] = eqx.field(static=True)
     symbolic_jacobian: bool = eqx.field(static=True, default=True)
+    # (an instance's value of `OdeModel.stiff`, given by name)
+    stiff: bool = eqx.field(static=True, default=False, kw_only=True)
 
     @property
     def initial_defaults(self) -> dict[str, float]:
@@ -86,6 +90,7 @@ def ode_model(
     states: dict[str, Any],
     parameters: dict[str, Any] | None = None,
     observables: dict[str, str] | None = None,
+    stiff: bool = False,
 ) -> TextOdeModel:
     """An `OdeModel` from text: `states` maps each state to the right-hand side of its
     time derivative (text, or a table with `rate` and `positive`: every state or none
@@ -100,6 +105,8 @@ def ode_model(
         parameters: parameter name -> its default (a number, or a table with `value`,
             `unit`, `doc`, `positive`); None for none.
         observables: observable name -> its expression; None for none.
+        stiff: the equations are stiff (`OdeModel.stiff`): a config that names no
+            `[solver] method` solves them with an implicit method.
 
     Returns:
         A `TextOdeModel`; every state starts at 0 unless its initial value is given.
@@ -108,9 +115,11 @@ def ode_model(
         >>> model = ode_model("decay", {"x": "-k * x"}, {"k": 0.5})
 
     Raises:
-        ValueError: naming the entry (`states.S`, `parameters.beta`, ...) and, for an
-            expression, the column.
+        ValueError: naming the entry (`states.S`, `parameters.beta`, `stiff`, ...) and, for
+            an expression, the column.
     """
+    if not isinstance(stiff, bool):
+        raise ValueError(f"stiff: expected true or false, got {stiff!r}")
     declared, rates, extras, _ = declare("ODE", label, states, parameters, observables)
     expressions = tuple(e for _, e in rates)
     return TextOdeModel(
@@ -118,4 +127,5 @@ def ode_model(
         rates=expressions,
         extras=tuple(extras),
         partials=differentiate(expressions, declared["state_names"]),
+        stiff=stiff,
     )

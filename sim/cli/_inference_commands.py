@@ -12,7 +12,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from .._errors import InputError, shown
+from .._errors import InputError, optional_module, shown
 from .._progress import Clock
 from ._app import OutsideFolder, Quiet, Sets, _Command, _petab_only, app
 from ._console import Table, _note, _warn, out
@@ -282,12 +282,9 @@ def infer(
             raise InputError(
                 "--arviz", str(arviz), "is the -o posterior file; expected another path"
             )
-        try:
-            import arviz as _  # noqa: F401
-        except ImportError:
-            raise InputError(
-                "--arviz", str(arviz), "needs the arviz package (pip install arviz)"
-            ) from None
+        # (arviz writes its netCDF file with h5netcdf)
+        for module in ("arviz", "h5netcdf"):
+            optional_module(module, "arviz", "ArviZ exports", "--arviz", str(arviz))
     if init_from is not None and not init_from.is_file():
         raise InputError("--init-from", str(init_from), "no such fit file")
     with exclusive(path), contextlib.ExitStack() as stack, Clock() as clock:
@@ -412,6 +409,7 @@ def profile(
     from .._store import check_output_path
 
     start = time.perf_counter()
+    notes: list[str] = []  # (printed once the profile file is written, as `sim fit` does)
     if config.suffix in (".yaml", ".yml"):
         from inference import load_petab, problem_files
 
@@ -433,8 +431,11 @@ def profile(
             inputs=[*cfg.input_files(), *([data] if data else [])],
         )
         with exclusive(path), resumable(path, "the profile"):
-            result = profile_config(cfg, param, data)
+            result = profile_config(cfg, param, data, log=notes.append)
             result.save(path)
+    if not quiet:
+        for line in notes:
+            _note(line)
     import math
 
     table = Table("quantity", "estimate", "95% lower", "95% upper", "", box=None)

@@ -194,6 +194,40 @@ def test_sim_profile_names_an_unknown_parameter_in_one_line(tmp_cwd, capsys):
     assert not Path("profile.h5").exists()
 
 
+STIFF_NOTE = (
+    "model 'decay' is declared stiff: using stiff solver kvaerno5 (set [solver] method to choose)"
+)
+
+
+def test_sim_profile_says_when_it_solves_a_stiff_model_with_the_stiff_default(tmp_cwd, capsys):
+    # The decay model declared stiff: the profile is solved with kvaerno5 and says so once,
+    # after its work, as `sim run` and `sim fit` do; --quiet silences it. (A named method
+    # keeps the line away: `solver_notes`, tests/sim/test_cli.py.)
+    from sim.cli import main
+
+    _decay_data(tmp_cwd)
+    Path("decay.toml").write_text(
+        DECAY.format(free='["k", "a"]').replace('name = "decay"', 'name = "decay"\nstiff = true')
+    )
+    with pytest.raises(SystemExit) as done:
+        main(["profile", "decay.toml", "--param", "k", "-o", "profile.h5"])
+        raise SystemExit(0)
+    captured = capsys.readouterr()
+    assert done.value.code == 0, captured.err
+    assert captured.err.count(STIFF_NOTE) == 1, captured.err
+    lines = captured.err.strip().splitlines()
+    assert lines[-2] == STIFF_NOTE and lines[-1].startswith("wrote profile.h5"), lines
+    with h5py.File("profile.h5") as f:
+        k, lo, hi = f["optimum/k"][()], f["profile/k/lower"][()], f["profile/k/upper"][()]
+    # (the data's k = 0.5 inside the 95% interval around the estimate)
+    assert lo < 0.5 < hi and lo < k < hi, (lo, k, hi)
+    with pytest.raises(SystemExit) as done:
+        main(["profile", "decay.toml", "--param", "k", "-o", "quiet.h5", "--quiet"])
+        raise SystemExit(0)
+    err = capsys.readouterr().err
+    assert done.value.code == 0 and err == "", err
+
+
 @pytest.mark.slow
 def test_sim_profile_of_a_petab_problem(tmp_cwd):
     """Boehm et al. 2014: the noise parameter's interval from 16 measurements is about

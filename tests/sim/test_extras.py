@@ -1,7 +1,8 @@
 """The core install and the extras (`pip install simjax` and `simjax[sbml]`, `[petab]`,
-`[dask]`, `[plot]`): without the extras, `import sim` and the runs of an ODE, a PDE and an
-MD config work, and every command that needs an extra ends with one line naming it
-(exit code 2, nothing written).
+`[dask]`, `[plot]`, `[xarray]`, `[arviz]`): without the extras, `import sim` and the runs of
+an ODE, a PDE and an MD config and a sweep work, every command that needs an extra ends with
+one line naming it (exit code 2, nothing written), and every library call that needs one
+raises `MissingExtra` naming it.
 
 A core install is stood in for by `sim` processes whose imports of every module that the
 core dependencies do not bring (the closure of pyproject.toml's `[project] dependencies`
@@ -27,6 +28,8 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from scipy.integrate import solve_ivp
 
+import sim
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
@@ -42,6 +45,8 @@ EXTRAS = {
     "petab": {"petab", "libsbml"},
     "dask": {"dask", "distributed"},
     "plot": {"matplotlib", "PIL"},
+    "xarray": {"xarray"},
+    "arviz": {"arviz", "xarray", "h5netcdf"},
 }
 EXTRA_MODULES = set().union(*EXTRAS.values())
 OURS = {"sim", "solvers", "physics", "inference", "_sim_entry"}
@@ -185,6 +190,7 @@ RUNS = [
     + ["--set", "time.t1=0.02", "--set", "time.save=3"],
     ["run", "lj_fluid.toml", "-q", "-o", "md.h5", "--set", "system.cells=2"]
     + ["--set", "params.cutoff=1.6", "--set", "time.steps=20", "--set", "time.save_every=10"],
+    ["sweep", "sweep.toml", "-q", "-o", "sweep.h5"],
 ]
 PROBLEM = "Boehm/Boehm_JProteomeRes2014.yaml"
 # (command, the extra its one line names, what it names before the message)
@@ -201,6 +207,8 @@ NEEDS = [
     (["profile", PROBLEM, "-o", "prof.h5"], "petab", f"{PROBLEM}: PEtab problems"),
     (["sweep", "sweep.toml", "-o", "sw.h5", "--scheduler", "local:1"], "dask", "--scheduler"),
     (["fit", PROBLEM, "--starts", "2", "--scheduler", "local:1"], "dask", "--scheduler"),
+    # (refused before the sampling starts)
+    (["infer", "lynx_hare.toml", "-o", "post.h5", "--arviz", "post.nc"], "arviz", "--arviz"),
 ]
 
 
@@ -209,8 +217,16 @@ def commands(tmp_path_factory):
     """The runs and the commands of NEEDS in one process without the extras: (each
     command's outcome, the folder)."""
     here = tmp_path_factory.mktemp("core")
-    for name in ("lotka_volterra", "heat_dirichlet", "lj_fluid", "lotka_volterra_sweep"):
+    for name in (
+        "lotka_volterra",
+        "heat_dirichlet",
+        "lj_fluid",
+        "lotka_volterra_sweep",
+        "lynx_hare",
+    ):
         shutil.copy(ROOT / "experiments" / f"{name}.toml", here)
+    (here / "data").mkdir()
+    shutil.copy(ROOT / "experiments" / "data" / "lynx_hare.h5", here / "data")
     (here / "sweep.toml").write_text(
         (here / "lotka_volterra_sweep.toml")
         .read_text()
@@ -288,6 +304,84 @@ def test_a_command_that_needs_an_extra_names_it_in_one_line_and_writes_nothing(c
     assert EXTRAS[extra] & set(outcome["tried"]), outcome
 
 
+# The library calls that need an extra, run on the fixture's files without the extras:
+# each one's outcome (the exception's class names, message and the blocked modules tried).
+LIBRARY = """
+import json
+import numpy as np
+import sim, inference
+
+def outcome(call):
+    start = len(tried)
+    try:
+        call()
+        return {"raised": None}
+    except Exception as e:
+        names = [c.__name__ for c in type(e).__mro__]
+        return {"raised": names, "message": str(e), "tried": sorted(set(tried[start:]))}
+
+fit = inference.FitResult(
+    model="lotka_volterra", config="", names=["alpha"], estimate={"alpha": 1.0},
+    stderr={"alpha": 0.1}, covariance=np.eye(1), loss_history=np.ones(3), converged=True,
+    message="", time=np.linspace(0.0, 1.0, 3), prediction={}, observations=None,
+)
+posterior = inference.PosteriorResult(
+    model="lotka_volterra", config="", seed=0, posterior={"alpha": np.ones((2, 5))},
+    diverging=np.zeros((2, 5), bool), summary={}, time=np.zeros(0), predictive={},
+    observations=None,
+)
+calls = {
+    "run": lambda: sim.read("ode.h5").to_xarray(),
+    "pde run": lambda: sim.RunResult.from_record(sim.read("pde.h5")).to_xarray(),
+    "md run": lambda: sim.read("md.h5").to_xarray(),
+    "sweep": lambda: sim.read("sweep.h5").to_xarray(),
+    "sweep result": lambda: sim.SweepResult.read("sweep.h5").to_xarray(),
+    "fit": fit.to_xarray,
+    "posterior": posterior.to_arviz,
+}
+print(json.dumps({name: outcome(call) for name, call in calls.items()}))
+"""
+# (call, the extra it names, the module it tries)
+LIBRARY_NEEDS = {
+    "run": ("xarray", "xarray"),
+    "pde run": ("xarray", "xarray"),
+    "md run": ("xarray", "xarray"),
+    "sweep": ("xarray", "xarray"),
+    "sweep result": ("xarray", "xarray"),
+    "fit": ("xarray", "xarray"),
+    "posterior": ("arviz", "arviz"),
+}
+
+
+def test_a_library_call_that_needs_an_extra_raises_missing_extra_naming_it(commands):
+    _, here = commands
+    _, out = without_extras(LIBRARY, here)
+    done = json.loads(out)
+    assert set(done) == set(LIBRARY_NEEDS)
+    for name, (extra, module) in LIBRARY_NEEDS.items():
+        outcome = done[name]
+        assert outcome["raised"] is not None, name
+        # (a MissingExtra, which a program may catch as an ImportError)
+        assert {"MissingExtra", "ImportError"} <= set(outcome["raised"]), (name, outcome)
+        needed_by = "ArviZ exports" if extra == "arviz" else "xarray Datasets"
+        line = f"{needed_by} need the {extra!r} extra: pip install 'simjax[{extra}]'"
+        assert outcome["message"] == line, (name, outcome)
+        assert module in outcome["tried"], (name, outcome)
+
+
+def test_with_the_extras_the_same_calls_give_datasets(commands):
+    # Installed, the same files give xarray Datasets with their values (the refusal above
+    # is the extra's absence, not the call's)
+    xr = pytest.importorskip("xarray")
+    _, here = commands
+    ds = sim.read(here / "ode.h5").to_xarray()
+    assert isinstance(ds, xr.Dataset) and ds["prey"].dims == ("time",)
+    with h5py.File(here / "ode.h5") as f:
+        np.testing.assert_array_equal(ds["prey"].values, f["observables/prey"][:])
+    sweep = sim.read(here / "sweep.h5").to_xarray()
+    assert sweep.sizes["run"] == 4, sweep
+
+
 def test_the_extras_in_pyproject():
     # Each extra brings its package, `all` every extra and `dev` all of them: the extras
     # are named, not repeated, so that they cannot drift apart.
@@ -299,11 +393,19 @@ def test_the_extras_in_pyproject():
     assert set(extras["petab"]) == {"petab", "python-libsbml"}
     assert set(extras["dask"]) == {"dask"} and extras["dask"]["dask"].extras == {"distributed"}
     assert set(extras["plot"]) == {"matplotlib"}
-    assert extras["all"]["simjax"].extras == {"sbml", "petab", "dask", "plot"}
+    assert set(extras["xarray"]) == {"xarray"}
+    assert set(extras["arviz"]) == {"arviz", "xarray", "h5netcdf"}
+    assert extras["all"]["simjax"].extras == {"sbml", "petab", "dask", "plot", "xarray", "arviz"}
     assert extras["dev"]["simjax"].extras == {"all"}
     core = {canonicalize_name(Requirement(r).name) for r in PROJECT["dependencies"]}
-    for extra in ("sbml", "petab", "dask", "plot"):
+    for extra in ("sbml", "petab", "dask", "plot", "xarray", "arviz"):
         assert not core & set(extras[extra]), extra
+        # (each with a lower bound: the oldest release the code is known to work with)
+        for requirement in extras[extra].values():
+            assert any(s.operator == ">=" for s in requirement.specifier), requirement
+    # What the extras bring is not repeated in `dev`, which brings them through `all`
+    brought = set().union(*(extras[e] for e in EXTRAS))
+    assert not brought & set(extras["dev"]), brought & set(extras["dev"])
 
 
 def _uv() -> str:

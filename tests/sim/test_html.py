@@ -28,7 +28,8 @@ def test_trajectory_and_run_result():
     model = sim.get_model("lotka_volterra")
     traj = sim.simulate(model, model.default_params(), jnp.linspace(0.0, 5.0, 6))
     cells = rows(traj)
-    assert set(cells) == {"time", "observables", "final_state", "stats"}
+    assert set(cells) == {"time", "observables", "final_state", "stats", "observable_names"}
+    assert text(cells["observable_names"]) == "prey, predator"  # (the model's order)
     prey = np.asarray(traj.observables["prey"])
     assert f"prey: float64[6] {prey.min():.4g} .. {prey.max():.4g}" in text(cells["observables"])
     assert text(cells["stats"]) == f"num_steps: {int(traj.stats['num_steps'])}result: 0"

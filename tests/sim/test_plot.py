@@ -502,6 +502,61 @@ def test_sim_plot_of_a_run_result_record_path_and_trajectory(lv_result, tmp_cwd)
     assert isinstance(fig, Figure) and len(fig.axes) == 4
 
 
+def panel_labels(fig) -> list[str]:
+    """The y labels of a figure's panels over time, without their units."""
+    return [ax.get_ylabel().split(" (")[0] for ax in fig.axes if ax.get_title() == ""]
+
+
+def test_a_trajectory_is_drawn_in_the_model_order_as_its_run_file(tmp_cwd):
+    # A Trajectory's dict of observables comes out of the compiled program ordered by name;
+    # its figure follows the model's order of states all the same, as the run file's does
+    # (HDF5 creation order).
+    import jax
+    import jax.numpy as jnp
+
+    from physics.ode import ode_model
+
+    t = jnp.linspace(0.0, 60.0, 121)
+    sir = sim.get_model("sir")
+    traj = sim.simulate(sir, None, t)
+    assert list(traj.observables) == sorted(traj.observables)  # (the dict: by name)
+    assert traj.observable_names == sir.observable_names
+    order = ["susceptible", "infected", "recovered", "reproduction number"]
+    assert panel_labels(sim.plot(traj)) == order
+    Path("sir.toml").write_text('[model]\nname = "sir"\n[time]\nt1 = 60.0\nsave = 121\n')
+    sim.run(sim.load_config("sir.toml")).save("sir.h5")
+    assert panel_labels(sim.plot("sir.h5")) == order
+
+    # Written as text (S, I, R: alphabetically I, R, S), also under jax.jit
+    text = ode_model(
+        "sir_text",
+        {"S": "-beta * S * I / N", "I": "beta * S * I / N - gamma * I", "R": "gamma * I"},
+        {"beta": 0.3, "gamma": 0.1, "N": 1000.0},
+    )
+    initial = {"S": 990.0, "I": 10.0, "R": 0.0}
+    traj = sim.simulate(text, None, t, initial=initial)
+    assert panel_labels(sim.plot(traj)) == ["S", "I", "R"]
+    jitted = jax.jit(lambda p: sim.simulate(text, p, t, initial=initial))(text.default_params())
+    assert jitted.observable_names == ("S", "I", "R")
+    assert panel_labels(sim.plot(jitted)) == ["S", "I", "R"]
+
+    # Predator-prey: prey before predator, in the panels and on the phase portrait's axes
+    lv = sim.get_model("lotka_volterra")
+    fig = sim.plot(sim.simulate(lv, None, jnp.linspace(0.0, 20.0, 201)))
+    assert panel_labels(fig) == ["prey", "predator"]
+    (phase,) = [ax for ax in fig.axes if ax.get_title() == "phase portrait"]
+    assert (phase.get_xlabel(), phase.get_ylabel()) == ("prey", "predator")
+
+    # A Trajectory made by hand keeps its dict's order
+    hand = sim.Trajectory(
+        time=t[:3],
+        observables={"b": jnp.zeros(3), "a": jnp.ones(3)},
+        final_state=None,
+        stats={"num_steps": jnp.asarray(2), "result": jnp.asarray(0)},
+    )
+    assert panel_labels(sim.plot(hand)) == ["b", "a"]
+
+
 def test_sim_plot_refuses_what_it_cannot_draw(lv_result, tmp_cwd):
     from sim import DataError, InputError
 

@@ -10,7 +10,7 @@ import numpy as np
 
 from physics.md import System, unit_system
 
-from ..._errors import SimulationError
+from ..._errors import SimulationError, optional_module
 from ..._store import Result, package_versions, write_root_attrs
 from ._molecules import written_bonds
 from ._rdf import RdfSpec, write_rdf
@@ -220,9 +220,9 @@ class MdRunResult(Result):
         `spatial` (x, y, z), each particle's `species` and `mass` as coordinates.
 
         Raises:
-            ImportError: xarray is not installed.
+            MissingExtra: xarray is not installed (an `ImportError`).
         """
-        import xarray as xr
+        xr = optional_module("xarray", "xarray", "xarray Datasets")
 
         n, dim = self.observables["position"].shape[1:]
         data = {}

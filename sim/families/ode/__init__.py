@@ -36,6 +36,7 @@ class OdeFamily(TextModels, Events, Sweepable, Fittable):
     name = "ode"
     model_base = OdeModel
     describes = "ODE models"
+    text_flags = ("stiff",)
     traced_solver_floats = True
     solver_keys = {
         "rtol": STEP_CONTROL_KEYS["rtol"],
@@ -54,11 +55,15 @@ class OdeFamily(TextModels, Events, Sweepable, Fittable):
             return None
         if "fields" in options:
             raise ValueError("fields: a model has states (an ODE) or fields (a PDE), not both")
+        stiff = options.get("stiff", False)
+        if not isinstance(stiff, bool):
+            raise ValueError(f"stiff: expected true or false, got {stiff!r}")
         return ode.ode_model(
             config.spec.model.name,
             options["states"],
             options.get("parameters"),
             options.get("observables"),
+            stiff=stiff,
         )
 
     def observable_shapes(self, model) -> dict[str, tuple[int, ...]]:
