@@ -285,4 +285,29 @@ MODELS = {
         "observables": ["vorticity", "energy", "enstrophy"],
         "initial_field": "taylor_green",
     },
+    "navier_stokes_3d": {
+        "family": "pde",
+        "kind": "SpectralPdeModel",
+        "description": "3D incompressible Navier-Stokes (velocity, projected), rotational or "
+        "advective form; Fourier spectral",
+        "summary": "u_t = P[N(u)] + nu Laplacian(u), div u = 0: incompressible Navier-Stokes "
+        "for the velocity (u, v, w) on a periodic box, the pressure removed by the "
+        "projection P onto divergence-free fields (P = I - k k^T / |k|^2 per "
+        "Fourier mode).",
+        "parameters": [
+            ["viscosity", "0.01", "length^2/time", "nonnegative", "kinematic viscosity nu"]
+        ],
+        "options": [
+            ["points", "[32, 32, 32]", "list of int", "nodes per axis (even), three axes."],
+            [
+                "domain",
+                "[[0, 6.28319], [0, 6.28319], [0, 6.28319]]",
+                "[low, high] per axis",
+                "(low, high) per axis; default [0, 2 pi]^3.",
+            ],
+            ["form", "rotational", "str", '"rotational" or "advective".'],
+        ],
+        "observables": ["u", "v", "w", "energy", "enstrophy"],
+        "initial_field": "taylor_green",
+    },
 }

@@ -9,6 +9,7 @@ import h5py
 import numpy as np
 
 from ._errors import DataError, optional_module
+from ._shards import is_split, write_blocks
 from ._store import Record, Result, write_group, write_root_attrs, xarray_view
 
 
@@ -45,11 +46,11 @@ class RunSink:
         group = f.create_group("observables", track_order=True)
         frames = len(self.time)
         for name, values in self.ordered(rows).items():
-            values = np.asarray(values)
+            values = values if is_split(values) else np.asarray(values)
             group.create_dataset(
                 name,
                 shape=(frames, *values.shape[1:]),
-                dtype=values.dtype,
+                dtype=np.dtype(values.dtype),
                 fillvalue=_fill(values.dtype),
             )
         write_group(f, "params", self.params)
@@ -58,9 +59,9 @@ class RunSink:
             write_group(f, name, values)
 
     def write(self, f: h5py.File, k: int, rows: dict[str, np.ndarray]) -> None:
+        # (a field split over devices is written one device's block at a time)
         for name, values in rows.items():
-            values = np.asarray(values)
-            f["observables"][name][k : k + values.shape[0]] = values
+            write_blocks(f["observables"][name], values, k)
 
     def finish(self, f: h5py.File, stats: dict[str, Any]) -> None:
         group = f.require_group("stats")

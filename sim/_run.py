@@ -27,6 +27,7 @@ from ._lock import exclusive
 from ._progress import Progress
 from ._registry import model_class, model_names, model_options
 from ._result import RunResult, RunSink
+from ._shards import first_rows
 from ._sources import SourceError, source_class
 from ._store import check_output_path
 from ._stream import RunPlan, chunk_frames, collect, stream
@@ -508,7 +509,8 @@ class LoopEngine:
             if self.explain is not None:
                 self.explain(state)
             raise SimulationError(self.failure(code))
-        return state, {name: np.asarray(v)[:count] for name, v in saved.items()}
+        # (a field split over devices stays there, to be written block by block)
+        return state, {name: first_rows(v, count) for name, v in saved.items()}
 
     def meta(self) -> dict[str, Any]:
         return {}

@@ -499,12 +499,17 @@ def _start(plan: RunPlan, path: Path, resume: bool, frames: int) -> _Start:
 def _check_disk(path: Path, rows: dict, frames: int) -> None:
     """Raise InputError when the output of `frames` + 1 frames like the first chunk's
     `rows` would not fit on the disk of `path`."""
-    per_frame = sum(np.asarray(v).nbytes / max(np.asarray(v).shape[0], 1) for v in rows.values())
+    per_frame = sum(v.nbytes / max(v.shape[0], 1) for v in map(_array, rows.values()))
     problem = disk_problem(
         path.parent, per_frame * (frames + 1), f"the output of {frames + 1:,} frames"
     )
     if problem:
         raise InputError(path, "", problem)
+
+
+def _array(value: Any) -> Any:
+    """`value` as an array (a JAX array, split over devices or not, as it is)."""
+    return value if hasattr(value, "nbytes") and hasattr(value, "shape") else np.asarray(value)
 
 
 def _stream(

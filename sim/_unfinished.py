@@ -31,6 +31,7 @@ import numpy as np
 from jaxtyping import PyTree
 
 from ._errors import DataError
+from ._shards import is_split, write_blocks
 from ._store import companion_path
 
 if sys.version_info >= (3, 11):
@@ -155,6 +156,9 @@ def write_tree(group: h5py.Group, tree: PyTree) -> None:
         if isinstance(leaf, jax.Array) and jnp.issubdtype(leaf.dtype, jax.dtypes.prng_key):
             dataset = group.create_dataset(f"{i:04d}", data=np.asarray(jax.random.key_data(leaf)))
             dataset.attrs["key_impl"] = str(jax.random.key_impl(leaf))
+        elif is_split(leaf):  # (one device's block at a time)
+            dataset = group.create_dataset(f"{i:04d}", shape=leaf.shape, dtype=np.dtype(leaf.dtype))
+            write_blocks(dataset, leaf)
         else:
             group.create_dataset(f"{i:04d}", data=np.asarray(leaf))
 

@@ -239,6 +239,9 @@ class Etdrk(eqx.Module):
         contour_radius: its radius.
         checkpoint_levels: nesting depth of the checkpointed rollout (2: reverse-mode
             memory O(sqrt(steps)); 1: plain scan).
+        devices: the number of local devices one run's grid is split over, in slabs of
+            its first axis (`solvers.SlabGrid`; 2-D and 3-D grids): with more than one,
+            `solve_slabs` advances the run and `solve` refuses it.
 
     Raises:
         ValueError: an order outside 1-4, steps_per_save < 1, an unknown dtype, a
@@ -255,6 +258,7 @@ class Etdrk(eqx.Module):
     contour_points: int = eqx.field(static=True, default=32)
     contour_radius: float = eqx.field(static=True, default=1.0)
     checkpoint_levels: int = eqx.field(static=True, default=2)
+    devices: int = eqx.field(static=True, default=1)
 
     orders: ClassVar[tuple[int, ...]] = (1, 2, 3, 4)
 
@@ -279,6 +283,8 @@ class Etdrk(eqx.Module):
             )
         if self.checkpoint_levels < 1:
             raise ValueError(f"checkpoint_levels must be >= 1, got {self.checkpoint_levels}")
+        if isinstance(self.devices, bool) or not isinstance(self.devices, int) or self.devices < 1:
+            raise ValueError(f"devices must be a whole number >= 1, got {self.devices!r}")
 
     @property
     def real_dtype(self):
@@ -424,6 +430,11 @@ class Etdrk(eqx.Module):
             EqxRuntimeError (at run time): save times not equally spaced and increasing;
                 prebuilt coefficients for another step than (t[1] - t[0]) / steps_per_save.
         """
+        if self.devices > 1:
+            raise ValueError(
+                f"this Etdrk splits the grid over {self.devices} devices: advance it with "
+                "solvers.solve_slabs on a solvers.SlabGrid"
+            )
         if tuple(u0.shape[-grid.ndim :]) != grid.points:
             raise ValueError(
                 f"initial field has shape {u0.shape}; expected trailing grid shape {grid.points}"

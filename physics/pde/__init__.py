@@ -15,6 +15,7 @@ _NAMES: dict[str, tuple[str, str]] = {
     "FisherKpp": ("._bounded", "FisherKpp"),
     "HeatFd": ("._bounded", "HeatFd"),
     "NavierStokes2d": ("._fluids", "NavierStokes2d"),
+    "NavierStokes3d": ("._fluids", "NavierStokes3d"),
     "GENERATORS": ("._initial", "GENERATORS"),
     "AllenCahn": ("._reaction", "AllenCahn"),
     "GrayScott": ("._reaction", "GrayScott"),
@@ -40,7 +41,7 @@ __all__ = sorted(_NAMES)
 
 if TYPE_CHECKING:
     from ._bounded import FisherKpp as FisherKpp, HeatFd as HeatFd
-    from ._fluids import NavierStokes2d as NavierStokes2d
+    from ._fluids import NavierStokes2d as NavierStokes2d, NavierStokes3d as NavierStokes3d
     from ._initial import GENERATORS as GENERATORS
     from ._reaction import AllenCahn as AllenCahn, GrayScott as GrayScott
     from ._transport import (

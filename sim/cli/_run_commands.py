@@ -77,6 +77,14 @@ def run(
             help="Continue the unfinished run of the output file from its last checkpoint.",
         ),
     ] = False,
+    devices: Annotated[
+        Optional[int],
+        typer.Option(
+            "--devices",
+            help="Periodic spectral PDE runs: split this one run's grid over the first N local "
+            "devices ([grid] devices = N; sim sweep --devices splits a sweep's runs instead).",
+        ),
+    ] = None,
     set_: Sets = None,
     quiet: Quiet = False,
     xdmf: Annotated[
@@ -96,8 +104,12 @@ def run(
     from .._run import run as run_config
     from .._stream import partial_path
 
-    # (--xdmf is [output] xdmf = true, after any --set)
-    cfg = load_config(config, [*(set_ or []), *(["output.xdmf=true"] if xdmf else [])])
+    # (--xdmf is [output] xdmf = true and --devices N is [grid] devices = N, after any --set)
+    extra = [
+        *(["output.xdmf=true"] if xdmf else []),
+        *([f"grid.devices={devices}"] * (devices is not None)),
+    ]
+    cfg = load_config(config, [*(set_ or []), *extra])
     path = output_path(cfg, output)
     with writing(path, "run", partial_path(path), resume, quiet) as resume, Clock() as clock:
         done = run_config(cfg, progress=not quiet, output=path, resume=resume)

@@ -175,6 +175,15 @@ DEFAULTS = {
             "forcing_mode": 4,
         },
     },
+    "navier_stokes_3d": {
+        "params": {"viscosity": 0.01},
+        "initial": ("taylor_green", {"amplitude": 1.0, "modes": 1}),
+        "options": {
+            "points": (32, 32, 32),
+            "domain": ((0.0, TWO_PI),) * 3,
+            "form": "rotational",
+        },
+    },
     # ---------------------------------------------------------------- PDE, bounded
     "heat_fd": {
         # half a sine: zero on the default Dirichlet sides

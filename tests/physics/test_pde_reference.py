@@ -126,6 +126,10 @@ def _rates(name):
         nu, mu = 0.02, 0.15
         options = {"points": [16, 12], "domain": [[-1.0, 2.0], [0.5, 4.5]], "forcing_mode": 2}
         return options, p(viscosity=nu, drag=mu, forcing=0.0), [0.0], lambda k: [-(nu * k2(k) + mu)]
+    if name == "navier_stokes_3d":  # about rest: sigma = -nu |k|^2 on every component
+        nu = 0.02
+        options = {"points": [8, 6, 4], "domain": [[-1.0, 2.0], [0.5, 4.5], [0.0, 1.0]]}
+        return options, p(viscosity=nu), [0.0, 0.0, 0.0], lambda k: [-nu * k2(k)] * 3
     return None
 
 

@@ -102,6 +102,7 @@ register_models_of(
         "allen_cahn": "AllenCahn",
         "gray_scott": "GrayScott",
         "navier_stokes_2d": "NavierStokes2d",
+        "navier_stokes_3d": "NavierStokes3d",
         "heat_fd": "HeatFd",
         "fisher_kpp": "FisherKpp",
     },

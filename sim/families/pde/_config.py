@@ -11,7 +11,7 @@ import numpy as np
 import pydantic
 
 from physics.pde import GridPdeModel, PdeModel, SpectralPdeModel, TextGridModel
-from solvers import Etdrk, MethodOfLines, did_you_mean
+from solvers import Etdrk, MethodOfLines, check_slabs, did_you_mean
 
 from ..._config import Config
 from ..._errors import DataError
@@ -210,6 +210,30 @@ def _steps_per_save(config: Config, t: np.ndarray) -> int:
     return steps
 
 
+def _grid_devices(config: Config, model: PdeModel) -> int:
+    """`[grid] devices`: the local devices one spectral run's grid is split over (1 when
+    not given), checked against the grid and the devices there are."""
+    grid = config.spec.grid or {}
+    if "devices" not in grid:
+        return 1
+    value = grid["devices"]
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise config.error(
+            "grid.devices", f"expected a whole number of devices >= 1, got {value!r}"
+        )
+    if value > 1 and not isinstance(model, SpectralPdeModel):
+        raise config.error(
+            "grid.devices",
+            f"= {value}: only periodic spectral grids are split over devices; model "
+            f"{model.name!r} is solved by finite differences (leave grid.devices out)",
+        )
+    try:
+        check_slabs(tuple(model.points), value)
+    except ValueError as e:
+        raise config.error("grid.devices", str(e).removeprefix("devices = ")) from None
+    return value
+
+
 # Most steps a run takes: its step count is a signed 64-bit integer.
 _MAX_STEPS = 2**63 - 1
 
@@ -228,11 +252,13 @@ def _setup_spectral(model: SpectralPdeModel, config: Config) -> Setup:
         )
     extras = config.spec.solver.extras
     options = {"dealias": extras["dealias"]} if "dealias" in extras else {}
+    devices = _grid_devices(config, model)
     try:
         solver = Etdrk(
             order=int(method[-1]),
             steps_per_save=steps,
             dtype=config.spec.solver.dtype or "float64",
+            devices=devices,
             **options,
         )
     except (TypeError, ValueError) as e:
@@ -303,6 +329,7 @@ def _check_sides(
 
 def _setup_grid(model: GridPdeModel, config: Config) -> Setup:
     PDE.check_solver_keys(config, _FD_KEYS, "finite-difference PDE")
+    _grid_devices(config, model)  # (1, or refused)
     params = resolve_params(config, model)
     t = save_times(config)
     spec = config.spec.solver
@@ -364,6 +391,12 @@ class GridTable(pydantic.BaseModel):
         description="per side: a number or an expression of t, the parameters and the "
         "coordinates (robin: { coefficient, value })",
         json_schema_extra={"default": "0"},
+    )
+    devices: int = pydantic.Field(
+        1,
+        description="periodic spectral grids of 2 or 3 axes (built-in models too): split one "
+        "run over this many local devices, in slabs of the first axis (it must divide "
+        "points[0]); `sim run --devices N` sets it",
     )
 
 

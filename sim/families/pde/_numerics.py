@@ -33,17 +33,22 @@ from solvers import (
     EtdrkCoefficients,
     EtdrkLoop,
     EtdrkLoopState,
+    EtdrkSlabLoop,
+    EtdrkSlabLoopState,
     FourierGrid,
     MethodOfLines,
     OdeLoop,
     OdeLoopState,
+    SlabGrid,
     result_code,
     result_message,
+    slab_coefficients,
 )
 
 from ..._config import Config
 from ..._errors import SimulationError
 from ..._run import LoopEngine, RunPlan, Setup, frames_per_chunk, run_plan
+from ..._shards import blocks
 from ..._trajectory import Trajectory
 from . import PDE
 from ._config import _TEXT_GRID_KEYS, _check_points, _setup_grid, _setup_spectral
@@ -65,6 +70,7 @@ MODELS = (
     pde.AllenCahn,
     pde.GrayScott,
     pde.NavierStokes2d,
+    pde.NavierStokes3d,
     pde.HeatFd,
     pde.FisherKpp,
 )
@@ -101,6 +107,51 @@ class SpectralProblem(eqx.Module):
 
     def num_steps(self, state: EtdrkLoopState):
         return jnp.maximum(state.frame - 1, 0) * self.solver.steps_per_save
+
+
+class SlabProblem(eqx.Module):
+    """A periodic spectral PDE run whose grid is split over `solver.devices` devices
+    (`solvers.EtdrkSlabLoop`): the state, the coefficients and the saved fields are
+    split in slabs, and nothing is gathered onto one device."""
+
+    model: SpectralPdeModel
+    params: Any
+    solver: Etdrk
+    u0: jax.Array
+    coefficients: EtdrkCoefficients
+
+    def _loop(self) -> EtdrkSlabLoop:
+        model, solver = self.model, self.solver
+        return EtdrkSlabLoop(
+            solver=solver,
+            grid=slab_grid(model, solver),
+            coefficients=self.coefficients,
+            nonlinear=model.nonlinear,
+            observe=model.observables,
+            args=_cast(self.params, jnp.dtype(solver.dtype)),
+        )
+
+    def init(self) -> EtdrkSlabLoopState:
+        return self._loop().init(self.u0)
+
+    def advance(self, state: EtdrkSlabLoopState, frames, capacity: int):
+        return self._loop().advance(state, frames, capacity)
+
+    def num_steps(self, state: EtdrkSlabLoopState):
+        return jnp.maximum(state.frame - 1, 0) * self.solver.steps_per_save
+
+
+def slab_grid(model: SpectralPdeModel, solver: Etdrk) -> SlabGrid:
+    """The grid of `model` split over `solver.devices` devices."""
+    return SlabGrid(model.points, model.domain, dtype=solver.dtype, devices=solver.devices)
+
+
+@eqx.filter_jit
+def _slab_coefficients(model: SpectralPdeModel, params, solver: Etdrk, t) -> EtdrkCoefficients:
+    """The ETDRK coefficients of a split run, each device building its block."""
+    dt = (t[1] - t[0]) / solver.steps_per_save
+    p = _cast(params, jnp.dtype(solver.dtype))
+    return slab_coefficients(solver, slab_grid(model, solver), model.linear, p, dt)
 
 
 @eqx.filter_jit
@@ -170,6 +221,34 @@ def field_norm(fields: list, xp=np):
     return peak * xp.sqrt(xp.mean((flat / safe[:, None]) ** 2, axis=1))
 
 
+def finite_rows(values) -> np.ndarray:
+    """Per frame [T], whether every value of `values` [T, ...] is finite (an array split
+    over devices is read one device's block at a time)."""
+    finite = None
+    for _, block in blocks(values):
+        rows = np.all(np.isfinite(block.reshape(block.shape[0], -1)), axis=1)
+        finite = rows if finite is None else finite & rows
+    return finite
+
+
+def blocked_field_norm(fields: list) -> np.ndarray:
+    """`field_norm` of fields [T, *points] that may be split over devices, read one
+    device's block at a time (two passes: the peak, then the scaled squares)."""
+    peak = None
+    for field in fields:
+        for _, block in blocks(field):
+            p = np.max(np.abs(block.reshape(block.shape[0], -1)), axis=1)
+            peak = p if peak is None else np.maximum(peak, p)
+    safe = np.where(peak > 0, peak, 1.0)
+    total, count = 0.0, 0
+    for field in fields:
+        for _, block in blocks(field):
+            flat = block.reshape(block.shape[0], -1)
+            total = total + np.sum((flat / safe[:, None]) ** 2, axis=1)
+            count += flat.shape[1]
+    return peak * np.sqrt(total / count)
+
+
 class PdeLimits:
     """The `[checks]` bound of a PDE run, checked at saved frames: the root mean square of
     the fields (`field_norm`) may grow to `max_growth` times max(its initial value,
@@ -226,11 +305,10 @@ def growth_check(config: Config, s: Setup):
         offset = 0 if k == 0 else k + 1
         failed = {}
         for name, values in rows.items():
-            values = np.asarray(values)
-            if np.issubdtype(values.dtype, np.inexact):
-                failed[name] = ~np.all(np.isfinite(values.reshape(values.shape[0], -1)), axis=1)
+            if np.issubdtype(np.dtype(values.dtype), np.inexact):
+                failed[name] = ~finite_rows(values)
         with np.errstate(all="ignore"):
-            norm = field_norm([np.asarray(rows[name]) for name in limits.names])
+            norm = blocked_field_norm([rows[name] for name in limits.names])
         failed["growth"] = ~(norm / (reference * limits.max_growth) <= 1)
         bad = np.any(np.stack(list(failed.values())), axis=0)
         if not np.any(bad):
@@ -279,7 +357,12 @@ def plan(model: PdeModel, config: Config) -> RunPlan:
 
 def model_options(config: Config) -> dict[str, tuple[str, Any]]:
     """The model options of `[grid]` (points, domain, boundary, ...), checked."""
-    options = {key: (f"grid.{key}", value) for key, value in (config.spec.grid or {}).items()}
+    # (`devices` says how the run is laid on the machine, not what the model is)
+    options = {
+        key: (f"grid.{key}", value)
+        for key, value in (config.spec.grid or {}).items()
+        if key != "devices"
+    }
     where, points = options.get("points", ("model.points", config.spec.model.options.get("points")))
     _check_points(config, where, points)
     return options
@@ -343,7 +426,12 @@ class _Spectral:
     setup = staticmethod(_setup_spectral)
 
     @staticmethod
-    def problem(model, params, solver, t, u0) -> SpectralProblem:
+    def problem(model, params, solver, t, u0) -> SpectralProblem | SlabProblem:
+        if solver.devices > 1:
+            coefficients = _slab_coefficients(model, params, solver, t)
+            return SlabProblem(
+                model=model, params=params, solver=solver, u0=u0, coefficients=coefficients
+            )
         coefficients = _spectral_coefficients(model, params, solver, t)
         return SpectralProblem(
             model=model, params=params, solver=solver, u0=u0, coefficients=coefficients
@@ -378,7 +466,14 @@ def setup(model, config: Config) -> Setup:
 
 
 def sweep_setup(config: Config, s: Setup) -> Setup:
-    """The set-up as a sweep runs it (method-of-lines failures flagged per run)."""
+    """The set-up as a sweep runs it (method-of-lines failures flagged per run; a grid
+    split over devices refused: a sweep splits its runs instead)."""
+    if isinstance(s.solver, Etdrk) and s.solver.devices > 1:
+        raise config.error(
+            "grid.devices",
+            f"= {s.solver.devices} splits one run's grid over devices; a sweep splits its runs "
+            "over the devices instead (sim sweep --devices N): leave grid.devices out",
+        )
     if isinstance(s.solver, MethodOfLines):  # failures flagged per run, not raised
         return dataclasses.replace(s, solver=dataclasses.replace(s.solver, throw=False))
     return s

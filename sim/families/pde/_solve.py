@@ -13,7 +13,16 @@ import numpy as np
 from jaxtyping import Array, PyTree
 
 from physics.pde import GridPdeModel, PdeModel, SpectralPdeModel, TextGridModel
-from solvers import Etdrk, EtdrkCoefficients, FdGrid, FourierGrid, MethodOfLines, did_you_mean
+from solvers import (
+    Etdrk,
+    EtdrkCoefficients,
+    FdGrid,
+    FourierGrid,
+    MethodOfLines,
+    SlabGrid,
+    did_you_mean,
+    solve_slabs,
+)
 
 from ..._simulate import complete_params
 from ..._trajectory import Trajectory
@@ -93,7 +102,35 @@ def _etdrk(solver: Etdrk | None) -> Etdrk:
     return solver
 
 
+def _simulate_slabs(model, params, t, initial, solver: Etdrk) -> Trajectory:
+    """`_simulate_spectral` with the grid split over `solver.devices` devices."""
+    try:
+        grid = SlabGrid(model.points, model.domain, dtype=solver.dtype, devices=solver.devices)
+    except ValueError as e:
+        raise ValueError(f"model {model.name!r}: {e}") from None
+    u0 = initial_field(model, initial, params)
+    sol = solve_slabs(
+        solver,
+        grid,
+        model.linear,
+        model.nonlinear,
+        u0,
+        t,
+        model.observables,
+        args=_cast(params, jnp.dtype(solver.dtype)),
+    )
+    stats = {"num_steps": sol.num_steps, "result": sol.result}
+    return Trajectory(time=t, observables=sol.saved, final_state=sol.final, stats=stats)
+
+
 def _simulate_spectral(model, params, t, initial, solver: Etdrk, coefficients=None) -> Trajectory:
+    if solver.devices > 1:
+        if coefficients is not None:
+            raise ValueError(
+                "a spectral stepper's prebuilt coefficients are for one device; build the "
+                "stepper with an Etdrk of devices = 1"
+            )
+        return _simulate_slabs(model, params, t, initial, solver)
     grid = FourierGrid(model.points, model.domain, dtype=solver.dtype)
     u0 = initial_field(model, initial, params)
     p = _cast(params, jnp.dtype(solver.dtype))
