@@ -7,7 +7,7 @@ through the steps agree between device counts and with finite differences. The p
 is judged against exact results: the heat equation's modal decay, a divergence-free
 velocity, the energy budget dE/dt = -2 nu enstrophy.
 
-One process of 4 devices runs every case of one grid size (32^3 in the default run,
+One process of 4 devices runs every case of one grid size (16^3 in the default run,
 64^3 under `slow`; the gradients at half that) (device counts 1, 2 and 4 as
 meshes of its first devices), so that its start-up and compilations are paid once.
 """
@@ -196,7 +196,7 @@ def check(cases: dict[str, np.ndarray], n: int) -> None:
 
 
 def test_a_spectral_run_split_over_devices_gives_the_physics_and_the_fields_of_one(tmp_cwd):
-    check(run_cases(tmp_cwd, 32), 32)
+    check(run_cases(tmp_cwd, 16), 16)
 
 
 @pytest.mark.slow
