@@ -68,13 +68,19 @@ EXPERIMENT_KEYS = tuple(ExperimentTable.model_fields)
 
 
 def build_problem(
-    config: Config, data: str | Path | None = None
+    config: Config,
+    data: str | Path | None = None,
+    *,
+    gradient: Literal["forward", "forward_sensitivity", "reverse"] | None = None,
 ) -> tuple[Problem | Experiments, dict[str, Array], Observations | list[Observations], FitSection]:
     """Validate a config's `[data]` and `[fit]` against its model and build the problem.
 
     Arguments:
         config: with `[fit]` and `[data]` or `[[experiments]]`.
         data: a file that replaces `data.file`, or None.
+        gradient: how the objective is differentiated; None for what the fit's optimiser
+            needs (forward-mode Jacobians for levenberg_marquardt, forward sensitivities
+            for the others).
 
     Returns:
         (problem, start values in natural units, observations, fit section): a `Problem`
@@ -94,7 +100,7 @@ def build_problem(
         if not w > 0:
             raise config.error(f"fit.weights.{name}", f"expected a positive weight, got {w}")
     if config.spec.experiments is not None:
-        problem, start, obs = experiment_problems(config, data, section)
+        problem, start, obs = experiment_problems(config, data, section, gradient=gradient)
     else:
         problem, start, obs = make_problem(
             config,
@@ -106,9 +112,8 @@ def build_problem(
             bounds=section.bounds,
             # Levenberg-Marquardt builds Jacobians in forward mode; the gradient-based
             # optimisers get their gradients from forward sensitivities.
-            gradient="forward"
-            if section.optimizer == "levenberg_marquardt"
-            else "forward_sensitivity",
+            gradient=gradient
+            or ("forward" if section.optimizer == "levenberg_marquardt" else "forward_sensitivity"),
         )
     events = bool(getattr(problem.model, "events", tuple)())
     if not problem.least_squares and section.optimizer == "levenberg_marquardt":

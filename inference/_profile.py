@@ -352,22 +352,9 @@ def profile_petab(
 def _profiled_problem(config, data):
     """The fit problem of a config whose profiles are taken, with its observations and
     `[fit]` section: differentiated by forward sensitivities, whatever the fit's optimiser."""
-    from ._fit import build_problem, experiment_problems, make_problem
+    from ._fit import build_problem
 
-    _, _, obs, section = build_problem(config, data)
-    if config.spec.experiments is not None:
-        problem, _, _ = experiment_problems(config, data, section, gradient="forward_sensitivity")
-    else:
-        problem, _, _ = make_problem(
-            config,
-            data,
-            section.free,
-            free_key="fit.free",
-            loss=section.loss,
-            weights=section.weights,
-            bounds=section.bounds,
-            gradient="forward_sensitivity",
-        )
+    problem, _, obs, section = build_problem(config, data, gradient="forward_sensitivity")
     return problem, obs, section
 
 
