@@ -37,14 +37,13 @@ from jaxtyping import Array, Float, Inexact, Int, PyTree
 
 from ._rollout import advance as _advance, rollout
 from ._spectral import (
-    DTYPES,
     NONFINITE,
     Etdrk,
     EtdrkCoefficients,
+    FourierGrid,
     SpectralSolution,
     _complex_dtype,
     _mul,
-    check_periodic_grid,
 )
 from ._types import Times
 
@@ -123,9 +122,7 @@ class SlabGrid(eqx.Module):
     devices: int = eqx.field(static=True, default=1)
 
     def __check_init__(self):
-        check_periodic_grid(self.points, self.domain)
-        if self.dtype not in DTYPES:
-            raise ValueError(f"grid dtype must be 'float32' or 'float64', got {self.dtype!r}")
+        FourierGrid(self.points, self.domain, dtype=self.dtype)  # a periodic grid, its dtype
         if len(self.points) not in (2, 3):
             raise ValueError(
                 f"a grid split in slabs has 2 or 3 axes, got points = {list(self.points)}"
@@ -135,21 +132,26 @@ class SlabGrid(eqx.Module):
     # ------------------------------------------------------------------ shapes
 
     @property
+    def whole(self) -> FourierGrid:
+        """The same grid unsplit: its geometry is this grid's."""
+        return FourierGrid(self.points, self.domain, dtype=self.dtype)
+
+    @property
     def ndim(self) -> int:
         return len(self.points)
 
     @property
     def lengths(self) -> tuple[float, ...]:
-        return tuple(float(b - a) for a, b in self.domain)
+        return self.whole.lengths
 
     @property
     def spacing(self) -> tuple[float, ...]:
-        return tuple(length / n for length, n in zip(self.lengths, self.points, strict=True))
+        return self.whole.spacing
 
     @property
     def axes(self) -> tuple[int, ...]:
         """The (negative) array axes that carry space."""
-        return tuple(range(-self.ndim, 0))
+        return self.whole.axes
 
     @property
     def swap_length(self) -> int:
@@ -169,7 +171,7 @@ class SlabGrid(eqx.Module):
     @property
     def standard_spectral_shape(self) -> tuple[int, ...]:
         """The shape of `numpy.fft.rfftn` of a field: (*points[:-1], points[-1] / 2 + 1)."""
-        return (*self.points[:-1], self.points[-1] // 2 + 1)
+        return self.whole.spectral_shape
 
     @property
     def spectral_shape(self) -> tuple[int, ...]:
@@ -294,10 +296,7 @@ class SlabGrid(eqx.Module):
 
     def coordinates(self) -> tuple[np.ndarray, ...]:
         """Node coordinates per axis of the whole grid (float64 numpy arrays)."""
-        return tuple(
-            a + (b - a) * np.arange(n) / n
-            for (a, b), n in zip(self.domain, self.points, strict=True)
-        )
+        return self.whole.coordinates()
 
     def mesh(self, dtype=None) -> tuple[Array, ...]:
         """Node coordinates on this device's slab ('ij' indexing), one array per axis."""

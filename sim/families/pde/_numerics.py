@@ -78,8 +78,10 @@ MODELS = (
 
 class SpectralProblem(eqx.Module):
     """A periodic spectral PDE run for `LoopEngine`: ETDRK steps from the field in
-    Fourier space (`solvers.EtdrkLoop`), with the coefficients of the run's step built
-    once, so the steps taken never depend on where chunks fall."""
+    Fourier space, with the coefficients of the run's step built once, so the steps taken
+    never depend on where chunks fall. On one device `solvers.EtdrkLoop`; with the grid
+    split over `solver.devices` devices `solvers.EtdrkSlabLoop`, whose state, coefficients
+    and saved fields are split in slabs, nothing gathered onto one device."""
 
     model: SpectralPdeModel
     params: Any
@@ -87,10 +89,19 @@ class SpectralProblem(eqx.Module):
     u0: jax.Array
     coefficients: EtdrkCoefficients
 
-    def _loop(self) -> EtdrkLoop:
+    def _loop(self) -> EtdrkLoop | EtdrkSlabLoop:
         model, solver = self.model, self.solver
-        grid = FourierGrid(model.points, model.domain, dtype=solver.dtype)
         p = _cast(self.params, jnp.dtype(solver.dtype))
+        if solver.devices > 1:
+            return EtdrkSlabLoop(
+                solver=solver,
+                grid=slab_grid(model, solver),
+                coefficients=self.coefficients,
+                nonlinear=model.nonlinear,
+                observe=model.observables,
+                args=p,
+            )
+        grid = FourierGrid(model.points, model.domain, dtype=solver.dtype)
         return EtdrkLoop(
             solver=solver,
             grid=grid,
@@ -99,45 +110,13 @@ class SpectralProblem(eqx.Module):
             observe=lambda u: model.observables(u, p, grid),
         )
 
-    def init(self) -> EtdrkLoopState:
+    def init(self) -> EtdrkLoopState | EtdrkSlabLoopState:
         return self._loop().init(self.u0)
 
-    def advance(self, state: EtdrkLoopState, frames, capacity: int):
+    def advance(self, state: EtdrkLoopState | EtdrkSlabLoopState, frames, capacity: int):
         return self._loop().advance(state, frames, capacity)
 
-    def num_steps(self, state: EtdrkLoopState):
-        return jnp.maximum(state.frame - 1, 0) * self.solver.steps_per_save
-
-
-class SlabProblem(eqx.Module):
-    """A periodic spectral PDE run whose grid is split over `solver.devices` devices
-    (`solvers.EtdrkSlabLoop`): the state, the coefficients and the saved fields are
-    split in slabs, and nothing is gathered onto one device."""
-
-    model: SpectralPdeModel
-    params: Any
-    solver: Etdrk
-    u0: jax.Array
-    coefficients: EtdrkCoefficients
-
-    def _loop(self) -> EtdrkSlabLoop:
-        model, solver = self.model, self.solver
-        return EtdrkSlabLoop(
-            solver=solver,
-            grid=slab_grid(model, solver),
-            coefficients=self.coefficients,
-            nonlinear=model.nonlinear,
-            observe=model.observables,
-            args=_cast(self.params, jnp.dtype(solver.dtype)),
-        )
-
-    def init(self) -> EtdrkSlabLoopState:
-        return self._loop().init(self.u0)
-
-    def advance(self, state: EtdrkSlabLoopState, frames, capacity: int):
-        return self._loop().advance(state, frames, capacity)
-
-    def num_steps(self, state: EtdrkSlabLoopState):
+    def num_steps(self, state: EtdrkLoopState | EtdrkSlabLoopState):
         return jnp.maximum(state.frame - 1, 0) * self.solver.steps_per_save
 
 
@@ -147,20 +126,15 @@ def slab_grid(model: SpectralPdeModel, solver: Etdrk) -> SlabGrid:
 
 
 @eqx.filter_jit
-def _slab_coefficients(model: SpectralPdeModel, params, solver: Etdrk, t) -> EtdrkCoefficients:
-    """The ETDRK coefficients of a split run, each device building its block."""
-    dt = (t[1] - t[0]) / solver.steps_per_save
-    p = _cast(params, jnp.dtype(solver.dtype))
-    return slab_coefficients(solver, slab_grid(model, solver), model.linear, p, dt)
-
-
-@eqx.filter_jit
 def _spectral_coefficients(model: SpectralPdeModel, params, solver: Etdrk, t) -> EtdrkCoefficients:
     """The ETDRK coefficients of a run, for its step (t[1] - t[0]) / steps_per_save (as
-    `Etdrk.solve` builds them)."""
-    grid = FourierGrid(model.points, model.domain, dtype=solver.dtype)
+    `Etdrk.solve` builds them); on a split grid each device builds its block."""
     dt = (t[1] - t[0]) / solver.steps_per_save
-    return solver.coefficients(model.linear(_cast(params, jnp.dtype(solver.dtype)), grid), dt)
+    p = _cast(params, jnp.dtype(solver.dtype))
+    if solver.devices > 1:
+        return slab_coefficients(solver, slab_grid(model, solver), model.linear, p, dt)
+    grid = FourierGrid(model.points, model.domain, dtype=solver.dtype)
+    return solver.coefficients(model.linear(p, grid), dt)
 
 
 class FdProblem(eqx.Module):
@@ -426,12 +400,7 @@ class _Spectral:
     setup = staticmethod(_setup_spectral)
 
     @staticmethod
-    def problem(model, params, solver, t, u0) -> SpectralProblem | SlabProblem:
-        if solver.devices > 1:
-            coefficients = _slab_coefficients(model, params, solver, t)
-            return SlabProblem(
-                model=model, params=params, solver=solver, u0=u0, coefficients=coefficients
-            )
+    def problem(model, params, solver, t, u0) -> SpectralProblem:
         coefficients = _spectral_coefficients(model, params, solver, t)
         return SpectralProblem(
             model=model, params=params, solver=solver, u0=u0, coefficients=coefficients
