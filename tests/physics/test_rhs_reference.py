@@ -530,6 +530,41 @@ def _(rng, variant):
     return pde_cases("2d", model, params, [w(mesh)], [want])
 
 
+@reference("navier_stokes_3d", ("rotational", "advective"))
+def _(rng, form):
+    # u_t = P[-(u . grad) u] + nu Laplacian(u), P the projection onto divergence-free fields.
+    # u = U0 + curl A for a random vector potential A, written as complex exponentials over
+    # the full mode set (m and -m), so the product (u . grad) u is the explicit double sum
+    # over pairs of modes and P acts on each product mode s as c - s (s . c) / |s|^2: no FFT.
+    points = [8, 8, 12]
+    domain = grid_of(rng, points)
+    model = sim.get_model("navier_stokes_3d", points=points, domain=domain, form=form)
+    nu = rng.uniform(1e-3, 0.2)
+    half = [FourierSeries.random(rng, domain, 1) for _ in range(3)]  # A_x, A_y, A_z
+    k_half = half[0].wavevectors  # [M, 3], the same modes for each component
+    a_half = np.stack([s.coefficients for s in half], 1) / 2  # Re(c e^{ikx}) = (c e^{ikx} + cc) / 2
+    u_half = np.cross(1j * k_half, a_half)  # curl A, mode by mode
+    mean = rng.normal(size=3)
+    k = np.concatenate([k_half, -k_half, np.zeros((1, 3))])  # [2M + 1, 3]
+    u_hat = np.concatenate([u_half, np.conj(u_half), mean[None].astype(complex)])
+    mesh = periodic_mesh(model)
+    x = np.stack([m.reshape(-1) for m in mesh], 1)  # [nodes, 3]
+
+    def evaluate(wavevectors, coefficients):  # sum_j c_j exp(i s_j . x), [3, *points]
+        values = np.real(np.exp(1j * x @ wavevectors.T) @ coefficients)
+        return values.T.reshape(3, *points)
+
+    # -(u . grad) u = -sum_{p, q} (U_p . i k_q) U_q exp(i (k_p + k_q) . x)
+    s = (k[:, None, :] + k[None, :, :]).reshape(-1, 3)
+    c = (-(u_hat @ (1j * k).T)[:, :, None] * u_hat[None, :, :]).reshape(-1, 3)
+    s2 = np.sum(s**2, 1, keepdims=True)
+    projected = c - s * np.sum(s * c, 1, keepdims=True) / np.where(s2 == 0, 1.0, s2)
+    projected = np.where(s2 == 0, c, projected)
+    want = evaluate(s, projected) + nu * evaluate(k, -np.sum(k**2, 1, keepdims=True) * u_hat)
+    velocity = evaluate(k, u_hat)
+    return pde_cases(form, model, full_params(model, viscosity=nu), list(velocity), list(want))
+
+
 # -------------------------------------------------------------- finite-difference models
 
 
