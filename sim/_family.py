@@ -7,7 +7,8 @@ methods; they hold no family's keys and test no model's class. Every family sets
 simulates and plans runs (`Family`'s abstract methods); what only some can do is a
 capability, an abstract class the family also derives from and generic code asks for
 with `isinstance`: `TextModels`, `Events`, `Driven`, `Sweepable`, `Fittable`, `Drawable`.
-See docs/architecture.md ("Families") for the recipe.
+See docs/architecture.md ("Families"; the recipe: "Where to add a model, a solver, a family
+or a command").
 """
 
 from __future__ import annotations
