@@ -65,6 +65,20 @@ def _cpu_devices(args: list[str]) -> None:
         os.environ["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={cores}".strip()
 
 
+def _gpus_shared_with_workers(args: list[str]) -> None:
+    """With `--scheduler local:N` the command's own process and its N worker processes
+    share the machine's GPUs: JAX allocates GPU memory as it needs it instead of taking
+    75% of a GPU at start (XLA_PYTHON_CLIENT_PREALLOCATE=false, which the workers
+    inherit), unless the user set it. It has to be said before JAX starts."""
+    for i, arg in enumerate(args):
+        value = arg.partition("=")[2] if arg.startswith("--scheduler=") else None
+        if arg == "--scheduler" and i + 1 < len(args):
+            value = args[i + 1]
+        if value is not None and value.startswith("local:"):
+            os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+            return
+
+
 def _one_blas_thread() -> None:
     """LAPACK (the LU factorisations of implicit solvers, which XLA hands to the
     OpenBLAS that NumPy and SciPy bring) runs on one thread unless the user said
@@ -124,6 +138,7 @@ def main() -> None:
     for s in (signal.SIGINT, signal.SIGTERM):
         signal.signal(s, _stop_during_start)
     _cpu_devices(sys.argv[1:])
+    _gpus_shared_with_workers(sys.argv[1:])
     _one_blas_thread()
     _checks_as_nan()
     if "sim" not in sys.modules:

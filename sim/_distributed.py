@@ -65,8 +65,9 @@ def needs_dask(scheduler: str | None) -> None:
 
 def connect(scheduler: str):
     """(client, cluster): a `distributed.Client` for a scheduler address (cluster None),
-    or for `local:N` a new LocalCluster of N single-threaded worker processes on the
-    loopback interface and a client of it.
+    or for `local:N` a new cluster of N single-threaded worker processes on the loopback
+    interface (`_local_cluster`: on a machine with GPUs one GPU per worker, in turn) and a
+    client of it.
 
     Raises:
         InputError: (`--scheduler`) a malformed `local:N`, more workers than cores, or an
@@ -74,7 +75,7 @@ def connect(scheduler: str):
         MissingExtra: (`--scheduler`) distributed is not installed.
     """
     needs_dask(scheduler)
-    from distributed import Client, LocalCluster
+    from distributed import Client
 
     if scheduler.startswith("local:"):
         count = scheduler.partition(":")[2]
@@ -101,14 +102,7 @@ def connect(scheduler: str):
             else None
         )
         try:
-            cluster = LocalCluster(
-                n_workers=int(count),
-                threads_per_worker=1,
-                processes=True,
-                host="127.0.0.1",
-                dashboard_address=None,
-                silence_logs=logging.ERROR,  # (a task cancelled by a stop is not worth a warning)
-            )
+            cluster = _local_cluster(int(count))
         finally:
             if previous is not None:
                 signal.signal(signal.SIGINT, previous)
@@ -120,6 +114,48 @@ def connect(scheduler: str):
         raise InputError(
             "--scheduler", scheduler, f"cannot reach the Dask scheduler ({first})"
         ) from None
+
+
+def worker_environment(index: int, gpus: list[str]) -> dict[str, str]:
+    """What worker `index` of a `local:N` cluster adds to its environment: with GPUs
+    (`gpus`, their ids: `sim._limits.visible_gpus`) it sees one of them, worker i the
+    (i mod len(gpus))-th, and JAX allocates its memory as it needs it instead of taking
+    75% of the GPU at start (XLA_PYTHON_CLIENT_PREALLOCATE=false, unless the user set
+    it), so that workers sharing a GPU and the command's own process all fit. Nothing
+    without GPUs."""
+    if not gpus:
+        return {}
+    env = {"CUDA_VISIBLE_DEVICES": gpus[index % len(gpus)]}
+    env["XLA_PYTHON_CLIENT_PREALLOCATE"] = os.environ.get("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    return env
+
+
+def _local_cluster(count: int):
+    """A Dask cluster of `count` single-threaded worker processes on the loopback
+    interface, each with its `worker_environment` (the options of Dask's LocalCluster,
+    with one environment per worker)."""
+    from distributed import Nanny, Scheduler, SpecCluster
+    from distributed.system import MEMORY_LIMIT
+
+    from ._limits import visible_gpus
+
+    gpus = visible_gpus()
+    scheduler = {
+        "cls": Scheduler,
+        "options": {"host": "127.0.0.1", "dashboard": False, "dashboard_address": ":0"},
+    }
+    options = {
+        "host": "127.0.0.1",
+        "nthreads": 1,
+        "memory_limit": MEMORY_LIMIT // count,
+        "dashboard": False,
+        "silence_logs": logging.ERROR,  # (a task cancelled by a stop is not worth a warning)
+    }
+    workers = {
+        i: {"cls": Nanny, "options": {**options, "env": worker_environment(i, gpus)}}
+        for i in range(count)
+    }
+    return SpecCluster(workers=workers, scheduler=scheduler, silence_logs=logging.ERROR)
 
 
 @contextlib.contextmanager

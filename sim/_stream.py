@@ -171,7 +171,7 @@ def chunk_frames(frame_bytes: int, frames: int, requested: int | None = None, co
     error about `output.chunk` of `config`."""
     if requested is not None:
         n = max(1, min(int(requested), frames))
-        problem = memory_problem(n * frame_bytes, f"a chunk of {n:,} saved frames")
+        problem = memory_problem(n * frame_bytes, f"a chunk of {n:,} saved frames", device=True)
         if problem and config is not None:
             raise config.error("output.chunk", problem)
         return n

@@ -61,7 +61,7 @@ def small_loops_whole() -> None:
     read XLA_FLAGS then: the setting would not apply, yet JAX's persistent cache would
     key this process's programs by it)."""
     flags = os.environ.get("XLA_FLAGS", "")
-    if "xla_backend_extra_options" in flags or LEGACY_EMITTERS in flags.lower() or _jax_started():
+    if "xla_backend_extra_options" in flags or LEGACY_EMITTERS in flags.lower() or jax_started():
         return
     option = (
         f"--xla_backend_extra_options=xla_cpu_small_while_loop_byte_threshold={SMALL_LOOP_BYTES}"
@@ -74,7 +74,7 @@ def threads_for_devices() -> None:
     devices when XLA_FLAGS (`--xla_force_host_platform_device_count`) or
     JAX_NUM_CPU_DEVICES asks for more than one device, unless NPROC is set or JAX has
     started a backend already (see the module docstring)."""
-    if "NPROC" in os.environ or _jax_started():
+    if "NPROC" in os.environ or jax_started():
         return
     devices = cpu_devices_asked()
     if devices < 2:
@@ -96,7 +96,7 @@ def cpu_devices_asked() -> int:
     return int(count) if count.isdigit() and int(count) > 0 else 1
 
 
-def _jax_started() -> bool:
+def jax_started() -> bool:
     """Whether JAX has initialised a backend in this process (without importing JAX)."""
     bridge = sys.modules.get("jax._src.xla_bridge")
     started = getattr(bridge, "backends_are_initialized", None)

@@ -1,12 +1,16 @@
-"""The Dask path: chunks as tasks on a LocalCluster of two worker processes (loopback
-only), gathered into one file identical to the local sweep's."""
+"""The Dask path: chunks as tasks on the `local:N` cluster of two worker processes
+(loopback only), gathered into one file identical to the local sweep's; on a machine
+with GPUs each worker sees its own and none preallocates."""
+
+import os
 
 import h5py
 import numpy as np
 import pytest
-from distributed import Client, LocalCluster
+from distributed import Client
 
 import sim
+from sim._distributed import _local_cluster, worker_environment
 
 # 12 runs in chunks of 4: three tasks, so both workers get work; the planted negative
 # predators fail on the workers as they do locally.
@@ -33,10 +37,50 @@ def worker_runners() -> int:
 
 @pytest.fixture(scope="module")
 def cluster():
-    with LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None
-    ) as cluster:
+    # The cluster `--scheduler local:2` starts, on a machine that shows the GPUs 3 and 5
+    # (CUDA_VISIBLE_DEVICES, as a scheduler sets it; a CPU JAX ignores it).
+    before = os.environ.get("CUDA_VISIBLE_DEVICES")
+    os.environ["CUDA_VISIBLE_DEVICES"] = "3,5"
+    try:
+        cluster = _local_cluster(2)
+    finally:
+        if before is None:
+            del os.environ["CUDA_VISIBLE_DEVICES"]
+        else:
+            os.environ["CUDA_VISIBLE_DEVICES"] = before
+    with cluster:
         yield cluster
+
+
+def test_each_local_worker_sees_one_gpu_and_allocates_as_it_needs(cluster):
+    with Client(cluster) as client:
+        seen = client.run(
+            lambda: (
+                os.environ.get("CUDA_VISIBLE_DEVICES"),
+                os.environ.get("XLA_PYTHON_CLIENT_PREALLOCATE"),
+            )
+        )
+        assert set(client.nthreads().values()) == {1}
+    assert sorted(seen.values()) == [("3", "false"), ("5", "false")]
+
+
+def test_the_worker_environment_takes_the_gpus_in_turn_and_keeps_the_user_s_choice(
+    monkeypatch,
+):
+    monkeypatch.delenv("XLA_PYTHON_CLIENT_PREALLOCATE", raising=False)
+    assert [worker_environment(i, ["0", "1"])["CUDA_VISIBLE_DEVICES"] for i in range(5)] == [
+        "0",
+        "1",
+        "0",
+        "1",
+        "0",
+    ]
+    assert worker_environment(0, []) == {}  # no GPU: nothing added
+    monkeypatch.setenv("XLA_PYTHON_CLIENT_PREALLOCATE", "true")
+    assert worker_environment(1, ["2"]) == {
+        "CUDA_VISIBLE_DEVICES": "2",
+        "XLA_PYTHON_CLIENT_PREALLOCATE": "true",
+    }
 
 
 def test_dask_equals_local(cluster, tmp_path):

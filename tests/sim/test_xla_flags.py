@@ -56,7 +56,7 @@ def test_a_small_ode_solve_is_compiled_whole_and_a_large_loop_is_not():
 
 
 def test_a_user_s_own_backend_options_stand(monkeypatch):
-    monkeypatch.setattr(_xla_flags, "_jax_started", lambda: False)
+    monkeypatch.setattr(_xla_flags, "jax_started", lambda: False)
     monkeypatch.setenv(
         "XLA_FLAGS", "--xla_backend_extra_options=xla_cpu_small_while_loop_byte_threshold=1024"
     )
@@ -78,7 +78,7 @@ def test_a_user_s_own_backend_options_stand(monkeypatch):
 def test_it_is_not_set_once_jax_has_started(monkeypatch):
     # (XLA has read XLA_FLAGS by then: setting it would only change the cache's keys)
     jax.devices()
-    assert _xla_flags._jax_started()
+    assert _xla_flags.jax_started()
     monkeypatch.setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=2")
     _xla_flags.small_loops_whole()
     assert os.environ["XLA_FLAGS"] == "--xla_force_host_platform_device_count=2"
@@ -101,7 +101,7 @@ def test_the_sim_command_sets_it_before_jax_starts():
 
 def test_xla_s_older_emitters_keep_xla_s_own_threshold(monkeypatch):
     # (with them, loops compiled whole computed a wrong gradient: sim._xla_flags)
-    monkeypatch.setattr(_xla_flags, "_jax_started", lambda: False)
+    monkeypatch.setattr(_xla_flags, "jax_started", lambda: False)
     for flags in (
         "--xla_cpu_use_fusion_emitters=false",
         "--xla_cpu_multi_thread_eigen=false --xla_cpu_use_fusion_emitters=false",
@@ -119,7 +119,7 @@ def test_several_cpu_devices_get_a_thread_pool_with_threads_to_spare(monkeypatch
     # asked for; a user's NPROC, one device, or a started JAX leave it alone. (That XLA
     # reads NPROC, and what it saves a sweep from, is tests/sim/test_sweep_devices.py's.)
     cores = len(os.sched_getaffinity(0))
-    monkeypatch.setattr(_xla_flags, "_jax_started", lambda: False)
+    monkeypatch.setattr(_xla_flags, "jax_started", lambda: False)
     monkeypatch.delenv("NPROC", raising=False)
     monkeypatch.delenv("JAX_NUM_CPU_DEVICES", raising=False)
     monkeypatch.setenv(
@@ -140,6 +140,6 @@ def test_several_cpu_devices_get_a_thread_pool_with_threads_to_spare(monkeypatch
     _xla_flags.threads_for_devices()
     assert os.environ["NPROC"] == str(cores + 2)
     monkeypatch.delenv("NPROC")
-    monkeypatch.setattr(_xla_flags, "_jax_started", lambda: True)
+    monkeypatch.setattr(_xla_flags, "jax_started", lambda: True)
     _xla_flags.threads_for_devices()
     assert "NPROC" not in os.environ

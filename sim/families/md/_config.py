@@ -380,7 +380,7 @@ def _generated_system(config: Config, section: dict, key: Array) -> System:
             "system.cells", f"expected a whole number >= 1 or three of them, got {cells!r}"
         )
     n = 4 * (cells**3 if isinstance(cells, int) else math.prod(cells))  # at most 4 per cell
-    problem = memory_problem(PARTICLE_BYTES * n, f"about {n:,} particles")
+    problem = memory_problem(PARTICLE_BYTES * n, f"about {n:,} particles", device=True)
     if problem:
         raise config.error("system.cells", problem)
     return lattice(kind, cells if isinstance(cells, int) else tuple(cells), density)
@@ -394,7 +394,7 @@ def _random_system(config: Config, section: dict, key: Array, density: float) ->
             "system.particles",
             f"expected a whole number >= 2 for a random system, got {n!r}",
         )
-    problem = memory_problem(PARTICLE_BYTES * n, f"{n:,} particles")
+    problem = memory_problem(PARTICLE_BYTES * n, f"{n:,} particles", device=True)
     if problem:
         raise config.error("system.particles", problem)
     min_distance = _positive(config, "system.min_distance", section.get("min_distance", 0.8))

@@ -157,7 +157,9 @@ def molecular_system(config: Config, units: Units, key, temperature: float | Non
         raise config.error(
             "system.molecules", f"expected a whole number >= 2 of molecules, got {count!r}"
         )
-    problem = memory_problem(1024 * count * len(molecule.sites), f"{count:,} molecules")
+    problem = memory_problem(
+        1024 * count * len(molecule.sites), f"{count:,} molecules", device=True
+    )
     if problem:
         raise config.error("system.molecules", problem)
     if "density" not in section:

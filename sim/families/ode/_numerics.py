@@ -190,6 +190,7 @@ def ode_solver(config: Config, model: OdeModel) -> OdeSolver:
         problem = memory_problem(
             WORK_ARRAYS * 8 * spec.max_steps,
             f'differentiating up to {spec.max_steps:,} steps with adjoint = "direct"',
+            device=True,
         )
         if problem:
             raise config.error(

@@ -358,7 +358,9 @@ def _setup_grid(model: GridPdeModel, config: Config) -> Setup:
         # Implicit and IMEX stages solve dense linear systems of the whole grid.
         unknowns = len(model.field_names) * math.prod(model.points)
         problem = memory_problem(
-            8 * 2 * unknowns**2, f"the dense Jacobian of {solver.method} on {unknowns:,} unknowns"
+            8 * 2 * unknowns**2,
+            f"the dense Jacobian of {solver.method} on {unknowns:,} unknowns",
+            device=True,
         )
         if problem:
             raise config.error(
@@ -416,8 +418,12 @@ def _check_points(config: Config, where: str, points: Any) -> None:
         )
     counts = [points] if whole(points) else points
     if counts and all(v > 0 for v in counts):
+        split = (config.spec.grid or {}).get("devices", 1)  # (checked later: any >= 1 here)
         problem = memory_problem(
-            WORK_ARRAYS * 8 * math.prod(counts), f"a grid of {math.prod(counts):,} points"
+            WORK_ARRAYS * 8 * math.prod(counts),
+            f"a grid of {math.prod(counts):,} points",
+            device=True,
+            devices=split if isinstance(split, int) and not isinstance(split, bool) else 1,
         )
         if problem:
             raise config.error(where, problem)
