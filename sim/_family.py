@@ -83,6 +83,8 @@ class Family(abc.ABC):
             the solver's fields (ODE: rtol, atol, dt0) are arguments of its compiled
             call, so that a new value does not recompile (the family's solver takes
             them as traced values).
+        devices_key: the config key that splits one run over several local devices
+            (`sim run --devices N` sets it), or None when one run stays on one device.
     """
 
     name: ClassVar[str]
@@ -93,6 +95,7 @@ class Family(abc.ABC):
     time_keys: ClassVar[dict[str, tuple[Any, Any]]] = {}
     solver_keys: ClassVar[dict[str, tuple[Any, Any]]] = {}
     checks: ClassVar[dict[str, tuple[float, str]]] = {}
+    devices_key: ClassVar[str | None] = None
 
     @abc.abstractmethod
     def simulate(self, model, params, t, initial, solver, key) -> Trajectory:

@@ -6,6 +6,12 @@ of at most `SdeSolver.dt`, starting from the state saved at the first. A step th
 depends only on the path's key, the save times and the state at the last save time:
 the loop state (the states of all paths at the last filled save time) is all a resumed
 run needs, and a run cut into any chunks gives the same numbers as one call.
+
+With `SdeEnsemble(devices=N)` the paths are split over the first N local devices, in
+blocks of paths/N: the keys, the Brownian trees, the states and the saved frames carry
+that split (XLA partitions the vectorised step by it), so each device steps its own
+paths and only the ensemble's step count and result code are reduced across devices.
+A path is the same numbers on any number of devices: its key does not depend on them.
 """
 
 from __future__ import annotations
@@ -16,6 +22,8 @@ import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from jaxtyping import Array, Float, Int, PRNGKeyArray, PyTree
 
 from ._results import Result
@@ -29,16 +37,43 @@ class SdeEnsemble(eqx.Module):
     Arguments:
         solver: the `SdeSolver` (method and step).
         paths: the number of paths (static: changing it recompiles).
+        devices: split the paths over the first `devices` local devices (it must divide
+            `paths`); 1 keeps them on one.
+
+    Raises:
+        ValueError: paths or devices not a whole number >= 1, devices not dividing paths,
+            or more devices than there are (when the ensemble is used).
     """
 
     solver: SdeSolver
     paths: int = eqx.field(static=True, default=1)
+    devices: int = eqx.field(static=True, default=1)
 
     def __check_init__(self):
-        if not (
-            isinstance(self.paths, int) and not isinstance(self.paths, bool) and self.paths >= 1
-        ):
-            raise ValueError(f"paths must be a whole number >= 1, got {self.paths!r}")
+        for name in ("paths", "devices"):
+            value = getattr(self, name)
+            if not (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+                raise ValueError(f"{name} must be a whole number >= 1, got {value!r}")
+        if self.paths % self.devices:
+            raise ValueError(
+                f"devices = {self.devices} must divide paths = {self.paths} (each device "
+                "steps an equal block of paths)"
+            )
+
+    def split(self, x: Array, axis: int = 0) -> Array:
+        """`x` with its `axis` (the paths) split over the ensemble's devices (as it is with
+        devices = 1)."""
+        if self.devices == 1:
+            return x
+        available = len(jax.devices())
+        if self.devices > available:
+            raise ValueError(
+                f"devices = {self.devices}: only {available} local devices (on a CPU, "
+                "XLA_FLAGS=--xla_force_host_platform_device_count=N before JAX starts)"
+            )
+        mesh = Mesh(np.asarray(jax.devices()[: self.devices]), ("paths",))
+        spec = PartitionSpec(*([None] * axis), "paths")
+        return jax.lax.with_sharding_constraint(x, NamedSharding(mesh, spec))
 
 
 class SdeLoopState(eqx.Module):
@@ -85,7 +120,7 @@ class SdeLoop(eqx.Module):
 
     def _trees(self, dims: int, dtype) -> diffrax.VirtualBrownianTree:
         """The paths' Brownian motions, batched: path i's drawn from `fold_in(key, i)`."""
-        paths = jnp.arange(self.ensemble.paths)
+        paths = self.ensemble.split(jnp.arange(self.ensemble.paths))
         return jax.vmap(
             lambda i: self.ensemble.solver.brownian_motion(
                 self.ts, jax.random.fold_in(self.key, i), dims, dtype
@@ -101,7 +136,7 @@ class SdeLoop(eqx.Module):
     def init(self, y0: Float[Array, " n"]) -> SdeLoopState:
         """The state before the first save time is filled (every path at y0)."""
         self._dims(y0)
-        y = jnp.broadcast_to(y0, (self.ensemble.paths, *y0.shape))
+        y = self.ensemble.split(jnp.broadcast_to(y0, (self.ensemble.paths, *y0.shape)))
         zero = jnp.asarray(0, jnp.int32)
         return SdeLoopState(y=y, frame=zero, num_steps=zero, result=zero)
 
@@ -118,7 +153,9 @@ class SdeLoop(eqx.Module):
         trees = self._trees(self._dims(state.y[0]), state.y.dtype)
         count = self.ts.shape[0]
         target = jnp.minimum(state.frame + jnp.asarray(frames, jnp.int32), count)
-        buffer = jnp.full((capacity, paths, n), jnp.nan, dtype=state.y.dtype)
+        buffer = self.ensemble.split(
+            jnp.full((capacity, paths, n), jnp.nan, dtype=state.y.dtype), axis=1
+        )
         base = state.frame
 
         def more(carry):
@@ -137,7 +174,7 @@ class SdeLoop(eqx.Module):
             y, steps, codes = jax.lax.cond(st.frame == 0, first, step, None)
             failed = codes != Result.successful
             code = jnp.max(jnp.where(failed, codes, 0)).astype(jnp.int32)
-            y = jnp.where(failed[:, None], jnp.nan, y)
+            y = self.ensemble.split(jnp.where(failed[:, None], jnp.nan, y))
             buf = buf.at[st.frame - base].set(y)
             new = SdeLoopState(
                 y=jnp.where(code == 0, y, st.y),
@@ -161,6 +198,7 @@ class SdeLoop(eqx.Module):
                 self.drift, self.diffusion, self.ts, y0, self.args, bm, self.noise
             )
         )(trees)
+        sol = eqx.tree_at(lambda s: s.ys, sol, self.ensemble.split(sol.ys))
         # [T]: the rows a failed path left NaN (a path is NaN from its first failure on)
         failed = jnp.any(jnp.isnan(sol.ys).any(axis=2) & (sol.result != 0)[:, None], axis=0)
         ys = jnp.where(jnp.cumsum(failed)[None, :, None] > 0, jnp.nan, sol.ys)

@@ -64,6 +64,29 @@ def sweep(
             print(f"  {line}", file=sys.stderr)
 
 
+def devices_key(cfg, devices: int) -> str:
+    """The config key `sim run --devices` sets for the model of `cfg` (its family's
+    `devices_key`).
+
+    Raises:
+        InputError: (--devices) the family runs one run on one device.
+    """
+    from .._errors import InputError
+    from .._family import family_of
+    from .._run import build_model
+
+    family = family_of(build_model(cfg))
+    if family.devices_key is None:
+        raise InputError(
+            "--devices",
+            str(devices),
+            f"splits one run of a periodic spectral PDE (its grid) or an SDE ensemble (its "
+            f"paths); {family.describes} run on one device (sim sweep --devices N splits a "
+            "sweep's runs)",
+        )
+    return family.devices_key
+
+
 @app.command(cls=_Command)
 def run(
     config: Annotated[Path, typer.Argument(help="TOML config file.")],
@@ -81,8 +104,9 @@ def run(
         Optional[int],
         typer.Option(
             "--devices",
-            help="Periodic spectral PDE runs: split this one run's grid over the first N local "
-            "devices ([grid] devices = N; sim sweep --devices splits a sweep's runs instead).",
+            help="Split this one run over the first N local devices: a periodic spectral PDE's "
+            "grid ([grid] devices = N), an SDE ensemble's paths ([ensemble] devices = N); sim "
+            "sweep --devices splits a sweep's runs instead.",
         ),
     ] = None,
     set_: Sets = None,
@@ -104,12 +128,12 @@ def run(
     from .._run import run as run_config
     from .._stream import partial_path
 
-    # (--xdmf is [output] xdmf = true and --devices N is [grid] devices = N, after any --set)
-    extra = [
-        *(["output.xdmf=true"] if xdmf else []),
-        *([f"grid.devices={devices}"] * (devices is not None)),
-    ]
-    cfg = load_config(config, [*(set_ or []), *extra])
+    # (--xdmf is [output] xdmf = true and --devices N the family's `devices_key` = N, such
+    # as [grid] devices, after any --set)
+    sets = [*(set_ or []), *(["output.xdmf=true"] if xdmf else [])]
+    cfg = load_config(config, sets)
+    if devices is not None:
+        cfg = load_config(config, [*sets, f"{devices_key(cfg, devices)}={devices}"])
     path = output_path(cfg, output)
     with writing(path, "run", partial_path(path), resume, quiet) as resume, Clock() as clock:
         done = run_config(cfg, progress=not quiet, output=path, resume=resume)

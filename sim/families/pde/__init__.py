@@ -20,6 +20,7 @@ class PdeFamily(TextModels, Sweepable, Fittable, Drawable):
     model_base = PdeModel
     describes = "PDE models"
     sections = {"grid": dict[str, Value]}
+    devices_key = "grid.devices"
     # (of the method of lines; spectral solvers take none of them)
     solver_keys = STEP_CONTROL_KEYS
     checks = {

@@ -23,6 +23,12 @@ class EnsembleSection(pydantic.BaseModel):
     seed: int = pydantic.Field(
         default=0, ge=0, le=SEED_MAX, description="seed of the paths' Brownian motions"
     )
+    devices: int = pydantic.Field(
+        default=1,
+        ge=1,
+        description="split the paths of one run over this many local devices (it must divide "
+        "paths; each path the same numbers as on one); `sim run --devices N` sets it",
+    )
 
 
 class SdeFamily(TextModels, Sweepable, Fittable, Drawable):
@@ -30,6 +36,7 @@ class SdeFamily(TextModels, Sweepable, Fittable, Drawable):
     model_base = SdeModel
     describes = "SDE models"
     sections = {"ensemble": EnsembleSection}
+    devices_key = "ensemble.devices"
     solver_keys = {"max_steps": STEP_CONTROL_KEYS["max_steps"]}
 
     def text_model(self, config):
@@ -55,6 +62,16 @@ class SdeFamily(TextModels, Sweepable, Fittable, Drawable):
         from ._numerics import simulate
 
         return simulate(model, params, t, initial, solver, key)
+
+    def sweep_setup(self, config, s):
+        if s.solver.devices > 1:
+            raise config.error(
+                "ensemble.devices",
+                f"= {s.solver.devices} splits one run's paths over devices; a sweep splits its "
+                "runs over the devices instead (sim sweep --devices N): leave ensemble.devices "
+                "out",
+            )
+        return s
 
     def setup(self, model, config):
         from ._numerics import setup

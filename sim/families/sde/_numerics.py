@@ -135,7 +135,17 @@ def _solver(config: Config, model: SdeModel) -> tuple[SdeEnsemble, dict[str, Any
         )
     section = config.spec.ensemble or EnsembleSection()
     resolved = {"method": method, "dt": dt, "max_steps": solver.max_steps}
-    return SdeEnsemble(solver, section.paths), resolved
+    available = len(jax.devices())
+    if section.devices > available:
+        raise config.error(
+            "ensemble.devices",
+            f"= {section.devices}: only {available} local devices (on a CPU, "
+            "XLA_FLAGS=--xla_force_host_platform_device_count=N before JAX starts)",
+        )
+    try:
+        return SdeEnsemble(solver, section.paths, devices=section.devices), resolved
+    except ValueError as e:
+        raise config.error("ensemble.devices", str(e).removeprefix("devices = ")) from None
 
 
 def setup(model: SdeModel, config: Config) -> Setup:
