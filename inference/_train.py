@@ -25,7 +25,7 @@ from jaxtyping import Array, Float, Int, PRNGKeyArray, PyTree
 
 import sim
 from physics.ode import OdeModel
-from sim.core import Progress, warn_if_float32
+from sim.core import Progress, batch_sharding, warn_if_float32
 from solvers import OdeSolver, did_you_mean
 
 from ._checkpoint import Checkpointer, fingerprint
@@ -152,6 +152,11 @@ class Trainer(eqx.Module):
         batch_size: windows per step.
         free: top-level parameter names to train (default: all); the others stay fixed.
         batch: "windows" (default) or "system", how a minibatch is solved (above).
+        devices: split each minibatch's windows over the first `devices` local devices
+            (data-parallel: each device solves batch_size / devices windows and their
+            gradient, the parameters replicated; it must divide batch_size, with
+            `batch = "windows"`). The steps are those of one device, to rounding: a
+            window's draw does not depend on the split.
 
     Example:
         >>> trainer = Trainer(model, optax.adam(1e-2), window=10, batch_size=16)
@@ -166,6 +171,7 @@ class Trainer(eqx.Module):
     batch_size: int = eqx.field(static=True)
     free: tuple[str, ...] | None = eqx.field(static=True)
     batch: str = eqx.field(static=True)
+    devices: int = eqx.field(static=True)
 
     def __init__(
         self,
@@ -177,6 +183,7 @@ class Trainer(eqx.Module):
         batch_size: int = 16,
         free: Sequence[str] | None = None,
         batch: str = "windows",
+        devices: int = 1,
     ):
         if not isinstance(model, OdeModel):
             raise TypeError(f"training needs an OdeModel, got {type(model).__name__}")
@@ -208,6 +215,25 @@ class Trainer(eqx.Module):
                 "batch = 'system' solves the windows with shared steps, which events of model "
                 f"{model.name!r} would break; use batch = 'windows'"
             )
+        if isinstance(devices, bool) or not isinstance(devices, int) or devices < 1:
+            raise ValueError(f"devices must be a positive integer, got {devices!r}")
+        if devices > 1:
+            if batch != "windows":
+                raise ValueError(
+                    f"devices = {devices} splits the windows of a minibatch, which batch = "
+                    f"{batch!r} solves as one system; use batch = 'windows'"
+                )
+            if batch_size % devices:
+                raise ValueError(
+                    f"devices = {devices} must divide batch_size = {batch_size} (each device "
+                    "solves an equal share of the windows)"
+                )
+            if devices > len(jax.devices()):
+                raise ValueError(
+                    f"devices = {devices}: only {len(jax.devices())} local devices (on a CPU, "
+                    "XLA_FLAGS=--xla_force_host_platform_device_count=N before JAX starts)"
+                )
+        self.devices = devices
         self.model = model
         self.batch = batch
         self.optimizer = optax.adam(1e-2) if optimizer is None else optimizer
@@ -255,6 +281,9 @@ class Trainer(eqx.Module):
             pred = jnp.stack([traj.observables[name] for name in self.model.state_names])
             return jnp.mean((pred - target) ** 2)
 
+        if self.devices > 1:  # each device its block of windows (and of their gradients)
+            split, _ = batch_sharding(self.devices)
+            which, starts = (jax.lax.with_sharding_constraint(a, split) for a in (which, starts))
         return jnp.mean(jax.vmap(one)(which, starts))
 
     def solve_system(self, params, time, values, which, starts):
@@ -352,6 +381,7 @@ def train(
     batch_size: int = 16,
     free: Sequence[str] | None = None,
     batch: str = "windows",
+    devices: int = 1,
     seed: int = 0,
     progress: bool = False,
     checkpoint: str | Path | None = None,
@@ -366,7 +396,7 @@ def train(
             neural model random weights).
         data: trajectories (`load_trajectories(path, model.state_names)`).
         steps: optimiser steps.
-        optimizer, solver, window, batch_size, free, batch: see `Trainer`.
+        optimizer, solver, window, batch_size, free, batch, devices: see `Trainer`.
         seed: seed of the minibatch draws.
         progress: show a progress bar on a terminal.
         checkpoint: a file for checkpoints of the training (parameters, optimiser state,
@@ -408,6 +438,7 @@ def train(
         batch_size=batch_size,
         free=free,
         batch=batch,
+        devices=devices,
     )
     state = trainer.init(params, jax.random.key(seed))
     time = jnp.asarray(data.time, dtype=float)
@@ -446,6 +477,7 @@ def _trainer(
     batch_size: int,
     free: Sequence[str] | None,
     batch: str,
+    devices: int = 1,
 ) -> Trainer:
     """The `Trainer` of a `train` call, its arguments checked against the data."""
     _check_names(model, data)
@@ -461,6 +493,7 @@ def _trainer(
         batch_size=batch_size,
         free=free,
         batch=batch,
+        devices=devices,
     )
     if (
         batch == "system"
