@@ -61,6 +61,9 @@ import os
 
 # As the `sim` command runs: equinox's run-time checks as NaN, not host callbacks.
 os.environ.setdefault("EQX_ON_ERROR", "nan")
+# This process and the NUTS processes it starts share the GPU: each allocates what it
+# needs instead of 75% of the GPU at start.
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
 import argparse
 import dataclasses
