@@ -81,8 +81,9 @@ def run(
         Optional[int],
         typer.Option(
             "--devices",
-            help="Periodic spectral PDE runs: split this one run's grid over the first N local "
-            "devices ([grid] devices = N; sim sweep --devices splits a sweep's runs instead).",
+            help="PDE runs (spectral or finite-difference): split this one run's grid over the "
+            "first N local devices ([grid] devices = N; sim sweep --devices splits a sweep's runs "
+            "instead).",
         ),
     ] = None,
     set_: Sets = None,

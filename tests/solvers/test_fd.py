@@ -119,7 +119,9 @@ def test_the_integral_of_several_fields_integrates_each_over_the_box():
     # x y on [0, 1] x [0, 2] (bounded: exact for the trapezoid on a bilinear field) and 3
     # (periodic in y), one channel each: 1 and 6, not a mix of the channels
     for kinds, expected in ((("neumann",) * 2, 2.0), (("periodic",) * 2, 2.0 - 2 / 11)):
-        grid = FdGrid((9, 11), ((0.0, 1.0), (0.0, 2.0)), (("neumann",) * 2, kinds), ((0.0, 0.0),) * 2)
+        grid = FdGrid(
+            (9, 11), ((0.0, 1.0), (0.0, 2.0)), (("neumann",) * 2, kinds), ((0.0, 0.0),) * 2
+        )
         x, y = np.meshgrid(*grid.coordinates(), indexing="ij")
         fields = jnp.asarray(np.stack([x * y, np.full_like(x, 3.0)]))
         got = np.asarray(grid.integral(fields))

@@ -11,16 +11,13 @@ devices), so that its start-up is paid once.
 """
 
 import math
-import os
-import subprocess
-import sys
 import time
 
 import numpy as np
 import pytest
 
 from solvers import FdGrid, HaloGrid, MethodOfLines, check_halo
-from tests.helpers import host_devices
+from tests.helpers import on_host_devices
 
 CASES = r"""
 import math
@@ -209,18 +206,10 @@ print(" ".join(f"{k}={v:.1f}s" for k, v in timings.items()))
 
 
 def run_cases(folder, n: int, full: bool = False) -> dict[str, np.ndarray]:
-    env = {**os.environ, "XLA_FLAGS": host_devices(4), "EQX_ON_ERROR": "nan"}
-    env.pop("NPROC", None)
     out = folder / f"halo_{n}.npz"
     began = time.monotonic()
-    done = subprocess.run(
-        [sys.executable, "-c", CASES, str(n), str(out), "full" if full else "default"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert done.returncode == 0, done.stderr[-4000:]
+    args = [str(n), str(out), "full" if full else "default"]
+    done = on_host_devices(CASES, args, 4, timeout=900, EQX_ON_ERROR="nan")
     print(f"n = {n} on 1, 2, 4 devices: {time.monotonic() - began:.1f} s ({done.stdout.strip()})")
     with np.load(out) as f:
         return dict(f)
