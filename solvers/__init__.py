@@ -41,6 +41,8 @@ _NAMES: dict[str, tuple[str, str]] = {
     "FdSolution": ("._fd", "FdSolution"),
     "MethodOfLines": ("._fd", "MethodOfLines"),
     "stencil_weights": ("._fd", "stencil_weights"),
+    "HaloGrid": ("._halo", "HaloGrid"),
+    "check_halo": ("._halo", "check_halo"),
     "advance": ("._rollout", "advance"),
     "rollout": ("._rollout", "rollout"),
     "NOISE_KINDS": ("._sde", "NOISE_KINDS"),
@@ -164,6 +166,7 @@ if TYPE_CHECKING:
         MethodOfLines as MethodOfLines,
         stencil_weights as stencil_weights,
     )
+    from ._halo import HaloGrid as HaloGrid, check_halo as check_halo
     from ._rollout import advance as advance, rollout as rollout
     from ._sde import NOISE_KINDS as NOISE_KINDS, SdeSolution as SdeSolution, SdeSolver as SdeSolver
     from ._sde_loop import (

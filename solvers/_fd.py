@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import equinox as eqx
 import jax
@@ -28,10 +28,14 @@ from ._ode import (
     EXPLICIT_METHODS,
     IMEX_METHODS,
     IMPLICIT_METHODS,
+    LINEAR_SOLVERS,
     OdeSolver,
     did_you_mean,
 )
 from ._types import Times
+
+if TYPE_CHECKING:
+    from ._halo import HaloGrid
 
 BOUNDARY_KINDS = ("dirichlet", "neumann", "periodic")
 ORDERS = (2, 4)
@@ -124,6 +128,19 @@ def _one_sided_rows(derivative: int, order: int, flux: bool) -> tuple[_Row, ...]
         w, _ = stencil_weights(offsets, derivative)
         rows.append(_Row(offsets, tuple(float(x) for x in w), 0.0))
     return tuple(rows)
+
+
+def _central_rows(
+    v: Array, start: int, count: int, offsets: tuple[int, ...], weights: np.ndarray
+) -> Array:
+    """The centred stencil at rows start..start+count-1 of `v` (the stencil's axis
+    first): sum_j w_j v[row + o_j], zero weights skipped, terms in the order of
+    `offsets`."""
+    return sum(
+        float(w) * v[start + o : start + o + count]
+        for o, w in zip(offsets, weights, strict=False)
+        if w != 0.0
+    )
 
 
 class FdGrid(eqx.Module):
@@ -238,6 +255,25 @@ class FdGrid(eqx.Module):
         fixed = jnp.asarray(self.fixed_mask())
         return jnp.where(fixed, jnp.asarray(self.boundary_field(), dtype=u.dtype), u)
 
+    # The ODE state of a method of lines on this grid is the field itself; a grid split
+    # over devices (`HaloGrid`) lays it out otherwise, behind the same three methods.
+
+    def constrain(self, tree: PyTree) -> PyTree:
+        """`tree` as it is (a split grid keeps its fields split in slabs)."""
+        return tree
+
+    def ode_state(self, u: Float[Array, "..."]) -> Float[Array, "..."]:
+        """The state a method of lines integrates: here the field itself."""
+        return u
+
+    def ode_fields(self, y: Float[Array, "..."]) -> Float[Array, "..."]:
+        """The field of an `ode_state`: here the state itself."""
+        return y
+
+    def ode_rhs(self, field: Callable | tuple[Callable, Callable]):
+        """A right-hand side of fields as one of `ode_state`s: here the same."""
+        return field
+
     def second_derivative(self, u: Float[Array, "..."], axis: int) -> Float[Array, "..."]:
         """d^2 u / dx_axis^2 with this axis's boundary conditions (zero on Dirichlet nodes).
 
@@ -256,23 +292,31 @@ class FdGrid(eqx.Module):
             return jnp.moveaxis(out / h**2, 0, array_axis)
         n = v.shape[0]
         r = self.order // 2
-        interior = sum(
-            float(w) * v[r + o : n - r + o] for o, w in zip(offsets, weights, strict=False)
-        )
+        interior = _central_rows(v, r, n - 2 * r, offsets, weights)
+        low, high = self._second_sides(v, axis, 0, n - 1)
+        out = jnp.concatenate([jnp.stack(low), interior, jnp.stack(high[::-1])], axis=0)
+        return jnp.moveaxis(out / h**2, 0, array_axis)
+
+    def _second_sides(
+        self, v: Array, axis: int, low_node: int, high_node: int
+    ) -> tuple[list[Array], list[Array]]:
+        """The boundary rows of `second_derivative` along a bounded `axis` (before the
+        division by h^2), for `v` with that axis first: (rows counted inward from
+        `v[low_node]`, the low side's node, and from `v[high_node]`, the high side's)."""
+        h = self.spacing[axis]
         lo_kind, hi_kind = self.boundaries[axis]
         lo_value, hi_value = self.values[axis]
         # Both sides are written in inward coordinates; the datum there is the inward
         # derivative, i.e. minus the outward normal derivative.
         low = [
-            self._row(v, row, i, +1, -lo_value * h)
+            self._row(v, row, low_node + i, +1, -lo_value * h)
             for i, row in enumerate(_boundary_rows(lo_kind, self.order))
         ]
         high = [
-            self._row(v, row, n - 1 - i, -1, -hi_value * h)
+            self._row(v, row, high_node - i, -1, -hi_value * h)
             for i, row in enumerate(_boundary_rows(hi_kind, self.order))
         ]
-        out = jnp.concatenate([jnp.stack(low), interior, jnp.stack(high[::-1])], axis=0)
-        return jnp.moveaxis(out / h**2, 0, array_axis)
+        return low, high
 
     @staticmethod
     def _row(
@@ -331,13 +375,26 @@ class FdGrid(eqx.Module):
             )
             return jnp.moveaxis(out / h**derivative, 0, array_axis)
         n = v.shape[0]
-        interior = sum(
-            float(w) * v[r + o : n - r + o]
-            for o, w in zip(offsets, weights, strict=False)
-            if w != 0.0
-        )
+        interior = _central_rows(v, r, n - 2 * r, offsets, weights)
+        low, high = self._derivative_sides(v, axis, derivative, fluxes, 0, n - 1)
+        out = jnp.concatenate([jnp.stack(low), interior, jnp.stack(high[::-1])], axis=0)
+        return jnp.moveaxis(out / h**derivative, 0, array_axis)
+
+    def _derivative_sides(
+        self,
+        v: Array,
+        axis: int,
+        derivative: int,
+        fluxes: tuple[Array | float | None, Array | float | None],
+        low_node: int,
+        high_node: int,
+    ) -> tuple[list[Array], list[Array]]:
+        """The boundary rows of `derivative` along a bounded `axis` (before the division
+        by h^derivative), for `v` with that axis first: (rows counted inward from
+        `v[low_node]`, the low side's node, and from `v[high_node]`, the high side's)."""
+        h = self.spacing[axis]
         sides = []
-        for direction, node0, flux in ((+1, 0, fluxes[0]), (-1, n - 1, fluxes[1])):
+        for direction, node0, flux in ((+1, low_node, fluxes[0]), (-1, high_node, fluxes[1])):
             rows = []
             for i, row in enumerate(_one_sided_rows(derivative, self.order, flux is not None)):
                 # In inward coordinates s (s = x on the low side, -x on the high one):
@@ -347,14 +404,13 @@ class FdGrid(eqx.Module):
                 value = jnp.broadcast_to(value, v.shape[1:])
                 rows.append(value * direction if derivative == 1 else value)
             sides.append(rows)
-        out = jnp.concatenate([jnp.stack(sides[0]), interior, jnp.stack(sides[1][::-1])], axis=0)
-        return jnp.moveaxis(out / h**derivative, 0, array_axis)
+        return sides[0], sides[1]
 
     def integral(self, u: Float[Array, "..."]) -> Float[Array, "..."]:
         """Integral over the box: trapezoidal on bounded axes, rectangles on periodic ones."""
+        k = u.ndim - self.ndim  # the grid axis to reduce is always the first remaining one
         for axis in range(self.ndim):
             h = self.spacing[axis]
-            k = u.ndim - self.ndim  # the grid axis to reduce is always the first remaining one
             if self.periodic(axis):
                 u = jnp.sum(u, axis=k) * h
             else:
@@ -453,8 +509,9 @@ class MethodOfLines(eqx.Module):
             `midpoint`, `ralston`, `euler`; implicit (the whole right-hand side) for stiff
             diffusion: `kvaerno3`, `kvaerno4`, `kvaerno5`, `implicit_euler`; IMEX
             (diffusion implicit, reaction explicit): `kencarp3`, `kencarp4`, `kencarp5`.
-            Implicit and IMEX methods solve dense linear systems of the grid's size:
-            meant for 1D and small 2D grids.
+            Implicit and IMEX methods solve linear systems of the grid's size: dense
+            ones on one device (meant for 1D and small 2D grids), matrix-free GMRES on
+            several (`linear_solver`).
         order: spatial order of the Laplacian, 2 or 4.
         rtol, atol: tolerances of the adaptive step (traced).
         dt0: first step; the constant step when `adaptive=False` (then required).
@@ -464,10 +521,20 @@ class MethodOfLines(eqx.Module):
         adjoint: `recursive_checkpoint` (default), `backsolve`, `forward`, `direct`.
         dtype: "float64" (default) or "float32".
         throw: raise on a failed solve (True) or report it in the result code (False).
+        devices: split the grid over this many local devices in slabs of its first
+            axis (`HaloGrid`: ghost planes exchanged between neighbours at every
+            evaluation of the right-hand side); the state stays split, and the error
+            norm of the adaptive step is the norm of the whole field (one reduction
+            over the devices), so the steps are those of one device.
+        linear_solver: the linear systems of implicit and IMEX stages: `dense` (the
+            Jacobian formed and factorised) or `gmres` (matrix-free GMRES on
+            Jacobian-vector products); None (default): dense on one device, gmres on
+            several (a dense Jacobian cannot be split).
 
     Raises:
-        ValueError: unknown method, order, adjoint or dtype; a non-positive dt0; a fixed
-            step without dt0.
+        ValueError: unknown method, order, adjoint, dtype or linear solver; a
+            non-positive dt0; a fixed step without dt0; devices not a whole number >= 1;
+            a dense linear solver on several devices.
 
     Example:
         >>> solver = MethodOfLines(method="kvaerno5", order=4, rtol=1e-10, atol=1e-12)
@@ -483,6 +550,8 @@ class MethodOfLines(eqx.Module):
     adjoint: str = eqx.field(static=True, default="recursive_checkpoint")
     dtype: str = eqx.field(static=True, default="float64")
     throw: bool = eqx.field(static=True, default=True)
+    devices: int = eqx.field(static=True, default=1)
+    linear_solver: str | None = eqx.field(static=True, default=None)
 
     methods: ClassVar[tuple[str, ...]] = (*EXPLICIT_METHODS, *IMPLICIT_METHODS, *IMEX_METHODS)
 
@@ -505,6 +574,43 @@ class MethodOfLines(eqx.Module):
             raise ValueError("a fixed-step MethodOfLines (adaptive=False) needs dt0")
         if isinstance(self.dt0, (int, float)) and not self.dt0 > 0:
             raise ValueError(f"dt0 must be positive, got {self.dt0}")
+        if isinstance(self.devices, bool) or not isinstance(self.devices, int) or self.devices < 1:
+            raise ValueError(f"devices = {self.devices!r}: expected a whole number >= 1")
+        if self.linear_solver is not None and self.linear_solver not in LINEAR_SOLVERS:
+            raise ValueError(
+                f"unknown linear solver {self.linear_solver!r}; expected one of "
+                f"{', '.join(LINEAR_SOLVERS)}.{did_you_mean(self.linear_solver, LINEAR_SOLVERS)}"
+            )
+        if self.devices > 1 and self.linear_solver == "dense":
+            raise ValueError(
+                f"devices = {self.devices}: the dense Jacobian of the stage equations cannot be "
+                "split over devices; take linear_solver = 'gmres' (matrix-free) or leave it out"
+            )
+
+    @property
+    def stage_solver(self) -> str:
+        """How implicit and IMEX stages solve their linear systems: `dense` or `gmres`."""
+        if self.linear_solver is not None:
+            return self.linear_solver
+        return "gmres" if self.devices > 1 else "dense"
+
+    def split(self, grid: FdGrid) -> FdGrid | HaloGrid:
+        """The grid the solve runs on: `grid` itself on one device, split over `devices`
+        devices (`HaloGrid`) on several.
+
+        Raises:
+            ValueError: the grid does not split over `devices` (`check_halo`).
+        """
+        from ._halo import HaloGrid
+
+        if isinstance(grid, HaloGrid):
+            if grid.devices != self.devices:
+                raise ValueError(
+                    f"a grid split over {grid.devices} devices given to a MethodOfLines of "
+                    f"devices = {self.devices}"
+                )
+            return grid
+        return grid if self.devices == 1 else HaloGrid.of(grid, self.devices)
 
     @property
     def stepper(self) -> OdeSolver:
@@ -518,6 +624,7 @@ class MethodOfLines(eqx.Module):
             max_steps=self.max_steps,
             adjoint=self.adjoint,
             throw=self.throw,
+            linear_solver=self.stage_solver,
         )
 
     @property
@@ -549,21 +656,26 @@ class MethodOfLines(eqx.Module):
     def problem(
         self, grid: FdGrid, diffusivities: Array, reaction: Callable[[Array], Array], u0: Array
     ):
-        """The semi-discrete system of this method of lines on `grid`: the initial field
-        (cast to the solver's dtype, Dirichlet nodes set), the diffusivities shaped to
-        broadcast over the grid, and the right-hand side for `stepper` (for IMEX methods
-        the pair (reaction, diffusion): the diffusion is the stiff part). Shared by
-        `solve` and the resumable loop of `sim run` (`OdeLoop.from_method_of_lines`).
+        """The semi-discrete system of this method of lines on `grid`: the initial state
+        (the field cast to the solver's dtype, Dirichlet nodes set), the diffusivities
+        shaped to broadcast over the grid, and the right-hand side for `stepper` (for IMEX
+        methods the pair (reaction, diffusion): the diffusion is the stiff part). Shared
+        by `solve` and the resumable loop of `sim run` (`OdeLoop.from_method_of_lines`).
+        On several devices the state is `HaloGrid.ode_state` of the field (the split
+        axis first) and the right-hand side takes and gives such states; `split(grid)`
+        turns a state back into the field (`ode_fields`).
 
         Raises:
-            ValueError: `u0` does not end in the grid's shape.
+            ValueError: `u0` does not end in the grid's shape; the grid does not split
+                over `devices`.
         """
         if tuple(u0.shape[-grid.ndim :]) != grid.points:
             raise ValueError(
                 f"initial field has shape {u0.shape}; expected trailing grid shape {grid.points}"
             )
+        grid = self.split(grid)
         dtype = jnp.dtype(self.dtype)
-        u0 = grid.apply_boundary(u0.astype(dtype))
+        u0 = grid.apply_boundary(grid.constrain(u0.astype(dtype)))
         free = jnp.asarray(~grid.fixed_mask(), dtype=dtype)
         d = jnp.asarray(diffusivities).astype(dtype).reshape((-1,) + (1,) * grid.ndim)
 
@@ -576,7 +688,8 @@ class MethodOfLines(eqx.Module):
         def full(t, u, args):
             return diffusion(t, u, args) + react(t, u, args)
 
-        return u0, d, ((react, diffusion) if self.kind == "imex" else full)
+        field = (react, diffusion) if self.kind == "imex" else full
+        return grid.ode_state(u0), d, grid.ode_rhs(field)
 
     def solve(
         self,
@@ -620,6 +733,10 @@ class MethodOfLines(eqx.Module):
                     "smaller step or "
                     "an implicit (kvaerno5) or IMEX (kencarp4) method",
                 )
+        split = self.split(grid)
+        if not isinstance(split, FdGrid):  # (the saved fields stay split as the state is)
+            look = observe or (lambda u: u)
+            observe = lambda y: split.constrain(look(split.ode_fields(y)))  # noqa: E731
         sol = self.stepper.solve(field, t, u0, observe=observe)
         saved = jax.tree.map(lambda leaf: jnp.where(sol.result != 0, jnp.nan, leaf), sol.ys)
         return FdSolution(saved=saved, num_steps=sol.num_steps, result=sol.result)

@@ -28,6 +28,15 @@ ends once a correction is below kappa times the tolerances (Fujita with it: 1,85
 Both read the iteration state of optimistix's and diffrax's root finders (`step`,
 `diffsize`, `diffsize_prev`, `result`), which neither documents;
 tests/solvers/test_newton.py pins them against the installed versions.
+
+`StageKrylov` is `StageNewton` without a Jacobian: each Newton correction is solved by
+lineax's GMRES on Jacobian-vector products of the stage equation (`jax.linearize`, as
+optimistix's Newton linearises it), to `forcing` times the Newton tolerances. It is the
+stage solver of a field split over devices, whose dense Jacobian cannot be split (nor
+held: N^2 numbers for N unknowns); every inner product and norm of GMRES is one
+reduction over the devices. Unpreconditioned, GMRES takes O(sqrt(1 + gamma h rho))
+iterations on a diffusion stage (rho the spectral radius of the Laplacian term), and at
+least two restart cycles a solve (lineax ends on a small change between cycles too).
 """
 
 from __future__ import annotations
@@ -38,6 +47,7 @@ import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import lineax as lx
 import numpy as np
 import optimistix as optx
 from jaxtyping import PyTree, Scalar, ScalarLike
@@ -77,6 +87,30 @@ class StageNewton(optx.Newton):
             result,
         )
         return done | converged | diverged, result
+
+
+class StageKrylov(StageNewton):
+    """`StageNewton` whose corrections are solved by GMRES on Jacobian-vector products
+    (matrix-free), each to `forcing` times the Newton tolerances (an inexact Newton
+    method: the corrections' own errors stay far below what the iterations end on)."""
+
+    forcing: float = eqx.field(static=True, default=1e-3)
+    restart: int = eqx.field(static=True, default=20)
+    max_restarts: int = eqx.field(static=True, default=50)
+
+    def step(self, fn, y, args, options, state, tags):
+        # (no tighter than rounding allows: a solve to below it stagnates)
+        dtype = jnp.result_type(*jax.tree.leaves(y))
+        floor = 1000 * jnp.finfo(dtype).eps
+        gmres = lx.GMRES(
+            rtol=jnp.maximum(self.forcing * self.rtol, floor),
+            atol=self.forcing * self.atol,
+            norm=self.norm,
+            restart=self.restart,
+            max_steps=self.max_restarts,
+        )
+        newton = eqx.tree_at(lambda s: s.linear_solver, self, gmres)
+        return optx.Newton.step(newton, fn, y, args, options, state, tags)
 
 
 class StageChord(diffrax.VeryChord):
@@ -134,3 +168,8 @@ def stage_newton() -> optx.AbstractRootFinder:
 def stage_root_finder() -> optx.AbstractRootFinder:
     """A `StageRootFinder` that takes the step-size controller's rtol, atol and norm."""
     return diffrax.with_stepsize_controller_tols(StageRootFinder)()
+
+
+def stage_krylov() -> optx.AbstractRootFinder:
+    """A `StageKrylov` that takes the step-size controller's rtol, atol and norm."""
+    return diffrax.with_stepsize_controller_tols(StageKrylov)()

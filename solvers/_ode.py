@@ -15,7 +15,7 @@ from jaxtyping import Array, Float, Int, PyTree
 
 from ._grid_steps import GridThroughSaveTimes
 from ._lean import lean_solve_differentiable, lean_solve_sensitivities
-from ._newton import stage_newton, stage_root_finder
+from ._newton import stage_krylov, stage_newton, stage_root_finder
 from ._results import Result, from_diffrax, result_message
 from ._types import Times
 from ._words import did_you_mean
@@ -115,6 +115,8 @@ IMEX_METHODS = tuple(name for name, m in METHODS.items() if m.kind == "imex")
 ONE_FIELD_METHODS = (*EXPLICIT_METHODS, *IMPLICIT_METHODS)
 """The methods of a right-hand side in one piece (IMEX methods take it in two)."""
 ADJOINTS = ("recursive_checkpoint", "backsolve", "forward", "direct")
+LINEAR_SOLVERS = ("dense", "gmres")
+"""How implicit stages solve their linear systems (`OdeSolver.linear_solver`)."""
 # The lean core takes a solve when its reverse pass would record at most this many
 # numbers (max_steps x state size: 32 MiB), and its dense output at every save time per
 # step at most this many.
@@ -173,6 +175,10 @@ class OdeSolver(eqx.Module):
             `OdeSolution.result` (NaN states), for batched sweeps.
         max_events: the most events a solve with events (`solve_with_events`) may meet
             before its end; more is the failure `too_many_events`.
+        linear_solver: how implicit and IMEX methods solve the linear systems of their
+            stage equations: `dense` (default: the Jacobian formed and factorised) or
+            `gmres` (matrix-free: GMRES on Jacobian-vector products, for states too
+            large for a dense Jacobian or split over devices; `_newton.StageKrylov`).
     """
 
     method: str = eqx.field(static=True, default="tsit5")
@@ -184,6 +190,7 @@ class OdeSolver(eqx.Module):
     adjoint: str = eqx.field(static=True, default="recursive_checkpoint")
     throw: bool = eqx.field(static=True, default=True)
     max_events: int = eqx.field(static=True, default=64)
+    linear_solver: str = eqx.field(static=True, default="dense")
 
     methods: ClassVar[tuple[str, ...]] = tuple(METHODS)
 
@@ -207,6 +214,11 @@ class OdeSolver(eqx.Module):
             )
         if self.max_steps < 1:
             raise ValueError(f"max_steps must be >= 1, got {self.max_steps}")
+        if self.linear_solver not in LINEAR_SOLVERS:
+            raise ValueError(
+                f"unknown linear solver {self.linear_solver!r}; expected one of "
+                f"{', '.join(LINEAR_SOLVERS)}.{did_you_mean(self.linear_solver, LINEAR_SOLVERS)}"
+            )
 
     @property
     def kind(self) -> str:
@@ -271,8 +283,12 @@ class OdeSolver(eqx.Module):
         return _nan_where(result != 0, tree)
 
     def diffrax_solver(self) -> diffrax.AbstractSolver:
-        """The diffrax solver of `method`."""
-        return METHODS[self.method].make()
+        """The diffrax solver of `method` (an implicit one with the stage root finder of
+        `linear_solver`)."""
+        solver = METHODS[self.method].make()
+        if self.implicit and self.linear_solver == "gmres":
+            solver = eqx.tree_at(lambda s: s.root_finder, solver, stage_krylov())
+        return solver
 
     def terms(self, vector_field) -> diffrax.AbstractTerm:
         """The diffrax terms of `vector_field`: f(t, y, args), or for IMEX methods the pair

@@ -160,7 +160,8 @@ class OdeLoop(eqx.Module):
         observe: Callable[[Array], PyTree] | None = None,
     ) -> tuple[OdeLoop, Array]:
         """The loop of `mol.solve(grid, diffusivities, reaction, u0, ts, observe)` and
-        its initial field (cast to the solver's dtype, Dirichlet nodes set).
+        its initial state (the field cast to the solver's dtype, Dirichlet nodes set; on
+        several devices in the layout of `HaloGrid.ode_state`, the saved fields split).
 
         The run-time check of a fixed explicit step against the diffusive stability
         limit that `MethodOfLines.solve` makes is not repeated here: check
@@ -168,7 +169,12 @@ class OdeLoop(eqx.Module):
         `sim._pde` does.
         """
         u0, _, field = mol.problem(grid, diffusivities, reaction, u0)
-        fn = None if observe is None else (lambda t, y, args: observe(y))
+        split = mol.split(grid)
+        if isinstance(split, FdGrid):
+            fn = None if observe is None else (lambda t, y, args: observe(y))
+        else:  # (the state's layout turned back into fields, kept split)
+            look = observe or (lambda u: u)
+            fn = lambda t, y, args: split.constrain(look(split.ode_fields(y)))  # noqa: E731
         return OdeLoop.from_ode_solver(mol.stepper, field, ts, fn=fn), u0
 
     # ------------------------------------------------------------------ the loop

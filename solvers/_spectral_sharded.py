@@ -51,14 +51,9 @@ from ._types import Times
 SLAB_AXIS = "grid"
 
 
-def check_slabs(points: tuple[int, ...], devices: int, available: int | None = None) -> None:
-    """Raise ValueError unless a grid of `points` can be split over `devices` slabs.
-
-    Arguments:
-        points: nodes per axis (2 or 3 axes).
-        devices: the number of slabs (devices), >= 1.
-        available: the local devices there are (None: `jax.local_device_count()`).
-    """
+def check_device_count(devices: int, available: int | None = None) -> None:
+    """Raise ValueError unless `devices` is a whole number from 1 to `available` (None:
+    `jax.local_device_count()`)."""
     if isinstance(devices, bool) or not isinstance(devices, int) or devices < 1:
         raise ValueError(f"devices = {devices!r}: expected a whole number >= 1")
     if available is None:
@@ -68,6 +63,17 @@ def check_slabs(points: tuple[int, ...], devices: int, available: int | None = N
             f"devices = {devices}: only {available} local device"
             f"{'s are' if available != 1 else ' is'} available"
         )
+
+
+def check_slabs(points: tuple[int, ...], devices: int, available: int | None = None) -> None:
+    """Raise ValueError unless a grid of `points` can be split over `devices` slabs.
+
+    Arguments:
+        points: nodes per axis (2 or 3 axes).
+        devices: the number of slabs (devices), >= 1.
+        available: the local devices there are (None: `jax.local_device_count()`).
+    """
+    check_device_count(devices, available)
     if devices == 1:
         return
     if len(points) not in (2, 3):

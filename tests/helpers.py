@@ -3,6 +3,8 @@ convergence orders."""
 
 import contextlib
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import h5py
@@ -34,6 +36,49 @@ def host_devices(n: int) -> str:
     """XLA_FLAGS for a process of `n` CPU devices, keeping the flags the tests run with
     (tests/conftest.py), so that its programs compile as this process's do."""
     return f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={n}".strip()
+
+
+#: Python that runs `sim` once per argument list of `json.loads(sys.argv[1])` in its
+#: process, each after a line "--- ARGV" on stderr (`commands_said` cuts stderr there),
+#: and leaves their exit codes in `codes`.
+SIM_COMMANDS = r"""
+import json, sys
+from sim.cli import main
+
+codes = []
+for argv in json.loads(sys.argv[1]):
+    print("--- " + " ".join(argv), file=sys.stderr, flush=True)
+    try:
+        main(argv)
+        codes.append(0)
+    except SystemExit as e:
+        codes.append(e.code)
+"""
+
+
+def commands_said(stderr: str) -> list[str]:
+    """What each command of `SIM_COMMANDS` wrote to stderr, its marker line first."""
+    return stderr.split("--- ")[1:]
+
+
+def on_host_devices(
+    script: str, args: list[str], devices: int, *, timeout: int = 600, **variables: str
+) -> subprocess.CompletedProcess:
+    """Run `python -c script *args` in a process of `devices` CPU devices (`host_devices`;
+    NPROC dropped, so that the process sizes XLA's thread pool itself; `variables` added
+    to its environment) and assert that it succeeded: the finished process, its output
+    captured as text."""
+    env = {**os.environ, "XLA_FLAGS": host_devices(devices), **variables}
+    env.pop("NPROC", None)
+    done = subprocess.run(
+        [sys.executable, "-c", script, *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    return done
 
 
 @contextlib.contextmanager

@@ -104,9 +104,9 @@ def run(
         Optional[int],
         typer.Option(
             "--devices",
-            help="Split this one run over the first N local devices: a periodic spectral PDE's "
-            "grid ([grid] devices = N), an SDE ensemble's paths ([ensemble] devices = N); sim "
-            "sweep --devices splits a sweep's runs instead.",
+            help="Split this one run over the first N local devices: a PDE's grid, spectral or "
+            "finite-difference ([grid] devices = N), an SDE ensemble's paths ([ensemble] "
+            "devices = N); sim sweep --devices splits a sweep's runs instead.",
         ),
     ] = None,
     set_: Sets = None,

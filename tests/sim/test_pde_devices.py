@@ -13,15 +13,12 @@ meshes of its first devices), so that its start-up and compilations are paid onc
 """
 
 import math
-import os
-import subprocess
-import sys
 import time
 
 import numpy as np
 import pytest
 
-from tests.helpers import host_devices
+from tests.helpers import SIM_COMMANDS, commands_said, on_host_devices
 
 CASES = r"""
 import math
@@ -118,18 +115,9 @@ print(" ".join(f"{k}={v:.1f}s" for k, v in timings.items()))
 
 
 def run_cases(folder, n: int) -> dict[str, np.ndarray]:
-    env = {**os.environ, "XLA_FLAGS": host_devices(4)}
-    env.pop("NPROC", None)
     out = folder / f"cases_{n}.npz"
     began = time.monotonic()
-    done = subprocess.run(
-        [sys.executable, "-c", CASES, str(n), str(out)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert done.returncode == 0, done.stderr[-4000:]
+    done = on_host_devices(CASES, [str(n), str(out)], 4, timeout=900)
     print(f"{n}^3 on 1, 2, 4 devices: {time.monotonic() - began:.1f} s ({done.stdout.strip()})")
     with np.load(out) as f:
         return dict(f)
@@ -237,22 +225,15 @@ dt = 0.01
 }
 
 # Every `sim run` of one process of 4 devices, each after a marker line on stderr.
-RUNS = r"""
-import json, sys
+RUNS = (
+    r"""
 import jax
 import numpy as np
-from sim.cli import main
 
 assert len(jax.devices()) == 4, jax.devices()
-codes = []
-for argv in json.loads(sys.argv[1]):
-    print("--- " + " ".join(argv), file=sys.stderr, flush=True)
-    try:
-        main(argv)
-        codes.append(0)
-    except SystemExit as e:
-        codes.append(e.code)
-
+"""
+    + SIM_COMMANDS
+    + r"""
 # a field split over devices reaches the host block by block, one block a device
 from sim._shards import blocks
 from solvers import SlabGrid
@@ -263,6 +244,7 @@ seen = [(index[1].start, block.shape) for index, block in blocks(split)]
 assert sorted(seen) == [(0, (3, 4, 8, 8)), (4, (3, 4, 8, 8)), (8, (3, 4, 8, 8)), (12, (3, 4, 8, 8))]
 print(json.dumps(codes))
 """
+)
 
 
 def test_sim_run_on_2_and_4_devices_writes_the_file_of_one(tmp_cwd, capsys):
@@ -284,23 +266,14 @@ def test_sim_run_on_2_and_4_devices_writes_the_file_of_one(tmp_cwd, capsys):
         ["run", "ns2d.toml", "-o", "bad.h5", "--quiet", "--set", "grid.devices=8"],
         ["run", "ns2d.toml", "-o", "bad.h5", "--quiet", "--set", "grid.devices=0"],
     ]
-    env = {**os.environ, "XLA_FLAGS": host_devices(4)}
-    env.pop("NPROC", None)
     began = time.monotonic()
-    done = subprocess.run(
-        [sys.executable, "-c", RUNS, json.dumps(runs + bad)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr[-4000:]
+    done = on_host_devices(RUNS, [json.dumps(runs + bad)], 4)
     print(
         f"{len(runs)} runs and {len(bad)} refusals on 4 devices: {time.monotonic() - began:.1f} s"
     )
     codes = json.loads(done.stdout.strip().splitlines()[-1])
     assert codes == [0] * len(runs) + [2] * len(bad), (codes, done.stderr[-3000:])
-    said = done.stderr.split("--- ")[1:]
+    said = commands_said(done.stderr)
     for argv, text in zip(runs + bad, said, strict=True):
         lines = text.strip().splitlines()[1:]
         if argv in bad:
@@ -340,7 +313,8 @@ save = 3
         (["run", "ns2d.toml", "--devices", "2"], "only 1 local device is available"),
         (["run", "ns2d.toml", "--set", "grid.devices=1.5"], "expected a whole number of devices"),
         (["run", "ns2d.toml", "--set", "grid.devices=true"], "expected a whole number of devices"),
-        (["run", "fd.toml", "--set", "grid.devices=2"], "only periodic spectral grids are split"),
+        (["run", "fd.toml", "--set", "grid.devices=2"], "only 1 local device is available"),
+        (["run", "fd.toml", "--set", "grid.devices=0"], "expected a whole number of devices"),
     ]:
         code, err = cli([*argv, "-o", "out.h5", "--quiet"], capsys)
         assert code == 2 and len(err.strip().splitlines()) == 1, (argv, err)

@@ -115,6 +115,20 @@ def test_trapezoidal_integral():
     assert abs(float(grid.integral(jnp.asarray(x**2))) - 1 / 3) < 1e-4
 
 
+def test_the_integral_of_several_fields_integrates_each_over_the_box():
+    # x y on [0, 1] x [0, 2] (bounded: exact for the trapezoid on a bilinear field) and 3
+    # (periodic in y), one channel each: 1 and 6, not a mix of the channels
+    for kinds, expected in ((("neumann",) * 2, 2.0), (("periodic",) * 2, 2.0 - 2 / 11)):
+        grid = FdGrid(
+            (9, 11), ((0.0, 1.0), (0.0, 2.0)), (("neumann",) * 2, kinds), ((0.0, 0.0),) * 2
+        )
+        x, y = np.meshgrid(*grid.coordinates(), indexing="ij")
+        fields = jnp.asarray(np.stack([x * y, np.full_like(x, 3.0)]))
+        got = np.asarray(grid.integral(fields))
+        assert got.shape == (2,)
+        np.testing.assert_allclose(got, [expected * 0.5, 6.0], rtol=1e-13)
+
+
 @pytest.mark.parametrize(
     "kwargs, match",
     [

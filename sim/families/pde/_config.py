@@ -3,6 +3,7 @@ dataset), [time] dt, [solver] method and dtype, and [grid], checked into one `Se
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -11,7 +12,7 @@ import numpy as np
 import pydantic
 
 from physics.pde import GridPdeModel, PdeModel, SpectralPdeModel, TextGridModel
-from solvers import Etdrk, MethodOfLines, check_slabs, did_you_mean
+from solvers import Etdrk, MethodOfLines, check_halo, check_slabs, did_you_mean
 
 from ..._config import Config
 from ..._errors import DataError
@@ -210,9 +211,11 @@ def _steps_per_save(config: Config, t: np.ndarray) -> int:
     return steps
 
 
-def _grid_devices(config: Config, model: PdeModel) -> int:
-    """`[grid] devices`: the local devices one spectral run's grid is split over (1 when
-    not given), checked against the grid and the devices there are."""
+def _grid_devices(config: Config, model: PdeModel, order: int = 2) -> int:
+    """`[grid] devices`: the local devices one run's grid is split over (1 when not
+    given), checked against the grid (slabs of a spectral grid; a finite-difference
+    grid's slabs also at least as thick as the ghost planes of `order` need) and the
+    devices there are."""
     grid = config.spec.grid or {}
     if "devices" not in grid:
         return 1
@@ -221,14 +224,11 @@ def _grid_devices(config: Config, model: PdeModel) -> int:
         raise config.error(
             "grid.devices", f"expected a whole number of devices >= 1, got {value!r}"
         )
-    if value > 1 and not isinstance(model, SpectralPdeModel):
-        raise config.error(
-            "grid.devices",
-            f"= {value}: only periodic spectral grids are split over devices; model "
-            f"{model.name!r} is solved by finite differences (leave grid.devices out)",
-        )
     try:
-        check_slabs(tuple(model.points), value)
+        if isinstance(model, SpectralPdeModel):
+            check_slabs(tuple(model.points), value)
+        else:
+            check_halo(tuple(model.points), value, order=order, periodic=model.periodic_axes[0])
     except ValueError as e:
         raise config.error("grid.devices", str(e).removeprefix("devices = ")) from None
     return value
@@ -288,6 +288,8 @@ def _check_explicit_step(
     as a blow-up inside it). The limit comes from the semi-discrete operator itself (the
     spectral radius of its Jacobian, `MethodOfLines.stable_step`), so it is the same
     however the equation is written (D * laplace(u), laplace(D * u), ...)."""
+    # (the limit of the operator, whichever devices the run is split over)
+    solver = dataclasses.replace(solver, devices=1, linear_solver=None)
     dtype = jnp.dtype(solver.dtype)
     grid = fd_grid(model, solver.order)
     p = _cast(params, dtype)
@@ -329,7 +331,6 @@ def _check_sides(
 
 def _setup_grid(model: GridPdeModel, config: Config) -> Setup:
     PDE.check_solver_keys(config, _FD_KEYS, "finite-difference PDE")
-    _grid_devices(config, model)  # (1, or refused)
     params = resolve_params(config, model)
     t = save_times(config)
     spec = config.spec.solver
@@ -351,10 +352,13 @@ def _setup_grid(model: GridPdeModel, config: Config) -> Setup:
         message = str(e).splitlines()[0]
         key = "solver.method" if "method" in message else "solver"
         raise config.error(key, message) from None
+    devices = _grid_devices(config, model, solver.order)
+    if devices > 1:  # (implicit stages then solve by GMRES: no Jacobian is formed)
+        solver = dataclasses.replace(solver, devices=devices)
     _check_sides(config, model, params, t, solver)
     if not solver.adaptive:
         check_fixed_steps(config, solver.dt0, solver.max_steps)
-    if solver.kind != "explicit":
+    if solver.kind != "explicit" and solver.stage_solver == "dense":
         # Implicit and IMEX stages solve dense linear systems of the whole grid.
         unknowns = len(model.field_names) * math.prod(model.points)
         problem = memory_problem(
@@ -396,9 +400,10 @@ class GridTable(pydantic.BaseModel):
     )
     devices: int = pydantic.Field(
         1,
-        description="periodic spectral grids of 2 or 3 axes (built-in models too): split one "
-        "run over this many local devices, in slabs of the first axis (it must divide "
-        "points[0]); `sim run --devices N` sets it",
+        description="split one run's grid over this many local devices, in slabs of the first "
+        "axis (it must divide points[0]): periodic spectral grids of 2 or 3 axes, and "
+        "finite-difference grids of 1 to 3 axes (slabs of at least 3 planes, 4 of order 4; "
+        "1 and 2 on a periodic axis); built-in models too; `sim run --devices N` sets it",
     )
 
 

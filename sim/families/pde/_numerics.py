@@ -140,7 +140,8 @@ def _spectral_coefficients(model: SpectralPdeModel, params, solver: Etdrk, t) ->
 class FdProblem(eqx.Module):
     """A finite-difference PDE run for `LoopEngine`: the method of lines on
     `solvers.OdeLoop` (the steps and values of `MethodOfLines.solve`, resumable at save
-    times)."""
+    times). With the grid split over `solver.devices` devices (`solvers.HaloGrid`) the
+    state, the loop's dense output and the saved fields stay split in slabs."""
 
     model: GridPdeModel
     params: Any
@@ -150,15 +151,22 @@ class FdProblem(eqx.Module):
 
     def _loop(self):
         model, solver = self.model, self.solver
-        grid = fd_grid(model, solver.order)
+        grid = solver.split(fd_grid(model, solver.order))
         p = _cast(self.params, jnp.dtype(solver.dtype))
         if isinstance(model, TextGridModel):
             u0, field, observe_at = model.method_of_lines(
-                p, grid, solver.kind == "imex", self.u0.astype(jnp.dtype(solver.dtype)), self.ts[0]
+                p,
+                grid,
+                solver.kind == "imex",
+                grid.constrain(self.u0.astype(jnp.dtype(solver.dtype))),
+                self.ts[0],
             )
             return OdeLoop.from_ode_solver(
-                solver.stepper, field, self.ts, fn=lambda t, y, args: observe_at(t, y)
-            ), u0
+                solver.stepper,
+                grid.ode_rhs(field),
+                self.ts,
+                fn=lambda t, y, args: grid.constrain(observe_at(t, grid.ode_fields(y))),
+            ), grid.ode_state(u0)
         return OdeLoop.from_method_of_lines(
             solver,
             grid,
@@ -437,7 +445,7 @@ def setup(model, config: Config) -> Setup:
 def sweep_setup(config: Config, s: Setup) -> Setup:
     """The set-up as a sweep runs it (method-of-lines failures flagged per run; a grid
     split over devices refused: a sweep splits its runs instead)."""
-    if isinstance(s.solver, Etdrk) and s.solver.devices > 1:
+    if isinstance(s.solver, (Etdrk, MethodOfLines)) and s.solver.devices > 1:
         raise config.error(
             "grid.devices",
             f"= {s.solver.devices} splits one run's grid over devices; a sweep splits its runs "

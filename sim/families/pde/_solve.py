@@ -246,14 +246,22 @@ def simulate_grid(model: GridPdeModel, params, t, initial, solver) -> Trajectory
             f"{type(solver).__name__}"
         )
     dtype = jnp.dtype(solver.dtype)
-    grid = fd_grid(model, solver.order)
+    try:
+        grid = solver.split(fd_grid(model, solver.order))
+    except ValueError as e:
+        raise ValueError(f"model {model.name!r}: {e}") from None
     u0 = initial_field(model, initial, params)
     p = _cast(params, dtype)
     if isinstance(model, TextGridModel):
         u0, field, observe_at = model.method_of_lines(
-            p, grid, solver.kind == "imex", u0.astype(dtype), t[0]
+            p, grid, solver.kind == "imex", grid.constrain(u0.astype(dtype)), t[0]
         )
-        sol = solver.stepper.solve(field, t, u0, observe_at=observe_at)
+        sol = solver.stepper.solve(
+            grid.ode_rhs(field),
+            t,
+            grid.ode_state(u0),
+            observe_at=lambda t, y: grid.constrain(observe_at(t, grid.ode_fields(y))),
+        )
         saved = jax.tree.map(lambda leaf: jnp.where(sol.result != 0, jnp.nan, leaf), sol.ys)
         final = jnp.stack([saved[name][-1] for name in model.field_names])
         return Trajectory(
