@@ -127,9 +127,12 @@ _ANY_DEVICES = (
 import sys
 import jax
 from numpyro.infer import MCMC, NUTS
-jax.config.update("jax_enable_x64", True)
+import sim
 from inference._chains import _OnDevices, chain_method, run_chains
 
+# (as `sim infer` runs: float64, and the persistent compilation cache of the tests, which
+# loads a program another layout or an earlier run compiled)
+sim.configure_jax()
 assert jax.local_device_count() == 4
 counts = [int(a) for a in sys.argv[1:]]
 
