@@ -88,8 +88,11 @@ _LAYOUTS = {
 }
 
 
-# (by default the layout `sim infer` takes on a 2-core machine; with -m slow every layout)
-@pytest.mark.parametrize("chains", [(4,), pytest.param((2, 3, 1), marks=pytest.mark.slow)])
+# (slow: a process of two CPU devices, as `sim infer` makes on a 2-core machine, for each
+# layout; by default the 2-core layout of four chains is checked against MCMC.run in the
+# process of four devices below, with its start-up and compilations)
+@pytest.mark.slow
+@pytest.mark.parametrize("chains", [(4,), (2, 3, 1)])
 def test_chunked_chains_draw_what_mcmc_run_draws_on_every_layout(chains):
     # With two CPU devices (as `sim infer` makes on a 2-core machine): 4 chains in two
     # rounds over the devices, 2 one per device, 3 one after another, 1 alone. Each layout's draws
@@ -121,39 +124,65 @@ def test_chunked_chains_draw_what_mcmc_run_draws_on_every_layout(chains):
 _ANY_DEVICES = (
     SCHOOLS
     + """
+import sys
 import jax
 from numpyro.infer import MCMC, NUTS
-jax.config.update("jax_enable_x64", True)
-from inference._chains import _OnDevices, run_chains
+import sim
+from inference._chains import _OnDevices, chain_method, run_chains
 
+# (as `sim infer` runs: float64, and the persistent compilation cache of the tests, which
+# loads a program another layout or an earlier run compiled)
+sim.configure_jax()
 assert jax.local_device_count() == 4
+counts = [int(a) for a in sys.argv[1:]]
+
+
+def mcmc(method):
+    run = MCMC(NUTS(schools), num_warmup=23, num_samples=14, num_chains=4, chain_method=method, progress_bar=False)
+    run.run(jax.random.PRNGKey(3), Y, SIGMA, extra_fields=("diverging",))
+    samples = {k: np.asarray(v) for k, v in run.get_samples(group_by_chain=True).items()}
+    return samples, np.asarray(run.get_extra_fields(group_by_chain=True)["diverging"])
+
+
+# The layout of 4 chains on two CPU devices (`sim infer` on a 2-core machine), and
+# MCMC.run's draws with it: the chunked chains' to the last bit.
+devices, jax.local_device_count = jax.local_device_count, lambda: 2
+method, progress, plan = chain_method(4, True)
+jax.local_device_count = devices
+assert plan == "4 chains on 2 CPU devices, 2 after one another on each" and not progress, plan
+assert method == _OnDevices(2), method
+layout = mcmc(method)
 # (NumPyro's chains one after another: started op by op, their draws part from a compiled
 # start's in the 9th digit within these steps)
-mcmc = MCMC(NUTS(schools), num_warmup=23, num_samples=14, num_chains=4, chain_method="sequential", progress_bar=False)
-mcmc.run(jax.random.PRNGKey(3), Y, SIGMA, extra_fields=("diverging",))
-reference = {k: np.asarray(v) for k, v in mcmc.get_samples(group_by_chain=True).items()}
-runs = {count: run_chains(NUTS(schools), (Y, SIGMA), chains=4, warmup=23, samples=14, key=jax.random.PRNGKey(3), method=_OnDevices(count)) for count in (1, 2, 4)}
+sequential = mcmc("sequential")
+runs = {count: run_chains(NUTS(schools), (Y, SIGMA), chains=4, warmup=23, samples=14, key=jax.random.PRNGKey(3), method=_OnDevices(count)) for count in counts}
 for count, run in runs.items():
-    for name, draws in reference.items():
-        np.testing.assert_array_equal(run.samples[name], runs[1].samples[name], err_msg=f"{count} {name}")
+    for name, draws in sequential[0].items():
+        assert run.samples[name].shape == draws.shape, (count, name)
+        np.testing.assert_array_equal(run.samples[name], runs[counts[0]].samples[name], err_msg=f"{count} {name}")
+        np.testing.assert_allclose(run.samples[name], layout[0][name], rtol=1e-12, atol=0, err_msg=f"{count} {name}")
         np.testing.assert_allclose(run.samples[name], draws, rtol=1e-6, atol=0, err_msg=f"{count} {name}")
-    np.testing.assert_array_equal(run.diverging, np.asarray(mcmc.get_extra_fields(group_by_chain=True)["diverging"]))
+    np.testing.assert_array_equal(run.diverging, layout[1])
+    np.testing.assert_array_equal(run.diverging, sequential[1])
 print("ok", int(run.diverging.sum()))
 """
 )
 
 
-def test_the_same_key_draws_the_same_chains_on_one_two_or_four_devices():
-    # Four chains of the centred eight schools in four rounds of one device, two
-    # rounds of two, one round of four: the same bits, and NumPyro's MCMC.run's chains
-    # one after another to its start's rounding, divergences included. (The chains
-    # used to be vectorised on one device, split over two devices one after another on
-    # each, or one per device: three programs whose draws parted; then replicated by
-    # jax.pmap, whose programs over two or more devices XLA optimises otherwise than
-    # over one.)
+# (by default rounds of one and of two devices; with -m slow, of four too)
+@pytest.mark.parametrize("counts", [(1, 2), pytest.param((1, 2, 4), marks=pytest.mark.slow)])
+def test_the_same_key_draws_the_same_chains_on_one_two_or_four_devices(counts):
+    # Four chains of the centred eight schools, in a process of four devices, in four
+    # rounds of one device, two rounds of two (the layout of a 2-core machine), one round
+    # of four: the same bits, MCMC.run's with the 2-core layout to the last bit, and
+    # NumPyro's MCMC.run's chains one after another to its start's rounding, divergences
+    # included. (The chains used to be vectorised on one device, split over two devices
+    # one after another on each, or one per device: three programs whose draws parted;
+    # then replicated by jax.pmap, whose programs over two or more devices XLA optimises
+    # otherwise than over one.)
     env = {**os.environ, "XLA_FLAGS": host_devices(4), "JAX_PLATFORMS": "cpu"}
     proc = subprocess.run(
-        [sys.executable, "-c", _ANY_DEVICES],
+        [sys.executable, "-c", _ANY_DEVICES, *map(str, counts)],
         env=env,
         capture_output=True,
         text=True,
