@@ -209,16 +209,20 @@ def test_lean_predict_differentiates_by_its_sensitivities_in_every_mode():
             lean_predict(field, ts, y0, p, rtol=1e-11, atol=1e-13, max_steps=100_000) ** 2
         )
 
-    g_y0, g_p = jax.jit(jax.grad(loss, argnums=(0, 1)))(y0, p)
+    # (one program gives the gradient and the values the differences take: op by op,
+    # each difference's solves compiled their loops anew)
+    value_and_gradient = jax.jit(jax.value_and_grad(loss, argnums=(0, 1)))
+    value = lambda *a: value_and_gradient(*a)[0]  # noqa: E731
+    g_y0, g_p = value_and_gradient(y0, p)[1]
     fwd = jax.jit(jax.jacfwd(loss, argnums=1))(y0, p)
     for k in p:
         h = 1e-6
-        fd = (loss(y0, {**p, k: p[k] + h}) - loss(y0, {**p, k: p[k] - h})) / (2 * h)
+        fd = (value(y0, {**p, k: p[k] + h}) - value(y0, {**p, k: p[k] - h})) / (2 * h)
         assert float(g_p[k]) == pytest.approx(float(fd), rel=1e-6), k
         assert float(fwd[k]) == pytest.approx(float(g_p[k]), rel=1e-12), k
     for i in range(2):
         h = 1e-6
-        fd = (loss(y0.at[i].add(h), p) - loss(y0.at[i].add(-h), p)) / (2 * h)
+        fd = (value(y0.at[i].add(h), p) - value(y0.at[i].add(-h), p)) / (2 * h)
         assert float(g_y0[i]) == pytest.approx(float(fd), rel=1e-6), i
     batched = jax.jit(jax.vmap(jax.grad(loss, argnums=1), in_axes=(0, None)))(
         jnp.stack([y0, 2 * y0]), p
