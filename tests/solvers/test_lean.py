@@ -257,13 +257,20 @@ def test_failures_are_reported_with_the_codes_of_the_diffrax_path():
         # too few steps: max_steps_reached, as diffrax says it
         with _through_diffrax():
             short = OdeSolver(max_steps=3, throw=False).solve(field, ts, jnp.ones(1), 50.0)
-        ys, steps, _, result = lean_solve(field, ts, jnp.ones(1), 50.0, max_steps=3)
+        # (compiled: op by op, the lean core's loops compiled some forty small programs)
+        ys, steps, _, result = jax.jit(lambda y0: lean_solve(field, ts, y0, 50.0, max_steps=3))(
+            jnp.ones(1)
+        )
         assert int(result) == int(short.result) == int(Result.max_steps_reached) and int(steps) == 3
     # throw=True (the default) raises from the sensitivities, as the diffrax path does
     with pytest.raises(Exception, match="steps"):
-        OdeSolver(max_steps=3).solve_sensitivities(
-            field, ts, jnp.ones(1), jnp.ones(1) * 50.0, jnp.zeros((1, 1))
-        ).ys.block_until_ready()
+        jax.jit(
+            lambda y0: (
+                OdeSolver(max_steps=3)
+                .solve_sensitivities(field, ts, y0, jnp.ones(1) * 50.0, jnp.zeros((1, 1)))
+                .ys
+            )
+        )(jnp.ones(1)).block_until_ready()
 
 
 def test_a_solve_that_can_no_longer_advance_ends_at_once_where_diffrax_spins():
