@@ -43,19 +43,21 @@ def test_a_list_in_cell_order_is_the_particles_list_renumbered(periodic):
     box = system.space.box if periodic else None
     plain = NeighbourList.allocate(system.position, box, 2.5, 0.3)
     assert plain.cells  # (a grid: what the order is made from)
-    ordered = jax.jit(NeighbourList.build)(
-        dataclasses.replace(plain, ordered=True), system.position, box
-    )
-    own = jax.jit(NeighbourList.build)(plain, system.position, box)
+    # (one program: both builds and the particles' cells)
+    ordered, own, coords = jax.jit(
+        lambda x, box: (
+            NeighbourList.build(dataclasses.replace(plain, ordered=True), x, box),
+            NeighbourList.build(plain, x, box),
+            plain._cell_coords(plain._wrapped(x, box), box),
+        )
+    )(system.position, box)
     n = system.n
     order, place = np.asarray(ordered.order), np.asarray(ordered.place)
     assert sorted(order.tolist()) == list(range(n))
     np.testing.assert_array_equal(order[place], np.arange(n))
     # the particles of each row are sorted by cell: the cells of order[0], order[1], ... never
     # decrease
-    cell = np.asarray(plain._cell_coords(plain._wrapped(system.position, box), box)) @ np.cumprod(
-        (1,) + plain.cells[:-1]
-    )
+    cell = np.asarray(coords) @ np.cumprod((1,) + plain.cells[:-1])
     assert np.all(np.diff(cell[order]) >= 0) and np.any(order != np.arange(n))
     # row place[i] is particle i's row, its entries rows too: renumbered, the same ids
     # in the same slots (padding n stays n)
