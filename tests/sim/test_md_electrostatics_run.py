@@ -102,9 +102,11 @@ CRYSTALS = {
 }
 
 
+# (rock salt: the test above; zinc blende, which the command runs as it runs the others,
+# with -m slow: tests/physics/test_md_electrostatics.py checks every crystal's constant)
 @pytest.mark.parametrize(
-    "lattice", ["caesium_chloride", "zincblende"]
-)  # (rock salt: the test above)
+    "lattice", ["caesium_chloride", pytest.param("zincblende", marks=pytest.mark.slow)]
+)
 def test_sim_run_of_each_perfect_crystal_gives_its_madelung_constant(tmp_path, capsys, lattice):
     # Ions of charge +-1 on their sites at rest, Ewald at accuracy 1e-10: frame 0's
     # potential energy per ion pair is -M / r_nn.

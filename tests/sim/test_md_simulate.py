@@ -296,7 +296,8 @@ def test_gradients_match_finite_differences():
     # Compiled whole, with the system closed over: its neighbour list is sized from the
     # concrete positions while the program is traced (that once raised a concretization
     # error), and cannot grow in the program (an overflow would be flagged in the result).
-    @jax.jit
+    # (One program gives the loss, the result and the gradient, the differences' values
+    # too.)
     def loss_and_result(params):
         traj = sim.simulate(model, params, t, initial=system)
         loss = jnp.mean(traj.observables["potential_energy"][1:]) + jnp.mean(
@@ -304,12 +305,14 @@ def test_gradients_match_finite_differences():
         )
         return loss, traj.stats["result"]
 
+    value_and_grad = jax.jit(jax.value_and_grad(loss_and_result, has_aux=True))
+
     def loss(params):
-        return loss_and_result(params)[0]
+        return value_and_grad(params)[0][0]
 
     params = {"epsilon": jnp.asarray(1.0), "sigma": jnp.asarray(1.0)}
-    assert int(loss_and_result(params)[1]) == 0
-    grad = jax.jit(jax.grad(loss))(params)
+    (_, result), grad = value_and_grad(params)
+    assert int(result) == 0
     for name in ("epsilon", "sigma"):
         h = 1e-5
         up = loss({**params, name: params[name] + h})

@@ -209,16 +209,20 @@ def test_lean_predict_differentiates_by_its_sensitivities_in_every_mode():
             lean_predict(field, ts, y0, p, rtol=1e-11, atol=1e-13, max_steps=100_000) ** 2
         )
 
-    g_y0, g_p = jax.jit(jax.grad(loss, argnums=(0, 1)))(y0, p)
+    # (one program gives the gradient and the values the differences take: op by op,
+    # each difference's solves compiled their loops anew)
+    value_and_gradient = jax.jit(jax.value_and_grad(loss, argnums=(0, 1)))
+    value = lambda *a: value_and_gradient(*a)[0]  # noqa: E731
+    g_y0, g_p = value_and_gradient(y0, p)[1]
     fwd = jax.jit(jax.jacfwd(loss, argnums=1))(y0, p)
     for k in p:
         h = 1e-6
-        fd = (loss(y0, {**p, k: p[k] + h}) - loss(y0, {**p, k: p[k] - h})) / (2 * h)
+        fd = (value(y0, {**p, k: p[k] + h}) - value(y0, {**p, k: p[k] - h})) / (2 * h)
         assert float(g_p[k]) == pytest.approx(float(fd), rel=1e-6), k
         assert float(fwd[k]) == pytest.approx(float(g_p[k]), rel=1e-12), k
     for i in range(2):
         h = 1e-6
-        fd = (loss(y0.at[i].add(h), p) - loss(y0.at[i].add(-h), p)) / (2 * h)
+        fd = (value(y0.at[i].add(h), p) - value(y0.at[i].add(-h), p)) / (2 * h)
         assert float(g_y0[i]) == pytest.approx(float(fd), rel=1e-6), i
     batched = jax.jit(jax.vmap(jax.grad(loss, argnums=1), in_axes=(0, None)))(
         jnp.stack([y0, 2 * y0]), p
@@ -253,13 +257,20 @@ def test_failures_are_reported_with_the_codes_of_the_diffrax_path():
         # too few steps: max_steps_reached, as diffrax says it
         with _through_diffrax():
             short = OdeSolver(max_steps=3, throw=False).solve(field, ts, jnp.ones(1), 50.0)
-        ys, steps, _, result = lean_solve(field, ts, jnp.ones(1), 50.0, max_steps=3)
+        # (compiled: op by op, the lean core's loops compiled some forty small programs)
+        ys, steps, _, result = jax.jit(lambda y0: lean_solve(field, ts, y0, 50.0, max_steps=3))(
+            jnp.ones(1)
+        )
         assert int(result) == int(short.result) == int(Result.max_steps_reached) and int(steps) == 3
     # throw=True (the default) raises from the sensitivities, as the diffrax path does
     with pytest.raises(Exception, match="steps"):
-        OdeSolver(max_steps=3).solve_sensitivities(
-            field, ts, jnp.ones(1), jnp.ones(1) * 50.0, jnp.zeros((1, 1))
-        ).ys.block_until_ready()
+        jax.jit(
+            lambda y0: (
+                OdeSolver(max_steps=3)
+                .solve_sensitivities(field, ts, y0, jnp.ones(1) * 50.0, jnp.zeros((1, 1)))
+                .ys
+            )
+        )(jnp.ones(1)).block_until_ready()
 
 
 def test_a_solve_that_can_no_longer_advance_ends_at_once_where_diffrax_spins():
@@ -365,25 +376,33 @@ def test_reverse_mode_through_the_lean_core_is_backpropagation_through_diffrax_s
 
 
 def test_reverse_mode_through_the_lean_core_matches_finite_differences():
-    # jax.grad with respect to y0, a parameter, interior save times, t0 and t1 (tight
-    # tolerances, so that central differences of the adaptive solve are accurate to
-    # ~1e-7); also under vmap, and for an array the vector field closes over.
+    # jax.grad with respect to y0, a parameter, interior save times, t0 and t1 and an
+    # array the vector field closes over (tight tolerances, so that central differences
+    # of the adaptive solve are accurate to ~1e-7); also under vmap.
     y0, ts, p = jnp.array([30.0, 4.0]), jnp.linspace(0.3, 20.0, 21), FORCED_P
     solver = OdeSolver(rtol=1e-11, atol=1e-11, max_steps=100_000)
+    one = jnp.asarray(1.0)
 
-    def ours(y0, p, ts):
-        return jnp.sum(solver.solve(_forced, ts, y0, p).ys ** 2)
+    def ours(y0, p, ts, scale):
+        # (the field closes over `scale`, an array: at 1 the values of `_forced`'s solve)
+        field = lambda t, y, args: scale * _forced(t, y, args)  # noqa: E731
+        assert solver._lean_solve(field, ts, y0, None, None, None)
+        return jnp.sum(solver.solve(field, ts, y0, p).ys ** 2)
 
     # (every solve compiled: op by op, each took as long as compiling it; one program
-    # gives the gradient and the values the differences take)
-    value_and_gradient = jax.jit(jax.value_and_grad(ours, argnums=(0, 1, 2)))
+    # gives the gradient and the values the differences take, the closed-over array's
+    # included, which a program of its own checked before)
+    value_and_gradient = jax.jit(jax.value_and_grad(ours, argnums=(0, 1, 2, 3)))
     value = lambda *a: value_and_gradient(*a)[0]  # noqa: E731
-    g_y0, g_p, g_ts = value_and_gradient(y0, p, ts)[1]
+    g_y0, g_p, g_ts, g_scale = value_and_gradient(y0, p, ts, one)[1]
     checks = [
-        (g_y0[1], lambda h: value(y0.at[1].add(h), p, ts), 1e-4),
-        (g_p["b"], lambda h: value(y0, {**p, "b": p["b"] + h}, ts), 1e-7),
+        (g_y0[1], lambda h: value(y0.at[1].add(h), p, ts, one), 1e-4),
+        (g_p["b"], lambda h: value(y0, {**p, "b": p["b"] + h}, ts, one), 1e-7),
+        (g_scale, lambda h: value(y0, p, ts, one + h), 1e-6),
     ]
-    checks += [(g_ts[i], lambda h, i=i: value(y0, p, ts.at[i].add(h)), 1e-5) for i in (0, 7, 20)]
+    checks += [
+        (g_ts[i], lambda h, i=i: value(y0, p, ts.at[i].add(h), one), 1e-5) for i in (0, 7, 20)
+    ]
     for exact, shifted, h in checks:
         fd = (float(shifted(h)) - float(shifted(-h))) / (2 * h)
         assert float(exact) == pytest.approx(fd, rel=2e-5, abs=1e-6 * abs(float(g_y0[1]))), (
@@ -392,16 +411,8 @@ def test_reverse_mode_through_the_lean_core_matches_finite_differences():
         )
     # batched: each lane's gradient is the lane's own
     y0s = jnp.stack([y0, 1.2 * y0])
-    batched = jax.jit(jax.vmap(jax.grad(ours), in_axes=(0, None, None)))(y0s, p, ts)
-    np.testing.assert_allclose(batched[1], value_and_gradient(y0s[1], p, ts)[1][0], rtol=1e-10)
-
-    # an array the vector field closes over
-    def closing(scale):
-        return jnp.sum(solver.solve(lambda t, y, args: scale * _forced(t, y, p), ts, y0).ys[-1])
-
-    h, closing_both = 1e-6, jax.jit(jax.value_and_grad(closing))
-    fd = (closing_both(1.0 + h)[0] - closing_both(1.0 - h)[0]) / (2 * h)
-    assert float(closing_both(1.0)[1]) == pytest.approx(float(fd), rel=1e-5)
+    batched = jax.jit(jax.vmap(jax.grad(ours), in_axes=(0, None, None, None)))(y0s, p, ts, one)
+    np.testing.assert_allclose(batched[1], value_and_gradient(y0s[1], p, ts, one)[1][0], rtol=1e-10)
 
 
 def test_which_solves_the_lean_core_takes():

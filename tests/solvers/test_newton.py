@@ -18,7 +18,10 @@ def _large_states(t, y, args):
     return -1000.0 * (y - g) + 0.5 * SCALE * jnp.cos(t)
 
 
-@pytest.mark.parametrize("method", ["kvaerno5", "implicit_euler"])
+# (implicit Euler's stages end by the same rate test: with -m slow)
+@pytest.mark.parametrize(
+    "method", ["kvaerno5", pytest.param("implicit_euler", marks=pytest.mark.slow)]
+)
 def test_a_stiff_solve_with_states_of_1e8_reaches_the_exact_solution(method):
     """States of 1e8 with atol 1e-10: the stage residuals cannot fall below atol in
     floating point (rounding alone is 1e-8), so a Newton that waits for them never ends

@@ -112,11 +112,12 @@ def test_a_run_grows_a_small_list_and_equals_the_all_pairs_run():
         return ParticleRun(model, params, system, solver, times=times, every=10).run()
 
     grown_obs, grown_state, grown = run(capacity=2)
+    # (the grown run's settings: its start's programs, compiled above, start it too)
     streamed = ParticleRun(
         model,
         params,
         system,
-        ParticleSolver(VelocityVerlet(dt=0.005), chunk_steps=10),
+        ParticleSolver(VelocityVerlet(dt=0.005), chunk_steps=10, capacity=2),
         times=times,
         every=10,
     )

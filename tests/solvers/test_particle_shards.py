@@ -29,7 +29,11 @@ def _liquid(n_cells: int = 4, seed: int = 0):
     return system.at(jnp.asarray(shaken))
 
 
-@pytest.mark.parametrize("name", ["lennard_jones", "bead_spring"])
+# (the chains by default: their pair forces take the rows as Lennard-Jones's do, through
+# PairModel's pass, and their bonds cross the blocks; Lennard-Jones alone with -m slow)
+@pytest.mark.parametrize(
+    "name", [pytest.param("lennard_jones", marks=pytest.mark.slow), "bead_spring"]
+)
 def test_the_rows_of_two_blocks_give_the_forces_and_virial_of_the_whole(name):
     # What each device computes: the forces on its block of particles, and its share of
     # the virial. Put together they must be the whole system's, bonds included (the

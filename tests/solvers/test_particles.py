@@ -140,9 +140,11 @@ def test_fire_finds_the_lj13_icosahedron():
     start = np.vstack([np.zeros(3), verts]) + np.random.default_rng(0).normal(
         scale=0.05, size=(13, 3)
     )
-    state = Fire(dt_start=0.005, dt_max=0.02).minimize(
-        lj_cluster_forces, jnp.asarray(start), force_tolerance=1e-8, max_steps=20000
-    )
+    state = jax.jit(  # (one program: op by op, the start and the loop took fifty)
+        lambda x: Fire(dt_start=0.005, dt_max=0.02).minimize(
+            lj_cluster_forces, x, force_tolerance=1e-8, max_steps=20000
+        )
+    )(jnp.asarray(start))
     r = state.particles.position
     dr = r[:, None, :] - r[None, :, :]
     iu = np.triu_indices(13, 1)

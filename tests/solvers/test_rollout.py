@@ -75,7 +75,9 @@ def _backward_memory(n, levels):
 
 
 def test_reverse_mode_memory_grows_like_the_square_root_of_the_steps():
-    steps = [100, 400, 1600, 6400]
+    # (each figure is a compile: three step counts, where the fixed buffers no longer
+    # dominate; measured slopes 0.996 and 0.472, 0.989 and 0.460 with 100 steps as well)
+    steps = [400, 1600, 6400]
     nested = [_backward_memory(n, 2) for n in steps]
     plain = [_backward_memory(n, 1) for n in steps]
     # Memory ~ steps^p: p ~ 1 for a plain scan, ~ 1/2 for two checkpoint levels.

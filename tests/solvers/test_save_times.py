@@ -20,8 +20,9 @@ from tests.helpers import fitted_order
 
 # Each check compiles a program per method: the methods at the rule's edges run by
 # default (an explicit method that interpolates, one that steps to the save times, the
-# implicit and IMEX methods of order 5 and 4), the rest with `-m slow`.
-DEFAULT = ("tsit5", "dopri8", "kvaerno4", "kvaerno5", "kencarp4")
+# implicit method of order 5 and the IMEX one of order 4), the rest with `-m slow`
+# (Kvaerno4 among them: its steps land on the save times as Kvaerno5's do).
+DEFAULT = ("tsit5", "dopri8", "kvaerno5", "kencarp4")
 ALL = [m if m in DEFAULT else pytest.param(m, marks=pytest.mark.slow) for m in METHODS]
 
 
@@ -77,7 +78,8 @@ def _saved_errors(method, step_sizes, ts):
     step counts."""
     errors, steps = [], []
     for dt in step_sizes:
-        sol = OdeSolver(method=method, adaptive=False, dt0=dt).solve(
+        # (the step traced: one program for every step size, and for every 7 save times)
+        sol = OdeSolver(method=method, adaptive=False, dt0=jnp.asarray(dt)).solve(
             _logistic, jnp.asarray(ts), jnp.array(0.1)
         )
         errors.append(np.max(np.abs(np.asarray(sol.ys) - _exact("explicit", np.asarray(ts)))))
@@ -103,17 +105,20 @@ def test_constant_steps_end_on_the_save_times_where_the_dense_output_is_short():
 
 
 def test_the_constant_grid_through_save_times_takes_no_sliver_steps():
-    # Save times that the grid reaches only to rounding (0.1 k against 0 + 1.0 k / 10)
-    # are grid points, not a grid point and a step of 1e-17 after it; a save time one
-    # millionth of a spacing off the grid is a step of its own.
-    solver = OdeSolver(method="dopri8", adaptive=False, dt0=0.1)
-    sol = solver.solve(_logistic, jnp.asarray([0.1 * k for k in range(11)]), jnp.array(0.1))
+    # Save times that the grid reaches only to rounding (0.1 k against 0 + 1.0 k / 10:
+    # k = 3, 6, 7 differ in the last bit) are grid points, not a grid point and a step of
+    # 1e-17 after it; a save time one millionth of a spacing off the grid is a step of its
+    # own. (Seven save times and the step traced: the program of the test above.)
+    solver = OdeSolver(method="dopri8", adaptive=False, dt0=jnp.asarray(0.1))
+    ks = (0, 1, 3, 6, 7, 9, 10)
+    rounded = [0.1 * k for k in ks]
+    assert [k for k, t in zip(ks, rounded, strict=True) if t != k / 10] == [3, 6, 7]
+    sol = solver.solve(_logistic, jnp.asarray(rounded), jnp.array(0.1))
     assert int(sol.num_steps) == 10
-    sol = solver.solve(_logistic, jnp.asarray([0.0, 0.3 + 1e-7, 1.0]), jnp.array(0.1))
+    off = np.array([0.0, 0.1, 0.2, 0.3 + 1e-7, 0.5, 0.8, 1.0])
+    sol = solver.solve(_logistic, jnp.asarray(off), jnp.array(0.1))
     assert int(sol.num_steps) == 11
-    np.testing.assert_allclose(
-        np.asarray(sol.ys), _exact("explicit", np.array([0.0, 0.3 + 1e-7, 1.0])), rtol=1e-12
-    )
+    np.testing.assert_allclose(np.asarray(sol.ys), _exact("explicit", off), rtol=1e-12)
 
 
 # ----------------------------------------------------------------------------- dense order
@@ -221,21 +226,34 @@ def _reference(mu, t_end, n):
     return sol.y.T
 
 
+def _problem(name):
+    """The van der Pol problem of a method's kind: (mu, t_end, n)."""
+    return _PROBLEMS["explicit" if METHODS[name].kind == "explicit" else "implicit"]
+
+
+@functools.cache
+def _saving(name):
+    """The compiled solve of `name` on its van der Pol problem: save times -> saved values
+    (one program per method, shared by the tests below)."""
+    method = METHODS[name]
+    mu = _problem(name)[0]
+    # (Euler has no error estimate: constant steps, saved by linear interpolation)
+    steps = {"adaptive": False, "dt0": 1e-3} if name == "euler" else {}
+    solver = OdeSolver(method=name, rtol=_TOL, atol=_TOL, max_steps=20_000, **steps)
+    field = (_oscillator, _damping) if method.kind == "imex" else _van_der_pol
+    return jax.jit(lambda ts: solver.solve(field, ts, jnp.array([2.0, 0.0]), mu).ys)
+
+
 @pytest.mark.parametrize("name", ALL)
 def test_values_at_save_times_are_as_accurate_as_step_ends(name):
     # Each saved value against the end value of the same solve stopped there (the same
     # save times up to it, then repeated: the same steps up to its last one), both
     # against SciPy. Before steps landed on the save times, Kvaerno5 saved values 660
     # times less accurate than the ends, Kvaerno4 115, Dopri8 98 and KenCarp4 58 times.
-    method = METHODS[name]
-    mu, t_end, n = _PROBLEMS["explicit" if method.kind == "explicit" else "implicit"]
+    mu, t_end, n = _problem(name)
     reference = _reference(mu, t_end, n)
     scale = np.max(np.abs(reference), axis=0)
-    # (Euler has no error estimate: constant steps, saved by linear interpolation)
-    steps = {"adaptive": False, "dt0": 1e-3} if name == "euler" else {}
-    solver = OdeSolver(method=name, rtol=_TOL, atol=_TOL, max_steps=20_000, **steps)
-    field = (_oscillator, _damping) if method.kind == "imex" else _van_der_pol
-    solve = jax.jit(lambda ts: solver.solve(field, ts, jnp.array([2.0, 0.0]), mu).ys)
+    solve = _saving(name)
     ts = np.linspace(0.0, t_end, n)
 
     def error(y, k):
@@ -282,11 +300,23 @@ def test_a_solve_with_events_saves_the_ends_of_its_steps_too():
     sol, fired = jax.jit(
         lambda ts: solve_with_events(solver, _van_der_pol, ts, jnp.array([2.0, 0.0]), mu, (never,))
     )(ts)
-    plain = jax.jit(lambda ts: solver.solve(_van_der_pol, ts, jnp.array([2.0, 0.0]), mu).ys)(ts)
+    plain = _saving("kvaerno5")(ts)  # (the same solver: the program of the test above)
     assert int(fired) == 0
     with_events = np.max(np.abs(np.asarray(sol.ys) - reference) / scale)
     without = np.max(np.abs(np.asarray(plain) - reference) / scale)
     assert with_events <= 4.0 * (without + 1e-3 * _TOL), (with_events, without)
+
+
+# (the controller's calls compiled, one program for each number of save times: op by
+# op, the examples' loops took seconds)
+@eqx.filter_jit
+def _first_step(controller, t1, dt):
+    return controller.init(None, 0.0, t1, None, dt, None, lambda *a: None, None)
+
+
+@eqx.filter_jit
+def _next_step(controller, start, end, state):
+    return controller.adapt_step_size(start, end, None, None, None, None, None, state)
 
 
 @settings(max_examples=60, deadline=None)
@@ -304,13 +334,11 @@ def test_constant_grid_through_save_times_steps_on_every_grid_point_and_save_tim
     t0, t1 = 0.0, length
     ts = np.unique(np.concatenate([[t0], np.asarray(fractions) * length, [t1]]))
     controller = GridThroughSaveTimes(jnp.asarray(ts))
-    end, state = controller.init(None, t0, t1, None, dt, None, lambda *a: None, None)
+    end, state = _first_step(controller, jnp.asarray(t1), jnp.asarray(dt))
     ends, start = [t0], t0
     while start < t1 and len(ends) < 10_000:
         ends.append(float(end))
-        _, start, end, _, state, _ = controller.adapt_step_size(
-            start, end, None, None, None, None, None, state
-        )
+        _, start, end, _, state, _ = _next_step(controller, jnp.asarray(start), end, state)
         start = float(start)
     n = int(np.ceil(length / np.nextafter(dt, np.inf)))
     grid = t0 + length * np.arange(1, n + 1) / n

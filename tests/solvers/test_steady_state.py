@@ -30,10 +30,11 @@ def test_a_start_at_the_steady_state_moves_with_it():
     # those of its start (zero), but the steady state is c: dy*/dc = 1, dy*/dk = 0 and
     # dy*/dy0 = 0, by forward and by reverse mode.
     args, y0 = (jnp.asarray(2.0), jnp.asarray(3.0)), jnp.array([3.0])
-    steady = lambda a, y: SOLVER.steady_state(relax, y, a)  # noqa: E731
-    np.testing.assert_allclose(steady(args, y0), [3.0], rtol=1e-12)
+    steady = lambda a, y: (lambda v: (v, v))(SOLVER.steady_state(relax, y, a))  # noqa: E731
     for jac in (jax.jacfwd, jax.jacrev):
-        (d_k, d_c), d_y0 = jax.jit(jac(steady, argnums=(0, 1)))(args, y0)
+        # (the steady state as the derivative's aux: one program gives both)
+        ((d_k, d_c), d_y0), value = jax.jit(jac(steady, argnums=(0, 1), has_aux=True))(args, y0)
+        np.testing.assert_allclose(value, [3.0], rtol=1e-12)
         np.testing.assert_allclose(np.ravel(d_c), [1.0], rtol=1e-12)
         np.testing.assert_allclose(np.ravel(d_k), [0.0], atol=1e-12)
         np.testing.assert_allclose(np.ravel(d_y0), [0.0], atol=1e-12)
@@ -62,13 +63,14 @@ def test_the_derivative_of_a_solve_stopped_at_the_steady_state_is_not_that_of_th
 def test_a_conserved_total_follows_the_start():
     rates, y0 = jnp.array([0.7, 0.3]), jnp.array([2.0, 1.0])
     k1, k2, total = 0.7, 0.3, 3.0
-    steady = lambda r, y: SOLVER.steady_state(exchange, y, r)  # noqa: E731
-    np.testing.assert_allclose(
-        steady(rates, y0), [total * k2 / (k1 + k2), total * k1 / (k1 + k2)], rtol=1e-9
-    )
+    steady = lambda r, y: (lambda v: (v, v))(SOLVER.steady_state(exchange, y, r))  # noqa: E731
     d_a_d_rates = [-total * k2 / (k1 + k2) ** 2, total * k1 / (k1 + k2) ** 2]
     for jac in (jax.jacfwd, jax.jacrev):
-        d_rates, d_y0 = jax.jit(jac(steady, argnums=(0, 1)))(rates, y0)
+        # (the steady state as the derivative's aux: one program gives both)
+        (d_rates, d_y0), value = jax.jit(jac(steady, argnums=(0, 1), has_aux=True))(rates, y0)
+        np.testing.assert_allclose(
+            value, [total * k2 / (k1 + k2), total * k1 / (k1 + k2)], rtol=1e-9
+        )
         np.testing.assert_allclose(d_rates[0], d_a_d_rates, rtol=1e-8)
         np.testing.assert_allclose(d_rates[1], -np.asarray(d_a_d_rates), rtol=1e-8)
         np.testing.assert_allclose(d_y0, [[k2 / (k1 + k2)] * 2, [k1 / (k1 + k2)] * 2], rtol=1e-8)
@@ -101,8 +103,11 @@ def test_a_failed_solve_has_a_nan_derivative():
     def runaway(t, y, k):
         return k * y  # grows without end: no steady state, the step budget runs out
 
-    steady = lambda k: OdeSolver(method="tsit5", max_steps=50).steady_state(
-        runaway, jnp.array([1.0]), k
-    )  # noqa: E731
-    assert np.isnan(steady(jnp.asarray(1.0))).all()
-    assert np.isnan(jax.jacfwd(steady)(jnp.asarray(1.0))).all()
+    def steady(k):  # (the steady state twice: to differentiate, and as it is)
+        value = OdeSolver(method="tsit5", max_steps=50).steady_state(runaway, jnp.array([1.0]), k)
+        return value, value
+
+    # (one program gives the steady state and its derivative)
+    derivative, value = jax.jit(jax.jacfwd(steady, has_aux=True))(jnp.asarray(1.0))
+    assert np.isnan(value).all()
+    assert np.isnan(derivative).all()
