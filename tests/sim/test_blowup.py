@@ -44,7 +44,13 @@ def sets(items):
 
 
 def test_lj_with_a_ten_times_longer_step_stops_with_one_line(tmp_cwd, capsys):
-    code, err = cli(["run", str(LJ), "--set", "time.dt=0.05", "-o", "m6.h5"], capsys)
+    # (forces from every pair: the example's neighbour list grew twice as the run diverged,
+    # and its chunk was compiled again for each size, 3 s more)
+    code, err = cli(
+        ["run", str(LJ), "--set", "time.dt=0.05", "--set", "solver.neighbour_list=false"]
+        + ["-o", "m6.h5"],
+        capsys,
+    )
     lines = err.strip().splitlines()
     assert code == 1, err
     assert len(lines) == 1, err
@@ -154,14 +160,17 @@ save_every = 20
 [solver]
 method = "nose_hoover"
 temperature = 0.85
+neighbour_list = false
 """
 
 
 def test_md_energy_drift_bound_stops_a_run_and_loosened_lets_it_complete(tmp_cwd, capsys):
     # Nose-Hoover at five times the usual step: its conserved energy drifts by up to
     # 2.8% over 400 steps without diverging, passing 1% at step 300 (1.11%; measured with
-    # and without the compiler's optimisations: the drift of a chaotic run differs in
-    # its last digits, and at six times the step this run diverges near step 340).
+    # and without the compiler's optimisations, and with forces from a neighbour list or,
+    # as here, from every pair: the drift of a chaotic run differs in its last digits, and
+    # at six times the step this run diverges near step 340). (Every pair: the list grew
+    # twice as the particles sped up, and each size compiled the run's chunk again.)
     Path("nh.toml").write_text(NOSE_HOOVER)
     with pytest.raises(SimulationError) as info:
         sim.run(sim.load_config("nh.toml", ["checks.energy_drift=0.01"]))

@@ -54,7 +54,7 @@ def test_a_second_process_loads_every_program_and_damaged_or_blocked_entries_cos
     cache = tmp_path / "cache"
     first, _ = sim_run(tmp_path, "first", cache)
     saved = entries(cache)
-    assert len(saved) >= 3, saved
+    assert len(saved) >= 5, saved
     stamps = {p: p.stat().st_mtime_ns for p in saved}
     for p in saved:  # (an old modification time, so that a read, which touches it, shows)
         os.utime(p, ns=(stamps[p] - 10**10, stamps[p] - 10**10))
@@ -63,43 +63,39 @@ def test_a_second_process_loads_every_program_and_damaged_or_blocked_entries_cos
     assert entries(cache) == saved  # nothing compiled anew ...
     assert all(p.stat().st_mtime_ns > stamps[p] - 10**10 for p in saved)  # ... every entry read
 
-    # Damage every entry a different way: garbage, truncated (a killed writer), one bit
-    # flipped in the program, and another key's valid entry under this key's name.
+    # Damage the entries four different ways: garbage, truncated (a killed writer), one bit
+    # flipped in the program, and another key's valid entry under this key's name; and take
+    # the names of the others by folders, so that each load and each store of those fails
+    # (reading and writing a folder as a file; as root, permissions would not stop a write,
+    # so this is the unwritable entry that holds for every user). One run: it compiles, and
+    # its result is the same bits.
+    damaged_ones, blocked_ones = saved[:4], saved[4:]
     blobs = [p.read_bytes() for p in saved]
-    for i, p in enumerate(saved):
-        how = i % 4
-        if how == 0:
+    for i, p in enumerate(damaged_ones):
+        if i == 0:
             p.write_bytes(os.urandom(len(blobs[i])))
-        elif how == 1:
+        elif i == 1:
             p.write_bytes(blobs[i][: len(blobs[i]) // 2])
-        elif how == 2:
+        elif i == 2:
             flipped = bytearray(blobs[i])
             flipped[-10] ^= 0x01
             p.write_bytes(bytes(flipped))
         else:
             p.write_bytes(blobs[(i + 1) % len(blobs)])
+    for p in blocked_ones:
+        p.unlink()
+        p.mkdir()
     (cache / "stray.simjax").write_bytes(b"not an entry")
     damaged, err = sim_run(tmp_path, "damaged", cache)
     np.testing.assert_array_equal(damaged, first)
-    assert "cache" not in err.lower(), err
-    # Each damaged entry was replaced by a good one.
+    assert "cache" not in err.lower() and "Traceback" not in err, err
+    # Each damaged entry was replaced by a good one; the folders are left as they were.
     checked = _cache.CheckedCache(cache)
-    assert all(checked.get(p.name.removesuffix(".simjax")) is not None for p in saved)
+    assert all(checked.get(p.name.removesuffix(".simjax")) is not None for p in damaged_ones)
+    assert all(p.is_dir() for p in blocked_ones)
     assert (
         checked.get("stray") is None and not (cache / "stray.simjax").exists()
     )  # (removed when read)
-
-    # Every entry's name taken by a folder: each load and each store fails (reading and
-    # writing a folder as a file; as root, permissions would not stop a write, so this
-    # is the unwritable cache that holds for every user). The run compiles, and its
-    # result is the same bits.
-    for p in saved:
-        p.unlink()
-        p.mkdir()
-    blocked, err = sim_run(tmp_path, "blocked", cache)
-    np.testing.assert_array_equal(blocked, first)
-    assert "Traceback" not in err, err
-    assert all(p.is_dir() for p in saved)
 
 
 # (two Python processes; the command's second process is checked by default above)

@@ -248,8 +248,12 @@ def test_a_model_declared_stiff_is_solved_by_an_implicit_method_unless_one_is_na
     (tmp_cwd / "s.toml").write_text(base + "[sweep.params]\nk1 = [0.04, 0.05]\n")
     code, _, err = cli(["sweep", "s.toml", "-o", "s.h5"], capsys)
     assert code == 0 and err.count(STIFF_NOTE) == 1, err
-    # A named method is kept (and then no line), as are constant steps (explicit ones)
-    (tmp_cwd / "t.toml").write_text(base + '[solver]\nmethod = "tsit5"\nmax_steps = 100\n')
+    # A named method is kept (and then no line), as are constant steps (explicit ones).
+    # (the config of test_solver_failure_exits_1_without_output: its compiled solve)
+    (tmp_cwd / "t.toml").write_text(
+        '[model]\nname = "robertson"\n[time]\nt1 = 40.0\n[solver]\nmethod = "tsit5"\n'
+        "max_steps = 100\n"
+    )
     code, _, err = cli(["run", "t.toml", "-o", "t.h5"], capsys)
     assert code == 1 and "the tsit5 solve failed" in err and STIFF_NOTE not in err, err
     (tmp_cwd / "d.toml").write_text(base.replace("save = 3", "save = 3\ndt = 0.01"))

@@ -173,14 +173,6 @@ def _installed(module: str) -> bool:
     return module in metadata.packages_distributions()
 
 
-def test_import_sim_needs_no_extra(tmp_path):
-    tried, out = without_extras(
-        "import sim, inference, physics, solvers\nprint(sim.__name__)", tmp_path
-    )
-    assert out.strip() == "sim"
-    assert not set(tried) & EXTRA_MODULES, tried
-
-
 SBML = ROOT / "tests/data/sbml/cases/00928/00928-sbml-l3v2.xml"
 PETAB = ROOT / "tests/data/petab/Boehm_JProteomeRes2014"
 RUNS = [
@@ -304,12 +296,14 @@ def test_a_command_that_needs_an_extra_names_it_in_one_line_and_writes_nothing(c
     assert EXTRAS[extra] & set(outcome["tried"]), outcome
 
 
-# The library calls that need an extra, run on the fixture's files without the extras:
-# each one's outcome (the exception's class names, message and the blocked modules tried).
+# The packages imported, then the library calls that need an extra run on the fixture's
+# files, without the extras: the blocked modules the imports tried, and each call's outcome
+# (the exception's class names, message and the blocked modules tried).
 LIBRARY = """
 import json
+import sim, inference, physics, solvers
+imported = {"name": sim.__name__, "tried": sorted(set(tried))}
 import numpy as np
-import sim, inference
 
 def outcome(call):
     start = len(tried)
@@ -339,7 +333,8 @@ calls = {
     "fit": fit.to_xarray,
     "posterior": posterior.to_arviz,
 }
-print(json.dumps({name: outcome(call) for name, call in calls.items()}))
+done = {name: outcome(call) for name, call in calls.items()}
+print(json.dumps({"import": imported, "calls": done}))
 """
 # (call, the extra it names, the module it tries)
 LIBRARY_NEEDS = {
@@ -353,10 +348,23 @@ LIBRARY_NEEDS = {
 }
 
 
-def test_a_library_call_that_needs_an_extra_raises_missing_extra_naming_it(commands):
+@pytest.fixture(scope="module")
+def library(commands):
+    """LIBRARY run in one process without the extras, on the files of `commands`."""
     _, here = commands
     _, out = without_extras(LIBRARY, here)
-    done = json.loads(out)
+    return json.loads(out)
+
+
+def test_import_sim_needs_no_extra(library):
+    # (imported before anything else in the process of the library calls)
+    imported = library["import"]
+    assert imported["name"] == "sim"
+    assert not set(imported["tried"]) & EXTRA_MODULES, imported
+
+
+def test_a_library_call_that_needs_an_extra_raises_missing_extra_naming_it(library):
+    done = library["calls"]
     assert set(done) == set(LIBRARY_NEEDS)
     for name, (extra, module) in LIBRARY_NEEDS.items():
         outcome = done[name]

@@ -99,7 +99,13 @@ def test_2d_fields_share_one_colour_scale_across_frames(tmp_cwd):
 
 
 def test_md_movie(tmp_cwd, capsys):
-    sets = ["system.cells=2", "params.cutoff=1.5", "time.steps=40", "time.save_every=10"]
+    sets = [
+        "system.cells=2",
+        "params.cutoff=1.5",
+        "time.steps=40",
+        "time.save_every=10",
+        "solver.neighbour_list=false",  # (forces from every pair: compiled in less time)
+    ]
     sim.run(sim.load_config(EXPERIMENTS / "lj_fluid.toml", sets), output="lj.h5")
     code, err = cli(["plot", "lj.h5", "--movie", "lj.gif", "-o", "lj.png", "-q"], capsys)
     assert code == 0 and err == "", err

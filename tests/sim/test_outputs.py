@@ -134,11 +134,13 @@ def test_lock_is_reentrant_in_a_process_and_removed_after(tmp_path):
         with _lock.exclusive(out):  # the library call inside a command
             pass
         assert _lock.lock_path(out).exists()
-        # Another process cannot take it.
+        # Another process cannot take it. (`sim._lock` alone, as the `sim` command loads its
+        # light modules: without the package's `__init__`, which imports JAX and the models)
         probe = subprocess.run(
             [
                 sys.executable,
                 "-c",
+                "import _sim_entry\n_sim_entry._unstarted_package('sim')\n"
                 f"from sim._lock import exclusive\nwith exclusive({str(out)!r}): pass",
             ],
             capture_output=True,

@@ -275,7 +275,9 @@ def test_a_sweep_stopped_mid_chunk_resumes_to_the_bytes_of_an_uninterrupted_one(
     assert np.all(sim.read("out.h5").status == 1)
 
 
-@pytest.mark.parametrize("devices", [2, 4])
+# (4 devices by default: chunks of 3 runs, then 1, each padded to a run a device; framed
+# chunks split over 2 devices: the finite-difference sweep of tests/sim/test_sweep_devices.py)
+@pytest.mark.parametrize("devices", [pytest.param(2, marks=pytest.mark.slow), 4])
 def test_a_framed_chunk_split_over_several_devices_gives_the_values_of_one(tmp_cwd, devices):
     Path("s.toml").write_text(SPECTRAL)
     env = {**os.environ, "XLA_FLAGS": host_devices(devices)}
