@@ -89,17 +89,14 @@ MIXTURE = {
 }
 
 
-def _run(system, ordered_from, monkeypatch, frames=6):
+def _run(system, ordered_from, monkeypatch, capacity, frames=6):
     monkeypatch.setattr(particle_run, "ORDERED_FROM", ordered_from)
     model = md.LennardJones(cutoff=2.5, n_species=2)
-    # a capacity of 86 holds the start's neighbours (81 at most) and overflows as it
-    # melts: the list grows and frames are redone, in cell order as in the particles'
-    # (a capacity the start overflows would compile the start twice more)
     run = ParticleRun(
         model,
         MIXTURE,
         system,
-        ParticleSolver(VelocityVerlet(dt=0.005), capacity=86),
+        ParticleSolver(VelocityVerlet(dt=0.005), capacity=capacity),
         times=np.linspace(0.0, 0.1 * frames, frames + 1),
         every=20,
     )
@@ -108,18 +105,17 @@ def _run(system, ordered_from, monkeypatch, frames=6):
     return run, state, rows
 
 
-def test_a_run_on_a_list_in_cell_order_is_the_same_run(monkeypatch):
+def _same_runs(monkeypatch, capacity):
+    """A run on a list in cell order against the run on the particles' list, from a list
+    of `capacity`: (the capacities each ended with)."""
     # (a mixture: species and masses are renumbered with the positions)
     system = _binary(_shuffled_liquid())
-    plain_run, plain_state, plain = _run(system, 10**9, monkeypatch)
-    run, state, rows = _run(system, 1, monkeypatch)
+    plain_run, plain_state, plain = _run(system, 10**9, monkeypatch, capacity)
+    run, state, rows = _run(system, 1, monkeypatch, capacity)
     assert run.problem.neighbour_list.ordered and not plain_run.problem.neighbour_list.ordered
     assert state.aux.order is not None and np.any(
         np.asarray(state.aux.order) != np.arange(system.n)
     )
-    assert (
-        run.problem.neighbour_list.capacity == plain_run.problem.neighbour_list.capacity > 86
-    )  # grown alike, mid-run
     assert int(state.aux.builds) == int(plain_state.aux.builds) > 2
     for name in ("position", "velocity"):
         np.testing.assert_array_equal(rows[name], plain[name])
@@ -128,6 +124,22 @@ def test_a_run_on_a_list_in_cell_order_is_the_same_run(monkeypatch):
         np.testing.assert_allclose(rows[name], plain[name], rtol=1e-13)
     drift = abs(rows["total_energy"][-1] - rows["total_energy"][0]) / abs(rows["total_energy"][0])
     assert drift < 1e-2  # (a real run: the energy kept)
+    return run.problem.neighbour_list.capacity, plain_run.problem.neighbour_list.capacity
+
+
+def test_a_run_on_a_list_in_cell_order_is_the_same_run(monkeypatch):
+    # A list with room for every neighbour of the run (89 at most): it never grows, and
+    # each run compiles its start and its frames once. (Grown mid-run: with -m slow below.)
+    assert _same_runs(monkeypatch, 96) == (96, 96)
+
+
+@pytest.mark.slow  # (each run compiles its frames a second time, for the grown list)
+def test_a_run_on_a_list_in_cell_order_grows_as_the_particles_list_does(monkeypatch):
+    # A capacity of 86 holds the start's neighbours (81 at most) and overflows as the
+    # lattice melts: the list grows and frames are redone, in cell order as in the
+    # particles'. (A capacity the start overflows would compile the start twice more.)
+    ordered, plain = _same_runs(monkeypatch, 86)
+    assert ordered == plain > 86  # grown alike, mid-run
 
 
 @pytest.mark.slow  # (particle-mesh Ewald compiled twice)

@@ -131,12 +131,14 @@ def rel(a, b):
     return float(np.max(np.abs(a - b)) / np.max(np.abs(b)))
 
 # NVE, streamed frame by frame as `sim run` does; a list that overflows as the lattice
-# melts, grows and redoes frames on both sides. The split run's state after four frames
-# is written to a checkpoint file (below: read back, it gives the bits of the frames after).
+# melts (80 wide), grows and redoes frames on both sides, or ("roomy") one with room for
+# every neighbour of the run (96). The split run's state after four frames is written to
+# a checkpoint file (below: read back, it gives the bits of the frames after).
+capacity = 96 if "roomy" in sys.argv[2:] else 80
 path = Path(sys.argv[1]) / "state.h5"
 runs = {}
 for shards in (1, 2):
-    solver = ParticleSolver(VelocityVerlet(dt=0.005), capacity=80, shards=shards)
+    solver = ParticleSolver(VelocityVerlet(dt=0.005), capacity=capacity, shards=shards)
     run = ParticleRun(model, params, system, solver, times=np.linspace(0.0, 1.0, 11), every=20)
     state = run.start()
     state, a = run.advance(state, 0, 4)
@@ -162,7 +164,7 @@ out["nve"] = {
 
 # the split run's state through the checkpoint file and back, in a run made anew: the
 # frames after it are the same bits as those of the run that went on
-again = ParticleRun(model, params, system, ParticleSolver(VelocityVerlet(dt=0.005), capacity=80, shards=2), times=np.linspace(0.0, 1.0, 11), every=20)
+again = ParticleRun(model, params, system, ParticleSolver(VelocityVerlet(dt=0.005), capacity=capacity, shards=2), times=np.linspace(0.0, 1.0, 11), every=20)
 template = again.restore(meta)
 with h5py.File(path) as f:
     restored = tree_from_leaves(read_leaves(f["state"]), template, path, "state")
@@ -207,19 +209,16 @@ def two_device_run(tmp_path, *legs: str) -> dict:
     )
 
 
-def test_a_run_split_over_two_devices_is_the_run_on_one(tmp_path):
+def _same_split_runs(out: dict, capacity: int) -> None:
     # Both sides in one process with two CPU devices: the same run on one device and
     # split over two. Each row's forces are summed in the same order on both; with 500
     # particles every side's rows fit in one block (`by_row_blocks`), so the programs
     # differ only in which rows they hold and the runs are the same bits. (With more
-    # particles the blocks differ in shape and the last bits may too.) The list grows
-    # the same way on both (a capacity of 80 holds the lattice's 78 neighbours and overflows
-    # as it melts: frames are redone on a grown list), and the checkpointed state of the
-    # split run gives back the same bits.
-    out = two_device_run(tmp_path)
+    # particles the blocks differ in shape and the last bits may too.) The checkpointed
+    # state of the split run gives back the same bits.
     nve = out["nve"]
     assert nve["devices"] == [1, 2], nve
-    assert nve["capacity"][0] == nve["capacity"][1] > 80, nve  # grown alike, mid-run
+    assert nve["capacity"][0] == nve["capacity"][1] >= capacity, nve
     assert nve["builds"][0] == nve["builds"][1] > 1, nve
     assert nve["index_equal"] and nve["index_sharded"] == "P('particles',)", nve
     assert nve["position"] == nve["total_energy"] == nve["pressure"] == 0.0, nve
@@ -227,6 +226,23 @@ def test_a_run_split_over_two_devices_is_the_run_on_one(tmp_path):
         nve
     )  # (a real run: energy kept, up to the jumps of the unshifted cutoff)
     assert out["resume_same_bits"]
+
+
+def test_a_run_split_over_two_devices_is_the_run_on_one(tmp_path):
+    # A list with room for every neighbour of the run (96): it never grows, and each side
+    # compiles its start and its frames once. (Grown mid-run: with -m slow below.)
+    out = two_device_run(tmp_path, "roomy")
+    _same_split_runs(out, 96)
+    assert out["nve"]["capacity"] == [96, 96], out["nve"]
+
+
+@pytest.mark.slow  # (each side compiles its frames a second time, for the grown list)
+def test_a_run_split_over_two_devices_grows_its_list_as_the_run_on_one(tmp_path):
+    # The list grows the same way on both (a capacity of 80 holds the lattice's 78
+    # neighbours and overflows as it melts: frames are redone on a grown list).
+    out = two_device_run(tmp_path)
+    _same_split_runs(out, 80)
+    assert out["nve"]["capacity"][0] > 80, out["nve"]  # grown alike, mid-run
 
 
 @pytest.mark.slow  # (the barostat's programs, compiled for one device and for two)
