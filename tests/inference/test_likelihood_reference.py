@@ -402,7 +402,15 @@ def test_petab_noise_models_priors_and_posterior_are_scipy_s(ramp_petab):
     )  # (compiled once; NumPyro's model calls the objective)
     terms = terms_of(x)
     fast = copy.copy(problem)
-    fast.objective = lambda x, solver=None: jnp.sum(terms_of(x))
+
+    def objective(x, solver=None):
+        # (under the strict promotion it was traced with, not the standard one NumPyro's
+        # model runs under, which is part of jit's cache key and would trace and compile
+        # it again)
+        with jax.numpy_dtype_promotion("strict"):
+            return jnp.sum(terms_of(x))
+
+    fast.objective = objective
     with jax.numpy_dtype_promotion("standard"):
         prior = problem.prior(x)
         density, _ = log_density(numpyro_model(fast), (), {}, {"x": x})
