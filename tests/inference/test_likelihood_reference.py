@@ -24,6 +24,7 @@ from inference._petab import load_petab
 from inference._petab_bayes import numpyro_model
 from inference._petab_problem import PetabParameter, _negative_log_prior
 from inference._priors import check_prior, make_distribution
+from solvers import OdeSolver
 
 # ----------------------------------------------------------------------------- config priors
 
@@ -369,7 +370,11 @@ def ramp_petab(tmp_path_factory):
         " condition_files: [conditions.tsv]\n"
         "  measurement_files: [measurements.tsv]\n  observable_files: [observables.tsv]\n"
     )
-    return load_petab(folder / "ramp.yaml")
+    # (explicit steps: the ramp is not stiff, and PEtab's default implicit solver took most
+    # of the test in tracing and compiling)
+    return load_petab(
+        folder / "ramp.yaml", OdeSolver(method="tsit5", rtol=1e-10, atol=1e-12, throw=False)
+    )
 
 
 def _petab_nll(k, a0):
@@ -402,7 +407,15 @@ def test_petab_noise_models_priors_and_posterior_are_scipy_s(ramp_petab):
     )  # (compiled once; NumPyro's model calls the objective)
     terms = terms_of(x)
     fast = copy.copy(problem)
-    fast.objective = lambda x, solver=None: jnp.sum(terms_of(x))
+
+    def objective(x, solver=None):
+        # (under the strict promotion it was traced with, not the standard one NumPyro's
+        # model runs under, which is part of jit's cache key and would trace and compile
+        # it again)
+        with jax.numpy_dtype_promotion("strict"):
+            return jnp.sum(terms_of(x))
+
+    fast.objective = objective
     with jax.numpy_dtype_promotion("standard"):
         prior = problem.prior(x)
         density, _ = log_density(numpyro_model(fast), (), {}, {"x": x})

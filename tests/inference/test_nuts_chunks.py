@@ -244,7 +244,12 @@ def fresh_cache(tmp_path):
     try:
         yield folder
     finally:
-        _cache.enable(previous)
+        # (an empty SIMJAX_CACHE_DIR: the tests run without the cache, which
+        # `_cache.enable("")` would turn on in the current folder)
+        if previous.strip():
+            _cache.enable(previous)
+        else:
+            _cache.disable()
 
 
 def test_a_second_run_loads_both_programs_from_the_persistent_cache(fresh_cache):

@@ -361,18 +361,18 @@ def interaction_error(model, params, data: Trajectories) -> np.ndarray:
 
 def test_hybrid_learns_the_interaction_and_fixed_parameters_stay_fixed():
     # The hybrid task of the slow test below at a small size: a network of 8 units, fixed
-    # Heun steps differentiated directly (a training step that compiles quickly), 400
+    # Heun steps differentiated directly (a training step that compiles quickly), 200
     # steps on windows of 5 save points. alpha and gamma, not free, stay where they are.
     training, held_out = lotka_volterra_data()
     model = HybridLotkaVolterra(width=8, depth=1, scale=20.0)
     params = {**model.default_params(), "alpha": jnp.asarray(0.55), "gamma": jnp.asarray(0.8)}
     solver = OdeSolver(method="heun", dt0=0.05, adaptive=False, adjoint="direct")
-    optimizer = optax.adam(optax.cosine_decay_schedule(3e-2, 400, alpha=1e-2))
+    optimizer = optax.adam(optax.cosine_decay_schedule(6e-2, 200, alpha=1e-2))
     result = train(
         model,
         params,
         training,
-        steps=400,
+        steps=200,
         optimizer=optimizer,
         window=5,
         batch_size=16,
@@ -383,8 +383,9 @@ def test_hybrid_learns_the_interaction_and_fixed_parameters_stay_fixed():
     assert np.all(
         interaction_error(model, params, held_out) > 0.99
     )  # untrained: ~0 (weights 1e-2 of usual)
-    # Measured: relative RMS error 0.061 (0.047 to 0.067 over network seeds 0-2 and
-    # minibatch seeds 0-3); the bound is about twice the largest.
+    # Measured: relative RMS error 0.072 (0.048 to 0.099 over network seeds 0-2 and
+    # minibatch seeds 0-3; 400 steps from a rate of 3e-2: 0.047 to 0.067); the bound is
+    # twice this run's, 1.5 times the largest.
     error = interaction_error(model, result.params, held_out)
     assert np.all(error < 0.15), error
 
