@@ -161,8 +161,11 @@ def _jax_cache_set_by_user() -> bool:
 def enable(folder: str | os.PathLike | None = None) -> Path | None:
     """Turn the checked cache on in `folder` (default: `default_folder()`), unless JAX's
     cache was configured by the user or the folder is None. Programs of every compile
-    time are kept (JAX's default keeps only those that took over a second). Returns the
-    folder in use, or None."""
+    time are kept (JAX's default keeps only those that took over a second). An empty
+    folder ("") turns nothing on, as an empty SIMJAX_CACHE_DIR does (it is not the current
+    folder). Returns the folder in use, or None."""
+    if folder is not None and not str(folder).strip():
+        return None
     import jax
     from jax._src import compilation_cache as cc
 

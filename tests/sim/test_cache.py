@@ -300,3 +300,16 @@ def test_configure_jax_turns_the_cache_on_in_a_fresh_process(tmp_path):
     expected = tmp_path / "home_cache" / "simjax" / "jax"
     assert Path(folder) == expected and kind == "CheckedCache"
     assert entries(expected), "sim.run stored nothing"
+
+
+def test_an_empty_folder_turns_no_cache_on(tmp_cwd):
+    # (as an empty SIMJAX_CACHE_DIR: never a cache in the current folder)
+    import jax
+
+    from sim import _cache
+
+    before = jax.config.jax_compilation_cache_dir
+    assert _cache.enable("") is None and _cache.enable("  ") is None
+    assert jax.config.jax_compilation_cache_dir == before
+    jax.jit(lambda x: x * 3.0 + 1.0)(jax.numpy.ones(7))
+    assert list(tmp_cwd.iterdir()) == []
