@@ -37,8 +37,18 @@ def _stop_during_start(signum: int, frame) -> None:
         again = "; resume with: " + shlex.join(
             ["sim", *args, *([] if "--resume" in args else ["--resume"])]
         )
-    os.write(2, f"interrupted ({name}) while starting: nothing was saved yet{again}\n".encode())
+    line = f"interrupted ({name}) while starting: nothing was saved yet{again}\n"
+    os.write(_error_fd(), line.encode())
     os._exit(128 + signum)
+
+
+def _error_fd() -> int:
+    """The user's standard error (under `--distributed` the child's Python stderr, not
+    its C-level one: `sim._supervisor`)."""
+    try:
+        return sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):
+        return 2
 
 
 _stop_during_start.before_command = True  # replaced by SIG_IGN when the command ends
@@ -135,6 +145,16 @@ def _unstarted_package(name: str) -> None:
 
 def main() -> None:
     """Run the `sim` command line (`sim --help`)."""
+    args = sys.argv[1:]
+    if "--distributed" in args:
+        # (the command runs in a child process, which this one watches: `sim._supervisor`)
+        if "sim" not in sys.modules:
+            _unstarted_package("sim")
+        from sim import _supervisor
+
+        if _supervisor.wanted(args):
+            sys.exit(_supervisor.supervise(args))
+        _supervisor.child_streams()
     for s in (signal.SIGINT, signal.SIGTERM):
         signal.signal(s, _stop_during_start)
     _cpu_devices(sys.argv[1:])

@@ -83,7 +83,13 @@ def safe_point(save: Callable[[], Path | None] | None = None) -> None:
     Raises:
         Interrupted: an interrupt was requested.
     """
-    global _stopping
+    global _stopping, _requested
+    from . import _processes
+
+    if _processes.count() > 1 and _processes.agreed(_requested is not None):
+        # (a distributed run's processes stop at the same safe point: a signal to one of
+        # them stops them all there, each saving its part)
+        _requested = _requested if _requested is not None else signal.SIGTERM
     signum = _requested
     if signum is None:
         return

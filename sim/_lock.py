@@ -103,7 +103,15 @@ def exclusive(path: str | Path) -> Iterator[None]:
 
     Raises:
         InputError: another process is writing `path` (names it and its command).
+
+    Of a distributed run's processes only the lead (process 0) takes the lock: it
+    writes the files (`sim._processes`); for the others the block runs unlocked.
     """
+    from . import _processes
+
+    if not _processes.lead():
+        yield
+        return
     path = Path(path)
     lock = lock_path(path)
     key = lock.absolute()

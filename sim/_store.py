@@ -212,7 +212,14 @@ def atomic_file(path: str | Path, suffix: str = ".tmp") -> Iterator[Path]:
 def atomic_h5(path: str | Path) -> Iterator[h5py.File]:
     """Open a new HDF5 file under a temporary name beside `path`; rename it to `path`
     only when the block completes. On any error the temporary file is removed and an
-    existing `path` is left untouched."""
+    existing `path` is left untouched. On the processes of a distributed run other than
+    the lead the file is one in memory, never on disk (`sim._processes.h5_file`)."""
+    from . import _processes
+
+    if not _processes.lead():
+        with _processes.h5_file(path, "w") as f:
+            yield f
+        return
     with atomic_file(path) as tmp, h5py.File(tmp, "w") as f:
         yield f
 

@@ -51,6 +51,7 @@ import h5py
 import numpy as np
 from jaxtyping import PyTree
 
+from . import _processes
 from ._errors import DataError, InputError, SimError, SimulationError
 from ._identity import InputIdentity
 from ._interrupt import safe_point
@@ -189,7 +190,7 @@ class ChunkSizer:
     `seconds`, growing at most `growth` times from one chunk to the next.
 
     Engines are chunk-invariant, so these lengths, which depend on the machine's speed,
-    change no number.
+    change no number. The processes of a distributed run take the lead's lengths.
     """
 
     def __init__(self, limit: int, seconds: float = CHUNK_SECONDS, growth: int = CHUNK_GROWTH):
@@ -207,7 +208,9 @@ class ChunkSizer:
             n = min(self.limit, self.last * self.growth)
             if self.pace is not None and self.pace > 0:
                 n = min(n, max(1, math.floor(self.seconds / self.pace)))
-        return max(1, min(n, remaining))
+        n = max(1, min(n, remaining))
+        # (the processes of a distributed run step together: the lead's clock decides)
+        return int(_processes.from_lead(np.asarray(n, dtype=np.int64)))
 
     def took(self, frames: int, seconds: float) -> None:
         """Record that a chunk of `frames` frames took `seconds`."""
@@ -477,12 +480,15 @@ def _start(plan: RunPlan, path: Path, resume: bool, frames: int) -> _Start:
     (`check_start`): the checkpoint's with `resume`, else the engine's first."""
     engine = plan.engine
     partial = partial_path(path)
-    if not checkpoint_path(path).exists() and _unfinished_run(partial):
+    first = not checkpoint_path(path).exists() and _unfinished_run(partial)
+    if _processes.agreed(first):
         # Stopped before its first checkpoint (killed, or the machine went down): it holds
         # nothing to continue from, and no other process writes it (the lock is ours), so
         # it is discarded and the run starts afresh, with or without --resume. (A damaged
         # or foreign file under that name is left alone and refused by `check_start`.)
-        partial.unlink()
+        _processes.together("stale partial run seen")  # (every process looked before it goes)
+        if _processes.lead():
+            partial.unlink()
         resume = False
     identity = plan.identity()
     check_start(path, plan.config, resume, identity)
@@ -490,9 +496,12 @@ def _start(plan: RunPlan, path: Path, resume: bool, frames: int) -> _Start:
         checkpoint = read_checkpoint(path, plan.config, frames, identity)
         template = engine.restore(checkpoint.meta)
         state = checkpoint.state(template, checkpoint_path(path))
+        _processes.together("checkpoint read")  # (before the lead writes)
         return _Start(resume, identity, state, checkpoint.frame, checkpoint.frame)
-    with contextlib.suppress(FileNotFoundError):
-        checkpoint_path(path).unlink()  # of an earlier run whose partial file is gone
+    _processes.together("start checked")  # (before the lead writes)
+    if _processes.lead():
+        with contextlib.suppress(FileNotFoundError):
+            checkpoint_path(path).unlink()  # of an earlier run whose partial file is gone
     return _Start(resume, identity, engine.start(), 0, None)
 
 
@@ -532,11 +541,12 @@ def _stream(
         progress.start(total=frames)
         progress.advance(k0)
     f = None
-    created = resume
+    created = resume and _processes.lead()
+    lead = _processes.lead()
 
     def checkpoint(done: int) -> Path:
         nonlocal last_checkpoint, last_checkpoint_time
-        if last_checkpoint != done or not checkpoint_path(path).exists():
+        if _processes.agreed(last_checkpoint != done or not checkpoint_path(path).exists()):
             write_checkpoint(
                 path,
                 config=plan.config,
@@ -551,7 +561,7 @@ def _stream(
         return checkpoint_path(path)
 
     try:
-        if resume:
+        if resume and lead:
             f = h5py.File(partial, "r+")
         k = k0
         while k < frames:
@@ -561,8 +571,8 @@ def _stream(
             plan.check(rows, k)  # before the chunk is written or checkpointed
             if f is None:
                 _check_disk(path, rows, frames)
-                f = h5py.File(partial, "w")
-                created = True
+                f = _processes.h5_file(partial, "w")
+                created = lead
                 plan.sink.create(f, rows)
                 identity.write(f.attrs)
             plan.sink.write(f, k if k == 0 else k + 1, rows)
@@ -575,7 +585,7 @@ def _stream(
                 due = (every is not None and done - last_checkpoint >= every) or (
                     seconds is not None and _now() - last_checkpoint_time >= seconds
                 )
-                if due:
+                if _processes.agreed(due):  # (the clocks of a distributed run's processes differ)
                     checkpoint(done)
                 safe_point(lambda done=done: checkpoint(done))
             k = done
@@ -583,7 +593,8 @@ def _stream(
         plan.sink.finish(f, stats)
         f.close()
         f = None
-        os.replace(partial, path)
+        if lead:
+            os.replace(partial, path)
     except SimulationError as e:
         _close(f)
         if checkpoint_path(path).exists():
@@ -605,9 +616,10 @@ def _stream(
             with contextlib.suppress(FileNotFoundError):
                 partial.unlink()
         raise
-    with contextlib.suppress(FileNotFoundError):
-        checkpoint_path(path).unlink()
-    _remove_stale(path)
+    if lead:
+        with contextlib.suppress(FileNotFoundError):
+            checkpoint_path(path).unlink()
+        _remove_stale(path)
     return Streamed(path=path, frames=frames, resumed_from=resumed_from, stats=stats)
 
 

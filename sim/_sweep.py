@@ -32,6 +32,7 @@ import numpy as np
 from physics import Model
 from solvers import result_message
 
+from . import _processes
 from ._config import Config
 from ._distributed import (
     batch_sharding,
@@ -53,7 +54,16 @@ from ._stream import CHECKPOINT_SECONDS
 from ._sweep_checkpoint import ChunkCheckpoint, _read_chunk_checkpoint, _write_chunk_checkpoint
 from ._sweep_frames import FramedRunner, nan_unless
 from ._sweep_spec import SUMMARY_STATS, SweepPlan, is_scalar, plan_sweep, sweep_section
-from ._sweep_store import FAILED, OK, FileSink, Layout, MemorySink, SweepResult, root_attrs
+from ._sweep_store import (
+    FAILED,
+    OK,
+    FileSink,
+    Layout,
+    MemorySink,
+    StatusSink,
+    SweepResult,
+    root_attrs,
+)
 from ._unfinished import checkpoint_path, partial_path, remove_stale, tree_from_leaves
 from ._watchdog import computed, kept_line, outside, resume_line, watching
 
@@ -147,9 +157,15 @@ class ChunkRunner:
                 batched, mesh=self.mesh, in_specs=spec, out_specs=spec, check_vma=False
             )
         )
+        # (traced for shapes placed on the mesh: host arrays are refused when the mesh spans
+        # several processes)
+        shapes = jax.tree.map(
+            lambda x: jax.ShapeDtypeStruct(np.shape(x), np.result_type(x), sharding=self._sharding),
+            example,
+        )
         self._traced = jax.jit(
             mapped, in_shardings=self._sharding, out_shardings=self._sharding
-        ).trace(example)
+        ).trace(shapes)
         self.out_info: dict[str, jax.ShapeDtypeStruct] = self._traced.out_info
         self._compiled = None
 
@@ -352,7 +368,7 @@ def _run_local(
 
     def settled(k: int, result) -> tuple[int, dict]:
         rerun = lambda size: _compiled_runner(prep, devices, padded, size)(prep.inputs(k, padded))
-        return k, family_of(prep.setup.model).settle(prep.setup, jax.device_get(result), rerun)
+        return k, family_of(prep.setup.model).settle(prep.setup, _processes.fetch(result), rerun)
 
     inflight: tuple[int, Any] | None = None
     for k in pending:
@@ -539,6 +555,36 @@ def _check_results_fit(prep: Prepared, layout: Layout, output) -> None:
         )
 
 
+def _open_sink(
+    prep: Prepared, output, resume: bool, layout: Layout, by_frames: bool, padded, runner
+):
+    """(sink, checkpoint, restored): where the results go (memory, the file, or on the
+    processes of a distributed run other than the lead only their status), the path of
+    the chunk checkpoint (None: none is kept) and the chunk checkpoint to resume from."""
+    # (a distributed sweep keeps its finished chunks in the partial file, and no
+    # checkpoint within a chunk: its carry would have to come to the lead and go back)
+    checkpoint = None if output is None or _processes.count() > 1 else checkpoint_path(output)
+    restored = None
+    resuming = output is not None and resume and partial_path(output).exists()
+    _processes.together("sweep start checked")  # (before the lead writes)
+    if output is None:
+        sink: FileSink | MemorySink | StatusSink = MemorySink(layout)
+    elif not _processes.lead():
+        sink = StatusSink(layout)
+    elif resuming:
+        FileSink.check_start(output, prep.text, resume=True, inputs=prep.identity)
+        if checkpoint is not None:
+            remove_stale(checkpoint)
+        if (
+            by_frames and checkpoint is not None and checkpoint.exists()
+        ):  # checked before the partial file is opened for writing
+            restored = _read_chunk_checkpoint(output, prep, padded, runner)
+        sink = FileSink.resume(output, layout)
+    else:
+        sink = FileSink.create(output, layout)
+    return sink, checkpoint, restored
+
+
 def _execute(
     prep: Prepared, output, resume: bool, n_devices: int, client, progress: bool, start: float
 ):
@@ -548,21 +594,9 @@ def _execute(
     if output is None or not (resume and partial_path(output).exists()):
         _check_results_fit(prep, layout, output)
     by_frames = isinstance(runner, FramedRunner) and client is None
-    checkpoint = None if output is None else checkpoint_path(output)
-    restored = None
-    if output is None:
-        sink: FileSink | MemorySink = MemorySink(layout)
-    elif resume and partial_path(output).exists():
-        FileSink.check_start(output, prep.text, resume=True, inputs=prep.identity)
-        remove_stale(checkpoint)
-        if (
-            by_frames and checkpoint.exists()
-        ):  # checked before the partial file is opened for writing
-            restored = _read_chunk_checkpoint(output, prep, padded, runner)
-        sink = FileSink.resume(output, layout)
-    else:
-        sink = FileSink.create(output, layout)
-    done = [k for k in range(prep.chunks) if np.all(sink.status[slice(*prep.bounds(k))] != 0)]
+    sink, checkpoint, restored = _open_sink(prep, output, resume, layout, by_frames, padded, runner)
+    status = _processes.from_lead(np.asarray(sink.status))  # (the lead's file says what is done)
+    done = [k for k in range(prep.chunks) if np.all(status[slice(*prep.bounds(k))] != 0)]
     resumed = sum(prep.bounds(k)[1] - prep.bounds(k)[0] for k in done)
     pending = [k for k in range(prep.chunks) if k not in set(done)]
     written = resumed
@@ -582,14 +616,22 @@ def _execute(
             if client is not None:
                 results = _run_dask(prep, client, padded, pending)
             elif by_frames:
-                results = _run_framed(prep, runner, n_devices, padded, pending, output, restored)
+                results = _run_framed(
+                    prep,
+                    runner,
+                    n_devices,
+                    padded,
+                    pending,
+                    None if checkpoint is None else output,
+                    restored,
+                )
             else:
                 results = _run_local(prep, runner, n_devices, padded, pending)
             last, told = _time.perf_counter(), False
             watch = (
                 contextlib.nullcontext()
                 if output is None
-                else _watched(output, n_devices, local=client is None)
+                else _watched(output, n_devices, local=client is None and _processes.count() == 1)
             )
             with watch:
                 for k, values in computed(results):

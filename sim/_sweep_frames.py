@@ -30,6 +30,7 @@ from jaxtyping import Array, PyTree
 from solvers import on_batch_shards
 
 from ._distributed import batch_sharding
+from ._processes import fetch
 from ._stream import CHUNK_BYTES, ChunkSizer, _now
 from ._sweep_spec import SUMMARY_STATS
 from ._sweep_store import FAILED, OK
@@ -265,7 +266,7 @@ class FramedRunner:
             jax.block_until_ready(outputs)  # (the sizer times the call, not its dispatch)
             if saved is not None:
                 for name, v in saved.items():
-                    pieces.setdefault(name, []).append(np.asarray(v)[:, :count])
+                    pieces.setdefault(name, []).append(fetch(v)[:, :count])
             done += n
             sizer.took(n, _now() - began)
             if done < self.frames and between is not None:
@@ -274,7 +275,7 @@ class FramedRunner:
                     carry,
                     lambda: {name: np.concatenate(p, axis=1) for name, p in pieces.items()},
                 )
-        values = {name: np.asarray(v) for name, v in jax.device_get(outputs).items()}
+        values = {name: np.asarray(v) for name, v in fetch(outputs).items()}
         if self.save == "full":
             ok = values["status"] == OK
             full = {}

@@ -250,6 +250,22 @@ class FileSink:
                 os.unlink(self.partial)
 
 
+class StatusSink:
+    """What the other processes of a distributed sweep keep of its results: each run's
+    status and result code (the lead, process 0, writes the file: `sim._processes`)."""
+
+    def __init__(self, layout: Layout):
+        self.status = np.zeros(layout.runs, dtype=layout.rows["status"][1])
+        self.result_codes = np.zeros(layout.runs, dtype=layout.rows["stats/result"][1])
+
+    def write(self, lo: int, hi: int, values: dict[str, np.ndarray]) -> None:
+        self.status[lo:hi] = values["status"]
+        self.result_codes[lo:hi] = values["stats/result"]
+
+    def abandon(self, keep: bool) -> None:
+        pass
+
+
 class MemorySink:
     """The same layout as numpy arrays (for `sim.sweep(config)` without a file)."""
 

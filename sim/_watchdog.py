@@ -114,7 +114,9 @@ class _Watch:
             from . import _lock
 
             _lock.abandon()
-            os.write(2, (line + "\n").encode())
+            from ._supervisor import error_fd
+
+            os.write(error_fd(), (line + "\n").encode())
             os._exit(code)
 
     def run(self, read: int) -> None:

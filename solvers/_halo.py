@@ -91,7 +91,7 @@ def check_halo(
         devices: the number of slabs (devices), >= 1.
         order: the order of the differences, 2 or 4 (its ghost width is order / 2).
         periodic: whether the first axis is periodic.
-        available: the local devices there are (None: `jax.local_device_count()`).
+        available: the devices there are (None: `jax.device_count()`).
     """
     check_device_count(devices, available)
     if devices == 1:
@@ -213,7 +213,7 @@ class HaloGrid(eqx.Module):
     # ------------------------------------------------------------------ shardings
 
     def device_mesh(self) -> Mesh:
-        """The mesh of the first `devices` local devices (`solvers.slab_mesh`)."""
+        """The mesh of the first `devices` devices (`solvers.slab_mesh`)."""
         return slab_mesh(self.devices)
 
     def spec(self, leading: int = 1) -> PartitionSpec:

@@ -53,14 +53,14 @@ SLAB_AXIS = "grid"
 
 def check_device_count(devices: int, available: int | None = None) -> None:
     """Raise ValueError unless `devices` is a whole number from 1 to `available` (None:
-    `jax.local_device_count()`)."""
+    `jax.device_count()`, the devices of every process of a distributed run)."""
     if isinstance(devices, bool) or not isinstance(devices, int) or devices < 1:
         raise ValueError(f"devices = {devices!r}: expected a whole number >= 1")
     if available is None:
-        available = jax.local_device_count()
+        available = jax.device_count()
     if devices > available:
         raise ValueError(
-            f"devices = {devices}: only {available} local device"
+            f"devices = {devices}: only {available} device"
             f"{'s are' if available != 1 else ' is'} available"
         )
 
@@ -71,7 +71,7 @@ def check_slabs(points: tuple[int, ...], devices: int, available: int | None = N
     Arguments:
         points: nodes per axis (2 or 3 axes).
         devices: the number of slabs (devices), >= 1.
-        available: the local devices there are (None: `jax.local_device_count()`).
+        available: the devices there are (None: `jax.device_count()`).
     """
     check_device_count(devices, available)
     if devices == 1:
@@ -89,10 +89,11 @@ def check_slabs(points: tuple[int, ...], devices: int, available: int | None = N
 
 
 def slab_mesh(devices: int) -> Mesh:
-    """A one-axis mesh (`SLAB_AXIS`) of the first `devices` local devices."""
-    available = jax.local_devices()
+    """A one-axis mesh (`SLAB_AXIS`) of the first `devices` devices (of every process,
+    in a distributed run)."""
+    available = jax.devices()
     if not 1 <= devices <= len(available):
-        raise ValueError(f"devices = {devices}: {len(available)} local devices are available")
+        raise ValueError(f"devices = {devices}: {len(available)} devices are available")
     return Mesh(np.asarray(available[:devices]), (SLAB_AXIS,))
 
 

@@ -23,7 +23,13 @@ def _first_sentence(text: str) -> str:
 
 # What a command's help calls the values it takes, by parameter (else by type, else the
 # parameter's name in capitals): never typer's `{config}` or `<list[str]>`.
-_METAVARS = {"set_": "KEY=VALUE", "scheduler": "ADDRESS", "param": "NAME", "name": "NAME"}
+_METAVARS = {
+    "set_": "KEY=VALUE",
+    "scheduler": "ADDRESS",
+    "coordinator": "HOST:PORT",
+    "param": "NAME",
+    "name": "NAME",
+}
 
 
 def _metavar(p) -> str:
@@ -113,6 +119,30 @@ Sets = Annotated[
         help="Override a config key by dotted path, e.g. --set params.alpha=0.6 (repeatable).",
     ),
 ]
+Distributed = Annotated[
+    bool,
+    typer.Option(
+        "--distributed",
+        help="One run over several processes (jax.distributed), each started with this command: "
+        "--coordinator, --processes and --process-id, or Slurm's or Open MPI's environment; "
+        "process 0 writes the files.",
+    ),
+]
+Coordinator = Annotated[
+    Optional[str],
+    typer.Option(
+        "--coordinator",
+        help="--distributed: HOST:PORT where process 0 listens (default: from Slurm or Open MPI).",
+    ),
+]
+ProcessCount = Annotated[
+    Optional[int],
+    typer.Option("--processes", help="--distributed: how many processes the run has."),
+]
+ProcessId = Annotated[
+    Optional[int],
+    typer.Option("--process-id", help="--distributed: this process's number, 0 to N-1."),
+]
 OutsideFolder = Annotated[
     bool,
     typer.Option(
@@ -142,3 +172,35 @@ def _model_code_error(error: BaseException) -> None:
     if found is not None:
         print(f"error: {found}", file=sys.stderr)
         sys.exit(2)
+
+
+joined = False
+"""Whether this command's process joined a distributed run (`join_processes`)."""
+
+
+def join_processes(
+    distributed: bool, coordinator: str | None, count: int | None, index: int | None
+) -> bool:
+    """Join the other processes of a `--distributed` run (`sim._processes`), after
+    `engine()` and before anything computes; whether this process is the lead (process
+    0, which writes the files and speaks), True without --distributed.
+
+    Raises:
+        InputError: a process option without --distributed; see `sim._processes.resolve`
+            and `join`.
+    """
+    global joined
+    if not distributed:
+        for option, value in (
+            ("--coordinator", coordinator),
+            ("--processes", count),
+            ("--process-id", index),
+        ):
+            if value is not None:
+                raise InputError(option, str(value), "applies with --distributed only")
+        return True
+    from .. import _processes
+
+    _processes.join(_processes.resolve(coordinator, count, index))
+    joined = True
+    return _processes.lead()

@@ -38,6 +38,38 @@ def check_platform() -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the `sim` command."""
+    try:
+        _main(argv)
+    except SystemExit as e:
+        from . import _app
+
+        if _app.joined and e.code not in (0, None):
+            # One process of a distributed run that fails ends now: at a normal exit JAX
+            # would wait for the others to finish with it, which they cannot.
+            for stream in (sys.stdout, sys.stderr):
+                with contextlib.suppress(Exception):
+                    stream.flush()
+            os._exit(e.code if isinstance(e.code, int) else 1)
+        raise
+
+
+def _peer_lost(error: BaseException) -> None:
+    """Exit at once with `sim._supervisor.PEER_LOST`, saying nothing (the supervising
+    process says it), when `error` is a distributed run's collective that failed because
+    another process ended or stopped answering."""
+    from . import _app
+
+    if not _app.joined:
+        return
+    from .._supervisor import PEER_LOST, lost_peer
+
+    if lost_peer(str(error)):
+        with contextlib.suppress(Exception):
+            sys.stderr.flush()
+        os._exit(PEER_LOST)
+
+
+def _main(argv: list[str] | None) -> None:
     argv = sys.argv[1:] if argv is None else list(argv)
     _outputs._argv = argv
     _engine._entry_handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
@@ -89,6 +121,7 @@ def main(argv: list[str] | None = None) -> None:
         print("interrupted; nothing was written", file=sys.stderr)
         sys.exit(130)
     except Exception as e:  # noqa: BLE001 - last resort: one line, exit 1
+        _peer_lost(e)
         _model_code_error(e)
         message = str(e).strip().splitlines()[0] if str(e).strip() else ""
         print(f"error: internal error: {type(e).__name__}: {message}", file=sys.stderr)

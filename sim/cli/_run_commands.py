@@ -9,9 +9,19 @@ from typing import Annotated, Optional
 
 import typer
 
-from .._errors import shown
+from .._errors import InputError, shown
 from .._progress import Clock
-from ._app import Quiet, Sets, _Command, app
+from ._app import (
+    Coordinator,
+    Distributed,
+    ProcessCount,
+    ProcessId,
+    Quiet,
+    Sets,
+    _Command,
+    app,
+    join_processes,
+)
 from ._engine import engine
 from ._outputs import output_path, writing
 
@@ -38,9 +48,22 @@ def sweep(
     ] = None,
     set_: Sets = None,
     quiet: Quiet = False,
+    distributed: Distributed = False,
+    coordinator: Coordinator = None,
+    processes: ProcessCount = None,
+    process_id: ProcessId = None,
 ) -> None:
     """Run every point of CONFIG's [sweep], batched and sharded, into one HDF5 file."""
     engine()
+    if not join_processes(distributed, coordinator, processes, process_id):
+        quiet = True  # (the lead speaks for the run)
+    if distributed and scheduler is not None:
+        raise InputError(
+            "--scheduler",
+            scheduler,
+            "a Dask cluster runs a sweep's chunks, --distributed "
+            "one program over processes: give one of them",
+        )
     from .._config import load_config
     from .._distributed import needs_dask
     from .._sweep import execute
@@ -119,11 +142,17 @@ def run(
             "xdmf).",
         ),
     ] = False,
+    distributed: Distributed = False,
+    coordinator: Coordinator = None,
+    processes: ProcessCount = None,
+    process_id: ProcessId = None,
 ) -> None:
     """Run the simulation CONFIG describes, streaming it to an HDF5 file chunk by chunk
     with checkpoints ([output] chunk, checkpoint_every); --resume continues a run that
     was stopped."""
     engine()
+    if not join_processes(distributed, coordinator, processes, process_id):
+        quiet = True  # (the lead speaks for the run)
     from .._config import load_config
     from .._run import run as run_config
     from .._stream import partial_path
@@ -132,6 +161,10 @@ def run(
     # as [grid] devices, after any --set)
     sets = [*(set_ or []), *(["output.xdmf=true"] if xdmf else [])]
     cfg = load_config(config, sets)
+    if distributed and devices is None:
+        import jax
+
+        devices = jax.device_count()  # (every process's devices)
     if devices is not None:
         cfg = load_config(config, [*sets, f"{devices_key(cfg, devices)}={devices}"])
     path = output_path(cfg, output)

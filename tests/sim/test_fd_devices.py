@@ -171,7 +171,7 @@ def test_sim_run_of_a_finite_difference_grid_on_4_devices_writes_the_file_of_one
             assert len(lines) == 1 and "grid.devices" in lines[0], text
     refusals = said[len(runs) :]
     assert "3 does not divide points[0] = 32" in refusals[0]
-    assert "only 4 local devices are available" in refusals[1]
+    assert "only 4 devices are available" in refusals[1]
     assert "slabs of 2 planes of points[0] = 8 are thinner than the 4" in refusals[2]
     assert "a sweep splits its runs over the devices instead" in refusals[3]
     assert not (tmp_cwd / "bad.h5").exists()

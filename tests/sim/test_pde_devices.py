@@ -279,7 +279,7 @@ def test_sim_run_on_2_and_4_devices_writes_the_file_of_one(tmp_cwd, capsys):
         if argv in bad:
             assert len(lines) == 1 and "grid.devices" in lines[0], text
     assert "3 does not divide points[0] = 16" in said[len(runs)]
-    assert "only 4 local devices are available" in said[len(runs) + 1]
+    assert "only 4 devices are available" in said[len(runs) + 1]
     assert not (tmp_cwd / "bad.h5").exists()
     for name in RUN_CONFIGS:
         one = sim.read(f"{name}_1.h5")
@@ -310,10 +310,10 @@ save = 3
 """
     (tmp_cwd / "fd.toml").write_text(fd)
     for argv, said in [
-        (["run", "ns2d.toml", "--devices", "2"], "only 1 local device is available"),
+        (["run", "ns2d.toml", "--devices", "2"], "only 1 device is available"),
         (["run", "ns2d.toml", "--set", "grid.devices=1.5"], "expected a whole number of devices"),
         (["run", "ns2d.toml", "--set", "grid.devices=true"], "expected a whole number of devices"),
-        (["run", "fd.toml", "--set", "grid.devices=2"], "only 1 local device is available"),
+        (["run", "fd.toml", "--set", "grid.devices=2"], "only 1 device is available"),
         (["run", "fd.toml", "--set", "grid.devices=0"], "expected a whole number of devices"),
     ]:
         code, err = cli([*argv, "-o", "out.h5", "--quiet"], capsys)

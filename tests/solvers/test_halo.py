@@ -294,7 +294,7 @@ def test_the_same_at_64_points_with_the_implicit_and_dense_solves(tmp_cwd):
         ((8,), 8, 4, True, "slabs of 1 plane of points[0] = 8 are thinner than the 2"),
         ((64, 64), 0, 2, False, "expected a whole number >= 1"),
         ((64, 64), True, 2, False, "expected a whole number >= 1"),
-        ((64, 64), 16, 2, False, "only 8 local devices are available"),
+        ((64, 64), 16, 2, False, "only 8 devices are available"),
     ],
 )
 def test_a_grid_that_does_not_split_is_refused_in_one_line(

@@ -110,7 +110,7 @@ def test_the_distributed_real_fft_is_numpys_rfftn_on_1_2_and_4_devices(tmp_cwd):
         ((64,), 2, "which needs 2 or 3 axes"),
         ((64, 64), 0, "expected a whole number >= 1"),
         ((64, 64), True, "expected a whole number >= 1"),
-        ((64, 64), 8, "only 4 local devices are available"),
+        ((64, 64), 8, "only 4 devices are available"),
     ],
 )
 def test_a_grid_that_does_not_split_is_refused(points, devices, message):

@@ -1,0 +1,265 @@
+"""One run over several processes (`sim run|sweep --distributed`): who the processes are
+(the command line, Slurm's and Open MPI's environment), and, on the loopback interface,
+two `sim` processes of two CPU devices each against one process of four: the same sweep
+file bit for bit, the same split PDE run, one process killed ending the other in one
+line within 30 s, and `--resume` of both finishing the file as if nothing had happened."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+
+from sim import _processes
+from sim._errors import InputError
+from tests.helpers import host_devices
+from tests.sim.test_pde_devices import RUN_CONFIGS
+
+SIM = str(Path(sys.executable).parent / "sim")
+
+
+# ----------------------------------------------------------------------------- who
+
+
+@pytest.mark.parametrize(
+    "nodes, first",
+    [
+        ("node07", "node07"),
+        ("node[07-09,12]", "node07"),
+        ("gpu[3,5],cpu1", "gpu3"),
+        ("a-b[001-004]", "a-b001"),
+        ("login1,login2", "login1"),
+    ],
+)
+def test_the_coordinator_is_the_first_node_of_a_slurm_step(nodes, first):
+    env = {"SLURM_NTASKS": "4", "SLURM_PROCID": "2", "SLURM_STEP_NODELIST": nodes}
+    env["SLURM_JOB_ID"] = "123456"
+    p = _processes.resolve(None, None, None, env)
+    assert p == _processes.Processes(f"{first}:{_processes.PORT_BASE + 456}", 4, 2, "Slurm")
+
+
+def test_open_mpi_names_the_launchers_host_and_the_options_win_over_the_environment():
+    env = {
+        "OMPI_COMM_WORLD_SIZE": "3",
+        "OMPI_COMM_WORLD_RANK": "1",
+        "OMPI_MCA_orte_hnp_uri": "1531576320.0;tcp://10.96.0.1,10.148.0.1:34911",
+    }
+    p = _processes.resolve(None, None, None, env)
+    assert p == _processes.Processes(f"10.96.0.1:{_processes.PORT_BASE + 320}", 3, 1, "Open MPI")
+    given = _processes.resolve("head:9000", 3, 2, env)
+    assert (given.coordinator, given.count, given.index) == ("head:9000", 3, 2)
+    assert _processes.resolve("h:1", 2, 0, {}).source == "the command line"
+
+
+@pytest.mark.parametrize(
+    "args, env, option, says",
+    [
+        ((None, None, None), {}, "--processes", "missing: --distributed needs --coordinator"),
+        (("h:1", 2, None), {}, "--process-id", "missing"),
+        (("h:1", 2, 2), {}, "--process-id", "expected 0 to 1"),
+        (("h:1", 0, 0), {}, "--processes", "expected at least 1 process"),
+        (("h", 2, 0), {}, "--coordinator", "expected HOST:PORT"),
+        (("h:70000", 2, 0), {}, "--coordinator", "expected HOST:PORT"),
+        ((None, 2, 0), {}, "--coordinator", "give --coordinator HOST:PORT"),
+        ((None, None, None), {"SLURM_NTASKS": "x", "SLURM_PROCID": "0"}, "--processes", "Slurm"),
+        (
+            (None, None, None),
+            {"OMPI_COMM_WORLD_SIZE": "2", "OMPI_COMM_WORLD_RANK": "0"},
+            "--coordinator",
+            "Open MPI does not say where process 0 runs",
+        ),
+    ],
+)
+def test_a_run_whose_processes_are_not_all_said_is_refused(args, env, option, says):
+    with pytest.raises(InputError) as e:
+        _processes.resolve(*args, env)
+    assert str(e.value).startswith(option) and says in str(e.value)
+
+
+# ----------------------------------------------------------------------------- loopback
+
+SWEEP = """
+[model]
+name = "lotka_volterra"
+[params]
+gamma = 0.80
+delta = 0.024
+[initial]
+prey = 30.0
+predator = 4.0
+[time]
+t1 = {t1}
+save = 41
+[solver]
+rtol = 1e-6
+atol = 1e-8
+max_steps = 10000000
+[sweep]
+mode = "grid"
+chunk = {chunk}
+save = "full"
+[sweep.params]
+alpha = {{ linspace = [0.3, 0.8, {n}] }}
+beta = {{ logspace = [-2.0, -1.3, {n}] }}
+"""
+
+# (the forced 2-D flow of test_pde_devices, whose programs it shares)
+FLOW = RUN_CONFIGS["ns2d"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _env(devices: int) -> dict[str, str]:
+    env = {**os.environ, "XLA_FLAGS": host_devices(devices)}
+    env.pop("NPROC", None)
+    return env
+
+
+def _one_process(args: list[str], cwd: Path) -> None:
+    done = subprocess.run(
+        [SIM, *args, "--devices", "4", "--quiet"],
+        cwd=cwd,
+        env=_env(4),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def _start_pair(args: list[str], cwd: Path, port: int | None = None) -> list[subprocess.Popen]:
+    """Two `sim ... --distributed` processes of two CPU devices each (process 1 first)."""
+    port = port or _free_port()
+    return [
+        subprocess.Popen(
+            [SIM, *args, "--distributed", "--coordinator", f"127.0.0.1:{port}"]
+            + ["--processes", "2", "--process-id", str(i), "--quiet"],
+            cwd=cwd,
+            env=_env(2),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in (1, 0)
+    ][::-1]
+
+
+def _finish(processes: list[subprocess.Popen], timeout: float = 300) -> list[tuple[int, str]]:
+    out = []
+    for p in processes:
+        _, err = p.communicate(timeout=timeout)
+        out.append((p.returncode, err))
+    return out
+
+
+def _contents(path: Path) -> dict[str, np.ndarray]:
+    out = {}
+
+    def keep(name, item) -> None:
+        if isinstance(item, h5py.Dataset):
+            out[name] = item[()]
+
+    with h5py.File(path, "r") as f:
+        f.visititems(keep)
+        out.update({f"@{k}": np.asarray(v) for k, v in f.attrs.items() if k != "created"})
+    return out
+
+
+def _bit_equal(a: dict, b: dict) -> list[str]:
+    """The names of `a` and `b` whose values or dtypes are not bit for bit the same."""
+    differ = sorted(set(a) ^ set(b))
+    for name in set(a) & set(b):
+        x, y = np.asarray(a[name]), np.asarray(b[name])
+        if x.dtype != y.dtype or x.shape != y.shape or x.tobytes() != y.tobytes():
+            differ.append(name)
+    return differ
+
+
+def test_two_processes_of_two_devices_write_the_sweep_file_of_one_process_of_four(tmp_path):
+    (tmp_path / "lv.toml").write_text(SWEEP.format(t1=20.0, chunk=16, n=8))
+    _one_process(["sweep", "lv.toml", "-o", "one.h5"], tmp_path)
+    said = _finish(_start_pair(["sweep", "lv.toml", "-o", "two.h5"], tmp_path))
+    assert [code for code, _ in said] == [0, 0], said
+    assert [err for _, err in said] == ["", ""]  # (--quiet: nothing, and no C++ log either)
+    one, two = _contents(tmp_path / "one.h5"), _contents(tmp_path / "two.h5")
+    assert len(one) > 10 and "observables/prey" in one and _bit_equal(one, two) == []
+    assert not list(tmp_path.glob(".*"))  # no partial file, checkpoint or lock left
+
+
+def test_a_spectral_pde_split_over_two_processes_is_the_run_split_over_four_devices(tmp_path):
+    (tmp_path / "flow.toml").write_text(FLOW)
+    _one_process(["run", "flow.toml", "-o", "one.h5"], tmp_path)
+    said = _finish(_start_pair(["run", "flow.toml", "-o", "two.h5"], tmp_path))
+    assert [code for code, _ in said] == [0, 0], said
+    one, two = _contents(tmp_path / "one.h5"), _contents(tmp_path / "two.h5")
+    assert sorted(one) == sorted(two)
+    vorticity = one["observables/vorticity"]
+    assert vorticity.shape == (6, 32, 32) and np.ptp(vorticity) > 0.1
+    for name in one:
+        if one[name].dtype.kind == "f":
+            np.testing.assert_allclose(two[name], one[name], rtol=0, atol=1e-12, err_msg=name)
+        else:
+            assert np.array_equal(two[name], one[name]), name
+
+
+def test_one_process_killed_ends_the_other_in_one_line_and_both_resume_bit_for_bit(tmp_path):
+    (tmp_path / "lv.toml").write_text(SWEEP.format(t1=12000.0, chunk=32, n=16))
+    _one_process(["sweep", "lv.toml", "-o", "one.h5"], tmp_path)
+    args = ["sweep", "lv.toml", "-o", "two.h5"]
+    lead, other = _start_pair(args, tmp_path)
+    partial = tmp_path / ".two.h5.partial"
+    deadline = time.monotonic() + 120
+    while not partial.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(3.0)  # (some chunks written, most not)
+    other.send_signal(signal.SIGKILL)
+    killed = time.monotonic()
+    [(code, err)] = _finish([lead], timeout=60)
+    took = time.monotonic() - killed
+    other.communicate()
+    assert code == 1 and took < 30, (code, took, err)
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("error: process 0 of 2 of this distributed run stopped: another ")
+    assert "--process-id 0 --quiet --resume" in lines[0]
+    with h5py.File(partial, "r") as f:
+        written = int(np.sum(f["status"][()] != 0))
+    assert 0 < written < 256, written  # (else the test shows nothing)
+    said = _finish(_start_pair([*args, "--resume"], tmp_path))
+    assert [code for code, _ in said] == [0, 0], said
+    assert _bit_equal(_contents(tmp_path / "one.h5"), _contents(tmp_path / "two.h5")) == []
+
+
+def test_process_options_without_distributed_and_a_missing_coordinator_are_one_line(tmp_path):
+    (tmp_path / "lv.toml").write_text(SWEEP.format(t1=1.0, chunk=4, n=2))
+    for args, says in (
+        (["--processes", "2"], "error: --processes: 2: applies with --distributed only"),
+        (["--distributed"], "error: --processes: missing: --distributed needs --coordinator"),
+        (
+            ["--distributed", "--processes", "2", "--process-id", "0", "--scheduler", "local:1"],
+            "error: --coordinator: missing",
+        ),
+    ):
+        done = subprocess.run(
+            [SIM, "sweep", "lv.toml", "-o", "x.h5", *args],
+            cwd=tmp_path,
+            env=_env(1),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert (done.returncode, done.stderr.strip().splitlines()) == (2, [done.stderr.strip()])
+        assert done.stderr.startswith(says), done.stderr
+    assert not (tmp_path / "x.h5").exists()
