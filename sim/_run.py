@@ -17,6 +17,7 @@ import numpy as np
 from physics import Model, NamedStateModel, float_array
 from solvers import did_you_mean
 
+from . import _processes
 from ._config import Config
 from ._errors import ConfigError, InputError, SimulationError, optional_module
 from ._family import Events, TextModels, families, family_of
@@ -543,10 +544,16 @@ def check_finite(
         for name, values in rows.items():
             if names is not None and name not in names:
                 continue
-            values = np.asarray(values)
             if not np.issubdtype(values.dtype, np.inexact):
                 continue
-            finite = np.all(np.isfinite(values.reshape(values.shape[0], -1)), axis=1)
+            if isinstance(values, jax.Array) and not values.is_fully_addressable:
+                # (split over several processes: judged where it lies, one flag a frame
+                # brought to every process)
+                flags = jnp.all(jnp.isfinite(values.reshape(values.shape[0], -1)), axis=1)
+                finite = _processes.fetch(flags)
+            else:
+                values = np.asarray(values)
+                finite = np.all(np.isfinite(values.reshape(values.shape[0], -1)), axis=1)
             if not np.all(finite):
                 first = int(np.argmin(finite)) + (k if k == 0 else k + 1)
                 when = (

@@ -87,12 +87,12 @@ def sweep(
             print(f"  {line}", file=sys.stderr)
 
 
-def devices_key(cfg, devices: int) -> str:
-    """The config key `sim run --devices` sets for the model of `cfg` (its family's
-    `devices_key`).
+def devices_key(cfg, devices: int, option: str = "--devices") -> str:
+    """The config key `sim run --devices` (or `--distributed`, `option`) sets for the
+    model of `cfg` (its family's `devices_key`).
 
     Raises:
-        InputError: (--devices) the family runs one run on one device.
+        InputError: (`option`) the family runs one run on one device.
     """
     from .._errors import InputError
     from .._family import family_of
@@ -101,11 +101,10 @@ def devices_key(cfg, devices: int) -> str:
     family = family_of(build_model(cfg))
     if family.devices_key is None:
         raise InputError(
-            "--devices",
+            option,
             str(devices),
-            f"splits one run of a periodic spectral PDE (its grid) or an SDE ensemble (its "
-            f"paths); {family.describes} run on one device (sim sweep --devices N splits a "
-            "sweep's runs)",
+            f"splits one run of a PDE (its grid) or an SDE ensemble (its paths) over devices; "
+            f"{family.describes} run on one device (sim sweep {option} splits a sweep's runs)",
         )
     return family.devices_key
 
@@ -161,12 +160,13 @@ def run(
     # as [grid] devices, after any --set)
     sets = [*(set_ or []), *(["output.xdmf=true"] if xdmf else [])]
     cfg = load_config(config, sets)
+    option = "--devices"
     if distributed and devices is None:
         import jax
 
-        devices = jax.device_count()  # (every process's devices)
+        devices, option = jax.device_count(), "--distributed"  # (every process's devices)
     if devices is not None:
-        cfg = load_config(config, [*sets, f"{devices_key(cfg, devices)}={devices}"])
+        cfg = load_config(config, [*sets, f"{devices_key(cfg, devices, option)}={devices}"])
     path = output_path(cfg, output)
     with writing(path, "run", partial_path(path), resume, quiet) as resume, Clock() as clock:
         done = run_config(cfg, progress=not quiet, output=path, resume=resume)

@@ -21,7 +21,9 @@ import pytest
 from sim import _processes
 from sim._errors import InputError
 from tests.helpers import host_devices
+from tests.sim.test_fd_devices import CONFIGS as FD_CONFIGS
 from tests.sim.test_pde_devices import RUN_CONFIGS
+from tests.sim.test_sde_devices import OU
 
 SIM = str(Path(sys.executable).parent / "sim")
 
@@ -187,6 +189,19 @@ def _bit_equal(a: dict, b: dict) -> list[str]:
     return differ
 
 
+def _assert_close(one: dict, two: dict, tolerance: float) -> None:
+    """Every floating value of `two` within `tolerance` (absolute, and relative to the
+    largest value of its dataset) of `one`'s, everything else equal."""
+    assert sorted(one) == sorted(two)
+    for name, a in one.items():
+        b = two[name]
+        if np.asarray(a).dtype.kind == "f":
+            scale = max(1.0, float(np.max(np.abs(a))) if np.size(a) else 1.0)
+            np.testing.assert_allclose(b, a, rtol=0, atol=tolerance * scale, err_msg=name)
+        else:
+            assert np.array_equal(a, b), name
+
+
 def test_two_processes_of_two_devices_write_the_sweep_file_of_one_process_of_four(tmp_path):
     (tmp_path / "lv.toml").write_text(SWEEP.format(t1=20.0, chunk=16, n=8))
     _one_process(["sweep", "lv.toml", "-o", "one.h5"], tmp_path)
@@ -204,14 +219,50 @@ def test_a_spectral_pde_split_over_two_processes_is_the_run_split_over_four_devi
     said = _finish(_start_pair(["run", "flow.toml", "-o", "two.h5"], tmp_path))
     assert [code for code, _ in said] == [0, 0], said
     one, two = _contents(tmp_path / "one.h5"), _contents(tmp_path / "two.h5")
-    assert sorted(one) == sorted(two)
     vorticity = one["observables/vorticity"]
     assert vorticity.shape == (6, 32, 32) and np.ptp(vorticity) > 0.1
-    for name in one:
-        if one[name].dtype.kind == "f":
-            np.testing.assert_allclose(two[name], one[name], rtol=0, atol=1e-12, err_msg=name)
-        else:
-            assert np.array_equal(two[name], one[name]), name
+    _assert_close(one, two, 1e-12)
+
+
+@pytest.mark.parametrize(
+    "text, field",
+    [
+        (FD_CONFIGS["fisher"], "observables/u"),  # a finite-difference grid: halo exchange
+        (OU.format(paths=1024, extra=""), "observables/x"),  # an ensemble's paths
+    ],
+    ids=["finite-difference", "sde-ensemble"],
+)
+def test_a_run_split_over_two_processes_is_the_run_split_over_four_devices(tmp_path, text, field):
+    (tmp_path / "c.toml").write_text(text)
+    _one_process(["run", "c.toml", "-o", "one.h5"], tmp_path)
+    said = _finish(_start_pair(["run", "c.toml", "-o", "two.h5"], tmp_path))
+    assert [code for code, _ in said] == [0, 0], said
+    one, two = _contents(tmp_path / "one.h5"), _contents(tmp_path / "two.h5")
+    assert np.ptp(one[field]) > 0.1
+    _assert_close(one, two, 1e-12)
+
+
+@pytest.mark.slow
+def test_a_split_pde_run_whose_lead_is_killed_resumes_on_both_processes(tmp_path):
+    text = FLOW.replace("t1 = 0.5", "t1 = 6.0").replace("save = 6", "save = 61")
+    text = text.replace("points = [32, 32]", "points = [64, 64]")
+    (tmp_path / "flow.toml").write_text(text + "[output]\ncheckpoint_every = 5\n")
+    _one_process(["run", "flow.toml", "-o", "one.h5"], tmp_path)
+    args = ["run", "flow.toml", "-o", "two.h5"]
+    lead, other = _start_pair(args, tmp_path)
+    deadline = time.monotonic() + 120
+    while not (tmp_path / ".two.h5.checkpoint").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    lead.send_signal(signal.SIGKILL)
+    killed = time.monotonic()
+    [(code, err)] = _finish([other], timeout=60)
+    lead.communicate()
+    assert code == 1 and time.monotonic() - killed < 30, err
+    assert err.startswith("error: process 1 of 2 of this distributed run stopped: another ")
+    assert len(err.strip().splitlines()) == 1, err
+    said = _finish(_start_pair([*args, "--resume"], tmp_path))
+    assert [code for code, _ in said] == [0, 0], said
+    _assert_close(_contents(tmp_path / "one.h5"), _contents(tmp_path / "two.h5"), 1e-12)
 
 
 def test_one_process_killed_ends_the_other_in_one_line_and_both_resume_bit_for_bit(tmp_path):
