@@ -168,6 +168,9 @@ def join(processes: Processes) -> None:
             "computation",
         )
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    # (JAX's preemption service takes SIGTERM over from C++: the command's own safe
+    # points answer it instead, on every process at the same point: `safe_point`)
+    jax.config.update("jax_enable_preemption_service", False)
     try:
         jax.distributed.initialize(
             processes.coordinator,

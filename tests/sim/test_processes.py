@@ -11,6 +11,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -227,7 +228,9 @@ def test_a_spectral_pde_split_over_two_processes_is_the_run_split_over_four_devi
 @pytest.mark.parametrize(
     "text, field",
     [
-        (FD_CONFIGS["fisher"], "observables/u"),  # a finite-difference grid: halo exchange
+        # a finite-difference grid, its halos exchanged between the processes (under slow:
+        # its file is written as the spectral grid's is)
+        pytest.param(FD_CONFIGS["fisher"], "observables/u", marks=pytest.mark.slow),
         (OU.format(paths=1024, extra=""), "observables/x"),  # an ensemble's paths
     ],
     ids=["finite-difference", "sde-ensemble"],
@@ -265,16 +268,48 @@ def test_a_split_pde_run_whose_lead_is_killed_resumes_on_both_processes(tmp_path
     _assert_close(_contents(tmp_path / "one.h5"), _contents(tmp_path / "two.h5"), 1e-12)
 
 
-def test_one_process_killed_ends_the_other_in_one_line_and_both_resume_bit_for_bit(tmp_path):
-    (tmp_path / "lv.toml").write_text(SWEEP.format(t1=12000.0, chunk=32, n=16))
+def _written(partial: Path) -> int:
+    with h5py.File(partial, "r") as f:
+        return int(np.sum(f["status"][()] != 0))
+
+
+def _when_computing(lead: subprocess.Popen, seconds: float) -> None:
+    """Wait until the processes compute together (gloo has connected them: its lines in
+    the lead's log, `sim._supervisor.log_path`), then `seconds` more."""
+    log = Path(tempfile.gettempdir()) / f"sim-distributed-{lead.pid}.log"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if log.exists() and "connected to 1 peer" in log.read_text(errors="replace"):
+            break
+        time.sleep(0.1)
+    time.sleep(seconds)
+
+
+def test_a_signal_to_one_process_stops_both_a_killed_one_ends_the_other_and_resume_is_exact(
+    tmp_path,
+):
+    (tmp_path / "lv.toml").write_text(SWEEP.format(t1=12000.0, chunk=16, n=16))
     _one_process(["sweep", "lv.toml", "-o", "one.h5"], tmp_path)
     args = ["sweep", "lv.toml", "-o", "two.h5"]
-    lead, other = _start_pair(args, tmp_path)
     partial = tmp_path / ".two.h5.partial"
-    deadline = time.monotonic() + 120
-    while not partial.exists() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    time.sleep(3.0)  # (some chunks written, most not)
+
+    # SIGTERM to process 1 (a scheduler's stop): both stop at the same safe point, each
+    # with its interrupted line and 143, the partial file kept
+    lead, other = _start_pair(args, tmp_path)
+    _when_computing(lead, 2.0)
+    other.send_signal(signal.SIGTERM)
+    said = _finish([lead, other], timeout=60)
+    assert [code for code, _ in said] == [143, 143], said
+    for i, (_, err) in enumerate(said):
+        assert err.startswith("interrupted (SIGTERM): the sweep so far is checkpointed"), err
+        assert err.strip().endswith(f"--process-id {i} --quiet --resume"), err
+        assert len(err.strip().splitlines()) == 1, err
+    stopped = _written(partial)
+    assert 0 < stopped < 256, stopped  # (else the test shows nothing)
+
+    # resumed, then process 1 killed outright: process 0 ends within 30 s, in one line
+    lead, other = _start_pair([*args, "--resume"], tmp_path)
+    _when_computing(lead, 2.0)
     other.send_signal(signal.SIGKILL)
     killed = time.monotonic()
     [(code, err)] = _finish([lead], timeout=60)
@@ -284,10 +319,10 @@ def test_one_process_killed_ends_the_other_in_one_line_and_both_resume_bit_for_b
     lines = err.strip().splitlines()
     assert len(lines) == 1, err
     assert lines[0].startswith("error: process 0 of 2 of this distributed run stopped: another ")
-    assert "--process-id 0 --quiet --resume" in lines[0]
-    with h5py.File(partial, "r") as f:
-        written = int(np.sum(f["status"][()] != 0))
-    assert 0 < written < 256, written  # (else the test shows nothing)
+    assert lines[0].endswith("--process-id 0 --quiet") and lines[0].count("--resume") == 1
+    assert stopped <= _written(partial) < 256
+
+    # resumed again on both: the file of one process of four devices, bit for bit
     said = _finish(_start_pair([*args, "--resume"], tmp_path))
     assert [code for code, _ in said] == [0, 0], said
     assert _bit_equal(_contents(tmp_path / "one.h5"), _contents(tmp_path / "two.h5")) == []
