@@ -15,10 +15,12 @@ import optax
 import optimistix as optx
 from jaxtyping import Array
 
+from sim.core import process_count
+
 from ._checkpoint import Checkpointer
 from ._fit_problem import Experiments, Problem
 from ._fit_section import FitSection
-from ._multistart import Lanes, pad, padded, spread, unpad
+from ._multistart import Lanes, gathered, pad, padded, spread, unpad
 
 
 @eqx.filter_jit
@@ -306,8 +308,8 @@ def _optimistix_starts(
     lanes.restore(saved)
     for i in range(done_rounds, max_steps):
         running = lanes.active.copy()
-        u, state, loss, done, result = _optx_step_starts(
-            solver, fn, problem, *spread((u, state), devices), jnp.asarray(lanes.finished)
+        u, state, loss, done, result = gathered(
+            _optx_step_starts(solver, fn, problem, *_round(u, state, lanes.finished, devices))
         )
         lanes.record(np.asarray(loss))
         for k in np.flatnonzero(np.asarray(done) & running).tolist():
@@ -321,6 +323,14 @@ def _optimistix_starts(
     for k in np.flatnonzero(lanes.active).tolist():
         lanes.finish(k, False, stopped)
     return u, lanes
+
+
+def _round(u, state, finished: np.ndarray, devices: int) -> tuple:
+    """(u, state, finished) of a round of steps, split over `devices` (`spread`); the
+    finished flags split too when the devices are several processes' (`--distributed`)."""
+    if process_count() > 1:
+        return spread((u, state, np.asarray(finished)), devices)
+    return (*spread((u, state), devices), jnp.asarray(finished))
 
 
 @eqx.filter_jit
@@ -354,8 +364,8 @@ def _adam_starts(
     for i in range(done_rounds, max_steps):
         running = lanes.active.copy()
         previous = u
-        u, opt_state, loss = _adam_step_starts(
-            problem, opt, *spread((u, opt_state), devices), jnp.asarray(lanes.finished)
+        u, opt_state, loss = gathered(
+            _adam_step_starts(problem, opt, *_round(u, opt_state, lanes.finished, devices))
         )
         lanes.record(np.asarray(loss))
         before, after = ({n: np.asarray(v) for n, v in w.items()} for w in (previous, u))

@@ -16,7 +16,7 @@ import numpy as np
 from sim.core import DataError, safe_point
 
 from ._checkpoint import Checkpointer
-from ._multistart import padded, spread
+from ._multistart import gathered, padded, spread
 
 
 @functools.lru_cache(maxsize=8)
@@ -76,7 +76,7 @@ def run_batched(
             last = lanes.last
             unset = np.isnan(last).any(axis=1)  # (a lane that never asked: any asked point)
             last[unset] = last[waiting[0]]
-            values, grads = batch(spread(jnp.asarray(last), devices))
+            values, grads = gathered(batch(spread(jnp.asarray(last), devices)))
             values, grads = np.asarray(values, dtype=float), np.asarray(grads, dtype=float)
             rounds += 1
             lanes.hand_back(waiting, values, grads)

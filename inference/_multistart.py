@@ -32,7 +32,15 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import PyTree
 
-from sim.core import InputError, batch_sharding, device_count, needs_dask, worker_threads
+from sim.core import (
+    InputError,
+    batch_sharding,
+    device_count,
+    fetch,
+    needs_dask,
+    process_count,
+    worker_threads,
+)
 
 # Two starts whose objectives differ by less than this reached the same optimum (a
 # difference in negative log-likelihood far below any statistical threshold).
@@ -124,12 +132,30 @@ def unpad(tree: PyTree, count: int) -> PyTree:
 
 def spread(tree: PyTree, devices: int) -> PyTree:
     """The array leaves of a batch split along their leading axis over the first
-    `devices` local devices (a compiled call on them then runs split the same way);
-    unchanged on one device."""
+    `devices` devices (a compiled call on them then runs split the same way);
+    unchanged on one device. Over the devices of several processes (`--distributed`)
+    every array leaf, host arrays too, is placed from the same values on each process,
+    a leaf without a batch axis whole on every device."""
     if devices == 1:
         return tree
-    split, _ = batch_sharding(devices)
+    split, whole = batch_sharding(devices)
+    if process_count() > 1:
+        return jax.tree.map(
+            lambda a: (
+                jax.device_put(np.asarray(a), split if np.ndim(a) else whole)
+                if isinstance(a, (jax.Array, np.ndarray))
+                else a
+            ),
+            tree,
+        )
     return jax.tree.map(lambda a: jax.device_put(a, split) if isinstance(a, jax.Array) else a, tree)
+
+
+def gathered(tree: PyTree) -> PyTree:
+    """What a compiled round over the starts returned, as it is in one process; on the host
+    of every process when the devices are several processes' (`--distributed`), so that
+    every process goes on from the same values."""
+    return fetch(tree) if process_count() > 1 else tree
 
 
 class Lanes:

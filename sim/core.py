@@ -65,6 +65,9 @@ _NAMES: dict[str, tuple[str, str]] = {
     "dask_client": ("sim._distributed", "dask_client"),
     "needs_dask": ("sim._distributed", "needs_dask"),
     "device_count": ("sim._distributed", "device_count"),
+    # several processes, one program (--distributed)
+    "process_count": ("sim._processes", "count"),
+    "fetch": ("sim._processes", "fetch"),
     "worker_threads": ("sim._distributed", "worker_threads"),
     # memory limits
     "memory_problem": ("sim._limits", "memory_problem"),

@@ -4,6 +4,7 @@ that a model file's own code stopped."""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Annotated, Optional
@@ -203,4 +204,7 @@ def join_processes(
 
     _processes.join(_processes.resolve(coordinator, count, index))
     joined = True
+    if not _processes.lead():
+        # (what the command prints as its result, a fit's table, is the lead's to print)
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - for the rest of the process
     return _processes.lead()

@@ -14,7 +14,19 @@ import typer
 
 from .._errors import InputError, optional_module, shown
 from .._progress import Clock
-from ._app import OutsideFolder, Quiet, Sets, _Command, _petab_only, app
+from ._app import (
+    Coordinator,
+    Distributed,
+    OutsideFolder,
+    ProcessCount,
+    ProcessId,
+    Quiet,
+    Sets,
+    _Command,
+    _petab_only,
+    app,
+    join_processes,
+)
 from ._console import Table, _note, _warn, out
 from ._engine import engine
 from ._outputs import resumable, unasked, writing
@@ -78,6 +90,10 @@ def fit(
         ),
     ] = None,
     allow_outside: OutsideFolder = False,
+    distributed: Distributed = False,
+    coordinator: Coordinator = None,
+    processes: ProcessCount = None,
+    process_id: ProcessId = None,
 ) -> None:
     """Fit free parameters and initial values to HDF5 observations by gradients through
     the solver; the optimiser state is checkpointed beside the output ([fit]
@@ -91,19 +107,11 @@ def fit(
     from .._distributed import needs_dask
 
     needs_dask(scheduler)
+    if not _join_fit(config, scheduler, distributed, coordinator, processes, process_id):
+        quiet = True  # (the lead speaks for the fit)
     if config.suffix in (".yaml", ".yml"):
-        _fit_petab(
-            config,
-            output,
-            evaluate,
-            starts or 1,
-            quiet,
-            devices,
-            scheduler,
-            resume,
-            checkpoint_every,
-            allow_outside,
-        )
+        petab = (evaluate, starts or 1, quiet, devices, scheduler, resume, checkpoint_every)
+        _fit_petab(config, output, *petab, allow_outside)
         return
     if evaluate:
         raise InputError("--evaluate", str(config), "applies to a PEtab problem (.yaml)")
@@ -120,6 +128,22 @@ def fit(
             scheduler=scheduler,
         )
     _fit_summary(result, path, clock, quiet)
+
+
+def _join_fit(config: Path, scheduler, distributed: bool, coordinator, count, index) -> bool:
+    """`join_processes` for `sim fit`: whether this process is the lead.
+
+    Raises:
+        InputError: (--distributed) with --scheduler, or for a PEtab problem.
+    """
+    if distributed and (scheduler is not None or config.suffix in (".yaml", ".yml")):
+        raise InputError(
+            "--distributed",
+            str(scheduler or config),
+            "spreads the starts of a config's multistart fit over several processes' devices; "
+            "not with --scheduler, nor (yet) for a PEtab problem",
+        )
+    return join_processes(distributed, coordinator, count, index)
 
 
 def _fit_config(

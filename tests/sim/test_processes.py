@@ -328,6 +328,22 @@ def test_a_signal_to_one_process_stops_both_a_killed_one_ends_the_other_and_resu
     assert _bit_equal(_contents(tmp_path / "one.h5"), _contents(tmp_path / "two.h5")) == []
 
 
+@pytest.mark.slow  # (45 s: three processes each compile the batched fit)
+def test_a_multistart_fit_over_two_processes_is_the_fit_over_four_devices(tmp_path):
+    from tests.inference.test_multistart import decay_config
+
+    decay_config(tmp_path, starts=8)
+    _one_process(["fit", "decay.toml", "-o", "one.h5"], tmp_path)
+    processes = _start_pair(["fit", "decay.toml", "-o", "two.h5"], tmp_path)
+    outputs = [p.communicate(timeout=300) for p in processes]
+    assert [p.returncode for p in processes] == [0, 0], outputs
+    lead_table, other_table = (out for out, _ in outputs)
+    assert "initial.A" in lead_table and other_table == ""  # (the lead prints the result)
+    one, two = _contents(tmp_path / "one.h5"), _contents(tmp_path / "two.h5")
+    assert len(one["starts/objective"]) == 8
+    _assert_close(one, two, 1e-12)
+
+
 def test_process_options_without_distributed_and_a_missing_coordinator_are_one_line(tmp_path):
     (tmp_path / "lv.toml").write_text(SWEEP.format(t1=1.0, chunk=4, n=2))
     for args, says in (
