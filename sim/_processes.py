@@ -40,7 +40,23 @@ PORT_BASE = 7600
 HEARTBEAT_SECONDS = 10
 """JAX's coordination service counts a process lost after this long without word."""
 JOIN_SECONDS = 120
-"""How long a process waits for the others (and the coordinator) to join."""
+"""How long a process waits for the others (and the coordinator) to join, unless
+`JOIN_VARIABLE` in the environment says."""
+JOIN_VARIABLE = "SIMJAX_JOIN_SECONDS"
+
+
+def join_seconds() -> int:
+    """`SIMJAX_JOIN_SECONDS` (whole seconds), else `JOIN_SECONDS`.
+
+    Raises:
+        InputError: the variable is not a whole number of seconds >= 1.
+    """
+    text = os.environ.get(JOIN_VARIABLE, "").strip()
+    if not text:
+        return JOIN_SECONDS
+    if not text.isdigit() or int(text) < 1:
+        raise InputError(JOIN_VARIABLE, text, "expected a whole number of seconds >= 1")
+    return int(text)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -167,6 +183,7 @@ def join(processes: Processes) -> None:
             "JAX started before the processes joined; --distributed must come before any "
             "computation",
         )
+    seconds = join_seconds()
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
     # (JAX's preemption service takes SIGTERM over from C++: the command's own safe
     # points answer it instead, on every process at the same point: `safe_point`)
@@ -176,7 +193,7 @@ def join(processes: Processes) -> None:
             processes.coordinator,
             processes.count,
             processes.index,
-            initialization_timeout=JOIN_SECONDS,
+            initialization_timeout=seconds,
             heartbeat_timeout_seconds=HEARTBEAT_SECONDS,
         )
     except Exception as e:  # noqa: BLE001 - XLA's errors are RuntimeErrors of many texts
@@ -185,7 +202,7 @@ def join(processes: Processes) -> None:
             "--coordinator",
             processes.coordinator,
             f"process {processes.index} of {processes.count} could not join the others within "
-            f"{JOIN_SECONDS} s ({reason})",
+            f"{seconds} s ({reason})",
         ) from None
     global _joined
     _joined = processes

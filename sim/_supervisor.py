@@ -134,7 +134,12 @@ def supervise(args: list[str]) -> int:
         with contextlib.suppress(FileNotFoundError):
             log.unlink()
         return code
-    if code == PEER_LOST or lost_peer(text):
+    if "RegisterTask" in text or "tasks_to_register" in text:
+        why = (
+            "the processes could not join (each needs its own --process-id, and all the same "
+            "--processes and --coordinator)"
+        )
+    elif code == PEER_LOST or lost_peer(text):
         why = "another process of the run ended or stopped answering"
     else:
         why = f"ended by {signal.Signals(-code).name}"

@@ -344,6 +344,26 @@ def test_a_multistart_fit_over_two_processes_is_the_fit_over_four_devices(tmp_pa
     _assert_close(one, two, 1e-12)
 
 
+def test_two_processes_claiming_one_id_end_in_one_line_each_and_write_nothing(tmp_path):
+    (tmp_path / "lv.toml").write_text(SWEEP.format(t1=1.0, chunk=4, n=2))
+    port = _free_port()
+    args = [SIM, "sweep", "lv.toml", "-o", "x.h5", "--distributed", "--coordinator"]
+    args += [f"127.0.0.1:{port}", "--processes", "2", "--process-id", "0"]
+    # (the one whose place the other took waits for a second process to join: 5 s here)
+    env = {**_env(2), "SIMJAX_JOIN_SECONDS": "5"}
+    started = time.monotonic()
+    both = [
+        subprocess.Popen(args, cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
+    said = _finish(both, timeout=120)
+    assert time.monotonic() - started < 60
+    for code, err in said:
+        assert code == 1 and len(err.strip().splitlines()) == 1, err
+        assert "the processes could not join (each needs its own --process-id" in err, err
+    assert not (tmp_path / "x.h5").exists()
+
+
 def test_process_options_without_distributed_and_a_missing_coordinator_are_one_line(tmp_path):
     (tmp_path / "lv.toml").write_text(SWEEP.format(t1=1.0, chunk=4, n=2))
     for args, says in (
