@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from sim.core import Fittable, family_of
+from sim.core import Fittable, family_of, process_count
 
 
 def chain_method(chains: int, progress: bool, *, spread: bool = True) -> tuple[Any, bool, str]:
@@ -27,7 +27,7 @@ def chain_method(chains: int, progress: bool, *, spread: bool = True) -> tuple[A
     the same arithmetic on one device as on four. `spread=False` (models solved by an
     implicit method, `spreads`) keeps every chain on one device, vectorised, whatever
     the device count. `sim infer` starts with one CPU device per core."""
-    devices = jax.local_device_count()
+    devices = jax.device_count()  # (every process's, in a distributed run)
     kind = jax.default_backend().upper()
     if chains == 1:
         return _OnDevices(1), False, "1 chain"
@@ -63,7 +63,7 @@ def sampled_on() -> str:
     count). The draws do not depend on the count (`_OnDevices`); on another platform
     (GPU, CPU) the compiled arithmetic differs in the last bits, which NUTS turns into
     other draws."""
-    return json.dumps({"platform": jax.default_backend(), "devices": jax.local_device_count()})
+    return json.dumps({"platform": jax.default_backend(), "devices": jax.device_count()})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,18 +97,50 @@ class _OnDevices:
         (NumPy arrays), chain i on device i; its attribute `program` is the one-chain
         program (`jax.jit`)."""
         program = jax.jit(one_chain)
-        devices = jax.local_devices()[: self.count]
+        devices = jax.devices()[: self.count]
 
         def run(chains):
             count = jax.tree.leaves(chains)[0].shape[0]
-            parts = [
-                program(jax.device_put(jax.tree.map(lambda x: x[i], chains), devices[i]))
-                for i in range(count)
-            ]
+            one = lambda i: jax.tree.map(lambda x: x[i], chains)  # noqa: E731
+            if process_count() > 1:
+                return _across_processes(program, one, devices[:count])
+            parts = [program(jax.device_put(one(i), devices[i])) for i in range(count)]
             return jax.tree.map(lambda *each: np.stack([np.asarray(x) for x in each]), *parts)
 
         run.program = program
         return run
+
+
+def _across_processes(program, one: Callable, devices: list) -> Any:
+    """A round of chains whose devices belong to several processes (`--distributed`):
+    each process runs the chains of its own devices (chain i on `devices[i]`), and every
+    process gets every chain's results [count, ...], in chain order."""
+    from jax.experimental import multihost_utils
+
+    me = jax.process_index()
+    mine = [i for i, d in enumerate(devices) if d.process_index == me]
+    owners = sorted({d.process_index for d in devices})
+    per = max(sum(d.process_index == p for d in devices) for p in owners)
+    parts = [program(jax.device_put(one(i), devices[i])) for i in mine]
+    shapes = jax.eval_shape(program, one(0))
+
+    def stacked(leaf_parts, shape):
+        rows = [np.asarray(x) for x in leaf_parts]
+        rows += [np.zeros(shape.shape, shape.dtype)] * (per - len(rows))  # (padding)
+        return np.stack(rows)
+
+    leaves = [jax.tree.leaves(p) for p in parts]
+    flat_shapes, tree = jax.tree.flatten(shapes)
+    local = [
+        stacked([parts_leaves[k] for parts_leaves in leaves], flat_shapes[k])
+        for k in range(len(flat_shapes))
+    ]
+    gathered = multihost_utils.process_allgather(local)  # [process, per, ...] each
+    where = {}
+    for i, d in enumerate(devices):
+        where[i] = (d.process_index, sum(e.process_index == d.process_index for e in devices[:i]))
+    out = [np.stack([np.asarray(g)[where[i]] for i in range(len(devices))]) for g in gathered]
+    return jax.tree.unflatten(tree, out)
 
 
 def _rounds(tree, count: int) -> list:

@@ -278,6 +278,10 @@ def infer(
     set_: Sets = None,
     quiet: Quiet = False,
     allow_outside: OutsideFolder = False,
+    distributed: Distributed = False,
+    coordinator: Coordinator = None,
+    processes: ProcessCount = None,
+    process_id: ProcessId = None,
 ) -> None:
     """Sample the posterior of free parameters and initial values with NumPyro NUTS."""
     engine()
@@ -287,6 +291,12 @@ def infer(
     from .._lock import exclusive
     from .._store import atomic_file, check_output_path
 
+    if distributed and config.suffix in (".yaml", ".yml"):
+        raise InputError(
+            "--distributed", str(config), "spreads a config's chains; not (yet) a PEtab problem's"
+        )
+    lead = join_processes(distributed, coordinator, processes, process_id)
+    quiet = quiet or not lead  # (the lead speaks and writes for the run)
     if config.suffix in (".yaml", ".yml"):
         _infer_petab(config, output, chains, warmup, samples, seed, quiet, allow_outside)
         return
@@ -325,7 +335,9 @@ def infer(
             progress=not quiet,
             log=None if quiet else _note,
         )
-        if arviz is None:
+        if not lead:
+            pass  # (the lead writes the files: every process holds every chain's draws)
+        elif arviz is None:
             result.save(path)
         else:
             # (both files or neither: the export, under a temporary name, is kept once the posterior
@@ -333,7 +345,8 @@ def infer(
             with atomic_file(arviz, suffix=".nc") as tmp:
                 result.to_arviz().to_netcdf(str(tmp))
                 result.save(path)
-    _posterior_summary(result, path, clock, quiet)
+    if lead:
+        _posterior_summary(result, path, clock, quiet)
 
 
 def _posterior_summary(result, path: Path, clock: Clock, quiet: bool) -> None:

@@ -131,8 +131,9 @@ def _env(devices: int) -> dict[str, str]:
 
 
 def _one_process(args: list[str], cwd: Path) -> None:
+    devices = [] if args[0] == "infer" else ["--devices", "4"]  # (infer: every device)
     done = subprocess.run(
-        [SIM, *args, "--devices", "4", "--quiet"],
+        [SIM, *args, *devices, "--quiet"],
         cwd=cwd,
         env=_env(4),
         capture_output=True,
@@ -362,6 +363,26 @@ def test_two_processes_claiming_one_id_end_in_one_line_each_and_write_nothing(tm
         assert code == 1 and len(err.strip().splitlines()) == 1, err
         assert "the processes could not join (each needs its own --process-id" in err, err
     assert not (tmp_path / "x.h5").exists()
+
+
+@pytest.mark.slow  # (NUTS compiles for minutes in three processes)
+def test_nuts_chains_over_two_processes_draw_the_chains_of_one_process_of_four_devices(tmp_path):
+    # Each chain is one program for one device, so its draws are the same bits on
+    # whichever process's device it runs.
+    (tmp_path / "data").mkdir()
+    repo = Path(__file__).resolve().parents[2]
+    (tmp_path / "data" / "lynx_hare.h5").write_bytes(
+        (repo / "experiments" / "data" / "lynx_hare.h5").read_bytes()
+    )
+    (tmp_path / "lh.toml").write_text((repo / "experiments" / "lynx_hare.toml").read_text())
+    short = ["--set", "infer.warmup=40", "--set", "infer.samples=40"]
+    _one_process(["infer", "lh.toml", "-o", "one.h5", *short], tmp_path)
+    said = _finish(_start_pair(["infer", "lh.toml", "-o", "two.h5", *short], tmp_path), 900)
+    assert [code for code, _ in said] == [0, 0], said
+    assert said[1][1] == ""  # (process 1 says nothing: the lead reports the posterior)
+    one, two = _contents(tmp_path / "one.h5"), _contents(tmp_path / "two.h5")
+    assert one["posterior/alpha"].shape == (4, 40)
+    assert _bit_equal(one, two) == []
 
 
 def test_process_options_without_distributed_and_a_missing_coordinator_are_one_line(tmp_path):
