@@ -146,9 +146,9 @@ def mcmc(method):
 
 # The layout of 4 chains on two CPU devices (`sim infer` on a 2-core machine), and
 # MCMC.run's draws with it: the chunked chains' to the last bit.
-devices, jax.local_device_count = jax.local_device_count, lambda: 2
+devices, jax.device_count = jax.device_count, lambda: 2
 method, progress, plan = chain_method(4, True)
-jax.local_device_count = devices
+jax.device_count = devices
 assert plan == "4 chains on 2 CPU devices, 2 after one another on each" and not progress, plan
 assert method == _OnDevices(2), method
 layout = mcmc(method)
