@@ -68,8 +68,8 @@ def fit(
         Optional[int],
         typer.Option(
             "--devices",
-            help="Spread the starts of a multistart fit over the first N local devices (default: "
-            "all).",
+            help="Spread the starts of a multistart fit over the first N devices (default: all; "
+            "with --distributed, every process's).",
         ),
     ] = None,
     scheduler: Annotated[

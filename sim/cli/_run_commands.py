@@ -37,7 +37,10 @@ def sweep(
     ] = False,
     devices: Annotated[
         Optional[int],
-        typer.Option("--devices", help="Use the first N local devices (default: all)."),
+        typer.Option(
+            "--devices",
+            help="Use the first N devices (default: all; with --distributed, every process's).",
+        ),
     ] = None,
     scheduler: Annotated[
         Optional[str],
