@@ -28,15 +28,19 @@ import sys
 RESUMABLE = ("run", "sweep", "fit")
 
 
+def resume_command(args: list[str]) -> str | None:
+    """The command line that continues `sim ARGS` (`--resume` added), or None for a
+    command that does not resume."""
+    command = next((a for a in args if not a.startswith("-")), None)  # (after `sim --no-cache`)
+    if command not in RESUMABLE:
+        return None
+    return shlex.join(["sim", *args, *([] if "--resume" in args else ["--resume"])])
+
+
 def _stop_during_start(signum: int, frame) -> None:
     name = signal.Signals(signum).name
-    args = sys.argv[1:]
-    command = next((a for a in args if not a.startswith("-")), None)  # (after `sim --no-cache`)
-    again = ""
-    if command in RESUMABLE:
-        again = "; resume with: " + shlex.join(
-            ["sim", *args, *([] if "--resume" in args else ["--resume"])]
-        )
+    again = resume_command(sys.argv[1:])
+    again = "" if again is None else f"; resume with: {again}"
     line = f"interrupted ({name}) while starting: nothing was saved yet{again}\n"
     os.write(_error_fd(), line.encode())
     os._exit(128 + signum)
@@ -153,7 +157,7 @@ def main() -> None:
         from sim import _supervisor
 
         if _supervisor.wanted(args):
-            sys.exit(_supervisor.supervise(args))
+            sys.exit(_supervisor.supervise(args, resume_command(args)))
         _supervisor.child_streams()
     for s in (signal.SIGINT, signal.SIGTERM):
         signal.signal(s, _stop_during_start)

@@ -486,7 +486,7 @@ def _start(plan: RunPlan, path: Path, resume: bool, frames: int) -> _Start:
         # nothing to continue from, and no other process writes it (the lock is ours), so
         # it is discarded and the run starts afresh, with or without --resume. (A damaged
         # or foreign file under that name is left alone and refused by `check_start`.)
-        _processes.together("stale partial run seen")  # (every process looked before it goes)
+        # (`agreed` returns once every process has looked: the lead may remove it then)
         if _processes.lead():
             partial.unlink()
         resume = False
@@ -541,8 +541,8 @@ def _stream(
         progress.start(total=frames)
         progress.advance(k0)
     f = None
-    created = resume and _processes.lead()
     lead = _processes.lead()
+    created = resume and lead
 
     def checkpoint(done: int) -> Path:
         nonlocal last_checkpoint, last_checkpoint_time

@@ -23,7 +23,6 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
-import shlex
 import signal
 import subprocess
 import sys
@@ -82,14 +81,6 @@ def _process(args: list[str]) -> str:
     return f"process {index} of {count}"
 
 
-def _resume_line(args: list[str]) -> str:
-    command = next((a for a in args if not a.startswith("-")), None)
-    if command not in ("run", "sweep"):
-        return ""
-    again = ["sim", *args, *([] if "--resume" in args else ["--resume"])]
-    return "; resume with (on every process): " + shlex.join(again)
-
-
 def _die_with_parent() -> None:
     """In the child before it starts: SIGKILL when this process ends (Linux's
     PR_SET_PDEATHSIG; elsewhere nothing)."""
@@ -102,8 +93,9 @@ def log_path() -> Path:
     return Path(tempfile.gettempdir()) / f"sim-distributed-{os.getpid()}.log"
 
 
-def supervise(args: list[str]) -> int:
-    """Run `sim ARGS` in a child process (see the module docstring); its exit code."""
+def supervise(args: list[str], again: str | None = None) -> int:
+    """Run `sim ARGS` in a child process (see the module docstring); its exit code.
+    `again`: the command line that resumes it (None: the command does not resume)."""
     log = log_path()
     user_out, user_err = os.dup(1), os.dup(2)
     env = {**os.environ, CHILD: "1", USER_STREAMS: f"{user_out},{user_err}"}
@@ -145,7 +137,8 @@ def supervise(args: list[str]) -> int:
         why = f"ended by {signal.Signals(-code).name}"
     print(
         f"error: {_process(args)} of this distributed run stopped: {why} (its log: {log}); "
-        f"what was written is kept{_resume_line(args)}",
+        f"what was written is kept"
+        + ("" if again is None else f"; resume with (on every process): {again}"),
         file=sys.stderr,
     )
     return 1
