@@ -59,13 +59,28 @@ def start_writer(args, folder, marker):
     return proc
 
 
+def hold_still(proc):
+    """Stop `proc` (SIGSTOP) and wait until it has stopped: the signal is delivered
+    after `kill` returns, and a writer it reaches a moment late may still write."""
+    proc.send_signal(signal.SIGSTOP)
+    stat_file = Path(f"/proc/{proc.pid}/stat")
+    if not stat_file.exists():  # (no /proc: a pause long enough for the delivery)
+        time.sleep(0.5)
+        return
+    deadline = time.monotonic() + 30
+    # (the state is the field after the parenthesised command name)
+    while stat_file.read_text().rsplit(")", 1)[1].split()[0] not in ("T", "t"):
+        assert time.monotonic() < deadline, "the writer did not stop"
+        time.sleep(0.001)
+
+
 def test_a_second_writer_is_refused_before_it_touches_anything(tmp_path, capsys):
     args = ["run", str(EXPERIMENTS / "lorenz.toml"), "-o", "out.h5", "--quiet", *LONG_RUN]
     out = tmp_path / "out.h5"
     first = start_writer(args, tmp_path, _stream.partial_path(out))
     # (held still while the second writer tries, so that it is still writing then,
     # however fast its run)
-    first.send_signal(signal.SIGSTOP)
+    hold_still(first)
     os.chdir(tmp_path)
     size = _stream.partial_path(out).stat().st_size
     for extra in ([], ["--resume"]):
@@ -89,7 +104,7 @@ def test_an_output_that_is_a_symbolic_link_is_refused(tmp_path, capsys):
     first = start_writer(
         [*args, *LONG_RUN, "-o", "out.h5"], tmp_path, _stream.partial_path(tmp_path / "out.h5")
     )
-    first.send_signal(signal.SIGSTOP)
+    hold_still(first)
     os.chdir(tmp_path)
     code, err = cli([*args, "-o", "link.h5"], capsys)
     one_line_error(code, err, "link.h5", "symbolic link", "out.h5")
