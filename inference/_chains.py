@@ -4,6 +4,7 @@ depend on the device count."""
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import json
 from collections.abc import Callable
@@ -117,30 +118,25 @@ def _across_processes(program, one: Callable, devices: list) -> Any:
     process gets every chain's results [count, ...], in chain order."""
     from jax.experimental import multihost_utils
 
+    # (chain i is row where[i] = (process, rank among that process's devices) once gathered)
+    held, where = collections.Counter(), []
+    for d in devices:
+        where.append((d.process_index, held[d.process_index]))
+        held[d.process_index] += 1
+    per = max(held.values())
     me = jax.process_index()
-    mine = [i for i, d in enumerate(devices) if d.process_index == me]
-    owners = sorted({d.process_index for d in devices})
-    per = max(sum(d.process_index == p for d in devices) for p in owners)
-    parts = [program(jax.device_put(one(i), devices[i])) for i in mine]
-    shapes = jax.eval_shape(program, one(0))
+    parts = [
+        program(jax.device_put(one(i), d)) for i, d in enumerate(devices) if d.process_index == me
+    ]
 
-    def stacked(leaf_parts, shape):
-        rows = [np.asarray(x) for x in leaf_parts]
+    def stacked(shape, *rows):
+        rows = [np.asarray(x) for x in rows]
         rows += [np.zeros(shape.shape, shape.dtype)] * (per - len(rows))  # (padding)
         return np.stack(rows)
 
-    leaves = [jax.tree.leaves(p) for p in parts]
-    flat_shapes, tree = jax.tree.flatten(shapes)
-    local = [
-        stacked([parts_leaves[k] for parts_leaves in leaves], flat_shapes[k])
-        for k in range(len(flat_shapes))
-    ]
+    local = jax.tree.map(stacked, jax.eval_shape(program, one(0)), *parts)
     gathered = multihost_utils.process_allgather(local)  # [process, per, ...] each
-    where = {}
-    for i, d in enumerate(devices):
-        where[i] = (d.process_index, sum(e.process_index == d.process_index for e in devices[:i]))
-    out = [np.stack([np.asarray(g)[where[i]] for i in range(len(devices))]) for g in gathered]
-    return jax.tree.unflatten(tree, out)
+    return jax.tree.map(lambda g: np.stack([np.asarray(g)[w] for w in where]), gathered)
 
 
 def _rounds(tree, count: int) -> list:
