@@ -17,7 +17,7 @@ from numpyro.infer import NUTS
 
 from inference._chains import NoValidStart, _OnDevices, chain_programs, chunk_length, run_chains
 from sim import _cache, _interrupt
-from tests.helpers import host_devices
+from tests.helpers import host_devices, script_command
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -108,7 +108,7 @@ def test_chunked_chains_draw_what_mcmc_run_draws_on_every_layout(chains):
         "JAX_PLATFORMS": "cpu",
     }
     proc = subprocess.run(
-        [sys.executable, "-c", _SAME_DRAWS, *map(str, chains)],
+        script_command(_SAME_DRAWS, *map(str, chains)),
         env=env,
         capture_output=True,
         text=True,
@@ -182,7 +182,7 @@ def test_the_same_key_draws_the_same_chains_on_one_two_or_four_devices(counts):
     # otherwise than over one.)
     env = {**os.environ, "XLA_FLAGS": host_devices(4), "JAX_PLATFORMS": "cpu"}
     proc = subprocess.run(
-        [sys.executable, "-c", _ANY_DEVICES, *map(str, counts)],
+        script_command(_ANY_DEVICES, *map(str, counts)),
         env=env,
         capture_output=True,
         text=True,

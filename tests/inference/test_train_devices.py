@@ -6,14 +6,13 @@ gathers no windows. One process of 4 devices runs both."""
 
 import os
 import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 from inference import Trainer
 from physics.ode import NeuralOde
-from tests.helpers import host_devices
+from tests.helpers import host_devices, script_command
 
 CASES = r"""
 import re
@@ -62,7 +61,7 @@ def cases(tmp_path_factory):
     env = {**os.environ, "XLA_FLAGS": host_devices(4)}
     env.pop("NPROC", None)
     done = subprocess.run(
-        [sys.executable, "-c", CASES, str(out)],
+        script_command(CASES, str(out)),
         env=env,
         capture_output=True,
         text=True,

@@ -8,13 +8,12 @@ as meshes of its first devices)."""
 
 import os
 import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 import sim
-from tests.helpers import cli, host_devices
+from tests.helpers import cli, host_devices, script_command
 
 OU = """
 [model]
@@ -107,7 +106,7 @@ def cases(tmp_path_factory):
     env = {**os.environ, "XLA_FLAGS": host_devices(4)}
     env.pop("NPROC", None)
     done = subprocess.run(
-        [sys.executable, "-c", CASES, str(folder / "cases.npz")],
+        script_command(CASES, str(folder / "cases.npz")),
         env=env,
         cwd=folder,
         capture_output=True,

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import sim
-from tests.helpers import host_devices
+from tests.helpers import host_devices, script_command
 
 CONFIGS = {
     # ODE, explicit: the batched fast path (`solvers.solve_batch`), one call per chunk.
@@ -192,7 +192,7 @@ def test_every_family_on_several_devices_gives_the_values_of_one(tmp_cwd, device
     began = time.monotonic()
     try:
         done = subprocess.run(
-            [sys.executable, "-c", SWEEP_ALL, str(devices), json.dumps(list(names))],
+            script_command(SWEEP_ALL, str(devices), json.dumps(list(names))),
             env=env,
             capture_output=True,
             text=True,

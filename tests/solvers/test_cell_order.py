@@ -8,7 +8,6 @@ import dataclasses
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import jax
@@ -19,7 +18,7 @@ import pytest
 import solvers._particle_run as particle_run
 from physics import md
 from solvers import NeighbourList, ParticleRun, ParticleSolver, VelocityVerlet
-from tests.helpers import host_devices
+from tests.helpers import host_devices, script_command
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -241,7 +240,7 @@ def test_runs_split_over_two_devices_on_a_list_in_cell_order_are_the_same_runs(t
     # the box, which follows the summed virial, stays the same bits.
     env = {**os.environ, "XLA_FLAGS": host_devices(2)}
     proc = subprocess.run(
-        [sys.executable, "-c", _TWO_DEVICES],
+        script_command(_TWO_DEVICES),
         env=env,
         capture_output=True,
         text=True,

@@ -5,7 +5,6 @@ of their own (XLA's device count is fixed when JAX starts)."""
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import jax
@@ -16,7 +15,7 @@ import pytest
 import solvers
 from physics import md
 from solvers import NeighbourList, shards_for
-from tests.helpers import host_devices
+from tests.helpers import host_devices, script_command
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -194,7 +193,7 @@ print("RESULT " + json.dumps(out))
 def two_device_run(tmp_path, *legs: str) -> dict:
     env = {**os.environ, "XLA_FLAGS": host_devices(2)}
     proc = subprocess.run(
-        [sys.executable, "-c", _TWO_DEVICES, str(tmp_path), *legs],
+        script_command(_TWO_DEVICES, str(tmp_path), *legs),
         env=env,
         capture_output=True,
         text=True,

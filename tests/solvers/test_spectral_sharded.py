@@ -8,13 +8,12 @@ start-up is paid once; its shapes are drawn by hypothesis there, with a fixed se
 
 import os
 import subprocess
-import sys
 import time
 
 import pytest
 
 from solvers import SlabGrid, check_slabs
-from tests.helpers import host_devices
+from tests.helpers import host_devices, script_command
 
 FFT_CASES = r"""
 import math
@@ -95,7 +94,7 @@ def test_the_distributed_real_fft_is_numpys_rfftn_on_1_2_and_4_devices(tmp_cwd):
     env.pop("NPROC", None)
     began = time.monotonic()
     done = subprocess.run(
-        [sys.executable, "-c", FFT_CASES], env=env, capture_output=True, text=True, timeout=300
+        script_command(FFT_CASES), env=env, capture_output=True, text=True, timeout=300
     )
     assert done.returncode == 0, done.stderr[-4000:]
     cases, _, counts = done.stdout.strip().partition(" cases ")
