@@ -322,10 +322,12 @@ def test_models_solved_by_an_implicit_method_keep_their_chains_on_one_device(tmp
     # sim infer of a PEtab problem (Kvaerno5 by default) on two CPU devices ended in an
     # internal error. Its chains now run vectorised on one device.
     from inference._chains import spreads
+    from physics.ode import LotkaVolterra
     from solvers import OdeSolver
 
-    assert spreads([OdeSolver(method="tsit5"), OdeSolver(method="dopri5")])
-    assert not spreads([OdeSolver(method="tsit5"), OdeSolver(method="kvaerno5")])
+    lv = LotkaVolterra()
+    assert spreads([(lv, OdeSolver(method="tsit5")), (lv, OdeSolver(method="dopri5"))])
+    assert not spreads([(lv, OdeSolver(method="tsit5")), (lv, OdeSolver(method="kvaerno5"))])
     import runpy
 
     problem = runpy.run_path(str(ROOT / "experiments" / "data" / "make_decay_petab.py"))["write"](
