@@ -246,13 +246,13 @@ def test_a_run_split_over_two_devices_grows_its_list_as_the_run_on_one(tmp_path)
 
 @pytest.mark.slow  # (the barostat's programs, compiled for one device and for two)
 def test_a_barostat_run_split_over_two_devices_is_the_run_on_one(tmp_path):
-    # Under a barostat the box, which follows the virial the devices sum, moves alike:
-    # the same bits of volume and pressure. (The positions, measured: a last bit apart,
-    # 1.2e-16 of the largest, since the rebuild check measures per axis, which the two
-    # programs compile otherwise; with the check summed over [n, 3] rows they were the
-    # same bits.)
+    # Under a barostat the box, which follows the virial the devices sum, moves alike.
+    # Not to the bit: the positions part in their last bits (the rebuild check measures
+    # per axis, which the two programs compile otherwise), the box follows them, and 200
+    # steps of a melting liquid amplify the difference (measured: volume 5.8e-16 and
+    # pressure 5.0e-15 apart, relative).
     npt = two_device_run(tmp_path, "npt")["npt"]
     assert npt["devices"] == [1, 2], npt
     assert npt["volume_change"] > 1e-2, npt  # the box moved
-    assert npt["volume"] == npt["pressure"] == 0.0, npt
-    assert npt["position"] < 1e-14, npt
+    assert npt["volume"] < 1e-13 and npt["pressure"] < 1e-12, npt
+    assert npt["position"] < 1e-12, npt
