@@ -22,6 +22,9 @@ _NAMES: dict[str, tuple[str, str]] = {
     "did_you_mean": ("._words", "did_you_mean"),
     "Result": ("._results", "Result"),
     "checks_as_nan": ("._checks", "checks_as_nan"),
+    "SlabRun": ("._domains", "SlabRun"),
+    "Slabs": ("._domains", "Slabs"),
+    "slab_devices": ("._domains", "slab_devices"),
     "from_diffrax": ("._results", "from_diffrax"),
     "result_message": ("._results", "result_message"),
     "BATCHED_METHODS": ("._batched_ode", "BATCHED_METHODS"),
@@ -135,6 +138,7 @@ if TYPE_CHECKING:
     )
     from ._words import did_you_mean as did_you_mean
     from ._checks import checks_as_nan as checks_as_nan
+    from ._domains import SlabRun as SlabRun, Slabs as Slabs, slab_devices as slab_devices
     from ._results import (
         Result as Result,
         from_diffrax as from_diffrax,

@@ -23,7 +23,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, PyTree
 
 from .._base import Parameter
-from ._types import Forces, NeighbourIndex, Scalar
+from ._types import Edges, Forces, NeighbourIndex, Scalar
 from .base import ParticleModel, System
 
 TWO_SIXTH = 2.0 ** (1.0 / 6.0)
@@ -177,6 +177,15 @@ class PairModel(ParticleModel):
                 bond_virial if rows is None else jnp.where(rows[0] == 0, bond_virial, 0.0)
             )
         return force, virial
+
+    def rows_energy_and_virial(
+        self, system: System, params: PyTree, neighbours: NeighbourIndex, rows: Array
+    ) -> tuple[Scalar, Edges]:
+        """The share of particles `rows` (ids; `neighbours` holds their rows) of the pair
+        energy (half of each of their pair terms) and of the virial's diagonal, without
+        bonded terms: shares of rows that cover every particle once sum to the whole."""
+        energy, _, virial = self._pass(system, params, neighbours, with_forces=True, rows=rows)
+        return energy, virial
 
     def _range_check(self, params: PyTree, name: str, factor: float, what: str) -> None:
         largest = float(jnp.max(jnp.asarray(params[name])))

@@ -1,0 +1,727 @@
+"""Particles split over devices by space: each device owns the particles of one slab of
+the periodic box (along its first axis) and holds copies of the particles within the
+list's radius of its two faces (ghosts), as LAMMPS and HOOMD decompose a box.
+
+A device's state is its own particles in `capacity` slots (padded with the id n), their
+rows of the neighbour list over its own particles and its ghosts, and the lists of its
+particles that its neighbours hold as ghosts. A step of velocity Verlet sends the ghosts'
+new positions to the neighbours (two `ppermute`s of `ghosts` rows each way) and nothing
+else; when some particle has moved more than skin / 2 since the last build (every device
+agrees, through a `psum`), the particles that left a slab move to the device next to it
+(at most `migrants` each way), the ghosts are chosen again and the list is built anew.
+Nothing the size of the system is gathered or all-reduced inside a step.
+
+The runs of any number of devices are the same bits: a particle's neighbours are listed
+in the order of their ids, so its force is the same sum of the same terms wherever its
+neighbours live, and the own particles of a device are kept sorted by id. Chunks of
+steps start from the whole state in the order of the ids (`SlabRun`), so a run resumed
+from a chunk's end is the run that went on. A chunk whose slots did not suffice (more
+particles in a slab, near a face, leaving it or around one particle than it has room
+for) says so (`overflow`); the run then grows its capacities and computes the chunk
+again, as the replicated runs do with their neighbour lists.
+
+A slab must be at least as wide as the list's radius (the cutoff and the skin), twice
+that on two devices (whose two neighbours are one device); a box too small for the
+devices asked for is refused in one line (`slab_devices`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Bool, Float, Int, PyTree
+
+from ._neighbour_slots import _compact, _packed, by_row_blocks
+
+SLAB_AXIS = "slabs"
+"""The mesh axis of the devices that own slabs."""
+
+
+def slab_devices(box_edge: float, radius: float, devices: int) -> str | None:
+    """What keeps a box of edge `box_edge` (its first axis) from being split into
+    `devices` slabs for a list of `radius` (cutoff + skin): None when it can be."""
+
+    def fits(d: int) -> bool:
+        return d == 1 or box_edge / d >= (2 * radius if d == 2 else radius)
+
+    if devices < 1:
+        return f"devices must be >= 1, got {devices}"
+    if fits(devices):
+        return None
+    need = "twice the list's radius" if devices == 2 else "the list's radius"
+    largest = max(d for d in range(1, devices + 1) if fits(d))
+    return (
+        f"a box {box_edge:g} long split into {devices} slabs gives slabs "
+        f"{box_edge / devices:.4g} wide, narrower than {need} ({radius:g}: cutoff and skin); "
+        f"at most {largest} fit"
+    )
+
+
+class SlabState(eqx.Module):
+    """One device's particles (inside `jax.shard_map`; outside, every array has a leading
+    axis of devices). Slots past a device's particles hold the id n."""
+
+    ids: Int[Array, " capacity"]
+    position: Float[Array, "capacity dim"]
+    velocity: Float[Array, "capacity dim"]
+    force: Float[Array, "capacity dim"]
+    reference: Float[Array, "capacity dim"]
+    send: Int[Array, "2 ghosts"]
+    ghost_ids: Int[Array, " ghosts2"]
+    ghost_position: Float[Array, "ghosts2 dim"]
+    index: Int[Array, "capacity neighbours"]
+    overflow: Bool[Array, " 5"]
+    builds: Int[Array, ""]
+
+
+ROOMS = ("capacity", "ghosts", "migrants", "neighbours", "cell_capacity")
+"""The rooms of a device, in the order of `SlabState.overflow`'s flags."""
+
+
+def _flag(s: SlabState, room: str, flag: Array) -> Array:
+    """`s.overflow` with the flag of `room` raised where `flag` is true."""
+    i = ROOMS.index(room)
+    return s.overflow.at[i].set(s.overflow[i] | flag)
+
+
+def _wrap(d: Array, edge: Array) -> Array:
+    """Differences along an axis of length `edge` brought to [-edge / 2, edge / 2]."""
+    return d - edge * jnp.round(d / edge)
+
+
+def _padded(a: Array, value) -> Array:
+    """`a` with one more row of `value` (the row that slot `len(a)` reads)."""
+    return jnp.concatenate([a, jnp.full((1,) + a.shape[1:], value, a.dtype)])
+
+
+@dataclasses.dataclass(frozen=True)
+class Slabs:
+    """The split of one run: how many devices and the room each has (static sizes).
+
+    Attributes:
+        devices: slabs of the box's first axis, one per device.
+        capacity: own particles a device has room for.
+        ghosts: particles near one face that a device has room to send (and receive).
+        migrants: particles a device has room to send across one face at a build.
+        neighbours: the width of a particle's row of the list.
+        cutoff: the model's interaction range.
+        skin: the list's extra shell.
+        cells: the cells of the grid a build sorts the particles into, per axis (the
+            first over the slab and its ghosts' layers).
+        cell_capacity: particles a cell has room for.
+    """
+
+    devices: int
+    capacity: int
+    ghosts: int
+    migrants: int
+    neighbours: int
+    cutoff: float
+    skin: float
+    cells: tuple[int, ...] = (1, 1, 1)
+    cell_capacity: int = 64
+
+    @property
+    def radius(self) -> float:
+        return self.cutoff + self.skin
+
+    def grown(self, rooms, factor: float = 1.5) -> Slabs:
+        """The rooms named in `rooms` (of `ROOMS`) `factor` times larger, the others as
+        they are (so that a split that overflowed keeps the rows of one that did not)."""
+        return dataclasses.replace(
+            self, **{r: int(math.ceil(getattr(self, r) * factor)) for r in rooms}
+        )
+
+    def bytes_per_device(self, dim: int, itemsize: int = 8) -> int:
+        """The bytes of one device's state (`SlabState`)."""
+        own = self.capacity * (4 + 4 * dim * itemsize + 4 * self.neighbours)
+        return own + 2 * self.ghosts * (4 + 4 + dim * itemsize)
+
+    # ------------------------------------------------------------------ communication
+
+    def _shift(self, tree: PyTree, step: int) -> PyTree:
+        """`tree` sent to the device `step` slabs up (each device receives the tree of
+        the device `step` slabs below)."""
+        d = self.devices
+        perm = [(i, (i + step) % d) for i in range(d)]
+        return jax.tree.map(lambda x: jax.lax.ppermute(x, SLAB_AXIS, perm), tree)
+
+    def _any(self, flag: Array) -> Array:
+        return jax.lax.psum(flag.astype(jnp.int32), SLAB_AXIS) > 0
+
+    def _offsets(self, x: Array, box: Array) -> tuple[Array, Array]:
+        """Positions along the first axis relative to the centre of this device's slab
+        (in [-edge / 2, edge / 2]) and the slab's width."""
+        width = box[0] / self.devices
+        lower = jax.lax.axis_index(SLAB_AXIS).astype(x.dtype) * width
+        return _wrap(x - lower - 0.5 * width, box[0]), width
+
+    # ------------------------------------------------------------------ a build
+
+    def _migrate(self, s: SlabState, n: int, box: Array) -> SlabState:
+        """The particles that left this device's slab sent to the device they entered,
+        the arrivals put in free slots, and the own particles sorted by id."""
+        if self.devices == 1:
+            return s
+        c, m = self.capacity, self.migrants
+        valid = s.ids < n
+        offset, width = self._offsets(s.position[:, 0], box)
+        down, up = valid & (offset < -0.5 * width), valid & (offset >= 0.5 * width)
+        fields = (s.ids, s.position, s.velocity, s.force)
+        fills = (n, 0.0, 0.0, 0.0)
+
+        def pack(mask):
+            slots = jnp.nonzero(mask, size=m, fill_value=c)[0]
+            return tuple(_padded(a, v)[slots] for a, v in zip(fields, fills, strict=True))
+
+        migrants = (jnp.sum(down) > m) | (jnp.sum(up) > m)
+        from_above, from_below = self._shift(pack(down), -1), self._shift(pack(up), 1)
+        arrivals = tuple(
+            jnp.concatenate([a, b]) for a, b in zip(from_below, from_above, strict=True)
+        )
+        ids = jnp.where(down | up, n, s.ids)
+        free = jnp.nonzero(ids >= n, size=2 * m, fill_value=c)[0]
+        coming = arrivals[0] < n
+        rank = jnp.cumsum(coming) - 1
+        crowded = jnp.sum(coming) > jnp.sum(ids >= n)
+        target = jnp.where(coming, free[jnp.minimum(rank, 2 * m - 1)], c)
+        placed = [
+            a.at[target].set(b, mode="drop")
+            for a, b in zip((ids, s.position, s.velocity, s.force), arrivals, strict=True)
+        ]
+        order = jnp.argsort(placed[0], stable=True)
+        ids, position, velocity, force = (a[order] for a in placed)
+        s = eqx.tree_at(
+            lambda t: (t.ids, t.position, t.velocity, t.force, t.overflow),
+            s,
+            (ids, position, velocity, force, _flag(s, "migrants", migrants)),
+        )
+        return eqx.tree_at(lambda t: t.overflow, s, _flag(s, "capacity", crowded))
+
+    def _choose_ghosts(self, s: SlabState, n: int, box: Array) -> SlabState:
+        """The particles within the radius of each face sent to the device beyond it
+        (their ids and positions); the slots of those sent kept for the steps after."""
+        c, g = self.capacity, self.ghosts
+        valid = s.ids < n
+        offset, width = self._offsets(s.position[:, 0], box)
+        low = valid & (offset < -0.5 * width + self.radius)
+        high = valid & (offset >= 0.5 * width - self.radius)
+        send = jnp.stack(
+            [
+                jnp.nonzero(low, size=g, fill_value=c)[0],
+                jnp.nonzero(high, size=g, fill_value=c)[0],
+            ]
+        )
+        overflow = (jnp.sum(low) > g) | (jnp.sum(high) > g)
+        ids, position = self._ghosts(s.ids, s.position, send, n)
+        return eqx.tree_at(
+            lambda t: (t.send, t.ghost_ids, t.ghost_position, t.overflow),
+            s,
+            (send, ids, position, _flag(s, "ghosts", overflow)),
+        )
+
+    def _ghosts(self, ids: Array, position: Array, send: Array, n: int):
+        """The ghosts' ids and positions, those from the device below first: what this
+        device's neighbours send of the slots `send` (low face, high face)."""
+        ids, position = _padded(ids, n), _padded(position, 0.0)
+        low = (ids[send[0]], position[send[0]])
+        high = (ids[send[1]], position[send[1]])
+        from_below, from_above = self._shift(high, 1), self._shift(low, -1)
+        return (
+            jnp.concatenate([from_below[0], from_above[0]]),
+            jnp.concatenate([from_below[1], from_above[1]]),
+        )
+
+    def _local_first_axis(self, s: SlabState, box: Array) -> Array:
+        """The first coordinate of the own particles and ghosts measured from the slab's
+        lower face without wrapping (ghosts from below negative, from above past the
+        width), so that no pair is found twice across the periodic boundary."""
+        offset, width = self._offsets(s.position[:, 0], box)
+        g = self.ghosts
+        lower = jax.lax.axis_index(SLAB_AXIS).astype(box.dtype) * width
+        below = _wrap(s.ghost_position[:g, 0] - lower, box[0])
+        above = width + _wrap(s.ghost_position[g:, 0] - lower - width, box[0])
+        return jnp.concatenate([offset + 0.5 * width, below, above])
+
+    def _cell_table(self, first: Array, local: Array, valid: Array, box: Array):
+        """The cell of every local particle and each cell's members ([cells + 1, room],
+        padded with the number of local particles; the last row an empty cell, the
+        neighbour of the cells at the ends of the first axis). The first axis runs over
+        the slab and its ghosts' layers, unwrapped; the others over the periodic box."""
+        size = local.shape[0]
+        margin = self.radius + self.skin
+        width = box[0] / self.devices
+        lengths = [width + 2 * margin, *(box[a] for a in range(1, local.shape[1]))]
+        coords = [first + margin, *(local[:, a] for a in range(1, local.shape[1]))]
+        cell = jnp.zeros(size, jnp.int32)
+        stride = 1
+        for axis, count in enumerate(self.cells):
+            c = jnp.floor(coords[axis] / (lengths[axis] / count)).astype(jnp.int32)
+            c = jnp.clip(c, 0, count - 1) if axis == 0 else jnp.mod(c, count)
+            cell = cell + stride * c
+            stride *= count
+        total = stride
+        key = jnp.where(valid, cell, total)
+        order = jnp.argsort(key, stable=True).astype(jnp.int32)
+        starts = jnp.searchsorted(key[order], jnp.arange(total + 1, dtype=jnp.int32))
+        starts = starts.astype(jnp.int32)
+        counts = starts[1:] - starts[:-1]
+        slot = jnp.arange(self.cell_capacity, dtype=jnp.int32)
+        members = jnp.where(
+            slot < counts[:, None],
+            order[jnp.minimum(starts[:-1, None] + slot, size - 1)],
+            size,
+        )
+        members = jnp.concatenate([members, jnp.full((1, self.cell_capacity), size, jnp.int32)])
+        return cell, members, jnp.max(counts) > self.cell_capacity
+
+    def _stencil(self, cell: Array) -> Array:
+        """The cells around each of `cell` (ids [rows] -> [rows, stencil]): +-1 along
+        every axis of three cells or more, the empty cell past the ends of the first."""
+        total = math.prod(self.cells)
+        coords, rest = [], cell
+        for count in self.cells:
+            coords.append(rest % count)
+            rest = rest // count
+        out = jnp.zeros(cell.shape + (1,), jnp.int32)
+        outside = jnp.zeros(cell.shape + (1,), bool)
+        stride = 1
+        for axis, count in enumerate(self.cells):
+            near = (-1, 0, 1) if (count >= 3 or axis == 0) and count > 1 else (0,)
+            steps = jnp.asarray(near, jnp.int32)
+            c = coords[axis][:, None] + steps[None, :]
+            if axis == 0:
+                off = (c < 0) | (c >= count)
+                c = jnp.clip(c, 0, count - 1)
+            else:
+                off = jnp.zeros(c.shape, bool)
+                c = jnp.mod(c, count)
+            out = (out[:, :, None] + stride * c[:, None, :]).reshape(cell.shape[0], -1)
+            outside = (outside[:, :, None] | off[:, None, :]).reshape(cell.shape[0], -1)
+            stride *= count
+        return jnp.where(outside, total, out)
+
+    def _build_list(self, s: SlabState, n: int, box: Array) -> SlabState:
+        """Each own particle's row: the own particles and ghosts within the radius, in
+        the order of their ids, padded with the number of local particles. A particle's
+        candidates are the members of the cells around its own, gathered once per cell;
+        the test, its packed mask and the compaction are the replicated list's
+        (`_neighbour_slots`)."""
+        c, k = self.capacity, self.neighbours
+        local = jnp.concatenate([s.position, s.ghost_position])
+        ids = jnp.concatenate([s.ids, s.ghost_ids])
+        size, dim = local.shape
+        first = self._local_first_axis(s, box)
+        valid = ids < n
+        cell, members, crowded = self._cell_table(first, local, valid, box)
+        cells = jnp.arange(members.shape[0] - 1, dtype=jnp.int32)
+        hood = members[self._stencil(cells)].reshape(cells.shape[0], -1)  # [cells, m]
+        m = hood.shape[1]
+        hood_x = [_padded(first, jnp.inf)[hood]]
+        hood_x += [_padded(local[:, a], 0.0)[hood] for a in range(1, dim)]
+        r2max = jnp.asarray(self.radius**2, local.dtype)
+
+        def test(i):
+            group = cell[i]
+            r2 = jnp.square(first[i][:, None] - hood_x[0][group])
+            for axis in range(1, dim):
+                d = local[i, axis][:, None] - hood_x[axis][group]
+                r2 = r2 + jnp.square(d - box[axis] * jnp.round(d / box[axis]))
+            keep = (r2 < r2max) & (hood[group] != i[:, None]) & valid[i][:, None]
+            return _packed(keep)
+
+        words = by_row_blocks(test, c, m)
+        table, count = _compact(
+            words, m, lambda rows, column: hood[cell[rows][:, None], column], k, size
+        )
+        key = _padded(ids, n)[table]
+        _, table = jax.lax.sort((key, table), dimension=1, num_keys=1)
+        s = eqx.tree_at(lambda t: t.overflow, s, _flag(s, "cell_capacity", crowded))
+        return eqx.tree_at(
+            lambda t: (t.index, t.reference, t.overflow, t.builds),
+            s,
+            (table, s.position, _flag(s, "neighbours", jnp.max(count) > k), s.builds + 1),
+        )
+
+    def build(self, s: SlabState, n: int, box: Array) -> SlabState:
+        """Migration, ghosts and the list, anew."""
+        s = self._migrate(s, n, box)
+        s = self._choose_ghosts(s, n, box)
+        return self._build_list(s, n, box)
+
+    def refresh(self, s: SlabState, n: int) -> SlabState:
+        """The ghosts' positions, sent again by their owners (same slots as at the build)."""
+        _, position = self._ghosts(s.ids, s.position, s.send, n)
+        return eqx.tree_at(lambda t: t.ghost_position, s, position)
+
+    def needs_build(self, s: SlabState, n: int, box: Array) -> Array:
+        """Whether some particle on any device moved more than skin / 2 since the build."""
+        moved2 = 0.0
+        for axis in range(s.position.shape[1]):
+            d = s.position[:, axis] - s.reference[:, axis]
+            moved2 = moved2 + jnp.square(d - box[axis] * jnp.round(d / box[axis]))
+        return self._any(jnp.any((s.ids < n) & (moved2 > (0.5 * self.skin) ** 2)))
+
+
+# ----------------------------------------------------------------------------- the physics
+
+
+class _Particles(eqx.Module):
+    """What every device holds of the whole system: each particle's mass and species
+    (indexed by id; the id n reads the last row, a unit mass), the box, the class of the
+    model's systems, and the tail corrections of the model (constants of a box that does
+    not change)."""
+
+    mass: Float[Array, " n1"]
+    species: Int[Array, " n1"]
+    space: Any
+    tail_energy: Float[Array, ""]
+    tail_pressure: Float[Array, ""]
+    system_type: type = eqx.field(static=True)
+
+    @property
+    def n(self) -> int:
+        return self.mass.shape[0] - 1
+
+
+def _local_system(s: SlabState, p: _Particles):
+    """The own particles and the ghosts as one system of the model's (own slots first)."""
+    ids = jnp.concatenate([s.ids, s.ghost_ids])
+    position = jnp.concatenate([s.position, s.ghost_position])
+    return p.system_type(position, jnp.zeros_like(position), p.mass[ids], p.species[ids], p.space)
+
+
+def _forces(model, params, s: SlabState, p: _Particles) -> Array:
+    """The forces on the own particles (zero in empty slots)."""
+    rows = jnp.arange(s.ids.shape[0], dtype=jnp.int32)
+    force = model.forces(_local_system(s, p), params, s.index, rows=rows)
+    return jnp.where((s.ids < p.n)[:, None], force, 0.0)
+
+
+def _observe(model, params, s: SlabState, p: _Particles, dof: int) -> dict[str, Array]:
+    """The standard observables of the whole system, from sums over the devices (the
+    pressure the virial one, (2 K + W) / (dim V))."""
+    rows = jnp.arange(s.ids.shape[0], dtype=jnp.int32)
+    energy, virial = model.rows_energy_and_virial(_local_system(s, p), params, s.index, rows)
+    own = (s.ids < p.n)[:, None]
+    kinetic = 0.5 * jnp.sum(jnp.where(own, p.mass[s.ids][:, None] * s.velocity**2, 0.0))
+    sums = jax.lax.psum(
+        {"potential": energy, "kinetic": kinetic, "virial": jnp.sum(virial)}, SLAB_AXIS
+    )
+    units = model.unit_system
+    potential = sums["potential"] + p.tail_energy
+    kinetic = sums["kinetic"]
+    return {
+        "potential_energy": potential,
+        "kinetic_energy": kinetic,
+        "total_energy": potential + kinetic,
+        "temperature": 2.0 * kinetic / (dof * units.boltzmann),
+        "pressure": (
+            (2.0 * kinetic + sums["virial"]) / (s.position.shape[1] * p.space.volume())
+            + p.tail_pressure
+        )
+        / units.pressure,
+    }
+
+
+def _kick(s: SlabState, p: _Particles, force: Array, dt: float) -> Array:
+    """The velocities after half a kick by `force`."""
+    own = (s.ids < p.n)[:, None]
+    return jnp.where(own, s.velocity + 0.5 * dt * force / p.mass[s.ids][:, None], 0.0)
+
+
+def _step(slabs: Slabs, model, params, p: _Particles, dt: float, s: SlabState) -> SlabState:
+    """One step of velocity Verlet: kick, drift (positions wrapped into the box), the
+    ghosts sent again or, when a particle moved far enough, everything built anew, and
+    the second kick by the new forces."""
+    velocity = _kick(s, p, s.force, dt)
+    own = (s.ids < p.n)[:, None]
+    position = jnp.where(own, p.space.wrap(s.position + dt * velocity), s.position)
+    s = eqx.tree_at(lambda t: (t.position, t.velocity), s, (position, velocity))
+    box = p.space.edges
+    s = jax.lax.cond(
+        slabs.needs_build(s, p.n, box),
+        lambda s: slabs.build(s, p.n, box),
+        lambda s: slabs.refresh(s, p.n),
+        s,
+    )
+    force = _forces(model, params, s, p)
+    return eqx.tree_at(lambda t: (t.force, t.velocity), s, (force, _kick(s, p, force, dt)))
+
+
+def _fresh(slabs: Slabs, ids, position, velocity, force) -> SlabState:
+    """A device's state of its particles before a build."""
+    g, c = slabs.ghosts, slabs.capacity
+    return SlabState(
+        ids=ids,
+        position=position,
+        velocity=velocity,
+        force=force,
+        reference=position,
+        send=jnp.full((2, g), c, jnp.int32),
+        ghost_ids=jnp.zeros((2 * g,), jnp.int32),
+        ghost_position=jnp.zeros((2 * g, position.shape[1]), position.dtype),
+        index=jnp.zeros((c, slabs.neighbours), jnp.int32),
+        overflow=jnp.zeros((len(ROOMS),), bool),
+        builds=jnp.zeros((), jnp.int32),
+    )
+
+
+def _chunk_program(slabs: Slabs, model, dt: float, saves: int, every: int, dof: int, mesh):
+    """The compiled chunk: from each device's particles (leading axis: devices) and
+    `first` (compute the forces at the start), `saves` saves `every` steps apart. Gives
+    the particles after, each save's observables and own positions, and whether some
+    room overflowed on any device."""
+    spec, whole = jax.sharding.PartitionSpec(SLAB_AXIS), jax.sharding.PartitionSpec()
+
+    def body(arrays, params, p: _Particles, first):
+        ids, position, velocity, force = (a[0] for a in arrays)
+        s = slabs.build(_fresh(slabs, ids, position, velocity, force), p.n, p.space.edges)
+        force = jax.lax.cond(first, lambda: _forces(model, params, s, p), lambda: s.force)
+        s = eqx.tree_at(lambda t: t.force, s, force)
+
+        def save(s, _):
+            s = jax.lax.fori_loop(0, every, lambda _, s: _step(slabs, model, params, p, dt, s), s)
+            return s, (_observe(model, params, s, p, dof), s.ids, s.position)
+
+        s, (obs, saved_ids, saved_position) = jax.lax.scan(save, s, None, length=saves)
+        out = tuple(a[None] for a in (s.ids, s.position, s.velocity, s.force))
+        stats = {
+            "overflow": jax.lax.psum(s.overflow.astype(jnp.int32), SLAB_AXIS) > 0,
+            "builds": jax.lax.pmax(s.builds, SLAB_AXIS),
+        }
+        return out, obs, (saved_ids[None], saved_position[None]), stats
+
+    mapped = jax.shard_map(
+        body,
+        mesh=mesh,
+        in_specs=((spec,) * 4, whole, whole, whole),
+        out_specs=((spec,) * 4, whole, (spec, spec), whole),
+        check_vma=False,
+    )
+    return jax.jit(mapped)
+
+
+# ----------------------------------------------------------------------------- the run
+
+
+class SlabRun:
+    """A run of velocity Verlet (constant energy) of a pair model in a periodic box,
+    its particles split over `devices` devices by slabs of the box's first axis (see the
+    module's docstring): what each device holds is its own particles, about n / devices,
+    and its ghosts.
+
+    Arguments:
+        model: a pair model (`physics.md.PairModel`: forces of given rows) without
+            bonds or molecules.
+        params: the model's parameters.
+        system: the start (`physics.md.System` in a `Periodic` box).
+        dt: the time step.
+        devices: how many devices (the first ones of `jax.devices()`).
+        skin: the list's extra shell.
+        factor: room for this many times the particles counted at the start (per
+            slab, near a face, around one particle).
+        chunk_saves: saves per compiled chunk (a chunk starts from the whole state, in
+            the order of the ids: where a run may stop and resume).
+
+    Raises:
+        ValueError: a model, system or split that this cannot run, in one line.
+    """
+
+    def __init__(
+        self,
+        model,
+        params: PyTree,
+        system,
+        dt: float,
+        *,
+        devices: int = 1,
+        skin: float = 0.3,
+        factor: float = 1.3,
+        chunk_saves: int = 10,
+    ):
+        if not getattr(model, "rows_apart", False):
+            raise ValueError(f"{type(model).__name__} cannot give the forces of given rows")
+        if system.bonds is not None or system.topology is not None:
+            raise ValueError("a system with bonds or molecules cannot be split by slabs")
+        if system.space.box is None:
+            raise ValueError("a run split by slabs needs a periodic box")
+        edges = np.asarray(system.space.edges, float)
+        problem = slab_devices(float(edges[0]), model.cutoff + skin, devices)
+        if problem is not None:
+            raise ValueError(problem)
+        if devices > len(jax.devices()):
+            raise ValueError(f"{devices} devices asked for, {len(jax.devices())} there")
+        self.model, self.params, self.dt = model, params, float(dt)
+        self.chunk_saves = chunk_saves
+        self.n, self.dim = system.position.shape
+        self.position = np.asarray(system.space.wrap(system.position))
+        self.velocity = np.asarray(system.velocity)
+        self.force: np.ndarray | None = None
+        self.mesh = jax.sharding.Mesh(np.asarray(jax.devices()[:devices]), (SLAB_AXIS,))
+        self.slabs = _sized(self.position, edges, model.cutoff, skin, devices, factor)
+        self.particles = _Particles(
+            mass=_padded(jnp.asarray(system.mass), 1.0),
+            species=_padded(jnp.asarray(system.species), 0),
+            space=system.space,
+            tail_energy=jnp.asarray(model.tail_energy(system, params)),
+            tail_pressure=jnp.asarray(model.tail_pressure(system, params)),
+            system_type=type(system),
+        )
+        self.dof = self.dim * self.n - self.dim
+        self.grown = 0
+        self.builds = 0
+        self._programs: dict = {}
+
+    def _layout(self) -> tuple[Array, ...] | None:
+        """The whole state as each device's slots (None: a slab holds more than the
+        capacity)."""
+        s, n = self.slabs, self.n
+        width = float(self.particles.space.edges[0]) / s.devices
+        owner = np.minimum((self.position[:, 0] // width).astype(int), s.devices - 1)
+        ids = np.full((s.devices, s.capacity), n, np.int32)
+        for d in range(s.devices):
+            mine = np.flatnonzero(owner == d)
+            if mine.size > s.capacity:
+                return None
+            ids[d, : mine.size] = mine
+        force = np.zeros_like(self.position) if self.force is None else self.force
+
+        def rows(a):
+            return _padded(jnp.asarray(a), 0.0)[ids]
+
+        sharding = jax.sharding.NamedSharding(self.mesh, jax.sharding.PartitionSpec(SLAB_AXIS))
+        arrays = (jnp.asarray(ids), rows(self.position), rows(self.velocity), rows(force))
+        return tuple(jax.device_put(a, sharding) for a in arrays)
+
+    def _program(self, saves: int, every: int):
+        key = (self.slabs, saves, every)
+        if key not in self._programs:
+            self._programs[key] = _chunk_program(
+                self.slabs, self.model, self.dt, saves, every, self.dof, self.mesh
+            )
+        return self._programs[key]
+
+    def _chunk(self, saves: int, every: int) -> tuple[dict, np.ndarray]:
+        """One chunk, computed again with more room until none overflows: the
+        observables and positions (in the order of the ids) of its saves."""
+        while True:
+            arrays = self._layout()
+            if arrays is not None:
+                first = jnp.asarray(self.force is None)
+                self._last_arguments = (arrays, self.params, self.particles, first)
+                out, obs, saved, stats = self._program(saves, every)(*self._last_arguments)
+                flags = np.asarray(stats["overflow"])
+                if not flags.any():
+                    break
+                rooms = [r for r, f in zip(ROOMS, flags, strict=True) if f]
+            else:
+                rooms = ["capacity"]
+            self.slabs = self.slabs.grown(rooms)
+            self.grown += 1
+        ids, position, velocity, force = (np.asarray(a) for a in out)
+        self._own = np.sum(ids < self.n, axis=1)
+        self.position, self.velocity, self.force = (
+            _by_id(ids, a, self.n) for a in (position, velocity, force)
+        )
+        saved_ids, saved_position = (np.asarray(a) for a in saved)
+        positions = np.stack(
+            [_by_id(saved_ids[:, k], saved_position[:, k], self.n) for k in range(saves)]
+        )
+        self.builds += int(stats["builds"])
+        return {k: np.asarray(v) for k, v in obs.items()}, positions
+
+    def state(self) -> dict[str, np.ndarray]:
+        """The whole state between chunks, in the order of the ids (what a checkpoint
+        keeps): positions (wrapped into the box), velocities and forces."""
+        force = np.zeros_like(self.position) if self.force is None else self.force
+        return {"position": self.position, "velocity": self.velocity, "force": force}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Go on from `state` (of `state()`): the chunks after are those of the run that
+        gave it."""
+        self.position, self.velocity, self.force = (
+            np.array(state[k], float) for k in ("position", "velocity", "force")
+        )
+
+    def own_counts(self) -> np.ndarray:
+        """How many particles each device owned at the end of the last chunk [devices]."""
+        return self._own
+
+    def memory_per_device(self) -> int:
+        """The bytes of one device's state at the current room (`Slabs.bytes_per_device`)."""
+        return self.slabs.bytes_per_device(self.dim, self.position.dtype.itemsize)
+
+    def run(self, saves: int, every: int) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        """`saves` saves `every` steps apart from the current state, in chunks of
+        `chunk_saves`: each save's observables [saves] and positions [saves, n, dim]."""
+        observed, positions = [], []
+        done = 0
+        while done < saves:
+            k = min(self.chunk_saves, saves - done)
+            obs, pos = self._chunk(k, every)
+            observed.append(obs)
+            positions.append(pos)
+            done += k
+        return (
+            {k: np.concatenate([o[k] for o in observed]) for k in observed[0]},
+            np.concatenate(positions),
+        )
+
+
+def _by_id(ids: np.ndarray, rows: np.ndarray, n: int) -> np.ndarray:
+    """Rows [devices, capacity, ...] of particles `ids` (n: an empty slot) put in the
+    order of the ids [n, ...]."""
+    ids, rows = ids.reshape(-1), rows.reshape((-1,) + rows.shape[2:])
+    keep = ids < n
+    out = np.empty((n,) + rows.shape[1:], rows.dtype)
+    out[ids[keep]] = rows[keep]
+    return out
+
+
+def _sized(
+    position: np.ndarray, edges: np.ndarray, cutoff: float, skin: float, devices: int, factor
+) -> Slabs:
+    """The room of each device for the configuration `position` (wrapped into the box):
+    `factor` times the most particles counted in a slab, near a face and around one
+    particle (a list's count), and for migrants those within skin / 2 of a face."""
+    from ._neighbours import NeighbourList
+
+    radius = cutoff + skin
+    width = edges[0] / devices
+    x = position[:, 0]
+    owner = np.minimum((x // width).astype(int), devices - 1)
+    offset = x - (owner + 0.5) * width
+    per_slab = np.bincount(owner, minlength=devices)
+    low = np.bincount(owner[offset < -0.5 * width + radius], minlength=devices)
+    high = np.bincount(owner[offset >= 0.5 * width - radius], minlength=devices)
+    near = np.abs(np.abs(offset) - 0.5 * width) < 0.5 * skin
+    crossing = np.bincount(owner[near], minlength=devices)
+    neighbours = NeighbourList.allocate(position, edges, cutoff, skin).capacity
+    up = lambda k: int(math.ceil(factor * k)) + 8  # noqa: E731
+    lengths = [width + 2 * (radius + skin), *edges[1:]]
+    cells = [max(1, int(length // radius)) for length in lengths]
+    cells = [cells[0]] + [c if c >= 3 else 1 for c in cells[1:]]
+    # the most particles in a cell of that size, counted over a grid of the whole box
+    grid = [max(1, int(round(edges[a] / (lengths[a] / cells[a])))) for a in range(len(edges))]
+    at = np.minimum((position / (edges / np.asarray(grid))).astype(int), np.asarray(grid) - 1)
+    crowd = np.bincount(np.ravel_multi_index(at.T, grid)).max()
+    n = position.shape[0]
+    slab = per_slab.max()
+    return Slabs(
+        devices=devices,
+        capacity=min(n, int(math.ceil(slab + (factor - 1.0) * 2 * math.sqrt(slab))) + 8),
+        ghosts=up(max(low.max(), high.max())),
+        migrants=up(crossing.max()),
+        neighbours=min(up(neighbours), position.shape[0] + 2 * up(max(low.max(), high.max()))),
+        cutoff=float(cutoff),
+        skin=float(skin),
+        cells=tuple(cells),
+        cell_capacity=up(crowd),
+    )
