@@ -65,12 +65,14 @@ def slab_devices(box_edge: float, radius: float, devices: int) -> str | None:
 
 class SlabState(eqx.Module):
     """One device's particles (inside `jax.shard_map`; outside, every array has a leading
-    axis of devices). Slots past a device's particles hold the id n."""
+    axis of devices). Slots past a device's particles hold the id n. Positions are wrapped
+    into the box; `image` counts the box edges each particle has crossed."""
 
     ids: Int[Array, " capacity"]
     position: Float[Array, "capacity dim"]
     velocity: Float[Array, "capacity dim"]
     force: Float[Array, "capacity dim"]
+    image: Int[Array, "capacity dim"]
     reference: Float[Array, "capacity dim"]
     send: Int[Array, "2 ghosts"]
     ghost_ids: Int[Array, " ghosts2"]
@@ -173,8 +175,8 @@ class Slabs:
         valid = s.ids < n
         offset, width = self._offsets(s.position[:, 0], box)
         down, up = valid & (offset < -0.5 * width), valid & (offset >= 0.5 * width)
-        fields = (s.ids, s.position, s.velocity, s.force)
-        fills = (n, 0.0, 0.0, 0.0)
+        fields = (s.ids, s.position, s.velocity, s.force, s.image)
+        fills = (n, 0.0, 0.0, 0.0, 0)
 
         def pack(mask):
             slots = jnp.nonzero(mask, size=m, fill_value=c)[0]
@@ -193,14 +195,14 @@ class Slabs:
         target = jnp.where(coming, free[jnp.minimum(rank, 2 * m - 1)], c)
         placed = [
             a.at[target].set(b, mode="drop")
-            for a, b in zip((ids, s.position, s.velocity, s.force), arrivals, strict=True)
+            for a, b in zip((ids, *fields[1:]), arrivals, strict=True)
         ]
         order = jnp.argsort(placed[0], stable=True)
-        ids, position, velocity, force = (a[order] for a in placed)
+        ids, position, velocity, force, image = (a[order] for a in placed)
         s = eqx.tree_at(
-            lambda t: (t.ids, t.position, t.velocity, t.force, t.overflow),
+            lambda t: (t.ids, t.position, t.velocity, t.force, t.image, t.overflow),
             s,
-            (ids, position, velocity, force, _flag(s, "migrants", migrants)),
+            (ids, position, velocity, force, image, _flag(s, "migrants", migrants)),
         )
         return eqx.tree_at(lambda t: t.overflow, s, _flag(s, "capacity", crowded))
 
@@ -417,7 +419,7 @@ def _observe(model, params, s: SlabState, p: _Particles, dof: int) -> dict[str, 
     units = model.unit_system
     potential = sums["potential"] + p.tail_energy
     kinetic = sums["kinetic"]
-    return {
+    out = {
         "potential_energy": potential,
         "kinetic_energy": kinetic,
         "total_energy": potential + kinetic,
@@ -427,7 +429,12 @@ def _observe(model, params, s: SlabState, p: _Particles, dof: int) -> dict[str, 
             + p.tail_pressure
         )
         / units.pressure,
+        "volume": p.space.volume(),
+        "density": p.n / p.space.volume(),
     }
+    if units.mass_density:
+        out["mass_density"] = jnp.sum(p.mass[:-1]) / p.space.volume() / units.mass_density
+    return out
 
 
 def _kick(s: SlabState, p: _Particles, force: Array, dt: float) -> Array:
@@ -437,14 +444,17 @@ def _kick(s: SlabState, p: _Particles, force: Array, dt: float) -> Array:
 
 
 def _step(slabs: Slabs, model, params, p: _Particles, dt: float, s: SlabState) -> SlabState:
-    """One step of velocity Verlet: kick, drift (positions wrapped into the box), the
-    ghosts sent again or, when a particle moved far enough, everything built anew, and
-    the second kick by the new forces."""
+    """One step of velocity Verlet: kick, drift (positions wrapped into the box, the
+    edges crossed counted), the ghosts sent again or, when a particle moved far enough,
+    everything built anew, and the second kick by the new forces."""
     velocity = _kick(s, p, s.force, dt)
     own = (s.ids < p.n)[:, None]
-    position = jnp.where(own, p.space.wrap(s.position + dt * velocity), s.position)
-    s = eqx.tree_at(lambda t: (t.position, t.velocity), s, (position, velocity))
     box = p.space.edges
+    moved = s.position + dt * velocity
+    crossed = jnp.floor(moved / box)
+    position = jnp.where(own, moved - crossed * box, s.position)
+    image = jnp.where(own, s.image + crossed.astype(s.image.dtype), s.image)
+    s = eqx.tree_at(lambda t: (t.position, t.velocity, t.image), s, (position, velocity, image))
     s = jax.lax.cond(
         slabs.needs_build(s, p.n, box),
         lambda s: slabs.build(s, p.n, box),
@@ -455,7 +465,7 @@ def _step(slabs: Slabs, model, params, p: _Particles, dt: float, s: SlabState) -
     return eqx.tree_at(lambda t: (t.force, t.velocity), s, (force, _kick(s, p, force, dt)))
 
 
-def _fresh(slabs: Slabs, ids, position, velocity, force) -> SlabState:
+def _fresh(slabs: Slabs, ids, position, velocity, force, image) -> SlabState:
     """A device's state of its particles before a build."""
     g, c = slabs.ghosts, slabs.capacity
     return SlabState(
@@ -463,6 +473,7 @@ def _fresh(slabs: Slabs, ids, position, velocity, force) -> SlabState:
         position=position,
         velocity=velocity,
         force=force,
+        image=image,
         reference=position,
         send=jnp.full((2, g), c, jnp.int32),
         ghost_ids=jnp.zeros((2 * g,), jnp.int32),
@@ -473,36 +484,47 @@ def _fresh(slabs: Slabs, ids, position, velocity, force) -> SlabState:
     )
 
 
-def _chunk_program(slabs: Slabs, model, dt: float, saves: int, every: int, dof: int, mesh):
-    """The compiled chunk: from each device's particles (leading axis: devices) and
-    `first` (compute the forces at the start), `saves` saves `every` steps apart. Gives
-    the particles after, each save's observables and own positions, and whether some
-    room overflowed on any device."""
+def _chunk_program(slabs: Slabs, model, dt: float, room: int, every: int, dof: int, mesh):
+    """The compiled chunk: from each device's particles (leading axis: devices), `first`
+    (compute the forces at the start) and `saves` (traced, at most `room`), that many
+    saves `every` steps apart. Gives the particles after, the observables at the start
+    and at each save, each save's own particles, and the rooms that overflowed on any
+    device and the builds."""
     spec, whole = jax.sharding.PartitionSpec(SLAB_AXIS), jax.sharding.PartitionSpec()
 
-    def body(arrays, params, p: _Particles, first):
-        ids, position, velocity, force = (a[0] for a in arrays)
-        s = slabs.build(_fresh(slabs, ids, position, velocity, force), p.n, p.space.edges)
+    def body(arrays, params, p: _Particles, first, saves):
+        ids, position, velocity, force, image, reference = (a[0] for a in arrays)
+        # the ghosts and the list of the last build, from its positions; then the ghosts
+        # at the current ones
+        s = _fresh(slabs, ids, reference, velocity, force, image)
+        s = slabs._choose_ghosts(s, p.n, p.space.edges)
+        s = slabs._build_list(s, p.n, p.space.edges)
+        s = slabs.refresh(eqx.tree_at(lambda t: t.position, s, position), p.n)
         force = jax.lax.cond(first, lambda: _forces(model, params, s, p), lambda: s.force)
         s = eqx.tree_at(lambda t: t.force, s, force)
+        start = _observe(model, params, s, p, dof)
+        rows = lambda s: (s.ids, s.position, s.velocity, s.image)  # noqa: E731
+        table = jax.tree.map(lambda a: jnp.zeros((room,) + a.shape, a.dtype), (start, rows(s)))
 
-        def save(s, _):
+        def save(i, carry):
+            s, table = carry
             s = jax.lax.fori_loop(0, every, lambda _, s: _step(slabs, model, params, p, dt, s), s)
-            return s, (_observe(model, params, s, p, dof), s.ids, s.position)
+            row = (_observe(model, params, s, p, dof), rows(s))
+            return s, jax.tree.map(lambda t, r: t.at[i].set(r), table, row)
 
-        s, (obs, saved_ids, saved_position) = jax.lax.scan(save, s, None, length=saves)
-        out = tuple(a[None] for a in (s.ids, s.position, s.velocity, s.force))
+        s, (observed, saved) = jax.lax.fori_loop(0, saves, save, (s, table))
+        out = tuple(a[None] for a in (s.ids, s.position, s.velocity, s.force, s.image, s.reference))
         stats = {
             "overflow": jax.lax.psum(s.overflow.astype(jnp.int32), SLAB_AXIS) > 0,
             "builds": jax.lax.pmax(s.builds, SLAB_AXIS),
         }
-        return out, obs, (saved_ids[None], saved_position[None]), stats
+        return out, start, observed, tuple(a[None] for a in saved), stats
 
     mapped = jax.shard_map(
         body,
         mesh=mesh,
-        in_specs=((spec,) * 4, whole, whole, whole),
-        out_specs=((spec,) * 4, whole, (spec, spec), whole),
+        in_specs=((spec,) * 6, whole, whole, whole, whole),
+        out_specs=((spec,) * 6, whole, whole, (spec,) * 4, whole),
         check_vma=False,
     )
     return jax.jit(mapped)
@@ -511,24 +533,40 @@ def _chunk_program(slabs: Slabs, model, dt: float, saves: int, every: int, dof: 
 # ----------------------------------------------------------------------------- the run
 
 
+class SlabRunState(eqx.Module):
+    """The whole state of a run split by slabs between chunks, in the order of the ids:
+    positions wrapped into the box, the box edges each particle has crossed, velocities,
+    forces and the positions at the last build (what a checkpoint keeps). A chunk starts
+    by building the list of the last build again, from those, so that the steps do not
+    depend on where chunks fall."""
+
+    position: Float[Array | np.ndarray, "n dim"]
+    image: Int[Array | np.ndarray, "n dim"]
+    velocity: Float[Array | np.ndarray, "n dim"]
+    force: Float[Array | np.ndarray, "n dim"]
+    reference: Float[Array | np.ndarray, "n dim"]
+
+
 class SlabRun:
     """A run of velocity Verlet (constant energy) of a pair model in a periodic box,
     its particles split over `devices` devices by slabs of the box's first axis (see the
     module's docstring): what each device holds is its own particles, about n / devices,
-    and its ghosts.
+    and its ghosts. It streams as `solvers.ParticleRun` does (`start`, `advance`, `meta`,
+    `restore`, `stats`, `run`), a chunk of saves per call.
 
     Arguments:
         model: a pair model (`physics.md.PairModel`: forces of given rows) without
             bonds or molecules.
         params: the model's parameters.
-        system: the start (`physics.md.System` in a `Periodic` box).
+        system: the start (`physics.md.System` in a periodic box).
         dt: the time step.
+        times: the save times [T] (the first the start).
+        every: steps per save.
         devices: how many devices (the first ones of `jax.devices()`).
         skin: the list's extra shell.
-        factor: room for this many times the particles counted at the start (per
-            slab, near a face, around one particle).
-        chunk_saves: saves per compiled chunk (a chunk starts from the whole state, in
-            the order of the ids: where a run may stop and resume).
+        factor: room for about this many times the particles counted at the start (per
+            slab, near a face, in a cell, around one particle).
+        chunk: saves per call at most (one compiled program; a call may take fewer).
 
     Raises:
         ValueError: a model, system or split that this cannot run, in one line.
@@ -541,10 +579,12 @@ class SlabRun:
         system,
         dt: float,
         *,
+        times,
+        every: int,
         devices: int = 1,
         skin: float = 0.3,
         factor: float = 1.3,
-        chunk_saves: int = 10,
+        chunk: int = 10,
     ):
         if not getattr(model, "rows_apart", False):
             raise ValueError(f"{type(model).__name__} cannot give the forces of given rows")
@@ -552,6 +592,8 @@ class SlabRun:
             raise ValueError("a system with bonds or molecules cannot be split by slabs")
         if system.space.box is None:
             raise ValueError("a run split by slabs needs a periodic box")
+        if isinstance(system.position, jax.core.Tracer):
+            raise ValueError("a run split by slabs runs from Python, not inside jax.jit")
         edges = np.asarray(system.space.edges, float)
         problem = slab_devices(float(edges[0]), model.cutoff + skin, devices)
         if problem is not None:
@@ -559,13 +601,16 @@ class SlabRun:
         if devices > len(jax.devices()):
             raise ValueError(f"{devices} devices asked for, {len(jax.devices())} there")
         self.model, self.params, self.dt = model, params, float(dt)
-        self.chunk_saves = chunk_saves
+        self.times, self.every = np.asarray(times), int(every)
+        self.n_saves = len(self.times) - 1
+        self.chunk = max(1, min(chunk, self.n_saves))
         self.n, self.dim = system.position.shape
-        self.position = np.asarray(system.space.wrap(system.position))
-        self.velocity = np.asarray(system.velocity)
-        self.force: np.ndarray | None = None
+        self.edges = edges
         self.mesh = jax.sharding.Mesh(np.asarray(jax.devices()[:devices]), (SLAB_AXIS,))
-        self.slabs = _sized(self.position, edges, model.cutoff, skin, devices, factor)
+        self.system = system
+        self.slabs = _sized(
+            np.mod(np.asarray(system.position), edges), edges, model.cutoff, skin, devices, factor
+        )
         self.particles = _Particles(
             mass=_padded(jnp.asarray(system.mass), 1.0),
             species=_padded(jnp.asarray(system.species), 0),
@@ -577,102 +622,162 @@ class SlabRun:
         self.dof = self.dim * self.n - self.dim
         self.grown = 0
         self.builds = 0
+        self.first: dict | None = None
         self._programs: dict = {}
+        self._own = np.zeros(devices, int)
 
-    def _layout(self) -> tuple[Array, ...] | None:
-        """The whole state as each device's slots (None: a slab holds more than the
-        capacity)."""
+    # ------------------------------------------------------------------ the chunks
+
+    def _layout(self, state: SlabRunState) -> tuple[Array, ...] | None:
+        """The whole state as each device's slots (None: a slab holds more particles
+        than the capacity)."""
         s, n = self.slabs, self.n
-        width = float(self.particles.space.edges[0]) / s.devices
-        owner = np.minimum((self.position[:, 0] // width).astype(int), s.devices - 1)
+        at = np.asarray(state.reference)  # (the slabs of the last build)
+        width = self.edges[0] / s.devices
+        owner = np.minimum((at[:, 0] // width).astype(int), s.devices - 1)
         ids = np.full((s.devices, s.capacity), n, np.int32)
         for d in range(s.devices):
             mine = np.flatnonzero(owner == d)
             if mine.size > s.capacity:
                 return None
             ids[d, : mine.size] = mine
-        force = np.zeros_like(self.position) if self.force is None else self.force
-
-        def rows(a):
-            return _padded(jnp.asarray(a), 0.0)[ids]
-
         sharding = jax.sharding.NamedSharding(self.mesh, jax.sharding.PartitionSpec(SLAB_AXIS))
-        arrays = (jnp.asarray(ids), rows(self.position), rows(self.velocity), rows(force))
-        return tuple(jax.device_put(a, sharding) for a in arrays)
+        fields = (state.position, state.velocity, state.force, state.image, state.reference)
+        rows = [_padded(jnp.asarray(a), 0)[ids] for a in fields]
+        return tuple(jax.device_put(a, sharding) for a in (jnp.asarray(ids), *rows))
 
-    def _program(self, saves: int, every: int):
-        key = (self.slabs, saves, every)
+    def _program(self):
+        key = (self.slabs, self.chunk)
         if key not in self._programs:
             self._programs[key] = _chunk_program(
-                self.slabs, self.model, self.dt, saves, every, self.dof, self.mesh
+                self.slabs, self.model, self.dt, self.chunk, self.every, self.dof, self.mesh
             )
         return self._programs[key]
 
-    def _chunk(self, saves: int, every: int) -> tuple[dict, np.ndarray]:
-        """One chunk, computed again with more room until none overflows: the
-        observables and positions (in the order of the ids) of its saves."""
+    def _call(self, state: SlabRunState, first: bool, saves: int):
+        """The chunk program on `state`, again with more room until none overflows."""
         while True:
-            arrays = self._layout()
+            arrays = self._layout(state)
             if arrays is not None:
-                first = jnp.asarray(self.force is None)
-                self._last_arguments = (arrays, self.params, self.particles, first)
-                out, obs, saved, stats = self._program(saves, every)(*self._last_arguments)
-                flags = np.asarray(stats["overflow"])
+                self._last_arguments = (
+                    arrays,
+                    self.params,
+                    self.particles,
+                    jnp.asarray(first),
+                    jnp.asarray(saves, jnp.int32),
+                )
+                out = self._program()(*self._last_arguments)
+                flags = np.asarray(out[-1]["overflow"])
                 if not flags.any():
-                    break
+                    return out
                 rooms = [r for r, f in zip(ROOMS, flags, strict=True) if f]
             else:
                 rooms = ["capacity"]
             self.slabs = self.slabs.grown(rooms)
             self.grown += 1
-        ids, position, velocity, force = (np.asarray(a) for a in out)
+
+    def _observed(self, start: dict) -> dict:
+        return {k: np.asarray(v) for k, v in start.items()}
+
+    def start(self) -> SlabRunState:
+        """The state at the first save time, its forces computed (its observables in
+        `self.first`)."""
+        position = np.asarray(self.system.position, float)
+        image = np.floor(position / self.edges)
+        state = SlabRunState(
+            position=position - image * self.edges,
+            image=image.astype(np.int32),
+            velocity=np.asarray(self.system.velocity, float),
+            force=np.zeros_like(position),
+            reference=position - image * self.edges,
+        )
+        out, start, _, _, _ = self._call(state, True, 0)
+        self.first = {
+            **self._observed(start),
+            "position": np.asarray(self.system.position, float),
+            "velocity": state.velocity,
+        }
+        return self._state(out)
+
+    def _state(self, out) -> SlabRunState:
+        ids, position, velocity, force, image, reference = (np.asarray(a) for a in out)
         self._own = np.sum(ids < self.n, axis=1)
-        self.position, self.velocity, self.force = (
-            _by_id(ids, a, self.n) for a in (position, velocity, force)
-        )
-        saved_ids, saved_position = (np.asarray(a) for a in saved)
-        positions = np.stack(
-            [_by_id(saved_ids[:, k], saved_position[:, k], self.n) for k in range(saves)]
-        )
+        fields = (position, image, velocity, force, reference)
+        return SlabRunState(*(_by_id(ids, a, self.n) for a in fields))
+
+    def first_observables(self) -> dict:
+        """The observables at the first save time (computed again after a `restore`)."""
+        if self.first is None:
+            self.start()
+        return self.first
+
+    def advance(self, state: SlabRunState, k: int, n: int) -> tuple[SlabRunState, dict]:
+        """Frames k+1..k+n (frame 0 first when k == 0) as numpy rows: the observables,
+        positions (unwrapped) and velocities in the order of the ids."""
+        if not 1 <= n <= self.chunk:
+            raise ValueError(f"a chunk of {n} frames; this run takes 1 to {self.chunk}")
+        out, _, observed, saved, stats = self._call(state, False, n)
         self.builds += int(stats["builds"])
-        return {k: np.asarray(v) for k, v in obs.items()}, positions
+        ids, position, velocity, image = (np.asarray(a)[:, :n] for a in saved)
+        rows = {name: np.asarray(v)[:n] for name, v in observed.items()}
+        unwrapped = position + image * self.edges
+        rows["position"] = np.stack([_by_id(ids[:, f], unwrapped[:, f], self.n) for f in range(n)])
+        rows["velocity"] = np.stack([_by_id(ids[:, f], velocity[:, f], self.n) for f in range(n)])
+        if k == 0:
+            first = self.first_observables()
+            rows = {
+                name: np.concatenate([np.asarray(first[name])[None], v]) for name, v in rows.items()
+            }
+        return self._state(out), rows
 
-    def state(self) -> dict[str, np.ndarray]:
-        """The whole state between chunks, in the order of the ids (what a checkpoint
-        keeps): positions (wrapped into the box), velocities and forces."""
-        force = np.zeros_like(self.position) if self.force is None else self.force
-        return {"position": self.position, "velocity": self.velocity, "force": force}
+    def meta(self) -> dict[str, Any]:
+        """What a checkpoint keeps besides the state: the rooms (a run resumed with other
+        rooms could round otherwise)."""
+        return {room: getattr(self.slabs, room) for room in ROOMS}
 
-    def restore(self, state: dict[str, Any]) -> None:
-        """Go on from `state` (of `state()`): the chunks after are those of the run that
-        gave it."""
-        self.position, self.velocity, self.force = (
-            np.array(state[k], float) for k in ("position", "velocity", "force")
-        )
+    def restore(self, meta: dict[str, Any]) -> SlabRunState:
+        """A template state for a checkpoint saved with `meta`."""
+        if meta:
+            self.slabs = dataclasses.replace(self.slabs, **{r: int(meta[r]) for r in ROOMS})
+        zeros = np.zeros((self.n, self.dim))
+        return SlabRunState(zeros, zeros.astype(np.int32), zeros, zeros, zeros)
+
+    def stats(self, state: SlabRunState) -> dict[str, int]:
+        """The stats of a run that ended (as `solvers.ParticleRun.stats` gives them)."""
+        from ._results import Result
+
+        return {
+            "num_steps": self.n_saves * self.every,
+            "result": int(Result.successful),
+            "neighbour_builds": self.builds,
+            "capacity": self.slabs.neighbours,
+            "devices": self.slabs.devices,
+        }
+
+    def run(self, progress=None) -> tuple[dict[str, Array], SlabRunState, dict[str, Array]]:
+        """The whole run, a chunk at a time: the observables at every save time (the
+        first included, positions and velocities too), the final state, the stats."""
+        state = self.start()
+        pieces, k = [], 0
+        while k < self.n_saves:
+            n = min(self.chunk, self.n_saves - k)
+            state, rows = self.advance(state, k, n)
+            pieces.append(rows)
+            k += n
+            if progress is not None:
+                progress(n * self.every)
+        observables = {
+            name: jnp.asarray(np.concatenate([p[name] for p in pieces])) for name in pieces[0]
+        }
+        return observables, state, {k: jnp.asarray(v) for k, v in self.stats(state).items()}
 
     def own_counts(self) -> np.ndarray:
-        """How many particles each device owned at the end of the last chunk [devices]."""
+        """How many particles each device owned at the end of the last call [devices]."""
         return self._own
 
     def memory_per_device(self) -> int:
         """The bytes of one device's state at the current room (`Slabs.bytes_per_device`)."""
-        return self.slabs.bytes_per_device(self.dim, self.position.dtype.itemsize)
-
-    def run(self, saves: int, every: int) -> tuple[dict[str, np.ndarray], np.ndarray]:
-        """`saves` saves `every` steps apart from the current state, in chunks of
-        `chunk_saves`: each save's observables [saves] and positions [saves, n, dim]."""
-        observed, positions = [], []
-        done = 0
-        while done < saves:
-            k = min(self.chunk_saves, saves - done)
-            obs, pos = self._chunk(k, every)
-            observed.append(obs)
-            positions.append(pos)
-            done += k
-        return (
-            {k: np.concatenate([o[k] for o in observed]) for k in observed[0]},
-            np.concatenate(positions),
-        )
+        return self.slabs.bytes_per_device(self.dim)
 
 
 def _by_id(ids: np.ndarray, rows: np.ndarray, n: int) -> np.ndarray:

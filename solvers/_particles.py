@@ -475,6 +475,10 @@ class ParticleSolver(eqx.Module):
             computing the forces on its block (models with `rows_apart`; a divisor of
             the particle count). None: one per CPU device, in blocks of at least
             `solvers.PARTICLES_PER_SHARD` particles; 1: never.
+        slabs: split the run over this many devices by slabs of the box instead
+            (`solvers.SlabRun`: each device owns the particles of its slab and holds
+            ghosts of its neighbours'; velocity Verlet of a pair model in a periodic box,
+            from Python). None: not.
     """
 
     integrator: ParticleIntegrator
@@ -484,10 +488,13 @@ class ParticleSolver(eqx.Module):
     chunk_steps: int = eqx.field(static=True, default=5000)
     checkpoint_levels: int = eqx.field(static=True, default=2)
     shards: int | None = eqx.field(static=True, default=None)
+    slabs: int | None = eqx.field(static=True, default=None)
 
     def __check_init__(self):
         if self.shards is not None and self.shards < 1:
             raise ValueError(f"shards must be >= 1 (or None), got {self.shards}")
+        if self.slabs is not None and self.slabs < 1:
+            raise ValueError(f"slabs must be >= 1 (or None), got {self.slabs}")
         if not isinstance(self.integrator, ParticleIntegrator):
             raise TypeError(
                 f"ParticleSolver needs a particle integrator (VelocityVerlet, LangevinBaoab, "

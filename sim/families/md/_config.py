@@ -90,6 +90,11 @@ class MdSolverExtras(pydantic.BaseModel):
     neighbour_list: bool = pydantic.Field(
         True, description="use a neighbour list (false: every pair, each step)"
     )
+    slabs: int | None = pydantic.Field(
+        None,
+        description="split the run over this many devices by slabs of the box, each "
+        "owning its slab's particles (verlet, pair models, periodic box)",
+    )
 
 
 class BarostatTable(pydantic.BaseModel):
@@ -584,11 +589,62 @@ def _md_solver(config: Config, dt: float, units: Units) -> tuple[ParticleSolver,
     if not isinstance(use_list, bool):
         raise config.error("solver.neighbour_list", f"expected true or false, got {use_list!r}")
     resolved.update(skin=skin, neighbour_list=use_list, dtype=spec.dtype or "float64")
+    slabs = _slabs(config, extras.get("slabs"), method, use_list)
+    if slabs is not None:
+        resolved["slabs"] = slabs
     return (
-        ParticleSolver(integrator, neighbour_list=use_list, skin=skin),
+        ParticleSolver(integrator, neighbour_list=use_list, skin=skin, slabs=slabs),
         spec.dtype or "float64",
         resolved,
     )
+
+
+def _slabs(config: Config, slabs, method: str, use_list: bool) -> int | None:
+    """`[solver] slabs`: a whole number of devices, within those JAX has, for a run at
+    constant energy with a neighbour list (None when not given)."""
+    if slabs is None:
+        return None
+    if isinstance(slabs, bool) or not isinstance(slabs, int) or slabs < 1:
+        raise config.error(
+            "solver.slabs", f"expected a whole number of devices >= 1, got {slabs!r}"
+        )
+    if method != "verlet":
+        raise config.error(
+            "solver.slabs",
+            f"a run split by slabs is at constant energy (method = 'verlet'), not {method!r}",
+        )
+    if not use_list:
+        raise config.error("solver.slabs", "a run split by slabs needs neighbour_list = true")
+    import jax
+
+    if slabs > jax.device_count():
+        raise config.error(
+            "solver.slabs",
+            f"{slabs} devices asked for, {jax.device_count()} there (CPU devices: "
+            "XLA_FLAGS=--xla_force_host_platform_device_count=N before the run)",
+        )
+    return slabs
+
+
+def _check_slabs(config: Config, model, system, solver) -> None:
+    """A run split by slabs: of a pair model, in a periodic box wide enough for the
+    devices, without molecules or bonds (an error naming `solver.slabs` otherwise)."""
+    from solvers import slab_devices
+
+    if not model.rows_apart:
+        raise config.error(
+            "solver.slabs", f"{type(model).__name__} cannot be split by slabs (not a pair model)"
+        )
+    if not system.space.periodic:
+        raise config.error("solver.slabs", "a run split by slabs needs a periodic box")
+    if system.bonds is not None or system.topology is not None:
+        raise config.error(
+            "solver.slabs", "a system with bonds or molecules cannot be split by slabs"
+        )
+    edge = float(np.asarray(system.space.box)[0])
+    problem = slab_devices(edge, model.cutoff + solver.skin, solver.slabs)
+    if problem is not None:
+        raise config.error("solver.slabs", problem)
 
 
 def _barostat(
@@ -681,6 +737,8 @@ def setup(model: ParticleModel, config: Config) -> Setup:
         config, jnp.float32 if dtype == "float32" else jnp.float64, units, bonded=model.bonded
     )
     solver = with_constraints(solver, system)
+    if solver.slabs is not None:
+        _check_slabs(config, model, system, solver)
     if solver.integrator.changes_box and not system.space.periodic:
         raise config.error(
             "solver.barostat",

@@ -29,8 +29,10 @@ from solvers import (
     ParticleProblem,
     ParticleRun,
     ParticleSolver,
+    SlabRun,
     VelocityVerlet,
     concrete,
+    largest_divisor_at_most,
     neighbour_list,
 )
 
@@ -184,8 +186,9 @@ def particle_run(
     initial: System | None = None,
     solver=None,
     key: Array | None = None,
-) -> ParticleRun:
-    """The run of `simulate` and of `sim run` (`solvers.ParticleRun`), once the system,
+) -> ParticleRun | SlabRun:
+    """The run of `simulate` and of `sim run` (`solvers.ParticleRun`, or `solvers.SlabRun`
+    for a solver that asks for slabs), once the system,
     the parameters and the save times have been checked."""
     system = default_system(model, key) if initial is None else initial
     solver = with_constraints(as_solver(solver), system)
@@ -195,7 +198,35 @@ def particle_run(
     dtype = system.position.dtype
     params = {k: jnp.asarray(v).astype(dtype) for k, v in params.items()}
     run_key = None if key is None else jax.random.fold_in(key, 7)
+    if solver.slabs is not None:
+        return _slab_run(model, params, system, solver, concrete(t), every)
     return ParticleRun(model, params, system, solver, times=concrete(t), every=every, key=run_key)
+
+
+def _slab_run(model, params, system: System, solver, times, every: int) -> SlabRun:
+    """The run of a solver that asks for slabs (`solvers.SlabRun`): velocity Verlet alone
+    (no thermostat, barostat or constraints), with a neighbour list."""
+    integrator = solver.integrator
+    if type(integrator) is not VelocityVerlet or integrator.constraints is not None:
+        raise ValueError(
+            f"a run split by slabs integrates at constant energy (velocity Verlet), not with "
+            f"{type(integrator).__name__}"
+        )
+    if not solver.neighbour_list:
+        raise ValueError("a run split by slabs needs the neighbour list (neighbour_list = true)")
+    n_saves = len(times) - 1
+    chunk = largest_divisor_at_most(n_saves, max(1, solver.chunk_steps // every))
+    return SlabRun(
+        model,
+        params,
+        system,
+        integrator.dt,
+        times=times,
+        every=every,
+        devices=solver.slabs,
+        skin=solver.skin,
+        chunk=chunk,
+    )
 
 
 def run_md(

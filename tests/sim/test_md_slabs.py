@@ -1,0 +1,125 @@
+"""`[solver] slabs = N` of an MD config: the run split over devices by slabs of the box
+(`solvers.SlabRun`), written, checkpointed and resumed as every MD run is; on 4 devices
+the same file as on 1 (a process of 4 CPU devices), and from 1 slab the values of the
+replicated run. Configs it cannot run are refused in one line naming the key."""
+
+import json
+
+import h5py
+import numpy as np
+import pytest
+
+import sim
+from sim import _stream
+from tests.helpers import SIM_COMMANDS, cli, commands_said, on_host_devices
+
+CONFIG = """
+[model]
+name = "lennard_jones"
+[params]
+cutoff = 2.5
+[system]
+lattice = "fcc"
+cells = 8
+density = 0.8442
+temperature = 1.44
+seed = 0
+[time]
+dt = 0.005
+steps = 120
+save_every = 10
+[solver]
+method = "verlet"
+{solver}
+[output]
+chunk = 3
+checkpoint_every = 1
+"""
+
+
+def particles(path) -> dict[str, np.ndarray]:
+    with h5py.File(path) as f:
+        out = {k: f[f"particles/all/{k}/value"][()] for k in ("position", "image", "velocity")}
+        for name, group in f["observables"].items():
+            if isinstance(group, h5py.Group) and "value" in group:
+                out[name] = group["value"][()]
+    return out
+
+
+class Stop(Exception):
+    pass
+
+
+def test_a_run_of_one_slab_is_the_replicated_run_and_resumes_to_its_file(tmp_cwd):
+    (tmp_cwd / "slabs.toml").write_text(CONFIG.format(solver="slabs = 1"))
+    (tmp_cwd / "replicated.toml").write_text(CONFIG.format(solver=""))
+    sim.run(sim.load_config("replicated.toml"), output="replicated.h5")
+    cfg = sim.load_config("slabs.toml")
+    sim.run(cfg, output="whole.h5")
+    whole, replicated = particles("whole.h5"), particles("replicated.h5")
+    assert np.array_equal(whole["image"], replicated["image"])
+    for name in ("position", "velocity", "total_energy", "pressure", "temperature"):
+        np.testing.assert_allclose(whole[name], replicated[name], rtol=1e-11, atol=1e-11)
+    # stopped after its second checkpoint, resumed: the same bytes as the whole run
+    written = []
+    original = _stream.write_checkpoint
+
+    def write(path, **kwargs):
+        original(path, **kwargs)
+        written.append(kwargs["frame"])
+        if len(written) == 2:
+            raise Stop()
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_stream, "write_checkpoint", write)
+        with pytest.raises(Stop):
+            sim.run(cfg, output="out.h5")
+    done = sim.run(cfg, output="out.h5", resume=True)
+    assert done.resumed_from == written[-1] > 0
+    resumed = particles("out.h5")
+    for name, values in whole.items():
+        assert np.array_equal(resumed[name], values), name
+
+
+@pytest.mark.parametrize(
+    "solver, said",
+    [
+        ("slabs = 0", "solver.slabs: expected a whole number of devices >= 1, got 0"),
+        ("slabs = 1.5", "solver.slabs: expected a whole number of devices >= 1, got 1.5"),
+        ("slabs = 64", "solver.slabs: 64 devices asked for, 1 there"),
+        (
+            'slabs = 1\nmethod = "langevin"\ntemperature = 1.0',
+            "solver.slabs: a run split by slabs is at constant energy (method = 'verlet'), "
+            "not 'langevin'",
+        ),
+        ("slabs = 1\nneighbour_list = false", "solver.slabs: a run split by slabs needs"),
+    ],
+)
+def test_slabs_it_cannot_run_are_refused_in_one_line(tmp_cwd, capsys, solver, said):
+    text = CONFIG.format(solver=solver)
+    if "method" in solver:
+        text = text.replace('method = "verlet"\n', "", 1)
+    (tmp_cwd / "c.toml").write_text(text)
+    code, err = cli(["run", "c.toml", "-o", "out.h5"], capsys)
+    assert code == 2 and said in err and len(err.strip().splitlines()) == 1, err
+    assert not list(tmp_cwd.glob("*.h5")) and not list(tmp_cwd.glob(".*"))
+
+
+def test_on_four_devices_the_file_of_one_and_a_box_too_narrow_refused(tmp_cwd):
+    for n in (1, 4):
+        (tmp_cwd / f"s{n}.toml").write_text(CONFIG.format(solver=f"slabs = {n}"))
+    narrow = CONFIG.format(solver="slabs = 4").replace("cells = 8", "cells = 6")
+    (tmp_cwd / "narrow.toml").write_text(narrow)
+    runs = [["run", f"s{n}.toml", "-o", f"s{n}.h5", "--quiet"] for n in (1, 4)]
+    bad = [["run", "narrow.toml", "-o", "narrow.h5", "--quiet"]]
+    done = on_host_devices(SIM_COMMANDS, [json.dumps(runs + bad)], 4)
+    said = commands_said(done.stderr)
+    one, four = particles("s1.h5"), particles("s4.h5")
+    for name, values in one.items():
+        if name in ("position", "image", "velocity"):
+            assert np.array_equal(four[name], values), name
+        else:  # sums over the devices: the last bits
+            np.testing.assert_allclose(four[name], values, rtol=1e-12, atol=1e-12)
+    refusal = said[-1].strip().splitlines()[1:]  # (after the command's marker line)
+    assert len(refusal) == 1 and "solver.slabs" in refusal[0], refusal
+    assert "at most 3 fit" in refusal[0] and not (tmp_cwd / "narrow.h5").exists()
