@@ -145,7 +145,8 @@ print("RESULT " + json.dumps(out))
 
 
 def split_runs(tmp_path, cells: int, saves: int, every: int) -> dict:
-    done = on_host_devices(SPLIT, [str(cells), str(saves), str(every), str(tmp_path)], 4)
+    args = [str(cells), str(saves), str(every), str(tmp_path)]
+    done = on_host_devices(SPLIT, args, 4, timeout=1500)
     line = next(x for x in done.stdout.splitlines() if x.startswith("RESULT "))
     out = {int(k): v for k, v in json.loads(line[len("RESULT ") :]).items()}
     for d in out:
