@@ -146,11 +146,14 @@ class Slabs:
     def radius(self) -> float:
         return self.cutoff + self.skin
 
-    def grown(self, rooms, factor: float = 1.5) -> Slabs:
-        """The rooms named in `rooms` (of `ROOMS`) `factor` times larger, the others as
-        they are (so that a split that overflowed keeps the rows of one that did not)."""
+    def grown(self, rooms) -> Slabs:
+        """The rooms named in `rooms` (of `ROOMS`) larger, the others as they are (so that
+        a split that overflowed keeps the rows of one that did not): the slots of own
+        particles by a tenth (a slab's count drifts by a few of its square roots), the
+        others by half."""
+        factor = {"capacity": 1.1}
         return dataclasses.replace(
-            self, **{r: int(math.ceil(getattr(self, r) * factor)) for r in rooms}
+            self, **{r: int(math.ceil(getattr(self, r) * factor.get(r, 1.5))) for r in rooms}
         )
 
     def bytes_per_device(self, dim: int, itemsize: int = 8) -> int:
@@ -576,8 +579,8 @@ class SlabRun:
         every: steps per save.
         devices: how many devices (the first ones of `jax.devices()`).
         skin: the list's extra shell.
-        factor: room for about this many times the particles counted at the start (per
-            slab, near a face, in a cell, around one particle).
+        factor: room for about this many times the particles counted at the start (near
+            a face, in a cell, around one particle).
         chunk: saves per call at most (one compiled program; a call may take fewer).
 
     Raises:
@@ -806,8 +809,9 @@ def _sized(
     position: np.ndarray, edges: np.ndarray, cutoff: float, skin: float, devices: int, factor
 ) -> Slabs:
     """The room of each device for the configuration `position` (wrapped into the box):
-    `factor` times the most particles counted in a slab, near a face and around one
-    particle (a list's count), and for migrants those within skin / 2 of a face."""
+    `factor` times the most particles counted near a face, in a cell and around one
+    particle (a list's count), and for migrants those within skin / 2 of a face; a slab's
+    own particles with room for five square roots of their count and 2% more."""
     from ._neighbours import NeighbourList
 
     radius = cutoff + skin
@@ -833,7 +837,9 @@ def _sized(
     slab = per_slab.max()
     return Slabs(
         devices=devices,
-        capacity=min(n, int(math.ceil(slab + (factor - 1.0) * 2 * math.sqrt(slab))) + 8),
+        # (a slab's count drifts as the system moves: room for five of its square roots
+        # and 2% more)
+        capacity=min(n, int(math.ceil(slab * 1.02 + 5 * math.sqrt(slab))) + 8),
         ghosts=up(max(low.max(), high.max())),
         migrants=up(crossing.max()),
         neighbours=min(up(neighbours), position.shape[0] + 2 * up(max(low.max(), high.max()))),

@@ -134,14 +134,14 @@ def _join_fit(config: Path, scheduler, distributed: bool, coordinator, count, in
     """`join_processes` for `sim fit`: whether this process is the lead.
 
     Raises:
-        InputError: (--distributed) with --scheduler, or for a PEtab problem.
+        InputError: (--distributed) with --scheduler.
     """
-    if distributed and (scheduler is not None or config.suffix in (".yaml", ".yml")):
+    if distributed and scheduler is not None:
         raise InputError(
             "--distributed",
-            str(scheduler or config),
-            "spreads the starts of a config's multistart fit over several processes' devices; "
-            "not with --scheduler, nor (yet) for a PEtab problem",
+            str(scheduler),
+            "spreads the starts of a multistart fit over several processes' devices; not with "
+            "--scheduler",
         )
     return join_processes(distributed, coordinator, count, index)
 

@@ -345,6 +345,26 @@ def test_a_multistart_fit_over_two_processes_is_the_fit_over_four_devices(tmp_pa
     _assert_close(one, two, 1e-12)
 
 
+def test_a_petab_multistart_fit_over_two_processes_is_the_fit_over_four_devices(tmp_path):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "experiments" / "data"))
+    from make_decay_petab import TRUTH, write
+
+    yaml = write(tmp_path / "decay").relative_to(tmp_path)
+    args = ["fit", str(yaml), "--starts", "8"]
+    _one_process([*args, "-o", "one.h5"], tmp_path)
+    said = _finish(_start_pair([*args, "-o", "two.h5"], tmp_path))
+    assert [code for code, _ in said] == [0, 0], said
+    assert said[1][1] == ""  # (process 1 says nothing: the lead reports the fit)
+    one, two = _contents(tmp_path / "one.h5"), _contents(tmp_path / "two.h5")
+    assert len(one["starts/objective"]) == 8
+    _assert_close(one, two, 1e-12)
+    best = {k: float(v) for k, v in zip(one["@parameters"], one["estimate"], strict=True)} if (
+        "@parameters" in one and "estimate" in one
+    ) else None
+    assert best is None or abs(best["k"] - TRUTH["k"]) < 0.1 * TRUTH["k"], best
+    assert not list(tmp_path.glob(".*"))  # (no checkpoint or lock left by either process)
+
+
 def test_two_processes_claiming_one_id_end_in_one_line_each_and_write_nothing(tmp_path):
     (tmp_path / "lv.toml").write_text(SWEEP.format(t1=1.0, chunk=4, n=2))
     port = _free_port()
