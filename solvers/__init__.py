@@ -23,6 +23,7 @@ _NAMES: dict[str, tuple[str, str]] = {
     "Result": ("._results", "Result"),
     "checks_as_nan": ("._checks", "checks_as_nan"),
     "SlabRun": ("._domains", "SlabRun"),
+    "SlabRunState": ("._domains", "SlabRunState"),
     "Slabs": ("._domains", "Slabs"),
     "slab_devices": ("._domains", "slab_devices"),
     "from_diffrax": ("._results", "from_diffrax"),
@@ -138,7 +139,12 @@ if TYPE_CHECKING:
     )
     from ._words import did_you_mean as did_you_mean
     from ._checks import checks_as_nan as checks_as_nan
-    from ._domains import SlabRun as SlabRun, Slabs as Slabs, slab_devices as slab_devices
+    from ._domains import (
+        SlabRun as SlabRun,
+        SlabRunState as SlabRunState,
+        Slabs as Slabs,
+        slab_devices as slab_devices,
+    )
     from ._results import (
         Result as Result,
         from_diffrax as from_diffrax,
