@@ -22,8 +22,8 @@ _NAMES: dict[str, tuple[str, str]] = {
     "did_you_mean": ("._words", "did_you_mean"),
     "Result": ("._results", "Result"),
     "checks_as_nan": ("._checks", "checks_as_nan"),
-    "SlabRun": ("._domains", "SlabRun"),
-    "SlabRunState": ("._domains", "SlabRunState"),
+    "SlabRun": ("._slab_run", "SlabRun"),
+    "SlabRunState": ("._slab_run", "SlabRunState"),
     "Slabs": ("._domains", "Slabs"),
     "slab_devices": ("._domains", "slab_devices"),
     "from_diffrax": ("._results", "from_diffrax"),
@@ -139,12 +139,8 @@ if TYPE_CHECKING:
     )
     from ._words import did_you_mean as did_you_mean
     from ._checks import checks_as_nan as checks_as_nan
-    from ._domains import (
-        SlabRun as SlabRun,
-        SlabRunState as SlabRunState,
-        Slabs as Slabs,
-        slab_devices as slab_devices,
-    )
+    from ._domains import Slabs as Slabs, slab_devices as slab_devices
+    from ._slab_run import SlabRun as SlabRun, SlabRunState as SlabRunState
     from ._results import (
         Result as Result,
         from_diffrax as from_diffrax,

@@ -291,20 +291,45 @@ class ParticleModel(Model):
         potential = self.energy(system, params, neighbours)
         kinetic = kinetic_energy(system.velocity, system.mass)
         virial = self.virial(system, params, neighbours) + constraint_virial
-        volume = system.space.volume().astype(system.position.dtype)
+        return self.observables_of(
+            potential,
+            kinetic,
+            virial,
+            system.space,
+            system.n,
+            degrees_of_freedom,
+            jnp.sum(system.mass),
+            self.tail_pressure(system, params),
+            system.position.dtype,
+        )
+
+    def observables_of(
+        self,
+        potential: Scalar,
+        kinetic: Scalar,
+        virial: Scalar,
+        space: Space,
+        n: int,
+        degrees_of_freedom: int,
+        total_mass: Scalar,
+        tail_pressure: Scalar,
+        dtype=None,
+    ) -> dict[str, Array]:
+        """The standard observables (see the class docstring) from the totals over the
+        particles: the potential energy (tail correction included), the kinetic energy,
+        the virial, the total mass and the tail correction of the pressure (what a run
+        split over devices sums over them)."""
+        volume = space.volume() if dtype is None else space.volume().astype(dtype)
         units = self.unit_system
         out = {
             "potential_energy": potential,
             "kinetic_energy": kinetic,
             "total_energy": potential + kinetic,
             "temperature": 2.0 * kinetic / (degrees_of_freedom * units.boltzmann),
-            "pressure": (
-                pressure(kinetic, virial, system.space) + self.tail_pressure(system, params)
-            )
-            / units.pressure,
+            "pressure": (pressure(kinetic, virial, space) + tail_pressure) / units.pressure,
             "volume": volume,
-            "density": number_density(system.n, volume),
+            "density": number_density(n, volume),
         }
         if units.mass_density:
-            out["mass_density"] = jnp.sum(system.mass) / volume / units.mass_density
+            out["mass_density"] = total_mass / volume / units.mass_density
         return out

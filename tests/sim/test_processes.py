@@ -345,6 +345,7 @@ def test_a_multistart_fit_over_two_processes_is_the_fit_over_four_devices(tmp_pa
     _assert_close(one, two, 1e-12)
 
 
+@pytest.mark.slow  # (each process compiles the objective through Kvaerno5: minutes)
 def test_a_petab_multistart_fit_over_two_processes_is_the_fit_over_four_devices(tmp_path):
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "experiments" / "data"))
     from make_decay_petab import TRUTH, write

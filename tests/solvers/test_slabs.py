@@ -189,3 +189,16 @@ def test_32000_particles_on_one_two_and_four_devices_take_the_same_1000_steps(tm
         print(
             f"{devices} devices: {run['bytes'] / 1e6:.1f} MB a device, room for {run['capacity']}"
         )
+
+
+def test_a_float32_run_stays_float32_and_near_the_float64_one():
+    system = _melting(5)
+    single = system.astype(np.float32)
+    model32 = md.LennardJones(cutoff=2.5)
+    times = np.linspace(0.0, 0.1, 3)
+    params = {k: np.float32(v) for k, v in model32.default_params().items()}
+    obs32, state, _ = SlabRun(model32, params, single, 0.005, times=times, every=10).run()
+    obs64, _, _ = _slab_run(system, saves=2).run()
+    assert np.asarray(obs32["position"]).dtype == np.float32 and state.position.dtype == np.float32
+    assert np.asarray(obs32["total_energy"]).dtype == np.float32
+    np.testing.assert_allclose(obs32["position"], obs64["position"], atol=1e-4)

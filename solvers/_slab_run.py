@@ -1,0 +1,427 @@
+"""The run of particles split over devices by slabs (`SlabRun`): what each device
+computes of the model on its own particles and ghosts, the compiled chunk of velocity
+Verlet steps in `jax.shard_map`, and the engine interface of a streamed MD run (the
+decomposition itself: `solvers._domains`)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float, Int, PyTree
+
+from ._domains import ROOMS, SLAB_AXIS, Slabs, SlabState, _padded, _sized, slab_devices
+
+# ----------------------------------------------------------------------------- the physics
+
+
+class _Particles(eqx.Module):
+    """What every device holds of the whole system: each particle's mass and species
+    (indexed by id; the id n reads the last row, a unit mass), the box, the class of the
+    model's systems, and the tail corrections of the model (constants of a box that does
+    not change)."""
+
+    mass: Float[Array, " n1"]
+    species: Int[Array, " n1"]
+    space: Any
+    tail_energy: Float[Array, ""]
+    tail_pressure: Float[Array, ""]
+    system_type: type = eqx.field(static=True)
+
+    @property
+    def n(self) -> int:
+        return self.mass.shape[0] - 1
+
+
+def _local_system(s: SlabState, p: _Particles):
+    """The own particles and the ghosts as one system of the model's (own slots first)."""
+    ids = jnp.concatenate([s.ids, s.ghost_ids])
+    position = jnp.concatenate([s.position, s.ghost_position])
+    return p.system_type(position, jnp.zeros_like(position), p.mass[ids], p.species[ids], p.space)
+
+
+def _forces(model, params, s: SlabState, p: _Particles) -> Array:
+    """The forces on the own particles (zero in empty slots)."""
+    rows = jnp.arange(s.ids.shape[0], dtype=jnp.int32)
+    force = model.forces(_local_system(s, p), params, s.index, rows=rows)
+    return jnp.where((s.ids < p.n)[:, None], force, 0.0)
+
+
+def _observe(model, params, s: SlabState, p: _Particles, dof: int) -> dict[str, Array]:
+    """The standard observables of the whole system, from sums over the devices (the
+    pressure the virial one, (2 K + W) / (dim V))."""
+    rows = jnp.arange(s.ids.shape[0], dtype=jnp.int32)
+    energy, virial = model.rows_energy_and_virial(_local_system(s, p), params, s.index, rows)
+    own = (s.ids < p.n)[:, None]
+    kinetic = 0.5 * jnp.sum(jnp.where(own, p.mass[s.ids][:, None] * s.velocity**2, 0.0))
+    sums = jax.lax.psum(
+        {"potential": energy, "kinetic": kinetic, "virial": jnp.sum(virial)}, SLAB_AXIS
+    )
+    return model.observables_of(
+        sums["potential"] + p.tail_energy,
+        sums["kinetic"],
+        sums["virial"],
+        p.space,
+        p.n,
+        dof,
+        jnp.sum(p.mass[:-1]),
+        p.tail_pressure,
+    )
+
+
+def _kick(s: SlabState, p: _Particles, force: Array, dt: float) -> Array:
+    """The velocities after half a kick by `force`."""
+    own = (s.ids < p.n)[:, None]
+    return jnp.where(own, s.velocity + 0.5 * dt * force / p.mass[s.ids][:, None], 0.0)
+
+
+def _step(slabs: Slabs, model, params, p: _Particles, dt: float, s: SlabState) -> SlabState:
+    """One step of velocity Verlet: kick, drift (positions wrapped into the box, the
+    edges crossed counted), the ghosts sent again or, when a particle moved far enough,
+    everything built anew, and the second kick by the new forces."""
+    velocity = _kick(s, p, s.force, dt)
+    own = (s.ids < p.n)[:, None]
+    box = p.space.edges
+    moved = s.position + dt * velocity
+    crossed = jnp.floor(moved / box)
+    position = jnp.where(own, moved - crossed * box, s.position)
+    image = jnp.where(own, s.image + crossed.astype(s.image.dtype), s.image)
+    s = eqx.tree_at(lambda t: (t.position, t.velocity, t.image), s, (position, velocity, image))
+    s = jax.lax.cond(
+        slabs.needs_build(s, p.n, box),
+        lambda s: slabs.build(s, p.n, box),
+        lambda s: slabs.refresh(s, p.n),
+        s,
+    )
+    force = _forces(model, params, s, p)
+    return eqx.tree_at(lambda t: (t.force, t.velocity), s, (force, _kick(s, p, force, dt)))
+
+
+def _fresh(slabs: Slabs, ids, position, velocity, force, image) -> SlabState:
+    """A device's state of its particles before a build."""
+    g, c = slabs.ghosts, slabs.capacity
+    return SlabState(
+        ids=ids,
+        position=position,
+        velocity=velocity,
+        force=force,
+        image=image,
+        reference=position,
+        send=jnp.full((2, g), c, jnp.int32),
+        ghost_ids=jnp.zeros((2 * g,), jnp.int32),
+        ghost_position=jnp.zeros((2 * g, position.shape[1]), position.dtype),
+        index=jnp.zeros((c, slabs.neighbours), jnp.int32),
+        overflow=jnp.zeros((len(ROOMS),), bool),
+        builds=jnp.zeros((), jnp.int32),
+    )
+
+
+def _chunk_program(slabs: Slabs, model, dt: float, room: int, every: int, dof: int, mesh):
+    """The compiled chunk: from each device's particles (leading axis: devices), `first`
+    (compute the forces at the start) and `saves` (traced, at most `room`), that many
+    saves `every` steps apart. Gives the particles after, the observables at the start
+    and at each save, each save's own particles, and the rooms that overflowed on any
+    device and the builds."""
+    spec, whole = jax.sharding.PartitionSpec(SLAB_AXIS), jax.sharding.PartitionSpec()
+
+    def body(arrays, params, p: _Particles, first, saves):
+        ids, position, velocity, force, image, reference = (a[0] for a in arrays)
+        # the ghosts and the list of the last build, from its positions; then the ghosts
+        # at the current ones
+        s = _fresh(slabs, ids, reference, velocity, force, image)
+        s = slabs._choose_ghosts(s, p.n, p.space.edges)
+        s = slabs._build_list(s, p.n, p.space.edges)
+        s = slabs.refresh(eqx.tree_at(lambda t: t.position, s, position), p.n)
+        force = jax.lax.cond(first, lambda: _forces(model, params, s, p), lambda: s.force)
+        s = eqx.tree_at(lambda t: t.force, s, force)
+        start = _observe(model, params, s, p, dof)
+        rows = lambda s: (s.ids, s.position, s.velocity, s.image)  # noqa: E731
+        table = jax.tree.map(lambda a: jnp.zeros((room,) + a.shape, a.dtype), (start, rows(s)))
+
+        def save(i, carry):
+            s, table = carry
+            s = jax.lax.fori_loop(0, every, lambda _, s: _step(slabs, model, params, p, dt, s), s)
+            row = (_observe(model, params, s, p, dof), rows(s))
+            return s, jax.tree.map(lambda t, r: t.at[i].set(r), table, row)
+
+        s, (observed, saved) = jax.lax.fori_loop(0, saves, save, (s, table))
+        out = tuple(a[None] for a in (s.ids, s.position, s.velocity, s.force, s.image, s.reference))
+        stats = {
+            "overflow": jax.lax.psum(s.overflow.astype(jnp.int32), SLAB_AXIS) > 0,
+            "builds": jax.lax.pmax(s.builds, SLAB_AXIS),
+        }
+        return out, start, observed, tuple(a[None] for a in saved), stats
+
+    mapped = jax.shard_map(
+        body,
+        mesh=mesh,
+        in_specs=((spec,) * 6, whole, whole, whole, whole),
+        out_specs=((spec,) * 6, whole, whole, (spec,) * 4, whole),
+        check_vma=False,
+    )
+    return jax.jit(mapped)
+
+
+# ----------------------------------------------------------------------------- the run
+
+
+class SlabRunState(eqx.Module):
+    """The whole state of a run split by slabs between chunks, in the order of the ids:
+    positions wrapped into the box, the box edges each particle has crossed, velocities,
+    forces and the positions at the last build (what a checkpoint keeps). A chunk starts
+    by building the list of the last build again, from those, so that the steps do not
+    depend on where chunks fall."""
+
+    position: Float[Array | np.ndarray, "n dim"]
+    image: Int[Array | np.ndarray, "n dim"]
+    velocity: Float[Array | np.ndarray, "n dim"]
+    force: Float[Array | np.ndarray, "n dim"]
+    reference: Float[Array | np.ndarray, "n dim"]
+
+
+class SlabRun:
+    """A run of velocity Verlet (constant energy) of a pair model in a periodic box,
+    its particles split over `devices` devices by slabs of the box's first axis (see the
+    module's docstring): what each device holds is its own particles, about n / devices,
+    and its ghosts. It streams as `solvers.ParticleRun` does (`start`, `advance`, `meta`,
+    `restore`, `stats`, `run`), a chunk of saves per call.
+
+    Arguments:
+        model: a pair model (`physics.md.PairModel`: forces of given rows) without
+            bonds or molecules.
+        params: the model's parameters.
+        system: the start (`physics.md.System` in a periodic box).
+        dt: the time step.
+        times: the save times [T] (the first the start).
+        every: steps per save.
+        devices: how many devices (the first ones of `jax.devices()`).
+        skin: the list's extra shell.
+        factor: room for about this many times the particles counted at the start (near
+            a face, in a cell, around one particle).
+        chunk: saves per call at most (one compiled program; a call may take fewer).
+
+    Raises:
+        ValueError: a model, system or split that this cannot run, in one line.
+    """
+
+    def __init__(
+        self,
+        model,
+        params: PyTree,
+        system,
+        dt: float,
+        *,
+        times,
+        every: int,
+        devices: int = 1,
+        skin: float = 0.3,
+        factor: float = 1.3,
+        chunk: int = 10,
+    ):
+        if not getattr(model, "rows_apart", False):
+            raise ValueError(f"{type(model).__name__} cannot give the forces of given rows")
+        if system.bonds is not None or system.topology is not None:
+            raise ValueError("a system with bonds or molecules cannot be split by slabs")
+        if system.space.box is None:
+            raise ValueError("a run split by slabs needs a periodic box")
+        if isinstance(system.position, jax.core.Tracer):
+            raise ValueError("a run split by slabs runs from Python, not inside jax.jit")
+        edges = np.asarray(system.space.edges, float)
+        problem = slab_devices(float(edges[0]), model.cutoff + skin, devices)
+        if problem is not None:
+            raise ValueError(problem)
+        if devices > len(jax.devices()):
+            raise ValueError(f"{devices} devices asked for, {len(jax.devices())} there")
+        self.model, self.params, self.dt = model, params, float(dt)
+        self.times, self.every = np.asarray(times), int(every)
+        self.n_saves = len(self.times) - 1
+        self.chunk = max(1, min(chunk, self.n_saves))
+        self.n, self.dim = system.position.shape
+        self.edges = edges
+        self.mesh = jax.sharding.Mesh(np.asarray(jax.devices()[:devices]), (SLAB_AXIS,))
+        self.system = system
+        self.slabs = _sized(
+            np.mod(np.asarray(system.position), edges), edges, model.cutoff, skin, devices, factor
+        )
+        self.particles = _Particles(
+            mass=_padded(jnp.asarray(system.mass), 1.0),
+            species=_padded(jnp.asarray(system.species), 0),
+            space=system.space,
+            tail_energy=jnp.asarray(model.tail_energy(system, params)),
+            tail_pressure=jnp.asarray(model.tail_pressure(system, params)),
+            system_type=type(system),
+        )
+        self.dof = self.dim * self.n - self.dim
+        self.grown = 0
+        self.builds = 0
+        self.first: dict | None = None
+        self._programs: dict = {}
+        self._own = np.zeros(devices, int)
+
+    # ------------------------------------------------------------------ the chunks
+
+    def _layout(self, state: SlabRunState) -> tuple[Array, ...] | None:
+        """The whole state as each device's slots (None: a slab holds more particles
+        than the capacity)."""
+        s, n = self.slabs, self.n
+        at = np.asarray(state.reference)  # (the slabs of the last build)
+        width = self.edges[0] / s.devices
+        owner = np.minimum((at[:, 0] // width).astype(int), s.devices - 1)
+        ids = np.full((s.devices, s.capacity), n, np.int32)
+        for d in range(s.devices):
+            mine = np.flatnonzero(owner == d)
+            if mine.size > s.capacity:
+                return None
+            ids[d, : mine.size] = mine
+        sharding = jax.sharding.NamedSharding(self.mesh, jax.sharding.PartitionSpec(SLAB_AXIS))
+        fields = (state.position, state.velocity, state.force, state.image, state.reference)
+        rows = [_padded(jnp.asarray(a), 0)[ids] for a in fields]
+        return tuple(jax.device_put(a, sharding) for a in (jnp.asarray(ids), *rows))
+
+    def _program(self):
+        key = (self.slabs, self.chunk)
+        if key not in self._programs:
+            self._programs[key] = _chunk_program(
+                self.slabs, self.model, self.dt, self.chunk, self.every, self.dof, self.mesh
+            )
+        return self._programs[key]
+
+    def _call(self, state: SlabRunState, first: bool, saves: int):
+        """The chunk program on `state`, again with more room until none overflows."""
+        while True:
+            arrays = self._layout(state)
+            if arrays is not None:
+                self._last_arguments = (
+                    arrays,
+                    self.params,
+                    self.particles,
+                    jnp.asarray(first),
+                    jnp.asarray(saves, jnp.int32),
+                )
+                out = self._program()(*self._last_arguments)
+                flags = np.asarray(out[-1]["overflow"])
+                if not flags.any():
+                    return out
+                rooms = [r for r, f in zip(ROOMS, flags, strict=True) if f]
+            else:
+                rooms = ["capacity"]
+            self.slabs = self.slabs.grown(rooms)
+            self.grown += 1
+
+    def _observed(self, start: dict) -> dict:
+        return {k: np.asarray(v) for k, v in start.items()}
+
+    def start(self) -> SlabRunState:
+        """The state at the first save time, its forces computed (its observables in
+        `self.first`)."""
+        position = np.asarray(self.system.position)  # (in the system's dtype)
+        edges = self.edges.astype(position.dtype)
+        image = np.floor(position / edges)
+        state = SlabRunState(
+            position=position - image * edges,
+            image=image.astype(np.int32),
+            velocity=np.asarray(self.system.velocity),
+            force=np.zeros_like(position),
+            reference=position - image * edges,
+        )
+        out, start, _, _, _ = self._call(state, True, 0)
+        self.first = {
+            **self._observed(start),
+            "position": position,
+            "velocity": state.velocity,
+        }
+        return self._state(out)
+
+    def _state(self, out) -> SlabRunState:
+        ids, position, velocity, force, image, reference = (np.asarray(a) for a in out)
+        self._own = np.sum(ids < self.n, axis=1)
+        fields = (position, image, velocity, force, reference)
+        return SlabRunState(*(_by_id(ids, a, self.n) for a in fields))
+
+    def first_observables(self) -> dict:
+        """The observables at the first save time (computed again after a `restore`)."""
+        if self.first is None:
+            self.start()
+        return self.first
+
+    def advance(self, state: SlabRunState, k: int, n: int) -> tuple[SlabRunState, dict]:
+        """Frames k+1..k+n (frame 0 first when k == 0) as numpy rows: the observables,
+        positions (unwrapped) and velocities in the order of the ids."""
+        if not 1 <= n <= self.chunk:
+            raise ValueError(f"a chunk of {n} frames; this run takes 1 to {self.chunk}")
+        out, _, observed, saved, stats = self._call(state, False, n)
+        self.builds += int(stats["builds"])
+        ids, position, velocity, image = (np.asarray(a)[:, :n] for a in saved)
+        rows = {name: np.asarray(v)[:n] for name, v in observed.items()}
+        unwrapped = position + image.astype(position.dtype) * self.edges.astype(position.dtype)
+        rows["position"] = np.stack([_by_id(ids[:, f], unwrapped[:, f], self.n) for f in range(n)])
+        rows["velocity"] = np.stack([_by_id(ids[:, f], velocity[:, f], self.n) for f in range(n)])
+        if k == 0:
+            first = self.first_observables()
+            rows = {
+                name: np.concatenate([np.asarray(first[name])[None], v]) for name, v in rows.items()
+            }
+        return self._state(out), rows
+
+    def meta(self) -> dict[str, Any]:
+        """What a checkpoint keeps besides the state: the rooms (a run resumed with other
+        rooms could round otherwise)."""
+        return {room: getattr(self.slabs, room) for room in ROOMS}
+
+    def restore(self, meta: dict[str, Any]) -> SlabRunState:
+        """A template state for a checkpoint saved with `meta`."""
+        if meta:
+            self.slabs = dataclasses.replace(self.slabs, **{r: int(meta[r]) for r in ROOMS})
+        zeros = np.zeros((self.n, self.dim), np.asarray(self.system.position).dtype)
+        return SlabRunState(zeros, zeros.astype(np.int32), zeros, zeros, zeros)
+
+    def stats(self, state: SlabRunState) -> dict[str, int]:
+        """The stats of a run that ended (as `solvers.ParticleRun.stats` gives them)."""
+        from ._results import Result
+
+        return {
+            "num_steps": self.n_saves * self.every,
+            "result": int(Result.successful),
+            "neighbour_builds": self.builds,
+            "capacity": self.slabs.neighbours,
+            "devices": self.slabs.devices,
+        }
+
+    def run(self, progress=None) -> tuple[dict[str, Array], SlabRunState, dict[str, Array]]:
+        """The whole run, a chunk at a time: the observables at every save time (the
+        first included, positions and velocities too), the final state, the stats."""
+        state = self.start()
+        pieces, k = [], 0
+        while k < self.n_saves:
+            n = min(self.chunk, self.n_saves - k)
+            state, rows = self.advance(state, k, n)
+            pieces.append(rows)
+            k += n
+            if progress is not None:
+                progress(n * self.every)
+        observables = {
+            name: jnp.asarray(np.concatenate([p[name] for p in pieces])) for name in pieces[0]
+        }
+        return observables, state, {k: jnp.asarray(v) for k, v in self.stats(state).items()}
+
+    def own_counts(self) -> np.ndarray:
+        """How many particles each device owned at the end of the last call [devices]."""
+        return self._own
+
+    def memory_per_device(self) -> int:
+        """The bytes of one device's state at the current room (`Slabs.bytes_per_device`)."""
+        return self.slabs.bytes_per_device(self.dim)
+
+
+def _by_id(ids: np.ndarray, rows: np.ndarray, n: int) -> np.ndarray:
+    """Rows [devices, capacity, ...] of particles `ids` (n: an empty slot) put in the
+    order of the ids [n, ...]."""
+    ids, rows = ids.reshape(-1), rows.reshape((-1,) + rows.shape[2:])
+    keep = ids < n
+    out = np.empty((n,) + rows.shape[1:], rows.dtype)
+    out[ids[keep]] = rows[keep]
+    return out
