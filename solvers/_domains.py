@@ -152,7 +152,7 @@ class Slabs:
         others by half."""
         factor = {"capacity": 1.1}
         return dataclasses.replace(
-            self, **{r: int(math.ceil(getattr(self, r) * factor.get(r, 1.5))) for r in rooms}
+            self, **{r: int(math.ceil(getattr(self, r) * factor.get(r, 1.5))) + 1 for r in rooms}
         )
 
     def bytes_per_device(self, dim: int, itemsize: int = 8) -> int:

@@ -291,7 +291,10 @@ class SlabRun:
         return self._programs[key]
 
     def _call(self, state: SlabRunState, first: bool, saves: int):
-        """The chunk program on `state`, again with more room until none overflows."""
+        """The chunk program on `state`, again with more room until none overflows. A
+        chunk whose particles are no longer finite (a run that blew up) is given back as
+        it is: its rooms overflow because its numbers are gone, not for want of room (its
+        rows say so to whoever reads them: `sim run`'s checks end the run in one line)."""
         while True:
             arrays = self._layout(state)
             if arrays is not None:
@@ -304,7 +307,7 @@ class SlabRun:
                 )
                 out = self._program()(*self._last_arguments)
                 flags = np.asarray(out[-1]["overflow"])
-                if not flags.any():
+                if not flags.any() or not np.all(np.isfinite(np.asarray(out[0][1]))):
                     return out
                 rooms = [r for r, f in zip(ROOMS, flags, strict=True) if f]
             else:

@@ -202,3 +202,16 @@ def test_a_float32_run_stays_float32_and_near_the_float64_one():
     assert np.asarray(obs32["position"]).dtype == np.float32 and state.position.dtype == np.float32
     assert np.asarray(obs32["total_energy"]).dtype == np.float32
     np.testing.assert_allclose(obs32["position"], obs64["position"], atol=1e-4)
+
+
+def test_a_run_that_blows_up_ends_with_numbers_that_say_so_and_grows_nothing_for_it():
+    # (a step 100 times too long: the lattice explodes within a few steps)
+    system = _melting(5)
+    times = np.linspace(0.0, 2.0, 3)
+    run = SlabRun(MODEL, MODEL.default_params(), system, 0.5, times=times, every=2)
+    obs, _, _ = run.run()
+    energy = np.asarray(obs["total_energy"])
+    assert not np.all(np.isfinite(energy[1:])) or np.min(np.abs(energy[1:])) > 1e10 * abs(
+        energy[0]
+    ), energy
+    assert run.grown <= 3 and run.slabs.cell_capacity < 500, run.slabs  # (not grown for ever)
