@@ -95,6 +95,10 @@ def safe_point(save: Callable[[], Path | None] | None = None) -> None:
         return
     _stopping = True
     kept = save() if save is not None else None
+    if _processes.count() > 1:
+        # (each has saved its part before any ends: one that ended while another was still
+        # writing was taken by the other for a process lost, which then ended with 1)
+        _processes.together("interrupted")
     raise Interrupted(signum, kept)
 
 
