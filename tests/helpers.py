@@ -171,3 +171,26 @@ def signal_after_chunks(patch, chunks: int, signum) -> list[int]:
     patch.setattr(_stream.ChunkSizer, "took", took)
     patch.setattr(_interrupt, "_requested", None)  # the request outlives `deferred`: undone after
     return count
+
+
+class Stop(Exception):
+    """Stands for a crash after some checkpoints (`interrupt_after`)."""
+
+
+def interrupt_after(monkeypatch, checkpoints: int) -> list[int]:
+    """Make a streamed run stop (`Stop`) right after writing its `checkpoints`-th
+    checkpoint; the frames of the checkpoints written, as they are written. (`monkeypatch`
+    is a `pytest.MonkeyPatch.context()`, so undoing it keeps the working folder.)"""
+    from sim import _stream
+
+    written = []
+    original = _stream.write_checkpoint
+
+    def write(path, **kwargs):
+        original(path, **kwargs)
+        written.append(kwargs["frame"])
+        if len(written) == checkpoints:
+            raise Stop()
+
+    monkeypatch.setattr(_stream, "write_checkpoint", write)
+    return written

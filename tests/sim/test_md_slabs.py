@@ -10,8 +10,7 @@ import numpy as np
 import pytest
 
 import sim
-from sim import _stream
-from tests.helpers import SIM_COMMANDS, cli, commands_said, on_host_devices
+from tests.helpers import SIM_COMMANDS, Stop, cli, commands_said, interrupt_after, on_host_devices
 
 CONFIG = """
 [model]
@@ -46,10 +45,6 @@ def particles(path) -> dict[str, np.ndarray]:
     return out
 
 
-class Stop(Exception):
-    pass
-
-
 def test_a_run_of_one_slab_is_the_replicated_run_and_resumes_to_its_file(tmp_cwd):
     (tmp_cwd / "slabs.toml").write_text(CONFIG.format(solver="slabs = 1"))
     (tmp_cwd / "replicated.toml").write_text(CONFIG.format(solver=""))
@@ -61,17 +56,8 @@ def test_a_run_of_one_slab_is_the_replicated_run_and_resumes_to_its_file(tmp_cwd
     for name in ("position", "velocity", "total_energy", "pressure", "temperature"):
         np.testing.assert_allclose(whole[name], replicated[name], rtol=1e-11, atol=1e-11)
     # stopped after its second checkpoint, resumed: the same bytes as the whole run
-    written = []
-    original = _stream.write_checkpoint
-
-    def write(path, **kwargs):
-        original(path, **kwargs)
-        written.append(kwargs["frame"])
-        if len(written) == 2:
-            raise Stop()
-
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(_stream, "write_checkpoint", write)
+        written = interrupt_after(patch, 2)
         with pytest.raises(Stop):
             sim.run(cfg, output="out.h5")
     done = sim.run(cfg, output="out.h5", resume=True)

@@ -14,7 +14,7 @@ import pytest
 
 import sim
 from sim import _stream
-from tests.helpers import cli
+from tests.helpers import Stop, cli, interrupt_after
 
 EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
 REPO = EXPERIMENTS.parent
@@ -102,10 +102,6 @@ def digest(*paths):
     ]
 
 
-class Stop(Exception):
-    """Stands for a crash after some checkpoints."""
-
-
 def record_chunks(monkeypatch):
     """Record the frames of every chunk that streamed runs advance, in order."""
     chunks = []
@@ -117,22 +113,6 @@ def record_chunks(monkeypatch):
 
     monkeypatch.setattr(_stream.ChunkSizer, "took", took)
     return chunks
-
-
-def interrupt_after(monkeypatch, checkpoints):
-    """Make the run stop right after writing its `checkpoints`-th checkpoint (`monkeypatch`
-    is a `pytest.MonkeyPatch.context()`, so undoing it keeps the working folder)."""
-    written = []
-    original = _stream.write_checkpoint
-
-    def write(path, **kwargs):
-        original(path, **kwargs)
-        written.append(kwargs["frame"])
-        if len(written) == checkpoints:
-            raise Stop()
-
-    monkeypatch.setattr(_stream, "write_checkpoint", write)
-    return written
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
