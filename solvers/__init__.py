@@ -26,6 +26,7 @@ _NAMES: dict[str, tuple[str, str]] = {
     "SlabRunState": ("._slab_run", "SlabRunState"),
     "Slabs": ("._domains", "Slabs"),
     "slab_devices": ("._domains", "slab_devices"),
+    "cannot_split_by_slabs": ("._domains", "cannot_split"),
     "from_diffrax": ("._results", "from_diffrax"),
     "result_message": ("._results", "result_message"),
     "BATCHED_METHODS": ("._batched_ode", "BATCHED_METHODS"),
@@ -139,7 +140,11 @@ if TYPE_CHECKING:
     )
     from ._words import did_you_mean as did_you_mean
     from ._checks import checks_as_nan as checks_as_nan
-    from ._domains import Slabs as Slabs, slab_devices as slab_devices
+    from ._domains import (
+        Slabs as Slabs,
+        cannot_split as cannot_split_by_slabs,  # noqa: F401 (a lazy name, see _NAMES)
+        slab_devices as slab_devices,
+    )
     from ._slab_run import SlabRun as SlabRun, SlabRunState as SlabRunState
     from ._results import (
         Result as Result,

@@ -62,6 +62,21 @@ def slab_devices(box_edge: float, radius: float, devices: int) -> str | None:
     )
 
 
+def cannot_split(model, system, devices: int, skin: float) -> str | None:
+    """Why a run of `model` from `system` cannot be split into `devices` slabs with a
+    list of skin `skin` (one line), or None when it can: a model that gives no forces of
+    given rows (not a pair model), free space, bonds or molecules, or slabs too narrow
+    (`slab_devices`)."""
+    if not model.rows_apart:
+        return f"{type(model).__name__} cannot be split by slabs (not a pair model)"
+    if system.space.box is None:
+        return "a run split by slabs needs a periodic box"
+    if system.bonds is not None or system.topology is not None:
+        return "a system with bonds or molecules cannot be split by slabs"
+    edge = float(np.asarray(system.space.box)[0])
+    return slab_devices(edge, model.cutoff + skin, devices)
+
+
 class SlabState(eqx.Module):
     """One device's particles (inside `jax.shard_map`; outside, every array has a leading
     axis of devices). Slots past a device's particles hold the id n. Positions are wrapped
@@ -349,7 +364,7 @@ class Slabs:
             r2 = jnp.square(first[i][:, None] - hood_x[0][group])
             for axis in range(1, dim):
                 d = local[i, axis][:, None] - hood_x[axis][group]
-                r2 = r2 + jnp.square(d - box[axis] * jnp.round(d / box[axis]))
+                r2 = r2 + jnp.square(_wrap(d, box[axis]))
             keep = (r2 < r2max) & (hood[group] != i[:, None]) & valid[i][:, None]
             return _packed(keep)
 
@@ -381,7 +396,7 @@ class Slabs:
         moved2 = 0.0
         for axis in range(s.position.shape[1]):
             d = s.position[:, axis] - s.reference[:, axis]
-            moved2 = moved2 + jnp.square(d - box[axis] * jnp.round(d / box[axis]))
+            moved2 = moved2 + jnp.square(_wrap(d, box[axis]))
         return self._any(jnp.any((s.ids < n) & (moved2 > (0.5 * self.skin) ** 2)))
 
 

@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int, PyTree
 
-from ._domains import ROOMS, SLAB_AXIS, Slabs, SlabState, _padded, _sized, slab_devices
+from ._domains import ROOMS, SLAB_AXIS, Slabs, SlabState, _padded, _sized, cannot_split
 
 # ----------------------------------------------------------------------------- the physics
 
@@ -222,18 +222,12 @@ class SlabRun:
         factor: float = 1.3,
         chunk: int = 10,
     ):
-        if not getattr(model, "rows_apart", False):
-            raise ValueError(f"{type(model).__name__} cannot give the forces of given rows")
-        if system.bonds is not None or system.topology is not None:
-            raise ValueError("a system with bonds or molecules cannot be split by slabs")
-        if system.space.box is None:
-            raise ValueError("a run split by slabs needs a periodic box")
+        problem = cannot_split(model, system, devices, skin)
+        if problem is not None:
+            raise ValueError(problem)
         if isinstance(system.position, jax.core.Tracer):
             raise ValueError("a run split by slabs runs from Python, not inside jax.jit")
         edges = np.asarray(system.space.edges, float)
-        problem = slab_devices(float(edges[0]), model.cutoff + skin, devices)
-        if problem is not None:
-            raise ValueError(problem)
         if devices > len(jax.devices()):
             raise ValueError(f"{devices} devices asked for, {len(jax.devices())} there")
         self.model, self.params, self.dt = model, params, float(dt)

@@ -627,22 +627,11 @@ def _slabs(config: Config, slabs, method: str, use_list: bool) -> int | None:
 
 
 def _check_slabs(config: Config, model, system, solver) -> None:
-    """A run split by slabs: of a pair model, in a periodic box wide enough for the
-    devices, without molecules or bonds (an error naming `solver.slabs` otherwise)."""
-    from solvers import slab_devices
+    """A run split by slabs that `solvers.SlabRun` can run (an error naming
+    `solver.slabs` otherwise)."""
+    from solvers import cannot_split_by_slabs
 
-    if not model.rows_apart:
-        raise config.error(
-            "solver.slabs", f"{type(model).__name__} cannot be split by slabs (not a pair model)"
-        )
-    if not system.space.periodic:
-        raise config.error("solver.slabs", "a run split by slabs needs a periodic box")
-    if system.bonds is not None or system.topology is not None:
-        raise config.error(
-            "solver.slabs", "a system with bonds or molecules cannot be split by slabs"
-        )
-    edge = float(np.asarray(system.space.box)[0])
-    problem = slab_devices(edge, model.cutoff + solver.skin, solver.slabs)
+    problem = cannot_split_by_slabs(model, system, solver.slabs, solver.skin)
     if problem is not None:
         raise config.error("solver.slabs", problem)
 
