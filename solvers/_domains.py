@@ -37,9 +37,8 @@ import numpy as np
 from jaxtyping import Array, Bool, Float, Int, PyTree
 
 from ._neighbour_slots import _compact, _packed, by_row_blocks
-
-SLAB_AXIS = "slabs"
-"""The mesh axis of the devices that own slabs."""
+from ._slab_mesh import SlabMesh
+from ._spectral_sharded import SLAB_AXIS  # (the mesh axis of every split over devices)
 
 
 def slab_devices(box_edge: float, radius: float, devices: int) -> str | None:
@@ -65,14 +64,24 @@ def slab_devices(box_edge: float, radius: float, devices: int) -> str | None:
 def cannot_split(model, system, devices: int, skin: float) -> str | None:
     """Why a run of `model` from `system` cannot be split into `devices` slabs with a
     list of skin `skin` (one line), or None when it can: a model that gives no forces of
-    given rows (not a pair model), free space, bonds or molecules, or slabs too narrow
-    (`slab_devices`)."""
-    if not model.rows_apart:
-        return f"{type(model).__name__} cannot be split by slabs (not a pair model)"
+    given rows (not a pair model) and has no mesh part (`mesh_part`), free space, bonds or
+    molecules, slabs too narrow (`slab_devices`), or a mesh that does not split with them."""
     if system.space.box is None:
         return "a run split by slabs needs a periodic box"
     if system.bonds is not None or system.topology is not None:
         return "a system with bonds or molecules cannot be split by slabs"
+    if not model.rows_apart:
+        try:
+            part = model.mesh_part(system, devices)
+        except ValueError as e:
+            return str(e)
+        if part is None:
+            return f"{type(model).__name__} cannot be split by slabs (not a pair model)"
+        edge = float(np.asarray(system.space.box)[0])
+        try:
+            SlabMesh.around(part.mesh, devices, edge, skin, part.order)
+        except ValueError as e:
+            return str(e)
     edge = float(np.asarray(system.space.box)[0])
     return slab_devices(edge, model.cutoff + skin, devices)
 

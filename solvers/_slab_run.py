@@ -15,6 +15,7 @@ import numpy as np
 from jaxtyping import Array, Float, Int, PyTree
 
 from ._domains import ROOMS, SLAB_AXIS, Slabs, SlabState, _padded, _sized, cannot_split
+from ._slab_mesh import SlabMesh
 
 # ----------------------------------------------------------------------------- the physics
 
@@ -22,19 +23,36 @@ from ._domains import ROOMS, SLAB_AXIS, Slabs, SlabState, _padded, _sized, canno
 class _Particles(eqx.Module):
     """What every device holds of the whole system: each particle's mass and species
     (indexed by id; the id n reads the last row, a unit mass), the box, the class of the
-    model's systems, and the tail corrections of the model (constants of a box that does
-    not change)."""
+    model's systems, and the constant terms of the model's energy and pressure (its tail
+    corrections, a Coulomb self energy: constants of a box that does not change)."""
 
     mass: Float[Array, " n1"]
     species: Int[Array, " n1"]
     space: Any
-    tail_energy: Float[Array, ""]
+    constant_energy: Float[Array, ""]
     tail_pressure: Float[Array, ""]
     system_type: type = eqx.field(static=True)
 
     @property
     def n(self) -> int:
         return self.mass.shape[0] - 1
+
+
+@dataclasses.dataclass(frozen=True)
+class _Physics:
+    """The model's pairs (forces of given rows) and, for a model with one, its mesh part
+    (`physics.md.MeshEwald`) on the mesh's slabs."""
+
+    model: Any
+    part: Any = None
+    mesh: SlabMesh | None = None
+
+    def mesh_forces(self, params, s: SlabState, p: _Particles, energy: bool = False):
+        """The mesh part's forces on the own particles; with `energy`, also its energy
+        and dU / d lambda (`SlabMesh.forces`)."""
+        own = s.ids < p.n
+        charges = jnp.where(own, self.part.charges(params, p.species[s.ids], s.position.dtype), 0)
+        return self.mesh.forces(self.part, s.position, charges, p.space.edges, energy)
 
 
 def _local_system(s: SlabState, p: _Particles):
@@ -44,16 +62,20 @@ def _local_system(s: SlabState, p: _Particles):
     return p.system_type(position, jnp.zeros_like(position), p.mass[ids], p.species[ids], p.space)
 
 
-def _forces(model, params, s: SlabState, p: _Particles) -> Array:
+def _forces(physics: _Physics, params, s: SlabState, p: _Particles) -> Array:
     """The forces on the own particles (zero in empty slots)."""
     rows = jnp.arange(s.ids.shape[0], dtype=jnp.int32)
-    force = model.forces(_local_system(s, p), params, s.index, rows=rows)
+    system = _local_system(s, p)
+    force, _ = physics.model.pair_forces_and_virial(system, params, s.index, rows=rows)
+    if physics.part is not None:
+        force = force + physics.mesh_forces(params, s, p)
     return jnp.where((s.ids < p.n)[:, None], force, 0.0)
 
 
-def _observe(model, params, s: SlabState, p: _Particles, dof: int) -> dict[str, Array]:
+def _observe(physics: _Physics, params, s: SlabState, p: _Particles, dof: int):
     """The standard observables of the whole system, from sums over the devices (the
     pressure the virial one, (2 K + W) / (dim V))."""
+    model = physics.model
     rows = jnp.arange(s.ids.shape[0], dtype=jnp.int32)
     energy, virial = model.rows_energy_and_virial(_local_system(s, p), params, s.index, rows)
     own = (s.ids < p.n)[:, None]
@@ -61,8 +83,12 @@ def _observe(model, params, s: SlabState, p: _Particles, dof: int) -> dict[str, 
     sums = jax.lax.psum(
         {"potential": energy, "kinetic": kinetic, "virial": jnp.sum(virial)}, SLAB_AXIS
     )
+    if physics.part is not None:  # (its energy and stretch: summed over the devices)
+        _, mesh_energy, stretch = physics.mesh_forces(params, s, p, energy=True)
+        sums["potential"] = sums["potential"] + mesh_energy
+        sums["virial"] = sums["virial"] - jnp.sum(stretch)
     return model.observables_of(
-        sums["potential"] + p.tail_energy,
+        sums["potential"] + p.constant_energy,
         sums["kinetic"],
         sums["virial"],
         p.space,
@@ -79,7 +105,9 @@ def _kick(s: SlabState, p: _Particles, force: Array, dt: float) -> Array:
     return jnp.where(own, s.velocity + 0.5 * dt * force / p.mass[s.ids][:, None], 0.0)
 
 
-def _step(slabs: Slabs, model, params, p: _Particles, dt: float, s: SlabState) -> SlabState:
+def _step(
+    slabs: Slabs, physics: _Physics, params, p: _Particles, dt: float, s: SlabState
+) -> SlabState:
     """One step of velocity Verlet: kick, drift (positions wrapped into the box, the
     edges crossed counted), the ghosts sent again or, when a particle moved far enough,
     everything built anew, and the second kick by the new forces."""
@@ -97,7 +125,7 @@ def _step(slabs: Slabs, model, params, p: _Particles, dt: float, s: SlabState) -
         lambda s: slabs.refresh(s, p.n),
         s,
     )
-    force = _forces(model, params, s, p)
+    force = _forces(physics, params, s, p)
     return eqx.tree_at(lambda t: (t.force, t.velocity), s, (force, _kick(s, p, force, dt)))
 
 
@@ -120,7 +148,9 @@ def _fresh(slabs: Slabs, ids, position, velocity, force, image) -> SlabState:
     )
 
 
-def _chunk_program(slabs: Slabs, model, dt: float, room: int, every: int, dof: int, mesh):
+def _chunk_program(
+    slabs: Slabs, physics: _Physics, dt: float, room: int, every: int, dof: int, mesh
+):
     """The compiled chunk: from each device's particles (leading axis: devices), `first`
     (compute the forces at the start) and `saves` (traced, at most `room`), that many
     saves `every` steps apart. Gives the particles after, the observables at the start
@@ -136,16 +166,16 @@ def _chunk_program(slabs: Slabs, model, dt: float, room: int, every: int, dof: i
         s = slabs._choose_ghosts(s, p.n, p.space.edges)
         s = slabs._build_list(s, p.n, p.space.edges)
         s = slabs.refresh(eqx.tree_at(lambda t: t.position, s, position), p.n)
-        force = jax.lax.cond(first, lambda: _forces(model, params, s, p), lambda: s.force)
+        force = jax.lax.cond(first, lambda: _forces(physics, params, s, p), lambda: s.force)
         s = eqx.tree_at(lambda t: t.force, s, force)
-        start = _observe(model, params, s, p, dof)
+        start = _observe(physics, params, s, p, dof)
         rows = lambda s: (s.ids, s.position, s.velocity, s.image)  # noqa: E731
         table = jax.tree.map(lambda a: jnp.zeros((room,) + a.shape, a.dtype), (start, rows(s)))
 
         def save(i, carry):
             s, table = carry
-            s = jax.lax.fori_loop(0, every, lambda _, s: _step(slabs, model, params, p, dt, s), s)
-            row = (_observe(model, params, s, p, dof), rows(s))
+            s = jax.lax.fori_loop(0, every, lambda _, s: _step(slabs, physics, params, p, dt, s), s)
+            row = (_observe(physics, params, s, p, dof), rows(s))
             return s, jax.tree.map(lambda t, r: t.at[i].set(r), table, row)
 
         s, (observed, saved) = jax.lax.fori_loop(0, saves, save, (s, table))
@@ -184,15 +214,17 @@ class SlabRunState(eqx.Module):
 
 
 class SlabRun:
-    """A run of velocity Verlet (constant energy) of a pair model in a periodic box,
+    """A run of velocity Verlet (constant energy) of a pair model (and a mesh part, such
+    as particle-mesh Ewald: `solvers._slab_mesh`) in a periodic box,
     its particles split over `devices` devices by slabs of the box's first axis (see the
     module's docstring): what each device holds is its own particles, about n / devices,
     and its ghosts. It streams as `solvers.ParticleRun` does (`start`, `advance`, `meta`,
     `restore`, `stats`, `run`), a chunk of saves per call.
 
     Arguments:
-        model: a pair model (`physics.md.PairModel`: forces of given rows) without
-            bonds or molecules.
+        model: a pair model (`physics.md.PairModel`: forces of given rows), or one with
+            a mesh part besides its pairs (`mesh_part`: charges by particle-mesh Ewald),
+            without bonds or molecules.
         params: the model's parameters.
         system: the start (`physics.md.System` in a periodic box).
         dt: the time step.
@@ -231,6 +263,12 @@ class SlabRun:
         if devices > len(jax.devices()):
             raise ValueError(f"{devices} devices asked for, {len(jax.devices())} there")
         self.model, self.params, self.dt = model, params, float(dt)
+        self.physics = _Physics(model)
+        part = model.mesh_part(system, devices) if not model.rows_apart else None
+        if part is not None:
+            order = part.order
+            mesh = SlabMesh.around(part.mesh, devices, float(edges[0]), skin, order)
+            self.physics = _Physics(model, part, mesh)
         self.times, self.every = np.asarray(times), int(every)
         self.n_saves = len(self.times) - 1
         self.chunk = max(1, min(chunk, self.n_saves))
@@ -245,7 +283,7 @@ class SlabRun:
             mass=_padded(jnp.asarray(system.mass), 1.0),
             species=_padded(jnp.asarray(system.species), 0),
             space=system.space,
-            tail_energy=jnp.asarray(model.tail_energy(system, params)),
+            constant_energy=jnp.asarray(self._constant_energy(system, params)),
             tail_pressure=jnp.asarray(model.tail_pressure(system, params)),
             system_type=type(system),
         )
@@ -255,6 +293,15 @@ class SlabRun:
         self.first: dict | None = None
         self._programs: dict = {}
         self._own = np.zeros(devices, int)
+
+    def _constant_energy(self, system, params):
+        """The tail correction and the mesh part's self energy."""
+        energy = self.model.tail_energy(system, params)
+        part = self.physics.part
+        if part is not None:
+            dtype = np.asarray(system.position).dtype
+            energy = energy + part.self_energy(part.charges(params, system.species, dtype))
+        return energy
 
     # ------------------------------------------------------------------ the chunks
 
@@ -280,7 +327,7 @@ class SlabRun:
         key = (self.slabs, self.chunk)
         if key not in self._programs:
             self._programs[key] = _chunk_program(
-                self.slabs, self.model, self.dt, self.chunk, self.every, self.dof, self.mesh
+                self.slabs, self.physics, self.dt, self.chunk, self.every, self.dof, self.mesh
             )
         return self._programs[key]
 

@@ -163,12 +163,12 @@ class SlabGrid(eqx.Module):
     @property
     def swap_length(self) -> int:
         """Modes of the transform along the second axis (before padding)."""
-        return self.points[1] if self.ndim == 3 else self.points[1] // 2 + 1
+        return _swap_sizes(self.points, self.devices)[0]
 
     @property
     def swap_padded(self) -> int:
         """M1: the second axis of the transform padded to a multiple of `devices`."""
-        return _block(self.swap_length, self.devices) * self.devices
+        return _swap_sizes(self.points, self.devices)[1]
 
     @property
     def global_spectral_shape(self) -> tuple[int, ...]:
@@ -318,31 +318,11 @@ class SlabGrid(eqx.Module):
     def rfft(self, u: Float[Array, "..."]) -> Inexact[Array, "..."]:
         """The distributed real FFT of this device's slab [..., *slab_points]: its block
         of the transform [..., *spectral_shape] (one all-to-all between the devices)."""
-        lead = u.ndim - self.ndim
-        first, second = lead, lead + 1
-        u_hat = jnp.fft.rfftn(u, axes=tuple(range(second, u.ndim)))
-        pad = self.swap_padded - self.swap_length
-        if pad:
-            widths = [(0, 0)] * u_hat.ndim
-            widths[second] = (0, pad)
-            u_hat = jnp.pad(u_hat, widths)
-        if self.devices > 1:
-            u_hat = jax.lax.all_to_all(
-                u_hat, SLAB_AXIS, split_axis=second, concat_axis=first, tiled=True
-            )
-        return jnp.fft.fft(u_hat, axis=first)
+        return split_rfftn(u, self.points, self.devices)
 
     def irfft(self, u_hat: Inexact[Array, "..."]) -> Float[Array, "..."]:
         """Inverse of `rfft`: this device's slab of the real field."""
-        lead = u_hat.ndim - self.ndim
-        first, second = lead, lead + 1
-        u_hat = jnp.fft.ifft(u_hat, axis=first)
-        if self.devices > 1:
-            u_hat = jax.lax.all_to_all(
-                u_hat, SLAB_AXIS, split_axis=first, concat_axis=second, tiled=True
-            )
-        u_hat = jax.lax.slice_in_dim(u_hat, 0, self.swap_length, axis=second)
-        return jnp.fft.irfftn(u_hat, s=self.points[1:], axes=tuple(range(second, u_hat.ndim)))
+        return split_irfftn(u_hat, self.points, self.devices)
 
     def mean(self, u: Float[Array, "..."]) -> Float[Array, "..."]:
         """Average over the whole grid (summed over the devices)."""
@@ -361,6 +341,76 @@ class SlabGrid(eqx.Module):
         if self.devices > 1:
             bad = jax.lax.psum(bad, SLAB_AXIS)
         return bad == 0
+
+
+# ----------------------------------------------------------------------------- the transform
+
+
+def _swap_sizes(points: tuple[int, ...], devices: int) -> tuple[int, int]:
+    """Modes of the transform along the second axis, and that number padded to a
+    multiple of `devices`."""
+    length = points[1] if len(points) == 3 else points[1] // 2 + 1
+    return length, _block(length, devices) * devices
+
+
+def split_rfftn(u: Float[Array, "..."], points: tuple[int, ...], devices: int):
+    """Inside `jax.shard_map` over `SLAB_AXIS`: the real FFT of a field of `points` (2 or
+    3 axes, any sizes, `devices` dividing points[0]) from this device's slab
+    [..., points[0] / devices, *points[1:]] to its block of the transform
+    [..., points[0], M1 / devices(, points[2] / 2 + 1)] (the module's docstring)."""
+    ndim = len(points)
+    lead = u.ndim - ndim
+    first, second = lead, lead + 1
+    u_hat = jnp.fft.rfftn(u, axes=tuple(range(second, u.ndim)))
+    length, padded = _swap_sizes(points, devices)
+    if padded > length:
+        widths = [(0, 0)] * u_hat.ndim
+        widths[second] = (0, padded - length)
+        u_hat = jnp.pad(u_hat, widths)
+    if devices > 1:
+        u_hat = jax.lax.all_to_all(
+            u_hat, SLAB_AXIS, split_axis=second, concat_axis=first, tiled=True
+        )
+    return jnp.fft.fft(u_hat, axis=first)
+
+
+def split_irfftn(u_hat: Inexact[Array, "..."], points: tuple[int, ...], devices: int):
+    """Inverse of `split_rfftn`: this device's slab of the real field."""
+    ndim = len(points)
+    lead = u_hat.ndim - ndim
+    first, second = lead, lead + 1
+    u_hat = jnp.fft.ifft(u_hat, axis=first)
+    if devices > 1:
+        u_hat = jax.lax.all_to_all(
+            u_hat, SLAB_AXIS, split_axis=first, concat_axis=second, tiled=True
+        )
+    u_hat = jax.lax.slice_in_dim(u_hat, 0, _swap_sizes(points, devices)[0], axis=second)
+    return jnp.fft.irfftn(u_hat, s=points[1:], axes=tuple(range(second, u_hat.ndim)))
+
+
+def split_modes(points: tuple[int, ...], devices: int) -> tuple[Array, ...]:
+    """Inside `jax.shard_map` over `SLAB_AXIS`: the signed mode numbers per axis of this
+    device's block of `split_rfftn`'s transform, shaped to broadcast against it (0 on
+    the padded modes of the second axis)."""
+    ndim = len(points)
+    length, padded = _swap_sizes(points, devices)
+    block = padded // devices
+    out = []
+    for axis, n in enumerate(points):
+        if axis == ndim - 1:
+            m = np.arange(n // 2 + 1)
+        else:
+            m = np.fft.fftfreq(n, 1.0 / n).round().astype(int)
+        m = jnp.asarray(m)
+        if axis == 1:
+            m = jnp.pad(m, (0, padded - length))
+            if devices > 1:
+                start = jax.lax.axis_index(SLAB_AXIS) * block
+                m = jax.lax.dynamic_slice_in_dim(m, start, block)
+        shape = [1] * ndim
+        shape[axis] = m.shape[0]
+        out.append(m.reshape(shape))
+    return tuple(out)
 
 
 # ----------------------------------------------------------------------------- global arrays

@@ -23,6 +23,7 @@ _NAMES: dict[str, tuple[str, str]] = {
     "read_h5md": ("._initial", "read_h5md"),
     "thermalize": ("._initial", "thermalize"),
     "LennardJonesCoulomb": ("._electrostatics", "LennardJonesCoulomb"),
+    "MeshEwald": ("._mesh_ewald", "MeshEwald"),
     "ewald_reciprocal_energy": ("._electrostatics", "ewald_reciprocal_energy"),
     "pme_reciprocal_energy": ("._electrostatics", "pme_reciprocal_energy"),
     "other_method_options": ("._electrostatics", "other_method_options"),
@@ -78,6 +79,7 @@ if TYPE_CHECKING:
         pme_reciprocal_energy as pme_reciprocal_energy,
         other_method_options as other_method_options,
     )
+    from ._mesh_ewald import MeshEwald as MeshEwald
     from ._initial import (
         LATTICES as LATTICES,
         LATTICE_BASIS as LATTICE_BASIS,

@@ -520,6 +520,30 @@ class LennardJonesCoulomb(PairModel):
             energy = energy + excluded_energy(position, charges, edges, excluded, self.alpha)
         return energy
 
+    def mesh_part(self, system: System, multiple: int = 1):
+        """The reciprocal part of SPME as `physics.md.MeshEwald`, for the box of `system`;
+        a mesh chosen from the accuracy has its first size raised to the next 2-3-5 size
+        that `multiple` divides (a given `pme_mesh` must be such a size)."""
+        from ._mesh_ewald import MeshEwald, mesh_with_first
+
+        if self.electrostatics != "pme":
+            raise ValueError(
+                f"lj_coulomb with electrostatics = {self.electrostatics!r} cannot be split over "
+                "devices; electrostatics = 'pme' can"
+            )
+        sized = self.for_system(system)
+        mesh = sized.pme_mesh
+        if not self.pme_mesh:
+            mesh = mesh_with_first(mesh, multiple, _smooth_sizes)
+        elif mesh[0] % multiple:
+            raise ValueError(
+                f"lj_coulomb: pme_mesh = {list(mesh)} does not split into {multiple} slabs; give "
+                f"a first size that {multiple} divides"
+            )
+        return MeshEwald(
+            alpha=sized.alpha, mesh=mesh, order=self.pme_order, coulomb=self.unit_system.coulomb
+        )
+
     def tail_energy(self, system: System, params: PyTree) -> Scalar:
         return lj_tail_energy(self, system, params)
 

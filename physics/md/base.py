@@ -192,6 +192,18 @@ class ParticleModel(Model):
     def __check_init__(self):
         unit_system(self.units)
 
+    def mesh_part(self, system: System, multiple: int = 1):
+        """For a model whose forces are pairs within the cutoff plus a part computed on a
+        mesh (particle-mesh Ewald): that part as `physics.md.MeshEwald`, the first mesh
+        size a multiple of `multiple` (a run split into that many slabs); its pair part is
+        then `pair_forces_and_virial` and `rows_energy_and_virial` with `rows`. None for
+        a model without one.
+
+        Raises:
+            ValueError: a long-range part that cannot be computed in pieces, in one line.
+        """
+        return None
+
     @property
     def unit_system(self) -> Units:
         """The `physics.md.Units` of `units` (k_B, Coulomb's constant, the pressure unit)."""

@@ -109,3 +109,43 @@ def test_on_four_devices_the_file_of_one_and_a_box_too_narrow_refused(tmp_cwd):
     refusal = said[-1].strip().splitlines()[1:]  # (after the command's marker line)
     assert len(refusal) == 1 and "solver.slabs" in refusal[0], refusal
     assert "at most 3 fit" in refusal[0] and not (tmp_cwd / "narrow.h5").exists()
+
+
+SALT = """
+[model]
+name = "lj_coulomb"
+electrostatics = "{method}"
+{mesh}
+[params]
+cutoff = 2.0
+[system]
+lattice = "rocksalt"
+cells = 4
+density = 0.6
+temperature = 1.0
+seed = 0
+[time]
+dt = 0.002
+steps = 40
+save_every = 10
+[solver]
+method = "verlet"
+{solver}
+"""
+
+
+def test_charges_by_pme_split_by_slabs_are_the_replicated_run_and_ewald_is_refused(tmp_cwd, capsys):
+    mesh = "pme_mesh = [24, 16, 16]"
+    (tmp_cwd / "slabs.toml").write_text(SALT.format(method="pme", mesh=mesh, solver="slabs = 1"))
+    (tmp_cwd / "whole.toml").write_text(SALT.format(method="pme", mesh=mesh, solver=""))
+    for name in ("slabs", "whole"):
+        code, err = cli(["run", f"{name}.toml", "-o", f"{name}.h5", "--quiet"], capsys)
+        assert code == 0, err
+    split, whole = particles("slabs.h5"), particles("whole.h5")
+    for name in ("position", "velocity", "potential_energy", "pressure", "total_energy"):
+        np.testing.assert_allclose(split[name], whole[name], rtol=1e-11, atol=1e-11)
+    (tmp_cwd / "ewald.toml").write_text(SALT.format(method="ewald", mesh="", solver="slabs = 1"))
+    code, err = cli(["run", "ewald.toml", "-o", "ewald.h5"], capsys)
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "solver.slabs: lj_coulomb with electrostatics = 'ewald' cannot be split" in err
+    assert not (tmp_cwd / "ewald.h5").exists()

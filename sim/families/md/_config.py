@@ -93,7 +93,7 @@ class MdSolverExtras(pydantic.BaseModel):
     slabs: int | None = pydantic.Field(
         None,
         description="split the run over this many devices by slabs of the box, each "
-        "owning its slab's particles (verlet, pair models, periodic box)",
+        "owning its slab's particles (verlet; pair models, or lj_coulomb by pme; periodic box)",
     )
 
 

@@ -193,13 +193,13 @@ def particle_run(
     system = default_system(model, key) if initial is None else initial
     solver = with_constraints(as_solver(solver), system)
     check_system(model, system, params)
-    model = model.for_system(system)
     every = steps_per_save(t, solver.integrator.dt)
     dtype = system.position.dtype
     params = {k: jnp.asarray(v).astype(dtype) for k, v in params.items()}
     run_key = None if key is None else jax.random.fold_in(key, 7)
-    if solver.slabs is not None:
+    if solver.slabs is not None:  # (it sizes a mesh itself, for its slabs)
         return _slab_run(model, params, system, solver, concrete(t), every)
+    model = model.for_system(system)
     return ParticleRun(model, params, system, solver, times=concrete(t), every=every, key=run_key)
 
 
