@@ -26,18 +26,14 @@ def chain_method(chains: int, progress: bool, *, spread: bool = True) -> tuple[A
     devices as divide their number (at most the device count; on one device, one chain after
     another), each on its own device, so a chain waits for no deeper tree of another and does
     the same arithmetic on one device as on four. `spread=False` (models solved by an
-    implicit method, `spreads`) keeps every chain on one device, vectorised, whatever
+    IMEX method, `spreads`) keeps every chain on one device, vectorised, whatever
     the device count. `sim infer` starts with one CPU device per core."""
     devices = jax.device_count()  # (every process's, in a distributed run)
     kind = jax.default_backend().upper()
     if chains == 1:
         return _OnDevices(1), False, "1 chain"
     if not spread:
-        why = (
-            " (an implicit solver's Newton iterations do not trace in a one-chain program)"
-            if devices > 1
-            else ""
-        )
+        why = " (an IMEX method's chains are not run as one-chain programs)" if devices > 1 else ""
         return "vectorized", progress, f"{chains} chains vectorised on one {kind} device{why}"
     used = max(k for k in range(1, min(devices, chains) + 1) if chains % k == 0)
     if used == chains:
@@ -54,7 +50,7 @@ def chain_method(chains: int, progress: bool, *, spread: bool = True) -> tuple[A
 def spreads(runs) -> bool:
     """Whether chains whose log density runs these (model, solver) pairs can be laid
     over several devices (`_OnDevices`): as each model's family says of its solver
-    (not an implicit or IMEX ODE method)."""
+    (not an IMEX ODE method)."""
     families = [(family_of(model), solver) for model, solver in runs]
     return all(isinstance(f, Fittable) and f.chains_spread(solver) for f, solver in families)
 

@@ -125,7 +125,9 @@ def numpyro_model(problem: PetabProblem, heartbeat: Heartbeat | None = None):
     likelihood.defvjp(forward, backward)
 
     def model():
-        x = numpyro.sample("x", dist.Uniform(jnp.asarray(lower), jnp.asarray(upper)).to_event(1))
+        # (the bounds as NumPy arrays: jnp arrays made while a chain's start is traced
+        # would be tracers, kept by the kernel's transforms past the trace)
+        x = numpyro.sample("x", dist.Uniform(lower, upper).to_event(1))
         prior = 0.0
         for k, p in enumerate(estimated):
             if p.prior:

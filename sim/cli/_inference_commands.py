@@ -291,14 +291,10 @@ def infer(
     from .._lock import exclusive
     from .._store import atomic_file, check_output_path
 
-    if distributed and config.suffix in (".yaml", ".yml"):
-        raise InputError(
-            "--distributed", str(config), "spreads a config's chains; not (yet) a PEtab problem's"
-        )
     lead = join_processes(distributed, coordinator, processes, process_id)
     quiet = quiet or not lead  # (the lead speaks and writes for the run)
     if config.suffix in (".yaml", ".yml"):
-        _infer_petab(config, output, chains, warmup, samples, seed, quiet, allow_outside)
+        _infer_petab(config, output, chains, warmup, samples, seed, quiet, allow_outside, lead)
         return
     _petab_only(allow_outside, config)
     cfg = load_config(config, set_ or [])
@@ -335,11 +331,9 @@ def infer(
             progress=not quiet,
             log=None if quiet else _note,
         )
-        if not lead:
-            pass  # (the lead writes the files: every process holds every chain's draws)
-        elif arviz is None:
+        if lead and arviz is None:  # (the lead writes: every process holds every chain's draws)
             result.save(path)
-        else:
+        elif lead:
             # (both files or neither: the export, under a temporary name, is kept once the posterior
             # is written)
             with atomic_file(arviz, suffix=".nc") as tmp:
@@ -377,7 +371,10 @@ def _infer_petab(
     seed,
     quiet: bool,
     allow_outside: bool,
+    lead: bool = True,
 ) -> None:
+    """`sim infer` of a PEtab problem; of a distributed run's processes only the lead
+    writes the posterior and reports it (every process holds every chain's draws)."""
     from inference import infer_petab, load_petab, problem_files
 
     from .._config import seed_problem
@@ -402,8 +399,10 @@ def _infer_petab(
             progress=not quiet,
             log=None if quiet else _note,
         )
-        result.save(path)
-    _posterior_summary(result, path, clock, quiet)
+        if lead:
+            result.save(path)
+    if lead:
+        _posterior_summary(result, path, clock, quiet)
 
 
 @app.command(cls=_Command)

@@ -348,8 +348,8 @@ def test_sim_infer_of_a_petab_problem_shows_its_evaluations_while_it_samples(dec
         problem, chains=2, warmup=10, samples=10, progress=True, log=lines.append
     )
     begun = next(
-        i for i, line in enumerate(lines) if "chains vectorised" in line
-    )  # (counted from there)
+        i for i, line in enumerate(lines) if line.startswith("2 chains")
+    )  # (the chains' layout; counted from there)
     counts = [
         int(line.split()[1].replace(",", ""))
         for line in lines[begun:]

@@ -403,6 +403,23 @@ def test_nuts_chains_over_two_processes_draw_the_chains_of_one_process_of_four_d
     assert _bit_equal(one, two) == []
 
 
+@pytest.mark.slow  # (NUTS through Kvaerno5, compiled in three processes)
+def test_a_petab_posterior_over_two_processes_draws_the_chains_of_one_process(tmp_path):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "experiments" / "data"))
+    from make_decay_petab import write
+
+    yaml = write(tmp_path / "decay").relative_to(tmp_path)
+    args = ["infer", str(yaml), "--chains", "4", "--warmup", "20", "--samples", "20"]
+    _one_process([*args, "-o", "one.h5"], tmp_path)
+    said = _finish(_start_pair([*args, "-o", "two.h5"], tmp_path), 900)
+    assert [code for code, _ in said] == [0, 0], said
+    assert said[1][1] == ""  # (process 1 says nothing: the lead reports the posterior)
+    one, two = _contents(tmp_path / "one.h5"), _contents(tmp_path / "two.h5")
+    assert one["posterior/k"].shape == (4, 20) and np.all(np.isfinite(one["posterior/k"]))
+    assert _bit_equal(one, two) == []
+    assert not list(tmp_path.glob(".*"))  # (no lock left by either process)
+
+
 def test_process_options_without_distributed_and_a_missing_coordinator_are_one_line(tmp_path):
     (tmp_path / "lv.toml").write_text(SWEEP.format(t1=1.0, chunk=4, n=2))
     for args, says in (

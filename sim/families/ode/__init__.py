@@ -98,11 +98,11 @@ class OdeFamily(TextModels, Events, Sweepable, Fittable):
         return True
 
     def chains_spread(self, solver):
-        # An implicit or IMEX method's Newton iterations (optimistix's root find inside
-        # diffrax's steps) do not trace in a chain's start compiled alone with this jax,
-        # equinox and diffrax (a tracer escapes NumPyro's `init`; under `jax.pmap`,
-        # "pytree does not match out_structure").
-        return solver.kind == "explicit"
+        # Explicit and implicit methods run as one-chain programs (a PEtab problem by
+        # Kvaerno5 on 1 and 2 devices: the same draws). IMEX methods, of Python models
+        # with a split right-hand side only, keep their chains vectorised on one device:
+        # no such model's chain has been run as a one-chain program.
+        return solver.kind != "imex"
 
     def preequilibrates(self, model, solver):
         return solver.kind != "imex"
