@@ -2,10 +2,10 @@
 programs without host callbacks that the persistent cache keeps, progress and a safe
 point between chunks, and a chain without a valid start."""
 
+import json
 import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import jax
@@ -17,7 +17,7 @@ from numpyro.infer import NUTS
 
 from inference._chains import NoValidStart, _OnDevices, chain_programs, chunk_length, run_chains
 from sim import _cache, _interrupt
-from tests.helpers import host_devices, script_command
+from tests.helpers import SIM_COMMANDS, host_devices, on_host_devices, script_command
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -335,19 +335,10 @@ def test_chains_of_a_model_solved_by_an_implicit_method_draw_the_same_on_two_dev
     )
     draws, said = {}, {}
     for devices in (1, 2):
-        env = {**os.environ, "XLA_FLAGS": host_devices(devices), "JAX_PLATFORMS": "cpu"}
         out = tmp_path / f"posterior{devices}.h5"
-        args = ["infer", str(problem), "--chains", "2", "--warmup", "10", "--samples", "10"]
-        proc = subprocess.run(
-            [sys.executable, "-m", "_sim_entry", *args, "-o", str(out)],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=900,
-            cwd=ROOT,
-        )
-        assert proc.returncode == 0, proc.stderr[-3000:]
-        said[devices] = proc.stdout + proc.stderr
+        argv = ["infer", str(problem), "--chains", "2", "--warmup", "10", "--samples", "10"]
+        done = on_host_devices(SIM_COMMANDS, [json.dumps([[*argv, "-o", str(out)]])], devices)
+        said[devices] = done.stderr
         with h5py.File(out) as f:
             draws[devices] = {k: f[f"posterior/{k}"][()] for k in ("k", "A0")}
     assert "2 chains on one CPU device, one after another" in said[1]
