@@ -6,6 +6,7 @@ decomposition itself: `solvers._domains`)."""
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any
 
 import equinox as eqx
@@ -15,7 +16,9 @@ import numpy as np
 from jaxtyping import Array, Float, Int, PyTree
 
 from ._domains import ROOMS, SLAB_AXIS, Slabs, SlabState, _padded, _sized, cannot_split
+from ._particles import ParticleIntegrator, VelocityVerlet
 from ._slab_mesh import SlabMesh
+from ._slab_motion import cannot_step, conserved, step
 
 # ----------------------------------------------------------------------------- the physics
 
@@ -40,10 +43,11 @@ class _Particles(eqx.Module):
 
 @dataclasses.dataclass(frozen=True)
 class _Physics:
-    """The model's pairs (forces of given rows) and, for a model with one, its mesh part
-    (`physics.md.MeshEwald`) on the mesh's slabs."""
+    """The model's pairs (forces of given rows), the integrator and, for a model with
+    one, its mesh part (`physics.md.MeshEwald`) on the mesh's slabs."""
 
     model: Any
+    integrator: Any
     part: Any = None
     mesh: SlabMesh | None = None
 
@@ -62,19 +66,43 @@ def _local_system(s: SlabState, p: _Particles):
     return p.system_type(position, jnp.zeros_like(position), p.mass[ids], p.species[ids], p.space)
 
 
+def row_block(n: int) -> int:
+    """Own particles whose pair forces `_forces` computes at a time, for a system of n
+    particles (the same on any number of devices): an eighth of them, as a power of two
+    from 32 to 1,024 (at 32,000 Lennard-Jones particles a step took as long as in one
+    block of all slots; blocks of 256 took 1.35 times as long on one device)."""
+    return min(1024, max(32, 1 << max(0, math.ceil(math.log2(max(n, 1) / 8)))))
+
+
 def _forces(physics: _Physics, params, s: SlabState, p: _Particles) -> Array:
-    """The forces on the own particles (zero in empty slots)."""
-    rows = jnp.arange(s.ids.shape[0], dtype=jnp.int32)
+    """The forces on the own particles (zero in empty slots).
+
+    The pairs' forces are computed `row_block(n)` rows at a time (the last block padded
+    with rows of no neighbours), so that every device runs the same program on blocks of
+    the same shape whatever its number of slots: XLA orders the additions of a row's sum
+    by the shape of the rows it sums (one program over all of a device's slots gave
+    forces whose last bits changed with the slabs' sizes: 256 particles on 1 and on 4
+    devices)."""
     system = _local_system(s, p)
-    force, _ = physics.model.pair_forces_and_virial(system, params, s.index, rows=rows)
+    c, width = s.index.shape
+    block = row_block(p.n)
+    pad = -c % block
+    size = system.position.shape[0]
+    index = jnp.pad(s.index, ((0, pad), (0, 0)), constant_values=size)
+    rows = jnp.arange(c + pad, dtype=jnp.int32).reshape(-1, block)
+    index = index.reshape(-1, block, width)
+    pairs = physics.model.pair_forces_and_virial
+    blocks = jax.lax.map(lambda b: pairs(system, params, b[1], rows=b[0])[0], (rows, index))
+    force = blocks.reshape((c + pad, -1))[:c]
     if physics.part is not None:
         force = force + physics.mesh_forces(params, s, p)
     return jnp.where((s.ids < p.n)[:, None], force, 0.0)
 
 
-def _observe(physics: _Physics, params, s: SlabState, p: _Particles, dof: int):
+def _observe(physics: _Physics, params, s: SlabState, p: _Particles, dof: int, thermostat=None):
     """The standard observables of the whole system, from sums over the devices (the
-    pressure the virial one, (2 K + W) / (dim V))."""
+    pressure the virial one, (2 K + W) / (dim V)); with a Nose-Hoover chain, the
+    conserved energy too."""
     model = physics.model
     rows = jnp.arange(s.ids.shape[0], dtype=jnp.int32)
     energy, virial = model.rows_energy_and_virial(_local_system(s, p), params, s.index, rows)
@@ -87,7 +115,7 @@ def _observe(physics: _Physics, params, s: SlabState, p: _Particles, dof: int):
         _, mesh_energy, stretch = physics.mesh_forces(params, s, p, energy=True)
         sums["potential"] = sums["potential"] + mesh_energy
         sums["virial"] = sums["virial"] - jnp.sum(stretch)
-    return model.observables_of(
+    out = model.observables_of(
         sums["potential"] + p.constant_energy,
         sums["kinetic"],
         sums["virial"],
@@ -97,36 +125,10 @@ def _observe(physics: _Physics, params, s: SlabState, p: _Particles, dof: int):
         jnp.sum(p.mass[:-1]),
         p.tail_pressure,
     )
-
-
-def _kick(s: SlabState, p: _Particles, force: Array, dt: float) -> Array:
-    """The velocities after half a kick by `force`."""
-    own = (s.ids < p.n)[:, None]
-    return jnp.where(own, s.velocity + 0.5 * dt * force / p.mass[s.ids][:, None], 0.0)
-
-
-def _step(
-    slabs: Slabs, physics: _Physics, params, p: _Particles, dt: float, s: SlabState
-) -> SlabState:
-    """One step of velocity Verlet: kick, drift (positions wrapped into the box, the
-    edges crossed counted), the ghosts sent again or, when a particle moved far enough,
-    everything built anew, and the second kick by the new forces."""
-    velocity = _kick(s, p, s.force, dt)
-    own = (s.ids < p.n)[:, None]
-    box = p.space.edges
-    moved = s.position + dt * velocity
-    crossed = jnp.floor(moved / box)
-    position = jnp.where(own, moved - crossed * box, s.position)
-    image = jnp.where(own, s.image + crossed.astype(s.image.dtype), s.image)
-    s = eqx.tree_at(lambda t: (t.position, t.velocity, t.image), s, (position, velocity, image))
-    s = jax.lax.cond(
-        slabs.needs_build(s, p.n, box),
-        lambda s: slabs.build(s, p.n, box),
-        lambda s: slabs.refresh(s, p.n),
-        s,
-    )
-    force = _forces(physics, params, s, p)
-    return eqx.tree_at(lambda t: (t.force, t.velocity), s, (force, _kick(s, p, force, dt)))
+    extra = conserved(physics.integrator, thermostat, dof, s.position.dtype)
+    if extra:
+        out["conserved_energy"] = out["total_energy"] + extra["thermostat_energy"]
+    return out
 
 
 def _fresh(slabs: Slabs, ids, position, velocity, force, image) -> SlabState:
@@ -148,17 +150,16 @@ def _fresh(slabs: Slabs, ids, position, velocity, force, image) -> SlabState:
     )
 
 
-def _chunk_program(
-    slabs: Slabs, physics: _Physics, dt: float, room: int, every: int, dof: int, mesh
-):
-    """The compiled chunk: from each device's particles (leading axis: devices), `first`
-    (compute the forces at the start) and `saves` (traced, at most `room`), that many
-    saves `every` steps apart. Gives the particles after, the observables at the start
-    and at each save, each save's own particles, and the rooms that overflowed on any
-    device and the builds."""
+def _chunk_program(slabs: Slabs, physics: _Physics, room: int, every: int, dof: int, mesh):
+    """The compiled chunk: from each device's particles (leading axis: devices), the
+    integrator's state (`thermostat`), `first` (compute the forces at the start) and
+    `saves` (traced, at most `room`), that many saves `every` steps apart. Gives the
+    particles and the integrator's state after, the observables at the start and at each
+    save, each save's own particles, and the rooms that overflowed on any device and the
+    builds."""
     spec, whole = jax.sharding.PartitionSpec(SLAB_AXIS), jax.sharding.PartitionSpec()
 
-    def body(arrays, params, p: _Particles, first, saves):
+    def body(arrays, thermostat, params, p: _Particles, first, saves):
         ids, position, velocity, force, image, reference = (a[0] for a in arrays)
         # the ghosts and the list of the last build, from its positions; then the ghosts
         # at the current ones
@@ -168,29 +169,36 @@ def _chunk_program(
         s = slabs.refresh(eqx.tree_at(lambda t: t.position, s, position), p.n)
         force = jax.lax.cond(first, lambda: _forces(physics, params, s, p), lambda: s.force)
         s = eqx.tree_at(lambda t: t.force, s, force)
-        start = _observe(physics, params, s, p, dof)
+        start = _observe(physics, params, s, p, dof, thermostat)
         rows = lambda s: (s.ids, s.position, s.velocity, s.image)  # noqa: E731
         table = jax.tree.map(lambda a: jnp.zeros((room,) + a.shape, a.dtype), (start, rows(s)))
+        forces = lambda s: _forces(physics, params, s, p)  # noqa: E731
+
+        def one(_, carry):
+            s, thermostat = carry
+            return step(
+                slabs, physics.integrator, forces, p.n, p.mass, p.space.edges, dof, s, thermostat
+            )
 
         def save(i, carry):
-            s, table = carry
-            s = jax.lax.fori_loop(0, every, lambda _, s: _step(slabs, physics, params, p, dt, s), s)
-            row = (_observe(physics, params, s, p, dof), rows(s))
-            return s, jax.tree.map(lambda t, r: t.at[i].set(r), table, row)
+            s, thermostat, table = carry
+            s, thermostat = jax.lax.fori_loop(0, every, one, (s, thermostat))
+            row = (_observe(physics, params, s, p, dof, thermostat), rows(s))
+            return s, thermostat, jax.tree.map(lambda t, r: t.at[i].set(r), table, row)
 
-        s, (observed, saved) = jax.lax.fori_loop(0, saves, save, (s, table))
+        s, thermostat, (observed, saved) = jax.lax.fori_loop(0, saves, save, (s, thermostat, table))
         out = tuple(a[None] for a in (s.ids, s.position, s.velocity, s.force, s.image, s.reference))
         stats = {
             "overflow": jax.lax.psum(s.overflow.astype(jnp.int32), SLAB_AXIS) > 0,
             "builds": jax.lax.pmax(s.builds, SLAB_AXIS),
         }
-        return out, start, observed, tuple(a[None] for a in saved), stats
+        return out, thermostat, start, observed, tuple(a[None] for a in saved), stats
 
     mapped = jax.shard_map(
         body,
         mesh=mesh,
-        in_specs=((spec,) * 6, whole, whole, whole, whole),
-        out_specs=((spec,) * 6, whole, whole, (spec,) * 4, whole),
+        in_specs=((spec,) * 6, whole, whole, whole, whole, whole),
+        out_specs=((spec,) * 6, whole, whole, whole, (spec,) * 4, whole),
         check_vma=False,
     )
     return jax.jit(mapped)
@@ -204,18 +212,20 @@ class SlabRunState(eqx.Module):
     positions wrapped into the box, the box edges each particle has crossed, velocities,
     forces and the positions at the last build (what a checkpoint keeps). A chunk starts
     by building the list of the last build again, from those, so that the steps do not
-    depend on where chunks fall."""
+    depend on where chunks fall. `thermostat` is the integrator's state (None, the key
+    of Langevin dynamics, the Nose-Hoover chain)."""
 
     position: Float[Array | np.ndarray, "n dim"]
     image: Int[Array | np.ndarray, "n dim"]
     velocity: Float[Array | np.ndarray, "n dim"]
     force: Float[Array | np.ndarray, "n dim"]
     reference: Float[Array | np.ndarray, "n dim"]
+    thermostat: PyTree = None
 
 
 class SlabRun:
-    """A run of velocity Verlet (constant energy) of a pair model (and a mesh part, such
-    as particle-mesh Ewald: `solvers._slab_mesh`) in a periodic box,
+    """A run of a pair model (and a mesh part, such as particle-mesh Ewald:
+    `solvers._slab_mesh`) in a periodic box, at constant energy or with a thermostat,
     its particles split over `devices` devices by slabs of the box's first axis (see the
     module's docstring): what each device holds is its own particles, about n / devices,
     and its ghosts. It streams as `solvers.ParticleRun` does (`start`, `advance`, `meta`,
@@ -227,7 +237,9 @@ class SlabRun:
             without bonds or molecules.
         params: the model's parameters.
         system: the start (`physics.md.System` in a periodic box).
-        dt: the time step.
+        integrator: `solvers.VelocityVerlet`, `solvers.LangevinBaoab` or
+            `solvers.NoseHooverChain` (without constraints), or a time step: velocity
+            Verlet at that step.
         times: the save times [T] (the first the start).
         every: steps per save.
         devices: how many devices (the first ones of `jax.devices()`).
@@ -235,6 +247,7 @@ class SlabRun:
         factor: room for about this many times the particles counted at the start (near
             a face, in a cell, around one particle).
         chunk: saves per call at most (one compiled program; a call may take fewer).
+        key: the PRNG key of Langevin dynamics.
 
     Raises:
         ValueError: a model, system or split that this cannot run, in one line.
@@ -245,7 +258,7 @@ class SlabRun:
         model,
         params: PyTree,
         system,
-        dt: float,
+        integrator: ParticleIntegrator | float,
         *,
         times,
         every: int,
@@ -253,8 +266,11 @@ class SlabRun:
         skin: float = 0.3,
         factor: float = 1.3,
         chunk: int = 10,
+        key: Array | None = None,
     ):
-        problem = cannot_split(model, system, devices, skin)
+        if isinstance(integrator, (int, float, np.floating)) and not isinstance(integrator, bool):
+            integrator = VelocityVerlet(dt=float(integrator))
+        problem = cannot_split(model, system, devices, skin) or cannot_step(integrator)
         if problem is not None:
             raise ValueError(problem)
         if isinstance(system.position, jax.core.Tracer):
@@ -262,13 +278,15 @@ class SlabRun:
         edges = np.asarray(system.space.edges, float)
         if devices > len(jax.devices()):
             raise ValueError(f"{devices} devices asked for, {len(jax.devices())} there")
-        self.model, self.params, self.dt = model, params, float(dt)
-        self.physics = _Physics(model)
+        self.model, self.params, self.integrator = model, params, integrator
+        self.dt = float(integrator.dt)
+        self.physics = _Physics(model, integrator)
         part = model.mesh_part(system, devices) if not model.rows_apart else None
         if part is not None:
             order = part.order
             mesh = SlabMesh.around(part.mesh, devices, float(edges[0]), skin, order)
-            self.physics = _Physics(model, part, mesh)
+            self.physics = _Physics(model, integrator, part, mesh)
+        self.thermostat = integrator._init_thermostat(system.position, key)
         self.times, self.every = np.asarray(times), int(every)
         self.n_saves = len(self.times) - 1
         self.chunk = max(1, min(chunk, self.n_saves))
@@ -287,7 +305,7 @@ class SlabRun:
             tail_pressure=jnp.asarray(model.tail_pressure(system, params)),
             system_type=type(system),
         )
-        self.dof = self.dim * self.n - self.dim
+        self.dof = integrator.degrees_of_freedom(self.n, self.dim)
         self.grown = 0
         self.builds = 0
         self.first: dict | None = None
@@ -327,7 +345,7 @@ class SlabRun:
         key = (self.slabs, self.chunk)
         if key not in self._programs:
             self._programs[key] = _chunk_program(
-                self.slabs, self.physics, self.dt, self.chunk, self.every, self.dof, self.mesh
+                self.slabs, self.physics, self.chunk, self.every, self.dof, self.mesh
             )
         return self._programs[key]
 
@@ -341,6 +359,7 @@ class SlabRun:
             if arrays is not None:
                 self._last_arguments = (
                     arrays,
+                    state.thermostat,
                     self.params,
                     self.particles,
                     jnp.asarray(first),
@@ -371,20 +390,21 @@ class SlabRun:
             velocity=np.asarray(self.system.velocity),
             force=np.zeros_like(position),
             reference=position - image * edges,
+            thermostat=self.thermostat,
         )
-        out, start, _, _, _ = self._call(state, True, 0)
+        out, thermostat, start, _, _, _ = self._call(state, True, 0)
         self.first = {
             **self._observed(start),
             "position": position,
             "velocity": state.velocity,
         }
-        return self._state(out)
+        return self._state(out, thermostat)
 
-    def _state(self, out) -> SlabRunState:
-        ids, position, velocity, force, image, reference = (np.asarray(a) for a in out)
+    def _state(self, particles, thermostat) -> SlabRunState:
+        ids, position, velocity, force, image, reference = (np.asarray(a) for a in particles)
         self._own = np.sum(ids < self.n, axis=1)
         fields = (position, image, velocity, force, reference)
-        return SlabRunState(*(_by_id(ids, a, self.n) for a in fields))
+        return SlabRunState(*(_by_id(ids, a, self.n) for a in fields), thermostat=thermostat)
 
     def first_observables(self) -> dict:
         """The observables at the first save time (computed again after a `restore`)."""
@@ -397,7 +417,7 @@ class SlabRun:
         positions (unwrapped) and velocities in the order of the ids."""
         if not 1 <= n <= self.chunk:
             raise ValueError(f"a chunk of {n} frames; this run takes 1 to {self.chunk}")
-        out, _, observed, saved, stats = self._call(state, False, n)
+        out, thermostat, _, observed, saved, stats = self._call(state, False, n)
         self.builds += int(stats["builds"])
         ids, position, velocity, image = (np.asarray(a)[:, :n] for a in saved)
         rows = {name: np.asarray(v)[:n] for name, v in observed.items()}
@@ -409,7 +429,7 @@ class SlabRun:
             rows = {
                 name: np.concatenate([np.asarray(first[name])[None], v]) for name, v in rows.items()
             }
-        return self._state(out), rows
+        return self._state(out, thermostat), rows
 
     def meta(self) -> dict[str, Any]:
         """What a checkpoint keeps besides the state: the rooms (a run resumed with other
@@ -421,7 +441,9 @@ class SlabRun:
         if meta:
             self.slabs = dataclasses.replace(self.slabs, **{r: int(meta[r]) for r in ROOMS})
         zeros = np.zeros((self.n, self.dim), np.asarray(self.system.position).dtype)
-        return SlabRunState(zeros, zeros.astype(np.int32), zeros, zeros, zeros)
+        return SlabRunState(
+            zeros, zeros.astype(np.int32), zeros, zeros, zeros, thermostat=self.thermostat
+        )
 
     def stats(self, state: SlabRunState) -> dict[str, int]:
         """The stats of a run that ended (as `solvers.ParticleRun.stats` gives them)."""

@@ -9,6 +9,10 @@ device count: ms a step (builds included), bytes of one device's state, bytes a 
 sends a step (ghost positions to two neighbours, against the all-gathered forces of the
 row split), the builds, and the largest difference in positions between the two.
 
+With `--charges`: ions by particle-mesh Ewald instead (`lj_coulomb`, a rock-salt crystal at
+density 0.6 that melts, cutoff 2.5, mesh from ewald_accuracy 1e-5, dt = 0.002), the slab
+run against the replicated run of one device (the row split takes pair models only).
+
     XLA_FLAGS=--xla_force_host_platform_device_count=4 python experiments/benchmarks/md_slabs.py
 """
 
@@ -30,7 +34,7 @@ import sim  # noqa: E402
 from physics import md  # noqa: E402
 from solvers import ParticleRun, ParticleSolver, SlabRun, VelocityVerlet  # noqa: E402
 
-DT, EVERY = 0.005, 20
+EVERY = 20
 
 
 def melting(cells: int):
@@ -39,13 +43,17 @@ def melting(cells: int):
     return system.at(system.position, v - v.mean(0))
 
 
-def timed_slabs(model, system, devices: int, saves: int):
-    times = np.linspace(0.0, saves * EVERY * DT, saves + 1)
+def ions(cells: int):
+    return md.thermalize(md.lattice("rocksalt", cells, 0.6), jax.random.key(0), 1.0)
+
+
+def timed_slabs(model, system, devices: int, saves: int, dt: float):
+    times = np.linspace(0.0, saves * EVERY * dt, saves + 1)
     run = SlabRun(
         model,
         model.default_params(),
         system,
-        DT,
+        dt,
         times=times,
         every=EVERY,
         devices=devices,
@@ -61,9 +69,10 @@ def timed_slabs(model, system, devices: int, saves: int):
     return seconds, run, rows["position"][-1]
 
 
-def timed_rows(model, system, devices: int, saves: int):
-    times = np.linspace(0.0, saves * EVERY * DT, saves + 1)
-    solver = ParticleSolver(VelocityVerlet(dt=DT), shards=devices)
+def timed_rows(model, system, devices: int, saves: int, dt: float):
+    times = np.linspace(0.0, saves * EVERY * dt, saves + 1)
+    shards = devices if model.rows_apart else None
+    solver = ParticleSolver(VelocityVerlet(dt=dt), shards=shards)
     run = ParticleRun(model, model.default_params(), system, solver, times=times, every=EVERY)
     run.chunk = saves
     run.advance(run.start(), 0, saves)  # (compiles, and grows the list if it overflows)
@@ -79,30 +88,47 @@ def main() -> None:
     parser.add_argument("--cells", type=int, default=20, help="fcc cells a side (4 n^3 atoms)")
     parser.add_argument("--saves", type=int, default=10, help=f"saves of {EVERY} steps")
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--charges", action="store_true", help="ions by particle-mesh Ewald")
     args = parser.parse_args()
     sim.configure_jax()
-    model = md.LennardJones(cutoff=2.5)
-    system = melting(args.cells)
+    if args.charges:
+        model, system, dt = md.LennardJonesCoulomb(cutoff=2.5), ions(args.cells), 0.002
+    else:
+        model, system, dt = md.LennardJones(cutoff=2.5), melting(args.cells), 0.005
     n, steps = system.n, args.saves * EVERY
     edge = float(system.space.box[0])
     print(f"{n} particles, box {edge:.2f}, {steps} steps a round, {jax.device_count()} devices")
+    if args.charges:
+        part = model.mesh_part(system, 4)  # (a first mesh size that 4 slabs divide)
+        print(f"mesh {list(part.mesh)}, alpha {part.alpha:.4f}")
+        model = md.LennardJonesCoulomb(cutoff=2.5, ewald_alpha=part.alpha, pme_mesh=part.mesh)
     print(
         "| devices | round | slabs ms/step | rows ms/step | ratio | slabs MB/device "
         "| rows MB/device | slabs kB sent/step | rows kB gathered/step | builds | max |dx| |"
     )
     print("| --- " * 11 + "|")
+    if args.charges:
+        k = part.mesh
+        whole = np.prod(k) * 8 / 1e6
+        print(
+            f"(the mesh: {whole:.1f} MB a float64 array on one device; on 4 slabs "
+            f"{k[0] // 4} planes of {k[0]} and those around them, "
+            f"{whole * (k[0] // 4 + part.order + 2) / k[0]:.1f} MB a device)"
+        )
     for r in range(1, args.rounds + 1):
         for devices in (1, 2, 4):
             if n % devices:
                 continue
-            slab_s, slab_run, slab_x = timed_slabs(model, system, devices, args.saves)
-            rows_s, _, rows_x = timed_rows(model, system, devices, args.saves)
+            slab_s, slab_run, slab_x = timed_slabs(model, system, devices, args.saves, dt)
+            # (charges: the replicated run of one device, whatever the slabs)
+            replicated = 1 if args.charges else devices
+            rows_s, _, rows_x = timed_rows(model, system, replicated, args.saves, dt)
             # the ghosts a device sends each step: particles within the list's radius of
             # its two faces (none with one device, whose ghosts are its own images)
             radius = model.cutoff + slab_run.slabs.skin
             ghosts = 0 if devices == 1 else 2 * n * radius / edge
             sent = ghosts * 3 * 8 / 1e3
-            gathered = 0 if devices == 1 else n * (devices - 1) / devices * 3 * 8 / 1e3
+            gathered = 0 if replicated == 1 else n * (devices - 1) / devices * 3 * 8 / 1e3
             rows_mb = (n * (3 * 3 * 8) + n * slab_run.slabs.neighbours * 4 / devices) / 1e6
             print(
                 f"| {devices} | {r} | {slab_s / steps * 1e3:.1f} | {rows_s / steps * 1e3:.1f} "

@@ -45,17 +45,8 @@ def particles(path) -> dict[str, np.ndarray]:
     return out
 
 
-def test_a_run_of_one_slab_is_the_replicated_run_and_resumes_to_its_file(tmp_cwd):
-    (tmp_cwd / "slabs.toml").write_text(CONFIG.format(solver="slabs = 1"))
-    (tmp_cwd / "replicated.toml").write_text(CONFIG.format(solver=""))
-    sim.run(sim.load_config("replicated.toml"), output="replicated.h5")
-    cfg = sim.load_config("slabs.toml")
-    sim.run(cfg, output="whole.h5")
-    whole, replicated = particles("whole.h5"), particles("replicated.h5")
-    assert np.array_equal(whole["image"], replicated["image"])
-    for name in ("position", "velocity", "total_energy", "pressure", "temperature"):
-        np.testing.assert_allclose(whole[name], replicated[name], rtol=1e-11, atol=1e-11)
-    # stopped after its second checkpoint, resumed: the same bytes as the whole run
+def resumes_to(cfg, whole: dict) -> None:
+    """`cfg` stopped after its second checkpoint and resumed: the file `whole` holds."""
     with pytest.MonkeyPatch.context() as patch:
         written = interrupt_after(patch, 2)
         with pytest.raises(Stop):
@@ -67,6 +58,19 @@ def test_a_run_of_one_slab_is_the_replicated_run_and_resumes_to_its_file(tmp_cwd
         assert np.array_equal(resumed[name], values), name
 
 
+def test_a_run_of_one_slab_is_the_replicated_run_and_resumes_to_its_file(tmp_cwd):
+    (tmp_cwd / "slabs.toml").write_text(CONFIG.format(solver="slabs = 1"))
+    (tmp_cwd / "replicated.toml").write_text(CONFIG.format(solver=""))
+    sim.run(sim.load_config("replicated.toml"), output="replicated.h5")
+    cfg = sim.load_config("slabs.toml")
+    sim.run(cfg, output="whole.h5")
+    whole, replicated = particles("whole.h5"), particles("replicated.h5")
+    assert np.array_equal(whole["image"], replicated["image"])
+    for name in ("position", "velocity", "total_energy", "pressure", "temperature"):
+        np.testing.assert_allclose(whole[name], replicated[name], rtol=1e-11, atol=1e-11)
+    resumes_to(cfg, whole)
+
+
 @pytest.mark.parametrize(
     "solver, said",
     [
@@ -74,9 +78,8 @@ def test_a_run_of_one_slab_is_the_replicated_run_and_resumes_to_its_file(tmp_cwd
         ("slabs = 1.5", "solver.slabs: expected a whole number of devices >= 1, got 1.5"),
         ("slabs = 64", "solver.slabs: 64 devices asked for, 1 there"),
         (
-            'slabs = 1\nmethod = "langevin"\ntemperature = 1.0',
-            "solver.slabs: a run split by slabs is at constant energy (method = 'verlet'), "
-            "not 'langevin'",
+            'slabs = 1\nmethod = "langevin"\ntemperature = 1.0\nbarostat = { pressure = 1.0 }',
+            "solver.slabs: a run split by slabs keeps its box (no barostat); leave one out",
         ),
         ("slabs = 1\nneighbour_list = false", "solver.slabs: a run split by slabs needs"),
     ],
@@ -149,3 +152,45 @@ def test_charges_by_pme_split_by_slabs_are_the_replicated_run_and_ewald_is_refus
     assert code == 2 and len(err.strip().splitlines()) == 1, err
     assert "solver.slabs: lj_coulomb with electrostatics = 'ewald' cannot be split" in err
     assert not (tmp_cwd / "ewald.h5").exists()
+
+
+THERMOSTATS = """
+[model]
+name = "wca"
+[params]
+cutoff = 1.2
+[system]
+lattice = "fcc"
+cells = 4
+density = 0.8442
+temperature = 0.5
+seed = 0
+[time]
+dt = 0.005
+steps = 60
+save_every = 10
+[solver]
+slabs = 1
+{solver}
+[output]
+chunk = 2
+checkpoint_every = 1
+"""
+
+
+@pytest.mark.parametrize(
+    "solver",
+    [
+        'method = "langevin"\ntemperature = 1.5\nfriction = 2.0',
+        'method = "nose_hoover"\ntemperature = 1.5\ntau = 0.25',
+    ],
+)
+def test_a_thermostat_split_by_slabs_resumes_to_the_bytes_of_its_whole_run(tmp_cwd, solver):
+    (tmp_cwd / "t.toml").write_text(THERMOSTATS.format(solver=solver))
+    cfg = sim.load_config("t.toml")
+    sim.run(cfg, output="whole.h5")
+    whole = particles("whole.h5")
+    if "nose_hoover" in solver:
+        conserved = whole["conserved_energy"]
+        assert np.max(np.abs(conserved - conserved[0])) < 1e-3 * abs(conserved[0])
+    resumes_to(cfg, whole)

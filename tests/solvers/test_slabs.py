@@ -84,7 +84,10 @@ def test_one_slab_is_the_replicated_run_and_resumes_bit_for_bit():
     again = _slab_run(system, chunk=2)
     template = again.restore(json.loads(json.dumps(first.meta())))
     restored = type(template)(
-        **{k: np.asarray(v, np.asarray(getattr(template, k)).dtype) for k, v in kept.items()}
+        **{
+            k: None if v is None else np.asarray(v, np.asarray(getattr(template, k)).dtype)
+            for k, v in kept.items()
+        }
     )
     _, rows = again.advance(restored, 4, 2)
     for name, values in rows.items():

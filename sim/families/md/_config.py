@@ -93,7 +93,8 @@ class MdSolverExtras(pydantic.BaseModel):
     slabs: int | None = pydantic.Field(
         None,
         description="split the run over this many devices by slabs of the box, each "
-        "owning its slab's particles (verlet; pair models, or lj_coulomb by pme; periodic box)",
+        "owning its slab's particles (pair models, or lj_coulomb by pme; periodic box; "
+        "no barostat)",
     )
 
 
@@ -589,7 +590,7 @@ def _md_solver(config: Config, dt: float, units: Units) -> tuple[ParticleSolver,
     if not isinstance(use_list, bool):
         raise config.error("solver.neighbour_list", f"expected true or false, got {use_list!r}")
     resolved.update(skin=skin, neighbour_list=use_list, dtype=spec.dtype or "float64")
-    slabs = _slabs(config, extras.get("slabs"), method, use_list)
+    slabs = _slabs(config, extras.get("slabs"), "barostat" in extras, use_list)
     if slabs is not None:
         resolved["slabs"] = slabs
     return (
@@ -599,19 +600,18 @@ def _md_solver(config: Config, dt: float, units: Units) -> tuple[ParticleSolver,
     )
 
 
-def _slabs(config: Config, slabs, method: str, use_list: bool) -> int | None:
-    """`[solver] slabs`: a whole number of devices, within those JAX has, for a run at
-    constant energy with a neighbour list (None when not given)."""
+def _slabs(config: Config, slabs, barostat: bool, use_list: bool) -> int | None:
+    """`[solver] slabs`: a whole number of devices, within those JAX has, for a run in a
+    box of fixed size (no barostat) with a neighbour list (None when not given)."""
     if slabs is None:
         return None
     if isinstance(slabs, bool) or not isinstance(slabs, int) or slabs < 1:
         raise config.error(
             "solver.slabs", f"expected a whole number of devices >= 1, got {slabs!r}"
         )
-    if method != "verlet":
+    if barostat:
         raise config.error(
-            "solver.slabs",
-            f"a run split by slabs is at constant energy (method = 'verlet'), not {method!r}",
+            "solver.slabs", "a run split by slabs keeps its box (no barostat); leave one out"
         )
     if not use_list:
         raise config.error("solver.slabs", "a run split by slabs needs neighbour_list = true")

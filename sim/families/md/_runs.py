@@ -198,20 +198,15 @@ def particle_run(
     params = {k: jnp.asarray(v).astype(dtype) for k, v in params.items()}
     run_key = None if key is None else jax.random.fold_in(key, 7)
     if solver.slabs is not None:  # (it sizes a mesh itself, for its slabs)
-        return _slab_run(model, params, system, solver, concrete(t), every)
+        return _slab_run(model, params, system, solver, concrete(t), every, run_key)
     model = model.for_system(system)
     return ParticleRun(model, params, system, solver, times=concrete(t), every=every, key=run_key)
 
 
-def _slab_run(model, params, system: System, solver, times, every: int) -> SlabRun:
-    """The run of a solver that asks for slabs (`solvers.SlabRun`): velocity Verlet alone
-    (no thermostat, barostat or constraints), with a neighbour list."""
-    integrator = solver.integrator
-    if type(integrator) is not VelocityVerlet or integrator.constraints is not None:
-        raise ValueError(
-            f"a run split by slabs integrates at constant energy (velocity Verlet), not with "
-            f"{type(integrator).__name__}"
-        )
+def _slab_run(model, params, system: System, solver, times, every: int, key) -> SlabRun:
+    """The run of a solver that asks for slabs (`solvers.SlabRun`): velocity Verlet, or
+    a Langevin or Nose-Hoover thermostat (no barostat or constraints), with a neighbour
+    list."""
     if not solver.neighbour_list:
         raise ValueError("a run split by slabs needs the neighbour list (neighbour_list = true)")
     n_saves = len(times) - 1
@@ -220,12 +215,13 @@ def _slab_run(model, params, system: System, solver, times, every: int) -> SlabR
         model,
         params,
         system,
-        integrator.dt,
+        solver.integrator,
         times=times,
         every=every,
         devices=solver.slabs,
         skin=solver.skin,
         chunk=chunk,
+        key=key,
     )
 
 
