@@ -97,8 +97,9 @@ def step(
         c1 = jnp.exp(-jnp.asarray(integrator.friction, dtype) * dt)
         c2 = jnp.sqrt(1.0 - c1 * c1)
         dim = s.position.shape[1]
-        draw = lambda i: jax.random.normal(jax.random.fold_in(noise_key, i), (dim,), dtype)  # noqa: E731
-        noise = jax.vmap(draw)(s.ids)
+        noise = jax.vmap(
+            lambda i: jax.random.normal(jax.random.fold_in(noise_key, i), (dim,), dtype)
+        )(s.ids)
         m = mass[s.ids][:, None]
         half = s.position + 0.5 * dt * velocity
         velocity = jnp.where(_own(s, n), c1 * velocity + c2 * jnp.sqrt(kt / m) * noise, 0.0)

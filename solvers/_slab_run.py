@@ -365,7 +365,7 @@ class SlabRun:
                     jnp.asarray(first),
                     jnp.asarray(saves, jnp.int32),
                 )
-                out = self._program()(*self._last_arguments)
+                out = jax.tree.map(_host, self._program()(*self._last_arguments))
                 flags = np.asarray(out[-1]["overflow"])
                 if not flags.any() or not np.all(np.isfinite(np.asarray(out[0][1]))):
                     return out
@@ -481,6 +481,23 @@ class SlabRun:
     def memory_per_device(self) -> int:
         """The bytes of one device's state at the current room (`Slabs.bytes_per_device`)."""
         return self.slabs.bytes_per_device(self.dim)
+
+
+def _host(x: Array) -> np.ndarray | Array:
+    """`x` as a NumPy array on this process, also where its devices belong to several
+    processes (a distributed run): a replicated value from this process's copy, one
+    split over the devices gathered from every process (a collective: every process
+    calls it). A PRNG key stays a key (its data so brought over)."""
+    if jnp.issubdtype(x.dtype, jax.dtypes.prng_key):
+        data = _host(jax.random.key_data(x))
+        return jax.random.wrap_key_data(jnp.asarray(data), impl=jax.random.key_impl(x))
+    if x.is_fully_addressable:
+        return np.asarray(x)
+    if x.sharding.is_fully_replicated:
+        return np.asarray(x.addressable_data(0))
+    from jax.experimental import multihost_utils
+
+    return np.asarray(multihost_utils.process_allgather(x, tiled=True))
 
 
 def _by_id(ids: np.ndarray, rows: np.ndarray, n: int) -> np.ndarray:

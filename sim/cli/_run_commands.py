@@ -106,7 +106,8 @@ def devices_key(cfg, devices: int, option: str = "--devices") -> str:
         raise InputError(
             option,
             str(devices),
-            f"splits one run of a PDE (its grid) or an SDE ensemble (its paths) over devices; "
+            f"splits one run of a PDE (its grid), an SDE ensemble (its paths) or MD (its box, "
+            f"by slabs) over devices; "
             f"{family.describes} run on one device (sim sweep {option} splits a sweep's runs)",
         )
     return family.devices_key
@@ -131,7 +132,8 @@ def run(
             "--devices",
             help="Split this one run over the first N local devices: a PDE's grid, spectral or "
             "finite-difference ([grid] devices = N), an SDE ensemble's paths ([ensemble] "
-            "devices = N); sim sweep --devices splits a sweep's runs instead.",
+            "devices = N), an MD box by slabs ([solver] slabs = N); sim sweep --devices splits "
+            "a sweep's runs instead.",
         ),
     ] = None,
     set_: Sets = None,

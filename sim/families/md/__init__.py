@@ -21,6 +21,7 @@ class MdFamily(Driven, Sweepable, Fittable, Drawable):
     name = "md"
     model_base = ParticleModel
     describes = "MD models"
+    devices_key = "solver.slabs"
     sections = {"system": dict[str, Value], "rdf": dict[str, Value]}
     time_keys = {
         "steps": (
