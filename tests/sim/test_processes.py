@@ -420,29 +420,6 @@ def test_a_petab_posterior_over_two_processes_draws_the_chains_of_one_process(tm
     assert not list(tmp_path.glob(".*"))  # (no lock left by either process)
 
 
-MD = """
-[model]
-name = "lennard_jones"
-[params]
-cutoff = 2.5
-[system]
-lattice = "fcc"
-cells = 8
-density = 0.8442
-temperature = 1.44
-seed = 0
-[time]
-dt = 0.005
-steps = 60
-save_every = 10
-[solver]
-method = "{method}"
-{thermostat}
-[output]
-chunk = 3
-"""
-
-
 @pytest.mark.parametrize(
     "method, thermostat",
     [
@@ -453,12 +430,15 @@ chunk = 3
 def test_an_md_run_over_two_processes_is_the_run_split_by_slabs_over_four_devices(
     tmp_path, method, thermostat
 ):
-    (tmp_path / "md.toml").write_text(MD.format(method=method, thermostat=thermostat))
+    from tests.sim.test_md_slabs import CONFIG  # (2,048 LJ particles, 120 steps)
+
+    text = CONFIG.format(solver=thermostat).replace('"verlet"', f'"{method}"')
+    (tmp_path / "md.toml").write_text(text)
     _one_process(["run", "md.toml", "-o", "one.h5"], tmp_path)  # (--devices 4: 4 slabs)
     said = _finish(_start_pair(["run", "md.toml", "-o", "two.h5"], tmp_path))
     assert [code for code, _ in said] == [0, 0], said
     one, two = _contents(tmp_path / "one.h5"), _contents(tmp_path / "two.h5")
-    assert one["particles/all/position/value"].shape == (7, 2048, 3)
+    assert one["particles/all/position/value"].shape == (13, 2048, 3)
     # the particles the same bits; the observables are sums over the devices, which the
     # processes add in another order (gloo): their last bits
     differ = _bit_equal(one, two)
