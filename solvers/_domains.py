@@ -4,7 +4,7 @@ list's radius of its two faces (ghosts), as LAMMPS and HOOMD decompose a box.
 
 A device's state is its own particles in `capacity` slots (padded with the id n), their
 rows of the neighbour list over its own particles and its ghosts, and the lists of its
-particles that its neighbours hold as ghosts. A step of velocity Verlet sends the ghosts'
+particles that its neighbours hold as ghosts. A step sends the ghosts'
 new positions to the neighbours (two `ppermute`s of `ghosts` rows each way) and nothing
 else; when some particle has moved more than skin / 2 since the last build (every device
 agrees, through a `psum`), the particles that left a slab move to the device next to it
@@ -13,7 +13,8 @@ Nothing the size of the system is gathered or all-reduced inside a step.
 
 The runs of any number of devices are the same bits: a particle's neighbours are listed
 in the order of their ids, so its force is the same sum of the same terms wherever its
-neighbours live, and the own particles of a device are kept sorted by id. Chunks of
+neighbours live (summed by one program for blocks of rows of one shape, `_slab_run`), and
+the own particles of a device are kept sorted by id. Chunks of
 steps start from the whole state in the order of the ids (`SlabRun`, in `_slab_run`), so
 a run resumed from a chunk's end is the run that went on. A chunk whose slots did not suffice (more
 particles in a slab, near a face, leaving it or around one particle than it has room

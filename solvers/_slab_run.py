@@ -1,7 +1,8 @@
 """The run of particles split over devices by slabs (`SlabRun`): what each device
-computes of the model on its own particles and ghosts, the compiled chunk of velocity
-Verlet steps in `jax.shard_map`, and the engine interface of a streamed MD run (the
-decomposition itself: `solvers._domains`)."""
+computes of the model on its own particles and ghosts, the compiled chunk of steps in
+`jax.shard_map`, and the engine interface of a streamed MD run (the decomposition
+itself: `solvers._domains`; the steps of each integrator: `solvers._slab_motion`; a
+model's mesh part: `solvers._slab_mesh`)."""
 
 from __future__ import annotations
 
