@@ -46,6 +46,9 @@ _NAMES: dict[str, tuple[str, str]] = {
     "FdSolution": ("._fd", "FdSolution"),
     "MethodOfLines": ("._fd", "MethodOfLines"),
     "stencil_weights": ("._fd", "stencil_weights"),
+    "MassAction": ("._gillespie", "MassAction"),
+    "SsaPaths": ("._gillespie", "SsaPaths"),
+    "gillespie": ("._gillespie", "gillespie"),
     "HaloGrid": ("._halo", "HaloGrid"),
     "check_halo": ("._halo", "check_halo"),
     "advance": ("._rollout", "advance"),
@@ -128,6 +131,11 @@ def __dir__() -> list[str]:
 __all__ = sorted(_NAMES)
 
 if TYPE_CHECKING:
+    from ._gillespie import (
+        MassAction as MassAction,
+        SsaPaths as SsaPaths,
+        gillespie as gillespie,
+    )
     from ._ode import (
         ADJOINTS as ADJOINTS,
         IMPLICIT_METHODS as IMPLICIT_METHODS,

@@ -1,0 +1,92 @@
+"""Gillespie's direct method (`solvers.gillespie`): 10^5 paths of a birth-death process
+against its exact Poisson law, isomerisation against its exact binomial law (and the
+count it conserves), the combinatorial propensity of a dimerisation against its exact
+waiting time, a path that depends on its key alone, and the paths that stop."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from solvers import MassAction, gillespie
+
+TIMES = jnp.asarray([0.0, 0.5, 1.0, 5.0])
+
+
+def _within(sample: np.ndarray, mean: float, variance: float, k: float = 4.5) -> None:
+    """The sample's mean within k standard errors of `mean`."""
+    error = np.sqrt(variance / sample.size)
+    assert abs(sample.mean() - mean) < k * error + 1e-12, (sample.mean(), mean, error)
+
+
+def test_a_birth_death_process_has_the_poisson_law_of_its_mean():
+    # 0 -> X at k, X -> 0 at gamma x, from x = 0: X(t) is Poisson with mean
+    # (k / gamma)(1 - exp(-gamma t)) (the M/M/infinity queue)
+    network = MassAction(reactants=[[0], [1]], products=[[1], [0]])
+    keys = jax.random.split(jax.random.key(0), 100_000)
+    paths = gillespie(network, jnp.asarray([0]), jnp.asarray([10.0, 1.0]), TIMES, keys)
+    counts = np.asarray(paths.counts[:, :, 0])
+    assert counts.shape == (100_000, 4) and not np.any(paths.unfinished)
+    for i, t in enumerate(np.asarray(TIMES)):
+        m = 10.0 * (1.0 - np.exp(-t))
+        _within(counts[:, i], m, max(m, 1e-12))
+        if m > 0:  # its variance is its mean; P(X = 0) = exp(-m)
+            _within((counts[:, i] - counts[:, i].mean()) ** 2, m, m + 2 * m * m)
+            zero = np.exp(-m)
+            _within((counts[:, i] == 0).astype(float), zero, zero * (1 - zero))
+        else:
+            assert np.all(counts[:, i] == 0)
+
+
+def test_isomerisation_has_the_binomial_law_and_keeps_its_molecules():
+    # A -> B at k1, B -> A at k2, 50 A at the start: each molecule flips on its own, so
+    # A(t) is binomial(50, p(t)), p = (k2 + k1 exp(-(k1 + k2) t)) / (k1 + k2)
+    network = MassAction(reactants=[[1, 0], [0, 1]], products=[[0, 1], [1, 0]])
+    k1, k2 = 2.0, 0.5
+    keys = jax.random.split(jax.random.key(1), 20_000)
+    paths = gillespie(network, jnp.asarray([50, 0]), jnp.asarray([k1, k2]), TIMES, keys)
+    counts = np.asarray(paths.counts)
+    assert np.all(counts.sum(axis=2) == 50) and np.all(counts >= 0)
+    for i, t in enumerate(np.asarray(TIMES)):
+        p = (k2 + k1 * np.exp(-(k1 + k2) * t)) / (k1 + k2)
+        _within(counts[:, i, 0], 50 * p, max(50 * p * (1 - p), 1e-12))
+
+
+def test_a_dimerisation_waits_for_its_number_of_pairs():
+    # 2 A -> B at c, from 3 A: one pair of three can react, a_0 = c * 3 * 2 / 2, so A
+    # stays 3 until an exponential time of rate 3c (A^2 would give 9c), then 1 for ever
+    network = MassAction(reactants=[[2, 0]], products=[[0, 1]])
+    keys = jax.random.split(jax.random.key(2), 40_000)
+    c = 0.4
+    paths = gillespie(network, jnp.asarray([3, 0]), jnp.asarray([c]), TIMES, keys)
+    counts = np.asarray(paths.counts)
+    assert set(np.unique(counts[:, :, 0])) <= {1, 3}
+    assert np.all(np.asarray(paths.events) == 1)  # (then no pair is left: it waits for ever)
+    for i, t in enumerate(np.asarray(TIMES)):
+        stays = np.exp(-3 * c * t)
+        _within((counts[:, i, 0] == 3).astype(float), stays, max(stays * (1 - stays), 1e-12))
+
+
+def test_a_path_depends_on_its_key_alone_and_a_capped_path_says_so():
+    network = MassAction(reactants=[[0], [1]], products=[[1], [0]])
+    keys = jax.random.split(jax.random.key(3), 64)
+    rates = jnp.asarray([10.0, 1.0])
+    many = gillespie(network, jnp.asarray([0]), rates, TIMES, keys)
+    few = gillespie(network, jnp.asarray([0]), rates, TIMES, keys[5:13])
+    assert np.array_equal(np.asarray(many.counts[5:13]), np.asarray(few.counts))
+    capped = gillespie(network, jnp.asarray([0]), rates, TIMES, keys, max_events=5)
+    assert np.all(capped.unfinished) and np.all(np.asarray(capped.events) == 5)
+    assert np.all(np.asarray(capped.counts[:, -1, 0]) <= 5)
+
+
+def test_malformed_networks_and_inputs_are_refused_in_one_line():
+    with pytest.raises(ValueError, match="tables of one shape"):
+        MassAction(reactants=[[1, 0]], products=[[1]])
+    with pytest.raises(ValueError, match=">= 0"):
+        MassAction(reactants=[[-1]], products=[[0]])
+    with pytest.raises(ValueError, match="whole numbers"):
+        MassAction(reactants=[[0.5]], products=[[0]])
+    network = MassAction(reactants=[[0], [1]], products=[[1], [0]])
+    keys = jax.random.split(jax.random.key(0), 4)
+    with pytest.raises(ValueError, match="x0 holds 2 species, the network 1"):
+        gillespie(network, jnp.asarray([0, 1]), jnp.asarray([1.0, 1.0]), TIMES, keys)
