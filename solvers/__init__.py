@@ -49,6 +49,7 @@ _NAMES: dict[str, tuple[str, str]] = {
     "MassAction": ("._gillespie", "MassAction"),
     "SsaPaths": ("._gillespie", "SsaPaths"),
     "gillespie": ("._gillespie", "gillespie"),
+    "parse_reactions": ("._gillespie", "parse_reactions"),
     "HaloGrid": ("._halo", "HaloGrid"),
     "check_halo": ("._halo", "check_halo"),
     "advance": ("._rollout", "advance"),
@@ -135,6 +136,7 @@ if TYPE_CHECKING:
         MassAction as MassAction,
         SsaPaths as SsaPaths,
         gillespie as gillespie,
+        parse_reactions as parse_reactions,
     )
     from ._ode import (
         ADJOINTS as ADJOINTS,

@@ -14,6 +14,7 @@ so a path's counts depend on its key alone, not on the batch it runs in.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 import equinox as eqx
@@ -91,6 +92,62 @@ class MassAction(eqx.Module):
                     ways = ways * jnp.maximum(count - m, 0.0) / (m + 1)
                 total = total.at[r].multiply(ways)
         return rates * total
+
+
+_TERM = re.compile(r"\s*(?:(\d+)\s*)?([A-Za-z_][A-Za-z0-9_]*)\s*$")
+
+
+def _side(text: str, reaction: str) -> dict[str, int]:
+    """The species counts of one side of a reaction ("0" or "" for none)."""
+    if text.strip() in ("0", "", "\u2205"):
+        return {}
+    counts: dict[str, int] = {}
+    for term in text.split("+"):
+        match = _TERM.match(term)
+        if match is None:
+            raise ValueError(
+                f"reaction {reaction!r}: {term.strip()!r} is not a species with an optional "
+                "whole-number count (such as '2 I')"
+            )
+        count = int(match.group(1)) if match.group(1) is not None else 1
+        if count < 1:
+            raise ValueError(f"reaction {reaction!r}: {term.strip()!r} counts no molecule")
+        counts[match.group(2)] = counts.get(match.group(2), 0) + count
+    return counts
+
+
+def parse_reactions(reactions: list[str], species: list[str] | None = None) -> MassAction:
+    """A `MassAction` network from reactions written as "S + I -> 2 I" (a side "0" for
+    none; a species repeated on one side counts twice).
+
+    Arguments:
+        reactions: one string per reaction.
+        species: the species in their order (None: in the order they first appear).
+
+    Raises:
+        ValueError: a malformed reaction or an unknown species, in one line naming it.
+    """
+    sides = []
+    for reaction in reactions:
+        parts = reaction.split("->")
+        if len(parts) != 2:
+            raise ValueError(f"reaction {reaction!r}: expected one '->' between two sides")
+        sides.append((_side(parts[0], reaction), _side(parts[1], reaction)))
+    if species is None:
+        species = list(dict.fromkeys(n for left, right in sides for n in (*left, *right)))
+    known = set(species)
+    for reaction, (left, right) in zip(reactions, sides, strict=True):
+        unknown = sorted((set(left) | set(right)) - known)
+        if unknown:
+            raise ValueError(
+                f"reaction {reaction!r}: unknown species {', '.join(unknown)} (species: "
+                f"{', '.join(species)})"
+            )
+
+    def table(counts: list[dict[str, int]]) -> list[list[int]]:
+        return [[c.get(name, 0) for name in species] for c in counts]
+
+    return MassAction(table([left for left, _ in sides]), table([right for _, right in sides]))
 
 
 class SsaPaths(eqx.Module):

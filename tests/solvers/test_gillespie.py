@@ -1,14 +1,20 @@
 """Gillespie's direct method (`solvers.gillespie`): 10^5 paths of a birth-death process
 against its exact Poisson law, isomerisation against its exact binomial law (and the
 count it conserves), the combinatorial propensity of a dimerisation against its exact
-waiting time, a path that depends on its key alone, and the paths that stop."""
+waiting time, a path that depends on its key alone, and the paths that stop; reactions
+as written ("S + I -> 2 I") against the tables they mean, over generated networks."""
 
+import math
+import re
+
+import hypothesis
+import hypothesis.strategies as st
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from solvers import MassAction, gillespie
+from solvers import MassAction, gillespie, parse_reactions
 
 TIMES = jnp.asarray([0.0, 0.5, 1.0, 5.0])
 
@@ -90,3 +96,58 @@ def test_malformed_networks_and_inputs_are_refused_in_one_line():
     keys = jax.random.split(jax.random.key(0), 4)
     with pytest.raises(ValueError, match="x0 holds 2 species, the network 1"):
         gillespie(network, jnp.asarray([0, 1]), jnp.asarray([1.0, 1.0]), TIMES, keys)
+
+
+NAMES = st.sampled_from(["S", "I", "R", "A_2", "B", "dimer"])
+SIDE = st.dictionaries(NAMES, st.integers(1, 3), max_size=3)
+
+
+def _written(side: dict[str, int], draw_space) -> str:
+    """A side as a user writes it: "0" for none, counts of 1 left out or not, any spaces."""
+    if not side:
+        return "0"
+    terms = []
+    for name, count in side.items():
+        shown = "" if count == 1 and draw_space(st.booleans()) else f"{count}"
+        gap = draw_space(st.sampled_from(["", " ", "  "])) if shown else ""
+        terms.append(f"{shown}{gap}{name}")
+    return draw_space(st.sampled_from([" + ", "+", "  +  "])).join(terms)
+
+
+@hypothesis.given(st.lists(st.tuples(SIDE, SIDE), min_size=1, max_size=5), st.data())
+@hypothesis.settings(max_examples=60, deadline=None)
+def test_reactions_as_written_give_their_tables(reactions, data):
+    species = ["S", "I", "R", "A_2", "B", "dimer"]
+    text = [
+        f"{_written(left, data.draw)} {data.draw(st.sampled_from(['->', ' -> ']))} "
+        f"{_written(right, data.draw)}"
+        for left, right in reactions
+    ]
+    network = parse_reactions(text, species=species)
+    for r, (left, right) in enumerate(reactions):
+        for s, name in enumerate(species):
+            assert network.reactants[r, s] == left.get(name, 0), text[r]
+            assert network.products[r, s] == right.get(name, 0), text[r]
+
+
+@hypothesis.given(st.integers(0, 40), st.integers(1, 4), st.floats(0.01, 100.0))
+@hypothesis.settings(max_examples=60, deadline=None)
+def test_a_propensity_counts_the_distinct_sets_of_reactant_molecules(x, need, rate):
+    network = MassAction(reactants=[[need]], products=[[0]])
+    a = float(network.propensities(jnp.asarray([x]), jnp.asarray([rate]))[0])
+    assert a == pytest.approx(rate * math.comb(x, need), rel=1e-12, abs=1e-300)
+
+
+def test_malformed_reactions_are_refused_in_one_line_naming_them():
+    for bad, said in (
+        (["S + -> I"], "'' is not a species with an optional whole-number count"),
+        (["S -> I -> R"], "expected one '->' between two sides"),
+        (["0 S -> I"], "'0 S' counts no molecule"),
+        (["S - I"], "expected one '->'"),
+    ):
+        with pytest.raises(ValueError, match=re.escape(said)):
+            parse_reactions(bad)
+    with pytest.raises(ValueError, match=r"reaction 'S -> I': unknown species I \(species: S\)"):
+        parse_reactions(["S -> I"], species=["S"])
+    sir = parse_reactions(["S + I -> 2 I", "I -> R"])
+    assert sir.stoichiometry.tolist() == [[-1, 1, 0], [0, -1, 1]]
