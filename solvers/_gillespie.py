@@ -76,22 +76,32 @@ class MassAction(eqx.Module):
         """[R, S]: the change of the counts when each reaction fires."""
         return self.products - self.reactants
 
+    def _sparse(self) -> tuple[np.ndarray, np.ndarray]:
+        """Each reaction's reactant species and counts, padded to the most any reaction
+        has ([R, K] each; padding: species 0, count 0)."""
+        r = self.reactants
+        k = max(1, int(np.max(np.sum(r > 0, axis=1))))
+        species = np.zeros((r.shape[0], k), int)
+        counts = np.zeros((r.shape[0], k), int)
+        for i, row in enumerate(r):
+            nonzero = np.flatnonzero(row)
+            species[i, : nonzero.size] = nonzero
+            counts[i, : nonzero.size] = row[nonzero]
+        return species, counts
+
     def propensities(self, x: Int[Array, " S"], rates: Float[Array, " R"]) -> Float[Array, " R"]:
         """a_r(x) = k_r prod_s C(x_s, n_rs): the rate constants times the number of
-        distinct combinations of reactant molecules (0 where too few are left)."""
+        distinct combinations of reactant molecules (0 where too few are left). One
+        vectorised program whatever the number of reactions: each reaction's few
+        reactants gathered, C(x, n) as prod_{m < n} (x - m) / (m + 1)."""
+        species, counts = self._sparse()
+        most = max(1, int(counts.max()))
         dtype = rates.dtype
-        total = jnp.ones(self.reactants.shape[0], dtype)
-        for s in range(self.reactants.shape[1]):
-            for r in range(self.reactants.shape[0]):
-                need = int(self.reactants[r, s])
-                if need == 0:
-                    continue
-                count = x[s].astype(dtype)
-                ways = 1.0
-                for m in range(need):  # x (x - 1) ... (x - need + 1) / need!
-                    ways = ways * jnp.maximum(count - m, 0.0) / (m + 1)
-                total = total.at[r].multiply(ways)
-        return rates * total
+        m = np.arange(most)
+        count = x.astype(dtype)[species][..., None]  # [R, K, 1]
+        factor = jnp.maximum(count - m.astype(dtype), 0.0) / (m + 1).astype(dtype)  # [R, K, M]
+        factor = jnp.where(m < counts[..., None], factor, 1.0)
+        return rates * jnp.prod(factor, axis=(1, 2))
 
 
 _TERM = re.compile(r"\s*(?:(\d+)\s*)?([A-Za-z_][A-Za-z0-9_]*)\s*$")

@@ -151,3 +151,28 @@ def test_malformed_reactions_are_refused_in_one_line_naming_them():
         parse_reactions(["S -> I"], species=["S"])
     sir = parse_reactions(["S + I -> 2 I", "I -> R"])
     assert sir.stoichiometry.tolist() == [[-1, 1, 0], [0, -1, 1]]
+
+
+@hypothesis.given(
+    st.integers(1, 6).flatmap(
+        lambda species: st.tuples(
+            st.lists(
+                st.lists(st.integers(0, 3), min_size=species, max_size=species),
+                min_size=1,
+                max_size=8,
+            ),
+            st.lists(st.integers(0, 30), min_size=species, max_size=species),
+        )
+    )
+)
+@hypothesis.settings(max_examples=30, deadline=None)
+def test_the_propensities_of_a_network_are_its_reactions_combinations(network_and_counts):
+    reactants, x = network_and_counts
+    network = MassAction(reactants=reactants, products=np.zeros_like(reactants))
+    rates = np.linspace(0.5, 2.0, len(reactants))
+    a = np.asarray(network.propensities(jnp.asarray(x), jnp.asarray(rates)))
+    expected = [
+        k * math.prod(math.comb(c, n) for c, n in zip(x, row, strict=True))
+        for k, row in zip(rates, reactants, strict=True)
+    ]
+    np.testing.assert_allclose(a, expected, rtol=1e-12, atol=0)
