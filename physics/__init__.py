@@ -17,7 +17,7 @@ from ._base import (
 from ._base import float_array as float_array
 from ._hdf5 import unstored as unstored  # (the standard library alone: h5py when called)
 
-_FAMILIES = ("ode", "md", "pde", "sde")
+_FAMILIES = ("ode", "md", "pde", "sde", "reactions")
 
 
 def __getattr__(name: str):

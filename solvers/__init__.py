@@ -46,10 +46,8 @@ _NAMES: dict[str, tuple[str, str]] = {
     "FdSolution": ("._fd", "FdSolution"),
     "MethodOfLines": ("._fd", "MethodOfLines"),
     "stencil_weights": ("._fd", "stencil_weights"),
-    "MassAction": ("._gillespie", "MassAction"),
     "SsaPaths": ("._gillespie", "SsaPaths"),
     "gillespie": ("._gillespie", "gillespie"),
-    "parse_reactions": ("._gillespie", "parse_reactions"),
     "HaloGrid": ("._halo", "HaloGrid"),
     "check_halo": ("._halo", "check_halo"),
     "advance": ("._rollout", "advance"),
@@ -133,10 +131,8 @@ __all__ = sorted(_NAMES)
 
 if TYPE_CHECKING:
     from ._gillespie import (
-        MassAction as MassAction,
         SsaPaths as SsaPaths,
         gillespie as gillespie,
-        parse_reactions as parse_reactions,
     )
     from ._ode import (
         ADJOINTS as ADJOINTS,

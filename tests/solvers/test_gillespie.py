@@ -14,7 +14,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from solvers import MassAction, gillespie, parse_reactions
+from physics.reactions import MassAction, parse_reactions
+from solvers import gillespie
 
 TIMES = jnp.asarray([0.0, 0.5, 1.0, 5.0])
 
