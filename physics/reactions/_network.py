@@ -4,11 +4,14 @@ reactions as written, "S + I -> 2 I" (`parse_reactions`).
 A network of S species and R reactions is the reactant and product counts of each
 reaction; its propensities a_r(x) are k_r times the number of distinct sets of reactant
 molecules, C(x_s, n_rs) per species (Gillespie, J. Phys. Chem. 81, 2340 (1977)).
-`solvers.gillespie` simulates its paths exactly.
+`solvers.gillespie` simulates its paths exactly; `rates_of_change` gives the reaction rate
+equations and `noise` the chemical Langevin equation's diffusion, both in counts with the
+same rate constants.
 """
 
 from __future__ import annotations
 
+import math
 import re
 
 import equinox as eqx
@@ -95,6 +98,34 @@ class MassAction(eqx.Module):
         factor = jnp.maximum(count - m.astype(dtype), 0.0) / (m + 1).astype(dtype)  # [R, K, M]
         factor = jnp.where(m < counts[..., None], factor, 1.0)
         return rates * jnp.prod(factor, axis=(1, 2))
+
+    def continuous_propensities(
+        self, x: Float[Array, " S"], rates: Float[Array, " R"]
+    ) -> Float[Array, " R"]:
+        """a_r(x) = k_r prod_s x_s^n_rs / n_rs! for counts taken as real numbers (the
+        propensities of many molecules, where C(x, n) -> x^n / n!), negative counts read
+        as 0."""
+        species, counts = self._sparse()
+        dtype = rates.dtype
+        level = jnp.maximum(x.astype(dtype), 0.0)[species]  # [R, K]
+        fact = np.asarray([math.factorial(int(c)) for c in counts.ravel()]).reshape(counts.shape)
+        terms = level ** counts.astype(dtype) / fact.astype(dtype)
+        return rates * jnp.prod(terms, axis=1)
+
+    def rates_of_change(
+        self, x: Float[Array, " S"], rates: Float[Array, " R"]
+    ) -> Float[Array, " S"]:
+        """dx/dt = nu^T a(x): the reaction rate equations in molecule counts, with the
+        rate constants of the stochastic network (`continuous_propensities`)."""
+        a = self.continuous_propensities(x, rates)
+        return jnp.asarray(self.stoichiometry.T, a.dtype) @ a
+
+    def noise(self, x: Float[Array, " S"], rates: Float[Array, " R"]) -> Float[Array, "S R"]:
+        """The chemical Langevin equation's diffusion, nu^T diag(sqrt(a(x))) [S, R]:
+        dx = nu^T a dt + nu^T diag(sqrt(a)) dW with one Wiener process per reaction
+        (Gillespie, J. Chem. Phys. 113, 297 (2000))."""
+        a = self.continuous_propensities(x, rates)
+        return jnp.asarray(self.stoichiometry.T, a.dtype) * jnp.sqrt(a)[None, :]
 
 
 _TERM = re.compile(r"\s*(?:(\d+)\s*)?([A-Za-z_][A-Za-z0-9_]*)\s*$")

@@ -2,7 +2,9 @@
 against its exact Poisson law, isomerisation against its exact binomial law (and the
 count it conserves), the combinatorial propensity of a dimerisation against its exact
 waiting time, a path that depends on its key alone, and the paths that stop; reactions
-as written ("S + I -> 2 I") against the tables they mean, over generated networks."""
+as written ("S + I -> 2 I") against the tables they mean, over generated networks; the
+rate equations and the chemical Langevin equation of a birth-death process against its
+exact mean and stationary variance."""
 
 import math
 import re
@@ -177,3 +179,39 @@ def test_the_propensities_of_a_network_are_its_reactions_combinations(network_an
         for k, row in zip(rates, reactants, strict=True)
     ]
     np.testing.assert_allclose(a, expected, rtol=1e-12, atol=0)
+
+
+def test_the_rate_equations_and_the_chemical_langevin_equation_of_a_birth_death_process():
+    import diffrax
+
+    network = MassAction(reactants=[[0], [1]], products=[[1], [0]])
+    rates = jnp.asarray([10.0, 1.0])
+    # dx/dt = k - gamma x from 0: x(t) = (k / gamma)(1 - exp(-gamma t)), the exact mean
+    term = diffrax.ODETerm(lambda t, x, _: network.rates_of_change(x, rates))
+    solution = diffrax.diffeqsolve(
+        term,
+        diffrax.Tsit5(),
+        0.0,
+        5.0,
+        0.01,
+        jnp.asarray([0.0]),
+        saveat=diffrax.SaveAt(ts=TIMES),
+        stepsize_controller=diffrax.PIDController(rtol=1e-10, atol=1e-10),
+    )
+    exact = 10.0 * (1.0 - np.exp(-np.asarray(TIMES)))
+    np.testing.assert_allclose(solution.ys[:, 0], exact, rtol=1e-8, atol=1e-10)
+    # its chemical Langevin equation, dx = (k - gamma x) dt + sqrt(k + gamma x) dW (one
+    # noise per reaction), is exact in the first two moments of this linear network: at
+    # its stationary state mean and variance k / gamma; Euler-Maruyama from x = 10
+    dt, steps, paths = 0.01, 1000, 4000
+
+    def path(key):
+        def step(x, dw):
+            return x + network.rates_of_change(x, rates) * dt + network.noise(x, rates) @ dw, None
+
+        noise = jax.random.normal(key, (steps, 2)) * np.sqrt(dt)
+        return jax.lax.scan(step, jnp.asarray([10.0]), noise)[0][0]
+
+    end = np.asarray(jax.jit(jax.vmap(path))(jax.random.split(jax.random.key(4), paths)))
+    _within(end, 10.0, 10.0)
+    _within((end - end.mean()) ** 2, 10.0, 10.0 + 2 * 100.0, k=5.0)
