@@ -73,18 +73,27 @@ def cannot_split(model, system, devices: int, skin: float) -> str | None:
         return "a system with bonds or molecules cannot be split by slabs"
     if not model.rows_apart:
         try:
-            part = model.mesh_part(system, devices)
+            parts = mesh_slabs(model, system, devices, skin)
         except ValueError as e:
             return str(e)
-        if part is None:
+        if parts is None:
             return f"{type(model).__name__} cannot be split by slabs (not a pair model)"
-        edge = float(np.asarray(system.space.box)[0])
-        try:
-            SlabMesh.around(part.mesh, devices, edge, skin, part.order)
-        except ValueError as e:
-            return str(e)
     edge = float(np.asarray(system.space.box)[0])
     return slab_devices(edge, model.cutoff + skin, devices)
+
+
+def mesh_slabs(model, system, devices: int, skin: float):
+    """The mesh part of `model` (`mesh_part`, for `devices` slabs) and the mesh's slabs
+    (`SlabMesh`), or None for a model without one.
+
+    Raises:
+        ValueError: a mesh part that cannot be split so, in one line.
+    """
+    part = model.mesh_part(system, devices)
+    if part is None:
+        return None
+    edge = float(np.asarray(system.space.box)[0])
+    return part, SlabMesh.around(part.mesh, devices, edge, skin, part.order)
 
 
 class SlabState(eqx.Module):

@@ -100,21 +100,23 @@ class SlabMesh:
         above = self._shift(phi[: self.above], -1)
         return jnp.concatenate([below, phi, above])
 
-    def forces(self, part, position: Array, charges: Array, edges: Array, energy: bool = False):
+    def _transform(self, part, position: Array, charges: Array, edges: Array):
+        """This device's block of the transform of the whole charge mesh, and its modes."""
+        q = part.spread(position, charges, edges, self._first(), self.planes)
+        transform = split_rfftn(self._fold(q), self.points, self.devices)
+        return transform, split_modes(self.points, self.devices)
+
+    def forces(self, part, position: Array, charges: Array, edges: Array) -> Array:
         """Inside `jax.shard_map` over `SLAB_AXIS`: the forces of the mesh part `part` (a
         `physics.md.MeshEwald`) on the calling device's own particles (positions and
-        charges; an empty slot has charge 0); with `energy`, also the whole energy and
-        dU / d lambda per axis (summed over the devices)."""
-        first = self._first()
-        q = part.spread(position, charges, edges, first, self.planes)
-        transform = split_rfftn(self._fold(q), self.points, self.devices)
-        modes = split_modes(self.points, self.devices)
+        charges; an empty slot has charge 0)."""
+        transform, modes = self._transform(part, position, charges, edges)
         potential = part.potential(transform, modes, edges)
         phi = self._extend(split_irfftn(potential, self.points, self.devices))
-        force = part.forces(position, charges, edges, first, phi)
-        if not energy:
-            return force
-        sums = part.on_modes(transform, modes, edges)
-        if self.devices > 1:
-            sums = jax.lax.psum(sums, SLAB_AXIS)
-        return force, *sums
+        return part.forces(position, charges, edges, self._first(), phi)
+
+    def energy(self, part, position: Array, charges: Array, edges: Array):
+        """Inside `jax.shard_map` over `SLAB_AXIS`: the mesh part's whole energy and
+        dU / d lambda per axis (summed over the devices)."""
+        sums = part.on_modes(*self._transform(part, position, charges, edges), edges)
+        return jax.lax.psum(sums, SLAB_AXIS) if self.devices > 1 else sums

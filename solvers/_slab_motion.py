@@ -113,11 +113,3 @@ def step(
         thermostat, scale = integrator._half_chain(thermostat, 2.0 * kinetic(s, n, mass), dof, dt)
         s = eqx.tree_at(lambda t: t.velocity, s, scale * s.velocity)
     return s, thermostat
-
-
-def conserved(integrator: ParticleIntegrator, thermostat: PyTree, dof: int, dtype) -> dict:
-    """What the integrator adds to the total energy for its conserved quantity: the
-    chain's energy of a Nose-Hoover chain ({} for the others)."""
-    if isinstance(integrator, NoseHooverChain):
-        return {"thermostat_energy": integrator.chain_energy(thermostat, dof, dtype)}
-    return {}

@@ -16,10 +16,19 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int, PyTree
 
-from ._domains import ROOMS, SLAB_AXIS, Slabs, SlabState, _padded, _sized, cannot_split
+from ._domains import (
+    ROOMS,
+    SLAB_AXIS,
+    Slabs,
+    SlabState,
+    _padded,
+    _sized,
+    cannot_split,
+    mesh_slabs,
+)
 from ._particles import ParticleIntegrator, VelocityVerlet
 from ._slab_mesh import SlabMesh
-from ._slab_motion import cannot_step, conserved, step
+from ._slab_motion import cannot_step, kinetic, step
 
 # ----------------------------------------------------------------------------- the physics
 
@@ -52,12 +61,20 @@ class _Physics:
     part: Any = None
     mesh: SlabMesh | None = None
 
-    def mesh_forces(self, params, s: SlabState, p: _Particles, energy: bool = False):
-        """The mesh part's forces on the own particles; with `energy`, also its energy
-        and dU / d lambda (`SlabMesh.forces`)."""
+    def _charges(self, params, s: SlabState, p: _Particles) -> Array:
+        """The charges of the own particles (0 in empty slots)."""
         own = s.ids < p.n
-        charges = jnp.where(own, self.part.charges(params, p.species[s.ids], s.position.dtype), 0)
-        return self.mesh.forces(self.part, s.position, charges, p.space.edges, energy)
+        return jnp.where(own, self.part.charges(params, p.species[s.ids], s.position.dtype), 0)
+
+    def mesh_forces(self, params, s: SlabState, p: _Particles) -> Array:
+        """The mesh part's forces on the own particles (`SlabMesh.forces`)."""
+        charges = self._charges(params, s, p)
+        return self.mesh.forces(self.part, s.position, charges, p.space.edges)
+
+    def mesh_energy(self, params, s: SlabState, p: _Particles):
+        """The mesh part's energy and dU / d lambda (`SlabMesh.energy`)."""
+        charges = self._charges(params, s, p)
+        return self.mesh.energy(self.part, s.position, charges, p.space.edges)
 
 
 def _local_system(s: SlabState, p: _Particles):
@@ -104,21 +121,17 @@ def _observe(physics: _Physics, params, s: SlabState, p: _Particles, dof: int, t
     """The standard observables of the whole system, from sums over the devices (the
     pressure the virial one, (2 K + W) / (dim V)); with a Nose-Hoover chain, the
     conserved energy too."""
-    model = physics.model
+    model, integrator = physics.model, physics.integrator
     rows = jnp.arange(s.ids.shape[0], dtype=jnp.int32)
     energy, virial = model.rows_energy_and_virial(_local_system(s, p), params, s.index, rows)
-    own = (s.ids < p.n)[:, None]
-    kinetic = 0.5 * jnp.sum(jnp.where(own, p.mass[s.ids][:, None] * s.velocity**2, 0.0))
-    sums = jax.lax.psum(
-        {"potential": energy, "kinetic": kinetic, "virial": jnp.sum(virial)}, SLAB_AXIS
-    )
+    sums = jax.lax.psum({"potential": energy, "virial": jnp.sum(virial)}, SLAB_AXIS)
     if physics.part is not None:  # (its energy and stretch: summed over the devices)
-        _, mesh_energy, stretch = physics.mesh_forces(params, s, p, energy=True)
+        mesh_energy, stretch = physics.mesh_energy(params, s, p)
         sums["potential"] = sums["potential"] + mesh_energy
         sums["virial"] = sums["virial"] - jnp.sum(stretch)
     out = model.observables_of(
         sums["potential"] + p.constant_energy,
-        sums["kinetic"],
+        kinetic(s, p.n, p.mass),
         sums["virial"],
         p.space,
         p.n,
@@ -126,9 +139,9 @@ def _observe(physics: _Physics, params, s: SlabState, p: _Particles, dof: int, t
         jnp.sum(p.mass[:-1]),
         p.tail_pressure,
     )
-    extra = conserved(physics.integrator, thermostat, dof, s.position.dtype)
-    if extra:
-        out["conserved_energy"] = out["total_energy"] + extra["thermostat_energy"]
+    if integrator.has_conserved_energy:  # (a Nose-Hoover chain's energy)
+        chain = integrator.chain_energy(thermostat, dof, s.position.dtype)
+        out["conserved_energy"] = out["total_energy"] + chain
     return out
 
 
@@ -281,12 +294,8 @@ class SlabRun:
             raise ValueError(f"{devices} devices asked for, {len(jax.devices())} there")
         self.model, self.params, self.integrator = model, params, integrator
         self.dt = float(integrator.dt)
-        self.physics = _Physics(model, integrator)
-        part = model.mesh_part(system, devices) if not model.rows_apart else None
-        if part is not None:
-            order = part.order
-            mesh = SlabMesh.around(part.mesh, devices, float(edges[0]), skin, order)
-            self.physics = _Physics(model, integrator, part, mesh)
+        parts = None if model.rows_apart else mesh_slabs(model, system, devices, skin)
+        self.physics = _Physics(model, integrator, *(parts or ()))
         self.thermostat = integrator._init_thermostat(system.position, key)
         self.times, self.every = np.asarray(times), int(every)
         self.n_saves = len(self.times) - 1

@@ -228,30 +228,39 @@ def bspline_moduli(size: int, order: int) -> np.ndarray:
 
 
 def spread_charges(
-    position: Positions, charges: Charges, edges: Edges, mesh: tuple[int, ...], order: int
+    position: Positions,
+    charges: Charges,
+    edges: Edges,
+    mesh: tuple[int, ...],
+    order: int,
+    first=0,
+    planes: int | None = None,
 ) -> Array:
     """The SPME charge array Q [K_x, K_y, K_z]: each charge spread over p^3 mesh points by
-    products of B-spline weights of its scaled fractional coordinates (periodic)."""
+    products of B-spline weights of its scaled fractional coordinates (periodic).
+
+    With `first` and `planes`: the `planes` planes of the first axis from plane `first`
+    (a first plane below 0 is the plane K_x below it), the charges that fall elsewhere
+    dropped (the window of one device's slab, `physics.md.MeshEwald`)."""
+    planes = mesh[0] if planes is None else planes
     dtype = position.dtype
-    sizes = np.asarray(mesh)
-    u = position / edges * jnp.asarray(sizes, dtype)
+    u = position / edges * jnp.asarray(mesh, dtype)
     base = jnp.floor(u)
     w = bspline_weights(u - base, order)  # [n, 3, p]
-    j = jnp.arange(order, dtype=jnp.int32)
-    points = jnp.mod(
-        base.astype(jnp.int32)[:, :, None] - j, jnp.asarray(sizes, jnp.int32)[None, :, None]
-    )  # [n, 3, p]
+    points = base.astype(jnp.int32)[:, :, None] - jnp.arange(order, dtype=jnp.int32)
+    x = jnp.mod(points[:, 0] - first, mesh[0])
+    x = jnp.where(x < planes, x, planes)  # (beyond the planes: dropped below)
+    y, z = jnp.mod(points[:, 1], mesh[1]), jnp.mod(points[:, 2], mesh[2])
+    flat = (x[:, :, None, None] * mesh[1] + y[:, None, :, None]) * mesh[2] + z[:, None, None, :]
     weight = (
         charges[:, None, None, None]
         * w[:, 0, :, None, None]
         * w[:, 1, None, :, None]
         * w[:, 2, None, None, :]
     )
-    flat = (points[:, 0, :, None, None] * mesh[1] + points[:, 1, None, :, None]) * mesh[2] + points[
-        :, 2, None, None, :
-    ]
-    grid = jnp.zeros(int(np.prod(sizes)), dtype).at[flat.reshape(-1)].add(weight.reshape(-1))
-    return grid.reshape(mesh)
+    size = planes * mesh[1] * mesh[2]
+    grid = jnp.zeros(size, dtype).at[flat.reshape(-1)].add(weight.reshape(-1), mode="drop")
+    return grid.reshape(planes, mesh[1], mesh[2])
 
 
 def pme_reciprocal_energy(

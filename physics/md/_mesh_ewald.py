@@ -27,7 +27,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Inexact, Int, PyTree
 
-from ._electrostatics import bspline_moduli, bspline_weights, self_energy
+from ._electrostatics import bspline_moduli, self_energy, spread_charges
 from ._types import Edges, Forces, Positions, Scalar
 
 
@@ -61,33 +61,8 @@ class MeshEwald(eqx.Module):
     def spread(
         self, position: Positions, charges: Float[Array, " n"], edges: Edges, first, planes: int
     ) -> Float[Array, "planes k1 k2"]:
-        """The charge mesh on the `planes` planes from plane `first` (periodic in every
-        axis; a first plane below 0 is the plane K_x below it): each charge spread over
-        p^3 points by products of B-spline weights of its scaled fractional coordinates."""
-        sizes = self.mesh
-        u = position / edges * jnp.asarray(sizes, position.dtype)
-        base = jnp.floor(u)
-        w = bspline_weights(u - base, self.order)  # [n, 3, p]
-        points = base.astype(jnp.int32)[:, :, None] - jnp.arange(self.order, dtype=jnp.int32)
-        x = jnp.mod(points[:, 0] - first, sizes[0])
-        x = jnp.where(x < planes, x, planes)  # (beyond the planes: dropped below)
-        y, z = jnp.mod(points[:, 1], sizes[1]), jnp.mod(points[:, 2], sizes[2])
-        flat = (x[:, :, None, None] * sizes[1] + y[:, None, :, None]) * sizes[2] + z[
-            :, None, None, :
-        ]
-        weight = (
-            charges[:, None, None, None]
-            * w[:, 0, :, None, None]
-            * w[:, 1, None, :, None]
-            * w[:, 2, None, None, :]
-        )
-        size = planes * sizes[1] * sizes[2]
-        grid = (
-            jnp.zeros(size, position.dtype)
-            .at[flat.reshape(-1)]
-            .add(weight.reshape(-1), mode="drop")
-        )
-        return grid.reshape(planes, sizes[1], sizes[2])
+        """The charge mesh on the `planes` planes from plane `first` (`spread_charges`)."""
+        return spread_charges(position, charges, edges, self.mesh, self.order, first, planes)
 
     def _weights(self, modes: tuple[Array, ...], edges: Edges) -> Array:
         """c W(m) on the modes (the module's docstring)."""
