@@ -245,18 +245,8 @@ class SlabGrid(eqx.Module):
 
     def integer_wavenumbers(self) -> tuple[Array, ...]:
         """Signed mode numbers per axis on this device's block, shaped to broadcast
-        against `spectral_shape` (0 on padded modes)."""
-        out = []
-        block = self.spectral_shape[1]
-        for i, n in enumerate(self.points):
-            if i == 1:
-                m = self._local(self._swap_table()[0], block)
-            elif i == self.ndim - 1:
-                m = jnp.arange(n // 2 + 1)
-            else:
-                m = jnp.asarray(np.fft.fftfreq(n, 1.0 / n).round().astype(int))
-            out.append(self._shaped(m, i))
-        return tuple(out)
+        against `spectral_shape` (0 on padded modes; `split_modes`)."""
+        return split_modes(self.points, self.devices)
 
     def valid_modes(self, dtype=None) -> Array:
         """1 on the transform's real modes, 0 on the padded ones (this device's block)."""
