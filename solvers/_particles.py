@@ -477,8 +477,9 @@ class ParticleSolver(eqx.Module):
             `solvers.PARTICLES_PER_SHARD` particles; 1: never.
         slabs: split the run over this many devices by slabs of the box instead
             (`solvers.SlabRun`: each device owns the particles of its slab and holds
-            ghosts of its neighbours'; velocity Verlet of a pair model in a periodic box,
-            from Python). None: not.
+            ghosts of its neighbours'; a pair model or charges by particle-mesh Ewald in
+            a periodic box, at constant energy or with a Langevin or Nose-Hoover
+            thermostat). None: not.
     """
 
     integrator: ParticleIntegrator
