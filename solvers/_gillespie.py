@@ -107,8 +107,9 @@ def gillespie(
     if x0.shape[1] != species:
         raise ValueError(f"x0 holds {x0.shape[1]} species, the network {species}")
     rule = network.propensities if propensities is None else propensities
-    run = _program(rule, network, max_events)
-    counts, events, unfinished = run(x0, jnp.asarray(rates), times, keys)
+    counts, events, unfinished = _compiled(
+        rule, network, max_events, x0, jnp.asarray(rates), times, keys
+    )
     return SsaPaths(counts, events, unfinished)
 
 
@@ -116,9 +117,3 @@ def gillespie(
 def _compiled(rule, network, max_events, x0, rates, times, keys):
     one = _path(rule, network.stoichiometry, times, max_events)
     return jax.vmap(one, in_axes=(0, None, 0))(x0, rates, keys)
-
-
-def _program(rule, network, max_events: int):
-    return lambda x0, rates, times, keys: _compiled(
-        rule, network, max_events, x0, rates, times, keys
-    )
